@@ -1,0 +1,231 @@
+/**
+ * The LB agent: Fn's call lifecycle over a pool of runners.
+ *
+ * front gate -> buffer the body (bounded) -> parse what placement needs -> overrider and
+ * before-call listeners -> startedAt -> the placement walk -> relay the committed runner's
+ * response -> after-call listeners, counters and the net latency.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { PlacerAbortedError, PlacerTimeoutError, SluiceError } from '../placer/errors.ts';
+import { placeCall } from '../placer/walk.ts';
+import { CALL_ID_HEADER, withoutHopByHop } from '../runner/protocol.ts';
+import { readBody } from './body.ts';
+import { affinityKey, parseInferenceBody, uuidv7 } from './call.ts';
+import type { CallOutcome, CallRoute, GatewayCall } from './call.ts';
+import { GatewayError, ListenerFailedError, ShuttingDownError, UnknownModelError, errorBody } from './errors.ts';
+import type { RunnerResponse } from './http-runner.ts';
+import { createGatewayMetrics } from './metrics.ts';
+import type { CallResult, GatewayConfig } from './options.ts';
+import type { GatewayPool } from './pool.ts';
+import { relay } from './relay.ts';
+
+/** Header a client sets to keep a conversation on one runner (hashing placers). */
+export const SESSION_HEADER = 'sluice-session';
+
+type MutableCall = { -readonly [K in keyof GatewayCall]: GatewayCall[K] };
+
+/** Runs calls through their lifecycle; one per gateway. */
+export class LbAgent {
+  readonly #config: GatewayConfig;
+  readonly #pool: GatewayPool;
+  readonly #metrics;
+  readonly #tracer = trace.getTracer('sluice-gateway');
+  #inFlight = 0;
+  #closing = false;
+  #drained: (() => void) | undefined;
+
+  constructor(config: GatewayConfig, pool: GatewayPool) {
+    this.#config = config;
+    this.#pool = pool;
+    this.#metrics = createGatewayMetrics(config.meterProvider);
+  }
+
+  /** Calls being buffered, placed or relayed. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** True once shutdown began: the front gate refuses new calls. */
+  get closing(): boolean {
+    return this.#closing;
+  }
+
+  /** Closes the front gate; resolves when in-flight calls are done or `timeout` ms passed. */
+  drain(timeout: number): Promise<boolean> {
+    this.#closing = true;
+    if (this.#inFlight === 0) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeout);
+      this.#drained = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+    });
+  }
+
+  /** Serves one call on `route`; `fn` is the /invoke path parameter. Never rejects. */
+  async serve(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse): Promise<void> {
+    if (this.#closing) return sendError(out, new ShuttingDownError());
+    this.#inFlight++;
+    try {
+      await this.#serve(route, fn, incoming, out);
+    } catch (error) {
+      this.#config.logger.error('call failed unexpectedly', { error: error as Error });
+      if (!out.headersSent) sendError(out, new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error'));
+      else out.destroy();
+    } finally {
+      if (--this.#inFlight === 0 && this.#drained) this.#drained();
+    }
+  }
+
+  async #serve(route: CallRoute, fnParam: string | undefined, incoming: IncomingMessage, out: ServerResponse): Promise<void> {
+    const { clock, logger, placerConfig } = this.#config;
+    const createdAt = clock.now();
+    const controller = new AbortController();
+    out.once('close', () => {
+      if (!out.writableFinished) controller.abort(new Error('client closed the connection'));
+    });
+
+    let body: Buffer;
+    try {
+      body = await readBody(incoming, { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout });
+    } catch (error) {
+      // The rest of the body is still on the socket; close it rather than read garbage as a request.
+      if (error instanceof SluiceError) sendError(out, error, { connection: 'close' });
+      return;
+    }
+
+    let fn: string;
+    let user: string | undefined;
+    try {
+      if (route === 'invoke') fn = fnParam ?? '';
+      else {
+        ({ model: fn, user } = parseInferenceBody(body));
+        if (this.#pool.serves(fn) === 'no') {
+          throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
+        }
+      }
+    } catch (error) {
+      return sendError(out, error as SluiceError);
+    }
+
+    const session = incoming.headers[SESSION_HEADER];
+    const call: MutableCall = {
+      id: uuidv7(createdAt),
+      fn,
+      key: affinityKey(Array.isArray(session) ? session[0] : session, user, fn),
+      type: 'sync',
+      route,
+      method: incoming.method ?? 'POST',
+      path: incoming.url ?? '/',
+      headers: withoutHopByHop(incoming.headers),
+      body,
+      createdAt,
+      startedAt: createdAt,
+      placerDeadline: createdAt,
+      timeout: this.#config.callTimeout,
+      signal: controller.signal,
+    };
+    const callHeaders = { [CALL_ID_HEADER]: call.id };
+
+    try {
+      const override = await this.#config.overrideCall?.(call);
+      if (override) Object.assign(call, override);
+      for (const listener of this.#config.listeners) await listener.beforeCall?.(call);
+    } catch (error) {
+      const refusal =
+        error instanceof SluiceError ? error : new ListenerFailedError(`a before-call hook failed: ${(error as Error).message}`, { cause: error });
+      return sendError(out, refusal, callHeaders);
+    }
+
+    // startedAt excludes the client's upload: that time is the client's, not the platform's.
+    call.startedAt = clock.now();
+    call.placerDeadline = call.startedAt + (call.type === 'sync' ? placerConfig.placerTimeout : placerConfig.detachedPlacerTimeout);
+    const m = this.#metrics;
+    const log = logger.child({ call: call.id, fn: call.fn });
+    m.calls.add(1, { route });
+    m.queued.add(1);
+
+    const parent = propagation.extract(context.active(), incoming.headers);
+    const span = this.#tracer.startSpan('sluice.call', { kind: SpanKind.SERVER, attributes: { 'sluice.fn': call.fn, 'sluice.call_id': call.id } }, parent);
+    const headers: Record<string, string | string[]> = { ...call.headers };
+    propagation.inject(trace.setSpan(parent, span), headers);
+    call.headers = headers;
+
+    let attempts = 0;
+    let result: CallResult;
+    let placed: { value: RunnerResponse; runner: { id: string } } | undefined;
+    try {
+      const placement = await placeCall(call, this.#pool, this.#config.placer, {
+        retryAllDelay: placerConfig.retryAllDelay,
+        clock,
+        onRetry: (runner, reason) => m.placerRetries.add(1, { reason }),
+      });
+      attempts = placement.attempts;
+      placed = placement;
+    } catch (error) {
+      attempts = (error as { attempts?: number }).attempts ?? attempts;
+      result = this.#unplaced(call, error as Error, out, callHeaders);
+    } finally {
+      m.queued.add(-1);
+    }
+    m.placerAttempts.record(attempts);
+
+    if (placed) {
+      m.running.add(1);
+      const relayed = await relay(placed.value, out, { ...callHeaders }, placed.runner, controller.signal);
+      m.running.add(-1);
+      const total = clock.now() - call.startedAt;
+      result = { ...relayed, runner: placed.runner.id, latencyMs: total };
+      if (relayed.execMs !== undefined) {
+        m.execTime.record(relayed.execMs, { outcome: relayed.outcome });
+        result.latencyMs = total - relayed.execMs;
+      }
+    }
+    result ??= { outcome: 'errors', status: 500, latencyMs: clock.now() - call.startedAt };
+
+    m.outcomes[result.outcome].add(1);
+    if (result.execMs !== undefined && result.execMs > clock.now() - call.startedAt) {
+      // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
+      log.warn('runner reported more execution time than the call took', { execMs: result.execMs, runner: result.runner });
+    } else {
+      m.latency.record(result.latencyMs, { outcome: result.outcome });
+    }
+    if (result.error && result.outcome !== 'canceled') {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
+      log.warn('call failed', { outcome: result.outcome, runner: result.runner, error: result.error });
+    }
+    span.end();
+    for (const listener of this.#config.listeners) {
+      try {
+        await listener.afterCall?.(call, result);
+      } catch (error) {
+        log.warn('after-call hook failed', { error: error as Error });
+      }
+    }
+  }
+
+  /** Answers a call no runner took (or whose committed runner failed before answering). */
+  #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>): CallResult {
+    const latencyMs = this.#config.clock.now() - call.startedAt;
+    if (error instanceof PlacerAbortedError || call.signal.aborted) {
+      return { outcome: 'canceled', status: 0, latencyMs, error };
+    }
+    if (error instanceof PlacerTimeoutError) {
+      sendError(out, error, { ...headers, 'retry-after': String(this.#config.retryAfter) });
+      return { outcome: 'server_busy', status: error.status, latencyMs, error };
+    }
+    const failure = error instanceof SluiceError ? error : new GatewayError('GW_INTERNAL', 500, 'server_error', error.message, { cause: error });
+    sendError(out, failure, headers);
+    return { outcome: failure.code === 'GW_CALL_TIMEOUT' ? 'timeouts' : 'errors', status: failure.status, latencyMs, error };
+  }
+}
+
+/** Writes an error in OpenAI's shape, with the error's own headers (Retry-After and the like). */
+export function sendError(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}): void {
+  if (out.headersSent || out.destroyed) return;
+  const extra = error instanceof GatewayError ? error.headers : {};
+  out.writeHead(error.status, { 'content-type': 'application/json', ...extra, ...headers });
+  out.end(errorBody(error));
+}

@@ -1,0 +1,83 @@
+/**
+ * The call as the gateway carries it: what the placer sees (RunnerCall) plus the buffered
+ * request the runner will get, and the timestamps of Fn's lifecycle.
+ */
+import { randomBytes } from 'node:crypto';
+import type { CallType, RunnerCall } from '../placer/types.ts';
+import { InvalidBodyError, InvalidJsonError, MissingModelError } from './errors.ts';
+
+/** Which gateway route the call came in on. */
+export type CallRoute = 'chat' | 'completions' | 'embeddings' | 'invoke';
+
+/** How a call ended, for counters, the latency histogram and after-call listeners. */
+export type CallOutcome = 'completed' | 'canceled' | 'timeouts' | 'errors' | 'server_busy';
+
+/** A call in the gateway. Fields an overrider may change are not readonly until placement. */
+export interface GatewayCall extends RunnerCall {
+  readonly route: CallRoute;
+  readonly method: string;
+  /** Path and query sent to the runner, as the client sent it. */
+  readonly path: string;
+  /** Client headers to forward (hop-by-hop ones removed). */
+  readonly headers: Readonly<Record<string, string | string[]>>;
+  readonly body: Buffer;
+  /** When the request arrived (ms since epoch). */
+  readonly createdAt: number;
+  /** When the body was buffered and the call handed to placement; latency counts from here. */
+  readonly startedAt: number;
+  /** Execution limit, in ms, from commit; sent to the runner as an absolute deadline. */
+  readonly timeout: number;
+}
+
+/** What the call overrider may change before placement. */
+export interface CallOverride {
+  fn?: string;
+  key?: string;
+  timeout?: number;
+}
+
+/** What the gateway learned from the body of a /v1 call. */
+export interface ParsedBody {
+  model: string;
+  /** The body's `user` field, when a string: a per-end-user affinity key. */
+  user?: string;
+}
+
+/** Parses a /v1 body just enough to find the model and affinity key. */
+export function parseInferenceBody(body: Buffer): ParsedBody {
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw new InvalidJsonError(`request body is not valid JSON: ${(error as Error).message}`, { cause: error });
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    throw new InvalidBodyError('request body must be a JSON object');
+  }
+  const { model, user } = json as { model?: unknown; user?: unknown };
+  if (model === undefined || model === null || model === '') {
+    throw new MissingModelError('request body has no "model"; name the model to call');
+  }
+  if (typeof model !== 'string') throw new InvalidBodyError(`"model" must be a string, got ${typeof model}`);
+  return typeof user === 'string' && user !== '' ? { model, user } : { model };
+}
+
+/**
+ * The affinity key for hashing placers: the `sluice-session` header when present, else the
+ * body's `user`, else the function, so one conversation keeps landing where its cache is.
+ */
+export function affinityKey(session: string | undefined, user: string | undefined, fn: string): string {
+  return session || user || fn;
+}
+
+/** A UUIDv7 (RFC 9562): 48-bit ms timestamp then random bits, so ids sort by creation time. */
+export function uuidv7(now: number = Date.now()): string {
+  const bytes = randomBytes(16);
+  bytes.writeUIntBE(now, 0, 6);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x70;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+export type { CallType };

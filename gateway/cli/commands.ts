@@ -1,0 +1,235 @@
+/**
+ * The commands: each a settings table and a run function that starts the piece and returns
+ * how to stop it.
+ */
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import type { Logger } from '../../placer/log.ts';
+import { loadPlacer } from '../../placer/registry.ts';
+import { runSimEngineCommand } from '../../runner/engines/sim/main.ts';
+import { createRunner } from '../../runner/server.ts';
+import { createGateway } from '../server.ts';
+import type { GatewayOptions } from '../options.ts';
+import { createPrometheusReader } from '../telemetry.ts';
+import { reportListening, startService } from './processes.ts';
+import type { ChildService } from './processes.ts';
+import type { Setting } from './settings.ts';
+import { SettingsError } from './settings.ts';
+
+/** What a command's run function gets. */
+export interface CommandContext {
+  values: Record<string, unknown>;
+  positionals: string[];
+  env: NodeJS.ProcessEnv;
+  logger: Logger;
+}
+
+/** A sluice command. */
+export interface Command {
+  summary: string;
+  /** Positional arguments shown in the usage line. */
+  args?: string;
+  settings: readonly Setting[];
+  /** Starts the piece; resolves with its graceful stop once it is serving. */
+  run(ctx: CommandContext): Promise<() => Promise<void>>;
+}
+
+const logLevel: Setting = { key: 'logLevel', type: 'string', default: 'info', description: 'debug, info, warn, error or silent' };
+const host: Setting = { key: 'host', type: 'string', default: '127.0.0.1', description: 'interface to listen on' };
+const port = (def: number): Setting => ({ key: 'port', type: 'integer', default: def, description: 'port to listen on (0 picks a free one)', envAliases: ['PORT'] });
+
+/** Gateway settings shared by `gateway` and `up`. */
+const gatewaySettings: readonly Setting[] = [
+  { key: 'placer', type: 'string', default: 'round-robin', description: 'round-robin, consistent-hash, or a path to a module exporting a Placer' },
+  { key: 'placerTimeout', type: 'duration', default: '360s', description: 'how long a sync call may wait for a runner' },
+  { key: 'detachedPlacerTimeout', type: 'duration', default: '30s', description: 'how long a detached call may wait for a runner' },
+  { key: 'retryAllDelay', type: 'duration', default: '10ms', description: 'pause after every runner was tried once' },
+  { key: 'callTimeout', type: 'duration', default: '600s', description: 'execution limit of a call once a runner took it' },
+  { key: 'maxBodyBytes', type: 'integer', default: 16 * 1024 * 1024, description: 'largest request body accepted, in bytes' },
+  { key: 'bodyReadTimeout', type: 'duration', default: '30s', description: 'longest time a request body may take to arrive' },
+  { key: 'drainTimeout', type: 'duration', default: '30s', description: 'how long shutdown waits for in-flight calls' },
+  { key: 'runnerConnectTimeout', type: 'duration', default: '2s', description: 'how long connecting to a runner may take' },
+  { key: 'statusInterval', type: 'duration', default: '2s', description: 'how often each runner\'s /status is fetched' },
+  { key: 'retryAfter', type: 'integer', default: 1, description: 'seconds sent in Retry-After when no runner took a call' },
+];
+
+const simSettings: readonly Setting[] = [
+  { key: 'model', type: 'list', default: ['sim-small'], description: 'model names the engine serves' },
+  { key: 'ttftMs', type: 'duration', default: '20ms', description: 'time to first token' },
+  { key: 'itlMs', type: 'duration', default: '5ms', description: 'time between output tokens' },
+  { key: 'outputTokens', type: 'integer', default: 16, description: 'output length when a request sets no max_tokens' },
+  { key: 'maxNumSeqs', type: 'integer', default: 16, description: 'sequences running at once' },
+  { key: 'maxQueue', type: 'integer', default: 256, description: 'waiting requests before 429' },
+];
+
+/** Starts the OpenTelemetry SDK with a Prometheus reader the gateway serves at /metrics. */
+function startTelemetry(env: NodeJS.ProcessEnv): { render: () => Promise<string>; shutdown: () => Promise<void> } {
+  // The SDK would otherwise export traces and logs over OTLP to a collector that may not exist;
+  // operators who run one set these variables themselves.
+  env.OTEL_TRACES_EXPORTER ??= 'none';
+  env.OTEL_LOGS_EXPORTER ??= 'none';
+  const { reader, render } = createPrometheusReader();
+  const sdk = new NodeSDK({ serviceName: 'sluice-gateway', metricReaders: [reader] });
+  sdk.start();
+  return { render, shutdown: () => sdk.shutdown() };
+}
+
+async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
+  return {
+    placer: await loadPlacer(String(values.placer), { cwd: process.cwd() }),
+    placerTimeout: values.placerTimeout as number,
+    detachedPlacerTimeout: values.detachedPlacerTimeout as number,
+    retryAllDelay: values.retryAllDelay as number,
+    callTimeout: values.callTimeout as number,
+    maxBodyBytes: values.maxBodyBytes as number,
+    bodyReadTimeout: values.bodyReadTimeout as number,
+    drainTimeout: values.drainTimeout as number,
+    runnerConnectTimeout: values.runnerConnectTimeout as number,
+    statusInterval: values.statusInterval as number,
+    retryAfter: values.retryAfter as number,
+    logger,
+  };
+}
+
+const gateway: Command = {
+  summary: 'Runs the gateway in front of a static list of runners.',
+  settings: [
+    port(8080),
+    host,
+    { key: 'runners', type: 'list', required: true, description: 'runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002' },
+    ...gatewaySettings,
+    logLevel,
+  ],
+  async run({ values, env, logger }) {
+    const telemetry = startTelemetry(env);
+    const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: values.runners as string[], renderMetrics: telemetry.render });
+    const { url } = await gw.listen(values.port as number, values.host as string);
+    reportListening(url);
+    return async () => {
+      await gw.close();
+      await telemetry.shutdown();
+    };
+  },
+};
+
+const runner: Command = {
+  summary: 'Runs a runner in front of one OpenAI-compatible engine (vLLM, SGLang, llama.cpp, TGI, Ollama, sim).',
+  settings: [
+    port(9000),
+    host,
+    { key: 'engine', type: 'string', required: true, description: 'base URL of the engine, e.g. http://127.0.0.1:8000' },
+    { key: 'slots', type: 'integer', default: 4, description: 'calls run at once; more are answered busy' },
+    { key: 'id', type: 'string', description: 'runner id (default: runner- and 6 random hex digits)' },
+    { key: 'engineConnectTimeout', type: 'duration', default: '2s', description: 'how long connecting to the engine may take' },
+    { key: 'engineProbeInterval', type: 'duration', default: '5s', description: 'how often engine health and models are checked' },
+    { key: 'drainTimeout', type: 'duration', default: '30s', description: 'how long shutdown waits for running calls' },
+    logLevel,
+  ],
+  async run({ values, logger }) {
+    const r = createRunner({
+      engine: values.engine as string,
+      slots: values.slots as number,
+      ...(values.id === undefined ? {} : { id: values.id as string }),
+      engineConnectTimeout: values.engineConnectTimeout as number,
+      engineProbeInterval: values.engineProbeInterval as number,
+      logger,
+    });
+    const { url } = await r.listen(values.port as number, values.host as string);
+    reportListening(url);
+    return () => r.close({ drainTimeout: values.drainTimeout as number });
+  },
+};
+
+const simEngine: Command = {
+  summary: 'Runs a simulated OpenAI-compatible inference engine that behaves like vLLM over HTTP.',
+  settings: [port(8000), host, ...simSettings, { key: 'engineId', type: 'string', description: 'name sent in sluice-engine-id (default: sim- and random hex)' }, logLevel],
+  async run({ values, logger }) {
+    const engine = await runSimEngineCommand(
+      {
+        port: values.port as number,
+        host: values.host as string,
+        models: values.model as string[],
+        ttftMs: values.ttftMs as number,
+        itlMs: values.itlMs as number,
+        outputTokens: values.outputTokens as number,
+        maxNumSeqs: values.maxNumSeqs as number,
+        maxQueue: values.maxQueue as number,
+        ...(values.engineId === undefined ? {} : { engineId: values.engineId as string }),
+      },
+      (line) => logger.info('sim engine listening', JSON.parse(line) as Record<string, unknown>),
+    );
+    const url = `http://${values.host as string}:${(engine.server.address() as { port: number }).port}`;
+    reportListening(url);
+    return () => engine.close();
+  },
+};
+
+const up: Command = {
+  summary: 'The embedded default: a gateway on --port with --runners runners, each in front of its own simulated engine process.',
+  settings: [
+    port(8080),
+    host,
+    { key: 'runners', type: 'integer', default: 2, description: 'how many runner + simulated engine pairs to start' },
+    { key: 'slots', type: 'integer', default: 4, description: 'slots per runner' },
+    ...simSettings,
+    ...gatewaySettings,
+    logLevel,
+  ],
+  async run({ values, env, logger }) {
+    const count = values.runners as number;
+    if (!Number.isSafeInteger(count) || count < 1 || count > 64) {
+      throw new SettingsError(`invalid --runners ${JSON.stringify(count)}: expected 1 to 64`);
+    }
+    const children: ChildService[] = [];
+    const stopChildren = () => Promise.all(children.reverse().map((c) => c.stop('SIGTERM')));
+    const level = String(values.logLevel);
+    try {
+      const simArgs = ['--model', (values.model as string[]).join(','), '--ttft-ms', String(values.ttftMs), '--itl-ms', String(values.itlMs), '--output-tokens', String(values.outputTokens), '--max-num-seqs', String(values.maxNumSeqs), '--max-queue', String(values.maxQueue)];
+      const engines = await Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          startService(['sim-engine', '--port', '0', '--engine-id', `sim-${i + 1}`, '--log-level', level, ...simArgs], { stdio: 'inherit', env: childEnv(env) }),
+        ),
+      );
+      children.push(...engines);
+      const runners = await Promise.all(
+        engines.map((e, i) =>
+          startService(['runner', '--port', '0', '--engine', e.url, '--id', `runner-${i + 1}`, '--slots', String(values.slots), '--log-level', level], { stdio: 'inherit', env: childEnv(env) }),
+        ),
+      );
+      children.push(...runners);
+      const telemetry = startTelemetry(env);
+      const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
+      const { url } = await gw.listen(values.port as number, values.host as string);
+      reportListening(url);
+      process.stdout.write(
+        `\nsluice is up at ${url} with ${count} runners (placer ${gw.config.placer.name}). Try:\n` +
+          `  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${(values.model as string[])[0]}","messages":[{"role":"user","content":"hi"}]}'\n` +
+          'Ctrl-C stops everything.\n\n',
+      );
+      return async () => {
+        await gw.close();
+        await stopChildren();
+        await telemetry.shutdown();
+      };
+    } catch (error) {
+      await stopChildren();
+      throw error;
+    }
+  },
+};
+
+/** Children of `up` must not inherit the parent's port settings. */
+function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const copy = { ...env };
+  delete copy.PORT;
+  delete copy.SLUICE_PORT;
+  delete copy.SLUICE_CONFIG;
+  return copy;
+}
+
+/** Every command, by name. */
+export const commands: Readonly<Record<string, Command>> = {
+  up,
+  gateway,
+  runner,
+  'sim-engine': simEngine,
+};

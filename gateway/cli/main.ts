@@ -1,0 +1,101 @@
+/**
+ * The `sluice` entry point: parses settings, wires telemetry and logging, starts the piece
+ * asked for, and stops it on SIGTERM/SIGINT. The only module that reads process.env or
+ * decides the process's exit code.
+ */
+import { createJsonLogger, isLogLevel } from '../../placer/log.ts';
+import type { Logger, LogLevel } from '../../placer/log.ts';
+import { SluiceError } from '../../placer/errors.ts';
+import { VERSION } from '../../runner/version.ts';
+import { commands } from './commands.ts';
+import type { Command } from './commands.ts';
+import { SettingsError, formatHelp, resolveSettings } from './settings.ts';
+
+const USAGE = `sluice ${VERSION}: a load-balancing gateway for inference fleets
+
+usage: sluice <command> [flags]
+
+commands:
+  up           the embedded default: a gateway with runners in front of simulated engines
+  gateway      the gateway alone, in front of --runners
+  runner       a runner in front of one OpenAI-compatible engine
+  sim-engine   a simulated OpenAI-compatible inference engine (for machines without a GPU)
+  bench        benchmark scenarios (bench overhead)
+
+sluice <command> --help lists a command's flags.`;
+
+/** Runs the command in `argv`; resolves with the process exit code once it has stopped. */
+export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(USAGE + '\n');
+    return name === undefined ? 2 : 0;
+  }
+  if (name === '--version' || name === 'version') {
+    process.stdout.write(VERSION + '\n');
+    return 0;
+  }
+  const command: Command | undefined = commands[name];
+  if (!command) {
+    process.stderr.write(`sluice: unknown command "${name}"; sluice --help lists the commands\n`);
+    return 2;
+  }
+
+  let resolved;
+  try {
+    resolved = resolveSettings(command.settings, rest, env);
+  } catch (error) {
+    return fail(name, error);
+  }
+  if (resolved.help) {
+    process.stdout.write(formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings) + '\n');
+    return 0;
+  }
+  const level = String(resolved.values.logLevel ?? 'info');
+  if (!isLogLevel(level)) return fail(name, new SettingsError(`invalid --log-level "${level}": expected debug, info, warn, error or silent`));
+  const logger = createJsonLogger({ level: level as LogLevel, fields: { component: name } });
+
+  let stop: () => Promise<void>;
+  try {
+    stop = await command.run({ values: resolved.values, positionals: resolved.positionals, env, logger });
+  } catch (error) {
+    return fail(name, error);
+  }
+  return waitForShutdown(stop, logger);
+}
+
+/** Prints one line for a start-up failure; exit code 2 for bad settings, 1 otherwise. */
+function fail(command: string, error: unknown): number {
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`sluice ${command}: ${message.split('\n')[0]}\n`);
+  return error instanceof SettingsError || error instanceof SluiceError ? 2 : 1;
+}
+
+/**
+ * Resolves after a graceful stop on SIGTERM, SIGINT or the parent's IPC channel closing.
+ * A second signal exits at once.
+ */
+function waitForShutdown(stop: () => Promise<void>, logger: Logger): Promise<number> {
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const onSignal = (reason: string) => {
+      if (stopping) {
+        logger.warn('second signal, exiting now', { reason });
+        process.exit(130);
+      }
+      stopping = true;
+      logger.info('shutting down', { reason });
+      stop().then(
+        () => resolve(0),
+        (error: unknown) => {
+          logger.error('shutdown failed', { error: error as Error });
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', () => onSignal('SIGTERM'));
+    process.on('SIGINT', () => onSignal('SIGINT'));
+    // Started by `sluice up` or a test: when the parent goes, so do we.
+    if (process.send) process.on('disconnect', () => onSignal('parent exited'));
+  });
+}

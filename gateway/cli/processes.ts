@@ -1,0 +1,86 @@
+/**
+ * Starting sluice commands as child processes and learning where they listen: `sluice up`
+ * and the integration tests use this one mechanism. A child reports `{type:'listening', url}`
+ * over the IPC channel once its port is open, and exits when that channel closes, so a parent
+ * that dies (even by SIGKILL) leaves nothing behind.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/** Path of the `sluice` entry script. */
+export const SLUICE_BIN = fileURLToPath(new URL('./sluice.mjs', import.meta.url));
+
+/** A sluice command running as a child process. */
+export interface ChildService {
+  readonly url: string;
+  readonly child: ChildProcess;
+  /** The last lines the child printed (when its output is captured). */
+  output(): string;
+  /**
+   * Sends `signal` and waits for the exit; after `graceMs` sends SIGKILL.
+   * Resolves with the exit code (null when killed by a signal).
+   */
+  stop(signal?: NodeJS.Signals, graceMs?: number): Promise<number | null>;
+}
+
+/** How to start a child service. */
+export interface StartOptions {
+  /** `inherit` shares the parent's stdout/stderr; `capture` keeps the last lines for output(). */
+  stdio?: 'inherit' | 'capture';
+  env?: NodeJS.ProcessEnv;
+  /** Longest wait for the listening message, in ms. @default 30000 */
+  timeout?: number;
+}
+
+const TAIL_LINES = 200;
+
+/** Starts `sluice <args>` and resolves once it listens. */
+export function startService(args: readonly string[], options: StartOptions = {}): Promise<ChildService> {
+  const capture = (options.stdio ?? 'capture') === 'capture';
+  const child = spawn(process.execPath, [SLUICE_BIN, ...args], {
+    stdio: ['ignore', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit', 'ipc'],
+    env: options.env ?? process.env,
+    // Its own process group: a terminal's Ctrl-C reaches only the parent, which stops children in order.
+    detached: true,
+  });
+  const tail: string[] = [];
+  const keep = (chunk: Buffer): void => {
+    for (const line of chunk.toString('utf8').split('\n')) if (line) tail.push(line);
+    if (tail.length > TAIL_LINES) tail.splice(0, tail.length - TAIL_LINES);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const output = () => tail.join('\n');
+
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM', graceMs = 10_000): Promise<number | null> => {
+    if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    const code = await exited;
+    clearTimeout(timer);
+    return code;
+  };
+
+  return new Promise<ChildService>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      void stop('SIGKILL');
+      reject(new Error(`sluice ${args.join(' ')} did not listen within ${options.timeout ?? 30_000} ms\n${output()}`));
+    }, options.timeout ?? 30_000);
+    child.on('message', (message: { type?: string; url?: string }) => {
+      if (message?.type !== 'listening' || typeof message.url !== 'string') return;
+      clearTimeout(timer);
+      resolve({ url: message.url, child, output, stop });
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`sluice ${args.join(' ')} exited (${signal ?? code}) before listening\n${output()}`));
+    });
+  });
+}
+
+/** In a child: tells the parent where this process listens (no-op when run by hand). */
+export function reportListening(url: string): void {
+  process.send?.({ type: 'listening', url });
+}

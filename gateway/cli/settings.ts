@@ -1,0 +1,192 @@
+/**
+ * Command-line settings: one table per command gives every setting its flag, environment
+ * variable, type, default and help line. Values come from flags, then SLUICE_* variables,
+ * then a JSON file named by --config, then defaults; a bad value stops start-up with one
+ * line naming the setting, where it came from, and the value.
+ */
+import { readFileSync } from 'node:fs';
+
+/** How a raw string becomes a value. `duration` is ms: `250`, `250ms`, `30s`, `5m`, `1h`. */
+export type SettingType = 'string' | 'integer' | 'duration' | 'list' | 'boolean';
+
+/** One setting of a command. */
+export interface Setting {
+  /** Key in the resolved values and in the JSON config file (camelCase). */
+  key: string;
+  type: SettingType;
+  description: string;
+  /** Shown in --help and used when nothing else sets the value. */
+  default?: string | number | boolean | readonly string[];
+  required?: boolean;
+  /** Extra environment variables read after SLUICE_<KEY> (e.g. PORT). */
+  envAliases?: readonly string[];
+}
+
+/** A setting could not be read; the message is the whole line to print. */
+export class SettingsError extends Error {
+  readonly code = 'CLI_INVALID_SETTING';
+}
+
+/** The flag for a key: `placerTimeout` -> `--placer-timeout`. */
+export function flagOf(key: string): string {
+  return '--' + key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
+}
+
+/** The environment variable for a key: `placerTimeout` -> `SLUICE_PLACER_TIMEOUT`. */
+export function envOf(key: string): string {
+  return 'SLUICE_' + key.replace(/[A-Z]/g, (c) => '_' + c).toUpperCase();
+}
+
+/** What {@link resolveSettings} found. */
+export interface Resolved {
+  values: Record<string, unknown>;
+  /** Arguments that were not flags (e.g. a bench scenario name). */
+  positionals: string[];
+  help: boolean;
+}
+
+/**
+ * Resolves a command's settings from argv, env and the config file.
+ * @throws SettingsError with a one-line message for the first bad setting.
+ */
+export function resolveSettings(settings: readonly Setting[], argv: readonly string[], env: NodeJS.ProcessEnv): Resolved {
+  const byFlag = new Map(settings.map((s) => [flagOf(s.key), s]));
+  const fromFlags = new Map<string, string>();
+  const positionals: string[] = [];
+  let configPath = env.SLUICE_CONFIG;
+  let help = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--help' || arg === '-h') {
+      help = true;
+      continue;
+    }
+    if (!arg.startsWith('--')) {
+      positionals.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const flag = eq === -1 ? arg : arg.slice(0, eq);
+    const setting = byFlag.get(flag);
+    if (flag !== '--config' && !setting) throw new SettingsError(`unknown flag ${flag}; --help lists the flags`);
+    let value: string | undefined = eq === -1 ? undefined : arg.slice(eq + 1);
+    if (value === undefined) {
+      if (setting?.type === 'boolean' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--'))) value = 'true';
+      else {
+        value = argv[++i];
+        if (value === undefined) throw new SettingsError(`${flag} needs a value`);
+      }
+    }
+    if (flag === '--config') configPath = value;
+    else fromFlags.set(setting!.key, value);
+  }
+  if (help) return { values: {}, positionals, help };
+
+  const file = configPath ? readConfigFile(configPath, settings) : {};
+  const values: Record<string, unknown> = {};
+  for (const s of settings) {
+    const flag = flagOf(s.key);
+    const envName = [envOf(s.key), ...(s.envAliases ?? [])].find((name) => env[name] !== undefined && env[name] !== '');
+    if (fromFlags.has(s.key)) values[s.key] = parse(s, fromFlags.get(s.key)!, flag);
+    else if (envName) values[s.key] = parse(s, env[envName]!, envName);
+    else if (Object.hasOwn(file, s.key)) values[s.key] = parseJson(s, file[s.key], `${s.key} in ${configPath}`);
+    else if (typeof s.default === 'string') values[s.key] = parse(s, s.default, `default of ${flag}`);
+    else if (s.default !== undefined) values[s.key] = s.default;
+    else if (s.required) throw new SettingsError(`${flag} is required (or ${envOf(s.key)}, or "${s.key}" in --config); --help describes it`);
+  }
+  return { values, positionals, help };
+}
+
+/** The --help text: usage, then every flag with its env variable and default. */
+export function formatHelp(usage: string, summary: string, settings: readonly Setting[]): string {
+  const rows = settings.map((s) => {
+    const left = `  ${flagOf(s.key)} <${s.type}>`;
+    const def = s.required ? 'required' : s.default === undefined ? 'no default' : `default ${formatDefault(s.default)}`;
+    return `${left.padEnd(40)} ${s.description} (${def}; env ${[envOf(s.key), ...(s.envAliases ?? [])].join(', ')})`;
+  });
+  return [
+    `usage: ${usage}`,
+    '',
+    summary,
+    '',
+    'flags:',
+    ...rows,
+    `  ${'--config <path>'.padEnd(38)} JSON file of settings keyed by name, e.g. {"${settings[0]?.key ?? 'port'}": ...} (env SLUICE_CONFIG)`,
+    `  ${'--help'.padEnd(38)} this text`,
+    '',
+    'Precedence: flags, then environment, then the config file, then defaults.',
+    'Durations take ms, s, m or h (a bare number is ms).',
+  ].join('\n');
+}
+
+function formatDefault(value: string | number | boolean | readonly string[]): string {
+  if (Array.isArray(value)) return value.join(',');
+  return String(value);
+}
+
+function readConfigFile(path: string, settings: readonly Setting[]): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new SettingsError(`--config ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new SettingsError(`--config ${path}: not valid JSON (${(error as Error).message})`);
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    throw new SettingsError(`--config ${path}: must hold a JSON object of settings`);
+  }
+  const known = new Set(settings.map((s) => s.key));
+  for (const key of Object.keys(json)) {
+    if (!known.has(key)) throw new SettingsError(`--config ${path}: unknown setting "${key}"; --help lists the settings`);
+  }
+  return json as Record<string, unknown>;
+}
+
+function parseJson(s: Setting, value: unknown, where: string): unknown {
+  if (s.type === 'list' && Array.isArray(value)) return value.map((v) => String(v));
+  if (typeof value === 'string') return parse(s, value, where);
+  if (typeof value === 'number' && (s.type === 'integer' || s.type === 'duration')) return parse(s, String(value), where);
+  if (typeof value === 'boolean' && s.type === 'boolean') return value;
+  throw new SettingsError(`invalid ${where}: expected ${describe(s.type)}, got ${JSON.stringify(value)}`);
+}
+
+function parse(s: Setting, raw: string, where: string): unknown {
+  const bad = (): never => {
+    throw new SettingsError(`invalid ${where} ${JSON.stringify(raw)}: expected ${describe(s.type)}`);
+  };
+  switch (s.type) {
+    case 'string':
+      return raw;
+    case 'list':
+      return raw.split(',').map((v) => v.trim()).filter((v) => v !== '');
+    case 'boolean':
+      if (raw === 'true' || raw === '1') return true;
+      if (raw === 'false' || raw === '0') return false;
+      return bad();
+    case 'integer': {
+      if (!/^-?\d+$/.test(raw.trim())) return bad();
+      return Number(raw);
+    }
+    case 'duration': {
+      const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(raw.trim());
+      if (!m) return bad();
+      const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 'ms') as 'ms'];
+      return Math.round(Number(m[1]) * unit);
+    }
+  }
+}
+
+function describe(type: SettingType): string {
+  return {
+    string: 'a string',
+    integer: 'an integer',
+    duration: 'a duration like 500ms, 30s or 5m',
+    list: 'a comma-separated list',
+    boolean: 'true or false',
+  }[type];
+}

@@ -1,0 +1,88 @@
+/**
+ * Gateway errors, each with a stable code (listed with meaning and fix in docs/errors.md) and
+ * the HTTP status a client gets. The JSON body follows OpenAI's error shape.
+ */
+import { SluiceError } from '../placer/errors.ts';
+import type { ErrorType } from '../placer/errors.ts';
+
+/** An error the gateway answers with; `headers` are added to the response (e.g. Retry-After). */
+export class GatewayError extends SluiceError {
+  readonly headers: Readonly<Record<string, string>>;
+  constructor(
+    code: string,
+    status: number,
+    type: ErrorType,
+    message: string,
+    options?: { cause?: unknown; headers?: Record<string, string> },
+  ) {
+    super(code, status, type, message, options);
+    this.headers = options?.headers ?? {};
+  }
+}
+
+const invalid = (code: string, status: number) =>
+  class extends GatewayError {
+    constructor(message: string, options?: { cause?: unknown }) {
+      super(code, status, status === 404 ? 'not_found_error' : 'invalid_request_error', message, options);
+    }
+  };
+
+/** The body is not valid JSON (400). */
+export class InvalidJsonError extends invalid('GW_INVALID_JSON', 400) {}
+/** The body is JSON but not an object, or a field has the wrong type (400). */
+export class InvalidBodyError extends invalid('GW_INVALID_BODY', 400) {}
+/** The body names no `model` (400). */
+export class MissingModelError extends invalid('GW_MISSING_MODEL', 400) {}
+/** No runner in the pool serves the model (404). */
+export class UnknownModelError extends invalid('GW_UNKNOWN_MODEL', 404) {}
+/** The body is larger than maxBodyBytes (413). */
+export class BodyTooLargeError extends invalid('GW_BODY_TOO_LARGE', 413) {}
+/** The client did not finish sending the body within bodyReadTimeout (408). */
+export class BodyTimeoutError extends invalid('GW_BODY_TIMEOUT', 408) {}
+/** No route for this method and path (404). */
+export class RouteNotFoundError extends invalid('GW_ROUTE_NOT_FOUND', 404) {}
+
+/** The gateway is shutting down and takes no new calls (503). */
+export class ShuttingDownError extends GatewayError {
+  constructor() {
+    super('GW_SHUTTING_DOWN', 503, 'service_unavailable_error', 'the gateway is shutting down; retry on another gateway', {
+      headers: { 'retry-after': '1', connection: 'close' },
+    });
+  }
+}
+
+/**
+ * The runner committed to the call and then failed (502). The call may have run, so it was not
+ * sent anywhere else; retrying is the client's decision.
+ */
+export class RunnerFailedError extends GatewayError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('GW_RUNNER_FAILED_AFTER_COMMIT', 502, 'server_error', message, options);
+  }
+}
+
+/** The call ran past its execution timeout (504). */
+export class CallTimeoutError extends GatewayError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('GW_CALL_TIMEOUT', 504, 'timeout_error', message, options);
+  }
+}
+
+/** A before-call listener or the call overrider threw something that is not a SluiceError (500). */
+export class ListenerFailedError extends GatewayError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('GW_LISTENER_FAILED', 500, 'server_error', message, options);
+  }
+}
+
+/** A gateway option is missing or out of range. */
+export class GatewayConfigError extends GatewayError {
+  constructor(message: string) {
+    super('GW_INVALID_OPTION', 500, 'server_error', message);
+  }
+}
+
+/** The JSON body a client gets for `error`. */
+export function errorBody(error: SluiceError): string {
+  return JSON.stringify({ error: { message: error.message, type: error.type, code: error.code } });
+}

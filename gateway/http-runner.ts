@@ -1,0 +1,124 @@
+/**
+ * A runner reached over HTTP: the gateway's side of the wire in runner/protocol.ts.
+ *
+ * tryExec sends the buffered call and reads only the status line and headers: a busy answer
+ * (503 with the busy marker) or a refused connection mean nothing ran and the walk moves on;
+ * anything else means the runner has the call, and its body streams back to the client.
+ */
+import { Pool } from 'undici';
+import type { Dispatcher } from 'undici';
+import type { RunnerCall, Runner, TryExecResult } from '../placer/types.ts';
+import {
+  BUSY_HEADER,
+  CALL_ID_HEADER,
+  CALL_TYPE_HEADER,
+  DEADLINE_HEADER,
+  FUNCTION_HEADER,
+  isConnectError,
+} from '../runner/protocol.ts';
+import type { GatewayCall } from './call.ts';
+import { CallTimeoutError, RunnerFailedError } from './errors.ts';
+
+/** The runner's response once committed: status, headers, a streaming body, and trailers. */
+export type RunnerResponse = Dispatcher.ResponseData;
+
+/** Connection settings for one runner. */
+export interface HttpRunnerOptions {
+  /** How long connecting may take, in ms; a timeout counts as failed before commit. */
+  connectTimeout: number;
+  /** Most connections kept open to this runner. */
+  connections?: number;
+}
+
+/** What the gateway last learned about a runner from its /status. */
+export interface RunnerHealth {
+  /** Models listed at the last successful status fetch; undefined until one succeeded. */
+  models: readonly string[] | undefined;
+  /** False after a failed connect or status fetch, true again after a successful one. */
+  reachable: boolean;
+  /** Busy answers and refused connects in a row; reset by a placement. */
+  lastError?: string;
+}
+
+/** A runner the gateway calls over HTTP/1.1 keep-alive connections. */
+export class HttpRunner implements Runner<RunnerResponse> {
+  readonly id: string;
+  readonly url: URL;
+  readonly health: RunnerHealth = { models: undefined, reachable: true };
+  readonly #pool: Pool;
+
+  constructor(url: URL, options: HttpRunnerOptions) {
+    this.url = url;
+    this.id = url.host;
+    this.#pool = new Pool(url.origin, {
+      connectTimeout: options.connectTimeout,
+      connections: options.connections ?? null,
+      // The runner keeps idle sockets 65 s; closing ours first avoids writing into a closing one.
+      keepAliveTimeout: 30_000,
+      keepAliveMaxTimeout: 60_000,
+      pipelining: 1,
+    });
+  }
+
+  /** Offers the call. See the file comment for what each outcome means. */
+  async tryExec(runnerCall: RunnerCall): Promise<TryExecResult<RunnerResponse>> {
+    // Method parameters are bivariant: the gateway's pool only ever hands its own calls here.
+    const call = runnerCall as GatewayCall;
+    let response: RunnerResponse;
+    try {
+      response = await this.#pool.request({
+        method: call.method as Dispatcher.HttpMethod,
+        path: call.path,
+        headers: {
+          ...call.headers,
+          [CALL_ID_HEADER]: call.id,
+          [CALL_TYPE_HEADER]: call.type,
+          [FUNCTION_HEADER]: call.fn,
+          [DEADLINE_HEADER]: String(Date.now() + call.timeout),
+        },
+        body: call.body,
+        signal: call.signal,
+        headersTimeout: call.timeout,
+        bodyTimeout: call.timeout,
+      });
+    } catch (error) {
+      if (isConnectError(error)) {
+        this.health.reachable = false;
+        this.health.lastError = (error as Error).message;
+        return { kind: 'failed', error: error as Error };
+      }
+      throw committedFailure(this, error);
+    }
+    this.health.reachable = true;
+    if (response.statusCode === 503 && response.headers[BUSY_HEADER] !== undefined) {
+      // Read the short busy body so the connection goes back to the pool.
+      await response.body.dump().catch(() => {});
+      return { kind: 'busy' };
+    }
+    return { kind: 'placed', value: response };
+  }
+
+  /** GETs a path on the runner (status probes); the caller consumes the body. */
+  get(path: string, timeout: number): Promise<RunnerResponse> {
+    return this.#pool.request({ method: 'GET', path, headersTimeout: timeout, bodyTimeout: timeout });
+  }
+
+  /** Closes idle connections; with `force`, aborts calls still streaming too. */
+  async close(force = false): Promise<void> {
+    if (force) await this.#pool.destroy();
+    else await this.#pool.close();
+  }
+}
+
+/** Maps an error after the call may have reached the runner into what the client gets. */
+export function committedFailure(runner: { id: string }, error: unknown): Error {
+  const code = (error as { code?: unknown }).code;
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    return new CallTimeoutError(`runner ${runner.id} did not finish the call within its timeout`, { cause: error });
+  }
+  if ((error as Error).name === 'AbortError' || code === 'UND_ERR_ABORTED') return error as Error;
+  return new RunnerFailedError(
+    `runner ${runner.id} failed after it took the call (${(error as Error).message}); the call was not retried because it may have run`,
+    { cause: error },
+  );
+}

@@ -1,0 +1,58 @@
+/**
+ * The gateway's instruments, through @opentelemetry/api only: a no-op until the entry point
+ * wires an SDK. Names and buckets follow Fn's LB agent so dashboards carry over.
+ */
+import type { Counter, Histogram, MeterProvider, UpDownCounter } from '@opentelemetry/api';
+import type { CallOutcome } from './call.ts';
+
+/** Fn's lb_call_latency buckets, in ms. */
+const LATENCY_BUCKETS = [1, 10, 50, 100, 250, 500, 1000, 10000, 60000, 120000];
+/** Runner execution time spans from milliseconds to many minutes for long generations. */
+const EXEC_BUCKETS = [10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000];
+/** Fn's placer attempt buckets. */
+const ATTEMPT_BUCKETS = [0, 2, 3, 4, 8, 16, 32, 64, 128, 256];
+
+/** The gateway's counters and histograms. */
+export interface GatewayMetrics {
+  calls: Counter;
+  queued: UpDownCounter;
+  running: UpDownCounter;
+  outcomes: Record<CallOutcome, Counter>;
+  latency: Histogram;
+  execTime: Histogram;
+  placerAttempts: Histogram;
+  placerRetries: Counter;
+}
+
+/** Creates the instruments on a meter of `provider`. */
+export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
+  const meter = provider.getMeter('sluice-gateway');
+  const counter = (name: string, description: string) => meter.createCounter(name, { description });
+  return {
+    calls: counter('sluice_calls', 'Calls received and buffered'),
+    queued: meter.createUpDownCounter('sluice_calls_queued', { description: 'Calls waiting for a runner' }),
+    running: meter.createUpDownCounter('sluice_calls_running', { description: 'Calls committed to a runner and not yet finished' }),
+    outcomes: {
+      completed: counter('sluice_calls_completed', 'Calls whose runner response was relayed in full'),
+      canceled: counter('sluice_calls_canceled', 'Calls whose client went away'),
+      timeouts: counter('sluice_calls_timeouts', 'Calls that ran past their execution timeout'),
+      errors: counter('sluice_calls_errors', 'Calls that failed in the gateway or on the runner after commit'),
+      server_busy: counter('sluice_calls_server_busy', 'Calls no runner took before the placer deadline'),
+    },
+    latency: meter.createHistogram('sluice_call_latency', {
+      description: 'What the platform added to a call: end minus startedAt minus runner-reported execution time',
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
+    }),
+    execTime: meter.createHistogram('sluice_runner_exec_time', {
+      description: 'Execution time reported by runners (engine request start to last byte)',
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: EXEC_BUCKETS },
+    }),
+    placerAttempts: meter.createHistogram('sluice_placer_attempts', {
+      description: 'Runner offers made to place one call',
+      advice: { explicitBucketBoundaries: ATTEMPT_BUCKETS },
+    }),
+    placerRetries: counter('sluice_placer_retries', 'Runner offers that did not place the call, by reason'),
+  };
+}

@@ -1,0 +1,179 @@
+/**
+ * Gateway options, their defaults, and validation with one message per bad option.
+ */
+import { metrics } from '@opentelemetry/api';
+import type { MeterProvider } from '@opentelemetry/api';
+import { resolvePlacerConfig } from '../placer/options.ts';
+import type { PlacerOptions } from '../placer/options.ts';
+import type { Logger } from '../placer/log.ts';
+import { silentLogger } from '../placer/log.ts';
+import type { Clock, Placer, PlacerConfig } from '../placer/types.ts';
+import { systemClock } from '../placer/clock.ts';
+import { createRoundRobinPlacer } from '../placer/round-robin/index.ts';
+import type { CallOutcome, CallOverride, GatewayCall } from './call.ts';
+import { GatewayConfigError } from './errors.ts';
+import type { GatewayPool } from './pool.ts';
+
+/** How a finished call went, for after-call listeners. */
+export interface CallResult {
+  outcome: CallOutcome;
+  /** HTTP status the client got (0 when the client was gone before any). */
+  status: number;
+  /** Runner that committed to the call, when one did. */
+  runner?: string;
+  /** Execution time the runner reported, in ms. */
+  execMs?: number;
+  /** What the platform added, in ms: end minus startedAt minus execMs. */
+  latencyMs: number;
+  error?: Error;
+}
+
+/**
+ * Hooks around each call, as Fn's LB agent had them. beforeCall runs after the body is
+ * buffered and before placement; throwing a SluiceError answers the client with its status
+ * (to refuse a call, say). afterCall runs once the response is finished; what it throws is
+ * logged and never reaches the client.
+ */
+export interface CallListener {
+  beforeCall?(call: GatewayCall): void | Promise<void>;
+  afterCall?(call: GatewayCall, result: CallResult): void | Promise<void>;
+}
+
+/** How a gateway is set up. Give `runners` or `pool`. */
+export interface GatewayOptions extends PlacerOptions {
+  /** Static runner URLs, e.g. `['http://127.0.0.1:9001']`. */
+  runners?: readonly string[];
+  /** A pool of your own instead of the static list. */
+  pool?: GatewayPool;
+  /** Orders runners for each call. @default round-robin */
+  placer?: Placer;
+  /** Execution limit of a call after a runner takes it, in ms. @default 600000 */
+  callTimeout?: number;
+  /** Largest request body accepted, in bytes. @default 16777216 (16 MiB) */
+  maxBodyBytes?: number;
+  /** Longest time a request body may take to arrive, in ms. @default 30000 */
+  bodyReadTimeout?: number;
+  /** How long shutdown waits for in-flight calls, in ms. @default 30000 */
+  drainTimeout?: number;
+  /** How long connecting to a runner may take, in ms. @default 2000 */
+  runnerConnectTimeout?: number;
+  /** How often static runners' /status is fetched, in ms. @default 2000 */
+  statusInterval?: number;
+  /** Seconds sent in Retry-After when no runner took a call. @default 1 */
+  retryAfter?: number;
+  /** Changes a call's function, key or timeout before placement. */
+  overrideCall?: (call: GatewayCall) => CallOverride | void | Promise<CallOverride | void>;
+  /** Before/after call hooks, run in order. */
+  listeners?: readonly CallListener[];
+  /** Where instruments are created. @default the global meter provider (a no-op until an SDK is wired) */
+  meterProvider?: MeterProvider;
+  /** Renders /metrics; without it /metrics answers 404. */
+  renderMetrics?: () => Promise<string>;
+  /** @default a logger that drops everything */
+  logger?: Logger;
+  /** Time for placement and deadlines; tests inject a fake. @default the system clock */
+  clock?: Clock;
+}
+
+/** Options after defaults and validation; frozen. */
+export interface GatewayConfig {
+  readonly runners: readonly URL[];
+  readonly pool: GatewayPool | undefined;
+  readonly placer: Placer;
+  readonly placerConfig: PlacerConfig;
+  readonly callTimeout: number;
+  readonly maxBodyBytes: number;
+  readonly bodyReadTimeout: number;
+  readonly drainTimeout: number;
+  readonly runnerConnectTimeout: number;
+  readonly statusInterval: number;
+  readonly retryAfter: number;
+  readonly overrideCall: GatewayOptions['overrideCall'];
+  readonly listeners: readonly CallListener[];
+  readonly meterProvider: MeterProvider;
+  readonly renderMetrics: (() => Promise<string>) | undefined;
+  readonly logger: Logger;
+  readonly clock: Clock;
+}
+
+/** Applies defaults and validates; throws {@link GatewayConfigError} naming the first bad option. */
+export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
+  const {
+    runners = [],
+    pool,
+    placer = createRoundRobinPlacer(),
+    callTimeout = 600_000,
+    maxBodyBytes = 16 * 1024 * 1024,
+    bodyReadTimeout = 30_000,
+    drainTimeout = 30_000,
+    runnerConnectTimeout = 2000,
+    statusInterval = 2000,
+    retryAfter = 1,
+    overrideCall,
+    listeners = [],
+    meterProvider = metrics.getMeterProvider(),
+    renderMetrics,
+    logger = silentLogger,
+    clock = systemClock,
+  } = options;
+  const placerConfig = resolvePlacerConfig(options);
+  if (!Array.isArray(runners)) throw new GatewayConfigError(`runners must be a list of URLs, got ${JSON.stringify(runners)}`);
+  const urls = runners.map((r) => runnerUrl(r));
+  if (urls.length === 0 && pool === undefined) {
+    throw new GatewayConfigError('runners must list at least one runner URL (or pass a pool)');
+  }
+  if (typeof placer?.order !== 'function' || typeof placer.name !== 'string') {
+    throw new GatewayConfigError('placer must be an object with a name and order(call, runners)');
+  }
+  positiveInteger('callTimeout', callTimeout);
+  positiveInteger('maxBodyBytes', maxBodyBytes);
+  positiveInteger('bodyReadTimeout', bodyReadTimeout);
+  nonNegativeInteger('drainTimeout', drainTimeout);
+  positiveInteger('runnerConnectTimeout', runnerConnectTimeout);
+  positiveInteger('statusInterval', statusInterval);
+  nonNegativeInteger('retryAfter', retryAfter);
+  return Object.freeze({
+    runners: urls,
+    pool,
+    placer,
+    placerConfig,
+    callTimeout,
+    maxBodyBytes,
+    bodyReadTimeout,
+    drainTimeout,
+    runnerConnectTimeout,
+    statusInterval,
+    retryAfter,
+    overrideCall,
+    listeners: Object.freeze([...listeners]),
+    meterProvider,
+    renderMetrics,
+    logger,
+    clock,
+  });
+}
+
+function runnerUrl(value: unknown): URL {
+  let url: URL | undefined;
+  try {
+    url = typeof value === 'string' ? new URL(value) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.pathname !== '/') {
+    throw new GatewayConfigError(`runners entries must be http(s)://host:port URLs, got ${JSON.stringify(value)}`);
+  }
+  return url;
+}
+
+function positiveInteger(option: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+    throw new GatewayConfigError(`${option} must be a positive integer, got ${JSON.stringify(value)}`);
+  }
+}
+
+function nonNegativeInteger(option: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new GatewayConfigError(`${option} must be a non-negative integer, got ${JSON.stringify(value)}`);
+  }
+}

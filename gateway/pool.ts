@@ -1,0 +1,120 @@
+/**
+ * The static runner pool: a fixed list of runner URLs, each probed at GET /status so the
+ * gateway knows which models it serves and whether it answers.
+ */
+import type { Logger } from '../placer/log.ts';
+import type { RunnerPool } from '../placer/types.ts';
+import type { GatewayCall } from './call.ts';
+import { HttpRunner } from './http-runner.ts';
+import type { RunnerResponse } from './http-runner.ts';
+
+/** Whether the pool serves a model: `unknown` while some runner has not reported yet. */
+export type ModelAnswer = 'yes' | 'no' | 'unknown';
+
+/** What the gateway needs from a pool beyond the placer's contract. */
+export interface GatewayPool extends RunnerPool<RunnerResponse> {
+  /** The models some runner reported serving. */
+  models(): string[];
+  serves(model: string): ModelAnswer;
+  /** True when at least one runner answered its last status probe. */
+  ready(): boolean;
+  start(): Promise<void>;
+  close(force?: boolean): Promise<void>;
+}
+
+/** Settings of the static pool. */
+export interface StaticPoolOptions {
+  urls: readonly URL[];
+  connectTimeout: number;
+  /** How often each runner's /status is fetched, in ms. */
+  statusInterval: number;
+  logger: Logger;
+}
+
+/** A fixed list of runners, probed in the background. */
+export class StaticRunnerPool implements GatewayPool {
+  readonly runnerList: readonly HttpRunner[];
+  readonly #options: StaticPoolOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(options: StaticPoolOptions) {
+    this.#options = options;
+    this.runnerList = options.urls.map((url) => new HttpRunner(url, { connectTimeout: options.connectTimeout }));
+  }
+
+  runners(call: GatewayCall): readonly HttpRunner[] {
+    const candidates =
+      call.route === 'invoke'
+        ? this.runnerList
+        : this.runnerList.filter((r) => r.health.models === undefined || r.health.models.includes(call.fn));
+    const reachable = candidates.filter((r) => r.health.reachable);
+    // When every candidate looks down, offer them all: a refused connect costs little and one
+    // may be back before the next status probe says so.
+    return reachable.length > 0 ? reachable : candidates;
+  }
+
+  models(): string[] {
+    const all = new Set<string>();
+    for (const r of this.runnerList) for (const m of r.health.models ?? []) all.add(m);
+    return [...all].sort();
+  }
+
+  serves(model: string): ModelAnswer {
+    let unknown = false;
+    for (const r of this.runnerList) {
+      if (r.health.models === undefined) unknown = true;
+      else if (r.health.models.includes(model)) return 'yes';
+    }
+    return unknown ? 'unknown' : 'no';
+  }
+
+  ready(): boolean {
+    return this.runnerList.some((r) => r.health.reachable && r.health.models !== undefined);
+  }
+
+  /** Probes every runner once, then keeps probing every statusInterval. */
+  async start(): Promise<void> {
+    await this.refresh();
+    this.#schedule();
+  }
+
+  /** Fetches every runner's /status once; never throws. */
+  async refresh(): Promise<void> {
+    await Promise.all(this.runnerList.map((r) => this.#probe(r)));
+  }
+
+  async close(force = false): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    await Promise.all(this.runnerList.map((r) => r.close(force)));
+  }
+
+  async #probe(runner: HttpRunner): Promise<void> {
+    try {
+      const res = await runner.get('/status', this.#options.connectTimeout);
+      if (res.statusCode !== 200) {
+        await res.body.dump();
+        throw new Error(`/status answered ${res.statusCode}`);
+      }
+      const status = (await res.body.json()) as { models?: unknown };
+      const models = Array.isArray(status.models) ? status.models.filter((m): m is string => typeof m === 'string') : [];
+      if (!runner.health.reachable || runner.health.models === undefined) {
+        this.#options.logger.info('runner up', { runner: runner.id, models });
+      }
+      runner.health.models = models;
+      runner.health.reachable = true;
+    } catch (error) {
+      if (this.#closed) return;
+      if (runner.health.reachable) this.#options.logger.warn('runner unreachable', { runner: runner.id, error: error as Error });
+      runner.health.reachable = false;
+      runner.health.lastError = (error as Error).message;
+    }
+  }
+
+  #schedule(): void {
+    if (this.#closed) return;
+    this.#timer = setTimeout(() => void this.refresh().then(() => this.#schedule()), this.#options.statusInterval);
+    this.#timer.unref();
+  }
+}

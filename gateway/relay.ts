@@ -1,0 +1,87 @@
+/**
+ * Relaying a committed runner's response to the client as it arrives.
+ *
+ * The client's status line waits for the first body byte: until then a runner failure can
+ * still be answered with a clean 502. After it, a failure ends an SSE stream with an error
+ * event (what OpenAI clients expect) and cuts any other response short, so the client never
+ * mistakes a partial body for a whole one.
+ */
+import type { ServerResponse } from 'node:http';
+import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '../runner/protocol.ts';
+import { SluiceError } from '../placer/errors.ts';
+import type { CallOutcome } from './call.ts';
+import { CallTimeoutError, RunnerFailedError, errorBody } from './errors.ts';
+import { committedFailure } from './http-runner.ts';
+import type { RunnerResponse } from './http-runner.ts';
+
+/** How the relay ended. */
+export interface RelayResult {
+  outcome: CallOutcome;
+  /** Status the client got; 0 when it was gone before any. */
+  status: number;
+  /** Execution time from the runner's trailer, when it sent one. */
+  execMs: number | undefined;
+  error?: Error;
+}
+
+/**
+ * Streams `response` to `out`, adding `headers`. Resolves once the client's response is
+ * finished or abandoned; never rejects.
+ */
+export function relay(
+  response: RunnerResponse,
+  out: ServerResponse,
+  headers: Record<string, string>,
+  runner: { id: string },
+  signal: AbortSignal,
+): Promise<RelayResult> {
+  return new Promise<RelayResult>((resolve) => {
+    const body = response.body;
+    const sse = String(response.headers['content-type'] ?? '').startsWith('text/event-stream');
+    let headersSent = false;
+    const head = (): void => {
+      if (headersSent) return;
+      headersSent = true;
+      out.writeHead(response.statusCode, { ...withoutHopByHop(response.headers), ...headers });
+    };
+    const fail = (error: Error, execMs: number | undefined): void => {
+      const outcome: CallOutcome = error instanceof CallTimeoutError ? 'timeouts' : 'errors';
+      if (!headersSent) {
+        const status = error instanceof SluiceError ? error.status : 502;
+        out.writeHead(status, { 'content-type': 'application/json', ...headers });
+        out.end(error instanceof SluiceError ? errorBody(error) : errorBody(new RunnerFailedError(error.message)));
+        return resolve({ outcome, status, execMs, error });
+      }
+      if (sse && error instanceof SluiceError) out.end(`data: ${errorBody(error)}\n\n`);
+      else out.destroy(error);
+      resolve({ outcome, status: response.statusCode, execMs, error });
+    };
+
+    body.on('data', (chunk: Buffer) => {
+      head();
+      if (!out.write(chunk)) {
+        body.pause();
+        out.once('drain', () => body.resume());
+      }
+    });
+    body.once('end', () => {
+      const execMs = parseExecTiming(response.trailers[EXEC_TRAILER]);
+      const failed = response.trailers[ERROR_TRAILER];
+      if (failed !== undefined) {
+        return fail(
+          new RunnerFailedError(`runner ${runner.id} reported ${String(failed)} after it took the call; the call was not retried because it may have run`),
+          execMs,
+        );
+      }
+      head();
+      out.end();
+      resolve({ outcome: 'completed', status: response.statusCode, execMs });
+    });
+    body.once('error', (error: Error) => {
+      if (signal.aborted) {
+        return resolve({ outcome: 'canceled', status: headersSent ? response.statusCode : 0, execMs: undefined, error });
+      }
+      fail(committedFailure(runner, error), undefined);
+    });
+  });
+}

@@ -1,0 +1,45 @@
+/**
+ * The real clock. The walk takes a {@link Clock} so tests drive time by hand; this is the one
+ * production code uses when none is given.
+ */
+import type { Clock } from './types.ts';
+
+/** Node clamps longer timers to 1 ms; longer sleeps are chained in steps of this size. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * Wall-clock time, because call deadlines are absolute epoch milliseconds shared with the
+ * gateway and runners; `sleep` clears its timer on abort so cancelled calls leave nothing behind.
+ */
+export const systemClock: Clock = Object.freeze({
+  now(): number {
+    return Date.now();
+  },
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return sleep(ms, signal);
+  },
+});
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  // NaN or negative would make setTimeout fire at once anyway; say so explicitly.
+  let left = Number.isFinite(ms) && ms > 0 ? ms : 0;
+  return new Promise<void>((resolve, reject) => {
+    let timer: ReturnType<typeof setTimeout>;
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const arm = (): void => {
+      const step = Math.min(left, MAX_TIMER_MS);
+      left -= step;
+      timer = setTimeout(() => {
+        if (left > 0) return arm();
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, step);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    arm();
+  });
+}

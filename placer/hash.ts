@@ -1,0 +1,70 @@
+/**
+ * Hashing for affinity placers. Both functions are fixed, published algorithms with no seed,
+ * so every gateway process, on every version, sends a given key to the same runner.
+ */
+
+const encoder = new TextEncoder();
+
+/**
+ * FNV-1a 64 of the string's UTF-8 bytes (offset basis 0xcbf29ce484222325, prime 0x100000001b3),
+ * the same value as Go's `hash/fnv.New64a`. Lone surrogates hash as U+FFFD, as TextEncoder
+ * encodes them.
+ *
+ * Computed in four 16-bit lanes held in plain numbers and carried by hand, joined into a BigInt
+ * once at the end: about three times faster than a BigInt multiply per byte on 40-byte keys here,
+ * and checked against that plain BigInt form in the tests.
+ */
+export function fnv1a64(input: string): bigint {
+  const bytes = encoder.encode(input);
+  // The offset basis, least significant lane first.
+  let v0 = 0x2325;
+  let v1 = 0x8422;
+  let v2 = 0x9ce4;
+  let v3 = 0xcbf2;
+  for (let i = 0; i < bytes.length; i++) {
+    v0 ^= bytes[i]!;
+    // h * 0x100000001b3 = h * 0x1b3 + (h << 40); the shift by 40 lands lane 0 in lane 2 and lane 1
+    // in lane 3, 8 bits up. Every intermediate stays below 2^31, so `>>>` and `&` are exact.
+    const t0 = v0 * 0x1b3;
+    let t1 = v1 * 0x1b3;
+    let t2 = v2 * 0x1b3 + (v0 << 8);
+    const t3 = v3 * 0x1b3 + (v1 << 8);
+    t1 += t0 >>> 16;
+    t2 += t1 >>> 16;
+    v0 = t0 & 0xffff;
+    v1 = t1 & 0xffff;
+    v2 = t2 & 0xffff;
+    v3 = (t3 + (t2 >>> 16)) & 0xffff;
+  }
+  return (BigInt(v3) << 48n) | (BigInt(v2) << 32n) | (BigInt(v1) << 16n) | BigInt(v0);
+}
+
+const JUMP_MULTIPLIER = 2862933555777941757n;
+/** Bucket counts are int32 in the paper; beyond that the float step loses its meaning. */
+const MAX_BUCKETS = 2_147_483_647;
+
+/**
+ * Lamping and Veach's jump consistent hash ("A Fast, Minimal Memory, Consistent Hash Algorithm",
+ * 2014): maps a 64-bit key to a bucket in `[0, buckets)` such that going from n to n+1 buckets
+ * moves only about 1/(n+1) of keys, all of them into the new bucket. Keys are taken modulo 2^64,
+ * and the LCG step wraps at 64 bits as the C++ original does.
+ *
+ * It only stays minimal when buckets are added or removed at the end; removing a bucket in the
+ * middle renumbers every bucket after it.
+ *
+ * @throws RangeError when `buckets` is not an integer in [1, 2^31 - 1].
+ */
+export function jumpConsistentHash(key: bigint, buckets: number): number {
+  if (!Number.isInteger(buckets) || buckets < 1 || buckets > MAX_BUCKETS) {
+    throw new RangeError(`buckets must be an integer from 1 to ${MAX_BUCKETS}, got ${buckets}`);
+  }
+  let k = BigInt.asUintN(64, key);
+  let b = -1;
+  let j = 0;
+  while (j < buckets) {
+    b = j;
+    k = BigInt.asUintN(64, k * JUMP_MULTIPLIER + 1n);
+    j = Math.floor((b + 1) * (2147483648 / (Number(k >> 33n) + 1)));
+  }
+  return b;
+}

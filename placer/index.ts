@@ -1,0 +1,37 @@
+/**
+ * The placer module's public face: the placement contracts, the one shared walk, the built-in
+ * placers and the registry that loads custom ones. Nothing here knows about HTTP.
+ */
+export type {
+  Busy,
+  CallType,
+  Clock,
+  FailedBeforeCommit,
+  Placed,
+  Placer,
+  PlacerConfig,
+  Runner,
+  RunnerCall,
+  RunnerPool,
+  TryExecResult,
+} from './types.ts';
+export type { ErrorType } from './errors.ts';
+export {
+  PlacerAbortedError,
+  PlacerConfigError,
+  PlacerPoolError,
+  PlacerTimeoutError,
+  SluiceError,
+} from './errors.ts';
+export type { PlacerOptions } from './options.ts';
+export { MAX_PLACER_DELAY, placerDefaults, resolvePlacerConfig } from './options.ts';
+export { systemClock } from './clock.ts';
+export type { Placement, WalkOptions } from './walk.ts';
+export { placeCall } from './walk.ts';
+export { fnv1a64, jumpConsistentHash } from './hash.ts';
+export { rotate } from './rotate.ts';
+export type { RoundRobinOptions } from './round-robin/index.ts';
+export { createRoundRobinPlacer } from './round-robin/index.ts';
+export { createConsistentHashPlacer } from './consistent-hash/index.ts';
+export type { LoadPlacerOptions } from './registry.ts';
+export { builtinPlacers, loadPlacer } from './registry.ts';

@@ -1,0 +1,76 @@
+/**
+ * Placement options with their defaults, validated once at start so a bad setting fails with
+ * one precise line instead of a walk that never waits or never gives up.
+ */
+import { PlacerConfigError } from './errors.ts';
+import type { PlacerConfig } from './types.ts';
+
+/** The placement settings a caller may override; anything left out takes Fn's default. */
+export interface PlacerOptions {
+  /**
+   * How long a sync call may wait for a runner to commit, in ms. Bounds waiting, never execution.
+   * @default 360_000
+   */
+  placerTimeout?: number;
+  /**
+   * How long a detached call may wait for a runner to commit, in ms. Shorter than the sync one
+   * because the client is answered 202 only once a runner commits.
+   * @default 30_000
+   */
+  detachedPlacerTimeout?: number;
+  /**
+   * Pause after every runner was offered the call once, in ms. 0 still yields to the event loop.
+   * @default 10
+   */
+  retryAllDelay?: number;
+}
+
+/** Fn's LB agent defaults, frozen so no caller can change them for everyone else. */
+export const placerDefaults: PlacerConfig = Object.freeze({
+  placerTimeout: 360_000,
+  detachedPlacerTimeout: 30_000,
+  retryAllDelay: 10,
+});
+
+/**
+ * The largest delay a Node timer honours (about 24.8 days); beyond it setTimeout fires at once,
+ * which would turn a long timeout into a busy loop, so larger values are refused.
+ */
+export const MAX_PLACER_DELAY = 2_147_483_647;
+
+/**
+ * Fills in defaults and validates every option up front.
+ * @throws PlacerConfigError naming the option and the bad value.
+ * @returns a frozen config.
+ */
+export function resolvePlacerConfig(options: PlacerOptions = {}): PlacerConfig {
+  const {
+    placerTimeout = placerDefaults.placerTimeout,
+    detachedPlacerTimeout = placerDefaults.detachedPlacerTimeout,
+    retryAllDelay = placerDefaults.retryAllDelay,
+  } = options;
+  return Object.freeze({
+    placerTimeout: checkMs('placerTimeout', placerTimeout, 1),
+    detachedPlacerTimeout: checkMs('detachedPlacerTimeout', detachedPlacerTimeout, 1),
+    retryAllDelay: checkMs('retryAllDelay', retryAllDelay, 0),
+  });
+}
+
+function checkMs(name: string, value: unknown, min: 0 | 1): number {
+  const kind = min === 1 ? 'a positive' : 'a non-negative';
+  // Number.isInteger is false for NaN, ±Infinity and non-numbers, so one test covers "finite" too.
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new PlacerConfigError(`${name} must be ${kind} integer of milliseconds, got ${show(value)}`);
+  }
+  if (value > MAX_PLACER_DELAY) {
+    throw new PlacerConfigError(`${name} must be at most ${MAX_PLACER_DELAY} milliseconds, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** Quotes strings so `got "10"` is told apart from `got 10`; JS callers escape the type checks. */
+function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  return String(value);
+}

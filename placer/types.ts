@@ -1,0 +1,95 @@
+/**
+ * The placement contracts. Everything here is transport-free: a Runner may be an HTTP
+ * runner, an in-process fake or a simulated one; the walk only sees tagged results.
+ */
+
+/** Whether the client waits for the result (sync) or is answered once a runner commits (detached). */
+export type CallType = 'sync' | 'detached';
+
+/** What a placer and a runner know about a call. The body is already buffered. */
+export interface RunnerCall {
+  /** Time-ordered unique id (UUIDv7). */
+  readonly id: string;
+  /** The function: the body's `model` on /v1 routes, `:fn` on /invoke. */
+  readonly fn: string;
+  /** Affinity key for hashing placers: `sluice-session` header, else body `user`, else `fn`. */
+  readonly key: string;
+  readonly type: CallType;
+  /** Absolute time (ms since epoch, the walk's clock) after which no runner is waited for. */
+  readonly placerDeadline: number;
+  /** Aborted when the client goes away; a runner must stop the call when it fires. */
+  readonly signal: AbortSignal;
+}
+
+/** A runner took the call: it is committed and must never be sent anywhere else. */
+export interface Placed<T> {
+  readonly kind: 'placed';
+  readonly value: T;
+}
+
+/** A runner had no free slot and said so before reading the call: nothing ran. */
+export interface Busy {
+  readonly kind: 'busy';
+}
+
+/** The call never reached the runner (connect refused, timed out, runner unknown): nothing ran. */
+export interface FailedBeforeCommit {
+  readonly kind: 'failed';
+  readonly error: Error;
+}
+
+/**
+ * The outcome of offering a call to a runner. A runner whose call may have reached it and then
+ * failed does not resolve: it rejects, and the walk passes the rejection on without retrying,
+ * because running an inference call twice costs GPU time and can double side effects.
+ */
+export type TryExecResult<T> = Placed<T> | Busy | FailedBeforeCommit;
+
+/** One runner as the walk sees it. */
+export interface Runner<T = unknown> {
+  /** Stable id, unique within a pool. */
+  readonly id: string;
+  /** Offers the call; see {@link TryExecResult} for what each outcome promises. */
+  tryExec(call: RunnerCall): Promise<TryExecResult<T>>;
+}
+
+/** The source of candidate runners, asked again on every pass of the walk. */
+export interface RunnerPool<T = unknown> {
+  /**
+   * The runners that may serve this call, in no particular order. A rejection ends the walk
+   * (it is not retried): a pool that cannot answer will not answer better in 10 ms.
+   */
+  runners(call: RunnerCall): readonly Runner<T>[] | Promise<readonly Runner<T>[]>;
+}
+
+/**
+ * A placement strategy. It only orders runners; the shared walk does the trying, waiting and
+ * giving up, so every placer keeps the same commit semantics.
+ */
+export interface Placer {
+  /** Short name for logs and metrics, e.g. `round-robin`. */
+  readonly name: string;
+  /**
+   * The order in which to offer the call to `runners` on one pass. It may skip runners but
+   * must not invent them. Called once per pass, so a placer may start somewhere new each time.
+   */
+  order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R>;
+}
+
+/** Time as the walk sees it; injected so tests never sleep. */
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+/** Placement deadlines and pauses, as Fn's LB agent had them. */
+export interface PlacerConfig {
+  /** How long a sync call may wait for a runner, in ms. Bounds waiting, never execution. */
+  readonly placerTimeout: number;
+  /** How long a detached call may wait for a runner, in ms. */
+  readonly detachedPlacerTimeout: number;
+  /** Pause after every runner was tried once, in ms. */
+  readonly retryAllDelay: number;
+}

@@ -1,0 +1,28 @@
+/**
+ * Runner errors. Codes are stable and listed in docs/errors.md.
+ */
+import { SluiceError } from '../placer/errors.ts';
+
+/** A runner option is missing or out of range. */
+export class RunnerConfigError extends SluiceError {
+  constructor(message: string) {
+    super('RUNNER_INVALID_OPTION', 500, 'server_error', message);
+  }
+}
+
+/**
+ * The engine failed after the runner committed to the call: the engine may have run it, so
+ * the gateway must not send it anywhere else.
+ */
+export class EngineFailedError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('RUNNER_ENGINE_FAILED', 502, 'server_error', message, options);
+  }
+}
+
+/** The engine did not answer within the call's deadline. */
+export class EngineTimeoutError extends SluiceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('RUNNER_ENGINE_TIMEOUT', 504, 'timeout_error', message, options);
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * The wire between gateway and runner, in one place. Both sides import these names; nothing
+ * else about the wire is written down anywhere in code.
+ *
+ * Request (gateway to runner): the client's method, path and buffered body, plus the headers
+ * below. Response (runner to gateway):
+ * - no free slot: 503 with {@link BUSY_HEADER} set, sent before the body is read. That is the
+ *   only answer a gateway may retry elsewhere.
+ * - committed: the engine's status, headers and body, streamed; then the trailer
+ *   {@link EXEC_TRAILER} (`server-timing: exec;dur=<ms>`), and {@link ERROR_TRAILER} when the
+ *   engine failed mid-body.
+ */
+
+/** Request header: the call id (UUIDv7). */
+export const CALL_ID_HEADER = 'sluice-call-id';
+/** Request header: absolute deadline for the call's execution, ms since the epoch. */
+export const DEADLINE_HEADER = 'sluice-deadline';
+/** Request header: `sync` or `detached`. */
+export const CALL_TYPE_HEADER = 'sluice-call-type';
+/** Request header: the function the gateway placed the call for (model or `:fn`). */
+export const FUNCTION_HEADER = 'sluice-function';
+/** Request header: W3C trace context, passed through to the engine. */
+export const TRACEPARENT_HEADER = 'traceparent';
+
+/** Response header on a busy answer; its value says why (`slots`, `starting`, `draining`). */
+export const BUSY_HEADER = 'sluice-runner-busy';
+/** Response header: the id of the runner that committed to the call. */
+export const RUNNER_ID_HEADER = 'sluice-runner-id';
+
+/** Trailer carrying execution time: engine request start to its last byte. */
+export const EXEC_TRAILER = 'server-timing';
+/** Trailer set when the engine failed after the response started; its value is an error code. */
+export const ERROR_TRAILER = 'sluice-error';
+
+/** Headers a proxy must not forward hop to hop (RFC 9110 section 7.6.1), plus ones we recompute. */
+export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'host',
+  'content-length',
+]);
+
+/**
+ * Copies headers minus the hop-by-hop ones, for forwarding a request or a response one hop on.
+ * Values stay as they are (arrays for repeated headers such as set-cookie).
+ */
+export function withoutHopByHop(
+  headers: Record<string, string | string[] | undefined>,
+): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || HOP_BY_HOP_HEADERS.has(name)) continue;
+    out[name] = value;
+  }
+  return out;
+}
+
+/** Formats the execution-time trailer value. */
+export function formatExecTiming(ms: number): string {
+  return `exec;dur=${ms.toFixed(3)}`;
+}
+
+/**
+ * Reads the execution time from a `server-timing` value, or undefined when absent or malformed.
+ * Other metrics in the same header are ignored.
+ */
+export function parseExecTiming(value: string | string[] | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const text = Array.isArray(value) ? value.join(',') : value;
+  for (const metric of text.split(',')) {
+    const [name, ...params] = metric.trim().split(';');
+    if (name?.trim() !== 'exec') continue;
+    for (const param of params) {
+      const [key, raw] = param.trim().split('=');
+      if (key === 'dur' && raw !== undefined) {
+        const ms = Number(raw);
+        return Number.isFinite(ms) && ms >= 0 ? ms : undefined;
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Error codes of undici and Node that mean a connection was never made, so nothing was sent:
+ * the one transport failure after which a call may go to another runner.
+ */
+export const CONNECT_ERROR_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/** True when `error` says the connection was never established, so the request never left. */
+export function isConnectError(error: unknown): boolean {
+  let e: unknown = error;
+  // undici sometimes wraps the socket error; look one level down too.
+  for (let depth = 0; depth < 3 && e instanceof Error; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && CONNECT_ERROR_CODES.has(code)) return true;
+    e = e.cause;
+  }
+  return false;
+}

@@ -1,0 +1,223 @@
+/**
+ * The runner process: admission, the gateway-facing half of the wire, and the engine behind it.
+ *
+ * A call either gets a slot at once or is answered busy at once, before its body is read, so
+ * the gateway can offer it to another runner. A call that got a slot is committed: it goes to
+ * the engine and the engine's status, headers and body stream back untouched, followed by the
+ * execution time as a trailer.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { serve } from '@hono/node-server';
+import type { ServerType } from '@hono/node-server';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import { Hono } from 'hono';
+import type { Dispatcher } from 'undici';
+import {
+  BUSY_HEADER,
+  CALL_ID_HEADER,
+  DEADLINE_HEADER,
+  ERROR_TRAILER,
+  EXEC_TRAILER,
+  HOP_BY_HOP_HEADERS,
+  RUNNER_ID_HEADER,
+  formatExecTiming,
+  isConnectError,
+  withoutHopByHop,
+} from './protocol.ts';
+import { OpenAIHttpEngine } from './engines/openai-http.ts';
+import { EngineFailedError } from './errors.ts';
+import { resolveRunnerOptions } from './options.ts';
+import type { RunnerConfig, RunnerOptions } from './options.ts';
+import { Slots } from './slots.ts';
+import { VERSION } from './version.ts';
+
+/** Why a runner answered busy; sent as the value of the busy header. */
+export type BusyReason = 'slots' | 'starting' | 'draining' | 'engine-busy' | 'engine-unreachable';
+
+/** What GET /status answers. */
+export interface RunnerStatus {
+  id: string;
+  version: string;
+  state: 'serving' | 'draining';
+  engine: { url: string; state: string; models: readonly string[] };
+  models: readonly string[];
+  slots: { total: number; inUse: number };
+  calls: { served: number; rejected: number; failed: number };
+}
+
+/** A running runner. */
+export interface RunnerServer {
+  readonly id: string;
+  readonly config: RunnerConfig;
+  /** Starts the engine probe and the HTTP server. */
+  listen(port?: number, host?: string): Promise<{ url: string; port: number; host: string }>;
+  /** Answers busy to new calls, waits for running ones up to `drainTimeout` ms, then stops. */
+  close(options?: { drainTimeout?: number }): Promise<void>;
+  status(): RunnerStatus;
+}
+
+/** Builds a runner; nothing listens until {@link RunnerServer.listen}. */
+export function createRunner(options: RunnerOptions): RunnerServer {
+  const config = resolveRunnerOptions(options);
+  const log = config.logger.child({ runner: config.id });
+  const slots = new Slots(config.slots);
+  const engine = new OpenAIHttpEngine({
+    url: config.engineUrl,
+    connectTimeout: config.engineConnectTimeout,
+    probeInterval: config.engineProbeInterval,
+    logger: log,
+  });
+  const counts = { served: 0, rejected: 0, failed: 0 };
+  let draining = false;
+  let server: ServerType | undefined;
+  let closing: Promise<void> | undefined;
+
+  const status = (): RunnerStatus => ({
+    id: config.id,
+    version: VERSION,
+    state: draining ? 'draining' : 'serving',
+    engine: { url: engine.url.origin, state: engine.state, models: engine.models },
+    models: engine.models,
+    slots: { total: slots.total, inUse: slots.inUse },
+    calls: { ...counts },
+  });
+
+  const busy = (res: ServerResponse, reason: BusyReason): void => {
+    counts.rejected++;
+    res.writeHead(503, { 'content-type': 'application/json', [BUSY_HEADER]: reason, [RUNNER_ID_HEADER]: config.id });
+    res.end(JSON.stringify({ error: { message: `runner ${config.id} is busy (${reason})`, type: 'service_unavailable_error', code: 'RUNNER_BUSY' } }));
+  };
+
+  const handleCall = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (draining) return busy(res, 'draining');
+    if (engine.state !== 'ready') return busy(res, 'starting');
+    const release = slots.tryAcquire();
+    if (!release) return busy(res, 'slots');
+
+    const callId = header(req, CALL_ID_HEADER);
+    const controller = new AbortController();
+    res.once('close', () => {
+      release();
+      // The gateway hung up before the end: stop the engine's work too.
+      if (!res.writableFinished) controller.abort(new Error('gateway closed the connection'));
+    });
+    const deadline = Number(header(req, DEADLINE_HEADER)) || Date.now() + config.defaultCallTimeout;
+    const started = performance.now();
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await engine.request({
+        method: (req.method ?? 'POST') as Dispatcher.HttpMethod,
+        path: req.url ?? '/',
+        headers: withoutHopByHop(req.headers),
+        body: req,
+        signal: controller.signal,
+        timeout: Math.max(1, deadline - Date.now()),
+      });
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      if (isConnectError(error)) {
+        // The engine never saw the call: nothing ran, so another runner may take it.
+        engine.markUnreachable(error as Error);
+        release();
+        return busy(res, 'engine-unreachable');
+      }
+      counts.failed++;
+      log.warn('engine failed before answering', { call: callId, error: error as Error });
+      const failure = new EngineFailedError(`engine at ${engine.url.origin} failed before answering: ${(error as Error).message}`, { cause: error });
+      res.writeHead(502, { 'content-type': 'application/json', [RUNNER_ID_HEADER]: config.id, [ERROR_TRAILER]: failure.code });
+      res.end(JSON.stringify({ error: { message: failure.message, type: failure.type, code: failure.code } }));
+      return;
+    }
+    if (response.statusCode === 429 || response.statusCode === 503) {
+      // The engine refused before producing anything (queue full, still loading): nothing ran.
+      response.body.destroy();
+      release();
+      return busy(res, 'engine-busy');
+    }
+
+    counts.served++;
+    res.writeHead(response.statusCode, {
+      ...withoutHopByHop(response.headers),
+      [RUNNER_ID_HEADER]: config.id,
+      trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}`,
+    });
+    const body = response.body;
+    body.on('data', (chunk: Buffer) => {
+      if (!res.write(chunk)) {
+        body.pause();
+        res.once('drain', () => body.resume());
+      }
+    });
+    body.once('end', () => {
+      res.addTrailers({ [EXEC_TRAILER]: formatExecTiming(performance.now() - started) });
+      res.end();
+    });
+    body.once('error', (error) => {
+      if (controller.signal.aborted) return;
+      counts.failed++;
+      log.warn('engine failed mid-response', { call: callId, error });
+      res.addTrailers({
+        [EXEC_TRAILER]: formatExecTiming(performance.now() - started),
+        [ERROR_TRAILER]: 'RUNNER_ENGINE_FAILED',
+      });
+      res.end();
+    });
+  };
+
+  const app = new Hono<{ Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } }>();
+  app.get('/status', (c) => c.json(status()));
+  app.get('/healthz', (c) => c.json({ ok: true }));
+  app.get('/readyz', (c) =>
+    engine.state === 'ready' && !draining ? c.json({ ready: true }) : c.json({ ready: false, engine: engine.state }, 503),
+  );
+  app.post('*', async (c) => {
+    await handleCall(c.env.incoming, c.env.outgoing);
+    return RESPONSE_ALREADY_SENT;
+  });
+
+  return {
+    id: config.id,
+    config,
+    status,
+    async listen(port = 0, host = '127.0.0.1') {
+      await engine.start();
+      const listening = await new Promise<AddressInfo>((resolve, reject) => {
+        const s = serve({ fetch: app.fetch, port, hostname: host }, (info) => resolve(info));
+        s.once('error', reject);
+        server = s;
+      });
+      // Outlive the gateway's idle keep-alive (undici's 4 s) so it never writes to a closing socket.
+      const http = server as unknown as { keepAliveTimeout: number; headersTimeout: number };
+      http.keepAliveTimeout = 65_000;
+      http.headersTimeout = 66_000;
+      const url = `http://${host}:${listening.port}`;
+      log.info('runner listening', { url, engine: engine.url.origin, slots: slots.total, version: VERSION });
+      return { url, port: listening.port, host };
+    },
+    close(options = {}) {
+      closing ??= (async () => {
+        draining = true;
+        const drainTimeout = options.drainTimeout ?? 30_000;
+        const until = Date.now() + drainTimeout;
+        log.info('runner draining', { inFlight: slots.inUse, drainTimeout });
+        while (slots.inUse > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+        if (slots.inUse > 0) log.warn('drain timeout, aborting calls', { inFlight: slots.inUse });
+        await new Promise<void>((resolve) => {
+          if (!server) return resolve();
+          server.close(() => resolve());
+          (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+        });
+        await engine.close();
+        log.info('runner stopped', {});
+      })();
+      return closing;
+    },
+  };
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}

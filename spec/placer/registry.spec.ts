@@ -1,0 +1,105 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PlacerConfigError, builtinPlacers, loadPlacer, placeCall } from '../../placer/index.ts';
+import { FakeClock, Fleet, fakeCall, fakePool } from './fake.ts';
+
+const fixtures = resolve(import.meta.dirname, '../fixtures/placers');
+
+/** Rejection of `loadPlacer(spec, opts)`, checked to be a PlacerConfigError. */
+async function refusal(spec: string, cwd = fixtures): Promise<PlacerConfigError> {
+  const error = await loadPlacer(spec, { cwd }).then(
+    () => expect.unreachable(`loadPlacer(${JSON.stringify(spec)}) resolved`),
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(PlacerConfigError);
+  expect(error).toMatchObject({ code: 'PLACER_INVALID_CONFIG' });
+  return error as PlacerConfigError;
+}
+
+describe('loadPlacer', () => {
+  // Broken modules are written per run rather than kept as fixtures, so the type check never sees them.
+  let scratch = '';
+  beforeAll(async () => {
+    scratch = await mkdtemp(join(tmpdir(), 'sluice-placers-'));
+    await writeFile(join(scratch, 'empty.mjs'), 'export const other = 1;\n');
+    await writeFile(join(scratch, 'nameless.mjs'), 'export default { order: (_c, r) => r };\n');
+    await writeFile(join(scratch, 'throws.mjs'), "export default () => { throw new Error('no GPUs listed'); };\n");
+    await writeFile(join(scratch, 'syntax.mjs'), 'export default {\n');
+  });
+  afterAll(async () => {
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  it.each(Object.keys(builtinPlacers))('returns a fresh %s placer when given its name', async (name) => {
+    const first = await loadPlacer(name);
+    expect(first.name).toBe(name);
+    expect(await loadPlacer(name)).not.toBe(first);
+  });
+
+  it('returns the custom placer whose order placeCall follows when given a .ts path', async () => {
+    const placer = await loadPlacer('./first-free.ts', { cwd: fixtures });
+    expect(placer.name).toBe('first-free');
+    const fleet = new Fleet();
+    const pool = fakePool(fleet.runners({ a: ['placed'], b: ['placed'], c: ['busy'] }));
+    const placement = await placeCall(fakeCall(), pool, placer, { retryAllDelay: 10, clock: new FakeClock() });
+    expect(placement.value).toBe('b');
+    expect(fleet.offers).toEqual(['c', 'b']);
+  });
+
+  it('returns the custom placer when given an absolute path', async () => {
+    const placer = await loadPlacer(join(fixtures, 'first-free.ts'), { cwd: '/nonexistent' });
+    expect(placer.name).toBe('first-free');
+  });
+
+  it('returns the custom placer when given a path relative to the working directory', async () => {
+    const placer = await loadPlacer('spec/fixtures/placers/first-free.ts', { cwd: resolve(fixtures, '../../..') });
+    expect(placer.name).toBe('first-free');
+  });
+
+  it('returns the export named placer when a plain JS module has no default export', async () => {
+    const placer = await loadPlacer('./reverse.mjs', { cwd: fixtures });
+    expect(placer.name).toBe('reverse');
+    const runners = new Fleet().runners({ a: [], b: [], c: [] });
+    expect([...placer.order(fakeCall(), runners)].map((r) => r.id)).toEqual(['c', 'b', 'a']);
+  });
+
+  it('throws PlacerConfigError naming the spec when the module exports garbage', async () => {
+    const error = await refusal('./garbage.ts');
+    expect(error.message).toBe('placer "./garbage.ts" does not export an object with order(call, runners)');
+  });
+
+  it.each(['foo', 'toString', 'least-loaded'])('throws PlacerConfigError when given the unknown name %s', async (name) => {
+    const error = await refusal(name);
+    expect(error.message).toBe(`unknown placer "${name}": use round-robin, consistent-hash or a module path`);
+  });
+
+  it('throws PlacerConfigError with the cause when the module file is missing', async () => {
+    const error = await refusal('./missing.mjs');
+    expect(error.message).toMatch(/^placer "\.\/missing\.mjs" could not be loaded from .*missing\.mjs: /);
+    expect(error.cause).toBeInstanceOf(Error);
+  });
+
+  it('throws PlacerConfigError with the cause when the module does not parse', async () => {
+    const error = await refusal('./syntax.mjs', scratch);
+    expect(error.message).toContain('placer "./syntax.mjs" could not be loaded');
+    expect(error.cause).toBeInstanceOf(Error);
+  });
+
+  it('throws PlacerConfigError when the module has neither a default nor a placer export', async () => {
+    const error = await refusal('./empty.mjs', scratch);
+    expect(error.message).toBe('placer "./empty.mjs" has neither a default export nor an export named placer');
+  });
+
+  it('throws PlacerConfigError when the placer has no name', async () => {
+    const error = await refusal('./nameless.mjs', scratch);
+    expect(error.message).toBe('placer "./nameless.mjs" does not export an object with a non-empty string name');
+  });
+
+  it('throws PlacerConfigError with the cause when the factory throws', async () => {
+    const error = await refusal('./throws.mjs', scratch);
+    expect(error.message).toBe('placer "./throws.mjs" factory threw: no GPUs listed');
+    expect(error.cause).toMatchObject({ message: 'no GPUs listed' });
+  });
+});
