@@ -132,7 +132,7 @@ export function createRunner(options: RunnerOptions): RunnerServer {
     }
     if (response.statusCode === 429 || response.statusCode === 503) {
       // The engine refused before producing anything (queue full, still loading): nothing ran.
-      response.body.destroy();
+      await response.body.dump().catch(() => {});
       release();
       return busy(res, 'engine-busy');
     }

@@ -1,15 +1,10 @@
 /**
  * The commands: each a settings table and a run function that starts the piece and returns
- * how to stop it.
+ * how to stop it. Each run imports what it needs when it starts, so `sluice sim-engine`
+ * does not pay for loading the gateway and the OpenTelemetry SDK.
  */
-import { NodeSDK } from '@opentelemetry/sdk-node';
 import type { Logger } from '../../placer/log.ts';
-import { loadPlacer } from '../../placer/registry.ts';
-import { runSimEngineCommand } from '../../runner/engines/sim/main.ts';
-import { createRunner } from '../../runner/server.ts';
-import { createGateway } from '../server.ts';
 import type { GatewayOptions } from '../options.ts';
-import { createPrometheusReader } from '../telemetry.ts';
 import { reportListening, startService } from './processes.ts';
 import type { ChildService } from './processes.ts';
 import type { Setting } from './settings.ts';
@@ -62,11 +57,15 @@ const simSettings: readonly Setting[] = [
 ];
 
 /** Starts the OpenTelemetry SDK with a Prometheus reader the gateway serves at /metrics. */
-function startTelemetry(env: NodeJS.ProcessEnv): { render: () => Promise<string>; shutdown: () => Promise<void> } {
+async function startTelemetry(env: NodeJS.ProcessEnv): Promise<{ render: () => Promise<string>; shutdown: () => Promise<void> }> {
   // The SDK would otherwise export traces and logs over OTLP to a collector that may not exist;
   // operators who run one set these variables themselves.
   env.OTEL_TRACES_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
+  const [{ NodeSDK }, { createPrometheusReader }] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    import('../telemetry.ts'),
+  ]);
   const { reader, render } = createPrometheusReader();
   const sdk = new NodeSDK({ serviceName: 'sluice-gateway', metricReaders: [reader] });
   sdk.start();
@@ -74,6 +73,7 @@ function startTelemetry(env: NodeJS.ProcessEnv): { render: () => Promise<string>
 }
 
 async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
+  const { loadPlacer } = await import('../../placer/registry.ts');
   return {
     placer: await loadPlacer(String(values.placer), { cwd: process.cwd() }),
     placerTimeout: values.placerTimeout as number,
@@ -100,7 +100,8 @@ const gateway: Command = {
     logLevel,
   ],
   async run({ values, env, logger }) {
-    const telemetry = startTelemetry(env);
+    const telemetry = await startTelemetry(env);
+    const { createGateway } = await import('../server.ts');
     const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: values.runners as string[], renderMetrics: telemetry.render });
     const { url } = await gw.listen(values.port as number, values.host as string);
     reportListening(url);
@@ -125,6 +126,7 @@ const runner: Command = {
     logLevel,
   ],
   async run({ values, logger }) {
+    const { createRunner } = await import('../../runner/server.ts');
     const r = createRunner({
       engine: values.engine as string,
       slots: values.slots as number,
@@ -143,6 +145,7 @@ const simEngine: Command = {
   summary: 'Runs a simulated OpenAI-compatible inference engine that behaves like vLLM over HTTP.',
   settings: [port(8000), host, ...simSettings, { key: 'engineId', type: 'string', description: 'name sent in sluice-engine-id (default: sim- and random hex)' }, logLevel],
   async run({ values, logger }) {
+    const { runSimEngineCommand } = await import('../../runner/engines/sim/main.ts');
     const engine = await runSimEngineCommand(
       {
         port: values.port as number,
@@ -196,7 +199,8 @@ const up: Command = {
         ),
       );
       children.push(...runners);
-      const telemetry = startTelemetry(env);
+      const telemetry = await startTelemetry(env);
+      const { createGateway } = await import('../server.ts');
       const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
       const { url } = await gw.listen(values.port as number, values.host as string);
       reportListening(url);

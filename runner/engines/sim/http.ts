@@ -1,0 +1,97 @@
+/**
+ * Small node:http helpers the simulator's handlers share: OpenAI-shaped JSON answers and a
+ * bounded body reader. Plain node:http rather than a framework, because the simulator sits
+ * under every benchmark and must cost less than what it stands in for.
+ */
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+
+/** Writes a complete JSON response. */
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    ...headers,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+/** The parts of an OpenAI error body: `{"error":{"message","type","param","code"}}`. */
+export interface ApiError {
+  readonly status: number;
+  readonly type: string;
+  readonly code: string;
+  readonly message: string;
+  readonly param?: string;
+}
+
+/** Writes an error in the shape OpenAI's and recent vLLM's servers use, unless a response already began. */
+export function sendError(res: ServerResponse, error: ApiError, headers: OutgoingHttpHeaders = {}): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const { status, type, code, message, param = null } = error;
+  sendJson(res, status, { error: { message, type, param, code } }, headers);
+}
+
+/** A 400 for a field the request got wrong. */
+export function invalidRequest(message: string, param?: string): ApiError {
+  return { status: 400, type: 'invalid_request_error', code: 'invalid_value', message, ...(param ? { param } : {}) };
+}
+
+/** How reading a body ended. */
+export type BodyResult =
+  | { readonly kind: 'read'; readonly body: Buffer }
+  | { readonly kind: 'too-large' }
+  | { readonly kind: 'closed' };
+
+/**
+ * Reads the whole request body, up to `limit` bytes. A declared length over the limit is refused
+ * before a byte is read; past the limit the rest is drained and discarded, not buffered.
+ */
+export function readBody(req: IncomingMessage, limit: number): Promise<BodyResult> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) {
+    req.resume();
+    return Promise.resolve({ kind: 'too-large' });
+  }
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const settle = (result: BodyResult): void => {
+      if (settled) return;
+      settled = true;
+      resolve(result);
+    };
+    req.on('data', (chunk: Buffer) => {
+      if (settled) return;
+      size += chunk.length;
+      if (size > limit) {
+        chunks.length = 0;
+        settle({ kind: 'too-large' });
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => settle({ kind: 'read', body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) }));
+    req.on('close', () => settle({ kind: 'closed' }));
+    req.on('error', () => settle({ kind: 'closed' }));
+  });
+}
+
+/** Parses a JSON object body, or returns the 400 to answer with. */
+export function parseJsonObject(body: Buffer): { kind: 'ok'; value: Record<string, unknown> } | { kind: 'bad'; error: ApiError } {
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString('utf8'));
+  } catch (cause) {
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    return { kind: 'bad', error: { status: 400, type: 'invalid_request_error', code: 'invalid_json', message: `body is not valid JSON: ${detail}` } };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { kind: 'bad', error: invalidRequest('body must be a JSON object') };
+  }
+  return { kind: 'ok', value: value as Record<string, unknown> };
+}

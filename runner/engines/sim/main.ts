@@ -1,0 +1,35 @@
+/**
+ * What the `sluice sim-engine` command runs once its entry point has parsed flags and the
+ * environment. Kept free of `process` so that tests and `sluice up` can start engines in-process.
+ */
+import { createSimEngine, type SimEngine } from './server.ts';
+import type { SimEngineOptions } from './options.ts';
+
+/** Options of {@link runSimEngineCommand}: the engine's, plus where to listen. */
+export interface SimEngineCommandOptions extends SimEngineOptions {
+  /** Port to listen on; 0 picks a free one. */
+  port: number;
+  /** Interface to listen on, e.g. `127.0.0.1`. */
+  host: string;
+}
+
+/**
+ * Creates an engine, starts it listening, and logs one JSON line saying where.
+ * @param log receives whole lines of JSON; the caller decides where they go.
+ * @throws {SimOptionError} when an option is out of range; listen errors (EADDRINUSE) pass through.
+ */
+export async function runSimEngineCommand(options: SimEngineCommandOptions, log: (line: string) => void): Promise<SimEngine> {
+  const { port, host, ...engineOptions } = options;
+  const engine = createSimEngine(engineOptions);
+  const address = await engine.listen(port, host);
+  log(
+    JSON.stringify({
+      msg: 'sim engine listening',
+      url: address.url,
+      port: address.port,
+      engineId: engine.options.engineId,
+      models: engine.options.models,
+    }),
+  );
+  return engine;
+}

@@ -1,0 +1,228 @@
+/**
+ * The simulated engine's HTTP server: vLLM's OpenAI-compatible routes on plain node:http, so a
+ * runner in front of it runs exactly the code it would run in front of vLLM. Routing, body
+ * limits, client-abort detection and the server's lifecycle live here; what a call does lives
+ * in the handlers, and how long it takes in the timing model.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { handleEmbeddings, handleInvoke } from './calls.ts';
+import type { SimCallContext } from './call.ts';
+import { handleGeneration } from './generate.ts';
+import { parseJsonObject, readBody, sendError, sendJson } from './http.ts';
+import { METRICS_CONTENT_TYPE, renderMetrics } from './metrics.ts';
+import { resolveSimEngineOptions, type ResolvedSimEngineOptions, type SimEngineOptions } from './options.ts';
+import { SimScheduler, type SchedulerTotals } from './scheduler.ts';
+import { createFixedTiming } from './timing.ts';
+
+/** Response header naming the engine that answered, on every response. */
+export const ENGINE_ID_HEADER = 'sluice-engine-id';
+
+/** Where a started engine listens. */
+export interface SimEngineAddress {
+  readonly port: number;
+  readonly host: string;
+  /** Base URL, e.g. `http://127.0.0.1:40123`. */
+  readonly url: string;
+}
+
+/** Lifetime totals and current load. */
+export interface SimEngineStats extends SchedulerTotals {
+  readonly running: number;
+  readonly waiting: number;
+}
+
+/** A simulated inference engine: a real HTTP server speaking vLLM's OpenAI-compatible API. */
+export interface SimEngine {
+  /** The underlying server, for callers that need its events. */
+  readonly server: Server;
+  /** The resolved options it runs with. */
+  readonly options: ResolvedSimEngineOptions;
+  /** Starts listening. @default port 0 (any free port), host `127.0.0.1` */
+  listen(port?: number, host?: string): Promise<SimEngineAddress>;
+  /**
+   * Stops accepting, drops idle keep-alive sockets and aborts in-flight calls (counted as aborted);
+   * resolves once every call has let go of its slot. Idempotent.
+   */
+  close(): Promise<void>;
+  /** Totals and load now. */
+  stats(): SimEngineStats;
+}
+
+type Handler = (req: IncomingMessage, res: ServerResponse, signal: AbortSignal) => Promise<void> | void;
+
+interface Route {
+  readonly methods: readonly string[];
+  readonly handle: Handler;
+}
+
+const READ_METHODS = ['GET', 'HEAD'] as const;
+
+/**
+ * Creates a simulated engine; it does not listen until {@link SimEngine.listen}.
+ * @throws {SimOptionError} when an option is out of range.
+ */
+export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
+  const resolved = resolveSimEngineOptions(options);
+  const scheduler = new SimScheduler(resolved);
+  const ctx: SimCallContext = { options: resolved, scheduler, timing: createFixedTiming(resolved) };
+
+  /** Reads and parses a JSON body, answering 400/413 itself; undefined when it answered or the client left. */
+  const jsonBody = async (req: IncomingMessage, res: ServerResponse): Promise<Record<string, unknown> | undefined> => {
+    const raw = await rawBody(req, res);
+    if (raw === undefined) return undefined;
+    const parsed = parseJsonObject(raw);
+    if (parsed.kind === 'bad') {
+      sendError(res, parsed.error);
+      return undefined;
+    }
+    return parsed.value;
+  };
+
+  const rawBody = async (req: IncomingMessage, res: ServerResponse): Promise<Buffer | undefined> => {
+    const result = await readBody(req, resolved.maxBodyBytes);
+    if (result.kind === 'too-large') {
+      // Closing stops a client that is still uploading from costing us the rest of its body.
+      sendError(
+        res,
+        { status: 413, type: 'invalid_request_error', code: 'request_too_large', message: `request body exceeds ${resolved.maxBodyBytes} bytes` },
+        { connection: 'close' },
+      );
+      return undefined;
+    }
+    return result.kind === 'read' ? result.body : undefined;
+  };
+
+  const generation = (kind: 'chat' | 'text'): Handler => async (req, res, signal) => {
+    const body = await jsonBody(req, res);
+    if (body !== undefined) await handleGeneration(ctx, kind, body, res, signal);
+  };
+
+  const routes = new Map<string, Route>([
+    ['/v1/chat/completions', { methods: ['POST'], handle: generation('chat') }],
+    ['/v1/completions', { methods: ['POST'], handle: generation('text') }],
+    [
+      '/v1/embeddings',
+      {
+        methods: ['POST'],
+        handle: async (req, res, signal) => {
+          const body = await jsonBody(req, res);
+          if (body !== undefined) await handleEmbeddings(ctx, body, res, signal);
+        },
+      },
+    ],
+    [
+      '/v1/models',
+      {
+        methods: READ_METHODS,
+        handle: (_req, res) => {
+          const created = Math.floor(resolved.clock.now() / 1000);
+          const data = resolved.models.map((id) => ({ id, object: 'model', created, owned_by: 'sluice-sim' }));
+          sendJson(res, 200, { object: 'list', data });
+        },
+      },
+    ],
+    // vLLM answers its health check with 200 and no body.
+    ['/health', { methods: READ_METHODS, handle: (_req, res) => void res.writeHead(200, { 'content-length': 0 }).end() }],
+    [
+      '/metrics',
+      {
+        methods: READ_METHODS,
+        handle: (_req, res) => {
+          const text = renderMetrics({ modelName: resolved.models[0]!, running: scheduler.running, waiting: scheduler.waiting, totals: scheduler.totals() });
+          res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) }).end(text);
+        },
+      },
+    ],
+  ]);
+
+  const invokeRoute = (fn: string): Route => ({
+    methods: ['POST'],
+    handle: async (req, res, signal) => {
+      const body = await rawBody(req, res);
+      if (body !== undefined) await handleInvoke(ctx, fn, req.headers, body, res, signal);
+    },
+  });
+
+  const onRequest = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    res.setHeader(ENGINE_ID_HEADER, resolved.engineId);
+    const method = req.method ?? 'GET';
+    const url = req.url ?? '/';
+    const query = url.indexOf('?');
+    const path = query === -1 ? url : url.slice(0, query);
+    let route = routes.get(path);
+    if (route === undefined && path.startsWith('/invoke/') && path.length > '/invoke/'.length) {
+      let fn: string;
+      try {
+        fn = decodeURIComponent(path.slice('/invoke/'.length));
+      } catch {
+        sendError(res, { status: 400, type: 'invalid_request_error', code: 'invalid_path', message: `malformed function name in ${path}` });
+        return;
+      }
+      route = invokeRoute(fn);
+    }
+    if (route === undefined) {
+      sendError(res, { status: 404, type: 'invalid_request_error', code: 'not_found', message: `Invalid URL (${method} ${path})` });
+      return;
+    }
+    if (!route.methods.includes(method)) {
+      sendError(
+        res,
+        { status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: `${method} is not allowed on ${path}` },
+        { allow: route.methods.join(', ') },
+      );
+      return;
+    }
+    const controller = new AbortController();
+    // 'close' also fires after a normal end; only a response cut short means the client left.
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort();
+    });
+    await route.handle(req, res, controller.signal);
+  };
+
+  // Tracked so that close() resolves only once every call has released its slot and timers.
+  const inFlight = new Set<Promise<void>>();
+  const server = createServer((req, res) => {
+    const call = onRequest(req, res)
+      .catch((error: unknown) => {
+        const message = error instanceof Error ? error.message : String(error);
+        sendError(res, { status: 500, type: 'server_error', code: 'internal_error', message: `sim engine failed: ${message}` });
+      })
+      .finally(() => inFlight.delete(call));
+    inFlight.add(call);
+  });
+
+  let closing: Promise<void> | undefined;
+
+  return {
+    server,
+    options: resolved,
+    listen(port = 0, host = '127.0.0.1') {
+      return new Promise<SimEngineAddress>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          const address = server.address() as AddressInfo;
+          const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+          resolve({ port: address.port, host: address.address, url: `http://${shown}:${address.port}` });
+        });
+      });
+    },
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        // Resolves even when the server never listened: closing is idempotent by contract.
+        server.close(() => resolve());
+        // Destroying the sockets fires each in-flight response's 'close', which aborts its call
+        // and clears its timers; idle keep-alive sockets would otherwise hold close() open.
+        server.closeAllConnections();
+      }).then(async () => {
+        await Promise.allSettled([...inFlight]);
+      });
+      return closing;
+    },
+    stats() {
+      return { ...scheduler.totals(), running: scheduler.running, waiting: scheduler.waiting };
+    },
+  };
+}

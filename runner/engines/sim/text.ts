@@ -1,0 +1,98 @@
+/**
+ * Deterministic stand-ins for what a model computes: prompt rendering and token counts, output
+ * words, and embeddings. The same input always gives the same output, so tests and benchmarks
+ * can compare bodies across engines and runs.
+ */
+
+const VOCABULARY: readonly string[] = [
+  'the', 'river', 'runs', 'through', 'a', 'quiet', 'valley', 'and', 'light', 'falls',
+  'on', 'stone', 'while', 'wind', 'moves', 'over', 'green', 'fields', 'of', 'grain',
+  'under', 'open', 'sky', 'where', 'birds', 'turn', 'slowly', 'toward', 'evening', 'water',
+  'gate', 'sluice',
+];
+
+/** FNV-1a over UTF-16 code units: cheap, stable across runs, good enough to seed a generator. */
+export function hashText(text: string, seed = 0x811c9dc5): number {
+  let hash = seed >>> 0;
+  for (let i = 0; i < text.length; i += 1) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash;
+}
+
+/** mulberry32: a tiny seeded generator of [0, 1) values. */
+function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Returns a generator of the output tokens for `prompt`: call it with 0, 1, 2, ... in order.
+ * Tokens after the first carry their leading space, so the concatenated deltas equal the text.
+ */
+export function createTokenWriter(prompt: string): (index: number) => string {
+  const next = seeded(hashText(prompt));
+  return (index) => {
+    const word = VOCABULARY[Math.floor(next() * VOCABULARY.length)] ?? 'the';
+    return index === 0 ? word : ` ${word}`;
+  };
+}
+
+/** A rough token count: each word and each punctuation mark is one token. */
+export function countTokens(text: string): number {
+  return text.match(/[\p{L}\p{N}_]+|[^\p{L}\p{N}_\s]/gu)?.length ?? 0;
+}
+
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  // Multimodal parts: only text parts count, as a text-only model would see them.
+  return content
+    .map((part: unknown) =>
+      typeof part === 'object' && part !== null && 'text' in part && typeof part.text === 'string' ? part.text : '',
+    )
+    .join(' ');
+}
+
+/** Renders chat messages as one prompt, a line per message, the way a chat template would roughly. */
+export function renderChatPrompt(messages: readonly unknown[]): string {
+  return messages
+    .map((message) => {
+      if (typeof message !== 'object' || message === null) return '';
+      const { role, content } = message as { role?: unknown; content?: unknown };
+      return `${typeof role === 'string' ? role : 'user'}: ${contentText(content)}`;
+    })
+    .join('\n');
+}
+
+/**
+ * Renders a completions `prompt` (text, texts, token ids or lists of token ids) as one text.
+ * Token ids become space-separated numbers, so {@link countTokens} counts one per id.
+ * Returns undefined for a shape OpenAI does not accept.
+ */
+export function renderCompletionPrompt(prompt: unknown): string | undefined {
+  if (typeof prompt === 'string') return prompt;
+  if (!Array.isArray(prompt) || prompt.length === 0) return undefined;
+  const parts: string[] = [];
+  for (const item of prompt) {
+    if (typeof item === 'string' || typeof item === 'number') parts.push(String(item));
+    else if (Array.isArray(item) && item.every((id) => typeof id === 'number')) parts.push(item.join(' '));
+    else return undefined;
+  }
+  return parts.join('\n');
+}
+
+/** A unit-length vector of `dimensions` values derived from `text` alone. */
+export function embedText(text: string, dimensions = 8): number[] {
+  const next = seeded(hashText(text));
+  const raw = Array.from({ length: dimensions }, () => next() * 2 - 1);
+  const norm = Math.hypot(...raw) || 1;
+  return raw.map((value) => value / norm);
+}

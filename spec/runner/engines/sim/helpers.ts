@@ -1,0 +1,66 @@
+/**
+ * Shared test helpers for the simulated engine: start one on port 0, read its counters, and
+ * read an SSE body recording when each event arrived.
+ */
+import { request } from 'undici';
+import { afterEach } from 'vitest';
+import { createSimEngine, type SimEngine, type SimEngineOptions } from '../../../../runner/engines/sim/index.ts';
+
+const started: SimEngine[] = [];
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((engine) => engine.close()));
+});
+
+/** Starts an engine on 127.0.0.1 port 0; it is closed after the test. */
+export async function startEngine(options: SimEngineOptions = {}): Promise<{ engine: SimEngine; url: string }> {
+  const engine = createSimEngine(options);
+  started.push(engine);
+  const { url } = await engine.listen(0, '127.0.0.1');
+  return { engine, url };
+}
+
+/** POSTs JSON and returns the undici response. */
+export function postJson(url: string, body: unknown, signal?: AbortSignal): ReturnType<typeof request> {
+  return request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
+}
+
+/** Reads the `sluice_sim_*` counters and `vllm:*` gauges from `/metrics` into a name-to-value map. */
+export async function readMetrics(url: string): Promise<Map<string, number>> {
+  const { body } = await request(`${url}/metrics`);
+  const values = new Map<string, number>();
+  for (const line of (await body.text()).split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const space = line.lastIndexOf(' ');
+    values.set(line.slice(0, space).replace(/\{.*\}$/, ''), Number(line.slice(space + 1)));
+  }
+  return values;
+}
+
+/** One SSE `data:` event and the time (performance.now()) its bytes arrived. */
+export interface TimedEvent {
+  readonly data: string;
+  readonly at: number;
+}
+
+/** Reads a whole SSE body, stamping each event with the arrival time of the bytes that completed it. */
+export async function readEvents(body: AsyncIterable<Buffer | string>): Promise<TimedEvent[]> {
+  const events: TimedEvent[] = [];
+  let pending = '';
+  for await (const chunk of body) {
+    const at = performance.now();
+    pending += chunk.toString();
+    let end: number;
+    while ((end = pending.indexOf('\n\n')) !== -1) {
+      const block = pending.slice(0, end);
+      pending = pending.slice(end + 2);
+      if (block.startsWith('data: ')) events.push({ data: block.slice('data: '.length), at });
+    }
+  }
+  return events;
+}

@@ -1,0 +1,154 @@
+/**
+ * The runner over real sockets on 127.0.0.1: admission, the wire contract, trailers, and how
+ * engine trouble is reported. Runner and simulated engine run in-process here; the gateway
+ * integration specs run them as processes.
+ */
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { createSimEngine } from '../../runner/engines/sim/server.ts';
+import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
+import { BUSY_HEADER, ERROR_TRAILER, EXEC_TRAILER, RUNNER_ID_HEADER, parseExecTiming } from '../../runner/protocol.ts';
+import { createRunner } from '../../runner/server.ts';
+import type { RunnerServer } from '../../runner/server.ts';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
+});
+
+async function start(engineOptions: SimEngineOptions, slots = 1): Promise<{ runner: RunnerServer; url: string; engineUrl: string; engine: ReturnType<typeof createSimEngine> }> {
+  const engine = createSimEngine(engineOptions);
+  const { url: engineUrl } = await engine.listen();
+  cleanups.push(() => engine.close());
+  const runner = createRunner({ engine: engineUrl, slots, id: 'r-test' });
+  const { url } = await runner.listen();
+  cleanups.push(() => runner.close({ drainTimeout: 0 }));
+  return { runner, url, engineUrl, engine };
+}
+
+const chat = (extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hi' }], ...extra });
+
+function post(url: string, body: string) {
+  return request(`${url}/v1/chat/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+}
+
+describe('runner', () => {
+  it('streams the engine response and sends the execution time as a trailer', async () => {
+    const { url } = await start({ ttftMs: 60, itlMs: 0, outputTokens: 1 });
+    const res = await post(url, chat());
+    expect(res.statusCode).toBe(200);
+    expect(res.headers[RUNNER_ID_HEADER]).toBe('r-test');
+    expect(res.headers['sluice-engine-id']).toBeDefined();
+    expect(((await res.body.json()) as any).object).toBe('chat.completion');
+    const exec = parseExecTiming(res.trailers[EXEC_TRAILER]);
+    expect(exec).toBeGreaterThanOrEqual(60);
+    expect(exec).toBeLessThan(5000);
+    expect(res.trailers[ERROR_TRAILER]).toBeUndefined();
+  });
+
+  it('answers busy before reading the body when every slot is taken', async () => {
+    const { url, runner } = await start({ ttftMs: 0, itlMs: 50, outputTokens: 20 });
+    const long = post(url, chat());
+    await expect.poll(() => runner.status().slots.inUse, { timeout: 5000, interval: 5 }).toBe(1);
+    // Headers promise a megabyte that never comes: only an answer given before reading can arrive.
+    const { port } = new URL(url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1');
+      let data = '';
+      socket.on('data', (d) => {
+        data += d.toString();
+        if (data.includes('\r\n\r\n')) {
+          socket.destroy();
+          resolve(data);
+        }
+      });
+      socket.on('error', reject);
+      socket.write('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1048576\r\n\r\n');
+    });
+    expect(answer).toMatch(/^HTTP\/1.1 503/);
+    expect(answer.toLowerCase()).toContain(`${BUSY_HEADER}: slots`);
+    expect((await long).statusCode).toBe(200);
+    expect(runner.status().calls.rejected).toBe(1);
+  });
+
+  it('answers busy when the engine refuses with 429, since nothing ran', async () => {
+    const { url, engine, runner } = await start({ ttftMs: 0, itlMs: 50, outputTokens: 20, maxNumSeqs: 1, maxQueue: 0 }, 4);
+    const first = post(url, chat());
+    await expect.poll(() => engine.stats().running, { timeout: 5000, interval: 5 }).toBe(1);
+    const second = await post(url, chat());
+    expect(second.statusCode).toBe(503);
+    expect(second.headers[BUSY_HEADER]).toBe('engine-busy');
+    await second.body.dump();
+    const res = await first;
+    expect(res.statusCode).toBe(200);
+    await res.body.dump();
+    expect(runner.status().calls).toMatchObject({ served: 1, rejected: 1 });
+  });
+
+  it('answers busy while its engine is not reachable, then serves once it is', async () => {
+    const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
+    const { port } = await engine.listen();
+    await engine.close();
+    const runner = createRunner({ engine: `http://127.0.0.1:${port}`, engineProbeInterval: 500 });
+    const { url } = await runner.listen();
+    cleanups.push(() => runner.close({ drainTimeout: 0 }));
+    const res = await post(url, chat());
+    expect(res.statusCode).toBe(503);
+    expect(res.headers[BUSY_HEADER]).toBe('starting');
+    await res.body.dump();
+    expect(runner.status().engine.state).toBe('starting');
+
+    const again = createSimEngine({ ttftMs: 0, itlMs: 0 });
+    await again.listen(port);
+    cleanups.push(() => again.close());
+    await expect.poll(() => runner.status().engine.state, { timeout: 5000, interval: 20 }).toBe('ready');
+    const ok = await post(url, chat());
+    expect(ok.statusCode).toBe(200);
+    await ok.body.dump();
+  });
+
+  it('marks the response failed in a trailer when the engine dies mid-stream', async () => {
+    const { url, engine } = await start({ ttftMs: 0, itlMs: 30, outputTokens: 40 });
+    const res = await post(url, chat({ stream: true }));
+    expect(res.statusCode).toBe(200);
+    let closing: Promise<void> | undefined;
+    for await (const _chunk of res.body) closing ??= engine.close();
+    await closing;
+    expect(res.trailers[ERROR_TRAILER]).toBe('RUNNER_ENGINE_FAILED');
+    expect(parseExecTiming(res.trailers[EXEC_TRAILER])).toBeGreaterThan(0);
+  });
+
+  it('reports id, version, engine, models, slots and call counts at /status', async () => {
+    const { url, engineUrl } = await start({ ttftMs: 0, itlMs: 0 }, 3);
+    await (await post(url, chat())).body.dump();
+    const status = (await (await request(`${url}/status`)).body.json()) as any;
+    expect(status).toMatchObject({
+      id: 'r-test',
+      state: 'serving',
+      engine: { url: engineUrl, state: 'ready', models: ['sim-small'] },
+      models: ['sim-small'],
+      slots: { total: 3, inUse: 0 },
+      calls: { served: 1, rejected: 0, failed: 0 },
+    });
+    expect(status.version).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  it('answers busy with reason draining once closing, and finishes the running call', async () => {
+    const { url, runner } = await start({ ttftMs: 0, itlMs: 20, outputTokens: 10 }, 2);
+    const running = post(url, chat());
+    await expect.poll(() => runner.status().slots.inUse, { timeout: 5000, interval: 5 }).toBe(1);
+    const closed = runner.close({ drainTimeout: 5000 });
+    const refused = await post(url, chat()).catch((error: Error) => error);
+    if (!(refused instanceof Error)) {
+      expect(refused.statusCode).toBe(503);
+      expect(refused.headers[BUSY_HEADER]).toBe('draining');
+      await refused.body.dump();
+    }
+    const res = await running;
+    expect(res.statusCode).toBe(200);
+    await res.body.dump();
+    await closed;
+  });
+});

@@ -1,0 +1,121 @@
+/**
+ * Test fleets of real processes on 127.0.0.1: simulated engines, runners in front of them,
+ * and a gateway, each started with `sluice <command> --port 0` through the same
+ * startService the CLI's `up` uses. Every process is stopped in `stop()`.
+ */
+import { request } from 'undici';
+import { startService } from '../../gateway/cli/processes.ts';
+import type { ChildService } from '../../gateway/cli/processes.ts';
+
+/** One engine + runner pair. */
+export interface Node {
+  engine: ChildService;
+  runner: ChildService;
+}
+
+/** A running fleet. */
+export interface Fleet {
+  nodes: Node[];
+  gateway: ChildService;
+  /** Stops everything still running; safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/** How to start a fleet. Arrays of extra flags are passed as they are. */
+export interface FleetOptions {
+  nodes?: number;
+  engineArgs?: readonly string[] | ((index: number) => readonly string[]);
+  runnerArgs?: readonly string[] | ((index: number) => readonly string[]);
+  gatewayArgs?: readonly string[];
+}
+
+const quiet = ['--log-level', 'warn'];
+
+/** Starts `nodes` engine + runner pairs and a gateway over them. */
+export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
+  const count = options.nodes ?? 2;
+  const args = (value: FleetOptions['engineArgs'], i: number) => (typeof value === 'function' ? value(i) : (value ?? []));
+  const started: ChildService[] = [];
+  const stop = async () => {
+    await Promise.all(started.map((s) => s.stop('SIGTERM', 5000)));
+  };
+  try {
+    const engines = await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        startService(['sim-engine', '--port', '0', '--engine-id', `sim-${i + 1}`, ...quiet, ...args(options.engineArgs, i)]),
+      ),
+    );
+    started.push(...engines);
+    const runners = await Promise.all(
+      engines.map((e, i) =>
+        startService(['runner', '--port', '0', '--engine', e.url, '--id', `runner-${i + 1}`, ...quiet, ...args(options.runnerArgs, i)]),
+      ),
+    );
+    started.push(...runners);
+    const gateway = await startService([
+      'gateway',
+      '--port',
+      '0',
+      '--runners',
+      runners.map((r) => r.url).join(','),
+      ...quiet,
+      ...(options.gatewayArgs ?? []),
+    ]);
+    started.push(gateway);
+    return { nodes: engines.map((engine, i) => ({ engine, runner: runners[i]! })), gateway, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** A small chat body. */
+export function chatBody(extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hello there' }], ...extra });
+}
+
+/** POSTs JSON and returns status, headers and the parsed (or raw) body. */
+export async function postJson(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; json: any; text: string }> {
+  const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
+  const text = await res.body.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, headers: res.headers, json, text };
+}
+
+/** Reads one sample (summed over label sets) from a Prometheus text page. */
+export function metricValue(page: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  for (const line of page.split('\n')) {
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const set = m[2] ?? '';
+    if (Object.entries(labels).every(([k, v]) => set.includes(`${k}="${v}"`))) sum += Number(m[3]);
+  }
+  return sum;
+}
+
+/** GETs a service's /metrics page. */
+export async function metrics(service: { url: string }): Promise<string> {
+  const res = await request(`${service.url}/metrics`);
+  return res.body.text();
+}
+
+/** Polls `check` until it returns true or `timeout` ms pass; for state that settles asynchronously. */
+export async function eventually(check: () => Promise<boolean> | boolean, timeout = 5000, what = 'condition'): Promise<void> {
+  const until = Date.now() + timeout;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
