@@ -57,6 +57,16 @@ export function relay(
       resolve({ outcome, status: response.statusCode, execMs, error });
     };
 
+    const reported = response.headers[ERROR_TRAILER];
+    if (reported !== undefined) {
+      // The runner took the call and its engine failed before answering: still committed.
+      void body.text().then(
+        (text) => fail(new RunnerFailedError(`runner ${runner.id} reported ${String(reported)} after it took the call: ${errorMessage(text)}; the call was not retried because it may have run`), undefined),
+        (error: Error) => fail(committedFailure(runner, error), undefined),
+      );
+      return;
+    }
+
     body.on('data', (chunk: Buffer) => {
       head();
       if (!out.write(chunk)) {
@@ -84,4 +94,15 @@ export function relay(
       fail(committedFailure(runner, error), undefined);
     });
   });
+}
+
+/** The message inside an OpenAI-shaped error body, or the body itself when it is not one. */
+function errorMessage(text: string): string {
+  try {
+    const message = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
+    if (typeof message === 'string') return message;
+  } catch {
+    // Not JSON: fall through to the raw text.
+  }
+  return text.slice(0, 200);
 }

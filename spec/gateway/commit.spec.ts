@@ -1,0 +1,91 @@
+/**
+ * Commit semantics, in-process over real sockets: a runner that took a call and then failed
+ * gives the client 502 and the call is never offered to another runner; a runner that
+ * refused the connection is skipped.
+ */
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createGateway } from '../../gateway/server.ts';
+import type { Gateway } from '../../gateway/server.ts';
+import type { Placer, Runner, RunnerCall } from '../../placer/types.ts';
+import { createSimEngine } from '../../runner/engines/sim/server.ts';
+import { createRunner } from '../../runner/server.ts';
+import type { RunnerServer } from '../../runner/server.ts';
+import { chatBody, postJson } from '../support/fleet.ts';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
+});
+
+/** An engine that is healthy and lists a model, but drops every call's connection unanswered. */
+async function droppingEngine(): Promise<string> {
+  const server: Server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/health') return res.end();
+    if (req.method === 'GET' && req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'sim-small' }] }));
+    req.socket.destroy();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  cleanups.push(() => new Promise((r) => server.close(r)));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function runnerFor(engine: string): Promise<{ runner: RunnerServer; url: string }> {
+  const runner = createRunner({ engine });
+  const { url } = await runner.listen();
+  cleanups.push(() => runner.close({ drainTimeout: 0 }));
+  return { runner, url };
+}
+
+/** Offers runners in the order their URLs were given to the gateway. */
+function inOrder(urls: string[]): Placer {
+  const rank = (r: Runner<unknown>) => urls.findIndex((u) => new URL(u).host === r.id);
+  return {
+    name: 'in-order',
+    order: <R extends Runner<unknown>>(_call: RunnerCall, runners: readonly R[]) => [...runners].sort((a, b) => rank(a) - rank(b)),
+  };
+}
+
+async function gatewayOver(urls: string[]): Promise<{ gateway: Gateway; url: string }> {
+  const gateway = createGateway({ runners: urls, placer: inOrder(urls) });
+  const { url } = await gateway.listen();
+  cleanups.push(() => gateway.close());
+  return { gateway, url };
+}
+
+describe('commit semantics', () => {
+  it('answers 502 when the runner took the call and its engine failed, without trying the next runner', async () => {
+    const bad = await runnerFor(await droppingEngine());
+    const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
+    const { url: engineUrl } = await engine.listen();
+    cleanups.push(() => engine.close());
+    const good = await runnerFor(engineUrl);
+    const { url } = await gatewayOver([bad.url, good.url]);
+
+    const res = await postJson(`${url}/v1/chat/completions`, chatBody());
+    expect(res.status).toBe(502);
+    expect(res.json.error.code).toBe('GW_RUNNER_FAILED_AFTER_COMMIT');
+    expect(res.json.error.message).toContain('RUNNER_ENGINE_FAILED');
+    expect(engine.stats().received).toBe(0);
+    expect(good.runner.status().calls.served).toBe(0);
+    expect(bad.runner.status().calls.failed).toBe(1);
+  });
+
+  it('skips a runner whose port refuses connections and places on the next', async () => {
+    const gone = createServer();
+    await new Promise<void>((r) => gone.listen(0, '127.0.0.1', r));
+    const goneUrl = `http://127.0.0.1:${(gone.address() as AddressInfo).port}`;
+    await new Promise((r) => gone.close(r));
+    const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
+    const { url: engineUrl } = await engine.listen();
+    cleanups.push(() => engine.close());
+    const good = await runnerFor(engineUrl);
+    const { url } = await gatewayOver([goneUrl, good.url]);
+
+    const res = await postJson(`${url}/v1/chat/completions`, chatBody());
+    expect(res.status).toBe(200);
+    expect(engine.stats().received).toBe(1);
+  });
+});

@@ -1,0 +1,194 @@
+import { metrics } from '@opentelemetry/api';
+import { describe, expect, it } from 'vitest';
+import { GatewayConfigError } from '../../gateway/errors.ts';
+import { resolveGatewayOptions } from '../../gateway/options.ts';
+import type { CallListener, GatewayOptions } from '../../gateway/options.ts';
+import type { GatewayPool } from '../../gateway/pool.ts';
+import { systemClock } from '../../placer/clock.ts';
+import { PlacerConfigError } from '../../placer/errors.ts';
+import { silentLogger } from '../../placer/log.ts';
+import { placerDefaults } from '../../placer/options.ts';
+import type { Placer } from '../../placer/types.ts';
+
+const runners = ['http://127.0.0.1:9001'];
+
+/** resolveGatewayOptions only checks that a pool was given, so an empty stand-in is enough. */
+const pool = {} as unknown as GatewayPool;
+
+function configError(options: GatewayOptions): GatewayConfigError {
+  try {
+    resolveGatewayOptions(options);
+  } catch (error) {
+    expect(error).toBeInstanceOf(GatewayConfigError);
+    return error as GatewayConfigError;
+  }
+  throw new Error('expected resolveGatewayOptions to throw');
+}
+
+describe('resolveGatewayOptions', () => {
+  it('returns the documented defaults when only runners are given', () => {
+    const config = resolveGatewayOptions({ runners });
+    expect(config).toMatchObject({
+      pool: undefined,
+      callTimeout: 600_000,
+      maxBodyBytes: 16 * 1024 * 1024,
+      bodyReadTimeout: 30_000,
+      drainTimeout: 30_000,
+      runnerConnectTimeout: 2000,
+      statusInterval: 2000,
+      retryAfter: 1,
+      overrideCall: undefined,
+      renderMetrics: undefined,
+    });
+    expect(config.placer.name).toBe('round-robin');
+    expect(config.placerConfig).toEqual(placerDefaults);
+    expect(config.listeners).toEqual([]);
+    expect(config.logger).toBe(silentLogger);
+    expect(config.clock).toBe(systemClock);
+    expect(config.meterProvider).toBe(metrics.getMeterProvider());
+  });
+
+  it('returns runners as URL objects when given URL strings', () => {
+    const config = resolveGatewayOptions({ runners: ['http://127.0.0.1:9001', 'https://runner-b.internal:9443/'] });
+    expect(config.runners.every((u) => u instanceof URL)).toBe(true);
+    expect(config.runners.map((u) => u.href)).toEqual(['http://127.0.0.1:9001/', 'https://runner-b.internal:9443/']);
+  });
+
+  it('returns the given values when every option is set', () => {
+    const placer: Placer = { name: 'mine', order: (_call, list) => list };
+    const listener: CallListener = {};
+    const overrideCall = (): void => {};
+    const renderMetrics = async (): Promise<string> => '';
+    const config = resolveGatewayOptions({
+      runners,
+      placer,
+      callTimeout: 1,
+      maxBodyBytes: 2,
+      bodyReadTimeout: 3,
+      drainTimeout: 0,
+      runnerConnectTimeout: 5,
+      statusInterval: 6,
+      retryAfter: 0,
+      overrideCall,
+      renderMetrics,
+      listeners: [listener],
+      placerTimeout: 7,
+    });
+    expect(config).toMatchObject({
+      placer,
+      callTimeout: 1,
+      maxBodyBytes: 2,
+      bodyReadTimeout: 3,
+      drainTimeout: 0,
+      runnerConnectTimeout: 5,
+      statusInterval: 6,
+      retryAfter: 0,
+      overrideCall,
+      renderMetrics,
+    });
+    expect(config.listeners).toEqual([listener]);
+    expect(config.placerConfig.placerTimeout).toBe(7);
+  });
+
+  it('returns a frozen config with a frozen copy of the listeners when resolved', () => {
+    const listeners: CallListener[] = [{}];
+    const config = resolveGatewayOptions({ runners, listeners });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.listeners)).toBe(true);
+    listeners.push({});
+    expect(config.listeners).toHaveLength(1);
+    expect(() => {
+      (config as { callTimeout: number }).callTimeout = 5;
+    }).toThrow(TypeError);
+  });
+
+  it('returns a config with no runners when a pool is given instead', () => {
+    const config = resolveGatewayOptions({ pool });
+    expect(config.pool).toBe(pool);
+    expect(config.runners).toEqual([]);
+  });
+
+  it('throws naming runners when there are neither runners nor a pool', () => {
+    expect(configError({}).message).toBe('runners must list at least one runner URL (or pass a pool)');
+    expect(configError({ runners: [] }).message).toBe('runners must list at least one runner URL (or pass a pool)');
+  });
+
+  it('throws GW_INVALID_OPTION naming runners and the value when runners is not a list', () => {
+    const error = configError({ runners: 'http://127.0.0.1:9001' as unknown as string[] });
+    expect(error.code).toBe('GW_INVALID_OPTION');
+    expect(error.message).toBe('runners must be a list of URLs, got "http://127.0.0.1:9001"');
+  });
+
+  it.each<[unknown, string]>([
+    ['127.0.0.1:9001', '"127.0.0.1:9001"'],
+    ['not a url', '"not a url"'],
+    ['', '""'],
+    ['ftp://127.0.0.1:9001', '"ftp://127.0.0.1:9001"'],
+    ['ws://127.0.0.1:9001', '"ws://127.0.0.1:9001"'],
+    ['http://127.0.0.1:9001/v1', '"http://127.0.0.1:9001/v1"'],
+    [9001, '9001'],
+    [null, 'null'],
+  ])('throws naming runners and the entry when an entry is %j', (entry, shown) => {
+    const error = configError({ runners: ['http://127.0.0.1:9000', entry as string] });
+    expect(error.message).toBe(`runners entries must be http(s)://host:port URLs, got ${shown}`);
+  });
+
+  it.each<[string, unknown]>([
+    ['empty object', {}],
+    ['no order', { name: 'x' }],
+    ['no name', { order: () => [] }],
+    ['null', null],
+    ['a string', 'round-robin'],
+  ])('throws naming placer when the placer is %s', (_label, placer) => {
+    expect(configError({ runners, placer: placer as Placer }).message).toBe(
+      'placer must be an object with a name and order(call, runners)',
+    );
+  });
+
+  it('throws PlacerConfigError when a placer option is out of range', () => {
+    expect(() => resolveGatewayOptions({ runners, placerTimeout: 0 })).toThrow(PlacerConfigError);
+    expect(() => resolveGatewayOptions({ runners, retryAllDelay: -1 })).toThrow(/retryAllDelay/);
+  });
+
+  const positive = ['callTimeout', 'maxBodyBytes', 'bodyReadTimeout', 'runnerConnectTimeout', 'statusInterval'] as const;
+  const nonNegative = ['drainTimeout', 'retryAfter'] as const;
+
+  it.each(positive.flatMap((option) => [0, -1, 1.5, '10', null, true].map((value) => [option, value] as const)))(
+    'throws naming %s and the value when it is %j',
+    (option, value) => {
+      const error = configError({ runners, [option]: value });
+      expect(error.code).toBe('GW_INVALID_OPTION');
+      expect(error.status).toBe(500);
+      expect(error.message).toBe(`${option} must be a positive integer, got ${JSON.stringify(value)}`);
+    },
+  );
+
+  it.each(nonNegative.flatMap((option) => [-1, 0.5, '1', null].map((value) => [option, value] as const)))(
+    'throws naming %s and the value when it is %j',
+    (option, value) => {
+      expect(configError({ runners, [option]: value }).message).toBe(
+        `${option} must be a non-negative integer, got ${JSON.stringify(value)}`,
+      );
+    },
+  );
+
+  it.each(nonNegative)('returns %s as 0 when given 0', (option) => {
+    expect(resolveGatewayOptions({ runners, [option]: 0 })[option]).toBe(0);
+  });
+
+  it.each(positive)('throws naming %s when it is Infinity or above the safe integers', (option) => {
+    expect(configError({ runners, [option]: Number.POSITIVE_INFINITY }).message).toMatch(new RegExp(`^${option} must be`));
+    expect(configError({ runners, [option]: 2 ** 53 }).message).toMatch(new RegExp(`^${option} must be`));
+  });
+
+  // BUG (gateway/options.ts positiveInteger/nonNegativeInteger): the value is shown with
+  // JSON.stringify, which turns NaN and Infinity into "null", so `callTimeout: NaN` reports
+  // "callTimeout must be a positive integer, got null". placer/options.ts shows "got NaN".
+  it.todo('throws naming callTimeout and NaN when callTimeout is NaN (message says "got null" today)');
+
+  // BUG (gateway/options.ts): no upper bound. bodyReadTimeout, statusInterval and drainTimeout
+  // go straight into setTimeout, which clamps anything above 2147483647 ms to 1 ms (with a
+  // TimeoutOverflowWarning): bodyReadTimeout: 2 ** 31 makes every request with a body fail 408
+  // at once. placer/options.ts refuses such values ("must be at most 2147483647 milliseconds").
+  it.todo('throws naming bodyReadTimeout when it is above 2147483647 ms');
+});

@@ -1,0 +1,135 @@
+import { describe, expect, it } from 'vitest';
+import { createJsonLogger, isLogLevel, silentLogger } from '../../placer/log.ts';
+import type { LogLevel } from '../../placer/log.ts';
+import { PlacerTimeoutError } from '../../placer/errors.ts';
+
+/** A logger writing into an array, and the lines parsed. */
+function capture(options: { level?: LogLevel; fields?: Record<string, unknown> } = {}) {
+  const lines: string[] = [];
+  const logger = createJsonLogger({ ...options, write: (line) => lines.push(line) });
+  const parsed = (): Array<Record<string, unknown>> => lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+  return { logger, lines, parsed };
+}
+
+describe('createJsonLogger', () => {
+  it('returns one JSON object per line with time, level, msg and fields when logging', () => {
+    const { logger, lines, parsed } = capture();
+    logger.info('call placed', { callId: 'c1', runner: 'r1', attempts: 2 });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).not.toContain('\n');
+    const [line] = parsed();
+    expect(line).toMatchObject({ level: 'info', msg: 'call placed', callId: 'c1', runner: 'r1', attempts: 2 });
+    expect(Object.keys(line!).slice(0, 3)).toEqual(['time', 'level', 'msg']);
+    expect(new Date(line!.time as string).toISOString()).toBe(line!.time);
+  });
+
+  it('returns lines at info and above when no level is given', () => {
+    const { logger, parsed } = capture();
+    logger.debug('d');
+    logger.info('i');
+    logger.warn('w');
+    logger.error('e');
+    expect(parsed().map((l) => l.level)).toEqual(['info', 'warn', 'error']);
+  });
+
+  it.each<[LogLevel, string[]]>([
+    ['debug', ['debug', 'info', 'warn', 'error']],
+    ['info', ['info', 'warn', 'error']],
+    ['warn', ['warn', 'error']],
+    ['error', ['error']],
+    ['silent', []],
+  ])('returns only lines at or above %s when that is the level', (level, expected) => {
+    const { logger, parsed } = capture({ level });
+    logger.debug('d');
+    logger.info('i');
+    logger.warn('w');
+    logger.error('e');
+    expect(parsed().map((l) => l.level)).toEqual(expected);
+    expect(parsed().map((l) => l.msg)).toEqual(expected.map((l) => l[0]));
+  });
+
+  it('returns lines with the child fields and the call fields when logging through a child', () => {
+    const { logger, parsed } = capture({ fields: { service: 'gateway' } });
+    const child = logger.child({ runner: 'r1' });
+    const grandchild = child.child({ callId: 'c9' });
+    grandchild.warn('runner busy', { attempt: 3 });
+    child.info('probe ok');
+    logger.info('plain');
+    expect(parsed()).toMatchObject([
+      { msg: 'runner busy', service: 'gateway', runner: 'r1', callId: 'c9', attempt: 3 },
+      { msg: 'probe ok', service: 'gateway', runner: 'r1' },
+      { msg: 'plain', service: 'gateway' },
+    ]);
+    expect(parsed()[1]).not.toHaveProperty('callId');
+    expect(parsed()[2]).not.toHaveProperty('runner');
+  });
+
+  it('returns the call field over the child field when both name the same key', () => {
+    const { logger, parsed } = capture();
+    logger.child({ runner: 'r1' }).info('m', { runner: 'r2' });
+    logger.child({ runner: 'r1' }).child({ runner: 'r3' }).info('m');
+    expect(parsed().map((l) => l.runner)).toEqual(['r2', 'r3']);
+  });
+
+  it('returns a child that keeps the parent level when the parent filters', () => {
+    const { logger, parsed } = capture({ level: 'warn' });
+    const child = logger.child({ runner: 'r1' });
+    child.info('dropped');
+    child.error('kept');
+    expect(parsed().map((l) => l.msg)).toEqual(['kept']);
+  });
+
+  it('returns errors flattened to name, message and code when a field is an Error', () => {
+    const { logger, lines, parsed } = capture();
+    const coded = Object.assign(new Error('connect refused'), { code: 'ECONNREFUSED' });
+    logger.error('probe failed', { error: coded, plain: new TypeError('bad'), sluice: new PlacerTimeoutError('no runner', 3) });
+    const [line] = parsed();
+    expect(line!.error).toEqual({ name: 'Error', message: 'connect refused', code: 'ECONNREFUSED' });
+    expect(line!.plain).toEqual({ name: 'TypeError', message: 'bad' });
+    expect(line!.sluice).toEqual({ name: 'PlacerTimeoutError', message: 'no runner', code: 'PLACER_TIMEOUT' });
+    expect(lines[0]).not.toContain('stack');
+    expect(lines[0]).not.toContain('at ');
+  });
+
+  // BUG (placer/log.ts createJsonLogger): only per-call fields are flattened; an Error given to
+  // child() or `fields` is spread into the line as is and JSON.stringify turns it into {}, so
+  // logger.child({ error }).warn('x') loses the name and message.
+  it.todo('returns errors flattened when an Error is a child field');
+
+  it('returns without throwing and drops the line when a field is cyclic', () => {
+    const { logger, lines } = capture();
+    const cyclic: Record<string, unknown> = { name: 'loop' };
+    cyclic.self = cyclic;
+    expect(() => logger.error('cyclic', { cyclic })).not.toThrow();
+    expect(() => logger.child({ cyclic }).info('cyclic child')).not.toThrow();
+    expect(() => logger.info('bigint', { n: 10n })).not.toThrow();
+    logger.info('after');
+    expect(lines.map((l) => (JSON.parse(l) as { msg: string }).msg)).toEqual(['after']);
+  });
+
+  it('returns without throwing when write throws', () => {
+    const logger = createJsonLogger({
+      write: () => {
+        throw new Error('stream closed');
+      },
+    });
+    expect(() => logger.error('x', { a: 1 })).not.toThrow();
+  });
+});
+
+describe('silentLogger', () => {
+  it('returns itself from child and writes nothing when called', () => {
+    expect(silentLogger.child({ a: 1 })).toBe(silentLogger);
+    expect(() => silentLogger.error('x', { cyclic: silentLogger })).not.toThrow();
+  });
+});
+
+describe('isLogLevel', () => {
+  it.each(['debug', 'info', 'warn', 'error', 'silent'])('returns true when given %s', (level) => {
+    expect(isLogLevel(level)).toBe(true);
+  });
+
+  it.each(['INFO', 'trace', '', 'toString', '__proto__'])('returns false when given %j', (value) => {
+    expect(isLogLevel(value)).toBe(false);
+  });
+});

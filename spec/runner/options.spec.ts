@@ -1,0 +1,126 @@
+import { describe, expect, it } from 'vitest';
+import { RunnerConfigError } from '../../runner/errors.ts';
+import { parseHttpUrl, resolveRunnerOptions } from '../../runner/options.ts';
+import type { RunnerOptions } from '../../runner/options.ts';
+import { createJsonLogger, silentLogger } from '../../placer/log.ts';
+
+const engine = 'http://127.0.0.1:8000';
+
+function configError(options: RunnerOptions): RunnerConfigError {
+  try {
+    resolveRunnerOptions(options);
+  } catch (error) {
+    expect(error).toBeInstanceOf(RunnerConfigError);
+    return error as RunnerConfigError;
+  }
+  throw new Error('expected resolveRunnerOptions to throw');
+}
+
+describe('resolveRunnerOptions', () => {
+  it('returns the documented defaults when only engine is given', () => {
+    const config = resolveRunnerOptions({ engine });
+    expect(config).toMatchObject({
+      engine,
+      slots: 4,
+      engineConnectTimeout: 2000,
+      defaultCallTimeout: 600_000,
+      engineProbeInterval: 5000,
+    });
+    expect(config.logger).toBe(silentLogger);
+    expect(config.engineUrl).toBeInstanceOf(URL);
+    expect(config.engineUrl.href).toBe('http://127.0.0.1:8000/');
+  });
+
+  it('returns a default id of runner- and 6 hex digits, different per call, when no id is given', () => {
+    const ids = new Set(Array.from({ length: 20 }, () => resolveRunnerOptions({ engine }).id));
+    for (const id of ids) expect(id).toMatch(/^runner-[0-9a-f]{6}$/);
+    expect(ids.size).toBeGreaterThan(1);
+  });
+
+  it('returns the given values when every option is set', () => {
+    const logger = createJsonLogger({ write: () => {} });
+    const config = resolveRunnerOptions({
+      engine: 'https://engine.internal:8443/base',
+      id: 'gpu-0.node_a:1',
+      slots: 1,
+      engineConnectTimeout: 10,
+      defaultCallTimeout: 20,
+      engineProbeInterval: 30,
+      logger,
+    });
+    expect(config).toMatchObject({ id: 'gpu-0.node_a:1', slots: 1, engineConnectTimeout: 10, defaultCallTimeout: 20, engineProbeInterval: 30 });
+    expect(config.logger).toBe(logger);
+    expect(config.engineUrl.pathname).toBe('/base');
+  });
+
+  it('returns a frozen config when resolved', () => {
+    const config = resolveRunnerOptions({ engine });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(() => {
+      (config as { slots: number }).slots = 9;
+    }).toThrow(TypeError);
+  });
+
+  it.each<[unknown, string]>([
+    [undefined, 'undefined'],
+    ['', '""'],
+    ['127.0.0.1:8000', '"127.0.0.1:8000"'],
+    ['not a url', '"not a url"'],
+    ['ftp://127.0.0.1:8000', '"ftp://127.0.0.1:8000"'],
+    [8000, '8000'],
+  ])('throws naming engine and the value when engine is %j', (value, shown) => {
+    const error = configError({ engine: value as string });
+    expect(error.code).toBe('RUNNER_INVALID_OPTION');
+    expect(error.status).toBe(500);
+    expect(error.message).toBe(`engine must be an http:// or https:// URL, got ${shown}`);
+  });
+
+  it.each<[unknown, string]>([
+    ['', '""'],
+    ['has space', '"has space"'],
+    ['slash/id', '"slash/id"'],
+    ['x'.repeat(129), JSON.stringify('x'.repeat(129))],
+    [42, '42'],
+  ])('throws naming id and the value when id is %j', (id, shown) => {
+    expect(configError({ engine, id: id as string }).message).toBe(
+      `id must be 1-128 letters, digits or ._:- characters, got ${shown}`,
+    );
+  });
+
+  it('returns an id of 128 characters when it is exactly the limit', () => {
+    expect(resolveRunnerOptions({ engine, id: 'x'.repeat(128) }).id).toHaveLength(128);
+  });
+
+  const positive = ['slots', 'engineConnectTimeout', 'defaultCallTimeout', 'engineProbeInterval'] as const;
+
+  it.each(positive.flatMap((option) => [0, -1, 2.5, '4', null].map((value) => [option, value] as const)))(
+    'throws naming %s and the value when it is %j',
+    (option, value) => {
+      expect(configError({ engine, [option]: value }).message).toBe(
+        `${option} must be a positive integer, got ${JSON.stringify(value)}`,
+      );
+    },
+  );
+
+  // BUG (runner/options.ts positiveInteger): like gateway/options.ts, the value is shown with
+  // JSON.stringify, so NaN and Infinity are reported as "got null".
+  it.todo('throws naming slots and NaN when slots is NaN (message says "got null" today)');
+
+  // BUG (runner/options.ts): no upper bound on the ms options. engineProbeInterval above
+  // 2147483647 reaches setTimeout in runner/engines/openai-http.ts, which clamps it to 1 ms, so
+  // the engine is probed in a tight loop. placer/options.ts refuses such values.
+  it.todo('throws naming engineProbeInterval when it is above 2147483647 ms');
+});
+
+describe('parseHttpUrl', () => {
+  it('returns a URL when given an http or https URL', () => {
+    expect(parseHttpUrl('engine', 'http://h:1').href).toBe('http://h:1/');
+    expect(parseHttpUrl('engine', 'https://h/v1').pathname).toBe('/v1');
+  });
+
+  it('throws naming the option it was given when the value is bad', () => {
+    expect(() => parseHttpUrl('gateway', 'mailto:x@y')).toThrow(
+      new RunnerConfigError('gateway must be an http:// or https:// URL, got "mailto:x@y"'),
+    );
+  });
+});
