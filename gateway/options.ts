@@ -11,6 +11,7 @@ import type { Clock, Placer, PlacerConfig } from '../placer/types.ts';
 import { systemClock } from '../placer/clock.ts';
 import { createRoundRobinPlacer } from '../placer/round-robin/index.ts';
 import type { CallOutcome, CallOverride, GatewayCall } from './call.ts';
+import { checkInteger, checkMs } from '../placer/validate.ts';
 import { GatewayConfigError } from './errors.ts';
 import type { GatewayPool } from './pool.ts';
 
@@ -125,13 +126,14 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   if (typeof placer?.order !== 'function' || typeof placer.name !== 'string') {
     throw new GatewayConfigError('placer must be an object with a name and order(call, runners)');
   }
-  positiveInteger('callTimeout', callTimeout);
-  positiveInteger('maxBodyBytes', maxBodyBytes);
-  positiveInteger('bodyReadTimeout', bodyReadTimeout);
-  nonNegativeInteger('drainTimeout', drainTimeout);
-  positiveInteger('runnerConnectTimeout', runnerConnectTimeout);
-  positiveInteger('statusInterval', statusInterval);
-  nonNegativeInteger('retryAfter', retryAfter);
+  const fail = (message: string) => new GatewayConfigError(message);
+  checkMs('callTimeout', callTimeout, 1, fail);
+  checkInteger('maxBodyBytes', maxBodyBytes, { min: 1 }, fail);
+  checkMs('bodyReadTimeout', bodyReadTimeout, 1, fail);
+  checkMs('drainTimeout', drainTimeout, 0, fail);
+  checkMs('runnerConnectTimeout', runnerConnectTimeout, 1, fail);
+  checkMs('statusInterval', statusInterval, 1, fail);
+  checkInteger('retryAfter', retryAfter, { min: 0 }, fail);
   return Object.freeze({
     runners: urls,
     pool,
@@ -164,16 +166,4 @@ function runnerUrl(value: unknown): URL {
     throw new GatewayConfigError(`runners entries must be http(s)://host:port URLs, got ${JSON.stringify(value)}`);
   }
   return url;
-}
-
-function positiveInteger(option: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new GatewayConfigError(`${option} must be a positive integer, got ${JSON.stringify(value)}`);
-  }
-}
-
-function nonNegativeInteger(option: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    throw new GatewayConfigError(`${option} must be a non-negative integer, got ${JSON.stringify(value)}`);
-  }
 }

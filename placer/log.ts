@@ -40,8 +40,10 @@ export function createJsonLogger(options: {
   const base = options.fields ?? {};
   const emit = (level: Exclude<LogLevel, 'silent'>, msg: string, fields?: LogFields): void => {
     if (LEVELS[level] < threshold) return;
-    const line: LogFields = { time: new Date().toISOString(), level, msg, ...base };
-    if (fields) for (const [k, v] of Object.entries(fields)) line[k] = v instanceof Error ? describeError(v) : v;
+    const line: LogFields = { time: new Date().toISOString(), level, msg };
+    for (const source of fields ? [base, fields] : [base]) {
+      for (const [k, v] of Object.entries(source)) line[k] = v instanceof Error ? describeError(v) : v;
+    }
     try {
       write(JSON.stringify(line));
     } catch {

@@ -3,6 +3,7 @@
  * one precise line instead of a walk that never waits or never gives up.
  */
 import { PlacerConfigError } from './errors.ts';
+import { MAX_TIMER_MS, checkMs } from './validate.ts';
 import type { PlacerConfig } from './types.ts';
 
 /** The placement settings a caller may override; anything left out takes Fn's default. */
@@ -36,7 +37,7 @@ export const placerDefaults: PlacerConfig = Object.freeze({
  * The largest delay a Node timer honours (about 24.8 days); beyond it setTimeout fires at once,
  * which would turn a long timeout into a busy loop, so larger values are refused.
  */
-export const MAX_PLACER_DELAY = 2_147_483_647;
+export const MAX_PLACER_DELAY = MAX_TIMER_MS;
 
 /**
  * Fills in defaults and validates every option up front.
@@ -50,27 +51,10 @@ export function resolvePlacerConfig(options: PlacerOptions = {}): PlacerConfig {
     retryAllDelay = placerDefaults.retryAllDelay,
   } = options;
   return Object.freeze({
-    placerTimeout: checkMs('placerTimeout', placerTimeout, 1),
-    detachedPlacerTimeout: checkMs('detachedPlacerTimeout', detachedPlacerTimeout, 1),
-    retryAllDelay: checkMs('retryAllDelay', retryAllDelay, 0),
+    placerTimeout: checkMs('placerTimeout', placerTimeout, 1, fail),
+    detachedPlacerTimeout: checkMs('detachedPlacerTimeout', detachedPlacerTimeout, 1, fail),
+    retryAllDelay: checkMs('retryAllDelay', retryAllDelay, 0, fail),
   });
 }
 
-function checkMs(name: string, value: unknown, min: 0 | 1): number {
-  const kind = min === 1 ? 'a positive' : 'a non-negative';
-  // Number.isInteger is false for NaN, ±Infinity and non-numbers, so one test covers "finite" too.
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
-    throw new PlacerConfigError(`${name} must be ${kind} integer of milliseconds, got ${show(value)}`);
-  }
-  if (value > MAX_PLACER_DELAY) {
-    throw new PlacerConfigError(`${name} must be at most ${MAX_PLACER_DELAY} milliseconds, got ${show(value)}`);
-  }
-  return value;
-}
-
-/** Quotes strings so `got "10"` is told apart from `got 10`; JS callers escape the type checks. */
-function show(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'bigint') return `${value}n`;
-  return String(value);
-}
+const fail = (message: string) => new PlacerConfigError(message);

@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../placer/log.ts';
 import { silentLogger } from '../placer/log.ts';
+import { checkInteger, checkMs } from '../placer/validate.ts';
 import { RunnerConfigError } from './errors.ts';
 
 /** How a runner is set up. Only `engine` is required. */
@@ -60,10 +61,11 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   if (typeof id !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(id)) {
     throw new RunnerConfigError(`id must be 1-128 letters, digits or ._:- characters, got ${JSON.stringify(id)}`);
   }
-  positiveInteger('slots', slots);
-  positiveInteger('engineConnectTimeout', engineConnectTimeout);
-  positiveInteger('defaultCallTimeout', defaultCallTimeout);
-  positiveInteger('engineProbeInterval', engineProbeInterval);
+  const fail = (message: string) => new RunnerConfigError(message);
+  checkInteger('slots', slots, { min: 1 }, fail);
+  checkMs('engineConnectTimeout', engineConnectTimeout, 1, fail);
+  checkMs('defaultCallTimeout', defaultCallTimeout, 1, fail);
+  checkMs('engineProbeInterval', engineProbeInterval, 1, fail);
   return Object.freeze({
     engine,
     engineUrl,
@@ -91,10 +93,4 @@ export function parseHttpUrl(option: string, value: unknown): URL {
     throw new RunnerConfigError(`${option} must be an http:// or https:// URL, got ${JSON.stringify(value)}`);
   }
   return url;
-}
-
-function positiveInteger(option: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new RunnerConfigError(`${option} must be a positive integer, got ${JSON.stringify(value)}`);
-  }
 }

@@ -78,7 +78,7 @@ export function parseExecTiming(value: string | string[] | undefined): number | 
     if (name?.trim() !== 'exec') continue;
     for (const param of params) {
       const [key, raw] = param.trim().split('=');
-      if (key === 'dur' && raw !== undefined) {
+      if (key === 'dur' && raw !== undefined && raw.trim() !== '') {
         const ms = Number(raw);
         return Number.isFinite(ms) && ms >= 0 ? ms : undefined;
       }

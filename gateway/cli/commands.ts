@@ -16,6 +16,8 @@ export interface CommandContext {
   positionals: string[];
   env: NodeJS.ProcessEnv;
   logger: Logger;
+  /** Set for one-shot commands: aborted on SIGINT/SIGTERM so the command can stop what it started. */
+  signal?: AbortSignal;
 }
 
 /** A sluice command. */
@@ -24,6 +26,11 @@ export interface Command {
   /** Positional arguments shown in the usage line. */
   args?: string;
   settings: readonly Setting[];
+  /**
+   * A command that finishes on its own (bench): run resolves when the work is done, main calls
+   * the returned function once and exits instead of waiting for a signal.
+   */
+  oneShot?: boolean;
   /** Starts the piece; resolves with its graceful stop once it is serving. */
   run(ctx: CommandContext): Promise<() => Promise<void>>;
 }
@@ -221,6 +228,41 @@ const up: Command = {
   },
 };
 
+const bench: Command = {
+  summary: 'Runs a benchmark scenario against processes it starts on 127.0.0.1, prints the figures and writes them as JSON and SVG. Scenarios: overhead.',
+  args: ' <scenario>',
+  oneShot: true,
+  settings: [
+    { key: 'duration', type: 'duration', default: '10s', description: 'length of each measured run, 1s to 120s' },
+    { key: 'warmup', type: 'duration', default: '2s', description: 'closed-loop warm-up per target before measuring, up to 30s' },
+    { key: 'connections', type: 'integer', default: 32, description: 'connections per target (closed loop), connection cap (open loop), up to 1024' },
+    { key: 'rate', type: 'integer', default: 500, description: 'open-loop arrival rate in requests per second, up to 20000' },
+    { key: 'rounds', type: 'integer', default: 1, description: 'times every run is repeated, alternating the target order, up to 10' },
+    { key: 'nginx', type: 'boolean', default: true, description: 'also measure nginx in front of the runner when nginx is on PATH' },
+    { key: 'out', type: 'string', default: 'bench-results', description: 'folder for the JSON results and the SVG chart' },
+    { ...logLevel, default: 'warn', description: 'log level of the processes under test' },
+  ],
+  async run({ values, positionals, env, logger, signal }) {
+    // Loaded on demand: the load generator has no business in a gateway or runner process.
+    const { runBench } = await import('../../k6/driver/index.ts');
+    await runBench(
+      positionals,
+      {
+        duration: values.duration as number,
+        warmup: values.warmup as number,
+        connections: values.connections as number,
+        rate: values.rate as number,
+        rounds: values.rounds as number,
+        nginx: values.nginx as boolean,
+        out: values.out as string,
+        logLevel: values.logLevel as string,
+      },
+      { env, logger, ...(signal ? { signal } : {}) },
+    );
+    return async () => {};
+  },
+};
+
 /** Children of `up` must not inherit the parent's port settings. */
 function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
@@ -236,4 +278,5 @@ export const commands: Readonly<Record<string, Command>> = {
   gateway,
   runner,
   'sim-engine': simEngine,
+  bench,
 };

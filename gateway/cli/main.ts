@@ -8,7 +8,7 @@ import type { Logger, LogLevel } from '../../placer/log.ts';
 import { SluiceError } from '../../placer/errors.ts';
 import { VERSION } from '../../runner/version.ts';
 import { commands } from './commands.ts';
-import type { Command } from './commands.ts';
+import type { Command, CommandContext } from './commands.ts';
 import { SettingsError, formatHelp, resolveSettings } from './settings.ts';
 
 const USAGE = `sluice ${VERSION}: a load-balancing gateway for inference fleets
@@ -55,13 +55,41 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
   if (!isLogLevel(level)) return fail(name, new SettingsError(`invalid --log-level "${level}": expected debug, info, warn, error or silent`));
   const logger = createJsonLogger({ level: level as LogLevel, fields: { component: name } });
 
+  const ctx = { values: resolved.values, positionals: resolved.positionals, env, logger };
+  if (command.oneShot) return runOnce(name, command, ctx);
   let stop: () => Promise<void>;
   try {
-    stop = await command.run({ values: resolved.values, positionals: resolved.positionals, env, logger });
+    stop = await command.run(ctx);
   } catch (error) {
     return fail(name, error);
   }
   return waitForShutdown(stop, logger);
+}
+
+/**
+ * Runs a one-shot command to its end: SIGINT/SIGTERM abort its signal so it stops what it
+ * started; a second signal exits at once. Exit code 0 when done, 130 when interrupted.
+ */
+async function runOnce(name: string, command: Command, ctx: CommandContext): Promise<number> {
+  const controller = new AbortController();
+  const onSignal = (): void => {
+    if (controller.signal.aborted) process.exit(130);
+    controller.abort(new Error('interrupted'));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    const stop = await command.run({ ...ctx, signal: controller.signal });
+    await stop();
+    return controller.signal.aborted ? 130 : 0;
+  } catch (error) {
+    if (!controller.signal.aborted) return fail(name, error);
+    process.stderr.write(`sluice ${name}: interrupted\n`);
+    return 130;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
 }
 
 /** Prints one line for a start-up failure; exit code 2 for bad settings, 1 otherwise. */

@@ -74,7 +74,8 @@ export function resolveSettings(settings: readonly Setting[], argv: readonly str
       if (setting?.type === 'boolean' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--'))) value = 'true';
       else {
         value = argv[++i];
-        if (value === undefined) throw new SettingsError(`${flag} needs a value`);
+        // A flag never takes the next flag as its value: `--host --port 1` is a missing host.
+        if (value === undefined || value.startsWith('--')) throw new SettingsError(`${flag} needs a value`);
       }
     }
     if (flag === '--config') configPath = value;
@@ -135,7 +136,8 @@ function readConfigFile(path: string, settings: readonly Setting[]): Record<stri
   try {
     json = JSON.parse(text);
   } catch (error) {
-    throw new SettingsError(`--config ${path}: not valid JSON (${(error as Error).message})`);
+    // Node quotes the text around a syntax error, newlines included; keep the message one line.
+    throw new SettingsError(`--config ${path}: not valid JSON (${(error as Error).message.replace(/\s*\n\s*/g, ' ')})`);
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     throw new SettingsError(`--config ${path}: must hold a JSON object of settings`);

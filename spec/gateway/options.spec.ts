@@ -181,14 +181,15 @@ describe('resolveGatewayOptions', () => {
     expect(configError({ runners, [option]: 2 ** 53 }).message).toMatch(new RegExp(`^${option} must be`));
   });
 
-  // BUG (gateway/options.ts positiveInteger/nonNegativeInteger): the value is shown with
-  // JSON.stringify, which turns NaN and Infinity into "null", so `callTimeout: NaN` reports
-  // "callTimeout must be a positive integer, got null". placer/options.ts shows "got NaN".
-  it.todo('throws naming callTimeout and NaN when callTimeout is NaN (message says "got null" today)');
+  it('throws naming callTimeout and NaN when callTimeout is NaN', () => {
+    expect(configError({ runners, callTimeout: Number.NaN }).message).toBe('callTimeout must be a positive integer, got NaN');
+  });
 
-  // BUG (gateway/options.ts): no upper bound. bodyReadTimeout, statusInterval and drainTimeout
-  // go straight into setTimeout, which clamps anything above 2147483647 ms to 1 ms (with a
-  // TimeoutOverflowWarning): bodyReadTimeout: 2 ** 31 makes every request with a body fail 408
-  // at once. placer/options.ts refuses such values ("must be at most 2147483647 milliseconds").
-  it.todo('throws naming bodyReadTimeout when it is above 2147483647 ms');
+  // Node clamps longer timers to 1 ms, which would time out every body read at once.
+  it.each(['callTimeout', 'bodyReadTimeout', 'drainTimeout', 'runnerConnectTimeout', 'statusInterval'])(
+    'throws naming %s when it is above 2147483647 ms',
+    (option) => {
+      expect(configError({ runners, [option]: 2 ** 31 }).message).toBe(`${option} must be at most 2147483647 ms, got 2147483648`);
+    },
+  );
 });

@@ -91,10 +91,11 @@ describe('createJsonLogger', () => {
     expect(lines[0]).not.toContain('at ');
   });
 
-  // BUG (placer/log.ts createJsonLogger): only per-call fields are flattened; an Error given to
-  // child() or `fields` is spread into the line as is and JSON.stringify turns it into {}, so
-  // logger.child({ error }).warn('x') loses the name and message.
-  it.todo('returns errors flattened when an Error is a child field');
+  it('returns errors flattened when an Error is a child field', () => {
+    const { logger, parsed } = capture();
+    logger.child({ cause: new RangeError('too far') }).warn('x');
+    expect(parsed()[0]!.cause).toEqual({ name: 'RangeError', message: 'too far' });
+  });
 
   it('returns without throwing and drops the line when a field is cyclic', () => {
     const { logger, lines } = capture();

@@ -22,19 +22,19 @@ describe('resolvePlacerConfig', () => {
   });
 
   it.each<[PlacerOptions, string]>([
-    [{ placerTimeout: -5 }, 'placerTimeout must be a positive integer of milliseconds, got -5'],
-    [{ placerTimeout: 0 }, 'placerTimeout must be a positive integer of milliseconds, got 0'],
-    [{ placerTimeout: 1.5 }, 'placerTimeout must be a positive integer of milliseconds, got 1.5'],
-    [{ placerTimeout: Number.NaN }, 'placerTimeout must be a positive integer of milliseconds, got NaN'],
-    [{ detachedPlacerTimeout: 0 }, 'detachedPlacerTimeout must be a positive integer of milliseconds, got 0'],
+    [{ placerTimeout: -5 }, 'placerTimeout must be a positive integer, got -5'],
+    [{ placerTimeout: 0 }, 'placerTimeout must be a positive integer, got 0'],
+    [{ placerTimeout: 1.5 }, 'placerTimeout must be a positive integer, got 1.5'],
+    [{ placerTimeout: Number.NaN }, 'placerTimeout must be a positive integer, got NaN'],
+    [{ detachedPlacerTimeout: 0 }, 'detachedPlacerTimeout must be a positive integer, got 0'],
     [
       { detachedPlacerTimeout: Number.POSITIVE_INFINITY },
-      'detachedPlacerTimeout must be a positive integer of milliseconds, got Infinity',
+      'detachedPlacerTimeout must be a positive integer, got Infinity',
     ],
-    [{ retryAllDelay: -1 }, 'retryAllDelay must be a non-negative integer of milliseconds, got -1'],
-    [{ retryAllDelay: '10' as unknown as number }, 'retryAllDelay must be a non-negative integer of milliseconds, got "10"'],
-    [{ placerTimeout: null as unknown as number }, 'placerTimeout must be a positive integer of milliseconds, got null'],
-    [{ placerTimeout: 2 ** 31 }, 'placerTimeout must be at most 2147483647 milliseconds, got 2147483648'],
+    [{ retryAllDelay: -1 }, 'retryAllDelay must be a non-negative integer, got -1'],
+    [{ retryAllDelay: '10' as unknown as number }, 'retryAllDelay must be a non-negative integer, got "10"'],
+    [{ placerTimeout: null as unknown as number }, 'placerTimeout must be a positive integer, got null'],
+    [{ placerTimeout: 2 ** 31 }, 'placerTimeout must be at most 2147483647 ms, got 2147483648'],
   ])('throws PlacerConfigError naming the option and value when given %j', (options, message) => {
     const resolve = (): unknown => resolvePlacerConfig(options);
     expect(resolve).toThrow(PlacerConfigError);

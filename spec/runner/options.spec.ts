@@ -102,14 +102,16 @@ describe('resolveRunnerOptions', () => {
     },
   );
 
-  // BUG (runner/options.ts positiveInteger): like gateway/options.ts, the value is shown with
-  // JSON.stringify, so NaN and Infinity are reported as "got null".
-  it.todo('throws naming slots and NaN when slots is NaN (message says "got null" today)');
+  it('throws naming slots and NaN when slots is NaN', () => {
+    expect(configError({ engine, slots: Number.NaN }).message).toBe('slots must be a positive integer, got NaN');
+  });
 
-  // BUG (runner/options.ts): no upper bound on the ms options. engineProbeInterval above
-  // 2147483647 reaches setTimeout in runner/engines/openai-http.ts, which clamps it to 1 ms, so
-  // the engine is probed in a tight loop. placer/options.ts refuses such values.
-  it.todo('throws naming engineProbeInterval when it is above 2147483647 ms');
+  it.each(['engineConnectTimeout', 'defaultCallTimeout', 'engineProbeInterval'])(
+    'throws naming %s when it is above 2147483647 ms',
+    (option) => {
+      expect(configError({ engine, [option]: 2 ** 31 }).message).toBe(`${option} must be at most 2147483647 ms, got 2147483648`);
+    },
+  );
 });
 
 describe('parseHttpUrl', () => {

@@ -47,9 +47,10 @@ describe('parseExecTiming', () => {
     expect(parseExecTiming(value)).toBeUndefined();
   });
 
-  // BUG (runner/protocol.ts parseExecTiming): an empty dur parses as 0 because Number('') is 0,
-  // so a malformed trailer `exec;dur=` reads as "ran in 0 ms" and latencyMs absorbs the whole call.
-  it.todo('returns undefined when dur is empty ("exec;dur=")');
+  it('returns undefined when dur is empty ("exec;dur=")', () => {
+    expect(parseExecTiming('exec;dur=')).toBeUndefined();
+    expect(parseExecTiming('exec;dur= ')).toBeUndefined();
+  });
 });
 
 describe('formatExecTiming', () => {

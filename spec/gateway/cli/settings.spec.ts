@@ -132,11 +132,10 @@ describe('resolveSettings', () => {
       expect(message(['--config'])).toBe('--config needs a value');
     });
 
-    // BUG (gateway/cli/settings.ts resolveSettings): a flag that takes a value swallows the next
-    // argument even when it is another flag. `--host --port 9000` sets host to "--port" and leaves
-    // "9000" as a positional with no error; `--port --host x` reports `invalid --port "--host"`
-    // rather than `--port needs a value`. Only a flag at the very end of argv is caught.
-    it.todo('throws "--host needs a value" when --host is followed by another flag');
+    it('throws naming the flag when the next argument is another flag', () => {
+      expect(message(['--host', '--port', '9000'])).toBe('--host needs a value');
+      expect(message(['--port', '--host', 'x'])).toBe('--port needs a value');
+    });
   });
 
   describe('durations', () => {
@@ -264,11 +263,12 @@ describe('resolveSettings', () => {
       expect(message(['--config', path])).toMatch(new RegExp(`^--config ${path}: not valid JSON \\(.+\\)$`));
     });
 
-    // BUG (gateway/cli/settings.ts readConfigFile): on Node 20 JSON.parse's message quotes the
-    // text around the error, newlines included, and that is copied into the SettingsError, so a
-    // typo in a pretty-printed config gives a message spanning several lines, e.g.
-    // '--config x.json: not valid JSON (Unexpected token \',\', ..."  "port": ,\n  "x": 1"... is not valid JSON)'.
-    it.todo('throws a one-line message when a multi-line config file is not valid JSON');
+    it('throws a one-line message when a multi-line config file is not valid JSON', () => {
+      const path = configFile('{\n  "port": ,\n  "host": "x"\n}\n');
+      const text = message(['--config', path]);
+      expect(text).toMatch(new RegExp(`^--config ${path}: not valid JSON`));
+      expect(text).not.toContain('\n');
+    });
 
     it('throws naming the path and the error code when the file cannot be read', () => {
       const path = join(dir, 'missing.json');

@@ -1,0 +1,47 @@
+/**
+ * Option checks shared by every module's options.ts, so "must be a positive integer, got X"
+ * reads the same everywhere and shows the bad value faithfully (NaN as NaN, "10" quoted).
+ */
+
+/** Node fires any longer timer at once (with a warning), so no duration may exceed it. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/** Shows a bad value: strings quoted so `"10"` is told apart from `10`; NaN and Infinity as such. */
+export function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'number' || value === undefined || value === null) return String(value);
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/** Bounds for {@link checkInteger}. */
+export interface IntegerBounds {
+  /** Smallest accepted value: 0 for non-negative, 1 for positive. */
+  min: 0 | 1;
+  /** Largest accepted value. @default Number.MAX_SAFE_INTEGER */
+  max?: number;
+  /** Unit named in the too-large message, e.g. `ms`. */
+  unit?: string;
+}
+
+/**
+ * Returns `value` when it is a safe integer within bounds; otherwise throws what `fail` makes
+ * of a message naming the option and the value.
+ */
+export function checkInteger(option: string, value: unknown, bounds: IntegerBounds, fail: (message: string) => Error): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < bounds.min) {
+    throw fail(`${option} must be a ${bounds.min === 1 ? 'positive' : 'non-negative'} integer, got ${show(value)}`);
+  }
+  const max = bounds.max ?? Number.MAX_SAFE_INTEGER;
+  if (value > max) throw fail(`${option} must be at most ${max}${bounds.unit ? ` ${bounds.unit}` : ''}, got ${show(value)}`);
+  return value;
+}
+
+/** {@link checkInteger} for a duration in ms that ends up in a timer. */
+export function checkMs(option: string, value: unknown, min: 0 | 1, fail: (message: string) => Error): number {
+  return checkInteger(option, value, { min, max: MAX_TIMER_MS, unit: 'ms' }, fail);
+}
