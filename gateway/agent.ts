@@ -14,7 +14,6 @@ import { readBody } from './body.ts';
 import { affinityKey, parseInferenceBody, uuidv7 } from './call.ts';
 import type { CallOutcome, CallRoute, GatewayCall } from './call.ts';
 import { GatewayError, ListenerFailedError, ShuttingDownError, UnknownModelError, errorBody } from './errors.ts';
-import type { RunnerResponse } from './http-runner.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
 import type { GatewayPool } from './pool.ts';
@@ -153,42 +152,11 @@ export class LbAgent {
     propagation.inject(trace.setSpan(parent, span), headers);
     call.headers = headers;
 
-    let attempts = 0;
-    let result: CallResult;
-    let placed: { value: RunnerResponse; runner: { id: string } } | undefined;
-    try {
-      const placement = await placeCall(call, this.#pool, this.#config.placer, {
-        retryAllDelay: placerConfig.retryAllDelay,
-        clock,
-        onRetry: (runner, reason) => m.placerRetries.add(1, { reason }),
-      });
-      attempts = placement.attempts;
-      placed = placement;
-    } catch (error) {
-      attempts = (error as { attempts?: number }).attempts ?? attempts;
-      result = this.#unplaced(call, error as Error, out, callHeaders);
-    } finally {
-      m.queued.add(-1);
-    }
-    m.placerAttempts.record(attempts);
-
-    if (placed) {
-      m.running.add(1);
-      const relayed = await relay(placed.value, out, { ...callHeaders }, placed.runner, controller.signal);
-      m.running.add(-1);
-      const total = clock.now() - call.startedAt;
-      result = { ...relayed, runner: placed.runner.id, latencyMs: total };
-      if (relayed.execMs !== undefined) {
-        m.execTime.record(relayed.execMs, { outcome: relayed.outcome });
-        result.latencyMs = total - relayed.execMs;
-      }
-    }
-    result ??= { outcome: 'errors', status: 500, latencyMs: clock.now() - call.startedAt };
-
+    const result = await this.#placeAndRelay(call, out, callHeaders, controller.signal);
     m.outcomes[result.outcome].add(1);
-    if (result.execMs !== undefined && result.execMs > clock.now() - call.startedAt) {
+    if (result.execMs !== undefined && result.execMs > result.totalMs) {
       // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
-      log.warn('runner reported more execution time than the call took', { execMs: result.execMs, runner: result.runner });
+      log.warn('runner reported more execution time than the call took', { execMs: result.execMs, totalMs: result.totalMs, runner: result.runner });
     } else {
       m.latency.record(result.latencyMs, { outcome: result.outcome });
     }
@@ -206,19 +174,46 @@ export class LbAgent {
     }
   }
 
+  /** The walk, then the relay of whichever runner committed; resolves with how the call ended. */
+  async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, signal: AbortSignal): Promise<CallResult> {
+    const m = this.#metrics;
+    const { clock, placerConfig } = this.#config;
+    let placement;
+    try {
+      placement = await placeCall(call, this.#pool, this.#config.placer, {
+        retryAllDelay: placerConfig.retryAllDelay,
+        clock,
+        onRetry: (_runner, reason) => m.placerRetries.add(1, { reason }),
+      });
+    } catch (error) {
+      m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
+      return this.#unplaced(call, error as Error, out, headers);
+    } finally {
+      m.queued.add(-1);
+    }
+    m.placerAttempts.record(placement.attempts);
+    m.running.add(1);
+    const relayed = await relay(placement.value, out, headers, placement.runner, signal);
+    m.running.add(-1);
+    const totalMs = clock.now() - call.startedAt;
+    if (relayed.execMs !== undefined) m.execTime.record(relayed.execMs, { outcome: relayed.outcome });
+    return { ...relayed, runner: placement.runner.id, totalMs, latencyMs: totalMs - (relayed.execMs ?? 0) };
+  }
+
   /** Answers a call no runner took (or whose committed runner failed before answering). */
   #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>): CallResult {
-    const latencyMs = this.#config.clock.now() - call.startedAt;
+    const totalMs = this.#config.clock.now() - call.startedAt;
+    const latencyMs = totalMs;
     if (error instanceof PlacerAbortedError || call.signal.aborted) {
-      return { outcome: 'canceled', status: 0, latencyMs, error };
+      return { outcome: 'canceled', status: 0, totalMs, latencyMs, error };
     }
     if (error instanceof PlacerTimeoutError) {
       sendError(out, error, { ...headers, 'retry-after': String(this.#config.retryAfter) });
-      return { outcome: 'server_busy', status: error.status, latencyMs, error };
+      return { outcome: 'server_busy', status: error.status, totalMs, latencyMs, error };
     }
     const failure = error instanceof SluiceError ? error : new GatewayError('GW_INTERNAL', 500, 'server_error', error.message, { cause: error });
     sendError(out, failure, headers);
-    return { outcome: failure.code === 'GW_CALL_TIMEOUT' ? 'timeouts' : 'errors', status: failure.status, latencyMs, error };
+    return { outcome: failure.code === 'GW_CALL_TIMEOUT' ? 'timeouts' : 'errors', status: failure.status, totalMs, latencyMs, error };
   }
 }
 

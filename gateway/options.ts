@@ -24,7 +24,9 @@ export interface CallResult {
   runner?: string;
   /** Execution time the runner reported, in ms. */
   execMs?: number;
-  /** What the platform added, in ms: end minus startedAt minus execMs. */
+  /** End of the response minus startedAt, in ms. */
+  totalMs: number;
+  /** What the platform added, in ms: totalMs minus execMs. */
   latencyMs: number;
   error?: Error;
 }
