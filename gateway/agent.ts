@@ -65,7 +65,7 @@ export class LbAgent {
 
   /** Serves one call on `route`; `fn` is the /invoke path parameter. Never rejects. */
   async serve(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse): Promise<void> {
-    if (this.#closing) return sendError(out, new ShuttingDownError());
+    if (this.#closing) return this.#refuse(out, new ShuttingDownError());
     this.#inFlight++;
     try {
       await this.#serve(route, fn, incoming, out);
@@ -91,7 +91,7 @@ export class LbAgent {
       body = await readBody(incoming, { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout });
     } catch (error) {
       // The rest of the body is still on the socket; close it rather than read garbage as a request.
-      if (error instanceof SluiceError) sendError(out, error, { connection: 'close' });
+      if (error instanceof SluiceError) this.#refuse(out, error, { connection: 'close' });
       return;
     }
 
@@ -106,7 +106,7 @@ export class LbAgent {
         }
       }
     } catch (error) {
-      return sendError(out, error as SluiceError);
+      return this.#refuse(out, error as SluiceError);
     }
 
     const session = incoming.headers[SESSION_HEADER];
@@ -135,7 +135,7 @@ export class LbAgent {
     } catch (error) {
       const refusal =
         error instanceof SluiceError ? error : new ListenerFailedError(`a before-call hook failed: ${(error as Error).message}`, { cause: error });
-      return sendError(out, refusal, callHeaders);
+      return this.#refuse(out, refusal, callHeaders);
     }
 
     // startedAt excludes the client's upload: that time is the client's, not the platform's.
@@ -200,6 +200,12 @@ export class LbAgent {
     return { ...relayed, runner: placement.runner.id, totalMs, latencyMs: totalMs - (relayed.execMs ?? 0) };
   }
 
+  /** Answers a request refused before placement, and counts it by code. */
+  #refuse(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}): void {
+    this.#metrics.rejected.add(1, { code: error.code });
+    sendError(out, error, headers);
+  }
+
   /** Answers a call no runner took (or whose committed runner failed before answering). */
   #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>): CallResult {
     const totalMs = this.#config.clock.now() - call.startedAt;
@@ -211,7 +217,9 @@ export class LbAgent {
       sendError(out, error, { ...headers, 'retry-after': String(this.#config.retryAfter) });
       return { outcome: 'server_busy', status: error.status, totalMs, latencyMs, error };
     }
-    const failure = error instanceof SluiceError ? error : new GatewayError('GW_INTERNAL', 500, 'server_error', error.message, { cause: error });
+    if (!(error instanceof SluiceError)) this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
+    // A custom placer's or pool's own message may say more than a client should see.
+    const failure = error instanceof SluiceError ? error : new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error', { cause: error });
     sendError(out, failure, headers);
     return { outcome: failure.code === 'GW_CALL_TIMEOUT' ? 'timeouts' : 'errors', status: failure.status, totalMs, latencyMs, error };
   }

@@ -30,21 +30,35 @@ export interface HttpRunnerOptions {
   connections?: number;
 }
 
-/** What the gateway last learned about a runner from its /status. */
+/** What the gateway last learned about a runner from its /status and from its calls. */
 export interface RunnerHealth {
-  /** Models listed at the last successful status fetch; undefined until one succeeded. */
+  /**
+   * Models listed at the last status fetch that found the runner's engine ready; undefined
+   * until then, or while its engine is starting (the gateway cannot tell yet what it serves).
+   */
   models: readonly string[] | undefined;
   /** False after a failed connect or status fetch, true again after a successful one. */
   reachable: boolean;
-  /** Busy answers and refused connects in a row; reset by a placement. */
+  /**
+   * Until this time (ms since epoch) offers fail at once without touching the network: the
+   * runner refused a connection or a status fetch moments ago.
+   */
+  downUntil: number;
+  /** Message of the last connect or status failure, for logs and /readyz. */
   lastError?: string;
 }
+
+/** Extra time the gateway gives a runner to report its own deadline before timing it out, in ms. */
+const TIMEOUT_GRACE_MS = 1000;
+
+/** How long a runner that refused a connection is passed over before it is tried again, in ms. */
+export const DOWN_BACKOFF_MS = 1000;
 
 /** A runner the gateway calls over HTTP/1.1 keep-alive connections. */
 export class HttpRunner implements Runner<RunnerResponse> {
   readonly id: string;
   readonly url: URL;
-  readonly health: RunnerHealth = { models: undefined, reachable: true };
+  readonly health: RunnerHealth = { models: undefined, reachable: true, downUntil: 0 };
   readonly #pool: Pool;
 
   constructor(url: URL, options: HttpRunnerOptions) {
@@ -64,6 +78,10 @@ export class HttpRunner implements Runner<RunnerResponse> {
   async tryExec(runnerCall: RunnerCall): Promise<TryExecResult<RunnerResponse>> {
     // Method parameters are bivariant: the gateway's pool only ever hands its own calls here.
     const call = runnerCall as GatewayCall;
+    if (Date.now() < this.health.downUntil) {
+      // Stays in the pool's list, so hashing placers keep their order; it is just passed over.
+      return { kind: 'failed', error: new Error(`runner ${this.id} is down: ${this.health.lastError ?? 'unreachable'}`) };
+    }
     let response: RunnerResponse;
     try {
       response = await this.#pool.request({
@@ -78,24 +96,37 @@ export class HttpRunner implements Runner<RunnerResponse> {
         },
         body: call.body,
         signal: call.signal,
-        headersTimeout: call.timeout,
-        bodyTimeout: call.timeout,
+        // The runner enforces the deadline and says so; these only catch a runner gone silent.
+        headersTimeout: call.timeout + TIMEOUT_GRACE_MS,
+        bodyTimeout: call.timeout + TIMEOUT_GRACE_MS,
       });
     } catch (error) {
       if (isConnectError(error)) {
-        this.health.reachable = false;
-        this.health.lastError = (error as Error).message;
+        this.markDown(error as Error);
         return { kind: 'failed', error: error as Error };
       }
       throw committedFailure(this, error);
     }
-    this.health.reachable = true;
+    this.markUp();
     if (response.statusCode === 503 && response.headers[BUSY_HEADER] !== undefined) {
       // Read the short busy body so the connection goes back to the pool.
       await response.body.dump().catch(() => {});
       return { kind: 'busy' };
     }
     return { kind: 'placed', value: response };
+  }
+
+  /** Records a failed connect or status fetch: the runner is passed over for a moment. */
+  markDown(error: Error): void {
+    this.health.reachable = false;
+    this.health.lastError = error.message;
+    this.health.downUntil = Date.now() + DOWN_BACKOFF_MS;
+  }
+
+  /** Records that the runner answered. */
+  markUp(): void {
+    this.health.reachable = true;
+    this.health.downUntil = 0;
   }
 
   /** GETs a path on the runner (status probes); the caller consumes the body. */

@@ -15,6 +15,7 @@ const ATTEMPT_BUCKETS = [0, 2, 3, 4, 8, 16, 32, 64, 128, 256];
 /** The gateway's counters and histograms. */
 export interface GatewayMetrics {
   calls: Counter;
+  rejected: Counter;
   queued: UpDownCounter;
   running: UpDownCounter;
   outcomes: Record<CallOutcome, Counter>;
@@ -29,7 +30,8 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
   const meter = provider.getMeter('sluice-gateway');
   const counter = (name: string, description: string) => meter.createCounter(name, { description });
   return {
-    calls: counter('sluice_calls', 'Calls received and buffered'),
+    calls: counter('sluice_calls', 'Calls buffered, validated and handed to placement'),
+    rejected: counter('sluice_calls_rejected', 'Requests answered with an error before placement, by error code'),
     queued: meter.createUpDownCounter('sluice_calls_queued', { description: 'Calls waiting for a runner' }),
     running: meter.createUpDownCounter('sluice_calls_running', { description: 'Calls committed to a runner and not yet finished' }),
     outcomes: {

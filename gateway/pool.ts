@@ -37,21 +37,28 @@ export class StaticRunnerPool implements GatewayPool {
   readonly #options: StaticPoolOptions;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Candidate lists per model; cleared whenever a runner's models change. */
+  readonly #byModel = new Map<string, readonly HttpRunner[]>();
 
   constructor(options: StaticPoolOptions) {
     this.#options = options;
     this.runnerList = options.urls.map((url) => new HttpRunner(url, { connectTimeout: options.connectTimeout }));
   }
 
+  /**
+   * Every runner that serves the call's model or has not said yet what it serves, down ones
+   * included: a down runner fails its offer at once (see HttpRunner), and keeping it listed
+   * keeps the list stable, which hashing placers need. The same array is returned until some
+   * runner's model list changes, so placers can cache work keyed on it.
+   */
   runners(call: GatewayCall): readonly HttpRunner[] {
-    const candidates =
-      call.route === 'invoke'
-        ? this.runnerList
-        : this.runnerList.filter((r) => r.health.models === undefined || r.health.models.includes(call.fn));
-    const reachable = candidates.filter((r) => r.health.reachable);
-    // When every candidate looks down, offer them all: a refused connect costs little and one
-    // may be back before the next status probe says so.
-    return reachable.length > 0 ? reachable : candidates;
+    if (call.route === 'invoke') return this.runnerList;
+    let list = this.#byModel.get(call.fn);
+    if (!list) {
+      list = this.runnerList.filter((r) => r.health.models === undefined || r.health.models.includes(call.fn));
+      this.#byModel.set(call.fn, list);
+    }
+    return list;
   }
 
   models(): string[] {
@@ -97,19 +104,30 @@ export class StaticRunnerPool implements GatewayPool {
         await res.body.dump();
         throw new Error(`/status answered ${res.statusCode}`);
       }
-      const status = (await res.body.json()) as { models?: unknown };
-      const models = Array.isArray(status.models) ? status.models.filter((m): m is string => typeof m === 'string') : [];
-      if (!runner.health.reachable || runner.health.models === undefined) {
+      const status = (await res.body.json()) as { models?: unknown; ready?: unknown };
+      // A runner whose engine is still loading lists no models yet; that is not "serves none".
+      const models =
+        status.ready === false || !Array.isArray(status.models)
+          ? undefined
+          : status.models.filter((m): m is string => typeof m === 'string');
+      if (models && (!runner.health.reachable || runner.health.models === undefined)) {
         this.#options.logger.info('runner up', { runner: runner.id, models });
       }
-      runner.health.models = models;
-      runner.health.reachable = true;
+      this.#setModels(runner, models);
+      runner.markUp();
     } catch (error) {
       if (this.#closed) return;
       if (runner.health.reachable) this.#options.logger.warn('runner unreachable', { runner: runner.id, error: error as Error });
-      runner.health.reachable = false;
-      runner.health.lastError = (error as Error).message;
+      runner.markDown(error as Error);
     }
+  }
+
+  #setModels(runner: HttpRunner, models: readonly string[] | undefined): void {
+    const before = runner.health.models;
+    const same = before === models || (before !== undefined && models !== undefined && before.length === models.length && before.every((m, i) => m === models[i]));
+    if (same) return;
+    runner.health.models = models;
+    this.#byModel.clear();
   }
 
   #schedule(): void {

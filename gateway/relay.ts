@@ -61,7 +61,7 @@ export function relay(
     if (reported !== undefined) {
       // The runner took the call and its engine failed before answering: still committed.
       void body.text().then(
-        (text) => fail(new RunnerFailedError(`runner ${runner.id} reported ${String(reported)} after it took the call: ${errorMessage(text)}; the call was not retried because it may have run`), undefined),
+        (text) => fail(reportedFailure(runner, String(reported), errorMessage(text)), undefined),
         (error: Error) => fail(committedFailure(runner, error), undefined),
       );
       return;
@@ -77,12 +77,7 @@ export function relay(
     body.once('end', () => {
       const execMs = parseExecTiming(response.trailers[EXEC_TRAILER]);
       const failed = response.trailers[ERROR_TRAILER];
-      if (failed !== undefined) {
-        return fail(
-          new RunnerFailedError(`runner ${runner.id} reported ${String(failed)} after it took the call; the call was not retried because it may have run`),
-          execMs,
-        );
-      }
+      if (failed !== undefined) return fail(reportedFailure(runner, String(failed), 'the response was cut short'), execMs);
       head();
       out.end();
       resolve({ outcome: 'completed', status: response.statusCode, execMs });
@@ -105,4 +100,14 @@ function errorMessage(text: string): string {
     // Not JSON: fall through to the raw text.
   }
   return text.slice(0, 200);
+}
+
+/** What the client gets for an error code a runner reported in its header or trailer. */
+function reportedFailure(runner: { id: string }, code: string, detail: string): Error {
+  if (code === 'RUNNER_ENGINE_TIMEOUT') {
+    return new CallTimeoutError(`runner ${runner.id} stopped the call at its deadline: ${detail}`);
+  }
+  return new RunnerFailedError(
+    `runner ${runner.id} reported ${code} after it took the call: ${detail}; the call was not retried because it may have run`,
+  );
 }

@@ -76,7 +76,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return c.body(await config.renderMetrics(), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
   });
   app.notFound((c) => {
-    if (CALL_ROUTES[c.req.path] || c.req.path.startsWith('/invoke/')) {
+    if (c.req.method !== 'POST' && (CALL_ROUTES[c.req.path] || /^\/invoke\/[^/]+$/.test(c.req.path))) {
       return jsonError(c, new GatewayError('GW_METHOD_NOT_ALLOWED', 405, 'invalid_request_error', `${c.req.method} is not allowed on ${c.req.path}; use POST`), { allow: 'POST' });
     }
     return jsonError(c, new RouteNotFoundError(`no route for ${c.req.method} ${c.req.path}`));

@@ -3,7 +3,7 @@
  * else about the wire is written down anywhere in code.
  *
  * Request (gateway to runner): the client's method, path and buffered body, plus the headers
- * below. Response (runner to gateway):
+ * below; the client's other headers, W3C `traceparent` included, pass through to the engine. Response (runner to gateway):
  * - no free slot: 503 with {@link BUSY_HEADER} set, sent before the body is read. That is the
  *   only answer a gateway may retry elsewhere.
  * - committed: the engine's status, headers and body, streamed; then the trailer
@@ -19,17 +19,22 @@ export const DEADLINE_HEADER = 'sluice-deadline';
 export const CALL_TYPE_HEADER = 'sluice-call-type';
 /** Request header: the function the gateway placed the call for (model or `:fn`). */
 export const FUNCTION_HEADER = 'sluice-function';
-/** Request header: W3C trace context, passed through to the engine. */
-export const TRACEPARENT_HEADER = 'traceparent';
-
-/** Response header on a busy answer; its value says why (`slots`, `starting`, `draining`). */
+/**
+ * Response header on a busy answer; its value says why: `slots` (all taken), `starting` (the
+ * engine is loading), `draining`, `engine-busy` (the engine refused with 429 or 503 before any
+ * output), `engine-unreachable` (the engine refused the connection).
+ */
 export const BUSY_HEADER = 'sluice-runner-busy';
 /** Response header: the id of the runner that committed to the call. */
 export const RUNNER_ID_HEADER = 'sluice-runner-id';
 
 /** Trailer carrying execution time: engine request start to its last byte. */
 export const EXEC_TRAILER = 'server-timing';
-/** Trailer set when the engine failed after the response started; its value is an error code. */
+/**
+ * Set when the engine failed after the runner committed; its value is an error code
+ * (`RUNNER_ENGINE_FAILED`, `RUNNER_ENGINE_TIMEOUT`). A trailer when the failure came mid-body,
+ * a header on the runner's own 502/504 when the engine failed before answering.
+ */
 export const ERROR_TRAILER = 'sluice-error';
 
 /** Headers a proxy must not forward hop to hop (RFC 9110 section 7.6.1), plus ones we recompute. */

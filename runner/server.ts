@@ -20,6 +20,7 @@ import {
   DEADLINE_HEADER,
   ERROR_TRAILER,
   EXEC_TRAILER,
+  FUNCTION_HEADER,
   HOP_BY_HOP_HEADERS,
   RUNNER_ID_HEADER,
   formatExecTiming,
@@ -27,7 +28,7 @@ import {
   withoutHopByHop,
 } from './protocol.ts';
 import { OpenAIHttpEngine } from './engines/openai-http.ts';
-import { EngineFailedError } from './errors.ts';
+import { EngineFailedError, EngineTimeoutError } from './errors.ts';
 import { resolveRunnerOptions } from './options.ts';
 import type { RunnerConfig, RunnerOptions } from './options.ts';
 import { Slots } from './slots.ts';
@@ -41,6 +42,8 @@ export interface RunnerStatus {
   id: string;
   version: string;
   state: 'serving' | 'draining';
+  /** True when the runner admits calls: serving, and its engine ready. */
+  ready: boolean;
   engine: { url: string; state: string; models: readonly string[] };
   models: readonly string[];
   slots: { total: number; inUse: number };
@@ -78,6 +81,7 @@ export function createRunner(options: RunnerOptions): RunnerServer {
     id: config.id,
     version: VERSION,
     state: draining ? 'draining' : 'serving',
+    ready: !draining && engine.state === 'ready',
     engine: { url: engine.url.origin, state: engine.state, models: engine.models },
     models: engine.models,
     slots: { total: slots.total, inUse: slots.inUse },
@@ -92,11 +96,12 @@ export function createRunner(options: RunnerOptions): RunnerServer {
 
   const handleCall = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (draining) return busy(res, 'draining');
-    if (engine.state !== 'ready') return busy(res, 'starting');
+    if (engine.state !== 'ready') return busy(res, engine.state === 'starting' ? 'starting' : 'engine-unreachable');
     const release = slots.tryAcquire();
     if (!release) return busy(res, 'slots');
 
     const callId = header(req, CALL_ID_HEADER);
+    const fn = header(req, FUNCTION_HEADER);
     const controller = new AbortController();
     res.once('close', () => {
       release();
@@ -104,6 +109,13 @@ export function createRunner(options: RunnerOptions): RunnerServer {
       if (!res.writableFinished) controller.abort(new Error('gateway closed the connection'));
     });
     const deadline = Number(header(req, DEADLINE_HEADER)) || Date.now() + config.defaultCallTimeout;
+    // The deadline bounds the whole execution, not just the gaps between chunks.
+    const timer = setTimeout(
+      () => controller.abort(new EngineTimeoutError(`call ${callId ?? ''} ran past its deadline`)),
+      Math.max(1, deadline - Date.now()),
+    );
+    res.once('close', () => clearTimeout(timer));
+    const timedOut = () => controller.signal.reason instanceof EngineTimeoutError;
     const started = performance.now();
     let response: Dispatcher.ResponseData;
     try {
@@ -116,7 +128,7 @@ export function createRunner(options: RunnerOptions): RunnerServer {
         timeout: Math.max(1, deadline - Date.now()),
       });
     } catch (error) {
-      if (controller.signal.aborted) return;
+      if (controller.signal.aborted && !timedOut()) return;
       if (isConnectError(error)) {
         // The engine never saw the call: nothing ran, so another runner may take it.
         engine.markUnreachable(error as Error);
@@ -124,9 +136,11 @@ export function createRunner(options: RunnerOptions): RunnerServer {
         return busy(res, 'engine-unreachable');
       }
       counts.failed++;
-      log.warn('engine failed before answering', { call: callId, error: error as Error });
-      const failure = new EngineFailedError(`engine at ${engine.url.origin} failed before answering: ${(error as Error).message}`, { cause: error });
-      res.writeHead(502, { 'content-type': 'application/json', [RUNNER_ID_HEADER]: config.id, [ERROR_TRAILER]: failure.code });
+      log.warn('engine failed before answering', { call: callId, fn, error: error as Error });
+      const failure = timedOut()
+        ? (controller.signal.reason as EngineTimeoutError)
+        : new EngineFailedError(`engine at ${engine.url.origin} failed before answering: ${(error as Error).message}`, { cause: error });
+      res.writeHead(failure.status, { 'content-type': 'application/json', [RUNNER_ID_HEADER]: config.id, [ERROR_TRAILER]: failure.code });
       res.end(JSON.stringify({ error: { message: failure.message, type: failure.type, code: failure.code } }));
       return;
     }
@@ -155,13 +169,11 @@ export function createRunner(options: RunnerOptions): RunnerServer {
       res.end();
     });
     body.once('error', (error) => {
-      if (controller.signal.aborted) return;
+      if (controller.signal.aborted && !timedOut()) return;
       counts.failed++;
-      log.warn('engine failed mid-response', { call: callId, error });
-      res.addTrailers({
-        [EXEC_TRAILER]: formatExecTiming(performance.now() - started),
-        [ERROR_TRAILER]: 'RUNNER_ENGINE_FAILED',
-      });
+      const code = timedOut() ? 'RUNNER_ENGINE_TIMEOUT' : 'RUNNER_ENGINE_FAILED';
+      log.warn('engine failed mid-response', { call: callId, fn, code, error });
+      res.addTrailers({ [EXEC_TRAILER]: formatExecTiming(performance.now() - started), [ERROR_TRAILER]: code });
       res.end();
     });
   };
@@ -188,7 +200,7 @@ export function createRunner(options: RunnerOptions): RunnerServer {
         s.once('error', reject);
         server = s;
       });
-      // Outlive the gateway's idle keep-alive (undici's 4 s) so it never writes to a closing socket.
+      // Outlive the gateway's idle keep-alive (30 s) so it never writes into a socket we are closing.
       const http = server as unknown as { keepAliveTimeout: number; headersTimeout: number };
       http.keepAliveTimeout = 65_000;
       http.headersTimeout = 66_000;

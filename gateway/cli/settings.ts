@@ -6,8 +6,12 @@
  */
 import { readFileSync } from 'node:fs';
 
-/** How a raw string becomes a value. `duration` is ms: `250`, `250ms`, `30s`, `5m`, `1h`. */
-export type SettingType = 'string' | 'integer' | 'duration' | 'list' | 'boolean';
+/**
+ * How a raw string becomes a value. `duration` is ms: `250`, `250ms`, `30s`, `5m`, `1h`.
+ * `json` is an object: inline JSON, or the path of a JSON file, on the command line and in the
+ * environment; a nested object in the --config file.
+ */
+export type SettingType = 'string' | 'integer' | 'duration' | 'list' | 'boolean' | 'json';
 
 /** One setting of a command. */
 export interface Setting {
@@ -150,6 +154,7 @@ function readConfigFile(path: string, settings: readonly Setting[]): Record<stri
 }
 
 function parseJson(s: Setting, value: unknown, where: string): unknown {
+  if (s.type === 'json' && value !== null && typeof value === 'object' && !Array.isArray(value)) return value;
   if (s.type === 'list' && Array.isArray(value)) return value.map((v) => String(v));
   if (typeof value === 'string') return parse(s, value, where);
   if (typeof value === 'number' && (s.type === 'integer' || s.type === 'duration')) return parse(s, String(value), where);
@@ -180,7 +185,33 @@ function parse(s: Setting, raw: string, where: string): unknown {
       const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 'ms') as 'ms'];
       return Math.round(Number(m[1]) * unit);
     }
+    case 'json':
+      return parseJsonObject(raw, where);
   }
+}
+
+/** Inline JSON when it looks like an object, else the path of a file holding one. */
+function parseJsonObject(raw: string, where: string): Record<string, unknown> {
+  const inline = raw.trim().startsWith('{');
+  let text = raw;
+  if (!inline) {
+    try {
+      text = readFileSync(raw, 'utf8');
+    } catch (error) {
+      throw new SettingsError(`invalid ${where}: cannot read ${raw} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    const source = inline ? 'inline JSON' : raw;
+    throw new SettingsError(`invalid ${where}: ${source} is not valid JSON (${(error as Error).message.replace(/\s*\n\s*/g, ' ')})`);
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    throw new SettingsError(`invalid ${where}: expected a JSON object, got ${JSON.stringify(json)}`);
+  }
+  return json as Record<string, unknown>;
 }
 
 function describe(type: SettingType): string {
@@ -190,5 +221,6 @@ function describe(type: SettingType): string {
     duration: 'a duration like 500ms, 30s or 5m',
     list: 'a comma-separated list',
     boolean: 'true or false',
+    json: 'a JSON object, inline or in a file',
   }[type];
 }

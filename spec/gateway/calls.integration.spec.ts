@@ -120,6 +120,9 @@ describe('gateway calls', () => {
     expect(metricValue(page, 'sluice_calls_total')).toBeGreaterThanOrEqual(4);
     expect(metricValue(page, 'sluice_calls_completed_total')).toBeGreaterThanOrEqual(4);
     expect(metricValue(page, 'sluice_call_latency_count', { outcome: 'completed' })).toBeGreaterThanOrEqual(4);
+    // Requests refused before placement are counted by code, not as calls.
+    expect(metricValue(page, 'sluice_calls_rejected_total', { code: 'GW_INVALID_JSON' })).toBe(1);
+    expect(metricValue(page, 'sluice_calls_rejected_total', { code: 'GW_BODY_TIMEOUT' })).toBe(1);
   });
 });
 

@@ -48,8 +48,8 @@ function inOrder(urls: string[]): Placer {
   };
 }
 
-async function gatewayOver(urls: string[]): Promise<{ gateway: Gateway; url: string }> {
-  const gateway = createGateway({ runners: urls, placer: inOrder(urls) });
+async function gatewayOver(urls: string[], callTimeout?: number): Promise<{ gateway: Gateway; url: string }> {
+  const gateway = createGateway({ runners: urls, placer: inOrder(urls), ...(callTimeout ? { callTimeout } : {}) });
   const { url } = await gateway.listen();
   cleanups.push(() => gateway.close());
   return { gateway, url };
@@ -85,6 +85,50 @@ describe('commit semantics', () => {
     const { url } = await gatewayOver([goneUrl, good.url]);
 
     const res = await postJson(`${url}/v1/chat/completions`, chatBody());
+    expect(res.status).toBe(200);
+    expect(engine.stats().received).toBe(1);
+  });
+});
+
+describe('call timeout', () => {
+  it('stops a call at its deadline: 504 before any output, an error event mid-stream, and the engine aborts', async () => {
+    const engine = createSimEngine({ ttftMs: 0, itlMs: 40, outputTokens: 100 });
+    const { url: engineUrl } = await engine.listen();
+    cleanups.push(() => engine.close());
+    const runner = await runnerFor(engineUrl);
+    const { url } = await gatewayOver([runner.url], 300);
+
+    const whole = await postJson(`${url}/v1/chat/completions`, chatBody());
+    expect(whole.status).toBe(504);
+    expect(whole.json.error.code).toBe('GW_CALL_TIMEOUT');
+
+    const streamed = await postJson(`${url}/v1/chat/completions`, chatBody({ stream: true }));
+    expect(streamed.status).toBe(200);
+    expect(streamed.text).toContain('GW_CALL_TIMEOUT');
+    expect(streamed.text).not.toContain('[DONE]');
+    await expect.poll(() => engine.stats().aborted, { timeout: 5000 }).toBe(2);
+  });
+});
+
+describe('a runner whose engine is still starting', () => {
+  it('is not taken for serving no models: the call waits for it and succeeds once the engine is up', async () => {
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const enginePort = (probe.address() as AddressInfo).port;
+    await new Promise((r) => probe.close(r));
+    const runner = createRunner({ engine: `http://127.0.0.1:${enginePort}`, engineProbeInterval: 1000 });
+    const { url: runnerUrl } = await runner.listen();
+    cleanups.push(() => runner.close({ drainTimeout: 0 }));
+    const gateway = createGateway({ runners: [runnerUrl], statusInterval: 50 });
+    const { url } = await gateway.listen();
+    cleanups.push(() => gateway.close());
+
+    const pending = postJson(`${url}/v1/chat/completions`, chatBody());
+    await expect.poll(() => runner.status().calls.rejected, { timeout: 5000, interval: 10 }).toBeGreaterThan(0);
+    const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
+    await engine.listen(enginePort);
+    cleanups.push(() => engine.close());
+    const res = await pending;
     expect(res.status).toBe(200);
     expect(engine.stats().received).toBe(1);
   });

@@ -385,3 +385,23 @@ describe('formatHelp', () => {
     expect(new Set(columns).size).toBe(1);
   });
 });
+
+describe('json settings', () => {
+  const table: readonly Setting[] = [{ key: 'profile', type: 'json', description: 'engine profile' }];
+
+  it('returns an object given inline, from a file path, or nested in the config file', () => {
+    expect(resolve(['--profile', '{"kind":"sim","port":8001}'], {}, table).values.profile).toEqual({ kind: 'sim', port: 8001 });
+    const file = configFile({ kind: 'vllm', model: 'm' });
+    expect(resolve(['--profile', file], {}, table).values.profile).toEqual({ kind: 'vllm', model: 'm' });
+    expect(resolve([], { SLUICE_PROFILE: file }, table).values.profile).toEqual({ kind: 'vllm', model: 'm' });
+    const config = configFile({ profile: { kind: 'sglang' } });
+    expect(resolve(['--config', config], {}, table).values.profile).toEqual({ kind: 'sglang' });
+  });
+
+  it('throws one line naming the flag when the JSON is bad, not an object, or the file is missing', () => {
+    expect(message(['--profile', '{"kind":'], {}, table)).toMatch(/^invalid --profile: inline JSON is not valid JSON \(.+\)$/);
+    expect(message(['--profile', configFile('[1]')], {}, table)).toBe('invalid --profile: expected a JSON object, got [1]');
+    expect(message(['--profile', join(dir, 'none.json')], {}, table)).toMatch(/^invalid --profile: cannot read .*none\.json \(ENOENT\)$/);
+    expect(message(['--config', configFile({ profile: 3 })], {}, table)).toMatch(/^invalid profile in .*: expected a JSON object, inline or in a file, got 3$/);
+  });
+});
