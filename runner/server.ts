@@ -27,7 +27,11 @@ import {
   isConnectError,
   withoutHopByHop,
 } from './protocol.ts';
-import { OpenAIHttpEngine } from './engines/openai-http.ts';
+import { RunnerEngine } from './engine.ts';
+import type { EngineStatus } from './engine.ts';
+import type { ProfileFacts } from './engines/profile.ts';
+import { readGpuInventory } from './inventory.ts';
+import type { GpuInventory } from './inventory.ts';
 import { EngineFailedError, EngineTimeoutError } from './errors.ts';
 import { resolveRunnerOptions } from './options.ts';
 import type { RunnerConfig, RunnerOptions } from './options.ts';
@@ -35,7 +39,7 @@ import { Slots } from './slots.ts';
 import { VERSION } from './version.ts';
 
 /** Why a runner answered busy; sent as the value of the busy header. */
-export type BusyReason = 'slots' | 'starting' | 'draining' | 'engine-busy' | 'engine-unreachable';
+export type BusyReason = 'slots' | 'starting' | 'draining' | 'engine-busy' | 'engine-unreachable' | 'engine-failed';
 
 /** What GET /status answers. */
 export interface RunnerStatus {
@@ -44,49 +48,65 @@ export interface RunnerStatus {
   state: 'serving' | 'draining';
   /** True when the runner admits calls: serving, and its engine ready. */
   ready: boolean;
-  engine: { url: string; state: string; models: readonly string[] };
+  engine: EngineStatus;
+  /** The models the engine serves, as it last listed them. */
   models: readonly string[];
+  /** GPUs on this node, from nvidia-smi; `source: 'none'` with the reason on a CPU-only node. */
+  gpus: GpuInventory;
   slots: { total: number; inUse: number };
   calls: { served: number; rejected: number; failed: number };
+}
+
+/** Things a test (or an embedder) may supply instead of asking the machine. */
+export interface RunnerEnvironment {
+  /** @default runs nvidia-smi */
+  readInventory?: () => Promise<GpuInventory>;
+  /** @default searches PATH, binds the port, and lists GPUs from the inventory */
+  profileFacts?: ProfileFacts;
 }
 
 /** A running runner. */
 export interface RunnerServer {
   readonly id: string;
   readonly config: RunnerConfig;
-  /** Starts the engine probe and the HTTP server. */
+  /**
+   * Reads the GPU inventory, validates and launches the engine when there is a profile (a bad
+   * profile rejects here, before anything is launched), starts probing it, and listens.
+   */
   listen(port?: number, host?: string): Promise<{ url: string; port: number; host: string }>;
-  /** Answers busy to new calls, waits for running ones up to `drainTimeout` ms, then stops. */
+  /** Answers busy to new calls, waits for running ones up to `drainTimeout` ms, then stops the engine it launched. */
   close(options?: { drainTimeout?: number }): Promise<void>;
+  /** Kills a launched engine at once; for a process 'exit' hook. */
+  killEngine(): void;
   status(): RunnerStatus;
 }
 
-/** Builds a runner; nothing listens until {@link RunnerServer.listen}. */
-export function createRunner(options: RunnerOptions): RunnerServer {
+/** Builds a runner; nothing listens or launches until {@link RunnerServer.listen}. */
+export function createRunner(options: RunnerOptions, environment: RunnerEnvironment = {}): RunnerServer {
   const config = resolveRunnerOptions(options);
   const log = config.logger.child({ runner: config.id });
   const slots = new Slots(config.slots);
-  const engine = new OpenAIHttpEngine({
-    url: config.engineUrl,
-    connectTimeout: config.engineConnectTimeout,
-    probeInterval: config.engineProbeInterval,
-    logger: log,
-  });
+  const engine = new RunnerEngine(config, log);
   const counts = { served: 0, rejected: 0, failed: 0 };
+  let gpus: GpuInventory = { gpus: [], source: 'none', reason: 'not read yet' };
   let draining = false;
   let server: ServerType | undefined;
   let closing: Promise<void> | undefined;
 
-  const status = (): RunnerStatus => ({
-    id: config.id,
-    version: VERSION,
-    state: draining ? 'draining' : 'serving',
-    ready: !draining && engine.state === 'ready',
-    engine: { url: engine.url.origin, state: engine.state, models: engine.models },
-    models: engine.models,
-    slots: { total: slots.total, inUse: slots.inUse },
-    calls: { ...counts },
-  });
+  const status = (): RunnerStatus => {
+    const engineStatus = engine.status();
+    return {
+      id: config.id,
+      version: VERSION,
+      state: draining ? 'draining' : 'serving',
+      ready: !draining && engineStatus.state === 'ready',
+      engine: engineStatus,
+      models: engineStatus.models,
+      gpus,
+      slots: { total: slots.total, inUse: slots.inUse },
+      calls: { ...counts },
+    };
+  };
 
   const busy = (res: ServerResponse, reason: BusyReason): void => {
     counts.rejected++;
@@ -96,7 +116,8 @@ export function createRunner(options: RunnerOptions): RunnerServer {
 
   const handleCall = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (draining) return busy(res, 'draining');
-    if (engine.state !== 'ready') return busy(res, engine.state === 'starting' ? 'starting' : 'engine-unreachable');
+    const engineBusy = engine.busyReason();
+    if (engineBusy) return busy(res, engineBusy);
     const release = slots.tryAcquire();
     if (!release) return busy(res, 'slots');
 
@@ -131,7 +152,7 @@ export function createRunner(options: RunnerOptions): RunnerServer {
       if (controller.signal.aborted && !timedOut()) return;
       if (isConnectError(error)) {
         // The engine never saw the call: nothing ran, so another runner may take it.
-        engine.markUnreachable(error as Error);
+        engine.adapter.markUnreachable(error as Error);
         release();
         return busy(res, 'engine-unreachable');
       }
@@ -139,7 +160,7 @@ export function createRunner(options: RunnerOptions): RunnerServer {
       log.warn('engine failed before answering', { call: callId, fn, error: error as Error });
       const failure = timedOut()
         ? (controller.signal.reason as EngineTimeoutError)
-        : new EngineFailedError(`engine at ${engine.url.origin} failed before answering: ${(error as Error).message}`, { cause: error });
+        : new EngineFailedError(`engine at ${engine.adapter.url.origin} failed before answering: ${(error as Error).message}`, { cause: error });
       res.writeHead(failure.status, { 'content-type': 'application/json', [RUNNER_ID_HEADER]: config.id, [ERROR_TRAILER]: failure.code });
       res.end(JSON.stringify({ error: { message: failure.message, type: failure.type, code: failure.code } }));
       return;
@@ -181,9 +202,10 @@ export function createRunner(options: RunnerOptions): RunnerServer {
   const app = new Hono<{ Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } }>();
   app.get('/status', (c) => c.json(status()));
   app.get('/healthz', (c) => c.json({ ok: true }));
-  app.get('/readyz', (c) =>
-    engine.state === 'ready' && !draining ? c.json({ ready: true }) : c.json({ ready: false, engine: engine.state }, 503),
-  );
+  app.get('/readyz', (c) => {
+    const reason = draining ? 'draining' : engine.busyReason();
+    return reason === undefined ? c.json({ ready: true }) : c.json({ ready: false, reason }, 503);
+  });
   app.post('*', async (c) => {
     await handleCall(c.env.incoming, c.env.outgoing);
     return RESPONSE_ALREADY_SENT;
@@ -193,8 +215,17 @@ export function createRunner(options: RunnerOptions): RunnerServer {
     id: config.id,
     config,
     status,
+    killEngine: () => engine.killSync(),
     async listen(port = 0, host = '127.0.0.1') {
-      await engine.start();
+      try {
+        gpus = await (environment.readInventory ?? readGpuInventory)();
+      } catch (error) {
+        // A broken nvidia-smi should not keep a runner in front of an external engine down;
+        // a profile that asks for GPUs is then refused, naming this reason.
+        log.warn('gpu inventory failed', { error: error as Error });
+        gpus = { gpus: [], source: 'none', reason: (error as Error).message };
+      }
+      await engine.start(gpus, environment.profileFacts);
       const listening = await new Promise<AddressInfo>((resolve, reject) => {
         const s = serve({ fetch: app.fetch, port, hostname: host }, (info) => resolve(info));
         s.once('error', reject);
@@ -205,12 +236,13 @@ export function createRunner(options: RunnerOptions): RunnerServer {
       http.keepAliveTimeout = 65_000;
       http.headersTimeout = 66_000;
       const url = `http://${host}:${listening.port}`;
-      log.info('runner listening', { url, engine: engine.url.origin, slots: slots.total, version: VERSION });
+      log.info('runner listening', { url, engine: engine.adapter.url.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, version: VERSION });
       return { url, port: listening.port, host };
     },
     close(options = {}) {
       closing ??= (async () => {
         draining = true;
+        engine.drain();
         const drainTimeout = options.drainTimeout ?? 30_000;
         const until = Date.now() + drainTimeout;
         log.info('runner draining', { inFlight: slots.inUse, drainTimeout });

@@ -5,7 +5,8 @@
  */
 import type { Logger } from '../../placer/log.ts';
 import type { GatewayOptions } from '../options.ts';
-import { reportListening, startService } from './processes.ts';
+import type { RunnerOptions } from '../../runner/options.ts';
+import { SLUICE_BIN, reportListening, startService } from './processes.ts';
 import type { ChildService } from './processes.ts';
 import type { Setting } from './settings.ts';
 import { SettingsError } from './settings.ts';
@@ -81,20 +82,8 @@ async function startTelemetry(env: NodeJS.ProcessEnv): Promise<{ render: () => P
 
 async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
   const { loadPlacer } = await import('../../placer/registry.ts');
-  return {
-    placer: await loadPlacer(String(values.placer), { cwd: process.cwd() }),
-    placerTimeout: values.placerTimeout as number,
-    detachedPlacerTimeout: values.detachedPlacerTimeout as number,
-    retryAllDelay: values.retryAllDelay as number,
-    callTimeout: values.callTimeout as number,
-    maxBodyBytes: values.maxBodyBytes as number,
-    bodyReadTimeout: values.bodyReadTimeout as number,
-    drainTimeout: values.drainTimeout as number,
-    runnerConnectTimeout: values.runnerConnectTimeout as number,
-    statusInterval: values.statusInterval as number,
-    retryAfter: values.retryAfter as number,
-    logger,
-  };
+  const keys = gatewaySettings.map((s) => s.key).filter((key) => key !== 'placer');
+  return { ...pick(values, keys), placer: await loadPlacer(String(values.placer), { cwd: process.cwd() }), logger };
 }
 
 const gateway: Command = {
@@ -120,33 +109,50 @@ const gateway: Command = {
 };
 
 const runner: Command = {
-  summary: 'Runs a runner in front of one OpenAI-compatible engine (vLLM, SGLang, llama.cpp, TGI, Ollama, sim).',
+  summary: 'Runs a runner in front of one OpenAI-compatible engine (vLLM, SGLang, llama.cpp, TGI, Ollama, sim): one already running (--engine) or one it launches and supervises (--profile).',
   settings: [
     port(9000),
     host,
-    { key: 'engine', type: 'string', required: true, description: 'base URL of the engine, e.g. http://127.0.0.1:8000' },
+    { key: 'engine', type: 'string', description: 'base URL of an engine already running, e.g. http://127.0.0.1:8000 (or give --profile)' },
+    { key: 'profile', type: 'json', description: 'engine to launch and supervise: inline JSON or a JSON file, e.g. {"kind":"vllm","model":"...","gpus":[0],"port":8000} (or give --engine)' },
+    { key: 'engineKind', type: 'string', description: 'vllm, sglang, llamacpp, tgi, ollama, openai or sim: how to check health and read load (default: the profile\'s kind, else openai)' },
     { key: 'slots', type: 'integer', default: 4, description: 'calls run at once; more are answered busy' },
     { key: 'id', type: 'string', description: 'runner id (default: runner- and 6 random hex digits)' },
     { key: 'engineConnectTimeout', type: 'duration', default: '2s', description: 'how long connecting to the engine may take' },
     { key: 'engineProbeInterval', type: 'duration', default: '5s', description: 'how often engine health and models are checked' },
+    { key: 'loadInterval', type: 'duration', default: '1s', description: 'how often the engine\'s metrics are read for its load' },
+    { key: 'engineStopGrace', type: 'duration', default: '10s', description: 'how long a launched engine gets after SIGTERM before SIGKILL' },
+    { key: 'engineRestartBackoff', type: 'duration', default: '1s', description: 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)' },
     { key: 'drainTimeout', type: 'duration', default: '30s', description: 'how long shutdown waits for running calls' },
     logLevel,
   ],
   async run({ values, logger }) {
     const { createRunner } = await import('../../runner/server.ts');
     const r = createRunner({
-      engine: values.engine as string,
-      slots: values.slots as number,
-      ...(values.id === undefined ? {} : { id: values.id as string }),
-      engineConnectTimeout: values.engineConnectTimeout as number,
-      engineProbeInterval: values.engineProbeInterval as number,
+      ...(pick(values, ['engine', 'profile', 'engineKind', 'slots', 'id', 'engineConnectTimeout', 'engineProbeInterval', 'loadInterval', 'engineStopGrace', 'engineRestartBackoff']) as RunnerOptions),
+      // A sim profile launches this same sluice entry point as `sluice sim-engine`.
+      simCommand: [process.execPath, SLUICE_BIN],
       logger,
     });
-    const { url } = await r.listen(values.port as number, values.host as string);
-    reportListening(url);
+    // The one place a launched engine is killed when the process dies without a graceful stop.
+    process.once('exit', () => r.killEngine());
+    try {
+      const { url } = await r.listen(values.port as number, values.host as string);
+      reportListening(url);
+    } catch (error) {
+      await r.close({ drainTimeout: 0 });
+      throw error;
+    }
     return () => r.close({ drainTimeout: values.drainTimeout as number });
   },
 };
+
+/** The settings of `keys` that have a value, as options (setting keys are option names). */
+function pick(values: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of keys) if (values[key] !== undefined) out[key] = values[key];
+  return out;
+}
 
 const simEngine: Command = {
   summary: 'Runs a simulated OpenAI-compatible inference engine that behaves like vLLM over HTTP.',
@@ -202,7 +208,7 @@ const up: Command = {
       children.push(...engines);
       const runners = await Promise.all(
         engines.map((e, i) =>
-          startService(['runner', '--port', '0', '--engine', e.url, '--id', `runner-${i + 1}`, '--slots', String(values.slots), '--log-level', level], { stdio: 'inherit', env: childEnv(env) }),
+          startService(['runner', '--port', '0', '--engine', e.url, '--engine-kind', 'sim', '--id', `runner-${i + 1}`, '--slots', String(values.slots), '--log-level', level], { stdio: 'inherit', env: childEnv(env) }),
         ),
       );
       children.push(...runners);
@@ -263,12 +269,13 @@ const bench: Command = {
   },
 };
 
-/** Children of `up` must not inherit the parent's port settings. */
+/**
+ * Children of `up` get every setting as a flag; the parent's SLUICE_* variables (meant for the
+ * gateway, where SLUICE_RUNNERS is a count) and PORT must not reach them.
+ */
 function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
-  delete copy.PORT;
-  delete copy.SLUICE_PORT;
-  delete copy.SLUICE_CONFIG;
+  for (const name of Object.keys(copy)) if (name.startsWith('SLUICE_') || name === 'PORT') delete copy[name];
   return copy;
 }
 

@@ -1,11 +1,14 @@
 /**
  * The adapter for engines that speak OpenAI-compatible HTTP (vLLM, SGLang, llama.cpp server,
- * TGI, Ollama, or the simulated engine). It owns the connection pool to the engine, forwards
- * calls, and probes health and the model list so the runner knows when to admit calls.
+ * TGI, Ollama, a plain URL, or the simulated engine), configured by engine kind. It owns the
+ * connection pool to the engine, forwards calls, probes health and the model list so the
+ * runner knows when to admit calls, and scrapes the engine's Prometheus page for its load.
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Logger } from '../../placer/log.ts';
+import type { EngineKindSpec, EngineLoad } from './kinds.ts';
+import { parsePrometheusText } from './prometheus.ts';
 
 /** Where the engine stands, as the runner last saw it. */
 export type EngineState = 'starting' | 'ready' | 'unreachable' | 'stopped';
@@ -13,11 +16,15 @@ export type EngineState = 'starting' | 'ready' | 'unreachable' | 'stopped';
 /** Adapter settings. */
 export interface OpenAIHttpEngineOptions {
   url: URL;
+  kind: EngineKindSpec;
   connectTimeout: number;
+  /** How often health and models are checked once ready, in ms (ten times as often before). */
   probeInterval: number;
+  /** How often the engine's metrics are scraped for load while ready, in ms. */
+  loadInterval: number;
   logger: Logger;
-  /** Path answering 200 when the engine can take calls. @default `/health` (vLLM) */
-  healthPath?: string;
+  /** Time source for load ages; tests pass a fake. @default Date.now */
+  now?: () => number;
 }
 
 /** A request forwarded to the engine. The body streams; it is not buffered here. */
@@ -31,19 +38,32 @@ export interface EngineRequest {
   timeout: number;
 }
 
+/** The engine's load from its last scrape, and when that was. */
+export interface EngineLoadReport {
+  load: EngineLoad;
+  /** When the scrape finished, ms since the epoch. */
+  at: number;
+}
+
 /** One OpenAI-compatible engine behind the runner. */
 export class OpenAIHttpEngine {
   readonly url: URL;
+  readonly kind: EngineKindSpec;
   readonly #pool: Pool;
   readonly #options: OpenAIHttpEngineOptions;
+  readonly #now: () => number;
   #state: EngineState = 'starting';
   #models: readonly string[] = [];
-  #timer: NodeJS.Timeout | undefined;
+  #load: EngineLoadReport | undefined;
+  #probeTimer: NodeJS.Timeout | undefined;
+  #loadTimer: NodeJS.Timeout | undefined;
   #probing: Promise<void> | undefined;
 
   constructor(options: OpenAIHttpEngineOptions) {
     this.#options = options;
     this.url = options.url;
+    this.kind = options.kind;
+    this.#now = options.now ?? Date.now;
     this.#pool = new Pool(options.url.origin, {
       connectTimeout: options.connectTimeout,
       // Keep sockets past the engine's idle close (uvicorn closes after 5 s).
@@ -61,10 +81,16 @@ export class OpenAIHttpEngine {
     return this.#models;
   }
 
+  /** The last load scraped from the engine's metrics; undefined for kinds without metrics. */
+  get load(): EngineLoadReport | undefined {
+    return this.#load;
+  }
+
   /** Starts probing; resolves after the first probe, ready or not. */
   async start(): Promise<void> {
     await this.probe();
-    this.#schedule();
+    this.#scheduleProbe();
+    this.#scheduleLoad();
   }
 
   /** Checks health and lists models once; never throws. */
@@ -75,10 +101,26 @@ export class OpenAIHttpEngine {
     return this.#probing;
   }
 
-  /** Records that a forwarded call could not connect, so admission stops until a probe succeeds. */
+  /** True when the kind's health endpoint answers 200; for a supervisor's readiness wait. */
+  async healthy(signal?: AbortSignal): Promise<boolean> {
+    try {
+      const res = await this.#get(this.kind.healthPath, signal);
+      await res.body.dump();
+      return res.statusCode === 200;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Records that the engine went away (a refused connect, a crash), so admission stops until a probe succeeds. */
   markUnreachable(error: Error): void {
-    if (this.#state === 'stopped') return;
+    if (this.#state === 'stopped' || this.#state === 'starting') return;
     this.#setState('unreachable', error);
+  }
+
+  /** Records that the engine process is being (re)started: not ready until a probe says so. */
+  markStarting(): void {
+    if (this.#state !== 'stopped') this.#setState('starting');
   }
 
   /** Forwards one call. Resolves at the response headers; the body streams. */
@@ -96,32 +138,25 @@ export class OpenAIHttpEngine {
 
   /** Stops probing and closes connections, aborting any call still running. */
   async close(): Promise<void> {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
+    clearTimeout(this.#probeTimer);
+    clearTimeout(this.#loadTimer);
     this.#state = 'stopped';
     await this.#pool.destroy();
+  }
+
+  #get(path: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
+    const timeout = this.#options.connectTimeout;
+    return this.#pool.request({ method: 'GET', path, headersTimeout: timeout, bodyTimeout: timeout, signal });
   }
 
   async #probe(): Promise<void> {
     if (this.#state === 'stopped') return;
     try {
-      const health = await this.#pool.request({
-        method: 'GET',
-        path: this.#options.healthPath ?? '/health',
-        headersTimeout: this.#options.connectTimeout,
-        bodyTimeout: this.#options.connectTimeout,
-      });
-      await health.body.dump();
-      if (health.statusCode !== 200) throw new Error(`health answered ${health.statusCode}`);
-      const list = await this.#pool.request({
-        method: 'GET',
-        path: '/v1/models',
-        headersTimeout: this.#options.connectTimeout,
-        bodyTimeout: this.#options.connectTimeout,
-      });
+      if (!(await this.healthy())) throw new Error(`${this.kind.healthPath} did not answer 200`);
+      const list = await this.#get(this.kind.modelsPath);
       if (list.statusCode !== 200) {
         await list.body.dump();
-        throw new Error(`/v1/models answered ${list.statusCode}`);
+        throw new Error(`${this.kind.modelsPath} answered ${list.statusCode}`);
       }
       const payload = (await list.body.json()) as { data?: Array<{ id?: unknown }> };
       this.#models = (payload.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
@@ -133,21 +168,42 @@ export class OpenAIHttpEngine {
     }
   }
 
-  #schedule(): void {
+  async #scrape(): Promise<void> {
+    const metrics = this.kind.metrics;
+    if (!metrics || this.#state !== 'ready') return;
+    try {
+      const res = await this.#get(metrics.path);
+      if (res.statusCode !== 200) {
+        await res.body.dump();
+        throw new Error(`${metrics.path} answered ${res.statusCode}`);
+      }
+      this.#load = { load: metrics.load(parsePrometheusText(await res.body.text())), at: this.#now() };
+    } catch (error) {
+      // Stale load is worse than none: consumers judge freshness by `at`, so keep the old one.
+      this.#options.logger.debug('engine metrics scrape failed', { engine: this.url.origin, error: error as Error });
+    }
+  }
+
+  #scheduleProbe(): void {
     if (this.#state === 'stopped') return;
     const interval =
       this.#state === 'ready' ? this.#options.probeInterval : Math.max(50, Math.floor(this.#options.probeInterval / 10));
-    this.#timer = setTimeout(() => {
-      void this.probe().then(() => this.#schedule());
-    }, interval);
-    this.#timer.unref();
+    this.#probeTimer = setTimeout(() => void this.probe().then(() => this.#scheduleProbe()), interval);
+    this.#probeTimer.unref();
+  }
+
+  #scheduleLoad(): void {
+    if (this.#state === 'stopped' || !this.kind.metrics) return;
+    this.#loadTimer = setTimeout(() => void this.#scrape().then(() => this.#scheduleLoad()), this.#options.loadInterval);
+    this.#loadTimer.unref();
   }
 
   #setState(state: EngineState, error?: Error): void {
     if (state === this.#state) return;
     const previous = this.#state;
     this.#state = state;
-    const fields = { engine: this.url.origin, from: previous, to: state, models: this.#models };
+    if (state === 'ready') void this.#scrape();
+    const fields = { engine: this.url.origin, kind: this.kind.name, from: previous, to: state, models: this.#models };
     if (error) this.#options.logger.warn('engine state changed', { ...fields, error });
     else this.#options.logger.info('engine state changed', fields);
   }

@@ -127,11 +127,13 @@ describe('resolveBenchOptions', () => {
   });
 
   it.each<[BenchOptions, string]>([
-    [{ duration: 150_000 }, 'duration must be between 1000 and 120000 ms, got 150000 ms'],
+    [{ duration: 150_000 }, 'duration must be between 1s and 120s, got 150s'],
     [{ rate: 20_001 }, 'rate must be between 1 and 20000, got 20001'],
     [{ connections: 1_025 }, 'connections must be between 1 and 1024, got 1025'],
     [{ connections: 1.5 }, 'connections must be an integer, got 1.5'],
     [{ rounds: 0 }, 'rounds must be between 1 and 10, got 0'],
+    [{ warmup: 500.5 }, 'warmup must be an integer of ms, got 500.5'],
+    [{ nginx: 'yes' as unknown as boolean }, 'nginx must be true or false, got "yes"'],
   ])('throws BenchOptionError naming the option when given %j', (options, message) => {
     expect(() => resolveBenchOptions(options)).toThrow(BenchOptionError);
     expect(() => resolveBenchOptions(options)).toThrow(message);

@@ -48,7 +48,7 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
     started.push(...engines);
     const runners = await Promise.all(
       engines.map((e, i) =>
-        startService(['runner', '--port', '0', '--engine', e.url, '--id', `runner-${i + 1}`, ...quiet, ...args(options.runnerArgs, i)]),
+        startService(['runner', '--port', '0', '--engine', e.url, '--engine-kind', 'sim', '--id', `runner-${i + 1}`, ...quiet, ...args(options.runnerArgs, i)]),
       ),
     );
     started.push(...runners);

@@ -1,0 +1,84 @@
+/**
+ * A hand-written SVG bar chart of latency percentiles: one panel per load mode, one group per
+ * target, one bar per percentile, each labelled with its value. Small enough that pulling in a
+ * charting library for it would cost more than it saves, and the SVG renders on GitHub as is.
+ */
+import type { LoadMode, RunSummary } from './record.ts';
+import { formatLoad, formatMs } from './report.ts';
+
+const PERCENTILES = [
+  { key: 'p50', color: '#4c78a8' },
+  { key: 'p90', color: '#f58518' },
+  { key: 'p99', color: '#e45756' },
+] as const;
+
+const PANEL_W = 380;
+const PANEL_H = 240;
+const TOP = 64;
+const LEFT = 56;
+const GAP = 48;
+const BAR_W = 22;
+
+/** Renders the chart; `title` goes at the top, `subtitle` (machine, date) under it. */
+export function latencyChart(summaries: readonly RunSummary[], title: string, subtitle: string): string {
+  const modes = (['closed', 'open'] as const).filter((m) => summaries.some((s) => s.mode === m));
+  const width = LEFT + modes.length * (PANEL_W + GAP);
+  const height = TOP + PANEL_H + 70;
+  const parts: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
+    `<rect width="100%" height="100%" fill="#fff"/>`,
+    `<text x="${LEFT}" y="20" font-size="15" font-weight="bold">${escape(title)}</text>`,
+    `<text x="${LEFT}" y="38" fill="#555">${escape(subtitle)}</text>`,
+    ...PERCENTILES.map(
+      (p, i) =>
+        `<rect x="${width - 190 + i * 60}" y="12" width="12" height="12" fill="${p.color}"/><text x="${width - 174 + i * 60}" y="22">${p.key}</text>`,
+    ),
+  ];
+  modes.forEach((mode, i) => parts.push(panel(summaries.filter((s) => s.mode === mode), mode, LEFT + i * (PANEL_W + GAP))));
+  parts.push('</svg>');
+  return parts.join('\n') + '\n';
+}
+
+function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number): string {
+  const max = Math.max(...rows.flatMap((r) => PERCENTILES.map((p) => r.latency[p.key])).filter(Number.isFinite), 0.001);
+  const { step, top } = niceScale(max);
+  const y = (v: number): number => TOP + PANEL_H - (v / top) * PANEL_H;
+  const out: string[] = [`<g>`];
+  const load = rows[0] ? formatLoad(rows[0]) : '';
+  const label = mode === 'closed' ? `closed loop, ${load}` : `open loop, ${load}`;
+  out.push(`<text x="${x0 + PANEL_W / 2}" y="${TOP - 10}" text-anchor="middle" font-weight="bold">${escape(label)}</text>`);
+  for (let v = 0; v <= top + step / 2; v += step) {
+    out.push(`<line x1="${x0}" x2="${x0 + PANEL_W}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);
+    out.push(`<text x="${x0 - 6}" y="${y(v) + 4}" text-anchor="end" fill="#555">${step >= 1 ? v.toFixed(0) : formatMs(v)}</text>`);
+  }
+  out.push(`<text transform="translate(${x0 - 40},${TOP + PANEL_H / 2}) rotate(-90)" text-anchor="middle" fill="#555">latency, ms</text>`);
+  const groupW = PANEL_W / Math.max(rows.length, 1);
+  rows.forEach((r, g) => {
+    const gx = x0 + g * groupW + (groupW - PERCENTILES.length * BAR_W) / 2;
+    PERCENTILES.forEach((p, b) => {
+      const v = r.latency[p.key];
+      if (!Number.isFinite(v)) return;
+      const bx = gx + b * BAR_W;
+      out.push(`<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${p.color}"><title>${escape(`${r.target} ${p.key} ${formatMs(v)} ms`)}</title></rect>`);
+      out.push(`<text x="${bx + BAR_W / 2}" y="${y(v) - 3}" text-anchor="middle" font-size="9">${formatMs(v)}</text>`);
+    });
+    const cx = x0 + g * groupW + groupW / 2;
+    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escape(r.target)}</text>`);
+    const rps = Number.isFinite(r.rps) ? r.rps.toFixed(0) : '-';
+    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${rps} req/s${r.errors ? `, ${r.errors} errors` : ''}</text>`);
+  });
+  out.push(`<line x1="${x0}" x2="${x0 + PANEL_W}" y1="${TOP + PANEL_H}" y2="${TOP + PANEL_H}" stroke="#333"/>`, '</g>');
+  return out.join('\n');
+}
+
+/** A round axis: about five steps of 1, 2 or 5 times a power of ten, topping out above `max`. */
+export function niceScale(max: number): { step: number; top: number } {
+  const raw = max / 5;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = ([1, 2, 5, 10].find((m) => m * power >= raw) ?? 10) * power;
+  return { step, top: Math.ceil(max / step - 1e-9) * step };
+}
+
+function escape(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+}

@@ -1,0 +1,38 @@
+/**
+ * The Node bench driver's public face: the scenarios `sluice bench` can run, and the entry the
+ * CLI calls. k6 scripts, where k6 is installed, run the same scenarios; this driver is what
+ * runs them on machines without it (k6 is neither on npm nor in Debian).
+ */
+import { UnknownScenarioError } from './errors.ts';
+import type { BenchOptions } from './options.ts';
+import { overhead } from './scenarios/overhead.ts';
+import type { Scenario, ScenarioContext } from './types.ts';
+
+export { BenchError, BenchOptionError, BenchTargetError, UnknownScenarioError } from './errors.ts';
+export { LoadClient, assertLocalTarget, runClosedLoop, runOpenLoop } from './load.ts';
+export type { LoadClientOptions, LoadTarget, OpenLoopOptions, RunBounds } from './load.ts';
+export { LIMITS, benchDefaults, resolveBenchOptions } from './options.ts';
+export type { BenchOptions, ResolvedBenchOptions } from './options.ts';
+export { Recorder, combine, summarize } from './record.ts';
+export type { LoadMode, LoadResult, RunSummary } from './record.ts';
+export { distribution, percentile, perSecond, ratio } from './stats.ts';
+export type { Distribution } from './stats.ts';
+export type { Scenario, ScenarioContext } from './types.ts';
+
+/** Every scenario, by the name `sluice bench <name>` takes. */
+export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead });
+
+/**
+ * Runs the scenario named by the single positional argument.
+ * @throws {UnknownScenarioError} naming the known scenarios when there is none, several, or an unknown one.
+ * @throws {BenchOptionError} for an option out of bounds, before anything starts.
+ */
+export async function runBench(positionals: readonly string[], options: BenchOptions, ctx: ScenarioContext): Promise<{ files: string[] }> {
+  const known = Object.keys(scenarios).join(', ');
+  const [name, ...extra] = positionals;
+  if (name === undefined) throw new UnknownScenarioError(`no scenario given; scenarios: ${known}`);
+  if (extra.length > 0) throw new UnknownScenarioError(`one scenario at a time, got ${positionals.join(' ')}; scenarios: ${known}`);
+  const scenario = Object.hasOwn(scenarios, name) ? scenarios[name] : undefined;
+  if (!scenario) throw new UnknownScenarioError(`unknown scenario "${name}"; scenarios: ${known}`);
+  return scenario.run(options, ctx);
+}

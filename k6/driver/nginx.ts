@@ -1,0 +1,136 @@
+/**
+ * nginx as the reference proxy: the same hop sluice makes, done by a C event loop, so the
+ * figures separate "a proxy costs this much" from "sluice costs this much". Optional: when
+ * nginx is not on PATH the scenario says so and measures without it.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { accessSync, constants } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+
+/** A running nginx. */
+export interface NginxProxy {
+  readonly url: string;
+  /** The master's pid; its one worker is its child. */
+  readonly pid: number | undefined;
+  /** Stops nginx (SIGTERM, then SIGKILL after 5 s) and removes its temp folder. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Finds an executable named `name` on `pathVar` (a PATH value); undefined when there is none. */
+export function findOnPath(name: string, pathVar: string | undefined): string | undefined {
+  for (const dir of (pathVar ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const candidate = join(dir, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // Not here; keep looking.
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The config: one worker (sluice's gateway is one Node thread, so more workers would compare
+ * unlike with unlike), keep-alive both sides, nothing logged per request.
+ */
+export function nginxConfig(dir: string, port: number, upstream: URL): string {
+  return `worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/client-body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  # nginx closes a keep-alive connection after 1000 requests by default; sluice never does,
+  # so the default would make nginx pay reconnects sluice does not.
+  keepalive_requests 1000000;
+  keepalive_timeout 65s;
+  upstream runner {
+    server ${upstream.host};
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://runner;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+`;
+}
+
+/**
+ * Starts `nginx` (the executable path) in front of `upstream` on a free 127.0.0.1 port and
+ * resolves once it accepts connections.
+ * @throws {Error} with nginx's error log when it exits or does not listen within 10 s.
+ */
+export async function startNginx(nginx: string, upstream: URL): Promise<NginxProxy> {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-nginx-'));
+  const port = await freePort();
+  const conf = join(dir, 'nginx.conf');
+  await writeFile(conf, nginxConfig(dir, port, upstream));
+  // Not detached: a Ctrl-C in the terminal reaches nginx too, so an interrupted bench leaves nothing.
+  const child = spawn(nginx, ['-e', join(dir, 'error.log'), '-c', conf, '-p', dir, '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  const exited = once(child, 'exit').catch(() => undefined);
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+        await exited;
+        clearTimeout(timer);
+      }
+      await rm(dir, { recursive: true, force: true });
+    })();
+    return stopping;
+  };
+  const deadline = Date.now() + 10_000;
+  while (!(await accepts(port))) {
+    if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
+      const log = await readFile(join(dir, 'error.log'), 'utf8').catch(() => '');
+      await stop();
+      throw new Error(`nginx did not start on 127.0.0.1:${port}: ${(stderr + log).trim().split('\n').slice(-5).join(' | ')}`);
+    }
+    await delay(50);
+  }
+  return { url: `http://127.0.0.1:${port}`, pid: child.pid, stop };
+}
+
+/** A port free right now. Another process could take it before nginx binds; nginx then fails loudly. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}

@@ -1,0 +1,114 @@
+/**
+ * Options of a bench scenario: defaults, bounds and validation, checked once up front with a
+ * message naming the option and the bad value. Every knob that scales the load is bounded, so
+ * a typo (`--duration 10m`, `--rate 500000`) is refused instead of pinning the machine.
+ */
+import { BenchOptionError } from './errors.ts';
+
+/** Hard bounds shared by the scenario options and the load generator. */
+export const LIMITS = Object.freeze({
+  /** Longest measured run, ms. */
+  maxDuration: 120_000,
+  /** Shortest measured run, ms: below this the percentiles are mostly warm-up noise. */
+  minDuration: 1_000,
+  /** Longest warm-up, ms. */
+  maxWarmup: 30_000,
+  /** Highest open-loop arrival rate, requests per second. */
+  maxRate: 20_000,
+  /** Most connections per target. */
+  maxConnections: 1_024,
+  /** Most requests in one run, whatever the duration says. */
+  maxRequests: 5_000_000,
+  /** Most repetitions of the whole set of runs. */
+  maxRounds: 10,
+});
+
+/** What a scenario can be told. Durations are ms (the CLI turns `10s` into 10000). */
+export interface BenchOptions {
+  /** Length of each measured run, ms; at most 120 s. @default 10000 */
+  duration?: number;
+  /** Closed-loop warm-up per target before the first measured run, ms; 0 skips it. @default 2000 */
+  warmup?: number;
+  /** Connections per target in closed loop; the connection cap in open loop. @default 32 */
+  connections?: number;
+  /** Open-loop arrival rate, requests per second. @default 500 */
+  rate?: number;
+  /** Times the whole set of runs is repeated, alternating the target order. @default 1 */
+  rounds?: number;
+  /** Also measure nginx in front of the runner when `nginx` is on PATH. @default true */
+  nginx?: boolean;
+  /** Folder for the JSON results and the SVG chart, relative to the working directory. @default 'bench-results' */
+  out?: string;
+  /** Log level of the child processes the scenario starts. @default 'warn' */
+  logLevel?: string;
+}
+
+/** The validated, frozen form of {@link BenchOptions}. */
+export type ResolvedBenchOptions = Readonly<Required<BenchOptions>>;
+
+/** The defaults, frozen. */
+export const benchDefaults: ResolvedBenchOptions = Object.freeze({
+  duration: 10_000,
+  warmup: 2_000,
+  connections: 32,
+  rate: 500,
+  rounds: 1,
+  nginx: true,
+  out: 'bench-results',
+  logLevel: 'warn',
+});
+
+/** Validates `options` and fills in defaults. @throws {BenchOptionError} for the first bad option. */
+export function resolveBenchOptions(options: BenchOptions = {}): ResolvedBenchOptions {
+  const o = { ...benchDefaults, ...definedOnly(options) };
+  return Object.freeze({
+    duration: checkInteger('duration', o.duration, LIMITS.minDuration, LIMITS.maxDuration, 'ms'),
+    warmup: checkInteger('warmup', o.warmup, 0, LIMITS.maxWarmup, 'ms'),
+    connections: checkInteger('connections', o.connections, 1, LIMITS.maxConnections),
+    rate: checkInteger('rate', o.rate, 1, LIMITS.maxRate),
+    rounds: checkInteger('rounds', o.rounds, 1, LIMITS.maxRounds),
+    nginx: checkBoolean('nginx', o.nginx),
+    out: checkString('out', o.out),
+    logLevel: checkString('logLevel', o.logLevel),
+  });
+}
+
+/**
+ * Checks that `value` is an integer in [min, max]; `unit` only shapes the message.
+ * @throws {BenchOptionError} naming `name` and the value.
+ */
+export function checkInteger(name: string, value: unknown, min: number, max: number, unit = ''): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+    throw new BenchOptionError(name, `${name} must be an integer${unit ? ` of ${unit}` : ''}, got ${show(value)}`);
+  }
+  if (value < min || value > max) {
+    const f = (v: number): string => (unit === 'ms' ? formatMs(v) : unit ? `${v} ${unit}` : String(v));
+    throw new BenchOptionError(name, `${name} must be between ${f(min)} and ${f(max)}, got ${f(value)}`);
+  }
+  return value;
+}
+
+// Durations come from flags like `--duration 150s`; echo them back in the same unit.
+function formatMs(ms: number): string {
+  return ms !== 0 && ms % 1000 === 0 ? `${ms / 1000}s` : `${ms} ms`;
+}
+
+function checkBoolean(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new BenchOptionError(name, `${name} must be true or false, got ${show(value)}`);
+  return value;
+}
+
+function checkString(name: string, value: unknown): string {
+  if (typeof value !== 'string' || value === '') throw new BenchOptionError(name, `${name} must be a non-empty string, got ${show(value)}`);
+  return value;
+}
+
+/** Renders a bad value for a message: strings quoted, everything else as JavaScript prints it. */
+export function show(value: unknown): string {
+  return typeof value === 'string' ? JSON.stringify(value) : String(value);
+}
+
+// `{ duration: undefined }` means "not given", as it does for every sluice options object.
+function definedOnly(options: BenchOptions): BenchOptions {
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as BenchOptions;
+}

@@ -1,0 +1,106 @@
+/**
+ * Turning run summaries into what a reader needs: a plain-text table, the ratios that answer
+ * "what does sluice cost", and a description of the machine, since figures from a shared
+ * 2-core box mean little without it.
+ */
+import { availableParallelism, cpus, loadavg, totalmem, type as osType, release } from 'node:os';
+import type { LoadMode, RunSummary } from './record.ts';
+import { ratio } from './stats.ts';
+
+/** Where the figures came from. */
+export interface MachineInfo {
+  cpus: number;
+  cpuModel: string;
+  memoryGiB: number;
+  os: string;
+  node: string;
+  /** 1, 5 and 15 minute load averages when the bench started: a busy box skews everything. */
+  loadAverage: number[];
+}
+
+/** One target's figures relative to a baseline's, for one mode: `subject / baseline`. */
+export interface RatioRow {
+  mode: LoadMode;
+  subject: string;
+  baseline: string;
+  /** Above 1: more throughput than the baseline. */
+  rps: number;
+  /** Above 1: slower than the baseline. */
+  p50: number;
+  p99: number;
+}
+
+/** Describes this machine. */
+export function machineInfo(): MachineInfo {
+  return {
+    cpus: availableParallelism(),
+    cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+    memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+    os: `${osType()} ${release()}`,
+    node: process.version,
+    loadAverage: loadavg().map((l) => Math.round(l * 100) / 100),
+  };
+}
+
+/** `subject / baseline` for every mode and baseline present in `summaries`. */
+export function ratios(summaries: readonly RunSummary[], subject: string, baselines: readonly string[]): RatioRow[] {
+  const rows: RatioRow[] = [];
+  for (const mode of ['closed', 'open'] as const) {
+    const s = summaries.find((r) => r.mode === mode && r.target === subject);
+    if (!s) continue;
+    for (const baseline of baselines) {
+      const b = summaries.find((r) => r.mode === mode && r.target === baseline);
+      if (!b) continue;
+      rows.push({ mode, subject, baseline, rps: ratio(s.rps, b.rps), p50: ratio(s.latency.p50, b.latency.p50), p99: ratio(s.latency.p99, b.latency.p99) });
+    }
+  }
+  return rows;
+}
+
+/** A ms figure with the precision that is meaningful at its size. */
+export function formatMs(ms: number): string {
+  if (!Number.isFinite(ms)) return '-';
+  return ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0);
+}
+
+/** Describes the load of a run: `32 conn` (closed) or `500/s` (open). */
+export function formatLoad(s: Pick<RunSummary, 'mode' | 'connections' | 'rate'>): string {
+  return s.mode === 'closed' ? `${s.connections} conn` : `${s.rate ?? '?'}/s`;
+}
+
+/** The runs table; with `round` set on rows, a round column comes first. */
+export function formatRuns(summaries: readonly (RunSummary & { round?: number })[]): string {
+  const withRound = summaries.some((s) => s.round !== undefined);
+  const header = [...(withRound ? ['round'] : []), 'target', 'mode', 'load', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'errors'];
+  const rows = summaries.map((s) => [
+    ...(withRound ? [String(s.round ?? '')] : []),
+    s.target,
+    s.mode,
+    formatLoad(s),
+    Number.isFinite(s.rps) ? s.rps.toFixed(0) : '-',
+    formatMs(s.latency.p50),
+    formatMs(s.latency.p90),
+    formatMs(s.latency.p99),
+    formatMs(s.latency.max),
+    String(s.errors),
+  ]);
+  return formatTable(header, rows);
+}
+
+/** The ratios table: `x` factors, e.g. `0.42x` req/s means sluice served 42 % of the baseline's rate. */
+export function formatRatios(rows: readonly RatioRow[]): string {
+  const x = (v: number): string => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-');
+  return formatTable(
+    ['mode', 'ratio', 'req/s', 'p50', 'p99'],
+    rows.map((r) => [r.mode, `${r.subject}/${r.baseline}`, x(r.rps), x(r.p50), x(r.p99)]),
+  );
+}
+
+/** Aligns columns: text left, figures right. */
+export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => /^[-\d.x]+$/.test(r[i] ?? '')));
+  const line = (cells: readonly string[]): string =>
+    cells.map((c, i) => (numeric[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}

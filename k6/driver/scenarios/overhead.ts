@@ -1,0 +1,160 @@
+/**
+ * The overhead scenario: what a hop through sluice costs. The same small chat call goes to the
+ * runner directly, through nginx (when installed) and through the sluice gateway, with an
+ * engine that answers at once, so the differences are the proxies' own cost.
+ *
+ * Each target gets a warm-up, then for every round a closed-loop run (capacity) and an
+ * open-loop run (latency at a fixed arrival rate), targets back to back and the order reversed
+ * on every other round, so a noisy neighbour or a slow drift on this shared box does not always
+ * land on the same target.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
+import { latencyChart } from '../chart.ts';
+import { startCpuSample } from '../cpu.ts';
+import { LoadClient, runClosedLoop, runOpenLoop } from '../load.ts';
+import type { LoadTarget } from '../load.ts';
+import { resolveBenchOptions } from '../options.ts';
+import type { BenchOptions, ResolvedBenchOptions } from '../options.ts';
+import { combine, summarize } from '../record.ts';
+import type { LoadMode, LoadResult, RunSummary } from '../record.ts';
+import { formatMs, formatRatios, formatRuns, formatTable, machineInfo, ratios } from '../report.ts';
+import { Recorder } from '../record.ts';
+import { startStack, stackOutput } from '../stack.ts';
+import type { Stack } from '../stack.ts';
+import type { Scenario, ScenarioContext } from '../types.ts';
+
+/** The request every target gets: one short prompt, one output token. */
+export const OVERHEAD_REQUEST = Object.freeze({
+  path: '/v1/chat/completions',
+  body: JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 }),
+});
+
+/**
+ * A measured run with the round it belonged to, each process's CPU use (% of one core) and its
+ * CPU time per 2xx response (µs). CPU per request is the steadier figure on a shared box: it
+ * does not care how much CPU the neighbours left over, only what each request cost.
+ */
+export type OverheadRun = RunSummary & { round: number; cpu: Record<string, number>; cpuPerRequestUs: Record<string, number> };
+
+/** The `overhead` scenario. */
+export const overhead: Scenario = {
+  summary: 'the cost of a hop through sluice, against the runner direct and nginx',
+  async run(raw: BenchOptions, ctx: ScenarioContext) {
+    const options = resolveBenchOptions(raw);
+    const progress = ctx.progress ?? ((t: string) => void process.stderr.write(t));
+    const write = ctx.write ?? ((t: string) => void process.stdout.write(t));
+    const startedAt = new Date();
+    const machine = machineInfo();
+    progress(`starting sim engine, runner and gateway${options.nginx ? ' (and nginx when on PATH)' : ''}...\n`);
+    // Slots above the connection count: a busy answer would measure the runner's refusal, not the hop.
+    const stack = await startStack({ env: ctx.env, logLevel: options.logLevel, slots: Math.max(256, options.connections * 2), nginx: options.nginx });
+    const clients: LoadClient[] = [];
+    try {
+      if (stack.nginxSkipped) write(`${stack.nginxSkipped}\n`);
+      const targets: LoadTarget[] = [
+        { name: 'direct', url: stack.runner.url },
+        ...(stack.nginx ? [{ name: 'nginx', url: stack.nginx.url }] : []),
+        { name: 'sluice', url: stack.gateway.url },
+      ].map((t) => ({ ...t, url: t.url + OVERHEAD_REQUEST.path, headers: { 'content-type': 'application/json' }, body: OVERHEAD_REQUEST.body }));
+      for (const t of targets) clients.push(new LoadClient(t, { connections: options.connections }));
+      await preflight(clients, stack);
+
+      if (options.warmup > 0) {
+        for (const c of clients) {
+          progress(`warm-up ${c.target.name} ${options.warmup} ms\n`);
+          await runClosedLoop(c, { duration: options.warmup, ...(ctx.signal ? { signal: ctx.signal } : {}) });
+        }
+      }
+      const raws: { round: number; result: LoadResult; cpu: Record<string, number> }[] = [];
+      for (let round = 1; round <= options.rounds; round++) {
+        const order = round % 2 === 1 ? clients : [...clients].reverse();
+        for (const mode of ['closed', 'open'] as const) {
+          for (const client of order) {
+            throwIfAborted(ctx.signal);
+            const run = await measure(client, mode, options, stack, ctx.signal);
+            throwIfAborted(ctx.signal);
+            const s = summarize(run.result);
+            progress(`round ${round} ${mode.padEnd(6)} ${client.target.name.padEnd(6)} ${s.rps.toFixed(0)} req/s p50 ${formatMs(s.latency.p50)} p99 ${formatMs(s.latency.p99)} ms, ${s.errors} errors\n`);
+            raws.push({ round, ...run });
+          }
+        }
+      }
+
+      const runs: OverheadRun[] = raws.map((r) => {
+        const s = summarize(r.result);
+        const perRequest = Object.fromEntries(Object.entries(r.cpu).map(([name, pct]) => [name, Math.round(((pct / 100) * s.elapsedMs * 1000) / Math.max(s.ok, 1))]));
+        return { ...s, round: r.round, cpu: r.cpu, cpuPerRequestUs: perRequest };
+      });
+      const combined = (['closed', 'open'] as const).flatMap((mode) =>
+        clients.map((c) => summarize(combine(raws.filter((r) => r.result.mode === mode && r.result.target === c.target.name).map((r) => r.result)))),
+      );
+      const ratioRows = ratios(combined, 'sluice', ['direct', 'nginx']);
+      const title = options.rounds > 1 ? `all ${options.rounds} rounds pooled` : 'figures';
+      const loadAfter = loadavg().map((l) => Math.round(l * 100) / 100);
+      // Other work on the box takes CPU from every process measured; say how much there was.
+      write(`\nsluice bench overhead: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, load average ${machine.loadAverage[0]} at start, ${loadAfter[0]} at end\n\n`);
+      write(formatRuns(options.rounds > 1 ? runs : combined) + '\n\n');
+      if (options.rounds > 1) write(`${title}:\n${formatRuns(combined)}\n\n`);
+      write(formatRatios(ratioRows) + '\n\n');
+      write(formatCpu(runs) + '\n\n');
+
+      const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows };
+      const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.duration / 1000}s per run, ${options.rounds} round(s)`;
+      const files = await writeArtifacts(resolve(ctx.cwd ?? process.cwd(), options.out), startedAt, report, latencyChart(combined, 'sluice bench overhead: latency percentiles', subtitle));
+      write(`wrote ${files.join(' and ')}\n`);
+      return { files };
+    } catch (error) {
+      // The CLI prints the first line of an error; the children's output after it is the why.
+      const message = (error as Error).message ?? '';
+      if (message.includes('\n')) progress(message + '\n');
+      throw error;
+    } finally {
+      await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+      await stack.stop();
+    }
+  },
+};
+
+async function measure(client: LoadClient, mode: LoadMode, options: ResolvedBenchOptions, stack: Stack, signal: AbortSignal | undefined) {
+  const cpu = startCpuSample({ engine: stack.engine.child.pid, runner: stack.runner.child.pid, gateway: stack.gateway.child.pid, nginx: stack.nginx?.pid });
+  const bounds = { duration: options.duration, ...(signal ? { signal } : {}) };
+  const result = mode === 'closed' ? await runClosedLoop(client, bounds) : await runOpenLoop(client, { ...bounds, rate: options.rate });
+  return { result, cpu: cpu.stop() };
+}
+
+/** One request per target before anything is timed: a target that does not answer 200 stops the bench. */
+async function preflight(clients: readonly LoadClient[], stack: Stack): Promise<void> {
+  for (const c of clients) {
+    const rec = new Recorder();
+    await c.send(rec, performance.now());
+    const statuses = Object.keys(rec.statuses);
+    if (statuses.length !== 1 || statuses[0] !== '200') {
+      const got = statuses.length ? `status ${statuses.join(',')}` : `error ${Object.keys(rec.errors).join(',')}`;
+      throw new Error(`preflight: ${c.target.name} (${c.target.url}) answered ${got}, not 200\n${stackOutput(stack)}`);
+    }
+  }
+}
+
+function formatCpu(runs: readonly OverheadRun[]): string {
+  // A process idle during a run (the gateway while direct is measured) is noise, not a figure.
+  const names = [...new Set(runs.flatMap((r) => Object.keys(r.cpu)))];
+  const cell = (r: OverheadRun, n: string): string => ((r.cpu[n] ?? 0) < 2 ? '-' : `${Math.round(r.cpu[n]!)}% ${r.cpuPerRequestUs[n]}us`);
+  const rows = runs.map((r) => [String(r.round), r.target, r.mode, ...names.map((n) => cell(r, n))]);
+  return 'cpu during each run: % of one core, and cpu time per 2xx response\n' + formatTable(['round', 'target', 'mode', ...names], rows);
+}
+
+async function writeArtifacts(dir: string, at: Date, report: unknown, svg: string): Promise<string[]> {
+  await mkdir(dir, { recursive: true });
+  const stamp = at.toISOString().replace(/[:.]/g, '-');
+  const json = join(dir, `overhead-${stamp}.json`);
+  const chart = join(dir, `overhead-${stamp}.svg`);
+  await writeFile(json, JSON.stringify(report, null, 2) + '\n');
+  await writeFile(chart, svg);
+  return [json, chart];
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new Error('benchmark interrupted');
+}

@@ -1,0 +1,89 @@
+/**
+ * The processes a scenario measures, started as real `sluice` child processes on port 0 so the
+ * figures include everything a deployment pays (sockets, parsing, the tsx loader's output):
+ * a simulated engine, a runner in front of it, a gateway in front of the runner, and, when it
+ * is installed, nginx in front of the same runner as the reference proxy.
+ */
+import { startService } from '../../gateway/cli/processes.ts';
+import type { ChildService } from '../../gateway/cli/processes.ts';
+import { findOnPath, startNginx } from './nginx.ts';
+import type { NginxProxy } from './nginx.ts';
+
+/** What {@link startStack} started. */
+export interface Stack {
+  engine: ChildService;
+  runner: ChildService;
+  gateway: ChildService;
+  /** Undefined when nginx was not asked for or not found; `nginxSkipped` says why. */
+  nginx: NginxProxy | undefined;
+  nginxSkipped: string | undefined;
+  /** Stops everything, front to back. Idempotent, and safe after a partial start. */
+  stop(): Promise<void>;
+}
+
+/** How to start the stack. */
+export interface StackOptions {
+  env: NodeJS.ProcessEnv;
+  logLevel: string;
+  /** Runner slots and engine sequences: above the connection count, so nothing queues or is refused. */
+  slots: number;
+  nginx: boolean;
+}
+
+/** Starts the stack; on failure stops what did start and rethrows. */
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const env = childEnv(options.env);
+  const level = ['--log-level', options.logLevel];
+  const started: { stop(): Promise<unknown> }[] = [];
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      for (const s of started.reverse()) await s.stop().catch(() => undefined);
+    })();
+    return stopping;
+  };
+  try {
+    // ttft and itl 0 with one output token: the engine answers at once, so what is left is the hops.
+    const engine = await startService(
+      ['sim-engine', '--port', '0', '--engine-id', 'bench-sim', '--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', '1', '--max-num-seqs', String(options.slots), '--max-queue', String(options.slots * 4), ...level],
+      { env },
+    );
+    started.push(engine);
+    const runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--id', 'bench-runner', '--slots', String(options.slots), ...level], { env });
+    started.push(runner);
+    const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env });
+    started.push(gateway);
+    let nginx: NginxProxy | undefined;
+    let nginxSkipped: string | undefined;
+    const nginxBin = options.nginx ? findOnPath('nginx', options.env.PATH) : undefined;
+    if (!options.nginx) nginxSkipped = 'nginx skipped: --nginx false';
+    else if (!nginxBin) nginxSkipped = 'nginx skipped: no nginx on PATH (apt-get install -y nginx to compare with it)';
+    else {
+      try {
+        nginx = await startNginx(nginxBin, new URL(runner.url));
+        started.push(nginx);
+      } catch (error) {
+        // nginx is the reference, not the subject: without it the sluice figures still stand.
+        nginxSkipped = `nginx skipped: ${(error as Error).message}`;
+      }
+    }
+    return { engine, runner, gateway, nginx, nginxSkipped, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** The last lines the sluice children printed, for a failure message. */
+export function stackOutput(stack: Stack): string {
+  return (['engine', 'runner', 'gateway'] as const)
+    .map((name) => `--- ${name}\n${stack[name].output().split('\n').slice(-10).join('\n')}`)
+    .join('\n');
+}
+
+/** Children must not inherit settings meant for the bench (its port, its config file). */
+function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const copy = { ...env };
+  for (const key of ['PORT', 'SLUICE_PORT', 'SLUICE_CONFIG', 'SLUICE_LOG_LEVEL']) delete copy[key];
+  return copy;
+}

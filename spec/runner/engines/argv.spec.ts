@@ -1,0 +1,124 @@
+import { describe, expect, it } from 'vitest';
+import { RunnerConfigError } from '../../../runner/errors.ts';
+import { engineCommand } from '../../../runner/engines/argv.ts';
+import { validateProfile } from '../../../runner/engines/profile.ts';
+import type { EngineProfile, ProfileFacts, ValidProfile } from '../../../runner/engines/profile.ts';
+
+/** A node with four GPUs where every binary lives in /opt/bin and every port is free. */
+const node: ProfileFacts = {
+  gpuIndices: [0, 1, 2, 3],
+  findBinary: async (name) => (name.startsWith('/') ? name : `/opt/bin/${name}`),
+  portFree: async () => true,
+};
+const profile = (p: Partial<EngineProfile> & Pick<EngineProfile, 'kind'>): Promise<ValidProfile> =>
+  validateProfile({ model: 'org/model', port: 8000, ...p }, node);
+const base = { PATH: '/usr/bin', HOME: '/home/runner' };
+const SIM = ['/usr/bin/node', '/srv/sluice/gateway/cli/sluice.mjs'];
+
+describe('engineCommand', () => {
+  it.each<[string, Partial<EngineProfile> & Pick<EngineProfile, 'kind'>, string, string[], Record<string, string>]>([
+    [
+      'vllm on two GPUs',
+      { kind: 'vllm', gpus: [2, 3] },
+      '/opt/bin/vllm',
+      ['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000', '--tensor-parallel-size', '2'],
+      { CUDA_VISIBLE_DEVICES: '2,3' },
+    ],
+    ['vllm with no GPUs listed', { kind: 'vllm' }, '/opt/bin/vllm', ['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000'], {}],
+    [
+      'sglang on four GPUs',
+      { kind: 'sglang', gpus: [0, 1, 2, 3], host: '0.0.0.0', port: 30000 },
+      '/opt/bin/python3',
+      ['-m', 'sglang.launch_server', '--model-path', 'org/model', '--host', '0.0.0.0', '--port', '30000', '--tp-size', '4'],
+      { CUDA_VISIBLE_DEVICES: '0,1,2,3' },
+    ],
+    [
+      'sglang with a venv interpreter',
+      { kind: 'sglang', binary: '/srv/venv/bin/python' },
+      '/srv/venv/bin/python',
+      ['-m', 'sglang.launch_server', '--model-path', 'org/model', '--host', '127.0.0.1', '--port', '8000'],
+      {},
+    ],
+    [
+      'llama.cpp on one GPU',
+      { kind: 'llamacpp', model: '/models/q4.gguf', gpus: [1] },
+      '/opt/bin/llama-server',
+      ['-m', '/models/q4.gguf', '--host', '127.0.0.1', '--port', '8000', '--metrics', '--n-gpu-layers', '999'],
+      { CUDA_VISIBLE_DEVICES: '1' },
+    ],
+    [
+      'llama.cpp on a GPU with its own layer count',
+      { kind: 'llamacpp', model: '/models/q4.gguf', gpus: [1], args: ['-ngl', '20'] },
+      '/opt/bin/llama-server',
+      ['-m', '/models/q4.gguf', '--host', '127.0.0.1', '--port', '8000', '--metrics', '-ngl', '20'],
+      { CUDA_VISIBLE_DEVICES: '1' },
+    ],
+    [
+      'llama.cpp on the CPU',
+      { kind: 'llamacpp', model: '/models/q4.gguf', args: ['-c', '4096'] },
+      '/opt/bin/llama-server',
+      ['-m', '/models/q4.gguf', '--host', '127.0.0.1', '--port', '8000', '--metrics', '-c', '4096'],
+      {},
+    ],
+    [
+      'tgi on two GPUs',
+      { kind: 'tgi', gpus: [0, 1], port: 3000 },
+      '/opt/bin/text-generation-launcher',
+      ['--model-id', 'org/model', '--hostname', '127.0.0.1', '--port', '3000', '--num-shard', '2'],
+      { CUDA_VISIBLE_DEVICES: '0,1' },
+    ],
+    ['ollama', { kind: 'ollama', model: 'llama3.1:8b', port: 11434 }, '/opt/bin/ollama', ['serve'], { OLLAMA_HOST: '127.0.0.1:11434' }],
+    [
+      'ollama on IPv6 and a GPU',
+      { kind: 'ollama', model: 'llama3.1:8b', host: '::1', port: 11434, gpus: [0] },
+      '/opt/bin/ollama',
+      ['serve'],
+      { OLLAMA_HOST: '[::1]:11434', CUDA_VISIBLE_DEVICES: '0' },
+    ],
+    [
+      'sim through the caller’s sluice command',
+      { kind: 'sim', model: 'sim-small', port: 9001, args: ['--max-num-seqs', '2'] },
+      '/usr/bin/node',
+      ['/srv/sluice/gateway/cli/sluice.mjs', 'sim-engine', '--host', '127.0.0.1', '--port', '9001', '--model', 'sim-small', '--max-num-seqs', '2'],
+      {},
+    ],
+    [
+      'sim through a sluice binary',
+      { kind: 'sim', model: 'sim-small', binary: 'sluice' },
+      '/opt/bin/sluice',
+      ['sim-engine', '--host', '127.0.0.1', '--port', '8000', '--model', 'sim-small'],
+      {},
+    ],
+  ])('runs %s exactly so', async (_, p, command, args, added) => {
+    const built = engineCommand(await profile(p), { simCommand: SIM, baseEnv: base });
+    expect(built).toEqual({ command, args, env: { ...base, ...added } });
+  });
+
+  it('appends the profile args after its own, in order', async () => {
+    const built = engineCommand(await profile({ kind: 'vllm', gpus: [0], args: ['--max-model-len', '8192', '--enforce-eager'] }), { baseEnv: {} });
+    expect(built.args).toEqual(['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000', '--tensor-parallel-size', '1', '--max-model-len', '8192', '--enforce-eager']);
+  });
+
+  it('lays the profile env over the runner’s, dropping unset variables', async () => {
+    const built = engineCommand(await profile({ kind: 'vllm', gpus: [0], env: { HF_HOME: '/models', HOME: '/srv' } }), {
+      baseEnv: { ...base, HF_HOME: '/tmp/hf', UNSET: undefined, CUDA_VISIBLE_DEVICES: '0,1,2,3' },
+    });
+    expect(built.env).toEqual({ PATH: '/usr/bin', HOME: '/srv', HF_HOME: '/models', CUDA_VISIBLE_DEVICES: '0' });
+  });
+
+  it('inherits the runner’s CUDA_VISIBLE_DEVICES when the profile lists no GPUs', async () => {
+    const built = engineCommand(await profile({ kind: 'vllm' }), { baseEnv: { CUDA_VISIBLE_DEVICES: '3' } });
+    expect(built.env).toEqual({ CUDA_VISIBLE_DEVICES: '3' });
+  });
+
+  it('uses process.env when no base environment is given', async () => {
+    const built = engineCommand(await profile({ kind: 'vllm' }));
+    expect(built.env.PATH).toBe(process.env.PATH);
+  });
+
+  it('refuses a sim profile with neither a binary nor a sim command', async () => {
+    const sim = await profile({ kind: 'sim' });
+    expect(() => engineCommand(sim, {})).toThrow(new RunnerConfigError('simCommand is required for a sim profile that names no binary'));
+    expect(() => engineCommand(sim, { simCommand: [] })).toThrow(RunnerConfigError);
+  });
+});
