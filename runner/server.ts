@@ -245,7 +245,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         engine.drain();
         const drainTimeout = options.drainTimeout ?? 30_000;
         const until = Date.now() + drainTimeout;
-        log.info('runner draining', { inFlight: slots.inUse, drainTimeout });
+        if (server) log.info('runner draining', { inFlight: slots.inUse, drainTimeout });
         while (slots.inUse > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
         if (slots.inUse > 0) log.warn('drain timeout, aborting calls', { inFlight: slots.inUse });
         await new Promise<void>((resolve) => {
@@ -254,7 +254,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
           (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
         });
         await engine.close();
-        log.info('runner stopped', {});
+        if (server) log.info('runner stopped', {});
       })();
       return closing;
     },

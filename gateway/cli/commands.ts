@@ -6,10 +6,11 @@
 import type { Logger } from '../../placer/log.ts';
 import type { GatewayOptions } from '../options.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
+import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
 import { SLUICE_BIN, reportListening, startService } from './processes.ts';
 import type { ChildService } from './processes.ts';
 import type { Setting } from './settings.ts';
-import { SettingsError } from './settings.ts';
+import { SettingsError, flagOf } from './settings.ts';
 
 /** What a command's run function gets. */
 export interface CommandContext {
@@ -55,14 +56,42 @@ const gatewaySettings: readonly Setting[] = [
   { key: 'retryAfter', type: 'integer', default: 1, description: 'seconds sent in Retry-After when no runner took a call' },
 ];
 
+/**
+ * Simulated-engine settings. Timings have no CLI default: an unset one comes from --profile,
+ * so `--profile h100-8b` alone gives the H100 figures.
+ */
 const simSettings: readonly Setting[] = [
   { key: 'model', type: 'list', default: ['sim-small'], description: 'model names the engine serves' },
-  { key: 'ttftMs', type: 'duration', default: '20ms', description: 'time to first token' },
-  { key: 'itlMs', type: 'duration', default: '5ms', description: 'time between output tokens' },
+  { key: 'profile', type: 'string', default: 'small', description: 'timing profile: small (fast, for tests) or h100-8b (an 8B model on an H100)' },
+  { key: 'ttftMs', type: 'number', description: 'prefill overhead in ms: time to first token before per-token prefill', defaultText: 'from --profile' },
+  { key: 'prefillPerTokenMs', type: 'number', description: 'prefill time per uncached prompt token, ms', defaultText: 'from --profile' },
+  { key: 'prefillJitterStdMs', type: 'number', description: 'standard deviation of prefill time, ms, capped at 30% of the mean', defaultText: 'from --profile' },
+  { key: 'itlMs', type: 'number', description: 'time between output tokens, ms', defaultText: 'from --profile' },
+  { key: 'itlJitterStdMs', type: 'number', description: 'standard deviation of the inter-token time, ms', defaultText: 'from --profile' },
+  { key: 'loadFactor', type: 'number', description: 'slowdown with a full batch: times scale by 1 + (f - 1)(running - 1)/(max-num-seqs - 1)', defaultText: 'from --profile' },
   { key: 'outputTokens', type: 'integer', default: 16, description: 'output length when a request sets no max_tokens' },
-  { key: 'maxNumSeqs', type: 'integer', default: 16, description: 'sequences running at once' },
-  { key: 'maxQueue', type: 'integer', default: 256, description: 'waiting requests before 429' },
+  { key: 'maxNumSeqs', type: 'integer', description: 'sequences running at once', defaultText: 'from --profile' },
+  { key: 'maxQueue', type: 'integer', description: 'waiting requests before 429', defaultText: 'from --profile' },
+  { key: 'cacheBlocks', type: 'integer', description: 'prefix-cache capacity in 16-token blocks', defaultText: 'from --profile' },
+  { key: 'kvBlocks', type: 'integer', description: 'KV-cache size in 16-token blocks, for vllm:kv_cache_usage_perc', defaultText: 'from --profile' },
+  { key: 'failureRate429', type: 'number', default: 0, description: 'share of calls refused with 429 before any output' },
+  { key: 'failureRate503', type: 'number', default: 0, description: 'share of calls refused with 503 before any output' },
+  { key: 'failureRate500', type: 'number', default: 0, description: 'share of calls failed with 500' },
+  { key: 'startupDelayMs', type: 'duration', default: 0, description: 'time the engine reports loading (503) after start' },
+  { key: 'crashOnCall', type: 'integer', description: 'exit with code 70 on this call (counting from 1), to exercise supervision' },
 ];
+
+/** The sim-engine options `values` set, failure rates folded into one object. */
+function simOptions(values: Record<string, unknown>): Record<string, unknown> {
+  const keys = simSettings.map((s) => s.key).filter((k) => k !== 'model' && !k.startsWith('failureRate'));
+  const failureRate: Record<number, number> = {};
+  for (const status of [429, 503, 500]) {
+    const rate = values[`failureRate${status}`];
+    if (typeof rate === 'number' && rate > 0) failureRate[status] = rate;
+  }
+  return { ...pick(values, keys), models: values.model, failureRate };
+}
+
 
 /** Starts the OpenTelemetry SDK with a Prometheus reader the gateway serves at /metrics. */
 async function startTelemetry(env: NodeJS.ProcessEnv): Promise<{ render: () => Promise<string>; shutdown: () => Promise<void> }> {
@@ -113,11 +142,11 @@ const runner: Command = {
   settings: [
     port(9000),
     host,
-    { key: 'engine', type: 'string', description: 'base URL of an engine already running, e.g. http://127.0.0.1:8000 (or give --profile)' },
-    { key: 'profile', type: 'json', description: 'engine to launch and supervise: inline JSON or a JSON file, e.g. {"kind":"vllm","model":"...","gpus":[0],"port":8000} (or give --engine)' },
-    { key: 'engineKind', type: 'string', description: 'vllm, sglang, llamacpp, tgi, ollama, openai or sim: how to check health and read load (default: the profile\'s kind, else openai)' },
+    { key: 'engine', type: 'string', description: 'base URL of an engine already running, e.g. http://127.0.0.1:8000', defaultText: 'none: give --engine or --profile' },
+    { key: 'profile', type: 'json', description: 'engine to launch and supervise: inline JSON or a JSON file, e.g. {"kind":"vllm","model":"...","gpus":[0],"port":8000}', defaultText: 'none: give --engine or --profile' },
+    { key: 'engineKind', type: 'string', description: 'vllm, sglang, llamacpp, tgi, ollama, openai or sim: how to check health and read load', defaultText: "the profile's kind, else openai" },
     { key: 'slots', type: 'integer', default: 4, description: 'calls run at once; more are answered busy' },
-    { key: 'id', type: 'string', description: 'runner id (default: runner- and 6 random hex digits)' },
+    { key: 'id', type: 'string', description: 'runner id, sent in sluice-runner-id', defaultText: 'runner- and 6 random hex digits' },
     { key: 'engineConnectTimeout', type: 'duration', default: '2s', description: 'how long connecting to the engine may take' },
     { key: 'engineProbeInterval', type: 'duration', default: '5s', description: 'how often engine health and models are checked' },
     { key: 'loadInterval', type: 'duration', default: '1s', description: 'how often the engine\'s metrics are read for its load' },
@@ -156,20 +185,17 @@ function pick(values: Record<string, unknown>, keys: readonly string[]): Record<
 
 const simEngine: Command = {
   summary: 'Runs a simulated OpenAI-compatible inference engine that behaves like vLLM over HTTP.',
-  settings: [port(8000), host, ...simSettings, { key: 'engineId', type: 'string', description: 'name sent in sluice-engine-id (default: sim- and random hex)' }, logLevel],
+  settings: [port(8000), host, ...simSettings, { key: 'engineId', type: 'string', description: 'name sent in the sluice-engine-id header', defaultText: 'sim- and 6 random hex digits' }, logLevel],
   async run({ values, logger }) {
     const { runSimEngineCommand } = await import('../../runner/engines/sim/main.ts');
     const engine = await runSimEngineCommand(
       {
+        ...(simOptions(values) as SimEngineOptions),
+        ...(values.engineId === undefined ? {} : { engineId: values.engineId as string }),
         port: values.port as number,
         host: values.host as string,
-        models: values.model as string[],
-        ttftMs: values.ttftMs as number,
-        itlMs: values.itlMs as number,
-        outputTokens: values.outputTokens as number,
-        maxNumSeqs: values.maxNumSeqs as number,
-        maxQueue: values.maxQueue as number,
-        ...(values.engineId === undefined ? {} : { engineId: values.engineId as string }),
+        // A crash knob is for testing supervision: the process dies as an engine would.
+        onCrash: () => process.exit(70),
       },
       (line) => logger.info('sim engine listening', JSON.parse(line) as Record<string, unknown>),
     );
@@ -199,7 +225,11 @@ const up: Command = {
     const stopChildren = () => Promise.all(children.reverse().map((c) => c.stop('SIGTERM')));
     const level = String(values.logLevel);
     try {
-      const simArgs = ['--model', (values.model as string[]).join(','), '--ttft-ms', String(values.ttftMs), '--itl-ms', String(values.itlMs), '--output-tokens', String(values.outputTokens), '--max-num-seqs', String(values.maxNumSeqs), '--max-queue', String(values.maxQueue)];
+      const simArgs = simSettings.flatMap((setting) => {
+        const value = values[setting.key];
+        if (value === undefined) return [];
+        return [flagOf(setting.key), Array.isArray(value) ? value.join(',') : String(value)];
+      });
       const engines = await Promise.all(
         Array.from({ length: count }, (_, i) =>
           startService(['sim-engine', '--port', '0', '--engine-id', `sim-${i + 1}`, '--log-level', level, ...simArgs], { stdio: 'inherit', env: childEnv(env) }),

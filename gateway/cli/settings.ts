@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
  * `json` is an object: inline JSON, or the path of a JSON file, on the command line and in the
  * environment; a nested object in the --config file.
  */
-export type SettingType = 'string' | 'integer' | 'duration' | 'list' | 'boolean' | 'json';
+export type SettingType = 'string' | 'integer' | 'number' | 'duration' | 'list' | 'boolean' | 'json';
 
 /** One setting of a command. */
 export interface Setting {
@@ -21,6 +21,8 @@ export interface Setting {
   description: string;
   /** Shown in --help and used when nothing else sets the value. */
   default?: string | number | boolean | readonly string[];
+  /** What --help says when there is no fixed default, e.g. `from --profile`. */
+  defaultText?: string;
   required?: boolean;
   /** Extra environment variables read after SLUICE_<KEY> (e.g. PORT). */
   envAliases?: readonly string[];
@@ -33,12 +35,12 @@ export class SettingsError extends Error {
 
 /** The flag for a key: `placerTimeout` -> `--placer-timeout`. */
 export function flagOf(key: string): string {
-  return '--' + key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
+  return '--' + key.replace(/[A-Z]|\d+/g, (c) => '-' + c.toLowerCase());
 }
 
 /** The environment variable for a key: `placerTimeout` -> `SLUICE_PLACER_TIMEOUT`. */
 export function envOf(key: string): string {
-  return 'SLUICE_' + key.replace(/[A-Z]/g, (c) => '_' + c).toUpperCase();
+  return 'SLUICE_' + key.replace(/[A-Z]|\d+/g, (c) => '_' + c).toUpperCase();
 }
 
 /** What {@link resolveSettings} found. */
@@ -106,7 +108,11 @@ export function resolveSettings(settings: readonly Setting[], argv: readonly str
 export function formatHelp(usage: string, summary: string, settings: readonly Setting[]): string {
   const rows = settings.map((s) => {
     const left = `  ${flagOf(s.key)} <${s.type}>`;
-    const def = s.required ? 'required' : s.default === undefined ? 'no default' : `default ${formatDefault(s.default)}`;
+    const def = s.required
+      ? 'required'
+      : s.default !== undefined
+        ? `default ${formatDefault(s.default)}`
+        : `default ${s.defaultText ?? 'none'}`;
     return `${left.padEnd(40)} ${s.description} (${def}; env ${[envOf(s.key), ...(s.envAliases ?? [])].join(', ')})`;
   });
   return [
@@ -157,7 +163,7 @@ function parseJson(s: Setting, value: unknown, where: string): unknown {
   if (s.type === 'json' && value !== null && typeof value === 'object' && !Array.isArray(value)) return value;
   if (s.type === 'list' && Array.isArray(value)) return value.map((v) => String(v));
   if (typeof value === 'string') return parse(s, value, where);
-  if (typeof value === 'number' && (s.type === 'integer' || s.type === 'duration')) return parse(s, String(value), where);
+  if (typeof value === 'number' && (s.type === 'integer' || s.type === 'number' || s.type === 'duration')) return parse(s, String(value), where);
   if (typeof value === 'boolean' && s.type === 'boolean') return value;
   throw new SettingsError(`invalid ${where}: expected ${describe(s.type)}, got ${JSON.stringify(value)}`);
 }
@@ -177,6 +183,10 @@ function parse(s: Setting, raw: string, where: string): unknown {
       return bad();
     case 'integer': {
       if (!/^-?\d+$/.test(raw.trim())) return bad();
+      return Number(raw);
+    }
+    case 'number': {
+      if (!/^-?\d+(\.\d+)?$/.test(raw.trim())) return bad();
       return Number(raw);
     }
     case 'duration': {
@@ -218,6 +228,7 @@ function describe(type: SettingType): string {
   return {
     string: 'a string',
     integer: 'an integer',
+    number: 'a number',
     duration: 'a duration like 500ms, 30s or 5m',
     list: 'a comma-separated list',
     boolean: 'true or false',

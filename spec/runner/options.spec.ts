@@ -20,8 +20,12 @@ describe('resolveRunnerOptions', () => {
   it('returns the documented defaults when only engine is given', () => {
     const config = resolveRunnerOptions({ engine });
     expect(config).toMatchObject({
-      engine,
+      profile: undefined,
+      engineKind: 'openai',
       slots: 4,
+      loadInterval: 1000,
+      engineStopGrace: 10_000,
+      engineRestartBackoff: 1000,
       engineConnectTimeout: 2000,
       defaultCallTimeout: 600_000,
       engineProbeInterval: 5000,
@@ -61,8 +65,26 @@ describe('resolveRunnerOptions', () => {
     }).toThrow(TypeError);
   });
 
+  it('throws asking for exactly one of engine and profile when both or neither are given', () => {
+    const message = 'give exactly one of engine (the URL of a running engine) or profile (an engine to launch)';
+    expect(configError({}).message).toBe(message);
+    expect(configError({ engine, profile: { kind: 'sim', model: 'm', port: 8001 } }).message).toBe(message);
+  });
+
+  it('returns the engine URL and kind from a profile', () => {
+    const config = resolveRunnerOptions({ profile: { kind: 'sglang', model: 'm', port: 30000, host: '127.0.0.2' } });
+    expect(config.engineUrl.href).toBe('http://127.0.0.2:30000/');
+    expect(config.engineKind).toBe('sglang');
+    expect(configError({ profile: { kind: 'sim', model: 'm', port: 70000 } }).message).toBe('profile.port must be at most 65535, got 70000');
+  });
+
+  it('throws naming the valid kinds when engineKind is unknown', () => {
+    expect(configError({ engine, engineKind: 'tpu' as never }).message).toBe(
+      'engine kind must be one of vllm, sglang, llamacpp, tgi, ollama, openai, sim, got "tpu"',
+    );
+  });
+
   it.each<[unknown, string]>([
-    [undefined, 'undefined'],
     ['', '""'],
     ['127.0.0.1:8000', '"127.0.0.1:8000"'],
     ['not a url', '"not a url"'],

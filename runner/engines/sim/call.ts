@@ -4,8 +4,12 @@
  */
 import type { ServerResponse } from 'node:http';
 import { SimQueueFullError } from './errors.ts';
+import type { SimFaults } from './faults.ts';
 import { sendError, type ApiError } from './http.ts';
+import type { KvUsage } from './kv-usage.ts';
+import type { TtftHistogram } from './metrics.ts';
 import type { ResolvedSimEngineOptions } from './options.ts';
+import type { PrefixCache } from './prefix-cache.ts';
 import type { Release, SimScheduler } from './scheduler.ts';
 import type { SimTimingModel } from './timing.ts';
 
@@ -14,6 +18,10 @@ export interface SimCallContext {
   readonly options: ResolvedSimEngineOptions;
   readonly scheduler: SimScheduler;
   readonly timing: SimTimingModel;
+  readonly prefixCache: PrefixCache;
+  readonly kv: KvUsage;
+  readonly faults: SimFaults;
+  readonly ttft: TtftHistogram;
 }
 
 /**
@@ -39,10 +47,17 @@ export function resolveModel(
 }
 
 /**
- * Waits for a slot. Answers 429 itself when the queue is full (with `Retry-After: 1`, so a client
- * backs off briefly), and returns undefined then or when the client left while waiting.
+ * Waits for a slot. Answers itself, and returns undefined, when fault injection refuses the call
+ * (drawn first, so it never holds a slot or a queue place) or when the queue is full (429 with
+ * `Retry-After: 1`, so a client backs off briefly); returns undefined too when the client left
+ * while waiting.
  */
 export async function admit(ctx: SimCallContext, res: ServerResponse, signal: AbortSignal): Promise<Release | undefined> {
+  const failure = ctx.faults.drawFailure();
+  if (failure !== undefined) {
+    sendError(res, failure.error, failure.headers);
+    return undefined;
+  }
   try {
     return await ctx.scheduler.acquire(signal);
   } catch (error) {

@@ -7,7 +7,7 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { admit, resolveModel, type SimCallContext } from './call.ts';
 import { invalidRequest, sendError, sendJson } from './http.ts';
 import { countTokens, embedText } from './text.ts';
-import { sleep } from './timing.ts';
+import { playTokens, sleep } from './timing.ts';
 
 /** Serves an embeddings request: one 8-value vector per input, after the prefill time. */
 export async function handleEmbeddings(
@@ -34,6 +34,7 @@ export async function handleEmbeddings(
   let completed = false;
   try {
     // Embedding is one forward pass: the prefill delay alone, which the timing model owns.
+    // No prefix cache: pooling models in vLLM usually run without it.
     const prefill = ctx.timing.plan({ promptTokens, outputTokens: 1, running: ctx.scheduler.running }).delayBefore(0);
     if (!(await sleep(prefill, signal))) return;
     sendJson(res, 200, {
@@ -49,9 +50,10 @@ export async function handleEmbeddings(
 }
 
 /**
- * Serves a generic function call: holds a slot for as long as a default-length generation
- * (ttftMs + outputTokens x itlMs), then describes the body it got, so a test can check what
- * the gateway forwarded without the engine caring what the body means.
+ * Serves a generic function call: holds a slot for as long as a default-length generation with an
+ * empty prompt (prefill overhead, then outputTokens inter-token gaps, each slowed by the load at
+ * the time), then describes the body it got, so a test can check what the gateway forwarded
+ * without the engine caring what the body means.
  */
 export async function handleInvoke(
   ctx: SimCallContext,
@@ -65,8 +67,9 @@ export async function handleInvoke(
   if (release === undefined) return;
   let completed = false;
   try {
-    const { ttftMs, itlMs, outputTokens } = ctx.options;
-    if (!(await sleep(ttftMs + outputTokens * itlMs, signal))) return;
+    // outputTokens + 1 steps: the prefill, then one gap per output token, as before the model had load.
+    const schedule = ctx.timing.plan({ promptTokens: 0, outputTokens: ctx.options.outputTokens + 1, running: () => ctx.scheduler.running });
+    if ((await playTokens(schedule, () => undefined, signal)) === 'aborted') return;
     sendJson(res, 200, { fn, bytes: body.length, contentType: headers['content-type'] ?? null });
     completed = true;
   } finally {

@@ -6,16 +6,19 @@
 import type { ServerResponse } from 'node:http';
 import { admit, createdAt, newId, resolveModel, type SimCallContext } from './call.ts';
 import { invalidRequest, sendError, sendJson, type ApiError } from './http.ts';
+import { blockHashes } from './prefix-cache.ts';
 import type { SlotOutcome } from './scheduler.ts';
-import { countTokens, createTokenWriter, renderChatPrompt, renderCompletionPrompt } from './text.ts';
-import { playTokens } from './timing.ts';
+import { createTokenWriter, renderChatPrompt, renderCompletionPrompt, tokenize } from './text.ts';
+import { playTokens, type PlayOutcome } from './timing.ts';
 
 /** Which OpenAI endpoint a request came to. */
 export type GenerationKind = 'chat' | 'text';
 
 interface Plan {
   readonly model: string;
+  /** The whole rendered prompt: for chat every message's role and content, in order. */
   readonly prompt: string;
+  readonly promptTokens: readonly string[];
   readonly tokens: number;
   readonly finishReason: 'length' | 'stop';
   readonly stream: boolean;
@@ -57,6 +60,7 @@ function planRequest(ctx: SimCallContext, kind: GenerationKind, body: Record<str
   return {
     model: model.model,
     prompt,
+    promptTokens: tokenize(prompt),
     tokens,
     finishReason: limit !== undefined && tokens === limit ? 'length' : 'stop',
     stream,
@@ -72,6 +76,8 @@ export async function handleGeneration(
   res: ServerResponse,
   signal: AbortSignal,
 ): Promise<void> {
+  // Time to first token counts from arrival, so the histogram shows the queue wait, as vLLM's does.
+  const arrivedAt = performance.now();
   const plan = planRequest(ctx, kind, body);
   if ('status' in plan) {
     sendError(res, plan);
@@ -82,25 +88,60 @@ export async function handleGeneration(
   let outcome: SlotOutcome = 'aborted';
   try {
     if (signal.aborted) return;
-    outcome = plan.stream ? await streamTokens(ctx, kind, plan, res, signal) : await answerOnce(ctx, kind, plan, res, signal);
+    const run = (onToken: (index: number) => void): Promise<PlayOutcome> => generate(ctx, plan, arrivedAt, onToken, signal);
+    outcome = plan.stream ? await streamTokens(ctx, kind, plan, res, run) : await answerOnce(ctx, kind, plan, res, run);
   } finally {
     release(outcome);
   }
 }
 
+/** Plays one admitted request's tokens: prefix-cache lookup, KV hold, then the timing model's schedule. */
+async function generate(
+  ctx: SimCallContext,
+  plan: Plan,
+  arrivedAt: number,
+  onToken: (index: number) => void,
+  signal: AbortSignal,
+): Promise<PlayOutcome> {
+  const promptTokens = plan.promptTokens.length;
+  // The lookup happens when prefill starts, as in vLLM's scheduler, and blocks are inserted once
+  // computed: a twin prompt admitted after this one's first token hits, one admitted during its
+  // prefill does not.
+  const hashes = blockHashes(plan.promptTokens);
+  const cachedTokens = ctx.prefixCache.lookup(hashes, promptTokens);
+  const kv = ctx.kv.hold(promptTokens);
+  const schedule = ctx.timing.plan({ promptTokens, cachedTokens, outputTokens: plan.tokens, running: () => ctx.scheduler.running });
+  try {
+    return await playTokens(
+      schedule,
+      (index) => {
+        if (index === 0) {
+          // Blocks are reusable once computed, i.e. when prefill has produced the first token.
+          ctx.prefixCache.insert(hashes);
+          ctx.ttft.observe((performance.now() - arrivedAt) / 1000);
+        }
+        kv.grow();
+        onToken(index);
+      },
+      signal,
+    );
+  } finally {
+    kv.release();
+  }
+}
+
 function usageOf(plan: Plan): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
-  const promptTokens = countTokens(plan.prompt);
+  const promptTokens = plan.promptTokens.length;
   return { prompt_tokens: promptTokens, completion_tokens: plan.tokens, total_tokens: promptTokens + plan.tokens };
 }
 
-function schedule(ctx: SimCallContext, plan: Plan): ReturnType<SimCallContext['timing']['plan']> {
-  return ctx.timing.plan({ promptTokens: countTokens(plan.prompt), outputTokens: plan.tokens, running: ctx.scheduler.running });
-}
+/** Plays the admitted request, calling `onToken` as each token exists; bound to its plan and signal. */
+type Run = (onToken: (index: number) => void) => Promise<PlayOutcome>;
 
-async function answerOnce(ctx: SimCallContext, kind: GenerationKind, plan: Plan, res: ServerResponse, signal: AbortSignal): Promise<SlotOutcome> {
+async function answerOnce(ctx: SimCallContext, kind: GenerationKind, plan: Plan, res: ServerResponse, run: Run): Promise<SlotOutcome> {
   const write = createTokenWriter(plan.prompt);
   const parts: string[] = [];
-  if ((await playTokens(schedule(ctx, plan), (index) => parts.push(write(index)), signal)) === 'aborted') return 'aborted';
+  if ((await run((index) => parts.push(write(index)))) === 'aborted') return 'aborted';
   const text = parts.join('');
   const choice =
     kind === 'chat'
@@ -117,7 +158,7 @@ async function answerOnce(ctx: SimCallContext, kind: GenerationKind, plan: Plan,
   return 'completed';
 }
 
-async function streamTokens(ctx: SimCallContext, kind: GenerationKind, plan: Plan, res: ServerResponse, signal: AbortSignal): Promise<SlotOutcome> {
+async function streamTokens(ctx: SimCallContext, kind: GenerationKind, plan: Plan, res: ServerResponse, run: Run): Promise<SlotOutcome> {
   const head = {
     id: newId(kind === 'chat' ? 'chatcmpl' : 'cmpl', ctx.options.random),
     object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion',
@@ -133,15 +174,11 @@ async function streamTokens(ctx: SimCallContext, kind: GenerationKind, plan: Pla
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   res.flushHeaders();
   const write = createTokenWriter(plan.prompt);
-  const outcome = await playTokens(
-    schedule(ctx, plan),
-    (index) => {
-      const text = write(index);
-      const delta = index === 0 ? { role: 'assistant', content: text } : { content: text };
-      res.write(event(kind === 'chat' ? { delta, finish_reason: null } : { text, finish_reason: null }));
-    },
-    signal,
-  );
+  const outcome = await run((index) => {
+    const text = write(index);
+    const delta = index === 0 ? { role: 'assistant', content: text } : { content: text };
+    res.write(event(kind === 'chat' ? { delta, finish_reason: null } : { text, finish_reason: null }));
+  });
   if (outcome === 'aborted') return 'aborted';
   res.write(event(kind === 'chat' ? { delta: {}, finish_reason: plan.finishReason } : { text: '', finish_reason: plan.finishReason }));
   if (plan.includeUsage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(plan) })}\n\n`);

@@ -95,3 +95,30 @@ export function parseJsonObject(body: Buffer): { kind: 'ok'; value: Record<strin
   }
   return { kind: 'ok', value: value as Record<string, unknown> };
 }
+
+/** Reads a whole body, answering 413 itself; undefined when it answered or the client left. */
+export async function readRawBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<Buffer | undefined> {
+  const result = await readBody(req, limit);
+  if (result.kind === 'too-large') {
+    // Closing stops a client that is still uploading from costing us the rest of its body.
+    sendError(
+      res,
+      { status: 413, type: 'invalid_request_error', code: 'request_too_large', message: `request body exceeds ${limit} bytes` },
+      { connection: 'close' },
+    );
+    return undefined;
+  }
+  return result.kind === 'read' ? result.body : undefined;
+}
+
+/** Reads and parses a JSON object body, answering 400/413 itself; undefined when it answered or the client left. */
+export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<Record<string, unknown> | undefined> {
+  const raw = await readRawBody(req, res, limit);
+  if (raw === undefined) return undefined;
+  const parsed = parseJsonObject(raw);
+  if (parsed.kind === 'bad') {
+    sendError(res, parsed.error);
+    return undefined;
+  }
+  return parsed.value;
+}

@@ -5,7 +5,11 @@
 import { createSimEngine, type SimEngine } from './server.ts';
 import type { SimEngineOptions } from './options.ts';
 
-/** Options of {@link runSimEngineCommand}: the engine's, plus where to listen. */
+/**
+ * Options of {@link runSimEngineCommand}: every {@link SimEngineOptions} field (profile, timing,
+ * capacity, cache and fault knobs, each validated by the engine), plus where to listen. The entry
+ * point supplies `onCrash` (e.g. `() => process.exit(70)`); this function never touches `process`.
+ */
 export interface SimEngineCommandOptions extends SimEngineOptions {
   /** Port to listen on; 0 picks a free one. */
   port: number;
@@ -29,6 +33,7 @@ export async function runSimEngineCommand(options: SimEngineCommandOptions, log:
       port: address.port,
       engineId: engine.options.engineId,
       models: engine.options.models,
+      profile: engine.options.profile,
     }),
   );
   return engine;

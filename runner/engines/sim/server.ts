@@ -8,12 +8,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { handleEmbeddings, handleInvoke } from './calls.ts';
 import type { SimCallContext } from './call.ts';
+import { SimFaults, type FaultTotals } from './faults.ts';
 import { handleGeneration } from './generate.ts';
-import { parseJsonObject, readBody, sendError, sendJson } from './http.ts';
-import { METRICS_CONTENT_TYPE, renderMetrics } from './metrics.ts';
+import { readJsonBody, readRawBody, sendError, sendJson } from './http.ts';
+import { KvUsage } from './kv-usage.ts';
+import { METRICS_CONTENT_TYPE, renderEngineMetrics, TtftHistogram } from './metrics.ts';
 import { resolveSimEngineOptions, type ResolvedSimEngineOptions, type SimEngineOptions } from './options.ts';
+import { PrefixCache, type PrefixCacheTotals } from './prefix-cache.ts';
 import { SimScheduler, type SchedulerTotals } from './scheduler.ts';
-import { createFixedTiming } from './timing.ts';
+import { createSimTiming } from './timing.ts';
 
 /** Response header naming the engine that answered, on every response. */
 export const ENGINE_ID_HEADER = 'sluice-engine-id';
@@ -30,6 +33,12 @@ export interface SimEngineAddress {
 export interface SimEngineStats extends SchedulerTotals {
   readonly running: number;
   readonly waiting: number;
+  /** KV blocks held by running sequences over `kvBlocks`, 0..1. */
+  readonly kvUsage: number;
+  /** Prefix-cache queries and hits, in tokens. */
+  readonly prefix: PrefixCacheTotals;
+  /** What the fault knobs did. */
+  readonly faults: FaultTotals;
 }
 
 /** A simulated inference engine: a real HTTP server speaking vLLM's OpenAI-compatible API. */
@@ -53,6 +62,12 @@ type Handler = (req: IncomingMessage, res: ServerResponse, signal: AbortSignal) 
 
 interface Route {
   readonly methods: readonly string[];
+  /**
+   * What the route answers while the model loads: `call` and `ready` routes answer 503, as vLLM's
+   * do until it can serve; `call` routes also count toward `crashOnCall`. `/metrics` stays open so
+   * that a scraper sees an engine that is up but idle.
+   */
+  readonly gate: 'call' | 'ready' | 'open';
   readonly handle: Handler;
 }
 
@@ -65,56 +80,35 @@ const READ_METHODS = ['GET', 'HEAD'] as const;
 export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   const resolved = resolveSimEngineOptions(options);
   const scheduler = new SimScheduler(resolved);
-  const ctx: SimCallContext = { options: resolved, scheduler, timing: createFixedTiming(resolved) };
-
-  /** Reads and parses a JSON body, answering 400/413 itself; undefined when it answered or the client left. */
-  const jsonBody = async (req: IncomingMessage, res: ServerResponse): Promise<Record<string, unknown> | undefined> => {
-    const raw = await rawBody(req, res);
-    if (raw === undefined) return undefined;
-    const parsed = parseJsonObject(raw);
-    if (parsed.kind === 'bad') {
-      sendError(res, parsed.error);
-      return undefined;
-    }
-    return parsed.value;
+  const ctx: SimCallContext = {
+    options: resolved,
+    scheduler,
+    timing: createSimTiming(resolved),
+    prefixCache: new PrefixCache(resolved.cacheBlocks),
+    kv: new KvUsage(resolved.kvBlocks),
+    faults: new SimFaults(resolved),
+    ttft: new TtftHistogram(),
   };
 
-  const rawBody = async (req: IncomingMessage, res: ServerResponse): Promise<Buffer | undefined> => {
-    const result = await readBody(req, resolved.maxBodyBytes);
-    if (result.kind === 'too-large') {
-      // Closing stops a client that is still uploading from costing us the rest of its body.
-      sendError(
-        res,
-        { status: 413, type: 'invalid_request_error', code: 'request_too_large', message: `request body exceeds ${resolved.maxBodyBytes} bytes` },
-        { connection: 'close' },
-      );
-      return undefined;
-    }
-    return result.kind === 'read' ? result.body : undefined;
-  };
-
-  const generation = (kind: 'chat' | 'text'): Handler => async (req, res, signal) => {
-    const body = await jsonBody(req, res);
-    if (body !== undefined) await handleGeneration(ctx, kind, body, res, signal);
-  };
+  /** A call route whose body is JSON: read and parsed here, 400/413 answered here. */
+  const jsonCall = (handle: (body: Record<string, unknown>, res: ServerResponse, signal: AbortSignal) => Promise<void>): Route => ({
+    methods: ['POST'],
+    gate: 'call',
+    handle: async (req, res, signal) => {
+      const body = await readJsonBody(req, res, resolved.maxBodyBytes);
+      if (body !== undefined) await handle(body, res, signal);
+    },
+  });
 
   const routes = new Map<string, Route>([
-    ['/v1/chat/completions', { methods: ['POST'], handle: generation('chat') }],
-    ['/v1/completions', { methods: ['POST'], handle: generation('text') }],
-    [
-      '/v1/embeddings',
-      {
-        methods: ['POST'],
-        handle: async (req, res, signal) => {
-          const body = await jsonBody(req, res);
-          if (body !== undefined) await handleEmbeddings(ctx, body, res, signal);
-        },
-      },
-    ],
+    ['/v1/chat/completions', jsonCall((body, res, signal) => handleGeneration(ctx, 'chat', body, res, signal))],
+    ['/v1/completions', jsonCall((body, res, signal) => handleGeneration(ctx, 'text', body, res, signal))],
+    ['/v1/embeddings', jsonCall((body, res, signal) => handleEmbeddings(ctx, body, res, signal))],
     [
       '/v1/models',
       {
         methods: READ_METHODS,
+        gate: 'ready',
         handle: (_req, res) => {
           const created = Math.floor(resolved.clock.now() / 1000);
           const data = resolved.models.map((id) => ({ id, object: 'model', created, owned_by: 'sluice-sim' }));
@@ -123,13 +117,14 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
       },
     ],
     // vLLM answers its health check with 200 and no body.
-    ['/health', { methods: READ_METHODS, handle: (_req, res) => void res.writeHead(200, { 'content-length': 0 }).end() }],
+    ['/health', { methods: READ_METHODS, gate: 'ready', handle: (_req, res) => void res.writeHead(200, { 'content-length': 0 }).end() }],
     [
       '/metrics',
       {
         methods: READ_METHODS,
+        gate: 'open',
         handle: (_req, res) => {
-          const text = renderMetrics({ modelName: resolved.models[0]!, running: scheduler.running, waiting: scheduler.waiting, totals: scheduler.totals() });
+          const text = renderEngineMetrics(ctx);
           res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) }).end(text);
         },
       },
@@ -138,8 +133,9 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
 
   const invokeRoute = (fn: string): Route => ({
     methods: ['POST'],
+    gate: 'call',
     handle: async (req, res, signal) => {
-      const body = await rawBody(req, res);
+      const body = await readRawBody(req, res, resolved.maxBodyBytes);
       if (body !== undefined) await handleInvoke(ctx, fn, req.headers, body, res, signal);
     },
   });
@@ -173,6 +169,19 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
       );
       return;
     }
+    if (route.gate !== 'open') {
+      const loading = ctx.faults.loadingAnswer();
+      if (loading !== undefined) {
+        sendError(res, loading.error, loading.headers);
+        return;
+      }
+    }
+    if (route.gate === 'call' && ctx.faults.countCall()) {
+      (resolved.onCrash ?? crash)();
+      // A crash answers nothing: whatever onCrash did, this call's connection dies unanswered.
+      res.destroy();
+      return;
+    }
     const controller = new AbortController();
     // 'close' also fires after a normal end; only a response cut short means the client left.
     res.on('close', () => {
@@ -194,6 +203,12 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   });
 
   let closing: Promise<void> | undefined;
+
+  /** The default crash: no goodbye, every connection dropped mid-answer, nothing listening after. */
+  const crash = (): void => {
+    server.close();
+    server.closeAllConnections();
+  };
 
   return {
     server,
@@ -222,7 +237,14 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
       return closing;
     },
     stats() {
-      return { ...scheduler.totals(), running: scheduler.running, waiting: scheduler.waiting };
+      return {
+        ...scheduler.totals(),
+        running: scheduler.running,
+        waiting: scheduler.waiting,
+        kvUsage: ctx.kv.fraction,
+        prefix: ctx.prefixCache.totals(),
+        faults: ctx.faults.totals(),
+      };
     },
   };
 }

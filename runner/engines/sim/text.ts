@@ -45,9 +45,21 @@ export function createTokenWriter(prompt: string): (index: number) => string {
   };
 }
 
+// A word (letters, digits, underscore) or a single other visible character; never whitespace,
+// so a space can join tokens without ambiguity where they are hashed.
+const TOKEN = /[\p{L}\p{N}_]+|[^\p{L}\p{N}_\s]/gu;
+
+/**
+ * Splits `text` into the simulator's tokens: each word and each punctuation mark is one token.
+ * A stand-in for a real tokenizer, deterministic and cheap; the prefix cache hashes its output.
+ */
+export function tokenize(text: string): string[] {
+  return text.match(TOKEN) ?? [];
+}
+
 /** A rough token count: each word and each punctuation mark is one token. */
 export function countTokens(text: string): number {
-  return text.match(/[\p{L}\p{N}_]+|[^\p{L}\p{N}_\s]/gu)?.length ?? 0;
+  return text.match(TOKEN)?.length ?? 0;
 }
 
 function contentText(content: unknown): string {

@@ -362,7 +362,7 @@ describe('formatHelp', () => {
     ['--port', '(default 8080; env SLUICE_PORT, PORT)'],
     ['--host', '(default 127.0.0.1; env SLUICE_HOST)'],
     ['--placer-timeout', '(default 360s; env SLUICE_PLACER_TIMEOUT)'],
-    ['--runners', '(no default; env SLUICE_RUNNERS)'],
+    ['--runners', '(default none; env SLUICE_RUNNERS)'],
     ['--model', '(default sim-small,sim-large; env SLUICE_MODEL)'],
     ['--verbose', '(default false; env SLUICE_VERBOSE)'],
     ['--engine', '(required; env SLUICE_ENGINE)'],

@@ -30,16 +30,45 @@ export function postJson(url: string, body: unknown, signal?: AbortSignal): Retu
   });
 }
 
-/** Reads the `sluice_sim_*` counters and `vllm:*` gauges from `/metrics` into a name-to-value map. */
+/**
+ * Reads the `sluice_sim_*` counters and `vllm:*` families from `/metrics` into a map. Each sample
+ * is there under its full name with labels (`x_total{status="429"}`) and under its bare name,
+ * where the last sample of that name wins, which is enough for single-sample families.
+ */
 export async function readMetrics(url: string): Promise<Map<string, number>> {
   const { body } = await request(`${url}/metrics`);
   const values = new Map<string, number>();
   for (const line of (await body.text()).split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
     const space = line.lastIndexOf(' ');
-    values.set(line.slice(0, space).replace(/\{.*\}$/, ''), Number(line.slice(space + 1)));
+    const value = Number(line.slice(space + 1));
+    values.set(line.slice(0, space), value);
+    values.set(line.slice(0, space).replace(/\{.*\}$/, ''), value);
   }
   return values;
+}
+
+/** A prompt of exactly `count` tokens for /v1/completions: distinct words, each one token. */
+export function words(count: number, prefix = 'w'): string {
+  return Array.from({ length: count }, (_, index) => `${prefix}${index}`).join(' ');
+}
+
+/** A seeded uniform [0, 1) source (mulberry32), for tests that want many varied but repeatable draws. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A random source that returns `values` in order, then `rest` forever. */
+export function scriptedRandom(values: readonly number[], rest = 0.5): () => number {
+  let index = 0;
+  return () => (index < values.length ? values[index++]! : rest);
 }
 
 /** One SSE `data:` event and the time (performance.now()) its bytes arrived. */

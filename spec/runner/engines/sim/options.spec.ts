@@ -5,18 +5,62 @@ import { SluiceError } from '../../../../placer/errors.ts';
 describe('resolveSimEngineOptions', () => {
   it('returns frozen defaults when given nothing', () => {
     const options = resolveSimEngineOptions({ random: () => 0.5 });
+    // The small profile keeps the fixed timings the engine had before profiles existed.
     expect(options).toMatchObject({
+      profile: 'small',
       models: ['sim-small'],
       engineId: 'sim-800000',
-      ttftMs: 20,
+      prefillOverheadMs: 20,
+      prefillPerTokenMs: 0,
+      prefillJitterStdMs: 0,
       itlMs: 5,
+      itlJitterStdMs: 0,
+      loadFactor: 1,
       outputTokens: 16,
       maxNumSeqs: 16,
       maxQueue: 256,
+      cacheBlocks: 4096,
+      kvBlocks: 65_536,
       maxBodyBytes: 16 * 1024 * 1024,
+      failureRate: { 429: 0, 503: 0, 500: 0 },
+      startupDelayMs: 0,
+      crashOnCall: undefined,
+      onCrash: undefined,
     });
     expect(Object.isFrozen(options)).toBe(true);
     expect(Object.isFrozen(options.models)).toBe(true);
+    expect(Object.isFrozen(options.failureRate)).toBe(true);
+  });
+
+  it('returns the h100-8b numbers when that profile is named', () => {
+    expect(resolveSimEngineOptions({ profile: 'h100-8b' })).toMatchObject({
+      profile: 'h100-8b',
+      prefillOverheadMs: 30,
+      prefillPerTokenMs: 0.25,
+      itlMs: 12,
+      itlJitterStdMs: 2,
+      loadFactor: 2,
+      maxNumSeqs: 16,
+      maxQueue: 64,
+      cacheBlocks: 27_000,
+      kvBlocks: 27_000,
+    });
+  });
+
+  it('lets each field override its profile', () => {
+    const options = resolveSimEngineOptions({ profile: 'h100-8b', maxNumSeqs: 4, itlMs: 8, loadFactor: 3 });
+    expect(options).toMatchObject({ maxNumSeqs: 4, itlMs: 8, loadFactor: 3, prefillOverheadMs: 30, prefillPerTokenMs: 0.25 });
+  });
+
+  it('takes ttftMs as the old name of prefillOverheadMs', () => {
+    expect(resolveSimEngineOptions({ ttftMs: 7 }).prefillOverheadMs).toBe(7);
+    expect(resolveSimEngineOptions({ ttftMs: 7, prefillOverheadMs: 7 }).prefillOverheadMs).toBe(7);
+  });
+
+  it('keeps the given fault knobs', () => {
+    const onCrash = (): void => undefined;
+    const options = resolveSimEngineOptions({ failureRate: { 503: 0.25, 500: 0.75 }, startupDelayMs: 1500, crashOnCall: 3, onCrash });
+    expect(options).toMatchObject({ failureRate: { 429: 0, 503: 0.25, 500: 0.75 }, startupDelayMs: 1500, crashOnCall: 3, onCrash });
   });
 
   it('returns a random sim-<6 hex> engine id by default', () => {
@@ -27,7 +71,7 @@ describe('resolveSimEngineOptions', () => {
     const models = ['a', 'b'];
     const options = resolveSimEngineOptions({ models, engineId: 'e1', ttftMs: 0, itlMs: 0, maxQueue: 0 });
     models.push('c');
-    expect(options).toMatchObject({ models: ['a', 'b'], engineId: 'e1', ttftMs: 0, itlMs: 0, maxQueue: 0 });
+    expect(options).toMatchObject({ models: ['a', 'b'], engineId: 'e1', prefillOverheadMs: 0, itlMs: 0, maxQueue: 0 });
   });
 
   it.each([
@@ -45,6 +89,21 @@ describe('resolveSimEngineOptions', () => {
     [{ engineId: 'has space' }, 'engineId', 'engineId must be a non-empty string of visible ASCII, got "has space"'],
     [{ clock: {} as { now(): number } }, 'clock', 'clock must be an object with a now() method, got [object Object]'],
     [{ random: 3 as unknown as () => number }, 'random', 'random must be a function returning [0, 1), got 3'],
+    [{ profile: 'a100' as 'small' }, 'profile', 'profile must be one of small, h100-8b, got "a100"'],
+    [{ ttftMs: 5, prefillOverheadMs: 6 }, 'ttftMs', 'ttftMs is the old name of prefillOverheadMs; give one, got ttftMs 5 and prefillOverheadMs 6'],
+    [{ prefillPerTokenMs: -0.1 }, 'prefillPerTokenMs', 'prefillPerTokenMs must be a non-negative finite number of ms, got -0.1'],
+    [{ itlJitterStdMs: Infinity }, 'itlJitterStdMs', 'itlJitterStdMs must be a non-negative finite number of ms, got Infinity'],
+    [{ loadFactor: 0.5 }, 'loadFactor', 'loadFactor must be a finite number of at least 1, got 0.5'],
+    [{ cacheBlocks: 0 }, 'cacheBlocks', 'cacheBlocks must be a positive integer, got 0'],
+    [{ cacheBlocks: 2 ** 21 }, 'cacheBlocks', 'cacheBlocks must be at most 1048576 (16M tokens), got 2097152'],
+    [{ kvBlocks: 1.5 }, 'kvBlocks', 'kvBlocks must be a positive integer, got 1.5'],
+    [{ failureRate: 0.5 as unknown as object }, 'failureRate', 'failureRate must be an object like { 429: 0.1 }, got 0.5'],
+    [{ failureRate: { 404: 0.1 } as object }, 'failureRate', 'failureRate keys must be 429, 503 or 500, got "404"'],
+    [{ failureRate: { 429: 1.5 } }, 'failureRate.429', 'failureRate.429 must be a probability between 0 and 1, got 1.5'],
+    [{ failureRate: { 429: 0.6, 503: 0.6 } }, 'failureRate', 'failureRate values must add up to at most 1, got {"429":0.6,"503":0.6}'],
+    [{ startupDelayMs: -1 }, 'startupDelayMs', 'startupDelayMs must be a non-negative finite number of ms, got -1'],
+    [{ crashOnCall: 0 }, 'crashOnCall', 'crashOnCall must be a positive integer, got 0'],
+    [{ onCrash: 'exit' as unknown as () => void }, 'onCrash', 'onCrash must be a function, got "exit"'],
   ])('throws SIM_INVALID_OPTION for %j', (input, option, message) => {
     let caught: unknown;
     try {
