@@ -48,7 +48,8 @@ export interface RunnerStatus {
   state: 'serving' | 'draining';
   /** True when the runner admits calls: serving, and its engine ready. */
   ready: boolean;
-  engine: EngineStatus;
+  /** The engines behind this runner (one today), each with its slots, state and load. */
+  engines: Array<EngineStatus & { slots: { total: number; inUse: number } }>;
   /** The models the engine serves, as it last listed them. */
   models: readonly string[];
   /** GPUs on this node, from nvidia-smi; `source: 'none'` with the reason on a CPU-only node. */
@@ -100,7 +101,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       version: VERSION,
       state: draining ? 'draining' : 'serving',
       ready: !draining && engineStatus.state === 'ready',
-      engine: engineStatus,
+      engines: [{ ...engineStatus, slots: { total: slots.total, inUse: slots.inUse } }],
       models: engineStatus.models,
       gpus,
       slots: { total: slots.total, inUse: slots.inUse },

@@ -98,12 +98,12 @@ describe('runner', () => {
     expect(res.statusCode).toBe(503);
     expect(res.headers[BUSY_HEADER]).toBe('starting');
     await res.body.dump();
-    expect(runner.status().engine.state).toBe('starting');
+    expect(runner.status().engines[0]!.state).toBe('starting');
 
     const again = createSimEngine({ ttftMs: 0, itlMs: 0 });
     await again.listen(port);
     cleanups.push(() => again.close());
-    await expect.poll(() => runner.status().engine.state, { timeout: 5000, interval: 20 }).toBe('ready');
+    await expect.poll(() => runner.status().engines[0]!.state, { timeout: 5000, interval: 20 }).toBe('ready');
     const ok = await post(url, chat());
     expect(ok.statusCode).toBe(200);
     await ok.body.dump();
@@ -127,7 +127,7 @@ describe('runner', () => {
     expect(status).toMatchObject({
       id: 'r-test',
       state: 'serving',
-      engine: { url: engineUrl, state: 'ready', models: ['sim-small'] },
+      engines: [{ url: engineUrl, state: 'ready', models: ['sim-small'], slots: { total: 3, inUse: 0 } }],
       models: ['sim-small'],
       slots: { total: 3, inUse: 0 },
       calls: { served: 1, rejected: 0, failed: 0 },

@@ -53,16 +53,16 @@ describe('a runner with a sim profile', () => {
     const early = await postJson(`${runner.url}/v1/chat/completions`, chatBody());
     expect(early.status).toBe(503);
     expect(early.headers[BUSY_HEADER]).toBe('starting');
-    expect((await status(runner)).engine.supervised.state).toBe('starting');
+    expect((await status(runner)).engines[0].supervised.state).toBe('starting');
 
     await expect.poll(async () => (await status(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
     const ok = await postJson(`${runner.url}/v1/chat/completions`, chatBody());
     expect(ok.status).toBe(200);
     const s = await status(runner);
-    expect(s.engine).toMatchObject({ kind: 'sim', state: 'ready', models: ['sim-small'], supervised: { state: 'ready', model: 'sim-small', restarts: 0 } });
-    expect(alive(s.engine.supervised.pid)).toBe(true);
+    expect(s.engines[0]).toMatchObject({ kind: 'sim', state: 'ready', models: ['sim-small'], supervised: { state: 'ready', model: 'sim-small', restarts: 0 } });
+    expect(alive(s.engines[0].supervised.pid)).toBe(true);
     expect(s.gpus).toMatchObject({ source: expect.any(String), gpus: expect.any(Array) });
-    await expect.poll(async () => (await status(runner)).engine.load?.running, { timeout: 5000, interval: 100 }).toBe(0);
+    await expect.poll(async () => (await status(runner)).engines[0].load?.running, { timeout: 5000, interval: 100 }).toBe(0);
   });
 
   it('restarts a crashed engine: the call it crashed on fails with a clear code, later calls succeed', async () => {
@@ -72,7 +72,7 @@ describe('a runner with a sim profile', () => {
     ]);
     const gateway = await service(['gateway', '--port', '0', '--log-level', 'error', '--runners', runner.url, '--status-interval', '100ms']);
     await expect.poll(async () => (await status(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
-    const firstPid = (await status(runner)).engine.supervised.pid;
+    const firstPid = (await status(runner)).engines[0].supervised.pid;
 
     expect((await postJson(`${gateway.url}/v1/chat/completions`, chatBody())).status).toBe(200);
     const crashed = await postJson(`${gateway.url}/v1/chat/completions`, chatBody());
@@ -83,16 +83,16 @@ describe('a runner with a sim profile', () => {
     const after = await postJson(`${gateway.url}/v1/chat/completions`, chatBody());
     expect(after.status).toBe(200);
     const s = await status(runner);
-    expect(s.engine.supervised.restarts).toBe(1);
-    expect(s.engine.supervised.pid).not.toBe(firstPid);
-    expect(s.engine.supervised.lastExit).toMatchObject({ code: 70 });
+    expect(s.engines[0].supervised.restarts).toBe(1);
+    expect(s.engines[0].supervised.pid).not.toBe(firstPid);
+    expect(s.engines[0].supervised.lastExit).toMatchObject({ code: 70 });
     expect(alive(firstPid)).toBe(false);
   });
 
   it('leaves no engine process behind when it stops', async () => {
     const runner = await startService(['runner', '--port', '0', '--log-level', 'warn', '--profile', await simProfile()]);
     await expect.poll(async () => (await status(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
-    const pid = (await status(runner)).engine.supervised.pid as number;
+    const pid = (await status(runner)).engines[0].supervised.pid as number;
     expect(await runner.stop('SIGTERM', 15_000)).toBe(0);
     await expect.poll(() => alive(pid), { timeout: 5000, interval: 50 }).toBe(false);
   });
