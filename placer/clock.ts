@@ -2,18 +2,20 @@
  * The real clock. The walk takes a {@link Clock} so tests drive time by hand; this is the one
  * production code uses when none is given.
  */
+import { performance } from 'node:perf_hooks';
 import type { Clock } from './types.ts';
-
-/** Node clamps longer timers to 1 ms; longer sleeps are chained in steps of this size. */
-const MAX_TIMER_MS = 2_147_483_647;
+import { MAX_TIMER_MS } from './validate.ts';
 
 /**
  * Wall-clock time, because call deadlines are absolute epoch milliseconds shared with the
- * gateway and runners; `sleep` clears its timer on abort so cancelled calls leave nothing behind.
+ * gateway and runners, but with sub-millisecond resolution (the monotonic clock offset by its
+ * origin): a call's net latency is a difference of two readings minus a runner-reported time
+ * in fractional ms, and Date.now() would round a fast call to 0. `sleep` clears its timer on
+ * abort so cancelled calls leave nothing behind.
  */
 export const systemClock: Clock = Object.freeze({
   now(): number {
-    return Date.now();
+    return performance.timeOrigin + performance.now();
   },
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
     return sleep(ms, signal);

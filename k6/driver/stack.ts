@@ -49,7 +49,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       { env },
     );
     started.push(engine);
-    const runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--id', 'bench-runner', '--slots', String(options.slots), ...level], { env });
+    const runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'bench-runner', '--slots', String(options.slots), ...level], { env });
     started.push(runner);
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env });
     started.push(gateway);

@@ -47,11 +47,12 @@ export const overhead: Scenario = {
     const write = ctx.write ?? ((t: string) => void process.stdout.write(t));
     const startedAt = new Date();
     const machine = machineInfo();
-    progress(`starting sim engine, runner and gateway${options.nginx ? ' (and nginx when on PATH)' : ''}...\n`);
-    // Slots above the connection count: a busy answer would measure the runner's refusal, not the hop.
-    const stack = await startStack({ env: ctx.env, logLevel: options.logLevel, slots: Math.max(256, options.connections * 2), nginx: options.nginx });
     const clients: LoadClient[] = [];
+    let stack: Stack | undefined;
     try {
+      progress(`starting sim engine, runner and gateway${options.nginx ? ' (and nginx when on PATH)' : ''}...\n`);
+      // Slots above the connection count: a busy answer would measure the runner's refusal, not the hop.
+      stack = await startStack({ env: ctx.env, logLevel: options.logLevel, slots: Math.max(256, options.connections * 2), nginx: options.nginx });
       if (stack.nginxSkipped) write(`${stack.nginxSkipped}\n`);
       const targets: LoadTarget[] = [
         { name: 'direct', url: stack.runner.url },
@@ -60,27 +61,7 @@ export const overhead: Scenario = {
       ].map((t) => ({ ...t, url: t.url + OVERHEAD_REQUEST.path, headers: { 'content-type': 'application/json' }, body: OVERHEAD_REQUEST.body }));
       for (const t of targets) clients.push(new LoadClient(t, { connections: options.connections }));
       await preflight(clients, stack);
-
-      if (options.warmup > 0) {
-        for (const c of clients) {
-          progress(`warm-up ${c.target.name} ${options.warmup} ms\n`);
-          await runClosedLoop(c, { duration: options.warmup, ...(ctx.signal ? { signal: ctx.signal } : {}) });
-        }
-      }
-      const raws: { round: number; result: LoadResult; cpu: Record<string, number> }[] = [];
-      for (let round = 1; round <= options.rounds; round++) {
-        const order = round % 2 === 1 ? clients : [...clients].reverse();
-        for (const mode of ['closed', 'open'] as const) {
-          for (const client of order) {
-            throwIfAborted(ctx.signal);
-            const run = await measure(client, mode, options, stack, ctx.signal);
-            throwIfAborted(ctx.signal);
-            const s = summarize(run.result);
-            progress(`round ${round} ${mode.padEnd(6)} ${client.target.name.padEnd(6)} ${s.rps.toFixed(0)} req/s p50 ${formatMs(s.latency.p50)} p99 ${formatMs(s.latency.p99)} ms, ${s.errors} errors\n`);
-            raws.push({ round, ...run });
-          }
-        }
-      }
+      const raws = await runRounds(clients, options, stack, progress, ctx.signal);
 
       const runs: OverheadRun[] = raws.map((r) => {
         const s = summarize(r.result);
@@ -91,12 +72,11 @@ export const overhead: Scenario = {
         clients.map((c) => summarize(combine(raws.filter((r) => r.result.mode === mode && r.result.target === c.target.name).map((r) => r.result)))),
       );
       const ratioRows = ratios(combined, 'sluice', ['direct', 'nginx']);
-      const title = options.rounds > 1 ? `all ${options.rounds} rounds pooled` : 'figures';
       const loadAfter = loadavg().map((l) => Math.round(l * 100) / 100);
       // Other work on the box takes CPU from every process measured; say how much there was.
       write(`\nsluice bench overhead: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, load average ${machine.loadAverage[0]} at start, ${loadAfter[0]} at end\n\n`);
       write(formatRuns(options.rounds > 1 ? runs : combined) + '\n\n');
-      if (options.rounds > 1) write(`${title}:\n${formatRuns(combined)}\n\n`);
+      if (options.rounds > 1) write(`all ${options.rounds} rounds pooled:\n${formatRuns(combined)}\n\n`);
       write(formatRatios(ratioRows) + '\n\n');
       write(formatCpu(runs) + '\n\n');
 
@@ -112,12 +92,39 @@ export const overhead: Scenario = {
       throw error;
     } finally {
       await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
-      await stack.stop();
+      await stack?.stop();
     }
   },
 };
 
-async function measure(client: LoadClient, mode: LoadMode, options: ResolvedBenchOptions, stack: Stack, signal: AbortSignal | undefined) {
+type RawRun = { round: number; result: LoadResult; cpu: Record<string, number> };
+
+/** The warm-ups, then every round: closed loop for each target, then open loop for each. */
+async function runRounds(clients: readonly LoadClient[], options: ResolvedBenchOptions, stack: Stack, progress: (t: string) => void, signal: AbortSignal | undefined): Promise<RawRun[]> {
+  if (options.warmup > 0) {
+    for (const c of clients) {
+      progress(`warm-up ${c.target.name} ${options.warmup} ms\n`);
+      await runClosedLoop(c, { duration: options.warmup, ...(signal ? { signal } : {}) });
+    }
+  }
+  const raws: RawRun[] = [];
+  for (let round = 1; round <= options.rounds; round++) {
+    const order = round % 2 === 1 ? clients : [...clients].reverse();
+    for (const mode of ['closed', 'open'] as const) {
+      for (const client of order) {
+        throwIfAborted(signal);
+        const run = await measure(client, mode, options, stack, signal);
+        throwIfAborted(signal);
+        const s = summarize(run.result);
+        progress(`round ${round} ${mode.padEnd(6)} ${client.target.name.padEnd(6)} ${s.rps.toFixed(0)} req/s p50 ${formatMs(s.latency.p50)} p99 ${formatMs(s.latency.p99)} ms, ${s.errors} errors\n`);
+        raws.push({ round, ...run });
+      }
+    }
+  }
+  return raws;
+}
+
+async function measure(client: LoadClient, mode: LoadMode, options: ResolvedBenchOptions, stack: Stack, signal: AbortSignal | undefined): Promise<Omit<RawRun, 'round'>> {
   const cpu = startCpuSample({ engine: stack.engine.child.pid, runner: stack.runner.child.pid, gateway: stack.gateway.child.pid, nginx: stack.nginx?.pid });
   const bounds = { duration: options.duration, ...(signal ? { signal } : {}) };
   const result = mode === 'closed' ? await runClosedLoop(client, bounds) : await runOpenLoop(client, { ...bounds, rate: options.rate });
