@@ -7,7 +7,7 @@
  * mistakes a partial body for a whole one.
  */
 import type { ServerResponse } from 'node:http';
-import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '../runner/protocol.ts';
+import { ERROR_TRAILER, EXEC_TRAILER, coalesceWrites, parseExecTiming, withoutHopByHop } from '../runner/protocol.ts';
 import { SluiceError } from '../placer/errors.ts';
 import type { CallOutcome } from './call.ts';
 import { CallTimeoutError, RunnerFailedError, errorBody } from './errors.ts';
@@ -68,6 +68,7 @@ export function relay(
     }
 
     body.on('data', (chunk: Buffer) => {
+      coalesceWrites(out);
       head();
       if (!out.write(chunk)) {
         body.pause();

@@ -26,3 +26,13 @@ export class EngineTimeoutError extends SluiceError {
     super('RUNNER_ENGINE_TIMEOUT', 504, 'timeout_error', message, options);
   }
 }
+
+/**
+ * The engine refused a detached call (429 or 503) after the runner had answered 202: nothing
+ * ran, and the call's result says so.
+ */
+export class EngineBusyError extends SluiceError {
+  constructor(message: string) {
+    super('RUNNER_ENGINE_BUSY', 503, 'service_unavailable_error', message);
+  }
+}

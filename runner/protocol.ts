@@ -9,6 +9,9 @@
  * - committed: the engine's status, headers and body, streamed; then the trailer
  *   {@link EXEC_TRAILER} (`server-timing: exec;dur=<ms>`), and {@link ERROR_TRAILER} when the
  *   engine failed mid-body.
+ * - committed, detached ({@link CALL_TYPE_HEADER} `detached`): 202 as soon as a slot is taken,
+ *   then the engine's body, then the trailers above plus {@link RESULT_STATUS_TRAILER} and
+ *   {@link RESULT_TYPE_TRAILER}.
  */
 
 /** Request header: the call id (UUIDv7). */
@@ -27,6 +30,11 @@ export const FUNCTION_HEADER = 'sluice-function';
 export const BUSY_HEADER = 'sluice-runner-busy';
 /** Response header: the id of the runner that committed to the call. */
 export const RUNNER_ID_HEADER = 'sluice-runner-id';
+
+/** Trailer of a detached call's 202: the status the engine answered with. */
+export const RESULT_STATUS_TRAILER = 'sluice-result-status';
+/** Trailer of a detached call's 202: the content type of the engine's answer. */
+export const RESULT_TYPE_TRAILER = 'sluice-result-content-type';
 
 /** Trailer carrying execution time: engine request start to its last byte. */
 export const EXEC_TRAILER = 'server-timing';
@@ -116,4 +124,17 @@ export function isConnectError(error: unknown): boolean {
     e = e.cause;
   }
   return false;
+}
+
+/**
+ * Holds writes to `res` until the end of this turn of the event loop, so a status line, a
+ * body that arrives in one piece and the end of the response go out in one system call instead
+ * of three. A token stream loses nothing: every chunk still leaves in the turn it arrived.
+ */
+export function coalesceWrites(res: { cork(): void; uncork(): void; writableCorked: number; destroyed: boolean }): void {
+  if (res.writableCorked > 0 || res.destroyed) return;
+  res.cork();
+  setImmediate(() => {
+    if (!res.destroyed) res.uncork();
+  });
 }

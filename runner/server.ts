@@ -17,12 +17,13 @@ import type { Dispatcher } from 'undici';
 import {
   BUSY_HEADER,
   CALL_ID_HEADER,
+  CALL_TYPE_HEADER,
   DEADLINE_HEADER,
   ERROR_TRAILER,
   EXEC_TRAILER,
   FUNCTION_HEADER,
-  HOP_BY_HOP_HEADERS,
   RUNNER_ID_HEADER,
+  coalesceWrites,
   formatExecTiming,
   isConnectError,
   withoutHopByHop,
@@ -32,7 +33,8 @@ import type { EngineStatus } from './engine.ts';
 import type { ProfileFacts } from './engines/profile.ts';
 import { readGpuInventory } from './inventory.ts';
 import type { GpuInventory } from './inventory.ts';
-import { EngineFailedError, EngineTimeoutError } from './errors.ts';
+import { EngineBusyError, EngineFailedError, EngineTimeoutError } from './errors.ts';
+import { detachedReply, syncReply } from './reply.ts';
 import { resolveRunnerOptions } from './options.ts';
 import type { RunnerConfig, RunnerOptions } from './options.ts';
 import { Slots } from './slots.ts';
@@ -138,7 +140,11 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     );
     res.once('close', () => clearTimeout(timer));
     const timedOut = () => controller.signal.reason instanceof EngineTimeoutError;
+    const detached = header(req, CALL_TYPE_HEADER) === 'detached';
+    // Committed from here on. A detached call's 202 goes out now, before the engine is asked.
+    const reply = detached ? detachedReply(res, config.id) : syncReply(res, config.id);
     const started = performance.now();
+    const timing = () => ({ [EXEC_TRAILER]: formatExecTiming(performance.now() - started) });
     let response: Dispatcher.ResponseData;
     try {
       response = await engine.request({
@@ -151,7 +157,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       });
     } catch (error) {
       if (controller.signal.aborted && !timedOut()) return;
-      if (isConnectError(error)) {
+      if (isConnectError(error) && !detached) {
         // The engine never saw the call: nothing ran, so another runner may take it.
         engine.adapter.markUnreachable(error as Error);
         release();
@@ -162,41 +168,37 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       const failure = timedOut()
         ? (controller.signal.reason as EngineTimeoutError)
         : new EngineFailedError(`engine at ${engine.adapter.url.origin} failed before answering: ${(error as Error).message}`, { cause: error });
-      res.writeHead(failure.status, { 'content-type': 'application/json', [RUNNER_ID_HEADER]: config.id, [ERROR_TRAILER]: failure.code });
-      res.end(JSON.stringify({ error: { message: failure.message, type: failure.type, code: failure.code } }));
-      return;
+      return reply.fail(failure, timing());
     }
     if (response.statusCode === 429 || response.statusCode === 503) {
       // The engine refused before producing anything (queue full, still loading): nothing ran.
       await response.body.dump().catch(() => {});
-      release();
-      return busy(res, 'engine-busy');
+      if (!detached) {
+        release();
+        return busy(res, 'engine-busy');
+      }
+      // A detached call was committed with its 202 already: its result is the refusal.
+      counts.failed++;
+      return reply.fail(new EngineBusyError(`engine at ${engine.adapter.url.origin} refused the call with ${response.statusCode}; nothing ran`), timing());
     }
 
     counts.served++;
-    res.writeHead(response.statusCode, {
-      ...withoutHopByHop(response.headers),
-      [RUNNER_ID_HEADER]: config.id,
-      trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}`,
-    });
+    reply.head(response.statusCode, response.headers);
     const body = response.body;
     body.on('data', (chunk: Buffer) => {
-      if (!res.write(chunk)) {
+      coalesceWrites(res);
+      if (!reply.write(chunk)) {
         body.pause();
         res.once('drain', () => body.resume());
       }
     });
-    body.once('end', () => {
-      res.addTrailers({ [EXEC_TRAILER]: formatExecTiming(performance.now() - started) });
-      res.end();
-    });
+    body.once('end', () => reply.end(timing()));
     body.once('error', (error) => {
       if (controller.signal.aborted && !timedOut()) return;
       counts.failed++;
       const code = timedOut() ? 'RUNNER_ENGINE_TIMEOUT' : 'RUNNER_ENGINE_FAILED';
       log.warn('engine failed mid-response', { call: callId, fn, code, error });
-      res.addTrailers({ [EXEC_TRAILER]: formatExecTiming(performance.now() - started), [ERROR_TRAILER]: code });
-      res.end();
+      reply.end({ ...timing(), [ERROR_TRAILER]: code });
     });
   };
 

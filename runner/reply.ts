@@ -1,0 +1,88 @@
+/**
+ * How a committed call's answer goes back to the gateway, for both call types, so the call
+ * path in server.ts is written once:
+ * - sync: the engine's status and headers, its body streamed, then the trailers;
+ * - detached: 202 the moment the runner commits, then the engine's body, with the engine's
+ *   status and content type as trailers (the gateway stores them as the call's result).
+ */
+import type { ServerResponse } from 'node:http';
+import type { SluiceError } from '../placer/errors.ts';
+import {
+  ERROR_TRAILER,
+  EXEC_TRAILER,
+  RESULT_STATUS_TRAILER,
+  RESULT_TYPE_TRAILER,
+  RUNNER_ID_HEADER,
+  withoutHopByHop,
+} from './protocol.ts';
+
+/** The committed half of the wire, as the call path sees it. */
+export interface Reply {
+  /** The engine answered: its status and headers. */
+  head(status: number, headers: Record<string, string | string[] | undefined>): void;
+  /** A body chunk; false means wait for 'drain' on the response. */
+  write(chunk: Buffer): boolean;
+  /** The body ended; `trailers` carry the execution time and, on failure, the error code. */
+  end(trailers: Record<string, string>): void;
+  /** The engine failed (or refused) before answering: the error takes the place of its answer. */
+  fail(error: SluiceError, trailers: Record<string, string>): void;
+}
+
+const errorJson = (error: SluiceError) =>
+  JSON.stringify({ error: { message: error.message, type: error.type, code: error.code } });
+
+/** A sync call's reply: the engine's own status line. */
+export function syncReply(res: ServerResponse, runnerId: string): Reply {
+  return {
+    head(status, headers) {
+      res.writeHead(status, {
+        ...withoutHopByHop(headers),
+        [RUNNER_ID_HEADER]: runnerId,
+        trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}`,
+      });
+    },
+    write: (chunk) => res.write(chunk),
+    end(trailers) {
+      res.addTrailers(trailers);
+      res.end();
+    },
+    fail(error) {
+      res.writeHead(error.status, { 'content-type': 'application/json', [RUNNER_ID_HEADER]: runnerId, [ERROR_TRAILER]: error.code });
+      res.end(errorJson(error));
+    },
+  };
+}
+
+/** A detached call's reply: 202 now, the engine's status and content type at the end. */
+export function detachedReply(res: ServerResponse, runnerId: string): Reply {
+  res.writeHead(202, {
+    [RUNNER_ID_HEADER]: runnerId,
+    trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}, ${RESULT_STATUS_TRAILER}, ${RESULT_TYPE_TRAILER}`,
+  });
+  // The gateway answers its client once it sees this status line: send it before the engine works.
+  res.flushHeaders();
+  let status = 0;
+  let contentType = 'application/octet-stream';
+  return {
+    head(engineStatus, headers) {
+      status = engineStatus;
+      const type = headers['content-type'];
+      if (type !== undefined) contentType = Array.isArray(type) ? type[0]! : type;
+    },
+    write: (chunk) => res.write(chunk),
+    end(trailers) {
+      res.addTrailers({ ...trailers, [RESULT_STATUS_TRAILER]: String(status), [RESULT_TYPE_TRAILER]: contentType });
+      res.end();
+    },
+    fail(error, trailers) {
+      res.write(errorJson(error));
+      res.addTrailers({
+        ...trailers,
+        [ERROR_TRAILER]: error.code,
+        [RESULT_STATUS_TRAILER]: String(error.status),
+        [RESULT_TYPE_TRAILER]: 'application/json',
+      });
+      res.end();
+    },
+  };
+}
