@@ -12,7 +12,7 @@ import { placeCall } from '../placer/walk.ts';
 import { CALL_ID_HEADER, withoutHopByHop } from '../runner/protocol.ts';
 import { readBody } from './body.ts';
 import { affinityKey, parseInferenceBody, uuidv7 } from './call.ts';
-import type { CallOutcome, CallRoute, GatewayCall } from './call.ts';
+import type { CallRoute, GatewayCall } from './call.ts';
 import { GatewayError, ListenerFailedError, ShuttingDownError, UnknownModelError, errorBody } from './errors.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
