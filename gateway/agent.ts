@@ -9,13 +9,19 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { PlacerAbortedError, PlacerTimeoutError, SluiceError } from '../placer/errors.ts';
 import { placeCall } from '../placer/walk.ts';
+import type { Placement } from '../placer/walk.ts';
 import { CALL_ID_HEADER, withoutHopByHop } from '../runner/protocol.ts';
 import { readBody } from './body.ts';
 import { affinityKey, parseInferenceBody, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
 import { GatewayError, ListenerFailedError, ShuttingDownError, UnknownModelError, errorBody } from './errors.ts';
 import { createGatewayMetrics } from './metrics.ts';
+import type { DetachedCalls } from './detached.ts';
+import { DetachedFlow } from './detached-flow.ts';
+import type { RunnerResponse } from './http-runner.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
+import { INVOKE_TYPE_HEADER, parsePreference } from './prefer.ts';
+import type { CallPreference } from './prefer.ts';
 import type { GatewayPool } from './pool.ts';
 import { relay } from './relay.ts';
 
@@ -29,15 +35,23 @@ export class LbAgent {
   readonly #config: GatewayConfig;
   readonly #pool: GatewayPool;
   readonly #metrics;
+  readonly #detachedFlow: DetachedFlow;
   readonly #tracer = trace.getTracer('sluice-gateway');
   #inFlight = 0;
   #closing = false;
   #drained: (() => void) | undefined;
 
-  constructor(config: GatewayConfig, pool: GatewayPool) {
+  constructor(config: GatewayConfig, pool: GatewayPool, detached: DetachedCalls) {
     this.#config = config;
     this.#pool = pool;
     this.#metrics = createGatewayMetrics(config.meterProvider);
+    this.#detachedFlow = new DetachedFlow({
+      config,
+      metrics: this.#metrics,
+      calls: detached,
+      place: (call, out, headers) => this.#place(call, out, headers),
+      refuse: (out, error, headers) => this.#refuse(out, error, headers),
+    });
   }
 
   /** Calls being buffered, placed or relayed. */
@@ -97,6 +111,7 @@ export class LbAgent {
 
     let fn: string;
     let user: string | undefined;
+    let preference: CallPreference;
     try {
       if (route === 'invoke') fn = fnParam ?? '';
       else {
@@ -105,6 +120,7 @@ export class LbAgent {
           throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
         }
       }
+      preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
     } catch (error) {
       return this.#refuse(out, error as SluiceError);
     }
@@ -114,7 +130,7 @@ export class LbAgent {
       id: uuidv7(createdAt),
       fn,
       key: affinityKey(Array.isArray(session) ? session[0] : session, user, fn),
-      type: 'sync',
+      type: preference.detached ? 'detached' : 'sync',
       route,
       method: incoming.method ?? 'POST',
       path: incoming.url ?? '/',
@@ -152,7 +168,10 @@ export class LbAgent {
     propagation.inject(trace.setSpan(parent, span), headers);
     call.headers = headers;
 
-    const result = await this.#placeAndRelay(call, out, callHeaders, controller.signal);
+    const result =
+      call.type === 'detached'
+        ? await this.#detachedFlow.run(call, out, callHeaders, preference, controller.signal)
+        : await this.#placeAndRelay(call, out, callHeaders, controller.signal);
     m.outcomes[result.outcome].add(1);
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
       // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
@@ -175,29 +194,40 @@ export class LbAgent {
   }
 
   /** The walk, then the relay of whichever runner committed; resolves with how the call ended. */
+  /** The sync path: the walk, then the relay of whichever runner committed. */
   async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, signal: AbortSignal): Promise<CallResult> {
+    const placed = await this.#place(call, out, headers);
+    if (!('value' in placed)) return placed;
+    const m = this.#metrics;
+    m.running.add(1);
+    const relayed = await relay(placed.value, out, headers, placed.runner, signal);
+    m.running.add(-1);
+    const totalMs = this.#config.clock.now() - call.startedAt;
+    if (relayed.execMs !== undefined) m.execTime.record(relayed.execMs, { outcome: relayed.outcome });
+    return { ...relayed, runner: placed.runner.id, totalMs, latencyMs: totalMs - (relayed.execMs ?? 0) };
+  }
+
+  /**
+   * The placement walk with its metrics. Resolves with the placement, or, when no runner took
+   * the call, with how it ended after answering the client.
+   */
+  async #place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>): Promise<Placement<RunnerResponse> | CallResult> {
     const m = this.#metrics;
     const { clock, placerConfig } = this.#config;
-    let placement;
     try {
-      placement = await placeCall(call, this.#pool, this.#config.placer, {
+      const placement = await placeCall(call, this.#pool, this.#config.placer, {
         retryAllDelay: placerConfig.retryAllDelay,
         clock,
         onRetry: (_runner, reason) => m.placerRetries.add(1, { reason }),
       });
+      m.placerAttempts.record(placement.attempts);
+      return placement;
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
       return this.#unplaced(call, error as Error, out, headers);
     } finally {
       m.queued.add(-1);
     }
-    m.placerAttempts.record(placement.attempts);
-    m.running.add(1);
-    const relayed = await relay(placement.value, out, headers, placement.runner, signal);
-    m.running.add(-1);
-    const totalMs = clock.now() - call.startedAt;
-    if (relayed.execMs !== undefined) m.execTime.record(relayed.execMs, { outcome: relayed.outcome });
-    return { ...relayed, runner: placement.runner.id, totalMs, latencyMs: totalMs - (relayed.execMs ?? 0) };
   }
 
   /** Answers a request refused before placement, and counts it by code. */

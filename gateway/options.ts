@@ -11,7 +11,11 @@ import type { Clock, Placer, PlacerConfig } from '../placer/types.ts';
 import { systemClock } from '../placer/clock.ts';
 import { createRoundRobinPlacer } from '../placer/round-robin/index.ts';
 import type { CallOutcome, CallOverride, GatewayCall } from './call.ts';
-import { checkInteger, checkMs } from '../placer/validate.ts';
+import { randomBytes } from 'node:crypto';
+import { checkInteger, checkMs, show } from '../placer/validate.ts';
+import type { CallbackDelivery } from './detached.ts';
+import { createMemoryStore } from './store/memory.ts';
+import type { CallStore } from './store/types.ts';
 import { GatewayConfigError } from './errors.ts';
 import type { GatewayPool } from './pool.ts';
 
@@ -68,6 +72,24 @@ export interface GatewayOptions extends PlacerOptions {
   overrideCall?: (call: GatewayCall) => CallOverride | void | Promise<CallOverride | void>;
   /** Before/after call hooks, run in order. */
   listeners?: readonly CallListener[];
+  /**
+   * Where detached calls and their results are kept. Pass a Redis store to share them between
+   * gateways. @default an in-memory store bounded by resultTtl and 256 MiB
+   */
+  store?: CallStore;
+  /** This gateway's id: the owner of the detached calls it runs. @default `gw-` and 6 random hex digits */
+  gatewayId?: string;
+  /** How long finished detached results and Idempotency-Keys are kept, in ms. @default 3600000 */
+  resultTtl?: number;
+  /** Largest detached result kept, in bytes; a larger one fails its call. @default 10485760 (10 MiB) */
+  maxResultBytes?: number;
+  /**
+   * Added to detachedPlacerTimeout and callTimeout to make a detached call's background
+   * lifetime, in ms (Fn's execution headroom). @default 360000
+   */
+  executionHeadroom?: number;
+  /** Checks and delivers detached-call callbacks; without it a sluice-callback-url is refused. */
+  callbacks?: CallbackDelivery;
   /** Where instruments are created. @default the global meter provider (a no-op until an SDK is wired) */
   meterProvider?: MeterProvider;
   /** Renders /metrics; without it /metrics answers 404. */
@@ -93,6 +115,12 @@ export interface GatewayConfig {
   readonly retryAfter: number;
   readonly overrideCall: GatewayOptions['overrideCall'];
   readonly listeners: readonly CallListener[];
+  readonly store: CallStore;
+  readonly gatewayId: string;
+  readonly resultTtl: number;
+  readonly maxResultBytes: number;
+  readonly executionHeadroom: number;
+  readonly callbacks: CallbackDelivery | undefined;
   readonly meterProvider: MeterProvider;
   readonly renderMetrics: (() => Promise<string>) | undefined;
   readonly logger: Logger;
@@ -114,6 +142,11 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     retryAfter = 1,
     overrideCall,
     listeners = [],
+    gatewayId = `gw-${randomBytes(3).toString('hex')}`,
+    resultTtl = 3_600_000,
+    maxResultBytes = 10 * 1024 * 1024,
+    executionHeadroom = 360_000,
+    callbacks,
     meterProvider = metrics.getMeterProvider(),
     renderMetrics,
     logger = silentLogger,
@@ -136,6 +169,13 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   checkMs('runnerConnectTimeout', runnerConnectTimeout, 1, fail);
   checkMs('statusInterval', statusInterval, 1, fail);
   checkInteger('retryAfter', retryAfter, { min: 0 }, fail);
+  checkMs('resultTtl', resultTtl, 1, fail);
+  checkInteger('maxResultBytes', maxResultBytes, { min: 1 }, fail);
+  checkMs('executionHeadroom', executionHeadroom, 0, fail);
+  if (typeof gatewayId !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(gatewayId)) {
+    throw new GatewayConfigError(`gatewayId must be 1-128 letters, digits or ._:- characters, got ${show(gatewayId)}`);
+  }
+  const store = options.store ?? createMemoryStore({ resultTtl });
   return Object.freeze({
     runners: urls,
     pool,
@@ -150,6 +190,12 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     retryAfter,
     overrideCall,
     listeners: Object.freeze([...listeners]),
+    store,
+    gatewayId,
+    resultTtl,
+    maxResultBytes,
+    executionHeadroom,
+    callbacks,
     meterProvider,
     renderMetrics,
     logger,

@@ -11,6 +11,8 @@ import type { Context } from 'hono';
 import type { SluiceError } from '../placer/errors.ts';
 import { VERSION } from '../runner/version.ts';
 import { LbAgent } from './agent.ts';
+import { registerCallRoutes } from './call-routes.ts';
+import { DetachedCalls } from './detached.ts';
 import type { CallRoute } from './call.ts';
 import { GatewayError, RouteNotFoundError } from './errors.ts';
 import { resolveGatewayOptions } from './options.ts';
@@ -53,7 +55,18 @@ export function createGateway(options: GatewayOptions): Gateway {
       statusInterval: config.statusInterval,
       logger: log,
     });
-  const agent = new LbAgent(config, pool);
+  const detached = new DetachedCalls({
+    store: config.store,
+    gatewayId: config.gatewayId,
+    resultTtl: config.resultTtl,
+    maxResultBytes: config.maxResultBytes,
+    executionHeadroom: config.executionHeadroom,
+    detachedPlacerTimeout: config.placerConfig.detachedPlacerTimeout,
+    callbacks: config.callbacks,
+    logger: log,
+    clock: config.clock,
+  });
+  const agent = new LbAgent(config, pool, detached);
   const app = new Hono<Env>();
 
   const call = (route: CallRoute) => async (c: Context<Env>) => {
@@ -63,6 +76,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   for (const [path, route] of Object.entries(CALL_ROUTES)) app.post(path, call(route));
   app.post('/invoke/:fn', call('invoke'));
 
+  registerCallRoutes(app, detached, config.store);
   app.get('/v1/models', (c) =>
     c.json({ object: 'list', data: pool.models().map((id) => ({ id, object: 'model', created: 0, owned_by: 'sluice' })) }),
   );
@@ -94,6 +108,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     app,
     async listen(port = 0, host = '127.0.0.1') {
       await pool.start();
+      await detached.start();
       const info = await new Promise<AddressInfo>((resolve, reject) => {
         const s = serve({ fetch: app.fetch, port, hostname: host }, (i) => resolve(i));
         s.once('error', reject);
@@ -114,9 +129,14 @@ export function createGateway(options: GatewayOptions): Gateway {
         const s = server as unknown as { close(cb: () => void): void; closeIdleConnections?(): void; closeAllConnections?(): void } | undefined;
         const stopped = new Promise<void>((resolve) => (s ? s.close(() => resolve()) : resolve()));
         s?.closeIdleConnections?.();
-        const drained = await agent.drain(config.drainTimeout);
+        // Closes the front gate now; in-flight calls include detached ones still running.
+        const agentDrained = agent.drain(config.drainTimeout);
+        // Detached calls run on after their 202; they get the same drain time, then are failed.
+        await detached.drain(config.drainTimeout);
+        const drained = await agentDrained;
         if (!drained) log.warn('drain timeout, closing in-flight calls', { inFlight: agent.inFlight });
         await pool.close(!drained);
+        await config.store.close();
         s?.closeAllConnections?.();
         await stopped;
         log.info('gateway stopped', {});

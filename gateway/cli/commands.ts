@@ -54,6 +54,18 @@ const gatewaySettings: readonly Setting[] = [
   { key: 'runnerConnectTimeout', type: 'duration', default: '2s', description: 'how long connecting to a runner may take' },
   { key: 'statusInterval', type: 'duration', default: '2s', description: 'how often each runner\'s /status is fetched' },
   { key: 'retryAfter', type: 'integer', default: 1, description: 'seconds sent in Retry-After when no runner took a call' },
+  { key: 'gatewayId', type: 'string', description: 'this gateway\'s id, owner of the detached calls it runs', defaultText: 'gw- and 6 random hex digits' },
+  { key: 'resultTtl', type: 'duration', default: '1h', description: 'how long detached results and Idempotency-Keys are kept' },
+  { key: 'maxResultBytes', type: 'integer', default: 10 * 1024 * 1024, description: 'largest detached result kept, in bytes; a larger one fails its call' },
+  { key: 'executionHeadroom', type: 'duration', default: '360s', description: 'added to detached-placer-timeout + call-timeout for a detached call\'s lifetime' },
+];
+
+/** Where detached calls are kept and where their callbacks may go; not placer or timing settings. */
+const detachedSettings: readonly Setting[] = [
+  { key: 'store', type: 'string', default: 'memory', description: 'detached-call store: memory, or redis://host:port[/db] to share calls between gateways' },
+  { key: 'callbackSecret', type: 'string', description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer the environment variable', defaultText: 'none: callbacks off' },
+  { key: 'callbackAllow', type: 'list', description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)', defaultText: 'none' },
+  { key: 'callbackAllowPrivate', type: 'boolean', default: false, description: 'let callbacks reach loopback and private addresses (off: SSRF guard)' },
 ];
 
 /**
@@ -110,9 +122,27 @@ async function startTelemetry(env: NodeJS.ProcessEnv): Promise<{ render: () => P
 }
 
 async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
-  const { loadPlacer } = await import('../../placer/registry.ts');
+  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }] = await Promise.all([
+    import('../../placer/registry.ts'),
+    import('../store/index.ts'),
+    import('../callbacks/index.ts'),
+  ]);
   const keys = gatewaySettings.map((s) => s.key).filter((key) => key !== 'placer');
-  return { ...pick(values, keys), placer: await loadPlacer(String(values.placer), { cwd: process.cwd() }), logger };
+  const secret = values.callbackSecret as string | undefined;
+  const callbacks = secret
+    ? createCallbackSender({
+        secret,
+        policy: createCallbackPolicy({ allow: (values.callbackAllow as string[] | undefined) ?? [], allowPrivate: values.callbackAllowPrivate as boolean }),
+        logger,
+      })
+    : undefined;
+  return {
+    ...pick(values, keys),
+    placer: await loadPlacer(String(values.placer), { cwd: process.cwd() }),
+    store: createStore(values.store as string, { resultTtl: values.resultTtl as number, logger }),
+    ...(callbacks ? { callbacks } : {}),
+    logger,
+  };
 }
 
 const gateway: Command = {
@@ -122,6 +152,7 @@ const gateway: Command = {
     host,
     { key: 'runners', type: 'list', required: true, description: 'runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002' },
     ...gatewaySettings,
+    ...detachedSettings,
     logLevel,
   ],
   async run({ values, env, logger }) {
@@ -214,6 +245,7 @@ const up: Command = {
     { key: 'slots', type: 'integer', default: 4, description: 'slots per runner' },
     ...simSettings,
     ...gatewaySettings,
+    ...detachedSettings,
     logLevel,
   ],
   async run({ values, env, logger }) {

@@ -1,0 +1,250 @@
+/**
+ * Detached calls after placement: the record in the store, the background read of the
+ * runner's answer into a stored result, cancel, the lifetime limit, and the callback.
+ *
+ * A detached call is committed when a runner answers 202; from then on it runs on a background
+ * signal (cancel, lifetime), not on the client's connection, which may close at once.
+ */
+import { createHash } from 'node:crypto';
+import type { Logger } from '../placer/log.ts';
+import type { Clock } from '../placer/types.ts';
+import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../runner/protocol.ts';
+import type { GatewayCall } from './call.ts';
+import type { RunnerResponse } from './http-runner.ts';
+import { FINAL_STATUSES } from './store/types.ts';
+import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/types.ts';
+
+/** How the gateway delivers a finished call to its callback URL; see gateway/callbacks. */
+export interface CallbackDelivery {
+  /** Resolves when `url` may be called back; rejects with a 4xx SluiceError saying why not. */
+  check(url: string): Promise<unknown>;
+  /** Delivers `payload`, retrying as it sees fit; never rejects. */
+  send(delivery: { id: string; url: string; payload: object }): Promise<unknown>;
+}
+
+/** Settings of the detached-call machinery. */
+export interface DetachedSettings {
+  store: CallStore;
+  /** This gateway's id, the owner of the calls it runs. */
+  gatewayId: string;
+  /** How long finished results (and idempotency keys) are kept, in ms. */
+  resultTtl: number;
+  /** Largest result stored; a larger one fails the call with GW_RESULT_TOO_LARGE. */
+  maxResultBytes: number;
+  /** Added to detachedPlacerTimeout + the call's timeout to make its background lifetime, in ms. */
+  executionHeadroom: number;
+  detachedPlacerTimeout: number;
+  callbacks: CallbackDelivery | undefined;
+  logger: Logger;
+  clock: Clock;
+}
+
+/** How a detached call ended, for the agent's counters. */
+export interface DetachedOutcome {
+  record: CallRecord;
+  totalMs: number;
+  execMs: number | undefined;
+}
+
+/** A call running in the background on this gateway. */
+interface Running {
+  controller: AbortController;
+  done: Promise<DetachedOutcome>;
+}
+
+/** Past its lifetime plus this, a running call owned by another gateway is presumed lost. */
+export const OWNER_GRACE_MS = 5000;
+
+/** The digest an Idempotency-Key's payload is compared by: method, path and body. */
+export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | 'body'>): string {
+  return createHash('sha256').update(`${call.method} ${call.path}\n`).update(call.body).digest('base64url');
+}
+
+/** Detached calls owned by one gateway, and the status/result/cancel views of all of them. */
+export class DetachedCalls {
+  readonly #s: DetachedSettings;
+  readonly #running = new Map<string, Running>();
+
+  constructor(settings: DetachedSettings) {
+    this.#s = settings;
+  }
+
+  /** Subscribes to cancels other gateways route here. */
+  async start(): Promise<void> {
+    await this.#s.store.onCancel(this.#s.gatewayId, (id) => this.#running.get(id)?.controller.abort(cancelled()));
+  }
+
+  /** Calls running in the background on this gateway. */
+  get runningCount(): number {
+    return this.#running.size;
+  }
+
+  /**
+   * Records a call a runner has just committed to (its 202 arrived) and starts reading the
+   * runner's answer in the background. `controller` is the call's background signal.
+   */
+  async accept(call: GatewayCall, response: RunnerResponse, runner: string, controller: AbortController, callbackUrl?: string): Promise<{ record: CallRecord; done: Promise<DetachedOutcome> }> {
+    const { clock, store } = this.#s;
+    const now = clock.now();
+    const expiresAt = call.createdAt + this.#s.detachedPlacerTimeout + call.timeout + this.#s.executionHeadroom;
+    const record: CallRecord = {
+      id: call.id,
+      fn: call.fn,
+      status: 'running',
+      createdAt: call.createdAt,
+      startedAt: now,
+      runner,
+      delayMs: now - call.createdAt,
+      owner: this.#s.gatewayId,
+      expiresAt,
+      ...(callbackUrl ? { callbackUrl } : {}),
+      ...(call.headers['idempotency-key'] ? { idempotencyKey: String(call.headers['idempotency-key']) } : {}),
+    };
+    try {
+      await store.create(record);
+    } catch (error) {
+      // The runner has the call but we cannot keep its result: stop it rather than run it blind.
+      controller.abort(error);
+      await response.body.dump().catch(() => {});
+      throw error;
+    }
+    const lifetime = setTimeout(() => controller.abort(expired(expiresAt)), Math.max(0, expiresAt - now));
+    lifetime.unref();
+    const done = this.#consume(call, record, response, controller).finally(() => {
+      clearTimeout(lifetime);
+      this.#running.delete(call.id);
+    });
+    this.#running.set(call.id, { controller, done });
+    return { record, done };
+  }
+
+  /** The call's record, after marking a call whose owner vanished as failed. */
+  async status(id: string): Promise<CallRecord | undefined> {
+    const record = await this.#s.store.get(id);
+    if (!record || record.status !== 'running') return record;
+    const now = this.#s.clock.now();
+    if (this.#running.has(id) || now <= record.expiresAt + OWNER_GRACE_MS) return record;
+    const finish: CallFinish = {
+      status: 'failed',
+      completedAt: now,
+      error: {
+        code: 'GW_OWNER_LOST',
+        message: `gateway ${record.owner} was running this call and did not finish it within its lifetime; it is presumed gone`,
+      },
+    };
+    await this.#s.store.finish(id, finish);
+    return (await this.#s.store.get(id)) ?? record;
+  }
+
+  /** Cancels a running call wherever it runs; resolves with the record after, or undefined when unknown. */
+  async cancel(id: string): Promise<CallRecord | undefined> {
+    const record = await this.status(id);
+    if (!record || FINAL_STATUSES.has(record.status)) return record;
+    const { store, clock } = this.#s;
+    const reason = cancelled();
+    await store.finish(id, { status: 'cancelled', completedAt: clock.now(), error: { code: reason.code, message: reason.message } });
+    const local = this.#running.get(id);
+    if (local) local.controller.abort(reason);
+    else await store.requestCancel(id, record.owner);
+    return store.get(id);
+  }
+
+  /** Waits up to `timeout` ms for calls running here to finish; then aborts the rest. */
+  async drain(timeout: number): Promise<void> {
+    const all = [...this.#running.values()];
+    if (all.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const finished = Promise.allSettled(all.map((r) => r.done));
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), timeout)));
+    if ((await Promise.race([finished, late])) === 'late') {
+      for (const r of this.#running.values()) r.controller.abort(shutdown());
+      await finished;
+    }
+    clearTimeout(timer);
+  }
+
+  async #consume(call: GatewayCall, record: CallRecord, response: RunnerResponse, controller: AbortController): Promise<DetachedOutcome> {
+    const { clock, store, maxResultBytes } = this.#s;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let failure: CallError | undefined;
+    let status: CallFinish['status'] = 'failed';
+    try {
+      for await (const chunk of response.body as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > maxResultBytes) {
+          failure = { code: 'GW_RESULT_TOO_LARGE', message: `the result is larger than maxResultBytes (${maxResultBytes} bytes); it was not kept` };
+          controller.abort(new Error(failure.message));
+          break;
+        }
+        chunks.push(chunk);
+      }
+    } catch (error) {
+      const reason = controller.signal.reason as { code?: string; message?: string } | undefined;
+      failure = controller.signal.aborted && reason?.code
+        ? { code: reason.code, message: reason.message ?? '' }
+        : { code: 'GW_RUNNER_FAILED_AFTER_COMMIT', message: `runner ${record.runner} failed after it took the call: ${(error as Error).message}` };
+      if (reason?.code === 'GW_CALL_EXPIRED') status = 'expired';
+    }
+    const trailers = response.trailers;
+    const execMs = parseExecTiming(trailers[EXEC_TRAILER]);
+    let result: StoredResult | undefined;
+    if (!failure) {
+      const resultStatus = Number(trailers[RESULT_STATUS_TRAILER]) || 502;
+      result = { status: resultStatus, contentType: String(trailers[RESULT_TYPE_TRAILER] ?? 'application/octet-stream'), body: Buffer.concat(chunks, size) };
+      const reported = trailers[ERROR_TRAILER];
+      if (reported !== undefined) failure = { code: String(reported), message: `runner ${record.runner} reported ${String(reported)}` };
+      else if (resultStatus >= 400) failure = { code: 'GW_ENGINE_ERROR', message: `the engine answered ${resultStatus}` };
+      else status = 'succeeded';
+    }
+    const completedAt = clock.now();
+    const finish: CallFinish = { status, completedAt, ...(execMs === undefined ? {} : { executionMs: execMs }), ...(failure ? { error: failure } : {}) };
+    let stored = false;
+    try {
+      stored = await store.finish(call.id, finish, result);
+    } catch (error) {
+      this.#s.logger.error('detached result not stored', { call: call.id, error: error as Error });
+    }
+    const final = { ...record, ...finish };
+    if (stored && record.callbackUrl && this.#s.callbacks) {
+      void this.#s.callbacks.send({ id: call.id, url: record.callbackUrl, payload: callbackPayload(final, result) });
+    }
+    return { record: stored ? final : ((await store.get(call.id).catch(() => undefined)) ?? final), totalMs: completedAt - call.startedAt, execMs };
+  }
+}
+
+/** What a callback receiver gets: the call's status and its result, text as text. */
+export function callbackPayload(record: CallRecord, result: StoredResult | undefined): object {
+  const textual = result && /^(text\/|application\/(json|.*\+json))/.test(result.contentType);
+  return {
+    id: record.id,
+    fn: record.fn,
+    status: record.status,
+    createdAt: record.createdAt,
+    completedAt: record.completedAt,
+    ...(record.error ? { error: record.error } : {}),
+    ...(result
+      ? {
+          result: {
+            status: result.status,
+            contentType: result.contentType,
+            ...(textual ? { body: result.body.toString('utf8') } : { bodyBase64: result.body.toString('base64') }),
+          },
+        }
+      : {}),
+  };
+}
+
+/** An abort reason carrying the code the call's record gets. */
+class CallStop extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const cancelled = () => new CallStop('GW_CALL_CANCELLED', 'the call was cancelled');
+const expired = (at: number) => new CallStop('GW_CALL_EXPIRED', `the call outlived its lifetime (until ${new Date(at).toISOString()})`);
+const shutdown = () => new CallStop('GW_SHUTTING_DOWN', 'the gateway shut down before the call finished');

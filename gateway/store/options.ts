@@ -1,0 +1,163 @@
+/**
+ * Store options with their defaults, validated once when a store is made, so a bad setting fails
+ * with one precise line instead of a cache that never forgets or a TTL that fires at once.
+ */
+import { silentLogger } from '../../placer/log.ts';
+import type { Logger } from '../../placer/log.ts';
+import { checkInteger, checkMs, show } from '../../placer/validate.ts';
+import { StoreConfigError } from './errors.ts';
+
+/** Options both stores take. */
+export interface CommonStoreOptions {
+  /**
+   * How long a finished call's record and result are kept, in ms. Idempotency keys get their own
+   * TTL per claim.
+   * @default 3_600_000 (1 h)
+   */
+  resultTtl?: number;
+  /** Where store problems are logged (evictions, lost connections, failing cancel handlers). @default silent */
+  logger?: Logger;
+  /** The clock for TTLs and call lifetimes, ms since the epoch. @default Date.now */
+  now?: () => number;
+}
+
+/** Options of the in-memory store. */
+export interface MemoryStoreOptions extends CommonStoreOptions {
+  /**
+   * Bound on finished records and results, in bytes: each counts its body plus
+   * {@link RECORD_OVERHEAD_BYTES}. The oldest finished calls are evicted beyond it.
+   * @default 268_435_456 (256 MiB)
+   */
+  maxBytes?: number;
+  /**
+   * Bound on Idempotency-Keys held at once; the oldest claims are dropped beyond it.
+   * @default 100_000
+   */
+  maxKeys?: number;
+}
+
+/** Options of the Redis store. */
+export interface RedisStoreOptions extends CommonStoreOptions {
+  /** `redis://[user:password@]host:port[/db]`. */
+  url: string;
+  /** Prefix of every key and pub/sub channel, so several fleets can share one Redis. @default 'sluice:' */
+  keyPrefix?: string;
+}
+
+/**
+ * What a finished record costs besides its body in the memory store's byte bound: the record's
+ * fields and the cache's bookkeeping, rounded up so a flood of empty results is bounded too.
+ */
+export const RECORD_OVERHEAD_BYTES = 1024;
+
+/** The defaults, frozen so no caller can change them for everyone else. */
+export const storeDefaults = Object.freeze({
+  resultTtl: 3_600_000,
+  maxBytes: 256 * 1024 * 1024,
+  maxKeys: 100_000,
+  keyPrefix: 'sluice:',
+});
+
+/** Resolved memory store options. */
+export interface MemoryStoreConfig {
+  readonly resultTtl: number;
+  readonly maxBytes: number;
+  readonly maxKeys: number;
+  readonly logger: Logger;
+  readonly now: () => number;
+}
+
+/** Resolved Redis store options, with the URL parsed into `redis`. */
+export interface RedisStoreConfig {
+  readonly resultTtl: number;
+  readonly keyPrefix: string;
+  readonly logger: Logger;
+  readonly now: () => number;
+  readonly redis: RedisAddress;
+}
+
+/** Where a Redis store connects. */
+export interface RedisAddress {
+  readonly host: string;
+  readonly port: number;
+  readonly db: number;
+  readonly username?: string;
+  readonly password?: string;
+  /** `redis://host:port/db`, safe to log and to put in error messages. */
+  readonly display: string;
+}
+
+/**
+ * Fills in defaults and validates every memory store option.
+ * @throws StoreConfigError naming the option and the bad value.
+ */
+export function resolveMemoryStoreConfig(options: MemoryStoreOptions = {}): MemoryStoreConfig {
+  const { maxBytes = storeDefaults.maxBytes, maxKeys = storeDefaults.maxKeys } = options;
+  const common = resolveCommon(options);
+  // Infinity is refused by checkInteger: an unbounded cache is what these options exist to prevent.
+  checkInteger('maxBytes', maxBytes, { min: 1 }, fail);
+  if (maxBytes < RECORD_OVERHEAD_BYTES) {
+    throw fail(`maxBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got ${show(maxBytes)}`);
+  }
+  return Object.freeze({ ...common, maxBytes, maxKeys: checkInteger('maxKeys', maxKeys, { min: 1 }, fail) });
+}
+
+/**
+ * Fills in defaults, validates every Redis store option and parses the URL.
+ * @throws StoreConfigError naming the option and the bad value.
+ */
+export function resolveRedisStoreConfig(options: RedisStoreOptions): RedisStoreConfig {
+  const { keyPrefix = storeDefaults.keyPrefix } = options;
+  if (typeof keyPrefix !== 'string') throw fail(`keyPrefix must be a string, got ${show(keyPrefix)}`);
+  return Object.freeze({ ...resolveCommon(options), keyPrefix, redis: parseRedisUrl(options.url) });
+}
+
+/**
+ * Parses `redis://[user:password@]host:port[/db]`.
+ * @throws StoreConfigError quoting the URL with its password masked.
+ */
+export function parseRedisUrl(url: unknown): RedisAddress {
+  const bad = () => fail(`store must be redis://host:port[/db], got ${show(typeof url === 'string' ? redactUrl(url) : url)}`);
+  if (typeof url !== 'string') throw bad();
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw bad();
+  }
+  const dbText = parsed.pathname.replace(/^\//, '');
+  const db = dbText === '' ? 0 : Number(dbText);
+  if (parsed.protocol !== 'redis:' || parsed.hostname === '' || parsed.port === '' || parsed.search !== '' || parsed.hash !== '') throw bad();
+  if (!/^\d*$/.test(dbText) || !Number.isSafeInteger(db)) throw bad();
+  // WHATWG URL keeps IPv6 brackets in hostname; the socket wants the bare address.
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
+  const port = Number(parsed.port);
+  if (port === 0) throw bad();
+  let credentials: { username?: string; password?: string };
+  try {
+    credentials = {
+      ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+      ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    };
+  } catch {
+    throw bad(); // a stray % in the user or password
+  }
+  return Object.freeze({ host, port, db, display: `redis://${parsed.host}/${db}`, ...credentials });
+}
+
+/** Masks the password in anything shaped like `scheme://user:password@host`, for messages. */
+export function redactUrl(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:]*:)[^/@]*@/i, '$1***@');
+}
+
+function resolveCommon(options: CommonStoreOptions): Required<CommonStoreOptions> {
+  const { resultTtl = storeDefaults.resultTtl, logger = silentLogger, now = Date.now } = options;
+  if (typeof now !== 'function') throw fail(`now must be a function, got ${show(now)}`);
+  const methods = ['debug', 'info', 'warn', 'error'] as const;
+  if (typeof logger !== 'object' || logger === null || methods.some((m) => typeof logger[m] !== 'function')) {
+    throw fail(`logger must have debug, info, warn and error methods, got ${show(logger)}`);
+  }
+  return { resultTtl: checkMs('resultTtl', resultTtl, 1, fail), logger, now };
+}
+
+const fail = (message: string) => new StoreConfigError(message);

@@ -1,0 +1,95 @@
+/**
+ * The detached-call store contract. Two implementations: in memory (one gateway) and Redis
+ * (several gateways sharing the work). The gateway's detached-call logic is written against
+ * this interface only, and one contract suite runs against both.
+ */
+
+/** Where a detached call stands. */
+export type CallStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'expired';
+
+/** Statuses a call never leaves. */
+export const FINAL_STATUSES: ReadonlySet<CallStatus> = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
+
+/** Why a call failed, was cancelled or expired. */
+export interface CallError {
+  code: string;
+  message: string;
+}
+
+/** What the store keeps about one detached call. Times are ms since the epoch. */
+export interface CallRecord {
+  id: string;
+  /** The function: model or `:fn`. */
+  fn: string;
+  status: CallStatus;
+  createdAt: number;
+  /** When a runner committed. */
+  startedAt?: number;
+  completedAt?: number;
+  /** Id of the runner that committed. */
+  runner?: string;
+  /** From createdAt to commit, ms. */
+  delayMs?: number;
+  /** Execution time the runner reported, ms. */
+  executionMs?: number;
+  /** Id of the gateway running the call in the background; cancels are routed to it. */
+  owner: string;
+  /** End of the call's background lifetime; a call still running after it is failed by anyone. */
+  expiresAt: number;
+  error?: CallError;
+  /** Where to POST the result when the call finishes. */
+  callbackUrl?: string;
+  /** The Idempotency-Key the call was created with. */
+  idempotencyKey?: string;
+}
+
+/** A finished call's response, as the runner's engine gave it. */
+export interface StoredResult {
+  status: number;
+  contentType: string;
+  body: Buffer;
+}
+
+/** The final state written when a call ends. */
+export interface CallFinish {
+  status: 'succeeded' | 'failed' | 'cancelled' | 'expired';
+  completedAt: number;
+  executionMs?: number;
+  error?: CallError;
+}
+
+/** An Idempotency-Key already taken, and by which call with which payload. */
+export interface KeyClaim {
+  callId: string;
+  /** A digest of the first request's method, path and body. */
+  fingerprint: string;
+}
+
+/** Storage for detached calls. Every method may reject on a storage failure. */
+export interface CallStore {
+  /** Records a call that a runner committed to (status `running`). */
+  create(record: CallRecord): Promise<void>;
+  /** The record, or undefined when unknown or expired from the store. */
+  get(id: string): Promise<CallRecord | undefined>;
+  /**
+   * Moves a `running` call to a final status, storing `result` with it, atomically: resolves
+   * false and changes nothing when the call is already final (a cancel won the race) or gone.
+   * Finished records and results are kept for the store's result TTL.
+   */
+  finish(id: string, finish: CallFinish, result?: StoredResult): Promise<boolean>;
+  /** The stored response of a finished call, or undefined. */
+  getResult(id: string): Promise<StoredResult | undefined>;
+  /**
+   * Claims an Idempotency-Key for `callId`. Resolves undefined when the key was free and is now
+   * taken, else the existing claim (whatever its payload) without changing it.
+   */
+  claimKey(key: string, claim: KeyClaim, ttlMs: number): Promise<KeyClaim | undefined>;
+  /** Frees a key whose call never started (no runner took it), so a retry can place it. */
+  releaseKey(key: string, callId: string): Promise<void>;
+  /** Asks the gateway `owner` to cancel call `id` (delivered to its onCancel handler). */
+  requestCancel(id: string, owner: string): Promise<void>;
+  /** Receives cancel requests addressed to `owner` (this gateway). One handler per store. */
+  onCancel(owner: string, handler: (id: string) => void): Promise<void>;
+  /** Closes connections; idempotent. */
+  close(): Promise<void>;
+}

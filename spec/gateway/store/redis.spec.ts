@@ -1,0 +1,195 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisStore } from '../../../gateway/store/index.ts';
+import type { CallStore, RedisStoreOptions } from '../../../gateway/store/index.ts';
+import type { LogFields, Logger } from '../../../placer/log.ts';
+import { freePort, startRedis } from '../../support/redis.ts';
+import type { RedisServer } from '../../support/redis.ts';
+import { runningRecord } from './call-fixtures.ts';
+import { describeCallStore } from './contract.ts';
+
+let server: RedisServer;
+beforeAll(async () => {
+  server = await startRedis();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+/** Stores and plain clients made in a test, closed after it. */
+const opened: CallStore[] = [];
+const clients: Redis[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((s) => s.close()));
+  for (const client of clients.splice(0)) client.disconnect();
+});
+function open(options: Partial<RedisStoreOptions> = {}): CallStore {
+  const store = createRedisStore({ url: server.url, ...options });
+  opened.push(store);
+  return store;
+}
+
+// Each fixture gets its own key prefix, so tests share the server without seeing each other.
+describeCallStore('redis store', async (options) => {
+  const keyPrefix = `t-${randomUUID()}:`;
+  const stores = [createRedisStore({ url: server.url, keyPrefix, ...options })];
+  const peer = async () => {
+    stores.push(createRedisStore({ url: server.url, keyPrefix, ...options }));
+    return stores.at(-1)!;
+  };
+  return { store: stores[0]!, peer, elapse: () => {}, now: Date.now, close: async () => void (await Promise.all(stores.map((s) => s.close()))) };
+});
+
+const done = { status: 'succeeded', completedAt: Date.now(), executionMs: 5 } as const;
+const result = { status: 200, contentType: 'text/plain', body: Buffer.from('hello') };
+
+describe('createRedisStore', () => {
+  it('reads calls and results written before the store was closed and opened again', async () => {
+    const keyPrefix = `t-${randomUUID()}:`;
+    const first = open({ keyPrefix });
+    const record = runningRecord(Date.now());
+    await first.create(record);
+    await first.finish(record.id, done, result);
+    await first.close();
+    const again = open({ keyPrefix });
+    expect(await again.get(record.id)).toMatchObject({ id: record.id, status: 'succeeded' });
+    expect(await again.getResult(record.id)).toEqual(result);
+  });
+
+  it('keeps stores with another key prefix or database apart', async () => {
+    const keyPrefix = `t-${randomUUID()}:`;
+    const store = open({ keyPrefix });
+    const record = runningRecord(Date.now());
+    await store.create(record);
+    expect(await open({ keyPrefix: `t-${randomUUID()}:` }).get(record.id)).toBeUndefined();
+    expect(await createOn(`redis://127.0.0.1:${server.port}/1`, keyPrefix).get(record.id)).toBeUndefined();
+    expect(await createOn(`redis://127.0.0.1:${server.port}/0`, keyPrefix).get(record.id)).toBeDefined();
+  });
+
+  it('expires a running call after its lifetime plus the result TTL, and a finished one after the TTL', async () => {
+    const keyPrefix = `t-${randomUUID()}:`;
+    const store = open({ keyPrefix, resultTtl: 600_000 });
+    const raw = rawClient();
+    const record = runningRecord(Date.now(), { expiresAt: Date.now() + 60_000 });
+    await store.create(record);
+    const runningTtl = await raw.pttl(`${keyPrefix}call:${record.id}`);
+    expect(runningTtl).toBeGreaterThan(650_000);
+    expect(runningTtl).toBeLessThanOrEqual(660_000);
+    await store.finish(record.id, done, result);
+    for (const key of [`${keyPrefix}call:${record.id}`, `${keyPrefix}result:${record.id}`]) {
+      const ttl = await raw.pttl(key);
+      expect(ttl).toBeGreaterThan(590_000);
+      expect(ttl).toBeLessThanOrEqual(600_000);
+    }
+  });
+
+  it('keeps Idempotency-Keys under the prefix with the TTL of the claim', async () => {
+    const keyPrefix = `t-${randomUUID()}:`;
+    await open({ keyPrefix }).claimKey('abc', { callId: 'call-1', fingerprint: 'f' }, 30_000);
+    const ttl = await rawClient().pttl(`${keyPrefix}key:abc`);
+    expect(ttl).toBeGreaterThan(20_000);
+    expect(ttl).toBeLessThanOrEqual(30_000);
+  });
+
+  it.each([
+    ['http://127.0.0.1:6379', 'store must be redis://host:port[/db], got "http://127.0.0.1:6379"'],
+    ['redis://127.0.0.1', 'store must be redis://host:port[/db], got "redis://127.0.0.1"'],
+    ['redis://127.0.0.1:6379/x', 'store must be redis://host:port[/db], got "redis://127.0.0.1:6379/x"'],
+    ['redis://127.0.0.1:6379/0?tls=1', 'store must be redis://host:port[/db], got "redis://127.0.0.1:6379/0?tls=1"'],
+    ['redis://127.0.0.1:0', 'store must be redis://host:port[/db], got "redis://127.0.0.1:0"'],
+    ['redis:/x y', 'store must be redis://host:port[/db], got "redis:/x y"'],
+    ['redis://me:hunter2@127.0.0.1/0', 'store must be redis://host:port[/db], got "redis://me:***@127.0.0.1/0"'],
+    ['redis://me:%zz@127.0.0.1:6379/0', 'store must be redis://host:port[/db], got "redis://me:***@127.0.0.1:6379/0"'],
+  ])('refuses the URL %s with a message showing it without its password', (url, message) => {
+    expect(() => createRedisStore({ url })).toThrow(message);
+    expect(() => createRedisStore({ url })).toThrow(expect.objectContaining({ code: 'STORE_INVALID_OPTION' }));
+  });
+
+  it('connects with the user and password in the URL', async () => {
+    const raw = rawClient();
+    await raw.call('ACL', 'SETUSER', 'gw', 'on', '>p@ss/word', '~*', '&*', '+@all');
+    const store = open({ url: `redis://gw:${encodeURIComponent('p@ss/word')}@127.0.0.1:${server.port}/0`, keyPrefix: `t-${randomUUID()}:` });
+    await expect(store.claimKey('k', { callId: 'c', fingerprint: 'f' }, 1000)).resolves.toBeUndefined();
+    const wrong = open({ url: `redis://gw:nope@127.0.0.1:${server.port}/0` });
+    const error = await wrong.get('call-1').catch((e: unknown) => e as Error);
+    expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    expect((error as Error).message).not.toContain('nope');
+  });
+
+  it('refuses a key prefix that is not a string', () => {
+    expect(() => createRedisStore({ url: server.url, keyPrefix: 5 as unknown as string })).toThrow('keyPrefix must be a string, got 5');
+  });
+
+  it('rejects promptly with STORE_UNAVAILABLE naming the URL without credentials when nothing listens', async () => {
+    const port = await freePort();
+    const warnings: LogFields[] = [];
+    const store = open({ url: `redis://sluice:s3cret@127.0.0.1:${port}/2`, logger: recorder(warnings) });
+    for (const attempt of [() => store.get('call-1'), () => store.create(runningRecord(Date.now())), () => store.onCancel('gateway-a', () => {})]) {
+      const started = Date.now();
+      const error = await attempt().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(error).toMatchObject({ code: 'STORE_UNAVAILABLE', status: 503, type: 'service_unavailable_error' });
+      expect((error as Error).message).toContain(`redis store redis://127.0.0.1:${port}/2 is unavailable: `);
+      expect((error as Error).message).toContain('ECONNREFUSED');
+      expect((error as Error).message).not.toContain('s3cret');
+    }
+    // One warning per connection and outage, not one per reconnect attempt.
+    expect(warnings.filter((w) => w.msg === 'store connection lost').length).toBeLessThanOrEqual(2);
+  });
+
+  it('rejects with STORE_UNAVAILABLE once its server has gone away', async () => {
+    const own = await startRedis();
+    try {
+      const store = createRedisStore({ url: own.url });
+      opened.push(store);
+      const record = runningRecord(Date.now());
+      await store.create(record);
+      await own.stop();
+      const started = Date.now();
+      await expect(store.get(record.id)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      expect(Date.now() - started).toBeLessThan(2_000);
+    } finally {
+      await own.stop();
+    }
+  });
+});
+
+describe('startRedis', () => {
+  it('tells how to install redis-server when it is missing', async () => {
+    const path = process.env.PATH;
+    process.env.PATH = '/nonexistent';
+    try {
+      await expect(startRedis()).rejects.toThrow('redis-server is not installed; the store specs need it: apt-get install -y redis-server');
+    } finally {
+      process.env.PATH = path;
+    }
+  });
+});
+
+function createOn(url: string, keyPrefix: string): CallStore {
+  const store = createRedisStore({ url, keyPrefix });
+  opened.push(store);
+  return store;
+}
+
+/** A plain client to look at the keys the store wrote. */
+function rawClient(): Redis {
+  const client = new Redis(server.url);
+  clients.push(client);
+  return client;
+}
+
+function recorder(warnings: LogFields[]): Logger {
+  const logger: Logger = {
+    debug: () => {},
+    info: () => {},
+    warn: (msg, fields) => warnings.push({ msg, ...fields }),
+    error: () => {},
+    child: () => logger,
+  };
+  return logger;
+}
