@@ -224,7 +224,8 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         gpus = await (environment.readInventory ?? readGpuInventory)();
       } catch (error) {
         // A broken nvidia-smi should not keep a runner in front of an external engine down;
-        // a profile that asks for GPUs is then refused, naming this reason.
+        // a profile that asks for GPUs is then refused as this node having none, and this
+        // warning says why.
         log.warn('gpu inventory failed', { error: error as Error });
         gpus = { gpus: [], source: 'none', reason: (error as Error).message };
       }

@@ -194,7 +194,11 @@ export function engineCommand(profile: EngineLaunch, options: EngineCommandOptio
     }
   }
   const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(options.baseEnv ?? process.env)) if (value !== undefined) env[key] = value;
+  for (const [key, value] of Object.entries(options.baseEnv ?? process.env)) {
+    // The runner's own settings are not the engine's: a sim engine is a sluice process and
+    // would read SLUICE_PROFILE or SLUICE_CONFIG meant for the runner as its own.
+    if (value !== undefined && !key.startsWith('SLUICE_')) env[key] = value;
+  }
   // What the runner sets goes last; validation already refused profiles that set the same names.
   Object.assign(env, profile.env, added);
   const [command = '', ...lead] = prefix;

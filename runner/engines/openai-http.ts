@@ -177,7 +177,11 @@ export class OpenAIHttpEngine {
         await res.body.dump();
         throw new Error(`${metrics.path} answered ${res.statusCode}`);
       }
-      this.#load = { load: metrics.load(parsePrometheusText(await res.body.text())), at: this.#now() };
+      let skipped = 0;
+      const families = parsePrometheusText(await res.body.text(), { onSkip: () => skipped++ });
+      this.#load = { load: metrics.load(families), at: this.#now() };
+      // Once per page, not per line: a newer engine's exotic line should not flood the log.
+      if (skipped > 0) this.#options.logger.debug('engine metrics lines skipped', { engine: this.url.origin, skipped });
     } catch (error) {
       // Stale load is worse than none: consumers judge freshness by `at`, so keep the old one.
       this.#options.logger.debug('engine metrics scrape failed', { engine: this.url.origin, error: error as Error });

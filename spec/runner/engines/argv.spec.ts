@@ -106,6 +106,14 @@ describe('engineCommand', () => {
     expect(built.env).toEqual({ PATH: '/usr/bin', HOME: '/srv', HF_HOME: '/models', CUDA_VISIBLE_DEVICES: '0' });
   });
 
+  it('keeps the runner’s SLUICE_* settings from the engine, whose own settings they are not', async () => {
+    const built = engineCommand(await profile({ kind: 'sim' }), {
+      simCommand: SIM,
+      baseEnv: { PATH: '/usr/bin', SLUICE_PROFILE: '{"kind":"sim"}', SLUICE_CONFIG: '/etc/runner.json' },
+    });
+    expect(built.env).toEqual({ PATH: '/usr/bin' });
+  });
+
   it('inherits the runner’s CUDA_VISIBLE_DEVICES when the profile lists no GPUs', async () => {
     const built = engineCommand(await profile({ kind: 'vllm' }), { baseEnv: { CUDA_VISIBLE_DEVICES: '3' } });
     expect(built.env).toEqual({ CUDA_VISIBLE_DEVICES: '3' });
