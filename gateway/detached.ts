@@ -204,6 +204,19 @@ export class DetachedCalls {
       stored = await store.finish(call.id, finish, result);
     } catch (error) {
       this.#s.logger.error('detached result not stored', { call: call.id, error: error as Error });
+      // The result could not be kept (too large for the store, the store down): say so rather
+      // than leave the call running until its lifetime ends.
+      const lost: CallFinish = {
+        status: 'failed',
+        completedAt,
+        ...(execMs === undefined ? {} : { executionMs: execMs }),
+        error: { code: 'GW_RESULT_NOT_STORED', message: `the result could not be stored: ${(error as Error).message}` },
+      };
+      stored = await store.finish(call.id, lost).catch(() => false);
+      if (stored) {
+        Object.assign(finish, lost);
+        result = undefined;
+      }
     }
     const final = { ...record, ...finish };
     if (stored && record.callbackUrl && this.#s.callbacks) {

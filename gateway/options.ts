@@ -175,7 +175,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   if (typeof gatewayId !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(gatewayId)) {
     throw new GatewayConfigError(`gatewayId must be 1-128 letters, digits or ._:- characters, got ${show(gatewayId)}`);
   }
-  const store = options.store ?? createMemoryStore({ resultTtl });
+  const store = options.store ?? createMemoryStore({ resultTtl, now: () => clock.now() });
   return Object.freeze({
     runners: urls,
     pool,
