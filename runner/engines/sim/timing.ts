@@ -5,6 +5,7 @@
  * token, decode a mean inter-token latency; both are jittered and both slow down as more
  * sequences share the GPU. Kept apart from HTTP so the model can be tested without a server.
  */
+import type { SimProfile } from './profiles.ts';
 import { setTimeout as delay } from 'node:timers/promises';
 
 /** What the model may take into account when planning one request. */
@@ -38,18 +39,14 @@ export interface SimTimingModel {
   plan(input: TimingInput): TokenSchedule;
 }
 
-/** Parameters of {@link createSimTiming}; the engine passes its resolved options. */
-export interface SimTimingOptions {
-  readonly prefillOverheadMs: number;
-  readonly prefillPerTokenMs: number;
-  readonly prefillJitterStdMs: number;
-  readonly itlMs: number;
-  readonly itlJitterStdMs: number;
-  readonly loadFactor: number;
-  readonly maxNumSeqs: number;
+/** Parameters of {@link createSimTiming}: a profile's timing fields (the engine passes its resolved options). */
+export type SimTimingOptions = Pick<
+  SimProfile,
+  'prefillOverheadMs' | 'prefillPerTokenMs' | 'prefillJitterStdMs' | 'itlMs' | 'itlJitterStdMs' | 'loadFactor' | 'maxNumSeqs'
+> & {
   /** Uniform [0, 1) source for the jitter. */
   readonly random: () => number;
-}
+};
 
 /** The largest standard deviation jitter may have, as a fraction of the mean (llm-d-inference-sim's bound). */
 export const MAX_JITTER_FRACTION = 0.3;
