@@ -16,6 +16,7 @@ import {
   FUNCTION_HEADER,
   isConnectError,
 } from '../runner/protocol.ts';
+import type { ReportedLoad } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
 import { CallTimeoutError, RunnerFailedError } from './errors.ts';
 
@@ -54,16 +55,37 @@ const TIMEOUT_GRACE_MS = 1000;
 /** How long a runner that refused a connection is passed over before it is tried again, in ms. */
 export const DOWN_BACKOFF_MS = 1000;
 
+/** What the gateway knows of a runner that registered itself, from its heartbeats. */
+export interface Registration {
+  /** `live` while heartbeats arrive; `unreachable` after several are missed (not placed on). */
+  state: 'live' | 'unreachable';
+  /** When the last registration or heartbeat arrived, ms since the epoch. */
+  lastSeen: number;
+  /** The runner's engine can take calls. */
+  ready: boolean;
+  /** The runner is draining (it said so), or an operator asked this gateway to drain it. */
+  draining: boolean;
+  drainRequested: boolean;
+  version: string;
+  /** The load the runner last reported, and when. */
+  report: { load: ReportedLoad; at: number } | undefined;
+}
+
 /** A runner the gateway calls over HTTP/1.1 keep-alive connections. */
 export class HttpRunner implements Runner<RunnerResponse> {
   readonly id: string;
   readonly url: URL;
   readonly health: RunnerHealth = { models: undefined, reachable: true, downUntil: 0 };
+  /** Set for runners that registered themselves; static runners have none. */
+  registration: Registration | undefined;
+  /** Calls this gateway has committed to this runner and not yet finished: the immediate load signal. */
+  inFlight = 0;
   readonly #pool: Pool;
 
-  constructor(url: URL, options: HttpRunnerOptions) {
+  /** `id` defaults to `host:port`, the identity of a runner in a static list. */
+  constructor(url: URL, options: HttpRunnerOptions, id: string = url.host) {
     this.url = url;
-    this.id = url.host;
+    this.id = id;
     this.#pool = new Pool(url.origin, {
       connectTimeout: options.connectTimeout,
       connections: options.connections ?? null,
@@ -113,7 +135,15 @@ export class HttpRunner implements Runner<RunnerResponse> {
       await response.body.dump().catch(() => {});
       return { kind: 'busy' };
     }
+    this.inFlight++;
+    response.body.once('close', () => this.inFlight--);
     return { kind: 'placed', value: response };
+  }
+
+  /** Whether the pool may offer calls to this runner now; static runners always (down ones fail fast). */
+  placeable(): boolean {
+    const r = this.registration;
+    return r === undefined || (r.state === 'live' && r.ready && !r.draining && !r.drainRequested);
   }
 
   /** Records a failed connect or status fetch: the runner is passed over for a moment. */

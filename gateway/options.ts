@@ -88,6 +88,17 @@ export interface GatewayOptions extends PlacerOptions {
    * lifetime, in ms (Fn's execution headroom). @default 360000
    */
   executionHeadroom?: number;
+  /**
+   * Shared secret runners present to register and heartbeat (`--runner-token`); without it
+   * registration is off and only `runners` are used.
+   */
+  runnerToken?: string;
+  /** How often registered runners heartbeat, in ms. @default 1000 */
+  heartbeatInterval?: number;
+  /** Missed heartbeats after which a runner is unreachable and not placed on. @default 3 */
+  unreachableAfterMissed?: number;
+  /** Silence after which an unreachable runner is forgotten, in ms. @default 30000 */
+  lostAfter?: number;
   /** Checks and delivers detached-call callbacks; without it a sluice-callback-url is refused. */
   callbacks?: CallbackDelivery;
   /** Where instruments are created. @default the global meter provider (a no-op until an SDK is wired) */
@@ -121,6 +132,10 @@ export interface GatewayConfig {
   readonly maxResultBytes: number;
   readonly executionHeadroom: number;
   readonly callbacks: CallbackDelivery | undefined;
+  readonly runnerToken: string | undefined;
+  readonly heartbeatInterval: number;
+  readonly unreachableAfterMissed: number;
+  readonly lostAfter: number;
   readonly meterProvider: MeterProvider;
   readonly renderMetrics: (() => Promise<string>) | undefined;
   readonly logger: Logger;
@@ -147,6 +162,10 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     maxResultBytes = 10 * 1024 * 1024,
     executionHeadroom = 360_000,
     callbacks,
+    runnerToken,
+    heartbeatInterval = 1000,
+    unreachableAfterMissed = 3,
+    lostAfter = 30_000,
     meterProvider = metrics.getMeterProvider(),
     renderMetrics,
     logger = silentLogger,
@@ -155,8 +174,15 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   const placerConfig = resolvePlacerConfig(options);
   if (!Array.isArray(runners)) throw new GatewayConfigError(`runners must be a list of URLs, got ${JSON.stringify(runners)}`);
   const urls = runners.map((r) => runnerUrl(r));
-  if (urls.length === 0 && pool === undefined) {
-    throw new GatewayConfigError('runners must list at least one runner URL (or pass a pool)');
+  if (urls.length === 0 && pool === undefined && runnerToken === undefined) {
+    throw new GatewayConfigError('runners must list at least one runner URL, or set runnerToken so runners can register');
+  }
+  if (runnerToken !== undefined && pool !== undefined) {
+    throw new GatewayConfigError('runnerToken cannot be used with a custom pool: a custom pool manages its own runners');
+  }
+  if (runnerToken !== undefined && (typeof runnerToken !== 'string' || runnerToken.length < 16)) {
+    // Never echo the token, even a bad one.
+    throw new GatewayConfigError('runnerToken must be a string of at least 16 characters');
   }
   if (typeof placer?.order !== 'function' || typeof placer.name !== 'string') {
     throw new GatewayConfigError('placer must be an object with a name and order(call, runners)');
@@ -172,6 +198,12 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   checkMs('resultTtl', resultTtl, 1, fail);
   checkInteger('maxResultBytes', maxResultBytes, { min: 1 }, fail);
   checkMs('executionHeadroom', executionHeadroom, 0, fail);
+  checkMs('heartbeatInterval', heartbeatInterval, 1, fail);
+  checkInteger('unreachableAfterMissed', unreachableAfterMissed, { min: 1 }, fail);
+  checkMs('lostAfter', lostAfter, 1, fail);
+  if (lostAfter <= heartbeatInterval * unreachableAfterMissed) {
+    throw new GatewayConfigError(`lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (${heartbeatInterval * unreachableAfterMissed} ms), got ${lostAfter}`);
+  }
   if (typeof gatewayId !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(gatewayId)) {
     throw new GatewayConfigError(`gatewayId must be 1-128 letters, digits or ._:- characters, got ${show(gatewayId)}`);
   }
@@ -196,6 +228,10 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     maxResultBytes,
     executionHeadroom,
     callbacks,
+    runnerToken,
+    heartbeatInterval,
+    unreachableAfterMissed,
+    lostAfter,
     meterProvider,
     renderMetrics,
     logger,

@@ -1,6 +1,7 @@
 /**
- * The static runner pool: a fixed list of runner URLs, each probed at GET /status so the
- * gateway knows which models it serves and whether it answers.
+ * The gateway's pool: static runners from --runners, each probed at GET /status so the gateway
+ * knows which models it serves and whether it answers, and runners that registered themselves
+ * (see registry.ts), known from their heartbeats. One list, one set of rules for placement.
  */
 import type { Logger } from '../placer/log.ts';
 import type { RunnerPool } from '../placer/types.ts';
@@ -22,8 +23,8 @@ export interface GatewayPool extends RunnerPool<RunnerResponse> {
   close(force?: boolean): Promise<void>;
 }
 
-/** Settings of the static pool. */
-export interface StaticPoolOptions {
+/** Settings of the pool. */
+export interface FleetPoolOptions {
   urls: readonly URL[];
   connectTimeout: number;
   /** How often each runner's /status is fetched, in ms. */
@@ -31,16 +32,17 @@ export interface StaticPoolOptions {
   logger: Logger;
 }
 
-/** A fixed list of runners, probed in the background. */
-export class StaticRunnerPool implements GatewayPool {
-  readonly runnerList: readonly HttpRunner[];
-  readonly #options: StaticPoolOptions;
+/** Static runners probed in the background, plus registered ones added and removed as they come and go. */
+export class FleetPool implements GatewayPool {
+  /** Replaced, never mutated, on every change: placers may key caches on its identity. */
+  runnerList: readonly HttpRunner[];
+  readonly #options: FleetPoolOptions;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
   /** Candidate lists per model; cleared whenever a runner's models change. */
   readonly #byModel = new Map<string, readonly HttpRunner[]>();
 
-  constructor(options: StaticPoolOptions) {
+  constructor(options: FleetPoolOptions) {
     this.#options = options;
     this.runnerList = options.urls.map((url) => new HttpRunner(url, { connectTimeout: options.connectTimeout }));
   }
@@ -52,13 +54,42 @@ export class StaticRunnerPool implements GatewayPool {
    * runner's model list changes, so placers can cache work keyed on it.
    */
   runners(call: GatewayCall): readonly HttpRunner[] {
-    if (call.route === 'invoke') return this.runnerList;
-    let list = this.#byModel.get(call.fn);
+    const key = call.route === 'invoke' ? '' : call.fn;
+    let list = this.#byModel.get(key);
     if (!list) {
-      list = this.runnerList.filter((r) => r.health.models === undefined || r.health.models.includes(call.fn));
-      this.#byModel.set(call.fn, list);
+      list = this.runnerList.filter(
+        (r) => r.placeable() && (key === '' || r.health.models === undefined || r.health.models.includes(key)),
+      );
+      this.#byModel.set(key, list);
     }
     return list;
+  }
+
+  /** The runner with this id, static or registered. */
+  get(id: string): HttpRunner | undefined {
+    return this.runnerList.find((r) => r.id === id);
+  }
+
+  /** Adds a registered runner, replacing one with the same id (which is returned to be closed). */
+  add(runner: HttpRunner): HttpRunner | undefined {
+    const old = this.get(runner.id);
+    this.runnerList = [...this.runnerList.filter((r) => r !== old), runner];
+    this.changed();
+    return old;
+  }
+
+  /** Removes a runner; returns it so its connections can be closed. */
+  remove(id: string): HttpRunner | undefined {
+    const old = this.get(id);
+    if (!old) return undefined;
+    this.runnerList = this.runnerList.filter((r) => r !== old);
+    this.changed();
+    return old;
+  }
+
+  /** Call after a runner's models or placeability changed: candidate lists are rebuilt. */
+  changed(): void {
+    this.#byModel.clear();
   }
 
   models(): string[] {
@@ -77,7 +108,7 @@ export class StaticRunnerPool implements GatewayPool {
   }
 
   ready(): boolean {
-    return this.runnerList.some((r) => r.health.reachable && r.health.models !== undefined);
+    return this.runnerList.some((r) => r.placeable() && r.health.reachable && r.health.models !== undefined);
   }
 
   /** Probes every runner once, then keeps probing every statusInterval. */
@@ -88,7 +119,8 @@ export class StaticRunnerPool implements GatewayPool {
 
   /** Fetches every runner's /status once; never throws. */
   async refresh(): Promise<void> {
-    await Promise.all(this.runnerList.map((r) => this.#probe(r)));
+    // Registered runners report through heartbeats; only static ones are probed.
+    await Promise.all(this.runnerList.filter((r) => !r.registration).map((r) => this.#probe(r)));
   }
 
   async close(force = false): Promise<void> {
@@ -127,7 +159,12 @@ export class StaticRunnerPool implements GatewayPool {
     const same = before === models || (before !== undefined && models !== undefined && before.length === models.length && before.every((m, i) => m === models[i]));
     if (same) return;
     runner.health.models = models;
-    this.#byModel.clear();
+    this.changed();
+  }
+
+  /** Sets a runner's models from its own report (registration or heartbeat). */
+  setModels(runner: HttpRunner, models: readonly string[] | undefined): void {
+    this.#setModels(runner, models);
   }
 
   #schedule(): void {

@@ -17,7 +17,9 @@ import type { CallRoute } from './call.ts';
 import { GatewayError, RouteNotFoundError } from './errors.ts';
 import { resolveGatewayOptions } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
-import { StaticRunnerPool } from './pool.ts';
+import { FleetPool } from './pool.ts';
+import { RunnerRegistry } from './registry.ts';
+import { registerRunnerRoutes } from './runner-routes.ts';
 import type { GatewayPool } from './pool.ts';
 
 type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
@@ -47,14 +49,24 @@ const CALL_ROUTES: Record<string, CallRoute> = {
 export function createGateway(options: GatewayOptions): Gateway {
   const config = resolveGatewayOptions(options);
   const log = config.logger;
-  const pool: GatewayPool =
-    config.pool ??
-    new StaticRunnerPool({
-      urls: config.runners,
-      connectTimeout: config.runnerConnectTimeout,
-      statusInterval: config.statusInterval,
-      logger: log,
-    });
+  const fleet = new FleetPool({
+    urls: config.runners,
+    connectTimeout: config.runnerConnectTimeout,
+    statusInterval: config.statusInterval,
+    logger: log,
+  });
+  const pool: GatewayPool = config.pool ?? fleet;
+  const registry = new RunnerRegistry({
+    pool: fleet,
+    token: config.runnerToken,
+    gatewayId: config.gatewayId,
+    heartbeatInterval: config.heartbeatInterval,
+    unreachableAfter: config.heartbeatInterval * config.unreachableAfterMissed,
+    lostAfter: config.lostAfter,
+    connectTimeout: config.runnerConnectTimeout,
+    logger: log,
+    clock: config.clock,
+  });
   const detached = new DetachedCalls({
     store: config.store,
     gatewayId: config.gatewayId,
@@ -77,6 +89,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   app.post('/invoke/:fn', call('invoke'));
 
   registerCallRoutes(app, detached, config.store);
+  registerRunnerRoutes(app, fleet, registry, config.clock);
   app.get('/v1/models', (c) =>
     c.json({ object: 'list', data: pool.models().map((id) => ({ id, object: 'model', created: 0, owned_by: 'sluice' })) }),
   );
@@ -109,6 +122,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     async listen(port = 0, host = '127.0.0.1') {
       await pool.start();
       await detached.start();
+      registry.start();
       const info = await new Promise<AddressInfo>((resolve, reject) => {
         const s = serve({ fetch: app.fetch, port, hostname: host }, (i) => resolve(i));
         s.once('error', reject);
@@ -135,6 +149,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         await detached.drain(config.drainTimeout);
         const drained = await agentDrained;
         if (!drained) log.warn('drain timeout, closing in-flight calls', { inFlight: agent.inFlight });
+        registry.close();
         await pool.close(!drained);
         await config.store.close();
         s?.closeAllConnections?.();

@@ -139,3 +139,72 @@ export function coalesceWrites(res: { cork(): void; uncork(): void; writableCork
     if (!res.destroyed) res.uncork();
   });
 }
+
+/*
+ * Registration: runners dial out to gateways (nodes sit behind firewalls), so a restarted
+ * gateway gets its fleet back without touching any node.
+ *
+ *   POST {gateway}/v1/runners/register         body RunnerRegistration -> 200 RegistrationAccepted
+ *   POST {gateway}/v1/runners/{id}/heartbeat   body RunnerHeartbeat    -> 200 HeartbeatAnswer,
+ *                                                 404 when the gateway does not know the runner
+ *                                                 (it restarted, or forgot it): register again
+ *   DELETE {gateway}/v1/runners/{id}           -> 204, when the runner leaves after a drain
+ *
+ * Every request carries `authorization: Bearer <runner token>`; a wrong token is 401.
+ */
+
+/** Path of the registration endpoint on a gateway. */
+export const REGISTER_PATH = '/v1/runners/register';
+/** Path of a runner's heartbeat endpoint on a gateway. */
+export const heartbeatPath = (id: string): string => `/v1/runners/${encodeURIComponent(id)}/heartbeat`;
+/** Path a runner DELETEs to leave a gateway's pool. */
+export const runnerPath = (id: string): string => `/v1/runners/${encodeURIComponent(id)}`;
+
+/** Load a runner reports, per engine model and in all. */
+export interface ReportedLoad {
+  /** Calls holding a slot now. */
+  slotsInUse: number;
+  slots: number;
+  /** Requests waiting inside the engine (its own queue); the runner itself never queues. */
+  queue: number;
+  /** The engine's KV-cache use, 0..1, when it publishes it. */
+  kvCacheUsage?: number;
+  /** Running and waiting requests per model, from the engine's metrics. */
+  models: Record<string, { running: number; waiting: number }>;
+}
+
+/** What a runner sends when it registers. */
+export interface RunnerRegistration {
+  id: string;
+  /** Where the gateway should call this runner. */
+  url: string;
+  version: string;
+  engines: Array<{ kind: string; url: string; models: readonly string[]; state: string }>;
+  models: readonly string[];
+  slots: number;
+  gpus: unknown;
+  /** False while the engine is starting: the gateway then knows the runner but places nothing on it. */
+  ready: boolean;
+  load: ReportedLoad;
+}
+
+/** What a gateway answers to a registration. */
+export interface RegistrationAccepted {
+  gatewayId: string;
+  /** How often the gateway expects heartbeats, ms. */
+  heartbeatInterval: number;
+}
+
+/** What a runner sends every heartbeat interval. */
+export interface RunnerHeartbeat {
+  ready: boolean;
+  state: 'serving' | 'draining';
+  models: readonly string[];
+  load: ReportedLoad;
+}
+
+/** What a gateway answers to a heartbeat. */
+export interface HeartbeatAnswer {
+  /** True when an operator asked the gateway to drain this runner. */
+  drain: boolean;
+}

@@ -60,6 +60,14 @@ const gatewaySettings: readonly Setting[] = [
   { key: 'executionHeadroom', type: 'duration', default: '360s', description: 'added to detached-placer-timeout + call-timeout for a detached call\'s lifetime' },
 ];
 
+/** Runners that register themselves with the gateway. */
+const registrationSettings: readonly Setting[] = [
+  { key: 'runnerToken', type: 'string', description: 'shared secret runners present to register (16+ characters); prefer the environment variable', defaultText: 'none: registration off' },
+  { key: 'heartbeatInterval', type: 'duration', default: '1s', description: 'how often registered runners heartbeat' },
+  { key: 'unreachableAfterMissed', type: 'integer', default: 3, description: 'missed heartbeats after which a runner is not placed on' },
+  { key: 'lostAfter', type: 'duration', default: '30s', description: 'silence after which a registered runner is forgotten' },
+];
+
 /** Where detached calls are kept and where their callbacks may go; not placer or timing settings. */
 const detachedSettings: readonly Setting[] = [
   { key: 'store', type: 'string', default: 'memory', description: 'detached-call store: memory, or redis://host:port[/db] to share calls between gateways' },
@@ -127,7 +135,7 @@ async function gatewayOptions(values: Record<string, unknown>, logger: Logger): 
     import('../store/index.ts'),
     import('../callbacks/index.ts'),
   ]);
-  const keys = gatewaySettings.map((s) => s.key).filter((key) => key !== 'placer');
+  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => key !== 'placer');
   const secret = values.callbackSecret as string | undefined;
   const callbacks = secret
     ? createCallbackSender({
@@ -150,15 +158,16 @@ const gateway: Command = {
   settings: [
     port(8080),
     host,
-    { key: 'runners', type: 'list', required: true, description: 'runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002' },
+    { key: 'runners', type: 'list', description: 'static runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002', defaultText: 'none: give --runners, --runner-token, or both' },
     ...gatewaySettings,
     ...detachedSettings,
+    ...registrationSettings,
     logLevel,
   ],
   async run({ values, env, logger }) {
     const telemetry = await startTelemetry(env);
     const { createGateway } = await import('../server.ts');
-    const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: values.runners as string[], renderMetrics: telemetry.render });
+    const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
     const { url } = await gw.listen(values.port as number, values.host as string);
     reportListening(url);
     return async () => {
@@ -183,27 +192,43 @@ const runner: Command = {
     { key: 'loadInterval', type: 'duration', default: '1s', description: 'how often the engine\'s metrics are read for its load' },
     { key: 'engineStopGrace', type: 'duration', default: '10s', description: 'how long a launched engine gets after SIGTERM before SIGKILL' },
     { key: 'engineRestartBackoff', type: 'duration', default: '1s', description: 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)' },
-    { key: 'drainTimeout', type: 'duration', default: '30s', description: 'how long shutdown waits for running calls' },
+    { key: 'drainTimeout', type: 'duration', default: '30s', description: 'how long shutdown, or a drain a gateway asks for, waits for running calls' },
+    { key: 'gateway', type: 'list', description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080', defaultText: 'none: only gateways that list this runner call it' },
+    { key: 'runnerToken', type: 'string', description: 'shared token the gateways expect; prefer the environment variable (never logged)', defaultText: 'none; required with --gateway' },
+    { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
+    { key: 'heartbeatInterval', type: 'duration', default: '1s', description: 'how often to heartbeat each gateway, unless the gateway asks for another interval' },
     logLevel,
   ],
   async run({ values, logger }) {
     const { createRunner } = await import('../../runner/server.ts');
     const r = createRunner({
-      ...(pick(values, ['engine', 'profile', 'engineKind', 'slots', 'id', 'engineConnectTimeout', 'engineProbeInterval', 'loadInterval', 'engineStopGrace', 'engineRestartBackoff']) as RunnerOptions),
+      ...(pick(values, ['engine', 'profile', 'engineKind', 'slots', 'id', 'engineConnectTimeout', 'engineProbeInterval', 'loadInterval', 'engineStopGrace', 'engineRestartBackoff', 'drainTimeout', 'runnerToken', 'advertiseUrl', 'heartbeatInterval']) as RunnerOptions),
+      ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),
       // A sim profile launches this same sluice entry point as `sluice sim-engine`.
       simCommand: [process.execPath, SLUICE_BIN],
       logger,
     });
     // The one place a launched engine is killed when the process dies without a graceful stop.
     process.once('exit', () => r.killEngine());
+    let stopping = false;
     try {
       const { url } = await r.listen(values.port as number, values.host as string);
       reportListening(url);
     } catch (error) {
+      stopping = true;
       await r.close({ drainTimeout: 0 });
       throw error;
     }
-    return () => r.close({ drainTimeout: values.drainTimeout as number });
+    // main stops a long-running command only on a signal. A drain a gateway asked for ends the
+    // runner by itself, so it sends the SIGTERM an operator would have: main then runs the stop
+    // below, which finds the runner already closed, and exits 0. Not when main is the one stopping.
+    void r.closed.then(() => {
+      if (!stopping) process.kill(process.pid, 'SIGTERM');
+    });
+    return () => {
+      stopping = true;
+      return r.close();
+    };
   },
 };
 

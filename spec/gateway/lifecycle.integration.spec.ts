@@ -41,7 +41,7 @@ async function streamText(url: string): Promise<string> {
 describe('start-up settings', () => {
   it.each([
     [['gateway', '--runners', 'http://127.0.0.1:1', '--placer-timeout', 'abc'], {}, /--placer-timeout "abc"/],
-    [['gateway'], {}, /--runners is required/],
+    [['gateway'], {}, /runners must list at least one runner URL, or set runnerToken/],
     [['gateway', '--runners', 'ftp://x'], {}, /runners entries must be http\(s\):\/\/host:port URLs, got "ftp:\/\/x"/],
     [['gateway', '--runners', 'http://127.0.0.1:1', '--placer', 'fastest'], {}, /unknown placer "fastest"/],
     [['runner', '--engine', 'http://127.0.0.1:1'], { SLUICE_SLOTS: '0' }, /slots must be a positive integer, got 0/],

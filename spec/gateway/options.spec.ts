@@ -108,9 +108,18 @@ describe('resolveGatewayOptions', () => {
     expect(config.runners).toEqual([]);
   });
 
-  it('throws naming runners when there are neither runners nor a pool', () => {
-    expect(configError({}).message).toBe('runners must list at least one runner URL (or pass a pool)');
-    expect(configError({ runners: [] }).message).toBe('runners must list at least one runner URL (or pass a pool)');
+  it('throws naming runners when there are neither runners, a pool, nor a runner token', () => {
+    const message = 'runners must list at least one runner URL, or set runnerToken so runners can register';
+    expect(configError({}).message).toBe(message);
+    expect(configError({ runners: [] }).message).toBe(message);
+    expect(() => resolveGatewayOptions({ runnerToken: 'x'.repeat(16) })).not.toThrow();
+  });
+
+  it('throws without echoing it when the runner token is short, and when lostAfter does not outlast unreachability', () => {
+    expect(configError({ runnerToken: 'secret' }).message).toBe('runnerToken must be a string of at least 16 characters');
+    expect(configError({ runners, runnerToken: 'y'.repeat(16), lostAfter: 3000, heartbeatInterval: 1000 }).message).toBe(
+      'lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (3000 ms), got 3000',
+    );
   });
 
   it('throws GW_INVALID_OPTION naming runners and the value when runners is not a list', () => {

@@ -1,0 +1,197 @@
+/**
+ * Runners that register themselves. A runner dials out, registers with its URL, models, slots
+ * and GPUs, then heartbeats with its load; the registry keeps it in the pool while heartbeats
+ * arrive, marks it unreachable (not placed on) after a few are missed, and forgets it (lost)
+ * after a longer silence: a lost stream is not yet a lost node.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Logger } from '../placer/log.ts';
+import type { Clock } from '../placer/types.ts';
+import type { HeartbeatAnswer, RegistrationAccepted, RunnerHeartbeat, RunnerRegistration } from '../runner/protocol.ts';
+import { GatewayError } from './errors.ts';
+import { HttpRunner } from './http-runner.ts';
+import type { FleetPool } from './pool.ts';
+
+/** Settings of the registry. */
+export interface RegistryOptions {
+  pool: FleetPool;
+  /** The shared secret runners present; registration is off without one. */
+  token: string | undefined;
+  gatewayId: string;
+  /** Interval runners are told to heartbeat at, ms. */
+  heartbeatInterval: number;
+  /** Silence after which a runner is unreachable and not placed on, ms. */
+  unreachableAfter: number;
+  /** Silence after which a runner is forgotten, ms. */
+  lostAfter: number;
+  connectTimeout: number;
+  logger: Logger;
+  clock: Clock;
+}
+
+/** A registration or heartbeat body that is not what the wire contract says (400). */
+export class InvalidRegistrationError extends GatewayError {
+  constructor(message: string) {
+    super('GW_INVALID_REGISTRATION', 400, 'invalid_request_error', message);
+  }
+}
+
+/** Registration, heartbeats, two-stage expiry and drain requests for self-registering runners. */
+export class RunnerRegistry {
+  readonly #o: RegistryOptions;
+  readonly #tokenDigest: Buffer | undefined;
+  #sweeper: NodeJS.Timeout | undefined;
+
+  constructor(options: RegistryOptions) {
+    this.#o = options;
+    this.#tokenDigest = options.token === undefined ? undefined : digest(options.token);
+  }
+
+  /** True when registration is configured (a runner token is set). */
+  get enabled(): boolean {
+    return this.#tokenDigest !== undefined;
+  }
+
+  /** Checks `authorization: Bearer <token>` in constant time. */
+  authorize(header: string | undefined): boolean {
+    if (!this.#tokenDigest || header === undefined) return false;
+    const match = /^Bearer (.+)$/.exec(header);
+    return match !== null && timingSafeEqual(digest(match[1]!), this.#tokenDigest);
+  }
+
+  /** Adds or refreshes a runner; a runner that comes back with a new URL is replaced. */
+  register(body: unknown): RegistrationAccepted {
+    const reg = checkRegistration(body);
+    const { pool, clock, logger } = this.#o;
+    const url = new URL(reg.url);
+    let runner = pool.get(reg.id);
+    if (runner && !runner.registration) {
+      throw new InvalidRegistrationError(`runner id ${JSON.stringify(reg.id)} is already a static runner of this gateway`);
+    }
+    if (!runner || runner.url.origin !== url.origin) {
+      runner = new HttpRunner(url, { connectTimeout: this.#o.connectTimeout }, reg.id);
+      const old = pool.add(runner);
+      if (old) void old.close();
+      logger.info('runner registered', { runner: reg.id, url: url.origin, models: reg.models, version: reg.version });
+    }
+    const now = clock.now();
+    runner.registration = {
+      state: 'live',
+      lastSeen: now,
+      ready: reg.ready,
+      draining: false,
+      drainRequested: runner.registration?.drainRequested ?? false,
+      version: reg.version,
+      report: { load: reg.load, at: now },
+    };
+    pool.setModels(runner, reg.ready ? reg.models : undefined);
+    pool.changed();
+    return { gatewayId: this.#o.gatewayId, heartbeatInterval: this.#o.heartbeatInterval };
+  }
+
+  /** Records a heartbeat; undefined when the runner is unknown (it must register again). */
+  heartbeat(id: string, body: unknown): HeartbeatAnswer | undefined {
+    const runner = this.#o.pool.get(id);
+    const reg = runner?.registration;
+    if (!runner || !reg) return undefined;
+    const hb = checkHeartbeat(body);
+    const now = this.#o.clock.now();
+    if (reg.state === 'unreachable') this.#o.logger.info('runner back', { runner: id });
+    const placeable = runner.placeable();
+    reg.state = 'live';
+    reg.lastSeen = now;
+    reg.ready = hb.ready;
+    reg.draining = hb.state === 'draining';
+    reg.report = { load: hb.load, at: now };
+    this.#o.pool.setModels(runner, hb.ready ? hb.models : undefined);
+    if (runner.placeable() !== placeable) this.#o.pool.changed();
+    return { drain: reg.drainRequested };
+  }
+
+  /** Removes a runner that left; false when unknown. */
+  deregister(id: string): boolean {
+    const runner = this.#o.pool.get(id);
+    if (!runner?.registration) return false;
+    this.#o.pool.remove(id);
+    void runner.close();
+    this.#o.logger.info('runner deregistered', { runner: id });
+    return true;
+  }
+
+  /** Stops placing on a runner and tells it to drain at its next heartbeat; false when unknown. */
+  requestDrain(id: string): boolean {
+    const runner = this.#o.pool.get(id);
+    if (!runner?.registration) return false;
+    runner.registration.drainRequested = true;
+    this.#o.pool.changed();
+    this.#o.logger.info('runner drain requested', { runner: id });
+    return true;
+  }
+
+  /** Starts the expiry sweep. */
+  start(): void {
+    const every = Math.max(50, Math.min(this.#o.heartbeatInterval, this.#o.unreachableAfter / 2));
+    this.#sweeper = setInterval(() => this.sweep(), every);
+    this.#sweeper.unref();
+  }
+
+  /** Marks silent runners unreachable, then lost; exposed for tests with a fake clock. */
+  sweep(): void {
+    const { pool, clock, logger, unreachableAfter, lostAfter } = this.#o;
+    const now = clock.now();
+    for (const runner of pool.runnerList) {
+      const reg = runner.registration;
+      if (!reg) continue;
+      const silence = now - reg.lastSeen;
+      if (silence > lostAfter) {
+        pool.remove(runner.id);
+        void runner.close(true);
+        logger.warn('runner lost', { runner: runner.id, silenceMs: Math.round(silence) });
+      } else if (silence > unreachableAfter && reg.state === 'live') {
+        reg.state = 'unreachable';
+        pool.changed();
+        logger.warn('runner unreachable', { runner: runner.id, silenceMs: Math.round(silence) });
+      }
+    }
+  }
+
+  close(): void {
+    clearInterval(this.#sweeper);
+  }
+}
+
+function digest(token: string): Buffer {
+  // Hashing first gives both sides one length, which timingSafeEqual needs.
+  return createHash('sha256').update(token).digest();
+}
+
+function checkRegistration(body: unknown): RunnerRegistration {
+  const b = body as Partial<RunnerRegistration> | null;
+  if (!b || typeof b !== 'object') throw new InvalidRegistrationError('registration body must be a JSON object');
+  if (typeof b.id !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(b.id)) throw new InvalidRegistrationError(`registration id must be 1-128 letters, digits or ._:- characters, got ${JSON.stringify(b.id)}`);
+  let url: URL | undefined;
+  try {
+    url = typeof b.url === 'string' ? new URL(b.url) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new InvalidRegistrationError(`registration url must be an http(s) URL, got ${JSON.stringify(b.url)}`);
+  if (!Array.isArray(b.models)) throw new InvalidRegistrationError('registration models must be a list of model names');
+  checkLoad(b.load);
+  return { ...(b as RunnerRegistration), ready: b.ready !== false, version: String(b.version ?? 'unknown') };
+}
+
+function checkHeartbeat(body: unknown): RunnerHeartbeat {
+  const b = body as Partial<RunnerHeartbeat> | null;
+  if (!b || typeof b !== 'object') throw new InvalidRegistrationError('heartbeat body must be a JSON object');
+  if (!Array.isArray(b.models)) throw new InvalidRegistrationError('heartbeat models must be a list of model names');
+  checkLoad(b.load);
+  return { ready: b.ready !== false, state: b.state === 'draining' ? 'draining' : 'serving', models: b.models, load: b.load! };
+}
+
+function checkLoad(load: unknown): void {
+  const l = load as { slotsInUse?: unknown; slots?: unknown } | undefined;
+  if (!l || typeof l.slotsInUse !== 'number' || typeof l.slots !== 'number') {
+    throw new InvalidRegistrationError('load must carry numeric slotsInUse and slots');
+  }
+}
