@@ -214,17 +214,22 @@ export class LbAgent {
   async #place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>): Promise<Placement<RunnerResponse> | CallResult> {
     const m = this.#metrics;
     const { clock, placerConfig } = this.#config;
+    // The last answer of each runner offered the call, to explain a 503.
+    const offers = new Map<string, 'busy' | 'error'>();
     try {
       const placement = await placeCall(call, this.#pool, this.#config.placer, {
         retryAllDelay: placerConfig.retryAllDelay,
         clock,
-        onRetry: (_runner, reason) => m.placerRetries.add(1, { reason }),
+        onRetry: (runner, reason) => {
+          m.placerRetries.add(1, { reason });
+          offers.set(runner.id, reason);
+        },
       });
       m.placerAttempts.record(placement.attempts);
       return placement;
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
-      return this.#unplaced(call, error as Error, out, headers);
+      return this.#unplaced(call, error as Error, out, headers, offers);
     } finally {
       m.queued.add(-1);
     }
@@ -237,14 +242,16 @@ export class LbAgent {
   }
 
   /** Answers a call no runner took (or whose committed runner failed before answering). */
-  #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>): CallResult {
+  #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>, offers?: ReadonlyMap<string, 'busy' | 'error'>): CallResult {
     const totalMs = this.#config.clock.now() - call.startedAt;
     const latencyMs = totalMs;
     if (error instanceof PlacerAbortedError || call.signal.aborted) {
       return { outcome: 'canceled', status: 0, totalMs, latencyMs, error };
     }
     if (error instanceof PlacerTimeoutError) {
-      sendError(out, error, { ...headers, 'retry-after': String(this.#config.retryAfter) });
+      // A control plane should say why nothing ran: one reason per runner.
+      const runners = this.#pool.explain?.(call, offers ?? new Map());
+      sendError(out, error, { ...headers, 'retry-after': String(this.#config.retryAfter) }, runners ? { runners } : undefined);
       return { outcome: 'server_busy', status: error.status, totalMs, latencyMs, error };
     }
     if (!(error instanceof SluiceError)) this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
@@ -256,9 +263,9 @@ export class LbAgent {
 }
 
 /** Writes an error in OpenAI's shape, with the error's own headers (Retry-After and the like). */
-export function sendError(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}): void {
+export function sendError(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}, details?: Record<string, unknown>): void {
   if (out.headersSent || out.destroyed) return;
   const extra = error instanceof GatewayError ? error.headers : {};
   out.writeHead(error.status, { 'content-type': 'application/json', ...extra, ...headers });
-  out.end(errorBody(error));
+  out.end(errorBody(error, details));
 }

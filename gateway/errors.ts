@@ -82,7 +82,7 @@ export class GatewayConfigError extends GatewayError {
   }
 }
 
-/** The JSON body a client gets for `error`. */
-export function errorBody(error: SluiceError): string {
-  return JSON.stringify({ error: { message: error.message, type: error.type, code: error.code } });
+/** The JSON body a client gets for `error`; `details` add fields beside OpenAI's three. */
+export function errorBody(error: SluiceError, details?: Record<string, unknown>): string {
+  return JSON.stringify({ error: { message: error.message, type: error.type, code: error.code, ...details } });
 }

@@ -19,8 +19,19 @@ export interface GatewayPool extends RunnerPool<RunnerResponse> {
   serves(model: string): ModelAnswer;
   /** True when at least one runner answered its last status probe. */
   ready(): boolean;
+  /**
+   * Why each runner did not take `call`, for the 503 when nothing did: `offers` holds the last
+   * answer of each runner the walk offered it to.
+   */
+  explain?(call: GatewayCall, offers: ReadonlyMap<string, 'busy' | 'error'>): RunnerReason[];
   start(): Promise<void>;
   close(force?: boolean): Promise<void>;
+}
+
+/** One runner's reason for not taking a call. */
+export interface RunnerReason {
+  runner: string;
+  reason: 'busy' | 'unreachable' | 'not-serving-model' | 'not-ready' | 'draining' | 'drain-requested';
 }
 
 /** Settings of the pool. */
@@ -63,6 +74,20 @@ export class FleetPool implements GatewayPool {
       this.#byModel.set(key, list);
     }
     return list;
+  }
+
+  explain(call: GatewayCall, offers: ReadonlyMap<string, 'busy' | 'error'>): RunnerReason[] {
+    return this.runnerList.map((r): RunnerReason => {
+      const reg = r.registration;
+      const reason: RunnerReason['reason'] =
+        reg?.drainRequested ? 'drain-requested'
+        : reg?.draining ? 'draining'
+        : reg?.state === 'unreachable' || offers.get(r.id) === 'error' || !r.health.reachable ? 'unreachable'
+        : (reg && !reg.ready) || (call.route !== 'invoke' && r.health.models === undefined) ? 'not-ready'
+        : call.route !== 'invoke' && !r.health.models!.includes(call.fn) ? 'not-serving-model'
+        : 'busy';
+      return { runner: r.id, reason };
+    });
   }
 
   /** The runner with this id, static or registered. */

@@ -66,6 +66,7 @@ describe('placement across runners', () => {
     expect(refused.status).toBe(503);
     expect(refused.json.error.code).toBe('PLACER_TIMEOUT');
     expect(refused.headers['retry-after']).toBe('2');
+    expect(refused.json.error.runners).toEqual([{ runner: new URL(fleet.nodes[0]!.runner.url).host, reason: 'busy' }]);
     expect(Date.now() - started).toBeGreaterThanOrEqual(250);
     expect((await long).status).toBe(200);
     expect(metricValue(await metrics(fleet.gateway), 'sluice_calls_server_busy_total')).toBe(1);

@@ -72,13 +72,14 @@ describe('runner registration', () => {
 
   it('stops placing on a silent runner (unreachable), then forgets it (lost)', async () => {
     const url = await realRunner('quiet');
-    const gw = await gateway();
+    const gw = await gateway({ lostAfter: 1500 });
     await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('quiet', url)), auth);
     expect((await runners(gw))[0]).toMatchObject({ id: 'quiet', state: 'live', placeable: true });
     await expect.poll(async () => (await runners(gw))[0]?.state, { timeout: 2000, interval: 20 }).toBe('unreachable');
     const refused = await postJson(`${gw}/v1/chat/completions`, chatBody());
     expect(refused.status).toBe(503);
-    await expect.poll(async () => (await runners(gw)).length, { timeout: 2000, interval: 20 }).toBe(0);
+    expect(refused.json.error.runners).toEqual([{ runner: 'quiet', reason: 'unreachable' }]);
+    await expect.poll(async () => (await runners(gw)).length, { timeout: 4000, interval: 20 }).toBe(0);
     const hb = await postJson(`${gw}${heartbeatPath('quiet')}`, JSON.stringify({ ready: true, state: 'serving', models: ['sim-small'], load }), auth);
     expect(hb.status).toBe(404);
   });
@@ -97,6 +98,22 @@ describe('runner registration', () => {
     const gone = await request(`${gw}${runnerPath('a')}`, { method: 'DELETE', headers: auth });
     expect(gone.statusCode).toBe(204);
     expect((await runners(gw)).map((r) => r.id)).toEqual(['b']);
+  });
+
+  it('explains a 503 runner by runner: drain requested, another model', async () => {
+    const a = await realRunner('a');
+    const b = await realRunner('b');
+    const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
+    await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', a)), auth);
+    await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify({ ...registration('b', b), models: ['other-model'] }), auth);
+    await postJson(`${gw}/v1/runners/a/drain`, '', auth);
+    const refused = await postJson(`${gw}/v1/chat/completions`, chatBody());
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.code).toBe('PLACER_TIMEOUT');
+    expect(refused.json.error.runners).toEqual([
+      { runner: 'a', reason: 'drain-requested' },
+      { runner: 'b', reason: 'not-serving-model' },
+    ]);
   });
 
   it('answers 404 on registration routes when no runner token is set', async () => {
