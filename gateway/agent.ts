@@ -111,11 +111,12 @@ export class LbAgent {
 
     let fn: string;
     let user: string | undefined;
+    let prompt: string | undefined;
     let preference: CallPreference;
     try {
       if (route === 'invoke') fn = fnParam ?? '';
       else {
-        ({ model: fn, user } = parseInferenceBody(body));
+        ({ model: fn, user, prompt } = parseInferenceBody(body));
         if (this.#pool.serves(fn) === 'no') {
           throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
         }
@@ -131,10 +132,11 @@ export class LbAgent {
       fn,
       key: affinityKey(Array.isArray(session) ? session[0] : session, user, fn),
       type: preference.detached ? 'detached' : 'sync',
+      ...(prompt === undefined ? {} : { prompt }),
       route,
       method: incoming.method ?? 'POST',
       path: incoming.url ?? '/',
-      headers: withoutHopByHop(incoming.headers),
+      headers: forwardable(incoming.headers),
       body,
       createdAt,
       startedAt: createdAt,
@@ -170,7 +172,7 @@ export class LbAgent {
 
     const result =
       call.type === 'detached'
-        ? await this.#detachedFlow.run(call, out, callHeaders, preference, controller.signal)
+        ? await this.#detachedFlow.run(call, incoming.headers, out, callHeaders, preference, controller.signal)
         : await this.#placeAndRelay(call, out, callHeaders, controller.signal);
     m.outcomes[result.outcome].add(1);
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
@@ -268,4 +270,17 @@ export function sendError(out: ServerResponse, error: SluiceError, headers: Reco
   const extra = error instanceof GatewayError ? error.headers : {};
   out.writeHead(error.status, { 'content-type': 'application/json', ...extra, ...headers });
   out.end(errorBody(error, details));
+}
+
+/**
+ * Request headers that are the gateway's business only: they steer placement and detached
+ * calls, and a callback URL may carry a token. Runners and engines never see them.
+ */
+const GATEWAY_ONLY_HEADERS = ['prefer', 'sluice-invoke-type', 'sluice-callback-url', 'idempotency-key', SESSION_HEADER];
+
+/** The client's headers as the runner gets them: no hop-by-hop and no gateway-only ones. */
+function forwardable(headers: IncomingMessage['headers']): Record<string, string | string[]> {
+  const out = withoutHopByHop(headers);
+  for (const name of GATEWAY_ONLY_HEADERS) delete out[name];
+  return out;
 }

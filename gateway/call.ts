@@ -41,6 +41,11 @@ export interface ParsedBody {
   model: string;
   /** The body's `user` field, when a string: a per-end-user affinity key. */
   user?: string;
+  /**
+   * The prompt as text, for prefix-affinity placement: every chat message's role and content in
+   * order (text parts of multi-part content only), or a completion's prompt.
+   */
+  prompt?: string;
 }
 
 /** Parses a /v1 body just enough to find the model and affinity key. */
@@ -54,12 +59,33 @@ export function parseInferenceBody(body: Buffer): ParsedBody {
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     throw new InvalidBodyError('request body must be a JSON object');
   }
-  const { model, user } = json as { model?: unknown; user?: unknown };
+  const { model, user, messages, prompt } = json as { model?: unknown; user?: unknown; messages?: unknown; prompt?: unknown };
   if (model === undefined || model === null || model === '') {
     throw new MissingModelError('request body has no "model"; name the model to call');
   }
   if (typeof model !== 'string') throw new InvalidBodyError(`"model" must be a string, got ${typeof model}`);
-  return typeof user === 'string' && user !== '' ? { model, user } : { model };
+  const text = renderPrompt(messages, prompt);
+  return { model, ...(typeof user === 'string' && user !== '' ? { user } : {}), ...(text ? { prompt: text } : {}) };
+}
+
+/** The prompt text a prefix cache would see; undefined when there is none to read. */
+function renderPrompt(messages: unknown, prompt: unknown): string | undefined {
+  if (Array.isArray(messages)) {
+    let out = '';
+    for (const m of messages as Array<{ role?: unknown; content?: unknown }>) {
+      if (!m || typeof m !== 'object') continue;
+      out += `${String(m.role ?? '')}: `;
+      if (typeof m.content === 'string') out += m.content;
+      else if (Array.isArray(m.content)) {
+        for (const part of m.content as Array<{ type?: unknown; text?: unknown }>) if (typeof part?.text === 'string') out += part.text;
+      }
+      out += '\n';
+    }
+    return out || undefined;
+  }
+  if (typeof prompt === 'string') return prompt;
+  if (Array.isArray(prompt) && prompt.every((p) => typeof p === 'string')) return prompt.join('\n');
+  return undefined;
 }
 
 /**

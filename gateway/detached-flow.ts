@@ -3,7 +3,7 @@
  * the detached deadline, then 202 (or the whole result, for `Prefer: wait=N`) once a runner
  * commits. The background half lives in detached.ts.
  */
-import type { ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { SluiceError } from '../placer/errors.ts';
 import type { Placement } from '../placer/walk.ts';
 import type { CallOutcome, GatewayCall } from './call.ts';
@@ -56,7 +56,14 @@ export class DetachedFlow {
    * Serves one detached call; resolves with how it ended, which for a committed call is when
    * its background work is over (long after the client got its 202).
    */
-  async run(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, preference: CallPreference, clientGone: AbortSignal): Promise<CallResult> {
+  async run(
+    call: GatewayCall,
+    request: IncomingHttpHeaders,
+    out: ServerResponse,
+    headers: Record<string, string>,
+    preference: CallPreference,
+    clientGone: AbortSignal,
+  ): Promise<CallResult> {
     const { config, calls } = this.#h;
     const ended = (outcome: CallOutcome, status: number, error?: Error): CallResult => {
       const totalMs = config.clock.now() - call.startedAt;
@@ -68,7 +75,7 @@ export class DetachedFlow {
       return ended('errors', error.status, error);
     };
 
-    const callbackUrl = single(call.headers[CALLBACK_URL_HEADER]);
+    const callbackUrl = single(request[CALLBACK_URL_HEADER]);
     if (callbackUrl !== undefined) {
       if (!config.callbacks) return refuse(new GatewayError('GW_CALLBACKS_DISABLED', 400, 'invalid_request_error', `${CALLBACK_URL_HEADER} was given but callbacks are not configured on this gateway (set --callback-secret and --callback-allow)`));
       try {
@@ -78,12 +85,12 @@ export class DetachedFlow {
       }
     }
 
-    const key = single(call.headers[IDEMPOTENCY_KEY_HEADER]);
+    const key = single(request[IDEMPOTENCY_KEY_HEADER]);
     if (key !== undefined) {
       if (!/^[\x21-\x7e]{1,255}$/.test(key)) {
         return refuse(new GatewayError('GW_INVALID_IDEMPOTENCY_KEY', 400, 'invalid_request_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters'));
       }
-      const fingerprint = requestFingerprint(call);
+      const fingerprint = requestFingerprint(call, callbackUrl);
       let claim;
       try {
         claim = await config.store.claimKey(key, { callId: call.id, fingerprint }, config.resultTtl);
@@ -119,7 +126,7 @@ export class DetachedFlow {
     committed = true;
     let accepted;
     try {
-      accepted = await calls.accept(call, placed.value, placed.runner.id, background, callbackUrl);
+      accepted = await calls.accept(call, placed.value, placed.runner.id, background, { callbackUrl, idempotencyKey: key });
     } catch (error) {
       if (key !== undefined) await config.store.releaseKey(key, call.id).catch(() => {});
       this.#h.refuse(out, asSluiceError(error), headers);

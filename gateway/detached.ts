@@ -55,9 +55,10 @@ interface Running {
 /** Past its lifetime plus this, a running call owned by another gateway is presumed lost. */
 export const OWNER_GRACE_MS = 5000;
 
-/** The digest an Idempotency-Key's payload is compared by: method, path and body. */
-export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | 'body'>): string {
-  return createHash('sha256').update(`${call.method} ${call.path}\n`).update(call.body).digest('base64url');
+/** The digest an Idempotency-Key's payload is compared by: method, path, callback URL and body. */
+export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | 'body'>, callbackUrl = ''): string {
+  // The callback URL is part of what was asked: a replay naming another one is another request.
+  return createHash('sha256').update(`${call.method} ${call.path}\n${callbackUrl}\n`).update(call.body).digest('base64url');
 }
 
 /** Detached calls owned by one gateway, and the status/result/cancel views of all of them. */
@@ -83,7 +84,13 @@ export class DetachedCalls {
    * Records a call a runner has just committed to (its 202 arrived) and starts reading the
    * runner's answer in the background. `controller` is the call's background signal.
    */
-  async accept(call: GatewayCall, response: RunnerResponse, runner: string, controller: AbortController, callbackUrl?: string): Promise<{ record: CallRecord; done: Promise<DetachedOutcome> }> {
+  async accept(
+    call: GatewayCall,
+    response: RunnerResponse,
+    runner: string,
+    controller: AbortController,
+    { callbackUrl, idempotencyKey }: { callbackUrl?: string | undefined; idempotencyKey?: string | undefined } = {},
+  ): Promise<{ record: CallRecord; done: Promise<DetachedOutcome> }> {
     const { clock, store } = this.#s;
     const now = clock.now();
     const expiresAt = call.createdAt + this.#s.detachedPlacerTimeout + call.timeout + this.#s.executionHeadroom;
@@ -98,7 +105,7 @@ export class DetachedCalls {
       owner: this.#s.gatewayId,
       expiresAt,
       ...(callbackUrl ? { callbackUrl } : {}),
-      ...(call.headers['idempotency-key'] ? { idempotencyKey: String(call.headers['idempotency-key']) } : {}),
+      ...(idempotencyKey ? { idempotencyKey } : {}),
     };
     try {
       await store.create(record);
@@ -132,7 +139,7 @@ export class DetachedCalls {
         message: `gateway ${record.owner} was running this call and did not finish it within its lifetime; it is presumed gone`,
       },
     };
-    await this.#s.store.finish(id, finish);
+    if (await this.#s.store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
     return (await this.#s.store.get(id)) ?? record;
   }
 
@@ -142,7 +149,9 @@ export class DetachedCalls {
     if (!record || FINAL_STATUSES.has(record.status)) return record;
     const { store, clock } = this.#s;
     const reason = cancelled();
-    await store.finish(id, { status: 'cancelled', completedAt: clock.now(), error: { code: reason.code, message: reason.message } });
+    const finish: CallFinish = { status: 'cancelled', completedAt: clock.now(), error: { code: reason.code, message: reason.message } };
+    // Whoever ends the call tells the callback: here the cancel did, so the owner will not.
+    if (await store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
     const local = this.#running.get(id);
     if (local) local.controller.abort(reason);
     else await store.requestCancel(id, record.owner);
@@ -161,6 +170,13 @@ export class DetachedCalls {
       await finished;
     }
     clearTimeout(timer);
+  }
+
+  /** POSTs a finished call to its callback URL, when it has one and callbacks are configured. */
+  #notify(record: CallRecord, result: StoredResult | undefined): void {
+    if (record.callbackUrl && this.#s.callbacks) {
+      void this.#s.callbacks.send({ id: record.id, url: record.callbackUrl, payload: callbackPayload(record, result) });
+    }
   }
 
   async #consume(call: GatewayCall, record: CallRecord, response: RunnerResponse, controller: AbortController): Promise<DetachedOutcome> {
@@ -193,8 +209,13 @@ export class DetachedCalls {
       const resultStatus = Number(trailers[RESULT_STATUS_TRAILER]) || 502;
       result = { status: resultStatus, contentType: String(trailers[RESULT_TYPE_TRAILER] ?? 'application/octet-stream'), body: Buffer.concat(chunks, size) };
       const reported = trailers[ERROR_TRAILER];
-      if (reported !== undefined) failure = { code: String(reported), message: `runner ${record.runner} reported ${String(reported)}` };
-      else if (resultStatus >= 400) failure = { code: 'GW_ENGINE_ERROR', message: `the engine answered ${resultStatus}` };
+      if (reported !== undefined) {
+        failure = reportedFailure(String(reported), record.runner);
+        if (String(reported) === 'RUNNER_ENGINE_TIMEOUT') status = 'expired';
+        // A body cut short under a success status is not a result: keep only the runner's own
+        // error answers (status >= 400), which explain the failure.
+        if (resultStatus < 400) result = undefined;
+      } else if (resultStatus >= 400) failure = { code: 'GW_ENGINE_ERROR', message: `the engine answered ${resultStatus}` };
       else status = 'succeeded';
     }
     const completedAt = clock.now();
@@ -219,16 +240,20 @@ export class DetachedCalls {
       }
     }
     const final = { ...record, ...finish };
-    if (stored && record.callbackUrl && this.#s.callbacks) {
-      void this.#s.callbacks.send({ id: call.id, url: record.callbackUrl, payload: callbackPayload(final, result) });
-    }
+    if (stored) this.#notify(final, result);
     return { record: stored ? final : ((await store.get(call.id).catch(() => undefined)) ?? final), totalMs: completedAt - call.startedAt, execMs };
   }
 }
 
+/** The error a detached call's record gets for a code its runner reported; the same codes a sync client sees. */
+function reportedFailure(code: string, runner: string | undefined): CallError {
+  if (code === 'RUNNER_ENGINE_TIMEOUT') return { code: 'GW_CALL_TIMEOUT', message: `runner ${runner} stopped the call at its deadline (${code})` };
+  return { code: 'GW_RUNNER_FAILED_AFTER_COMMIT', message: `runner ${runner} reported ${code} after it took the call; it was not retried because it may have run` };
+}
+
 /** What a callback receiver gets: the call's status and its result, text as text. */
 export function callbackPayload(record: CallRecord, result: StoredResult | undefined): object {
-  const textual = result && /^(text\/|application\/(json|.*\+json))/.test(result.contentType);
+  const textual = result && /^(text\/[^;]*|application\/(json|[^;]*\+json))\s*(;|$)/.test(result.contentType);
   return {
     id: record.id,
     fn: record.fn,

@@ -7,7 +7,7 @@
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
-import type { RunnerCall, Runner, TryExecResult } from '../placer/types.ts';
+import type { RunnerCall, Runner, RunnerLoad, TryExecResult } from '../placer/types.ts';
 import {
   BUSY_HEADER,
   CALL_ID_HEADER,
@@ -18,6 +18,8 @@ import {
 } from '../runner/protocol.ts';
 import type { ReportedLoad } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
+import { CircuitBreaker } from './breaker.ts';
+import type { BreakerOptions } from './breaker.ts';
 import { CallTimeoutError, RunnerFailedError } from './errors.ts';
 
 /** The runner's response once committed: status, headers, a streaming body, and trailers. */
@@ -29,6 +31,8 @@ export interface HttpRunnerOptions {
   connectTimeout: number;
   /** Most connections kept open to this runner. */
   connections?: number;
+  /** Circuit breaker settings; see breaker.ts. */
+  breaker: BreakerOptions;
 }
 
 /** What the gateway last learned about a runner from its /status and from its calls. */
@@ -47,6 +51,8 @@ export interface RunnerHealth {
   downUntil: number;
   /** Message of the last connect or status failure, for logs and /readyz. */
   lastError?: string;
+  /** Load from the last /status probe of a static runner, and when. */
+  report?: { load: ReportedLoad; at: number };
 }
 
 /** Extra time the gateway gives a runner to report its own deadline before timing it out, in ms. */
@@ -80,12 +86,15 @@ export class HttpRunner implements Runner<RunnerResponse> {
   registration: Registration | undefined;
   /** Calls this gateway has committed to this runner and not yet finished: the immediate load signal. */
   inFlight = 0;
+  /** Ejects the runner for a while after repeated failures before commit. */
+  readonly breaker: CircuitBreaker;
   readonly #pool: Pool;
 
   /** `id` defaults to `host:port`, the identity of a runner in a static list. */
   constructor(url: URL, options: HttpRunnerOptions, id: string = url.host) {
     this.url = url;
     this.id = id;
+    this.breaker = new CircuitBreaker(options.breaker);
     this.#pool = new Pool(url.origin, {
       connectTimeout: options.connectTimeout,
       connections: options.connections ?? null,
@@ -100,9 +109,13 @@ export class HttpRunner implements Runner<RunnerResponse> {
   async tryExec(runnerCall: RunnerCall): Promise<TryExecResult<RunnerResponse>> {
     // Method parameters are bivariant: the gateway's pool only ever hands its own calls here.
     const call = runnerCall as GatewayCall;
+    // A down or ejected runner stays in the pool's list, so hashing placers keep their order;
+    // it is just passed over without touching the network.
     if (Date.now() < this.health.downUntil) {
-      // Stays in the pool's list, so hashing placers keep their order; it is just passed over.
       return { kind: 'failed', error: new Error(`runner ${this.id} is down: ${this.health.lastError ?? 'unreachable'}`) };
+    }
+    if (!this.breaker.allows()) {
+      return { kind: 'failed', error: new Error(`runner ${this.id} is ejected: its circuit breaker is open`) };
     }
     let response: RunnerResponse;
     try {
@@ -125,11 +138,13 @@ export class HttpRunner implements Runner<RunnerResponse> {
     } catch (error) {
       if (isConnectError(error)) {
         this.markDown(error as Error);
+        this.breaker.failure();
         return { kind: 'failed', error: error as Error };
       }
       throw committedFailure(this, error);
     }
     this.markUp();
+    this.breaker.success();
     if (response.statusCode === 503 && response.headers[BUSY_HEADER] !== undefined) {
       // Read the short busy body so the connection goes back to the pool.
       await response.body.dump().catch(() => {});
@@ -138,6 +153,21 @@ export class HttpRunner implements Runner<RunnerResponse> {
     this.inFlight++;
     response.body.once('close', () => this.inFlight--);
     return { kind: 'placed', value: response };
+  }
+
+  /**
+   * The runner's load for load-aware placers: this gateway's own in-flight count (immediate),
+   * with the runner's last report (heartbeat or status probe) and its time.
+   */
+  load(): RunnerLoad {
+    const report = this.registration?.report ?? this.health.report;
+    if (!report) return { inFlight: this.inFlight };
+    const { load, at } = report;
+    return {
+      inFlight: this.inFlight,
+      slots: load.slots,
+      reported: { running: load.slotsInUse, waiting: load.queue, ...(load.kvCacheUsage === undefined ? {} : { kvCacheUsage: load.kvCacheUsage }), at },
+    };
   }
 
   /** Whether the pool may offer calls to this runner now; static runners always (down ones fail fast). */

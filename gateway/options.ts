@@ -13,6 +13,7 @@ import { createRoundRobinPlacer } from '../placer/round-robin/index.ts';
 import type { CallOutcome, CallOverride, GatewayCall } from './call.ts';
 import { randomBytes } from 'node:crypto';
 import { checkInteger, checkMs, show } from '../placer/validate.ts';
+import { BREAKER_DEFAULTS } from './breaker.ts';
 import type { CallbackDelivery } from './detached.ts';
 import { createMemoryStore } from './store/memory.ts';
 import type { CallStore } from './store/types.ts';
@@ -99,6 +100,12 @@ export interface GatewayOptions extends PlacerOptions {
   unreachableAfterMissed?: number;
   /** Silence after which an unreachable runner is forgotten, in ms. @default 30000 */
   lostAfter?: number;
+  /**
+   * Circuit breaker per runner: opens after `threshold` failures before commit in a row, passes
+   * the runner over for `openFor` ms, closes after `closeAfter` successes.
+   * @default { threshold: 5, openFor: 30000, closeAfter: 2 }
+   */
+  breaker?: { threshold?: number; openFor?: number; closeAfter?: number };
   /** Checks and delivers detached-call callbacks; without it a sluice-callback-url is refused. */
   callbacks?: CallbackDelivery;
   /** Where instruments are created. @default the global meter provider (a no-op until an SDK is wired) */
@@ -133,6 +140,7 @@ export interface GatewayConfig {
   readonly executionHeadroom: number;
   readonly callbacks: CallbackDelivery | undefined;
   readonly runnerToken: string | undefined;
+  readonly breaker: { readonly threshold: number; readonly openFor: number; readonly closeAfter: number };
   readonly heartbeatInterval: number;
   readonly unreachableAfterMissed: number;
   readonly lostAfter: number;
@@ -201,6 +209,10 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   checkMs('heartbeatInterval', heartbeatInterval, 1, fail);
   checkInteger('unreachableAfterMissed', unreachableAfterMissed, { min: 1 }, fail);
   checkMs('lostAfter', lostAfter, 1, fail);
+  const breaker = Object.freeze({ ...BREAKER_DEFAULTS, ...options.breaker });
+  checkInteger('breaker.threshold', breaker.threshold, { min: 1 }, fail);
+  checkMs('breaker.openFor', breaker.openFor, 1, fail);
+  checkInteger('breaker.closeAfter', breaker.closeAfter, { min: 1 }, fail);
   if (lostAfter <= heartbeatInterval * unreachableAfterMissed) {
     throw new GatewayConfigError(`lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (${heartbeatInterval * unreachableAfterMissed} ms), got ${lostAfter}`);
   }
@@ -229,6 +241,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     executionHeadroom,
     callbacks,
     runnerToken,
+    breaker,
     heartbeatInterval,
     unreachableAfterMissed,
     lostAfter,

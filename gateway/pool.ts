@@ -6,6 +6,7 @@
 import type { Logger } from '../placer/log.ts';
 import type { RunnerPool } from '../placer/types.ts';
 import type { GatewayCall } from './call.ts';
+import type { BreakerOptions } from './breaker.ts';
 import { HttpRunner } from './http-runner.ts';
 import type { RunnerResponse } from './http-runner.ts';
 
@@ -31,7 +32,7 @@ export interface GatewayPool extends RunnerPool<RunnerResponse> {
 /** One runner's reason for not taking a call. */
 export interface RunnerReason {
   runner: string;
-  reason: 'busy' | 'unreachable' | 'not-serving-model' | 'not-ready' | 'draining' | 'drain-requested';
+  reason: 'busy' | 'unreachable' | 'breaker-open' | 'not-serving-model' | 'not-ready' | 'draining' | 'drain-requested';
 }
 
 /** Settings of the pool. */
@@ -40,7 +41,10 @@ export interface FleetPoolOptions {
   connectTimeout: number;
   /** How often each runner's /status is fetched, in ms. */
   statusInterval: number;
+  breaker: BreakerOptions;
   logger: Logger;
+  /** Told the ids of runners that left the pool (a placer's forget). */
+  onRemove?: (ids: readonly string[]) => void;
 }
 
 /** Static runners probed in the background, plus registered ones added and removed as they come and go. */
@@ -55,7 +59,12 @@ export class FleetPool implements GatewayPool {
 
   constructor(options: FleetPoolOptions) {
     this.#options = options;
-    this.runnerList = options.urls.map((url) => new HttpRunner(url, { connectTimeout: options.connectTimeout }));
+    this.runnerList = options.urls.map((url) => this.createRunner(url));
+  }
+
+  /** A runner with this pool's connection and breaker settings; `id` defaults to host:port. */
+  createRunner(url: URL, id?: string): HttpRunner {
+    return new HttpRunner(url, { connectTimeout: this.#options.connectTimeout, breaker: this.#options.breaker }, id);
   }
 
   /**
@@ -82,6 +91,7 @@ export class FleetPool implements GatewayPool {
       const reason: RunnerReason['reason'] =
         reg?.drainRequested ? 'drain-requested'
         : reg?.draining ? 'draining'
+        : r.breaker.state === 'open' ? 'breaker-open'
         : reg?.state === 'unreachable' || offers.get(r.id) === 'error' || !r.health.reachable ? 'unreachable'
         : (reg && !reg.ready) || (call.route !== 'invoke' && r.health.models === undefined) ? 'not-ready'
         : call.route !== 'invoke' && !r.health.models!.includes(call.fn) ? 'not-serving-model'
@@ -109,6 +119,11 @@ export class FleetPool implements GatewayPool {
     if (!old) return undefined;
     this.runnerList = this.runnerList.filter((r) => r !== old);
     this.changed();
+    try {
+      this.#options.onRemove?.([id]);
+    } catch (error) {
+      this.#options.logger.warn('placer forget failed', { runner: id, error: error as Error });
+    }
     return old;
   }
 
@@ -144,8 +159,9 @@ export class FleetPool implements GatewayPool {
 
   /** Fetches every runner's /status once; never throws. */
   async refresh(): Promise<void> {
-    // Registered runners report through heartbeats; only static ones are probed.
-    await Promise.all(this.runnerList.filter((r) => !r.registration).map((r) => this.#probe(r)));
+    // Registered runners report through heartbeats; they are probed only while ejected, to
+    // learn early that they answer again.
+    await Promise.all(this.runnerList.filter((r) => !r.registration || r.breaker.state === 'open').map((r) => this.#probe(r)));
   }
 
   async close(force = false): Promise<void> {
@@ -161,7 +177,25 @@ export class FleetPool implements GatewayPool {
         await res.body.dump();
         throw new Error(`/status answered ${res.statusCode}`);
       }
-      const status = (await res.body.json()) as { models?: unknown; ready?: unknown };
+      const status = (await res.body.json()) as {
+        models?: unknown;
+        ready?: unknown;
+        slots?: { total?: number; inUse?: number };
+        engines?: Array<{ load?: { waiting?: number; kvCacheUsage?: number } }>;
+      };
+      if (typeof status.slots?.total === 'number' && typeof status.slots.inUse === 'number') {
+        const engine = status.engines?.[0]?.load;
+        runner.health.report = {
+          load: {
+            slotsInUse: status.slots.inUse,
+            slots: status.slots.total,
+            queue: engine?.waiting ?? 0,
+            ...(engine?.kvCacheUsage === undefined ? {} : { kvCacheUsage: engine.kvCacheUsage }),
+            models: {},
+          },
+          at: Date.now(),
+        };
+      }
       // A runner whose engine is still loading lists no models yet; that is not "serves none".
       const models =
         status.ready === false || !Array.isArray(status.models)
@@ -170,8 +204,9 @@ export class FleetPool implements GatewayPool {
       if (models && (!runner.health.reachable || runner.health.models === undefined)) {
         this.#options.logger.info('runner up', { runner: runner.id, models });
       }
-      this.#setModels(runner, models);
+      if (!runner.registration) this.#setModels(runner, models);
       runner.markUp();
+      runner.breaker.probeSucceeded();
     } catch (error) {
       if (this.#closed) return;
       if (runner.health.reachable) this.#options.logger.warn('runner unreachable', { runner: runner.id, error: error as Error });

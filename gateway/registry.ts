@@ -9,7 +9,6 @@ import type { Logger } from '../placer/log.ts';
 import type { Clock } from '../placer/types.ts';
 import type { HeartbeatAnswer, RegistrationAccepted, RunnerHeartbeat, RunnerRegistration } from '../runner/protocol.ts';
 import { GatewayError } from './errors.ts';
-import { HttpRunner } from './http-runner.ts';
 import type { FleetPool } from './pool.ts';
 
 /** Settings of the registry. */
@@ -24,7 +23,6 @@ export interface RegistryOptions {
   unreachableAfter: number;
   /** Silence after which a runner is forgotten, ms. */
   lostAfter: number;
-  connectTimeout: number;
   logger: Logger;
   clock: Clock;
 }
@@ -69,7 +67,7 @@ export class RunnerRegistry {
       throw new InvalidRegistrationError(`runner id ${JSON.stringify(reg.id)} is already a static runner of this gateway`);
     }
     if (!runner || runner.url.origin !== url.origin) {
-      runner = new HttpRunner(url, { connectTimeout: this.#o.connectTimeout }, reg.id);
+      runner = pool.createRunner(url, reg.id);
       const old = pool.add(runner);
       if (old) void old.close();
       logger.info('runner registered', { runner: reg.id, url: url.origin, models: reg.models, version: reg.version });

@@ -29,6 +29,7 @@ export function runnerView(runner: HttpRunner, now: number): Record<string, unkn
     placeable: runner.placeable(),
     models: runner.health.models ?? [],
     inFlight: runner.inFlight,
+    breaker: runner.breaker.state,
     ...(reg
       ? {
           version: reg.version,

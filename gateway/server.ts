@@ -53,7 +53,9 @@ export function createGateway(options: GatewayOptions): Gateway {
     urls: config.runners,
     connectTimeout: config.runnerConnectTimeout,
     statusInterval: config.statusInterval,
+    breaker: { ...config.breaker, now: () => config.clock.now() },
     logger: log,
+    onRemove: (ids) => config.placer.forget?.(ids),
   });
   const pool: GatewayPool = config.pool ?? fleet;
   const registry = new RunnerRegistry({
@@ -63,7 +65,6 @@ export function createGateway(options: GatewayOptions): Gateway {
     heartbeatInterval: config.heartbeatInterval,
     unreachableAfter: config.heartbeatInterval * config.unreachableAfterMissed,
     lostAfter: config.lostAfter,
-    connectTimeout: config.runnerConnectTimeout,
     logger: log,
     clock: config.clock,
   });

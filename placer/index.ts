@@ -10,8 +10,10 @@ export type {
   Placed,
   Placer,
   PlacerConfig,
+  ReportedLoad,
   Runner,
   RunnerCall,
+  RunnerLoad,
   RunnerPool,
   TryExecResult,
 } from './types.ts';
@@ -28,10 +30,21 @@ export { MAX_PLACER_DELAY, placerDefaults, resolvePlacerConfig } from './options
 export { systemClock } from './clock.ts';
 export type { Placement, WalkOptions } from './walk.ts';
 export { placeCall } from './walk.ts';
-export { fnv1a64, jumpConsistentHash } from './hash.ts';
+export { FNV_OFFSET_BASIS, fnv1a64, jumpConsistentHash } from './hash.ts';
 export { rotate } from './rotate.ts';
+export type { LoadedRunner } from './load.ts';
+export { KV_CACHE_WEIGHT, LOAD_STALE_AFTER_MS, byLoad, loadOf, loadsOf, readLoad } from './load.ts';
+export type { LoadAwareConfig, LoadAwareOptions } from './load-options.ts';
+export { resolveLoadAware } from './load-options.ts';
 export type { RoundRobinOptions } from './round-robin/index.ts';
 export { createRoundRobinPlacer } from './round-robin/index.ts';
+export type { ConsistentHashOptions } from './consistent-hash/index.ts';
 export { createConsistentHashPlacer } from './consistent-hash/index.ts';
+export type { LeastLoadedOptions } from './least-loaded/index.ts';
+export { createLeastLoadedPlacer, leastLoadedOrder } from './least-loaded/index.ts';
+export type { LoadWeightedOptions } from './load-weighted/index.ts';
+export { createLoadWeightedPlacer } from './load-weighted/index.ts';
+export type { PrefixAffinityConfig, PrefixAffinityOptions } from './prefix-affinity/index.ts';
+export { createPrefixAffinityPlacer, prefixAffinityDefaults } from './prefix-affinity/index.ts';
 export type { LoadPlacerOptions } from './registry.ts';
 export { builtinPlacers, loadPlacer } from './registry.ts';

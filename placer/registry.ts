@@ -6,16 +6,23 @@ import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createConsistentHashPlacer } from './consistent-hash/index.ts';
 import { PlacerConfigError } from './errors.ts';
+import { createLeastLoadedPlacer } from './least-loaded/index.ts';
+import { createLoadWeightedPlacer } from './load-weighted/index.ts';
+import { createPrefixAffinityPlacer } from './prefix-affinity/index.ts';
 import { createRoundRobinPlacer } from './round-robin/index.ts';
 import type { Placer } from './types.ts';
 
 /**
- * The built-in placers by name. Factories, not instances, because placers keep state (the
- * round-robin counter, the sort cache) that two gateways in one process must not share.
+ * The built-in placers by name, each with its default options. Factories, not instances, because
+ * placers keep state (the round-robin counter, the sort cache, the prefix index) that two gateways
+ * in one process must not share.
  */
 export const builtinPlacers: Readonly<Record<string, () => Placer>> = Object.freeze({
   'round-robin': () => createRoundRobinPlacer(),
   'consistent-hash': () => createConsistentHashPlacer(),
+  'least-loaded': () => createLeastLoadedPlacer(),
+  'load-weighted': () => createLoadWeightedPlacer(),
+  'prefix-affinity': () => createPrefixAffinityPlacer(),
 });
 
 /** Options for {@link loadPlacer}. */

@@ -19,6 +19,11 @@ export interface RunnerCall {
   readonly placerDeadline: number;
   /** Aborted when the client goes away; a runner must stop the call when it fires. */
   readonly signal: AbortSignal;
+  /**
+   * The rendered prompt text, the whole chat and not only its first message, for placers that
+   * keep prefix-cache affinity. Absent when the gateway has no prompt to show (e.g. /invoke).
+   */
+  readonly prompt?: string;
 }
 
 /** A runner took the call: it is committed and must never be sent anywhere else. */
@@ -45,12 +50,47 @@ export interface FailedBeforeCommit {
  */
 export type TryExecResult<T> = Placed<T> | Busy | FailedBeforeCommit;
 
+/**
+ * What a runner last said about its own load, with when the gateway heard it. Every field but
+ * `at` is optional because engines publish different metrics; an absent one is unknown, not 0.
+ */
+export interface ReportedLoad {
+  /** Requests the runner's engines are running (e.g. `vllm:num_requests_running`). */
+  readonly running?: number;
+  /** Requests queued for a batch slot (e.g. `vllm:num_requests_waiting`). */
+  readonly waiting?: number;
+  /** Share of the KV cache in use, 0..1 (e.g. `vllm:kv_cache_usage_perc`). */
+  readonly kvCacheUsage?: number;
+  /** When the gateway received the report, in ms since the epoch; older reports go stale. */
+  readonly at: number;
+}
+
+/**
+ * A runner's load as a load-aware placer reads it; {@link loadOf} in `placer/load.ts` turns it
+ * into one utilisation number. Two sources because each is wrong on its own: the gateway's own
+ * count is immediate but blind to other gateways and to the engine's queue; the runner's report
+ * sees everything but lags by up to a heartbeat.
+ */
+export interface RunnerLoad {
+  /** Calls this gateway sent the runner that have not finished yet; counted here, so never stale. */
+  readonly inFlight: number;
+  /** Calls the runner can run at once; absent when unknown. */
+  readonly slots?: number;
+  /** The runner's latest report, if any. */
+  readonly reported?: ReportedLoad;
+}
+
 /** One runner as the walk sees it. */
 export interface Runner<T = unknown> {
   /** Stable id, unique within a pool. */
   readonly id: string;
   /** Offers the call; see {@link TryExecResult} for what each outcome promises. */
   tryExec(call: RunnerCall): Promise<TryExecResult<T>>;
+  /**
+   * The runner's load now, for load-aware placers; a runner without it (or returning undefined)
+   * reads as idle. Called synchronously on every pass, so it must be a cheap read, not a request.
+   */
+  load?(): RunnerLoad | undefined;
 }
 
 /** The source of candidate runners, asked again on every pass of the walk. */
@@ -74,6 +114,17 @@ export interface Placer {
    * must not invent them. Called once per pass, so a placer may start somewhere new each time.
    */
   order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R>;
+  /**
+   * Told by the walk once `runner` committed to `call`, so a placer can learn from where calls
+   * went (the prefix index of `prefix-affinity`). Whatever it throws or rejects with is ignored:
+   * the call is already placed, and a learning placer must never unplace it.
+   */
+  placed?(call: RunnerCall, runner: Runner<unknown>): void;
+  /**
+   * Told by the pool when runners left it for good, so a placer can drop what it keeps about them
+   * instead of holding it until it ages out. Runners it never saw are ignored.
+   */
+  forget?(runnerIds: readonly string[]): void;
 }
 
 /** Time as the walk sees it; injected so tests never sleep. */

@@ -45,3 +45,36 @@ export function checkInteger(option: string, value: unknown, bounds: IntegerBoun
 export function checkMs(option: string, value: unknown, min: 0 | 1, fail: (message: string) => Error): number {
   return checkInteger(option, value, { min, max: MAX_TIMER_MS, unit: 'ms' }, fail);
 }
+
+/** Bounds for {@link checkNumber}; both inclusive. */
+export interface NumberBounds {
+  /** Smallest accepted value. @default -Infinity */
+  min?: number;
+  /** Largest accepted value. @default Infinity */
+  max?: number;
+}
+
+/**
+ * Returns `value` when it is a finite number within bounds, for ratios and factors where a
+ * fraction is meaningful; otherwise throws what `fail` makes of a message naming the option.
+ */
+export function checkNumber(
+  option: string,
+  value: unknown,
+  bounds: NumberBounds,
+  fail: (message: string) => Error,
+): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw fail(`${option} must be a finite number, got ${show(value)}`);
+  }
+  const { min, max } = bounds;
+  if (min !== undefined && value < min) throw fail(`${option} must be at least ${min}, got ${show(value)}`);
+  if (max !== undefined && value > max) throw fail(`${option} must be at most ${max}, got ${show(value)}`);
+  return value;
+}
+
+/** Returns `value` when it is a function, such as an injected `random` or `now`. */
+export function checkFunction<F>(option: string, value: F, fail: (message: string) => Error): F {
+  if (typeof value !== 'function') throw fail(`${option} must be a function, got ${show(value)}`);
+  return value;
+}

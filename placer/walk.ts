@@ -35,7 +35,8 @@ export interface Placement<T> {
 
 /**
  * Offers `call` to the pool's runners in the order `placer` chooses, pass after pass, until one
- * commits, the placer deadline passes or the call's signal aborts.
+ * commits, the placer deadline passes or the call's signal aborts. When one commits, the placer's
+ * `placed()` hook, if any, hears of it before this resolves.
  *
  * Each pass asks the pool afresh, so runners that joined or left are seen. Between passes it
  * sleeps `retryAllDelay` (never past the deadline, and at least a `sleep(0)` so an empty pool
@@ -80,7 +81,10 @@ export async function placeCall<T>(
       stopIfDone();
       attempts++;
       const result = await runner.tryExec(call);
-      if (result.kind === 'placed') return { value: result.value, runner, attempts, passes };
+      if (result.kind === 'placed') {
+        tellPlaced(placer, call, runner);
+        return { value: result.value, runner, attempts, passes };
+      }
       if (result.kind === 'busy') report(runner, 'busy');
       else report(runner, 'error', result.error);
     }
@@ -92,6 +96,17 @@ export async function placeCall<T>(
       if (call.signal.aborted) throw aborted(call, attempts);
       throw error;
     }
+  }
+}
+
+/** See Placer.placed: the call is committed, so nothing the placer does here may fail it. */
+function tellPlaced(placer: Placer, call: RunnerCall, runner: Runner<unknown>): void {
+  try {
+    const result: unknown = placer.placed?.(call, runner);
+    // A custom placer may be async; its rejection must not surface as an unhandled one either.
+    if (result instanceof Promise) result.catch(() => {});
+  } catch {
+    // Ignored, as above.
   }
 }
 

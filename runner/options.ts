@@ -70,6 +70,32 @@ export interface RunnerOptions {
    * @default 1000
    */
   engineRestartBackoff?: number;
+  /**
+   * Gateways to register with (`http://gw1:8080`): the runner dials out to each, heartbeats
+   * its load, and comes back by itself when one restarts. Needs {@link runnerToken}.
+   * @default none: the runner only serves gateways that list it
+   */
+  gateways?: readonly string[];
+  /** The shared secret gateways expect in `authorization: Bearer`; required with gateways; never logged. */
+  runnerToken?: string;
+  /**
+   * The URL gateways should call this runner on. Required when listening on 0.0.0.0 or ::
+   * with gateways, since a wildcard address names no machine.
+   * @default the URL the runner listens on
+   */
+  advertiseUrl?: string;
+  /**
+   * How often to heartbeat each gateway, in ms, unless the gateway's registration answer asks
+   * for another interval.
+   * @default 1000
+   */
+  heartbeatInterval?: number;
+  /**
+   * How long a drain waits for running calls before stopping, in ms; applies to a drain a
+   * gateway asks for, and to close() when it is given none.
+   * @default 30000
+   */
+  drainTimeout?: number;
   /** @default a logger that drops everything */
   logger?: Logger;
 }
@@ -88,6 +114,12 @@ export interface RunnerConfig {
   readonly loadInterval: number;
   readonly engineStopGrace: number;
   readonly engineRestartBackoff: number;
+  readonly gateways: readonly URL[];
+  /** Kept out of every log line and of /status. */
+  readonly runnerToken: string | undefined;
+  readonly advertiseUrl: string | undefined;
+  readonly heartbeatInterval: number;
+  readonly drainTimeout: number;
   readonly logger: Logger;
 }
 
@@ -105,6 +137,9 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     loadInterval = 1000,
     engineStopGrace = 10_000,
     engineRestartBackoff = 1000,
+    runnerToken,
+    heartbeatInterval = 1000,
+    drainTimeout = 30_000,
     logger = silentLogger,
   } = options;
   if ((engine === undefined) === (profile === undefined)) {
@@ -141,6 +176,22 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   checkMs('loadInterval', loadInterval, 1, fail);
   checkMs('engineStopGrace', engineStopGrace, 0, fail);
   checkMs('engineRestartBackoff', engineRestartBackoff, 0, fail);
+  checkMs('heartbeatInterval', heartbeatInterval, 1, fail);
+  checkMs('drainTimeout', drainTimeout, 0, fail);
+  const gateways = parseGateways(options.gateways);
+  if (runnerToken !== undefined && (typeof runnerToken !== 'string' || !/^[\x21-\x7e]+$/.test(runnerToken))) {
+    // The value is a secret: the message says what is wrong without showing it.
+    throw new RunnerConfigError('runnerToken must be a non-empty string of printable ASCII characters without spaces');
+  }
+  if (gateways.length > 0 && runnerToken === undefined) throw new RunnerConfigError('runnerToken is required with gateways');
+  let advertiseUrl: string | undefined;
+  if (options.advertiseUrl !== undefined) {
+    const url = parseHttpUrl('advertiseUrl', options.advertiseUrl);
+    if (isWildcardHost(url.hostname)) {
+      throw new RunnerConfigError(`advertiseUrl must name an address gateways can reach, not ${url.hostname}, got ${show(options.advertiseUrl)}`);
+    }
+    advertiseUrl = url.href.replace(/\/$/, '');
+  }
   return Object.freeze({
     engineUrl,
     profile,
@@ -154,8 +205,48 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     loadInterval,
     engineStopGrace,
     engineRestartBackoff,
+    gateways,
+    runnerToken,
+    advertiseUrl,
+    heartbeatInterval,
+    drainTimeout,
     logger,
   });
+}
+
+/**
+ * The URL gateways should call a runner on that listens on `host`:`port`: the advertised one,
+ * else the listening address, which must then be a concrete one.
+ * @throws {RunnerConfigError} when gateways are set, no advertiseUrl is, and `host` is a wildcard.
+ */
+export function advertisedUrl(config: RunnerConfig, host: string, port: number): string {
+  if (config.advertiseUrl !== undefined) return config.advertiseUrl;
+  if (config.gateways.length > 0 && isWildcardHost(host)) {
+    throw new RunnerConfigError(
+      `advertiseUrl is required with gateways when listening on ${host || 'every interface'}: gateways cannot call a wildcard address; give the URL they should use, e.g. http://10.0.0.5:${port || 9000}`,
+    );
+  }
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** True for addresses that mean "every interface" and so name no machine a gateway could call. */
+function isWildcardHost(host: string): boolean {
+  return ['', '0.0.0.0', '::', '[::]', '::0', '0:0:0:0:0:0:0:0'].includes(host);
+}
+
+/** Validates the gateway URLs; a duplicate would register the runner twice with one gateway. */
+function parseGateways(value: unknown): readonly URL[] {
+  if (value === undefined) return Object.freeze([]);
+  if (!Array.isArray(value)) throw new RunnerConfigError(`gateways must be an array of http:// or https:// URLs, got ${show(value)}`);
+  const seen = new Set<string>();
+  return Object.freeze(
+    value.map((item: unknown, i) => {
+      const url = parseHttpUrl(`gateways[${i}]`, item);
+      if (seen.has(url.href)) throw new RunnerConfigError(`gateways lists ${url.origin}${url.pathname.replace(/\/$/, '')} twice`);
+      seen.add(url.href);
+      return url;
+    }),
+  );
 }
 
 /** Parses an absolute http(s) URL or throws naming the option. */

@@ -35,8 +35,10 @@ import { readGpuInventory } from './inventory.ts';
 import type { GpuInventory } from './inventory.ts';
 import { EngineBusyError, EngineFailedError, EngineTimeoutError } from './errors.ts';
 import { detachedReply, syncReply } from './reply.ts';
-import { resolveRunnerOptions } from './options.ts';
+import { advertisedUrl, resolveRunnerOptions } from './options.ts';
 import type { RunnerConfig, RunnerOptions } from './options.ts';
+import { GatewayRegistration } from './registration.ts';
+import type { RegistrationTimers } from './registration.ts';
 import { Slots } from './slots.ts';
 import { VERSION } from './version.ts';
 
@@ -66,6 +68,10 @@ export interface RunnerEnvironment {
   readInventory?: () => Promise<GpuInventory>;
   /** @default searches PATH, binds the port, and lists GPUs from the inventory */
   profileFacts?: ProfileFacts;
+  /** Draws the jitter of gateway retry backoff. @default Math.random */
+  random?: () => number;
+  /** Schedules registrations and heartbeats. @default the process's timers */
+  timers?: RegistrationTimers;
 }
 
 /** A running runner. */
@@ -77,8 +83,14 @@ export interface RunnerServer {
    * profile rejects here, before anything is launched), starts probing it, and listens.
    */
   listen(port?: number, host?: string): Promise<{ url: string; port: number; host: string }>;
-  /** Answers busy to new calls, waits for running ones up to `drainTimeout` ms, then stops the engine it launched. */
+  /**
+   * Drains and stops: answers busy to new calls, keeps heartbeating gateways as `draining`
+   * while running calls finish (up to `drainTimeout` ms, default the option), deregisters from
+   * every gateway, then stops the engine it launched. A drain a gateway asks for runs this too.
+   */
   close(options?: { drainTimeout?: number }): Promise<void>;
+  /** Resolves once the runner has stopped, whoever asked: the embedder's cue to exit after a gateway's drain. */
+  readonly closed: Promise<void>;
   /** Kills a launched engine at once; for a process 'exit' hook. */
   killEngine(): void;
   status(): RunnerStatus;
@@ -95,6 +107,9 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   let draining = false;
   let server: ServerType | undefined;
   let closing: Promise<void> | undefined;
+  let registrations: GatewayRegistration[] = [];
+  let markClosed!: () => void;
+  const closed = new Promise<void>((resolve) => (markClosed = resolve));
 
   const status = (): RunnerStatus => {
     const engineStatus = engine.status();
@@ -153,7 +168,8 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         headers: withoutHopByHop(req.headers),
         body: req,
         signal: controller.signal,
-        timeout: Math.max(1, deadline - Date.now()),
+        // Our own deadline timer reports RUNNER_ENGINE_TIMEOUT; undici's must not win the race.
+        timeout: Math.max(1, deadline - Date.now()) + 1000,
       });
     } catch (error) {
       if (controller.signal.aborted && !timedOut()) return;
@@ -214,12 +230,15 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     return RESPONSE_ALREADY_SENT;
   });
 
-  return {
+  const runner: RunnerServer = {
     id: config.id,
     config,
+    closed,
     status,
     killEngine: () => engine.killSync(),
     async listen(port = 0, host = '127.0.0.1') {
+      // Refused before the engine launches: a gateway could never call a wildcard address.
+      advertisedUrl(config, host, port);
       try {
         gpus = await (environment.readInventory ?? readGpuInventory)();
       } catch (error) {
@@ -241,17 +260,43 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       http.headersTimeout = 66_000;
       const url = `http://${host}:${listening.port}`;
       log.info('runner listening', { url, engine: engine.adapter.url.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, version: VERSION });
+      const advertised = advertisedUrl(config, host, listening.port);
+      const loopback = (h: string) => h === 'localhost' || h.startsWith('127.') || h === '[::1]';
+      for (const g of config.gateways) {
+        // The default host: a gateway on another machine would call itself.
+        if (loopback(new URL(advertised).hostname) && !loopback(g.hostname)) log.warn('advertising a loopback url to a remote gateway; set advertiseUrl', { url: advertised, gateway: g.origin });
+      }
+      registrations = config.gateways.map((gateway) => {
+        const registration = new GatewayRegistration({
+          gateway,
+          token: config.runnerToken ?? '',
+          url: advertised,
+          status,
+          heartbeatInterval: config.heartbeatInterval,
+          // Three missed scrapes: the engine's metrics are failing, not merely between reads.
+          loadStaleAfter: 3 * config.loadInterval,
+          onDrainRequested: () => void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
+          logger: log,
+          ...(environment.random ? { random: environment.random } : {}),
+          ...(environment.timers ? { timers: environment.timers } : {}),
+        });
+        registration.start();
+        return registration;
+      });
       return { url, port: listening.port, host };
     },
     close(options = {}) {
       closing ??= (async () => {
         draining = true;
         engine.drain();
-        const drainTimeout = options.drainTimeout ?? 30_000;
+        // Gateways learn of the drain now rather than at the next tick, and stop placing here.
+        for (const r of registrations) r.beatNow();
+        const drainTimeout = options.drainTimeout ?? config.drainTimeout;
         const until = Date.now() + drainTimeout;
         if (server) log.info('runner draining', { inFlight: slots.inUse, drainTimeout });
         while (slots.inUse > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
         if (slots.inUse > 0) log.warn('drain timeout, aborting calls', { inFlight: slots.inUse });
+        await Promise.all(registrations.map((r) => r.deregister()));
         await new Promise<void>((resolve) => {
           if (!server) return resolve();
           server.close(() => resolve());
@@ -259,10 +304,11 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         });
         await engine.close();
         if (server) log.info('runner stopped', {});
-      })();
+      })().finally(markClosed);
       return closing;
     },
   };
+  return runner;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {

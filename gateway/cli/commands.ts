@@ -43,7 +43,7 @@ const port = (def: number): Setting => ({ key: 'port', type: 'integer', default:
 
 /** Gateway settings shared by `gateway` and `up`. */
 const gatewaySettings: readonly Setting[] = [
-  { key: 'placer', type: 'string', default: 'round-robin', description: 'round-robin, consistent-hash, or a path to a module exporting a Placer' },
+  { key: 'placer', type: 'string', default: 'round-robin', description: 'round-robin, consistent-hash, least-loaded, load-weighted, prefix-affinity, or a path to a module exporting a Placer' },
   { key: 'placerTimeout', type: 'duration', default: '360s', description: 'how long a sync call may wait for a runner' },
   { key: 'detachedPlacerTimeout', type: 'duration', default: '30s', description: 'how long a detached call may wait for a runner' },
   { key: 'retryAllDelay', type: 'duration', default: '10ms', description: 'pause after every runner was tried once' },

@@ -2,10 +2,33 @@
  * Consistent hash: the call's affinity key picks a start runner, then the rest are offered in
  * turn. Calls sharing a key (a session, a user) land on the same runner while it has room, which
  * keeps its KV cache warm; when it is busy they spill to the same next runner, as in Fn.
+ *
+ * With bounded load (Mirrokni, Thorup and Zadimoghaddam, "Consistent Hashing with Bounded Loads",
+ * 2018) a runner already carrying more than its share is passed over for the next on the ring
+ * before it says busy, so one hot key cannot pile onto one runner while the others idle.
  */
+import { PlacerConfigError } from '../errors.ts';
 import { fnv1a64, jumpConsistentHash } from '../hash.ts';
+import { compareIds, readLoad } from '../load.ts';
 import { rotate } from '../rotate.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
+import { checkNumber } from '../validate.ts';
+
+/** Options for {@link createConsistentHashPlacer}. */
+export interface ConsistentHashOptions {
+  /**
+   * How far above the mean in-flight count a runner may go before the ring passes it over: a
+   * runner is moved behind the others when its in-flight count is above
+   * `loadFactor x (total in-flight + 1) / runners` (the + 1 is the call being placed). 1.25 is
+   * the usual choice: hot keys spill once a runner has 25% more than its share, while most keys
+   * still stay home. Only runners exposing `load()` are counted; with none, the plain ring order.
+   * Trade-off kept from the paper: while fewer calls are in flight than there are runners the
+   * bound is below 1, so a home runner with any call in flight is passed over; affinity is
+   * strongest under the load where spilling matters, weakest when the pool is nearly idle.
+   * @default 1.25
+   */
+  loadFactor?: number;
+}
 
 interface SortedEntry {
   /** The pool's array as it was when sorted, element by element, to notice in-place changes. */
@@ -22,8 +45,15 @@ interface SortedEntry {
  * moves about 1/n of keys, all to it; a runner that is down or busy is walked past, so only its
  * keys go elsewhere. Removing a runner from the pool renumbers those sorted after it, which moves
  * more keys than that: a limit of jump hash, which assumes buckets come and go at the end.
+ *
+ * Runners over the load bound (see {@link ConsistentHashOptions.loadFactor}) are moved after the
+ * others, in ring order, never dropped: the bound reads only this gateway's in-flight counts, and
+ * a runner over it may still be the only one with a free slot.
+ * @throws PlacerConfigError when `loadFactor` is not a finite number of at least 1.
  */
-export function createConsistentHashPlacer(): Placer {
+export function createConsistentHashPlacer(options: ConsistentHashOptions = {}): Placer {
+  const { loadFactor: factor = 1.25 } = options;
+  const loadFactor = checkNumber('loadFactor', factor, { min: 1 }, fail);
   // Pools usually return the same array until membership changes, so sort once per array.
   const cache = new WeakMap<readonly Runner<unknown>[], SortedEntry>();
 
@@ -42,15 +72,44 @@ export function createConsistentHashPlacer(): Placer {
     order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R> {
       if (runners.length === 0) return [];
       const sorted = sortedById(runners);
-      return rotate(sorted, jumpConsistentHash(fnv1a64(call.key), sorted.length));
+      const start = jumpConsistentHash(fnv1a64(call.key), sorted.length);
+      const inFlight = inFlightOf(sorted);
+      return inFlight === undefined ? rotate(sorted, start) : bounded(sorted, start, inFlight, loadFactor);
     },
   };
 }
 
-/** Code-unit order, not localeCompare: the order must not depend on the process's locale. */
-function byId(a: Runner<unknown>, b: Runner<unknown>): number {
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+/**
+ * Each runner's in-flight count (0 when unknown), or undefined when no runner has `load()`, so a
+ * pool without load reporting keeps the plain ring and its lazy order.
+ */
+function inFlightOf(runners: readonly Runner<unknown>[]): number[] | undefined {
+  if (!runners.some((runner) => typeof runner.load === 'function')) return undefined;
+  return runners.map((runner) => {
+    const n = readLoad(runner)?.inFlight;
+    return typeof n === 'number' && Number.isFinite(n) && n > 0 ? n : 0;
+  });
 }
+
+/** The ring from `start`, runners within the bound first, then those over it, each in ring order. */
+function bounded<R>(ring: readonly R[], start: number, inFlight: readonly number[], loadFactor: number): R[] {
+  const n = ring.length;
+  const total = inFlight.reduce((sum, count) => sum + count, 0);
+  const bound = (loadFactor * (total + 1)) / n;
+  const within: R[] = [];
+  const over: R[] = [];
+  for (let step = 0; step < n; step++) {
+    const i = (start + step) % n;
+    (inFlight[i]! > bound ? over : within).push(ring[i]!);
+  }
+  return within.concat(over);
+}
+
+function byId(a: Runner<unknown>, b: Runner<unknown>): number {
+  return compareIds(a.id, b.id);
+}
+
+const fail = (message: string): PlacerConfigError => new PlacerConfigError(message);
 
 function sameItems(a: readonly unknown[], b: readonly unknown[]): boolean {
   if (a.length !== b.length) return false;

@@ -120,7 +120,12 @@ describe('the wire', () => {
     const runner = await realRunner(await recordingEngine(seen));
     const url = await gatewayWith([runner]);
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
-    const res = await postJson(`${url}/v1/chat/completions`, chatBody(), { traceparent, authorization: 'Bearer t' });
+    const res = await postJson(`${url}/v1/chat/completions`, chatBody(), {
+      traceparent,
+      authorization: 'Bearer t',
+      'sluice-session': 'conversation-7',
+      'idempotency-key': 'k-1',
+    });
     expect(res.status).toBe(200);
     const headers = seen[0]!;
     expect(headers[CALL_ID_HEADER]).toBe(res.headers[CALL_ID_HEADER]);
@@ -129,6 +134,9 @@ describe('the wire', () => {
     expect(Number(headers[DEADLINE_HEADER])).toBeGreaterThan(Date.now());
     expect(headers.traceparent).toContain('0af7651916cd43dd8448eb211c80319c');
     expect(headers.authorization).toBe('Bearer t');
+    // Gateway-only headers steer placement and detached calls; they are not the engine's.
+    expect(headers['sluice-session']).toBeUndefined();
+    expect(headers['idempotency-key']).toBeUndefined();
   });
 });
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createConsistentHashPlacer, type Runner } from '../../placer/index.ts';
+import { PlacerConfigError, createConsistentHashPlacer, type Runner } from '../../placer/index.ts';
 import { Fleet, type Outcome, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
+import { FakeLoads } from './fake-load.ts';
 
 interface PickCase {
   name: string;
@@ -46,6 +47,50 @@ const pickCases: PickCase[] = [
     keys: ['alice', 'dave'],
     offers: ['e', 'a', 'b', 'c', 'd', 'e', 'a'],
     placed: ['e', 'a'],
+  },
+];
+
+interface BoundedCase extends PickCase {
+  /** In-flight counts by runner id; every runner has load(), 0 when not listed. */
+  inFlight: Record<string, number>;
+}
+
+// With 5 runners and loadFactor 1.25 the bound is 1.25 x (total in flight + 1) / 5.
+const boundedCases: BoundedCase[] = [
+  {
+    // Total 4, bound 1.25: e (alice's home) is over it and moves behind a, b, c, d; bob stays home.
+    name: "alice's home runner is over the bound",
+    inFlight: { e: 4 },
+    runners: withScripts({}),
+    keys: ['alice', 'bob'],
+    offers: ['a', 'c'],
+    placed: ['a', 'c'],
+  },
+  {
+    name: 'the home runner is over the bound and every other runner is busy',
+    inFlight: { e: 4 },
+    runners: withScripts({ a: ['busy'], b: ['busy'], c: ['failed'], d: ['busy'] }),
+    keys: ['alice'],
+    offers: ['a', 'b', 'c', 'd', 'e'],
+    placed: ['e'],
+  },
+  {
+    // Total 6, bound 1.75: e and a are over it, so alice's ring e a b c d becomes b c d e a.
+    name: 'the home runner and the next are over the bound',
+    inFlight: { e: 3, a: 3 },
+    runners: withScripts({ b: ['busy'] }),
+    keys: ['alice', 'dave'],
+    offers: ['b', 'c', 'b', 'c'],
+    placed: ['c', 'c'],
+  },
+  {
+    // Total 10, bound 2.75: nobody is over it, so the plain ring.
+    name: 'every runner carries the mean',
+    inFlight: { a: 2, b: 2, c: 2, d: 2, e: 2 },
+    runners: withScripts({}),
+    keys: ['alice', 'bob', 'carol', 'dave'],
+    offers: ['e', 'c', 'd', 'a'],
+    placed: ['e', 'c', 'd', 'a'],
   },
 ];
 
@@ -116,5 +161,70 @@ describe('createConsistentHashPlacer', () => {
 
   it('returns a placer named consistent-hash when created', () => {
     expect(createConsistentHashPlacer().name).toBe('consistent-hash');
+  });
+});
+
+describe('createConsistentHashPlacer with bounded load', () => {
+  it.each(boundedCases)('returns the expected offer order when $name', async (c) => {
+    const loads = new FakeLoads();
+    for (const id of poolOrder) loads.set(id, { inFlight: c.inFlight[id] ?? 0 });
+    const fleet = new Fleet({ loads });
+    const placed = await placeEach(createConsistentHashPlacer(), fakePool(fleet.runners(c.runners)), callsFor(c.keys));
+    expect(fleet.offers).toEqual(c.offers);
+    expect(placed).toEqual(c.placed);
+  });
+
+  it('returns the plain ring when every runner exposes load() and nothing is in flight', async () => {
+    const fleet = new Fleet({ loads: new FakeLoads() });
+    const runners = ['a', 'b', 'c', 'd', 'e'].map((id) => fleet.runner(id));
+    const placed = await placeEach(createConsistentHashPlacer(), fakePool(runners), callsFor(keys));
+    expect(placed).toEqual(await homes(['a', 'b', 'c', 'd', 'e']));
+  });
+
+  it('returns the home runner behind the others when only it exposes load() and it is over the bound', async () => {
+    const fleet = new Fleet();
+    const runners = fleet.runners(withScripts({}));
+    const loaded = runners.map((r) => (r.id === 'e' ? { ...r, load: () => ({ inFlight: 4 }) } : r));
+    const placed = await placeEach(createConsistentHashPlacer(), fakePool(loaded), callsFor(['alice', 'grace']));
+    expect(placed).toEqual(['a', 'a']);
+  });
+
+  it('spills a hot key once its runner passes the bound, never letting a runner pass it by more than one', async () => {
+    const loads = new FakeLoads();
+    const fleet = new Fleet({ loads, hold: true });
+    const ids = ['a', 'b', 'c', 'd'];
+    const pool = fakePool(ids.map((id) => fleet.runner(id)));
+    const placer = createConsistentHashPlacer();
+    const placed: string[] = [];
+    for (let total = 1; total <= 2_000; total++) {
+      placed.push(...(await placeEach(placer, pool, manyCalls(1, 'alice'))));
+      for (const id of ids) expect(loads.inFlight(id)).toBeLessThanOrEqual((1.25 * total) / ids.length + 1);
+    }
+    const counts = tally(placed);
+    const home = placed[0]!;
+    // The home runner keeps about its bound of 1.25 / 4 of the calls; the rest spill along the ring.
+    expect(counts[home]! / 2_000).toBeCloseTo(1.25 / 4, 1);
+    expect(Object.keys(counts).sort()).toEqual(ids);
+  });
+
+  it('keeps a hot key home longer when loadFactor is larger', async () => {
+    const share = async (loadFactor: number): Promise<number> => {
+      const fleet = new Fleet({ loads: new FakeLoads(), hold: true });
+      const pool = fakePool(['a', 'b', 'c', 'd'].map((id) => fleet.runner(id)));
+      const placed = await placeEach(createConsistentHashPlacer({ loadFactor }), pool, manyCalls(1_000, 'alice'));
+      return tally(placed)[placed[0]!]! / 1_000;
+    };
+    expect(await share(1)).toBeCloseTo(0.25, 1);
+    expect(await share(2)).toBeCloseTo(0.5, 1);
+    expect(await share(4)).toBe(1);
+  });
+
+  it.each([
+    [0.9, 'loadFactor must be at least 1, got 0.9'],
+    [Number.NaN, 'loadFactor must be a finite number, got NaN'],
+    ['1.25', 'loadFactor must be a finite number, got "1.25"'],
+  ])('throws PlacerConfigError naming loadFactor when given %s', (loadFactor, message) => {
+    const create = (): unknown => createConsistentHashPlacer({ loadFactor: loadFactor as number });
+    expect(create).toThrow(new PlacerConfigError(message));
   });
 });

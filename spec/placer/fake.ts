@@ -4,6 +4,7 @@
  */
 import { placeCall } from '../../placer/index.ts';
 import type { Clock, Placer, Runner, RunnerCall, RunnerPool, TryExecResult } from '../../placer/index.ts';
+import type { FakeLoads } from './fake-load.ts';
 
 /** Where fake time starts; any fixed value works, a round one makes failures easy to read. */
 export const T0 = 1_000_000;
@@ -91,10 +92,29 @@ export class FakeClock implements Clock {
  */
 export type Outcome = 'placed' | 'busy' | 'failed' | 'reject' | ((call: RunnerCall) => Outcome);
 
+/** How a {@link Fleet}'s runners report load. */
+export interface FleetOptions {
+  /** When given, every runner has a `load()` that reads its entry here, live. */
+  loads?: FakeLoads;
+  /**
+   * When true, a committed call adds one to its runner's in-flight count and never finishes, as
+   * long-running calls do, so a test sees loads build up under a placer.
+   * @default false
+   */
+  hold?: boolean;
+}
+
 /** Runners built from scripts, all writing to one log of offers so order across runners shows. */
 export class Fleet {
   /** Runner ids in the order they were offered a call, across every runner of this fleet. */
   readonly offers: string[] = [];
+  readonly #loads: FakeLoads | undefined;
+  readonly #hold: boolean;
+
+  constructor(options: FleetOptions = {}) {
+    this.#loads = options.loads;
+    this.#hold = options.hold ?? false;
+  }
 
   /**
    * A runner that answers each offer with the next step of `script`; the last step repeats
@@ -102,7 +122,8 @@ export class Fleet {
    */
   runner(id: string, script: readonly Outcome[] = ['placed']): Runner<string> {
     const steps = [...script];
-    return {
+    const loads = this.#loads;
+    const runner: Runner<string> = {
       id,
       tryExec: async (call: RunnerCall): Promise<TryExecResult<string>> => {
         this.offers.push(id);
@@ -110,6 +131,7 @@ export class Fleet {
         while (typeof step === 'function') step = step(call);
         switch (step) {
           case 'placed':
+            if (this.#hold) loads?.add(id);
             return { kind: 'placed', value: id };
           case 'busy':
             return { kind: 'busy' };
@@ -120,6 +142,7 @@ export class Fleet {
         }
       },
     };
+    return loads === undefined ? runner : { ...runner, load: () => loads.get(id) };
   }
 
   /** One runner per entry, in the entry order. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fnv1a64, jumpConsistentHash } from '../../placer/index.ts';
+import { FNV_OFFSET_BASIS, fnv1a64, jumpConsistentHash } from '../../placer/index.ts';
 
 /** The textbook FNV-1a 64, one BigInt multiply per byte: slow, but obviously right. */
 function fnv1a64Reference(input: string): bigint {
@@ -24,6 +24,23 @@ describe('fnv1a64', () => {
   it('returns the same value as the one-BigInt-per-byte form when keys hold any UTF-8', () => {
     const inputs = ['session-1', 'user@example.com', 'ёлка', '中国', '🦙 llama', 'lone \ud800 surrogate', 'x'.repeat(1000)];
     for (const input of inputs) expect(fnv1a64(input)).toBe(fnv1a64Reference(input));
+  });
+
+  it('returns the hash of the joined string when continuing from the hash of its start', () => {
+    const splits: [string, string][] = [
+      ['', 'foobar'],
+      ['foo', 'bar'],
+      ['foobar', ''],
+      ['ёл', 'ка'],
+      ['🦙', ' llama'],
+      ['x'.repeat(500), 'y'.repeat(500)],
+    ];
+    for (const [head, tail] of splits) expect(fnv1a64(tail, fnv1a64(head))).toBe(fnv1a64Reference(head + tail));
+  });
+
+  it('returns the plain hash when the basis is the offset basis, and takes a basis modulo 2^64', () => {
+    expect(fnv1a64('foobar', FNV_OFFSET_BASIS)).toBe(0x85944171f73967e8n);
+    expect(fnv1a64('bar', fnv1a64('foo') + (1n << 64n))).toBe(fnv1a64('foobar'));
   });
 
   it('returns a value in [0, 2^64) when hashing any string', () => {

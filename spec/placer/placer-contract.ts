@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { PlacerTimeoutError, placeCall, type Placer, type Runner } from '../../placer/index.ts';
 import { FakeClock, Fleet, T0, fakeCall, fakePool } from './fake.ts';
+import { FakeLoads } from './fake-load.ts';
 
 /** How the suite should treat the placer under test. */
 export interface PlacerContractOptions {
@@ -18,6 +19,31 @@ const keys = ['alice', 'bob', 'carol', 'dave', 'session-42', ''];
 function runnersOf(n: number): Runner<string>[] {
   const fleet = new Fleet();
   return Array.from({ length: n }, (_, i) => fleet.runner(`runner-${String(i).padStart(2, '0')}`));
+}
+
+// Loads as a live pool shows them, garbled ones included: the contract holds whatever they say.
+const sampleLoads = [
+  { inFlight: 0, slots: 4 },
+  { inFlight: 4, slots: 4 },
+  { inFlight: 9, slots: 4, reported: { running: 4, waiting: 7, kvCacheUsage: 0.9, at: Date.now() } },
+  { inFlight: Number.NaN },
+  { inFlight: 2, slots: 0, reported: { running: -1, kvCacheUsage: Number.POSITIVE_INFINITY, at: 0 } },
+];
+const prompts = [undefined, '', 'short', 'You are a helpful assistant. '.repeat(20) + 'Summarise the meeting notes.'];
+
+/** Runners whose load() reports the sample loads in turn, and one whose load() throws. */
+function loadedRunnersOf(n: number): Runner<string>[] {
+  const loads = new FakeLoads();
+  const fleet = new Fleet({ loads });
+  return Array.from({ length: n }, (_, i) => {
+    const id = `runner-${String(i).padStart(2, '0')}`;
+    loads.set(id, sampleLoads[i % sampleLoads.length]!);
+    const runner = fleet.runner(id);
+    const broken = (): never => {
+      throw new Error('load read failed');
+    };
+    return i === 3 ? { ...runner, load: broken } : runner;
+  });
 }
 
 /** Registers the placer contract suite for the placer that `create` returns. */
@@ -47,6 +73,34 @@ export function placerContract(label: string, create: () => Placer, options: Pla
           }
         }
       }
+    });
+
+    it('returns only given runners, each at most once, when runners report loads and calls carry prompts', () => {
+      const placer = create();
+      for (const n of sizes) {
+        const runners = loadedRunnersOf(n);
+        for (const [i, key] of keys.entries()) {
+          for (let pass = 0; pass < 3; pass++) {
+            const call = fakeCall({ key, prompt: prompts[(i + pass) % prompts.length] });
+            const order = [...placer.order(call, runners)];
+            expect(new Set(order).size).toBe(order.length);
+            for (const runner of order) expect(runners).toContain(runner);
+            if (!options.skips) expect(order).toHaveLength(n);
+            placer.placed?.(call, order[0] ?? runners[0]!);
+          }
+        }
+      }
+    });
+
+    it('returns nothing from placed() and forget() when told of runners it never ordered', () => {
+      const placer = create();
+      const stranger = new Fleet().runner('stranger');
+      const prompt = 'You are a helpful assistant. '.repeat(20);
+      expect(placer.placed?.(fakeCall({ prompt }), stranger)).toBeUndefined();
+      expect(placer.forget?.(['stranger', 'never-seen'])).toBeUndefined();
+      expect(placer.forget?.([])).toBeUndefined();
+      const order = [...placer.order(fakeCall({ prompt }), runnersOf(3))];
+      if (!options.skips) expect(order).toHaveLength(3);
     });
 
     it('returns an order without touching the runners array when the array is frozen', () => {

@@ -70,9 +70,12 @@ describe('loadPlacer', () => {
     expect(error.message).toBe('placer "./garbage.ts" does not export an object with order(call, runners)');
   });
 
-  it.each(['foo', 'toString', 'least-loaded'])('throws PlacerConfigError when given the unknown name %s', async (name) => {
+  const unknown = ['foo', 'toString', 'least', 'Least-Loaded'];
+  it.each(unknown)('throws PlacerConfigError when given the unknown name %s', async (name) => {
     const error = await refusal(name);
-    expect(error.message).toBe(`unknown placer "${name}": use round-robin, consistent-hash or a module path`);
+    expect(error.message).toBe(
+      `unknown placer "${name}": use round-robin, consistent-hash, least-loaded, load-weighted, prefix-affinity or a module path`,
+    );
   });
 
   it('throws PlacerConfigError with the cause when the module file is missing', async () => {

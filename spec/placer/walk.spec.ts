@@ -243,6 +243,40 @@ describe('placeCall', () => {
     await expect(walk).resolves.toMatchObject({ value: 'b' });
   });
 
+  it("tells the placer's placed() about the runner that committed, once, before resolving", async () => {
+    const told: [string, string][] = [];
+    const placer: Placer = { ...inOrder, placed: (call, runner) => told.push([call.id, runner.id]) };
+    const pool = fakePool(new Fleet().runners({ a: ['busy'], b: ['failed'], c: ['placed'] }));
+    await placeCall(fakeCall(), pool, placer, { retryAllDelay: 10, clock: new FakeClock() });
+    expect(told).toEqual([['call-1', 'c']]);
+  });
+
+  it('never tells placed() when no runner commits', async () => {
+    let told = 0;
+    const placer: Placer = { ...inOrder, placed: () => told++ };
+    const pool = fakePool(new Fleet().runners({ a: ['busy'] }));
+    const clock = new FakeClock({ auto: true });
+    const walk = placeCall(fakeCall({ placerDeadline: T0 + 25 }), pool, placer, { retryAllDelay: 10, clock });
+    await expect(walk).rejects.toBeInstanceOf(PlacerTimeoutError);
+    expect(told).toBe(0);
+  });
+
+  it('returns the placement when placed() throws or rejects', async () => {
+    const throwing: Placer = {
+      ...inOrder,
+      placed: () => {
+        throw new Error('index full');
+      },
+    };
+    const rejecting: Placer = { ...inOrder, placed: async () => Promise.reject(new Error('index gone')) };
+    for (const placer of [throwing, rejecting]) {
+      const pool = fakePool(new Fleet().runners({ a: ['placed'] }));
+      const walk = placeCall(fakeCall(), pool, placer, { retryAllDelay: 10, clock: new FakeClock() });
+      await expect(walk).resolves.toMatchObject({ value: 'a' });
+    }
+    await settle(); // an unhandled rejection from the async placed() would fail the run here
+  });
+
   it('returns the placement on the system clock when no clock is given', async () => {
     const pool = fakePool(new Fleet().runners({ a: ['placed'] }));
     const call = fakeCall({ placerDeadline: Date.now() + 60_000 });

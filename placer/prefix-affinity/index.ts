@@ -1,0 +1,94 @@
+/**
+ * Prefix affinity: send a prompt to the runner that most recently served the longest prefix of
+ * it, whose engine likely still holds that prefix's KV cache and so skips most of the prefill.
+ * Affinity alone lets one runner take everything (every chat shares its system prompt), so, as in
+ * SGLang's cache-aware router, a load guard hands the call to least-loaded while the pool is
+ * imbalanced, and a match too short to be worth it goes least-loaded too.
+ */
+import { byLoad, loadsOf, type LoadedRunner } from '../load.ts';
+import { leastLoadedOrder } from '../least-loaded/index.ts';
+import type { Placer, Runner, RunnerCall } from '../types.ts';
+import { blockHashes } from './blocks.ts';
+import { resolvePrefixAffinity, type PrefixAffinityConfig, type PrefixAffinityOptions } from './options.ts';
+import { PrefixIndex } from './prefix-index.ts';
+
+export type { PrefixAffinityConfig, PrefixAffinityOptions } from './options.ts';
+export { prefixAffinityDefaults } from './options.ts';
+
+/**
+ * Creates a placer named `prefix-affinity`. On each pass:
+ *
+ * 1. No prompt (e.g. /invoke calls): least-loaded order.
+ * 2. Imbalanced pool, SGLang's rule on `loadOf` utilisation over the runners listed for the call:
+ *    `max - min > balanceAbsThreshold` and `max > balanceRelThreshold x min`: least-loaded order.
+ * 3. Longest prefix served by a listed runner, as a share of the prompt (blocks x blockSize /
+ *    prompt length), below `minMatchRatio`: least-loaded order.
+ * 4. Otherwise that runner first, then the rest from least to most loaded.
+ *
+ * The index learns in `placed()`, whichever branch chose the runner, because the runner that
+ * served a prompt is the one whose cache now holds it; `forget()` drops runners that left.
+ * Runners without `load()` read as idle, so with none of them reporting the guard never trips.
+ * Nothing is skipped, so a busy affinity runner is followed by everyone else on the same pass.
+ * @throws PlacerConfigError naming a bad option.
+ */
+export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}): Placer {
+  const config = resolvePrefixAffinity(options);
+  const { random, now, staleAfterMs, blockSize, minMatchRatio } = config;
+  const index = new PrefixIndex(config.maxBlocks);
+  // Hashed once per call, not once per pass and again in placed(); weak so calls are not kept.
+  const hashed = new WeakMap<RunnerCall, readonly bigint[]>();
+  const hashesOf = (call: RunnerCall, prompt: string): readonly bigint[] => {
+    let hashes = hashed.get(call);
+    if (hashes === undefined) {
+      hashes = blockHashes(call.fn, prompt, blockSize);
+      hashed.set(call, hashes);
+    }
+    return hashes;
+  };
+
+  return {
+    name: 'prefix-affinity',
+    order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R> {
+      const loaded = loadsOf(runners, now(), staleAfterMs);
+      const prompt = promptOf(call);
+      if (prompt === undefined || imbalanced(loaded, config)) return leastLoadedOrder(loaded, random);
+      const match = index.longest(hashesOf(call, prompt), new Set(loaded.map((entry) => entry.runner.id)));
+      // blocks x blockSize is short by one per block stretched over a surrogate pair: close
+      // enough for a threshold, and cheaper than keeping every block's end.
+      if (match === undefined || (match.blocks * blockSize) / prompt.length < minMatchRatio) {
+        return leastLoadedOrder(loaded, random);
+      }
+      // Ids are unique within a pool, so this is the one runner the index points at.
+      const home = loaded.find((entry) => entry.runner.id === match.runnerId)!;
+      const rest = loaded.filter((entry) => entry !== home).sort(byLoad);
+      return [home.runner, ...rest.map((entry) => entry.runner)];
+    },
+    placed(call: RunnerCall, runner: Runner<unknown>): void {
+      const prompt = promptOf(call);
+      if (prompt !== undefined) index.record(hashesOf(call, prompt), runner.id);
+    },
+    forget(runnerIds: readonly string[]): void {
+      index.forget(runnerIds);
+    },
+  };
+}
+
+/** The call's prompt, or undefined when it has none worth hashing. */
+function promptOf(call: RunnerCall): string | undefined {
+  return typeof call.prompt === 'string' && call.prompt.length > 0 ? call.prompt : undefined;
+}
+
+/**
+ * SGLang's guard. Both gaps are needed: the absolute one keeps a small gap on a quiet pool (0.2 vs
+ * 0) from breaking affinity, the relative one a wide gap between runners that are all busy.
+ */
+function imbalanced(loaded: readonly LoadedRunner<unknown>[], config: PrefixAffinityConfig): boolean {
+  if (loaded.length < 2) return false;
+  let min = Infinity;
+  let max = -Infinity;
+  for (const { load } of loaded) {
+    min = Math.min(min, load);
+    max = Math.max(max, load);
+  }
+  return max - min > config.balanceAbsThreshold && max > config.balanceRelThreshold * min;
+}

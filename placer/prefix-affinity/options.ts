@@ -1,0 +1,87 @@
+/**
+ * Settings of the `prefix-affinity` placer with their defaults, validated when it is created so a
+ * bad threshold fails with one line instead of a placer that quietly never keeps affinity.
+ */
+import { PlacerConfigError } from '../errors.ts';
+import { resolveLoadAware, type LoadAwareConfig, type LoadAwareOptions } from '../load-options.ts';
+import { checkInteger, checkNumber } from '../validate.ts';
+
+/** Options for `createPrefixAffinityPlacer`; the load-aware ones are shared with `least-loaded`. */
+export interface PrefixAffinityOptions extends LoadAwareOptions {
+  /**
+   * Block size in UTF-16 code units; 64 characters are about 16 tokens, an engine's KV block.
+   * @default 64
+   */
+  blockSize?: number;
+  /**
+   * Block hashes the prefix index keeps (least recently served evicted first); about 80 bytes
+   * each as measured here, so the default covers 6.4 M characters of distinct prefixes in 8 MB.
+   * @default 100_000
+   */
+  maxBlocks?: number;
+  /**
+   * Smallest share of the prompt (matched prefix / prompt length) worth keeping affinity for;
+   * below it the call goes least-loaded. SGLang's cache threshold.
+   * @default 0.3
+   */
+  minMatchRatio?: number;
+  /**
+   * The pool is imbalanced, and affinity is set aside, when the most and least loaded runners
+   * differ by more than this (and by more than `balanceRelThreshold` times). In utilisation
+   * (`loadOf`: 1 is every slot busy), not requests: SGLang's 64 requests is a quarter of the 256
+   * a vLLM engine runs at once by default, and utilisation stays right across unequal runners.
+   * @default 0.25
+   */
+  balanceAbsThreshold?: number;
+  /**
+   * See `balanceAbsThreshold`: also needed is max load > this x min load. SGLang's 1.5.
+   * @default 1.5
+   */
+  balanceRelThreshold?: number;
+}
+
+/** {@link PrefixAffinityOptions} with defaults filled in, frozen. */
+export interface PrefixAffinityConfig extends LoadAwareConfig {
+  readonly blockSize: number;
+  readonly maxBlocks: number;
+  readonly minMatchRatio: number;
+  readonly balanceAbsThreshold: number;
+  readonly balanceRelThreshold: number;
+}
+
+/** The defaults, frozen so no caller can change them for everyone else. */
+export const prefixAffinityDefaults = Object.freeze({
+  blockSize: 64,
+  maxBlocks: 100_000,
+  minMatchRatio: 0.3,
+  balanceAbsThreshold: 0.25,
+  balanceRelThreshold: 1.5,
+});
+
+/** Refused above this: an index this large would be a memory leak with extra steps. */
+const MAX_BLOCKS_LIMIT = 10_000_000;
+
+/**
+ * Fills in defaults and validates every option.
+ * @throws PlacerConfigError naming the option and the bad value.
+ */
+export function resolvePrefixAffinity(options: PrefixAffinityOptions): PrefixAffinityConfig {
+  const d = prefixAffinityDefaults;
+  const {
+    blockSize = d.blockSize,
+    maxBlocks = d.maxBlocks,
+    minMatchRatio = d.minMatchRatio,
+    balanceAbsThreshold = d.balanceAbsThreshold,
+    balanceRelThreshold = d.balanceRelThreshold,
+  } = options;
+  return Object.freeze({
+    ...resolveLoadAware(options),
+    blockSize: checkInteger('blockSize', blockSize, { min: 1, max: 1_000_000 }, fail),
+    maxBlocks: checkInteger('maxBlocks', maxBlocks, { min: 1, max: MAX_BLOCKS_LIMIT }, fail),
+    minMatchRatio: checkNumber('minMatchRatio', minMatchRatio, { min: 0, max: 1 }, fail),
+    balanceAbsThreshold: checkNumber('balanceAbsThreshold', balanceAbsThreshold, { min: 0 }, fail),
+    balanceRelThreshold: checkNumber('balanceRelThreshold', balanceRelThreshold, { min: 1 }, fail),
+  });
+}
+
+const fail = (message: string): PlacerConfigError => new PlacerConfigError(message);

@@ -1,0 +1,274 @@
+/**
+ * A runner's membership in one gateway's pool. The runner dials out (nodes sit behind
+ * firewalls), registers, then heartbeats its load; when the gateway restarts and forgets it (a
+ * 404 to a heartbeat) it registers again at once, so a fleet comes back without touching a node.
+ * Failures are retried forever with full-jitter exponential backoff so a fleet does not return
+ * in lockstep. The wire is in protocol.ts.
+ */
+import { Pool } from 'undici';
+import type { Logger } from '../placer/log.ts';
+import { silentLogger } from '../placer/log.ts';
+import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol.ts';
+import type { HeartbeatAnswer, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration } from './protocol.ts';
+import type { RunnerStatus } from './server.ts';
+
+/** First backoff step after a failure, ms; doubled per failure in a row. */
+export const BACKOFF_BASE_MS = 500;
+/** Longest backoff step, ms; also the step after a refused token, which no quick retry fixes. */
+export const BACKOFF_CAP_MS = 30_000;
+
+/** Timers a registration schedules with; tests inject ones that record delays and fire at once. */
+export interface RegistrationTimers {
+  setTimeout(callback: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/** The process's own timers. */
+export const systemTimers: RegistrationTimers = Object.freeze({
+  setTimeout: (callback: () => void, ms: number): unknown => setTimeout(callback, ms),
+  clearTimeout: (handle: unknown): void => clearTimeout(handle as NodeJS.Timeout),
+});
+
+/**
+ * The wait before retry number `failures` (1 for the first): full jitter, a uniform draw
+ * below min(cap, base * 2^(failures - 1)), so runners that failed together spread out.
+ */
+export function backoffDelay(failures: number, random: () => number): number {
+  const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.min(Math.max(failures, 1) - 1, 30));
+  const r = random();
+  return Math.floor((r >= 0 && r < 1 ? r : 0) * ceiling);
+}
+
+/** How to join one gateway; createRunner builds these from its validated options. */
+export interface GatewayRegistrationOptions {
+  /** The gateway's base URL; a path prefix is kept. */
+  gateway: URL;
+  /** Sent as `authorization: Bearer`; never logged. */
+  token: string;
+  /** Where the gateway should call this runner. */
+  url: string;
+  /** The runner as it is now; read for every registration and heartbeat. */
+  status: () => RunnerStatus;
+  /** Heartbeat period when the gateway's registration answer names none, ms. @default 1000 */
+  heartbeatInterval?: number;
+  /** Engine load older than this is not reported, ms. @default 3000 */
+  loadStaleAfter?: number;
+  /** Called once when a heartbeat answer carries `drain: true`. */
+  onDrainRequested?: () => void;
+  /** Limit on connecting, and on waiting for each answer, ms. @default 2000 */
+  requestTimeout?: number;
+  /** @default silent */
+  logger?: Logger;
+  /** @default Math.random */
+  random?: () => number;
+  /** @default {@link systemTimers} */
+  timers?: RegistrationTimers;
+}
+
+/** What one request to the gateway came to; `status` 0 when no answer came at all. */
+type Answer = { status: number; json?: unknown; error?: unknown };
+
+/** Registers a runner with one gateway and keeps it registered until stopped. */
+export class GatewayRegistration {
+  readonly #o: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested'>> & Pick<GatewayRegistrationOptions, 'onDrainRequested'>;
+  readonly #pool: Pool;
+  readonly #base: string;
+  readonly #log: Logger;
+  #phase: 'register' | 'heartbeat' = 'register';
+  #interval: number;
+  #failures = 0;
+  /** True while the gateway knows this runner as far as we can tell: a DELETE then means something. */
+  #known = false;
+  #drainNotified = false;
+  #beatSoon = false;
+  #started = false;
+  #stopped = false;
+  #closed = false;
+  #timer: unknown;
+  #inFlight: Promise<void> | undefined;
+
+  constructor(options: GatewayRegistrationOptions) {
+    this.#o = { heartbeatInterval: 1000, loadStaleAfter: 3000, requestTimeout: 2000, logger: silentLogger, random: Math.random, timers: systemTimers, ...options };
+    const timeout = this.#o.requestTimeout;
+    this.#pool = new Pool(options.gateway.origin, { connections: 1, connect: { timeout }, headersTimeout: timeout, bodyTimeout: timeout });
+    this.#base = options.gateway.pathname.replace(/\/+$/, '');
+    this.#interval = this.#o.heartbeatInterval;
+    // The origin only: a URL's userinfo or query has no business in a log line.
+    this.#log = this.#o.logger.child({ gateway: options.gateway.origin });
+  }
+
+  /** Sends the first registration now; later attempts follow on their own. Calling it again does nothing. */
+  start(): void {
+    if (this.#started || this.#stopped) return;
+    this.#started = true;
+    this.#schedule(0);
+  }
+
+  /**
+   * Heartbeats now instead of at the next tick, so a change such as the start of a drain
+   * reaches the gateway at once. Does nothing while unregistered or backing off.
+   */
+  beatNow(): void {
+    if (this.#stopped || this.#phase !== 'heartbeat' || this.#failures > 0) return;
+    if (this.#inFlight) {
+      this.#beatSoon = true;
+      return;
+    }
+    this.#o.timers.clearTimeout(this.#timer);
+    this.#schedule(0);
+  }
+
+  /** Stops the loop; resolves once a request in flight has settled (bounded by the request timeout). */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#o.timers.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#inFlight;
+  }
+
+  /**
+   * Stops, then leaves the gateway's pool (DELETE, best effort: a gateway that does not answer
+   * forgets the runner by silence anyway) and closes the connection. Idempotent.
+   */
+  async deregister(): Promise<void> {
+    await this.stop();
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      if (!this.#known) return;
+      const answer = await this.#send('DELETE', runnerPath(this.#o.status().id));
+      if (answer.status >= 200 && answer.status < 300) this.#log.info('deregistered from gateway', {});
+      else if (answer.status === 404) this.#log.info('gateway had already forgotten this runner', {});
+      else this.#log.warn('deregistration failed', { status: answer.status, ...(answer.error ? { error: answer.error } : {}) });
+    } finally {
+      await this.#pool.close().catch(() => {});
+    }
+  }
+
+  #schedule(ms: number): void {
+    if (this.#stopped) return;
+    this.#timer = this.#o.timers.setTimeout(() => {
+      this.#timer = undefined;
+      if (this.#stopped) return;
+      this.#inFlight = this.#attempt().finally(() => {
+        this.#inFlight = undefined;
+      });
+    }, ms);
+  }
+
+  async #attempt(): Promise<void> {
+    const heartbeat = this.#phase === 'heartbeat';
+    const status = this.#o.status();
+    const answer = heartbeat
+      ? await this.#send('POST', heartbeatPath(status.id), heartbeatBody(status, this.#o.loadStaleAfter))
+      : await this.#send('POST', REGISTER_PATH, registrationBody(status, this.#o.url, this.#o.loadStaleAfter));
+    if (this.#stopped) return;
+    const ok = answer.status >= 200 && answer.status < 300;
+    if (ok && !heartbeat) {
+      const asked = (answer.json as Partial<RegistrationAccepted> | undefined)?.heartbeatInterval;
+      this.#interval = typeof asked === 'number' && Number.isSafeInteger(asked) && asked > 0 ? asked : this.#o.heartbeatInterval;
+      this.#log.info('registered with gateway', { heartbeatInterval: this.#interval, ...(this.#failures > 0 ? { afterFailures: this.#failures } : {}) });
+      this.#phase = 'heartbeat';
+      this.#known = true;
+      this.#failures = 0;
+      return this.#schedule(this.#interval);
+    }
+    if (ok) {
+      if (this.#failures > 0) this.#log.info('gateway answers heartbeats again', { afterFailures: this.#failures });
+      this.#failures = 0;
+      // Before scheduling: the drain's beatNow() then turns the next beat into an immediate one.
+      if ((answer.json as Partial<HeartbeatAnswer> | undefined)?.drain === true) this.#drainRequested();
+      this.#schedule(this.#beatSoon ? 0 : this.#interval);
+      this.#beatSoon = false;
+      return;
+    }
+    if (heartbeat && answer.status === 404) {
+      // The gateway restarted or expired us: only a new registration puts us back in its pool.
+      this.#log.info('gateway does not know this runner, registering again', {});
+      this.#phase = 'register';
+      this.#known = false;
+      return this.#schedule(0);
+    }
+    this.#failures++;
+    if (answer.status === 401 || answer.status === 403) {
+      // Retrying sooner cannot help until an operator fixes a token; retry at the cap meanwhile.
+      const retryInMs = backoffDelay(Number.MAX_SAFE_INTEGER, this.#o.random);
+      this.#log.error('gateway refused the runner token', { status: answer.status, attempt: this.#failures, retryInMs });
+      return this.#schedule(retryInMs);
+    }
+    const retryInMs = backoffDelay(this.#failures, this.#o.random);
+    const fields = { request: heartbeat ? 'heartbeat' : 'register', attempt: this.#failures, retryInMs, ...(answer.error ? { error: answer.error } : { status: answer.status }) };
+    // A gateway down for an hour would otherwise log a warning every 30 s per runner.
+    if (this.#failures === 1) this.#log.warn('gateway request failed, retrying', fields);
+    else this.#log.debug('gateway request failed, retrying', fields);
+    this.#schedule(retryInMs);
+  }
+
+  #drainRequested(): void {
+    if (this.#drainNotified) return;
+    this.#drainNotified = true;
+    this.#log.info('gateway asked this runner to drain', {});
+    try {
+      this.#o.onDrainRequested?.();
+    } catch (error) {
+      this.#log.error('drain callback failed', { error: error as Error });
+    }
+  }
+
+  async #send(method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<Answer> {
+    try {
+      const res = await this.#pool.request({
+        method,
+        path: this.#base + path,
+        headers: { authorization: `Bearer ${this.#o.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const ok = res.statusCode >= 200 && res.statusCode < 300 && res.statusCode !== 204;
+      // Always consume the body, or the connection is never reused.
+      const json = ok ? await res.body.json().catch(() => undefined) : await res.body.dump().then(() => undefined, () => undefined);
+      return { status: res.statusCode, json };
+    } catch (error) {
+      return { status: 0, error };
+    }
+  }
+}
+
+/**
+ * The load a runner reports: its own slots, plus each engine's queue, batch and KV-cache use
+ * when its metrics are fresher than `staleAfter` ms (a stale figure misleads placement more
+ * than none). One engine runs all its models in one batch, so its running and waiting counts
+ * are the load of each of its models; without fresh metrics, running falls back to the calls
+ * the runner has at that engine.
+ */
+export function reportedLoad(status: RunnerStatus, staleAfter: number): ReportedLoad {
+  const models: ReportedLoad['models'] = {};
+  let queue = 0;
+  let kv: number | undefined;
+  for (const engine of status.engines) {
+    const fresh = engine.load !== undefined && (engine.loadAgeMs ?? Infinity) <= staleAfter ? engine.load : undefined;
+    queue += fresh?.waiting ?? 0;
+    if (fresh?.kvCacheUsage !== undefined) kv = Math.max(kv ?? 0, fresh.kvCacheUsage);
+    for (const model of engine.models) models[model] = { running: fresh?.running ?? engine.slots.inUse, waiting: fresh?.waiting ?? 0 };
+  }
+  return { slotsInUse: status.slots.inUse, slots: status.slots.total, queue, ...(kv === undefined ? {} : { kvCacheUsage: kv }), models };
+}
+
+/** What a runner sends when it registers: who it is, where to call it, what it serves, its load. */
+export function registrationBody(status: RunnerStatus, url: string, staleAfter: number): RunnerRegistration {
+  return {
+    id: status.id,
+    url,
+    version: status.version,
+    engines: status.engines.map((e) => ({ kind: e.kind, url: e.url, models: e.models, state: e.state })),
+    models: status.models,
+    slots: status.slots.total,
+    gpus: status.gpus,
+    ready: status.ready,
+    load: reportedLoad(status, staleAfter),
+  };
+}
+
+/** What a runner sends every heartbeat: the cheap facts that change. */
+export function heartbeatBody(status: RunnerStatus, staleAfter: number): RunnerHeartbeat {
+  return { ready: status.ready, state: status.state, models: status.models, load: reportedLoad(status, staleAfter) };
+}

@@ -1,0 +1,83 @@
+/**
+ * Test doubles for load-aware placement: loads a test sets by hand (and fake runners read live),
+ * and randomness that is either scripted value by value or seeded, so picks are exact.
+ */
+import { expect } from 'vitest';
+import type { RunnerLoad } from '../../placer/index.ts';
+
+/**
+ * Runner loads by id, as the gateway's pool would keep them. Fake runners read them on every
+ * `load()`, so a test changes a load between calls and the next pass sees it.
+ */
+export class FakeLoads {
+  readonly #loads = new Map<string, RunnerLoad>();
+
+  constructor(initial: Record<string, RunnerLoad> = {}) {
+    for (const [id, load] of Object.entries(initial)) this.#loads.set(id, load);
+  }
+
+  /** The load a runner with this id reports; undefined when none was set. */
+  get(id: string): RunnerLoad | undefined {
+    return this.#loads.get(id);
+  }
+
+  set(id: string, load: RunnerLoad): void {
+    this.#loads.set(id, load);
+  }
+
+  /** Adds `n` calls to `id`'s own in-flight count (negative finishes them), keeping the rest. */
+  add(id: string, n = 1): void {
+    const load = this.#loads.get(id) ?? { inFlight: 0 };
+    this.#loads.set(id, { ...load, inFlight: load.inFlight + n });
+  }
+
+  /** `id`'s own in-flight count, 0 when none was set. */
+  inFlight(id: string): number {
+    return this.#loads.get(id)?.inFlight ?? 0;
+  }
+}
+
+/** A random() returning `values` in turn, wrapping around, so a test can name every draw. */
+export function sequence(values: readonly number[]): () => number {
+  let i = 0;
+  return () => values[i++ % values.length]!;
+}
+
+/**
+ * A seeded random() in [0, 1): mulberry32, small and well spread, so ratio tests over thousands
+ * of calls give the same counts on every run and every machine.
+ */
+export function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/** A load of `inFlight` calls out of `slots`, optionally with a runner report. */
+export function slotsBusy(inFlight: number, slots: number, reported?: RunnerLoad['reported']): RunnerLoad {
+  return reported === undefined ? { inFlight, slots } : { inFlight, slots, reported };
+}
+
+/**
+ * The share of `total` each id got, for comparing with expected ratios within a tolerance; ids
+ * never seen get 0, so an expected 0 is checked too.
+ */
+export function shares(
+  counts: Readonly<Record<string, number>>,
+  ids: readonly string[],
+  total: number,
+): Record<string, number> {
+  return Object.fromEntries(ids.map((id) => [id, (counts[id] ?? 0) / total]));
+}
+
+/** An expect.closeTo for every expected share, `tolerance` either side. */
+export function near(expected: Readonly<Record<string, number>>, tolerance = 0.02): Record<string, unknown> {
+  // closeTo takes decimal digits; digits d accept |diff| < 10^-d / 2, so solve for d.
+  const digits = -Math.log10(2 * tolerance);
+  return Object.fromEntries(Object.entries(expected).map(([id, share]) => [id, expect.closeTo(share, digits)]));
+}

@@ -1,0 +1,181 @@
+import { describe, expect, it } from 'vitest';
+import { PlacerConfigError, createPrefixAffinityPlacer, type RunnerCall, type RunnerLoad } from '../../placer/index.ts';
+import { Fleet, type Outcome, fakeCall, fakePool, placeEach, tally } from './fake.ts';
+import { FakeLoads, seeded, sequence, slotsBusy } from './fake-load.ts';
+
+// 640 characters: ten 64-character blocks, about 94% of each prompt below.
+const system = 'You are the support assistant for a GPU cloud. Be brief and exact. '.repeat(10).slice(0, 640);
+const questions = [
+  'How do I resize a volume?',
+  'Why was my job preempted?',
+  'Which regions have H100s?',
+  'Can I pause a node?',
+];
+
+/** Calls whose prompts share `prefix`, each with its own question, ids in order. */
+function chats(n: number, prefix = system, fn = 'llama-3-8b'): RunnerCall[] {
+  return Array.from({ length: n }, (_, i) =>
+    fakeCall({ id: `call-${i + 1}`, fn, prompt: `${prefix}\nuser: ${questions[i % questions.length]} (#${i + 1})` }),
+  );
+}
+
+interface PickCase {
+  name: string;
+  loads: Record<string, RunnerLoad>;
+  runners: Record<string, readonly Outcome[]>;
+  calls: RunnerCall[];
+  /** Two per least-loaded fallback (the pair); none when affinity decides. */
+  draws: number[];
+  hold?: boolean;
+  offers: string[];
+  placed: string[];
+}
+
+const free = { a: ['placed'], b: ['placed'], c: ['placed'] } as const;
+// Within the guard: the gap is 0.25, not above it.
+const balanced = { a: slotsBusy(2, 8), b: slotsBusy(1, 8), c: slotsBusy(0, 8) };
+
+const pickCases: PickCase[] = [
+  {
+    // The first call has nothing to match and goes least-loaded: pair (a, b) gives b.
+    name: 'calls share a system prompt and the pool is balanced',
+    loads: balanced,
+    runners: free,
+    calls: chats(3),
+    draws: [0, 0],
+    offers: ['b', 'b', 'b'],
+    placed: ['b', 'b', 'b'],
+  },
+  {
+    // b turns call 2 down, so c (least loaded) serves it and the prefix now points at c.
+    name: 'the affinity runner turns a call down',
+    loads: balanced,
+    runners: { ...free, b: ['placed', 'busy'] },
+    calls: chats(3),
+    draws: [0, 0],
+    offers: ['b', 'b', 'c', 'c'],
+    placed: ['b', 'c', 'c'],
+  },
+  {
+    // 64 shared characters of about 500: below 0.3, so both go least-loaded, (a, b) then (c, b).
+    name: 'the shared prefix is too small a share of the prompt',
+    loads: balanced,
+    runners: free,
+    calls: [0, 1].map((i) => fakeCall({ id: `call-${i + 1}`, prompt: system.slice(0, 64) + String(i).repeat(400) })),
+    draws: [0, 0, 0.9, 0.9],
+    offers: ['b', 'c'],
+    placed: ['b', 'c'],
+  },
+  {
+    name: 'calls carry no prompt',
+    loads: balanced,
+    runners: free,
+    calls: [fakeCall(), fakeCall({ id: 'call-2', prompt: '' })],
+    draws: [0, 0, 0.9, 0.9],
+    offers: ['b', 'c'],
+    placed: ['b', 'c'],
+  },
+  {
+    // Two slots each, calls held. 1: no match, (a, b) tie, a. 2: a at 0.5 vs 0 trips the guard,
+    // (a, b) gives b. 3: still tripped, (c, b) gives c. 4: all at 0.5, balanced, so the prefix's
+    // latest runner c. 5: c full at 1.0 vs 0.5 trips the guard again, (a, b) tie, a.
+    name: 'held calls fill the affinity runner until the guard trips',
+    loads: { a: slotsBusy(0, 2), b: slotsBusy(0, 2), c: slotsBusy(0, 2) },
+    runners: free,
+    hold: true,
+    calls: chats(5),
+    draws: [0, 0, 0, 0, 0.9, 0.9, 0, 0],
+    offers: ['a', 'b', 'c', 'c', 'a'],
+    placed: ['a', 'b', 'c', 'c', 'a'],
+  },
+];
+
+describe('createPrefixAffinityPlacer', () => {
+  it.each(pickCases)('returns the expected offer order when $name', async (c) => {
+    const fleet = new Fleet({ loads: new FakeLoads(c.loads), hold: c.hold ?? false });
+    const placer = createPrefixAffinityPlacer({ random: sequence(c.draws) });
+    const placed = await placeEach(placer, fakePool(fleet.runners(c.runners)), c.calls);
+    expect(fleet.offers).toEqual(c.offers);
+    expect(placed).toEqual(c.placed);
+  });
+
+  it('returns one runner for 200 calls sharing a system prompt while the pool stays balanced', async () => {
+    const fleet = new Fleet({ loads: new FakeLoads(balanced) });
+    const placer = createPrefixAffinityPlacer({ random: seeded(11) });
+    const placed = await placeEach(placer, fakePool(fleet.runners(free)), chats(200));
+    expect(Object.keys(tally(placed))).toHaveLength(1);
+  });
+
+  it('returns each tenant to its own first runner when several system prompts interleave', async () => {
+    const idle = slotsBusy(0, 8);
+    const fleet = new Fleet({ loads: new FakeLoads({ a: idle, b: idle, c: idle, d: idle }) });
+    const placer = createPrefixAffinityPlacer({ random: seeded(12) });
+    const tenants = ['Acme', 'Globex', 'Initech', 'Umbrella', 'Hooli'].map((name) => `Tenant ${name}. ${system}`);
+    const calls = Array.from({ length: 250 }, (_, i) => ({ ...chats(1, tenants[i % 5]!)[0]!, id: `call-${i}` }));
+    const placed = await placeEach(placer, fakePool(fleet.runners({ ...free, d: ['placed'] })), calls);
+    for (let t = 0; t < 5; t++) {
+      expect(new Set(placed.filter((_, i) => i % 5 === t)).size).toBe(1);
+    }
+  });
+
+  it('moves a prefix off its runner while that runner is saturated, and back to affinity once balanced', async () => {
+    const loads = new FakeLoads(balanced);
+    const fleet = new Fleet({ loads });
+    const pool = fakePool(fleet.runners(free));
+    const placer = createPrefixAffinityPlacer({ random: seeded(13) });
+    const [home] = await placeEach(placer, pool, chats(1));
+    loads.set(home!, slotsBusy(8, 8));
+    const during = await placeEach(placer, pool, chats(100));
+    expect(during).not.toContain(home);
+    loads.set(home!, slotsBusy(1, 8));
+    const after = await placeEach(placer, pool, chats(50));
+    // Affinity again, to whichever runner served the prefix last.
+    expect(new Set(after)).toEqual(new Set([during.at(-1)]));
+  });
+
+  it('returns least-loaded order for a prefix whose runner was forgotten', async () => {
+    // a is the most loaded but within the guard, so only affinity puts it first.
+    const fleet = new Fleet({ loads: new FakeLoads({ a: slotsBusy(2, 8), b: slotsBusy(0, 8), c: slotsBusy(1, 8) }) });
+    const runners = fleet.runners(free);
+    const placer = createPrefixAffinityPlacer({ random: seeded(14) });
+    const [call] = chats(1);
+    placer.placed?.(call!, runners[0]!);
+    expect([...placer.order(call!, runners)][0]!.id).toBe('a');
+    placer.forget?.(['a']);
+    for (let i = 0; i < 50; i++) expect([...placer.order(call!, runners)][0]!.id).not.toBe('a');
+  });
+
+  it('returns least-loaded order when the affinity runner is not listed for the call', () => {
+    const fleet = new Fleet({ loads: new FakeLoads({ b: slotsBusy(1, 8), c: slotsBusy(0, 8) }) });
+    const [a, b, c] = fleet.runners(free);
+    const placer = createPrefixAffinityPlacer({ random: sequence([0, 0]) });
+    const [call] = chats(1);
+    placer.placed?.(call!, a!);
+    expect([...placer.order(call!, [b!, c!])].map((r) => r.id)).toEqual(['c', 'b']);
+  });
+
+  it('returns no affinity across models even for the same prompt', () => {
+    const fleet = new Fleet({ loads: new FakeLoads({ a: slotsBusy(2, 8), b: slotsBusy(0, 8) }) });
+    const runners = fleet.runners({ a: ['placed'], b: ['placed'] });
+    const placer = createPrefixAffinityPlacer({ random: sequence([0, 0]) });
+    placer.placed?.(chats(1, system, 'llama-3-8b')[0]!, runners[0]!);
+    expect([...placer.order(chats(1, system, 'llama-3-8b')[0]!, runners)][0]!.id).toBe('a');
+    expect([...placer.order(chats(1, system, 'qwen-2.5-7b')[0]!, runners)][0]!.id).toBe('b');
+  });
+
+  it('returns a placer named prefix-affinity when created', () => {
+    expect(createPrefixAffinityPlacer().name).toBe('prefix-affinity');
+  });
+
+  it.each([
+    [{ blockSize: 0 }, 'blockSize must be a positive integer, got 0'],
+    [{ maxBlocks: Number.POSITIVE_INFINITY }, 'maxBlocks must be a positive integer, got Infinity'],
+    [{ maxBlocks: 20_000_000 }, 'maxBlocks must be at most 10000000, got 20000000'],
+    [{ minMatchRatio: 1.5 }, 'minMatchRatio must be at most 1, got 1.5'],
+    [{ balanceAbsThreshold: -1 }, 'balanceAbsThreshold must be at least 0, got -1'],
+    [{ balanceRelThreshold: 0.5 }, 'balanceRelThreshold must be at least 1, got 0.5'],
+    [{ now: 5 }, 'now must be a function, got 5'],
+  ])('throws PlacerConfigError naming the option when given %o', (options, message) => {
+    expect(() => createPrefixAffinityPlacer(options as never)).toThrow(new PlacerConfigError(message));
+  });
+});
