@@ -118,6 +118,9 @@ export class HttpRunner implements Runner<RunnerResponse> {
       return { kind: 'failed', error: new Error(`runner ${this.id} is ejected: its circuit breaker is open`) };
     }
     let response: RunnerResponse;
+    // Counted from the moment the call is sent: a non-streamed answer's headers come only when
+    // the engine is done, and load-aware placers must see the call before that.
+    this.inFlight++;
     try {
       response = await this.#pool.request({
         method: call.method as Dispatcher.HttpMethod,
@@ -136,6 +139,7 @@ export class HttpRunner implements Runner<RunnerResponse> {
         bodyTimeout: call.timeout + TIMEOUT_GRACE_MS,
       });
     } catch (error) {
+      this.inFlight--;
       if (isConnectError(error)) {
         this.markDown(error as Error);
         this.breaker.failure();
@@ -146,11 +150,11 @@ export class HttpRunner implements Runner<RunnerResponse> {
     this.markUp();
     this.breaker.success();
     if (response.statusCode === 503 && response.headers[BUSY_HEADER] !== undefined) {
+      this.inFlight--;
       // Read the short busy body so the connection goes back to the pool.
       await response.body.dump().catch(() => {});
       return { kind: 'busy' };
     }
-    this.inFlight++;
     response.body.once('close', () => this.inFlight--);
     return { kind: 'placed', value: response };
   }
