@@ -39,6 +39,7 @@ export class RunnerRegistry {
   readonly #o: RegistryOptions;
   readonly #tokenDigest: Buffer | undefined;
   #sweeper: NodeJS.Timeout | undefined;
+  readonly #drains = new Set<NodeJS.Timeout>();
 
   constructor(options: RegistryOptions) {
     this.#o = options;
@@ -126,6 +127,26 @@ export class RunnerRegistry {
     return true;
   }
 
+  /**
+   * Drains every registered runner, one at a time: each after `interval` ms plus a random
+   * jitter of up to `interval`, so a fleet does not leave (and come back) in lockstep. Resolves
+   * with the ids, in the order they will be asked; the asking goes on in the background.
+   */
+  drainAll(interval: number, random: () => number = Math.random): string[] {
+    const ids = this.#o.pool.runnerList.filter((r) => r.registration && !r.registration.drainRequested).map((r) => r.id);
+    let at = 0;
+    for (const id of ids) {
+      at += interval + Math.floor(random() * interval);
+      const timer = setTimeout(() => {
+        this.#drains.delete(timer);
+        this.requestDrain(id);
+      }, at);
+      this.#drains.add(timer);
+    }
+    this.#o.logger.info('fleet drain started', { runners: ids.length, intervalMs: interval });
+    return ids;
+  }
+
   /** Starts the expiry sweep. */
   start(): void {
     const every = Math.max(50, Math.min(this.#o.heartbeatInterval, this.#o.unreachableAfter / 2));
@@ -155,6 +176,7 @@ export class RunnerRegistry {
 
   close(): void {
     clearInterval(this.#sweeper);
+    for (const timer of this.#drains) clearTimeout(timer);
   }
 }
 

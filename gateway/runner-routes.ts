@@ -78,6 +78,17 @@ export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: 
     guard((c) => (registry.deregister(c.req.param('id')!) ? c.body(null, 204) : json(c, unknownRunner(c.req.param('id')!)))),
   );
   app.post(
+    '/v1/runners/drain',
+    guard((c) => {
+      const raw = c.req.query('interval');
+      const interval = raw === undefined ? 1000 : Number(raw);
+      if (!Number.isSafeInteger(interval) || interval < 0 || interval > 600_000) {
+        return json(c, new GatewayError('GW_INVALID_DRAIN', 400, 'invalid_request_error', `interval must be 0 to 600000 ms, got ${JSON.stringify(raw)}`));
+      }
+      return c.json({ runners: registry.drainAll(interval), intervalMs: interval }, 202);
+    }),
+  );
+  app.post(
     '/v1/runners/:id/drain',
     guard((c) => {
       const id = c.req.param('id')!;

@@ -125,3 +125,26 @@ describe('runner registration', () => {
     expect(res.json.error.code).toBe('GW_REGISTRATION_DISABLED');
   });
 });
+
+describe('draining the whole fleet', () => {
+  it('asks runners one at a time, staggered, never all at once', async () => {
+    const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
+    for (const id of ['d1', 'd2', 'd3']) await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration(id, 'http://127.0.0.1:9')), auth);
+    const res = await postJson(`${gw}/v1/runners/drain?interval=150`, '', auth);
+    expect(res.status).toBe(202);
+    expect(res.json).toEqual({ runners: ['d1', 'd2', 'd3'], intervalMs: 150 });
+    const drained = async () => (await runners(gw)).filter((r) => r.state === 'drain-requested').length;
+    // The first is asked after 150 to 300 ms, the last after at least 450 ms.
+    expect(await drained()).toBe(0);
+    const seen: number[] = [];
+    await expect
+      .poll(async () => {
+        const n = await drained();
+        if (seen.at(-1) !== n) seen.push(n);
+        return n;
+      }, { timeout: 5000, interval: 10 })
+      .toBe(3);
+    expect(seen).toEqual([0, 1, 2, 3]);
+    expect((await postJson(`${gw}/v1/runners/drain?interval=soon`, '', auth)).json.error.code).toBe('GW_INVALID_DRAIN');
+  });
+});
