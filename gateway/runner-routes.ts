@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context, Hono } from 'hono';
 import type { SluiceError } from '../placer/errors.ts';
+import type { Logger } from '../placer/log.ts';
 import type { Clock } from '../placer/types.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
 import { GatewayError, InvalidJsonError } from './errors.ts';
@@ -42,13 +43,14 @@ export function runnerView(runner: HttpRunner, now: number): Record<string, unkn
 }
 
 /** Adds the registration, heartbeat, list and drain routes. */
-export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: RunnerRegistry, clock: Clock): void {
+export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: RunnerRegistry, clock: Clock, logger: Logger): void {
   const guard = (handler: (c: Context<Env>) => Promise<Response> | Response) => async (c: Context<Env>) => {
     if (!registry.enabled) {
       return json(c, new GatewayError('GW_REGISTRATION_DISABLED', 404, 'not_found_error', 'runner registration is off on this gateway: start it with --runner-token'));
     }
     if (!registry.authorize(c.req.header('authorization'))) {
       // Logged without the presented token: a near-miss token in a log is a leaked token.
+      logger.warn('runner token refused', { method: c.req.method, path: c.req.path, remote: c.env.incoming.socket.remoteAddress });
       return json(c, new GatewayError('GW_UNAUTHORIZED', 401, 'invalid_request_error', 'missing or wrong runner token'));
     }
     try {

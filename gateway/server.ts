@@ -90,7 +90,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   app.post('/invoke/:fn', call('invoke'));
 
   registerCallRoutes(app, detached, config.store);
-  registerRunnerRoutes(app, fleet, registry, config.clock);
+  registerRunnerRoutes(app, fleet, registry, config.clock, log);
   app.get('/v1/models', (c) =>
     c.json({ object: 'list', data: pool.models().map((id) => ({ id, object: 'model', created: 0, owned_by: 'sluice' })) }),
   );

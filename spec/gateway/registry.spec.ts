@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createGateway } from '../../gateway/server.ts';
+import { createJsonLogger } from '../../placer/log.ts';
 import type { GatewayOptions } from '../../gateway/options.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from '../../runner/protocol.ts';
@@ -45,11 +46,14 @@ function registration(id: string, url: string): RunnerRegistration {
 const runners = async (gw: string) => ((await (await request(`${gw}/v1/runners`)).body.json()) as { data: any[] }).data;
 
 describe('runner registration', () => {
-  it('refuses a wrong or missing token with 401, and accepts the right one', async () => {
-    const gw = await gateway();
+  it('refuses a wrong or missing token with 401, logged without the token, and accepts the right one', async () => {
+    const lines: string[] = [];
+    const gw = await gateway({ logger: createJsonLogger({ write: (line) => lines.push(line) }) });
     const body = JSON.stringify(registration('r1', 'http://127.0.0.1:9'));
     expect((await postJson(`${gw}${REGISTER_PATH}`, body, { authorization: 'Bearer wrong' })).status).toBe(401);
     expect((await postJson(`${gw}${REGISTER_PATH}`, body)).status).toBe(401);
+    expect(lines.filter((l) => l.includes('runner token refused'))).toHaveLength(2);
+    expect(lines.join('\n')).not.toContain('wrong');
     const ok = await postJson(`${gw}${REGISTER_PATH}`, body, auth);
     expect(ok.status).toBe(200);
     expect(ok.json).toMatchObject({ heartbeatInterval: 50, gatewayId: expect.any(String) });
