@@ -160,7 +160,8 @@ export class LbAgent {
     call.startedAt = clock.now();
     call.placerDeadline = call.startedAt + (call.type === 'sync' ? placerConfig.placerTimeout : placerConfig.detachedPlacerTimeout);
     const m = this.#metrics;
-    const log = logger.child({ call: call.id, fn: call.fn });
+    // Built only when something is logged: most calls log nothing.
+    const log = () => logger.child({ call: call.id, fn: call.fn });
     m.calls.add(1, { route });
     m.queued.add(1);
 
@@ -177,20 +178,20 @@ export class LbAgent {
     m.outcomes[result.outcome].add(1);
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
       // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
-      log.warn('runner reported more execution time than the call took', { execMs: result.execMs, totalMs: result.totalMs, runner: result.runner });
+      log().warn('runner reported more execution time than the call took', { execMs: result.execMs, totalMs: result.totalMs, runner: result.runner });
     } else {
       m.latency.record(result.latencyMs, { outcome: result.outcome });
     }
     if (result.error && result.outcome !== 'canceled') {
       span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
-      log.warn('call failed', { outcome: result.outcome, runner: result.runner, error: result.error });
+      log().warn('call failed', { outcome: result.outcome, runner: result.runner, error: result.error });
     }
     span.end();
     for (const listener of this.#config.listeners) {
       try {
         await listener.afterCall?.(call, result);
       } catch (error) {
-        log.warn('after-call hook failed', { error: error as Error });
+        log().warn('after-call hook failed', { error: error as Error });
       }
     }
   }
