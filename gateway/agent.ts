@@ -80,6 +80,11 @@ export class LbAgent {
   /** Serves one call on `route`; `fn` is the /invoke path parameter. Never rejects. */
   async serve(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse): Promise<void> {
     if (this.#closing) return this.#refuse(out, new ShuttingDownError());
+    if (this.#inFlight >= this.#config.maxInFlight) {
+      // Past this, calls would queue in the event loop and every one would get slower: refuse
+      // early and let the client (or another gateway) retry.
+      return this.#refuse(out, new GatewayError('GW_OVERLOADED', 503, 'service_unavailable_error', `the gateway is at maxInFlight (${this.#config.maxInFlight} calls); retry shortly`, { headers: { 'retry-after': String(this.#config.retryAfter) } }));
+    }
     this.#inFlight++;
     try {
       await this.#serve(route, fn, incoming, out);

@@ -67,6 +67,8 @@ export interface GatewayOptions extends PlacerOptions {
   runnerConnectTimeout?: number;
   /** How often static runners' /status is fetched, in ms. @default 2000 */
   statusInterval?: number;
+  /** Calls buffered, placed or running at once; more are refused with 503 GW_OVERLOADED. @default 10000 */
+  maxInFlight?: number;
   /** Seconds sent in Retry-After when no runner took a call. @default 1 */
   retryAfter?: number;
   /** Changes a call's function, key or timeout before placement. */
@@ -131,6 +133,7 @@ export interface GatewayConfig {
   readonly runnerConnectTimeout: number;
   readonly statusInterval: number;
   readonly retryAfter: number;
+  readonly maxInFlight: number;
   readonly overrideCall: GatewayOptions['overrideCall'];
   readonly listeners: readonly CallListener[];
   readonly store: CallStore;
@@ -163,6 +166,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     runnerConnectTimeout = 2000,
     statusInterval = 2000,
     retryAfter = 1,
+    maxInFlight = 10_000,
     overrideCall,
     listeners = [],
     gatewayId = `gw-${randomBytes(3).toString('hex')}`,
@@ -203,6 +207,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   checkMs('runnerConnectTimeout', runnerConnectTimeout, 1, fail);
   checkMs('statusInterval', statusInterval, 1, fail);
   checkInteger('retryAfter', retryAfter, { min: 0 }, fail);
+  checkInteger('maxInFlight', maxInFlight, { min: 1 }, fail);
   checkMs('resultTtl', resultTtl, 1, fail);
   checkInteger('maxResultBytes', maxResultBytes, { min: 1 }, fail);
   checkMs('executionHeadroom', executionHeadroom, 0, fail);
@@ -232,6 +237,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     runnerConnectTimeout,
     statusInterval,
     retryAfter,
+    maxInFlight,
     overrideCall,
     listeners: Object.freeze([...listeners]),
     store,

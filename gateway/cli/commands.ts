@@ -54,6 +54,7 @@ const gatewaySettings: readonly Setting[] = [
   { key: 'runnerConnectTimeout', type: 'duration', default: '2s', description: 'how long connecting to a runner may take' },
   { key: 'statusInterval', type: 'duration', default: '2s', description: 'how often each runner\'s /status is fetched' },
   { key: 'retryAfter', type: 'integer', default: 1, description: 'seconds sent in Retry-After when no runner took a call' },
+  { key: 'maxInFlight', type: 'integer', default: 10_000, description: 'calls at once in the gateway; more are refused with 503 GW_OVERLOADED' },
   { key: 'gatewayId', type: 'string', description: 'this gateway\'s id, owner of the detached calls it runs', defaultText: 'gw- and 6 random hex digits' },
   { key: 'resultTtl', type: 'duration', default: '1h', description: 'how long detached results and Idempotency-Keys are kept' },
   { key: 'maxResultBytes', type: 'integer', default: 10 * 1024 * 1024, description: 'largest detached result kept, in bytes; a larger one fails its call' },

@@ -133,3 +133,23 @@ describe('a runner whose engine is still starting', () => {
     expect(engine.stats().received).toBe(1);
   });
 });
+
+describe('maxInFlight', () => {
+  it('refuses a call past the cap with 503 GW_OVERLOADED and Retry-After, and serves again once below it', async () => {
+    const engine = createSimEngine({ ttftMs: 0, itlMs: 30, outputTokens: 20 });
+    const { url: engineUrl } = await engine.listen();
+    cleanups.push(() => engine.close());
+    const runner = await runnerFor(engineUrl);
+    const gateway = createGateway({ runners: [runner.url], maxInFlight: 1 });
+    const { url } = await gateway.listen();
+    cleanups.push(() => gateway.close());
+    const first = postJson(`${url}/v1/chat/completions`, chatBody());
+    await expect.poll(() => engine.stats().running, { timeout: 5000, interval: 5 }).toBe(1);
+    const refused = await postJson(`${url}/v1/chat/completions`, chatBody());
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.code).toBe('GW_OVERLOADED');
+    expect(refused.headers['retry-after']).toBe('1');
+    expect((await first).status).toBe(200);
+    expect((await postJson(`${url}/v1/chat/completions`, chatBody())).status).toBe(200);
+  });
+});
