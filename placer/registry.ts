@@ -17,12 +17,12 @@ import type { Placer } from './types.ts';
  * placers keep state (the round-robin counter, the sort cache, the prefix index) that two gateways
  * in one process must not share.
  */
-export const builtinPlacers: Readonly<Record<string, () => Placer>> = Object.freeze({
-  'round-robin': () => createRoundRobinPlacer(),
-  'consistent-hash': () => createConsistentHashPlacer(),
-  'least-loaded': () => createLeastLoadedPlacer(),
-  'load-weighted': () => createLoadWeightedPlacer(),
-  'prefix-affinity': () => createPrefixAffinityPlacer(),
+export const builtinPlacers: Readonly<Record<string, (options?: Record<string, unknown>) => Placer>> = Object.freeze({
+  'round-robin': (o) => createRoundRobinPlacer(o),
+  'consistent-hash': (o) => createConsistentHashPlacer(o),
+  'least-loaded': (o) => createLeastLoadedPlacer(o),
+  'load-weighted': (o) => createLoadWeightedPlacer(o),
+  'prefix-affinity': (o) => createPrefixAffinityPlacer(o),
 });
 
 /** Options for {@link loadPlacer}. */
@@ -32,6 +32,11 @@ export interface LoadPlacerOptions {
    * @default process.cwd()
    */
   cwd?: string;
+  /**
+   * Options for the placer: passed to a built-in's factory (e.g. `{ loadFactor: 1.5 }` for
+   * consistent-hash), or to a module's factory as its one argument.
+   */
+  options?: Record<string, unknown>;
 }
 
 const MODULE_EXTENSION = /\.(?:[cm]?js|[cm]?ts)$/;
@@ -45,7 +50,7 @@ const MODULE_EXTENSION = /\.(?:[cm]?js|[cm]?ts)$/;
  * @throws PlacerConfigError naming `spec` and what is wrong with it.
  */
 export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Promise<Placer> {
-  if (Object.hasOwn(builtinPlacers, spec)) return builtinPlacers[spec]!();
+  if (Object.hasOwn(builtinPlacers, spec)) return builtinPlacers[spec]!(opts.options);
   if (!isModulePath(spec)) {
     const names = Object.keys(builtinPlacers).join(', ');
     throw new PlacerConfigError(`unknown placer ${JSON.stringify(spec)}: use ${names} or a module path`);
@@ -67,7 +72,7 @@ export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Pr
   // A function without its own order() is a factory; a Placer that happens to be a function is not.
   if (typeof candidate === 'function' && typeof (candidate as { order?: unknown }).order !== 'function') {
     try {
-      candidate = await (candidate as () => unknown)();
+      candidate = await (candidate as (options?: Record<string, unknown>) => unknown)(opts.options);
     } catch (error) {
       throw new PlacerConfigError(`${label} factory threw: ${messageOf(error)}`, { cause: error });
     }

@@ -44,6 +44,7 @@ const port = (def: number): Setting => ({ key: 'port', type: 'integer', default:
 /** Gateway settings shared by `gateway` and `up`. */
 const gatewaySettings: readonly Setting[] = [
   { key: 'placer', type: 'string', default: 'round-robin', description: 'round-robin, consistent-hash, least-loaded, load-weighted, prefix-affinity, or a path to a module exporting a Placer' },
+  { key: 'placerOptions', type: 'json', description: 'options for the placer, e.g. {"loadFactor":1.5} for consistent-hash (docs/placers.md lists each placer\'s)', defaultText: "the placer's defaults" },
   { key: 'placerTimeout', type: 'duration', default: '360s', description: 'how long a sync call may wait for a runner' },
   { key: 'detachedPlacerTimeout', type: 'duration', default: '30s', description: 'how long a detached call may wait for a runner' },
   { key: 'retryAllDelay', type: 'duration', default: '10ms', description: 'pause after every runner was tried once' },
@@ -136,7 +137,7 @@ async function gatewayOptions(values: Record<string, unknown>, logger: Logger): 
     import('../store/index.ts'),
     import('../callbacks/index.ts'),
   ]);
-  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => key !== 'placer');
+  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => key !== 'placer' && key !== 'placerOptions');
   const secret = values.callbackSecret as string | undefined;
   const callbacks = secret
     ? createCallbackSender({
@@ -147,7 +148,7 @@ async function gatewayOptions(values: Record<string, unknown>, logger: Logger): 
     : undefined;
   return {
     ...pick(values, keys),
-    placer: await loadPlacer(String(values.placer), { cwd: process.cwd() }),
+    placer: await loadPlacer(String(values.placer), { cwd: process.cwd(), options: values.placerOptions as Record<string, unknown> | undefined }),
     store: createStore(values.store as string, { resultTtl: values.resultTtl as number, logger }),
     ...(callbacks ? { callbacks } : {}),
     logger,

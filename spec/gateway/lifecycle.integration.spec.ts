@@ -44,6 +44,7 @@ describe('start-up settings', () => {
     [['gateway'], {}, /runners must list at least one runner URL, or set runnerToken/],
     [['gateway', '--runners', 'ftp://x'], {}, /runners entries must be http\(s\):\/\/host:port URLs, got "ftp:\/\/x"/],
     [['gateway', '--runners', 'http://127.0.0.1:1', '--placer', 'fastest'], {}, /unknown placer "fastest"/],
+    [['gateway', '--runners', 'http://127.0.0.1:1', '--placer', 'consistent-hash', '--placer-options', '{"loadFactor":0.5}'], {}, /loadFactor must be at least 1, got 0.5/],
     [['runner', '--engine', 'http://127.0.0.1:1'], { SLUICE_SLOTS: '0' }, /slots must be a positive integer, got 0/],
     [['runner', '--engine', 'http://127.0.0.1:1', '--bogus', '1'], {}, /unknown flag --bogus/],
     [['sim-engine', '--max-num-seqs', '0'], {}, /maxNumSeqs must be a positive integer, got 0/],

@@ -106,3 +106,11 @@ describe('loadPlacer', () => {
     expect(error.cause).toMatchObject({ message: 'no GPUs listed' });
   });
 });
+
+describe('loadPlacer options', () => {
+  it('passes options to a built-in factory, whose checks name the option', async () => {
+    await expect(loadPlacer('consistent-hash', { options: { loadFactor: 0.5 } })).rejects.toThrow('loadFactor must be at least 1, got 0.5');
+    const placer = await loadPlacer('least-loaded', { options: { staleAfterMs: 500 } });
+    expect(placer.name).toBe('least-loaded');
+  });
+});
