@@ -324,7 +324,7 @@ const up: Command = {
 };
 
 const bench: Command = {
-  summary: 'Runs a benchmark scenario against processes it starts on 127.0.0.1, prints the figures and writes them as JSON and SVG. Scenarios: overhead.',
+  summary: 'Runs a benchmark scenario against processes it starts on 127.0.0.1, prints the figures and writes them as JSON and SVG. Scenarios: overhead, streaming, scale.',
   args: ' <scenario>',
   oneShot: true,
   settings: [

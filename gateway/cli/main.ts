@@ -20,7 +20,7 @@ commands:
   gateway      the gateway alone, in front of --runners
   runner       a runner in front of one OpenAI-compatible engine
   sim-engine   a simulated OpenAI-compatible inference engine (for machines without a GPU)
-  bench        benchmark scenarios (bench overhead)
+  bench        benchmark scenarios: overhead, streaming, scale
 
 sluice <command> --help lists a command's flags.`;
 

@@ -19,8 +19,12 @@ const LEFT = 56;
 const GAP = 48;
 const BAR_W = 22;
 
-/** Renders the chart; `title` goes at the top, `subtitle` (machine, date) under it. */
-export function latencyChart(summaries: readonly RunSummary[], title: string, subtitle: string): string {
+/**
+ * Renders the chart; `title` goes at the top, `subtitle` (machine, date) under it. `panelTitles`
+ * replaces a panel's "closed loop, 32 conn" heading, for scenarios whose two panels are two
+ * measures rather than two load modes.
+ */
+export function latencyChart(summaries: readonly RunSummary[], title: string, subtitle: string, panelTitles: Partial<Record<LoadMode, string>> = {}): string {
   const modes = (['closed', 'open'] as const).filter((m) => summaries.some((s) => s.mode === m));
   const width = LEFT + modes.length * (PANEL_W + GAP);
   const height = TOP + PANEL_H + 70;
@@ -34,18 +38,18 @@ export function latencyChart(summaries: readonly RunSummary[], title: string, su
         `<rect x="${width - 190 + i * 60}" y="12" width="12" height="12" fill="${p.color}"/><text x="${width - 174 + i * 60}" y="22">${p.key}</text>`,
     ),
   ];
-  modes.forEach((mode, i) => parts.push(panel(summaries.filter((s) => s.mode === mode), mode, LEFT + i * (PANEL_W + GAP))));
+  modes.forEach((mode, i) => parts.push(panel(summaries.filter((s) => s.mode === mode), mode, LEFT + i * (PANEL_W + GAP), panelTitles[mode])));
   parts.push('</svg>');
   return parts.join('\n') + '\n';
 }
 
-function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number): string {
+function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number, heading: string | undefined): string {
   const max = Math.max(...rows.flatMap((r) => PERCENTILES.map((p) => r.latency[p.key])).filter(Number.isFinite), 0.001);
   const { step, top } = niceScale(max);
   const y = (v: number): number => TOP + PANEL_H - (v / top) * PANEL_H;
   const out: string[] = [`<g>`];
   const load = rows[0] ? formatLoad(rows[0]) : '';
-  const label = mode === 'closed' ? `closed loop, ${load}` : `open loop, ${load}`;
+  const label = heading ?? (mode === 'closed' ? `closed loop, ${load}` : `open loop, ${load}`);
   out.push(`<text x="${x0 + PANEL_W / 2}" y="${TOP - 10}" text-anchor="middle" font-weight="bold">${escape(label)}</text>`);
   for (let v = 0; v <= top + step / 2; v += step) {
     out.push(`<line x1="${x0}" x2="${x0 + PANEL_W}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);

@@ -6,6 +6,8 @@
 import { UnknownScenarioError } from './errors.ts';
 import type { BenchOptions } from './options.ts';
 import { overhead } from './scenarios/overhead.ts';
+import { scale } from './scenarios/scale.ts';
+import { streaming } from './scenarios/streaming.ts';
 import type { Scenario, ScenarioContext } from './types.ts';
 
 export { BenchError, BenchOptionError, BenchTargetError, UnknownScenarioError } from './errors.ts';
@@ -20,7 +22,7 @@ export type { Distribution } from './stats.ts';
 export type { Scenario, ScenarioContext } from './types.ts';
 
 /** Every scenario, by the name `sluice bench <name>` takes. */
-export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead });
+export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead, streaming, scale });
 
 /**
  * Runs the scenario named by the single positional argument.

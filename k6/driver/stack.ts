@@ -28,7 +28,19 @@ export interface StackOptions {
   /** Runner slots and engine sequences: above the connection count, so nothing queues or is refused. */
   slots: number;
   nginx: boolean;
+  /** The simulated engine's timing. @default an engine that answers at once with one token */
+  engine?: EngineTiming;
 }
+
+/** How fast the simulated engine generates: its `--ttft-ms`, `--itl-ms` and `--output-tokens`. */
+export interface EngineTiming {
+  ttftMs: number;
+  itlMs: number;
+  outputTokens: number;
+}
+
+/** ttft and itl 0 with one output token: the engine answers at once, so what is left is the hops. */
+const INSTANT_ENGINE: EngineTiming = Object.freeze({ ttftMs: 0, itlMs: 0, outputTokens: 1 });
 
 /** Starts the stack; on failure stops what did start and rethrows. */
 export async function startStack(options: StackOptions): Promise<Stack> {
@@ -43,9 +55,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     return stopping;
   };
   try {
-    // ttft and itl 0 with one output token: the engine answers at once, so what is left is the hops.
+    const timing = options.engine ?? INSTANT_ENGINE;
     const engine = await startService(
-      ['sim-engine', '--port', '0', '--engine-id', 'bench-sim', '--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', '1', '--max-num-seqs', String(options.slots), '--max-queue', String(options.slots * 4), ...level],
+      ['sim-engine', '--port', '0', '--engine-id', 'bench-sim', '--ttft-ms', String(timing.ttftMs), '--itl-ms', String(timing.itlMs), '--output-tokens', String(timing.outputTokens), '--max-num-seqs', String(options.slots), '--max-queue', String(options.slots * 4), ...level],
       { env },
     );
     started.push(engine);

@@ -1,0 +1,219 @@
+/**
+ * The scale scenario: what one placement decision costs as the pool grows, in process and with
+ * no network, so the figure is the placer's own work. For every built-in placer and pools of
+ * 10 to 10,000 fake runners it times two things:
+ *
+ * - `order`: taking the first runner from `placer.order(call, runners)`, which is all the walk
+ *   asks of a placer when the first runner offered has a free slot;
+ * - `placeCall`: the whole walk around it (the pool asked, the offer awaited, `placed()` told),
+ *   with a runner that commits at once.
+ *
+ * Every call is a fresh object, as in the gateway, so per-call caches (prefix-affinity hashes a
+ * prompt once per call) are paid every time. Loads are varied but kept within prefix-affinity's
+ * balance guard, so it takes its affinity branch rather than falling back to least-loaded.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { builtinPlacers, placeCall } from '../../../placer/index.ts';
+import type { Placer, Runner, RunnerCall, RunnerLoad, RunnerPool, TryExecResult } from '../../../placer/index.ts';
+import { costChart } from '../cost-chart.ts';
+import { growth, measureCost } from '../micro.ts';
+import type { CostBounds, CostSample } from '../micro.ts';
+import { resolveBenchOptions } from '../options.ts';
+import type { BenchOptions } from '../options.ts';
+import { formatTable, machineInfo } from '../report.ts';
+import type { Scenario, ScenarioContext } from '../types.ts';
+
+/** Pool sizes measured, smallest first (the growth ratio is last over first). */
+export const POOL_SIZES: readonly number[] = Object.freeze([10, 100, 1_000, 10_000]);
+
+/** Per cell: a warm-up, then 2,000 calls or 2 s, whichever comes first. */
+export const SCALE_BOUNDS: Readonly<CostBounds> = Object.freeze({ warmup: 200, maxCalls: 2_000, maxMs: 2_000, batch: 20 });
+
+/** The untimed pass over the small pools before anything is timed. */
+const JIT_WARMUP: Readonly<CostBounds> = Object.freeze({ warmup: 0, maxCalls: 5_000, maxMs: 300, batch: 50 });
+
+/** Distinct calls cycled through; each use is copied, so every timed call is a new object. */
+const CALL_VARIETY = 256;
+
+/** One placer at one pool size. */
+export interface ScaleCell {
+  placer: string;
+  runners: number;
+  order: CostSample;
+  placeCall: CostSample;
+  /** Every pass's sample; the two above are the medians. */
+  passes: { order: CostSample[]; placeCall: CostSample[] };
+}
+
+/** Times the whole grid is measured; each cell reports its median pass. */
+export const SCALE_PASSES = 3;
+
+/** The sample with the median cost (the lower middle one for an even count). */
+export function medianSample(samples: readonly CostSample[]): CostSample {
+  if (samples.length === 0) throw new RangeError('medianSample needs at least one sample');
+  const sorted = [...samples].sort((a, b) => a.usPerCall - b.usPerCall);
+  return sorted[Math.floor((sorted.length - 1) / 2)]!;
+}
+
+/** The `scale` scenario. */
+export const scale: Scenario = {
+  summary: 'placement decision cost (µs per call) per placer with 10 to 10,000 runners, in process',
+  async run(raw: BenchOptions, ctx: ScenarioContext) {
+    const options = resolveBenchOptions(raw);
+    const progress = ctx.progress ?? ((t: string) => void process.stderr.write(t));
+    const write = ctx.write ?? ((t: string) => void process.stdout.write(t));
+    const startedAt = new Date();
+    const machine = machineInfo();
+    const calls = benchCalls(CALL_VARIETY);
+    const cells: ScaleCell[] = [];
+    // Without this the first cells timed (the small pools) pay for compiling the placers and the
+    // walk, and read slower than the large pools measured later with hot code.
+    progress('warming up every placer on small pools...\n');
+    for (const size of POOL_SIZES.slice(0, 2)) {
+      const runners = fakeFleet(size);
+      for (const create of Object.values(builtinPlacers)) {
+        await measureCost(orderOnce(prime(create(), calls, runners), calls, runners), JIT_WARMUP);
+        await measureCost(placeOnce(prime(create(), calls, runners), calls, { runners: () => runners }), JIT_WARMUP);
+      }
+    }
+    // The whole grid several times over, each cell's median kept: on a shared box a neighbour's
+    // burst lands on one pass of a cell, not on all of them.
+    const samples = new Map<string, { order: CostSample[]; placeCall: CostSample[] }>();
+    for (let pass = 1; pass <= SCALE_PASSES; pass++) {
+      for (const size of POOL_SIZES) {
+        // One stable array per size, as a pool returns the same array until membership changes.
+        const runners = fakeFleet(size);
+        const pool: RunnerPool<string> = { runners: () => runners };
+        for (const [name, create] of Object.entries(builtinPlacers)) {
+          if (ctx.signal?.aborted) throw new Error('benchmark interrupted');
+          const order = await measureCost(orderOnce(prime(create(), calls, runners), calls, runners), SCALE_BOUNDS);
+          const walked = await measureCost(placeOnce(prime(create(), calls, runners), calls, pool), SCALE_BOUNDS);
+          progress(`pass ${pass} ${name.padEnd(16)} ${String(size).padStart(6)} runners: order ${formatUs(order.usPerCall)} µs, placeCall ${formatUs(walked.usPerCall)} µs\n`);
+          const key = `${name}/${size}`;
+          if (!samples.has(key)) samples.set(key, { order: [], placeCall: [] });
+          samples.get(key)!.order.push(order);
+          samples.get(key)!.placeCall.push(walked);
+        }
+      }
+    }
+    for (const size of POOL_SIZES) {
+      for (const name of Object.keys(builtinPlacers)) {
+        const s = samples.get(`${name}/${size}`)!;
+        cells.push({ placer: name, runners: size, order: medianSample(s.order), placeCall: medianSample(s.placeCall), passes: s });
+      }
+    }
+    const placers = Object.keys(builtinPlacers);
+    const costs = (name: string, pick: 'order' | 'placeCall'): number[] => POOL_SIZES.map((n) => cells.find((c) => c.placer === name && c.runners === n)![pick].usPerCall);
+    const table = (pick: 'order' | 'placeCall'): string =>
+      formatTable(
+        ['placer', ...POOL_SIZES.map((n) => `${n} µs`), `growth ${POOL_SIZES.at(-1)}/${POOL_SIZES[0]}`],
+        placers.map((name) => [name, ...costs(name, pick).map(formatUs), `${growth(costs(name, pick)).toFixed(1)}x`]),
+      );
+    write(`\nsluice bench scale: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, median of ${SCALE_PASSES} passes, load average ${machine.loadAverage[0]} at start, prompts of about ${Math.round(mean(calls.map((c) => c.prompt!.length)))} characters\n\n`);
+    write(`first runner from placer.order(call, runners), µs per call\n${table('order')}\n\n`);
+    write(`placeCall with the first runner committing at once, µs per call\n${table('placeCall')}\n\n`);
+
+    const report = { scenario: 'scale', startedAt: startedAt.toISOString(), machine, bounds: SCALE_BOUNDS, passes: SCALE_PASSES, poolSizes: POOL_SIZES, cells };
+    const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, log-log`;
+    const svg = costChart(
+      POOL_SIZES,
+      (['order', 'placeCall'] as const).map((pick) => ({ title: pick === 'order' ? 'placer.order, first runner' : 'placeCall, first runner commits', series: placers.map((name) => ({ name, costs: costs(name, pick) })) })),
+      'sluice bench scale: placement cost by pool size',
+      subtitle,
+    );
+    const dir = resolve(ctx.cwd ?? process.cwd(), options.out);
+    await mkdir(dir, { recursive: true });
+    const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
+    const files = [join(dir, `scale-${stamp}.json`), join(dir, `scale-${stamp}.svg`)];
+    await writeFile(files[0]!, JSON.stringify(report, null, 2) + '\n');
+    await writeFile(files[1]!, svg);
+    write(`wrote ${files.join(' and ')}\n`);
+    return { files };
+  },
+};
+
+const PLACED: TryExecResult<string> = Object.freeze({ kind: 'placed', value: 'ok' });
+
+/**
+ * `size` runners with ids `runner-00000`…, slots of 8, 16 or 32 and between a quarter and just
+ * under half of them in use, spread by a fixed generator so every run times the same fleet.
+ */
+export function fakeFleet(size: number): Runner<string>[] {
+  const random = mulberry32(size);
+  return Array.from({ length: size }, (_, i) => {
+    const slots = [8, 16, 32][i % 3]!;
+    const load: RunnerLoad = Object.freeze({ inFlight: Math.round(slots * (0.25 + 0.2 * random())), slots });
+    return { id: `runner-${String(i).padStart(5, '0')}`, tryExec: async () => PLACED, load: () => load };
+  });
+}
+
+/**
+ * Calls as a chat gateway sees them: eight shared system prompts of about 1,600 characters, then a
+ * user turn of about 400, so about 2,000 characters (some 500 tokens) to hash; distinct keys.
+ */
+export function benchCalls(n: number): RunnerCall[] {
+  const words = 'the of fleet runner token cache prompt model batch engine slot queue gateway answer request'.split(' ');
+  const text = (seed: number, chars: number): string => {
+    const random = mulberry32(seed);
+    let out = '';
+    while (out.length < chars) out += words[Math.floor(random() * words.length)] + ' ';
+    return out.slice(0, chars);
+  };
+  const systems = Array.from({ length: 8 }, (_, s) => `system: you are assistant ${s}. ${text(1_000 + s, 1_600)}`);
+  const signal = new AbortController().signal;
+  // Far beyond any bounded run: the deadline must never be what ends a timed placement.
+  const placerDeadline = Date.now() + 24 * 3_600_000;
+  return Array.from({ length: n }, (_, i) => ({
+    id: `call-${i}`,
+    fn: 'sim-small',
+    key: `session-${i}`,
+    type: 'sync' as const,
+    placerDeadline,
+    signal,
+    prompt: `${systems[i % systems.length]}\nuser: ${text(i, 400)}`,
+  }));
+}
+
+/** Teaches a learning placer where the calls went (prefix-affinity's index), so its branch is the affinity one. */
+function prime(placer: Placer, calls: readonly RunnerCall[], runners: readonly Runner<string>[]): Placer {
+  for (const call of calls) {
+    const first = firstOf(placer.order({ ...call }, runners));
+    if (first) placer.placed?.(call, first);
+  }
+  return placer;
+}
+
+function orderOnce(placer: Placer, calls: readonly RunnerCall[], runners: readonly Runner<string>[]): (i: number) => unknown {
+  return (i) => firstOf(placer.order({ ...calls[i % calls.length]! }, runners));
+}
+
+function placeOnce(placer: Placer, calls: readonly RunnerCall[], pool: RunnerPool<string>): (i: number) => Promise<unknown> {
+  return (i) => placeCall({ ...calls[i % calls.length]! }, pool, placer, { retryAllDelay: 10 });
+}
+
+function firstOf<R>(order: Iterable<R>): R | undefined {
+  return order[Symbol.iterator]().next().value as R | undefined;
+}
+
+/** µs with the precision meaningful at its size. */
+export function formatUs(us: number): string {
+  if (!Number.isFinite(us)) return '-';
+  return us < 10 ? us.toFixed(2) : us < 100 ? us.toFixed(1) : us.toFixed(0);
+}
+
+function mean(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0) / Math.max(values.length, 1);
+}
+
+// Deterministic spread for the fleet and the prompts; placers keep their own Math.random draws.
+function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
