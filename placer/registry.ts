@@ -25,6 +25,15 @@ export const builtinPlacers: Readonly<Record<string, (options?: Record<string, u
   'prefix-affinity': (o) => createPrefixAffinityPlacer(o),
 });
 
+/** The options each built-in takes from a config (functions such as random are code-only). */
+const BUILTIN_OPTION_KEYS: Readonly<Record<string, readonly string[]>> = {
+  'round-robin': [],
+  'consistent-hash': ['loadFactor'],
+  'least-loaded': ['staleAfterMs'],
+  'load-weighted': ['staleAfterMs'],
+  'prefix-affinity': ['staleAfterMs', 'blockSize', 'maxBlocks', 'minMatchRatio', 'balanceAbsThreshold', 'balanceRelThreshold'],
+};
+
 /** Options for {@link loadPlacer}. */
 export interface LoadPlacerOptions {
   /**
@@ -50,7 +59,16 @@ const MODULE_EXTENSION = /\.(?:[cm]?js|[cm]?ts)$/;
  * @throws PlacerConfigError naming `spec` and what is wrong with it.
  */
 export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Promise<Placer> {
-  if (Object.hasOwn(builtinPlacers, spec)) return builtinPlacers[spec]!(opts.options);
+  if (Object.hasOwn(builtinPlacers, spec)) {
+    // A misspelt option would otherwise be ignored without a word.
+    const known = BUILTIN_OPTION_KEYS[spec] ?? [];
+    for (const key of Object.keys(opts.options ?? {})) {
+      if (!known.includes(key)) {
+        throw new PlacerConfigError(`placer ${spec} has no option ${JSON.stringify(key)}; it takes ${known.length ? known.join(', ') : 'none'}`);
+      }
+    }
+    return builtinPlacers[spec]!(opts.options);
+  }
   if (!isModulePath(spec)) {
     const names = Object.keys(builtinPlacers).join(', ');
     throw new PlacerConfigError(`unknown placer ${JSON.stringify(spec)}: use ${names} or a module path`);

@@ -23,6 +23,12 @@ export interface CommandContext {
 }
 
 /** A sluice command. */
+/**
+ * How a started command is stopped: called on SIGTERM/SIGINT. `done`, when given, settles when
+ * the piece stopped by itself (a runner drained at a gateway's request), and the process exits.
+ */
+export type Stop = (() => Promise<void>) & { done?: Promise<void> };
+
 export interface Command {
   summary: string;
   /** Positional arguments shown in the usage line. */
@@ -34,7 +40,7 @@ export interface Command {
    */
   oneShot?: boolean;
   /** Starts the piece; resolves with its graceful stop once it is serving. */
-  run(ctx: CommandContext): Promise<() => Promise<void>>;
+  run(ctx: CommandContext): Promise<Stop>;
 }
 
 const logLevel: Setting = { key: 'logLevel', type: 'string', default: 'info', description: 'debug, info, warn, error or silent' };
@@ -212,25 +218,15 @@ const runner: Command = {
     });
     // The one place a launched engine is killed when the process dies without a graceful stop.
     process.once('exit', () => r.killEngine());
-    let stopping = false;
     try {
       const { url } = await r.listen(values.port as number, values.host as string);
       reportListening(url);
     } catch (error) {
-      stopping = true;
       await r.close({ drainTimeout: 0 });
       throw error;
     }
-    // main stops a long-running command only on a signal. A drain a gateway asked for ends the
-    // runner by itself, so it sends the SIGTERM an operator would have: main then runs the stop
-    // below, which finds the runner already closed, and exits 0. Not when main is the one stopping.
-    void r.closed.then(() => {
-      if (!stopping) process.kill(process.pid, 'SIGTERM');
-    });
-    return () => {
-      stopping = true;
-      return r.close();
-    };
+    // A drain a gateway asked for ends the runner by itself: `done` tells main to exit then.
+    return Object.assign(() => r.close(), { done: r.closed });
   },
 };
 

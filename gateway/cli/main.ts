@@ -8,7 +8,7 @@ import type { Logger, LogLevel } from '../../placer/log.ts';
 import { SluiceError } from '../../placer/errors.ts';
 import { VERSION } from '../../runner/version.ts';
 import { commands } from './commands.ts';
-import type { Command, CommandContext } from './commands.ts';
+import type { Command, CommandContext, Stop } from './commands.ts';
 import { SettingsError, formatHelp, resolveSettings } from './settings.ts';
 
 const USAGE = `sluice ${VERSION}: a load-balancing gateway for inference fleets
@@ -57,7 +57,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 
   const ctx = { values: resolved.values, positionals: resolved.positionals, env, logger };
   if (command.oneShot) return runOnce(name, command, ctx);
-  let stop: () => Promise<void>;
+  let stop: Stop;
   try {
     stop = await command.run(ctx);
   } catch (error) {
@@ -103,9 +103,20 @@ function fail(command: string, error: unknown): number {
  * Resolves after a graceful stop on SIGTERM, SIGINT or the parent's IPC channel closing.
  * A second signal exits at once.
  */
-function waitForShutdown(stop: () => Promise<void>, logger: Logger): Promise<number> {
+function waitForShutdown(stop: Stop, logger: Logger): Promise<number> {
   return new Promise<number>((resolve) => {
     let stopping = false;
+    // Stopped by itself (not by a signal): exit as after a graceful stop. Settling here also
+    // keeps the process from ending with the top-level await still pending (exit code 13).
+    stop.done?.then(
+      () => {
+        if (stopping) return;
+        stopping = true;
+        logger.info('stopped', { reason: 'finished' });
+        resolve(0);
+      },
+      () => resolve(1),
+    );
     const onSignal = (reason: string) => {
       if (stopping) {
         logger.warn('second signal, exiting now', { reason });

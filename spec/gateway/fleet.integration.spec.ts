@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { startService } from '../../gateway/cli/processes.ts';
+import { spawn } from 'node:child_process';
+import { SLUICE_BIN, startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { chatBody, postJson } from '../support/fleet.ts';
 import { freePort } from '../support/redis.ts';
@@ -92,6 +93,16 @@ describe('a fleet of registering runners', () => {
     await traffic;
     expect(statuses.length).toBeGreaterThan(0);
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
+  });
+
+  it('exits 0 after a gateway-requested drain when run by hand, without a parent to tell it', async () => {
+    const engine = await service(['sim-engine', '--port', '0', '--ttft-ms', '0', '--itl-ms', '0']);
+    // Spawned plainly, as an operator would run it: no IPC channel to a parent.
+    const child = spawn(process.execPath, [SLUICE_BIN, 'runner', '--port', '0', '--id', 'by-hand', '--engine', engine.url, '--engine-kind', 'sim', '--gateway', gw2.url, '--heartbeat-interval', '200ms', '--log-level', 'error'], { env, stdio: 'ignore' });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    await expect.poll(async () => (await states(gw2))['by-hand'], { timeout: 10_000, interval: 100 }).toBe('live');
+    expect((await postJson(`${gw2.url}/v1/runners/by-hand/drain`, '', { authorization: `Bearer ${TOKEN}` })).status).toBe(202);
+    expect(await exited).toBe(0);
   });
 
   it('marks a killed runner unreachable, then lost, while calls keep succeeding', async () => {

@@ -112,5 +112,9 @@ describe('loadPlacer options', () => {
     await expect(loadPlacer('consistent-hash', { options: { loadFactor: 0.5 } })).rejects.toThrow('loadFactor must be at least 1, got 0.5');
     const placer = await loadPlacer('least-loaded', { options: { staleAfterMs: 500 } });
     expect(placer.name).toBe('least-loaded');
+    await expect(loadPlacer('consistent-hash', { options: { loadfactor: 1.5 } })).rejects.toThrow(
+      'placer consistent-hash has no option "loadfactor"; it takes loadFactor',
+    );
+    await expect(loadPlacer('round-robin', { options: { random: 1 } })).rejects.toThrow('placer round-robin has no option "random"; it takes none');
   });
 });
