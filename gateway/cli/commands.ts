@@ -162,7 +162,7 @@ async function gatewayOptions(values: Record<string, unknown>, logger: Logger): 
 }
 
 const gateway: Command = {
-  summary: 'Runs the gateway in front of a static list of runners.',
+  summary: 'Runs the gateway in front of static runners (--runners), runners that register themselves (--runner-token), or both.',
   settings: [
     port(8080),
     host,

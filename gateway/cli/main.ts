@@ -17,7 +17,7 @@ usage: sluice <command> [flags]
 
 commands:
   up           the embedded default: a gateway with runners in front of simulated engines
-  gateway      the gateway alone, in front of --runners
+  gateway      the gateway alone, in front of --runners and/or registering runners
   runner       a runner in front of one OpenAI-compatible engine
   sim-engine   a simulated OpenAI-compatible inference engine (for machines without a GPU)
   bench        benchmark scenarios: overhead, streaming, scale
