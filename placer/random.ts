@@ -40,3 +40,18 @@ function unit(random: () => number): number {
   if (!(r >= 0)) return 0;
   return r < 1 ? r : 1 - Number.EPSILON;
 }
+
+/**
+ * A seeded uniform [0, 1) source (mulberry32: small, fast and well spread), for anything that
+ * must be random-looking yet repeatable: tests, benchmarks, the simulator's fake text.
+ */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}

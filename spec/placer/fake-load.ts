@@ -4,6 +4,7 @@
  */
 import { expect } from 'vitest';
 import type { RunnerLoad } from '../../placer/index.ts';
+import { seededRandom } from '../../placer/random.ts';
 
 /**
  * Runner loads by id, as the gateway's pool would keep them. Fake runners read them on every
@@ -43,20 +44,8 @@ export function sequence(values: readonly number[]): () => number {
   return () => values[i++ % values.length]!;
 }
 
-/**
- * A seeded random() in [0, 1): mulberry32, small and well spread, so ratio tests over thousands
- * of calls give the same counts on every run and every machine.
- */
-export function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+/** A seeded random() in [0, 1) for ratio tests over thousands of calls; see seededRandom. */
+export const seeded = seededRandom;
 
 /** A load of `inFlight` calls out of `slots`, optionally with a runner report. */
 export function slotsBusy(inFlight: number, slots: number, reported?: RunnerLoad['reported']): RunnerLoad {

@@ -23,6 +23,7 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { formatTable, machineInfo } from '../report.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
+import { seededRandom } from '../../../placer/random.ts';
 
 /** Pool sizes measured, smallest first (the growth ratio is last over first). */
 export const POOL_SIZES: readonly number[] = Object.freeze([10, 100, 1_000, 10_000]);
@@ -140,7 +141,8 @@ const PLACED: TryExecResult<string> = Object.freeze({ kind: 'placed', value: 'ok
  * under half of them in use, spread by a fixed generator so every run times the same fleet.
  */
 export function fakeFleet(size: number): Runner<string>[] {
-  const random = mulberry32(size);
+  // Deterministic spread for the fleet and the prompts; placers keep their own Math.random draws.
+  const random = seededRandom(size);
   return Array.from({ length: size }, (_, i) => {
     const slots = [8, 16, 32][i % 3]!;
     const load: RunnerLoad = Object.freeze({ inFlight: Math.round(slots * (0.25 + 0.2 * random())), slots });
@@ -155,7 +157,7 @@ export function fakeFleet(size: number): Runner<string>[] {
 export function benchCalls(n: number): RunnerCall[] {
   const words = 'the of fleet runner token cache prompt model batch engine slot queue gateway answer request'.split(' ');
   const text = (seed: number, chars: number): string => {
-    const random = mulberry32(seed);
+    const random = seededRandom(seed);
     let out = '';
     while (out.length < chars) out += words[Math.floor(random() * words.length)] + ' ';
     return out.slice(0, chars);
@@ -206,14 +208,3 @@ function mean(values: readonly number[]): number {
   return values.reduce((a, b) => a + b, 0) / Math.max(values.length, 1);
 }
 
-// Deterministic spread for the fleet and the prompts; placers keep their own Math.random draws.
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}

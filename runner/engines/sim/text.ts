@@ -3,6 +3,7 @@
  * words, and embeddings. The same input always gives the same output, so tests and benchmarks
  * can compare bodies across engines and runs.
  */
+import { seededRandom } from '../../../placer/random.ts';
 
 const VOCABULARY: readonly string[] = [
   'the', 'river', 'runs', 'through', 'a', 'quiet', 'valley', 'and', 'light', 'falls',
@@ -21,24 +22,13 @@ export function hashText(text: string, seed = 0x811c9dc5): number {
   return hash;
 }
 
-/** mulberry32: a tiny seeded generator of [0, 1) values. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Returns a generator of the output tokens for `prompt`: call it with 0, 1, 2, ... in order.
  * Tokens after the first carry their leading space, so the concatenated deltas equal the text.
  */
 export function createTokenWriter(prompt: string): (index: number) => string {
-  const next = seeded(hashText(prompt));
+  const next = seededRandom(hashText(prompt));
   return (index) => {
     const word = VOCABULARY[Math.floor(next() * VOCABULARY.length)] ?? 'the';
     return index === 0 ? word : ` ${word}`;
@@ -103,7 +93,7 @@ export function renderCompletionPrompt(prompt: unknown): string | undefined {
 
 /** A unit-length vector of `dimensions` values derived from `text` alone. */
 export function embedText(text: string, dimensions = 8): number[] {
-  const next = seeded(hashText(text));
+  const next = seededRandom(hashText(text));
   const raw = Array.from({ length: dimensions }, () => next() * 2 - 1);
   const norm = Math.hypot(...raw) || 1;
   return raw.map((value) => value / norm);

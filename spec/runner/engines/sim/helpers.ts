@@ -5,6 +5,7 @@
 import { request } from 'undici';
 import { afterEach } from 'vitest';
 import { createSimEngine, type SimEngine, type SimEngineOptions } from '../../../../runner/engines/sim/index.ts';
+import { seededRandom } from '../../../../placer/random.ts';
 
 const started: SimEngine[] = [];
 
@@ -53,17 +54,8 @@ export function words(count: number, prefix = 'w'): string {
   return Array.from({ length: count }, (_, index) => `${prefix}${index}`).join(' ');
 }
 
-/** A seeded uniform [0, 1) source (mulberry32), for tests that want many varied but repeatable draws. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded uniform [0, 1) source, for tests that want many varied but repeatable draws. */
+export { seededRandom };
 
 /** A random source that returns `values` in order, then `rest` forever. */
 export function scriptedRandom(values: readonly number[], rest = 0.5): () => number {
