@@ -28,9 +28,11 @@ describe('sim engine model: queueing', () => {
     const run = prefillOverheadMs + (outputTokens - 1) * itlMs;
     // The first two start at once; the third starts its prefill only when one of them has
     // finished, so its time to first token is a whole run of the slot's holder plus its own prefill.
-    const freed = Math.min(a!.events.at(-1)!.at, b!.events.at(-1)!.at);
-    expect(late!.events[0]!.at - freed).toBeGreaterThanOrEqual(prefillOverheadMs - 5);
+    // (Measured from the send, which client-side delays can only lengthen; the gap between
+    // chunk arrivals of different streams is not compared, as a busy client skews it either way.)
     expect(ttftOf(late!)).toBeGreaterThanOrEqual(run + prefillOverheadMs - 5);
+    expect(ttftOf(a!)).toBeLessThan(ttftOf(late!));
+    expect(ttftOf(b!)).toBeLessThan(ttftOf(late!));
     expect(engine.stats()).toMatchObject({ received: 3, completed: 3, rejected: 0 });
     const metrics = await readMetrics(url);
     expect(metrics.get('vllm:time_to_first_token_seconds_count')).toBe(3);
