@@ -77,9 +77,34 @@ export function loadsOf<R extends Runner<unknown>>(
   now: number,
   staleAfterMs: number,
 ): LoadedRunner<R>[] {
-  return runners
-    .map((runner) => ({ runner, load: loadOf(readLoad(runner), now, staleAfterMs) }))
-    .sort((a, b) => compareIds(a.runner.id, b.runner.id));
+  return sortedById(runners).map((runner) => ({ runner, load: loadOf(readLoad(runner), now, staleAfterMs) }));
+}
+
+/** The id order of each runner list seen, with the list's contents when sorted. */
+const idOrders = new WeakMap<readonly Runner<unknown>[], { contents: readonly Runner<unknown>[]; sorted: readonly Runner<unknown>[] }>();
+
+/**
+ * `runners` sorted by id, sorted once per list: pools hand out the same array until their
+ * membership changes, and a sort of 10,000 ids per call was most of a decision's cost. The
+ * contents are compared (one pass, no string compares) in case a list was changed in place.
+ */
+function sortedById<R extends Runner<unknown>>(runners: readonly R[]): readonly R[] {
+  const hit = idOrders.get(runners);
+  if (hit && hit.contents.length === runners.length && hit.contents.every((r, i) => r === runners[i])) {
+    return hit.sorted as readonly R[];
+  }
+  const sorted = [...runners].sort((a, b) => compareIds(a.id, b.id));
+  idOrders.set(runners, { contents: [...runners], sorted });
+  return sorted;
+}
+
+/**
+ * `first`, then everyone else in `loaded` from least to most loaded. The rest are sorted only
+ * if the walk asks past the first: with a free pool it never does.
+ */
+export function* firstThenByLoad<R extends Runner<unknown>>(first: LoadedRunner<R>, loaded: readonly LoadedRunner<R>[]): Generator<R, void, undefined> {
+  yield first.runner;
+  for (const entry of loaded.filter((e) => e !== first).sort(byLoad)) yield entry.runner;
 }
 
 /** Least loaded first; equal loads by id, so the order is the same on every gateway. */

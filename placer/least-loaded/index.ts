@@ -7,7 +7,7 @@
  * the one runner that looked idlest is how a fleet herds. Two choices already keep the maximum
  * load within log log n of the mean (Mitzenmacher, 2001) while spreading picks.
  */
-import { byLoad, loadsOf, type LoadedRunner } from '../load.ts';
+import { firstThenByLoad, loadsOf, type LoadedRunner } from '../load.ts';
 import { resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
 import { drawIndex } from '../random.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
@@ -43,7 +43,7 @@ export function createLeastLoadedPlacer(options: LeastLoadedOptions = {}): Place
 export function leastLoadedOrder<R extends Runner<unknown>>(
   loaded: readonly LoadedRunner<R>[],
   random: () => number,
-): R[] {
+): Iterable<R> {
   const n = loaded.length;
   if (n === 0) return [];
   if (n === 1) return [loaded[0]!.runner];
@@ -54,6 +54,5 @@ export function leastLoadedOrder<R extends Runner<unknown>>(
   const first = loaded[i]!;
   const second = loaded[j]!;
   const winner = second.load < first.load ? second : first;
-  const rest = loaded.filter((entry) => entry !== winner).sort(byLoad);
-  return [winner.runner, ...rest.map((entry) => entry.runner)];
+  return firstThenByLoad(winner, loaded);
 }

@@ -5,7 +5,7 @@
  * SGLang's cache-aware router, a load guard hands the call to least-loaded while the pool is
  * imbalanced, and a match too short to be worth it goes least-loaded too.
  */
-import { byLoad, loadsOf, type LoadedRunner } from '../load.ts';
+import { firstThenByLoad, loadsOf, type LoadedRunner } from '../load.ts';
 import { leastLoadedOrder } from '../least-loaded/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 import { blockHashes } from './blocks.ts';
@@ -60,8 +60,7 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
       }
       // Ids are unique within a pool, so this is the one runner the index points at.
       const home = loaded.find((entry) => entry.runner.id === match.runnerId)!;
-      const rest = loaded.filter((entry) => entry !== home).sort(byLoad);
-      return [home.runner, ...rest.map((entry) => entry.runner)];
+      return firstThenByLoad(home, loaded);
     },
     placed(call: RunnerCall, runner: Runner<unknown>): void {
       const prompt = promptOf(call);
