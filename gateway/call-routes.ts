@@ -7,7 +7,7 @@ import type { Context, Hono } from 'hono';
 import { SluiceError } from '../placer/errors.ts';
 import { callUrls } from './detached-flow.ts';
 import type { DetachedCalls } from './detached.ts';
-import { GatewayError } from './errors.ts';
+import { GatewayError, errorResponse } from './errors.ts';
 import type { CallRecord, CallStore } from './store/types.ts';
 
 type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
@@ -46,7 +46,7 @@ export function registerCallRoutes(app: Hono<Env>, calls: DetachedCalls, store: 
         error instanceof SluiceError
           ? error
           : new GatewayError('GW_STORE_UNAVAILABLE', 503, 'service_unavailable_error', 'the detached-call store is unavailable; retry later', { cause: error });
-      return json(c, failure);
+      return errorResponse(c, failure);
     }
   };
 
@@ -54,7 +54,7 @@ export function registerCallRoutes(app: Hono<Env>, calls: DetachedCalls, store: 
     '/v1/calls/:id',
     guarded(async (c, id) => {
       const record = await calls.status(id);
-      if (!record) return json(c, notFound(id));
+      if (!record) return errorResponse(c, notFound(id));
       return c.json(statusView(record), 200, record.status === 'running' ? { 'retry-after': POLL_AFTER_SECONDS } : {});
     }),
   );
@@ -63,16 +63,16 @@ export function registerCallRoutes(app: Hono<Env>, calls: DetachedCalls, store: 
     '/v1/calls/:id/result',
     guarded(async (c, id) => {
       const record = await calls.status(id);
-      if (!record) return json(c, notFound(id));
+      if (!record) return errorResponse(c, notFound(id));
       if (record.status === 'running' || record.status === 'queued') {
-        return json(c, new GatewayError('GW_CALL_NOT_FINISHED', 409, 'invalid_request_error', `call ${id} is still ${record.status}; poll ${callUrls(id).status}`), {
+        return errorResponse(c, new GatewayError('GW_CALL_NOT_FINISHED', 409, 'invalid_request_error', `call ${id} is still ${record.status}; poll ${callUrls(id).status}`), {
           'retry-after': POLL_AFTER_SECONDS,
         });
       }
       const result = await store.getResult(id);
       if (!result) {
         const why = record.error ? `: ${record.error.code} ${record.error.message}` : '';
-        return json(c, new GatewayError('GW_NO_RESULT', 404, 'not_found_error', `call ${id} ended ${record.status} without a result${why}`));
+        return errorResponse(c, new GatewayError('GW_NO_RESULT', 404, 'not_found_error', `call ${id} ended ${record.status} without a result${why}`));
       }
       return c.body(new Uint8Array(result.body), result.status as 200, { 'content-type': result.contentType, 'sluice-call-id': id });
     }),
@@ -82,12 +82,8 @@ export function registerCallRoutes(app: Hono<Env>, calls: DetachedCalls, store: 
     '/v1/calls/:id/cancel',
     guarded(async (c, id) => {
       const record = await calls.cancel(id);
-      if (!record) return json(c, notFound(id));
+      if (!record) return errorResponse(c, notFound(id));
       return c.json(statusView(record));
     }),
   );
-}
-
-function json(c: Context<Env>, error: SluiceError, headers: Record<string, string> = {}) {
-  return c.json({ error: { message: error.message, type: error.type, code: error.code } }, error.status as 400, headers);
 }

@@ -82,6 +82,19 @@ export class GatewayConfigError extends GatewayError {
   }
 }
 
+/**
+ * The response a Hono route answers `error` with: its status, its headers and `headers`, and
+ * the body of {@link errorBody}.
+ */
+export function errorResponse(
+  c: { body(data: string, status: number, headers: Record<string, string>): Response },
+  error: SluiceError,
+  headers: Record<string, string> = {},
+): Response {
+  const own = error instanceof GatewayError ? error.headers : {};
+  return c.body(errorBody(error), error.status, { 'content-type': 'application/json', ...own, ...headers });
+}
+
 /** The JSON body a client gets for `error`; `details` add fields beside OpenAI's three. */
 export function errorBody(error: SluiceError, details?: Record<string, unknown>): string {
   return JSON.stringify({ error: { message: error.message, type: error.type, code: error.code, ...details } });

@@ -8,7 +8,7 @@ import type { SluiceError } from '../placer/errors.ts';
 import type { Logger } from '../placer/log.ts';
 import type { Clock } from '../placer/types.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
-import { GatewayError, InvalidJsonError } from './errors.ts';
+import { GatewayError, InvalidJsonError, errorResponse } from './errors.ts';
 import type { HttpRunner } from './http-runner.ts';
 import type { FleetPool } from './pool.ts';
 import type { RunnerRegistry } from './registry.ts';
@@ -46,17 +46,17 @@ export function runnerView(runner: HttpRunner, now: number): Record<string, unkn
 export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: RunnerRegistry, clock: Clock, logger: Logger): void {
   const guard = (handler: (c: Context<Env>) => Promise<Response> | Response) => async (c: Context<Env>) => {
     if (!registry.enabled) {
-      return json(c, new GatewayError('GW_REGISTRATION_DISABLED', 404, 'not_found_error', 'runner registration is off on this gateway: start it with --runner-token'));
+      return errorResponse(c, new GatewayError('GW_REGISTRATION_DISABLED', 404, 'not_found_error', 'runner registration is off on this gateway: start it with --runner-token'));
     }
     if (!registry.authorize(c.req.header('authorization'))) {
       // Logged without the presented token: a near-miss token in a log is a leaked token.
       logger.warn('runner token refused', { method: c.req.method, path: c.req.path, remote: c.env.incoming.socket.remoteAddress });
-      return json(c, new GatewayError('GW_UNAUTHORIZED', 401, 'invalid_request_error', 'missing or wrong runner token'));
+      return errorResponse(c, new GatewayError('GW_UNAUTHORIZED', 401, 'invalid_request_error', 'missing or wrong runner token'));
     }
     try {
       return await handler(c);
     } catch (error) {
-      return json(c, error as SluiceError);
+      return errorResponse(c, error as SluiceError);
     }
   };
   const body = async (c: Context<Env>): Promise<unknown> => {
@@ -72,12 +72,12 @@ export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: 
     '/v1/runners/:id/heartbeat',
     guard(async (c) => {
       const answer = registry.heartbeat(c.req.param('id')!, await body(c));
-      return answer ? c.json(answer) : json(c, unknownRunner(c.req.param('id')!));
+      return answer ? c.json(answer) : errorResponse(c, unknownRunner(c.req.param('id')!));
     }),
   );
   app.delete(
     '/v1/runners/:id',
-    guard((c) => (registry.deregister(c.req.param('id')!) ? c.body(null, 204) : json(c, unknownRunner(c.req.param('id')!)))),
+    guard((c) => (registry.deregister(c.req.param('id')!) ? c.body(null, 204) : errorResponse(c, unknownRunner(c.req.param('id')!)))),
   );
   app.post(
     '/v1/runners/drain',
@@ -85,7 +85,7 @@ export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: 
       const raw = c.req.query('interval');
       const interval = raw === undefined ? 1000 : Number(raw);
       if (!Number.isSafeInteger(interval) || interval < 0 || interval > 600_000) {
-        return json(c, new GatewayError('GW_INVALID_DRAIN', 400, 'invalid_request_error', `interval must be 0 to 600000 ms, got ${JSON.stringify(raw)}`));
+        return errorResponse(c, new GatewayError('GW_INVALID_DRAIN', 400, 'invalid_request_error', `interval must be 0 to 600000 ms, got ${JSON.stringify(raw)}`));
       }
       return c.json({ runners: registry.drainAll(interval), intervalMs: interval }, 202);
     }),
@@ -94,7 +94,7 @@ export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: 
     '/v1/runners/:id/drain',
     guard((c) => {
       const id = c.req.param('id')!;
-      if (!registry.requestDrain(id)) return json(c, unknownRunner(id));
+      if (!registry.requestDrain(id)) return errorResponse(c, unknownRunner(id));
       return c.json(runnerView(pool.get(id)!, clock.now()), 202);
     }),
   );
@@ -106,8 +106,4 @@ export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: 
 
 function unknownRunner(id: string): GatewayError {
   return new GatewayError('GW_RUNNER_NOT_FOUND', 404, 'not_found_error', `no registered runner ${JSON.stringify(id)}: register first`);
-}
-
-function json(c: Context<Env>, error: SluiceError) {
-  return c.json({ error: { message: error.message, type: error.type, code: error.code } }, error.status as 400);
 }

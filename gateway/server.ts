@@ -8,13 +8,12 @@ import type { ServerType } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
-import type { SluiceError } from '../placer/errors.ts';
 import { VERSION } from '../runner/version.ts';
 import { LbAgent } from './agent.ts';
 import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
 import type { CallRoute } from './call.ts';
-import { GatewayError, RouteNotFoundError } from './errors.ts';
+import { GatewayError, RouteNotFoundError, errorResponse } from './errors.ts';
 import { resolveGatewayOptions } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
 import { FleetPool } from './pool.ts';
@@ -100,18 +99,18 @@ export function createGateway(options: GatewayOptions): Gateway {
     return c.json({ ready, closing: agent.closing }, ready ? 200 : 503);
   });
   app.get('/metrics', async (c) => {
-    if (!config.renderMetrics) return jsonError(c, new RouteNotFoundError('metrics are not enabled on this gateway'));
+    if (!config.renderMetrics) return errorResponse(c, new RouteNotFoundError('metrics are not enabled on this gateway'));
     return c.body(await config.renderMetrics(), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
   });
   app.notFound((c) => {
     if (c.req.method !== 'POST' && (CALL_ROUTES[c.req.path] || /^\/invoke\/[^/]+$/.test(c.req.path))) {
-      return jsonError(c, new GatewayError('GW_METHOD_NOT_ALLOWED', 405, 'invalid_request_error', `${c.req.method} is not allowed on ${c.req.path}; use POST`), { allow: 'POST' });
+      return errorResponse(c, new GatewayError('GW_METHOD_NOT_ALLOWED', 405, 'invalid_request_error', `${c.req.method} is not allowed on ${c.req.path}; use POST`), { allow: 'POST' });
     }
-    return jsonError(c, new RouteNotFoundError(`no route for ${c.req.method} ${c.req.path}`));
+    return errorResponse(c, new RouteNotFoundError(`no route for ${c.req.method} ${c.req.path}`));
   });
   app.onError((error, c) => {
     log.error('route failed', { path: c.req.path, error });
-    return jsonError(c, new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error'));
+    return errorResponse(c, new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error'));
   });
 
   let server: ServerType | undefined;
@@ -160,8 +159,4 @@ export function createGateway(options: GatewayOptions): Gateway {
       return closing;
     },
   };
-}
-
-function jsonError(c: Context<Env>, error: SluiceError, headers: Record<string, string> = {}) {
-  return c.json({ error: { message: error.message, type: error.type, code: error.code } }, error.status as 400, headers);
 }
