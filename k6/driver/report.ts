@@ -30,6 +30,24 @@ export interface RatioRow {
   p99: number;
 }
 
+/** What every scenario starts from: where its output goes, when it started, on what machine. */
+export interface ScenarioStart {
+  progress: (text: string) => void;
+  write: (text: string) => void;
+  startedAt: Date;
+  machine: MachineInfo;
+}
+
+/** Resolves a scenario's output channels (stderr for progress, stdout for figures by default) and stamps its start. */
+export function startScenario(ctx: { progress?: (text: string) => void; write?: (text: string) => void }): ScenarioStart {
+  return {
+    progress: ctx.progress ?? ((t: string) => void process.stderr.write(t)),
+    write: ctx.write ?? ((t: string) => void process.stdout.write(t)),
+    startedAt: new Date(),
+    machine: machineInfo(),
+  };
+}
+
 /** Describes this machine. */
 export function machineInfo(): MachineInfo {
   return {

@@ -19,7 +19,7 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions, ResolvedBenchOptions } from '../options.ts';
 import { combine, summarize } from '../record.ts';
 import type { LoadMode, LoadResult, RunSummary } from '../record.ts';
-import { formatMs, formatRatios, formatRuns, formatTable, machineInfo, ratios } from '../report.ts';
+import { formatMs, formatRatios, formatRuns, formatTable, ratios, startScenario } from '../report.ts';
 import { Recorder } from '../record.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { Stack } from '../stack.ts';
@@ -43,10 +43,7 @@ export const overhead: Scenario = {
   summary: 'the cost of a hop through sluice, against the runner direct and nginx',
   async run(raw: BenchOptions, ctx: ScenarioContext) {
     const options = resolveBenchOptions(raw);
-    const progress = ctx.progress ?? ((t: string) => void process.stderr.write(t));
-    const write = ctx.write ?? ((t: string) => void process.stdout.write(t));
-    const startedAt = new Date();
-    const machine = machineInfo();
+    const { progress, write, startedAt, machine } = startScenario(ctx);
     const clients: LoadClient[] = [];
     let stack: Stack | undefined;
     try {

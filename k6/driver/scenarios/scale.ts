@@ -21,7 +21,7 @@ import { growth, measureCost } from '../micro.ts';
 import type { CostBounds, CostSample } from '../micro.ts';
 import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
-import { formatTable, machineInfo } from '../report.ts';
+import { formatTable, startScenario } from '../report.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
 import { seededRandom } from '../../../placer/random.ts';
 
@@ -62,10 +62,7 @@ export const scale: Scenario = {
   summary: 'placement decision cost (µs per call) per placer with 10 to 10,000 runners, in process',
   async run(raw: BenchOptions, ctx: ScenarioContext) {
     const options = resolveBenchOptions(raw);
-    const progress = ctx.progress ?? ((t: string) => void process.stderr.write(t));
-    const write = ctx.write ?? ((t: string) => void process.stdout.write(t));
-    const startedAt = new Date();
-    const machine = machineInfo();
+    const { progress, write, startedAt, machine } = startScenario(ctx);
     const calls = benchCalls(CALL_VARIETY);
     const cells: ScaleCell[] = [];
     // Without this the first cells timed (the small pools) pay for compiling the placers and the

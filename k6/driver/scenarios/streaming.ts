@@ -17,7 +17,7 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { summarize } from '../record.ts';
 import type { LoadMode, RunSummary } from '../record.ts';
-import { formatMs, formatTable, machineInfo } from '../report.ts';
+import { formatMs, formatTable, startScenario } from '../report.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { EngineTiming, Stack } from '../stack.ts';
 import { distribution, ratio } from '../stats.ts';
@@ -60,10 +60,7 @@ export const streaming: Scenario = {
   summary: 'time to first token and inter-chunk gaps of SSE streams, direct vs through sluice',
   async run(raw: BenchOptions, ctx: ScenarioContext) {
     const options = resolveBenchOptions(raw);
-    const progress = ctx.progress ?? ((t: string) => void process.stderr.write(t));
-    const write = ctx.write ?? ((t: string) => void process.stdout.write(t));
-    const startedAt = new Date();
-    const machine = machineInfo();
+    const { progress, write, startedAt, machine } = startScenario(ctx);
     const concurrency = options.connections;
     const targets: Target[] = [];
     let stack: Stack | undefined;

@@ -69,9 +69,8 @@ export interface TimedEvent {
   readonly at: number;
 }
 
-/** Reads a whole SSE body, stamping each event with the arrival time of the bytes that completed it. */
-export async function readEvents(body: AsyncIterable<Buffer | string>): Promise<TimedEvent[]> {
-  const events: TimedEvent[] = [];
+/** Yields SSE events as they arrive, each stamped with the arrival time of the bytes that completed it. */
+export async function* readEventsLive(body: AsyncIterable<Buffer | string>): AsyncGenerator<TimedEvent> {
   let pending = '';
   for await (const chunk of body) {
     const at = performance.now();
@@ -80,8 +79,14 @@ export async function readEvents(body: AsyncIterable<Buffer | string>): Promise<
     while ((end = pending.indexOf('\n\n')) !== -1) {
       const block = pending.slice(0, end);
       pending = pending.slice(end + 2);
-      if (block.startsWith('data: ')) events.push({ data: block.slice('data: '.length), at });
+      if (block.startsWith('data: ')) yield { data: block.slice('data: '.length), at };
     }
   }
+}
+
+/** Reads a whole SSE body into stamped events. */
+export async function readEvents(body: AsyncIterable<Buffer | string>): Promise<TimedEvent[]> {
+  const events: TimedEvent[] = [];
+  for await (const event of readEventsLive(body)) events.push(event);
   return events;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { postJson, readEvents, readMetrics, startEngine, words, type TimedEvent } from './helpers.ts';
+import { postJson, readEvents, readEventsLive, readMetrics, startEngine, words, type TimedEvent } from './helpers.ts';
 
 /** Sends a streaming completion and returns its events, stamped, and when it was sent. */
 async function stream(url: string, prompt: string, extra: Record<string, unknown> = {}, signal?: AbortSignal): Promise<{ sentAt: number; events: TimedEvent[] }> {
@@ -140,18 +140,3 @@ describe('sim engine model: load', () => {
     expect((await readMetrics(url)).get('vllm:kv_cache_usage_perc')).toBe(0);
   });
 });
-
-/** Yields SSE events as they arrive, stamped, for a test that acts mid-stream. */
-async function* readEventsLive(body: AsyncIterable<Buffer | string>): AsyncGenerator<TimedEvent> {
-  let pending = '';
-  for await (const chunk of body) {
-    const at = performance.now();
-    pending += chunk.toString();
-    let end: number;
-    while ((end = pending.indexOf('\n\n')) !== -1) {
-      const block = pending.slice(0, end);
-      pending = pending.slice(end + 2);
-      if (block.startsWith('data: ')) yield { data: block.slice('data: '.length), at };
-    }
-  }
-}
