@@ -31,8 +31,8 @@ export function latencyChart(summaries: readonly RunSummary[], title: string, su
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
     `<rect width="100%" height="100%" fill="#fff"/>`,
-    `<text x="${LEFT}" y="20" font-size="15" font-weight="bold">${escape(title)}</text>`,
-    `<text x="${LEFT}" y="38" fill="#555">${escape(subtitle)}</text>`,
+    `<text x="${LEFT}" y="20" font-size="15" font-weight="bold">${escapeXml(title)}</text>`,
+    `<text x="${LEFT}" y="38" fill="#555">${escapeXml(subtitle)}</text>`,
     ...PERCENTILES.map(
       (p, i) =>
         `<rect x="${width - 190 + i * 60}" y="12" width="12" height="12" fill="${p.color}"/><text x="${width - 174 + i * 60}" y="22">${p.key}</text>`,
@@ -50,7 +50,7 @@ function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number, heading:
   const out: string[] = [`<g>`];
   const load = rows[0] ? formatLoad(rows[0]) : '';
   const label = heading ?? (mode === 'closed' ? `closed loop, ${load}` : `open loop, ${load}`);
-  out.push(`<text x="${x0 + PANEL_W / 2}" y="${TOP - 10}" text-anchor="middle" font-weight="bold">${escape(label)}</text>`);
+  out.push(`<text x="${x0 + PANEL_W / 2}" y="${TOP - 10}" text-anchor="middle" font-weight="bold">${escapeXml(label)}</text>`);
   for (let v = 0; v <= top + step / 2; v += step) {
     out.push(`<line x1="${x0}" x2="${x0 + PANEL_W}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);
     out.push(`<text x="${x0 - 6}" y="${y(v) + 4}" text-anchor="end" fill="#555">${step >= 1 ? v.toFixed(0) : formatMs(v)}</text>`);
@@ -63,11 +63,11 @@ function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number, heading:
       const v = r.latency[p.key];
       if (!Number.isFinite(v)) return;
       const bx = gx + b * BAR_W;
-      out.push(`<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${p.color}"><title>${escape(`${r.target} ${p.key} ${formatMs(v)} ms`)}</title></rect>`);
+      out.push(`<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${p.color}"><title>${escapeXml(`${r.target} ${p.key} ${formatMs(v)} ms`)}</title></rect>`);
       out.push(`<text x="${bx + BAR_W / 2}" y="${y(v) - 3}" text-anchor="middle" font-size="9">${formatMs(v)}</text>`);
     });
     const cx = x0 + g * groupW + groupW / 2;
-    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escape(r.target)}</text>`);
+    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escapeXml(r.target)}</text>`);
     const rps = Number.isFinite(r.rps) ? r.rps.toFixed(0) : '-';
     out.push(`<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${rps} req/s${r.errors ? `, ${r.errors} errors` : ''}</text>`);
   });
@@ -83,6 +83,7 @@ export function niceScale(max: number): { step: number; top: number } {
   return { step, top: Math.ceil(max / step - 1e-9) * step };
 }
 
-function escape(text: string): string {
+/** `text` safe inside SVG text and attribute values. */
+export function escapeXml(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }

@@ -37,11 +37,25 @@ export function findOnPath(name: string, pathVar: string | undefined): string | 
   return undefined;
 }
 
+/** How nginx spreads calls over several upstreams, and whether it buffers their answers. */
+export interface NginxBalance {
+  /** nginx's default weighted round-robin, or `least_conn` (fewest active connections first). @default 'round-robin' */
+  method?: 'round-robin' | 'least_conn';
+  /**
+   * Buffer upstream answers (nginx's default). Off for streams: anyone putting nginx in front of
+   * an SSE engine turns it off, so that tokens are passed on as they come. @default true
+   */
+  buffering?: boolean;
+}
+
 /**
  * The config: one worker (sluice's gateway is one Node thread, so more workers would compare
  * unlike with unlike), keep-alive both sides, nothing logged per request.
  */
-export function nginxConfig(dir: string, port: number, upstream: URL): string {
+export function nginxConfig(dir: string, port: number, upstream: URL | readonly URL[], balance: NginxBalance = {}): string {
+  const servers = (Array.isArray(upstream) ? upstream : [upstream]) as readonly URL[];
+  const method = balance.method === 'least_conn' ? '\n    least_conn;' : '';
+  const buffering = balance.buffering === false ? '\n      proxy_buffering off;' : '';
   return `worker_processes 1;
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log warn;
@@ -57,8 +71,8 @@ http {
   # so the default would make nginx pay reconnects sluice does not.
   keepalive_requests 1000000;
   keepalive_timeout 65s;
-  upstream runner {
-    server ${upstream.host};
+  upstream runner {${method}
+${servers.map((u) => `    server ${u.host};`).join('\n')}
     keepalive 64;
     keepalive_requests 1000000;
   }
@@ -67,7 +81,7 @@ http {
     location / {
       proxy_pass http://runner;
       proxy_http_version 1.1;
-      proxy_set_header Connection "";
+      proxy_set_header Connection "";${buffering}
     }
   }
 }
@@ -79,11 +93,11 @@ http {
  * resolves once it accepts connections.
  * @throws {Error} with nginx's error log when it exits or does not listen within 10 s.
  */
-export async function startNginx(nginx: string, upstream: URL): Promise<NginxProxy> {
+export async function startNginx(nginx: string, upstream: URL | readonly URL[], balance: NginxBalance = {}): Promise<NginxProxy> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-nginx-'));
   const port = await freePort();
   const conf = join(dir, 'nginx.conf');
-  await writeFile(conf, nginxConfig(dir, port, upstream));
+  await writeFile(conf, nginxConfig(dir, port, upstream, balance));
   // Not detached: a Ctrl-C in the terminal reaches nginx too, so an interrupted bench leaves nothing.
   const child = spawn(nginx, ['-e', join(dir, 'error.log'), '-c', conf, '-p', dir, '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';

@@ -3,7 +3,9 @@
  * "what does sluice cost", and a description of the machine, since figures from a shared
  * 2-core box mean little without it.
  */
+import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, loadavg, totalmem, type as osType, release } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { LoadMode, RunSummary } from './record.ts';
 import { ratio } from './stats.ts';
 
@@ -121,4 +123,15 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
   const line = (cells: readonly string[]): string =>
     cells.map((c, i) => (numeric[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+/** Writes the JSON report and the SVG chart into `out`; returns their paths. */
+export async function writeResults(ctx: { cwd?: string }, out: string, name: string, startedAt: Date, report: unknown, svg: string): Promise<string[]> {
+  const dir = resolve(ctx.cwd ?? process.cwd(), out);
+  await mkdir(dir, { recursive: true });
+  const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
+  const files = [join(dir, `${name}-${stamp}.json`), join(dir, `${name}-${stamp}.svg`)];
+  await writeFile(files[0]!, JSON.stringify(report, null, 2) + '\n');
+  await writeFile(files[1]!, svg);
+  return files;
 }

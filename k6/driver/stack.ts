@@ -94,7 +94,7 @@ export function stackOutput(stack: Stack): string {
 }
 
 /** Children must not inherit settings meant for the bench (its port, its config file). */
-function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+export function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
   for (const key of ['PORT', 'SLUICE_PORT', 'SLUICE_CONFIG', 'SLUICE_LOG_LEVEL']) delete copy[key];
   return copy;
