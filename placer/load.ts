@@ -77,25 +77,78 @@ export function loadsOf<R extends Runner<unknown>>(
   now: number,
   staleAfterMs: number,
 ): LoadedRunner<R>[] {
-  return sortedById(runners).map((runner) => ({ runner, load: loadOf(readLoad(runner), now, staleAfterMs) }));
+  return (idOrderOf(runners).sorted as readonly R[]).map((runner) => ({ runner, load: loadOf(readLoad(runner), now, staleAfterMs) }));
 }
 
-/** The id order of each runner list seen, with the list's contents when sorted. */
-const idOrders = new WeakMap<readonly Runner<unknown>[], { contents: readonly Runner<unknown>[]; sorted: readonly Runner<unknown>[] }>();
+/** {@link loadsOf}'s entries, with what a placer that finds runners by id or weighs the spread needs. */
+export interface IndexedLoads<R> {
+  /** The same entries, in the same order, as {@link loadsOf}. */
+  readonly loaded: LoadedRunner<R>[];
+  /** Each id's position in `loaded`; an id listed twice maps to its first entry, as `find` would. */
+  readonly positions: ReadonlyMap<string, number>;
+  /** The least load in `loaded`; Infinity when it is empty. */
+  readonly min: number;
+  /** The greatest load in `loaded`; -Infinity when it is empty. */
+  readonly max: number;
+}
 
 /**
- * `runners` sorted by id, sorted once per list: pools hand out the same array until their
+ * {@link loadsOf} plus, without another pass over the pool, an id -> position map and the least
+ * and greatest load. The map is built once per pool array (cached with its id order), so a placer
+ * that asks "is this runner listed, and where" costs a lookup per call, not a set of every id.
+ */
+export function indexedLoadsOf<R extends Runner<unknown>>(
+  runners: readonly R[],
+  now: number,
+  staleAfterMs: number,
+): IndexedLoads<R> {
+  const order = idOrderOf(runners);
+  const sorted = order.sorted as readonly R[];
+  const loaded: LoadedRunner<R>[] = [];
+  let min = Infinity;
+  let max = -Infinity;
+  for (const runner of sorted) {
+    const load = loadOf(readLoad(runner), now, staleAfterMs);
+    loaded.push({ runner, load });
+    min = Math.min(min, load);
+    max = Math.max(max, load);
+  }
+  order.positions ??= positionsOf(order.sorted);
+  return { loaded, positions: order.positions, min, max };
+}
+
+/** A runner list's id order, kept per list by {@link idOrderOf}. */
+interface IdOrder {
+  /** The list's contents when it was sorted, to notice a list changed in place. */
+  readonly contents: readonly Runner<unknown>[];
+  readonly sorted: readonly Runner<unknown>[];
+  /** Each id's position in `sorted`; built on first use, since most placers never ask. */
+  positions?: ReadonlyMap<string, number>;
+}
+
+/** The id order of each runner list seen. */
+const idOrders = new WeakMap<readonly Runner<unknown>[], IdOrder>();
+
+/**
+ * `runners`' id order, sorted once per list: pools hand out the same array until their
  * membership changes, and a sort of 10,000 ids per call was most of a decision's cost. The
  * contents are compared (one pass, no string compares) in case a list was changed in place.
  */
-function sortedById<R extends Runner<unknown>>(runners: readonly R[]): readonly R[] {
+function idOrderOf(runners: readonly Runner<unknown>[]): IdOrder {
   const hit = idOrders.get(runners);
-  if (hit && hit.contents.length === runners.length && hit.contents.every((r, i) => r === runners[i])) {
-    return hit.sorted as readonly R[];
-  }
-  const sorted = [...runners].sort((a, b) => compareIds(a.id, b.id));
-  idOrders.set(runners, { contents: [...runners], sorted });
-  return sorted;
+  if (hit && hit.contents.length === runners.length && hit.contents.every((r, i) => r === runners[i])) return hit;
+  const order: IdOrder = { contents: [...runners], sorted: [...runners].sort((a, b) => compareIds(a.id, b.id)) };
+  idOrders.set(runners, order);
+  return order;
+}
+
+/** Each id's first position in `sorted`. */
+function positionsOf(sorted: readonly Runner<unknown>[]): ReadonlyMap<string, number> {
+  const positions = new Map<string, number>();
+  sorted.forEach((runner, i) => {
+    if (!positions.has(runner.id)) positions.set(runner.id, i);
+  });
+  return positions;
 }
 
 /**

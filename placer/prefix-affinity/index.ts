@@ -5,7 +5,7 @@
  * SGLang's cache-aware router, a load guard hands the call to least-loaded while the pool is
  * imbalanced, and a match too short to be worth it goes least-loaded too.
  */
-import { firstThenByLoad, loadsOf, type LoadedRunner } from '../load.ts';
+import { firstThenByLoad, indexedLoadsOf, type IndexedLoads } from '../load.ts';
 import { leastLoadedOrder } from '../least-loaded/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 import { blockHashes } from './blocks.ts';
@@ -49,17 +49,21 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
   return {
     name: 'prefix-affinity',
     order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R> {
-      const loaded = loadsOf(runners, now(), staleAfterMs);
+      // One pass over the pool: loads, their spread and (cached per pool array) each id's position,
+      // so neither the guard nor the index lookup walks every runner again.
+      const pool = indexedLoadsOf(runners, now(), staleAfterMs);
+      const { loaded, positions } = pool;
       const prompt = promptOf(call);
-      if (prompt === undefined || imbalanced(loaded, config)) return leastLoadedOrder(loaded, random);
-      const match = index.longest(hashesOf(call, prompt), new Set(loaded.map((entry) => entry.runner.id)));
+      if (prompt === undefined || imbalanced(pool, config)) return leastLoadedOrder(loaded, random);
+      const match = index.longest(hashesOf(call, prompt), positions);
       // blocks x blockSize is short by one per block stretched over a surrogate pair: close
       // enough for a threshold, and cheaper than keeping every block's end.
       if (match === undefined || (match.blocks * blockSize) / prompt.length < minMatchRatio) {
         return leastLoadedOrder(loaded, random);
       }
-      // Ids are unique within a pool, so this is the one runner the index points at.
-      const home = loaded.find((entry) => entry.runner.id === match.runnerId)!;
+      // Ids are unique within a pool, so this is the one runner the index points at; longest()
+      // only returns ids in `positions`.
+      const home = loaded[positions.get(match.runnerId)!]!;
       return firstThenByLoad(home, loaded);
     },
     placed(call: RunnerCall, runner: Runner<unknown>): void {
@@ -81,13 +85,7 @@ function promptOf(call: RunnerCall): string | undefined {
  * SGLang's guard. Both gaps are needed: the absolute one keeps a small gap on a quiet pool (0.2 vs
  * 0) from breaking affinity, the relative one a wide gap between runners that are all busy.
  */
-function imbalanced(loaded: readonly LoadedRunner<unknown>[], config: PrefixAffinityConfig): boolean {
+function imbalanced({ loaded, min, max }: IndexedLoads<unknown>, config: PrefixAffinityConfig): boolean {
   if (loaded.length < 2) return false;
-  let min = Infinity;
-  let max = -Infinity;
-  for (const { load } of loaded) {
-    min = Math.min(min, load);
-    max = Math.max(max, load);
-  }
   return max - min > config.balanceAbsThreshold && max > config.balanceRelThreshold * min;
 }

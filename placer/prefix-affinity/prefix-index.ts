@@ -40,8 +40,10 @@ export class PrefixIndex {
    * prefix served by a runner not listed for this call (busy elsewhere, unreachable, serving
    * another model) is passed over for a shorter one that a listed runner holds. Reads with peek,
    * so looking a prompt up does not keep its prefixes alive; only serving it does.
+   * @param candidates the listed ids: a set, or a map keyed by id (the placer passes its cached
+   *   id -> position map rather than build a set of every runner per call).
    */
-  longest(hashes: readonly bigint[], candidates: ReadonlySet<string>): PrefixMatch | undefined {
+  longest(hashes: readonly bigint[], candidates: ReadonlySet<string> | ReadonlyMap<string, unknown>): PrefixMatch | undefined {
     for (let i = hashes.length - 1; i >= 0; i--) {
       const runnerId = this.#entries.peek(hashes[i]!);
       if (runnerId !== undefined && candidates.has(runnerId)) return { runnerId, blocks: i + 1 };
