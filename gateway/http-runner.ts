@@ -3,7 +3,10 @@
  *
  * tryExec sends the buffered call and reads only the status line and headers: a busy answer
  * (503 with the busy marker) or a refused connection mean nothing ran and the walk moves on;
- * anything else means the runner has the call, and its body streams back to the client.
+ * anything else means the runner has the call, and its body streams back to the client. An offer
+ * to a runner that this gateway alone already fills (as many calls in flight there as the slots it
+ * last reported) is answered busy at once, without a round trip: a runner never runs more calls
+ * than its slots, so the answer could only be busy.
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
@@ -57,6 +60,10 @@ export interface RunnerHealth {
 
 /** Extra time the gateway gives a runner to report its own deadline before timing it out, in ms. */
 const TIMEOUT_GRACE_MS = 1000;
+
+/** How long, and how many, ended calls are remembered to correct the runner's last report (ms, calls). */
+const RECENT_CALLS_MS = 10_000;
+const RECENT_CALLS_MAX = 1_024;
 
 /** How long a runner that refused a connection is passed over before it is tried again, in ms. */
 export const DOWN_BACKOFF_MS = 1000;
@@ -117,10 +124,16 @@ export class HttpRunner implements Runner<RunnerResponse> {
     if (!this.breaker.allows()) {
       return { kind: 'failed', error: new Error(`runner ${this.id} is ejected: its circuit breaker is open`) };
     }
+    // While every runner is full, each waiting call re-offers itself to each of them every
+    // retryAllDelay; a runner full of this gateway's own calls need not pay a round trip for each.
+    // Still a busy to the walk (and to its retry metric): nothing ran, try elsewhere or later.
+    // Not a sign of life either, so the breaker and down state are left as they are.
+    if (this.fullOfOwnCalls()) return { kind: 'busy' };
     let response: RunnerResponse;
     // Counted from the moment the call is sent: a non-streamed answer's headers come only when
     // the engine is done, and load-aware placers must see the call before that.
     this.inFlight++;
+    const sent = Date.now();
     try {
       response = await this.#pool.request({
         method: call.method as Dispatcher.HttpMethod,
@@ -155,7 +168,10 @@ export class HttpRunner implements Runner<RunnerResponse> {
       await response.body.dump().catch(() => {});
       return { kind: 'busy' };
     }
-    response.body.once('close', () => this.inFlight--);
+    response.body.once('close', () => {
+      this.inFlight--;
+      this.#finished(sent);
+    });
     return { kind: 'placed', value: response };
   }
 
@@ -167,11 +183,49 @@ export class HttpRunner implements Runner<RunnerResponse> {
     const report = this.registration?.report ?? this.health.report;
     if (!report) return { inFlight: this.inFlight };
     const { load, at } = report;
+    // A report is a snapshot: calls of ours it counted as running that have ended since are not
+    // running any more. Without this, a runner that just finished a call reads busy for up to a
+    // heartbeat, and a placer steers the next call (a session's next turn) away from it.
+    const running = typeof load.slotsInUse === 'number' ? Math.max(0, load.slotsInUse - this.#endedSince(at)) : load.slotsInUse;
     return {
       inFlight: this.inFlight,
       slots: load.slots,
-      reported: { running: load.slotsInUse, waiting: load.queue, ...(load.kvCacheUsage === undefined ? {} : { kvCacheUsage: load.kvCacheUsage }), at },
+      reported: { running, waiting: load.queue, ...(load.kvCacheUsage === undefined ? {} : { kvCacheUsage: load.kvCacheUsage }), at },
     };
+  }
+
+  /** Send and end times of this gateway's recent calls here, oldest end first; see {@link load}. */
+  readonly #recent: { sent: number; ended: number }[] = [];
+
+  #finished(sent: number): void {
+    const ended = Date.now();
+    this.#recent.push({ sent, ended });
+    // Reports older than the load staleness are ignored anyway; keep a little more, and a bounded count.
+    let drop = 0;
+    while (drop < this.#recent.length && (this.#recent[drop]!.ended < ended - RECENT_CALLS_MS || this.#recent.length - drop > RECENT_CALLS_MAX)) drop++;
+    if (drop > 0) this.#recent.splice(0, drop);
+  }
+
+  /** Calls of ours that were running at `at` (sent before it) and have ended since. */
+  #endedSince(at: number): number {
+    let count = 0;
+    for (let i = this.#recent.length - 1; i >= 0; i--) {
+      const call = this.#recent[i]!;
+      if (call.ended <= at) break;
+      if (call.sent <= at) count++;
+    }
+    return count;
+  }
+
+  /**
+   * True when this gateway's own in-flight calls on the runner reach the slots it last reported
+   * (heartbeat or status probe), so an offer could only be refused; false while its slots are not
+   * known as a finite number above 0. Only this gateway's calls count, so a runner filled by
+   * other gateways is still asked, and says busy itself.
+   */
+  fullOfOwnCalls(): boolean {
+    const slots = (this.registration?.report ?? this.health.report)?.load.slots;
+    return typeof slots === 'number' && Number.isFinite(slots) && slots > 0 && this.inFlight >= slots;
   }
 
   /** Whether the pool may offer calls to this runner now; static runners always (down ones fail fast). */

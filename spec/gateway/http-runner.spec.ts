@@ -1,0 +1,161 @@
+/**
+ * HttpRunner.tryExec against a bare HTTP server standing in for a runner, so the test sees
+ * exactly which offers reached the wire: an offer to a runner this gateway already fills with its
+ * own calls is answered busy without a request, and is sent again once one of them finishes.
+ */
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { GatewayCall } from '../../gateway/call.ts';
+import { HttpRunner } from '../../gateway/http-runner.ts';
+import type { RunnerResponse } from '../../gateway/http-runner.ts';
+import type { TryExecResult } from '../../placer/types.ts';
+import { CALL_ID_HEADER } from '../../runner/protocol.ts';
+import type { ReportedLoad } from '../../runner/protocol.ts';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
+});
+
+/** A runner that takes every call, sends its headers, and holds the body open until `finish`. */
+async function holdingRunner(): Promise<{ url: URL; received: string[]; open: ServerResponse[] }> {
+  const received: string[] = [];
+  const open: ServerResponse[] = [];
+  const server = createServer((req, res) => {
+    received.push(String(req.headers[CALL_ID_HEADER]));
+    req.resume();
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.write('taken\n');
+    open.push(res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(async () => {
+    for (const res of open) res.destroy();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return { url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`), received, open };
+}
+
+function httpRunner(url: URL): HttpRunner {
+  const runner = new HttpRunner(url, { connectTimeout: 2_000, breaker: { threshold: 5, openFor: 30_000, closeAfter: 2, now: Date.now } });
+  cleanups.push(() => runner.close(true));
+  return runner;
+}
+
+function reportOf(slots: number): { load: ReportedLoad; at: number } {
+  return { load: { slotsInUse: 0, slots, queue: 0, models: {} }, at: Date.now() };
+}
+
+let callCount = 0;
+function call(): GatewayCall {
+  const now = Date.now();
+  return {
+    id: `call-${++callCount}`,
+    fn: 'sim-small',
+    key: 'sim-small',
+    type: 'sync',
+    placerDeadline: now + 10_000,
+    signal: new AbortController().signal,
+    route: 'invoke',
+    method: 'POST',
+    path: '/invoke/sim-small',
+    headers: { 'content-type': 'application/json' },
+    body: Buffer.from('{}'),
+    createdAt: now,
+    startedAt: now,
+    timeout: 10_000,
+  };
+}
+
+/** The response of a placed offer; fails the test for any other result. */
+function placedResponse(result: TryExecResult<RunnerResponse>): RunnerResponse {
+  expect(result.kind).toBe('placed');
+  return (result as { value: RunnerResponse }).value;
+}
+
+describe('HttpRunner.tryExec', () => {
+  it('answers busy without a request while its own calls fill the reported slots, and sends again once one finishes', async () => {
+    const server = await holdingRunner();
+    const runner = httpRunner(server.url);
+    runner.health.report = reportOf(2);
+    const [a, b] = [call(), call()];
+    const first = placedResponse(await runner.tryExec(a));
+    placedResponse(await runner.tryExec(b));
+    expect(runner.inFlight).toBe(2);
+
+    const refused = call();
+    expect(await runner.tryExec(refused)).toEqual({ kind: 'busy' });
+    expect(runner.inFlight).toBe(2);
+
+    const closed = once(first.body, 'close');
+    server.open[0]!.end();
+    await first.body.text();
+    await closed;
+    expect(runner.inFlight).toBe(1);
+    const next = call();
+    placedResponse(await runner.tryExec(next));
+    expect(runner.inFlight).toBe(2);
+    // The busy offer never reached the wire: the runner saw the two first calls, then the next.
+    expect(server.received).toEqual([a.id, b.id, next.id]);
+  });
+
+  it("answers busy at the registration's reported slots, which take precedence over a status probe's", async () => {
+    const server = await holdingRunner();
+    const runner = httpRunner(server.url);
+    runner.health.report = reportOf(8);
+    runner.registration = { state: 'live', lastSeen: Date.now(), ready: true, draining: false, drainRequested: false, version: 'test', report: reportOf(1) };
+    placedResponse(await runner.tryExec(call()));
+    expect(await runner.tryExec(call())).toEqual({ kind: 'busy' });
+    expect(server.received).toHaveLength(1);
+  });
+
+  it.each([
+    ['no report has come', undefined],
+    ['the reported slots are 0', 0],
+    ['the reported slots are not a number', Number.NaN],
+  ])('sends every offer when %s, however many calls are in flight', async (_name, slots) => {
+    const server = await holdingRunner();
+    const runner = httpRunner(server.url);
+    if (slots !== undefined) runner.health.report = reportOf(slots);
+    for (let i = 0; i < 3; i++) placedResponse(await runner.tryExec(call()));
+    expect(runner.inFlight).toBe(3);
+    expect(server.received).toHaveLength(3);
+  });
+});
+
+describe('HttpRunner.load', () => {
+  it("takes calls of ours that ended since the report off its running count, and only those", async () => {
+    const server = await holdingRunner();
+    const runner = httpRunner(server.url);
+    const before = placedResponse(await runner.tryExec(call()));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // The report is taken while that call runs, and counts it and one from another gateway.
+    const at = Date.now();
+    runner.health.report = { load: { slotsInUse: 2, slots: 4, queue: 1, models: {} }, at };
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const after = placedResponse(await runner.tryExec(call()));
+    expect(runner.load().reported).toMatchObject({ running: 2, waiting: 1, at });
+
+    // Our call that the report counted ends: one fewer running.
+    const closedBefore = once(before.body, 'close');
+    server.open[0]!.end();
+    await before.body.text();
+    await closedBefore;
+    expect(runner.load()).toMatchObject({ inFlight: 1, slots: 4, reported: { running: 1, waiting: 1 } });
+
+    // One sent after the report was never in it: its end changes nothing.
+    const closedAfter = once(after.body, 'close');
+    server.open[1]!.end();
+    await after.body.text();
+    await closedAfter;
+    expect(runner.load()).toMatchObject({ inFlight: 0, reported: { running: 1 } });
+
+    // A newer report counts from scratch.
+    runner.health.report = { load: { slotsInUse: 0, slots: 4, queue: 0, models: {} }, at: Date.now() + 1 };
+    expect(runner.load().reported).toMatchObject({ running: 0 });
+  });
+});
