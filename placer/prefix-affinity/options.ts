@@ -26,15 +26,17 @@ export interface PrefixAffinityOptions extends LoadAwareOptions {
    */
   minMatchRatio?: number;
   /**
-   * The pool is imbalanced, and affinity is set aside, when the most and least loaded runners
-   * differ by more than this (and by more than `balanceRelThreshold` times). In utilisation
-   * (`loadOf`: 1 is every slot busy), not requests: SGLang's 64 requests is a quarter of the 256
-   * a vLLM engine runs at once by default, and utilisation stays right across unequal runners.
-   * @default 0.25
+   * Affinity is set aside when the home runner's load exceeds the least loaded runner's by more
+   * than this (and by more than `balanceRelThreshold` times). In utilisation (`loadOf`: 1 is every
+   * slot busy), not requests, so it stays right across unequal runners: half a runner's slots.
+   * SGLang's 64 requests are a quarter of a 256-sequence engine, but on 16-sequence engines a
+   * quarter is 4 calls, within the ordinary spread of a pool at half load, and tripped so often
+   * that sessions kept losing their cached history (see the placer's file comment).
+   * @default 0.5
    */
   balanceAbsThreshold?: number;
   /**
-   * See `balanceAbsThreshold`: also needed is max load > this x min load. SGLang's 1.5.
+   * See `balanceAbsThreshold`: also needed is home load > this x min load. SGLang's 1.5.
    * @default 1.5
    */
   balanceRelThreshold?: number;
@@ -54,7 +56,7 @@ export const prefixAffinityDefaults = Object.freeze({
   blockSize: 64,
   maxBlocks: 100_000,
   minMatchRatio: 0.3,
-  balanceAbsThreshold: 0.25,
+  balanceAbsThreshold: 0.5,
   balanceRelThreshold: 1.5,
 });
 

@@ -76,17 +76,17 @@ const pickCases: PickCase[] = [
     placed: ['b', 'c'],
   },
   {
-    // Two slots each, calls held. 1: no match, (a, b) tie, a. 2: a at 0.5 vs 0 trips the guard,
-    // (a, b) gives b. 3: still tripped, (c, b) gives c. 4: all at 0.5, balanced, so the prefix's
-    // latest runner c. 5: c full at 1.0 vs 0.5 trips the guard again, (a, b) tie, a.
+    // Two slots each, calls held. 1: no match, (a, b) tie, a. 2: home a at 0.5 is not more than
+    // 0.5 above the least loaded (0), so a again. 3: a full at 1.0 trips the guard, least-loaded
+    // gives b. 4: the prefix's latest runner b is at 0.5, within the gap: b. 5: b full trips it: c.
     name: 'held calls fill the affinity runner until the guard trips',
     loads: { a: slotsBusy(0, 2), b: slotsBusy(0, 2), c: slotsBusy(0, 2) },
     runners: free,
     hold: true,
     calls: chats(5),
     draws: [0, 0, 0, 0, 0.9, 0.9, 0, 0],
-    offers: ['a', 'b', 'c', 'c', 'a'],
-    placed: ['a', 'b', 'c', 'c', 'a'],
+    offers: ['a', 'a', 'b', 'b', 'c'],
+    placed: ['a', 'a', 'b', 'b', 'c'],
   },
 ];
 
