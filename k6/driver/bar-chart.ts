@@ -1,0 +1,106 @@
+/**
+ * A hand-written SVG chart of grouped bars: one panel per subject (each with its own scale, so a
+ * proxy a tenth the size of another is still readable), one group per condition, one bar per
+ * series, each labelled with its value. chart.ts draws latency percentiles of run summaries;
+ * this one draws any figures, for scenarios whose measure is not a latency.
+ */
+import { niceScale } from './chart.ts';
+
+/** One bar colour and its legend entry. */
+export interface BarSeries {
+  name: string;
+  color: string;
+}
+
+/** One group of bars: a value per series, in series order; a NaN bar is left out. */
+export interface BarGroup {
+  label: string;
+  /** A second, grey line under the label. */
+  note?: string;
+  values: readonly number[];
+}
+
+/** One panel of groups. */
+export interface BarPanel {
+  title: string;
+  groups: readonly BarGroup[];
+}
+
+/** What the chart is of. */
+export interface BarChartText {
+  title: string;
+  /** Machine and date. */
+  subtitle: string;
+  /** The y axis's label, e.g. `RSS, MiB`. */
+  axis: string;
+  /** A value as its bar label shows it. @default one decimal */
+  format?: (value: number) => string;
+}
+
+const PANEL_H = 240;
+const TOP = 84;
+const LEFT = 60;
+const GAP = 56;
+const BAR_W = 20;
+const GROUP_PAD = 24;
+const HEADROOM = 1.1;
+
+/** Renders `panels` side by side, the legend at the top right. */
+export function barChart(panels: readonly BarPanel[], series: readonly BarSeries[], text: BarChartText): string {
+  const format = text.format ?? ((v: number) => v.toFixed(1));
+  const widths = panels.map((p) => Math.max(240, p.groups.length * (series.length * BAR_W + GROUP_PAD)));
+  const legendW = series.reduce((w, s) => w + 22 + s.name.length * 6.5, 0);
+  const width = Math.max(LEFT + widths.reduce((a, w) => a + w + GAP, 0), LEFT + legendW + 20);
+  const height = TOP + PANEL_H + 56;
+  const parts: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
+    `<rect width="100%" height="100%" fill="#fff"/>`,
+    `<text x="${LEFT}" y="20" font-size="15" font-weight="bold">${escapeText(text.title)}</text>`,
+    `<text x="${LEFT}" y="38" fill="#555">${escapeText(text.subtitle)}</text>`,
+  ];
+  let legendX = LEFT;
+  for (const s of series) {
+    parts.push(`<rect x="${legendX}" y="48" width="12" height="12" fill="${s.color}"/><text x="${legendX + 16}" y="58">${escapeText(s.name)}</text>`);
+    legendX += 22 + s.name.length * 6.5;
+  }
+  let x0 = LEFT;
+  panels.forEach((p, i) => {
+    parts.push(panel(p, series, x0, widths[i]!, text.axis, format));
+    x0 += widths[i]! + GAP;
+  });
+  parts.push('</svg>');
+  return parts.join('\n') + '\n';
+}
+
+function panel(p: BarPanel, series: readonly BarSeries[], x0: number, width: number, axis: string, format: (v: number) => string): string {
+  const max = Math.max(...p.groups.flatMap((g) => g.values).filter(Number.isFinite), 0.001);
+  // A tenth of headroom: a bar at the top of the scale would put its label on the panel's title.
+  const { step, top } = niceScale(max * HEADROOM);
+  const y = (v: number): number => TOP + PANEL_H - (v / top) * PANEL_H;
+  const out: string[] = ['<g>', `<text x="${x0 + width / 2}" y="${TOP - 8}" text-anchor="middle" font-weight="bold">${escapeText(p.title)}</text>`];
+  for (let v = 0; v <= top + step / 2; v += step) {
+    out.push(`<line x1="${x0}" x2="${x0 + width}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);
+    out.push(`<text x="${x0 - 6}" y="${y(v) + 4}" text-anchor="end" fill="#555">${step >= 1 ? v.toFixed(0) : v.toPrecision(2)}</text>`);
+  }
+  out.push(`<text transform="translate(${x0 - 44},${TOP + PANEL_H / 2}) rotate(-90)" text-anchor="middle" fill="#555">${escapeText(axis)}</text>`);
+  const groupW = width / Math.max(p.groups.length, 1);
+  p.groups.forEach((g, k) => {
+    // Only the bars a group has are laid out, centred: a group with one figure shows one bar in its middle.
+    const present = series.flatMap((s, b) => (Number.isFinite(g.values[b]) ? [{ s, v: g.values[b]! }] : []));
+    const gx = x0 + k * groupW + (groupW - present.length * BAR_W) / 2;
+    present.forEach(({ s, v }, b) => {
+      const bx = gx + b * BAR_W;
+      out.push(`<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${s.color}"><title>${escapeText(`${g.label} ${s.name} ${format(v)}`)}</title></rect>`);
+      out.push(`<text x="${bx + BAR_W / 2}" y="${y(v) - 3}" text-anchor="middle" font-size="9">${escapeText(format(v))}</text>`);
+    });
+    const cx = x0 + k * groupW + groupW / 2;
+    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escapeText(g.label)}</text>`);
+    if (g.note) out.push(`<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${escapeText(g.note)}</text>`);
+  });
+  out.push(`<line x1="${x0}" x2="${x0 + width}" y1="${TOP + PANEL_H}" y2="${TOP + PANEL_H}" stroke="#333"/>`, '</g>');
+  return out.join('\n');
+}
+
+function escapeText(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+}
