@@ -68,8 +68,11 @@ export function parseInferenceBody(body: Buffer): ParsedBody {
   return { model, ...(typeof user === 'string' && user !== '' ? { user } : {}), ...(text ? { prompt: text } : {}) };
 }
 
-/** The prompt text a prefix cache would see; undefined when there is none to read. */
-function renderPrompt(messages: unknown, prompt: unknown): string | undefined {
+/**
+ * The prompt text a prefix cache would see; undefined when there is none to read. Exported so the
+ * placement simulator hands placers the very string this gateway would.
+ */
+export function renderPrompt(messages: unknown, prompt: unknown): string | undefined {
   if (Array.isArray(messages)) {
     let out = '';
     for (const m of messages as Array<{ role?: unknown; content?: unknown }>) {

@@ -320,16 +320,27 @@ const up: Command = {
 };
 
 const bench: Command = {
-  summary: 'Runs a benchmark scenario against processes it starts on 127.0.0.1, prints the figures and writes them as JSON and SVG. Scenarios: overhead, streaming, scale.',
+  summary: 'Runs a benchmark scenario against processes it starts on 127.0.0.1, prints the figures and writes them as JSON and SVG. Scenarios: overhead, streaming, placement, scale, memory, simulate.',
   args: ' <scenario>',
   oneShot: true,
   settings: [
-    { key: 'duration', type: 'duration', default: '10s', description: 'length of each measured run, 1s to 120s' },
-    { key: 'warmup', type: 'duration', default: '2s', description: 'closed-loop warm-up per target before measuring, up to 30s' },
+    { key: 'duration', type: 'duration', description: 'length of each measured run, 1s to 120s', defaultText: '10s; placement 20s' },
+    { key: 'warmup', type: 'duration', description: 'warm-up per target before measuring, up to 30s', defaultText: '2s; placement 9s, one session' },
     { key: 'connections', type: 'integer', default: 32, description: 'connections per target (closed loop), connection cap (open loop), up to 1024' },
-    { key: 'rate', type: 'integer', default: 500, description: 'open-loop arrival rate in requests per second, up to 20000' },
+    { key: 'rate', type: 'integer', description: 'open-loop arrival rate in requests per second, up to 20000; placement: the rate taken as 100% instead of measuring it', defaultText: '500; placement measures it' },
     { key: 'rounds', type: 'integer', default: 1, description: 'times every run is repeated, alternating the target order, up to 10' },
     { key: 'nginx', type: 'boolean', default: true, description: 'also measure nginx in front of the runner when nginx is on PATH' },
+    { key: 'streams', type: 'list', description: 'memory scenario: streams held at once, one level per count, 1 to 4 counts of up to 10000', defaultText: '1000,10000' },
+    // A string, read by the simulate scenario: SLUICE_RUNNERS may hold a gateway's runner URLs,
+    // and an integer setting would refuse them for every scenario.
+    { key: 'runners', type: 'string', description: 'simulate: runners in the simulated fleet, 1 to 10000', defaultText: '1000' },
+    { key: 'calls', type: 'integer', description: "simulate: calls in each run's trace, 1000 to 5000000", defaultText: '143000' },
+    { key: 'levels', type: 'list', description: 'simulate: shares of capacity to run at, each above 0 and at most 2', defaultText: '0.8' },
+    { key: 'contenders', type: 'list', description: 'simulate: any of round-robin, consistent-hash, least-loaded, load-weighted, prefix-affinity, nginx round-robin, nginx least_conn', defaultText: 'all seven' },
+    { key: 'capacity', type: 'number', description: "simulate: the simulated fleet's capacity in calls/s, taken as 100% instead of searching for it", defaultText: 'found by simulation' },
+    { key: 'check', type: 'string', description: 'simulate: a placement report (JSON) to compare the simulator with, run by run, instead of planning', defaultText: 'none' },
+    { key: 'sluiceHopMs', type: 'number', description: "simulate: ms the gateway and runner add to a call's time to first token", defaultText: '10' },
+    { key: 'nginxHopMs', type: 'number', description: "simulate: ms nginx adds to a call's time to first token", defaultText: '1' },
     { key: 'out', type: 'string', default: 'bench-results', description: 'folder for the JSON results and the SVG chart' },
     { ...logLevel, default: 'warn', description: 'log level of the processes under test' },
   ],
@@ -339,20 +350,33 @@ const bench: Command = {
     await runBench(
       positionals,
       {
-        duration: values.duration as number,
-        warmup: values.warmup as number,
+        // Left undefined when not given, so that each scenario applies its own defaults.
+        duration: values.duration as number | undefined,
+        warmup: values.warmup as number | undefined,
         connections: values.connections as number,
-        rate: values.rate as number,
+        rate: values.rate as number | undefined,
         rounds: values.rounds as number,
         nginx: values.nginx as boolean,
         out: values.out as string,
         logLevel: values.logLevel as string,
+        // Only the memory scenario reads it; the others ignore it.
+        ...(values.streams === undefined ? {} : { streams: values.streams as string[] }),
+        // Likewise the simulate scenario's, validated there.
+        ...givenValues(values, SIMULATE_KEYS),
       },
       { env, logger, ...(signal ? { signal } : {}) },
     );
     return async () => {};
   },
 };
+
+/** The settings only the simulate bench scenario reads. */
+const SIMULATE_KEYS = ['runners', 'calls', 'levels', 'contenders', 'capacity', 'check', 'sluiceHopMs', 'nginxHopMs'] as const;
+
+/** The `keys` of `values` that were given, so that a scenario applies its own defaults to the rest. */
+function givenValues(values: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+  return Object.fromEntries(keys.filter((key) => values[key] !== undefined).map((key) => [key, values[key]]));
+}
 
 /**
  * Children of `up` get every setting as a flag; the parent's SLUICE_* variables (meant for the

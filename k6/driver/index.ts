@@ -5,8 +5,11 @@
  */
 import { UnknownScenarioError } from './errors.ts';
 import type { BenchOptions } from './options.ts';
+import { memory } from './scenarios/memory.ts';
 import { overhead } from './scenarios/overhead.ts';
+import { placement } from './scenarios/placement.ts';
 import { scale } from './scenarios/scale.ts';
+import { simulate } from './scenarios/simulate.ts';
 import { streaming } from './scenarios/streaming.ts';
 import type { Scenario, ScenarioContext } from './types.ts';
 
@@ -22,7 +25,7 @@ export type { Distribution } from './stats.ts';
 export type { Scenario, ScenarioContext } from './types.ts';
 
 /** Every scenario, by the name `sluice bench <name>` takes. */
-export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead, streaming, scale });
+export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead, streaming, placement, scale, memory, simulate });
 
 /**
  * Runs the scenario named by the single positional argument.

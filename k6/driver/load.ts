@@ -206,7 +206,7 @@ export function runOpenLoop(client: LoadClient, options: OpenLoopOptions): Promi
  * it, so it is allowed more than Node's default of 10 listeners (which would warn of a leak),
  * and the link to the caller's signal is undone when the run ends so runs do not pile up on it.
  */
-function runSignal(outer: AbortSignal | undefined): { signal: AbortSignal | undefined; release: () => void } {
+export function runSignal(outer: AbortSignal | undefined): { signal: AbortSignal | undefined; release: () => void } {
   if (!outer) return { signal: undefined, release: () => {} };
   const controller = new AbortController();
   setMaxListeners(0, controller.signal);

@@ -12,6 +12,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { lineChart } from '../line-chart.ts';
+import { runSignal } from '../load.ts';
 import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { prefixCacheTotals, startPlacementFleet } from '../placement-fleet.ts';
@@ -91,6 +92,9 @@ export const placement: Scenario = {
     if (warmupMs > options.warmup) progress(`warm-up raised to ${warmupMs / 1000}s: a session spans ${lead / 1000}s, and calls before that are warm-up\n`);
     const measureMs = options.duration;
     const targets: TraceTarget[] = [];
+    // Every call in flight listens on the signal: one run-wide signal allowed that many listeners.
+    const { signal, release } = runSignal(ctx.signal);
+    const aborts = signal ? { signal } : {};
     let fleet: PlacementFleet | undefined;
     let nextSession = 1_000_000;
     const session = (): number => (nextSession += 1_000_000);
@@ -101,7 +105,7 @@ export const placement: Scenario = {
       for (const c of fleet.contenders) targets.push(new TraceTarget(c.name, c.url, CONNECTIONS));
       await preflight(targets, shape, session);
       const runTrace = (target: TraceTarget, rate: number, seed: number, firstSession: number) =>
-        replay(target, shape, traceCalls(shape, { rate, durationMs: warmupMs + measureMs, seed, firstSession }), { timeoutMs: CALL_TIMEOUT_MS, maxInFlight: MAX_IN_FLIGHT, ...(ctx.signal ? { signal: ctx.signal } : {}) });
+        replay(target, shape, traceCalls(shape, { rate, durationMs: warmupMs + measureMs, seed, firstSession }), { timeoutMs: CALL_TIMEOUT_MS, maxInFlight: MAX_IN_FLIGHT, ...aborts });
 
       const roundRobin = targets.find((t) => t.name === 'round-robin')!;
       let capacity: PlacementReport['capacity'];
@@ -113,7 +117,7 @@ export const placement: Scenario = {
         progress(`finding capacity: raising round-robin's rate until its p90 time to first token passes ${CAPACITY_TTFT_P90_MS} ms (${(warmupMs + probeMs) / 1000}s per probe)\n`);
         let seed = 1;
         const probes = await findCapacity(async (rate) => {
-          const records = await replay(roundRobin, shape, traceCalls(shape, { rate, durationMs: warmupMs + probeMs, seed: seed++, firstSession: session() }), { timeoutMs: CALL_TIMEOUT_MS, maxInFlight: MAX_IN_FLIGHT, ...(ctx.signal ? { signal: ctx.signal } : {}) });
+          const records = await replay(roundRobin, shape, traceCalls(shape, { rate, durationMs: warmupMs + probeMs, seed: seed++, firstSession: session() }), { timeoutMs: CALL_TIMEOUT_MS, maxInFlight: MAX_IN_FLIGHT, ...aborts });
           const figures = placementFigures(records, warmupMs, probeMs);
           const p90 = figures.errorCount > figures.calls * 0.01 ? Infinity : figures.ttft.p90;
           progress(`  ${rate.toFixed(1)} calls/s: p90 ${formatMs(p90)} ms, ${figures.errorCount} errors\n`);
@@ -155,6 +159,7 @@ export const placement: Scenario = {
       write(`wrote ${files.join(' and ')}\n`);
       return { files };
     } finally {
+      release();
       await Promise.all(targets.map((t) => t.close().catch(() => undefined)));
       await fleet?.stop();
     }

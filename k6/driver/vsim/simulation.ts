@@ -1,0 +1,384 @@
+/**
+ * One simulated run: a trace of the placement workload replayed against a fleet of virtual
+ * engines through one contender, on a virtual clock. The result is the live driver's call
+ * records (k6/driver/trace-run.ts), so the figures come from the same `placementFigures`.
+ *
+ * What a call goes through, per contender:
+ * - a sluice placer: at its due time the gateway walks the real placer over the runners (see
+ *   sluice.ts); once one commits, the call reaches that runner's engine `sluiceHopMs` later
+ *   (gateway and runner together, both ways: the simulator puts the whole hop in front of the
+ *   engine), and holds the runner's slot until its last token. A runner has as many slots as its
+ *   engine runs sequences, so the engine never queues it.
+ * - nginx: the balancer picks an engine at the due time, and the call reaches it `nginxHopMs`
+ *   later, to wait in its queue or be refused with 429.
+ *
+ * Time to first token is counted from the due time to the engine's first token, and the end of a
+ * call at its last token, as the live driver counts them at the client.
+ *
+ * Approximations beyond the engine's (engine.ts) and the walk's (sluice.ts):
+ * - each hop is a constant; on a live machine it grows with the load (see {@link DEFAULT_HOPS});
+ * - nothing models the gateway's own CPU or its `maxInFlight` limit: the simulator plans
+ *   placement, assuming the gateways keep up (at 1,000 runners that would take several);
+ * - all runners' status is taken at the same instants, every `statusInterval` from the start.
+ */
+import { affinityKey, renderPrompt } from '../../../gateway/call.ts';
+import { builtinPlacers } from '../../../placer/registry.ts';
+import { seededRandom } from '../../../placer/random.ts';
+import type { Placer, RunnerCall } from '../../../placer/types.ts';
+import type { SimProfile } from '../../../runner/engines/sim/profiles.ts';
+import { placementFigures } from '../trace-run.ts';
+import type { CallRecord, PlacementFigures } from '../trace-run.ts';
+import { messagesOf } from '../workload.ts';
+import type { TraceCall, WorkloadShape } from '../workload.ts';
+import { VirtualEngine } from './engine.ts';
+import type { EngineRequest } from './engine.ts';
+import { EventQueue } from './event-queue.ts';
+import { NGINX_BALANCERS } from './nginx.ts';
+import type { UpstreamBalancer } from './nginx.ts';
+import { FleetSlots, SimRunner, WaitingRoom, walkPass } from './sluice.ts';
+import type { WalkSettings } from './sluice.ts';
+import { promptBlocksOf, simTraceCalls, systemBlocksOf } from './trace.ts';
+
+/**
+ * Time a call spends getting to the engine and its first token getting back, beyond the engine's
+ * own, in ms. Measured on the 2-core machine the benchmarks run on: an h100-8b sim engine, a runner
+ * with 16 slots and a gateway in front of it, and nginx in front of the engine, turn-1 calls
+ * interleaved call by call between the three. One call at a time, sluice's median time to first
+ * token was 8 to 11 ms above the engine's own (two runs of 20 and 80 calls per target) and nginx's
+ * 0.4 to 0.9 ms; with 8 calls at once 14.5 and 1.7 ms. The hop grows with the machine's load,
+ * which a constant cannot follow; `--check` against a live run prints how far it is off.
+ */
+export const DEFAULT_HOPS: Readonly<SimHops> = Object.freeze({ sluiceHopMs: 10, nginxHopMs: 1 });
+
+/** The hop overheads of {@link DEFAULT_HOPS}. */
+export interface SimHops {
+  /** Gateway and runner, request and first token together. */
+  readonly sluiceHopMs: number;
+  /** nginx, request and first token together. */
+  readonly nginxHopMs: number;
+}
+
+/** The gateway settings the walk and the pool use; sluice's defaults in {@link GATEWAY_DEFAULTS}. */
+export interface GatewaySettings extends WalkSettings {
+  /** How often the pool takes each runner's status, ms. */
+  readonly statusInterval: number;
+  /** Reports older than this are ignored by load-aware placers, ms. */
+  readonly staleAfterMs: number;
+}
+
+/** `sluice gateway`'s defaults: retry-all-delay 10 ms, placer-timeout 360 s, status-interval 2 s, reports stale after 2 s. */
+export const GATEWAY_DEFAULTS: Readonly<GatewaySettings> = Object.freeze({ retryAllDelay: 10, placerTimeout: 360_000, statusInterval: 2_000, staleAfterMs: 2_000 });
+
+/** The fleet: `runners` runners of `slots` slots, each in front of its own engine. */
+export interface SimFleet {
+  readonly runners: number;
+  readonly slots: number;
+  readonly profile: SimProfile;
+}
+
+/** One run: the trace, the fleet and the contender. */
+export interface SimRunSpec {
+  readonly shape: WorkloadShape;
+  readonly fleet: SimFleet;
+  /** A sluice placer's name or one of `nginx round-robin`, `nginx least_conn`. */
+  readonly contender: string;
+  readonly rate: number;
+  readonly seed: number;
+  readonly firstSession: number;
+  /** Calls due before this are replayed but not measured. */
+  readonly warmupMs: number;
+  readonly measureMs: number;
+  /** Most calls in the trace, whatever the rate says. @default Infinity */
+  readonly maxCalls?: number;
+  /**
+   * The calls to replay, in due order, instead of the workload's trace for `rate` and `seed`
+   * (which then only seed the random sources): for tests that need calls at chosen times.
+   */
+  readonly trace?: Iterable<TraceCall>;
+  /**
+   * Engines start with every system prompt cached, as the live scenario's engines are once they
+   * have served a run: they serve every contender in turn, and each sees every system prompt
+   * within its first seconds. A cold start would miss each system prompt once per engine, inside
+   * the warm-up but in the run's cache hit share. @default true
+   */
+  readonly warmSystemPrompts?: boolean;
+  /** @default GATEWAY_DEFAULTS */
+  readonly gateway?: Partial<GatewaySettings>;
+  /** @default DEFAULT_HOPS */
+  readonly hops?: Partial<SimHops>;
+}
+
+/** What a run produced. */
+export interface SimRunResult {
+  /** One record per call of the trace, in the order the calls ended. */
+  readonly records: CallRecord[];
+  readonly figures: PlacementFigures;
+  /** Engines' prefix-cache hit tokens over queried tokens, the whole run (warm-up included). */
+  readonly cacheHitShare: number;
+  /** Events handled: the simulator's own unit of work. */
+  readonly events: number;
+  /** Calls that found every runner full on arrival and waited for a slot in the gateway. */
+  readonly waited: number;
+  /** Most requests waiting in any one engine's queue at once: 0 on the sluice path. */
+  readonly engineQueuePeak: number;
+}
+
+/** How a run may be paced and stopped from outside; the simulation itself never waits. */
+export interface RunControl {
+  /** Checked between slices; an aborted run rejects. */
+  readonly signal?: AbortSignal;
+  /** Events per slice, between which the event loop gets a turn (Ctrl-C, progress). @default 200_000 */
+  readonly slice?: number;
+}
+
+/** The contenders a run can have: the built-in placers, then nginx's two. */
+export const SIM_CONTENDERS: readonly string[] = Object.freeze([...Object.keys(builtinPlacers), ...Object.keys(NGINX_BALANCERS)]);
+
+/**
+ * Replays the trace of `spec` and returns every call's record and the run's figures. Pure in its
+ * inputs: the same spec gives the same records, whatever the machine.
+ * @throws {RangeError} for a contender it does not know.
+ */
+export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): Promise<SimRunResult> {
+  if (!SIM_CONTENDERS.includes(spec.contender)) throw new RangeError(`unknown contender ${JSON.stringify(spec.contender)}; contenders: ${SIM_CONTENDERS.join(', ')}`);
+  const queue = new EventQueue<Handler>();
+  const schedule = (at: number, handle: Handler): void => queue.push(at, handle);
+  const engineRandom = seededRandom(mix(spec.seed, 1));
+  const sim: SimContext = {
+    spec,
+    schedule,
+    now: () => queue.now,
+    eventsWaiting: () => queue.size,
+    engines: Array.from({ length: spec.fleet.runners }, (_, i) => new VirtualEngine(i, spec.fleet.profile, engineRandom, schedule)),
+    records: [],
+  };
+  if (spec.warmSystemPrompts ?? true) {
+    const systems = Array.from({ length: spec.shape.systemPrompts }, (_, system) => systemBlocksOf(spec.shape, system));
+    for (const engine of sim.engines) engine.warm(systems);
+  }
+  const balancer = NGINX_BALANCERS[spec.contender];
+  const path = balancer ? nginxPath(sim, balancer(sim.engines.length)) : sluicePath(sim);
+
+  const trace = (spec.trace ?? simTraceCalls(spec.shape, { rate: spec.rate, durationMs: spec.warmupMs + spec.measureMs, seed: spec.seed, firstSession: spec.firstSession, ...(spec.maxCalls === undefined ? {} : { maxCalls: spec.maxCalls }) }))[Symbol.iterator]();
+  // One arrival waits in the queue at a time: a million calls are never all in memory as events.
+  const arriveNext = (): void => {
+    const next = trace.next();
+    if (next.done) return;
+    schedule(next.value.at, (at) => {
+      path.arrive(next.value, at);
+      arriveNext();
+    });
+  };
+  arriveNext();
+  path.start?.();
+
+  const events = await drain(queue, control);
+  let queries = 0;
+  let hits = 0;
+  let engineQueuePeak = 0;
+  for (const engine of sim.engines) {
+    const totals = engine.cacheTotals();
+    queries += totals.queries;
+    hits += totals.hits;
+    engineQueuePeak = Math.max(engineQueuePeak, engine.queuePeak);
+  }
+  return {
+    records: sim.records,
+    figures: placementFigures(sim.records, spec.warmupMs, spec.measureMs),
+    cacheHitShare: queries > 0 ? hits / queries : Number.NaN,
+    events,
+    waited: path.waited(),
+    engineQueuePeak,
+  };
+}
+
+/** An event: called with the virtual time it was due at. */
+type Handler = (now: number) => void;
+
+/** What the call paths share with the run. */
+interface SimContext {
+  readonly spec: SimRunSpec;
+  readonly schedule: (at: number, handle: Handler) => void;
+  /** Virtual ms since the trace began: the placers' `now`, the runners' report times. */
+  readonly now: () => number;
+  /** Events still queued besides the one being handled. */
+  readonly eventsWaiting: () => number;
+  readonly engines: readonly VirtualEngine[];
+  readonly records: CallRecord[];
+}
+
+/** Handles every event in time order, a slice at a time; returns how many there were. */
+async function drain(queue: EventQueue<Handler>, control: RunControl): Promise<number> {
+  const slice = control.slice ?? 200_000;
+  let events = 0;
+  for (;;) {
+    for (let i = 0; i < slice; i++) {
+      const handle = queue.pop();
+      if (handle === undefined) return events;
+      handle(queue.now);
+      events++;
+    }
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    if (control.signal?.aborted) throw new Error('benchmark interrupted');
+  }
+}
+
+/** How calls of one contender get to the engines. */
+interface CallPath {
+  /** A call is due at `now`. */
+  arrive(call: TraceCall, now: number): void;
+  /** Schedules what runs beside the calls (the pool's status probes). */
+  start?(): void;
+  waited(): number;
+}
+
+/** Records a call that got its answer in full. */
+function succeeded(call: TraceCall, firstTokenAt: number, doneAt: number, tokens: number): CallRecord {
+  return { at: call.at, turn: call.turn, status: 200, ttft: firstTokenAt - call.at, latency: doneAt - call.at, tokens };
+}
+
+/** Records a call refused with `status`, as the live driver records a non-200 answer. */
+function refused(call: TraceCall, status: number): CallRecord {
+  return { at: call.at, turn: call.turn, status, ttft: Number.NaN, latency: Number.NaN, tokens: 0, error: `status ${status}` };
+}
+
+/** Told at the virtual time a call's slot or connection is free again. */
+type Ended = (now: number) => void;
+
+/** The request an engine gets for `call`; `ended` runs once its record is kept. */
+function engineRequest(sim: SimContext, call: TraceCall, ended: Ended): EngineRequest {
+  const { shape } = sim.spec;
+  let firstTokenAt = Number.NaN;
+  return {
+    prompt: promptBlocksOf(shape, call),
+    outputTokens: shape.outputTokens,
+    onFirstToken(now) {
+      firstTokenAt = now;
+    },
+    onDone(now) {
+      sim.records.push(succeeded(call, firstTokenAt, now, shape.outputTokens));
+      ended(now);
+    },
+  };
+}
+
+/**
+ * Sends `call` to `engine`, arriving at `at`; a refusal (queue full) becomes the call's 429 record
+ * and runs `ended` too.
+ */
+function deliver(sim: SimContext, engine: VirtualEngine, call: TraceCall, at: number, ended: Ended): void {
+  const request = engineRequest(sim, call, ended);
+  sim.schedule(at, (arrival) => {
+    if (engine.submit(request, arrival)) return;
+    sim.records.push(refused(call, 429));
+    ended(arrival);
+  });
+}
+
+/** Through a sluice gateway with the contender's placer, in front of a runner per engine. */
+function sluicePath(sim: SimContext): CallPath {
+  const { spec } = sim;
+  const gateway = { ...GATEWAY_DEFAULTS, ...spec.gateway };
+  const hopMs = spec.hops?.sluiceHopMs ?? DEFAULT_HOPS.sluiceHopMs;
+  const width = String(sim.engines.length).length;
+  // One stable array, as the gateway's pool hands out: placers cache their sorted orders on it.
+  const slots = new FleetSlots();
+  const runners: readonly SimRunner[] = sim.engines.map((engine, i) => new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, slots));
+  const placer = createPlacer(spec.contender, seededRandom(mix(spec.seed, 2)), sim.now, gateway.staleAfterMs);
+  const signal = new AbortController().signal;
+  const room = new WaitingRoom(gateway.retryAllDelay);
+  let waited = 0;
+
+  const probeAll = (at: number): void => {
+    for (const runner of runners) runner.probe(at);
+    // Probing only while something else is queued: alone, it would keep the clock running forever.
+    if (sim.eventsWaiting() > 0) sim.schedule(at + gateway.statusInterval, probeAll);
+  };
+
+  /** A slot freed at `now`: the waiting call whose next pass comes first gets to make it. */
+  const wakeOne = (now: number): void => {
+    const woken = room.wake(now);
+    if (woken) sim.schedule(woken.at, woken.pass);
+  };
+
+  const tryPlace = (call: TraceCall, runnerCall: RunnerCall, at: number): void => {
+    const outcome = walkPass(runnerCall, runners, placer, gateway, at, slots);
+    if (outcome.kind === 'retry') {
+      room.park(at, (later) => tryPlace(call, runnerCall, later));
+    } else if (outcome.kind === 'timeout') {
+      sim.records.push(refused(call, 503));
+      // Woken for a slot it can no longer take: the next one in line takes it.
+      wakeOne(at);
+    } else {
+      const { runner } = outcome;
+      // A runner has no more slots than its engine runs sequences, so the engine never refuses it.
+      deliver(sim, runner.engine, call, at + hopMs, (now) => {
+        runner.finished();
+        wakeOne(now);
+      });
+    }
+  };
+
+  return {
+    arrive(call, at) {
+      const runnerCall = runnerCallOf(spec.shape, call, at + gateway.placerTimeout, signal);
+      const before = room.size;
+      tryPlace(call, runnerCall, at);
+      if (room.size > before) waited++;
+    },
+    start() {
+      sim.schedule(0, probeAll);
+    },
+    waited: () => waited,
+  };
+}
+
+/** Through nginx in front of the engines themselves. */
+function nginxPath(sim: SimContext, balancer: UpstreamBalancer): CallPath {
+  const hopMs = sim.spec.hops?.nginxHopMs ?? DEFAULT_HOPS.nginxHopMs;
+  return {
+    arrive(call, at) {
+      const upstream = balancer.pick();
+      deliver(sim, sim.engines[upstream]!, call, at + hopMs, () => balancer.done(upstream));
+    },
+    waited: () => 0,
+  };
+}
+
+/**
+ * The call as the gateway would hand it to the placer: the body's `user` (`session-<n>`) as the
+ * key, the model as the function, and the prompt rendered from the messages exactly as the gateway
+ * renders them. The prompt is rendered on first read: only prefix-affinity reads it, and building
+ * it is most of a call's cost.
+ */
+function runnerCallOf(shape: WorkloadShape, call: TraceCall, placerDeadline: number, signal: AbortSignal): RunnerCall {
+  let prompt: string | undefined;
+  return {
+    id: `call-${call.session}-${call.turn}`,
+    fn: shape.model,
+    key: affinityKey(undefined, `session-${call.session}`, shape.model),
+    type: 'sync',
+    placerDeadline,
+    signal,
+    get prompt(): string | undefined {
+      return (prompt ??= renderPrompt(messagesOf(shape, call), undefined));
+    },
+  };
+}
+
+/**
+ * A fresh built-in placer on the virtual clock. consistent-hash reads no clock and draws nothing;
+ * round-robin takes only its random start; the load-aware ones take both, and the gateway's
+ * staleness bound.
+ */
+function createPlacer(name: string, random: () => number, now: () => number, staleAfterMs: number): Placer {
+  const create = builtinPlacers[name]!;
+  if (name === 'consistent-hash') return create();
+  if (name === 'round-robin') return create({ random });
+  return create({ random, now, staleAfterMs });
+}
+
+/** A seed for one of a run's random sources, so the engines' jitter and the placer's draws are independent. */
+function mix(seed: number, stream: number): number {
+  return (Math.imul(seed ^ 0x5bd1e995, 0x27d4eb2d) + Math.imul(stream, 0x9e3779b1)) >>> 0;
+}

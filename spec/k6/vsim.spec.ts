@@ -1,0 +1,331 @@
+import { describe, expect, it } from 'vitest';
+import { blockHashes, PrefixCache } from '../../runner/engines/sim/prefix-cache.ts';
+import { H100_8B_PROFILE } from '../../runner/engines/sim/profiles.ts';
+import type { SimProfile } from '../../runner/engines/sim/profiles.ts';
+import { placeCall } from '../../placer/walk.ts';
+import { builtinPlacers } from '../../placer/registry.ts';
+import { seededRandom } from '../../placer/random.ts';
+import type { RunnerCall } from '../../placer/types.ts';
+import { BlockRunCache } from '../../k6/driver/vsim/block-cache.ts';
+import { VirtualEngine } from '../../k6/driver/vsim/engine.ts';
+import type { EngineRequest } from '../../k6/driver/vsim/engine.ts';
+import { EventQueue } from '../../k6/driver/vsim/event-queue.ts';
+import { nginxLeastConn, nginxRoundRobin } from '../../k6/driver/vsim/nginx.ts';
+import { simulateRun } from '../../k6/driver/vsim/simulation.ts';
+import type { SimRunSpec } from '../../k6/driver/vsim/simulation.ts';
+import { FleetSlots, SimRunner, WaitingRoom, walkPass } from '../../k6/driver/vsim/sluice.ts';
+import { promptBlocksOf, simTraceCalls } from '../../k6/driver/vsim/trace.ts';
+import { PLACEMENT_WORKLOAD, promptTokensOf, traceCalls } from '../../k6/driver/workload.ts';
+import type { TraceCall } from '../../k6/driver/workload.ts';
+
+const shape = PLACEMENT_WORKLOAD;
+/** The H100 profile without jitter, so times are exact. */
+const STEADY: SimProfile = Object.freeze({ ...H100_8B_PROFILE, prefillJitterStdMs: 0, itlJitterStdMs: 0 });
+/** Prefill of `tokens` uncached tokens on the H100 profile, alone on the engine. */
+const prefill = (tokens: number): number => STEADY.prefillOverheadMs + tokens * STEADY.prefillPerTokenMs;
+const DECODE_MS = (shape.outputTokens - 1) * STEADY.itlMs;
+
+/** An engine on its own event queue, and a request that notes when its tokens came. */
+function engineBench(profile: SimProfile = STEADY) {
+  const queue = new EventQueue<(now: number) => void>();
+  const engine = new VirtualEngine(0, profile, seededRandom(1), (at, handle) => queue.push(at, handle));
+  const request = (call: TraceCall) => {
+    const times = { first: Number.NaN, done: Number.NaN };
+    const r: EngineRequest = {
+      prompt: promptBlocksOf(shape, call),
+      outputTokens: shape.outputTokens,
+      onFirstToken: (now) => (times.first = now),
+      onDone: (now) => (times.done = now),
+    };
+    return { r, times };
+  };
+  const runUntilIdle = (): void => {
+    for (let handle = queue.pop(); handle; handle = queue.pop()) handle(queue.now);
+  };
+  return { queue, engine, request, runUntilIdle };
+}
+
+const call = (session: number, turn: number, at = 0, system = 0): TraceCall => ({ at, session, turn, system });
+
+describe('EventQueue', () => {
+  it('returns events by time, and events due at the same time in the order they were pushed', () => {
+    const q = new EventQueue<string>();
+    q.push(5, 'a');
+    q.push(1, 'b');
+    q.push(5, 'c');
+    q.push(1, 'd');
+    q.push(3, 'e');
+    const out: string[] = [];
+    for (let item = q.pop(); item !== undefined; item = q.pop()) out.push(`${item}@${q.now}`);
+    expect(out).toEqual(['b@1', 'd@1', 'e@3', 'a@5', 'c@5']);
+  });
+
+  it('keeps insertion order among many equal times after the heap reshuffles', () => {
+    const q = new EventQueue<number>();
+    for (let i = 0; i < 200; i++) q.push(i % 2 === 0 ? 10 : 20, i);
+    const popped: number[] = [];
+    for (let item = q.pop(); item !== undefined; item = q.pop()) popped.push(item);
+    const evens = Array.from({ length: 100 }, (_, i) => 2 * i);
+    expect(popped).toEqual([...evens, ...evens.map((e) => e + 1)]);
+  });
+
+  it('throws RangeError for an event before the clock or at NaN', () => {
+    const q = new EventQueue<string>();
+    q.push(10, 'x');
+    q.pop();
+    expect(() => q.push(9, 'y')).toThrow(RangeError);
+    expect(() => q.push(Number.NaN, 'y')).toThrow(RangeError);
+  });
+});
+
+describe('simTraceCalls', () => {
+  it.each([
+    [40, 30_000, 7, undefined],
+    [300, 12_000, 8, 500],
+    [5, 60_000, 9, undefined],
+  ])('gives the same calls in the same order as traceCalls (rate %d/s, %d ms, seed %d)', (rate, durationMs, seed, maxCalls) => {
+    const options = { rate, durationMs, seed, firstSession: 123_000, ...(maxCalls === undefined ? {} : { maxCalls }) };
+    const fast = [...simTraceCalls(shape, options)];
+    expect(fast.length).toBeGreaterThan(50);
+    expect(fast).toEqual([...traceCalls(shape, options)]);
+  });
+});
+
+describe('BlockRunCache', () => {
+  // The live cache, fed the same prompts as real block hashes of their structure: the system
+  // prompt's blocks, then the session's. Lookups must agree call for call.
+  const liveHashes = (system: number, session: number, turn: number): string[] => {
+    const { total, shared } = promptTokensOf(shape, turn);
+    const tokens = Array.from({ length: total }, (_, i) => (i < shared ? `s${system}t${i}` : `u${session}t${i}`));
+    return blockHashes(tokens);
+  };
+
+  it('holds the same blocks as the live per-block LRU through evictions', () => {
+    const capacity = 300;
+    const live = new PrefixCache(capacity);
+    const runs = new BlockRunCache(capacity);
+    const random = seededRandom(42);
+    const turnOf = new Map<number, number>();
+    const hits: number[][] = [];
+    for (let i = 0; i < 250; i++) {
+      const session = Math.floor(random() * 12);
+      const turn = Math.min((turnOf.get(session) ?? 0) + 1, shape.turns);
+      turnOf.set(session, turn === shape.turns ? 0 : turn);
+      const c = call(session, turn, 0, session % 3);
+      const prompt = promptBlocksOf(shape, c);
+      const hashes = liveHashes(c.system, session, turn);
+      hits.push([live.lookup(hashes, prompt.tokens), runs.lookup(prompt)]);
+      if (random() < 0.8) {
+        live.insert(hashes);
+        runs.insert(prompt);
+      }
+    }
+    expect(hits.map(([a, b]) => a === b).every(Boolean)).toBe(true);
+    // Capacity 300 is under three prompts' blocks, so evictions did happen, and some lookups hit.
+    expect(new Set(hits.map(([a]) => a)).size).toBeGreaterThan(2);
+    expect(runs.size).toBe(live.size);
+    expect(runs.totals()).toEqual(live.totals());
+  });
+});
+
+describe('VirtualEngine', () => {
+  it('sends a lone call its first token after the profile prefill of its uncached tokens, and ends it after the decode', () => {
+    const { engine, request, runUntilIdle } = engineBench();
+    const { r, times } = request(call(1, 1));
+    expect(engine.submit(r, 0)).toBe(true);
+    runUntilIdle();
+    const tokens = promptTokensOf(shape, 1).total;
+    expect(times.first).toBeCloseTo(prefill(tokens), 9);
+    expect(times.done).toBeCloseTo(prefill(tokens) + DECODE_MS, 9);
+  });
+
+  it('hits the prefix cache on a second turn for the blocks of the first', () => {
+    const { engine, request, runUntilIdle } = engineBench();
+    engine.submit(request(call(1, 1)).r, 0);
+    runUntilIdle();
+    const second = request(call(1, 2, 5_000));
+    engine.submit(second.r, 5_000);
+    runUntilIdle();
+    const firstBlocks = Math.floor(promptTokensOf(shape, 1).total / 16) * 16;
+    expect(second.times.first - 5_000).toBeCloseTo(prefill(promptTokensOf(shape, 2).total - firstBlocks), 9);
+    expect(engine.cacheTotals().hits).toBe(firstBlocks);
+  });
+
+  it('queues first in, first out beyond max-num-seqs and refuses one more than the queue holds', () => {
+    const { engine, request, runUntilIdle } = engineBench({ ...STEADY, maxNumSeqs: 2, maxQueue: 2 });
+    const calls = [1, 2, 3, 4, 5].map((n) => request(call(n, 1, 0, n)));
+    const accepted = calls.map(({ r }) => engine.submit(r, 0));
+    expect(accepted).toEqual([true, true, true, true, false]);
+    expect(engine.waiting).toBe(2);
+    expect(engine.rejected).toBe(1);
+    runUntilIdle();
+    const [a, b, c, d] = calls.map((x) => x.times);
+    // The third starts when the first slot frees, the fourth after it, when the second does.
+    expect(c!.first).toBeGreaterThan(Math.min(a!.done, b!.done));
+    expect(d!.first).toBeGreaterThan(c!.first);
+    expect(Number.isNaN(calls[4]!.times.first)).toBe(true);
+    expect(engine.queuePeak).toBe(2);
+  });
+
+  it('slows decode down while more sequences run, by the load scale', () => {
+    const { engine, request, runUntilIdle } = engineBench();
+    const lone = request(call(1, 1));
+    engine.submit(lone.r, 0);
+    runUntilIdle();
+    const { engine: shared, request: requestShared, runUntilIdle: runShared } = engineBench();
+    const pair = [requestShared(call(1, 1)), requestShared(call(2, 1))];
+    for (const p of pair) shared.submit(p.r, 0);
+    runShared();
+    // Two running of 16: 1 + (2 - 1) x 1/15 slower, on prefill and decode alike.
+    const scale = 1 + 1 / 15;
+    expect(pair[0]!.times.done - pair[0]!.times.first).toBeCloseTo((lone.times.done - lone.times.first) * scale, 6);
+    expect(engine.running).toBe(0);
+  });
+});
+
+describe('the sluice path', () => {
+  const runnersOf = (n: number, slots: number, fleet = new FleetSlots()) => {
+    const q = new EventQueue<(now: number) => void>();
+    return Array.from({ length: n }, (_, i) => new SimRunner(`runner-${i + 1}`, slots, new VirtualEngine(i, STEADY, seededRandom(i), (at, h) => q.push(at, h)), fleet));
+  };
+  const runnerCall = (n: number): RunnerCall => ({ id: `c${n}`, fn: 'sim-8b', key: `session-${n}`, type: 'sync', placerDeadline: Date.now() + 3_600_000, signal: new AbortController().signal });
+  const walk = { retryAllDelay: 10, placerTimeout: 360_000 };
+
+  it('spreads calls evenly with round-robin', () => {
+    const runners = runnersOf(4, 16);
+    const placer = builtinPlacers['round-robin']!({ random: () => 0.5 });
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 400; i++) {
+      const outcome = walkPass(runnerCall(i), runners, placer, walk, i);
+      if (outcome.kind !== 'placed') throw new Error('not placed');
+      counts.set(outcome.runner.id, (counts.get(outcome.runner.id) ?? 0) + 1);
+      outcome.runner.finished();
+    }
+    expect([...counts.values()]).toEqual([100, 100, 100, 100]);
+  });
+
+  it('answers busy once its slots are full, and reports load the way HttpRunner does', async () => {
+    const [runner] = runnersOf(1, 2);
+    expect(runner!.load()).toEqual({ inFlight: 0 });
+    expect(runner!.offer().kind).toBe('placed');
+    expect((await runner!.tryExec(runnerCall(1))).kind).toBe('placed');
+    expect(runner!.offer().kind).toBe('busy');
+    runner!.probe(500);
+    expect(runner!.load()).toEqual({ inFlight: 2, slots: 2, reported: { running: 2, waiting: 0, kvCacheUsage: 0, at: 500 } });
+    runner!.finished();
+    expect(runner!.load().inFlight).toBe(1);
+  });
+
+  it('works with the live async walk too, as any Runner does', async () => {
+    const runners = runnersOf(3, 1);
+    const placement = await placeCall(runnerCall(1), { runners: () => runners }, builtinPlacers['least-loaded']!({ random: seededRandom(3) }), { retryAllDelay: 10 });
+    expect(placement.value.inFlight).toBe(1);
+    expect(runners.reduce((n, r) => n + r.inFlight, 0)).toBe(1);
+  });
+
+  it('fails a pass while every slot of the fleet is taken, retrying 10 ms later', () => {
+    const fleet = new FleetSlots();
+    const runners = runnersOf(2, 1, fleet);
+    const placer = builtinPlacers['round-robin']!({ random: () => 0 });
+    expect(walkPass(runnerCall(1), runners, placer, walk, 0, fleet).kind).toBe('placed');
+    expect(walkPass(runnerCall(2), runners, placer, walk, 0, fleet).kind).toBe('placed');
+    expect(fleet.free).toBe(0);
+    expect(walkPass(runnerCall(3), runners, placer, walk, 7, fleet)).toEqual({ kind: 'retry', at: 17 });
+  });
+
+  it('wakes the waiting call whose next 10 ms beat comes first after a slot frees', () => {
+    const room = new WaitingRoom(10);
+    const woke: string[] = [];
+    room.park(3, () => woke.push('a'));
+    room.park(5, () => woke.push('b'));
+    // Freed at 24: a's passes fall at 33, 43...; b's at 25, 35...: b's comes first.
+    const first = room.wake(24)!;
+    first.pass(first.at);
+    expect(first.at).toBeCloseTo(25, 9);
+    // Freed at 26: only a waits, next at 33.
+    const second = room.wake(26)!;
+    second.pass(second.at);
+    expect(second.at).toBeCloseTo(33, 9);
+    expect(woke).toEqual(['b', 'a']);
+    expect(room.wake(40)).toBeUndefined();
+  });
+});
+
+describe('nginx balancers', () => {
+  it('round-robin takes the upstreams in turn', () => {
+    const b = nginxRoundRobin(3);
+    expect(Array.from({ length: 7 }, () => b.pick())).toEqual([0, 1, 2, 0, 1, 2, 0]);
+  });
+
+  it('least_conn picks the fewest active, and rotates among ties', () => {
+    const b = nginxLeastConn(3);
+    expect([b.pick(), b.pick(), b.pick()]).toEqual([0, 1, 2]);
+    b.done(1);
+    expect(b.pick()).toBe(1);
+    b.done(0);
+    b.done(2);
+    // 0 and 2 are tied at one active each: the round-robin among them goes on where it left off.
+    const next = [b.pick(), b.pick()];
+    expect(next.sort()).toEqual([0, 2]);
+  });
+});
+
+describe('simulateRun', () => {
+  const base: SimRunSpec = {
+    shape,
+    fleet: { runners: 8, slots: 16, profile: H100_8B_PROFILE },
+    contender: 'round-robin',
+    rate: 40,
+    seed: 5,
+    firstSession: 7_000_000,
+    warmupMs: 9_000,
+    measureMs: 4_000,
+  };
+
+  it('never queues inside an engine on the sluice path: calls past the fleet\'s slots wait in the gateway', async () => {
+    const result = await simulateRun({ ...base, fleet: { ...base.fleet, runners: 2 }, rate: 60 });
+    expect(result.waited).toBeGreaterThan(0);
+    expect(result.engineQueuePeak).toBe(0);
+    expect(result.figures.errorCount).toBe(0);
+  });
+
+  it('queues in the engines and answers 429 through nginx when they are overrun', async () => {
+    const result = await simulateRun({ ...base, fleet: { ...base.fleet, runners: 2 }, rate: 60, contender: 'nginx round-robin' });
+    expect(result.engineQueuePeak).toBe(H100_8B_PROFILE.maxQueue);
+    expect(result.figures.errors['status 429']).toBeGreaterThan(0);
+  });
+
+  it('places a call that found the only slot taken at its first 10 ms beat after the slot frees', async () => {
+    const trace = [call(1, 1, 0), call(2, 1, 1)];
+    const profile = { ...STEADY, maxNumSeqs: 1 };
+    const result = await simulateRun({ ...base, fleet: { runners: 1, slots: 1, profile }, trace, warmupMs: 0, measureMs: 10, hops: { sluiceHopMs: 0 } });
+    const [first, second] = [...result.records].sort((a, b) => a.at - b.at);
+    // The engine starts with the system prompt cached: each call prefills its own message only.
+    const sharedCached = Math.floor(promptTokensOf(shape, 1).shared / 16) * 16;
+    const ownPrefill = prefill(promptTokensOf(shape, 1).total - sharedCached);
+    const freedAt = ownPrefill + DECODE_MS;
+    const placedAt = 1 + 10 * Math.ceil((freedAt - 1) / 10);
+    expect(first!.latency).toBeCloseTo(freedAt, 6);
+    expect(second!.at + second!.ttft).toBeCloseTo(placedAt + ownPrefill, 6);
+  });
+
+  it('starts engines with the system prompts cached unless told not to', async () => {
+    const warm = await simulateRun(base);
+    const cold = await simulateRun({ ...base, warmSystemPrompts: false });
+    // 8 system prompts missed at least once on each of 8 engines: some 63,000 of about 730,000 prompt tokens.
+    expect(warm.cacheHitShare - cold.cacheHitShare).toBeGreaterThan(0.03);
+  });
+
+  it('gives identical figures for the same seed, and other figures for another', async () => {
+    const spec = { ...base, contender: 'least-loaded', rate: 50 };
+    const [a, b, c] = await Promise.all([simulateRun(spec), simulateRun(spec), simulateRun({ ...spec, seed: 6 })]);
+    expect(a.records.length).toBeGreaterThan(300);
+    expect(b.figures).toEqual(a.figures);
+    expect(b.cacheHitShare).toBe(a.cacheHitShare);
+    expect(c.figures.ttft.p50).not.toBe(a.figures.ttft.p50);
+  });
+
+  it('throws RangeError for an unknown contender', async () => {
+    await expect(simulateRun({ ...base, contender: 'random' })).rejects.toThrow(RangeError);
+  });
+});
