@@ -28,7 +28,7 @@ import type { Placer, RunnerCall } from '../../../placer/types.ts';
 import type { SimProfile } from '../../../runner/engines/sim/profiles.ts';
 import { placementFigures } from '../trace-run.ts';
 import type { CallRecord, PlacementFigures } from '../trace-run.ts';
-import { messagesOf } from '../workload.ts';
+import { messagesOf, traceCalls } from '../workload.ts';
 import type { TraceCall, WorkloadShape } from '../workload.ts';
 import { VirtualEngine } from './engine.ts';
 import type { EngineRequest } from './engine.ts';
@@ -37,7 +37,7 @@ import { NGINX_BALANCERS } from './nginx.ts';
 import type { UpstreamBalancer } from './nginx.ts';
 import { FleetSlots, SimRunner, WaitingRoom, walkPass } from './sluice.ts';
 import type { WalkSettings } from './sluice.ts';
-import { promptBlocksOf, simTraceCalls, systemBlocksOf } from './trace.ts';
+import { promptBlocksOf, systemBlocksOf } from './trace.ts';
 
 /**
  * Time a call spends getting to the engine and its first token getting back, beyond the engine's
@@ -159,7 +159,7 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
   const balancer = NGINX_BALANCERS[spec.contender];
   const path = balancer ? nginxPath(sim, balancer(sim.engines.length)) : sluicePath(sim);
 
-  const trace = (spec.trace ?? simTraceCalls(spec.shape, { rate: spec.rate, durationMs: spec.warmupMs + spec.measureMs, seed: spec.seed, firstSession: spec.firstSession, ...(spec.maxCalls === undefined ? {} : { maxCalls: spec.maxCalls }) }))[Symbol.iterator]();
+  const trace = (spec.trace ?? traceCalls(spec.shape, { rate: spec.rate, durationMs: spec.warmupMs + spec.measureMs, seed: spec.seed, firstSession: spec.firstSession, ...(spec.maxCalls === undefined ? {} : { maxCalls: spec.maxCalls }) }))[Symbol.iterator]();
   // One arrival waits in the queue at a time: a million calls are never all in memory as events.
   const arriveNext = (): void => {
     const next = trace.next();
