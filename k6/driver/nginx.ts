@@ -46,6 +46,14 @@ export interface NginxBalance {
    * an SSE engine turns it off, so that tokens are passed on as they come. @default true
    */
   buffering?: boolean;
+  /**
+   * Open files for the worker (`worker_rlimit_nofile`), for holding many streams. nginx's
+   * `worker_connections` then gets twice as many slots: it counts connections on its own and runs
+   * out before the files do (at 20,000 of each it held only about 9,400 streams, "worker_connections
+   * are not enough"), so the file limit stays the one bound, as it is for the gateway.
+   * @default the process's own limit, and 4096 connections
+   */
+  files?: number;
 }
 
 /**
@@ -55,11 +63,14 @@ export interface NginxBalance {
 export function nginxConfig(dir: string, port: number, upstream: URL | readonly URL[], balance: NginxBalance = {}): string {
   const servers = (Array.isArray(upstream) ? upstream : [upstream]) as readonly URL[];
   const method = balance.method === 'least_conn' ? '\n    least_conn;' : '';
-  const buffering = balance.buffering === false ? '\n      proxy_buffering off;' : '';
-  return `worker_processes 1;
+  // Unbuffered answers are streams, and a slow stream may go quiet for longer than nginx's 60 s default.
+  const buffering = balance.buffering === false ? '\n      proxy_buffering off;\n      proxy_read_timeout 600s;' : '';
+  const files = balance.files === undefined ? '' : `\nworker_rlimit_nofile ${balance.files};`;
+  const connections = balance.files === undefined ? 4096 : balance.files * 2;
+  return `worker_processes 1;${files}
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log warn;
-events { worker_connections 4096; }
+events { worker_connections ${connections}; }
 http {
   access_log off;
   client_body_temp_path ${dir}/client-body;
@@ -147,4 +158,20 @@ function accepts(port: number): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
+}
+
+/**
+ * Starts the reference nginx with `start` when it is wanted and on `pathVar`, or says why not.
+ * nginx is the reference, not the subject: a scenario without it still has its sluice figures, so
+ * a failed start is a reason to print, not an error.
+ */
+export async function referenceNginx<T>(wanted: boolean, pathVar: string | undefined, start: (nginx: string) => Promise<T>): Promise<{ started: T; skipped?: undefined } | { started?: undefined; skipped: string }> {
+  if (!wanted) return { skipped: 'nginx skipped: --nginx false' };
+  const nginx = findOnPath('nginx', pathVar);
+  if (!nginx) return { skipped: 'nginx skipped: no nginx on PATH (apt-get install -y nginx to compare with it)' };
+  try {
+    return { started: await start(nginx) };
+  } catch (error) {
+    return { skipped: `nginx skipped: ${(error as Error).message}` };
+  }
 }

@@ -6,9 +6,8 @@
  */
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
-import { findOnPath, startNginx } from './nginx.ts';
-import type { NginxProxy } from './nginx.ts';
-import { childEnv } from './stack.ts';
+import { referenceNginx, startNginx } from './nginx.ts';
+import { childEnv, serviceGroup } from './stack.ts';
 
 /** One contender: a name for the tables and the base URL its calls go to. */
 export interface Contender {
@@ -46,48 +45,29 @@ export interface PlacementFleetOptions {
 export async function startPlacementFleet(options: PlacementFleetOptions): Promise<PlacementFleet> {
   const env = childEnv(options.env);
   const level = ['--log-level', options.logLevel];
-  const started: { stop(): Promise<unknown> }[] = [];
-  let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> => {
-    stopping ??= (async () => {
-      for (const s of started.reverse()) await s.stop().catch(() => undefined);
-    })();
-    return stopping;
-  };
-  const track = async <T extends { stop(): Promise<unknown> }>(starting: Promise<T>): Promise<T> => {
-    const service = await starting;
-    started.push(service);
-    return service;
-  };
+  const group = serviceGroup();
+  const stop = group.stop;
   try {
     const ids = Array.from({ length: options.engines }, (_, i) => i + 1);
     const engines = await Promise.all(
-      ids.map((i) => track(startService(['sim-engine', '--port', '0', '--profile', 'h100-8b', '--model', options.model, '--engine-id', `h100-${i}`, ...level], { env }))),
+      ids.map((i) => group.track(startService(['sim-engine', '--port', '0', '--profile', 'h100-8b', '--model', options.model, '--engine-id', `h100-${i}`, ...level], { env }))),
     );
     const runners = await Promise.all(
-      ids.map((i) => track(startService(['runner', '--port', '0', '--engine', engines[i - 1]!.url, '--engine-kind', 'sim', '--id', `runner-${i}`, '--slots', String(options.slots), ...level], { env }))),
+      ids.map((i) => group.track(startService(['runner', '--port', '0', '--engine', engines[i - 1]!.url, '--engine-kind', 'sim', '--id', `runner-${i}`, '--slots', String(options.slots), ...level], { env }))),
     );
     const runnerList = runners.map((r) => r.url).join(',');
     const gateways = await Promise.all(
-      options.placers.map((placer) => track(startService(['gateway', '--port', '0', '--runners', runnerList, '--placer', placer, '--gateway-id', `bench-${placer}`, ...level], { env }))),
+      options.placers.map((placer) => group.track(startService(['gateway', '--port', '0', '--runners', runnerList, '--placer', placer, '--gateway-id', `bench-${placer}`, ...level], { env }))),
     );
     const contenders: Contender[] = options.placers.map((placer, i) => ({ name: placer, url: gateways[i]!.url }));
-    let nginxSkipped: string | undefined;
-    const nginxBin = options.nginx ? findOnPath('nginx', options.env.PATH) : undefined;
-    if (!options.nginx) nginxSkipped = 'nginx skipped: --nginx false';
-    else if (!nginxBin) nginxSkipped = 'nginx skipped: no nginx on PATH (apt-get install -y nginx to compare with it)';
-    else {
-      try {
-        const upstreams = engines.map((e) => new URL(e.url));
-        for (const method of ['round-robin', 'least_conn'] as const) {
-          const proxy: NginxProxy = await track(startNginx(nginxBin, upstreams, { method, buffering: false }));
-          contenders.push({ name: `nginx ${method}`, url: proxy.url });
-        }
-      } catch (error) {
-        // nginx is the reference, not the subject: without it the sluice figures still stand.
-        nginxSkipped = `nginx skipped: ${(error as Error).message}`;
+    const upstreams = engines.map((e) => new URL(e.url));
+    const reference = await referenceNginx(options.nginx, options.env.PATH, async (bin) => {
+      for (const method of ['round-robin', 'least_conn'] as const) {
+        const proxy = await group.track(startNginx(bin, upstreams, { method, buffering: false }));
+        contenders.push({ name: `nginx ${method}`, url: proxy.url });
       }
-    }
+    });
+    const nginxSkipped = reference.skipped;
     return { engines, runners, contenders, nginxSkipped, stop };
   } catch (error) {
     await stop();

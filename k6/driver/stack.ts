@@ -6,7 +6,7 @@
  */
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
-import { findOnPath, startNginx } from './nginx.ts';
+import { referenceNginx, startNginx } from './nginx.ts';
 import type { NginxProxy } from './nginx.ts';
 
 /** What {@link startStack} started. */
@@ -46,39 +46,22 @@ const INSTANT_ENGINE: EngineTiming = Object.freeze({ ttftMs: 0, itlMs: 0, output
 export async function startStack(options: StackOptions): Promise<Stack> {
   const env = childEnv(options.env);
   const level = ['--log-level', options.logLevel];
-  const started: { stop(): Promise<unknown> }[] = [];
-  let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> => {
-    stopping ??= (async () => {
-      for (const s of started.reverse()) await s.stop().catch(() => undefined);
-    })();
-    return stopping;
-  };
+  const group = serviceGroup();
+  const stop = group.stop;
   try {
     const timing = options.engine ?? INSTANT_ENGINE;
     const engine = await startService(
       ['sim-engine', '--port', '0', '--engine-id', 'bench-sim', '--ttft-ms', String(timing.ttftMs), '--itl-ms', String(timing.itlMs), '--output-tokens', String(timing.outputTokens), '--max-num-seqs', String(options.slots), '--max-queue', String(options.slots * 4), ...level],
       { env },
     );
-    started.push(engine);
+    group.add(engine);
     const runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'bench-runner', '--slots', String(options.slots), ...level], { env });
-    started.push(runner);
+    group.add(runner);
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env });
-    started.push(gateway);
-    let nginx: NginxProxy | undefined;
-    let nginxSkipped: string | undefined;
-    const nginxBin = options.nginx ? findOnPath('nginx', options.env.PATH) : undefined;
-    if (!options.nginx) nginxSkipped = 'nginx skipped: --nginx false';
-    else if (!nginxBin) nginxSkipped = 'nginx skipped: no nginx on PATH (apt-get install -y nginx to compare with it)';
-    else {
-      try {
-        nginx = await startNginx(nginxBin, new URL(runner.url));
-        started.push(nginx);
-      } catch (error) {
-        // nginx is the reference, not the subject: without it the sluice figures still stand.
-        nginxSkipped = `nginx skipped: ${(error as Error).message}`;
-      }
-    }
+    group.add(gateway);
+    const reference = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, new URL(runner.url))));
+    const nginx = reference.started;
+    const nginxSkipped = reference.skipped;
     return { engine, runner, gateway, nginx, nginxSkipped, stop };
   } catch (error) {
     await stop();
@@ -98,4 +81,33 @@ export function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
   for (const key of ['PORT', 'SLUICE_PORT', 'SLUICE_CONFIG', 'SLUICE_LOG_LEVEL']) delete copy[key];
   return copy;
+}
+
+/** Something a scenario started and must stop. */
+export interface Stoppable {
+  stop(): Promise<unknown>;
+}
+
+/**
+ * The processes a scenario has started, to stop together: `add` records one, `track` awaits one
+ * starting and records it, `stop` stops them last-started first (front to back), ignoring errors.
+ * `stop` is idempotent, and safe after a partial start.
+ */
+export function serviceGroup(): { add<T extends Stoppable>(service: T): T; track<T extends Stoppable>(starting: Promise<T>): Promise<T>; stop(): Promise<void> } {
+  const started: Stoppable[] = [];
+  let stopping: Promise<void> | undefined;
+  const add = <T extends Stoppable>(service: T): T => {
+    started.push(service);
+    return service;
+  };
+  return {
+    add,
+    track: async (starting) => add(await starting),
+    stop: () => {
+      stopping ??= (async () => {
+        for (const s of started.reverse()) await s.stop().catch(() => undefined);
+      })();
+      return stopping;
+    },
+  };
 }

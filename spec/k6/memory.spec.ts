@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { BenchOptionError } from '../../k6/driver/index.ts';
 import { phaseMemory } from '../../k6/driver/memory-sampler.ts';
 import type { MemorySample } from '../../k6/driver/memory-sampler.ts';
-import { streamingNginxConfig } from '../../k6/driver/memory-stack.ts';
+import { nginxConfig } from '../../k6/driver/nginx.ts';
 import { parseOpenFileLimit, parseStatusMemory, readOpenFileLimit, readProcessMemory, streamCeiling } from '../../k6/driver/process-memory.ts';
 import {
   DEFAULT_STREAM_LEVELS,
@@ -194,8 +194,8 @@ describe('phaseMemory', () => {
   });
 });
 
-describe('streamingNginxConfig', () => {
-  const config = streamingNginxConfig('/tmp/x', 8080, [new URL('http://127.0.0.1:9001'), new URL('http://127.0.0.1:9002')], 20_000);
+describe('nginx holding many streams', () => {
+  const config = nginxConfig('/tmp/x', 8080, [new URL('http://127.0.0.1:9001'), new URL('http://127.0.0.1:9002')], { buffering: false, files: 20_000 });
 
   it('gives the one worker the open-file limit it is given, and connection slots beyond it', () => {
     expect(config).toContain('worker_processes 1;');

@@ -16,8 +16,6 @@
  * then measured at the ceiling, said so, and the per-stream figure extrapolated to the level
  * asked for, marked as such. nginx, when installed, holds the same streams as the reference.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { barChart } from '../bar-chart.ts';
@@ -32,7 +30,7 @@ import { checkInteger, resolveBenchOptions, show } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { FD_RESERVE, SOCKETS_PER_STREAM, childPids, countOpenFiles, readOpenFileLimit, readProcessMemory, readProcessTreeMemory, streamCeiling } from '../process-memory.ts';
 import type { ProcessMemory } from '../process-memory.ts';
-import { formatTable, startScenario } from '../report.ts';
+import { formatTable, startScenario, writeResults } from '../report.ts';
 import type { EngineTiming } from '../stack.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
 
@@ -233,12 +231,7 @@ export const memory: Scenario = {
       };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, a token every ${MEMORY_ENGINE.itlMs / 1000}s per stream, open-file limit ${fdLimit}`;
       const svg = memoryChart(figures, settled, targets.map((t) => t.name), 'sluice bench memory: resident memory holding slow SSE streams', subtitle);
-      const dir = resolve(ctx.cwd ?? process.cwd(), options.out);
-      await mkdir(dir, { recursive: true });
-      const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
-      const files = [join(dir, `memory-${stamp}.json`), join(dir, `memory-${stamp}.svg`)];
-      await writeFile(files[0]!, JSON.stringify(report, null, 2) + '\n');
-      await writeFile(files[1]!, svg);
+      const files = await writeResults(ctx, options.out, 'memory', startedAt, report, svg);
       write(`wrote ${files.join(' and ')}\n`);
       return { files };
     } catch (error) {

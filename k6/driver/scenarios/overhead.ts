@@ -8,9 +8,7 @@
  * on every other round, so a noisy neighbour or a slow drift on this shared box does not always
  * land on the same target.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
-import { join, resolve } from 'node:path';
 import { latencyChart } from '../chart.ts';
 import { startCpuSample } from '../cpu.ts';
 import { LoadClient, runClosedLoop, runOpenLoop } from '../load.ts';
@@ -19,7 +17,7 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions, ResolvedBenchOptions } from '../options.ts';
 import { combine, summarize } from '../record.ts';
 import type { LoadMode, LoadResult, RunSummary } from '../record.ts';
-import { formatMs, formatRatios, formatRuns, formatTable, ratios, startScenario } from '../report.ts';
+import { formatMs, formatRatios, formatRuns, formatTable, ratios, startScenario, writeResults } from '../report.ts';
 import { Recorder } from '../record.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { Stack } from '../stack.ts';
@@ -79,7 +77,7 @@ export const overhead: Scenario = {
 
       const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.duration / 1000}s per run, ${options.rounds} round(s)`;
-      const files = await writeArtifacts(resolve(ctx.cwd ?? process.cwd(), options.out), startedAt, report, latencyChart(combined, 'sluice bench overhead: latency percentiles', subtitle));
+      const files = await writeResults(ctx, options.out, 'overhead', startedAt, report, latencyChart(combined, 'sluice bench overhead: latency percentiles', subtitle));
       write(`wrote ${files.join(' and ')}\n`);
       return { files };
     } catch (error) {
@@ -147,16 +145,6 @@ function formatCpu(runs: readonly OverheadRun[]): string {
   const cell = (r: OverheadRun, n: string): string => ((r.cpu[n] ?? 0) < 2 ? '-' : `${Math.round(r.cpu[n]!)}% ${r.cpuPerRequestUs[n]}us`);
   const rows = runs.map((r) => [String(r.round), r.target, r.mode, ...names.map((n) => cell(r, n))]);
   return 'cpu during each run: % of one core, and cpu time per 2xx response\n' + formatTable(['round', 'target', 'mode', ...names], rows);
-}
-
-async function writeArtifacts(dir: string, at: Date, report: unknown, svg: string): Promise<string[]> {
-  await mkdir(dir, { recursive: true });
-  const stamp = at.toISOString().replace(/[:.]/g, '-');
-  const json = join(dir, `overhead-${stamp}.json`);
-  const chart = join(dir, `overhead-${stamp}.svg`);
-  await writeFile(json, JSON.stringify(report, null, 2) + '\n');
-  await writeFile(chart, svg);
-  return [json, chart];
 }
 
 function throwIfAborted(signal: AbortSignal | undefined): void {

@@ -12,8 +12,6 @@
  * prompt once per call) are paid every time. Loads are varied but kept within prefix-affinity's
  * balance guard, so it takes its affinity branch rather than falling back to least-loaded.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
 import { builtinPlacers, placeCall } from '../../../placer/index.ts';
 import type { Placer, Runner, RunnerCall, RunnerLoad, RunnerPool, TryExecResult } from '../../../placer/index.ts';
 import { costChart } from '../cost-chart.ts';
@@ -21,7 +19,7 @@ import { growth, measureCost } from '../micro.ts';
 import type { CostBounds, CostSample } from '../micro.ts';
 import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
-import { formatTable, startScenario } from '../report.ts';
+import { formatTable, startScenario, writeResults } from '../report.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
 import { seededRandom } from '../../../placer/random.ts';
 
@@ -120,12 +118,7 @@ export const scale: Scenario = {
       'sluice bench scale: placement cost by pool size',
       subtitle,
     );
-    const dir = resolve(ctx.cwd ?? process.cwd(), options.out);
-    await mkdir(dir, { recursive: true });
-    const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
-    const files = [join(dir, `scale-${stamp}.json`), join(dir, `scale-${stamp}.svg`)];
-    await writeFile(files[0]!, JSON.stringify(report, null, 2) + '\n');
-    await writeFile(files[1]!, svg);
+    const files = await writeResults(ctx, options.out, 'scale', startedAt, report, svg);
     write(`wrote ${files.join(' and ')}\n`);
     return { files };
   },

@@ -7,8 +7,6 @@
  * Every body chunk's arrival is timed as it is read. A gateway that buffers or coalesces shows
  * as a later first chunk, gaps longer than the engine's 20 ms, and several SSE events per chunk.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { latencyChart } from '../chart.ts';
@@ -17,7 +15,7 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { summarize } from '../record.ts';
 import type { LoadMode, RunSummary } from '../record.ts';
-import { formatMs, formatTable, startScenario } from '../report.ts';
+import { formatMs, formatTable, startScenario, writeResults } from '../report.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { EngineTiming, Stack } from '../stack.ts';
 import { distribution, ratio } from '../stats.ts';
@@ -96,12 +94,7 @@ export const streaming: Scenario = {
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${concurrency} streams, engine itl ${STREAMING_ENGINE.itlMs} ms`;
       const chartRows = figures.flatMap((f) => [asSummary(f, 'closed', f.firstChunk, elapsedMs), asSummary(f, 'open', f.gap, elapsedMs)]);
       const svg = latencyChart(chartRows, 'sluice bench streaming: first chunk and inter-chunk gap', subtitle, { closed: 'time to first chunk (ms)', open: 'gap between chunks (ms)' });
-      const dir = resolve(ctx.cwd ?? process.cwd(), options.out);
-      await mkdir(dir, { recursive: true });
-      const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
-      const files = [join(dir, `streaming-${stamp}.json`), join(dir, `streaming-${stamp}.svg`)];
-      await writeFile(files[0]!, JSON.stringify(report, null, 2) + '\n');
-      await writeFile(files[1]!, svg);
+      const files = await writeResults(ctx, options.out, 'streaming', startedAt, report, svg);
       write(`wrote ${files.join(' and ')}\n`);
       return { files };
     } catch (error) {
