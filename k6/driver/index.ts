@@ -39,5 +39,13 @@ export async function runBench(positionals: readonly string[], options: BenchOpt
   if (extra.length > 0) throw new UnknownScenarioError(`one scenario at a time, got ${positionals.join(' ')}; scenarios: ${known}`);
   const scenario = Object.hasOwn(scenarios, name) ? scenarios[name] : undefined;
   if (!scenario) throw new UnknownScenarioError(`unknown scenario "${name}"; scenarios: ${known}`);
-  return scenario.run(options, ctx);
+  try {
+    return await scenario.run(options, ctx);
+  } catch (error) {
+    // The CLI prints an error's first line; what a scenario adds after it (the children's last
+    // output, say) is the why, so it goes to the progress channel first.
+    const message = (error as Error)?.message ?? '';
+    if (message.includes('\n')) (ctx.progress ?? ((t: string) => void process.stderr.write(t)))(message + '\n');
+    throw error;
+  }
 }

@@ -125,13 +125,14 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
-/** Writes the JSON report and the SVG chart into `out`; returns their paths. */
-export async function writeResults(ctx: { cwd?: string }, out: string, name: string, startedAt: Date, report: unknown, svg: string): Promise<string[]> {
+/** Writes the JSON report and the SVG chart into `out`, says where on `write`, and returns their paths. */
+export async function writeResults(ctx: { cwd?: string }, out: string, name: string, startedAt: Date, report: unknown, svg: string, write: (text: string) => void): Promise<string[]> {
   const dir = resolve(ctx.cwd ?? process.cwd(), out);
   await mkdir(dir, { recursive: true });
   const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
   const files = [join(dir, `${name}-${stamp}.json`), join(dir, `${name}-${stamp}.svg`)];
   await writeFile(files[0]!, JSON.stringify(report, null, 2) + '\n');
   await writeFile(files[1]!, svg);
+  write(`wrote ${files.join(' and ')}\n`);
   return files;
 }

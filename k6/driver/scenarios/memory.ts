@@ -231,13 +231,8 @@ export const memory: Scenario = {
       };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, a token every ${MEMORY_ENGINE.itlMs / 1000}s per stream, open-file limit ${fdLimit}`;
       const svg = memoryChart(figures, settled, targets.map((t) => t.name), 'sluice bench memory: resident memory holding slow SSE streams', subtitle);
-      const files = await writeResults(ctx, options.out, 'memory', startedAt, report, svg);
-      write(`wrote ${files.join(' and ')}\n`);
+      const files = await writeResults(ctx, options.out, 'memory', startedAt, report, svg, write);
       return { files };
-    } catch (error) {
-      const message = (error as Error).message ?? '';
-      if (message.includes('\n')) progress(message + '\n');
-      throw error;
     } finally {
       await stack?.stop();
     }

@@ -77,14 +77,8 @@ export const overhead: Scenario = {
 
       const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.duration / 1000}s per run, ${options.rounds} round(s)`;
-      const files = await writeResults(ctx, options.out, 'overhead', startedAt, report, latencyChart(combined, 'sluice bench overhead: latency percentiles', subtitle));
-      write(`wrote ${files.join(' and ')}\n`);
+      const files = await writeResults(ctx, options.out, 'overhead', startedAt, report, latencyChart(combined, 'sluice bench overhead: latency percentiles', subtitle), write);
       return { files };
-    } catch (error) {
-      // The CLI prints the first line of an error; the children's output after it is the why.
-      const message = (error as Error).message ?? '';
-      if (message.includes('\n')) progress(message + '\n');
-      throw error;
     } finally {
       await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
       await stack?.stop();

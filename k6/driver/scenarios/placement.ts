@@ -155,8 +155,7 @@ export const placement: Scenario = {
       write(`\nsluice bench placement: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${PLACEMENT_FLEET.engines} engines ${PLACEMENT_FLEET.profile}, capacity ${capacity.rate.toFixed(1)} calls/s (${capacity.measured ? 'measured' : 'given'}), ${measureMs / 1000}s measured after ${warmupMs / 1000}s warm-up per run\n\n`);
       write(formatPlacement(runs) + '\n\n');
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${PLACEMENT_FLEET.engines} x ${PLACEMENT_FLEET.profile}, 100% = ${capacity.rate.toFixed(1)} calls/s`;
-      const files = await writeResults(ctx, options.out, 'placement', startedAt, report, placementChart(runs, 'sluice bench placement: time to first token by load', subtitle));
-      write(`wrote ${files.join(' and ')}\n`);
+      const files = await writeResults(ctx, options.out, 'placement', startedAt, report, placementChart(runs, 'sluice bench placement: time to first token by load', subtitle), write);
       return { files };
     } finally {
       release();

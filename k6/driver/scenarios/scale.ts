@@ -118,8 +118,7 @@ export const scale: Scenario = {
       'sluice bench scale: placement cost by pool size',
       subtitle,
     );
-    const files = await writeResults(ctx, options.out, 'scale', startedAt, report, svg);
-    write(`wrote ${files.join(' and ')}\n`);
+    const files = await writeResults(ctx, options.out, 'scale', startedAt, report, svg, write);
     return { files };
   },
 };

@@ -255,8 +255,7 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
 
   const report = { scenario: 'simulate', startedAt: startedAt.toISOString(), machine, workload: shape, fleet: { runners: options.runners, slots: fleet.slots, profile: PLACEMENT_FLEET.profile }, gateway: GATEWAY_DEFAULTS, hops: options.hops, warmupMs, calls: options.calls, capacity, runs, wallMs, simulatedCalls };
   const subtitle = `${options.runners} simulated runners x ${PLACEMENT_FLEET.profile}, 100% = ${capacity.rate.toFixed(0)} calls/s, ~${options.calls.toLocaleString('en')} calls per run; ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z`;
-  const files = await writeResults(ctx, options.out, 'simulate', startedAt, report, placementChart(runs, 'sluice bench simulate: time to first token by load', subtitle));
-  write(`wrote ${files.join(' and ')}\n`);
+  const files = await writeResults(ctx, options.out, 'simulate', startedAt, report, placementChart(runs, 'sluice bench simulate: time to first token by load', subtitle), write);
   return { files };
 }
 
@@ -300,8 +299,7 @@ async function check(options: ResolvedSimulateOptions, path: string, ctx: Scenar
   write(checkVerdict(rows) + '\n');
 
   const report = { scenario: 'simulate-check', startedAt: startedAt.toISOString(), machine, source: path, tolerance: CHECK_TOLERANCE, hops: options.hops, fleet: { runners: fleet.runners, slots: fleet.slots, profile: live.fleet.profileName }, warmupMs: live.warmupMs, measureMs: live.measureMs, rows, verdict: checkVerdict(rows), wallMs, simulatedCalls };
-  const files = await writeResults(ctx, options.out, 'simulate-check', startedAt, report, checkChart(rows, live, machine, startedAt));
-  write(`wrote ${files.join(' and ')}\n`);
+  const files = await writeResults(ctx, options.out, 'simulate-check', startedAt, report, checkChart(rows, live, machine, startedAt), write);
   return { files };
 }
 

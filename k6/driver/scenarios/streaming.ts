@@ -94,13 +94,8 @@ export const streaming: Scenario = {
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${concurrency} streams, engine itl ${STREAMING_ENGINE.itlMs} ms`;
       const chartRows = figures.flatMap((f) => [asSummary(f, 'closed', f.firstChunk, elapsedMs), asSummary(f, 'open', f.gap, elapsedMs)]);
       const svg = latencyChart(chartRows, 'sluice bench streaming: first chunk and inter-chunk gap', subtitle, { closed: 'time to first chunk (ms)', open: 'gap between chunks (ms)' });
-      const files = await writeResults(ctx, options.out, 'streaming', startedAt, report, svg);
-      write(`wrote ${files.join(' and ')}\n`);
+      const files = await writeResults(ctx, options.out, 'streaming', startedAt, report, svg, write);
       return { files };
-    } catch (error) {
-      const message = (error as Error).message ?? '';
-      if (message.includes('\n')) progress(message + '\n');
-      throw error;
     } finally {
       await Promise.all(targets.map((t) => t.pool.close().catch(() => undefined)));
       await stack?.stop();
