@@ -1,5 +1,5 @@
 /**
- * Store errors, each with a stable `STORE_` code (to be listed in docs/errors.md). The gateway
+ * Store errors, each with a stable `STORE_` code (listed in docs/errors.md). The gateway
  * branches on `code` to answer a client: a store that cannot be reached is a 503 the client may
  * retry, never a 500 that reads like a bug.
  */

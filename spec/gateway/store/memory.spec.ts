@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { SluiceError } from '../../../placer/errors.ts';
 import { RECORD_OVERHEAD_BYTES, createMemoryStore } from '../../../gateway/store/index.ts';
 import type { MemoryStoreOptions } from '../../../gateway/store/index.ts';
-import type { LogFields, Logger } from '../../../placer/log.ts';
+import type { LogFields } from '../../../placer/log.ts';
+import { warningRecorder } from '../../support/logger.ts';
 import { runningRecord } from './call-fixtures.ts';
 import { describeCallStore } from './contract.ts';
 
@@ -44,7 +45,7 @@ describe('createMemoryStore', () => {
   it('evicts the oldest finished calls, never running ones, when over maxBytes', async () => {
     const entry = RECORD_OVERHEAD_BYTES + 1000;
     const warnings: LogFields[] = [];
-    const { store, now } = memoryStore({ maxBytes: 3 * entry, logger: recorder(warnings) });
+    const { store, now } = memoryStore({ maxBytes: 3 * entry, logger: warningRecorder(warnings) });
     const running = runningRecord(now());
     await store.create(running);
     const finished = [];
@@ -81,7 +82,7 @@ describe('createMemoryStore', () => {
 
   it('logs a cancel handler that throws and still resolves the request', async () => {
     const warnings: LogFields[] = [];
-    const { store } = memoryStore({ logger: recorder(warnings) });
+    const { store } = memoryStore({ logger: warningRecorder(warnings) });
     let calls = 0;
     await store.onCancel('gateway-a', () => {
       calls++;
@@ -117,14 +118,3 @@ describe('createMemoryStore', () => {
     }
   });
 });
-
-function recorder(warnings: LogFields[]): Logger {
-  const logger: Logger = {
-    debug: () => {},
-    info: () => {},
-    warn: (msg, fields) => warnings.push({ msg, ...fields }),
-    error: () => {},
-    child: () => logger,
-  };
-  return logger;
-}

@@ -3,7 +3,8 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisStore } from '../../../gateway/store/index.ts';
 import type { CallStore, RedisStoreOptions } from '../../../gateway/store/index.ts';
-import type { LogFields, Logger } from '../../../placer/log.ts';
+import type { LogFields } from '../../../placer/log.ts';
+import { warningRecorder } from '../../support/logger.ts';
 import { freePort, startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';
 import { runningRecord } from './call-fixtures.ts';
@@ -124,7 +125,7 @@ describe('createRedisStore', () => {
   it('rejects promptly with STORE_UNAVAILABLE naming the URL without credentials when nothing listens', async () => {
     const port = await freePort();
     const warnings: LogFields[] = [];
-    const store = open({ url: `redis://sluice:s3cret@127.0.0.1:${port}/2`, logger: recorder(warnings) });
+    const store = open({ url: `redis://sluice:s3cret@127.0.0.1:${port}/2`, logger: warningRecorder(warnings) });
     for (const attempt of [() => store.get('call-1'), () => store.create(runningRecord(Date.now())), () => store.onCancel('gateway-a', () => {})]) {
       const started = Date.now();
       const error = await attempt().then(
@@ -181,15 +182,4 @@ function rawClient(): Redis {
   const client = new Redis(server.url);
   clients.push(client);
   return client;
-}
-
-function recorder(warnings: LogFields[]): Logger {
-  const logger: Logger = {
-    debug: () => {},
-    info: () => {},
-    warn: (msg, fields) => warnings.push({ msg, ...fields }),
-    error: () => {},
-    child: () => logger,
-  };
-  return logger;
 }
