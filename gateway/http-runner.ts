@@ -10,6 +10,7 @@
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
+import { EndedCalls } from '../placer/load.ts';
 import type { RunnerCall, Runner, RunnerLoad, TryExecResult } from '../placer/types.ts';
 import {
   BUSY_HEADER,
@@ -61,10 +62,6 @@ export interface RunnerHealth {
 /** Extra time the gateway gives a runner to report its own deadline before timing it out, in ms. */
 const TIMEOUT_GRACE_MS = 1000;
 
-/** How long, and how many, ended calls are remembered to correct the runner's last report (ms, calls). */
-const RECENT_CALLS_MS = 10_000;
-const RECENT_CALLS_MAX = 1_024;
-
 /** How long a runner that refused a connection is passed over before it is tried again, in ms. */
 export const DOWN_BACKOFF_MS = 1000;
 
@@ -93,6 +90,8 @@ export class HttpRunner implements Runner<RunnerResponse> {
   registration: Registration | undefined;
   /** Calls this gateway has committed to this runner and not yet finished: the immediate load signal. */
   inFlight = 0;
+  /** This gateway's recent calls here that ended, to correct the runner's last report; see {@link load}. */
+  readonly #ended = new EndedCalls();
   /** Ejects the runner for a while after repeated failures before commit. */
   readonly breaker: CircuitBreaker;
   readonly #pool: Pool;
@@ -170,7 +169,7 @@ export class HttpRunner implements Runner<RunnerResponse> {
     }
     response.body.once('close', () => {
       this.inFlight--;
-      this.#finished(sent);
+      this.#ended.record(sent, Date.now());
     });
     return { kind: 'placed', value: response };
   }
@@ -183,38 +182,13 @@ export class HttpRunner implements Runner<RunnerResponse> {
     const report = this.registration?.report ?? this.health.report;
     if (!report) return { inFlight: this.inFlight };
     const { load, at } = report;
-    // A report is a snapshot: calls of ours it counted as running that have ended since are not
-    // running any more. Without this, a runner that just finished a call reads busy for up to a
-    // heartbeat, and a placer steers the next call (a session's next turn) away from it.
-    const running = typeof load.slotsInUse === 'number' ? Math.max(0, load.slotsInUse - this.#endedSince(at)) : load.slotsInUse;
+    // Our calls the report counted that have ended since are not running any more (EndedCalls).
+    const running = typeof load.slotsInUse === 'number' ? Math.max(0, load.slotsInUse - this.#ended.since(at)) : load.slotsInUse;
     return {
       inFlight: this.inFlight,
       slots: load.slots,
       reported: { running, waiting: load.queue, ...(load.kvCacheUsage === undefined ? {} : { kvCacheUsage: load.kvCacheUsage }), at },
     };
-  }
-
-  /** Send and end times of this gateway's recent calls here, oldest end first; see {@link load}. */
-  readonly #recent: { sent: number; ended: number }[] = [];
-
-  #finished(sent: number): void {
-    const ended = Date.now();
-    this.#recent.push({ sent, ended });
-    // Reports older than the load staleness are ignored anyway; keep a little more, and a bounded count.
-    let drop = 0;
-    while (drop < this.#recent.length && (this.#recent[drop]!.ended < ended - RECENT_CALLS_MS || this.#recent.length - drop > RECENT_CALLS_MAX)) drop++;
-    if (drop > 0) this.#recent.splice(0, drop);
-  }
-
-  /** Calls of ours that were running at `at` (sent before it) and have ended since. */
-  #endedSince(at: number): number {
-    let count = 0;
-    for (let i = this.#recent.length - 1; i >= 0; i--) {
-      const call = this.#recent[i]!;
-      if (call.ended <= at) break;
-      if (call.sent <= at) count++;
-    }
-    return count;
   }
 
   /**

@@ -179,3 +179,47 @@ function count(value: number | undefined): number | undefined {
 function share(value: number | undefined): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) ? Math.min(1, Math.max(0, value)) : undefined;
 }
+
+/**
+ * The send and end times of one gateway's recent calls on one runner, for correcting that runner's
+ * last report. A report is a snapshot: the calls of ours it counted as running that have ended
+ * since are not running any more. Without this, a runner that just finished a call reads busy for
+ * up to a heartbeat, and a placer steers the next call (a session's next turn) away from it.
+ * Times are whatever clock the caller keeps (the gateway's, or the simulator's virtual one), the
+ * same clock as the report's `at`.
+ */
+export class EndedCalls {
+  /** Oldest end first: calls are recorded as they end. */
+  readonly #recent: { sent: number; ended: number }[] = [];
+  readonly #keepMs: number;
+  readonly #keepMax: number;
+
+  /**
+   * @param keepMs how long an ended call is remembered; reports older than the load staleness are
+   *   ignored anyway, so a little more than that is enough. @default 10000
+   * @param keepMax most ended calls remembered, whatever their age. @default 1024
+   */
+  constructor(keepMs = 10_000, keepMax = 1_024) {
+    this.#keepMs = keepMs;
+    this.#keepMax = keepMax;
+  }
+
+  /** A call sent at `sent` ended at `ended` (not before the last one recorded). */
+  record(sent: number, ended: number): void {
+    this.#recent.push({ sent, ended });
+    let drop = 0;
+    while (drop < this.#recent.length && (this.#recent[drop]!.ended < ended - this.#keepMs || this.#recent.length - drop > this.#keepMax)) drop++;
+    if (drop > 0) this.#recent.splice(0, drop);
+  }
+
+  /** Calls that were running at `at` (sent at or before it) and have ended since. */
+  since(at: number): number {
+    let count = 0;
+    for (let i = this.#recent.length - 1; i >= 0; i--) {
+      const call = this.#recent[i]!;
+      if (call.ended <= at) break;
+      if (call.sent <= at) count++;
+    }
+    return count;
+  }
+}
