@@ -198,7 +198,7 @@ describe('the sluice path', () => {
       const outcome = walkPass(runnerCall(i), runners, placer, walk, i);
       if (outcome.kind !== 'placed') throw new Error('not placed');
       counts.set(outcome.runner.id, (counts.get(outcome.runner.id) ?? 0) + 1);
-      outcome.runner.finished();
+      outcome.runner.finished(i, i);
     }
     expect([...counts.values()]).toEqual([100, 100, 100, 100]);
   });
@@ -211,8 +211,13 @@ describe('the sluice path', () => {
     expect(runner!.offer().kind).toBe('busy');
     runner!.probe(500);
     expect(runner!.load()).toEqual({ inFlight: 2, slots: 2, reported: { running: 2, waiting: 0, kvCacheUsage: 0, at: 500 } });
-    runner!.finished();
-    expect(runner!.load().inFlight).toBe(1);
+    // Both calls were sent at 0, before the probe: one ending at 600 is off the report's count.
+    runner!.finished(0, 600);
+    expect(runner!.load()).toEqual({ inFlight: 1, slots: 2, reported: { running: 1, waiting: 0, kvCacheUsage: 0, at: 500 } });
+    // One sent after the probe was never in it: its end leaves the count as it is.
+    expect(runner!.offer().kind).toBe('placed');
+    runner!.finished(550, 700);
+    expect(runner!.load().reported).toMatchObject({ running: 1 });
   });
 
   it('works with the live async walk too, as any Runner does', async () => {

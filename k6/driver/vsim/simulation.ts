@@ -313,7 +313,7 @@ function sluicePath(sim: SimContext): CallPath {
       const { runner } = outcome;
       // A runner has no more slots than its engine runs sequences, so the engine never refuses it.
       deliver(sim, runner.engine, call, at + hopMs, (now) => {
-        runner.finished();
+        runner.finished(at, now);
         wakeOne(now);
       });
     }

@@ -6,7 +6,8 @@
  * one gateway is its only client: busy while that many of the gateway's calls are in flight there
  * (the gateway's own shortcut, and the runner's answer), placed otherwise; its `load()` has the
  * same shape, this gateway's in-flight count plus the runner's last status report, refreshed every
- * `statusInterval` as the gateway's pool probes static runners.
+ * `statusInterval` as the gateway's pool probes static runners, less the calls of ours that report
+ * counted and that have ended since (`EndedCalls`, as HttpRunner).
  *
  * The walk is placer/walk.ts's loop run synchronously: one pass takes `placer.order(call,
  * runners)` and offers the call to each runner in turn until one commits, then tells the placer's
@@ -23,6 +24,7 @@
  * every pass run; what is lost is only what the failed passes did to a placer's own state (the
  * round-robin counter, random draws), which under overload would be millions of passes.
  */
+import { EndedCalls } from '../../../placer/load.ts';
 import type { Placer, Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../../placer/types.ts';
 import type { VirtualEngine } from './engine.ts';
 
@@ -48,6 +50,7 @@ export class SimRunner implements Runner<SimRunner> {
   readonly #fleet: FleetSlots;
   #inFlight = 0;
   #report: StatusReport | undefined;
+  readonly #ended = new EndedCalls();
   /** The last load() answer, kept until the count or the report changes: placers read every runner per call. */
   #load: RunnerLoad | undefined;
 
@@ -79,10 +82,11 @@ export class SimRunner implements Runner<SimRunner> {
     return Promise.resolve(this.offer());
   }
 
-  /** A call placed here finished: its slot is free again. */
-  finished(): void {
+  /** A call placed here at `sent` finished at `now`: its slot is free again. */
+  finished(sent: number, now: number): void {
     this.#inFlight--;
     this.#fleet.free++;
+    this.#ended.record(sent, now);
     this.#load = undefined;
   }
 
@@ -94,18 +98,19 @@ export class SimRunner implements Runner<SimRunner> {
 
   /** The same shape HttpRunner.load() returns: own in-flight count, and the last report if any. */
   load(): RunnerLoad {
-    this.#load ??= loadOf(this.#inFlight, this.#report);
+    this.#load ??= this.#loadNow();
     return this.#load;
   }
-}
 
-function loadOf(inFlight: number, report: StatusReport | undefined): RunnerLoad {
-  if (!report) return { inFlight };
-  return {
-    inFlight,
-    slots: report.slots,
-    reported: { running: report.slotsInUse, waiting: report.queue, kvCacheUsage: report.kvCacheUsage, at: report.at },
-  };
+  #loadNow(): RunnerLoad {
+    const report = this.#report;
+    if (!report) return { inFlight: this.#inFlight };
+    return {
+      inFlight: this.#inFlight,
+      slots: report.slots,
+      reported: { running: Math.max(0, report.slotsInUse - this.#ended.since(report.at)), waiting: report.queue, kvCacheUsage: report.kvCacheUsage, at: report.at },
+    };
+  }
 }
 
 const BUSY: TryExecResult<SimRunner> = Object.freeze({ kind: 'busy' });
