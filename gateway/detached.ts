@@ -10,6 +10,7 @@ import type { Logger } from '../placer/log.ts';
 import type { Clock } from '../placer/types.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
+import { committedFailure } from './http-runner.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import { FINAL_STATUSES } from './store/types.ts';
 import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/types.ts';
@@ -199,7 +200,7 @@ export class DetachedCalls {
       const reason = controller.signal.reason as { code?: string; message?: string } | undefined;
       failure = controller.signal.aborted && reason?.code
         ? { code: reason.code, message: reason.message ?? '' }
-        : { code: 'GW_RUNNER_FAILED_AFTER_COMMIT', message: `runner ${record.runner} failed after it took the call: ${(error as Error).message}` };
+        : asCallError(committedFailure({ id: record.runner ?? 'unknown' }, error));
       if (reason?.code === 'GW_CALL_EXPIRED') status = 'expired';
     }
     const trailers = response.trailers;
@@ -210,11 +211,10 @@ export class DetachedCalls {
       result = { status: resultStatus, contentType: String(trailers[RESULT_TYPE_TRAILER] ?? 'application/octet-stream'), body: Buffer.concat(chunks, size) };
       const reported = trailers[ERROR_TRAILER];
       if (reported !== undefined) {
+        // The call failed with the runner's own code, and what arrived is kept as its result:
+        // the runner's error answer, or the part of the engine's body that came before the
+        // failure, under the engine's status (docs/api.md: a 200 with a cut body is possible).
         failure = reportedFailure(String(reported), record.runner);
-        if (String(reported) === 'RUNNER_ENGINE_TIMEOUT') status = 'expired';
-        // A body cut short under a success status is not a result: keep only the runner's own
-        // error answers (status >= 400), which explain the failure.
-        if (resultStatus < 400) result = undefined;
       } else if (resultStatus >= 400) failure = { code: 'GW_ENGINE_ERROR', message: `the engine answered ${resultStatus}` };
       else status = 'succeeded';
     }
@@ -245,10 +245,23 @@ export class DetachedCalls {
   }
 }
 
-/** The error a detached call's record gets for a code its runner reported; the same codes a sync client sees. */
+/**
+ * The error a detached call's record gets for a code its runner reported: the runner's code as it
+ * is (unlike a sync call's, which the gateway maps to its own), so a client reading the record
+ * learns what the runner saw.
+ */
 function reportedFailure(code: string, runner: string | undefined): CallError {
-  if (code === 'RUNNER_ENGINE_TIMEOUT') return { code: 'GW_CALL_TIMEOUT', message: `runner ${runner} stopped the call at its deadline (${code})` };
-  return { code: 'GW_RUNNER_FAILED_AFTER_COMMIT', message: `runner ${runner} reported ${code} after it took the call; it was not retried because it may have run` };
+  const what =
+    code === 'RUNNER_ENGINE_TIMEOUT' ? 'stopped the call at the end of its budget'
+    : code === 'RUNNER_ENGINE_BUSY' ? 'was refused by its engine after it had accepted the call; nothing ran'
+    : 'reported that its engine failed after it took the call; it was not retried because it may have run';
+  return { code, message: `runner ${runner} ${what} (${code})` };
+}
+
+/** A failure after commit as a record's error: its code when it has one. */
+function asCallError(error: Error): CallError {
+  const code = (error as { code?: unknown }).code;
+  return { code: typeof code === 'string' ? code : 'GW_RUNNER_FAILED_AFTER_COMMIT', message: error.message };
 }
 
 /** What a callback receiver gets: the call's status and its result, text as text. */

@@ -61,6 +61,27 @@ export class RunnerFailedError extends GatewayError {
   }
 }
 
+/**
+ * A runner that took the call went silent (504): no acknowledgement for responseTimeout before
+ * its status line, or no bytes for streamIdleTimeout between chunks. The call may have run, so it
+ * was not sent anywhere else.
+ */
+export class RunnerStalledError extends GatewayError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('GW_RUNNER_STALLED', 504, 'timeout_error', message, options);
+  }
+}
+
+/**
+ * The call could not be put on the wire at all (400): the HTTP client refused the request
+ * before sending a byte, so no runner saw it and none would take it.
+ */
+export class RequestNotForwardableError extends GatewayError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('GW_REQUEST_NOT_FORWARDABLE', 400, 'invalid_request_error', message, options);
+  }
+}
+
 /** The call ran past its execution timeout (504). */
 export class CallTimeoutError extends GatewayError {
   constructor(message: string, options?: { cause?: unknown }) {

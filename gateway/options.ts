@@ -65,6 +65,20 @@ export interface GatewayOptions extends PlacerOptions {
   drainTimeout?: number;
   /** How long connecting to a runner may take, in ms. @default 2000 */
   runnerConnectTimeout?: number;
+  /**
+   * How long a runner may take to acknowledge a call, in ms. A runner answers at once (busy, or
+   * `102 Processing` before it asks its engine), so one that says nothing this long is hung: the
+   * call goes to another runner and this one is passed over until a status probe finds it
+   * answering. After the acknowledgement, the longest silence before the response's status line.
+   * @default 5000
+   */
+  runnerResponseTimeout?: number;
+  /**
+   * The longest silence between body chunks of a call a runner took, in ms; past it the call ends
+   * with GW_RUNNER_STALLED (a stream that stopped moving, a runner stopped mid-answer).
+   * @default 60000
+   */
+  streamIdleTimeout?: number;
   /** How often static runners' /status is fetched, in ms. @default 2000 */
   statusInterval?: number;
   /** Calls buffered, placed or running at once; more are refused with 503 GW_OVERLOADED. @default 10000 */
@@ -131,6 +145,8 @@ export interface GatewayConfig {
   readonly bodyReadTimeout: number;
   readonly drainTimeout: number;
   readonly runnerConnectTimeout: number;
+  readonly runnerResponseTimeout: number;
+  readonly streamIdleTimeout: number;
   readonly statusInterval: number;
   readonly retryAfter: number;
   readonly maxInFlight: number;
@@ -164,6 +180,8 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     bodyReadTimeout = 30_000,
     drainTimeout = 30_000,
     runnerConnectTimeout = 2000,
+    runnerResponseTimeout = 5000,
+    streamIdleTimeout = 60_000,
     statusInterval = 2000,
     retryAfter = 1,
     maxInFlight = 10_000,
@@ -205,6 +223,8 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   checkMs('bodyReadTimeout', bodyReadTimeout, 1, fail);
   checkMs('drainTimeout', drainTimeout, 0, fail);
   checkMs('runnerConnectTimeout', runnerConnectTimeout, 1, fail);
+  checkMs('runnerResponseTimeout', runnerResponseTimeout, 1, fail);
+  checkMs('streamIdleTimeout', streamIdleTimeout, 1, fail);
   checkMs('statusInterval', statusInterval, 1, fail);
   checkInteger('retryAfter', retryAfter, { min: 0 }, fail);
   checkInteger('maxInFlight', maxInFlight, { min: 1 }, fail);
@@ -235,6 +255,8 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     bodyReadTimeout,
     drainTimeout,
     runnerConnectTimeout,
+    runnerResponseTimeout,
+    streamIdleTimeout,
     statusInterval,
     retryAfter,
     maxInFlight,

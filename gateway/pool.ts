@@ -32,13 +32,19 @@ export interface GatewayPool extends RunnerPool<RunnerResponse> {
 /** One runner's reason for not taking a call. */
 export interface RunnerReason {
   runner: string;
-  reason: 'busy' | 'unreachable' | 'breaker-open' | 'not-serving-model' | 'not-ready' | 'draining' | 'drain-requested';
+  reason: 'busy' | 'unreachable' | 'hung' | 'breaker-open' | 'not-serving-model' | 'not-ready' | 'draining' | 'drain-requested';
 }
 
 /** Settings of the pool. */
 export interface FleetPoolOptions {
   urls: readonly URL[];
   connectTimeout: number;
+  /** See HttpRunnerOptions.responseTimeout. */
+  responseTimeout: number;
+  /** See HttpRunnerOptions.streamIdleTimeout. */
+  streamIdleTimeout: number;
+  /** The clock placer deadlines are on. */
+  now: () => number;
   /** How often each runner's /status is fetched, in ms. */
   statusInterval: number;
   breaker: BreakerOptions;
@@ -64,7 +70,8 @@ export class FleetPool implements GatewayPool {
 
   /** A runner with this pool's connection and breaker settings; `id` defaults to host:port. */
   createRunner(url: URL, id?: string): HttpRunner {
-    return new HttpRunner(url, { connectTimeout: this.#options.connectTimeout, breaker: this.#options.breaker }, id);
+    const { connectTimeout, responseTimeout, streamIdleTimeout, now, breaker } = this.#options;
+    return new HttpRunner(url, { connectTimeout, responseTimeout, streamIdleTimeout, now, breaker }, id);
   }
 
   /**
@@ -91,6 +98,7 @@ export class FleetPool implements GatewayPool {
       const reason: RunnerReason['reason'] =
         reg?.drainRequested ? 'drain-requested'
         : reg?.draining ? 'draining'
+        : r.health.hung ? 'hung'
         : r.breaker.state === 'open' ? 'breaker-open'
         : reg?.state === 'unreachable' || offers.get(r.id) === 'error' || !r.health.reachable ? 'unreachable'
         : (reg && !reg.ready) || (call.route !== 'invoke' && r.health.models === undefined) ? 'not-ready'
@@ -159,9 +167,11 @@ export class FleetPool implements GatewayPool {
 
   /** Fetches every runner's /status once; never throws. */
   async refresh(): Promise<void> {
-    // Registered runners report through heartbeats; they are probed only while ejected, to
-    // learn early that they answer again.
-    await Promise.all(this.runnerList.filter((r) => !r.registration || r.breaker.state === 'open').map((r) => this.#probe(r)));
+    // Registered runners report through heartbeats; they are probed only while ejected or hung,
+    // to learn early that they answer again.
+    await Promise.all(
+      this.runnerList.filter((r) => !r.registration || r.health.hung || r.breaker.state === 'open').map((r) => this.#probe(r)),
+    );
   }
 
   async close(force = false): Promise<void> {
@@ -209,8 +219,16 @@ export class FleetPool implements GatewayPool {
       runner.breaker.probeSucceeded();
     } catch (error) {
       if (this.#closed) return;
-      if (runner.health.reachable) this.#options.logger.warn('runner unreachable', { runner: runner.id, error: error as Error });
-      runner.markDown(error as Error);
+      const code = (error as { code?: unknown }).code;
+      // A runner that takes the connection and then says nothing is hung, not gone (SIGSTOP,
+      // a wedged event loop): it stays passed over until a probe gets an answer.
+      const silent = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+      if (runner.health.reachable) {
+        this.#options.logger.warn(silent ? 'runner hung' : 'runner unreachable', { runner: runner.id, error: error as Error });
+      }
+      if (silent) runner.markHung(`status probe unanswered within ${this.#options.connectTimeout} ms`);
+      else runner.markDown(error as Error);
+      runner.breaker.failure();
     }
   }
 

@@ -5,6 +5,11 @@
  * still be answered with a clean 502. After it, a failure ends an SSE stream with an error
  * event (what OpenAI clients expect) and cuts any other response short, so the client never
  * mistakes a partial body for a whole one.
+ *
+ * An SSE stream is relayed whole events at a time: bytes after the last blank line are held
+ * until the rest of their event arrives (engines send whole events per chunk, so this is
+ * nearly always nothing). A stream cut mid-event then ends with the error event alone, never
+ * with half an event glued to it, which a client would fail to parse.
  */
 import type { ServerResponse } from 'node:http';
 import { ERROR_TRAILER, EXEC_TRAILER, coalesceWrites, parseExecTiming, withoutHopByHop } from '../runner/protocol.ts';
@@ -67,7 +72,17 @@ export function relay(
       return;
     }
 
-    body.on('data', (chunk: Buffer) => {
+    // An SSE event begun but not finished: see the file comment.
+    let partial: Buffer | undefined;
+    body.on('data', (data: Buffer) => {
+      let chunk = data;
+      if (sse) {
+        const whole = partial ? Buffer.concat([partial, data]) : data;
+        const end = lastEventEnd(whole);
+        partial = end < whole.length ? whole.subarray(end) : undefined;
+        if (end === 0) return;
+        chunk = end < whole.length ? whole.subarray(0, end) : whole;
+      }
       coalesceWrites(out);
       head();
       if (!out.write(chunk)) {
@@ -80,7 +95,9 @@ export function relay(
       const failed = response.trailers[ERROR_TRAILER];
       if (failed !== undefined) return fail(reportedFailure(runner, String(failed), 'the response was cut short'), execMs);
       head();
-      out.end();
+      // A stream that ended without a final blank line still gets every byte the engine sent.
+      if (partial) out.end(partial);
+      else out.end();
       resolve({ outcome: 'completed', status: response.statusCode, execMs });
     });
     body.once('error', (error: Error) => {
@@ -90,6 +107,22 @@ export function relay(
       fail(committedFailure(runner, error), undefined);
     });
   });
+}
+
+/**
+ * The offset just past the last blank line in `buf` (where an SSE event ends), or 0 when there
+ * is none. SSE lines end with LF, CRLF or CR; an event ends with an empty line.
+ */
+export function lastEventEnd(buf: Buffer): number {
+  for (let i = buf.length - 1; i > 0; i--) {
+    const c = buf[i];
+    if (c !== 0x0a && c !== 0x0d) continue;
+    // A line ending at i (a CR before this LF belongs to it); the event ends here when the
+    // line it ends is empty, that is when another line ending comes right before it.
+    const j = c === 0x0a && buf[i - 1] === 0x0d ? i - 2 : i - 1;
+    if (j >= 0 && (buf[j] === 0x0a || buf[j] === 0x0d)) return i + 1;
+  }
+  return 0;
 }
 
 /** The message inside an OpenAI-shaped error body, or the body itself when it is not one. */

@@ -30,6 +30,10 @@ export function runnerView(runner: HttpRunner, now: number): Record<string, unkn
     placeable: runner.placeable(),
     models: runner.health.models ?? [],
     inFlight: runner.inFlight,
+    // What this gateway saw when it last called or probed the runner: `hung` when it took a
+    // connection and said nothing (passed over until a probe gets an answer), `down` when it
+    // refused one (passed over for a second).
+    health: runner.health.hung ? 'hung' : runner.health.reachable ? 'ok' : 'down',
     breaker: runner.breaker.state,
     ...(reg
       ? {
@@ -37,6 +41,7 @@ export function runnerView(runner: HttpRunner, now: number): Record<string, unkn
           lastHeartbeatAgeMs: Math.round(now - reg.lastSeen),
           load: reg.report?.load,
           loadAgeMs: reg.report ? Math.round(now - reg.report.at) : undefined,
+          ...(runner.health.reachable ? {} : { lastError: runner.health.lastError }),
         }
       : { lastError: runner.health.lastError }),
   };

@@ -51,6 +51,9 @@ export function createGateway(options: GatewayOptions): Gateway {
   const fleet = new FleetPool({
     urls: config.runners,
     connectTimeout: config.runnerConnectTimeout,
+    responseTimeout: config.runnerResponseTimeout,
+    streamIdleTimeout: config.streamIdleTimeout,
+    now: () => config.clock.now(),
     statusInterval: config.statusInterval,
     breaker: { ...config.breaker, now: () => config.clock.now() },
     logger: log,

@@ -36,3 +36,13 @@ export class EngineBusyError extends SluiceError {
     super('RUNNER_ENGINE_BUSY', 503, 'service_unavailable_error', message);
   }
 }
+
+/**
+ * The call's body is larger than the runner's maxBodyBytes (413). Nothing reached the engine;
+ * every runner with the same bound would refuse it too.
+ */
+export class RunnerBodyTooLargeError extends SluiceError {
+  constructor(message: string) {
+    super('RUNNER_BODY_TOO_LARGE', 413, 'invalid_request_error', message);
+  }
+}

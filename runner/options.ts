@@ -44,10 +44,24 @@ export interface RunnerOptions {
    */
   engineConnectTimeout?: number;
   /**
-   * Execution limit for a call whose request carries no deadline header, in ms.
+   * Execution limit for a call whose request carries no budget header (`sluice-timeout`), in ms.
    * @default 600000
    */
   defaultCallTimeout?: number;
+  /**
+   * How long a detached call waits for its engine's status line before the runner answers 202,
+   * in ms. An engine that refuses (429, 503) does so at once; one that says nothing for this long
+   * has the call. Inside the window a refusal is a busy answer, so the gateway places the call
+   * elsewhere; after it, the refusal is the call's result.
+   * @default 500
+   */
+  acceptWindow?: number;
+  /**
+   * Largest request body the runner reads, in bytes; a larger one is refused with 413 before the
+   * engine sees it. The runner reads the whole call before acknowledging it.
+   * @default 67108864 (64 MiB, four times the gateway's default)
+   */
+  maxBodyBytes?: number;
   /**
    * How often the engine's health and model list are checked once it is ready, in ms.
    * While the engine is starting it is checked ten times as often.
@@ -110,6 +124,8 @@ export interface RunnerConfig {
   readonly slots: number;
   readonly engineConnectTimeout: number;
   readonly defaultCallTimeout: number;
+  readonly acceptWindow: number;
+  readonly maxBodyBytes: number;
   readonly engineProbeInterval: number;
   readonly loadInterval: number;
   readonly engineStopGrace: number;
@@ -133,6 +149,8 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     slots = 4,
     engineConnectTimeout = 2000,
     defaultCallTimeout = 600_000,
+    acceptWindow = 500,
+    maxBodyBytes = 64 * 1024 * 1024,
     engineProbeInterval = 5000,
     loadInterval = 1000,
     engineStopGrace = 10_000,
@@ -172,6 +190,8 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   checkInteger('slots', slots, { min: 1 }, fail);
   checkMs('engineConnectTimeout', engineConnectTimeout, 1, fail);
   checkMs('defaultCallTimeout', defaultCallTimeout, 1, fail);
+  checkMs('acceptWindow', acceptWindow, 0, fail);
+  checkInteger('maxBodyBytes', maxBodyBytes, { min: 1 }, fail);
   checkMs('engineProbeInterval', engineProbeInterval, 1, fail);
   checkMs('loadInterval', loadInterval, 1, fail);
   checkMs('engineStopGrace', engineStopGrace, 0, fail);
@@ -201,6 +221,8 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     slots,
     engineConnectTimeout,
     defaultCallTimeout,
+    acceptWindow,
+    maxBodyBytes,
     engineProbeInterval,
     loadInterval,
     engineStopGrace,

@@ -3,21 +3,43 @@
  * else about the wire is written down anywhere in code.
  *
  * Request (gateway to runner): the client's method, path and buffered body, plus the headers
- * below; the client's other headers, W3C `traceparent` included, pass through to the engine. Response (runner to gateway):
- * - no free slot: 503 with {@link BUSY_HEADER} set, sent before the body is read. That is the
- *   only answer a gateway may retry elsewhere.
- * - committed: the engine's status, headers and body, streamed; then the trailer
+ * below; the client's other headers, W3C `traceparent` included, pass through to the engine.
+ *
+ * Response (runner to gateway), in the order it can come:
+ * - no free slot: 503 with {@link BUSY_HEADER} set, sent before the body is read. A busy answer
+ *   is the runner's word that nothing ran, so it may come later too (the engine refused the call
+ *   before any output); it is the only answer a gateway may retry elsewhere.
+ * - the acknowledgement: `102 Processing` once the runner has the whole call and before it asks
+ *   its engine, then again every third of {@link RESPONSE_TIMEOUT_HEADER} until the final status
+ *   line. A gateway that got no response at all within that time knows the engine never saw the
+ *   call (the runner is hung, or gone) and may place it elsewhere; once acknowledged, the call is
+ *   committed, and silence past that time is a failure after commit.
+ * - committed, sync: the engine's status and headers, held back until its first body byte so that
+ *   the acknowledgements cover the engine's queue and prefill; the body streamed; then the trailer
  *   {@link EXEC_TRAILER} (`server-timing: exec;dur=<ms>`), and {@link ERROR_TRAILER} when the
  *   engine failed mid-body.
- * - committed, detached ({@link CALL_TYPE_HEADER} `detached`): 202 as soon as a slot is taken,
- *   then the engine's body, then the trailers above plus {@link RESULT_STATUS_TRAILER} and
- *   {@link RESULT_TYPE_TRAILER}.
+ * - committed, detached ({@link CALL_TYPE_HEADER} `detached`): 202 once the engine accepted the
+ *   call (answered anything but 429 or 503 within the runner's accept window, or kept it past
+ *   that window), then the engine's body, then the trailers above plus
+ *   {@link RESULT_STATUS_TRAILER} and {@link RESULT_TYPE_TRAILER}.
  */
 
 /** Request header: the call id (UUIDv7). */
 export const CALL_ID_HEADER = 'sluice-call-id';
-/** Request header: absolute deadline for the call's execution, ms since the epoch. */
-export const DEADLINE_HEADER = 'sluice-deadline';
+/**
+ * Request header: the call's execution budget in ms, counted by the runner from when the call
+ * reaches it. Relative, as gRPC's `grpc-timeout` and Envoy's expected-timeout headers are: an
+ * absolute time would mean nothing on a runner whose clock is off.
+ */
+export const TIMEOUT_HEADER = 'sluice-timeout';
+/**
+ * Request header: the gateway's response bound in ms. No response within it (not even the
+ * acknowledgement) and the gateway gives the call up as never taken; after the
+ * acknowledgement, the runner repeats it at least every third of this until the final status.
+ */
+export const RESPONSE_TIMEOUT_HEADER = 'sluice-response-timeout';
+/** The informational status a runner acknowledges a call with (RFC 2518's 102 Processing). */
+export const ACK_STATUS = 102;
 /** Request header: `sync` or `detached`. */
 export const CALL_TYPE_HEADER = 'sluice-call-type';
 /** Request header: the function the gateway placed the call for (model or `:fn`). */

@@ -1,9 +1,11 @@
 /**
  * How a committed call's answer goes back to the gateway, for both call types, so the call
  * path in server.ts is written once:
- * - sync: the engine's status and headers, its body streamed, then the trailers;
- * - detached: 202 the moment the runner commits, then the engine's body, with the engine's
- *   status and content type as trailers (the gateway stores them as the call's result).
+ * - sync: the engine's status and headers, written with its first body byte (until then the
+ *   runner's acknowledgements keep the gateway waiting), its body streamed, then the trailers;
+ * - detached: 202 once the runner commits (see {@link Reply.commit}), then the engine's body,
+ *   with the engine's status and content type as trailers (the gateway stores them as the
+ *   call's result).
  */
 import type { ServerResponse } from 'node:http';
 import type { SluiceError } from '../placer/errors.ts';
@@ -18,6 +20,11 @@ import {
 
 /** The committed half of the wire, as the call path sees it. */
 export interface Reply {
+  /**
+   * Sends the final status line now if it has not gone yet: a detached call's 202. A sync reply
+   * has nothing to send before the engine's answer, so this does nothing there.
+   */
+  commit(): void;
   /** The engine answered: its status and headers. */
   head(status: number, headers: Record<string, string | string[] | undefined>): void;
   /** A body chunk; false means wait for 'drain' on the response. */
@@ -31,18 +38,28 @@ export interface Reply {
 const errorJson = (error: SluiceError) =>
   JSON.stringify({ error: { message: error.message, type: error.type, code: error.code } });
 
-/** A sync call's reply: the engine's own status line. */
+/** A sync call's reply: the engine's own status line, sent with the first byte of its body. */
 export function syncReply(res: ServerResponse, runnerId: string): Reply {
+  let pending: { status: number; headers: Record<string, string | string[]> } | undefined;
+  const flushHead = (): void => {
+    if (!pending || res.headersSent) return;
+    res.writeHead(pending.status, pending.headers);
+    pending = undefined;
+  };
   return {
+    commit() {},
     head(status, headers) {
-      res.writeHead(status, {
-        ...withoutHopByHop(headers),
-        [RUNNER_ID_HEADER]: runnerId,
-        trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}`,
-      });
+      pending = {
+        status,
+        headers: { ...withoutHopByHop(headers), [RUNNER_ID_HEADER]: runnerId, trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}` },
+      };
     },
-    write: (chunk) => res.write(chunk),
+    write(chunk) {
+      flushHead();
+      return res.write(chunk);
+    },
     end(trailers) {
+      flushHead();
       res.addTrailers(trailers);
       res.end();
     },
@@ -53,28 +70,38 @@ export function syncReply(res: ServerResponse, runnerId: string): Reply {
   };
 }
 
-/** A detached call's reply: 202 now, the engine's status and content type at the end. */
+/** A detached call's reply: 202 at commit, the engine's status and content type at the end. */
 export function detachedReply(res: ServerResponse, runnerId: string): Reply {
-  res.writeHead(202, {
-    [RUNNER_ID_HEADER]: runnerId,
-    trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}, ${RESULT_STATUS_TRAILER}, ${RESULT_TYPE_TRAILER}`,
-  });
-  // The gateway answers its client once it sees this status line: send it before the engine works.
-  res.flushHeaders();
   let status = 0;
   let contentType = 'application/octet-stream';
+  const commit = (): void => {
+    if (res.headersSent) return;
+    res.writeHead(202, {
+      [RUNNER_ID_HEADER]: runnerId,
+      trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}, ${RESULT_STATUS_TRAILER}, ${RESULT_TYPE_TRAILER}`,
+    });
+    // The gateway answers its client once it sees this status line: send it now, not with the body.
+    res.flushHeaders();
+  };
   return {
+    commit,
     head(engineStatus, headers) {
+      commit();
       status = engineStatus;
       const type = headers['content-type'];
       if (type !== undefined) contentType = Array.isArray(type) ? type[0]! : type;
     },
-    write: (chunk) => res.write(chunk),
+    write(chunk) {
+      commit();
+      return res.write(chunk);
+    },
     end(trailers) {
+      commit();
       res.addTrailers({ ...trailers, [RESULT_STATUS_TRAILER]: String(status), [RESULT_TYPE_TRAILER]: contentType });
       res.end();
     },
     fail(error, trailers) {
+      commit();
       res.write(errorJson(error));
       res.addTrailers({
         ...trailers,

@@ -1,49 +1,31 @@
 /**
- * The runner process: admission, the gateway-facing half of the wire, and the engine behind it.
- *
- * A call either gets a slot at once or is answered busy at once, before its body is read, so
- * the gateway can offer it to another runner. A call that got a slot is committed: it goes to
- * the engine and the engine's status, headers and body stream back untouched, followed by the
- * execution time as a trailer.
+ * The runner process: the gateway-facing server, its status, registration with gateways, and
+ * the engine behind it. Each call's path (admission, acknowledgement, the engine request, the
+ * reply) is runner/call.ts.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { performance } from 'node:perf_hooks';
 import { serve } from '@hono/node-server';
 import type { ServerType } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
-import type { Dispatcher } from 'undici';
-import {
-  BUSY_HEADER,
-  CALL_ID_HEADER,
-  CALL_TYPE_HEADER,
-  DEADLINE_HEADER,
-  ERROR_TRAILER,
-  EXEC_TRAILER,
-  FUNCTION_HEADER,
-  RUNNER_ID_HEADER,
-  coalesceWrites,
-  formatExecTiming,
-  isConnectError,
-  withoutHopByHop,
-} from './protocol.ts';
+import { BUSY_HEADER, RUNNER_ID_HEADER } from './protocol.ts';
+import { serveCall } from './call.ts';
+import type { BusyReason, CallPathContext } from './call.ts';
 import { RunnerEngine } from './engine.ts';
 import type { EngineStatus } from './engine.ts';
 import type { ProfileFacts } from './engines/profile.ts';
 import { readGpuInventory } from './inventory.ts';
 import type { GpuInventory } from './inventory.ts';
-import { EngineBusyError, EngineFailedError, EngineTimeoutError } from './errors.ts';
-import { detachedReply, syncReply } from './reply.ts';
 import { advertisedUrl, resolveRunnerOptions } from './options.ts';
 import type { RunnerConfig, RunnerOptions } from './options.ts';
 import { GatewayRegistration } from './registration.ts';
 import type { RegistrationTimers } from './registration.ts';
 import { Slots } from './slots.ts';
+import { StallWatch } from './stall-watch.ts';
 import { VERSION } from './version.ts';
 
-/** Why a runner answered busy; sent as the value of the busy header. */
-export type BusyReason = 'slots' | 'starting' | 'draining' | 'engine-busy' | 'engine-unreachable' | 'engine-failed';
+export type { BusyReason } from './call.ts';
 
 /** What GET /status answers. */
 export interface RunnerStatus {
@@ -132,92 +114,8 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     res.end(JSON.stringify({ error: { message: `runner ${config.id} is busy (${reason})`, type: 'service_unavailable_error', code: 'RUNNER_BUSY' } }));
   };
 
-  const handleCall = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (draining) return busy(res, 'draining');
-    const engineBusy = engine.busyReason();
-    if (engineBusy) return busy(res, engineBusy);
-    const release = slots.tryAcquire();
-    if (!release) return busy(res, 'slots');
-
-    const callId = header(req, CALL_ID_HEADER);
-    const fn = header(req, FUNCTION_HEADER);
-    const controller = new AbortController();
-    res.once('close', () => {
-      release();
-      // The gateway hung up before the end: stop the engine's work too.
-      if (!res.writableFinished) controller.abort(new Error('gateway closed the connection'));
-    });
-    const deadline = Number(header(req, DEADLINE_HEADER)) || Date.now() + config.defaultCallTimeout;
-    // The deadline bounds the whole execution, not just the gaps between chunks.
-    const timer = setTimeout(
-      () => controller.abort(new EngineTimeoutError(`call ${callId ?? ''} ran past its deadline`)),
-      Math.max(1, deadline - Date.now()),
-    );
-    res.once('close', () => clearTimeout(timer));
-    const timedOut = () => controller.signal.reason instanceof EngineTimeoutError;
-    const detached = header(req, CALL_TYPE_HEADER) === 'detached';
-    // Committed from here on. A detached call's 202 goes out now, before the engine is asked.
-    const reply = detached ? detachedReply(res, config.id) : syncReply(res, config.id);
-    const started = performance.now();
-    const timing = () => ({ [EXEC_TRAILER]: formatExecTiming(performance.now() - started) });
-    let response: Dispatcher.ResponseData;
-    try {
-      response = await engine.request({
-        method: (req.method ?? 'POST') as Dispatcher.HttpMethod,
-        path: req.url ?? '/',
-        headers: withoutHopByHop(req.headers),
-        body: req,
-        signal: controller.signal,
-        // Our own deadline timer reports RUNNER_ENGINE_TIMEOUT; undici's must not win the race.
-        timeout: Math.max(1, deadline - Date.now()) + 1000,
-      });
-    } catch (error) {
-      if (controller.signal.aborted && !timedOut()) return;
-      if (isConnectError(error) && !detached) {
-        // The engine never saw the call: nothing ran, so another runner may take it.
-        engine.adapter.markUnreachable(error as Error);
-        release();
-        return busy(res, 'engine-unreachable');
-      }
-      counts.failed++;
-      log.warn('engine failed before answering', { call: callId, fn, error: error as Error });
-      const failure = timedOut()
-        ? (controller.signal.reason as EngineTimeoutError)
-        : new EngineFailedError(`engine at ${engine.adapter.url.origin} failed before answering: ${(error as Error).message}`, { cause: error });
-      return reply.fail(failure, timing());
-    }
-    if (response.statusCode === 429 || response.statusCode === 503) {
-      // The engine refused before producing anything (queue full, still loading): nothing ran.
-      await response.body.dump().catch(() => {});
-      if (!detached) {
-        release();
-        return busy(res, 'engine-busy');
-      }
-      // A detached call was committed with its 202 already: its result is the refusal.
-      counts.failed++;
-      return reply.fail(new EngineBusyError(`engine at ${engine.adapter.url.origin} refused the call with ${response.statusCode}; nothing ran`), timing());
-    }
-
-    counts.served++;
-    reply.head(response.statusCode, response.headers);
-    const body = response.body;
-    body.on('data', (chunk: Buffer) => {
-      coalesceWrites(res);
-      if (!reply.write(chunk)) {
-        body.pause();
-        res.once('drain', () => body.resume());
-      }
-    });
-    body.once('end', () => reply.end(timing()));
-    body.once('error', (error) => {
-      if (controller.signal.aborted && !timedOut()) return;
-      counts.failed++;
-      const code = timedOut() ? 'RUNNER_ENGINE_TIMEOUT' : 'RUNNER_ENGINE_FAILED';
-      log.warn('engine failed mid-response', { call: callId, fn, code, error });
-      reply.end({ ...timing(), [ERROR_TRAILER]: code });
-    });
-  };
-
+  const stallWatch = new StallWatch();
+  const callPath: CallPathContext = { config, engine, slots, log, counts, draining: () => draining, stalled: () => stallWatch.stalled(), busy };
   const app = new Hono<{ Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } }>();
   app.get('/status', (c) => c.json(status()));
   app.get('/healthz', (c) => c.json({ ok: true }));
@@ -226,7 +124,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     return reason === undefined ? c.json({ ready: true }) : c.json({ ready: false, reason }, 503);
   });
   app.post('*', async (c) => {
-    await handleCall(c.env.incoming, c.env.outgoing);
+    await serveCall(callPath, c.env.incoming, c.env.outgoing);
     return RESPONSE_ALREADY_SENT;
   });
 
@@ -249,6 +147,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         gpus = { gpus: [], source: 'none', reason: (error as Error).message };
       }
       await engine.start(gpus, environment.profileFacts);
+      stallWatch.start();
       const listening = await new Promise<AddressInfo>((resolve, reject) => {
         const s = serve({ fetch: app.fetch, port, hostname: host }, (info) => resolve(info));
         s.once('error', reject);
@@ -303,15 +202,11 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
           (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
         });
         await engine.close();
+        stallWatch.stop();
         if (server) log.info('runner stopped', {});
       })().finally(markClosed);
       return closing;
     },
   };
   return runner;
-}
-
-function header(req: IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value[0] : value;
 }

@@ -59,6 +59,8 @@ const gatewaySettings: readonly Setting[] = [
   { key: 'bodyReadTimeout', type: 'duration', default: '30s', description: 'longest time a request body may take to arrive' },
   { key: 'drainTimeout', type: 'duration', default: '30s', description: 'how long shutdown waits for in-flight calls' },
   { key: 'runnerConnectTimeout', type: 'duration', default: '2s', description: 'how long connecting to a runner may take' },
+  { key: 'runnerResponseTimeout', type: 'duration', default: '5s', description: 'how long a runner may take to acknowledge a call before it is deemed hung and the call goes elsewhere; after that, the longest silence before its answer\'s status line' },
+  { key: 'streamIdleTimeout', type: 'duration', default: '60s', description: 'longest silence between body chunks of a call a runner took; past it the call ends with GW_RUNNER_STALLED' },
   { key: 'statusInterval', type: 'duration', default: '2s', description: 'how often each runner\'s /status is fetched' },
   { key: 'retryAfter', type: 'integer', default: 1, description: 'seconds sent in Retry-After when no runner took a call' },
   { key: 'maxInFlight', type: 'integer', default: 10_000, description: 'calls at once in the gateway; more are refused with 503 GW_OVERLOADED' },
@@ -196,6 +198,8 @@ const runner: Command = {
     { key: 'slots', type: 'integer', default: 4, description: 'calls run at once; more are answered busy' },
     { key: 'id', type: 'string', description: 'runner id, sent in sluice-runner-id', defaultText: 'runner- and 6 random hex digits' },
     { key: 'engineConnectTimeout', type: 'duration', default: '2s', description: 'how long connecting to the engine may take' },
+    { key: 'acceptWindow', type: 'duration', default: '500ms', description: 'how long a detached call waits for its engine\'s status line before the runner answers 202; a refusal inside it sends the call elsewhere' },
+    { key: 'maxBodyBytes', type: 'integer', default: 64 * 1024 * 1024, description: 'largest request body the runner reads, in bytes; larger is refused with 413' },
     { key: 'engineProbeInterval', type: 'duration', default: '5s', description: 'how often engine health and models are checked' },
     { key: 'loadInterval', type: 'duration', default: '1s', description: 'how often the engine\'s metrics are read for its load' },
     { key: 'engineStopGrace', type: 'duration', default: '10s', description: 'how long a launched engine gets after SIGTERM before SIGKILL' },
@@ -210,7 +214,7 @@ const runner: Command = {
   async run({ values, logger }) {
     const { createRunner } = await import('../../runner/server.ts');
     const r = createRunner({
-      ...(pick(values, ['engine', 'profile', 'engineKind', 'slots', 'id', 'engineConnectTimeout', 'engineProbeInterval', 'loadInterval', 'engineStopGrace', 'engineRestartBackoff', 'drainTimeout', 'runnerToken', 'advertiseUrl', 'heartbeatInterval']) as RunnerOptions),
+      ...(pick(values, ['engine', 'profile', 'engineKind', 'slots', 'id', 'engineConnectTimeout', 'acceptWindow', 'maxBodyBytes', 'engineProbeInterval', 'loadInterval', 'engineStopGrace', 'engineRestartBackoff', 'drainTimeout', 'runnerToken', 'advertiseUrl', 'heartbeatInterval']) as RunnerOptions),
       ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),
       // A sim profile launches this same sluice entry point as `sluice sim-engine`.
       simCommand: [process.execPath, SLUICE_BIN],

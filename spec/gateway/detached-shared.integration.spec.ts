@@ -76,7 +76,8 @@ describe('detached calls shared by two gateways over redis', () => {
   });
 
   it('answers status and result for a call through the gateway that does not own it', async () => {
-    const accepted = await postJson(`${fleet.gateway.url}/v1/chat/completions`, short(), ASYNC);
+    // Longer than the runner's accept window (500 ms), so the call is still running at its 202.
+    const accepted = await postJson(`${fleet.gateway.url}/v1/chat/completions`, short({ max_tokens: 40 }), ASYNC);
     expect(accepted.status).toBe(202);
     const id = accepted.json.id as string;
     const seen = await getJson(`${other.url}/v1/calls/${id}`);

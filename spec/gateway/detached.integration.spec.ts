@@ -33,7 +33,8 @@ describe('detached calls', () => {
   afterAll(() => fleet?.stop());
 
   it('answers 202 with the status monitor once a runner commits, then keeps the result', async () => {
-    const accepted = await postJson(`${gw}/v1/chat/completions`, short(), ASYNC);
+    // Longer than the runner's accept window (500 ms), so the call is still running at its 202.
+    const accepted = await postJson(`${gw}/v1/chat/completions`, short({ max_tokens: 40 }), ASYNC);
     expect(accepted.status).toBe(202);
     const id = accepted.json.id as string;
     expect(accepted.headers.location).toBe(`/v1/calls/${id}`);

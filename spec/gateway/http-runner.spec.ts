@@ -12,7 +12,7 @@ import type { GatewayCall } from '../../gateway/call.ts';
 import { HttpRunner } from '../../gateway/http-runner.ts';
 import type { RunnerResponse } from '../../gateway/http-runner.ts';
 import type { TryExecResult } from '../../placer/types.ts';
-import { CALL_ID_HEADER } from '../../runner/protocol.ts';
+import { BUSY_HEADER, CALL_ID_HEADER } from '../../runner/protocol.ts';
 import type { ReportedLoad } from '../../runner/protocol.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -40,8 +40,14 @@ async function holdingRunner(): Promise<{ url: URL; received: string[]; open: Se
   return { url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`), received, open };
 }
 
-function httpRunner(url: URL): HttpRunner {
-  const runner = new HttpRunner(url, { connectTimeout: 2_000, breaker: { threshold: 5, openFor: 30_000, closeAfter: 2, now: Date.now } });
+function httpRunner(url: URL, bounds: { responseTimeout?: number; streamIdleTimeout?: number; threshold?: number } = {}): HttpRunner {
+  const runner = new HttpRunner(url, {
+    connectTimeout: 2_000,
+    responseTimeout: bounds.responseTimeout ?? 5_000,
+    streamIdleTimeout: bounds.streamIdleTimeout ?? 60_000,
+    now: Date.now,
+    breaker: { threshold: bounds.threshold ?? 5, openFor: 30_000, closeAfter: 2, now: Date.now },
+  });
   cleanups.push(() => runner.close(true));
   return runner;
 }
@@ -51,7 +57,7 @@ function reportOf(slots: number): { load: ReportedLoad; at: number } {
 }
 
 let callCount = 0;
-function call(): GatewayCall {
+function call(overrides: Partial<GatewayCall> = {}): GatewayCall {
   const now = Date.now();
   return {
     id: `call-${++callCount}`,
@@ -68,7 +74,29 @@ function call(): GatewayCall {
     createdAt: now,
     startedAt: now,
     timeout: 10_000,
+    ...overrides,
   };
+}
+
+/** A stand-in runner answering each call as `answer` says; counts the calls that reached it. */
+async function scriptedRunner(answer: (res: ServerResponse, n: number) => void): Promise<{ url: URL; received: () => number }> {
+  let received = 0;
+  const server = createServer((req, res) => {
+    received++;
+    req.resume();
+    answer(res, received);
+  });
+  const sockets = new Set<import('node:net').Socket>();
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.once('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return { url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`), received: () => received };
 }
 
 /** The response of a placed offer; fails the test for any other result. */
@@ -124,6 +152,104 @@ describe('HttpRunner.tryExec', () => {
     for (let i = 0; i < 3; i++) placedResponse(await runner.tryExec(call()));
     expect(runner.inFlight).toBe(3);
     expect(server.received).toHaveLength(3);
+  });
+});
+
+describe('HttpRunner.tryExec: what an answer, or its absence, commits', () => {
+  it('fails before commit, and marks the runner hung, when nothing answers within responseTimeout', async () => {
+    const runner = httpRunner((await scriptedRunner(() => {})).url, { responseTimeout: 200 });
+    const result = await runner.tryExec(call());
+    expect(result.kind).toBe('failed');
+    expect((result as { error: Error }).error.message).toMatch(/did not take the call.*nothing ran/);
+    expect(runner.health.hung).toBe(true);
+    // Passed over at once from now on, without touching the network.
+    expect(await runner.tryExec(call())).toMatchObject({ kind: 'failed', error: { message: expect.stringContaining('is hung') } });
+    expect(runner.inFlight).toBe(0);
+  });
+
+  it('fails before commit when the connection ends before any answer', async () => {
+    const runner = httpRunner((await scriptedRunner((res) => res.socket!.destroy())).url);
+    expect((await runner.tryExec(call())).kind).toBe('failed');
+    expect(runner.health.reachable).toBe(false);
+    expect(runner.health.hung).toBe(false);
+  });
+
+  it('throws a failure after commit when the runner acknowledged the call and then the connection ended', async () => {
+    const runner = httpRunner((await scriptedRunner((res) => {
+      res.writeProcessing();
+      setTimeout(() => res.socket!.destroy(), 20);
+    })).url);
+    await expect(runner.tryExec(call())).rejects.toMatchObject({ code: 'GW_RUNNER_FAILED_AFTER_COMMIT' });
+  });
+
+  it('keeps waiting while acknowledgements come, longer than responseTimeout in all', async () => {
+    const runner = httpRunner((await scriptedRunner((res) => {
+      res.writeProcessing();
+      const beat = setInterval(() => res.writeProcessing(), 50);
+      setTimeout(() => {
+        clearInterval(beat);
+        res.end('done');
+      }, 400);
+    })).url, { responseTimeout: 150 });
+    const response = placedResponse(await runner.tryExec(call()));
+    expect(await response.body.text()).toBe('done');
+  });
+
+  it('throws GW_RUNNER_STALLED when the acknowledgements stop before the answer, and marks the runner hung', async () => {
+    const runner = httpRunner((await scriptedRunner((res) => res.writeProcessing())).url, { responseTimeout: 150 });
+    await expect(runner.tryExec(call())).rejects.toMatchObject({ code: 'GW_RUNNER_STALLED', status: 504 });
+    expect(runner.health.hung).toBe(true);
+  });
+
+  it('errors a committed body that stays silent for streamIdleTimeout (the relay makes it GW_RUNNER_STALLED)', async () => {
+    const runner = httpRunner((await scriptedRunner((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: 1\n\n');
+    })).url, { streamIdleTimeout: 150 });
+    const response = placedResponse(await runner.tryExec(call()));
+    await expect(response.body.text()).rejects.toMatchObject({ code: 'UND_ERR_BODY_TIMEOUT' });
+  });
+
+  it('stops waiting for an acknowledgement at the placer deadline, as a failure before commit', async () => {
+    const runner = httpRunner((await scriptedRunner(() => {})).url, { responseTimeout: 5_000 });
+    const started = Date.now();
+    const result = await runner.tryExec(call({ placerDeadline: Date.now() + 150 }));
+    expect(result.kind).toBe('failed');
+    expect(Date.now() - started).toBeLessThan(2_000);
+    // The deadline is the call's business, not a sign the runner is hung.
+    expect(runner.health.hung).toBe(false);
+  });
+
+  it('opens the breaker after failures in a row, after commit too, and closes nothing on a bare placement', async () => {
+    const runner = httpRunner((await scriptedRunner((res) => {
+      res.writeHead(502, { 'content-type': 'application/json', 'sluice-error': 'RUNNER_ENGINE_FAILED' });
+      res.end('{"error":{"message":"engine gone","type":"server_error","code":"RUNNER_ENGINE_FAILED"}}');
+    })).url, { threshold: 3 });
+    for (let i = 0; i < 3; i++) {
+      const response = placedResponse(await runner.tryExec(call()));
+      await response.body.text();
+    }
+    expect(runner.breaker.state).toBe('open');
+    expect(await runner.tryExec(call())).toMatchObject({ kind: 'failed', error: { message: expect.stringContaining('circuit breaker is open') } });
+  });
+
+  it('counts a busy answer and a call that ended well as signs of life', async () => {
+    const server = await scriptedRunner((res, n) => {
+      if (n === 1) {
+        res.writeHead(503, { [BUSY_HEADER]: 'slots' });
+        return res.end();
+      }
+      res.end('ok');
+    });
+    const runner = httpRunner(server.url, { threshold: 2 });
+    runner.breaker.failure();
+    expect(await runner.tryExec(call())).toEqual({ kind: 'busy' });
+    runner.breaker.failure();
+    expect(runner.breaker.state).toBe('closed');
+    const response = placedResponse(await runner.tryExec(call()));
+    await response.body.text();
+    runner.breaker.failure();
+    expect(runner.breaker.state).toBe('closed');
   });
 });
 

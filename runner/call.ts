@@ -1,0 +1,235 @@
+/**
+ * One call through a runner: admission, reading the call, the acknowledgement, the engine
+ * request, and the reply (runner/reply.ts). The order is the wire's promise to the gateway
+ * (runner/protocol.ts):
+ *
+ * 1. Admission, before the body is read: no slot (or a draining runner, or an engine that cannot
+ *    take calls) is a busy answer at once.
+ * 2. The whole body is read, then `102 Processing` acknowledges the call. Nothing has reached
+ *    the engine yet, and nothing will until the acknowledgement is on the wire: a gateway that
+ *    saw no response knows the engine never saw the call.
+ * 3. A runner whose process was just stalled (stopped, swapped out, starved) for half the
+ *    gateway's response bound or more steps back with a busy answer, at admission and again
+ *    right before the engine request: the gateway may have given the call up and placed it
+ *    elsewhere while it waited in this runner's socket, and a busy answer is safe either way.
+ * 4. The engine request, with acknowledgements repeated until the final status line so that the
+ *    gateway can tell a slow engine from a hung runner. A sync call's status line goes with the
+ *    engine's first body byte; a detached call's 202 goes once the engine accepted the call.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { Dispatcher } from 'undici';
+import type { Logger } from '../placer/log.ts';
+import type { RunnerEngine } from './engine.ts';
+import { EngineBusyError, EngineFailedError, EngineTimeoutError, RunnerBodyTooLargeError } from './errors.ts';
+import type { RunnerConfig } from './options.ts';
+import {
+  CALL_ID_HEADER,
+  CALL_TYPE_HEADER,
+  ERROR_TRAILER,
+  EXEC_TRAILER,
+  FUNCTION_HEADER,
+  RESPONSE_TIMEOUT_HEADER,
+  TIMEOUT_HEADER,
+  coalesceWrites,
+  formatExecTiming,
+  isConnectError,
+  withoutHopByHop,
+} from './protocol.ts';
+import { detachedReply, syncReply } from './reply.ts';
+import type { Reply } from './reply.ts';
+import type { Slots } from './slots.ts';
+
+/** Why a runner answered busy; sent as the value of the busy header. */
+export type BusyReason = 'slots' | 'starting' | 'draining' | 'engine-busy' | 'engine-unreachable' | 'engine-failed' | 'late';
+
+/** What the call path needs from its runner. */
+export interface CallPathContext {
+  config: RunnerConfig;
+  engine: RunnerEngine;
+  slots: Slots;
+  log: Logger;
+  counts: { served: number; rejected: number; failed: number };
+  draining(): boolean;
+  /** How long the process's event loop just went without running timers, ms (StallWatch). */
+  stalled(): number;
+  busy(res: ServerResponse, reason: BusyReason): void;
+}
+
+/** Serves one call on `req`/`res`; resolves when the call is handed to the engine's stream or answered. */
+export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { config, engine, slots, log, counts } = ctx;
+  if (ctx.draining()) return ctx.busy(res, 'draining');
+  const engineBusy = engine.busyReason();
+  if (engineBusy) return ctx.busy(res, engineBusy);
+  const release = slots.tryAcquire();
+  if (!release) return ctx.busy(res, 'slots');
+
+  const received = performance.now();
+  const callId = header(req, CALL_ID_HEADER);
+  const fn = header(req, FUNCTION_HEADER);
+  const detached = header(req, CALL_TYPE_HEADER) === 'detached';
+  const budget = positiveMs(header(req, TIMEOUT_HEADER)) ?? config.defaultCallTimeout;
+  const responseTimeout = positiveMs(header(req, RESPONSE_TIMEOUT_HEADER));
+  const late = (): boolean => responseTimeout !== undefined && ctx.stalled() >= responseTimeout / 2;
+  if (late()) {
+    release();
+    log.warn('call read after a stall; answered busy', { call: callId, fn, stalledMs: Math.round(ctx.stalled()) });
+    return ctx.busy(res, 'late');
+  }
+  const controller = new AbortController();
+  res.once('close', () => {
+    release();
+    // The gateway hung up before the end: stop the engine's work too.
+    if (!res.writableFinished) controller.abort(new Error('gateway closed the connection'));
+  });
+
+  let body: Buffer;
+  try {
+    body = await readCall(req, config.maxBodyBytes);
+  } catch (error) {
+    if (error instanceof RunnerBodyTooLargeError && !res.headersSent) {
+      counts.rejected++;
+      res.writeHead(error.status, { 'content-type': 'application/json', connection: 'close' });
+      res.end(JSON.stringify({ error: { message: error.message, type: error.type, code: error.code } }));
+    }
+    return;
+  }
+
+  res.writeProcessing();
+  // See the file comment, step 3: checked again here, since a stall can come between the two.
+  if (res.destroyed) return;
+  if (late() || (responseTimeout !== undefined && performance.now() - received >= responseTimeout)) {
+    release();
+    log.warn('call reached the engine step after a stall; answered busy', { call: callId, fn, stalledMs: Math.round(ctx.stalled()) });
+    return ctx.busy(res, 'late');
+  }
+
+  const keepalive =
+    responseTimeout === undefined
+      ? undefined
+      : setInterval(() => {
+          if (!res.headersSent && !res.destroyed) res.writeProcessing();
+        }, Math.max(10, Math.floor(responseTimeout / 3)));
+  const stopKeepalive = (): void => clearInterval(keepalive);
+  // The budget bounds the whole execution, not just the gaps between chunks; it counts from the
+  // call's arrival on this runner's own monotonic clock.
+  const deadline = received + budget;
+  const timer = setTimeout(
+    () => controller.abort(new EngineTimeoutError(`call ${callId ?? ''} ran past its budget of ${budget} ms`)),
+    Math.max(1, deadline - performance.now()),
+  );
+  res.once('close', () => {
+    clearTimeout(timer);
+    stopKeepalive();
+  });
+  const timedOut = () => controller.signal.reason instanceof EngineTimeoutError;
+  const reply: Reply = detached ? detachedReply(res, config.id) : syncReply(res, config.id);
+  // A detached call the engine kept for acceptWindow without refusing it is the engine's.
+  const acceptance = detached ? setTimeout(() => reply.commit(), config.acceptWindow) : undefined;
+  const committed = (): boolean => res.headersSent;
+  const started = performance.now();
+  const timing = () => ({ [EXEC_TRAILER]: formatExecTiming(performance.now() - started) });
+
+  let response: Dispatcher.ResponseData;
+  try {
+    response = await engine.request({
+      method: (req.method ?? 'POST') as Dispatcher.HttpMethod,
+      path: req.url ?? '/',
+      headers: withoutHopByHop(req.headers),
+      body,
+      signal: controller.signal,
+      // Our own deadline timer reports RUNNER_ENGINE_TIMEOUT; undici's must not win the race.
+      timeout: Math.max(1, deadline - performance.now()) + 1000,
+    });
+  } catch (error) {
+    clearTimeout(acceptance);
+    if (controller.signal.aborted && !timedOut()) return;
+    if (isConnectError(error) && !committed()) {
+      // The engine never saw the call: nothing ran, so another runner may take it.
+      engine.adapter.markUnreachable(error as Error);
+      release();
+      stopKeepalive();
+      return ctx.busy(res, 'engine-unreachable');
+    }
+    counts.failed++;
+    log.warn('engine failed before answering', { call: callId, fn, error: error as Error });
+    const failure = timedOut()
+      ? (controller.signal.reason as EngineTimeoutError)
+      : new EngineFailedError(`engine at ${engine.adapter.url.origin} failed before answering: ${(error as Error).message}`, { cause: error });
+    return reply.fail(failure, timing());
+  }
+  clearTimeout(acceptance);
+  if (response.statusCode === 429 || response.statusCode === 503) {
+    // The engine refused before producing anything (queue full, still loading): nothing ran.
+    await response.body.dump().catch(() => {});
+    if (!committed()) {
+      release();
+      stopKeepalive();
+      return ctx.busy(res, 'engine-busy');
+    }
+    // A detached call past its accept window already has its 202: its result is the refusal.
+    counts.failed++;
+    return reply.fail(new EngineBusyError(`engine at ${engine.adapter.url.origin} refused the call with ${response.statusCode}; nothing ran`), timing());
+  }
+
+  counts.served++;
+  reply.head(response.statusCode, response.headers);
+  const engineBody = response.body;
+  engineBody.on('data', (chunk: Buffer) => {
+    coalesceWrites(res);
+    if (!reply.write(chunk)) {
+      engineBody.pause();
+      res.once('drain', () => engineBody.resume());
+    }
+  });
+  engineBody.once('end', () => reply.end(timing()));
+  engineBody.once('error', (error) => {
+    if (controller.signal.aborted && !timedOut()) return;
+    counts.failed++;
+    const code = timedOut() ? 'RUNNER_ENGINE_TIMEOUT' : 'RUNNER_ENGINE_FAILED';
+    log.warn('engine failed mid-response', { call: callId, fn, code, error });
+    reply.end({ ...timing(), [ERROR_TRAILER]: code });
+  });
+}
+
+/** Reads the whole request body, refusing one over `maxBytes`. */
+function readCall(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBytes) return Promise.reject(tooLarge(maxBytes));
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        req.removeAllListeners('data');
+        req.pause();
+        reject(tooLarge(maxBytes));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
+    req.once('error', reject);
+    req.once('close', () => {
+      if (!req.readableEnded) reject(new Error('gateway closed the connection while sending the call'));
+    });
+  });
+}
+
+function tooLarge(maxBytes: number): RunnerBodyTooLargeError {
+  return new RunnerBodyTooLargeError(`request body exceeds this runner's maxBodyBytes (${maxBytes} bytes)`);
+}
+
+/** A positive whole number of ms from a header, or undefined when absent or malformed. */
+function positiveMs(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = Number(value);
+  return Number.isSafeInteger(ms) && ms > 0 ? ms : undefined;
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}

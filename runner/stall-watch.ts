@@ -1,0 +1,57 @@
+/**
+ * How long this process's event loop has just gone without running timers. A runner that was
+ * stopped (SIGSTOP), swapped out or starved finds, when it runs again, calls that waited in its
+ * sockets all that time: their gateways may have given up on them. It reads them over its next
+ * few turns (new connections are accepted in one turn and read in a later one), so a stall is
+ * still reported for a short while after the loop runs again.
+ */
+import { performance } from 'node:perf_hooks';
+
+/** A timer that notes when it last ran, and the last stall it saw. */
+export class StallWatch {
+  readonly #interval: number;
+  readonly #memory: number;
+  #last = performance.now();
+  #stall = 0;
+  #stallSeenAt = -Infinity;
+  #timer: NodeJS.Timeout | undefined;
+
+  /**
+   * `interval`: how often the loop is checked, in ms; a stall is measured beyond it.
+   * `memory`: how long after the loop runs again a stall is still reported, in ms.
+   */
+  constructor(interval = 100, memory = 1000) {
+    this.#interval = interval;
+    this.#memory = memory;
+  }
+
+  start(): void {
+    this.#last = performance.now();
+    this.#timer ??= setInterval(() => {
+      const now = performance.now();
+      const gap = now - this.#last - this.#interval;
+      if (gap > this.#interval) {
+        this.#stall = gap;
+        this.#stallSeenAt = now;
+      }
+      this.#last = now;
+    }, this.#interval);
+    this.#timer.unref();
+  }
+
+  /**
+   * The stall that is going on (the loop has not run its timers for this long, beyond the
+   * interval) or that ended within `memory` ms, in ms; 0 when there is none.
+   */
+  stalled(): number {
+    const now = performance.now();
+    const current = now - this.#last - this.#interval;
+    const recent = now - this.#stallSeenAt < this.#memory ? this.#stall : 0;
+    return Math.max(0, current, recent);
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Fault: detached calls broke their documented contract. The runner answered 202 before its
+ * engine accepted the call, so an engine's 429 or 503 failed the call ("may have run") instead of
+ * moving it to another runner as a sync call is; a call the runner stopped at the end of its budget
+ * ended `expired` with GW_CALL_TIMEOUT and no result, where the docs promise `failed` with
+ * RUNNER_ENGINE_TIMEOUT and what arrived. A spec per engine answer.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import type { Fleet } from '../support/fleet.ts';
+
+const ASYNC = { prefer: 'respond-async' };
+
+async function getJson(url: string): Promise<{ status: number; json: any; text: string; headers: Record<string, unknown> }> {
+  const res = await request(url);
+  const text = await res.body.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, json, text, headers: res.headers };
+}
+
+/** Posts `count` detached calls and waits for each to end; returns their final records. */
+async function runDetached(gateway: string, count: number, body = chatBody({ max_tokens: 3 })): Promise<any[]> {
+  const accepted = await Promise.all(Array.from({ length: count }, () => postJson(`${gateway}/v1/chat/completions`, body, ASYNC)));
+  for (const a of accepted) expect(a.status).toBe(202);
+  const records: any[] = [];
+  for (const a of accepted) {
+    let record: any;
+    await eventually(async () => {
+      record = (await getJson(`${gateway}/v1/calls/${a.json.id}`)).json;
+      return record.status !== 'running';
+    }, 15_000, `call ${a.json.id} to end`);
+    records.push(record);
+  }
+  return records;
+}
+
+for (const status of [429, 503] as const) {
+  describe(`a detached call whose engine refuses it with ${status}`, () => {
+    let fleet: Fleet;
+    beforeAll(async () => {
+      fleet = await startFleet({
+        nodes: 2,
+        // The first engine refuses everything; the second serves.
+        engineArgs: (i) => ['--ttft-ms', '0', '--itl-ms', '5', ...(i === 0 ? [`--failure-rate-${status}`, '1'] : [])],
+        runnerArgs: ['--slots', '4'],
+      });
+    }, 60_000);
+    afterAll(() => fleet?.stop());
+
+    it('moves to another runner, as a sync call does, and runs there once', async () => {
+      const records = await runDetached(fleet.gateway.url, 6);
+      for (const record of records) {
+        expect(record.status).toBe('succeeded');
+        expect(record.runner).toBe(new URL(fleet.nodes[1]!.runner.url).host);
+      }
+      const refused = metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_injected_failures_total', { status: String(status) });
+      expect(refused).toBeGreaterThanOrEqual(1);
+      expect(metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_completed_total')).toBe(0);
+      expect(metricValue(await metrics(fleet.nodes[1]!.engine), 'sluice_sim_requests_completed_total')).toBe(6);
+    });
+  });
+}
+
+describe('a detached call its runner stops at the end of its budget', () => {
+  let fleet: Fleet;
+  beforeAll(async () => {
+    fleet = await startFleet({
+      nodes: 1,
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '50', '--output-tokens', '400'],
+      gatewayArgs: ['--call-timeout', '1500ms'],
+    });
+  }, 60_000);
+  afterAll(() => fleet?.stop());
+
+  it('ends failed with RUNNER_ENGINE_TIMEOUT and keeps the stream that arrived, under the engine status', async () => {
+    const [record] = await runDetached(fleet.gateway.url, 1, chatBody({ stream: true, max_tokens: 400 }));
+    expect(record.status).toBe('failed');
+    expect(record.error.code).toBe('RUNNER_ENGINE_TIMEOUT');
+    const result = await getJson(`${fleet.gateway.url}/v1/calls/${record.id}/result`);
+    expect(result.status).toBe(200);
+    expect(String(result.headers['content-type'])).toContain('text/event-stream');
+    expect(result.text).toContain('data: {');
+    expect(result.text).not.toContain('[DONE]');
+  });
+
+  it('ends failed with RUNNER_ENGINE_TIMEOUT and keeps the runner\'s 504 when the engine never answered', async () => {
+    const [record] = await runDetached(fleet.gateway.url, 1, chatBody({ max_tokens: 400 }));
+    expect(record.status).toBe('failed');
+    expect(record.error.code).toBe('RUNNER_ENGINE_TIMEOUT');
+    const result = await getJson(`${fleet.gateway.url}/v1/calls/${record.id}/result`);
+    expect(result.status).toBe(504);
+    expect(result.json.error.code).toBe('RUNNER_ENGINE_TIMEOUT');
+  });
+});

@@ -1,0 +1,141 @@
+/**
+ * Fault: a hung runner (SIGSTOP), before and during a call. It used to stall calls until their
+ * 10-minute timeout, keep getting new ones, and hold detached calls past their placer deadline.
+ * Now: a call it never acknowledged goes elsewhere within the response bound, the runner is
+ * reported hung and passed over until it answers again, a stream it stopped mid-way ends with
+ * GW_RUNNER_STALLED after the idle bound, and no call ever runs twice.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import type { Fleet } from '../support/fleet.ts';
+
+const RESPONSE_TIMEOUT_MS = 1000;
+const IDLE_TIMEOUT_MS = 1500;
+const DETACHED_DEADLINE_MS = 2000;
+
+/** The calls each engine was offered (refused ones included), by node index. */
+async function engineCalls(fleet: Fleet): Promise<number[]> {
+  return Promise.all(fleet.nodes.map(async (n) => metricValue(await metrics(n.engine), 'sluice_sim_requests_total')));
+}
+
+async function runnersView(fleet: Fleet): Promise<Array<Record<string, any>>> {
+  const res = await request(`${fleet.gateway.url}/v1/runners`);
+  return ((await res.body.json()) as { data: Array<Record<string, any>> }).data;
+}
+
+describe('a hung runner', () => {
+  let fleet: Fleet;
+  const stopped = new Set<number>();
+  const stop = (i: number) => {
+    process.kill(fleet.nodes[i]!.runner.child.pid!, 'SIGSTOP');
+    stopped.add(i);
+  };
+  const resume = (i: number) => {
+    if (stopped.delete(i)) process.kill(fleet.nodes[i]!.runner.child.pid!, 'SIGCONT');
+  };
+
+  beforeAll(async () => {
+    fleet = await startFleet({
+      nodes: 2,
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '20', '--output-tokens', '5'],
+      runnerArgs: ['--slots', '8'],
+      gatewayArgs: [
+        '--runner-response-timeout', `${RESPONSE_TIMEOUT_MS}ms`,
+        '--stream-idle-timeout', `${IDLE_TIMEOUT_MS}ms`,
+        '--detached-placer-timeout', `${DETACHED_DEADLINE_MS}ms`,
+        '--status-interval', '300ms',
+        '--runner-connect-timeout', '500ms',
+      ],
+    });
+  }, 60_000);
+  afterEach(async () => {
+    for (const i of [...stopped]) resume(i);
+    // Back to a fleet where both runners answer, for the next case.
+    await eventually(async () => (await runnersView(fleet)).every((r) => r.health !== 'hung'), 10_000, 'both runners answering');
+  });
+  afterAll(async () => {
+    for (const i of [...stopped]) resume(i);
+    await fleet?.stop();
+  });
+
+  it('sends calls it never acknowledged elsewhere, reports it hung, and takes it back once it answers', async () => {
+    const before = await engineCalls(fleet);
+    stop(0);
+    const results = await Promise.all(Array.from({ length: 10 }, () => postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody())));
+    expect(results.map((r) => r.status)).toEqual(Array(10).fill(200));
+    expect(new Set(results.map((r) => r.headers['sluice-runner-id']))).toEqual(new Set(['runner-2']));
+
+    const view = await runnersView(fleet);
+    const hung = view.find((r) => r.url === new URL(fleet.nodes[0]!.runner.url).origin)!;
+    expect(hung.health).toBe('hung');
+    expect(hung.lastError).toMatch(/responseTimeout|unanswered/);
+    // New calls pass it over without waiting on it.
+    const started = Date.now();
+    expect((await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody())).status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(RESPONSE_TIMEOUT_MS);
+
+    const after = await engineCalls(fleet);
+    expect(after[0]).toBe(before[0]);
+    expect(after[1]! - before[1]!).toBe(11);
+
+    resume(0);
+    await eventually(async () => (await runnersView(fleet)).every((r) => r.health === 'ok'), 10_000, 'the runner answering again');
+    // For a moment after it wakes it answers busy (see runner/stall-watch.ts); then it takes calls.
+    let toRunner1 = 0;
+    await eventually(async () => {
+      const r = await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody());
+      expect(r.status).toBe(200);
+      if (r.headers['sluice-runner-id'] === 'runner-1') toRunner1++;
+      return toRunner1 > 0;
+    }, 10_000, 'a call on the runner that woke');
+    // The calls it held while stopped were given up by the gateway, and it ran none of them
+    // when it woke: its engine saw only the calls placed on it since.
+    expect((await engineCalls(fleet))[0]! - before[0]!).toBe(toRunner1);
+  });
+
+  it('ends a stream its runner stopped mid-way with GW_RUNNER_STALLED after the idle bound, and runs it nowhere else', async () => {
+    const before = await engineCalls(fleet);
+    const body = chatBody({ stream: true, max_tokens: 200 });
+    const res = await request(`${fleet.gateway.url}/v1/chat/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    expect(res.statusCode).toBe(200);
+    const runner = String(res.headers['sluice-runner-id']);
+    const index = runner === 'runner-1' ? 0 : 1;
+    let text = '';
+    let stoppedAt = 0;
+    for await (const chunk of res.body) {
+      text += String(chunk);
+      if (!stoppedAt && text.includes('data: ')) {
+        stop(index);
+        stoppedAt = Date.now();
+      }
+    }
+    const waited = Date.now() - stoppedAt;
+    const events = text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+    const last = JSON.parse(events.at(-1)!);
+    expect(last.error.code).toBe('GW_RUNNER_STALLED');
+    expect(last.error.message).toContain('streamIdleTimeout');
+    expect(waited).toBeGreaterThanOrEqual(IDLE_TIMEOUT_MS - 100);
+    expect(waited).toBeLessThan(IDLE_TIMEOUT_MS + 3000);
+    resume(index);
+    const after = await engineCalls(fleet);
+    expect(after.reduce((a, b) => a + b, 0) - before.reduce((a, b) => a + b, 0)).toBe(1);
+  });
+
+  it('answers detached calls within their placer deadline when the only live runner is hung', async () => {
+    stop(0);
+    stop(1);
+    const started = Date.now();
+    const results = await Promise.all(
+      Array.from({ length: 4 }, () => postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' })),
+    );
+    const elapsed = Date.now() - started;
+    for (const r of results) {
+      expect(r.status).toBe(503);
+      expect(r.json.error.code).toBe('PLACER_TIMEOUT');
+      expect(r.json.error.runners.map((x: { reason: string }) => x.reason)).toEqual(['hung', 'hung']);
+    }
+    // The deadline holds, give or take the machine's scheduling: not the runners' silence.
+    expect(elapsed).toBeLessThan(DETACHED_DEADLINE_MS + 1500);
+  });
+});
