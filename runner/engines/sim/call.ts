@@ -10,6 +10,7 @@ import type { KvUsage } from './kv-usage.ts';
 import type { TtftHistogram } from './metrics.ts';
 import type { ResolvedSimEngineOptions } from './options.ts';
 import type { PrefixCache } from './prefix-cache.ts';
+import { notFound, refusal, schemaError } from './refusals.ts';
 import type { Release, SimScheduler } from './scheduler.ts';
 import type { SimTimingModel } from './timing.ts';
 
@@ -26,7 +27,7 @@ export interface SimCallContext {
 
 /**
  * The model a request names, or the first served model when it names none, as vLLM does.
- * An unknown name is a 404 `model_not_found`, OpenAI's answer.
+ * An unknown name is vLLM's 404 `NotFoundError`, "The model `x` does not exist.".
  */
 export function resolveModel(
   options: ResolvedSimEngineOptions,
@@ -35,14 +36,9 @@ export function resolveModel(
   const { model } = body;
   if (model === undefined || model === null) return { kind: 'ok', model: options.models[0]! };
   if (typeof model !== 'string') {
-    return { kind: 'bad', error: { status: 400, type: 'invalid_request_error', code: 'invalid_value', param: 'model', message: 'model must be a string' } };
+    return { kind: 'bad', error: schemaError({ field: 'model', kind: 'string_type', msg: 'Input should be a valid string', input: model }) };
   }
-  if (!options.models.includes(model)) {
-    return {
-      kind: 'bad',
-      error: { status: 404, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model \`${model}\` does not exist.` },
-    };
-  }
+  if (!options.models.includes(model)) return { kind: 'bad', error: notFound(`The model \`${model}\` does not exist.`, 'model') };
   return { kind: 'ok', model };
 }
 
@@ -62,11 +58,7 @@ export async function admit(ctx: SimCallContext, res: ServerResponse, signal: Ab
     return await ctx.scheduler.acquire(signal);
   } catch (error) {
     if (error instanceof SimQueueFullError) {
-      sendError(
-        res,
-        { status: 429, type: 'rate_limit_error', code: 'rate_limit_exceeded', message: `engine queue is full (${ctx.options.maxQueue} waiting); retry later` },
-        { 'retry-after': '1' },
-      );
+      sendError(res, refusal(429, `engine queue is full (${ctx.options.maxQueue} waiting); retry later`), { 'retry-after': '1' });
       return undefined;
     }
     if (signal.aborted) return undefined;

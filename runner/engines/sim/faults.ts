@@ -6,6 +6,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { ApiError } from './http.ts';
 import type { ResolvedSimEngineOptions } from './options.ts';
+import { internalError, refusal } from './refusals.ts';
 
 /** The statuses fault injection can answer with. */
 export type InjectedStatus = 429 | 503 | 500;
@@ -27,16 +28,10 @@ export interface FaultAnswer {
 }
 
 const ANSWERS: Readonly<Record<InjectedStatus, FaultAnswer>> = {
-  429: {
-    error: { status: 429, type: 'rate_limit_error', code: 'rate_limit_exceeded', message: 'simulated rate limit; retry later' },
-    headers: { 'retry-after': '1' },
-  },
-  503: {
-    error: { status: 503, type: 'server_error', code: 'service_unavailable', message: 'simulated overload; retry later' },
-    headers: { 'retry-after': '1' },
-  },
+  429: { error: refusal(429, 'simulated rate limit; retry later'), headers: { 'retry-after': '1' } },
+  503: { error: refusal(503, 'simulated overload; retry later'), headers: { 'retry-after': '1' } },
   // A failure inside the model: nothing says a retry would fare better, so no Retry-After.
-  500: { error: { status: 500, type: 'server_error', code: 'engine_error', message: 'simulated engine error' }, headers: {} },
+  500: { error: internalError('simulated engine error'), headers: {} },
 };
 
 /** The fault state of one engine; plain counters and a start time, no timers. */
@@ -68,7 +63,7 @@ export class SimFaults {
     if (remaining <= 0) return undefined;
     this.#loading += 1;
     return {
-      error: { status: 503, type: 'server_error', code: 'model_loading', message: `model ${this.#options.models[0]!} is loading; retry later` },
+      error: refusal(503, `model ${this.#options.models[0]!} is loading; retry later`),
       headers: { 'retry-after': String(Math.max(1, Math.ceil(remaining / 1000))) },
     };
   }

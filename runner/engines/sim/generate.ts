@@ -5,8 +5,10 @@
  */
 import type { ServerResponse } from 'node:http';
 import { admit, createdAt, newId, resolveModel, type SimCallContext } from './call.ts';
-import { invalidRequest, sendError, sendJson, type ApiError } from './http.ts';
+import { optionalBoolean, optionalInteger, type FieldResult } from './fields.ts';
+import { sendError, sendJson, type ApiError } from './http.ts';
 import { blockHashes } from './prefix-cache.ts';
+import { badRequest, schemaError } from './refusals.ts';
 import type { SlotOutcome } from './scheduler.ts';
 import { createTokenWriter, renderChatPrompt, renderCompletionPrompt, tokenize } from './text.ts';
 import { playTokens, type PlayOutcome } from './timing.ts';
@@ -19,19 +21,68 @@ interface Plan {
   /** The whole rendered prompt: for chat every message's role and content, in order. */
   readonly prompt: string;
   readonly promptTokens: readonly string[];
+  /** Tokens each choice produces. */
   readonly tokens: number;
+  /** Choices to produce (`n`), decoded side by side. */
+  readonly choices: number;
   readonly finishReason: 'length' | 'stop';
   readonly stream: boolean;
   readonly includeUsage: boolean;
 }
 
-function optionalLimit(body: Record<string, unknown>, name: string): number | undefined | ApiError {
-  const value = body[name];
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    return invalidRequest(`${name} must be a positive integer, got ${JSON.stringify(value)}`, name);
+/** `max_tokens` or `max_completion_tokens`: an integer of at least 1, in vLLM's words. */
+function optionalLimit(body: Record<string, unknown>, name: string): FieldResult<number | undefined> {
+  const limit = optionalInteger(body, name);
+  if (limit.kind === 'ok' && limit.value !== undefined && limit.value < 1) {
+    return { kind: 'bad', error: badRequest(`${name} must be at least 1, got ${limit.value}.`, name) };
   }
-  return value;
+  return limit;
+}
+
+/**
+ * `n`, checked as vLLM checks it, plus the simulator's own bound: the choices decode side by
+ * side in one batch, so there can be no more of them than the batch holds (`maxNumSeqs`).
+ */
+function readChoices(ctx: SimCallContext, body: Record<string, unknown>): FieldResult<number> {
+  const n = optionalInteger(body, 'n');
+  if (n.kind === 'bad') return n;
+  const value = n.value ?? 1;
+  if (value < 1) return { kind: 'bad', error: badRequest(`n must be at least 1, got ${value}.`, 'n') };
+  const most = ctx.options.maxNumSeqs;
+  if (value > most) return { kind: 'bad', error: badRequest(`n must be at most ${most} (the engine's max-num-seqs), got ${value}.`, 'n') };
+  const bestOf = optionalInteger(body, 'best_of');
+  if (bestOf.kind === 'bad') return bestOf;
+  // vLLM's V1 engine, the one in use today, refuses best_of outright.
+  if (bestOf.value !== undefined && bestOf.value > 1) return { kind: 'bad', error: badRequest('vLLM V1 does not yet support best_of.', 'best_of') };
+  if (bestOf.value !== undefined && bestOf.value < value) {
+    return { kind: 'bad', error: badRequest(`best_of must be greater than or equal to n, got n=${value} and best_of=${bestOf.value}.`, 'best_of') };
+  }
+  return { kind: 'ok', value };
+}
+
+/**
+ * Whether a streamed answer ends with a usage chunk. vLLM reads `stream_options` as an object
+ * whose `include_usage` defaults to true, and refuses it on a request that does not stream.
+ */
+function readIncludeUsage(body: Record<string, unknown>, stream: boolean): FieldResult<boolean> {
+  const options = body.stream_options;
+  if (options === undefined || options === null) return { kind: 'ok', value: false };
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    return { kind: 'bad', error: schemaError({ field: 'stream_options', kind: 'model_type', msg: 'Input should be a valid dictionary or instance of StreamOptions', input: options }) };
+  }
+  const fields = options as Record<string, unknown>;
+  // Python's truthiness: an empty object does not count as given.
+  if (!stream && Object.keys(fields).length > 0) {
+    return {
+      kind: 'bad',
+      error: schemaError({ kind: 'value_error', msg: 'Value error, Stream options can only be defined when `stream=True`.', input: body, param: 'stream_options' }),
+    };
+  }
+  const include = fields.include_usage;
+  if (include !== undefined && include !== null && typeof include !== 'boolean') {
+    return { kind: 'bad', error: schemaError({ field: 'stream_options.include_usage', kind: 'bool_type', msg: 'Input should be a valid boolean', input: include }) };
+  }
+  return { kind: 'ok', value: stream && include !== false && include !== null };
 }
 
 function planRequest(ctx: SimCallContext, kind: GenerationKind, body: Record<string, unknown>): Plan | ApiError {
@@ -39,21 +90,32 @@ function planRequest(ctx: SimCallContext, kind: GenerationKind, body: Record<str
   if (model.kind === 'bad') return model.error;
   let prompt: string | undefined;
   if (kind === 'chat') {
-    if (!Array.isArray(body.messages) || body.messages.length === 0) return invalidRequest('messages must be a non-empty array', 'messages');
+    if (!Array.isArray(body.messages)) {
+      return body.messages === undefined
+        ? schemaError({ field: 'messages', kind: 'missing', msg: 'Field required', input: body })
+        : schemaError({ field: 'messages', kind: 'list_type', msg: 'Input should be a valid list', input: body.messages });
+    }
+    if (body.messages.length === 0) return badRequest('messages must be a non-empty array', 'messages');
     prompt = renderChatPrompt(body.messages);
   } else {
     prompt = renderCompletionPrompt(body.prompt);
-    if (prompt === undefined) return invalidRequest('prompt must be a string, an array of strings or an array of token ids', 'prompt');
+    if (prompt === undefined) {
+      return schemaError({ field: 'prompt', kind: 'union_type', msg: 'Input should be a string, a list of strings, a list of token ids or a list of token-id lists', input: body.prompt });
+    }
   }
   // max_completion_tokens is the newer name; vLLM prefers it when both are sent.
   const newer = optionalLimit(body, 'max_completion_tokens');
-  if (typeof newer === 'object') return newer;
+  if (newer.kind === 'bad') return newer.error;
   const older = optionalLimit(body, 'max_tokens');
-  if (typeof older === 'object') return older;
-  const limit = newer ?? older;
-  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalidRequest('stream must be a boolean', 'stream');
-  const stream = body.stream === true;
-  const streamOptions = body.stream_options as { include_usage?: unknown } | null | undefined;
+  if (older.kind === 'bad') return older.error;
+  const limit = newer.value ?? older.value;
+  const streamField = optionalBoolean(body, 'stream');
+  if (streamField.kind === 'bad') return streamField.error;
+  const stream = streamField.value === true;
+  const includeUsage = readIncludeUsage(body, stream);
+  if (includeUsage.kind === 'bad') return includeUsage.error;
+  const choices = readChoices(ctx, body);
+  if (choices.kind === 'bad') return choices.error;
   const natural = ctx.options.outputTokens;
   // ignore_eos is vLLM's benchmark switch: the model never stops early, so max_tokens is exact.
   const tokens = limit === undefined ? natural : body.ignore_eos === true ? limit : Math.min(limit, natural);
@@ -62,9 +124,10 @@ function planRequest(ctx: SimCallContext, kind: GenerationKind, body: Record<str
     prompt,
     promptTokens: tokenize(prompt),
     tokens,
+    choices: choices.value,
     finishReason: limit !== undefined && tokens === limit ? 'length' : 'stop',
     stream,
-    includeUsage: stream && typeof streamOptions === 'object' && streamOptions?.include_usage === true,
+    includeUsage: includeUsage.value,
   };
 }
 
@@ -95,7 +158,11 @@ export async function handleGeneration(
   }
 }
 
-/** Plays one admitted request's tokens: prefix-cache lookup, KV hold, then the timing model's schedule. */
+/**
+ * Plays one admitted request's tokens: prefix-cache lookup, KV hold, then the timing model's
+ * schedule. The `n` choices share the prompt's prefill and decode side by side, one token each
+ * per step, as vLLM's parallel sampling runs them; each holds its own KV blocks for what it generates.
+ */
 async function generate(
   ctx: SimCallContext,
   plan: Plan,
@@ -109,7 +176,8 @@ async function generate(
   // prefill does not.
   const hashes = blockHashes(plan.promptTokens);
   const cachedTokens = ctx.prefixCache.lookup(hashes, promptTokens);
-  const kv = ctx.kv.hold(promptTokens);
+  // The prompt's blocks are held once: the choices share them through the prefix cache.
+  const holds = Array.from({ length: plan.choices }, (_, choice) => ctx.kv.hold(choice === 0 ? promptTokens : 0));
   const schedule = ctx.timing.plan({ promptTokens, cachedTokens, outputTokens: plan.tokens, running: () => ctx.scheduler.running });
   try {
     return await playTokens(
@@ -120,39 +188,47 @@ async function generate(
           ctx.prefixCache.insert(hashes);
           ctx.ttft.observe((performance.now() - arrivedAt) / 1000);
         }
-        kv.grow();
+        for (const hold of holds) hold.grow();
         onToken(index);
       },
       signal,
     );
   } finally {
-    kv.release();
+    for (const hold of holds) hold.release();
   }
 }
 
+/** Usage over every choice: vLLM counts each choice's tokens as completion tokens. */
 function usageOf(plan: Plan): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
   const promptTokens = plan.promptTokens.length;
-  return { prompt_tokens: promptTokens, completion_tokens: plan.tokens, total_tokens: promptTokens + plan.tokens };
+  const completionTokens = plan.tokens * plan.choices;
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
 }
 
-/** Plays the admitted request, calling `onToken` as each token exists; bound to its plan and signal. */
+/** Plays the admitted request, calling `onToken` as each step's tokens exist; bound to its plan and signal. */
 type Run = (onToken: (index: number) => void) => Promise<PlayOutcome>;
 
+/** One token writer per choice, each with its own words. */
+function writersFor(plan: Plan): Array<(index: number) => string> {
+  return Array.from({ length: plan.choices }, (_, choice) => createTokenWriter(plan.prompt, choice));
+}
+
 async function answerOnce(ctx: SimCallContext, kind: GenerationKind, plan: Plan, res: ServerResponse, run: Run): Promise<SlotOutcome> {
-  const write = createTokenWriter(plan.prompt);
-  const parts: string[] = [];
-  if ((await run((index) => parts.push(write(index)))) === 'aborted') return 'aborted';
-  const text = parts.join('');
-  const choice =
-    kind === 'chat'
-      ? { index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: plan.finishReason }
-      : { index: 0, text, logprobs: null, finish_reason: plan.finishReason };
+  const writers = writersFor(plan);
+  const parts: string[][] = writers.map(() => []);
+  if ((await run((index) => writers.forEach((write, choice) => parts[choice]!.push(write(index))))) === 'aborted') return 'aborted';
+  const choices = parts.map((words, index) => {
+    const text = words.join('');
+    return kind === 'chat'
+      ? { index, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: plan.finishReason }
+      : { index, text, logprobs: null, finish_reason: plan.finishReason };
+  });
   sendJson(res, 200, {
     id: newId(kind === 'chat' ? 'chatcmpl' : 'cmpl', ctx.options.random),
     object: kind === 'chat' ? 'chat.completion' : 'text_completion',
     created: createdAt(ctx.options),
     model: plan.model,
-    choices: [choice],
+    choices,
     usage: usageOf(plan),
   });
   return 'completed';
@@ -167,20 +243,25 @@ async function streamTokens(ctx: SimCallContext, kind: GenerationKind, plan: Pla
   };
   // OpenAI sends `usage: null` on every chunk but the last when usage was asked for.
   const tail = plan.includeUsage ? { usage: null } : {};
-  const event = (choice: Record<string, unknown>): string =>
-    `data: ${JSON.stringify({ ...head, choices: [{ index: 0, ...choice, logprobs: null }], ...tail })}\n\n`;
+  // One choice per chunk, named by its index, as vLLM streams parallel samples.
+  const event = (index: number, choice: Record<string, unknown>): string =>
+    `data: ${JSON.stringify({ ...head, choices: [{ index, ...choice, logprobs: null }], ...tail })}\n\n`;
   // Headers go out after admission, so a full queue can still be a 429 and a queued wait shows
   // in the time to first byte, where a gateway measuring the engine can see it.
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   res.flushHeaders();
-  const write = createTokenWriter(plan.prompt);
+  const writers = writersFor(plan);
   const outcome = await run((index) => {
-    const text = write(index);
-    const delta = index === 0 ? { role: 'assistant', content: text } : { content: text };
-    res.write(event(kind === 'chat' ? { delta, finish_reason: null } : { text, finish_reason: null }));
+    writers.forEach((write, choice) => {
+      const text = write(index);
+      const delta = index === 0 ? { role: 'assistant', content: text } : { content: text };
+      res.write(event(choice, kind === 'chat' ? { delta, finish_reason: null } : { text, finish_reason: null }));
+    });
   });
   if (outcome === 'aborted') return 'aborted';
-  res.write(event(kind === 'chat' ? { delta: {}, finish_reason: plan.finishReason } : { text: '', finish_reason: plan.finishReason }));
+  for (let choice = 0; choice < plan.choices; choice += 1) {
+    res.write(event(choice, kind === 'chat' ? { delta: {}, finish_reason: plan.finishReason } : { text: '', finish_reason: plan.finishReason }));
+  }
   if (plan.includeUsage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(plan) })}\n\n`);
   res.end('data: [DONE]\n\n');
   return 'completed';

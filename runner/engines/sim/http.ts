@@ -4,6 +4,7 @@
  * under every benchmark and must cost less than what it stands in for.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { invalidBody, refusal } from './refusals.ts';
 
 /** Writes a complete JSON response. */
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
@@ -16,28 +17,32 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(text);
 }
 
-/** The parts of an OpenAI error body: `{"error":{"message","type","param","code"}}`. */
+/**
+ * An error answer, before it is written in vLLM's ErrorResponse shape. Build one with the
+ * helpers in refusals.ts, which name its `type` as vLLM does.
+ */
 export interface ApiError {
+  /** The HTTP status, which vLLM also sends as the body's `code`. */
   readonly status: number;
+  /** vLLM's name for the kind of error, e.g. `BadRequestError`, `NotFoundError`, `Bad Request`. */
   readonly type: string;
-  readonly code: string;
   readonly message: string;
+  /** The request field at fault, when one is. */
   readonly param?: string;
 }
 
-/** Writes an error in the shape OpenAI's and recent vLLM's servers use, unless a response already began. */
+/**
+ * Writes an error as vLLM's ErrorResponse, `{"error":{"message","type","param","code"}}` with
+ * `code` the status as a number, unless a response already began (then the connection is cut,
+ * the only way left to say the answer is incomplete).
+ */
 export function sendError(res: ServerResponse, error: ApiError, headers: OutgoingHttpHeaders = {}): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const { status, type, code, message, param = null } = error;
-  sendJson(res, status, { error: { message, type, param, code } }, headers);
-}
-
-/** A 400 for a field the request got wrong. */
-export function invalidRequest(message: string, param?: string): ApiError {
-  return { status: 400, type: 'invalid_request_error', code: 'invalid_value', message, ...(param ? { param } : {}) };
+  const { status, type, message, param = null } = error;
+  sendJson(res, status, { error: { message, type, param, code: status } }, headers);
 }
 
 /** How reading a body ended. */
@@ -88,10 +93,10 @@ export function parseJsonObject(body: Buffer): { kind: 'ok'; value: Record<strin
     value = JSON.parse(body.toString('utf8'));
   } catch (cause) {
     const detail = cause instanceof Error ? cause.message : String(cause);
-    return { kind: 'bad', error: { status: 400, type: 'invalid_request_error', code: 'invalid_json', message: `body is not valid JSON: ${detail}` } };
+    return { kind: 'bad', error: invalidBody('json_invalid', 'JSON decode error', detail) };
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { kind: 'bad', error: invalidRequest('body must be a JSON object') };
+    return { kind: 'bad', error: invalidBody('model_attributes_type', 'Input should be a valid dictionary or object to extract fields from', value) };
   }
   return { kind: 'ok', value: value as Record<string, unknown> };
 }
@@ -101,11 +106,7 @@ export async function readRawBody(req: IncomingMessage, res: ServerResponse, lim
   const result = await readBody(req, limit);
   if (result.kind === 'too-large') {
     // Closing stops a client that is still uploading from costing us the rest of its body.
-    sendError(
-      res,
-      { status: 413, type: 'invalid_request_error', code: 'request_too_large', message: `request body exceeds ${limit} bytes` },
-      { connection: 'close' },
-    );
+    sendError(res, refusal(413, `request body exceeds ${limit} bytes`), { connection: 'close' });
     return undefined;
   }
   return result.kind === 'read' ? result.body : undefined;

@@ -29,3 +29,5 @@ export type { PrefixCacheTotals } from './prefix-cache.ts';
 export { KvUsage } from './kv-usage.ts';
 export type { KvHold } from './kv-usage.ts';
 export type { FaultTotals, InjectedStatus } from './faults.ts';
+export { EMBEDDING_DIMENSIONS } from './text.ts';
+export { ENCODING_FORMATS } from './embeddings.ts';

@@ -6,15 +6,17 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { handleEmbeddings, handleInvoke } from './calls.ts';
+import { handleInvoke } from './invoke.ts';
 import type { SimCallContext } from './call.ts';
 import { SimFaults, type FaultTotals } from './faults.ts';
+import { handleEmbeddings } from './embeddings.ts';
 import { handleGeneration } from './generate.ts';
 import { readJsonBody, readRawBody, sendError, sendJson } from './http.ts';
 import { KvUsage } from './kv-usage.ts';
 import { METRICS_CONTENT_TYPE, renderEngineMetrics, TtftHistogram } from './metrics.ts';
 import { resolveSimEngineOptions, type ResolvedSimEngineOptions, type SimEngineOptions } from './options.ts';
 import { PrefixCache, type PrefixCacheTotals } from './prefix-cache.ts';
+import { badRequest, internalError, notFound, refusal } from './refusals.ts';
 import { SimScheduler, type SchedulerTotals } from './scheduler.ts';
 import { createSimTiming } from './timing.ts';
 
@@ -152,21 +154,17 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
       try {
         fn = decodeURIComponent(path.slice('/invoke/'.length));
       } catch {
-        sendError(res, { status: 400, type: 'invalid_request_error', code: 'invalid_path', message: `malformed function name in ${path}` });
+        sendError(res, badRequest(`malformed function name in ${path}`));
         return;
       }
       route = invokeRoute(fn);
     }
     if (route === undefined) {
-      sendError(res, { status: 404, type: 'invalid_request_error', code: 'not_found', message: `Invalid URL (${method} ${path})` });
+      sendError(res, notFound(`Invalid URL (${method} ${path})`));
       return;
     }
     if (!route.methods.includes(method)) {
-      sendError(
-        res,
-        { status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: `${method} is not allowed on ${path}` },
-        { allow: route.methods.join(', ') },
-      );
+      sendError(res, refusal(405, `${method} is not allowed on ${path}`), { allow: route.methods.join(', ') });
       return;
     }
     if (route.gate !== 'open') {
@@ -196,7 +194,7 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
     const call = onRequest(req, res)
       .catch((error: unknown) => {
         const message = error instanceof Error ? error.message : String(error);
-        sendError(res, { status: 500, type: 'server_error', code: 'internal_error', message: `sim engine failed: ${message}` });
+        sendError(res, internalError(`sim engine failed: ${message}`));
       })
       .finally(() => inFlight.delete(call));
     inFlight.add(call);

@@ -26,9 +26,12 @@ export function hashText(text: string, seed = 0x811c9dc5): number {
 /**
  * Returns a generator of the output tokens for `prompt`: call it with 0, 1, 2, ... in order.
  * Tokens after the first carry their leading space, so the concatenated deltas equal the text.
+ * Each `choice` (a request's `n` answers, counted from 0) has its own words; choice 0's are the
+ * words a request without `n` gets.
  */
-export function createTokenWriter(prompt: string): (index: number) => string {
-  const next = seededRandom(hashText(prompt));
+export function createTokenWriter(prompt: string, choice = 0): (index: number) => string {
+  const seed = hashText(prompt);
+  const next = seededRandom(choice === 0 ? seed : hashText(`choice ${choice}`, seed));
   return (index) => {
     const word = VOCABULARY[Math.floor(next() * VOCABULARY.length)] ?? 'the';
     return index === 0 ? word : ` ${word}`;
@@ -91,10 +94,31 @@ export function renderCompletionPrompt(prompt: unknown): string | undefined {
   return parts.join('\n');
 }
 
-/** A unit-length vector of `dimensions` values derived from `text` alone. */
-export function embedText(text: string, dimensions = 8): number[] {
+/**
+ * Length of the simulator's embeddings, as a small sentence-embedding model's (all-MiniLM-L6-v2
+ * and bge-small have 384): realistic for a client that sizes its index by it, cheap to draw.
+ */
+export const EMBEDDING_DIMENSIONS = 384;
+
+/**
+ * A unit-length vector derived from `text` alone. Asked for fewer `dimensions`, it behaves as a
+ * matryoshka model does: the leading values of the full vector, scaled back to unit length.
+ * Values are float32, as a model computes them, so the base64 encoding (float32 bytes) carries
+ * exactly the numbers the float encoding shows.
+ */
+export function embedText(text: string, dimensions = EMBEDDING_DIMENSIONS): number[] {
   const next = seededRandom(hashText(text));
-  const raw = Array.from({ length: dimensions }, () => next() * 2 - 1);
-  const norm = Math.hypot(...raw) || 1;
-  return raw.map((value) => value / norm);
+  // The generator is sequential, so drawing only the leading values gives the full vector's prefix.
+  const raw = Array.from({ length: Math.min(dimensions, EMBEDDING_DIMENSIONS) }, () => next() * 2 - 1);
+  let sum = 0;
+  for (const value of raw) sum += value * value;
+  const norm = Math.sqrt(sum) || 1;
+  return raw.map((value) => Math.fround(value / norm));
+}
+
+/** An embedding as OpenAI's and vLLM's `base64` encoding sends it: little-endian float32 bytes, base64. */
+export function embeddingToBase64(vector: readonly number[]): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  vector.forEach((value, i) => bytes.writeFloatLE(value, i * 4));
+  return bytes.toString('base64');
 }

@@ -15,9 +15,9 @@ const callEach = (url: string): Array<ReturnType<typeof postJson>> => [
 
 describe('sim engine faults: failure rates', () => {
   it.each([
-    [429, { type: 'rate_limit_error', code: 'rate_limit_exceeded' }, '1'],
-    [503, { type: 'server_error', code: 'service_unavailable' }, '1'],
-    [500, { type: 'server_error', code: 'engine_error' }, undefined],
+    [429, { type: 'Too Many Requests', code: 429 }, '1'],
+    [503, { type: 'Service Unavailable', code: 503 }, '1'],
+    [500, { type: 'InternalServerError', code: 500 }, undefined],
   ] as const)('answers %i to every call at rate 1, before it takes a slot', async (status, error, retryAfter) => {
     const { url, engine } = await startEngine({ ...fast, failureRate: { [status]: 1 } });
     for (const res of await Promise.all([...callEach(url), ...callEach(url)])) {
@@ -55,13 +55,13 @@ describe('sim engine faults: failure rates', () => {
 });
 
 describe('sim engine faults: startup delay', () => {
-  it('answers 503 model_loading on health, models and calls until the delay has passed, then 200', async () => {
+  it('answers 503 (model loading) on health, models and calls until the delay has passed, then 200', async () => {
     let now = 1_700_000_000_000;
     const { url, engine } = await startEngine({ ...fast, startupDelayMs: 4_500, clock: { now: () => now } });
     for (const res of [await request(`${url}/health`), await request(`${url}/v1/models`), ...(await Promise.all(callEach(url)))]) {
       expect(res.statusCode).toBe(503);
       expect(res.headers['retry-after']).toBe('5');
-      expect(await res.body.json()).toMatchObject({ error: { type: 'server_error', code: 'model_loading', message: expect.stringContaining('loading') } });
+      expect(await res.body.json()).toEqual({ error: { type: 'Service Unavailable', code: 503, param: null, message: 'model sim-small is loading; retry later' } });
     }
     // A scraper still sees the engine, idle, while it loads.
     const metrics = await readMetrics(url);

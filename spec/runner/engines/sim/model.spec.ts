@@ -50,7 +50,7 @@ describe('sim engine model: queueing', () => {
     const refused = await postJson(`${url}/v1/completions`, { prompt: 'third', max_tokens: 1 });
     expect(refused.statusCode).toBe(429);
     expect(refused.headers['retry-after']).toBe('1');
-    expect(await refused.body.json()).toMatchObject({ error: { type: 'rate_limit_error', code: 'rate_limit_exceeded' } });
+    expect(await refused.body.json()).toMatchObject({ error: { type: 'Too Many Requests', code: 429 } });
     expect(engine.stats()).toMatchObject({ running: 1, waiting: 1, rejected: 1 });
     waiter.abort();
     holder.abort();

@@ -67,10 +67,11 @@ describe('sim engine HTTP', () => {
     const res = await postJson(`${url}/v1/embeddings`, { model: 'sim-small', input: ['alpha', 'beta gamma'] });
     const body = (await res.body.json()) as Record<string, any>;
     expect(res.statusCode).toBe(200);
-    expect(body).toMatchObject({ object: 'list', model: 'sim-small', usage: { prompt_tokens: 3, total_tokens: 3 } });
+    expect(body).toMatchObject({ object: 'list', created: 1_700_000_000, model: 'sim-small', usage: { prompt_tokens: 3, total_tokens: 3 } });
+    expect(body.id).toMatch(/^embd-[0-9a-f]{24}$/);
     expect(body.data.map((item: any) => [item.object, item.index, item.embedding.length])).toEqual([
-      ['embedding', 0, 8],
-      ['embedding', 1, 8],
+      ['embedding', 0, 384],
+      ['embedding', 1, 384],
     ]);
     const single = (await (await postJson(`${url}/v1/embeddings`, { input: 'alpha' })).body.json()) as Record<string, any>;
     expect(single.data[0].embedding).toEqual(body.data[0].embedding);
@@ -125,38 +126,64 @@ describe('sim engine HTTP', () => {
 });
 
 describe('sim engine HTTP errors', () => {
-  const errorShape = (type: string, code: string) => ({ error: { message: expect.any(String), type, param: null, code } });
+  // vLLM's ErrorResponse: the HTTP status again as `code`, a number, and `param` null where no field is at fault.
+  const errorShape = (status: number, type: string, param: string | null = null) => ({ error: { message: expect.any(String), type, param, code: status } });
 
-  it('returns 400 invalid_json for a body that is not JSON', async () => {
+  it('returns 400 Bad Request, as vLLM validation does, for a body that is not JSON', async () => {
     const { url, engine } = await startEngine(fast);
     const res = await request(`${url}/v1/chat/completions`, { method: 'POST', body: '{"model":' });
     expect(res.statusCode).toBe(400);
     expect(res.headers[ENGINE_ID_HEADER]).toBe('sim-test01');
-    expect(await res.body.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_json' } });
+    const body = (await res.body.json()) as { error: { message: string } };
+    expect(body).toEqual(errorShape(400, 'Bad Request', 'body'));
+    expect(body.error.message).toMatch(/^1 validation error:\n {2}\{'type': 'json_invalid', 'loc': \('body',\), 'msg': 'JSON decode error', 'input': '.+'\}$/);
     expect(engine.stats().received).toBe(0);
   });
 
   it.each([
-    ['/v1/chat/completions', { messages: [] }, 'messages'],
-    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: 0 }, 'max_tokens'],
-    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], stream: 'yes' }, 'stream'],
-    ['/v1/completions', { prompt: { text: 'x' } }, 'prompt'],
-    ['/v1/embeddings', { input: 42 }, 'input'],
-    ['/v1/completions', { model: 7, prompt: 'x' }, 'model'],
-  ])('returns 400 naming the field for a bad %s body %j', async (path, body, param) => {
-    const { url } = await startEngine(fast);
+    ['/v1/chat/completions', { messages: 'hi' }, 'body.messages', "'type': 'list_type', 'loc': ('body', 'messages'), 'msg': 'Input should be a valid list', 'input': 'hi'"],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], stream: 'yes' }, 'body.stream', "'type': 'bool_type', 'loc': ('body', 'stream'), 'msg': 'Input should be a valid boolean', 'input': 'yes'"],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], n: 2.5 }, 'body.n', "'type': 'int_from_float', 'loc': ('body', 'n'), 'msg': 'Input should be a valid integer, got a number with a fractional part', 'input': 2.5"],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], stream_options: { include_usage: true } }, 'stream_options', "'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, Stream options can only be defined when `stream=True`.', 'input': <dict of 2 items>"],
+    ['/v1/completions', { prompt: { text: 'x' } }, 'body.prompt', "'type': 'union_type', 'loc': ('body', 'prompt')"],
+    ['/v1/completions', { model: 7, prompt: 'x' }, 'body.model', "'type': 'string_type', 'loc': ('body', 'model'), 'msg': 'Input should be a valid string', 'input': 7"],
+    ['/v1/embeddings', { input: 42 }, 'body.input', "'type': 'union_type', 'loc': ('body', 'input')"],
+    ['/v1/embeddings', { input: 'x', encoding_format: 'bytes' }, 'body.encoding_format', `'type': 'literal_error', 'loc': ('body', 'encoding_format'), 'msg': "Input should be 'float' or 'base64'", 'input': 'bytes'`],
+    ['/v1/embeddings', { input: 'x', dimensions: '64' }, 'body.dimensions', "'type': 'int_type', 'loc': ('body', 'dimensions'), 'msg': 'Input should be a valid integer', 'input': '64'"],
+  ])('returns 400 Bad Request with pydantic\'s detail for a %s body %j that breaks the schema', async (path, body, param, detail) => {
+    const { url, engine } = await startEngine(fast);
     const res = await postJson(`${url}${path}`, body);
     expect(res.statusCode).toBe(400);
-    expect(await res.body.json()).toEqual({ error: { message: expect.any(String), type: 'invalid_request_error', param, code: 'invalid_value' } });
+    const answer = (await res.body.json()) as { error: { message: string } };
+    expect(answer).toEqual(errorShape(400, 'Bad Request', param));
+    expect(answer.error.message).toContain(`1 validation error:\n  {${detail}`);
+    expect(engine.stats().received).toBe(0);
   });
 
-  it('returns 404 model_not_found for a model it does not serve', async () => {
+  it.each([
+    ['/v1/chat/completions', { messages: [] }, 'messages', 'messages must be a non-empty array'],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: 0 }, 'max_tokens', 'max_tokens must be at least 1, got 0.'],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], n: 0 }, 'n', 'n must be at least 1, got 0.'],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], n: 17 }, 'n', "n must be at most 16 (the engine's max-num-seqs), got 17."],
+    ['/v1/completions', { prompt: 'x', best_of: 3 }, 'best_of', 'vLLM V1 does not yet support best_of.'],
+    ['/v1/completions', { prompt: 'x', n: 2, best_of: 1 }, 'best_of', 'best_of must be greater than or equal to n, got n=2 and best_of=1.'],
+    ['/v1/embeddings', { input: 'x', dimensions: 0 }, 'dimensions', 'Dimensions must be greater than 0'],
+    ['/v1/embeddings', { input: 'x', dimensions: 385 }, 'dimensions', 'Model "sim-small" has 384 dimensions; dimensions must be at most 384, got 385'],
+    ['/v1/embeddings', { input: [] }, 'input', 'input must hold at least one item'],
+    ['/v1/embeddings', { input: [[1, 2], [-3]] }, 'input', 'Token id -3 is out of vocabulary'],
+  ])('returns 400 BadRequestError for a %s body %j that asks what cannot be done', async (path, body, param, message) => {
+    const { url, engine } = await startEngine(fast);
+    const res = await postJson(`${url}${path}`, body);
+    expect(res.statusCode).toBe(400);
+    expect(await res.body.json()).toEqual({ error: { message, type: 'BadRequestError', param, code: 400 } });
+    expect(engine.stats().received).toBe(0);
+  });
+
+  it('returns 404 NotFoundError for a model it does not serve', async () => {
     const { url } = await startEngine(fast);
     const res = await postJson(`${url}/v1/chat/completions`, { model: 'gpt-9', messages: [{ role: 'user', content: 'x' }] });
     expect(res.statusCode).toBe(404);
-    expect(await res.body.json()).toEqual({
-      error: { message: 'The model `gpt-9` does not exist.', type: 'invalid_request_error', param: 'model', code: 'model_not_found' },
-    });
+    expect(await res.body.json()).toEqual({ error: { message: 'The model `gpt-9` does not exist.', type: 'NotFoundError', param: 'model', code: 404 } });
   });
 
   it('returns 404 for an unknown route and 405 with Allow for a wrong method', async () => {
@@ -164,11 +191,11 @@ describe('sim engine HTTP errors', () => {
     const missing = await request(`${url}/v2/nothing`);
     expect(missing.statusCode).toBe(404);
     expect(missing.headers[ENGINE_ID_HEADER]).toBe('sim-test01');
-    expect(await missing.body.json()).toMatchObject(errorShape('invalid_request_error', 'not_found'));
+    expect(await missing.body.json()).toEqual(errorShape(404, 'NotFoundError'));
     const wrong = await request(`${url}/v1/chat/completions`);
     expect(wrong.statusCode).toBe(405);
     expect(wrong.headers.allow).toBe('POST');
-    expect(await wrong.body.json()).toMatchObject(errorShape('invalid_request_error', 'method_not_allowed'));
+    expect(await wrong.body.json()).toEqual(errorShape(405, 'Method Not Allowed'));
     const wrongRead = await request(`${url}/metrics`, { method: 'POST', body: '' });
     expect(wrongRead.statusCode).toBe(405);
     expect(wrongRead.headers.allow).toBe('GET, HEAD');
@@ -179,7 +206,7 @@ describe('sim engine HTTP errors', () => {
     const { url, engine } = await startEngine({ ...fast, maxBodyBytes: 1024 });
     const res = await request(`${url}/invoke/f`, { method: 'POST', body: Buffer.alloc(2048) });
     expect(res.statusCode).toBe(413);
-    expect(await res.body.json()).toMatchObject(errorShape('invalid_request_error', 'request_too_large'));
+    expect(await res.body.json()).toEqual(errorShape(413, 'Request Entity Too Large'));
     expect(engine.stats().received).toBe(0);
   });
 
@@ -190,6 +217,6 @@ describe('sim engine HTTP errors', () => {
     }
     const res = await request(`${url}/v1/completions`, { method: 'POST', body: Readable.from(chunks()) });
     expect(res.statusCode).toBe(413);
-    expect(await res.body.json()).toMatchObject(errorShape('invalid_request_error', 'request_too_large'));
+    expect(await res.body.json()).toEqual(errorShape(413, 'Request Entity Too Large'));
   });
 });

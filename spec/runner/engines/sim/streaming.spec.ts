@@ -89,7 +89,7 @@ describe('sim engine admission', () => {
     expect(refused.headers['retry-after']).toBe('1');
     expect(refused.headers['sluice-engine-id']).toBe(engine.options.engineId);
     expect(await refused.body.json()).toEqual({
-      error: { message: expect.stringContaining('queue is full'), type: 'rate_limit_error', param: null, code: 'rate_limit_exceeded' },
+      error: { message: expect.stringContaining('queue is full'), type: 'Too Many Requests', param: null, code: 429 },
     });
     holder.abort();
     await running.body.dump().catch(() => undefined);
