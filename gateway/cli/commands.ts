@@ -4,6 +4,7 @@
  * does not pay for loading the gateway and the OpenTelemetry SDK.
  */
 import type { Logger } from '../../placer/log.ts';
+import type { Redact } from '../../placer/redact.ts';
 import type { GatewayOptions } from '../options.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
@@ -18,6 +19,8 @@ export interface CommandContext {
   positionals: string[];
   env: NodeJS.ProcessEnv;
   logger: Logger;
+  /** Hides the secret settings' values in text a command prints itself, as the logger does. */
+  redact: Redact;
   /** Set for one-shot commands: aborted on SIGINT/SIGTERM so the command can stop what it started. */
   signal?: AbortSignal;
 }
@@ -70,7 +73,7 @@ const gatewaySettings: readonly Setting[] = [
 
 /** Runners that register themselves with the gateway. */
 const registrationSettings: readonly Setting[] = [
-  { key: 'runnerToken', type: 'string', description: 'shared secret runners present to register (16+ characters); prefer the environment variable', defaultText: 'none: registration off' },
+  { key: 'runnerToken', type: 'string', secret: true, description: 'shared secret runners present to register (16+ characters); prefer the environment variable (never shown)', defaultText: 'none: registration off' },
   { key: 'heartbeatInterval', type: 'duration', default: '1s', description: 'how often registered runners heartbeat' },
   { key: 'unreachableAfterMissed', type: 'integer', default: 3, description: 'missed heartbeats after which a runner is not placed on' },
   { key: 'lostAfter', type: 'duration', default: '30s', description: 'silence after which a registered runner is forgotten' },
@@ -78,8 +81,8 @@ const registrationSettings: readonly Setting[] = [
 
 /** Where detached calls are kept and where their callbacks may go; not placer or timing settings. */
 const detachedSettings: readonly Setting[] = [
-  { key: 'store', type: 'string', default: 'memory', description: 'detached-call store: memory, or redis://host:port[/db] to share calls between gateways' },
-  { key: 'callbackSecret', type: 'string', description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer the environment variable', defaultText: 'none: callbacks off' },
+  { key: 'store', type: 'string', default: 'memory', secret: 'url', description: 'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)' },
+  { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer the environment variable (never shown)', defaultText: 'none: callbacks off' },
   { key: 'callbackAllow', type: 'list', description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)', defaultText: 'none' },
   { key: 'callbackAllowPrivate', type: 'boolean', default: false, description: 'let callbacks reach loopback and private addresses (off: SSRF guard)' },
 ];
@@ -202,7 +205,7 @@ const runner: Command = {
     { key: 'engineRestartBackoff', type: 'duration', default: '1s', description: 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)' },
     { key: 'drainTimeout', type: 'duration', default: '30s', description: 'how long shutdown, or a drain a gateway asks for, waits for running calls' },
     { key: 'gateway', type: 'list', description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080', defaultText: 'none: only gateways that list this runner call it' },
-    { key: 'runnerToken', type: 'string', description: 'shared token the gateways expect; prefer the environment variable (never logged)', defaultText: 'none; required with --gateway' },
+    { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect; prefer the environment variable (never shown)', defaultText: 'none; required with --gateway' },
     { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
     { key: 'heartbeatInterval', type: 'duration', default: '1s', description: 'how often to heartbeat each gateway, unless the gateway asks for another interval' },
     logLevel,
@@ -271,7 +274,7 @@ const up: Command = {
     ...detachedSettings,
     logLevel,
   ],
-  async run({ values, env, logger }) {
+  async run({ values, env, logger, redact }) {
     const count = values.runners as number;
     if (!Number.isSafeInteger(count) || count < 1 || count > 64) {
       throw new SettingsError(`invalid --runners ${JSON.stringify(count)}: expected 1 to 64`);
@@ -302,11 +305,11 @@ const up: Command = {
       const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
       const { url } = await gw.listen(values.port as number, values.host as string);
       reportListening(url);
-      process.stdout.write(
+      const banner =
         `\nsluice is up at ${url} with ${count} runners (placer ${gw.config.placer.name}). Try:\n` +
-          `  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${(values.model as string[])[0]}","messages":[{"role":"user","content":"hi"}]}'\n` +
-          'Ctrl-C stops everything.\n\n',
-      );
+        `  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${(values.model as string[])[0]}","messages":[{"role":"user","content":"hi"}]}'\n` +
+        'Ctrl-C stops everything.\n\n';
+      process.stdout.write(redact(banner));
       return async () => {
         await gw.close();
         await stopChildren();
