@@ -3,10 +3,12 @@
  * how to stop it. Each run imports what it needs when it starts, so `sluice sim-engine`
  * does not pay for loading the gateway and the OpenTelemetry SDK.
  */
+import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../placer/log.ts';
 import type { Redact } from '../../placer/redact.ts';
 import type { GatewayOptions } from '../options.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
+import type { ServiceIdentity } from '../telemetry.ts';
 import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
 import { SLUICE_BIN, reportListening, startService } from './processes.ts';
 import type { ChildService } from './processes.ts';
@@ -124,20 +126,31 @@ function simOptions(values: Record<string, unknown>): Record<string, unknown> {
 }
 
 
-/** Starts the OpenTelemetry SDK with a Prometheus reader the gateway serves at /metrics. */
-async function startTelemetry(env: NodeJS.ProcessEnv): Promise<{ render: () => Promise<string>; shutdown: () => Promise<void> }> {
+/**
+ * Starts the OpenTelemetry SDK with a Prometheus reader the gateway serves at /metrics. The
+ * resource is given, never detected ({@link serviceResource} says why).
+ */
+async function startTelemetry(env: NodeJS.ProcessEnv, identity: ServiceIdentity): Promise<{ render: () => Promise<string>; shutdown: () => Promise<void> }> {
   // The SDK would otherwise export traces and logs over OTLP to a collector that may not exist;
   // operators who run one set these variables themselves.
   env.OTEL_TRACES_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
-  const [{ NodeSDK }, { createPrometheusReader }] = await Promise.all([
+  const [{ NodeSDK }, { createPrometheusReader, serviceResource }] = await Promise.all([
     import('@opentelemetry/sdk-node'),
     import('../telemetry.ts'),
   ]);
   const { reader, render } = createPrometheusReader();
-  const sdk = new NodeSDK({ serviceName: 'sluice-gateway', metricReaders: [reader] });
+  const sdk = new NodeSDK({ resource: serviceResource(identity), autoDetectResources: false, metricReaders: [reader] });
   sdk.start();
   return { render, shutdown: () => sdk.shutdown() };
+}
+
+/**
+ * The gateway's id: --gateway-id, else a fresh one, chosen here rather than by the gateway so
+ * that telemetry, started first, names the same instance.
+ */
+function gatewayIdOf(values: Record<string, unknown>): string {
+  return (values.gatewayId as string | undefined) ?? `gw-${randomBytes(3).toString('hex')}`;
 }
 
 async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
@@ -176,9 +189,10 @@ const gateway: Command = {
     logLevel,
   ],
   async run({ values, env, logger }) {
-    const telemetry = await startTelemetry(env);
+    const gatewayId = gatewayIdOf(values);
+    const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
     const { createGateway } = await import('../server.ts');
-    const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
+    const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
     const { url } = await gw.listen(values.port as number, values.host as string);
     reportListening(url);
     return async () => {
@@ -300,9 +314,10 @@ const up: Command = {
         ),
       );
       children.push(...runners);
-      const telemetry = await startTelemetry(env);
+      const gatewayId = gatewayIdOf(values);
+      const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
       const { createGateway } = await import('../server.ts');
-      const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
+      const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
       const { url } = await gw.listen(values.port as number, values.host as string);
       reportListening(url);
       const banner =
