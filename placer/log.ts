@@ -2,6 +2,8 @@
  * The logger contract every sluice module takes through its options. Messages are static
  * lowercase phrases; everything variable goes in fields, so logs can be grepped and parsed.
  */
+import { redactUrl } from './redact.ts';
+import type { Redact } from './redact.ts';
 
 /** Structured fields attached to a log line. Never put a secret or a whole config here. */
 export type LogFields = Record<string, unknown>;
@@ -29,15 +31,21 @@ export function isLogLevel(value: string): value is LogLevel {
 /**
  * A logger writing one JSON object per line: `{"time","level","msg",...fields}`.
  * Errors in fields are flattened to `{name, code, message}` so stack traces do not flood logs.
+ * Every string written, nested ones and error messages included, goes through `redact` first:
+ * a library's error message can quote a URL with its password, or a secret it was given.
  */
 export function createJsonLogger(options: {
   level?: LogLevel;
   write?: (line: string) => void;
   fields?: LogFields;
+  /** Hides secrets in each string of a line. @default redactUrl: URL passwords masked */
+  redact?: Redact;
 } = {}): Logger {
   const threshold = LEVELS[options.level ?? 'info'];
   const write = options.write ?? ((line: string) => process.stdout.write(line + '\n'));
   const base = options.fields ?? {};
+  const redact = options.redact ?? redactUrl;
+  const replacer = (_key: string, value: unknown): unknown => (typeof value === 'string' ? redact(value) : value);
   const emit = (level: Exclude<LogLevel, 'silent'>, msg: string, fields?: LogFields): void => {
     if (LEVELS[level] < threshold) return;
     const line: LogFields = { time: new Date().toISOString(), level, msg };
@@ -45,7 +53,7 @@ export function createJsonLogger(options: {
       for (const [k, v] of Object.entries(source)) line[k] = v instanceof Error ? describeError(v) : v;
     }
     try {
-      write(JSON.stringify(line));
+      write(JSON.stringify(line, replacer));
     } catch {
       // Logging never throws into the caller (a cyclic field, a closed stream).
     }

@@ -3,9 +3,12 @@
  * how to stop it. Each run imports what it needs when it starts, so `sluice sim-engine`
  * does not pay for loading the gateway and the OpenTelemetry SDK.
  */
+import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../placer/log.ts';
+import type { Redact } from '../../placer/redact.ts';
 import type { GatewayOptions } from '../options.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
+import type { ServiceIdentity } from '../telemetry.ts';
 import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
 import { SLUICE_BIN, reportListening, startService } from './processes.ts';
 import type { ChildService } from './processes.ts';
@@ -18,6 +21,8 @@ export interface CommandContext {
   positionals: string[];
   env: NodeJS.ProcessEnv;
   logger: Logger;
+  /** Hides the secret settings' values in text a command prints itself, as the logger does. */
+  redact: Redact;
   /** Set for one-shot commands: aborted on SIGINT/SIGTERM so the command can stop what it started. */
   signal?: AbortSignal;
 }
@@ -72,7 +77,7 @@ const gatewaySettings: readonly Setting[] = [
 
 /** Runners that register themselves with the gateway. */
 const registrationSettings: readonly Setting[] = [
-  { key: 'runnerToken', type: 'string', description: 'shared secret runners present to register (16+ characters); prefer the environment variable', defaultText: 'none: registration off' },
+  { key: 'runnerToken', type: 'string', secret: true, description: 'shared secret runners present to register (16+ characters); prefer the environment variable (never shown)', defaultText: 'none: registration off' },
   { key: 'heartbeatInterval', type: 'duration', default: '1s', description: 'how often registered runners heartbeat' },
   { key: 'unreachableAfterMissed', type: 'integer', default: 3, description: 'missed heartbeats after which a runner is not placed on' },
   { key: 'lostAfter', type: 'duration', default: '30s', description: 'silence after which a registered runner is forgotten' },
@@ -80,8 +85,8 @@ const registrationSettings: readonly Setting[] = [
 
 /** Where detached calls are kept and where their callbacks may go; not placer or timing settings. */
 const detachedSettings: readonly Setting[] = [
-  { key: 'store', type: 'string', default: 'memory', description: 'detached-call store: memory, or redis://host:port[/db] to share calls between gateways' },
-  { key: 'callbackSecret', type: 'string', description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer the environment variable', defaultText: 'none: callbacks off' },
+  { key: 'store', type: 'string', default: 'memory', secret: 'url', description: 'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)' },
+  { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer the environment variable (never shown)', defaultText: 'none: callbacks off' },
   { key: 'callbackAllow', type: 'list', description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)', defaultText: 'none' },
   { key: 'callbackAllowPrivate', type: 'boolean', default: false, description: 'let callbacks reach loopback and private addresses (off: SSRF guard)' },
 ];
@@ -123,20 +128,31 @@ function simOptions(values: Record<string, unknown>): Record<string, unknown> {
 }
 
 
-/** Starts the OpenTelemetry SDK with a Prometheus reader the gateway serves at /metrics. */
-async function startTelemetry(env: NodeJS.ProcessEnv): Promise<{ render: () => Promise<string>; shutdown: () => Promise<void> }> {
+/**
+ * Starts the OpenTelemetry SDK with a Prometheus reader the gateway serves at /metrics. The
+ * resource is given, never detected ({@link serviceResource} says why).
+ */
+async function startTelemetry(env: NodeJS.ProcessEnv, identity: ServiceIdentity): Promise<{ render: () => Promise<string>; shutdown: () => Promise<void> }> {
   // The SDK would otherwise export traces and logs over OTLP to a collector that may not exist;
   // operators who run one set these variables themselves.
   env.OTEL_TRACES_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
-  const [{ NodeSDK }, { createPrometheusReader }] = await Promise.all([
+  const [{ NodeSDK }, { createPrometheusReader, serviceResource }] = await Promise.all([
     import('@opentelemetry/sdk-node'),
     import('../telemetry.ts'),
   ]);
   const { reader, render } = createPrometheusReader();
-  const sdk = new NodeSDK({ serviceName: 'sluice-gateway', metricReaders: [reader] });
+  const sdk = new NodeSDK({ resource: serviceResource(identity), autoDetectResources: false, metricReaders: [reader] });
   sdk.start();
   return { render, shutdown: () => sdk.shutdown() };
+}
+
+/**
+ * The gateway's id: --gateway-id, else a fresh one, chosen here rather than by the gateway so
+ * that telemetry, started first, names the same instance.
+ */
+function gatewayIdOf(values: Record<string, unknown>): string {
+  return (values.gatewayId as string | undefined) ?? `gw-${randomBytes(3).toString('hex')}`;
 }
 
 async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
@@ -175,9 +191,10 @@ const gateway: Command = {
     logLevel,
   ],
   async run({ values, env, logger }) {
-    const telemetry = await startTelemetry(env);
+    const gatewayId = gatewayIdOf(values);
+    const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
     const { createGateway } = await import('../server.ts');
-    const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
+    const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
     const { url } = await gw.listen(values.port as number, values.host as string);
     reportListening(url);
     return async () => {
@@ -206,7 +223,7 @@ const runner: Command = {
     { key: 'engineRestartBackoff', type: 'duration', default: '1s', description: 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)' },
     { key: 'drainTimeout', type: 'duration', default: '30s', description: 'how long shutdown, or a drain a gateway asks for, waits for running calls' },
     { key: 'gateway', type: 'list', description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080', defaultText: 'none: only gateways that list this runner call it' },
-    { key: 'runnerToken', type: 'string', description: 'shared token the gateways expect; prefer the environment variable (never logged)', defaultText: 'none; required with --gateway' },
+    { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect; prefer the environment variable (never shown)', defaultText: 'none; required with --gateway' },
     { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
     { key: 'heartbeatInterval', type: 'duration', default: '1s', description: 'how often to heartbeat each gateway, unless the gateway asks for another interval' },
     logLevel,
@@ -275,7 +292,7 @@ const up: Command = {
     ...detachedSettings,
     logLevel,
   ],
-  async run({ values, env, logger }) {
+  async run({ values, env, logger, redact }) {
     const count = values.runners as number;
     if (!Number.isSafeInteger(count) || count < 1 || count > 64) {
       throw new SettingsError(`invalid --runners ${JSON.stringify(count)}: expected 1 to 64`);
@@ -301,16 +318,17 @@ const up: Command = {
         ),
       );
       children.push(...runners);
-      const telemetry = await startTelemetry(env);
+      const gatewayId = gatewayIdOf(values);
+      const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
       const { createGateway } = await import('../server.ts');
-      const gw = createGateway({ ...(await gatewayOptions(values, logger)), runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
+      const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
       const { url } = await gw.listen(values.port as number, values.host as string);
       reportListening(url);
-      process.stdout.write(
+      const banner =
         `\nsluice is up at ${url} with ${count} runners (placer ${gw.config.placer.name}). Try:\n` +
-          `  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${(values.model as string[])[0]}","messages":[{"role":"user","content":"hi"}]}'\n` +
-          'Ctrl-C stops everything.\n\n',
-      );
+        `  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${(values.model as string[])[0]}","messages":[{"role":"user","content":"hi"}]}'\n` +
+        'Ctrl-C stops everything.\n\n';
+      process.stdout.write(redact(banner));
       return async () => {
         await gw.close();
         await stopChildren();

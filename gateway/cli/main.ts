@@ -1,15 +1,18 @@
 /**
  * The `sluice` entry point: parses settings, wires telemetry and logging, starts the piece
  * asked for, and stops it on SIGTERM/SIGINT. The only module that reads process.env or
- * decides the process's exit code.
+ * decides the process's exit code. Everything it prints goes through one redactor that knows
+ * the secret settings' values, so no log line or failure message shows them.
  */
 import { createJsonLogger, isLogLevel } from '../../placer/log.ts';
 import type { Logger, LogLevel } from '../../placer/log.ts';
 import { SluiceError } from '../../placer/errors.ts';
+import { createRedactor, redactUrl } from '../../placer/redact.ts';
+import type { Redact } from '../../placer/redact.ts';
 import { VERSION } from '../../runner/version.ts';
 import { commands } from './commands.ts';
 import type { Command, CommandContext, Stop } from './commands.ts';
-import { SettingsError, formatHelp, resolveSettings } from './settings.ts';
+import { SettingsError, formatHelp, resolveSettings, secretValues } from './settings.ts';
 
 const USAGE = `sluice ${VERSION}: a load-balancing gateway for inference fleets
 
@@ -51,17 +54,19 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     process.stdout.write(formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings) + '\n');
     return 0;
   }
+  // Library messages (ioredis, undici, option checks) may quote what they were given.
+  const redact = createRedactor(secretValues(command.settings, resolved.values));
   const level = String(resolved.values.logLevel ?? 'info');
-  if (!isLogLevel(level)) return fail(name, new SettingsError(`invalid --log-level "${level}": expected debug, info, warn, error or silent`));
-  const logger = createJsonLogger({ level: level as LogLevel, fields: { component: name } });
+  if (!isLogLevel(level)) return fail(name, new SettingsError(`invalid --log-level "${level}": expected debug, info, warn, error or silent`), redact);
+  const logger = createJsonLogger({ level: level as LogLevel, fields: { component: name }, redact });
 
-  const ctx = { values: resolved.values, positionals: resolved.positionals, env, logger };
+  const ctx = { values: resolved.values, positionals: resolved.positionals, env, logger, redact };
   if (command.oneShot) return runOnce(name, command, ctx);
   let stop: Stop;
   try {
     stop = await command.run(ctx);
   } catch (error) {
-    return fail(name, error);
+    return fail(name, error, redact);
   }
   return waitForShutdown(stop, logger);
 }
@@ -83,7 +88,7 @@ async function runOnce(name: string, command: Command, ctx: CommandContext): Pro
     await stop();
     return controller.signal.aborted ? 130 : 0;
   } catch (error) {
-    if (!controller.signal.aborted) return fail(name, error);
+    if (!controller.signal.aborted) return fail(name, error, ctx.redact);
     process.stderr.write(`sluice ${name}: interrupted\n`);
     return 130;
   } finally {
@@ -92,10 +97,13 @@ async function runOnce(name: string, command: Command, ctx: CommandContext): Pro
   }
 }
 
-/** Prints one line for a start-up failure; exit code 2 for bad settings, 1 otherwise. */
-function fail(command: string, error: unknown): number {
+/**
+ * Prints one line for a start-up failure; exit code 2 for bad settings, 1 otherwise. Before the
+ * settings are read, `redact` can only mask URL passwords; settings errors hide secrets themselves.
+ */
+function fail(command: string, error: unknown, redact: Redact = redactUrl): number {
   const message = error instanceof Error ? error.message : String(error);
-  process.stderr.write(`sluice ${command}: ${message.split('\n')[0]}\n`);
+  process.stderr.write(`sluice ${command}: ${redact(message.split('\n')[0]!)}\n`);
   return error instanceof SettingsError || error instanceof SluiceError ? 2 : 1;
 }
 

@@ -29,6 +29,11 @@ export interface StartOptions {
   /** `inherit` shares the parent's stdout/stderr; `capture` keeps the last lines for output(). */
   stdio?: 'inherit' | 'capture';
   env?: NodeJS.ProcessEnv;
+  /**
+   * With `capture`, gets everything the child writes to stdout and stderr, chunk by chunk, for a
+   * caller that needs more than the last lines (a test checking that no output holds a secret).
+   */
+  onOutput?: (text: string) => void;
   /** Longest wait for the listening message, in ms. @default 30000 */
   timeout?: number;
 }
@@ -46,7 +51,9 @@ export function startService(args: readonly string[], options: StartOptions = {}
   });
   const tail: string[] = [];
   const keep = (chunk: Buffer): void => {
-    for (const line of chunk.toString('utf8').split('\n')) if (line) tail.push(line);
+    const text = chunk.toString('utf8');
+    options.onOutput?.(text);
+    for (const line of text.split('\n')) if (line) tail.push(line);
     if (tail.length > TAIL_LINES) tail.splice(0, tail.length - TAIL_LINES);
   };
   child.stdout?.on('data', keep);

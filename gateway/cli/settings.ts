@@ -2,9 +2,10 @@
  * Command-line settings: one table per command gives every setting its flag, environment
  * variable, type, default and help line. Values come from flags, then SLUICE_* variables,
  * then a JSON file named by --config, then defaults; a bad value stops start-up with one
- * line naming the setting, where it came from, and the value.
+ * line naming the setting, where it came from, and the value (hidden for a secret).
  */
 import { readFileSync } from 'node:fs';
+import { REDACTED, redactUrl, urlSecrets } from '../../placer/redact.ts';
 
 /**
  * How a raw string becomes a value. `duration` is ms: `250`, `250ms`, `30s`, `5m`, `1h`.
@@ -26,6 +27,12 @@ export interface Setting {
   required?: boolean;
   /** Extra environment variables read after SLUICE_<KEY> (e.g. PORT). */
   envAliases?: readonly string[];
+  /**
+   * The value is a secret or may hold one, and is never shown: `true` hides it whole (a token);
+   * `'url'` shows it with the URL's password masked (`redis://user:***@host:6379`).
+   * {@link secretValues} hands the values to the redactor that guards all output.
+   */
+  secret?: true | 'url';
 }
 
 /** A setting could not be read; the message is the whole line to print. */
@@ -104,6 +111,31 @@ export function resolveSettings(settings: readonly Setting[], argv: readonly str
   return { values, positionals, help };
 }
 
+/** How a setting's value is quoted in a message: as JSON, a secret hidden or its URL password masked. */
+export function showSetting(s: Setting, value: unknown): string {
+  if (s.secret === 'url' && typeof value === 'string') return JSON.stringify(redactUrl(value));
+  if (s.secret) return `${REDACTED} (hidden: a secret)`;
+  return JSON.stringify(value);
+}
+
+/**
+ * The secrets among resolved `values`: each secret setting's value, and the password of each
+ * URL-valued one, for a redactor to look for in anything printed.
+ */
+export function secretValues(settings: readonly Setting[], values: Record<string, unknown>): string[] {
+  const found: string[] = [];
+  for (const s of settings) {
+    const value = values[s.key];
+    if (!s.secret || value === undefined) continue;
+    for (const item of Array.isArray(value) ? value : [value]) {
+      if (typeof item !== 'string') continue;
+      if (s.secret === 'url') found.push(...urlSecrets(item));
+      else found.push(item);
+    }
+  }
+  return found;
+}
+
 /** The --help text: usage, then every flag with its env variable and default. */
 export function formatHelp(usage: string, summary: string, settings: readonly Setting[]): string {
   const rows = settings.map((s) => {
@@ -111,7 +143,7 @@ export function formatHelp(usage: string, summary: string, settings: readonly Se
     const def = s.required
       ? 'required'
       : s.default !== undefined
-        ? `default ${formatDefault(s.default)}`
+        ? `default ${s.secret === true ? REDACTED : s.secret === 'url' ? redactUrl(formatDefault(s.default)) : formatDefault(s.default)}`
         : `default ${s.defaultText ?? 'none'}`;
     return `${left.padEnd(40)} ${s.description} (${def}; env ${[envOf(s.key), ...(s.envAliases ?? [])].join(', ')})`;
   });
@@ -165,12 +197,12 @@ function parseJson(s: Setting, value: unknown, where: string): unknown {
   if (typeof value === 'string') return parse(s, value, where);
   if (typeof value === 'number' && (s.type === 'integer' || s.type === 'number' || s.type === 'duration')) return parse(s, String(value), where);
   if (typeof value === 'boolean' && s.type === 'boolean') return value;
-  throw new SettingsError(`invalid ${where}: expected ${describe(s.type)}, got ${JSON.stringify(value)}`);
+  throw new SettingsError(`invalid ${where}: expected ${describe(s.type)}, got ${showSetting(s, value)}`);
 }
 
 function parse(s: Setting, raw: string, where: string): unknown {
   const bad = (): never => {
-    throw new SettingsError(`invalid ${where} ${JSON.stringify(raw)}: expected ${describe(s.type)}`);
+    throw new SettingsError(`invalid ${where} ${showSetting(s, raw)}: expected ${describe(s.type)}`);
   };
   switch (s.type) {
     case 'string':
@@ -196,12 +228,12 @@ function parse(s: Setting, raw: string, where: string): unknown {
       return Math.round(Number(m[1]) * unit);
     }
     case 'json':
-      return parseJsonObject(raw, where);
+      return parseJsonObject(s, raw, where);
   }
 }
 
 /** Inline JSON when it looks like an object, else the path of a file holding one. */
-function parseJsonObject(raw: string, where: string): Record<string, unknown> {
+function parseJsonObject(s: Setting, raw: string, where: string): Record<string, unknown> {
   const inline = raw.trim().startsWith('{');
   let text = raw;
   if (!inline) {
@@ -219,7 +251,7 @@ function parseJsonObject(raw: string, where: string): Record<string, unknown> {
     throw new SettingsError(`invalid ${where}: ${source} is not valid JSON (${(error as Error).message.replace(/\s*\n\s*/g, ' ')})`);
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-    throw new SettingsError(`invalid ${where}: expected a JSON object, got ${JSON.stringify(json)}`);
+    throw new SettingsError(`invalid ${where}: expected a JSON object, got ${showSetting(s, json)}`);
   }
   return json as Record<string, unknown>;
 }

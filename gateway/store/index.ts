@@ -6,7 +6,7 @@ import { show } from '../../placer/validate.ts';
 import { StoreConfigError } from './errors.ts';
 import { createMemoryStore } from './memory.ts';
 import type { MemoryStoreOptions, RedisStoreOptions } from './options.ts';
-import { redactUrl } from './options.ts';
+import { redactUrl } from '../../placer/redact.ts';
 import { createRedisStore } from './redis.ts';
 import type { CallStore } from './types.ts';
 

@@ -4,6 +4,7 @@
  */
 import { silentLogger } from '../../placer/log.ts';
 import type { Logger } from '../../placer/log.ts';
+import { redactUrl } from '../../placer/redact.ts';
 import { checkInteger, checkMs, show } from '../../placer/validate.ts';
 import { StoreConfigError } from './errors.ts';
 
@@ -143,11 +144,6 @@ export function parseRedisUrl(url: unknown): RedisAddress {
     throw bad(); // a stray % in the user or password
   }
   return Object.freeze({ host, port, db, display: `redis://${parsed.host}/${db}`, ...credentials });
-}
-
-/** Masks the password in anything shaped like `scheme://user:password@host`, for messages. */
-export function redactUrl(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:]*:)[^/@]*@/i, '$1***@');
 }
 
 function resolveCommon(options: CommonStoreOptions): Required<CommonStoreOptions> {

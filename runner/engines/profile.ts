@@ -177,15 +177,20 @@ function checkArgs(value: unknown, kind: ProfileKind): string[] {
   return [...args];
 }
 
+/**
+ * The messages name what is wrong with profile.env but never quote its values: that is where an
+ * engine's credentials go (HF_TOKEN, VLLM_API_KEY).
+ */
 function checkEnv(value: unknown, reserved: Readonly<Record<string, string>>): Record<string, string> {
   if (value === undefined) return {};
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw fail(`profile.env must be an object of string values, got ${show(value)}`);
+    throw fail(`profile.env must be an object of string values, got ${kindOf(value)}`);
   }
   const env: Record<string, string> = {};
   for (const [key, v] of Object.entries(value)) {
     if (key === '' || key.includes('=') || key.includes('\0')) throw fail(`profile.env has an invalid variable name ${show(key)}`);
-    if (typeof v !== 'string' || v.includes('\0')) throw fail(`profile.env.${key} must be a string without NUL bytes, got ${show(v)}`);
+    if (typeof v !== 'string') throw fail(`profile.env.${key} must be a string, got ${kindOf(v)}`);
+    if (v.includes('\0')) throw fail(`profile.env.${key} must not contain NUL bytes`);
     const field = reserved[key];
     if (field !== undefined) throw fail(`profile.env.${key} is set by the runner from profile.${field}; set it there instead`);
     env[key] = v;
@@ -235,4 +240,11 @@ async function isExecutable(path: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** What sort of value `value` is, for a message that must not quote it. */
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return `${/^[aeiou]/.test(typeof value) ? 'an' : 'a'} ${typeof value}`;
 }

@@ -4,7 +4,7 @@ import type { LogLevel } from '../../placer/log.ts';
 import { PlacerTimeoutError } from '../../placer/errors.ts';
 
 /** A logger writing into an array, and the lines parsed. */
-function capture(options: { level?: LogLevel; fields?: Record<string, unknown> } = {}) {
+function capture(options: { level?: LogLevel; fields?: Record<string, unknown>; redact?: (text: string) => string } = {}) {
   const lines: string[] = [];
   const logger = createJsonLogger({ ...options, write: (line) => lines.push(line) });
   const parsed = (): Array<Record<string, unknown>> => lines.map((line) => JSON.parse(line) as Record<string, unknown>);
@@ -106,6 +106,20 @@ describe('createJsonLogger', () => {
     expect(() => logger.info('bigint', { n: 10n })).not.toThrow();
     logger.info('after');
     expect(lines.map((l) => (JSON.parse(l) as { msg: string }).msg)).toEqual(['after']);
+  });
+
+  it('returns URL passwords masked in every string, nested and in errors, when no redact is given', () => {
+    const { logger, lines, parsed } = capture();
+    const error = new Error('cannot reach redis://app:pw-123456@db:6379');
+    logger.child({ store: 'redis://app:pw-123456@db:6379/0' }).warn('store down', { error, targets: [{ url: new URL('https://u:pw-123456@hooks.example') }] });
+    expect(lines[0]).not.toContain('pw-123456');
+    expect(parsed()[0]).toMatchObject({ store: 'redis://app:***@db:6379/0', error: { message: 'cannot reach redis://app:***@db:6379' }, targets: [{ url: 'https://u:***@hooks.example/' }] });
+  });
+
+  it('returns every string value, base fields and nested ones included, through the given redact', () => {
+    const { logger, parsed } = capture({ redact: (text) => text.replaceAll('s3cret', '***'), fields: { base: 'a s3cret' } });
+    logger.info('static message', { token: 's3cret', error: new Error('bad s3cret'), list: ['s3cret'] });
+    expect(parsed()[0]).toMatchObject({ msg: 'static message', base: 'a ***', token: '***', error: { message: 'bad ***' }, list: ['***'] });
   });
 
   it('returns without throwing when write throws', () => {

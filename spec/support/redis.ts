@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 
 /** A running redis-server. */
 export interface RedisServer {
-  /** `redis://127.0.0.1:<port>/0`. */
+  /** `redis://127.0.0.1:<port>/0`, without credentials even when the server wants a password. */
   url: string;
   port: number;
   /** Stops the server (SIGTERM) and waits for it to exit; safe to call twice. */
@@ -22,16 +22,22 @@ const START_TIMEOUT_MS = 15_000;
 /** The free port found can be taken before redis binds it; a new port is tried this many times. */
 const ATTEMPTS = 3;
 
+/** How to start a redis-server. */
+export interface RedisStartOptions {
+  /** Clients must AUTH with this password (redis `requirepass`, user `default`). @default none */
+  password?: string;
+}
+
 /**
  * Starts redis-server and resolves once it answers PING.
  * @throws when redis-server is not installed (with the command that installs it) or cannot start.
  */
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(options: RedisStartOptions = {}): Promise<RedisServer> {
   let lastError: unknown;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const port = await freePort();
     try {
-      return await startOn(port);
+      return await startOn(port, options.password);
     } catch (error) {
       if ((error as { code?: unknown }).code === 'ENOENT') throw notInstalled(error);
       lastError = error;
@@ -53,8 +59,11 @@ export function freePort(): Promise<number> {
   });
 }
 
-async function startOn(port: number): Promise<RedisServer> {
-  const child = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no', '--bind', '127.0.0.1'], {
+async function startOn(port: number, password: string | undefined): Promise<RedisServer> {
+  const args = ['--port', String(port), '--save', '', '--appendonly', 'no', '--bind', '127.0.0.1'];
+  // On the command line, not in a file: visible in ps, which is fine for a throwaway test server.
+  if (password !== undefined) args.push('--requirepass', password);
+  const child = spawn('redis-server', args, {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -66,7 +75,7 @@ async function startOn(port: number): Promise<RedisServer> {
   };
   try {
     await ready(child);
-    await ping(port);
+    await ping(port, password);
   } catch (error) {
     await stop();
     throw error;
@@ -105,8 +114,15 @@ function ready(child: ChildProcess): Promise<void> {
   });
 }
 
-async function ping(port: number): Promise<void> {
-  const client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true });
+async function ping(port: number, password: string | undefined): Promise<void> {
+  const client = new Redis({
+    host: '127.0.0.1',
+    port,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    lazyConnect: true,
+    ...(password === undefined ? {} : { password }),
+  });
   client.on('error', () => {});
   try {
     await client.connect();

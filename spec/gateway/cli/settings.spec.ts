@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SettingsError, envOf, flagOf, formatHelp, resolveSettings } from '../../../gateway/cli/settings.ts';
+import { SettingsError, envOf, flagOf, formatHelp, resolveSettings, secretValues, showSetting } from '../../../gateway/cli/settings.ts';
 import type { Setting } from '../../../gateway/cli/settings.ts';
 
 const settings: readonly Setting[] = [
@@ -403,5 +403,56 @@ describe('json settings', () => {
     expect(message(['--profile', configFile('[1]')], {}, table)).toBe('invalid --profile: expected a JSON object, got [1]');
     expect(message(['--profile', join(dir, 'none.json')], {}, table)).toMatch(/^invalid --profile: cannot read .*none\.json \(ENOENT\)$/);
     expect(message(['--config', configFile({ profile: 3 })], {}, table)).toMatch(/^invalid profile in .*: expected a JSON object, inline or in a file, got 3$/);
+  });
+});
+
+describe('secret settings', () => {
+  const TOKEN = 'tok-0123456789abcdef';
+  const table: readonly Setting[] = [
+    { key: 'runnerToken', type: 'string', secret: true, description: 'shared token' },
+    { key: 'store', type: 'string', secret: 'url', default: 'memory', description: 'store URL' },
+    { key: 'gateway', type: 'list', secret: 'url', description: 'gateway URLs' },
+    { key: 'retries', type: 'integer', secret: true, description: 'a secret number, for the parse path' },
+    { key: 'port', type: 'integer', default: 8080, description: 'port' },
+  ];
+
+  it('throws without the value when a secret setting cannot be parsed, by flag or variable', () => {
+    const byFlag = message(['--retries', TOKEN], {}, table);
+    expect(byFlag).toBe('invalid --retries *** (hidden: a secret): expected an integer');
+    expect(message([], { SLUICE_RETRIES: TOKEN }, table)).not.toContain(TOKEN);
+  });
+
+  it('throws without the value when the config file gives a secret the wrong type', () => {
+    const text = message(['--config', configFile({ runnerToken: [TOKEN] })], {}, table);
+    expect(text).toMatch(/^invalid runnerToken in .*: expected a string, got \*\*\* \(hidden: a secret\)$/);
+  });
+
+  it('throws with the URL password masked when a URL-valued secret is quoted', () => {
+    const text = message(['--config', configFile({ store: { url: 'redis://u:pw-123456@h:1' } })], {}, table);
+    expect(text).not.toContain('pw-123456');
+  });
+
+  it('returns the secrets among resolved values: whole tokens, and URL passwords as given and decoded', () => {
+    const { values } = resolve(['--runner-token', TOKEN, '--store', 'redis://u:p%21ss@h:1/0', '--gateway', 'http://a:1,http://t0ken99@b:2'], {}, table);
+    expect(secretValues(table, values).sort()).toEqual([TOKEN, 'p!ss', 'p%21ss', 't0ken99'].sort());
+    expect(secretValues(table, resolve([], {}, table).values)).toEqual([]);
+  });
+
+  it('returns secret settings in --help with the flag and variable but never a secret default', () => {
+    const help = formatHelp('sluice x', 'summary', [
+      { key: 'runnerToken', type: 'string', secret: true, default: TOKEN, description: 'shared token' },
+      { key: 'store', type: 'string', secret: 'url', default: 'redis://u:pw-123456@h:1', description: 'store URL' },
+    ]);
+    expect(help).toContain('--runner-token <string>');
+    expect(help).toContain('env SLUICE_RUNNER_TOKEN');
+    expect(help).not.toContain(TOKEN);
+    expect(help).toContain('default redis://u:***@h:1');
+  });
+
+  it('quotes a value as JSON, hidden for a secret and masked for a URL secret', () => {
+    expect(showSetting(table[4]!, 'x')).toBe('"x"');
+    expect(showSetting(table[0]!, TOKEN)).toBe('*** (hidden: a secret)');
+    expect(showSetting(table[1]!, 'redis://u:pw@h:1')).toBe('"redis://u:***@h:1"');
+    expect(showSetting(table[1]!, ['redis://u:pw@h:1'])).toBe('*** (hidden: a secret)');
   });
 });

@@ -129,8 +129,10 @@ describe('validateProfile', () => {
       'profile.args must be empty for kind ollama (ollama serve takes no arguments; configure it through profile.env, e.g. OLLAMA_NUM_PARALLEL), got ["--verbose"]',
     ],
     [{ kind: 'sim', model: 'm', port: 9000, args: ['--model', 'x'] }, 'profile.args[0] "--model" is set by the runner from profile.model; set it there instead'],
-    [{ ...vllm, env: ['A=1'] }, 'profile.env must be an object of string values, got ["A=1"]'],
-    [{ ...vllm, env: { HF_HOME: 1 } }, 'profile.env.HF_HOME must be a string without NUL bytes, got 1'],
+    [{ ...vllm, env: ['A=1'] }, 'profile.env must be an object of string values, got an array'],
+    [{ ...vllm, env: { HF_HOME: 1 } }, 'profile.env.HF_HOME must be a string, got a number'],
+    // Never quoting the value: profile.env is where engine credentials go.
+    [{ ...vllm, env: { HF_TOKEN: 'hf_secret\0' } }, 'profile.env.HF_TOKEN must not contain NUL bytes'],
     [{ ...vllm, env: { 'A=B': 'x' } }, 'profile.env has an invalid variable name "A=B"'],
     [{ ...vllm, env: { CUDA_VISIBLE_DEVICES: '0' } }, 'profile.env.CUDA_VISIBLE_DEVICES is set by the runner from profile.gpus; set it there instead'],
     [

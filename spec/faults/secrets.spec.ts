@@ -1,0 +1,293 @@
+/**
+ * Fault: secrets given to sluice were published. The OpenTelemetry resource carried the whole
+ * command line (`--runner-token`, `--callback-secret`, a password in `--store redis://...`) on
+ * the unauthenticated /metrics page, beside the owner and host name, and settings errors could
+ * echo a secret back. Here every process gets every secret-bearing setting, by flag and by
+ * SLUICE_* variable, does real work with them (a runner registers with the token, a detached call
+ * is kept in a password-protected Redis and its callback is signed), and then every route, error
+ * body and line of output is searched for each secret.
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateWebhookSecret, verifyWebhook } from '../../gateway/callbacks/index.ts';
+import { SLUICE_BIN, startService } from '../../gateway/cli/processes.ts';
+import type { ChildService, StartOptions } from '../../gateway/cli/processes.ts';
+import { chatBody, eventually, metricValue, postJson } from '../support/fleet.ts';
+import { startRedis } from '../support/redis.ts';
+import type { RedisServer } from '../support/redis.ts';
+
+const RUNNER_TOKEN = `rt-${randomBytes(16).toString('hex')}`;
+const CALLBACK_SECRET = generateWebhookSecret();
+const REDIS_PASSWORD = `pw-${randomBytes(12).toString('hex')}`;
+/** Each secret, and the parts of one that could be printed alone (the key after `whsec_`). */
+const SECRETS = [RUNNER_TOKEN, CALLBACK_SECRET, CALLBACK_SECRET.slice('whsec_'.length), REDIS_PASSWORD];
+
+/** Fails naming where a secret showed up, without printing the text around it twice. */
+function expectNoSecret(where: string, text: string): void {
+  for (const secret of SECRETS) {
+    const at = text.indexOf(secret);
+    expect(at, `${where} holds a secret: ...${text.slice(Math.max(0, at - 80), at + 20)}...`).toBe(-1);
+  }
+}
+
+async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+  const res = await request(url, { headers });
+  return { status: res.statusCode, text: await res.body.text() };
+}
+
+/** A callback receiver on 127.0.0.1 that keeps every delivery. */
+async function startReceiver(): Promise<{ url: string; deliveries: { headers: Record<string, unknown>; body: string }[]; server: Server }> {
+  const deliveries: { headers: Record<string, unknown>; body: string }[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      deliveries.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}`, deliveries, server };
+}
+
+/** The environment of a child: this one's, minus any SLUICE_* variable a developer has set. */
+function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('SLUICE_') && !name.startsWith('OTEL_')) env[name] = value;
+  return { ...env, ...extra };
+}
+
+/** Every process of one case, with all it wrote. */
+class Processes {
+  readonly #started: ChildService[] = [];
+  #output = '';
+
+  async start(args: readonly string[], env: NodeJS.ProcessEnv): Promise<ChildService> {
+    const options: StartOptions = { env, onOutput: (text) => (this.#output += text) };
+    const service = await startService(args, options);
+    this.#started.push(service);
+    return service;
+  }
+
+  /** Stops everything (shutdown lines count too) and returns all the output. */
+  async stop(): Promise<string> {
+    await Promise.all(this.#started.splice(0).reverse().map((s) => s.stop('SIGTERM', 5000)));
+    return this.#output;
+  }
+}
+
+/** The resource attributes on target_info, by name. */
+function targetInfo(page: string): Record<string, string> {
+  const line = page.split('\n').find((l) => l.startsWith('target_info{'));
+  expect(line, 'target_info on /metrics').toBeDefined();
+  const attributes: Record<string, string> = {};
+  for (const m of line!.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) attributes[m[1]!] = m[2]!;
+  return attributes;
+}
+
+describe('fault: secrets given to sluice never appear in its output', () => {
+  let redis: RedisServer;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let storeUrl: string;
+
+  beforeAll(async () => {
+    redis = await startRedis({ password: REDIS_PASSWORD });
+    storeUrl = `redis://default:${REDIS_PASSWORD}@127.0.0.1:${redis.port}/0`;
+    receiver = await startReceiver();
+  });
+  afterAll(async () => {
+    receiver?.server.close();
+    await redis?.stop();
+  });
+
+  /**
+   * A sim engine, a gateway and a runner that registers with it, all at debug level, each secret
+   * given as `how` says; exercises the secrets, then reads every route and error body.
+   */
+  async function runFleet(how: 'flags' | 'env'): Promise<{ pages: Record<string, string>; output: string; gatewayId: string }> {
+    const processes = new Processes();
+    const pages: Record<string, string> = {};
+    const gatewayId = how === 'flags' ? 'gw-secrets' : undefined;
+    let output: string;
+    try {
+      const engine = await processes.start(['sim-engine', '--port', '0', '--log-level', 'debug'], cleanEnv());
+      const gateway = await processes.start(
+        [
+          'gateway', '--port', '0', '--log-level', 'debug',
+          '--callback-allow', receiver.url, '--callback-allow-private',
+          ...(gatewayId ? ['--gateway-id', gatewayId] : []),
+          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl] : []),
+        ],
+        cleanEnv(
+          how === 'env'
+            ? {
+                SLUICE_RUNNER_TOKEN: RUNNER_TOKEN,
+                SLUICE_CALLBACK_SECRET: CALLBACK_SECRET,
+                SLUICE_STORE: storeUrl,
+                // The SDK's env detector would add these to the resource; sluice sets its resource itself.
+                OTEL_RESOURCE_ATTRIBUTES: 'host.name=leaky-host,deployment.environment=leaky',
+              }
+            : {},
+        ),
+      );
+      const runner = await processes.start(
+        [
+          'runner', '--port', '0', '--log-level', 'debug', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'runner-secrets',
+          '--gateway', gateway.url,
+          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN] : []),
+        ],
+        cleanEnv(how === 'env' ? { SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } : {}),
+      );
+      const gw = gateway.url;
+
+      // The token works: the runner registered and takes calls.
+      await eventually(async () => JSON.parse((await get(`${gw}/v1/runners`)).text).data?.some((r: { placeable: boolean }) => r.placeable) === true, 15_000, 'the runner to register');
+      const sync = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
+      expect(sync.status).toBe(200);
+      expect(sync.json.object).toBe('chat.completion');
+
+      // The Redis password works (the call is kept in the store) and the callback is signed with the secret.
+      const before = receiver.deliveries.length;
+      const detached = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }), { prefer: 'respond-async', 'sluice-callback-url': `${receiver.url}/hook` });
+      expect(detached.status).toBe(202);
+      const id = detached.json.id as string;
+      await eventually(async () => JSON.parse((await get(`${gw}/v1/calls/${id}`)).text).status === 'succeeded', 15_000, 'the detached call to succeed');
+      await eventually(() => receiver.deliveries.length > before, 15_000, 'the callback');
+      const delivery = receiver.deliveries[before]!;
+      expect(verifyWebhook({ headers: delivery.headers as Record<string, string>, body: delivery.body, secret: CALLBACK_SECRET }).kind).toBe('verified');
+      pages['GET /v1/calls/:id'] = (await get(`${gw}/v1/calls/${id}`)).text;
+      pages['callback delivery'] = JSON.stringify(delivery);
+
+      // Each call ran once on the engine: nothing lost, nothing repeated.
+      const enginePage = (await get(`${engine.url}/metrics`)).text;
+      expect(metricValue(enginePage, 'sluice_sim_requests_completed_total')).toBe(2);
+
+      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models']) pages[`gateway GET ${path}`] = (await get(`${gw}${path}`)).text;
+      for (const path of ['/status', '/healthz', '/readyz']) pages[`runner GET ${path}`] = (await get(`${runner.url}${path}`)).text;
+      pages['engine GET /metrics'] = enginePage;
+
+      const badJson = await postJson(`${gw}/v1/chat/completions`, '{"model": ');
+      expect(badJson.status).toBe(400);
+      pages['bad JSON'] = badJson.text;
+      const unknownModel = await postJson(`${gw}/v1/chat/completions`, chatBody({ model: 'no-such-model' }));
+      expect(unknownModel.status).toBeGreaterThanOrEqual(400);
+      pages['unknown model'] = unknownModel.text;
+      // A near miss of the real token: an answer or log echoing what was presented would show most of it.
+      const wrongToken = await postJson(`${gw}/v1/runners/register`, '{}', { authorization: `Bearer ${RUNNER_TOKEN.slice(0, -1)}x` });
+      expect(wrongToken.status).toBe(401);
+      pages['wrong runner token'] = wrongToken.text;
+      const badRegistration = await postJson(`${gw}/v1/runners/register`, '{"id": 1}', { authorization: `Bearer ${RUNNER_TOKEN}` });
+      expect(badRegistration.status).toBe(400);
+      pages['bad registration'] = badRegistration.text;
+      const badCallback = await postJson(`${gw}/v1/chat/completions`, chatBody(), { prefer: 'respond-async', 'sluice-callback-url': 'https://elsewhere.example.com/hook' });
+      expect(badCallback.status).toBe(400);
+      pages['callback refused'] = badCallback.text;
+      const unknownCall = await get(`${gw}/v1/calls/nope`);
+      expect(unknownCall.status).toBe(404);
+      pages['unknown call'] = unknownCall.text;
+    } finally {
+      output = await processes.stop();
+    }
+    return { pages, output, gatewayId: gatewayId ?? '' };
+  }
+
+  for (const how of ['flags', 'env'] as const) {
+    it(`keeps every secret given by ${how === 'flags' ? 'flag' : 'SLUICE_* variable'} out of every route, error body and log line`, async () => {
+      const { pages, output, gatewayId } = await runFleet(how);
+      for (const [where, text] of Object.entries(pages)) expectNoSecret(where, text);
+      expectNoSecret('process output', output);
+
+      // The resource is what an operator needs and nothing more: no command line, owner, host or pid.
+      const resource = targetInfo(pages['gateway GET /metrics']!);
+      expect(Object.keys(resource).sort()).toEqual(['service_instance_id', 'service_name', 'service_version']);
+      expect(resource.service_name).toBe('sluice-gateway');
+      expect(resource.service_version).toMatch(/^\d+\.\d+\.\d+/);
+      if (gatewayId) expect(resource.service_instance_id).toBe(gatewayId);
+      else expect(resource.service_instance_id).toMatch(/^gw-[0-9a-f]{6}$/);
+    }, 90_000);
+  }
+
+  it('keeps the secrets of `sluice up` out of its routes, banner and logs', async () => {
+    const processes = new Processes();
+    const pages: Record<string, string> = {};
+    let output: string;
+    try {
+      const up = await processes.start(
+        ['up', '--port', '0', '--runners', '1', '--log-level', 'debug', '--callback-secret', CALLBACK_SECRET, '--store', storeUrl, '--callback-allow', receiver.url, '--callback-allow-private'],
+        cleanEnv(),
+      );
+      const sync = await postJson(`${up.url}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
+      expect(sync.status).toBe(200);
+      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models']) pages[`GET ${path}`] = (await get(`${up.url}${path}`)).text;
+    } finally {
+      output = await processes.stop();
+    }
+    for (const [where, text] of Object.entries(pages)) expectNoSecret(where, text);
+    expect(output).toContain('sluice is up at');
+    expectNoSecret('sluice up output', output);
+    expect(Object.keys(targetInfo(pages['GET /metrics']!)).sort()).toEqual(['service_instance_id', 'service_name', 'service_version']);
+  }, 90_000);
+
+  describe('when a secret setting is bad, the error names it without echoing it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-secrets-spec-'));
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+    /** Runs a command that must refuse to start; returns its stderr and stdout together. */
+    function refused(args: readonly string[], env: Record<string, string> = {}): string {
+      const run = spawnSync(process.execPath, [SLUICE_BIN, ...args], { env: cleanEnv(env), encoding: 'utf8', timeout: 30_000 });
+      expect(run.status, `sluice ${args[0]} should refuse to start:\n${run.stdout}${run.stderr}`).toBe(2);
+      return run.stderr + run.stdout;
+    }
+
+    const short = RUNNER_TOKEN.slice(0, 15);
+    const pw = REDIS_PASSWORD;
+    it.each([
+      ['a runner token too short, by flag', ['gateway', '--runner-token', short], {}, /runnerToken|runner-token/, short],
+      ['a runner token too short, by variable', ['gateway'], { SLUICE_RUNNER_TOKEN: short }, /runnerToken|runner-token/, short],
+      ['a runner token with a space', ['runner', '--engine', 'http://127.0.0.1:1', '--runner-token', `${RUNNER_TOKEN} x`], {}, /runnerToken|runner-token/, RUNNER_TOKEN],
+      ['a malformed callback secret', ['gateway', '--runners', 'http://127.0.0.1:1', '--callback-secret', `whsec_${RUNNER_TOKEN}!`], {}, /secret/, RUNNER_TOKEN],
+      ['a store URL with a password but no port', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://default:${pw}@127.0.0.1`], {}, /store/, pw],
+      ['a store URL with a password but no port, by variable', ['gateway', '--runners', 'http://127.0.0.1:1'], { SLUICE_STORE: `redis://default:${pw}@127.0.0.1` }, /store/, pw],
+      ['a store URL with only a password as userinfo', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://${pw}@127.0.0.1`], {}, /store/, pw],
+      ['a store URL missing a slash', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis:/default:${pw}@127.0.0.1:6379`], {}, /store/, pw],
+      ['a store URL with a TLS scheme', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `rediss://default:${pw}@127.0.0.1:6379`], {}, /store/, pw],
+    ] as const)('refuses %s', (_name, args, env, names, secret) => {
+      const text = refused(args, env);
+      expect(text).toMatch(names);
+      expect(text).not.toContain(secret);
+    });
+
+    it('refuses to start without echoing the password when Redis refuses it', () => {
+      const wrong = `wrong-${pw}`;
+      const text = refused(['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://default:${wrong}@127.0.0.1:${redis.port}/0`]);
+      expect(text).toMatch(/STORE|store/);
+      expect(text).not.toContain(wrong);
+    });
+
+    it('refuses a secret of the wrong type in the --config file without echoing it', () => {
+      const path = join(dir, 'config.json');
+      writeFileSync(path, JSON.stringify({ runnerToken: [RUNNER_TOKEN], runners: ['http://127.0.0.1:1'] }));
+      const text = refused(['gateway', '--config', path]);
+      expect(text).toMatch(/runnerToken/);
+      expect(text).not.toContain(RUNNER_TOKEN);
+    });
+
+    it('shows --help without the secrets set in the environment', () => {
+      const run = spawnSync(process.execPath, [SLUICE_BIN, 'gateway', '--help'], {
+        env: cleanEnv({ SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALLBACK_SECRET: CALLBACK_SECRET, SLUICE_STORE: storeUrl }),
+        encoding: 'utf8',
+      });
+      expect(run.status).toBe(0);
+      expect(run.stdout).toContain('--runner-token');
+      expectNoSecret('gateway --help', run.stdout + run.stderr);
+    });
+  });
+});
