@@ -9,6 +9,31 @@ import { InvalidBodyError, InvalidJsonError, MissingModelError } from './errors.
 /** Which gateway route the call came in on. */
 export type CallRoute = 'chat' | 'completions' | 'embeddings' | 'invoke';
 
+/** The OpenAI call routes, by path; every one takes POST with the model in the JSON body. */
+export const OPENAI_CALL_ROUTES: Readonly<Record<string, Exclude<CallRoute, 'invoke'>>> = {
+  '/v1/chat/completions': 'chat',
+  '/v1/completions': 'completions',
+  '/v1/embeddings': 'embeddings',
+};
+
+const ROUTE_PATHS = Object.fromEntries(Object.entries(OPENAI_CALL_ROUTES).map(([path, route]) => [route, path])) as Record<
+  Exclude<CallRoute, 'invoke'>,
+  string
+>;
+
+/**
+ * The path a call is sent to the runner on: the one the router matched, spelled canonically,
+ * with the client's query string (if any) as it came. Never the raw target, which the router
+ * saw only after normalizing it; see gateway/front.ts.
+ * @param fn the `/invoke/:fn` parameter as the router decoded it
+ * @param target the request target as the client sent it, for its query
+ */
+export function routedPath(route: CallRoute, fn: string | undefined, target: string): string {
+  const path = route === 'invoke' ? `/invoke/${encodeURIComponent(fn ?? '')}` : ROUTE_PATHS[route];
+  const query = target.indexOf('?');
+  return query === -1 ? path : path + target.slice(query);
+}
+
 /** How a call ended, for counters, the latency histogram and after-call listeners. */
 export type CallOutcome = 'completed' | 'canceled' | 'timeouts' | 'errors' | 'server_busy';
 
@@ -16,7 +41,7 @@ export type CallOutcome = 'completed' | 'canceled' | 'timeouts' | 'errors' | 'se
 export interface GatewayCall extends RunnerCall {
   readonly route: CallRoute;
   readonly method: string;
-  /** Path and query sent to the runner, as the client sent it. */
+  /** Path and query sent to the runner: the path the router matched, the query as the client sent it. */
   readonly path: string;
   /** Client headers to forward (hop-by-hop ones removed). */
   readonly headers: Readonly<Record<string, string | string[]>>;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { affinityKey, parseInferenceBody, uuidv7 } from '../../gateway/call.ts';
+import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from '../../gateway/call.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from '../../gateway/errors.ts';
 import { SluiceError } from '../../placer/errors.ts';
 
@@ -79,6 +79,18 @@ describe('parseInferenceBody', () => {
     expect(error).toBeInstanceOf(InvalidBodyError);
     expect(error.code).toBe('GW_INVALID_BODY');
     expect(error.message).toBe(`"model" must be a string, got ${type}`);
+  });
+});
+
+describe('routedPath', () => {
+  it.each<[Parameters<typeof routedPath>, string]>([
+    [['chat', undefined, '/v1/chat/completions'], '/v1/chat/completions'],
+    [['completions', undefined, '/v1/%63ompletions?x=1'], '/v1/completions?x=1'],
+    [['embeddings', undefined, '/v1/embeddings?'], '/v1/embeddings?'],
+    [['invoke', 'org/model', '/invoke/org%2Fmodel'], '/invoke/org%2Fmodel'],
+    [['invoke', 'héllo wörld', '/invoke/h%C3%A9llo%20w%C3%B6rld?q=%2e%2e'], '/invoke/h%C3%A9llo%20w%C3%B6rld?q=%2e%2e'],
+  ])('returns the path the router matched, with the query as sent, when given %j', (args, path) => {
+    expect(routedPath(...args)).toBe(path);
   });
 });
 
