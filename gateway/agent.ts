@@ -127,7 +127,7 @@ export class LbAgent {
     try {
       if (route === 'invoke') fn = fnParam ?? '';
       else {
-        ({ model: fn, user, prompt } = parseInferenceBody(body));
+        ({ model: fn, user, prompt } = parseInferenceBody(body, route));
         if (this.#pool.serves(fn) === 'no') {
           throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
         }

@@ -14,7 +14,7 @@ import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
 import { OPENAI_CALL_ROUTES, uuidv7 } from './call.ts';
 import type { CallRoute } from './call.ts';
-import { GatewayError, RouteNotFoundError, errorResponse } from './errors.ts';
+import { GatewayError, RouteNotFoundError, UnknownModelError, errorResponse } from './errors.ts';
 import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './front.ts';
 import { resolveGatewayOptions } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
@@ -89,9 +89,16 @@ export function createGateway(options: GatewayOptions): Gateway {
 
   registerCallRoutes(app, detached, config.store);
   registerRunnerRoutes(app, fleet, registry, config.clock, log);
-  app.get('/v1/models', (c) =>
-    c.json({ object: 'list', data: pool.models().map((id) => ({ id, object: 'model', created: 0, owned_by: 'sluice' })) }),
-  );
+  const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
+  app.get('/v1/models', (c) => c.json({ object: 'list', data: pool.models().map(model) }));
+  // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
+  app.get('/v1/models/:id{.+}', (c) => {
+    const id = c.req.param('id');
+    if (!pool.models().includes(id)) {
+      return errorResponse(c, new UnknownModelError(`model ${JSON.stringify(id)} is not served by any runner; GET /v1/models lists the models`));
+    }
+    return c.json(model(id));
+  });
   app.get('/healthz', (c) => c.json({ ok: true, version: VERSION }));
   app.get('/readyz', (c) => {
     const ready = !agent.closing && pool.ready();
