@@ -12,9 +12,10 @@ import { placeCall } from '../placer/walk.ts';
 import type { Placement } from '../placer/walk.ts';
 import { CALL_ID_HEADER, withoutHopByHop } from '../runner/protocol.ts';
 import { readBody } from './body.ts';
-import { affinityKey, parseInferenceBody, uuidv7 } from './call.ts';
+import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
 import { GatewayError, ListenerFailedError, ShuttingDownError, UnknownModelError, errorBody } from './errors.ts';
+import { REQUEST_ID_HEADER, clientRequestId } from './front.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import type { DetachedCalls } from './detached.ts';
 import { DetachedFlow } from './detached-flow.ts';
@@ -100,6 +101,11 @@ export class LbAgent {
   async #serve(route: CallRoute, fnParam: string | undefined, incoming: IncomingMessage, out: ServerResponse): Promise<void> {
     const { clock, logger, placerConfig } = this.#config;
     const createdAt = clock.now();
+    const id = uuidv7(createdAt);
+    // Every answer to this call names it, refusals included: the client's own id when it sent
+    // a sane one (it is also what the runner and engine get, to match their logs), else the call id.
+    const requestId = clientRequestId(incoming.headers[REQUEST_ID_HEADER]) ?? id;
+    out.setHeader(REQUEST_ID_HEADER, requestId);
     const controller = new AbortController();
     out.once('close', () => {
       if (!out.writableFinished) controller.abort(new Error('client closed the connection'));
@@ -121,7 +127,7 @@ export class LbAgent {
     try {
       if (route === 'invoke') fn = fnParam ?? '';
       else {
-        ({ model: fn, user, prompt } = parseInferenceBody(body));
+        ({ model: fn, user, prompt } = parseInferenceBody(body, route));
         if (this.#pool.serves(fn) === 'no') {
           throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
         }
@@ -133,15 +139,16 @@ export class LbAgent {
 
     const session = incoming.headers[SESSION_HEADER];
     const call: MutableCall = {
-      id: uuidv7(createdAt),
+      id,
       fn,
       key: affinityKey(Array.isArray(session) ? session[0] : session, user, fn),
       type: preference.detached ? 'detached' : 'sync',
       ...(prompt === undefined ? {} : { prompt }),
       route,
       method: incoming.method ?? 'POST',
-      path: incoming.url ?? '/',
-      headers: forwardable(incoming.headers),
+      // What the router matched, never the raw target: see gateway/front.ts.
+      path: routedPath(route, fnParam, incoming.url ?? '/'),
+      headers: { ...forwardable(incoming.headers), [REQUEST_ID_HEADER]: requestId },
       body,
       createdAt,
       startedAt: createdAt,
@@ -149,7 +156,9 @@ export class LbAgent {
       timeout: this.#config.callTimeout,
       signal: controller.signal,
     };
-    const callHeaders = { [CALL_ID_HEADER]: call.id };
+    // Also set on `out` above, but the relay copies the runner's headers over it: an engine
+    // echoing an id of its own must not replace ours.
+    const callHeaders = { [CALL_ID_HEADER]: call.id, [REQUEST_ID_HEADER]: requestId };
 
     try {
       const override = await this.#config.overrideCall?.(call);

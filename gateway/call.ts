@@ -7,7 +7,33 @@ import type { CallType, RunnerCall } from '../placer/types.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from './errors.ts';
 
 /** Which gateway route the call came in on. */
-export type CallRoute = 'chat' | 'completions' | 'embeddings' | 'invoke';
+export type CallRoute = 'chat' | 'completions' | 'embeddings' | 'responses' | 'invoke';
+
+/** The OpenAI call routes, by path; every one takes POST with the model in the JSON body. */
+export const OPENAI_CALL_ROUTES: Readonly<Record<string, Exclude<CallRoute, 'invoke'>>> = {
+  '/v1/chat/completions': 'chat',
+  '/v1/completions': 'completions',
+  '/v1/embeddings': 'embeddings',
+  '/v1/responses': 'responses',
+};
+
+const ROUTE_PATHS = Object.fromEntries(Object.entries(OPENAI_CALL_ROUTES).map(([path, route]) => [route, path])) as Record<
+  Exclude<CallRoute, 'invoke'>,
+  string
+>;
+
+/**
+ * The path a call is sent to the runner on: the one the router matched, spelled canonically,
+ * with the client's query string (if any) as it came. Never the raw target, which the router
+ * saw only after normalizing it; see gateway/front.ts.
+ * @param fn the `/invoke/:fn` parameter as the router decoded it
+ * @param target the request target as the client sent it, for its query
+ */
+export function routedPath(route: CallRoute, fn: string | undefined, target: string): string {
+  const path = route === 'invoke' ? `/invoke/${encodeURIComponent(fn ?? '')}` : ROUTE_PATHS[route];
+  const query = target.indexOf('?');
+  return query === -1 ? path : path + target.slice(query);
+}
 
 /** How a call ended, for counters, the latency histogram and after-call listeners. */
 export type CallOutcome = 'completed' | 'canceled' | 'timeouts' | 'errors' | 'server_busy';
@@ -16,7 +42,7 @@ export type CallOutcome = 'completed' | 'canceled' | 'timeouts' | 'errors' | 'se
 export interface GatewayCall extends RunnerCall {
   readonly route: CallRoute;
   readonly method: string;
-  /** Path and query sent to the runner, as the client sent it. */
+  /** Path and query sent to the runner: the path the router matched, the query as the client sent it. */
   readonly path: string;
   /** Client headers to forward (hop-by-hop ones removed). */
   readonly headers: Readonly<Record<string, string | string[]>>;
@@ -43,13 +69,17 @@ export interface ParsedBody {
   user?: string;
   /**
    * The prompt as text, for prefix-affinity placement: every chat message's role and content in
-   * order (text parts of multi-part content only), or a completion's prompt.
+   * order (text parts of multi-part content only), a completion's prompt, or a response's
+   * instructions and input rendered as chat messages.
    */
   prompt?: string;
 }
 
-/** Parses a /v1 body just enough to find the model and affinity key. */
-export function parseInferenceBody(body: Buffer): ParsedBody {
+/**
+ * Parses a /v1 body just enough to find the model and affinity key; `route` says where the
+ * prompt is (`input` and `instructions` on /v1/responses, `messages` or `prompt` elsewhere).
+ */
+export function parseInferenceBody(body: Buffer, route: CallRoute = 'chat'): ParsedBody {
   let json: unknown;
   try {
     json = JSON.parse(body.toString('utf8'));
@@ -59,12 +89,12 @@ export function parseInferenceBody(body: Buffer): ParsedBody {
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     throw new InvalidBodyError('request body must be a JSON object');
   }
-  const { model, user, messages, prompt } = json as { model?: unknown; user?: unknown; messages?: unknown; prompt?: unknown };
+  const { model, user, messages, prompt, input, instructions } = json as Record<string, unknown>;
   if (model === undefined || model === null || model === '') {
     throw new MissingModelError('request body has no "model"; name the model to call');
   }
   if (typeof model !== 'string') throw new InvalidBodyError(`"model" must be a string, got ${typeof model}`);
-  const text = renderPrompt(messages, prompt);
+  const text = route === 'responses' ? renderResponsesPrompt(input, instructions) : renderPrompt(messages, prompt);
   return { model, ...(typeof user === 'string' && user !== '' ? { user } : {}), ...(text ? { prompt: text } : {}) };
 }
 
@@ -89,6 +119,25 @@ export function renderPrompt(messages: unknown, prompt: unknown): string | undef
   if (typeof prompt === 'string') return prompt;
   if (Array.isArray(prompt) && prompt.every((p) => typeof p === 'string')) return prompt.join('\n');
   return undefined;
+}
+
+/**
+ * The prompt text of a /v1/responses body, rendered as {@link renderPrompt} renders the chat
+ * call it stands for, so a conversation keeps its prefix whichever of the two routes it uses:
+ * `instructions` as a system message, then `input` (a string is one user message; a list holds
+ * messages whose content is a string or parts with `text`). Input items without a role (tool
+ * calls and their outputs) are left out. Undefined when there is no text.
+ */
+export function renderResponsesPrompt(input: unknown, instructions: unknown): string | undefined {
+  const messages: Array<{ role: unknown; content: unknown }> = [];
+  if (typeof instructions === 'string' && instructions !== '') messages.push({ role: 'system', content: instructions });
+  if (typeof input === 'string') messages.push({ role: 'user', content: input });
+  else if (Array.isArray(input)) {
+    for (const item of input as Array<{ role?: unknown; content?: unknown }>) {
+      if (item && typeof item === 'object' && typeof item.role === 'string') messages.push({ role: item.role, content: item.content });
+    }
+  }
+  return messages.length > 0 ? renderPrompt(messages, undefined) : undefined;
 }
 
 /**

@@ -41,6 +41,22 @@ export class BodyTooLargeError extends invalid('GW_BODY_TOO_LARGE', 413) {}
 export class BodyTimeoutError extends invalid('GW_BODY_TIMEOUT', 408) {}
 /** No route for this method and path (404). */
 export class RouteNotFoundError extends invalid('GW_ROUTE_NOT_FOUND', 404) {}
+/**
+ * The request target is not a plain path: absolute-form, `*`, a fragment, malformed
+ * percent-encoding, or a `.`/`..` segment (percent-encoded ones and ones behind an encoded
+ * slash included) that would route the gateway and the engine differently (400).
+ */
+export class InvalidPathError extends invalid('GW_INVALID_PATH', 400) {}
+/**
+ * The request could not be read as HTTP/1.1: Node's parser refused it (bad chunked encoding,
+ * Content-Length beside Transfer-Encoding, a malformed request line or header), or its target or
+ * Host header does not form a URL (400). The connection is closed after the answer.
+ */
+export class BadRequestSyntaxError extends invalid('GW_BAD_REQUEST_SYNTAX', 400) {}
+/** The request's header section is larger than Node's limit: 16 KiB unless node runs with `--max-http-header-size` (431). */
+export class HeadersTooLargeError extends invalid('GW_HEADERS_TOO_LARGE', 431) {}
+/** The client did not finish sending the request's headers in time (408). */
+export class HeadersTimeoutError extends invalid('GW_HEADERS_TIMEOUT', 408) {}
 
 /** The gateway is shutting down and takes no new calls (503). */
 export class ShuttingDownError extends GatewayError {

@@ -1,10 +1,10 @@
 /**
  * createGateway: the HTTP front (Hono on @hono/node-server) around the LB agent.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
-import type { ServerType } from '@hono/node-server';
+import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
@@ -12,8 +12,10 @@ import { VERSION } from '../runner/version.ts';
 import { LbAgent } from './agent.ts';
 import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
+import { OPENAI_CALL_ROUTES, uuidv7 } from './call.ts';
 import type { CallRoute } from './call.ts';
-import { GatewayError, RouteNotFoundError, errorResponse } from './errors.ts';
+import { GatewayError, RouteNotFoundError, UnknownModelError, errorResponse } from './errors.ts';
+import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './front.ts';
 import { resolveGatewayOptions } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
 import { FleetPool } from './pool.ts';
@@ -37,12 +39,6 @@ export interface Gateway {
    */
   close(): Promise<void>;
 }
-
-const CALL_ROUTES: Record<string, CallRoute> = {
-  '/v1/chat/completions': 'chat',
-  '/v1/completions': 'completions',
-  '/v1/embeddings': 'embeddings',
-};
 
 /** Builds a gateway from options; nothing listens until {@link Gateway.listen}. */
 export function createGateway(options: GatewayOptions): Gateway {
@@ -83,19 +79,29 @@ export function createGateway(options: GatewayOptions): Gateway {
   });
   const agent = new LbAgent(config, pool, detached);
   const app = new Hono<Env>();
+  const newId = () => uuidv7(config.clock.now());
+  // First, so that every answer (404s and refusals included) carries x-request-id.
+  app.use(frontDoor({ newId }));
 
   const call = (route: CallRoute) => async (c: Context<Env>) => {
     await agent.serve(route, c.req.param('fn'), c.env.incoming, c.env.outgoing);
     return RESPONSE_ALREADY_SENT;
   };
-  for (const [path, route] of Object.entries(CALL_ROUTES)) app.post(path, call(route));
+  for (const [path, route] of Object.entries(OPENAI_CALL_ROUTES)) app.post(path, call(route));
   app.post('/invoke/:fn', call('invoke'));
 
   registerCallRoutes(app, detached, config.store);
   registerRunnerRoutes(app, fleet, registry, config.clock, log);
-  app.get('/v1/models', (c) =>
-    c.json({ object: 'list', data: pool.models().map((id) => ({ id, object: 'model', created: 0, owned_by: 'sluice' })) }),
-  );
+  const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
+  app.get('/v1/models', (c) => c.json({ object: 'list', data: pool.models().map(model) }));
+  // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
+  app.get('/v1/models/:id{.+}', (c) => {
+    const id = c.req.param('id');
+    if (!pool.models().includes(id)) {
+      return errorResponse(c, new UnknownModelError(`model ${JSON.stringify(id)} is not served by any runner; GET /v1/models lists the models`));
+    }
+    return c.json(model(id));
+  });
   app.get('/healthz', (c) => c.json({ ok: true, version: VERSION }));
   app.get('/readyz', (c) => {
     const ready = !agent.closing && pool.ready();
@@ -106,7 +112,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return c.body(await config.renderMetrics(), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
   });
   app.notFound((c) => {
-    if (c.req.method !== 'POST' && (CALL_ROUTES[c.req.path] || /^\/invoke\/[^/]+$/.test(c.req.path))) {
+    if (c.req.method !== 'POST' && (OPENAI_CALL_ROUTES[c.req.path] || /^\/invoke\/[^/]+$/.test(c.req.path))) {
       return errorResponse(c, new GatewayError('GW_METHOD_NOT_ALLOWED', 405, 'invalid_request_error', `${c.req.method} is not allowed on ${c.req.path}; use POST`), { allow: 'POST' });
     }
     return errorResponse(c, new RouteNotFoundError(`no route for ${c.req.method} ${c.req.path}`));
@@ -116,7 +122,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return errorResponse(c, new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error'));
   });
 
-  let server: ServerType | undefined;
+  let server: Server | undefined;
   let closing: Promise<void> | undefined;
   return {
     config,
@@ -126,16 +132,25 @@ export function createGateway(options: GatewayOptions): Gateway {
       await pool.start();
       await detached.start();
       registry.start();
-      const info = await new Promise<AddressInfo>((resolve, reject) => {
-        const s = serve({ fetch: app.fetch, port, hostname: host }, (i) => resolve(i));
-        s.once('error', reject);
-        server = s;
+      // What @hono/node-server's serve() builds, with a body on the refusals it and Node would
+      // answer bare: a target that is not a plain path (guardListener), a Host it cannot make a
+      // URL of (errorHandler), a missing Host (the front door, so Node's own check is off), and
+      // whatever Node's parser refused (the 'clientError' listener).
+      const listener = getRequestListener(app.fetch, {
+        hostname: host,
+        errorHandler: requestErrorResponse(newId, (error) => log.error('request failed before routing', { error: error as Error })),
       });
-      const http = server as unknown as { keepAliveTimeout: number; headersTimeout: number; requestTimeout: number };
-      http.keepAliveTimeout = 65_000;
-      http.headersTimeout = 66_000;
+      const s = createServer({ requireHostHeader: false }, guardListener(listener, { newId }));
+      s.on('clientError', answerClientError(newId));
+      server = s;
+      const info = await new Promise<AddressInfo>((resolve, reject) => {
+        s.once('error', reject);
+        s.listen(port, host, () => resolve(s.address() as AddressInfo));
+      });
+      s.keepAliveTimeout = 65_000;
+      s.headersTimeout = 66_000;
       // Body reads are bounded by bodyReadTimeout; Node's own request timeout would cut streams.
-      http.requestTimeout = 0;
+      s.requestTimeout = 0;
       const url = `http://${host}:${info.port}`;
       log.info('gateway listening', { url, placer: config.placer.name, runners: config.runners.map((u) => u.origin), version: VERSION });
       return { url, port: info.port, host };
@@ -143,7 +158,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     close() {
       closing ??= (async () => {
         log.info('gateway draining', { inFlight: agent.inFlight, drainTimeout: config.drainTimeout });
-        const s = server as unknown as { close(cb: () => void): void; closeIdleConnections?(): void; closeAllConnections?(): void } | undefined;
+        const s = server;
         const stopped = new Promise<void>((resolve) => (s ? s.close(() => resolve()) : resolve()));
         s?.closeIdleConnections?.();
         // Closes the front gate now; in-flight calls include detached ones still running.

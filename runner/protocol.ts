@@ -68,33 +68,59 @@ export const EXEC_TRAILER = 'server-timing';
  */
 export const ERROR_TRAILER = 'sluice-error';
 
-/** Headers a proxy must not forward hop to hop (RFC 9110 section 7.6.1), plus ones we recompute. */
+/**
+ * Headers a proxy must not forward hop to hop (RFC 9110 section 7.6.1), plus ones we recompute
+ * (`host`, `content-length`). `expect` is here because each hop's own server answers
+ * `100 Continue` (Node does it before the request handler runs), as nginx and Envoy do; passed
+ * on, it would ask the next hop for an interim answer nobody waits for, and undici refuses to
+ * send it at all. The `proxy-*` credentials are meant for the first proxy and no one behind it.
+ */
 export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
   'transfer-encoding',
   'te',
   'trailer',
   'upgrade',
+  'expect',
   'host',
   'content-length',
 ]);
 
 /**
- * Copies headers minus the hop-by-hop ones, for forwarding a request or a response one hop on.
- * Values stay as they are (arrays for repeated headers such as set-cookie).
+ * Copies headers minus the hop-by-hop ones, for forwarding a request or a response one hop on:
+ * the fixed set above and every header the `Connection` header names (RFC 9110 section 7.6.1),
+ * which a sender uses to mark its own extensions as meant for this hop only. Values stay as they
+ * are (arrays for repeated headers such as set-cookie). Names are expected in lowercase, as Node
+ * and undici give them.
  */
 export function withoutHopByHop(
   headers: Record<string, string | string[] | undefined>,
 ): Record<string, string | string[]> {
+  const nominated = connectionTokens(headers.connection);
   const out: Record<string, string | string[]> = {};
   for (const name in headers) {
     const value = headers[name];
-    if (value === undefined || HOP_BY_HOP_HEADERS.has(name)) continue;
+    if (value === undefined || HOP_BY_HOP_HEADERS.has(name) || nominated?.has(name)) continue;
     out[name] = value;
   }
   return out;
+}
+
+/** The header names a `Connection` value lists, lowercased; undefined when there is none. */
+function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined) return undefined;
+  const tokens = new Set<string>();
+  for (const line of Array.isArray(value) ? value : [value]) {
+    for (const token of line.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name !== '') tokens.add(name);
+    }
+  }
+  return tokens;
 }
 
 /** Formats the execution-time trailer value. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { affinityKey, parseInferenceBody, uuidv7 } from '../../gateway/call.ts';
+import { affinityKey, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../gateway/call.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from '../../gateway/errors.ts';
 import { SluiceError } from '../../placer/errors.ts';
 
@@ -79,6 +79,55 @@ describe('parseInferenceBody', () => {
     expect(error).toBeInstanceOf(InvalidBodyError);
     expect(error.code).toBe('GW_INVALID_BODY');
     expect(error.message).toBe(`"model" must be a string, got ${type}`);
+  });
+});
+
+describe('parseInferenceBody on /v1/responses', () => {
+  it('returns the prompt from instructions and a string input when the route is responses', () => {
+    expect(parseInferenceBody(json({ model: 'm', instructions: 'Be brief.', input: 'hello' }), 'responses')).toEqual({
+      model: 'm',
+      prompt: 'system: Be brief.\nuser: hello\n',
+    });
+  });
+
+  it('returns no prompt from input when the route is embeddings, whose input is not a conversation', () => {
+    expect(parseInferenceBody(json({ model: 'm', input: 'hello' }), 'embeddings')).toEqual({ model: 'm' });
+  });
+});
+
+describe('renderResponsesPrompt', () => {
+  it('returns the text a chat call with the same messages renders when given a list of messages', () => {
+    const messages = [
+      { role: 'developer', content: 'Answer in French.' },
+      { role: 'user', content: [{ type: 'input_text', text: 'Bonjour' }, { type: 'input_image', image_url: 'x' }] },
+      { role: 'assistant', content: [{ type: 'output_text', text: 'Salut' }] },
+    ];
+    expect(renderResponsesPrompt(messages, 'Be brief.')).toBe(renderPrompt([{ role: 'system', content: 'Be brief.' }, ...messages], undefined));
+    expect(renderResponsesPrompt(messages, undefined)).toBe('developer: Answer in French.\nuser: Bonjour\nassistant: Salut\n');
+  });
+
+  it('returns only the items with a role when the input holds tool calls and outputs', () => {
+    const input = [{ role: 'user', content: 'weather?' }, { type: 'function_call_output', call_id: 'c1', output: '{"t":20}' }, null, 'odd'];
+    expect(renderResponsesPrompt(input, undefined)).toBe('user: weather?\n');
+  });
+
+  it('returns undefined when there is neither input text nor instructions', () => {
+    expect(renderResponsesPrompt(undefined, undefined)).toBeUndefined();
+    expect(renderResponsesPrompt([], '')).toBeUndefined();
+    expect(renderResponsesPrompt(42, 7)).toBeUndefined();
+  });
+});
+
+describe('routedPath', () => {
+  it.each<[Parameters<typeof routedPath>, string]>([
+    [['chat', undefined, '/v1/chat/completions'], '/v1/chat/completions'],
+    [['completions', undefined, '/v1/%63ompletions?x=1'], '/v1/completions?x=1'],
+    [['embeddings', undefined, '/v1/embeddings?'], '/v1/embeddings?'],
+    [['responses', undefined, '/v1/responses?api-version=2025-01-01'], '/v1/responses?api-version=2025-01-01'],
+    [['invoke', 'org/model', '/invoke/org%2Fmodel'], '/invoke/org%2Fmodel'],
+    [['invoke', 'héllo wörld', '/invoke/h%C3%A9llo%20w%C3%B6rld?q=%2e%2e'], '/invoke/h%C3%A9llo%20w%C3%B6rld?q=%2e%2e'],
+  ])('returns the path the router matched, with the query as sent, when given %j', (args, path) => {
+    expect(routedPath(...args)).toBe(path);
   });
 });
 

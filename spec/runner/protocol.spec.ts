@@ -83,6 +83,8 @@ describe('withoutHopByHop', () => {
       te: 'trailers',
       trailer: 'server-timing',
       upgrade: 'h2c',
+      expect: '100-continue',
+      'proxy-authorization': 'Basic eA==',
       host: 'gateway:8080',
       'content-length': '123',
       'content-type': 'application/json',
@@ -97,6 +99,21 @@ describe('withoutHopByHop', () => {
     const out = withoutHopByHop({ 'set-cookie': cookies, connection: 'close' });
     expect(out).toEqual({ 'set-cookie': ['a=1', 'b=2'] });
     expect(out['set-cookie']).toBe(cookies);
+  });
+
+  it('returns no header the Connection header names when given a request', () => {
+    const out = withoutHopByHop({ connection: 'keep-alive, X-Hop-Secret ,x-debug', 'x-hop-secret': 's', 'x-debug': '1', 'x-kept': 'k' });
+    expect(out).toEqual({ 'x-kept': 'k' });
+  });
+
+  it('returns no header named by any of several Connection lines when given response headers', () => {
+    const out = withoutHopByHop({ connection: ['close', 'x-engine-hop'], 'x-engine-hop': 'h', close: 'odd', 'content-type': 'text/plain' });
+    expect(out).toEqual({ 'content-type': 'text/plain' });
+  });
+
+  it('returns the end-to-end headers when Connection names none of them', () => {
+    const out = withoutHopByHop({ connection: ' , ', 'x-request-id': 'r1' });
+    expect(out).toEqual({ 'x-request-id': 'r1' });
   });
 
   it('returns no entry for a header whose value is undefined', () => {
@@ -114,7 +131,20 @@ describe('withoutHopByHop', () => {
 
   it('returns the documented set when HOP_BY_HOP_HEADERS is read', () => {
     expect([...HOP_BY_HOP_HEADERS].sort()).toEqual(
-      ['connection', 'content-length', 'host', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'].sort(),
+      [
+        'connection',
+        'content-length',
+        'expect',
+        'host',
+        'keep-alive',
+        'proxy-authenticate',
+        'proxy-authorization',
+        'proxy-connection',
+        'te',
+        'trailer',
+        'transfer-encoding',
+        'upgrade',
+      ].sort(),
     );
   });
 });

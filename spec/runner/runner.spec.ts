@@ -3,6 +3,7 @@
  * engine trouble is reported. Runner and simulated engine run in-process here; the gateway
  * integration specs run them as processes.
  */
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
@@ -46,6 +47,33 @@ describe('runner', () => {
     expect(exec).toBeGreaterThanOrEqual(60);
     expect(exec).toBeLessThan(5000);
     expect(res.trailers[ERROR_TRAILER]).toBeUndefined();
+  });
+
+  it('answers 100 Continue itself and does not pass Expect on to the engine', async () => {
+    const { url, engine } = await start({ ttftMs: 0, itlMs: 0, outputTokens: 1 });
+    const body = chat();
+    const answer = await new Promise<{ status: number; text: string; continued: boolean }>((resolve, reject) => {
+      let continued = false;
+      const req = httpRequest(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), expect: '100-continue' },
+      });
+      req.once('continue', () => {
+        continued = true;
+        req.end(body);
+      });
+      req.once('response', (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        res.once('end', () => resolve({ status: res.statusCode ?? 0, text, continued }));
+      });
+      req.once('error', reject);
+      req.flushHeaders();
+    });
+    expect(answer.continued).toBe(true);
+    expect(answer.status, answer.text).toBe(200);
+    expect(JSON.parse(answer.text).object).toBe('chat.completion');
+    expect(engine.stats().completed).toBe(1);
   });
 
   it('answers busy before reading the body when every slot is taken', async () => {
