@@ -2,18 +2,19 @@
  * createGateway: the HTTP front (Hono on @hono/node-server) around the LB agent.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { ServerType } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
 import { VERSION } from '../runner/version.ts';
+import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 import { LbAgent } from './agent.ts';
 import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
 import type { CallRoute } from './call.ts';
-import { GatewayError, RouteNotFoundError, errorResponse } from './errors.ts';
+import { GatewayError, RouteNotFoundError, TooManyConnectionsError, errorResponse } from './errors.ts';
 import { resolveGatewayOptions } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
 import { FleetPool } from './pool.ts';
@@ -37,6 +38,12 @@ export interface Gateway {
    */
   close(): Promise<void>;
 }
+
+/**
+ * How long a connection past its client's limit may take to send the request its refusal
+ * answers; one that sends nothing is dropped then rather than hold a descriptor.
+ */
+const REFUSED_CONNECTION_GRACE_MS = 5000;
 
 const CALL_ROUTES: Record<string, CallRoute> = {
   '/v1/chat/completions': 'chat',
@@ -81,6 +88,25 @@ export function createGateway(options: GatewayOptions): Gateway {
   const agent = new LbAgent(config, pool, detached);
   const app = new Hono<Env>();
 
+  // Connections per client address. One past the limit is not cut at accept: its first request
+  // is answered 429 and the connection closed, so the client learns why.
+  const connections = new ClientCounts(config.maxConnectionsPerClient);
+  const overLimit = new WeakSet<Socket>();
+  const admitConnection = (socket: Socket): void => {
+    const client = clientKey(socket.remoteAddress);
+    if (connections.acquire(client)) {
+      socket.once('close', () => connections.release(client));
+      return;
+    }
+    overLimit.add(socket);
+    socket.setTimeout(REFUSED_CONNECTION_GRACE_MS, () => socket.destroy());
+  };
+  app.use('*', async (c, next) => {
+    if (!overLimit.has(c.env.incoming.socket)) return next();
+    agent.refuse(c.env.outgoing, new TooManyConnectionsError(config.maxConnectionsPerClient, config.retryAfter));
+    return RESPONSE_ALREADY_SENT;
+  });
+
   const call = (route: CallRoute) => async (c: Context<Env>) => {
     await agent.serve(route, c.req.param('fn'), c.env.incoming, c.env.outgoing);
     return RESPONSE_ALREADY_SENT;
@@ -95,8 +121,17 @@ export function createGateway(options: GatewayOptions): Gateway {
   );
   app.get('/healthz', (c) => c.json({ ok: true, version: VERSION }));
   app.get('/readyz', (c) => {
-    const ready = !agent.closing && pool.ready();
-    return c.json({ ready, closing: agent.closing }, ready ? 200 : 503);
+    // Not ready whenever a new call would be refused, so a load balancer stops sending instead
+    // of learning it from 503s; every reason that holds is listed.
+    const reasons = notReadyReasons({
+      closing: agent.closing,
+      inFlight: agent.inFlight,
+      maxInFlight: config.maxInFlight,
+      uploadsFull: agent.uploadsFull,
+      runnersReady: pool.ready(),
+    });
+    const ready = reasons.length === 0;
+    return c.json({ ready, closing: agent.closing, reasons, inFlight: agent.inFlight, uploads: agent.uploads }, ready ? 200 : 503);
   });
   app.get('/metrics', async (c) => {
     if (!config.renderMetrics) return errorResponse(c, new RouteNotFoundError('metrics are not enabled on this gateway'));
@@ -126,6 +161,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       const info = await new Promise<AddressInfo>((resolve, reject) => {
         const s = serve({ fetch: app.fetch, port, hostname: host }, (i) => resolve(i));
         s.once('error', reject);
+        s.on('connection', admitConnection);
         server = s;
       });
       const http = server as unknown as { keepAliveTimeout: number; headersTimeout: number; requestTimeout: number };
