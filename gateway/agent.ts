@@ -1,10 +1,10 @@
 /**
  * The LB agent: Fn's call lifecycle over a pool of runners.
  *
- * front gate -> buffer the body (bounded, under the upload budget) -> maxInFlight -> parse what
- * placement needs -> overrider and
- * before-call listeners -> startedAt -> the placement walk -> relay the committed runner's
- * response -> after-call listeners, counters and the net latency.
+ * front gate -> buffer the body (bounded, under the upload budget) -> maxInFlight -> parse
+ * what placement needs -> overrider and before-call listeners -> startedAt -> the placement
+ * walk -> relay the committed runner's response -> after-call listeners, counters and the net
+ * latency.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
@@ -130,7 +130,8 @@ export class LbAgent {
       // The rest of the body is still on the socket; close it rather than read garbage as a request.
       if (error instanceof SluiceError) this.#refuse(out, error, { connection: 'close' });
     }
-    // From here to the count below nothing awaits, so a drain never sees the call in neither.
+    // Nothing awaits from this release to the count below: a drain never finds the call in
+    // neither count and ends early.
     upload.release();
     this.#metrics.uploads.add(-1);
     if (body !== undefined && this.#inFlight >= maxInFlight) {
