@@ -1,9 +1,10 @@
 /**
  * The LB agent: Fn's call lifecycle over a pool of runners.
  *
- * front gate -> buffer the body (bounded) -> parse what placement needs -> overrider and
- * before-call listeners -> startedAt -> the placement walk -> relay the committed runner's
- * response -> after-call listeners, counters and the net latency.
+ * front gate -> buffer the body (bounded, under the upload budget) -> maxInFlight -> parse
+ * what placement needs -> overrider and before-call listeners -> startedAt -> the placement
+ * walk -> relay the committed runner's response -> after-call listeners, counters and the net
+ * latency.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
@@ -11,10 +12,21 @@ import { PlacerAbortedError, PlacerTimeoutError, SluiceError } from '../placer/e
 import { placeCall } from '../placer/walk.ts';
 import type { Placement } from '../placer/walk.ts';
 import { CALL_ID_HEADER, withoutHopByHop } from '../runner/protocol.ts';
+import { clientKey, UploadBudget } from './admission.ts';
+import type { UploadAdmission } from './admission.ts';
 import { readBody } from './body.ts';
 import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
-import { GatewayError, ListenerFailedError, ShuttingDownError, UnknownModelError, errorBody } from './errors.ts';
+import {
+  GatewayError,
+  ListenerFailedError,
+  OverloadedError,
+  ShuttingDownError,
+  TooManyUploadsError,
+  UnknownModelError,
+  UploadsFullError,
+  errorBody,
+} from './errors.ts';
 import { REQUEST_ID_HEADER, clientRequestId } from './front.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import type { DetachedCalls } from './detached.ts';
@@ -38,6 +50,7 @@ export class LbAgent {
   readonly #metrics;
   readonly #detachedFlow: DetachedFlow;
   readonly #tracer = trace.getTracer('sluice-gateway');
+  readonly #uploads: UploadBudget;
   #inFlight = 0;
   #closing = false;
   #drained: (() => void) | undefined;
@@ -46,6 +59,7 @@ export class LbAgent {
     this.#config = config;
     this.#pool = pool;
     this.#metrics = createGatewayMetrics(config.meterProvider);
+    this.#uploads = new UploadBudget({ max: config.maxUploads, perClient: config.maxUploadsPerClient });
     this.#detachedFlow = new DetachedFlow({
       config,
       metrics: this.#metrics,
@@ -55,9 +69,19 @@ export class LbAgent {
     });
   }
 
-  /** Calls being buffered, placed or relayed. */
+  /** Calls placed or relayed: their body is buffered. Counted against maxInFlight. */
   get inFlight(): number {
     return this.#inFlight;
+  }
+
+  /** Request bodies being received. Counted against maxUploads, not maxInFlight. */
+  get uploads(): number {
+    return this.#uploads.size;
+  }
+
+  /** True while a new call would be refused with GW_UPLOADS_FULL, whoever sent it. */
+  get uploadsFull(): boolean {
+    return this.#uploads.full;
   }
 
   /** True once shutdown began: the front gate refuses new calls. */
@@ -65,10 +89,13 @@ export class LbAgent {
     return this.#closing;
   }
 
-  /** Closes the front gate; resolves when in-flight calls are done or `timeout` ms passed. */
+  /**
+   * Closes the front gate; resolves when in-flight calls and the uploads admitted before are
+   * done, or `timeout` ms passed.
+   */
   drain(timeout: number): Promise<boolean> {
     this.#closing = true;
-    if (this.#inFlight === 0) return Promise.resolve(true);
+    if (this.#idle) return Promise.resolve(true);
     return new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => resolve(false), timeout);
       this.#drained = () => {
@@ -78,47 +105,97 @@ export class LbAgent {
     });
   }
 
-  /** Serves one call on `route`; `fn` is the /invoke path parameter. Never rejects. */
-  async serve(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse): Promise<void> {
-    if (this.#closing) return this.#refuse(out, new ShuttingDownError());
-    if (this.#inFlight >= this.#config.maxInFlight) {
-      // Past this, calls would queue in the event loop and every one would get slower: refuse
-      // early and let the client (or another gateway) retry.
-      return this.#refuse(out, new GatewayError('GW_OVERLOADED', 503, 'service_unavailable_error', `the gateway is at maxInFlight (${this.#config.maxInFlight} calls); retry shortly`, { headers: { 'retry-after': String(this.#config.retryAfter) } }));
-    }
-    this.#inFlight++;
-    try {
-      await this.#serve(route, fn, incoming, out);
-    } catch (error) {
-      this.#config.logger.error('call failed unexpectedly', { error: error as Error });
-      if (!out.headersSent) sendError(out, new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error'));
-      else out.destroy();
-    } finally {
-      if (--this.#inFlight === 0 && this.#drained) this.#drained();
-    }
+  /**
+   * Answers a request the HTTP front refused before it reached a route (a connection past its
+   * client's limit), counted with the agent's own refusals.
+   */
+  refuse(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}): void {
+    this.#refuse(out, error, headers);
   }
 
-  async #serve(route: CallRoute, fnParam: string | undefined, incoming: IncomingMessage, out: ServerResponse): Promise<void> {
-    const { clock, logger, placerConfig } = this.#config;
+  /** Serves one call on `route`; `fn` is the /invoke path parameter. Never rejects. */
+  async serve(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse): Promise<void> {
+    const { clock, maxInFlight, retryAfter } = this.#config;
     const createdAt = clock.now();
     const id = uuidv7(createdAt);
     // Every answer to this call names it, refusals included: the client's own id when it sent
     // a sane one (it is also what the runner and engine get, to match their logs), else the call id.
     const requestId = clientRequestId(incoming.headers[REQUEST_ID_HEADER]) ?? id;
     out.setHeader(REQUEST_ID_HEADER, requestId);
+    if (this.#closing) return this.#refuse(out, new ShuttingDownError());
+    // Past this, calls would queue in the event loop and every one would get slower: refuse
+    // early, before reading a body that could not be served, and let the client (or another
+    // gateway) retry.
+    if (this.#inFlight >= maxInFlight) return this.#refuse(out, new OverloadedError(maxInFlight, retryAfter));
+    const upload = this.#admitUpload(incoming, out);
+    if (!upload) return;
+    let body: Buffer | undefined;
+    try {
+      body = await readBody(incoming, { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout, idleTimeout: this.#config.bodyIdleTimeout });
+    } catch (error) {
+      // The rest of the body is still on the socket; close it rather than read garbage as a request.
+      if (error instanceof SluiceError) this.#refuse(out, error, { connection: 'close' });
+    }
+    // Nothing awaits from this release to the count below: a drain never finds the call in
+    // neither count and ends early.
+    upload.release();
+    this.#metrics.uploads.add(-1);
+    if (body !== undefined && this.#inFlight >= maxInFlight) {
+      // Calls whose bodies came first took the room while this one was on its way.
+      this.#refuse(out, new OverloadedError(maxInFlight, retryAfter));
+      body = undefined;
+    }
+    if (body === undefined) return this.#settle();
+    this.#inFlight++;
+    try {
+      await this.#serve(route, fn, incoming, out, { createdAt, id, requestId }, body);
+    } catch (error) {
+      this.#config.logger.error('call failed unexpectedly', { error: error as Error });
+      if (!out.headersSent) sendError(out, new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error'));
+      else out.destroy();
+    } finally {
+      this.#inFlight--;
+      this.#settle();
+    }
+  }
+
+  /**
+   * Counts a body about to be read against the upload budget, or refuses the call: a client
+   * address at its own share gets 429, anyone else 503 while the whole budget is taken. Either
+   * way the body is left unread and the connection closed.
+   */
+  #admitUpload(incoming: IncomingMessage, out: ServerResponse): Extract<UploadAdmission, { kind: 'admitted' }> | undefined {
+    const { maxUploads, maxUploadsPerClient, retryAfter } = this.#config;
+    const admission = this.#uploads.admit(clientKey(incoming.socket?.remoteAddress));
+    if (admission.kind === 'client-full') return void this.#refuse(out, new TooManyUploadsError(maxUploadsPerClient, retryAfter));
+    if (admission.kind === 'full') return void this.#refuse(out, new UploadsFullError(maxUploads, retryAfter));
+    this.#metrics.uploads.add(1);
+    return admission;
+  }
+
+  /** True when nothing is uploading or in flight. */
+  get #idle(): boolean {
+    return this.#inFlight === 0 && this.#uploads.size === 0;
+  }
+
+  /** Ends a drain once the last call or upload is done. */
+  #settle(): void {
+    if (this.#idle && this.#drained) this.#drained();
+  }
+
+  async #serve(
+    route: CallRoute,
+    fnParam: string | undefined,
+    incoming: IncomingMessage,
+    out: ServerResponse,
+    { createdAt, id, requestId }: { createdAt: number; id: string; requestId: string },
+    body: Buffer,
+  ): Promise<void> {
+    const { clock, logger, placerConfig } = this.#config;
     const controller = new AbortController();
     out.once('close', () => {
       if (!out.writableFinished) controller.abort(new Error('client closed the connection'));
     });
-
-    let body: Buffer;
-    try {
-      body = await readBody(incoming, { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout });
-    } catch (error) {
-      // The rest of the body is still on the socket; close it rather than read garbage as a request.
-      if (error instanceof SluiceError) this.#refuse(out, error, { connection: 'close' });
-      return;
-    }
 
     let fn: string;
     let user: string | undefined;

@@ -12,11 +12,18 @@ export interface BodyLimits {
   maxBytes: number;
   /** Longest time the whole body may take to arrive, in ms, counted from the call's arrival. */
   timeout: number;
+  /**
+   * Longest silence between two chunks of the body, in ms, counted from the call's arrival for
+   * the first: a minimum rate, so a body that trickles a byte now and then cannot hold its
+   * upload slot for the whole `timeout`. Off when not given.
+   */
+  idleTimeout?: number;
 }
 
 /**
  * Reads the whole body. Rejects with {@link BodyTooLargeError} as soon as the declared or the
- * received length passes `maxBytes`, and with {@link BodyTimeoutError} when it takes too long.
+ * received length passes `maxBytes`, and with {@link BodyTimeoutError} when it takes too long
+ * in all or stalls between two chunks for longer than `idleTimeout`.
  * A client that goes away rejects with the stream's error; the caller treats it as cancelled.
  */
 export function readBody(incoming: IncomingMessage, limits: BodyLimits): Promise<Buffer> {
@@ -30,6 +37,7 @@ export function readBody(incoming: IncomingMessage, limits: BodyLimits): Promise
     let size = 0;
     const finish = (error?: Error): void => {
       clearTimeout(timer);
+      clearTimeout(idle);
       incoming.off('data', onData);
       incoming.off('end', onEnd);
       incoming.off('error', finish);
@@ -43,6 +51,8 @@ export function readBody(incoming: IncomingMessage, limits: BodyLimits): Promise
       }
     };
     const onData = (chunk: Buffer): void => {
+      // refresh() re-arms the same timer: cheaper than a new one per chunk of a large body.
+      idle?.refresh();
       size += chunk.length;
       if (size > limits.maxBytes) return finish(tooLarge(limits.maxBytes));
       chunks.push(chunk);
@@ -55,6 +65,13 @@ export function readBody(incoming: IncomingMessage, limits: BodyLimits): Promise
       () => finish(new BodyTimeoutError(`request body not received within bodyReadTimeout (${limits.timeout} ms)`)),
       limits.timeout,
     );
+    const idle =
+      limits.idleTimeout === undefined
+        ? undefined
+        : setTimeout(
+            () => finish(new BodyTimeoutError(`request body stalled: no bytes for bodyIdleTimeout (${limits.idleTimeout} ms)`)),
+            limits.idleTimeout,
+          );
     incoming.on('data', onData);
     incoming.once('end', onEnd);
     incoming.once('error', finish);

@@ -68,6 +68,54 @@ export class ShuttingDownError extends GatewayError {
 }
 
 /**
+ * The gateway already holds maxInFlight calls (503): refused at once, before or right after the
+ * body, so the client (or a load balancer) can try another gateway.
+ */
+export class OverloadedError extends GatewayError {
+  constructor(maxInFlight: number, retryAfter: number) {
+    super('GW_OVERLOADED', 503, 'service_unavailable_error', `the gateway is at maxInFlight (${maxInFlight} calls); retry shortly`, {
+      headers: { 'retry-after': String(retryAfter) },
+    });
+  }
+}
+
+/**
+ * The gateway already receives maxUploads bodies (503). The body is not read, so the connection
+ * is closed.
+ */
+export class UploadsFullError extends GatewayError {
+  constructor(maxUploads: number, retryAfter: number) {
+    super('GW_UPLOADS_FULL', 503, 'service_unavailable_error', `the gateway is receiving maxUploads (${maxUploads}) request bodies already; retry shortly`, {
+      headers: { 'retry-after': String(retryAfter), connection: 'close' },
+    });
+  }
+}
+
+/**
+ * This client address already sends maxUploadsPerClient bodies (429). The body is not read, so
+ * the connection is closed.
+ */
+export class TooManyUploadsError extends GatewayError {
+  constructor(maxUploadsPerClient: number, retryAfter: number) {
+    super('GW_TOO_MANY_UPLOADS', 429, 'service_unavailable_error', `this client address is sending maxUploadsPerClient (${maxUploadsPerClient}) request bodies already; finish those first`, {
+      headers: { 'retry-after': String(retryAfter), connection: 'close' },
+    });
+  }
+}
+
+/**
+ * This client address already holds maxConnectionsPerClient connections (429): the first
+ * request on one more is answered with this, and the connection closed.
+ */
+export class TooManyConnectionsError extends GatewayError {
+  constructor(maxConnectionsPerClient: number, retryAfter: number) {
+    super('GW_TOO_MANY_CONNECTIONS', 429, 'service_unavailable_error', `this client address holds maxConnectionsPerClient (${maxConnectionsPerClient}) connections already; reuse them`, {
+      headers: { 'retry-after': String(retryAfter), connection: 'close' },
+    });
+  }
+}
+
+/**
  * The runner committed to the call and then failed (502). The call may have run, so it was not
  * sent anywhere else; retrying is the client's decision.
  */

@@ -16,6 +16,8 @@ const ATTEMPT_BUCKETS = [0, 2, 3, 4, 8, 16, 32, 64, 128, 256];
 export interface GatewayMetrics {
   calls: Counter;
   rejected: Counter;
+  /** Request bodies being received: counted against maxUploads, not maxInFlight. */
+  uploads: UpDownCounter;
   queued: UpDownCounter;
   running: UpDownCounter;
   outcomes: Record<CallOutcome, Counter>;
@@ -32,6 +34,7 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
   return {
     calls: counter('sluice_calls', 'Calls buffered, validated and handed to placement'),
     rejected: counter('sluice_calls_rejected', 'Requests answered with an error before placement, by error code'),
+    uploads: meter.createUpDownCounter('sluice_uploads', { description: 'Request bodies being received now (counted against maxUploads, not maxInFlight)' }),
     queued: meter.createUpDownCounter('sluice_calls_queued', { description: 'Calls waiting for a runner' }),
     running: meter.createUpDownCounter('sluice_calls_running', { description: 'Calls committed to a runner and not yet finished' }),
     outcomes: {

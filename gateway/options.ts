@@ -61,6 +61,11 @@ export interface GatewayOptions extends PlacerOptions {
   maxBodyBytes?: number;
   /** Longest time a request body may take to arrive, in ms. @default 30000 */
   bodyReadTimeout?: number;
+  /**
+   * Longest silence before a request body's first chunk or between two of its chunks, in ms:
+   * a trickling upload is cut here rather than at bodyReadTimeout. @default 10000
+   */
+  bodyIdleTimeout?: number;
   /** How long shutdown waits for in-flight calls, in ms. @default 30000 */
   drainTimeout?: number;
   /** How long connecting to a runner may take, in ms. @default 2000 */
@@ -81,8 +86,26 @@ export interface GatewayOptions extends PlacerOptions {
   streamIdleTimeout?: number;
   /** How often static runners' /status is fetched, in ms. @default 2000 */
   statusInterval?: number;
-  /** Calls buffered, placed or running at once; more are refused with 503 GW_OVERLOADED. @default 10000 */
+  /**
+   * Calls placed or running at once, once their body is buffered; more are refused with 503
+   * GW_OVERLOADED. @default 10000
+   */
   maxInFlight?: number;
+  /**
+   * Request bodies being received at once, apart from maxInFlight, so that stalled uploads
+   * cannot take the calls' room; more are refused with 503 GW_UPLOADS_FULL. @default 1000
+   */
+  maxUploads?: number;
+  /**
+   * Request bodies being received at once from one client address (an IPv6 /64); more are
+   * refused with 429 GW_TOO_MANY_UPLOADS. @default 256
+   */
+  maxUploadsPerClient?: number;
+  /**
+   * Connections one client address (an IPv6 /64) may hold open; the first request on one more
+   * is answered 429 GW_TOO_MANY_CONNECTIONS and that connection closed. @default 4096
+   */
+  maxConnectionsPerClient?: number;
   /** Seconds sent in Retry-After when no runner took a call. @default 1 */
   retryAfter?: number;
   /** Changes a call's function, key or timeout before placement. */
@@ -143,6 +166,7 @@ export interface GatewayConfig {
   readonly callTimeout: number;
   readonly maxBodyBytes: number;
   readonly bodyReadTimeout: number;
+  readonly bodyIdleTimeout: number;
   readonly drainTimeout: number;
   readonly runnerConnectTimeout: number;
   readonly runnerResponseTimeout: number;
@@ -150,6 +174,9 @@ export interface GatewayConfig {
   readonly statusInterval: number;
   readonly retryAfter: number;
   readonly maxInFlight: number;
+  readonly maxUploads: number;
+  readonly maxUploadsPerClient: number;
+  readonly maxConnectionsPerClient: number;
   readonly overrideCall: GatewayOptions['overrideCall'];
   readonly listeners: readonly CallListener[];
   readonly store: CallStore;
@@ -178,6 +205,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     callTimeout = 600_000,
     maxBodyBytes = 16 * 1024 * 1024,
     bodyReadTimeout = 30_000,
+    bodyIdleTimeout = 10_000,
     drainTimeout = 30_000,
     runnerConnectTimeout = 2000,
     runnerResponseTimeout = 5000,
@@ -185,6 +213,9 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     statusInterval = 2000,
     retryAfter = 1,
     maxInFlight = 10_000,
+    maxUploads = 1000,
+    maxUploadsPerClient = 256,
+    maxConnectionsPerClient = 4096,
     overrideCall,
     listeners = [],
     gatewayId = `gw-${randomBytes(3).toString('hex')}`,
@@ -221,6 +252,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   checkMs('callTimeout', callTimeout, 1, fail);
   checkInteger('maxBodyBytes', maxBodyBytes, { min: 1 }, fail);
   checkMs('bodyReadTimeout', bodyReadTimeout, 1, fail);
+  checkMs('bodyIdleTimeout', bodyIdleTimeout, 1, fail);
   checkMs('drainTimeout', drainTimeout, 0, fail);
   checkMs('runnerConnectTimeout', runnerConnectTimeout, 1, fail);
   checkMs('runnerResponseTimeout', runnerResponseTimeout, 1, fail);
@@ -228,6 +260,9 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   checkMs('statusInterval', statusInterval, 1, fail);
   checkInteger('retryAfter', retryAfter, { min: 0 }, fail);
   checkInteger('maxInFlight', maxInFlight, { min: 1 }, fail);
+  checkInteger('maxUploads', maxUploads, { min: 1 }, fail);
+  checkInteger('maxUploadsPerClient', maxUploadsPerClient, { min: 1 }, fail);
+  checkInteger('maxConnectionsPerClient', maxConnectionsPerClient, { min: 1 }, fail);
   checkMs('resultTtl', resultTtl, 1, fail);
   checkInteger('maxResultBytes', maxResultBytes, { min: 1 }, fail);
   checkMs('executionHeadroom', executionHeadroom, 0, fail);
@@ -253,6 +288,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     callTimeout,
     maxBodyBytes,
     bodyReadTimeout,
+    bodyIdleTimeout,
     drainTimeout,
     runnerConnectTimeout,
     runnerResponseTimeout,
@@ -260,6 +296,9 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     statusInterval,
     retryAfter,
     maxInFlight,
+    maxUploads,
+    maxUploadsPerClient,
+    maxConnectionsPerClient,
     overrideCall,
     listeners: Object.freeze([...listeners]),
     store,

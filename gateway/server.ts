@@ -3,18 +3,19 @@
  */
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
 import { VERSION } from '../runner/version.ts';
+import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 import { LbAgent } from './agent.ts';
 import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
 import { OPENAI_CALL_ROUTES, uuidv7 } from './call.ts';
 import type { CallRoute } from './call.ts';
-import { GatewayError, RouteNotFoundError, UnknownModelError, errorResponse } from './errors.ts';
+import { GatewayError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
 import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './front.ts';
 import { resolveGatewayOptions } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
@@ -39,6 +40,12 @@ export interface Gateway {
    */
   close(): Promise<void>;
 }
+
+/**
+ * How long a connection past its client's limit may take to send the request its refusal
+ * answers; one that sends nothing is dropped then rather than hold a descriptor.
+ */
+const REFUSED_CONNECTION_GRACE_MS = 5000;
 
 /** Builds a gateway from options; nothing listens until {@link Gateway.listen}. */
 export function createGateway(options: GatewayOptions): Gateway {
@@ -83,6 +90,25 @@ export function createGateway(options: GatewayOptions): Gateway {
   // First, so that every answer (404s and refusals included) carries x-request-id.
   app.use(frontDoor({ newId }));
 
+  // Connections per client address. One past the limit is not cut at accept: its first request
+  // is answered 429 and the connection closed, so the client learns why.
+  const connections = new ClientCounts(config.maxConnectionsPerClient);
+  const overLimit = new WeakSet<Socket>();
+  const admitConnection = (socket: Socket): void => {
+    const client = clientKey(socket.remoteAddress);
+    if (connections.acquire(client)) {
+      socket.once('close', () => connections.release(client));
+      return;
+    }
+    overLimit.add(socket);
+    socket.setTimeout(REFUSED_CONNECTION_GRACE_MS, () => socket.destroy());
+  };
+  app.use('*', async (c, next) => {
+    if (!overLimit.has(c.env.incoming.socket)) return next();
+    agent.refuse(c.env.outgoing, new TooManyConnectionsError(config.maxConnectionsPerClient, config.retryAfter));
+    return RESPONSE_ALREADY_SENT;
+  });
+
   const call = (route: CallRoute) => async (c: Context<Env>) => {
     await agent.serve(route, c.req.param('fn'), c.env.incoming, c.env.outgoing);
     return RESPONSE_ALREADY_SENT;
@@ -104,8 +130,17 @@ export function createGateway(options: GatewayOptions): Gateway {
   });
   app.get('/healthz', (c) => c.json({ ok: true, version: VERSION }));
   app.get('/readyz', (c) => {
-    const ready = !agent.closing && pool.ready();
-    return c.json({ ready, closing: agent.closing }, ready ? 200 : 503);
+    // Not ready whenever a new call would be refused, so a load balancer stops sending instead
+    // of learning it from 503s; every reason that holds is listed.
+    const reasons = notReadyReasons({
+      closing: agent.closing,
+      inFlight: agent.inFlight,
+      maxInFlight: config.maxInFlight,
+      uploadsFull: agent.uploadsFull,
+      runnersReady: pool.ready(),
+    });
+    const ready = reasons.length === 0;
+    return c.json({ ready, closing: agent.closing, reasons, inFlight: agent.inFlight, uploads: agent.uploads }, ready ? 200 : 503);
   });
   app.get('/metrics', async (c) => {
     if (!config.renderMetrics) return errorResponse(c, new RouteNotFoundError('metrics are not enabled on this gateway'));
@@ -142,6 +177,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       });
       const s = createServer({ requireHostHeader: false }, guardListener(listener, { newId }));
       s.on('clientError', answerClientError(newId));
+      s.on('connection', admitConnection);
       server = s;
       const info = await new Promise<AddressInfo>((resolve, reject) => {
         s.once('error', reject);

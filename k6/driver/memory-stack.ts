@@ -74,7 +74,11 @@ export async function startMemoryStack(options: MemoryStackOptions): Promise<Mem
       runners.push(runner);
     }
     const maxInFlight = String(options.streams + FD_RESERVE);
-    const gateway = await startService(['gateway', '--port', '0', '--runners', runners.map((r) => r.url).join(','), '--max-in-flight', maxInFlight, ...level], { env });
+    // Every stream comes from 127.0.0.1, one connection each: past the default per-client cap.
+    const gateway = await startService(
+      ['gateway', '--port', '0', '--runners', runners.map((r) => r.url).join(','), '--max-in-flight', maxInFlight, '--max-connections-per-client', maxInFlight, ...level],
+      { env },
+    );
     group.add(gateway);
     const files = options.nginxFiles ?? options.streams * SOCKETS_PER_STREAM + FD_RESERVE;
     const upstreams = runners.map((r) => new URL(r.url));

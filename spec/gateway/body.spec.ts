@@ -40,10 +40,15 @@ function nextOutcome(): Promise<Outcome> {
 }
 
 beforeAll(async () => {
-  // Limits come from the query string so each case sets its own: /?max=16&timeout=100.
+  // Limits come from the query string so each case sets its own: /?max=16&timeout=100&idle=50.
   server = createServer((req, res) => {
     const query = new URL(req.url ?? '/', 'http://sluice.test').searchParams;
-    const limits = { maxBytes: Number(query.get('max') ?? 1024), timeout: Number(query.get('timeout') ?? 2000) };
+    const idle = query.get('idle');
+    const limits = {
+      maxBytes: Number(query.get('max') ?? 1024),
+      timeout: Number(query.get('timeout') ?? 2000),
+      ...(idle === null ? {} : { idleTimeout: Number(idle) }),
+    };
     const started = performance.now();
     const answer = (status: number, outcome: Outcome): void => {
       waiting?.(outcome);
@@ -187,6 +192,39 @@ describe('readBody', () => {
     expect(reply.outcome).toMatchObject({ ok: false, name: 'BodyTimeoutError', code: 'GW_BODY_TIMEOUT', status: 408 });
     expect(reply.outcome.elapsed).toBeGreaterThanOrEqual(90);
     expect(reply.outcome.elapsed).toBeLessThan(1000);
+  });
+
+  it('rejects with BodyTimeoutError after the idle bound when the client stalls mid-body, long before the total timeout', async () => {
+    const reply = await exchange([head('/?max=1024&timeout=10000&idle=100', { 'content-length': 10 }), 'x']);
+    expect(reply.status).toBe(408);
+    expect(reply.outcome).toMatchObject({ ok: false, name: 'BodyTimeoutError', code: 'GW_BODY_TIMEOUT', status: 408 });
+    expect(reply.outcome.elapsed).toBeGreaterThanOrEqual(90);
+    expect(reply.outcome.elapsed).toBeLessThan(5000);
+  });
+
+  it('rejects with BodyTimeoutError after the idle bound when no body byte ever comes', async () => {
+    const reply = await exchange([head('/?max=1024&timeout=10000&idle=100', { 'content-length': 10 })]);
+    expect(reply.status).toBe(408);
+    expect(reply.outcome).toMatchObject({ ok: false, code: 'GW_BODY_TIMEOUT' });
+    expect(reply.outcome.elapsed).toBeLessThan(5000);
+  });
+
+  it('returns the body when every chunk comes within the idle bound, though the whole takes longer', async () => {
+    // Eight chunks 80 ms apart: 640 ms in all, past a 400 ms idle bound, never that long silent.
+    const outcome = nextOutcome();
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    socket.write(head('/?max=1024&timeout=10000&idle=400', { 'content-length': 8 }));
+    let sent = 0;
+    const tick = setInterval(() => {
+      socket.write('x');
+      if (++sent === 8) clearInterval(tick);
+    }, 80);
+    const seen = await outcome;
+    clearInterval(tick);
+    socket.destroy();
+    expect(seen).toMatchObject({ ok: true, body: 'xxxxxxxx' });
+    expect(seen.elapsed).toBeGreaterThanOrEqual(500);
   });
 
   it('rejects with a non-sluice error when the client closes mid-body', async () => {

@@ -33,10 +33,15 @@ describe('resolveGatewayOptions', () => {
       callTimeout: 600_000,
       maxBodyBytes: 16 * 1024 * 1024,
       bodyReadTimeout: 30_000,
+      bodyIdleTimeout: 10_000,
       drainTimeout: 30_000,
       runnerConnectTimeout: 2000,
       statusInterval: 2000,
       retryAfter: 1,
+      maxInFlight: 10_000,
+      maxUploads: 1000,
+      maxUploadsPerClient: 256,
+      maxConnectionsPerClient: 4096,
       overrideCall: undefined,
       renderMetrics: undefined,
     });
@@ -65,10 +70,14 @@ describe('resolveGatewayOptions', () => {
       callTimeout: 1,
       maxBodyBytes: 2,
       bodyReadTimeout: 3,
+      bodyIdleTimeout: 4,
       drainTimeout: 0,
       runnerConnectTimeout: 5,
       statusInterval: 6,
       retryAfter: 0,
+      maxUploads: 8,
+      maxUploadsPerClient: 9,
+      maxConnectionsPerClient: 10,
       overrideCall,
       renderMetrics,
       listeners: [listener],
@@ -79,10 +88,14 @@ describe('resolveGatewayOptions', () => {
       callTimeout: 1,
       maxBodyBytes: 2,
       bodyReadTimeout: 3,
+      bodyIdleTimeout: 4,
       drainTimeout: 0,
       runnerConnectTimeout: 5,
       statusInterval: 6,
       retryAfter: 0,
+      maxUploads: 8,
+      maxUploadsPerClient: 9,
+      maxConnectionsPerClient: 10,
       overrideCall,
       renderMetrics,
     });
@@ -159,7 +172,7 @@ describe('resolveGatewayOptions', () => {
     expect(() => resolveGatewayOptions({ runners, retryAllDelay: -1 })).toThrow(/retryAllDelay/);
   });
 
-  const positive = ['callTimeout', 'maxBodyBytes', 'bodyReadTimeout', 'runnerConnectTimeout', 'statusInterval'] as const;
+  const positive = ['callTimeout', 'maxBodyBytes', 'bodyReadTimeout', 'bodyIdleTimeout', 'runnerConnectTimeout', 'statusInterval', 'maxUploads', 'maxUploadsPerClient', 'maxConnectionsPerClient'] as const;
   const nonNegative = ['drainTimeout', 'retryAfter'] as const;
 
   it.each(positive.flatMap((option) => [0, -1, 1.5, '10', null, true].map((value) => [option, value] as const)))(
@@ -195,7 +208,7 @@ describe('resolveGatewayOptions', () => {
   });
 
   // Node clamps longer timers to 1 ms, which would time out every body read at once.
-  it.each(['callTimeout', 'bodyReadTimeout', 'drainTimeout', 'runnerConnectTimeout', 'statusInterval'])(
+  it.each(['callTimeout', 'bodyReadTimeout', 'bodyIdleTimeout', 'drainTimeout', 'runnerConnectTimeout', 'statusInterval'])(
     'throws naming %s when it is above 2147483647 ms',
     (option) => {
       expect(configError({ runners, [option]: 2 ** 31 }).message).toBe(`${option} must be at most 2147483647 ms, got 2147483648`);
