@@ -13,7 +13,7 @@ import { Ledger, classify, lostBecause, outcomeLabel, summarizeDetached, summari
 import type { LedgerEntry } from '../../k6/driver/soak/ledger.ts';
 import { resolveSoakOptions } from '../../k6/driver/soak/options.ts';
 import type { SoakOptions } from '../../k6/driver/soak/options.ts';
-import { judge, summarizeRss } from '../../k6/driver/soak/report.ts';
+import { formatSoak, judge, summarizeRss } from '../../k6/driver/soak/report.ts';
 import type { SoakReport } from '../../k6/driver/soak/report.ts';
 import { FAULT_KINDS, faultWindow, overlapsWindow, planSchedule } from '../../k6/driver/soak/schedule.ts';
 import type { FaultWindow } from '../../k6/driver/soak/schedule.ts';
@@ -214,6 +214,25 @@ describe('summarizeRss and judge', () => {
     const bad = judge(calls, detached, summarizeRuns(new Map([['x', 2]])), rss, schedule, [window('runner-kill', 15_000, undefined)]);
     expect(bad.callsRunTwice).toEqual({ value: 1, goal: 0, met: false });
     expect(bad.faultsRecovered).toEqual({ value: 0, goal: 2, met: false });
+  });
+});
+
+describe('formatSoak', () => {
+  it('marks a missed goal and prints the first few examples of a failure, saying how many more', () => {
+    const ledger = new Ledger();
+    for (let seq = 0; seq < 8; seq++) ledger.record(entry(seq, { status: 0, code: 'UND_ERR_SOCKET' }));
+    const calls = ledger.summary([]);
+    const detached = { ...summarizeDetached([{ id: 'gone', status: 'not-found' }]), pollBoundMs: 10_000 };
+    const runs = summarizeRuns(new Map());
+    const rss = summarizeRss([]);
+    const report = { windows: [], calls, detached, runs, rss: { ...rss, samples: [] }, goals: judge(calls, detached, runs, rss, [], []) } as unknown as SoakReport;
+    const text = formatSoak(report);
+    expect(text).toMatch(/non-busy errors outside fault windows\s+8\s+0\s+MISSED/);
+    expect(text).toMatch(/detached calls lost\s+1 of 1\s+0\s+MISSED/);
+    expect(text).toContain('#4 sync sent 0.4s ended 0.5s: UND_ERR_SOCKET');
+    expect(text).not.toContain('#5 sync');
+    expect(text).toContain('... 3 more (the JSON lists up to 8)');
+    expect(text).toContain('gone: not found');
   });
 });
 

@@ -14,6 +14,9 @@ import type { FaultWindow, PlannedFault } from './schedule.ts';
 /** The share of capacity the load runs at. */
 export const SOAK_LOAD = 0.8;
 
+/** Examples of each failure printed; the JSON keeps more. */
+const PRINTED = 5;
+
 /** How far above its start the gateway's memory may end and still count as back. */
 export const RSS_TOLERANCE = 0.1;
 
@@ -142,21 +145,17 @@ export function formatSoak(report: SoakReport): string {
     '',
     goals,
   ];
-  if (report.calls.errorsOutside.length > 0) {
-    lines.push('', 'first errors outside the fault windows:');
-    for (const e of report.calls.errorsOutside) lines.push(`  #${e.seq} ${e.kind} sent ${s(e.sentMs)}s ended ${s(e.endMs)}s: ${e.status || ''} ${e.code ?? ''}${e.callId ? ` (call ${e.callId})` : ''}`.replace(/ {2,}/g, ' '));
-  }
-  if (report.detached.lostExamples.length > 0) {
-    lines.push('', 'first detached calls lost:');
-    for (const f of report.detached.lostExamples) lines.push(`  ${f.id}: ${f.why}`);
-  }
-  if (report.runs.ranButAnswered503Examples.length > 0) {
-    lines.push('', 'first calls answered 503 that an engine ran (a client retrying them runs them twice):');
-    for (const r of report.runs.ranButAnswered503Examples) lines.push(`  ${r.id}: 503 ${r.code}`);
-  }
-  if (report.runs.examples.length > 0) {
-    lines.push('', 'first calls run more than once:');
-    for (const r of report.runs.examples) lines.push(`  ${r.id}: ${r.runs} runs`);
-  }
+  // The text shows the first few of each; the JSON keeps up to EXAMPLES, with the totals.
+  const listed = <T>(heading: string, items: readonly T[], total: number, line: (item: T) => string): void => {
+    if (items.length === 0) return;
+    lines.push('', heading);
+    for (const item of items.slice(0, PRINTED)) lines.push(`  ${line(item)}`);
+    if (total > PRINTED) lines.push(`  ... ${total - PRINTED} more (the JSON lists up to ${items.length})`);
+  };
+  listed('first errors outside the fault windows:', report.calls.errorsOutside, report.calls.byKind.all.errorsOutside, (e) =>
+    `#${e.seq} ${e.kind} sent ${s(e.sentMs)}s ended ${s(e.endMs)}s: ${e.status === 0 ? '' : `${e.status} `}${e.code ?? ''}${e.callId ? ` (call ${e.callId})` : ''}`);
+  listed('first detached calls lost:', report.detached.lostExamples, report.detached.lost, (f) => `${f.id}: ${f.why}`);
+  listed('first calls answered 503 that an engine ran (a client retrying them runs them twice):', report.runs.ranButAnswered503Examples, report.runs.ranButAnswered503, (r) => `${r.id}: 503 ${r.code}`);
+  listed('first calls run more than once:', report.runs.examples, report.runs.twice, (r) => `${r.id}: ${r.runs} runs`);
   return lines.join('\n');
 }
