@@ -118,6 +118,7 @@ const simSettings: readonly Setting[] = [
   { key: 'failureRate500', type: 'number', default: 0, description: 'share of calls failed with 500' },
   { key: 'startupDelayMs', type: 'duration', default: 0, description: 'time the engine reports loading (503) after start' },
   { key: 'crashOnCall', type: 'integer', description: 'exit with code 70 on this call (counting from 1), to exercise supervision' },
+  { key: 'callLog', type: 'string', description: 'file to append each call\'s sluice-call-id to ("<id> start", and "<id> refused" after a 429 or 503), to count calls run twice across restarts', defaultText: 'none' },
 ];
 
 /** The sim-engine options `values` set, failure rates folded into one object. */
@@ -346,14 +347,14 @@ const up: Command = {
 };
 
 const bench: Command = {
-  summary: 'Runs a benchmark scenario against processes it starts on 127.0.0.1, prints the figures and writes them as JSON and SVG. Scenarios: overhead, streaming, placement, scale, memory, simulate.',
+  summary: 'Runs a benchmark scenario against processes it starts on 127.0.0.1, prints the figures and writes them as JSON and SVG. Scenarios: overhead, streaming, placement, scale, memory, simulate, soak.',
   args: ' <scenario>',
   oneShot: true,
   settings: [
-    { key: 'duration', type: 'duration', description: 'length of each measured run, 1s to 120s', defaultText: '10s; placement 20s' },
-    { key: 'warmup', type: 'duration', description: 'warm-up per target before measuring, up to 30s', defaultText: '2s; placement 9s, one session' },
+    { key: 'duration', type: 'duration', description: 'length of each measured run, 1s to 120s; soak: length of the load, 20s to 2h', defaultText: '10s; placement 20s; soak 10m' },
+    { key: 'warmup', type: 'duration', description: 'warm-up per target before measuring, up to 30s; soak: the closed-loop capacity probe, 1s to 30s', defaultText: '2s; placement 9s, one session; soak 5s' },
     { key: 'connections', type: 'integer', default: 32, description: 'connections per target (closed loop), connection cap (open loop), up to 1024' },
-    { key: 'rate', type: 'integer', description: 'open-loop arrival rate in requests per second, up to 20000; placement: the rate taken as 100% instead of measuring it', defaultText: '500; placement measures it' },
+    { key: 'rate', type: 'integer', description: 'open-loop arrival rate in requests per second, up to 20000; placement and soak: the rate taken as 100% instead of measuring it', defaultText: '500; placement and soak measure it' },
     { key: 'rounds', type: 'integer', default: 1, description: 'times every run is repeated, alternating the target order, up to 10' },
     { key: 'nginx', type: 'boolean', default: true, description: 'also measure nginx in front of the runner when nginx is on PATH' },
     { key: 'streams', type: 'list', description: 'memory scenario: streams held at once, one level per count, 1 to 4 counts of up to 10000', defaultText: '1000,10000' },
@@ -367,6 +368,10 @@ const bench: Command = {
     { key: 'check', type: 'string', description: 'simulate: a placement report (JSON) to compare the simulator with, run by run, instead of planning', defaultText: 'none' },
     { key: 'sluiceHopMs', type: 'number', description: "simulate: ms the gateway and runner add to a call's time to first token", defaultText: '10' },
     { key: 'nginxHopMs', type: 'number', description: "simulate: ms nginx adds to a call's time to first token", defaultText: '1' },
+    { key: 'nodes', type: 'integer', description: 'soak: engine and runner pairs behind the gateway, 2 to 8', defaultText: '4' },
+    { key: 'faults', type: 'list', description: 'soak: faults to inject, any of runner-kill, runner-stop, engine-crash, redis-restart', defaultText: 'all four' },
+    { key: 'stopFor', type: 'duration', description: 'soak: how long the stopped runner stays stopped, 1s to a fifth of --duration (at most 120s)', defaultText: 'a tenth of --duration, at most 20s' },
+    { key: 'idle', type: 'duration', description: "soak: quiet time after the load while the gateway's memory is sampled, 2s to 300s", defaultText: 'a tenth of --duration, 5s to 30s' },
     { key: 'out', type: 'string', default: 'bench-results', description: 'folder for the JSON results and the SVG chart' },
     { ...logLevel, default: 'warn', description: 'log level of the processes under test' },
   ],
@@ -387,8 +392,9 @@ const bench: Command = {
         logLevel: values.logLevel as string,
         // Only the memory scenario reads it; the others ignore it.
         ...(values.streams === undefined ? {} : { streams: values.streams as string[] }),
-        // Likewise the simulate scenario's, validated there.
+        // Likewise the simulate and soak scenarios', validated there.
         ...givenValues(values, SIMULATE_KEYS),
+        ...givenValues(values, SOAK_KEYS),
       },
       { env, logger, ...(signal ? { signal } : {}) },
     );
@@ -398,6 +404,9 @@ const bench: Command = {
 
 /** The settings only the simulate bench scenario reads. */
 const SIMULATE_KEYS = ['runners', 'calls', 'levels', 'contenders', 'capacity', 'check', 'sluiceHopMs', 'nginxHopMs'] as const;
+
+/** The settings only the soak bench scenario reads. */
+const SOAK_KEYS = ['nodes', 'faults', 'stopFor', 'idle'] as const;
 
 /** The `keys` of `values` that were given, so that a scenario applies its own defaults to the rest. */
 function givenValues(values: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {

@@ -10,6 +10,7 @@ import { overhead } from './scenarios/overhead.ts';
 import { placement } from './scenarios/placement.ts';
 import { scale } from './scenarios/scale.ts';
 import { simulate } from './scenarios/simulate.ts';
+import { soak } from './scenarios/soak.ts';
 import { streaming } from './scenarios/streaming.ts';
 import type { Scenario, ScenarioContext } from './types.ts';
 
@@ -25,7 +26,7 @@ export type { Distribution } from './stats.ts';
 export type { Scenario, ScenarioContext } from './types.ts';
 
 /** Every scenario, by the name `sluice bench <name>` takes. */
-export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead, streaming, placement, scale, memory, simulate });
+export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead, streaming, placement, scale, memory, simulate, soak });
 
 /**
  * Runs the scenario named by the single positional argument.

@@ -2,6 +2,7 @@
  * What the `sluice sim-engine` command runs once its entry point has parsed flags and the
  * environment. Kept free of `process` so that tests and `sluice up` can start engines in-process.
  */
+import { attachCallLog } from './call-log.ts';
 import { createSimEngine, type SimEngine } from './server.ts';
 import type { SimEngineOptions } from './options.ts';
 
@@ -15,16 +16,23 @@ export interface SimEngineCommandOptions extends SimEngineOptions {
   port: number;
   /** Interface to listen on, e.g. `127.0.0.1`. */
   host: string;
+  /**
+   * A file to append every call's `sluice-call-id` to (call-log.ts), so that calls run twice can
+   * be counted across engines and restarts. @default none: nothing is written
+   */
+  callLog?: string;
 }
 
 /**
  * Creates an engine, starts it listening, and logs one JSON line saying where.
  * @param log receives whole lines of JSON; the caller decides where they go.
- * @throws {SimOptionError} when an option is out of range; listen errors (EADDRINUSE) pass through.
+ * @throws {SimOptionError} when an option is out of range or the call log cannot be opened;
+ * listen errors (EADDRINUSE) pass through.
  */
 export async function runSimEngineCommand(options: SimEngineCommandOptions, log: (line: string) => void): Promise<SimEngine> {
-  const { port, host, ...engineOptions } = options;
+  const { port, host, callLog, ...engineOptions } = options;
   const engine = createSimEngine(engineOptions);
+  if (callLog !== undefined) attachCallLog(engine.server, callLog);
   const address = await engine.listen(port, host);
   log(
     JSON.stringify({

@@ -1,0 +1,109 @@
+/**
+ * Options of the soak scenario: its own duration bound (a soak is long by design, so the other
+ * scenarios' 120 s cap does not apply), the fleet's size, which faults to inject and how long a
+ * stopped runner stays stopped. Everything is checked once, up front, with a message naming the
+ * option and the bad value; what depends on the duration is derived from it unless given.
+ */
+import { BenchOptionError } from '../errors.ts';
+import { LIMITS, checkInteger, resolveBenchOptions, show } from '../options.ts';
+import type { BenchOptions } from '../options.ts';
+import { FAULT_KINDS, isFaultKind } from './schedule.ts';
+import type { FaultKind } from './schedule.ts';
+
+/** What `sluice bench soak` can be told, beyond the shared bench options it reads. */
+export interface SoakOptions extends BenchOptions {
+  /** Engine and runner pairs behind the gateway; a numeric string too (from the CLI). @default 4 */
+  nodes?: number | string;
+  /** Faults to inject, each once, at its own point of the run. @default every one of {@link FAULT_KINDS} */
+  faults?: readonly string[];
+  /** How long the stopped runner stays stopped (SIGSTOP to SIGCONT), ms. @default a tenth of the duration, at most 20 s */
+  stopFor?: number;
+  /** Quiet time after the load and the detached calls' polling, while the gateway's memory is sampled, ms. @default a tenth of the duration, 5 s to 30 s */
+  idle?: number;
+}
+
+/** Bounds of the soak's options. */
+export const SOAK_LIMITS = Object.freeze({
+  /** Shortest soak: every fault needs room for its injection, its recovery and a grace. */
+  minDuration: 20_000,
+  /** Longest soak: two hours. */
+  maxDuration: 7_200_000,
+  minNodes: 2,
+  maxNodes: 8,
+  /** The longest capacity probe, ms (the bench's warm-up bound). */
+  maxProbe: LIMITS.maxWarmup,
+  maxStopFor: 120_000,
+  minIdle: 2_000,
+  maxIdle: 300_000,
+});
+
+/** The defaults that do not depend on the duration. */
+export const SOAK_DEFAULTS = Object.freeze({
+  duration: 600_000,
+  nodes: 4,
+  /** The closed-loop capacity probe. */
+  probe: 5_000,
+  /** Longest stop, and longest idle, when derived from the duration. */
+  stopFor: 20_000,
+  idle: 30_000,
+});
+
+/** {@link SoakOptions} validated, with defaults filled in; frozen. */
+export interface ResolvedSoakOptions {
+  readonly duration: number;
+  readonly nodes: number;
+  readonly faults: readonly FaultKind[];
+  readonly stopFor: number;
+  readonly idle: number;
+  /** Length of the closed-loop capacity probe (the bench's `warmup`), ms. */
+  readonly probe: number;
+  /** Calls/s taken as 100 % instead of probing; undefined to probe. */
+  readonly capacity: number | undefined;
+  readonly out: string;
+  readonly logLevel: string;
+}
+
+/**
+ * Validates `raw` and fills in defaults.
+ * @throws {BenchOptionError} naming the first bad option and its value.
+ */
+export function resolveSoakOptions(raw: SoakOptions = {}): ResolvedSoakOptions {
+  // The shared options this scenario reads, checked by the shared rules; the duration is the
+  // soak's own, so it is left out of that check.
+  const shared = resolveBenchOptions({ ...raw, duration: undefined, warmup: undefined });
+  const duration = checkInteger('duration', raw.duration ?? SOAK_DEFAULTS.duration, SOAK_LIMITS.minDuration, SOAK_LIMITS.maxDuration, 'ms');
+  const nodes = checkInteger('nodes', numeric(raw.nodes ?? SOAK_DEFAULTS.nodes), SOAK_LIMITS.minNodes, SOAK_LIMITS.maxNodes);
+  const probe = checkInteger('warmup', raw.warmup ?? SOAK_DEFAULTS.probe, 1_000, SOAK_LIMITS.maxProbe, 'ms');
+  // A stop longer than the gap between two faults would overlap the next one.
+  const maxStop = Math.min(SOAK_LIMITS.maxStopFor, Math.floor(duration / 5));
+  const stopFor = checkInteger('stopFor', raw.stopFor ?? Math.min(SOAK_DEFAULTS.stopFor, Math.round(duration / 10)), 1_000, maxStop, 'ms');
+  const idle = checkInteger('idle', raw.idle ?? Math.min(SOAK_DEFAULTS.idle, Math.max(5_000, Math.round(duration / 10))), SOAK_LIMITS.minIdle, SOAK_LIMITS.maxIdle, 'ms');
+  return Object.freeze({
+    duration,
+    nodes,
+    faults: checkFaults(raw.faults ?? FAULT_KINDS),
+    stopFor,
+    idle,
+    probe,
+    capacity: raw.rate === undefined ? undefined : shared.rate,
+    out: shared.out,
+    logLevel: shared.logLevel,
+  });
+}
+
+function checkFaults(value: unknown): readonly FaultKind[] {
+  if (!Array.isArray(value) || value.length === 0) throw new BenchOptionError('faults', `faults must be a non-empty list of ${FAULT_KINDS.join(', ')}, got ${show(value)}`);
+  const seen = new Set<FaultKind>();
+  for (const kind of value) {
+    if (!isFaultKind(kind)) throw new BenchOptionError('faults', `faults must each be one of ${FAULT_KINDS.join(', ')}, got ${show(kind)}`);
+    if (seen.has(kind)) throw new BenchOptionError('faults', `faults lists ${kind} twice; each fault runs once per soak`);
+    seen.add(kind);
+  }
+  // Kept in the schedule's order whatever order they were given in.
+  return Object.freeze(FAULT_KINDS.filter((k) => seen.has(k)));
+}
+
+// The CLI hands over integers as numbers and some settings as strings; a string must be all digits.
+function numeric(value: number | string): unknown {
+  return typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value;
+}
