@@ -189,7 +189,7 @@ describe('fault: /v1/responses in front of an engine that does not serve it', ()
     const res = await postJson(`${gw}/v1/responses`, JSON.stringify({ model: 'sim-small', input: 'hello' }));
     expect(res.status).toBe(404);
     // The engine's code, not the gateway's GW_ROUTE_NOT_FOUND: the call was routed and relayed.
-    expect(res.json.error.code).toBe('not_found');
+    expect(res.json.error).toMatchObject({ type: 'NotFoundError', code: 404 });
     expect(res.headers['sluice-runner-id']).toBeDefined();
     expect(res.headers['x-request-id']).toBe(res.headers['sluice-call-id']);
     expect(await calls()).toBe(before);
