@@ -77,6 +77,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     callbacks: config.callbacks,
     logger: log,
     clock: config.clock,
+    meterProvider: config.meterProvider,
   });
   const agent = new LbAgent(config, pool, detached);
   const app = new Hono<Env>();
@@ -94,9 +95,12 @@ export function createGateway(options: GatewayOptions): Gateway {
     c.json({ object: 'list', data: pool.models().map((id) => ({ id, object: 'model', created: 0, owned_by: 'sluice' })) }),
   );
   app.get('/healthz', (c) => c.json({ ok: true, version: VERSION }));
-  app.get('/readyz', (c) => {
-    const ready = !agent.closing && pool.ready();
-    return c.json({ ready, closing: agent.closing }, ready ? 200 : 503);
+  app.get('/readyz', async (c) => {
+    // Detached calls, their status and results all need the store; its check is cached by the
+    // store for about a second, so probes cost at most one ping a second.
+    const store = await config.store.health().catch(() => ({ ok: false }));
+    const reason = agent.closing ? 'shutting down' : !pool.ready() ? 'no ready runner' : !store.ok ? 'store unavailable' : undefined;
+    return c.json({ ready: reason === undefined, closing: agent.closing, ...(reason ? { reason } : {}) }, reason ? 503 : 200);
   });
   app.get('/metrics', async (c) => {
     if (!config.renderMetrics) return errorResponse(c, new RouteNotFoundError('metrics are not enabled on this gateway'));
