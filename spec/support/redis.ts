@@ -13,7 +13,9 @@ export interface RedisServer {
   /** `redis://127.0.0.1:<port>/0`. */
   url: string;
   port: number;
-  /** Stops the server (SIGTERM) and waits for it to exit; safe to call twice. */
+  /** The server's process id, for specs that stall it (SIGSTOP, SIGCONT) or kill it (SIGKILL). */
+  pid: number;
+  /** Stops the server (SIGTERM, and SIGCONT in case a spec left it stopped) and waits for it to exit; safe to call twice. */
   stop(): Promise<void>;
 }
 
@@ -23,10 +25,18 @@ const START_TIMEOUT_MS = 15_000;
 const ATTEMPTS = 3;
 
 /**
- * Starts redis-server and resolves once it answers PING.
+ * Starts redis-server and resolves once it answers PING: on a free port, or on `port` (to
+ * start one again where a killed one listened).
  * @throws when redis-server is not installed (with the command that installs it) or cannot start.
  */
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(options: { port?: number } = {}): Promise<RedisServer> {
+  if (options.port !== undefined) {
+    try {
+      return await startOn(options.port);
+    } catch (error) {
+      throw (error as { code?: unknown }).code === 'ENOENT' ? notInstalled(error) : error;
+    }
+  }
   let lastError: unknown;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const port = await freePort();
@@ -61,7 +71,10 @@ async function startOn(port: number): Promise<RedisServer> {
   const stop = async () => {
     // No pid: the spawn itself failed (ENOENT), so there is no process and no exit to wait for.
     if (child.pid === undefined) return;
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      child.kill('SIGCONT');
+    }
     await exited;
   };
   try {
@@ -71,7 +84,7 @@ async function startOn(port: number): Promise<RedisServer> {
     await stop();
     throw error;
   }
-  return { url: `redis://127.0.0.1:${port}/0`, port, stop };
+  return { url: `redis://127.0.0.1:${port}/0`, port, pid: child.pid!, stop };
 }
 
 /** Resolves on redis's "Ready to accept connections"; rejects with its output if it exits first. */
