@@ -12,10 +12,10 @@ import type { Logger } from '../placer/log.ts';
 import type { Clock } from '../placer/types.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
+import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import { createStoreMetrics } from './metrics.ts';
-import type { StoreMetrics } from './metrics.ts';
-import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
+import { StoreInvalidRecordError } from './store/errors.ts';
 import { RECORD_OVERHEAD_BYTES } from './store/options.ts';
 import { FINAL_STATUSES } from './store/types.ts';
 import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/types.ts';
@@ -72,29 +72,6 @@ interface Running {
 /** Past its lifetime plus this, a running call owned by another gateway is presumed lost. */
 export const OWNER_GRACE_MS = 5000;
 
-/** First pause before a store write that failed is tried again; doubled each time up to the cap. */
-const WRITE_RETRY_BASE_MS = 250;
-const WRITE_RETRY_CAP_MS = 5000;
-/** A call that finishes near the end of its lifetime still gets this long to have its end written. */
-const MIN_WRITE_WINDOW_MS = 30_000;
-
-/** One way of ending a call: what is written, with the result when there is one. */
-interface Ending {
-  finish: CallFinish;
-  result?: StoredResult | undefined;
-}
-
-/** What became of writing a call's end. */
-type Written =
-  /** The store holds it; `late` when an earlier attempt that timed out had landed after all. */
-  | (Ending & { kind: 'stored'; attempts: number; late: boolean })
-  /** The call was already final (a cancel won, another gateway failed it) or is gone from the store. */
-  | { kind: 'taken'; record: CallRecord | undefined }
-  /** The store answered no: the result does not fit, or the record is not one it takes. */
-  | { kind: 'refused'; error: StoreFullError | StoreInvalidRecordError }
-  /** The store did not answer within the call's lifetime, or the gateway is shutting down. */
-  | { kind: 'gave-up'; error: unknown; attempts: number };
-
 /** The digest an Idempotency-Key's payload is compared by: method, path, callback URL and body. */
 export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | 'body'>, callbackUrl = ''): string {
   // The callback URL is part of what was asked: a replay naming another one is another request.
@@ -105,7 +82,7 @@ export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | '
 export class DetachedCalls {
   readonly #s: DetachedSettings;
   readonly #running = new Map<string, Running>();
-  readonly #metrics: StoreMetrics;
+  readonly #writer: EndWriter;
   /** Aborted when the gateway drains: store writes still retrying give up. */
   readonly #stopping = new AbortController();
   /** Whether the last admission found the store full, to log the change and not every refusal. */
@@ -113,7 +90,9 @@ export class DetachedCalls {
 
   constructor(settings: DetachedSettings) {
     this.#s = settings;
-    this.#metrics = createStoreMetrics(settings.meterProvider ?? metrics.getMeterProvider(), () => settings.store.health());
+    const { store, clock, logger } = settings;
+    const storeMetrics = createStoreMetrics(settings.meterProvider ?? metrics.getMeterProvider(), () => store.health());
+    this.#writer = new EndWriter({ store, clock, logger, metrics: storeMetrics, stopping: this.#stopping.signal });
   }
 
   /** Subscribes to cancels other gateways route here. */
@@ -181,7 +160,7 @@ export class DetachedCalls {
       await response.body.dump().catch(() => {});
       // The record may be there all the same (its answer was lost); a taken id is another call's.
       if (!(error instanceof StoreInvalidRecordError)) {
-        this.#repair(record, error).catch((failure: unknown) => this.#s.logger.error('detached record repair failed', { call: call.id, error: failure as Error }));
+        this.#writer.repair(record, error).catch((failure: unknown) => this.#s.logger.error('detached record repair failed', { call: call.id, error: failure as Error }));
       }
       throw error;
     }
@@ -295,7 +274,7 @@ export class DetachedCalls {
     }
     const completedAt = clock.now();
     const finish: CallFinish = { status, completedAt, ...(execMs === undefined ? {} : { executionMs: execMs }), ...(failure ? { error: failure } : {}) };
-    const written = await this.#settle(record, { finish, result });
+    const written = await this.#writer.settle(record, { finish, result });
     const totalMs = completedAt - call.startedAt;
     if (written.kind === 'stored') {
       const final = { ...record, ...written.finish };
@@ -304,115 +283,12 @@ export class DetachedCalls {
     }
     return { record: (written.kind === 'taken' ? written.record : undefined) ?? { ...record, ...finish }, totalMs, execMs };
   }
-
-  /**
-   * Writes how a call ended and logs what really became of it. A result the store refuses (no
-   * room) is replaced by the reason, so the call still ends with one; a write the store did not
-   * answer is retried until the call's lifetime ends (#write).
-   */
-  async #settle(record: CallRecord, ending: Ending): Promise<Written> {
-    const log = this.#s.logger.child({ call: record.id });
-    const deadline = Math.max(record.expiresAt, ending.finish.completedAt + MIN_WRITE_WINDOW_MS);
-    const uncertain: Ending[] = [];
-    let written = await this.#write(record.id, ending, deadline, uncertain);
-    if (written.kind === 'refused') {
-      const { error } = written;
-      let reason: CallError;
-      if (error instanceof StoreFullError) {
-        this.#metrics.resultsRefused.add(1);
-        log.warn('detached result refused, store full', { bytes: error.bytes, storedBytes: error.storedBytes, maxStoredBytes: error.maxStoredBytes });
-        reason = {
-          code: 'GW_STORE_FULL',
-          message: `the call finished but its result (${error.bytes} bytes with its record) did not fit in the detached-call store (${error.storedBytes} of maxStoredBytes ${error.maxStoredBytes} in use until results expire); it was not kept`,
-        };
-      } else {
-        log.error('detached result refused by the store', { error });
-        reason = { code: 'GW_RESULT_NOT_STORED', message: `the store refused the result: ${error.message}` };
-      }
-      const { executionMs, completedAt } = ending.finish;
-      const failed: CallFinish = { status: 'failed', completedAt, ...(executionMs === undefined ? {} : { executionMs }), error: reason };
-      written = await this.#write(record.id, { finish: failed }, deadline, uncertain);
-    }
-    if (written.kind === 'stored' && written.late) log.info('detached result stored by an earlier attempt that timed out', { status: written.finish.status });
-    else if (written.kind === 'stored' && written.attempts > 1) log.info('detached result stored after retrying', { status: written.finish.status, attempts: written.attempts });
-    else if (written.kind === 'taken' && !written.record) log.warn('detached call gone from the store, its end not recorded', { status: ending.finish.status });
-    else if (written.kind === 'refused' || written.kind === 'gave-up') {
-      log.error('detached result not stored', { status: ending.finish.status, error: written.error as Error, ...(written.kind === 'gave-up' ? { attempts: written.attempts } : {}) });
-    }
-    return written;
-  }
-
-  /**
-   * Fails the record of a call whose create failed, in case it is there all the same: its answer
-   * was lost, or it reached the store after we gave up on it. Once the store answers again the
-   * compare-and-set finish changes a record only while it is still `running`, and finds nothing
-   * when the write never landed, which is the usual case.
-   */
-  async #repair(record: CallRecord, cause: unknown): Promise<void> {
-    const finish: CallFinish = {
-      status: 'failed',
-      completedAt: this.#s.clock.now(),
-      error: {
-        code: 'GW_STORE_UNAVAILABLE',
-        message: `the store did not confirm this call's record in time (${(cause as Error).message}); the client was answered 503 and the runner's work was stopped`,
-      },
-    };
-    const deadline = Math.max(record.expiresAt, finish.completedAt + MIN_WRITE_WINDOW_MS);
-    const written = await this.#write(record.id, { finish }, deadline, []);
-    const log = this.#s.logger.child({ call: record.id });
-    if (written.kind === 'stored') log.warn('detached record written after its call was refused, now failed', {});
-    else if (written.kind !== 'taken') log.warn('detached record not repaired', { error: written.error as Error });
-  }
-
-  /**
-   * Writes a call's end. A store that does not answer is asked again, with backoff and only
-   * once its health check passes (another write would only queue behind the last), until
-   * `deadline` or shutdown. An attempt that failed may still have landed, so a later "already
-   * final" is checked against `uncertain`: it may be our own write.
-   */
-  async #write(id: string, ending: Ending, deadline: number, uncertain: Ending[]): Promise<Written> {
-    const { clock, store } = this.#s;
-    for (let attempts = 1; ; attempts++) {
-      try {
-        if (await store.finish(id, ending.finish, ending.result)) return { kind: 'stored', ...ending, attempts, late: false };
-        const current = await store.get(id);
-        const landed = current && uncertain.find(({ finish }) => sameEnd(current, finish));
-        return landed ? { kind: 'stored', ...landed, attempts, late: true } : { kind: 'taken', record: current };
-      } catch (error) {
-        if (error instanceof StoreFullError || error instanceof StoreInvalidRecordError) return { kind: 'refused', error };
-        if (!uncertain.includes(ending)) uncertain.push(ending);
-        if (attempts === 1) this.#s.logger.warn('store write failed, retrying', { call: id, status: ending.finish.status, error: error as Error });
-        if (this.#stopping.signal.aborted || clock.now() >= deadline) return { kind: 'gave-up', error, attempts };
-        await this.#pause(attempts, deadline);
-      }
-    }
-  }
-
-  /** Backs off after failed attempt `attempt`, then waits for the store to pass a health check. */
-  async #pause(attempt: number, deadline: number): Promise<void> {
-    const { clock, store } = this.#s;
-    for (let i = attempt; ; i++) {
-      const pause = Math.min(WRITE_RETRY_BASE_MS * 2 ** Math.min(i - 1, 16), WRITE_RETRY_CAP_MS, Math.max(0, deadline - clock.now()));
-      try {
-        await clock.sleep(pause, this.#stopping.signal);
-      } catch {
-        return; // shutting down: one last attempt, then give up
-      }
-      // A custom store whose health() breaks its contract and rejects does not hold writes up.
-      if (clock.now() >= deadline || (await store.health().catch(() => ({ ok: true }))).ok) return;
-    }
-  }
 }
 
 /** The error a detached call's record gets for a code its runner reported; the same codes a sync client sees. */
 function reportedFailure(code: string, runner: string | undefined): CallError {
   if (code === 'RUNNER_ENGINE_TIMEOUT') return { code: 'GW_CALL_TIMEOUT', message: `runner ${runner} stopped the call at its deadline (${code})` };
   return { code: 'GW_RUNNER_FAILED_AFTER_COMMIT', message: `runner ${runner} reported ${code} after it took the call; it was not retried because it may have run` };
-}
-
-/** Whether `record` ended as `finish` says: the same status, time and reason. */
-function sameEnd(record: CallRecord, finish: CallFinish): boolean {
-  return record.status === finish.status && record.completedAt === finish.completedAt && record.error?.code === finish.error?.code;
 }
 
 /** What a callback receiver gets: the call's status and its result, text as text. */
