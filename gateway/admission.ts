@@ -140,7 +140,7 @@ export class UploadBudget {
 }
 
 /** Why a gateway refuses new work, as /readyz lists them. */
-export type NotReadyReason = 'closing' | 'max_in_flight' | 'uploads_full' | 'no_ready_runner';
+export type NotReadyReason = 'closing' | 'max_in_flight' | 'uploads_full' | 'no_ready_runner' | 'store_unavailable';
 
 /** What {@link notReadyReasons} looks at. */
 export interface AdmissionState {
@@ -149,6 +149,8 @@ export interface AdmissionState {
   maxInFlight: number;
   uploadsFull: boolean;
   runnersReady: boolean;
+  /** The detached-call store answers its health check. */
+  storeReady: boolean;
 }
 
 /**
@@ -161,5 +163,6 @@ export function notReadyReasons(state: AdmissionState): NotReadyReason[] {
   if (state.inFlight >= state.maxInFlight) reasons.push('max_in_flight');
   if (state.uploadsFull) reasons.push('uploads_full');
   if (!state.runnersReady) reasons.push('no_ready_runner');
+  if (!state.storeReady) reasons.push('store_unavailable');
   return reasons;
 }

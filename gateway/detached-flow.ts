@@ -9,7 +9,7 @@ import type { Placement } from '../placer/walk.ts';
 import type { CallOutcome, GatewayCall } from './call.ts';
 import type { DetachedCalls, DetachedOutcome } from './detached.ts';
 import { requestFingerprint } from './detached.ts';
-import { GatewayError } from './errors.ts';
+import { DetachedStoreFullError, DetachedStoreUnavailableError, GatewayError } from './errors.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
@@ -86,10 +86,18 @@ export class DetachedFlow {
     }
 
     const key = single(request[IDEMPOTENCY_KEY_HEADER]);
+    if (key !== undefined && !/^[\x21-\x7e]{1,255}$/.test(key)) {
+      return refuse(new GatewayError('GW_INVALID_IDEMPOTENCY_KEY', 400, 'invalid_request_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters'));
+    }
+
+    // Before the store is asked anything: one that does not answer would hold this client for
+    // its command timeout, and a runner would work on a result nobody could keep.
+    const admission = await calls.admission();
+    if (admission.kind === 'unavailable') {
+      return refuse(new DetachedStoreUnavailableError('the detached-call store is not answering; retry later', { retryAfter: config.retryAfter }));
+    }
+
     if (key !== undefined) {
-      if (!/^[\x21-\x7e]{1,255}$/.test(key)) {
-        return refuse(new GatewayError('GW_INVALID_IDEMPOTENCY_KEY', 400, 'invalid_request_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters'));
-      }
       const fingerprint = requestFingerprint(call, callbackUrl);
       let claim;
       try {
@@ -109,6 +117,17 @@ export class DetachedFlow {
         await this.#answer(out, first, { ...headers, 'sluice-call-id': first.id, 'idempotent-replayed': 'true' }, preference, undefined);
         return ended('completed', 202);
       }
+    }
+
+    // A replay needs no room; a new call does, for its result.
+    if (admission.kind === 'full') {
+      if (key !== undefined) await config.store.releaseKey(key, call.id).catch(() => {});
+      return refuse(
+        new DetachedStoreFullError(
+          `the detached-call store is full (${admission.storedBytes} of maxStoredBytes ${admission.maxStoredBytes} bytes hold results until their TTL ends; a new call needs room for ${admission.needed}); retry later`,
+          config.retryAfter,
+        ),
+      );
     }
 
     // Before a runner commits, a client that leaves takes the call with it; after, the call is
@@ -203,5 +222,5 @@ function single(value: string | string[] | undefined): string | undefined {
 
 function asSluiceError(error: unknown): SluiceError {
   if (error instanceof SluiceError) return error;
-  return new GatewayError('GW_STORE_UNAVAILABLE', 503, 'service_unavailable_error', 'the detached-call store is unavailable; retry later', { cause: error });
+  return new DetachedStoreUnavailableError('the detached-call store is unavailable; retry later', { cause: error });
 }

@@ -6,12 +6,18 @@
  * signal (cancel, lifetime), not on the client's connection, which may close at once.
  */
 import { createHash } from 'node:crypto';
+import { metrics } from '@opentelemetry/api';
+import type { MeterProvider } from '@opentelemetry/api';
 import type { Logger } from '../placer/log.ts';
 import type { Clock } from '../placer/types.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
 import { committedFailure } from './http-runner.ts';
+import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
+import { createStoreMetrics } from './metrics.ts';
+import { StoreInvalidRecordError } from './store/errors.ts';
+import { RECORD_OVERHEAD_BYTES } from './store/options.ts';
 import { FINAL_STATUSES } from './store/types.ts';
 import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/types.ts';
 
@@ -38,7 +44,18 @@ export interface DetachedSettings {
   callbacks: CallbackDelivery | undefined;
   logger: Logger;
   clock: Clock;
+  /** Where the store's instruments are created. @default the global meter provider */
+  meterProvider?: MeterProvider;
 }
+
+/**
+ * Whether the store can take a new detached call: it answers and has room for one more result
+ * of the largest size (maxResultBytes), so no runner works on a result that could not be kept.
+ */
+export type StoreAdmission =
+  | { kind: 'open' }
+  | { kind: 'unavailable'; reason: string }
+  | { kind: 'full'; storedBytes: number; maxStoredBytes: number; needed: number };
 
 /** How a detached call ended, for the agent's counters. */
 export interface DetachedOutcome {
@@ -66,9 +83,17 @@ export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | '
 export class DetachedCalls {
   readonly #s: DetachedSettings;
   readonly #running = new Map<string, Running>();
+  readonly #writer: EndWriter;
+  /** Aborted when the gateway drains: store writes still retrying give up. */
+  readonly #stopping = new AbortController();
+  /** Whether the last admission found the store full, to log the change and not every refusal. */
+  #full = false;
 
   constructor(settings: DetachedSettings) {
     this.#s = settings;
+    const { store, clock, logger } = settings;
+    const storeMetrics = createStoreMetrics(settings.meterProvider ?? metrics.getMeterProvider(), () => store.health());
+    this.#writer = new EndWriter({ store, clock, logger, metrics: storeMetrics, stopping: this.#stopping.signal });
   }
 
   /** Subscribes to cancels other gateways route here. */
@@ -79,6 +104,26 @@ export class DetachedCalls {
   /** Calls running in the background on this gateway. */
   get runningCount(): number {
     return this.#running.size;
+  }
+
+  /**
+   * Whether a new detached call may start, from the store's health check (cached by the store
+   * for about a second): refusing here, at once, spares the client a wait for a store that does
+   * not answer and the runner work on a result that could not be kept.
+   */
+  async admission(): Promise<StoreAdmission> {
+    // health() never rejects by contract; a custom store that breaks it counts as not answering.
+    const health = await this.#s.store.health().catch((error: unknown) => ({ ok: false as const, reason: String((error as Error)?.message ?? error) }));
+    if (!health.ok) return { kind: 'unavailable', reason: health.reason };
+    const { storedBytes, maxStoredBytes } = health;
+    const needed = this.#s.maxResultBytes + RECORD_OVERHEAD_BYTES;
+    const full = maxStoredBytes - storedBytes < needed;
+    if (full !== this.#full) {
+      this.#full = full;
+      if (full) this.#s.logger.warn('detached-call store full, refusing new detached calls', { storedBytes, maxStoredBytes, needed });
+      else this.#s.logger.info('detached-call store has room again', { storedBytes, maxStoredBytes });
+    }
+    return full ? { kind: 'full', storedBytes, maxStoredBytes, needed } : { kind: 'open' };
   }
 
   /**
@@ -114,6 +159,10 @@ export class DetachedCalls {
       // The runner has the call but we cannot keep its result: stop it rather than run it blind.
       controller.abort(error);
       await response.body.dump().catch(() => {});
+      // The record may be there all the same (its answer was lost); a taken id is another call's.
+      if (!(error instanceof StoreInvalidRecordError)) {
+        this.#writer.repair(record, error).catch((failure: unknown) => this.#s.logger.error('detached record repair failed', { call: call.id, error: failure as Error }));
+      }
       throw error;
     }
     const lifetime = setTimeout(() => controller.abort(expired(expiresAt)), Math.max(0, expiresAt - now));
@@ -159,18 +208,23 @@ export class DetachedCalls {
     return store.get(id);
   }
 
-  /** Waits up to `timeout` ms for calls running here to finish; then aborts the rest. */
+  /**
+   * Waits up to `timeout` ms for calls running here to finish; then aborts the rest, and stops
+   * retrying store writes (the store closes next).
+   */
   async drain(timeout: number): Promise<void> {
     const all = [...this.#running.values()];
-    if (all.length === 0) return;
+    if (all.length === 0) return this.#stopping.abort();
     let timer: NodeJS.Timeout | undefined;
     const finished = Promise.allSettled(all.map((r) => r.done));
     const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), timeout)));
     if ((await Promise.race([finished, late])) === 'late') {
       for (const r of this.#running.values()) r.controller.abort(shutdown());
+      this.#stopping.abort();
       await finished;
     }
     clearTimeout(timer);
+    this.#stopping.abort();
   }
 
   /** POSTs a finished call to its callback URL, when it has one and callbacks are configured. */
@@ -181,7 +235,7 @@ export class DetachedCalls {
   }
 
   async #consume(call: GatewayCall, record: CallRecord, response: RunnerResponse, controller: AbortController): Promise<DetachedOutcome> {
-    const { clock, store, maxResultBytes } = this.#s;
+    const { clock, maxResultBytes } = this.#s;
     const chunks: Buffer[] = [];
     let size = 0;
     let failure: CallError | undefined;
@@ -220,28 +274,14 @@ export class DetachedCalls {
     }
     const completedAt = clock.now();
     const finish: CallFinish = { status, completedAt, ...(execMs === undefined ? {} : { executionMs: execMs }), ...(failure ? { error: failure } : {}) };
-    let stored = false;
-    try {
-      stored = await store.finish(call.id, finish, result);
-    } catch (error) {
-      this.#s.logger.error('detached result not stored', { call: call.id, error: error as Error });
-      // The result could not be kept (too large for the store, the store down): say so rather
-      // than leave the call running until its lifetime ends.
-      const lost: CallFinish = {
-        status: 'failed',
-        completedAt,
-        ...(execMs === undefined ? {} : { executionMs: execMs }),
-        error: { code: 'GW_RESULT_NOT_STORED', message: `the result could not be stored: ${(error as Error).message}` },
-      };
-      stored = await store.finish(call.id, lost).catch(() => false);
-      if (stored) {
-        Object.assign(finish, lost);
-        result = undefined;
-      }
+    const written = await this.#writer.settle(record, { finish, result });
+    const totalMs = completedAt - call.startedAt;
+    if (written.kind === 'stored') {
+      const final = { ...record, ...written.finish };
+      this.#notify(final, written.result);
+      return { record: final, totalMs, execMs };
     }
-    const final = { ...record, ...finish };
-    if (stored) this.#notify(final, result);
-    return { record: stored ? final : ((await store.get(call.id).catch(() => undefined)) ?? final), totalMs: completedAt - call.startedAt, execMs };
+    return { record: (written.kind === 'taken' ? written.record : undefined) ?? { ...record, ...finish }, totalMs, execMs };
   }
 }
 

@@ -80,6 +80,19 @@ export class OverloadedError extends GatewayError {
 }
 
 /**
+ * The detached-call store does not answer (or failed in a way no store error describes), so a
+ * detached call cannot be kept and is refused before any runner works on it (503).
+ */
+export class DetachedStoreUnavailableError extends GatewayError {
+  constructor(message: string, options?: { cause?: unknown; retryAfter?: number }) {
+    super('GW_STORE_UNAVAILABLE', 503, 'service_unavailable_error', message, {
+      ...(options?.cause === undefined ? {} : { cause: options.cause }),
+      ...(options?.retryAfter === undefined ? {} : { headers: { 'retry-after': String(options.retryAfter) } }),
+    });
+  }
+}
+
+/**
  * The gateway already receives maxUploads bodies (503). The body is not read, so the connection
  * is closed.
  */
@@ -112,6 +125,16 @@ export class TooManyConnectionsError extends GatewayError {
     super('GW_TOO_MANY_CONNECTIONS', 429, 'service_unavailable_error', `this client address holds maxConnectionsPerClient (${maxConnectionsPerClient}) connections already; reuse them`, {
       headers: { 'retry-after': String(retryAfter), connection: 'close' },
     });
+  }
+}
+
+/**
+ * The detached-call store holds so many results that one more of the largest size would not
+ * fit (--max-stored-bytes): new detached calls are refused until results expire (503).
+ */
+export class DetachedStoreFullError extends GatewayError {
+  constructor(message: string, retryAfter: number) {
+    super('GW_STORE_FULL', 503, 'service_unavailable_error', message, { headers: { 'retry-after': String(retryAfter) } });
   }
 }
 

@@ -4,6 +4,7 @@
  */
 import type { Counter, Histogram, MeterProvider, UpDownCounter } from '@opentelemetry/api';
 import type { CallOutcome } from './call.ts';
+import type { StoreHealth } from './store/types.ts';
 
 /** Fn's lb_call_latency buckets, in ms. */
 const LATENCY_BUCKETS = [1, 10, 50, 100, 250, 500, 1000, 10000, 60000, 120000];
@@ -59,5 +60,31 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
       advice: { explicitBucketBoundaries: ATTEMPT_BUCKETS },
     }),
     placerRetries: counter('sluice_placer_retries', 'Runner offers that did not place the call, by reason'),
+  };
+}
+
+/** The detached-call store's instruments. */
+export interface StoreMetrics {
+  /** Results the store refused because they did not fit in its byte bound. */
+  resultsRefused: Counter;
+}
+
+/**
+ * Creates the store's instruments on a meter of `provider`. The byte gauges are read from
+ * `health` when metrics are collected (a cached answer for Redis), and say nothing while the
+ * store does not answer rather than a stale figure.
+ */
+export function createStoreMetrics(provider: MeterProvider, health: () => Promise<StoreHealth>): StoreMetrics {
+  const meter = provider.getMeter('sluice-gateway');
+  const stored = meter.createObservableGauge('sluice_store_bytes', { description: 'Bytes the detached-call store keeps for finished calls and their results (shared by gateways on one Redis)' });
+  const bound = meter.createObservableGauge('sluice_store_max_bytes', { description: 'The byte bound of the detached-call store (maxStoredBytes)' });
+  meter.addBatchObservableCallback(async (observe) => {
+    const now = await health();
+    if (!now.ok) return;
+    observe.observe(stored, now.storedBytes);
+    observe.observe(bound, now.maxStoredBytes);
+  }, [stored, bound]);
+  return {
+    resultsRefused: meter.createCounter('sluice_store_results_refused', { description: 'Finished detached calls whose result the store refused for lack of room (the call failed with GW_STORE_FULL)' }),
   };
 }

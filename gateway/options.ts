@@ -16,6 +16,7 @@ import { checkInteger, checkMs, show } from '../placer/validate.ts';
 import { BREAKER_DEFAULTS } from './breaker.ts';
 import type { CallbackDelivery } from './detached.ts';
 import { createMemoryStore } from './store/memory.ts';
+import { RECORD_OVERHEAD_BYTES, storeDefaults } from './store/options.ts';
 import type { CallStore } from './store/types.ts';
 import { GatewayConfigError } from './errors.ts';
 import type { GatewayPool } from './pool.ts';
@@ -114,7 +115,7 @@ export interface GatewayOptions extends PlacerOptions {
   listeners?: readonly CallListener[];
   /**
    * Where detached calls and their results are kept. Pass a Redis store to share them between
-   * gateways. @default an in-memory store bounded by resultTtl and 256 MiB
+   * gateways. @default an in-memory store bounded by resultTtl and maxStoredBytes
    */
   store?: CallStore;
   /** This gateway's id: the owner of the detached calls it runs. @default `gw-` and 6 random hex digits */
@@ -123,6 +124,13 @@ export interface GatewayOptions extends PlacerOptions {
   resultTtl?: number;
   /** Largest detached result kept, in bytes; a larger one fails its call. @default 10485760 (10 MiB) */
   maxResultBytes?: number;
+  /**
+   * Bound on the bytes of finished detached calls and results the default store keeps (pass
+   * the same to a store of your own). Results leave only by TTL: one that does not fit fails its
+   * call with GW_STORE_FULL, and new detached calls are refused while one more result of
+   * maxResultBytes would not fit. At least maxResultBytes + 1024. @default 268435456 (256 MiB)
+   */
+  maxStoredBytes?: number;
   /**
    * Added to detachedPlacerTimeout and callTimeout to make a detached call's background
    * lifetime, in ms (Fn's execution headroom). @default 360000
@@ -279,7 +287,15 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   if (typeof gatewayId !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(gatewayId)) {
     throw new GatewayConfigError(`gatewayId must be 1-128 letters, digits or ._:- characters, got ${show(gatewayId)}`);
   }
-  const store = options.store ?? createMemoryStore({ resultTtl, now: () => clock.now() });
+  const { maxStoredBytes = storeDefaults.maxStoredBytes } = options;
+  checkInteger('maxStoredBytes', maxStoredBytes, { min: 1 }, fail);
+  // Checked against the store the gateway makes, or the bound given with one's own store.
+  if ((options.store === undefined || options.maxStoredBytes !== undefined) && maxStoredBytes < maxResultBytes + RECORD_OVERHEAD_BYTES) {
+    throw new GatewayConfigError(
+      `maxStoredBytes must be at least maxResultBytes + ${RECORD_OVERHEAD_BYTES} (${maxResultBytes + RECORD_OVERHEAD_BYTES}), or no detached call could ever be admitted, got ${maxStoredBytes}`,
+    );
+  }
+  const store = options.store ?? createMemoryStore({ resultTtl, maxStoredBytes, now: () => clock.now() });
   return Object.freeze({
     runners: urls,
     pool,

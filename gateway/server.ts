@@ -83,6 +83,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     callbacks: config.callbacks,
     logger: log,
     clock: config.clock,
+    meterProvider: config.meterProvider,
   });
   const agent = new LbAgent(config, pool, detached);
   const app = new Hono<Env>();
@@ -129,15 +130,19 @@ export function createGateway(options: GatewayOptions): Gateway {
     return c.json(model(id));
   });
   app.get('/healthz', (c) => c.json({ ok: true, version: VERSION }));
-  app.get('/readyz', (c) => {
+  app.get('/readyz', async (c) => {
     // Not ready whenever a new call would be refused, so a load balancer stops sending instead
-    // of learning it from 503s; every reason that holds is listed.
+    // of learning it from 503s; every reason that holds is listed. Detached calls, their status
+    // and results need the store; its check is cached by the store for about a second, so
+    // probes cost at most one ping a second.
+    const store = await config.store.health().catch(() => ({ ok: false }));
     const reasons = notReadyReasons({
       closing: agent.closing,
       inFlight: agent.inFlight,
       maxInFlight: config.maxInFlight,
       uploadsFull: agent.uploadsFull,
       runnersReady: pool.ready(),
+      storeReady: store.ok,
     });
     const ready = reasons.length === 0;
     return c.json({ ready, closing: agent.closing, reasons, inFlight: agent.inFlight, uploads: agent.uploads }, ready ? 200 : 503);

@@ -76,6 +76,7 @@ const gatewaySettings: readonly Setting[] = [
   { key: 'gatewayId', type: 'string', description: 'this gateway\'s id, owner of the detached calls it runs', defaultText: 'gw- and 6 random hex digits' },
   { key: 'resultTtl', type: 'duration', default: '1h', description: 'how long detached results and Idempotency-Keys are kept' },
   { key: 'maxResultBytes', type: 'integer', default: 10 * 1024 * 1024, description: 'largest detached result kept, in bytes; a larger one fails its call' },
+  { key: 'maxStoredBytes', type: 'integer', default: 256 * 1024 * 1024, description: 'bytes of detached results the store keeps until their TTL (shared on one Redis); new detached calls get 503 GW_STORE_FULL when one more would not fit' },
   { key: 'executionHeadroom', type: 'duration', default: '360s', description: 'added to detached-placer-timeout + call-timeout for a detached call\'s lifetime' },
 ];
 
@@ -178,7 +179,7 @@ async function gatewayOptions(values: Record<string, unknown>, logger: Logger): 
   return {
     ...pick(values, keys),
     placer: await loadPlacer(String(values.placer), { cwd: process.cwd(), options: values.placerOptions as Record<string, unknown> | undefined }),
-    store: createStore(values.store as string, { resultTtl: values.resultTtl as number, logger }),
+    store: createStore(values.store as string, { resultTtl: values.resultTtl as number, maxStoredBytes: values.maxStoredBytes as number, logger }),
     ...(callbacks ? { callbacks } : {}),
     logger,
   };

@@ -29,14 +29,36 @@ export class StoreInvalidRecordError extends SluiceError {
   }
 }
 
+/** The bytes a refused result needed, and what the store held against its bound then. */
+export interface StoreFullDetail {
+  /** What the result would take: its body plus RECORD_OVERHEAD_BYTES. */
+  bytes: number;
+  storedBytes: number;
+  maxStoredBytes: number;
+}
+
 /**
- * A finished call's result is larger than the in-memory store could ever hold (its maxBytes).
- * The call stays `running`, so the gateway can still finish it `failed` without the result.
+ * A finished call's result does not fit in the store's maxStoredBytes beside the results it
+ * already keeps until their TTL (503: room comes back as they expire). Nothing was changed: the
+ * call stays `running`, so the gateway can still end it `failed` without the result.
  */
-export class StoreResultTooLargeError extends SluiceError {
+export class StoreFullError extends SluiceError {
   readonly bytes: number;
-  constructor(message: string, bytes: number) {
-    super('STORE_RESULT_TOO_LARGE', 500, 'server_error', message);
-    this.bytes = bytes;
+  readonly storedBytes: number;
+  readonly maxStoredBytes: number;
+  constructor(message: string, detail: StoreFullDetail) {
+    super('STORE_FULL', 503, 'service_unavailable_error', message);
+    this.bytes = detail.bytes;
+    this.storedBytes = detail.storedBytes;
+    this.maxStoredBytes = detail.maxStoredBytes;
   }
+}
+
+/** The message both stores give a {@link StoreFullError}. */
+export function storeFull(id: string, detail: StoreFullDetail): StoreFullError {
+  const { bytes, storedBytes, maxStoredBytes } = detail;
+  return new StoreFullError(
+    `the result of call ${id} takes ${bytes} bytes and the store holds ${storedBytes} of maxStoredBytes=${maxStoredBytes}; results leave only when their TTL ends`,
+    detail,
+  );
 }

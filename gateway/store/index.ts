@@ -12,15 +12,16 @@ import type { CallStore } from './types.ts';
 
 export { createMemoryStore } from './memory.ts';
 export { createRedisStore } from './redis.ts';
-export { StoreConfigError, StoreInvalidRecordError, StoreResultTooLargeError, StoreUnavailableError } from './errors.ts';
+export { StoreConfigError, StoreFullError, StoreInvalidRecordError, StoreUnavailableError } from './errors.ts';
+export type { StoreFullDetail } from './errors.ts';
 export { RECORD_OVERHEAD_BYTES, parseRedisUrl, storeDefaults } from './options.ts';
 export type { CommonStoreOptions, MemoryStoreOptions, RedisAddress, RedisStoreOptions } from './options.ts';
 export { FINAL_STATUSES } from './types.ts';
-export type { CallError, CallFinish, CallRecord, CallStatus, CallStore, KeyClaim, StoredResult } from './types.ts';
+export type { CallError, CallFinish, CallRecord, CallStatus, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 
 /**
- * Options for {@link createStore}: each store takes the fields it knows (memory: maxBytes,
- * maxKeys; Redis: keyPrefix) and ignores the other's, so one options object serves either.
+ * Options for {@link createStore}: each store takes the fields it knows (memory: maxKeys;
+ * Redis: keyPrefix) and ignores the other's, so one options object serves either.
  */
 export type StoreOptions = MemoryStoreOptions & Omit<RedisStoreOptions, 'url'>;
 
@@ -31,9 +32,9 @@ export type StoreOptions = MemoryStoreOptions & Omit<RedisStoreOptions, 'url'>;
  */
 export function createStore(spec: string | undefined, options: StoreOptions = {}): CallStore {
   // Undefined fields fall back to each store's defaults, so passing them through is safe.
-  const { maxBytes, maxKeys, keyPrefix, ...common } = options;
+  const { maxKeys, keyPrefix, ...common } = options;
   if (spec === undefined || spec === 'memory') {
-    return createMemoryStore({ ...common, maxBytes, maxKeys });
+    return createMemoryStore({ ...common, maxKeys });
   }
   if (typeof spec === 'string' && spec.startsWith('redis://')) {
     return createRedisStore({ ...common, keyPrefix, url: spec });

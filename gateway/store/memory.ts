@@ -1,22 +1,28 @@
 /**
  * The in-memory CallStore, for a single gateway. Running calls sit in a Map (they are bounded by
- * the gateway's own concurrency); finished calls and their results sit in an lru-cache bounded
- * by a TTL and by bytes, so a burst of large results evicts old ones instead of exhausting memory.
+ * the gateway's own concurrency). Finished calls and their results sit in a second Map bounded
+ * by bytes and kept until their TTL: a result that does not fit is refused, never made room for
+ * by evicting another client's before its time. Every finished call gets the same TTL, so the
+ * Map's insertion order is also expiry order and pruning only ever looks at its oldest entries.
  */
 import { LRUCache } from 'lru-cache';
-import { StoreResultTooLargeError, StoreUnavailableError } from './errors.ts';
+import { StoreUnavailableError, storeFull } from './errors.ts';
 import { RECORD_OVERHEAD_BYTES, resolveMemoryStoreConfig } from './options.ts';
 import type { MemoryStoreConfig, MemoryStoreOptions } from './options.ts';
 import { checkClaimTtl, checkNewRecord, cloneRecord, copyResult, duplicateCall, finalRecord } from './records.ts';
-import type { CallFinish, CallRecord, CallStore, KeyClaim, StoredResult } from './types.ts';
+import type { CallFinish, CallRecord, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 
-/** A finished call: its final record and, when the call produced one, its response. */
+/** A finished call: its final record, its response when it produced one, and when it leaves. */
 interface Finished {
   record: CallRecord;
   result?: StoredResult;
+  /** What it counts against maxStoredBytes. */
+  bytes: number;
+  /** Store time after which it is gone. */
+  expiresAt: number;
 }
 
-/** Longest gap between sweeps of expired entries, in ms of the store's clock. */
+/** Longest gap between sweeps of abandoned running records, in ms of the store's clock. */
 const MAX_SWEEP_INTERVAL = 60_000;
 
 /**
@@ -30,45 +36,32 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): CallStore {
 class MemoryStore implements CallStore {
   readonly #config: MemoryStoreConfig;
   readonly #running = new Map<string, CallRecord>();
-  readonly #finished: LRUCache<string, Finished>;
+  readonly #finished = new Map<string, Finished>();
   readonly #keys: LRUCache<string, KeyClaim>;
   readonly #handlers = new Map<string, (id: string) => void>();
+  #storedBytes = 0;
   #closed = false;
   #nextSweep: number;
 
   constructor(config: MemoryStoreConfig) {
     this.#config = config;
-    const { logger, maxBytes, maxKeys, resultTtl } = config;
     // The injected clock drives TTLs; ttlResolution 0 makes lru-cache read it on every check
     // instead of caching it for a real-time millisecond, which a fake clock would outrun.
-    const perf = { now: config.now };
-    this.#finished = new LRUCache<string, Finished>({
-      ttl: resultTtl,
-      maxSize: maxBytes,
-      sizeCalculation: sizeOf,
-      perf,
-      ttlResolution: 0,
-      dispose: (_value, id, reason) => {
-        // A client polling for this result will now get 404 before its TTL: worth an operator's eye.
-        if (reason === 'evict') logger.warn('finished call evicted before its ttl', { callId: id, maxBytes });
-      },
-    });
-    this.#keys = new LRUCache<string, KeyClaim>({ max: maxKeys, perf, ttlResolution: 0 });
-    this.#nextSweep = config.now() + Math.min(resultTtl, MAX_SWEEP_INTERVAL);
+    this.#keys = new LRUCache<string, KeyClaim>({ max: config.maxKeys, perf: { now: config.now }, ttlResolution: 0 });
+    this.#nextSweep = config.now() + Math.min(config.resultTtl, MAX_SWEEP_INTERVAL);
   }
 
   async create(record: CallRecord): Promise<void> {
     this.#open();
     this.#sweep();
     checkNewRecord(record);
-    if (this.#live(record.id) || this.#finished.has(record.id)) throw duplicateCall(record.id);
+    if (this.#live(record.id) || this.#done(record.id)) throw duplicateCall(record.id);
     this.#running.set(record.id, cloneRecord(record));
   }
 
   async get(id: string): Promise<CallRecord | undefined> {
     this.#open();
-    // peek, not get: reads must not refresh recency, so eviction goes by age of finishing.
-    const record = this.#live(id) ?? this.#finished.peek(id)?.record;
+    const record = this.#live(id) ?? this.#done(id)?.record;
     return record && cloneRecord(record);
   }
 
@@ -77,23 +70,22 @@ class MemoryStore implements CallStore {
     this.#sweep();
     const running = this.#live(id);
     if (!running) return false;
-    const entry: Finished = { record: finalRecord(running, finish), ...(result ? { result: copyResult(result) } : {}) };
-    const size = sizeOf(entry);
-    // lru-cache silently drops an entry larger than its whole bound, which would lose the call.
-    if (size > this.#config.maxBytes) {
-      throw new StoreResultTooLargeError(
-        `the result of call ${id} takes ${size} bytes; the memory store holds at most maxBytes=${this.#config.maxBytes}`,
-        size,
-      );
+    const record = finalRecord(running, finish);
+    const bytes = RECORD_OVERHEAD_BYTES + (result?.body.length ?? 0);
+    const { maxStoredBytes, now, resultTtl } = this.#config;
+    // Only a result is refused: the reason a call failed must always be recordable.
+    if (result && this.#storedBytes + bytes > maxStoredBytes) {
+      throw storeFull(id, { bytes, storedBytes: this.#storedBytes, maxStoredBytes });
     }
     this.#running.delete(id);
-    this.#finished.set(id, entry);
+    this.#finished.set(id, { record, ...(result ? { result: copyResult(result) } : {}), bytes, expiresAt: now() + resultTtl });
+    this.#storedBytes += bytes;
     return true;
   }
 
   async getResult(id: string): Promise<StoredResult | undefined> {
     this.#open();
-    const result = this.#finished.peek(id)?.result;
+    const result = this.#done(id)?.result;
     return result && copyResult(result);
   }
 
@@ -131,12 +123,19 @@ class MemoryStore implements CallStore {
     this.#handlers.set(owner, handler);
   }
 
+  async health(): Promise<StoreHealth> {
+    if (this.#closed) return { ok: false, reason: 'the memory store is closed' };
+    this.#prune();
+    return { ok: true, storedBytes: this.#storedBytes, maxStoredBytes: this.#config.maxStoredBytes };
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#handlers.clear();
     this.#running.clear();
     this.#finished.clear();
+    this.#storedBytes = 0;
     this.#keys.clear();
   }
 
@@ -157,17 +156,33 @@ class MemoryStore implements CallStore {
     return record;
   }
 
-  /** Drops expired entries now and then; reads alone skip them but would not free their memory. */
+  /** The finished call, unless its TTL has passed (then it is dropped, with all older ones). */
+  #done(id: string): Finished | undefined {
+    const finished = this.#finished.get(id);
+    if (finished && this.#config.now() > finished.expiresAt) {
+      this.#prune();
+      return undefined;
+    }
+    return finished;
+  }
+
+  /** Drops finished calls past their TTL, oldest first, and gives their bytes back. */
+  #prune(): void {
+    const now = this.#config.now();
+    for (const [id, finished] of this.#finished) {
+      if (now <= finished.expiresAt) break;
+      this.#finished.delete(id);
+      this.#storedBytes -= finished.bytes;
+    }
+  }
+
+  /** Prunes, and now and then drops abandoned running records and expired claims. */
   #sweep(): void {
+    this.#prune();
     const now = this.#config.now();
     if (now < this.#nextSweep) return;
     this.#nextSweep = now + Math.min(this.#config.resultTtl, MAX_SWEEP_INTERVAL);
     for (const id of this.#running.keys()) this.#live(id);
-    this.#finished.purgeStale();
     this.#keys.purgeStale();
   }
-}
-
-function sizeOf(entry: Finished): number {
-  return RECORD_OVERHEAD_BYTES + (entry.result?.body.length ?? 0);
 }

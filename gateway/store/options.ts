@@ -16,6 +16,14 @@ export interface CommonStoreOptions {
    * @default 3_600_000 (1 h)
    */
   resultTtl?: number;
+  /**
+   * Bound on what finished calls keep, in bytes: each record counts its result's body plus
+   * {@link RECORD_OVERHEAD_BYTES}. A result that does not fit is refused (StoreFullError), never
+   * made room for by dropping another before its TTL. Gateways sharing one Redis share the
+   * bound, which Redis itself counts.
+   * @default 268_435_456 (256 MiB)
+   */
+  maxStoredBytes?: number;
   /** Where store problems are logged (evictions, lost connections, failing cancel handlers). @default silent */
   logger?: Logger;
   /** The clock for TTLs and call lifetimes, ms since the epoch. @default Date.now */
@@ -24,12 +32,6 @@ export interface CommonStoreOptions {
 
 /** Options of the in-memory store. */
 export interface MemoryStoreOptions extends CommonStoreOptions {
-  /**
-   * Bound on finished records and results, in bytes: each counts its body plus
-   * {@link RECORD_OVERHEAD_BYTES}. The oldest finished calls are evicted beyond it.
-   * @default 268_435_456 (256 MiB)
-   */
-  maxBytes?: number;
   /**
    * Bound on Idempotency-Keys held at once; the oldest claims are dropped beyond it.
    * @default 100_000
@@ -46,15 +48,15 @@ export interface RedisStoreOptions extends CommonStoreOptions {
 }
 
 /**
- * What a finished record costs besides its body in the memory store's byte bound: the record's
- * fields and the cache's bookkeeping, rounded up so a flood of empty results is bounded too.
+ * What a finished record costs besides its body in the stores' byte bound: the record's fields
+ * and the bookkeeping, rounded up so a flood of calls without results is bounded too.
  */
 export const RECORD_OVERHEAD_BYTES = 1024;
 
 /** The defaults, frozen so no caller can change them for everyone else. */
 export const storeDefaults = Object.freeze({
   resultTtl: 3_600_000,
-  maxBytes: 256 * 1024 * 1024,
+  maxStoredBytes: 256 * 1024 * 1024,
   maxKeys: 100_000,
   keyPrefix: 'sluice:',
 });
@@ -62,7 +64,7 @@ export const storeDefaults = Object.freeze({
 /** Resolved memory store options. */
 export interface MemoryStoreConfig {
   readonly resultTtl: number;
-  readonly maxBytes: number;
+  readonly maxStoredBytes: number;
   readonly maxKeys: number;
   readonly logger: Logger;
   readonly now: () => number;
@@ -71,6 +73,7 @@ export interface MemoryStoreConfig {
 /** Resolved Redis store options, with the URL parsed into `redis`. */
 export interface RedisStoreConfig {
   readonly resultTtl: number;
+  readonly maxStoredBytes: number;
   readonly keyPrefix: string;
   readonly logger: Logger;
   readonly now: () => number;
@@ -93,14 +96,8 @@ export interface RedisAddress {
  * @throws StoreConfigError naming the option and the bad value.
  */
 export function resolveMemoryStoreConfig(options: MemoryStoreOptions = {}): MemoryStoreConfig {
-  const { maxBytes = storeDefaults.maxBytes, maxKeys = storeDefaults.maxKeys } = options;
-  const common = resolveCommon(options);
-  // Infinity is refused by checkInteger: an unbounded cache is what these options exist to prevent.
-  checkInteger('maxBytes', maxBytes, { min: 1 }, fail);
-  if (maxBytes < RECORD_OVERHEAD_BYTES) {
-    throw fail(`maxBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got ${show(maxBytes)}`);
-  }
-  return Object.freeze({ ...common, maxBytes, maxKeys: checkInteger('maxKeys', maxKeys, { min: 1 }, fail) });
+  const { maxKeys = storeDefaults.maxKeys } = options;
+  return Object.freeze({ ...resolveCommon(options), maxKeys: checkInteger('maxKeys', maxKeys, { min: 1 }, fail) });
 }
 
 /**
@@ -147,13 +144,18 @@ export function parseRedisUrl(url: unknown): RedisAddress {
 }
 
 function resolveCommon(options: CommonStoreOptions): Required<CommonStoreOptions> {
-  const { resultTtl = storeDefaults.resultTtl, logger = silentLogger, now = Date.now } = options;
+  const { resultTtl = storeDefaults.resultTtl, maxStoredBytes = storeDefaults.maxStoredBytes, logger = silentLogger, now = Date.now } = options;
   if (typeof now !== 'function') throw fail(`now must be a function, got ${show(now)}`);
   const methods = ['debug', 'info', 'warn', 'error'] as const;
   if (typeof logger !== 'object' || logger === null || methods.some((m) => typeof logger[m] !== 'function')) {
     throw fail(`logger must have debug, info, warn and error methods, got ${show(logger)}`);
   }
-  return { resultTtl: checkMs('resultTtl', resultTtl, 1, fail), logger, now };
+  // Infinity is refused by checkInteger: an unbounded store is what this option exists to prevent.
+  checkInteger('maxStoredBytes', maxStoredBytes, { min: 1 }, fail);
+  if (maxStoredBytes < RECORD_OVERHEAD_BYTES) {
+    throw fail(`maxStoredBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got ${show(maxStoredBytes)}`);
+  }
+  return { resultTtl: checkMs('resultTtl', resultTtl, 1, fail), maxStoredBytes, logger, now };
 }
 
 const fail = (message: string) => new StoreConfigError(message);

@@ -7,11 +7,45 @@
  * `status` in its own field lets the scripts compare it without decoding JSON in Lua (whose
  * cjson rounds numbers to 14 digits). A result is a hash {status, type, body}, body binary.
  * An Idempotency-Key is a hash {callId, fingerprint}.
+ *
+ * The byte bound lives in Redis too, so every gateway on one Redis shares it: a sorted set of
+ * the finished calls, each member `<bytes>:<id>` scored by when it expires (Redis's own clock,
+ * in ms), and a counter of their bytes. The scripts that read the count first prune the members
+ * whose time has passed, so bytes come back exactly when results leave, by TTL.
  */
 import type { Redis } from 'ioredis';
 
-/** KEYS: call. ARGV: record JSON, ttl ms. Returns 1 when created, 0 when the id is taken. */
-const CREATE = `
+/** Redis's own clock in ms, and the pruning of expired members; shared by the scripts below. */
+const COMMON = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function stored_bytes(stored, bytes, now)
+  local gone = redis.call('ZRANGEBYSCORE', stored, '-inf', now, 'LIMIT', 0, 1000)
+  if #gone > 0 then
+    local freed = 0
+    for _, member in ipairs(gone) do freed = freed + tonumber(string.match(member, '^(%d+):')) end
+    redis.call('ZREM', stored, unpack(gone))
+    redis.call('DECRBY', bytes, freed)
+  end
+  -- Nothing stored means nothing counted, whatever drift (a key deleted by hand) says.
+  if redis.call('ZCARD', stored) == 0 then
+    redis.call('DEL', bytes)
+    return 0
+  end
+  return tonumber(redis.call('GET', bytes) or '0')
+end
+`;
+
+/**
+ * KEYS: call. ARGV: record JSON, ttl ms, not-after (ms of Redis's clock). Returns 1 when
+ * created, 0 when the id is taken, -1 when the write arrived after its not-after bound: its
+ * gateway has given up on it by then, and a record written now would say `running` for a call
+ * nobody runs.
+ */
+const CREATE = `${COMMON}
+if now_ms() > tonumber(ARGV[3]) then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'running', 'record', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -19,19 +53,33 @@ return 1
 `;
 
 /**
- * KEYS: call, result. ARGV: status, final JSON, ttl ms, then optionally result status, content
- * type, body. Returns 1 when the call was running and is now final, else 0 with nothing changed.
+ * KEYS: call, result, stored set, byte counter. ARGV: status, final JSON, ttl ms,
+ * maxStoredBytes, member (`<bytes>:<id>`), bytes, then optionally result status, content type,
+ * body. Returns {1, stored bytes} when the call was running and is now final; {0, stored bytes}
+ * when it was not running (nothing changed); {-1, stored bytes} when the result does not fit
+ * (nothing changed). A finish without a result is never refused for space.
  */
-const FINISH = `
-if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
+const FINISH = `${COMMON}
+if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return {0, 0} end
+local now = now_ms()
+local used = stored_bytes(KEYS[3], KEYS[4], now)
+local bytes = tonumber(ARGV[6])
+if #ARGV > 6 and used + bytes > tonumber(ARGV[4]) then return {-1, used} end
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'final', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-if #ARGV > 3 then
+if #ARGV > 6 then
   redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[2], 'status', ARGV[4], 'type', ARGV[5], 'body', ARGV[6])
+  redis.call('HSET', KEYS[2], 'status', ARGV[7], 'type', ARGV[8], 'body', ARGV[9])
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
 end
-return 1
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
+return {1, redis.call('INCRBY', KEYS[4], bytes)}
+`;
+
+/** KEYS: stored set, byte counter. Returns {stored bytes, Redis's clock in ms}. */
+const HEALTH = `${COMMON}
+local now = now_ms()
+return {stored_bytes(KEYS[1], KEYS[2], now), now}
 `;
 
 /** KEYS: key. ARGV: callId, fingerprint, ttl ms. Returns nil when claimed, else the holder. */
@@ -51,8 +99,9 @@ return 0
 
 /** The scripts as commands on a client (ioredis sends EVALSHA and falls back to EVAL). */
 export interface StoreScripts {
-  sluiceCreate(call: string, record: string, ttlMs: number): Promise<number>;
-  sluiceFinish(call: string, result: string, ...args: (string | number | Buffer)[]): Promise<number>;
+  sluiceCreate(call: string, record: string, ttlMs: number, notAfter: number): Promise<number>;
+  sluiceFinish(call: string, result: string, stored: string, bytes: string, ...args: (string | number | Buffer)[]): Promise<[number, number]>;
+  sluiceHealth(stored: string, bytes: string): Promise<[number, number]>;
   sluiceClaim(key: string, callId: string, fingerprint: string, ttlMs: number): Promise<[string, string] | null>;
   sluiceRelease(key: string, callId: string): Promise<number>;
 }
@@ -60,7 +109,8 @@ export interface StoreScripts {
 /** Defines the store's scripts on `client` and returns it typed with them. */
 export function defineScripts(client: Redis): Redis & StoreScripts {
   client.defineCommand('sluiceCreate', { numberOfKeys: 1, lua: CREATE });
-  client.defineCommand('sluiceFinish', { numberOfKeys: 2, lua: FINISH });
+  client.defineCommand('sluiceFinish', { numberOfKeys: 4, lua: FINISH });
+  client.defineCommand('sluiceHealth', { numberOfKeys: 2, lua: HEALTH });
   client.defineCommand('sluiceClaim', { numberOfKeys: 1, lua: CLAIM });
   client.defineCommand('sluiceRelease', { numberOfKeys: 1, lua: RELEASE });
   return client as Redis & StoreScripts;

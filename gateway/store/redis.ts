@@ -2,16 +2,23 @@
  * The Redis CallStore, for several gateways sharing the work: any gateway answers status and
  * result for any call, and a cancel reaching a gateway that does not own a call is published to
  * the owner's channel. Compare-and-set steps run as Lua scripts (redis-scripts.ts).
+ *
+ * A command is never queued for later: not while disconnected (no offline queue), not again
+ * after a reconnect (no resending of unanswered commands). A write the store has given up on
+ * could otherwise land long after its caller answered the client, as a `running` record nobody
+ * runs. A create sent into a Redis that then stalls is already on the wire, so it carries a
+ * not-after bound that its script checks against Redis's own clock.
  */
+import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { SluiceError } from '../../placer/errors.ts';
-import { StoreUnavailableError } from './errors.ts';
-import { resolveRedisStoreConfig } from './options.ts';
+import { StoreUnavailableError, storeFull } from './errors.ts';
+import { RECORD_OVERHEAD_BYTES, resolveRedisStoreConfig } from './options.ts';
 import type { RedisStoreConfig, RedisStoreOptions } from './options.ts';
 import { defineScripts } from './redis-scripts.ts';
 import type { StoreScripts } from './redis-scripts.ts';
 import { checkClaimTtl, checkNewRecord, duplicateCall, finalFields } from './records.ts';
-import type { CallFinish, CallRecord, CallStore, KeyClaim, StoredResult } from './types.ts';
+import type { CallFinish, CallRecord, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 
 /** A black-holed host must not stall a call for the OS's minutes-long TCP timeout. */
 const CONNECT_TIMEOUT_MS = 2_000;
@@ -19,6 +26,20 @@ const CONNECT_TIMEOUT_MS = 2_000;
 const COMMAND_TIMEOUT_MS = 10_000;
 /** Reconnect backoff cap: Redis coming back is noticed within a second. */
 const MAX_RECONNECT_DELAY_MS = 1_000;
+/** How long a create waits for Redis before the gateway gives the call up (and answers 503). */
+export const CREATE_TIMEOUT_MS = 3_000;
+/**
+ * What the create's not-after bound leaves for error in our reading of Redis's clock: it is
+ * CREATE_TIMEOUT_MS minus this after the send, so a create that lands at all lands while its
+ * gateway still waits. Our reading comes from the health check (Redis's TIME against the middle
+ * of the ping's round trip, at most HEALTH_TIMEOUT_MS), so it is off by half a round trip plus
+ * whatever the two clocks drifted since, well within a second.
+ */
+export const CLOCK_MARGIN_MS = 1_000;
+/** A health check that takes longer says the store is not answering. */
+const HEALTH_TIMEOUT_MS = 1_000;
+/** A health answer is repeated for this long, so probes and admission cost one ping a second. */
+const HEALTH_CACHE_MS = 1_000;
 
 /**
  * Makes a Redis store and starts connecting in the background; a store that cannot reach Redis
@@ -35,9 +56,14 @@ class RedisStore implements CallStore {
   /** Pub/sub needs a connection of its own: a subscribed connection takes no other commands. */
   #subscriber: Redis | undefined;
   readonly #handlers = new Map<string, (id: string) => void>();
-  /** The last connection error, which says more than ioredis's "max retries" on a queued command. */
+  /** The last connection error, which says more than ioredis's "stream isn't writeable". */
   #lastError: Error | undefined;
   #closing: Promise<void> | undefined;
+  /** The last health answer and when it came (performance.now()). */
+  #health: { at: number; value: StoreHealth } | undefined;
+  #checking: Promise<StoreHealth> | undefined;
+  /** Redis's clock minus ours, in ms, as the last health check saw it. */
+  #offset: number | undefined;
 
   constructor(config: RedisStoreConfig) {
     this.#config = config;
@@ -50,9 +76,11 @@ class RedisStore implements CallStore {
       ...(password === undefined ? {} : { password }),
       connectTimeout: CONNECT_TIMEOUT_MS,
       commandTimeout: COMMAND_TIMEOUT_MS,
-      // Fail a command after one failed reconnect rather than queueing it while Redis is down:
-      // the gateway answers 503 at once and the client retries, instead of hanging.
-      maxRetriesPerRequest: 1,
+      // While Redis is away a command fails at once (the gateway answers 503 and the client
+      // retries) and is never sent later, when its caller has long given up on it.
+      enableOfflineQueue: false,
+      autoResendUnfulfilledCommands: false,
+      maxRetriesPerRequest: 0,
       retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
     });
     this.#watch(client, 'commands');
@@ -64,7 +92,15 @@ class RedisStore implements CallStore {
     // A running record outlives the call by the result TTL, so a call whose gateway died can
     // still be found and marked failed, and then vanishes like any finished call.
     const ttl = Math.max(1, Math.ceil(record.expiresAt + this.#config.resultTtl - this.#config.now()));
-    const created = await this.#run(() => this.#client.sluiceCreate(this.#key('call', record.id), JSON.stringify(record), ttl));
+    // The bound is in Redis's clock, read by a health check; the first create makes one.
+    if (this.#offset === undefined) await this.health();
+    const notAfter = Math.floor(Date.now() + (this.#offset ?? 0) + CREATE_TIMEOUT_MS - CLOCK_MARGIN_MS);
+    const created = await this.#run(() =>
+      this.#within(this.#client.sluiceCreate(this.#key('call', record.id), JSON.stringify(record), ttl, notAfter), CREATE_TIMEOUT_MS, `did not confirm the record of call ${record.id}`),
+    );
+    if (created === -1) {
+      throw new StoreUnavailableError(`redis store ${this.#config.redis.display} took too long to write the record of call ${record.id}; it was not written`);
+    }
     if (created !== 1) throw duplicateCall(record.id);
   }
 
@@ -75,10 +111,17 @@ class RedisStore implements CallStore {
   }
 
   async finish(id: string, finish: CallFinish, result?: StoredResult): Promise<boolean> {
+    const { resultTtl, maxStoredBytes } = this.#config;
     const fields = finalFields(finish);
-    const args: (string | number | Buffer)[] = [finish.status, JSON.stringify(fields), this.#config.resultTtl];
+    const bytes = RECORD_OVERHEAD_BYTES + (result?.body.length ?? 0);
+    const args: (string | number | Buffer)[] = [finish.status, JSON.stringify(fields), resultTtl, maxStoredBytes, `${bytes}:${id}`, bytes];
     if (result) args.push(String(result.status), result.contentType, result.body);
-    const done = await this.#run(() => this.#client.sluiceFinish(this.#key('call', id), this.#key('result', id), ...args));
+    const [done, storedBytes] = await this.#run(() =>
+      this.#client.sluiceFinish(this.#key('call', id), this.#key('result', id), this.#key('stored', ''), this.#key('stored-bytes', ''), ...args),
+    );
+    if (done === -1) throw storeFull(id, { bytes, storedBytes, maxStoredBytes });
+    // Admission reads the cached count: keep it current between health checks.
+    if (done === 1 && this.#health?.value.ok) this.#health = { ...this.#health, value: { ...this.#health.value, storedBytes } };
     return done === 1;
   }
 
@@ -107,7 +150,16 @@ class RedisStore implements CallStore {
   async onCancel(owner: string, handler: (id: string) => void): Promise<void> {
     const channel = this.#key('cancel', owner);
     this.#handlers.set(channel, handler);
-    await this.#run(() => this.#subscribe().subscribe(channel));
+    const subscriber = this.#subscribe();
+    await this.#run(() => subscriber.subscribe(channel), subscriber);
+  }
+
+  health(): Promise<StoreHealth> {
+    if (this.#closing) return Promise.resolve({ ok: false, reason: `the redis store ${this.#config.redis.display} is closed` });
+    const cached = this.#health;
+    if (cached && performance.now() - cached.at < HEALTH_CACHE_MS) return Promise.resolve(cached.value);
+    this.#checking ??= this.#check().finally(() => (this.#checking = undefined));
+    return this.#checking;
   }
 
   close(): Promise<void> {
@@ -115,8 +167,45 @@ class RedisStore implements CallStore {
     return this.#closing;
   }
 
-  #key(kind: 'call' | 'result' | 'key' | 'cancel', name: string): string {
-    return `${this.#config.keyPrefix}${kind}:${name}`;
+  #key(kind: 'call' | 'result' | 'key' | 'cancel' | 'stored' | 'stored-bytes', name: string): string {
+    return name === '' ? `${this.#config.keyPrefix}${kind}` : `${this.#config.keyPrefix}${kind}:${name}`;
+  }
+
+  /**
+   * Pings Redis through the script that also prunes and counts stored bytes; never rejects. The
+   * reason of a failed check is a sentence naming the store (without credentials).
+   */
+  async #check(): Promise<StoreHealth> {
+    const { logger, maxStoredBytes, redis } = this.#config;
+    const before = this.#health?.value;
+    let value: StoreHealth;
+    try {
+      const sent = Date.now();
+      const [storedBytes, redisNow] = await this.#within(
+        this.#attempt(() => this.#client.sluiceHealth(this.#key('stored', ''), this.#key('stored-bytes', ''))),
+        HEALTH_TIMEOUT_MS,
+        'did not answer a health check',
+      );
+      this.#offset = redisNow - (sent + Date.now()) / 2;
+      value = { ok: true, storedBytes, maxStoredBytes };
+    } catch (error) {
+      value = { ok: false, reason: describe(error) };
+    }
+    // A stalled Redis (stopped, swapping) drops no connection, so only this notices it.
+    if (!value.ok && before?.ok !== false) logger.warn('store not answering', { store: redis.display, reason: value.reason });
+    if (value.ok && before?.ok === false) logger.info('store answering again', { store: redis.display });
+    this.#health = { at: performance.now(), value };
+    return value;
+  }
+
+  /** Rejects with StoreUnavailableError after `ms`; the command itself may still run (see create). */
+  #within<T>(command: Promise<T>, ms: number, what: string): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new StoreUnavailableError(`redis store ${this.#config.redis.display} ${what} within ${ms} ms`)), ms);
+    });
+    command.catch(() => {}); // its late failure has no one to tell
+    return Promise.race([command, late]).finally(() => clearTimeout(timer));
   }
 
   #subscribe(): Redis {
@@ -146,22 +235,66 @@ class RedisStore implements CallStore {
     });
     connection.on('ready', () => {
       this.#lastError = undefined;
+      // A health answer from before the connection came (back) is stale now.
+      if (role === 'commands') this.#health = undefined;
       if (!healthy) logger.info('store connection restored', { store: redis.display, role });
       healthy = true;
     });
   }
 
+  /**
+   * Runs a Redis operation. While the last health check found Redis not answering, fails at
+   * once instead of letting each operation wait out its timeout; the check is made again at
+   * most a second later, so a store that answers again is used again within a second.
+   */
+  async #run<T>(operation: () => Promise<T>, connection: Redis = this.#client): Promise<T> {
+    if (this.#health && !this.#health.value.ok) {
+      const health = await this.health();
+      if (!health.ok) throw new StoreUnavailableError(health.reason);
+    }
+    return this.#attempt(operation, connection);
+  }
+
   /** Runs a Redis operation, turning any failure into a StoreUnavailableError naming the store. */
-  async #run<T>(operation: () => Promise<T>): Promise<T> {
+  async #attempt<T>(operation: () => Promise<T>, connection: Redis = this.#client): Promise<T> {
     const { display } = this.#config.redis;
     if (this.#closing) throw new StoreUnavailableError(`the redis store ${display} is closed`);
     try {
+      await this.#connected(connection);
       return await operation();
     } catch (error) {
       if (error instanceof SluiceError) throw error;
-      const reason = this.#client.status === 'ready' || !this.#lastError ? error : this.#lastError;
+      const reason = connection.status === 'ready' || !this.#lastError ? error : this.#lastError;
       throw new StoreUnavailableError(`redis store ${display} is unavailable: ${describe(reason)}`, { cause: error });
     }
+  }
+
+  /**
+   * Waits for a connection being made (the first one, or a reconnect under way), since without
+   * an offline queue a command sent before it is ready fails; a connection waiting to retry
+   * fails at once with what went wrong.
+   */
+  async #connected(connection: Redis): Promise<void> {
+    const { status } = connection;
+    if (status === 'ready') return;
+    if (status !== 'wait' && status !== 'connecting' && status !== 'connect') throw this.#lastError ?? new Error(`not connected (${status})`);
+    await new Promise<void>((resolve, reject) => {
+      const settle = (error?: Error) => {
+        clearTimeout(timer);
+        connection.off('ready', onReady);
+        connection.off('error', onError);
+        connection.off('close', onClose);
+        if (error) reject(error);
+        else resolve();
+      };
+      const onReady = () => settle();
+      const onError = (error: Error) => settle(error);
+      const onClose = () => settle(this.#lastError ?? new Error('connection closed'));
+      const timer = setTimeout(() => settle(new Error(`not connected within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
+      connection.once('ready', onReady);
+      connection.once('error', onError);
+      connection.once('close', onClose);
+    });
   }
 }
 

@@ -65,16 +65,32 @@ export interface KeyClaim {
   fingerprint: string;
 }
 
-/** Storage for detached calls. Every method may reject on a storage failure. */
+/**
+ * What a store's cheap health check saw: it answered, with the bytes its finished calls and
+ * results take against its bound, or it did not, and why (safe to log: no credentials).
+ */
+export type StoreHealth =
+  | { ok: true; storedBytes: number; maxStoredBytes: number }
+  | { ok: false; reason: string };
+
+/** Storage for detached calls. Every method but `health` may reject on a storage failure. */
 export interface CallStore {
-  /** Records a call that a runner committed to (status `running`). */
+  /**
+   * Records a call that a runner committed to (status `running`). Rejects within a few seconds
+   * when the store does not answer, and a write given up on that way must not land later (the
+   * Redis store bounds it by Redis's own clock), so a refused call leaves no `running` ghost.
+   */
   create(record: CallRecord): Promise<void>;
   /** The record, or undefined when unknown or expired from the store. */
   get(id: string): Promise<CallRecord | undefined>;
   /**
    * Moves a `running` call to a final status, storing `result` with it, atomically: resolves
    * false and changes nothing when the call is already final (a cancel won the race) or gone.
-   * Finished records and results are kept for the store's result TTL.
+   * Finished records and results are kept for the store's result TTL, and leave only then:
+   * each counts RECORD_OVERHEAD_BYTES (options.ts) plus its body against the store's
+   * maxStoredBytes, and a `result` that does not fit is refused with StoreFullError (STORE_FULL), changing
+   * nothing, rather than evicting another call's. A finish without a result is never refused
+   * for space, so a call can always be ended with its reason.
    */
   finish(id: string, finish: CallFinish, result?: StoredResult): Promise<boolean>;
   /** The stored response of a finished call, or undefined. */
@@ -90,6 +106,12 @@ export interface CallStore {
   requestCancel(id: string, owner: string): Promise<void>;
   /** Receives cancel requests addressed to `owner` (this gateway). One handler per store. */
   onCancel(owner: string, handler: (id: string) => void): Promise<void>;
+  /**
+   * A cheap check that the store answers (a ping with a short timeout for Redis), with its byte
+   * count. Never rejects, answers within about a second, and may repeat an answer for about a
+   * second, so readiness probes and admission can call it on every request.
+   */
+  health(): Promise<StoreHealth>;
   /** Closes connections; idempotent. */
   close(): Promise<void>;
 }

@@ -111,7 +111,7 @@ describe('UploadBudget', () => {
 });
 
 describe('notReadyReasons', () => {
-  const ready = { closing: false, inFlight: 0, maxInFlight: 10, uploadsFull: false, runnersReady: true };
+  const ready = { closing: false, inFlight: 0, maxInFlight: 10, uploadsFull: false, runnersReady: true, storeReady: true };
 
   it('returns no reason when a new call would be taken', () => {
     expect(notReadyReasons(ready)).toEqual([]);
@@ -121,11 +121,13 @@ describe('notReadyReasons', () => {
   it('returns each reason that holds, in a fixed order', () => {
     expect(notReadyReasons({ ...ready, inFlight: 10 })).toEqual(['max_in_flight']);
     expect(notReadyReasons({ ...ready, uploadsFull: true })).toEqual(['uploads_full']);
-    expect(notReadyReasons({ closing: true, inFlight: 12, maxInFlight: 10, uploadsFull: true, runnersReady: false })).toEqual([
+    expect(notReadyReasons({ ...ready, storeReady: false })).toEqual(['store_unavailable']);
+    expect(notReadyReasons({ closing: true, inFlight: 12, maxInFlight: 10, uploadsFull: true, runnersReady: false, storeReady: false })).toEqual([
       'closing',
       'max_in_flight',
       'uploads_full',
       'no_ready_runner',
+      'store_unavailable',
     ]);
   });
 });

@@ -203,6 +203,15 @@ describe('resolveGatewayOptions', () => {
     expect(configError({ runners, [option]: 2 ** 53 }).message).toMatch(new RegExp(`^${option} must be`));
   });
 
+  it('throws naming maxStoredBytes when one result of maxResultBytes could not fit in it', async () => {
+    expect(configError({ runners, maxStoredBytes: 0 }).message).toBe('maxStoredBytes must be a positive integer, got 0');
+    expect(configError({ runners, maxResultBytes: 4096, maxStoredBytes: 5119 }).message).toBe(
+      'maxStoredBytes must be at least maxResultBytes + 1024 (5120), or no detached call could ever be admitted, got 5119',
+    );
+    const config = resolveGatewayOptions({ runners, maxResultBytes: 4096, maxStoredBytes: 5120 });
+    expect(await config.store.health()).toEqual({ ok: true, storedBytes: 0, maxStoredBytes: 5120 });
+  });
+
   it('throws naming callTimeout and NaN when callTimeout is NaN', () => {
     expect(configError({ runners, callTimeout: Number.NaN }).message).toBe('callTimeout must be a positive integer, got NaN');
   });

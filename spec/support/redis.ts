@@ -13,7 +13,9 @@ export interface RedisServer {
   /** `redis://127.0.0.1:<port>/0`, without credentials even when the server wants a password. */
   url: string;
   port: number;
-  /** Stops the server (SIGTERM) and waits for it to exit; safe to call twice. */
+  /** The server's process id, for specs that stall it (SIGSTOP, SIGCONT) or kill it (SIGKILL). */
+  pid: number;
+  /** Stops the server (SIGTERM, and SIGCONT in case a spec left it stopped) and waits for it to exit; safe to call twice. */
   stop(): Promise<void>;
 }
 
@@ -26,13 +28,23 @@ const ATTEMPTS = 3;
 export interface RedisStartOptions {
   /** Clients must AUTH with this password (redis `requirepass`, user `default`). @default none */
   password?: string;
+  /** Listen here instead of on a free port, to start a server again where a killed one listened. */
+  port?: number;
 }
 
 /**
- * Starts redis-server and resolves once it answers PING.
+ * Starts redis-server and resolves once it answers PING: on a free port, or on `port` (to
+ * start one again where a killed one listened).
  * @throws when redis-server is not installed (with the command that installs it) or cannot start.
  */
 export async function startRedis(options: RedisStartOptions = {}): Promise<RedisServer> {
+  if (options.port !== undefined) {
+    try {
+      return await startOn(options.port, options.password);
+    } catch (error) {
+      throw (error as { code?: unknown }).code === 'ENOENT' ? notInstalled(error) : error;
+    }
+  }
   let lastError: unknown;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const port = await freePort();
@@ -70,7 +82,10 @@ async function startOn(port: number, password: string | undefined): Promise<Redi
   const stop = async () => {
     // No pid: the spawn itself failed (ENOENT), so there is no process and no exit to wait for.
     if (child.pid === undefined) return;
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      child.kill('SIGCONT');
+    }
     await exited;
   };
   try {
@@ -80,7 +95,7 @@ async function startOn(port: number, password: string | undefined): Promise<Redi
     await stop();
     throw error;
   }
-  return { url: `redis://127.0.0.1:${port}/0`, port, stop };
+  return { url: `redis://127.0.0.1:${port}/0`, port, pid: child.pid!, stop };
 }
 
 /** Resolves on redis's "Ready to accept connections"; rejects with its output if it exits first. */

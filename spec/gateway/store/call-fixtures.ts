@@ -18,8 +18,8 @@ export interface StoreFixture {
   close(): Promise<void>;
 }
 
-/** Makes a fixture; `resultTtl` is short only in the tests that wait for expiry. */
-export type MakeStore = (options?: { resultTtl?: number }) => Promise<StoreFixture>;
+/** Makes a fixture; `resultTtl` is short only in the tests that wait for expiry, `maxStoredBytes` small only in the bound's. */
+export type MakeStore = (options?: { resultTtl?: number; maxStoredBytes?: number }) => Promise<StoreFixture>;
 
 /** TTL used where a test waits for expiry: short for real clocks, exact for fake ones. */
 export const SHORT_TTL = 200;

@@ -1,10 +1,12 @@
 /**
  * The CallStore contract as one suite every store runs, so the gateway's detached-call logic can
  * rely on one behaviour whether calls live in memory or in Redis shared by several gateways.
- * The tests live in contract-calls.ts and contract-sharing.ts; this file runs them.
+ * The tests live in contract-calls.ts, contract-sharing.ts and contract-bounds.ts; this file
+ * runs them.
  */
 import { afterEach, describe } from 'vitest';
 import type { MakeStore, StoreFixture } from './call-fixtures.ts';
+import { boundTests } from './contract-bounds.ts';
 import { callTests } from './contract-calls.ts';
 import { sharingTests } from './contract-sharing.ts';
 
@@ -24,5 +26,6 @@ export function describeCallStore(name: string, make: MakeStore): void {
     });
     callTests(fixture);
     sharingTests(fixture);
+    boundTests(fixture);
   });
 }

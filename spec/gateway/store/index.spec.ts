@@ -13,7 +13,8 @@ describe('createStore', () => {
   });
 
   it('passes the options on, so a bad one is refused by name', () => {
-    expect(() => createStore('memory', { maxBytes: 0 })).toThrow('maxBytes must be a positive integer, got 0');
+    expect(() => createStore('memory', { maxStoredBytes: 0 })).toThrow('maxStoredBytes must be a positive integer, got 0');
+    expect(() => createStore('redis://127.0.0.1:6379', { maxStoredBytes: 0 })).toThrow('maxStoredBytes must be a positive integer, got 0');
     expect(() => createStore('redis://127.0.0.1:6379', { resultTtl: -1 })).toThrow('resultTtl must be a positive integer, got -1');
   });
 

@@ -42,33 +42,35 @@ describe('createMemoryStore', () => {
     expect(await store.getResult(record.id)).toBeUndefined();
   });
 
-  it('evicts the oldest finished calls, never running ones, when over maxBytes', async () => {
-    const entry = RECORD_OVERHEAD_BYTES + 1000;
+  it('keeps every result until its TTL when full, refusing the next one, and logs no eviction', async () => {
     const warnings: LogFields[] = [];
-    const { store, now } = memoryStore({ maxBytes: 3 * entry, logger: warningRecorder(warnings) });
-    const running = runningRecord(now());
-    await store.create(running);
+    const { store, now, elapse } = memoryStore({ resultTtl: 1000, maxStoredBytes: 3 * (RECORD_OVERHEAD_BYTES + 1000), logger: warningRecorder(warnings) });
     const finished = [];
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < 3; i++) {
       const record = runningRecord(now());
       await store.create(record);
       await store.finish(record.id, done, bytes(1000));
       finished.push(record.id);
-      // Reading the oldest must not save it: eviction goes by when calls finished.
-      await store.getResult(finished[0]!);
+      elapse(100);
     }
-    const kept = await Promise.all(finished.map(async (id) => (await store.getResult(id)) !== undefined));
-    expect(kept).toEqual([false, false, true, true, true]);
-    expect(await store.get(finished[0]!)).toBeUndefined();
-    expect(await store.get(running.id)).toMatchObject({ status: 'running' });
-    expect(warnings.map((w) => w.callId)).toEqual(finished.slice(0, 2));
+    const late = runningRecord(now());
+    await store.create(late);
+    await expect(store.finish(late.id, done, bytes(1000))).rejects.toMatchObject({ code: 'STORE_FULL' });
+    elapse(700); // the first result is 1000 ms old: still kept
+    await expect(store.finish(late.id, done, bytes(1000))).rejects.toMatchObject({ code: 'STORE_FULL' });
+    expect(await Promise.all(finished.map(async (id) => (await store.getResult(id)) !== undefined))).toEqual([true, true, true]);
+    elapse(1); // now it is past its TTL, and its bytes are free
+    expect(await store.finish(late.id, done, bytes(1000))).toBe(true);
+    expect(await store.getResult(finished[0]!)).toBeUndefined();
+    expect(await store.health()).toEqual({ ok: true, storedBytes: 3 * (RECORD_OVERHEAD_BYTES + 1000), maxStoredBytes: 3 * (RECORD_OVERHEAD_BYTES + 1000) });
+    expect(warnings).toEqual([]);
   });
 
-  it('rejects a result larger than maxBytes with STORE_RESULT_TOO_LARGE and leaves the call running', async () => {
-    const { store, now } = memoryStore({ maxBytes: 10_000 });
+  it('rejects a result larger than the whole bound with STORE_FULL and leaves the call running', async () => {
+    const { store, now } = memoryStore({ maxStoredBytes: 10_000 });
     const record = runningRecord(now());
     await store.create(record);
-    await expect(store.finish(record.id, done, bytes(10_000))).rejects.toMatchObject({ code: 'STORE_RESULT_TOO_LARGE', bytes: 10_000 + RECORD_OVERHEAD_BYTES });
+    await expect(store.finish(record.id, done, bytes(10_000))).rejects.toMatchObject({ code: 'STORE_FULL', bytes: 10_000 + RECORD_OVERHEAD_BYTES, storedBytes: 0 });
     expect(await store.get(record.id)).toMatchObject({ status: 'running' });
     expect(await store.finish(record.id, { ...done, status: 'failed' })).toBe(true);
   });
@@ -99,10 +101,10 @@ describe('createMemoryStore', () => {
     [{ resultTtl: 1.5 }, 'resultTtl must be a positive integer, got 1.5'],
     [{ resultTtl: '10' }, 'resultTtl must be a positive integer, got "10"'],
     [{ resultTtl: 2 ** 31 }, 'resultTtl must be at most 2147483647 ms, got 2147483648'],
-    [{ maxBytes: 0 }, 'maxBytes must be a positive integer, got 0'],
-    [{ maxBytes: Infinity }, 'maxBytes must be a positive integer, got Infinity'],
-    [{ maxBytes: Number.NaN }, 'maxBytes must be a positive integer, got NaN'],
-    [{ maxBytes: 100 }, `maxBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got 100`],
+    [{ maxStoredBytes: 0 }, 'maxStoredBytes must be a positive integer, got 0'],
+    [{ maxStoredBytes: Infinity }, 'maxStoredBytes must be a positive integer, got Infinity'],
+    [{ maxStoredBytes: Number.NaN }, 'maxStoredBytes must be a positive integer, got NaN'],
+    [{ maxStoredBytes: 100 }, `maxStoredBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got 100`],
     [{ maxKeys: 0 }, 'maxKeys must be a positive integer, got 0'],
     [{ maxKeys: Infinity }, 'maxKeys must be a positive integer, got Infinity'],
     [{ now: 5 }, 'now must be a function, got 5'],

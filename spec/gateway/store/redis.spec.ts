@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisStore } from '../../../gateway/store/index.ts';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { RECORD_OVERHEAD_BYTES, createRedisStore } from '../../../gateway/store/index.ts';
 import type { CallStore, RedisStoreOptions } from '../../../gateway/store/index.ts';
 import type { LogFields } from '../../../placer/log.ts';
 import { warningRecorder } from '../../support/logger.ts';
@@ -159,6 +159,93 @@ describe('createRedisStore', () => {
   });
 });
 
+describe('createRedisStore when redis stalls or dies', () => {
+  let own: RedisServer | undefined;
+  afterEach(async () => {
+    await own?.stop();
+    own = undefined;
+  });
+  const stall = () => process.kill(own!.pid, 'SIGSTOP');
+  const resume = () => process.kill(own!.pid, 'SIGCONT');
+
+  it('fails its health check within about a second of a stall, then fails operations at once, and recovers', async () => {
+    own = await startRedis();
+    const warnings: LogFields[] = [];
+    const store = open({ url: own.url, keyPrefix: `t-${randomUUID()}:`, logger: warningRecorder(warnings) });
+    expect(await store.health()).toMatchObject({ ok: true });
+    stall();
+    const stalled = Date.now();
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 5_000, interval: 50 });
+    expect(Date.now() - stalled).toBeLessThan(2_500);
+    expect(await store.health()).toMatchObject({ reason: `redis store ${own.url} did not answer a health check within 1000 ms` });
+    const started = Date.now();
+    await expect(store.get('call-1')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('did not answer a health check') });
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(warnings.filter((w) => w.msg === 'store not answering')).toHaveLength(1);
+    resume();
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 5_000, interval: 50 });
+    await expect(store.get('call-1')).resolves.toBeUndefined();
+  });
+
+  it('never lets a create it gave up on land later, when redis stalls with the create on the wire', async () => {
+    own = await startRedis();
+    const keyPrefix = `t-${randomUUID()}:`;
+    const store = open({ url: own.url, keyPrefix });
+    await store.health();
+    stall();
+    const record = runningRecord(Date.now());
+    const started = Date.now();
+    await expect(store.create(record)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining(`did not confirm the record of call ${record.id} within 3000 ms`) });
+    expect(Date.now() - started).toBeLessThan(4_500);
+    resume();
+    // The health check goes down the same connection, after the create: once it answers, the create has run.
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 5_000, interval: 50 });
+    expect(await rawClient(own.url).exists(`${keyPrefix}call:${record.id}`)).toBe(0);
+    expect(await store.get(record.id)).toBeUndefined();
+  });
+
+  it('reconnects by itself when redis is killed and started again on its port, cancels included', async () => {
+    own = await startRedis();
+    const { port } = own;
+    const keyPrefix = `t-${randomUUID()}:`;
+    const store = open({ url: own.url, keyPrefix });
+    const cancels: string[] = [];
+    await store.onCancel('gateway-a', (id) => cancels.push(id));
+    expect(await store.health()).toMatchObject({ ok: true });
+    process.kill(own.pid, 'SIGKILL');
+    await own.stop();
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 5_000, interval: 50 });
+    const started = Date.now();
+    await expect(store.get('call-1')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('ECONNREFUSED') });
+    expect(Date.now() - started).toBeLessThan(1_500);
+    own = await startRedis({ port });
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 10_000, interval: 50 });
+    const record = runningRecord(Date.now());
+    await store.create(record);
+    expect(await store.finish(record.id, done, result)).toBe(true);
+    expect(await store.getResult(record.id)).toEqual(result);
+    await vi.waitFor(async () => {
+      await store.requestCancel('call-after-restart', 'gateway-a');
+      expect(cancels).toContain('call-after-restart');
+    }, { timeout: 10_000, interval: 100 });
+  });
+
+  it('keeps the byte count in redis under the prefix, each result scored by when it expires', async () => {
+    const keyPrefix = `t-${randomUUID()}:`;
+    const store = open({ keyPrefix, resultTtl: 600_000 });
+    const record = runningRecord(Date.now());
+    await store.create(record);
+    await store.finish(record.id, done, result);
+    const raw = rawClient();
+    const bytes = RECORD_OVERHEAD_BYTES + result.body.length;
+    expect(await raw.get(`${keyPrefix}stored-bytes`)).toBe(String(bytes));
+    const [member, score] = await raw.zrange(`${keyPrefix}stored`, 0, -1, 'WITHSCORES');
+    expect(member).toBe(`${bytes}:${record.id}`);
+    expect(Number(score) - Date.now()).toBeGreaterThan(590_000);
+    expect(Number(score) - Date.now()).toBeLessThanOrEqual(600_000);
+  });
+});
+
 describe('startRedis', () => {
   it('tells how to install redis-server when it is missing', async () => {
     const path = process.env.PATH;
@@ -178,8 +265,8 @@ function createOn(url: string, keyPrefix: string): CallStore {
 }
 
 /** A plain client to look at the keys the store wrote. */
-function rawClient(): Redis {
-  const client = new Redis(server.url);
+function rawClient(url = server.url): Redis {
+  const client = new Redis(url);
   clients.push(client);
   return client;
 }

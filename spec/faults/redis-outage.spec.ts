@@ -1,0 +1,179 @@
+/**
+ * Fault: the Redis behind the detached-call store stalls (SIGSTOP) or dies (SIGKILL) while a
+ * gateway serves detached calls (issue 10, item 5). Real processes: a redis-server, a sim
+ * engine, a runner with one slot, and a gateway on that Redis.
+ *
+ * What must hold: /readyz says the store is unavailable within a couple of seconds; new
+ * detached calls are refused at once, not after a command timeout; a call refused while its
+ * record's write sat in the stall leaves no `running` record once Redis resumes; a call that
+ * finished during a long stall ends succeeded with its result, and no error line says it was
+ * not stored; after a kill and restart the gateway recovers by itself. No call runs twice (the
+ * engine's counters), and every call a client got a 202 for ends with its result.
+ */
+import { Redis } from 'ioredis';
+import { request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import type { Fleet } from '../support/fleet.ts';
+import { startRedis } from '../support/redis.ts';
+import type { RedisServer } from '../support/redis.ts';
+
+const ASYNC = { prefer: 'respond-async' };
+/** The engine makes 100 tokens a second; with ignore_eos a call's length is set by its max_tokens. */
+const ITL_MS = 10;
+
+let redis: RedisServer;
+let fleet: Fleet;
+let gw: string;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  fleet = await startFleet({
+    nodes: 1,
+    engineArgs: ['--ttft-ms', '0', '--itl-ms', String(ITL_MS), '--max-num-seqs', '4'],
+    runnerArgs: ['--slots', '1'],
+    gatewayArgs: ['--store', redis.url, '--gateway-id', 'gw-outage', '--detached-placer-timeout', '20s'],
+  });
+  gw = fleet.gateway.url;
+  await eventually(async () => (await request(`${gw}/readyz`)).statusCode === 200, 15_000, 'the gateway to be ready');
+});
+
+afterAll(async () => {
+  await fleet?.stop();
+  await redis?.stop();
+});
+
+// Whatever a test did, the next one starts with Redis running.
+afterEach(() => {
+  try {
+    process.kill(redis.pid, 'SIGCONT');
+  } catch {
+    // already gone: the kill test stops it on purpose
+  }
+});
+
+async function readyz(): Promise<{ status: number; json: any }> {
+  const res = await request(`${gw}/readyz`);
+  return { status: res.statusCode, json: await res.body.json() };
+}
+
+async function callStatus(id: string): Promise<{ status: number; json: any }> {
+  const res = await request(`${gw}/v1/calls/${id}`);
+  return { status: res.statusCode, json: await res.body.json() };
+}
+
+/** The engine's lifetime counters: calls it was offered, and calls whose client went away. */
+async function engineCounts(): Promise<{ received: number; aborted: number }> {
+  const page = await metrics(fleet.nodes[0]!.engine);
+  return { received: metricValue(page, 'sluice_sim_requests_total'), aborted: metricValue(page, 'sluice_sim_requests_aborted_total') };
+}
+
+/** The gateway's log lines at error level (its output is captured, at --log-level warn). */
+function errorLines(): string[] {
+  return fleet.gateway.output().split('\n').filter((line) => line.includes('"level":"error"'));
+}
+
+describe('fault: redis stalls or dies under a gateway with detached calls', () => {
+  it('says not ready within a couple of seconds of a stall and refuses new detached calls at once, sync calls unaffected', async () => {
+    expect((await readyz()).status).toBe(200);
+    const before = await engineCounts();
+    process.kill(redis.pid, 'SIGSTOP');
+    const stalled = Date.now();
+    await eventually(async () => (await readyz()).status === 503, 5_000, '/readyz to answer 503');
+    expect(Date.now() - stalled).toBeLessThan(2_500);
+    expect((await readyz()).json).toMatchObject({ ready: false, closing: false, reasons: ['store_unavailable'] });
+
+    const started = Date.now();
+    const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(refused.status).toBe(503);
+    expect(refused.json.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', type: 'service_unavailable_error' });
+    expect(refused.headers['retry-after']).toBe('1');
+    const sync = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }));
+    expect(sync.status).toBe(200);
+
+    process.kill(redis.pid, 'SIGCONT');
+    await eventually(async () => (await readyz()).status === 200, 5_000, '/readyz to answer 200 again');
+    // The refused call never reached the engine; the sync call ran once.
+    expect(await engineCounts()).toEqual({ received: before.received + 1, aborted: before.aborted });
+  });
+
+  it('leaves no running record, once redis resumes, for a call refused while its record sat in the stall', async () => {
+    const before = await engineCounts();
+    // The one slot is busy for 2 s, so the detached call is admitted and waits for it.
+    const occupying = postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 200 }));
+    await eventually(async () => (await engineCounts()).received === before.received + 1, 5_000, 'the sync call to start');
+    const retriesBefore = metricValue(await metrics(fleet.gateway), 'sluice_placer_retries_total');
+    const detached = postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 1000 }), ASYNC);
+    await eventually(async () => metricValue(await metrics(fleet.gateway), 'sluice_placer_retries_total') > retriesBefore, 5_000, 'the detached call to wait for the slot');
+    // Stalled now, nothing asks the store for its health until the slot frees and the
+    // record's write goes out on the wire into the stall.
+    process.kill(redis.pid, 'SIGSTOP');
+    expect((await occupying).status).toBe(200);
+    const refused = await detached;
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.code).toBe('STORE_UNAVAILABLE');
+    const id = String(refused.headers['sluice-call-id']);
+    // Its runner work was stopped: the engine saw the call and then its abort.
+    await eventually(async () => (await engineCounts()).aborted === before.aborted + 1, 5_000, 'the engine to see the abort');
+
+    process.kill(redis.pid, 'SIGCONT');
+    await eventually(async () => (await readyz()).status === 200, 5_000, '/readyz to answer 200 again');
+    // The write that sat in the stall has run by now (the health check followed it on the same
+    // connection), and give the gateway's repair its chance too.
+    const raw = new Redis(redis.url);
+    try {
+      const notRunning = async () => (await raw.hget(`sluice:call:${id}`, 'status')) !== 'running' && (await callStatus(id)).json.status !== 'running';
+      await eventually(notRunning, 3_000, 'no running record for the refused call');
+    } finally {
+      raw.disconnect();
+    }
+    expect((await engineCounts()).received).toBe(before.received + 2);
+  });
+
+  it('ends a call that finished during a long stall succeeded, with its result, and logs no error about it', async () => {
+    const before = await engineCounts();
+    const errorsBefore = errorLines().length;
+    const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 100 }), ASYNC);
+    expect(accepted.status).toBe(202);
+    const id = accepted.json.id as string;
+    process.kill(redis.pid, 'SIGSTOP');
+    // The call ends after 1 s and its finish goes into the stall; the stall outlasts the
+    // store's 10 s command timeout, so that write times out before it lands.
+    await eventually(async () => (await engineCounts()).received === before.received + 1, 5_000, 'the call to run');
+    await new Promise((resolve) => setTimeout(resolve, 12_500)); // the stall itself is the fault being injected
+    process.kill(redis.pid, 'SIGCONT');
+
+    await eventually(async () => (await callStatus(id)).json.status === 'succeeded', 15_000, 'the call to read succeeded');
+    const result = await request(`${gw}/v1/calls/${id}/result`);
+    expect(result.statusCode).toBe(200);
+    expect(((await result.body.json()) as any).choices[0].message.content.length).toBeGreaterThan(0);
+    const errors = errorLines().slice(errorsBefore);
+    expect(errors).toEqual([]);
+    // The stall did catch the finish: its first write timed out, and that is all the log says.
+    expect(fleet.gateway.output()).toMatch(new RegExp(`"msg":"store write failed, retrying".*"call":"${id}"`));
+    expect(fleet.gateway.output()).not.toContain('detached result not stored"');
+    expect(await engineCounts()).toMatchObject({ received: before.received + 1, aborted: before.aborted });
+  }, 60_000);
+
+  it('recovers by itself when redis is killed and started again on its port', async () => {
+    const { port } = redis;
+    process.kill(redis.pid, 'SIGKILL');
+    await redis.stop();
+    await eventually(async () => (await readyz()).status === 503, 5_000, '/readyz to answer 503');
+    expect((await readyz()).json.reasons).toEqual(['store_unavailable']);
+    const started = Date.now();
+    const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.code).toBe('GW_STORE_UNAVAILABLE');
+    expect((await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }))).status).toBe(200);
+
+    redis = await startRedis({ port });
+    await eventually(async () => (await readyz()).status === 200, 10_000, '/readyz to answer 200 again');
+    const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
+    expect(accepted.status).toBe(202);
+    await eventually(async () => (await callStatus(accepted.json.id)).json.status === 'succeeded', 10_000, 'the call to succeed');
+    expect((await request(`${gw}/v1/calls/${accepted.json.id}/result`)).statusCode).toBe(200);
+  }, 60_000);
+});
