@@ -160,19 +160,52 @@ export function runOpenLoop(client: LoadClient, options: OpenLoopOptions): Promi
   const maxInFlight = checkInteger('maxInFlight', options.maxInFlight ?? 10_000, 1, 100_000);
   const { signal, release } = runSignal(options.signal);
   const total = Math.min(maxRequests, Math.floor((rate * duration) / 1000));
-  const interval = 1000 / rate;
   const rec = new Recorder();
   const start = performance.now();
-  let scheduled = 0;
   let dropped = 0;
+  const run = openLoopSchedule(
+    { rate, total, maxInFlight, start, ...(signal ? { signal } : {}) },
+    { send: (_seq, due) => client.send(rec, due, signal), drop: () => void dropped++ },
+  );
+  return run.done.then(() => {
+    release();
+    const elapsedMs = performance.now() - start;
+    return rec.result({ target: client.target.name, mode: 'open', connections: client.connections, rate, durationMs: duration, elapsedMs, sent: run.scheduled(), dropped });
+  });
+}
+
+/** What {@link openLoopSchedule} paces. */
+export interface OpenLoopSchedule {
+  /** Arrivals per second. */
+  rate: number;
+  /** Arrivals in all. */
+  total: number;
+  /** Sends waiting for an answer at once; an arrival past that is dropped. */
+  maxInFlight: number;
+  /** performance.now() of arrival 0. */
+  start: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * The open loop's pacing, for every driver that needs one: arrival i is due at start + i / rate;
+ * due arrivals leave in batches on each timer tick (Node timers have a 1 ms floor), each given to
+ * `send` with its sequence number and due time, or to `drop` when maxInFlight sends are waiting.
+ * `done` resolves once every arrival was scheduled (or the signal aborted) and every send settled.
+ * `send` must not reject.
+ */
+export function openLoopSchedule(
+  plan: OpenLoopSchedule,
+  hooks: { send(seq: number, due: number): Promise<unknown>; drop(seq: number, due: number): void },
+): { done: Promise<void>; inFlight(): number; scheduled(): number } {
+  const { rate, total, maxInFlight, start, signal } = plan;
+  const interval = 1000 / rate;
+  let scheduled = 0;
   let inFlight = 0;
-  let schedulingDone = false;
-  return new Promise<LoadResult>((resolve) => {
+  const done = new Promise<void>((resolve) => {
+    let schedulingDone = false;
     const finishIfDone = (): void => {
-      if (!schedulingDone || inFlight > 0) return;
-      release();
-      const elapsedMs = performance.now() - start;
-      resolve(rec.result({ target: client.target.name, mode: 'open', connections: client.connections, rate, durationMs: duration, elapsedMs, sent: scheduled, dropped }));
+      if (schedulingDone && inFlight === 0) resolve();
     };
     const settle = (): void => {
       inFlight--;
@@ -181,14 +214,14 @@ export function runOpenLoop(client: LoadClient, options: OpenLoopOptions): Promi
     const tick = (): void => {
       const now = performance.now();
       while (scheduled < total && start + scheduled * interval <= now && !signal?.aborted) {
-        const due = start + scheduled * interval;
-        scheduled++;
+        const seq = scheduled++;
+        const due = start + seq * interval;
         if (inFlight >= maxInFlight) {
-          dropped++;
+          hooks.drop(seq, due);
           continue;
         }
         inFlight++;
-        void client.send(rec, due, signal).then(settle);
+        void hooks.send(seq, due).then(settle, settle);
       }
       if (scheduled < total && !signal?.aborted) {
         setTimeout(tick, Math.max(0, start + scheduled * interval - performance.now()));
@@ -199,6 +232,7 @@ export function runOpenLoop(client: LoadClient, options: OpenLoopOptions): Promi
     };
     tick();
   });
+  return { done, inFlight: () => inFlight, scheduled: () => scheduled };
 }
 
 /**

@@ -6,6 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
+import { openLoopSchedule } from '../load.ts';
 import { CALL_TIMEOUT_MS, kindOf } from './client.ts';
 import type { FateReading, SoakClient } from './client.ts';
 import type { DetachedFate, Ledger } from './ledger.ts';
@@ -65,42 +66,22 @@ export interface LoadPlan {
  */
 export function runLoad(client: SoakClient, ledger: Ledger, plan: LoadPlan, start: number, signal?: AbortSignal): { done: Promise<void>; inFlight: () => number } {
   const total = Math.min(plan.maxCalls, Math.floor((plan.rate * plan.durationMs) / 1000));
-  const interval = 1000 / plan.rate;
-  let inFlight = 0;
-  let scheduled = 0;
-  const done = new Promise<void>((resolve) => {
-    let schedulingDone = false;
-    const finishIfDone = (): void => {
-      if (schedulingDone && inFlight === 0) resolve();
-    };
-    const tick = (): void => {
-      const now = performance.now();
-      while (scheduled < total && start + scheduled * interval <= now && !signal?.aborted) {
-        const seq = scheduled++;
+  const run = openLoopSchedule(
+    { rate: plan.rate, total, maxInFlight: plan.maxInFlight, start, ...(signal ? { signal } : {}) },
+    {
+      send: async (seq, due) => {
         const kind = kindOf(seq);
-        const dueMs = seq * interval;
-        if (inFlight >= plan.maxInFlight) {
-          ledger.record({ seq, kind, dueMs, sentMs: dueMs, endMs: dueMs, status: 0, code: 'dropped' });
-          continue;
-        }
-        inFlight++;
         const sentMs = performance.now() - start;
-        void client.call(kind, seq, signal).then((answer) => {
-          ledger.record({ seq, kind, dueMs, sentMs, endMs: performance.now() - start, ...answer });
-          inFlight--;
-          finishIfDone();
-        });
-      }
-      if (scheduled < total && !signal?.aborted) {
-        setTimeout(tick, Math.max(0, start + scheduled * interval - performance.now()));
-      } else {
-        schedulingDone = true;
-        finishIfDone();
-      }
-    };
-    tick();
-  });
-  return { done, inFlight: () => inFlight };
+        const answer = await client.call(kind, seq, signal);
+        ledger.record({ seq, kind, dueMs: due - start, sentMs, endMs: performance.now() - start, ...answer });
+      },
+      drop: (seq, due) => {
+        const dueMs = due - start;
+        ledger.record({ seq, kind: kindOf(seq), dueMs, sentMs: dueMs, endMs: dueMs, status: 0, code: 'dropped' });
+      },
+    },
+  );
+  return { done: run.done, inFlight: run.inFlight };
 }
 
 /** How the detached calls are polled at the end. */
