@@ -115,6 +115,14 @@ export class HttpRunner implements Runner<RunnerResponse> {
   inFlight = 0;
   /** This gateway's recent calls here that ended, to correct the runner's last report; see {@link load}. */
   readonly #ended = new EndedCalls();
+  /**
+   * Bodies of detached calls being read. Such a body may rightly be silent for as long as the
+   * engine works (a non-streamed answer comes whole at its end), so it is bounded by whether the
+   * runner is alive, not by its own silence: see {@link cutSilentCalls}.
+   */
+  readonly #quietBodies = new Set<RunnerResponse['body']>();
+  /** When the runner last answered anything: a call, a busy answer, a status probe, a body byte. */
+  #heardAt: number;
   /** Ejects the runner for a while after repeated failures before commit. */
   readonly breaker: CircuitBreaker;
   readonly #pool: Pool;
@@ -125,6 +133,7 @@ export class HttpRunner implements Runner<RunnerResponse> {
     this.url = url;
     this.id = id;
     this.#o = options;
+    this.#heardAt = options.now();
     this.breaker = new CircuitBreaker(options.breaker);
     this.#pool = new Pool(url.origin, {
       connectTimeout: options.connectTimeout,
@@ -190,7 +199,9 @@ export class HttpRunner implements Runner<RunnerResponse> {
         signal,
         // undici restarts this on every informational response: the runner's acknowledgements.
         headersTimeout: responseTimeout,
-        bodyTimeout: streamIdleTimeout,
+        // A detached call's body is bounded by the runner's liveness instead (cutSilentCalls);
+        // this only backs up the runner's own budget.
+        bodyTimeout: call.type === 'detached' ? call.timeout + streamIdleTimeout : streamIdleTimeout,
         onInfo: () => {
           acknowledged = true;
         },
@@ -250,6 +261,13 @@ export class HttpRunner implements Runner<RunnerResponse> {
   /** Keeps the in-flight count and the breaker told of how a committed call's response ends. */
   #watch(call: GatewayCall, response: RunnerResponse, sent: number): void {
     const body = response.body;
+    if (call.type === 'detached') {
+      this.#quietBodies.add(body);
+      body.on('data', () => {
+        this.#heardAt = this.#o.now();
+      });
+      body.once('close', () => this.#quietBodies.delete(body));
+    }
     const failedBeforeAnswer = response.headers[ERROR_TRAILER] !== undefined;
     body.once('end', () => {
       if (failedBeforeAnswer || response.trailers[ERROR_TRAILER] !== undefined) this.breaker.failure();
@@ -316,8 +334,38 @@ export class HttpRunner implements Runner<RunnerResponse> {
     this.health.lastError = why;
   }
 
+  /**
+   * When the runner was last heard from, on the placer clock: an answer to a call or a probe,
+   * a byte of a detached call's body, or (registered runners) a heartbeat.
+   */
+  lastHeard(): number {
+    return Math.max(this.#heardAt, this.registration?.lastSeen ?? -Infinity);
+  }
+
+  /**
+   * Ends the detached calls this runner holds when it has not been heard from for
+   * streamIdleTimeout: a runner that is hung or gone would otherwise hold them until their
+   * budget ran out. The pool calls this every status interval. Returns how many it ended.
+   */
+  cutSilentCalls(): number {
+    if (this.#quietBodies.size === 0) return 0;
+    const silence = this.#o.now() - this.lastHeard();
+    if (silence <= this.#o.streamIdleTimeout) return 0;
+    const cut = this.#quietBodies.size;
+    for (const body of this.#quietBodies) {
+      body.destroy(
+        new RunnerStalledError(
+          `runner ${this.id} was not heard from for ${Math.round(silence)} ms (streamIdleTimeout ${this.#o.streamIdleTimeout} ms) while it held the call; the call was not retried because it may have run`,
+        ),
+      );
+    }
+    this.#quietBodies.clear();
+    return cut;
+  }
+
   /** Records that the runner answered. */
   markUp(): void {
+    this.#heardAt = this.#o.now();
     this.health.reachable = true;
     this.health.hung = false;
     this.health.downUntil = 0;
@@ -352,7 +400,8 @@ export function committedFailure(runner: { id: string }, error: unknown): Error 
         : 'sent nothing for longer than the gateway\'s streamIdleTimeout';
     return new RunnerStalledError(`runner ${runner.id} ${silence} after it took the call; the call was not retried because it may have run`, { cause: error });
   }
-  if (error instanceof CallTimeoutError) return error;
+  // Already what the client gets: a bound of ours ended the call (cutSilentCalls, say).
+  if (error instanceof CallTimeoutError || error instanceof RunnerStalledError) return error;
   if ((error as Error).name === 'AbortError' || code === 'UND_ERR_ABORTED') return error as Error;
   return new RunnerFailedError(
     `runner ${runner.id} failed after it took the call (${(error as Error).message}); the call was not retried because it may have run`,

@@ -167,6 +167,10 @@ export class FleetPool implements GatewayPool {
 
   /** Fetches every runner's /status once; never throws. */
   async refresh(): Promise<void> {
+    for (const r of this.runnerList) {
+      const cut = r.cutSilentCalls();
+      if (cut > 0) this.#options.logger.warn('runner silent, detached calls ended', { runner: r.id, calls: cut, lastError: r.health.lastError });
+    }
     // Registered runners report through heartbeats; they are probed only while ejected or hung,
     // to learn early that they answer again.
     await Promise.all(

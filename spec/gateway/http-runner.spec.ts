@@ -40,12 +40,12 @@ async function holdingRunner(): Promise<{ url: URL; received: string[]; open: Se
   return { url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`), received, open };
 }
 
-function httpRunner(url: URL, bounds: { responseTimeout?: number; streamIdleTimeout?: number; threshold?: number } = {}): HttpRunner {
+function httpRunner(url: URL, bounds: { responseTimeout?: number; streamIdleTimeout?: number; threshold?: number; now?: () => number } = {}): HttpRunner {
   const runner = new HttpRunner(url, {
     connectTimeout: 2_000,
     responseTimeout: bounds.responseTimeout ?? 5_000,
     streamIdleTimeout: bounds.streamIdleTimeout ?? 60_000,
-    now: Date.now,
+    now: bounds.now ?? Date.now,
     breaker: { threshold: bounds.threshold ?? 5, openFor: 30_000, closeAfter: 2, now: Date.now },
   });
   cleanups.push(() => runner.close(true));
@@ -208,6 +208,28 @@ describe('HttpRunner.tryExec: what an answer, or its absence, commits', () => {
     })).url, { streamIdleTimeout: 150 });
     const response = placedResponse(await runner.tryExec(call()));
     await expect(response.body.text()).rejects.toMatchObject({ code: 'UND_ERR_BODY_TIMEOUT' });
+  });
+
+  it("lets a detached call's body stay silent while its runner is heard from, and ends it once the runner is not", async () => {
+    let now = 1_000_000;
+    const runner = httpRunner((await scriptedRunner((res) => {
+      res.writeHead(202);
+      res.flushHeaders();
+    })).url, { streamIdleTimeout: 150, now: () => now });
+    const response = placedResponse(await runner.tryExec(call({ type: 'detached', placerDeadline: now + 10_000 })));
+    const text = response.body.text();
+    // Longer than streamIdleTimeout in real time, with the runner heard from meanwhile: not cut.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(runner.cutSilentCalls()).toBe(0);
+    now += 100;
+    runner.markUp();
+    now += 100;
+    expect(runner.cutSilentCalls()).toBe(0);
+    // Silent past the bound: the call ends with GW_RUNNER_STALLED.
+    now += 151;
+    expect(runner.cutSilentCalls()).toBe(1);
+    await expect(text).rejects.toMatchObject({ code: 'GW_RUNNER_STALLED' });
+    expect(runner.cutSilentCalls()).toBe(0);
   });
 
   it('stops waiting for an acknowledgement at the placer deadline, as a failure before commit', async () => {
