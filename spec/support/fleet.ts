@@ -27,6 +27,8 @@ export interface FleetOptions {
   engineArgs?: readonly string[] | ((index: number) => readonly string[]);
   runnerArgs?: readonly string[] | ((index: number) => readonly string[]);
   gatewayArgs?: readonly string[];
+  /** The gateway's environment, when it needs more than this process's (a callback secret, say). */
+  gatewayEnv?: NodeJS.ProcessEnv;
 }
 
 const quiet = ['--log-level', 'warn'];
@@ -60,7 +62,7 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
       runners.map((r) => r.url).join(','),
       ...quiet,
       ...(options.gatewayArgs ?? []),
-    ]);
+    ], options.gatewayEnv ? { env: options.gatewayEnv } : {});
     started.push(gateway);
     return { nodes: engines.map((engine, i) => ({ engine, runner: runners[i]! })), gateway, stop };
   } catch (error) {
