@@ -140,12 +140,9 @@ describe('fault: a runner stopped with SIGSTOP after commit', () => {
     ranOnce([...ids, ...again]);
   });
 
-  // FAILS on today's code (reported, not fixed here: product code is out of this spec's scope).
-  // The gateway bounds a detached call's body by streamIdleTimeout (bodyTimeout in
-  // gateway/http-runner.ts), but a runner sends a detached call's 202 at its accept window and
-  // then nothing until its engine's whole answer: a non-streamed detached call that runs longer
-  // than --stream-idle-timeout (default 60 s) ends `failed` with GW_RUNNER_STALLED on a healthy
-  // runner. The stall bound above must end calls on a stopped runner, not long ones.
+  // A runner sends a detached call's 202 at its accept window and then nothing until its
+  // engine's whole answer: that silence is not a stall. This failed while the gateway bounded a
+  // detached body by streamIdleTimeout; it is now bounded by the runner's liveness.
   it('does not end a healthy runner\'s non-streamed detached call that outlasts the idle bound', async () => {
     // The engine's answer comes in one piece after 3 s: silence on the wire that is not a stall.
     const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 150 }), ASYNC);
