@@ -211,9 +211,11 @@ export class DetachedCalls {
     const start: CallStart = { runner, startedAt: now, delayMs: now - call.createdAt };
     const record: CallRecord = { ...queued, status: 'running', ...start };
     let confirmed = false;
+    // What the client is shown: the record, or the final one a cancel that won the race wrote.
+    let shown = record;
     try {
       confirmed = await store.start(call.id, start);
-      if (!confirmed) await this.#notQueued(record, controller);
+      if (!confirmed) shown = (await this.#notQueued(record, controller)) ?? record;
     } catch (error) {
       logger.warn('detached call start not recorded, running on', { call: call.id, runner, error: error as Error });
     }
@@ -227,21 +229,23 @@ export class DetachedCalls {
     // In one step, so a cancel finds the call's signal in one map or the other.
     this.#placing.delete(call.id);
     this.#running.set(call.id, { controller, done, record });
-    return { record, done };
+    return { record: shown, done };
   }
 
   /**
    * A start the store refused: the record is no longer queued. A cancel that won the race
-   * stops the call here, in case it found the signal too late; a record gone from the store
-   * (Redis lost its data) leaves the call running, as when the store does not answer.
+   * stops the call here, in case it found the signal too late, and the final record is
+   * returned; a record gone from the store (Redis lost its data) leaves the call running, as
+   * when the store does not answer.
    */
-  async #notQueued(record: CallRecord, controller: AbortController): Promise<void> {
+  async #notQueued(record: CallRecord, controller: AbortController): Promise<CallRecord | undefined> {
     const current = await this.#s.store.get(record.id).catch(() => undefined);
     if (current && FINAL_STATUSES.has(current.status)) {
       controller.abort(new CallStop(current.error?.code ?? 'GW_CALL_CANCELLED', current.error?.message ?? `the call was ${current.status} before it started`));
-      return;
+      return current;
     }
     this.#s.logger.warn('detached call not queued in the store at its start, running on', { call: record.id, runner: record.runner, status: current?.status ?? 'gone' });
+    return undefined;
   }
 
   /** The background signal of a call this gateway places or runs. */

@@ -43,7 +43,7 @@ const status = async (url: string) => ((await (await request(url)).body.json()) 
  */
 function faultyStore() {
   const inner = createMemoryStore();
-  const faults = { finishFails: 0, finishLandsUnanswered: 0, createLandsUnanswered: false, startFails: 0, health: undefined as StoreHealth | undefined };
+  const faults = { finishFails: 0, finishLandsUnanswered: 0, createLandsUnanswered: false, startFails: 0, cancelledBeforeStart: false, health: undefined as StoreHealth | undefined };
   const created: string[] = [];
   const lost = () => new StoreUnavailableError('redis store redis://127.0.0.1:6379/0 did not answer within 10000 ms');
   const store: CallStore = {
@@ -54,6 +54,8 @@ function faultyStore() {
     },
     start: async (id, start) => {
       if (faults.startFails > 0 && faults.startFails--) throw lost();
+      // A cancel from another gateway that ended the record as the runner committed, its routed abort lost.
+      if (faults.cancelledBeforeStart) await inner.finish(id, { status: 'cancelled', completedAt: Date.now(), error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' } });
       return inner.start(id, start);
     },
     get: (id) => inner.get(id),
@@ -208,6 +210,18 @@ describe('detached calls in-process', () => {
     expect(await status(monitor)).toMatchObject({ status: 'succeeded', runner: expect.any(String), startedAt: expect.any(String), delayMs: expect.any(Number) });
     expect((await request(`${monitor}/result`)).statusCode).toBe(200);
     expect(lines.filter((l) => l.call === accepted.json.id).map((l) => [l.level, l.msg])).toEqual([['warn', 'detached call start not recorded, running on']]);
+  });
+
+  it('stops a call whose start finds it cancelled, and shows its client the cancelled record', async () => {
+    const { store, faults } = faultyStore();
+    const url = await gatewayOverSim({ store });
+    faults.cancelledBeforeStart = true;
+    const answered = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 200 }), { prefer: 'respond-async' });
+    expect(answered.status).toBe(202);
+    expect(answered.json).toMatchObject({ status: 'cancelled' });
+    const monitor = `${url}/v1/calls/${answered.json.id}`;
+    expect(await status(monitor)).toMatchObject({ status: 'cancelled', error: { code: 'GW_CALL_CANCELLED' } });
+    expect((await request(`${monitor}/result`)).statusCode).toBe(404);
   });
 
   it('fails a queued call whose owner vanished past its lifetime, saying it was being placed', async () => {
