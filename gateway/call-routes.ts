@@ -8,11 +8,12 @@ import { SluiceError } from '../placer/errors.ts';
 import { callUrls } from './detached-flow.ts';
 import type { DetachedCalls } from './detached.ts';
 import { GatewayError, errorResponse } from './errors.ts';
+import { LIVE_STATUSES } from './store/types.ts';
 import type { CallRecord, CallStore } from './store/types.ts';
 
 type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
 
-/** Seconds a client polling a running call is asked to wait. */
+/** Seconds a client polling a queued or running call is asked to wait. */
 const POLL_AFTER_SECONDS = '1';
 
 /** What GET /v1/calls/{id} answers. */
@@ -55,7 +56,7 @@ export function registerCallRoutes(app: Hono<Env>, calls: DetachedCalls, store: 
     guarded(async (c, id) => {
       const record = await calls.status(id);
       if (!record) return errorResponse(c, notFound(id));
-      return c.json(statusView(record), 200, record.status === 'running' ? { 'retry-after': POLL_AFTER_SECONDS } : {});
+      return c.json(statusView(record), 200, LIVE_STATUSES.has(record.status) ? { 'retry-after': POLL_AFTER_SECONDS } : {});
     }),
   );
 
@@ -64,7 +65,7 @@ export function registerCallRoutes(app: Hono<Env>, calls: DetachedCalls, store: 
     guarded(async (c, id) => {
       const record = await calls.status(id);
       if (!record) return errorResponse(c, notFound(id));
-      if (record.status === 'running' || record.status === 'queued') {
+      if (LIVE_STATUSES.has(record.status)) {
         return errorResponse(c, new GatewayError('GW_CALL_NOT_FINISHED', 409, 'invalid_request_error', `call ${id} is still ${record.status}; poll ${callUrls(id).status}`), {
           'retry-after': POLL_AFTER_SECONDS,
         });

@@ -1,7 +1,7 @@
 /**
- * The client's side of a detached call: callback and Idempotency-Key checks, placement under
- * the detached deadline, then 202 (or the whole result, for `Prefer: wait=N`) once a runner
- * commits. The background half lives in detached.ts.
+ * The client's side of a detached call: callback and Idempotency-Key checks, the record written
+ * `queued`, placement under the detached deadline, then 202 (or the whole result, for
+ * `Prefer: wait=N`) once a runner commits. The background half lives in detached.ts.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { SluiceError } from '../placer/errors.ts';
@@ -14,6 +14,8 @@ import type { RunnerResponse } from './http-runner.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
 import type { CallPreference } from './prefer.ts';
+import { StoreInvalidRecordError } from './store/errors.ts';
+import { LIVE_STATUSES } from './store/types.ts';
 import type { CallRecord, CallStatus } from './store/types.ts';
 
 /** Header naming where to POST the result when the call finishes. */
@@ -110,7 +112,8 @@ export class DetachedFlow {
           return refuse(new GatewayError('GW_IDEMPOTENCY_KEY_REUSED', 422, 'invalid_request_error', `Idempotency-Key ${JSON.stringify(key)} was already used with a different request`));
         }
         const first = await calls.status(claim.callId).catch(() => undefined);
-        if (!first) {
+        // Claimed and not yet recorded, or recorded and waiting for a runner: either way being placed.
+        if (!first || first.status === 'queued') {
           return refuse(new GatewayError('GW_IDEMPOTENCY_IN_PROGRESS', 409, 'invalid_request_error', `the first call with Idempotency-Key ${JSON.stringify(key)} is still being placed; retry shortly`, { headers: { 'retry-after': '1' } }));
         }
         this.#h.metrics.queued.add(-1);
@@ -131,26 +134,43 @@ export class DetachedFlow {
     }
 
     // Before a runner commits, a client that leaves takes the call with it; after, the call is
-    // the gateway's to finish, whatever the client does.
+    // the gateway's to finish, whatever the client does. A cancel aborts it too, at any time.
     const background = new AbortController();
     let committed = false;
     clientGone.addEventListener('abort', () => committed || background.abort(clientGone.reason), { once: true });
     (call as { signal: AbortSignal }).signal = background.signal;
 
+    // The record before any runner sees the call: a store that cannot take it refuses the call
+    // while nothing has run, so a client that retries never runs it twice.
+    let queued: CallRecord;
+    try {
+      queued = await calls.queue(call, background, { callbackUrl, idempotencyKey: key });
+    } catch (error) {
+      if (key !== undefined) await config.store.releaseKey(key, call.id).catch(() => {});
+      return refuse(
+        error instanceof StoreInvalidRecordError
+          ? error
+          : new DetachedStoreUnavailableError('the detached-call store did not take the call; nothing ran; retry later', { cause: error, retryAfter: config.retryAfter }),
+      );
+    }
+
     const placed = await this.#h.place(call, out, headers);
     if (!('value' in placed)) {
       if (key !== undefined) await config.store.releaseKey(key, call.id).catch(() => {});
+      const cancelled = background.signal.aborted && !clientGone.aborted;
+      calls.unplaced(
+        queued,
+        clientGone.aborted ? { kind: 'client-left' } : cancelled ? { kind: 'cancelled' } : { kind: 'failed', error: placed.error ?? new Error('not placed') },
+      );
+      // A cancel stopped the placement while the client still waits: it gets the record, cancelled.
+      if (cancelled) {
+        const record = await calls.status(call.id).catch(() => undefined);
+        await this.#answer(out, record ?? queued, headers, preference, undefined);
+      }
       return placed;
     }
     committed = true;
-    let accepted;
-    try {
-      accepted = await calls.accept(call, placed.value, placed.runner.id, background, { callbackUrl, idempotencyKey: key });
-    } catch (error) {
-      if (key !== undefined) await config.store.releaseKey(key, call.id).catch(() => {});
-      this.#h.refuse(out, asSluiceError(error), headers);
-      return { ...ended('errors', 503, error as Error), runner: placed.runner.id };
-    }
+    const accepted = await calls.accept(queued, call, placed.value, placed.runner.id, background);
     this.#h.metrics.running.add(1);
     await this.#answer(out, accepted.record, headers, preference, accepted.done);
     const outcome = await accepted.done;
@@ -161,7 +181,7 @@ export class DetachedFlow {
   /** 202 with the status monitor, or the whole result when it arrives within wait=N. */
   async #answer(out: ServerResponse, record: CallRecord, headers: Record<string, string>, preference: CallPreference, done: Promise<DetachedOutcome> | undefined): Promise<void> {
     let current = record;
-    if (preference.waitSeconds !== undefined && preference.waitSeconds > 0 && current.status === 'running') {
+    if (preference.waitSeconds !== undefined && preference.waitSeconds > 0 && LIVE_STATUSES.has(current.status)) {
       const waited = done ?? this.#poll(record.id, preference.waitSeconds * 1000);
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<undefined>((resolve) => {
@@ -173,7 +193,7 @@ export class DetachedFlow {
       else if (outcome) current = outcome;
     }
     if (out.destroyed || out.headersSent) return;
-    if (current.status !== 'running' && preference.waitSeconds !== undefined) {
+    if (!LIVE_STATUSES.has(current.status) && preference.waitSeconds !== undefined) {
       const result = await this.#h.config.store.getResult(current.id).catch(() => undefined);
       if (result) {
         out.writeHead(result.status, { ...headers, 'content-type': result.contentType, 'preference-applied': `wait=${preference.waitSeconds}` });
@@ -195,7 +215,7 @@ export class DetachedFlow {
     const until = this.#h.config.clock.now() + timeout;
     for (;;) {
       const record = await this.#h.calls.status(id).catch(() => undefined);
-      if (!record || record.status !== 'running' || this.#h.config.clock.now() >= until) return record;
+      if (!record || !LIVE_STATUSES.has(record.status) || this.#h.config.clock.now() >= until) return record;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }

@@ -4,7 +4,7 @@
  * health check passes, until the call's lifetime ends); since a write that timed out may still
  * have landed, an answer that the call is already final is checked against our own earlier
  * attempts. A result the store has no room for is replaced by the reason. A record whose create
- * failed is repaired: failed if it is there after all and still running.
+ * failed is repaired: failed if it is there after all and still live.
  */
 import type { Logger } from '../placer/log.ts';
 import type { Clock } from '../placer/types.ts';
@@ -93,8 +93,8 @@ export class EndWriter {
   /**
    * Fails the record of a call whose create failed, in case it is there all the same: its answer
    * was lost, or it reached the store after we gave up on it. Once the store answers again the
-   * compare-and-set finish changes a record only while it is still `running`, and finds nothing
-   * when the write never landed, which is the usual case.
+   * compare-and-set finish changes a record only while it is still live (`queued` or `running`),
+   * and finds nothing when the write never landed, which is the usual case.
    */
   async repair(record: CallRecord, cause: unknown): Promise<void> {
     const finish: CallFinish = {
@@ -102,7 +102,7 @@ export class EndWriter {
       completedAt: this.#s.clock.now(),
       error: {
         code: 'GW_STORE_UNAVAILABLE',
-        message: `the store did not confirm this call's record in time (${(cause as Error).message}); the client was answered 503 and the runner's work was stopped`,
+        message: `the store did not confirm this call's record in time (${(cause as Error).message}); the client was answered 503 and the call was not placed`,
       },
     };
     const deadline = Math.max(record.expiresAt, finish.completedAt + MIN_WRITE_WINDOW_MS);

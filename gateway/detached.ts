@@ -1,6 +1,11 @@
 /**
- * Detached calls after placement: the record in the store, the background read of the
- * runner's answer into a stored result, cancel, the lifetime limit, and the callback.
+ * Detached calls' records and background work: the record written `queued` before placement,
+ * its start when a runner commits, the background read of the runner's answer into a stored
+ * result, cancel, the lifetime limit, and the callback.
+ *
+ * The record comes first so that a store failing at the wrong moment can never leave work
+ * running that the client was told to retry: a create that fails refuses the call before any
+ * runner sees it, and once a runner has it, a store failure no longer stops it.
  *
  * A detached call is committed when a runner answers 202; from then on it runs on a background
  * signal (cancel, lifetime), not on the client's connection, which may close at once.
@@ -13,13 +18,14 @@ import type { Clock } from '../placer/types.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
 import { committedFailure } from './http-runner.ts';
+import { CallStop, asCallError, cancelled, expired, placementError, reportedFailure, shutdown } from './detached-reasons.ts';
 import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import { createStoreMetrics } from './metrics.ts';
 import { StoreInvalidRecordError } from './store/errors.ts';
 import { RECORD_OVERHEAD_BYTES } from './store/options.ts';
-import { FINAL_STATUSES } from './store/types.ts';
-import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/types.ts';
+import { FINAL_STATUSES, LIVE_STATUSES } from './store/types.ts';
+import type { CallError, CallFinish, CallRecord, CallStart, CallStore, StoredResult } from './store/types.ts';
 
 /** How the gateway delivers a finished call to its callback URL; see gateway/callbacks. */
 export interface CallbackDelivery {
@@ -68,7 +74,18 @@ export interface DetachedOutcome {
 interface Running {
   controller: AbortController;
   done: Promise<DetachedOutcome>;
+  /** The record as this gateway knows it: `running`, whether or not the store heard so. */
+  record: CallRecord;
 }
+
+/** What a detached call's record is made from, besides the call itself. */
+export interface DetachedExtras {
+  callbackUrl?: string | undefined;
+  idempotencyKey?: string | undefined;
+}
+
+/** How a placement that no runner took ended, for its record. */
+export type Unplaced = { kind: 'client-left' } | { kind: 'cancelled' } | { kind: 'failed'; error: Error };
 
 /** Past its lifetime plus this, a running call owned by another gateway is presumed lost. */
 export const OWNER_GRACE_MS = 5000;
@@ -83,6 +100,8 @@ export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | '
 export class DetachedCalls {
   readonly #s: DetachedSettings;
   readonly #running = new Map<string, Running>();
+  /** Background signals of calls this gateway is placing (recorded `queued`), for cancels. */
+  readonly #placing = new Map<string, AbortController>();
   readonly #writer: EndWriter;
   /** Aborted when the gateway drains: store writes still retrying give up. */
   readonly #stopping = new AbortController();
@@ -98,7 +117,7 @@ export class DetachedCalls {
 
   /** Subscribes to cancels other gateways route here. */
   async start(): Promise<void> {
-    await this.#s.store.onCancel(this.#s.gatewayId, (id) => this.#running.get(id)?.controller.abort(cancelled()));
+    await this.#s.store.onCancel(this.#s.gatewayId, (id) => this.#local(id)?.abort(cancelled()));
   }
 
   /** Calls running in the background on this gateway. */
@@ -127,73 +146,141 @@ export class DetachedCalls {
   }
 
   /**
-   * Records a call a runner has just committed to (its 202 arrived) and starts reading the
-   * runner's answer in the background. `controller` is the call's background signal.
+   * Records a call about to be placed, `queued`, with no runner yet. `controller` is the call's
+   * background signal, aborted by a cancel while the call waits for a runner. Rejects with the
+   * store's error, and then nothing may be placed: the client is told to retry.
    */
-  async accept(
-    call: GatewayCall,
-    response: RunnerResponse,
-    runner: string,
-    controller: AbortController,
-    { callbackUrl, idempotencyKey }: { callbackUrl?: string | undefined; idempotencyKey?: string | undefined } = {},
-  ): Promise<{ record: CallRecord; done: Promise<DetachedOutcome> }> {
-    const { clock, store } = this.#s;
-    const now = clock.now();
-    const expiresAt = call.createdAt + this.#s.detachedPlacerTimeout + call.timeout + this.#s.executionHeadroom;
+  async queue(call: GatewayCall, controller: AbortController, { callbackUrl, idempotencyKey }: DetachedExtras = {}): Promise<CallRecord> {
     const record: CallRecord = {
       id: call.id,
       fn: call.fn,
-      status: 'running',
+      status: 'queued',
       createdAt: call.createdAt,
-      startedAt: now,
-      runner,
-      delayMs: now - call.createdAt,
       owner: this.#s.gatewayId,
-      expiresAt,
+      expiresAt: call.createdAt + this.#s.detachedPlacerTimeout + call.timeout + this.#s.executionHeadroom,
       ...(callbackUrl ? { callbackUrl } : {}),
       ...(idempotencyKey ? { idempotencyKey } : {}),
     };
+    // Reachable by cancels from the moment the record may exist.
+    this.#placing.set(call.id, controller);
     try {
-      await store.create(record);
+      await this.#s.store.create(record);
     } catch (error) {
-      // The runner has the call but we cannot keep its result: stop it rather than run it blind.
-      controller.abort(error);
-      await response.body.dump().catch(() => {});
+      this.#placing.delete(call.id);
       // The record may be there all the same (its answer was lost); a taken id is another call's.
       if (!(error instanceof StoreInvalidRecordError)) {
         this.#writer.repair(record, error).catch((failure: unknown) => this.#s.logger.error('detached record repair failed', { call: call.id, error: failure as Error }));
       }
       throw error;
     }
+    return record;
+  }
+
+  /**
+   * Ends the record of a queued call no runner took: `cancelled` when its client left before
+   * one did (PLACER_ABORTED) or a cancel stopped it, else `failed` with the placement's code.
+   * The client has its answer already; the write is retried in the background while the store
+   * does not answer, and its failure only logged. A cancel's own write, there first, stands.
+   */
+  unplaced(record: CallRecord, how: Unplaced): void {
+    this.#placing.delete(record.id);
+    const completedAt = this.#s.clock.now();
+    const error: CallError =
+      how.kind === 'client-left' ? { code: 'PLACER_ABORTED', message: 'the client went away before a runner took the call' }
+      : how.kind === 'cancelled' ? { code: cancelled().code, message: cancelled().message }
+      : placementError(how.error);
+    const finish: CallFinish = { status: how.kind === 'failed' ? 'failed' : 'cancelled', completedAt, error };
+    this.#writer.settle(record, { finish }).catch((error: unknown) => this.#s.logger.error('detached record not ended', { call: record.id, error: error as Error }));
+  }
+
+  /**
+   * Starts a queued call a runner has just committed to (its 202 arrived): the record moves to
+   * `running`, and the runner's answer is read in the background. A store that does not take
+   * the start does not stop the call: it runs on, and its end, written when the store answers
+   * again, carries the start.
+   */
+  async accept(
+    queued: CallRecord,
+    call: GatewayCall,
+    response: RunnerResponse,
+    runner: string,
+    controller: AbortController,
+  ): Promise<{ record: CallRecord; done: Promise<DetachedOutcome> }> {
+    const { clock, store, logger } = this.#s;
+    const now = clock.now();
+    const start: CallStart = { runner, startedAt: now, delayMs: now - call.createdAt };
+    const record: CallRecord = { ...queued, status: 'running', ...start };
+    let confirmed = false;
+    // What the client is shown: the record, or the final one a cancel that won the race wrote.
+    let shown = record;
+    try {
+      confirmed = await store.start(call.id, start);
+      if (!confirmed) shown = (await this.#notQueued(record, controller)) ?? record;
+    } catch (error) {
+      logger.warn('detached call start not recorded, running on', { call: call.id, runner, error: error as Error });
+    }
+    const { expiresAt } = record;
     const lifetime = setTimeout(() => controller.abort(expired(expiresAt)), Math.max(0, expiresAt - now));
     lifetime.unref();
-    const done = this.#consume(call, record, response, controller).finally(() => {
+    const done = this.#consume(call, record, response, controller, confirmed ? undefined : start).finally(() => {
       clearTimeout(lifetime);
       this.#running.delete(call.id);
     });
-    this.#running.set(call.id, { controller, done });
-    return { record, done };
+    // In one step, so a cancel finds the call's signal in one map or the other.
+    this.#placing.delete(call.id);
+    this.#running.set(call.id, { controller, done, record });
+    return { record: shown, done };
   }
 
-  /** The call's record, after marking a call whose owner vanished as failed. */
+  /**
+   * A start the store refused: the record is no longer queued. A cancel that won the race
+   * stops the call here, in case it found the signal too late, and the final record is
+   * returned; a record gone from the store (Redis lost its data) leaves the call running, as
+   * when the store does not answer.
+   */
+  async #notQueued(record: CallRecord, controller: AbortController): Promise<CallRecord | undefined> {
+    const current = await this.#s.store.get(record.id).catch(() => undefined);
+    if (current && FINAL_STATUSES.has(current.status)) {
+      controller.abort(new CallStop(current.error?.code ?? 'GW_CALL_CANCELLED', current.error?.message ?? `the call was ${current.status} before it started`));
+      return current;
+    }
+    this.#s.logger.warn('detached call not queued in the store at its start, running on', { call: record.id, runner: record.runner, status: current?.status ?? 'gone' });
+    return undefined;
+  }
+
+  /** The background signal of a call this gateway places or runs. */
+  #local(id: string): AbortController | undefined {
+    return this.#running.get(id)?.controller ?? this.#placing.get(id);
+  }
+
+  /**
+   * The call's record, after marking a call whose owner vanished as failed. A call running here
+   * whose start the store missed reads as this gateway knows it: `running`, with its runner.
+   */
   async status(id: string): Promise<CallRecord | undefined> {
     const record = await this.#s.store.get(id);
-    if (!record || record.status !== 'running') return record;
+    if (!record || !LIVE_STATUSES.has(record.status)) return record;
+    const local = this.#running.get(id);
+    if (local) return record.status === 'queued' ? { ...local.record } : record;
     const now = this.#s.clock.now();
-    if (this.#running.has(id) || now <= record.expiresAt + OWNER_GRACE_MS) return record;
+    if (this.#placing.has(id) || now <= record.expiresAt + OWNER_GRACE_MS) return record;
+    const doing = record.status === 'queued' ? 'placing' : 'running';
     const finish: CallFinish = {
       status: 'failed',
       completedAt: now,
       error: {
         code: 'GW_OWNER_LOST',
-        message: `gateway ${record.owner} was running this call and did not finish it within its lifetime; it is presumed gone`,
+        message: `gateway ${record.owner} was ${doing} this call and did not finish it within its lifetime; it is presumed gone`,
       },
     };
     if (await this.#s.store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
     return (await this.#s.store.get(id)) ?? record;
   }
 
-  /** Cancels a running call wherever it runs; resolves with the record after, or undefined when unknown. */
+  /**
+   * Cancels a queued or running call wherever it is placed or runs; resolves with the record
+   * after, or undefined when unknown.
+   */
   async cancel(id: string): Promise<CallRecord | undefined> {
     const record = await this.status(id);
     if (!record || FINAL_STATUSES.has(record.status)) return record;
@@ -202,8 +289,8 @@ export class DetachedCalls {
     const finish: CallFinish = { status: 'cancelled', completedAt: clock.now(), error: { code: reason.code, message: reason.message } };
     // Whoever ends the call tells the callback: here the cancel did, so the owner will not.
     if (await store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
-    const local = this.#running.get(id);
-    if (local) local.controller.abort(reason);
+    const local = this.#local(id);
+    if (local) local.abort(reason);
     else await store.requestCancel(id, record.owner);
     return store.get(id);
   }
@@ -234,7 +321,8 @@ export class DetachedCalls {
     }
   }
 
-  async #consume(call: GatewayCall, record: CallRecord, response: RunnerResponse, controller: AbortController): Promise<DetachedOutcome> {
+  /** Reads the runner's answer and writes the call's end; `start` goes with it when the store missed it. */
+  async #consume(call: GatewayCall, record: CallRecord, response: RunnerResponse, controller: AbortController, start: CallStart | undefined): Promise<DetachedOutcome> {
     const { clock, maxResultBytes } = this.#s;
     const chunks: Buffer[] = [];
     let size = 0;
@@ -273,7 +361,13 @@ export class DetachedCalls {
       else status = 'succeeded';
     }
     const completedAt = clock.now();
-    const finish: CallFinish = { status, completedAt, ...(execMs === undefined ? {} : { executionMs: execMs }), ...(failure ? { error: failure } : {}) };
+    const finish: CallFinish = {
+      status,
+      completedAt,
+      ...(execMs === undefined ? {} : { executionMs: execMs }),
+      ...(failure ? { error: failure } : {}),
+      ...(start ? { start } : {}),
+    };
     const written = await this.#writer.settle(record, { finish, result });
     const totalMs = completedAt - call.startedAt;
     if (written.kind === 'stored') {
@@ -283,25 +377,6 @@ export class DetachedCalls {
     }
     return { record: (written.kind === 'taken' ? written.record : undefined) ?? { ...record, ...finish }, totalMs, execMs };
   }
-}
-
-/**
- * The error a detached call's record gets for a code its runner reported: the runner's code as it
- * is (unlike a sync call's, which the gateway maps to its own), so a client reading the record
- * learns what the runner saw.
- */
-function reportedFailure(code: string, runner: string | undefined): CallError {
-  const what =
-    code === 'RUNNER_ENGINE_TIMEOUT' ? 'stopped the call at the end of its budget'
-    : code === 'RUNNER_ENGINE_BUSY' ? 'was refused by its engine after it had accepted the call; nothing ran'
-    : 'reported that its engine failed after it took the call; it was not retried because it may have run';
-  return { code, message: `runner ${runner} ${what} (${code})` };
-}
-
-/** A failure after commit as a record's error: its code when it has one. */
-function asCallError(error: Error): CallError {
-  const code = (error as { code?: unknown }).code;
-  return { code: typeof code === 'string' ? code : 'GW_RUNNER_FAILED_AFTER_COMMIT', message: error.message };
 }
 
 /** What a callback receiver gets: the call's status and its result, text as text. */
@@ -325,17 +400,3 @@ export function callbackPayload(record: CallRecord, result: StoredResult | undef
       : {}),
   };
 }
-
-/** An abort reason carrying the code the call's record gets. */
-class CallStop extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-const cancelled = () => new CallStop('GW_CALL_CANCELLED', 'the call was cancelled');
-const expired = (at: number) => new CallStop('GW_CALL_EXPIRED', `the call outlived its lifetime (until ${new Date(at).toISOString()})`);
-const shutdown = () => new CallStop('GW_SHUTTING_DOWN', 'the gateway shut down before the call finished');

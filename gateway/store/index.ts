@@ -16,8 +16,8 @@ export { StoreConfigError, StoreFullError, StoreInvalidRecordError, StoreUnavail
 export type { StoreFullDetail } from './errors.ts';
 export { RECORD_OVERHEAD_BYTES, parseRedisUrl, storeDefaults } from './options.ts';
 export type { CommonStoreOptions, MemoryStoreOptions, RedisAddress, RedisStoreOptions } from './options.ts';
-export { FINAL_STATUSES } from './types.ts';
-export type { CallError, CallFinish, CallRecord, CallStatus, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
+export { FINAL_STATUSES, LIVE_STATUSES } from './types.ts';
+export type { CallError, CallFinish, CallRecord, CallStart, CallStatus, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 
 /**
  * Options for {@link createStore}: each store takes the fields it knows (memory: maxKeys;

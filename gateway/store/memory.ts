@@ -1,6 +1,6 @@
 /**
- * The in-memory CallStore, for a single gateway. Running calls sit in a Map (they are bounded by
- * the gateway's own concurrency). Finished calls and their results sit in a second Map bounded
+ * The in-memory CallStore, for a single gateway. Live calls (queued and running) sit in a Map
+ * (they are bounded by the gateway's own concurrency). Finished calls and their results sit in a second Map bounded
  * by bytes and kept until their TTL: a result that does not fit is refused, never made room for
  * by evicting another client's before its time. Every finished call gets the same TTL, so the
  * Map's insertion order is also expiry order and pruning only ever looks at its oldest entries.
@@ -9,8 +9,8 @@ import { LRUCache } from 'lru-cache';
 import { StoreUnavailableError, storeFull } from './errors.ts';
 import { RECORD_OVERHEAD_BYTES, resolveMemoryStoreConfig } from './options.ts';
 import type { MemoryStoreConfig, MemoryStoreOptions } from './options.ts';
-import { checkClaimTtl, checkNewRecord, cloneRecord, copyResult, duplicateCall, finalRecord } from './records.ts';
-import type { CallFinish, CallRecord, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
+import { checkClaimTtl, checkNewRecord, cloneRecord, copyResult, duplicateCall, finalRecord, startFields } from './records.ts';
+import type { CallFinish, CallRecord, CallStart, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 
 /** A finished call: its final record, its response when it produced one, and when it leaves. */
 interface Finished {
@@ -22,7 +22,7 @@ interface Finished {
   expiresAt: number;
 }
 
-/** Longest gap between sweeps of abandoned running records, in ms of the store's clock. */
+/** Longest gap between sweeps of abandoned live records, in ms of the store's clock. */
 const MAX_SWEEP_INTERVAL = 60_000;
 
 /**
@@ -35,7 +35,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): CallStore {
 
 class MemoryStore implements CallStore {
   readonly #config: MemoryStoreConfig;
-  readonly #running = new Map<string, CallRecord>();
+  /** Queued and running calls. */
+  readonly #live = new Map<string, CallRecord>();
   readonly #finished = new Map<string, Finished>();
   readonly #keys: LRUCache<string, KeyClaim>;
   readonly #handlers = new Map<string, (id: string) => void>();
@@ -55,29 +56,38 @@ class MemoryStore implements CallStore {
     this.#open();
     this.#sweep();
     checkNewRecord(record);
-    if (this.#live(record.id) || this.#done(record.id)) throw duplicateCall(record.id);
-    this.#running.set(record.id, cloneRecord(record));
+    if (this.#alive(record.id) || this.#done(record.id)) throw duplicateCall(record.id);
+    this.#live.set(record.id, cloneRecord(record));
+  }
+
+  async start(id: string, start: CallStart): Promise<boolean> {
+    this.#open();
+    const fields = startFields(id, start);
+    const queued = this.#alive(id);
+    if (queued?.status !== 'queued') return false;
+    this.#live.set(id, { ...queued, ...fields, status: 'running' });
+    return true;
   }
 
   async get(id: string): Promise<CallRecord | undefined> {
     this.#open();
-    const record = this.#live(id) ?? this.#done(id)?.record;
+    const record = this.#alive(id) ?? this.#done(id)?.record;
     return record && cloneRecord(record);
   }
 
   async finish(id: string, finish: CallFinish, result?: StoredResult): Promise<boolean> {
     this.#open();
     this.#sweep();
-    const running = this.#live(id);
-    if (!running) return false;
-    const record = finalRecord(running, finish);
+    const live = this.#alive(id);
+    if (!live) return false;
+    const record = finalRecord(live, finish);
     const bytes = RECORD_OVERHEAD_BYTES + (result?.body.length ?? 0);
     const { maxStoredBytes, now, resultTtl } = this.#config;
     // Only a result is refused: the reason a call failed must always be recordable.
     if (result && this.#storedBytes + bytes > maxStoredBytes) {
       throw storeFull(id, { bytes, storedBytes: this.#storedBytes, maxStoredBytes });
     }
-    this.#running.delete(id);
+    this.#live.delete(id);
     this.#finished.set(id, { record, ...(result ? { result: copyResult(result) } : {}), bytes, expiresAt: now() + resultTtl });
     this.#storedBytes += bytes;
     return true;
@@ -133,7 +143,7 @@ class MemoryStore implements CallStore {
     if (this.#closed) return;
     this.#closed = true;
     this.#handlers.clear();
-    this.#running.clear();
+    this.#live.clear();
     this.#finished.clear();
     this.#storedBytes = 0;
     this.#keys.clear();
@@ -144,13 +154,13 @@ class MemoryStore implements CallStore {
   }
 
   /**
-   * The running record, unless it outlived its lifetime plus the result TTL: the same point at
-   * which Redis lets a running record expire, so both stores forget abandoned calls alike.
+   * The live record, unless it outlived its lifetime plus the result TTL: the same point at
+   * which Redis lets a live record expire, so both stores forget abandoned calls alike.
    */
-  #live(id: string): CallRecord | undefined {
-    const record = this.#running.get(id);
+  #alive(id: string): CallRecord | undefined {
+    const record = this.#live.get(id);
     if (record && this.#config.now() >= record.expiresAt + this.#config.resultTtl) {
-      this.#running.delete(id);
+      this.#live.delete(id);
       return undefined;
     }
     return record;
@@ -176,13 +186,13 @@ class MemoryStore implements CallStore {
     }
   }
 
-  /** Prunes, and now and then drops abandoned running records and expired claims. */
+  /** Prunes, and now and then drops abandoned live records and expired claims. */
   #sweep(): void {
     this.#prune();
     const now = this.#config.now();
     if (now < this.#nextSweep) return;
     this.#nextSweep = now + Math.min(this.#config.resultTtl, MAX_SWEEP_INTERVAL);
-    for (const id of this.#running.keys()) this.#live(id);
+    for (const id of this.#live.keys()) this.#alive(id);
     this.#keys.purgeStale();
   }
 }

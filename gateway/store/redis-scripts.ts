@@ -2,8 +2,9 @@
  * The Lua scripts behind the Redis store's compare-and-set operations. Each runs atomically in
  * Redis, so two gateways finishing, claiming or releasing at once cannot interleave.
  *
- * Layout: a call is a hash {status, record, final}: `record` is the JSON written at create and
- * never changed, `final` the JSON of the fields finish wrote; readers merge the two. Keeping
+ * Layout: a call is a hash {status, record, start, final}: `record` is the JSON written at create
+ * and never changed, `start` the JSON of the fields start wrote (runner, startedAt, delayMs),
+ * `final` the JSON of the fields finish wrote; readers merge them in that order. Keeping
  * `status` in its own field lets the scripts compare it without decoding JSON in Lua (whose
  * cjson rounds numbers to 14 digits). A result is a hash {status, type, body}, body binary.
  * An Idempotency-Key is a hash {callId, fingerprint}.
@@ -39,28 +40,40 @@ end
 `;
 
 /**
- * KEYS: call. ARGV: record JSON, ttl ms, not-after (ms of Redis's clock). Returns 1 when
- * created, 0 when the id is taken, -1 when the write arrived after its not-after bound: its
- * gateway has given up on it by then, and a record written now would say `running` for a call
- * nobody runs.
+ * KEYS: call. ARGV: record JSON, ttl ms, not-after (ms of Redis's clock), status (`queued` or
+ * `running`). Returns 1 when created, 0 when the id is taken, -1 when the write arrived after
+ * its not-after bound: its gateway has given up on it by then, and a record written now would
+ * say the call is live when nobody places or runs it.
  */
 const CREATE = `${COMMON}
 if now_ms() > tonumber(ARGV[3]) then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'status', 'running', 'record', ARGV[1])
+redis.call('HSET', KEYS[1], 'status', ARGV[4], 'record', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`;
+
+/**
+ * KEYS: call. ARGV: start JSON. Returns 1 when the call was queued and is now running, 0 when
+ * it was not queued (nothing changed). The TTL set at create stays: it already covers the
+ * call's lifetime.
+ */
+const START = `
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'running', 'start', ARGV[1])
 return 1
 `;
 
 /**
  * KEYS: call, result, stored set, byte counter. ARGV: status, final JSON, ttl ms,
  * maxStoredBytes, member (`<bytes>:<id>`), bytes, then optionally result status, content type,
- * body. Returns {1, stored bytes} when the call was running and is now final; {0, stored bytes}
- * when it was not running (nothing changed); {-1, stored bytes} when the result does not fit
- * (nothing changed). A finish without a result is never refused for space.
+ * body. Returns {1, stored bytes} when the call was live (queued or running) and is now final;
+ * {0, stored bytes} when it was not (nothing changed); {-1, stored bytes} when the result does
+ * not fit (nothing changed). A finish without a result is never refused for space.
  */
 const FINISH = `${COMMON}
-if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return {0, 0} end
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= 'queued' and status ~= 'running' then return {0, 0} end
 local now = now_ms()
 local used = stored_bytes(KEYS[3], KEYS[4], now)
 local bytes = tonumber(ARGV[6])
@@ -99,7 +112,8 @@ return 0
 
 /** The scripts as commands on a client (ioredis sends EVALSHA and falls back to EVAL). */
 export interface StoreScripts {
-  sluiceCreate(call: string, record: string, ttlMs: number, notAfter: number): Promise<number>;
+  sluiceCreate(call: string, record: string, ttlMs: number, notAfter: number, status: string): Promise<number>;
+  sluiceStart(call: string, start: string): Promise<number>;
   sluiceFinish(call: string, result: string, stored: string, bytes: string, ...args: (string | number | Buffer)[]): Promise<[number, number]>;
   sluiceHealth(stored: string, bytes: string): Promise<[number, number]>;
   sluiceClaim(key: string, callId: string, fingerprint: string, ttlMs: number): Promise<[string, string] | null>;
@@ -109,6 +123,7 @@ export interface StoreScripts {
 /** Defines the store's scripts on `client` and returns it typed with them. */
 export function defineScripts(client: Redis): Redis & StoreScripts {
   client.defineCommand('sluiceCreate', { numberOfKeys: 1, lua: CREATE });
+  client.defineCommand('sluiceStart', { numberOfKeys: 1, lua: START });
   client.defineCommand('sluiceFinish', { numberOfKeys: 4, lua: FINISH });
   client.defineCommand('sluiceHealth', { numberOfKeys: 2, lua: HEALTH });
   client.defineCommand('sluiceClaim', { numberOfKeys: 1, lua: CLAIM });

@@ -5,9 +5,9 @@
  *
  * A command is never queued for later: not while disconnected (no offline queue), not again
  * after a reconnect (no resending of unanswered commands). A write the store has given up on
- * could otherwise land long after its caller answered the client, as a `running` record nobody
- * runs. A create sent into a Redis that then stalls is already on the wire, so it carries a
- * not-after bound that its script checks against Redis's own clock.
+ * could otherwise land long after its caller answered the client, as a live record nobody
+ * places or runs. A create sent into a Redis that then stalls is already on the wire, so it
+ * carries a not-after bound that its script checks against Redis's own clock.
  */
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
@@ -17,8 +17,8 @@ import { RECORD_OVERHEAD_BYTES, resolveRedisStoreConfig } from './options.ts';
 import type { RedisStoreConfig, RedisStoreOptions } from './options.ts';
 import { defineScripts } from './redis-scripts.ts';
 import type { StoreScripts } from './redis-scripts.ts';
-import { checkClaimTtl, checkNewRecord, duplicateCall, finalFields } from './records.ts';
-import type { CallFinish, CallRecord, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
+import { checkClaimTtl, checkNewRecord, duplicateCall, finalFields, startFields } from './records.ts';
+import type { CallFinish, CallRecord, CallStart, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 
 /** A black-holed host must not stall a call for the OS's minutes-long TCP timeout. */
 const CONNECT_TIMEOUT_MS = 2_000;
@@ -26,7 +26,10 @@ const CONNECT_TIMEOUT_MS = 2_000;
 const COMMAND_TIMEOUT_MS = 10_000;
 /** Reconnect backoff cap: Redis coming back is noticed within a second. */
 const MAX_RECONNECT_DELAY_MS = 1_000;
-/** How long a create waits for Redis before the gateway gives the call up (and answers 503). */
+/**
+ * How long a create waits for Redis before the gateway gives the call up (and answers 503), and
+ * a start before the gateway lets the call run on without it: both hold a client's answer.
+ */
 export const CREATE_TIMEOUT_MS = 3_000;
 /**
  * What the create's not-after bound leaves for error in our reading of Redis's clock: it is
@@ -89,14 +92,18 @@ class RedisStore implements CallStore {
 
   async create(record: CallRecord): Promise<void> {
     checkNewRecord(record);
-    // A running record outlives the call by the result TTL, so a call whose gateway died can
+    // A live record outlives the call by the result TTL, so a call whose gateway died can
     // still be found and marked failed, and then vanishes like any finished call.
     const ttl = Math.max(1, Math.ceil(record.expiresAt + this.#config.resultTtl - this.#config.now()));
     // The bound is in Redis's clock, read by a health check; the first create makes one.
     if (this.#offset === undefined) await this.health();
     const notAfter = Math.floor(Date.now() + (this.#offset ?? 0) + CREATE_TIMEOUT_MS - CLOCK_MARGIN_MS);
     const created = await this.#run(() =>
-      this.#within(this.#client.sluiceCreate(this.#key('call', record.id), JSON.stringify(record), ttl, notAfter), CREATE_TIMEOUT_MS, `did not confirm the record of call ${record.id}`),
+      this.#within(
+        this.#client.sluiceCreate(this.#key('call', record.id), JSON.stringify(record), ttl, notAfter, record.status),
+        CREATE_TIMEOUT_MS,
+        `did not confirm the record of call ${record.id}`,
+      ),
     );
     if (created === -1) {
       throw new StoreUnavailableError(`redis store ${this.#config.redis.display} took too long to write the record of call ${record.id}; it was not written`);
@@ -104,15 +111,26 @@ class RedisStore implements CallStore {
     if (created !== 1) throw duplicateCall(record.id);
   }
 
+  async start(id: string, start: CallStart): Promise<boolean> {
+    const fields = JSON.stringify({ status: 'running', ...startFields(id, start) });
+    // No not-after bound, unlike create: a start that lands late says only what is true, and a
+    // call that finished meanwhile is no longer queued, so the script leaves it alone.
+    const started = await this.#run(() =>
+      this.#within(this.#client.sluiceStart(this.#key('call', id), fields), CREATE_TIMEOUT_MS, `did not confirm the start of call ${id}`),
+    );
+    return started === 1;
+  }
+
   async get(id: string): Promise<CallRecord | undefined> {
-    const [record, final] = await this.#run(() => this.#client.hmget(this.#key('call', id), 'record', 'final'));
+    const [record, start, final] = await this.#run(() => this.#client.hmget(this.#key('call', id), 'record', 'start', 'final'));
     if (!record) return undefined;
-    return { ...(JSON.parse(record) as CallRecord), ...(final ? (JSON.parse(final) as Partial<CallRecord>) : {}) };
+    const over = (json: string | null | undefined) => (json ? (JSON.parse(json) as Partial<CallRecord>) : {});
+    return { ...(JSON.parse(record) as CallRecord), ...over(start), ...over(final) };
   }
 
   async finish(id: string, finish: CallFinish, result?: StoredResult): Promise<boolean> {
     const { resultTtl, maxStoredBytes } = this.#config;
-    const fields = finalFields(finish);
+    const fields = finalFields(id, finish);
     const bytes = RECORD_OVERHEAD_BYTES + (result?.body.length ?? 0);
     const args: (string | number | Buffer)[] = [finish.status, JSON.stringify(fields), resultTtl, maxStoredBytes, `${bytes}:${id}`, bytes];
     if (result) args.push(String(result.status), result.contentType, result.body);

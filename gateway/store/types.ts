@@ -16,6 +16,9 @@ export interface CallError {
   message: string;
 }
 
+/** Statuses of a call not yet final: being placed (`queued`) or on a runner (`running`). */
+export const LIVE_STATUSES: ReadonlySet<CallStatus> = new Set(['queued', 'running']);
+
 /** What the store keeps about one detached call. Times are ms since the epoch. */
 export interface CallRecord {
   id: string;
@@ -23,7 +26,7 @@ export interface CallRecord {
   fn: string;
   status: CallStatus;
   createdAt: number;
-  /** When a runner committed. */
+  /** When a runner committed; absent while `queued`. */
   startedAt?: number;
   completedAt?: number;
   /** Id of the runner that committed. */
@@ -50,12 +53,26 @@ export interface StoredResult {
   body: Buffer;
 }
 
+/** What `start` writes when a runner commits to a queued call. */
+export interface CallStart {
+  /** Id of the runner that committed. */
+  runner: string;
+  startedAt: number;
+  /** From createdAt to commit, ms. */
+  delayMs: number;
+}
+
 /** The final state written when a call ends. */
 export interface CallFinish {
   status: 'succeeded' | 'failed' | 'cancelled' | 'expired';
   completedAt: number;
   executionMs?: number;
   error?: CallError;
+  /**
+   * The start of a call whose `start` write the gateway could not confirm (the store did not
+   * answer): written with the end, so the final record names its runner all the same.
+   */
+  start?: CallStart;
 }
 
 /** An Idempotency-Key already taken, and by which call with which payload. */
@@ -76,16 +93,25 @@ export type StoreHealth =
 /** Storage for detached calls. Every method but `health` may reject on a storage failure. */
 export interface CallStore {
   /**
-   * Records a call that a runner committed to (status `running`). Rejects within a few seconds
-   * when the store does not answer, and a write given up on that way must not land later (the
-   * Redis store bounds it by Redis's own clock), so a refused call leaves no `running` ghost.
+   * Records a new call: `queued`, before it is placed (the gateway's way), or `running`. Rejects
+   * within a few seconds when the store does not answer, and a write given up on that way must
+   * not land later (the Redis store bounds it by Redis's own clock), so a refused call, which
+   * nothing ran, leaves no live ghost.
    */
   create(record: CallRecord): Promise<void>;
+  /**
+   * Moves a `queued` call to `running` with the runner that committed to it, atomically:
+   * resolves false and changes nothing when the call is not `queued` (a cancel won the race, it
+   * already started) or gone. Rejects within a few seconds when the store does not answer; a
+   * start that lands later does no harm (it is true, and a final record refuses it).
+   */
+  start(id: string, start: CallStart): Promise<boolean>;
   /** The record, or undefined when unknown or expired from the store. */
   get(id: string): Promise<CallRecord | undefined>;
   /**
-   * Moves a `running` call to a final status, storing `result` with it, atomically: resolves
-   * false and changes nothing when the call is already final (a cancel won the race) or gone.
+   * Moves a `queued` or `running` call to a final status, storing `result` with it, atomically:
+   * resolves false and changes nothing when the call is already final (a cancel won the race) or
+   * gone.
    * Finished records and results are kept for the store's result TTL, and leave only then:
    * each counts RECORD_OVERHEAD_BYTES (options.ts) plus its body against the store's
    * maxStoredBytes, and a `result` that does not fit is refused with StoreFullError (STORE_FULL), changing

@@ -52,6 +52,7 @@ function storeWith(overrides: Partial<CallStore>): CallStore {
   const inner = createMemoryStore({ now: () => T0 });
   return {
     create: (r) => inner.create(r),
+    start: (id, s) => inner.start(id, s),
     get: (id) => inner.get(id),
     finish: (id, f, r) => inner.finish(id, f, r),
     getResult: (id) => inner.getResult(id),

@@ -42,6 +42,12 @@ export function runningRecord(now: number, overrides: Partial<CallRecord> = {}):
   };
 }
 
+/** A queued record, as the gateway writes it before placement: no runner yet. */
+export function queuedRecord(now: number, overrides: Partial<CallRecord> = {}): CallRecord {
+  const { startedAt: _startedAt, runner: _runner, delayMs: _delayMs, ...rest } = runningRecord(now);
+  return { ...rest, status: 'queued', ...overrides };
+}
+
 /** A success 50 ms after `now`. */
 export const succeeded = (now: number): CallFinish => ({ status: 'succeeded', completedAt: now + 50, executionMs: 47 });
 

@@ -34,13 +34,14 @@ export function callTests(fixture: MakeStore): void {
     expect(await store.get(record.id)).toMatchObject({ fn: 'sim-small', status: 'running' });
   });
 
-  it('rejects a record that is not running or whose id is taken, keeping the first', async () => {
+  it('rejects a record that is not queued or running, or whose id is taken, keeping the first', async () => {
     const { store, now } = await fixture();
     const t = now();
     const record = runningRecord(t);
     await store.create(record);
     await expect(store.create({ ...record, fn: 'other' })).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
     await expect(store.create(runningRecord(t, { status: 'succeeded' }))).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
+    await expect(store.create({ ...record, status: 'queued' })).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
     expect(await store.get(record.id)).toEqual(record);
   });
 

@@ -1,13 +1,14 @@
 /**
  * The CallStore contract as one suite every store runs, so the gateway's detached-call logic can
  * rely on one behaviour whether calls live in memory or in Redis shared by several gateways.
- * The tests live in contract-calls.ts, contract-sharing.ts and contract-bounds.ts; this file
- * runs them.
+ * The tests live in contract-calls.ts, contract-queued.ts, contract-sharing.ts and
+ * contract-bounds.ts; this file runs them.
  */
 import { afterEach, describe } from 'vitest';
 import type { MakeStore, StoreFixture } from './call-fixtures.ts';
 import { boundTests } from './contract-bounds.ts';
 import { callTests } from './contract-calls.ts';
+import { queuedTests } from './contract-queued.ts';
 import { sharingTests } from './contract-sharing.ts';
 
 export type { MakeStore, StoreFixture } from './call-fixtures.ts';
@@ -25,6 +26,7 @@ export function describeCallStore(name: string, make: MakeStore): void {
       await Promise.all(fixtures.splice(0).map((f) => f.close()));
     });
     callTests(fixture);
+    queuedTests(fixture);
     sharingTests(fixture);
     boundTests(fixture);
   });

@@ -7,7 +7,7 @@ import type { LogFields } from '../../../placer/log.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import { freePort, startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';
-import { runningRecord } from './call-fixtures.ts';
+import { queuedRecord, runningRecord } from './call-fixtures.ts';
 import { describeCallStore } from './contract.ts';
 
 let server: RedisServer;
@@ -202,6 +202,25 @@ describe('createRedisStore when redis stalls or dies', () => {
     await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 5_000, interval: 50 });
     expect(await rawClient(own.url).exists(`${keyPrefix}call:${record.id}`)).toBe(0);
     expect(await store.get(record.id)).toBeUndefined();
+  });
+
+  it('gives up on a start within 3 s when redis stalls with it on the wire, and the start lands harmlessly once it resumes', async () => {
+    own = await startRedis();
+    const store = open({ url: own.url, keyPrefix: `t-${randomUUID()}:` });
+    const record = queuedRecord(Date.now());
+    await store.create(record);
+    stall();
+    const started = Date.now();
+    await expect(store.start(record.id, { runner: 'runner-1', startedAt: started, delayMs: 5 })).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining(`did not confirm the start of call ${record.id} within 3000 ms`),
+    });
+    expect(Date.now() - started).toBeLessThan(4_500);
+    resume();
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 5_000, interval: 50 });
+    // It says what is true: a runner took the call. A finish after it still ends the call.
+    expect(await store.get(record.id)).toMatchObject({ status: 'running', runner: 'runner-1' });
+    expect(await store.finish(record.id, done, result)).toBe(true);
   });
 
   it('reconnects by itself when redis is killed and started again on its port, cancels included', async () => {
