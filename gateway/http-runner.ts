@@ -121,7 +121,7 @@ export class HttpRunner implements Runner<RunnerResponse> {
    * runner is alive, not by its own silence: see {@link cutSilentCalls}.
    */
   readonly #quietBodies = new Set<RunnerResponse['body']>();
-  /** When the runner last answered anything: a call, a busy answer, a status probe, a body byte. */
+  /** When the runner last answered anything: a call, a busy answer, a status probe. */
   #heardAt: number;
   /** Ejects the runner for a while after repeated failures before commit. */
   readonly breaker: CircuitBreaker;
@@ -262,10 +262,9 @@ export class HttpRunner implements Runner<RunnerResponse> {
   #watch(call: GatewayCall, response: RunnerResponse, sent: number): void {
     const body = response.body;
     if (call.type === 'detached') {
+      // Only listened to for its end: a 'data' listener here would set the body flowing before
+      // its reader (DetachedCalls) is attached, and lose what came in between.
       this.#quietBodies.add(body);
-      body.on('data', () => {
-        this.#heardAt = this.#o.now();
-      });
       body.once('close', () => this.#quietBodies.delete(body));
     }
     const failedBeforeAnswer = response.headers[ERROR_TRAILER] !== undefined;
@@ -335,8 +334,8 @@ export class HttpRunner implements Runner<RunnerResponse> {
   }
 
   /**
-   * When the runner was last heard from, on the placer clock: an answer to a call or a probe,
-   * a byte of a detached call's body, or (registered runners) a heartbeat.
+   * When the runner was last heard from, on the placer clock: an answer to a call or a probe, or
+   * (registered runners) a heartbeat.
    */
   lastHeard(): number {
     return Math.max(this.#heardAt, this.registration?.lastSeen ?? -Infinity);
