@@ -122,12 +122,17 @@ describe('fault: SIGTERM to a gateway under load', () => {
     const refused = async () => request(`${gw}/healthz`, { dispatcher: fresh }).then(() => false, (e) => e.code === 'ECONNREFUSED');
     await eventually(refused, 5000, 'the gateway to stop listening');
 
-    // Calls arriving now: on the connection opened before, 503; on new connections, refused.
+    // Calls arriving now: on the connection opened before, 503, unless Node closed that
+    // connection, its request not yet whole, as idle when the server closed (it does so on a busy
+    // machine): either way nothing ran, which the engine counts below check. On new connections:
+    // refused.
     const answer = await late.finish();
-    expect(answer).toMatch(/^HTTP\/1\.1 503 /);
-    expect(answer).toMatch(/\r\nretry-after: 1\r\n/i);
-    expect(answer).toMatch(/\r\nconnection: close\r\n/i);
-    expect(JSON.parse(/\{"error":.*\}/.exec(answer)![0]).error).toMatchObject({ code: 'GW_SHUTTING_DOWN', type: 'service_unavailable_error' });
+    if (answer !== '') {
+      expect(answer).toMatch(/^HTTP\/1\.1 503 /);
+      expect(answer).toMatch(/\r\nretry-after: 1\r\n/i);
+      expect(answer).toMatch(/\r\nconnection: close\r\n/i);
+      expect(JSON.parse(/\{"error":.*\}/.exec(answer)![0]).error).toMatchObject({ code: 'GW_SHUTTING_DOWN', type: 'service_unavailable_error' });
+    }
     const newcomers = await Promise.allSettled(
       Array.from({ length: 6 }, () => request(url, { method: 'POST', body: chatBody(), headers: { 'content-type': 'application/json' }, dispatcher: fresh })),
     );
