@@ -24,8 +24,8 @@ const window = (kind: FaultWindow['kind'], injectedMs: number, recoveredMs: numb
 const entry = (seq: number, over: Partial<LedgerEntry> = {}): LedgerEntry => ({ seq, kind: 'sync', dueMs: seq * 100, sentMs: seq * 100, endMs: seq * 100 + 50, status: 200, ...over });
 
 describe('resolveSoakOptions', () => {
-  it('returns ten minutes on four nodes with every fault, a 20 s stop and a 30 s idle when given nothing', () => {
-    expect(resolveSoakOptions({})).toMatchObject({ duration: 600_000, nodes: 4, faults: FAULT_KINDS, stopFor: 20_000, idle: 30_000, probe: 5_000, capacity: undefined, out: 'bench-results' });
+  it('returns ten minutes on four nodes with every fault, a 20 s stop and a 60 s idle when given nothing', () => {
+    expect(resolveSoakOptions({})).toMatchObject({ duration: 600_000, nodes: 4, faults: FAULT_KINDS, stopFor: 20_000, idle: 60_000, probe: 5_000, capacity: undefined, out: 'bench-results' });
   });
 
   it('derives the stop and the idle from a short duration, and takes --rate as the capacity', () => {
@@ -193,11 +193,14 @@ describe('summarizeRuns', () => {
 describe('summarizeRss and judge', () => {
   const sample = (ms: number, phase: string, rssKiB: number): MemorySample => ({ ms, phase, rssKiB, hwmKiB: rssKiB, open: 0 });
 
-  it('takes the start at the load, the peak from then on and the end as the idle median', () => {
+  it('takes the start at the load, the peak from then on and the end as the median of the idle phase\'s last ten seconds', () => {
     const rss = summarizeRss([sample(0, 'probe', 500_000), sample(1, 'load', 100_000), sample(2, 'load', 130_000), sample(3, 'drain', 120_000), sample(4, 'idle', 112_000), sample(5, 'idle', 108_000), sample(6, 'idle', 200_000)]);
     expect(rss).toMatchObject({ startKiB: 100_000, peakKiB: 200_000, endKiB: 112_000, back: false });
     expect(rss.growth).toBeCloseTo(0.12);
     expect(summarizeRss([sample(1, 'load', 100_000), sample(2, 'idle', 110_000)]).back).toBe(true);
+    // Memory given back late in the idle phase counts; what came before its last ten seconds does not.
+    const late = summarizeRss([sample(1, 'load', 100_000), sample(2_000, 'idle', 150_000), sample(20_000, 'idle', 150_000), sample(35_000, 'idle', 90_000), sample(40_000, 'idle', 92_000)]);
+    expect(late).toMatchObject({ endKiB: 90_000, back: true });
     expect(summarizeRss([sample(1, 'load', 100_000)]).back).toBe(false);
   });
 

@@ -45,7 +45,8 @@ export const SOAK_DEFAULTS = Object.freeze({
   probe: 5_000,
   /** Longest stop, and longest idle, when derived from the duration. */
   stopFor: 20_000,
-  idle: 30_000,
+  // Long enough for V8 to give memory back after the load (tens of seconds, measured).
+  idle: 60_000,
 });
 
 /** {@link SoakOptions} validated, with defaults filled in; frozen. */

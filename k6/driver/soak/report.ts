@@ -26,7 +26,7 @@ export interface RssSummary {
   startKiB: number;
   /** The highest reading from the load's start on. */
   peakKiB: number;
-  /** The median of the idle phase after the load. */
+  /** The median of the idle phase's last ten seconds: where memory settled after the load. */
   endKiB: number;
   /** (end - start) / start. */
   growth: number;
@@ -66,9 +66,16 @@ export interface SoakReport {
  * The memory figures, from samples tagged `load`, `drain` and `idle` (the phases from the load's
  * start on); NaN figures and `back: false` when a phase has no sample.
  */
+/** How much of the idle phase's end the settled RSS is read from, ms. */
+export const RSS_SETTLED_MS = 10_000;
+
 export function summarizeRss(samples: readonly MemorySample[]): RssSummary {
   const from = samples.filter((s) => s.phase === 'load' || s.phase === 'drain' || s.phase === 'idle');
-  const idle = samples.filter((s) => s.phase === 'idle').map((s) => s.rssKiB).sort((a, b) => a - b);
+  // The end is where memory settled: the idle phase's last ten seconds. V8 gives memory back
+  // some tens of seconds after the load stops (its memory reducer), not at once.
+  const idleSamples = samples.filter((s) => s.phase === 'idle');
+  const lastMs = idleSamples.at(-1)?.ms ?? 0;
+  const idle = idleSamples.filter((s) => s.ms >= lastMs - RSS_SETTLED_MS).map((s) => s.rssKiB).sort((a, b) => a - b);
   const startKiB = from[0]?.rssKiB ?? Number.NaN;
   const peakKiB = from.length > 0 ? Math.max(...from.map((s) => s.rssKiB)) : Number.NaN;
   const endKiB = idle.length > 0 ? idle[Math.floor((idle.length - 1) / 2)]! : Number.NaN;
@@ -140,7 +147,7 @@ export function formatSoak(report: SoakReport): string {
     '',
     detached,
     '',
-    `gateway RSS: start ${mib(rss.startKiB)} MiB, peak ${mib(rss.peakKiB)} MiB, end ${mib(rss.endKiB)} MiB (median of the idle phase)`,
+    `gateway RSS: start ${mib(rss.startKiB)} MiB, peak ${mib(rss.peakKiB)} MiB, end ${mib(rss.endKiB)} MiB (median of the idle phase's last 10 s)`,
     `calls the engines ran (the capacity probe's included): ${report.runs.ran} distinct ids, ${report.runs.twice} more than once; ${report.runs.ranButAnswered503} answered 503 though an engine ran them`,
     '',
     goals,
