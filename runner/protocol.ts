@@ -48,7 +48,8 @@ export const FUNCTION_HEADER = 'sluice-function';
  * Response header on a busy answer; its value says why: `slots` (all taken), `starting` (the
  * engine is loading), `draining`, `engine-busy` (the engine refused with 429 or 503 before any
  * output), `engine-unreachable` (the engine refused the connection), `engine-failed` (the
- * runner's supervisor gave up relaunching its engine).
+ * runner's supervisor gave up relaunching its engine), `late` (read right after a stall of the
+ * runner's process: its gateway may have placed the call elsewhere meanwhile).
  */
 export const BUSY_HEADER = 'sluice-runner-busy';
 /** Response header: the id of the runner that committed to the call. */
