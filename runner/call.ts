@@ -5,9 +5,10 @@
  *
  * 1. Admission, before the body is read: no slot (or a draining runner, or an engine that cannot
  *    take calls) is a busy answer at once.
- * 2. The whole body is read, then `102 Processing` acknowledges the call. Nothing has reached
- *    the engine yet, and nothing will until the acknowledgement is on the wire: a gateway that
- *    saw no response knows the engine never saw the call.
+ * 2. The whole body is read, then `102 Processing` acknowledges the call, when the caller asked
+ *    for acknowledgements (a gateway does, with its response bound). Nothing has reached the
+ *    engine yet, and nothing will until the acknowledgement is on the wire: a gateway that saw
+ *    no response knows the engine never saw the call.
  * 3. A runner whose process was just stalled (stopped, swapped out, starved) for half the
  *    gateway's response bound or more steps back with a busy answer, at admission and again
  *    right before the engine request: the gateway may have given the call up and placed it
@@ -96,7 +97,9 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     return;
   }
 
-  res.writeProcessing();
+  // Only a caller that asked (a gateway sends its response bound) gets informational responses:
+  // a plain HTTP client, or a proxy that cannot relay them (nginx), gets plain HTTP.
+  if (responseTimeout !== undefined) res.writeProcessing();
   // See the file comment, step 3: checked again here, since a stall can come between the two.
   if (res.destroyed) return;
   if (late() || (responseTimeout !== undefined && performance.now() - received >= responseTimeout)) {

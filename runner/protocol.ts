@@ -9,9 +9,9 @@
  * - no free slot: 503 with {@link BUSY_HEADER} set, sent before the body is read. A busy answer
  *   is the runner's word that nothing ran, so it may come later too (the engine refused the call
  *   before any output); it is the only answer a gateway may retry elsewhere.
- * - the acknowledgement: `102 Processing` once the runner has the whole call and before it asks
- *   its engine, then again every third of {@link RESPONSE_TIMEOUT_HEADER} until the final status
- *   line. A gateway that got no response at all within that time knows the engine never saw the
+ * - the acknowledgement, for a request that carries {@link RESPONSE_TIMEOUT_HEADER}: `102
+ *   Processing` once the runner has the whole call and before it asks its engine, then again every
+ *   third of that bound until the final status line. A gateway that got no response at all within that time knows the engine never saw the
  *   call (the runner is hung, or gone) and may place it elsewhere; once acknowledged, the call is
  *   committed, and silence past that time is a failure after commit.
  * - committed, sync: the engine's status and headers, held back until its first body byte so that

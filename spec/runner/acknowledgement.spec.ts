@@ -81,6 +81,21 @@ describe('the acknowledgement', () => {
     expect(await res.body.text()).toBe('data: first\n\n');
   });
 
+  it('sends no informational response to a caller that did not ask for acknowledgements', async () => {
+    // A plain client, or a proxy in front of the runner that cannot relay 1xx answers (nginx).
+    const url = await runnerFor(await engine((_req, res) => setTimeout(() => res.end('{"ok":true}'), 300)));
+    const infos: number[] = [];
+    const res = await request(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      body: '{"model":"m"}',
+      headers: { 'content-type': 'application/json' },
+      onInfo: ({ statusCode }) => infos.push(statusCode),
+    });
+    expect(res.statusCode).toBe(200);
+    expect(await res.body.text()).toBe('{"ok":true}');
+    expect(infos).toEqual([]);
+  });
+
   it('stops a call at the end of the budget it was sent, counted from its arrival', async () => {
     const url = await runnerFor(await engine(() => {}));
     const { res, headAt } = await call(url, { [TIMEOUT_HEADER]: '300' });
