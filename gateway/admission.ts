@@ -15,6 +15,8 @@ import { isIPv4, isIPv6 } from 'node:net';
  */
 export function clientKey(address: string | undefined): string {
   if (!address) return 'unknown';
+  // IPv4, nearly always: no colon, nothing to normalise.
+  if (!address.includes(':')) return address;
   const bare = address.replace(/%.*$/, '');
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(bare);
   if (mapped && isIPv4(mapped[1]!)) return mapped[1]!;

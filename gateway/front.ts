@@ -52,10 +52,16 @@ export function clientRequestId(value: string | string[] | undefined): string | 
  * encoded slash or backslash (`%2F`, `%5C`) would make one for a server that decodes before it
  * splits. The query is not looked at: it is passed on as it is and routes nothing.
  */
+/** What a path must hold for any check of {@link requestTargetProblem} to apply. */
+const UNUSUAL_PATH = /\/\.|[%\\#]/;
+
 export function requestTargetProblem(target: string): string | undefined {
   if (!target.startsWith('/')) return 'the request target must be a path starting with "/"; absolute-form and "*" targets are refused';
   const query = target.indexOf('?');
   const path = query === -1 ? target : target.slice(0, query);
+  // The usual path, checked without splitting or decoding: a dot segment starts right after a
+  // "/", and nothing else below can apply without a "%", "\\" or "#".
+  if (!UNUSUAL_PATH.test(path)) return undefined;
   if (path.includes('#')) return 'the request target carries a fragment ("#")';
   // Not a URL character; some servers take it for "/", so it could make a dot segment.
   if (path.includes('\\')) return 'the path has a backslash';
@@ -74,6 +80,9 @@ export function requestTargetProblem(target: string): string | undefined {
   return undefined;
 }
 
+/** Requests {@link admit} already let through. */
+const admitted = new WeakSet<IncomingMessage>();
+
 /**
  * What every request meets before routing: sets `x-request-id` on the response (unless already
  * set; the agent later replaces it with the call id on call routes when the client sent none),
@@ -81,6 +90,9 @@ export function requestTargetProblem(target: string): string | undefined {
  * without a Host header, or undefined to let the request through.
  */
 export function admit(incoming: IncomingMessage, out: ServerResponse, newId: () => string): SluiceError | undefined {
+  // The gateway's own server admits before Hono runs (guardListener); frontDoor then has nothing to do.
+  if (admitted.has(incoming)) return undefined;
+  admitted.add(incoming);
   // Set on the Node response, not on Hono's: call routes write to it directly, and Node merges
   // it into whatever status line and headers any route writes.
   if (!out.hasHeader(REQUEST_ID_HEADER)) out.setHeader(REQUEST_ID_HEADER, clientRequestId(incoming.headers[REQUEST_ID_HEADER]) ?? newId());

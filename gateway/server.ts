@@ -104,11 +104,6 @@ export function createGateway(options: GatewayOptions): Gateway {
     overLimit.add(socket);
     socket.setTimeout(REFUSED_CONNECTION_GRACE_MS, () => socket.destroy());
   };
-  app.use('*', async (c, next) => {
-    if (!overLimit.has(c.env.incoming.socket)) return next();
-    agent.refuse(c.env.outgoing, new TooManyConnectionsError(config.maxConnectionsPerClient, config.retryAfter));
-    return RESPONSE_ALREADY_SENT;
-  });
 
   const call = (route: CallRoute) => async (c: Context<Env>) => {
     await agent.serve(route, c.req.param('fn'), c.env.incoming, c.env.outgoing);
@@ -180,7 +175,14 @@ export function createGateway(options: GatewayOptions): Gateway {
         hostname: host,
         errorHandler: requestErrorResponse(newId, (error) => log.error('request failed before routing', { error: error as Error })),
       });
-      const s = createServer({ requireHostHeader: false }, guardListener(listener, { newId }));
+      // A connection past its client's limit gets its first request refused, on every route,
+      // before Hono runs (checked here rather than in a middleware: every request pays for it).
+      const limited = (incoming: IncomingMessage, out: ServerResponse): unknown => {
+        if (!overLimit.has(incoming.socket)) return listener(incoming, out);
+        agent.refuse(out, new TooManyConnectionsError(config.maxConnectionsPerClient, config.retryAfter));
+        return undefined;
+      };
+      const s = createServer({ requireHostHeader: false }, guardListener(limited, { newId }));
       s.on('clientError', answerClientError(newId));
       s.on('connection', admitConnection);
       server = s;

@@ -111,9 +111,14 @@ export function withoutHopByHop(
   return out;
 }
 
-/** The header names a `Connection` value lists, lowercased; undefined when there is none. */
+/** A `Connection` value that lists no header name beyond the hop-by-hop ones: `keep-alive`, `close`. */
+const SIMPLE_CONNECTION = /^\s*(?:keep-alive|close)\s*$/i;
+
+/** The header names a `Connection` value lists, lowercased; undefined when there is none to drop. */
 function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
   if (value === undefined) return undefined;
+  // The values nearly every request and response carry name no header to drop: no set for them.
+  if (typeof value === 'string' && SIMPLE_CONNECTION.test(value)) return undefined;
   const tokens = new Set<string>();
   for (const line of Array.isArray(value) ? value : [value]) {
     for (const token of line.split(',')) {
