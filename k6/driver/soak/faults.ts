@@ -51,8 +51,11 @@ export function targetOf(kind: FaultKind, nodes: readonly SoakNode[]): SoakNode 
 export async function runSchedule(schedule: readonly PlannedFault[], ctx: InjectContext): Promise<FaultWindow[]> {
   const windows: FaultWindow[] = [];
   for (const planned of schedule) {
-    const wait = planned.atMs - ctx.now();
-    if (wait > 0) await delay(wait, undefined, ctx.signal ? { signal: ctx.signal } : {}).catch(() => undefined);
+    // Node's timers keep whole milliseconds on a clock of their own and may fire a fraction of
+    // one early by performance.now(): wait again until the planned time has truly come.
+    for (let wait = planned.atMs - ctx.now(); wait > 0 && !ctx.signal?.aborted; wait = planned.atMs - ctx.now()) {
+      await delay(Math.ceil(wait), undefined, ctx.signal ? { signal: ctx.signal } : {}).catch(() => undefined);
+    }
     if (ctx.signal?.aborted) break;
     const window = await inject(planned, ctx);
     windows.push(window);
