@@ -41,6 +41,11 @@ export class CallStop extends Error {
   }
 }
 
+/** The error a record gets for a stop of the gateway's own. */
+export function stopError(stop: CallStop): CallError {
+  return { code: stop.code, message: stop.message };
+}
+
 /** A cancel (POST .../cancel) stopped the call. */
 export const cancelled = () => new CallStop('GW_CALL_CANCELLED', 'the call was cancelled');
 /** The call outlived its lifetime, which ended at `at`. */

@@ -18,7 +18,7 @@ import type { Clock } from '../placer/types.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
 import { committedFailure } from './http-runner.ts';
-import { CallStop, asCallError, cancelled, expired, placementError, reportedFailure, shutdown } from './detached-reasons.ts';
+import { CallStop, asCallError, cancelled, expired, placementError, reportedFailure, shutdown, stopError } from './detached-reasons.ts';
 import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import { createStoreMetrics } from './metrics.ts';
@@ -187,7 +187,7 @@ export class DetachedCalls {
     const completedAt = this.#s.clock.now();
     const error: CallError =
       how.kind === 'client-left' ? { code: 'PLACER_ABORTED', message: 'the client went away before a runner took the call' }
-      : how.kind === 'cancelled' ? { code: cancelled().code, message: cancelled().message }
+      : how.kind === 'cancelled' ? stopError(cancelled())
       : placementError(how.error);
     const finish: CallFinish = { status: how.kind === 'failed' ? 'failed' : 'cancelled', completedAt, error };
     this.#writer.settle(record, { finish }).catch((error: unknown) => this.#s.logger.error('detached record not ended', { call: record.id, error: error as Error }));
@@ -286,7 +286,7 @@ export class DetachedCalls {
     if (!record || FINAL_STATUSES.has(record.status)) return record;
     const { store, clock } = this.#s;
     const reason = cancelled();
-    const finish: CallFinish = { status: 'cancelled', completedAt: clock.now(), error: { code: reason.code, message: reason.message } };
+    const finish: CallFinish = { status: 'cancelled', completedAt: clock.now(), error: stopError(reason) };
     // Whoever ends the call tells the callback: here the cancel did, so the owner will not.
     if (await store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
     const local = this.#local(id);

@@ -45,6 +45,9 @@ export function clientRequestId(value: string | string[] | undefined): string | 
   return id !== undefined && SANE_REQUEST_ID.test(id) ? id : undefined;
 }
 
+/** What a path must hold for any check of {@link requestTargetProblem} to apply. */
+const UNUSUAL_PATH = /\/\.|[%\\#]/;
+
 /**
  * Why `target` (a request line's target, as Node read it) may not be routed, or undefined when
  * it is a plain path. Refused: anything not starting with `/` (absolute-form, `*`), a fragment,
@@ -52,9 +55,6 @@ export function clientRequestId(value: string | string[] | undefined): string | 
  * encoded slash or backslash (`%2F`, `%5C`) would make one for a server that decodes before it
  * splits. The query is not looked at: it is passed on as it is and routes nothing.
  */
-/** What a path must hold for any check of {@link requestTargetProblem} to apply. */
-const UNUSUAL_PATH = /\/\.|[%\\#]/;
-
 export function requestTargetProblem(target: string): string | undefined {
   if (!target.startsWith('/')) return 'the request target must be a path starting with "/"; absolute-form and "*" targets are refused';
   const query = target.indexOf('?');

@@ -204,6 +204,11 @@ export interface GatewayConfig {
   readonly clock: Clock;
 }
 
+/** A fresh gateway id: `gw-` and 6 random hex digits. */
+export function newGatewayId(): string {
+  return `gw-${randomBytes(3).toString('hex')}`;
+}
+
 /** Applies defaults and validates; throws {@link GatewayConfigError} naming the first bad option. */
 export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   const {
@@ -226,7 +231,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     maxConnectionsPerClient = 4096,
     overrideCall,
     listeners = [],
-    gatewayId = `gw-${randomBytes(3).toString('hex')}`,
+    gatewayId = newGatewayId(),
     resultTtl = 3_600_000,
     maxResultBytes = 10 * 1024 * 1024,
     executionHeadroom = 360_000,

@@ -119,7 +119,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
   app.get('/v1/models/:id{.+}', (c) => {
     const id = c.req.param('id');
-    if (!pool.models().includes(id)) {
+    if (pool.serves(id) !== 'yes') {
       return errorResponse(c, new UnknownModelError(`model ${JSON.stringify(id)} is not served by any runner; GET /v1/models lists the models`));
     }
     return c.json(model(id));

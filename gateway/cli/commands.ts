@@ -3,7 +3,6 @@
  * how to stop it. Each run imports what it needs when it starts, so `sluice sim-engine`
  * does not pay for loading the gateway and the OpenTelemetry SDK.
  */
-import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../placer/log.ts';
 import type { Redact } from '../../placer/redact.ts';
 import type { GatewayOptions } from '../options.ts';
@@ -157,8 +156,9 @@ async function startTelemetry(env: NodeJS.ProcessEnv, identity: ServiceIdentity)
  * The gateway's id: --gateway-id, else a fresh one, chosen here rather than by the gateway so
  * that telemetry, started first, names the same instance.
  */
-function gatewayIdOf(values: Record<string, unknown>): string {
-  return (values.gatewayId as string | undefined) ?? `gw-${randomBytes(3).toString('hex')}`;
+async function gatewayIdOf(values: Record<string, unknown>): Promise<string> {
+  const { newGatewayId } = await import('../options.ts');
+  return (values.gatewayId as string | undefined) ?? newGatewayId();
 }
 
 async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
@@ -197,7 +197,7 @@ const gateway: Command = {
     logLevel,
   ],
   async run({ values, env, logger }) {
-    const gatewayId = gatewayIdOf(values);
+    const gatewayId = await gatewayIdOf(values);
     const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
     const { createGateway } = await import('../server.ts');
     const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
@@ -324,7 +324,7 @@ const up: Command = {
         ),
       );
       children.push(...runners);
-      const gatewayId = gatewayIdOf(values);
+      const gatewayId = await gatewayIdOf(values);
       const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
       const { createGateway } = await import('../server.ts');
       const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: runners.map((r) => r.url), renderMetrics: telemetry.render });

@@ -6,6 +6,7 @@
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 /** Path of the `sluice` entry script. */
@@ -90,4 +91,21 @@ export function startService(args: readonly string[], options: StartOptions = {}
 /** In a child: tells the parent where this process listens (no-op when run by hand). */
 export function reportListening(url: string): void {
   process.send?.({ type: 'listening', url });
+}
+
+/**
+ * A port on 127.0.0.1 nothing listens on at the moment of asking, for a process that cannot
+ * take port 0: an engine a runner launches from a profile (the profile names its port), or a
+ * server that must come back on the port its clients know.
+ */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
 }

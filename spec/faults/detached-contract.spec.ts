@@ -6,23 +6,10 @@
  * RUNNER_ENGINE_TIMEOUT and what arrived. A spec per engine answer.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
-import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import { chatBody, eventually, getJson, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 
 const ASYNC = { prefer: 'respond-async' };
-
-async function getJson(url: string): Promise<{ status: number; json: any; text: string; headers: Record<string, unknown> }> {
-  const res = await request(url);
-  const text = await res.body.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.statusCode, json, text, headers: res.headers };
-}
 
 /** Posts `count` detached calls and waits for each to end; returns their final records. */
 async function runDetached(gateway: string, count: number, body = chatBody({ max_tokens: 3 })): Promise<any[]> {

@@ -9,24 +9,14 @@
  * relaunched engine's own counters).
  */
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService } from '../../gateway/cli/processes.ts';
+import { freePort, startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
 import { callRuns, engineRequests, engineRunning, finalRecord, openStream, signal } from '../support/faults.ts';
-
-/** A port free right now, for the profile (a profile names its engine's port). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 function alive(pid: number): boolean {
   try {

@@ -8,12 +8,11 @@ import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { createCallbackPolicy, createCallbackSender } from '../../gateway/callbacks/index.ts';
 import { createGateway } from '../../gateway/server.ts';
-import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import { chatBody, eventually, getJson, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 import { startRedis } from '../support/redis.ts';
 import type { RedisServer } from '../support/redis.ts';
@@ -22,12 +21,6 @@ const ASYNC = { prefer: 'respond-async' };
 const short = (extra: Record<string, unknown> = {}) => chatBody({ max_tokens: 10, ...extra });
 const secretKey = randomBytes(32);
 const secret = `whsec_${secretKey.toString('base64')}`;
-
-async function getJson(url: string): Promise<{ status: number; json: any }> {
-  const res = await request(url);
-  const text = await res.body.text();
-  return { status: res.statusCode, json: text ? JSON.parse(text) : undefined };
-}
 
 /** A callback receiver that keeps every delivery. */
 async function receiver(): Promise<{ url: string; server: Server; got: Array<{ headers: IncomingHttpHeaders; body: string }> }> {

@@ -3,19 +3,12 @@
  * Idempotency-Key, and bad input.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
-import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import { chatBody, eventually, getJson, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 
 const ASYNC = { prefer: 'respond-async' };
 /** Engines here produce up to 400 tokens, 30 ms apart; calls ask for fewer with max_tokens. */
 const short = (extra: Record<string, unknown> = {}) => chatBody({ max_tokens: 10, ...extra });
-
-async function getJson(url: string): Promise<{ status: number; headers: Record<string, unknown>; json: any }> {
-  const res = await request(url);
-  const text = await res.body.text();
-  return { status: res.statusCode, headers: res.headers, json: text ? JSON.parse(text) : undefined };
-}
 
 describe('detached calls', () => {
   let fleet: Fleet;

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SLUICE_BIN, startService } from '../../gateway/cli/processes.ts';
+import { SLUICE_BIN, freePort, startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { BUSY_HEADER } from '../../runner/protocol.ts';
 import { chatBody, postJson } from '../support/fleet.ts';
@@ -20,15 +20,6 @@ async function service(args: string[]): Promise<ChildService> {
   const s = await startService(args);
   started.push(s);
   return s;
-}
-
-/** A port free right now, for a profile (profiles name their engine's port). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
 }
 
 async function status(runner: { url: string }): Promise<any> {

@@ -4,6 +4,7 @@
  * startService the CLI's `up` uses. Every process is stopped in `stop()`.
  */
 import { request } from 'undici';
+import type { Dispatcher } from 'undici';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 
@@ -76,13 +77,25 @@ export function chatBody(extra: Record<string, unknown> = {}): string {
   return JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hello there' }], ...extra });
 }
 
+/** What {@link postJson} and {@link getJson} return: status, headers and the parsed (or raw) body. */
+export interface JsonAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  json: any;
+  text: string;
+}
+
 /** POSTs JSON and returns status, headers and the parsed (or raw) body. */
-export async function postJson(
-  url: string,
-  body: string,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; json: any; text: string }> {
-  const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
+export async function postJson(url: string, body: string, headers: Record<string, string> = {}): Promise<JsonAnswer> {
+  return jsonAnswer(await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } }));
+}
+
+/** GETs a URL and returns status, headers and the parsed (or raw) body. */
+export async function getJson(url: string): Promise<JsonAnswer> {
+  return jsonAnswer(await request(url));
+}
+
+async function jsonAnswer(res: Dispatcher.ResponseData): Promise<JsonAnswer> {
   const text = await res.body.text();
   let json: unknown;
   try {

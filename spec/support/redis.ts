@@ -5,8 +5,8 @@
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
+import { freePort } from '../../gateway/cli/processes.ts';
 
 /** A running redis-server. */
 export interface RedisServer {
@@ -59,17 +59,7 @@ export async function startRedis(options: RedisStartOptions = {}): Promise<Redis
 }
 
 /** A port nothing listens on at the moment of asking (for unreachable-store tests too). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 async function startOn(port: number, password: string | undefined): Promise<RedisServer> {
   const args = ['--port', String(port), '--save', '', '--appendonly', 'no', '--bind', '127.0.0.1'];

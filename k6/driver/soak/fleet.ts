@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { startService } from '../../../gateway/cli/processes.ts';
 import type { ChildService } from '../../../gateway/cli/processes.ts';
 import { serviceGroup } from '../stack.ts';
-import { freePort } from './ports.ts';
+import { freePort } from '../../../gateway/cli/processes.ts';
 import { startBenchRedis } from './redis.ts';
 import type { BenchRedis } from './redis.ts';
 import { until } from './wait.ts';

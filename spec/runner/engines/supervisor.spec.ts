@@ -1,5 +1,5 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort } from '../../../gateway/cli/processes.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,15 +17,6 @@ const supervisors: EngineSupervisor[] = [];
 afterEach(async () => {
   await Promise.all(supervisors.splice(0).map((s) => s.stop(0)));
 });
-
-/** A port nothing listens on right now. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** True while `pid` runs; a zombie (dead, not yet reaped by its new parent) counts as gone. */
 function alive(pid: number): boolean {
