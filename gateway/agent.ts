@@ -8,7 +8,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { PlacerAbortedError, PlacerTimeoutError, SluiceError } from '../placer/errors.ts';
+import { SluiceError } from '../placer/kernel/index.ts';
+import { PlacerAbortedError, PlacerTimeoutError } from '../placer/errors.ts';
 import { placeCall } from '../placer/walk.ts';
 import type { Placement } from '../placer/walk.ts';
 import { CALL_ID_HEADER, withoutHopByHop } from '../runner/protocol.ts';

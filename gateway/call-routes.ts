@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context, Hono } from 'hono';
-import { SluiceError } from '../placer/errors.ts';
+import { SluiceError } from '../placer/kernel/index.ts';
 import { callUrls } from './detached-flow.ts';
 import type { DetachedCalls } from './detached.ts';
 import { GatewayError, errorResponse } from './errors.ts';

@@ -4,7 +4,7 @@
  * `Prefer: wait=N`) once a runner commits. The background half lives in detached.ts.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { SluiceError } from '../placer/errors.ts';
+import { SluiceError } from '../placer/kernel/index.ts';
 import type { Placement } from '../placer/walk.ts';
 import type { CallOutcome, GatewayCall } from './call.ts';
 import type { DetachedCalls, DetachedOutcome } from './detached.ts';

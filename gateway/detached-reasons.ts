@@ -3,7 +3,7 @@
  * reported failure, a failed placement, and the gateway's own reasons for stopping a call
  * (cancel, lifetime, shutdown), carried as abort reasons so the background read can tell them.
  */
-import { SluiceError } from '../placer/errors.ts';
+import { SluiceError } from '../placer/kernel/index.ts';
 import type { CallError } from './store/types.ts';
 
 /**

@@ -6,8 +6,8 @@
  * attempts. A result the store has no room for is replaced by the reason. A record whose create
  * failed is repaired: failed if it is there after all and still live.
  */
-import type { Logger } from '../placer/log.ts';
-import type { Clock } from '../placer/types.ts';
+import type { Logger } from '../placer/kernel/index.ts';
+import type { Clock } from '../placer/kernel/index.ts';
 import type { StoreMetrics } from './metrics.ts';
 import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
 import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/types.ts';

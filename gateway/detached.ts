@@ -13,8 +13,8 @@
 import { createHash } from 'node:crypto';
 import { metrics } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
-import type { Logger } from '../placer/log.ts';
-import type { Clock } from '../placer/types.ts';
+import type { Logger } from '../placer/kernel/index.ts';
+import type { Clock } from '../placer/kernel/index.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
 import { committedFailure } from './http-runner.ts';

@@ -2,8 +2,8 @@
  * Gateway errors, each with a stable code (listed with meaning and fix in docs/errors.md) and
  * the HTTP status a client gets. The JSON body follows OpenAI's error shape.
  */
-import { SluiceError } from '../placer/errors.ts';
-import type { ErrorType } from '../placer/errors.ts';
+import { SluiceError } from '../placer/kernel/index.ts';
+import type { ErrorType } from '../placer/kernel/index.ts';
 
 /** An error the gateway answers with; `headers` are added to the response (e.g. Retry-After). */
 export class GatewayError extends SluiceError {

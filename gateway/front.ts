@@ -16,7 +16,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { RequestError } from '@hono/node-server';
 import type { MiddlewareHandler } from 'hono';
-import type { SluiceError } from '../placer/errors.ts';
+import type { SluiceError } from '../placer/kernel/index.ts';
 import {
   BadRequestSyntaxError,
   GatewayError,

@@ -3,7 +3,7 @@
  * knows which models it serves and whether it answers, and runners that registered themselves
  * (see registry.ts), known from their heartbeats. One list, one set of rules for placement.
  */
-import type { Logger } from '../placer/log.ts';
+import type { Logger } from '../placer/kernel/index.ts';
 import type { RunnerPool } from '../placer/types.ts';
 import type { GatewayCall } from './call.ts';
 import type { BreakerOptions } from './breaker.ts';

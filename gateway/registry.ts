@@ -5,8 +5,8 @@
  * after a longer silence: a lost stream is not yet a lost node.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { Logger } from '../placer/log.ts';
-import type { Clock } from '../placer/types.ts';
+import type { Logger } from '../placer/kernel/index.ts';
+import type { Clock } from '../placer/kernel/index.ts';
 import type { HeartbeatAnswer, RegistrationAccepted, RunnerHeartbeat, RunnerRegistration } from '../runner/protocol.ts';
 import { GatewayError } from './errors.ts';
 import type { FleetPool } from './pool.ts';

@@ -13,7 +13,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { ERROR_TRAILER, EXEC_TRAILER, coalesceWrites, parseExecTiming, withoutHopByHop } from '../runner/protocol.ts';
-import { SluiceError } from '../placer/errors.ts';
+import { SluiceError } from '../placer/kernel/index.ts';
 import type { CallOutcome } from './call.ts';
 import { CallTimeoutError, RunnerFailedError, errorBody } from './errors.ts';
 import { committedFailure } from './http-runner.ts';

@@ -4,9 +4,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Context, Hono } from 'hono';
-import type { SluiceError } from '../placer/errors.ts';
-import type { Logger } from '../placer/log.ts';
-import type { Clock } from '../placer/types.ts';
+import type { SluiceError } from '../placer/kernel/index.ts';
+import type { Logger } from '../placer/kernel/index.ts';
+import type { Clock } from '../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
 import { GatewayError, InvalidJsonError, errorResponse } from './errors.ts';
 import type { HttpRunner } from './http-runner.ts';

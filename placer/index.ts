@@ -1,11 +1,13 @@
 /**
  * The placer module's public face: the placement contracts, the one shared walk, the built-in
- * placers and the registry that loads custom ones. Nothing here knows about HTTP.
+ * placers and the registry that loads custom ones, on top of the kernel (./kernel/index.ts), which
+ * it re-exports for custom placers. Nothing here speaks HTTP; the error base carries an HTTP status
+ * and an OpenAI error type only so every layer's errors answer clients one way.
  */
+export * from './kernel/index.ts';
 export type {
   Busy,
   CallType,
-  Clock,
   FailedBeforeCommit,
   Placed,
   Placer,
@@ -17,17 +19,9 @@ export type {
   RunnerPool,
   TryExecResult,
 } from './types.ts';
-export type { ErrorType } from './errors.ts';
-export {
-  PlacerAbortedError,
-  PlacerConfigError,
-  PlacerPoolError,
-  PlacerTimeoutError,
-  SluiceError,
-} from './errors.ts';
+export { PlacerAbortedError, PlacerConfigError, PlacerPoolError, PlacerTimeoutError } from './errors.ts';
 export type { PlacerOptions } from './options.ts';
 export { MAX_PLACER_DELAY, placerDefaults, resolvePlacerConfig } from './options.ts';
-export { systemClock } from './clock.ts';
 export type { Placement, WalkOptions } from './walk.ts';
 export { placeCall } from './walk.ts';
 export { FNV_OFFSET_BASIS, fnv1a64, jumpConsistentHash } from './hash.ts';

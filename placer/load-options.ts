@@ -4,7 +4,7 @@
  */
 import { PlacerConfigError } from './errors.ts';
 import { LOAD_STALE_AFTER_MS } from './load.ts';
-import { checkFunction, checkInteger } from './validate.ts';
+import { checkFunction, checkInteger } from './kernel/index.ts';
 
 /** Options common to `least-loaded`, `load-weighted` and `prefix-affinity`. */
 export interface LoadAwareOptions {

@@ -3,7 +3,7 @@
  * one precise line instead of a walk that never waits or never gives up.
  */
 import { PlacerConfigError } from './errors.ts';
-import { MAX_TIMER_MS, checkMs } from './validate.ts';
+import { MAX_TIMER_MS, checkMs } from './kernel/index.ts';
 import type { PlacerConfig } from './types.ts';
 
 /** The placement settings a caller may override; anything left out takes Fn's default. */

@@ -127,13 +127,6 @@ export interface Placer {
   forget?(runnerIds: readonly string[]): void;
 }
 
-/** Time as the walk sees it; injected so tests never sleep. */
-export interface Clock {
-  /** Milliseconds since the epoch. */
-  now(): number;
-  /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
-}
 
 /** Placement deadlines and pauses, as Fn's LB agent had them. */
 export interface PlacerConfig {

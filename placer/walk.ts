@@ -3,9 +3,10 @@
  * and this one walk does the offering, waiting and giving up, so commit semantics cannot drift
  * between strategies.
  */
-import { systemClock } from './clock.ts';
+import { systemClock } from './kernel/index.ts';
 import { PlacerAbortedError, PlacerPoolError, PlacerTimeoutError } from './errors.ts';
-import type { Clock, Placer, Runner, RunnerCall, RunnerPool } from './types.ts';
+import type { Clock } from './kernel/index.ts';
+import type { Placer, Runner, RunnerCall, RunnerPool } from './types.ts';
 
 /** How the walk paces itself and whom it tells about runners that did not take the call. */
 export interface WalkOptions {

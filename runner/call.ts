@@ -20,7 +20,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
-import type { Logger } from '../placer/log.ts';
+import type { Logger } from '../placer/kernel/index.ts';
 import type { RunnerEngine } from './engine.ts';
 import { EngineBusyError, EngineFailedError, EngineTimeoutError, RunnerBodyTooLargeError } from './errors.ts';
 import type { RunnerConfig } from './options.ts';

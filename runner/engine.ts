@@ -3,7 +3,7 @@
  * from a profile, the supervisor that keeps it running. Admission asks one question of it,
  * {@link RunnerEngine.busyReason}; /status asks for {@link RunnerEngine.status}.
  */
-import type { Logger } from '../placer/log.ts';
+import type { Logger } from '../placer/kernel/index.ts';
 import { engineCommand } from './engines/argv.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineLoad } from './engines/kinds.ts';

@@ -1,7 +1,7 @@
 /**
  * Runner errors. Codes are stable and listed in docs/errors.md.
  */
-import { SluiceError } from '../placer/errors.ts';
+import { SluiceError } from '../placer/kernel/index.ts';
 
 /** A runner option is missing or out of range. */
 export class RunnerConfigError extends SluiceError {

@@ -3,7 +3,7 @@
  * a profile's GPU ids exist before an engine spends minutes loading onto them.
  */
 import { execFile } from 'node:child_process';
-import { SluiceError } from '../placer/errors.ts';
+import { SluiceError } from '../placer/kernel/index.ts';
 
 /** One GPU as nvidia-smi lists it. */
 export interface Gpu {

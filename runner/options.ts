@@ -3,9 +3,9 @@
  * naming the option.
  */
 import { randomBytes } from 'node:crypto';
-import type { Logger } from '../placer/log.ts';
-import { silentLogger } from '../placer/log.ts';
-import { checkInteger, checkMs, show } from '../placer/validate.ts';
+import type { Logger } from '../placer/kernel/index.ts';
+import { silentLogger } from '../placer/kernel/index.ts';
+import { checkInteger, checkMs, show } from '../placer/kernel/index.ts';
 import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';

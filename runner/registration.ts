@@ -6,8 +6,8 @@
  * in lockstep. The wire is in protocol.ts.
  */
 import { Pool } from 'undici';
-import type { Logger } from '../placer/log.ts';
-import { silentLogger } from '../placer/log.ts';
+import type { Logger } from '../placer/kernel/index.ts';
+import { silentLogger } from '../placer/kernel/index.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol.ts';
 import type { HeartbeatAnswer, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration } from './protocol.ts';
 import type { RunnerStatus } from './server.ts';

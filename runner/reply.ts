@@ -8,7 +8,7 @@
  *   call's result).
  */
 import type { ServerResponse } from 'node:http';
-import type { SluiceError } from '../placer/errors.ts';
+import type { SluiceError } from '../placer/kernel/index.ts';
 import {
   ERROR_TRAILER,
   EXEC_TRAILER,

@@ -9,7 +9,7 @@
  * attempt, or a receiver would reject a late retry as stale.
  */
 import { Client } from 'undici';
-import type { Logger } from '../../placer/log.ts';
+import type { Logger } from '../../placer/kernel/index.ts';
 import { CallbackRefusedError } from './errors.ts';
 import type { CallbackSenderOptions } from './options.ts';
 import { resolveSenderOptions } from './options.ts';

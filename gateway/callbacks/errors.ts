@@ -2,7 +2,7 @@
  * Callback errors. Each has a stable code (to be listed with meaning and fix in docs/errors.md);
  * callers branch on the code, the class, or a refusal's `reason`, never on the message.
  */
-import { SluiceError } from '../../placer/errors.ts';
+import { SluiceError } from '../../placer/kernel/index.ts';
 
 /** Why a callback URL was refused; stable tokens a caller may branch on. */
 export type RefusalReason =

@@ -3,8 +3,8 @@
  * how to stop it. Each run imports what it needs when it starts, so `sluice sim-engine`
  * does not pay for loading the gateway and the OpenTelemetry SDK.
  */
-import type { Logger } from '../../placer/log.ts';
-import type { Redact } from '../../placer/redact.ts';
+import type { Logger } from '../../placer/kernel/index.ts';
+import type { Redact } from '../../placer/kernel/index.ts';
 import type { GatewayOptions } from '../options.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import type { ServiceIdentity } from '../telemetry.ts';

@@ -4,11 +4,11 @@
  * decides the process's exit code. Everything it prints goes through one redactor that knows
  * the secret settings' values, so no log line or failure message shows them.
  */
-import { createJsonLogger, isLogLevel } from '../../placer/log.ts';
-import type { Logger, LogLevel } from '../../placer/log.ts';
-import { SluiceError } from '../../placer/errors.ts';
-import { createRedactor, redactUrl } from '../../placer/redact.ts';
-import type { Redact } from '../../placer/redact.ts';
+import { createJsonLogger, isLogLevel } from '../../placer/kernel/index.ts';
+import type { Logger, LogLevel } from '../../placer/kernel/index.ts';
+import { SluiceError } from '../../placer/kernel/index.ts';
+import { createRedactor, redactUrl } from '../../placer/kernel/index.ts';
+import type { Redact } from '../../placer/kernel/index.ts';
 import { VERSION } from '../../runner/version.ts';
 import { commands } from './commands.ts';
 import type { Command, CommandContext, Stop } from './commands.ts';

@@ -5,7 +5,7 @@
  * line naming the setting, where it came from, and the value (hidden for a secret).
  */
 import { readFileSync } from 'node:fs';
-import { REDACTED, redactUrl, urlSecrets } from '../../placer/redact.ts';
+import { REDACTED, redactUrl, urlSecrets } from '../../placer/kernel/index.ts';
 
 /**
  * How a raw string becomes a value. `duration` is ms: `250`, `250ms`, `30s`, `5m`, `1h`.

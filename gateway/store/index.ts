@@ -2,11 +2,11 @@
  * The detached-call store: where a detached call's record, result and Idempotency-Key live.
  * `createStore` turns the `store` setting into a store; the gateway uses only {@link CallStore}.
  */
-import { show } from '../../placer/validate.ts';
+import { show } from '../../placer/kernel/index.ts';
 import { StoreConfigError } from './errors.ts';
 import { createMemoryStore } from './memory.ts';
 import type { MemoryStoreOptions, RedisStoreOptions } from './options.ts';
-import { redactUrl } from '../../placer/redact.ts';
+import { redactUrl } from '../../placer/kernel/index.ts';
 import { createRedisStore } from './redis.ts';
 import type { CallStore } from './types.ts';
 

@@ -2,10 +2,10 @@
  * Store options with their defaults, validated once when a store is made, so a bad setting fails
  * with one precise line instead of a cache that never forgets or a TTL that fires at once.
  */
-import { silentLogger } from '../../placer/log.ts';
-import type { Logger } from '../../placer/log.ts';
-import { redactUrl } from '../../placer/redact.ts';
-import { checkInteger, checkMs, show } from '../../placer/validate.ts';
+import { silentLogger } from '../../placer/kernel/index.ts';
+import type { Logger } from '../../placer/kernel/index.ts';
+import { redactUrl } from '../../placer/kernel/index.ts';
+import { checkInteger, checkMs, show } from '../../placer/kernel/index.ts';
 import { StoreConfigError } from './errors.ts';
 
 /** Options both stores take. */

@@ -11,7 +11,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
-import { SluiceError } from '../../placer/errors.ts';
+import { SluiceError } from '../../placer/kernel/index.ts';
 import { StoreUnavailableError, storeFull } from './errors.ts';
 import { RECORD_OVERHEAD_BYTES, resolveRedisStoreConfig } from './options.ts';
 import type { RedisStoreConfig, RedisStoreOptions } from './options.ts';

@@ -12,7 +12,7 @@ import { fnv1a64, jumpConsistentHash } from '../hash.ts';
 import { compareIds, readLoad } from '../load.ts';
 import { rotate } from '../rotate.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
-import { checkNumber } from '../validate.ts';
+import { checkNumber } from '../kernel/index.ts';
 
 /** Options for {@link createConsistentHashPlacer}. */
 export interface ConsistentHashOptions {

@@ -9,7 +9,7 @@
  */
 import { firstThenByLoad, loadsOf, type LoadedRunner } from '../load.ts';
 import { resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
-import { drawIndex } from '../random.ts';
+import { drawIndex } from '../kernel/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 
 /** Options for {@link createLeastLoadedPlacer}. */

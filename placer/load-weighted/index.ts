@@ -6,7 +6,7 @@
  */
 import { byLoad, loadsOf } from '../load.ts';
 import { resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
-import { drawWeighted } from '../random.ts';
+import { drawWeighted } from '../kernel/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 
 /** Options for {@link createLoadWeightedPlacer}. */

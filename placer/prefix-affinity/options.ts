@@ -4,7 +4,7 @@
  */
 import { PlacerConfigError } from '../errors.ts';
 import { resolveLoadAware, type LoadAwareConfig, type LoadAwareOptions } from '../load-options.ts';
-import { checkInteger, checkNumber } from '../validate.ts';
+import { checkInteger, checkNumber } from '../kernel/index.ts';
 
 /** Options for `createPrefixAffinityPlacer`; the load-aware ones are shared with `least-loaded`. */
 export interface PrefixAffinityOptions extends LoadAwareOptions {

@@ -3,8 +3,8 @@
  * whether it is ready, where it lists its models, and how to read its load from its Prometheus
  * page. Launching engines is argv.ts's business; this file is only about talking to one.
  */
-import { SluiceError } from '../../placer/errors.ts';
-import { show } from '../../placer/validate.ts';
+import { SluiceError } from '../../placer/kernel/index.ts';
+import { show } from '../../placer/kernel/index.ts';
 import { findSamples, sumSamples } from './prometheus.ts';
 import type { MetricFamily } from './prometheus.ts';
 

@@ -6,7 +6,7 @@
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
-import type { Logger } from '../../placer/log.ts';
+import type { Logger } from '../../placer/kernel/index.ts';
 import type { EngineKindSpec, EngineLoad } from './kinds.ts';
 import { parsePrometheusText } from './prometheus.ts';
 

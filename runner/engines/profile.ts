@@ -8,8 +8,8 @@ import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
-import { SluiceError } from '../../placer/errors.ts';
-import { checkInteger, checkMs, show } from '../../placer/validate.ts';
+import { SluiceError } from '../../placer/kernel/index.ts';
+import { checkInteger, checkMs, show } from '../../placer/kernel/index.ts';
 import { PROFILE_KINDS, KIND_RULES } from './argv.ts';
 import type { ProfileKind, EngineLaunch } from './argv.ts';
 

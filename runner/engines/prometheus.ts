@@ -12,7 +12,7 @@
  * Duplicate series and histogram shape (`le` present, buckets rising) are not checked: the
  * page comes from the engine, and a reader of gauges gains nothing from the cost.
  */
-import { SluiceError } from '../../placer/errors.ts';
+import { SluiceError } from '../../placer/kernel/index.ts';
 
 /** The types a `# TYPE` line may declare in format 0.0.4. */
 export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';

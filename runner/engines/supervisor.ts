@@ -12,11 +12,11 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { systemClock } from '../../placer/clock.ts';
-import { silentLogger } from '../../placer/log.ts';
-import type { Logger, LogFields } from '../../placer/log.ts';
-import type { Clock } from '../../placer/types.ts';
-import { checkInteger, checkMs, show } from '../../placer/validate.ts';
+import { systemClock } from '../../placer/kernel/index.ts';
+import { silentLogger } from '../../placer/kernel/index.ts';
+import type { Logger, LogFields } from '../../placer/kernel/index.ts';
+import type { Clock } from '../../placer/kernel/index.ts';
+import { checkInteger, checkMs, show } from '../../placer/kernel/index.ts';
 import { RunnerConfigError } from '../errors.ts';
 import type { EngineCommand } from './argv.ts';
 import type { ValidProfile } from './profile.ts';

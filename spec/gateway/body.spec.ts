@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readBody } from '../../gateway/body.ts';
 import { BodyTimeoutError, BodyTooLargeError } from '../../gateway/errors.ts';
-import { SluiceError } from '../../placer/errors.ts';
+import { SluiceError } from '../../placer/kernel/index.ts';
 
 /** What the test server saw: the body it read, or the error readBody rejected with. */
 interface Outcome {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { affinityKey, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../gateway/call.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from '../../gateway/errors.ts';
-import { SluiceError } from '../../placer/errors.ts';
+import { SluiceError } from '../../placer/kernel/index.ts';
 
 const json = (value: unknown): Buffer => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value));
 

@@ -9,8 +9,8 @@ import { EndWriter } from '../../gateway/detached-writes.ts';
 import { StoreFullError, StoreUnavailableError } from '../../gateway/store/errors.ts';
 import { createMemoryStore } from '../../gateway/store/memory.ts';
 import type { CallRecord, CallStore, StoreHealth } from '../../gateway/store/types.ts';
-import type { LogFields, Logger } from '../../placer/log.ts';
-import type { Clock } from '../../placer/types.ts';
+import type { LogFields, Logger } from '../../placer/kernel/index.ts';
+import type { Clock } from '../../placer/kernel/index.ts';
 
 const T0 = 1_700_000_000_000;
 

@@ -10,7 +10,7 @@ import { createGateway } from '../../gateway/server.ts';
 import { StoreUnavailableError } from '../../gateway/store/errors.ts';
 import { createMemoryStore } from '../../gateway/store/memory.ts';
 import type { CallStore, StoreHealth } from '../../gateway/store/types.ts';
-import type { LogFields, Logger } from '../../placer/log.ts';
+import type { LogFields, Logger } from '../../placer/kernel/index.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { createRunner } from '../../runner/server.ts';
 import { chatBody, eventually, metricValue, postJson } from '../support/fleet.ts';

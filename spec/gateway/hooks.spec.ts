@@ -12,7 +12,7 @@ import { GatewayError } from '../../gateway/errors.ts';
 import type { CallResult, GatewayOptions } from '../../gateway/options.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { createPrometheusMetrics } from '../../gateway/telemetry.ts';
-import { createJsonLogger } from '../../placer/log.ts';
+import { createJsonLogger } from '../../placer/kernel/index.ts';
 import { createConsistentHashPlacer } from '../../placer/consistent-hash/index.ts';
 import { CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER } from '../../runner/protocol.ts';
 import { createRunner } from '../../runner/server.ts';

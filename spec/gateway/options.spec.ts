@@ -4,9 +4,9 @@ import { GatewayConfigError } from '../../gateway/errors.ts';
 import { resolveGatewayOptions } from '../../gateway/options.ts';
 import type { CallListener, GatewayOptions } from '../../gateway/options.ts';
 import type { GatewayPool } from '../../gateway/pool.ts';
-import { systemClock } from '../../placer/clock.ts';
+import { systemClock } from '../../placer/kernel/index.ts';
 import { PlacerConfigError } from '../../placer/errors.ts';
-import { silentLogger } from '../../placer/log.ts';
+import { silentLogger } from '../../placer/kernel/index.ts';
 import { placerDefaults } from '../../placer/options.ts';
 import type { Placer } from '../../placer/types.ts';
 

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createGateway } from '../../gateway/server.ts';
-import { createJsonLogger } from '../../placer/log.ts';
+import { createJsonLogger } from '../../placer/kernel/index.ts';
 import type { GatewayOptions } from '../../gateway/options.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from '../../runner/protocol.ts';

@@ -20,7 +20,7 @@ import {
   summarize,
 } from '../../k6/driver/index.ts';
 import type { BenchOptions } from '../../k6/driver/index.ts';
-import { createJsonLogger } from '../../placer/log.ts';
+import { createJsonLogger } from '../../placer/kernel/index.ts';
 
 describe('percentile', () => {
   const oneToHundred = Float64Array.from({ length: 100 }, (_, i) => i + 1);

@@ -10,7 +10,7 @@ import type { ComparedRun, LiveRun } from '../../k6/driver/vsim/check.ts';
 import { simulateRun } from '../../k6/driver/vsim/simulation.ts';
 import { distribution } from '../../k6/driver/stats.ts';
 import { PLACEMENT_WORKLOAD } from '../../k6/driver/workload.ts';
-import { createJsonLogger } from '../../placer/log.ts';
+import { createJsonLogger } from '../../placer/kernel/index.ts';
 import { H100_8B_PROFILE } from '../../runner/engines/sim/profiles.ts';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/placement-small.json', import.meta.url));

@@ -4,7 +4,7 @@ import { H100_8B_PROFILE } from '../../runner/engines/sim/profiles.ts';
 import type { SimProfile } from '../../runner/engines/sim/profiles.ts';
 import { placeCall } from '../../placer/walk.ts';
 import { builtinPlacers } from '../../placer/registry.ts';
-import { seededRandom } from '../../placer/random.ts';
+import { seededRandom } from '../../placer/kernel/index.ts';
 import type { RunnerCall } from '../../placer/types.ts';
 import { BlockRunCache } from '../../k6/driver/vsim/block-cache.ts';
 import { VirtualEngine } from '../../k6/driver/vsim/engine.ts';

@@ -4,7 +4,7 @@
  */
 import { expect } from 'vitest';
 import type { RunnerLoad } from '../../placer/index.ts';
-import { seededRandom } from '../../placer/random.ts';
+import { seededRandom } from '../../placer/kernel/index.ts';
 
 /**
  * Runner loads by id, as the gateway's pool would keep them. Fake runners read them on every

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { RunnerConfigError } from '../../runner/errors.ts';
 import { parseHttpUrl, resolveRunnerOptions } from '../../runner/options.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
-import { createJsonLogger, silentLogger } from '../../placer/log.ts';
+import { createJsonLogger, silentLogger } from '../../placer/kernel/index.ts';
 
 const engine = 'http://127.0.0.1:8000';
 

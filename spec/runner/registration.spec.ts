@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { startService } from '../../gateway/cli/processes.ts';
-import { createJsonLogger } from '../../placer/log.ts';
+import { createJsonLogger } from '../../placer/kernel/index.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';
 import { BUSY_HEADER, REGISTER_PATH, heartbeatPath, runnerPath } from '../../runner/protocol.ts';

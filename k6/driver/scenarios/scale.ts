@@ -21,7 +21,7 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { formatTable, startScenario, writeResults } from '../report.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
-import { seededRandom } from '../../../placer/random.ts';
+import { seededRandom } from '../../../placer/kernel/index.ts';
 
 /** Pool sizes measured, smallest first (the growth ratio is last over first). */
 export const POOL_SIZES: readonly number[] = Object.freeze([10, 100, 1_000, 10_000]);

@@ -23,7 +23,7 @@
  */
 import { affinityKey, renderPrompt } from '../../../gateway/call.ts';
 import { builtinPlacers } from '../../../placer/registry.ts';
-import { seededRandom } from '../../../placer/random.ts';
+import { seededRandom } from '../../../placer/kernel/index.ts';
 import type { Placer, RunnerCall } from '../../../placer/types.ts';
 import type { SimProfile } from '../../../runner/engines/sim/profiles.ts';
 import { placementFigures } from '../trace-run.ts';

@@ -2,7 +2,7 @@
  * Coded errors of the simulated engine. Callers branch on `code` or the class, never on the
  * message. The codes are stable and prefixed `SIM_`.
  */
-import { SluiceError } from '../../../placer/errors.ts';
+import { SluiceError } from '../../../placer/kernel/index.ts';
 
 /** A {@link SimEngineOptions} field is out of range; raised at construction, never per request. */
 export class SimOptionError extends SluiceError {

@@ -3,7 +3,7 @@
  * words, and embeddings. The same input always gives the same output, so tests and benchmarks
  * can compare bodies across engines and runs.
  */
-import { seededRandom } from '../../../placer/random.ts';
+import { seededRandom } from '../../../placer/kernel/index.ts';
 
 const VOCABULARY: readonly string[] = [
   'the', 'river', 'runs', 'through', 'a', 'quiet', 'valley', 'and', 'light', 'falls',

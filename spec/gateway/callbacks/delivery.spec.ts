@@ -10,8 +10,8 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCallbackPolicy, createCallbackSender, verifyWebhook } from '../../../gateway/callbacks/index.ts';
 import type { CallbackSenderOptions } from '../../../gateway/callbacks/index.ts';
-import { createJsonLogger } from '../../../placer/log.ts';
-import type { Clock } from '../../../placer/types.ts';
+import { createJsonLogger } from '../../../placer/kernel/index.ts';
+import type { Clock } from '../../../placer/kernel/index.ts';
 
 const KEY = Buffer.alloc(32, 'k');
 const SECRET = `whsec_${KEY.toString('base64')}`;

@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { RECORD_OVERHEAD_BYTES, createRedisStore } from '../../../gateway/store/index.ts';
 import type { CallStore, RedisStoreOptions } from '../../../gateway/store/index.ts';
-import type { LogFields } from '../../../placer/log.ts';
+import type { LogFields } from '../../../placer/kernel/index.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import { freePort, startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';

@@ -5,7 +5,7 @@
 import { request } from 'undici';
 import { afterEach } from 'vitest';
 import { createSimEngine, type SimEngine, type SimEngineOptions } from '../../../../runner/engines/sim/index.ts';
-import { seededRandom } from '../../../../placer/random.ts';
+import { seededRandom } from '../../../../placer/kernel/index.ts';
 
 const started: SimEngine[] = [];
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { resolveSimEngineOptions, SimOptionError } from '../../../../runner/engines/sim/index.ts';
-import { SluiceError } from '../../../../placer/errors.ts';
+import { SluiceError } from '../../../../placer/kernel/index.ts';
 
 describe('resolveSimEngineOptions', () => {
   it('returns frozen defaults when given nothing', () => {

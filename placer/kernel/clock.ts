@@ -3,8 +3,18 @@
  * production code uses when none is given.
  */
 import { performance } from 'node:perf_hooks';
-import type { Clock } from './types.ts';
 import { MAX_TIMER_MS } from './validate.ts';
+
+/**
+ * Time as sluice sees it: one clock per process, handed to everything that reads time, so tests
+ * drive it by hand and never sleep.
+ */
+export interface Clock {
+  /** Milliseconds since the epoch, with sub-millisecond resolution. */
+  now(): number;
+  /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
 
 /**
  * Wall-clock time, because call deadlines are absolute epoch milliseconds shared with the

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { systemClock } from '../../placer/index.ts';
+import { systemClock } from '../../../placer/kernel/index.ts';
 
 describe('systemClock', () => {
   // vitest's fake timers stand in for setTimeout, so these tests check the real code without waiting.

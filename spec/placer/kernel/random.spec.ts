@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { drawIndex, drawWeighted } from '../../placer/random.ts';
-import { seeded, sequence } from './fake-load.ts';
+import { drawIndex, drawWeighted } from '../../../placer/kernel/index.ts';
+import { seeded, sequence } from '../fake-load.ts';
 
 describe('drawIndex', () => {
   it.each([

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MIN_SCRUBBED_LENGTH, REDACTED, createRedactor, redactUrl, urlSecrets } from '../../placer/redact.ts';
+import { MIN_SCRUBBED_LENGTH, REDACTED, createRedactor, redactUrl, urlSecrets } from '../../../placer/kernel/index.ts';
 
 describe('redactUrl', () => {
   it.each([

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createJsonLogger, isLogLevel, silentLogger } from '../../placer/log.ts';
-import type { LogLevel } from '../../placer/log.ts';
-import { PlacerTimeoutError } from '../../placer/errors.ts';
+import { createJsonLogger, isLogLevel, silentLogger } from '../../../placer/kernel/index.ts';
+import type { LogLevel } from '../../../placer/kernel/index.ts';
+import { PlacerTimeoutError } from '../../../placer/errors.ts';
 
 /** A logger writing into an array, and the lines parsed. */
 function capture(options: { level?: LogLevel; fields?: Record<string, unknown>; redact?: (text: string) => string } = {}) {

@@ -1,0 +1,16 @@
+/**
+ * The kernel: what every part of sluice shares and nothing else. The error base, the logger,
+ * option validation, the clock, seeded randomness and secret redaction. It imports nothing from
+ * the rest of the tree; runner/, placer/ and gateway/ all build on it (docs/architecture.md).
+ */
+export type { ErrorType } from './errors.ts';
+export { SluiceError } from './errors.ts';
+export type { LogFields, Logger, LogLevel } from './log.ts';
+export { createJsonLogger, isLogLevel, silentLogger } from './log.ts';
+export type { IntegerBounds, NumberBounds } from './validate.ts';
+export { MAX_TIMER_MS, checkFunction, checkInteger, checkMs, checkNumber, show } from './validate.ts';
+export type { Clock } from './clock.ts';
+export { systemClock } from './clock.ts';
+export { drawIndex, drawWeighted, seededRandom } from './random.ts';
+export type { Redact } from './redact.ts';
+export { MIN_SCRUBBED_LENGTH, REDACTED, createRedactor, redactUrl, urlSecrets } from './redact.ts';

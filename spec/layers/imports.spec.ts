@@ -1,0 +1,65 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+// The layers of docs/architecture.md, checked on the source: kernel -> placer -> runner ->
+// gateway, with the bench (k6/) beside them. A rule broken here is a seam someone will trip on.
+const root = normalize(join(dirname(fileURLToPath(import.meta.url)), '..', '..'));
+
+function sources(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...sources(path));
+    else if (entry.name.endsWith('.ts')) out.push(path);
+  }
+  return out;
+}
+
+/** Every relative module a file imports or re-exports, as a path from the repository root. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(join(root, file), 'utf8');
+  const found: string[] = [];
+  for (const match of text.matchAll(/(?:from|import)\s*\(?\s*'(\.[^']+)'/g)) {
+    found.push(relative(root, join(root, dirname(file), match[1]!)));
+  }
+  return found;
+}
+
+function breaches(dir: string, allowed: (target: string) => boolean): string[] {
+  return sources(dir).flatMap((file) =>
+    importsOf(file)
+      .filter((target) => !allowed(target))
+      .map((target) => `${file} imports ${target}`),
+  );
+}
+
+const inside = (prefix: string) => (target: string) => target.startsWith(prefix);
+
+describe('layers', () => {
+  it('the kernel imports nothing outside itself', () => {
+    expect(breaches('placer/kernel', inside('placer/kernel/'))).toEqual([]);
+  });
+
+  it('placer/ imports only itself (the kernel included)', () => {
+    expect(breaches('placer', inside('placer/'))).toEqual([]);
+  });
+
+  it('runner/ imports only itself and the kernel (and package.json for its version)', () => {
+    const allowed = (t: string) => t.startsWith('runner/') || t.startsWith('placer/kernel/') || t === 'package.json';
+    expect(breaches('runner', allowed)).toEqual([]);
+  });
+
+  it('gateway/ never imports the bench, except the CLI loading its command table', () => {
+    const allowed = (t: string) => !t.startsWith('k6/');
+    const cli = sources('gateway/cli');
+    const found = breaches('gateway', allowed).filter((b) => !cli.some((file) => b.startsWith(`${file} `)));
+    expect(found).toEqual([]);
+  });
+
+  it('the rule itself sees a breach', () => {
+    // A guard against a regex that matches nothing: runner/ does import the kernel.
+    expect(sources('runner').flatMap(importsOf).some((t) => t.startsWith('placer/kernel/'))).toBe(true);
+  });
+});
