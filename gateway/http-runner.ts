@@ -20,7 +20,7 @@
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
-import { EndedCalls } from '../placer/load.ts';
+import { EndedCalls, runnerLoad } from './runner-load.ts';
 import type { RunnerCall, Runner, RunnerLoad, TryExecResult } from '../placer/types.ts';
 import {
   BUSY_HEADER,
@@ -287,16 +287,7 @@ export class HttpRunner implements Runner<RunnerResponse> {
    * with the runner's last report (heartbeat or status probe) and its time.
    */
   load(): RunnerLoad {
-    const report = this.registration?.report ?? this.health.report;
-    if (!report) return { inFlight: this.inFlight };
-    const { load, at } = report;
-    // Our calls the report counted that have ended since are not running any more (EndedCalls).
-    const running = typeof load.slotsInUse === 'number' ? Math.max(0, load.slotsInUse - this.#ended.since(at)) : load.slotsInUse;
-    return {
-      inFlight: this.inFlight,
-      slots: load.slots,
-      reported: { running, waiting: load.queue, ...(load.kvCacheUsage === undefined ? {} : { kvCacheUsage: load.kvCacheUsage }), at },
-    };
+    return runnerLoad(this.inFlight, this.registration?.report ?? this.health.report, this.#ended);
   }
 
   /**

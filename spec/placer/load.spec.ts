@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { KV_CACHE_WEIGHT, byLoad, loadOf, loadsOf, readLoad, type RunnerLoad } from '../../placer/index.ts';
-import { EndedCalls, indexedLoadsOf } from '../../placer/load.ts';
+import { indexedLoadsOf } from '../../placer/load.ts';
 import { Fleet, T0 } from './fake.ts';
 import { FakeLoads } from './fake-load.ts';
 
@@ -173,33 +173,5 @@ describe('byLoad', () => {
       { runner: fleet.runner('a'), load: 0.5 },
     ];
     expect(entries.sort(byLoad).map((e) => e.runner.id)).toEqual(['c', 'a', 'b']);
-  });
-});
-
-describe('EndedCalls', () => {
-  it('counts the calls sent by a report’s time that ended after it', () => {
-    const ended = new EndedCalls();
-    ended.record(0, 50); // ended before the report at 100: already not in it
-    ended.record(10, 150); // running at 100, ended since: counts
-    ended.record(120, 160); // sent after the report: never in it
-    ended.record(100, 170); // sent at the report's time: counts
-    expect(ended.since(100)).toBe(2);
-    expect(ended.since(155)).toBe(2);
-    expect(ended.since(200)).toBe(0);
-  });
-
-  it('forgets calls older than keepMs, and past keepMax', () => {
-    const kept = new EndedCalls(1_000, 100);
-    kept.record(0, 10);
-    expect(kept.since(0)).toBe(1);
-    const byAge = new EndedCalls(1_000, 100);
-    byAge.record(0, 10);
-    byAge.record(5_000, 5_010);
-    // The first one ended 5 s before the last, past keepMs: gone, so it no longer counts from 0.
-    expect(byAge.since(0)).toBe(0);
-    expect(byAge.since(5_000)).toBe(1);
-    const byCount = new EndedCalls(60_000, 3);
-    for (let i = 0; i < 5; i++) byCount.record(0, 10 + i);
-    expect(byCount.since(0)).toBe(3);
   });
 });

@@ -24,7 +24,7 @@
  * every pass run; what is lost is only what the failed passes did to a placer's own state (the
  * round-robin counter, random draws), which under overload would be millions of passes.
  */
-import { EndedCalls } from '../../../placer/load.ts';
+import { EndedCalls, runnerLoad } from '../../../gateway/runner-load.ts';
 import type { Placer, Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../../placer/types.ts';
 import type { VirtualEngine } from './engine.ts';
 
@@ -104,12 +104,7 @@ export class SimRunner implements Runner<SimRunner> {
 
   #loadNow(): RunnerLoad {
     const report = this.#report;
-    if (!report) return { inFlight: this.#inFlight };
-    return {
-      inFlight: this.#inFlight,
-      slots: report.slots,
-      reported: { running: Math.max(0, report.slotsInUse - this.#ended.since(report.at)), waiting: report.queue, kvCacheUsage: report.kvCacheUsage, at: report.at },
-    };
+    return runnerLoad(this.#inFlight, report && { load: report, at: report.at }, this.#ended);
   }
 }
 
