@@ -70,6 +70,21 @@ export const EXEC_TRAILER = 'server-timing';
 export const ERROR_TRAILER = 'sluice-error';
 
 /**
+ * The codes a runner puts in {@link ERROR_TRAILER} (or its busy body's `error.code`) to say how
+ * its engine failed a call. The gateway maps each to the error its client gets.
+ */
+export const EngineErrorCode = Object.freeze({
+  /** The engine failed the call (crashed, broke its stream, answered nonsense). */
+  failed: 'RUNNER_ENGINE_FAILED',
+  /** The call ran to the end of its time budget and the runner stopped it. */
+  timeout: 'RUNNER_ENGINE_TIMEOUT',
+  /** The engine refused the call (429 or 503) after the runner had accepted it; nothing ran. */
+  busy: 'RUNNER_ENGINE_BUSY',
+});
+/** One of {@link EngineErrorCode}'s values. */
+export type EngineErrorCode = (typeof EngineErrorCode)[keyof typeof EngineErrorCode];
+
+/**
  * Headers a proxy must not forward hop to hop (RFC 9110 section 7.6.1), plus ones we recompute
  * (`host`, `content-length`). `expect` is here because each hop's own server answers
  * `100 Continue` (Node does it before the request handler runs), as nginx and Envoy do; passed
