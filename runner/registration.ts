@@ -6,8 +6,8 @@
  * in lockstep. The wire is in protocol.ts.
  */
 import { Pool } from 'undici';
-import type { Logger } from '../placer/kernel/index.ts';
-import { silentLogger } from '../placer/kernel/index.ts';
+import type { BackoffSteps, Logger } from '../placer/kernel/index.ts';
+import { fullJitterBackoff, silentLogger } from '../placer/kernel/index.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol.ts';
 import type { HeartbeatAnswer, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration } from './protocol.ts';
 import type { RunnerStatus } from './server.ts';
@@ -29,15 +29,8 @@ export const systemTimers: RegistrationTimers = Object.freeze({
   clearTimeout: (handle: unknown): void => clearTimeout(handle as NodeJS.Timeout),
 });
 
-/**
- * The wait before retry number `failures` (1 for the first): full jitter, a uniform draw
- * below min(cap, base * 2^(failures - 1)), so runners that failed together spread out.
- */
-export function backoffDelay(failures: number, random: () => number): number {
-  const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.min(Math.max(failures, 1) - 1, 30));
-  const r = random();
-  return Math.floor((r >= 0 && r < 1 ? r : 0) * ceiling);
-}
+/** The registration's backoff: a ceiling doubling from 500 ms up to 30 s, full jitter below it. */
+const BACKOFF_STEPS: BackoffSteps = Object.freeze({ base: BACKOFF_BASE_MS, cap: BACKOFF_CAP_MS });
 
 /** How to join one gateway; createRunner builds these from its validated options. */
 export interface GatewayRegistrationOptions {
@@ -192,11 +185,11 @@ export class GatewayRegistration {
     this.#failures++;
     if (answer.status === 401 || answer.status === 403) {
       // Retrying sooner cannot help until an operator fixes a token; retry at the cap meanwhile.
-      const retryInMs = backoffDelay(Number.MAX_SAFE_INTEGER, this.#o.random);
+      const retryInMs = fullJitterBackoff(Number.MAX_SAFE_INTEGER, BACKOFF_STEPS, this.#o.random);
       this.#log.error('gateway refused the runner token', { status: answer.status, attempt: this.#failures, retryInMs });
       return this.#schedule(retryInMs);
     }
-    const retryInMs = backoffDelay(this.#failures, this.#o.random);
+    const retryInMs = fullJitterBackoff(this.#failures, BACKOFF_STEPS, this.#o.random);
     const fields = { request: heartbeat ? 'heartbeat' : 'register', attempt: this.#failures, retryInMs, ...(answer.error ? { error: answer.error } : { status: answer.status }) };
     // A gateway down for an hour would otherwise log a warning every 30 s per runner.
     if (this.#failures === 1) this.#log.warn('gateway request failed, retrying', fields);

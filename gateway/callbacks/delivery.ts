@@ -10,6 +10,7 @@
  */
 import { Client } from 'undici';
 import type { Logger } from '../../placer/kernel/index.ts';
+import { fullJitterBackoff } from '../../placer/kernel/index.ts';
 import { CallbackRefusedError } from './errors.ts';
 import type { CallbackSenderOptions } from './options.ts';
 import { resolveSenderOptions } from './options.ts';
@@ -59,7 +60,7 @@ export function createCallbackSender(options: CallbackSenderOptions): CallbackSe
   const config = resolveSenderOptions(options);
   const { secret, policy, attempts: maxAttempts, backoffBase, backoffCap, timeout, clock, random, logger } = config;
 
-  const backoff = (failures: number): number => Math.floor(random() * Math.min(backoffCap, backoffBase * 2 ** (failures - 1)));
+  const backoff = (failures: number): number => fullJitterBackoff(failures, { base: backoffBase, cap: backoffCap }, random);
 
   async function attempt(client: Client, target: CallbackTarget, id: string, body: string, signal?: AbortSignal): Promise<Outcome> {
     const timestamp = Math.floor(clock.now() / 1000);

@@ -1,7 +1,8 @@
 /**
  * The kernel: what every part of sluice shares and nothing else. The error base, the logger,
- * option validation, the clock, seeded randomness and secret redaction. It imports nothing from
- * the rest of the tree; runner/, placer/ and gateway/ all build on it (docs/architecture.md).
+ * option validation, the clock, seeded randomness, full-jitter backoff and secret redaction.
+ * It imports nothing from the rest of the tree; runner/, placer/ and gateway/ all build on it
+ * (docs/architecture.md).
  */
 export type { ErrorType } from './errors.ts';
 export { SluiceError } from './errors.ts';
@@ -12,5 +13,7 @@ export { MAX_TIMER_MS, checkFunction, checkInteger, checkMs, checkNumber, show }
 export type { Clock } from './clock.ts';
 export { systemClock } from './clock.ts';
 export { drawIndex, drawWeighted, seededRandom } from './random.ts';
+export type { BackoffSteps } from './backoff.ts';
+export { fullJitterBackoff } from './backoff.ts';
 export type { Redact } from './redact.ts';
 export { MIN_SCRUBBED_LENGTH, REDACTED, createRedactor, redactUrl, urlSecrets } from './redact.ts';

@@ -35,7 +35,7 @@ export function drawWeighted(random: () => number, weights: readonly number[]): 
 }
 
 /** `random()` forced into [0, 1): NaN and below 0 read as 0, 1 and above as just under 1. */
-function unit(random: () => number): number {
+export function unit(random: () => number): number {
   const r = random();
   if (!(r >= 0)) return 0;
   return r < 1 ? r : 1 - Number.EPSILON;

@@ -12,7 +12,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { systemClock } from '../../placer/kernel/index.ts';
+import { fullJitterBackoff, systemClock } from '../../placer/kernel/index.ts';
 import { silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger, LogFields } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
@@ -322,7 +322,7 @@ export class EngineSupervisor {
       return this.#transition('failed', reason, { pid, exit, output }, 'error', limits);
     }
     // Full jitter: restarts of engines that died together (a node-wide fault) spread out.
-    const delay = Math.floor(random() * Math.min(backoffCap, backoffBase * backoffFactor ** (this.#streak - 1)));
+    const delay = fullJitterBackoff(this.#streak, { base: backoffBase, cap: backoffCap, factor: backoffFactor }, random);
     this.#transition('starting', reason, { pid, exit, delay, output }, 'warn');
     clock.sleep(delay, this.#halt.signal).then(() => {
       if (this.#stopping || this.#state !== 'starting') return;

@@ -15,7 +15,7 @@ import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';
 import { BUSY_HEADER, REGISTER_PATH, heartbeatPath, runnerPath } from '../../runner/protocol.ts';
 import type { RunnerHeartbeat, RunnerRegistration } from '../../runner/protocol.ts';
-import { BACKOFF_CAP_MS, GatewayRegistration, backoffDelay } from '../../runner/registration.ts';
+import { BACKOFF_CAP_MS, GatewayRegistration } from '../../runner/registration.ts';
 import type { RegistrationTimers } from '../../runner/registration.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerEnvironment, RunnerServer, RunnerStatus } from '../../runner/server.ts';
@@ -131,15 +131,6 @@ function call(url: string) {
 }
 
 const beats = (gw: FakeGateway): RunnerHeartbeat[] => gw.seen.filter((s) => s.kind === 'heartbeat' && s.status === 200).map((s) => s.body);
-
-describe('backoffDelay', () => {
-  it('returns a full-jitter draw below a ceiling that doubles from 500 ms and stops at 30 s', () => {
-    const ceilings = [500, 1000, 2000, 4000, 8000, 16_000, 30_000, 30_000, 30_000];
-    expect(ceilings.map((_, i) => backoffDelay(i + 1, () => 0.5))).toEqual(ceilings.map((c) => c / 2));
-    expect(backoffDelay(1, () => 0)).toBe(0);
-    expect(backoffDelay(100, () => 0.999)).toBe(Math.floor(0.999 * BACKOFF_CAP_MS));
-  });
-});
 
 describe('GatewayRegistration', () => {
   const status = (): RunnerStatus => ({ id: 'r-x', version: 't', state: 'serving', ready: true, engines: [], models: [], gpus: { gpus: [], source: 'none', reason: 'test' }, slots: { total: 1, inUse: 0 }, calls: { served: 0, rejected: 0, failed: 0 } });
