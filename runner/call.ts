@@ -21,6 +21,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 import type { Logger } from '../placer/kernel/index.ts';
+import { admit } from './admission.ts';
+import type { BusyReason } from './admission.ts';
 import type { RunnerEngine } from './engine.ts';
 import { EngineBusyError, EngineFailedError, EngineTimeoutError, RunnerBodyTooLargeError } from './errors.ts';
 import type { RunnerConfig } from './options.ts';
@@ -40,9 +42,7 @@ import {
 import { detachedReply, syncReply } from './reply.ts';
 import type { Reply } from './reply.ts';
 import type { Slots } from './slots.ts';
-
-/** Why a runner answered busy; sent as the value of the busy header. */
-export type BusyReason = 'slots' | 'starting' | 'draining' | 'engine-busy' | 'engine-unreachable' | 'engine-failed' | 'late';
+import type { CallCounts } from './status.ts';
 
 /** What the call path needs from its runner. */
 export interface CallPathContext {
@@ -50,7 +50,7 @@ export interface CallPathContext {
   engine: RunnerEngine;
   slots: Slots;
   log: Logger;
-  counts: { served: number; rejected: number; failed: number };
+  counts: CallCounts;
   draining(): boolean;
   /** How long the process's event loop just went without running timers, ms (StallWatch). */
   stalled(): number;
@@ -59,12 +59,10 @@ export interface CallPathContext {
 
 /** Serves one call on `req`/`res`; resolves when the call is handed to the engine's stream or answered. */
 export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const { config, engine, slots, log, counts } = ctx;
-  if (ctx.draining()) return ctx.busy(res, 'draining');
-  const engineBusy = engine.busyReason();
-  if (engineBusy) return ctx.busy(res, engineBusy);
-  const release = slots.tryAcquire();
-  if (!release) return ctx.busy(res, 'slots');
+  const { config, engine, log, counts } = ctx;
+  const admission = admit(ctx);
+  if (admission.kind === 'busy') return ctx.busy(res, admission.reason);
+  const release = admission.release;
 
   const received = performance.now();
   const callId = header(req, CALL_ID_HEADER);

@@ -1,31 +1,37 @@
 /**
- * The runner process: the gateway-facing server, its status, registration with gateways, and
- * the engine behind it. Each call's path (admission, acknowledgement, the engine request, the
- * reply) is runner/call.ts.
+ * The runner process, start to stop: reads the node's GPUs, starts the engine, listens, joins
+ * its gateways, and on close drains (waiting on its slots to empty, bounded by the drain
+ * timeout), leaves its gateways and stops the engine. The rooms it builds on: routes.ts (the
+ * HTTP face), admission.ts (take a call or answer busy), status.ts (GET /status and the
+ * heartbeat payload), gateways.ts (registration with every gateway), call.ts (one call's path).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { ServerType } from '@hono/node-server';
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
-import { Hono } from 'hono';
-import { BUSY_HEADER, RUNNER_ID_HEADER } from './protocol.ts';
+import { MAX_TIMER_MS } from '../placer/kernel/index.ts';
+import { answerBusy, notReadyReason } from './admission.ts';
+import type { BusyReason } from './admission.ts';
 import { serveCall } from './call.ts';
-import type { BusyReason, CallPathContext } from './call.ts';
+import type { CallPathContext } from './call.ts';
 import { RunnerEngine } from './engine.ts';
 import type { EngineStatus } from './engine.ts';
 import type { ProfileFacts } from './engines/profile.ts';
+import { registerWithGateways } from './gateways.ts';
 import { readGpuInventory } from './inventory.ts';
 import type { GpuInventory } from './inventory.ts';
 import { advertisedUrl, resolveRunnerOptions } from './options.ts';
 import type { RunnerConfig, RunnerOptions } from './options.ts';
-import { GatewayRegistration } from './registration.ts';
+import type { GatewayRegistration } from './registration.ts';
 import type { RegistrationTimers } from './registration.ts';
+import { runnerRoutes } from './routes.ts';
 import { Slots } from './slots.ts';
 import { StallWatch } from './stall-watch.ts';
+import { readStatus } from './status.ts';
+import type { CallCounts } from './status.ts';
 import { VERSION } from './version.ts';
 
-export type { BusyReason } from './call.ts';
+export type { BusyReason } from './admission.ts';
 
 /** What GET /status answers. */
 export interface RunnerStatus {
@@ -84,7 +90,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   const log = config.logger.child({ runner: config.id });
   const slots = new Slots(config.slots);
   const engine = new RunnerEngine(config, log);
-  const counts = { served: 0, rejected: 0, failed: 0 };
+  const counts: CallCounts = { served: 0, rejected: 0, failed: 0 };
   let gpus: GpuInventory = { gpus: [], source: 'none', reason: 'not read yet' };
   let draining = false;
   let server: ServerType | undefined;
@@ -93,39 +99,18 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   let markClosed!: () => void;
   const closed = new Promise<void>((resolve) => (markClosed = resolve));
 
-  const status = (): RunnerStatus => {
-    const engineStatus = engine.status();
-    return {
-      id: config.id,
-      version: VERSION,
-      state: draining ? 'draining' : 'serving',
-      ready: !draining && engineStatus.state === 'ready',
-      engines: [{ ...engineStatus, slots: { total: slots.total, inUse: slots.inUse } }],
-      models: engineStatus.models,
-      gpus,
-      slots: { total: slots.total, inUse: slots.inUse },
-      calls: { ...counts },
-    };
-  };
-
+  const status = (): RunnerStatus => readStatus({ config, engine, slots, counts, draining: () => draining, gpus: () => gpus });
   const busy = (res: ServerResponse, reason: BusyReason): void => {
     counts.rejected++;
-    res.writeHead(503, { 'content-type': 'application/json', [BUSY_HEADER]: reason, [RUNNER_ID_HEADER]: config.id });
-    res.end(JSON.stringify({ error: { message: `runner ${config.id} is busy (${reason})`, type: 'service_unavailable_error', code: 'RUNNER_BUSY' } }));
+    answerBusy(res, config.id, reason);
   };
 
   const stallWatch = new StallWatch();
   const callPath: CallPathContext = { config, engine, slots, log, counts, draining: () => draining, stalled: () => stallWatch.stalled(), busy };
-  const app = new Hono<{ Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } }>();
-  app.get('/status', (c) => c.json(status()));
-  app.get('/healthz', (c) => c.json({ ok: true }));
-  app.get('/readyz', (c) => {
-    const reason = draining ? 'draining' : engine.busyReason();
-    return reason === undefined ? c.json({ ready: true }) : c.json({ ready: false, reason }, 503);
-  });
-  app.post('*', async (c) => {
-    await serveCall(callPath, c.env.incoming, c.env.outgoing);
-    return RESPONSE_ALREADY_SENT;
+  const app = runnerRoutes({
+    status,
+    notReady: () => notReadyReason({ draining: () => draining, engine }),
+    serveCall: (req, res) => serveCall(callPath, req, res),
   });
 
   const runner: RunnerServer = {
@@ -160,27 +145,13 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       const url = `http://${host}:${listening.port}`;
       log.info('runner listening', { url, engine: engine.adapter.url.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, version: VERSION });
       const advertised = advertisedUrl(config, host, listening.port);
-      const loopback = (h: string) => h === 'localhost' || h.startsWith('127.') || h === '[::1]';
-      for (const g of config.gateways) {
-        // The default host: a gateway on another machine would call itself.
-        if (loopback(new URL(advertised).hostname) && !loopback(g.hostname)) log.warn('advertising a loopback url to a remote gateway; set advertiseUrl', { url: advertised, gateway: g.origin });
-      }
-      registrations = config.gateways.map((gateway) => {
-        const registration = new GatewayRegistration({
-          gateway,
-          token: config.runnerToken ?? '',
-          url: advertised,
-          status,
-          heartbeatInterval: config.heartbeatInterval,
-          // Three missed scrapes: the engine's metrics are failing, not merely between reads.
-          loadStaleAfter: 3 * config.loadInterval,
-          onDrainRequested: () => void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
-          logger: log,
-          ...(environment.random ? { random: environment.random } : {}),
-          ...(environment.timers ? { timers: environment.timers } : {}),
-        });
-        registration.start();
-        return registration;
+      registrations = registerWithGateways({
+        config,
+        advertised,
+        status,
+        log,
+        environment,
+        onDrainRequested: () => void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
       });
       return { url, port: listening.port, host };
     },
@@ -191,9 +162,8 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         // Gateways learn of the drain now rather than at the next tick, and stop placing here.
         for (const r of registrations) r.beatNow();
         const drainTimeout = options.drainTimeout ?? config.drainTimeout;
-        const until = Date.now() + drainTimeout;
         if (server) log.info('runner draining', { inFlight: slots.inUse, drainTimeout });
-        while (slots.inUse > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+        await callsFinished(slots, drainTimeout);
         if (slots.inUse > 0) log.warn('drain timeout, aborting calls', { inFlight: slots.inUse });
         await Promise.all(registrations.map((r) => r.deregister()));
         await new Promise<void>((resolve) => {
@@ -209,4 +179,19 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     },
   };
   return runner;
+}
+
+/**
+ * Resolves once no call holds a slot, or after `timeout` ms, whichever comes first: the slots
+ * say when they empty, so a drain ends the moment its last call does.
+ */
+async function callsFinished(slots: Slots, timeout: number): Promise<void> {
+  if (slots.inUse === 0 || !(timeout > 0)) return;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(timeout, MAX_TIMER_MS))));
+  try {
+    await Promise.race([slots.emptied(), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -10,6 +10,8 @@ export type Release = () => void;
 export class Slots {
   readonly #total: number;
   #inUse = 0;
+  /** Settles the waiters of {@link Slots.emptied} when the last slot comes back; one promise shared by all. */
+  #onEmpty: { promise: Promise<void>; resolve: () => void } | undefined;
 
   constructor(total: number) {
     this.#total = total;
@@ -34,6 +36,24 @@ export class Slots {
       if (released) return;
       released = true;
       this.#inUse--;
+      if (this.#inUse === 0 && this.#onEmpty) {
+        this.#onEmpty.resolve();
+        this.#onEmpty = undefined;
+      }
     };
+  }
+
+  /**
+   * Resolves once no slot is in use: at once when none is, else when the last one is released.
+   * A drain waits on this instead of polling; it never rejects, so bound it with a timer.
+   */
+  emptied(): Promise<void> {
+    if (this.#inUse === 0) return Promise.resolve();
+    if (!this.#onEmpty) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.#onEmpty = { promise, resolve };
+    }
+    return this.#onEmpty.promise;
   }
 }

@@ -12,6 +12,8 @@ import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
 import { BUSY_HEADER, ERROR_TRAILER, EXEC_TRAILER, RUNNER_ID_HEADER, parseExecTiming } from '../../runner/protocol.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerServer } from '../../runner/server.ts';
+import type { LogFields } from '../../placer/kernel/index.ts';
+import { warningRecorder } from '../support/logger.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -178,5 +180,34 @@ describe('runner', () => {
     expect(res.statusCode).toBe(200);
     await res.body.dump();
     await closed;
+  });
+
+  it('ends the drain when the last running call finishes, long before the drain timeout', async () => {
+    const { url, runner } = await start({ ttftMs: 0, itlMs: 20, outputTokens: 10 }, 2);
+    const running = post(url, chat());
+    await expect.poll(() => runner.status().slots.inUse, { timeout: 5000, interval: 5 }).toBe(1);
+    let stopped = false;
+    const closed = runner.close({ drainTimeout: 600_000 }).then(() => (stopped = true));
+    const res = await running;
+    await res.body.dump();
+    // The drain waits on the slots, not on the timeout: it ends soon after the call does (the
+    // test's own timeout, far below the drain timeout, fails it otherwise).
+    await closed;
+    expect(stopped).toBe(true);
+    expect(runner.status().slots.inUse).toBe(0);
+  });
+
+  it('stops waiting at the drain timeout and warns with the calls still running', async () => {
+    const engine = createSimEngine({ ttftMs: 0, itlMs: 200, outputTokens: 200 });
+    const { url: engineUrl } = await engine.listen();
+    cleanups.push(() => engine.close());
+    const warnings: LogFields[] = [];
+    const runner = createRunner({ engine: engineUrl, slots: 2, id: 'r-test', logger: warningRecorder(warnings) });
+    const { url } = await runner.listen();
+    const running = post(url, chat()).then((res) => res.body.dump(), () => undefined).catch(() => undefined);
+    await expect.poll(() => runner.status().slots.inUse, { timeout: 5000, interval: 5 }).toBe(1);
+    await runner.close({ drainTimeout: 50 });
+    expect(warnings.filter((w) => w.msg === 'drain timeout, aborting calls')).toEqual([{ msg: 'drain timeout, aborting calls', inFlight: 1 }]);
+    await running;
   });
 });

@@ -69,3 +69,47 @@ describe('Slots', () => {
     }
   });
 });
+
+describe('Slots.emptied', () => {
+  const settled = async (promise: Promise<void>): Promise<boolean> => {
+    let done = false;
+    void promise.then(() => (done = true));
+    // Two turns of the microtask queue: enough for an already-resolved promise to report.
+    await Promise.resolve();
+    await Promise.resolve();
+    return done;
+  };
+
+  it('returns a resolved promise when no slot is in use', async () => {
+    expect(await settled(new Slots(2).emptied())).toBe(true);
+  });
+
+  it('returns a promise that resolves only when the last slot is released', async () => {
+    const slots = new Slots(3);
+    const a = slots.tryAcquire()!;
+    const b = slots.tryAcquire()!;
+    const first = slots.emptied();
+    const second = slots.emptied();
+    a();
+    expect(await settled(first)).toBe(false);
+    // A second release of the same slot must not count as the other one.
+    a();
+    expect(await settled(first)).toBe(false);
+    b();
+    expect(await settled(first)).toBe(true);
+    expect(await settled(second)).toBe(true);
+  });
+
+  it('returns a fresh wait after the slots emptied once and filled again', async () => {
+    const slots = new Slots(1);
+    const a = slots.tryAcquire()!;
+    const before = slots.emptied();
+    a();
+    expect(await settled(before)).toBe(true);
+    const c = slots.tryAcquire()!;
+    const after = slots.emptied();
+    expect(await settled(after)).toBe(false);
+    c();
+    expect(await settled(after)).toBe(true);
+  });
+});
