@@ -12,7 +12,8 @@
  * with half an event glued to it, which a client would fail to parse.
  */
 import type { ServerResponse } from 'node:http';
-import { ERROR_TRAILER, EXEC_TRAILER, coalesceWrites, parseExecTiming, withoutHopByHop } from '../runner/protocol.ts';
+import { pumpBody } from '../runner/body.ts';
+import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '../runner/protocol.ts';
 import { SluiceError } from '../placer/kernel/index.ts';
 import type { CallOutcome } from './call.ts';
 import { CallTimeoutError, RunnerFailedError, errorBody } from './errors.ts';
@@ -74,21 +75,17 @@ export function relay(
 
     // An SSE event begun but not finished: see the file comment.
     let partial: Buffer | undefined;
-    body.on('data', (data: Buffer) => {
+    pumpBody(body, out, (data) => {
       let chunk = data;
       if (sse) {
         const whole = partial ? Buffer.concat([partial, data]) : data;
         const end = lastEventEnd(whole);
         partial = end < whole.length ? whole.subarray(end) : undefined;
-        if (end === 0) return;
+        if (end === 0) return true;
         chunk = end < whole.length ? whole.subarray(0, end) : whole;
       }
-      coalesceWrites(out);
       head();
-      if (!out.write(chunk)) {
-        body.pause();
-        out.once('drain', () => body.resume());
-      }
+      return out.write(chunk);
     });
     body.once('end', () => {
       const execMs = parseExecTiming(response.trailers[EXEC_TRAILER]);

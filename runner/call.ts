@@ -23,6 +23,7 @@ import type { Dispatcher } from 'undici';
 import type { Logger } from '../placer/kernel/index.ts';
 import { admit } from './admission.ts';
 import type { BusyReason } from './admission.ts';
+import { pumpBody, readBody } from './body.ts';
 import type { RunnerEngine } from './engine.ts';
 import { EngineBusyError, EngineFailedError, EngineTimeoutError, RunnerBodyTooLargeError } from './errors.ts';
 import type { RunnerConfig } from './options.ts';
@@ -34,7 +35,6 @@ import {
   FUNCTION_HEADER,
   RESPONSE_TIMEOUT_HEADER,
   TIMEOUT_HEADER,
-  coalesceWrites,
   formatExecTiming,
   isConnectError,
   withoutHopByHop,
@@ -85,7 +85,11 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
 
   let body: Buffer;
   try {
-    body = await readCall(req, config.maxBodyBytes);
+    body = await readBody(req, {
+      maxBytes: config.maxBodyBytes,
+      tooLarge: () => new RunnerBodyTooLargeError(`request body exceeds this runner's maxBodyBytes (${config.maxBodyBytes} bytes)`),
+      closed: () => new Error('gateway closed the connection while sending the call'),
+    });
   } catch (error) {
     if (error instanceof RunnerBodyTooLargeError && !res.headersSent) {
       counts.rejected++;
@@ -177,13 +181,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
   counts.served++;
   reply.head(response.statusCode, response.headers);
   const engineBody = response.body;
-  engineBody.on('data', (chunk: Buffer) => {
-    coalesceWrites(res);
-    if (!reply.write(chunk)) {
-      engineBody.pause();
-      res.once('drain', () => engineBody.resume());
-    }
-  });
+  pumpBody(engineBody, res, (chunk) => reply.write(chunk));
   engineBody.once('end', () => reply.end(timing()));
   engineBody.once('error', (error) => {
     if (controller.signal.aborted && !timedOut()) return;
@@ -192,35 +190,6 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     log.warn('engine failed mid-response', { call: callId, fn, code, error });
     reply.end({ ...timing(), [ERROR_TRAILER]: code });
   });
-}
-
-/** Reads the whole request body, refusing one over `maxBytes`. */
-function readCall(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > maxBytes) return Promise.reject(tooLarge(maxBytes));
-  return new Promise<Buffer>((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBytes) {
-        req.removeAllListeners('data');
-        req.pause();
-        reject(tooLarge(maxBytes));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
-    req.once('error', reject);
-    req.once('close', () => {
-      if (!req.readableEnded) reject(new Error('gateway closed the connection while sending the call'));
-    });
-  });
-}
-
-function tooLarge(maxBytes: number): RunnerBodyTooLargeError {
-  return new RunnerBodyTooLargeError(`request body exceeds this runner's maxBodyBytes (${maxBytes} bytes)`);
 }
 
 /** A positive whole number of ms from a header, or undefined when absent or malformed. */
