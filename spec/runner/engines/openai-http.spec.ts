@@ -97,24 +97,21 @@ describe('OpenAIHttpEngine', () => {
     expect(engine.models).toEqual(['m-1', 'm-2']);
   });
 
-  it('returns starting while the health route fails, then ready at a probe after it answers', async () => {
+  const faults: Array<[string, (s: Script) => void, (s: Script) => void]> = [
+    ['the health route answers 503', (s) => (s.health = 503), (s) => (s.health = 200)],
+    ['the model list answers 500, health answering', (s) => (s.models = { status: 500, body: {} }), (s) => (s.models = { status: 200, body: { data: [{ id: 'm-1' }] } })],
+  ];
+  it.each(faults)('returns starting while %s, then ready at the first probe after it is fixed', async (_what, fail, fix) => {
     const { url, script } = await scriptedEngine();
-    script.health = 503;
+    fail(script);
     const engine = adapter(url, 'vllm');
     await engine.start();
     expect(engine.state).toBe('starting');
     expect(engine.models).toEqual([]);
-    script.health = 200;
+    fix(script);
     await engine.probe();
     expect(engine.state).toBe('ready');
-  });
-
-  it('returns starting while the model list answers non-200, even with health answering', async () => {
-    const { url, script } = await scriptedEngine();
-    script.models = { status: 500, body: {} };
-    const engine = adapter(url, 'vllm');
-    await engine.start();
-    expect(engine.state).toBe('starting');
+    expect(engine.models).toContain('m-1');
   });
 
   it('uses the kind\'s routes: a plain OpenAI URL is checked by its model list alone', async () => {
