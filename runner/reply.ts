@@ -1,6 +1,6 @@
 /**
  * How a committed call's answer goes back to the gateway, for both call types, so the call
- * path in server.ts is written once:
+ * path in call.ts is written once:
  * - sync: the engine's status and headers, written with its first body byte (until then the
  *   runner's acknowledgements keep the gateway waiting), its body streamed, then the trailers;
  * - detached: 202 once the runner commits (see {@link Reply.commit}), then the engine's body,
