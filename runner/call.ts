@@ -3,8 +3,8 @@
  * request, and the reply (runner/reply.ts). The order is the wire's promise to the gateway
  * (runner/protocol.ts):
  *
- * 1. Admission (runner/admission.ts), before the body is read: no slot (or a draining runner, or an engine that cannot
- *    take calls) is a busy answer at once.
+ * 1. Admission (runner/admission.ts), before the body is read: no slot (or a draining runner,
+ *    or an engine that cannot take calls) is a busy answer at once.
  * 2. The whole body is read, then `102 Processing` acknowledges the call, when the caller asked
  *    for acknowledgements (a gateway does, with its response bound). Nothing has reached the
  *    engine yet, and nothing will until the acknowledgement is on the wire: a gateway that saw
