@@ -88,7 +88,7 @@ export function relay(
       return out.write(chunk);
     });
     body.once('end', () => {
-      const execMs = parseExecTiming(response.trailers[EXEC_TRAILER]);
+      const execMs = parseExecTiming(response.trailers[EXEC_TRAILER] ?? response.headers[EXEC_TRAILER]);
       const failed = response.trailers[ERROR_TRAILER];
       if (failed !== undefined) return fail(reportedFailure(runner, String(failed), 'the response was cut short'), execMs);
       head();

@@ -38,7 +38,16 @@ export interface Reply {
 const errorJson = (error: SluiceError) =>
   JSON.stringify({ error: { message: error.message, type: error.type, code: error.code } });
 
-/** A sync call's reply: the engine's own status line, sent with the first byte of its body. */
+/**
+ * Statuses that carry no body (RFC 9110 sections 15.3.5 and 15.4.5), so no chunked encoding and no
+ * trailers: Node throws on trailers declared for them.
+ */
+const bodiless = (status: number): boolean => status === 204 || status === 304;
+
+/**
+ * A sync call's reply: the engine's own status line, sent with the first byte of its body. A
+ * bodiless answer is held to its end and carries the trailers' values as headers instead.
+ */
 export function syncReply(res: ServerResponse, runnerId: string): Reply {
   let pending: { status: number; headers: Record<string, string | string[]> } | undefined;
   const flushHead = (): void => {
@@ -49,16 +58,19 @@ export function syncReply(res: ServerResponse, runnerId: string): Reply {
   return {
     commit() {},
     head(status, headers) {
-      pending = {
-        status,
-        headers: { ...withoutHopByHop(headers), [RUNNER_ID_HEADER]: runnerId, trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}` },
-      };
+      const own: Record<string, string> = bodiless(status) ? {} : { trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}` };
+      pending = { status, headers: { ...withoutHopByHop(headers), [RUNNER_ID_HEADER]: runnerId, ...own } };
     },
     write(chunk) {
       flushHead();
       return res.write(chunk);
     },
     end(trailers) {
+      if (pending && bodiless(pending.status)) {
+        pending.headers = { ...pending.headers, ...trailers };
+        flushHead();
+        return void res.end();
+      }
       flushHead();
       res.addTrailers(trailers);
       res.end();
