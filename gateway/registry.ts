@@ -7,7 +7,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
-import type { HeartbeatAnswer, RegistrationAccepted, RunnerHeartbeat, RunnerRegistration } from '../runner/protocol.ts';
+import { parseHeartbeat, parseRegistration } from '../runner/protocol.ts';
+import type { HeartbeatAnswer, Parsed, RegistrationAccepted } from '../runner/protocol.ts';
 import { GatewayError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
 
@@ -60,7 +61,7 @@ export class RunnerRegistry {
 
   /** Adds or refreshes a runner; a runner that comes back with a new URL is replaced. */
   register(body: unknown): RegistrationAccepted {
-    const reg = checkRegistration(body);
+    const reg = accepted(parseRegistration(body));
     const { pool, clock, logger } = this.#o;
     const url = new URL(reg.url);
     let runner = pool.get(reg.id);
@@ -93,7 +94,7 @@ export class RunnerRegistry {
     const runner = this.#o.pool.get(id);
     const reg = runner?.registration;
     if (!runner || !reg) return undefined;
-    const hb = checkHeartbeat(body);
+    const hb = accepted(parseHeartbeat(body));
     const now = this.#o.clock.now();
     if (reg.state === 'unreachable') this.#o.logger.info('runner back', { runner: id });
     const placeable = runner.placeable();
@@ -185,33 +186,8 @@ function digest(token: string): Buffer {
   return createHash('sha256').update(token).digest();
 }
 
-function checkRegistration(body: unknown): RunnerRegistration {
-  const b = body as Partial<RunnerRegistration> | null;
-  if (!b || typeof b !== 'object') throw new InvalidRegistrationError('registration body must be a JSON object');
-  if (typeof b.id !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(b.id)) throw new InvalidRegistrationError(`registration id must be 1-128 letters, digits or ._:- characters, got ${JSON.stringify(b.id)}`);
-  let url: URL | undefined;
-  try {
-    url = typeof b.url === 'string' ? new URL(b.url) : undefined;
-  } catch {
-    url = undefined;
-  }
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new InvalidRegistrationError(`registration url must be an http(s) URL, got ${JSON.stringify(b.url)}`);
-  if (!Array.isArray(b.models)) throw new InvalidRegistrationError('registration models must be a list of model names');
-  checkLoad(b.load);
-  return { ...(b as RunnerRegistration), ready: b.ready !== false, version: String(b.version ?? 'unknown') };
-}
-
-function checkHeartbeat(body: unknown): RunnerHeartbeat {
-  const b = body as Partial<RunnerHeartbeat> | null;
-  if (!b || typeof b !== 'object') throw new InvalidRegistrationError('heartbeat body must be a JSON object');
-  if (!Array.isArray(b.models)) throw new InvalidRegistrationError('heartbeat models must be a list of model names');
-  checkLoad(b.load);
-  return { ready: b.ready !== false, state: b.state === 'draining' ? 'draining' : 'serving', models: b.models, load: b.load! };
-}
-
-function checkLoad(load: unknown): void {
-  const l = load as { slotsInUse?: unknown; slots?: unknown } | undefined;
-  if (!l || typeof l.slotsInUse !== 'number' || typeof l.slots !== 'number') {
-    throw new InvalidRegistrationError('load must carry numeric slotsInUse and slots');
-  }
+/** The wire check's verdict, or the gateway's 400 for a body that is not what the wire says. */
+function accepted<T>(parsed: Parsed<T>): T {
+  if (parsed.kind === 'invalid') throw new InvalidRegistrationError(parsed.message);
+  return parsed.value;
 }

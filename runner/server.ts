@@ -9,11 +9,11 @@ import { serve } from '@hono/node-server';
 import type { ServerType } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
-import { BUSY_HEADER, RUNNER_ID_HEADER } from './protocol.ts';
+import { BUSY_HEADER, RUNNER_ID_HEADER, STATUS_PATH } from './protocol.ts';
+import type { RunnerStatus } from './protocol.ts';
 import { serveCall } from './call.ts';
 import type { BusyReason, CallPathContext } from './call.ts';
 import { RunnerEngine } from './engine.ts';
-import type { EngineStatus } from './engine.ts';
 import type { ProfileFacts } from './engines/profile.ts';
 import { readGpuInventory } from './inventory.ts';
 import type { GpuInventory } from './inventory.ts';
@@ -26,23 +26,8 @@ import { StallWatch } from './stall-watch.ts';
 import { VERSION } from './version.ts';
 
 export type { BusyReason } from './call.ts';
-
-/** What GET /status answers. */
-export interface RunnerStatus {
-  id: string;
-  version: string;
-  state: 'serving' | 'draining';
-  /** True when the runner admits calls: serving, and its engine ready. */
-  ready: boolean;
-  /** The engines behind this runner (one today), each with its slots, state and load. */
-  engines: Array<EngineStatus & { slots: { total: number; inUse: number } }>;
-  /** The models the engine serves, as it last listed them. */
-  models: readonly string[];
-  /** GPUs on this node, from nvidia-smi; `source: 'none'` with the reason on a CPU-only node. */
-  gpus: GpuInventory;
-  slots: { total: number; inUse: number };
-  calls: { served: number; rejected: number; failed: number };
-}
+/** The status page's type lives with the wire (protocol/status.ts); re-exported for embedders. */
+export type { RunnerStatus } from './protocol.ts';
 
 /** Things a test (or an embedder) may supply instead of asking the machine. */
 export interface RunnerEnvironment {
@@ -117,7 +102,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   const stallWatch = new StallWatch();
   const callPath: CallPathContext = { config, engine, slots, log, counts, draining: () => draining, stalled: () => stallWatch.stalled(), busy };
   const app = new Hono<{ Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } }>();
-  app.get('/status', (c) => c.json(status()));
+  app.get(STATUS_PATH, (c) => c.json(status()));
   app.get('/healthz', (c) => c.json({ ok: true }));
   app.get('/readyz', (c) => {
     const reason = draining ? 'draining' : engine.busyReason();
