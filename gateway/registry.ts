@@ -62,7 +62,7 @@ export class RunnerRegistry {
   /** Adds or refreshes a runner; a runner that comes back with a new URL is replaced. */
   register(body: unknown): RegistrationAccepted {
     const reg = accepted(parseRegistration(body));
-    const { pool, clock, logger } = this.#o;
+    const { pool, logger } = this.#o;
     const url = new URL(reg.url);
     let runner = pool.get(reg.id);
     if (runner && !runner.registration) {
@@ -74,18 +74,7 @@ export class RunnerRegistry {
       if (old) void old.close();
       logger.info('runner registered', { runner: reg.id, url: url.origin, models: reg.models, version: reg.version });
     }
-    const now = clock.now();
-    runner.registration = {
-      state: 'live',
-      lastSeen: now,
-      ready: reg.ready,
-      draining: false,
-      drainRequested: runner.registration?.drainRequested ?? false,
-      version: reg.version,
-      report: { load: reg.load, at: now },
-    };
-    pool.setModels(runner, reg.ready ? reg.models : undefined);
-    pool.changed();
+    runner.register(reg);
     return { gatewayId: this.#o.gatewayId, heartbeatInterval: this.#o.heartbeatInterval };
   }
 
@@ -95,16 +84,8 @@ export class RunnerRegistry {
     const reg = runner?.registration;
     if (!runner || !reg) return undefined;
     const hb = accepted(parseHeartbeat(body));
-    const now = this.#o.clock.now();
     if (reg.state === 'unreachable') this.#o.logger.info('runner back', { runner: id });
-    const placeable = runner.placeable();
-    reg.state = 'live';
-    reg.lastSeen = now;
-    reg.ready = hb.ready;
-    reg.draining = hb.state === 'draining';
-    reg.report = { load: hb.load, at: now };
-    this.#o.pool.setModels(runner, hb.ready ? hb.models : undefined);
-    if (runner.placeable() !== placeable) this.#o.pool.changed();
+    runner.heartbeat(hb);
     return { drain: reg.drainRequested };
   }
 
@@ -122,8 +103,7 @@ export class RunnerRegistry {
   requestDrain(id: string): boolean {
     const runner = this.#o.pool.get(id);
     if (!runner?.registration) return false;
-    runner.registration.drainRequested = true;
-    this.#o.pool.changed();
+    runner.requestDrain();
     this.#o.logger.info('runner drain requested', { runner: id });
     return true;
   }
@@ -168,8 +148,7 @@ export class RunnerRegistry {
         void runner.close(true);
         logger.warn('runner lost', { runner: runner.id, silenceMs: Math.round(silence) });
       } else if (silence > unreachableAfter && reg.state === 'live') {
-        reg.state = 'unreachable';
-        pool.changed();
+        runner.markUnreachable();
         logger.warn('runner unreachable', { runner: runner.id, silenceMs: Math.round(silence) });
       }
     }
