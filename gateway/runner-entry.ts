@@ -18,6 +18,7 @@ import type { BreakerOptions } from './breaker.ts';
 import type { GatewayCall } from './call.ts';
 import { RunnerStalledError } from './errors.ts';
 import type { HttpRunner, RunnerResponse, RunnerSignals } from './http-runner.ts';
+import type { StampedReport } from './runner-load.ts';
 
 /** What the gateway last learned about a runner from its /status and from its calls. */
 export interface RunnerHealth {
@@ -44,10 +45,9 @@ export interface RunnerHealth {
   readonly report?: StampedLoad;
 }
 
-/** A report as the gateway keeps it: the load, and when it came on the gateway's clock. */
-export interface StampedLoad {
+/** A report as the gateway keeps it: the whole load the runner sent, and when it came on the gateway's clock. */
+export interface StampedLoad extends StampedReport {
   readonly load: ReportedLoad;
-  readonly at: number;
 }
 
 /** How long a runner that refused a connection is passed over before it is tried again, in ms. */
