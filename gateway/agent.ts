@@ -31,7 +31,7 @@ import {
 import { REQUEST_ID_HEADER, clientRequestId } from './front.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import type { DetachedCalls } from './detached.ts';
-import { DetachedFlow } from './detached-flow.ts';
+import { CALLBACK_URL_HEADER, DetachedFlow } from './detached-flow.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
 import { INVOKE_TYPE_HEADER, parsePreference } from './prefer.ts';
@@ -369,7 +369,7 @@ export function sendError(out: ServerResponse, error: SluiceError, headers: Reco
  * Request headers that are the gateway's business only: they steer placement and detached
  * calls, and a callback URL may carry a token. Runners and engines never see them.
  */
-const GATEWAY_ONLY_HEADERS = ['prefer', 'sluice-invoke-type', 'sluice-callback-url', 'idempotency-key', SESSION_HEADER];
+const GATEWAY_ONLY_HEADERS = ['prefer', INVOKE_TYPE_HEADER, CALLBACK_URL_HEADER, 'idempotency-key', SESSION_HEADER];
 
 /** The client's headers as the runner gets them: no hop-by-hop and no gateway-only ones. */
 function forwardable(headers: IncomingMessage['headers']): Record<string, string | string[]> {

@@ -4,6 +4,7 @@
  * after `openFor` (or as soon as an active probe finds the runner answering), and closes after
  * `closeAfter` successes in a row while half-open. A failure while half-open opens it again.
  */
+import type { Clock } from '../placer/kernel/index.ts';
 
 /** Where the breaker stands. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -16,7 +17,8 @@ export interface BreakerOptions {
   openFor: number;
   /** Successes in a row, while half-open, that close it. @default 2 */
   closeAfter: number;
-  now: () => number;
+  /** The gateway's clock; `openFor` is measured on it. */
+  clock: Clock;
 }
 
 /** Fn-free defaults; see BreakerOptions. */
@@ -36,7 +38,7 @@ export class CircuitBreaker {
 
   /** The state now; an open breaker past its time reads half-open. */
   get state(): BreakerState {
-    if (this.#state === 'open' && this.#o.now() - this.#openedAt >= this.#o.openFor) this.#halfOpen();
+    if (this.#state === 'open' && this.#o.clock.now() - this.#openedAt >= this.#o.openFor) this.#halfOpen();
     return this.#state;
   }
 
@@ -58,7 +60,7 @@ export class CircuitBreaker {
     this.#failures++;
     if (state === 'half-open' || (state === 'closed' && this.#failures >= this.#o.threshold)) {
       this.#state = 'open';
-      this.#openedAt = this.#o.now();
+      this.#openedAt = this.#o.clock.now();
       this.#successes = 0;
     }
   }

@@ -152,7 +152,11 @@ export function affinityKey(session: string | undefined, user: string | undefine
 const pool = Buffer.alloc(4096);
 let poolOffset = pool.length;
 
-/** A UUIDv7 (RFC 9562): 48-bit ms timestamp then random bits, so ids sort by creation time. */
+/**
+ * A UUIDv7 (RFC 9562): 48-bit ms timestamp then random bits, so ids sort by creation time.
+ * The default is Date.now() because the id carries a wall-clock epoch by definition; the gateway
+ * passes its own clock's reading.
+ */
 export function uuidv7(now: number = Date.now()): string {
   if (poolOffset + 10 > pool.length) {
     randomFillSync(pool);

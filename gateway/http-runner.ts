@@ -1,27 +1,28 @@
 /**
- * A runner reached over HTTP: the gateway's side of the wire in runner/protocol.ts.
+ * A runner reached over HTTP: the gateway's side of the wire in runner/protocol.ts, as a
+ * transport plus its in-flight count. What the runner's answers say about its health (down,
+ * hung, the breaker) is told to the {@link RunnerSignals} given with each offer; the pool's
+ * RunnerEntry (runner-entry.ts) keeps that state and decides whether an offer is made at all.
  *
- * tryExec sends the buffered call and reads only the status line and headers. Whether the call
+ * send() sends the buffered call and reads only the status line and headers. Whether the call
  * is committed is decided by what the runner said, never by guesswork about what reached it:
  * - a busy answer (503 with the busy marker) is the runner's word that nothing ran: try elsewhere;
  * - no answer at all (a refused connection, a connection closed before any response, or nothing
  *   within responseTimeout) means the engine never saw the call, because a runner acknowledges
  *   a call (`102 Processing`) before it asks its engine: the call goes elsewhere, and a runner
- *   that stayed silent is marked hung;
+ *   that stayed silent is reported hung;
  * - once acknowledged the call is committed: silence for responseTimeout before the status line,
  *   or for streamIdleTimeout between body chunks, ends it with GW_RUNNER_STALLED, and any other
  *   failure is a failure after commit, never retried.
- * Every failure counts towards the runner's circuit breaker (outlier ejection); busy answers
- * and calls that ended well count as successes.
- *
- * An offer to a runner that this gateway alone already fills (as many calls in flight there as
- * the slots it last reported) is answered busy at once, without a round trip: a runner never runs
- * more calls than its slots, so the answer could only be busy.
+ * Every failure is reported as one (the breaker counts it); busy answers and calls that ended
+ * well as successes.
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
+import type { Clock } from '../placer/kernel/index.ts';
 import { EndedCalls, runnerLoad } from './runner-load.ts';
-import type { RunnerCall, Runner, RunnerLoad, TryExecResult } from '../placer/types.ts';
+import type { StampedReport } from './runner-load.ts';
+import type { RunnerLoad, TryExecResult } from '../placer/types.ts';
 import {
   BUSY_HEADER,
   CALL_ID_HEADER,
@@ -32,10 +33,7 @@ import {
   TIMEOUT_HEADER,
   isConnectError,
 } from '../runner/protocol.ts';
-import type { ReportedLoad } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
-import { CircuitBreaker } from './breaker.ts';
-import type { BreakerOptions } from './breaker.ts';
 import { CallTimeoutError, RequestNotForwardableError, RunnerFailedError, RunnerStalledError } from './errors.ts';
 
 /** The runner's response once committed: status, headers, a streaming body, and trailers. */
@@ -52,89 +50,47 @@ export interface HttpRunnerOptions {
   responseTimeout: number;
   /** The longest silence between body chunks of a committed call, in ms. */
   streamIdleTimeout: number;
-  /** The clock placer deadlines are on. */
-  now: () => number;
+  /** The gateway's clock: placer deadlines, and the send and end times of calls, are on it. */
+  clock: Clock;
   /** Most connections kept open to this runner. */
   connections?: number;
-  /** Circuit breaker settings; see breaker.ts. */
-  breaker: BreakerOptions;
 }
 
-/** What the gateway last learned about a runner from its /status and from its calls. */
-export interface RunnerHealth {
-  /**
-   * Models listed at the last status fetch that found the runner's engine ready; undefined
-   * until then, or while its engine is starting (the gateway cannot tell yet what it serves).
-   */
-  models: readonly string[] | undefined;
-  /** False after a failed connect or status fetch, true again after a successful one. */
-  reachable: boolean;
-  /**
-   * True once the runner left a call unacknowledged for responseTimeout, or a status probe
-   * unanswered: it is passed over until a probe finds it answering again.
-   */
-  hung: boolean;
-  /**
-   * Until this time (ms since epoch) offers fail at once without touching the network: the
-   * runner refused a connection or a status fetch moments ago.
-   */
-  downUntil: number;
-  /** Message of the last connect or status failure, for logs and /readyz. */
-  lastError?: string;
-  /** Load from the last /status probe of a static runner, and when. */
-  report?: { load: ReportedLoad; at: number };
-}
-
-/** How long a runner that refused a connection is passed over before it is tried again, in ms. */
-export const DOWN_BACKOFF_MS = 1000;
-
-/** What the gateway knows of a runner that registered itself, from its heartbeats. */
-export interface Registration {
-  /** `live` while heartbeats arrive; `unreachable` after several are missed (not placed on). */
-  state: 'live' | 'unreachable';
-  /** When the last registration or heartbeat arrived, ms since the epoch. */
-  lastSeen: number;
-  /** The runner's engine can take calls. */
-  ready: boolean;
-  /** The runner is draining (it said so), or an operator asked this gateway to drain it. */
-  draining: boolean;
-  drainRequested: boolean;
-  version: string;
-  /** The load the runner last reported, and when. */
-  report: { load: ReportedLoad; at: number } | undefined;
+/**
+ * What an offer's answer, or its absence, says about the runner, told as it happens. The pool's
+ * RunnerEntry implements it; a failure or success is the breaker's business.
+ */
+export interface RunnerSignals {
+  /** The runner answered something (a status line, a busy answer). */
+  answered(): void;
+  /** A connection was refused, or ended before any answer. */
+  down(error: Error): void;
+  /** The runner took a connection and then said nothing for responseTimeout. */
+  hung(why: string): void;
+  /** A failure: before commit, or a committed call that ended badly. */
+  failed(): void;
+  /** A sign of life: a busy answer, or a committed call that ended well. */
+  succeeded(): void;
 }
 
 /** A runner the gateway calls over HTTP/1.1 keep-alive connections. */
-export class HttpRunner implements Runner<RunnerResponse> {
-  readonly id: string;
+export class HttpRunner {
   readonly url: URL;
-  readonly health: RunnerHealth = { models: undefined, reachable: true, hung: false, downUntil: 0 };
-  /** Set for runners that registered themselves; static runners have none. */
-  registration: Registration | undefined;
-  /** Calls this gateway has committed to this runner and not yet finished: the immediate load signal. */
-  inFlight = 0;
+  #inFlight = 0;
   /** This gateway's recent calls here that ended, to correct the runner's last report; see {@link load}. */
   readonly #ended = new EndedCalls();
   /**
    * Bodies of detached calls being read. Such a body may rightly be silent for as long as the
    * engine works (a non-streamed answer comes whole at its end), so it is bounded by whether the
-   * runner is alive, not by its own silence: see {@link cutSilentCalls}.
+   * runner is alive, not by its own silence: see {@link cutQuietBodies}.
    */
   readonly #quietBodies = new Set<RunnerResponse['body']>();
-  /** When the runner last answered anything: a call, a busy answer, a status probe. */
-  #heardAt: number;
-  /** Ejects the runner for a while after repeated failures before commit. */
-  readonly breaker: CircuitBreaker;
   readonly #pool: Pool;
-  readonly #o: HttpRunnerOptions;
+  readonly #options: HttpRunnerOptions;
 
-  /** `id` defaults to `host:port`, the identity of a runner in a static list. */
-  constructor(url: URL, options: HttpRunnerOptions, id: string = url.host) {
+  constructor(url: URL, options: HttpRunnerOptions) {
     this.url = url;
-    this.id = id;
-    this.#o = options;
-    this.#heardAt = options.now();
-    this.breaker = new CircuitBreaker(options.breaker);
+    this.#options = options;
     this.#pool = new Pool(url.origin, {
       connectTimeout: options.connectTimeout,
       connections: options.connections ?? null,
@@ -145,34 +101,24 @@ export class HttpRunner implements Runner<RunnerResponse> {
     });
   }
 
-  /** Offers the call. See the file comment for what each outcome means. */
-  async tryExec(runnerCall: RunnerCall): Promise<TryExecResult<RunnerResponse>> {
-    // Method parameters are bivariant: the gateway's pool only ever hands its own calls here.
-    const call = runnerCall as GatewayCall;
-    // A down, hung or ejected runner stays in the pool's list, so hashing placers keep their
-    // order; it is just passed over without touching the network.
-    if (this.health.hung) {
-      return { kind: 'failed', error: new Error(`runner ${this.id} is hung: ${this.health.lastError ?? 'it stopped answering'}`) };
-    }
-    if (Date.now() < this.health.downUntil) {
-      return { kind: 'failed', error: new Error(`runner ${this.id} is down: ${this.health.lastError ?? 'unreachable'}`) };
-    }
-    if (!this.breaker.allows()) {
-      return { kind: 'failed', error: new Error(`runner ${this.id} is ejected: its circuit breaker is open`) };
-    }
-    // While every runner is full, each waiting call re-offers itself to each of them every
-    // retryAllDelay; a runner full of this gateway's own calls need not pay a round trip for each.
-    // Still a busy to the walk (and to its retry metric): nothing ran, try elsewhere or later.
-    // Not a sign of life either, so the breaker and down state are left as they are.
-    if (this.fullOfOwnCalls()) return { kind: 'busy' };
+  /** Calls this gateway has committed to this runner and not yet finished: the immediate load signal. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
 
-    const { responseTimeout, streamIdleTimeout } = this.#o;
+  /**
+   * Sends the call and waits for its status line. See the file comment for what each outcome
+   * means; `signals` is told what the runner's answer says of its health. `id` names the runner
+   * in error messages.
+   */
+  async send(call: GatewayCall, id: string, signals: RunnerSignals): Promise<TryExecResult<RunnerResponse>> {
+    const { responseTimeout, streamIdleTimeout, clock } = this.#options;
     let acknowledged = false;
     // Waiting for an acknowledgement must not outlast the placer deadline. Only an offer made
     // within responseTimeout of the deadline needs its own signal for that.
     let signal = call.signal;
     let deadlineTimer: NodeJS.Timeout | undefined;
-    const untilDeadline = call.placerDeadline - this.#o.now();
+    const untilDeadline = call.placerDeadline - clock.now();
     if (untilDeadline < responseTimeout) {
       const deadline = new AbortController();
       deadlineTimer = setTimeout(() => acknowledged || deadline.abort(new PlacerDeadlineReached()), Math.max(0, untilDeadline));
@@ -181,8 +127,8 @@ export class HttpRunner implements Runner<RunnerResponse> {
     let response: RunnerResponse;
     // Counted from the moment the call is sent: a non-streamed answer's headers come only when
     // the engine is done, and load-aware placers must see the call before that.
-    this.inFlight++;
-    const sent = Date.now();
+    this.#inFlight++;
+    const sent = clock.now();
     try {
       response = await this.#pool.request({
         method: call.method as Dispatcher.HttpMethod,
@@ -199,7 +145,7 @@ export class HttpRunner implements Runner<RunnerResponse> {
         signal,
         // undici restarts this on every informational response: the runner's acknowledgements.
         headersTimeout: responseTimeout,
-        // A detached call's body is bounded by the runner's liveness instead (cutSilentCalls);
+        // A detached call's body is bounded by the runner's liveness instead (cutQuietBodies);
         // this only backs up the runner's own budget.
         bodyTimeout: call.type === 'detached' ? call.timeout + streamIdleTimeout : streamIdleTimeout,
         onInfo: () => {
@@ -208,19 +154,19 @@ export class HttpRunner implements Runner<RunnerResponse> {
       });
     } catch (error) {
       clearTimeout(deadlineTimer);
-      this.inFlight--;
-      return this.#offerFailed(call, error, acknowledged);
+      this.#inFlight--;
+      return this.#offerFailed(call, id, signals, error, acknowledged);
     }
     clearTimeout(deadlineTimer);
-    this.markUp();
+    signals.answered();
     if (response.statusCode === 503 && response.headers[BUSY_HEADER] !== undefined) {
-      this.inFlight--;
-      this.breaker.success();
+      this.#inFlight--;
+      signals.succeeded();
       // Read the short busy body so the connection goes back to the pool.
       await response.body.dump().catch(() => {});
       return { kind: 'busy' };
     }
-    this.#watch(call, response, sent);
+    this.#watch(call, response, sent, signals);
     return { kind: 'placed', value: response };
   }
 
@@ -228,7 +174,7 @@ export class HttpRunner implements Runner<RunnerResponse> {
    * What an offer that threw means: see the file comment. Resolves with a failure before commit,
    * or throws what the client gets for a failure after it.
    */
-  #offerFailed(call: GatewayCall, error: unknown, acknowledged: boolean): TryExecResult<RunnerResponse> {
+  #offerFailed(call: GatewayCall, id: string, signals: RunnerSignals, error: unknown, acknowledged: boolean): TryExecResult<RunnerResponse> {
     const code = (error as { code?: unknown }).code;
     if (call.signal.aborted) throw error;
     if (error instanceof PlacerDeadlineReached) return { kind: 'failed', error };
@@ -241,25 +187,25 @@ export class HttpRunner implements Runner<RunnerResponse> {
       return { kind: 'failed', error: error as Error };
     }
     if (isConnectError(error)) {
-      this.markDown(error as Error);
-      this.breaker.failure();
+      signals.down(error as Error);
+      signals.failed();
       return { kind: 'failed', error: error as Error };
     }
     const silent = code === 'UND_ERR_HEADERS_TIMEOUT';
-    this.breaker.failure();
+    signals.failed();
     if (!acknowledged) {
       // The runner acknowledges before it asks its engine, so the engine never saw this call.
-      const why = silent ? `no acknowledgement within responseTimeout (${this.#o.responseTimeout} ms)` : `the connection ended before any answer (${(error as Error).message})`;
-      if (silent) this.markHung(why);
-      else this.markDown(error as Error);
-      return { kind: 'failed', error: new Error(`runner ${this.id} did not take the call: ${why}; nothing ran`, { cause: error }) };
+      const why = silent ? `no acknowledgement within responseTimeout (${this.#options.responseTimeout} ms)` : `the connection ended before any answer (${(error as Error).message})`;
+      if (silent) signals.hung(why);
+      else signals.down(error as Error);
+      return { kind: 'failed', error: new Error(`runner ${id} did not take the call: ${why}; nothing ran`, { cause: error }) };
     }
-    if (silent) this.markHung(`silent for ${this.#o.responseTimeout} ms after acknowledging a call`);
-    throw committedFailure(this, error);
+    if (silent) signals.hung(`silent for ${this.#options.responseTimeout} ms after acknowledging a call`);
+    throw committedFailure({ id }, error);
   }
 
-  /** Keeps the in-flight count and the breaker told of how a committed call's response ends. */
-  #watch(call: GatewayCall, response: RunnerResponse, sent: number): void {
+  /** Keeps the in-flight count and the signals told of how a committed call's response ends. */
+  #watch(call: GatewayCall, response: RunnerResponse, sent: number, signals: RunnerSignals): void {
     const body = response.body;
     if (call.type === 'detached') {
       // Only listened to for its end: a 'data' listener here would set the body flowing before
@@ -269,96 +215,41 @@ export class HttpRunner implements Runner<RunnerResponse> {
     }
     const failedBeforeAnswer = response.headers[ERROR_TRAILER] !== undefined;
     body.once('end', () => {
-      if (failedBeforeAnswer || response.trailers[ERROR_TRAILER] !== undefined) this.breaker.failure();
-      else this.breaker.success();
+      if (failedBeforeAnswer || response.trailers[ERROR_TRAILER] !== undefined) signals.failed();
+      else signals.succeeded();
     });
     body.once('error', () => {
       // A client that left, or a cancelled detached call, says nothing about the runner.
-      if (!call.signal.aborted) this.breaker.failure();
+      if (!call.signal.aborted) signals.failed();
     });
     body.once('close', () => {
-      this.inFlight--;
-      this.#ended.record(sent, Date.now());
+      this.#inFlight--;
+      this.#ended.record(sent, this.#options.clock.now());
     });
   }
 
   /**
    * The runner's load for load-aware placers: this gateway's own in-flight count (immediate),
-   * with the runner's last report (heartbeat or status probe) and its time.
+   * with the runner's last report (heartbeat or status probe) corrected by our calls that ended since.
    */
-  load(): RunnerLoad {
-    return runnerLoad(this.inFlight, this.registration?.report ?? this.health.report, this.#ended);
+  load(report: StampedReport | undefined): RunnerLoad {
+    return runnerLoad(this.#inFlight, report, this.#ended);
+  }
+
+  /** How many detached calls' bodies are being read from this runner. */
+  get quietCalls(): number {
+    return this.#quietBodies.size;
   }
 
   /**
-   * True when this gateway's own in-flight calls on the runner reach the slots it last reported
-   * (heartbeat or status probe), so an offer could only be refused; false while its slots are not
-   * known as a finite number above 0. Only this gateway's calls count, so a runner filled by
-   * other gateways is still asked, and says busy itself.
+   * Ends every detached call this runner holds with `error`: the runner's owner found it silent
+   * for too long (see RunnerEntry.cutSilentCalls). Returns how many it ended.
    */
-  fullOfOwnCalls(): boolean {
-    const slots = (this.registration?.report ?? this.health.report)?.load.slots;
-    return typeof slots === 'number' && Number.isFinite(slots) && slots > 0 && this.inFlight >= slots;
-  }
-
-  /** Whether the pool may offer calls to this runner now; static runners always (down ones fail fast). */
-  placeable(): boolean {
-    const r = this.registration;
-    return r === undefined || (r.state === 'live' && r.ready && !r.draining && !r.drainRequested);
-  }
-
-  /** Records a failed connect or status fetch: the runner is passed over for a moment. */
-  markDown(error: Error): void {
-    this.health.reachable = false;
-    this.health.lastError = error.message;
-    this.health.downUntil = Date.now() + DOWN_BACKOFF_MS;
-  }
-
-  /**
-   * Records that the runner accepted a connection and then said nothing: passed over until a
-   * status probe finds it answering (the pool probes hung runners, registered ones included).
-   */
-  markHung(why: string): void {
-    this.health.reachable = false;
-    this.health.hung = true;
-    this.health.lastError = why;
-  }
-
-  /**
-   * When the runner was last heard from, on the placer clock: an answer to a call or a probe, or
-   * (registered runners) a heartbeat.
-   */
-  lastHeard(): number {
-    return Math.max(this.#heardAt, this.registration?.lastSeen ?? -Infinity);
-  }
-
-  /**
-   * Ends the detached calls this runner holds when it has not been heard from for
-   * streamIdleTimeout: a runner that is hung or gone would otherwise hold them until their
-   * budget ran out. The pool calls this every status interval. Returns how many it ended.
-   */
-  cutSilentCalls(): number {
-    if (this.#quietBodies.size === 0) return 0;
-    const silence = this.#o.now() - this.lastHeard();
-    if (silence <= this.#o.streamIdleTimeout) return 0;
+  cutQuietBodies(error: Error): number {
     const cut = this.#quietBodies.size;
-    for (const body of this.#quietBodies) {
-      body.destroy(
-        new RunnerStalledError(
-          `runner ${this.id} was not heard from for ${Math.round(silence)} ms (streamIdleTimeout ${this.#o.streamIdleTimeout} ms) while it held the call; the call was not retried because it may have run`,
-        ),
-      );
-    }
+    for (const body of this.#quietBodies) body.destroy(error);
     this.#quietBodies.clear();
     return cut;
-  }
-
-  /** Records that the runner answered. */
-  markUp(): void {
-    this.#heardAt = this.#o.now();
-    this.health.reachable = true;
-    this.health.hung = false;
-    this.health.downUntil = 0;
   }
 
   /** GETs a path on the runner (status probes); the caller consumes the body. */

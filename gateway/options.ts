@@ -21,6 +21,7 @@ import { RECORD_OVERHEAD_BYTES, storeDefaults } from './store/options.ts';
 import type { CallStore } from './store/types.ts';
 import { GatewayConfigError } from './errors.ts';
 import type { GatewayPool } from './pool.ts';
+import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../runner/protocol.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {
@@ -290,8 +291,8 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   if (lostAfter <= heartbeatInterval * unreachableAfterMissed) {
     throw new GatewayConfigError(`lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (${heartbeatInterval * unreachableAfterMissed} ms), got ${lostAfter}`);
   }
-  if (typeof gatewayId !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(gatewayId)) {
-    throw new GatewayConfigError(`gatewayId must be 1-128 letters, digits or ._:- characters, got ${show(gatewayId)}`);
+  if (typeof gatewayId !== 'string' || !WIRE_ID_PATTERN.test(gatewayId)) {
+    throw new GatewayConfigError(`gatewayId must be ${WIRE_ID_RULE}, got ${show(gatewayId)}`);
   }
   const { maxStoredBytes = storeDefaults.maxStoredBytes } = options;
   checkInteger('maxStoredBytes', maxStoredBytes, { min: 1 }, fail);

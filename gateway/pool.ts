@@ -2,13 +2,17 @@
  * The gateway's pool: static runners from --runners, each probed at GET /status so the gateway
  * knows which models it serves and whether it answers, and runners that registered themselves
  * (see registry.ts), known from their heartbeats. One list, one set of rules for placement.
+ * Each runner is a RunnerEntry (runner-entry.ts), the one writer of its state, which tells the
+ * pool when its candidate lists must be rebuilt.
  */
-import type { Logger } from '../placer/kernel/index.ts';
+import type { Clock, Logger } from '../placer/kernel/index.ts';
 import type { RunnerPool } from '../placer/types.ts';
+import { STATUS_PATH, readStatus } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
 import type { BreakerOptions } from './breaker.ts';
 import { HttpRunner } from './http-runner.ts';
 import type { RunnerResponse } from './http-runner.ts';
+import { RunnerEntry } from './runner-entry.ts';
 
 /** Whether the pool serves a model: `unknown` while some runner has not reported yet. */
 export type ModelAnswer = 'yes' | 'no' | 'unknown';
@@ -43,11 +47,11 @@ export interface FleetPoolOptions {
   responseTimeout: number;
   /** See HttpRunnerOptions.streamIdleTimeout. */
   streamIdleTimeout: number;
-  /** The clock placer deadlines are on. */
-  now: () => number;
+  /** The gateway's clock: placer deadlines, reports' times, down time and the breakers are on it. */
+  clock: Clock;
   /** How often each runner's /status is fetched, in ms. */
   statusInterval: number;
-  breaker: BreakerOptions;
+  breaker: Omit<BreakerOptions, 'clock'>;
   logger: Logger;
   /** Told the ids of runners that left the pool (a placer's forget). */
   onRemove?: (ids: readonly string[]) => void;
@@ -56,31 +60,36 @@ export interface FleetPoolOptions {
 /** Static runners probed in the background, plus registered ones added and removed as they come and go. */
 export class FleetPool implements GatewayPool {
   /** Replaced, never mutated, on every change: placers may key caches on its identity. */
-  runnerList: readonly HttpRunner[];
+  runnerList: readonly RunnerEntry[];
   readonly #options: FleetPoolOptions;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
-  /** Candidate lists per model; cleared whenever a runner's models change. */
-  readonly #byModel = new Map<string, readonly HttpRunner[]>();
+  /** Candidate lists per model; cleared by the entries whenever a runner's models or placeability change. */
+  readonly #byModel = new Map<string, readonly RunnerEntry[]>();
+  readonly #changed = (): void => this.#byModel.clear();
 
   constructor(options: FleetPoolOptions) {
     this.#options = options;
     this.runnerList = options.urls.map((url) => this.createRunner(url));
   }
 
-  /** A runner with this pool's connection and breaker settings; `id` defaults to host:port. */
-  createRunner(url: URL, id?: string): HttpRunner {
-    const { connectTimeout, responseTimeout, streamIdleTimeout, now, breaker } = this.#options;
-    return new HttpRunner(url, { connectTimeout, responseTimeout, streamIdleTimeout, now, breaker }, id);
+  /**
+   * A runner with this pool's connection and breaker settings, not yet in the pool; `id` defaults
+   * to `host:port`, the identity of a runner in a static list.
+   */
+  createRunner(url: URL, id: string = url.host): RunnerEntry {
+    const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker } = this.#options;
+    const transport = new HttpRunner(url, { connectTimeout, responseTimeout, streamIdleTimeout, clock });
+    return new RunnerEntry(id, transport, { clock, breaker, streamIdleTimeout, onChange: this.#changed });
   }
 
   /**
    * Every runner that serves the call's model or has not said yet what it serves, down ones
-   * included: a down runner fails its offer at once (see HttpRunner), and keeping it listed
+   * included: a down runner fails its offer at once (see RunnerEntry), and keeping it listed
    * keeps the list stable, which hashing placers need. The same array is returned until some
    * runner's model list changes, so placers can cache work keyed on it.
    */
-  runners(call: GatewayCall): readonly HttpRunner[] {
+  runners(call: GatewayCall): readonly RunnerEntry[] {
     const key = call.route === 'invoke' ? '' : call.fn;
     let list = this.#byModel.get(key);
     if (!list) {
@@ -109,35 +118,30 @@ export class FleetPool implements GatewayPool {
   }
 
   /** The runner with this id, static or registered. */
-  get(id: string): HttpRunner | undefined {
+  get(id: string): RunnerEntry | undefined {
     return this.runnerList.find((r) => r.id === id);
   }
 
   /** Adds a registered runner, replacing one with the same id (which is returned to be closed). */
-  add(runner: HttpRunner): HttpRunner | undefined {
+  add(runner: RunnerEntry): RunnerEntry | undefined {
     const old = this.get(runner.id);
     this.runnerList = [...this.runnerList.filter((r) => r !== old), runner];
-    this.changed();
+    this.#changed();
     return old;
   }
 
   /** Removes a runner; returns it so its connections can be closed. */
-  remove(id: string): HttpRunner | undefined {
+  remove(id: string): RunnerEntry | undefined {
     const old = this.get(id);
     if (!old) return undefined;
     this.runnerList = this.runnerList.filter((r) => r !== old);
-    this.changed();
+    this.#changed();
     try {
       this.#options.onRemove?.([id]);
     } catch (error) {
       this.#options.logger.warn('placer forget failed', { runner: id, error: error as Error });
     }
     return old;
-  }
-
-  /** Call after a runner's models or placeability changed: candidate lists are rebuilt. */
-  changed(): void {
-    this.#byModel.clear();
   }
 
   models(): string[] {
@@ -184,43 +188,18 @@ export class FleetPool implements GatewayPool {
     await Promise.all(this.runnerList.map((r) => r.close(force)));
   }
 
-  async #probe(runner: HttpRunner): Promise<void> {
+  async #probe(runner: RunnerEntry): Promise<void> {
     try {
-      const res = await runner.get('/status', this.#options.connectTimeout);
+      const res = await runner.transport.get(STATUS_PATH, this.#options.connectTimeout);
       if (res.statusCode !== 200) {
         await res.body.dump();
-        throw new Error(`/status answered ${res.statusCode}`);
+        throw new Error(`${STATUS_PATH} answered ${res.statusCode}`);
       }
-      const status = (await res.body.json()) as {
-        models?: unknown;
-        ready?: unknown;
-        slots?: { total?: number; inUse?: number };
-        engines?: Array<{ load?: { waiting?: number; kvCacheUsage?: number } }>;
-      };
-      if (typeof status.slots?.total === 'number' && typeof status.slots.inUse === 'number') {
-        const engine = status.engines?.[0]?.load;
-        runner.health.report = {
-          load: {
-            slotsInUse: status.slots.inUse,
-            slots: status.slots.total,
-            queue: engine?.waiting ?? 0,
-            ...(engine?.kvCacheUsage === undefined ? {} : { kvCacheUsage: engine.kvCacheUsage }),
-            models: {},
-          },
-          at: Date.now(),
-        };
+      const reading = readStatus(await res.body.json());
+      if (reading.models && (!runner.health.reachable || runner.health.models === undefined)) {
+        this.#options.logger.info('runner up', { runner: runner.id, models: reading.models });
       }
-      // A runner whose engine is still loading lists no models yet; that is not "serves none".
-      const models =
-        status.ready === false || !Array.isArray(status.models)
-          ? undefined
-          : status.models.filter((m): m is string => typeof m === 'string');
-      if (models && (!runner.health.reachable || runner.health.models === undefined)) {
-        this.#options.logger.info('runner up', { runner: runner.id, models });
-      }
-      if (!runner.registration) this.#setModels(runner, models);
-      runner.markUp();
-      runner.breaker.probeSucceeded();
+      runner.probed(reading);
     } catch (error) {
       if (this.#closed) return;
       const code = (error as { code?: unknown }).code;
@@ -234,19 +213,6 @@ export class FleetPool implements GatewayPool {
       else runner.markDown(error as Error);
       runner.breaker.failure();
     }
-  }
-
-  #setModels(runner: HttpRunner, models: readonly string[] | undefined): void {
-    const before = runner.health.models;
-    const same = before === models || (before !== undefined && models !== undefined && before.length === models.length && before.every((m, i) => m === models[i]));
-    if (same) return;
-    runner.health.models = models;
-    this.changed();
-  }
-
-  /** Sets a runner's models from its own report (registration or heartbeat). */
-  setModels(runner: HttpRunner, models: readonly string[] | undefined): void {
-    this.#setModels(runner, models);
   }
 
   #schedule(): void {

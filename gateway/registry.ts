@@ -7,7 +7,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
-import type { HeartbeatAnswer, RegistrationAccepted, RunnerHeartbeat, RunnerRegistration } from '../runner/protocol.ts';
+import { parseHeartbeat, parseRegistration } from '../runner/protocol.ts';
+import type { HeartbeatAnswer, Parsed, RegistrationAccepted } from '../runner/protocol.ts';
 import { GatewayError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
 
@@ -60,8 +61,8 @@ export class RunnerRegistry {
 
   /** Adds or refreshes a runner; a runner that comes back with a new URL is replaced. */
   register(body: unknown): RegistrationAccepted {
-    const reg = checkRegistration(body);
-    const { pool, clock, logger } = this.#o;
+    const reg = accepted(parseRegistration(body));
+    const { pool, logger } = this.#o;
     const url = new URL(reg.url);
     let runner = pool.get(reg.id);
     if (runner && !runner.registration) {
@@ -73,18 +74,7 @@ export class RunnerRegistry {
       if (old) void old.close();
       logger.info('runner registered', { runner: reg.id, url: url.origin, models: reg.models, version: reg.version });
     }
-    const now = clock.now();
-    runner.registration = {
-      state: 'live',
-      lastSeen: now,
-      ready: reg.ready,
-      draining: false,
-      drainRequested: runner.registration?.drainRequested ?? false,
-      version: reg.version,
-      report: { load: reg.load, at: now },
-    };
-    pool.setModels(runner, reg.ready ? reg.models : undefined);
-    pool.changed();
+    runner.register(reg);
     return { gatewayId: this.#o.gatewayId, heartbeatInterval: this.#o.heartbeatInterval };
   }
 
@@ -93,17 +83,9 @@ export class RunnerRegistry {
     const runner = this.#o.pool.get(id);
     const reg = runner?.registration;
     if (!runner || !reg) return undefined;
-    const hb = checkHeartbeat(body);
-    const now = this.#o.clock.now();
+    const hb = accepted(parseHeartbeat(body));
     if (reg.state === 'unreachable') this.#o.logger.info('runner back', { runner: id });
-    const placeable = runner.placeable();
-    reg.state = 'live';
-    reg.lastSeen = now;
-    reg.ready = hb.ready;
-    reg.draining = hb.state === 'draining';
-    reg.report = { load: hb.load, at: now };
-    this.#o.pool.setModels(runner, hb.ready ? hb.models : undefined);
-    if (runner.placeable() !== placeable) this.#o.pool.changed();
+    runner.heartbeat(hb);
     return { drain: reg.drainRequested };
   }
 
@@ -121,8 +103,7 @@ export class RunnerRegistry {
   requestDrain(id: string): boolean {
     const runner = this.#o.pool.get(id);
     if (!runner?.registration) return false;
-    runner.registration.drainRequested = true;
-    this.#o.pool.changed();
+    runner.requestDrain();
     this.#o.logger.info('runner drain requested', { runner: id });
     return true;
   }
@@ -167,8 +148,7 @@ export class RunnerRegistry {
         void runner.close(true);
         logger.warn('runner lost', { runner: runner.id, silenceMs: Math.round(silence) });
       } else if (silence > unreachableAfter && reg.state === 'live') {
-        reg.state = 'unreachable';
-        pool.changed();
+        runner.markUnreachable();
         logger.warn('runner unreachable', { runner: runner.id, silenceMs: Math.round(silence) });
       }
     }
@@ -185,33 +165,8 @@ function digest(token: string): Buffer {
   return createHash('sha256').update(token).digest();
 }
 
-function checkRegistration(body: unknown): RunnerRegistration {
-  const b = body as Partial<RunnerRegistration> | null;
-  if (!b || typeof b !== 'object') throw new InvalidRegistrationError('registration body must be a JSON object');
-  if (typeof b.id !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(b.id)) throw new InvalidRegistrationError(`registration id must be 1-128 letters, digits or ._:- characters, got ${JSON.stringify(b.id)}`);
-  let url: URL | undefined;
-  try {
-    url = typeof b.url === 'string' ? new URL(b.url) : undefined;
-  } catch {
-    url = undefined;
-  }
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new InvalidRegistrationError(`registration url must be an http(s) URL, got ${JSON.stringify(b.url)}`);
-  if (!Array.isArray(b.models)) throw new InvalidRegistrationError('registration models must be a list of model names');
-  checkLoad(b.load);
-  return { ...(b as RunnerRegistration), ready: b.ready !== false, version: String(b.version ?? 'unknown') };
-}
-
-function checkHeartbeat(body: unknown): RunnerHeartbeat {
-  const b = body as Partial<RunnerHeartbeat> | null;
-  if (!b || typeof b !== 'object') throw new InvalidRegistrationError('heartbeat body must be a JSON object');
-  if (!Array.isArray(b.models)) throw new InvalidRegistrationError('heartbeat models must be a list of model names');
-  checkLoad(b.load);
-  return { ready: b.ready !== false, state: b.state === 'draining' ? 'draining' : 'serving', models: b.models, load: b.load! };
-}
-
-function checkLoad(load: unknown): void {
-  const l = load as { slotsInUse?: unknown; slots?: unknown } | undefined;
-  if (!l || typeof l.slotsInUse !== 'number' || typeof l.slots !== 'number') {
-    throw new InvalidRegistrationError('load must carry numeric slotsInUse and slots');
-  }
+/** The wire check's verdict, or the gateway's 400 for a body that is not what the wire says. */
+function accepted<T>(parsed: Parsed<T>): T {
+  if (parsed.kind === 'invalid') throw new InvalidRegistrationError(parsed.message);
+  return parsed.value;
 }

@@ -1,8 +1,9 @@
 /**
  * How the gateway reads a runner's load for the placers: its own in-flight count (immediate),
  * the runner's last report (heartbeat or status probe), and that report corrected by the calls of
- * this gateway it counted that have ended since. HttpRunner reads load this way, and so does the
- * simulator (k6/driver/vsim) on its virtual clock, so both place on the same figures.
+ * this gateway it counted that have ended since. HttpRunner.load() (for the pool's RunnerEntry)
+ * reads load this way, and so does the simulator (k6/driver/vsim) on its virtual clock, so both
+ * place on the same figures.
  */
 import type { RunnerLoad } from '../placer/types.ts';
 import type { ReportedLoad } from '../runner/protocol.ts';

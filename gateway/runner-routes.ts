@@ -9,14 +9,14 @@ import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
 import { GatewayError, InvalidJsonError, errorResponse } from './errors.ts';
-import type { HttpRunner } from './http-runner.ts';
 import type { FleetPool } from './pool.ts';
+import type { RunnerEntry } from './runner-entry.ts';
 import type { RunnerRegistry } from './registry.ts';
 
 type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
 
 /** What GET /v1/runners shows of one runner. */
-export function runnerView(runner: HttpRunner, now: number): Record<string, unknown> {
+export function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
   const reg = runner.registration;
   const state = reg
     ? reg.drainRequested ? 'drain-requested' : reg.draining ? 'draining' : reg.state

@@ -56,9 +56,9 @@ export function createGateway(options: GatewayOptions): Gateway {
     connectTimeout: config.runnerConnectTimeout,
     responseTimeout: config.runnerResponseTimeout,
     streamIdleTimeout: config.streamIdleTimeout,
-    now: () => config.clock.now(),
+    clock: config.clock,
     statusInterval: config.statusInterval,
-    breaker: { ...config.breaker, now: () => config.clock.now() },
+    breaker: config.breaker,
     logger: log,
     onRemove: (ids) => config.placer.forget?.(ids),
   });

@@ -12,7 +12,7 @@ export type {
   Placed,
   Placer,
   PlacerConfig,
-  ReportedLoad,
+  LoadReport,
   Runner,
   RunnerCall,
   RunnerLoad,

@@ -54,7 +54,7 @@ export type TryExecResult<T> = Placed<T> | Busy | FailedBeforeCommit;
  * What a runner last said about its own load, with when the gateway heard it. Every field but
  * `at` is optional because engines publish different metrics; an absent one is unknown, not 0.
  */
-export interface ReportedLoad {
+export interface LoadReport {
   /** Requests the runner's engines are running (e.g. `vllm:num_requests_running`). */
   readonly running?: number;
   /** Requests queued for a batch slot (e.g. `vllm:num_requests_waiting`). */
@@ -77,7 +77,7 @@ export interface RunnerLoad {
   /** Calls the runner can run at once; absent when unknown. */
   readonly slots?: number;
   /** The runner's latest report, if any. */
-  readonly reported?: ReportedLoad;
+  readonly reported?: LoadReport;
 }
 
 /** One runner as the walk sees it. */

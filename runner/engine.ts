@@ -6,39 +6,14 @@
 import type { Logger } from '../placer/kernel/index.ts';
 import { engineCommand } from './engines/argv.ts';
 import { engineKind } from './engines/kinds.ts';
-import type { EngineLoad } from './engines/kinds.ts';
 import { OpenAIHttpEngine } from './engines/openai-http.ts';
 import type { EngineRequest } from './engines/openai-http.ts';
 import { defaultProfileFacts, validateProfile } from './engines/profile.ts';
 import type { ProfileFacts, ValidProfile } from './engines/profile.ts';
 import { EngineSupervisor } from './engines/supervisor.ts';
-import type { EngineExit, SupervisorState } from './engines/supervisor.ts';
 import type { GpuInventory } from './inventory.ts';
 import type { RunnerConfig } from './options.ts';
-
-/** What /status shows of the engine. */
-export interface EngineStatus {
-  kind: string;
-  url: string;
-  /** `ready` only when the runner admits calls to it. */
-  state: string;
-  models: readonly string[];
-  /** The engine's own load from its metrics, when its kind publishes any. */
-  load?: EngineLoad;
-  /** Age of that load in ms. */
-  loadAgeMs?: number;
-  /** Present when the runner launched the engine from a profile. */
-  supervised?: {
-    state: SupervisorState;
-    model: string;
-    gpus: readonly number[];
-    pid: number | undefined;
-    restarts: number;
-    lastExit: EngineExit | undefined;
-    /** The engine's last output lines, shown while it is not ready (a failure's explanation). */
-    output?: readonly string[];
-  };
-}
+import type { EngineStatus } from './protocol.ts';
 
 /** Why the runner cannot admit a call right now, or undefined when it can. */
 export type EngineBusyReason = 'starting' | 'engine-unreachable' | 'engine-failed' | undefined;

@@ -6,7 +6,7 @@ import type { Logger } from '../placer/kernel/index.ts';
 import type { RunnerConfig } from './options.ts';
 import { GatewayRegistration } from './registration.ts';
 import type { RegistrationTimers } from './registration.ts';
-import type { RunnerStatus } from './server.ts';
+import type { RunnerStatus } from './protocol.ts';
 
 /** What the registrations need from their runner. */
 export interface Membership {

@@ -10,6 +10,7 @@ import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
 import { RunnerConfigError } from './errors.ts';
+import { WIRE_ID_PATTERN, WIRE_ID_RULE } from './protocol.ts';
 
 /** How a runner is set up: give `engine` (an engine already running) or `profile` (launch one). */
 export interface RunnerOptions {
@@ -183,8 +184,8 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   } catch (error) {
     throw new RunnerConfigError((error as Error).message);
   }
-  if (typeof id !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(id)) {
-    throw new RunnerConfigError(`id must be 1-128 letters, digits or ._:- characters, got ${show(id)}`);
+  if (typeof id !== 'string' || !WIRE_ID_PATTERN.test(id)) {
+    throw new RunnerConfigError(`id must be ${WIRE_ID_RULE}, got ${show(id)}`);
   }
   const fail = (message: string) => new RunnerConfigError(message);
   checkInteger('slots', slots, { min: 1 }, fail);

@@ -9,8 +9,7 @@ import { Pool } from 'undici';
 import type { BackoffSteps, Logger } from '../placer/kernel/index.ts';
 import { fullJitterBackoff, silentLogger } from '../placer/kernel/index.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol.ts';
-import type { HeartbeatAnswer, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration } from './protocol.ts';
-import type { RunnerStatus } from './server.ts';
+import type { HeartbeatAnswer, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol.ts';
 
 /** First backoff step after a failure, ms; doubled per failure in a row. */
 export const BACKOFF_BASE_MS = 500;

@@ -6,7 +6,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { BusyReason } from './admission.ts';
-import type { RunnerStatus } from './server.ts';
+import { STATUS_PATH } from './protocol.ts';
+import type { RunnerStatus } from './protocol.ts';
 
 /** The Node request and response, as @hono/node-server hands them to a route. */
 export type NodeBindings = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
@@ -26,7 +27,7 @@ export interface RouteHandlers {
  */
 export function runnerRoutes(handlers: RouteHandlers): Hono<NodeBindings> {
   const app = new Hono<NodeBindings>();
-  app.get('/status', (c) => c.json(handlers.status()));
+  app.get(STATUS_PATH, (c) => c.json(handlers.status()));
   app.get('/healthz', (c) => c.json({ ok: true }));
   app.get('/readyz', (c) => {
     const reason = handlers.notReady();

@@ -15,7 +15,6 @@ import type { BusyReason } from './admission.ts';
 import { serveCall } from './call.ts';
 import type { CallPathContext } from './call.ts';
 import { RunnerEngine } from './engine.ts';
-import type { EngineStatus } from './engine.ts';
 import type { ProfileFacts } from './engines/profile.ts';
 import { registerWithGateways } from './gateways.ts';
 import { readGpuInventory } from './inventory.ts';
@@ -27,28 +26,14 @@ import type { RegistrationTimers } from './registration.ts';
 import { runnerRoutes } from './routes.ts';
 import { Slots } from './slots.ts';
 import { StallWatch } from './stall-watch.ts';
+import type { RunnerStatus } from './protocol.ts';
 import { readStatus } from './status.ts';
 import type { CallCounts } from './status.ts';
 import { VERSION } from './version.ts';
 
 export type { BusyReason } from './admission.ts';
-
-/** What GET /status answers. */
-export interface RunnerStatus {
-  id: string;
-  version: string;
-  state: 'serving' | 'draining';
-  /** True when the runner admits calls: serving, and its engine ready. */
-  ready: boolean;
-  /** The engines behind this runner (one today), each with its slots, state and load. */
-  engines: Array<EngineStatus & { slots: { total: number; inUse: number } }>;
-  /** The models the engine serves, as it last listed them. */
-  models: readonly string[];
-  /** GPUs on this node, from nvidia-smi; `source: 'none'` with the reason on a CPU-only node. */
-  gpus: GpuInventory;
-  slots: { total: number; inUse: number };
-  calls: { served: number; rejected: number; failed: number };
-}
+/** The status page's type lives with the wire (protocol/status.ts); re-exported for embedders. */
+export type { RunnerStatus } from './protocol.ts';
 
 /** Things a test (or an embedder) may supply instead of asking the machine. */
 export interface RunnerEnvironment {

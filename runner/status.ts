@@ -5,7 +5,7 @@
 import type { RunnerEngine } from './engine.ts';
 import type { GpuInventory } from './inventory.ts';
 import type { RunnerConfig } from './options.ts';
-import type { RunnerStatus } from './server.ts';
+import type { RunnerStatus } from './protocol.ts';
 import type { Slots } from './slots.ts';
 import { VERSION } from './version.ts';
 

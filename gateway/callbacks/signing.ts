@@ -79,7 +79,10 @@ export interface WebhookVerifyInput {
   secret: string;
   /** Largest accepted distance between the timestamp and now, in seconds. @default 300 */
   toleranceSec?: number;
-  /** Now, in ms since the epoch. @default Date.now() */
+  /**
+   * Now, in ms since the epoch. @default Date.now(): the timestamp a webhook carries is the
+   * sender's wall clock, so the receiver's wall clock is what it is checked against.
+   */
   now?: number;
 }
 

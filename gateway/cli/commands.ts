@@ -5,6 +5,7 @@
  */
 import type { Logger } from '../../placer/kernel/index.ts';
 import type { Redact } from '../../placer/kernel/index.ts';
+import { systemClock } from '../../placer/kernel/index.ts';
 import type { GatewayOptions } from '../options.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import type { ServiceIdentity } from '../telemetry.ts';
@@ -176,10 +177,14 @@ async function gatewayOptions(values: Record<string, unknown>, logger: Logger): 
         logger,
       })
     : undefined;
+  // One clock for the gateway and its store's TTLs (a store left to itself reads Date.now).
+  const clock = systemClock;
   return {
     ...pick(values, keys),
+    // TODO(issue 11): hand the placer `clock` once loadPlacer's create context takes one (placer descriptors).
     placer: await loadPlacer(String(values.placer), { cwd: process.cwd(), options: values.placerOptions as Record<string, unknown> | undefined }),
-    store: createStore(values.store as string, { resultTtl: values.resultTtl as number, maxStoredBytes: values.maxStoredBytes as number, logger }),
+    store: createStore(values.store as string, { resultTtl: values.resultTtl as number, maxStoredBytes: values.maxStoredBytes as number, logger, now: () => clock.now() }),
+    clock,
     ...(callbacks ? { callbacks } : {}),
     logger,
   };

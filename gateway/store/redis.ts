@@ -97,6 +97,8 @@ class RedisStore implements CallStore {
     const ttl = Math.max(1, Math.ceil(record.expiresAt + this.#config.resultTtl - this.#config.now()));
     // The bound is in Redis's clock, read by a health check; the first create makes one.
     if (this.#offset === undefined) await this.health();
+    // Date.now(), not the gateway's clock: the bound is a reading of Redis's wall clock, estimated
+    // from ours plus the offset the health check measured against Redis TIME with Date.now() too.
     const notAfter = Math.floor(Date.now() + (this.#offset ?? 0) + CREATE_TIMEOUT_MS - CLOCK_MARGIN_MS);
     const created = await this.#run(() =>
       this.#within(
@@ -198,6 +200,8 @@ class RedisStore implements CallStore {
     const before = this.#health?.value;
     let value: StoreHealth;
     try {
+      // Wall clock against Redis's wall clock (TIME): the offset is between those two, whatever
+      // clock the gateway places on (a test's fake one included).
       const sent = Date.now();
       const [storedBytes, redisNow] = await this.#within(
         this.#attempt(() => this.#client.sluiceHealth(this.#key('stored', ''), this.#key('stored-bytes', ''))),

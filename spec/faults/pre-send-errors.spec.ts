@@ -9,6 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { GatewayCall } from '../../gateway/call.ts';
 import { HttpRunner } from '../../gateway/http-runner.ts';
+import { RunnerEntry } from '../../gateway/runner-entry.ts';
+import { systemClock } from '../../placer/kernel/index.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -26,12 +28,13 @@ describe('a call the HTTP client refuses to send', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => new Promise((resolve) => server.close(resolve)));
     const url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-    const runner = new HttpRunner(url, {
-      connectTimeout: 2000,
-      responseTimeout: 5000,
+    const clock = systemClock;
+    const transport = new HttpRunner(url, { connectTimeout: 2000, responseTimeout: 5000, streamIdleTimeout: 60_000, clock });
+    const runner = new RunnerEntry(url.host, transport, {
+      clock,
+      breaker: { threshold: 5, openFor: 30_000, closeAfter: 2 },
       streamIdleTimeout: 60_000,
-      now: Date.now,
-      breaker: { threshold: 5, openFor: 30_000, closeAfter: 2, now: Date.now },
+      onChange: () => {},
     });
     cleanups.push(() => runner.close(true));
     const now = Date.now();

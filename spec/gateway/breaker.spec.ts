@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { CircuitBreaker } from '../../gateway/breaker.ts';
+import { FakeClock } from '../placer/fake.ts';
 
 function breaker() {
-  let now = 0;
-  const b = new CircuitBreaker({ threshold: 5, openFor: 30_000, closeAfter: 2, now: () => now });
-  return { b, advance: (ms: number) => (now += ms) };
+  const clock = new FakeClock({ now: 0 });
+  const b = new CircuitBreaker({ threshold: 5, openFor: 30_000, closeAfter: 2, clock });
+  return { b, advance: (ms: number) => clock.advance(ms) };
 }
 
 describe('CircuitBreaker', () => {

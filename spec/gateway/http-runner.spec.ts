@@ -1,23 +1,32 @@
 /**
- * HttpRunner.tryExec against a bare HTTP server standing in for a runner, so the test sees
- * exactly which offers reached the wire: an offer to a runner this gateway already fills with its
- * own calls is answered busy without a request, and is sent again once one of them finishes.
+ * Offers through a pool entry and its HttpRunner against a bare HTTP server standing in for a
+ * runner, so the test sees exactly which offers reached the wire: an offer to a runner this
+ * gateway already fills with its own calls is answered busy without a request, and is sent again
+ * once one of them finishes. Time on the gateway's side is a fake clock the test moves; the
+ * sockets are real.
  */
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { GatewayCall } from '../../gateway/call.ts';
 import { HttpRunner } from '../../gateway/http-runner.ts';
 import type { RunnerResponse } from '../../gateway/http-runner.ts';
+import { RunnerEntry } from '../../gateway/runner-entry.ts';
 import type { TryExecResult } from '../../placer/types.ts';
 import { BUSY_HEADER, CALL_ID_HEADER } from '../../runner/protocol.ts';
-import type { ReportedLoad } from '../../runner/protocol.ts';
+import type { ReportedLoad, RunnerRegistration, StatusReading } from '../../runner/protocol.ts';
+import { FakeClock } from '../placer/fake.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
+});
+/** The gateway's clock; each test starts it afresh. */
+let clock: FakeClock;
+beforeEach(() => {
+  clock = new FakeClock();
 });
 
 /** A runner that takes every call, sends its headers, and holds the body open until `finish`. */
@@ -40,25 +49,36 @@ async function holdingRunner(): Promise<{ url: URL; received: string[]; open: Se
   return { url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`), received, open };
 }
 
-function httpRunner(url: URL, bounds: { responseTimeout?: number; streamIdleTimeout?: number; threshold?: number; now?: () => number } = {}): HttpRunner {
-  const runner = new HttpRunner(url, {
-    connectTimeout: 2_000,
-    responseTimeout: bounds.responseTimeout ?? 5_000,
-    streamIdleTimeout: bounds.streamIdleTimeout ?? 60_000,
-    now: bounds.now ?? Date.now,
-    breaker: { threshold: bounds.threshold ?? 5, openFor: 30_000, closeAfter: 2, now: Date.now },
+/** A pool entry over an HttpRunner to `url`, on the test's clock. */
+function httpRunner(url: URL, bounds: { responseTimeout?: number; streamIdleTimeout?: number; threshold?: number } = {}): RunnerEntry {
+  const streamIdleTimeout = bounds.streamIdleTimeout ?? 60_000;
+  const transport = new HttpRunner(url, { connectTimeout: 2_000, responseTimeout: bounds.responseTimeout ?? 5_000, streamIdleTimeout, clock });
+  const runner = new RunnerEntry(url.host, transport, {
+    clock,
+    breaker: { threshold: bounds.threshold ?? 5, openFor: 30_000, closeAfter: 2 },
+    streamIdleTimeout,
+    onChange: () => {},
   });
   cleanups.push(() => runner.close(true));
   return runner;
 }
 
-function reportOf(slots: number): { load: ReportedLoad; at: number } {
-  return { load: { slotsInUse: 0, slots, queue: 0, models: {} }, at: Date.now() };
+function loadOf(slots: number): ReportedLoad {
+  return { slotsInUse: 0, slots, queue: 0, models: {} };
+}
+
+/** What a status probe reading `load` gives the entry (no models: the engine's list is not the point). */
+function statusOf(load: ReportedLoad): StatusReading {
+  return { models: undefined, load };
+}
+
+function registrationOf(slots: number): RunnerRegistration {
+  return { id: 'r', url: 'http://127.0.0.1:9', version: 'test', engines: [], models: ['sim-small'], slots, gpus: null, ready: true, load: loadOf(slots) };
 }
 
 let callCount = 0;
 function call(overrides: Partial<GatewayCall> = {}): GatewayCall {
-  const now = Date.now();
+  const now = clock.now();
   return {
     id: `call-${++callCount}`,
     fn: 'sim-small',
@@ -109,7 +129,7 @@ describe('HttpRunner.tryExec', () => {
   it('answers busy without a request while its own calls fill the reported slots, and sends again once one finishes', async () => {
     const server = await holdingRunner();
     const runner = httpRunner(server.url);
-    runner.health.report = reportOf(2);
+    runner.probed(statusOf(loadOf(2)));
     const [a, b] = [call(), call()];
     const first = placedResponse(await runner.tryExec(a));
     placedResponse(await runner.tryExec(b));
@@ -134,8 +154,8 @@ describe('HttpRunner.tryExec', () => {
   it("answers busy at the registration's reported slots, which take precedence over a status probe's", async () => {
     const server = await holdingRunner();
     const runner = httpRunner(server.url);
-    runner.health.report = reportOf(8);
-    runner.registration = { state: 'live', lastSeen: Date.now(), ready: true, draining: false, drainRequested: false, version: 'test', report: reportOf(1) };
+    runner.probed(statusOf(loadOf(8)));
+    runner.register(registrationOf(1));
     placedResponse(await runner.tryExec(call()));
     expect(await runner.tryExec(call())).toEqual({ kind: 'busy' });
     expect(server.received).toHaveLength(1);
@@ -148,7 +168,7 @@ describe('HttpRunner.tryExec', () => {
   ])('sends every offer when %s, however many calls are in flight', async (_name, slots) => {
     const server = await holdingRunner();
     const runner = httpRunner(server.url);
-    if (slots !== undefined) runner.health.report = reportOf(slots);
+    if (slots !== undefined) runner.probed(statusOf(loadOf(slots)));
     for (let i = 0; i < 3; i++) placedResponse(await runner.tryExec(call()));
     expect(runner.inFlight).toBe(3);
     expect(server.received).toHaveLength(3);
@@ -211,22 +231,20 @@ describe('HttpRunner.tryExec: what an answer, or its absence, commits', () => {
   });
 
   it("lets a detached call's body stay silent while its runner is heard from, and ends it once the runner is not", async () => {
-    let now = 1_000_000;
     const runner = httpRunner((await scriptedRunner((res) => {
       res.writeHead(202);
       res.flushHeaders();
-    })).url, { streamIdleTimeout: 150, now: () => now });
-    const response = placedResponse(await runner.tryExec(call({ type: 'detached', placerDeadline: now + 10_000 })));
+    })).url, { streamIdleTimeout: 150 });
+    const response = placedResponse(await runner.tryExec(call({ type: 'detached', placerDeadline: clock.now() + 10_000 })));
     const text = response.body.text();
-    // Longer than streamIdleTimeout in real time, with the runner heard from meanwhile: not cut.
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    // Longer than streamIdleTimeout on the gateway's clock, with the runner heard from meanwhile: not cut.
     expect(runner.cutSilentCalls()).toBe(0);
-    now += 100;
+    clock.advance(100);
     runner.markUp();
-    now += 100;
+    clock.advance(100);
     expect(runner.cutSilentCalls()).toBe(0);
     // Silent past the bound: the call ends with GW_RUNNER_STALLED.
-    now += 151;
+    clock.advance(151);
     expect(runner.cutSilentCalls()).toBe(1);
     await expect(text).rejects.toMatchObject({ code: 'GW_RUNNER_STALLED' });
     expect(runner.cutSilentCalls()).toBe(0);
@@ -235,7 +253,7 @@ describe('HttpRunner.tryExec: what an answer, or its absence, commits', () => {
   it('stops waiting for an acknowledgement at the placer deadline, as a failure before commit', async () => {
     const runner = httpRunner((await scriptedRunner(() => {})).url, { responseTimeout: 5_000 });
     const started = Date.now();
-    const result = await runner.tryExec(call({ placerDeadline: Date.now() + 150 }));
+    const result = await runner.tryExec(call({ placerDeadline: clock.now() + 150 }));
     expect(result.kind).toBe('failed');
     expect(Date.now() - started).toBeLessThan(2_000);
     // The deadline is the call's business, not a sign the runner is hung.
@@ -280,11 +298,11 @@ describe('HttpRunner.load', () => {
     const server = await holdingRunner();
     const runner = httpRunner(server.url);
     const before = placedResponse(await runner.tryExec(call()));
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    clock.advance(5);
     // The report is taken while that call runs, and counts it and one from another gateway.
-    const at = Date.now();
-    runner.health.report = { load: { slotsInUse: 2, slots: 4, queue: 1, models: {} }, at };
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    const at = clock.now();
+    runner.probed(statusOf({ slotsInUse: 2, slots: 4, queue: 1, models: {} }));
+    clock.advance(5);
     const after = placedResponse(await runner.tryExec(call()));
     expect(runner.load().reported).toMatchObject({ running: 2, waiting: 1, at });
 
@@ -303,7 +321,8 @@ describe('HttpRunner.load', () => {
     expect(runner.load()).toMatchObject({ inFlight: 0, reported: { running: 1 } });
 
     // A newer report counts from scratch.
-    runner.health.report = { load: { slotsInUse: 0, slots: 4, queue: 0, models: {} }, at: Date.now() + 1 };
+    clock.advance(1);
+    runner.probed(statusOf({ slotsInUse: 0, slots: 4, queue: 0, models: {} }));
     expect(runner.load().reported).toMatchObject({ running: 0 });
   });
 });

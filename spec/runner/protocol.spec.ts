@@ -1,9 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
   HOP_BY_HOP_HEADERS,
+  WIRE_ID_PATTERN,
   formatExecTiming,
   isConnectError,
   parseExecTiming,
+  parseHeartbeat,
+  parseRegistration,
+  readStatus,
   withoutHopByHop,
 } from '../../runner/protocol.ts';
 
@@ -191,5 +195,76 @@ describe('isConnectError', () => {
     ['an error with a numeric code', Object.assign(new Error('x'), { code: 111 })],
   ])('returns false when given %s', (_label, value) => {
     expect(isConnectError(value)).toBe(false);
+  });
+});
+
+const load = { slotsInUse: 1, slots: 4, queue: 0, models: {} };
+const registration = { id: 'r-1', url: 'http://10.0.0.5:9000', version: '1.2.3', engines: [], models: ['m1'], slots: 4, gpus: null, ready: true, load };
+
+describe('WIRE_ID_PATTERN', () => {
+  it.each(['r1', 'node-7.gpu:0', 'A_b', 'x'.repeat(128)])('takes %j', (id) => expect(WIRE_ID_PATTERN.test(id)).toBe(true));
+  it.each(['', 'x'.repeat(129), 'has space', 'slash/id', 'ü'])('refuses %j', (id) => expect(WIRE_ID_PATTERN.test(id)).toBe(false));
+});
+
+describe('parseRegistration', () => {
+  it('takes a well-formed body, filling ready and version for older runners', () => {
+    expect(parseRegistration(registration)).toEqual({ kind: 'ok', value: registration });
+    const { ready: _r, version: _v, ...older } = registration;
+    expect(parseRegistration(older)).toEqual({ kind: 'ok', value: { ...older, ready: true, version: 'unknown' } });
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['not an object', 'hello', /must be a JSON object/],
+    ['null', null, /must be a JSON object/],
+    ['a bad id', { ...registration, id: 'no spaces' }, /id must be 1-128 letters, digits or \._:- characters, got "no spaces"/],
+    ['a non-http url', { ...registration, url: 'ftp://x' }, /url must be an http\(s\) URL, got "ftp:\/\/x"/],
+    ['an unparsable url', { ...registration, url: 'not a url' }, /url must be an http\(s\) URL/],
+    ['models not a list', { ...registration, models: 'm1' }, /models must be a list/],
+    ['no load', { ...registration, load: undefined }, /load must carry numeric slotsInUse and slots/],
+    ['a load without slots', { ...registration, load: { slotsInUse: 1 } }, /load must carry numeric slotsInUse and slots/],
+  ])('says why a body with %s is invalid', (_name, body, message) => {
+    const parsed = parseRegistration(body);
+    expect(parsed.kind).toBe('invalid');
+    expect((parsed as { message: string }).message).toMatch(message);
+  });
+});
+
+describe('parseHeartbeat', () => {
+  it('takes a well-formed body; any state but draining reads serving, and ready defaults to true', () => {
+    expect(parseHeartbeat({ ready: false, state: 'draining', models: ['m1'], load })).toEqual({ kind: 'ok', value: { ready: false, state: 'draining', models: ['m1'], load } });
+    expect(parseHeartbeat({ state: 'odd', models: [], load })).toEqual({ kind: 'ok', value: { ready: true, state: 'serving', models: [], load } });
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['not an object', 7, /heartbeat body must be a JSON object/],
+    ['models not a list', { models: {}, load }, /heartbeat models must be a list/],
+    ['a load that is not numeric', { models: [], load: { slotsInUse: '1', slots: 4 } }, /load must carry numeric/],
+  ])('says why a body with %s is invalid', (_name, body, message) => {
+    const parsed = parseHeartbeat(body);
+    expect(parsed).toMatchObject({ kind: 'invalid', message: expect.stringMatching(message) });
+  });
+});
+
+describe('readStatus', () => {
+  const page = {
+    ready: true,
+    models: ['m1', 7, 'm2'],
+    slots: { total: 4, inUse: 3 },
+    engines: [{ load: { waiting: 2, kvCacheUsage: 0.5 } }],
+  };
+
+  it('reads the models and the load of a ready runner, dropping model names that are not strings', () => {
+    expect(readStatus(page)).toEqual({
+      models: ['m1', 'm2'],
+      load: { slotsInUse: 3, slots: 4, queue: 2, kvCacheUsage: 0.5, models: {} },
+    });
+  });
+
+  it('reads no models while the engine is not ready, and no load without slots', () => {
+    expect(readStatus({ ...page, ready: false }).models).toBeUndefined();
+    expect(readStatus({ ...page, models: undefined }).models).toBeUndefined();
+    expect(readStatus({ ...page, slots: undefined }).load).toBeUndefined();
+    expect(readStatus({ ...page, engines: [] }).load).toEqual({ slotsInUse: 3, slots: 4, queue: 0, models: {} });
+    expect(readStatus(null)).toEqual({ models: undefined, load: undefined });
   });
 });

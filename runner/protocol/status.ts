@@ -1,0 +1,91 @@
+/**
+ * A runner's status page, `GET /status`: what the runner serves, whether it admits calls, and its
+ * load. The runner writes it; a gateway probes static runners with it (registered runners say the
+ * same through heartbeats) and reads it with {@link readStatus}. One type, both sides.
+ */
+import type { EngineLoad } from '../engines/kinds.ts';
+import type { EngineExit, SupervisorState } from '../engines/supervisor.ts';
+import type { GpuInventory } from '../inventory.ts';
+import type { ReportedLoad } from './registration.ts';
+
+/** Path of a runner's status page. */
+export const STATUS_PATH = '/status';
+
+/** What /status shows of the engine. */
+export interface EngineStatus {
+  kind: string;
+  url: string;
+  /** `ready` only when the runner admits calls to it. */
+  state: string;
+  models: readonly string[];
+  /** The engine's own load from its metrics, when its kind publishes any. */
+  load?: EngineLoad;
+  /** Age of that load in ms. */
+  loadAgeMs?: number;
+  /** Present when the runner launched the engine from a profile. */
+  supervised?: {
+    state: SupervisorState;
+    model: string;
+    gpus: readonly number[];
+    pid: number | undefined;
+    restarts: number;
+    lastExit: EngineExit | undefined;
+    /** The engine's last output lines, shown while it is not ready (a failure's explanation). */
+    output?: readonly string[];
+  };
+}
+
+/** What GET /status answers. */
+export interface RunnerStatus {
+  id: string;
+  version: string;
+  state: 'serving' | 'draining';
+  /** True when the runner admits calls: serving, and its engine ready. */
+  ready: boolean;
+  /** The engines behind this runner (one today), each with its slots, state and load. */
+  engines: Array<EngineStatus & { slots: { total: number; inUse: number } }>;
+  /** The models the engine serves, as it last listed them. */
+  models: readonly string[];
+  /** GPUs on this node, from nvidia-smi; `source: 'none'` with the reason on a CPU-only node. */
+  gpus: GpuInventory;
+  slots: { total: number; inUse: number };
+  calls: { served: number; rejected: number; failed: number };
+}
+
+/** What a gateway takes from a status page. */
+export interface StatusReading {
+  /**
+   * The models served, or undefined while the runner's engine is not ready: a runner whose engine
+   * is still loading lists no models yet, and that is not "serves none".
+   */
+  models: readonly string[] | undefined;
+  /** The runner's load, when the page carries its slots. */
+  load: ReportedLoad | undefined;
+}
+
+/**
+ * Reads a status page leniently: a field missing or of the wrong type (an older or newer runner)
+ * leaves its part of the reading undefined rather than failing the probe.
+ */
+export function readStatus(body: unknown): StatusReading {
+  const status = (body ?? {}) as Partial<Record<keyof RunnerStatus, unknown>> & {
+    slots?: { total?: unknown; inUse?: unknown };
+    engines?: Array<{ load?: { waiting?: number; kvCacheUsage?: number } }>;
+  };
+  let load: ReportedLoad | undefined;
+  if (typeof status.slots?.total === 'number' && typeof status.slots.inUse === 'number') {
+    const engine = Array.isArray(status.engines) ? status.engines[0]?.load : undefined;
+    load = {
+      slotsInUse: status.slots.inUse,
+      slots: status.slots.total,
+      queue: engine?.waiting ?? 0,
+      ...(engine?.kvCacheUsage === undefined ? {} : { kvCacheUsage: engine.kvCacheUsage }),
+      models: {},
+    };
+  }
+  const models =
+    status.ready === false || !Array.isArray(status.models)
+      ? undefined
+      : (status.models as unknown[]).filter((m): m is string => typeof m === 'string');
+  return { models, load };
+}
