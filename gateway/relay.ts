@@ -102,7 +102,7 @@ export function relay(
     });
     body.once('error', (error: Error) => {
       if (signal.aborted) {
-        return resolve({ outcome: 'canceled', status: headersSent ? response.statusCode : 0, execMs: undefined, error });
+        return resolve({ outcome: 'cancelled', status: headersSent ? response.statusCode : 0, execMs: undefined, error });
       }
       fail(committedFailure(runner, error), undefined);
     });
