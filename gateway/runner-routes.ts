@@ -51,7 +51,7 @@ export function runnerView(runner: HttpRunner, now: number): Record<string, unkn
  * Middleware of the runner routes: refuses them all on a gateway without a runner token
  * (GW_REGISTRATION_DISABLED), and a request without the right token (GW_UNAUTHORIZED).
  */
-export function runnerAuth(registry: Pick<RunnerRegistry, 'enabled' | 'authorize'>, logger: Logger): MiddlewareHandler<Env> {
+function runnerAuth(registry: Pick<RunnerRegistry, 'enabled' | 'authorize'>, logger: Logger): MiddlewareHandler<Env> {
   return async function runnerAuth(c, next) {
     if (!registry.enabled) throw new RegistrationDisabledError();
     if (!registry.authorize(c.req.header('authorization'))) {
