@@ -5,7 +5,7 @@
  * by runnerReported (gateway/errors.ts), like a sync call's.
  */
 import { SluiceError } from '../placer/kernel/index.ts';
-import { CallCancelledError, CallExpiredError, InternalError, ShuttingDownError } from './errors.ts';
+import { CallCancelledError, CallExpiredError, InternalError, RunnerFailedError, ShuttingDownError } from './errors.ts';
 import type { CallError } from './store/types.ts';
 
 /** Why placement failed, as the record says it: a SluiceError as the client saw it, anything else as GW_INTERNAL. */
@@ -14,10 +14,10 @@ export function placementError(error: Error): CallError {
   return recordError(error instanceof SluiceError ? error : new InternalError());
 }
 
-/** A failure after commit as a record's error: its code when it has one. */
+/** A failure after commit as a record's error: its code when it has one, else GW_RUNNER_FAILED_AFTER_COMMIT. */
 export function asCallError(error: Error): CallError {
   const code = (error as { code?: unknown }).code;
-  return { code: typeof code === 'string' ? code : 'GW_RUNNER_FAILED_AFTER_COMMIT', message: error.message };
+  return typeof code === 'string' ? { code, message: error.message } : recordError(new RunnerFailedError(error.message));
 }
 
 /** A SluiceError (a stop of the gateway's own, say) as a record's error. */

@@ -21,7 +21,7 @@ import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER
 import type { GatewayCall } from './call.ts';
 import { committedFailure } from './http-runner.ts';
 import { asCallError, cancelled, expired, placementError, recordError, shutdown } from './detached-reasons.ts';
-import { CallCancelledError, CallExpiredError, OwnerLostError, RecordedError, runnerReported } from './errors.ts';
+import { CallCancelledError, CallExpiredError, EngineErrorStatusError, OwnerLostError, RecordedError, ResultTooLargeError, runnerReported } from './errors.ts';
 import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import { createStoreMetrics } from './metrics.ts';
@@ -332,7 +332,7 @@ export class DetachedCalls {
       for await (const chunk of response.body as AsyncIterable<Buffer>) {
         size += chunk.length;
         if (size > maxResultBytes) {
-          failure = { code: 'GW_RESULT_TOO_LARGE', message: `the result is larger than maxResultBytes (${maxResultBytes} bytes); it was not kept` };
+          failure = recordError(new ResultTooLargeError(maxResultBytes));
           controller.abort(new Error(failure.message));
           break;
         }
@@ -357,7 +357,7 @@ export class DetachedCalls {
         // the runner's error answer, or the part of the engine's body that came before the
         // failure, under the engine's status (docs/api.md: a 200 with a cut body is possible).
         failure = runnerReported(String(reported), record.runner).record;
-      } else if (resultStatus >= 400) failure = { code: 'GW_ENGINE_ERROR', message: `the engine answered ${resultStatus}` };
+      } else if (resultStatus >= 400) failure = recordError(new EngineErrorStatusError(resultStatus));
       else status = 'succeeded';
     }
     const completedAt = clock.now();

@@ -152,6 +152,26 @@ export class OwnerLostError extends GatewayError {
 }
 
 /**
+ * A detached call's answer grew past maxResultBytes: the gateway stopped reading and kept
+ * nothing; a record's error.
+ */
+export class ResultTooLargeError extends GatewayError {
+  constructor(maxResultBytes: number) {
+    super('GW_RESULT_TOO_LARGE', 502, 'server_error', `the result is larger than maxResultBytes (${maxResultBytes} bytes); it was not kept`);
+  }
+}
+
+/**
+ * The engine answered a detached call with a status of 400 or more; its answer is kept as the
+ * result, and this is the record's error.
+ */
+export class EngineErrorStatusError extends GatewayError {
+  constructor(status: number) {
+    super('GW_ENGINE_ERROR', 502, 'server_error', `the engine answered ${status}`);
+  }
+}
+
+/**
  * A detached call's record error, as a SluiceError: the code is the record's own (any code of
  * the record list in docs/errors.md, a runner's included), so that an after-call listener and an
  * abort reason carry it. Never answered to a client.
