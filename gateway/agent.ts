@@ -10,8 +10,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { SluiceError } from '../placer/kernel/index.ts';
 import { PlacerAbortedError, PlacerTimeoutError } from '../placer/errors.ts';
+import type { Runner } from '../placer/types.ts';
 import { placeCall } from '../placer/walk.ts';
-import type { Placement } from '../placer/walk.ts';
 import { CALL_ID_HEADER, withoutHopByHop } from '../runner/protocol.ts';
 import { clientKey, UploadBudget } from './admission.ts';
 import type { UploadAdmission } from './admission.ts';
@@ -19,7 +19,9 @@ import { readBody } from './body.ts';
 import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
 import {
+  CallTimeoutError,
   GatewayError,
+  InternalError,
   ListenerFailedError,
   OverloadedError,
   ShuttingDownError,
@@ -29,9 +31,10 @@ import {
   errorBody,
 } from './errors.ts';
 import { REQUEST_ID_HEADER, clientRequestId } from './front.ts';
-import { createGatewayMetrics } from './metrics.ts';
+import { createGatewayMetrics, outcomeLabel } from './metrics.ts';
 import type { DetachedCalls } from './detached.ts';
-import { CALLBACK_URL_HEADER, DetachedFlow } from './detached-flow.ts';
+import { CALLBACK_URL_HEADER, DetachedFlow, DetachedSignal, detachedResult } from './detached-flow.ts';
+import type { DetachedReply } from './detached-flow.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
 import { INVOKE_TYPE_HEADER, parsePreference } from './prefer.ts';
@@ -44,11 +47,15 @@ export const SESSION_HEADER = 'sluice-session';
 
 type MutableCall = { -readonly [K in keyof GatewayCall]: GatewayCall[K] };
 
+/** How the placement walk ended: a runner committed, or the call ended and its client was answered. */
+type Placed = { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse> } | { kind: 'ended'; result: CallResult };
+
 /** Runs calls through their lifecycle; one per gateway. */
 export class LbAgent {
   readonly #config: GatewayConfig;
   readonly #pool: GatewayPool;
   readonly #metrics;
+  readonly #detached: DetachedCalls;
   readonly #detachedFlow: DetachedFlow;
   readonly #tracer = trace.getTracer('sluice-gateway');
   readonly #uploads: UploadBudget;
@@ -61,12 +68,14 @@ export class LbAgent {
     this.#pool = pool;
     this.#metrics = createGatewayMetrics(config.meterProvider);
     this.#uploads = new UploadBudget({ max: config.maxUploads, perClient: config.maxUploadsPerClient });
+    this.#detached = detached;
     this.#detachedFlow = new DetachedFlow({
-      config,
-      metrics: this.#metrics,
       calls: detached,
-      place: (call, out, headers) => this.#place(call, out, headers),
-      refuse: (out, error, headers) => this.#refuse(out, error, headers),
+      store: config.store,
+      callbacks: config.callbacks,
+      clock: config.clock,
+      resultTtl: config.resultTtl,
+      retryAfter: config.retryAfter,
     });
   }
 
@@ -152,7 +161,7 @@ export class LbAgent {
       await this.#serve(route, fn, incoming, out, { createdAt, id, requestId }, body);
     } catch (error) {
       this.#config.logger.error('call failed unexpectedly', { error: error as Error });
-      if (!out.headersSent) sendError(out, new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error'));
+      if (!out.headersSent) sendError(out, new InternalError());
       else out.destroy();
     } finally {
       this.#inFlight--;
@@ -193,9 +202,9 @@ export class LbAgent {
     body: Buffer,
   ): Promise<void> {
     const { clock, logger, placerConfig } = this.#config;
-    const controller = new AbortController();
+    const client = new AbortController();
     out.once('close', () => {
-      if (!out.writableFinished) controller.abort(new Error('client closed the connection'));
+      if (!out.writableFinished) client.abort(new Error('client closed the connection'));
     });
 
     let fn: string;
@@ -215,6 +224,8 @@ export class LbAgent {
       return this.#refuse(out, error as SluiceError);
     }
 
+    // A sync call runs on its client's connection; a detached one on a signal of its own.
+    const detached = preference.detached ? new DetachedSignal(client.signal) : undefined;
     const session = incoming.headers[SESSION_HEADER];
     const call: MutableCall = {
       id,
@@ -232,7 +243,7 @@ export class LbAgent {
       startedAt: createdAt,
       placerDeadline: createdAt,
       timeout: this.#config.callTimeout,
-      signal: controller.signal,
+      signal: detached?.signal ?? client.signal,
     };
     // Also set on `out` above, but the relay copies the runner's headers over it: an engine
     // echoing an id of its own must not replace ours.
@@ -263,18 +274,18 @@ export class LbAgent {
     propagation.inject(trace.setSpan(parent, span), headers);
     call.headers = headers;
 
-    const result =
-      call.type === 'detached'
-        ? await this.#detachedFlow.run(call, incoming.headers, out, callHeaders, preference, controller.signal)
-        : await this.#placeAndRelay(call, out, callHeaders, controller.signal);
+    const result = detached
+      ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached)
+      : await this.#placeAndRelay(call, out, callHeaders);
     m.outcomes[result.outcome].add(1);
+    if (result.execMs !== undefined) m.execTime.record(result.execMs, { outcome: outcomeLabel(result.outcome) });
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
       // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
       log().warn('runner reported more execution time than the call took', { execMs: result.execMs, totalMs: result.totalMs, runner: result.runner });
     } else {
-      m.latency.record(result.latencyMs, { outcome: result.outcome });
+      m.latency.record(result.latencyMs, { outcome: outcomeLabel(result.outcome) });
     }
-    if (result.error && result.outcome !== 'canceled') {
+    if (result.error && result.outcome !== 'cancelled') {
       span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
       log().warn('call failed', { outcome: result.outcome, runner: result.runner, error: result.error });
     }
@@ -288,25 +299,56 @@ export class LbAgent {
     }
   }
 
-  /** The walk, then the relay of whichever runner committed; resolves with how the call ended. */
   /** The sync path: the walk, then the relay of whichever runner committed. */
-  async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, signal: AbortSignal): Promise<CallResult> {
+  async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>): Promise<CallResult> {
     const placed = await this.#place(call, out, headers);
-    if (!('value' in placed)) return placed;
+    if (placed.kind === 'ended') return placed.result;
     const m = this.#metrics;
     m.running.add(1);
-    const relayed = await relay(placed.value, out, headers, placed.runner, signal);
+    const relayed = await relay(placed.response, out, headers, placed.runner, call.signal);
     m.running.add(-1);
     const totalMs = this.#config.clock.now() - call.startedAt;
-    if (relayed.execMs !== undefined) m.execTime.record(relayed.execMs, { outcome: relayed.outcome });
     return { ...relayed, runner: placed.runner.id, totalMs, latencyMs: totalMs - (relayed.execMs ?? 0) };
   }
 
   /**
-   * The placement walk with its metrics. Resolves with the placement, or, when no runner took
-   * the call, with how it ended after answering the client.
+   * The detached path: the flow's checks and the `queued` record, the walk, then the runner's
+   * commit, the client's 202 (or result), and the background run to its end.
    */
-  async #place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>): Promise<Placement<RunnerResponse> | CallResult> {
+  async #runDetached(call: GatewayCall, request: IncomingMessage['headers'], reply: DetachedReply, run: DetachedSignal): Promise<CallResult> {
+    const m = this.#metrics;
+    const flow = this.#detachedFlow;
+    const prepared = await flow.prepare(call, request, run);
+    if (prepared.kind === 'refused') {
+      m.queued.add(-1);
+      this.#refuse(reply.out, prepared.error, reply.headers);
+      return this.#ended(call, 'errors', prepared.error.status, prepared.error);
+    }
+    if (prepared.kind === 'replay') {
+      m.queued.add(-1);
+      const { id } = prepared.record;
+      await flow.answer(prepared.record, { ...reply, headers: { ...reply.headers, [CALL_ID_HEADER]: id, 'idempotent-replayed': 'true' } });
+      return this.#ended(call, 'completed', 202);
+    }
+    const placed = await this.#place(call, reply.out, reply.headers);
+    if (placed.kind === 'ended') {
+      await flow.unplaced(prepared.record, run, placed.result.error, reply);
+      return placed.result;
+    }
+    run.commit();
+    const accepted = await this.#detached.accept(prepared.record, call, placed.response, placed.runner.id, run.controller);
+    m.running.add(1);
+    await flow.answer(accepted.record, reply, accepted.done);
+    const outcome = await accepted.done;
+    m.running.add(-1);
+    return detachedResult(outcome, placed.runner.id);
+  }
+
+  /**
+   * The placement walk with its metrics. Resolves with the runner that committed, or, when none
+   * did, with how the call ended after answering the client.
+   */
+  async #place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>): Promise<Placed> {
     const m = this.#metrics;
     const { clock, placerConfig } = this.#config;
     // The last answer of each runner offered the call, to explain a 503.
@@ -321,13 +363,19 @@ export class LbAgent {
         },
       });
       m.placerAttempts.record(placement.attempts);
-      return placement;
+      return { kind: 'placed', response: placement.value, runner: placement.runner };
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
-      return this.#unplaced(call, error as Error, out, headers, offers);
+      return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers) };
     } finally {
       m.queued.add(-1);
     }
+  }
+
+  /** How a call that never reached a runner ended. */
+  #ended(call: GatewayCall, outcome: CallResult['outcome'], status: number, error?: Error): CallResult {
+    const totalMs = this.#config.clock.now() - call.startedAt;
+    return { outcome, status, totalMs, latencyMs: totalMs, ...(error ? { error } : {}) };
   }
 
   /** Answers a request refused before placement, and counts it by code. */
@@ -338,22 +386,18 @@ export class LbAgent {
 
   /** Answers a call no runner took (or whose committed runner failed before answering). */
   #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>, offers?: ReadonlyMap<string, 'busy' | 'error'>): CallResult {
-    const totalMs = this.#config.clock.now() - call.startedAt;
-    const latencyMs = totalMs;
-    if (error instanceof PlacerAbortedError || call.signal.aborted) {
-      return { outcome: 'canceled', status: 0, totalMs, latencyMs, error };
-    }
+    if (error instanceof PlacerAbortedError || call.signal.aborted) return this.#ended(call, 'cancelled', 0, error);
     if (error instanceof PlacerTimeoutError) {
       // A control plane should say why nothing ran: one reason per runner.
       const runners = this.#pool.explain?.(call, offers ?? new Map());
       sendError(out, error, { ...headers, 'retry-after': String(this.#config.retryAfter) }, runners ? { runners } : undefined);
-      return { outcome: 'server_busy', status: error.status, totalMs, latencyMs, error };
+      return this.#ended(call, 'server_busy', error.status, error);
     }
     if (!(error instanceof SluiceError)) this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
     // A custom placer's or pool's own message may say more than a client should see.
-    const failure = error instanceof SluiceError ? error : new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error', { cause: error });
+    const failure = error instanceof SluiceError ? error : new InternalError({ cause: error });
     sendError(out, failure, headers);
-    return { outcome: failure.code === 'GW_CALL_TIMEOUT' ? 'timeouts' : 'errors', status: failure.status, totalMs, latencyMs, error };
+    return this.#ended(call, failure instanceof CallTimeoutError ? 'timeouts' : 'errors', failure.status, error);
   }
 }
 

@@ -1,13 +1,12 @@
 /**
  * The detached-call routes: status, result and cancel of a call by id, from any gateway that
- * shares the store.
+ * shares the store. Refusals are thrown and answered by the app's onError (gateway/server.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Context, Hono } from 'hono';
-import { SluiceError } from '../placer/kernel/index.ts';
+import type { Hono } from 'hono';
 import { callUrls } from './detached-flow.ts';
 import type { DetachedCalls } from './detached.ts';
-import { GatewayError, errorResponse } from './errors.ts';
+import { CallNotFinishedError, CallNotFoundError, NoResultError, storeFailure } from './errors.ts';
 import { LIVE_STATUSES } from './store/types.ts';
 import type { CallRecord, CallStore } from './store/types.ts';
 
@@ -34,57 +33,44 @@ export function statusView(record: CallRecord): Record<string, unknown> {
   };
 }
 
-/** Adds GET /v1/calls/:id, GET /v1/calls/:id/result and POST /v1/calls/:id/cancel. */
+/**
+ * Adds GET /v1/calls/:id, GET /v1/calls/:id/result and POST /v1/calls/:id/cancel. A store that
+ * fails with something other than a SluiceError is answered GW_STORE_UNAVAILABLE (storeFailure),
+ * never GW_INTERNAL: a store that went away is a 503 to retry, not a bug.
+ */
 export function registerCallRoutes(app: Hono<Env>, calls: DetachedCalls, store: CallStore): void {
-  const notFound = (id: string) =>
-    new GatewayError('GW_CALL_NOT_FOUND', 404, 'not_found_error', `no call ${JSON.stringify(id)}: the id is unknown, or its result expired`);
-
-  const guarded = (handler: (c: Context<Env>, id: string) => Promise<Response>) => async (c: Context<Env>) => {
-    try {
-      return await handler(c, c.req.param('id')!);
-    } catch (error) {
-      const failure =
-        error instanceof SluiceError
-          ? error
-          : new GatewayError('GW_STORE_UNAVAILABLE', 503, 'service_unavailable_error', 'the detached-call store is unavailable; retry later', { cause: error });
-      return errorResponse(c, failure);
-    }
+  const fromStore = <T>(pending: Promise<T>): Promise<T> =>
+    pending.catch((error: unknown) => {
+      throw storeFailure(error);
+    });
+  const found = async (id: string, pending: Promise<CallRecord | undefined>): Promise<CallRecord> => {
+    const record = await fromStore(pending);
+    if (!record) throw new CallNotFoundError(`no call ${JSON.stringify(id)}: the id is unknown, or its result expired`);
+    return record;
   };
 
-  app.get(
-    '/v1/calls/:id',
-    guarded(async (c, id) => {
-      const record = await calls.status(id);
-      if (!record) return errorResponse(c, notFound(id));
-      return c.json(statusView(record), 200, LIVE_STATUSES.has(record.status) ? { 'retry-after': POLL_AFTER_SECONDS } : {});
-    }),
-  );
+  app.get('/v1/calls/:id', async (c) => {
+    const id = c.req.param('id');
+    const record = await found(id, calls.status(id));
+    return c.json(statusView(record), 200, LIVE_STATUSES.has(record.status) ? { 'retry-after': POLL_AFTER_SECONDS } : {});
+  });
 
-  app.get(
-    '/v1/calls/:id/result',
-    guarded(async (c, id) => {
-      const record = await calls.status(id);
-      if (!record) return errorResponse(c, notFound(id));
-      if (LIVE_STATUSES.has(record.status)) {
-        return errorResponse(c, new GatewayError('GW_CALL_NOT_FINISHED', 409, 'invalid_request_error', `call ${id} is still ${record.status}; poll ${callUrls(id).status}`), {
-          'retry-after': POLL_AFTER_SECONDS,
-        });
-      }
-      const result = await store.getResult(id);
-      if (!result) {
-        const why = record.error ? `: ${record.error.code} ${record.error.message}` : '';
-        return errorResponse(c, new GatewayError('GW_NO_RESULT', 404, 'not_found_error', `call ${id} ended ${record.status} without a result${why}`));
-      }
-      return c.body(new Uint8Array(result.body), result.status as 200, { 'content-type': result.contentType, 'sluice-call-id': id });
-    }),
-  );
+  app.get('/v1/calls/:id/result', async (c) => {
+    const id = c.req.param('id');
+    const record = await found(id, calls.status(id));
+    if (LIVE_STATUSES.has(record.status)) {
+      throw new CallNotFinishedError(`call ${id} is still ${record.status}; poll ${callUrls(id).status}`, { headers: { 'retry-after': POLL_AFTER_SECONDS } });
+    }
+    const result = await fromStore(store.getResult(id));
+    if (!result) {
+      const why = record.error ? `: ${record.error.code} ${record.error.message}` : '';
+      throw new NoResultError(`call ${id} ended ${record.status} without a result${why}`);
+    }
+    return c.body(new Uint8Array(result.body), result.status as 200, { 'content-type': result.contentType, 'sluice-call-id': id });
+  });
 
-  app.post(
-    '/v1/calls/:id/cancel',
-    guarded(async (c, id) => {
-      const record = await calls.cancel(id);
-      if (!record) return errorResponse(c, notFound(id));
-      return c.json(statusView(record));
-    }),
-  );
+  app.post('/v1/calls/:id/cancel', async (c) => {
+    const id = c.req.param('id');
+    return c.json(statusView(await found(id, calls.cancel(id))));
+  });
 }

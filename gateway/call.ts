@@ -35,8 +35,12 @@ export function routedPath(route: CallRoute, fn: string | undefined, target: str
   return query === -1 ? path : path + target.slice(query);
 }
 
-/** How a call ended, for counters, the latency histogram and after-call listeners. */
-export type CallOutcome = 'completed' | 'canceled' | 'timeouts' | 'errors' | 'server_busy';
+/**
+ * How a call ended, for counters, the latency histogram and after-call listeners. `cancelled`
+ * is spelled as a detached call's status is; its counter and metric label keep Fn's `canceled`
+ * (see gateway/metrics.ts).
+ */
+export type CallOutcome = 'completed' | 'cancelled' | 'timeouts' | 'errors' | 'server_busy';
 
 /** A call in the gateway. Fields an overrider may change are not readonly until placement. */
 export interface GatewayCall extends RunnerCall {

@@ -1,35 +1,94 @@
 /**
- * The client's side of a detached call: callback and Idempotency-Key checks, the record written
- * `queued`, placement under the detached deadline, then 202 (or the whole result, for
- * `Prefer: wait=N`) once a runner commits. The background half lives in detached.ts.
+ * The client's side of a detached call, in the steps the agent (gateway/agent.ts) takes it
+ * through: {@link DetachedFlow.prepare} (callback and Idempotency-Key checks, the store's
+ * admission, the record written `queued`), then the agent's placement under the detached
+ * deadline, then {@link DetachedFlow.unplaced} or the runner's commit, and
+ * {@link DetachedFlow.answer}: 202, or the whole result for `Prefer: wait=N`. The agent keeps
+ * the metrics; the background half lives in detached.ts.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { SluiceError } from '../placer/kernel/index.ts';
-import type { Placement } from '../placer/walk.ts';
+import type { Clock } from '../placer/kernel/index.ts';
 import type { CallOutcome, GatewayCall } from './call.ts';
-import type { DetachedCalls, DetachedOutcome } from './detached.ts';
+import type { CallbackDelivery, DetachedCalls, DetachedOutcome } from './detached.ts';
 import { requestFingerprint } from './detached.ts';
-import { DetachedStoreFullError, DetachedStoreUnavailableError, GatewayError } from './errors.ts';
-import type { RunnerResponse } from './http-runner.ts';
-import type { GatewayMetrics } from './metrics.ts';
-import type { CallResult, GatewayConfig } from './options.ts';
+import {
+  CallbacksDisabledError,
+  DetachedStoreFullError,
+  DetachedStoreUnavailableError,
+  IdempotencyInProgressError,
+  IdempotencyKeyReusedError,
+  InvalidIdempotencyKeyError,
+  RecordedError,
+  storeFailure,
+} from './errors.ts';
+import type { CallResult } from './options.ts';
 import type { CallPreference } from './prefer.ts';
 import { StoreInvalidRecordError } from './store/errors.ts';
 import { LIVE_STATUSES } from './store/types.ts';
-import type { CallRecord, CallStatus } from './store/types.ts';
+import type { CallRecord, CallStatus, CallStore } from './store/types.ts';
 
 /** Header naming where to POST the result when the call finishes. */
 export const CALLBACK_URL_HEADER = 'sluice-callback-url';
 /** The IETF draft's header: the same key and payload return the first call. */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 
-/** What the flow borrows from the agent. */
-export interface DetachedFlowHost {
-  config: GatewayConfig;
-  metrics: GatewayMetrics;
+/** What the flow works with: the detached calls, the store and the gateway settings it reads. */
+export interface DetachedFlowSettings {
   calls: DetachedCalls;
-  place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>): Promise<Placement<RunnerResponse> | CallResult>;
-  refuse(out: ServerResponse, error: SluiceError, headers?: Record<string, string>): void;
+  store: CallStore;
+  /** Absent when callbacks are off: a callback URL is then refused. */
+  callbacks: CallbackDelivery | undefined;
+  clock: Clock;
+  /** How long an Idempotency-Key is held, in ms (the results' TTL). */
+  resultTtl: number;
+  /** Retry-After of the store's refusals, in seconds. */
+  retryAfter: number;
+}
+
+/** Where and how a detached call's client is answered. */
+export interface DetachedReply {
+  out: ServerResponse;
+  /** Added to the answer (the call and request ids). */
+  headers: Record<string, string>;
+  preference: CallPreference;
+}
+
+/** How a detached call stands after {@link DetachedFlow.prepare}. */
+export type Prepared =
+  /** Refused before anything was recorded; the client gets `error`. */
+  | { kind: 'refused'; error: SluiceError }
+  /** An Idempotency-Key replay of an earlier call, which the client gets instead. */
+  | { kind: 'replay'; record: CallRecord }
+  /** Recorded `queued`: to be placed. */
+  | { kind: 'queued'; record: CallRecord };
+
+/**
+ * The signal a detached call runs on, chosen by the agent when it builds the call. Before a
+ * runner commits, a client that leaves takes the call with it; after, the call is the gateway's
+ * to finish, whatever the client does. A cancel or the call's lifetime aborts it at any time.
+ */
+export class DetachedSignal {
+  /** Aborted by a cancel, the lifetime, a drain, or the client leaving before commit. */
+  readonly controller = new AbortController();
+  /** The client's connection: aborted when it closes before its answer is finished. */
+  readonly clientGone: AbortSignal;
+  #committed = false;
+
+  constructor(clientGone: AbortSignal) {
+    this.clientGone = clientGone;
+    clientGone.addEventListener('abort', () => this.#committed || this.controller.abort(clientGone.reason), { once: true });
+  }
+
+  /** The call's signal. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** A runner committed: from now on the client leaving does not stop the call. */
+  commit(): void {
+    this.#committed = true;
+  }
 }
 
 const OUTCOMES: Record<CallStatus, CallOutcome> = {
@@ -37,7 +96,7 @@ const OUTCOMES: Record<CallStatus, CallOutcome> = {
   running: 'completed',
   succeeded: 'completed',
   failed: 'errors',
-  cancelled: 'canceled',
+  cancelled: 'cancelled',
   expired: 'timeouts',
 };
 
@@ -46,140 +105,114 @@ export function callUrls(id: string): { status: string; result: string; cancel: 
   return { status: `/v1/calls/${id}`, result: `/v1/calls/${id}/result`, cancel: `/v1/calls/${id}/cancel` };
 }
 
-/** Runs detached calls up to their 202. */
+/** The client's side of detached calls, up to their 202. */
 export class DetachedFlow {
-  readonly #h: DetachedFlowHost;
+  readonly #settings: DetachedFlowSettings;
 
-  constructor(host: DetachedFlowHost) {
-    this.#h = host;
+  constructor(settings: DetachedFlowSettings) {
+    this.#settings = settings;
   }
 
   /**
-   * Serves one detached call; resolves with how it ended, which for a committed call is when
-   * its background work is over (long after the client got its 202).
+   * Everything before placement: the callback URL and Idempotency-Key checks, the store's
+   * admission, and the record written `queued` (a store that cannot take it refuses the call
+   * while nothing has run, so a client that retries never runs it twice).
    */
-  async run(
-    call: GatewayCall,
-    request: IncomingHttpHeaders,
-    out: ServerResponse,
-    headers: Record<string, string>,
-    preference: CallPreference,
-    clientGone: AbortSignal,
-  ): Promise<CallResult> {
-    const { config, calls } = this.#h;
-    const ended = (outcome: CallOutcome, status: number, error?: Error): CallResult => {
-      const totalMs = config.clock.now() - call.startedAt;
-      return { outcome, status, totalMs, latencyMs: totalMs, ...(error ? { error } : {}) };
-    };
-    const refuse = (error: SluiceError): CallResult => {
-      this.#h.metrics.queued.add(-1);
-      this.#h.refuse(out, error, headers);
-      return ended('errors', error.status, error);
-    };
+  async prepare(call: GatewayCall, request: IncomingHttpHeaders, run: DetachedSignal): Promise<Prepared> {
+    const { calls, store, callbacks, resultTtl, retryAfter } = this.#settings;
+    const refuse = (error: SluiceError): Prepared => ({ kind: 'refused', error });
 
     const callbackUrl = single(request[CALLBACK_URL_HEADER]);
     if (callbackUrl !== undefined) {
-      if (!config.callbacks) return refuse(new GatewayError('GW_CALLBACKS_DISABLED', 400, 'invalid_request_error', `${CALLBACK_URL_HEADER} was given but callbacks are not configured on this gateway (set --callback-secret and --callback-allow)`));
+      if (!callbacks) {
+        return refuse(new CallbacksDisabledError(`${CALLBACK_URL_HEADER} was given but callbacks are not configured on this gateway (set --callback-secret and --callback-allow)`));
+      }
       try {
-        await config.callbacks.check(callbackUrl);
+        await callbacks.check(callbackUrl);
       } catch (error) {
-        return refuse(asSluiceError(error));
+        return refuse(storeFailure(error));
       }
     }
 
     const key = single(request[IDEMPOTENCY_KEY_HEADER]);
     if (key !== undefined && !/^[\x21-\x7e]{1,255}$/.test(key)) {
-      return refuse(new GatewayError('GW_INVALID_IDEMPOTENCY_KEY', 400, 'invalid_request_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters'));
+      return refuse(new InvalidIdempotencyKeyError('Idempotency-Key must be 1 to 255 visible ASCII characters'));
     }
 
     // Before the store is asked anything: one that does not answer would hold this client for
     // its command timeout, and a runner would work on a result nobody could keep.
     const admission = await calls.admission();
     if (admission.kind === 'unavailable') {
-      return refuse(new DetachedStoreUnavailableError('the detached-call store is not answering; retry later', { retryAfter: config.retryAfter }));
+      return refuse(new DetachedStoreUnavailableError('the detached-call store is not answering; retry later', { retryAfter }));
     }
 
     if (key !== undefined) {
       const fingerprint = requestFingerprint(call, callbackUrl);
       let claim;
       try {
-        claim = await config.store.claimKey(key, { callId: call.id, fingerprint }, config.resultTtl);
+        claim = await store.claimKey(key, { callId: call.id, fingerprint }, resultTtl);
       } catch (error) {
-        return refuse(asSluiceError(error));
+        return refuse(storeFailure(error));
       }
       if (claim) {
         if (claim.fingerprint !== fingerprint) {
-          return refuse(new GatewayError('GW_IDEMPOTENCY_KEY_REUSED', 422, 'invalid_request_error', `Idempotency-Key ${JSON.stringify(key)} was already used with a different request`));
+          return refuse(new IdempotencyKeyReusedError(`Idempotency-Key ${JSON.stringify(key)} was already used with a different request`));
         }
         const first = await calls.status(claim.callId).catch(() => undefined);
         // Claimed and not yet recorded, or recorded and waiting for a runner: either way being placed.
         if (!first || first.status === 'queued') {
-          return refuse(new GatewayError('GW_IDEMPOTENCY_IN_PROGRESS', 409, 'invalid_request_error', `the first call with Idempotency-Key ${JSON.stringify(key)} is still being placed; retry shortly`, { headers: { 'retry-after': '1' } }));
+          return refuse(new IdempotencyInProgressError(`the first call with Idempotency-Key ${JSON.stringify(key)} is still being placed; retry shortly`));
         }
-        this.#h.metrics.queued.add(-1);
-        await this.#answer(out, first, { ...headers, 'sluice-call-id': first.id, 'idempotent-replayed': 'true' }, preference, undefined);
-        return ended('completed', 202);
+        return { kind: 'replay', record: first };
       }
     }
 
     // A replay needs no room; a new call does, for its result.
     if (admission.kind === 'full') {
-      if (key !== undefined) await config.store.releaseKey(key, call.id).catch(() => {});
+      if (key !== undefined) await store.releaseKey(key, call.id).catch(() => {});
       return refuse(
         new DetachedStoreFullError(
           `the detached-call store is full (${admission.storedBytes} of maxStoredBytes ${admission.maxStoredBytes} bytes hold results until their TTL ends; a new call needs room for ${admission.needed}); retry later`,
-          config.retryAfter,
+          retryAfter,
         ),
       );
     }
 
-    // Before a runner commits, a client that leaves takes the call with it; after, the call is
-    // the gateway's to finish, whatever the client does. A cancel aborts it too, at any time.
-    const background = new AbortController();
-    let committed = false;
-    clientGone.addEventListener('abort', () => committed || background.abort(clientGone.reason), { once: true });
-    (call as { signal: AbortSignal }).signal = background.signal;
-
-    // The record before any runner sees the call: a store that cannot take it refuses the call
-    // while nothing has run, so a client that retries never runs it twice.
-    let queued: CallRecord;
     try {
-      queued = await calls.queue(call, background, { callbackUrl, idempotencyKey: key });
+      return { kind: 'queued', record: await calls.queue(call, run.controller, { callbackUrl, idempotencyKey: key }) };
     } catch (error) {
-      if (key !== undefined) await config.store.releaseKey(key, call.id).catch(() => {});
+      if (key !== undefined) await store.releaseKey(key, call.id).catch(() => {});
       return refuse(
         error instanceof StoreInvalidRecordError
           ? error
-          : new DetachedStoreUnavailableError('the detached-call store did not take the call; nothing ran; retry later', { cause: error, retryAfter: config.retryAfter }),
+          : new DetachedStoreUnavailableError('the detached-call store did not take the call; nothing ran; retry later', { cause: error, retryAfter }),
       );
     }
-
-    const placed = await this.#h.place(call, out, headers);
-    if (!('value' in placed)) {
-      if (key !== undefined) await config.store.releaseKey(key, call.id).catch(() => {});
-      const cancelled = background.signal.aborted && !clientGone.aborted;
-      calls.unplaced(
-        queued,
-        clientGone.aborted ? { kind: 'client-left' } : cancelled ? { kind: 'cancelled' } : { kind: 'failed', error: placed.error ?? new Error('not placed') },
-      );
-      // A cancel stopped the placement while the client still waits: it gets the record, cancelled.
-      if (cancelled) {
-        const record = await calls.status(call.id).catch(() => undefined);
-        await this.#answer(out, record ?? queued, headers, preference, undefined);
-      }
-      return placed;
-    }
-    committed = true;
-    const accepted = await calls.accept(queued, call, placed.value, placed.runner.id, background);
-    this.#h.metrics.running.add(1);
-    await this.#answer(out, accepted.record, headers, preference, accepted.done);
-    const outcome = await accepted.done;
-    this.#h.metrics.running.add(-1);
-    return this.#result(outcome, placed.runner.id);
   }
 
-  /** 202 with the status monitor, or the whole result when it arrives within wait=N. */
-  async #answer(out: ServerResponse, record: CallRecord, headers: Record<string, string>, preference: CallPreference, done: Promise<DetachedOutcome> | undefined): Promise<void> {
+  /**
+   * A queued call no runner took (the agent answered its client already, unless a cancel
+   * stopped it): frees its Idempotency-Key and ends its record. A cancel stopped the placement
+   * while the client still waits: it gets the record, cancelled.
+   */
+  async unplaced(queued: CallRecord, run: DetachedSignal, error: Error | undefined, reply: DetachedReply): Promise<void> {
+    const { calls, store } = this.#settings;
+    if (queued.idempotencyKey !== undefined) await store.releaseKey(queued.idempotencyKey, queued.id).catch(() => {});
+    const { clientGone } = run;
+    const cancelled = run.signal.aborted && !clientGone.aborted;
+    calls.unplaced(queued, clientGone.aborted ? { kind: 'client-left' } : cancelled ? { kind: 'cancelled' } : { kind: 'failed', error: error ?? new Error('not placed') });
+    if (cancelled) {
+      const record = await calls.status(queued.id).catch(() => undefined);
+      await this.answer(record ?? queued, reply);
+    }
+  }
+
+  /**
+   * Answers the client: 202 with the status monitor, or the whole result when it arrives within
+   * wait=N. `done` is the call's end when it runs here; without it (a replay) the store is polled.
+   */
+  async answer(record: CallRecord, reply: DetachedReply, done?: Promise<DetachedOutcome>): Promise<void> {
+    const { out, headers, preference } = reply;
     let current = record;
     if (preference.waitSeconds !== undefined && preference.waitSeconds > 0 && LIVE_STATUSES.has(current.status)) {
       const waited = done ?? this.#poll(record.id, preference.waitSeconds * 1000);
@@ -194,7 +227,7 @@ export class DetachedFlow {
     }
     if (out.destroyed || out.headersSent) return;
     if (!LIVE_STATUSES.has(current.status) && preference.waitSeconds !== undefined) {
-      const result = await this.#h.config.store.getResult(current.id).catch(() => undefined);
+      const result = await this.#settings.store.getResult(current.id).catch(() => undefined);
       if (result) {
         out.writeHead(result.status, { ...headers, 'content-type': result.contentType, 'preference-applied': `wait=${preference.waitSeconds}` });
         out.end(result.body);
@@ -212,35 +245,30 @@ export class DetachedFlow {
 
   /** For an idempotent replay owned by this or another gateway: watch the store until final. */
   async #poll(id: string, timeout: number): Promise<CallRecord | undefined> {
-    const until = this.#h.config.clock.now() + timeout;
+    const { calls, clock } = this.#settings;
+    const until = clock.now() + timeout;
     for (;;) {
-      const record = await this.#h.calls.status(id).catch(() => undefined);
-      if (!record || !LIVE_STATUSES.has(record.status) || this.#h.config.clock.now() >= until) return record;
+      const record = await calls.status(id).catch(() => undefined);
+      if (!record || !LIVE_STATUSES.has(record.status) || clock.now() >= until) return record;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
+}
 
-  #result(outcome: DetachedOutcome, runner: string): CallResult {
-    const { record, totalMs, execMs } = outcome;
-    const result: CallResult = {
-      outcome: OUTCOMES[record.status],
-      status: 202,
-      runner,
-      totalMs,
-      latencyMs: totalMs - (execMs ?? 0),
-      ...(execMs === undefined ? {} : { execMs }),
-    };
-    if (record.error && record.status !== 'succeeded') result.error = new GatewayError(record.error.code, 502, 'server_error', record.error.message);
-    if (execMs !== undefined) this.#h.metrics.execTime.record(execMs, { outcome: result.outcome });
-    return result;
-  }
+/** How a detached call that `runner` committed to ended, for the agent's counters and after-call listeners. */
+export function detachedResult(outcome: DetachedOutcome, runner: string): CallResult {
+  const { record, totalMs, execMs } = outcome;
+  return {
+    outcome: OUTCOMES[record.status],
+    status: 202,
+    runner,
+    totalMs,
+    latencyMs: totalMs - (execMs ?? 0),
+    ...(execMs === undefined ? {} : { execMs }),
+    ...(record.error && record.status !== 'succeeded' ? { error: new RecordedError(record.error) } : {}),
+  };
 }
 
 function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
-}
-
-function asSluiceError(error: unknown): SluiceError {
-  if (error instanceof SluiceError) return error;
-  return new DetachedStoreUnavailableError('the detached-call store is unavailable; retry later', { cause: error });
 }

@@ -13,12 +13,15 @@
 import { createHash } from 'node:crypto';
 import { metrics } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
+import { SluiceError } from '../placer/kernel/index.ts';
 import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
+import { PlacerAbortedError } from '../placer/errors.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
 import { committedFailure } from './http-runner.ts';
-import { CallStop, asCallError, cancelled, expired, placementError, reportedFailure, shutdown, stopError } from './detached-reasons.ts';
+import { asCallError, cancelled, expired, placementError, recordError, shutdown } from './detached-reasons.ts';
+import { CallCancelledError, CallExpiredError, EngineErrorStatusError, OwnerLostError, RecordedError, ResultTooLargeError, runnerReported } from './errors.ts';
 import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import { createStoreMetrics } from './metrics.ts';
@@ -186,8 +189,8 @@ export class DetachedCalls {
     this.#placing.delete(record.id);
     const completedAt = this.#s.clock.now();
     const error: CallError =
-      how.kind === 'client-left' ? { code: 'PLACER_ABORTED', message: 'the client went away before a runner took the call' }
-      : how.kind === 'cancelled' ? stopError(cancelled())
+      how.kind === 'client-left' ? recordError(new PlacerAbortedError('the client went away before a runner took the call', 0))
+      : how.kind === 'cancelled' ? recordError(cancelled())
       : placementError(how.error);
     const finish: CallFinish = { status: how.kind === 'failed' ? 'failed' : 'cancelled', completedAt, error };
     this.#writer.settle(record, { finish }).catch((error: unknown) => this.#s.logger.error('detached record not ended', { call: record.id, error: error as Error }));
@@ -241,7 +244,7 @@ export class DetachedCalls {
   async #notQueued(record: CallRecord, controller: AbortController): Promise<CallRecord | undefined> {
     const current = await this.#s.store.get(record.id).catch(() => undefined);
     if (current && FINAL_STATUSES.has(current.status)) {
-      controller.abort(new CallStop(current.error?.code ?? 'GW_CALL_CANCELLED', current.error?.message ?? `the call was ${current.status} before it started`));
+      controller.abort(current.error ? new RecordedError(current.error) : new CallCancelledError(`the call was ${current.status} before it started`));
       return current;
     }
     this.#s.logger.warn('detached call not queued in the store at its start, running on', { call: record.id, runner: record.runner, status: current?.status ?? 'gone' });
@@ -268,10 +271,7 @@ export class DetachedCalls {
     const finish: CallFinish = {
       status: 'failed',
       completedAt: now,
-      error: {
-        code: 'GW_OWNER_LOST',
-        message: `gateway ${record.owner} was ${doing} this call and did not finish it within its lifetime; it is presumed gone`,
-      },
+      error: recordError(new OwnerLostError(`gateway ${record.owner} was ${doing} this call and did not finish it within its lifetime; it is presumed gone`)),
     };
     if (await this.#s.store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
     return (await this.#s.store.get(id)) ?? record;
@@ -286,7 +286,7 @@ export class DetachedCalls {
     if (!record || FINAL_STATUSES.has(record.status)) return record;
     const { store, clock } = this.#s;
     const reason = cancelled();
-    const finish: CallFinish = { status: 'cancelled', completedAt: clock.now(), error: stopError(reason) };
+    const finish: CallFinish = { status: 'cancelled', completedAt: clock.now(), error: recordError(reason) };
     // Whoever ends the call tells the callback: here the cancel did, so the owner will not.
     if (await store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
     const local = this.#local(id);
@@ -332,18 +332,18 @@ export class DetachedCalls {
       for await (const chunk of response.body as AsyncIterable<Buffer>) {
         size += chunk.length;
         if (size > maxResultBytes) {
-          failure = { code: 'GW_RESULT_TOO_LARGE', message: `the result is larger than maxResultBytes (${maxResultBytes} bytes); it was not kept` };
+          failure = recordError(new ResultTooLargeError(maxResultBytes));
           controller.abort(new Error(failure.message));
           break;
         }
         chunks.push(chunk);
       }
     } catch (error) {
-      const reason = controller.signal.reason as { code?: string; message?: string } | undefined;
-      failure = controller.signal.aborted && reason?.code
-        ? { code: reason.code, message: reason.message ?? '' }
-        : asCallError(committedFailure({ id: record.runner ?? 'unknown' }, error));
-      if (reason?.code === 'GW_CALL_EXPIRED') status = 'expired';
+      // A stop of the gateway's own (cancel, lifetime, shutdown, a record ended elsewhere) is a
+      // SluiceError carrying the record's code; anything else is the runner's failure.
+      const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
+      failure = reason instanceof SluiceError ? recordError(reason) : asCallError(committedFailure({ id: record.runner ?? 'unknown' }, error));
+      if (reason instanceof CallExpiredError) status = 'expired';
     }
     const trailers = response.trailers;
     const execMs = parseExecTiming(trailers[EXEC_TRAILER]);
@@ -356,8 +356,8 @@ export class DetachedCalls {
         // The call failed with the runner's own code, and what arrived is kept as its result:
         // the runner's error answer, or the part of the engine's body that came before the
         // failure, under the engine's status (docs/api.md: a 200 with a cut body is possible).
-        failure = reportedFailure(String(reported), record.runner);
-      } else if (resultStatus >= 400) failure = { code: 'GW_ENGINE_ERROR', message: `the engine answered ${resultStatus}` };
+        failure = runnerReported(String(reported), record.runner).record;
+      } else if (resultStatus >= 400) failure = recordError(new EngineErrorStatusError(resultStatus));
       else status = 'succeeded';
     }
     const completedAt = clock.now();

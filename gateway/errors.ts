@@ -4,6 +4,8 @@
  */
 import { SluiceError } from '../placer/kernel/index.ts';
 import type { ErrorType } from '../placer/kernel/index.ts';
+import { EngineErrorCode } from '../runner/protocol.ts';
+import type { CallError } from './store/types.ts';
 
 /** An error the gateway answers with; `headers` are added to the response (e.g. Retry-After). */
 export class GatewayError extends SluiceError {
@@ -22,7 +24,7 @@ export class GatewayError extends SluiceError {
 
 const invalid = (code: string, status: number) =>
   class extends GatewayError {
-    constructor(message: string, options?: { cause?: unknown }) {
+    constructor(message: string, options?: { cause?: unknown; headers?: Record<string, string> }) {
       super(code, status, status === 404 ? 'not_found_error' : 'invalid_request_error', message, options);
     }
   };
@@ -58,12 +60,125 @@ export class HeadersTooLargeError extends invalid('GW_HEADERS_TOO_LARGE', 431) {
 /** The client did not finish sending the request's headers in time (408). */
 export class HeadersTimeoutError extends invalid('GW_HEADERS_TIMEOUT', 408) {}
 
-/** The gateway is shutting down and takes no new calls (503). */
-export class ShuttingDownError extends GatewayError {
+/** The Prefer header or sluice-invoke-type is malformed (400). */
+export class InvalidPreferError extends invalid('GW_INVALID_PREFER', 400) {}
+/** A detached call's Idempotency-Key is not 1 to 255 visible ASCII characters (400). */
+export class InvalidIdempotencyKeyError extends invalid('GW_INVALID_IDEMPOTENCY_KEY', 400) {}
+/** A detached call names a callback URL, and this gateway has callbacks off (400). */
+export class CallbacksDisabledError extends invalid('GW_CALLBACKS_DISABLED', 400) {}
+/** A call route was used with another method than POST (405); answered with `Allow: POST`. */
+export class MethodNotAllowedError extends invalid('GW_METHOD_NOT_ALLOWED', 405) {}
+/** No detached call with this id in the store: unknown, or its result expired (404). */
+export class CallNotFoundError extends invalid('GW_CALL_NOT_FOUND', 404) {}
+/** A detached call ended without a stored result (404). */
+export class NoResultError extends invalid('GW_NO_RESULT', 404) {}
+/** The result of a detached call still queued or running was asked for (409). */
+export class CallNotFinishedError extends invalid('GW_CALL_NOT_FINISHED', 409) {}
+/** An Idempotency-Key already used for another request (422). */
+export class IdempotencyKeyReusedError extends invalid('GW_IDEMPOTENCY_KEY_REUSED', 422) {}
+
+/** The first call with this Idempotency-Key is still being placed (409, Retry-After: 1). */
+export class IdempotencyInProgressError extends GatewayError {
+  constructor(message: string) {
+    super('GW_IDEMPOTENCY_IN_PROGRESS', 409, 'invalid_request_error', message, { headers: { 'retry-after': '1' } });
+  }
+}
+
+/** A registration or heartbeat body is not what the wire contract says (400). */
+export class InvalidRegistrationError extends invalid('GW_INVALID_REGISTRATION', 400) {}
+/** A drain interval that is not a whole number of ms in range (400). */
+export class InvalidDrainError extends invalid('GW_INVALID_DRAIN', 400) {}
+/** No registered runner under this id (404). */
+export class RunnerNotFoundError extends invalid('GW_RUNNER_NOT_FOUND', 404) {}
+
+/** The runner routes on a gateway started without a runner token (404). */
+export class RegistrationDisabledError extends GatewayError {
   constructor() {
-    super('GW_SHUTTING_DOWN', 503, 'service_unavailable_error', 'the gateway is shutting down; retry on another gateway', {
+    super('GW_REGISTRATION_DISABLED', 404, 'not_found_error', 'runner registration is off on this gateway: start it with --runner-token');
+  }
+}
+
+/** A runner route without the runner token, or with a wrong one (401). */
+export class UnauthorizedError extends GatewayError {
+  constructor() {
+    super('GW_UNAUTHORIZED', 401, 'invalid_request_error', 'missing or wrong runner token');
+  }
+}
+
+/**
+ * A fault that was not meant to reach a client (500). The message is always the same: the
+ * detail (which may hold anything, a secret included) goes to the log, never to the client.
+ */
+export class InternalError extends GatewayError {
+  constructor(options?: { cause?: unknown }) {
+    super('GW_INTERNAL', 500, 'server_error', 'internal gateway error', options);
+  }
+}
+
+/**
+ * The gateway is shutting down (503): it takes no new calls, and, as a detached call's stop
+ * reason, it ended a call still running when its drain time ran out.
+ */
+export class ShuttingDownError extends GatewayError {
+  constructor(message = 'the gateway is shutting down; retry on another gateway') {
+    super('GW_SHUTTING_DOWN', 503, 'service_unavailable_error', message, {
       headers: { 'retry-after': '1', connection: 'close' },
     });
+  }
+}
+
+/** A cancel (POST /v1/calls/{id}/cancel) ended a detached call; a record's error, never an answer. */
+export class CallCancelledError extends GatewayError {
+  constructor(message = 'the call was cancelled') {
+    super('GW_CALL_CANCELLED', 499, 'invalid_request_error', message);
+  }
+}
+
+/** A detached call outlived its lifetime, which ended at `at` (ms since the epoch); a record's error. */
+export class CallExpiredError extends GatewayError {
+  constructor(at: number) {
+    super('GW_CALL_EXPIRED', 504, 'timeout_error', `the call outlived its lifetime (until ${new Date(at).toISOString()})`);
+  }
+}
+
+/**
+ * The gateway that owned a detached call did not finish it within its lifetime and is presumed
+ * gone; a record's error, written by whichever gateway found it.
+ */
+export class OwnerLostError extends GatewayError {
+  constructor(message: string) {
+    super('GW_OWNER_LOST', 502, 'server_error', message);
+  }
+}
+
+/**
+ * A detached call's answer grew past maxResultBytes: the gateway stopped reading and kept
+ * nothing; a record's error.
+ */
+export class ResultTooLargeError extends GatewayError {
+  constructor(maxResultBytes: number) {
+    super('GW_RESULT_TOO_LARGE', 502, 'server_error', `the result is larger than maxResultBytes (${maxResultBytes} bytes); it was not kept`);
+  }
+}
+
+/**
+ * The engine answered a detached call with a status of 400 or more; its answer is kept as the
+ * result, and this is the record's error.
+ */
+export class EngineErrorStatusError extends GatewayError {
+  constructor(status: number) {
+    super('GW_ENGINE_ERROR', 502, 'server_error', `the engine answered ${status}`);
+  }
+}
+
+/**
+ * A detached call's record error, as a SluiceError: the code is the record's own (any code of
+ * the record list in docs/errors.md, a runner's included), so that an after-call listener and an
+ * abort reason carry it. Never answered to a client.
+ */
+export class RecordedError extends GatewayError {
+  constructor(error: CallError) {
+    super(error.code, 502, 'server_error', error.message);
   }
 }
 
@@ -188,6 +303,48 @@ export class GatewayConfigError extends GatewayError {
   constructor(message: string) {
     super('GW_INVALID_OPTION', 500, 'server_error', message);
   }
+}
+
+/**
+ * A store failure as a client gets it: a SluiceError as it is (STORE_UNAVAILABLE, say), anything
+ * else, such as a custom store's plain Error, as GW_STORE_UNAVAILABLE without its message.
+ */
+export function storeFailure(error: unknown): SluiceError {
+  if (error instanceof SluiceError) return error;
+  return new DetachedStoreUnavailableError('the detached-call store is unavailable; retry later', { cause: error });
+}
+
+/** What the gateway makes of an engine error code a runner reported (see {@link runnerReported}). */
+export interface ReportedFailure {
+  /** What a sync call's client gets: the gateway's own code, GW_CALL_TIMEOUT or GW_RUNNER_FAILED_AFTER_COMMIT. */
+  error: CallTimeoutError | RunnerFailedError;
+  /**
+   * What a detached call's record gets: the runner's code as it is, so that a client reading the
+   * record learns what the runner saw.
+   */
+  record: CallError;
+}
+
+/**
+ * The one translation of an engine error code (EngineErrorCode, in the `sluice-error` header or
+ * trailer) that `runner` reported. `detail` is what the runner said (its error body's message)
+ * or what the gateway saw (a body cut short); only the sync client's message carries it.
+ */
+export function runnerReported(code: string, runner: string | undefined, detail = 'no detail'): ReportedFailure {
+  if (code === EngineErrorCode.timeout) {
+    return {
+      error: new CallTimeoutError(`runner ${runner} stopped the call at its deadline: ${detail}`),
+      record: { code, message: `runner ${runner} stopped the call at the end of its budget (${code})` },
+    };
+  }
+  const what =
+    code === EngineErrorCode.busy
+      ? 'was refused by its engine after it had accepted the call; nothing ran'
+      : 'reported that its engine failed after it took the call; it was not retried because it may have run';
+  return {
+    error: new RunnerFailedError(`runner ${runner} reported ${code} after it took the call: ${detail}; the call was not retried because it may have run`),
+    record: { code, message: `runner ${runner} ${what} (${code})` },
+  };
 }
 
 /**

@@ -19,9 +19,9 @@ import type { MiddlewareHandler } from 'hono';
 import type { SluiceError } from '../placer/kernel/index.ts';
 import {
   BadRequestSyntaxError,
-  GatewayError,
   HeadersTimeoutError,
   HeadersTooLargeError,
+  InternalError,
   InvalidPathError,
   errorBody,
   errorResponse,
@@ -203,7 +203,7 @@ export function requestErrorResponse(newId: () => string, onInternal: (error: un
       refusal = new BadRequestSyntaxError(`the request target or Host header does not form a URL (${error.message})`);
     } else {
       onInternal(error);
-      refusal = new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error');
+      refusal = new InternalError();
     }
     return new Response(errorBody(refusal), {
       status: refusal.status,

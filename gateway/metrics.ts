@@ -40,7 +40,8 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
     running: meter.createUpDownCounter('sluice_calls_running', { description: 'Calls committed to a runner and not yet finished' }),
     outcomes: {
       completed: counter('sluice_calls_completed', 'Calls whose runner response was relayed in full'),
-      canceled: counter('sluice_calls_canceled', 'Calls whose client went away'),
+      // Fn's name, kept so dashboards carry over; the outcome itself is spelled `cancelled`.
+      cancelled: counter('sluice_calls_canceled', 'Calls whose client went away'),
       timeouts: counter('sluice_calls_timeouts', 'Calls that ran past their execution timeout'),
       errors: counter('sluice_calls_errors', 'Calls that failed in the gateway or on the runner after commit'),
       server_busy: counter('sluice_calls_server_busy', 'Calls no runner took before the placer deadline'),
@@ -61,6 +62,14 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
     }),
     placerRetries: counter('sluice_placer_retries', 'Runner offers that did not place the call, by reason'),
   };
+}
+
+/**
+ * An outcome as the `outcome` label of the latency and execution-time histograms: Fn's
+ * spelling, `canceled` for `cancelled`, so dashboards carry over.
+ */
+export function outcomeLabel(outcome: CallOutcome): string {
+  return outcome === 'cancelled' ? 'canceled' : outcome;
 }
 
 /** The detached-call store's instruments. */

@@ -2,7 +2,7 @@
  * Reading how a client wants a call run: RFC 7240's `Prefer: respond-async[, wait=N]`, or
  * `sluice-invoke-type: detached` (Fn's header, for clients that cannot set Prefer).
  */
-import { GatewayError } from './errors.ts';
+import { InvalidPreferError } from './errors.ts';
 
 /** Header naming the invoke type, as Fn had it. */
 export const INVOKE_TYPE_HEADER = 'sluice-invoke-type';
@@ -13,13 +13,6 @@ export interface CallPreference {
   detached: boolean;
   /** Seconds to hold the request open for the whole result before answering 202 (wait=N). */
   waitSeconds: number | undefined;
-}
-
-/** The Prefer header or sluice-invoke-type is malformed (400). */
-export class InvalidPreferError extends GatewayError {
-  constructor(message: string) {
-    super('GW_INVALID_PREFER', 400, 'invalid_request_error', message);
-  }
 }
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;

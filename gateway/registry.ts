@@ -9,7 +9,7 @@ import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import { parseHeartbeat, parseRegistration } from '../runner/protocol.ts';
 import type { HeartbeatAnswer, Parsed, RegistrationAccepted } from '../runner/protocol.ts';
-import { GatewayError } from './errors.ts';
+import { InvalidRegistrationError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
 
 /** Settings of the registry. */
@@ -26,13 +26,6 @@ export interface RegistryOptions {
   lostAfter: number;
   logger: Logger;
   clock: Clock;
-}
-
-/** A registration or heartbeat body that is not what the wire contract says (400). */
-export class InvalidRegistrationError extends GatewayError {
-  constructor(message: string) {
-    super('GW_INVALID_REGISTRATION', 400, 'invalid_request_error', message);
-  }
 }
 
 /** Registration, heartbeats, two-stage expiry and drain requests for self-registering runners. */

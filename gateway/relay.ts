@@ -16,7 +16,7 @@ import { pumpBody } from '../runner/body.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '../runner/protocol.ts';
 import { SluiceError } from '../placer/kernel/index.ts';
 import type { CallOutcome } from './call.ts';
-import { CallTimeoutError, RunnerFailedError, errorBody } from './errors.ts';
+import { CallTimeoutError, RunnerFailedError, errorBody, runnerReported } from './errors.ts';
 import { committedFailure } from './http-runner.ts';
 import type { RunnerResponse } from './http-runner.ts';
 
@@ -67,7 +67,7 @@ export function relay(
     if (reported !== undefined) {
       // The runner took the call and its engine failed before answering: still committed.
       void body.text().then(
-        (text) => fail(reportedFailure(runner, String(reported), errorMessage(text)), undefined),
+        (text) => fail(runnerReported(String(reported), runner.id, errorMessage(text)).error, undefined),
         (error: Error) => fail(committedFailure(runner, error), undefined),
       );
       return;
@@ -90,7 +90,7 @@ export function relay(
     body.once('end', () => {
       const execMs = parseExecTiming(response.trailers[EXEC_TRAILER] ?? response.headers[EXEC_TRAILER]);
       const failed = response.trailers[ERROR_TRAILER];
-      if (failed !== undefined) return fail(reportedFailure(runner, String(failed), 'the response was cut short'), execMs);
+      if (failed !== undefined) return fail(runnerReported(String(failed), runner.id, 'the response was cut short').error, execMs);
       head();
       // A stream that ended without a final blank line still gets every byte the engine sent.
       if (partial) out.end(partial);
@@ -99,7 +99,7 @@ export function relay(
     });
     body.once('error', (error: Error) => {
       if (signal.aborted) {
-        return resolve({ outcome: 'canceled', status: headersSent ? response.statusCode : 0, execMs: undefined, error });
+        return resolve({ outcome: 'cancelled', status: headersSent ? response.statusCode : 0, execMs: undefined, error });
       }
       fail(committedFailure(runner, error), undefined);
     });
@@ -131,14 +131,4 @@ function errorMessage(text: string): string {
     // Not JSON: fall through to the raw text.
   }
   return text.slice(0, 200);
-}
-
-/** What the client gets for an error code a runner reported in its header or trailer. */
-function reportedFailure(runner: { id: string }, code: string, detail: string): Error {
-  if (code === 'RUNNER_ENGINE_TIMEOUT') {
-    return new CallTimeoutError(`runner ${runner.id} stopped the call at its deadline: ${detail}`);
-  }
-  return new RunnerFailedError(
-    `runner ${runner.id} reported ${code} after it took the call: ${detail}; the call was not retried because it may have run`,
-  );
 }

@@ -1,14 +1,14 @@
 /**
  * The pool's HTTP face: registration and heartbeats for runners that dial out, the runner list
- * for operators, and drain.
+ * for operators, and drain. Refusals are thrown and answered by the app's onError
+ * (gateway/server.ts); the runner token is checked by {@link runnerAuth} on every route but the list.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Context, Hono } from 'hono';
-import type { SluiceError } from '../placer/kernel/index.ts';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
 import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
-import { GatewayError, InvalidJsonError, errorResponse } from './errors.ts';
+import { InvalidDrainError, InvalidJsonError, RegistrationDisabledError, RunnerNotFoundError, UnauthorizedError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
 import type { RunnerEntry } from './runner-entry.ts';
 import type { RunnerRegistry } from './registry.ts';
@@ -47,23 +47,25 @@ export function runnerView(runner: RunnerEntry, now: number): Record<string, unk
   };
 }
 
-/** Adds the registration, heartbeat, list and drain routes. */
-export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: RunnerRegistry, clock: Clock, logger: Logger): void {
-  const guard = (handler: (c: Context<Env>) => Promise<Response> | Response) => async (c: Context<Env>) => {
-    if (!registry.enabled) {
-      return errorResponse(c, new GatewayError('GW_REGISTRATION_DISABLED', 404, 'not_found_error', 'runner registration is off on this gateway: start it with --runner-token'));
-    }
+/**
+ * Middleware of the runner routes: refuses them all on a gateway without a runner token
+ * (GW_REGISTRATION_DISABLED), and a request without the right token (GW_UNAUTHORIZED).
+ */
+function runnerAuth(registry: Pick<RunnerRegistry, 'enabled' | 'authorize'>, logger: Logger): MiddlewareHandler<Env> {
+  return async function runnerAuth(c, next) {
+    if (!registry.enabled) throw new RegistrationDisabledError();
     if (!registry.authorize(c.req.header('authorization'))) {
       // Logged without the presented token: a near-miss token in a log is a leaked token.
       logger.warn('runner token refused', { method: c.req.method, path: c.req.path, remote: c.env.incoming.socket.remoteAddress });
-      return errorResponse(c, new GatewayError('GW_UNAUTHORIZED', 401, 'invalid_request_error', 'missing or wrong runner token'));
+      throw new UnauthorizedError();
     }
-    try {
-      return await handler(c);
-    } catch (error) {
-      return errorResponse(c, error as SluiceError);
-    }
+    await next();
   };
+}
+
+/** Adds the registration, heartbeat, list and drain routes. */
+export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: RunnerRegistry, clock: Clock, logger: Logger): void {
+  const auth = runnerAuth(registry, logger);
   const body = async (c: Context<Env>): Promise<unknown> => {
     try {
       return await c.req.json();
@@ -72,43 +74,36 @@ export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: 
     }
   };
 
-  app.post(REGISTER_PATH, guard(async (c) => c.json(registry.register(await body(c)))));
-  app.post(
-    '/v1/runners/:id/heartbeat',
-    guard(async (c) => {
-      const answer = registry.heartbeat(c.req.param('id')!, await body(c));
-      return answer ? c.json(answer) : errorResponse(c, unknownRunner(c.req.param('id')!));
-    }),
-  );
-  app.delete(
-    '/v1/runners/:id',
-    guard((c) => (registry.deregister(c.req.param('id')!) ? c.body(null, 204) : errorResponse(c, unknownRunner(c.req.param('id')!)))),
-  );
-  app.post(
-    '/v1/runners/drain',
-    guard((c) => {
-      const raw = c.req.query('interval');
-      const interval = raw === undefined ? 1000 : Number(raw);
-      if (!Number.isSafeInteger(interval) || interval < 0 || interval > 600_000) {
-        return errorResponse(c, new GatewayError('GW_INVALID_DRAIN', 400, 'invalid_request_error', `interval must be 0 to 600000 ms, got ${JSON.stringify(raw)}`));
-      }
-      return c.json({ runners: registry.drainAll(interval), intervalMs: interval }, 202);
-    }),
-  );
-  app.post(
-    '/v1/runners/:id/drain',
-    guard((c) => {
-      const id = c.req.param('id')!;
-      if (!registry.requestDrain(id)) return errorResponse(c, unknownRunner(id));
-      return c.json(runnerView(pool.get(id)!, clock.now()), 202);
-    }),
-  );
+  app.post(REGISTER_PATH, auth, async (c) => c.json(registry.register(await body(c))));
+  app.post('/v1/runners/:id/heartbeat', auth, async (c) => {
+    const id = c.req.param('id');
+    const answer = registry.heartbeat(id, await body(c));
+    if (!answer) throw unknownRunner(id);
+    return c.json(answer);
+  });
+  app.delete('/v1/runners/:id', auth, (c) => {
+    if (!registry.deregister(c.req.param('id'))) throw unknownRunner(c.req.param('id'));
+    return c.body(null, 204);
+  });
+  app.post('/v1/runners/drain', auth, (c) => {
+    const raw = c.req.query('interval');
+    const interval = raw === undefined ? 1000 : Number(raw);
+    if (!Number.isSafeInteger(interval) || interval < 0 || interval > 600_000) {
+      throw new InvalidDrainError(`interval must be 0 to 600000 ms, got ${JSON.stringify(raw)}`);
+    }
+    return c.json({ runners: registry.drainAll(interval), intervalMs: interval }, 202);
+  });
+  app.post('/v1/runners/:id/drain', auth, (c) => {
+    const id = c.req.param('id');
+    if (!registry.requestDrain(id)) throw unknownRunner(id);
+    return c.json(runnerView(pool.get(id)!, clock.now()), 202);
+  });
   app.get('/v1/runners', (c) => {
     const now = clock.now();
     return c.json({ object: 'list', data: pool.runnerList.map((r) => runnerView(r, now)) });
   });
 }
 
-function unknownRunner(id: string): GatewayError {
-  return new GatewayError('GW_RUNNER_NOT_FOUND', 404, 'not_found_error', `no registered runner ${JSON.stringify(id)}: register first`);
+function unknownRunner(id: string): RunnerNotFoundError {
+  return new RunnerNotFoundError(`no registered runner ${JSON.stringify(id)}: register first`);
 }

@@ -8,6 +8,7 @@ import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
+import { SluiceError } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
 import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 import { LbAgent } from './agent.ts';
@@ -15,7 +16,7 @@ import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
 import { OPENAI_CALL_ROUTES, uuidv7 } from './call.ts';
 import type { CallRoute } from './call.ts';
-import { GatewayError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
+import { InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
 import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './front.ts';
 import { resolveGatewayOptions } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
@@ -148,13 +149,17 @@ export function createGateway(options: GatewayOptions): Gateway {
   });
   app.notFound((c) => {
     if (c.req.method !== 'POST' && (OPENAI_CALL_ROUTES[c.req.path] || /^\/invoke\/[^/]+$/.test(c.req.path))) {
-      return errorResponse(c, new GatewayError('GW_METHOD_NOT_ALLOWED', 405, 'invalid_request_error', `${c.req.method} is not allowed on ${c.req.path}; use POST`), { allow: 'POST' });
+      return errorResponse(c, new MethodNotAllowedError(`${c.req.method} is not allowed on ${c.req.path}; use POST`), { allow: 'POST' });
     }
     return errorResponse(c, new RouteNotFoundError(`no route for ${c.req.method} ${c.req.path}`));
   });
+  // Routes refuse by throwing a SluiceError: it is answered with its own status, code and
+  // headers. Anything else is a fault of ours: logged, and answered GW_INTERNAL without its
+  // message, which could hold anything (a secret included).
   app.onError((error, c) => {
+    if (error instanceof SluiceError) return errorResponse(c, error);
     log.error('route failed', { path: c.req.path, error });
-    return errorResponse(c, new GatewayError('GW_INTERNAL', 500, 'server_error', 'internal gateway error'));
+    return errorResponse(c, new InternalError({ cause: error }));
   });
 
   let server: Server | undefined;

@@ -1,0 +1,110 @@
+/**
+ * gateway/server.ts's error edge, over real sockets on port 0: onError answers a thrown
+ * SluiceError with its own status, code, headers and OpenAI body, and anything else with
+ * GW_INTERNAL, logged and without its message; the routes that rely on it (the runner routes
+ * behind their token middleware, the call routes with a store that fails).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { IdempotencyInProgressError } from '../../gateway/errors.ts';
+import type { GatewayOptions } from '../../gateway/options.ts';
+import { createGateway } from '../../gateway/server.ts';
+import type { Gateway } from '../../gateway/server.ts';
+import { createMemoryStore } from '../../gateway/store/memory.ts';
+import type { CallStore } from '../../gateway/store/types.ts';
+import { createJsonLogger } from '../../placer/kernel/index.ts';
+import { REGISTER_PATH } from '../../runner/protocol.ts';
+import { getJson, postJson } from '../support/fleet.ts';
+
+const TOKEN = 'a-runner-token-long-enough';
+
+let gateway: Gateway | undefined;
+afterEach(async () => {
+  await gateway?.close();
+  gateway = undefined;
+});
+
+/** A gateway for runners that register (none do), with routes of the test's own added to its app. */
+async function start(options: Partial<GatewayOptions> = {}, lines: string[] = []): Promise<string> {
+  gateway = createGateway({ runnerToken: TOKEN, logger: createJsonLogger({ level: 'warn', write: (line) => lines.push(line) }), ...options });
+  gateway.app.get('/test/refused', () => {
+    throw new IdempotencyInProgressError('still placing');
+  });
+  gateway.app.get('/test/broken', () => {
+    throw new Error('the secret is s3cr3t');
+  });
+  return (await gateway.listen()).url;
+}
+
+describe('onError', () => {
+  it('answers a thrown SluiceError with its status, code, headers and OpenAI body', async () => {
+    const url = await start();
+    const res = await getJson(`${url}/test/refused`);
+    expect(res.status).toBe(409);
+    expect(res.headers['retry-after']).toBe('1');
+    expect(res.headers['content-type']).toBe('application/json');
+    expect(res.json).toEqual({ error: { message: 'still placing', type: 'invalid_request_error', code: 'GW_IDEMPOTENCY_IN_PROGRESS' } });
+  });
+
+  it('answers anything else with 500 GW_INTERNAL, logs it, and never sends its message', async () => {
+    const lines: string[] = [];
+    const url = await start({}, lines);
+    const res = await getJson(`${url}/test/broken`);
+    expect(res.status).toBe(500);
+    expect(res.json.error).toEqual({ message: 'internal gateway error', type: 'server_error', code: 'GW_INTERNAL' });
+    expect(res.text).not.toContain('s3cr3t');
+    expect(lines.some((l) => l.includes('route failed'))).toBe(true);
+  });
+});
+
+describe('the runner routes', () => {
+  it('refuse a wrong token with 401 GW_UNAUTHORIZED before the handler, and an unknown runner with 404 GW_RUNNER_NOT_FOUND', async () => {
+    const url = await start();
+    const refused = await postJson(`${url}${REGISTER_PATH}`, '{', { authorization: 'Bearer wrong' });
+    // The token is checked first: the malformed body is never read.
+    expect(refused.status).toBe(401);
+    expect(refused.json.error.code).toBe('GW_UNAUTHORIZED');
+    const unknown = await postJson(`${url}/v1/runners/nobody/heartbeat`, JSON.stringify({ models: [] }), { authorization: `Bearer ${TOKEN}` });
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.error.code).toBe('GW_RUNNER_NOT_FOUND');
+    const malformed = await postJson(`${url}${REGISTER_PATH}`, '{', { authorization: `Bearer ${TOKEN}` });
+    expect(malformed.status).toBe(400);
+    expect(malformed.json.error.code).toBe('GW_INVALID_JSON');
+  });
+
+  it('leave the runner list open without a token', async () => {
+    const url = await start();
+    const list = await getJson(`${url}/v1/runners`);
+    expect(list.status).toBe(200);
+    expect(list.json).toEqual({ object: 'list', data: [] });
+  });
+});
+
+describe('the call routes', () => {
+  it('answer an unknown id 404 GW_CALL_NOT_FOUND, and a store failing with a plain error 503 GW_STORE_UNAVAILABLE, not GW_INTERNAL', async () => {
+    const base = createMemoryStore();
+    let broken = false;
+    // The memory store with its get failing on demand (its other methods bound to it: they use private fields).
+    const get = (id: string) => (broken ? Promise.reject(new Error('redis said s3cr3t')) : base.get(id));
+    const store = new Proxy(base, {
+      get: (target, key) => {
+        if (key === 'get') return get;
+        const value: unknown = Reflect.get(target, key);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    }) as CallStore;
+    const url = await start({ store });
+    const unknown = await getJson(`${url}/v1/calls/nope`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.error.code).toBe('GW_CALL_NOT_FOUND');
+    broken = true;
+    for (const path of ['/v1/calls/nope', '/v1/calls/nope/result']) {
+      const res = await getJson(`${url}${path}`);
+      expect(res.status).toBe(503);
+      expect(res.json.error.code).toBe('GW_STORE_UNAVAILABLE');
+      expect(res.text).not.toContain('s3cr3t');
+    }
+    const cancel = await postJson(`${url}/v1/calls/nope/cancel`, '');
+    expect(cancel.status).toBe(503);
+    expect(cancel.json.error.code).toBe('GW_STORE_UNAVAILABLE');
+  });
+});
