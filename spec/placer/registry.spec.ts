@@ -14,7 +14,7 @@ async function refusal(spec: string, cwd = fixtures): Promise<PlacerConfigError>
     (e: unknown) => e,
   );
   expect(error).toBeInstanceOf(PlacerConfigError);
-  expect(error).toMatchObject({ code: 'PLACER_INVALID_CONFIG' });
+  expect(error).toMatchObject({ code: 'PLACER_INVALID_OPTION' });
   return error as PlacerConfigError;
 }
 
