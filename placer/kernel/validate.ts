@@ -78,3 +78,61 @@ export function checkFunction<F>(option: string, value: F, fail: (message: strin
   if (typeof value !== 'function') throw fail(`${option} must be a function, got ${show(value)}`);
   return value;
 }
+
+/** Makes the error a failed check throws: each area passes its own config error class. */
+export type Fail = (message: string) => Error;
+
+/** Returns `value` when it has the four methods of a Logger; every module that takes one checks it so. */
+export function checkLogger<L>(option: string, value: L, fail: Fail): L {
+  const methods = ['debug', 'info', 'warn', 'error'] as const;
+  const shape = value as Record<string, unknown> | null;
+  if (typeof value !== 'object' || shape === null || methods.some((m) => typeof shape[m] !== 'function')) {
+    throw fail(`${option} must have debug, info, warn and error methods, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** The shortest runner token a gateway and a runner accept. */
+export const RUNNER_TOKEN_MIN_LENGTH = 16;
+
+/**
+ * The one rule for the shared secret runners present to gateways, applied by both sides: at
+ * least {@link RUNNER_TOKEN_MIN_LENGTH} printable ASCII characters without spaces, so that a
+ * runner refuses at start a token every gateway would refuse. The message never shows the
+ * value: it is a secret.
+ */
+export function checkRunnerToken(option: string, value: unknown, fail: Fail): string {
+  if (typeof value !== 'string' || value.length < RUNNER_TOKEN_MIN_LENGTH || !/^[\x21-\x7e]+$/.test(value)) {
+    throw fail(`${option} must be a string of at least ${RUNNER_TOKEN_MIN_LENGTH} printable ASCII characters without spaces`);
+  }
+  return value;
+}
+
+/** The checks above with an area's error bound in, so a module names its error class once. */
+export interface Checks {
+  /** The area's error for a message, for checks of the module's own. */
+  fail: Fail;
+  integer(option: string, value: unknown, bounds: IntegerBounds): number;
+  ms(option: string, value: unknown, min: 0 | 1): number;
+  number(option: string, value: unknown, bounds: NumberBounds): number;
+  fn<F>(option: string, value: F): F;
+  logger<L>(option: string, value: L): L;
+  runnerToken(option: string, value: unknown): string;
+}
+
+/**
+ * The checks of this file throwing `ErrorClass`: `const check = checksFor(GatewayConfigError)`,
+ * then `check.ms('callTimeout', value, 1)`. One helper in place of a `fail` in every module.
+ */
+export function checksFor(ErrorClass: new (message: string) => Error): Checks {
+  const fail: Fail = (message) => new ErrorClass(message);
+  return Object.freeze({
+    fail,
+    integer: (option: string, value: unknown, bounds: IntegerBounds) => checkInteger(option, value, bounds, fail),
+    ms: (option: string, value: unknown, min: 0 | 1) => checkMs(option, value, min, fail),
+    number: (option: string, value: unknown, bounds: NumberBounds) => checkNumber(option, value, bounds, fail),
+    fn: <F>(option: string, value: F) => checkFunction(option, value, fail),
+    logger: <L>(option: string, value: L) => checkLogger(option, value, fail),
+    runnerToken: (option: string, value: unknown) => checkRunnerToken(option, value, fail),
+  });
+}
