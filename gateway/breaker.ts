@@ -20,7 +20,7 @@ export interface BreakerOptions {
 }
 
 /** Fn-free defaults; see BreakerOptions. */
-export const BREAKER_DEFAULTS = Object.freeze({ threshold: 5, openFor: 30_000, closeAfter: 2 });
+export const breakerDefaults = Object.freeze({ threshold: 5, openFor: 30_000, closeAfter: 2 });
 
 /** One runner's breaker. */
 export class CircuitBreaker {

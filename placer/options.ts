@@ -3,25 +3,25 @@
  * one precise line instead of a walk that never waits or never gives up.
  */
 import { PlacerConfigError } from './errors.ts';
-import { MAX_TIMER_MS, checkMs } from './kernel/index.ts';
+import { MAX_TIMER_MS, checksFor } from './kernel/index.ts';
 import type { PlacerConfig } from './types.ts';
 
 /** The placement settings a caller may override; anything left out takes Fn's default. */
 export interface PlacerOptions {
   /**
    * How long a sync call may wait for a runner to commit, in ms. Bounds waiting, never execution.
-   * @default 360_000
+   * @default see placerDefaults
    */
   placerTimeout?: number;
   /**
    * How long a detached call may wait for a runner to commit, in ms. Shorter than the sync one
    * because the client is answered 202 only once a runner commits.
-   * @default 30_000
+   * @default see placerDefaults
    */
   detachedPlacerTimeout?: number;
   /**
    * Pause after every runner was offered the call once, in ms. 0 still yields to the event loop.
-   * @default 10
+   * @default see placerDefaults
    */
   retryAllDelay?: number;
 }
@@ -51,10 +51,10 @@ export function resolvePlacerConfig(options: PlacerOptions = {}): PlacerConfig {
     retryAllDelay = placerDefaults.retryAllDelay,
   } = options;
   return Object.freeze({
-    placerTimeout: checkMs('placerTimeout', placerTimeout, 1, fail),
-    detachedPlacerTimeout: checkMs('detachedPlacerTimeout', detachedPlacerTimeout, 1, fail),
-    retryAllDelay: checkMs('retryAllDelay', retryAllDelay, 0, fail),
+    placerTimeout: check.ms('placerTimeout', placerTimeout, 1),
+    detachedPlacerTimeout: check.ms('detachedPlacerTimeout', detachedPlacerTimeout, 1),
+    retryAllDelay: check.ms('retryAllDelay', retryAllDelay, 0),
   });
 }
 
-const fail = (message: string) => new PlacerConfigError(message);
+const check = checksFor(PlacerConfigError);

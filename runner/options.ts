@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../placer/kernel/index.ts';
 import { silentLogger } from '../placer/kernel/index.ts';
-import { checkInteger, checkMs, show } from '../placer/kernel/index.ts';
+import { checksFor, show } from '../placer/kernel/index.ts';
 import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
@@ -34,18 +34,18 @@ export interface RunnerOptions {
   id?: string;
   /**
    * Calls the runner runs at once. A call that finds none free is answered busy at once.
-   * @default 4
+   * @default see runnerDefaults
    */
   slots?: number;
   /**
    * How long connecting to the engine may take, in ms. A refused or timed-out connect means
    * nothing ran, so the runner answers busy and the gateway tries elsewhere.
-   * @default 2000
+   * @default see runnerDefaults
    */
   engineConnectTimeout?: number;
   /**
    * Execution limit for a call whose request carries no budget header (`sluice-timeout`), in ms.
-   * @default 600000
+   * @default see runnerDefaults
    */
   defaultCallTimeout?: number;
   /**
@@ -53,35 +53,35 @@ export interface RunnerOptions {
    * in ms. An engine that refuses (429, 503) does so at once; one that says nothing for this long
    * has the call. Inside the window a refusal is a busy answer, so the gateway places the call
    * elsewhere; after it, the refusal is the call's result.
-   * @default 500
+   * @default see runnerDefaults
    */
   acceptWindow?: number;
   /**
    * Largest request body the runner reads, in bytes; a larger one is refused with 413 before the
    * engine sees it. The runner reads the whole call before acknowledging it.
-   * @default 67108864 (64 MiB, four times the gateway's default)
+   * @default see runnerDefaults
    */
   maxBodyBytes?: number;
   /**
    * How often the engine's health and model list are checked once it is ready, in ms.
    * While the engine is starting it is checked ten times as often.
-   * @default 5000
+   * @default see runnerDefaults
    */
   engineProbeInterval?: number;
   /**
    * How often the engine's Prometheus metrics are read for its load, in ms.
-   * @default 1000
+   * @default see runnerDefaults
    */
   loadInterval?: number;
   /**
    * How long a launched engine gets to exit after SIGTERM before SIGKILL, in ms.
-   * @default 10000
+   * @default see runnerDefaults
    */
   engineStopGrace?: number;
   /**
    * First delay before relaunching a crashed engine, in ms; doubled per crash in a row (capped
    * at 60 s), with full jitter.
-   * @default 1000
+   * @default see runnerDefaults
    */
   engineRestartBackoff?: number;
   /**
@@ -101,13 +101,13 @@ export interface RunnerOptions {
   /**
    * How often to heartbeat each gateway, in ms, unless the gateway's registration answer asks
    * for another interval.
-   * @default 1000
+   * @default see runnerDefaults
    */
   heartbeatInterval?: number;
   /**
    * How long a drain waits for running calls before stopping, in ms; applies to a drain a
    * gateway asks for, and to close() when it is given none.
-   * @default 30000
+   * @default see runnerDefaults
    */
   drainTimeout?: number;
   /** @default a logger that drops everything */
@@ -139,6 +139,25 @@ export interface RunnerConfig {
   readonly logger: Logger;
 }
 
+/** The one place each runner default lives; `sluice runner --help` prints them from here. */
+export const runnerDefaults = Object.freeze({
+  slots: 4,
+  engineConnectTimeout: 2000,
+  defaultCallTimeout: 600_000,
+  acceptWindow: 500,
+  /** Four times the gateway's default, so a body the gateway took is never refused here. */
+  maxBodyBytes: 64 * 1024 * 1024,
+  engineProbeInterval: 5000,
+  loadInterval: 1000,
+  engineStopGrace: 10_000,
+  engineRestartBackoff: 1000,
+  heartbeatInterval: 1000,
+  drainTimeout: 30_000,
+  logger: silentLogger as Logger,
+});
+
+const check = checksFor(RunnerConfigError);
+
 /** Applies defaults and validates; throws {@link RunnerConfigError} naming the first bad option. */
 export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   const {
@@ -146,19 +165,19 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     profile,
     simCommand,
     id = `runner-${randomBytes(3).toString('hex')}`,
-    slots = 4,
-    engineConnectTimeout = 2000,
-    defaultCallTimeout = 600_000,
-    acceptWindow = 500,
-    maxBodyBytes = 64 * 1024 * 1024,
-    engineProbeInterval = 5000,
-    loadInterval = 1000,
-    engineStopGrace = 10_000,
-    engineRestartBackoff = 1000,
+    slots = runnerDefaults.slots,
+    engineConnectTimeout = runnerDefaults.engineConnectTimeout,
+    defaultCallTimeout = runnerDefaults.defaultCallTimeout,
+    acceptWindow = runnerDefaults.acceptWindow,
+    maxBodyBytes = runnerDefaults.maxBodyBytes,
+    engineProbeInterval = runnerDefaults.engineProbeInterval,
+    loadInterval = runnerDefaults.loadInterval,
+    engineStopGrace = runnerDefaults.engineStopGrace,
+    engineRestartBackoff = runnerDefaults.engineRestartBackoff,
     runnerToken,
-    heartbeatInterval = 1000,
-    drainTimeout = 30_000,
-    logger = silentLogger,
+    heartbeatInterval = runnerDefaults.heartbeatInterval,
+    drainTimeout = runnerDefaults.drainTimeout,
+    logger = runnerDefaults.logger,
   } = options;
   if ((engine === undefined) === (profile === undefined)) {
     throw new RunnerConfigError('give exactly one of engine (the URL of a running engine) or profile (an engine to launch)');
@@ -171,7 +190,7 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     }
     // The rest of the profile's checks (binary, GPUs, free port, args) run before launch, in
     // RunnerEngine.start; the port is needed now to know where the engine will answer.
-    const port = checkInteger('profile.port', profile.port, { min: 1, max: 65_535 }, (m) => new RunnerConfigError(m));
+    const port = check.integer('profile.port', profile.port, { min: 1, max: 65_535 });
     engineUrl = parseHttpUrl('profile.host', `http://${profile.host ?? '127.0.0.1'}:${port}`);
     kindName = options.engineKind ?? profile.kind;
   } else {
@@ -186,23 +205,22 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   if (typeof id !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(id)) {
     throw new RunnerConfigError(`id must be 1-128 letters, digits or ._:- characters, got ${show(id)}`);
   }
-  const fail = (message: string) => new RunnerConfigError(message);
-  checkInteger('slots', slots, { min: 1 }, fail);
-  checkMs('engineConnectTimeout', engineConnectTimeout, 1, fail);
-  checkMs('defaultCallTimeout', defaultCallTimeout, 1, fail);
-  checkMs('acceptWindow', acceptWindow, 0, fail);
-  checkInteger('maxBodyBytes', maxBodyBytes, { min: 1 }, fail);
-  checkMs('engineProbeInterval', engineProbeInterval, 1, fail);
-  checkMs('loadInterval', loadInterval, 1, fail);
-  checkMs('engineStopGrace', engineStopGrace, 0, fail);
-  checkMs('engineRestartBackoff', engineRestartBackoff, 0, fail);
-  checkMs('heartbeatInterval', heartbeatInterval, 1, fail);
-  checkMs('drainTimeout', drainTimeout, 0, fail);
+  const numbers = {
+    slots: check.integer('slots', slots, { min: 1 }),
+    engineConnectTimeout: check.ms('engineConnectTimeout', engineConnectTimeout, 1),
+    defaultCallTimeout: check.ms('defaultCallTimeout', defaultCallTimeout, 1),
+    acceptWindow: check.ms('acceptWindow', acceptWindow, 0),
+    maxBodyBytes: check.integer('maxBodyBytes', maxBodyBytes, { min: 1 }),
+    engineProbeInterval: check.ms('engineProbeInterval', engineProbeInterval, 1),
+    loadInterval: check.ms('loadInterval', loadInterval, 1),
+    engineStopGrace: check.ms('engineStopGrace', engineStopGrace, 0),
+    engineRestartBackoff: check.ms('engineRestartBackoff', engineRestartBackoff, 0),
+    heartbeatInterval: check.ms('heartbeatInterval', heartbeatInterval, 1),
+    drainTimeout: check.ms('drainTimeout', drainTimeout, 0),
+  };
   const gateways = parseGateways(options.gateways);
-  if (runnerToken !== undefined && (typeof runnerToken !== 'string' || !/^[\x21-\x7e]+$/.test(runnerToken))) {
-    // The value is a secret: the message says what is wrong without showing it.
-    throw new RunnerConfigError('runnerToken must be a non-empty string of printable ASCII characters without spaces');
-  }
+  // The gateway's rule, so a token every gateway would refuse is refused here, at start.
+  if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
   if (gateways.length > 0 && runnerToken === undefined) throw new RunnerConfigError('runnerToken is required with gateways');
   let advertiseUrl: string | undefined;
   if (options.advertiseUrl !== undefined) {
@@ -218,21 +236,11 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     engineKind: kindName as EngineKindName,
     simCommand,
     id,
-    slots,
-    engineConnectTimeout,
-    defaultCallTimeout,
-    acceptWindow,
-    maxBodyBytes,
-    engineProbeInterval,
-    loadInterval,
-    engineStopGrace,
-    engineRestartBackoff,
+    ...numbers,
     gateways,
     runnerToken,
     advertiseUrl,
-    heartbeatInterval,
-    drainTimeout,
-    logger,
+    logger: check.logger('logger', logger),
   });
 }
 
