@@ -9,7 +9,7 @@ import { access, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
 import { SluiceError } from '../../placer/kernel/index.ts';
-import { checkInteger, checkMs, show } from '../../placer/kernel/index.ts';
+import { checksFor, show } from '../../placer/kernel/index.ts';
 import { PROFILE_KINDS, KIND_RULES } from './argv.ts';
 import type { ProfileKind, EngineLaunch } from './argv.ts';
 
@@ -62,7 +62,8 @@ export class ProfileError extends SluiceError {
 }
 
 const FIELDS = ['kind', 'model', 'gpus', 'port', 'host', 'binary', 'args', 'env', 'startTimeout'];
-const fail = (message: string): ProfileError => new ProfileError(message);
+const check = checksFor(ProfileError);
+const fail = check.fail;
 
 /**
  * Checks a profile against its kind's rules and this node, and applies defaults.
@@ -83,13 +84,13 @@ export async function validateProfile(profile: unknown, facts: ProfileFacts): Pr
   }
   const rules = KIND_RULES[kind as ProfileKind];
   if (typeof p.model !== 'string' || p.model.trim() === '') throw fail(`profile.model must be a non-empty string, got ${show(p.model)}`);
-  const port = checkInteger('profile.port', p.port, { min: 1, max: 65_535 }, fail);
+  const port = check.integer('profile.port', p.port, { min: 1, max: 65_535 });
   const host = p.host ?? '127.0.0.1';
   if (typeof host !== 'string' || host === '') throw fail(`profile.host must be a non-empty string, got ${show(host)}`);
   const gpus = checkGpus(p.gpus, kind as ProfileKind, facts.gpuIndices);
   const args = checkArgs(p.args, kind as ProfileKind);
   const env = checkEnv(p.env, rules.env);
-  const startTimeout = checkMs('profile.startTimeout', p.startTimeout ?? rules.startTimeout, 1, fail);
+  const startTimeout = check.ms('profile.startTimeout', p.startTimeout ?? rules.startTimeout, 1);
 
   let binary: string | undefined;
   const name = p.binary ?? rules.binary;
@@ -135,7 +136,7 @@ function checkGpus(value: unknown, kind: ProfileKind, onNode: readonly number[])
   }
   const seen = new Set<number>();
   for (const [i, gpu] of value.entries()) {
-    checkInteger(`profile.gpus[${i}]`, gpu, { min: 0 }, fail);
+    check.integer(`profile.gpus[${i}]`, gpu, { min: 0 });
     if (seen.has(gpu)) throw fail(`profile.gpus lists GPU ${gpu} twice`);
     seen.add(gpu);
     if (!onNode.includes(gpu)) {
