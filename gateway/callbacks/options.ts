@@ -83,9 +83,8 @@ export function resolveSenderOptions(options: CallbackSenderOptions): CallbackSe
     random = d.random,
     logger = d.logger,
   } = options;
-  const fail = check.fail;
   parseWebhookSecret(secret);
-  if (typeof policy?.check !== 'function') throw fail(`policy must be a CallbackPolicy (from createCallbackPolicy), got ${show(policy)}`);
+  if (typeof policy?.check !== 'function') throw check.fail(`policy must be a CallbackPolicy (from createCallbackPolicy), got ${show(policy)}`);
   const config: CallbackSenderConfig = {
     secret,
     policy,
@@ -97,9 +96,9 @@ export function resolveSenderOptions(options: CallbackSenderOptions): CallbackSe
     random,
     logger,
   };
-  if (config.backoffCap < config.backoffBase) throw fail(`backoffCap must be at least backoffBase (${config.backoffBase} ms), got ${backoffCap}`);
-  if (typeof clock?.now !== 'function' || typeof clock.sleep !== 'function') throw fail('clock must have now() and sleep(ms, signal)');
-  if (typeof random !== 'function') throw fail(`random must be a function, got ${show(random)}`);
+  if (config.backoffCap < config.backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${config.backoffBase} ms), got ${backoffCap}`);
+  if (typeof clock?.now !== 'function' || typeof clock.sleep !== 'function') throw check.fail('clock must have now() and sleep(ms, signal)');
+  if (typeof random !== 'function') throw check.fail(`random must be a function, got ${show(random)}`);
   check.logger('logger', logger);
   return Object.freeze(config);
 }

@@ -108,7 +108,7 @@ export function resolveMemoryStoreConfig(options: MemoryStoreOptions = {}): Memo
  */
 export function resolveRedisStoreConfig(options: RedisStoreOptions): RedisStoreConfig {
   const { keyPrefix = storeDefaults.keyPrefix } = options;
-  if (typeof keyPrefix !== 'string') throw fail(`keyPrefix must be a string, got ${show(keyPrefix)}`);
+  if (typeof keyPrefix !== 'string') throw check.fail(`keyPrefix must be a string, got ${show(keyPrefix)}`);
   return Object.freeze({ ...resolveCommon(options), keyPrefix, redis: parseRedisUrl(options.url) });
 }
 
@@ -117,7 +117,7 @@ export function resolveRedisStoreConfig(options: RedisStoreOptions): RedisStoreC
  * @throws StoreConfigError quoting the URL with its password masked.
  */
 export function parseRedisUrl(url: unknown): RedisAddress {
-  const bad = () => fail(`store must be redis://host:port[/db], got ${show(typeof url === 'string' ? redactUrl(url) : url)}`);
+  const bad = () => check.fail(`store must be redis://host:port[/db], got ${show(typeof url === 'string' ? redactUrl(url) : url)}`);
   if (typeof url !== 'string') throw bad();
   let parsed: URL;
   try {
@@ -147,15 +147,14 @@ export function parseRedisUrl(url: unknown): RedisAddress {
 
 function resolveCommon(options: CommonStoreOptions): Required<CommonStoreOptions> {
   const { resultTtl = storeDefaults.resultTtl, maxStoredBytes = storeDefaults.maxStoredBytes, logger = storeDefaults.logger, now = storeDefaults.now } = options;
-  if (typeof now !== 'function') throw fail(`now must be a function, got ${show(now)}`);
+  if (typeof now !== 'function') throw check.fail(`now must be a function, got ${show(now)}`);
   check.logger('logger', logger);
   // Infinity is refused by the integer check: an unbounded store is what this option exists to prevent.
   check.integer('maxStoredBytes', maxStoredBytes, { min: 1 });
   if (maxStoredBytes < RECORD_OVERHEAD_BYTES) {
-    throw fail(`maxStoredBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got ${show(maxStoredBytes)}`);
+    throw check.fail(`maxStoredBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got ${show(maxStoredBytes)}`);
   }
   return { resultTtl: check.ms('resultTtl', resultTtl, 1), maxStoredBytes, logger, now };
 }
 
 const check = checksFor(StoreConfigError);
-const fail = check.fail;

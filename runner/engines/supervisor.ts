@@ -149,23 +149,22 @@ export class EngineSupervisor {
   /** @throws {RunnerConfigError} naming the first bad option. */
   constructor(options: EngineSupervisorOptions) {
     const d = supervisorDefaults;
-    const fail = check.fail;
     const { logger = d.logger, tailLines = d.tailLines, readyInterval = d.readyInterval, backoffBase = d.backoffBase, backoffFactor = d.backoffFactor } = options;
     const { backoffCap = d.backoffCap, maxRestarts = d.maxRestarts, restartWindow = d.restartWindow, killGrace = d.killGrace } = options;
     const { random = d.random, clock = d.clock, profile, command, checkReady } = options;
-    if (typeof command?.command !== 'string' || command.command === '') throw fail(`command.command must be a non-empty string, got ${show(command?.command)}`);
+    if (typeof command?.command !== 'string' || command.command === '') throw check.fail(`command.command must be a non-empty string, got ${show(command?.command)}`);
     for (const [name, fn] of [['checkReady', checkReady], ['random', random]] as const) {
-      if (typeof fn !== 'function') throw fail(`${name} must be a function, got ${show(fn)}`);
+      if (typeof fn !== 'function') throw check.fail(`${name} must be a function, got ${show(fn)}`);
     }
     check.ms('profile.startTimeout', profile.startTimeout, 1);
     check.integer('tailLines', tailLines, { min: 1, max: 100_000 });
     check.ms('readyInterval', readyInterval, 1);
     check.ms('backoffBase', backoffBase, 0);
     if (typeof backoffFactor !== 'number' || !(backoffFactor >= 1) || !Number.isFinite(backoffFactor)) {
-      throw fail(`backoffFactor must be a number of at least 1, got ${show(backoffFactor)}`);
+      throw check.fail(`backoffFactor must be a number of at least 1, got ${show(backoffFactor)}`);
     }
     check.ms('backoffCap', backoffCap, 0);
-    if (backoffCap < backoffBase) throw fail(`backoffCap must be at least backoffBase (${backoffBase}), got ${backoffCap}`);
+    if (backoffCap < backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${backoffBase}), got ${backoffCap}`);
     check.integer('maxRestarts', maxRestarts, { min: 0 });
     check.ms('restartWindow', restartWindow, 1);
     check.ms('killGrace', killGrace, 0);
