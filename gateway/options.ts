@@ -13,7 +13,7 @@ import { systemClock } from '../placer/kernel/index.ts';
 import { createBuiltinPlacer } from '../placer/registry.ts';
 import type { CallOutcome, CallOverride, GatewayCall } from './call.ts';
 import { randomBytes } from 'node:crypto';
-import { checksFor, show } from '../placer/kernel/index.ts';
+import { checksFor, rule, show } from '../placer/kernel/index.ts';
 import { breakerDefaults } from './breaker.ts';
 import type { CallbackDelivery } from './detached.ts';
 import { createMemoryStore } from './store/memory.ts';
@@ -234,9 +234,34 @@ export const gatewayDefaults = Object.freeze({
   heartbeatInterval: 1000,
   unreachableAfterMissed: 3,
   lostAfter: 30_000,
-  logger: silentLogger,
+  logger: silentLogger as Logger,
   clock: systemClock as Clock,
 });
+
+/** How each defaulted option is checked, in the order the first bad one is reported. */
+const gatewayRules = {
+  callTimeout: rule.ms(1),
+  maxBodyBytes: rule.integer({ min: 1 }),
+  bodyReadTimeout: rule.ms(1),
+  bodyIdleTimeout: rule.ms(1),
+  drainTimeout: rule.ms(0),
+  runnerConnectTimeout: rule.ms(1),
+  runnerResponseTimeout: rule.ms(1),
+  streamIdleTimeout: rule.ms(1),
+  statusInterval: rule.ms(1),
+  retryAfter: rule.integer({ min: 0 }),
+  maxInFlight: rule.integer({ min: 1 }),
+  maxUploads: rule.integer({ min: 1 }),
+  maxUploadsPerClient: rule.integer({ min: 1 }),
+  maxConnectionsPerClient: rule.integer({ min: 1 }),
+  resultTtl: rule.ms(1),
+  maxResultBytes: rule.integer({ min: 1 }),
+  executionHeadroom: rule.ms(0),
+  heartbeatInterval: rule.ms(1),
+  unreachableAfterMissed: rule.integer({ min: 1 }),
+  lostAfter: rule.ms(1),
+  logger: rule.logger(),
+};
 
 const check = checksFor(GatewayConfigError);
 
@@ -247,41 +272,8 @@ export function newGatewayId(): string {
 
 /** Applies defaults and validates; throws {@link GatewayConfigError} naming the first bad option. */
 export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
-  const d = gatewayDefaults;
-  const {
-    runners = [],
-    pool,
-    callTimeout = d.callTimeout,
-    maxBodyBytes = d.maxBodyBytes,
-    bodyReadTimeout = d.bodyReadTimeout,
-    bodyIdleTimeout = d.bodyIdleTimeout,
-    drainTimeout = d.drainTimeout,
-    runnerConnectTimeout = d.runnerConnectTimeout,
-    runnerResponseTimeout = d.runnerResponseTimeout,
-    streamIdleTimeout = d.streamIdleTimeout,
-    statusInterval = d.statusInterval,
-    retryAfter = d.retryAfter,
-    maxInFlight = d.maxInFlight,
-    maxUploads = d.maxUploads,
-    maxUploadsPerClient = d.maxUploadsPerClient,
-    maxConnectionsPerClient = d.maxConnectionsPerClient,
-    overrideCall,
-    listeners = [],
-    gatewayId = newGatewayId(),
-    resultTtl = d.resultTtl,
-    maxResultBytes = d.maxResultBytes,
-    maxStoredBytes = d.maxStoredBytes,
-    executionHeadroom = d.executionHeadroom,
-    callbacks,
-    runnerToken,
-    heartbeatInterval = d.heartbeatInterval,
-    unreachableAfterMissed = d.unreachableAfterMissed,
-    lostAfter = d.lostAfter,
-    meterProvider = metrics.getMeterProvider(),
-    renderMetrics,
-    logger = d.logger,
-    clock = d.clock,
-  } = options;
+  const { runners = [], pool, runnerToken, overrideCall, listeners = [], gatewayId = newGatewayId(), callbacks, renderMetrics } = options;
+  const { meterProvider = metrics.getMeterProvider() } = options;
   const placerConfig = resolvePlacerConfig(options);
   if (!Array.isArray(runners)) throw check.fail(`runners must be a list of URLs, got ${JSON.stringify(runners)}`);
   const urls = runners.map((r) => runnerUrl(r));
@@ -293,66 +285,48 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   }
   // The same rule the runner applies to the token it presents; the message never echoes it.
   if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
+  const { placer: _placerName, ...checked } = check.resolve(gatewayDefaults, gatewayRules, { ...options, placer: undefined });
   // The default placer gets the gateway's clock, as --placer's do through loadPlacer.
-  const placer = options.placer === undefined ? createBuiltinPlacer(d.placer, undefined, { clock }) : options.placer;
+  const placer = options.placer === undefined ? createBuiltinPlacer(gatewayDefaults.placer, undefined, { clock: checked.clock }) : options.placer;
   if (typeof placer?.order !== 'function' || typeof placer.name !== 'string') {
     throw check.fail('placer must be an object with a name and order(call, runners)');
   }
-  const config = {
-    runners: urls,
-    pool,
-    placer,
-    placerConfig,
-    callTimeout: check.ms('callTimeout', callTimeout, 1),
-    maxBodyBytes: check.integer('maxBodyBytes', maxBodyBytes, { min: 1 }),
-    bodyReadTimeout: check.ms('bodyReadTimeout', bodyReadTimeout, 1),
-    bodyIdleTimeout: check.ms('bodyIdleTimeout', bodyIdleTimeout, 1),
-    drainTimeout: check.ms('drainTimeout', drainTimeout, 0),
-    runnerConnectTimeout: check.ms('runnerConnectTimeout', runnerConnectTimeout, 1),
-    runnerResponseTimeout: check.ms('runnerResponseTimeout', runnerResponseTimeout, 1),
-    streamIdleTimeout: check.ms('streamIdleTimeout', streamIdleTimeout, 1),
-    statusInterval: check.ms('statusInterval', statusInterval, 1),
-    retryAfter: check.integer('retryAfter', retryAfter, { min: 0 }),
-    maxInFlight: check.integer('maxInFlight', maxInFlight, { min: 1 }),
-    maxUploads: check.integer('maxUploads', maxUploads, { min: 1 }),
-    maxUploadsPerClient: check.integer('maxUploadsPerClient', maxUploadsPerClient, { min: 1 }),
-    maxConnectionsPerClient: check.integer('maxConnectionsPerClient', maxConnectionsPerClient, { min: 1 }),
-    overrideCall,
-    listeners: Object.freeze([...listeners]),
-    gatewayId,
-    resultTtl: check.ms('resultTtl', resultTtl, 1),
-    maxResultBytes: check.integer('maxResultBytes', maxResultBytes, { min: 1 }),
-    executionHeadroom: check.ms('executionHeadroom', executionHeadroom, 0),
-    callbacks,
-    runnerToken,
-    heartbeatInterval: check.ms('heartbeatInterval', heartbeatInterval, 1),
-    unreachableAfterMissed: check.integer('unreachableAfterMissed', unreachableAfterMissed, { min: 1 }),
-    lostAfter: check.ms('lostAfter', lostAfter, 1),
-    meterProvider,
-    renderMetrics,
-    logger: check.logger('logger', logger),
-    clock,
-  };
   const breaker = Object.freeze({ ...breakerDefaults, ...options.breaker });
   check.integer('breaker.threshold', breaker.threshold, { min: 1 });
   check.ms('breaker.openFor', breaker.openFor, 1);
   check.integer('breaker.closeAfter', breaker.closeAfter, { min: 1 });
-  const missedFor = config.heartbeatInterval * config.unreachableAfterMissed;
-  if (config.lostAfter <= missedFor) {
-    throw check.fail(`lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (${missedFor} ms), got ${config.lostAfter}`);
+  const missedFor = checked.heartbeatInterval * checked.unreachableAfterMissed;
+  if (checked.lostAfter <= missedFor) {
+    throw check.fail(`lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (${missedFor} ms), got ${checked.lostAfter}`);
   }
   if (typeof gatewayId !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(gatewayId)) {
     throw check.fail(`gatewayId must be 1-128 letters, digits or ._:- characters, got ${show(gatewayId)}`);
   }
-  check.integer('maxStoredBytes', maxStoredBytes, { min: 1 });
+  const maxStoredBytes = check.integer('maxStoredBytes', checked.maxStoredBytes, { min: 1 });
   // Checked against the store the gateway makes, or the bound given with one's own store.
-  if ((options.store === undefined || options.maxStoredBytes !== undefined) && maxStoredBytes < config.maxResultBytes + RECORD_OVERHEAD_BYTES) {
+  if ((options.store === undefined || options.maxStoredBytes !== undefined) && maxStoredBytes < checked.maxResultBytes + RECORD_OVERHEAD_BYTES) {
     throw check.fail(
-      `maxStoredBytes must be at least maxResultBytes + ${RECORD_OVERHEAD_BYTES} (${config.maxResultBytes + RECORD_OVERHEAD_BYTES}), or no detached call could ever be admitted, got ${maxStoredBytes}`,
+      `maxStoredBytes must be at least maxResultBytes + ${RECORD_OVERHEAD_BYTES} (${checked.maxResultBytes + RECORD_OVERHEAD_BYTES}), or no detached call could ever be admitted, got ${maxStoredBytes}`,
     );
   }
-  const store = options.store ?? createMemoryStore({ resultTtl: config.resultTtl, maxStoredBytes, now: () => clock.now() });
-  return Object.freeze({ ...config, store, breaker });
+  const { clock } = checked;
+  const store = options.store ?? createMemoryStore({ resultTtl: checked.resultTtl, maxStoredBytes, now: () => clock.now() });
+  return Object.freeze({
+    ...checked,
+    runners: urls,
+    pool,
+    placer,
+    placerConfig,
+    overrideCall,
+    listeners: Object.freeze([...listeners]),
+    store,
+    gatewayId,
+    callbacks,
+    runnerToken,
+    breaker,
+    meterProvider,
+    renderMetrics,
+  });
 }
 
 function runnerUrl(value: unknown): URL {

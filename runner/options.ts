@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../placer/kernel/index.ts';
 import { silentLogger } from '../placer/kernel/index.ts';
-import { checksFor, show } from '../placer/kernel/index.ts';
+import { checksFor, rule, show } from '../placer/kernel/index.ts';
 import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
@@ -156,29 +156,27 @@ export const runnerDefaults = Object.freeze({
   logger: silentLogger as Logger,
 });
 
+/** How each defaulted option is checked, in the order the first bad one is reported. */
+const runnerRules = {
+  slots: rule.integer({ min: 1 }),
+  engineConnectTimeout: rule.ms(1),
+  defaultCallTimeout: rule.ms(1),
+  acceptWindow: rule.ms(0),
+  maxBodyBytes: rule.integer({ min: 1 }),
+  engineProbeInterval: rule.ms(1),
+  loadInterval: rule.ms(1),
+  engineStopGrace: rule.ms(0),
+  engineRestartBackoff: rule.ms(0),
+  heartbeatInterval: rule.ms(1),
+  drainTimeout: rule.ms(0),
+  logger: rule.logger(),
+};
+
 const check = checksFor(RunnerConfigError);
 
 /** Applies defaults and validates; throws {@link RunnerConfigError} naming the first bad option. */
 export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
-  const {
-    engine,
-    profile,
-    simCommand,
-    id = `runner-${randomBytes(3).toString('hex')}`,
-    slots = runnerDefaults.slots,
-    engineConnectTimeout = runnerDefaults.engineConnectTimeout,
-    defaultCallTimeout = runnerDefaults.defaultCallTimeout,
-    acceptWindow = runnerDefaults.acceptWindow,
-    maxBodyBytes = runnerDefaults.maxBodyBytes,
-    engineProbeInterval = runnerDefaults.engineProbeInterval,
-    loadInterval = runnerDefaults.loadInterval,
-    engineStopGrace = runnerDefaults.engineStopGrace,
-    engineRestartBackoff = runnerDefaults.engineRestartBackoff,
-    runnerToken,
-    heartbeatInterval = runnerDefaults.heartbeatInterval,
-    drainTimeout = runnerDefaults.drainTimeout,
-    logger = runnerDefaults.logger,
-  } = options;
+  const { engine, profile, simCommand, id = `runner-${randomBytes(3).toString('hex')}`, runnerToken } = options;
   if ((engine === undefined) === (profile === undefined)) {
     throw new RunnerConfigError('give exactly one of engine (the URL of a running engine) or profile (an engine to launch)');
   }
@@ -205,19 +203,7 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   if (typeof id !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(id)) {
     throw new RunnerConfigError(`id must be 1-128 letters, digits or ._:- characters, got ${show(id)}`);
   }
-  const numbers = {
-    slots: check.integer('slots', slots, { min: 1 }),
-    engineConnectTimeout: check.ms('engineConnectTimeout', engineConnectTimeout, 1),
-    defaultCallTimeout: check.ms('defaultCallTimeout', defaultCallTimeout, 1),
-    acceptWindow: check.ms('acceptWindow', acceptWindow, 0),
-    maxBodyBytes: check.integer('maxBodyBytes', maxBodyBytes, { min: 1 }),
-    engineProbeInterval: check.ms('engineProbeInterval', engineProbeInterval, 1),
-    loadInterval: check.ms('loadInterval', loadInterval, 1),
-    engineStopGrace: check.ms('engineStopGrace', engineStopGrace, 0),
-    engineRestartBackoff: check.ms('engineRestartBackoff', engineRestartBackoff, 0),
-    heartbeatInterval: check.ms('heartbeatInterval', heartbeatInterval, 1),
-    drainTimeout: check.ms('drainTimeout', drainTimeout, 0),
-  };
+  const checked = check.resolve(runnerDefaults, runnerRules, options);
   const gateways = parseGateways(options.gateways);
   // The gateway's rule, so a token every gateway would refuse is refused here, at start.
   if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
@@ -236,11 +222,10 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     engineKind: kindName as EngineKindName,
     simCommand,
     id,
-    ...numbers,
+    ...checked,
     gateways,
     runnerToken,
     advertiseUrl,
-    logger: check.logger('logger', logger),
   });
 }
 

@@ -6,7 +6,7 @@ import { systemClock } from '../../placer/kernel/index.ts';
 import { silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
-import { checksFor, show } from '../../placer/kernel/index.ts';
+import { checksFor, rule, show } from '../../placer/kernel/index.ts';
 import { CallbackConfigError } from './errors.ts';
 import { parseWebhookSecret } from './signing.ts';
 import type { CallbackPolicy } from './targets.ts';
@@ -63,6 +63,16 @@ export const callbackPolicyDefaults = Object.freeze({ allowPrivate: false });
 // A callback retried past this many times is not going to land; more only keeps sockets busy.
 const MAX_ATTEMPTS = 20;
 
+/** How each defaulted option is checked, in the order the first bad one is reported. */
+const senderRules = {
+  attempts: rule.integer({ min: 1, max: MAX_ATTEMPTS }),
+  backoffBase: rule.ms(0),
+  backoffCap: rule.ms(0),
+  timeout: rule.ms(1),
+  random: rule.fn(),
+  logger: rule.logger(),
+};
+
 const check = checksFor(CallbackConfigError);
 
 /**
@@ -71,34 +81,12 @@ const check = checksFor(CallbackConfigError);
  *   {@link CallbackSecretError} for a malformed secret.
  */
 export function resolveSenderOptions(options: CallbackSenderOptions): CallbackSenderConfig {
-  const d = callbackSenderDefaults;
-  const {
-    secret,
-    policy,
-    attempts = d.attempts,
-    backoffBase = d.backoffBase,
-    backoffCap = d.backoffCap,
-    timeout = d.timeout,
-    clock = d.clock,
-    random = d.random,
-    logger = d.logger,
-  } = options;
+  const { secret, policy } = options;
   parseWebhookSecret(secret);
   if (typeof policy?.check !== 'function') throw check.fail(`policy must be a CallbackPolicy (from createCallbackPolicy), got ${show(policy)}`);
-  const config: CallbackSenderConfig = {
-    secret,
-    policy,
-    attempts: check.integer('attempts', attempts, { min: 1, max: MAX_ATTEMPTS }),
-    backoffBase: check.ms('backoffBase', backoffBase, 0),
-    backoffCap: check.ms('backoffCap', backoffCap, 0),
-    timeout: check.ms('timeout', timeout, 1),
-    clock,
-    random,
-    logger,
-  };
-  if (config.backoffCap < config.backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${config.backoffBase} ms), got ${backoffCap}`);
+  const checked = check.resolve(callbackSenderDefaults, senderRules, options);
+  if (checked.backoffCap < checked.backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${checked.backoffBase} ms), got ${checked.backoffCap}`);
+  const { clock } = checked;
   if (typeof clock?.now !== 'function' || typeof clock.sleep !== 'function') throw check.fail('clock must have now() and sleep(ms, signal)');
-  if (typeof random !== 'function') throw check.fail(`random must be a function, got ${show(random)}`);
-  check.logger('logger', logger);
-  return Object.freeze(config);
+  return Object.freeze({ ...checked, secret, policy });
 }

@@ -7,7 +7,7 @@ export type { ErrorType } from './errors.ts';
 export { SluiceError } from './errors.ts';
 export type { LogFields, Logger, LogLevel } from './log.ts';
 export { createJsonLogger, isLogLevel, silentLogger } from './log.ts';
-export type { Checks, Fail, IntegerBounds, NumberBounds } from './validate.ts';
+export type { Checks, Fail, IntegerBounds, NumberBounds, Resolved, Rule } from './validate.ts';
 export {
   MAX_TIMER_MS,
   RUNNER_TOKEN_MIN_LENGTH,
@@ -18,6 +18,8 @@ export {
   checkNumber,
   checkRunnerToken,
   checksFor,
+  resolveOptions,
+  rule,
   show,
 } from './validate.ts';
 export type { Clock } from './clock.ts';

@@ -118,6 +118,8 @@ export interface Checks {
   fn<F>(option: string, value: F): F;
   logger<L>(option: string, value: L): L;
   runnerToken(option: string, value: unknown): string;
+  /** {@link resolveOptions} with this area's error. */
+  resolve<D extends object>(defaults: D, rules: { readonly [K in keyof D]?: Rule }, options: { readonly [K in keyof D]?: unknown }): Resolved<D>;
 }
 
 /**
@@ -134,5 +136,48 @@ export function checksFor(ErrorClass: new (message: string) => Error): Checks {
     fn: <F>(option: string, value: F) => checkFunction(option, value, fail),
     logger: <L>(option: string, value: L) => checkLogger(option, value, fail),
     runnerToken: (option: string, value: unknown) => checkRunnerToken(option, value, fail),
+    resolve: <D extends object>(defaults: D, rules: { readonly [K in keyof D]?: Rule }, options: { readonly [K in keyof D]?: unknown }) =>
+      resolveOptions(defaults, rules, options, fail),
   });
+}
+
+/** One option's check: returns the value when it passes, else throws what `fail` makes. */
+export type Rule = (option: string, value: unknown, fail: Fail) => unknown;
+
+/** The checks above as rules, for {@link resolveOptions}. */
+export const rule = Object.freeze({
+  integer: (bounds: IntegerBounds): Rule => (option, value, fail) => checkInteger(option, value, bounds, fail),
+  ms: (min: 0 | 1): Rule => (option, value, fail) => checkMs(option, value, min, fail),
+  number: (bounds: NumberBounds): Rule => (option, value, fail) => checkNumber(option, value, bounds, fail),
+  fn: (): Rule => (option, value, fail) => checkFunction(option, value, fail),
+  logger: (): Rule => (option, value, fail) => checkLogger(option, value, fail),
+});
+
+/** A default's type as an option's: `600000` is a number, not the literal. */
+type Widen<T> = T extends number ? number : T extends string ? string : T extends boolean ? boolean : T;
+
+/** What {@link resolveOptions} returns: every defaulted option, of its widened type. */
+export type Resolved<D> = { readonly [K in keyof D]: Widen<D[K]> };
+
+/**
+ * The one way options meet their defaults: each key of `defaults` takes the option's value, or
+ * the default when the option is undefined, then its rule's check, in the order of `rules`
+ * (so the first bad option is the one named). Keys without a rule are taken as they are.
+ * Returns the checked values, frozen.
+ */
+export function resolveOptions<D extends object>(
+  defaults: D,
+  rules: { readonly [K in keyof D]?: Rule },
+  options: { readonly [K in keyof D]?: unknown },
+  fail: Fail,
+): Resolved<D> {
+  const out: Record<string, unknown> = {};
+  // Only undefined means "not given", as in a destructuring default; null is checked as given.
+  const valueOf = (key: string): unknown => {
+    const value = (options as Record<string, unknown>)[key];
+    return value === undefined ? (defaults as Record<string, unknown>)[key] : value;
+  };
+  for (const [key, check] of Object.entries(rules) as [string, Rule | undefined][]) out[key] = check ? check(key, valueOf(key), fail) : valueOf(key);
+  for (const key of Object.keys(defaults)) if (!Object.hasOwn(out, key)) out[key] = valueOf(key);
+  return Object.freeze(out) as Resolved<D>;
 }
