@@ -10,11 +10,11 @@ export type BreakerState = 'closed' | 'open' | 'half-open';
 
 /** Breaker settings. */
 export interface BreakerOptions {
-  /** Failures before commit, in a row, that open the breaker. @default 5 */
+  /** Failures before commit, in a row, that open the breaker. @default see breakerDefaults */
   threshold: number;
-  /** How long an open breaker passes the runner over, ms. @default 30000 */
+  /** How long an open breaker passes the runner over, ms. @default see breakerDefaults */
   openFor: number;
-  /** Successes in a row, while half-open, that close it. @default 2 */
+  /** Successes in a row, while half-open, that close it. @default see breakerDefaults */
   closeAfter: number;
   now: () => number;
 }

@@ -35,7 +35,7 @@ export interface EngineProfile {
   args?: string[];
   /** Environment variables set over the runner's own. @default {} */
   env?: Record<string, string>;
-  /** How long the engine may take to become ready, in ms. @default 600000 (sim: 30000) */
+  /** How long the engine may take to become ready, in ms. @default see KIND_RULES (runner/engines/argv.ts), per engine kind */
   startTimeout?: number;
 }
 
