@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { benchDefaults } from '../../../k6/driver/options.ts';
 import { scenarios } from '../../../k6/driver/index.ts';
@@ -88,5 +90,18 @@ describe('sluice --help', () => {
     const line = text.split('\n').find((l) => l.trimStart().startsWith('bench '));
     expect(line).toBe(`  bench        benchmark scenarios: ${Object.keys(scenarios).join(', ')}`);
     expect(Object.keys(scenarios)).toContain('soak');
+  });
+});
+
+describe('the bench beside the CLI', () => {
+  it('is loaded only by commands.ts, only its command table, and only by dynamic import', () => {
+    const dir = join(import.meta.dirname, '../../../gateway/cli');
+    const found: string[] = [];
+    for (const file of readdirSync(dir).filter((f) => /\.(ts|mjs)$/.test(f))) {
+      const text = readFileSync(join(dir, file), 'utf8');
+      for (const m of text.matchAll(/(import\s*\(|from)\s*'([^']*k6\/[^']*)'/g)) found.push(`${file} ${m[1]!.startsWith('import') ? 'dynamic' : 'static'} ${m[2]}`);
+    }
+    expect(found.length).toBeGreaterThan(0);
+    expect(new Set(found)).toEqual(new Set(['commands.ts dynamic ../../k6/driver/commands.ts']));
   });
 });
