@@ -4,7 +4,7 @@
  */
 import { PlacerConfigError } from './errors.ts';
 import { LOAD_STALE_AFTER_MS } from './load.ts';
-import { checksFor, systemClock } from './kernel/index.ts';
+import { checksFor, rule, systemClock } from './kernel/index.ts';
 
 /** Options common to `least-loaded`, `load-weighted` and `prefix-affinity`. */
 export interface LoadAwareOptions {
@@ -50,11 +50,8 @@ const check = checksFor(PlacerConfigError);
  * @throws PlacerConfigError naming the option and the bad value.
  */
 export function resolveLoadAware(options: LoadAwareOptions): LoadAwareConfig {
-  const d = loadAwareDefaults;
-  const { random = d.random, now = d.now, staleAfterMs = d.staleAfterMs } = options;
-  return Object.freeze({
-    random: check.fn('random', random),
-    now: check.fn('now', now),
-    staleAfterMs: check.integer('staleAfterMs', staleAfterMs, { min: 0, unit: 'ms' }),
-  });
+  const { random, now, staleAfterMs } = options;
+  return check.resolve(loadAwareDefaults, loadAwareRules, { random, now, staleAfterMs });
 }
+
+const loadAwareRules = { random: rule.fn(), now: rule.fn(), staleAfterMs: rule.integer({ min: 0, unit: 'ms' }) };

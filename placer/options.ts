@@ -3,7 +3,7 @@
  * one precise line instead of a walk that never waits or never gives up.
  */
 import { PlacerConfigError } from './errors.ts';
-import { MAX_TIMER_MS, checksFor } from './kernel/index.ts';
+import { MAX_TIMER_MS, checksFor, rule } from './kernel/index.ts';
 import type { PlacerConfig } from './types.ts';
 
 /** The placement settings a caller may override; anything left out takes Fn's default. */
@@ -45,16 +45,11 @@ export const MAX_PLACER_DELAY = MAX_TIMER_MS;
  * @returns a frozen config.
  */
 export function resolvePlacerConfig(options: PlacerOptions = {}): PlacerConfig {
-  const {
-    placerTimeout = placerDefaults.placerTimeout,
-    detachedPlacerTimeout = placerDefaults.detachedPlacerTimeout,
-    retryAllDelay = placerDefaults.retryAllDelay,
-  } = options;
-  return Object.freeze({
-    placerTimeout: check.ms('placerTimeout', placerTimeout, 1),
-    detachedPlacerTimeout: check.ms('detachedPlacerTimeout', detachedPlacerTimeout, 1),
-    retryAllDelay: check.ms('retryAllDelay', retryAllDelay, 0),
-  });
+  // Only the placement keys: a gateway passes its whole options object here.
+  const { placerTimeout, detachedPlacerTimeout, retryAllDelay } = options;
+  return check.resolve(placerDefaults, placerRules, { placerTimeout, detachedPlacerTimeout, retryAllDelay });
 }
+
+const placerRules = { placerTimeout: rule.ms(1), detachedPlacerTimeout: rule.ms(1), retryAllDelay: rule.ms(0) };
 
 const check = checksFor(PlacerConfigError);

@@ -4,7 +4,7 @@
  */
 import { PlacerConfigError } from '../errors.ts';
 import { resolveLoadAware, type LoadAwareConfig, type LoadAwareOptions } from '../load-options.ts';
-import { checksFor } from '../kernel/index.ts';
+import { checksFor, rule } from '../kernel/index.ts';
 
 /** Options for `createPrefixAffinityPlacer`; the load-aware ones are shared with `least-loaded`. */
 export interface PrefixAffinityOptions extends LoadAwareOptions {
@@ -68,22 +68,16 @@ const MAX_BLOCKS_LIMIT = 10_000_000;
  * @throws PlacerConfigError naming the option and the bad value.
  */
 export function resolvePrefixAffinity(options: PrefixAffinityOptions): PrefixAffinityConfig {
-  const d = prefixAffinityDefaults;
-  const {
-    blockSize = d.blockSize,
-    maxBlocks = d.maxBlocks,
-    minMatchRatio = d.minMatchRatio,
-    balanceAbsThreshold = d.balanceAbsThreshold,
-    balanceRelThreshold = d.balanceRelThreshold,
-  } = options;
-  return Object.freeze({
-    ...resolveLoadAware(options),
-    blockSize: check.integer('blockSize', blockSize, { min: 1, max: 1_000_000 }),
-    maxBlocks: check.integer('maxBlocks', maxBlocks, { min: 1, max: MAX_BLOCKS_LIMIT }),
-    minMatchRatio: check.number('minMatchRatio', minMatchRatio, { min: 0, max: 1 }),
-    balanceAbsThreshold: check.number('balanceAbsThreshold', balanceAbsThreshold, { min: 0 }),
-    balanceRelThreshold: check.number('balanceRelThreshold', balanceRelThreshold, { min: 1 }),
-  });
+  return Object.freeze({ ...resolveLoadAware(options), ...check.resolve(prefixAffinityDefaults, prefixAffinityRules, options) });
 }
+
+/** How each option is checked, in the order the first bad one is reported. */
+const prefixAffinityRules = {
+  blockSize: rule.integer({ min: 1, max: 1_000_000 }),
+  maxBlocks: rule.integer({ min: 1, max: MAX_BLOCKS_LIMIT }),
+  minMatchRatio: rule.number({ min: 0, max: 1 }),
+  balanceAbsThreshold: rule.number({ min: 0 }),
+  balanceRelThreshold: rule.number({ min: 1 }),
+};
 
 const check = checksFor(PlacerConfigError);
