@@ -192,6 +192,8 @@ export interface GatewayConfig {
   readonly gatewayId: string;
   readonly resultTtl: number;
   readonly maxResultBytes: number;
+  /** The store's byte bound, as given or its default (checked against maxResultBytes). */
+  readonly maxStoredBytes: number;
   readonly executionHeadroom: number;
   readonly callbacks: CallbackDelivery | undefined;
   readonly runnerToken: string | undefined;
@@ -285,7 +287,8 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   }
   // The same rule the runner applies to the token it presents; the message never echoes it.
   if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
-  const { placer: _placerName, ...checked } = check.resolve(gatewayDefaults, gatewayRules, { ...options, placer: undefined });
+  // The placer is made below, from the default's name or as given; the rest is checked here.
+  const checked = check.resolve(gatewayDefaults, gatewayRules, { ...options, placer: undefined });
   // The default placer gets the gateway's clock, as --placer's do through loadPlacer.
   const placer = options.placer === undefined ? createBuiltinPlacer(gatewayDefaults.placer, undefined, { clock: checked.clock }) : options.placer;
   if (typeof placer?.order !== 'function' || typeof placer.name !== 'string') {
