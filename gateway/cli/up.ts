@@ -83,8 +83,9 @@ export const up: Command = {
 };
 
 /**
- * Children of `up` get every setting as a flag; the parent's SLUICE_* variables (meant for the
- * gateway, where SLUICE_RUNNERS is a count) and PORT must not reach them.
+ * Children of `up` get the settings given to `up` as flags, and their own defaults for the rest;
+ * the parent's SLUICE_* variables (meant for the gateway, where SLUICE_RUNNERS is a count) and
+ * PORT must not reach them.
  */
 function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
