@@ -11,18 +11,18 @@ export type BreakerState = 'closed' | 'open' | 'half-open';
 
 /** Breaker settings. */
 export interface BreakerOptions {
-  /** Failures before commit, in a row, that open the breaker. @default 5 */
+  /** Failures before commit, in a row, that open the breaker. @default see breakerDefaults */
   threshold: number;
-  /** How long an open breaker passes the runner over, ms. @default 30000 */
+  /** How long an open breaker passes the runner over, ms. @default see breakerDefaults */
   openFor: number;
-  /** Successes in a row, while half-open, that close it. @default 2 */
+  /** Successes in a row, while half-open, that close it. @default see breakerDefaults */
   closeAfter: number;
   /** The gateway's clock; `openFor` is measured on it. */
   clock: Clock;
 }
 
 /** Fn-free defaults; see BreakerOptions. */
-export const BREAKER_DEFAULTS = Object.freeze({ threshold: 5, openFor: 30_000, closeAfter: 2 });
+export const breakerDefaults = Object.freeze({ threshold: 5, openFor: 30_000, closeAfter: 2 });
 
 /** One runner's breaker. */
 export class CircuitBreaker {

@@ -10,11 +10,11 @@ import { silentLogger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import type { Placer, PlacerConfig } from '../placer/types.ts';
 import { systemClock } from '../placer/kernel/index.ts';
-import { createRoundRobinPlacer } from '../placer/round-robin/index.ts';
+import { createBuiltinPlacer } from '../placer/registry.ts';
 import type { CallOutcome, CallOverride, GatewayCall } from './call.ts';
 import { randomBytes } from 'node:crypto';
-import { checkInteger, checkMs, show } from '../placer/kernel/index.ts';
-import { BREAKER_DEFAULTS } from './breaker.ts';
+import { checksFor, rule, show } from '../placer/kernel/index.ts';
+import { breakerDefaults } from './breaker.ts';
 import type { CallbackDelivery } from './detached.ts';
 import { createMemoryStore } from './store/memory.ts';
 import { RECORD_OVERHEAD_BYTES, storeDefaults } from './store/options.ts';
@@ -56,60 +56,60 @@ export interface GatewayOptions extends PlacerOptions {
   runners?: readonly string[];
   /** A pool of your own instead of the static list. */
   pool?: GatewayPool;
-  /** Orders runners for each call. @default round-robin */
+  /** Orders runners for each call. @default see gatewayDefaults */
   placer?: Placer;
-  /** Execution limit of a call after a runner takes it, in ms. @default 600000 */
+  /** Execution limit of a call after a runner takes it, in ms. @default see gatewayDefaults */
   callTimeout?: number;
-  /** Largest request body accepted, in bytes. @default 16777216 (16 MiB) */
+  /** Largest request body accepted, in bytes. @default see gatewayDefaults */
   maxBodyBytes?: number;
-  /** Longest time a request body may take to arrive, in ms. @default 30000 */
+  /** Longest time a request body may take to arrive, in ms. @default see gatewayDefaults */
   bodyReadTimeout?: number;
   /**
    * Longest silence before a request body's first chunk or between two of its chunks, in ms:
-   * a trickling upload is cut here rather than at bodyReadTimeout. @default 10000
+   * a trickling upload is cut here rather than at bodyReadTimeout. @default see gatewayDefaults
    */
   bodyIdleTimeout?: number;
-  /** How long shutdown waits for in-flight calls, in ms. @default 30000 */
+  /** How long shutdown waits for in-flight calls, in ms. @default see gatewayDefaults */
   drainTimeout?: number;
-  /** How long connecting to a runner may take, in ms. @default 2000 */
+  /** How long connecting to a runner may take, in ms. @default see gatewayDefaults */
   runnerConnectTimeout?: number;
   /**
    * How long a runner may take to acknowledge a call, in ms. A runner answers at once (busy, or
    * `102 Processing` before it asks its engine), so one that says nothing this long is hung: the
    * call goes to another runner and this one is passed over until a status probe finds it
    * answering. After the acknowledgement, the longest silence before the response's status line.
-   * @default 5000
+   * @default see gatewayDefaults
    */
   runnerResponseTimeout?: number;
   /**
    * The longest silence between body chunks of a call a runner took, in ms; past it the call ends
    * with GW_RUNNER_STALLED (a stream that stopped moving, a runner stopped mid-answer).
-   * @default 60000
+   * @default see gatewayDefaults
    */
   streamIdleTimeout?: number;
-  /** How often static runners' /status is fetched, in ms. @default 2000 */
+  /** How often static runners' /status is fetched, in ms. @default see gatewayDefaults */
   statusInterval?: number;
   /**
    * Calls placed or running at once, once their body is buffered; more are refused with 503
-   * GW_OVERLOADED. @default 10000
+   * GW_OVERLOADED. @default see gatewayDefaults
    */
   maxInFlight?: number;
   /**
    * Request bodies being received at once, apart from maxInFlight, so that stalled uploads
-   * cannot take the calls' room; more are refused with 503 GW_UPLOADS_FULL. @default 1000
+   * cannot take the calls' room; more are refused with 503 GW_UPLOADS_FULL. @default see gatewayDefaults
    */
   maxUploads?: number;
   /**
    * Request bodies being received at once from one client address (an IPv6 /64); more are
-   * refused with 429 GW_TOO_MANY_UPLOADS. @default 256
+   * refused with 429 GW_TOO_MANY_UPLOADS. @default see gatewayDefaults
    */
   maxUploadsPerClient?: number;
   /**
    * Connections one client address (an IPv6 /64) may hold open; the first request on one more
-   * is answered 429 GW_TOO_MANY_CONNECTIONS and that connection closed. @default 4096
+   * is answered 429 GW_TOO_MANY_CONNECTIONS and that connection closed. @default see gatewayDefaults
    */
   maxConnectionsPerClient?: number;
-  /** Seconds sent in Retry-After when no runner took a call. @default 1 */
+  /** Seconds sent in Retry-After when no runner took a call. @default see gatewayDefaults */
   retryAfter?: number;
   /** Changes a call's function, key or timeout before placement. */
   overrideCall?: (call: GatewayCall) => CallOverride | void | Promise<CallOverride | void>;
@@ -122,20 +122,20 @@ export interface GatewayOptions extends PlacerOptions {
   store?: CallStore;
   /** This gateway's id: the owner of the detached calls it runs. @default `gw-` and 6 random hex digits */
   gatewayId?: string;
-  /** How long finished detached results and Idempotency-Keys are kept, in ms. @default 3600000 */
+  /** How long finished detached results and Idempotency-Keys are kept, in ms. @default see gatewayDefaults */
   resultTtl?: number;
-  /** Largest detached result kept, in bytes; a larger one fails its call. @default 10485760 (10 MiB) */
+  /** Largest detached result kept, in bytes; a larger one fails its call. @default see gatewayDefaults */
   maxResultBytes?: number;
   /**
    * Bound on the bytes of finished detached calls and results the default store keeps (pass
    * the same to a store of your own). Results leave only by TTL: one that does not fit fails its
    * call with GW_STORE_FULL, and new detached calls are refused while one more result of
-   * maxResultBytes would not fit. At least maxResultBytes + 1024. @default 268435456 (256 MiB)
+   * maxResultBytes would not fit. At least maxResultBytes + 1024. @default see gatewayDefaults
    */
   maxStoredBytes?: number;
   /**
    * Added to detachedPlacerTimeout and callTimeout to make a detached call's background
-   * lifetime, in ms (Fn's execution headroom). @default 360000
+   * lifetime, in ms (Fn's execution headroom). @default see gatewayDefaults
    */
   executionHeadroom?: number;
   /**
@@ -143,16 +143,16 @@ export interface GatewayOptions extends PlacerOptions {
    * registration is off and only `runners` are used.
    */
   runnerToken?: string;
-  /** How often registered runners heartbeat, in ms. @default 1000 */
+  /** How often registered runners heartbeat, in ms. @default see gatewayDefaults */
   heartbeatInterval?: number;
-  /** Missed heartbeats after which a runner is unreachable and not placed on. @default 3 */
+  /** Missed heartbeats after which a runner is unreachable and not placed on. @default see gatewayDefaults */
   unreachableAfterMissed?: number;
-  /** Silence after which an unreachable runner is forgotten, in ms. @default 30000 */
+  /** Silence after which an unreachable runner is forgotten, in ms. @default see gatewayDefaults */
   lostAfter?: number;
   /**
    * Circuit breaker per runner: opens after `threshold` failures before commit in a row, passes
    * the runner over for `openFor` ms, closes after `closeAfter` successes.
-   * @default { threshold: 5, openFor: 30000, closeAfter: 2 }
+   * @default see breakerDefaults (gateway/breaker.ts)
    */
   breaker?: { threshold?: number; openFor?: number; closeAfter?: number };
   /** Checks and delivers detached-call callbacks; without it a sluice-callback-url is refused. */
@@ -193,6 +193,8 @@ export interface GatewayConfig {
   readonly gatewayId: string;
   readonly resultTtl: number;
   readonly maxResultBytes: number;
+  /** The store's byte bound, as given or its default (checked against maxResultBytes). */
+  readonly maxStoredBytes: number;
   readonly executionHeadroom: number;
   readonly callbacks: CallbackDelivery | undefined;
   readonly runnerToken: string | undefined;
@@ -206,6 +208,66 @@ export interface GatewayConfig {
   readonly clock: Clock;
 }
 
+/**
+ * The one place each gateway default lives: resolveGatewayOptions applies them, the TSDoc above
+ * points here, and `sluice --help` prints them. The placement timings are placerDefaults' and
+ * the store's bounds storeDefaults', read from there rather than copied.
+ */
+export const gatewayDefaults = Object.freeze({
+  /** A built-in placer's name, made through its descriptor with the gateway's clock. */
+  placer: 'round-robin',
+  callTimeout: 600_000,
+  maxBodyBytes: 16 * 1024 * 1024,
+  bodyReadTimeout: 30_000,
+  bodyIdleTimeout: 10_000,
+  drainTimeout: 30_000,
+  runnerConnectTimeout: 2000,
+  runnerResponseTimeout: 5000,
+  streamIdleTimeout: 60_000,
+  statusInterval: 2000,
+  retryAfter: 1,
+  maxInFlight: 10_000,
+  maxUploads: 1000,
+  maxUploadsPerClient: 256,
+  maxConnectionsPerClient: 4096,
+  resultTtl: storeDefaults.resultTtl,
+  maxResultBytes: 10 * 1024 * 1024,
+  maxStoredBytes: storeDefaults.maxStoredBytes,
+  executionHeadroom: 360_000,
+  heartbeatInterval: 1000,
+  unreachableAfterMissed: 3,
+  lostAfter: 30_000,
+  logger: silentLogger as Logger,
+  clock: systemClock as Clock,
+});
+
+/** How each defaulted option is checked, in the order the first bad one is reported. */
+const gatewayRules = {
+  callTimeout: rule.ms(1),
+  maxBodyBytes: rule.integer({ min: 1 }),
+  bodyReadTimeout: rule.ms(1),
+  bodyIdleTimeout: rule.ms(1),
+  drainTimeout: rule.ms(0),
+  runnerConnectTimeout: rule.ms(1),
+  runnerResponseTimeout: rule.ms(1),
+  streamIdleTimeout: rule.ms(1),
+  statusInterval: rule.ms(1),
+  retryAfter: rule.integer({ min: 0 }),
+  maxInFlight: rule.integer({ min: 1 }),
+  maxUploads: rule.integer({ min: 1 }),
+  maxUploadsPerClient: rule.integer({ min: 1 }),
+  maxConnectionsPerClient: rule.integer({ min: 1 }),
+  resultTtl: rule.ms(1),
+  maxResultBytes: rule.integer({ min: 1 }),
+  executionHeadroom: rule.ms(0),
+  heartbeatInterval: rule.ms(1),
+  unreachableAfterMissed: rule.integer({ min: 1 }),
+  lostAfter: rule.ms(1),
+  logger: rule.logger(),
+};
+
+const check = checksFor(GatewayConfigError);
+
 /** A fresh gateway id: `gw-` and 6 random hex digits. */
 export function newGatewayId(): string {
   return `gw-${randomBytes(3).toString('hex')}`;
@@ -213,132 +275,61 @@ export function newGatewayId(): string {
 
 /** Applies defaults and validates; throws {@link GatewayConfigError} naming the first bad option. */
 export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
-  const {
-    runners = [],
-    pool,
-    placer = createRoundRobinPlacer(),
-    callTimeout = 600_000,
-    maxBodyBytes = 16 * 1024 * 1024,
-    bodyReadTimeout = 30_000,
-    bodyIdleTimeout = 10_000,
-    drainTimeout = 30_000,
-    runnerConnectTimeout = 2000,
-    runnerResponseTimeout = 5000,
-    streamIdleTimeout = 60_000,
-    statusInterval = 2000,
-    retryAfter = 1,
-    maxInFlight = 10_000,
-    maxUploads = 1000,
-    maxUploadsPerClient = 256,
-    maxConnectionsPerClient = 4096,
-    overrideCall,
-    listeners = [],
-    gatewayId = newGatewayId(),
-    resultTtl = 3_600_000,
-    maxResultBytes = 10 * 1024 * 1024,
-    executionHeadroom = 360_000,
-    callbacks,
-    runnerToken,
-    heartbeatInterval = 1000,
-    unreachableAfterMissed = 3,
-    lostAfter = 30_000,
-    meterProvider = metrics.getMeterProvider(),
-    renderMetrics,
-    logger = silentLogger,
-    clock = systemClock,
-  } = options;
+  const { runners = [], pool, runnerToken, overrideCall, listeners = [], gatewayId = newGatewayId(), callbacks, renderMetrics } = options;
+  const { meterProvider = metrics.getMeterProvider() } = options;
   const placerConfig = resolvePlacerConfig(options);
-  if (!Array.isArray(runners)) throw new GatewayConfigError(`runners must be a list of URLs, got ${JSON.stringify(runners)}`);
+  if (!Array.isArray(runners)) throw check.fail(`runners must be a list of URLs, got ${JSON.stringify(runners)}`);
   const urls = runners.map((r) => runnerUrl(r));
   if (urls.length === 0 && pool === undefined && runnerToken === undefined) {
-    throw new GatewayConfigError('runners must list at least one runner URL, or set runnerToken so runners can register');
+    throw check.fail('runners must list at least one runner URL, or set runnerToken so runners can register');
   }
   if (runnerToken !== undefined && pool !== undefined) {
-    throw new GatewayConfigError('runnerToken cannot be used with a custom pool: a custom pool manages its own runners');
+    throw check.fail('runnerToken cannot be used with a custom pool: a custom pool manages its own runners');
   }
-  if (runnerToken !== undefined && (typeof runnerToken !== 'string' || runnerToken.length < 16)) {
-    // Never echo the token, even a bad one.
-    throw new GatewayConfigError('runnerToken must be a string of at least 16 characters');
-  }
+  // The same rule the runner applies to the token it presents; the message never echoes it.
+  if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
+  // The placer is made below, from the default's name or as given; the rest is checked here.
+  const checked = check.resolve(gatewayDefaults, gatewayRules, { ...options, placer: undefined });
+  // The default placer gets the gateway's clock, as --placer's do through loadPlacer.
+  const placer = options.placer === undefined ? createBuiltinPlacer(gatewayDefaults.placer, undefined, { clock: checked.clock }) : options.placer;
   if (typeof placer?.order !== 'function' || typeof placer.name !== 'string') {
-    throw new GatewayConfigError('placer must be an object with a name and order(call, runners)');
+    throw check.fail('placer must be an object with a name and order(call, runners)');
   }
-  const fail = (message: string) => new GatewayConfigError(message);
-  checkMs('callTimeout', callTimeout, 1, fail);
-  checkInteger('maxBodyBytes', maxBodyBytes, { min: 1 }, fail);
-  checkMs('bodyReadTimeout', bodyReadTimeout, 1, fail);
-  checkMs('bodyIdleTimeout', bodyIdleTimeout, 1, fail);
-  checkMs('drainTimeout', drainTimeout, 0, fail);
-  checkMs('runnerConnectTimeout', runnerConnectTimeout, 1, fail);
-  checkMs('runnerResponseTimeout', runnerResponseTimeout, 1, fail);
-  checkMs('streamIdleTimeout', streamIdleTimeout, 1, fail);
-  checkMs('statusInterval', statusInterval, 1, fail);
-  checkInteger('retryAfter', retryAfter, { min: 0 }, fail);
-  checkInteger('maxInFlight', maxInFlight, { min: 1 }, fail);
-  checkInteger('maxUploads', maxUploads, { min: 1 }, fail);
-  checkInteger('maxUploadsPerClient', maxUploadsPerClient, { min: 1 }, fail);
-  checkInteger('maxConnectionsPerClient', maxConnectionsPerClient, { min: 1 }, fail);
-  checkMs('resultTtl', resultTtl, 1, fail);
-  checkInteger('maxResultBytes', maxResultBytes, { min: 1 }, fail);
-  checkMs('executionHeadroom', executionHeadroom, 0, fail);
-  checkMs('heartbeatInterval', heartbeatInterval, 1, fail);
-  checkInteger('unreachableAfterMissed', unreachableAfterMissed, { min: 1 }, fail);
-  checkMs('lostAfter', lostAfter, 1, fail);
-  const breaker = Object.freeze({ ...BREAKER_DEFAULTS, ...options.breaker });
-  checkInteger('breaker.threshold', breaker.threshold, { min: 1 }, fail);
-  checkMs('breaker.openFor', breaker.openFor, 1, fail);
-  checkInteger('breaker.closeAfter', breaker.closeAfter, { min: 1 }, fail);
-  if (lostAfter <= heartbeatInterval * unreachableAfterMissed) {
-    throw new GatewayConfigError(`lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (${heartbeatInterval * unreachableAfterMissed} ms), got ${lostAfter}`);
+  const breaker = Object.freeze({ ...breakerDefaults, ...options.breaker });
+  check.integer('breaker.threshold', breaker.threshold, { min: 1 });
+  check.ms('breaker.openFor', breaker.openFor, 1);
+  check.integer('breaker.closeAfter', breaker.closeAfter, { min: 1 });
+  const missedFor = checked.heartbeatInterval * checked.unreachableAfterMissed;
+  if (checked.lostAfter <= missedFor) {
+    throw check.fail(`lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (${missedFor} ms), got ${checked.lostAfter}`);
   }
   if (typeof gatewayId !== 'string' || !WIRE_ID_PATTERN.test(gatewayId)) {
-    throw new GatewayConfigError(`gatewayId must be ${WIRE_ID_RULE}, got ${show(gatewayId)}`);
+    throw check.fail(`gatewayId must be ${WIRE_ID_RULE}, got ${show(gatewayId)}`);
   }
-  const { maxStoredBytes = storeDefaults.maxStoredBytes } = options;
-  checkInteger('maxStoredBytes', maxStoredBytes, { min: 1 }, fail);
+  const maxStoredBytes = check.integer('maxStoredBytes', checked.maxStoredBytes, { min: 1 });
   // Checked against the store the gateway makes, or the bound given with one's own store.
-  if ((options.store === undefined || options.maxStoredBytes !== undefined) && maxStoredBytes < maxResultBytes + RECORD_OVERHEAD_BYTES) {
-    throw new GatewayConfigError(
-      `maxStoredBytes must be at least maxResultBytes + ${RECORD_OVERHEAD_BYTES} (${maxResultBytes + RECORD_OVERHEAD_BYTES}), or no detached call could ever be admitted, got ${maxStoredBytes}`,
+  if ((options.store === undefined || options.maxStoredBytes !== undefined) && maxStoredBytes < checked.maxResultBytes + RECORD_OVERHEAD_BYTES) {
+    throw check.fail(
+      `maxStoredBytes must be at least maxResultBytes + ${RECORD_OVERHEAD_BYTES} (${checked.maxResultBytes + RECORD_OVERHEAD_BYTES}), or no detached call could ever be admitted, got ${maxStoredBytes}`,
     );
   }
-  const store = options.store ?? createMemoryStore({ resultTtl, maxStoredBytes, now: () => clock.now() });
+  const { clock } = checked;
+  const store = options.store ?? createMemoryStore({ resultTtl: checked.resultTtl, maxStoredBytes, now: () => clock.now() });
   return Object.freeze({
+    ...checked,
     runners: urls,
     pool,
     placer,
     placerConfig,
-    callTimeout,
-    maxBodyBytes,
-    bodyReadTimeout,
-    bodyIdleTimeout,
-    drainTimeout,
-    runnerConnectTimeout,
-    runnerResponseTimeout,
-    streamIdleTimeout,
-    statusInterval,
-    retryAfter,
-    maxInFlight,
-    maxUploads,
-    maxUploadsPerClient,
-    maxConnectionsPerClient,
     overrideCall,
     listeners: Object.freeze([...listeners]),
     store,
     gatewayId,
-    resultTtl,
-    maxResultBytes,
-    executionHeadroom,
     callbacks,
     runnerToken,
     breaker,
-    heartbeatInterval,
-    unreachableAfterMissed,
-    lostAfter,
     meterProvider,
     renderMetrics,
-    logger,
-    clock,
   });
 }
 
@@ -350,7 +341,7 @@ function runnerUrl(value: unknown): URL {
     url = undefined;
   }
   if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.pathname !== '/') {
-    throw new GatewayConfigError(`runners entries must be http(s)://host:port URLs, got ${JSON.stringify(value)}`);
+    throw check.fail(`runners entries must be http(s)://host:port URLs, got ${JSON.stringify(value)}`);
   }
   return url;
 }

@@ -31,6 +31,6 @@ export class PlacerPoolError extends SluiceError {
 /** A placer option is out of range. */
 export class PlacerConfigError extends SluiceError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('PLACER_INVALID_CONFIG', 500, 'server_error', message, options);
+    super('PLACER_INVALID_OPTION', 500, 'server_error', message, options);
   }
 }

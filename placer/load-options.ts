@@ -4,23 +4,24 @@
  */
 import { PlacerConfigError } from './errors.ts';
 import { LOAD_STALE_AFTER_MS } from './load.ts';
-import { checkFunction, checkInteger } from './kernel/index.ts';
+import { checksFor, rule, systemClock } from './kernel/index.ts';
 
 /** Options common to `least-loaded`, `load-weighted` and `prefix-affinity`. */
 export interface LoadAwareOptions {
   /**
    * Source of randomness in [0, 1); tests pass a seeded one so picks are exact.
-   * @default Math.random
+   * @default see loadAwareDefaults (Math.random)
    */
   random?: () => number;
   /**
-   * Current time in ms since the epoch, on the same clock as a report's `at`.
-   * @default Date.now
+   * Current time in ms, on the same clock as a report's `at`: the gateway's clock, which its
+   * placer descriptors pass in.
+   * @default see loadAwareDefaults (the kernel's systemClock, the gateway's default clock)
    */
   now?: () => number;
   /**
    * Runner reports older than this, in ms, are ignored and only the gateway's own count is used.
-   * @default 2_000
+   * @default see loadAwareDefaults
    */
   staleAfterMs?: number;
 }
@@ -32,17 +33,25 @@ export interface LoadAwareConfig {
   readonly staleAfterMs: number;
 }
 
+/** The defaults, frozen so no caller can change them for everyone else. */
+export const loadAwareDefaults = Object.freeze({
+  random: Math.random,
+  now: () => systemClock.now(),
+  staleAfterMs: LOAD_STALE_AFTER_MS,
+});
+
+/** The load-aware options a config may set (random and now are code-only). */
+export const LOAD_AWARE_OPTION_KEYS: readonly string[] = Object.freeze(['staleAfterMs']);
+
+const check = checksFor(PlacerConfigError);
+
 /**
  * Fills in defaults and validates.
  * @throws PlacerConfigError naming the option and the bad value.
  */
 export function resolveLoadAware(options: LoadAwareOptions): LoadAwareConfig {
-  const { random = Math.random, now = Date.now, staleAfterMs = LOAD_STALE_AFTER_MS } = options;
-  return Object.freeze({
-    random: checkFunction('random', random, fail),
-    now: checkFunction('now', now, fail),
-    staleAfterMs: checkInteger('staleAfterMs', staleAfterMs, { min: 0, unit: 'ms' }, fail),
-  });
+  const { random, now, staleAfterMs } = options;
+  return check.resolve(loadAwareDefaults, loadAwareRules, { random, now, staleAfterMs });
 }
 
-const fail = (message: string): PlacerConfigError => new PlacerConfigError(message);
+const loadAwareRules = { random: rule.fn(), now: rule.fn(), staleAfterMs: rule.integer({ min: 0, unit: 'ms' }) };

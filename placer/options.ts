@@ -3,25 +3,25 @@
  * one precise line instead of a walk that never waits or never gives up.
  */
 import { PlacerConfigError } from './errors.ts';
-import { MAX_TIMER_MS, checkMs } from './kernel/index.ts';
+import { MAX_TIMER_MS, checksFor, rule } from './kernel/index.ts';
 import type { PlacerConfig } from './types.ts';
 
 /** The placement settings a caller may override; anything left out takes Fn's default. */
 export interface PlacerOptions {
   /**
    * How long a sync call may wait for a runner to commit, in ms. Bounds waiting, never execution.
-   * @default 360_000
+   * @default see placerDefaults
    */
   placerTimeout?: number;
   /**
    * How long a detached call may wait for a runner to commit, in ms. Shorter than the sync one
    * because the client is answered 202 only once a runner commits.
-   * @default 30_000
+   * @default see placerDefaults
    */
   detachedPlacerTimeout?: number;
   /**
    * Pause after every runner was offered the call once, in ms. 0 still yields to the event loop.
-   * @default 10
+   * @default see placerDefaults
    */
   retryAllDelay?: number;
 }
@@ -45,16 +45,11 @@ export const MAX_PLACER_DELAY = MAX_TIMER_MS;
  * @returns a frozen config.
  */
 export function resolvePlacerConfig(options: PlacerOptions = {}): PlacerConfig {
-  const {
-    placerTimeout = placerDefaults.placerTimeout,
-    detachedPlacerTimeout = placerDefaults.detachedPlacerTimeout,
-    retryAllDelay = placerDefaults.retryAllDelay,
-  } = options;
-  return Object.freeze({
-    placerTimeout: checkMs('placerTimeout', placerTimeout, 1, fail),
-    detachedPlacerTimeout: checkMs('detachedPlacerTimeout', detachedPlacerTimeout, 1, fail),
-    retryAllDelay: checkMs('retryAllDelay', retryAllDelay, 0, fail),
-  });
+  // Only the placement keys: a gateway passes its whole options object here.
+  const { placerTimeout, detachedPlacerTimeout, retryAllDelay } = options;
+  return check.resolve(placerDefaults, placerRules, { placerTimeout, detachedPlacerTimeout, retryAllDelay });
 }
 
-const fail = (message: string) => new PlacerConfigError(message);
+const placerRules = { placerTimeout: rule.ms(1), detachedPlacerTimeout: rule.ms(1), retryAllDelay: rule.ms(0) };
+
+const check = checksFor(PlacerConfigError);

@@ -4,35 +4,50 @@
  */
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { createConsistentHashPlacer } from './consistent-hash/index.ts';
+import { descriptor as consistentHash } from './consistent-hash/index.ts';
+import type { PlacerContext, PlacerDescriptor } from './descriptor.ts';
 import { PlacerConfigError } from './errors.ts';
-import { createLeastLoadedPlacer } from './least-loaded/index.ts';
-import { createLoadWeightedPlacer } from './load-weighted/index.ts';
-import { createPrefixAffinityPlacer } from './prefix-affinity/index.ts';
-import { createRoundRobinPlacer } from './round-robin/index.ts';
+import { systemClock } from './kernel/index.ts';
+import type { Clock } from './kernel/index.ts';
+import { descriptor as leastLoaded } from './least-loaded/index.ts';
+import { descriptor as loadWeighted } from './load-weighted/index.ts';
+import { descriptor as prefixAffinity } from './prefix-affinity/index.ts';
+import { descriptor as roundRobin } from './round-robin/index.ts';
 import type { Placer } from './types.ts';
 
-/**
- * The built-in placers by name, each with its default options. Factories, not instances, because
- * placers keep state (the round-robin counter, the sort cache, the prefix index) that two gateways
- * in one process must not share.
- */
-export const builtinPlacers: Readonly<Record<string, (options?: Record<string, unknown>) => Placer>> = Object.freeze({
-  'round-robin': (o) => createRoundRobinPlacer(o),
-  'consistent-hash': (o) => createConsistentHashPlacer(o),
-  'least-loaded': (o) => createLeastLoadedPlacer(o),
-  'load-weighted': (o) => createLoadWeightedPlacer(o),
-  'prefix-affinity': (o) => createPrefixAffinityPlacer(o),
-});
+/** The built-in placers' descriptors by name, built from what each placer folder exports. */
+export const placerDescriptors: Readonly<Record<string, PlacerDescriptor>> = Object.freeze(
+  Object.fromEntries([roundRobin, consistentHash, leastLoaded, loadWeighted, prefixAffinity].map((d) => [d.name, d])),
+);
 
-/** The options each built-in takes from a config (functions such as random are code-only). */
-const BUILTIN_OPTION_KEYS: Readonly<Record<string, readonly string[]>> = {
-  'round-robin': [],
-  'consistent-hash': ['loadFactor'],
-  'least-loaded': ['staleAfterMs'],
-  'load-weighted': ['staleAfterMs'],
-  'prefix-affinity': ['staleAfterMs', 'blockSize', 'maxBlocks', 'minMatchRatio', 'balanceAbsThreshold', 'balanceRelThreshold'],
-};
+/**
+ * The built-in placers by name, as factories on the system clock (the gateway's default), for
+ * code that makes a placer outside a gateway. Factories, not instances, because placers keep
+ * state (the round-robin counter, the sort cache, the prefix index) that two gateways in one
+ * process must not share.
+ */
+export const builtinPlacers: Readonly<Record<string, (options?: Record<string, unknown>) => Placer>> = Object.freeze(
+  Object.fromEntries(Object.values(placerDescriptors).map((d) => [d.name, (o?: Record<string, unknown>) => d.create(o, { clock: systemClock })])),
+);
+
+/**
+ * A fresh built-in placer by name, its options checked against the descriptor's keys first, since a
+ * misspelt option would otherwise be ignored without a word.
+ * @throws PlacerConfigError for an unknown name or option, or a bad option value.
+ */
+export function createBuiltinPlacer(name: string, options: Record<string, unknown> | undefined, context: PlacerContext): Placer {
+  const descriptor = Object.hasOwn(placerDescriptors, name) ? placerDescriptors[name] : undefined;
+  if (descriptor === undefined) {
+    throw new PlacerConfigError(`unknown placer ${JSON.stringify(name)}: use ${Object.keys(placerDescriptors).join(', ')} or a module path`);
+  }
+  const known = descriptor.optionKeys;
+  for (const key of Object.keys(options ?? {})) {
+    if (!known.includes(key)) {
+      throw new PlacerConfigError(`placer ${name} has no option ${JSON.stringify(key)}; it takes ${known.length ? known.join(', ') : 'none'}`);
+    }
+  }
+  return descriptor.create(options, context);
+}
 
 /** Options for {@link loadPlacer}. */
 export interface LoadPlacerOptions {
@@ -43,9 +58,15 @@ export interface LoadPlacerOptions {
   cwd?: string;
   /**
    * Options for the placer: passed to a built-in's factory (e.g. `{ loadFactor: 1.5 }` for
-   * consistent-hash), or to a module's factory as its one argument.
+   * consistent-hash), or to a module's factory as its first argument.
    */
   options?: Record<string, unknown>;
+  /**
+   * The gateway's clock, handed to the placer in its context (a module's factory gets it as its
+   * second argument): load-aware placers compare report times with it.
+   * @default the kernel's systemClock, the gateway's default clock
+   */
+  clock?: Clock;
 }
 
 const MODULE_EXTENSION = /\.(?:[cm]?js|[cm]?ts)$/;
@@ -54,25 +75,13 @@ const MODULE_EXTENSION = /\.(?:[cm]?js|[cm]?ts)$/;
  * Resolves `spec` to a placer. A built-in name gives a fresh built-in. A module path (starting
  * with `.` or `/`, absolute, or ending in .js/.mjs/.cjs/.ts/.mts/.cts) is imported, and its
  * `default` export, else its export named `placer`, is used: either a Placer object or a
- * zero-argument factory (sync or async) returning one. Loading .ts modules needs a TypeScript
- * loader such as tsx in the running process.
+ * factory (sync or async) returning one, called with the options and the context (the clock).
+ * Loading .ts modules needs a TypeScript loader such as tsx in the running process.
  * @throws PlacerConfigError naming `spec` and what is wrong with it.
  */
 export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Promise<Placer> {
-  if (Object.hasOwn(builtinPlacers, spec)) {
-    // A misspelt option would otherwise be ignored without a word.
-    const known = BUILTIN_OPTION_KEYS[spec] ?? [];
-    for (const key of Object.keys(opts.options ?? {})) {
-      if (!known.includes(key)) {
-        throw new PlacerConfigError(`placer ${spec} has no option ${JSON.stringify(key)}; it takes ${known.length ? known.join(', ') : 'none'}`);
-      }
-    }
-    return builtinPlacers[spec]!(opts.options);
-  }
-  if (!isModulePath(spec)) {
-    const names = Object.keys(builtinPlacers).join(', ');
-    throw new PlacerConfigError(`unknown placer ${JSON.stringify(spec)}: use ${names} or a module path`);
-  }
+  const context: PlacerContext = Object.freeze({ clock: opts.clock ?? systemClock });
+  if (Object.hasOwn(placerDescriptors, spec) || !isModulePath(spec)) return createBuiltinPlacer(spec, opts.options, context);
   const label = `placer ${JSON.stringify(spec)}`;
   const file = resolve(opts.cwd ?? process.cwd(), spec);
 
@@ -90,7 +99,7 @@ export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Pr
   // A function without its own order() is a factory; a Placer that happens to be a function is not.
   if (typeof candidate === 'function' && typeof (candidate as { order?: unknown }).order !== 'function') {
     try {
-      candidate = await (candidate as (options?: Record<string, unknown>) => unknown)(opts.options);
+      candidate = await (candidate as (options: Record<string, unknown> | undefined, context: PlacerContext) => unknown)(opts.options, context);
     } catch (error) {
       throw new PlacerConfigError(`${label} factory threw: ${messageOf(error)}`, { cause: error });
     }

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../placer/kernel/index.ts';
 import { silentLogger } from '../placer/kernel/index.ts';
-import { checkInteger, checkMs, show } from '../placer/kernel/index.ts';
+import { checksFor, rule, show } from '../placer/kernel/index.ts';
 import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
@@ -35,18 +35,18 @@ export interface RunnerOptions {
   id?: string;
   /**
    * Calls the runner runs at once. A call that finds none free is answered busy at once.
-   * @default 4
+   * @default see runnerDefaults
    */
   slots?: number;
   /**
    * How long connecting to the engine may take, in ms. A refused or timed-out connect means
    * nothing ran, so the runner answers busy and the gateway tries elsewhere.
-   * @default 2000
+   * @default see runnerDefaults
    */
   engineConnectTimeout?: number;
   /**
    * Execution limit for a call whose request carries no budget header (`sluice-timeout`), in ms.
-   * @default 600000
+   * @default see runnerDefaults
    */
   defaultCallTimeout?: number;
   /**
@@ -54,35 +54,35 @@ export interface RunnerOptions {
    * in ms. An engine that refuses (429, 503) does so at once; one that says nothing for this long
    * has the call. Inside the window a refusal is a busy answer, so the gateway places the call
    * elsewhere; after it, the refusal is the call's result.
-   * @default 500
+   * @default see runnerDefaults
    */
   acceptWindow?: number;
   /**
    * Largest request body the runner reads, in bytes; a larger one is refused with 413 before the
    * engine sees it. The runner reads the whole call before acknowledging it.
-   * @default 67108864 (64 MiB, four times the gateway's default)
+   * @default see runnerDefaults
    */
   maxBodyBytes?: number;
   /**
    * How often the engine's health and model list are checked once it is ready, in ms.
    * While the engine is starting it is checked ten times as often.
-   * @default 5000
+   * @default see runnerDefaults
    */
   engineProbeInterval?: number;
   /**
    * How often the engine's Prometheus metrics are read for its load, in ms.
-   * @default 1000
+   * @default see runnerDefaults
    */
   loadInterval?: number;
   /**
    * How long a launched engine gets to exit after SIGTERM before SIGKILL, in ms.
-   * @default 10000
+   * @default see runnerDefaults
    */
   engineStopGrace?: number;
   /**
    * First delay before relaunching a crashed engine, in ms; doubled per crash in a row (capped
    * at 60 s), with full jitter.
-   * @default 1000
+   * @default see runnerDefaults
    */
   engineRestartBackoff?: number;
   /**
@@ -102,13 +102,13 @@ export interface RunnerOptions {
   /**
    * How often to heartbeat each gateway, in ms, unless the gateway's registration answer asks
    * for another interval.
-   * @default 1000
+   * @default see runnerDefaults
    */
   heartbeatInterval?: number;
   /**
    * How long a drain waits for running calls before stopping, in ms; applies to a drain a
    * gateway asks for, and to close() when it is given none.
-   * @default 30000
+   * @default see runnerDefaults
    */
   drainTimeout?: number;
   /** @default a logger that drops everything */
@@ -140,27 +140,44 @@ export interface RunnerConfig {
   readonly logger: Logger;
 }
 
+/** The one place each runner default lives; `sluice runner --help` prints them from here. */
+export const runnerDefaults = Object.freeze({
+  slots: 4,
+  engineConnectTimeout: 2000,
+  defaultCallTimeout: 600_000,
+  acceptWindow: 500,
+  /** Four times the gateway's default, so a body the gateway took is never refused here. */
+  maxBodyBytes: 64 * 1024 * 1024,
+  engineProbeInterval: 5000,
+  loadInterval: 1000,
+  engineStopGrace: 10_000,
+  engineRestartBackoff: 1000,
+  heartbeatInterval: 1000,
+  drainTimeout: 30_000,
+  logger: silentLogger as Logger,
+});
+
+/** How each defaulted option is checked, in the order the first bad one is reported. */
+const runnerRules = {
+  slots: rule.integer({ min: 1 }),
+  engineConnectTimeout: rule.ms(1),
+  defaultCallTimeout: rule.ms(1),
+  acceptWindow: rule.ms(0),
+  maxBodyBytes: rule.integer({ min: 1 }),
+  engineProbeInterval: rule.ms(1),
+  loadInterval: rule.ms(1),
+  engineStopGrace: rule.ms(0),
+  engineRestartBackoff: rule.ms(0),
+  heartbeatInterval: rule.ms(1),
+  drainTimeout: rule.ms(0),
+  logger: rule.logger(),
+};
+
+const check = checksFor(RunnerConfigError);
+
 /** Applies defaults and validates; throws {@link RunnerConfigError} naming the first bad option. */
 export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
-  const {
-    engine,
-    profile,
-    simCommand,
-    id = `runner-${randomBytes(3).toString('hex')}`,
-    slots = 4,
-    engineConnectTimeout = 2000,
-    defaultCallTimeout = 600_000,
-    acceptWindow = 500,
-    maxBodyBytes = 64 * 1024 * 1024,
-    engineProbeInterval = 5000,
-    loadInterval = 1000,
-    engineStopGrace = 10_000,
-    engineRestartBackoff = 1000,
-    runnerToken,
-    heartbeatInterval = 1000,
-    drainTimeout = 30_000,
-    logger = silentLogger,
-  } = options;
+  const { engine, profile, simCommand, id = `runner-${randomBytes(3).toString('hex')}`, runnerToken } = options;
   if ((engine === undefined) === (profile === undefined)) {
     throw new RunnerConfigError('give exactly one of engine (the URL of a running engine) or profile (an engine to launch)');
   }
@@ -172,7 +189,7 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     }
     // The rest of the profile's checks (binary, GPUs, free port, args) run before launch, in
     // RunnerEngine.start; the port is needed now to know where the engine will answer.
-    const port = checkInteger('profile.port', profile.port, { min: 1, max: 65_535 }, (m) => new RunnerConfigError(m));
+    const port = check.integer('profile.port', profile.port, { min: 1, max: 65_535 });
     engineUrl = parseHttpUrl('profile.host', `http://${profile.host ?? '127.0.0.1'}:${port}`);
     kindName = options.engineKind ?? profile.kind;
   } else {
@@ -187,23 +204,10 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   if (typeof id !== 'string' || !WIRE_ID_PATTERN.test(id)) {
     throw new RunnerConfigError(`id must be ${WIRE_ID_RULE}, got ${show(id)}`);
   }
-  const fail = (message: string) => new RunnerConfigError(message);
-  checkInteger('slots', slots, { min: 1 }, fail);
-  checkMs('engineConnectTimeout', engineConnectTimeout, 1, fail);
-  checkMs('defaultCallTimeout', defaultCallTimeout, 1, fail);
-  checkMs('acceptWindow', acceptWindow, 0, fail);
-  checkInteger('maxBodyBytes', maxBodyBytes, { min: 1 }, fail);
-  checkMs('engineProbeInterval', engineProbeInterval, 1, fail);
-  checkMs('loadInterval', loadInterval, 1, fail);
-  checkMs('engineStopGrace', engineStopGrace, 0, fail);
-  checkMs('engineRestartBackoff', engineRestartBackoff, 0, fail);
-  checkMs('heartbeatInterval', heartbeatInterval, 1, fail);
-  checkMs('drainTimeout', drainTimeout, 0, fail);
+  const checked = check.resolve(runnerDefaults, runnerRules, options);
   const gateways = parseGateways(options.gateways);
-  if (runnerToken !== undefined && (typeof runnerToken !== 'string' || !/^[\x21-\x7e]+$/.test(runnerToken))) {
-    // The value is a secret: the message says what is wrong without showing it.
-    throw new RunnerConfigError('runnerToken must be a non-empty string of printable ASCII characters without spaces');
-  }
+  // The gateway's rule, so a token every gateway would refuse is refused here, at start.
+  if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
   if (gateways.length > 0 && runnerToken === undefined) throw new RunnerConfigError('runnerToken is required with gateways');
   let advertiseUrl: string | undefined;
   if (options.advertiseUrl !== undefined) {
@@ -219,21 +223,10 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     engineKind: kindName as EngineKindName,
     simCommand,
     id,
-    slots,
-    engineConnectTimeout,
-    defaultCallTimeout,
-    acceptWindow,
-    maxBodyBytes,
-    engineProbeInterval,
-    loadInterval,
-    engineStopGrace,
-    engineRestartBackoff,
+    ...checked,
     gateways,
     runnerToken,
     advertiseUrl,
-    heartbeatInterval,
-    drainTimeout,
-    logger,
   });
 }
 

@@ -39,6 +39,6 @@ export class CallbackSecretError extends SluiceError {
 /** A callback option (sender or policy) is missing or out of range. */
 export class CallbackConfigError extends SluiceError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super('CALLBACK_INVALID_CONFIG', 500, 'server_error', message, options);
+    super('CALLBACK_INVALID_OPTION', 500, 'server_error', message, options);
   }
 }

@@ -6,7 +6,7 @@ import { systemClock } from '../../placer/kernel/index.ts';
 import { silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
-import { checkInteger, checkMs, show } from '../../placer/kernel/index.ts';
+import { checksFor, rule, show } from '../../placer/kernel/index.ts';
 import { CallbackConfigError } from './errors.ts';
 import { parseWebhookSecret } from './signing.ts';
 import type { CallbackPolicy } from './targets.ts';
@@ -17,19 +17,19 @@ export interface CallbackSenderOptions {
   secret: string;
   /** Where callbacks may go; see {@link createCallbackPolicy}. */
   policy: CallbackPolicy;
-  /** Most delivery attempts per callback, the first included. @default 5 */
+  /** Most delivery attempts per callback, the first included. @default see callbackSenderDefaults */
   attempts?: number;
-  /** Backoff ceiling after the first failure, in ms; doubles per attempt. @default 1000 */
+  /** Backoff ceiling after the first failure, in ms; doubles per attempt. @default see callbackSenderDefaults */
   backoffBase?: number;
-  /** Longest pause between attempts, in ms; also bounds Retry-After. @default 60000 */
+  /** Longest pause between attempts, in ms; also bounds Retry-After. @default see callbackSenderDefaults */
   backoffCap?: number;
-  /** How long one attempt may take, connect to last body byte, in ms. @default 10000 */
+  /** How long one attempt may take, connect to last body byte, in ms. @default see callbackSenderDefaults */
   timeout?: number;
-  /** Time and pauses; `now` stamps webhook-timestamp, `sleep` waits out backoff. @default systemClock */
+  /** Time and pauses; `now` stamps webhook-timestamp, `sleep` waits out backoff. @default see callbackSenderDefaults */
   clock?: Clock;
-  /** A number in [0, 1) for full jitter. @default Math.random */
+  /** A number in [0, 1) for full jitter. @default see callbackSenderDefaults */
   random?: () => number;
-  /** Gets one line per failed attempt; never the secret or the payload. @default silentLogger */
+  /** Gets one line per failed attempt; never the secret or the payload. @default see callbackSenderDefaults */
   logger?: Logger;
 }
 
@@ -46,8 +46,34 @@ export interface CallbackSenderConfig {
   readonly logger: Logger;
 }
 
+/** The sender's defaults, in one place. */
+export const callbackSenderDefaults = Object.freeze({
+  attempts: 5,
+  backoffBase: 1000,
+  backoffCap: 60_000,
+  timeout: 10_000,
+  clock: systemClock as Clock,
+  random: Math.random,
+  logger: silentLogger as Logger,
+});
+
+/** The policy's defaults (createCallbackPolicy); `--callback-allow-private` shows this one. */
+export const callbackPolicyDefaults = Object.freeze({ allowPrivate: false });
+
 // A callback retried past this many times is not going to land; more only keeps sockets busy.
 const MAX_ATTEMPTS = 20;
+
+/** How each defaulted option is checked, in the order the first bad one is reported. */
+const senderRules = {
+  attempts: rule.integer({ min: 1, max: MAX_ATTEMPTS }),
+  backoffBase: rule.ms(0),
+  backoffCap: rule.ms(0),
+  timeout: rule.ms(1),
+  random: rule.fn(),
+  logger: rule.logger(),
+};
+
+const check = checksFor(CallbackConfigError);
 
 /**
  * Applies defaults and validates every option.
@@ -55,34 +81,12 @@ const MAX_ATTEMPTS = 20;
  *   {@link CallbackSecretError} for a malformed secret.
  */
 export function resolveSenderOptions(options: CallbackSenderOptions): CallbackSenderConfig {
-  const fail = (message: string): Error => new CallbackConfigError(message);
-  const {
-    secret,
-    policy,
-    attempts = 5,
-    backoffBase = 1000,
-    backoffCap = 60_000,
-    timeout = 10_000,
-    clock = systemClock,
-    random = Math.random,
-    logger = silentLogger,
-  } = options;
+  const { secret, policy } = options;
   parseWebhookSecret(secret);
-  if (typeof policy?.check !== 'function') throw fail(`policy must be a CallbackPolicy (from createCallbackPolicy), got ${show(policy)}`);
-  const config: CallbackSenderConfig = {
-    secret,
-    policy,
-    attempts: checkInteger('attempts', attempts, { min: 1, max: MAX_ATTEMPTS }, fail),
-    backoffBase: checkMs('backoffBase', backoffBase, 0, fail),
-    backoffCap: checkMs('backoffCap', backoffCap, 0, fail),
-    timeout: checkMs('timeout', timeout, 1, fail),
-    clock,
-    random,
-    logger,
-  };
-  if (config.backoffCap < config.backoffBase) throw fail(`backoffCap must be at least backoffBase (${config.backoffBase} ms), got ${backoffCap}`);
-  if (typeof clock?.now !== 'function' || typeof clock.sleep !== 'function') throw fail('clock must have now() and sleep(ms, signal)');
-  if (typeof random !== 'function') throw fail(`random must be a function, got ${show(random)}`);
-  if (typeof logger?.warn !== 'function') throw fail('logger must be a Logger');
-  return Object.freeze(config);
+  if (typeof policy?.check !== 'function') throw check.fail(`policy must be a CallbackPolicy (from createCallbackPolicy), got ${show(policy)}`);
+  const checked = check.resolve(callbackSenderDefaults, senderRules, options);
+  if (checked.backoffCap < checked.backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${checked.backoffBase} ms), got ${checked.backoffCap}`);
+  const { clock } = checked;
+  if (typeof clock?.now !== 'function' || typeof clock.sleep !== 'function') throw check.fail('clock must have now() and sleep(ms, signal)');
+  return Object.freeze({ ...checked, secret, policy });
 }

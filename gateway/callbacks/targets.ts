@@ -17,6 +17,7 @@ import { show } from '../../placer/kernel/index.ts';
 import { classifyAddress } from './address.ts';
 import { compileAllowlist } from './allowlist.ts';
 import { CallbackConfigError, CallbackRefusedError } from './errors.ts';
+import { callbackPolicyDefaults } from './options.ts';
 
 /** One address a hostname resolved to. */
 export interface ResolvedAddress {
@@ -35,7 +36,7 @@ export interface CallbackPolicyOptions {
    * reach; see allowlist.ts for the matching rules. Empty refuses every callback.
    */
   allow: readonly string[];
-  /** Let callbacks reach loopback, private and other special addresses. @default false */
+  /** Let callbacks reach loopback, private and other special addresses. @default see callbackPolicyDefaults */
   allowPrivate?: boolean;
   /** @default node:dns/promises lookup with `all: true` */
   lookup?: HostLookup;
@@ -64,7 +65,7 @@ const systemLookup: HostLookup = (hostname) => dnsLookup(hostname, { all: true, 
  * Builds the policy from its options, validated up front.
  * @throws {@link CallbackConfigError} for a bad allowlist entry or option.
  */
-export function createCallbackPolicy({ allow, allowPrivate = false, lookup = systemLookup }: CallbackPolicyOptions): CallbackPolicy {
+export function createCallbackPolicy({ allow, allowPrivate = callbackPolicyDefaults.allowPrivate, lookup = systemLookup }: CallbackPolicyOptions): CallbackPolicy {
   const allowlist = compileAllowlist(allow);
   if (typeof allowPrivate !== 'boolean') throw new CallbackConfigError(`allowPrivate must be a boolean, got ${show(allowPrivate)}`);
   if (typeof lookup !== 'function') throw new CallbackConfigError(`lookup must be a function, got ${show(lookup)}`);

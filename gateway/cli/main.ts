@@ -10,11 +10,12 @@ import { SluiceError } from '../../placer/kernel/index.ts';
 import { createRedactor, redactUrl } from '../../placer/kernel/index.ts';
 import type { Redact } from '../../placer/kernel/index.ts';
 import { VERSION } from '../../runner/version.ts';
-import { commands } from './commands.ts';
+import { benchScenarioNames, loadCommand } from './commands.ts';
 import type { Command, CommandContext, Stop } from './commands.ts';
 import { SettingsError, formatHelp, resolveSettings, secretValues } from './settings.ts';
 
-const USAGE = `sluice ${VERSION}: a load-balancing gateway for inference fleets
+/** The top-level help; the bench's scenarios are read from its command table. */
+const usage = (scenarios: readonly string[]): string => `sluice ${VERSION}: a load-balancing gateway for inference fleets
 
 usage: sluice <command> [flags]
 
@@ -23,7 +24,7 @@ commands:
   gateway      the gateway alone, in front of --runners and/or registering runners
   runner       a runner in front of one OpenAI-compatible engine
   sim-engine   a simulated OpenAI-compatible inference engine (for machines without a GPU)
-  bench        benchmark scenarios: overhead, streaming, scale
+  bench        benchmark scenarios: ${scenarios.join(', ')}
 
 sluice <command> --help lists a command's flags.`;
 
@@ -31,14 +32,14 @@ sluice <command> --help lists a command's flags.`;
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(USAGE + '\n');
+    process.stdout.write(usage(await benchScenarioNames()) + '\n');
     return name === undefined ? 2 : 0;
   }
   if (name === '--version' || name === 'version') {
     process.stdout.write(VERSION + '\n');
     return 0;
   }
-  const command: Command | undefined = commands[name];
+  const command: Command | undefined = await loadCommand(name);
   if (!command) {
     process.stderr.write(`sluice: unknown command "${name}"; sluice --help lists the commands\n`);
     return 2;

@@ -1,8 +1,11 @@
 /**
  * Command-line settings: one table per command gives every setting its flag, environment
  * variable, type, default and help line. Values come from flags, then SLUICE_* variables,
- * then a JSON file named by --config, then defaults; a bad value stops start-up with one
- * line naming the setting, where it came from, and the value (hidden for a secret).
+ * then a JSON file named by --config; a setting none of them gives is left out, so the
+ * library's own default applies (the table only shows it, read from the library's defaults
+ * object). Only settings that are the command line's own (port, host, log level) have a
+ * default here. A bad value stops start-up with one line naming the setting, where it came
+ * from, and the value (hidden for a secret).
  */
 import { readFileSync } from 'node:fs';
 import { REDACTED, redactUrl, urlSecrets } from '../../placer/kernel/index.ts';
@@ -20,8 +23,17 @@ export interface Setting {
   key: string;
   type: SettingType;
   description: string;
-  /** Shown in --help and used when nothing else sets the value. */
+  /**
+   * The command line's own default, for settings no library option stands behind (port, host,
+   * log level): shown in --help and used when nothing else sets the value.
+   */
   default?: string | number | boolean | readonly string[];
+  /**
+   * The library's default for the option this setting feeds, read from its defaults object
+   * (gatewayDefaults, runnerDefaults, ...), never written here: --help shows it, and the CLI
+   * leaves the option out so the library applies it. A duration is in ms.
+   */
+  libraryDefault?: string | number | boolean | readonly string[];
   /** What --help says when there is no fixed default, e.g. `from --profile`. */
   defaultText?: string;
   required?: boolean;
@@ -140,10 +152,11 @@ export function secretValues(settings: readonly Setting[], values: Record<string
 export function formatHelp(usage: string, summary: string, settings: readonly Setting[]): string {
   const rows = settings.map((s) => {
     const left = `  ${flagOf(s.key)} <${s.type}>`;
+    const shown = s.default ?? s.libraryDefault;
     const def = s.required
       ? 'required'
-      : s.default !== undefined
-        ? `default ${s.secret === true ? REDACTED : s.secret === 'url' ? redactUrl(formatDefault(s.default)) : formatDefault(s.default)}`
+      : shown !== undefined
+        ? `default ${s.secret === true ? REDACTED : s.secret === 'url' ? redactUrl(formatDefault(s, shown)) : formatDefault(s, shown)}`
         : `default ${s.defaultText ?? 'none'}`;
     return `${left.padEnd(40)} ${s.description} (${def}; env ${[envOf(s.key), ...(s.envAliases ?? [])].join(', ')})`;
   });
@@ -162,9 +175,23 @@ export function formatHelp(usage: string, summary: string, settings: readonly Se
   ].join('\n');
 }
 
-function formatDefault(value: string | number | boolean | readonly string[]): string {
+/** A default as a user would type it: a list comma-separated, a duration in ms in its largest whole unit. */
+export function formatDefault(s: Setting, value: string | number | boolean | readonly string[]): string {
   if (Array.isArray(value)) return value.join(',');
+  if (s.type === 'duration' && typeof value === 'number') return formatDuration(value);
   return String(value);
+}
+
+/** `3600000` -> `1h`, `360000` -> `360s`, `10` -> `10ms`: what the duration parser reads back, as the tables always wrote them. */
+function formatDuration(ms: number): string {
+  if (ms !== 0 && ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
+  if (ms !== 0 && ms % 1000 === 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
+}
+
+/** Parses a setting's raw text as a flag would be, for a spec to check --help against the defaults. */
+export function parseSetting(s: Setting, raw: string): unknown {
+  return parse(s, raw, flagOf(s.key));
 }
 
 function readConfigFile(path: string, settings: readonly Setting[]): Record<string, unknown> {

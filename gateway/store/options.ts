@@ -2,10 +2,10 @@
  * Store options with their defaults, validated once when a store is made, so a bad setting fails
  * with one precise line instead of a cache that never forgets or a TTL that fires at once.
  */
-import { silentLogger } from '../../placer/kernel/index.ts';
+import { silentLogger, systemClock } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { redactUrl } from '../../placer/kernel/index.ts';
-import { checkInteger, checkMs, show } from '../../placer/kernel/index.ts';
+import { checksFor, show } from '../../placer/kernel/index.ts';
 import { StoreConfigError } from './errors.ts';
 
 /** Options both stores take. */
@@ -13,7 +13,7 @@ export interface CommonStoreOptions {
   /**
    * How long a finished call's record and result are kept, in ms. Idempotency keys get their own
    * TTL per claim.
-   * @default 3_600_000 (1 h)
+   * @default see storeDefaults
    */
   resultTtl?: number;
   /**
@@ -21,12 +21,12 @@ export interface CommonStoreOptions {
    * {@link RECORD_OVERHEAD_BYTES}. A result that does not fit is refused (StoreFullError), never
    * made room for by dropping another before its TTL. Gateways sharing one Redis share the
    * bound, which Redis itself counts.
-   * @default 268_435_456 (256 MiB)
+   * @default see storeDefaults
    */
   maxStoredBytes?: number;
-  /** Where store problems are logged (evictions, lost connections, failing cancel handlers). @default silent */
+  /** Where store problems are logged (evictions, lost connections, failing cancel handlers). @default see storeDefaults (silent) */
   logger?: Logger;
-  /** The clock for TTLs and call lifetimes, ms since the epoch. @default Date.now */
+  /** The clock for TTLs and call lifetimes, ms since the epoch. @default see storeDefaults (the kernel's systemClock) */
   now?: () => number;
 }
 
@@ -34,7 +34,7 @@ export interface CommonStoreOptions {
 export interface MemoryStoreOptions extends CommonStoreOptions {
   /**
    * Bound on Idempotency-Keys held at once; the oldest claims are dropped beyond it.
-   * @default 100_000
+   * @default see storeDefaults
    */
   maxKeys?: number;
 }
@@ -43,7 +43,7 @@ export interface MemoryStoreOptions extends CommonStoreOptions {
 export interface RedisStoreOptions extends CommonStoreOptions {
   /** `redis://[user:password@]host:port[/db]`. */
   url: string;
-  /** Prefix of every key and pub/sub channel, so several fleets can share one Redis. @default 'sluice:' */
+  /** Prefix of every key and pub/sub channel, so several fleets can share one Redis. @default see storeDefaults */
   keyPrefix?: string;
 }
 
@@ -59,6 +59,8 @@ export const storeDefaults = Object.freeze({
   maxStoredBytes: 256 * 1024 * 1024,
   maxKeys: 100_000,
   keyPrefix: 'sluice:',
+  logger: silentLogger as Logger,
+  now: (): number => systemClock.now(),
 });
 
 /** Resolved memory store options. */
@@ -97,7 +99,7 @@ export interface RedisAddress {
  */
 export function resolveMemoryStoreConfig(options: MemoryStoreOptions = {}): MemoryStoreConfig {
   const { maxKeys = storeDefaults.maxKeys } = options;
-  return Object.freeze({ ...resolveCommon(options), maxKeys: checkInteger('maxKeys', maxKeys, { min: 1 }, fail) });
+  return Object.freeze({ ...resolveCommon(options), maxKeys: check.integer('maxKeys', maxKeys, { min: 1 }) });
 }
 
 /**
@@ -106,7 +108,7 @@ export function resolveMemoryStoreConfig(options: MemoryStoreOptions = {}): Memo
  */
 export function resolveRedisStoreConfig(options: RedisStoreOptions): RedisStoreConfig {
   const { keyPrefix = storeDefaults.keyPrefix } = options;
-  if (typeof keyPrefix !== 'string') throw fail(`keyPrefix must be a string, got ${show(keyPrefix)}`);
+  if (typeof keyPrefix !== 'string') throw check.fail(`keyPrefix must be a string, got ${show(keyPrefix)}`);
   return Object.freeze({ ...resolveCommon(options), keyPrefix, redis: parseRedisUrl(options.url) });
 }
 
@@ -115,7 +117,7 @@ export function resolveRedisStoreConfig(options: RedisStoreOptions): RedisStoreC
  * @throws StoreConfigError quoting the URL with its password masked.
  */
 export function parseRedisUrl(url: unknown): RedisAddress {
-  const bad = () => fail(`store must be redis://host:port[/db], got ${show(typeof url === 'string' ? redactUrl(url) : url)}`);
+  const bad = () => check.fail(`store must be redis://host:port[/db], got ${show(typeof url === 'string' ? redactUrl(url) : url)}`);
   if (typeof url !== 'string') throw bad();
   let parsed: URL;
   try {
@@ -144,18 +146,15 @@ export function parseRedisUrl(url: unknown): RedisAddress {
 }
 
 function resolveCommon(options: CommonStoreOptions): Required<CommonStoreOptions> {
-  const { resultTtl = storeDefaults.resultTtl, maxStoredBytes = storeDefaults.maxStoredBytes, logger = silentLogger, now = Date.now } = options;
-  if (typeof now !== 'function') throw fail(`now must be a function, got ${show(now)}`);
-  const methods = ['debug', 'info', 'warn', 'error'] as const;
-  if (typeof logger !== 'object' || logger === null || methods.some((m) => typeof logger[m] !== 'function')) {
-    throw fail(`logger must have debug, info, warn and error methods, got ${show(logger)}`);
-  }
-  // Infinity is refused by checkInteger: an unbounded store is what this option exists to prevent.
-  checkInteger('maxStoredBytes', maxStoredBytes, { min: 1 }, fail);
+  const { resultTtl = storeDefaults.resultTtl, maxStoredBytes = storeDefaults.maxStoredBytes, logger = storeDefaults.logger, now = storeDefaults.now } = options;
+  if (typeof now !== 'function') throw check.fail(`now must be a function, got ${show(now)}`);
+  check.logger('logger', logger);
+  // Infinity is refused by the integer check: an unbounded store is what this option exists to prevent.
+  check.integer('maxStoredBytes', maxStoredBytes, { min: 1 });
   if (maxStoredBytes < RECORD_OVERHEAD_BYTES) {
-    throw fail(`maxStoredBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got ${show(maxStoredBytes)}`);
+    throw check.fail(`maxStoredBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got ${show(maxStoredBytes)}`);
   }
-  return { resultTtl: checkMs('resultTtl', resultTtl, 1, fail), maxStoredBytes, logger, now };
+  return { resultTtl: check.ms('resultTtl', resultTtl, 1), maxStoredBytes, logger, now };
 }
 
-const fail = (message: string) => new StoreConfigError(message);
+const check = checksFor(StoreConfigError);

@@ -25,21 +25,21 @@ export const LIMITS = Object.freeze({
 
 /** What a scenario can be told. Durations are ms (the CLI turns `10s` into 10000). */
 export interface BenchOptions {
-  /** Length of each measured run, ms; at most 120 s. @default 10000 */
+  /** Length of each measured run, ms; at most 120 s. @default see benchDefaults */
   duration?: number;
-  /** Closed-loop warm-up per target before the first measured run, ms; 0 skips it. @default 2000 */
+  /** Closed-loop warm-up per target before the first measured run, ms; 0 skips it. @default see benchDefaults */
   warmup?: number;
-  /** Connections per target in closed loop; the connection cap in open loop. @default 32 */
+  /** Connections per target in closed loop; the connection cap in open loop. @default see benchDefaults */
   connections?: number;
-  /** Open-loop arrival rate, requests per second. @default 500 */
+  /** Open-loop arrival rate, requests per second. @default see benchDefaults */
   rate?: number;
-  /** Times the whole set of runs is repeated, alternating the target order. @default 1 */
+  /** Times the whole set of runs is repeated, alternating the target order. @default see benchDefaults */
   rounds?: number;
-  /** Also measure nginx in front of the runner when `nginx` is on PATH. @default true */
+  /** Also measure nginx in front of the runner when `nginx` is on PATH. @default see benchDefaults */
   nginx?: boolean;
-  /** Folder for the JSON results and the SVG chart, relative to the working directory. @default 'bench-results' */
+  /** Folder for the JSON results and the SVG chart, relative to the working directory. @default see benchDefaults */
   out?: string;
-  /** Log level of the child processes the scenario starts. @default 'warn' */
+  /** Log level of the child processes the scenario starts. @default see benchDefaults */
   logLevel?: string;
 }
 

@@ -11,8 +11,9 @@ import { PlacerConfigError } from '../errors.ts';
 import { fnv1a64, jumpConsistentHash } from '../hash.ts';
 import { compareIds, readLoad } from '../load.ts';
 import { rotate } from '../rotate.ts';
+import type { PlacerDescriptor } from '../descriptor.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
-import { checkNumber } from '../kernel/index.ts';
+import { checksFor } from '../kernel/index.ts';
 
 /** Options for {@link createConsistentHashPlacer}. */
 export interface ConsistentHashOptions {
@@ -25,10 +26,15 @@ export interface ConsistentHashOptions {
    * Trade-off kept from the paper: while fewer calls are in flight than there are runners the
    * bound is below 1, so a home runner with any call in flight is passed over; affinity is
    * strongest under the load where spilling matters, weakest when the pool is nearly idle.
-   * @default 1.25
+   * @default see consistentHashDefaults
    */
   loadFactor?: number;
 }
+
+/** The defaults, frozen so no caller can change them for everyone else. */
+export const consistentHashDefaults = Object.freeze({ loadFactor: 1.25 });
+
+const check = checksFor(PlacerConfigError);
 
 interface SortedEntry {
   /** The pool's array as it was when sorted, element by element, to notice in-place changes. */
@@ -52,8 +58,8 @@ interface SortedEntry {
  * @throws PlacerConfigError when `loadFactor` is not a finite number of at least 1.
  */
 export function createConsistentHashPlacer(options: ConsistentHashOptions = {}): Placer {
-  const { loadFactor: factor = 1.25 } = options;
-  const loadFactor = checkNumber('loadFactor', factor, { min: 1 }, fail);
+  const { loadFactor: factor = consistentHashDefaults.loadFactor } = options;
+  const loadFactor = check.number('loadFactor', factor, { min: 1 });
   // Pools usually return the same array until membership changes, so sort once per array.
   const cache = new WeakMap<readonly Runner<unknown>[], SortedEntry>();
 
@@ -109,10 +115,16 @@ function byId(a: Runner<unknown>, b: Runner<unknown>): number {
   return compareIds(a.id, b.id);
 }
 
-const fail = (message: string): PlacerConfigError => new PlacerConfigError(message);
-
 function sameItems(a: readonly unknown[], b: readonly unknown[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
 }
+
+/** The registry's entry. */
+export const descriptor: PlacerDescriptor = Object.freeze({
+  name: 'consistent-hash',
+  defaults: consistentHashDefaults,
+  optionKeys: Object.freeze(Object.keys(consistentHashDefaults)),
+  create: (options: Record<string, unknown> | undefined) => createConsistentHashPlacer(options as ConsistentHashOptions),
+});

@@ -8,8 +8,21 @@ export type { ErrorType } from './errors.ts';
 export { SluiceError } from './errors.ts';
 export type { LogFields, Logger, LogLevel } from './log.ts';
 export { createJsonLogger, isLogLevel, silentLogger } from './log.ts';
-export type { IntegerBounds, NumberBounds } from './validate.ts';
-export { MAX_TIMER_MS, checkFunction, checkInteger, checkMs, checkNumber, show } from './validate.ts';
+export type { Checks, Fail, IntegerBounds, NumberBounds, Resolved, Rule } from './validate.ts';
+export {
+  MAX_TIMER_MS,
+  RUNNER_TOKEN_MIN_LENGTH,
+  checkFunction,
+  checkInteger,
+  checkLogger,
+  checkMs,
+  checkNumber,
+  checkRunnerToken,
+  checksFor,
+  resolveOptions,
+  rule,
+  show,
+} from './validate.ts';
 export type { Clock } from './clock.ts';
 export { systemClock } from './clock.ts';
 export { drawIndex, drawWeighted, seededRandom } from './random.ts';

@@ -78,3 +78,106 @@ export function checkFunction<F>(option: string, value: F, fail: (message: strin
   if (typeof value !== 'function') throw fail(`${option} must be a function, got ${show(value)}`);
   return value;
 }
+
+/** Makes the error a failed check throws: each area passes its own config error class. */
+export type Fail = (message: string) => Error;
+
+/** Returns `value` when it has the four methods of a Logger; every module that takes one checks it so. */
+export function checkLogger<L>(option: string, value: L, fail: Fail): L {
+  const methods = ['debug', 'info', 'warn', 'error'] as const;
+  const shape = value as Record<string, unknown> | null;
+  if (typeof value !== 'object' || shape === null || methods.some((m) => typeof shape[m] !== 'function')) {
+    throw fail(`${option} must have debug, info, warn and error methods, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** The shortest runner token a gateway and a runner accept. */
+export const RUNNER_TOKEN_MIN_LENGTH = 16;
+
+/**
+ * The one rule for the shared secret runners present to gateways, applied by both sides: at
+ * least {@link RUNNER_TOKEN_MIN_LENGTH} printable ASCII characters without spaces, so that a
+ * runner refuses at start a token every gateway would refuse. The message never shows the
+ * value: it is a secret.
+ */
+export function checkRunnerToken(option: string, value: unknown, fail: Fail): string {
+  if (typeof value !== 'string' || value.length < RUNNER_TOKEN_MIN_LENGTH || !/^[\x21-\x7e]+$/.test(value)) {
+    throw fail(`${option} must be a string of at least ${RUNNER_TOKEN_MIN_LENGTH} printable ASCII characters without spaces`);
+  }
+  return value;
+}
+
+/** The checks above with an area's error bound in, so a module names its error class once. */
+export interface Checks {
+  /** The area's error for a message, for checks of the module's own. */
+  fail: Fail;
+  integer(option: string, value: unknown, bounds: IntegerBounds): number;
+  ms(option: string, value: unknown, min: 0 | 1): number;
+  number(option: string, value: unknown, bounds: NumberBounds): number;
+  fn<F>(option: string, value: F): F;
+  logger<L>(option: string, value: L): L;
+  runnerToken(option: string, value: unknown): string;
+  /** {@link resolveOptions} with this area's error. */
+  resolve<D extends object>(defaults: D, rules: { readonly [K in keyof D]?: Rule }, options: { readonly [K in keyof D]?: unknown }): Resolved<D>;
+}
+
+/**
+ * The checks of this file throwing `ErrorClass`: `const check = checksFor(GatewayConfigError)`,
+ * then `check.ms('callTimeout', value, 1)`. One helper in place of a `fail` in every module.
+ */
+export function checksFor(ErrorClass: new (message: string) => Error): Checks {
+  const fail: Fail = (message) => new ErrorClass(message);
+  return Object.freeze({
+    fail,
+    integer: (option: string, value: unknown, bounds: IntegerBounds) => checkInteger(option, value, bounds, fail),
+    ms: (option: string, value: unknown, min: 0 | 1) => checkMs(option, value, min, fail),
+    number: (option: string, value: unknown, bounds: NumberBounds) => checkNumber(option, value, bounds, fail),
+    fn: <F>(option: string, value: F) => checkFunction(option, value, fail),
+    logger: <L>(option: string, value: L) => checkLogger(option, value, fail),
+    runnerToken: (option: string, value: unknown) => checkRunnerToken(option, value, fail),
+    resolve: <D extends object>(defaults: D, rules: { readonly [K in keyof D]?: Rule }, options: { readonly [K in keyof D]?: unknown }) =>
+      resolveOptions(defaults, rules, options, fail),
+  });
+}
+
+/** One option's check: returns the value when it passes, else throws what `fail` makes. */
+export type Rule = (option: string, value: unknown, fail: Fail) => unknown;
+
+/** The checks above as rules, for {@link resolveOptions}. */
+export const rule = Object.freeze({
+  integer: (bounds: IntegerBounds): Rule => (option, value, fail) => checkInteger(option, value, bounds, fail),
+  ms: (min: 0 | 1): Rule => (option, value, fail) => checkMs(option, value, min, fail),
+  number: (bounds: NumberBounds): Rule => (option, value, fail) => checkNumber(option, value, bounds, fail),
+  fn: (): Rule => (option, value, fail) => checkFunction(option, value, fail),
+  logger: (): Rule => (option, value, fail) => checkLogger(option, value, fail),
+});
+
+/** A default's type as an option's: `600000` is a number, not the literal. */
+type Widen<T> = T extends number ? number : T extends string ? string : T extends boolean ? boolean : T;
+
+/** What {@link resolveOptions} returns: every defaulted option, of its widened type. */
+export type Resolved<D> = { readonly [K in keyof D]: Widen<D[K]> };
+
+/**
+ * The one way options meet their defaults: each key of `defaults` takes the option's value, or
+ * the default when the option is undefined, then its rule's check, in the order of `rules`
+ * (so the first bad option is the one named). Keys without a rule are taken as they are.
+ * Returns the checked values, frozen.
+ */
+export function resolveOptions<D extends object>(
+  defaults: D,
+  rules: { readonly [K in keyof D]?: Rule },
+  options: { readonly [K in keyof D]?: unknown },
+  fail: Fail,
+): Resolved<D> {
+  const out: Record<string, unknown> = {};
+  // Only undefined means "not given", as in a destructuring default; null is checked as given.
+  const valueOf = (key: string): unknown => {
+    const value = (options as Record<string, unknown>)[key];
+    return value === undefined ? (defaults as Record<string, unknown>)[key] : value;
+  };
+  for (const [key, check] of Object.entries(rules) as [string, Rule | undefined][]) out[key] = check ? check(key, valueOf(key), fail) : valueOf(key);
+  for (const key of Object.keys(defaults)) if (!Object.hasOwn(out, key)) out[key] = valueOf(key);
+  return Object.freeze(out) as Resolved<D>;
+}

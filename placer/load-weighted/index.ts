@@ -5,7 +5,8 @@
  * keeps several gateways reading the same stale reports from all picking the same runner.
  */
 import { byLoad, loadsOf } from '../load.ts';
-import { resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
+import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults, resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
+import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
 import { drawWeighted } from '../kernel/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 
@@ -57,3 +58,11 @@ function* weightedThenFull<R>(
   yield* candidates;
   yield* rest;
 }
+
+/** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */
+export const descriptor: PlacerDescriptor = Object.freeze({
+  name: 'load-weighted',
+  defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs }),
+  optionKeys: LOAD_AWARE_OPTION_KEYS,
+  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) => createLoadWeightedPlacer({ now: () => clock.now(), ...(options as LoadWeightedOptions) }),
+});

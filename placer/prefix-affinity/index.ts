@@ -9,7 +9,9 @@ import { firstThenByLoad, indexedLoadsOf, type IndexedLoads } from '../load.ts';
 import { leastLoadedOrder } from '../least-loaded/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 import { blockHashes } from './blocks.ts';
-import { resolvePrefixAffinity, type PrefixAffinityConfig, type PrefixAffinityOptions } from './options.ts';
+import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
+import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
+import { prefixAffinityDefaults, resolvePrefixAffinity, type PrefixAffinityConfig, type PrefixAffinityOptions } from './options.ts';
 import { PrefixIndex } from './prefix-index.ts';
 
 export type { PrefixAffinityConfig, PrefixAffinityOptions } from './options.ts';
@@ -99,3 +101,11 @@ function outOfBalance(home: number, { loaded, min }: IndexedLoads<unknown>, conf
   if (loaded.length < 2) return false;
   return home - min > config.balanceAbsThreshold && home > config.balanceRelThreshold * min;
 }
+
+/** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */
+export const descriptor: PlacerDescriptor = Object.freeze({
+  name: 'prefix-affinity',
+  defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs, ...prefixAffinityDefaults }),
+  optionKeys: Object.freeze([...LOAD_AWARE_OPTION_KEYS, ...Object.keys(prefixAffinityDefaults)]),
+  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) => createPrefixAffinityPlacer({ now: () => clock.now(), ...(options as PrefixAffinityOptions) }),
+});

@@ -4,25 +4,25 @@
  */
 import { PlacerConfigError } from '../errors.ts';
 import { resolveLoadAware, type LoadAwareConfig, type LoadAwareOptions } from '../load-options.ts';
-import { checkInteger, checkNumber } from '../kernel/index.ts';
+import { checksFor, rule } from '../kernel/index.ts';
 
 /** Options for `createPrefixAffinityPlacer`; the load-aware ones are shared with `least-loaded`. */
 export interface PrefixAffinityOptions extends LoadAwareOptions {
   /**
    * Block size in UTF-16 code units; 64 characters are about 16 tokens, an engine's KV block.
-   * @default 64
+   * @default see prefixAffinityDefaults
    */
   blockSize?: number;
   /**
    * Block hashes the prefix index keeps (least recently served evicted first); about 80 bytes
    * each as measured here, so the default covers 6.4 M characters of distinct prefixes in 8 MB.
-   * @default 100_000
+   * @default see prefixAffinityDefaults
    */
   maxBlocks?: number;
   /**
    * Smallest share of the prompt (matched prefix / prompt length) worth keeping affinity for;
    * below it the call goes least-loaded. SGLang's cache threshold.
-   * @default 0.3
+   * @default see prefixAffinityDefaults
    */
   minMatchRatio?: number;
   /**
@@ -32,12 +32,12 @@ export interface PrefixAffinityOptions extends LoadAwareOptions {
    * SGLang's 64 requests are a quarter of a 256-sequence engine, but on 16-sequence engines a
    * quarter is 4 calls, within the ordinary spread of a pool at half load, and tripped so often
    * that sessions kept losing their cached history (see the placer's file comment).
-   * @default 0.5
+   * @default see prefixAffinityDefaults
    */
   balanceAbsThreshold?: number;
   /**
    * See `balanceAbsThreshold`: also needed is home load > this x min load. SGLang's 1.5.
-   * @default 1.5
+   * @default see prefixAffinityDefaults
    */
   balanceRelThreshold?: number;
 }
@@ -68,22 +68,16 @@ const MAX_BLOCKS_LIMIT = 10_000_000;
  * @throws PlacerConfigError naming the option and the bad value.
  */
 export function resolvePrefixAffinity(options: PrefixAffinityOptions): PrefixAffinityConfig {
-  const d = prefixAffinityDefaults;
-  const {
-    blockSize = d.blockSize,
-    maxBlocks = d.maxBlocks,
-    minMatchRatio = d.minMatchRatio,
-    balanceAbsThreshold = d.balanceAbsThreshold,
-    balanceRelThreshold = d.balanceRelThreshold,
-  } = options;
-  return Object.freeze({
-    ...resolveLoadAware(options),
-    blockSize: checkInteger('blockSize', blockSize, { min: 1, max: 1_000_000 }, fail),
-    maxBlocks: checkInteger('maxBlocks', maxBlocks, { min: 1, max: MAX_BLOCKS_LIMIT }, fail),
-    minMatchRatio: checkNumber('minMatchRatio', minMatchRatio, { min: 0, max: 1 }, fail),
-    balanceAbsThreshold: checkNumber('balanceAbsThreshold', balanceAbsThreshold, { min: 0 }, fail),
-    balanceRelThreshold: checkNumber('balanceRelThreshold', balanceRelThreshold, { min: 1 }, fail),
-  });
+  return Object.freeze({ ...resolveLoadAware(options), ...check.resolve(prefixAffinityDefaults, prefixAffinityRules, options) });
 }
 
-const fail = (message: string): PlacerConfigError => new PlacerConfigError(message);
+/** How each option is checked, in the order the first bad one is reported. */
+const prefixAffinityRules = {
+  blockSize: rule.integer({ min: 1, max: 1_000_000 }),
+  maxBlocks: rule.integer({ min: 1, max: MAX_BLOCKS_LIMIT }),
+  minMatchRatio: rule.number({ min: 0, max: 1 }),
+  balanceAbsThreshold: rule.number({ min: 0 }),
+  balanceRelThreshold: rule.number({ min: 1 }),
+};
+
+const check = checksFor(PlacerConfigError);

@@ -5,6 +5,7 @@
  */
 import { PlacerConfigError } from '../errors.ts';
 import { rotate } from '../rotate.ts';
+import type { PlacerDescriptor } from '../descriptor.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 
 /** Options for {@link createRoundRobinPlacer}. */
@@ -12,10 +13,13 @@ export interface RoundRobinOptions {
   /**
    * Picks the counter's starting point, called once. Random by default so a fleet of gateways
    * restarted together does not send its first calls all to the same runner.
-   * @default Math.random
+   * @default see roundRobinDefaults (Math.random)
    */
   random?: () => number;
 }
+
+/** The defaults, frozen so no caller can change them for everyone else. */
+export const roundRobinDefaults = Object.freeze({ random: Math.random });
 
 /** Offset space for the first start; large, so it stays uniform for any realistic pool size. */
 const OFFSET_SPACE = 2 ** 32;
@@ -26,7 +30,7 @@ const OFFSET_SPACE = 2 ** 32;
  * @throws PlacerConfigError when `random()` returns something outside [0, 1).
  */
 export function createRoundRobinPlacer(options: RoundRobinOptions = {}): Placer {
-  const { random = Math.random } = options;
+  const { random = roundRobinDefaults.random } = options;
   const r = random();
   if (typeof r !== 'number' || !(r >= 0 && r < 1)) {
     throw new PlacerConfigError(`random must return a number in [0, 1), got ${String(r)}`);
@@ -44,3 +48,11 @@ export function createRoundRobinPlacer(options: RoundRobinOptions = {}): Placer 
     },
   };
 }
+
+/** The registry's entry: no option a config may set (`random` is code-only). */
+export const descriptor: PlacerDescriptor = Object.freeze({
+  name: 'round-robin',
+  defaults: Object.freeze({}),
+  optionKeys: Object.freeze([]),
+  create: (options: Record<string, unknown> | undefined) => createRoundRobinPlacer(options as RoundRobinOptions),
+});

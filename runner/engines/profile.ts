@@ -9,7 +9,7 @@ import { access, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
 import { SluiceError } from '../../placer/kernel/index.ts';
-import { checkInteger, checkMs, show } from '../../placer/kernel/index.ts';
+import { checksFor, show } from '../../placer/kernel/index.ts';
 import { PROFILE_KINDS, KIND_RULES } from './argv.ts';
 import type { ProfileKind, EngineLaunch } from './argv.ts';
 
@@ -35,7 +35,7 @@ export interface EngineProfile {
   args?: string[];
   /** Environment variables set over the runner's own. @default {} */
   env?: Record<string, string>;
-  /** How long the engine may take to become ready, in ms. @default 600000 (sim: 30000) */
+  /** How long the engine may take to become ready, in ms. @default see KIND_RULES (runner/engines/argv.ts), per engine kind */
   startTimeout?: number;
 }
 
@@ -62,7 +62,7 @@ export class ProfileError extends SluiceError {
 }
 
 const FIELDS = ['kind', 'model', 'gpus', 'port', 'host', 'binary', 'args', 'env', 'startTimeout'];
-const fail = (message: string): ProfileError => new ProfileError(message);
+const check = checksFor(ProfileError);
 
 /**
  * Checks a profile against its kind's rules and this node, and applies defaults.
@@ -70,34 +70,34 @@ const fail = (message: string): ProfileError => new ProfileError(message);
  */
 export async function validateProfile(profile: unknown, facts: ProfileFacts): Promise<ValidProfile> {
   if (typeof profile !== 'object' || profile === null || Array.isArray(profile)) {
-    throw fail(`profile must be an object, got ${show(profile)}`);
+    throw check.fail(`profile must be an object, got ${show(profile)}`);
   }
   const p = profile as Record<string, unknown>;
   // A misspelt field (`gpu` for `gpus`) would otherwise launch silently on the wrong hardware.
   const unknown = Object.keys(p).find((key) => !FIELDS.includes(key));
-  if (unknown !== undefined) throw fail(`profile has an unknown field ${show(unknown)}; known fields: ${FIELDS.join(', ')}`);
+  if (unknown !== undefined) throw check.fail(`profile has an unknown field ${show(unknown)}; known fields: ${FIELDS.join(', ')}`);
 
   const kind = p.kind;
   if (typeof kind !== 'string' || !(PROFILE_KINDS as readonly string[]).includes(kind)) {
-    throw fail(`profile.kind must be one of ${PROFILE_KINDS.join(', ')}, got ${show(kind)}`);
+    throw check.fail(`profile.kind must be one of ${PROFILE_KINDS.join(', ')}, got ${show(kind)}`);
   }
   const rules = KIND_RULES[kind as ProfileKind];
-  if (typeof p.model !== 'string' || p.model.trim() === '') throw fail(`profile.model must be a non-empty string, got ${show(p.model)}`);
-  const port = checkInteger('profile.port', p.port, { min: 1, max: 65_535 }, fail);
+  if (typeof p.model !== 'string' || p.model.trim() === '') throw check.fail(`profile.model must be a non-empty string, got ${show(p.model)}`);
+  const port = check.integer('profile.port', p.port, { min: 1, max: 65_535 });
   const host = p.host ?? '127.0.0.1';
-  if (typeof host !== 'string' || host === '') throw fail(`profile.host must be a non-empty string, got ${show(host)}`);
+  if (typeof host !== 'string' || host === '') throw check.fail(`profile.host must be a non-empty string, got ${show(host)}`);
   const gpus = checkGpus(p.gpus, kind as ProfileKind, facts.gpuIndices);
   const args = checkArgs(p.args, kind as ProfileKind);
   const env = checkEnv(p.env, rules.env);
-  const startTimeout = checkMs('profile.startTimeout', p.startTimeout ?? rules.startTimeout, 1, fail);
+  const startTimeout = check.ms('profile.startTimeout', p.startTimeout ?? rules.startTimeout, 1);
 
   let binary: string | undefined;
   const name = p.binary ?? rules.binary;
   if (name !== undefined) {
-    if (typeof name !== 'string' || name === '') throw fail(`profile.binary must be a non-empty string, got ${show(name)}`);
+    if (typeof name !== 'string' || name === '') throw check.fail(`profile.binary must be a non-empty string, got ${show(name)}`);
     binary = await facts.findBinary(name);
     if (binary === undefined) {
-      throw fail(
+      throw check.fail(
         p.binary === undefined
           ? `${name} (the default binary for kind ${kind}) was not found on PATH; install it or set profile.binary`
           : `profile.binary ${show(name)} was not found${name.includes('/') ? ' or is not executable' : ' on PATH'}`,
@@ -112,7 +112,7 @@ export async function validateProfile(profile: unknown, facts: ProfileFacts): Pr
     const code = (error as { code?: unknown }).code ?? (error as Error).message;
     throw new ProfileError(`profile.host ${show(host)} cannot be bound on this node (${String(code)})`, { cause: error });
   }
-  if (!free) throw fail(`profile.port ${port} is not free on ${host}: something listens there or binding it is not allowed`);
+  if (!free) throw check.fail(`profile.port ${port} is not free on ${host}: something listens there or binding it is not allowed`);
 
   return Object.freeze({
     kind: kind as ProfileKind,
@@ -129,18 +129,18 @@ export async function validateProfile(profile: unknown, facts: ProfileFacts): Pr
 
 function checkGpus(value: unknown, kind: ProfileKind, onNode: readonly number[]): number[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) throw fail(`profile.gpus must be an array of GPU indices, got ${show(value)}`);
+  if (!Array.isArray(value)) throw check.fail(`profile.gpus must be an array of GPU indices, got ${show(value)}`);
   if (kind === 'sim' && value.length > 0) {
-    throw fail(`profile.gpus must be empty for kind sim (the simulated engine uses no GPUs), got ${show(value)}`);
+    throw check.fail(`profile.gpus must be empty for kind sim (the simulated engine uses no GPUs), got ${show(value)}`);
   }
   const seen = new Set<number>();
   for (const [i, gpu] of value.entries()) {
-    checkInteger(`profile.gpus[${i}]`, gpu, { min: 0 }, fail);
-    if (seen.has(gpu)) throw fail(`profile.gpus lists GPU ${gpu} twice`);
+    check.integer(`profile.gpus[${i}]`, gpu, { min: 0 });
+    if (seen.has(gpu)) throw check.fail(`profile.gpus lists GPU ${gpu} twice`);
     seen.add(gpu);
     if (!onNode.includes(gpu)) {
       const has = onNode.length === 0 ? 'this node has no GPUs' : `this node has GPUs ${onNode.join(', ')}`;
-      throw fail(`profile.gpus[${i}]: GPU ${gpu} is not on this node (${has})`);
+      throw check.fail(`profile.gpus[${i}]: GPU ${gpu} is not on this node (${has})`);
     }
   }
   return [...value] as number[];
@@ -148,30 +148,30 @@ function checkGpus(value: unknown, kind: ProfileKind, onNode: readonly number[])
 
 function checkArgs(value: unknown, kind: ProfileKind): string[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) throw fail(`profile.args must be an array of strings, got ${show(value)}`);
+  if (!Array.isArray(value)) throw check.fail(`profile.args must be an array of strings, got ${show(value)}`);
   for (const [i, arg] of value.entries()) {
     // spawn() refuses a NUL byte only at launch; say so now, with the index.
-    if (typeof arg !== 'string' || arg.includes('\0')) throw fail(`profile.args[${i}] must be a string without NUL bytes, got ${show(arg)}`);
+    if (typeof arg !== 'string' || arg.includes('\0')) throw check.fail(`profile.args[${i}] must be a string without NUL bytes, got ${show(arg)}`);
   }
   const args = value as string[];
   const rules = KIND_RULES[kind];
-  if (rules.noArgs !== undefined && args.length > 0) throw fail(`profile.args must be empty for kind ${kind} (${rules.noArgs}), got ${show(args)}`);
+  if (rules.noArgs !== undefined && args.length > 0) throw check.fail(`profile.args must be empty for kind ${kind} (${rules.noArgs}), got ${show(args)}`);
   for (const [i, arg] of args.entries()) {
     const eq = arg.startsWith('-') ? arg.indexOf('=') : -1;
     const flag = eq === -1 ? arg : arg.slice(0, eq);
     const field = rules.reserved[flag];
     if (field !== undefined) {
-      throw fail(`profile.args[${i}] ${show(arg)} is set by the runner from profile.${field}; set it there instead`);
+      throw check.fail(`profile.args[${i}] ${show(arg)} is set by the runner from profile.${field}; set it there instead`);
     }
     if (!rules.valued.has(flag)) continue;
     if (eq !== -1) {
-      if (eq === arg.length - 1) throw fail(`profile.args[${i}] ${show(arg)} needs a value, got nothing after "="`);
+      if (eq === arg.length - 1) throw check.fail(`profile.args[${i}] ${show(arg)} needs a value, got nothing after "="`);
       continue;
     }
     const next = args[i + 1];
     // Negative numbers (`--seed -1`) are values, not options.
     if (next === undefined || /^-[^\d.]/.test(next)) {
-      throw fail(`profile.args[${i}] ${show(arg)} needs a value, got ${next === undefined ? 'nothing after it' : `${show(next)} after it`}`);
+      throw check.fail(`profile.args[${i}] ${show(arg)} needs a value, got ${next === undefined ? 'nothing after it' : `${show(next)} after it`}`);
     }
   }
   return [...args];
@@ -184,15 +184,15 @@ function checkArgs(value: unknown, kind: ProfileKind): string[] {
 function checkEnv(value: unknown, reserved: Readonly<Record<string, string>>): Record<string, string> {
   if (value === undefined) return {};
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw fail(`profile.env must be an object of string values, got ${kindOf(value)}`);
+    throw check.fail(`profile.env must be an object of string values, got ${kindOf(value)}`);
   }
   const env: Record<string, string> = {};
   for (const [key, v] of Object.entries(value)) {
-    if (key === '' || key.includes('=') || key.includes('\0')) throw fail(`profile.env has an invalid variable name ${show(key)}`);
-    if (typeof v !== 'string') throw fail(`profile.env.${key} must be a string, got ${kindOf(v)}`);
-    if (v.includes('\0')) throw fail(`profile.env.${key} must not contain NUL bytes`);
+    if (key === '' || key.includes('=') || key.includes('\0')) throw check.fail(`profile.env has an invalid variable name ${show(key)}`);
+    if (typeof v !== 'string') throw check.fail(`profile.env.${key} must be a string, got ${kindOf(v)}`);
+    if (v.includes('\0')) throw check.fail(`profile.env.${key} must not contain NUL bytes`);
     const field = reserved[key];
-    if (field !== undefined) throw fail(`profile.env.${key} is set by the runner from profile.${field}; set it there instead`);
+    if (field !== undefined) throw check.fail(`profile.env.${key} is set by the runner from profile.${field}; set it there instead`);
     env[key] = v;
   }
   return env;

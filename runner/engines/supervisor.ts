@@ -16,7 +16,7 @@ import { fullJitterBackoff, systemClock } from '../../placer/kernel/index.ts';
 import { silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger, LogFields } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
-import { checkInteger, checkMs, show } from '../../placer/kernel/index.ts';
+import { checksFor, show } from '../../placer/kernel/index.ts';
 import { RunnerConfigError } from '../errors.ts';
 import type { EngineCommand } from './argv.ts';
 import type { ValidProfile } from './profile.ts';
@@ -63,32 +63,32 @@ export interface EngineSupervisorOptions {
   command: EngineCommand;
   /** True once the engine can take calls; polled while starting. The signal aborts at a timeout or stop. */
   checkReady(signal: AbortSignal): Promise<boolean>;
-  /** @default a logger that drops everything */
+  /** @default see supervisorDefaults */
   logger?: Logger;
-  /** Output lines (stdout and stderr together) kept for status and failures. @default 100 */
+  /** Output lines (stdout and stderr together) kept for status and failures. @default see supervisorDefaults */
   tailLines?: number;
-  /** Pause between readiness checks, in ms. @default 250 */
+  /** Pause between readiness checks, in ms. @default see supervisorDefaults */
   readyInterval?: number;
-  /** Backoff before the first restart, in ms; full jitter takes a random part of it. @default 1000 */
+  /** Backoff before the first restart, in ms; full jitter takes a random part of it. @default see supervisorDefaults */
   backoffBase?: number;
-  /** Growth of the backoff per failure in a row. @default 2 */
+  /** Growth of the backoff per failure in a row. @default see supervisorDefaults */
   backoffFactor?: number;
-  /** Largest backoff, in ms. @default 60000 */
+  /** Largest backoff, in ms. @default see supervisorDefaults */
   backoffCap?: number;
   /**
    * Restarts allowed before the supervisor gives up (state `failed` for good): at most this many
    * in a row without the engine becoming ready, and at most this many within `restartWindow`
    * (an engine that crashes each time it becomes ready resets the first count, not the second).
-   * @default 10
+   * @default see supervisorDefaults
    */
   maxRestarts?: number;
-  /** @default 3600000 (an hour, so that engines taking minutes to load still hit the limit) */
+  /** @default see supervisorDefaults */
   restartWindow?: number;
-  /** How long a timed-out start gets between SIGTERM and SIGKILL, in ms. @default 10000 */
+  /** How long a timed-out start gets between SIGTERM and SIGKILL, in ms. @default see supervisorDefaults */
   killGrace?: number;
-  /** Uniform in [0, 1); for the backoff jitter. @default Math.random */
+  /** Uniform in [0, 1); for the backoff jitter. @default see supervisorDefaults */
   random?: () => number;
-  /** @default the system clock */
+  /** @default see supervisorDefaults */
   clock?: Clock;
 }
 
@@ -109,6 +109,26 @@ const FLUSH_MS = 250;
 /** Longer lines are cut: a runaway line must not hold the whole tail's memory. */
 const MAX_LINE = 4096;
 
+/** The supervisor's defaults, in one place. */
+export const supervisorDefaults = Object.freeze({
+  logger: silentLogger as Logger,
+  tailLines: 100,
+  readyInterval: 250,
+  backoffBase: 1000,
+  backoffFactor: 2,
+  backoffCap: 60_000,
+  maxRestarts: 10,
+  /** An hour, so that engines taking minutes to load still hit the limit. */
+  restartWindow: 3_600_000,
+  killGrace: 10_000,
+  /** stop()'s grace between SIGTERM and SIGKILL when the caller gives none. */
+  stopGrace: 10_000,
+  random: Math.random,
+  clock: systemClock as Clock,
+});
+
+const check = checksFor(RunnerConfigError);
+
 /** Launches one engine and keeps it running; see the module comment. */
 export class EngineSupervisor {
   readonly #config: Config;
@@ -128,26 +148,27 @@ export class EngineSupervisor {
 
   /** @throws {RunnerConfigError} naming the first bad option. */
   constructor(options: EngineSupervisorOptions) {
-    const fail = (message: string): Error => new RunnerConfigError(message);
-    const { logger = silentLogger, tailLines = 100, readyInterval = 250, backoffBase = 1000, backoffFactor = 2 } = options;
-    const { backoffCap = 60_000, maxRestarts = 10, restartWindow = 3_600_000, killGrace = 10_000 } = options;
-    const { random = Math.random, clock = systemClock, profile, command, checkReady } = options;
-    if (typeof command?.command !== 'string' || command.command === '') throw fail(`command.command must be a non-empty string, got ${show(command?.command)}`);
+    const d = supervisorDefaults;
+    const { logger = d.logger, tailLines = d.tailLines, readyInterval = d.readyInterval, backoffBase = d.backoffBase, backoffFactor = d.backoffFactor } = options;
+    const { backoffCap = d.backoffCap, maxRestarts = d.maxRestarts, restartWindow = d.restartWindow, killGrace = d.killGrace } = options;
+    const { random = d.random, clock = d.clock, profile, command, checkReady } = options;
+    if (typeof command?.command !== 'string' || command.command === '') throw check.fail(`command.command must be a non-empty string, got ${show(command?.command)}`);
     for (const [name, fn] of [['checkReady', checkReady], ['random', random]] as const) {
-      if (typeof fn !== 'function') throw fail(`${name} must be a function, got ${show(fn)}`);
+      if (typeof fn !== 'function') throw check.fail(`${name} must be a function, got ${show(fn)}`);
     }
-    checkMs('profile.startTimeout', profile.startTimeout, 1, fail);
-    checkInteger('tailLines', tailLines, { min: 1, max: 100_000 }, fail);
-    checkMs('readyInterval', readyInterval, 1, fail);
-    checkMs('backoffBase', backoffBase, 0, fail);
+    check.ms('profile.startTimeout', profile.startTimeout, 1);
+    check.integer('tailLines', tailLines, { min: 1, max: 100_000 });
+    check.ms('readyInterval', readyInterval, 1);
+    check.ms('backoffBase', backoffBase, 0);
     if (typeof backoffFactor !== 'number' || !(backoffFactor >= 1) || !Number.isFinite(backoffFactor)) {
-      throw fail(`backoffFactor must be a number of at least 1, got ${show(backoffFactor)}`);
+      throw check.fail(`backoffFactor must be a number of at least 1, got ${show(backoffFactor)}`);
     }
-    checkMs('backoffCap', backoffCap, 0, fail);
-    if (backoffCap < backoffBase) throw fail(`backoffCap must be at least backoffBase (${backoffBase}), got ${backoffCap}`);
-    checkInteger('maxRestarts', maxRestarts, { min: 0 }, fail);
-    checkMs('restartWindow', restartWindow, 1, fail);
-    checkMs('killGrace', killGrace, 0, fail);
+    check.ms('backoffCap', backoffCap, 0);
+    if (backoffCap < backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${backoffBase}), got ${backoffCap}`);
+    check.integer('maxRestarts', maxRestarts, { min: 0 });
+    check.ms('restartWindow', restartWindow, 1);
+    check.ms('killGrace', killGrace, 0);
+    check.logger('logger', logger);
     this.#config = Object.freeze({ profile, command, checkReady, tailLines, readyInterval, backoffBase, backoffFactor, backoffCap, maxRestarts, restartWindow, killGrace, random, clock });
     this.#log = logger.child({ kind: profile.kind, model: profile.model });
   }
@@ -202,9 +223,9 @@ export class EngineSupervisor {
    * SIGTERM to the engine's process group, SIGKILL after `graceMs`; resolves once it exited.
    * Idempotent; cancels a pending restart; a `failed` supervisor stays `failed`.
    */
-  stop(graceMs = 10_000): Promise<void> {
+  stop(graceMs: number = supervisorDefaults.stopGrace): Promise<void> {
     try {
-      checkMs('graceMs', graceMs, 0, (message) => new RunnerConfigError(message));
+      check.ms('graceMs', graceMs, 0);
     } catch (error) {
       return Promise.reject(error);
     }

@@ -129,7 +129,9 @@ describe('resolveGatewayOptions', () => {
   });
 
   it('throws without echoing it when the runner token is short, and when lostAfter does not outlast unreachability', () => {
-    expect(configError({ runnerToken: 'secret' }).message).toBe('runnerToken must be a string of at least 16 characters');
+    expect(configError({ runnerToken: 'secret' }).message).toBe('runnerToken must be a string of at least 16 printable ASCII characters without spaces');
+    // The runner's rule too: a token it would refuse is refused here, without echoing it.
+    expect(configError({ runnerToken: 'sixteen chars or more' }).message).toBe('runnerToken must be a string of at least 16 printable ASCII characters without spaces');
     expect(configError({ runners, runnerToken: 'y'.repeat(16), lostAfter: 3000, heartbeatInterval: 1000 }).message).toBe(
       'lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (3000 ms), got 3000',
     );

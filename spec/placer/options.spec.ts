@@ -46,7 +46,7 @@ describe('resolvePlacerConfig', () => {
       resolvePlacerConfig({ retryAllDelay: -1 });
       expect.unreachable();
     } catch (error) {
-      expect(error).toMatchObject({ code: 'PLACER_INVALID_CONFIG', name: 'PlacerConfigError' });
+      expect(error).toMatchObject({ code: 'PLACER_INVALID_OPTION', name: 'PlacerConfigError' });
     }
   });
 });

@@ -2,7 +2,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PlacerConfigError, builtinPlacers, loadPlacer, placeCall } from '../../placer/index.ts';
+import { PlacerConfigError, builtinPlacers, loadPlacer, placeCall, placerDescriptors } from '../../placer/index.ts';
+import type { Placer, Runner } from '../../placer/index.ts';
 import { FakeClock, Fleet, fakeCall, fakePool } from './fake.ts';
 
 const fixtures = resolve(import.meta.dirname, '../fixtures/placers');
@@ -14,7 +15,7 @@ async function refusal(spec: string, cwd = fixtures): Promise<PlacerConfigError>
     (e: unknown) => e,
   );
   expect(error).toBeInstanceOf(PlacerConfigError);
-  expect(error).toMatchObject({ code: 'PLACER_INVALID_CONFIG' });
+  expect(error).toMatchObject({ code: 'PLACER_INVALID_OPTION' });
   return error as PlacerConfigError;
 }
 
@@ -116,5 +117,50 @@ describe('loadPlacer options', () => {
       'placer consistent-hash has no option "loadfactor"; it takes loadFactor',
     );
     await expect(loadPlacer('round-robin', { options: { random: 1 } })).rejects.toThrow('placer round-robin has no option "random"; it takes none');
+  });
+});
+
+let scratchDir = '';
+beforeAll(async () => {
+  scratchDir = await mkdtemp(join(tmpdir(), 'sluice-placer-context-'));
+  await writeFile(join(scratchDir, 'context.mjs'), "export default (options, context) => ({ name: 'ctx', got: [options, context], order: (_c, r) => r });\n");
+});
+afterAll(async () => {
+  await rm(scratchDir, { recursive: true, force: true });
+});
+
+describe('placer descriptors', () => {
+  it('describe every built-in: name, defaults for each option key, and create', () => {
+    expect(Object.keys(placerDescriptors)).toEqual(Object.keys(builtinPlacers));
+    for (const [name, descriptor] of Object.entries(placerDescriptors)) {
+      expect(descriptor.name).toBe(name);
+      expect(Object.keys(descriptor.defaults).sort()).toEqual([...descriptor.optionKeys].sort());
+      expect(descriptor.create(undefined, { clock: new FakeClock() }).name).toBe(name);
+    }
+  });
+
+  it.each(['least-loaded', 'load-weighted', 'prefix-affinity'])('make %s read report freshness from the context clock', async (name) => {
+    const clock = new FakeClock();
+    const reported = { running: 4, at: clock.now() };
+    const runner = (id: string, running: boolean): Runner => ({
+      id,
+      tryExec: () => Promise.resolve({ kind: 'busy' }),
+      load: () => ({ inFlight: 0, slots: 4, ...(running ? { reported } : {}) }),
+    });
+    const runners = [runner('a', true), runner('b', false)];
+    const placer = await loadPlacer(name, { options: { staleAfterMs: 100 }, clock });
+    const first = (p: Placer) => [...p.order(fakeCall(), runners)][0]!.id;
+    // Fresh on the fake clock: a, full, goes after b whatever the draw.
+    for (let i = 0; i < 20; i++) expect(first(placer)).toBe('b');
+    clock.advance(101);
+    // Stale: both read idle, so draws put a first at least once (Date.now would have made it stale from the start).
+    const firsts = new Set(Array.from({ length: 40 }, () => first(placer)));
+    expect(firsts.has('a')).toBe(true);
+  });
+
+  it("hands a module's factory the options and the context", async () => {
+    const clock = new FakeClock();
+    const placer = (await loadPlacer('./context.mjs', { cwd: scratchDir, options: { weight: 2 }, clock })) as Placer & { got: unknown[] };
+    expect(placer.got).toEqual([{ weight: 2 }, { clock }]);
   });
 });

@@ -291,7 +291,9 @@ describe('runner registration', () => {
       [{ gateways: ['http://gw:8080'], runnerToken: undefined }, 'runnerToken is required with gateways'],
       [{ gateways: ['nope'] }, 'gateways[0] must be an http:// or https:// URL, got "nope"'],
       [{ gateways: ['http://gw:8080', 'http://gw:8080/'] }, 'gateways lists http://gw:8080 twice'],
-      [{ runnerToken: 'has a space' }, 'runnerToken must be a non-empty string of printable ASCII characters without spaces'],
+      [{ runnerToken: 'has a space but is long' }, 'runnerToken must be a string of at least 16 printable ASCII characters without spaces'],
+      // The gateway's rule too: a short token is refused at start, not by every gateway later.
+      [{ runnerToken: 'short-token' }, 'runnerToken must be a string of at least 16 printable ASCII characters without spaces'],
       [{ advertiseUrl: 'ftp://x' }, 'advertiseUrl must be an http:// or https:// URL, got "ftp://x"'],
       [{ advertiseUrl: 'http://0.0.0.0:9000' }, 'advertiseUrl must name an address gateways can reach, not 0.0.0.0'],
       [{ heartbeatInterval: 0 }, 'heartbeatInterval must be a positive integer, got 0'],
@@ -301,7 +303,8 @@ describe('runner registration', () => {
       expect(make).toThrow(RunnerConfigError);
       expect(make).toThrow(message);
     }
-    expect(() => createRunner({ engine, runnerToken: 'has a space' })).not.toThrow(/has a space/);
+    expect(() => createRunner({ engine, runnerToken: 'has a space but is long' })).not.toThrow(/has a space/);
+    expect(() => createRunner({ engine, runnerToken: 'short-token' })).not.toThrow(/short-token/);
     for (const host of ['0.0.0.0', '::']) {
       const runner = createRunner({ engine, gateways: ['http://gw:8080'], runnerToken: TOKEN });
       await expect(runner.listen(0, host)).rejects.toThrow(`advertiseUrl is required with gateways when listening on ${host}`);

@@ -32,9 +32,9 @@ export interface SimFailureRates {
 
 /** What a simulated engine can be told. Every field is optional; timing and capacity fields default to the profile's. */
 export interface SimEngineOptions {
-  /** Named set of timing and capacity defaults (see profiles.ts). @default 'small' */
+  /** Named set of timing and capacity defaults (see profiles.ts). @default see simEngineDefaults */
   profile?: SimProfileName;
-  /** Served model names; the first is used when a request names none, as vLLM does. @default ['sim-small'] */
+  /** Served model names; the first is used when a request names none, as vLLM does. @default see simEngineDefaults */
   models?: string[];
   /** Named in the `sluice-engine-id` header of every response. @default `sim-<6 random hex digits>` */
   engineId?: string;
@@ -56,7 +56,7 @@ export interface SimEngineOptions {
   itlJitterStdMs?: number;
   /** Slow-down with every slot busy, at least 1; 1 means none. @default profile (small 1, h100-8b 2) */
   loadFactor?: number;
-  /** Output length when a request sets no limit; a request's max_tokens caps it. @default 16 */
+  /** Output length when a request sets no limit; a request's max_tokens caps it. @default see simEngineDefaults */
   outputTokens?: number;
   /** Requests running at once (vLLM's `--max-num-seqs`). @default profile (16) */
   maxNumSeqs?: number;
@@ -66,11 +66,11 @@ export interface SimEngineOptions {
   cacheBlocks?: number;
   /** KV-cache blocks of 16 tokens on the device, for `vllm:kv_cache_usage_perc`. @default profile (small 65536, h100-8b 27000) */
   kvBlocks?: number;
-  /** Largest request body accepted, bytes; a larger one is answered 413. @default 16777216 (16 MiB) */
+  /** Largest request body accepted, bytes; a larger one is answered 413. @default see simEngineDefaults */
   maxBodyBytes?: number;
-  /** Fault injection: chance per call of each refusal, drawn from `random` before any output. @default {} (none) */
+  /** Fault injection: chance per call of each refusal, drawn from `random` before any output. @default see simEngineDefaults (none) */
   failureRate?: SimFailureRates;
-  /** Time after creation during which /health, /v1/models and calls answer 503 `model_loading`, ms. @default 0 */
+  /** Time after creation during which /health, /v1/models and calls answer 503 `model_loading`, ms. @default see simEngineDefaults */
   startupDelayMs?: number;
   /** The Nth call (counted once loaded, from 1) crashes the engine: `onCrash` runs, once. @default undefined (never) */
   crashOnCall?: number;
@@ -111,7 +111,7 @@ export interface ResolvedSimEngineOptions {
 }
 
 function resolveModels(value: unknown): readonly string[] {
-  if (value === undefined) return Object.freeze(['sim-small']);
+  if (value === undefined) return simEngineDefaults.models;
   if (!Array.isArray(value) || value.length === 0) {
     throw new SimOptionError('models', `models must be a non-empty array of names, got ${show(value)}`);
   }
@@ -144,7 +144,7 @@ function showJson(value: unknown): string {
 }
 
 function resolveFailureRate(value: unknown): ResolvedSimEngineOptions['failureRate'] {
-  if (value === undefined) return Object.freeze({ 429: 0, 503: 0, 500: 0 });
+  if (value === undefined) return simEngineDefaults.failureRate;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new SimOptionError('failureRate', `failureRate must be an object like { 429: 0.1 }, got ${showJson(value)}`);
   }
@@ -190,11 +190,25 @@ function resolveOverhead(options: SimEngineOptions, fallback: number): number {
 }
 
 /**
+ * The defaults that do not come from the profile, in one place: resolveSimEngineOptions applies
+ * them and `sluice sim-engine --help` prints them. Timings and capacities come from the profile.
+ */
+export const simEngineDefaults = Object.freeze({
+  profile: 'small' as SimProfileName,
+  models: Object.freeze(['sim-small']) as readonly string[],
+  outputTokens: 16,
+  maxBodyBytes: 16 * 1024 * 1024,
+  startupDelayMs: 0,
+  /** No injected failures. */
+  failureRate: Object.freeze({ 429: 0, 503: 0, 500: 0 }) as Readonly<Record<'429' | '503' | '500', number>>,
+});
+
+/**
  * Applies the profile's defaults to `options`, then validates every field.
  * @throws {SimOptionError} (code `SIM_INVALID_OPTION`) naming the first bad option and its value.
  */
 export function resolveSimEngineOptions(options: SimEngineOptions = {}): ResolvedSimEngineOptions {
-  const { clock = Date, random = Math.random, profile = 'small' } = options;
+  const { clock = Date, random = Math.random, profile = simEngineDefaults.profile } = options;
   // Date itself is the default clock, and it is a function with a static now().
   if ((typeof clock !== 'object' && typeof clock !== 'function') || clock === null || typeof clock.now !== 'function') {
     throw new SimOptionError('clock', `clock must be an object with a now() method, got ${show(clock)}`);
@@ -219,14 +233,14 @@ export function resolveSimEngineOptions(options: SimEngineOptions = {}): Resolve
     itlMs: nonNegativeMs('itlMs', options.itlMs, base.itlMs),
     itlJitterStdMs: nonNegativeMs('itlJitterStdMs', options.itlJitterStdMs, base.itlJitterStdMs),
     loadFactor: factorAtLeastOne('loadFactor', options.loadFactor, base.loadFactor),
-    outputTokens: positiveInteger('outputTokens', options.outputTokens, 16),
+    outputTokens: positiveInteger('outputTokens', options.outputTokens, simEngineDefaults.outputTokens),
     maxNumSeqs: positiveInteger('maxNumSeqs', options.maxNumSeqs, base.maxNumSeqs),
     maxQueue: nonNegativeInteger('maxQueue', options.maxQueue, base.maxQueue),
     cacheBlocks: resolveCacheBlocks(options.cacheBlocks, base.cacheBlocks),
     kvBlocks: positiveInteger('kvBlocks', options.kvBlocks, base.kvBlocks),
-    maxBodyBytes: positiveInteger('maxBodyBytes', options.maxBodyBytes, 16 * 1024 * 1024),
+    maxBodyBytes: positiveInteger('maxBodyBytes', options.maxBodyBytes, simEngineDefaults.maxBodyBytes),
     failureRate: resolveFailureRate(options.failureRate),
-    startupDelayMs: nonNegativeMs('startupDelayMs', options.startupDelayMs, 0),
+    startupDelayMs: nonNegativeMs('startupDelayMs', options.startupDelayMs, simEngineDefaults.startupDelayMs),
     crashOnCall: options.crashOnCall === undefined ? undefined : positiveInteger('crashOnCall', options.crashOnCall, 1),
     onCrash: options.onCrash,
     clock,

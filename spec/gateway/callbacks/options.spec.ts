@@ -19,9 +19,9 @@ describe('createCallbackSender options', () => {
     ['backoffCap below backoffBase', { backoffBase: 5000, backoffCap: 1000 }, /backoffCap must be at least backoffBase \(5000 ms\), got 1000/],
     ['timeout 0', { timeout: 0 }, /timeout must be a positive integer/],
     ['no policy', { policy: undefined }, /policy must be a CallbackPolicy/],
-  ])('refuses %s with CALLBACK_INVALID_CONFIG', (_, over, message) => {
+  ])('refuses %s with CALLBACK_INVALID_OPTION', (_, over, message) => {
     expect(() => createCallbackSender({ secret: SECRET, policy, ...over } as CallbackSenderOptions)).toThrow(message);
-    expect(() => createCallbackSender({ secret: SECRET, policy, ...over } as CallbackSenderOptions)).toThrow(expect.objectContaining({ code: 'CALLBACK_INVALID_CONFIG' }));
+    expect(() => createCallbackSender({ secret: SECRET, policy, ...over } as CallbackSenderOptions)).toThrow(expect.objectContaining({ code: 'CALLBACK_INVALID_OPTION' }));
   });
 
   it('refuses a malformed secret with CALLBACK_INVALID_SECRET', () => {

@@ -157,7 +157,7 @@ describe('createCallbackPolicy: URL and allowlist checks', () => {
     ['hooks.example.com:8443'],
     [''],
     [42],
-  ])('refuses the allowlist entry %j with CALLBACK_INVALID_CONFIG', (entry) => {
+  ])('refuses the allowlist entry %j with CALLBACK_INVALID_OPTION', (entry) => {
     expect(() => createCallbackPolicy({ allow: [entry as string] })).toThrow(CallbackConfigError);
     expect(() => createCallbackPolicy({ allow: [entry as string] })).toThrow(/allow\[0\]/);
   });

@@ -1,0 +1,55 @@
+/**
+ * What a sluice command is: a settings table and a run function that starts the piece and
+ * returns how to stop it. Each command lives in its own file; commands.ts lists them.
+ */
+import type { Logger } from '../../placer/kernel/index.ts';
+import type { Redact } from '../../placer/kernel/index.ts';
+import type { Setting } from './settings.ts';
+
+/** What a command's run function gets. */
+export interface CommandContext {
+  values: Record<string, unknown>;
+  positionals: string[];
+  env: NodeJS.ProcessEnv;
+  logger: Logger;
+  /** Hides the secret settings' values in text a command prints itself, as the logger does. */
+  redact: Redact;
+  /** Set for one-shot commands: aborted on SIGINT/SIGTERM so the command can stop what it started. */
+  signal?: AbortSignal;
+}
+
+/**
+ * How a started command is stopped: called on SIGTERM/SIGINT. `done`, when given, settles when
+ * the piece stopped by itself (a runner drained at a gateway's request), and the process exits.
+ */
+export type Stop = (() => Promise<void>) & { done?: Promise<void> };
+
+/** A sluice command. */
+export interface Command {
+  summary: string;
+  /** Positional arguments shown in the usage line. */
+  args?: string;
+  settings: readonly Setting[];
+  /**
+   * A command that finishes on its own (bench): run resolves when the work is done, main calls
+   * the returned function once and exits instead of waiting for a signal.
+   */
+  oneShot?: boolean;
+  /** Starts the piece; resolves with its graceful stop once it is serving. */
+  run(ctx: CommandContext): Promise<Stop>;
+}
+
+/**
+ * The settings of `keys` that were given (setting keys are option names), so that the library
+ * applies its own defaults to the rest.
+ */
+export function givenValues(values: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of keys) if (values[key] !== undefined) out[key] = values[key];
+  return out;
+}
+
+/** The settings every command that serves shares; the command line's own, so they keep a default here. */
+export const logLevel: Setting = { key: 'logLevel', type: 'string', default: 'info', description: 'debug, info, warn, error or silent' };
+export const host: Setting = { key: 'host', type: 'string', default: '127.0.0.1', description: 'interface to listen on' };
+export const port = (def: number): Setting => ({ key: 'port', type: 'integer', default: def, description: 'port to listen on (0 picks a free one)', envAliases: ['PORT'] });

@@ -1,0 +1,66 @@
+/**
+ * `sluice runner`: the runner's settings and their wiring into createRunner. The defaults --help
+ * shows are read from runnerDefaults; a setting not given is left out, so the runner applies
+ * the same default itself.
+ */
+import type { RunnerOptions } from '../../runner/options.ts';
+import { runnerDefaults } from '../../runner/options.ts';
+import type { Command } from './command.ts';
+import { givenValues, host, logLevel, port } from './command.ts';
+import { SLUICE_BIN, reportListening } from './processes.ts';
+
+const r = runnerDefaults;
+
+/** The runner options that are settings of the same name. */
+const RUNNER_KEYS = [
+  'engine', 'profile', 'engineKind', 'slots', 'id', 'engineConnectTimeout', 'acceptWindow', 'maxBodyBytes', 'engineProbeInterval',
+  'loadInterval', 'engineStopGrace', 'engineRestartBackoff', 'drainTimeout', 'runnerToken', 'advertiseUrl', 'heartbeatInterval',
+] as const;
+
+/** `sluice runner`. */
+export const runner: Command = {
+  summary: 'Runs a runner in front of one OpenAI-compatible engine (vLLM, SGLang, llama.cpp, TGI, Ollama, sim): one already running (--engine) or one it launches and supervises (--profile).',
+  settings: [
+    port(9000),
+    host,
+    { key: 'engine', type: 'string', description: 'base URL of an engine already running, e.g. http://127.0.0.1:8000', defaultText: 'none: give --engine or --profile' },
+    { key: 'profile', type: 'json', description: 'engine to launch and supervise: inline JSON or a JSON file, e.g. {"kind":"vllm","model":"...","gpus":[0],"port":8000}', defaultText: 'none: give --engine or --profile' },
+    { key: 'engineKind', type: 'string', description: 'vllm, sglang, llamacpp, tgi, ollama, openai or sim: how to check health and read load', defaultText: "the profile's kind, else openai" },
+    { key: 'slots', type: 'integer', libraryDefault: r.slots, description: 'calls run at once; more are answered busy' },
+    { key: 'id', type: 'string', description: 'runner id, sent in sluice-runner-id', defaultText: 'runner- and 6 random hex digits' },
+    { key: 'engineConnectTimeout', type: 'duration', libraryDefault: r.engineConnectTimeout, description: 'how long connecting to the engine may take' },
+    { key: 'acceptWindow', type: 'duration', libraryDefault: r.acceptWindow, description: 'how long a detached call waits for its engine\'s status line before the runner answers 202; a refusal inside it sends the call elsewhere' },
+    { key: 'maxBodyBytes', type: 'integer', libraryDefault: r.maxBodyBytes, description: 'largest request body the runner reads, in bytes; larger is refused with 413' },
+    { key: 'engineProbeInterval', type: 'duration', libraryDefault: r.engineProbeInterval, description: 'how often engine health and models are checked' },
+    { key: 'loadInterval', type: 'duration', libraryDefault: r.loadInterval, description: 'how often the engine\'s metrics are read for its load' },
+    { key: 'engineStopGrace', type: 'duration', libraryDefault: r.engineStopGrace, description: 'how long a launched engine gets after SIGTERM before SIGKILL' },
+    { key: 'engineRestartBackoff', type: 'duration', libraryDefault: r.engineRestartBackoff, description: 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)' },
+    { key: 'drainTimeout', type: 'duration', libraryDefault: r.drainTimeout, description: 'how long shutdown, or a drain a gateway asks for, waits for running calls' },
+    { key: 'gateway', type: 'list', description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080', defaultText: 'none: only gateways that list this runner call it' },
+    { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer the environment variable (never shown)', defaultText: 'none; required with --gateway' },
+    { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
+    { key: 'heartbeatInterval', type: 'duration', libraryDefault: r.heartbeatInterval, description: 'how often to heartbeat each gateway, unless the gateway asks for another interval' },
+    logLevel,
+  ],
+  async run({ values, logger }) {
+    const { createRunner } = await import('../../runner/server.ts');
+    const runner = createRunner({
+      ...(givenValues(values, RUNNER_KEYS) as RunnerOptions),
+      ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),
+      // A sim profile launches this same sluice entry point as `sluice sim-engine`.
+      simCommand: [process.execPath, SLUICE_BIN],
+      logger,
+    });
+    // The one place a launched engine is killed when the process dies without a graceful stop.
+    process.once('exit', () => runner.killEngine());
+    try {
+      const { url } = await runner.listen(values.port as number, values.host as string);
+      reportListening(url);
+    } catch (error) {
+      await runner.close({ drainTimeout: 0 });
+      throw error;
+    }
+    // A drain a gateway asked for ends the runner by itself: `done` tells main to exit then.
+    return Object.assign(() => runner.close(), { done: runner.closed });
+  },
+};

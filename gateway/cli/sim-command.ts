@@ -1,0 +1,74 @@
+/**
+ * `sluice sim-engine`: the simulated engine's settings. Timings have no default of their own:
+ * an unset one comes from --profile, so `--profile h100-8b` alone gives the H100 figures; the
+ * other defaults --help shows are read from simEngineDefaults.
+ */
+import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
+import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
+import type { Command } from './command.ts';
+import { givenValues, host, logLevel, port } from './command.ts';
+import { reportListening } from './processes.ts';
+import type { Setting } from './settings.ts';
+
+const s = simEngineDefaults;
+
+/** Simulated-engine settings, shared by `sim-engine` and `up` (which hands them to its engines). */
+export const simSettings: readonly Setting[] = [
+  { key: 'model', type: 'list', libraryDefault: s.models, description: 'model names the engine serves' },
+  { key: 'profile', type: 'string', libraryDefault: s.profile, description: 'timing profile: small (fast, for tests) or h100-8b (an 8B model on an H100)' },
+  { key: 'ttftMs', type: 'number', description: 'prefill overhead in ms: time to first token before per-token prefill', defaultText: 'from --profile' },
+  { key: 'prefillPerTokenMs', type: 'number', description: 'prefill time per uncached prompt token, ms', defaultText: 'from --profile' },
+  { key: 'prefillJitterStdMs', type: 'number', description: 'standard deviation of prefill time, ms, capped at 30% of the mean', defaultText: 'from --profile' },
+  { key: 'itlMs', type: 'number', description: 'time between output tokens, ms', defaultText: 'from --profile' },
+  { key: 'itlJitterStdMs', type: 'number', description: 'standard deviation of the inter-token time, ms', defaultText: 'from --profile' },
+  { key: 'loadFactor', type: 'number', description: 'slowdown with a full batch: times scale by 1 + (f - 1)(running - 1)/(max-num-seqs - 1)', defaultText: 'from --profile' },
+  { key: 'outputTokens', type: 'integer', libraryDefault: s.outputTokens, description: 'output length when a request sets no max_tokens' },
+  { key: 'maxNumSeqs', type: 'integer', description: 'sequences running at once', defaultText: 'from --profile' },
+  { key: 'maxQueue', type: 'integer', description: 'waiting requests before 429', defaultText: 'from --profile' },
+  { key: 'cacheBlocks', type: 'integer', description: 'prefix-cache capacity in 16-token blocks', defaultText: 'from --profile' },
+  { key: 'kvBlocks', type: 'integer', description: 'KV-cache size in 16-token blocks, for vllm:kv_cache_usage_perc', defaultText: 'from --profile' },
+  { key: 'failureRate429', type: 'number', libraryDefault: s.failureRate[429], description: 'share of calls refused with 429 before any output' },
+  { key: 'failureRate503', type: 'number', libraryDefault: s.failureRate[503], description: 'share of calls refused with 503 before any output' },
+  { key: 'failureRate500', type: 'number', libraryDefault: s.failureRate[500], description: 'share of calls failed with 500' },
+  { key: 'startupDelayMs', type: 'duration', libraryDefault: s.startupDelayMs, description: 'time the engine reports loading (503) after start' },
+  { key: 'crashOnCall', type: 'integer', description: 'exit with code 70 on this call (counting from 1), to exercise supervision' },
+  { key: 'callLog', type: 'string', description: 'file to append each call\'s sluice-call-id to ("<id> start", and "<id> refused" after a 429 or 503), to count calls run twice across restarts', defaultText: 'none' },
+];
+
+/** The sim-engine options `values` gave, failure rates folded into one object. */
+function simOptions(values: Record<string, unknown>): SimEngineOptions {
+  const keys = simSettings.map((setting) => setting.key).filter((k) => k !== 'model' && !k.startsWith('failureRate'));
+  const failureRate: Record<number, number> = {};
+  for (const status of [429, 503, 500]) {
+    const rate = values[`failureRate${status}`];
+    if (typeof rate === 'number' && rate > 0) failureRate[status] = rate;
+  }
+  return {
+    ...givenValues(values, keys),
+    ...(values.model === undefined ? {} : { models: values.model as string[] }),
+    ...(Object.keys(failureRate).length === 0 ? {} : { failureRate }),
+  } as SimEngineOptions;
+}
+
+/** `sluice sim-engine`. */
+export const simEngine: Command = {
+  summary: 'Runs a simulated OpenAI-compatible inference engine that behaves like vLLM over HTTP.',
+  settings: [port(8000), host, ...simSettings, { key: 'engineId', type: 'string', description: 'name sent in the sluice-engine-id header', defaultText: 'sim- and 6 random hex digits' }, logLevel],
+  async run({ values, logger }) {
+    const { runSimEngineCommand } = await import('../../runner/engines/sim/main.ts');
+    const engine = await runSimEngineCommand(
+      {
+        ...simOptions(values),
+        ...(values.engineId === undefined ? {} : { engineId: values.engineId as string }),
+        port: values.port as number,
+        host: values.host as string,
+        // A crash knob is for testing supervision: the process dies as an engine would.
+        onCrash: () => process.exit(70),
+      },
+      (line) => logger.info('sim engine listening', JSON.parse(line) as Record<string, unknown>),
+    );
+    const url = `http://${values.host as string}:${(engine.server.address() as { port: number }).port}`;
+    reportListening(url);
+    return () => engine.close();
+  },
+};
