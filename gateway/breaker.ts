@@ -26,19 +26,19 @@ export const breakerDefaults = Object.freeze({ threshold: 5, openFor: 30_000, cl
 
 /** One runner's breaker. */
 export class CircuitBreaker {
-  readonly #o: BreakerOptions;
+  readonly #options: BreakerOptions;
   #state: BreakerState = 'closed';
   #failures = 0;
   #successes = 0;
   #openedAt = 0;
 
   constructor(options: BreakerOptions) {
-    this.#o = options;
+    this.#options = options;
   }
 
   /** The state now; an open breaker past its time reads half-open. */
   get state(): BreakerState {
-    if (this.#state === 'open' && this.#o.clock.now() - this.#openedAt >= this.#o.openFor) this.#halfOpen();
+    if (this.#state === 'open' && this.#options.clock.now() - this.#openedAt >= this.#options.openFor) this.#halfOpen();
     return this.#state;
   }
 
@@ -50,7 +50,7 @@ export class CircuitBreaker {
   /** The runner answered (placed or busy): it is alive. */
   success(): void {
     if (this.state === 'half-open') {
-      if (++this.#successes >= this.#o.closeAfter) this.#close();
+      if (++this.#successes >= this.#options.closeAfter) this.#close();
     } else this.#failures = 0;
   }
 
@@ -58,9 +58,9 @@ export class CircuitBreaker {
   failure(): void {
     const state = this.state;
     this.#failures++;
-    if (state === 'half-open' || (state === 'closed' && this.#failures >= this.#o.threshold)) {
+    if (state === 'half-open' || (state === 'closed' && this.#failures >= this.#options.threshold)) {
       this.#state = 'open';
-      this.#openedAt = this.#o.clock.now();
+      this.#openedAt = this.#options.clock.now();
       this.#successes = 0;
     }
   }

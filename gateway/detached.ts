@@ -101,7 +101,7 @@ export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | '
 
 /** Detached calls owned by one gateway, and the status/result/cancel views of all of them. */
 export class DetachedCalls {
-  readonly #s: DetachedSettings;
+  readonly #settings: DetachedSettings;
   readonly #running = new Map<string, Running>();
   /** Background signals of calls this gateway is placing (recorded `queued`), for cancels. */
   readonly #placing = new Map<string, AbortController>();
@@ -112,7 +112,7 @@ export class DetachedCalls {
   #full = false;
 
   constructor(settings: DetachedSettings) {
-    this.#s = settings;
+    this.#settings = settings;
     const { store, clock, logger } = settings;
     const storeMetrics = createStoreMetrics(settings.meterProvider ?? metrics.getMeterProvider(), () => store.health());
     this.#writer = new EndWriter({ store, clock, logger, metrics: storeMetrics, stopping: this.#stopping.signal });
@@ -120,7 +120,7 @@ export class DetachedCalls {
 
   /** Subscribes to cancels other gateways route here. */
   async start(): Promise<void> {
-    await this.#s.store.onCancel(this.#s.gatewayId, (id) => this.#local(id)?.abort(cancelled()));
+    await this.#settings.store.onCancel(this.#settings.gatewayId, (id) => this.#local(id)?.abort(cancelled()));
   }
 
   /** Calls running in the background on this gateway. */
@@ -135,15 +135,15 @@ export class DetachedCalls {
    */
   async admission(): Promise<StoreAdmission> {
     // health() never rejects by contract; a custom store that breaks it counts as not answering.
-    const health = await this.#s.store.health().catch((error: unknown) => ({ ok: false as const, reason: String((error as Error)?.message ?? error) }));
+    const health = await this.#settings.store.health().catch((error: unknown) => ({ ok: false as const, reason: String((error as Error)?.message ?? error) }));
     if (!health.ok) return { kind: 'unavailable', reason: health.reason };
     const { storedBytes, maxStoredBytes } = health;
-    const needed = this.#s.maxResultBytes + RECORD_OVERHEAD_BYTES;
+    const needed = this.#settings.maxResultBytes + RECORD_OVERHEAD_BYTES;
     const full = maxStoredBytes - storedBytes < needed;
     if (full !== this.#full) {
       this.#full = full;
-      if (full) this.#s.logger.warn('detached-call store full, refusing new detached calls', { storedBytes, maxStoredBytes, needed });
-      else this.#s.logger.info('detached-call store has room again', { storedBytes, maxStoredBytes });
+      if (full) this.#settings.logger.warn('detached-call store full, refusing new detached calls', { storedBytes, maxStoredBytes, needed });
+      else this.#settings.logger.info('detached-call store has room again', { storedBytes, maxStoredBytes });
     }
     return full ? { kind: 'full', storedBytes, maxStoredBytes, needed } : { kind: 'open' };
   }
@@ -159,20 +159,20 @@ export class DetachedCalls {
       fn: call.fn,
       status: 'queued',
       createdAt: call.createdAt,
-      owner: this.#s.gatewayId,
-      expiresAt: call.createdAt + this.#s.detachedPlacerTimeout + call.timeout + this.#s.executionHeadroom,
+      owner: this.#settings.gatewayId,
+      expiresAt: call.createdAt + this.#settings.detachedPlacerTimeout + call.timeout + this.#settings.executionHeadroom,
       ...(callbackUrl ? { callbackUrl } : {}),
       ...(idempotencyKey ? { idempotencyKey } : {}),
     };
     // Reachable by cancels from the moment the record may exist.
     this.#placing.set(call.id, controller);
     try {
-      await this.#s.store.create(record);
+      await this.#settings.store.create(record);
     } catch (error) {
       this.#placing.delete(call.id);
       // The record may be there all the same (its answer was lost); a taken id is another call's.
       if (!(error instanceof StoreInvalidRecordError)) {
-        this.#writer.repair(record, error).catch((failure: unknown) => this.#s.logger.error('detached record repair failed', { call: call.id, error: failure as Error }));
+        this.#writer.repair(record, error).catch((failure: unknown) => this.#settings.logger.error('detached record repair failed', { call: call.id, error: failure as Error }));
       }
       throw error;
     }
@@ -187,13 +187,13 @@ export class DetachedCalls {
    */
   unplaced(record: CallRecord, how: Unplaced): void {
     this.#placing.delete(record.id);
-    const completedAt = this.#s.clock.now();
+    const completedAt = this.#settings.clock.now();
     const error: CallError =
       how.kind === 'client-left' ? recordError(new PlacerAbortedError('the client went away before a runner took the call', 0))
       : how.kind === 'cancelled' ? recordError(cancelled())
       : placementError(how.error);
     const finish: CallFinish = { status: how.kind === 'failed' ? 'failed' : 'cancelled', completedAt, error };
-    this.#writer.settle(record, { finish }).catch((error: unknown) => this.#s.logger.error('detached record not ended', { call: record.id, error: error as Error }));
+    this.#writer.settle(record, { finish }).catch((error: unknown) => this.#settings.logger.error('detached record not ended', { call: record.id, error: error as Error }));
   }
 
   /**
@@ -209,7 +209,7 @@ export class DetachedCalls {
     runner: string,
     controller: AbortController,
   ): Promise<{ record: CallRecord; done: Promise<DetachedOutcome> }> {
-    const { clock, store, logger } = this.#s;
+    const { clock, store, logger } = this.#settings;
     const now = clock.now();
     const start: CallStart = { runner, startedAt: now, delayMs: now - call.createdAt };
     const record: CallRecord = { ...queued, status: 'running', ...start };
@@ -242,12 +242,12 @@ export class DetachedCalls {
    * when the store does not answer.
    */
   async #notQueued(record: CallRecord, controller: AbortController): Promise<CallRecord | undefined> {
-    const current = await this.#s.store.get(record.id).catch(() => undefined);
+    const current = await this.#settings.store.get(record.id).catch(() => undefined);
     if (current && FINAL_STATUSES.has(current.status)) {
       controller.abort(current.error ? new RecordedError(current.error) : new CallCancelledError(`the call was ${current.status} before it started`));
       return current;
     }
-    this.#s.logger.warn('detached call not queued in the store at its start, running on', { call: record.id, runner: record.runner, status: current?.status ?? 'gone' });
+    this.#settings.logger.warn('detached call not queued in the store at its start, running on', { call: record.id, runner: record.runner, status: current?.status ?? 'gone' });
     return undefined;
   }
 
@@ -261,11 +261,11 @@ export class DetachedCalls {
    * whose start the store missed reads as this gateway knows it: `running`, with its runner.
    */
   async status(id: string): Promise<CallRecord | undefined> {
-    const record = await this.#s.store.get(id);
+    const record = await this.#settings.store.get(id);
     if (!record || !LIVE_STATUSES.has(record.status)) return record;
     const local = this.#running.get(id);
     if (local) return record.status === 'queued' ? { ...local.record } : record;
-    const now = this.#s.clock.now();
+    const now = this.#settings.clock.now();
     if (this.#placing.has(id) || now <= record.expiresAt + OWNER_GRACE_MS) return record;
     const doing = record.status === 'queued' ? 'placing' : 'running';
     const finish: CallFinish = {
@@ -273,8 +273,8 @@ export class DetachedCalls {
       completedAt: now,
       error: recordError(new OwnerLostError(`gateway ${record.owner} was ${doing} this call and did not finish it within its lifetime; it is presumed gone`)),
     };
-    if (await this.#s.store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
-    return (await this.#s.store.get(id)) ?? record;
+    if (await this.#settings.store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
+    return (await this.#settings.store.get(id)) ?? record;
   }
 
   /**
@@ -284,7 +284,7 @@ export class DetachedCalls {
   async cancel(id: string): Promise<CallRecord | undefined> {
     const record = await this.status(id);
     if (!record || FINAL_STATUSES.has(record.status)) return record;
-    const { store, clock } = this.#s;
+    const { store, clock } = this.#settings;
     const reason = cancelled();
     const finish: CallFinish = { status: 'cancelled', completedAt: clock.now(), error: recordError(reason) };
     // Whoever ends the call tells the callback: here the cancel did, so the owner will not.
@@ -316,14 +316,14 @@ export class DetachedCalls {
 
   /** POSTs a finished call to its callback URL, when it has one and callbacks are configured. */
   #notify(record: CallRecord, result: StoredResult | undefined): void {
-    if (record.callbackUrl && this.#s.callbacks) {
-      void this.#s.callbacks.send({ id: record.id, url: record.callbackUrl, payload: callbackPayload(record, result) });
+    if (record.callbackUrl && this.#settings.callbacks) {
+      void this.#settings.callbacks.send({ id: record.id, url: record.callbackUrl, payload: callbackPayload(record, result) });
     }
   }
 
   /** Reads the runner's answer and writes the call's end; `start` goes with it when the store missed it. */
   async #consume(call: GatewayCall, record: CallRecord, response: RunnerResponse, controller: AbortController, start: CallStart | undefined): Promise<DetachedOutcome> {
-    const { clock, maxResultBytes } = this.#s;
+    const { clock, maxResultBytes } = this.#settings;
     const chunks: Buffer[] = [];
     let size = 0;
     let failure: CallError | undefined;

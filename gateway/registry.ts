@@ -30,13 +30,13 @@ export interface RegistryOptions {
 
 /** Registration, heartbeats, two-stage expiry and drain requests for self-registering runners. */
 export class RunnerRegistry {
-  readonly #o: RegistryOptions;
+  readonly #options: RegistryOptions;
   readonly #tokenDigest: Buffer | undefined;
   #sweeper: NodeJS.Timeout | undefined;
   readonly #drains = new Set<NodeJS.Timeout>();
 
   constructor(options: RegistryOptions) {
-    this.#o = options;
+    this.#options = options;
     this.#tokenDigest = options.token === undefined ? undefined : digest(options.token);
   }
 
@@ -55,7 +55,7 @@ export class RunnerRegistry {
   /** Adds or refreshes a runner; a runner that comes back with a new URL is replaced. */
   register(body: unknown): RegistrationAccepted {
     const reg = accepted(parseRegistration(body));
-    const { pool, logger } = this.#o;
+    const { pool, logger } = this.#options;
     const url = new URL(reg.url);
     let runner = pool.get(reg.id);
     if (runner && !runner.registration) {
@@ -68,36 +68,36 @@ export class RunnerRegistry {
       logger.info('runner registered', { runner: reg.id, url: url.origin, models: reg.models, version: reg.version });
     }
     runner.register(reg);
-    return { gatewayId: this.#o.gatewayId, heartbeatInterval: this.#o.heartbeatInterval };
+    return { gatewayId: this.#options.gatewayId, heartbeatInterval: this.#options.heartbeatInterval };
   }
 
   /** Records a heartbeat; undefined when the runner is unknown (it must register again). */
   heartbeat(id: string, body: unknown): HeartbeatAnswer | undefined {
-    const runner = this.#o.pool.get(id);
+    const runner = this.#options.pool.get(id);
     const reg = runner?.registration;
     if (!runner || !reg) return undefined;
     const hb = accepted(parseHeartbeat(body));
-    if (reg.state === 'unreachable') this.#o.logger.info('runner back', { runner: id });
+    if (reg.state === 'unreachable') this.#options.logger.info('runner back', { runner: id });
     runner.heartbeat(hb);
     return { drain: reg.drainRequested };
   }
 
   /** Removes a runner that left; false when unknown. */
   deregister(id: string): boolean {
-    const runner = this.#o.pool.get(id);
+    const runner = this.#options.pool.get(id);
     if (!runner?.registration) return false;
-    this.#o.pool.remove(id);
+    this.#options.pool.remove(id);
     void runner.close();
-    this.#o.logger.info('runner deregistered', { runner: id });
+    this.#options.logger.info('runner deregistered', { runner: id });
     return true;
   }
 
   /** Stops placing on a runner and tells it to drain at its next heartbeat; false when unknown. */
   requestDrain(id: string): boolean {
-    const runner = this.#o.pool.get(id);
+    const runner = this.#options.pool.get(id);
     if (!runner?.registration) return false;
     runner.requestDrain();
-    this.#o.logger.info('runner drain requested', { runner: id });
+    this.#options.logger.info('runner drain requested', { runner: id });
     return true;
   }
 
@@ -107,7 +107,7 @@ export class RunnerRegistry {
    * with the ids, in the order they will be asked; the asking goes on in the background.
    */
   drainAll(interval: number, random: () => number = Math.random): string[] {
-    const ids = this.#o.pool.runnerList.filter((r) => r.registration && !r.registration.drainRequested).map((r) => r.id);
+    const ids = this.#options.pool.runnerList.filter((r) => r.registration && !r.registration.drainRequested).map((r) => r.id);
     let at = 0;
     for (const id of ids) {
       at += interval + Math.floor(random() * interval);
@@ -117,20 +117,20 @@ export class RunnerRegistry {
       }, at);
       this.#drains.add(timer);
     }
-    this.#o.logger.info('fleet drain started', { runners: ids.length, intervalMs: interval });
+    this.#options.logger.info('fleet drain started', { runners: ids.length, intervalMs: interval });
     return ids;
   }
 
   /** Starts the expiry sweep. */
   start(): void {
-    const every = Math.max(50, Math.min(this.#o.heartbeatInterval, this.#o.unreachableAfter / 2));
+    const every = Math.max(50, Math.min(this.#options.heartbeatInterval, this.#options.unreachableAfter / 2));
     this.#sweeper = setInterval(() => this.sweep(), every);
     this.#sweeper.unref();
   }
 
   /** Marks silent runners unreachable, then lost; exposed for tests with a fake clock. */
   sweep(): void {
-    const { pool, clock, logger, unreachableAfter, lostAfter } = this.#o;
+    const { pool, clock, logger, unreachableAfter, lostAfter } = this.#options;
     const now = clock.now();
     for (const runner of pool.runnerList) {
       const reg = runner.registration;
