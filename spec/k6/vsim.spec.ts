@@ -328,6 +328,55 @@ describe('the sluice path', () => {
   });
 });
 
+describe('WaitingRoom', () => {
+  it('wakes, among many waiting, the call whose next beat comes first, earlier waiters first on a tie', () => {
+    const room = new WaitingRoom(10);
+    // The reference: every waiter's next pass after `now` computed directly, smallest first.
+    const waiting: { parkedAt: number; seq: number; name: number }[] = [];
+    const random = seededRandom(9);
+    let now = 0;
+    let seq = 0;
+    const woke: [number, number][] = [];
+    const expected: [number, number][] = [];
+    for (let step = 0; step < 10_000; step++) {
+      now += random() * 0.02;
+      if (waiting.length === 0 || random() < 0.55) {
+        // Some on the same phase as an earlier waiter (a session's turns 3,000 ms apart).
+        const parkedAt = waiting.length > 0 && random() < 0.1 ? waiting[Math.floor(random() * waiting.length)]!.parkedAt + 3_000 * Math.ceil((now - 1) / 3_000) : now;
+        const name = seq++;
+        waiting.push({ parkedAt, seq: name, name });
+        room.park(parkedAt, (at) => woke.push([name, at]));
+      } else {
+        const next = (w: { parkedAt: number }): number => now + ((w.parkedAt % 10) - (now % 10) + 10) % 10;
+        // By phase round the beat from now's, compared exactly (next() may round two apart to one).
+        const order = (w: { parkedAt: number }): [number, number] => [w.parkedAt % 10 >= now % 10 ? 0 : 1, w.parkedAt % 10];
+        waiting.sort((a, b) => order(a)[0] - order(b)[0] || order(a)[1] - order(b)[1] || a.seq - b.seq);
+        const first = waiting.shift()!;
+        expected.push([first.name, next(first)]);
+        const woken = room.wake(now)!;
+        woken.pass(woken.at);
+      }
+      expect(room.size).toBe(waiting.length);
+    }
+    expect(woke.map(([name]) => name)).toEqual(expected.map(([name]) => name));
+    for (let i = 0; i < woke.length; i++) expect(woke[i]![1]).toBeCloseTo(expected[i]![1], 9);
+    expect(woke.length).toBeGreaterThan(4_000);
+  });
+
+  it('wakes at once, first come first served, with a retryAllDelay of 0', () => {
+    const room = new WaitingRoom(0);
+    const woke: string[] = [];
+    room.park(5, () => woke.push('a'));
+    room.park(3, () => woke.push('b'));
+    const first = room.wake(8)!;
+    first.pass(first.at);
+    expect(first.at).toBe(8);
+    room.wake(9)!.pass(9);
+    expect(woke).toEqual(['a', 'b']);
+    expect(room.wake(10)).toBeUndefined();
+  });
+});
+
 describe('the simulated walk against placeCall', () => {
   // The differential check of the simulator's shortcut: the same trace through the waiting room
   // (walk 'steps') and through the gateway's placeCall on the virtual clock with every pass taken
