@@ -4,11 +4,11 @@
  * records (k6/driver/trace-run.ts), so the figures come from the same `placementFigures`.
  *
  * What a call goes through, per contender:
- * - a sluice placer: at its due time the gateway walks the real placer over the runners (see
- *   sluice.ts); once one commits, the call reaches that runner's engine `sluiceHopMs` later
- *   (gateway and runner together, both ways: the simulator puts the whole hop in front of the
- *   engine), and holds the runner's slot until its last token. A runner has as many slots as its
- *   engine runs sequences, so the engine never queues it.
+ * - a sluice placer: at its due time the gateway's own walk (placer/walk.ts) offers it to the
+ *   runners in the real placer's order (see sluice.ts); once one commits, the call reaches that
+ *   runner's engine `sluiceHopMs` later (gateway and runner together, both ways: the simulator
+ *   puts the whole hop in front of the engine), and holds the runner's slot until its last token.
+ *   A runner has as many slots as its engine runs sequences, so the engine never queues it.
  * - nginx: the balancer picks an engine at the due time, and the call reaches it `nginxHopMs`
  *   later, to wait in its queue or be refused with 429.
  *

@@ -158,6 +158,9 @@ export interface WalkerContext {
   readonly now: () => number;
 }
 
+/** One call's walk, suspended at the step it asked for last. */
+type Walk = Generator<WalkStep<SimRunner>, Placement<SimRunner>, WalkAnswer<SimRunner>>;
+
 const NO_RUNNERS: readonly SimRunner[] = Object.freeze([]);
 
 /** The runners a pass is offered: none while the fleet is full (see the file comment). */
@@ -194,8 +197,8 @@ export function stepWalker(context: WalkerContext): SimWalker {
     if (woken) schedule(woken.at, woken.pass);
   };
 
-  /** Runs the walk from where it stands until it is placed, timed out or pausing. */
-  const advance = (walk: Generator<WalkStep<SimRunner>, Placement<SimRunner>, WalkAnswer<SimRunner>>, end: WalkEnd, at: number): boolean => {
+  /** Runs the walk from where it stands until it is placed, timed out or pausing; true unless pausing. */
+  const advance = (walk: Walk, end: WalkEnd, at: number): boolean => {
     let step: IteratorResult<WalkStep<SimRunner>, Placement<SimRunner>>;
     try {
       step = walk.next();
