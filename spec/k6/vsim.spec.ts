@@ -338,7 +338,8 @@ describe('WaitingRoom', () => {
     let seq = 0;
     const woke: [number, number][] = [];
     const expected: [number, number][] = [];
-    for (let step = 0; step < 10_000; step++) {
+    const sizes: [number, number, number][] = [];
+    for (let step = 0; step < 6_000; step++) {
       now += random() * 0.02;
       if (waiting.length === 0 || random() < 0.55) {
         // Some on the same phase as an earlier waiter (a session's turns 3,000 ms apart).
@@ -356,11 +357,12 @@ describe('WaitingRoom', () => {
         const woken = room.wake(now)!;
         woken.pass(woken.at);
       }
-      expect(room.size).toBe(waiting.length);
+      if (room.size !== waiting.length) sizes.push([step, room.size, waiting.length]);
     }
+    expect(sizes).toEqual([]);
     expect(woke.map(([name]) => name)).toEqual(expected.map(([name]) => name));
-    for (let i = 0; i < woke.length; i++) expect(woke[i]![1]).toBeCloseTo(expected[i]![1], 9);
-    expect(woke.length).toBeGreaterThan(4_000);
+    expect(woke.every(([, at], i) => Math.abs(at - expected[i]![1]) < 1e-9)).toBe(true);
+    expect(woke.length).toBeGreaterThan(2_500);
   });
 
   it('wakes at once, first come first served, with a retryAllDelay of 0', () => {
@@ -383,7 +385,7 @@ describe('the simulated walk against placeCall', () => {
   // (walk 'placeCall') must give the same records, call for call, to the bit. A session's turns
   // come thinkMs apart; at 3,000 ms they would fall on the same phase of the 10 ms beat, where the
   // two break the tie differently (the room by waiting order, placeCall by the float sums of its
-  // pauses), so the trace moves them off it. 4 runners of 16 slots, about 400 calls each.
+  // pauses), so the trace moves them off it. 4 runners of 16 slots, 300 calls each.
   const placers = SIM_CONTENDERS.filter((c) => !c.startsWith('nginx'));
   const spec = (contender: string, rate: number): SimRunSpec => ({
     shape: { ...shape, thinkMs: 3_001.3 },
@@ -394,7 +396,7 @@ describe('the simulated walk against placeCall', () => {
     firstSession: 1_000_000,
     warmupMs: 0,
     measureMs: 20_000,
-    maxCalls: 400,
+    maxCalls: 300,
   });
 
   it('covers the five built-in placers', () => {
@@ -406,7 +408,7 @@ describe('the simulated walk against placeCall', () => {
     for (const rate of [29, 54]) {
       const steps = await simulateRun(spec(contender, rate));
       const walked = await simulateRun({ ...spec(contender, rate), walk: 'placeCall' });
-      expect(steps.records.length).toBe(400);
+      expect(steps.records.length).toBe(300);
       expect(walked.records).toEqual(steps.records);
       expect(walked.waited).toBe(steps.waited);
       if (rate > 36) {
