@@ -6,7 +6,7 @@
 import { systemClock } from './kernel/index.ts';
 import { PlacerAbortedError, PlacerPoolError, PlacerTimeoutError } from './errors.ts';
 import type { Clock } from './kernel/index.ts';
-import type { Placer, Runner, RunnerCall, RunnerPool } from './types.ts';
+import type { Placer, Runner, RunnerCall, RunnerPool, TryExecResult } from './types.ts';
 
 /** How the walk paces itself and whom it tells about runners that did not take the call. */
 export interface WalkOptions {
@@ -35,6 +35,35 @@ export interface Placement<T> {
 }
 
 /**
+ * One request the walk makes of whoever drives it: the pool's runners, an offer to one runner, or
+ * the pause between passes. {@link walkSteps} yields these; {@link placeCall} answers them with
+ * awaits on a real pool and clock, the virtual-clock simulator (k6/driver/vsim) synchronously on
+ * its event queue, so both run the same walk.
+ */
+export type WalkStep<T> =
+  | { readonly kind: 'list' }
+  | { readonly kind: 'offer'; readonly runner: Runner<T> }
+  | { readonly kind: 'sleep'; readonly ms: number };
+
+/**
+ * The driver's answer to a {@link WalkStep}: the runners listed for `list` (an array, as
+ * `RunnerPool.runners` promises), the runner's result for `offer`, nothing once a `sleep` is over.
+ * A step that failed is answered with `throw()` instead: the walk then sees the error where it
+ * asked, as an awaited promise's rejection would surface.
+ */
+export type WalkAnswer<T> = readonly Runner<T>[] | TryExecResult<T> | undefined;
+
+/** What {@link walkSteps} needs: {@link WalkOptions} with the clock's reading alone, since the driver sleeps. */
+export interface WalkStepOptions {
+  /** See {@link WalkOptions.retryAllDelay}. */
+  retryAllDelay: number;
+  /** The walk's clock, in ms; compared with `call.placerDeadline`. */
+  now(): number;
+  /** See {@link WalkOptions.onRetry}. */
+  onRetry?: WalkOptions['onRetry'];
+}
+
+/**
  * Offers `call` to the pool's runners in the order `placer` chooses, pass after pass, until one
  * commits, the placer deadline passes or the call's signal aborts. When one commits, the placer's
  * `placed()` hook, if any, hears of it before this resolves.
@@ -43,6 +72,9 @@ export interface Placement<T> {
  * sleeps `retryAllDelay` (never past the deadline, and at least a `sleep(0)` so an empty pool
  * cannot spin the event loop). Abort is checked before the deadline, so a cancelled call is always
  * reported as cancelled even when its deadline has also passed.
+ *
+ * The walk's rules live in {@link walkSteps}; this drives them with the pool, the runners and the
+ * clock, one await per step.
  *
  * @throws PlacerAbortedError when `call.signal` aborts before a runner commits (cause: its reason).
  * @throws PlacerTimeoutError when the deadline passes before a runner commits.
@@ -58,47 +90,92 @@ export async function placeCall<T>(
   options: WalkOptions,
 ): Promise<Placement<T>> {
   const { retryAllDelay, clock = systemClock, onRetry } = options;
-  const startedAt = clock.now();
+  const walk = walkSteps<T>(call, placer, { retryAllDelay, now: () => clock.now(), onRetry });
+  let step = walk.next();
+  while (!step.done) {
+    const request = step.value;
+    let answer: WalkAnswer<T>;
+    try {
+      if (request.kind === 'list') answer = await listRunners(call, pool);
+      else if (request.kind === 'offer') answer = await request.runner.tryExec(call);
+      else await clock.sleep(request.ms, call.signal);
+    } catch (error) {
+      // Thrown where the walk asked, so it ends as it would have awaiting the step itself.
+      step = walk.throw(error);
+      continue;
+    }
+    step = walk.next(answer);
+  }
+  return step.value;
+}
+
+/**
+ * The walk itself, as steps for a driver to carry out (see {@link WalkStep}); its rules are
+ * {@link placeCall}'s: the abort and deadline checked before every pass and every offer, abort
+ * first; runners offered in the placer's order, each turn-down reported to `onRetry` (whatever it
+ * throws ignored); `placed()` told of the commit (whatever it throws or rejects with ignored); and
+ * between passes a pause of `retryAllDelay`, cut short at the deadline. It returns the placement,
+ * or throws {@link placeCall}'s errors, including what a driver threw into it unchanged (bar a
+ * failed sleep once the call aborted, which becomes PlacerAbortedError).
+ *
+ * Synchronous, so a driver that answers at once (the simulator's runners) pays no promise per
+ * step; a driver that leaves the walk suspended must not resume it twice for one step.
+ */
+export function* walkSteps<T>(
+  call: RunnerCall,
+  placer: Placer,
+  options: WalkStepOptions,
+): Generator<WalkStep<T>, Placement<T>, WalkAnswer<T>> {
+  const { retryAllDelay, now, onRetry } = options;
+  const startedAt = now();
   let attempts = 0;
   let passes = 0;
-
-  const stopIfDone = (): void => {
-    if (call.signal.aborted) throw aborted(call, attempts);
-    if (clock.now() >= call.placerDeadline) throw timedOut(call, clock.now() - startedAt, attempts);
-  };
-  const report = (runner: Runner<unknown>, reason: 'busy' | 'error', error?: Error): void => {
-    try {
-      onRetry?.(runner, reason, error);
-    } catch {
-      // See WalkOptions.onRetry: a broken metrics hook must not fail a placeable call.
-    }
-  };
-
+  // The checks and the reports are module functions rather than closures: the simulator keeps a
+  // walk per waiting call, tens of thousands at once, and each closure would be kept with it.
   for (;;) {
-    stopIfDone();
+    stopIfDone(call, now, startedAt, attempts);
     passes++;
-    const runners = await listRunners(call, pool);
+    // The answers' types follow the step asked (see WalkAnswer); a generator has one type for all.
+    const runners = (yield LIST) as readonly Runner<T>[];
     for (const runner of placer.order(call, runners)) {
-      stopIfDone();
+      stopIfDone(call, now, startedAt, attempts);
       attempts++;
-      const result = await runner.tryExec(call);
+      const result = (yield { kind: 'offer', runner }) as TryExecResult<T>;
       if (result.kind === 'placed') {
         tellPlaced(placer, call, runner);
         return { value: result.value, runner, attempts, passes };
       }
-      if (result.kind === 'busy') report(runner, 'busy');
-      else report(runner, 'error', result.error);
+      if (result.kind === 'busy') report(onRetry, runner, 'busy');
+      else report(onRetry, runner, 'error', result.error);
     }
-    stopIfDone();
-    const remaining = call.placerDeadline - clock.now();
+    stopIfDone(call, now, startedAt, attempts);
+    const remaining = call.placerDeadline - now();
     try {
-      await clock.sleep(Math.min(retryAllDelay, remaining), call.signal);
+      yield { kind: 'sleep', ms: Math.min(retryAllDelay, remaining) };
     } catch (error) {
       if (call.signal.aborted) throw aborted(call, attempts);
       throw error;
     }
   }
 }
+
+/** Throws when the walk must end: the call aborted (checked first), or its deadline has come. */
+function stopIfDone(call: RunnerCall, now: () => number, startedAt: number, attempts: number): void {
+  if (call.signal.aborted) throw aborted(call, attempts);
+  const at = now();
+  if (at >= call.placerDeadline) throw timedOut(call, at - startedAt, attempts);
+}
+
+/** Tells `onRetry` of a turned-down offer; see WalkOptions.onRetry for why its throw is ignored. */
+function report(onRetry: WalkOptions['onRetry'], runner: Runner<unknown>, reason: 'busy' | 'error', error?: Error): void {
+  try {
+    onRetry?.(runner, reason, error);
+  } catch {
+    // A broken metrics hook must not fail a placeable call.
+  }
+}
+
+const LIST: WalkStep<never> = Object.freeze({ kind: 'list' });
 
 /** See Placer.placed: the call is committed, so nothing the placer does here may fail it. */
 function tellPlaced(placer: Placer, call: RunnerCall, runner: Runner<unknown>): void {

@@ -3,17 +3,21 @@ import { blockHashes, PrefixCache } from '../../runner/engines/sim/prefix-cache.
 import { H100_8B_PROFILE } from '../../runner/engines/sim/profiles.ts';
 import type { SimProfile } from '../../runner/engines/sim/profiles.ts';
 import { placeCall } from '../../placer/walk.ts';
+import { resolveGatewayOptions } from '../../gateway/options.ts';
+import { resolveLoadAware } from '../../placer/load-options.ts';
 import { builtinPlacers } from '../../placer/registry.ts';
 import { seededRandom } from '../../placer/kernel/index.ts';
-import type { RunnerCall } from '../../placer/types.ts';
+import type { Placer, RunnerCall } from '../../placer/types.ts';
 import { BlockRunCache } from '../../k6/driver/vsim/block-cache.ts';
 import { VirtualEngine } from '../../k6/driver/vsim/engine.ts';
 import type { EngineRequest } from '../../k6/driver/vsim/engine.ts';
 import { EventQueue } from '../../k6/driver/vsim/event-queue.ts';
 import { nginxLeastConn, nginxRoundRobin } from '../../k6/driver/vsim/nginx.ts';
-import { simulateRun } from '../../k6/driver/vsim/simulation.ts';
+import { GATEWAY_DEFAULTS, SIM_CONTENDERS, simulateRun } from '../../k6/driver/vsim/simulation.ts';
 import type { SimRunSpec } from '../../k6/driver/vsim/simulation.ts';
-import { FleetSlots, SimRunner, WaitingRoom, walkPass } from '../../k6/driver/vsim/sluice.ts';
+import { FleetSlots, SimRunner, stepWalker } from '../../k6/driver/vsim/sluice.ts';
+import { WaitingRoom } from '../../k6/driver/vsim/waiting-room.ts';
+import type { SimWalker, WalkEnd, WalkerContext } from '../../k6/driver/vsim/sluice.ts';
 import { promptBlocksOf } from '../../k6/driver/vsim/trace.ts';
 import { PLACEMENT_WORKLOAD, promptTokensOf, traceCalls } from '../../k6/driver/workload.ts';
 import type { TraceCall } from '../../k6/driver/workload.ts';
@@ -189,17 +193,44 @@ describe('the sluice path', () => {
   };
   const runnerCall = (n: number): RunnerCall => ({ id: `c${n}`, fn: 'sim-8b', key: `session-${n}`, type: 'sync', placerDeadline: Date.now() + 3_600_000, signal: new AbortController().signal });
   const walk = { retryAllDelay: 10, placerTimeout: 360_000 };
+  /** A walker on its own event queue; `at(t, fn)` runs `fn` as an event at virtual time t. */
+  const walkerOf = (runners: readonly SimRunner[], fleet: FleetSlots, placer: Placer, make: (context: WalkerContext) => SimWalker = stepWalker) => {
+    const q = new EventQueue<(now: number) => void>();
+    const walker = make({ runners, fleet, placer, settings: walk, schedule: (at, h) => q.push(at, h), now: () => q.now });
+    const at = (t: number, fn: (now: number) => void): void => q.push(t, fn);
+    const runUntilIdle = (): void => {
+      for (let h = q.pop(); h; h = q.pop()) h(q.now);
+    };
+    return { walker, at, runUntilIdle };
+  };
+  /** Notes where and when each call was placed, or when it timed out. */
+  const ends = () => {
+    const placed: { runner: SimRunner; at: number }[] = [];
+    const timedOut: number[] = [];
+    const end: WalkEnd = { placed: (runner, at) => placed.push({ runner, at }), timedOut: (at) => timedOut.push(at) };
+    return { placed, timedOut, end };
+  };
 
   it('spreads calls evenly with round-robin', () => {
-    const runners = runnersOf(4, 16);
+    const fleet = new FleetSlots();
+    const runners = runnersOf(4, 16, fleet);
     const placer = builtinPlacers['round-robin']!({ random: () => 0.5 });
+    const { walker, at, runUntilIdle } = walkerOf(runners, fleet, placer);
     const counts = new Map<string, number>();
     for (let i = 0; i < 400; i++) {
-      const outcome = walkPass(runnerCall(i), runners, placer, walk, i);
-      if (outcome.kind !== 'placed') throw new Error('not placed');
-      counts.set(outcome.runner.id, (counts.get(outcome.runner.id) ?? 0) + 1);
-      outcome.runner.finished(i, i);
+      at(i, (now) =>
+        walker.start(runnerCall(i), now, {
+          placed(runner) {
+            counts.set(runner.id, (counts.get(runner.id) ?? 0) + 1);
+            runner.finished(now, now);
+          },
+          timedOut() {
+            throw new Error('not placed');
+          },
+        }),
+      );
     }
+    runUntilIdle();
     expect([...counts.values()]).toEqual([100, 100, 100, 100]);
   });
 
@@ -231,10 +262,53 @@ describe('the sluice path', () => {
     const fleet = new FleetSlots();
     const runners = runnersOf(2, 1, fleet);
     const placer = builtinPlacers['round-robin']!({ random: () => 0 });
-    expect(walkPass(runnerCall(1), runners, placer, walk, 0, fleet).kind).toBe('placed');
-    expect(walkPass(runnerCall(2), runners, placer, walk, 0, fleet).kind).toBe('placed');
+    const { walker, at, runUntilIdle } = walkerOf(runners, fleet, placer);
+    const { placed, end } = ends();
+    at(0, (now) => walker.start(runnerCall(1), now, end));
+    at(0, (now) => walker.start(runnerCall(2), now, end));
+    at(7, (now) => walker.start(runnerCall(3), now, end));
+    runUntilIdle();
+    expect(placed.map((p) => p.at)).toEqual([0, 0]);
     expect(fleet.free).toBe(0);
-    expect(walkPass(runnerCall(3), runners, placer, walk, 7, fleet)).toEqual({ kind: 'retry', at: 17 });
+    expect(walker.waited).toBe(1);
+    // A slot frees at 12: the waiting call's next pass, 10 ms after its first, takes it.
+    at(12, (now) => {
+      placed[0]!.runner.finished(0, now);
+      walker.freed(now);
+    });
+    runUntilIdle();
+    expect(placed.map((p) => p.at)).toEqual([0, 0, 17]);
+  });
+
+  it('times a waiting call out when woken past its placer deadline, and hands the slot on', () => {
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 1, fleet);
+    const { walker, at, runUntilIdle } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { placed, timedOut, end } = ends();
+    const withDeadline = (n: number, deadline: number): RunnerCall => ({ ...runnerCall(n), placerDeadline: deadline });
+    at(0, (now) => walker.start(runnerCall(1), now, end));
+    at(1, (now) => walker.start(withDeadline(2, 30), now, end));
+    at(2, (now) => walker.start(runnerCall(3), now, end));
+    at(50, (now) => {
+      placed[0]!.runner.finished(0, now);
+      walker.freed(now);
+    });
+    runUntilIdle();
+    // Call 2's next beat after 50 is 51, past its deadline: it gives up there, and call 3 takes
+    // the slot at its own next beat, 52.
+    expect(timedOut).toEqual([51]);
+    expect(placed.map((p) => p.at)).toEqual([0, 52]);
+  });
+
+  it('times a call out at its placer deadline when the last pause is cut short by it', () => {
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 1, fleet);
+    const { walker, at, runUntilIdle } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { timedOut, end } = ends();
+    at(0, (now) => walker.start(runnerCall(1), now, end));
+    at(0, (now) => walker.start({ ...runnerCall(2), placerDeadline: 4 }, now, end));
+    runUntilIdle();
+    expect(timedOut).toEqual([4]);
   });
 
   it('wakes the waiting call whose next 10 ms beat comes first after a slot frees', () => {
@@ -252,6 +326,100 @@ describe('the sluice path', () => {
     expect(second.at).toBeCloseTo(33, 9);
     expect(woke).toEqual(['b', 'a']);
     expect(room.wake(40)).toBeUndefined();
+  });
+});
+
+describe('WaitingRoom', () => {
+  it('wakes, among many waiting, the call whose next beat comes first, earlier waiters first on a tie', () => {
+    const room = new WaitingRoom(10);
+    // The reference: every waiter's next pass after `now` computed directly, smallest first.
+    const waiting: { parkedAt: number; seq: number; name: number }[] = [];
+    const random = seededRandom(9);
+    let now = 0;
+    let seq = 0;
+    const woke: [number, number][] = [];
+    const expected: [number, number][] = [];
+    const sizes: [number, number, number][] = [];
+    for (let step = 0; step < 6_000; step++) {
+      now += random() * 0.02;
+      if (waiting.length === 0 || random() < 0.55) {
+        // Some on the same phase as an earlier waiter (a session's turns 3,000 ms apart).
+        const parkedAt = waiting.length > 0 && random() < 0.1 ? waiting[Math.floor(random() * waiting.length)]!.parkedAt + 3_000 * Math.ceil((now - 1) / 3_000) : now;
+        const name = seq++;
+        waiting.push({ parkedAt, seq: name, name });
+        room.park(parkedAt, (at) => woke.push([name, at]));
+      } else {
+        const next = (w: { parkedAt: number }): number => now + ((w.parkedAt % 10) - (now % 10) + 10) % 10;
+        // By phase round the beat from now's, compared exactly (next() may round two apart to one).
+        const order = (w: { parkedAt: number }): [number, number] => [w.parkedAt % 10 >= now % 10 ? 0 : 1, w.parkedAt % 10];
+        waiting.sort((a, b) => order(a)[0] - order(b)[0] || order(a)[1] - order(b)[1] || a.seq - b.seq);
+        const first = waiting.shift()!;
+        expected.push([first.name, next(first)]);
+        const woken = room.wake(now)!;
+        woken.pass(woken.at);
+      }
+      if (room.size !== waiting.length) sizes.push([step, room.size, waiting.length]);
+    }
+    expect(sizes).toEqual([]);
+    expect(woke.map(([name]) => name)).toEqual(expected.map(([name]) => name));
+    expect(woke.every(([, at], i) => Math.abs(at - expected[i]![1]) < 1e-9)).toBe(true);
+    expect(woke.length).toBeGreaterThan(2_500);
+  });
+
+  it('wakes at once, first come first served, with a retryAllDelay of 0', () => {
+    const room = new WaitingRoom(0);
+    const woke: string[] = [];
+    room.park(5, () => woke.push('a'));
+    room.park(3, () => woke.push('b'));
+    const first = room.wake(8)!;
+    first.pass(first.at);
+    expect(first.at).toBe(8);
+    room.wake(9)!.pass(9);
+    expect(woke).toEqual(['a', 'b']);
+    expect(room.wake(10)).toBeUndefined();
+  });
+});
+
+describe('the simulated walk against placeCall', () => {
+  // The differential check of the simulator's shortcut: the same trace through the waiting room
+  // (walk 'steps') and through the gateway's placeCall on the virtual clock with every pass taken
+  // (walk 'placeCall') must give the same records, call for call, to the bit. A session's turns
+  // come thinkMs apart; at 3,000 ms they would fall on the same phase of the 10 ms beat, where the
+  // two break the tie differently (the room by waiting order, placeCall by the float sums of its
+  // pauses), so the trace moves them off it. 4 runners of 16 slots, 300 calls each.
+  const placers = SIM_CONTENDERS.filter((c) => !c.startsWith('nginx'));
+  const spec = (contender: string, rate: number): SimRunSpec => ({
+    shape: { ...shape, thinkMs: 3_001.3 },
+    fleet: { runners: 4, slots: 16, profile: H100_8B_PROFILE },
+    contender,
+    rate,
+    seed: 3,
+    firstSession: 1_000_000,
+    warmupMs: 0,
+    measureMs: 20_000,
+    maxCalls: 300,
+  });
+
+  it('covers the five built-in placers', () => {
+    expect(placers).toEqual(['round-robin', 'consistent-hash', 'least-loaded', 'load-weighted', 'prefix-affinity']);
+  });
+
+  it.each(placers)('places every call where and when placeCall does with %s, below capacity and over it', async (contender) => {
+    // About 36 calls/s is the capacity of 4 runners: 29 keeps every call placed at once, 54 makes most wait.
+    for (const rate of [29, 54]) {
+      const steps = await simulateRun(spec(contender, rate));
+      const walked = await simulateRun({ ...spec(contender, rate), walk: 'placeCall' });
+      expect(steps.records.length).toBe(300);
+      expect(walked.records).toEqual(steps.records);
+      expect(walked.waited).toBe(steps.waited);
+      if (rate > 36) {
+        expect(steps.waited).toBeGreaterThan(100);
+        // The passes the waiting room skipped were run by placeCall, each a pause on the queue.
+        expect(walked.events).toBeGreaterThan(steps.events * 2);
+      } else {
+        expect(steps.waited).toBe(0);
+      }
+    }
   });
 });
 
@@ -327,6 +495,16 @@ describe('simulateRun', () => {
     expect(b.figures).toEqual(a.figures);
     expect(b.cacheHitShare).toBe(a.cacheHitShare);
     expect(c.figures.ttft.p50).not.toBe(a.figures.ttft.p50);
+  });
+
+  it("runs with the gateway's own defaults: the walk's, the pool's and the load-aware placers'", () => {
+    const gateway = resolveGatewayOptions({ runners: ['http://127.0.0.1:1'] });
+    expect(GATEWAY_DEFAULTS).toEqual({
+      retryAllDelay: gateway.placerConfig.retryAllDelay,
+      placerTimeout: gateway.placerConfig.placerTimeout,
+      statusInterval: gateway.statusInterval,
+      staleAfterMs: resolveLoadAware({}).staleAfterMs,
+    });
   });
 
   it('throws RangeError for an unknown contender', async () => {

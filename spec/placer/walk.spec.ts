@@ -7,6 +7,7 @@ import {
   type Placer,
   type Runner,
 } from '../../placer/index.ts';
+import { walkSteps } from '../../placer/walk.ts';
 import { FakeClock, Fleet, T0, fakeCall, fakePool } from './fake.ts';
 
 /** Offers runners exactly as the pool lists them, so these tests see the walk and nothing else. */
@@ -281,5 +282,60 @@ describe('placeCall', () => {
     const pool = fakePool(new Fleet().runners({ a: ['placed'] }));
     const call = fakeCall({ placerDeadline: Date.now() + 60_000 });
     await expect(placeCall(call, pool, inOrder, { retryAllDelay: 10 })).resolves.toMatchObject({ value: 'a' });
+  });
+});
+
+describe('walkSteps', () => {
+  const runner = (id: string): Runner<string> => ({ id, tryExec: () => Promise.reject(new Error('the driver offers, not the walk')) });
+  const [a, b] = [runner('a'), runner('b')];
+
+  it('asks for the runners, offers them in order, pauses retryAllDelay after a failed pass and returns the placement', () => {
+    let now = T0;
+    const told: string[] = [];
+    const placer: Placer = { ...inOrder, placed: (_call, r) => told.push(r.id) };
+    const walk = walkSteps<string>(fakeCall(), placer, { retryAllDelay: 10, now: () => now });
+    const steps: unknown[] = [];
+    steps.push(walk.next().value);
+    steps.push(walk.next([a, b]).value);
+    steps.push(walk.next({ kind: 'busy' }).value);
+    steps.push(walk.next({ kind: 'failed', error: new Error('refused') }).value);
+    now += 10;
+    steps.push(walk.next().value);
+    steps.push(walk.next([b]).value);
+    const end = walk.next({ kind: 'placed', value: 'from b' });
+    expect(steps).toEqual([
+      { kind: 'list' },
+      { kind: 'offer', runner: a },
+      { kind: 'offer', runner: b },
+      { kind: 'sleep', ms: 10 },
+      { kind: 'list' },
+      { kind: 'offer', runner: b },
+    ]);
+    expect(end).toEqual({ done: true, value: { value: 'from b', runner: b, attempts: 3, passes: 2 } });
+    expect(told).toEqual(['b']);
+  });
+
+  it('cuts the pause at the deadline and throws PlacerTimeoutError once it has come', () => {
+    let now = T0;
+    const walk = walkSteps<string>(fakeCall({ placerDeadline: T0 + 4 }), inOrder, { retryAllDelay: 10, now: () => now });
+    walk.next();
+    expect(walk.next([a]).value).toEqual({ kind: 'offer', runner: a });
+    expect(walk.next({ kind: 'busy' }).value).toEqual({ kind: 'sleep', ms: 4 });
+    now += 4;
+    expect(() => walk.next()).toThrow(PlacerTimeoutError);
+  });
+
+  it('throws what the driver throws into it, and PlacerAbortedError for a failed pause once the call aborted', () => {
+    const pool = new Error('pool down');
+    const listing = walkSteps<string>(fakeCall(), inOrder, { retryAllDelay: 10, now: () => T0 });
+    listing.next();
+    expect(() => listing.throw(pool)).toThrow(pool);
+
+    const controller = new AbortController();
+    const pausing = walkSteps<string>(fakeCall({ signal: controller.signal }), inOrder, { retryAllDelay: 10, now: () => T0 });
+    pausing.next();
+    expect(pausing.next([]).value).toEqual({ kind: 'sleep', ms: 10 });
+    controller.abort(new Error('client went away'));
+    expect(() => pausing.throw(new Error('sleep rejected'))).toThrow(PlacerAbortedError);
   });
 });

@@ -1,8 +1,9 @@
 /**
  * The simulate scenario: the placement scenario's question (how much faster do tokens come back
  * because of where calls go) for fleets larger than the machine asking it. The same workload, the
- * same engine model and the very placer objects the gateway runs are driven by a virtual clock
- * (k6/driver/vsim), so a thousand runners and a million calls take minutes of one core.
+ * same engine model, the very placer objects the gateway runs and its own walk (placer/walk.ts)
+ * are driven by a virtual clock (k6/driver/vsim), so a thousand runners and a million calls take
+ * minutes of one core.
  *
  * Two modes:
  * - plan (the default): find the simulated fleet's capacity as the live scenario does (the rate at

@@ -4,11 +4,11 @@
  * records (k6/driver/trace-run.ts), so the figures come from the same `placementFigures`.
  *
  * What a call goes through, per contender:
- * - a sluice placer: at its due time the gateway walks the real placer over the runners (see
- *   sluice.ts); once one commits, the call reaches that runner's engine `sluiceHopMs` later
- *   (gateway and runner together, both ways: the simulator puts the whole hop in front of the
- *   engine), and holds the runner's slot until its last token. A runner has as many slots as its
- *   engine runs sequences, so the engine never queues it.
+ * - a sluice placer: at its due time the gateway's own walk (placer/walk.ts) offers it to the
+ *   runners in the real placer's order (see sluice.ts); once one commits, the call reaches that
+ *   runner's engine `sluiceHopMs` later (gateway and runner together, both ways: the simulator
+ *   puts the whole hop in front of the engine), and holds the runner's slot until its last token.
+ *   A runner has as many slots as its engine runs sequences, so the engine never queues it.
  * - nginx: the balancer picks an engine at the due time, and the call reaches it `nginxHopMs`
  *   later, to wait in its queue or be refused with 429.
  *
@@ -22,6 +22,9 @@
  * - all runners' status is taken at the same instants, every `statusInterval` from the start.
  */
 import { affinityKey, renderPrompt } from '../../../gateway/call.ts';
+import { resolveGatewayOptions } from '../../../gateway/options.ts';
+import { LOAD_STALE_AFTER_MS } from '../../../placer/load.ts';
+import { placerDefaults } from '../../../placer/options.ts';
 import { builtinPlacers } from '../../../placer/registry.ts';
 import { seededRandom } from '../../../placer/kernel/index.ts';
 import type { Placer, RunnerCall } from '../../../placer/types.ts';
@@ -35,7 +38,7 @@ import type { EngineRequest } from './engine.ts';
 import { EventQueue } from './event-queue.ts';
 import { NGINX_BALANCERS } from './nginx.ts';
 import type { UpstreamBalancer } from './nginx.ts';
-import { FleetSlots, SimRunner, WaitingRoom, walkPass } from './sluice.ts';
+import { FleetSlots, SimRunner, placeCallWalker, stepWalker } from './sluice.ts';
 import type { WalkSettings } from './sluice.ts';
 import { promptBlocksOf, systemBlocksOf } from './trace.ts';
 
@@ -66,8 +69,18 @@ export interface GatewaySettings extends WalkSettings {
   readonly staleAfterMs: number;
 }
 
-/** `sluice gateway`'s defaults: retry-all-delay 10 ms, placer-timeout 360 s, status-interval 2 s, reports stale after 2 s. */
-export const GATEWAY_DEFAULTS: Readonly<GatewaySettings> = Object.freeze({ retryAllDelay: 10, placerTimeout: 360_000, statusInterval: 2_000, staleAfterMs: 2_000 });
+/**
+ * The gateway's own defaults, read from the product rather than copied: the walk's pause and sync
+ * deadline from `placerDefaults`, the load-aware placers' staleness bound `LOAD_STALE_AFTER_MS`,
+ * and the pool's status interval as `resolveGatewayOptions` fills it in (it has no default object
+ * of its own yet; any runner URL will do, nothing is contacted).
+ */
+export const GATEWAY_DEFAULTS: Readonly<GatewaySettings> = Object.freeze({
+  retryAllDelay: placerDefaults.retryAllDelay,
+  placerTimeout: placerDefaults.placerTimeout,
+  statusInterval: resolveGatewayOptions({ runners: ['http://127.0.0.1:1'] }).statusInterval,
+  staleAfterMs: LOAD_STALE_AFTER_MS,
+});
 
 /** The fleet: `runners` runners of `slots` slots, each in front of its own engine. */
 export interface SimFleet {
@@ -104,6 +117,12 @@ export interface SimRunSpec {
   readonly warmSystemPrompts?: boolean;
   /** @default GATEWAY_DEFAULTS */
   readonly gateway?: Partial<GatewaySettings>;
+  /**
+   * How the gateway's walk is run: `steps`, synchronously with the waiting room (sluice.ts), or
+   * `placeCall`, the async walk itself on a virtual clock with every pass taken, several times
+   * slower; the differential spec runs both and expects the same records. @default 'steps'
+   */
+  readonly walk?: 'steps' | 'placeCall';
   /** @default DEFAULT_HOPS */
   readonly hops?: Partial<SimHops>;
 }
@@ -172,7 +191,7 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
   arriveNext();
   path.start?.();
 
-  const events = await drain(queue, control);
+  const events = await drain(queue, control, path.settled);
   let queries = 0;
   let hits = 0;
   let engineQueuePeak = 0;
@@ -207,16 +226,26 @@ interface SimContext {
   readonly records: CallRecord[];
 }
 
-/** Handles every event in time order, a slice at a time; returns how many there were. */
-async function drain(queue: EventQueue<Handler>, control: RunControl): Promise<number> {
+/**
+ * Handles every event in time order, a slice at a time; returns how many there were. With
+ * `settled`, each event's walks finish their steps before the next event is taken.
+ */
+async function drain(queue: EventQueue<Handler>, control: RunControl, settled?: () => Promise<void> | undefined): Promise<number> {
   const slice = control.slice ?? 200_000;
   let events = 0;
   for (;;) {
     for (let i = 0; i < slice; i++) {
       const handle = queue.pop();
-      if (handle === undefined) return events;
+      if (handle === undefined) {
+        settled?.();
+        return events;
+      }
       handle(queue.now);
       events++;
+      if (settled !== undefined) {
+        const walking = settled();
+        if (walking !== undefined) await walking;
+      }
     }
     await new Promise<void>((resolve) => setImmediate(resolve));
     if (control.signal?.aborted) throw new Error('benchmark interrupted');
@@ -230,6 +259,8 @@ interface CallPath {
   /** Schedules what runs beside the calls (the pool's status probes). */
   start?(): void;
   waited(): number;
+  /** See SimWalker.settled: present only when calls' walks run on promises. */
+  settled?(): Promise<void> | undefined;
 }
 
 /** Records a call that got its answer in full. */
@@ -281,13 +312,11 @@ function sluicePath(sim: SimContext): CallPath {
   const gateway = { ...GATEWAY_DEFAULTS, ...spec.gateway };
   const hopMs = spec.hops?.sluiceHopMs ?? DEFAULT_HOPS.sluiceHopMs;
   const width = String(sim.engines.length).length;
-  // One stable array, as the gateway's pool hands out: placers cache their sorted orders on it.
-  const slots = new FleetSlots();
-  const runners: readonly SimRunner[] = sim.engines.map((engine, i) => new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, slots));
+  const fleet = new FleetSlots();
+  const runners: readonly SimRunner[] = sim.engines.map((engine, i) => new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, fleet));
   const placer = createPlacer(spec.contender, seededRandom(mix(spec.seed, 2)), sim.now, gateway.staleAfterMs);
   const signal = new AbortController().signal;
-  const room = new WaitingRoom(gateway.retryAllDelay);
-  let waited = 0;
+  const walker = (spec.walk === 'placeCall' ? placeCallWalker : stepWalker)({ runners, fleet, placer, settings: gateway, schedule: sim.schedule, now: sim.now });
 
   const probeAll = (at: number): void => {
     for (const runner of runners) runner.probe(at);
@@ -295,41 +324,27 @@ function sluicePath(sim: SimContext): CallPath {
     if (sim.eventsWaiting() > 0) sim.schedule(at + gateway.statusInterval, probeAll);
   };
 
-  /** A slot freed at `now`: the waiting call whose next pass comes first gets to make it. */
-  const wakeOne = (now: number): void => {
-    const woken = room.wake(now);
-    if (woken) sim.schedule(woken.at, woken.pass);
-  };
-
-  const tryPlace = (call: TraceCall, runnerCall: RunnerCall, at: number): void => {
-    const outcome = walkPass(runnerCall, runners, placer, gateway, at, slots);
-    if (outcome.kind === 'retry') {
-      room.park(at, (later) => tryPlace(call, runnerCall, later));
-    } else if (outcome.kind === 'timeout') {
-      sim.records.push(refused(call, 503));
-      // Woken for a slot it can no longer take: the next one in line takes it.
-      wakeOne(at);
-    } else {
-      const { runner } = outcome;
-      // A runner has no more slots than its engine runs sequences, so the engine never refuses it.
-      deliver(sim, runner.engine, call, at + hopMs, (now) => {
-        runner.finished(at, now);
-        wakeOne(now);
-      });
-    }
-  };
-
   return {
     arrive(call, at) {
       const runnerCall = runnerCallOf(spec.shape, call, at + gateway.placerTimeout, signal);
-      const before = room.size;
-      tryPlace(call, runnerCall, at);
-      if (room.size > before) waited++;
+      walker.start(runnerCall, at, {
+        placed(runner, placedAt) {
+          // A runner has no more slots than its engine runs sequences, so the engine never refuses it.
+          deliver(sim, runner.engine, call, placedAt + hopMs, (now) => {
+            runner.finished(placedAt, now);
+            walker.freed(now);
+          });
+        },
+        timedOut() {
+          sim.records.push(refused(call, 503));
+        },
+      });
     },
     start() {
       sim.schedule(0, probeAll);
     },
-    waited: () => waited,
+    waited: () => walker.waited,
+    settled: walker.settled && (() => walker.settled!()),
   };
 }
 

@@ -1,32 +1,39 @@
 /**
- * The sluice path in the simulator: runners that are `Runner`s to the real placers, and the walk
- * that offers a call to them, on the virtual clock.
+ * The sluice path in the simulator: runners that are `Runner`s to the real placers, and the
+ * gateway's own walk (placer/walk.ts) placing calls on them, on the virtual clock.
  *
  * A {@link SimRunner} answers as an HttpRunner in front of a runner with `--slots` slots does when
  * one gateway is its only client: busy while that many of the gateway's calls are in flight there
- * (the gateway's own shortcut, and the runner's answer), placed otherwise; its `load()` has the
- * same shape, this gateway's in-flight count plus the runner's last status report, refreshed every
- * `statusInterval` as the gateway's pool probes static runners, less the calls of ours that report
- * counted and that have ended since (`EndedCalls`, as HttpRunner).
+ * (the gateway's own shortcut, and the runner's answer), placed otherwise; its `load()` is the
+ * gateway's own reading (`runnerLoad`, as HttpRunner.load()), this gateway's in-flight count plus
+ * the runner's last status report, refreshed every `statusInterval` as the gateway's pool probes
+ * static runners, less the calls of ours that report counted and that have ended since.
  *
- * The walk is placer/walk.ts's loop run synchronously: one pass takes `placer.order(call,
- * runners)` and offers the call to each runner in turn until one commits, then tells the placer's
- * `placed()`; a pass in which none commits is followed by another `retryAllDelay` later, never past
- * the placer deadline. Offers and answers take no virtual time (the shortcut answers without a
- * round trip, and a placed call's trip to the engine is the simulation's hop overhead).
+ * The walk is `walkSteps`, the steps `placeCall` awaits, answered synchronously by
+ * {@link stepWalker}: the runners listed, each offer answered at once, and a pause between passes
+ * scheduled on the event queue. Offers and answers take no virtual time (the shortcut answers
+ * without a round trip, and a placed call's trip to the engine is the simulation's hop overhead).
  *
  * One shortcut, for speed: a pass fails only when every runner is full (placers never skip a
  * runner), and every runner stays full until a call ends, so the passes a waiting call would make
- * before then must fail too. The simulator does not run them: a pass while the fleet has no free
- * slot ({@link FleetSlots}) fails without asking the placer, the call waits in a
- * {@link WaitingRoom}, and when a slot frees, the waiting call whose next pass (on its own 10 ms
- * beat) comes first is woken for that pass. Calls are placed at the same virtual times as with
- * every pass run; what is lost is only what the failed passes did to a placer's own state (the
- * round-robin counter, random draws), which under overload would be millions of passes.
+ * before then must fail too. The simulator does not run them: while the fleet has no free slot
+ * ({@link FleetSlots}) the pool lists no runners, and the placer is not asked to order none; the
+ * walk's pause after such a pass is spent in a {@link WaitingRoom}, and when a slot frees, the
+ * waiting call whose next pass (on its own 10 ms beat) comes first is woken for that pass. Calls
+ * are placed at the same virtual times as with every pass run (spec/k6/vsim.spec.ts checks it
+ * against `placeCall` itself, {@link placeCallWalker}); what is lost is what the failed passes
+ * would have done to a placer's own state (the round-robin counter, random draws), which under
+ * overload would be millions of passes. And a waiting call whose placer deadline passes gives up
+ * when it is next woken rather than at the deadline (at the default 360 s, never in a bench run).
  */
 import { EndedCalls, runnerLoad } from '../../../gateway/runner-load.ts';
+import { PlacerTimeoutError } from '../../../placer/errors.ts';
+import type { Clock } from '../../../placer/kernel/index.ts';
 import type { Placer, Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../../placer/types.ts';
-import type { VirtualEngine } from './engine.ts';
+import { placeCall, walkSteps } from '../../../placer/walk.ts';
+import type { Placement, WalkAnswer, WalkStep } from '../../../placer/walk.ts';
+import type { Schedule, VirtualEngine } from './engine.ts';
+import { WaitingRoom } from './waiting-room.ts';
 
 /** What a runner last reported at its status probe, as the gateway keeps it. */
 interface StatusReport {
@@ -110,97 +117,203 @@ export class SimRunner implements Runner<SimRunner> {
 
 const BUSY: TryExecResult<SimRunner> = Object.freeze({ kind: 'busy' });
 
-/** The gateway's walk settings (gateway defaults: 10 ms and 360 s). */
+/** The gateway's walk settings (its defaults in simulation.ts's `GATEWAY_DEFAULTS`). */
 export interface WalkSettings {
   readonly retryAllDelay: number;
   readonly placerTimeout: number;
 }
 
-/** What one pass of the walk came to. */
-export type PassOutcome =
-  | { readonly kind: 'placed'; readonly runner: SimRunner }
-  | { readonly kind: 'retry'; readonly at: number }
-  | { readonly kind: 'timeout' };
+/** What a walker is told of one call's end of placement, at the virtual time it happens. */
+export interface WalkEnd {
+  /** `runner` committed to the call at `at`. */
+  placed(runner: SimRunner, at: number): void;
+  /** The placer deadline passed at `at` with no runner committed. */
+  timedOut(at: number): void;
+}
+
+/** Places calls on the virtual clock with the gateway's walk. */
+export interface SimWalker {
+  /** Starts the walk for `call` at `now`; `end` hears once how it went. */
+  start(call: RunnerCall, now: number, end: WalkEnd): void;
+  /** A slot freed at `now`, for a waiting call to take. */
+  freed(now: number): void;
+  /** Calls whose first pass failed, so that they waited for a slot. */
+  readonly waited: number;
+  /**
+   * Resolves once no walk is between two steps; undefined when none is. Only a walker whose walks
+   * run on promises has any: the simulation awaits it after each event, so that a walk's steps all
+   * happen at the event's virtual time.
+   */
+  settled?(): Promise<void> | undefined;
+}
+
+/** What a walker places with: the fleet's runners and their free slots, the placer, the clock. */
+export interface WalkerContext {
+  /** One stable array, as the gateway's pool hands out: placers cache their sorted orders on it. */
+  readonly runners: readonly SimRunner[];
+  readonly fleet: FleetSlots;
+  readonly placer: Placer;
+  readonly settings: WalkSettings;
+  readonly schedule: Schedule;
+  /** The virtual time, ms. */
+  readonly now: () => number;
+}
+
+/** One call's walk, suspended at the step it asked for last. */
+type Walk = Generator<WalkStep<SimRunner>, Placement<SimRunner>, WalkAnswer<SimRunner>>;
+
+const NO_RUNNERS: readonly SimRunner[] = Object.freeze([]);
+
+/** The runners a pass is offered: none while the fleet is full (see the file comment). */
+function listed({ fleet, runners }: WalkerContext): readonly SimRunner[] {
+  return fleet.free === 0 ? NO_RUNNERS : runners;
+}
 
 /**
- * One pass of the walk at `now`: the runner that committed, or when to try again, or a timeout
- * once the call's placer deadline has come. `placed()` is told of a commit; whatever it throws is
- * ignored, as the live walk ignores it. With `fleet` given and no slot free in it, the pass fails
- * without asking the placer (see the file comment).
+ * `placer` not asked to order an empty list: a pass over a full fleet fails without it, as the
+ * passes the simulator skips do (see the file comment).
  */
-export function walkPass(call: RunnerCall, runners: readonly SimRunner[], placer: Placer, settings: WalkSettings, now: number, fleet?: FleetSlots): PassOutcome {
-  if (now >= call.placerDeadline) return { kind: 'timeout' };
-  if (fleet?.free === 0) return { kind: 'retry', at: now + Math.min(settings.retryAllDelay, call.placerDeadline - now) };
-  for (const runner of placer.order(call, runners)) {
-    if (runner.offer().kind !== 'placed') continue;
+function skippingEmptyPasses(placer: Placer): Placer {
+  return {
+    name: placer.name,
+    order: (call, runners) => (runners.length === 0 ? runners : placer.order(call, runners)),
+    placed: (call, runner) => placer.placed?.(call, runner),
+  };
+}
+
+/**
+ * The walker the simulation runs: `walkSteps` answered synchronously, with the pause after a pass
+ * that found the fleet full spent in a {@link WaitingRoom} (see the file comment).
+ */
+export function stepWalker(context: WalkerContext): SimWalker {
+  const { fleet, settings, schedule, now } = context;
+  const placer = skippingEmptyPasses(context.placer);
+  const room = new WaitingRoom(settings.retryAllDelay);
+  const walkOptions = { retryAllDelay: settings.retryAllDelay, now };
+  let waited = 0;
+
+  /** A slot freed at `at`: the waiting call whose next pass comes first gets to make it. */
+  const wakeOne = (at: number): void => {
+    const woken = room.wake(at);
+    if (woken) schedule(woken.at, woken.pass);
+  };
+
+  /** Runs the walk from where it stands until it is placed, timed out or pausing; true unless pausing. */
+  const advance = (walk: Walk, end: WalkEnd, at: number): boolean => {
+    let step: IteratorResult<WalkStep<SimRunner>, Placement<SimRunner>>;
     try {
-      placer.placed?.(call, runner);
-    } catch {
-      // The call is placed; a learning placer's failure must not unplace it.
+      step = walk.next();
+      while (!step.done) {
+        const request = step.value;
+        if (request.kind === 'list') {
+          step = walk.next(listed(context));
+        } else if (request.kind === 'offer') {
+          // Placers return only runners they were given: these are SimRunners.
+          step = walk.next((request.runner as SimRunner).offer());
+        } else {
+          const resume = (later: number): void => void advance(walk, end, later);
+          // A pause short of retryAllDelay ends at the deadline, where the walk gives up: no slot
+          // can change that. Otherwise the fleet is full (the pass failed) until a slot frees.
+          if (request.ms < settings.retryAllDelay) schedule(at + request.ms, resume);
+          else room.park(at, resume);
+          return false;
+        }
+      }
+    } catch (error) {
+      if (!(error instanceof PlacerTimeoutError)) throw error;
+      end.timedOut(at);
+      // Woken for a slot it can no longer take: the next one in line takes it.
+      if (fleet.free > 0) wakeOne(at);
+      return true;
     }
-    return { kind: 'placed', runner };
-  }
-  return { kind: 'retry', at: now + Math.min(settings.retryAllDelay, call.placerDeadline - now) };
+    end.placed(step.value.runner as SimRunner, at);
+    return true;
+  };
+
+  return {
+    start(call, at, end) {
+      const walk = walkSteps<SimRunner>(call, placer, walkOptions);
+      if (!advance(walk, end, at)) waited++;
+    },
+    freed: wakeOne,
+    get waited() {
+      return waited;
+    },
+  };
 }
 
-/** A call waiting for its next pass; `phase` is where on the `retryAllDelay` beat its passes fall. */
-interface Waiter {
-  readonly phase: number;
-  readonly seq: number;
-  readonly pass: (at: number) => void;
-}
+/**
+ * The walker the simulation's spec checks {@link stepWalker} against: the gateway's `placeCall`
+ * itself, awaited, on a {@link Clock} whose sleep is an event in the simulation's queue, running
+ * every pass (the pool lists no runners while the fleet is full, as for {@link stepWalker}, so
+ * only the waiting room differs). Slower: every step is a promise, and the simulation awaits every
+ * walk's steps after each event.
+ */
+export function placeCallWalker(context: WalkerContext): SimWalker {
+  const { settings, schedule, now } = context;
+  const placer = skippingEmptyPasses(context.placer);
+  const pool = { runners: () => listed(context) };
+  // Walks between two steps: the simulation takes no next event until there are none.
+  let active = 0;
+  let quiet: { promise: Promise<void>; resolve: () => void } | undefined;
+  let failure: { error: unknown } | undefined;
+  let waited = 0;
+  const stepped = (): void => {
+    if (--active > 0 || quiet === undefined) return;
+    quiet.resolve();
+    quiet = undefined;
+  };
+  /** The walk's pause, as an event: the walk steps on when the queue reaches it. */
+  const sleep = (ms: number): Promise<void> => {
+    stepped();
+    return new Promise((resolve) => {
+      schedule(now() + ms, () => {
+        active++;
+        resolve();
+      });
+    });
+  };
 
-/** Calls that found every runner full, by the phase of their retry beat. */
-export class WaitingRoom {
-  readonly #beat: number;
-  /** Sorted by phase, then by when they started waiting. */
-  readonly #waiters: Waiter[] = [];
-  #seq = 0;
-
-  /** @param retryAllDelay the walk's pause between passes, ms (0: the next pass comes at once). */
-  constructor(retryAllDelay: number) {
-    this.#beat = retryAllDelay;
-  }
-
-  /** Calls waiting. */
-  get size(): number {
-    return this.#waiters.length;
-  }
-
-  /** A pass at `failedAt` found every runner full; `pass` runs the call's next pass when woken. */
-  park(failedAt: number, pass: (at: number) => void): void {
-    const waiter: Waiter = { phase: this.#phaseOf(failedAt), seq: this.#seq++, pass };
-    this.#waiters.splice(this.#firstAtOrAfter(waiter.phase, waiter.seq), 0, waiter);
-  }
-
-  /**
-   * A slot freed at `now`: removes the waiting call whose next pass comes first and returns it with
-   * that pass's time; undefined when none waits.
-   */
-  wake(now: number): { at: number; pass: (at: number) => void } | undefined {
-    if (this.#waiters.length === 0) return undefined;
-    const phase = this.#phaseOf(now);
-    let i = this.#firstAtOrAfter(phase, -1);
-    if (i === this.#waiters.length) i = 0;
-    const [waiter] = this.#waiters.splice(i, 1) as [Waiter];
-    const wait = this.#beat > 0 ? (waiter.phase - phase + this.#beat) % this.#beat : 0;
-    return { at: now + wait, pass: waiter.pass };
-  }
-
-  #phaseOf(at: number): number {
-    return this.#beat > 0 ? at % this.#beat : 0;
-  }
-
-  /** Index of the first waiter at or after (phase, seq). */
-  #firstAtOrAfter(phase: number, seq: number): number {
-    let lo = 0;
-    let hi = this.#waiters.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      const w = this.#waiters[mid]!;
-      if (w.phase < phase || (w.phase === phase && w.seq < seq)) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
+  return {
+    start(call, _at, end) {
+      let paused = false;
+      const clock: Clock = {
+        now,
+        sleep(ms) {
+          paused = true;
+          return sleep(ms);
+        },
+      };
+      active++;
+      placeCall(call, pool, placer, { retryAllDelay: settings.retryAllDelay, clock }).then(
+        (placement) => {
+          if (paused) waited++;
+          end.placed(placement.runner as SimRunner, now());
+          stepped();
+        },
+        (error: unknown) => {
+          if (paused) waited++;
+          if (error instanceof PlacerTimeoutError) end.timedOut(now());
+          else failure ??= { error };
+          stepped();
+        },
+      );
+    },
+    freed() {
+      // Waiting calls find the slot at their own next pass.
+    },
+    get waited() {
+      return waited;
+    },
+    settled() {
+      if (failure) throw failure.error;
+      if (active === 0) return undefined;
+      if (quiet === undefined) {
+        let resolve!: () => void;
+        const promise = new Promise<void>((r) => (resolve = r));
+        quiet = { promise, resolve };
+      }
+      return quiet.promise;
+    },
+  };
 }
