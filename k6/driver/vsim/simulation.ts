@@ -22,8 +22,8 @@
  * - all runners' status is taken at the same instants, every `statusInterval` from the start.
  */
 import { affinityKey, renderPrompt } from '../../../gateway/call.ts';
-import { resolveGatewayOptions } from '../../../gateway/options.ts';
-import { LOAD_STALE_AFTER_MS } from '../../../placer/load.ts';
+import { gatewayDefaults } from '../../../gateway/options.ts';
+import { loadAwareDefaults } from '../../../placer/load-options.ts';
 import { placerDefaults } from '../../../placer/options.ts';
 import { builtinPlacers } from '../../../placer/registry.ts';
 import { seededRandom } from '../../../placer/kernel/index.ts';
@@ -71,15 +71,14 @@ export interface GatewaySettings extends WalkSettings {
 
 /**
  * The gateway's own defaults, read from the product rather than copied: the walk's pause and sync
- * deadline from `placerDefaults`, the load-aware placers' staleness bound `LOAD_STALE_AFTER_MS`,
- * and the pool's status interval as `resolveGatewayOptions` fills it in (it has no default object
- * of its own yet; any runner URL will do, nothing is contacted).
+ * deadline from `placerDefaults`, the load-aware placers' staleness bound from
+ * `loadAwareDefaults`, and the pool's status interval from `gatewayDefaults`.
  */
 export const GATEWAY_DEFAULTS: Readonly<GatewaySettings> = Object.freeze({
   retryAllDelay: placerDefaults.retryAllDelay,
   placerTimeout: placerDefaults.placerTimeout,
-  statusInterval: resolveGatewayOptions({ runners: ['http://127.0.0.1:1'] }).statusInterval,
-  staleAfterMs: LOAD_STALE_AFTER_MS,
+  statusInterval: gatewayDefaults.statusInterval,
+  staleAfterMs: loadAwareDefaults.staleAfterMs,
 });
 
 /** The fleet: `runners` runners of `slots` slots, each in front of its own engine. */
