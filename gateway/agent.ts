@@ -43,7 +43,7 @@ import type { GatewayPool } from './pool.ts';
 import { relay } from './relay.ts';
 
 /** Header a client sets to keep a conversation on one runner (hashing placers). */
-export const SESSION_HEADER = 'sluice-session';
+const SESSION_HEADER = 'sluice-session';
 
 type MutableCall = { -readonly [K in keyof GatewayCall]: GatewayCall[K] };
 

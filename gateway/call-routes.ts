@@ -16,7 +16,7 @@ type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } }
 const POLL_AFTER_SECONDS = '1';
 
 /** What GET /v1/calls/{id} answers. */
-export function statusView(record: CallRecord): Record<string, unknown> {
+function statusView(record: CallRecord): Record<string, unknown> {
   const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
   return {
     id: record.id,

@@ -31,7 +31,7 @@ import type { CallRecord, CallStatus, CallStore } from './store/types.ts';
 /** Header naming where to POST the result when the call finishes. */
 export const CALLBACK_URL_HEADER = 'sluice-callback-url';
 /** The IETF draft's header: the same key and payload return the first call. */
-export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 
 /** What the flow works with: the detached calls, the store and the gateway settings it reads. */
 export interface DetachedFlowSettings {

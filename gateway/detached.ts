@@ -91,7 +91,7 @@ export interface DetachedExtras {
 export type Unplaced = { kind: 'client-left' } | { kind: 'cancelled' } | { kind: 'failed'; error: Error };
 
 /** Past its lifetime plus this, a running call owned by another gateway is presumed lost. */
-export const OWNER_GRACE_MS = 5000;
+const OWNER_GRACE_MS = 5000;
 
 /** The digest an Idempotency-Key's payload is compared by: method, path, callback URL and body. */
 export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | 'body'>, callbackUrl = ''): string {
@@ -380,7 +380,7 @@ export class DetachedCalls {
 }
 
 /** What a callback receiver gets: the call's status and its result, text as text. */
-export function callbackPayload(record: CallRecord, result: StoredResult | undefined): object {
+function callbackPayload(record: CallRecord, result: StoredResult | undefined): object {
   const textual = result && /^(text\/[^;]*|application\/(json|[^;]*\+json))\s*(;|$)/.test(result.contentType);
   return {
     id: record.id,

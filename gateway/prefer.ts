@@ -17,7 +17,7 @@ export interface CallPreference {
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Longest wait=N honoured; a client asking for more waits this long, then gets the 202. */
-export const MAX_WAIT_SECONDS = 600;
+const MAX_WAIT_SECONDS = 600;
 
 /**
  * Parses the preferences; unknown preferences are ignored as RFC 7240 asks, malformed syntax

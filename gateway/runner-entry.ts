@@ -51,7 +51,7 @@ export interface StampedLoad extends StampedReport {
 }
 
 /** How long a runner that refused a connection is passed over before it is tried again, in ms. */
-export const DOWN_BACKOFF_MS = 1000;
+const DOWN_BACKOFF_MS = 1000;
 
 /** What the gateway knows of a runner that registered itself, from its heartbeats. */
 export interface Registration {

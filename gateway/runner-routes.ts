@@ -16,7 +16,7 @@ import type { RunnerRegistry } from './registry.ts';
 type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
 
 /** What GET /v1/runners shows of one runner. */
-export function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
+function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
   const reg = runner.registration;
   const state = reg
     ? reg.drainRequested ? 'drain-requested' : reg.draining ? 'draining' : reg.state

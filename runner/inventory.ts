@@ -34,7 +34,7 @@ export const NVIDIA_SMI_ARGS: readonly string[] = Object.freeze([
 ]);
 
 /** How long the default runner lets nvidia-smi take: it hangs when the driver is wedged. */
-export const NVIDIA_SMI_TIMEOUT_MS = 5_000;
+const NVIDIA_SMI_TIMEOUT_MS = 5_000;
 
 /** nvidia-smi printed something other than the CSV asked for. */
 export class NvidiaSmiParseError extends SluiceError {

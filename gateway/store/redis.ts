@@ -30,7 +30,7 @@ const MAX_RECONNECT_DELAY_MS = 1_000;
  * How long a create waits for Redis before the gateway gives the call up (and answers 503), and
  * a start before the gateway lets the call run on without it: both hold a client's answer.
  */
-export const CREATE_TIMEOUT_MS = 3_000;
+const CREATE_TIMEOUT_MS = 3_000;
 /**
  * What the create's not-after bound leaves for error in our reading of Redis's clock: it is
  * CREATE_TIMEOUT_MS minus this after the send, so a create that lands at all lands while its
@@ -38,7 +38,7 @@ export const CREATE_TIMEOUT_MS = 3_000;
  * of the ping's round trip, at most HEALTH_TIMEOUT_MS), so it is off by half a round trip plus
  * whatever the two clocks drifted since, well within a second.
  */
-export const CLOCK_MARGIN_MS = 1_000;
+const CLOCK_MARGIN_MS = 1_000;
 /** A health check that takes longer says the store is not answering. */
 const HEALTH_TIMEOUT_MS = 1_000;
 /** A health answer is repeated for this long, so probes and admission cost one ping a second. */

@@ -13,7 +13,7 @@ const TICKS_PER_SECOND = 100;
  * User + system CPU time of `pid` and its direct children (nginx's worker is a child of the
  * master), in ms; undefined when /proc cannot tell.
  */
-export function processCpuMs(pid: number | undefined): number | undefined {
+function processCpuMs(pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined;
   const own = readTicks(pid);
   if (own === undefined) return undefined;

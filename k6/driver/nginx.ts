@@ -23,7 +23,7 @@ export interface NginxProxy {
 }
 
 /** Finds an executable named `name` on `pathVar` (a PATH value); undefined when there is none. */
-export function findOnPath(name: string, pathVar: string | undefined): string | undefined {
+function findOnPath(name: string, pathVar: string | undefined): string | undefined {
   for (const dir of (pathVar ?? '').split(delimiter)) {
     if (!dir) continue;
     const candidate = join(dir, name);

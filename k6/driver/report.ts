@@ -51,7 +51,7 @@ export function startScenario(ctx: { progress?: (text: string) => void; write?: 
 }
 
 /** Describes this machine. */
-export function machineInfo(): MachineInfo {
+function machineInfo(): MachineInfo {
   return {
     cpus: availableParallelism(),
     cpuModel: cpus()[0]?.model.trim() ?? 'unknown',

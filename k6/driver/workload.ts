@@ -205,7 +205,7 @@ const seedOf = (kind: number, a: number, b = 0): number => (Math.imul(kind, 0x9e
 const systemCache = new Map<number, string>();
 
 /** System prompt number `system` (cached: the few of them recur in every session). */
-export function systemPrompt(shape: WorkloadShape, system: number): string {
+function systemPrompt(shape: WorkloadShape, system: number): string {
   const key = system * 1_000_003 + shape.systemWords;
   let text = systemCache.get(key);
   if (text === undefined) {

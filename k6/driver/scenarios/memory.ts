@@ -41,7 +41,7 @@ export interface MemoryBenchOptions extends BenchOptions {
 }
 
 /** Bounds of the `streams` option. */
-export const MEMORY_LIMITS = Object.freeze({
+const MEMORY_LIMITS = Object.freeze({
   /** Most streams in one level. */
   maxStreams: 10_000,
   /** Most levels in one run. */
@@ -61,10 +61,10 @@ export const DEFAULT_STREAM_LEVELS: readonly number[] = Object.freeze([1_000, 10
 export const MEMORY_ENGINE: EngineTiming = Object.freeze({ ttftMs: 200, itlMs: 5_000, outputTokens: 2 });
 
 /** Streams sent at once during the ramp; the next batch leaves when this one's headers came. */
-export const RAMP_BATCH = 500;
+const RAMP_BATCH = 500;
 
 /** The ramp's time budget: a base, plus an allowance per stream for a busy 2-core box. */
-export const RAMP_BUDGET = Object.freeze({ baseMs: 10_000, perStreamMs: 12 });
+const RAMP_BUDGET = Object.freeze({ baseMs: 10_000, perStreamMs: 12 });
 
 /** Engine and runner pairs behind the gateway: each runner holds two sockets per stream too. */
 const PAIRS = 2;
@@ -283,7 +283,7 @@ export function tokensUntil(endAt: number, now: number, engine: Pick<EngineTimin
 }
 
 /** The ramp's time budget for `streams` streams, ms. */
-export function rampBudgetMs(streams: number): number {
+function rampBudgetMs(streams: number): number {
   return RAMP_BUDGET.baseMs + streams * RAMP_BUDGET.perStreamMs;
 }
 
@@ -480,7 +480,7 @@ function formatErrors(errors: Record<string, number>): string {
 }
 
 /** One panel per proxy; a group per level with its idle, plateau, ended and quiet RSS, and a last one once settled, MiB. */
-export function memoryChart(figures: readonly LevelFigures[], settled: readonly SettledFigures[], targets: readonly string[], title: string, subtitle: string): string {
+function memoryChart(figures: readonly LevelFigures[], settled: readonly SettledFigures[], targets: readonly string[], title: string, subtitle: string): string {
   const series = [
     { name: 'idle before', color: '#9e9e9e' },
     { name: 'plateau (median)', color: '#4c78a8' },

@@ -27,10 +27,10 @@ import type { WorkloadShape } from '../workload.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
 
 /** Shares of the measured capacity each contender is run at. */
-export const PLACEMENT_LEVELS: readonly number[] = Object.freeze([0.5, 0.8, 1]);
+const PLACEMENT_LEVELS: readonly number[] = Object.freeze([0.5, 0.8, 1]);
 
 /** The sluice placers measured, each in its own gateway. */
-export const PLACEMENT_PLACERS: readonly string[] = Object.freeze(['round-robin', 'consistent-hash', 'least-loaded', 'load-weighted', 'prefix-affinity']);
+const PLACEMENT_PLACERS: readonly string[] = Object.freeze(['round-robin', 'consistent-hash', 'least-loaded', 'load-weighted', 'prefix-affinity']);
 
 /** The fleet: eight engines on the H100 profile, a runner each with as many slots as the engine runs sequences. */
 export const PLACEMENT_FLEET = Object.freeze({ engines: 8, slots: 16, profile: 'h100-8b' });

@@ -24,10 +24,10 @@ import type { Scenario, ScenarioContext } from '../types.ts';
 import { seededRandom } from '../../../placer/kernel/index.ts';
 
 /** Pool sizes measured, smallest first (the growth ratio is last over first). */
-export const POOL_SIZES: readonly number[] = Object.freeze([10, 100, 1_000, 10_000]);
+const POOL_SIZES: readonly number[] = Object.freeze([10, 100, 1_000, 10_000]);
 
 /** Per cell: a warm-up, then 2,000 calls or 2 s, whichever comes first. */
-export const SCALE_BOUNDS: Readonly<CostBounds> = Object.freeze({ warmup: 200, maxCalls: 2_000, maxMs: 2_000, batch: 20 });
+const SCALE_BOUNDS: Readonly<CostBounds> = Object.freeze({ warmup: 200, maxCalls: 2_000, maxMs: 2_000, batch: 20 });
 
 /** The untimed pass over the small pools before anything is timed. */
 const JIT_WARMUP: Readonly<CostBounds> = Object.freeze({ warmup: 0, maxCalls: 5_000, maxMs: 300, batch: 50 });
@@ -46,7 +46,7 @@ export interface ScaleCell {
 }
 
 /** Times the whole grid is measured; each cell reports its median pass. */
-export const SCALE_PASSES = 3;
+const SCALE_PASSES = 3;
 
 /** The sample with the median cost (the lower middle one for an even count). */
 export function medianSample(samples: readonly CostSample[]): CostSample {

@@ -53,7 +53,7 @@ export interface SimulateOptions extends BenchOptions {
 }
 
 /** The bounds of {@link SimulateOptions}. */
-export const SIMULATE_LIMITS = Object.freeze({
+const SIMULATE_LIMITS = Object.freeze({
   maxRunners: 10_000,
   /** Fewest calls per run: below this a run is mostly warm-up. */
   minCalls: 1_000,

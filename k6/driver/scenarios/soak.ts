@@ -39,7 +39,7 @@ import type { Scenario, ScenarioContext } from '../types.ts';
 /** Calls waiting for an answer at once before the driver drops a due call. */
 const MAX_IN_FLIGHT = 4_000;
 /** Most calls one soak sends, whatever rate and duration say: the ledger holds them all. */
-export const MAX_SOAK_CALLS = 1_000_000;
+const MAX_SOAK_CALLS = 1_000_000;
 const SAMPLE_EVERY_MS = 1_000;
 const MIX = 'of every 20 calls: 12 sync, 5 streamed, 3 detached (Prefer: respond-async)';
 

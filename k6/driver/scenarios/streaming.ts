@@ -25,7 +25,7 @@ import type { StreamTrace } from '../stream-record.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
 
 /** The engine every stream comes from: 50 ms to the first token, then one every 20 ms. */
-export const STREAMING_ENGINE: EngineTiming = Object.freeze({ ttftMs: 50, itlMs: 20, outputTokens: 40 });
+const STREAMING_ENGINE: EngineTiming = Object.freeze({ ttftMs: 50, itlMs: 20, outputTokens: 40 });
 
 /** The request every target gets. */
 export const STREAMING_REQUEST = Object.freeze({

@@ -19,10 +19,10 @@ import type { FaultKind, FaultWindow, PlannedFault } from './schedule.ts';
 import { until } from './wait.ts';
 
 /** A process manager's pause before it starts a dead runner or Redis again. */
-export const RESTART_PAUSE_MS = 2_000;
+const RESTART_PAUSE_MS = 2_000;
 
 /** Longest wait for a fault's recovery; past it the window closes there and the fault counts as not recovered. */
-export const RECOVERY_BOUND_MS = 60_000;
+const RECOVERY_BOUND_MS = 60_000;
 
 /** What the injector needs. */
 export interface InjectContext {

@@ -24,7 +24,7 @@ export const CALL_KINDS: readonly CallKind[] = Object.freeze(['sync', 'stream', 
 export type Outcome = 'ok' | 'busy' | 'error' | 'dropped';
 
 /** The 503 codes that mean "no room now, retry": load shedding, not a failure. */
-export const BUSY_CODES: ReadonlySet<string> = new Set(['PLACER_TIMEOUT', 'GW_OVERLOADED']);
+const BUSY_CODES: ReadonlySet<string> = new Set(['PLACER_TIMEOUT', 'GW_OVERLOADED']);
 
 /** One call. Times are ms from the load's start. */
 export interface LedgerEntry {
@@ -157,7 +157,7 @@ export class Ledger {
 }
 
 /** Statuses a detached call never leaves. */
-export const TERMINAL_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
+const TERMINAL_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 
 /** What the driver found of one accepted detached call at the end. */
 export interface DetachedFate {

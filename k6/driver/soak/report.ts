@@ -18,7 +18,7 @@ export const SOAK_LOAD = 0.8;
 const PRINTED = 5;
 
 /** How far above its start the gateway's memory may end and still count as back. */
-export const RSS_TOLERANCE = 0.1;
+const RSS_TOLERANCE = 0.1;
 
 /** The gateway's memory over the soak, KiB. */
 export interface RssSummary {
@@ -67,7 +67,7 @@ export interface SoakReport {
  * start on); NaN figures and `back: false` when a phase has no sample.
  */
 /** How much of the idle phase's end the settled RSS is read from, ms. */
-export const RSS_SETTLED_MS = 10_000;
+const RSS_SETTLED_MS = 10_000;
 
 export function summarizeRss(samples: readonly MemorySample[]): RssSummary {
   const from = samples.filter((s) => s.phase === 'load' || s.phase === 'drain' || s.phase === 'idle');

@@ -12,16 +12,8 @@ export type FaultKind = 'runner-kill' | 'runner-stop' | 'engine-crash' | 'redis-
 /** Every fault, in the order the schedule injects them. */
 export const FAULT_KINDS: readonly FaultKind[] = Object.freeze(['runner-kill', 'runner-stop', 'engine-crash', 'redis-restart']);
 
-/** What each fault does, for tables and docs. */
-export const FAULT_DESCRIPTIONS: Readonly<Record<FaultKind, string>> = Object.freeze({
-  'runner-kill': 'SIGKILL a runner, start it again after a pause; it registers itself again',
-  'runner-stop': 'SIGSTOP a runner, SIGCONT it after --stop-for',
-  'engine-crash': "SIGKILL a runner's supervised engine; the runner relaunches it",
-  'redis-restart': 'SIGKILL the store\'s redis-server, start it again on the same port after a pause',
-});
-
 /** Where in the load each fault strikes, as a share of the load's duration. */
-export const FAULT_AT: Readonly<Record<FaultKind, number>> = Object.freeze({
+const FAULT_AT: Readonly<Record<FaultKind, number>> = Object.freeze({
   'runner-kill': 0.15,
   'runner-stop': 0.35,
   'engine-crash': 0.55,
@@ -29,7 +21,7 @@ export const FAULT_AT: Readonly<Record<FaultKind, number>> = Object.freeze({
 });
 
 /** Added after a fault's recovery before its window closes: what the fleet needs to notice it. */
-export const WINDOW_GRACE_MS = 5_000;
+const WINDOW_GRACE_MS = 5_000;
 
 /** One fault as planned: what, when (ms from the load's start). */
 export interface PlannedFault {

@@ -5,7 +5,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 
 /** How often {@link until} asks. */
-export const POLL_EVERY_MS = 100;
+const POLL_EVERY_MS = 100;
 
 /**
  * Calls `check` every {@link POLL_EVERY_MS} until it resolves true (then true) or `withinMs`

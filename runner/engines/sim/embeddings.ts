@@ -66,7 +66,7 @@ function readInputs(input: unknown): readonly EmbeddingInput[] | ApiError {
 }
 
 /** Reads and checks an embeddings request as vLLM would, or returns the refusal. */
-export function readEmbeddingRequest(ctx: SimCallContext, body: Record<string, unknown>): EmbeddingRequest | ApiError {
+function readEmbeddingRequest(ctx: SimCallContext, body: Record<string, unknown>): EmbeddingRequest | ApiError {
   const model = resolveModel(ctx.options, body);
   if (model.kind === 'bad') return model.error;
   const encoding = optionalChoice(body, 'encoding_format', ENCODING_FORMATS);

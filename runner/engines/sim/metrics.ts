@@ -11,7 +11,7 @@ import { BLOCK_SIZE, type PrefixCacheTotals } from './prefix-cache.ts';
 import type { SchedulerTotals } from './scheduler.ts';
 
 /** vLLM's bucket bounds for `vllm:time_to_first_token_seconds`, in seconds. */
-export const TTFT_BUCKETS: readonly number[] = [
+const TTFT_BUCKETS: readonly number[] = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560,
 ];
 

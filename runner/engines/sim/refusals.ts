@@ -83,7 +83,7 @@ const MAX_ECHOED_CHARS = 200;
  * A value as Python's repr would show it in pydantic's message: strings quoted, `True`, `None`;
  * containers only described (`<list of 3 items>`) and long strings cut, as vLLM does.
  */
-export function pyRepr(value: unknown): string {
+function pyRepr(value: unknown): string {
   if (value === null || value === undefined) return 'None';
   if (typeof value === 'boolean') return value ? 'True' : 'False';
   if (typeof value === 'number') return Number.isFinite(value) ? String(value) : value > 0 ? 'inf' : value < 0 ? '-inf' : 'nan';

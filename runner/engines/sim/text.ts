@@ -13,7 +13,7 @@ const VOCABULARY: readonly string[] = [
 ];
 
 /** FNV-1a over UTF-16 code units: cheap, stable across runs, good enough to seed a generator. */
-export function hashText(text: string, seed = 0x811c9dc5): number {
+function hashText(text: string, seed = 0x811c9dc5): number {
   let hash = seed >>> 0;
   for (let i = 0; i < text.length; i += 1) {
     hash ^= text.charCodeAt(i);
