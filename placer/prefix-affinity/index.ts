@@ -29,11 +29,8 @@ export { prefixAffinityDefaults } from './options.ts';
  * 4. Otherwise the home first, then the rest from least to most loaded.
  *
  * SGLang compares the most loaded runner with the least; here it is the home, because a busy
- * runner elsewhere is no reason to give up a cached prefix. Measured with `sluice bench simulate`
- * on the placement workload (eight 16-slot H100 runners, sessions of four turns), the pool-wide
- * rule with a 0.25 gap left 75 to 76 % of prompt tokens cached against about 86 % possible, and a
- * p90 time to first token 28 to 55 % above consistent-hash's; this rule with a 0.5 gap kept 82 to
- * 85 % and beat consistent-hash by 14 to 34 % at p90, from 36 % to 80 % of full capacity.
+ * runner elsewhere is no reason to give up a cached prefix. The measurements behind this rule and
+ * its gap are in docs/placers.md (prefix-affinity) and docs/benchmarks.md.
  *
  * The index learns in `placed()`, whichever branch chose the runner, because the runner that
  * served a prompt is the one whose cache now holds it; `forget()` drops runners that left.
