@@ -8,6 +8,8 @@
  */
 import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
+import { recordError } from './detached-reasons.ts';
+import { DetachedStoreFullError, DetachedStoreUnavailableError, ResultNotStoredError } from './errors.ts';
 import type { StoreMetrics } from './metrics.ts';
 import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
 import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/types.ts';
@@ -69,13 +71,14 @@ export class EndWriter {
       if (error instanceof StoreFullError) {
         this.#s.metrics.resultsRefused.add(1);
         log.warn('detached result refused, store full', { bytes: error.bytes, storedBytes: error.storedBytes, maxStoredBytes: error.maxStoredBytes });
-        reason = {
-          code: 'GW_STORE_FULL',
-          message: `the call finished but its result (${error.bytes} bytes with its record) did not fit in the detached-call store (${error.storedBytes} of maxStoredBytes ${error.maxStoredBytes} in use until results expire); it was not kept`,
-        };
+        reason = recordError(
+          new DetachedStoreFullError(
+            `the call finished but its result (${error.bytes} bytes with its record) did not fit in the detached-call store (${error.storedBytes} of maxStoredBytes ${error.maxStoredBytes} in use until results expire); it was not kept`,
+          ),
+        );
       } else {
         log.error('detached result refused by the store', { error });
-        reason = { code: 'GW_RESULT_NOT_STORED', message: `the store refused the result: ${error.message}` };
+        reason = recordError(new ResultNotStoredError(`the store refused the result: ${error.message}`));
       }
       const { executionMs, completedAt } = ending.finish;
       const failed: CallFinish = { status: 'failed', completedAt, ...(executionMs === undefined ? {} : { executionMs }), error: reason };
@@ -100,10 +103,11 @@ export class EndWriter {
     const finish: CallFinish = {
       status: 'failed',
       completedAt: this.#s.clock.now(),
-      error: {
-        code: 'GW_STORE_UNAVAILABLE',
-        message: `the store did not confirm this call's record in time (${(cause as Error).message}); the client was answered 503 and the call was not placed`,
-      },
+      error: recordError(
+        new DetachedStoreUnavailableError(
+          `the store did not confirm this call's record in time (${(cause as Error).message}); the client was answered 503 and the call was not placed`,
+        ),
+      ),
     };
     const deadline = Math.max(record.expiresAt, finish.completedAt + MIN_WRITE_WINDOW_MS);
     const written = await this.#write(record.id, { finish }, deadline, []);

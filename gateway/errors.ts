@@ -1,107 +1,105 @@
 /**
  * Gateway errors, each with a stable code (listed with meaning and fix in docs/errors.md) and
- * the HTTP status a client gets. The JSON body follows OpenAI's error shape.
+ * the HTTP status a client gets. The JSON body follows OpenAI's error shape. Each code is one
+ * class, declared with the kernel's errorClass over GatewayError.
  */
-import { SluiceError } from '../placer/kernel/index.ts';
-import type { ErrorType } from '../placer/kernel/index.ts';
+import { SluiceError, errorClass } from '../placer/kernel/index.ts';
+import type { ErrorType, SluiceErrorOptions } from '../placer/kernel/index.ts';
 import { EngineErrorCode } from '../runner/protocol.ts';
 import type { CallError } from './store/types.ts';
+
+/** What a gateway error's constructor takes beside its message. */
+interface GatewayErrorOptions extends SluiceErrorOptions {
+  /** Added to the response (e.g. Retry-After). */
+  headers?: Record<string, string>;
+}
 
 /** An error the gateway answers with; `headers` are added to the response (e.g. Retry-After). */
 export class GatewayError extends SluiceError {
   readonly headers: Readonly<Record<string, string>>;
-  constructor(
-    code: string,
-    status: number,
-    type: ErrorType,
-    message: string,
-    options?: { cause?: unknown; headers?: Record<string, string> },
-  ) {
+  constructor(code: string, status: number, type: ErrorType, message: string, options?: GatewayErrorOptions) {
     super(code, status, type, message, options);
     this.headers = options?.headers ?? {};
   }
 }
 
-const invalid = (code: string, status: number) =>
-  class extends GatewayError {
-    constructor(message: string, options?: { cause?: unknown; headers?: Record<string, string> }) {
-      super(code, status, status === 404 ? 'not_found_error' : 'invalid_request_error', message, options);
-    }
-  };
+/** Retry-After in seconds, and `connection: close` when the body will not be read. */
+const retryAfter = (seconds: number, close = false): Record<string, string> =>
+  close ? { 'retry-after': String(seconds), connection: 'close' } : { 'retry-after': String(seconds) };
 
 /** The body is not valid JSON (400). */
-export class InvalidJsonError extends invalid('GW_INVALID_JSON', 400) {}
+export class InvalidJsonError extends errorClass('GW_INVALID_JSON', 400, 'invalid_request_error', GatewayError) {}
 /** The body is JSON but not an object, or a field has the wrong type (400). */
-export class InvalidBodyError extends invalid('GW_INVALID_BODY', 400) {}
+export class InvalidBodyError extends errorClass('GW_INVALID_BODY', 400, 'invalid_request_error', GatewayError) {}
 /** The body names no `model` (400). */
-export class MissingModelError extends invalid('GW_MISSING_MODEL', 400) {}
+export class MissingModelError extends errorClass('GW_MISSING_MODEL', 400, 'invalid_request_error', GatewayError) {}
 /** No runner in the pool serves the model (404). */
-export class UnknownModelError extends invalid('GW_UNKNOWN_MODEL', 404) {}
+export class UnknownModelError extends errorClass('GW_UNKNOWN_MODEL', 404, 'not_found_error', GatewayError) {}
 /** The body is larger than maxBodyBytes (413). */
-export class BodyTooLargeError extends invalid('GW_BODY_TOO_LARGE', 413) {}
+export class BodyTooLargeError extends errorClass('GW_BODY_TOO_LARGE', 413, 'invalid_request_error', GatewayError) {}
 /** The client did not finish sending the body within bodyReadTimeout (408). */
-export class BodyTimeoutError extends invalid('GW_BODY_TIMEOUT', 408) {}
+export class BodyTimeoutError extends errorClass('GW_BODY_TIMEOUT', 408, 'invalid_request_error', GatewayError) {}
 /** No route for this method and path (404). */
-export class RouteNotFoundError extends invalid('GW_ROUTE_NOT_FOUND', 404) {}
+export class RouteNotFoundError extends errorClass('GW_ROUTE_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
 /**
  * The request target is not a plain path: absolute-form, `*`, a fragment, malformed
  * percent-encoding, or a `.`/`..` segment (percent-encoded ones and ones behind an encoded
  * slash included) that would route the gateway and the engine differently (400).
  */
-export class InvalidPathError extends invalid('GW_INVALID_PATH', 400) {}
+export class InvalidPathError extends errorClass('GW_INVALID_PATH', 400, 'invalid_request_error', GatewayError) {}
 /**
  * The request could not be read as HTTP/1.1: Node's parser refused it (bad chunked encoding,
  * Content-Length beside Transfer-Encoding, a malformed request line or header), or its target or
  * Host header does not form a URL (400). The connection is closed after the answer.
  */
-export class BadRequestSyntaxError extends invalid('GW_BAD_REQUEST_SYNTAX', 400) {}
+export class BadRequestSyntaxError extends errorClass('GW_BAD_REQUEST_SYNTAX', 400, 'invalid_request_error', GatewayError) {}
 /** The request's header section is larger than Node's limit: 16 KiB unless node runs with `--max-http-header-size` (431). */
-export class HeadersTooLargeError extends invalid('GW_HEADERS_TOO_LARGE', 431) {}
+export class HeadersTooLargeError extends errorClass('GW_HEADERS_TOO_LARGE', 431, 'invalid_request_error', GatewayError) {}
 /** The client did not finish sending the request's headers in time (408). */
-export class HeadersTimeoutError extends invalid('GW_HEADERS_TIMEOUT', 408) {}
+export class HeadersTimeoutError extends errorClass('GW_HEADERS_TIMEOUT', 408, 'invalid_request_error', GatewayError) {}
 
 /** The Prefer header or sluice-invoke-type is malformed (400). */
-export class InvalidPreferError extends invalid('GW_INVALID_PREFER', 400) {}
+export class InvalidPreferError extends errorClass('GW_INVALID_PREFER', 400, 'invalid_request_error', GatewayError) {}
 /** A detached call's Idempotency-Key is not 1 to 255 visible ASCII characters (400). */
-export class InvalidIdempotencyKeyError extends invalid('GW_INVALID_IDEMPOTENCY_KEY', 400) {}
+export class InvalidIdempotencyKeyError extends errorClass('GW_INVALID_IDEMPOTENCY_KEY', 400, 'invalid_request_error', GatewayError) {}
 /** A detached call names a callback URL, and this gateway has callbacks off (400). */
-export class CallbacksDisabledError extends invalid('GW_CALLBACKS_DISABLED', 400) {}
+export class CallbacksDisabledError extends errorClass('GW_CALLBACKS_DISABLED', 400, 'invalid_request_error', GatewayError) {}
 /** A call route was used with another method than POST (405); answered with `Allow: POST`. */
-export class MethodNotAllowedError extends invalid('GW_METHOD_NOT_ALLOWED', 405) {}
+export class MethodNotAllowedError extends errorClass('GW_METHOD_NOT_ALLOWED', 405, 'invalid_request_error', GatewayError) {}
 /** No detached call with this id in the store: unknown, or its result expired (404). */
-export class CallNotFoundError extends invalid('GW_CALL_NOT_FOUND', 404) {}
+export class CallNotFoundError extends errorClass('GW_CALL_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
 /** A detached call ended without a stored result (404). */
-export class NoResultError extends invalid('GW_NO_RESULT', 404) {}
+export class NoResultError extends errorClass('GW_NO_RESULT', 404, 'not_found_error', GatewayError) {}
 /** The result of a detached call still queued or running was asked for (409). */
-export class CallNotFinishedError extends invalid('GW_CALL_NOT_FINISHED', 409) {}
+export class CallNotFinishedError extends errorClass('GW_CALL_NOT_FINISHED', 409, 'invalid_request_error', GatewayError) {}
 /** An Idempotency-Key already used for another request (422). */
-export class IdempotencyKeyReusedError extends invalid('GW_IDEMPOTENCY_KEY_REUSED', 422) {}
+export class IdempotencyKeyReusedError extends errorClass('GW_IDEMPOTENCY_KEY_REUSED', 422, 'invalid_request_error', GatewayError) {}
 
 /** The first call with this Idempotency-Key is still being placed (409, Retry-After: 1). */
-export class IdempotencyInProgressError extends GatewayError {
+export class IdempotencyInProgressError extends errorClass('GW_IDEMPOTENCY_IN_PROGRESS', 409, 'invalid_request_error', GatewayError) {
   constructor(message: string) {
-    super('GW_IDEMPOTENCY_IN_PROGRESS', 409, 'invalid_request_error', message, { headers: { 'retry-after': '1' } });
+    super(message, { headers: retryAfter(1) });
   }
 }
 
 /** A registration or heartbeat body is not what the wire contract says (400). */
-export class InvalidRegistrationError extends invalid('GW_INVALID_REGISTRATION', 400) {}
+export class InvalidRegistrationError extends errorClass('GW_INVALID_REGISTRATION', 400, 'invalid_request_error', GatewayError) {}
 /** A drain interval that is not a whole number of ms in range (400). */
-export class InvalidDrainError extends invalid('GW_INVALID_DRAIN', 400) {}
+export class InvalidDrainError extends errorClass('GW_INVALID_DRAIN', 400, 'invalid_request_error', GatewayError) {}
 /** No registered runner under this id (404). */
-export class RunnerNotFoundError extends invalid('GW_RUNNER_NOT_FOUND', 404) {}
+export class RunnerNotFoundError extends errorClass('GW_RUNNER_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
 
 /** The runner routes on a gateway started without a runner token (404). */
-export class RegistrationDisabledError extends GatewayError {
+export class RegistrationDisabledError extends errorClass('GW_REGISTRATION_DISABLED', 404, 'not_found_error', GatewayError) {
   constructor() {
-    super('GW_REGISTRATION_DISABLED', 404, 'not_found_error', 'runner registration is off on this gateway: start it with --runner-token');
+    super('runner registration is off on this gateway: start it with --runner-token');
   }
 }
 
 /** A runner route without the runner token, or with a wrong one (401). */
-export class UnauthorizedError extends GatewayError {
+export class UnauthorizedError extends errorClass('GW_UNAUTHORIZED', 401, 'invalid_request_error', GatewayError) {
   constructor() {
-    super('GW_UNAUTHORIZED', 401, 'invalid_request_error', 'missing or wrong runner token');
+    super('missing or wrong runner token');
   }
 }
 
@@ -109,9 +107,9 @@ export class UnauthorizedError extends GatewayError {
  * A fault that was not meant to reach a client (500). The message is always the same: the
  * detail (which may hold anything, a secret included) goes to the log, never to the client.
  */
-export class InternalError extends GatewayError {
-  constructor(options?: { cause?: unknown }) {
-    super('GW_INTERNAL', 500, 'server_error', 'internal gateway error', options);
+export class InternalError extends errorClass('GW_INTERNAL', 500, 'server_error', GatewayError) {
+  constructor(options?: SluiceErrorOptions) {
+    super('internal gateway error', options);
   }
 }
 
@@ -119,25 +117,23 @@ export class InternalError extends GatewayError {
  * The gateway is shutting down (503): it takes no new calls, and, as a detached call's stop
  * reason, it ended a call still running when its drain time ran out.
  */
-export class ShuttingDownError extends GatewayError {
+export class ShuttingDownError extends errorClass('GW_SHUTTING_DOWN', 503, 'service_unavailable_error', GatewayError) {
   constructor(message = 'the gateway is shutting down; retry on another gateway') {
-    super('GW_SHUTTING_DOWN', 503, 'service_unavailable_error', message, {
-      headers: { 'retry-after': '1', connection: 'close' },
-    });
+    super(message, { headers: retryAfter(1, true) });
   }
 }
 
 /** A cancel (POST /v1/calls/{id}/cancel) ended a detached call; a record's error, never an answer. */
-export class CallCancelledError extends GatewayError {
+export class CallCancelledError extends errorClass('GW_CALL_CANCELLED', 499, 'invalid_request_error', GatewayError) {
   constructor(message = 'the call was cancelled') {
-    super('GW_CALL_CANCELLED', 499, 'invalid_request_error', message);
+    super(message);
   }
 }
 
 /** A detached call outlived its lifetime, which ended at `at` (ms since the epoch); a record's error. */
-export class CallExpiredError extends GatewayError {
+export class CallExpiredError extends errorClass('GW_CALL_EXPIRED', 504, 'timeout_error', GatewayError) {
   constructor(at: number) {
-    super('GW_CALL_EXPIRED', 504, 'timeout_error', `the call outlived its lifetime (until ${new Date(at).toISOString()})`);
+    super(`the call outlived its lifetime (until ${new Date(at).toISOString()})`);
   }
 }
 
@@ -145,36 +141,39 @@ export class CallExpiredError extends GatewayError {
  * The gateway that owned a detached call did not finish it within its lifetime and is presumed
  * gone; a record's error, written by whichever gateway found it.
  */
-export class OwnerLostError extends GatewayError {
-  constructor(message: string) {
-    super('GW_OWNER_LOST', 502, 'server_error', message);
-  }
-}
+export class OwnerLostError extends errorClass('GW_OWNER_LOST', 502, 'server_error', GatewayError) {}
 
 /**
  * A detached call's answer grew past maxResultBytes: the gateway stopped reading and kept
  * nothing; a record's error.
  */
-export class ResultTooLargeError extends GatewayError {
+export class ResultTooLargeError extends errorClass('GW_RESULT_TOO_LARGE', 502, 'server_error', GatewayError) {
   constructor(maxResultBytes: number) {
-    super('GW_RESULT_TOO_LARGE', 502, 'server_error', `the result is larger than maxResultBytes (${maxResultBytes} bytes); it was not kept`);
+    super(`the result is larger than maxResultBytes (${maxResultBytes} bytes); it was not kept`);
   }
 }
+
+/**
+ * The store refused a finished call's result for another reason than room (a custom store's
+ * refusal, a bug), so the call ends `failed` without it; a record's error.
+ */
+export class ResultNotStoredError extends errorClass('GW_RESULT_NOT_STORED', 502, 'server_error', GatewayError) {}
 
 /**
  * The engine answered a detached call with a status of 400 or more; its answer is kept as the
  * result, and this is the record's error.
  */
-export class EngineErrorStatusError extends GatewayError {
+export class EngineErrorStatusError extends errorClass('GW_ENGINE_ERROR', 502, 'server_error', GatewayError) {
   constructor(status: number) {
-    super('GW_ENGINE_ERROR', 502, 'server_error', `the engine answered ${status}`);
+    super(`the engine answered ${status}`);
   }
 }
 
 /**
  * A detached call's record error, as a SluiceError: the code is the record's own (any code of
  * the record list in docs/errors.md, a runner's included), so that an after-call listener and an
- * abort reason carry it. Never answered to a client.
+ * abort reason carry it. Never answered to a client. The one gateway error whose code is not
+ * fixed, so it extends GatewayError itself.
  */
 export class RecordedError extends GatewayError {
   constructor(error: CallError) {
@@ -186,23 +185,22 @@ export class RecordedError extends GatewayError {
  * The gateway already holds maxInFlight calls (503): refused at once, before or right after the
  * body, so the client (or a load balancer) can try another gateway.
  */
-export class OverloadedError extends GatewayError {
-  constructor(maxInFlight: number, retryAfter: number) {
-    super('GW_OVERLOADED', 503, 'service_unavailable_error', `the gateway is at maxInFlight (${maxInFlight} calls); retry shortly`, {
-      headers: { 'retry-after': String(retryAfter) },
-    });
+export class OverloadedError extends errorClass('GW_OVERLOADED', 503, 'service_unavailable_error', GatewayError) {
+  constructor(maxInFlight: number, retryAfterSeconds: number) {
+    super(`the gateway is at maxInFlight (${maxInFlight} calls); retry shortly`, { headers: retryAfter(retryAfterSeconds) });
   }
 }
 
 /**
  * The detached-call store does not answer (or failed in a way no store error describes), so a
- * detached call cannot be kept and is refused before any runner works on it (503).
+ * detached call cannot be kept and is refused before any runner works on it (503). As a
+ * record's error: the call's record reached the store after its client was answered 503.
  */
-export class DetachedStoreUnavailableError extends GatewayError {
+export class DetachedStoreUnavailableError extends errorClass('GW_STORE_UNAVAILABLE', 503, 'service_unavailable_error', GatewayError) {
   constructor(message: string, options?: { cause?: unknown; retryAfter?: number }) {
-    super('GW_STORE_UNAVAILABLE', 503, 'service_unavailable_error', message, {
+    super(message, {
       ...(options?.cause === undefined ? {} : { cause: options.cause }),
-      ...(options?.retryAfter === undefined ? {} : { headers: { 'retry-after': String(options.retryAfter) } }),
+      ...(options?.retryAfter === undefined ? {} : { headers: retryAfter(options.retryAfter) }),
     });
   }
 }
@@ -211,10 +209,10 @@ export class DetachedStoreUnavailableError extends GatewayError {
  * The gateway already receives maxUploads bodies (503). The body is not read, so the connection
  * is closed.
  */
-export class UploadsFullError extends GatewayError {
-  constructor(maxUploads: number, retryAfter: number) {
-    super('GW_UPLOADS_FULL', 503, 'service_unavailable_error', `the gateway is receiving maxUploads (${maxUploads}) request bodies already; retry shortly`, {
-      headers: { 'retry-after': String(retryAfter), connection: 'close' },
+export class UploadsFullError extends errorClass('GW_UPLOADS_FULL', 503, 'service_unavailable_error', GatewayError) {
+  constructor(maxUploads: number, retryAfterSeconds: number) {
+    super(`the gateway is receiving maxUploads (${maxUploads}) request bodies already; retry shortly`, {
+      headers: retryAfter(retryAfterSeconds, true),
     });
   }
 }
@@ -223,10 +221,10 @@ export class UploadsFullError extends GatewayError {
  * This client address already sends maxUploadsPerClient bodies (429). The body is not read, so
  * the connection is closed.
  */
-export class TooManyUploadsError extends GatewayError {
-  constructor(maxUploadsPerClient: number, retryAfter: number) {
-    super('GW_TOO_MANY_UPLOADS', 429, 'service_unavailable_error', `this client address is sending maxUploadsPerClient (${maxUploadsPerClient}) request bodies already; finish those first`, {
-      headers: { 'retry-after': String(retryAfter), connection: 'close' },
+export class TooManyUploadsError extends errorClass('GW_TOO_MANY_UPLOADS', 429, 'service_unavailable_error', GatewayError) {
+  constructor(maxUploadsPerClient: number, retryAfterSeconds: number) {
+    super(`this client address is sending maxUploadsPerClient (${maxUploadsPerClient}) request bodies already; finish those first`, {
+      headers: retryAfter(retryAfterSeconds, true),
     });
   }
 }
@@ -235,21 +233,22 @@ export class TooManyUploadsError extends GatewayError {
  * This client address already holds maxConnectionsPerClient connections (429): the first
  * request on one more is answered with this, and the connection closed.
  */
-export class TooManyConnectionsError extends GatewayError {
-  constructor(maxConnectionsPerClient: number, retryAfter: number) {
-    super('GW_TOO_MANY_CONNECTIONS', 429, 'service_unavailable_error', `this client address holds maxConnectionsPerClient (${maxConnectionsPerClient}) connections already; reuse them`, {
-      headers: { 'retry-after': String(retryAfter), connection: 'close' },
+export class TooManyConnectionsError extends errorClass('GW_TOO_MANY_CONNECTIONS', 429, 'service_unavailable_error', GatewayError) {
+  constructor(maxConnectionsPerClient: number, retryAfterSeconds: number) {
+    super(`this client address holds maxConnectionsPerClient (${maxConnectionsPerClient}) connections already; reuse them`, {
+      headers: retryAfter(retryAfterSeconds, true),
     });
   }
 }
 
 /**
  * The detached-call store holds so many results that one more of the largest size would not
- * fit (--max-stored-bytes): new detached calls are refused until results expire (503).
+ * fit (--max-stored-bytes): new detached calls are refused until results expire (503). As a
+ * record's error (no `retryAfterSeconds`): a finished call's result did not fit.
  */
-export class DetachedStoreFullError extends GatewayError {
-  constructor(message: string, retryAfter: number) {
-    super('GW_STORE_FULL', 503, 'service_unavailable_error', message, { headers: { 'retry-after': String(retryAfter) } });
+export class DetachedStoreFullError extends errorClass('GW_STORE_FULL', 503, 'service_unavailable_error', GatewayError) {
+  constructor(message: string, retryAfterSeconds?: number) {
+    super(message, retryAfterSeconds === undefined ? {} : { headers: retryAfter(retryAfterSeconds) });
   }
 }
 
@@ -257,53 +256,29 @@ export class DetachedStoreFullError extends GatewayError {
  * The runner committed to the call and then failed (502). The call may have run, so it was not
  * sent anywhere else; retrying is the client's decision.
  */
-export class RunnerFailedError extends GatewayError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('GW_RUNNER_FAILED_AFTER_COMMIT', 502, 'server_error', message, options);
-  }
-}
+export class RunnerFailedError extends errorClass('GW_RUNNER_FAILED_AFTER_COMMIT', 502, 'server_error', GatewayError) {}
 
 /**
  * A runner that took the call went silent (504): no acknowledgement for responseTimeout before
  * its status line, or no bytes for streamIdleTimeout between chunks. The call may have run, so it
  * was not sent anywhere else.
  */
-export class RunnerStalledError extends GatewayError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('GW_RUNNER_STALLED', 504, 'timeout_error', message, options);
-  }
-}
+export class RunnerStalledError extends errorClass('GW_RUNNER_STALLED', 504, 'timeout_error', GatewayError) {}
 
 /**
  * The call could not be put on the wire at all (400): the HTTP client refused the request
  * before sending a byte, so no runner saw it and none would take it.
  */
-export class RequestNotForwardableError extends GatewayError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('GW_REQUEST_NOT_FORWARDABLE', 400, 'invalid_request_error', message, options);
-  }
-}
+export class RequestNotForwardableError extends errorClass('GW_REQUEST_NOT_FORWARDABLE', 400, 'invalid_request_error', GatewayError) {}
 
 /** The call ran past its execution timeout (504). */
-export class CallTimeoutError extends GatewayError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('GW_CALL_TIMEOUT', 504, 'timeout_error', message, options);
-  }
-}
+export class CallTimeoutError extends errorClass('GW_CALL_TIMEOUT', 504, 'timeout_error', GatewayError) {}
 
 /** A before-call listener or the call overrider threw something that is not a SluiceError (500). */
-export class ListenerFailedError extends GatewayError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('GW_LISTENER_FAILED', 500, 'server_error', message, options);
-  }
-}
+export class ListenerFailedError extends errorClass('GW_LISTENER_FAILED', 500, 'server_error', GatewayError) {}
 
 /** A gateway option is missing or out of range. */
-export class GatewayConfigError extends GatewayError {
-  constructor(message: string) {
-    super('GW_INVALID_OPTION', 500, 'server_error', message);
-  }
-}
+export class GatewayConfigError extends errorClass('GW_INVALID_OPTION', 500, 'server_error', GatewayError) {}
 
 /**
  * A store failure as a client gets it: a SluiceError as it is (STORE_UNAVAILABLE, say), anything

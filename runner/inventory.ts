@@ -3,7 +3,7 @@
  * a profile's GPU ids exist before an engine spends minutes loading onto them.
  */
 import { execFile } from 'node:child_process';
-import { SluiceError } from '../placer/kernel/index.ts';
+import { NvidiaSmiFailedError, NvidiaSmiParseError } from './errors.ts';
 
 /** One GPU as nvidia-smi lists it. */
 export interface Gpu {
@@ -35,23 +35,6 @@ export const NVIDIA_SMI_ARGS: readonly string[] = Object.freeze([
 
 /** How long the default runner lets nvidia-smi take: it hangs when the driver is wedged. */
 const NVIDIA_SMI_TIMEOUT_MS = 5_000;
-
-/** nvidia-smi printed something other than the CSV asked for. */
-export class NvidiaSmiParseError extends SluiceError {
-  /** 1-based line number in the output. */
-  readonly line: number;
-  constructor(line: number, problem: string, text: string) {
-    super('RUNNER_NVIDIA_SMI_PARSE', 500, 'server_error', `nvidia-smi output line ${line}: ${problem}: ${JSON.stringify(text)}`);
-    this.line = line;
-  }
-}
-
-/** nvidia-smi is installed but failed or hung (a driver problem, usually), so the GPUs are unknown. */
-export class NvidiaSmiFailedError extends SluiceError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('RUNNER_NVIDIA_SMI_FAILED', 500, 'server_error', message, options);
-  }
-}
 
 const MIB = /^\d+$/;
 

@@ -4,8 +4,8 @@
  * It imports nothing from the rest of the tree; runner/, placer/ and gateway/ all build on it
  * (docs/architecture.md).
  */
-export type { ErrorType } from './errors.ts';
-export { SluiceError } from './errors.ts';
+export type { ErrorType, SluiceErrorOptions } from './errors.ts';
+export { SluiceError, errorClass } from './errors.ts';
 export type { LogFields, Logger, LogLevel } from './log.ts';
 export { createJsonLogger, isLogLevel, silentLogger } from './log.ts';
 export type { Checks, Fail, IntegerBounds, NumberBounds, Resolved, Rule } from './validate.ts';

@@ -3,8 +3,8 @@
  * whether it is ready, where it lists its models, and how to read its load from its Prometheus
  * page. Launching engines is argv.ts's business; this file is only about talking to one.
  */
-import { SluiceError } from '../../placer/kernel/index.ts';
 import { show } from '../../placer/kernel/index.ts';
+import { UnknownEngineKindError } from './errors.ts';
 import { findSamples, sumSamples } from './prometheus.ts';
 import type { MetricFamily } from './prometheus.ts';
 
@@ -46,13 +46,6 @@ export interface EngineKindSpec {
   readonly modelsPath: string;
   /** Undefined for kinds with no Prometheus page (Ollama, a plain OpenAI URL). */
   readonly metrics: EngineMetrics | undefined;
-}
-
-/** An engine kind name that is not one of {@link ENGINE_KINDS}. */
-export class UnknownEngineKindError extends SluiceError {
-  constructor(message: string) {
-    super('RUNNER_UNKNOWN_ENGINE_KIND', 500, 'server_error', message);
-  }
 }
 
 /** The first name in `names` present on the page, summed over label sets; NaN counts as absent. */

@@ -8,9 +8,9 @@ import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
-import { SluiceError } from '../../placer/kernel/index.ts';
 import { checksFor, show } from '../../placer/kernel/index.ts';
 import { PROFILE_KINDS, KIND_RULES } from './argv.ts';
+import { ProfileError } from './errors.ts';
 import type { ProfileKind, EngineLaunch } from './argv.ts';
 
 /** An engine profile as written in the runner's JSON config. */
@@ -52,13 +52,6 @@ export interface ProfileFacts {
   findBinary(name: string): Promise<string | undefined>;
   /** True when `host:port` can be bound now; rejects when `host` cannot be bound at all. */
   portFree(host: string, port: number): Promise<boolean>;
-}
-
-/** A profile the runner refuses to launch. */
-export class ProfileError extends SluiceError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('RUNNER_INVALID_PROFILE', 500, 'server_error', message, options);
-  }
 }
 
 const FIELDS = ['kind', 'model', 'gpus', 'port', 'host', 'binary', 'args', 'env', 'startTimeout'];

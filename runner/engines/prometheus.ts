@@ -12,7 +12,7 @@
  * Duplicate series and histogram shape (`le` present, buckets rising) are not checked: the
  * page comes from the engine, and a reader of gauges gains nothing from the cost.
  */
-import { SluiceError } from '../../placer/kernel/index.ts';
+import { PrometheusParseError } from './errors.ts';
 
 /** The types a `# TYPE` line may declare in format 0.0.4. */
 export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';
@@ -43,17 +43,6 @@ export interface PrometheusParseOptions {
   strict?: boolean;
   /** Told of each skipped line, e.g. to count them. @default none */
   onSkip?: (error: PrometheusParseError) => void;
-}
-
-/** A line of an engine's /metrics page that is not valid exposition format. */
-export class PrometheusParseError extends SluiceError {
-  /** 1-based line number in the page. */
-  readonly line: number;
-  constructor(line: number, problem: string, text: string) {
-    const shown = text.length > 120 ? `${text.slice(0, 117)}...` : text;
-    super('RUNNER_METRICS_PARSE', 502, 'server_error', `metrics line ${line}: ${problem}: ${JSON.stringify(shown)}`);
-    this.line = line;
-  }
 }
 
 /** Thrown inside the scanner and turned into a PrometheusParseError with the line number. */

@@ -1,25 +1,13 @@
-import { readFileSync, readdirSync } from 'node:fs';
-import { dirname, join, normalize, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { read, root, sources } from './sources.ts';
 
 // The layers of docs/architecture.md, checked on the source: kernel -> placer -> runner ->
 // gateway, with the bench (k6/) beside them. A rule broken here is a seam someone will trip on.
-const root = normalize(join(dirname(fileURLToPath(import.meta.url)), '..', '..'));
-
-function sources(dir: string): string[] {
-  const out: string[] = [];
-  for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) out.push(...sources(path));
-    else if (entry.name.endsWith('.ts')) out.push(path);
-  }
-  return out;
-}
 
 /** Every relative module a file imports or re-exports, as a path from the repository root. */
 function importsOf(file: string): string[] {
-  const text = readFileSync(join(root, file), 'utf8');
+  const text = read(file);
   const found: string[] = [];
   for (const match of text.matchAll(/(?:from|import)\s*\(?\s*'(\.[^']+)'/g)) {
     found.push(relative(root, join(root, dirname(file), match[1]!)));

@@ -1,14 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import {
-  NO_NVIDIA_SMI,
-  NVIDIA_SMI_ARGS,
-  NvidiaSmiFailedError,
-  NvidiaSmiParseError,
-  parseNvidiaSmi,
-  readGpuInventory,
-  runCommand,
-} from '../../runner/inventory.ts';
+import { NvidiaSmiFailedError, NvidiaSmiParseError } from '../../runner/errors.ts';
+import { NO_NVIDIA_SMI, NVIDIA_SMI_ARGS, parseNvidiaSmi, readGpuInventory, runCommand } from '../../runner/inventory.ts';
 import type { RunCommand } from '../../runner/inventory.ts';
 
 // Hand-written in nvidia-smi's output format (no GPU here to record one); CSV has no comment syntax.

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ENGINE_KIND_SPECS, ENGINE_KINDS, engineKind, UnknownEngineKindError } from '../../../runner/engines/kinds.ts';
+import { UnknownEngineKindError } from '../../../runner/engines/errors.ts';
+import { ENGINE_KIND_SPECS, ENGINE_KINDS, engineKind } from '../../../runner/engines/kinds.ts';
 import type { EngineKindName, EngineLoad } from '../../../runner/engines/kinds.ts';
 import { parsePrometheusText } from '../../../runner/engines/prometheus.ts';
 

@@ -4,7 +4,8 @@ import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ProfileError, defaultProfileFacts, validateProfile } from '../../../runner/engines/profile.ts';
+import { ProfileError } from '../../../runner/engines/errors.ts';
+import { defaultProfileFacts, validateProfile } from '../../../runner/engines/profile.ts';
 import type { ProfileFacts } from '../../../runner/engines/profile.ts';
 
 const BINARIES: Record<string, string> = {

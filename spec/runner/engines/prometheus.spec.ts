@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { findSamples, parsePrometheusText, PrometheusParseError, sample, sumSamples } from '../../../runner/engines/prometheus.ts';
+import { PrometheusParseError } from '../../../runner/engines/errors.ts';
+import { findSamples, parsePrometheusText, sample, sumSamples } from '../../../runner/engines/prometheus.ts';
 import type { MetricFamily } from '../../../runner/engines/prometheus.ts';
 
 const fixture = (name: string): string => readFileSync(new URL(`../../fixtures/metrics/${name}`, import.meta.url), 'utf8');
