@@ -125,7 +125,7 @@ function placedResponse(result: TryExecResult<RunnerResponse>): RunnerResponse {
   return (result as { value: RunnerResponse }).value;
 }
 
-describe('HttpRunner.tryExec', () => {
+describe('RunnerEntry.tryExec over HttpRunner.send', () => {
   it('answers busy without a request while its own calls fill the reported slots, and sends again once one finishes', async () => {
     const server = await holdingRunner();
     const runner = httpRunner(server.url);
@@ -175,7 +175,7 @@ describe('HttpRunner.tryExec', () => {
   });
 });
 
-describe('HttpRunner.tryExec: what an answer, or its absence, commits', () => {
+describe('RunnerEntry.tryExec over HttpRunner.send: what an answer, or its absence, commits', () => {
   it('fails before commit, and marks the runner hung, when nothing answers within responseTimeout', async () => {
     const runner = httpRunner((await scriptedRunner(() => {})).url, { responseTimeout: 200 });
     const result = await runner.tryExec(call());
@@ -293,7 +293,7 @@ describe('HttpRunner.tryExec: what an answer, or its absence, commits', () => {
   });
 });
 
-describe('HttpRunner.load', () => {
+describe('RunnerEntry.load', () => {
   it("takes calls of ours that ended since the report off its running count, and only those", async () => {
     const server = await holdingRunner();
     const runner = httpRunner(server.url);
