@@ -6,6 +6,8 @@
 import type { ServerResponse } from 'node:http';
 import type { EngineBusyReason } from './engine.ts';
 import { BUSY_HEADER, RUNNER_ID_HEADER } from './protocol.ts';
+import { RunnerBusyError } from './errors.ts';
+import { errorJson } from './reply.ts';
 import type { Release, Slots } from './slots.ts';
 
 /** Why a runner answered busy; sent as the value of the busy header. */
@@ -44,5 +46,5 @@ export function notReadyReason(state: Omit<AdmissionState, 'slots'>): BusyReason
 /** Writes the busy answer: 503 with the reason and the runner's id in headers, an OpenAI-shaped body. */
 export function answerBusy(res: ServerResponse, runnerId: string, reason: BusyReason): void {
   res.writeHead(503, { 'content-type': 'application/json', [BUSY_HEADER]: reason, [RUNNER_ID_HEADER]: runnerId });
-  res.end(JSON.stringify({ error: { message: `runner ${runnerId} is busy (${reason})`, type: 'service_unavailable_error', code: 'RUNNER_BUSY' } }));
+  res.end(errorJson(new RunnerBusyError(`runner ${runnerId} is busy (${reason})`)));
 }

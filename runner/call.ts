@@ -31,6 +31,7 @@ import {
   CALL_ID_HEADER,
   CALL_TYPE_HEADER,
   ERROR_TRAILER,
+  EngineErrorCode,
   EXEC_TRAILER,
   FUNCTION_HEADER,
   RESPONSE_TIMEOUT_HEADER,
@@ -186,7 +187,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
   engineBody.once('error', (error) => {
     if (controller.signal.aborted && !timedOut()) return;
     counts.failed++;
-    const code = timedOut() ? 'RUNNER_ENGINE_TIMEOUT' : 'RUNNER_ENGINE_FAILED';
+    const code = timedOut() ? EngineErrorCode.timeout : EngineErrorCode.failed;
     log.warn('engine failed mid-response', { call: callId, fn, code, error });
     reply.end({ ...timing(), [ERROR_TRAILER]: code });
   });

@@ -2,6 +2,10 @@
  * Runner errors. Codes are stable and listed in docs/errors.md.
  */
 import { errorClass } from '../placer/kernel/index.ts';
+import { EngineErrorCode } from './protocol.ts';
+
+/** Every slot holds a call, or the runner is draining or its engine not ready: nothing ran (503). */
+export class RunnerBusyError extends errorClass('RUNNER_BUSY', 503, 'service_unavailable_error') {}
 
 /** A runner option is missing or out of range. */
 export class RunnerConfigError extends errorClass('RUNNER_INVALID_OPTION', 500, 'server_error') {}
@@ -10,16 +14,16 @@ export class RunnerConfigError extends errorClass('RUNNER_INVALID_OPTION', 500, 
  * The engine failed after the runner committed to the call: the engine may have run it, so
  * the gateway must not send it anywhere else.
  */
-export class EngineFailedError extends errorClass('RUNNER_ENGINE_FAILED', 502, 'server_error') {}
+export class EngineFailedError extends errorClass(EngineErrorCode.failed, 502, 'server_error') {}
 
 /** The engine did not answer within the call's deadline. */
-export class EngineTimeoutError extends errorClass('RUNNER_ENGINE_TIMEOUT', 504, 'timeout_error') {}
+export class EngineTimeoutError extends errorClass(EngineErrorCode.timeout, 504, 'timeout_error') {}
 
 /**
  * The engine refused a detached call (429 or 503) after the runner had answered 202: nothing
  * ran, and the call's result says so.
  */
-export class EngineBusyError extends errorClass('RUNNER_ENGINE_BUSY', 503, 'service_unavailable_error') {}
+export class EngineBusyError extends errorClass(EngineErrorCode.busy, 503, 'service_unavailable_error') {}
 
 /**
  * The call's body is larger than the runner's maxBodyBytes (413). Nothing reached the engine;

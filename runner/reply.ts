@@ -35,7 +35,8 @@ export interface Reply {
   fail(error: SluiceError, trailers: Record<string, string>): void;
 }
 
-const errorJson = (error: SluiceError) =>
+/** The OpenAI-shaped body of an error the runner answers itself. */
+export const errorJson = (error: SluiceError): string =>
   JSON.stringify({ error: { message: error.message, type: error.type, code: error.code } });
 
 /**
