@@ -12,7 +12,7 @@ import { SluiceError } from '../placer/kernel/index.ts';
 import { PlacerAbortedError, PlacerTimeoutError } from '../placer/errors.ts';
 import type { Runner } from '../placer/types.ts';
 import { placeCall } from '../placer/walk.ts';
-import { CALL_ID_HEADER, withoutHopByHop } from '../runner/protocol.ts';
+import { CALL_ID_HEADER } from '../runner/protocol.ts';
 import { clientKey, UploadBudget } from './admission.ts';
 import type { UploadAdmission } from './admission.ts';
 import { readBody } from './body.ts';
@@ -20,7 +20,6 @@ import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
 import {
   CallTimeoutError,
-  GatewayError,
   InternalError,
   ListenerFailedError,
   OverloadedError,
@@ -28,22 +27,20 @@ import {
   TooManyUploadsError,
   UnknownModelError,
   UploadsFullError,
-  errorBody,
+  sendError,
 } from './errors.ts';
-import { REQUEST_ID_HEADER, clientRequestId } from './front.ts';
+import { clientRequestId } from './front.ts';
+import { INVOKE_TYPE_HEADER, REQUEST_ID_HEADER, SESSION_HEADER, forwardable } from './headers.ts';
 import { createGatewayMetrics, outcomeLabel } from './metrics.ts';
 import type { DetachedCalls } from './detached.ts';
-import { CALLBACK_URL_HEADER, DetachedFlow, DetachedSignal, detachedResult } from './detached-flow.ts';
+import { DetachedFlow, DetachedSignal, detachedResult } from './detached-flow.ts';
 import type { DetachedReply } from './detached-flow.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
-import { INVOKE_TYPE_HEADER, parsePreference } from './prefer.ts';
+import { parsePreference } from './prefer.ts';
 import type { CallPreference } from './prefer.ts';
 import type { GatewayPool } from './pool.ts';
 import { relay } from './relay.ts';
-
-/** Header a client sets to keep a conversation on one runner (hashing placers). */
-const SESSION_HEADER = 'sluice-session';
 
 type MutableCall = { -readonly [K in keyof GatewayCall]: GatewayCall[K] };
 
@@ -399,25 +396,4 @@ export class LbAgent {
     sendError(out, failure, headers);
     return this.#ended(call, failure instanceof CallTimeoutError ? 'timeouts' : 'errors', failure.status, error);
   }
-}
-
-/** Writes an error in OpenAI's shape, with the error's own headers (Retry-After and the like). */
-export function sendError(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}, details?: Record<string, unknown>): void {
-  if (out.headersSent || out.destroyed) return;
-  const extra = error instanceof GatewayError ? error.headers : {};
-  out.writeHead(error.status, { 'content-type': 'application/json', ...extra, ...headers });
-  out.end(errorBody(error, details));
-}
-
-/**
- * Request headers that are the gateway's business only: they steer placement and detached
- * calls, and a callback URL may carry a token. Runners and engines never see them.
- */
-const GATEWAY_ONLY_HEADERS = ['prefer', INVOKE_TYPE_HEADER, CALLBACK_URL_HEADER, 'idempotency-key', SESSION_HEADER];
-
-/** The client's headers as the runner gets them: no hop-by-hop and no gateway-only ones. */
-function forwardable(headers: IncomingMessage['headers']): Record<string, string | string[]> {
-  const out = withoutHopByHop(headers);
-  for (const name of GATEWAY_ONLY_HEADERS) delete out[name];
-  return out;
 }

@@ -23,15 +23,12 @@ import {
   storeFailure,
 } from './errors.ts';
 import type { CallResult } from './options.ts';
+import { CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER } from './headers.ts';
 import type { CallPreference } from './prefer.ts';
 import { StoreInvalidRecordError } from './store/errors.ts';
 import { LIVE_STATUSES } from './store/types.ts';
 import type { CallRecord, CallStatus, CallStore } from './store/types.ts';
 
-/** Header naming where to POST the result when the call finishes. */
-export const CALLBACK_URL_HEADER = 'sluice-callback-url';
-/** The IETF draft's header: the same key and payload return the first call. */
-const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 
 /** What the flow works with: the detached calls, the store and the gateway settings it reads. */
 export interface DetachedFlowSettings {

@@ -3,6 +3,7 @@
  * the HTTP status a client gets. The JSON body follows OpenAI's error shape. Each code is one
  * class, declared with the kernel's errorClass over GatewayError.
  */
+import type { ServerResponse } from 'node:http';
 import { SluiceError, errorClass } from '../placer/kernel/index.ts';
 import type { ErrorType, SluiceErrorOptions } from '../placer/kernel/index.ts';
 import { EngineErrorCode } from '../runner/protocol.ts';
@@ -338,4 +339,12 @@ export function errorResponse(
 /** The JSON body a client gets for `error`; `details` add fields beside OpenAI's three. */
 export function errorBody(error: SluiceError, details?: Record<string, unknown>): string {
   return JSON.stringify({ error: { message: error.message, type: error.type, code: error.code, ...details } });
+}
+
+/** Writes an error in OpenAI's shape, with the error's own headers (Retry-After and the like). */
+export function sendError(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}, details?: Record<string, unknown>): void {
+  if (out.headersSent || out.destroyed) return;
+  const extra = error instanceof GatewayError ? error.headers : {};
+  out.writeHead(error.status, { 'content-type': 'application/json', ...extra, ...headers });
+  out.end(errorBody(error, details));
 }

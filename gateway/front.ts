@@ -16,6 +16,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { RequestError } from '@hono/node-server';
 import type { MiddlewareHandler } from 'hono';
+import { REQUEST_ID_HEADER } from './headers.ts';
 import type { SluiceError } from '../placer/kernel/index.ts';
 import {
   BadRequestSyntaxError,
@@ -29,8 +30,6 @@ import {
 
 type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
 
-/** Response header (and request header, when the client sends its own) naming the request. */
-export const REQUEST_ID_HEADER = 'x-request-id';
 
 /** Longest client request id kept; a longer one is replaced rather than cut. */
 const MAX_REQUEST_ID_LENGTH = 200;

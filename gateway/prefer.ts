@@ -3,9 +3,7 @@
  * `sluice-invoke-type: detached` (Fn's header, for clients that cannot set Prefer).
  */
 import { InvalidPreferError } from './errors.ts';
-
-/** Header naming the invoke type, as Fn had it. */
-export const INVOKE_TYPE_HEADER = 'sluice-invoke-type';
+import { INVOKE_TYPE_HEADER } from './headers.ts';
 
 /** What the client asked for. */
 export interface CallPreference {
