@@ -7,7 +7,7 @@
  */
 import { resolveOptions } from '../../../placer/kernel/index.ts';
 import type { Rule } from '../../../placer/kernel/index.ts';
-import { LIMITS, benchFail, between, resolveBenchOptions, show } from '../options.ts';
+import { LIMITS, benchFail, between, checkInteger, resolveBenchOptions, show } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { FAULT_KINDS, isFaultKind } from './schedule.ts';
 import type { FaultKind } from './schedule.ts';
@@ -99,12 +99,12 @@ export function resolveSoakOptions(raw: SoakOptions = {}): ResolvedSoakOptions {
   const shared = resolveBenchOptions({ ...raw, duration: undefined, warmup: undefined });
   const { duration, nodes } = resolveOptions({ duration: SOAK_DEFAULTS.duration, nodes: SOAK_DEFAULTS.nodes }, soakRules, raw, benchFail);
   // The probe is the bench's warm-up, so it is named warmup, with the soak's own bounds.
-  const probe = between(1_000, SOAK_LIMITS.maxProbe, 'ms')('warmup', raw.warmup ?? SOAK_DEFAULTS.probe, benchFail) as number;
+  const probe = checkInteger('warmup', raw.warmup ?? SOAK_DEFAULTS.probe, 1_000, SOAK_LIMITS.maxProbe, 'ms');
   // A stop longer than the gap between two faults would overlap the next one.
   const maxStop = Math.min(SOAK_LIMITS.maxStopFor, Math.floor(duration / 5));
-  const stopFor = between(1_000, maxStop, 'ms')('stopFor', raw.stopFor ?? Math.min(SOAK_DEFAULTS.stopFor, Math.round(duration / 10)), benchFail) as number;
+  const stopFor = checkInteger('stopFor', raw.stopFor ?? Math.min(SOAK_DEFAULTS.stopFor, Math.round(duration / 10)), 1_000, maxStop, 'ms');
   const idleDefault = Math.min(SOAK_DEFAULTS.idle, Math.max(5_000, Math.round(duration / 10)));
-  const idle = between(SOAK_LIMITS.minIdle, SOAK_LIMITS.maxIdle, 'ms')('idle', raw.idle ?? idleDefault, benchFail) as number;
+  const idle = checkInteger('idle', raw.idle ?? idleDefault, SOAK_LIMITS.minIdle, SOAK_LIMITS.maxIdle, 'ms');
   return Object.freeze({
     duration,
     nodes,

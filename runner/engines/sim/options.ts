@@ -217,11 +217,7 @@ export function resolveSimEngineOptions(options: SimEngineOptions = {}): Resolve
   return Object.freeze({
     ...checked,
     profile,
-    models: checked.models as readonly string[],
-    failureRate: checked.failureRate as ResolvedSimEngineOptions['failureRate'],
-    clock: checked.clock as SimClock,
-    random: checked.random as () => number,
-    engineId: resolveEngineId(options.engineId, checked.random as () => number),
+    engineId: resolveEngineId(options.engineId, checked.random),
     crashOnCall: options.crashOnCall === undefined ? undefined : check.integer('crashOnCall', options.crashOnCall, { min: 1 }),
     onCrash: options.onCrash,
   });
