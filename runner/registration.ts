@@ -7,7 +7,8 @@
  */
 import { Pool } from 'undici';
 import type { BackoffSteps, Logger } from '../placer/kernel/index.ts';
-import { fullJitterBackoff, silentLogger } from '../placer/kernel/index.ts';
+import { checksFor, fullJitterBackoff, rule, silentLogger } from '../placer/kernel/index.ts';
+import { RunnerConfigError } from './errors.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol.ts';
 import type { HeartbeatAnswer, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol.ts';
 
@@ -41,21 +42,39 @@ export interface GatewayRegistrationOptions {
   url: string;
   /** The runner as it is now; read for every registration and heartbeat. */
   status: () => RunnerStatus;
-  /** Heartbeat period when the gateway's registration answer names none, ms. @default 1000 */
+  /** Heartbeat period when the gateway's registration answer names none, ms. @default see registrationDefaults */
   heartbeatInterval?: number;
-  /** Engine load older than this is not reported, ms. @default 3000 */
+  /** Engine load older than this is not reported, ms. @default see registrationDefaults */
   loadStaleAfter?: number;
   /** Called once when a heartbeat answer carries `drain: true`. */
   onDrainRequested?: () => void;
-  /** Limit on connecting, and on waiting for each answer, ms. @default 2000 */
+  /** Limit on connecting, and on waiting for each answer, ms. @default see registrationDefaults */
   requestTimeout?: number;
-  /** @default silent */
+  /** @default see registrationDefaults */
   logger?: Logger;
-  /** @default Math.random */
+  /** @default see registrationDefaults */
   random?: () => number;
-  /** @default {@link systemTimers} */
+  /** @default see registrationDefaults */
   timers?: RegistrationTimers;
 }
+
+/** A registration's defaults, in one place. */
+export const registrationDefaults = Object.freeze({
+  heartbeatInterval: 1000,
+  loadStaleAfter: 3000,
+  requestTimeout: 2000,
+  logger: silentLogger as Logger,
+  random: Math.random as () => number,
+  timers: systemTimers,
+});
+
+/**
+ * The timings come from createRunner's checked options; the logger is checked here, as every
+ * module that takes one checks it.
+ */
+const registrationRules = { logger: rule.logger() };
+
+const check = checksFor(RunnerConfigError);
 
 /** What one request to the gateway came to; `status` 0 when no answer came at all. */
 type Answer = { status: number; json?: unknown; error?: unknown };
@@ -79,8 +98,9 @@ export class GatewayRegistration {
   #timer: unknown;
   #inFlight: Promise<void> | undefined;
 
+  /** @throws {RunnerConfigError} when the logger lacks a method. */
   constructor(options: GatewayRegistrationOptions) {
-    this.#o = { heartbeatInterval: 1000, loadStaleAfter: 3000, requestTimeout: 2000, logger: silentLogger, random: Math.random, timers: systemTimers, ...options };
+    this.#o = { ...options, ...check.resolve(registrationDefaults, registrationRules, options) };
     const timeout = this.#o.requestTimeout;
     this.#pool = new Pool(options.gateway.origin, { connections: 1, connect: { timeout }, headersTimeout: timeout, bodyTimeout: timeout });
     this.#base = options.gateway.pathname.replace(/\/+$/, '');

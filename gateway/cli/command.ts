@@ -4,7 +4,7 @@
  */
 import type { Logger } from '../../placer/kernel/index.ts';
 import type { Redact } from '../../placer/kernel/index.ts';
-import type { Setting } from './settings.ts';
+import type { Setting, SettingType } from './settings.ts';
 
 /** What a command's run function gets. */
 export interface CommandContext {
@@ -53,3 +53,12 @@ export function givenValues(values: Record<string, unknown>, keys: readonly stri
 export const logLevel: Setting = { key: 'logLevel', type: 'string', default: 'info', description: 'debug, info, warn, error or silent' };
 export const host: Setting = { key: 'host', type: 'string', default: '127.0.0.1', description: 'interface to listen on' };
 export const port = (def: number): Setting => ({ key: 'port', type: 'integer', default: def, description: 'port to listen on (0 picks a free one)', envAliases: ['PORT'] });
+
+/**
+ * Settings whose default is the library's, read from `defaults` under the setting's own key, so
+ * that a flag cannot show the default of another option:
+ * `const g = settingsOf(gatewayDefaults); g('callTimeout', 'duration', 'execution limit ...')`.
+ */
+export function settingsOf<D extends object>(defaults: D): (key: keyof D & string, type: SettingType, description: string) => Setting {
+  return (key, type, description) => ({ key, type, libraryDefault: defaults[key] as Setting['libraryDefault'], description });
+}

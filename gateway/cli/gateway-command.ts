@@ -11,47 +11,49 @@ import type { GatewayOptions } from '../options.ts';
 import { storeDefaults } from '../store/options.ts';
 import { callbackPolicyDefaults } from '../callbacks/options.ts';
 import type { Command } from './command.ts';
-import { givenValues, host, logLevel, port } from './command.ts';
+import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { reportListening } from './processes.ts';
 import type { Setting } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
 
-const g = gatewayDefaults;
+/** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
+const g = settingsOf(gatewayDefaults);
+const p = settingsOf(placerDefaults);
 
 /** Gateway settings shared by `gateway` and `up`. */
 export const gatewaySettings: readonly Setting[] = [
-  { key: 'placer', type: 'string', libraryDefault: g.placer, description: `${Object.keys(placerDescriptors).join(', ')}, or a path to a module exporting a Placer` },
+  g('placer', 'string', `${Object.keys(placerDescriptors).join(', ')}, or a path to a module exporting a Placer`),
   { key: 'placerOptions', type: 'json', description: 'options for the placer, e.g. {"loadFactor":1.5} for consistent-hash (docs/placers.md lists each placer\'s)', defaultText: "the placer's defaults" },
-  { key: 'placerTimeout', type: 'duration', libraryDefault: placerDefaults.placerTimeout, description: 'how long a sync call may wait for a runner' },
-  { key: 'detachedPlacerTimeout', type: 'duration', libraryDefault: placerDefaults.detachedPlacerTimeout, description: 'how long a detached call may wait for a runner' },
-  { key: 'retryAllDelay', type: 'duration', libraryDefault: placerDefaults.retryAllDelay, description: 'pause after every runner was tried once' },
-  { key: 'callTimeout', type: 'duration', libraryDefault: g.callTimeout, description: 'execution limit of a call once a runner took it' },
-  { key: 'maxBodyBytes', type: 'integer', libraryDefault: g.maxBodyBytes, description: 'largest request body accepted, in bytes' },
-  { key: 'bodyReadTimeout', type: 'duration', libraryDefault: g.bodyReadTimeout, description: 'longest time a request body may take to arrive' },
-  { key: 'bodyIdleTimeout', type: 'duration', libraryDefault: g.bodyIdleTimeout, description: 'longest silence before or between chunks of a request body (408 after)' },
-  { key: 'drainTimeout', type: 'duration', libraryDefault: g.drainTimeout, description: 'how long shutdown waits for in-flight calls' },
-  { key: 'runnerConnectTimeout', type: 'duration', libraryDefault: g.runnerConnectTimeout, description: 'how long connecting to a runner may take' },
-  { key: 'runnerResponseTimeout', type: 'duration', libraryDefault: g.runnerResponseTimeout, description: 'how long a runner may take to acknowledge a call before it is deemed hung and the call goes elsewhere; after that, the longest silence before its answer\'s status line' },
-  { key: 'streamIdleTimeout', type: 'duration', libraryDefault: g.streamIdleTimeout, description: 'longest silence between body chunks of a call a runner took; past it the call ends with GW_RUNNER_STALLED' },
-  { key: 'statusInterval', type: 'duration', libraryDefault: g.statusInterval, description: 'how often each runner\'s /status is fetched' },
-  { key: 'retryAfter', type: 'integer', libraryDefault: g.retryAfter, description: 'seconds sent in Retry-After when no runner took a call' },
-  { key: 'maxInFlight', type: 'integer', libraryDefault: g.maxInFlight, description: 'calls at once in the gateway once their body is in; more are refused with 503 GW_OVERLOADED' },
-  { key: 'maxUploads', type: 'integer', libraryDefault: g.maxUploads, description: 'request bodies being received at once, apart from --max-in-flight; more are refused with 503 GW_UPLOADS_FULL' },
-  { key: 'maxUploadsPerClient', type: 'integer', libraryDefault: g.maxUploadsPerClient, description: 'request bodies being received at once from one client address (IPv6: one /64); more get 429' },
-  { key: 'maxConnectionsPerClient', type: 'integer', libraryDefault: g.maxConnectionsPerClient, description: 'open connections per client address (IPv6: one /64); a request on one more gets 429 and the connection closes' },
+  p('placerTimeout', 'duration', 'how long a sync call may wait for a runner'),
+  p('detachedPlacerTimeout', 'duration', 'how long a detached call may wait for a runner'),
+  p('retryAllDelay', 'duration', 'pause after every runner was tried once'),
+  g('callTimeout', 'duration', 'execution limit of a call once a runner took it'),
+  g('maxBodyBytes', 'integer', 'largest request body accepted, in bytes'),
+  g('bodyReadTimeout', 'duration', 'longest time a request body may take to arrive'),
+  g('bodyIdleTimeout', 'duration', 'longest silence before or between chunks of a request body (408 after)'),
+  g('drainTimeout', 'duration', 'how long shutdown waits for in-flight calls'),
+  g('runnerConnectTimeout', 'duration', 'how long connecting to a runner may take'),
+  g('runnerResponseTimeout', 'duration', 'how long a runner may take to acknowledge a call before it is deemed hung and the call goes elsewhere; after that, the longest silence before its answer\'s status line'),
+  g('streamIdleTimeout', 'duration', 'longest silence between body chunks of a call a runner took; past it the call ends with GW_RUNNER_STALLED'),
+  g('statusInterval', 'duration', 'how often each runner\'s /status is fetched'),
+  g('retryAfter', 'integer', 'seconds sent in Retry-After when no runner took a call'),
+  g('maxInFlight', 'integer', 'calls at once in the gateway once their body is in; more are refused with 503 GW_OVERLOADED'),
+  g('maxUploads', 'integer', 'request bodies being received at once, apart from --max-in-flight; more are refused with 503 GW_UPLOADS_FULL'),
+  g('maxUploadsPerClient', 'integer', 'request bodies being received at once from one client address (IPv6: one /64); more get 429'),
+  g('maxConnectionsPerClient', 'integer', 'open connections per client address (IPv6: one /64); a request on one more gets 429 and the connection closes'),
   { key: 'gatewayId', type: 'string', description: 'this gateway\'s id, owner of the detached calls it runs', defaultText: 'gw- and 6 random hex digits' },
-  { key: 'resultTtl', type: 'duration', libraryDefault: g.resultTtl, description: 'how long detached results and Idempotency-Keys are kept' },
-  { key: 'maxResultBytes', type: 'integer', libraryDefault: g.maxResultBytes, description: 'largest detached result kept, in bytes; a larger one fails its call' },
-  { key: 'maxStoredBytes', type: 'integer', libraryDefault: g.maxStoredBytes, description: 'bytes of detached results the store keeps until their TTL (shared on one Redis); new detached calls get 503 GW_STORE_FULL when one more would not fit' },
-  { key: 'executionHeadroom', type: 'duration', libraryDefault: g.executionHeadroom, description: 'added to detached-placer-timeout + call-timeout for a detached call\'s lifetime' },
+  g('resultTtl', 'duration', 'how long detached results and Idempotency-Keys are kept'),
+  g('maxResultBytes', 'integer', 'largest detached result kept, in bytes; a larger one fails its call'),
+  g('maxStoredBytes', 'integer', 'bytes of detached results the store keeps until their TTL (shared on one Redis); new detached calls get 503 GW_STORE_FULL when one more would not fit'),
+  g('executionHeadroom', 'duration', 'added to detached-placer-timeout + call-timeout for a detached call\'s lifetime'),
 ];
 
 /** Runners that register themselves with the gateway. */
 export const registrationSettings: readonly Setting[] = [
   { key: 'runnerToken', type: 'string', secret: true, description: 'shared secret runners present to register (16+ printable ASCII characters, no spaces); prefer the environment variable (never shown)', defaultText: 'none: registration off' },
-  { key: 'heartbeatInterval', type: 'duration', libraryDefault: g.heartbeatInterval, description: 'how often registered runners heartbeat' },
-  { key: 'unreachableAfterMissed', type: 'integer', libraryDefault: g.unreachableAfterMissed, description: 'missed heartbeats after which a runner is not placed on' },
-  { key: 'lostAfter', type: 'duration', libraryDefault: g.lostAfter, description: 'silence after which a registered runner is forgotten' },
+  g('heartbeatInterval', 'duration', 'how often registered runners heartbeat'),
+  g('unreachableAfterMissed', 'integer', 'missed heartbeats after which a runner is not placed on'),
+  g('lostAfter', 'duration', 'silence after which a registered runner is forgotten'),
 ];
 
 /** Where detached calls are kept and where their callbacks may go; not placer or timing settings. */

@@ -6,10 +6,11 @@
 import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import type { Command } from './command.ts';
-import { givenValues, host, logLevel, port } from './command.ts';
+import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { SLUICE_BIN, reportListening } from './processes.ts';
 
-const r = runnerDefaults;
+/** Settings whose defaults are runnerDefaults'. */
+const r = settingsOf(runnerDefaults);
 
 /** The runner options that are settings of the same name. */
 const RUNNER_KEYS = [
@@ -26,20 +27,20 @@ export const runner: Command = {
     { key: 'engine', type: 'string', description: 'base URL of an engine already running, e.g. http://127.0.0.1:8000', defaultText: 'none: give --engine or --profile' },
     { key: 'profile', type: 'json', description: 'engine to launch and supervise: inline JSON or a JSON file, e.g. {"kind":"vllm","model":"...","gpus":[0],"port":8000}', defaultText: 'none: give --engine or --profile' },
     { key: 'engineKind', type: 'string', description: 'vllm, sglang, llamacpp, tgi, ollama, openai or sim: how to check health and read load', defaultText: "the profile's kind, else openai" },
-    { key: 'slots', type: 'integer', libraryDefault: r.slots, description: 'calls run at once; more are answered busy' },
+    r('slots', 'integer', 'calls run at once; more are answered busy'),
     { key: 'id', type: 'string', description: 'runner id, sent in sluice-runner-id', defaultText: 'runner- and 6 random hex digits' },
-    { key: 'engineConnectTimeout', type: 'duration', libraryDefault: r.engineConnectTimeout, description: 'how long connecting to the engine may take' },
-    { key: 'acceptWindow', type: 'duration', libraryDefault: r.acceptWindow, description: 'how long a detached call waits for its engine\'s status line before the runner answers 202; a refusal inside it sends the call elsewhere' },
-    { key: 'maxBodyBytes', type: 'integer', libraryDefault: r.maxBodyBytes, description: 'largest request body the runner reads, in bytes; larger is refused with 413' },
-    { key: 'engineProbeInterval', type: 'duration', libraryDefault: r.engineProbeInterval, description: 'how often engine health and models are checked' },
-    { key: 'loadInterval', type: 'duration', libraryDefault: r.loadInterval, description: 'how often the engine\'s metrics are read for its load' },
-    { key: 'engineStopGrace', type: 'duration', libraryDefault: r.engineStopGrace, description: 'how long a launched engine gets after SIGTERM before SIGKILL' },
-    { key: 'engineRestartBackoff', type: 'duration', libraryDefault: r.engineRestartBackoff, description: 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)' },
-    { key: 'drainTimeout', type: 'duration', libraryDefault: r.drainTimeout, description: 'how long shutdown, or a drain a gateway asks for, waits for running calls' },
+    r('engineConnectTimeout', 'duration', 'how long connecting to the engine may take'),
+    r('acceptWindow', 'duration', 'how long a detached call waits for its engine\'s status line before the runner answers 202; a refusal inside it sends the call elsewhere'),
+    r('maxBodyBytes', 'integer', 'largest request body the runner reads, in bytes; larger is refused with 413'),
+    r('engineProbeInterval', 'duration', 'how often engine health and models are checked'),
+    r('loadInterval', 'duration', 'how often the engine\'s metrics are read for its load'),
+    r('engineStopGrace', 'duration', 'how long a launched engine gets after SIGTERM before SIGKILL'),
+    r('engineRestartBackoff', 'duration', 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)'),
+    r('drainTimeout', 'duration', 'how long shutdown, or a drain a gateway asks for, waits for running calls'),
     { key: 'gateway', type: 'list', description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080', defaultText: 'none: only gateways that list this runner call it' },
     { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer the environment variable (never shown)', defaultText: 'none; required with --gateway' },
     { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
-    { key: 'heartbeatInterval', type: 'duration', libraryDefault: r.heartbeatInterval, description: 'how often to heartbeat each gateway, unless the gateway asks for another interval' },
+    r('heartbeatInterval', 'duration', 'how often to heartbeat each gateway, unless the gateway asks for another interval'),
     logLevel,
   ],
   async run({ values, logger }) {

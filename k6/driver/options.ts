@@ -1,9 +1,13 @@
 /**
- * Options of a bench scenario: defaults, bounds and validation, checked once up front with a
- * message naming the option and the bad value. Every knob that scales the load is bounded, so
+ * Options of a bench scenario: defaults, bounds and validation, checked once up front through the
+ * kernel's resolveOptions with a message naming the option and the bad value. Every knob that scales the load is bounded, so
  * a typo (`--duration 10m`, `--rate 500000`) is refused instead of pinning the machine.
  */
+import { resolveOptions, show } from '../../placer/kernel/index.ts';
+import type { Fail, Rule } from '../../placer/kernel/index.ts';
 import { BenchOptionError } from './errors.ts';
+
+export { show };
 
 /** Hard bounds shared by the scenario options and the load generator. */
 export const LIMITS = Object.freeze({
@@ -58,57 +62,63 @@ export const benchDefaults: ResolvedBenchOptions = Object.freeze({
   logLevel: 'warn',
 });
 
-/** Validates `options` and fills in defaults. @throws {BenchOptionError} for the first bad option. */
-export function resolveBenchOptions(options: BenchOptions = {}): ResolvedBenchOptions {
-  const o = { ...benchDefaults, ...definedOnly(options) };
-  return Object.freeze({
-    duration: checkInteger('duration', o.duration, LIMITS.minDuration, LIMITS.maxDuration, 'ms'),
-    warmup: checkInteger('warmup', o.warmup, 0, LIMITS.maxWarmup, 'ms'),
-    connections: checkInteger('connections', o.connections, 1, LIMITS.maxConnections),
-    rate: checkInteger('rate', o.rate, 1, LIMITS.maxRate),
-    rounds: checkInteger('rounds', o.rounds, 1, LIMITS.maxRounds),
-    nginx: checkBoolean('nginx', o.nginx),
-    out: checkString('out', o.out),
-    logLevel: checkString('logLevel', o.logLevel),
-  });
-}
-
-/**
- * Checks that `value` is an integer in [min, max]; `unit` only shapes the message.
- * @throws {BenchOptionError} naming `name` and the value.
- */
-export function checkInteger(name: string, value: unknown, min: number, max: number, unit = ''): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
-    throw new BenchOptionError(name, `${name} must be an integer${unit ? ` of ${unit}` : ''}, got ${show(value)}`);
-  }
-  if (value < min || value > max) {
-    const f = (v: number): string => (unit === 'ms' ? formatMs(v) : unit ? `${v} ${unit}` : String(v));
-    throw new BenchOptionError(name, `${name} must be between ${f(min)} and ${f(max)}, got ${f(value)}`);
-  }
-  return value;
-}
+/** Makes the bench's option error, which carries the option's name. */
+export const benchFail: Fail = (message, option) => new BenchOptionError(option ?? '', message);
 
 // Durations come from flags like `--duration 150s`; echo them back in the same unit.
 function formatMs(ms: number): string {
   return ms !== 0 && ms % 1000 === 0 ? `${ms / 1000}s` : `${ms} ms`;
 }
 
-function checkBoolean(name: string, value: unknown): boolean {
-  if (typeof value !== 'boolean') throw new BenchOptionError(name, `${name} must be true or false, got ${show(value)}`);
+/**
+ * The bench's range rule: an integer in [min, max]; `unit` only shapes the message, and ms are
+ * shown as the flags write them (`between 1s and 120s, got 150s`). The kernel's integer rule
+ * knows only 0 and 1 as lower bounds, and the bench's bounds start anywhere.
+ */
+export function between(min: number, max: number, unit = ''): Rule {
+  return (option, value, fail) => {
+    if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+      throw fail(`${option} must be an integer${unit ? ` of ${unit}` : ''}, got ${show(value)}`, option);
+    }
+    if (value < min || value > max) {
+      const f = (v: number): string => (unit === 'ms' ? formatMs(v) : unit ? `${v} ${unit}` : String(v));
+      throw fail(`${option} must be between ${f(min)} and ${f(max)}, got ${f(value)}`, option);
+    }
+    return value;
+  };
+}
+
+/**
+ * {@link between} for one value outside an options table.
+ * @throws {BenchOptionError} naming `name` and the value.
+ */
+export function checkInteger(name: string, value: unknown, min: number, max: number, unit = ''): number {
+  return between(min, max, unit)(name, value, benchFail) as number;
+}
+
+const boolean: Rule = (option, value, fail) => {
+  if (typeof value !== 'boolean') throw fail(`${option} must be true or false, got ${show(value)}`, option);
   return value;
-}
+};
 
-function checkString(name: string, value: unknown): string {
-  if (typeof value !== 'string' || value === '') throw new BenchOptionError(name, `${name} must be a non-empty string, got ${show(value)}`);
+const nonEmptyString: Rule = (option, value, fail) => {
+  if (typeof value !== 'string' || value === '') throw fail(`${option} must be a non-empty string, got ${show(value)}`, option);
   return value;
-}
+};
 
-/** Renders a bad value for a message: strings quoted, everything else as JavaScript prints it. */
-export function show(value: unknown): string {
-  return typeof value === 'string' ? JSON.stringify(value) : String(value);
-}
+/** How each option is checked, in the order the first bad one is reported. */
+const benchRules = {
+  duration: between(LIMITS.minDuration, LIMITS.maxDuration, 'ms'),
+  warmup: between(0, LIMITS.maxWarmup, 'ms'),
+  connections: between(1, LIMITS.maxConnections),
+  rate: between(1, LIMITS.maxRate),
+  rounds: between(1, LIMITS.maxRounds),
+  nginx: boolean,
+  out: nonEmptyString,
+  logLevel: nonEmptyString,
+};
 
-// `{ duration: undefined }` means "not given", as it does for every sluice options object.
-function definedOnly(options: BenchOptions): BenchOptions {
-  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as BenchOptions;
+/** Validates `options` and fills in defaults. @throws {BenchOptionError} for the first bad option. */
+export function resolveBenchOptions(options: BenchOptions = {}): ResolvedBenchOptions {
+  return resolveOptions(benchDefaults, benchRules, options, benchFail);
 }

@@ -19,6 +19,7 @@ export {
   checkNumber,
   checkRunnerToken,
   checksFor,
+  checksWith,
   resolveOptions,
   rule,
   show,

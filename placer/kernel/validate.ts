@@ -32,17 +32,17 @@ export interface IntegerBounds {
  * Returns `value` when it is a safe integer within bounds; otherwise throws what `fail` makes
  * of a message naming the option and the value.
  */
-export function checkInteger(option: string, value: unknown, bounds: IntegerBounds, fail: (message: string) => Error): number {
+export function checkInteger(option: string, value: unknown, bounds: IntegerBounds, fail: Fail): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < bounds.min) {
-    throw fail(`${option} must be a ${bounds.min === 1 ? 'positive' : 'non-negative'} integer, got ${show(value)}`);
+    throw fail(`${option} must be a ${bounds.min === 1 ? 'positive' : 'non-negative'} integer, got ${show(value)}`, option);
   }
   const max = bounds.max ?? Number.MAX_SAFE_INTEGER;
-  if (value > max) throw fail(`${option} must be at most ${max}${bounds.unit ? ` ${bounds.unit}` : ''}, got ${show(value)}`);
+  if (value > max) throw fail(`${option} must be at most ${max}${bounds.unit ? ` ${bounds.unit}` : ''}, got ${show(value)}`, option);
   return value;
 }
 
 /** {@link checkInteger} for a duration in ms that ends up in a timer. */
-export function checkMs(option: string, value: unknown, min: 0 | 1, fail: (message: string) => Error): number {
+export function checkMs(option: string, value: unknown, min: 0 | 1, fail: Fail): number {
   return checkInteger(option, value, { min, max: MAX_TIMER_MS, unit: 'ms' }, fail);
 }
 
@@ -62,32 +62,35 @@ export function checkNumber(
   option: string,
   value: unknown,
   bounds: NumberBounds,
-  fail: (message: string) => Error,
+  fail: Fail,
 ): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) {
-    throw fail(`${option} must be a finite number, got ${show(value)}`);
+    throw fail(`${option} must be a finite number, got ${show(value)}`, option);
   }
   const { min, max } = bounds;
-  if (min !== undefined && value < min) throw fail(`${option} must be at least ${min}, got ${show(value)}`);
-  if (max !== undefined && value > max) throw fail(`${option} must be at most ${max}, got ${show(value)}`);
+  if (min !== undefined && value < min) throw fail(`${option} must be at least ${min}, got ${show(value)}`, option);
+  if (max !== undefined && value > max) throw fail(`${option} must be at most ${max}, got ${show(value)}`, option);
   return value;
 }
 
 /** Returns `value` when it is a function, such as an injected `random` or `now`. */
-export function checkFunction<F>(option: string, value: F, fail: (message: string) => Error): F {
-  if (typeof value !== 'function') throw fail(`${option} must be a function, got ${show(value)}`);
+export function checkFunction<F>(option: string, value: F, fail: Fail): F {
+  if (typeof value !== 'function') throw fail(`${option} must be a function, got ${show(value)}`, option);
   return value;
 }
 
-/** Makes the error a failed check throws: each area passes its own config error class. */
-export type Fail = (message: string) => Error;
+/**
+ * Makes the error a failed check throws: each area passes its own config error class. The
+ * checks pass the option's name too, for errors that carry it as a field.
+ */
+export type Fail = (message: string, option?: string) => Error;
 
 /** Returns `value` when it has the four methods of a Logger; every module that takes one checks it so. */
 export function checkLogger<L>(option: string, value: L, fail: Fail): L {
   const methods = ['debug', 'info', 'warn', 'error'] as const;
   const shape = value as Record<string, unknown> | null;
   if (typeof value !== 'object' || shape === null || methods.some((m) => typeof shape[m] !== 'function')) {
-    throw fail(`${option} must have debug, info, warn and error methods, got ${show(value)}`);
+    throw fail(`${option} must have debug, info, warn and error methods, got ${show(value)}`, option);
   }
   return value;
 }
@@ -103,7 +106,7 @@ export const RUNNER_TOKEN_MIN_LENGTH = 16;
  */
 export function checkRunnerToken(option: string, value: unknown, fail: Fail): string {
   if (typeof value !== 'string' || value.length < RUNNER_TOKEN_MIN_LENGTH || !/^[\x21-\x7e]+$/.test(value)) {
-    throw fail(`${option} must be a string of at least ${RUNNER_TOKEN_MIN_LENGTH} printable ASCII characters without spaces`);
+    throw fail(`${option} must be a string of at least ${RUNNER_TOKEN_MIN_LENGTH} printable ASCII characters without spaces`, option);
   }
   return value;
 }
@@ -127,7 +130,14 @@ export interface Checks {
  * then `check.ms('callTimeout', value, 1)`. One helper in place of a `fail` in every module.
  */
 export function checksFor(ErrorClass: new (message: string) => Error): Checks {
-  const fail: Fail = (message) => new ErrorClass(message);
+  return checksWith((message) => new ErrorClass(message));
+}
+
+/**
+ * {@link checksFor} with the error made by `fail`, for an area whose error takes more than the
+ * message: `checksWith((message, option) => new SimOptionError(option ?? '', message))`.
+ */
+export function checksWith(fail: Fail): Checks {
   return Object.freeze({
     fail,
     integer: (option: string, value: unknown, bounds: IntegerBounds) => checkInteger(option, value, bounds, fail),

@@ -16,7 +16,8 @@ import { fullJitterBackoff, systemClock } from '../../placer/kernel/index.ts';
 import { silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger, LogFields } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
-import { checksFor, show } from '../../placer/kernel/index.ts';
+import { checksFor, rule, show } from '../../placer/kernel/index.ts';
+import type { Resolved, Rule } from '../../placer/kernel/index.ts';
 import { RunnerConfigError } from '../errors.ts';
 import type { EngineCommand } from './argv.ts';
 import type { ValidProfile } from './profile.ts';
@@ -92,8 +93,6 @@ export interface EngineSupervisorOptions {
   clock?: Clock;
 }
 
-type Config = Readonly<Required<Omit<EngineSupervisorOptions, 'logger'>>>;
-
 /** One launched process and its wait for readiness. */
 interface Attempt {
   readonly child: ChildProcess;
@@ -127,11 +126,48 @@ export const supervisorDefaults = Object.freeze({
   clock: systemClock as Clock,
 });
 
+/** {@link EngineSupervisorOptions} after defaults and checks; frozen. */
+export type SupervisorConfig = Resolved<typeof supervisorDefaults> & Readonly<Pick<EngineSupervisorOptions, 'profile' | 'command' | 'checkReady'>>;
+
 const check = checksFor(RunnerConfigError);
+
+/** Below 1 the backoff would shrink with every failure in a row. */
+const backoffFactor: Rule = (option, value, fail) => {
+  if (typeof value !== 'number' || !(value >= 1) || !Number.isFinite(value)) throw fail(`${option} must be a number of at least 1, got ${show(value)}`, option);
+  return value;
+};
+
+/** How each defaulted option is checked, in the order the first bad one is reported. */
+const supervisorRules = {
+  random: rule.fn(),
+  tailLines: rule.integer({ min: 1, max: 100_000 }),
+  readyInterval: rule.ms(1),
+  backoffBase: rule.ms(0),
+  backoffFactor,
+  backoffCap: rule.ms(0),
+  maxRestarts: rule.integer({ min: 0 }),
+  restartWindow: rule.ms(1),
+  killGrace: rule.ms(0),
+  logger: rule.logger(),
+};
+
+/**
+ * Applies {@link supervisorDefaults} to `options` and checks them.
+ * @throws {RunnerConfigError} naming the first bad option and its value.
+ */
+export function resolveSupervisorOptions(options: EngineSupervisorOptions): SupervisorConfig {
+  const { profile, command, checkReady } = options;
+  if (typeof command?.command !== 'string' || command.command === '') throw check.fail(`command.command must be a non-empty string, got ${show(command?.command)}`);
+  check.fn('checkReady', checkReady);
+  check.ms('profile.startTimeout', profile.startTimeout, 1);
+  const checked = check.resolve(supervisorDefaults, supervisorRules, options);
+  if (checked.backoffCap < checked.backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${checked.backoffBase}), got ${checked.backoffCap}`);
+  return Object.freeze({ ...checked, profile, command, checkReady });
+}
 
 /** Launches one engine and keeps it running; see the module comment. */
 export class EngineSupervisor {
-  readonly #config: Config;
+  readonly #config: SupervisorConfig;
   readonly #log: Logger;
   readonly #listeners = new Set<(change: EngineStateChange) => void>();
   readonly #tail: string[] = [];
@@ -148,29 +184,8 @@ export class EngineSupervisor {
 
   /** @throws {RunnerConfigError} naming the first bad option. */
   constructor(options: EngineSupervisorOptions) {
-    const d = supervisorDefaults;
-    const { logger = d.logger, tailLines = d.tailLines, readyInterval = d.readyInterval, backoffBase = d.backoffBase, backoffFactor = d.backoffFactor } = options;
-    const { backoffCap = d.backoffCap, maxRestarts = d.maxRestarts, restartWindow = d.restartWindow, killGrace = d.killGrace } = options;
-    const { random = d.random, clock = d.clock, profile, command, checkReady } = options;
-    if (typeof command?.command !== 'string' || command.command === '') throw check.fail(`command.command must be a non-empty string, got ${show(command?.command)}`);
-    for (const [name, fn] of [['checkReady', checkReady], ['random', random]] as const) {
-      if (typeof fn !== 'function') throw check.fail(`${name} must be a function, got ${show(fn)}`);
-    }
-    check.ms('profile.startTimeout', profile.startTimeout, 1);
-    check.integer('tailLines', tailLines, { min: 1, max: 100_000 });
-    check.ms('readyInterval', readyInterval, 1);
-    check.ms('backoffBase', backoffBase, 0);
-    if (typeof backoffFactor !== 'number' || !(backoffFactor >= 1) || !Number.isFinite(backoffFactor)) {
-      throw check.fail(`backoffFactor must be a number of at least 1, got ${show(backoffFactor)}`);
-    }
-    check.ms('backoffCap', backoffCap, 0);
-    if (backoffCap < backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${backoffBase}), got ${backoffCap}`);
-    check.integer('maxRestarts', maxRestarts, { min: 0 });
-    check.ms('restartWindow', restartWindow, 1);
-    check.ms('killGrace', killGrace, 0);
-    check.logger('logger', logger);
-    this.#config = Object.freeze({ profile, command, checkReady, tailLines, readyInterval, backoffBase, backoffFactor, backoffCap, maxRestarts, restartWindow, killGrace, random, clock });
-    this.#log = logger.child({ kind: profile.kind, model: profile.model });
+    this.#config = resolveSupervisorOptions(options);
+    this.#log = this.#config.logger.child({ kind: options.profile.kind, model: options.profile.model });
   }
 
   /** Current state. */

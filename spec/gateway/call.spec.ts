@@ -2,19 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { affinityKey, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../gateway/call.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from '../../gateway/errors.ts';
 import { SluiceError } from '../../placer/kernel/index.ts';
+import { expectThrows } from '../support/throws.ts';
 
 const json = (value: unknown): Buffer => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value));
 
-/** The error `fn` throws; fails the test when it returns. */
-function thrown(fn: () => unknown): SluiceError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(SluiceError);
-    return error as SluiceError;
-  }
-  throw new Error('expected a throw');
-}
+/** The SluiceError `fn` throws; fails the test when it returns. */
+const thrown = (fn: () => unknown): SluiceError => expectThrows(fn, SluiceError, {});
 
 describe('parseInferenceBody', () => {
   it('returns the model when the body names one', () => {

@@ -9,21 +9,15 @@ import { PlacerConfigError } from '../../placer/errors.ts';
 import { silentLogger } from '../../placer/kernel/index.ts';
 import { placerDefaults } from '../../placer/options.ts';
 import type { Placer } from '../../placer/types.ts';
+import { expectThrows } from '../support/throws.ts';
 
 const runners = ['http://127.0.0.1:9001'];
 
 /** resolveGatewayOptions only checks that a pool was given, so an empty stand-in is enough. */
 const pool = {} as unknown as GatewayPool;
 
-function configError(options: GatewayOptions): GatewayConfigError {
-  try {
-    resolveGatewayOptions(options);
-  } catch (error) {
-    expect(error).toBeInstanceOf(GatewayConfigError);
-    return error as GatewayConfigError;
-  }
-  throw new Error('expected resolveGatewayOptions to throw');
-}
+/** The GatewayConfigError resolveGatewayOptions throws; fails the test when it returns. */
+const configError = (options: GatewayOptions): GatewayConfigError => expectThrows(() => resolveGatewayOptions(options), GatewayConfigError, {});
 
 describe('resolveGatewayOptions', () => {
   it('returns the documented defaults when only runners are given', () => {
@@ -64,8 +58,8 @@ describe('resolveGatewayOptions', () => {
     const listener: CallListener = {};
     const overrideCall = (): void => {};
     const renderMetrics = async (): Promise<string> => '';
-    const config = resolveGatewayOptions({
-      runners,
+    // Each is taken as given, so the config holds the same values.
+    const given = {
       placer,
       callTimeout: 1,
       maxBodyBytes: 2,
@@ -80,25 +74,9 @@ describe('resolveGatewayOptions', () => {
       maxConnectionsPerClient: 10,
       overrideCall,
       renderMetrics,
-      listeners: [listener],
-      placerTimeout: 7,
-    });
-    expect(config).toMatchObject({
-      placer,
-      callTimeout: 1,
-      maxBodyBytes: 2,
-      bodyReadTimeout: 3,
-      bodyIdleTimeout: 4,
-      drainTimeout: 0,
-      runnerConnectTimeout: 5,
-      statusInterval: 6,
-      retryAfter: 0,
-      maxUploads: 8,
-      maxUploadsPerClient: 9,
-      maxConnectionsPerClient: 10,
-      overrideCall,
-      renderMetrics,
-    });
+    };
+    const config = resolveGatewayOptions({ runners, ...given, listeners: [listener], placerTimeout: 7 });
+    expect(config).toMatchObject(given);
     expect(config.listeners).toEqual([listener]);
     expect(config.placerConfig.placerTimeout).toBe(7);
   });

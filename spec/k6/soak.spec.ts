@@ -17,6 +17,7 @@ import { formatSoak, judge, summarizeRss } from '../../k6/driver/soak/report.ts'
 import type { SoakReport } from '../../k6/driver/soak/report.ts';
 import { FAULT_KINDS, faultWindow, overlapsWindow, planSchedule } from '../../k6/driver/soak/schedule.ts';
 import type { FaultWindow } from '../../k6/driver/soak/schedule.ts';
+import { expectThrows } from '../support/throws.ts';
 
 const window = (kind: FaultWindow['kind'], injectedMs: number, recoveredMs: number | undefined): FaultWindow =>
   faultWindow({ kind, target: 't', plannedMs: injectedMs, injectedMs, note: '' }, recoveredMs, injectedMs + 60_000, 5_000);
@@ -48,15 +49,7 @@ describe('resolveSoakOptions', () => {
     [{ idle: 500 }, 'idle', 'idle must be between 2s and 300s, got 500 ms'],
     [{ warmup: 60_000 }, 'warmup', 'warmup must be between 1s and 30s, got 60s'],
   ] as const)('refuses %j naming the option and the value', (raw, option, message) => {
-    let error: unknown;
-    try {
-      resolveSoakOptions(raw as never);
-    } catch (e) {
-      error = e;
-    }
-    expect(error).toBeInstanceOf(BenchOptionError);
-    expect(error).toMatchObject({ code: 'BENCH_INVALID_OPTION', option });
-    expect((error as Error).message).toContain(message);
+    expectThrows(() => resolveSoakOptions(raw as never), BenchOptionError, { code: 'BENCH_INVALID_OPTION', option, message: expect.stringContaining(message) });
   });
 });
 

@@ -3,18 +3,12 @@ import { RunnerConfigError } from '../../runner/errors.ts';
 import { parseHttpUrl, resolveRunnerOptions } from '../../runner/options.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { createJsonLogger, silentLogger } from '../../placer/kernel/index.ts';
+import { expectThrows } from '../support/throws.ts';
 
 const engine = 'http://127.0.0.1:8000';
 
-function configError(options: RunnerOptions): RunnerConfigError {
-  try {
-    resolveRunnerOptions(options);
-  } catch (error) {
-    expect(error).toBeInstanceOf(RunnerConfigError);
-    return error as RunnerConfigError;
-  }
-  throw new Error('expected resolveRunnerOptions to throw');
-}
+/** The RunnerConfigError resolveRunnerOptions throws; fails the test when it returns. */
+const configError = (options: RunnerOptions): RunnerConfigError => expectThrows(() => resolveRunnerOptions(options), RunnerConfigError, {});
 
 describe('resolveRunnerOptions', () => {
   it('returns the documented defaults when only engine is given', () => {

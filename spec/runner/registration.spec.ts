@@ -181,6 +181,15 @@ describe('GatewayRegistration', () => {
     await expect.poll(() => delays.length, { timeout: 5000, interval: 5 }).toBe(2);
     expect(delays).toEqual([0, 250]);
   });
+
+  it.each([
+    ['an object without methods', {}, 'got {}'],
+    ['a logger without warn', { debug() {}, info() {}, error() {} }, 'got {}'],
+    ['a string', 'console', 'got "console"'],
+  ])('throws RunnerConfigError naming logger for %s', (_, logger, shown) => {
+    const options = { gateway: new URL('http://127.0.0.1:1'), token: TOKEN, url: 'http://r', status, logger: logger as never };
+    expect(() => new GatewayRegistration(options)).toThrow(new RunnerConfigError(`logger must have debug, info, warn and error methods, ${shown}`));
+  });
 });
 
 describe('runner registration', () => {

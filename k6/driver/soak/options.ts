@@ -1,11 +1,13 @@
 /**
  * Options of the soak scenario: its own duration bound (a soak is long by design, so the other
  * scenarios' 120 s cap does not apply), the fleet's size, which faults to inject and how long a
- * stopped runner stays stopped. Everything is checked once, up front, with a message naming the
- * option and the bad value; what depends on the duration is derived from it unless given.
+ * stopped runner stays stopped. Everything is checked once, up front, by the bench's rules with a
+ * message naming the option and the bad value; what depends on the duration is derived from it
+ * unless given.
  */
-import { BenchOptionError } from '../errors.ts';
-import { LIMITS, checkInteger, resolveBenchOptions, show } from '../options.ts';
+import { resolveOptions } from '../../../placer/kernel/index.ts';
+import type { Rule } from '../../../placer/kernel/index.ts';
+import { LIMITS, benchFail, between, checkInteger, resolveBenchOptions, show } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { FAULT_KINDS, isFaultKind } from './schedule.ts';
 import type { FaultKind } from './schedule.ts';
@@ -64,6 +66,29 @@ export interface ResolvedSoakOptions {
   readonly logLevel: string;
 }
 
+// The CLI hands over integers as numbers and some settings as strings; a string must be all digits.
+function numeric(check: Rule): Rule {
+  return (option, value, fail) => check(option, typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value, fail);
+}
+
+const faults: Rule = (option, value, fail) => {
+  if (!Array.isArray(value) || value.length === 0) throw fail(`${option} must be a non-empty list of ${FAULT_KINDS.join(', ')}, got ${show(value)}`, option);
+  const seen = new Set<FaultKind>();
+  for (const kind of value) {
+    if (!isFaultKind(kind)) throw fail(`${option} must each be one of ${FAULT_KINDS.join(', ')}, got ${show(kind)}`, option);
+    if (seen.has(kind)) throw fail(`${option} lists ${kind} twice; each fault runs once per soak`, option);
+    seen.add(kind);
+  }
+  // Kept in the schedule's order whatever order they were given in.
+  return Object.freeze(FAULT_KINDS.filter((k) => seen.has(k)));
+};
+
+/** How the options that do not depend on the duration are checked, in order. */
+const soakRules = {
+  duration: between(SOAK_LIMITS.minDuration, SOAK_LIMITS.maxDuration, 'ms'),
+  nodes: numeric(between(SOAK_LIMITS.minNodes, SOAK_LIMITS.maxNodes)),
+};
+
 /**
  * Validates `raw` and fills in defaults.
  * @throws {BenchOptionError} naming the first bad option and its value.
@@ -72,17 +97,18 @@ export function resolveSoakOptions(raw: SoakOptions = {}): ResolvedSoakOptions {
   // The shared options this scenario reads, checked by the shared rules; the duration is the
   // soak's own, so it is left out of that check.
   const shared = resolveBenchOptions({ ...raw, duration: undefined, warmup: undefined });
-  const duration = checkInteger('duration', raw.duration ?? SOAK_DEFAULTS.duration, SOAK_LIMITS.minDuration, SOAK_LIMITS.maxDuration, 'ms');
-  const nodes = checkInteger('nodes', numeric(raw.nodes ?? SOAK_DEFAULTS.nodes), SOAK_LIMITS.minNodes, SOAK_LIMITS.maxNodes);
+  const { duration, nodes } = resolveOptions({ duration: SOAK_DEFAULTS.duration, nodes: SOAK_DEFAULTS.nodes }, soakRules, raw, benchFail);
+  // The probe is the bench's warm-up, so it is named warmup, with the soak's own bounds.
   const probe = checkInteger('warmup', raw.warmup ?? SOAK_DEFAULTS.probe, 1_000, SOAK_LIMITS.maxProbe, 'ms');
   // A stop longer than the gap between two faults would overlap the next one.
   const maxStop = Math.min(SOAK_LIMITS.maxStopFor, Math.floor(duration / 5));
   const stopFor = checkInteger('stopFor', raw.stopFor ?? Math.min(SOAK_DEFAULTS.stopFor, Math.round(duration / 10)), 1_000, maxStop, 'ms');
-  const idle = checkInteger('idle', raw.idle ?? Math.min(SOAK_DEFAULTS.idle, Math.max(5_000, Math.round(duration / 10))), SOAK_LIMITS.minIdle, SOAK_LIMITS.maxIdle, 'ms');
+  const idleDefault = Math.min(SOAK_DEFAULTS.idle, Math.max(5_000, Math.round(duration / 10)));
+  const idle = checkInteger('idle', raw.idle ?? idleDefault, SOAK_LIMITS.minIdle, SOAK_LIMITS.maxIdle, 'ms');
   return Object.freeze({
     duration,
     nodes,
-    faults: checkFaults(raw.faults ?? FAULT_KINDS),
+    faults: faults('faults', raw.faults ?? FAULT_KINDS, benchFail) as readonly FaultKind[],
     stopFor,
     idle,
     probe,
@@ -90,21 +116,4 @@ export function resolveSoakOptions(raw: SoakOptions = {}): ResolvedSoakOptions {
     out: shared.out,
     logLevel: shared.logLevel,
   });
-}
-
-function checkFaults(value: unknown): readonly FaultKind[] {
-  if (!Array.isArray(value) || value.length === 0) throw new BenchOptionError('faults', `faults must be a non-empty list of ${FAULT_KINDS.join(', ')}, got ${show(value)}`);
-  const seen = new Set<FaultKind>();
-  for (const kind of value) {
-    if (!isFaultKind(kind)) throw new BenchOptionError('faults', `faults must each be one of ${FAULT_KINDS.join(', ')}, got ${show(kind)}`);
-    if (seen.has(kind)) throw new BenchOptionError('faults', `faults lists ${kind} twice; each fault runs once per soak`);
-    seen.add(kind);
-  }
-  // Kept in the schedule's order whatever order they were given in.
-  return Object.freeze(FAULT_KINDS.filter((k) => seen.has(k)));
-}
-
-// The CLI hands over integers as numbers and some settings as strings; a string must be all digits.
-function numeric(value: number | string): unknown {
-  return typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value;
 }

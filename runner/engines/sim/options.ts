@@ -1,19 +1,14 @@
 /**
  * Options of the simulated engine: their defaults, their validation, and the frozen resolved form
- * the rest of the module reads. Defaults come from the named profile (see profiles.ts), then any
- * field given on its own wins. Every check runs once, up front, with a message naming the option
- * and the bad value, so a bad flag fails at start rather than on the first request.
+ * the rest of the module reads. Defaults come from simEngineDefaults and the named profile (see
+ * profiles.ts), then any field given on its own wins. Every check runs once, up front, through the
+ * kernel's resolveOptions, with a message naming the option and the bad value, so a bad flag fails
+ * at start rather than on the first request.
  */
-import {
-  factorAtLeastOne,
-  nonNegativeInteger,
-  nonNegativeMs,
-  positiveInteger,
-  probability,
-  show,
-} from './checks.ts';
+import { checksWith, rule, show } from '../../../placer/kernel/index.ts';
+import type { Rule } from '../../../placer/kernel/index.ts';
 import { SimOptionError } from './errors.ts';
-import { isSimProfileName, SIM_PROFILES, type SimProfileName } from './profiles.ts';
+import { isSimProfileName, SIM_PROFILES, type SimProfile, type SimProfileName } from './profiles.ts';
 
 /** A source of wall-clock time in ms since the epoch; injectable so bodies' `created` and the startup delay are testable. */
 export interface SimClock {
@@ -85,22 +80,12 @@ export interface SimEngineOptions {
   random?: () => number;
 }
 
-/** The validated, frozen form of {@link SimEngineOptions}. */
-export interface ResolvedSimEngineOptions {
+/** The validated, frozen form of {@link SimEngineOptions}: the profile's fields, then the rest. */
+export interface ResolvedSimEngineOptions extends SimProfile {
   readonly profile: SimProfileName;
   readonly models: readonly string[];
   readonly engineId: string;
-  readonly prefillOverheadMs: number;
-  readonly prefillPerTokenMs: number;
-  readonly prefillJitterStdMs: number;
-  readonly itlMs: number;
-  readonly itlJitterStdMs: number;
-  readonly loadFactor: number;
   readonly outputTokens: number;
-  readonly maxNumSeqs: number;
-  readonly maxQueue: number;
-  readonly cacheBlocks: number;
-  readonly kvBlocks: number;
   readonly maxBodyBytes: number;
   readonly failureRate: Readonly<Record<'429' | '503' | '500', number>>;
   readonly startupDelayMs: number;
@@ -110,84 +95,8 @@ export interface ResolvedSimEngineOptions {
   readonly random: () => number;
 }
 
-function resolveModels(value: unknown): readonly string[] {
-  if (value === undefined) return simEngineDefaults.models;
-  if (!Array.isArray(value) || value.length === 0) {
-    throw new SimOptionError('models', `models must be a non-empty array of names, got ${show(value)}`);
-  }
-  for (const name of value) {
-    if (typeof name !== 'string' || name.trim() === '' || name !== name.trim()) {
-      throw new SimOptionError('models', `models must hold non-empty names without surrounding spaces, got ${show(name)}`);
-    }
-  }
-  if (new Set(value).size !== value.length) {
-    throw new SimOptionError('models', `models must not repeat a name, got ${show(value)}`);
-  }
-  return Object.freeze([...(value as string[])]);
-}
-
-function resolveEngineId(value: unknown, random: () => number): string {
-  if (value === undefined) {
-    return `sim-${Math.floor(random() * 0x1000000).toString(16).padStart(6, '0')}`;
-  }
-  // The id goes into a response header, so anything a header cannot carry is refused here.
-  if (typeof value !== 'string' || !/^[\x21-\x7e]+$/.test(value)) {
-    throw new SimOptionError('engineId', `engineId must be a non-empty string of visible ASCII, got ${show(value)}`);
-  }
-  return value;
-}
-
-const FAILURE_STATUSES = ['429', '503', '500'] as const;
-
-function showJson(value: unknown): string {
-  return typeof value === 'object' && value !== null ? JSON.stringify(value) : show(value);
-}
-
-function resolveFailureRate(value: unknown): ResolvedSimEngineOptions['failureRate'] {
-  if (value === undefined) return simEngineDefaults.failureRate;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new SimOptionError('failureRate', `failureRate must be an object like { 429: 0.1 }, got ${showJson(value)}`);
-  }
-  for (const key of Object.keys(value)) {
-    if (!(FAILURE_STATUSES as readonly string[]).includes(key)) {
-      throw new SimOptionError('failureRate', `failureRate keys must be 429, 503 or 500, got ${show(key)}`);
-    }
-  }
-  const rates = value as Record<string, unknown>;
-  const resolved = {
-    429: probability('failureRate.429', rates['429']),
-    503: probability('failureRate.503', rates['503']),
-    500: probability('failureRate.500', rates['500']),
-  };
-  // One draw decides a call, so the rates partition [0, 1); a small epsilon forgives float sums.
-  if (resolved[429] + resolved[503] + resolved[500] > 1 + 1e-9) {
-    throw new SimOptionError('failureRate', `failureRate values must add up to at most 1, got ${showJson(value)}`);
-  }
-  return Object.freeze(resolved);
-}
-
-/** lru-cache allocates its index arrays for `max` entries up front, so the size is bounded. */
-const MAX_CACHE_BLOCKS = 1_048_576;
-
-function resolveCacheBlocks(value: unknown, fallback: number): number {
-  const blocks = positiveInteger('cacheBlocks', value, fallback);
-  if (blocks > MAX_CACHE_BLOCKS) {
-    throw new SimOptionError('cacheBlocks', `cacheBlocks must be at most ${MAX_CACHE_BLOCKS} (16M tokens), got ${show(value)}`);
-  }
-  return blocks;
-}
-
-function resolveOverhead(options: SimEngineOptions, fallback: number): number {
-  const overhead = nonNegativeMs('prefillOverheadMs', options.prefillOverheadMs, fallback);
-  const ttft = nonNegativeMs('ttftMs', options.ttftMs, overhead);
-  if (options.prefillOverheadMs !== undefined && options.ttftMs !== undefined && ttft !== overhead) {
-    throw new SimOptionError(
-      'ttftMs',
-      `ttftMs is the old name of prefillOverheadMs; give one, got ttftMs ${show(ttft)} and prefillOverheadMs ${show(overhead)}`,
-    );
-  }
-  return ttft;
-}
+/** SimOptionError carries the option's name, which every check passes along with its message. */
+const check = checksWith((message, option) => new SimOptionError(option ?? '', message));
 
 /**
  * The defaults that do not come from the profile, in one place: resolveSimEngineOptions applies
@@ -201,49 +110,115 @@ export const simEngineDefaults = Object.freeze({
   startupDelayMs: 0,
   /** No injected failures. */
   failureRate: Object.freeze({ 429: 0, 503: 0, 500: 0 }) as Readonly<Record<'429' | '503' | '500', number>>,
+  /** Date itself: a function with a static now(). */
+  clock: Date as SimClock,
+  random: Math.random as () => number,
 });
 
+const models: Rule = (option, value, fail) => {
+  if (!Array.isArray(value) || value.length === 0) throw fail(`${option} must be a non-empty array of names, got ${show(value)}`, option);
+  for (const name of value) {
+    if (typeof name !== 'string' || name.trim() === '' || name !== name.trim()) {
+      throw fail(`${option} must hold non-empty names without surrounding spaces, got ${show(name)}`, option);
+    }
+  }
+  if (new Set(value).size !== value.length) throw fail(`${option} must not repeat a name, got ${show(value)}`, option);
+  return Object.freeze([...(value as string[])]);
+};
+
+const clock: Rule = (option, value, fail) => {
+  // Date, the default, is a function with a static now(); an object with now() does as well.
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null || typeof (value as SimClock).now !== 'function') {
+    throw fail(`${option} must be an object with a now() method, got ${show(value)}`, option);
+  }
+  return value;
+};
+
+const FAILURE_STATUSES = ['429', '503', '500'] as const;
+
+const failureRate: Rule = (option, value, fail) => {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw fail(`${option} must be an object like { 429: 0.1 }, got ${show(value)}`, option);
+  }
+  for (const key of Object.keys(value)) {
+    if (!(FAILURE_STATUSES as readonly string[]).includes(key)) throw fail(`${option} keys must be 429, 503 or 500, got ${show(key)}`, option);
+  }
+  const rates = value as Record<string, unknown>;
+  const probability = rule.number({ min: 0, max: 1 });
+  const resolved = Object.fromEntries(FAILURE_STATUSES.map((status) => [status, probability(`${option}.${status}`, rates[status] ?? 0, fail)])) as Record<'429' | '503' | '500', number>;
+  // One draw decides a call, so the rates partition [0, 1); a small epsilon forgives float sums.
+  if (resolved[429] + resolved[503] + resolved[500] > 1 + 1e-9) throw fail(`${option} values must add up to at most 1, got ${show(value)}`, option);
+  return Object.freeze(resolved);
+};
+
+/** lru-cache allocates its index arrays for `max` entries up front, so the size is bounded. */
+const MAX_CACHE_BLOCKS = 1_048_576;
+
+/** How each defaulted option is checked, in the order the first bad one is reported. */
+const simRules = {
+  clock,
+  random: rule.fn(),
+  models,
+  // Durations here are fractional ms: prefill costs a fraction of a ms per token.
+  prefillOverheadMs: rule.number({ min: 0 }),
+  prefillPerTokenMs: rule.number({ min: 0 }),
+  prefillJitterStdMs: rule.number({ min: 0 }),
+  itlMs: rule.number({ min: 0 }),
+  itlJitterStdMs: rule.number({ min: 0 }),
+  // Below 1, a busy engine would be faster than an idle one.
+  loadFactor: rule.number({ min: 1 }),
+  outputTokens: rule.integer({ min: 1 }),
+  maxNumSeqs: rule.integer({ min: 1 }),
+  // An unbounded queue hides overload, so Infinity is refused as any non-integer is.
+  maxQueue: rule.integer({ min: 0 }),
+  cacheBlocks: rule.integer({ min: 1, max: MAX_CACHE_BLOCKS, unit: 'blocks (16M tokens)' }),
+  kvBlocks: rule.integer({ min: 1 }),
+  maxBodyBytes: rule.integer({ min: 1 }),
+  failureRate,
+  startupDelayMs: rule.number({ min: 0 }),
+};
+
+/** `ttftMs` is the old name of prefillOverheadMs: either may be given, both only when they agree. */
+function resolveOverhead(options: SimEngineOptions): number | undefined {
+  const { ttftMs, prefillOverheadMs } = options;
+  if (ttftMs === undefined) return prefillOverheadMs;
+  check.number('ttftMs', ttftMs, { min: 0 });
+  if (prefillOverheadMs !== undefined) {
+    check.number('prefillOverheadMs', prefillOverheadMs, { min: 0 });
+    if (ttftMs !== prefillOverheadMs) {
+      throw check.fail(`ttftMs is the old name of prefillOverheadMs; give one, got ttftMs ${show(ttftMs)} and prefillOverheadMs ${show(prefillOverheadMs)}`, 'ttftMs');
+    }
+  }
+  return ttftMs;
+}
+
+/** A random `sim-` and 6 hex digits, or the given id when a header can carry it. */
+function resolveEngineId(value: unknown, random: () => number): string {
+  if (value === undefined) return `sim-${Math.floor(random() * 0x1000000).toString(16).padStart(6, '0')}`;
+  // The id goes into a response header, so anything a header cannot carry is refused here.
+  if (typeof value !== 'string' || !/^[\x21-\x7e]+$/.test(value)) {
+    throw check.fail(`engineId must be a non-empty string of visible ASCII, got ${show(value)}`, 'engineId');
+  }
+  return value;
+}
+
 /**
- * Applies the profile's defaults to `options`, then validates every field.
+ * Applies simEngineDefaults and the profile's defaults to `options`, then validates every field.
  * @throws {SimOptionError} (code `SIM_INVALID_OPTION`) naming the first bad option and its value.
  */
 export function resolveSimEngineOptions(options: SimEngineOptions = {}): ResolvedSimEngineOptions {
-  const { clock = Date, random = Math.random, profile = simEngineDefaults.profile } = options;
-  // Date itself is the default clock, and it is a function with a static now().
-  if ((typeof clock !== 'object' && typeof clock !== 'function') || clock === null || typeof clock.now !== 'function') {
-    throw new SimOptionError('clock', `clock must be an object with a now() method, got ${show(clock)}`);
-  }
-  if (typeof random !== 'function') {
-    throw new SimOptionError('random', `random must be a function returning [0, 1), got ${show(random)}`);
-  }
+  const profile = options.profile ?? simEngineDefaults.profile;
   if (!isSimProfileName(profile)) {
-    throw new SimOptionError('profile', `profile must be one of ${Object.keys(SIM_PROFILES).join(', ')}, got ${show(profile)}`);
+    throw check.fail(`profile must be one of ${Object.keys(SIM_PROFILES).join(', ')}, got ${show(profile)}`, 'profile');
   }
-  if (options.onCrash !== undefined && typeof options.onCrash !== 'function') {
-    throw new SimOptionError('onCrash', `onCrash must be a function, got ${show(options.onCrash)}`);
-  }
-  const base = SIM_PROFILES[profile];
+  const defaults = { ...simEngineDefaults, ...SIM_PROFILES[profile], profile };
+  const checked = check.resolve(defaults, simRules, { ...options, prefillOverheadMs: resolveOverhead(options) });
+  if (options.onCrash !== undefined) check.fn('onCrash', options.onCrash);
   return Object.freeze({
+    ...checked,
     profile,
-    models: resolveModels(options.models),
-    engineId: resolveEngineId(options.engineId, random),
-    prefillOverheadMs: resolveOverhead(options, base.prefillOverheadMs),
-    prefillPerTokenMs: nonNegativeMs('prefillPerTokenMs', options.prefillPerTokenMs, base.prefillPerTokenMs),
-    prefillJitterStdMs: nonNegativeMs('prefillJitterStdMs', options.prefillJitterStdMs, base.prefillJitterStdMs),
-    itlMs: nonNegativeMs('itlMs', options.itlMs, base.itlMs),
-    itlJitterStdMs: nonNegativeMs('itlJitterStdMs', options.itlJitterStdMs, base.itlJitterStdMs),
-    loadFactor: factorAtLeastOne('loadFactor', options.loadFactor, base.loadFactor),
-    outputTokens: positiveInteger('outputTokens', options.outputTokens, simEngineDefaults.outputTokens),
-    maxNumSeqs: positiveInteger('maxNumSeqs', options.maxNumSeqs, base.maxNumSeqs),
-    maxQueue: nonNegativeInteger('maxQueue', options.maxQueue, base.maxQueue),
-    cacheBlocks: resolveCacheBlocks(options.cacheBlocks, base.cacheBlocks),
-    kvBlocks: positiveInteger('kvBlocks', options.kvBlocks, base.kvBlocks),
-    maxBodyBytes: positiveInteger('maxBodyBytes', options.maxBodyBytes, simEngineDefaults.maxBodyBytes),
-    failureRate: resolveFailureRate(options.failureRate),
-    startupDelayMs: nonNegativeMs('startupDelayMs', options.startupDelayMs, simEngineDefaults.startupDelayMs),
-    crashOnCall: options.crashOnCall === undefined ? undefined : positiveInteger('crashOnCall', options.crashOnCall, 1),
+    engineId: resolveEngineId(options.engineId, checked.random),
+    crashOnCall: options.crashOnCall === undefined ? undefined : check.integer('crashOnCall', options.crashOnCall, { min: 1 }),
     onCrash: options.onCrash,
-    clock,
-    random,
   });
 }

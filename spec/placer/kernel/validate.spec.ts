@@ -4,6 +4,7 @@ import {
   checkLogger,
   checkRunnerToken,
   checksFor,
+  checksWith,
   resolveOptions,
   rule,
   silentLogger,
@@ -65,6 +66,34 @@ describe('checksFor', () => {
     expect(() => check.number('f', Number.NaN, { min: 1 })).toThrow('f must be a finite number, got NaN');
     expect(() => check.fn('random', 1)).toThrow('random must be a function, got 1');
     expect(check.fail('custom')).toBeInstanceOf(AreaError);
+  });
+});
+
+describe('checksWith', () => {
+  class NamedError extends Error {
+    constructor(
+      readonly option: string,
+      message: string,
+    ) {
+      super(message);
+    }
+  }
+  const check = checksWith((message, option) => new NamedError(option ?? '', message));
+
+  it('hands every check\'s option name to the error it makes', () => {
+    const cases: Array<[() => unknown, string]> = [
+      [() => check.integer('slots', 0, { min: 1 }), 'slots'],
+      [() => check.ms('timeout', 2 ** 31, 0), 'timeout'],
+      [() => check.number('ratio', 2, { max: 1 }), 'ratio'],
+      [() => check.fn('random', 1), 'random'],
+      [() => check.logger('logger', {}), 'logger'],
+      [() => check.runnerToken('runnerToken', 'short'), 'runnerToken'],
+      [() => check.resolve({ size: 4 }, { size: rule.integer({ min: 1 }) }, { size: -1 }), 'size'],
+    ];
+    for (const [run, option] of cases) {
+      expect(run).toThrow(NamedError);
+      expect(run).toThrow(expect.objectContaining({ option }));
+    }
   });
 });
 

@@ -4,6 +4,7 @@ import { UnknownEngineKindError } from '../../../runner/engines/errors.ts';
 import { ENGINE_KIND_SPECS, ENGINE_KINDS, engineKind } from '../../../runner/engines/kinds.ts';
 import type { EngineKindName, EngineLoad } from '../../../runner/engines/kinds.ts';
 import { parsePrometheusText } from '../../../runner/engines/prometheus.ts';
+import { expectThrows } from '../../support/throws.ts';
 
 const fixture = (name: string): string => readFileSync(new URL(`../../fixtures/metrics/${name}`, import.meta.url), 'utf8');
 
@@ -114,14 +115,9 @@ describe('engineKind', () => {
   });
 
   it.each(['vLLM', 'vlm', '', 'toString', '__proto__', 'constructor'])('throws RUNNER_UNKNOWN_ENGINE_KIND listing the valid kinds for %j', (name) => {
-    let error: unknown;
-    try {
-      engineKind(name);
-    } catch (e) {
-      error = e;
-    }
-    expect(error).toBeInstanceOf(UnknownEngineKindError);
-    expect((error as UnknownEngineKindError).code).toBe('RUNNER_UNKNOWN_ENGINE_KIND');
-    expect((error as Error).message).toBe(`engine kind must be one of vllm, sglang, llamacpp, tgi, ollama, openai, sim, got ${JSON.stringify(name)}`);
+    expectThrows(() => engineKind(name), UnknownEngineKindError, {
+      code: 'RUNNER_UNKNOWN_ENGINE_KIND',
+      message: `engine kind must be one of vllm, sglang, llamacpp, tgi, ollama, openai, sim, got ${JSON.stringify(name)}`,
+    });
   });
 });

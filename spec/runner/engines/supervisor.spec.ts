@@ -8,7 +8,7 @@ import { systemClock } from '../../../placer/kernel/index.ts';
 import { createJsonLogger } from '../../../placer/kernel/index.ts';
 import type { Clock } from '../../../placer/kernel/index.ts';
 import { RunnerConfigError } from '../../../runner/errors.ts';
-import { EngineSupervisor } from '../../../runner/engines/supervisor.ts';
+import { EngineSupervisor, resolveSupervisorOptions, supervisorDefaults } from '../../../runner/engines/supervisor.ts';
 import type { EngineStateChange, EngineSupervisorOptions, SupervisorState } from '../../../runner/engines/supervisor.ts';
 
 const FAKE_ENGINE = fileURLToPath(new URL('../../fixtures/engines/fake-engine.mjs', import.meta.url));
@@ -297,6 +297,10 @@ describe('EngineSupervisor', () => {
     [{ restartWindow: 0 }, 'restartWindow must be a positive integer, got 0'],
     [{ killGrace: Number.NaN }, 'killGrace must be a non-negative integer, got NaN'],
     [{ random: 0.5 as unknown as () => number }, 'random must be a function, got 0.5'],
+    [{ checkReady: 'yes' as unknown as () => Promise<boolean> }, 'checkReady must be a function, got "yes"'],
+    [{ command: { command: '', args: [], env: {} } }, 'command.command must be a non-empty string, got ""'],
+    [{ profile: { kind: 'sim', model: 'fake', startTimeout: 0 } }, 'profile.startTimeout must be a positive integer, got 0'],
+    [{ logger: {} as never }, 'logger must have debug, info, warn and error methods, got {}'],
   ] as Array<[Partial<EngineSupervisorOptions>, string]>)('refuses %o with one message naming the option', (bad, message) => {
     const options: EngineSupervisorOptions = {
       profile: { kind: 'sim', model: 'fake', startTimeout: 1000 },
@@ -305,6 +309,13 @@ describe('EngineSupervisor', () => {
       ...bad,
     };
     expect(() => new EngineSupervisor(options)).toThrow(new RunnerConfigError(message));
+  });
+
+  it('returns a frozen config of the defaults and what was given', () => {
+    const given = { profile: { kind: 'sim', model: 'fake', startTimeout: 1000 }, command: { command: process.execPath, args: [], env: {} }, checkReady: async () => true };
+    const config = resolveSupervisorOptions({ ...given, backoffCap: 5000 } as EngineSupervisorOptions);
+    expect(config).toMatchObject({ ...supervisorDefaults, backoffCap: 5000, profile: given.profile, command: given.command, checkReady: given.checkReady });
+    expect(Object.isFrozen(config)).toBe(true);
   });
 
   it('refuses a negative stop grace', async () => {
