@@ -49,10 +49,10 @@ export interface EndWriterSettings {
 
 /** Writes detached calls' ends for one gateway. */
 export class EndWriter {
-  readonly #s: EndWriterSettings;
+  readonly #settings: EndWriterSettings;
 
   constructor(settings: EndWriterSettings) {
-    this.#s = settings;
+    this.#settings = settings;
   }
 
   /**
@@ -61,7 +61,7 @@ export class EndWriter {
    * answer is retried until the call's lifetime ends (see #write).
    */
   async settle(record: CallRecord, ending: Ending): Promise<Written> {
-    const log = this.#s.logger.child({ call: record.id });
+    const log = this.#settings.logger.child({ call: record.id });
     const deadline = Math.max(record.expiresAt, ending.finish.completedAt + MIN_WRITE_WINDOW_MS);
     const uncertain: Ending[] = [];
     let written = await this.#write(record.id, ending, deadline, uncertain);
@@ -69,7 +69,7 @@ export class EndWriter {
       const { error } = written;
       let reason: CallError;
       if (error instanceof StoreFullError) {
-        this.#s.metrics.resultsRefused.add(1);
+        this.#settings.metrics.resultsRefused.add(1);
         log.warn('detached result refused, store full', { bytes: error.bytes, storedBytes: error.storedBytes, maxStoredBytes: error.maxStoredBytes });
         reason = recordError(
           new DetachedStoreFullError(
@@ -102,7 +102,7 @@ export class EndWriter {
   async repair(record: CallRecord, cause: unknown): Promise<void> {
     const finish: CallFinish = {
       status: 'failed',
-      completedAt: this.#s.clock.now(),
+      completedAt: this.#settings.clock.now(),
       error: recordError(
         new DetachedStoreUnavailableError(
           `the store did not confirm this call's record in time (${(cause as Error).message}); the client was answered 503 and the call was not placed`,
@@ -111,7 +111,7 @@ export class EndWriter {
     };
     const deadline = Math.max(record.expiresAt, finish.completedAt + MIN_WRITE_WINDOW_MS);
     const written = await this.#write(record.id, { finish }, deadline, []);
-    const log = this.#s.logger.child({ call: record.id });
+    const log = this.#settings.logger.child({ call: record.id });
     if (written.kind === 'stored') log.warn('detached record written after its call was refused, now failed', {});
     else if (written.kind !== 'taken') log.warn('detached record not repaired', { error: written.error as Error });
   }
@@ -123,7 +123,7 @@ export class EndWriter {
    * final" is checked against `uncertain`: it may be our own write.
    */
   async #write(id: string, ending: Ending, deadline: number, uncertain: Ending[]): Promise<Written> {
-    const { clock, store } = this.#s;
+    const { clock, store } = this.#settings;
     for (let attempts = 1; ; attempts++) {
       try {
         if (await store.finish(id, ending.finish, ending.result)) return { kind: 'stored', ...ending, attempts, late: false };
@@ -133,8 +133,8 @@ export class EndWriter {
       } catch (error) {
         if (error instanceof StoreFullError || error instanceof StoreInvalidRecordError) return { kind: 'refused', error };
         if (!uncertain.includes(ending)) uncertain.push(ending);
-        if (attempts === 1) this.#s.logger.warn('store write failed, retrying', { call: id, status: ending.finish.status, error: error as Error });
-        if (this.#s.stopping.aborted || clock.now() >= deadline) return { kind: 'gave-up', error, attempts };
+        if (attempts === 1) this.#settings.logger.warn('store write failed, retrying', { call: id, status: ending.finish.status, error: error as Error });
+        if (this.#settings.stopping.aborted || clock.now() >= deadline) return { kind: 'gave-up', error, attempts };
         await this.#pause(attempts, deadline);
       }
     }
@@ -142,11 +142,11 @@ export class EndWriter {
 
   /** Backs off after failed attempt `attempt`, then waits for the store to pass a health check. */
   async #pause(attempt: number, deadline: number): Promise<void> {
-    const { clock, store } = this.#s;
+    const { clock, store } = this.#settings;
     for (let i = attempt; ; i++) {
       const pause = Math.min(WRITE_RETRY_BASE_MS * 2 ** Math.min(i - 1, 16), WRITE_RETRY_CAP_MS, Math.max(0, deadline - clock.now()));
       try {
-        await clock.sleep(pause, this.#s.stopping);
+        await clock.sleep(pause, this.#settings.stopping);
       } catch {
         return; // shutting down: one last attempt, then give up
       }

@@ -81,7 +81,7 @@ type Answer = { status: number; json?: unknown; error?: unknown };
 
 /** Registers a runner with one gateway and keeps it registered until stopped. */
 export class GatewayRegistration {
-  readonly #o: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested'>> & Pick<GatewayRegistrationOptions, 'onDrainRequested'>;
+  readonly #options: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested'>> & Pick<GatewayRegistrationOptions, 'onDrainRequested'>;
   readonly #pool: Pool;
   readonly #base: string;
   readonly #log: Logger;
@@ -100,13 +100,13 @@ export class GatewayRegistration {
 
   /** @throws {RunnerConfigError} when the logger lacks a method. */
   constructor(options: GatewayRegistrationOptions) {
-    this.#o = { ...options, ...check.resolve(registrationDefaults, registrationRules, options) };
-    const timeout = this.#o.requestTimeout;
+    this.#options = { ...options, ...check.resolve(registrationDefaults, registrationRules, options) };
+    const timeout = this.#options.requestTimeout;
     this.#pool = new Pool(options.gateway.origin, { connections: 1, connect: { timeout }, headersTimeout: timeout, bodyTimeout: timeout });
     this.#base = options.gateway.pathname.replace(/\/+$/, '');
-    this.#interval = this.#o.heartbeatInterval;
+    this.#interval = this.#options.heartbeatInterval;
     // The origin only: a URL's userinfo or query has no business in a log line.
-    this.#log = this.#o.logger.child({ gateway: options.gateway.origin });
+    this.#log = this.#options.logger.child({ gateway: options.gateway.origin });
   }
 
   /** Sends the first registration now; later attempts follow on their own. Calling it again does nothing. */
@@ -126,14 +126,14 @@ export class GatewayRegistration {
       this.#beatSoon = true;
       return;
     }
-    this.#o.timers.clearTimeout(this.#timer);
+    this.#options.timers.clearTimeout(this.#timer);
     this.#schedule(0);
   }
 
   /** Stops the loop; resolves once a request in flight has settled (bounded by the request timeout). */
   async stop(): Promise<void> {
     this.#stopped = true;
-    this.#o.timers.clearTimeout(this.#timer);
+    this.#options.timers.clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#inFlight;
   }
@@ -148,7 +148,7 @@ export class GatewayRegistration {
     this.#closed = true;
     try {
       if (!this.#known) return;
-      const answer = await this.#send('DELETE', runnerPath(this.#o.status().id));
+      const answer = await this.#send('DELETE', runnerPath(this.#options.status().id));
       if (answer.status >= 200 && answer.status < 300) this.#log.info('deregistered from gateway', {});
       else if (answer.status === 404) this.#log.info('gateway had already forgotten this runner', {});
       else this.#log.warn('deregistration failed', { status: answer.status, ...(answer.error ? { error: answer.error } : {}) });
@@ -159,7 +159,7 @@ export class GatewayRegistration {
 
   #schedule(ms: number): void {
     if (this.#stopped) return;
-    this.#timer = this.#o.timers.setTimeout(() => {
+    this.#timer = this.#options.timers.setTimeout(() => {
       this.#timer = undefined;
       if (this.#stopped) return;
       this.#inFlight = this.#attempt().finally(() => {
@@ -170,15 +170,15 @@ export class GatewayRegistration {
 
   async #attempt(): Promise<void> {
     const heartbeat = this.#phase === 'heartbeat';
-    const status = this.#o.status();
+    const status = this.#options.status();
     const answer = heartbeat
-      ? await this.#send('POST', heartbeatPath(status.id), heartbeatBody(status, this.#o.loadStaleAfter))
-      : await this.#send('POST', REGISTER_PATH, registrationBody(status, this.#o.url, this.#o.loadStaleAfter));
+      ? await this.#send('POST', heartbeatPath(status.id), heartbeatBody(status, this.#options.loadStaleAfter))
+      : await this.#send('POST', REGISTER_PATH, registrationBody(status, this.#options.url, this.#options.loadStaleAfter));
     if (this.#stopped) return;
     const ok = answer.status >= 200 && answer.status < 300;
     if (ok && !heartbeat) {
       const asked = (answer.json as Partial<RegistrationAccepted> | undefined)?.heartbeatInterval;
-      this.#interval = typeof asked === 'number' && Number.isSafeInteger(asked) && asked > 0 ? asked : this.#o.heartbeatInterval;
+      this.#interval = typeof asked === 'number' && Number.isSafeInteger(asked) && asked > 0 ? asked : this.#options.heartbeatInterval;
       this.#log.info('registered with gateway', { heartbeatInterval: this.#interval, ...(this.#failures > 0 ? { afterFailures: this.#failures } : {}) });
       this.#phase = 'heartbeat';
       this.#known = true;
@@ -204,11 +204,11 @@ export class GatewayRegistration {
     this.#failures++;
     if (answer.status === 401 || answer.status === 403) {
       // Retrying sooner cannot help until an operator fixes a token; retry at the cap meanwhile.
-      const retryInMs = fullJitterBackoff(Number.MAX_SAFE_INTEGER, BACKOFF_STEPS, this.#o.random);
+      const retryInMs = fullJitterBackoff(Number.MAX_SAFE_INTEGER, BACKOFF_STEPS, this.#options.random);
       this.#log.error('gateway refused the runner token', { status: answer.status, attempt: this.#failures, retryInMs });
       return this.#schedule(retryInMs);
     }
-    const retryInMs = fullJitterBackoff(this.#failures, BACKOFF_STEPS, this.#o.random);
+    const retryInMs = fullJitterBackoff(this.#failures, BACKOFF_STEPS, this.#options.random);
     const fields = { request: heartbeat ? 'heartbeat' : 'register', attempt: this.#failures, retryInMs, ...(answer.error ? { error: answer.error } : { status: answer.status }) };
     // A gateway down for an hour would otherwise log a warning every 30 s per runner.
     if (this.#failures === 1) this.#log.warn('gateway request failed, retrying', fields);
@@ -221,7 +221,7 @@ export class GatewayRegistration {
     this.#drainNotified = true;
     this.#log.info('gateway asked this runner to drain', {});
     try {
-      this.#o.onDrainRequested?.();
+      this.#options.onDrainRequested?.();
     } catch (error) {
       this.#log.error('drain callback failed', { error: error as Error });
     }
@@ -232,7 +232,7 @@ export class GatewayRegistration {
       const res = await this.#pool.request({
         method,
         path: this.#base + path,
-        headers: { authorization: `Bearer ${this.#o.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: { authorization: `Bearer ${this.#options.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       const ok = res.statusCode >= 200 && res.statusCode < 300 && res.statusCode !== 204;
