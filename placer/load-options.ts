@@ -5,6 +5,8 @@
 import { PlacerConfigError } from './errors.ts';
 import { LOAD_STALE_AFTER_MS } from './load.ts';
 import { checksFor, rule, systemClock } from './kernel/index.ts';
+import type { PlacerContext, PlacerDescriptor } from './descriptor.ts';
+import type { Placer } from './types.ts';
 
 /** Options common to `least-loaded`, `load-weighted` and `prefix-affinity`. */
 export interface LoadAwareOptions {
@@ -55,3 +57,16 @@ export function resolveLoadAware(options: LoadAwareOptions): LoadAwareConfig {
 }
 
 const loadAwareRules = { random: rule.fn(), now: rule.fn(), staleAfterMs: rule.integer({ min: 0, unit: 'ms' }) };
+
+/**
+ * The registry's entry of a load-aware placer: its one option (`staleAfterMs`), and time from the
+ * gateway's clock unless the options bring their own `now`.
+ */
+export function loadAwareDescriptor(name: string, create: (options: LoadAwareOptions) => Placer): PlacerDescriptor {
+  return Object.freeze({
+    name,
+    defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs }),
+    optionKeys: LOAD_AWARE_OPTION_KEYS,
+    create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) => create({ now: () => clock.now(), ...(options as LoadAwareOptions) }),
+  });
+}

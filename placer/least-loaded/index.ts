@@ -8,8 +8,7 @@
  * load within log log n of the mean (Mitzenmacher, 2001) while spreading picks.
  */
 import { firstThenByLoad, loadsOf, type LoadedRunner } from '../load.ts';
-import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults, resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
-import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
+import { loadAwareDescriptor, resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
 import { drawIndex } from '../kernel/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 
@@ -58,10 +57,5 @@ export function leastLoadedOrder<R extends Runner<unknown>>(
   return firstThenByLoad(winner, loaded);
 }
 
-/** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */
-export const descriptor: PlacerDescriptor = Object.freeze({
-  name: 'least-loaded',
-  defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs }),
-  optionKeys: LOAD_AWARE_OPTION_KEYS,
-  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) => createLeastLoadedPlacer({ now: () => clock.now(), ...(options as LeastLoadedOptions) }),
-});
+/** The registry's entry. */
+export const descriptor = loadAwareDescriptor('least-loaded', createLeastLoadedPlacer);

@@ -5,8 +5,7 @@
  * keeps several gateways reading the same stale reports from all picking the same runner.
  */
 import { byLoad, loadsOf } from '../load.ts';
-import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults, resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
-import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
+import { loadAwareDescriptor, resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
 import { drawWeighted } from '../kernel/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 
@@ -59,10 +58,5 @@ function* weightedThenFull<R>(
   yield* rest;
 }
 
-/** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */
-export const descriptor: PlacerDescriptor = Object.freeze({
-  name: 'load-weighted',
-  defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs }),
-  optionKeys: LOAD_AWARE_OPTION_KEYS,
-  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) => createLoadWeightedPlacer({ now: () => clock.now(), ...(options as LoadWeightedOptions) }),
-});
+/** The registry's entry. */
+export const descriptor = loadAwareDescriptor('load-weighted', createLoadWeightedPlacer);
