@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startChildFront, startScriptedEngine } from '../support/scripted-engine.ts';
-import type { ChildFront, ScriptedEngine } from '../support/scripted-engine.ts';
+import type { ChildFront } from '../support/scripted-engine.ts';
 
 /** An engine that answers POST /invoke/... with the status named in the path, and no body. */
 const bodilessEngine = () =>
@@ -20,25 +20,20 @@ const bodilessEngine = () =>
   });
 
 describe('an engine answering a status without a body', () => {
-  let engine: ScriptedEngine;
   let front: ChildFront;
 
   beforeAll(async () => {
-    engine = await bodilessEngine();
-    front = await startChildFront(engine.url);
+    front = await startChildFront(await bodilessEngine());
   }, 60_000);
-  afterAll(async () => {
-    await front?.stop();
-    await engine?.close();
-  });
+  afterAll(() => front?.stop());
 
   it.each([204, 304])('relays %i once, and the runner lives on', async (status) => {
-    const before = engine.calls();
+    const before = front.engine.calls();
     const res = await fetch(`${front.gateway.url}/invoke/quiet-${status}`, { method: 'POST', body: '{}' });
     expect(res.status).toBe(status);
     expect(await res.text()).toBe('');
     expect(res.headers.get('etag')).toBe('"v1"');
-    expect(engine.calls()).toBe(before + 1);
+    expect(front.engine.calls()).toBe(before + 1);
     const status2 = await fetch(`${front.runner.url}/status`);
     expect(status2.status).toBe(200);
   });

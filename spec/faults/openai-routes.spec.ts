@@ -11,7 +11,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { chatBody, metricValue, postJson } from '../support/fleet.ts';
 import { startInProcessFront, startScriptedEngine } from '../support/scripted-engine.ts';
-import type { InProcessFront, ScriptedEngine } from '../support/scripted-engine.ts';
+import type { InProcessFront, OwnedEngine } from '../support/scripted-engine.ts';
 
 interface Seen {
   method: string;
@@ -48,21 +48,16 @@ const responsesEngine = (seen: Seen[]) =>
 
 describe('fault: OpenAI routes and x-request-id', () => {
   const seen: Seen[] = [];
-  let engine: ScriptedEngine;
   let front: InProcessFront;
   let gw: string;
   let client: OpenAI;
 
   beforeAll(async () => {
-    engine = await responsesEngine(seen);
-    front = await startInProcessFront(engine.url);
+    front = await startInProcessFront(await responsesEngine(seen));
     gw = front.url;
     client = new OpenAI({ baseURL: `${gw}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
-  afterAll(async () => {
-    await front?.close();
-    await engine?.close();
-  });
+  afterAll(() => front?.close());
   beforeEach(() => {
     seen.length = 0;
   });
@@ -146,21 +141,17 @@ describe('fault: OpenAI routes and x-request-id', () => {
 });
 
 describe('fault: /v1/responses in front of an engine that does not serve it', () => {
-  let sim: ReturnType<typeof createSimEngine>;
   let simUrl: string;
-  let front: InProcessFront;
+  let front: InProcessFront<OwnedEngine>;
   let gw: string;
 
   beforeAll(async () => {
-    sim = createSimEngine({ ttftMs: 0, itlMs: 0, outputTokens: 2 });
+    const sim = createSimEngine({ ttftMs: 0, itlMs: 0, outputTokens: 2 });
     simUrl = (await sim.listen()).url;
-    front = await startInProcessFront(simUrl);
+    front = await startInProcessFront({ url: simUrl, close: () => sim.close() });
     gw = front.url;
   });
-  afterAll(async () => {
-    await front?.close();
-    await sim?.close();
-  });
+  afterAll(() => front?.close());
 
   it("relays the engine's own 404, and nothing ran", async () => {
     const calls = async () => metricValue(await (await request(`${simUrl}/metrics`)).body.text(), 'sluice_sim_requests_total');

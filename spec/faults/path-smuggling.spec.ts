@@ -13,7 +13,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { rawRequest } from '../support/raw.ts';
 import { startInProcessFront, startScriptedEngine } from '../support/scripted-engine.ts';
-import type { InProcessFront, ScriptedEngine } from '../support/scripted-engine.ts';
+import type { InProcessFront } from '../support/scripted-engine.ts';
 
 /** What reached the engine. */
 interface Seen {
@@ -40,19 +40,14 @@ const head = (target: string, extra: string[] = []) =>
 
 describe('fault: routing one path and forwarding another', () => {
   const seen: Seen[] = [];
-  let engine: ScriptedEngine;
   let front: InProcessFront;
   let gw: string;
 
   beforeAll(async () => {
-    engine = await recordingEngine(seen);
-    front = await startInProcessFront(engine.url);
+    front = await startInProcessFront(await recordingEngine(seen));
     gw = front.url;
   });
-  afterAll(async () => {
-    await front?.close();
-    await engine?.close();
-  });
+  afterAll(() => front?.close());
   beforeEach(() => {
     seen.length = 0;
   });

@@ -7,7 +7,7 @@
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startChildFront, startScriptedEngine } from '../support/scripted-engine.ts';
-import type { ChildFront, ScriptedEngine } from '../support/scripted-engine.ts';
+import type { ChildFront } from '../support/scripted-engine.ts';
 
 const chunk = (content: string) =>
   `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'cut-model', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
@@ -26,17 +26,12 @@ const cuttingEngine = () =>
   });
 
 describe('an engine failing mid-event in a stream', () => {
-  let engine: ScriptedEngine;
   let front: ChildFront;
 
   beforeAll(async () => {
-    engine = await cuttingEngine();
-    front = await startChildFront(engine.url);
+    front = await startChildFront(await cuttingEngine());
   }, 60_000);
-  afterAll(async () => {
-    await front?.stop();
-    await engine?.close();
-  });
+  afterAll(() => front?.stop());
 
   it('gives the OpenAI SDK the whole events before the cut, then an APIError with the code', async () => {
     const client = new OpenAI({ baseURL: `${front.gateway.url}/v1`, apiKey: 'unused', maxRetries: 0 });
@@ -52,6 +47,6 @@ describe('an engine failing mid-event in a stream', () => {
     expect(failure).toBeInstanceOf(APIError);
     expect((failure as APIError).code).toBe('GW_RUNNER_FAILED_AFTER_COMMIT');
     expect((failure as APIError).message).toContain('RUNNER_ENGINE_FAILED');
-    expect(engine.calls()).toBe(1);
+    expect(front.engine.calls()).toBe(1);
   });
 });

@@ -47,45 +47,67 @@ export async function startScriptedEngine(
   };
 }
 
-/** A runner and a gateway started as child processes in front of one engine. */
-export interface ChildFront {
+/** An engine the fronts below own: where it listens, and how to stop it. */
+export interface OwnedEngine {
+  readonly url: string;
+  close(): Promise<unknown>;
+}
+
+/** A runner and a gateway started as child processes in front of one engine, which they own. */
+export interface ChildFront<E extends OwnedEngine = ScriptedEngine> {
+  readonly engine: E;
   readonly runner: ChildService;
   readonly gateway: ChildService;
-  /** Stops both. */
+  /** Stops the gateway and the runner, then closes the engine. */
   stop(): Promise<void>;
 }
 
-/** Starts `sluice runner` (engine kind openai) over `engineUrl` and `sluice gateway` over that runner. */
-export async function startChildFront(engineUrl: string): Promise<ChildFront> {
-  const runner = await startService(['runner', '--port', '0', '--engine', engineUrl, '--engine-kind', 'openai', '--log-level', 'error']);
+/**
+ * Starts `sluice runner` (engine kind openai) over `engine` and `sluice gateway` over that runner;
+ * on failure closes what did start, the engine included, and rethrows.
+ */
+export async function startChildFront<E extends OwnedEngine>(engine: E): Promise<ChildFront<E>> {
+  const started: ChildService[] = [];
+  const stop = async () => {
+    await Promise.all(started.map((s) => s.stop()));
+    await engine.close();
+  };
   try {
+    const runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'openai', '--log-level', 'error']);
+    started.push(runner);
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, '--log-level', 'error']);
-    return { runner, gateway, stop: async () => void (await Promise.all([gateway.stop(), runner.stop()])) };
+    started.push(gateway);
+    return { engine, runner, gateway, stop };
   } catch (error) {
-    await runner.stop();
+    await stop();
     throw error;
   }
 }
 
-/** A runner and a gateway built in this process in front of one engine. */
-export interface InProcessFront {
+/** A runner and a gateway built in this process in front of one engine, which they own. */
+export interface InProcessFront<E extends OwnedEngine = ScriptedEngine> {
+  readonly engine: E;
   readonly runner: RunnerServer;
   readonly gateway: Gateway;
   /** The gateway's URL. */
   readonly url: string;
-  /** Closes the gateway, then the runner without draining. */
+  /** Closes the gateway, then the runner without draining, then the engine. */
   close(): Promise<void>;
 }
 
-/** Builds a runner over `engineUrl` and a gateway over it, and waits until the gateway knows the engine's models. */
-export async function startInProcessFront(engineUrl: string): Promise<InProcessFront> {
-  const runner = createRunner({ engine: engineUrl });
+/**
+ * Builds a runner over `engine` and a gateway over it, and waits until the gateway knows the
+ * engine's models; on failure closes all three and rethrows.
+ */
+export async function startInProcessFront<E extends OwnedEngine>(engine: E): Promise<InProcessFront<E>> {
+  const runner = createRunner({ engine: engine.url });
   const r = await runner.listen();
   const gateway = createGateway({ runners: [r.url] });
   const { url } = await gateway.listen();
   const close = async () => {
     await gateway.close();
     await runner.close({ drainTimeout: 0 });
+    await engine.close();
   };
   try {
     await eventually(() => gateway.pool.models().length > 0, 10_000, 'the gateway to learn the models');
@@ -93,5 +115,5 @@ export async function startInProcessFront(engineUrl: string): Promise<InProcessF
     await close();
     throw error;
   }
-  return { runner, gateway, url, close };
+  return { engine, runner, gateway, url, close };
 }
