@@ -73,11 +73,8 @@ export function callTests(fixture: MakeStore): void {
 
   // Half the attempts go through the peer: over Redis, two connections racing like two gateways.
   it('lets exactly one of many concurrent finishes win', async () => {
-    const { store, peer, now } = await fixture();
-    const t = now();
+    const { store, peer, t, record } = await withRecord(fixture, runningRecord);
     const stores = [store, await peer()];
-    const record = runningRecord(t);
-    await store.create(record);
     const statuses = ['succeeded', 'failed', 'cancelled', 'expired'] as const;
     const attempts = Array.from({ length: 12 }, (_, i) => statuses[i % 4]!);
     const won = await Promise.all(

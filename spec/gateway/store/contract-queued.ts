@@ -62,11 +62,8 @@ export function queuedTests(fixture: MakeStore): void {
 
   // Half the attempts go through the peer: over Redis, two connections racing like two gateways.
   it('lets exactly one of many concurrent starts win', async () => {
-    const { store, peer, now } = await fixture();
-    const t = now();
+    const { store, peer, t, record } = await withRecord(fixture, queuedRecord);
     const stores = [store, await peer()];
-    const record = queuedRecord(t);
-    await store.create(record);
     const won = await Promise.all(Array.from({ length: 8 }, (_, i) => stores[i % 2]!.start(record.id, startAt(t, `runner-${i}`))));
     expect(won.filter(Boolean)).toHaveLength(1);
     expect(await store.get(record.id)).toMatchObject({ status: 'running', runner: `runner-${won.indexOf(true)}` });
