@@ -5,6 +5,7 @@
  */
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
+import { afterAll, beforeAll } from 'vitest';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 
@@ -70,6 +71,37 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
     await stop();
     throw error;
   }
+}
+
+/** A fleet started for the tests of one describe block; read it inside those tests only. */
+export interface SuiteFleet {
+  readonly fleet: Fleet;
+  /** The gateway's URL. */
+  readonly gw: string;
+}
+
+/**
+ * Starts a fleet with `options` before the tests of the enclosing describe (or file) and stops
+ * it after them. The handle's fields throw when read before the fleet started.
+ */
+export function fleetForSuite(options: FleetOptions, timeout?: number): SuiteFleet {
+  let started: Fleet | undefined;
+  beforeAll(async () => {
+    started = await startFleet(options);
+  }, timeout);
+  afterAll(() => started?.stop());
+  const fleet = (): Fleet => {
+    if (!started) throw new Error('the suite fleet was read before it started');
+    return started;
+  };
+  return {
+    get fleet() {
+      return fleet();
+    },
+    get gw() {
+      return fleet().gateway.url;
+    },
+  };
 }
 
 /** A small chat body. */
