@@ -5,9 +5,8 @@
  * answer carries the execution time as a header instead, the client gets the engine's status, and
  * the runner keeps serving.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startChildFront, startScriptedEngine } from '../support/scripted-engine.ts';
-import type { ChildFront } from '../support/scripted-engine.ts';
+import { describe, expect, it } from 'vitest';
+import { childFrontForSuite, startScriptedEngine } from '../support/scripted-engine.ts';
 
 /** An engine that answers POST /invoke/... with the status named in the path, and no body. */
 const bodilessEngine = () =>
@@ -20,12 +19,7 @@ const bodilessEngine = () =>
   });
 
 describe('an engine answering a status without a body', () => {
-  let front: ChildFront;
-
-  beforeAll(async () => {
-    front = await startChildFront(await bodilessEngine());
-  }, 60_000);
-  afterAll(() => front?.stop());
+  const front = childFrontForSuite(bodilessEngine);
 
   it.each([204, 304])('relays %i once, and the runner lives on', async (status) => {
     const before = front.engine.calls();

@@ -5,9 +5,8 @@
  * and a stream cut mid-event ends with the error event alone.
  */
 import OpenAI, { APIError } from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startChildFront, startScriptedEngine } from '../support/scripted-engine.ts';
-import type { ChildFront } from '../support/scripted-engine.ts';
+import { describe, expect, it } from 'vitest';
+import { childFrontForSuite, startScriptedEngine } from '../support/scripted-engine.ts';
 
 const chunk = (content: string) =>
   `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'cut-model', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
@@ -26,12 +25,7 @@ const cuttingEngine = () =>
   });
 
 describe('an engine failing mid-event in a stream', () => {
-  let front: ChildFront;
-
-  beforeAll(async () => {
-    front = await startChildFront(await cuttingEngine());
-  }, 60_000);
-  afterAll(() => front?.stop());
+  const front = childFrontForSuite(cuttingEngine);
 
   it('gives the OpenAI SDK the whole events before the cut, then an APIError with the code', async () => {
     const client = new OpenAI({ baseURL: `${front.gateway.url}/v1`, apiKey: 'unused', maxRetries: 0 });

@@ -6,6 +6,7 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { createGateway } from '../../gateway/server.ts';
@@ -82,6 +83,34 @@ export async function startChildFront<E extends OwnedEngine>(engine: E): Promise
     await stop();
     throw error;
   }
+}
+
+/**
+ * Starts a child front over `startEngine()` before the tests of the enclosing describe and stops
+ * it after them. The handle's fields throw when read before the front started.
+ */
+export function childFrontForSuite(startEngine: () => Promise<ScriptedEngine>, timeout = 60_000): ChildFront {
+  let started: ChildFront | undefined;
+  beforeAll(async () => {
+    started = await startChildFront(await startEngine());
+  }, timeout);
+  afterAll(() => started?.stop());
+  const front = (): ChildFront => {
+    if (!started) throw new Error('the suite front was read before it started');
+    return started;
+  };
+  return {
+    get engine() {
+      return front().engine;
+    },
+    get runner() {
+      return front().runner;
+    },
+    get gateway() {
+      return front().gateway;
+    },
+    stop: () => front().stop(),
+  };
 }
 
 /** A runner and a gateway built in this process in front of one engine, which they own. */
