@@ -81,19 +81,30 @@ export interface SuiteFleet {
 }
 
 /**
+ * Starts `start()` before the tests of the enclosing describe (or file) and hands what it
+ * started to `stop` after them. The returned function reads it inside those tests, and throws
+ * when read before the start, naming `what`.
+ */
+export function startedForSuite<T>(what: string, start: () => Promise<T>, stop: (started: T) => Promise<unknown>, timeout?: number): () => T {
+  let started: { value: T } | undefined;
+  beforeAll(async () => {
+    started = { value: await start() };
+  }, timeout);
+  afterAll(async () => {
+    if (started) await stop(started.value);
+  });
+  return () => {
+    if (!started) throw new Error(`the suite's ${what} was read before it started`);
+    return started.value;
+  };
+}
+
+/**
  * Starts a fleet with `options` before the tests of the enclosing describe (or file) and stops
  * it after them. The handle's fields throw when read before the fleet started.
  */
 export function fleetForSuite(options: FleetOptions, timeout?: number): SuiteFleet {
-  let started: Fleet | undefined;
-  beforeAll(async () => {
-    started = await startFleet(options);
-  }, timeout);
-  afterAll(() => started?.stop());
-  const fleet = (): Fleet => {
-    if (!started) throw new Error('the suite fleet was read before it started');
-    return started;
-  };
+  const fleet = startedForSuite('fleet', () => startFleet(options), (f) => f.stop(), timeout);
   return {
     get fleet() {
       return fleet();

@@ -6,14 +6,13 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll } from 'vitest';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerServer } from '../../runner/server.ts';
-import { eventually } from './fleet.ts';
+import { eventually, startedForSuite } from './fleet.ts';
 
 /** A running scripted engine. */
 export interface ScriptedEngine {
@@ -90,15 +89,7 @@ export async function startChildFront<E extends OwnedEngine>(engine: E): Promise
  * it after them. The handle's fields throw when read before the front started.
  */
 export function childFrontForSuite(startEngine: () => Promise<ScriptedEngine>, timeout = 60_000): ChildFront {
-  let started: ChildFront | undefined;
-  beforeAll(async () => {
-    started = await startChildFront(await startEngine());
-  }, timeout);
-  afterAll(() => started?.stop());
-  const front = (): ChildFront => {
-    if (!started) throw new Error('the suite front was read before it started');
-    return started;
-  };
+  const front = startedForSuite('front', async () => startChildFront(await startEngine()), (f) => f.stop(), timeout);
   return {
     get engine() {
       return front().engine;
