@@ -17,7 +17,7 @@ import type { ChildService } from '../../gateway/cli/processes.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
 import type { NginxProxy } from './nginx.ts';
 import { FD_RESERVE, SOCKETS_PER_STREAM } from './process-memory.ts';
-import { childEnv, serviceGroup } from './stack.ts';
+import { startGroup } from './stack.ts';
 import type { EngineTiming } from './stack.ts';
 
 /** What {@link startMemoryStack} started. */
@@ -50,15 +50,11 @@ export interface MemoryStackOptions {
 }
 
 /** Starts the stack; on failure stops what did start and rethrows. */
-export async function startMemoryStack(options: MemoryStackOptions): Promise<MemoryStack> {
-  const env = childEnv(options.env);
-  const level = ['--log-level', options.logLevel];
+export function startMemoryStack(options: MemoryStackOptions): Promise<MemoryStack> {
   // Either runner could take every stream: round-robin splits them evenly, but a refused call
   // must never be what a memory figure rests on.
   const capacity = String(options.streams);
-  const group = serviceGroup();
-  const stop = group.stop;
-  try {
+  return startGroup(options, async ({ env, level, group }) => {
     const { ttftMs, itlMs, outputTokens } = options.engine;
     const engines: ChildService[] = [];
     const runners: ChildService[] = [];
@@ -82,14 +78,9 @@ export async function startMemoryStack(options: MemoryStackOptions): Promise<Mem
     group.add(gateway);
     const files = options.nginxFiles ?? options.streams * SOCKETS_PER_STREAM + FD_RESERVE;
     const upstreams = runners.map((r) => new URL(r.url));
-    const reference = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, upstreams, { buffering: false, files })));
-    const nginx = reference.started;
-    const nginxSkipped = reference.skipped;
-    return { engines, runners, gateway, nginx, nginxSkipped, stop };
-  } catch (error) {
-    await stop();
-    throw error;
-  }
+    const { started: nginx, skipped: nginxSkipped } = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, upstreams, { buffering: false, files })));
+    return { engines, runners, gateway, nginx, nginxSkipped };
+  });
 }
 
 /** The last lines the sluice children printed, for a failure message. */

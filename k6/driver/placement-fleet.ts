@@ -7,7 +7,7 @@
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
-import { childEnv, serviceGroup } from './stack.ts';
+import { startGroup } from './stack.ts';
 
 /** One contender: a name for the tables and the base URL its calls go to. */
 export interface Contender {
@@ -42,12 +42,8 @@ export interface PlacementFleetOptions {
 }
 
 /** Starts the fleet; on failure stops what did start and rethrows. */
-export async function startPlacementFleet(options: PlacementFleetOptions): Promise<PlacementFleet> {
-  const env = childEnv(options.env);
-  const level = ['--log-level', options.logLevel];
-  const group = serviceGroup();
-  const stop = group.stop;
-  try {
+export function startPlacementFleet(options: PlacementFleetOptions): Promise<PlacementFleet> {
+  return startGroup(options, async ({ env, level, group }) => {
     const ids = Array.from({ length: options.engines }, (_, i) => i + 1);
     const engines = await Promise.all(
       ids.map((i) => group.track(startService(['sim-engine', '--port', '0', '--profile', 'h100-8b', '--model', options.model, '--engine-id', `h100-${i}`, ...level], { env }))),
@@ -68,11 +64,8 @@ export async function startPlacementFleet(options: PlacementFleetOptions): Promi
       }
     });
     const nginxSkipped = reference.skipped;
-    return { engines, runners, contenders, nginxSkipped, stop };
-  } catch (error) {
-    await stop();
-    throw error;
-  }
+    return { engines, runners, contenders, nginxSkipped };
+  });
 }
 
 /** The sum over engines of their prefix-cache counters, in tokens (vLLM's `prefix_cache_queries` and `_hits`). */

@@ -43,12 +43,8 @@ export interface EngineTiming {
 const INSTANT_ENGINE: EngineTiming = Object.freeze({ ttftMs: 0, itlMs: 0, outputTokens: 1 });
 
 /** Starts the stack; on failure stops what did start and rethrows. */
-export async function startStack(options: StackOptions): Promise<Stack> {
-  const env = childEnv(options.env);
-  const level = ['--log-level', options.logLevel];
-  const group = serviceGroup();
-  const stop = group.stop;
-  try {
+export function startStack(options: StackOptions): Promise<Stack> {
+  return startGroup(options, async ({ env, level, group }) => {
     const timing = options.engine ?? INSTANT_ENGINE;
     const engine = await startService(
       ['sim-engine', '--port', '0', '--engine-id', 'bench-sim', '--ttft-ms', String(timing.ttftMs), '--itl-ms', String(timing.itlMs), '--output-tokens', String(timing.outputTokens), '--max-num-seqs', String(options.slots), '--max-queue', String(options.slots * 4), ...level],
@@ -59,14 +55,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     group.add(runner);
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env });
     group.add(gateway);
-    const reference = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, new URL(runner.url))));
-    const nginx = reference.started;
-    const nginxSkipped = reference.skipped;
-    return { engine, runner, gateway, nginx, nginxSkipped, stop };
-  } catch (error) {
-    await stop();
-    throw error;
-  }
+    const { started: nginx, skipped: nginxSkipped } = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, new URL(runner.url))));
+    return { engine, runner, gateway, nginx, nginxSkipped };
+  });
 }
 
 /** The last lines the sluice children printed, for a failure message. */
@@ -83,9 +74,41 @@ export function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return copy;
 }
 
+/** What {@link startGroup} hands the start-up it runs. */
+export interface GroupStart {
+  /** The children's environment ({@link childEnv}). */
+  readonly env: NodeJS.ProcessEnv;
+  /** The children's `--log-level` flag and value. */
+  readonly level: readonly string[];
+  /** Where each started child is recorded, to be stopped with the rest. */
+  readonly group: ServiceGroup;
+}
+
+/**
+ * Runs a fleet's start-up `start` with a fresh {@link serviceGroup}, and returns what it started
+ * with the group's `stop`; when `start` throws, stops what did start and rethrows.
+ */
+export async function startGroup<T>(options: { env: NodeJS.ProcessEnv; logLevel: string }, start: (s: GroupStart) => Promise<T>): Promise<T & { stop(): Promise<void> }> {
+  const group = serviceGroup();
+  try {
+    const started = await start({ env: childEnv(options.env), level: ['--log-level', options.logLevel], group });
+    return { ...started, stop: group.stop };
+  } catch (error) {
+    await group.stop();
+    throw error;
+  }
+}
+
 /** Something a scenario started and must stop. */
 export interface Stoppable {
   stop(): Promise<unknown>;
+}
+
+/** The processes a scenario has started, to stop together (see {@link serviceGroup}). */
+export interface ServiceGroup {
+  add<T extends Stoppable>(service: T): T;
+  track<T extends Stoppable>(starting: Promise<T>): Promise<T>;
+  stop(): Promise<void>;
 }
 
 /**
@@ -93,7 +116,7 @@ export interface Stoppable {
  * starting and records it, `stop` stops them last-started first (front to back), ignoring errors.
  * `stop` is idempotent, and safe after a partial start.
  */
-export function serviceGroup(): { add<T extends Stoppable>(service: T): T; track<T extends Stoppable>(starting: Promise<T>): Promise<T>; stop(): Promise<void> } {
+export function serviceGroup(): ServiceGroup {
   const started: Stoppable[] = [];
   let stopping: Promise<void> | undefined;
   const add = <T extends Stoppable>(service: T): T => {

@@ -10,7 +10,7 @@ import { check, fail, sleep } from 'k6';
 import http from 'k6/http';
 import { Counter, Trend } from 'k6/metrics';
 import type { Options } from 'k6/options';
-import { BASE_URL, CHAT_PATH, REQUEST_TIMEOUT, SUMMARY_TREND_STATS, arrivalScenario, chatBody, envInt, isChatCompletion, jsonHeaders, parseJson, writeSummary } from './lib.ts';
+import { BASE_URL, CHAT_PATH, REQUEST_TIMEOUT, chatBody, envInt, isChatCompletion, jsonHeaders, parseJson, scriptOptions, writeSummary } from './lib.ts';
 
 /** Output tokens per call: a few, so there is something to poll for. */
 const MAX_TOKENS = envInt('MAX_TOKENS', 8, 1, 4096);
@@ -29,20 +29,12 @@ const pollsPerCall = new Trend('detached_polls');
 /** Calls still not final after MAX_POLLS polls. */
 const stuck = new Counter('detached_stuck');
 
-export const options: Options = {
-  scenarios: {
-    detached: arrivalScenario('detached', { rate: 20, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 }),
-  },
-  thresholds: {
-    http_req_failed: ['rate<0.01'],
-    'http_req_duration{scenario:detached,name:detached-post}': ['p(95)<500'],
-    'http_req_duration{scenario:detached,name:detached-status}': ['p(95)<200'],
-    'detached_time_to_result{scenario:detached}': ['p(95)<5000'],
-    detached_stuck: ['count<1'],
-    checks: ['rate>0.99'],
-  },
-  summaryTrendStats: SUMMARY_TREND_STATS,
-};
+export const options: Options = scriptOptions('detached', 'detached', { rate: 20, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 }, {
+  'http_req_duration{scenario:detached,name:detached-post}': ['p(95)<500'],
+  'http_req_duration{scenario:detached,name:detached-status}': ['p(95)<200'],
+  'detached_time_to_result{scenario:detached}': ['p(95)<5000'],
+  detached_stuck: ['count<1'],
+});
 
 /** One detached call: post, poll until final, fetch the result. Exported by name for mixed.ts. */
 export function detached(): void {

@@ -1,12 +1,13 @@
 /**
  * What the k6 scripts share: settings read from `__ENV` with bounded defaults, the request
  * shapes (the same bodies the Node driver's `sluice bench` scenarios send, so figures from the
- * two tools can be set side by side), and the JSON summary every script writes.
+ * two tools can be set side by side), the options of a one-scenario script with the thresholds
+ * every script keeps, and the JSON summary every script writes.
  *
  * k6 runs these files as TypeScript (k6 1.x strips the types itself); `npm test` type-checks
  * them with @types/k6 through k6/tsconfig.json, since k6 is not installable on the build machines.
  */
-import type { ConstantArrivalRateScenario } from 'k6/options';
+import type { ConstantArrivalRateScenario, Options } from 'k6/options';
 
 /** k6's own default is 60 s; a long generation behind a busy fleet can take longer than that. */
 export const REQUEST_TIMEOUT = '120s';
@@ -95,6 +96,19 @@ export function arrivalScenario(exec: string, defaults: ArrivalDefaults, prefix 
 
 /** The trend stats every summary keeps: the percentiles the driver reports, plus p(95) for thresholds. */
 export const SUMMARY_TREND_STATS = ['avg', 'min', 'med', 'p(90)', 'p(95)', 'p(99)', 'max', 'count'];
+
+/**
+ * The options of a script with one scenario: `scenario` runs `exec` at a constant arrival rate
+ * (see {@link arrivalScenario}), under the script's own `thresholds` and the two every script
+ * keeps (under 1% of requests failed, over 99% of checks passed), which a script cannot loosen.
+ */
+export function scriptOptions(scenario: string, exec: string, defaults: ArrivalDefaults, thresholds: Record<string, string[]>): Options {
+  return {
+    scenarios: { [scenario]: arrivalScenario(exec, defaults) },
+    thresholds: { ...thresholds, http_req_failed: ['rate<0.01'], checks: ['rate>0.99'] },
+    summaryTrendStats: SUMMARY_TREND_STATS,
+  };
+}
 
 /** Number of `data:` events in an SSE body, `data: [DONE]` included. */
 export function countSseEvents(body: string): number {

@@ -5,9 +5,8 @@
  * ended `expired` with GW_CALL_TIMEOUT and no result, where the docs promise `failed` with
  * RUNNER_ENGINE_TIMEOUT and what arrived. A spec per engine answer.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chatBody, eventually, getJson, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
-import type { Fleet } from '../support/fleet.ts';
+import { describe, expect, it } from 'vitest';
+import { chatBody, eventually, fleetForSuite, getJson, metrics, metricValue, postJson } from '../support/fleet.ts';
 
 const ASYNC = { prefer: 'respond-async' };
 
@@ -29,47 +28,45 @@ async function runDetached(gateway: string, count: number, body = chatBody({ max
 
 for (const status of [429, 503] as const) {
   describe(`a detached call whose engine refuses it with ${status}`, () => {
-    let fleet: Fleet;
-    beforeAll(async () => {
-      fleet = await startFleet({
+    const suite = fleetForSuite(
+      {
         nodes: 2,
         // The first engine refuses everything; the second serves.
-        engineArgs: (i) => ['--ttft-ms', '0', '--itl-ms', '5', ...(i === 0 ? [`--failure-rate-${status}`, '1'] : [])],
+        engineArgs: (i: number) => ['--ttft-ms', '0', '--itl-ms', '5', ...(i === 0 ? [`--failure-rate-${status}`, '1'] : [])],
         runnerArgs: ['--slots', '4'],
-      });
-    }, 60_000);
-    afterAll(() => fleet?.stop());
+      },
+      60_000,
+    );
 
     it('moves to another runner, as a sync call does, and runs there once', async () => {
-      const records = await runDetached(fleet.gateway.url, 6);
+      const records = await runDetached(suite.gw, 6);
       for (const record of records) {
         expect(record.status).toBe('succeeded');
-        expect(record.runner).toBe(new URL(fleet.nodes[1]!.runner.url).host);
+        expect(record.runner).toBe(new URL(suite.fleet.nodes[1]!.runner.url).host);
       }
-      const refused = metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_injected_failures_total', { status: String(status) });
+      const refused = metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_injected_failures_total', { status: String(status) });
       expect(refused).toBeGreaterThanOrEqual(1);
-      expect(metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_completed_total')).toBe(0);
-      expect(metricValue(await metrics(fleet.nodes[1]!.engine), 'sluice_sim_requests_completed_total')).toBe(6);
+      expect(metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_completed_total')).toBe(0);
+      expect(metricValue(await metrics(suite.fleet.nodes[1]!.engine), 'sluice_sim_requests_completed_total')).toBe(6);
     });
   });
 }
 
 describe('a detached call its runner stops at the end of its budget', () => {
-  let fleet: Fleet;
-  beforeAll(async () => {
-    fleet = await startFleet({
+  const suite = fleetForSuite(
+    {
       nodes: 1,
       engineArgs: ['--ttft-ms', '0', '--itl-ms', '50', '--output-tokens', '400'],
       gatewayArgs: ['--call-timeout', '1500ms'],
-    });
-  }, 60_000);
-  afterAll(() => fleet?.stop());
+    },
+    60_000,
+  );
 
   it('ends failed with RUNNER_ENGINE_TIMEOUT and keeps the stream that arrived, under the engine status', async () => {
-    const [record] = await runDetached(fleet.gateway.url, 1, chatBody({ stream: true, max_tokens: 400 }));
+    const [record] = await runDetached(suite.gw, 1, chatBody({ stream: true, max_tokens: 400 }));
     expect(record.status).toBe('failed');
     expect(record.error.code).toBe('RUNNER_ENGINE_TIMEOUT');
-    const result = await getJson(`${fleet.gateway.url}/v1/calls/${record.id}/result`);
+    const result = await getJson(`${suite.gw}/v1/calls/${record.id}/result`);
     expect(result.status).toBe(200);
     expect(String(result.headers['content-type'])).toContain('text/event-stream');
     expect(result.text).toContain('data: {');
@@ -77,10 +74,10 @@ describe('a detached call its runner stops at the end of its budget', () => {
   });
 
   it('ends failed with RUNNER_ENGINE_TIMEOUT and keeps the runner\'s 504 when the engine never answered', async () => {
-    const [record] = await runDetached(fleet.gateway.url, 1, chatBody({ max_tokens: 400 }));
+    const [record] = await runDetached(suite.gw, 1, chatBody({ max_tokens: 400 }));
     expect(record.status).toBe('failed');
     expect(record.error.code).toBe('RUNNER_ENGINE_TIMEOUT');
-    const result = await getJson(`${fleet.gateway.url}/v1/calls/${record.id}/result`);
+    const result = await getJson(`${suite.gw}/v1/calls/${record.id}/result`);
     expect(result.status).toBe(504);
     expect(result.json.error.code).toBe('RUNNER_ENGINE_TIMEOUT');
   });

@@ -16,16 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
-import { callRuns, engineRequests, engineRunning, finalRecord, openStream, signal } from '../support/faults.ts';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { alive, callRuns, engineRequests, engineRunning, finalRecord, openStream, signal } from '../support/faults.ts';
 
 describe('fault: a supervised engine killed mid-call', () => {
   const started: ChildService[] = [];

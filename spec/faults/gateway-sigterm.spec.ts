@@ -11,36 +11,20 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { Server } from 'node:http';
 import { connect } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
+import { startCallbackReceiver } from '../support/callbacks.ts';
+import type { CallbackReceiver } from '../support/callbacks.ts';
 import { callRecord, callRuns, engineRequests, openStream, sum } from '../support/faults.ts';
 
 const PLAIN = 12;
 const STREAMS = 12;
 const DETACHED = 8;
-
-/** A callback receiver that keeps every delivery's body. */
-async function receiver(): Promise<{ url: string; server: Server; got: any[] }> {
-  const got: any[] = [];
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      got.push(JSON.parse(body));
-      res.end();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, got };
-}
 
 /**
  * Opens a connection and sends a request's first header lines, leaving the head unfinished so
@@ -73,11 +57,11 @@ describe('fault: SIGTERM to a gateway under load', () => {
   let fleet: Fleet;
   let gw: string;
   let callLog: string;
-  let hooks: Awaited<ReturnType<typeof receiver>>;
+  let hooks: CallbackReceiver;
 
   beforeAll(async () => {
     callLog = join(mkdtempSync(join(tmpdir(), 'sluice-gateway-sigterm-')), 'calls.log');
-    hooks = await receiver();
+    hooks = await startCallbackReceiver();
     fleet = await startFleet({
       nodes: 2,
       // A batch as large as the load, so every call runs at once and at the same pace.
@@ -90,7 +74,7 @@ describe('fault: SIGTERM to a gateway under load', () => {
   }, 60_000);
   afterAll(async () => {
     await fleet?.stop();
-    hooks?.server.close();
+    await hooks?.close();
   });
 
   it('finishes the calls in flight, refuses new ones, exits 0, and runs nothing twice', async () => {
@@ -157,8 +141,9 @@ describe('fault: SIGTERM to a gateway under load', () => {
 
     // Every detached call ended, succeeded, and said so once.
     const ids = detached.map((d) => d.json.id as string);
-    expect(hooks.got.map((g) => g.id).sort()).toEqual([...ids].sort());
-    for (const g of hooks.got) {
+    const delivered = hooks.got.map((d) => JSON.parse(d.body));
+    expect(delivered.map((g) => g.id).sort()).toEqual([...ids].sort());
+    for (const g of delivered) {
       expect(g.status).toBe('succeeded');
       expect(g.result.status).toBe(200);
       expect(JSON.parse(g.result.body).usage.completion_tokens).toBe(100);

@@ -4,18 +4,14 @@
  * calls it) was never relayed; answers carried no `x-request-id`, which OpenAI's SDK reads into
  * `_request_id` and error.requestID. Driven here with the official OpenAI SDK, as a client would.
  */
-import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders } from 'node:http';
 import OpenAI from 'openai';
 import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createGateway } from '../../gateway/server.ts';
-import type { Gateway } from '../../gateway/server.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
-import { createRunner } from '../../runner/server.ts';
-import type { RunnerServer } from '../../runner/server.ts';
-import { chatBody, eventually, metricValue, postJson } from '../support/fleet.ts';
+import { chatBody, metricValue, postJson } from '../support/fleet.ts';
+import { startInProcessFront, startScriptedEngine } from '../support/scripted-engine.ts';
+import type { InProcessFront, OwnedEngine } from '../support/scripted-engine.ts';
 
 interface Seen {
   method: string;
@@ -28,10 +24,8 @@ const MODELS = ['sim-small', 'org/model-x'];
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 /** An engine that serves /v1/responses as vLLM does (in short), and records every call. */
-async function responsesEngine(seen: Seen[]): Promise<{ server: Server; url: string }> {
-  const server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/health') return res.end();
-    if (req.method === 'GET' && req.url === '/v1/models') return res.end(JSON.stringify({ object: 'list', data: MODELS.map((id) => ({ id })) }));
+const responsesEngine = (seen: Seen[]) =>
+  startScriptedEngine(MODELS, (req, res) => {
     let body = '';
     req.setEncoding('utf8');
     req.on('data', (chunk: string) => (body += chunk));
@@ -51,38 +45,19 @@ async function responsesEngine(seen: Seen[]): Promise<{ server: Server; url: str
       );
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
-}
-
-async function gatewayOver(engineUrl: string): Promise<{ runner: RunnerServer; gateway: Gateway; url: string }> {
-  const runner = createRunner({ engine: engineUrl });
-  const r = await runner.listen();
-  const gateway = createGateway({ runners: [r.url] });
-  const { url } = await gateway.listen();
-  await eventually(() => gateway.pool.models().length > 0, 10_000, 'the gateway to learn the models');
-  return { runner, gateway, url };
-}
 
 describe('fault: OpenAI routes and x-request-id', () => {
   const seen: Seen[] = [];
-  let engine: Server;
-  let runner: RunnerServer;
-  let gateway: Gateway;
+  let front: InProcessFront;
   let gw: string;
   let client: OpenAI;
 
   beforeAll(async () => {
-    const e = await responsesEngine(seen);
-    engine = e.server;
-    ({ runner, gateway, url: gw } = await gatewayOver(e.url));
+    front = await startInProcessFront(await responsesEngine(seen));
+    gw = front.url;
     client = new OpenAI({ baseURL: `${gw}/v1`, apiKey: 'unused', maxRetries: 0 });
   });
-  afterAll(async () => {
-    await gateway?.close();
-    await runner?.close({ drainTimeout: 0 });
-    await new Promise((r) => engine?.close(r));
-  });
+  afterAll(() => front?.close());
   beforeEach(() => {
     seen.length = 0;
   });
@@ -166,22 +141,17 @@ describe('fault: OpenAI routes and x-request-id', () => {
 });
 
 describe('fault: /v1/responses in front of an engine that does not serve it', () => {
-  let sim: ReturnType<typeof createSimEngine>;
   let simUrl: string;
-  let runner: RunnerServer;
-  let gateway: Gateway;
+  let front: InProcessFront<OwnedEngine>;
   let gw: string;
 
   beforeAll(async () => {
-    sim = createSimEngine({ ttftMs: 0, itlMs: 0, outputTokens: 2 });
+    const sim = createSimEngine({ ttftMs: 0, itlMs: 0, outputTokens: 2 });
     simUrl = (await sim.listen()).url;
-    ({ runner, gateway, url: gw } = await gatewayOver(simUrl));
+    front = await startInProcessFront({ url: simUrl, close: () => sim.close() });
+    gw = front.url;
   });
-  afterAll(async () => {
-    await gateway?.close();
-    await runner?.close({ drainTimeout: 0 });
-    await sim?.close();
-  });
+  afterAll(() => front?.close());
 
   it("relays the engine's own 404, and nothing ran", async () => {
     const calls = async () => metricValue(await (await request(`${simUrl}/metrics`)).body.text(), 'sluice_sim_requests_total');

@@ -9,15 +9,11 @@
  *
  * The engine here records what reached it, so the spec sees the far end of the wire.
  */
-import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createGateway } from '../../gateway/server.ts';
-import type { Gateway } from '../../gateway/server.ts';
-import { createRunner } from '../../runner/server.ts';
-import type { RunnerServer } from '../../runner/server.ts';
 import { rawRequest } from '../support/raw.ts';
+import { startInProcessFront, startScriptedEngine } from '../support/scripted-engine.ts';
+import type { InProcessFront } from '../support/scripted-engine.ts';
 
 /** What reached the engine. */
 interface Seen {
@@ -27,10 +23,8 @@ interface Seen {
 }
 
 /** An OpenAI-ish engine that serves `sim-small`, records every call, and answers each with JSON. */
-async function recordingEngine(seen: Seen[]): Promise<{ server: Server; url: string }> {
-  const server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/health') return res.end();
-    if (req.method === 'GET' && req.url === '/v1/models') return res.end(JSON.stringify({ object: 'list', data: [{ id: 'sim-small' }] }));
+const recordingEngine = (seen: Seen[]) =>
+  startScriptedEngine(['sim-small'], (req, res) => {
     seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
     req.resume();
     req.once('end', () => {
@@ -39,9 +33,6 @@ async function recordingEngine(seen: Seen[]): Promise<{ server: Server; url: str
       res.end(JSON.stringify({ object: 'text_completion', path: req.url }));
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
-}
 
 const BODY = JSON.stringify({ model: 'sim-small', prompt: 'hi' });
 const head = (target: string, extra: string[] = []) =>
@@ -49,24 +40,14 @@ const head = (target: string, extra: string[] = []) =>
 
 describe('fault: routing one path and forwarding another', () => {
   const seen: Seen[] = [];
-  let engine: Server;
-  let runner: RunnerServer;
-  let gateway: Gateway;
+  let front: InProcessFront;
   let gw: string;
 
   beforeAll(async () => {
-    const e = await recordingEngine(seen);
-    engine = e.server;
-    runner = createRunner({ engine: e.url });
-    const r = await runner.listen();
-    gateway = createGateway({ runners: [r.url] });
-    gw = (await gateway.listen()).url;
+    front = await startInProcessFront(await recordingEngine(seen));
+    gw = front.url;
   });
-  afterAll(async () => {
-    await gateway?.close();
-    await runner?.close({ drainTimeout: 0 });
-    await new Promise((r) => engine?.close(r));
-  });
+  afterAll(() => front?.close());
   beforeEach(() => {
     seen.length = 0;
   });

@@ -12,29 +12,20 @@
  */
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import { chatBody, eventually, metrics, metricValue, postJson } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 import { startRedis } from '../support/redis.ts';
 import type { RedisServer } from '../support/redis.ts';
+import { startStoreFleet } from '../support/store-fleet.ts';
 
 const ASYNC = { prefer: 'respond-async' };
-/** The engine makes 100 tokens a second; with ignore_eos a call's length is set by its max_tokens. */
-const ITL_MS = 10;
 
 let redis: RedisServer;
 let fleet: Fleet;
 let gw: string;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  fleet = await startFleet({
-    nodes: 1,
-    engineArgs: ['--ttft-ms', '0', '--itl-ms', String(ITL_MS), '--max-num-seqs', '4'],
-    runnerArgs: ['--slots', '1'],
-    gatewayArgs: ['--store', redis.url, '--gateway-id', 'gw-outage', '--detached-placer-timeout', '20s'],
-  });
-  gw = fleet.gateway.url;
-  await eventually(async () => (await request(`${gw}/readyz`)).statusCode === 200, 15_000, 'the gateway to be ready');
+  ({ redis, fleet, gw } = await startStoreFleet('gw-outage', '20s'));
 });
 
 afterAll(async () => {

@@ -124,15 +124,23 @@ afterEach(async () => {
   fleet = undefined;
 });
 
+/**
+ * One node (a sim engine making 4 tokens `itlMs` apart, a runner with `slots` slots) behind a
+ * gateway taking 50 calls in flight and the given upload and per-client connection limits.
+ */
+function uploadFleet(itlMs: number, slots: number, limits: { uploads: number; perClient: number; connectionsPerClient: number }): Promise<Fleet> {
+  return startFleet({
+    nodes: 1,
+    engineArgs: ['--ttft-ms', '0', '--itl-ms', String(itlMs), '--output-tokens', '4'],
+    runnerArgs: ['--slots', String(slots)],
+    gatewayArgs: ['--max-in-flight', '50', '--max-uploads', String(limits.uploads), '--max-uploads-per-client', String(limits.perClient), '--max-connections-per-client', String(limits.connectionsPerClient)],
+  });
+}
+
 describe('stalled uploads', () => {
   it('refuses a staller past its per-client upload and connection limits while other clients get 200', async () => {
-    fleet = await startFleet({
-      nodes: 1,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', '4'],
-      runnerArgs: ['--slots', '16'],
-      // maxInFlight below the staller's count: today's code lets the stalled bodies fill it.
-      gatewayArgs: ['--max-in-flight', '50', '--max-uploads', '100', '--max-uploads-per-client', '40', '--max-connections-per-client', '150'],
-    });
+    // maxInFlight below the staller's count: today's code lets the stalled bodies fill it.
+    fleet = await uploadFleet(0, 16, { uploads: 100, perClient: 40, connectionsPerClient: 150 });
     const gateway = fleet.gateway;
     staller = new RawClient(gateway.url, STALLER);
     const stalls = Array.from({ length: 100 }, () => staller!.stall());
@@ -173,12 +181,7 @@ describe('stalled uploads', () => {
   });
 
   it('refuses new uploads with 503 GW_UPLOADS_FULL and says so on /readyz while the budget is full, and the call in flight completes', async () => {
-    fleet = await startFleet({
-      nodes: 1,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '20', '--output-tokens', '4'],
-      runnerArgs: ['--slots', '8'],
-      gatewayArgs: ['--max-in-flight', '50', '--max-uploads', '30', '--max-uploads-per-client', '1000', '--max-connections-per-client', '1000'],
-    });
+    fleet = await uploadFleet(20, 8, { uploads: 30, perClient: 1000, connectionsPerClient: 1000 });
     const gateway = fleet.gateway;
     // A stream of about 2 s, running before the staller comes.
     const streaming = request(`${gateway.url}/v1/chat/completions`, {

@@ -2,27 +2,20 @@
  * Calls through real processes: gateway -> runner -> simulated engine, all on 127.0.0.1.
  */
 import { connect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { chatBody, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import { chatBody, fleetForSuite, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 
 describe('gateway calls', () => {
-  let fleet: Fleet;
-  let gw: string;
-
-  beforeAll(async () => {
-    fleet = await startFleet({
-      nodes: 2,
-      engineArgs: ['--ttft-ms', '5', '--itl-ms', '25', '--output-tokens', '8'],
-      gatewayArgs: ['--max-body-bytes', '4096', '--body-read-timeout', '300ms'],
-    });
-    gw = fleet.gateway.url;
+  const suite = fleetForSuite({
+    nodes: 2,
+    engineArgs: ['--ttft-ms', '5', '--itl-ms', '25', '--output-tokens', '8'],
+    gatewayArgs: ['--max-body-bytes', '4096', '--body-read-timeout', '300ms'],
   });
-  afterAll(() => fleet?.stop());
 
   it('returns an OpenAI chat completion for a sync call', async () => {
-    const res = await postJson(`${gw}/v1/chat/completions`, chatBody());
+    const res = await postJson(`${suite.gw}/v1/chat/completions`, chatBody());
     expect(res.status).toBe(200);
     expect(res.json.object).toBe('chat.completion');
     expect(res.json.choices[0].message.role).toBe('assistant');
@@ -32,7 +25,7 @@ describe('gateway calls', () => {
   });
 
   it('streams SSE chunks as the engine emits them, ending with [DONE]', async () => {
-    const res = await request(`${gw}/v1/chat/completions`, {
+    const res = await request(`${suite.gw}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: chatBody({ stream: true }),
@@ -54,22 +47,22 @@ describe('gateway calls', () => {
   });
 
   it('serves completions, embeddings, /invoke and /v1/models', async () => {
-    const completion = await postJson(`${gw}/v1/completions`, JSON.stringify({ model: 'sim-small', prompt: 'hi', max_tokens: 2 }));
+    const completion = await postJson(`${suite.gw}/v1/completions`, JSON.stringify({ model: 'sim-small', prompt: 'hi', max_tokens: 2 }));
     expect(completion.status).toBe(200);
     expect(completion.json.object).toBe('text_completion');
-    const embedding = await postJson(`${gw}/v1/embeddings`, JSON.stringify({ model: 'sim-small', input: ['a', 'b'] }));
+    const embedding = await postJson(`${suite.gw}/v1/embeddings`, JSON.stringify({ model: 'sim-small', input: ['a', 'b'] }));
     expect(embedding.status).toBe(200);
     expect(embedding.json.data).toHaveLength(2);
-    const invoke = await request(`${gw}/invoke/resize`, { method: 'POST', body: 'raw bytes', headers: { 'content-type': 'application/octet-stream' } });
+    const invoke = await request(`${suite.gw}/invoke/resize`, { method: 'POST', body: 'raw bytes', headers: { 'content-type': 'application/octet-stream' } });
     expect(invoke.statusCode).toBe(200);
     expect(await invoke.body.json()).toMatchObject({ fn: 'resize', bytes: 9 });
-    const models = await request(`${gw}/v1/models`);
+    const models = await request(`${suite.gw}/v1/models`);
     expect(((await models.body.json()) as any).data.map((m: any) => m.id)).toEqual(['sim-small']);
   });
 
   it('answers health and readiness', async () => {
-    expect((await request(`${gw}/healthz`)).statusCode).toBe(200);
-    const ready = await request(`${gw}/readyz`);
+    expect((await request(`${suite.gw}/healthz`)).statusCode).toBe(200);
+    const ready = await request(`${suite.gw}/readyz`);
     expect(ready.statusCode).toBe(200);
     expect(await ready.body.json()).toMatchObject({ ready: true });
   });
@@ -82,7 +75,7 @@ describe('gateway calls', () => {
       ['an unknown model', '{"model":"no-such-model","messages":[]}', 404, 'GW_UNKNOWN_MODEL'],
       ['a body over the limit', JSON.stringify({ model: 'sim-small', pad: 'x'.repeat(5000) }), 413, 'GW_BODY_TOO_LARGE'],
     ])('answers %s with its status and code', async (_what, body, status, code) => {
-      const res = await postJson(`${gw}/v1/chat/completions`, body);
+      const res = await postJson(`${suite.gw}/v1/chat/completions`, body);
       expect(res.status).toBe(status);
       expect(res.json.error.code).toBe(code);
       expect(typeof res.json.error.message).toBe('string');
@@ -90,7 +83,7 @@ describe('gateway calls', () => {
     });
 
     it('answers 408 to a client that stalls mid-body, and keeps serving others', async () => {
-      const { port } = new URL(gw);
+      const { port } = new URL(suite.gw);
       const answer = await new Promise<string>((resolve, reject) => {
         const socket = connect(Number(port), '127.0.0.1');
         let data = '';
@@ -101,22 +94,22 @@ describe('gateway calls', () => {
       });
       expect(answer).toMatch(/^HTTP\/1.1 408/);
       expect(answer).toContain('GW_BODY_TIMEOUT');
-      const after = await postJson(`${gw}/v1/chat/completions`, chatBody());
+      const after = await postJson(`${suite.gw}/v1/chat/completions`, chatBody());
       expect(after.status).toBe(200);
     });
 
     it('answers an unknown route 404 and a wrong method 405, in the same error shape', async () => {
-      const missing = await request(`${gw}/nope`);
+      const missing = await request(`${suite.gw}/nope`);
       expect(missing.statusCode).toBe(404);
       expect(((await missing.body.json()) as any).error.code).toBe('GW_ROUTE_NOT_FOUND');
-      const wrong = await request(`${gw}/v1/chat/completions`);
+      const wrong = await request(`${suite.gw}/v1/chat/completions`);
       expect(wrong.statusCode).toBe(405);
       expect(((await wrong.body.json()) as any).error.code).toBe('GW_METHOD_NOT_ALLOWED');
     });
   });
 
   it('counts calls by outcome at /metrics', async () => {
-    const page = await metrics(fleet.gateway);
+    const page = await metrics(suite.fleet.gateway);
     expect(metricValue(page, 'sluice_calls_total')).toBeGreaterThanOrEqual(4);
     expect(metricValue(page, 'sluice_calls_completed_total')).toBeGreaterThanOrEqual(4);
     expect(metricValue(page, 'sluice_call_latency_count', { outcome: 'completed' })).toBeGreaterThanOrEqual(4);

@@ -4,16 +4,18 @@
  * refused the connection is skipped.
  */
 import { createServer } from 'node:http';
-import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
 import type { Placer, Runner, RunnerCall } from '../../placer/types.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
+import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
+import type { SimEngine } from '../../runner/engines/sim/server.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerServer } from '../../runner/server.ts';
 import { chatBody, postJson } from '../support/fleet.ts';
+import { startScriptedEngine } from '../support/scripted-engine.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -22,14 +24,17 @@ afterEach(async () => {
 
 /** An engine that is healthy and lists a model, but drops every call's connection unanswered. */
 async function droppingEngine(): Promise<string> {
-  const server: Server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/health') return res.end();
-    if (req.method === 'GET' && req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'sim-small' }] }));
-    req.socket.destroy();
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(() => new Promise((r) => server.close(r)));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const engine = await startScriptedEngine(['sim-small'], (req) => req.socket.destroy());
+  cleanups.push(() => engine.close());
+  return engine.url;
+}
+
+/** A simulated engine on port 0, closed after the test. */
+async function simEngine(options: SimEngineOptions): Promise<{ engine: SimEngine; url: string }> {
+  const engine = createSimEngine(options);
+  const { url } = await engine.listen();
+  cleanups.push(() => engine.close());
+  return { engine, url };
 }
 
 async function runnerFor(engine: string): Promise<{ runner: RunnerServer; url: string }> {
@@ -58,9 +63,7 @@ async function gatewayOver(urls: string[], callTimeout?: number): Promise<{ gate
 describe('commit semantics', () => {
   it('answers 502 when the runner took the call and its engine failed, without trying the next runner', async () => {
     const bad = await runnerFor(await droppingEngine());
-    const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
-    const { url: engineUrl } = await engine.listen();
-    cleanups.push(() => engine.close());
+    const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 0 });
     const good = await runnerFor(engineUrl);
     const { url } = await gatewayOver([bad.url, good.url]);
 
@@ -78,9 +81,7 @@ describe('commit semantics', () => {
     await new Promise<void>((r) => gone.listen(0, '127.0.0.1', r));
     const goneUrl = `http://127.0.0.1:${(gone.address() as AddressInfo).port}`;
     await new Promise((r) => gone.close(r));
-    const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
-    const { url: engineUrl } = await engine.listen();
-    cleanups.push(() => engine.close());
+    const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 0 });
     const good = await runnerFor(engineUrl);
     const { url } = await gatewayOver([goneUrl, good.url]);
 
@@ -92,9 +93,7 @@ describe('commit semantics', () => {
 
 describe('call timeout', () => {
   it('stops a call at its deadline: 504 before any output, an error event mid-stream, and the engine aborts', async () => {
-    const engine = createSimEngine({ ttftMs: 0, itlMs: 40, outputTokens: 100 });
-    const { url: engineUrl } = await engine.listen();
-    cleanups.push(() => engine.close());
+    const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 40, outputTokens: 100 });
     const runner = await runnerFor(engineUrl);
     const { url } = await gatewayOver([runner.url], 300);
 
@@ -136,9 +135,7 @@ describe('a runner whose engine is still starting', () => {
 
 describe('maxInFlight', () => {
   it('refuses a call past the cap with 503 GW_OVERLOADED and Retry-After, and serves again once below it', async () => {
-    const engine = createSimEngine({ ttftMs: 0, itlMs: 30, outputTokens: 20 });
-    const { url: engineUrl } = await engine.listen();
-    cleanups.push(() => engine.close());
+    const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 30, outputTokens: 20 });
     const runner = await runnerFor(engineUrl);
     const gateway = createGateway({ runners: [runner.url], maxInFlight: 1 });
     const { url } = await gateway.listen();

@@ -4,14 +4,13 @@
  * call), a gateway killed mid-call, and the SSRF guard.
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { createCallbackPolicy, createCallbackSender } from '../../gateway/callbacks/index.ts';
 import { createGateway } from '../../gateway/server.ts';
+import { startCallbackReceiver } from '../support/callbacks.ts';
+import type { CallbackReceiver } from '../support/callbacks.ts';
 import { chatBody, eventually, getJson, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 import { startRedis } from '../support/redis.ts';
@@ -22,29 +21,14 @@ const short = (extra: Record<string, unknown> = {}) => chatBody({ max_tokens: 10
 const secretKey = randomBytes(32);
 const secret = `whsec_${secretKey.toString('base64')}`;
 
-/** A callback receiver that keeps every delivery. */
-async function receiver(): Promise<{ url: string; server: Server; got: Array<{ headers: IncomingHttpHeaders; body: string }> }> {
-  const got: Array<{ headers: IncomingHttpHeaders; body: string }> = [];
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      got.push({ headers: req.headers, body });
-      res.end();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, got };
-}
-
 describe('detached calls shared by two gateways over redis', () => {
   let redis: RedisServer;
   let fleet: Fleet;
   let other: ChildService;
-  let hooks: Awaited<ReturnType<typeof receiver>>;
+  let hooks: CallbackReceiver;
 
   beforeAll(async () => {
-    [redis, hooks] = await Promise.all([startRedis(), receiver()]);
+    [redis, hooks] = await Promise.all([startRedis(), startCallbackReceiver()]);
     fleet = await startFleet({
       nodes: 1,
       engineArgs: ['--ttft-ms', '0', '--itl-ms', '30', '--output-tokens', '400'],
@@ -64,7 +48,7 @@ describe('detached calls shared by two gateways over redis', () => {
   }, 90_000);
   afterAll(async () => {
     await Promise.all([fleet?.stop(), other?.stop()]);
-    hooks?.server.close();
+    await hooks?.close();
     await redis?.stop();
   });
 

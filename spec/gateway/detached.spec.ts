@@ -13,6 +13,7 @@ import type { CallStore, StoreHealth } from '../../gateway/store/types.ts';
 import type { LogFields, Logger } from '../../placer/kernel/index.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { createRunner } from '../../runner/server.ts';
+import type { RunnerOptions } from '../../runner/options.ts';
 import { chatBody, eventually, metricValue, postJson } from '../support/fleet.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -20,14 +21,20 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
 });
 
-async function gatewayOverSim(options: Partial<GatewayOptions>) {
-  const engine = createSimEngine({ ttftMs: 0, itlMs: 1, outputTokens: 400 });
+/** A sim engine making 400 tokens `itlMs` apart and a runner over it, both closed after the test. */
+async function simRunner(itlMs: number, runnerOptions: Partial<RunnerOptions>): Promise<{ engineUrl: string; runnerUrl: string }> {
+  const engine = createSimEngine({ ttftMs: 0, itlMs, outputTokens: 400 });
   const { url: engineUrl } = await engine.listen();
   cleanups.push(() => engine.close());
-  // A short accept window: these calls are meant to be still running at their 202.
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', acceptWindow: 20 });
+  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', ...runnerOptions });
   const { url: runnerUrl } = await runner.listen();
   cleanups.push(() => runner.close({ drainTimeout: 0 }));
+  return { engineUrl, runnerUrl };
+}
+
+async function gatewayOverSim(options: Partial<GatewayOptions>) {
+  // A short accept window: these calls are meant to be still running at their 202.
+  const { runnerUrl } = await simRunner(1, { acceptWindow: 20 });
   const gateway = createGateway({ runners: [runnerUrl], ...options });
   const { url } = await gateway.listen();
   cleanups.push(() => gateway.close());
@@ -96,12 +103,7 @@ function recorder(): { logger: Logger; lines: LogFields[] } {
  * one store (memory, so the second reaches the first's calls as over Redis: by routed cancels).
  */
 async function busyPair() {
-  const engine = createSimEngine({ ttftMs: 0, itlMs: 20, outputTokens: 400 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', slots: 1 });
-  const { url: runnerUrl } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
+  const { engineUrl, runnerUrl } = await simRunner(20, { slots: 1 });
   const faulty = faultyStore();
   const urls: string[] = [];
   for (const gatewayId of ['gw-a', 'gw-b']) {

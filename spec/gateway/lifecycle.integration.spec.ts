@@ -16,6 +16,7 @@ import { SLUICE_BIN, startService } from '../../gateway/cli/processes.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { createRunner } from '../../runner/server.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
+import { alive } from '../support/faults.ts';
 import { chatBody, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 
@@ -155,13 +156,4 @@ function childPids(pid: number): number[] {
     }
   }
   return out;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -14,14 +14,14 @@ describe('k6 scripts', () => {
   it.each(SCRIPTS)('%s exists and exports options, a default or exec functions and handleSummary', (file) => {
     expect(existsSync(new URL(file, dir))).toBe(true);
     const src = read(file);
-    expect(src).toMatch(/^export const options: Options = \{/m);
+    expect(src).toMatch(/^export const options: Options = (\{|scriptOptions\()/m);
     expect(src).toMatch(/^export const handleSummary = writeSummary\('[a-z-]+'\);$/m);
     expect(src).toContain(`writeSummary('${file.replace(/\.ts$/, '')}')`);
   });
 
   it.each(SCRIPTS)('%s runs only constant-arrival-rate scenarios whose exec functions it exports', (file) => {
     const src = read(file);
-    const execs = [...src.matchAll(/arrivalScenario\('(\w+)'/g)].map((m) => m[1]!);
+    const execs = [...src.matchAll(/(?:arrivalScenario\(|scriptOptions\('\w+', )'(\w+)'/g)].map((m) => m[1]!);
     expect(execs.length).toBeGreaterThan(0);
     // Any other executor written out in a script would bypass the arrival-rate helper.
     expect(src).not.toMatch(/executor:/);
@@ -36,7 +36,8 @@ describe('k6 scripts', () => {
 
   it.each(SCRIPTS)('%s has an error-rate threshold and a p(95) latency threshold', (file) => {
     const src = read(file);
-    expect(src).toContain("http_req_failed: ['rate<0.01']");
+    // scriptOptions adds the error-rate threshold itself (its own test, below).
+    if (!src.includes('export const options: Options = scriptOptions(')) expect(src).toContain("http_req_failed: ['rate<0.01']");
     expect(src).toMatch(/'http_req_duration\{scenario:[\w,:-]+\}': \['p\(95\)<\d+'\]/);
   });
 
@@ -77,6 +78,8 @@ type Lib = {
   streamBody(maxTokens: number): string;
   envInt(name: string, fallback: number, min: number, max: number): number;
   envDuration(name: string, fallback: string): string;
+  scriptOptions(scenario: string, exec: string, defaults: { rate: number; duration: string; preAllocatedVUs: number; maxVUs: number }, thresholds: Record<string, string[]>): any;
+  SUMMARY_TREND_STATS: string[];
   countSseEvents(body: string): number;
   endsWithDone(body: string): boolean;
   isChatCompletion(body: unknown): boolean;
@@ -116,6 +119,22 @@ describe('k6/scripts/lib.ts', () => {
     expect(lib.envDuration('K6_SPEC_DURATION', '30s')).toBe('2m');
     env.K6_SPEC_DURATION = '11m';
     expect(() => lib.envDuration('K6_SPEC_DURATION', '30s')).toThrow('K6_SPEC_DURATION must be a duration from 1s to 10m');
+  });
+
+  it('builds a one-scenario script’s options with the error-rate and checks thresholds, which the script cannot loosen', () => {
+    const options = lib.scriptOptions('spec_run', 'specRun', { rate: 5, duration: '10s', preAllocatedVUs: 2, maxVUs: 4 }, {
+      'http_req_duration{scenario:spec_run}': ['p(95)<500'],
+      http_req_failed: ['rate<0.5'],
+      checks: ['rate>0.5'],
+    });
+    expect(options.thresholds).toEqual({
+      'http_req_duration{scenario:spec_run}': ['p(95)<500'],
+      http_req_failed: ['rate<0.01'],
+      checks: ['rate>0.99'],
+    });
+    expect(Object.keys(options.scenarios)).toEqual(['spec_run']);
+    expect(options.scenarios.spec_run).toMatchObject({ executor: 'constant-arrival-rate', exec: 'specRun', rate: 5, duration: '10s', preAllocatedVUs: 2, maxVUs: 4 });
+    expect(options.summaryTrendStats).toEqual(lib.SUMMARY_TREND_STATS);
   });
 
   it('counts SSE events and finds the [DONE] terminator', () => {

@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { SLUICE_BIN, freePort, startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { BUSY_HEADER } from '../../runner/protocol.ts';
+import { alive } from '../support/faults.ts';
 import { chatBody, postJson } from '../support/fleet.ts';
 
 const started: ChildService[] = [];
@@ -24,15 +25,6 @@ async function service(args: string[]): Promise<ChildService> {
 
 async function status(runner: { url: string }): Promise<any> {
   return (await request(`${runner.url}/status`)).body.json();
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const simProfile = async (args: string[] = []) =>

@@ -111,3 +111,13 @@ export function signal(pid: number | undefined, sig: NodeJS.Signals): void {
     // already gone
   }
 }
+
+/** Whether a process is still there (signal 0 reaches it). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

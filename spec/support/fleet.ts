@@ -5,6 +5,7 @@
  */
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
+import { afterAll, beforeAll } from 'vitest';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 
@@ -70,6 +71,48 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
     await stop();
     throw error;
   }
+}
+
+/** A fleet started for the tests of one describe block; read it inside those tests only. */
+export interface SuiteFleet {
+  readonly fleet: Fleet;
+  /** The gateway's URL. */
+  readonly gw: string;
+}
+
+/**
+ * Starts `start()` before the tests of the enclosing describe (or file) and hands what it
+ * started to `stop` after them. The returned function reads it inside those tests, and throws
+ * when read before the start, naming `what`.
+ */
+export function startedForSuite<T>(what: string, start: () => Promise<T>, stop: (started: T) => Promise<unknown>, timeout?: number): () => T {
+  let started: { value: T } | undefined;
+  beforeAll(async () => {
+    started = { value: await start() };
+  }, timeout);
+  afterAll(async () => {
+    if (started) await stop(started.value);
+  });
+  return () => {
+    if (!started) throw new Error(`the suite's ${what} was read before it started`);
+    return started.value;
+  };
+}
+
+/**
+ * Starts a fleet with `options` before the tests of the enclosing describe (or file) and stops
+ * it after them. The handle's fields throw when read before the fleet started.
+ */
+export function fleetForSuite(options: FleetOptions, timeout?: number): SuiteFleet {
+  const fleet = startedForSuite('fleet', () => startFleet(options), (f) => f.stop(), timeout);
+  return {
+    get fleet() {
+      return fleet();
+    },
+    get gw() {
+      return fleet().gateway.url;
+    },
+  };
 }
 
 /** A small chat body. */

@@ -53,3 +53,16 @@ export const succeeded = (now: number): CallFinish => ({ status: 'succeeded', co
 
 /** A JSON result with `text` as its body. */
 export const json = (text: string): StoredResult => ({ status: 200, contentType: 'application/json', body: Buffer.from(text) });
+
+/** A fixture whose store already holds one record, made by `make` at the store's clock `t`. */
+export async function withRecord(
+  fixture: MakeStore,
+  make: (now: number) => CallRecord,
+  options?: Parameters<MakeStore>[0],
+): Promise<StoreFixture & { t: number; record: CallRecord }> {
+  const f = await fixture(options);
+  const t = f.now();
+  const record = make(t);
+  await f.store.create(record);
+  return Object.assign(f, { t, record });
+}

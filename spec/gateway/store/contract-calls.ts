@@ -4,16 +4,13 @@
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
 import type { CallFinish } from '../../../gateway/store/index.ts';
-import { json, runningRecord, succeeded } from './call-fixtures.ts';
+import { json, runningRecord, succeeded, withRecord } from './call-fixtures.ts';
 import type { MakeStore } from './call-fixtures.ts';
 
 /** Registers the record, finish and result tests; `fixture` makes a store closed after the test. */
 export function callTests(fixture: MakeStore): void {
   it('returns the record as created when asked by id', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = runningRecord(t, { callbackUrl: 'https://hooks.example/done', idempotencyKey: 'k-1' });
-    await store.create(record);
+    const { store, record } = await withRecord(fixture, (t) => runningRecord(t, { callbackUrl: 'https://hooks.example/done', idempotencyKey: 'k-1' }));
     expect(await store.get(record.id)).toEqual(record);
   });
 
@@ -24,10 +21,7 @@ export function callTests(fixture: MakeStore): void {
   });
 
   it('returns copies, so changing one changes nothing stored', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = runningRecord(t);
-    await store.create(record);
+    const { store, record } = await withRecord(fixture, runningRecord);
     record.fn = 'changed';
     const read = (await store.get(record.id))!;
     read.status = 'failed';
@@ -35,10 +29,7 @@ export function callTests(fixture: MakeStore): void {
   });
 
   it('rejects a record that is not queued or running, or whose id is taken, keeping the first', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = runningRecord(t);
-    await store.create(record);
+    const { store, t, record } = await withRecord(fixture, runningRecord);
     await expect(store.create({ ...record, fn: 'other' })).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
     await expect(store.create(runningRecord(t, { status: 'succeeded' }))).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
     await expect(store.create({ ...record, status: 'queued' })).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
@@ -46,10 +37,7 @@ export function callTests(fixture: MakeStore): void {
   });
 
   it('returns true and stores the final record and result when a running call finishes', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = runningRecord(t);
-    await store.create(record);
+    const { store, t, record } = await withRecord(fixture, runningRecord);
     expect(await store.getResult(record.id)).toBeUndefined();
     expect(await store.finish(record.id, succeeded(t), json('{"ok":true}'))).toBe(true);
     expect(await store.get(record.id)).toEqual({ ...record, status: 'succeeded', completedAt: t + 50, executionMs: 47 });
@@ -57,10 +45,7 @@ export function callTests(fixture: MakeStore): void {
   });
 
   it('returns false and changes nothing when a finished call is finished again', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = runningRecord(t);
-    await store.create(record);
+    const { store, t, record } = await withRecord(fixture, runningRecord);
     await store.finish(record.id, succeeded(t), json('first'));
     const before = await store.get(record.id);
     const error = { code: 'GW_CALL_TIMEOUT', message: 'late' };
@@ -78,10 +63,7 @@ export function callTests(fixture: MakeStore): void {
   });
 
   it('keeps a cancel that won the race: the late success returns false and stores no result', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = runningRecord(t);
-    await store.create(record);
+    const { store, t, record } = await withRecord(fixture, runningRecord);
     const cancel: CallFinish = { status: 'cancelled', completedAt: t + 10, error: { code: 'CANCELLED', message: 'by client' } };
     expect(await store.finish(record.id, cancel)).toBe(true);
     expect(await store.finish(record.id, succeeded(t), json('too late'))).toBe(false);
@@ -91,11 +73,8 @@ export function callTests(fixture: MakeStore): void {
 
   // Half the attempts go through the peer: over Redis, two connections racing like two gateways.
   it('lets exactly one of many concurrent finishes win', async () => {
-    const { store, peer, now } = await fixture();
-    const t = now();
+    const { store, peer, t, record } = await withRecord(fixture, runningRecord);
     const stores = [store, await peer()];
-    const record = runningRecord(t);
-    await store.create(record);
     const statuses = ['succeeded', 'failed', 'cancelled', 'expired'] as const;
     const attempts = Array.from({ length: 12 }, (_, i) => statuses[i % 4]!);
     const won = await Promise.all(
@@ -125,10 +104,7 @@ export function callTests(fixture: MakeStore): void {
   });
 
   it('stores no result when a call finishes without one', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = runningRecord(t);
-    await store.create(record);
+    const { store, t, record } = await withRecord(fixture, runningRecord);
     const error = { code: 'GW_RUNNER_FAILED_AFTER_COMMIT', message: 'runner went away' };
     expect(await store.finish(record.id, { status: 'failed', completedAt: t + 5, error })).toBe(true);
     expect(await store.get(record.id)).toMatchObject({ status: 'failed', error });

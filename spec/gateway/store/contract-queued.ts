@@ -4,7 +4,7 @@
  */
 import { expect, it, vi } from 'vitest';
 import type { CallFinish, CallStart } from '../../../gateway/store/index.ts';
-import { EXPIRY, SHORT_TTL, json, queuedRecord, runningRecord, succeeded } from './call-fixtures.ts';
+import { EXPIRY, SHORT_TTL, json, queuedRecord, runningRecord, succeeded, withRecord } from './call-fixtures.ts';
 import type { MakeStore } from './call-fixtures.ts';
 
 const startAt = (t: number, runner = 'runner-1'): CallStart => ({ runner, startedAt: t + 7, delayMs: 7 });
@@ -22,10 +22,7 @@ export function queuedTests(fixture: MakeStore): void {
   });
 
   it('moves a queued call to running with its runner, start time and delay, and returns true', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = queuedRecord(t);
-    await store.create(record);
+    const { store, t, record } = await withRecord(fixture, queuedRecord);
     expect(await store.start(record.id, startAt(t))).toBe(true);
     expect(await store.get(record.id)).toEqual({ ...record, status: 'running', runner: 'runner-1', startedAt: t + 7, delayMs: 7 });
   });
@@ -49,10 +46,7 @@ export function queuedTests(fixture: MakeStore): void {
   });
 
   it('finishes a queued call, after which a start returns false and the record stays final', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = queuedRecord(t);
-    await store.create(record);
+    const { store, t, record } = await withRecord(fixture, queuedRecord);
     const cancel: CallFinish = { status: 'cancelled', completedAt: t + 3, error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' } };
     expect(await store.finish(record.id, cancel)).toBe(true);
     expect(await store.start(record.id, startAt(t))).toBe(false);
@@ -60,10 +54,7 @@ export function queuedTests(fixture: MakeStore): void {
   });
 
   it('writes the start a finish carries, with the result, when the call is still queued', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = queuedRecord(t);
-    await store.create(record);
+    const { store, t, record } = await withRecord(fixture, queuedRecord);
     expect(await store.finish(record.id, { ...succeeded(t), start: startAt(t) }, json('{"ok":1}'))).toBe(true);
     expect(await store.get(record.id)).toEqual({ ...record, status: 'succeeded', runner: 'runner-1', startedAt: t + 7, delayMs: 7, completedAt: t + 50, executionMs: 47 });
     expect(await store.getResult(record.id)).toEqual(json('{"ok":1}'));
@@ -71,21 +62,15 @@ export function queuedTests(fixture: MakeStore): void {
 
   // Half the attempts go through the peer: over Redis, two connections racing like two gateways.
   it('lets exactly one of many concurrent starts win', async () => {
-    const { store, peer, now } = await fixture();
-    const t = now();
+    const { store, peer, t, record } = await withRecord(fixture, queuedRecord);
     const stores = [store, await peer()];
-    const record = queuedRecord(t);
-    await store.create(record);
     const won = await Promise.all(Array.from({ length: 8 }, (_, i) => stores[i % 2]!.start(record.id, startAt(t, `runner-${i}`))));
     expect(won.filter(Boolean)).toHaveLength(1);
     expect(await store.get(record.id)).toMatchObject({ status: 'running', runner: `runner-${won.indexOf(true)}` });
   });
 
   it('rejects a start without a runner or with a time that is not a number, changing nothing', async () => {
-    const { store, now } = await fixture();
-    const t = now();
-    const record = queuedRecord(t);
-    await store.create(record);
+    const { store, t, record } = await withRecord(fixture, queuedRecord);
     const bad: unknown[] = [{ ...startAt(t), runner: '' }, { ...startAt(t), startedAt: Number.NaN }, { runner: 'runner-1', startedAt: t }];
     for (const start of bad) {
       await expect(store.start(record.id, start as CallStart)).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
@@ -94,10 +79,7 @@ export function queuedTests(fixture: MakeStore): void {
   });
 
   it('forgets a queued call once its lifetime and the result TTL have passed', async () => {
-    const { store, elapse, now } = await fixture({ resultTtl: SHORT_TTL });
-    const t = now();
-    const record = queuedRecord(t, { expiresAt: t + 100 });
-    await store.create(record);
+    const { store, elapse, t, record } = await withRecord(fixture, (t) => queuedRecord(t, { expiresAt: t + 100 }), { resultTtl: SHORT_TTL });
     elapse(100 + SHORT_TTL);
     await vi.waitFor(async () => expect(await store.get(record.id)).toBeUndefined(), EXPIRY);
     expect(await store.start(record.id, startAt(t))).toBe(false);

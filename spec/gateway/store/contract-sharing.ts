@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { expect, it, vi } from 'vitest';
-import { EXPIRY, SHORT_TTL, json, runningRecord, succeeded } from './call-fixtures.ts';
+import { EXPIRY, SHORT_TTL, json, runningRecord, succeeded, withRecord } from './call-fixtures.ts';
 import type { MakeStore } from './call-fixtures.ts';
 
 /** Registers the key, cancel, sharing, expiry and close tests. */
@@ -90,10 +90,7 @@ export function sharingTests(fixture: MakeStore): void {
   });
 
   it('forgets a finished call and its result once the result TTL has passed', async () => {
-    const { store, elapse, now } = await fixture({ resultTtl: SHORT_TTL });
-    const t = now();
-    const record = runningRecord(t);
-    await store.create(record);
+    const { store, elapse, t, record } = await withRecord(fixture, runningRecord, { resultTtl: SHORT_TTL });
     await store.finish(record.id, succeeded(t), json('soon gone'));
     elapse(SHORT_TTL + 1);
     await vi.waitFor(async () => {
@@ -104,10 +101,7 @@ export function sharingTests(fixture: MakeStore): void {
   });
 
   it('forgets a running call once its lifetime and the result TTL have passed', async () => {
-    const { store, elapse, now } = await fixture({ resultTtl: SHORT_TTL });
-    const t = now();
-    const record = runningRecord(t, { expiresAt: t + 100 });
-    await store.create(record);
+    const { store, elapse, t, record } = await withRecord(fixture, (t) => runningRecord(t, { expiresAt: t + 100 }), { resultTtl: SHORT_TTL });
     elapse(100 + SHORT_TTL);
     await vi.waitFor(async () => expect(await store.get(record.id)).toBeUndefined(), EXPIRY);
     expect(await store.finish(record.id, succeeded(t))).toBe(false);
