@@ -5,6 +5,7 @@
  * Elsewhere (no /proc) every reading is undefined and the report leaves the column out.
  */
 import { readFileSync } from 'node:fs';
+import { childPids } from './process-memory.ts';
 
 /** Clock ticks per second of /proc's utime and stime: USER_HZ, 100 on every mainstream Linux ABI. */
 const TICKS_PER_SECOND = 100;
@@ -53,14 +54,6 @@ function readTicks(pid: number): number | undefined {
     return Number(fields[11]) + Number(fields[12]);
   } catch {
     return undefined;
-  }
-}
-
-function childPids(pid: number): number[] {
-  try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return [];
   }
 }
 
