@@ -7,11 +7,11 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { accessSync, constants } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer, connect } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { freePort } from '../../gateway/cli/processes.ts';
 
 /** A running nginx. */
 export interface NginxProxy {
@@ -137,16 +137,6 @@ export async function startNginx(nginx: string, upstream: URL | readonly URL[], 
     await delay(50);
   }
   return { url: `http://127.0.0.1:${port}`, pid: child.pid, stop };
-}
-
-/** A port free right now. Another process could take it before nginx binds; nginx then fails loudly. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 function accepts(port: number): Promise<boolean> {
