@@ -24,6 +24,7 @@ import { asCallError, cancelled, expired, placementError, recordError, shutdown 
 import { CallCancelledError, CallExpiredError, EngineErrorStatusError, OwnerLostError, RecordedError, ResultTooLargeError, runnerReported } from './errors.ts';
 import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
+import type { GatewayConfig } from './options.ts';
 import { createStoreMetrics } from './metrics.ts';
 import { StoreInvalidRecordError } from './store/errors.ts';
 import { RECORD_OVERHEAD_BYTES } from './store/options.ts';
@@ -116,6 +117,22 @@ export class DetachedCalls {
     const { store, clock, logger } = settings;
     const storeMetrics = createStoreMetrics(settings.meterProvider ?? metrics.getMeterProvider(), () => store.health());
     this.#writer = new EndWriter({ store, clock, logger, metrics: storeMetrics, stopping: this.#stopping.signal });
+  }
+
+  /** The detached calls of a gateway with this config, logging to `logger`. */
+  static forGateway(config: GatewayConfig, logger: Logger): DetachedCalls {
+    return new DetachedCalls({
+      store: config.store,
+      gatewayId: config.gatewayId,
+      resultTtl: config.resultTtl,
+      maxResultBytes: config.maxResultBytes,
+      executionHeadroom: config.executionHeadroom,
+      detachedPlacerTimeout: config.placerConfig.detachedPlacerTimeout,
+      callbacks: config.callbacks,
+      logger,
+      clock: config.clock,
+      meterProvider: config.meterProvider,
+    });
   }
 
   /** Subscribes to cancels other gateways route here. */

@@ -74,18 +74,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     logger: log,
     clock: config.clock,
   });
-  const detached = new DetachedCalls({
-    store: config.store,
-    gatewayId: config.gatewayId,
-    resultTtl: config.resultTtl,
-    maxResultBytes: config.maxResultBytes,
-    executionHeadroom: config.executionHeadroom,
-    detachedPlacerTimeout: config.placerConfig.detachedPlacerTimeout,
-    callbacks: config.callbacks,
-    logger: log,
-    clock: config.clock,
-    meterProvider: config.meterProvider,
-  });
+  const detached = DetachedCalls.forGateway(config, log);
   const agent = new LbAgent(config, pool, detached);
   const app = new Hono<Env>();
   const newId = () => uuidv7(config.clock.now());

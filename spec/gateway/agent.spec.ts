@@ -118,17 +118,7 @@ async function agentWith(pool: GatewayPool, options: Partial<GatewayOptions> = {
     listeners: [{ afterCall: (_call, result) => void results.push(result) }],
     ...options,
   });
-  const detached = new DetachedCalls({
-    store: config.store,
-    gatewayId: config.gatewayId,
-    resultTtl: config.resultTtl,
-    maxResultBytes: config.maxResultBytes,
-    executionHeadroom: config.executionHeadroom,
-    detachedPlacerTimeout: config.placerConfig.detachedPlacerTimeout,
-    callbacks: undefined,
-    logger: config.logger,
-    clock: config.clock,
-  });
+  const detached = DetachedCalls.forGateway(config, config.logger);
   const agent = new LbAgent(config, pool, detached);
   const url = await listen(createServer((req, res) => void agent.serve('chat', undefined, req, res)));
   return { url: `${url}/v1/chat/completions`, agent, results, metrics: () => telemetry.render() };
