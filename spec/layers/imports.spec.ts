@@ -41,9 +41,10 @@ describe('layers', () => {
 
   it('gateway/ never imports the bench, except the CLI loading its command table', () => {
     const allowed = (t: string) => !t.startsWith('k6/');
-    const cli = sources('gateway/cli');
-    const found = breaches('gateway', allowed).filter((b) => !cli.some((file) => b.startsWith(`${file} `)));
-    expect(found).toEqual([]);
+    const found = breaches('gateway', allowed);
+    expect(found.filter((b) => b !== 'gateway/cli/commands.ts imports k6/driver/commands.ts')).toEqual([]);
+    // The one exception is real: `sluice bench` finds the bench through it.
+    expect([...new Set(found)]).toEqual(['gateway/cli/commands.ts imports k6/driver/commands.ts']);
   });
 
   it('the rule itself sees a breach', () => {
