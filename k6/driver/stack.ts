@@ -2,10 +2,13 @@
  * The processes a scenario measures, started as real `sluice` child processes on port 0 so the
  * figures include everything a deployment pays (sockets, parsing, the tsx loader's output):
  * a simulated engine, a runner in front of it, a gateway in front of the runner, and, when it
- * is installed, nginx in front of the same runner as the reference proxy.
+ * is installed, nginx in front of the same runner as the reference proxy. When asked, a bare
+ * Node proxy (bare-proxy.ts) also stands in front of the runner: the least a Node hop costs.
  */
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
+import { startBareProxy } from './bare-proxy.ts';
+import type { BareProxyProcess } from './bare-proxy.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
 import type { NginxProxy } from './nginx.ts';
 
@@ -17,6 +20,8 @@ export interface Stack {
   /** Undefined when nginx was not asked for or not found; `nginxSkipped` says why. */
   nginx: NginxProxy | undefined;
   nginxSkipped: string | undefined;
+  /** The bare Node proxy in front of the runner; undefined when not asked for. */
+  bareProxy: BareProxyProcess | undefined;
   /** Stops everything, front to back. Idempotent, and safe after a partial start. */
   stop(): Promise<void>;
 }
@@ -28,6 +33,8 @@ export interface StackOptions {
   /** Runner slots and engine sequences: above the connection count, so nothing queues or is refused. */
   slots: number;
   nginx: boolean;
+  /** Also start the bare Node proxy in front of the runner. @default false */
+  bareProxy?: boolean;
   /** The simulated engine's timing. @default an engine that answers at once with one token */
   engine?: EngineTiming;
 }
@@ -55,16 +62,17 @@ export function startStack(options: StackOptions): Promise<Stack> {
     group.add(runner);
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env });
     group.add(gateway);
+    const bareProxy = options.bareProxy ? await group.track(startBareProxy(new URL(runner.url).origin, env)) : undefined;
     const { started: nginx, skipped: nginxSkipped } = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, new URL(runner.url))));
-    return { engine, runner, gateway, nginx, nginxSkipped };
+    return { engine, runner, gateway, bareProxy, nginx, nginxSkipped };
   });
 }
 
 /** The last lines the sluice children printed, for a failure message. */
 export function stackOutput(stack: Stack): string {
-  return (['engine', 'runner', 'gateway'] as const)
-    .map((name) => `--- ${name}\n${stack[name].output().split('\n').slice(-10).join('\n')}`)
-    .join('\n');
+  const tail = (text: string): string => text.split('\n').slice(-10).join('\n');
+  const sluice = (['engine', 'runner', 'gateway'] as const).map((name) => `--- ${name}\n${tail(stack[name].output())}`);
+  return [...sluice, ...(stack.bareProxy ? [`--- bare proxy\n${tail(stack.bareProxy.output())}`] : [])].join('\n');
 }
 
 /** Children must not inherit settings meant for the bench (its port, its config file). */

@@ -1,7 +1,9 @@
 /**
  * The overhead scenario: what a hop through sluice costs. The same small chat call goes to the
- * runner directly, through nginx (when installed) and through the sluice gateway, with an
- * engine that answers at once, so the differences are the proxies' own cost.
+ * runner directly, through a bare Node proxy (bare-proxy.ts), through nginx (when installed) and
+ * through the sluice gateway, with an engine that answers at once, so the differences are the
+ * proxies' own cost. The bare proxy is the yardstick for sluice's Node hops: the CPU each process
+ * spends per call is printed beside it, with the gateway's and the runner's ratios to it.
  *
  * Each target gets a warm-up, then for every round a closed-loop run (capacity) and an
  * open-loop run (latency at a fixed arrival rate), targets back to back and the order reversed
@@ -16,6 +18,7 @@ import type { LoadTarget } from '../load.ts';
 import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions, ResolvedBenchOptions } from '../options.ts';
 import { combine, summarize } from '../record.ts';
+import { ratio } from '../stats.ts';
 import type { LoadMode, LoadResult, RunSummary } from '../record.ts';
 import { formatMs, formatRatios, formatRuns, formatTable, ratios, startScenario, writeResults } from '../report.ts';
 import { Recorder } from '../record.ts';
@@ -36,6 +39,62 @@ export const OVERHEAD_REQUEST = Object.freeze({
  */
 export type OverheadRun = RunSummary & { round: number; cpu: Record<string, number>; cpuPerRequestUs: Record<string, number> };
 
+/** The name of the bare Node proxy, as a target and as a process. */
+export const BARE_PROXY = 'bare-proxy';
+
+/**
+ * The target whose calls a proxy process carries; a process not listed (the engine, the runner)
+ * carries every target's calls. A proxy idle while another target is measured must not have
+ * those runs' calls divide its CPU.
+ */
+const CARRIES: Readonly<Record<string, string>> = Object.freeze({ gateway: 'sluice', [BARE_PROXY]: BARE_PROXY, nginx: 'nginx' });
+
+/** The ratios of CPU per call the overhead scenario prints: sluice's Node processes over the bare proxy. */
+export const CPU_RATIOS: readonly (readonly [string, string])[] = Object.freeze([
+  ['gateway', BARE_PROXY],
+  ['runner', BARE_PROXY],
+]);
+
+/** One mode's CPU per 2xx response of every process (µs), and the ratios in {@link CPU_RATIOS}. */
+export interface CpuPerCall {
+  mode: LoadMode;
+  usPerCall: Record<string, number>;
+  /** `'gateway/bare-proxy'` and the like; NaN when either side is unknown. */
+  ratios: Record<string, number>;
+}
+
+/**
+ * Each process's CPU time per 2xx response in `mode`, pooled over every round: its CPU time in the
+ * runs whose calls it carried ({@link CARRIES}) over those runs' 2xx responses. Pooling CPU time
+ * and calls, rather than averaging per-run figures, weighs each run by the calls it served.
+ * The driver is the bench, not a hop, and is left out.
+ */
+export function cpuPerCall(runs: readonly OverheadRun[], mode: LoadMode): CpuPerCall {
+  const ofMode = runs.filter((r) => r.mode === mode);
+  const names = [...new Set(ofMode.flatMap((r) => Object.keys(r.cpu)))].filter((n) => n !== 'driver');
+  const usPerCall: Record<string, number> = {};
+  for (const name of names) {
+    const carried = ofMode.filter((r) => (CARRIES[name] === undefined || r.target === CARRIES[name]) && r.cpu[name] !== undefined);
+    const cpuMs = carried.reduce((sum, r) => sum + (r.cpu[name]! / 100) * r.elapsedMs, 0);
+    const calls = carried.reduce((sum, r) => sum + r.ok, 0);
+    usPerCall[name] = calls > 0 ? (cpuMs * 1000) / calls : Number.NaN;
+  }
+  const ratios = Object.fromEntries(CPU_RATIOS.map(([a, b]) => [`${a}/${b}`, ratio(usPerCall[a] ?? Number.NaN, usPerCall[b] ?? Number.NaN)]));
+  return { mode, usPerCall, ratios };
+}
+
+/** The CPU-per-call table: one row per mode, a column per process, then the ratios. */
+export function formatCpuPerCall(rows: readonly CpuPerCall[]): string {
+  const names = [...new Set(rows.flatMap((r) => Object.keys(r.usPerCall)))];
+  const ratioNames = CPU_RATIOS.map(([a, b]) => `${a}/${b}`);
+  const us = (v: number | undefined): string => (v !== undefined && Number.isFinite(v) ? v.toFixed(0) : '-');
+  const x = (v: number | undefined): string => (v !== undefined && Number.isFinite(v) ? `${v.toFixed(2)}x` : '-');
+  return (
+    'cpu per 2xx response, us, each process pooled over the runs whose calls it carried (the runner and engine carry every run)\n' +
+    formatTable(['mode', ...names, ...ratioNames], rows.map((r) => [r.mode, ...names.map((n) => us(r.usPerCall[n])), ...ratioNames.map((n) => x(r.ratios[n]))]))
+  );
+}
+
 /** The `overhead` scenario. */
 export const overhead: Scenario = {
   summary: 'the cost of a hop through sluice, against the runner direct and nginx',
@@ -45,12 +104,13 @@ export const overhead: Scenario = {
     const clients: LoadClient[] = [];
     let stack: Stack | undefined;
     try {
-      progress(`starting sim engine, runner and gateway${options.nginx ? ' (and nginx when on PATH)' : ''}...\n`);
+      progress(`starting sim engine, runner, gateway and bare proxy${options.nginx ? ' (and nginx when on PATH)' : ''}...\n`);
       // Slots above the connection count: a busy answer would measure the runner's refusal, not the hop.
-      stack = await startStack({ env: ctx.env, logLevel: options.logLevel, slots: Math.max(256, options.connections * 2), nginx: options.nginx });
+      stack = await startStack({ env: ctx.env, logLevel: options.logLevel, slots: Math.max(256, options.connections * 2), nginx: options.nginx, bareProxy: true });
       if (stack.nginxSkipped) write(`${stack.nginxSkipped}\n`);
       const targets: LoadTarget[] = [
         { name: 'direct', url: stack.runner.url },
+        { name: BARE_PROXY, url: stack.bareProxy!.url },
         ...(stack.nginx ? [{ name: 'nginx', url: stack.nginx.url }] : []),
         { name: 'sluice', url: stack.gateway.url },
       ].map((t) => ({ ...t, url: t.url + OVERHEAD_REQUEST.path, headers: { 'content-type': 'application/json' }, body: OVERHEAD_REQUEST.body }));
@@ -66,7 +126,8 @@ export const overhead: Scenario = {
       const combined = (['closed', 'open'] as const).flatMap((mode) =>
         clients.map((c) => summarize(combine(raws.filter((r) => r.result.mode === mode && r.result.target === c.target.name).map((r) => r.result)))),
       );
-      const ratioRows = ratios(combined, 'sluice', ['direct', 'nginx']);
+      const ratioRows = ratios(combined, 'sluice', ['direct', BARE_PROXY, 'nginx']);
+      const cpuRows = (['closed', 'open'] as const).map((mode) => cpuPerCall(runs, mode));
       const loadAfter = loadavg().map((l) => Math.round(l * 100) / 100);
       // Other work on the box takes CPU from every process measured; say how much there was.
       write(`\nsluice bench overhead: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, load average ${machine.loadAverage[0]} at start, ${loadAfter[0]} at end\n\n`);
@@ -74,8 +135,9 @@ export const overhead: Scenario = {
       if (options.rounds > 1) write(`all ${options.rounds} rounds pooled:\n${formatRuns(combined)}\n\n`);
       write(formatRatios(ratioRows) + '\n\n');
       write(formatCpu(runs) + '\n\n');
+      write(formatCpuPerCall(cpuRows) + '\n\n');
 
-      const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows };
+      const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows, cpuPerCall: cpuRows };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.duration / 1000}s per run, ${options.rounds} round(s)`;
       const files = await writeResults(ctx, options.out, 'overhead', startedAt, report, latencyChart(combined, 'sluice bench overhead: latency percentiles', subtitle), write);
       return { files };
@@ -105,7 +167,7 @@ async function runRounds(clients: readonly LoadClient[], options: ResolvedBenchO
         const run = await measure(client, mode, options, stack, signal);
         throwIfAborted(signal);
         const s = summarize(run.result);
-        progress(`round ${round} ${mode.padEnd(6)} ${client.target.name.padEnd(6)} ${s.rps.toFixed(0)} req/s p50 ${formatMs(s.latency.p50)} p99 ${formatMs(s.latency.p99)} ms, ${s.errors} errors\n`);
+        progress(`round ${round} ${mode.padEnd(6)} ${client.target.name.padEnd(10)} ${s.rps.toFixed(0)} req/s p50 ${formatMs(s.latency.p50)} p99 ${formatMs(s.latency.p99)} ms, ${s.errors} errors\n`);
         raws.push({ round, ...run });
       }
     }
@@ -114,7 +176,7 @@ async function runRounds(clients: readonly LoadClient[], options: ResolvedBenchO
 }
 
 async function measure(client: LoadClient, mode: LoadMode, options: ResolvedBenchOptions, stack: Stack, signal: AbortSignal | undefined): Promise<Omit<RawRun, 'round'>> {
-  const cpu = startCpuSample({ engine: stack.engine.child.pid, runner: stack.runner.child.pid, gateway: stack.gateway.child.pid, nginx: stack.nginx?.pid });
+  const cpu = startCpuSample({ engine: stack.engine.child.pid, runner: stack.runner.child.pid, gateway: stack.gateway.child.pid, [BARE_PROXY]: stack.bareProxy?.child.pid, nginx: stack.nginx?.pid });
   const bounds = { duration: options.duration, ...(signal ? { signal } : {}) };
   const result = mode === 'closed' ? await runClosedLoop(client, bounds) : await runOpenLoop(client, { ...bounds, rate: options.rate });
   return { result, cpu: cpu.stop() };
