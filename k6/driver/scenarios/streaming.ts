@@ -6,10 +6,12 @@
  *
  * Every body chunk's arrival is timed as it is read. A gateway that buffers or coalesces shows
  * as a later first chunk, gaps longer than the engine's 20 ms, and several SSE events per chunk.
+ * The CPU each process spends during the measured run is printed per chunk it relayed.
  */
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { latencyChart } from '../chart.ts';
+import { startCpuSample } from '../cpu.ts';
 import { assertLocalTarget } from '../load.ts';
 import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
@@ -37,6 +39,8 @@ export const STREAMING_REQUEST = Object.freeze({
 export interface StreamingFigures {
   target: string;
   calls: number;
+  /** Body chunks read, all streams pooled. */
+  chunks: number;
   errors: Record<string, number>;
   headers: Distribution;
   /** Time to the first body chunk, i.e. the first SSE event. */
@@ -80,17 +84,21 @@ export const streaming: Scenario = {
         await runInterleaved(targets, concurrency, options.warmup, ctx.signal);
       }
       progress(`measuring ${options.duration} ms, ${concurrency} streams at once, direct and sluice interleaved\n`);
+      const cpuSample = startCpuSample({ engine: stack.engine.child.pid, runner: stack.runner.child.pid, gateway: stack.gateway.child.pid });
       const started = performance.now();
       const results = await runInterleaved(targets, concurrency, options.duration, ctx.signal);
       const elapsedMs = performance.now() - started;
+      const cpu = cpuSample.stop();
       const figures = targets.map((t) => figuresOf(t.name, results.get(t.name)!));
+      const perChunk = cpuPerChunk(cpu, elapsedMs, figures);
 
       write(`\nsluice bench streaming: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, engine ttft ${STREAMING_ENGINE.ttftMs} ms, itl ${STREAMING_ENGINE.itlMs} ms, ${STREAMING_ENGINE.outputTokens} tokens, ${concurrency} streams at once, ${options.duration / 1000}s\n\n`);
       write(formatFigures(figures) + '\n\n');
       const ratioRows = streamingRatios(figures, 'sluice', 'direct');
       write(formatTable(['ratio', 'measure', 'p50', 'p90', 'p99'], ratioRows.map((r) => [r.ratio, r.measure, ...[r.p50, r.p90, r.p99].map((v) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-'))])) + '\n\n');
+      write(formatCpuPerChunk(perChunk) + '\n\n');
 
-      const report = { scenario: 'streaming', startedAt: startedAt.toISOString(), machine, options: { ...options, concurrency }, engine: STREAMING_ENGINE, request: STREAMING_REQUEST, elapsedMs, figures, ratios: ratioRows };
+      const report = { scenario: 'streaming', startedAt: startedAt.toISOString(), machine, options: { ...options, concurrency }, engine: STREAMING_ENGINE, request: STREAMING_REQUEST, elapsedMs, figures, ratios: ratioRows, cpu, cpuPerChunk: perChunk };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${concurrency} streams, engine itl ${STREAMING_ENGINE.itlMs} ms`;
       const chartRows = figures.flatMap((f) => [asSummary(f, 'closed', f.firstChunk, elapsedMs), asSummary(f, 'open', f.gap, elapsedMs)]);
       const svg = latencyChart(chartRows, 'sluice bench streaming: first chunk and inter-chunk gap', subtitle, { closed: 'time to first chunk (ms)', open: 'gap between chunks (ms)' });
@@ -153,12 +161,50 @@ function figuresOf(target: string, outcomes: readonly Outcome[]): StreamingFigur
   return {
     target,
     calls: traces.length,
+    chunks,
     errors,
     headers: distribution(traces.map((t) => t.headersMs)),
     firstChunk: distribution(traces.flatMap((t) => t.chunkMs.slice(0, 1))),
     gap: distribution(traces.flatMap((t) => gapsOf(t.chunkMs))),
     eventsPerChunk: chunks > 0 ? events / chunks : Number.NaN,
   };
+}
+
+/** The target whose chunks a process relays; one not listed (the engine, the runner) relays every target's. */
+const RELAYS: Readonly<Record<string, string>> = Object.freeze({ gateway: 'sluice' });
+
+/** One process's CPU during the measured run and per chunk it relayed. */
+export interface ChunkCost {
+  process: string;
+  /** % of one core. */
+  cpu: number;
+  chunks: number;
+  /** CPU time per relayed chunk, µs; NaN when it relayed none. */
+  usPerChunk: number;
+}
+
+/**
+ * Each process's CPU time over the chunks it relayed in `elapsedMs`: the gateway relays the
+ * sluice target's, the runner and the engine every target's (direct calls meet the runner
+ * first). The per-call work (placement, headers, the call's set-up) is spread over its chunks,
+ * so this is the cost of a streamed call per chunk, not of the write of a chunk alone. The
+ * driver is the bench, not a hop, and is left out.
+ */
+export function cpuPerChunk(cpu: Readonly<Record<string, number>>, elapsedMs: number, figures: readonly Pick<StreamingFigures, 'target' | 'chunks'>[]): ChunkCost[] {
+  return Object.entries(cpu)
+    .filter(([name]) => name !== 'driver')
+    .map(([name, pct]) => {
+      const relays = RELAYS[name];
+      const chunks = figures.filter((f) => relays === undefined || f.target === relays).reduce((n, f) => n + f.chunks, 0);
+      return { process: name, cpu: pct, chunks, usPerChunk: chunks > 0 ? ((pct / 100) * elapsedMs * 1000) / chunks : Number.NaN };
+    });
+}
+
+function formatCpuPerChunk(rows: readonly ChunkCost[]): string {
+  return (
+    'cpu during the measured run: % of one core, chunks relayed (the gateway relays sluice\'s, the runner and engine both targets\'), cpu time per relayed chunk\n' +
+    formatTable(['process', 'cpu %', 'chunks', 'us/chunk'], rows.map((r) => [r.process, r.cpu.toFixed(1), String(r.chunks), Number.isFinite(r.usPerChunk) ? r.usPerChunk.toFixed(1) : '-']))
+  );
 }
 
 /** `subject / baseline` for the first chunk and the gap, at p50, p90 and p99. */
