@@ -20,6 +20,13 @@ export interface WalkOptions {
    * throws is ignored, because observing the walk must never change where a call goes.
    */
   onRetry?(runner: Runner<unknown>, reason: 'busy' | 'error', error?: Error): void;
+  /**
+   * Waits, in place of the pause between passes, until capacity may have appeared for `call`
+   * (a gateway's wait queue): resolves to walk the pool once more, at the latest at the call's
+   * placer deadline; rejects when the call aborts (the walk then reports it aborted) or with an
+   * error that ends the call as it is (a full queue). Absent: the walk sleeps `retryAllDelay`.
+   */
+  waitForCapacity?(call: RunnerCall): Promise<void>;
 }
 
 /** Where the call went and what it took to get there. */
@@ -89,7 +96,7 @@ export async function placeCall<T>(
   placer: Placer,
   options: WalkOptions,
 ): Promise<Placement<T>> {
-  const { retryAllDelay, clock = systemClock, onRetry } = options;
+  const { retryAllDelay, clock = systemClock, onRetry, waitForCapacity } = options;
   const walk = walkSteps<T>(call, placer, { retryAllDelay, now: () => clock.now(), onRetry });
   let step = walk.next();
   while (!step.done) {
@@ -98,6 +105,7 @@ export async function placeCall<T>(
     try {
       if (request.kind === 'list') answer = await listRunners(call, pool);
       else if (request.kind === 'offer') answer = await request.runner.tryExec(call);
+      else if (waitForCapacity) await waitForCapacity(call);
       else await clock.sleep(request.ms, call.signal);
     } catch (error) {
       // Thrown where the walk asked, so it ends as it would have awaiting the step itself.
