@@ -406,7 +406,7 @@ export class LbAgent {
     try {
       // Calls already waiting for this model came first: a new one lines up behind them rather
       // than take the slot freed for their head. An abort or the deadline is the walk's to report.
-      if (queue.waitingFor(model) > 0) {
+      if (queue.aheadFor(model) > 0) {
         await waitForCapacity().catch((error: unknown) => {
           if (error instanceof QueueFullError) throw error;
         });

@@ -88,6 +88,8 @@ export class Waiter {
   /** `idle` before its first wait, `queued` while waiting, `walking` once woken, `done` after leave(). */
   state: 'idle' | 'queued' | 'walking' | 'done' = 'idle';
   #end: ((end: WaitEnd) => void) | undefined;
+  /** True from a wake until the waiter waits again or leaves: it is walking the pool on its turn. */
+  woken = false;
 
   constructor(queue: WaitQueue, key: WaiterKey, seq: number, signal: AbortSignal, deadline: number) {
     this.#queue = queue;
@@ -151,7 +153,7 @@ export class Waiter {
     }
     this.#end?.('aborted');
     this.state = 'done';
-    this.#queue.release(this.key.flow);
+    this.#queue.release(this);
   }
 }
 
@@ -225,6 +227,8 @@ export class WaitQueue {
   readonly #models = new Map<string, PriorityClass[]>();
   /** Members per flow: waiting, or woken and walking. */
   readonly #perFlow = new Map<string, number>();
+  /** Woken waiters walking the pool, per model. */
+  readonly #walking = new Map<string, number>();
   #members = 0;
   #waiting = 0;
   #seq = 0;
@@ -258,6 +262,14 @@ export class WaitQueue {
   }
 
   /**
+   * Calls ahead of a newcomer for `model`: waiting, or woken and walking the pool on their turn.
+   * A new call that finds any lines up behind them rather than take the room they were woken for.
+   */
+  aheadFor(model: string): number {
+    return this.waitingFor(model) + (this.#walking.get(model) ?? 0);
+  }
+
+  /**
    * Wakes up to `count` waiters among the queues of `models` (all models when omitted): each
    * time the best head of them, by priority class, then arrival. Returns how many it woke.
    */
@@ -281,6 +293,8 @@ export class WaitQueue {
       const w = best.c.shift()!;
       this.#waiting--;
       this.#prune(w.key.model);
+      w.woken = true;
+      this.#walking.set(w.key.model, (this.#walking.get(w.key.model) ?? 0) + 1);
       w.wake();
       woken++;
     }
@@ -331,7 +345,9 @@ export class WaitQueue {
   }
 
   /** @internal Frees a member's room. */
-  release(flow: string): void {
+  release(w: Waiter): void {
+    this.#settled(w);
+    const { flow } = w.key;
     this.#members--;
     const n = (this.#perFlow.get(flow) ?? 1) - 1;
     if (n <= 0) this.#perFlow.delete(flow);
@@ -340,6 +356,7 @@ export class WaitQueue {
 
   /** @internal Puts a waiter in line; one woken before goes back to the head of its turn. */
   link(w: Waiter, again: boolean): void {
+    this.#settled(w);
     let classes = this.#models.get(w.key.model);
     if (!classes) {
       classes = PRIORITIES.map(() => new PriorityClass());
@@ -357,6 +374,15 @@ export class WaitQueue {
       this.#waiting--;
       this.#prune(w.key.model);
     }
+  }
+
+  /** A woken waiter waits again or leaves: it no longer holds its model's turn. */
+  #settled(w: Waiter): void {
+    if (!w.woken) return;
+    w.woken = false;
+    const n = (this.#walking.get(w.key.model) ?? 1) - 1;
+    if (n <= 0) this.#walking.delete(w.key.model);
+    else this.#walking.set(w.key.model, n);
   }
 
   #prune(model: string): void {
