@@ -65,6 +65,21 @@ describe('WaitQueue', () => {
     expect(ended).toEqual(['a1', 'b1', 'c1', 'd1', 'a2', 'b2', 'a3', 'a4']);
   });
 
+  it('wakes the calls of the worked example in docs/placers.md in the order it gives', async () => {
+    const { queue, join, ended, settle } = setup();
+    for (const n of ['a1', 'a2', 'a3', 'a4']) join(n, 'A');
+    join('b1', 'B');
+    join('c1', 'C');
+    join('b2', 'B');
+    join('i1', 'D', 'interactive');
+    queue.wake(5);
+    await settle();
+    join('a2', 'A'); // woken, found every runner busy after all
+    queue.wake(10);
+    await settle();
+    expect(ended).toEqual(['i1', 'a1', 'b1', 'c1', 'a2', 'a2', 'b2', 'a3', 'a4']);
+  });
+
   it('puts a woken waiter that found nothing free back at the head, its flow next in turn', async () => {
     const { queue, join, ended, settle } = setup();
     join('a1', 'A');
