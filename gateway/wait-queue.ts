@@ -85,9 +85,11 @@ export class Waiter {
   readonly #queue: WaitQueue;
   readonly #signal: AbortSignal;
   readonly #deadline: number;
-  /** `idle` before its first wait, `queued` while waiting, `walking` once woken, `done` after leave(). */
+  /** `idle` before its first wait, `queued` while in line, `walking` while admitted but out of line (woken, or its wait ended), `done` after leave(). */
   state: 'idle' | 'queued' | 'walking' | 'done' = 'idle';
   #end: ((end: WaitEnd) => void) | undefined;
+  /** True once it has been in line: a later wait puts it back at the head of its turn. */
+  #waited = false;
   /** True from a wake until the waiter waits again or leaves: it is walking the pool on its turn. */
   woken = false;
 
@@ -114,6 +116,8 @@ export class Waiter {
         return Promise.resolve(full);
       }
       this.joinedAt = queue.clock.now();
+      // A member from here on, in line or not: leave() must free its room.
+      this.state = 'walking';
     }
     if (queue.clock.now() >= this.#deadline) return Promise.resolve('deadline');
     return new Promise<WaitEnd>((resolve) => {
@@ -128,7 +132,8 @@ export class Waiter {
         this.state = 'walking';
         resolve(end);
       };
-      const again = this.state === 'walking';
+      const again = this.#waited;
+      this.#waited = true;
       this.#end = finish;
       this.state = 'queued';
       queue.link(this, again);

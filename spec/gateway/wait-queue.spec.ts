@@ -145,6 +145,19 @@ describe('WaitQueue', () => {
     expect(queue.size).toBe(3);
   });
 
+  it('frees the room of a waiter whose deadline had passed at its first wait once it leaves', async () => {
+    const { queue, join, ends, settle } = setup({ maxQueued: 1 });
+    const late = join('late', 'f', 'batch', 'm', T0);
+    await settle();
+    expect(ends.get('late')).toBe('deadline');
+    expect(queue.size).toBe(1);
+    late.leave();
+    expect(queue.size).toBe(0);
+    join('next');
+    await settle();
+    expect(ends.has('next')).toBe(false);
+  });
+
   it('wakes the best head among the given models only', async () => {
     const { queue, join, ended, settle } = setup();
     join('m1', 'f', 'batch', 'm');
