@@ -155,8 +155,8 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     if (!this.breaker.allows()) {
       return { kind: 'failed', error: new Error(`runner ${this.id} is ejected: its circuit breaker is open`) };
     }
-    // While every runner is full, each waiting call re-offers itself to each of them every
-    // retryAllDelay; a runner full of this gateway's own calls need not pay a round trip for each.
+    // While every runner is full, each woken call (and the queue's fallback) re-offers itself
+    // to each of them; a runner full of this gateway's own calls need not pay a round trip for each.
     // Still a busy to the walk (and to its retry metric): nothing ran, try elsewhere or later.
     // Not a sign of life either, so the breaker and down state are left as they are.
     if (this.fullOfOwnCalls()) return { kind: 'busy' };

@@ -76,8 +76,9 @@ export interface WalkStepOptions {
  * `placed()` hook, if any, hears of it before this resolves.
  *
  * Each pass asks the pool afresh, so runners that joined or left are seen. Between passes it
- * sleeps `retryAllDelay` (never past the deadline, and at least a `sleep(0)` so an empty pool
- * cannot spin the event loop). Abort is checked before the deadline, so a cancelled call is always
+ * waits through `waitForCapacity` when given one (the gateway's wait queue), else sleeps
+ * `retryAllDelay` (never past the deadline, and at least a `sleep(0)` so an empty pool cannot
+ * spin the event loop). Abort is checked before the deadline, so a cancelled call is always
  * reported as cancelled even when its deadline has also passed.
  *
  * The walk's rules live in {@link walkSteps}; this drives them with the pool, the runners and the
