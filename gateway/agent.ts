@@ -22,7 +22,9 @@ import {
   CallTimeoutError,
   InternalError,
   ListenerFailedError,
+  InvalidPriorityError,
   OverloadedError,
+  QueueFullError,
   ShuttingDownError,
   TooManyUploadsError,
   UnknownModelError,
@@ -41,11 +43,22 @@ import { parsePreference } from './prefer.ts';
 import type { CallPreference } from './prefer.ts';
 import type { GatewayPool } from './pool.ts';
 import { relay } from './relay.ts';
+import { FLOW_HEADER, PRIORITIES, PRIORITY_HEADER, WaitQueue, isPriority } from './wait-queue.ts';
+import type { Priority, Waiter } from './wait-queue.ts';
 
 type MutableCall = { -readonly [K in keyof GatewayCall]: GatewayCall[K] };
 
 /** How the placement walk ended: a runner committed, or the call ended and its client was answered. */
 type Placed = { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse> } | { kind: 'ended'; result: CallResult };
+
+/** Where a call waits when every runner is busy: its priority class and its flow. */
+interface Turn {
+  readonly priority: Priority;
+  readonly flow: string;
+}
+
+/** Longest flow key kept from a header or a body's `user`; longer ones are cut. */
+const MAX_FLOW_LENGTH = 256;
 
 /** Runs calls through their lifecycle; one per gateway. */
 export class LbAgent {
@@ -56,13 +69,19 @@ export class LbAgent {
   readonly #detachedFlow: DetachedFlow;
   readonly #tracer = trace.getTracer('sluice-gateway');
   readonly #uploads: UploadBudget;
+  readonly #queue: WaitQueue;
   #inFlight = 0;
   #closing = false;
   #drained: (() => void) | undefined;
 
-  constructor(config: GatewayConfig, pool: GatewayPool, detached: DetachedCalls) {
+  /**
+   * `queue` is where calls wait while every runner is busy; the gateway shares it with its pool,
+   * whose runners wake it. Without one, the agent keeps its own, woken by its fallback alone.
+   */
+  constructor(config: GatewayConfig, pool: GatewayPool, detached: DetachedCalls, queue?: WaitQueue) {
     this.#config = config;
     this.#pool = pool;
+    this.#queue = queue ?? LbAgent.queueFor(config);
     this.#metrics = createGatewayMetrics(config.meterProvider);
     this.#uploads = new UploadBudget({ max: config.maxUploads, perClient: config.maxUploadsPerClient });
     this.#detached = detached;
@@ -74,6 +93,17 @@ export class LbAgent {
       resultTtl: config.resultTtl,
       retryAfter: config.retryAfter,
     });
+  }
+
+  /** A wait queue with the gateway's bounds and fallback. */
+  static queueFor(config: GatewayConfig): WaitQueue {
+    const { maxQueued, maxQueuedPerFlow, placerConfig, clock } = config;
+    return new WaitQueue({ maxQueued, maxQueuedPerFlow, retryAllDelay: placerConfig.retryAllDelay, clock });
+  }
+
+  /** Calls waiting for a runner, for GET /v1/queue. */
+  get queue(): WaitQueue {
+    return this.#queue;
   }
 
   /** Calls placed or relayed: their body is buffered. Counted against maxInFlight. */
@@ -208,6 +238,7 @@ export class LbAgent {
     let user: string | undefined;
     let prompt: string | undefined;
     let preference: CallPreference;
+    let turn: Turn;
     try {
       if (route === 'invoke') fn = fnParam ?? '';
       else {
@@ -217,6 +248,7 @@ export class LbAgent {
         }
       }
       preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
+      turn = this.#turn(incoming, user);
     } catch (error) {
       return this.#refuse(out, error as SluiceError);
     }
@@ -272,8 +304,8 @@ export class LbAgent {
     call.headers = headers;
 
     const result = detached
-      ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached)
-      : await this.#placeAndRelay(call, out, callHeaders);
+      ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached, turn)
+      : await this.#placeAndRelay(call, out, callHeaders, turn);
     m.outcomes[result.outcome].add(1);
     if (result.execMs !== undefined) m.execTime.record(result.execMs, { outcome: outcomeLabel(result.outcome) });
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
@@ -296,9 +328,24 @@ export class LbAgent {
     }
   }
 
+  /**
+   * The call's priority class (the `sluice-priority` header, else defaultPriority) and flow (the
+   * `sluice-flow` header, else the body's `user`, else the client address).
+   * @throws InvalidPriorityError when the header names no class.
+   */
+  #turn(incoming: IncomingMessage, user: string | undefined): Turn {
+    const asked = first(incoming.headers[PRIORITY_HEADER])?.trim().toLowerCase();
+    if (asked !== undefined && !isPriority(asked)) {
+      throw new InvalidPriorityError(`${PRIORITY_HEADER} must be one of ${PRIORITIES.join(', ')}, got ${JSON.stringify(asked.slice(0, 64))}`);
+    }
+    const named = first(incoming.headers[FLOW_HEADER])?.trim() || user;
+    const flow = named ? named.slice(0, MAX_FLOW_LENGTH) : clientKey(incoming.socket?.remoteAddress);
+    return { priority: asked ?? this.#config.defaultPriority, flow };
+  }
+
   /** The sync path: the walk, then the relay of whichever runner committed. */
-  async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>): Promise<CallResult> {
-    const placed = await this.#place(call, out, headers);
+  async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn): Promise<CallResult> {
+    const placed = await this.#place(call, out, headers, turn);
     if (placed.kind === 'ended') return placed.result;
     const m = this.#metrics;
     m.running.add(1);
@@ -312,7 +359,7 @@ export class LbAgent {
    * The detached path: the flow's checks and the `queued` record, the walk, then the runner's
    * commit, the client's 202 (or result), and the background run to its end.
    */
-  async #runDetached(call: GatewayCall, request: IncomingMessage['headers'], reply: DetachedReply, run: DetachedSignal): Promise<CallResult> {
+  async #runDetached(call: GatewayCall, request: IncomingMessage['headers'], reply: DetachedReply, run: DetachedSignal, turn: Turn): Promise<CallResult> {
     const m = this.#metrics;
     const flow = this.#detachedFlow;
     const prepared = await flow.prepare(call, request, run);
@@ -327,7 +374,7 @@ export class LbAgent {
       await flow.answer(prepared.record, { ...reply, headers: { ...reply.headers, [CALL_ID_HEADER]: id, 'idempotent-replayed': 'true' } });
       return this.#ended(call, 'completed', 202);
     }
-    const placed = await this.#place(call, reply.out, reply.headers);
+    const placed = await this.#place(call, reply.out, reply.headers, turn);
     if (placed.kind === 'ended') {
       await flow.unplaced(prepared.record, run, placed.result.error, reply);
       return placed.result;
@@ -343,14 +390,27 @@ export class LbAgent {
 
   /**
    * The placement walk with its metrics. Resolves with the runner that committed, or, when none
-   * did, with how the call ended after answering the client.
+   * did, with how the call ended after answering the client. Between passes that found every
+   * runner busy the call waits its turn in the queue (see docs/placers.md), not a fixed pause.
    */
-  async #place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>): Promise<Placed> {
+  async #place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn): Promise<Placed> {
     const m = this.#metrics;
     const { clock, placerConfig } = this.#config;
+    const queue = this.#queue;
+    // The pool's candidate key: calls for one model share one line.
+    const model = call.route === 'invoke' ? '' : call.fn;
+    const waiter = queue.waiter({ model, priority: turn.priority, flow: turn.flow }, call.signal, call.placerDeadline);
+    const waitForCapacity = (): Promise<void> => this.#waitTurn(waiter, call);
     // The last answer of each runner offered the call, to explain a 503.
     const offers = new Map<string, 'busy' | 'error'>();
     try {
+      // Calls already waiting for this model came first: a new one lines up behind them rather
+      // than take the slot freed for their head. An abort or the deadline is the walk's to report.
+      if (queue.aheadFor(model) > 0) {
+        await waitForCapacity().catch((error: unknown) => {
+          if (error instanceof QueueFullError) throw error;
+        });
+      }
       const placement = await placeCall(call, this.#pool, this.#config.placer, {
         retryAllDelay: placerConfig.retryAllDelay,
         clock,
@@ -358,15 +418,38 @@ export class LbAgent {
           m.placerRetries.add(1, { reason });
           offers.set(runner.id, reason);
         },
+        waitForCapacity,
       });
       m.placerAttempts.record(placement.attempts);
+      // A waiter placed: the room it found may hold more, so the next in line walks too (one
+      // that finds nothing goes back to the head); the fallback's wakes depend on it.
+      if (!Number.isNaN(waiter.joinedAt)) queue.wake(1, [model]);
       return { kind: 'placed', response: placement.value, runner: placement.runner };
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
       return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers) };
     } finally {
       m.queued.add(-1);
+      if (!Number.isNaN(waiter.joinedAt)) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
+      waiter.leave();
     }
+  }
+
+  /**
+   * One wait in the queue, for the walk's waitForCapacity: resolves when woken or at the
+   * deadline (the walk then ends the call), rejects when the call aborted or the queue is full.
+   */
+  async #waitTurn(waiter: Waiter, call: GatewayCall): Promise<void> {
+    const m = this.#metrics;
+    const attributes = { model: waiter.key.model, priority: waiter.key.priority };
+    m.queueDepth.add(1, attributes);
+    const end = await waiter.wait();
+    m.queueDepth.add(-1, attributes);
+    if (typeof end === 'object') {
+      m.queueRefused.add(1, { scope: end.scope });
+      throw new QueueFullError(end.scope, end.limit, this.#config.retryAfter);
+    }
+    if (end === 'aborted') throw call.signal.reason ?? new Error('the call was aborted');
   }
 
   /** How a call that never reached a runner ended. */
@@ -384,6 +467,11 @@ export class LbAgent {
   /** Answers a call no runner took (or whose committed runner failed before answering). */
   #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>, offers?: ReadonlyMap<string, 'busy' | 'error'>): CallResult {
     if (error instanceof PlacerAbortedError || call.signal.aborted) return this.#ended(call, 'cancelled', 0, error);
+    if (error instanceof QueueFullError) {
+      // Refused at once rather than queued past the bound: counted with the other refusals.
+      this.#refuse(out, error, headers);
+      return this.#ended(call, 'server_busy', error.status, error);
+    }
     if (error instanceof PlacerTimeoutError) {
       // A control plane should say why nothing ran: one reason per runner.
       const runners = this.#pool.explain?.(call, offers ?? new Map());
@@ -396,4 +484,9 @@ export class LbAgent {
     sendError(out, failure, headers);
     return this.#ended(call, failure instanceof CallTimeoutError ? 'timeouts' : 'errors', failure.status, error);
   }
+}
+
+/** A header's first value. */
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }

@@ -193,6 +193,20 @@ export class OverloadedError extends errorClass('GW_OVERLOADED', 503, 'service_u
 }
 
 /**
+ * The wait queue is at `maxQueued` calls, or the call's flow at `maxQueuedPerFlow` (503): every
+ * runner is busy and the call was refused at once rather than queued past the bound.
+ */
+export class QueueFullError extends errorClass('GW_QUEUE_FULL', 503, 'service_unavailable_error', GatewayError) {
+  constructor(scope: 'total' | 'flow', limit: number, retryAfterSeconds: number) {
+    const what = scope === 'total' ? `the gateway's wait queue is full (maxQueued ${limit} calls)` : `this flow already has ${limit} calls waiting (maxQueuedPerFlow)`;
+    super(`${what} and every runner is busy; retry shortly`, { headers: retryAfter(retryAfterSeconds) });
+  }
+}
+
+/** The `sluice-priority` header names no priority class (400). */
+export class InvalidPriorityError extends errorClass('GW_INVALID_PRIORITY', 400, 'invalid_request_error', GatewayError) {}
+
+/**
  * The detached-call store does not answer (or failed in a way no store error describes), so a
  * detached call cannot be kept and is refused before any runner works on it (503). As a
  * record's error: the call's record reached the store after its client was answered 503.

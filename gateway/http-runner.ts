@@ -71,6 +71,8 @@ export interface RunnerSignals {
   failed(): void;
   /** A sign of life: a busy answer, or a committed call that ended well. */
   succeeded(): void;
+  /** A committed call of this gateway's ended, well or not: one of its slots is free again. */
+  released?(): void;
 }
 
 /** A runner the gateway calls over HTTP/1.1 keep-alive connections. */
@@ -225,6 +227,7 @@ export class HttpRunner {
     body.once('close', () => {
       this.#inFlight--;
       this.#ended.record(sent, this.#options.clock.now());
+      signals.released?.();
     });
   }
 

@@ -26,6 +26,12 @@ export interface GatewayMetrics {
   execTime: Histogram;
   placerAttempts: Histogram;
   placerRetries: Counter;
+  /** Calls in the wait queue now, by model and priority. */
+  queueDepth: UpDownCounter;
+  /** Time from a call's first wait in the queue to its placement or end, by priority. */
+  queueTime: Histogram;
+  /** Calls refused with GW_QUEUE_FULL, by the bound they met (`total` or `flow`). */
+  queueRefused: Counter;
 }
 
 /** Creates the instruments on a meter of `provider`. */
@@ -61,6 +67,13 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
       advice: { explicitBucketBoundaries: ATTEMPT_BUCKETS },
     }),
     placerRetries: counter('sluice_placer_retries', 'Runner offers that did not place the call, by reason'),
+    queueDepth: meter.createUpDownCounter('sluice_queue_depth', { description: 'Calls waiting in the wait queue for a runner, by model and priority' }),
+    queueTime: meter.createHistogram('sluice_queue_time', {
+      description: 'Time a call spent in the wait queue, from its first wait to its placement or end',
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
+    }),
+    queueRefused: counter('sluice_queue_refused', 'Calls refused with GW_QUEUE_FULL, by the bound met (total or flow)'),
   };
 }
 

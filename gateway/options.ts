@@ -5,7 +5,7 @@ import { metrics } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
 import { resolvePlacerConfig } from '../placer/options.ts';
 import type { PlacerOptions } from '../placer/options.ts';
-import type { Logger } from '../placer/kernel/index.ts';
+import type { Fail, Logger } from '../placer/kernel/index.ts';
 import { silentLogger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import type { Placer, PlacerConfig } from '../placer/types.ts';
@@ -20,6 +20,8 @@ import { createMemoryStore } from './store/memory.ts';
 import { RECORD_OVERHEAD_BYTES, storeDefaults } from './store/options.ts';
 import type { CallStore } from './store/types.ts';
 import { GatewayConfigError } from './errors.ts';
+import { PRIORITIES, isPriority } from './wait-queue.ts';
+import type { Priority } from './wait-queue.ts';
 import type { GatewayPool } from './pool.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../runner/protocol.ts';
 
@@ -111,6 +113,21 @@ export interface GatewayOptions extends PlacerOptions {
   maxConnectionsPerClient?: number;
   /** Seconds sent in Retry-After when no runner took a call. @default see gatewayDefaults */
   retryAfter?: number;
+  /**
+   * Calls waiting for a runner at once, over all models (see docs/placers.md, the wait queue);
+   * one more is refused with 503 GW_QUEUE_FULL. @default see gatewayDefaults
+   */
+  maxQueued?: number;
+  /**
+   * Calls of one flow (the `sluice-flow` header, else the body's `user`, else the client
+   * address) waiting at once; one more is refused with 503 GW_QUEUE_FULL. @default see gatewayDefaults
+   */
+  maxQueuedPerFlow?: number;
+  /**
+   * Priority class of a call that sends no `sluice-priority` header: `interactive` or `batch`.
+   * @default see gatewayDefaults
+   */
+  defaultPriority?: Priority;
   /** Changes a call's function, key or timeout before placement. */
   overrideCall?: (call: GatewayCall) => CallOverride | void | Promise<CallOverride | void>;
   /** Before/after call hooks, run in order. */
@@ -183,6 +200,9 @@ export interface GatewayConfig {
   readonly streamIdleTimeout: number;
   readonly statusInterval: number;
   readonly retryAfter: number;
+  readonly maxQueued: number;
+  readonly maxQueuedPerFlow: number;
+  readonly defaultPriority: Priority;
   readonly maxInFlight: number;
   readonly maxUploads: number;
   readonly maxUploadsPerClient: number;
@@ -226,6 +246,9 @@ export const gatewayDefaults = Object.freeze({
   streamIdleTimeout: 60_000,
   statusInterval: 2000,
   retryAfter: 1,
+  maxQueued: 10_000,
+  maxQueuedPerFlow: 1000,
+  defaultPriority: 'interactive' as Priority,
   maxInFlight: 10_000,
   maxUploads: 1000,
   maxUploadsPerClient: 256,
@@ -253,6 +276,9 @@ const gatewayRules = {
   streamIdleTimeout: rule.ms(1),
   statusInterval: rule.ms(1),
   retryAfter: rule.integer({ min: 0 }),
+  maxQueued: rule.integer({ min: 1 }),
+  maxQueuedPerFlow: rule.integer({ min: 1 }),
+  defaultPriority: priorityRule,
   maxInFlight: rule.integer({ min: 1 }),
   maxUploads: rule.integer({ min: 1 }),
   maxUploadsPerClient: rule.integer({ min: 1 }),
@@ -267,6 +293,12 @@ const gatewayRules = {
 };
 
 const check = checksFor(GatewayConfigError);
+
+/** defaultPriority names one of the priority classes. */
+function priorityRule(option: string, value: unknown, fail: Fail): Priority {
+  if (!isPriority(value)) throw fail(`${option} must be one of ${PRIORITIES.join(', ')}, got ${show(value)}`, option);
+  return value;
+}
 
 /** A fresh gateway id: `gw-` and 6 random hex digits. */
 export function newGatewayId(): string {
@@ -317,6 +349,8 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   const store = options.store ?? createMemoryStore({ resultTtl: checked.resultTtl, maxStoredBytes, now: () => clock.now() });
   return Object.freeze({
     ...checked,
+    // Checked by priorityRule; resolveOptions widens the default's type to string.
+    defaultPriority: checked.defaultPriority as Priority,
     runners: urls,
     pool,
     placer,

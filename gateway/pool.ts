@@ -55,6 +55,8 @@ export interface FleetPoolOptions {
   logger: Logger;
   /** Told the ids of runners that left the pool (a placer's forget). */
   onRemove?: (ids: readonly string[]) => void;
+  /** See RunnerEntryOptions.onCapacity: a runner may have room for `free` more calls. */
+  onCapacity?: (runner: RunnerEntry, free: number) => void;
 }
 
 /** Static runners probed in the background, plus registered ones added and removed as they come and go. */
@@ -78,9 +80,9 @@ export class FleetPool implements GatewayPool {
    * to `host:port`, the identity of a runner in a static list.
    */
   createRunner(url: URL, id: string = url.host): RunnerEntry {
-    const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker } = this.#options;
+    const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker, onCapacity } = this.#options;
     const transport = new HttpRunner(url, { connectTimeout, responseTimeout, streamIdleTimeout, clock });
-    return new RunnerEntry(id, transport, { clock, breaker, streamIdleTimeout, onChange: this.#changed });
+    return new RunnerEntry(id, transport, { clock, breaker, streamIdleTimeout, onChange: this.#changed, ...(onCapacity ? { onCapacity } : {}) });
   }
 
   /**

@@ -79,6 +79,12 @@ export interface RunnerEntryOptions {
   streamIdleTimeout: number;
   /** Told whenever the runner's models or placeability may have changed. */
   onChange: () => void;
+  /**
+   * Told when the runner may have room for `free` more calls: one of this gateway's calls there
+   * ended, a report showed free slots, it registered ready, or its breaker let calls through
+   * again. The gateway's wait queue wakes that many waiters; whatever this throws is ignored.
+   */
+  onCapacity?: (runner: RunnerEntry, free: number) => void;
 }
 
 type MutableHealth = { -readonly [K in keyof RunnerHealth]: RunnerHealth[K] };
@@ -109,7 +115,8 @@ export class RunnerEntry implements Runner<RunnerResponse> {
       down: (error) => this.markDown(error),
       hung: (why) => this.markHung(why),
       failed: () => this.breaker.failure(),
-      succeeded: () => this.breaker.success(),
+      succeeded: () => this.#whileBreaker(() => this.breaker.success()),
+      released: () => this.#freed(1),
     };
   }
 
@@ -148,8 +155,8 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     if (!this.breaker.allows()) {
       return { kind: 'failed', error: new Error(`runner ${this.id} is ejected: its circuit breaker is open`) };
     }
-    // While every runner is full, each waiting call re-offers itself to each of them every
-    // retryAllDelay; a runner full of this gateway's own calls need not pay a round trip for each.
+    // While every runner is full, each woken call (and the queue's fallback) re-offers itself
+    // to each of them; a runner full of this gateway's own calls need not pay a round trip for each.
     // Still a busy to the walk (and to its retry metric): nothing ran, try elsewhere or later.
     // Not a sign of life either, so the breaker and down state are left as they are.
     if (this.fullOfOwnCalls()) return { kind: 'busy' };
@@ -173,6 +180,29 @@ export class RunnerEntry implements Runner<RunnerResponse> {
   fullOfOwnCalls(): boolean {
     const slots = this.#report()?.load.slots;
     return typeof slots === 'number' && Number.isFinite(slots) && slots > 0 && this.inFlight >= slots;
+  }
+
+  /** Tells onCapacity of room for `free` calls; a broken listener must not fail the runner's bookkeeping. */
+  #freed(free: number): void {
+    if (free <= 0) return;
+    try {
+      this.#options.onCapacity?.(this, free);
+    } catch {
+      // Ignored: the queue's fallback still offers its heads.
+    }
+  }
+
+  /** Free slots in a report; at least one when it says nothing of slots (the runner may have room). */
+  #freeIn(load: ReportedLoad | undefined): number {
+    if (!load || !Number.isFinite(load.slots) || load.slots <= 0) return 1;
+    return Math.max(0, load.slots - load.slotsInUse);
+  }
+
+  /** Runs a change of the breaker; tells onCapacity when it went from barring offers to allowing them. */
+  #whileBreaker(change: () => void): void {
+    const barred = this.breaker.state !== 'closed';
+    change();
+    if (barred && this.breaker.state !== 'open') this.#freed(this.#freeIn(this.#report()?.load));
   }
 
   /** The registration's report when there is one, else the last status probe's. */
@@ -244,7 +274,11 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     if (reading.load) this.#health.report = { load: reading.load, at: this.#options.clock.now() };
     if (!this.#registration) this.setModels(reading.models);
     this.markUp();
+    const barred = this.breaker.state === 'open';
     this.breaker.probeSucceeded();
+    // A report with free slots (or a breaker that lets offers through again) may be room a
+    // waiting call can take; a probe of a runner still ejected is not.
+    if (reading.load || barred) this.#freed(reading.load ? this.#freeIn(reading.load) : 1);
   }
 
   /** Sets the models the runner serves (undefined: not known yet); the pool is told when they change. */
@@ -270,6 +304,7 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     };
     this.setModels(reg.ready ? reg.models : undefined);
     this.#options.onChange();
+    if (this.placeable()) this.#freed(this.#freeIn(reg.load));
   }
 
   /** Records a heartbeat of a registered runner. */
@@ -285,6 +320,7 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     reg.report = { load: hb.load, at: now };
     this.setModels(hb.ready ? hb.models : undefined);
     if (this.placeable() !== placeable) this.#options.onChange();
+    if (this.placeable()) this.#freed(this.#freeIn(hb.load));
   }
 
   /** Marks a registered runner unreachable after missed heartbeats: it is not placed on until one comes. */

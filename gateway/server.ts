@@ -52,6 +52,8 @@ const REFUSED_CONNECTION_GRACE_MS = 5000;
 export function createGateway(options: GatewayOptions): Gateway {
   const config = resolveGatewayOptions(options);
   const log = config.logger;
+  // Calls that found every runner busy wait here; the fleet's runners wake them as room appears.
+  const queue = LbAgent.queueFor(config);
   const fleet = new FleetPool({
     urls: config.runners,
     connectTimeout: config.runnerConnectTimeout,
@@ -62,6 +64,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     breaker: config.breaker,
     logger: log,
     onRemove: (ids) => config.placer.forget?.(ids),
+    // A runner of unknown models could take a call for any of them; '' is the /invoke line.
+    onCapacity: (runner, free) => queue.wake(free, runner.health.models ? [...runner.health.models, ''] : undefined),
   });
   const pool: GatewayPool = config.pool ?? fleet;
   const registry = new RunnerRegistry({
@@ -75,7 +79,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     clock: config.clock,
   });
   const detached = DetachedCalls.forGateway(config, log);
-  const agent = new LbAgent(config, pool, detached);
+  const agent = new LbAgent(config, pool, detached, queue);
   const app = new Hono<Env>();
   const newId = () => uuidv7(config.clock.now());
   // First, so that every answer (404s and refusals included) carries x-request-id.
@@ -114,6 +118,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     }
     return c.json(model(id));
   });
+  app.get('/v1/queue', (c) => c.json(queue.snapshot()));
   app.get('/healthz', (c) => c.json({ ok: true, version: VERSION }));
   app.get('/readyz', async (c) => {
     // Not ready whenever a new call would be refused, so a load balancer stops sending instead
@@ -205,6 +210,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         const drained = await agentDrained;
         if (!drained) log.warn('drain timeout, closing in-flight calls', { inFlight: agent.inFlight });
         registry.close();
+        queue.close();
         await pool.close(!drained);
         await config.store.close();
         s?.closeAllConnections?.();

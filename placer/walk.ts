@@ -20,6 +20,13 @@ export interface WalkOptions {
    * throws is ignored, because observing the walk must never change where a call goes.
    */
   onRetry?(runner: Runner<unknown>, reason: 'busy' | 'error', error?: Error): void;
+  /**
+   * Waits, in place of the pause between passes, until capacity may have appeared for `call`
+   * (a gateway's wait queue): resolves to walk the pool once more, at the latest at the call's
+   * placer deadline; rejects when the call aborts (the walk then reports it aborted) or with an
+   * error that ends the call as it is (a full queue). Absent: the walk sleeps `retryAllDelay`.
+   */
+  waitForCapacity?(call: RunnerCall): Promise<void>;
 }
 
 /** Where the call went and what it took to get there. */
@@ -69,8 +76,9 @@ export interface WalkStepOptions {
  * `placed()` hook, if any, hears of it before this resolves.
  *
  * Each pass asks the pool afresh, so runners that joined or left are seen. Between passes it
- * sleeps `retryAllDelay` (never past the deadline, and at least a `sleep(0)` so an empty pool
- * cannot spin the event loop). Abort is checked before the deadline, so a cancelled call is always
+ * waits through `waitForCapacity` when given one (the gateway's wait queue), else sleeps
+ * `retryAllDelay` (never past the deadline, and at least a `sleep(0)` so an empty pool cannot
+ * spin the event loop). Abort is checked before the deadline, so a cancelled call is always
  * reported as cancelled even when its deadline has also passed.
  *
  * The walk's rules live in {@link walkSteps}; this drives them with the pool, the runners and the
@@ -89,7 +97,7 @@ export async function placeCall<T>(
   placer: Placer,
   options: WalkOptions,
 ): Promise<Placement<T>> {
-  const { retryAllDelay, clock = systemClock, onRetry } = options;
+  const { retryAllDelay, clock = systemClock, onRetry, waitForCapacity } = options;
   const walk = walkSteps<T>(call, placer, { retryAllDelay, now: () => clock.now(), onRetry });
   let step = walk.next();
   while (!step.done) {
@@ -98,6 +106,7 @@ export async function placeCall<T>(
     try {
       if (request.kind === 'list') answer = await listRunners(call, pool);
       else if (request.kind === 'offer') answer = await request.runner.tryExec(call);
+      else if (waitForCapacity) await waitForCapacity(call);
       else await clock.sleep(request.ms, call.signal);
     } catch (error) {
       // Thrown where the walk asked, so it ends as it would have awaiting the step itself.

@@ -168,6 +168,37 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(metricValue(page, 'sluice_calls_queued')).toBe(0);
   });
 
+  it('answers 503 GW_QUEUE_FULL with Retry-After at once when every runner is busy and the queue is at maxQueued', async () => {
+    const runner: Runner<RunnerResponse> = { id: 'r1', tryExec: async () => ({ kind: 'busy' }) };
+    const { url, agent, results, metrics } = await agentWith(poolOf(runner), { maxQueued: 1, retryAfter: 4 });
+    const first = new AbortController();
+    const waiting = request(url, { method: 'POST', body, signal: first.signal }).catch(() => undefined);
+    await eventually(() => agent.queue.waiting === 1, 2000, 'the first call waiting');
+    const res = await postJson(url, body, { 'sluice-flow': 'another' });
+    expect(res.status).toBe(503);
+    expect(res.headers['retry-after']).toBe('4');
+    expect(res.json.error.code).toBe('GW_QUEUE_FULL');
+    await eventually(() => results.length === 1, 2000, 'the after-call listener');
+    expect(results[0]).toMatchObject({ outcome: 'server_busy', status: 503 });
+    const page = await metrics();
+    expect(metricValue(page, 'sluice_queue_refused_total', { scope: 'total' })).toBe(1);
+    expect(metricValue(page, 'sluice_calls_rejected_total', { code: 'GW_QUEUE_FULL' })).toBe(1);
+    expect(metricValue(page, 'sluice_queue_depth', { model: 'm', priority: 'interactive' })).toBe(1);
+    first.abort();
+    await waiting;
+    await eventually(() => agent.queue.size === 0, 2000, 'the first call leaving the queue');
+  });
+
+  it('refuses a sluice-priority that names no class with 400 GW_INVALID_PRIORITY, before any offer', async () => {
+    let offers = 0;
+    const runner: Runner<RunnerResponse> = { id: 'r1', tryExec: async () => (offers++, { kind: 'busy' }) };
+    const { url } = await agentWith(poolOf(runner), { clock: fakeClock() });
+    const res = await postJson(url, body, { 'sluice-priority': 'urgent' });
+    expect(res.status).toBe(400);
+    expect(res.json.error.code).toBe('GW_INVALID_PRIORITY');
+    expect(offers).toBe(0);
+  });
+
   it('answers 500 GW_INTERNAL without the message of a placer that threw a plain error', async () => {
     const runner: Runner<RunnerResponse> = { id: 'r1', tryExec: async () => ({ kind: 'busy' }) };
     const placer = {

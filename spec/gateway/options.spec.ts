@@ -36,6 +36,9 @@ describe('resolveGatewayOptions', () => {
       maxUploads: 1000,
       maxUploadsPerClient: 256,
       maxConnectionsPerClient: 4096,
+      maxQueued: 10_000,
+      maxQueuedPerFlow: 1000,
+      defaultPriority: 'interactive',
       overrideCall: undefined,
       renderMetrics: undefined,
     });
@@ -72,6 +75,9 @@ describe('resolveGatewayOptions', () => {
       maxUploads: 8,
       maxUploadsPerClient: 9,
       maxConnectionsPerClient: 10,
+      maxQueued: 11,
+      maxQueuedPerFlow: 12,
+      defaultPriority: 'batch' as const,
       overrideCall,
       renderMetrics,
     };
@@ -152,7 +158,7 @@ describe('resolveGatewayOptions', () => {
     expect(() => resolveGatewayOptions({ runners, retryAllDelay: -1 })).toThrow(/retryAllDelay/);
   });
 
-  const positive = ['callTimeout', 'maxBodyBytes', 'bodyReadTimeout', 'bodyIdleTimeout', 'runnerConnectTimeout', 'statusInterval', 'maxUploads', 'maxUploadsPerClient', 'maxConnectionsPerClient'] as const;
+  const positive = ['callTimeout', 'maxBodyBytes', 'bodyReadTimeout', 'bodyIdleTimeout', 'runnerConnectTimeout', 'statusInterval', 'maxUploads', 'maxUploadsPerClient', 'maxConnectionsPerClient', 'maxQueued', 'maxQueuedPerFlow'] as const;
   const nonNegative = ['drainTimeout', 'retryAfter'] as const;
 
   it.each(positive.flatMap((option) => [0, -1, 1.5, '10', null, true].map((value) => [option, value] as const)))(
@@ -164,6 +170,10 @@ describe('resolveGatewayOptions', () => {
       expect(error.message).toBe(`${option} must be a positive integer, got ${JSON.stringify(value)}`);
     },
   );
+
+  it.each(['urgent', 'Interactive', '', 1, null])('throws naming defaultPriority and the value when it is %j', (value) => {
+    expect(configError({ runners, defaultPriority: value as never }).message).toBe(`defaultPriority must be one of interactive, batch, got ${JSON.stringify(value)}`);
+  });
 
   it.each(nonNegative.flatMap((option) => [-1, 0.5, '1', null].map((value) => [option, value] as const)))(
     'throws naming %s and the value when it is %j',

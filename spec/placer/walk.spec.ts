@@ -128,6 +128,49 @@ describe('placeCall', () => {
     expect(fleet.offers).toEqual(['a']);
   });
 
+  it('waits through waitForCapacity instead of sleeping between passes, and walks again once it resolves', async () => {
+    const clock = new FakeClock();
+    const fleet = new Fleet();
+    const pool = fakePool(fleet.runners({ a: ['busy', 'placed'], b: ['busy'] }));
+    let wake: () => void = () => {};
+    const waits: string[] = [];
+    const walk = placeCall(fakeCall(), pool, inOrder, {
+      retryAllDelay: 10,
+      clock,
+      waitForCapacity: (call) => {
+        waits.push(call.id);
+        return new Promise<void>((resolve) => (wake = resolve));
+      },
+    });
+    await settle();
+    expect(waits).toHaveLength(1);
+    expect(clock.sleeps).toEqual([]);
+    clock.advance(500);
+    await settle();
+    expect(pool.asked).toBe(1);
+    wake();
+    await expect(walk).resolves.toMatchObject({ value: 'a', attempts: 3, passes: 2 });
+    expect(fleet.offers).toEqual(['a', 'b', 'a']);
+  });
+
+  it('throws what waitForCapacity rejected with unchanged, or PlacerAbortedError once the call aborted', async () => {
+    const pool = fakePool(new Fleet().runners({ a: ['busy', 'busy'] }));
+    const full = new Error('queue full');
+    const refused = placeCall(fakeCall(), pool, inOrder, { retryAllDelay: 10, clock: new FakeClock(), waitForCapacity: () => Promise.reject(full) });
+    await expect(refused).rejects.toBe(full);
+    const controller = new AbortController();
+    const reason = new Error('client went away');
+    const left = placeCall(fakeCall({ signal: controller.signal }), pool, inOrder, {
+      retryAllDelay: 10,
+      clock: new FakeClock(),
+      waitForCapacity: () => {
+        controller.abort(reason);
+        return Promise.reject(reason);
+      },
+    });
+    await expect(left).rejects.toMatchObject({ name: 'PlacerAbortedError', attempts: 1, cause: reason });
+  });
+
   it('throws PlacerAbortedError when the call aborts during the sleep between passes', async () => {
     const clock = new FakeClock();
     const controller = new AbortController();

@@ -1,0 +1,414 @@
+/**
+ * The gateway's wait queue: calls that found every eligible runner busy wait here, and are
+ * woken one at a time when capacity appears, instead of re-walking the pool every
+ * retryAllDelay in no order.
+ *
+ * Waiters are kept per model (the pool's candidate key). Within a model, a higher priority
+ * class is always woken first; within a class, flows (clients) take turns round-robin, so one
+ * client's burst cannot starve another's single call; within a flow, first come first served.
+ * A woken waiter that found nothing free after all (another gateway took the slot) goes back
+ * to where it was: at the head of its flow, its flow next in turn.
+ *
+ * Pure but for the clock: time is read and slept on through the injected {@link Clock}, so the
+ * unit tables run under a fake one.
+ */
+import type { Clock } from '../placer/kernel/index.ts';
+
+/** The request header naming a call's priority class; absent, the gateway's defaultPriority. */
+export const PRIORITY_HEADER = 'sluice-priority';
+/** The request header naming a call's flow; absent, the body's `user`, else the client address. */
+export const FLOW_HEADER = 'sluice-flow';
+
+/** The priority classes, most urgent first. */
+export const PRIORITIES = ['interactive', 'batch'] as const;
+/** A call's priority class: `interactive` calls are always woken before `batch` ones. */
+export type Priority = (typeof PRIORITIES)[number];
+
+/** True when `value` names a priority class. */
+export function isPriority(value: unknown): value is Priority {
+  return (PRIORITIES as readonly unknown[]).includes(value);
+}
+
+/** Settings of a queue. */
+export interface WaitQueueOptions {
+  /** Most calls waiting (or woken and walking) at once, over all models. */
+  maxQueued: number;
+  /** Most calls of one flow waiting at once, over all models. */
+  maxQueuedPerFlow: number;
+  /**
+   * How often the head of each model's queue is offered anyway, in ms: for capacity this
+   * gateway cannot see (calls of other gateways ending). 0 turns it off.
+   */
+  retryAllDelay: number;
+  /** Time source for deadlines, the fallback and wait times. */
+  clock: Clock;
+}
+
+/** Who a waiter is: which model's queue, which class, which flow. */
+export interface WaiterKey {
+  /** The pool's candidate key: the model on /v1 routes, '' on /invoke. */
+  readonly model: string;
+  readonly priority: Priority;
+  /** The client's key for fairness: see docs/placers.md. */
+  readonly flow: string;
+}
+
+/**
+ * How one wait ended: `woken` (capacity may have appeared: walk the pool once), `deadline`
+ * (the deadline came), `aborted` (the signal fired), or `full` (the queue or the flow is at its
+ * bound; only the first wait of a waiter can end so).
+ */
+export type WaitEnd = 'woken' | 'deadline' | 'aborted' | { kind: 'full'; scope: 'total' | 'flow'; limit: number };
+
+/** What GET /v1/queue shows: counts per model, priority and flow, and the oldest wait. */
+export interface QueueSnapshot {
+  /** Calls waiting now (not counting woken ones walking the pool). */
+  readonly waiting: number;
+  readonly models: readonly {
+    readonly model: string;
+    readonly priority: Priority;
+    readonly waiting: number;
+    /** Waiting calls per flow. */
+    readonly flows: Readonly<Record<string, number>>;
+    /** How long the oldest of them has waited, in ms. */
+    readonly oldestWaitMs: number;
+  }[];
+}
+
+/** One call's place in the queue; it keeps its arrival order across waits. */
+export class Waiter {
+  readonly key: WaiterKey;
+  /** Arrival order: lower first. */
+  readonly seq: number;
+  /** When the call first joined, on the queue's clock. */
+  joinedAt = Number.NaN;
+  readonly #queue: WaitQueue;
+  readonly #signal: AbortSignal;
+  readonly #deadline: number;
+  /** `idle` before its first wait, `queued` while in line, `walking` while admitted but out of line (woken, or its wait ended), `done` after leave(). */
+  state: 'idle' | 'queued' | 'walking' | 'done' = 'idle';
+  #end: ((end: WaitEnd) => void) | undefined;
+  /** True once it has been in line: a later wait puts it back at the head of its turn. */
+  #waited = false;
+  /** True from a wake until the waiter waits again or leaves: it is walking the pool on its turn. */
+  woken = false;
+
+  constructor(queue: WaitQueue, key: WaiterKey, seq: number, signal: AbortSignal, deadline: number) {
+    this.#queue = queue;
+    this.key = key;
+    this.seq = seq;
+    this.#signal = signal;
+    this.#deadline = deadline;
+  }
+
+  /**
+   * Waits until woken, the deadline, or the signal; the first wait may instead end `full` at
+   * once. The waiter counts against the bounds from its first wait until {@link leave}.
+   */
+  wait(): Promise<WaitEnd> {
+    const queue = this.#queue;
+    if (this.state === 'done') return Promise.resolve('aborted');
+    if (this.#signal.aborted) return Promise.resolve('aborted');
+    if (this.state === 'idle') {
+      const full = queue.admit(this.key.flow);
+      if (full) {
+        this.state = 'done';
+        return Promise.resolve(full);
+      }
+      this.joinedAt = queue.clock.now();
+      // A member from here on, in line or not: leave() must free its room.
+      this.state = 'walking';
+    }
+    if (queue.clock.now() >= this.#deadline) return Promise.resolve('deadline');
+    return new Promise<WaitEnd>((resolve) => {
+      const timer = new AbortController();
+      const onAbort = (): void => finish('aborted');
+      const finish = (end: WaitEnd): void => {
+        if (this.#end !== finish) return;
+        this.#end = undefined;
+        timer.abort();
+        this.#signal.removeEventListener('abort', onAbort);
+        if (end !== 'woken') queue.unlink(this);
+        this.state = 'walking';
+        resolve(end);
+      };
+      const again = this.#waited;
+      this.#waited = true;
+      this.#end = finish;
+      this.state = 'queued';
+      queue.link(this, again);
+      this.#signal.addEventListener('abort', onAbort, { once: true });
+      queue.clock.sleep(this.#deadline - queue.clock.now(), timer.signal).then(
+        () => finish('deadline'),
+        () => {},
+      );
+    });
+  }
+
+  /** Ends the current wait as woken; the queue has already taken the waiter out. */
+  wake(): void {
+    this.#end?.('woken');
+  }
+
+  /** Leaves the queue for good (placed, or given up); frees its room under the bounds. */
+  leave(): void {
+    if (this.state === 'done' || this.state === 'idle') {
+      this.state = 'done';
+      return;
+    }
+    this.#end?.('aborted');
+    this.state = 'done';
+    this.#queue.release(this);
+  }
+}
+
+/** The waiters of one priority class of one model: a ring of flows, each FIFO. */
+class PriorityClass {
+  readonly flows = new Map<string, Waiter[]>();
+  /** Flows with waiters, in turn order; `next` is the index of the one whose turn it is. */
+  readonly ring: string[] = [];
+  next = 0;
+  size = 0;
+
+  /** Adds a waiter in arrival order; a flow with no waiters joins the ring, at the turn when `first`. */
+  add(w: Waiter, first: boolean): void {
+    let list = this.flows.get(w.key.flow);
+    if (!list) {
+      list = [];
+      this.flows.set(w.key.flow, list);
+      if (first) this.ring.splice(this.next, 0, w.key.flow);
+      else this.ring.push(w.key.flow);
+    } else if (first) {
+      this.next = this.ring.indexOf(w.key.flow);
+    }
+    let i = list.length;
+    while (i > 0 && list[i - 1]!.seq > w.seq) i--;
+    list.splice(i, 0, w);
+    this.size++;
+  }
+
+  /** The waiter whose turn it is, without taking it. */
+  peek(): Waiter | undefined {
+    if (this.ring.length === 0) return undefined;
+    return this.flows.get(this.ring[this.next % this.ring.length]!)![0];
+  }
+
+  /** Takes the waiter whose turn it is and passes the turn to the next flow. */
+  shift(): Waiter | undefined {
+    if (this.ring.length === 0) return undefined;
+    if (this.next >= this.ring.length) this.next = 0;
+    const flow = this.ring[this.next]!;
+    const list = this.flows.get(flow)!;
+    const w = list.shift()!;
+    this.size--;
+    if (list.length === 0) this.#drop(this.next);
+    else this.next = (this.next + 1) % this.ring.length;
+    return w;
+  }
+
+  /** Takes a waiter out wherever it is (hang-up, deadline). */
+  remove(w: Waiter): boolean {
+    const list = this.flows.get(w.key.flow);
+    const i = list?.indexOf(w) ?? -1;
+    if (i < 0) return false;
+    list!.splice(i, 1);
+    this.size--;
+    if (list!.length === 0) this.#drop(this.ring.indexOf(w.key.flow));
+    return true;
+  }
+
+  #drop(at: number): void {
+    this.flows.delete(this.ring[at]!);
+    this.ring.splice(at, 1);
+    if (at < this.next) this.next--;
+    if (this.next >= this.ring.length) this.next = 0;
+  }
+}
+
+/** The queue of every model, with the bounds over all of them. */
+export class WaitQueue {
+  readonly clock: Clock;
+  readonly #options: WaitQueueOptions;
+  readonly #models = new Map<string, PriorityClass[]>();
+  /** Members per flow: waiting, or woken and walking. */
+  readonly #perFlow = new Map<string, number>();
+  /** Woken waiters walking the pool, per model. */
+  readonly #walking = new Map<string, number>();
+  #members = 0;
+  #waiting = 0;
+  #seq = 0;
+  #fallback: AbortController | undefined;
+
+  constructor(options: WaitQueueOptions) {
+    this.#options = options;
+    this.clock = options.clock;
+  }
+
+  /** A waiter for a call; it joins the queue at its first wait, with its place fixed now. */
+  waiter(key: WaiterKey, signal: AbortSignal, deadline: number): Waiter {
+    return new Waiter(this, key, this.#seq++, signal, deadline);
+  }
+
+  /** Calls waiting now, over all models (woken ones walking the pool not counted). */
+  get waiting(): number {
+    return this.#waiting;
+  }
+
+  /** Calls counted against the bounds: waiting, or woken and walking the pool. */
+  get size(): number {
+    return this.#members;
+  }
+
+  /** Calls waiting for `model`, in every class. */
+  waitingFor(model: string): number {
+    let n = 0;
+    for (const c of this.#models.get(model) ?? []) n += c.size;
+    return n;
+  }
+
+  /**
+   * Calls ahead of a newcomer for `model`: waiting, or woken and walking the pool on their turn.
+   * A new call that finds any lines up behind them rather than take the room they were woken for.
+   */
+  aheadFor(model: string): number {
+    return this.waitingFor(model) + (this.#walking.get(model) ?? 0);
+  }
+
+  /**
+   * Wakes up to `count` waiters among the queues of `models` (all models when omitted): each
+   * time the best head of them, by priority class, then arrival. Returns how many it woke.
+   */
+  wake(count: number, models?: Iterable<string>): number {
+    let woken = 0;
+    while (woken < count) {
+      let best: { w: Waiter; c: PriorityClass } | undefined;
+      for (const model of models ?? this.#models.keys()) {
+        const classes = this.#models.get(model);
+        if (!classes) continue;
+        for (const c of classes) {
+          const w = c.peek();
+          if (!w) continue;
+          if (!best || PRIORITIES.indexOf(w.key.priority) < PRIORITIES.indexOf(best.w.key.priority) || (w.key.priority === best.w.key.priority && w.seq < best.w.seq)) {
+            best = { w, c };
+          }
+          break;
+        }
+      }
+      if (!best) break;
+      const w = best.c.shift()!;
+      this.#waiting--;
+      this.#prune(w.key.model);
+      w.woken = true;
+      this.#walking.set(w.key.model, (this.#walking.get(w.key.model) ?? 0) + 1);
+      w.wake();
+      woken++;
+    }
+    return woken;
+  }
+
+  /** Offers the head of each model's queue: the fallback for capacity this gateway cannot see. */
+  wakeHeads(): number {
+    let woken = 0;
+    for (const model of [...this.#models.keys()]) woken += this.wake(1, [model]);
+    return woken;
+  }
+
+  /** The queue's contents for GET /v1/queue. */
+  snapshot(): QueueSnapshot {
+    const now = this.clock.now();
+    const models: QueueSnapshot['models'][number][] = [];
+    for (const [model, classes] of this.#models) {
+      classes.forEach((c, rank) => {
+        if (c.size === 0) return;
+        const flows: Record<string, number> = {};
+        let oldest = now;
+        for (const [flow, list] of c.flows) {
+          flows[flow] = list.length;
+          for (const w of list) oldest = Math.min(oldest, w.joinedAt);
+        }
+        models.push({ model, priority: PRIORITIES[rank]!, waiting: c.size, flows, oldestWaitMs: now - oldest });
+      });
+    }
+    return { waiting: this.#waiting, models };
+  }
+
+  /** Stops the fallback; waiters still waiting end at their deadline or abort. */
+  close(): void {
+    this.#fallback?.abort();
+    this.#fallback = undefined;
+  }
+
+  /** @internal Counts a waiter in, or says which bound it would pass. */
+  admit(flow: string): Extract<WaitEnd, { kind: 'full' }> | undefined {
+    const { maxQueued, maxQueuedPerFlow } = this.#options;
+    if (this.#members >= maxQueued) return { kind: 'full', scope: 'total', limit: maxQueued };
+    const n = this.#perFlow.get(flow) ?? 0;
+    if (n >= maxQueuedPerFlow) return { kind: 'full', scope: 'flow', limit: maxQueuedPerFlow };
+    this.#perFlow.set(flow, n + 1);
+    this.#members++;
+    return undefined;
+  }
+
+  /** @internal Frees a member's room. */
+  release(w: Waiter): void {
+    this.#settled(w);
+    const { flow } = w.key;
+    this.#members--;
+    const n = (this.#perFlow.get(flow) ?? 1) - 1;
+    if (n <= 0) this.#perFlow.delete(flow);
+    else this.#perFlow.set(flow, n);
+  }
+
+  /** @internal Puts a waiter in line; one woken before goes back to the head of its turn. */
+  link(w: Waiter, again: boolean): void {
+    this.#settled(w);
+    let classes = this.#models.get(w.key.model);
+    if (!classes) {
+      classes = PRIORITIES.map(() => new PriorityClass());
+      this.#models.set(w.key.model, classes);
+    }
+    classes[PRIORITIES.indexOf(w.key.priority)]!.add(w, again);
+    this.#waiting++;
+    this.#startFallback();
+  }
+
+  /** @internal Takes a waiter out of line (it hung up or its deadline came). */
+  unlink(w: Waiter): void {
+    const c = this.#models.get(w.key.model)?.[PRIORITIES.indexOf(w.key.priority)];
+    if (c?.remove(w)) {
+      this.#waiting--;
+      this.#prune(w.key.model);
+    }
+  }
+
+  /** A woken waiter waits again or leaves: it no longer holds its model's turn. */
+  #settled(w: Waiter): void {
+    if (!w.woken) return;
+    w.woken = false;
+    const n = (this.#walking.get(w.key.model) ?? 1) - 1;
+    if (n <= 0) this.#walking.delete(w.key.model);
+    else this.#walking.set(w.key.model, n);
+  }
+
+  #prune(model: string): void {
+    if (this.waitingFor(model) === 0) this.#models.delete(model);
+  }
+
+  /** Runs the fallback while anyone waits. */
+  #startFallback(): void {
+    const { retryAllDelay, clock } = this.#options;
+    if (this.#fallback || retryAllDelay <= 0) return;
+    const stop = new AbortController();
+    this.#fallback = stop;
+    const tick = (): void => {
+      if (this.#fallback !== stop) return;
+      if (this.#waiting === 0) {
+        this.#fallback = undefined;
+        return;
+      }
+      this.wakeHeads();
+      void clock.sleep(retryAllDelay, stop.signal).then(tick, () => {});
+    };
+    void clock.sleep(retryAllDelay, stop.signal).then(tick, () => {});
+  }
+}
