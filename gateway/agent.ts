@@ -32,7 +32,7 @@ import {
   sendError,
 } from './errors.ts';
 import { clientRequestId } from './front.ts';
-import { INVOKE_TYPE_HEADER, REQUEST_ID_HEADER, SESSION_HEADER, forwardable } from './headers.ts';
+import { FLOW_HEADER, INVOKE_TYPE_HEADER, PRIORITY_HEADER, REQUEST_ID_HEADER, SESSION_HEADER, forwardable } from './headers.ts';
 import { createGatewayMetrics, outcomeLabel } from './metrics.ts';
 import type { DetachedCalls } from './detached.ts';
 import { DetachedFlow, DetachedSignal, detachedResult } from './detached-flow.ts';
@@ -43,7 +43,7 @@ import { parsePreference } from './prefer.ts';
 import type { CallPreference } from './prefer.ts';
 import type { GatewayPool } from './pool.ts';
 import { relay } from './relay.ts';
-import { FLOW_HEADER, PRIORITIES, PRIORITY_HEADER, WaitQueue, isPriority } from './wait-queue.ts';
+import { PRIORITIES, WaitQueue, isPriority } from './wait-queue.ts';
 import type { Priority, Waiter } from './wait-queue.ts';
 
 type MutableCall = { -readonly [K in keyof GatewayCall]: GatewayCall[K] };

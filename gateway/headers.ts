@@ -15,12 +15,17 @@ export const CALLBACK_URL_HEADER = 'sluice-callback-url';
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 /** Header a client sets to keep a conversation on one runner (hashing placers). */
 export const SESSION_HEADER = 'sluice-session';
+/** The request header naming a call's priority class; absent, the gateway's defaultPriority. */
+export const PRIORITY_HEADER = 'sluice-priority';
+/** The request header naming a call's flow; absent, the body's `user`, else the client address. */
+export const FLOW_HEADER = 'sluice-flow';
 
 /**
  * Request headers that are the gateway's business only: they steer placement and detached
- * calls, and a callback URL may carry a token. Runners and engines never see them.
+ * calls (and their place in the wait queue), and a callback URL may carry a token. Runners and
+ * engines never see them.
  */
-const GATEWAY_ONLY_HEADERS = ['prefer', INVOKE_TYPE_HEADER, CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER, SESSION_HEADER];
+const GATEWAY_ONLY_HEADERS = ['prefer', INVOKE_TYPE_HEADER, CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER, SESSION_HEADER, PRIORITY_HEADER, FLOW_HEADER];
 
 /** The client's headers as the runner gets them: no hop-by-hop and no gateway-only ones. */
 export function forwardable(headers: IncomingMessage['headers']): Record<string, string | string[]> {

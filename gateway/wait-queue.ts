@@ -14,10 +14,6 @@
  */
 import type { Clock } from '../placer/kernel/index.ts';
 
-/** The request header naming a call's priority class; absent, the gateway's defaultPriority. */
-export const PRIORITY_HEADER = 'sluice-priority';
-/** The request header naming a call's flow; absent, the body's `user`, else the client address. */
-export const FLOW_HEADER = 'sluice-flow';
 
 /** The priority classes, most urgent first. */
 export const PRIORITIES = ['interactive', 'batch'] as const;

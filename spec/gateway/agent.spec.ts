@@ -305,6 +305,8 @@ describe('the wire', () => {
       authorization: 'Bearer t',
       'sluice-session': 'conversation-7',
       'idempotency-key': 'k-1',
+      'sluice-priority': 'batch',
+      'sluice-flow': 'tenant-3',
     });
     expect(res.status).toBe(200);
     const headers = seen[0]!;
@@ -317,6 +319,8 @@ describe('the wire', () => {
     // Gateway-only headers steer placement and detached calls; they are not the engine's.
     expect(headers['sluice-session']).toBeUndefined();
     expect(headers['idempotency-key']).toBeUndefined();
+    expect(headers['sluice-priority']).toBeUndefined();
+    expect(headers['sluice-flow']).toBeUndefined();
   });
 });
 
