@@ -14,8 +14,9 @@ export const FNV_OFFSET_BASIS = 0xcbf29ce484222325n;
  * encodes them.
  *
  * `basis` continues from an earlier hash instead of starting afresh: FNV-1a is a running hash, so
- * `fnv1a64(b, fnv1a64(a)) === fnv1a64(a + b)` (at a code-point boundary). That makes chained
- * block hashes (each block's hash covers the whole prefix up to it) cost one pass over the text.
+ * `fnv1a64(b, fnv1a64(a)) === fnv1a64(a + b)` (at a code-point boundary), so a text can be
+ * hashed in pieces. (prefix-affinity's block chain uses its own word-at-a-time hash: see
+ * prefix-affinity/blocks.ts.)
  *
  * Computed in four 16-bit lanes held in plain numbers and carried by hand, joined into a BigInt
  * once at the end: about three times faster than a BigInt multiply per byte on 40-byte keys here,

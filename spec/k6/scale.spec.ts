@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { BenchOptionError } from '../../k6/driver/index.ts';
 import { costChart } from '../../k6/driver/cost-chart.ts';
 import { growth, measureCost } from '../../k6/driver/micro.ts';
-import { benchCalls, fakeFleet, formatUs, medianSample } from '../../k6/driver/scenarios/scale.ts';
+import { PROMPT_SIZES, benchCalls, fakeFleet, formatUs, medianSample, promptCalls } from '../../k6/driver/scenarios/scale.ts';
 
 /** A clock that moves `step` ms on every read, so timings are exact without real time. */
 function steppingClock(step: number): () => number {
@@ -88,6 +88,20 @@ describe('benchCalls', () => {
     expect(new Set(calls.map((c) => c.key)).size).toBe(16);
     for (const c of calls) expect(c.prompt!.length).toBeGreaterThan(1_900);
     expect(calls[0]!.prompt!.slice(0, 1_600)).toBe(calls[8]!.prompt!.slice(0, 1_600));
+  });
+});
+
+describe('promptCalls', () => {
+  it.each(PROMPT_SIZES.map((chars) => [chars]))('returns prompts of exactly %i characters, 80 %% of them a system prompt shared by every eighth call', (chars) => {
+    const calls = promptCalls(16, chars);
+    for (const c of calls) {
+      expect(c.prompt).toHaveLength(chars);
+      expect(c.prompt!.startsWith(c.system)).toBe(true);
+      expect(c.system).toHaveLength(Math.round(chars * 0.8));
+    }
+    expect(calls[0]!.system).toBe(calls[8]!.system);
+    expect(calls[0]!.system).not.toBe(calls[1]!.system);
+    expect(new Set(calls.map((c) => c.prompt)).size).toBe(16);
   });
 });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { PlacerConfigError, createPrefixAffinityPlacer, type RunnerCall, type RunnerLoad } from '../../placer/index.ts';
+import { PlacerConfigError, createPrefixAffinityPlacer, type Runner, type RunnerCall, type RunnerLoad } from '../../placer/index.ts';
+import { seededRandom } from '../../placer/kernel/index.ts';
 import { Fleet, type Outcome, fakeCall, fakePool, placeEach, tally } from './fake.ts';
 import { FakeLoads, seeded, sequence, slotsBusy } from './fake-load.ts';
 
@@ -177,5 +178,49 @@ describe('createPrefixAffinityPlacer', () => {
     [{ now: 5 }, 'now must be a function, got 5'],
   ])('throws PlacerConfigError naming the option when given %o', (options, message) => {
     expect(() => createPrefixAffinityPlacer(options as never)).toThrow(new PlacerConfigError(message));
+  });
+});
+
+describe('createPrefixAffinityPlacer decisions', () => {
+  // Chat sessions over four system prompts (English, French, Chinese, emoji across block
+  // boundaries), two models, turns that resend the history, loads that move, and an index small
+  // enough to evict. The expected runners were recorded with the FNV-1a block hashes this placer
+  // used before its hash changed: only the keys changed, so every decision must stay the same.
+  const systems = [
+    'You are the support assistant for a GPU cloud. Be brief and exact. '.repeat(6),
+    'Tu es un assistant précis; réponds en français, sans détour. Ça marche? '.repeat(5),
+    '你是一个乐于助人的助手。请简洁地回答问题，并给出来源。'.repeat(12),
+    `${'x'.repeat(63)}😀 emoji straddle the block boundary 🚀🚀 and keep going. `.repeat(4),
+  ];
+  const expected =
+    'r0 r5 r3 r2 r5 r5 r2 r3 r5 r2 r0 r3 r2 r3 r4 r2 r0 r1 r5 r4 r4 r4 r1 r0 r0 r3 r1 r1 r1 r4 ' +
+    'r1 r4 r1 r1 r1 r1 r4 r0 r4 r4 r4 r2 r4 r0 r0 r3 r4 r5 r0 r2 r2 r0 r0 r0 r2 r2 r5 r0 r2 r5';
+
+  it('returns the same first runner for every call of a fixed workload', () => {
+    const random = seededRandom(12);
+    const loads = new Map<string, RunnerLoad>();
+    const runners: Runner<string>[] = Array.from({ length: 6 }, (_, i) => ({
+      id: `r${i}`,
+      tryExec: async () => ({ kind: 'placed', value: 'ok' }) as const,
+      load: () => loads.get(`r${i}`),
+    }));
+    for (const r of runners) loads.set(r.id, { inFlight: 0, slots: 8 });
+    const placer = createPrefixAffinityPlacer({ random: seededRandom(7), now: () => 0, maxBlocks: 120 });
+    const history = new Map<number, string>();
+    const firsts: string[] = [];
+    for (let step = 0; step < 60; step++) {
+      const session = Math.floor(random() * 12);
+      const before = history.get(session) ?? systems[session % systems.length]!;
+      const prompt = `${before}\nuser: question ${step} from session ${session}${session % 5 === 0 ? ' — ünïcödé ✓' : ''}\nassistant: answer ${step}`;
+      history.set(session, prompt);
+      const call = fakeCall({ id: `c${step}`, fn: session % 7 === 3 ? 'model-b' : 'model-a', key: `s${session}`, prompt });
+      const first = placer.order(call, runners)[Symbol.iterator]().next().value as Runner<string>;
+      placer.placed!(call, first);
+      firsts.push(first.id);
+      const load = loads.get(first.id)!;
+      loads.set(first.id, { inFlight: (load.inFlight + 1) % 9, slots: 8 });
+      if (step % 4 === 3) loads.set(runners[Math.floor(random() * 6)]!.id, { inFlight: 0, slots: 8 });
+    }
+    expect(firsts.join(' ')).toBe(expected);
   });
 });

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { fnv1a64 } from '../../placer/index.ts';
 import { blockHashes } from '../../placer/prefix-affinity/blocks.ts';
 import { PrefixIndex } from '../../placer/prefix-affinity/prefix-index.ts';
 
@@ -29,7 +28,39 @@ describe('blockHashes', () => {
   it('returns a chain equal to hashing each whole prefix at once', () => {
     const prompt = `${system}${system}`;
     const hashes = blockHashes('m', prompt, 16);
-    hashes.forEach((hash, i) => expect(hash).toBe(fnv1a64(`m\u0000${prompt.slice(0, 16 * (i + 1))}`)));
+    hashes.forEach((hash, i) => expect(hash).toBe(blockHashes('m', prompt.slice(0, 16 * (i + 1)), 16).at(-1)));
+  });
+
+  it('returns a chain equal to hashing each whole prefix at once for text of one to four UTF-8 bytes a character', () => {
+    const prompt = 'système: réponds 😀 vite, 你好世界. '.repeat(8);
+    const hashes = blockHashes('m', prompt, 16);
+    expect(hashes).toHaveLength(Math.floor(prompt.length / 16));
+    let end = 0;
+    hashes.forEach((hash, i) => {
+      end += 16;
+      // The one emoji per repeat that would be split takes its other half with it.
+      if (/[\ud800-\udbff]/.test(prompt[end - 1]!)) end++;
+      expect(hash).toBe(blockHashes('m', prompt.slice(0, end), 16)[i]);
+      expect(blockHashes('m', prompt.slice(0, end), 16)).toHaveLength(i + 1);
+    });
+  });
+
+  it('returns the same hashes for a prompt longer than the kept encoding buffer as for its prefix', () => {
+    const long = `${system}${'w'.repeat(400_000)}`;
+    const hashes = blockHashes('m', long, 64);
+    expect(hashes).toHaveLength(Math.floor(long.length / 64));
+    expect(hashes.slice(0, 10)).toEqual(blockHashes('m', long.slice(0, 640), 64));
+    // The shared buffer is still right after a long prompt had one of its own.
+    expect(blockHashes('m', `${system}${system}`, 16)).toEqual(blockHashes('m', `${system}${system}x`, 16));
+  });
+
+  it.each([
+    ['m', 'x'.repeat(16), 16, [0xcd471ea37fbc0b56n]],
+    ['m', 'abcdefghijklmnopqrstuvwxyz0123456789', 16, [0xaf5937adf2c2b16en, 0x64e1d63ed7cba975n]],
+    ['llama-3-8b', 'système: réponds 😀 vite, 你好世界. '.repeat(2), 16, [0x56cac95a89aac35cn, 0xda1a4bbe64c04982n, 0xc6e3b877b5f49644n, 0x6c8c44acc9d4cfdfn]],
+    ['m', 'abc', 3, [0xdb4d8c6b4f5989e5n]],
+  ])('returns the fixed hashes for %j, %j in blocks of %i, so a change to the algorithm shows', (fn, prompt, blockSize, expected) => {
+    expect(blockHashes(fn, prompt, blockSize)).toEqual(expected);
   });
 
   it('returns different hashes for the same prompt sent to another model', () => {
@@ -41,6 +72,19 @@ describe('blockHashes', () => {
     const a = blockHashes('m', `${'x'.repeat(15)}😀${'y'.repeat(20)}`, 16);
     const b = blockHashes('m', `${'x'.repeat(15)}😁${'y'.repeat(20)}`, 16);
     expect(a[0]).not.toEqual(b[0]);
+  });
+
+  it('returns the same first hash whatever follows a lone surrogate ending the block, which is one character', () => {
+    const a = blockHashes('m', `${'x'.repeat(15)}\ud800${'a'.repeat(20)}`, 16);
+    const b = blockHashes('m', `${'x'.repeat(15)}\ud800${'b'.repeat(20)}`, 16);
+    expect(a).toHaveLength(2);
+    expect(a[0]).toEqual(b[0]);
+    expect(a[1]).not.toEqual(b[1]);
+  });
+
+  it('returns blocks counted in UTF-16 code units whatever their UTF-8 length', () => {
+    expect(blockHashes('m', 'é'.repeat(47), 16)).toHaveLength(2);
+    expect(blockHashes('m', '你'.repeat(48), 16)).toHaveLength(3);
   });
 });
 

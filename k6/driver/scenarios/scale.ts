@@ -11,6 +11,9 @@
  * Every call is a fresh object, as in the gateway, so per-call caches (prefix-affinity hashes a
  * prompt once per call) are paid every time. Loads are varied but kept within prefix-affinity's
  * balance guard, so it takes its affinity branch rather than falling back to least-loaded.
+ *
+ * prefix-affinity's cost grows with the prompt as well as the pool, so it is also timed with
+ * prompts of 1, 8 and 32 KB (characters of ASCII text, so bytes too), hashing included.
  */
 import { builtinPlacers, placeCall } from '../../../placer/index.ts';
 import type { Placer, Runner, RunnerCall, RunnerLoad, RunnerPool, TryExecResult } from '../../../placer/index.ts';
@@ -35,6 +38,12 @@ const JIT_WARMUP: Readonly<CostBounds> = Object.freeze({ warmup: 0, maxCalls: 5_
 /** Distinct calls cycled through; each use is copied, so every timed call is a new object. */
 const CALL_VARIETY = 256;
 
+/** Prompt lengths, characters, of prefix-affinity's prompt grid. */
+export const PROMPT_SIZES: readonly number[] = Object.freeze([1_024, 8_192, 32_768]);
+
+/** Share of each prompt-grid prompt that is its shared system prompt; the rest is the user turn. */
+const SYSTEM_SHARE = 0.8;
+
 /** One placer at one pool size. */
 export interface ScaleCell {
   placer: string;
@@ -42,6 +51,16 @@ export interface ScaleCell {
   order: CostSample;
   placeCall: CostSample;
   /** Every pass's sample; the two above are the medians. */
+  passes: { order: CostSample[]; placeCall: CostSample[] };
+}
+
+/** prefix-affinity with one prompt length at one pool size. */
+export interface PromptCell {
+  /** Prompt length, characters. */
+  promptChars: number;
+  runners: number;
+  order: CostSample;
+  placeCall: CostSample;
   passes: { order: CostSample[]; placeCall: CostSample[] };
 }
 
@@ -92,6 +111,31 @@ export const scale: Scenario = {
           samples.get(key)!.placeCall.push(walked);
         }
       }
+      for (const chars of PROMPT_SIZES) {
+        const long = promptCalls(CALL_VARIETY, chars);
+        const systems = systemCalls(long);
+        for (const size of POOL_SIZES) {
+          if (ctx.signal?.aborted) throw new Error('benchmark interrupted');
+          const runners = fakeFleet(size);
+          const create = builtinPlacers['prefix-affinity']!;
+          // Primed with the system prompts alone, so each lookup walks back over its user turn's
+          // blocks to the shared prefix, as a new turn of a chat does.
+          const order = await measureCost(orderOnce(prime(create(), systems, runners), long, runners), SCALE_BOUNDS);
+          const walked = await measureCost(placeOnce(prime(create(), systems, runners), long, { runners: () => runners }), SCALE_BOUNDS);
+          progress(`pass ${pass} prefix-affinity ${String(chars).padStart(6)} chars ${String(size).padStart(6)} runners: order ${formatUs(order.usPerCall)} µs, placeCall ${formatUs(walked.usPerCall)} µs\n`);
+          const key = `prompt/${chars}/${size}`;
+          if (!samples.has(key)) samples.set(key, { order: [], placeCall: [] });
+          samples.get(key)!.order.push(order);
+          samples.get(key)!.placeCall.push(walked);
+        }
+      }
+    }
+    const promptCells: PromptCell[] = [];
+    for (const chars of PROMPT_SIZES) {
+      for (const size of POOL_SIZES) {
+        const s = samples.get(`prompt/${chars}/${size}`)!;
+        promptCells.push({ promptChars: chars, runners: size, order: medianSample(s.order), placeCall: medianSample(s.placeCall), passes: s });
+      }
     }
     for (const size of POOL_SIZES) {
       for (const name of Object.keys(builtinPlacers)) {
@@ -109,8 +153,16 @@ export const scale: Scenario = {
     write(`\nsluice bench scale: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, median of ${SCALE_PASSES} passes, load average ${machine.loadAverage[0]} at start, prompts of about ${Math.round(mean(calls.map((c) => c.prompt!.length)))} characters\n\n`);
     write(`first runner from placer.order(call, runners), µs per call\n${table('order')}\n\n`);
     write(`placeCall with the first runner committing at once, µs per call\n${table('placeCall')}\n\n`);
+    const promptTable = (pick: 'order' | 'placeCall'): string =>
+      formatTable(
+        ['prompt chars', ...POOL_SIZES.map((n) => `${n} µs`)],
+        PROMPT_SIZES.map((chars) => [String(chars), ...POOL_SIZES.map((n) => formatUs(promptCells.find((c) => c.promptChars === chars && c.runners === n)![pick].usPerCall))]),
+      );
+    write(`prefix-affinity by prompt length (a new user turn after a shared system prompt, hashing included)\n`);
+    write(`first runner from placer.order(call, runners), µs per call\n${promptTable('order')}\n\n`);
+    write(`placeCall with the first runner committing at once, µs per call\n${promptTable('placeCall')}\n\n`);
 
-    const report = { scenario: 'scale', startedAt: startedAt.toISOString(), machine, bounds: SCALE_BOUNDS, passes: SCALE_PASSES, poolSizes: POOL_SIZES, cells };
+    const report = { scenario: 'scale', startedAt: startedAt.toISOString(), machine, bounds: SCALE_BOUNDS, passes: SCALE_PASSES, poolSizes: POOL_SIZES, cells, promptSizes: PROMPT_SIZES, promptCells };
     const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, log-log`;
     const svg = costChart(
       POOL_SIZES,
@@ -144,14 +196,40 @@ export function fakeFleet(size: number): Runner<string>[] {
  * user turn of about 400, so about 2,000 characters (some 500 tokens) to hash; distinct keys.
  */
 export function benchCalls(n: number): RunnerCall[] {
-  const words = 'the of fleet runner token cache prompt model batch engine slot queue gateway answer request'.split(' ');
-  const text = (seed: number, chars: number): string => {
-    const random = seededRandom(seed);
-    let out = '';
-    while (out.length < chars) out += words[Math.floor(random() * words.length)] + ' ';
-    return out.slice(0, chars);
-  };
-  const systems = Array.from({ length: 8 }, (_, s) => `system: you are assistant ${s}. ${text(1_000 + s, 1_600)}`);
+  const systems = Array.from({ length: 8 }, (_, s) => `system: you are assistant ${s}. ${benchText(1_000 + s, 1_600)}`);
+  return chatCalls(n, (i) => `${systems[i % systems.length]}\nuser: ${benchText(i, 400)}`);
+}
+
+/**
+ * Calls whose prompts are exactly `chars` characters: one of eight shared system prompts making up
+ * 80 % of it, then a distinct user turn. Each call keeps its system prompt in `system`.
+ */
+export function promptCalls(n: number, chars: number): (RunnerCall & { system: string })[] {
+  const head = (s: number): string => `system: you are assistant ${s}. `;
+  const systemChars = Math.round(chars * SYSTEM_SHARE);
+  const systems = Array.from({ length: 8 }, (_, s) => head(s) + benchText(1_000 + s, systemChars - head(s).length));
+  return chatCalls(n, (i) => {
+    const system = systems[i % systems.length]!;
+    return `${system}\nuser: ${benchText(i, chars - system.length - 7)}`;
+  }).map((call, i) => ({ ...call, system: systems[i % systems.length]! }));
+}
+
+/** The same calls with only their system prompt, to prime an index with the shared prefixes. */
+function systemCalls(calls: readonly (RunnerCall & { system: string })[]): RunnerCall[] {
+  return calls.map(({ system, ...call }) => ({ ...call, prompt: system }));
+}
+
+const WORDS = 'the of fleet runner token cache prompt model batch engine slot queue gateway answer request'.split(' ');
+
+/** `chars` characters of seeded word salad. */
+function benchText(seed: number, chars: number): string {
+  const random = seededRandom(seed);
+  let out = '';
+  while (out.length < chars) out += WORDS[Math.floor(random() * WORDS.length)] + ' ';
+  return out.slice(0, chars);
+}
+
+function chatCalls(n: number, promptOf: (i: number) => string): RunnerCall[] {
   const signal = new AbortController().signal;
   // Far beyond any bounded run: the deadline must never be what ends a timed placement.
   const placerDeadline = Date.now() + 24 * 3_600_000;
@@ -162,7 +240,7 @@ export function benchCalls(n: number): RunnerCall[] {
     type: 'sync' as const,
     placerDeadline,
     signal,
-    prompt: `${systems[i % systems.length]}\nuser: ${text(i, 400)}`,
+    prompt: promptOf(i),
   }));
 }
 
