@@ -4,8 +4,8 @@
  * there ran compiled JavaScript. It checks that the bin runs the build, that a built process
  * starts its children from the build, and that the specs themselves start the sources.
  */
-import { execFile, execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +55,22 @@ describe('the production build', () => {
     const script = `const { SLUICE_BIN } = await import(${JSON.stringify(join(dir, 'dist/gateway/cli/processes.js'))}); console.log(SLUICE_BIN);`;
     expect(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }).trim()).toBe(bin);
     expect(SLUICE_BIN).toBe(join(root, 'gateway/cli/tsx-sluice.mjs'));
+  });
+
+  it('never runs a build older than a source: it says so and turns to the sources', () => {
+    const source = join(dir, 'placer/edited.ts');
+    mkdirSync(join(dir, 'placer'), { recursive: true });
+    // A source written after the build; the temporary checkout has no tsx entry to turn to, so the
+    // bin's fallback fails, which shows it did not run the stale build.
+    writeFileSync(source, 'export {};\n');
+    try {
+      const ran = spawnSync(process.execPath, [bin, '--help'], { encoding: 'utf8' });
+      expect(ran.stderr).toContain('dist/ is older than the sources; running the sources through tsx');
+      expect(ran.stdout).not.toContain('benchmark scenarios: ');
+    } finally {
+      rmSync(join(dir, 'placer'), { recursive: true, force: true });
+    }
+    expect(execFileSync(process.execPath, [bin, '--help'], { encoding: 'utf8' })).toContain('benchmark scenarios: ');
   });
 
   it('serves a call through `sluice up` run from the build, its children built too', async () => {
