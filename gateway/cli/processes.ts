@@ -9,8 +9,16 @@ import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
-/** Path of the `sluice` entry script. */
-export const SLUICE_BIN = fileURLToPath(new URL('./sluice.mjs', import.meta.url));
+/**
+ * Path of the `sluice` entry script that runs children the way this process runs. Compiled
+ * (this file is dist/gateway/cli/processes.js), it is the checkout's gateway/cli/sluice.mjs,
+ * which runs the build. On the sources (this file is processes.ts: the specs under vitest, or
+ * the bin without a build), it is tsx-sluice.mjs, which runs the sources even when a build
+ * exists, so a test after an edit starts the edited code, never a stale build.
+ */
+export const SLUICE_BIN = fileURLToPath(
+  import.meta.url.endsWith('.ts') ? new URL('./tsx-sluice.mjs', import.meta.url) : new URL('../../../gateway/cli/sluice.mjs', import.meta.url),
+);
 
 /** A sluice command running as a child process. */
 export interface ChildService {
