@@ -14,7 +14,6 @@
  */
 import type { Clock } from '../placer/kernel/index.ts';
 
-
 /** The priority classes, most urgent first. */
 export const PRIORITIES = ['interactive', 'batch'] as const;
 /** A call's priority class: `interactive` calls are always woken before `batch` ones. */
