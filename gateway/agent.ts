@@ -423,14 +423,14 @@ export class LbAgent {
       m.placerAttempts.record(placement.attempts);
       // A waiter placed: the room it found may hold more, so the next in line walks too (one
       // that finds nothing goes back to the head); the fallback's wakes depend on it.
-      if (!Number.isNaN(waiter.joinedAt)) queue.wake(1, [model]);
+      if (waiter.joined) queue.wake(1, [model]);
       return { kind: 'placed', response: placement.value, runner: placement.runner };
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
       return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers) };
     } finally {
       m.queued.add(-1);
-      if (!Number.isNaN(waiter.joinedAt)) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
+      if (waiter.joined) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
       waiter.leave();
     }
   }

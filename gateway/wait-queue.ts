@@ -75,7 +75,7 @@ export class Waiter {
   readonly key: WaiterKey;
   /** Arrival order: lower first. */
   readonly seq: number;
-  /** When the call first joined, on the queue's clock. */
+  /** When the call first joined, on the queue's clock; NaN until then. */
   joinedAt = Number.NaN;
   readonly #queue: WaitQueue;
   readonly #signal: AbortSignal;
@@ -94,6 +94,11 @@ export class Waiter {
     this.seq = seq;
     this.#signal = signal;
     this.#deadline = deadline;
+  }
+
+  /** True once the call joined the queue (its first wait was admitted), whatever came after. */
+  get joined(): boolean {
+    return !Number.isNaN(this.joinedAt);
   }
 
   /**
