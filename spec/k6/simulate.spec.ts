@@ -118,7 +118,8 @@ describe('resolveSimulateOptions', () => {
   it('fills in the defaults: 1,000 runners, every contender, one level, about a million calls in all', () => {
     const o = resolveSimulateOptions({});
     expect(o.runners).toBe(1_000);
-    expect(o.contenders).toHaveLength(7);
+    // The five placers, prefix-affinity with a sized index, and nginx's two balancers.
+    expect(o.contenders).toHaveLength(8);
     expect(o.levels).toEqual([0.8]);
     expect(o.calls * o.contenders.length * o.levels.length).toBeGreaterThanOrEqual(1_000_000);
     expect(o.hops).toEqual({ sluiceHopMs: 10, nginxHopMs: 1 });

@@ -13,11 +13,10 @@ import { VirtualEngine } from '../../k6/driver/vsim/engine.ts';
 import type { EngineRequest } from '../../k6/driver/vsim/engine.ts';
 import { EventQueue } from '../../k6/driver/vsim/event-queue.ts';
 import { nginxLeastConn, nginxRoundRobin } from '../../k6/driver/vsim/nginx.ts';
-import { GATEWAY_DEFAULTS, SIM_CONTENDERS, simulateRun } from '../../k6/driver/vsim/simulation.ts';
+import { GATEWAY_DEFAULTS, SIM_CONTENDERS, SIZED_PREFIX_AFFINITY, simulateRun, sizedIndexBlocks } from '../../k6/driver/vsim/simulation.ts';
 import type { SimRunSpec } from '../../k6/driver/vsim/simulation.ts';
-import { FleetSlots, SimRunner, stepWalker } from '../../k6/driver/vsim/sluice.ts';
-import { WaitingRoom } from '../../k6/driver/vsim/waiting-room.ts';
-import type { SimWalker, WalkEnd, WalkerContext } from '../../k6/driver/vsim/sluice.ts';
+import { FleetSlots, SimRunner, placeCallWalker, stepWalker } from '../../k6/driver/vsim/sluice.ts';
+import type { SimWalker, WalkEnd, WalkSettings, WalkerContext } from '../../k6/driver/vsim/sluice.ts';
 import { promptBlocksOf } from '../../k6/driver/vsim/trace.ts';
 import { PLACEMENT_WORKLOAD, promptTokensOf, traceCalls } from '../../k6/driver/workload.ts';
 import type { TraceCall } from '../../k6/driver/workload.ts';
@@ -191,47 +190,65 @@ describe('the sluice path', () => {
     const q = new EventQueue<(now: number) => void>();
     return Array.from({ length: n }, (_, i) => new SimRunner(`runner-${i + 1}`, slots, new VirtualEngine(i, STEADY, seededRandom(i), (at, h) => q.push(at, h)), fleet));
   };
-  const runnerCall = (n: number): RunnerCall => ({ id: `c${n}`, fn: 'sim-8b', key: `session-${n}`, type: 'sync', placerDeadline: Date.now() + 3_600_000, signal: new AbortController().signal });
+  const runnerCall = (n: number, deadline = 3_600_000): RunnerCall => ({ id: `c${n}`, fn: 'sim-8b', key: `session-${n}`, type: 'sync', placerDeadline: deadline, signal: new AbortController().signal });
   const walk = { retryAllDelay: 10, placerTimeout: 360_000 };
-  /** A walker on its own event queue; `at(t, fn)` runs `fn` as an event at virtual time t. */
-  const walkerOf = (runners: readonly SimRunner[], fleet: FleetSlots, placer: Placer, make: (context: WalkerContext) => SimWalker = stepWalker) => {
+  /**
+   * A walker on its own event queue; `at(t, fn)` runs `fn` as an event at virtual time t.
+   * `runUntil` handles events up to `t` (all of them without), letting each event's walks step
+   * before the next, as the simulation does.
+   */
+  const walkerOf = (runners: readonly SimRunner[], fleet: FleetSlots, placer: Placer, settings: WalkSettings = walk, make: (context: WalkerContext) => SimWalker = stepWalker) => {
     const q = new EventQueue<(now: number) => void>();
-    const walker = make({ runners, fleet, placer, settings: walk, schedule: (at, h) => q.push(at, h), now: () => q.now });
+    const walker = make({ runners, fleet, placer, settings, schedule: (at, h) => q.push(at, h), now: () => q.now });
     const at = (t: number, fn: (now: number) => void): void => q.push(t, fn);
-    const runUntilIdle = (): void => {
-      for (let h = q.pop(); h; h = q.pop()) h(q.now);
+    const runUntil = async (t = Infinity): Promise<void> => {
+      while (q.size > 0 && q.peekTime() <= t) {
+        const h = q.pop()!;
+        h(q.now);
+        await walker.settled();
+      }
     };
-    return { walker, at, runUntilIdle };
+    return { walker, at, runUntil };
   };
-  /** Notes where and when each call was placed, or when it timed out. */
+  /** Notes where and when each call was placed, or when it timed out or found the queue full. */
   const ends = () => {
-    const placed: { runner: SimRunner; at: number }[] = [];
+    const placed: { runner: SimRunner; at: number; name: string }[] = [];
     const timedOut: number[] = [];
-    const end: WalkEnd = { placed: (runner, at) => placed.push({ runner, at }), timedOut: (at) => timedOut.push(at) };
-    return { placed, timedOut, end };
+    const full: number[] = [];
+    const endOf = (name: string): WalkEnd => ({ placed: (runner, at) => placed.push({ runner, at, name }), timedOut: (at) => timedOut.push(at), queueFull: (at) => full.push(at) });
+    return { placed, timedOut, full, end: endOf('?'), endOf };
   };
 
-  it('spreads calls evenly with round-robin', () => {
+  it('spreads calls evenly with round-robin', async () => {
     const fleet = new FleetSlots();
     const runners = runnersOf(4, 16, fleet);
     const placer = builtinPlacers['round-robin']!({ random: () => 0.5 });
-    const { walker, at, runUntilIdle } = walkerOf(runners, fleet, placer);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, placer);
     const counts = new Map<string, number>();
     for (let i = 0; i < 400; i++) {
       at(i, (now) =>
-        walker.start(runnerCall(i), now, {
-          placed(runner) {
-            counts.set(runner.id, (counts.get(runner.id) ?? 0) + 1);
-            runner.finished(now, now);
+        walker.start(
+          runnerCall(i),
+          now,
+          {
+            placed(runner) {
+              counts.set(runner.id, (counts.get(runner.id) ?? 0) + 1);
+              runner.finished(now, now);
+            },
+            timedOut() {
+              throw new Error('not placed');
+            },
+            queueFull() {
+              throw new Error('not placed');
+            },
           },
-          timedOut() {
-            throw new Error('not placed');
-          },
-        }),
+          `session-${i}`,
+        ),
       );
     }
-    runUntilIdle();
+    await runUntil();
     expect([...counts.values()]).toEqual([100, 100, 100, 100]);
+    expect(walker.waited).toBe(0);
   });
 
   it('answers busy once its slots are full, and reports load the way HttpRunner does', async () => {
@@ -253,141 +270,175 @@ describe('the sluice path', () => {
 
   it('works with the live async walk too, as any Runner does', async () => {
     const runners = runnersOf(3, 1);
-    const placement = await placeCall(runnerCall(1), { runners: () => runners }, builtinPlacers['least-loaded']!({ random: seededRandom(3) }), { retryAllDelay: 10 });
+    const placement = await placeCall(runnerCall(1, Date.now() + 3_600_000), { runners: () => runners }, builtinPlacers['least-loaded']!({ random: seededRandom(3) }), { retryAllDelay: 10 });
     expect(placement.value.inFlight).toBe(1);
     expect(runners.reduce((n, r) => n + r.inFlight, 0)).toBe(1);
   });
 
-  it('fails a pass while every slot of the fleet is taken, retrying 10 ms later', () => {
+  it('waits in the queue while every slot of the fleet is taken, and takes a slot the moment it frees', async () => {
     const fleet = new FleetSlots();
     const runners = runnersOf(2, 1, fleet);
     const placer = builtinPlacers['round-robin']!({ random: () => 0 });
-    const { walker, at, runUntilIdle } = walkerOf(runners, fleet, placer);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, placer);
     const { placed, end } = ends();
-    at(0, (now) => walker.start(runnerCall(1), now, end));
-    at(0, (now) => walker.start(runnerCall(2), now, end));
-    at(7, (now) => walker.start(runnerCall(3), now, end));
-    runUntilIdle();
+    at(0, (now) => walker.start(runnerCall(1), now, end, 'a'));
+    at(0, (now) => walker.start(runnerCall(2), now, end, 'a'));
+    at(7, (now) => walker.start(runnerCall(3), now, end, 'a'));
+    await runUntil(11);
     expect(placed.map((p) => p.at)).toEqual([0, 0]);
     expect(fleet.free).toBe(0);
-    expect(walker.waited).toBe(1);
-    // A slot frees at 12: the waiting call's next pass, 10 ms after its first, takes it.
+    expect(walker.queue.waiting).toBe(1);
+    // A call of this gateway ends at 12: the pool tells the queue, and the head walks at once.
     at(12, (now) => {
       placed[0]!.runner.finished(0, now);
       walker.freed(now);
     });
-    runUntilIdle();
-    expect(placed.map((p) => p.at)).toEqual([0, 0, 17]);
+    await runUntil();
+    expect(placed.map((p) => p.at)).toEqual([0, 0, 12]);
+    expect(walker.waited).toBe(1);
+    expect(walker.queue.size).toBe(0);
   });
 
-  it('times a waiting call out when woken past its placer deadline, and hands the slot on', () => {
+  it('starts waiting calls in arrival order within a flow, taking turns across flows, once slots free', async () => {
     const fleet = new FleetSlots();
     const runners = runnersOf(1, 1, fleet);
-    const { walker, at, runUntilIdle } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { placed, endOf } = ends();
+    at(0, (now) => walker.start(runnerCall(0), now, endOf('first'), 'x'));
+    // A burst of flow a, then one call of b and two of c, all while the only slot is taken.
+    const arrivals: [string, string][] = [['a1', 'a'], ['a2', 'a'], ['a3', 'a'], ['b1', 'b'], ['a4', 'a'], ['c1', 'c'], ['c2', 'c']];
+    arrivals.forEach(([name, flow], i) => at(1 + i, (now) => walker.start(runnerCall(10 + i), now, endOf(name), flow)));
+    // Each placed call ends 100 ms later and frees the slot for the next.
+    for (let t = 100; t <= 800; t += 100) {
+      at(t, (now) => {
+        runners[0]!.finished(now - 100, now);
+        walker.freed(now);
+      });
+    }
+    await runUntil();
+    // a's calls in their order, b's one call and c's first each get a turn before a's second.
+    expect(placed.map((p) => p.name)).toEqual(['first', 'a1', 'b1', 'c1', 'a2', 'c2', 'a3', 'a4']);
+    expect(placed.map((p) => p.at)).toEqual([0, 100, 200, 300, 400, 500, 600, 700]);
+    expect(walker.waited).toBe(7);
+  });
+
+  it('lines a new call up behind waiting ones even when a slot is free on its arrival', async () => {
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 2, fleet);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { placed, endOf } = ends();
+    at(0, (now) => walker.start(runnerCall(1), now, endOf('1'), 'a'));
+    at(0, (now) => walker.start(runnerCall(2), now, endOf('2'), 'a'));
+    at(1, (now) => walker.start(runnerCall(3), now, endOf('3'), 'b'));
+    // A slot frees at 5 without the queue being told (as a call of another gateway would): the
+    // waiting call 3 has not walked yet when call 4 comes, and call 4 waits behind it.
+    at(5, (now) => runners[0]!.finished(0, now));
+    at(6, (now) => walker.start(runnerCall(4), now, endOf('4'), 'c'));
+    await runUntil(9);
+    expect(placed.map((p) => p.name)).toEqual(['1', '2']);
+    expect(walker.queue.waiting).toBe(2);
+    // The fallback offers the head of the line every retryAllDelay from the first wait at 1: call 3
+    // takes the slot at 11, and placing it wakes the next, which finds nothing and waits again.
+    await runUntil(49);
+    expect(placed.map((p) => [p.name, p.at])).toEqual([['1', 0], ['2', 0], ['3', 11]]);
+    expect(walker.queue.waiting).toBe(1);
+    // Another slot frees unseen at 50: the fallback's next offer, at 51, gives it to call 4.
+    at(50, (now) => runners[0]!.finished(0, now));
+    await runUntil();
+    expect(placed.map((p) => [p.name, p.at])).toEqual([['1', 0], ['2', 0], ['3', 11], ['4', 51]]);
+    expect(walker.queue.size).toBe(0);
+  });
+
+  it('wakes as many waiting calls as a status report shows free slots', async () => {
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 3, fleet);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), { ...walk, retryAllDelay: 0 });
+    const { placed, endOf } = ends();
+    for (let i = 1; i <= 5; i++) at(0, (now) => walker.start(runnerCall(i), now, endOf(String(i)), `f${i}`));
+    // Two calls end unseen by the queue (no fallback: retryAllDelay 0), then a report shows two free slots.
+    at(20, (now) => {
+      runners[0]!.finished(0, now);
+      runners[0]!.finished(0, now);
+    });
+    at(30, (now) => walker.freed(now, runners[0]!.slots - runners[0]!.inFlight));
+    await runUntil();
+    expect(placed.map((p) => [p.name, p.at])).toEqual([['1', 0], ['2', 0], ['3', 0], ['4', 30], ['5', 30]]);
+  });
+
+  it('times a waiting call out at its placer deadline, and the next in line takes the freed slot', async () => {
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 1, fleet);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
     const { placed, timedOut, end } = ends();
-    const withDeadline = (n: number, deadline: number): RunnerCall => ({ ...runnerCall(n), placerDeadline: deadline });
-    at(0, (now) => walker.start(runnerCall(1), now, end));
-    at(1, (now) => walker.start(withDeadline(2, 30), now, end));
-    at(2, (now) => walker.start(runnerCall(3), now, end));
+    at(0, (now) => walker.start(runnerCall(1), now, end, 'a'));
+    at(1, (now) => walker.start(runnerCall(2, 30), now, end, 'a'));
+    at(2, (now) => walker.start(runnerCall(3), now, end, 'a'));
     at(50, (now) => {
       placed[0]!.runner.finished(0, now);
       walker.freed(now);
     });
-    runUntilIdle();
-    // Call 2's next beat after 50 is 51, past its deadline: it gives up there, and call 3 takes
-    // the slot at its own next beat, 52.
-    expect(timedOut).toEqual([51]);
-    expect(placed.map((p) => p.at)).toEqual([0, 52]);
+    await runUntil();
+    // The queue ends call 2's wait at its deadline, 30; call 3 is the head when the slot frees.
+    expect(timedOut).toEqual([30]);
+    expect(placed.map((p) => p.at)).toEqual([0, 50]);
+    expect(walker.queue.size).toBe(0);
   });
 
-  it('times a call out at its placer deadline when the last pause is cut short by it', () => {
+  it('answers a call that finds the queue at its bound at once, as the gateway answers 503 GW_QUEUE_FULL', async () => {
     const fleet = new FleetSlots();
     const runners = runnersOf(1, 1, fleet);
-    const { walker, at, runUntilIdle } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
-    const { timedOut, end } = ends();
-    at(0, (now) => walker.start(runnerCall(1), now, end));
-    at(0, (now) => walker.start({ ...runnerCall(2), placerDeadline: 4 }, now, end));
-    runUntilIdle();
-    expect(timedOut).toEqual([4]);
-  });
-
-  it('wakes the waiting call whose next 10 ms beat comes first after a slot frees', () => {
-    const room = new WaitingRoom(10);
-    const woke: string[] = [];
-    room.park(3, () => woke.push('a'));
-    room.park(5, () => woke.push('b'));
-    // Freed at 24: a's passes fall at 33, 43...; b's at 25, 35...: b's comes first.
-    const first = room.wake(24)!;
-    first.pass(first.at);
-    expect(first.at).toBeCloseTo(25, 9);
-    // Freed at 26: only a waits, next at 33.
-    const second = room.wake(26)!;
-    second.pass(second.at);
-    expect(second.at).toBeCloseTo(33, 9);
-    expect(woke).toEqual(['b', 'a']);
-    expect(room.wake(40)).toBeUndefined();
-  });
-});
-
-describe('WaitingRoom', () => {
-  it('wakes, among many waiting, the call whose next beat comes first, earlier waiters first on a tie', () => {
-    const room = new WaitingRoom(10);
-    // The reference: every waiter's next pass after `now` computed directly, smallest first.
-    const waiting: { parkedAt: number; seq: number; name: number }[] = [];
-    const random = seededRandom(9);
-    let now = 0;
-    let seq = 0;
-    const woke: [number, number][] = [];
-    const expected: [number, number][] = [];
-    const sizes: [number, number, number][] = [];
-    for (let step = 0; step < 6_000; step++) {
-      now += random() * 0.02;
-      if (waiting.length === 0 || random() < 0.55) {
-        // Some on the same phase as an earlier waiter (a session's turns 3,000 ms apart).
-        const parkedAt = waiting.length > 0 && random() < 0.1 ? waiting[Math.floor(random() * waiting.length)]!.parkedAt + 3_000 * Math.ceil((now - 1) / 3_000) : now;
-        const name = seq++;
-        waiting.push({ parkedAt, seq: name, name });
-        room.park(parkedAt, (at) => woke.push([name, at]));
-      } else {
-        const next = (w: { parkedAt: number }): number => now + ((w.parkedAt % 10) - (now % 10) + 10) % 10;
-        // By phase round the beat from now's, compared exactly (next() may round two apart to one).
-        const order = (w: { parkedAt: number }): [number, number] => [w.parkedAt % 10 >= now % 10 ? 0 : 1, w.parkedAt % 10];
-        waiting.sort((a, b) => order(a)[0] - order(b)[0] || order(a)[1] - order(b)[1] || a.seq - b.seq);
-        const first = waiting.shift()!;
-        expected.push([first.name, next(first)]);
-        const woken = room.wake(now)!;
-        woken.pass(woken.at);
-      }
-      if (room.size !== waiting.length) sizes.push([step, room.size, waiting.length]);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), { ...walk, maxQueued: 2, maxQueuedPerFlow: 1 });
+    const { placed, full, endOf } = ends();
+    at(0, (now) => walker.start(runnerCall(1), now, endOf('1'), 'a'));
+    at(1, (now) => walker.start(runnerCall(2), now, endOf('2'), 'a'));
+    // Flow a has its one waiting call: a's next is refused; b's first waits, c's finds the total bound.
+    at(2, (now) => walker.start(runnerCall(3), now, endOf('3'), 'a'));
+    at(3, (now) => walker.start(runnerCall(4), now, endOf('4'), 'b'));
+    at(4, (now) => walker.start(runnerCall(5), now, endOf('5'), 'c'));
+    await runUntil(10);
+    expect(full).toEqual([2, 4]);
+    expect(walker.queue.waiting).toBe(2);
+    for (const t of [100, 200]) {
+      at(t, (now) => {
+        runners[0]!.finished(0, now);
+        walker.freed(now);
+      });
     }
-    expect(sizes).toEqual([]);
-    expect(woke.map(([name]) => name)).toEqual(expected.map(([name]) => name));
-    expect(woke.every(([, at], i) => Math.abs(at - expected[i]![1]) < 1e-9)).toBe(true);
-    expect(woke.length).toBeGreaterThan(2_500);
+    await runUntil();
+    expect(placed.map((p) => [p.name, p.at])).toEqual([['1', 0], ['2', 100], ['4', 200]]);
   });
 
-  it('wakes at once, first come first served, with a retryAllDelay of 0', () => {
-    const room = new WaitingRoom(0);
-    const woke: string[] = [];
-    room.park(5, () => woke.push('a'));
-    room.park(3, () => woke.push('b'));
-    const first = room.wake(8)!;
-    first.pass(first.at);
-    expect(first.at).toBe(8);
-    room.wake(9)!.pass(9);
-    expect(woke).toEqual(['a', 'b']);
-    expect(room.wake(10)).toBeUndefined();
+  it('places the same calls at the same times through placeCall as through the walk steps', async () => {
+    // One trace of arrivals, frees and a deadline, through both walkers: the same queue, the same wakes.
+    const run = async (make: (context: WalkerContext) => SimWalker) => {
+      const fleet = new FleetSlots();
+      const runners = runnersOf(2, 2, fleet);
+      const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['least-loaded']!({ random: seededRandom(4) }), walk, make);
+      const { placed, timedOut, endOf } = ends();
+      for (let i = 0; i < 12; i++) at(i * 3, (now) => walker.start(runnerCall(i, i === 7 ? 40 : 3_600_000), now, endOf(String(i)), `f${i % 3}`));
+      for (let t = 25; t < 200; t += 13) {
+        at(t, (now) => {
+          const busy = runners.find((r) => r.inFlight > 0);
+          busy?.finished(0, now);
+          if (t % 2 === 0) walker.freed(now);
+        });
+      }
+      await runUntil();
+      return { placed: placed.map((p) => [p.name, p.runner.id, p.at]), timedOut, waited: walker.waited };
+    };
+    const steps = await run(stepWalker);
+    expect(steps.placed.length).toBeGreaterThan(8);
+    expect(steps.timedOut).toEqual([40]);
+    expect(await run(placeCallWalker)).toEqual(steps);
   });
 });
 
 describe('the simulated walk against placeCall', () => {
-  // The differential check of the simulator's shortcut: the same trace through the waiting room
-  // (walk 'steps') and through the gateway's placeCall on the virtual clock with every pass taken
-  // (walk 'placeCall') must give the same records, call for call, to the bit. A session's turns
-  // come thinkMs apart; at 3,000 ms they would fall on the same phase of the 10 ms beat, where the
-  // two break the tie differently (the room by waiting order, placeCall by the float sums of its
-  // pauses), so the trace moves them off it. 4 runners of 16 slots, 300 calls each.
-  const placers = SIM_CONTENDERS.filter((c) => !c.startsWith('nginx'));
+  // The differential check of the simulator's walk: the same trace through the walk's steps
+  // answered synchronously (walk 'steps') and through the gateway's placeCall on the virtual clock
+  // (walk 'placeCall'), both waiting in the gateway's queue, must give the same records, call for
+  // call, to the bit. 4 runners of 16 slots, 300 calls each.
+  const placers = SIM_CONTENDERS.filter((c) => !c.startsWith('nginx') && c !== SIZED_PREFIX_AFFINITY);
   const spec = (contender: string, rate: number): SimRunSpec => ({
     shape: { ...shape, thinkMs: 3_001.3 },
     fleet: { runners: 4, slots: 16, profile: H100_8B_PROFILE },
@@ -414,8 +465,9 @@ describe('the simulated walk against placeCall', () => {
       expect(walked.waited).toBe(steps.waited);
       if (rate > 36) {
         expect(steps.waited).toBeGreaterThan(100);
-        // The passes the waiting room skipped were run by placeCall, each a pause on the queue.
-        expect(walked.events).toBeGreaterThan(steps.events * 2);
+        // Both wait for the same wakes: the same events, the queue's timers among them.
+        expect(walked.events).toBe(steps.events);
+        expect(steps.records.filter((r) => r.status !== 200)).toEqual([]);
       } else {
         expect(steps.waited).toBe(0);
       }
@@ -467,7 +519,7 @@ describe('simulateRun', () => {
     expect(result.figures.errors['status 429']).toBeGreaterThan(0);
   });
 
-  it('places a call that found the only slot taken at its first 10 ms beat after the slot frees', async () => {
+  it('places a call that found the only slot taken the moment the slot frees', async () => {
     const trace = [call(1, 1, 0), call(2, 1, 1)];
     const profile = { ...STEADY, maxNumSeqs: 1 };
     const result = await simulateRun({ ...base, fleet: { runners: 1, slots: 1, profile }, trace, warmupMs: 0, measureMs: 10, hops: { sluiceHopMs: 0 } });
@@ -476,9 +528,24 @@ describe('simulateRun', () => {
     const sharedCached = Math.floor(promptTokensOf(shape, 1).shared / 16) * 16;
     const ownPrefill = prefill(promptTokensOf(shape, 1).total - sharedCached);
     const freedAt = ownPrefill + DECODE_MS;
-    const placedAt = 1 + 10 * Math.ceil((freedAt - 1) / 10);
     expect(first!.latency).toBeCloseTo(freedAt, 6);
-    expect(second!.at + second!.ttft).toBeCloseTo(placedAt + ownPrefill, 6);
+    // The first call's end wakes the second, the head of the queue, at once: not on a 10 ms beat.
+    expect(second!.at + second!.ttft).toBeCloseTo(freedAt + ownPrefill, 6);
+    expect(result.waited).toBe(1);
+  });
+
+  it('starts calls that wait for a full fleet in arrival order within a session', async () => {
+    // Two runners of one slot; six calls at once in two sessions, each call's answer long.
+    const trace = [call(1, 1, 0), call(2, 1, 0.5), call(1, 2, 1), call(1, 3, 2), call(2, 2, 3), call(1, 4, 4)];
+    const profile = { ...STEADY, maxNumSeqs: 1 };
+    const result = await simulateRun({ ...base, fleet: { runners: 2, slots: 1, profile }, trace, warmupMs: 0, measureMs: 10, hops: { sluiceHopMs: 0 } });
+    const started = [...result.records].sort((a, b) => a.at + a.ttft - (b.at + b.ttft));
+    const sessionOf = (r: { at: number }) => trace.find((c) => c.at === r.at)!.session;
+    const turnsOf = (session: number) => started.filter((r) => sessionOf(r) === session).map((r) => r.turn);
+    expect(result.records).toHaveLength(6);
+    expect(turnsOf(1)).toEqual([1, 2, 3, 4]);
+    expect(turnsOf(2)).toEqual([1, 2]);
+    expect(result.waited).toBe(4);
   });
 
   it('starts engines with the system prompts cached unless told not to', async () => {
@@ -504,7 +571,28 @@ describe('simulateRun', () => {
       placerTimeout: gateway.placerConfig.placerTimeout,
       statusInterval: gateway.statusInterval,
       staleAfterMs: resolveLoadAware({}).staleAfterMs,
+      maxQueued: gateway.maxQueued,
+      maxQueuedPerFlow: gateway.maxQueuedPerFlow,
+      defaultPriority: gateway.defaultPriority,
     });
+  });
+
+  it('sizes the sized prefix-affinity contender\'s index by the rule: calls/s x blocks per prompt x the gap between turns', async () => {
+    // The placement workload's prompts are 4,000 to 10,000 characters over its four turns: about
+    // 110 blocks of 64 on average; its turns come 3 s apart.
+    const blocks = sizedIndexBlocks(shape, 1);
+    expect(blocks / 3).toBeGreaterThan(100);
+    expect(blocks / 3).toBeLessThan(120);
+    const perCall = sizedIndexBlocks(shape, 1_000) / 1_000;
+    expect(Math.abs(sizedIndexBlocks(shape, 7_000) - 7_000 * perCall)).toBeLessThanOrEqual(7);
+    expect(sizedIndexBlocks(shape, 1_000_000)).toBe(10_000_000);
+    // The sized contender is prefix-affinity: sessions come back to the runner that holds them.
+    const sized = await simulateRun({ ...base, contender: SIZED_PREFIX_AFFINITY });
+    const roundRobin = await simulateRun(base);
+    const unsized = await simulateRun({ ...base, contender: 'prefix-affinity' });
+    expect(sized.cacheHitShare).toBeGreaterThan(roundRobin.cacheHitShare + 0.05);
+    // At 40 calls/s the rule asks for about 13,000 blocks: enough to lose nothing against the default 100,000.
+    expect(sized.cacheHitShare).toBe(unsized.cacheHitShare);
   });
 
   it('throws RangeError for an unknown contender', async () => {

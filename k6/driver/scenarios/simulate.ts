@@ -27,7 +27,7 @@ import type { WorkloadShape } from '../workload.ts';
 import { H100_8B_PROFILE } from '../../../runner/engines/sim/profiles.ts';
 import { CHECK_TOLERANCE, checkVerdict, compareRun, formatCheck, readLiveReport } from '../vsim/check.ts';
 import type { ComparedRun, LiveReport } from '../vsim/check.ts';
-import { DEFAULT_HOPS, GATEWAY_DEFAULTS, SIM_CONTENDERS, simulateRun } from '../vsim/simulation.ts';
+import { DEFAULT_HOPS, GATEWAY_DEFAULTS, SIM_CONTENDERS, SIZED_PREFIX_AFFINITY, simulateRun, sizedIndexBlocks } from '../vsim/simulation.ts';
 import type { SimFleet, SimHops, SimRunSpec } from '../vsim/simulation.ts';
 import { CAPACITY_TTFT_P90_MS, PLACEMENT_FLEET, crossing, findCapacity, formatPlacement, placementChart } from './placement.ts';
 import type { CapacityProbe } from './placement.ts';
@@ -40,7 +40,7 @@ export interface SimulateOptions extends BenchOptions {
   calls?: number;
   /** Shares of capacity to run at; numbers or numeric strings (from `--levels 0.5,0.8`). @default 0.8 */
   levels?: readonly (number | string)[];
-  /** Contenders to run. @default every sluice placer, then nginx round-robin and least_conn */
+  /** Contenders to run. @default every sluice placer, prefix-affinity with a sized index, then nginx round-robin and least_conn */
   contenders?: readonly string[];
   /** The fleet's capacity in calls/s, skipping the search. */
   capacity?: number;
@@ -66,8 +66,9 @@ const SIMULATE_LIMITS = Object.freeze({
 });
 
 /**
- * The defaults: 1,000 runners, all seven contenders at 80 % of capacity, each replaying the same
- * trace of 143,000 calls, so about a million calls in all; about 6 minutes on this 2-core machine,
+ * The defaults: 1,000 runners, all eight contenders (prefix-affinity twice: with its default index
+ * and with one sized for the rate) at 80 % of capacity, each replaying the same trace of 143,000
+ * calls, so about 1.1 million calls in all; about 6 minutes on this 2-core machine,
  * the capacity search included. The live scenario's three levels with a million-call trace each
  * would be 21 million simulated calls, hours here: prefix-affinity alone costs 1 to 1.5 ms of CPU
  * per placement at 1,000 runners (it hashes every ~8,000-character prompt and keeps its index, as
@@ -244,13 +245,18 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
       simulatedCalls += result.records.length;
       const f = result.figures;
       runs.push({ level, rate, seed, firstSession: s.firstSession, contender, calls: result.records.length, measureMs, figures: f, cacheHitShare: result.cacheHitShare, waited: result.waited, engineQueuePeak: result.engineQueuePeak, wallMs });
-      progress(`  ${percent(level)} (${rate.toFixed(0)}/s) ${contender}: ttft p50 ${formatMs(f.ttft.p50)} p90 ${formatMs(f.ttft.p90)} ms, ${f.errorCount} errors; ${result.records.length} calls in ${seconds(wallMs)} (${perSecond(result.records.length, wallMs)} calls/s)\n`);
+      const sized = contender === SIZED_PREFIX_AFFINITY ? ` (maxBlocks ${sizedIndexBlocks(shape, rate).toLocaleString('en')})` : '';
+      progress(`  ${percent(level)} (${rate.toFixed(0)}/s) ${contender}${sized}: ttft p50 ${formatMs(f.ttft.p50)} p90 ${formatMs(f.ttft.p90)} ms, ${f.errorCount} errors; ${result.records.length} calls in ${seconds(wallMs)} (${perSecond(result.records.length, wallMs)} calls/s)\n`);
     }
   }
   const wallMs = performance.now() - started;
 
   write(`\nsluice bench simulate: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${options.runners} simulated runners (${fleet.slots} slots, ${PLACEMENT_FLEET.profile}), capacity ${capacity.rate.toFixed(0)} calls/s (${capacity.measured ? 'found by simulation' : 'given'}), traces of about ${options.calls.toLocaleString('en')} calls after ${warmupMs / 1000}s warm-up, hops sluice ${options.hops.sluiceHopMs} ms, nginx ${options.hops.nginxHopMs} ms\n\n`);
   write(formatPlacement(runs) + '\n\n');
+  if (options.contenders.includes(SIZED_PREFIX_AFFINITY)) {
+    const sizes = options.levels.map((level) => `${sizedIndexBlocks(shape, level * capacity.rate).toLocaleString('en')} at ${percent(level)}`);
+    write(`${SIZED_PREFIX_AFFINITY}: prefix-affinity with maxBlocks sized by docs/placers.md's rule (calls/s x blocks per prompt x the gap between turns): ${sizes.join(', ')}\n`);
+  }
   if (isDefaultPlan(options)) write(DEFAULT_NOTE + '\n');
   write(`wall time ${seconds(wallMs)} for ${simulatedCalls.toLocaleString('en')} simulated calls (capacity probes included): ${perSecond(simulatedCalls, wallMs)} calls/s\n`);
 
@@ -261,7 +267,7 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
 }
 
 /** Said with the default plan's figures: what the default leaves out, and how to get it. */
-const DEFAULT_NOTE = 'default plan: one level (80%) and ~143,000-call traces, about a million calls; not the live scenario\'s three levels of million-call traces, which would take hours here. --levels 0.5,0.8,1 runs three levels, --calls 1000000 million-call traces.';
+const DEFAULT_NOTE = 'default plan: one level (80%) and ~143,000-call traces, about 1.1 million calls; not the live scenario\'s three levels of million-call traces, which would take hours here. --levels 0.5,0.8,1 runs three levels, --calls 1000000 million-call traces.';
 
 function isDefaultPlan(options: ResolvedSimulateOptions): boolean {
   return options.calls === SIMULATE_DEFAULTS.calls && options.levels.join() === SIMULATE_DEFAULTS.levels.join() && options.contenders.length === SIM_CONTENDERS.length;

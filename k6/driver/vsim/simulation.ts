@@ -5,7 +5,8 @@
  *
  * What a call goes through, per contender:
  * - a sluice placer: at its due time the gateway's own walk (placer/walk.ts) offers it to the
- *   runners in the real placer's order (see sluice.ts); once one commits, the call reaches that
+ *   runners in the real placer's order, and while every runner is full it waits its turn in the
+ *   gateway's own wait queue (see sluice.ts); once one commits, the call reaches that
  *   runner's engine `sluiceHopMs` later (gateway and runner together, both ways: the simulator
  *   puts the whole hop in front of the engine), and holds the runner's slot until its last token.
  *   A runner has as many slots as its engine runs sequences, so the engine never queues it.
@@ -25,6 +26,7 @@ import { affinityKey, renderPrompt } from '../../../gateway/call.ts';
 import { gatewayDefaults } from '../../../gateway/options.ts';
 import { loadAwareDefaults } from '../../../placer/load-options.ts';
 import { placerDefaults } from '../../../placer/options.ts';
+import { prefixAffinityDefaults } from '../../../placer/prefix-affinity/index.ts';
 import { builtinPlacers } from '../../../placer/registry.ts';
 import { seededRandom } from '../../../placer/kernel/index.ts';
 import type { Placer, RunnerCall } from '../../../placer/types.ts';
@@ -74,11 +76,14 @@ export interface GatewaySettings extends WalkSettings {
  * deadline from `placerDefaults`, the load-aware placers' staleness bound from
  * `loadAwareDefaults`, and the pool's status interval from `gatewayDefaults`.
  */
-export const GATEWAY_DEFAULTS: Readonly<GatewaySettings> = Object.freeze({
+export const GATEWAY_DEFAULTS: Readonly<Required<GatewaySettings>> = Object.freeze({
   retryAllDelay: placerDefaults.retryAllDelay,
   placerTimeout: placerDefaults.placerTimeout,
   statusInterval: gatewayDefaults.statusInterval,
   staleAfterMs: loadAwareDefaults.staleAfterMs,
+  maxQueued: gatewayDefaults.maxQueued,
+  maxQueuedPerFlow: gatewayDefaults.maxQueuedPerFlow,
+  defaultPriority: gatewayDefaults.defaultPriority,
 });
 
 /** The fleet: `runners` runners of `slots` slots, each in front of its own engine. */
@@ -117,9 +122,9 @@ export interface SimRunSpec {
   /** @default GATEWAY_DEFAULTS */
   readonly gateway?: Partial<GatewaySettings>;
   /**
-   * How the gateway's walk is run: `steps`, synchronously with the waiting room (sluice.ts), or
-   * `placeCall`, the async walk itself on a virtual clock with every pass taken, several times
-   * slower; the differential spec runs both and expects the same records. @default 'steps'
+   * How the gateway's walk is run: `steps`, its steps answered synchronously (sluice.ts), or
+   * `placeCall`, the async walk itself, slower; both wait in the gateway's queue on the virtual
+   * clock, and the differential spec runs both and expects the same records. @default 'steps'
    */
   readonly walk?: 'steps' | 'placeCall';
   /** @default DEFAULT_HOPS */
@@ -135,7 +140,7 @@ export interface SimRunResult {
   readonly cacheHitShare: number;
   /** Events handled: the simulator's own unit of work. */
   readonly events: number;
-  /** Calls that found every runner full on arrival and waited for a slot in the gateway. */
+  /** Calls that waited in the gateway's queue: every runner was full, or calls were waiting already. */
   readonly waited: number;
   /** Most requests waiting in any one engine's queue at once: 0 on the sluice path. */
   readonly engineQueuePeak: number;
@@ -149,8 +154,30 @@ export interface RunControl {
   readonly slice?: number;
 }
 
-/** The contenders a run can have: the built-in placers, then nginx's two. */
-export const SIM_CONTENDERS: readonly string[] = Object.freeze([...Object.keys(builtinPlacers), ...Object.keys(NGINX_BALANCERS)]);
+/** prefix-affinity with its index sized for the run's rate by {@link sizedIndexBlocks}, rather than its default. */
+export const SIZED_PREFIX_AFFINITY = 'prefix-affinity sized';
+
+/** The contenders a run can have: the built-in placers, prefix-affinity with a sized index, then nginx's two. */
+export const SIM_CONTENDERS: readonly string[] = Object.freeze([...Object.keys(builtinPlacers), SIZED_PREFIX_AFFINITY, ...Object.keys(NGINX_BALANCERS)]);
+
+/** prefix-affinity's `maxBlocks` refuses more than this. */
+const MAX_INDEX_BLOCKS = 10_000_000;
+
+/**
+ * prefix-affinity's `maxBlocks` by the rule in docs/placers.md: calls/s x blocks per prompt (the
+ * mean over a session's turns, at the placer's default block size) x the gap between a session's
+ * turns, so that a session's blocks are still indexed when its next turn comes. At most the
+ * option's own bound.
+ */
+export function sizedIndexBlocks(shape: WorkloadShape, rate: number): number {
+  const { blockSize } = prefixAffinityDefaults;
+  let blocks = 0;
+  for (let turn = 1; turn <= shape.turns; turn++) {
+    const prompt = renderPrompt(messagesOf(shape, { at: 0, session: 0, turn, system: 0 }), undefined);
+    blocks += Math.floor((prompt?.length ?? 0) / blockSize);
+  }
+  return Math.min(MAX_INDEX_BLOCKS, Math.ceil(rate * (blocks / shape.turns) * (shape.thinkMs / 1000)));
+}
 
 /**
  * Replays the trace of `spec` and returns every call's record and the run's figures. Pure in its
@@ -313,12 +340,20 @@ function sluicePath(sim: SimContext): CallPath {
   const width = String(sim.engines.length).length;
   const fleet = new FleetSlots();
   const runners: readonly SimRunner[] = sim.engines.map((engine, i) => new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, fleet));
-  const placer = createPlacer(spec.contender, seededRandom(mix(spec.seed, 2)), sim.now, gateway.staleAfterMs);
-  const signal = new AbortController().signal;
+  const random = seededRandom(mix(spec.seed, 2));
+  const placer =
+    spec.contender === SIZED_PREFIX_AFFINITY
+      ? builtinPlacers['prefix-affinity']!({ random, now: sim.now, staleAfterMs: gateway.staleAfterMs, maxBlocks: sizedIndexBlocks(spec.shape, spec.rate) })
+      : createPlacer(spec.contender, random, sim.now, gateway.staleAfterMs);
+  const signal = NEVER_ABORTED;
   const walker = (spec.walk === 'placeCall' ? placeCallWalker : stepWalker)({ runners, fleet, placer, settings: gateway, schedule: sim.schedule, now: sim.now });
 
   const probeAll = (at: number): void => {
-    for (const runner of runners) runner.probe(at);
+    for (const runner of runners) {
+      runner.probe(at);
+      // A report with free slots may be room for a waiting call, as the pool tells the queue.
+      walker.freed(at, runner.slots - runner.inFlight);
+    }
     // Probing only while something else is queued: alone, it would keep the clock running forever.
     if (sim.eventsWaiting() > 0) sim.schedule(at + gateway.statusInterval, probeAll);
   };
@@ -337,13 +372,16 @@ function sluicePath(sim: SimContext): CallPath {
         timedOut() {
           sim.records.push(refused(call, 503));
         },
-      });
+        queueFull() {
+          sim.records.push(refused(call, 503));
+        },
+      }, `session-${call.session}`);
     },
     start() {
       sim.schedule(0, probeAll);
     },
     waited: () => walker.waited,
-    settled: walker.settled && (() => walker.settled!()),
+    settled: () => walker.settled(),
   };
 }
 
@@ -358,6 +396,21 @@ function nginxPath(sim: SimContext, balancer: UpstreamBalancer): CallPath {
     waited: () => 0,
   };
 }
+
+/**
+ * The signal of every simulated call: a replayed client never hangs up. A plain object rather than
+ * one shared AbortSignal, which would collect a listener from every waiting call (the queue listens
+ * for hang-ups) and pay for it on every removal.
+ */
+const NEVER_ABORTED: AbortSignal = Object.freeze({
+  aborted: false,
+  reason: undefined,
+  onabort: null,
+  throwIfAborted(): void {},
+  addEventListener(): void {},
+  removeEventListener(): void {},
+  dispatchEvent: () => false,
+}) as unknown as AbortSignal;
 
 /**
  * The call as the gateway would hand it to the placer: the body's `user` (`session-<n>`) as the

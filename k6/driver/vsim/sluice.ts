@@ -10,30 +10,39 @@
  * static runners, less the calls of ours that report counted and that have ended since.
  *
  * The walk is `walkSteps`, the steps `placeCall` awaits, answered synchronously by
- * {@link stepWalker}: the runners listed, each offer answered at once, and a pause between passes
- * scheduled on the event queue. Offers and answers take no virtual time (the shortcut answers
- * without a round trip, and a placed call's trip to the engine is the simulation's hop overhead).
+ * {@link stepWalker}: the runners listed, each offer answered at once. Offers and answers take no
+ * virtual time (the shortcut answers without a round trip, and a placed call's trip to the engine
+ * is the simulation's hop overhead).
+ *
+ * A call that finds every runner full waits as in the gateway: in the product's own
+ * {@link WaitQueue} (gateway/wait-queue.ts), on the virtual clock, with the agent's rules around it
+ * (gateway/agent.ts): a new call lines up behind calls already waiting; a waiting call walks the
+ * pool once when woken and goes back to the head of its turn if it finds nothing; one that placed
+ * wakes the next. Its flow is the workload's session (the body's `user`), its class the gateway's
+ * default. It is woken on what wakes it in the gateway: one of this gateway's calls on a runner
+ * ending, a status report with free slots, and the queue's own fallback, which offers the head of
+ * the line every `retryAllDelay`; its deadline ends its wait. (Runners here never register, leave
+ * or trip a breaker, so those wakes never come.) The queue's waits are promises: the simulation
+ * awaits {@link SimWalker.settled} after each event, so that what an event set going happens at
+ * its virtual time.
  *
  * One shortcut, for speed: a pass fails only when every runner is full (placers never skip a
- * runner), and every runner stays full until a call ends, so the passes a waiting call would make
- * before then must fail too. The simulator does not run them: while the fleet has no free slot
- * ({@link FleetSlots}) the pool lists no runners, and the placer is not asked to order none; the
- * walk's pause after such a pass is spent in a {@link WaitingRoom}, and when a slot frees, the
- * waiting call whose next pass (on its own 10 ms beat) comes first is woken for that pass. Calls
- * are placed at the same virtual times as with every pass run (spec/k6/vsim.spec.ts checks it
- * against `placeCall` itself, {@link placeCallWalker}); what is lost is what the failed passes
- * would have done to a placer's own state (the round-robin counter, random draws), which under
- * overload would be millions of passes. And a waiting call whose placer deadline passes gives up
- * when it is next woken rather than at the deadline (at the default 360 s, never in a bench run).
+ * runner), so while the fleet has no free slot ({@link FleetSlots}) the pool lists no runners and
+ * the placer is not asked to order none. What is lost is what those failed passes (a woken call
+ * that finds nothing, the fallback's offers) would have done to a placer's own state: the
+ * round-robin counter, random draws.
  */
+import { QueueFullError } from '../../../gateway/errors.ts';
+import { gatewayDefaults } from '../../../gateway/options.ts';
 import { EndedCalls, runnerLoad } from '../../../gateway/runner-load.ts';
+import { WaitQueue } from '../../../gateway/wait-queue.ts';
+import type { Priority, Waiter } from '../../../gateway/wait-queue.ts';
 import { PlacerTimeoutError } from '../../../placer/errors.ts';
 import type { Clock } from '../../../placer/kernel/index.ts';
 import type { Placer, Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../../placer/types.ts';
 import { placeCall, walkSteps } from '../../../placer/walk.ts';
 import type { Placement, WalkAnswer, WalkStep } from '../../../placer/walk.ts';
 import type { Schedule, VirtualEngine } from './engine.ts';
-import { WaitingRoom } from './waiting-room.ts';
 
 /** What a runner last reported at its status probe, as the gateway keeps it. */
 interface StatusReport {
@@ -117,34 +126,52 @@ export class SimRunner implements Runner<SimRunner> {
 
 const BUSY: TryExecResult<SimRunner> = Object.freeze({ kind: 'busy' });
 
-/** The gateway's walk settings (its defaults in simulation.ts's `GATEWAY_DEFAULTS`). */
+/** The gateway's walk and queue settings (its defaults in simulation.ts's `GATEWAY_DEFAULTS`). */
 export interface WalkSettings {
   readonly retryAllDelay: number;
   readonly placerTimeout: number;
+  /** The queue's bound over all calls (`--max-queued`). @default the gateway's */
+  readonly maxQueued?: number;
+  /** The queue's bound per flow (`--max-queued-per-flow`). @default the gateway's */
+  readonly maxQueuedPerFlow?: number;
+  /** The class of calls that name none (`--default-priority`). @default the gateway's */
+  readonly defaultPriority?: Priority;
 }
 
 /** What a walker is told of one call's end of placement, at the virtual time it happens. */
 export interface WalkEnd {
   /** `runner` committed to the call at `at`. */
   placed(runner: SimRunner, at: number): void;
-  /** The placer deadline passed at `at` with no runner committed. */
+  /** The placer deadline passed at `at` with no runner committed (the gateway answers 503). */
   timedOut(at: number): void;
+  /** The wait queue was at a bound at `at` (the gateway answers 503 GW_QUEUE_FULL). */
+  queueFull(at: number): void;
 }
 
-/** Places calls on the virtual clock with the gateway's walk. */
+/** Places calls on the virtual clock with the gateway's walk and wait queue. */
 export interface SimWalker {
-  /** Starts the walk for `call` at `now`; `end` hears once how it went. */
-  start(call: RunnerCall, now: number, end: WalkEnd): void;
-  /** A slot freed at `now`, for a waiting call to take. */
-  freed(now: number): void;
-  /** Calls whose first pass failed, so that they waited for a slot. */
-  readonly waited: number;
   /**
-   * Resolves once no walk is between two steps; undefined when none is. Only a walker whose walks
-   * run on promises has any: the simulation awaits it after each event, so that a walk's steps all
-   * happen at the event's virtual time.
+   * Starts the walk for `call` at `now` in `flow` (the gateway's flow key: the workload's
+   * session, as the body's `user`); `end` hears once how it went.
    */
-  settled?(): Promise<void> | undefined;
+  start(call: RunnerCall, now: number, end: WalkEnd, flow: string): void;
+  /**
+   * A runner may have room for `free` more calls at `now` (one of this gateway's calls there
+   * ended, or its status report showed free slots): wakes that many waiters, as the pool's
+   * `onCapacity` does.
+   */
+  freed(now: number, free?: number): void;
+  /** Calls that joined the wait queue (every runner was full, or others were already waiting). */
+  readonly waited: number;
+  /** The gateway's queue the calls wait in. */
+  readonly queue: WaitQueue;
+  /**
+   * Resolves once the walks the last event set going (a wake, a deadline, the fallback, a new
+   * call's first steps) have taken their steps; undefined when there are none. The simulation
+   * awaits it after each event, so that every step happens at the event's virtual time.
+   * @throws what a walk failed with other than the placer's timeout or a full queue.
+   */
+  settled(): Promise<void> | undefined;
 }
 
 /** What a walker places with: the fleet's runners and their free slots, the placer, the clock. */
@@ -170,8 +197,8 @@ function listed({ fleet, runners }: WalkerContext): readonly SimRunner[] {
 }
 
 /**
- * `placer` not asked to order an empty list: a pass over a full fleet fails without it, as the
- * passes the simulator skips do (see the file comment).
+ * `placer` not asked to order an empty list: a pass over a full fleet fails without it (see the
+ * file comment).
  */
 function skippingEmptyPasses(placer: Placer): Placer {
   return {
@@ -182,27 +209,127 @@ function skippingEmptyPasses(placer: Placer): Placer {
 }
 
 /**
- * The walker the simulation runs: `walkSteps` answered synchronously, with the pause after a pass
- * that found the fleet full spent in a {@link WaitingRoom} (see the file comment).
+ * The gateway's wait queue (gateway/wait-queue.ts) on the virtual clock, and what the agent
+ * (gateway/agent.ts) does around the walk with it: a new call lines up behind calls already
+ * waiting for its model; each pause between passes is a wait for its turn; a waiter that placed
+ * wakes the next in line; every call leaves the queue when its walk ends.
+ */
+class SimGateway {
+  readonly queue: WaitQueue;
+  /** The gateway's time source on the virtual clock: a sleep is an event in the simulation's queue. */
+  readonly clock: Clock;
+  readonly #now: () => number;
+  readonly #priority: Priority;
+  /** True from an event that may have set walks going until they have all stepped. */
+  #stirred = false;
+  #failure: { error: unknown } | undefined;
+  waited = 0;
+
+  constructor({ settings, schedule, now }: WalkerContext) {
+    this.#now = now;
+    this.#priority = settings.defaultPriority ?? gatewayDefaults.defaultPriority;
+    this.clock = {
+      now,
+      // The queue's deadline timers and its fallback. A timer the queue aborted stays in the event
+      // queue (a heap cannot drop it cheaply) and does nothing when its time comes.
+      sleep: (ms, signal) =>
+        new Promise<void>((resolve) => {
+          schedule(now() + ms, () => {
+            if (signal?.aborted) return;
+            this.#stirred = true;
+            resolve();
+          });
+        }),
+    };
+    this.queue = new WaitQueue({
+      maxQueued: settings.maxQueued ?? gatewayDefaults.maxQueued,
+      maxQueuedPerFlow: settings.maxQueuedPerFlow ?? gatewayDefaults.maxQueuedPerFlow,
+      retryAllDelay: settings.retryAllDelay,
+      clock: this.clock,
+    });
+  }
+
+  /** The call's place in its model's line, in its flow; the gateway's default class. */
+  waiter(call: RunnerCall, flow: string): Waiter {
+    return this.queue.waiter({ model: call.fn, priority: this.#priority, flow }, call.signal, call.placerDeadline);
+  }
+
+  /** True when calls for the call's model are waiting or walking on their turn: it lines up behind them. */
+  behind(call: RunnerCall): boolean {
+    return this.queue.aheadFor(call.fn) > 0;
+  }
+
+  /**
+   * One wait for the walk's `waitForCapacity`, as the agent's: resolves when woken or at the
+   * deadline, rejects when the queue is full or the call aborted.
+   */
+  async turn(waiter: Waiter, call: RunnerCall): Promise<void> {
+    // The wait may end at once (a full queue, a passed deadline): its continuation is a walk's step.
+    this.#stirred = true;
+    const end = await waiter.wait();
+    if (typeof end === 'object') throw new QueueFullError(end.scope, end.limit, gatewayDefaults.retryAfter);
+    if (end === 'aborted') throw call.signal.reason ?? new Error('the call was aborted');
+  }
+
+  /** Room for `free` calls appeared: the queue wakes that many (the fleet serves one model). */
+  wake(free: number): void {
+    if (free > 0 && this.queue.wake(free) > 0) this.#stirred = true;
+  }
+
+  /** Marks that a walk steps on in a promise's continuation. */
+  stir(): void {
+    this.#stirred = true;
+  }
+
+  /** The walk placed the call on `runner`: a waiter wakes the next in line, then leaves. */
+  placed(waiter: Waiter, runner: SimRunner, end: WalkEnd): void {
+    if (waiter.joined) this.wake(1);
+    this.#leave(waiter);
+    end.placed(runner, this.#now());
+  }
+
+  /** The walk ended with `error`: the call leaves the queue and is answered 503, or the run fails. */
+  unplaced(waiter: Waiter, error: unknown, end: WalkEnd): void {
+    this.#leave(waiter);
+    if (error instanceof PlacerTimeoutError) end.timedOut(this.#now());
+    else if (error instanceof QueueFullError) end.queueFull(this.#now());
+    else this.#failure ??= { error };
+  }
+
+  settled(): Promise<void> | undefined {
+    if (this.#failure) throw this.#failure.error;
+    if (!this.#stirred) return undefined;
+    // Every continuation of a wake is a promise reaction, and those chain (a placed waiter wakes
+    // the next): a macrotask runs only once all of them have.
+    return new Promise<void>((resolve) =>
+      setImmediate(() => {
+        this.#stirred = false;
+        resolve();
+      }),
+    );
+  }
+
+  #leave(waiter: Waiter): void {
+    if (waiter.joined) this.waited++;
+    waiter.leave();
+  }
+}
+
+/**
+ * The walker the simulation runs: `walkSteps` answered synchronously, each pause between passes
+ * a wait for the call's turn in the gateway's queue (see the file comment).
  */
 export function stepWalker(context: WalkerContext): SimWalker {
-  const { fleet, settings, schedule, now } = context;
+  const { settings, now } = context;
   const placer = skippingEmptyPasses(context.placer);
-  const room = new WaitingRoom(settings.retryAllDelay);
+  const gateway = new SimGateway(context);
   const walkOptions = { retryAllDelay: settings.retryAllDelay, now };
-  let waited = 0;
 
-  /** A slot freed at `at`: the waiting call whose next pass comes first gets to make it. */
-  const wakeOne = (at: number): void => {
-    const woken = room.wake(at);
-    if (woken) schedule(woken.at, woken.pass);
-  };
-
-  /** Runs the walk from where it stands until it is placed, timed out or pausing; true unless pausing. */
-  const advance = (walk: Walk, end: WalkEnd, at: number): boolean => {
+  /** Runs the walk from `first` (its next step) until it is placed, ends, or waits its turn. */
+  const advance = (walk: Walk, waiter: Waiter, call: RunnerCall, end: WalkEnd, first: () => IteratorResult<WalkStep<SimRunner>, Placement<SimRunner>>): void => {
     let step: IteratorResult<WalkStep<SimRunner>, Placement<SimRunner>>;
     try {
-      step = walk.next();
+      step = first();
       while (!step.done) {
         const request = step.value;
         if (request.kind === 'list') {
@@ -211,109 +338,85 @@ export function stepWalker(context: WalkerContext): SimWalker {
           // Placers return only runners they were given: these are SimRunners.
           step = walk.next((request.runner as SimRunner).offer());
         } else {
-          const resume = (later: number): void => void advance(walk, end, later);
-          // A pause short of retryAllDelay ends at the deadline, where the walk gives up: no slot
-          // can change that. Otherwise the fleet is full (the pass failed) until a slot frees.
-          if (request.ms < settings.retryAllDelay) schedule(at + request.ms, resume);
-          else room.park(at, resume);
-          return false;
+          gateway.turn(waiter, call).then(
+            () => advance(walk, waiter, call, end, () => walk.next()),
+            (error: unknown) => advance(walk, waiter, call, end, () => walk.throw(error)),
+          );
+          return;
         }
       }
     } catch (error) {
-      if (!(error instanceof PlacerTimeoutError)) throw error;
-      end.timedOut(at);
-      // Woken for a slot it can no longer take: the next one in line takes it.
-      if (fleet.free > 0) wakeOne(at);
-      return true;
+      gateway.unplaced(waiter, error, end);
+      return;
     }
-    end.placed(step.value.runner as SimRunner, at);
-    return true;
+    gateway.placed(waiter, step.value.runner as SimRunner, end);
   };
 
   return {
-    start(call, at, end) {
+    start(call, _at, end, flow) {
+      const waiter = gateway.waiter(call, flow);
       const walk = walkSteps<SimRunner>(call, placer, walkOptions);
-      if (!advance(walk, end, at)) waited++;
+      if (!gateway.behind(call)) {
+        advance(walk, waiter, call, end, () => walk.next());
+        return;
+      }
+      // An abort or the deadline is the walk's to report, as in the agent; a full queue ends the call.
+      gateway.turn(waiter, call).then(
+        () => advance(walk, waiter, call, end, () => walk.next()),
+        (error: unknown) => {
+          if (error instanceof QueueFullError) gateway.unplaced(waiter, error, end);
+          else advance(walk, waiter, call, end, () => walk.next());
+        },
+      );
     },
-    freed: wakeOne,
+    freed(_at, free = 1) {
+      gateway.wake(free);
+    },
     get waited() {
-      return waited;
+      return gateway.waited;
     },
+    queue: gateway.queue,
+    settled: () => gateway.settled(),
   };
 }
 
 /**
- * The walker the simulation's spec checks {@link stepWalker} against: the gateway's `placeCall`
- * itself, awaited, on a {@link Clock} whose sleep is an event in the simulation's queue, running
- * every pass (the pool lists no runners while the fleet is full, as for {@link stepWalker}, so
- * only the waiting room differs). Slower: every step is a promise, and the simulation awaits every
- * walk's steps after each event.
+ * The walker the simulation's spec checks {@link stepWalker} against: the agent's steps around
+ * the gateway's `placeCall` itself, awaited, with the same queue on the same virtual clock.
+ * Slower: every step of every walk is a promise.
  */
 export function placeCallWalker(context: WalkerContext): SimWalker {
-  const { settings, schedule, now } = context;
+  const { settings } = context;
   const placer = skippingEmptyPasses(context.placer);
   const pool = { runners: () => listed(context) };
-  // Walks between two steps: the simulation takes no next event until there are none.
-  let active = 0;
-  let quiet: { promise: Promise<void>; resolve: () => void } | undefined;
-  let failure: { error: unknown } | undefined;
-  let waited = 0;
-  const stepped = (): void => {
-    if (--active > 0 || quiet === undefined) return;
-    quiet.resolve();
-    quiet = undefined;
-  };
-  /** The walk's pause, as an event: the walk steps on when the queue reaches it. */
-  const sleep = (ms: number): Promise<void> => {
-    stepped();
-    return new Promise((resolve) => {
-      schedule(now() + ms, () => {
-        active++;
-        resolve();
+  const gateway = new SimGateway(context);
+
+  const place = async (call: RunnerCall, waiter: Waiter): Promise<Placement<SimRunner>> => {
+    const waitForCapacity = (): Promise<void> => gateway.turn(waiter, call);
+    if (gateway.behind(call)) {
+      await waitForCapacity().catch((error: unknown) => {
+        if (error instanceof QueueFullError) throw error;
       });
-    });
+    }
+    return placeCall(call, pool, placer, { retryAllDelay: settings.retryAllDelay, clock: gateway.clock, waitForCapacity });
   };
 
   return {
-    start(call, _at, end) {
-      let paused = false;
-      const clock: Clock = {
-        now,
-        sleep(ms) {
-          paused = true;
-          return sleep(ms);
-        },
-      };
-      active++;
-      placeCall(call, pool, placer, { retryAllDelay: settings.retryAllDelay, clock }).then(
-        (placement) => {
-          if (paused) waited++;
-          end.placed(placement.runner as SimRunner, now());
-          stepped();
-        },
-        (error: unknown) => {
-          if (paused) waited++;
-          if (error instanceof PlacerTimeoutError) end.timedOut(now());
-          else failure ??= { error };
-          stepped();
-        },
+    start(call, _at, end, flow) {
+      const waiter = gateway.waiter(call, flow);
+      gateway.stir();
+      place(call, waiter).then(
+        (placement) => gateway.placed(waiter, placement.runner as SimRunner, end),
+        (error: unknown) => gateway.unplaced(waiter, error, end),
       );
     },
-    freed() {
-      // Waiting calls find the slot at their own next pass.
+    freed(_at, free = 1) {
+      gateway.wake(free);
     },
     get waited() {
-      return waited;
+      return gateway.waited;
     },
-    settled() {
-      if (failure) throw failure.error;
-      if (active === 0) return undefined;
-      if (quiet === undefined) {
-        let resolve!: () => void;
-        const promise = new Promise<void>((r) => (resolve = r));
-        quiet = { promise, resolve };
-      }
-      return quiet.promise;
-    },
+    queue: gateway.queue,
+    settled: () => gateway.settled(),
   };
 }
