@@ -2,11 +2,21 @@
  * A prompt cut into fixed-size blocks, each hashed together with everything before it, the way
  * engines key their prefix caches (vLLM hashes 16-token blocks as a chain). Two prompts share
  * block hash i exactly when they share their first i + 1 blocks, so the index can answer "longest
- * shared prefix" with one lookup per block instead of comparing text.
+ * shared prefix" by looking block hashes up instead of comparing text.
  */
 
 /**
- * The chained hashes of `prompt`'s full blocks of `blockSize` UTF-16 code units, scoped by `fn`.
+ * The chained hashes of `prompt`'s full blocks of `blockSize` UTF-16 code units, scoped by `fn`:
+ * every block at once (see {@link BlockChain}, which computes the same hashes only as far as asked).
+ */
+export function blockHashes(fn: string, prompt: string, blockSize: number): bigint[] {
+  return new BlockChain(fn, prompt, blockSize).all();
+}
+
+/**
+ * A prompt's chained block hashes, computed front to back only as far as they are read: a lookup
+ * that stops where the index misses never hashes the new turn at the end of a long prompt, and
+ * placed() carries on from where the lookup stopped.
  *
  * Blocks are characters, not tokens: the gateway has no tokenizer for every model, and with the
  * default of 64 characters (about 16 tokens of English) a block lines up roughly with an engine's
@@ -16,70 +26,140 @@
  * The chain starts from `fn` so that the same system prompt sent to two models, which share no
  * KV cache, keeps one index entry per model instead of each overwriting the other's.
  *
- * The prompt is encoded to UTF-8 once, natively, and its bytes are hashed four at a time in two
+ * The prompt is encoded to UTF-8, natively, and its bytes are hashed four at a time in two
  * 32-bit lanes of MurmurHash3's step ({@link mixA}, {@link mixB}); a block's key is both lanes
- * finalised into 64 bits. No string is sliced and a block costs one BigInt. This is a speed
- * matter only: the keys live in one gateway's memory, so no other process has to agree on them.
+ * finalised into 64 bits. No string is sliced. The keys are kept as two numbers each in one
+ * array, and a BigInt is made only for a key the index is asked about: a call's chain lives as
+ * long as the call, across the walk's awaits, and one array outlives the young generation far
+ * more cheaply than a BigInt per block. This is a speed matter only: the keys live in one
+ * gateway's memory, so no other process has to agree on them.
  */
-export function blockHashes(fn: string, prompt: string, blockSize: number): bigint[] {
-  const hashes: bigint[] = [];
-  const length = prompt.length;
-  if (length < blockSize) return hashes;
-  const raw = utf8Of(prompt);
-  const bytes = new DataView(raw.buffer, 0, raw.length);
-  const scope = scopeOf(fn);
-  let a = scope.a;
-  let b = scope.b;
-  // Every code unit below U+0080 is one byte, so a block's bytes are its characters.
-  const ascii = raw.length === length;
-  let start = 0;
-  let from = 0;
-  while (length - start >= blockSize) {
-    let to = from + blockSize;
-    if (ascii) start += blockSize;
-    else {
-      // Whole characters up to blockSize code units, read off the UTF-8 lead bytes: a character
-      // of four bytes is a surrogate pair, two units, and a block that would end between its
-      // halves takes both (one unit more) rather than split the character. A lone surrogate is
-      // U+FFFD's three bytes, one unit.
-      let units = 0;
-      to = from;
-      while (units < blockSize) {
-        const lead = raw[to]!;
-        if (lead < 0x80) to += 1;
-        else if (lead < 0xe0) to += 2;
-        else if (lead < 0xf0) to += 3;
-        else {
-          to += 4;
+export class BlockChain {
+  /** The keys hashed so far, block 0 first, as each key's low then high 32 bits. */
+  readonly #halves: number[] = [];
+  readonly #prompt: string;
+  readonly #blockSize: number;
+  /** Both lanes after the last hashed block (at first, after the scope). */
+  #a: number;
+  #b: number;
+  /** Where the next block starts, in UTF-8 bytes and in UTF-16 code units. */
+  #from = 0;
+  #start = 0;
+  /** Set once the prompt has no full block left. */
+  #ended: boolean;
+
+  constructor(fn: string, prompt: string, blockSize: number) {
+    this.#prompt = prompt;
+    this.#blockSize = blockSize;
+    this.#ended = prompt.length < blockSize;
+    const scope = this.#ended ? undefined : scopeOf(fn);
+    this.#a = scope?.a ?? 0;
+    this.#b = scope?.b ?? 0;
+  }
+
+  /** Blocks hashed so far. */
+  get hashed(): number {
+    return this.#halves.length / 2;
+  }
+
+  /** Block `i`'s hash, hashing up to it if need be; undefined past the prompt's last full block. */
+  at(i: number): bigint | undefined {
+    const halves = this.#halves;
+    if (2 * i >= halves.length) {
+      if (this.#ended) return undefined;
+      this.#extend(i + 1);
+      if (2 * i >= halves.length) return undefined;
+    }
+    key.setUint32(0, halves[2 * i]!, true);
+    key.setUint32(4, halves[2 * i + 1]!, true);
+    return key.getBigUint64(0, true);
+  }
+
+  /** Every block's hash, in a new array, hashing whatever is left. */
+  all(): bigint[] {
+    if (!this.#ended) this.#extend(Number.MAX_SAFE_INTEGER);
+    const hashes: bigint[] = [];
+    for (let i = 0; 2 * i < this.#halves.length; i++) hashes.push(this.at(i)!);
+    return hashes;
+  }
+
+  /** Hashes blocks until there are `count` of them or the prompt runs out. */
+  #extend(count: number): void {
+    const prompt = this.#prompt;
+    const length = prompt.length;
+    const blockSize = this.#blockSize;
+    const { bytes: raw, words, view: bytes } = encoded(this, prompt);
+    // Every code unit below U+0080 is one byte, so a block's bytes are its characters.
+    const ascii = raw.length === length;
+    // Whole words straight from memory when every block starts on a word (ASCII blocks of a
+    // multiple of four bytes, on a little-endian machine as the lanes' words are defined);
+    // otherwise through the DataView, which reads a word at any byte.
+    const aligned = ascii && blockSize % 4 === 0 && LITTLE_ENDIAN;
+    const halves = this.#halves;
+    let a = this.#a;
+    let b = this.#b;
+    let start = this.#start;
+    let from = this.#from;
+    while (halves.length < 2 * count) {
+      if (length - start < blockSize) {
+        this.#ended = true;
+        break;
+      }
+      let to = from + blockSize;
+      if (ascii) start += blockSize;
+      else {
+        // Whole characters up to blockSize code units, read off the UTF-8 lead bytes: a character
+        // of four bytes is a surrogate pair, two units, and a block that would end between its
+        // halves takes both (one unit more) rather than split the character. A lone surrogate is
+        // U+FFFD's three bytes, one unit.
+        let units = 0;
+        to = from;
+        while (units < blockSize) {
+          const lead = raw[to]!;
+          if (lead < 0x80) to += 1;
+          else if (lead < 0xe0) to += 2;
+          else if (lead < 0xf0) to += 3;
+          else {
+            to += 4;
+            units++;
+          }
           units++;
         }
-        units++;
+        start += units;
       }
-      start += units;
+      // Four bytes at a time into both lanes; the last 1 to 3 as one word, and then the block's
+      // length, which tells "ab" from "ab\0" and ends the block.
+      let i = from;
+      if (aligned) {
+        for (let w = from >>> 2, end = to >>> 2; w < end; w++) {
+          const word = words[w]!;
+          a = mixA(a, word);
+          b = mixB(b, word);
+        }
+        i = to;
+      } else {
+        for (; i + 4 <= to; i += 4) {
+          const word = bytes.getUint32(i, true);
+          a = mixA(a, word);
+          b = mixB(b, word);
+        }
+      }
+      if (i < to) {
+        let word = 0;
+        for (let shift = 0; i < to; i++, shift += 8) word |= raw[i]! << shift;
+        a = mixA(a, word);
+        b = mixB(b, word);
+      }
+      a = mixA(a, to - from);
+      b = mixB(b, to - from);
+      halves.push(fmix((a + b) | 0), fmix(a ^ Math.imul(b, 0x9e3779b1)));
+      from = to;
     }
-    // Four bytes at a time into both lanes; the last 1 to 3 as one word, and then the block's
-    // length, which tells "ab" from "ab\0" and ends the block.
-    let i = from;
-    for (; i + 4 <= to; i += 4) {
-      const word = bytes.getUint32(i, true);
-      a = mixA(a, word);
-      b = mixB(b, word);
-    }
-    if (i < to) {
-      let word = 0;
-      for (let shift = 0; i < to; i++, shift += 8) word |= bytes.getUint8(i) << shift;
-      a = mixA(a, word);
-      b = mixB(b, word);
-    }
-    a = mixA(a, to - from);
-    b = mixB(b, to - from);
-    // One BigInt per block, read straight from the key's two 32-bit halves.
-    key.setUint32(0, fmix((a + b) | 0), true);
-    key.setUint32(4, fmix(a ^ Math.imul(b, 0x9e3779b1)), true);
-    hashes.push(key.getBigUint64(0, true));
-    from = to;
+    this.#a = a;
+    this.#b = b;
+    this.#start = start;
+    this.#from = from;
   }
-  return hashes;
 }
 
 /**
@@ -118,22 +198,45 @@ const key = new DataView(new ArrayBuffer(8));
 /** The encoder's buffer is kept up to this size; a longer prompt gets one of its own. */
 const KEEP_BYTES = 1 << 20;
 const encoder = new TextEncoder();
-let scratch = new Uint8Array(4_096);
+/** Whether a Uint32Array reads a word's bytes lowest first, as the lanes' words are defined. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** A prompt's UTF-8 bytes, with word and any-offset views over the same memory. */
+interface Encoded {
+  /** The bytes, exactly (a view of the start of `words`' buffer). */
+  bytes: Uint8Array;
+  words: Uint32Array;
+  view: DataView;
+}
+
+/** The reused buffer, and the chain whose prompt it holds now. */
+let scratch = encodedIn(new ArrayBuffer(4_096));
+let scratchOwner: BlockChain | undefined;
 
 /**
- * The UTF-8 bytes of `text` (a lone surrogate as U+FFFD), in a reused buffer: valid until the
- * next call, which the synchronous hash never overlaps.
+ * `prompt`'s UTF-8 bytes (a lone surrogate as U+FFFD), in the shared buffer, encoded again only
+ * when another chain used the buffer since: a chain is read on, synchronously, by each lookup and
+ * then by placed(), and other calls may hash in between.
  */
-function utf8Of(text: string): Uint8Array {
-  // At most three bytes per UTF-16 code unit (a pair's four bytes are two units).
-  const most = text.length * 3;
-  let buffer = scratch;
-  if (most > buffer.length) {
-    buffer = new Uint8Array(most);
-    if (most <= KEEP_BYTES) scratch = buffer;
+function encoded(owner: BlockChain, prompt: string): Encoded {
+  if (scratchOwner === owner) return scratch;
+  // At most three bytes per UTF-16 code unit (a pair's four bytes are two units), rounded up to
+  // whole words for the word view.
+  const most = (prompt.length * 3 + 3) & ~3;
+  let target = scratch;
+  if (most > target.words.byteLength) {
+    target = encodedIn(new ArrayBuffer(most));
+    // A longer prompt's buffer is not kept: it is encoded afresh each time its chain is read on.
+    if (most <= KEEP_BYTES) scratch = target;
   }
-  const { written } = encoder.encodeInto(text, buffer);
-  return buffer.subarray(0, written);
+  const all = new Uint8Array(target.words.buffer);
+  target.bytes = all.subarray(0, encoder.encodeInto(prompt, all).written);
+  if (target === scratch) scratchOwner = owner;
+  return target;
+}
+
+function encodedIn(buffer: ArrayBuffer): Encoded {
+  return { bytes: new Uint8Array(buffer, 0, 0), words: new Uint32Array(buffer), view: new DataView(buffer) };
 }
 
 /** The last scope's lanes: a gateway's calls mostly name a few models, often the same one. */

@@ -8,7 +8,7 @@
 import { firstThenByLoad, indexedLoadsOf, type IndexedLoads } from '../load.ts';
 import { leastLoadedOrder } from '../least-loaded/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
-import { blockHashes } from './blocks.ts';
+import { BlockChain } from './blocks.ts';
 import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
 import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
 import { prefixAffinityDefaults, resolvePrefixAffinity, type PrefixAffinityConfig, type PrefixAffinityOptions } from './options.ts';
@@ -42,15 +42,16 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
   const config = resolvePrefixAffinity(options);
   const { random, now, staleAfterMs, blockSize, minMatchRatio } = config;
   const index = new PrefixIndex(config.maxBlocks);
-  // Hashed once per call, not once per pass and again in placed(); weak so calls are not kept.
-  const hashed = new WeakMap<RunnerCall, readonly bigint[]>();
-  const hashesOf = (call: RunnerCall, prompt: string): readonly bigint[] => {
-    let hashes = hashed.get(call);
-    if (hashes === undefined) {
-      hashes = blockHashes(call.fn, prompt, blockSize);
-      hashed.set(call, hashes);
+  // One chain per call, hashed as far as the lookups read and finished by placed(), never twice;
+  // weak so calls are not kept.
+  const chains = new WeakMap<RunnerCall, BlockChain>();
+  const chainOf = (call: RunnerCall, prompt: string): BlockChain => {
+    let chain = chains.get(call);
+    if (chain === undefined) {
+      chain = new BlockChain(call.fn, prompt, blockSize);
+      chains.set(call, chain);
     }
-    return hashes;
+    return chain;
   };
 
   return {
@@ -62,7 +63,7 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
       const { loaded, positions } = pool;
       const prompt = promptOf(call);
       if (prompt === undefined) return leastLoadedOrder(loaded, random);
-      const match = index.longest(hashesOf(call, prompt), positions);
+      const match = index.longest(chainOf(call, prompt), positions);
       // blocks x blockSize is short by one per block stretched over a surrogate pair: close
       // enough for a threshold, and cheaper than keeping every block's end.
       if (match === undefined || (match.blocks * blockSize) / prompt.length < minMatchRatio) {
@@ -76,7 +77,7 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
     },
     placed(call: RunnerCall, runner: Runner<unknown>): void {
       const prompt = promptOf(call);
-      if (prompt !== undefined) index.record(hashesOf(call, prompt), runner.id);
+      if (prompt !== undefined) index.record(chainOf(call, prompt).all(), runner.id);
     },
     forget(runnerIds: readonly string[]): void {
       index.forget(runnerIds);
