@@ -5,6 +5,8 @@
  * shared prefix" by looking block hashes up instead of comparing text.
  */
 
+import { LRUCache } from 'lru-cache';
+
 /**
  * The chained hashes of `prompt`'s full blocks of `blockSize` UTF-16 code units, scoped by `fn`:
  * every block at once (see {@link BlockChain}, which computes the same hashes only as far as asked).
@@ -28,15 +30,25 @@ export function blockHashes(fn: string, prompt: string, blockSize: number): bigi
  *
  * The prompt is encoded to UTF-8, natively, and its bytes are hashed four at a time in two
  * 32-bit lanes of MurmurHash3's step ({@link mixA}, {@link mixB}); a block's key is both lanes
- * finalised into 64 bits. No string is sliced. The keys are kept as two numbers each in one
+ * finalised into 64 bits. No string is sliced. The keys are kept as 32-bit halves in one typed
  * array, and a BigInt is made only for a key the index is asked about: a call's chain lives as
  * long as the call, across the walk's awaits, and one array outlives the young generation far
  * more cheaply than a BigInt per block. This is a speed matter only: the keys live in one
  * gateway's memory, so no other process has to agree on them.
  */
 export class BlockChain {
-  /** The keys hashed so far, block 0 first, as each key's low then high 32 bits. */
-  readonly #halves: number[] = [];
+  /**
+   * Per block hashed, {@link FIELDS} 32-bit fields: its key's low and high halves, then the state
+   * after it (both lanes, where the next block starts in bytes and in code units). Sized for
+   * the most blocks the prompt can have when hashing starts.
+   */
+  #data: Int32Array | undefined;
+  /** Blocks hashed so far. */
+  #count = 0;
+  readonly #memo: PrefixMemo | undefined;
+  /** A copy of the prompt's bytes, once this chain is kept in a memo (whole words, zero-padded). */
+  #words: Uint32Array | undefined;
+  #bytes: Uint8Array | undefined;
   readonly #prompt: string;
   readonly #blockSize: number;
   /** Both lanes after the last hashed block (at first, after the scope). */
@@ -48,9 +60,14 @@ export class BlockChain {
   /** Set once the prompt has no full block left. */
   #ended: boolean;
 
-  constructor(fn: string, prompt: string, blockSize: number) {
+  /**
+   * @param memo recent finished chains: a prompt that starts with the same bytes as one of them
+   *   takes the hashes of the whole blocks they share instead of hashing them again.
+   */
+  constructor(fn: string, prompt: string, blockSize: number, memo?: PrefixMemo) {
     this.#prompt = prompt;
     this.#blockSize = blockSize;
+    this.#memo = memo;
     this.#ended = prompt.length < blockSize;
     const scope = this.#ended ? undefined : scopeOf(fn);
     this.#a = scope?.a ?? 0;
@@ -59,28 +76,67 @@ export class BlockChain {
 
   /** Blocks hashed so far. */
   get hashed(): number {
-    return this.#halves.length / 2;
+    return this.#count;
   }
 
   /** Block `i`'s hash, hashing up to it if need be; undefined past the prompt's last full block. */
   at(i: number): bigint | undefined {
-    const halves = this.#halves;
-    if (2 * i >= halves.length) {
+    if (i >= this.#count) {
       if (this.#ended) return undefined;
       this.#extend(i + 1);
-      if (2 * i >= halves.length) return undefined;
+      if (i >= this.#count) return undefined;
     }
-    key.setUint32(0, halves[2 * i]!, true);
-    key.setUint32(4, halves[2 * i + 1]!, true);
+    const data = this.#data!;
+    key.setInt32(0, data[FIELDS * i]!, true);
+    key.setInt32(4, data[FIELDS * i + 1]!, true);
     return key.getBigUint64(0, true);
   }
 
-  /** Every block's hash, in a new array, hashing whatever is left. */
+  /** Every block's hash, in a new array, hashing whatever is left; the chain is then kept in its memo. */
   all(): bigint[] {
     if (!this.#ended) this.#extend(Number.MAX_SAFE_INTEGER);
     const hashes: bigint[] = [];
-    for (let i = 0; 2 * i < this.#halves.length; i++) hashes.push(this.at(i)!);
+    for (let i = 0; i < this.#count; i++) hashes.push(this.at(i)!);
+    if (this.#memo !== undefined && hashes.length > 1 && this.#bytes === undefined) {
+      const { bytes } = encoded(this, this.#prompt);
+      if (bytes.length <= MEMO_MAX_PROMPT_BYTES) {
+        const words = new Uint32Array((bytes.length + 3) >>> 2);
+        this.#bytes = new Uint8Array(words.buffer, 0, bytes.length);
+        this.#bytes.set(bytes);
+        this.#words = words;
+        this.#memo.keep(hashes[0]!, this);
+      }
+    }
     return hashes;
+  }
+
+  /** Bytes this chain holds on to while a memo keeps it, roughly: its copy, its numbers, its prompt. */
+  get keptBytes(): number {
+    return (this.#bytes?.length ?? 0) + (this.#data?.byteLength ?? 0) + 2 * this.#prompt.length;
+  }
+
+  /**
+   * Takes blocks 1 onwards from the memo's chain with the same first block, as far as the two
+   * prompts' bytes agree, and returns how many blocks this chain then has. Equal bytes mean equal
+   * characters, so equal block ends as well as equal hashes, whatever the characters are.
+   */
+  #adopt(raw: Uint8Array, words: Uint32Array): number {
+    const ref = this.#memo!.find(this.at(0)!);
+    if (ref === undefined || ref === this || ref.#blockSize !== this.#blockSize) return 1;
+    const same = sharedBytes(raw, words, ref.#bytes!, ref.#words!);
+    // Blocks of the reference that end within the bytes both prompts share (their ends rise, so
+    // by halving); each field of theirs is this prompt's too.
+    const refData = ref.#data!;
+    let blocks = 1;
+    let beyond = ref.#count;
+    while (beyond - blocks > 0) {
+      const mid = (blocks + beyond) >>> 1;
+      if (refData[FIELDS * mid + 4]! <= same) blocks = mid + 1;
+      else beyond = mid;
+    }
+    this.#data!.set(refData.subarray(FIELDS, FIELDS * blocks), FIELDS);
+    this.#count = blocks;
+    return blocks;
   }
 
   /** Hashes blocks until there are `count` of them or the prompt runs out. */
@@ -95,12 +151,13 @@ export class BlockChain {
     // multiple of four bytes, on a little-endian machine as the lanes' words are defined);
     // otherwise through the DataView, which reads a word at any byte.
     const aligned = ascii && blockSize % 4 === 0 && LITTLE_ENDIAN;
-    const halves = this.#halves;
+    // Room for every block the prompt can have: one per blockSize code units.
+    const data = (this.#data ??= new Int32Array(FIELDS * Math.floor(length / blockSize)));
     let a = this.#a;
     let b = this.#b;
     let start = this.#start;
     let from = this.#from;
-    while (halves.length < 2 * count) {
+    while (this.#count < count) {
       if (length - start < blockSize) {
         this.#ended = true;
         break;
@@ -152,8 +209,21 @@ export class BlockChain {
       }
       a = mixA(a, to - from);
       b = mixB(b, to - from);
-      halves.push(fmix((a + b) | 0), fmix(a ^ Math.imul(b, 0x9e3779b1)));
       from = to;
+      const at = FIELDS * this.#count++;
+      data[at] = fmix((a + b) | 0);
+      data[at + 1] = fmix(a ^ Math.imul(b, 0x9e3779b1));
+      data[at + 2] = a;
+      data[at + 3] = b;
+      data[at + 4] = from;
+      data[at + 5] = start;
+      if (at === 0 && this.#memo !== undefined) {
+        const last = FIELDS * (this.#adopt(raw, words) - 1);
+        a = data[last + 2]!;
+        b = data[last + 3]!;
+        from = data[last + 4]!;
+        start = data[last + 5]!;
+      }
     }
     this.#a = a;
     this.#b = b;
@@ -191,6 +261,20 @@ function fmix(h: number): number {
   h = Math.imul(h, 0xc2b2ae35);
   return (h ^ (h >>> 16)) >>> 0;
 }
+
+/** How many leading bytes two prompts share, compared a word at a time. */
+function sharedBytes(bytes: Uint8Array, words: Uint32Array, otherBytes: Uint8Array, otherWords: Uint32Array): number {
+  const n = Math.min(bytes.length, otherBytes.length);
+  const end = n >>> 2;
+  let w = 0;
+  while (w < end && words[w] === otherWords[w]) w++;
+  let same = w << 2;
+  while (same < n && bytes[same] === otherBytes[same]) same++;
+  return same;
+}
+
+/** 32-bit fields kept per block by a {@link BlockChain}. */
+const FIELDS = 6;
 
 /** Scratch for joining a key's two halves, each made from both lanes, into one 64-bit value. */
 const key = new DataView(new ArrayBuffer(8));
@@ -262,3 +346,40 @@ function scopeOf(fn: string): { a: number; b: number } {
 
 const SEED_A = 0x2325cbf2;
 const SEED_B = 0x9ce48422;
+
+/** Prompts longer than this (in UTF-8 bytes) are not kept in a memo. */
+const MEMO_MAX_PROMPT_BYTES = 1 << 20;
+
+/**
+ * Recent finished chains, the latest for each first block, so that a prompt sharing its start
+ * with a recent one (an application's system prompt, a session's history resent with each turn)
+ * compares bytes, a fraction of the cost of hashing them, for the blocks they share. Bounded by
+ * count and by the bytes the kept chains hold.
+ */
+export class PrefixMemo {
+  readonly #chains: LRUCache<bigint, BlockChain>;
+
+  /**
+   * @param maxChains how many chains to keep.
+   * @param maxBytes about how many bytes they may hold between them (each its prompt, a copy of
+   *   its UTF-8 bytes and its hashes).
+   */
+  constructor(maxChains: number, maxBytes: number) {
+    this.#chains = new LRUCache<bigint, BlockChain>({ max: maxChains, maxSize: maxBytes, sizeCalculation: (chain) => Math.max(1, chain.keptBytes) });
+  }
+
+  /** Chains kept now. */
+  get size(): number {
+    return this.#chains.size;
+  }
+
+  /** The kept chain whose first block is `first`, if any. */
+  find(first: bigint): BlockChain | undefined {
+    return this.#chains.get(first);
+  }
+
+  /** Keeps `chain`, finished, as the one for its first block `first`. */
+  keep(first: bigint, chain: BlockChain): void {
+    this.#chains.set(first, chain);
+  }
+}

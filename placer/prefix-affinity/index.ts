@@ -8,7 +8,7 @@
 import { firstThenByLoad, indexedLoadsOf, type IndexedLoads } from '../load.ts';
 import { leastLoadedOrder } from '../least-loaded/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
-import { BlockChain } from './blocks.ts';
+import { BlockChain, PrefixMemo } from './blocks.ts';
 import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
 import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
 import { prefixAffinityDefaults, resolvePrefixAffinity, type PrefixAffinityConfig, type PrefixAffinityOptions } from './options.ts';
@@ -43,12 +43,14 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
   const { random, now, staleAfterMs, blockSize, minMatchRatio } = config;
   const index = new PrefixIndex(config.maxBlocks);
   // One chain per call, hashed as far as the lookups read and finished by placed(), never twice;
-  // weak so calls are not kept.
+  // weak so calls are not kept. Placed calls' chains are kept a while, so the next prompt that
+  // starts the same way skips hashing what it shares with them.
   const chains = new WeakMap<RunnerCall, BlockChain>();
+  const memo = new PrefixMemo(MEMO_CHAINS, MEMO_BYTES);
   const chainOf = (call: RunnerCall, prompt: string): BlockChain => {
     let chain = chains.get(call);
     if (chain === undefined) {
-      chain = new BlockChain(call.fn, prompt, blockSize);
+      chain = new BlockChain(call.fn, prompt, blockSize, memo);
       chains.set(call, chain);
     }
     return chain;
@@ -84,6 +86,11 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
     },
   };
 }
+
+/** Recent chains each placer keeps: enough for an application's few system prompts and busy sessions. */
+const MEMO_CHAINS = 64;
+/** ...and at most about this many bytes between them (each chain's prompt, its bytes and its keys). */
+const MEMO_BYTES = 16 << 20;
 
 /** The call's prompt, or undefined when it has none worth hashing. */
 function promptOf(call: RunnerCall): string | undefined {

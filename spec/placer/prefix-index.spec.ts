@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BlockChain, blockHashes } from '../../placer/prefix-affinity/blocks.ts';
+import { BlockChain, blockHashes, PrefixMemo } from '../../placer/prefix-affinity/blocks.ts';
 import { PROBE_STRIDE, PrefixIndex, type PrefixMatch } from '../../placer/prefix-affinity/prefix-index.ts';
 import { seededRandom } from '../../placer/kernel/index.ts';
 
@@ -129,6 +129,58 @@ describe('BlockChain', () => {
     expect(chain.hashed).toBe(4);
     expect(chain.at(10_000)).toBeUndefined();
     expect(chain.hashed).toBe(blockHashes('m', system.repeat(20), 16).length);
+  });
+});
+
+describe('PrefixMemo', () => {
+  const base = 'système: réponds 😀 vite, 你好世界. '.repeat(12);
+
+  it.each([
+    ['the same prompt', base, base],
+    ['a longer prompt', base, `${base}${' and more words to fill blocks'.repeat(5)}`],
+    ['a shorter prompt', `${base}${'x'.repeat(300)}`, base],
+    ['one character changed in the middle of a block', base, `${base.slice(0, 100)}Z${base.slice(101)}`],
+    ['the first character changed', base, `Y${base.slice(1)}`],
+    ['a character of another byte length in the same place', base, base.replace('😀', 'é!')],
+    ['ASCII that parts halfway', system.repeat(20), `${system.repeat(10)}different ${system.repeat(10)}`],
+    ['an emoji moved across a block end', `${'x'.repeat(63)}😀${'y'.repeat(200)}`, `${'x'.repeat(63)}a😀${'y'.repeat(199)}`],
+    ['a lone surrogate against U+FFFD, the same bytes', `${'x'.repeat(40)}\ud800${'y'.repeat(200)}`, `${'x'.repeat(40)}\ufffd${'y'.repeat(200)}`],
+  ])('returns the hashes a fresh chain returns after %s was kept', (_name, kept, next) => {
+    for (const blockSize of [16, 64, 7]) {
+      const memo = new PrefixMemo(8, 1 << 20);
+      new BlockChain('m', kept, blockSize, memo).all();
+      expect(memo.size).toBe(1);
+      const expected = blockHashes('m', next, blockSize);
+      const chain = new BlockChain('m', next, blockSize, memo);
+      expect(chain.at(expected.length - 1)).toBe(expected.at(-1));
+      expect(chain.at(expected.length)).toBeUndefined();
+      expect(chain.all()).toEqual(expected);
+    }
+  });
+
+  it('returns every block the prompts share once the first is read, without hashing them', () => {
+    const memo = new PrefixMemo(8, 1 << 20);
+    const kept = system.repeat(10);
+    new BlockChain('m', kept, 16, memo).all();
+    const chain = new BlockChain('m', `${kept}${' then a new question'.repeat(20)}`, 16, memo);
+    chain.at(0);
+    expect(chain.hashed).toBe(Math.floor(kept.length / 16));
+    // Another model's prompt shares no blocks, whatever its text.
+    const other = new BlockChain('n', `${kept}${' then a new question'.repeat(20)}`, 16, memo);
+    other.at(0);
+    expect(other.hashed).toBe(1);
+  });
+
+  it('returns at most maxChains chains, and none too large for maxBytes', () => {
+    const memo = new PrefixMemo(2, 1 << 20);
+    for (const s of ['a', 'b', 'c']) new BlockChain('m', `${s}${system.repeat(4)}`, 16, memo).all();
+    expect(memo.size).toBe(2);
+    const small = new PrefixMemo(8, 1_000);
+    new BlockChain('m', system.repeat(40), 16, small).all();
+    expect(small.size).toBe(0);
+    // A prompt of one block has nothing to share past its first.
+    new BlockChain('m', 'x'.repeat(20), 16, small).all();
+    expect(small.size).toBe(0);
   });
 });
 
