@@ -33,7 +33,8 @@ export { prefixAffinityDefaults } from './options.ts';
  * its gap are in docs/placers.md (prefix-affinity) and docs/benchmarks.md.
  *
  * The index learns in `placed()`, whichever branch chose the runner, because the runner that
- * served a prompt is the one whose cache now holds it; `forget()` drops runners that left.
+ * served a prompt is the one whose cache now holds it; `forget()` points the entries of runners
+ * that left at no runner.
  * Runners without `load()` read as idle, so with none of them reporting the guard never trips.
  * Nothing is skipped, so a busy affinity runner is followed by everyone else on the same pass.
  * @throws PlacerConfigError naming a bad option.
