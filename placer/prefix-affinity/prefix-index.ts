@@ -18,6 +18,8 @@ export interface PrefixMatch {
  */
 export interface BlockHashes {
   at(i: number): bigint | undefined;
+  /** Blocks that cost nothing more to read (a chain's blocks hashed already): the first probe. */
+  readonly hashed?: number;
 }
 
 /** What a forgotten runner's entries point at: no runner, so no lookup matches them. */
@@ -108,8 +110,17 @@ export class PrefixIndex {
    */
   heldBlocks(hashes: BlockHashes): number {
     // hit: blocks known held; miss: a count known not to be (block miss - 1 absent or past the end).
+    // The first probe is as far as is read once block 0 is (blocks a kept prompt lent, say):
+    // where the index holds that much, the strides go on from there, and where not, halving
+    // finds less.
+    if (hashes.at(0) === undefined) return 0;
     let hit = 0;
     let miss = -1;
+    const first = hashes.hashed ?? 0;
+    if (first > PROBE_STRIDE) {
+      if (this.#holds(hashes, first)) hit = first;
+      else miss = first;
+    }
     while (miss < 0) {
       const probe = hit + PROBE_STRIDE;
       if (this.#holds(hashes, probe)) hit = probe;

@@ -276,20 +276,24 @@ describe('PrefixIndex', () => {
     const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
     const runners = ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'];
     const turns = Array.from({ length: 6 }, (_, t) => ` turn ${t}: ${'abcdefgh'.repeat(1 + Math.floor(random() * 6)).slice(0, 5 + Math.floor(random() * 40))}`);
-    const histories = Array.from({ length: 10 }, (_, s) => system.repeat(1 + (s % 3)));
+    const histories = Array.from({ length: 10 }, (_, s) => system.repeat(5 + (s % 3)));
     const index = new PrefixIndex(maxBlocks);
+    // Chains lend each other their shared blocks, as in the placer, so lookups also start from
+    // a first probe far along.
+    const memo = new PrefixMemo(4, 1 << 20);
     let compared = 0;
     let matched = 0;
     for (let step = 1; step <= 150; step++) {
       const session = Math.floor(random() * histories.length);
       histories[session] += pick(turns);
-      index.record(blockHashes('m', histories[session]!, 16), pick(runners));
+      index.record(new BlockChain('m', histories[session]!, 16, memo).all(), pick(runners));
       if (forgetEvery > 0 && step % forgetEvery === 0) index.forget([pick(runners)]);
       for (let look = 0; look < 3; look++) {
         const next = histories[Math.floor(random() * histories.length)]! + pick(turns);
         const candidates = new Set(runners.filter(() => random() < 0.6));
         const expected = linearLongest(index, blockHashes('m', next, 16), candidates);
         expect(index.longest(new BlockChain('m', next, 16), candidates)).toEqual(expected);
+        expect(index.longest(new BlockChain('m', next, 16, memo), candidates)).toEqual(expected);
         expect(index.longest(blockHashes('m', next, 16), candidates)).toEqual(expected);
         compared++;
         if (expected !== undefined) matched++;
