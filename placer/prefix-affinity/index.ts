@@ -8,7 +8,7 @@
 import { firstThenByLoad, indexedLoadsOf, type IndexedLoads } from '../load.ts';
 import { leastLoadedOrder } from '../least-loaded/index.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
-import { blockHashes } from './blocks.ts';
+import { BlockChain, PrefixMemo } from './blocks.ts';
 import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
 import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
 import { prefixAffinityDefaults, resolvePrefixAffinity, type PrefixAffinityConfig, type PrefixAffinityOptions } from './options.ts';
@@ -33,7 +33,8 @@ export { prefixAffinityDefaults } from './options.ts';
  * its gap are in docs/placers.md (prefix-affinity) and docs/benchmarks.md.
  *
  * The index learns in `placed()`, whichever branch chose the runner, because the runner that
- * served a prompt is the one whose cache now holds it; `forget()` drops runners that left.
+ * served a prompt is the one whose cache now holds it; `forget()` points the entries of runners
+ * that left at no runner.
  * Runners without `load()` read as idle, so with none of them reporting the guard never trips.
  * Nothing is skipped, so a busy affinity runner is followed by everyone else on the same pass.
  * @throws PlacerConfigError naming a bad option.
@@ -42,15 +43,18 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
   const config = resolvePrefixAffinity(options);
   const { random, now, staleAfterMs, blockSize, minMatchRatio } = config;
   const index = new PrefixIndex(config.maxBlocks);
-  // Hashed once per call, not once per pass and again in placed(); weak so calls are not kept.
-  const hashed = new WeakMap<RunnerCall, readonly bigint[]>();
-  const hashesOf = (call: RunnerCall, prompt: string): readonly bigint[] => {
-    let hashes = hashed.get(call);
-    if (hashes === undefined) {
-      hashes = blockHashes(call.fn, prompt, blockSize);
-      hashed.set(call, hashes);
+  // One chain per call, hashed as far as the lookups read and finished by placed(), never twice;
+  // weak so calls are not kept. Placed calls' chains are kept a while, so the next prompt that
+  // starts the same way skips hashing what it shares with them.
+  const chains = new WeakMap<RunnerCall, BlockChain>();
+  const memo = new PrefixMemo(MEMO_CHAINS, MEMO_BYTES);
+  const chainOf = (call: RunnerCall, prompt: string): BlockChain => {
+    let chain = chains.get(call);
+    if (chain === undefined) {
+      chain = new BlockChain(call.fn, prompt, blockSize, memo);
+      chains.set(call, chain);
     }
-    return hashes;
+    return chain;
   };
 
   return {
@@ -62,7 +66,7 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
       const { loaded, positions } = pool;
       const prompt = promptOf(call);
       if (prompt === undefined) return leastLoadedOrder(loaded, random);
-      const match = index.longest(hashesOf(call, prompt), positions);
+      const match = index.longest(chainOf(call, prompt), positions);
       // blocks x blockSize is short by one per block stretched over a surrogate pair: close
       // enough for a threshold, and cheaper than keeping every block's end.
       if (match === undefined || (match.blocks * blockSize) / prompt.length < minMatchRatio) {
@@ -76,13 +80,18 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
     },
     placed(call: RunnerCall, runner: Runner<unknown>): void {
       const prompt = promptOf(call);
-      if (prompt !== undefined) index.record(hashesOf(call, prompt), runner.id);
+      if (prompt !== undefined) index.record(chainOf(call, prompt).all(), runner.id);
     },
     forget(runnerIds: readonly string[]): void {
       index.forget(runnerIds);
     },
   };
 }
+
+/** Recent chains each placer keeps: enough for an application's few system prompts and busy sessions. */
+const MEMO_CHAINS = 64;
+/** ...and at most about this many bytes between them (each chain's prompt, its bytes and its keys). */
+const MEMO_BYTES = 16 << 20;
 
 /** The call's prompt, or undefined when it has none worth hashing. */
 function promptOf(call: RunnerCall): string | undefined {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { blockHashes } from '../../placer/prefix-affinity/blocks.ts';
-import { PrefixIndex } from '../../placer/prefix-affinity/prefix-index.ts';
+import { BlockChain, blockHashes, PrefixMemo } from '../../placer/prefix-affinity/blocks.ts';
+import { PROBE_STRIDE, PrefixIndex, type PrefixMatch } from '../../placer/prefix-affinity/prefix-index.ts';
+import { seededRandom } from '../../placer/kernel/index.ts';
 
 const system = 'You are a careful assistant. Answer briefly and cite sources. ';
 
@@ -88,6 +89,101 @@ describe('blockHashes', () => {
   });
 });
 
+describe('BlockChain', () => {
+  const prompts: [string, string, number][] = [
+    ['ASCII, word-aligned blocks', system.repeat(12), 64],
+    ['ASCII, blocks of 16', system.repeat(5), 16],
+    ['ASCII, blocks of 7 (no block on a word)', system.repeat(5), 7],
+    ['accents and CJK', 'système: réponds 😀 vite, 你好世界. '.repeat(9), 16],
+    ['emoji across block ends and a lone surrogate', `${'x'.repeat(63)}😀 emoji ${'\ud800'} straddle 🚀🚀. `.repeat(10), 64],
+  ];
+
+  it.each(prompts)('returns blockHashes\' hashes for %s whatever order they are read in', (_name, prompt, blockSize) => {
+    const expected = blockHashes('m', prompt, blockSize);
+    expect(expected.length).toBeGreaterThan(8);
+    const chain = new BlockChain('m', prompt, blockSize);
+    const random = seededRandom(prompt.length);
+    const order = expected.map((_, i) => i).sort(() => random() - 0.5);
+    for (const i of order) expect(chain.at(i)).toBe(expected[i]);
+    expect(chain.at(expected.length)).toBeUndefined();
+    expect(chain.all()).toEqual(expected);
+  });
+
+  it('returns the same hashes when chains are read in turns, one of them too long for the kept buffer', () => {
+    // 'é' is two bytes, so its buffer (three bytes per unit at most) is over a megabyte and not kept.
+    const long = `${system}${'é'.repeat(400_000)}`;
+    const chains = [new BlockChain('m', system.repeat(40), 64), new BlockChain('m', long, 64), new BlockChain('n', system.repeat(40), 64)];
+    const expected = [blockHashes('m', system.repeat(40), 64), blockHashes('m', long, 64), blockHashes('n', system.repeat(40), 64)];
+    for (const upTo of [1, 5, 6, 20, 39]) {
+      for (const [c, chain] of chains.entries()) expect(chain.at(upTo)).toBe(expected[c]![upTo]);
+    }
+    for (const [c, chain] of chains.entries()) expect(chain.all()).toEqual(expected[c]);
+  });
+
+  it('returns hashes for no block past the one read', () => {
+    const chain = new BlockChain('m', system.repeat(20), 16);
+    expect(chain.hashed).toBe(0);
+    chain.at(3);
+    expect(chain.hashed).toBe(4);
+    chain.at(1);
+    expect(chain.hashed).toBe(4);
+    expect(chain.at(10_000)).toBeUndefined();
+    expect(chain.hashed).toBe(blockHashes('m', system.repeat(20), 16).length);
+  });
+});
+
+describe('PrefixMemo', () => {
+  const base = 'système: réponds 😀 vite, 你好世界. '.repeat(12);
+
+  it.each([
+    ['the same prompt', base, base],
+    ['a longer prompt', base, `${base}${' and more words to fill blocks'.repeat(5)}`],
+    ['a shorter prompt', `${base}${'x'.repeat(300)}`, base],
+    ['one character changed in the middle of a block', base, `${base.slice(0, 100)}Z${base.slice(101)}`],
+    ['the first character changed', base, `Y${base.slice(1)}`],
+    ['a character of another byte length in the same place', base, base.replace('😀', 'é!')],
+    ['ASCII that parts halfway', system.repeat(20), `${system.repeat(10)}different ${system.repeat(10)}`],
+    ['an emoji moved across a block end', `${'x'.repeat(63)}😀${'y'.repeat(200)}`, `${'x'.repeat(63)}a😀${'y'.repeat(199)}`],
+    ['a lone surrogate against U+FFFD, the same bytes', `${'x'.repeat(40)}\ud800${'y'.repeat(200)}`, `${'x'.repeat(40)}\ufffd${'y'.repeat(200)}`],
+  ])('returns the hashes a fresh chain returns after %s was kept', (_name, kept, next) => {
+    for (const blockSize of [16, 64, 7]) {
+      const memo = new PrefixMemo(8, 1 << 20);
+      new BlockChain('m', kept, blockSize, memo).all();
+      expect(memo.size).toBe(1);
+      const expected = blockHashes('m', next, blockSize);
+      const chain = new BlockChain('m', next, blockSize, memo);
+      expect(chain.at(expected.length - 1)).toBe(expected.at(-1));
+      expect(chain.at(expected.length)).toBeUndefined();
+      expect(chain.all()).toEqual(expected);
+    }
+  });
+
+  it('returns every block the prompts share once the first is read, without hashing them', () => {
+    const memo = new PrefixMemo(8, 1 << 20);
+    const kept = system.repeat(10);
+    new BlockChain('m', kept, 16, memo).all();
+    const chain = new BlockChain('m', `${kept}${' then a new question'.repeat(20)}`, 16, memo);
+    chain.at(0);
+    expect(chain.hashed).toBe(Math.floor(kept.length / 16));
+    // Another model's prompt shares no blocks, whatever its text.
+    const other = new BlockChain('n', `${kept}${' then a new question'.repeat(20)}`, 16, memo);
+    other.at(0);
+    expect(other.hashed).toBe(1);
+  });
+
+  it('returns at most maxChains chains, and none too large for maxBytes', () => {
+    const memo = new PrefixMemo(2, 1 << 20);
+    for (const s of ['a', 'b', 'c']) new BlockChain('m', `${s}${system.repeat(4)}`, 16, memo).all();
+    expect(memo.size).toBe(2);
+    const small = new PrefixMemo(8, 1_000);
+    new BlockChain('m', system.repeat(40), 16, small).all();
+    expect(small.size).toBe(0);
+    // A prompt of one block has nothing to share past its first.
+    new BlockChain('m', 'x'.repeat(20), 16, small).all();
+    expect(small.size).toBe(0);
+  });
+});
+
 describe('PrefixIndex', () => {
   const prompt = blockHashes('m', `${system}${system}`, 16);
 
@@ -125,5 +221,86 @@ describe('PrefixIndex', () => {
     expect(index.size).toBe(4);
     expect(index.longest(prompt, new Set(['a', 'b']))).toBeUndefined();
     expect(index.longest(other, new Set(['a', 'b']))).toEqual({ runnerId: 'b', blocks: 4 });
+  });
+
+  it('returns another runner\'s longer prefix past a forgotten runner\'s shorter one', () => {
+    const index = new PrefixIndex(100);
+    index.record(prompt.slice(0, 6), 'b');
+    index.record(prompt.slice(0, 3), 'a');
+    index.forget(['a']);
+    expect(index.size).toBe(3);
+    expect(index.longest(prompt, new Set(['a', 'b']))).toEqual({ runnerId: 'b', blocks: 6 });
+    expect(index.longest(prompt.slice(0, 3), new Set(['a', 'b']))).toBeUndefined();
+    // Served again, a forgotten entry points at a runner and counts again.
+    index.record(prompt.slice(0, 2), 'c');
+    expect(index.size).toBe(5);
+    expect(index.longest(prompt, new Set(['c']))).toEqual({ runnerId: 'c', blocks: 2 });
+  });
+
+  it('returns a prompt\'s leading blocks after evicting its tail, the longest blocks first', () => {
+    const index = new PrefixIndex(4);
+    index.record(prompt.slice(0, 6), 'a');
+    expect(index.size).toBe(4);
+    expect(index.longest(prompt, new Set(['a']))).toEqual({ runnerId: 'a', blocks: 4 });
+  });
+
+  it(`returns the match while hashing at most ${PROBE_STRIDE} blocks past the held prefix`, () => {
+    const index = new PrefixIndex(1_000);
+    const long = system.repeat(60);
+    index.record(blockHashes('m', long.slice(0, 16 * 21), 16), 'a');
+    const chain = new BlockChain('m', long, 16);
+    expect(index.longest(chain, new Set(['a']))).toEqual({ runnerId: 'a', blocks: 21 });
+    expect(chain.hashed).toBeLessThanOrEqual(21 + PROBE_STRIDE);
+    expect(blockHashes('m', long, 16).length).toBeGreaterThan(200);
+  });
+
+  /** The answer by definition: every block from the last down, the first a candidate served. */
+  function linearLongest(index: PrefixIndex, hashes: readonly bigint[], candidates: ReadonlySet<string>): PrefixMatch | undefined {
+    for (let i = hashes.length - 1; i >= 0; i--) {
+      const runnerId = index.servedBy(hashes[i]!);
+      if (runnerId !== undefined && candidates.has(runnerId)) return { runnerId, blocks: i + 1 };
+    }
+    return undefined;
+  }
+
+  it.each([
+    // seed, maxBlocks, forget one runner every this many steps (0: never)
+    [1, 10_000, 0],
+    [2, 60, 0],
+    [3, 25, 0],
+    [4, 10_000, 7],
+    [5, 60, 5],
+    [6, 25, 3],
+  ])('returns what trying every block from the last down returns (seed %i, maxBlocks %i, forgetting every %i steps)', (seed, maxBlocks, forgetEvery) => {
+    const random = seededRandom(seed);
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+    const runners = ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'];
+    const turns = Array.from({ length: 6 }, (_, t) => ` turn ${t}: ${'abcdefgh'.repeat(1 + Math.floor(random() * 6)).slice(0, 5 + Math.floor(random() * 40))}`);
+    const histories = Array.from({ length: 10 }, (_, s) => system.repeat(5 + (s % 3)));
+    const index = new PrefixIndex(maxBlocks);
+    // Chains lend each other their shared blocks, as in the placer, so lookups also start from
+    // a first probe far along.
+    const memo = new PrefixMemo(4, 1 << 20);
+    let compared = 0;
+    let matched = 0;
+    for (let step = 1; step <= 150; step++) {
+      const session = Math.floor(random() * histories.length);
+      histories[session] += pick(turns);
+      index.record(new BlockChain('m', histories[session]!, 16, memo).all(), pick(runners));
+      if (forgetEvery > 0 && step % forgetEvery === 0) index.forget([pick(runners)]);
+      for (let look = 0; look < 3; look++) {
+        const next = histories[Math.floor(random() * histories.length)]! + pick(turns);
+        const candidates = new Set(runners.filter(() => random() < 0.6));
+        const expected = linearLongest(index, blockHashes('m', next, 16), candidates);
+        expect(index.longest(new BlockChain('m', next, 16), candidates)).toEqual(expected);
+        expect(index.longest(new BlockChain('m', next, 16, memo), candidates)).toEqual(expected);
+        expect(index.longest(blockHashes('m', next, 16), candidates)).toEqual(expected);
+        compared++;
+        if (expected !== undefined) matched++;
+      }
+    }
+    // The table means something only if both answers occur often.
+    expect(matched).toBeGreaterThan(compared / 10);
+    expect(compared - matched).toBeGreaterThan(compared / 20);
   });
 });

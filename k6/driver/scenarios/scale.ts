@@ -13,7 +13,10 @@
  * balance guard, so it takes its affinity branch rather than falling back to least-loaded.
  *
  * prefix-affinity's cost grows with the prompt as well as the pool, so it is also timed with
- * prompts of 1, 8 and 32 KB (characters of ASCII text, so bytes too), hashing included.
+ * prompts of 1, 8 and 32 KB (characters of ASCII text, so bytes too), hashing included. It keeps
+ * recently placed prompts' block keys, so a prompt whose system prompt was placed lately compares
+ * those blocks rather than hashing them; `order` with the 32 KB prompts is timed once more after
+ * other prompts have pushed the system prompts out of what it keeps, so their blocks are hashed.
  */
 import { builtinPlacers, placeCall } from '../../../placer/index.ts';
 import type { Placer, Runner, RunnerCall, RunnerLoad, RunnerPool, TryExecResult } from '../../../placer/index.ts';
@@ -40,6 +43,9 @@ const CALL_VARIETY = 256;
 
 /** Prompt lengths, characters, of prefix-affinity's prompt grid. */
 export const PROMPT_SIZES: readonly number[] = Object.freeze([1_024, 8_192, 32_768]);
+
+/** Short prompts placed after the system prompts, enough to push them out of what prefix-affinity keeps. */
+const FLUSH_CALLS = 256;
 
 /** Share of each prompt-grid prompt that is its shared system prompt; the rest is the user turn. */
 const SYSTEM_SHARE = 0.8;
@@ -129,12 +135,31 @@ export const scale: Scenario = {
           samples.get(key)!.placeCall.push(walked);
         }
       }
+      // Only `order`: placeCall's placed() would keep each prompt again, and the next call with
+      // the same system prompt would find it.
+      const chars = PROMPT_SIZES.at(-1)!;
+      const long = promptCalls(CALL_VARIETY, chars);
+      const flush = chatCalls(FLUSH_CALLS, (i) => `flush ${i}: ${benchText(2_000 + i, 200)}`);
+      for (const size of POOL_SIZES) {
+        if (ctx.signal?.aborted) throw new Error('benchmark interrupted');
+        const runners = fakeFleet(size);
+        const placer = prime(prime(builtinPlacers['prefix-affinity']!(), systemCalls(long), runners), flush, runners);
+        const order = await measureCost(orderOnce(placer, long, runners), SCALE_BOUNDS);
+        progress(`pass ${pass} prefix-affinity ${String(chars).padStart(6)} chars, start not kept, ${String(size).padStart(6)} runners: order ${formatUs(order.usPerCall)} µs\n`);
+        const key = `cold/${chars}/${size}`;
+        if (!samples.has(key)) samples.set(key, { order: [], placeCall: [] });
+        samples.get(key)!.order.push(order);
+        samples.get(key)!.placeCall.push({ calls: 0, elapsedMs: 0, usPerCall: Number.NaN });
+      }
     }
     const promptCells: PromptCell[] = [];
+    const coldCells: PromptCell[] = [];
     for (const chars of PROMPT_SIZES) {
       for (const size of POOL_SIZES) {
         const s = samples.get(`prompt/${chars}/${size}`)!;
         promptCells.push({ promptChars: chars, runners: size, order: medianSample(s.order), placeCall: medianSample(s.placeCall), passes: s });
+        const c = samples.get(`cold/${chars}/${size}`);
+        if (c) coldCells.push({ promptChars: chars, runners: size, order: medianSample(c.order), placeCall: medianSample(c.placeCall), passes: c });
       }
     }
     for (const size of POOL_SIZES) {
@@ -153,16 +178,20 @@ export const scale: Scenario = {
     write(`\nsluice bench scale: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, median of ${SCALE_PASSES} passes, load average ${machine.loadAverage[0]} at start, prompts of about ${Math.round(mean(calls.map((c) => c.prompt!.length)))} characters\n\n`);
     write(`first runner from placer.order(call, runners), µs per call\n${table('order')}\n\n`);
     write(`placeCall with the first runner committing at once, µs per call\n${table('placeCall')}\n\n`);
+    const coldChars = PROMPT_SIZES.at(-1)!;
     const promptTable = (pick: 'order' | 'placeCall'): string =>
       formatTable(
         ['prompt chars', ...POOL_SIZES.map((n) => `${n} µs`)],
-        PROMPT_SIZES.map((chars) => [String(chars), ...POOL_SIZES.map((n) => formatUs(promptCells.find((c) => c.promptChars === chars && c.runners === n)![pick].usPerCall))]),
+        [
+          ...PROMPT_SIZES.map((chars) => [String(chars), ...POOL_SIZES.map((n) => formatUs(promptCells.find((c) => c.promptChars === chars && c.runners === n)![pick].usPerCall))]),
+          [`${coldChars}, start not kept`, ...POOL_SIZES.map((n) => formatUs(coldCells.find((c) => c.runners === n)![pick].usPerCall))],
+        ],
       );
     write(`prefix-affinity by prompt length (a new user turn after a shared system prompt, hashing included)\n`);
     write(`first runner from placer.order(call, runners), µs per call\n${promptTable('order')}\n\n`);
     write(`placeCall with the first runner committing at once, µs per call\n${promptTable('placeCall')}\n\n`);
 
-    const report = { scenario: 'scale', startedAt: startedAt.toISOString(), machine, bounds: SCALE_BOUNDS, passes: SCALE_PASSES, poolSizes: POOL_SIZES, cells, promptSizes: PROMPT_SIZES, promptCells };
+    const report = { scenario: 'scale', startedAt: startedAt.toISOString(), machine, bounds: SCALE_BOUNDS, passes: SCALE_PASSES, poolSizes: POOL_SIZES, cells, promptSizes: PROMPT_SIZES, promptCells, coldCells };
     const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, log-log`;
     const svg = costChart(
       POOL_SIZES,
