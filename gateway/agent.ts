@@ -266,7 +266,7 @@ export class LbAgent {
       method: incoming.method ?? 'POST',
       // What the router matched, never the raw target: see gateway/front.ts.
       path: routedPath(route, fnParam, incoming.url ?? '/'),
-      headers: { ...forwardable(incoming.headers), [REQUEST_ID_HEADER]: requestId },
+      headers: forwardable(incoming.headers, { [REQUEST_ID_HEADER]: requestId }),
       body,
       createdAt,
       startedAt: createdAt,
@@ -352,7 +352,8 @@ export class LbAgent {
     const relayed = await relay(placed.response, out, headers, placed.runner, call.signal);
     m.running.add(-1);
     const totalMs = this.#config.clock.now() - call.startedAt;
-    return { ...relayed, runner: placed.runner.id, totalMs, latencyMs: totalMs - (relayed.execMs ?? 0) };
+    const { outcome, status, execMs, error } = relayed;
+    return { outcome, status, execMs, ...(error ? { error } : {}), runner: placed.runner.id, totalMs, latencyMs: totalMs - (execMs ?? 0) };
   }
 
   /**
