@@ -33,7 +33,7 @@ import {
 } from './errors.ts';
 import { clientRequestId } from './front.ts';
 import { FLOW_HEADER, INVOKE_TYPE_HEADER, PRIORITY_HEADER, REQUEST_ID_HEADER, SESSION_HEADER, forwardable } from './headers.ts';
-import { createGatewayMetrics, outcomeLabel } from './metrics.ts';
+import { createGatewayMetrics } from './metrics.ts';
 import type { DetachedCalls } from './detached.ts';
 import { DetachedFlow, DetachedSignal, detachedResult } from './detached-flow.ts';
 import type { DetachedReply } from './detached-flow.ts';
@@ -266,7 +266,7 @@ export class LbAgent {
       method: incoming.method ?? 'POST',
       // What the router matched, never the raw target: see gateway/front.ts.
       path: routedPath(route, fnParam, incoming.url ?? '/'),
-      headers: { ...forwardable(incoming.headers), [REQUEST_ID_HEADER]: requestId },
+      headers: forwardable(incoming.headers, { [REQUEST_ID_HEADER]: requestId }),
       body,
       createdAt,
       startedAt: createdAt,
@@ -294,7 +294,7 @@ export class LbAgent {
     const m = this.#metrics;
     // Built only when something is logged: most calls log nothing.
     const log = () => logger.child({ call: call.id, fn: call.fn });
-    m.calls.add(1, { route });
+    m.calls.add(1, route);
     m.queued.add(1);
 
     const parent = propagation.extract(context.active(), incoming.headers);
@@ -307,12 +307,12 @@ export class LbAgent {
       ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached, turn)
       : await this.#placeAndRelay(call, out, callHeaders, turn);
     m.outcomes[result.outcome].add(1);
-    if (result.execMs !== undefined) m.execTime.record(result.execMs, { outcome: outcomeLabel(result.outcome) });
+    if (result.execMs !== undefined) m.execTime.record(result.execMs, m.outcomeAttributes[result.outcome]);
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
       // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
       log().warn('runner reported more execution time than the call took', { execMs: result.execMs, totalMs: result.totalMs, runner: result.runner });
     } else {
-      m.latency.record(result.latencyMs, { outcome: outcomeLabel(result.outcome) });
+      m.latency.record(result.latencyMs, m.outcomeAttributes[result.outcome]);
     }
     if (result.error && result.outcome !== 'cancelled') {
       span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
@@ -352,7 +352,8 @@ export class LbAgent {
     const relayed = await relay(placed.response, out, headers, placed.runner, call.signal);
     m.running.add(-1);
     const totalMs = this.#config.clock.now() - call.startedAt;
-    return { ...relayed, runner: placed.runner.id, totalMs, latencyMs: totalMs - (relayed.execMs ?? 0) };
+    const { outcome, status, execMs, error } = relayed;
+    return { outcome, status, execMs, ...(error ? { error } : {}), runner: placed.runner.id, totalMs, latencyMs: totalMs - (execMs ?? 0) };
   }
 
   /**
@@ -415,7 +416,7 @@ export class LbAgent {
         retryAllDelay: placerConfig.retryAllDelay,
         clock,
         onRetry: (runner, reason) => {
-          m.placerRetries.add(1, { reason });
+          m.placerRetries.add(1, reason);
           offers.set(runner.id, reason);
         },
         waitForCapacity,
@@ -460,7 +461,7 @@ export class LbAgent {
 
   /** Answers a request refused before placement, and counts it by code. */
   #refuse(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}): void {
-    this.#metrics.rejected.add(1, { code: error.code });
+    this.#metrics.rejected.add(1, error.code);
     sendError(out, error, headers);
   }
 

@@ -17,6 +17,23 @@ export const OPENAI_CALL_ROUTES: Readonly<Record<string, Exclude<CallRoute, 'inv
   '/v1/responses': 'responses',
 };
 
+/**
+ * The call route a POST to `target` is, read straight off the request target, or undefined when
+ * it is none or needs the router's decoding (a percent sign in it): the gateway's own server
+ * serves these without building a Fetch Request for Hono, and leaves the rest to the router,
+ * which matches exactly the same paths (strict, case-sensitive). The target has passed the front
+ * door (gateway/front.ts): a plain path.
+ */
+export function directCallRoute(target: string): { route: CallRoute; fn: string | undefined } | undefined {
+  const query = target.indexOf('?');
+  const path = query === -1 ? target : target.slice(0, query);
+  const route = OPENAI_CALL_ROUTES[path];
+  if (route !== undefined) return { route, fn: undefined };
+  if (!path.startsWith('/invoke/') || path.includes('%')) return undefined;
+  const fn = path.slice('/invoke/'.length);
+  return fn === '' || fn.includes('/') ? undefined : { route: 'invoke', fn };
+}
+
 const ROUTE_PATHS = Object.fromEntries(Object.entries(OPENAI_CALL_ROUTES).map(([path, route]) => [route, path])) as Record<
   Exclude<CallRoute, 'invoke'>,
   string

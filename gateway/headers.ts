@@ -25,11 +25,9 @@ export const FLOW_HEADER = 'sluice-flow';
  * calls (and their place in the wait queue), and a callback URL may carry a token. Runners and
  * engines never see them.
  */
-const GATEWAY_ONLY_HEADERS = ['prefer', INVOKE_TYPE_HEADER, CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER, SESSION_HEADER, PRIORITY_HEADER, FLOW_HEADER];
+const GATEWAY_ONLY_HEADERS: ReadonlySet<string> = new Set(['prefer', INVOKE_TYPE_HEADER, CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER, SESSION_HEADER, PRIORITY_HEADER, FLOW_HEADER]);
 
 /** The client's headers as the runner gets them: no hop-by-hop and no gateway-only ones. */
-export function forwardable(headers: IncomingMessage['headers']): Record<string, string | string[]> {
-  const out = withoutHopByHop(headers);
-  for (const name of GATEWAY_ONLY_HEADERS) delete out[name];
-  return out;
+export function forwardable(headers: IncomingMessage['headers'], add?: Readonly<Record<string, string>>): Record<string, string | string[]> {
+  return withoutHopByHop(headers, { drop: GATEWAY_ONLY_HEADERS, ...(add ? { add } : {}) });
 }

@@ -89,10 +89,13 @@ export class HttpRunner {
   readonly #quietBodies = new Set<RunnerResponse['body']>();
   readonly #pool: Pool;
   readonly #options: HttpRunnerOptions;
+  /** responseTimeout as the wire header spells it, made once. */
+  readonly #responseTimeoutText: string;
 
   constructor(url: URL, options: HttpRunnerOptions) {
     this.url = url;
     this.#options = options;
+    this.#responseTimeoutText = String(options.responseTimeout);
     this.#pool = new Pool(url.origin, {
       connectTimeout: options.connectTimeout,
       connections: options.connections ?? null,
@@ -135,14 +138,7 @@ export class HttpRunner {
       response = await this.#pool.request({
         method: call.method as Dispatcher.HttpMethod,
         path: call.path,
-        headers: {
-          ...call.headers,
-          [CALL_ID_HEADER]: call.id,
-          [CALL_TYPE_HEADER]: call.type,
-          [FUNCTION_HEADER]: call.fn,
-          [TIMEOUT_HEADER]: String(call.timeout),
-          [RESPONSE_TIMEOUT_HEADER]: String(responseTimeout),
-        },
+        headers: this.#wireHeaders(call),
         body: call.body,
         signal,
         // undici restarts this on every informational response: the runner's acknowledgements.
@@ -170,6 +166,29 @@ export class HttpRunner {
     }
     this.#watch(call, response, sent, signals);
     return { kind: 'placed', value: response };
+  }
+
+  /**
+   * The call's headers as this runner gets them, flat (name, value, ...) as undici takes them
+   * without copying an object: the client's forwardable ones, then the wire's own. A client's
+   * header spelled like one of the wire's is left out, never sent beside the gateway's.
+   */
+  #wireHeaders(call: GatewayCall): string[] {
+    const flat: string[] = [];
+    for (const name in call.headers) {
+      const value = call.headers[name];
+      if (value === undefined || WIRE_HEADERS.has(name)) continue;
+      if (typeof value === 'string') flat.push(name, value);
+      else for (const one of value) flat.push(name, one);
+    }
+    flat.push(
+      CALL_ID_HEADER, call.id,
+      CALL_TYPE_HEADER, call.type,
+      FUNCTION_HEADER, call.fn,
+      TIMEOUT_HEADER, String(call.timeout),
+      RESPONSE_TIMEOUT_HEADER, this.#responseTimeoutText,
+    );
+    return flat;
   }
 
   /**
@@ -266,6 +285,9 @@ export class HttpRunner {
     else await this.#pool.close();
   }
 }
+
+/** The headers the gateway sets on every call it sends: a client's own of these names never passes. */
+const WIRE_HEADERS: ReadonlySet<string> = new Set([CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER, RESPONSE_TIMEOUT_HEADER]);
 
 /** Thrown into an offer that waited for an acknowledgement until the placer deadline. */
 class PlacerDeadlineReached extends Error {

@@ -1,8 +1,13 @@
 /**
  * The gateway's instruments, through @opentelemetry/api only: a no-op until the entry point
  * wires an SDK. Names and buckets follow Fn's LB agent so dashboards carry over.
+ *
+ * Counts a call moves (calls, outcomes, refusals, what is uploading, queued or running) are kept
+ * in plain numbers ({@link Count}) and handed to the SDK only when metrics are collected: a
+ * call pays an addition, not an SDK record with its attribute set hashed. Only histograms, whose
+ * buckets need every value, are recorded per call, with attribute sets built once.
  */
-import type { Counter, Histogram, MeterProvider, UpDownCounter } from '@opentelemetry/api';
+import type { Attributes, Counter, Histogram, Meter, MeterProvider, ObservableResult, UpDownCounter } from '@opentelemetry/api';
 import type { CallOutcome } from './call.ts';
 import type { StoreHealth } from './store/types.ts';
 
@@ -13,19 +18,61 @@ const EXEC_BUCKETS = [10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 600
 /** Fn's placer attempt buckets. */
 const ATTEMPT_BUCKETS = [0, 2, 3, 4, 8, 16, 32, 64, 128, 256];
 
-/** The gateway's counters and histograms. */
+/**
+ * A count kept in plain numbers, by the value of at most one label, and observed by the SDK
+ * when metrics are collected. A label value's attribute set is built the first time it is seen.
+ */
+export class Count {
+  readonly #label: string | undefined;
+  readonly #values = new Map<string, number>();
+  readonly #attributes = new Map<string, Attributes>();
+
+  /** @param label the label's name; undefined for a count without one */
+  constructor(label?: string) {
+    this.#label = label;
+  }
+
+  /** Adds `n` (negative to take away) to the count of `value` (of the label; '' without one). */
+  add(n: number, value = ''): void {
+    this.#values.set(value, (this.#values.get(value) ?? 0) + n);
+  }
+
+  /** The count of `value` now. */
+  get(value = ''): number {
+    return this.#values.get(value) ?? 0;
+  }
+
+  /** Hands every label value's count to an observable instrument's callback. */
+  observe(result: ObservableResult): void {
+    for (const [value, n] of this.#values) result.observe(n, this.#attributesOf(value));
+  }
+
+  #attributesOf(value: string): Attributes {
+    let attributes = this.#attributes.get(value);
+    if (attributes === undefined) {
+      attributes = this.#label === undefined ? {} : { [this.#label]: value };
+      this.#attributes.set(value, attributes);
+    }
+    return attributes;
+  }
+}
+
+/** The gateway's counts and histograms. */
 export interface GatewayMetrics {
-  calls: Counter;
-  rejected: Counter;
+  calls: Count;
+  rejected: Count;
   /** Request bodies being received: counted against maxUploads, not maxInFlight. */
-  uploads: UpDownCounter;
-  queued: UpDownCounter;
-  running: UpDownCounter;
-  outcomes: Record<CallOutcome, Counter>;
+  uploads: Count;
+  queued: Count;
+  running: Count;
+  outcomes: Record<CallOutcome, Count>;
+  /** Histograms recorded per call, and each one's attribute set per outcome label. */
   latency: Histogram;
   execTime: Histogram;
+  /** `{ outcome }` for each outcome, built once: see {@link outcomeLabel}. */
+  outcomeAttributes: Readonly<Record<CallOutcome, Attributes>>;
   placerAttempts: Histogram;
-  placerRetries: Counter;
+  placerRetries: Count;
   /** Calls in the wait queue now, by model and priority. */
   queueDepth: UpDownCounter;
   /** Time from a call's first wait in the queue to its placement or end, by priority. */
@@ -34,23 +81,45 @@ export interface GatewayMetrics {
   queueRefused: Counter;
 }
 
+/** A monotonic {@link Count} read by the SDK at collection, as a counter. */
+function observedCounter(meter: Meter, name: string, description: string, label?: string): Count {
+  const count = new Count(label);
+  meter.createObservableCounter(name, { description }).addCallback((result) => count.observe(result));
+  return count;
+}
+
+/** A {@link Count} that goes up and down, read by the SDK at collection (a gauge in Prometheus). */
+function observedUpDown(meter: Meter, name: string, description: string): Count {
+  const count = new Count();
+  meter.createObservableUpDownCounter(name, { description }).addCallback((result) => count.observe(result));
+  return count;
+}
+
 /** Creates the instruments on a meter of `provider`. */
 export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
   const meter = provider.getMeter('sluice-gateway');
   const counter = (name: string, description: string) => meter.createCounter(name, { description });
+  const count = (name: string, description: string, label?: string) => observedCounter(meter, name, description, label);
   return {
-    calls: counter('sluice_calls', 'Calls buffered, validated and handed to placement'),
-    rejected: counter('sluice_calls_rejected', 'Requests answered with an error before placement, by error code'),
-    uploads: meter.createUpDownCounter('sluice_uploads', { description: 'Request bodies being received now (counted against maxUploads, not maxInFlight)' }),
-    queued: meter.createUpDownCounter('sluice_calls_queued', { description: 'Calls waiting for a runner' }),
-    running: meter.createUpDownCounter('sluice_calls_running', { description: 'Calls committed to a runner and not yet finished' }),
+    calls: count('sluice_calls', 'Calls buffered, validated and handed to placement', 'route'),
+    rejected: count('sluice_calls_rejected', 'Requests answered with an error before placement, by error code', 'code'),
+    uploads: observedUpDown(meter, 'sluice_uploads', 'Request bodies being received now (counted against maxUploads, not maxInFlight)'),
+    queued: observedUpDown(meter, 'sluice_calls_queued', 'Calls waiting for a runner'),
+    running: observedUpDown(meter, 'sluice_calls_running', 'Calls committed to a runner and not yet finished'),
     outcomes: {
-      completed: counter('sluice_calls_completed', 'Calls whose runner response was relayed in full'),
+      completed: count('sluice_calls_completed', 'Calls whose runner response was relayed in full'),
       // Fn's name, kept so dashboards carry over; the outcome itself is spelled `cancelled`.
-      cancelled: counter('sluice_calls_canceled', 'Calls whose client went away'),
-      timeouts: counter('sluice_calls_timeouts', 'Calls that ran past their execution timeout'),
-      errors: counter('sluice_calls_errors', 'Calls that failed in the gateway or on the runner after commit'),
-      server_busy: counter('sluice_calls_server_busy', 'Calls no runner took before the placer deadline'),
+      cancelled: count('sluice_calls_canceled', 'Calls whose client went away'),
+      timeouts: count('sluice_calls_timeouts', 'Calls that ran past their execution timeout'),
+      errors: count('sluice_calls_errors', 'Calls that failed in the gateway or on the runner after commit'),
+      server_busy: count('sluice_calls_server_busy', 'Calls no runner took before the placer deadline'),
+    },
+    outcomeAttributes: {
+      completed: { outcome: outcomeLabel('completed') },
+      cancelled: { outcome: outcomeLabel('cancelled') },
+      timeouts: { outcome: outcomeLabel('timeouts') },
+      errors: { outcome: outcomeLabel('errors') },
+      server_busy: { outcome: outcomeLabel('server_busy') },
     },
     latency: meter.createHistogram('sluice_call_latency', {
       description: 'What the platform added to a call: end minus startedAt minus runner-reported execution time',
@@ -66,7 +135,7 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
       description: 'Runner offers made to place one call',
       advice: { explicitBucketBoundaries: ATTEMPT_BUCKETS },
     }),
-    placerRetries: counter('sluice_placer_retries', 'Runner offers that did not place the call, by reason'),
+    placerRetries: count('sluice_placer_retries', 'Runner offers that did not place the call, by reason', 'reason'),
     queueDepth: meter.createUpDownCounter('sluice_queue_depth', { description: 'Calls waiting in the wait queue for a runner, by model and priority' }),
     queueTime: meter.createHistogram('sluice_queue_time', {
       description: 'Time a call spent in the wait queue, from its first wait to its placement or end',

@@ -48,7 +48,7 @@ export function relay(
     const head = (): void => {
       if (headersSent) return;
       headersSent = true;
-      out.writeHead(response.statusCode, { ...withoutHopByHop(response.headers), ...headers });
+      out.writeHead(response.statusCode, withoutHopByHop(response.headers, { add: headers }));
     };
     const fail = (error: Error, execMs: number | undefined): void => {
       const outcome: CallOutcome = error instanceof CallTimeoutError ? 'timeouts' : 'errors';

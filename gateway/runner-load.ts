@@ -38,8 +38,13 @@ export function runnerLoad(inFlight: number, report: StampedReport | undefined, 
  * same clock as the report's `at`.
  */
 export class EndedCalls {
-  /** Oldest end first: calls are recorded as they end. */
+  /**
+   * Oldest end first (calls are recorded as they end), from {@link #first} on: the entries
+   * before it are forgotten, and cut off in one go once they are half the array, so forgetting
+   * costs no copy per call.
+   */
   readonly #recent: { sent: number; ended: number }[] = [];
+  #first = 0;
   readonly #keepMs: number;
   readonly #keepMax: number;
 
@@ -55,16 +60,21 @@ export class EndedCalls {
 
   /** A call sent at `sent` ended at `ended` (not before the last one recorded). */
   record(sent: number, ended: number): void {
-    this.#recent.push({ sent, ended });
-    let drop = 0;
-    while (drop < this.#recent.length && (this.#recent[drop]!.ended < ended - this.#keepMs || this.#recent.length - drop > this.#keepMax)) drop++;
-    if (drop > 0) this.#recent.splice(0, drop);
+    const recent = this.#recent;
+    recent.push({ sent, ended });
+    let first = this.#first;
+    while (first < recent.length && (recent[first]!.ended < ended - this.#keepMs || recent.length - first > this.#keepMax)) first++;
+    if (first > 64 && first * 2 > recent.length) {
+      recent.splice(0, first);
+      first = 0;
+    }
+    this.#first = first;
   }
 
   /** Calls that were running at `at` (sent at or before it) and have ended since. */
   since(at: number): number {
     let count = 0;
-    for (let i = this.#recent.length - 1; i >= 0; i--) {
+    for (let i = this.#recent.length - 1; i >= this.#first; i--) {
       const call = this.#recent[i]!;
       if (call.ended <= at) break;
       if (call.sent <= at) count++;

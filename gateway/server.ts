@@ -14,7 +14,7 @@ import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 import { LbAgent } from './agent.ts';
 import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
-import { OPENAI_CALL_ROUTES, uuidv7 } from './call.ts';
+import { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './call.ts';
 import type { CallRoute } from './call.ts';
 import { InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
 import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './front.ts';
@@ -176,10 +176,17 @@ export function createGateway(options: GatewayOptions): Gateway {
       });
       // A connection past its client's limit gets its first request refused, on every route,
       // before Hono runs (checked here rather than in a middleware: every request pays for it).
+      // Calls go to the agent directly, as the router would send them: the agent reads and
+      // answers on Node's own request and response, so the Fetch objects Hono's adapter builds
+      // for every request would be made for nothing.
       const limited = (incoming: IncomingMessage, out: ServerResponse): unknown => {
-        if (!overLimit.has(incoming.socket)) return listener(incoming, out);
-        agent.refuse(out, new TooManyConnectionsError(config.maxConnectionsPerClient, config.retryAfter));
-        return undefined;
+        if (overLimit.has(incoming.socket)) {
+          agent.refuse(out, new TooManyConnectionsError(config.maxConnectionsPerClient, config.retryAfter));
+          return undefined;
+        }
+        const direct = incoming.method === 'POST' ? directCallRoute(incoming.url ?? '') : undefined;
+        if (direct === undefined) return listener(incoming, out);
+        return agent.serve(direct.route, direct.fn, incoming, out);
       };
       const s = createServer({ requireHostHeader: false }, guardListener(limited, { newId }));
       s.on('clientError', answerClientError(newId));

@@ -126,7 +126,7 @@ export class Waiter {
       const finish = (end: WaitEnd): void => {
         if (this.#end !== finish) return;
         this.#end = undefined;
-        timer.abort();
+        timer.abort(WAIT_OVER);
         this.#signal.removeEventListener('abort', onAbort);
         if (end !== 'woken') queue.unlink(this);
         this.state = 'walking';
@@ -161,6 +161,13 @@ export class Waiter {
     this.#queue.release(this);
   }
 }
+
+/**
+ * What a finished wait aborts its deadline sleep with: one value for every wait, since an abort
+ * without a reason builds a DOMException (with its stack) each time, and a busy queue ends
+ * thousands of waits a second.
+ */
+const WAIT_OVER: unknown = Object.freeze({ reason: 'the wait ended' });
 
 /** The waiters of one priority class of one model: a ring of flows, each FIFO. */
 class PriorityClass {

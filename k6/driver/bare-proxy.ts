@@ -72,8 +72,10 @@ export function createBareProxy(upstream: string): Server {
   return server;
 }
 
-/** Path of the entry script a bare proxy process runs. */
-const MAIN = fileURLToPath(new URL('./bare-proxy-main.ts', import.meta.url));
+/** True when this module runs from the TypeScript sources, false from the build in dist/. */
+const SOURCES = import.meta.url.endsWith('.ts');
+/** Path of the entry script a bare proxy process runs: the sources' or the build's, as this module. */
+const MAIN = fileURLToPath(new URL(SOURCES ? './bare-proxy-main.ts' : './bare-proxy-main.js', import.meta.url));
 
 /** tsx's loader, resolved from here so the child finds it whatever its working directory. */
 const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
@@ -95,7 +97,8 @@ export interface BareProxyProcess {
  * @throws {Error} with the child's output when it exits or does not listen within `timeoutMs`.
  */
 export function startBareProxy(upstream: string, env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<BareProxyProcess> {
-  const child = spawn(process.execPath, ['--import', TSX, MAIN, upstream], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env, detached: true });
+  // Run as the bench runs: the sources through tsx, or the build as it is.
+  const child = spawn(process.execPath, [...(SOURCES ? ['--import', TSX] : []), MAIN, upstream], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env, detached: true });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => void (stderr = (stderr + chunk.toString('utf8')).slice(-4_000)));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

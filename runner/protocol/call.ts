@@ -111,18 +111,23 @@ export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
  * the fixed set above and every header the `Connection` header names (RFC 9110 section 7.6.1),
  * which a sender uses to mark its own extensions as meant for this hop only. Values stay as they
  * are (arrays for repeated headers such as set-cookie). Names are expected in lowercase, as Node
- * and undici give them.
+ * and undici give them. `drop` names more headers to leave out; `add` sets headers on the copy
+ * (over any of the same name).
  */
 export function withoutHopByHop(
   headers: Record<string, string | string[] | undefined>,
+  options: { drop?: ReadonlySet<string>; add?: Readonly<Record<string, string>> } = {},
 ): Record<string, string | string[]> {
   const nominated = connectionTokens(headers.connection);
+  const { drop, add } = options;
   const out: Record<string, string | string[]> = {};
   for (const name in headers) {
     const value = headers[name];
-    if (value === undefined || HOP_BY_HOP_HEADERS.has(name) || nominated?.has(name)) continue;
+    if (value === undefined || HOP_BY_HOP_HEADERS.has(name) || nominated?.has(name) || drop?.has(name)) continue;
     out[name] = value;
   }
+  // Added here rather than by the caller spreading the copy into another object: one copy per call.
+  if (add) for (const name in add) out[name] = add[name]!;
   return out;
 }
 
@@ -149,12 +154,20 @@ export function formatExecTiming(ms: number): string {
   return `exec;dur=${ms.toFixed(3)}`;
 }
 
+/** A value exactly as {@link formatExecTiming} writes it. */
+const OWN_EXEC_TIMING = /^exec;dur=(\d+(?:\.\d+)?)$/;
+
 /**
  * Reads the execution time from a `server-timing` value, or undefined when absent or malformed.
  * Other metrics in the same header are ignored.
  */
 export function parseExecTiming(value: string | string[] | undefined): number | undefined {
   if (value === undefined) return undefined;
+  // What a sluice runner sends (formatExecTiming), read without splitting: every call has one.
+  if (typeof value === 'string') {
+    const own = OWN_EXEC_TIMING.exec(value);
+    if (own) return Number(own[1]);
+  }
   const text = Array.isArray(value) ? value.join(',') : value;
   for (const metric of text.split(',')) {
     const [name, ...params] = metric.trim().split(';');

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { affinityKey, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../gateway/call.ts';
+import { Hono } from 'hono';
+import { OPENAI_CALL_ROUTES, affinityKey, directCallRoute, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../gateway/call.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from '../../gateway/errors.ts';
 import { SluiceError } from '../../placer/kernel/index.ts';
 import { expectThrows } from '../support/throws.ts';
@@ -121,6 +122,44 @@ describe('routedPath', () => {
     [['invoke', 'héllo wörld', '/invoke/h%C3%A9llo%20w%C3%B6rld?q=%2e%2e'], '/invoke/h%C3%A9llo%20w%C3%B6rld?q=%2e%2e'],
   ])('returns the path the router matched, with the query as sent, when given %j', (args, path) => {
     expect(routedPath(...args)).toBe(path);
+  });
+});
+
+describe('directCallRoute', () => {
+  // The gateway's call routes as the server registers them, answering what the router matched.
+  const router = new Hono();
+  for (const [path, route] of Object.entries(OPENAI_CALL_ROUTES)) router.post(path, (c) => c.json({ route, fn: null }));
+  router.post('/invoke/:fn', (c) => c.json({ route: 'invoke', fn: c.req.param('fn') }));
+  const routed = async (target: string): Promise<unknown> => {
+    const answer = await router.request(target, { method: 'POST' });
+    return answer.status === 404 ? undefined : answer.json();
+  };
+
+  it.each([
+    ['/v1/chat/completions', { route: 'chat', fn: undefined }],
+    ['/v1/completions?stream=1', { route: 'completions', fn: undefined }],
+    ['/v1/embeddings', { route: 'embeddings', fn: undefined }],
+    ['/v1/responses?', { route: 'responses', fn: undefined }],
+    ['/invoke/my-fn', { route: 'invoke', fn: 'my-fn' }],
+    ['/invoke/a.b_c~d?x=%2F', { route: 'invoke', fn: 'a.b_c~d' }],
+  ])('reads %s as the router does', async (target, expected) => {
+    expect(directCallRoute(target)).toEqual(expected);
+    expect(await routed(target)).toEqual({ route: expected.route, fn: expected.fn ?? null });
+  });
+
+  it.each(['/v1/chat/completions/', '/V1/chat/completions', '/v1/chat', '/invoke/', '/invoke', '/invoke/a/b', '/v1/%63ompletions', '/invoke/org%2Fmodel', '/invoke/h%C3%A9llo', '/healthz'])(
+    'leaves %s to the router',
+    (target) => {
+      expect(directCallRoute(target)).toBeUndefined();
+    },
+  );
+
+  it('leaves to the router only what it would route differently or not at all', async () => {
+    // Of the targets left to it, those the router does route need its decoding.
+    expect(await routed('/v1/%63ompletions')).toEqual({ route: 'completions', fn: null });
+    expect(await routed('/invoke/org%2Fmodel')).toEqual({ route: 'invoke', fn: 'org/model' });
+    expect(await routed('/v1/chat/completions/')).toBeUndefined();
+    expect(await routed('/invoke/a/b')).toBeUndefined();
   });
 });
 

@@ -15,7 +15,7 @@ import { HttpRunner } from '../../gateway/http-runner.ts';
 import type { RunnerResponse } from '../../gateway/http-runner.ts';
 import { RunnerEntry } from '../../gateway/runner-entry.ts';
 import type { TryExecResult } from '../../placer/types.ts';
-import { BUSY_HEADER, CALL_ID_HEADER } from '../../runner/protocol.ts';
+import { BUSY_HEADER, CALL_ID_HEADER, RESPONSE_TIMEOUT_HEADER, TIMEOUT_HEADER } from '../../runner/protocol.ts';
 import type { ReportedLoad, RunnerRegistration, StatusReading } from '../../runner/protocol.ts';
 import { FakeClock } from '../placer/fake.ts';
 
@@ -124,6 +124,37 @@ function placedResponse(result: TryExecResult<RunnerResponse>): RunnerResponse {
   expect(result.kind).toBe('placed');
   return (result as { value: RunnerResponse }).value;
 }
+
+describe('HttpRunner.send: the headers a runner gets', () => {
+  it("sends the client's forwardable headers, repeated ones included, and the wire's own headers once, never a client's spelling of them", async () => {
+    let seen: import('node:http').IncomingHttpHeaders | undefined;
+    let raw: string[] = [];
+    const server = createServer((req, res) => {
+      seen = req.headers;
+      raw = req.rawHeaders;
+      req.resume();
+      res.end('ok');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+    const target = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const runner = new HttpRunner(target, { connectTimeout: 2_000, responseTimeout: 4_321, streamIdleTimeout: 60_000, clock });
+    cleanups.push(() => runner.close(true));
+    const signals = { answered() {}, down() {}, hung() {}, failed() {}, succeeded() {} };
+    const sent = call({ id: 'call-own', headers: { 'content-type': 'application/json', 'x-multi': ['a', 'b'], [CALL_ID_HEADER]: 'forged', [TIMEOUT_HEADER]: '1' }, timeout: 9_000 });
+    const result = await runner.send(sent, 'r', signals);
+    await placedResponse(result).body.dump();
+    expect(seen?.[CALL_ID_HEADER]).toBe('call-own');
+    expect(seen?.[TIMEOUT_HEADER]).toBe('9000');
+    expect(seen?.[RESPONSE_TIMEOUT_HEADER]).toBe('4321');
+    expect(seen?.['content-type']).toBe('application/json');
+    // Each name once, as the gateway set it; the client's repeated header arrives twice.
+    const names = raw.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+    expect(names.filter((n) => n === CALL_ID_HEADER)).toHaveLength(1);
+    expect(names.filter((n) => n === TIMEOUT_HEADER)).toHaveLength(1);
+    expect(names.filter((n) => n === 'x-multi')).toHaveLength(2);
+  });
+});
 
 describe('RunnerEntry.tryExec over HttpRunner.send', () => {
   it('answers busy without a request while its own calls fill the reported slots, and sends again once one finishes', async () => {

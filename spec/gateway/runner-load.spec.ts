@@ -54,4 +54,17 @@ describe('EndedCalls', () => {
     for (let i = 0; i < 5; i++) byCount.record(0, 10 + i);
     expect(byCount.since(0)).toBe(3);
   });
+
+  it('counts right across thousands of calls, as forgotten ones are cut off in batches', () => {
+    const ended = new EndedCalls(60_000, 100);
+    // Call i is sent at i and ends at i + 50: the last 100 are remembered.
+    for (let i = 0; i < 5_000; i++) {
+      ended.record(i, i + 50);
+      // Sent by i (all recorded so far) and ended after i: those ending in (i, i + 50], at most 100 back.
+      if (i % 997 === 0) expect(ended.since(i)).toBe(Math.min(i + 1, 50));
+    }
+    // Of the last 100 (sent 4900..4999), those sent by 4960 that end after it: sent 4911..4960.
+    expect(ended.since(4_960)).toBe(50);
+    expect(ended.since(4_900)).toBe(1);
+  });
 });

@@ -57,6 +57,16 @@ describe('the production build', () => {
     expect(SLUICE_BIN).toBe(join(root, 'gateway/cli/tsx-sluice.mjs'));
   });
 
+  it("starts the bench's bare proxy from the build, as the overhead scenario does when the bin runs the build", async () => {
+    // It answers a request to an upstream nobody listens on with its own 502: it started and serves.
+    const script =
+      `const { startBareProxy } = await import(${JSON.stringify(join(dir, 'dist/k6/driver/bare-proxy.js'))});` +
+      `const proxy = await startBareProxy('http://127.0.0.1:9', process.env);` +
+      `const answer = await fetch(proxy.url + '/x'); console.log(answer.status); await proxy.stop();`;
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+    expect(stdout.trim()).toBe('502');
+  });
+
   it('never runs a build older than a source: it says so and turns to the sources', () => {
     const source = join(dir, 'placer/edited.ts');
     mkdirSync(join(dir, 'placer'), { recursive: true });
