@@ -3,15 +3,12 @@
  *
  * front gate -> buffer the body (bounded, under the upload budget) -> maxInFlight -> parse
  * what placement needs -> overrider and before-call listeners -> startedAt -> the placement
- * walk -> relay the committed runner's response -> after-call listeners, counters and the net
+ * walk, waiting in the queue while every runner is busy (placement.ts) -> relay the committed runner's response -> after-call listeners, counters and the net
  * latency.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { SluiceError } from '../placer/kernel/index.ts';
-import { PlacerAbortedError, PlacerTimeoutError } from '../placer/errors.ts';
-import type { Runner } from '../placer/types.ts';
-import { placeCall } from '../placer/walk.ts';
 import { CALL_ID_HEADER } from '../runner/protocol.ts';
 import { clientKey, UploadBudget } from './admission.ts';
 import type { UploadAdmission } from './admission.ts';
@@ -19,12 +16,9 @@ import { readBody } from './body.ts';
 import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
 import {
-  CallTimeoutError,
   InternalError,
   ListenerFailedError,
-  InvalidPriorityError,
   OverloadedError,
-  QueueFullError,
   ShuttingDownError,
   TooManyUploadsError,
   UnknownModelError,
@@ -32,33 +26,21 @@ import {
   sendError,
 } from './errors.ts';
 import { clientRequestId } from './front.ts';
-import { FLOW_HEADER, INVOKE_TYPE_HEADER, PRIORITY_HEADER, REQUEST_ID_HEADER, SESSION_HEADER, forwardable } from './headers.ts';
+import { INVOKE_TYPE_HEADER, REQUEST_ID_HEADER, SESSION_HEADER, forwardable } from './headers.ts';
 import { createGatewayMetrics } from './metrics.ts';
 import type { DetachedCalls } from './detached.ts';
 import { DetachedFlow, DetachedSignal, detachedResult } from './detached-flow.ts';
 import type { DetachedReply } from './detached-flow.ts';
-import type { RunnerResponse } from './http-runner.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
 import { parsePreference } from './prefer.ts';
 import type { CallPreference } from './prefer.ts';
 import type { GatewayPool } from './pool.ts';
 import { relay } from './relay.ts';
-import { PRIORITIES, WaitQueue, isPriority } from './wait-queue.ts';
-import type { Priority, Waiter } from './wait-queue.ts';
+import type { WaitQueue } from './wait-queue.ts';
+import { CallPlacement, endedResult, turnOf, waitQueueFor } from './placement.ts';
+import type { Turn } from './placement.ts';
 
 type MutableCall = { -readonly [K in keyof GatewayCall]: GatewayCall[K] };
-
-/** How the placement walk ended: a runner committed, or the call ended and its client was answered. */
-type Placed = { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse> } | { kind: 'ended'; result: CallResult };
-
-/** Where a call waits when every runner is busy: its priority class and its flow. */
-interface Turn {
-  readonly priority: Priority;
-  readonly flow: string;
-}
-
-/** Longest flow key kept from a header or a body's `user`; longer ones are cut. */
-const MAX_FLOW_LENGTH = 256;
 
 /** Runs calls through their lifecycle; one per gateway. */
 export class LbAgent {
@@ -70,6 +52,7 @@ export class LbAgent {
   readonly #tracer = trace.getTracer('sluice-gateway');
   readonly #uploads: UploadBudget;
   readonly #queue: WaitQueue;
+  readonly #placement: CallPlacement;
   #inFlight = 0;
   #closing = false;
   #drained: (() => void) | undefined;
@@ -81,8 +64,9 @@ export class LbAgent {
   constructor(config: GatewayConfig, pool: GatewayPool, detached: DetachedCalls, queue?: WaitQueue) {
     this.#config = config;
     this.#pool = pool;
-    this.#queue = queue ?? LbAgent.queueFor(config);
+    this.#queue = queue ?? waitQueueFor(config);
     this.#metrics = createGatewayMetrics(config.meterProvider);
+    this.#placement = new CallPlacement(config, pool, this.#queue, this.#metrics, (out, error, headers) => this.#refuse(out, error, headers));
     this.#uploads = new UploadBudget({ max: config.maxUploads, perClient: config.maxUploadsPerClient });
     this.#detached = detached;
     this.#detachedFlow = new DetachedFlow({
@@ -93,12 +77,6 @@ export class LbAgent {
       resultTtl: config.resultTtl,
       retryAfter: config.retryAfter,
     });
-  }
-
-  /** A wait queue with the gateway's bounds and fallback. */
-  static queueFor(config: GatewayConfig): WaitQueue {
-    const { maxQueued, maxQueuedPerFlow, placerConfig, clock } = config;
-    return new WaitQueue({ maxQueued, maxQueuedPerFlow, retryAllDelay: placerConfig.retryAllDelay, clock });
   }
 
   /** Calls waiting for a runner, for GET /v1/queue. */
@@ -248,7 +226,7 @@ export class LbAgent {
         }
       }
       preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
-      turn = this.#turn(incoming, user);
+      turn = turnOf(incoming, user, this.#config.defaultPriority);
     } catch (error) {
       return this.#refuse(out, error as SluiceError);
     }
@@ -328,24 +306,9 @@ export class LbAgent {
     }
   }
 
-  /**
-   * The call's priority class (the `sluice-priority` header, else defaultPriority) and flow (the
-   * `sluice-flow` header, else the body's `user`, else the client address).
-   * @throws InvalidPriorityError when the header names no class.
-   */
-  #turn(incoming: IncomingMessage, user: string | undefined): Turn {
-    const asked = first(incoming.headers[PRIORITY_HEADER])?.trim().toLowerCase();
-    if (asked !== undefined && !isPriority(asked)) {
-      throw new InvalidPriorityError(`${PRIORITY_HEADER} must be one of ${PRIORITIES.join(', ')}, got ${JSON.stringify(asked.slice(0, 64))}`);
-    }
-    const named = first(incoming.headers[FLOW_HEADER])?.trim() || user;
-    const flow = named ? named.slice(0, MAX_FLOW_LENGTH) : clientKey(incoming.socket?.remoteAddress);
-    return { priority: asked ?? this.#config.defaultPriority, flow };
-  }
-
   /** The sync path: the walk, then the relay of whichever runner committed. */
   async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn): Promise<CallResult> {
-    const placed = await this.#place(call, out, headers, turn);
+    const placed = await this.#placement.place(call, out, headers, turn);
     if (placed.kind === 'ended') return placed.result;
     const m = this.#metrics;
     m.running.add(1);
@@ -367,15 +330,15 @@ export class LbAgent {
     if (prepared.kind === 'refused') {
       m.queued.add(-1);
       this.#refuse(reply.out, prepared.error, reply.headers);
-      return this.#ended(call, 'errors', prepared.error.status, prepared.error);
+      return endedResult(call, this.#config.clock, 'errors', prepared.error.status, prepared.error);
     }
     if (prepared.kind === 'replay') {
       m.queued.add(-1);
       const { id } = prepared.record;
       await flow.answer(prepared.record, { ...reply, headers: { ...reply.headers, [CALL_ID_HEADER]: id, 'idempotent-replayed': 'true' } });
-      return this.#ended(call, 'completed', 202);
+      return endedResult(call, this.#config.clock, 'completed', 202);
     }
-    const placed = await this.#place(call, reply.out, reply.headers, turn);
+    const placed = await this.#placement.place(call, reply.out, reply.headers, turn);
     if (placed.kind === 'ended') {
       await flow.unplaced(prepared.record, run, placed.result.error, reply);
       return placed.result;
@@ -389,105 +352,9 @@ export class LbAgent {
     return detachedResult(outcome, placed.runner.id);
   }
 
-  /**
-   * The placement walk with its metrics. Resolves with the runner that committed, or, when none
-   * did, with how the call ended after answering the client. Between passes that found every
-   * runner busy the call waits its turn in the queue (see docs/placers.md), not a fixed pause.
-   */
-  async #place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn): Promise<Placed> {
-    const m = this.#metrics;
-    const { clock, placerConfig } = this.#config;
-    const queue = this.#queue;
-    // The pool's candidate key: calls for one model share one line.
-    const model = call.route === 'invoke' ? '' : call.fn;
-    const waiter = queue.waiter({ model, priority: turn.priority, flow: turn.flow }, call.signal, call.placerDeadline);
-    const waitForCapacity = (): Promise<void> => this.#waitTurn(waiter, call);
-    // The last answer of each runner offered the call, to explain a 503.
-    const offers = new Map<string, 'busy' | 'error'>();
-    try {
-      // Calls already waiting for this model came first: a new one lines up behind them rather
-      // than take the slot freed for their head. An abort or the deadline is the walk's to report.
-      if (queue.aheadFor(model) > 0) {
-        await waitForCapacity().catch((error: unknown) => {
-          if (error instanceof QueueFullError) throw error;
-        });
-      }
-      const placement = await placeCall(call, this.#pool, this.#config.placer, {
-        retryAllDelay: placerConfig.retryAllDelay,
-        clock,
-        onRetry: (runner, reason) => {
-          m.placerRetries.add(1, reason);
-          offers.set(runner.id, reason);
-        },
-        waitForCapacity,
-      });
-      m.placerAttempts.record(placement.attempts);
-      // A waiter placed: the room it found may hold more, so the next in line walks too (one
-      // that finds nothing goes back to the head); the fallback's wakes depend on it.
-      if (waiter.joined) queue.wake(1, [model]);
-      return { kind: 'placed', response: placement.value, runner: placement.runner };
-    } catch (error) {
-      m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
-      return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers) };
-    } finally {
-      m.queued.add(-1);
-      if (waiter.joined) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
-      waiter.leave();
-    }
-  }
-
-  /**
-   * One wait in the queue, for the walk's waitForCapacity: resolves when woken or at the
-   * deadline (the walk then ends the call), rejects when the call aborted or the queue is full.
-   */
-  async #waitTurn(waiter: Waiter, call: GatewayCall): Promise<void> {
-    const m = this.#metrics;
-    const attributes = { model: waiter.key.model, priority: waiter.key.priority };
-    m.queueDepth.add(1, attributes);
-    const end = await waiter.wait();
-    m.queueDepth.add(-1, attributes);
-    if (typeof end === 'object') {
-      m.queueRefused.add(1, { scope: end.scope });
-      throw new QueueFullError(end.scope, end.limit, this.#config.retryAfter);
-    }
-    if (end === 'aborted') throw call.signal.reason ?? new Error('the call was aborted');
-  }
-
-  /** How a call that never reached a runner ended. */
-  #ended(call: GatewayCall, outcome: CallResult['outcome'], status: number, error?: Error): CallResult {
-    const totalMs = this.#config.clock.now() - call.startedAt;
-    return { outcome, status, totalMs, latencyMs: totalMs, ...(error ? { error } : {}) };
-  }
-
   /** Answers a request refused before placement, and counts it by code. */
   #refuse(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}): void {
     this.#metrics.rejected.add(1, error.code);
     sendError(out, error, headers);
   }
-
-  /** Answers a call no runner took (or whose committed runner failed before answering). */
-  #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>, offers?: ReadonlyMap<string, 'busy' | 'error'>): CallResult {
-    if (error instanceof PlacerAbortedError || call.signal.aborted) return this.#ended(call, 'cancelled', 0, error);
-    if (error instanceof QueueFullError) {
-      // Refused at once rather than queued past the bound: counted with the other refusals.
-      this.#refuse(out, error, headers);
-      return this.#ended(call, 'server_busy', error.status, error);
-    }
-    if (error instanceof PlacerTimeoutError) {
-      // A control plane should say why nothing ran: one reason per runner.
-      const runners = this.#pool.explain?.(call, offers ?? new Map());
-      sendError(out, error, { ...headers, 'retry-after': String(this.#config.retryAfter) }, runners ? { runners } : undefined);
-      return this.#ended(call, 'server_busy', error.status, error);
-    }
-    if (!(error instanceof SluiceError)) this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
-    // A custom placer's or pool's own message may say more than a client should see.
-    const failure = error instanceof SluiceError ? error : new InternalError({ cause: error });
-    sendError(out, failure, headers);
-    return this.#ended(call, failure instanceof CallTimeoutError ? 'timeouts' : 'errors', failure.status, error);
-  }
-}
-
-/** A header's first value. */
-function first(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }

@@ -12,6 +12,7 @@ import { SluiceError } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
 import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 import { LbAgent } from './agent.ts';
+import { waitQueueFor } from './placement.ts';
 import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
 import { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './call.ts';
@@ -53,7 +54,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const config = resolveGatewayOptions(options);
   const log = config.logger;
   // Calls that found every runner busy wait here; the fleet's runners wake them as room appears.
-  const queue = LbAgent.queueFor(config);
+  const queue = waitQueueFor(config);
   const fleet = new FleetPool({
     urls: config.runners,
     connectTimeout: config.runnerConnectTimeout,

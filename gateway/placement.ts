@@ -1,0 +1,175 @@
+/**
+ * Placing one call: the placer's walk over the pool, the wait in the queue between passes that
+ * found every runner busy, and the answer a call gets when no runner took it. The agent
+ * (agent.ts) runs a call's lifecycle around it; sync and detached calls are placed alike.
+ *
+ * A call that finds every eligible runner busy waits its turn in the wait queue
+ * (wait-queue.ts): its place is its model, its priority class and its flow ({@link turnOf}),
+ * and it is woken when capacity appears, not on a fixed pause (see docs/placers.md).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SluiceError } from '../placer/kernel/index.ts';
+import type { Clock } from '../placer/kernel/index.ts';
+import { PlacerAbortedError, PlacerTimeoutError } from '../placer/errors.ts';
+import type { Runner } from '../placer/types.ts';
+import { placeCall } from '../placer/walk.ts';
+import { clientKey } from './admission.ts';
+import type { GatewayCall } from './call.ts';
+import { CallTimeoutError, InternalError, InvalidPriorityError, QueueFullError, sendError } from './errors.ts';
+import { FLOW_HEADER, PRIORITY_HEADER } from './headers.ts';
+import type { RunnerResponse } from './http-runner.ts';
+import type { GatewayMetrics } from './metrics.ts';
+import type { CallResult, GatewayConfig } from './options.ts';
+import type { GatewayPool } from './pool.ts';
+import { PRIORITIES, WaitQueue, isPriority } from './wait-queue.ts';
+import type { Priority, Waiter } from './wait-queue.ts';
+
+/** How the placement walk ended: a runner committed, or the call ended and its client was answered. */
+export type Placed = { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse> } | { kind: 'ended'; result: CallResult };
+
+/** Where a call waits when every runner is busy: its priority class and its flow. */
+export interface Turn {
+  readonly priority: Priority;
+  readonly flow: string;
+}
+
+/** Longest flow key kept from a header or a body's `user`; longer ones are cut. */
+const MAX_FLOW_LENGTH = 256;
+
+/**
+ * A call's turn: its priority class (the `sluice-priority` header, else `defaultPriority`) and
+ * flow (the `sluice-flow` header, else the body's `user`, else the client address).
+ * @throws InvalidPriorityError when the header names no class.
+ */
+export function turnOf(incoming: IncomingMessage, user: string | undefined, defaultPriority: Priority): Turn {
+  const asked = first(incoming.headers[PRIORITY_HEADER])?.trim().toLowerCase();
+  if (asked !== undefined && !isPriority(asked)) {
+    throw new InvalidPriorityError(`${PRIORITY_HEADER} must be one of ${PRIORITIES.join(', ')}, got ${JSON.stringify(asked.slice(0, 64))}`);
+  }
+  const named = first(incoming.headers[FLOW_HEADER])?.trim() || user;
+  const flow = named ? named.slice(0, MAX_FLOW_LENGTH) : clientKey(incoming.socket?.remoteAddress);
+  return { priority: asked ?? defaultPriority, flow };
+}
+
+/** A wait queue with the gateway's bounds and fallback. */
+export function waitQueueFor(config: GatewayConfig): WaitQueue {
+  const { maxQueued, maxQueuedPerFlow, placerConfig, clock } = config;
+  return new WaitQueue({ maxQueued, maxQueuedPerFlow, retryAllDelay: placerConfig.retryAllDelay, clock });
+}
+
+/** How a call that never reached a runner ended, timed from its startedAt on `clock`. */
+export function endedResult(call: GatewayCall, clock: Clock, outcome: CallResult['outcome'], status: number, error?: Error): CallResult {
+  const totalMs = clock.now() - call.startedAt;
+  return { outcome, status, totalMs, latencyMs: totalMs, ...(error ? { error } : {}) };
+}
+
+/** Answers a request with `error` and counts the refusal; the agent's, shared with placement. */
+export type Refuse = (out: ServerResponse, error: SluiceError, headers?: Record<string, string>) => void;
+
+/** Places calls on one gateway's pool; one per agent. */
+export class CallPlacement {
+  readonly #config: GatewayConfig;
+  readonly #pool: GatewayPool;
+  readonly #queue: WaitQueue;
+  readonly #metrics: GatewayMetrics;
+  readonly #refuse: Refuse;
+
+  constructor(config: GatewayConfig, pool: GatewayPool, queue: WaitQueue, metrics: GatewayMetrics, refuse: Refuse) {
+    this.#config = config;
+    this.#pool = pool;
+    this.#queue = queue;
+    this.#metrics = metrics;
+    this.#refuse = refuse;
+  }
+
+  /**
+   * The placement walk with its metrics. Resolves with the runner that committed, or, when none
+   * did, with how the call ended after answering the client on `out` (with `headers`). Between
+   * passes that found every runner busy the call waits its turn in the queue, not a fixed pause.
+   */
+  async place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn): Promise<Placed> {
+    const m = this.#metrics;
+    const { clock, placerConfig } = this.#config;
+    const queue = this.#queue;
+    // The pool's candidate key: calls for one model share one line.
+    const model = call.route === 'invoke' ? '' : call.fn;
+    const waiter = queue.waiter({ model, priority: turn.priority, flow: turn.flow }, call.signal, call.placerDeadline);
+    const waitForCapacity = (): Promise<void> => this.#waitTurn(waiter, call);
+    // The last answer of each runner offered the call, to explain a 503.
+    const offers = new Map<string, 'busy' | 'error'>();
+    try {
+      // Calls already waiting for this model came first: a new one lines up behind them rather
+      // than take the slot freed for their head. An abort or the deadline is the walk's to report.
+      if (queue.aheadFor(model) > 0) {
+        await waitForCapacity().catch((error: unknown) => {
+          if (error instanceof QueueFullError) throw error;
+        });
+      }
+      const placement = await placeCall(call, this.#pool, this.#config.placer, {
+        retryAllDelay: placerConfig.retryAllDelay,
+        clock,
+        onRetry: (runner, reason) => {
+          m.placerRetries.add(1, reason);
+          offers.set(runner.id, reason);
+        },
+        waitForCapacity,
+      });
+      m.placerAttempts.record(placement.attempts);
+      // A waiter placed: the room it found may hold more, so the next in line walks too (one
+      // that finds nothing goes back to the head); the fallback's wakes depend on it.
+      if (waiter.joined) queue.wake(1, [model]);
+      return { kind: 'placed', response: placement.value, runner: placement.runner };
+    } catch (error) {
+      m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
+      return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers) };
+    } finally {
+      m.queued.add(-1);
+      if (waiter.joined) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
+      waiter.leave();
+    }
+  }
+
+  /**
+   * One wait in the queue, for the walk's waitForCapacity: resolves when woken or at the
+   * deadline (the walk then ends the call), rejects when the call aborted or the queue is full.
+   */
+  async #waitTurn(waiter: Waiter, call: GatewayCall): Promise<void> {
+    const m = this.#metrics;
+    const attributes = { model: waiter.key.model, priority: waiter.key.priority };
+    m.queueDepth.add(1, attributes);
+    const end = await waiter.wait();
+    m.queueDepth.add(-1, attributes);
+    if (typeof end === 'object') {
+      m.queueRefused.add(1, { scope: end.scope });
+      throw new QueueFullError(end.scope, end.limit, this.#config.retryAfter);
+    }
+    if (end === 'aborted') throw call.signal.reason ?? new Error('the call was aborted');
+  }
+
+  /** Answers a call no runner took (or whose committed runner failed before answering). */
+  #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>, offers: ReadonlyMap<string, 'busy' | 'error'>): CallResult {
+    const { clock } = this.#config;
+    if (error instanceof PlacerAbortedError || call.signal.aborted) return endedResult(call, clock, 'cancelled', 0, error);
+    if (error instanceof QueueFullError) {
+      // Refused at once rather than queued past the bound: counted with the other refusals.
+      this.#refuse(out, error, headers);
+      return endedResult(call, clock, 'server_busy', error.status, error);
+    }
+    if (error instanceof PlacerTimeoutError) {
+      // A control plane should say why nothing ran: one reason per runner.
+      const runners = this.#pool.explain?.(call, offers);
+      sendError(out, error, { ...headers, 'retry-after': String(this.#config.retryAfter) }, runners ? { runners } : undefined);
+      return endedResult(call, clock, 'server_busy', error.status, error);
+    }
+    if (!(error instanceof SluiceError)) this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
+    // A custom placer's or pool's own message may say more than a client should see.
+    const failure = error instanceof SluiceError ? error : new InternalError({ cause: error });
+    sendError(out, failure, headers);
+    return endedResult(call, clock, failure instanceof CallTimeoutError ? 'timeouts' : 'errors', failure.status, error);
+  }
+}
+
+/** A header's first value. */
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
