@@ -94,7 +94,17 @@ export class CallPlacement {
     // The pool's candidate key: calls for one model share one line.
     const model = call.route === 'invoke' ? '' : call.fn;
     const waiter = queue.waiter({ model, priority: turn.priority, flow: turn.flow }, call.signal, call.placerDeadline);
-    const waitForCapacity = (): Promise<void> => this.#waitTurn(waiter, call);
+    const placer = this.#config.placer;
+    const waitForCapacity = async (): Promise<void> => {
+      // Asked once, at the first wait: where the call would rather go, for a slot freed there.
+      // Only a hint: a pool or a placer failing here is the walk's to meet, not the wait's.
+      if (!waiter.joined && placer.preferred) {
+        waiter.prefers = await Promise.resolve()
+          .then(async () => placer.preferred!(call, await this.#pool.runners(call)))
+          .catch(() => undefined);
+      }
+      return this.#waitTurn(waiter, call);
+    };
     // The last answer of each runner offered the call, to explain a 503.
     const offers = new Map<string, 'busy' | 'error'>();
     try {
@@ -105,7 +115,7 @@ export class CallPlacement {
           if (error instanceof QueueFullError) throw error;
         });
       }
-      const placement = await placeCall(call, this.#pool, this.#config.placer, {
+      const placement = await placeCall(call, this.#pool, placer, {
         retryAllDelay: placerConfig.retryAllDelay,
         clock,
         onRetry: (runner, reason) => {

@@ -66,7 +66,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     logger: log,
     onRemove: (ids) => config.placer.forget?.(ids),
     // A runner of unknown models could take a call for any of them; '' is the /invoke line.
-    onCapacity: (runner, free) => queue.wake(free, runner.health.models ? [...runner.health.models, ''] : undefined),
+    onCapacity: (runner, free) => queue.wake(free, runner.health.models ? [...runner.health.models, ''] : undefined, runner.id),
   });
   const pool: GatewayPool = config.pool ?? fleet;
   const registry = new RunnerRegistry({

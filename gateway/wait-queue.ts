@@ -87,6 +87,13 @@ export class Waiter {
   #waited = false;
   /** True from a wake until the waiter waits again or leaves: it is walking the pool on its turn. */
   woken = false;
+  /**
+   * The runner the placer put first in the call's last pass, when the walk told it: a slot
+   * freed there is offered to this call before the head of the line (see {@link WaitQueue.wake}).
+   */
+  prefers: string | undefined;
+  /** Times the call was passed over, at the head of its turn, for a call that preferred the freed runner. */
+  passedOver = 0;
 
   constructor(queue: WaitQueue, key: WaiterKey, seq: number, signal: AbortSignal, deadline: number) {
     this.#queue = queue;
@@ -169,6 +176,18 @@ export class Waiter {
  */
 const WAIT_OVER: unknown = Object.freeze({ reason: 'the wait ended' });
 
+/**
+ * How many flows' heads, from the one whose turn it is, a wake for a given runner looks through
+ * for a call that prefers that runner.
+ */
+export const AFFINITY_WINDOW = 16;
+
+/**
+ * How many times the call at the head of a turn may be passed over for calls that prefer the
+ * freed runner; then it is woken whichever runner freed. Bounds what affinity costs fairness.
+ */
+export const MAX_PASSED_OVER = 2;
+
 /** The waiters of one priority class of one model: a ring of flows, each FIFO. */
 class PriorityClass {
   readonly flows = new Map<string, Waiter[]>();
@@ -198,6 +217,36 @@ class PriorityClass {
   peek(): Waiter | undefined {
     if (this.ring.length === 0) return undefined;
     return this.flows.get(this.ring[this.next % this.ring.length]!)![0];
+  }
+
+  /**
+   * The first waiter preferring `runner` among the heads of the next {@link AFFINITY_WINDOW}
+   * flows from the turn's (the turn's own included), or undefined when none does or the turn's
+   * head may not be passed over again.
+   */
+  preferring(runner: string): Waiter | undefined {
+    const n = this.ring.length;
+    if (n === 0) return undefined;
+    const start = this.next % n;
+    for (let k = 0; k < Math.min(n, AFFINITY_WINDOW); k++) {
+      const head = this.flows.get(this.ring[(start + k) % n]!)![0]!;
+      if (head.prefers === runner) return head;
+    }
+    return undefined;
+  }
+
+  /**
+   * Takes `w`, the head of its flow, out of turn: the turn stays where it is, and the waiter
+   * whose turn it was counts one more pass-over.
+   */
+  take(w: Waiter): void {
+    const turn = this.peek();
+    if (turn === w) {
+      this.shift();
+      return;
+    }
+    if (turn) turn.passedOver++;
+    this.remove(w);
   }
 
   /** Takes the waiter whose turn it is and passes the turn to the next flow. */
@@ -283,9 +332,12 @@ export class WaitQueue {
 
   /**
    * Wakes up to `count` waiters among the queues of `models` (all models when omitted): each
-   * time the best head of them, by priority class, then arrival. Returns how many it woke.
+   * time the best head of them, by priority class, then arrival. When the room is on a known
+   * `runner`, a waiter of that best class that prefers it (the placer ranked it first) is woken
+   * instead, from the heads of the next {@link AFFINITY_WINDOW} flows, unless the head whose
+   * turn it is has been passed over {@link MAX_PASSED_OVER} times already. Returns how many it woke.
    */
-  wake(count: number, models?: Iterable<string>): number {
+  wake(count: number, models?: Iterable<string>, runner?: string): number {
     let woken = 0;
     while (woken < count) {
       let best: { w: Waiter; c: PriorityClass } | undefined;
@@ -302,7 +354,9 @@ export class WaitQueue {
         }
       }
       if (!best) break;
-      const w = best.c.shift()!;
+      const preferring = runner !== undefined && best.w.passedOver < MAX_PASSED_OVER ? best.c.preferring(runner) : undefined;
+      const w = preferring ?? best.w;
+      best.c.take(w);
       this.#waiting--;
       this.#prune(w.key.model);
       w.woken = true;

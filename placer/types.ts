@@ -115,6 +115,14 @@ export interface Placer {
    */
   order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R>;
   /**
+   * The id of the runner this placer would offer `call` first for the call's own sake (its
+   * session's home, the runner caching its prompt), or undefined when it has no such preference
+   * (placers that only spread load). It must not change the placer's state. While every runner is
+   * busy, the gateway's wait queue offers a slot freed on that runner to this call before the
+   * head of the line, within bounds (docs/placers.md, "The wait queue").
+   */
+  preferred?(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined;
+  /**
    * Told by the walk once `runner` committed to `call`, so a placer can learn from where calls
    * went (the prefix index of `prefix-affinity`). Whatever it throws or rejects with is ignored:
    * the call is already placed, and a learning placer must never unplace it.

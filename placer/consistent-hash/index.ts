@@ -82,6 +82,12 @@ export function createConsistentHashPlacer(options: ConsistentHashOptions = {}):
       const inFlight = inFlightOf(sorted);
       return inFlight === undefined ? rotate(sorted, start) : bounded(sorted, start, inFlight, loadFactor);
     },
+    preferred(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {
+      // The key's home on the ring, whatever the bound says of its load now.
+      if (runners.length === 0) return undefined;
+      const sorted = sortedById(runners);
+      return sorted[jumpConsistentHash(fnv1a64(call.key), sorted.length)]!.id;
+    },
   };
 }
 

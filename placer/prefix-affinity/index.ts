@@ -78,6 +78,15 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
       if (outOfBalance(home.load, pool, config)) return leastLoadedOrder(loaded, random);
       return firstThenByLoad(home, loaded);
     },
+    preferred(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {
+      // The runner caching the longest prefix, when it passes the match threshold: the home
+      // order() would put first, before the balance guard (every runner is busy when this is asked).
+      const prompt = promptOf(call);
+      if (prompt === undefined) return undefined;
+      const match = index.longest(chainOf(call, prompt), indexedLoadsOf(runners, now(), staleAfterMs).positions);
+      if (match === undefined || (match.blocks * blockSize) / prompt.length < minMatchRatio) return undefined;
+      return match.runnerId;
+    },
     placed(call: RunnerCall, runner: Runner<unknown>): void {
       const prompt = promptOf(call);
       if (prompt !== undefined) index.record(chainOf(call, prompt).all(), runner.id);

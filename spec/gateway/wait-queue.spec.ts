@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { WaitQueue } from '../../gateway/wait-queue.ts';
+import { AFFINITY_WINDOW, MAX_PASSED_OVER, WaitQueue } from '../../gateway/wait-queue.ts';
 import type { Priority, WaitEnd, Waiter } from '../../gateway/wait-queue.ts';
 import { FakeClock, T0 } from '../placer/fake.ts';
 
@@ -26,6 +26,72 @@ function setup(options: { maxQueued?: number; maxQueuedPerFlow?: number; retryAl
   const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
   return { clock, queue, join, ended, ends, waiters, settle };
 }
+
+describe('WaitQueue: a slot freed on a runner goes to a call that prefers it', () => {
+  /** Joins `name` in its own flow, preferring `runner` (none when undefined). */
+  const prefer = (join: (name: string, flow: string) => Waiter, name: string, runner: string | undefined): Waiter => {
+    const waiter = join(name, `flow-${name}`);
+    waiter.prefers = runner;
+    return waiter;
+  };
+
+  it('wakes the call preferring the freed runner before the head, and the head when none prefers it', async () => {
+    const { queue, join, ended, settle } = setup();
+    prefer(join, 'a', 'r1');
+    prefer(join, 'b', 'r2');
+    prefer(join, 'c', undefined);
+    prefer(join, 'd', 'r2');
+    queue.wake(1, undefined, 'r2');
+    await settle();
+    expect(ended).toEqual(['b']);
+    queue.wake(1, undefined, 'r9');
+    await settle();
+    expect(ended).toEqual(['b', 'a']);
+    // Without a runner, the head of the turn as always.
+    queue.wake(1);
+    await settle();
+    expect(ended).toEqual(['b', 'a', 'c']);
+  });
+
+  it(`passes the head of the turn over at most ${MAX_PASSED_OVER} times, then wakes it whichever runner freed`, async () => {
+    const { queue, join, ended, settle } = setup();
+    prefer(join, 'head', 'r1');
+    for (let i = 0; i < MAX_PASSED_OVER + 2; i++) prefer(join, `p${i}`, 'r2');
+    for (let i = 0; i < MAX_PASSED_OVER + 1; i++) queue.wake(1, undefined, 'r2');
+    await settle();
+    expect(ended).toEqual([...Array.from({ length: MAX_PASSED_OVER }, (_, i) => `p${i}`), 'head']);
+  });
+
+  it(`looks for a preferring call only among the heads of the next ${AFFINITY_WINDOW} flows`, async () => {
+    const { queue, join, ended, settle } = setup();
+    for (let i = 0; i < AFFINITY_WINDOW; i++) prefer(join, `n${i}`, 'r1');
+    prefer(join, 'far', 'r2');
+    queue.wake(1, undefined, 'r2');
+    await settle();
+    expect(ended).toEqual(['n0']);
+  });
+
+  it('looks at each flow\'s head only: a preferring call behind another in its own flow waits its turn there', async () => {
+    const { queue, join, ended, settle } = setup();
+    join('a1', 'A').prefers = 'r1';
+    join('a2', 'A').prefers = 'r2';
+    join('b1', 'B').prefers = 'r1';
+    queue.wake(1, undefined, 'r2');
+    await settle();
+    expect(ended).toEqual(['a1']);
+  });
+
+  it('keeps the turn with the flow passed over', async () => {
+    const { queue, join, ended, settle } = setup();
+    prefer(join, 'a', 'r1');
+    prefer(join, 'b', 'r1');
+    prefer(join, 'c', 'r2');
+    queue.wake(1, undefined, 'r2');
+    queue.wake(2);
+    await settle();
+    expect(ended).toEqual(['c', 'a', 'b']);
+  });
+});
 
 describe('WaitQueue', () => {
   it('wakes waiters of one flow first come first served', async () => {

@@ -228,3 +228,21 @@ describe('createConsistentHashPlacer with bounded load', () => {
     expect(create).toThrow(new PlacerConfigError(message));
   });
 });
+
+describe('consistent-hash preferred', () => {
+  it("names the key's home on the ring, the runner order() puts first without load, whatever the load", () => {
+    const fleet = new Fleet({ loads: new FakeLoads({ a: { inFlight: 40 }, b: { inFlight: 0 }, c: { inFlight: 0 }, d: { inFlight: 0 } }) });
+    const runners = fleet.runners({ a: ['placed'], b: ['placed'], c: ['placed'], d: ['placed'] });
+    const bare = new Fleet().runners({ a: ['placed'], b: ['placed'], c: ['placed'], d: ['placed'] });
+    const placer = createConsistentHashPlacer();
+    const homes = new Set<string>();
+    for (let i = 0; i < 200; i++) {
+      const call = fakeCall({ key: `session-${i}` });
+      const home = placer.preferred?.(call, runners);
+      expect(home).toBe([...placer.order(call, bare)][0]!.id);
+      homes.add(home!);
+    }
+    expect(homes).toEqual(new Set(['a', 'b', 'c', 'd']));
+    expect(placer.preferred?.(fakeCall(), [])).toBeUndefined();
+  });
+});

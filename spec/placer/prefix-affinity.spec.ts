@@ -146,6 +146,21 @@ describe('createPrefixAffinityPlacer', () => {
     for (let i = 0; i < 50; i++) expect([...placer.order(call!, runners)][0]!.id).not.toBe('a');
   });
 
+  it('prefers the runner caching the prompt, even when saturated, and none for a prompt no runner served or one that left', () => {
+    const fleet = new Fleet({ loads: new FakeLoads({ a: slotsBusy(8, 8), b: slotsBusy(0, 8), c: slotsBusy(1, 8) }) });
+    const runners = fleet.runners(free);
+    const placer = createPrefixAffinityPlacer({ random: seeded(15) });
+    const [first, second] = chats(2);
+    expect(placer.preferred?.(first!, runners)).toBeUndefined();
+    placer.placed?.(first!, runners[0]!);
+    // a is full, so order() leaves it for least-loaded; the preference is still a's cache.
+    expect([...placer.order(second!, runners)][0]!.id).not.toBe('a');
+    expect(placer.preferred?.(second!, runners)).toBe('a');
+    expect(placer.preferred?.(fakeCall({ id: 'other', prompt: 'nothing like it '.repeat(40) }), runners)).toBeUndefined();
+    placer.forget?.(['a']);
+    expect(placer.preferred?.(second!, runners)).toBeUndefined();
+  });
+
   it('returns least-loaded order when the affinity runner is not listed for the call', () => {
     const fleet = new Fleet({ loads: new FakeLoads({ b: slotsBusy(1, 8), c: slotsBusy(0, 8) }) });
     const [a, b, c] = fleet.runners(free);

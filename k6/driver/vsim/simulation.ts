@@ -352,7 +352,7 @@ function sluicePath(sim: SimContext): CallPath {
     for (const runner of runners) {
       runner.probe(at);
       // A report with free slots may be room for a waiting call, as the pool tells the queue.
-      walker.freed(at, runner.slots - runner.inFlight);
+      walker.freed(at, runner.slots - runner.inFlight, runner.id);
     }
     // Probing only while something else is queued: alone, it would keep the clock running forever.
     if (sim.eventsWaiting() > 0) sim.schedule(at + gateway.statusInterval, probeAll);
@@ -366,7 +366,7 @@ function sluicePath(sim: SimContext): CallPath {
           // A runner has no more slots than its engine runs sequences, so the engine never refuses it.
           deliver(sim, runner.engine, call, placedAt + hopMs, (now) => {
             runner.finished(placedAt, now);
-            walker.freed(now);
+            walker.freed(now, 1, runner.id);
           });
         },
         timedOut() {

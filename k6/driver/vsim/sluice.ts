@@ -158,9 +158,9 @@ export interface SimWalker {
   /**
    * A runner may have room for `free` more calls at `now` (one of this gateway's calls there
    * ended, or its status report showed free slots): wakes that many waiters, as the pool's
-   * `onCapacity` does.
+   * `onCapacity` does; `runner` is the runner with the room, when known.
    */
-  freed(now: number, free?: number): void;
+  freed(now: number, free?: number, runner?: string): void;
   /** Calls that joined the wait queue (every runner was full, or others were already waiting). */
   readonly waited: number;
   /** The gateway's queue the calls wait in. */
@@ -225,8 +225,13 @@ class SimGateway {
   #failure: { error: unknown } | undefined;
   waited = 0;
 
-  constructor({ settings, schedule, now }: WalkerContext) {
+  readonly #placer: Placer;
+  readonly #runners: readonly SimRunner[];
+
+  constructor({ settings, schedule, now, placer, runners }: WalkerContext) {
     this.#now = now;
+    this.#placer = placer;
+    this.#runners = runners;
     this.#priority = settings.defaultPriority ?? gatewayDefaults.defaultPriority;
     this.clock = {
       now,
@@ -266,14 +271,16 @@ class SimGateway {
   async turn(waiter: Waiter, call: RunnerCall): Promise<void> {
     // The wait may end at once (a full queue, a passed deadline): its continuation is a walk's step.
     this.#stirred = true;
+    // As the agent: where the call would rather go, asked at its first wait, over the whole fleet.
+    if (!waiter.joined && this.#placer.preferred) waiter.prefers = this.#placer.preferred(call, this.#runners);
     const end = await waiter.wait();
     if (typeof end === 'object') throw new QueueFullError(end.scope, end.limit, gatewayDefaults.retryAfter);
     if (end === 'aborted') throw call.signal.reason ?? new Error('the call was aborted');
   }
 
-  /** Room for `free` calls appeared: the queue wakes that many (the fleet serves one model). */
-  wake(free: number): void {
-    if (free > 0 && this.queue.wake(free) > 0) this.#stirred = true;
+  /** Room for `free` calls appeared (on `runner`, when known): the queue wakes that many (the fleet serves one model). */
+  wake(free: number, runner?: string): void {
+    if (free > 0 && this.queue.wake(free, undefined, runner) > 0) this.#stirred = true;
   }
 
   /** Marks that a walk steps on in a promise's continuation. */
@@ -369,8 +376,8 @@ export function stepWalker(context: WalkerContext): SimWalker {
         },
       );
     },
-    freed(_at, free = 1) {
-      gateway.wake(free);
+    freed(_at, free = 1, runner) {
+      gateway.wake(free, runner);
     },
     get waited() {
       return gateway.waited;
@@ -410,8 +417,8 @@ export function placeCallWalker(context: WalkerContext): SimWalker {
         (error: unknown) => gateway.unplaced(waiter, error, end),
       );
     },
-    freed(_at, free = 1) {
-      gateway.wake(free);
+    freed(_at, free = 1, runner) {
+      gateway.wake(free, runner);
     },
     get waited() {
       return gateway.waited;
