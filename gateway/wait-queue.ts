@@ -88,8 +88,9 @@ export class Waiter {
   /** True from a wake until the waiter waits again or leaves: it is walking the pool on its turn. */
   woken = false;
   /**
-   * The runner the placer put first in the call's last pass, when the walk told it: a slot
-   * freed there is offered to this call before the head of the line (see {@link WaitQueue.wake}).
+   * The runner the call's placer prefers for it, set before its first wait (it is read when the
+   * waiter joins its line): a slot freed there is offered to this call before the head of the
+   * line (see {@link WaitQueue.wake}).
    */
   prefers: string | undefined;
   /** Times the call was passed over, at the head of its turn, for a call that preferred the freed runner. */
@@ -177,12 +178,6 @@ export class Waiter {
 const WAIT_OVER: unknown = Object.freeze({ reason: 'the wait ended' });
 
 /**
- * How many flows' heads, from the one whose turn it is, a wake for a given runner looks through
- * for a call that prefers that runner.
- */
-export const AFFINITY_WINDOW = 16;
-
-/**
  * How many times the call at the head of a turn may be passed over for calls that prefer the
  * freed runner; then it is woken whichever runner freed. Bounds what affinity costs fairness.
  */
@@ -195,6 +190,11 @@ class PriorityClass {
   readonly ring: string[] = [];
   next = 0;
   size = 0;
+  /**
+   * The waiters at the head of their flow that prefer a runner, by that runner, each set in the
+   * order they became heads: what a slot freed on that runner looks in, whatever the fleet's size.
+   */
+  readonly #headsByRunner = new Map<string, Set<Waiter>>();
 
   /** Adds a waiter in arrival order; a flow with no waiters joins the ring, at the turn when `first`. */
   add(w: Waiter, first: boolean): void {
@@ -209,7 +209,9 @@ class PriorityClass {
     }
     let i = list.length;
     while (i > 0 && list[i - 1]!.seq > w.seq) i--;
+    if (i === 0 && list.length > 0) this.#headOut(list[0]!);
     list.splice(i, 0, w);
+    if (i === 0) this.#headIn(w);
     this.size++;
   }
 
@@ -220,18 +222,13 @@ class PriorityClass {
   }
 
   /**
-   * The first waiter preferring `runner` among the heads of the next {@link AFFINITY_WINDOW}
-   * flows from the turn's (the turn's own included), or undefined when none does or the turn's
-   * head may not be passed over again.
+   * The first waiter, among the heads of every flow, that prefers `runner`; undefined when none
+   * does.
    */
   preferring(runner: string): Waiter | undefined {
-    const n = this.ring.length;
-    if (n === 0) return undefined;
-    const start = this.next % n;
-    for (let k = 0; k < Math.min(n, AFFINITY_WINDOW); k++) {
-      const head = this.flows.get(this.ring[(start + k) % n]!)![0]!;
-      if (head.prefers === runner) return head;
-    }
+    const heads = this.#headsByRunner.get(runner);
+    if (heads === undefined) return undefined;
+    for (const w of heads) return w;
     return undefined;
   }
 
@@ -256,21 +253,45 @@ class PriorityClass {
     const flow = this.ring[this.next]!;
     const list = this.flows.get(flow)!;
     const w = list.shift()!;
+    this.#headOut(w);
     this.size--;
     if (list.length === 0) this.#drop(this.next);
-    else this.next = (this.next + 1) % this.ring.length;
+    else {
+      this.#headIn(list[0]!);
+      this.next = (this.next + 1) % this.ring.length;
+    }
     return w;
   }
 
-  /** Takes a waiter out wherever it is (hang-up, deadline). */
+  /** Takes a waiter out wherever it is (hang-up, deadline, woken out of turn). */
   remove(w: Waiter): boolean {
     const list = this.flows.get(w.key.flow);
     const i = list?.indexOf(w) ?? -1;
     if (i < 0) return false;
     list!.splice(i, 1);
     this.size--;
+    if (i === 0) {
+      this.#headOut(w);
+      if (list!.length > 0) this.#headIn(list![0]!);
+    }
     if (list!.length === 0) this.#drop(this.ring.indexOf(w.key.flow));
     return true;
+  }
+
+  #headIn(w: Waiter): void {
+    if (w.prefers === undefined) return;
+    let heads = this.#headsByRunner.get(w.prefers);
+    if (heads === undefined) {
+      heads = new Set();
+      this.#headsByRunner.set(w.prefers, heads);
+    }
+    heads.add(w);
+  }
+
+  #headOut(w: Waiter): void {
+    if (w.prefers === undefined) return;
+    const heads = this.#headsByRunner.get(w.prefers);
+    if (heads?.delete(w) && heads.size === 0) this.#headsByRunner.delete(w.prefers);
   }
 
   #drop(at: number): void {
@@ -333,9 +354,9 @@ export class WaitQueue {
   /**
    * Wakes up to `count` waiters among the queues of `models` (all models when omitted): each
    * time the best head of them, by priority class, then arrival. When the room is on a known
-   * `runner`, a waiter of that best class that prefers it (the placer ranked it first) is woken
-   * instead, from the heads of the next {@link AFFINITY_WINDOW} flows, unless the head whose
-   * turn it is has been passed over {@link MAX_PASSED_OVER} times already. Returns how many it woke.
+   * `runner`, a waiter of that best class that prefers it (its placer's `preferred`) is woken
+   * instead, the first such among the heads of every flow, unless the head whose turn it is has
+   * been passed over {@link MAX_PASSED_OVER} times already. Returns how many it woke.
    */
   wake(count: number, models?: Iterable<string>, runner?: string): number {
     let woken = 0;

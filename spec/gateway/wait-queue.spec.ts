@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AFFINITY_WINDOW, MAX_PASSED_OVER, WaitQueue } from '../../gateway/wait-queue.ts';
+import { MAX_PASSED_OVER, WaitQueue } from '../../gateway/wait-queue.ts';
 import type { Priority, WaitEnd, Waiter } from '../../gateway/wait-queue.ts';
 import { FakeClock, T0 } from '../placer/fake.ts';
 
@@ -12,10 +12,12 @@ function setup(options: { maxQueued?: number; maxQueuedPerFlow?: number; retryAl
   const ended: string[] = [];
   const ends = new Map<string, WaitEnd>();
   const waiters = new Map<string, { waiter: Waiter; client: AbortController }>();
-  const join = (name: string, flow = 'f', priority: Priority = 'batch', model = 'm', deadline = FAR): Waiter => {
+  const join = (name: string, flow = 'f', priority: Priority = 'batch', model = 'm', deadline = FAR, prefers?: string): Waiter => {
     const client = new AbortController();
     const waiter = waiters.get(name)?.waiter ?? queue.waiter({ model, priority, flow }, client.signal, deadline);
     if (!waiters.has(name)) waiters.set(name, { waiter, client });
+    // As the agent sets it: before the first wait.
+    if (prefers !== undefined) waiter.prefers = prefers;
     void waiter.wait().then((end) => {
       ends.set(name, end);
       ended.push(name);
@@ -28,12 +30,9 @@ function setup(options: { maxQueued?: number; maxQueuedPerFlow?: number; retryAl
 }
 
 describe('WaitQueue: a slot freed on a runner goes to a call that prefers it', () => {
+  type Join = ReturnType<typeof setup>['join'];
   /** Joins `name` in its own flow, preferring `runner` (none when undefined). */
-  const prefer = (join: (name: string, flow: string) => Waiter, name: string, runner: string | undefined): Waiter => {
-    const waiter = join(name, `flow-${name}`);
-    waiter.prefers = runner;
-    return waiter;
-  };
+  const prefer = (join: Join, name: string, runner: string | undefined): Waiter => join(name, `flow-${name}`, 'batch', 'm', FAR, runner);
 
   it('wakes the call preferring the freed runner before the head, and the head when none prefers it', async () => {
     const { queue, join, ended, settle } = setup();
@@ -62,23 +61,44 @@ describe('WaitQueue: a slot freed on a runner goes to a call that prefers it', (
     expect(ended).toEqual([...Array.from({ length: MAX_PASSED_OVER }, (_, i) => `p${i}`), 'head']);
   });
 
-  it(`looks for a preferring call only among the heads of the next ${AFFINITY_WINDOW} flows`, async () => {
-    const { queue, join, ended, settle } = setup();
-    for (let i = 0; i < AFFINITY_WINDOW; i++) prefer(join, `n${i}`, 'r1');
-    prefer(join, 'far', 'r2');
-    queue.wake(1, undefined, 'r2');
+  it('finds a preferring call among any number of flows, the first to reach the head of its flow', async () => {
+    const { queue, join, ended, settle } = setup({ maxQueued: 2_000 });
+    for (let i = 0; i < 1_000; i++) prefer(join, `n${i}`, `r${i % 500}`);
+    prefer(join, 'far', 'r-far');
+    prefer(join, 'farther', 'r-far');
+    queue.wake(1, undefined, 'r-far');
+    queue.wake(1, undefined, 'r499');
     await settle();
-    expect(ended).toEqual(['n0']);
+    expect(ended).toEqual(['far', 'n499']);
   });
 
-  it('looks at each flow\'s head only: a preferring call behind another in its own flow waits its turn there', async () => {
+  it("looks at each flow's head only: a preferring call behind another in its own flow waits for its turn there, then counts", async () => {
     const { queue, join, ended, settle } = setup();
-    join('a1', 'A').prefers = 'r1';
-    join('a2', 'A').prefers = 'r2';
-    join('b1', 'B').prefers = 'r1';
+    join('a1', 'A', 'batch', 'm', FAR, 'r1');
+    join('a2', 'A', 'batch', 'm', FAR, 'r2');
+    join('b1', 'B', 'batch', 'm', FAR, 'r1');
     queue.wake(1, undefined, 'r2');
     await settle();
     expect(ended).toEqual(['a1']);
+    // a2 now heads A: a slot on r2 is its, before b1 whose turn it is.
+    queue.wake(1, undefined, 'r2');
+    await settle();
+    expect(ended).toEqual(['a1', 'a2']);
+  });
+
+  it('forgets a preferring call that hung up or was woken', async () => {
+    const { queue, join, ended, waiters, settle } = setup();
+    prefer(join, 'a', 'r1');
+    prefer(join, 'b', 'r2');
+    prefer(join, 'c', 'r2');
+    waiters.get('b')!.client.abort();
+    await settle();
+    queue.wake(1, undefined, 'r2');
+    await settle();
+    expect(ended).toEqual(['b', 'c']);
+    queue.wake(1, undefined, 'r2');
+    await settle();
+    expect(ended).toEqual(['b', 'c', 'a']);
   });
 
   it('keeps the turn with the flow passed over', async () => {
