@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { RECORD_OVERHEAD_BYTES, createRedisStore } from '../../../gateway/store/index.ts';
 import type { CallStore, RedisStoreOptions } from '../../../gateway/store/index.ts';
+import { systemClock } from '../../../placer/kernel/index.ts';
 import type { LogFields } from '../../../placer/kernel/index.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import { freePort, startRedis } from '../../support/redis.ts';
@@ -72,7 +73,10 @@ describe('createRedisStore', () => {
     const keyPrefix = `t-${randomUUID()}:`;
     const store = open({ keyPrefix, resultTtl: 600_000 });
     const raw = rawClient();
-    const record = runningRecord(Date.now(), { expiresAt: Date.now() + 60_000 });
+    // On the store's own clock (the gateway's, systemClock): Date.now() drifts from it by
+    // milliseconds in a long-lived process, which would read as a longer TTL than was set.
+    const now = systemClock.now();
+    const record = runningRecord(now, { expiresAt: now + 60_000 });
     await store.create(record);
     const runningTtl = await raw.pttl(`${keyPrefix}call:${record.id}`);
     expect(runningTtl).toBeGreaterThan(650_000);
