@@ -51,7 +51,6 @@ export class LbAgent {
   readonly #detachedFlow: DetachedFlow;
   readonly #tracer = trace.getTracer('sluice-gateway');
   readonly #uploads: UploadBudget;
-  readonly #queue: WaitQueue;
   readonly #placement: CallPlacement;
   #inFlight = 0;
   #closing = false;
@@ -64,9 +63,8 @@ export class LbAgent {
   constructor(config: GatewayConfig, pool: GatewayPool, detached: DetachedCalls, queue?: WaitQueue) {
     this.#config = config;
     this.#pool = pool;
-    this.#queue = queue ?? waitQueueFor(config);
     this.#metrics = createGatewayMetrics(config.meterProvider);
-    this.#placement = new CallPlacement(config, pool, this.#queue, this.#metrics, (out, error, headers) => this.#refuse(out, error, headers));
+    this.#placement = new CallPlacement(config, pool, queue ?? waitQueueFor(config), this.#metrics, (out, error, headers) => this.#refuse(out, error, headers));
     this.#uploads = new UploadBudget({ max: config.maxUploads, perClient: config.maxUploadsPerClient });
     this.#detached = detached;
     this.#detachedFlow = new DetachedFlow({
@@ -77,11 +75,6 @@ export class LbAgent {
       resultTtl: config.resultTtl,
       retryAfter: config.retryAfter,
     });
-  }
-
-  /** Calls waiting for a runner, for GET /v1/queue. */
-  get queue(): WaitQueue {
-    return this.#queue;
   }
 
   /** Calls placed or relayed: their body is buffered. Counted against maxInFlight. */

@@ -99,9 +99,11 @@ export class CallPlacement {
       // Asked once, at the first wait: where the call would rather go, for a slot freed there.
       // Only a hint: a pool or a placer failing here is the walk's to meet, not the wait's.
       if (!waiter.joined && placer.preferred) {
-        waiter.prefers = await Promise.resolve()
-          .then(async () => placer.preferred!(call, await this.#pool.runners(call)))
-          .catch(() => undefined);
+        try {
+          waiter.prefers = placer.preferred(call, await this.#pool.runners(call));
+        } catch {
+          // Without a preference: the call waits its turn at the head like any other.
+        }
       }
       return this.#waitTurn(waiter, call);
     };

@@ -12,6 +12,7 @@ import { PassThrough } from 'node:stream';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LbAgent } from '../../gateway/agent.ts';
+import { waitQueueFor } from '../../gateway/placement.ts';
 import type { GatewayCall } from '../../gateway/call.ts';
 import { DetachedCalls } from '../../gateway/detached.ts';
 import { GatewayError } from '../../gateway/errors.ts';
@@ -119,9 +120,11 @@ async function agentWith(pool: GatewayPool, options: Partial<GatewayOptions> = {
     ...options,
   });
   const detached = DetachedCalls.forGateway(config, config.logger);
-  const agent = new LbAgent(config, pool, detached);
+  // The gateway's own wiring: the queue is made beside the agent and handed to it.
+  const queue = waitQueueFor(config);
+  const agent = new LbAgent(config, pool, detached, queue);
   const url = await listen(createServer((req, res) => void agent.serve('chat', undefined, req, res)));
-  return { url: `${url}/v1/chat/completions`, agent, results, metrics: () => telemetry.render() };
+  return { url: `${url}/v1/chat/completions`, agent, queue, results, metrics: () => telemetry.render() };
 }
 
 const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
@@ -170,10 +173,10 @@ describe('LbAgent (fake pool, fake clock)', () => {
 
   it('answers 503 GW_QUEUE_FULL with Retry-After at once when every runner is busy and the queue is at maxQueued', async () => {
     const runner: Runner<RunnerResponse> = { id: 'r1', tryExec: async () => ({ kind: 'busy' }) };
-    const { url, agent, results, metrics } = await agentWith(poolOf(runner), { maxQueued: 1, retryAfter: 4 });
+    const { url, queue, results, metrics } = await agentWith(poolOf(runner), { maxQueued: 1, retryAfter: 4 });
     const first = new AbortController();
     const waiting = request(url, { method: 'POST', body, signal: first.signal }).catch(() => undefined);
-    await eventually(() => agent.queue.waiting === 1, 2000, 'the first call waiting');
+    await eventually(() => queue.waiting === 1, 2000, 'the first call waiting');
     const res = await postJson(url, body, { 'sluice-flow': 'another' });
     expect(res.status).toBe(503);
     expect(res.headers['retry-after']).toBe('4');
@@ -186,7 +189,7 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(metricValue(page, 'sluice_queue_depth', { model: 'm', priority: 'interactive' })).toBe(1);
     first.abort();
     await waiting;
-    await eventually(() => agent.queue.size === 0, 2000, 'the first call leaving the queue');
+    await eventually(() => queue.size === 0, 2000, 'the first call leaving the queue');
   });
 
   it('refuses a sluice-priority that names no class with 400 GW_INVALID_PRIORITY, before any offer', async () => {
