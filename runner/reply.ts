@@ -59,8 +59,8 @@ export function syncReply(res: ServerResponse, runnerId: string): Reply {
   return {
     commit() {},
     head(status, headers) {
-      const own: Record<string, string> = bodiless(status) ? {} : { trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}` };
-      pending = { status, headers: { ...withoutHopByHop(headers), [RUNNER_ID_HEADER]: runnerId, ...own } };
+      const own: Record<string, string> = bodiless(status) ? { [RUNNER_ID_HEADER]: runnerId } : { [RUNNER_ID_HEADER]: runnerId, trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}` };
+      pending = { status, headers: withoutHopByHop(headers, { add: own }) };
     },
     write(chunk) {
       flushHead();
