@@ -185,9 +185,16 @@ export function retryAfterSeconds(retryAfterMs: number): number {
   return Math.max(1, Math.ceil(retryAfterMs / 1000));
 }
 
-/** A lease id for {@link Limiter.admitCall}, unique across gateways. */
+/** This process's lease prefix: random, so leases of gateways sharing Redis never collide. */
+const LEASE_PREFIX = randomBytes(6).toString('base64url');
+let leases = 0;
+
+/**
+ * A lease id for {@link Limiter.admitCall}, unique across gateways: a random prefix per process
+ * and a counter, since a call's random bytes would cost more than the rest of its key check.
+ */
 export function newLease(): string {
-  return randomBytes(9).toString('base64url');
+  return `${LEASE_PREFIX}.${(leases++).toString(36)}`;
 }
 
 /** One key's counters in memory. */
