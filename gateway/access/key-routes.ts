@@ -7,12 +7,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Hono } from 'hono';
 import { InvalidJsonError, KeyNotFoundError } from '../errors.ts';
-import type { ClientKeys } from './keys.ts';
+import type { KeyRing } from './keys.ts';
 
 type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
 
 /** Adds the /v1/keys routes over `keys`. */
-export function registerKeyRoutes(app: Hono<Env>, keys: ClientKeys): void {
+export function registerKeyRoutes(app: Hono<Env>, keys: KeyRing): void {
   app.post('/v1/keys', async (c) => {
     let body: unknown;
     try {

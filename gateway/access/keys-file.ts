@@ -14,7 +14,7 @@ import { silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { KeysFileError } from '../errors.ts';
 import { checkKeyHash, checkKeySpec, keyIdOf } from './keys.ts';
-import type { ClientKeys, HashedKey } from './keys.ts';
+import type { KeyRing, HashedKey } from './keys.ts';
 
 /** The most problems one error lists; the rest are counted. */
 const MAX_LISTED = 20;
@@ -92,7 +92,7 @@ export interface KeysFileWatchOptions {
  * whenever it may have changed. The file's directory is watched, not the file: editors and
  * Kubernetes replace a file by renaming another over it, which ends a watch on the file itself.
  */
-export async function watchKeysFile(path: string, keys: ClientKeys, options: KeysFileWatchOptions = {}): Promise<KeysFileWatch> {
+export async function watchKeysFile(path: string, keys: KeyRing, options: KeysFileWatchOptions = {}): Promise<KeysFileWatch> {
   const logger = options.logger ?? silentLogger;
   const debounceMs = options.debounceMs ?? 200;
   let text = await readFile(path, 'utf8').catch((error: Error) => {

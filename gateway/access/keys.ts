@@ -4,8 +4,8 @@
  *
  * Keys come from two places: the keys file (keys-file.ts; the operator's, reloaded on change)
  * and the operator API (create, list, delete), whose keys live in memory or, with a Redis store,
- * in Redis so every gateway sees them (key-store.ts). {@link ClientKeys} holds both and is the
- * {@link KeyRing} credentials look tokens up in.
+ * in Redis so every gateway sees them (key-store.ts). {@link KeyRing} holds both and is where
+ * credentials look tokens up.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { show, silentLogger, systemClock } from '../../placer/kernel/index.ts';
@@ -31,7 +31,7 @@ export interface ClientKey {
 }
 
 /** Where credentials look client keys up. */
-export interface KeyRing {
+export interface ClientKeys {
   /** The key whose token this is, or undefined. */
   lookup(token: string): ClientKey | undefined;
   /** How many keys there are: none means clients are not asked for one (unless keys are required). */
@@ -153,8 +153,8 @@ export interface HashedKey extends KeySpec {
   readonly createdAt?: number;
 }
 
-/** Options of {@link ClientKeys}. */
-export interface ClientKeysOptions {
+/** Options of {@link KeyRing}. */
+export interface KeyRingOptions {
   /** Where the operator API's keys are kept. @default in this process's memory only */
   store?: KeyStore;
   /** Stamps API keys' createdAt. @default systemClock */
@@ -167,7 +167,7 @@ export interface ClientKeysOptions {
  * Every client key this gateway knows: the keys file's and the API's, looked up by the digest of
  * the presented token. Lookups read one map, rebuilt whenever either source changes.
  */
-export class ClientKeys implements KeyRing {
+export class KeyRing implements ClientKeys {
   readonly #store: KeyStore | undefined;
   readonly #clock: Pick<Clock, 'now'>;
   readonly #logger: Logger;
@@ -176,7 +176,7 @@ export class ClientKeys implements KeyRing {
   #byDigest = new Map<string, ClientKey>();
   #records: readonly KeyRecord[] = [];
 
-  constructor(options: ClientKeysOptions = {}) {
+  constructor(options: KeyRingOptions = {}) {
     this.#store = options.store;
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
@@ -238,6 +238,11 @@ export class ClientKeys implements KeyRing {
     await this.#store?.remove(id);
     this.#api.delete(id);
     this.#rebuild();
+  }
+
+  /** Stops hearing from the store and closes it; idempotent. */
+  close(): Promise<void> {
+    return this.#store?.close() ?? Promise.resolve();
   }
 
   #setApi(keys: readonly StoredKey[]): void {

@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { registerKeyRoutes } from '../../../gateway/access/key-routes.ts';
-import { ClientKeys, hashToken } from '../../../gateway/access/keys.ts';
+import { KeyRing, hashToken } from '../../../gateway/access/keys.ts';
 import { parseKeysFile } from '../../../gateway/access/keys-file.ts';
 import { errorResponse } from '../../../gateway/errors.ts';
 import { SluiceError } from '../../../placer/kernel/index.ts';
@@ -9,7 +9,7 @@ import { SluiceError } from '../../../placer/kernel/index.ts';
 const FILE_TOKEN = 'sk-sluice-' + 'f'.repeat(43);
 
 function app() {
-  const keys = new ClientKeys({ clock: { now: () => 42 } });
+  const keys = new KeyRing({ clock: { now: () => 42 } });
   keys.setFileKeys(parseKeysFile(JSON.stringify([{ name: 'from-file', hash: `sha256:${hashToken(FILE_TOKEN)}` }]), 'k'));
   const hono = new Hono();
   registerKeyRoutes(hono as never, keys);

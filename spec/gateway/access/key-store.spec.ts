@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisKeyStore } from '../../../gateway/access/key-store.ts';
 import type { KeyStore } from '../../../gateway/access/key-store.ts';
-import { ClientKeys } from '../../../gateway/access/keys.ts';
+import { KeyRing } from '../../../gateway/access/keys.ts';
 import { eventually } from '../../support/fleet.ts';
 import { startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';
@@ -26,7 +26,7 @@ async function twoGateways() {
   const ring = async () => {
     const store = createRedisKeyStore({ url: server.url, keyPrefix, refreshMs: 600_000 });
     opened.push(store);
-    const keys = new ClientKeys({ store });
+    const keys = new KeyRing({ store });
     await keys.start();
     return keys;
   };
@@ -49,12 +49,12 @@ describe('redis key store', () => {
     const keyPrefix = `t-${randomUUID()}:`;
     const first = createRedisKeyStore({ url: server.url, keyPrefix });
     opened.push(first);
-    const made = await new ClientKeys({ store: first }).create({ name: 'early' });
+    const made = await new KeyRing({ store: first }).create({ name: 'early' });
     const stored = JSON.stringify(await first.load());
     expect(stored).not.toContain(made.key);
     const later = createRedisKeyStore({ url: server.url, keyPrefix });
     opened.push(later);
-    const keys = new ClientKeys({ store: later });
+    const keys = new KeyRing({ store: later });
     await keys.start();
     expect(keys.lookup(made.key)?.name).toBe('early');
   });

@@ -2,7 +2,7 @@ import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ClientKeys, KEY_PREFIX, allowsModel, hashToken, keyIdOf, newKeyToken } from '../../../gateway/access/keys.ts';
+import { KeyRing, KEY_PREFIX, allowsModel, hashToken, keyIdOf, newKeyToken } from '../../../gateway/access/keys.ts';
 import { parseKeysFile, watchKeysFile } from '../../../gateway/access/keys-file.ts';
 import type { KeysFileWatch } from '../../../gateway/access/keys-file.ts';
 import { InvalidBodyError, KeyInFileError, KeyNotFoundError, KeysFileError } from '../../../gateway/errors.ts';
@@ -75,9 +75,9 @@ describe('parseKeysFile', () => {
   });
 });
 
-describe('ClientKeys', () => {
+describe('KeyRing', () => {
   it('finds a key by its token, never by its digest or id', () => {
-    const keys = new ClientKeys();
+    const keys = new KeyRing();
     expect(keys.size).toBe(0);
     keys.setFileKeys(parseKeysFile(JSON.stringify([entry(ALICE, { models: ['m1'] })]), 'k'));
     expect(keys.size).toBe(1);
@@ -88,7 +88,7 @@ describe('ClientKeys', () => {
   });
 
   it('creates a key whose token is answered once and works at once; lists it without token or digest; deletes it', async () => {
-    const keys = new ClientKeys({ clock: { now: () => 1234 } });
+    const keys = new KeyRing({ clock: { now: () => 1234 } });
     const created = await keys.create({ name: 'ci', models: ['m1'], limits: { requestsPerMinute: 5 } });
     expect(created.key).toMatch(/^sk-sluice-/);
     const record = { id: keyIdOf(hashToken(created.key)), name: 'ci', models: ['m1'], limits: { requestsPerMinute: 5 }, source: 'api', createdAt: 1234 };
@@ -103,7 +103,7 @@ describe('ClientKeys', () => {
   });
 
   it('refuses to delete a keys-file key, and a create body with bad fields, naming each', async () => {
-    const keys = new ClientKeys();
+    const keys = new KeyRing();
     keys.setFileKeys(parseKeysFile(JSON.stringify([entry(ALICE)]), 'k'));
     await expect(keys.delete(keyIdOf(hashToken(ALICE)))).rejects.toBeInstanceOf(KeyInFileError);
     const refusal = await keys.create({ name: 7, limits: { requestsPerMinute: -1 } }).catch((error: unknown) => error);
@@ -115,7 +115,7 @@ describe('ClientKeys', () => {
   });
 
   it('keeps API keys when the file keys are replaced', async () => {
-    const keys = new ClientKeys();
+    const keys = new KeyRing();
     const created = await keys.create({ name: 'api' });
     keys.setFileKeys(parseKeysFile(JSON.stringify([entry(ALICE)]), 'k'));
     keys.setFileKeys([]);
@@ -142,7 +142,7 @@ describe('watchKeysFile', () => {
     dir = await mkdtemp(join(tmpdir(), 'sluice-keys-'));
     const path = join(dir, 'keys.json');
     await writeFile(path, JSON.stringify(initial));
-    const keys = new ClientKeys();
+    const keys = new KeyRing();
     watching = await watchKeysFile(path, keys, { logger: warningRecorder(warnings), debounceMs: 10 });
     return { keys, path, watch: watching };
   }
@@ -178,7 +178,7 @@ describe('watchKeysFile', () => {
     dir = await mkdtemp(join(tmpdir(), 'sluice-keys-'));
     const path = join(dir, 'keys.json');
     await writeFile(path, '{}');
-    await expect(watchKeysFile(path, new ClientKeys())).rejects.toBeInstanceOf(KeysFileError);
-    await expect(watchKeysFile(join(dir, 'missing.json'), new ClientKeys())).rejects.toMatchObject({ code: 'GW_INVALID_KEYS_FILE' });
+    await expect(watchKeysFile(path, new KeyRing())).rejects.toBeInstanceOf(KeysFileError);
+    await expect(watchKeysFile(join(dir, 'missing.json'), new KeyRing())).rejects.toMatchObject({ code: 'GW_INVALID_KEYS_FILE' });
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseKeysFile } from '../../../gateway/access/keys-file.ts';
-import { ClientKeys, hashToken, keyIdOf } from '../../../gateway/access/keys.ts';
+import { KeyRing, hashToken, keyIdOf } from '../../../gateway/access/keys.ts';
 import { newKeyText } from '../../../gateway/cli/keys-command.ts';
 import { SettingsError } from '../../../gateway/cli/settings.ts';
 import { expectThrows } from '../../support/throws.ts';
@@ -14,7 +14,7 @@ describe('sluice keys new', () => {
     expect(lines[0]).toBe(`key (shown once; give it to the client, keep no copy): ${TOKEN}`);
     expect(lines[1]).toBe(`id: ${keyIdOf(hashToken(TOKEN))}`);
     expect(text.split(TOKEN)).toHaveLength(2);
-    const keys = new ClientKeys();
+    const keys = new KeyRing();
     keys.setFileKeys(parseKeysFile(`[${lines[3]}]`, 'keys.json'));
     expect(keys.lookup(TOKEN)).toEqual({ id: keyIdOf(hashToken(TOKEN)), name: 'ci', models: ['m1'], limits: { requestsPerMinute: 60, concurrentCalls: 2 } });
   });
