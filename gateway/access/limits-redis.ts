@@ -179,6 +179,8 @@ class RedisLimiter implements Limiter {
       commandTimeout: COMMAND_TIMEOUT_MS,
       // A step waits for the first connection, but never for a reconnect: it fails at once then.
       maxRetriesPerRequest: 0,
+      // Steps of many calls issued in one tick (a settle and a release, a burst of admissions) go out in one write.
+      enableAutoPipelining: true,
       retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
     });
     // Failures reach each step's caller; the event would otherwise crash the process.
