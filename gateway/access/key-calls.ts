@@ -154,6 +154,12 @@ export class KeyCall {
     });
   }
 
+  /** Takes a whole answer read elsewhere (a detached call's stored result), to settle from its usage. */
+  answered(body: Buffer): void {
+    if (this.#estimate === 0) return;
+    this.#tail = body.length > USAGE_TAIL_BYTES ? body.subarray(body.length - USAGE_TAIL_BYTES) : body;
+  }
+
   /**
    * Settles the tokens from the usage the engine reported (what was estimated stands when it
    * reported none) and gives the concurrent call back. Idempotent; never throws.

@@ -112,3 +112,18 @@ describe('usageTokens', () => {
     expect(usageTokens(Buffer.from(text))).toBe(tokens);
   });
 });
+
+describe('KeyCall.answered', () => {
+  it("settles a detached call's tokens from its stored result", async () => {
+    const { calls: c } = calls();
+    const k = key({ tokensPerMinute: 1000 });
+    const call = (await c.open(k)) as KeyCall;
+    await call.tokens(400);
+    call.answered(Buffer.from('{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'));
+    call.close();
+    await flush();
+    const next = (await c.open(k)) as KeyCall;
+    await next.tokens(4);
+    expect(next.headers['x-ratelimit-remaining-tokens']).toBe('997');
+  });
+});
