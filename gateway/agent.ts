@@ -10,6 +10,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { SluiceError } from '../placer/kernel/index.ts';
 import { CALL_ID_HEADER } from '../runner/protocol.ts';
+import { ANONYMOUS } from './access/scopes.ts';
+import type { Caller } from './access/scopes.ts';
 import { clientKey, UploadBudget } from './admission.ts';
 import type { UploadAdmission } from './admission.ts';
 import { readBody } from './body.ts';
@@ -121,8 +123,11 @@ export class LbAgent {
     this.#refuse(out, error, headers);
   }
 
-  /** Serves one call on `route`; `fn` is the /invoke path parameter. Never rejects. */
-  async serve(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse): Promise<void> {
+  /**
+   * Serves one call on `route` for `caller` (admitted to the client scope by the server); `fn`
+   * is the /invoke path parameter. Never rejects.
+   */
+  async serve(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse, caller: Caller = ANONYMOUS): Promise<void> {
     const { clock, maxInFlight, retryAfter } = this.#config;
     const createdAt = clock.now();
     const id = uuidv7(createdAt);
@@ -156,7 +161,7 @@ export class LbAgent {
     if (body === undefined) return this.#settle();
     this.#inFlight++;
     try {
-      await this.#serve(route, fn, incoming, out, { createdAt, id, requestId }, body);
+      await this.#serve(route, fn, incoming, out, { createdAt, id, requestId, client: caller.kind === 'client' ? caller.key.id : undefined }, body);
     } catch (error) {
       this.#config.logger.error('call failed unexpectedly', { error: error as Error });
       if (!out.headersSent) sendError(out, new InternalError());
@@ -196,13 +201,13 @@ export class LbAgent {
     fnParam: string | undefined,
     incoming: IncomingMessage,
     out: ServerResponse,
-    { createdAt, id, requestId }: { createdAt: number; id: string; requestId: string },
+    { createdAt, id, requestId, client }: { createdAt: number; id: string; requestId: string; client: string | undefined },
     body: Buffer,
   ): Promise<void> {
     const { clock, logger, placerConfig } = this.#config;
-    const client = new AbortController();
+    const clientGone = new AbortController();
     out.once('close', () => {
-      if (!out.writableFinished) client.abort(new Error('client closed the connection'));
+      if (!out.writableFinished) clientGone.abort(new Error('client closed the connection'));
     });
 
     let fn: string;
@@ -219,13 +224,13 @@ export class LbAgent {
         }
       }
       preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
-      turn = turnOf(incoming, user, this.#config.defaultPriority);
+      turn = turnOf(incoming, user, this.#config.defaultPriority, client);
     } catch (error) {
       return this.#refuse(out, error as SluiceError);
     }
 
     // A sync call runs on its client's connection; a detached one on a signal of its own.
-    const detached = preference.detached ? new DetachedSignal(client.signal) : undefined;
+    const detached = preference.detached ? new DetachedSignal(clientGone.signal) : undefined;
     const session = incoming.headers[SESSION_HEADER];
     const call: MutableCall = {
       id,
@@ -243,7 +248,8 @@ export class LbAgent {
       startedAt: createdAt,
       placerDeadline: createdAt,
       timeout: this.#config.callTimeout,
-      signal: detached?.signal ?? client.signal,
+      signal: detached?.signal ?? clientGone.signal,
+      ...(client === undefined ? {} : { client }),
     };
     // Also set on `out` above, but the relay copies the runner's headers over it: an engine
     // echoing an id of its own must not replace ours.

@@ -1,19 +1,25 @@
 /**
  * The detached-call routes: status, result and cancel of a call by id, from any gateway that
- * shares the store. Refusals are thrown and answered by the app's onError (gateway/server.ts).
+ * shares the store. A call answers only to the client key that created it (a call made without
+ * a key, only to callers without one) and to operators; to anyone else it does not exist.
+ * Refusals are thrown and answered by the app's onError (gateway/server.ts).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Hono } from 'hono';
+import type { Caller, GatewayEnv } from './access/scopes.ts';
 import { callUrls } from './detached-flow.ts';
 import type { DetachedCalls } from './detached.ts';
 import { CallNotFinishedError, CallNotFoundError, NoResultError, storeFailure } from './errors.ts';
 import { LIVE_STATUSES } from './store/types.ts';
 import type { CallRecord, CallStore } from './store/types.ts';
 
-type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
-
 /** Seconds a client polling a queued or running call is asked to wait. */
 const POLL_AFTER_SECONDS = '1';
+
+/** True when `caller` may see and cancel `record`: its own call, or any call for an operator. */
+export function ownsCall(caller: Caller, record: Pick<CallRecord, 'client'>): boolean {
+  if (caller.kind === 'operator') return true;
+  return record.client === (caller.kind === 'client' ? caller.key.id : undefined);
+}
 
 /** What GET /v1/calls/{id} answers. */
 function statusView(record: CallRecord): Record<string, unknown> {
@@ -38,26 +44,27 @@ function statusView(record: CallRecord): Record<string, unknown> {
  * fails with something other than a SluiceError is answered GW_STORE_UNAVAILABLE (storeFailure),
  * never GW_INTERNAL: a store that went away is a 503 to retry, not a bug.
  */
-export function registerCallRoutes(app: Hono<Env>, calls: DetachedCalls, store: CallStore): void {
+export function registerCallRoutes(app: Hono<GatewayEnv>, calls: DetachedCalls, store: CallStore): void {
   const fromStore = <T>(pending: Promise<T>): Promise<T> =>
     pending.catch((error: unknown) => {
       throw storeFailure(error);
     });
-  const found = async (id: string, pending: Promise<CallRecord | undefined>): Promise<CallRecord> => {
-    const record = await fromStore(pending);
-    if (!record) throw new CallNotFoundError(`no call ${JSON.stringify(id)}: the id is unknown, or its result expired`);
+  const found = async (caller: Caller, id: string): Promise<CallRecord> => {
+    const record = await fromStore(calls.status(id));
+    // Another client's call is answered as an unknown one: its id says nothing to a stranger.
+    if (!record || !ownsCall(caller, record)) throw unknownCall(id);
     return record;
   };
 
   app.get('/v1/calls/:id', async (c) => {
     const id = c.req.param('id');
-    const record = await found(id, calls.status(id));
+    const record = await found(c.get('caller'), id);
     return c.json(statusView(record), 200, LIVE_STATUSES.has(record.status) ? { 'retry-after': POLL_AFTER_SECONDS } : {});
   });
 
   app.get('/v1/calls/:id/result', async (c) => {
     const id = c.req.param('id');
-    const record = await found(id, calls.status(id));
+    const record = await found(c.get('caller'), id);
     if (LIVE_STATUSES.has(record.status)) {
       throw new CallNotFinishedError(`call ${id} is still ${record.status}; poll ${callUrls(id).status}`, { headers: { 'retry-after': POLL_AFTER_SECONDS } });
     }
@@ -71,6 +78,14 @@ export function registerCallRoutes(app: Hono<Env>, calls: DetachedCalls, store: 
 
   app.post('/v1/calls/:id/cancel', async (c) => {
     const id = c.req.param('id');
-    return c.json(statusView(await found(id, calls.cancel(id))));
+    // Checked first: another client's call is not cancelled, it is unknown.
+    await found(c.get('caller'), id);
+    const record = await fromStore(calls.cancel(id));
+    if (!record) throw unknownCall(id);
+    return c.json(statusView(record));
   });
+}
+
+function unknownCall(id: string): CallNotFoundError {
+  return new CallNotFoundError(`no call ${JSON.stringify(id)}: the id is unknown, or its result expired`);
 }

@@ -74,6 +74,11 @@ export interface GatewayCall extends RunnerCall {
   readonly startedAt: number;
   /** Execution limit, in ms, from commit; sent to the runner as an absolute deadline. */
   readonly timeout: number;
+  /**
+   * The id of the client key that sent the call (never the key itself); absent for a call
+   * without one. It owns the call's detached record and Idempotency-Key.
+   */
+  readonly client?: string;
 }
 
 /** What the call overrider may change before placement. */

@@ -26,7 +26,7 @@ import type { CallResult } from './options.ts';
 import { CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER } from './headers.ts';
 import type { CallPreference } from './prefer.ts';
 import { StoreInvalidRecordError } from './store/errors.ts';
-import { LIVE_STATUSES } from './store/types.ts';
+import { LIVE_STATUSES, scopedIdempotencyKey } from './store/types.ts';
 import type { CallRecord, CallStatus, CallStore } from './store/types.ts';
 
 
@@ -131,10 +131,12 @@ export class DetachedFlow {
       }
     }
 
-    const key = single(request[IDEMPOTENCY_KEY_HEADER]);
-    if (key !== undefined && !/^[\x21-\x7e]{1,255}$/.test(key)) {
+    const given = single(request[IDEMPOTENCY_KEY_HEADER]);
+    if (given !== undefined && !/^[\x21-\x7e]{1,255}$/.test(given)) {
       return refuse(new InvalidIdempotencyKeyError('Idempotency-Key must be 1 to 255 visible ASCII characters'));
     }
+    // Claimed, released and recorded in the client's own namespace; messages name the key as sent.
+    const key = given === undefined ? undefined : scopedIdempotencyKey(call.client, given);
 
     // Before the store is asked anything: one that does not answer would hold this client for
     // its command timeout, and a runner would work on a result nobody could keep.
@@ -153,12 +155,12 @@ export class DetachedFlow {
       }
       if (claim) {
         if (claim.fingerprint !== fingerprint) {
-          return refuse(new IdempotencyKeyReusedError(`Idempotency-Key ${JSON.stringify(key)} was already used with a different request`));
+          return refuse(new IdempotencyKeyReusedError(`Idempotency-Key ${JSON.stringify(given)} was already used with a different request`));
         }
         const first = await calls.status(claim.callId).catch(() => undefined);
         // Claimed and not yet recorded, or recorded and waiting for a runner: either way being placed.
         if (!first || first.status === 'queued') {
-          return refuse(new IdempotencyInProgressError(`the first call with Idempotency-Key ${JSON.stringify(key)} is still being placed; retry shortly`));
+          return refuse(new IdempotencyInProgressError(`the first call with Idempotency-Key ${JSON.stringify(given)} is still being placed; retry shortly`));
         }
         return { kind: 'replay', record: first };
       }

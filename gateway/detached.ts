@@ -178,6 +178,7 @@ export class DetachedCalls {
       createdAt: call.createdAt,
       owner: this.#settings.gatewayId,
       expiresAt: call.createdAt + this.#settings.detachedPlacerTimeout + call.timeout + this.#settings.executionHeadroom,
+      ...(call.client === undefined ? {} : { client: call.client }),
       ...(callbackUrl ? { callbackUrl } : {}),
       ...(idempotencyKey ? { idempotencyKey } : {}),
     };

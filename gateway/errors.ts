@@ -97,12 +97,21 @@ export class RegistrationDisabledError extends errorClass('GW_REGISTRATION_DISAB
   }
 }
 
-/** A runner route without the runner token, or with a wrong one (401). */
+/**
+ * A route that needs a credential, called without one or with a token this gateway does not know
+ * (401). Answered with `www-authenticate: Bearer`, as RFC 6750 asks.
+ */
 export class UnauthorizedError extends errorClass('GW_UNAUTHORIZED', 401, 'invalid_request_error', GatewayError) {
-  constructor() {
-    super('missing or wrong runner token');
+  constructor(message = 'missing or unknown credential') {
+    super(message, { headers: { 'www-authenticate': 'Bearer' } });
   }
 }
+
+/**
+ * A known credential used where it does not belong (403): a client key on an operator route, a
+ * runner token on a client route, a key calling a model outside its allow-list.
+ */
+export class ForbiddenError extends errorClass('GW_FORBIDDEN', 403, 'permission_error', GatewayError) {}
 
 /**
  * A fault that was not meant to reach a client (500). The message is always the same: the

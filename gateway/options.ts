@@ -24,6 +24,8 @@ import { PRIORITIES, isPriority } from './wait-queue.ts';
 import type { Priority } from './wait-queue.ts';
 import type { GatewayPool } from './pool.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../runner/protocol.ts';
+import { newToken } from './access/credentials.ts';
+import type { ClientKeys } from './access/scopes.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {
@@ -160,6 +162,17 @@ export interface GatewayOptions extends PlacerOptions {
    * registration is off and only `runners` are used.
    */
   runnerToken?: string;
+  /**
+   * Tokens of the operator scope (the runner list, drain, the queue, /metrics, keys): each
+   * works, so a new one can be added before the old is removed. Without any, the gateway makes
+   * one at start-up ({@link GatewayConfig.operatorTokenGenerated}); the CLI writes it to a file
+   * only its user can read.
+   */
+  operatorTokens?: readonly string[];
+  /** Client keys; with none (and requireKeys off) the gateway is open to clients, as before keys existed. */
+  clientKeys?: ClientKeys;
+  /** Refuse client calls without a valid key even while no key exists (`--require-keys`). @default see gatewayDefaults */
+  requireKeys?: boolean;
   /** How often registered runners heartbeat, in ms. @default see gatewayDefaults */
   heartbeatInterval?: number;
   /** Missed heartbeats after which a runner is unreachable and not placed on. @default see gatewayDefaults */
@@ -218,6 +231,12 @@ export interface GatewayConfig {
   readonly executionHeadroom: number;
   readonly callbacks: CallbackDelivery | undefined;
   readonly runnerToken: string | undefined;
+  /** At least one; the first is the one made at start-up when none was given. */
+  readonly operatorTokens: readonly string[];
+  /** True when the gateway made its operator token itself (none was given). */
+  readonly operatorTokenGenerated: boolean;
+  readonly clientKeys: ClientKeys | undefined;
+  readonly requireKeys: boolean;
   readonly breaker: { readonly threshold: number; readonly openFor: number; readonly closeAfter: number };
   readonly heartbeatInterval: number;
   readonly unreachableAfterMissed: number;
@@ -260,6 +279,7 @@ export const gatewayDefaults = Object.freeze({
   heartbeatInterval: 1000,
   unreachableAfterMissed: 3,
   lostAfter: 30_000,
+  requireKeys: false,
   logger: silentLogger as Logger,
   clock: systemClock as Clock,
 });
@@ -289,10 +309,17 @@ const gatewayRules = {
   heartbeatInterval: rule.ms(1),
   unreachableAfterMissed: rule.integer({ min: 1 }),
   lostAfter: rule.ms(1),
+  requireKeys: booleanRule,
   logger: rule.logger(),
 };
 
 const check = checksFor(GatewayConfigError);
+
+/** A switch: true or false, nothing else. */
+function booleanRule(option: string, value: unknown, fail: Fail): boolean {
+  if (typeof value !== 'boolean') throw fail(`${option} must be true or false, got ${show(value)}`, option);
+  return value;
+}
 
 /** defaultPriority names one of the priority classes. */
 function priorityRule(option: string, value: unknown, fail: Fail): Priority {
@@ -320,6 +347,12 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   }
   // The same rule the runner applies to the token it presents; the message never echoes it.
   if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
+  const { operatorTokens: givenOperatorTokens = [], clientKeys } = options;
+  if (!Array.isArray(givenOperatorTokens)) throw check.fail('operatorTokens must be a list of tokens');
+  givenOperatorTokens.forEach((token, i) => check.runnerToken(`operatorTokens[${i}]`, token));
+  if (clientKeys !== undefined && typeof clientKeys.lookup !== 'function') throw check.fail('clientKeys must have a lookup(token) method');
+  const operatorTokenGenerated = givenOperatorTokens.length === 0;
+  const operatorTokens = Object.freeze(operatorTokenGenerated ? [newToken('sluice-op-')] : [...givenOperatorTokens]);
   // The placer is made below, from the default's name or as given; the rest is checked here.
   const checked = check.resolve(gatewayDefaults, gatewayRules, { ...options, placer: undefined });
   // The default placer gets the gateway's clock, as --placer's do through loadPlacer.
@@ -361,6 +394,9 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     gatewayId,
     callbacks,
     runnerToken,
+    operatorTokens,
+    operatorTokenGenerated,
+    clientKeys,
     breaker,
     meterProvider,
     renderMetrics,

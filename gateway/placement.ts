@@ -38,14 +38,18 @@ const MAX_FLOW_LENGTH = 256;
 
 /**
  * A call's turn: its priority class (the `sluice-priority` header, else `defaultPriority`) and
- * flow (the `sluice-flow` header, else the body's `user`, else the client address).
+ * flow (`key:` and the id of the caller's client key when it has one; else the `sluice-flow`
+ * header, else the body's `user`, else the client address).
  * @throws InvalidPriorityError when the header names no class.
  */
-export function turnOf(incoming: IncomingMessage, user: string | undefined, defaultPriority: Priority): Turn {
+export function turnOf(incoming: IncomingMessage, user: string | undefined, defaultPriority: Priority, client?: string): Turn {
   const asked = first(incoming.headers[PRIORITY_HEADER])?.trim().toLowerCase();
   if (asked !== undefined && !isPriority(asked)) {
     throw new InvalidPriorityError(`${PRIORITY_HEADER} must be one of ${PRIORITIES.join(', ')}, got ${JSON.stringify(asked.slice(0, 64))}`);
   }
+  // A client key is its holder's one flow: a header or a body field it chooses cannot split its
+  // burst into many flows that would each get a turn.
+  if (client !== undefined) return { priority: asked ?? defaultPriority, flow: `key:${client}` };
   const named = first(incoming.headers[FLOW_HEADER])?.trim() || user;
   const flow = named ? named.slice(0, MAX_FLOW_LENGTH) : clientKey(incoming.socket?.remoteAddress);
   return { priority: asked ?? defaultPriority, flow };

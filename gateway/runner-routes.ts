@@ -1,19 +1,17 @@
 /**
  * The pool's HTTP face: registration and heartbeats for runners that dial out, the runner list
  * for operators, and drain. Refusals are thrown and answered by the app's onError
- * (gateway/server.ts); the runner token is checked by {@link runnerAuth} on every route but the list.
+ * (gateway/server.ts). Who may call which is the route table's (gateway/access/scopes.ts): the
+ * access guard has admitted the caller before a handler here runs.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Context, Hono, MiddlewareHandler } from 'hono';
-import type { Logger } from '../placer/kernel/index.ts';
+import type { Context, Hono } from 'hono';
 import type { Clock } from '../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
-import { InvalidDrainError, InvalidJsonError, RegistrationDisabledError, RunnerNotFoundError, UnauthorizedError } from './errors.ts';
+import type { GatewayEnv } from './access/scopes.ts';
+import { InvalidDrainError, InvalidJsonError, RunnerNotFoundError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
 import type { RunnerEntry } from './runner-entry.ts';
 import type { RunnerRegistry } from './registry.ts';
-
-type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
 
 /** What GET /v1/runners shows of one runner. */
 function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
@@ -47,26 +45,9 @@ function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
   };
 }
 
-/**
- * Middleware of the runner routes: refuses them all on a gateway without a runner token
- * (GW_REGISTRATION_DISABLED), and a request without the right token (GW_UNAUTHORIZED).
- */
-function runnerAuth(registry: Pick<RunnerRegistry, 'enabled' | 'authorize'>, logger: Logger): MiddlewareHandler<Env> {
-  return async function runnerAuth(c, next) {
-    if (!registry.enabled) throw new RegistrationDisabledError();
-    if (!registry.authorize(c.req.header('authorization'))) {
-      // Logged without the presented token: a near-miss token in a log is a leaked token.
-      logger.warn('runner token refused', { method: c.req.method, path: c.req.path, remote: c.env.incoming.socket.remoteAddress });
-      throw new UnauthorizedError();
-    }
-    await next();
-  };
-}
-
 /** Adds the registration, heartbeat, list and drain routes. */
-export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: RunnerRegistry, clock: Clock, logger: Logger): void {
-  const auth = runnerAuth(registry, logger);
-  const body = async (c: Context<Env>): Promise<unknown> => {
+export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, registry: RunnerRegistry, clock: Clock): void {
+  const body = async (c: Context<GatewayEnv>): Promise<unknown> => {
     try {
       return await c.req.json();
     } catch (error) {
@@ -74,18 +55,18 @@ export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: 
     }
   };
 
-  app.post(REGISTER_PATH, auth, async (c) => c.json(registry.register(await body(c))));
-  app.post('/v1/runners/:id/heartbeat', auth, async (c) => {
+  app.post(REGISTER_PATH, async (c) => c.json(registry.register(await body(c))));
+  app.post('/v1/runners/:id/heartbeat', async (c) => {
     const id = c.req.param('id');
     const answer = registry.heartbeat(id, await body(c));
     if (!answer) throw unknownRunner(id);
     return c.json(answer);
   });
-  app.delete('/v1/runners/:id', auth, (c) => {
+  app.delete('/v1/runners/:id', (c) => {
     if (!registry.deregister(c.req.param('id'))) throw unknownRunner(c.req.param('id'));
     return c.body(null, 204);
   });
-  app.post('/v1/runners/drain', auth, (c) => {
+  app.post('/v1/runners/drain', (c) => {
     const raw = c.req.query('interval');
     const interval = raw === undefined ? 1000 : Number(raw);
     if (!Number.isSafeInteger(interval) || interval < 0 || interval > 600_000) {
@@ -93,7 +74,7 @@ export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: 
     }
     return c.json({ runners: registry.drainAll(interval), intervalMs: interval }, 202);
   });
-  app.post('/v1/runners/:id/drain', auth, (c) => {
+  app.post('/v1/runners/:id/drain', (c) => {
     const id = c.req.param('id');
     if (!registry.requestDrain(id)) throw unknownRunner(id);
     return c.json(runnerView(pool.get(id)!, clock.now()), 202);

@@ -10,6 +10,10 @@ import { Hono } from 'hono';
 import type { Context } from 'hono';
 import { SluiceError } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
+import { Credentials } from './access/credentials.ts';
+import { accessGuard, unscopedRoutes } from './access/guard.ts';
+import { ROUTE_SCOPES } from './access/scopes.ts';
+import type { GatewayEnv, RouteScope } from './access/scopes.ts';
 import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 import { LbAgent } from './agent.ts';
 import { waitQueueFor } from './placement.ts';
@@ -17,7 +21,7 @@ import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
 import { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './call.ts';
 import type { CallRoute } from './call.ts';
-import { InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
+import { GatewayConfigError, InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
 import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './front.ts';
 import { resolveGatewayOptions } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
@@ -26,7 +30,10 @@ import { RunnerRegistry } from './registry.ts';
 import { registerRunnerRoutes } from './runner-routes.ts';
 import type { GatewayPool } from './pool.ts';
 
-type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
+type Env = GatewayEnv;
+
+/** The scope of the call routes the server hands to the agent without the router. */
+const CALL_SCOPE: RouteScope = Object.freeze({ method: 'POST', path: '', scope: 'client' });
 
 /** A gateway: the app, its pool, and its lifecycle. */
 export interface Gateway {
@@ -81,10 +88,18 @@ export function createGateway(options: GatewayOptions): Gateway {
   });
   const detached = DetachedCalls.forGateway(config, log);
   const agent = new LbAgent(config, pool, detached, queue);
+  const credentials = new Credentials({
+    operatorTokens: config.operatorTokens,
+    runnerTokens: config.runnerToken === undefined ? [] : [config.runnerToken],
+    clientKeys: config.clientKeys,
+    requireKeys: config.requireKeys,
+  });
   const app = new Hono<Env>();
   const newId = () => uuidv7(config.clock.now());
   // First, so that every answer (404s and refusals included) carries x-request-id.
   app.use(frontDoor({ newId }));
+  // Then who is calling, before any route's handler runs.
+  app.use(accessGuard(credentials, ROUTE_SCOPES, log));
 
   // Connections per client address. One past the limit is not cut at accept: its first request
   // is answered 429 and the connection closed, so the client learns why.
@@ -101,14 +116,14 @@ export function createGateway(options: GatewayOptions): Gateway {
   };
 
   const call = (route: CallRoute) => async (c: Context<Env>) => {
-    await agent.serve(route, c.req.param('fn'), c.env.incoming, c.env.outgoing);
+    await agent.serve(route, c.req.param('fn'), c.env.incoming, c.env.outgoing, c.get('caller'));
     return RESPONSE_ALREADY_SENT;
   };
   for (const [path, route] of Object.entries(OPENAI_CALL_ROUTES)) app.post(path, call(route));
   app.post('/invoke/:fn', call('invoke'));
 
   registerCallRoutes(app, detached, config.store);
-  registerRunnerRoutes(app, fleet, registry, config.clock, log);
+  registerRunnerRoutes(app, fleet, registry, config.clock);
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   app.get('/v1/models', (c) => c.json({ object: 'list', data: pool.models().map(model) }));
   // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
@@ -120,7 +135,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     return c.json(model(id));
   });
   app.get('/v1/queue', (c) => c.json(queue.snapshot()));
-  app.get('/healthz', (c) => c.json({ ok: true, version: VERSION }));
+  // `clients` says whether client calls need a key: `open` is worth seeing from outside.
+  app.get('/healthz', (c) => c.json({ ok: true, version: VERSION, clients: credentials.openToClients ? 'open' : 'keys' }));
   app.get('/readyz', async (c) => {
     // Not ready whenever a new call would be refused, so a load balancer stops sending instead
     // of learning it from 503s; every reason that holds is listed. Detached calls, their status
@@ -142,6 +158,9 @@ export function createGateway(options: GatewayOptions): Gateway {
     if (!config.renderMetrics) return errorResponse(c, new RouteNotFoundError('metrics are not enabled on this gateway'));
     return c.body(await config.renderMetrics(), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
   });
+  // A route without a scope would be open to anyone: refuse to build such a gateway.
+  const unscoped = unscopedRoutes(app, ROUTE_SCOPES);
+  if (unscoped.length > 0) throw new GatewayConfigError(`routes without a scope in gateway/access/scopes.ts: ${unscoped.join(', ')}`);
   app.notFound((c) => {
     if (c.req.method !== 'POST' && (OPENAI_CALL_ROUTES[c.req.path] || /^\/invoke\/[^/]+$/.test(c.req.path))) {
       return errorResponse(c, new MethodNotAllowedError(`${c.req.method} is not allowed on ${c.req.path}; use POST`), { allow: 'POST' });
@@ -187,7 +206,15 @@ export function createGateway(options: GatewayOptions): Gateway {
         }
         const direct = incoming.method === 'POST' ? directCallRoute(incoming.url ?? '') : undefined;
         if (direct === undefined) return listener(incoming, out);
-        return agent.serve(direct.route, direct.fn, incoming, out);
+        let caller;
+        try {
+          caller = credentials.admit(CALL_SCOPE, incoming.headers.authorization);
+        } catch (error) {
+          // The body is left unread: the connection closes after the refusal.
+          agent.refuse(out, error as SluiceError, { connection: 'close' });
+          return undefined;
+        }
+        return agent.serve(direct.route, direct.fn, incoming, out, caller);
       };
       const s = createServer({ requireHostHeader: false }, guardListener(limited, { newId }));
       s.on('clientError', answerClientError(newId));
@@ -203,6 +230,9 @@ export function createGateway(options: GatewayOptions): Gateway {
       s.requestTimeout = 0;
       const url = `http://${host}:${info.port}`;
       log.info('gateway listening', { url, placer: config.placer.name, runners: config.runners.map((u) => u.origin), version: VERSION });
+      if (credentials.openToClients) {
+        log.warn('gateway open to clients: no client key is configured, so anyone who can reach it can call it; give --keys or --require-keys to close it', { url });
+      }
       return { url, port: info.port, host };
     },
     close() {

@@ -15,6 +15,7 @@ import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { reportListening } from './processes.ts';
 import type { Setting } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
+import { keepOperatorToken } from './operator-token.ts';
 
 /** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
 const g = settingsOf(gatewayDefaults);
@@ -59,6 +60,12 @@ export const registrationSettings: readonly Setting[] = [
   g('lostAfter', 'duration', 'silence after which a registered runner is forgotten'),
 ];
 
+/** Who may call the gateway: the operator's token and whether client calls need a key. */
+export const accessSettings: readonly Setting[] = [
+  { key: 'operatorToken', type: 'string', secret: true, description: 'token of the operator routes (runner list, drain, queue, /metrics); prefer the environment variable (never shown)', defaultText: 'made at start-up and written to a file only you can read (its path is logged)' },
+  { key: 'requireKeys', type: 'boolean', libraryDefault: gatewayDefaults.requireKeys, description: 'refuse client calls without a valid client key even while no key is configured' },
+];
+
 /** Where detached calls are kept and where their callbacks may go; not placer or timing settings. */
 export const detachedSettings: readonly Setting[] = [
   // Which store to make is the command line's own choice (code passes a store object), so it keeps its default here.
@@ -85,6 +92,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     import('../callbacks/index.ts'),
   ]);
   const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => key !== 'placer' && key !== 'placerOptions');
+  const operatorToken = values.operatorToken as string | undefined;
   const secret = values.callbackSecret as string | undefined;
   const callbacks = secret
     ? createCallbackSender({
@@ -118,6 +126,8 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     // for a store it makes itself.
     maxStoredBytes: (storeBounds.maxStoredBytes as number | undefined) ?? storeDefaults.maxStoredBytes,
     ...(callbacks ? { callbacks } : {}),
+    ...(operatorToken === undefined ? {} : { operatorTokens: [operatorToken] }),
+    ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
     logger,
   };
 }
@@ -132,6 +142,7 @@ export const gateway: Command = {
     ...gatewaySettings,
     ...detachedSettings,
     ...registrationSettings,
+    ...accessSettings,
     logLevel,
   ],
   async run({ values, env, logger }) {
@@ -139,7 +150,8 @@ export const gateway: Command = {
     const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
     const { createGateway } = await import('../server.ts');
     const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
-    const { url } = await gw.listen(values.port as number, values.host as string);
+    const { url, port } = await gw.listen(values.port as number, values.host as string);
+    await keepOperatorToken(gw.config, port, env, logger);
     reportListening(url);
     return async () => {
       await gw.close();

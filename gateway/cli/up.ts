@@ -7,11 +7,12 @@ import type { ChildService } from './processes.ts';
 import { reportListening, startService } from './processes.ts';
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
-import { detachedSettings, gatewayIdOf, gatewayOptions, gatewaySettings } from './gateway-command.ts';
+import { accessSettings, detachedSettings, gatewayIdOf, gatewayOptions, gatewaySettings } from './gateway-command.ts';
 import { runner } from './runner-command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { simSettings } from './sim-command.ts';
 import { startTelemetry } from './telemetry.ts';
+import { keepOperatorToken } from './operator-token.ts';
 
 const slots = runner.settings.find((s) => s.key === 'slots')!;
 
@@ -27,6 +28,7 @@ export const up: Command = {
     ...simSettings,
     ...gatewaySettings,
     ...detachedSettings,
+    ...accessSettings,
     logLevel,
   ],
   async run({ values, env, logger, redact }) {
@@ -62,12 +64,14 @@ export const up: Command = {
       const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
       const { createGateway } = await import('../server.ts');
       const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
-      const { url } = await gw.listen(values.port as number, values.host as string);
+      const { url, port } = await gw.listen(values.port as number, values.host as string);
+      const tokenFile = await keepOperatorToken(gw.config, port, env, logger);
       reportListening(url);
       const model = ((values.model as string[] | undefined) ?? simEngineDefaults.models)[0];
       const banner =
         `\nsluice is up at ${url} with ${count} runners (placer ${gw.config.placer.name}). Try:\n` +
         `  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${model}","messages":[{"role":"user","content":"hi"}]}'\n` +
+        (tokenFile ? `  curl -s ${url}/v1/runners -H "authorization: Bearer $(cat ${tokenFile})"\n` : '') +
         'Ctrl-C stops everything.\n\n';
       process.stdout.write(redact(banner));
       return async () => {

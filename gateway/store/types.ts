@@ -42,8 +42,22 @@ export interface CallRecord {
   error?: CallError;
   /** Where to POST the result when the call finishes. */
   callbackUrl?: string;
-  /** The Idempotency-Key the call was created with. */
+  /**
+   * The Idempotency-Key the call was created with, in its client's namespace
+   * ({@link scopedIdempotencyKey}).
+   */
   idempotencyKey?: string;
+  /** The id of the client key that created the call; absent for a call made without one. */
+  client?: string;
+}
+
+/**
+ * An Idempotency-Key as the store holds it: in the namespace of the client key that sent it
+ * (`-` for calls without one), so two clients using the same key string never meet. A key id
+ * holds no `/`, so no client can name a key in another's namespace.
+ */
+export function scopedIdempotencyKey(client: string | undefined, key: string): string {
+  return `${client ?? '-'}/${key}`;
 }
 
 /** A finished call's response, as the runner's engine gave it. */

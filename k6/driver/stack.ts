@@ -5,6 +5,7 @@
  * is installed, nginx in front of the same runner as the reference proxy. When asked, a bare
  * Node proxy (bare-proxy.ts) also stands in front of the runner: the least a Node hop costs.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -101,12 +102,19 @@ export function stackOutput(stack: Stack): string {
   return [...sluice, ...(stack.bareProxy ? [`--- bare proxy\n${tail(stack.bareProxy.output())}`] : [])].join('\n');
 }
 
-/** Children must not inherit settings meant for the bench (its port, its config file). */
+/**
+ * Children must not inherit settings meant for the bench (its port, its config file). Its
+ * gateways get an operator token of the run's own, so that none makes one and writes it to a file.
+ */
 export function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
   for (const key of ['PORT', 'SLUICE_PORT', 'SLUICE_CONFIG', 'SLUICE_LOG_LEVEL']) delete copy[key];
+  copy.SLUICE_OPERATOR_TOKEN ??= RUN_OPERATOR_TOKEN;
   return copy;
 }
+
+/** The operator token of this bench run's gateways. */
+const RUN_OPERATOR_TOKEN = randomBytes(24).toString('base64url');
 
 /** What {@link startGroup} hands the start-up it runs. */
 export interface GroupStart {

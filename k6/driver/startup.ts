@@ -101,7 +101,7 @@ async function gatewayStart(mode: Mode): Promise<GatewayStart> {
   const started = performance.now();
   // No runners: registering ones are allowed (a runner token), none comes, so the gateway idles.
   const child = spawn(process.execPath, [mode.bin, 'gateway', '--port', String(port), '--log-level', 'error'], {
-    env: { ...process.env, TMPDIR: mode.tmp(), SLUICE_RUNNER_TOKEN: 'startup-bench-token-0123456789abcdef' },
+    env: { ...process.env, TMPDIR: mode.tmp(), SLUICE_RUNNER_TOKEN: 'startup-bench-token-0123456789abcdef', SLUICE_OPERATOR_TOKEN: 'startup-bench-operator-0123456789' },
     stdio: 'ignore',
   });
   try {

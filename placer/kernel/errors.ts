@@ -7,6 +7,8 @@
 export type ErrorType =
   | 'invalid_request_error'
   | 'not_found_error'
+  | 'permission_error'
+  | 'rate_limit_error'
   | 'server_error'
   | 'service_unavailable_error'
   | 'timeout_error';

@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import { asOperator, chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 
 const RESPONSE_TIMEOUT_MS = 1000;
@@ -20,7 +20,7 @@ async function engineCalls(fleet: Fleet): Promise<number[]> {
 }
 
 async function runnersView(fleet: Fleet): Promise<Array<Record<string, any>>> {
-  const res = await request(`${fleet.gateway.url}/v1/runners`);
+  const res = await request(`${fleet.gateway.url}/v1/runners`, { headers: asOperator });
   return ((await res.body.json()) as { data: Array<Record<string, any>> }).data;
 }
 

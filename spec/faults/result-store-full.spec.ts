@@ -14,7 +14,7 @@ import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
-import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
+import { chatBody, eventually, metrics, metricValue, operatorEnv, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 import { startRedis } from '../support/redis.ts';
 import type { RedisServer } from '../support/redis.ts';
@@ -52,7 +52,7 @@ async function gateway(extra: readonly string[] = []): Promise<string> {
   const started = await startService([
     'gateway', '--port', '0', '--runners', fleet.nodes[0]!.runner.url, '--log-level', 'warn',
     '--max-result-bytes', String(MAX_RESULT), '--max-stored-bytes', String(MAX_STORED), ...extra,
-  ]);
+  ], { env: operatorEnv() });
   gateways.push(started);
   return started.url;
 }

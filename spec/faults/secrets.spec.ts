@@ -9,7 +9,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -26,12 +26,14 @@ import type { RedisServer } from '../support/redis.ts';
 const RUNNER_TOKEN = `rt-${randomBytes(16).toString('hex')}`;
 const CALLBACK_SECRET = generateWebhookSecret();
 const REDIS_PASSWORD = `pw-${randomBytes(12).toString('hex')}`;
+const OPERATOR_TOKEN = `op-${randomBytes(16).toString('hex')}`;
 /** Each secret, and the parts of one that could be printed alone (the key after `whsec_`). */
-const SECRETS = [RUNNER_TOKEN, CALLBACK_SECRET, CALLBACK_SECRET.slice('whsec_'.length), REDIS_PASSWORD];
+const SECRETS = [RUNNER_TOKEN, CALLBACK_SECRET, CALLBACK_SECRET.slice('whsec_'.length), REDIS_PASSWORD, OPERATOR_TOKEN];
+const asOperator = { authorization: `Bearer ${OPERATOR_TOKEN}` };
 
-/** Fails naming where a secret showed up, without printing the text around it twice. */
-function expectNoSecret(where: string, text: string): void {
-  for (const secret of SECRETS) {
+/** Fails naming where a secret (of SECRETS, or `more`) showed up, without printing the text around it twice. */
+function expectNoSecret(where: string, text: string, more: readonly string[] = []): void {
+  for (const secret of [...SECRETS, ...more]) {
     const at = text.indexOf(secret);
     expect(at, `${where} holds a secret: ...${text.slice(Math.max(0, at - 80), at + 20)}...`).toBe(-1);
   }
@@ -124,7 +126,7 @@ describe('fault: secrets given to sluice never appear in its output', () => {
           'gateway', '--port', '0', '--log-level', 'debug',
           '--callback-allow', receiver.url, '--callback-allow-private',
           ...(gatewayId ? ['--gateway-id', gatewayId] : []),
-          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl] : []),
+          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl, '--operator-token', OPERATOR_TOKEN] : []),
         ],
         cleanEnv(
           how === 'env'
@@ -132,6 +134,7 @@ describe('fault: secrets given to sluice never appear in its output', () => {
                 SLUICE_RUNNER_TOKEN: RUNNER_TOKEN,
                 SLUICE_CALLBACK_SECRET: CALLBACK_SECRET,
                 SLUICE_STORE: storeUrl,
+                SLUICE_OPERATOR_TOKEN: OPERATOR_TOKEN,
                 // The SDK's env detector would add these to the resource; sluice sets its resource itself.
                 OTEL_RESOURCE_ATTRIBUTES: 'host.name=leaky-host,deployment.environment=leaky',
               }
@@ -149,7 +152,7 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       const gw = gateway.url;
 
       // The token works: the runner registered and takes calls.
-      await eventually(async () => JSON.parse((await get(`${gw}/v1/runners`)).text).data?.some((r: { placeable: boolean }) => r.placeable) === true, 15_000, 'the runner to register');
+      await eventually(async () => JSON.parse((await get(`${gw}/v1/runners`, asOperator)).text).data?.some((r: { placeable: boolean }) => r.placeable) === true, 15_000, 'the runner to register');
       const sync = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
       expect(sync.status).toBe(200);
       expect(sync.json.object).toBe('chat.completion');
@@ -170,7 +173,11 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       const enginePage = (await get(`${engine.url}/metrics`)).text;
       expect(metricValue(enginePage, 'sluice_sim_requests_completed_total')).toBe(2);
 
-      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models']) pages[`gateway GET ${path}`] = (await get(`${gw}${path}`)).text;
+      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models', '/v1/queue']) pages[`gateway GET ${path}`] = (await get(`${gw}${path}`, asOperator)).text;
+      // A near miss of the operator token is refused and echoed nowhere.
+      const wrongOperator = await get(`${gw}/v1/runners`, { authorization: `Bearer ${OPERATOR_TOKEN.slice(0, -1)}x` });
+      expect(wrongOperator.status).toBe(401);
+      pages['wrong operator token'] = wrongOperator.text;
       for (const path of ['/status', '/healthz', '/readyz']) pages[`runner GET ${path}`] = (await get(`${runner.url}${path}`)).text;
       pages['engine GET /metrics'] = enginePage;
 
@@ -215,24 +222,36 @@ describe('fault: secrets given to sluice never appear in its output', () => {
     }, 90_000);
   }
 
-  it('keeps the secrets of `sluice up` out of its routes, banner and logs', async () => {
+  it('keeps the secrets of `sluice up` out of its routes, banner and logs, its own operator token included', async () => {
     const processes = new Processes();
     const pages: Record<string, string> = {};
+    const runtime = mkdtempSync(join(tmpdir(), 'sluice-secrets-runtime-'));
     let output: string;
+    let made = '';
     try {
       const up = await processes.start(
         ['up', '--port', '0', '--runners', '1', '--log-level', 'debug', '--callback-secret', CALLBACK_SECRET, '--store', storeUrl, '--callback-allow', receiver.url, '--callback-allow-private'],
-        cleanEnv(),
+        cleanEnv({ XDG_RUNTIME_DIR: runtime }),
       );
       const sync = await postJson(`${up.url}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
       expect(sync.status).toBe(200);
-      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models']) pages[`GET ${path}`] = (await get(`${up.url}${path}`)).text;
+      // No --operator-token: the gateway made one and put it where only its user can read it.
+      const file = join(runtime, 'sluice', `operator-token-${new URL(up.url).port}`);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      made = readFileSync(file, 'utf8').trim();
+      expect(made).toMatch(/^sluice-op-[\w-]{43}$/);
+      expect((await get(`${up.url}/v1/runners`)).status).toBe(401);
+      const operator = { authorization: `Bearer ${made}` };
+      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models']) pages[`GET ${path}`] = (await get(`${up.url}${path}`, operator)).text;
     } finally {
       output = await processes.stop();
+      rmSync(runtime, { recursive: true, force: true });
     }
-    for (const [where, text] of Object.entries(pages)) expectNoSecret(where, text);
+    for (const [where, text] of Object.entries(pages)) expectNoSecret(where, text, [made]);
     expect(output).toContain('sluice is up at');
-    expectNoSecret('sluice up output', output);
+    // The banner says where the token is, never what it is.
+    expect(output).toContain('operator-token-');
+    expectNoSecret('sluice up output', output, [made]);
     expect(Object.keys(targetInfo(pages['GET /metrics']!)).sort()).toEqual(['service_instance_id', 'service_name', 'service_version']);
   }, 90_000);
 

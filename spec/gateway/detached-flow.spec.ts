@@ -19,7 +19,7 @@ import { silentLogger, systemClock } from '../../placer/kernel/index.ts';
 import { eventually } from '../support/fleet.ts';
 
 let ids = 0;
-function call(body = '{"model":"m"}', signal = new AbortController().signal): GatewayCall {
+function call(body = '{"model":"m"}', signal = new AbortController().signal, client?: string): GatewayCall {
   const now = Date.now();
   return {
     id: `call-${++ids}`,
@@ -36,6 +36,7 @@ function call(body = '{"model":"m"}', signal = new AbortController().signal): Ga
     placerDeadline: now + 1000,
     timeout: 60_000,
     signal,
+    ...(client === undefined ? {} : { client }),
   };
 }
 
@@ -85,7 +86,23 @@ describe('DetachedFlow.prepare', () => {
     const c = call();
     const prepared = await flow.prepare(c, { 'idempotency-key': 'k1', 'sluice-callback-url': 'https://hooks.example/x' }, new DetachedSignal(new AbortController().signal));
     expect(prepared.kind).toBe('queued');
-    expect(await store.get(c.id)).toMatchObject({ id: c.id, status: 'queued', owner: 'g1', idempotencyKey: 'k1', callbackUrl: 'https://hooks.example/x' });
+    // The key is kept in the namespace of calls without a client key.
+    expect(await store.get(c.id)).toMatchObject({ id: c.id, status: 'queued', owner: 'g1', idempotencyKey: '-/k1', callbackUrl: 'https://hooks.example/x' });
+    expect((await store.get(c.id))?.client).toBeUndefined();
+  });
+
+  it('keeps each client key\'s Idempotency-Keys apart: the same key string from two clients makes two calls', async () => {
+    const { flow, store } = setup();
+    const signal = new DetachedSignal(new AbortController().signal);
+    const body = '{"model":"m","n":1}';
+    const [a, b, none] = [call(body, undefined, 'key-a'), call(body, undefined, 'key-b'), call(body)];
+    for (const c of [a, b, none]) expect((await flow.prepare(c, { 'idempotency-key': 'same' }, signal)).kind).toBe('queued');
+    expect(await store.get(a.id)).toMatchObject({ client: 'key-a', idempotencyKey: 'key-a/same' });
+    expect(await store.get(b.id)).toMatchObject({ client: 'key-b', idempotencyKey: 'key-b/same' });
+    expect(await store.get(none.id)).toMatchObject({ idempotencyKey: '-/same' });
+    // Within one client the key still holds: a second call with it is the first one's.
+    const again = await flow.prepare(call(body, undefined, 'key-a'), { 'idempotency-key': 'same' }, signal);
+    expect(again).toMatchObject({ kind: 'refused', error: { code: 'GW_IDEMPOTENCY_IN_PROGRESS' } });
   });
 
   it('refuses a callback URL when callbacks are off, and a malformed Idempotency-Key, recording nothing', async () => {

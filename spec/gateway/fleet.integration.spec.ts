@@ -9,11 +9,11 @@ import { request } from 'undici';
 import { spawn } from 'node:child_process';
 import { SLUICE_BIN, startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
-import { chatBody, postJson } from '../support/fleet.ts';
+import { asOperator, chatBody, operatorEnv, postJson } from '../support/fleet.ts';
 import { freePort } from '../support/redis.ts';
 
 const TOKEN = 'fleet-test-token-0123456789';
-const env = { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN };
+const env = operatorEnv({ ...process.env, SLUICE_RUNNER_TOKEN: TOKEN });
 const started: ChildService[] = [];
 async function service(args: string[]): Promise<ChildService> {
   const s = await startService([...args, '--log-level', 'error'], { env });
@@ -23,7 +23,7 @@ async function service(args: string[]): Promise<ChildService> {
 afterAll(() => Promise.all(started.map((s) => s.stop('SIGTERM', 5000))));
 
 const gatewayArgs = (port: number) => ['gateway', '--port', String(port), '--heartbeat-interval', '200ms', '--unreachable-after-missed', '3', '--lost-after', '2s', '--placer-timeout', '5s'];
-const list = async (gw: { url: string }) => ((await (await request(`${gw.url}/v1/runners`)).body.json()) as { data: any[] }).data;
+const list = async (gw: { url: string }) => ((await (await request(`${gw.url}/v1/runners`, { headers: asOperator })).body.json()) as { data: any[] }).data;
 const states = async (gw: { url: string }) => Object.fromEntries((await list(gw)).map((r) => [r.id, r.state]));
 
 describe('a fleet of registering runners', () => {
@@ -83,7 +83,7 @@ describe('a fleet of registering runners', () => {
     const traffic = (async () => {
       for (let i = 0; i < 400 && !stop; i++) statuses.push((await postJson(`${gw2.url}/v1/chat/completions`, chatBody({ max_tokens: 10 }))).status);
     })();
-    const drain = await postJson(`${gw2.url}/v1/runners/r1/drain`, '', { authorization: `Bearer ${TOKEN}` });
+    const drain = await postJson(`${gw2.url}/v1/runners/r1/drain`, '', asOperator);
     expect(drain.status).toBe(202);
     // The runner drains itself for every gateway, deregisters, and exits.
     const exit = await new Promise<number | null>((resolve) => runners[0]!.child.once('exit', (code) => resolve(code)));
@@ -101,7 +101,7 @@ describe('a fleet of registering runners', () => {
     const child = spawn(process.execPath, [SLUICE_BIN, 'runner', '--port', '0', '--id', 'by-hand', '--engine', engine.url, '--engine-kind', 'sim', '--gateway', gw2.url, '--heartbeat-interval', '200ms', '--log-level', 'error'], { env, stdio: 'ignore' });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     await expect.poll(async () => (await states(gw2))['by-hand'], { timeout: 10_000, interval: 100 }).toBe('live');
-    expect((await postJson(`${gw2.url}/v1/runners/by-hand/drain`, '', { authorization: `Bearer ${TOKEN}` })).status).toBe(202);
+    expect((await postJson(`${gw2.url}/v1/runners/by-hand/drain`, '', asOperator)).status).toBe(202);
     expect(await exited).toBe(0);
   });
 

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { chatBody, eventually, getJson, startFleet } from '../support/fleet.ts';
+import { asOperator, chatBody, eventually, getJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-queue-'));
@@ -33,7 +33,7 @@ function started(): string[] {
 }
 
 async function waiting(gw: string): Promise<number> {
-  return (await getJson(`${gw}/v1/queue`)).json.waiting as number;
+  return (await getJson(`${gw}/v1/queue`, asOperator)).json.waiting as number;
 }
 
 /**
@@ -82,7 +82,7 @@ describe('the wait queue on real processes', () => {
     const sent: Promise<string>[] = [];
     for (let i = 0; i < 30; i++) await send(gw, sent, before, { 'sluice-priority': 'batch' });
     await eventually(async () => (await waiting(gw)) === 24, 10_000, '24 batch calls waiting');
-    const queue = (await getJson(`${gw}/v1/queue`)).json;
+    const queue = (await getJson(`${gw}/v1/queue`, asOperator)).json;
     expect(queue.models).toEqual([expect.objectContaining({ model: 'sim-small', priority: 'batch', waiting: 24 })]);
     const interactive = request(`${gw}/v1/chat/completions`, {
       method: 'POST',

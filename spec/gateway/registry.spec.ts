@@ -12,7 +12,7 @@ import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from '../../runner/protocol.ts';
 import type { RunnerRegistration } from '../../runner/protocol.ts';
 import { createRunner } from '../../runner/server.ts';
-import { chatBody, postJson } from '../support/fleet.ts';
+import { OPERATOR_TOKEN, asOperator, chatBody, postJson } from '../support/fleet.ts';
 
 const TOKEN = 'a-runner-token-long-enough';
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -32,7 +32,7 @@ async function realRunner(id: string): Promise<string> {
 }
 
 async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
-  const gw = createGateway({ runnerToken: TOKEN, heartbeatInterval: 50, unreachableAfterMissed: 2, lostAfter: 400, placerTimeout: 300, ...options });
+  const gw = createGateway({ runnerToken: TOKEN, operatorTokens: [OPERATOR_TOKEN], heartbeatInterval: 50, unreachableAfterMissed: 2, lostAfter: 400, placerTimeout: 300, ...options });
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   return url;
@@ -43,7 +43,7 @@ function registration(id: string, url: string): RunnerRegistration {
   return { id, url, version: 'test', engines: [], models: ['sim-small'], slots: 4, gpus: { gpus: [], source: 'none' }, ready: true, load };
 }
 
-const runners = async (gw: string) => ((await (await request(`${gw}/v1/runners`)).body.json()) as { data: any[] }).data;
+const runners = async (gw: string) => ((await (await request(`${gw}/v1/runners`, { headers: asOperator })).body.json()) as { data: any[] }).data;
 
 describe('runner registration', () => {
   it('refuses a wrong or missing token with 401, logged without the token, and accepts the right one', async () => {
@@ -52,7 +52,7 @@ describe('runner registration', () => {
     const body = JSON.stringify(registration('r1', 'http://127.0.0.1:9'));
     expect((await postJson(`${gw}${REGISTER_PATH}`, body, { authorization: 'Bearer wrong' })).status).toBe(401);
     expect((await postJson(`${gw}${REGISTER_PATH}`, body)).status).toBe(401);
-    expect(lines.filter((l) => l.includes('runner token refused'))).toHaveLength(2);
+    expect(lines.filter((l) => l.includes('credential refused'))).toHaveLength(2);
     expect(lines.join('\n')).not.toContain('wrong');
     const ok = await postJson(`${gw}${REGISTER_PATH}`, body, auth);
     expect(ok.status).toBe(200);
@@ -93,7 +93,7 @@ describe('runner registration', () => {
     const b = await realRunner('b');
     const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
     for (const [id, url] of [['a', a], ['b', b]] as const) await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration(id, url)), auth);
-    const drain = await postJson(`${gw}/v1/runners/a/drain`, '', auth);
+    const drain = await postJson(`${gw}/v1/runners/a/drain`, '', asOperator);
     expect(drain.status).toBe(202);
     expect(drain.json.state).toBe('drain-requested');
     for (let i = 0; i < 6; i++) expect((await postJson(`${gw}/v1/chat/completions`, chatBody())).headers['sluice-runner-id']).toBe('b');
@@ -110,7 +110,7 @@ describe('runner registration', () => {
     const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
     await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', a)), auth);
     await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify({ ...registration('b', b), models: ['other-model'] }), auth);
-    await postJson(`${gw}/v1/runners/a/drain`, '', auth);
+    await postJson(`${gw}/v1/runners/a/drain`, '', asOperator);
     const refused = await postJson(`${gw}/v1/chat/completions`, chatBody());
     expect(refused.status).toBe(503);
     expect(refused.json.error.code).toBe('PLACER_TIMEOUT');
@@ -134,7 +134,7 @@ describe('draining the whole fleet', () => {
   it('asks runners one at a time, staggered, never all at once', async () => {
     const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
     for (const id of ['d1', 'd2', 'd3']) await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration(id, 'http://127.0.0.1:9')), auth);
-    const res = await postJson(`${gw}/v1/runners/drain?interval=150`, '', auth);
+    const res = await postJson(`${gw}/v1/runners/drain?interval=150`, '', asOperator);
     expect(res.status).toBe(202);
     expect(res.json).toEqual({ runners: ['d1', 'd2', 'd3'], intervalMs: 150 });
     const drained = async () => (await runners(gw)).filter((r) => r.state === 'drain-requested').length;
@@ -149,6 +149,6 @@ describe('draining the whole fleet', () => {
       }, { timeout: 5000, interval: 10 })
       .toBe(3);
     expect(seen).toEqual([0, 1, 2, 3]);
-    expect((await postJson(`${gw}/v1/runners/drain?interval=soon`, '', auth)).json.error.code).toBe('GW_INVALID_DRAIN');
+    expect((await postJson(`${gw}/v1/runners/drain?interval=soon`, '', asOperator)).json.error.code).toBe('GW_INVALID_DRAIN');
   });
 });

@@ -13,7 +13,7 @@ import { createMemoryStore } from '../../gateway/store/memory.ts';
 import type { CallStore } from '../../gateway/store/types.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../../runner/protocol.ts';
-import { getJson, postJson } from '../support/fleet.ts';
+import { OPERATOR_TOKEN, asOperator, getJson, postJson } from '../support/fleet.ts';
 
 const TOKEN = 'a-runner-token-long-enough';
 
@@ -25,7 +25,7 @@ afterEach(async () => {
 
 /** A gateway for runners that register (none do), with routes of the test's own added to its app. */
 async function start(options: Partial<GatewayOptions> = {}, lines: string[] = []): Promise<string> {
-  gateway = createGateway({ runnerToken: TOKEN, logger: createJsonLogger({ level: 'warn', write: (line) => lines.push(line) }), ...options });
+  gateway = createGateway({ runnerToken: TOKEN, operatorTokens: [OPERATOR_TOKEN], logger: createJsonLogger({ level: 'warn', write: (line) => lines.push(line) }), ...options });
   gateway.app.get('/test/refused', () => {
     throw new IdempotencyInProgressError('still placing');
   });
@@ -38,7 +38,7 @@ async function start(options: Partial<GatewayOptions> = {}, lines: string[] = []
 describe('onError', () => {
   it('answers a thrown SluiceError with its status, code, headers and OpenAI body', async () => {
     const url = await start();
-    const res = await getJson(`${url}/test/refused`);
+    const res = await getJson(`${url}/test/refused`, asOperator);
     expect(res.status).toBe(409);
     expect(res.headers['retry-after']).toBe('1');
     expect(res.headers['content-type']).toBe('application/json');
@@ -48,7 +48,7 @@ describe('onError', () => {
   it('answers anything else with 500 GW_INTERNAL, logs it, and never sends its message', async () => {
     const lines: string[] = [];
     const url = await start({}, lines);
-    const res = await getJson(`${url}/test/broken`);
+    const res = await getJson(`${url}/test/broken`, asOperator);
     expect(res.status).toBe(500);
     expect(res.json.error).toEqual({ message: 'internal gateway error', type: 'server_error', code: 'GW_INTERNAL' });
     expect(res.text).not.toContain('s3cr3t');
@@ -71,11 +71,25 @@ describe('the runner routes', () => {
     expect(malformed.json.error.code).toBe('GW_INVALID_JSON');
   });
 
-  it('leave the runner list open without a token', async () => {
+  it('keep the runner list for operators: 401 without a token, 403 with the runner token, the list with the operator token', async () => {
     const url = await start();
-    const list = await getJson(`${url}/v1/runners`);
+    const none = await getJson(`${url}/v1/runners`);
+    expect(none.status).toBe(401);
+    expect(none.headers['www-authenticate']).toBe('Bearer');
+    expect(none.json.error.code).toBe('GW_UNAUTHORIZED');
+    const runner = await getJson(`${url}/v1/runners`, { authorization: `Bearer ${TOKEN}` });
+    expect(runner.status).toBe(403);
+    expect(runner.json.error).toMatchObject({ code: 'GW_FORBIDDEN', type: 'permission_error' });
+    const list = await getJson(`${url}/v1/runners`, asOperator);
     expect(list.status).toBe(200);
     expect(list.json).toEqual({ object: 'list', data: [] });
+  });
+
+  it('close a route added to the app after the gateway was built to all but operators', async () => {
+    const url = await start();
+    expect((await getJson(`${url}/test/refused`)).status).toBe(401);
+    expect((await getJson(`${url}/test/refused`, { authorization: `Bearer ${TOKEN}` })).status).toBe(403);
+    expect((await getJson(`${url}/test/refused`, asOperator)).status).toBe(409);
   });
 });
 

@@ -7,7 +7,8 @@ describe('startGroup', () => {
   it('hands the start-up the children’s env and log level, and returns what it started with a stop for all of it', async () => {
     const stopped: string[] = [];
     const fleet = await startGroup(options, async ({ env, level, group }) => {
-      expect(env).toEqual({ PATH: '/bin' });
+      // The run's own operator token joins what the bench was given.
+      expect(env).toEqual({ PATH: '/bin', SLUICE_OPERATOR_TOKEN: expect.stringMatching(/^[\w-]{32}$/) });
       expect(level).toEqual(['--log-level', 'warn']);
       group.add({ stop: async () => void stopped.push('engine') });
       group.add({ stop: async () => void stopped.push('gateway') });

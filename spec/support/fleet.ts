@@ -35,6 +35,15 @@ export interface FleetOptions {
 
 const quiet = ['--log-level', 'warn'];
 
+/** The operator token of the gateways specs start (given through the environment, as advised). */
+export const OPERATOR_TOKEN = 'spec-operator-token-0123456789';
+/** The header of a request on an operator route. */
+export const asOperator: Readonly<Record<string, string>> = Object.freeze({ authorization: `Bearer ${OPERATOR_TOKEN}` });
+/** A gateway's environment with the specs' operator token. */
+export function operatorEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return { ...env, SLUICE_OPERATOR_TOKEN: OPERATOR_TOKEN };
+}
+
 /** Starts `nodes` engine + runner pairs and a gateway over them. */
 export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
   const count = options.nodes ?? 2;
@@ -64,7 +73,7 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
       runners.map((r) => r.url).join(','),
       ...quiet,
       ...(options.gatewayArgs ?? []),
-    ], options.gatewayEnv ? { env: options.gatewayEnv } : {});
+    ], { env: operatorEnv(options.gatewayEnv) });
     started.push(gateway);
     return { nodes: engines.map((engine, i) => ({ engine, runner: runners[i]! })), gateway, stop };
   } catch (error) {
@@ -134,8 +143,8 @@ export async function postJson(url: string, body: string, headers: Record<string
 }
 
 /** GETs a URL and returns status, headers and the parsed (or raw) body. */
-export async function getJson(url: string): Promise<JsonAnswer> {
-  return jsonAnswer(await request(url));
+export async function getJson(url: string, headers: Record<string, string> = {}): Promise<JsonAnswer> {
+  return jsonAnswer(await request(url, { headers }));
 }
 
 async function jsonAnswer(res: Dispatcher.ResponseData): Promise<JsonAnswer> {
@@ -162,9 +171,12 @@ export function metricValue(page: string, name: string, labels: Record<string, s
   return sum;
 }
 
-/** GETs a service's /metrics page. */
+/**
+ * GETs a service's /metrics page; the operator's header goes along, which a gateway needs and a
+ * runner or engine ignores.
+ */
 export async function metrics(service: { url: string }): Promise<string> {
-  const res = await request(`${service.url}/metrics`);
+  const res = await request(`${service.url}/metrics`, { headers: asOperator });
   return res.body.text();
 }
 

@@ -90,8 +90,9 @@ const CONTROL_TIMEOUT_MS = 2_000;
 
 /** Starts the fleet and waits until the gateway has every runner ready; on failure stops what did start. */
 export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFleet> {
-  // A token of this run's own: it never leaves the children's environment (flags show in ps).
-  const env = { ...withoutSluiceSettings(options.env), SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url') };
+  // Tokens of this run's own: they never leave the children's environment (flags show in ps).
+  const operatorToken = randomBytes(24).toString('base64url');
+  const env = { ...withoutSluiceSettings(options.env), SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'), SLUICE_OPERATOR_TOKEN: operatorToken };
   const level = ['--log-level', options.logLevel];
   const group = serviceGroup();
   const nodes: SoakNode[] = [];
@@ -134,7 +135,7 @@ export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFle
       redis,
       nodes,
       callLogs: nodes.map((n) => n.callLog),
-      poolRunners: async () => ((await getJson(new URL('/v1/runners', gateway.url))) as { data: PoolRunner[] }).data,
+      poolRunners: async () => ((await getJson(new URL('/v1/runners', gateway.url), { authorization: `Bearer ${operatorToken}` })) as { data: PoolRunner[] }).data,
       runnerStatus: async (node) => (await getJson(new URL('/status', node.runner.url))) as RunnerStatusView,
       restartRunner: async (node) => {
         node.runner = await group.track(startService(runnerArgs.get(node)!, { env }));
@@ -163,8 +164,8 @@ export function signal(service: ChildService, name: NodeJS.Signals): void {
 }
 
 /** GETs JSON from a control route, bounded in time. */
-export async function getJson(url: URL): Promise<unknown> {
-  const res = await fetch(url, { signal: AbortSignal.timeout(CONTROL_TIMEOUT_MS) });
+export async function getJson(url: URL, headers: Record<string, string> = {}): Promise<unknown> {
+  const res = await fetch(url, { headers, signal: AbortSignal.timeout(CONTROL_TIMEOUT_MS) });
   if (!res.ok) throw new Error(`GET ${url.pathname} answered ${res.status}`);
   return res.json();
 }

@@ -1,0 +1,121 @@
+/**
+ * The credentials a gateway accepts, and the one check every route goes through: which caller a
+ * request's `Authorization: Bearer` token makes, and whether that caller may use a route of a
+ * given scope. Operator and runner tokens are lists (old and new are both good while one is
+ * rotated) compared as SHA-256 digests in constant time; client keys are looked up by the key
+ * ring, which holds their hashes only.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { ForbiddenError, RegistrationDisabledError, UnauthorizedError } from '../errors.ts';
+import { ANONYMOUS, OPERATOR } from './scopes.ts';
+import type { Caller, ClientKeys, RouteScope, Scope } from './scopes.ts';
+
+/** Settings of {@link Credentials}. */
+export interface CredentialsOptions {
+  /** Tokens of the operator scope; at least one. */
+  readonly operatorTokens: readonly string[];
+  /** Tokens runners register with; none turns registration off. */
+  readonly runnerTokens: readonly string[];
+  /** Client keys; absent, none. */
+  readonly clientKeys?: ClientKeys | undefined;
+  /** Refuse client routes without a key even while no key exists. */
+  readonly requireKeys: boolean;
+}
+
+/** A fresh operator or runner token: 32 random bytes, base64url, with a prefix saying what it is. */
+export function newToken(prefix: string): string {
+  return `${prefix}${randomBytes(32).toString('base64url')}`;
+}
+
+const digest = (token: string): Buffer => createHash('sha256').update(token).digest();
+
+/** The token of an `Authorization: Bearer <token>` header (the scheme in any case), or undefined. */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined || header.length < 8) return undefined;
+  // "Bearer " in any case, without a regular expression or a lower-cased copy per call.
+  if ((header.charCodeAt(0) | 0x20) !== 0x62 || header.slice(1, 7).toLowerCase() !== 'earer ') return undefined;
+  const token = header.slice(7).trim();
+  return token === '' ? undefined : token;
+}
+
+/** Which of `digests` equals `given`, in constant time per comparison; -1 when none. */
+function matchIndex(digests: readonly Buffer[], given: Buffer): number {
+  let found = -1;
+  // Every digest is compared, so the time does not say which one matched.
+  for (let i = 0; i < digests.length; i++) if (timingSafeEqual(digests[i]!, given) && found === -1) found = i;
+  return found;
+}
+
+/** What the gateway accepts, and the scope check of every route. */
+export class Credentials {
+  readonly #operators: readonly Buffer[];
+  readonly #runners: readonly Buffer[];
+  readonly #keys: ClientKeys | undefined;
+  readonly #requireKeys: boolean;
+
+  constructor(options: CredentialsOptions) {
+    if (options.operatorTokens.length === 0) throw new Error('at least one operator token is needed');
+    this.#operators = options.operatorTokens.map(digest);
+    this.#runners = options.runnerTokens.map(digest);
+    this.#keys = options.clientKeys;
+    this.#requireKeys = options.requireKeys;
+  }
+
+  /** True while client routes need no key: no key exists and none is required. */
+  get openToClients(): boolean {
+    return !this.#requireKeys && (this.#keys?.size ?? 0) === 0;
+  }
+
+  /** True when runners can register (a runner token is set). */
+  get registration(): boolean {
+    return this.#runners.length > 0;
+  }
+
+  /**
+   * The caller a request with this `Authorization` header is, when it may use a route of
+   * `route`'s scope; otherwise throws: 401 GW_UNAUTHORIZED without a credential or with one
+   * nobody knows, 403 GW_FORBIDDEN with a known credential of another scope, 404
+   * GW_REGISTRATION_DISABLED on a runner route of a gateway without runner tokens.
+   */
+  admit(route: Pick<RouteScope, 'scope' | 'operatorToo'>, authorization: string | undefined): Caller {
+    const { scope } = route;
+    if (scope === 'public') return ANONYMOUS;
+    if (scope === 'runner' && !this.registration) throw new RegistrationDisabledError();
+    const token = bearerToken(authorization);
+    if (token === undefined) {
+      if (scope === 'client' && this.openToClients) return ANONYMOUS;
+      throw new UnauthorizedError(`${describe(scope)} needs ${credentialOf(scope)} in an Authorization: Bearer header`);
+    }
+    // Clients are the many: their key is looked up first, at the cost of one hash.
+    const key = this.#keys?.lookup(token);
+    if (key !== undefined) {
+      if (scope === 'client') return { kind: 'client', key };
+      throw wrongScope(scope, 'a client key');
+    }
+    const given = digest(token);
+    if (matchIndex(this.#operators, given) !== -1) {
+      if (scope === 'operator' || route.operatorToo) return OPERATOR;
+      throw wrongScope(scope, 'an operator token');
+    }
+    const runner = matchIndex(this.#runners, given);
+    if (runner !== -1) {
+      if (scope === 'runner') return { kind: 'runner', token: runner };
+      throw wrongScope(scope, 'a runner token');
+    }
+    // OpenAI's clients always send some key: an open gateway takes whatever they send.
+    if (scope === 'client' && this.openToClients) return ANONYMOUS;
+    throw new UnauthorizedError(`the bearer token is not ${credentialOf(scope)} of this gateway`);
+  }
+}
+
+function describe(scope: Exclude<Scope, 'public'>): string {
+  return scope === 'client' ? 'this route' : `this ${scope} route`;
+}
+
+function credentialOf(scope: Exclude<Scope, 'public'>): string {
+  return scope === 'client' ? 'a client key' : scope === 'operator' ? 'the operator token' : 'a runner token';
+}
+
+function wrongScope(scope: Exclude<Scope, 'public'>, held: string): ForbiddenError {
+  return new ForbiddenError(`${held} cannot be used on ${describe(scope)}: it needs ${credentialOf(scope)}`);
+}

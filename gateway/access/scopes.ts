@@ -1,0 +1,110 @@
+/**
+ * Who may call which route. Every route of the gateway belongs to exactly one scope, listed in
+ * {@link ROUTE_SCOPES}; the gateway refuses to start with a route the table does not name, so a
+ * new route cannot be added without deciding who may call it.
+ *
+ * - `public`: anyone (health probes).
+ * - `client`: inference calls and the caller's own detached calls, with a client key, or with
+ *   nothing while the gateway is open to clients (no keys configured and none required).
+ * - `operator`: fleet control, the runner list, the queue, metrics, keys.
+ * - `runner`: registration and heartbeats, with a runner token.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { REGISTER_PATH } from '../../runner/protocol.ts';
+import { OPENAI_CALL_ROUTES } from '../call.ts';
+
+/** The kinds of caller a route may be meant for. */
+export type Scope = 'public' | 'client' | 'operator' | 'runner';
+
+/** Per-key limits; each absent limit is no limit. */
+export interface KeyLimits {
+  /** Requests a minute. */
+  readonly requestsPerMinute?: number;
+  /** Prompt and completion tokens a minute. */
+  readonly tokensPerMinute?: number;
+  /** Calls in flight at once (sync and detached). */
+  readonly concurrentCalls?: number;
+  /** Bytes of detached results kept in the store at once. */
+  readonly storedBytes?: number;
+}
+
+/** A client key as the gateway knows it: never the key itself, which only its holder has. */
+export interface ClientKey {
+  /**
+   * A stable id that is not the secret (safe in logs and records): it owns the key's detached
+   * calls, scopes its Idempotency-Keys and names its limit counters.
+   */
+  readonly id: string;
+  /** What the operator called it. */
+  readonly name: string;
+  /** The models the key may call; absent, every model. */
+  readonly models?: readonly string[];
+  readonly limits: KeyLimits;
+}
+
+/** Where client keys are looked up; the key ring (gateway/access/keys.ts) is one. */
+export interface ClientKeys {
+  /** The key a presented bearer token is, or undefined when it is none of them. */
+  lookup(token: string): ClientKey | undefined;
+  /** How many keys there are: a gateway with none is open to clients unless keys are required. */
+  readonly size: number;
+}
+
+/**
+ * Who is calling, as the credential on the request says.
+ * - `anonymous`: no credential (a public route, or a client route while the gateway is open).
+ * - `client`: a client key.
+ * - `operator`: an operator token.
+ * - `runner`: a runner token; `token` is which of the configured runner tokens it is (they are a
+ *   list so that a token can be rotated without downtime), so a runner id stays bound to one.
+ */
+export type Caller =
+  | { readonly kind: 'anonymous' }
+  | { readonly kind: 'client'; readonly key: ClientKey }
+  | { readonly kind: 'operator' }
+  | { readonly kind: 'runner'; readonly token: number };
+
+/** The one anonymous caller. */
+export const ANONYMOUS: Caller = Object.freeze({ kind: 'anonymous' });
+/** The one operator caller. */
+export const OPERATOR: Caller = Object.freeze({ kind: 'operator' });
+
+/** One route of the gateway and who may call it. */
+export interface RouteScope {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** The path as the router has it (Hono's pattern). */
+  readonly path: string;
+  readonly scope: Scope;
+  /**
+   * A client route an operator may also call, on any client's behalf: the detached-call routes,
+   * so that an operator can look into or cancel any call.
+   */
+  readonly operatorToo?: true;
+}
+
+/** Every route of the gateway, with its scope. docs/api.md lists the same table. */
+export const ROUTE_SCOPES: readonly RouteScope[] = [
+  ...Object.keys(OPENAI_CALL_ROUTES).map((path): RouteScope => ({ method: 'POST', path, scope: 'client' })),
+  { method: 'POST', path: '/invoke/:fn', scope: 'client' },
+  { method: 'GET', path: '/v1/models', scope: 'client' },
+  { method: 'GET', path: '/v1/models/:id{.+}', scope: 'client' },
+  { method: 'GET', path: '/v1/calls/:id', scope: 'client', operatorToo: true },
+  { method: 'GET', path: '/v1/calls/:id/result', scope: 'client', operatorToo: true },
+  { method: 'POST', path: '/v1/calls/:id/cancel', scope: 'client', operatorToo: true },
+  { method: 'POST', path: REGISTER_PATH, scope: 'runner' },
+  { method: 'POST', path: '/v1/runners/:id/heartbeat', scope: 'runner' },
+  { method: 'DELETE', path: '/v1/runners/:id', scope: 'runner' },
+  { method: 'GET', path: '/v1/runners', scope: 'operator' },
+  { method: 'POST', path: '/v1/runners/drain', scope: 'operator' },
+  { method: 'POST', path: '/v1/runners/:id/drain', scope: 'operator' },
+  { method: 'GET', path: '/v1/queue', scope: 'operator' },
+  { method: 'GET', path: '/metrics', scope: 'operator' },
+  { method: 'GET', path: '/healthz', scope: 'public' },
+  { method: 'GET', path: '/readyz', scope: 'public' },
+];
+
+/** The gateway's Hono environment: Node's request and response, and who is calling. */
+export type GatewayEnv = {
+  Bindings: { incoming: IncomingMessage; outgoing: ServerResponse };
+  Variables: { caller: Caller };
+};

@@ -1,0 +1,32 @@
+/**
+ * Where a gateway that made its own operator token puts it: a file only its user can read, named
+ * by the port, whose path (never the token) is logged. A token printed to a terminal ends up in
+ * scrollback, CI logs and screenshots; a file readable by its owner alone does not.
+ */
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from '../../placer/kernel/index.ts';
+import type { GatewayConfig } from '../options.ts';
+
+/** The folder the file goes in: $XDG_RUNTIME_DIR/sluice when there is one, else ~/.sluice. */
+export function operatorTokenDir(env: NodeJS.ProcessEnv): string {
+  return env.XDG_RUNTIME_DIR ? join(env.XDG_RUNTIME_DIR, 'sluice') : join(homedir(), '.sluice');
+}
+
+/**
+ * Writes the operator token the gateway made (none was given) to `operator-token-<port>` in
+ * {@link operatorTokenDir}, mode 0600 in a 0700 folder, and logs where. Resolves the path, or
+ * undefined when the token was given (then the operator has it already).
+ */
+export async function keepOperatorToken(config: Pick<GatewayConfig, 'operatorTokens' | 'operatorTokenGenerated'>, port: number, env: NodeJS.ProcessEnv, logger: Logger): Promise<string | undefined> {
+  if (!config.operatorTokenGenerated) return undefined;
+  const dir = operatorTokenDir(env);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const file = join(dir, `operator-token-${port}`);
+  await writeFile(file, `${config.operatorTokens[0]}\n`, { mode: 0o600 });
+  // An older file keeps its mode through writeFile: make sure of it.
+  await chmod(file, 0o600);
+  logger.info('operator token made for this run (no --operator-token given); it is in a file only you can read', { file });
+  return file;
+}
