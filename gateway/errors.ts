@@ -306,7 +306,7 @@ export class ListenerFailedError extends errorClass('GW_LISTENER_FAILED', 500, '
  * calls, or stored detached-result bytes. Answered with Retry-After and, for the per-minute
  * limits, the `x-ratelimit-*` headers; nothing was counted or run.
  */
-export class RateLimitedError extends errorClass('GW_RATE_LIMITED', 429, 'invalid_request_error', GatewayError) {
+export class RateLimitedError extends errorClass('GW_RATE_LIMITED', 429, 'rate_limit_error', GatewayError) {
   constructor(message: string, headers: Record<string, string>) {
     super(message, { headers });
   }

@@ -26,6 +26,8 @@ import type { GatewayPool } from './pool.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../runner/protocol.ts';
 import { newToken } from './access/credentials.ts';
 import type { ClientKeys } from './access/scopes.ts';
+import { createMemoryLimiter } from './access/limits.ts';
+import type { Limiter } from './access/limits.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {
@@ -173,6 +175,17 @@ export interface GatewayOptions extends PlacerOptions {
   clientKeys?: ClientKeys;
   /** Refuse client calls without a valid key even while no key exists (`--require-keys`). @default see gatewayDefaults */
   requireKeys?: boolean;
+  /**
+   * The sliding window of the client keys' requestsPerMinute and tokensPerMinute, in ms: a
+   * minute, shorter only for tests and demonstrations. Used by the limiter the gateway makes.
+   * @default see gatewayDefaults
+   */
+  keyLimitWindow?: number;
+  /**
+   * Where client keys' limits are counted (gateway/access/limits.ts): in memory, or a Redis
+   * limiter shared by several gateways. @default in memory, on the gateway's clock and keyLimitWindow
+   */
+  limiter?: Limiter;
   /** How often registered runners heartbeat, in ms. @default see gatewayDefaults */
   heartbeatInterval?: number;
   /** Missed heartbeats after which a runner is unreachable and not placed on. @default see gatewayDefaults */
@@ -237,6 +250,8 @@ export interface GatewayConfig {
   readonly operatorTokenGenerated: boolean;
   readonly clientKeys: ClientKeys | undefined;
   readonly requireKeys: boolean;
+  readonly keyLimitWindow: number;
+  readonly limiter: Limiter;
   readonly breaker: { readonly threshold: number; readonly openFor: number; readonly closeAfter: number };
   readonly heartbeatInterval: number;
   readonly unreachableAfterMissed: number;
@@ -280,6 +295,7 @@ export const gatewayDefaults = Object.freeze({
   unreachableAfterMissed: 3,
   lostAfter: 30_000,
   requireKeys: false,
+  keyLimitWindow: 60_000,
   logger: silentLogger as Logger,
   clock: systemClock as Clock,
 });
@@ -310,6 +326,7 @@ const gatewayRules = {
   unreachableAfterMissed: rule.integer({ min: 1 }),
   lostAfter: rule.ms(1),
   requireKeys: booleanRule,
+  keyLimitWindow: rule.ms(1),
   logger: rule.logger(),
 };
 
@@ -397,10 +414,18 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     operatorTokens,
     operatorTokenGenerated,
     clientKeys,
+    limiter: limiterOf(options.limiter, checked),
     breaker,
     meterProvider,
     renderMetrics,
   });
+}
+
+/** The limiter given, checked, or an in-memory one on the gateway's clock and window. */
+function limiterOf(given: Limiter | undefined, checked: { clock: Clock; keyLimitWindow: number; retryAfter: number }): Limiter {
+  if (given === undefined) return createMemoryLimiter({ clock: checked.clock, windowMs: checked.keyLimitWindow, retryAfterMs: checked.retryAfter * 1000 });
+  if (typeof given?.admitCall !== 'function' || typeof given.release !== 'function') throw check.fail('limiter must be a Limiter (gateway/access/limits.ts), with admitCall, admitTokens, settle, release, admitStored and addStored');
+  return given;
 }
 
 function runnerUrl(value: unknown): URL {

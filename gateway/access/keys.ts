@@ -14,29 +14,9 @@ import { InvalidBodyError, KeyInFileError, KeyNotFoundError } from '../errors.ts
 import { LIMIT_FIELDS } from './limits.ts';
 import type { KeyLimits } from './limits.ts';
 import type { KeyStore, StoredKey } from './key-store.ts';
+import type { ClientKey, ClientKeys } from './scopes.ts';
 
-export type { KeyLimits } from './limits.ts';
-
-/** What a client key is, once its token matched. Nothing in it is secret. */
-export interface ClientKey {
-  /**
-   * Stable, not secret: the first 16 hex digits of the token's SHA-256. Owner of the key's
-   * detached calls, namespace of its Idempotency-Keys, name of its limit counters.
-   */
-  readonly id: string;
-  readonly name: string;
-  /** The models the key may call; absent means every model. */
-  readonly models?: readonly string[];
-  readonly limits: KeyLimits;
-}
-
-/** Where credentials look client keys up. */
-export interface ClientKeys {
-  /** The key whose token this is, or undefined. */
-  lookup(token: string): ClientKey | undefined;
-  /** How many keys there are: none means clients are not asked for one (unless keys are required). */
-  readonly size: number;
-}
+export type { ClientKey, ClientKeys, KeyLimits } from './scopes.ts';
 
 /** A key as the operator API lists it: never its token, nor its digest. */
 export interface KeyRecord extends ClientKey {

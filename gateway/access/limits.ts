@@ -17,18 +17,10 @@
 import { randomBytes } from 'node:crypto';
 import { systemClock } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
+import type { KeyLimits } from './scopes.ts';
 
-/** A key's limits; an absent one is not enforced. Every value is a positive integer. */
-export interface KeyLimits {
-  /** Calls admitted in any sliding minute. */
-  readonly requestsPerMinute?: number;
-  /** Tokens (estimated at admission, settled from the engine's usage) in any sliding minute. */
-  readonly tokensPerMinute?: number;
-  /** Calls running at once, detached ones included. */
-  readonly concurrentCalls?: number;
-  /** Bytes of detached-call results kept for the key at once (until their TTL). */
-  readonly storedBytes?: number;
-}
+/** A key's limits (scopes.ts): each a positive integer, and an absent one is not enforced. */
+export type { KeyLimits };
 
 /** The names of {@link KeyLimits}, in the order a keys file lists them in messages. */
 export const LIMIT_FIELDS = Object.freeze(['requestsPerMinute', 'tokensPerMinute', 'concurrentCalls', 'storedBytes'] as const);

@@ -15,6 +15,7 @@ import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { reportListening } from './processes.ts';
 import type { Setting } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
+import { clientKeysOptions, keySettings } from './client-keys.ts';
 import { keepOperatorToken } from './operator-token.ts';
 
 /** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
@@ -50,6 +51,7 @@ export const gatewaySettings: readonly Setting[] = [
   g('maxResultBytes', 'integer', 'largest detached result kept, in bytes; a larger one fails its call'),
   g('maxStoredBytes', 'integer', 'bytes of detached results the store keeps until their TTL (shared on one Redis); new detached calls get 503 GW_STORE_FULL when one more would not fit'),
   g('executionHeadroom', 'duration', 'added to detached-placer-timeout + call-timeout for a detached call\'s lifetime'),
+  g('keyLimitWindow', 'duration', 'the sliding window of client keys\' requestsPerMinute and tokensPerMinute: a minute, shorter only for tests and demonstrations'),
 ];
 
 /** Runners that register themselves with the gateway. */
@@ -64,6 +66,7 @@ export const registrationSettings: readonly Setting[] = [
 export const accessSettings: readonly Setting[] = [
   { key: 'operatorToken', type: 'string', secret: true, description: 'token of the operator routes (runner list, drain, queue, /metrics); prefer the environment variable (never shown)', defaultText: 'made at start-up and written to a file only you can read (its path is logged)' },
   { key: 'requireKeys', type: 'boolean', libraryDefault: gatewayDefaults.requireKeys, description: 'refuse client calls without a valid client key even while no key is configured' },
+  ...keySettings,
 ];
 
 /** Where detached calls are kept and where their callbacks may go; not placer or timing settings. */
@@ -128,6 +131,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ...(callbacks ? { callbacks } : {}),
     ...(operatorToken === undefined ? {} : { operatorTokens: [operatorToken] }),
     ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
+    ...(await clientKeysOptions(values, logger, clock)),
     logger,
   };
 }
