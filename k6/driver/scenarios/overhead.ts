@@ -11,7 +11,9 @@
  * land on the same target.
  */
 import { loadavg } from 'node:os';
+import { createMemoryLimiter } from '../../../gateway/access/limits.ts';
 import { latencyChart } from '../chart.ts';
+import { measureKeyCost } from '../key-cost.ts';
 import { startCpuSample } from '../cpu.ts';
 import { LoadClient, runClosedLoop, runOpenLoop } from '../load.ts';
 import type { LoadTarget } from '../load.ts';
@@ -160,7 +162,11 @@ export const overhead: Scenario = {
       write(formatRatios(ratioRows) + '\n\n');
       write(formatCpu(runs) + '\n\n');
       write(formatCpuPerCall(cpuRows) + '\n\n');
-      if (stack.keysGateway) write(formatKeysCost(cpuRows) + '\n\n');
+      if (stack.keysGateway) {
+        write(formatKeysCost(cpuRows) + '\n');
+        const inProcess = await measureKeyCost(createMemoryLimiter(), 200_000);
+        write(`in process, cpu per call: key lookup ${inProcess.lookupUs.toFixed(1)} us, lookup and in-memory limits ${inProcess.limitsUs.toFixed(1)} us\n\n`);
+      }
 
       const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows, cpuPerCall: cpuRows };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.duration / 1000}s per run, ${options.rounds} round(s)`;
