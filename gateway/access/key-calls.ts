@@ -98,6 +98,8 @@ export class KeyCall {
   #tokens: WindowState | undefined;
   #estimate = 0;
   #tail: Buffer | undefined;
+  #previous: Buffer | undefined;
+  #last: Buffer | undefined;
   #closed = false;
 
   constructor(calls: KeyCalls, key: ClientKey, lease: string | undefined, requests: WindowState | undefined) {
@@ -148,9 +150,11 @@ export class KeyCall {
    */
   watch(body: Readable): void {
     if (this.#estimate === 0) return;
+    // The last two chunks, by reference: no copy per chunk of a long stream. An engine writes its
+    // usage in one event, so two chunks hold it whole unless the chunk before it was tiny.
     body.on('data', (chunk: Buffer) => {
-      const tail = this.#tail ? Buffer.concat([this.#tail, chunk]) : chunk;
-      this.#tail = tail.length > USAGE_TAIL_BYTES ? tail.subarray(tail.length - USAGE_TAIL_BYTES) : tail;
+      this.#previous = this.#last;
+      this.#last = chunk;
     });
   }
 
@@ -169,7 +173,8 @@ export class KeyCall {
     this.#closed = true;
     const { id } = this.key;
     const limiter = this.#calls.limiter;
-    const used = this.#tail ? usageTokens(this.#tail) : undefined;
+    const tail = this.#tail ?? joinTail(this.#previous, this.#last);
+    const used = tail ? usageTokens(tail.length > USAGE_TAIL_BYTES ? tail.subarray(tail.length - USAGE_TAIL_BYTES) : tail) : undefined;
     if (this.#estimate > 0 && used !== undefined) {
       const estimated = this.#estimate;
       this.#calls.quietly(() => limiter.settle(id, used, estimated));
@@ -186,20 +191,30 @@ export class KeyCall {
  * stream without `stream_options.include_usage`).
  */
 export function usageTokens(tail: Buffer | string): number | undefined {
-  const text = typeof tail === 'string' ? tail : tail.toString('latin1');
-  const at = text.lastIndexOf('"usage"');
+  const at = tail.lastIndexOf('"usage"');
   if (at < 0) return undefined;
   // Room for the counts and a details object or two; the counts come first in every engine seen.
-  const block = text.slice(at, at + 600);
-  const field = (name: string): number | undefined => {
-    const match = new RegExp(`"${name}"\\s*:\\s*(\\d+)`).exec(block);
-    return match ? Number(match[1]) : undefined;
-  };
-  const total = field('total_tokens');
+  const block = typeof tail === 'string' ? tail.slice(at, at + 600) : tail.toString('latin1', at, at + 600);
+  const total = countOf(TOTAL_TOKENS, block);
   if (total !== undefined) return total;
-  const prompt = field('prompt_tokens');
-  const completion = field('completion_tokens');
+  const prompt = countOf(PROMPT_TOKENS, block);
+  const completion = countOf(COMPLETION_TOKENS, block);
   return prompt === undefined && completion === undefined ? undefined : (prompt ?? 0) + (completion ?? 0);
+}
+
+/** The last USAGE_TAIL_BYTES of two chunks, copying at most that many bytes. */
+function joinTail(previous: Buffer | undefined, last: Buffer | undefined): Buffer | undefined {
+  if (!last || !previous || last.length >= USAGE_TAIL_BYTES) return last;
+  return Buffer.concat([previous.subarray(Math.max(0, previous.length - (USAGE_TAIL_BYTES - last.length))), last]);
+}
+
+const TOTAL_TOKENS = /"total_tokens"\s*:\s*(\d+)/;
+const PROMPT_TOKENS = /"prompt_tokens"\s*:\s*(\d+)/;
+const COMPLETION_TOKENS = /"completion_tokens"\s*:\s*(\d+)/;
+
+function countOf(field: RegExp, block: string): number | undefined {
+  const match = field.exec(block);
+  return match ? Number(match[1]) : undefined;
 }
 
 function refusal(key: ClientKey, admission: Extract<Admission, { kind: 'refused' }>, windows: { requests?: WindowState | undefined; tokens?: WindowState | undefined }): RateLimitedError {
