@@ -23,7 +23,7 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
 });
 
-async function keyedGateway() {
+async function keyedGateway(limits: Record<string, number> = LIMITS) {
   const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
   const { url: engineUrl } = await engine.listen();
   cleanups.push(() => engine.close());
@@ -31,14 +31,14 @@ async function keyedGateway() {
   const { url: runnerUrl } = await runner.listen();
   cleanups.push(() => runner.close({ drainTimeout: 0 }));
   const ring = new KeyRing();
-  ring.setFileKeys(parseKeysFile(JSON.stringify([{ name: 'p', hash: `sha256:${hashToken(TOKEN)}`, limits: LIMITS }]), 'keys.json'));
+  ring.setFileKeys(parseKeysFile(JSON.stringify([{ name: 'p', hash: `sha256:${hashToken(TOKEN)}`, limits }]), 'keys.json'));
   const limiter = createMemoryLimiter({ clock: { now: () => T0 } });
   const gw = createGateway({ runners: [runnerUrl], operatorTokens: ['operator-token-0123456789abcdef'], clientKeys: ring, limiter });
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   const id = ring.lookup(TOKEN)!.id;
   // A zero-token check reads the window without changing it.
-  const remaining = async () => (await limiter.admitTokens(id, LIMITS, 0)).window!.remaining;
+  const remaining = async () => (await limiter.admitTokens(id, limits, 0)).window!.remaining;
   return { url, remaining };
 }
 
@@ -66,5 +66,18 @@ describe('a client key on the call path', () => {
     expect(usage).not.toBeNull();
     expect(Number(usage![1])).not.toBe(estimateTokens(Buffer.byteLength(body)));
     await eventually(async () => (await remaining()) === 1_000_000 - Number(usage![1]), 5000, 'the tokens to be settled from the stream');
+  });
+
+  it("refuses a detached call while the key's stored results fill its storedBytes, and counts each result", async () => {
+    const { url } = await keyedGateway({ storedBytes: 1 });
+    const asKey = { authorization: `Bearer ${TOKEN}`, prefer: 'respond-async' };
+    const made = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), asKey);
+    expect(made.status).toBe(202);
+    await eventually(async () => (await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), asKey)).status === 429, 5000, "the key's stored result to count");
+    const refused = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), asKey);
+    expect(refused.json.error).toMatchObject({ code: 'GW_RATE_LIMITED' });
+    expect(refused.json.error.message).toContain('its storedBytes (1) of detached results kept');
+    // A sync call of the same key is not a stored result: it still runs.
+    expect((await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
   });
 });
