@@ -10,7 +10,7 @@ import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
 import { RunnerConfigError } from './errors.ts';
-import { WIRE_ID_PATTERN, WIRE_ID_RULE } from './protocol.ts';
+import { REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE } from './protocol.ts';
 
 /** How a runner is set up: give `engine` (an engine already running) or `profile` (launch one). */
 export interface RunnerOptions {
@@ -159,7 +159,8 @@ export const runnerDefaults = Object.freeze({
 
 /** How each defaulted option is checked, in the order the first bad one is reported. */
 const runnerRules = {
-  slots: rule.integer({ min: 1 }),
+  // A gateway refuses a registration with more (REGISTRATION_LIMITS): refused here, at start.
+  slots: rule.integer({ min: 1, max: REGISTRATION_LIMITS.slots }),
   engineConnectTimeout: rule.ms(1),
   defaultCallTimeout: rule.ms(1),
   acceptWindow: rule.ms(0),
