@@ -105,6 +105,12 @@ export class UnauthorizedError extends errorClass('GW_UNAUTHORIZED', 401, 'inval
 }
 
 /**
+ * A known credential that may not do this (403): a runner token used for a runner id bound to
+ * another token (see docs/runners.md, "Registration rules").
+ */
+export class ForbiddenError extends errorClass('GW_FORBIDDEN', 403, 'permission_error', GatewayError) {}
+
+/**
  * A fault that was not meant to reach a client (500). The message is always the same: the
  * detail (which may hold anything, a secret included) goes to the log, never to the client.
  */
@@ -294,6 +300,13 @@ export class ListenerFailedError extends errorClass('GW_LISTENER_FAILED', 500, '
 
 /** A gateway option is missing or out of range. */
 export class GatewayConfigError extends errorClass('GW_INVALID_OPTION', 500, 'server_error', GatewayError) {}
+
+/**
+ * A secret file (`--runner-token-file`, `--callback-secret-file`) could not be used: unreadable,
+ * readable by any user of the machine, or holding no secret. A start-up error; the message names
+ * the option and the file, never the content.
+ */
+export class SecretFileError extends errorClass('GW_SECRET_FILE_INVALID', 500, 'server_error', GatewayError) {}
 
 /**
  * A store failure as a client gets it: a SluiceError as it is (STORE_UNAVAILABLE, say), anything

@@ -8,12 +8,29 @@ import type { Context, Hono, MiddlewareHandler } from 'hono';
 import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
-import { InvalidDrainError, InvalidJsonError, RegistrationDisabledError, RunnerNotFoundError, UnauthorizedError } from './errors.ts';
+import { BodyTooLargeError, InvalidDrainError, InvalidJsonError, RegistrationDisabledError, RunnerNotFoundError, UnauthorizedError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
 import type { RunnerEntry } from './runner-entry.ts';
 import type { RunnerRegistry } from './registry.ts';
 
 type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
+
+/**
+ * Largest registration or heartbeat body read, in bytes. A registration at every limit of
+ * REGISTRATION_LIMITS (256 models of 256 characters, in the runner's list, its engines' and its
+ * load) stays well below it.
+ */
+export const MAX_RUNNER_BODY_BYTES = 1024 * 1024;
+
+/** Which runner token (its position in the list) each request that passed {@link runnerAuth} presented. */
+const presentedToken = new WeakMap<IncomingMessage, number>();
+
+/** The position of the runner token a request presented; set by runnerAuth before any handler runs. */
+function tokenOf(c: Context<Env>): number {
+  const token = presentedToken.get(c.env.incoming);
+  if (token === undefined) throw new UnauthorizedError();
+  return token;
+}
 
 /** What GET /v1/runners shows of one runner. */
 function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
@@ -54,11 +71,13 @@ function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
 function runnerAuth(registry: Pick<RunnerRegistry, 'enabled' | 'authorize'>, logger: Logger): MiddlewareHandler<Env> {
   return async function runnerAuth(c, next) {
     if (!registry.enabled) throw new RegistrationDisabledError();
-    if (!registry.authorize(c.req.header('authorization'))) {
+    const token = registry.authorize(c.req.header('authorization'));
+    if (token === undefined) {
       // Logged without the presented token: a near-miss token in a log is a leaked token.
       logger.warn('runner token refused', { method: c.req.method, path: c.req.path, remote: c.env.incoming.socket.remoteAddress });
       throw new UnauthorizedError();
     }
+    presentedToken.set(c.env.incoming, token);
     await next();
   };
 }
@@ -67,22 +86,23 @@ function runnerAuth(registry: Pick<RunnerRegistry, 'enabled' | 'authorize'>, log
 export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: RunnerRegistry, clock: Clock, logger: Logger): void {
   const auth = runnerAuth(registry, logger);
   const body = async (c: Context<Env>): Promise<unknown> => {
+    const text = await boundedText(c.req.raw, MAX_RUNNER_BODY_BYTES);
     try {
-      return await c.req.json();
+      return JSON.parse(text);
     } catch (error) {
       throw new InvalidJsonError(`request body is not valid JSON: ${(error as Error).message}`);
     }
   };
 
-  app.post(REGISTER_PATH, auth, async (c) => c.json(registry.register(await body(c))));
+  app.post(REGISTER_PATH, auth, async (c) => c.json(registry.register(await body(c), tokenOf(c))));
   app.post('/v1/runners/:id/heartbeat', auth, async (c) => {
     const id = c.req.param('id');
-    const answer = registry.heartbeat(id, await body(c));
+    const answer = registry.heartbeat(id, await body(c), tokenOf(c));
     if (!answer) throw unknownRunner(id);
     return c.json(answer);
   });
   app.delete('/v1/runners/:id', auth, (c) => {
-    if (!registry.deregister(c.req.param('id'))) throw unknownRunner(c.req.param('id'));
+    if (!registry.deregister(c.req.param('id'), tokenOf(c))) throw unknownRunner(c.req.param('id'));
     return c.body(null, 204);
   });
   app.post('/v1/runners/drain', auth, (c) => {
@@ -102,6 +122,31 @@ export function registerRunnerRoutes(app: Hono<Env>, pool: FleetPool, registry: 
     const now = clock.now();
     return c.json({ object: 'list', data: pool.runnerList.map((r) => runnerView(r, now)) });
   });
+}
+
+/**
+ * A request body as text, refused with GW_BODY_TOO_LARGE once it passes `limit` bytes, so that a
+ * holder of the runner token cannot make the gateway buffer an unbounded body.
+ */
+async function boundedText(request: Request, limit: number): Promise<string> {
+  const tooLarge = () => new BodyTooLargeError(`a runner request body may be at most ${limit} bytes`);
+  const declared = Number(request.headers.get('content-length') ?? 0);
+  if (declared > limit) throw tooLarge();
+  if (!request.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = request.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function unknownRunner(id: string): RunnerNotFoundError {

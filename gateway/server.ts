@@ -71,7 +71,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   const pool: GatewayPool = config.pool ?? fleet;
   const registry = new RunnerRegistry({
     pool: fleet,
-    token: config.runnerToken,
+    tokens: config.runnerTokens,
+    networks: config.runnerNetworks,
     gatewayId: config.gatewayId,
     heartbeatInterval: config.heartbeatInterval,
     unreachableAfter: config.heartbeatInterval * config.unreachableAfterMissed,
@@ -197,6 +198,8 @@ export function createGateway(options: GatewayOptions): Gateway {
         s.once('error', reject);
         s.listen(port, host, () => resolve(s.address() as AddressInfo));
       });
+      // A runner registering this address would have the gateway call itself.
+      registry.addListener(info.address, info.port);
       s.keepAliveTimeout = 65_000;
       s.headersTimeout = 66_000;
       // Body reads are bounded by bodyReadTimeout; Node's own request timeout would cut streams.

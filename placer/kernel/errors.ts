@@ -7,6 +7,7 @@
 export type ErrorType =
   | 'invalid_request_error'
   | 'not_found_error'
+  | 'permission_error'
   | 'server_error'
   | 'service_unavailable_error'
   | 'timeout_error';

@@ -122,7 +122,7 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       const gateway = await processes.start(
         [
           'gateway', '--port', '0', '--log-level', 'debug',
-          '--callback-allow', receiver.url, '--callback-allow-private',
+          '--callback-allow', receiver.url, '--callback-allow-private', '--runner-networks', '127.0.0.0/8',
           ...(gatewayId ? ['--gateway-id', gatewayId] : []),
           ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl] : []),
         ],

@@ -32,7 +32,7 @@ async function realRunner(id: string): Promise<string> {
 }
 
 async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
-  const gw = createGateway({ runnerToken: TOKEN, heartbeatInterval: 50, unreachableAfterMissed: 2, lostAfter: 400, placerTimeout: 300, ...options });
+  const gw = createGateway({ runnerToken: TOKEN, runnerNetworks: ['127.0.0.0/8'], heartbeatInterval: 50, unreachableAfterMissed: 2, lostAfter: 400, placerTimeout: 300, ...options });
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   return url;
