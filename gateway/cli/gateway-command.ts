@@ -14,6 +14,7 @@ import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { reportListening } from './processes.ts';
 import type { Setting } from './settings.ts';
+import { SettingsError, flagOf } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
 
 /** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
@@ -53,7 +54,9 @@ export const gatewaySettings: readonly Setting[] = [
 
 /** Runners that register themselves with the gateway. */
 export const registrationSettings: readonly Setting[] = [
-  { key: 'runnerToken', type: 'string', secret: true, description: 'shared secret runners present to register (16+ printable ASCII characters, no spaces); prefer the environment variable (never shown)', defaultText: 'none: registration off' },
+  { key: 'runnerToken', type: 'string', secret: true, description: 'shared secret runners present to register (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)', defaultText: 'none: registration off' },
+  { key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'file of runner tokens, one a line, newest first, all accepted (rotation); not readable by other users; instead of --runner-token', defaultText: 'none' },
+  { key: 'runnerNetworks', type: 'list', description: 'CIDR networks registered runner URLs must be in, e.g. 10.0.0.0/8,fd00::/8; loopback, link-local and unspecified addresses are refused unless listed, the gateway\'s own listeners always', defaultText: 'none: any address but those' },
   g('heartbeatInterval', 'duration', 'how often registered runners heartbeat'),
   g('unreachableAfterMissed', 'integer', 'missed heartbeats after which a runner is not placed on'),
   g('lostAfter', 'duration', 'silence after which a registered runner is forgotten'),
@@ -63,7 +66,8 @@ export const registrationSettings: readonly Setting[] = [
 export const detachedSettings: readonly Setting[] = [
   // Which store to make is the command line's own choice (code passes a store object), so it keeps its default here.
   { key: 'store', type: 'string', default: 'memory', secret: 'url', description: 'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)' },
-  { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer the environment variable (never shown)', defaultText: 'none: callbacks off' },
+  { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer --callback-secret-file or the environment variable (never shown)', defaultText: 'none: callbacks off' },
+  { key: 'callbackSecretFile', type: 'string', secret: 'file', description: 'file holding the whsec_ callback secret; not readable by other users; instead of --callback-secret', defaultText: 'none' },
   { key: 'callbackAllow', type: 'list', description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)', defaultText: 'none' },
   { key: 'callbackAllowPrivate', type: 'boolean', libraryDefault: callbackPolicyDefaults.allowPrivate, description: 'let callbacks reach loopback and private addresses (off: SSRF guard)' },
 ];
@@ -79,13 +83,22 @@ export async function gatewayIdOf(values: Record<string, unknown>): Promise<stri
 
 /** The gateway options the settings give: only those given, with the placer, store and callbacks made. */
 export async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
-  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }] = await Promise.all([
+  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecret, readSecretLines }] = await Promise.all([
     import('../../placer/registry.ts'),
     import('../store/index.ts'),
     import('../callbacks/index.ts'),
+    import('../access/secrets.ts'),
   ]);
-  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => key !== 'placer' && key !== 'placerOptions');
-  const secret = values.callbackSecret as string | undefined;
+  const fileKeys = ['placer', 'placerOptions', 'runnerTokenFile'];
+  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => !fileKeys.includes(key));
+  const onlyOne = (key: string, fileKey: string): void => {
+    if (values[key] !== undefined && values[fileKey] !== undefined) throw new SettingsError(`give ${flagOf(key)} or ${flagOf(fileKey)}, not both`);
+  };
+  onlyOne('runnerToken', 'runnerTokenFile');
+  onlyOne('callbackSecret', 'callbackSecretFile');
+  const runnerTokenFile = values.runnerTokenFile as string | undefined;
+  const callbackSecretFile = values.callbackSecretFile as string | undefined;
+  const secret = callbackSecretFile === undefined ? (values.callbackSecret as string | undefined) : readSecret('callbackSecretFile', callbackSecretFile);
   const callbacks = secret
     ? createCallbackSender({
         secret,
@@ -102,6 +115,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   const storeBounds = givenValues(values, ['resultTtl', 'maxStoredBytes']);
   return {
     ...givenValues(values, keys),
+    ...(runnerTokenFile === undefined ? {} : { runnerTokens: readSecretLines('runnerTokenFile', runnerTokenFile) }),
     // Without --placer the gateway makes its default placer, on its own clock.
     ...(placerGiven
       ? {
@@ -128,7 +142,7 @@ export const gateway: Command = {
   settings: [
     port(8080),
     host,
-    { key: 'runners', type: 'list', description: 'static runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002', defaultText: 'none: give --runners, --runner-token, or both' },
+    { key: 'runners', type: 'list', description: 'static runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002', defaultText: 'none: give --runners, --runner-token (or --runner-token-file), or both' },
     ...gatewaySettings,
     ...detachedSettings,
     ...registrationSettings,
