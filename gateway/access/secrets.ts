@@ -9,20 +9,8 @@
  * the file, never its content.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { SecretFileError } from '../errors.ts';
-
-/** How a file system answers the two questions asked of a secret file; tests inject one. */
-export interface SecretFileSystem {
-  /** The file's permission bits (as fs.Stats.mode). */
-  mode(path: string): number;
-  read(path: string): string;
-}
-
-const nodeFileSystem: SecretFileSystem = {
-  mode: (path) => statSync(path).mode,
-  read: (path) => readFileSync(path, 'utf8'),
-};
 
 /** Windows has no mode bits to check: there, access is the file's ACL's business. */
 const CHECK_MODE = process.platform !== 'win32';
@@ -32,15 +20,21 @@ const CHECK_MODE = process.platform !== 'win32';
  * @param option the setting that named the file, for messages (`runnerTokenFile`).
  * @throws {@link SecretFileError} when the file cannot be read, may be read by anyone, or holds none.
  */
-export function readSecretLines(option: string, path: string, fs: SecretFileSystem = nodeFileSystem): string[] {
+export function readSecretLines(option: string, path: string): string[] {
   const fail = (why: string, cause?: unknown): SecretFileError =>
     new SecretFileError(`${option} ${JSON.stringify(path)} ${why}`, cause === undefined ? undefined : { cause });
   if (typeof path !== 'string' || path === '') throw new SecretFileError(`${option} must name a file`);
   let mode: number;
   let text: string;
   try {
-    mode = fs.mode(path);
-    text = fs.read(path);
+    // One open file for both questions: the mode read is the mode of the file read.
+    const fd = openSync(path, 'r');
+    try {
+      mode = fstatSync(fd).mode;
+      text = readFileSync(fd, 'utf8');
+    } finally {
+      closeSync(fd);
+    }
   } catch (cause) {
     // The code only: a message from the file system could quote more than the path.
     throw fail(`cannot be read (${(cause as NodeJS.ErrnoException).code ?? 'error'})`, cause);
@@ -54,16 +48,6 @@ export function readSecretLines(option: string, path: string, fs: SecretFileSyst
     .filter((line) => line !== '' && !line.startsWith('#'));
   if (lines.length === 0) throw fail('holds no secret: every line is blank or a # comment');
   return lines;
-}
-
-/**
- * Reads a file holding one secret.
- * @throws {@link SecretFileError} as {@link readSecretLines} does, and when the file holds more than one.
- */
-export function readSecret(option: string, path: string, fs: SecretFileSystem = nodeFileSystem): string {
-  const lines = readSecretLines(option, path, fs);
-  if (lines.length > 1) throw new SecretFileError(`${option} ${JSON.stringify(path)} holds ${lines.length} lines; it takes one secret`);
-  return lines[0]!;
 }
 
 /**
@@ -95,12 +79,6 @@ export class SecretList {
     });
     return found;
   }
-}
-
-/** True when `a` and `b` are the same secret, compared in constant time. */
-export function sameSecret(a: string, b: string): boolean {
-  // Hashing first gives both sides one length, which timingSafeEqual needs.
-  return timingSafeEqual(digest(a), digest(b));
 }
 
 function digest(secret: string): Buffer {

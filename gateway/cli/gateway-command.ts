@@ -67,7 +67,7 @@ export const detachedSettings: readonly Setting[] = [
   // Which store to make is the command line's own choice (code passes a store object), so it keeps its default here.
   { key: 'store', type: 'string', default: 'memory', secret: 'url', description: 'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)' },
   { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer --callback-secret-file or the environment variable (never shown)', defaultText: 'none: callbacks off' },
-  { key: 'callbackSecretFile', type: 'string', secret: 'file', description: 'file holding the whsec_ callback secret; not readable by other users; instead of --callback-secret', defaultText: 'none' },
+  { key: 'callbackSecretFile', type: 'string', secret: 'file', description: 'file of whsec_ callback secrets, one a line, newest first: each delivery is signed with every one (rotation); not readable by other users; instead of --callback-secret', defaultText: 'none' },
   { key: 'callbackAllow', type: 'list', description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)', defaultText: 'none' },
   { key: 'callbackAllowPrivate', type: 'boolean', libraryDefault: callbackPolicyDefaults.allowPrivate, description: 'let callbacks reach loopback and private addresses (off: SSRF guard)' },
 ];
@@ -83,7 +83,7 @@ export async function gatewayIdOf(values: Record<string, unknown>): Promise<stri
 
 /** The gateway options the settings give: only those given, with the placer, store and callbacks made. */
 export async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
-  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecret, readSecretLines }] = await Promise.all([
+  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecretLines }] = await Promise.all([
     import('../../placer/registry.ts'),
     import('../store/index.ts'),
     import('../callbacks/index.ts'),
@@ -98,7 +98,8 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   onlyOne('callbackSecret', 'callbackSecretFile');
   const runnerTokenFile = values.runnerTokenFile as string | undefined;
   const callbackSecretFile = values.callbackSecretFile as string | undefined;
-  const secret = callbackSecretFile === undefined ? (values.callbackSecret as string | undefined) : readSecret('callbackSecretFile', callbackSecretFile);
+  // A file may hold the new secret and the old one, newest first, while receivers move over.
+  const secret = callbackSecretFile === undefined ? (values.callbackSecret as string | undefined) : readSecretLines('callbackSecretFile', callbackSecretFile);
   const callbacks = secret
     ? createCallbackSender({
         secret,
