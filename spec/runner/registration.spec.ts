@@ -319,6 +319,15 @@ describe('runner registration', () => {
       await expect(runner.listen(0, host)).rejects.toThrow(`advertiseUrl is required with gateways when listening on ${host}`);
       await runner.close({ drainTimeout: 0 });
     }
+    // Gateways refuse host names in a registered URL: refused here, before the engine starts.
+    for (const [options, host, name] of [
+      [{ advertiseUrl: 'http://gpu-node-1:9000' }, '0.0.0.0', 'gpu-node-1'],
+      [{}, 'localhost', 'localhost'],
+    ] as const) {
+      const runner = createRunner({ engine, gateways: ['http://gw:8080'], runnerToken: TOKEN, ...options });
+      await expect(runner.listen(0, host)).rejects.toThrow(`the URL advertised to gateways must name an IP address, not "${name}"`);
+      await runner.close({ drainTimeout: 0 });
+    }
   });
 
   it('registers the advertised URL when listening on 0.0.0.0', async () => {
