@@ -391,8 +391,11 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   });
 }
 
-/** runnerToken or runnerTokens as one list, each token checked; the messages never echo a token. */
-function runnerTokensOf({ runnerToken, runnerTokens }: GatewayOptions): readonly string[] {
+/**
+ * runnerToken or runnerTokens as one list, each token checked; the messages never echo a token.
+ * @throws {@link GatewayConfigError} naming the first bad entry.
+ */
+export function runnerTokensOf({ runnerToken, runnerTokens }: Pick<GatewayOptions, 'runnerToken' | 'runnerTokens'>): readonly string[] {
   if (runnerToken !== undefined && runnerTokens !== undefined) throw check.fail('give runnerToken or runnerTokens, not both');
   if (runnerToken !== undefined) {
     // The same rule the runner applies to the token it presents.

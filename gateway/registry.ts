@@ -40,7 +40,9 @@ export interface RegistryOptions {
 /** Registration, heartbeats, two-stage expiry and drain requests for self-registering runners. */
 export class RunnerRegistry {
   readonly #options: RegistryOptions;
-  readonly #tokens: SecretList;
+  #tokens: SecretList;
+  /** The tokens themselves, only to carry the bindings over a reload. */
+  #tokenList: readonly string[];
   readonly #policy: RunnerAddressPolicy;
   /** Which token (its position in the list) each registered runner id is bound to. */
   readonly #boundTo = new Map<string, number>();
@@ -51,6 +53,7 @@ export class RunnerRegistry {
   constructor(options: RegistryOptions) {
     this.#options = options;
     this.#tokens = new SecretList(options.tokens);
+    this.#tokenList = options.tokens;
     this.#policy = createRunnerAddressPolicy({
       ...(options.networks ? { networks: options.networks } : {}),
       ...(options.localAddresses ? { localAddresses: options.localAddresses } : {}),
@@ -70,6 +73,23 @@ export class RunnerRegistry {
     if (this.#tokens.size === 0 || header === undefined) return undefined;
     const match = /^Bearer (.+)$/.exec(header);
     return match === null ? undefined : this.#tokens.match(match[1]!);
+  }
+
+  /**
+   * Replaces the runner tokens (a rotation step, without a restart). Each binding follows its
+   * token to its new position; a binding to a token no longer listed is void, and the next
+   * request under that id binds it again to the token it presents.
+   */
+  setTokens(tokens: readonly string[]): void {
+    const moved = new Map<string, number>();
+    for (const [id, position] of this.#boundTo) {
+      const now = tokens.indexOf(this.#tokenList[position]!);
+      if (now >= 0) moved.set(id, now);
+    }
+    this.#boundTo.clear();
+    for (const [id, position] of moved) this.#boundTo.set(id, position);
+    this.#tokens = new SecretList(tokens);
+    this.#tokenList = tokens;
   }
 
   /** Records one of this gateway's listeners: a runner URL that reaches it is refused. */
@@ -199,6 +219,8 @@ export class RunnerRegistry {
   #checkBound(id: string, token: number, what: string): void {
     const bound = this.#boundTo.get(id);
     if (bound !== undefined && bound !== token) throw this.#forbidden(id, bound, token, what);
+    // Unbound only after a reload dropped the id's token: bound again to the one presented.
+    if (bound === undefined) this.#boundTo.set(id, token);
   }
 
   /** The refusal of a request under `id` with another token than its own; logged with positions, never tokens. */

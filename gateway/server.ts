@@ -17,9 +17,9 @@ import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
 import { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './call.ts';
 import type { CallRoute } from './call.ts';
-import { InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
+import { GatewayConfigError, InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
 import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './front.ts';
-import { resolveGatewayOptions } from './options.ts';
+import { resolveGatewayOptions, runnerTokensOf } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
 import { FleetPool } from './pool.ts';
 import { RunnerRegistry } from './registry.ts';
@@ -36,6 +36,12 @@ export interface Gateway {
   readonly app: Hono<Env>;
   /** Starts the pool and listens. */
   listen(port?: number, host?: string): Promise<{ url: string; port: number; host: string }>;
+  /**
+   * Replaces the runner tokens, newest first (a rotation step without a restart; registered
+   * runners keep their bindings to tokens still listed).
+   * @throws {@link GatewayConfigError} for a bad list, or on a gateway started without registration.
+   */
+  setRunnerTokens(tokens: readonly string[]): void;
   /**
    * Graceful shutdown: the front gate answers 503, in-flight calls get up to drainTimeout to
    * finish, then runner connections close. Idempotent.
@@ -164,6 +170,11 @@ export function createGateway(options: GatewayOptions): Gateway {
     config,
     pool,
     app,
+    setRunnerTokens(tokens) {
+      if (!registry.enabled) throw new GatewayConfigError('runner tokens cannot be set on a gateway started without registration');
+      registry.setTokens(runnerTokensOf({ runnerTokens: tokens }));
+      log.info('runner tokens replaced', { tokens: tokens.length });
+    },
     async listen(port = 0, host = '127.0.0.1') {
       await pool.start();
       await detached.start();

@@ -137,6 +137,25 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   };
 }
 
+/**
+ * Reads the runner token file again on SIGHUP, so a token is rotated without a restart; a file
+ * that cannot be used then is logged (named, never its content) and the tokens stay as they were.
+ * Returns how to stop listening for the signal.
+ */
+async function reloadRunnerTokensOnHangup(path: string | undefined, gw: { setRunnerTokens(tokens: readonly string[]): void }, logger: Logger): Promise<() => void> {
+  if (path === undefined) return () => {};
+  const { readSecretLines } = await import('../access/secrets.ts');
+  const reload = (): void => {
+    try {
+      gw.setRunnerTokens(readSecretLines('runnerTokenFile', path));
+    } catch (error) {
+      logger.error('runner tokens not reloaded; the previous ones stay', { error: (error as Error).message });
+    }
+  };
+  process.on('SIGHUP', reload);
+  return () => process.off('SIGHUP', reload);
+}
+
 /** `sluice gateway`. */
 export const gateway: Command = {
   summary: 'Runs the gateway in front of static runners (--runners), runners that register themselves (--runner-token), or both.',
@@ -154,9 +173,11 @@ export const gateway: Command = {
     const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
     const { createGateway } = await import('../server.ts');
     const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
+    const stopReloading = await reloadRunnerTokensOnHangup(values.runnerTokenFile as string | undefined, gw, logger);
     const { url } = await gw.listen(values.port as number, values.host as string);
     reportListening(url);
     return async () => {
+      stopReloading();
       await gw.close();
       await telemetry.shutdown();
     };

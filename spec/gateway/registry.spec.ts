@@ -251,6 +251,37 @@ describe('runner tokens as a list, and a runner id bound to its token', () => {
     expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD))).status).toBe(200);
   });
 
+  it('replaces the tokens without a restart, each binding following its token', async () => {
+    const gw = createGateway({ runnerTokens: [OLD], runnerNetworks: ['127.0.0.0/8'], heartbeatInterval: 50, lostAfter: 60_000, unreachableAfterMissed: 1000 });
+    const { url } = await gw.listen();
+    cleanups.push(() => gw.close());
+    await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD));
+    expect((await beat(url, 'a', NEW)).status).toBe(401);
+    // Step 1: the new token joins, first; 'a' stays bound to the old one, now second.
+    gw.setRunnerTokens([NEW, OLD]);
+    expect((await beat(url, 'a', OLD)).status).toBe(200);
+    expect((await beat(url, 'a', NEW)).status).toBe(403);
+    await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('b', 'http://127.0.0.1:10')), as(OLD));
+    // Step 2: 'a' comes back with the new token.
+    expect((await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW))).status).toBe(200);
+    // Step 3: the old token leaves. It is refused; 'b', bound to it, is bound again by its next request.
+    gw.setRunnerTokens([NEW]);
+    expect((await beat(url, 'a', NEW)).status).toBe(200);
+    expect((await beat(url, 'b', OLD)).status).toBe(401);
+    expect((await beat(url, 'b', NEW)).status).toBe(200);
+    expect((await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('c', 'http://127.0.0.1:11')), as(OLD))).status).toBe(401);
+  });
+
+  it('refuses a bad token list, and tokens on a gateway started without registration', async () => {
+    const gw = createGateway({ runnerTokens: [OLD], runnerNetworks: ['127.0.0.0/8'] });
+    expect(() => gw.setRunnerTokens([])).toThrow('runnerTokens must be a non-empty list of tokens');
+    expect(() => gw.setRunnerTokens([NEW, 'too-short'])).toThrow('runnerTokens[1] must be a string of at least 16 printable ASCII characters without spaces');
+    expect(() => gw.setRunnerTokens([NEW, NEW])).toThrow('runnerTokens[1] repeats runnerTokens[0]');
+    const off = createGateway({ runners: ['http://127.0.0.1:9'] });
+    expect(() => off.setRunnerTokens([NEW])).toThrow(expect.objectContaining({ code: 'GW_INVALID_OPTION' }));
+    await Promise.all([gw.close(), off.close()]);
+  });
+
   it('frees the id when its runner is lost', async () => {
     const { gw } = await rotating();
     await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW));
