@@ -117,7 +117,13 @@ export class RunnerRegistry {
     }
     const bound = runner ? this.#boundTo.get(reg.id) : undefined;
     if (bound !== undefined && token > bound) throw this.#forbidden(reg.id, bound, token, 'register');
-    this.#policy.check(url);
+    try {
+      this.#policy.check(url);
+    } catch (error) {
+      // Worth an operator's eye: a token holder pointing the gateway somewhere it must not call.
+      logger.warn('runner registration refused', { runner: reg.id, reason: (error as Error).message });
+      throw error;
+    }
     if (bound !== undefined && token < bound) logger.info('runner moved to a newer token', { runner: reg.id, token, was: bound });
     this.#boundTo.set(reg.id, token);
     if (!runner || runner.url.origin !== url.origin) {

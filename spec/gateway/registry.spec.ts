@@ -154,8 +154,9 @@ describe('draining the whole fleet', () => {
 });
 
 describe('the registration address policy, over the wire', () => {
-  it('refuses the metadata address, a hostname and the gateway\'s own port, naming the field, and keeps none of them', async () => {
-    const gw = await gateway();
+  it('refuses the metadata address, a hostname and the gateway\'s own port, naming the field, logged, and keeps none of them', async () => {
+    const lines: string[] = [];
+    const gw = await gateway({ logger: createJsonLogger({ write: (line) => lines.push(line) }) });
     const own = new URL(gw);
     for (const [url, why] of [
       ['http://169.254.169.254:80', /169\.254\.169\.254 is not in --runner-networks/],
@@ -169,6 +170,9 @@ describe('the registration address policy, over the wire', () => {
       expect(res.json.error.message).toMatch(why);
     }
     expect(await runners(gw)).toEqual([]);
+    const refused = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'runner registration refused');
+    expect(refused).toHaveLength(3);
+    expect(refused[0]).toMatchObject({ level: 'warn', runner: 'sink', reason: expect.stringContaining('169.254.169.254') });
   });
 
   it('refuses loopback by default, when --runner-networks does not list it', async () => {
