@@ -17,10 +17,10 @@ type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } }
 
 /**
  * Largest registration or heartbeat body read, in bytes. A registration at every limit of
- * REGISTRATION_LIMITS (256 models of 256 characters, in the runner's list, its engines' and its
- * load) stays well below it.
+ * REGISTRATION_LIMITS (256 names of 256 characters in the runner's models, in each of 16 engines'
+ * and in its load) is about 1.2 MB; a real one, a few KiB.
  */
-export const MAX_RUNNER_BODY_BYTES = 1024 * 1024;
+export const MAX_RUNNER_BODY_BYTES = 2 * 1024 * 1024;
 
 /** Which runner token (its position in the list) each request that passed {@link runnerAuth} presented. */
 const presentedToken = new WeakMap<IncomingMessage, number>();

@@ -184,9 +184,20 @@ describe('the registration address policy, over the wire', () => {
     expect(metadata.json.error.message).toMatch(/169\.254\.169\.254 is a link-local address/);
   });
 
-  it('refuses a body over 1 MiB with 413 before parsing it', async () => {
+  it('takes a registration at every field limit, which fits the body limit', async () => {
     const gw = await gateway();
-    const big = JSON.stringify({ ...registration('big', 'http://127.0.0.1:9'), padding: 'x'.repeat(1024 * 1024) });
+    const models = Array.from({ length: 256 }, (_, i) => `${i}-`.padEnd(256, 'm'));
+    const engines = Array.from({ length: 16 }, (_, i) => ({ kind: 'sim', url: `http://127.0.0.1:${20_000 + i}`, models, state: 'ready' }));
+    const perModel = Object.fromEntries(models.map((m) => [m, { running: 65_536, waiting: 65_536 }]));
+    const body = JSON.stringify({ ...registration('widest', 'http://127.0.0.1:9'), models, engines, slots: 65_536, load: { ...load, slots: 65_536, slotsInUse: 65_536, models: perModel } });
+    expect(body.length).toBeGreaterThan(1024 * 1024);
+    const res = await postJson(`${gw}${REGISTER_PATH}`, body, auth);
+    expect(res.status).toBe(200);
+  });
+
+  it('refuses a body over 2 MiB with 413 before parsing it', async () => {
+    const gw = await gateway();
+    const big = JSON.stringify({ ...registration('big', 'http://127.0.0.1:9'), padding: 'x'.repeat(2 * 1024 * 1024) });
     const res = await postJson(`${gw}${REGISTER_PATH}`, big, auth);
     expect(res.status).toBe(413);
     expect(res.json.error.code).toBe('GW_BODY_TOO_LARGE');
