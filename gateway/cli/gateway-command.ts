@@ -89,8 +89,9 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     import('../callbacks/index.ts'),
     import('../access/secrets.ts'),
   ]);
-  const fileKeys = ['placer', 'placerOptions', 'runnerTokenFile'];
-  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => !fileKeys.includes(key));
+  // Settings that are not gateway options of the same name: made or read below.
+  const madeHere = ['placer', 'placerOptions', 'runnerTokenFile'];
+  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => !madeHere.includes(key));
   const onlyOne = (key: string, fileKey: string): void => {
     if (values[key] !== undefined && values[fileKey] !== undefined) throw new SettingsError(`give ${flagOf(key)} or ${flagOf(fileKey)}, not both`);
   };
