@@ -4,7 +4,8 @@
  * one can also come from a file that only the service's user may read.
  *
  * A secret file is read once, at start-up. Its lines are trimmed; blank lines and lines starting
- * with `#` are skipped, so a file can carry a comment about where its secrets come from. A file
+ * with `#` are skipped, so a file can carry a comment about where its secrets come from (and a
+ * secret in a file cannot start with `#`; generated tokens and `whsec_` secrets never do). A file
  * that anyone on the machine may read, or that holds no secret, is refused with a message naming
  * the file, never its content.
  */
