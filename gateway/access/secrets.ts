@@ -4,11 +4,10 @@
  * one can also come from a file that only the service's user may read.
  *
  * A secret file is read at start-up (a gateway reads its runner tokens again on SIGHUP). Its
- * lines are trimmed; blank lines and lines starting
- * with `#` are skipped, so a file can carry a comment about where its secrets come from (and a
- * secret in a file cannot start with `#`; generated tokens and `whsec_` secrets never do). A file
- * that anyone on the machine may read, or that holds no secret, is refused with a message naming
- * the file, never its content.
+ * lines are trimmed; blank lines and lines starting with `#` are skipped, so a file can carry a
+ * comment about where its secrets come from (and a secret in a file cannot start with `#`;
+ * generated tokens and `whsec_` secrets never do). A file that anyone on the machine may read, or
+ * that holds no secret, is refused with a message naming the file, never its content.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
