@@ -26,6 +26,7 @@ import type { GatewayPool } from './pool.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../runner/protocol.ts';
 import { newToken } from './access/credentials.ts';
 import type { ClientKeys } from './access/scopes.ts';
+import { compileNetworks } from './callbacks/address.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {
@@ -173,6 +174,19 @@ export interface GatewayOptions extends PlacerOptions {
   clientKeys?: ClientKeys;
   /** Refuse client calls without a valid key even while no key exists (`--require-keys`). @default see gatewayDefaults */
   requireKeys?: boolean;
+  /**
+   * Runner tokens, newest first, all accepted at once so that one can be rotated without
+   * downtime (`--runner-token-file`, one a line); instead of runnerToken. A runner id is bound to
+   * the token it registered with (docs/runners.md, "Registration rules").
+   */
+  runnerTokens?: readonly string[];
+  /**
+   * CIDR networks registered runner URLs must be in (`--runner-networks`). Without it any
+   * address is taken but loopback, link-local (the metadata address), unspecified, multicast
+   * and reserved ones; a listed network holding one of those allows it. This gateway's own
+   * listeners are refused always. @default none
+   */
+  runnerNetworks?: readonly string[];
   /** How often registered runners heartbeat, in ms. @default see gatewayDefaults */
   heartbeatInterval?: number;
   /** Missed heartbeats after which a runner is unreachable and not placed on. @default see gatewayDefaults */
@@ -230,6 +244,7 @@ export interface GatewayConfig {
   readonly maxStoredBytes: number;
   readonly executionHeadroom: number;
   readonly callbacks: CallbackDelivery | undefined;
+  /** The first of runnerTokens: the one runners are given. */
   readonly runnerToken: string | undefined;
   /** At least one; the first is the one made at start-up when none was given. */
   readonly operatorTokens: readonly string[];
@@ -237,6 +252,9 @@ export interface GatewayConfig {
   readonly operatorTokenGenerated: boolean;
   readonly clientKeys: ClientKeys | undefined;
   readonly requireKeys: boolean;
+  /** Every runner token accepted, newest first; empty when registration is off. */
+  readonly runnerTokens: readonly string[];
+  readonly runnerNetworks: readonly string[];
   readonly breaker: { readonly threshold: number; readonly openFor: number; readonly closeAfter: number };
   readonly heartbeatInterval: number;
   readonly unreachableAfterMissed: number;
@@ -334,25 +352,29 @@ export function newGatewayId(): string {
 
 /** Applies defaults and validates; throws {@link GatewayConfigError} naming the first bad option. */
 export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
-  const { runners = [], pool, runnerToken, overrideCall, listeners = [], gatewayId = newGatewayId(), callbacks, renderMetrics } = options;
+  const { runners = [], pool, overrideCall, listeners = [], gatewayId = newGatewayId(), callbacks, renderMetrics, runnerNetworks = [] } = options;
   const { meterProvider = metrics.getMeterProvider() } = options;
   const placerConfig = resolvePlacerConfig(options);
   if (!Array.isArray(runners)) throw check.fail(`runners must be a list of URLs, got ${JSON.stringify(runners)}`);
   const urls = runners.map((r) => runnerUrl(r));
-  if (urls.length === 0 && pool === undefined && runnerToken === undefined) {
+  const runnerTokens = runnerTokensOf(options);
+  if (urls.length === 0 && pool === undefined && runnerTokens.length === 0) {
     throw check.fail('runners must list at least one runner URL, or set runnerToken so runners can register');
   }
-  if (runnerToken !== undefined && pool !== undefined) {
+  if (runnerTokens.length > 0 && pool !== undefined) {
     throw check.fail('runnerToken cannot be used with a custom pool: a custom pool manages its own runners');
   }
-  // The same rule the runner applies to the token it presents; the message never echoes it.
-  if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
   const { operatorTokens: givenOperatorTokens = [], clientKeys } = options;
   if (!Array.isArray(givenOperatorTokens)) throw check.fail('operatorTokens must be a list of tokens');
   givenOperatorTokens.forEach((token, i) => check.runnerToken(`operatorTokens[${i}]`, token));
   if (clientKeys !== undefined && typeof clientKeys.lookup !== 'function') throw check.fail('clientKeys must have a lookup(token) method');
   const operatorTokenGenerated = givenOperatorTokens.length === 0;
   const operatorTokens = Object.freeze(operatorTokenGenerated ? [newToken('sluice-op-')] : [...givenOperatorTokens]);
+  try {
+    compileNetworks(runnerNetworks, 'runnerNetworks');
+  } catch (error) {
+    throw check.fail((error as Error).message, 'runnerNetworks');
+  }
   // The placer is made below, from the default's name or as given; the rest is checked here.
   const checked = check.resolve(gatewayDefaults, gatewayRules, { ...options, placer: undefined });
   // The default placer gets the gateway's clock, as --placer's do through loadPlacer.
@@ -393,14 +415,36 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     store,
     gatewayId,
     callbacks,
-    runnerToken,
     operatorTokens,
     operatorTokenGenerated,
     clientKeys,
+    runnerToken: runnerTokens[0],
+    runnerTokens,
+    runnerNetworks: Object.freeze([...runnerNetworks]),
     breaker,
     meterProvider,
     renderMetrics,
   });
+}
+
+/**
+ * runnerToken or runnerTokens as one list, each token checked; the messages never echo a token.
+ * @throws {@link GatewayConfigError} naming the first bad entry.
+ */
+export function runnerTokensOf({ runnerToken, runnerTokens }: Pick<GatewayOptions, 'runnerToken' | 'runnerTokens'>): readonly string[] {
+  if (runnerToken !== undefined && runnerTokens !== undefined) throw check.fail('give runnerToken or runnerTokens, not both');
+  if (runnerToken !== undefined) {
+    // The same rule the runner applies to the token it presents.
+    check.runnerToken('runnerToken', runnerToken);
+    return Object.freeze([runnerToken]);
+  }
+  if (runnerTokens === undefined) return Object.freeze([]);
+  if (!Array.isArray(runnerTokens) || runnerTokens.length === 0) throw check.fail('runnerTokens must be a non-empty list of tokens');
+  runnerTokens.forEach((token, i) => {
+    check.runnerToken(`runnerTokens[${i}]`, token);
+    if (runnerTokens.indexOf(token) !== i) throw check.fail(`runnerTokens[${i}] repeats runnerTokens[${runnerTokens.indexOf(token)}]`);
+  });
+  return Object.freeze([...runnerTokens]);
 }
 
 function runnerUrl(value: unknown): URL {
