@@ -109,7 +109,8 @@ export class UnauthorizedError extends errorClass('GW_UNAUTHORIZED', 401, 'inval
 
 /**
  * A known credential used where it does not belong (403): a client key on an operator route, a
- * runner token on a client route, a key calling a model outside its allow-list.
+ * runner token on a client route, a key calling a model outside its allow-list, a runner token
+ * used for a runner id bound to another token (docs/runners.md, "Registration rules").
  */
 export class ForbiddenError extends errorClass('GW_FORBIDDEN', 403, 'permission_error', GatewayError) {}
 
@@ -327,6 +328,13 @@ export class KeysFileError extends errorClass('GW_INVALID_KEYS_FILE', 500, 'serv
 
 /** A gateway option is missing or out of range. */
 export class GatewayConfigError extends errorClass('GW_INVALID_OPTION', 500, 'server_error', GatewayError) {}
+
+/**
+ * A secret file (`--runner-token-file`, `--callback-secret-file`) could not be used: unreadable,
+ * readable by any user of the machine, or holding no secret. A start-up error; the message names
+ * the option and the file, never the content.
+ */
+export class SecretFileError extends errorClass('GW_SECRET_FILE_INVALID', 500, 'server_error', GatewayError) {}
 
 /**
  * A store failure as a client gets it: a SluiceError as it is (STORE_UNAVAILABLE, say), anything

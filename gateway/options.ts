@@ -28,6 +28,7 @@ import { newToken } from './access/credentials.ts';
 import type { ClientKeys } from './access/scopes.ts';
 import { createMemoryLimiter } from './access/limits.ts';
 import type { Limiter } from './access/limits.ts';
+import { compileNetworks } from './callbacks/address.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {
@@ -186,6 +187,19 @@ export interface GatewayOptions extends PlacerOptions {
    * limiter shared by several gateways. @default in memory, on the gateway's clock and keyLimitWindow
    */
   limiter?: Limiter;
+  /**
+   * Runner tokens, newest first, all accepted at once so that one can be rotated without
+   * downtime (`--runner-token-file`, one a line); instead of runnerToken. A runner id is bound to
+   * the token it registered with (docs/runners.md, "Registration rules").
+   */
+  runnerTokens?: readonly string[];
+  /**
+   * CIDR networks registered runner URLs must be in (`--runner-networks`). Without it any
+   * address is taken but loopback, link-local (the metadata address), unspecified, multicast
+   * and reserved ones; a listed network holding one of those allows it. This gateway's own
+   * listeners are refused always. @default none
+   */
+  runnerNetworks?: readonly string[];
   /** How often registered runners heartbeat, in ms. @default see gatewayDefaults */
   heartbeatInterval?: number;
   /** Missed heartbeats after which a runner is unreachable and not placed on. @default see gatewayDefaults */
@@ -243,6 +257,7 @@ export interface GatewayConfig {
   readonly maxStoredBytes: number;
   readonly executionHeadroom: number;
   readonly callbacks: CallbackDelivery | undefined;
+  /** The first of runnerTokens: the one runners are given. */
   readonly runnerToken: string | undefined;
   /** At least one; the first is the one made at start-up when none was given. */
   readonly operatorTokens: readonly string[];
@@ -252,6 +267,9 @@ export interface GatewayConfig {
   readonly requireKeys: boolean;
   readonly keyLimitWindow: number;
   readonly limiter: Limiter;
+  /** Every runner token accepted, newest first; empty when registration is off. */
+  readonly runnerTokens: readonly string[];
+  readonly runnerNetworks: readonly string[];
   readonly breaker: { readonly threshold: number; readonly openFor: number; readonly closeAfter: number };
   readonly heartbeatInterval: number;
   readonly unreachableAfterMissed: number;
@@ -351,25 +369,29 @@ export function newGatewayId(): string {
 
 /** Applies defaults and validates; throws {@link GatewayConfigError} naming the first bad option. */
 export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
-  const { runners = [], pool, runnerToken, overrideCall, listeners = [], gatewayId = newGatewayId(), callbacks, renderMetrics } = options;
+  const { runners = [], pool, overrideCall, listeners = [], gatewayId = newGatewayId(), callbacks, renderMetrics, runnerNetworks = [] } = options;
   const { meterProvider = metrics.getMeterProvider() } = options;
   const placerConfig = resolvePlacerConfig(options);
   if (!Array.isArray(runners)) throw check.fail(`runners must be a list of URLs, got ${JSON.stringify(runners)}`);
   const urls = runners.map((r) => runnerUrl(r));
-  if (urls.length === 0 && pool === undefined && runnerToken === undefined) {
+  const runnerTokens = runnerTokensOf(options);
+  if (urls.length === 0 && pool === undefined && runnerTokens.length === 0) {
     throw check.fail('runners must list at least one runner URL, or set runnerToken so runners can register');
   }
-  if (runnerToken !== undefined && pool !== undefined) {
+  if (runnerTokens.length > 0 && pool !== undefined) {
     throw check.fail('runnerToken cannot be used with a custom pool: a custom pool manages its own runners');
   }
-  // The same rule the runner applies to the token it presents; the message never echoes it.
-  if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
   const { operatorTokens: givenOperatorTokens = [], clientKeys } = options;
   if (!Array.isArray(givenOperatorTokens)) throw check.fail('operatorTokens must be a list of tokens');
   givenOperatorTokens.forEach((token, i) => check.runnerToken(`operatorTokens[${i}]`, token));
   if (clientKeys !== undefined && typeof clientKeys.lookup !== 'function') throw check.fail('clientKeys must have a lookup(token) method');
   const operatorTokenGenerated = givenOperatorTokens.length === 0;
   const operatorTokens = Object.freeze(operatorTokenGenerated ? [newToken('sluice-op-')] : [...givenOperatorTokens]);
+  try {
+    compileNetworks(runnerNetworks, 'runnerNetworks');
+  } catch (error) {
+    throw check.fail((error as Error).message, 'runnerNetworks');
+  }
   // The placer is made below, from the default's name or as given; the rest is checked here.
   const checked = check.resolve(gatewayDefaults, gatewayRules, { ...options, placer: undefined });
   // The default placer gets the gateway's clock, as --placer's do through loadPlacer.
@@ -410,11 +432,13 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     store,
     gatewayId,
     callbacks,
-    runnerToken,
     operatorTokens,
     operatorTokenGenerated,
     clientKeys,
     limiter: limiterOf(options.limiter, checked),
+    runnerToken: runnerTokens[0],
+    runnerTokens,
+    runnerNetworks: Object.freeze([...runnerNetworks]),
     breaker,
     meterProvider,
     renderMetrics,
@@ -426,6 +450,26 @@ function limiterOf(given: Limiter | undefined, checked: { clock: Clock; keyLimit
   if (given === undefined) return createMemoryLimiter({ clock: checked.clock, windowMs: checked.keyLimitWindow, retryAfterMs: checked.retryAfter * 1000 });
   if (typeof given?.admitCall !== 'function' || typeof given.release !== 'function') throw check.fail('limiter must be a Limiter (gateway/access/limits.ts), with admitCall, admitTokens, settle, release, admitStored and addStored');
   return given;
+}
+
+/**
+ * runnerToken or runnerTokens as one list, each token checked; the messages never echo a token.
+ * @throws {@link GatewayConfigError} naming the first bad entry.
+ */
+export function runnerTokensOf({ runnerToken, runnerTokens }: Pick<GatewayOptions, 'runnerToken' | 'runnerTokens'>): readonly string[] {
+  if (runnerToken !== undefined && runnerTokens !== undefined) throw check.fail('give runnerToken or runnerTokens, not both');
+  if (runnerToken !== undefined) {
+    // The same rule the runner applies to the token it presents.
+    check.runnerToken('runnerToken', runnerToken);
+    return Object.freeze([runnerToken]);
+  }
+  if (runnerTokens === undefined) return Object.freeze([]);
+  if (!Array.isArray(runnerTokens) || runnerTokens.length === 0) throw check.fail('runnerTokens must be a non-empty list of tokens');
+  runnerTokens.forEach((token, i) => {
+    check.runnerToken(`runnerTokens[${i}]`, token);
+    if (runnerTokens.indexOf(token) !== i) throw check.fail(`runnerTokens[${i}] repeats runnerTokens[${runnerTokens.indexOf(token)}]`);
+  });
+  return Object.freeze([...runnerTokens]);
 }
 
 function runnerUrl(value: unknown): URL {

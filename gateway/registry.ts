@@ -4,19 +4,27 @@
  * arrive, marks it unreachable (not placed on) after a few are missed, and forgets it (lost)
  * after a longer silence: a lost stream is not yet a lost node.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import { parseHeartbeat, parseRegistration } from '../runner/protocol.ts';
 import type { HeartbeatAnswer, Parsed, RegistrationAccepted } from '../runner/protocol.ts';
-import { InvalidRegistrationError } from './errors.ts';
+import { ForbiddenError, InvalidRegistrationError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
+import { createRunnerAddressPolicy } from './registration-policy.ts';
+import type { RunnerAddressPolicy } from './registration-policy.ts';
 
 /** Settings of the registry. */
 export interface RegistryOptions {
   pool: FleetPool;
-  /** The shared secret runners present; registration is off without one. */
-  token: string | undefined;
+  /**
+   * The runner tokens this gateway accepts, newest first; registration is off without one. A
+   * runner id is bound to the token it registered with (see {@link RunnerRegistry.register}).
+   */
+  tokens: readonly string[];
+  /** CIDR networks registered runner URLs must be in; see createRunnerAddressPolicy. @default none: any but the refused ranges */
+  networks?: readonly string[];
+  /** This machine's interface addresses, for the own-listener check. @default from os.networkInterfaces() */
+  localAddresses?: () => readonly string[];
   gatewayId: string;
   /** Interval runners are told to heartbeat at, ms. */
   heartbeatInterval: number;
@@ -31,29 +39,65 @@ export interface RegistryOptions {
 /** Registration, heartbeats, two-stage expiry and drain requests for self-registering runners. */
 export class RunnerRegistry {
   readonly #options: RegistryOptions;
-  readonly #tokenDigest: Buffer | undefined;
+  /**
+   * The runner tokens, only to carry the bindings over a reload: they are checked by the
+   * gateway's credentials (gateway/access/credentials.ts), which name the position of the one
+   * presented.
+   */
+  #tokenList: readonly string[];
+  readonly #policy: RunnerAddressPolicy;
+  /** Which token (its position in the list) each registered runner id is bound to. */
+  readonly #boundTo = new Map<string, number>();
   #sweeper: NodeJS.Timeout | undefined;
   readonly #drains = new Set<NodeJS.Timeout>();
 
+  /** @throws {@link GatewayConfigError} for a bad network. */
   constructor(options: RegistryOptions) {
     this.#options = options;
-    this.#tokenDigest = options.token === undefined ? undefined : digest(options.token);
+    this.#tokenList = options.tokens;
+    this.#policy = createRunnerAddressPolicy({
+      ...(options.networks ? { networks: options.networks } : {}),
+      ...(options.localAddresses ? { localAddresses: options.localAddresses } : {}),
+    });
   }
 
   /** True when registration is configured (a runner token is set). */
   get enabled(): boolean {
-    return this.#tokenDigest !== undefined;
+    return this.#tokenList.length > 0;
   }
 
-  /** Checks `authorization: Bearer <token>` in constant time. */
-  authorize(header: string | undefined): boolean {
-    if (!this.#tokenDigest || header === undefined) return false;
-    const match = /^Bearer (.+)$/.exec(header);
-    return match !== null && timingSafeEqual(digest(match[1]!), this.#tokenDigest);
+  /**
+   * Replaces the runner tokens (a rotation step, without a restart). Each binding follows its
+   * token to its new position; a binding to a token no longer listed is void, and the next
+   * request under that id binds it again to the token it presents.
+   */
+  setTokens(tokens: readonly string[]): void {
+    const moved = new Map<string, number>();
+    for (const [id, position] of this.#boundTo) {
+      const now = tokens.indexOf(this.#tokenList[position]!);
+      if (now >= 0) moved.set(id, now);
+    }
+    this.#boundTo.clear();
+    for (const [id, position] of moved) this.#boundTo.set(id, position);
+    this.#tokenList = tokens;
   }
 
-  /** Adds or refreshes a runner; a runner that comes back with a new URL is replaced. */
-  register(body: unknown): RegistrationAccepted {
+  /** Records one of this gateway's listeners: a runner URL that reaches it is refused. */
+  addListener(address: string, port: number): void {
+    this.#policy.addListener(address, port);
+  }
+
+  /**
+   * Adds or refreshes a runner; a runner that comes back with a new URL is replaced. The id is
+   * bound to `token`, the position of the runner token the request presented: while the id is
+   * registered, it may register again only with that token or a newer one (listed before it,
+   * which moves the binding there), and heartbeat or leave only with the one it is bound to.
+   * A runner restarted with a rotated token so comes back at once, while the holder of an older
+   * token cannot take over an id bound to a newer one.
+   * @throws {@link ForbiddenError} for an id bound to another token;
+   *   {@link InvalidRegistrationError} for a bad body or a URL the address policy refuses.
+   */
+  register(body: unknown, token: number): RegistrationAccepted {
     const reg = accepted(parseRegistration(body));
     const { pool, logger } = this.#options;
     const url = new URL(reg.url);
@@ -61,6 +105,17 @@ export class RunnerRegistry {
     if (runner && !runner.registration) {
       throw new InvalidRegistrationError(`runner id ${JSON.stringify(reg.id)} is already a static runner of this gateway`);
     }
+    const bound = runner ? this.#boundTo.get(reg.id) : undefined;
+    if (bound !== undefined && token > bound) throw this.#forbidden(reg.id, bound, token, 'register');
+    try {
+      this.#policy.check(url);
+    } catch (error) {
+      // Worth an operator's eye: a token holder pointing the gateway somewhere it must not call.
+      logger.warn('runner registration refused', { runner: reg.id, reason: (error as Error).message });
+      throw error;
+    }
+    if (bound !== undefined && token < bound) logger.info('runner moved to a newer token', { runner: reg.id, token, was: bound });
+    this.#boundTo.set(reg.id, token);
     if (!runner || runner.url.origin !== url.origin) {
       runner = pool.createRunner(url, reg.id);
       const old = pool.add(runner);
@@ -71,21 +126,30 @@ export class RunnerRegistry {
     return { gatewayId: this.#options.gatewayId, heartbeatInterval: this.#options.heartbeatInterval };
   }
 
-  /** Records a heartbeat; undefined when the runner is unknown (it must register again). */
-  heartbeat(id: string, body: unknown): HeartbeatAnswer | undefined {
+  /**
+   * Records a heartbeat; undefined when the runner is unknown (it must register again).
+   * @throws {@link ForbiddenError} when `token` is not the one the id is bound to.
+   */
+  heartbeat(id: string, body: unknown, token: number): HeartbeatAnswer | undefined {
     const runner = this.#options.pool.get(id);
     const reg = runner?.registration;
     if (!runner || !reg) return undefined;
+    this.#checkBound(id, token, 'heartbeat');
     const hb = accepted(parseHeartbeat(body));
     if (reg.state === 'unreachable') this.#options.logger.info('runner back', { runner: id });
     runner.heartbeat(hb);
     return { drain: reg.drainRequested };
   }
 
-  /** Removes a runner that left; false when unknown. */
-  deregister(id: string): boolean {
+  /**
+   * Removes a runner that left; false when unknown.
+   * @throws {@link ForbiddenError} when `token` is not the one the id is bound to.
+   */
+  deregister(id: string, token: number): boolean {
     const runner = this.#options.pool.get(id);
     if (!runner?.registration) return false;
+    this.#checkBound(id, token, 'deregister');
+    this.#boundTo.delete(id);
     this.#options.pool.remove(id);
     void runner.close();
     this.#options.logger.info('runner deregistered', { runner: id });
@@ -138,6 +202,7 @@ export class RunnerRegistry {
       const silence = now - reg.lastSeen;
       if (silence > lostAfter) {
         pool.remove(runner.id);
+        this.#boundTo.delete(runner.id);
         void runner.close(true);
         logger.warn('runner lost', { runner: runner.id, silenceMs: Math.round(silence) });
       } else if (silence > unreachableAfter && reg.state === 'live') {
@@ -147,15 +212,25 @@ export class RunnerRegistry {
     }
   }
 
+  #checkBound(id: string, token: number, what: string): void {
+    const bound = this.#boundTo.get(id);
+    if (bound !== undefined && bound !== token) throw this.#forbidden(id, bound, token, what);
+    // Unbound only after a reload dropped the id's token: bound again to the one presented.
+    if (bound === undefined) this.#boundTo.set(id, token);
+  }
+
+  /** The refusal of a request under `id` with another token than its own; logged with positions, never tokens. */
+  #forbidden(id: string, bound: number, token: number, what: string): ForbiddenError {
+    this.#options.logger.warn('runner id bound to another token', { runner: id, request: what, token, boundTo: bound });
+    return new ForbiddenError(
+      `runner id ${JSON.stringify(id)} is registered under another runner token; ${what === 'register' ? 'register it with that token or a newer one' : 'use the token it registered with, or register again'}`,
+    );
+  }
+
   close(): void {
     clearInterval(this.#sweeper);
     for (const timer of this.#drains) clearTimeout(timer);
   }
-}
-
-function digest(token: string): Buffer {
-  // Hashing first gives both sides one length, which timingSafeEqual needs.
-  return createHash('sha256').update(token).digest();
 }
 
 /** The wire check's verdict, or the gateway's 400 for a body that is not what the wire says. */

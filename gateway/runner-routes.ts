@@ -8,10 +8,25 @@ import type { Context, Hono } from 'hono';
 import type { Clock } from '../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
 import type { GatewayEnv } from './access/scopes.ts';
-import { InvalidDrainError, InvalidJsonError, RunnerNotFoundError } from './errors.ts';
+import { BodyTooLargeError, InvalidDrainError, InvalidJsonError, RunnerNotFoundError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
 import type { RunnerEntry } from './runner-entry.ts';
 import type { RunnerRegistry } from './registry.ts';
+
+/**
+ * Largest registration or heartbeat body read, in bytes. A registration at every limit of
+ * REGISTRATION_LIMITS (256 names of 256 characters in the runner's models, in each of 16 engines'
+ * and in its load) is about 1.2 MB; a real one, a few KiB.
+ */
+export const MAX_RUNNER_BODY_BYTES = 2 * 1024 * 1024;
+
+/** The position of the runner token a request presented, as the access guard admitted it. */
+function tokenOf(c: Context<GatewayEnv>): number {
+  const caller = c.get('caller');
+  // The route table makes these routes the runner scope's: nothing else reaches a handler here.
+  if (caller?.kind !== 'runner') throw new Error(`a runner route was reached by a ${caller?.kind ?? 'unchecked'} caller`);
+  return caller.token;
+}
 
 /** What GET /v1/runners shows of one runner. */
 function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
@@ -48,22 +63,23 @@ function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
 /** Adds the registration, heartbeat, list and drain routes. */
 export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, registry: RunnerRegistry, clock: Clock): void {
   const body = async (c: Context<GatewayEnv>): Promise<unknown> => {
+    const text = await boundedText(c.req.raw, MAX_RUNNER_BODY_BYTES);
     try {
-      return await c.req.json();
+      return JSON.parse(text);
     } catch (error) {
       throw new InvalidJsonError(`request body is not valid JSON: ${(error as Error).message}`);
     }
   };
 
-  app.post(REGISTER_PATH, async (c) => c.json(registry.register(await body(c))));
+  app.post(REGISTER_PATH, async (c) => c.json(registry.register(await body(c), tokenOf(c))));
   app.post('/v1/runners/:id/heartbeat', async (c) => {
     const id = c.req.param('id');
-    const answer = registry.heartbeat(id, await body(c));
+    const answer = registry.heartbeat(id, await body(c), tokenOf(c));
     if (!answer) throw unknownRunner(id);
     return c.json(answer);
   });
   app.delete('/v1/runners/:id', (c) => {
-    if (!registry.deregister(c.req.param('id'))) throw unknownRunner(c.req.param('id'));
+    if (!registry.deregister(c.req.param('id'), tokenOf(c))) throw unknownRunner(c.req.param('id'));
     return c.body(null, 204);
   });
   app.post('/v1/runners/drain', (c) => {
@@ -83,6 +99,31 @@ export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, reg
     const now = clock.now();
     return c.json({ object: 'list', data: pool.runnerList.map((r) => runnerView(r, now)) });
   });
+}
+
+/**
+ * A request body as text, refused with GW_BODY_TOO_LARGE once it passes `limit` bytes, so that a
+ * holder of the runner token cannot make the gateway buffer an unbounded body.
+ */
+async function boundedText(request: Request, limit: number): Promise<string> {
+  const tooLarge = () => new BodyTooLargeError(`a runner request body may be at most ${limit} bytes`);
+  const declared = Number(request.headers.get('content-length') ?? 0);
+  if (declared > limit) throw tooLarge();
+  if (!request.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = request.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function unknownRunner(id: string): RunnerNotFoundError {

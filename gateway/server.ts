@@ -25,7 +25,7 @@ import { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './call.ts';
 import type { CallRoute } from './call.ts';
 import { GatewayConfigError, InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
 import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './front.ts';
-import { resolveGatewayOptions } from './options.ts';
+import { resolveGatewayOptions, runnerTokensOf } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
 import { FleetPool } from './pool.ts';
 import { RunnerRegistry } from './registry.ts';
@@ -45,6 +45,12 @@ export interface Gateway {
   readonly app: Hono<Env>;
   /** Starts the pool and listens. */
   listen(port?: number, host?: string): Promise<{ url: string; port: number; host: string }>;
+  /**
+   * Replaces the runner tokens, newest first (a rotation step without a restart; registered
+   * runners keep their bindings to tokens still listed).
+   * @throws {@link GatewayConfigError} for a bad list, or on a gateway started without registration.
+   */
+  setRunnerTokens(tokens: readonly string[]): void;
   /**
    * Graceful shutdown: the front gate answers 503, in-flight calls get up to drainTimeout to
    * finish, then runner connections close. Idempotent.
@@ -80,7 +86,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   const pool: GatewayPool = config.pool ?? fleet;
   const registry = new RunnerRegistry({
     pool: fleet,
-    token: config.runnerToken,
+    tokens: config.runnerTokens,
+    networks: config.runnerNetworks,
     gatewayId: config.gatewayId,
     heartbeatInterval: config.heartbeatInterval,
     unreachableAfter: config.heartbeatInterval * config.unreachableAfterMissed,
@@ -94,7 +101,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const ring = config.clientKeys === undefined ? new KeyRing({ clock: config.clock, logger: log }) : config.clientKeys instanceof KeyRing ? config.clientKeys : undefined;
   const credentials = new Credentials({
     operatorTokens: config.operatorTokens,
-    runnerTokens: config.runnerToken === undefined ? [] : [config.runnerToken],
+    runnerTokens: config.runnerTokens,
     clientKeys: config.clientKeys ?? ring,
     requireKeys: config.requireKeys,
   });
@@ -187,6 +194,13 @@ export function createGateway(options: GatewayOptions): Gateway {
     config,
     pool,
     app,
+    setRunnerTokens(tokens) {
+      if (!registry.enabled) throw new GatewayConfigError('runner tokens cannot be set on a gateway started without registration');
+      const checked = runnerTokensOf({ runnerTokens: tokens });
+      registry.setTokens(checked);
+      credentials.setRunnerTokens(checked);
+      log.info('runner tokens replaced', { tokens: tokens.length });
+    },
     async listen(port = 0, host = '127.0.0.1') {
       await pool.start();
       await detached.start();
@@ -229,6 +243,8 @@ export function createGateway(options: GatewayOptions): Gateway {
         s.once('error', reject);
         s.listen(port, host, () => resolve(s.address() as AddressInfo));
       });
+      // A runner registering this address would have the gateway call itself.
+      registry.addListener(info.address, info.port);
       s.keepAliveTimeout = 65_000;
       s.headersTimeout = 66_000;
       // Body reads are bounded by bodyReadTimeout; Node's own request timeout would cut streams.

@@ -3,6 +3,7 @@
  * naming the option.
  */
 import { randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
 import type { Logger } from '../placer/kernel/index.ts';
 import { silentLogger } from '../placer/kernel/index.ts';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
@@ -10,7 +11,7 @@ import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
 import { RunnerConfigError } from './errors.ts';
-import { WIRE_ID_PATTERN, WIRE_ID_RULE } from './protocol.ts';
+import { REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE } from './protocol.ts';
 
 /** How a runner is set up: give `engine` (an engine already running) or `profile` (launch one). */
 export interface RunnerOptions {
@@ -159,7 +160,8 @@ export const runnerDefaults = Object.freeze({
 
 /** How each defaulted option is checked, in the order the first bad one is reported. */
 const runnerRules = {
-  slots: rule.integer({ min: 1 }),
+  // A gateway refuses a registration with more (REGISTRATION_LIMITS): refused here, at start.
+  slots: rule.integer({ min: 1, max: REGISTRATION_LIMITS.slots }),
   engineConnectTimeout: rule.ms(1),
   defaultCallTimeout: rule.ms(1),
   acceptWindow: rule.ms(0),
@@ -233,16 +235,24 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
 /**
  * The URL gateways should call a runner on that listens on `host`:`port`: the advertised one,
  * else the listening address, which must then be a concrete one.
- * @throws {RunnerConfigError} when gateways are set, no advertiseUrl is, and `host` is a wildcard.
+ * @throws {RunnerConfigError} when gateways are set and no advertiseUrl is while `host` is a
+ *   wildcard, or the URL names a host rather than an IP address.
  */
 export function advertisedUrl(config: RunnerConfig, host: string, port: number): string {
-  if (config.advertiseUrl !== undefined) return config.advertiseUrl;
-  if (config.gateways.length > 0 && isWildcardHost(host)) {
+  if (config.gateways.length > 0 && config.advertiseUrl === undefined && isWildcardHost(host)) {
     throw new RunnerConfigError(
       `advertiseUrl is required with gateways when listening on ${host || 'every interface'}: gateways cannot call a wildcard address; give the URL they should use, e.g. http://10.0.0.5:${port || 9000}`,
     );
   }
-  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = config.advertiseUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  // Gateways refuse a registered URL that names a host rather than an address (docs/runners.md).
+  const name = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
+  if (config.gateways.length > 0 && isIP(name) === 0) {
+    throw new RunnerConfigError(
+      `the URL advertised to gateways must name an IP address, not ${show(name)}: gateways refuse host names; give advertiseUrl with this node's address, e.g. http://10.0.0.5:${port || 9000}`,
+    );
+  }
+  return url;
 }
 
 /** True for addresses that mean "every interface" and so name no machine a gateway could call. */

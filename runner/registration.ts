@@ -205,7 +205,8 @@ export class GatewayRegistration {
     if (answer.status === 401 || answer.status === 403) {
       // Retrying sooner cannot help until an operator fixes a token; retry at the cap meanwhile.
       const retryInMs = fullJitterBackoff(Number.MAX_SAFE_INTEGER, BACKOFF_STEPS, this.#options.random);
-      this.#log.error('gateway refused the runner token', { status: answer.status, attempt: this.#failures, retryInMs });
+      // 403: the token is known, but this runner's id is bound to another one (a duplicate id, or an older token).
+      this.#log.error(answer.status === 401 ? 'gateway refused the runner token' : 'gateway refused this runner id under its token', { status: answer.status, attempt: this.#failures, retryInMs });
       return this.#schedule(retryInMs);
     }
     const retryInMs = fullJitterBackoff(this.#failures, BACKOFF_STEPS, this.#options.random);

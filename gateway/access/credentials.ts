@@ -5,9 +5,10 @@
  * rotated) compared as SHA-256 digests in constant time; client keys are looked up by the key
  * ring, which holds their hashes only.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { ForbiddenError, RegistrationDisabledError, UnauthorizedError } from '../errors.ts';
 import { ANONYMOUS, OPERATOR } from './scopes.ts';
+import { SecretList } from './secrets.ts';
 import type { Caller, ClientKeys, RouteScope, Scope } from './scopes.ts';
 
 /** Settings of {@link Credentials}. */
@@ -27,8 +28,6 @@ export function newToken(prefix: string): string {
   return `${prefix}${randomBytes(32).toString('base64url')}`;
 }
 
-const digest = (token: string): Buffer => createHash('sha256').update(token).digest();
-
 /** The token of an `Authorization: Bearer <token>` header (the scheme in any case), or undefined. */
 export function bearerToken(header: string | undefined): string | undefined {
   if (header === undefined || header.length < 8) return undefined;
@@ -38,25 +37,17 @@ export function bearerToken(header: string | undefined): string | undefined {
   return token === '' ? undefined : token;
 }
 
-/** Which of `digests` equals `given`, in constant time per comparison; -1 when none. */
-function matchIndex(digests: readonly Buffer[], given: Buffer): number {
-  let found = -1;
-  // Every digest is compared, so the time does not say which one matched.
-  for (let i = 0; i < digests.length; i++) if (timingSafeEqual(digests[i]!, given) && found === -1) found = i;
-  return found;
-}
-
 /** What the gateway accepts, and the scope check of every route. */
 export class Credentials {
-  readonly #operators: readonly Buffer[];
-  readonly #runners: readonly Buffer[];
+  readonly #operators: SecretList;
+  #runners: SecretList;
   readonly #keys: ClientKeys | undefined;
   readonly #requireKeys: boolean;
 
   constructor(options: CredentialsOptions) {
     if (options.operatorTokens.length === 0) throw new Error('at least one operator token is needed');
-    this.#operators = options.operatorTokens.map(digest);
-    this.#runners = options.runnerTokens.map(digest);
+    this.#operators = new SecretList(options.operatorTokens);
+    this.#runners = new SecretList(options.runnerTokens);
     this.#keys = options.clientKeys;
     this.#requireKeys = options.requireKeys;
   }
@@ -68,7 +59,12 @@ export class Credentials {
 
   /** True when runners can register (a runner token is set). */
   get registration(): boolean {
-    return this.#runners.length > 0;
+    return this.#runners.size > 0;
+  }
+
+  /** Replaces the runner tokens, newest first (a rotation step, without a restart). */
+  setRunnerTokens(tokens: readonly string[]): void {
+    this.#runners = new SecretList(tokens);
   }
 
   /**
@@ -92,13 +88,12 @@ export class Credentials {
       if (scope === 'client') return { kind: 'client', key };
       throw wrongScope(scope, 'a client key');
     }
-    const given = digest(token);
-    if (matchIndex(this.#operators, given) !== -1) {
+    if (this.#operators.match(token) !== undefined) {
       if (scope === 'operator' || route.operatorToo) return OPERATOR;
       throw wrongScope(scope, 'an operator token');
     }
-    const runner = matchIndex(this.#runners, given);
-    if (runner !== -1) {
+    const runner = this.#runners.match(token);
+    if (runner !== undefined) {
       if (scope === 'runner') return { kind: 'runner', token: runner };
       throw wrongScope(scope, 'a runner token');
     }

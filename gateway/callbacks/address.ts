@@ -121,3 +121,90 @@ function parseIPv6(text: string): number[] | undefined {
   const after = [...groups(head.slice(gap + 2)), ...tail];
   return [...before, ...new Array<number>(8 - before.length - after.length).fill(0), ...after];
 }
+
+/** A compiled list of CIDR networks (`10.0.0.0/8`, `fd00::/8`). */
+export interface NetworkList {
+  /** True when `address` (an IP literal) lies in one of the networks; an IPv4-mapped IPv6 address counts as its IPv4 address. */
+  contains(address: string): boolean;
+  /** The networks as given, for messages. */
+  readonly entries: readonly string[];
+}
+
+/** One network: the address as 32-bit (IPv4) or eight 16-bit groups (IPv6), and its prefix length. */
+type Network = { v4: number; bits: number } | { v6: number[]; bits: number };
+
+/**
+ * Compiles CIDR networks. A bare address is a network of one (/32 or /128). A prefix of 0 is
+ * refused: a list that allows every address is no policy, and would let in the metadata address.
+ * @throws TypeError naming the bad entry, `${option}[i]`.
+ */
+export function compileNetworks(entries: readonly string[], option = 'networks'): NetworkList {
+  if (!Array.isArray(entries)) throw new TypeError(`${option} must be a list of CIDR networks, got ${JSON.stringify(entries)}`);
+  const networks = entries.map((entry, i) => compileNetwork(entry, `${option}[${i}]`));
+  return Object.freeze({
+    entries: Object.freeze([...entries]),
+    contains(address: string): boolean {
+      const v4 = asIPv4(address);
+      if (v4 !== undefined) return networks.some((n) => 'v4' in n && ((v4 & maskOf(n.bits)) >>> 0) === n.v4);
+      const v6 = parseIPv6(address);
+      return v6 !== undefined && networks.some((n) => 'v6' in n && v6InNetwork(v6, n.v6, n.bits));
+    },
+  });
+}
+
+/** `address` as an unsigned IPv4 integer: dotted, or carried in an IPv4-mapped IPv6 address. */
+function asIPv4(address: string): number | undefined {
+  const v4 = parseIPv4(address);
+  if (v4 !== undefined) return v4;
+  const g = parseIPv6(address);
+  if (g === undefined || !g.slice(0, 5).every((x) => x === 0) || g[5] !== 0xffff) return undefined;
+  return ((g[6]! << 16) | g[7]!) >>> 0;
+}
+
+function compileNetwork(entry: unknown, where: string): Network {
+  const fail = (why: string): TypeError => new TypeError(`${where} ${why}, got ${JSON.stringify(entry)}; use a CIDR network such as 10.0.0.0/8 or fd00::/8`);
+  if (typeof entry !== 'string' || entry.trim() === '') throw fail('must be a non-empty string');
+  const [address = '', prefix, extra] = entry.trim().split('/');
+  if (extra !== undefined) throw fail('is not a CIDR network');
+  const v4 = parseIPv4(address);
+  const v6 = v4 === undefined && !address.includes('%') ? parseIPv6(address) : undefined;
+  if (v4 === undefined && v6 === undefined) throw fail('does not start with an IP address');
+  const max = v4 === undefined ? 128 : 32;
+  if (prefix !== undefined && !/^\d{1,3}$/.test(prefix)) throw fail('has a prefix length that is not a number');
+  const bits = prefix === undefined ? max : Number(prefix);
+  if (bits > max) throw fail(`has a prefix length over ${max}`);
+  if (bits === 0) throw fail('would allow every address; list the networks');
+  if (v4 !== undefined) {
+    if (((v4 & maskOf(bits)) >>> 0) !== v4) throw fail('has host bits set past its prefix length');
+    return { v4, bits };
+  }
+  if (v6!.some((group, i) => (group & ~groupMask(bits - i * 16) & 0xffff) !== 0)) throw fail('has host bits set past its prefix length');
+  return { v6: v6!, bits };
+}
+
+/** The mask of a 16-bit group's first `bits` bits (0 to 16). */
+function groupMask(bits: number): number {
+  return bits <= 0 ? 0 : bits >= 16 ? 0xffff : (0xffff << (16 - bits)) & 0xffff;
+}
+
+function v6InNetwork(address: readonly number[], network: readonly number[], bits: number): boolean {
+  for (let i = 0; i < 8 && i * 16 < bits; i++) {
+    const mask = groupMask(bits - i * 16);
+    if ((address[i]! & mask) !== (network[i]! & mask)) return false;
+  }
+  return true;
+}
+
+/**
+ * True when `a` and `b` are one IP address written two ways (`::1` and `0:0::1`, `127.0.0.1`
+ * and `::ffff:127.0.0.1`); false when either is not an IP address.
+ */
+export function sameAddress(a: string, b: string): boolean {
+  const canonical = (text: string): string | undefined => {
+    const v4 = asIPv4(text);
+    if (v4 !== undefined) return formatIPv4(v4);
+    return parseIPv6(text)?.join(':');
+  };
+  const left = canonical(a);
+  return left !== undefined && left === canonical(b);
+}

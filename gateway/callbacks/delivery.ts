@@ -58,7 +58,7 @@ type Outcome = { kind: 'answer'; status: number; retryAfter: string | undefined 
  */
 export function createCallbackSender(options: CallbackSenderOptions): CallbackSender {
   const config = resolveSenderOptions(options);
-  const { secret, policy, attempts: maxAttempts, backoffBase, backoffCap, timeout, clock, random, logger } = config;
+  const { secrets, policy, attempts: maxAttempts, backoffBase, backoffCap, timeout, clock, random, logger } = config;
 
   const backoff = (failures: number): number => fullJitterBackoff(failures, { base: backoffBase, cap: backoffCap }, random);
 
@@ -77,7 +77,8 @@ export function createCallbackSender(options: CallbackSenderOptions): CallbackSe
           'user-agent': 'sluice-callbacks',
           [WEBHOOK_HEADERS.id]: id,
           [WEBHOOK_HEADERS.timestamp]: String(timestamp),
-          [WEBHOOK_HEADERS.signature]: signWebhook({ id, timestamp, body, secret }),
+          // One signature per secret: a receiver accepts the delivery when any of them is its own.
+          [WEBHOOK_HEADERS.signature]: secrets.map((secret) => signWebhook({ id, timestamp, body, secret })).join(' '),
         },
         body,
         signal: signal ? AbortSignal.any([timer.signal, signal]) : timer.signal,

@@ -13,8 +13,12 @@ import type { CallbackPolicy } from './targets.ts';
 
 /** Options for {@link createCallbackSender}. */
 export interface CallbackSenderOptions {
-  /** `whsec_`-prefixed base64 signing secret, shared with the receivers. */
-  secret: string;
+  /**
+   * `whsec_`-prefixed base64 signing secret, shared with the receivers; or several, newest first,
+   * while one is rotated: each delivery then carries a signature by every one (Standard Webhooks
+   * lists them space-separated), so each receiver moves to the new secret at its own pace.
+   */
+  secret: string | readonly string[];
   /** Where callbacks may go; see {@link createCallbackPolicy}. */
   policy: CallbackPolicy;
   /** Most delivery attempts per callback, the first included. @default see callbackSenderDefaults */
@@ -35,7 +39,10 @@ export interface CallbackSenderOptions {
 
 /** {@link CallbackSenderOptions} with defaults applied, checked, and frozen. */
 export interface CallbackSenderConfig {
+  /** The newest secret. */
   readonly secret: string;
+  /** Every secret a delivery is signed with, newest first. */
+  readonly secrets: readonly string[];
   readonly policy: CallbackPolicy;
   readonly attempts: number;
   readonly backoffBase: number;
@@ -62,6 +69,8 @@ export const callbackPolicyDefaults = Object.freeze({ allowPrivate: false });
 
 // A callback retried past this many times is not going to land; more only keeps sockets busy.
 const MAX_ATTEMPTS = 20;
+// A rotation needs two; a few more cover a rotation begun before the last one ended.
+const MAX_SECRETS = 4;
 
 /** How each defaulted option is checked, in the order the first bad one is reported. */
 const senderRules = {
@@ -81,12 +90,14 @@ const check = checksFor(CallbackConfigError);
  *   {@link CallbackSecretError} for a malformed secret.
  */
 export function resolveSenderOptions(options: CallbackSenderOptions): CallbackSenderConfig {
-  const { secret, policy } = options;
-  parseWebhookSecret(secret);
+  const { policy } = options;
+  const secrets = Object.freeze(Array.isArray(options.secret) ? [...options.secret] : [options.secret as string]);
+  if (secrets.length === 0 || secrets.length > MAX_SECRETS) throw check.fail(`secret must be one secret or a list of 1 to ${MAX_SECRETS}, got ${secrets.length}`);
+  for (const secret of secrets) parseWebhookSecret(secret);
   if (typeof policy?.check !== 'function') throw check.fail(`policy must be a CallbackPolicy (from createCallbackPolicy), got ${show(policy)}`);
   const checked = check.resolve(callbackSenderDefaults, senderRules, options);
   if (checked.backoffCap < checked.backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${checked.backoffBase} ms), got ${checked.backoffCap}`);
   const { clock } = checked;
   if (typeof clock?.now !== 'function' || typeof clock.sleep !== 'function') throw check.fail('clock must have now() and sleep(ms, signal)');
-  return Object.freeze({ ...checked, secret, policy });
+  return Object.freeze({ ...checked, secret: secrets[0]!, secrets, policy });
 }

@@ -14,6 +14,7 @@ import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { reportListening } from './processes.ts';
 import type { Setting } from './settings.ts';
+import { SettingsError, flagOf } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
 import { clientKeysOptions, keySettings } from './client-keys.ts';
 import { keepOperatorToken } from './operator-token.ts';
@@ -56,7 +57,9 @@ export const gatewaySettings: readonly Setting[] = [
 
 /** Runners that register themselves with the gateway. */
 export const registrationSettings: readonly Setting[] = [
-  { key: 'runnerToken', type: 'string', secret: true, description: 'shared secret runners present to register (16+ printable ASCII characters, no spaces); prefer the environment variable (never shown)', defaultText: 'none: registration off' },
+  { key: 'runnerToken', type: 'string', secret: true, description: 'shared secret runners present to register (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)', defaultText: 'none: registration off' },
+  { key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'file of runner tokens, one a line, newest first, all accepted (rotation); not readable by other users; instead of --runner-token', defaultText: 'none' },
+  { key: 'runnerNetworks', type: 'list', description: 'CIDR networks registered runner URLs must be in, e.g. 10.0.0.0/8,fd00::/8; loopback, link-local and unspecified addresses are refused unless listed, the gateway\'s own listeners always', defaultText: 'none: any address but those' },
   g('heartbeatInterval', 'duration', 'how often registered runners heartbeat'),
   g('unreachableAfterMissed', 'integer', 'missed heartbeats after which a runner is not placed on'),
   g('lostAfter', 'duration', 'silence after which a registered runner is forgotten'),
@@ -64,7 +67,8 @@ export const registrationSettings: readonly Setting[] = [
 
 /** Who may call the gateway: the operator's token and whether client calls need a key. */
 export const accessSettings: readonly Setting[] = [
-  { key: 'operatorToken', type: 'string', secret: true, description: 'token of the operator routes (runner list, drain, queue, /metrics); prefer the environment variable (never shown)', defaultText: 'made at start-up and written to a file only you can read (its path is logged)' },
+  { key: 'operatorToken', type: 'string', secret: true, description: 'token of the operator routes (runner list, drain, queue, /metrics); prefer the environment variable or the file (never shown)', defaultText: 'made at start-up and written to a file only you can read (its path is logged)' },
+  { key: 'operatorTokenFile', type: 'string', secret: 'file', description: 'file of operator tokens, one a line, all accepted (rotation); not readable by other users; instead of --operator-token', defaultText: 'none' },
   { key: 'requireKeys', type: 'boolean', libraryDefault: gatewayDefaults.requireKeys, description: 'refuse client calls without a valid client key even while no key is configured' },
   ...keySettings,
 ];
@@ -73,7 +77,8 @@ export const accessSettings: readonly Setting[] = [
 export const detachedSettings: readonly Setting[] = [
   // Which store to make is the command line's own choice (code passes a store object), so it keeps its default here.
   { key: 'store', type: 'string', default: 'memory', secret: 'url', description: 'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)' },
-  { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer the environment variable (never shown)', defaultText: 'none: callbacks off' },
+  { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer --callback-secret-file or the environment variable (never shown)', defaultText: 'none: callbacks off' },
+  { key: 'callbackSecretFile', type: 'string', secret: 'file', description: 'file of whsec_ callback secrets, one a line, newest first: each delivery is signed with every one (rotation); not readable by other users; instead of --callback-secret', defaultText: 'none' },
   { key: 'callbackAllow', type: 'list', description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)', defaultText: 'none' },
   { key: 'callbackAllowPrivate', type: 'boolean', libraryDefault: callbackPolicyDefaults.allowPrivate, description: 'let callbacks reach loopback and private addresses (off: SSRF guard)' },
 ];
@@ -89,14 +94,28 @@ export async function gatewayIdOf(values: Record<string, unknown>): Promise<stri
 
 /** The gateway options the settings give: only those given, with the placer, store and callbacks made. */
 export async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
-  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }] = await Promise.all([
+  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecretLines }] = await Promise.all([
     import('../../placer/registry.ts'),
     import('../store/index.ts'),
     import('../callbacks/index.ts'),
+    import('../access/secrets.ts'),
   ]);
-  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => key !== 'placer' && key !== 'placerOptions');
-  const operatorToken = values.operatorToken as string | undefined;
-  const secret = values.callbackSecret as string | undefined;
+  // Settings that are not gateway options of the same name: made or read below.
+  const madeHere = ['placer', 'placerOptions', 'runnerTokenFile'];
+  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => !madeHere.includes(key));
+  const onlyOne = (key: string, fileKey: string): void => {
+    if (values[key] !== undefined && values[fileKey] !== undefined) throw new SettingsError(`give ${flagOf(key)} or ${flagOf(fileKey)}, not both`);
+  };
+  onlyOne('runnerToken', 'runnerTokenFile');
+  onlyOne('callbackSecret', 'callbackSecretFile');
+  onlyOne('operatorToken', 'operatorTokenFile');
+  const runnerTokenFile = values.runnerTokenFile as string | undefined;
+  const callbackSecretFile = values.callbackSecretFile as string | undefined;
+  const operatorTokenFile = values.operatorTokenFile as string | undefined;
+  const operatorTokens =
+    operatorTokenFile === undefined ? (values.operatorToken === undefined ? undefined : [values.operatorToken as string]) : readSecretLines('operatorTokenFile', operatorTokenFile);
+  // A file may hold the new secret and the old one, newest first, while receivers move over.
+  const secret = callbackSecretFile === undefined ? (values.callbackSecret as string | undefined) : readSecretLines('callbackSecretFile', callbackSecretFile);
   const callbacks = secret
     ? createCallbackSender({
         secret,
@@ -113,6 +132,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   const storeBounds = givenValues(values, ['resultTtl', 'maxStoredBytes']);
   return {
     ...givenValues(values, keys),
+    ...(runnerTokenFile === undefined ? {} : { runnerTokens: readSecretLines('runnerTokenFile', runnerTokenFile) }),
     // Without --placer the gateway makes its default placer, on its own clock.
     ...(placerGiven
       ? {
@@ -129,11 +149,30 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     // for a store it makes itself.
     maxStoredBytes: (storeBounds.maxStoredBytes as number | undefined) ?? storeDefaults.maxStoredBytes,
     ...(callbacks ? { callbacks } : {}),
-    ...(operatorToken === undefined ? {} : { operatorTokens: [operatorToken] }),
+    ...(operatorTokens === undefined ? {} : { operatorTokens }),
     ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
     ...(await clientKeysOptions(values, logger, clock)),
     logger,
   };
+}
+
+/**
+ * Reads the runner token file again on SIGHUP, so a token is rotated without a restart; a file
+ * that cannot be used then is logged (named, never its content) and the tokens stay as they were.
+ * Returns how to stop listening for the signal.
+ */
+async function reloadRunnerTokensOnHangup(path: string | undefined, gw: { setRunnerTokens(tokens: readonly string[]): void }, logger: Logger): Promise<() => void> {
+  if (path === undefined) return () => {};
+  const { readSecretLines } = await import('../access/secrets.ts');
+  const reload = (): void => {
+    try {
+      gw.setRunnerTokens(readSecretLines('runnerTokenFile', path));
+    } catch (error) {
+      logger.error('runner tokens not reloaded; the previous ones stay', { error: (error as Error).message });
+    }
+  };
+  process.on('SIGHUP', reload);
+  return () => process.off('SIGHUP', reload);
 }
 
 /** `sluice gateway`. */
@@ -142,7 +181,7 @@ export const gateway: Command = {
   settings: [
     port(8080),
     host,
-    { key: 'runners', type: 'list', description: 'static runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002', defaultText: 'none: give --runners, --runner-token, or both' },
+    { key: 'runners', type: 'list', description: 'static runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002', defaultText: 'none: give --runners, --runner-token (or --runner-token-file), or both' },
     ...gatewaySettings,
     ...detachedSettings,
     ...registrationSettings,
@@ -154,10 +193,12 @@ export const gateway: Command = {
     const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
     const { createGateway } = await import('../server.ts');
     const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
+    const stopReloading = await reloadRunnerTokensOnHangup(values.runnerTokenFile as string | undefined, gw, logger);
     const { url, port } = await gw.listen(values.port as number, values.host as string);
     await keepOperatorToken(gw.config, port, env, logger);
     reportListening(url);
     return async () => {
+      stopReloading();
       await gw.close();
       await telemetry.shutdown();
     };

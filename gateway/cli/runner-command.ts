@@ -8,6 +8,7 @@ import { runnerDefaults } from '../../runner/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { SLUICE_BIN, reportListening } from './processes.ts';
+import { SettingsError } from './settings.ts';
 
 /** Settings whose defaults are runnerDefaults'. */
 const r = settingsOf(runnerDefaults);
@@ -38,15 +39,20 @@ export const runner: Command = {
     r('engineRestartBackoff', 'duration', 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)'),
     r('drainTimeout', 'duration', 'how long shutdown, or a drain a gateway asks for, waits for running calls'),
     { key: 'gateway', type: 'list', description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080', defaultText: 'none: only gateways that list this runner call it' },
-    { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer the environment variable (never shown)', defaultText: 'none; required with --gateway' },
+    { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)', defaultText: 'none; required with --gateway' },
+    { key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'file of runner tokens, one a line, newest first (the gateways\' file will do): the runner presents the first; not readable by other users; instead of --runner-token', defaultText: 'none' },
     { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
     r('heartbeatInterval', 'duration', 'how often to heartbeat each gateway, unless the gateway asks for another interval'),
     logLevel,
   ],
   async run({ values, logger }) {
-    const { createRunner } = await import('../../runner/server.ts');
+    const [{ createRunner }, { readSecretLines }] = await Promise.all([import('../../runner/server.ts'), import('../access/secrets.ts')]);
+    const tokenFile = values.runnerTokenFile as string | undefined;
+    if (tokenFile !== undefined && values.runnerToken !== undefined) throw new SettingsError('give --runner-token or --runner-token-file, not both');
     const runner = createRunner({
       ...(givenValues(values, RUNNER_KEYS) as RunnerOptions),
+      // The newest token: every gateway that lists it accepts it.
+      ...(tokenFile === undefined ? {} : { runnerToken: readSecretLines('runnerTokenFile', tokenFile)[0] }),
       ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),
       // A sim profile launches this same sluice entry point as `sluice sim-engine`.
       simCommand: [process.execPath, SLUICE_BIN],

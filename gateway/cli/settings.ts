@@ -9,6 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { REDACTED, redactUrl, urlSecrets } from '../../placer/kernel/index.ts';
+import { readSecretLines } from '../access/secrets.ts';
 
 /**
  * How a raw string becomes a value. `duration` is ms: `250`, `250ms`, `30s`, `5m`, `1h`.
@@ -41,10 +42,11 @@ export interface Setting {
   envAliases?: readonly string[];
   /**
    * The value is a secret or may hold one, and is never shown: `true` hides it whole (a token);
-   * `'url'` shows it with the URL's password masked (`redis://user:***@host:6379`).
+   * `'url'` shows it with the URL's password masked (`redis://user:***@host:6379`); `'file'`
+   * names a file of secrets (gateway/access/secrets.ts): the path is shown, the content never.
    * {@link secretValues} hands the values to the redactor that guards all output.
    */
-  secret?: true | 'url';
+  secret?: true | 'url' | 'file';
 }
 
 /** A setting could not be read; the message is the whole line to print. */
@@ -126,6 +128,7 @@ export function resolveSettings(settings: readonly Setting[], argv: readonly str
 /** How a setting's value is quoted in a message: as JSON, a secret hidden or its URL password masked. */
 export function showSetting(s: Setting, value: unknown): string {
   if (s.secret === 'url' && typeof value === 'string') return JSON.stringify(redactUrl(value));
+  if (s.secret === 'file') return JSON.stringify(value);
   if (s.secret) return `${REDACTED} (hidden: a secret)`;
   return JSON.stringify(value);
 }
@@ -142,10 +145,23 @@ export function secretValues(settings: readonly Setting[], values: Record<string
     for (const item of Array.isArray(value) ? value : [value]) {
       if (typeof item !== 'string') continue;
       if (s.secret === 'url') found.push(...urlSecrets(item));
+      else if (s.secret === 'file') found.push(...fileSecrets(item));
       else found.push(item);
     }
   }
   return found;
+}
+
+/**
+ * The secrets in a secret file, for the redactor; none when it cannot be used, which the
+ * command that reads it reports itself.
+ */
+function fileSecrets(path: string): string[] {
+  try {
+    return readSecretLines('secret file', path);
+  } catch {
+    return [];
+  }
 }
 
 /** The --help text: usage, then every flag with its env variable and default. */

@@ -8,8 +8,10 @@
  *                                                 (it restarted, or forgot it): register again
  *   DELETE {gateway}/v1/runners/{id}           -> 204, when the runner leaves after a drain
  *
- * Every request carries `authorization: Bearer <runner token>`; a wrong token is 401. The bodies
- * are checked here, beside their types: {@link parseRegistration} and {@link parseHeartbeat}.
+ * Every request carries `authorization: Bearer <runner token>`; a wrong token is 401, and a token
+ * other than the one the runner's id is bound to is 403 (docs/runners.md, "Registration rules").
+ * The bodies are checked here, beside their types: {@link parseRegistration} and
+ * {@link parseHeartbeat}; the gateway's address policy for the URL is its own (gateway/registration-policy.ts).
  */
 
 /**
@@ -82,41 +84,183 @@ export interface HeartbeatAnswer {
  */
 export type Parsed<T> = { kind: 'ok'; value: T } | { kind: 'invalid'; message: string };
 
+/**
+ * Bounds on what a registration or heartbeat may carry. A runner sends what its engine serves,
+ * so real figures are far below these; they exist so that one body cannot make the gateway keep
+ * (and print in GET /v1/runners) megabytes for a runner, or log a field that spans lines.
+ */
+export const REGISTRATION_LIMITS = Object.freeze({
+  /** Models one runner (and one of its engines) may serve. */
+  models: 256,
+  /** Characters of a model name (Hugging Face ids are at most 96; adapters and tags add some). */
+  modelName: 256,
+  /** Engines behind one runner. */
+  engines: 16,
+  /** Slots of one runner; a runner refuses more at start-up. */
+  slots: 65_536,
+  /** GPUs listed in one runner's inventory. */
+  gpus: 256,
+  /** Characters of the runner's URL and of each engine's. */
+  url: 2048,
+  /** Characters of a version, an engine kind or an engine state. */
+  label: 64,
+});
+
 const invalid = (message: string): { kind: 'invalid'; message: string } => ({ kind: 'invalid', message });
 
+// Printable text on one line: a control character in a name would forge log lines and break the runner list.
+const ONE_LINE = /^[^\x00-\x1f\x7f]*$/;
+
+/** Why `value` is not a list of model names, or undefined when it is one. */
+function modelsProblem(field: string, value: unknown): string | undefined {
+  const { models: max, modelName } = REGISTRATION_LIMITS;
+  if (!Array.isArray(value)) return `${field} must be a list of model names`;
+  if (value.length > max) return `${field} must list at most ${max} models, got ${value.length}`;
+  const bad = value.findIndex((m) => typeof m !== 'string' || m.length === 0 || m.length > modelName || !ONE_LINE.test(m));
+  if (bad >= 0) return `${field}[${bad}] must be a model name of 1 to ${modelName} characters on one line, got ${show(value[bad])}`;
+  return undefined;
+}
+
+/** Why `value` is not a short one-line string, or undefined when it is one. */
+function labelProblem(field: string, value: unknown): string | undefined {
+  const max = REGISTRATION_LIMITS.label;
+  if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value)) return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
+  return undefined;
+}
+
 /**
- * Checks a registration body. Fields the gateway relies on are checked; `ready` defaults to true
- * and `version` to `unknown` for runners older than those fields.
+ * Why `value` is not a URL a gateway may be told to call, or undefined: http(s), at most
+ * {@link REGISTRATION_LIMITS}.url characters, without credentials (they would be sent with every
+ * call and shown in logs), a query or a fragment (a runner is called at paths of its own).
+ */
+function urlProblem(field: string, value: unknown): string | undefined {
+  const bad = `${field} must be an http(s) URL, got ${show(value)}`;
+  if (typeof value !== 'string') return bad;
+  if (value.length > REGISTRATION_LIMITS.url) return `${field} must be at most ${REGISTRATION_LIMITS.url} characters, got ${value.length}`;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return bad;
+  }
+  // Named without the URL: its userinfo may be a secret.
+  if (url.username || url.password) return `${field} must not carry credentials`;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return bad;
+  // The parser drops an empty "?" or "#": read the text too.
+  if (url.search || url.hash || /[?#]/.test(value)) return `${field} must not have a query or fragment, got ${show(value)}`;
+  return undefined;
+}
+
+/** Why a number is not a whole count from 0 to `max`, or undefined. */
+function countProblem(field: string, value: unknown, min: number, max: number): string | undefined {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) return `${field} must be a whole number from ${min} to ${max}, got ${show(value)}`;
+  return undefined;
+}
+
+/** A value for a message: JSON, cut short, so a hostile body cannot fill a log line. */
+function show(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = String(value);
+  }
+  return text.length > 80 ? `${text.slice(0, 80)}...` : text;
+}
+
+function enginesProblem(value: unknown): string | undefined {
+  const max = REGISTRATION_LIMITS.engines;
+  if (!Array.isArray(value)) return 'registration engines must be a list';
+  if (value.length > max) return `registration engines must list at most ${max} engines, got ${value.length}`;
+  for (const [i, e] of value.entries()) {
+    if (!e || typeof e !== 'object') return `registration engines[${i}] must be an object`;
+    const engine = e as Record<string, unknown>;
+    const problem =
+      labelProblem(`registration engines[${i}].kind`, engine.kind) ??
+      urlProblem(`registration engines[${i}].url`, engine.url) ??
+      modelsProblem(`registration engines[${i}].models`, engine.models) ??
+      labelProblem(`registration engines[${i}].state`, engine.state);
+    if (problem) return problem;
+  }
+  return undefined;
+}
+
+function gpusProblem(value: unknown): string | undefined {
+  // Null or absent: a runner that has not read its inventory yet.
+  if (value === null || value === undefined) return undefined;
+  if (typeof value !== 'object' || Array.isArray(value)) return `registration gpus must be an inventory object, got ${show(value)}`;
+  const list = (value as { gpus?: unknown }).gpus;
+  if (list === undefined) return undefined;
+  if (!Array.isArray(list) || list.length > REGISTRATION_LIMITS.gpus) return `registration gpus.gpus must be a list of at most ${REGISTRATION_LIMITS.gpus} GPUs`;
+  return undefined;
+}
+
+/**
+ * Checks a registration body, every field of it against {@link REGISTRATION_LIMITS}. `ready`
+ * defaults to true and `version` to `unknown` for runners older than those fields. The value is
+ * a fresh object of the known fields only.
  */
 export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
   const b = body as Partial<RunnerRegistration> | null;
-  if (!b || typeof b !== 'object') return invalid('registration body must be a JSON object');
-  if (typeof b.id !== 'string' || !WIRE_ID_PATTERN.test(b.id)) return invalid(`registration id must be ${WIRE_ID_RULE}, got ${JSON.stringify(b.id)}`);
-  let url: URL | undefined;
-  try {
-    url = typeof b.url === 'string' ? new URL(b.url) : undefined;
-  } catch {
-    url = undefined;
-  }
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) return invalid(`registration url must be an http(s) URL, got ${JSON.stringify(b.url)}`);
-  if (!Array.isArray(b.models)) return invalid('registration models must be a list of model names');
-  const load = loadProblem(b.load);
-  if (load) return invalid(load);
-  return { kind: 'ok', value: { ...(b as RunnerRegistration), ready: b.ready !== false, version: String(b.version ?? 'unknown') } };
+  if (!b || typeof b !== 'object' || Array.isArray(b)) return invalid('registration body must be a JSON object');
+  if (typeof b.id !== 'string' || !WIRE_ID_PATTERN.test(b.id)) return invalid(`registration id must be ${WIRE_ID_RULE}, got ${show(b.id)}`);
+  const problem =
+    urlProblem('registration url', b.url) ??
+    (b.version === undefined ? undefined : labelProblem('registration version', b.version)) ??
+    (b.ready === undefined || typeof b.ready === 'boolean' ? undefined : `registration ready must be true or false, got ${show(b.ready)}`) ??
+    modelsProblem('registration models', b.models) ??
+    enginesProblem(b.engines ?? []) ??
+    countProblem('registration slots', b.slots, 1, REGISTRATION_LIMITS.slots) ??
+    gpusProblem(b.gpus) ??
+    loadProblem(b.load);
+  if (problem) return invalid(problem);
+  return {
+    kind: 'ok',
+    value: {
+      id: b.id,
+      url: b.url!,
+      version: b.version ?? 'unknown',
+      engines: b.engines ?? [],
+      models: b.models!,
+      slots: b.slots!,
+      gpus: b.gpus,
+      ready: b.ready !== false,
+      load: b.load!,
+    },
+  };
 }
 
 /** Checks a heartbeat body; `ready` defaults to true and any state but `draining` reads `serving`. */
 export function parseHeartbeat(body: unknown): Parsed<RunnerHeartbeat> {
   const b = body as Partial<RunnerHeartbeat> | null;
-  if (!b || typeof b !== 'object') return invalid('heartbeat body must be a JSON object');
-  if (!Array.isArray(b.models)) return invalid('heartbeat models must be a list of model names');
-  const load = loadProblem(b.load);
-  if (load) return invalid(load);
-  return { kind: 'ok', value: { ready: b.ready !== false, state: b.state === 'draining' ? 'draining' : 'serving', models: b.models, load: b.load! } };
+  if (!b || typeof b !== 'object' || Array.isArray(b)) return invalid('heartbeat body must be a JSON object');
+  const problem =
+    (b.ready === undefined || typeof b.ready === 'boolean' ? undefined : `heartbeat ready must be true or false, got ${show(b.ready)}`) ??
+    modelsProblem('heartbeat models', b.models) ??
+    loadProblem(b.load);
+  if (problem) return invalid(problem);
+  return { kind: 'ok', value: { ready: b.ready !== false, state: b.state === 'draining' ? 'draining' : 'serving', models: b.models!, load: b.load! } };
 }
 
+/** Why a reported load is not one, or undefined: counts in range, the KV-cache use a fraction, at most the model limit. */
 function loadProblem(load: unknown): string | undefined {
-  const l = load as { slotsInUse?: unknown; slots?: unknown } | undefined;
+  const l = load as Partial<Record<keyof ReportedLoad, unknown>> | undefined;
   if (!l || typeof l.slotsInUse !== 'number' || typeof l.slots !== 'number') return 'load must carry numeric slotsInUse and slots';
-  return undefined;
+  const max = REGISTRATION_LIMITS.slots;
+  const problem =
+    countProblem('load.slotsInUse', l.slotsInUse, 0, max) ??
+    countProblem('load.slots', l.slots, 0, max) ??
+    (l.queue === undefined || (typeof l.queue === 'number' && Number.isFinite(l.queue) && l.queue >= 0) ? undefined : `load.queue must be a number of 0 or more, got ${show(l.queue)}`) ??
+    (l.kvCacheUsage === undefined || (typeof l.kvCacheUsage === 'number' && l.kvCacheUsage >= 0 && l.kvCacheUsage <= 1) ? undefined : `load.kvCacheUsage must be a fraction from 0 to 1, got ${show(l.kvCacheUsage)}`);
+  if (problem) return problem;
+  if (l.models === undefined) return undefined;
+  if (!l.models || typeof l.models !== 'object' || Array.isArray(l.models)) return 'load.models must be an object of per-model counts';
+  const entries = Object.entries(l.models as Record<string, unknown>);
+  if (entries.length > REGISTRATION_LIMITS.models) return `load.models must hold at most ${REGISTRATION_LIMITS.models} models, got ${entries.length}`;
+  for (const [name, counts] of entries) {
+    const c = counts as { running?: unknown; waiting?: unknown } | null;
+    const fine = (n: unknown) => typeof n === 'number' && Number.isFinite(n) && n >= 0;
+    if (!c || typeof c !== 'object' || !fine(c.running) || !fine(c.waiting)) return `load.models[${show(name)}] must carry running and waiting counts of 0 or more`;
+  }
+  return modelsProblem('load.models', Object.keys(l.models));
 }

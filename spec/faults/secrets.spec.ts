@@ -9,7 +9,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -27,9 +27,29 @@ const RUNNER_TOKEN = `rt-${randomBytes(16).toString('hex')}`;
 const CALLBACK_SECRET = generateWebhookSecret();
 const REDIS_PASSWORD = `pw-${randomBytes(12).toString('hex')}`;
 const OPERATOR_TOKEN = `op-${randomBytes(16).toString('hex')}`;
-/** Each secret, and the parts of one that could be printed alone (the key after `whsec_`). */
-const SECRETS = [RUNNER_TOKEN, CALLBACK_SECRET, CALLBACK_SECRET.slice('whsec_'.length), REDIS_PASSWORD, OPERATOR_TOKEN];
 const asOperator = { authorization: `Bearer ${OPERATOR_TOKEN}` };
+/** The secrets being rotated out, given beside the new ones in the secret files. */
+const OLD_RUNNER_TOKEN = `rt-old-${randomBytes(16).toString('hex')}`;
+const OLD_CALLBACK_SECRET = generateWebhookSecret();
+/** Each secret, and the parts of one that could be printed alone (the key after `whsec_`). */
+const SECRETS = [
+  RUNNER_TOKEN,
+  CALLBACK_SECRET,
+  CALLBACK_SECRET.slice('whsec_'.length),
+  REDIS_PASSWORD,
+  OLD_RUNNER_TOKEN,
+  OLD_CALLBACK_SECRET,
+  OLD_CALLBACK_SECRET.slice('whsec_'.length),
+  OPERATOR_TOKEN,
+];
+const secretDir = mkdtempSync(join(tmpdir(), 'sluice-secret-files-'));
+/** A secret file as an operator would write it: a comment, the new secret, the old one, mode 600. */
+function secretFile(name: string, lines: readonly string[], mode = 0o600): string {
+  const path = join(secretDir, name);
+  writeFileSync(path, `# ${name}: newest first\n${lines.join('\n')}\n`);
+  chmodSync(path, mode);
+  return path;
+}
 
 /** Fails naming where a secret (of SECRETS, or `more`) showed up, without printing the text around it twice. */
 function expectNoSecret(where: string, text: string, more: readonly string[] = []): void {
@@ -108,25 +128,29 @@ describe('fault: secrets given to sluice never appear in its output', () => {
   afterAll(async () => {
     receiver?.server.close();
     await redis?.stop();
+    rmSync(secretDir, { recursive: true, force: true });
   });
 
   /**
    * A sim engine, a gateway and a runner that registers with it, all at debug level, each secret
    * given as `how` says; exercises the secrets, then reads every route and error body.
    */
-  async function runFleet(how: 'flags' | 'env'): Promise<{ pages: Record<string, string>; output: string; gatewayId: string }> {
+  async function runFleet(how: 'flags' | 'env' | 'files'): Promise<{ pages: Record<string, string>; output: string; gatewayId: string }> {
     const processes = new Processes();
     const pages: Record<string, string> = {};
     const gatewayId = how === 'flags' ? 'gw-secrets' : undefined;
+    const tokenFile = secretFile('runner-tokens', [RUNNER_TOKEN, OLD_RUNNER_TOKEN]);
     let output: string;
     try {
       const engine = await processes.start(['sim-engine', '--port', '0', '--log-level', 'debug'], cleanEnv());
       const gateway = await processes.start(
         [
           'gateway', '--port', '0', '--log-level', 'debug',
-          '--callback-allow', receiver.url, '--callback-allow-private',
+          '--callback-allow', receiver.url, '--callback-allow-private', '--runner-networks', '127.0.0.0/8',
           ...(gatewayId ? ['--gateway-id', gatewayId] : []),
           ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl, '--operator-token', OPERATOR_TOKEN] : []),
+          // Both tokens accepted, both secrets signing: a rotation under way.
+          ...(how === 'files' ? ['--runner-token-file', tokenFile, '--callback-secret-file', secretFile('callback-secrets', [CALLBACK_SECRET, OLD_CALLBACK_SECRET]), '--operator-token-file', secretFile('operator-tokens', [OPERATOR_TOKEN])] : []),
         ],
         cleanEnv(
           how === 'env'
@@ -138,7 +162,9 @@ describe('fault: secrets given to sluice never appear in its output', () => {
                 // The SDK's env detector would add these to the resource; sluice sets its resource itself.
                 OTEL_RESOURCE_ATTRIBUTES: 'host.name=leaky-host,deployment.environment=leaky',
               }
-            : {},
+            : how === 'files'
+              ? { SLUICE_STORE: storeUrl }
+              : {},
         ),
       );
       const runner = await processes.start(
@@ -146,6 +172,8 @@ describe('fault: secrets given to sluice never appear in its output', () => {
           'runner', '--port', '0', '--log-level', 'debug', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'runner-secrets',
           '--gateway', gateway.url,
           ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN] : []),
+          // The gateways' own file: the runner presents its first token.
+          ...(how === 'files' ? ['--runner-token-file', tokenFile] : []),
         ],
         cleanEnv(how === 'env' ? { SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } : {}),
       );
@@ -166,6 +194,8 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       await eventually(() => receiver.deliveries.length > before, 15_000, 'the callback');
       const delivery = receiver.deliveries[before]!;
       expect(verifyWebhook({ headers: delivery.headers as Record<string, string>, body: delivery.body, secret: CALLBACK_SECRET }).kind).toBe('verified');
+      // A receiver still on the old secret verifies too, while the file lists both.
+      if (how === 'files') expect(verifyWebhook({ headers: delivery.headers as Record<string, string>, body: delivery.body, secret: OLD_CALLBACK_SECRET }).kind).toBe('verified');
       pages['GET /v1/calls/:id'] = (await get(`${gw}/v1/calls/${id}`)).text;
       pages['callback delivery'] = JSON.stringify(delivery);
 
@@ -191,6 +221,10 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       const wrongToken = await postJson(`${gw}/v1/runners/register`, '{}', { authorization: `Bearer ${RUNNER_TOKEN.slice(0, -1)}x` });
       expect(wrongToken.status).toBe(401);
       pages['wrong runner token'] = wrongToken.text;
+      // The token being rotated out is accepted too, but not for an id bound to the new one.
+      const oldToken = await postJson(`${gw}/v1/runners/runner-secrets/heartbeat`, '{"models": [], "load": {"slotsInUse": 0, "slots": 4}}', { authorization: `Bearer ${OLD_RUNNER_TOKEN}` });
+      expect(oldToken.status).toBe(how === 'files' ? 403 : 401);
+      pages['runner id bound to another token'] = oldToken.text;
       const badRegistration = await postJson(`${gw}/v1/runners/register`, '{"id": 1}', { authorization: `Bearer ${RUNNER_TOKEN}` });
       expect(badRegistration.status).toBe(400);
       pages['bad registration'] = badRegistration.text;
@@ -206,8 +240,9 @@ describe('fault: secrets given to sluice never appear in its output', () => {
     return { pages, output, gatewayId: gatewayId ?? '' };
   }
 
-  for (const how of ['flags', 'env'] as const) {
-    it(`keeps every secret given by ${how === 'flags' ? 'flag' : 'SLUICE_* variable'} out of every route, error body and log line`, async () => {
+  for (const how of ['flags', 'env', 'files'] as const) {
+    const given = { flags: 'flag', env: 'SLUICE_* variable', files: 'secret file (two of each, a rotation under way) and the store URL by variable' }[how];
+    it(`keeps every secret given by ${given} out of every route, error body and log line`, async () => {
       const { pages, output, gatewayId } = await runFleet(how);
       for (const [where, text] of Object.entries(pages)) expectNoSecret(where, text);
       expectNoSecret('process output', output);
@@ -282,6 +317,36 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       const text = refused(args, env);
       expect(text).toMatch(names);
       expect(text).not.toContain(secret);
+    });
+
+    it.each([
+      ['gateway --runner-token-file', 'gateway', ['--runner-token-file']],
+      ['gateway --callback-secret-file', 'gateway', ['--callback-secret-file']],
+      ['runner --runner-token-file', 'runner', ['--engine', 'http://127.0.0.1:1', '--gateway', 'http://127.0.0.1:2', '--runner-token-file']],
+    ] as const)('refuses a secret file any user may read, naming the file and not its content: %s', (_name, command, args) => {
+      const path = secretFile(`world-readable-${args.at(-1)!.slice(2)}-${command}`, [RUNNER_TOKEN, CALLBACK_SECRET], 0o644);
+      const text = refused([command, ...(command === 'gateway' ? ['--runners', 'http://127.0.0.1:1'] : []), ...args, path]);
+      expect(text).toContain(path);
+      expect(text).toMatch(/may be read by any user of this machine \(mode 644\)/);
+      expect(text).not.toContain(RUNNER_TOKEN);
+      expect(text).not.toContain(CALLBACK_SECRET);
+    });
+
+    it('refuses an empty secret file and a token given both ways', () => {
+      const empty = secretFile('empty', []);
+      expect(refused(['gateway', '--runner-token-file', empty])).toMatch(/runnerTokenFile ".*empty" holds no secret/);
+      const file = secretFile('both-ways', [RUNNER_TOKEN]);
+      const both = refused(['gateway', '--runner-token', OLD_RUNNER_TOKEN, '--runner-token-file', file]);
+      expect(both).toMatch(/give --runner-token or --runner-token-file, not both/);
+      expect(both).not.toContain(RUNNER_TOKEN);
+      expect(both).not.toContain(OLD_RUNNER_TOKEN);
+    });
+
+    it('refuses a token in a secret file that breaks the token rule, without echoing it', () => {
+      const short = secretFile('short-token', [RUNNER_TOKEN, RUNNER_TOKEN.slice(0, 15)]);
+      const text = refused(['gateway', '--runner-token-file', short]);
+      expect(text).toMatch(/runnerTokens\[1\] must be a string of at least 16/);
+      expect(text).not.toContain(RUNNER_TOKEN.slice(0, 15));
     });
 
     it('refuses to start without echoing the password when Redis refuses it', () => {

@@ -22,7 +22,7 @@ async function service(args: string[]): Promise<ChildService> {
 }
 afterAll(() => Promise.all(started.map((s) => s.stop('SIGTERM', 5000))));
 
-const gatewayArgs = (port: number) => ['gateway', '--port', String(port), '--heartbeat-interval', '200ms', '--unreachable-after-missed', '3', '--lost-after', '2s', '--placer-timeout', '5s'];
+const gatewayArgs = (port: number) => ['gateway', '--port', String(port), '--heartbeat-interval', '200ms', '--unreachable-after-missed', '3', '--lost-after', '2s', '--placer-timeout', '5s', '--runner-networks', '127.0.0.0/8'];
 const list = async (gw: { url: string }) => ((await (await request(`${gw.url}/v1/runners`, { headers: asOperator })).body.json()) as { data: any[] }).data;
 const states = async (gw: { url: string }) => Object.fromEntries((await list(gw)).map((r) => [r.id, r.state]));
 

@@ -121,6 +121,26 @@ describe('resolveGatewayOptions', () => {
     );
   });
 
+  it('takes runner tokens as a list, newest first, each checked by the token rule without echoing it', () => {
+    const [a, b] = ['a'.repeat(16), 'b'.repeat(16)];
+    expect(resolveGatewayOptions({ runnerTokens: [a, b] })).toMatchObject({ runnerTokens: [a, b], runnerToken: a });
+    expect(resolveGatewayOptions({ runnerToken: a })).toMatchObject({ runnerTokens: [a], runnerToken: a });
+    expect(resolveGatewayOptions({ runners })).toMatchObject({ runnerTokens: [], runnerToken: undefined });
+    expect(configError({ runnerToken: a, runnerTokens: [b] }).message).toBe('give runnerToken or runnerTokens, not both');
+    expect(configError({ runnerTokens: [] }).message).toBe('runnerTokens must be a non-empty list of tokens');
+    expect(configError({ runnerTokens: [a, 'short-secret'] }).message).toBe('runnerTokens[1] must be a string of at least 16 printable ASCII characters without spaces');
+    expect(configError({ runnerTokens: [a, b, a] }).message).toBe('runnerTokens[2] repeats runnerTokens[0]');
+    expect(configError({ runnerTokens: [a], pool }).message).toMatch(/cannot be used with a custom pool/);
+  });
+
+  it('checks runnerNetworks as CIDR networks, naming the bad one', () => {
+    expect(resolveGatewayOptions({ runners, runnerNetworks: ['10.0.0.0/8', 'fd00::/8'] }).runnerNetworks).toEqual(['10.0.0.0/8', 'fd00::/8']);
+    expect(resolveGatewayOptions({ runners }).runnerNetworks).toEqual([]);
+    expect(configError({ runners, runnerNetworks: ['10.0.0.0/8', '10.0.0.1/8'] }).message).toMatch(/^runnerNetworks\[1\] has host bits set past its prefix length, got "10\.0\.0\.1\/8"/);
+    expect(configError({ runners, runnerNetworks: ['0.0.0.0/0'] }).message).toMatch(/^runnerNetworks\[0\] would allow every address/);
+    expect(configError({ runners, runnerNetworks: ['runners.internal'] }).message).toMatch(/^runnerNetworks\[0\] does not start with an IP address/);
+  });
+
   it('throws GW_INVALID_OPTION naming runners and the value when runners is not a list', () => {
     const error = configError({ runners: 'http://127.0.0.1:9001' as unknown as string[] });
     expect(error.code).toBe('GW_INVALID_OPTION');

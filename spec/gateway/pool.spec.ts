@@ -41,7 +41,8 @@ function fleet(urls: string[] = []): { pool: FleetPool; registry: RunnerRegistry
   });
   const registry = new RunnerRegistry({
     pool,
-    token: 'a-runner-token-long-enough',
+    tokens: ['a-runner-token-long-enough'],
+    networks: ['127.0.0.0/8'],
     gatewayId: 'gw-test',
     heartbeatInterval: HEARTBEAT,
     unreachableAfter: UNREACHABLE_AFTER,
@@ -93,8 +94,8 @@ const ids = (runners: readonly { id: string }[]): string[] => runners.map((r) =>
 describe('FleetPool.runners: the per-model candidate lists', () => {
   it('lists a registered runner for the models it reported, and returns the same list until something changes', () => {
     const { pool, registry, clock } = fleet();
-    registry.register(registration('a', ['m1']));
-    registry.register(registration('b', ['m1', 'm2']));
+    registry.register(registration('a', ['m1']), 0);
+    registry.register(registration('b', ['m1', 'm2']), 0);
     const m1 = pool.runners(callFor('m1', clock));
     expect(ids(m1)).toEqual(['a', 'b']);
     expect(ids(pool.runners(callFor('m2', clock)))).toEqual(['b']);
@@ -103,43 +104,43 @@ describe('FleetPool.runners: the per-model candidate lists', () => {
     // Cached: placers may key their own caches on the list's identity.
     expect(pool.runners(callFor('m1', clock))).toBe(m1);
     // A heartbeat that changes nothing keeps the cache.
-    registry.heartbeat('a', heartbeat(['m1']));
+    registry.heartbeat('a', heartbeat(['m1']), 0);
     expect(pool.runners(callFor('m1', clock))).toBe(m1);
   });
 
   it('follows a heartbeat that changes the models', () => {
     const { pool, registry, clock } = fleet();
-    registry.register(registration('a', ['m1']));
+    registry.register(registration('a', ['m1']), 0);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual(['a']);
-    registry.heartbeat('a', heartbeat(['m2']));
+    registry.heartbeat('a', heartbeat(['m2']), 0);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual([]);
     expect(ids(pool.runners(callFor('m2', clock)))).toEqual(['a']);
   });
 
   it('drops a runner that is not ready, draining or asked to drain, and takes it back when it is ready again', () => {
     const { pool, registry, clock } = fleet();
-    registry.register(registration('a', ['m1']));
-    registry.register(registration('b', ['m1']));
-    registry.heartbeat('a', heartbeat(['m1'], { ready: false }));
+    registry.register(registration('a', ['m1']), 0);
+    registry.register(registration('b', ['m1']), 0);
+    registry.heartbeat('a', heartbeat(['m1'], { ready: false }), 0);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual(['b']);
     expect(ids(pool.runners(callFor(undefined, clock)))).toEqual(['b']);
-    registry.heartbeat('a', heartbeat(['m1']));
+    registry.heartbeat('a', heartbeat(['m1']), 0);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual(['a', 'b']);
-    registry.heartbeat('a', heartbeat(['m1'], { state: 'draining' }));
+    registry.heartbeat('a', heartbeat(['m1'], { state: 'draining' }), 0);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual(['b']);
     expect(registry.requestDrain('b')).toBe(true);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual([]);
     // A registration again does not forget the drain an operator asked for.
-    registry.register(registration('b', ['m1']));
+    registry.register(registration('b', ['m1']), 0);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual([]);
   });
 
   it('forgets a runner that leaves, and tells the placer', () => {
     const { pool, registry, clock, forgotten } = fleet();
-    registry.register(registration('a', ['m1']));
-    registry.register(registration('b', ['m1']));
+    registry.register(registration('a', ['m1']), 0);
+    registry.register(registration('b', ['m1']), 0);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual(['a', 'b']);
-    expect(registry.deregister('a')).toBe(true);
+    expect(registry.deregister('a', 0)).toBe(true);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual(['b']);
     expect(pool.get('a')).toBeUndefined();
     expect(forgotten).toEqual(['a']);
@@ -161,8 +162,8 @@ describe('FleetPool.runners: the per-model candidate lists', () => {
 
   it('keeps a down or hung runner listed, so hashing placers keep their order', () => {
     const { pool, registry, clock } = fleet();
-    registry.register(registration('a', ['m1']));
-    registry.register(registration('b', ['m1']));
+    registry.register(registration('a', ['m1']), 0);
+    registry.register(registration('b', ['m1']), 0);
     pool.get('a')!.markHung('silent');
     pool.get('b')!.markDown(new Error('refused'));
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual(['a', 'b']);
@@ -177,12 +178,12 @@ describe('FleetPool.explain', () => {
     expect(pool.explain(callFor('m1', clock), new Map())).toEqual([{ runner: '127.0.0.1:9', reason: 'not-ready' }]);
     fresh.probed({ models: ['m1'], load: undefined });
 
-    const register = (id: string, models = ['m1'], extra: Partial<RunnerRegistration> = {}) => registry.register(registration(id, models, extra));
+    const register = (id: string, models = ['m1'], extra: Partial<RunnerRegistration> = {}) => registry.register(registration(id, models, extra), 0);
     register('busy');
     register('other-model', ['m2']);
     register('starting', ['m1'], { ready: false });
     register('draining');
-    registry.heartbeat('draining', heartbeat(['m1'], { state: 'draining' }));
+    registry.heartbeat('draining', heartbeat(['m1'], { state: 'draining' }), 0);
     register('drain-asked');
     registry.requestDrain('drain-asked');
     register('hung');
@@ -196,7 +197,7 @@ describe('FleetPool.explain', () => {
     register('silent');
     clock.advance(UNREACHABLE_AFTER + 1);
     for (const id of ['busy', 'other-model', 'starting', 'draining', 'drain-asked', 'hung', 'ejected', 'refused', 'offer-failed']) {
-      registry.heartbeat(id, heartbeat(id === 'other-model' ? ['m2'] : ['m1'], id === 'starting' ? { ready: false } : id === 'draining' ? { state: 'draining' } : {}));
+      registry.heartbeat(id, heartbeat(id === 'other-model' ? ['m2'] : ['m1'], id === 'starting' ? { ready: false } : id === 'draining' ? { state: 'draining' } : {}), 0);
     }
     registry.sweep();
 
@@ -224,8 +225,8 @@ describe('a registered runner on the gateway clock', () => {
   it('goes from fresh to stale to unreachable, and back, as the fake clock alone moves', () => {
     const { pool, registry, clock } = fleet();
     const now = () => clock.now();
-    registry.register(registration('a', ['m1'], { load: full }));
-    registry.register(registration('b', ['m1']));
+    registry.register(registration('a', ['m1'], { load: full }), 0);
+    registry.register(registration('b', ['m1']), 0);
     const a = pool.get('a')!;
     const placer = createLeastLoadedPlacer({ now, random: () => 0 });
     const order = () => [...placer.order(callFor('m1', clock), pool.runners(callFor('m1', clock)))].map((r) => r.id);
@@ -238,7 +239,7 @@ describe('a registered runner on the gateway clock', () => {
     // Stale: past the staleness bound with no heartbeat, the report no longer counts, but the
     // runner is still placed on (a heartbeat or two may be late).
     clock.advance(LOAD_STALE_AFTER_MS + 1);
-    registry.heartbeat('b', heartbeat(['m1']));
+    registry.heartbeat('b', heartbeat(['m1']), 0);
     registry.sweep();
     expect(loadOf(a.load(), now())).toBe(0);
     expect(a.registration?.state).toBe('live');
@@ -246,14 +247,14 @@ describe('a registered runner on the gateway clock', () => {
 
     // Unreachable: past unreachableAfter, the sweep stops placing on it.
     clock.advance(UNREACHABLE_AFTER - LOAD_STALE_AFTER_MS);
-    registry.heartbeat('b', heartbeat(['m1']));
+    registry.heartbeat('b', heartbeat(['m1']), 0);
     registry.sweep();
     expect(a.registration?.state).toBe('unreachable');
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual(['b']);
     expect(pool.explain(callFor('m1', clock), new Map()).find((r) => r.runner === 'a')!.reason).toBe('unreachable');
 
     // A heartbeat brings it back, fresh again.
-    registry.heartbeat('a', { ...heartbeat(['m1']), load: full });
+    registry.heartbeat('a', { ...heartbeat(['m1']), load: full }, 0);
     expect(a.registration?.state).toBe('live');
     expect(loadOf(a.load(), now())).toBe(1);
     expect(ids(pool.runners(callFor('m1', clock)))).toEqual(['a', 'b']);

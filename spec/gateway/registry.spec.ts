@@ -32,7 +32,7 @@ async function realRunner(id: string): Promise<string> {
 }
 
 async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
-  const gw = createGateway({ runnerToken: TOKEN, operatorTokens: [OPERATOR_TOKEN], heartbeatInterval: 50, unreachableAfterMissed: 2, lostAfter: 400, placerTimeout: 300, ...options });
+  const gw = createGateway({ runnerToken: TOKEN, runnerNetworks: ['127.0.0.0/8'], operatorTokens: [OPERATOR_TOKEN], heartbeatInterval: 50, unreachableAfterMissed: 2, lostAfter: 400, placerTimeout: 300, ...options });
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   return url;
@@ -150,5 +150,157 @@ describe('draining the whole fleet', () => {
       .toBe(3);
     expect(seen).toEqual([0, 1, 2, 3]);
     expect((await postJson(`${gw}/v1/runners/drain?interval=soon`, '', asOperator)).json.error.code).toBe('GW_INVALID_DRAIN');
+  });
+});
+
+describe('the registration address policy, over the wire', () => {
+  it('refuses the metadata address, a hostname and the gateway\'s own port, naming the field, logged, and keeps none of them', async () => {
+    const lines: string[] = [];
+    const gw = await gateway({ logger: createJsonLogger({ write: (line) => lines.push(line) }) });
+    const own = new URL(gw);
+    for (const [url, why] of [
+      ['http://169.254.169.254:80', /169\.254\.169\.254 is not in --runner-networks/],
+      ['http://localhost:9000', /must be an IP address/],
+      [`http://127.0.0.1:${own.port}`, /is this gateway's own listener/],
+    ] as const) {
+      const res = await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('sink', url)), auth);
+      expect(res.status, url).toBe(400);
+      expect(res.json.error.code).toBe('GW_INVALID_REGISTRATION');
+      expect(res.json.error.message).toMatch(/^registration url refused: /);
+      expect(res.json.error.message).toMatch(why);
+    }
+    expect(await runners(gw)).toEqual([]);
+    const refused = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'runner registration refused');
+    expect(refused).toHaveLength(3);
+    expect(refused[0]).toMatchObject({ level: 'warn', runner: 'sink', reason: expect.stringContaining('169.254.169.254') });
+  });
+
+  it('refuses loopback by default, when --runner-networks does not list it', async () => {
+    const gw = await gateway({ runnerNetworks: [] });
+    const res = await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('r1', 'http://127.0.0.1:9')), auth);
+    expect(res.status).toBe(400);
+    expect(res.json.error.message).toBe('registration url refused: 127.0.0.1 is a loopback address; list a network holding it in --runner-networks to allow it');
+    const metadata = await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('r1', 'http://169.254.169.254')), auth);
+    expect(metadata.json.error.message).toMatch(/169\.254\.169\.254 is a link-local address/);
+  });
+
+  it('takes a registration at every field limit, which fits the body limit', async () => {
+    const gw = await gateway();
+    const models = Array.from({ length: 256 }, (_, i) => `${i}-`.padEnd(256, 'm'));
+    const engines = Array.from({ length: 16 }, (_, i) => ({ kind: 'sim', url: `http://127.0.0.1:${20_000 + i}`, models, state: 'ready' }));
+    const perModel = Object.fromEntries(models.map((m) => [m, { running: 65_536, waiting: 65_536 }]));
+    const body = JSON.stringify({ ...registration('widest', 'http://127.0.0.1:9'), models, engines, slots: 65_536, load: { ...load, slots: 65_536, slotsInUse: 65_536, models: perModel } });
+    expect(body.length).toBeGreaterThan(1024 * 1024);
+    const res = await postJson(`${gw}${REGISTER_PATH}`, body, auth);
+    expect(res.status).toBe(200);
+  });
+
+  it('refuses a body over 2 MiB with 413 before parsing it', async () => {
+    const gw = await gateway();
+    const big = JSON.stringify({ ...registration('big', 'http://127.0.0.1:9'), padding: 'x'.repeat(2 * 1024 * 1024) });
+    const res = await postJson(`${gw}${REGISTER_PATH}`, big, auth);
+    expect(res.status).toBe(413);
+    expect(res.json.error.code).toBe('GW_BODY_TOO_LARGE');
+    expect(await runners(gw)).toEqual([]);
+  });
+});
+
+describe('runner tokens as a list, and a runner id bound to its token', () => {
+  const NEW = 'the-new-runner-token-000';
+  const OLD = 'the-old-runner-token-111';
+  const as = (token: string) => ({ authorization: `Bearer ${token}` });
+  const beat = (gw: string, id: string, token: string) => postJson(`${gw}${heartbeatPath(id)}`, JSON.stringify({ ready: true, state: 'serving', models: ['sim-small'], load }), as(token));
+
+  async function rotating(): Promise<{ gw: string; lines: string[] }> {
+    const lines: string[] = [];
+    const gw = await gateway({ runnerToken: undefined, runnerTokens: [NEW, OLD], logger: createJsonLogger({ write: (line) => lines.push(line) }) });
+    return { gw, lines };
+  }
+
+  it('accepts every token of the list, and refuses one that is on none with 401', async () => {
+    const { gw } = await rotating();
+    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW))).status).toBe(200);
+    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('b', 'http://127.0.0.1:9')), as(OLD))).status).toBe(200);
+    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('c', 'http://127.0.0.1:9')), auth)).status).toBe(401);
+    expect((await runners(gw)).map((r) => r.id).sort()).toEqual(['a', 'b']);
+  });
+
+  it('answers 403 GW_FORBIDDEN to a heartbeat or a deregistration under another token, logged without either token', async () => {
+    const { gw, lines } = await rotating();
+    await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD));
+    const hb = await beat(gw, 'a', NEW);
+    expect(hb.status).toBe(403);
+    expect(hb.json.error).toMatchObject({ code: 'GW_FORBIDDEN', type: 'permission_error' });
+    expect(hb.json.error.message).toMatch(/runner id "a" is registered under another runner token/);
+    const gone = await request(`${gw}${runnerPath('a')}`, { method: 'DELETE', headers: as(NEW) });
+    expect(gone.statusCode).toBe(403);
+    await gone.body.dump();
+    expect((await runners(gw)).map((r) => r.id)).toEqual(['a']);
+    expect((await beat(gw, 'a', OLD)).status).toBe(200);
+    const refusals = lines.filter((l) => l.includes('runner id bound to another token'));
+    expect(refusals).toHaveLength(2);
+    expect(JSON.parse(refusals[0]!)).toMatchObject({ runner: 'a', request: 'heartbeat', token: 0, boundTo: 1 });
+    expect(lines.join('\n')).not.toContain(NEW);
+    expect(lines.join('\n')).not.toContain(OLD);
+  });
+
+  it('lets a live runner move to a newer token by registering again, never back to an older one', async () => {
+    const { gw } = await rotating();
+    await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD));
+    // Restarted with the rotated token, before its old entry is lost: it comes back at once.
+    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:10')), as(NEW))).status).toBe(200);
+    expect((await beat(gw, 'a', NEW)).status).toBe(200);
+    expect((await beat(gw, 'a', OLD)).status).toBe(403);
+    // A holder of the older token cannot take the id back (and with it the runner's traffic).
+    const back = await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:11')), as(OLD));
+    expect(back.status).toBe(403);
+    expect(back.json.error.code).toBe('GW_FORBIDDEN');
+    expect((await runners(gw)).find((r) => r.id === 'a')?.url).toBe('http://127.0.0.1:10');
+  });
+
+  it('frees the id when its runner leaves: it may then register under any token', async () => {
+    const { gw } = await rotating();
+    await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW));
+    const gone = await request(`${gw}${runnerPath('a')}`, { method: 'DELETE', headers: as(NEW) });
+    expect(gone.statusCode).toBe(204);
+    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD))).status).toBe(200);
+  });
+
+  it('replaces the tokens without a restart, each binding following its token', async () => {
+    const gw = createGateway({ runnerTokens: [OLD], runnerNetworks: ['127.0.0.0/8'], heartbeatInterval: 50, lostAfter: 60_000, unreachableAfterMissed: 1000 });
+    const { url } = await gw.listen();
+    cleanups.push(() => gw.close());
+    await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD));
+    expect((await beat(url, 'a', NEW)).status).toBe(401);
+    // Step 1: the new token joins, first; 'a' stays bound to the old one, now second.
+    gw.setRunnerTokens([NEW, OLD]);
+    expect((await beat(url, 'a', OLD)).status).toBe(200);
+    expect((await beat(url, 'a', NEW)).status).toBe(403);
+    await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('b', 'http://127.0.0.1:10')), as(OLD));
+    // Step 2: 'a' comes back with the new token.
+    expect((await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW))).status).toBe(200);
+    // Step 3: the old token leaves. It is refused; 'b', bound to it, is bound again by its next request.
+    gw.setRunnerTokens([NEW]);
+    expect((await beat(url, 'a', NEW)).status).toBe(200);
+    expect((await beat(url, 'b', OLD)).status).toBe(401);
+    expect((await beat(url, 'b', NEW)).status).toBe(200);
+    expect((await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('c', 'http://127.0.0.1:11')), as(OLD))).status).toBe(401);
+  });
+
+  it('refuses a bad token list, and tokens on a gateway started without registration', async () => {
+    const gw = createGateway({ runnerTokens: [OLD], runnerNetworks: ['127.0.0.0/8'] });
+    expect(() => gw.setRunnerTokens([])).toThrow('runnerTokens must be a non-empty list of tokens');
+    expect(() => gw.setRunnerTokens([NEW, 'too-short'])).toThrow('runnerTokens[1] must be a string of at least 16 printable ASCII characters without spaces');
+    expect(() => gw.setRunnerTokens([NEW, NEW])).toThrow('runnerTokens[1] repeats runnerTokens[0]');
+    const off = createGateway({ runners: ['http://127.0.0.1:9'] });
+    expect(() => off.setRunnerTokens([NEW])).toThrow(expect.objectContaining({ code: 'GW_INVALID_OPTION' }));
+    await Promise.all([gw.close(), off.close()]);
+  });
+
+  it('frees the id when its runner is lost', async () => {
+    const { gw } = await rotating();
+    await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW));
+    await expect.poll(async () => (await runners(gw)).length, { timeout: 4000, interval: 20 }).toBe(0);
+    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD))).status).toBe(200);
   });
 });

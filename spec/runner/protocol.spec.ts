@@ -209,6 +209,17 @@ describe('WIRE_ID_PATTERN', () => {
 describe('parseRegistration', () => {
   it('takes a well-formed body, filling ready and version for older runners', () => {
     expect(parseRegistration(registration)).toEqual({ kind: 'ok', value: registration });
+    // Every field at its limit is taken; fields the wire does not know are dropped.
+    const atLimits = {
+      ...registration,
+      url: `http://10.0.0.5:9000/${'a'.repeat(2048 - 'http://10.0.0.5:9000/'.length)}`,
+      models: Array.from({ length: 256 }, (_, i) => `${i}`.padEnd(256, 'm')),
+      slots: 65_536,
+      engines: Array.from({ length: 16 }, () => ({ kind: 'sim', url: 'http://127.0.0.1:1', models: ['m1'], state: 'ready' })),
+      gpus: { source: 'none', gpus: [], reason: 'none' },
+      load: { ...load, kvCacheUsage: 1, models: { m1: { running: 1, waiting: 0 } } },
+    };
+    expect(parseRegistration({ ...atLimits, extra: 'dropped' })).toEqual({ kind: 'ok', value: atLimits });
     const { ready: _r, version: _v, ...older } = registration;
     expect(parseRegistration(older)).toEqual({ kind: 'ok', value: { ...older, ready: true, version: 'unknown' } });
   });
@@ -222,6 +233,36 @@ describe('parseRegistration', () => {
     ['models not a list', { ...registration, models: 'm1' }, /models must be a list/],
     ['no load', { ...registration, load: undefined }, /load must carry numeric slotsInUse and slots/],
     ['a load without slots', { ...registration, load: { slotsInUse: 1 } }, /load must carry numeric slotsInUse and slots/],
+    ['an array', [registration], /must be a JSON object/],
+    ['a url with credentials', { ...registration, url: 'http://user:pass@10.0.0.5:9000' }, /^registration url must not carry credentials$/],
+    ['a url with a query', { ...registration, url: 'http://10.0.0.5:9000/?x=1' }, /url must not have a query or fragment/],
+    ['a url with an empty query', { ...registration, url: 'http://10.0.0.5:9000/?' }, /url must not have a query or fragment/],
+    ['a url with a fragment', { ...registration, url: 'http://10.0.0.5:9000/#f' }, /url must not have a query or fragment/],
+    ['a url too long', { ...registration, url: `http://10.0.0.5:9000/${'a'.repeat(2048)}` }, /url must be at most 2048 characters, got 2069/],
+    ['a url that is not a string', { ...registration, url: 7 }, /url must be an http\(s\) URL, got 7/],
+    ['an empty model name', { ...registration, models: ['m1', ''] }, /registration models\[1\] must be a model name of 1 to 256 characters on one line, got ""/],
+    ['a model name too long', { ...registration, models: ['m'.repeat(257)] }, /models\[0\] must be a model name of 1 to 256 characters/],
+    ['a model name that is not a string', { ...registration, models: [7] }, /models\[0\] must be a model name/],
+    ['a model name over two lines', { ...registration, models: ['m1\n{"level":"error"}'] }, /models\[0\] must be a model name of 1 to 256 characters on one line/],
+    ['too many models', { ...registration, models: Array.from({ length: 257 }, (_, i) => `m${i}`) }, /models must list at most 256 models, got 257/],
+    ['engines not a list', { ...registration, engines: {} }, /engines must be a list/],
+    ['too many engines', { ...registration, engines: Array.from({ length: 17 }, () => ({ kind: 'sim', url: 'http://127.0.0.1:1', models: [], state: 'ready' })) }, /at most 16 engines, got 17/],
+    ['an engine with a bad url', { ...registration, engines: [{ kind: 'sim', url: 'file:///etc', models: [], state: 'ready' }] }, /engines\[0\]\.url must be an http\(s\) URL/],
+    ['an engine with a bad model', { ...registration, engines: [{ kind: 'sim', url: 'http://127.0.0.1:1', models: [''], state: 'ready' }] }, /engines\[0\]\.models\[0\] must be a model name/],
+    ['an engine kind too long', { ...registration, engines: [{ kind: 'k'.repeat(65), url: 'http://127.0.0.1:1', models: [], state: 'ready' }] }, /engines\[0\]\.kind must be a string of at most 64 characters/],
+    ['no slots', { ...registration, slots: undefined }, /slots must be a whole number from 1 to 65536, got undefined/],
+    ['zero slots', { ...registration, slots: 0 }, /slots must be a whole number from 1 to 65536, got 0/],
+    ['too many slots', { ...registration, slots: 65_537 }, /slots must be a whole number from 1 to 65536, got 65537/],
+    ['fractional slots', { ...registration, slots: 1.5 }, /slots must be a whole number/],
+    ['gpus that are a list', { ...registration, gpus: [] }, /gpus must be an inventory object/],
+    ['too many gpus', { ...registration, gpus: { source: 'nvidia-smi', gpus: Array.from({ length: 257 }, (_, index) => ({ index })) } }, /gpus\.gpus must be a list of at most 256 GPUs/],
+    ['a version too long', { ...registration, version: 'v'.repeat(65) }, /version must be a string of at most 64 characters on one line/],
+    ['a version that is not a string', { ...registration, version: 3 }, /version must be a string/],
+    ['ready that is not a boolean', { ...registration, ready: 'yes' }, /ready must be true or false, got "yes"/],
+    ['a negative slotsInUse', { ...registration, load: { ...load, slotsInUse: -1 } }, /load\.slotsInUse must be a whole number from 0 to 65536, got -1/],
+    ['a KV-cache use over 1', { ...registration, load: { ...load, kvCacheUsage: 1.5 } }, /load\.kvCacheUsage must be a fraction from 0 to 1, got 1\.5/],
+    ['a negative queue', { ...registration, load: { ...load, queue: -2 } }, /load\.queue must be a number of 0 or more/],
+    ['per-model load without counts', { ...registration, load: { ...load, models: { m1: { running: 'x' } } } }, /load\.models\["m1"\] must carry running and waiting counts/],
   ])('says why a body with %s is invalid', (_name, body, message) => {
     const parsed = parseRegistration(body);
     expect(parsed.kind).toBe('invalid');
@@ -239,6 +280,10 @@ describe('parseHeartbeat', () => {
     ['not an object', 7, /heartbeat body must be a JSON object/],
     ['models not a list', { models: {}, load }, /heartbeat models must be a list/],
     ['a load that is not numeric', { models: [], load: { slotsInUse: '1', slots: 4 } }, /load must carry numeric/],
+    ['too many models', { models: Array.from({ length: 257 }, (_, i) => `m${i}`), load }, /heartbeat models must list at most 256 models/],
+    ['an empty model name', { models: [''], load }, /heartbeat models\[0\] must be a model name/],
+    ['ready that is not a boolean', { ready: 1, models: [], load }, /heartbeat ready must be true or false/],
+    ['slots out of range', { models: [], load: { ...load, slots: 1e9 } }, /load\.slots must be a whole number from 0 to 65536/],
   ])('says why a body with %s is invalid', (_name, body, message) => {
     const parsed = parseHeartbeat(body);
     expect(parsed).toMatchObject({ kind: 'invalid', message: expect.stringMatching(message) });

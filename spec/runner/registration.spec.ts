@@ -253,6 +253,23 @@ describe('runner registration', () => {
     expect(lines.join('\n')).not.toContain(TOKEN);
   });
 
+  it('logs a 403 as its id refused under its token, not as a wrong token, and retries at the cap', async () => {
+    const gw = await FakeGateway.start();
+    let forbid = true;
+    gw.force = (kind) => (forbid && kind === 'heartbeat' ? 403 : undefined);
+    const lines: string[] = [];
+    const logger = createJsonLogger({ level: 'debug', write: (line) => lines.push(line) });
+    const { delays, timers } = recordingTimers((ms) => Math.min(ms, 5));
+    await startRunner({ gateways: [gw.url], logger }, { timers, random: () => 0.5 });
+    await gw.waitFor((s) => s.kind === 'heartbeat' && s.status === 403);
+    forbid = false;
+    await gw.waitFor((s) => s.kind === 'heartbeat' && s.status === 200);
+    const refused = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'gateway refused this runner id under its token');
+    expect(refused[0]).toMatchObject({ level: 'error', status: 403, retryInMs: BACKOFF_CAP_MS / 2 });
+    expect(lines.some((l) => l.includes('gateway refused the runner token'))).toBe(false);
+    expect(delays).toContain(BACKOFF_CAP_MS / 2);
+  });
+
   it('drains when the gateway asks: busy to new calls, the running call finishes, then DELETE and closed', async () => {
     const gw = await FakeGateway.start();
     const { runner, url } = await startRunner({ gateways: [gw.url] });
@@ -317,6 +334,15 @@ describe('runner registration', () => {
     for (const host of ['0.0.0.0', '::']) {
       const runner = createRunner({ engine, gateways: ['http://gw:8080'], runnerToken: TOKEN });
       await expect(runner.listen(0, host)).rejects.toThrow(`advertiseUrl is required with gateways when listening on ${host}`);
+      await runner.close({ drainTimeout: 0 });
+    }
+    // Gateways refuse host names in a registered URL: refused here, before the engine starts.
+    for (const [options, host, name] of [
+      [{ advertiseUrl: 'http://gpu-node-1:9000' }, '0.0.0.0', 'gpu-node-1'],
+      [{}, 'localhost', 'localhost'],
+    ] as const) {
+      const runner = createRunner({ engine, gateways: ['http://gw:8080'], runnerToken: TOKEN, ...options });
+      await expect(runner.listen(0, host)).rejects.toThrow(`the URL advertised to gateways must name an IP address, not "${name}"`);
       await runner.close({ drainTimeout: 0 });
     }
   });

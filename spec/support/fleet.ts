@@ -69,6 +69,9 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
       'gateway',
       '--port',
       '0',
+      // Runners a spec registers listen on 127.0.0.1, which registration refuses unless allowed.
+      '--runner-networks',
+      '127.0.0.0/8',
       '--runners',
       runners.map((r) => r.url).join(','),
       ...quiet,

@@ -107,7 +107,7 @@ export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFle
     await mkdir(join(options.dir, 'redis'), { recursive: true });
     redis = await startBenchRedis(join(options.dir, 'redis'));
     const gateway = await group.track(
-      startService(['gateway', '--port', '0', '--store', redis.url, '--gateway-id', 'soak-gw', '--placer', SOAK_FLEET.placer, '--placer-timeout', SOAK_FLEET.placerTimeout, ...level], { env }),
+      startService(['gateway', '--port', '0', '--store', redis.url, '--gateway-id', 'soak-gw', '--placer', SOAK_FLEET.placer, '--placer-timeout', SOAK_FLEET.placerTimeout, '--runner-networks', '127.0.0.0/8', ...level], { env }),
     );
     const engineArgs = (i: number, callLog: string): string[] => ['--engine-id', `soak-sim-${i + 1}`, '--profile', SOAK_FLEET.profile, '--itl-ms', String(SOAK_FLEET.itlMs), '--max-num-seqs', String(SOAK_FLEET.slots), '--call-log', callLog, ...level];
     const ids = Array.from({ length: options.nodes }, (_, i) => i);

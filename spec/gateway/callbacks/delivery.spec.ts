@@ -8,7 +8,7 @@ import { createServer } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCallbackPolicy, createCallbackSender, verifyWebhook } from '../../../gateway/callbacks/index.ts';
+import { createCallbackPolicy, createCallbackSender, generateWebhookSecret, verifyWebhook } from '../../../gateway/callbacks/index.ts';
 import type { CallbackSenderOptions } from '../../../gateway/callbacks/index.ts';
 import { createJsonLogger } from '../../../placer/kernel/index.ts';
 import type { Clock } from '../../../placer/kernel/index.ts';
@@ -108,6 +108,26 @@ describe('createCallbackSender', () => {
     }
     const last = r.received[2]!;
     expect(verifyWebhook({ headers: last.headers, body: last.body, secret: SECRET, now: START + 7000 })).toMatchObject({ kind: 'verified' });
+  });
+
+  it('signs with every secret while one is rotated, so a receiver on either verifies', async () => {
+    const r = await receiver([200]);
+    const fresh = generateWebhookSecret();
+    const { send } = sender(r.origin, { secret: [fresh, SECRET] });
+    expect(await send.send({ id: 'call_r', url: `${r.origin}/hook`, payload: PAYLOAD })).toMatchObject({ delivered: true });
+    const got = r.received[0]!;
+    expect(String(got.headers['webhook-signature']).split(' ')).toHaveLength(2);
+    for (const secret of [fresh, SECRET]) {
+      expect(verifyWebhook({ headers: got.headers, body: got.body, secret, now: START })).toMatchObject({ kind: 'verified' });
+    }
+    expect(verifyWebhook({ headers: got.headers, body: got.body, secret: generateWebhookSecret(), now: START })).toMatchObject({ kind: 'rejected' });
+  });
+
+  it('refuses an empty list of secrets, too many, or a malformed one among them', () => {
+    const policy = createCallbackPolicy({ allow: [] });
+    expect(() => createCallbackSender({ secret: [], policy })).toThrow(/secret must be one secret or a list of 1 to 4, got 0/);
+    expect(() => createCallbackSender({ secret: Array.from({ length: 5 }, generateWebhookSecret), policy })).toThrow(/got 5/);
+    expect(() => createCallbackSender({ secret: [SECRET, 'whsec_short'], policy })).toThrow(expect.objectContaining({ code: 'CALLBACK_INVALID_SECRET' }));
   });
 
   it('does not retry a 400', async () => {

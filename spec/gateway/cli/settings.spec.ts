@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -436,6 +436,16 @@ describe('secret settings', () => {
     const { values } = resolve(['--runner-token', TOKEN, '--store', 'redis://u:p%21ss@h:1/0', '--gateway', 'http://a:1,http://t0ken99@b:2'], {}, table);
     expect(secretValues(table, values).sort()).toEqual([TOKEN, 'p!ss', 'p%21ss', 't0ken99'].sort());
     expect(secretValues(table, resolve([], {}, table).values)).toEqual([]);
+  });
+
+  it('returns the secrets in a secret file for the redactor, shows its path, and nothing for a file it cannot use', () => {
+    const fileTable: readonly Setting[] = [{ key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'token file' }];
+    const path = configFile(`# tokens\n${TOKEN}\nold-${TOKEN}\n`);
+    chmodSync(path, 0o600);
+    expect(secretValues(fileTable, resolve(['--runner-token-file', path], {}, fileTable).values)).toEqual([TOKEN, `old-${TOKEN}`]);
+    expect(showSetting(fileTable[0]!, path)).toBe(JSON.stringify(path));
+    // The command reading the file reports why it cannot be used; the redactor just has nothing from it.
+    expect(secretValues(fileTable, { runnerTokenFile: join(path, 'missing') })).toEqual([]);
   });
 
   it('returns secret settings in --help with the flag and variable but never a secret default', () => {
