@@ -193,7 +193,7 @@ export class KeyRing implements ClientKeys {
     if (!spec) throw new InvalidBodyError(problems.join('; '));
     const key = newKeyToken();
     const digest = hashToken(key);
-    const stored: StoredKey = { ...spec, limits: spec.limits ?? {}, id: keyIdOf(digest), digest, createdAt: this.#clock.now() };
+    const stored: StoredKey = { ...spec, limits: spec.limits ?? {}, id: keyIdOf(digest), digest, createdAt: Math.floor(this.#clock.now()) };
     await this.#store?.put(stored);
     this.#api.set(stored.id, stored);
     this.#rebuild();
