@@ -16,10 +16,11 @@
  */
 import { Redis } from 'ioredis';
 import { parseRedisUrl } from '../store/index.ts';
-import { decideWindow, limiterDefaults } from './limits.ts';
+import { decideWindow, resolveLimiterOptions } from './limits.ts';
 import type { Admission, KeyLimits, Limiter, LimiterOptions } from './limits.ts';
-import { systemClock } from '../../placer/kernel/index.ts';
+import { checksFor, show } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
+import { GatewayConfigError } from '../errors.ts';
 
 /** Options of the Redis limiter. */
 export interface RedisLimiterOptions extends LimiterOptions {
@@ -164,11 +165,11 @@ class RedisLimiter implements Limiter {
 
   constructor(options: RedisLimiterOptions) {
     const { host, port, db, username, password } = parseRedisUrl(options.url);
-    this.#clock = options.clock ?? systemClock;
-    this.#windowMs = options.windowMs ?? limiterDefaults.windowMs;
-    this.#retryAfterMs = options.retryAfterMs ?? limiterDefaults.retryAfterMs;
-    this.#leaseMs = options.leaseMs ?? 3_600_000;
-    this.#prefix = options.keyPrefix ?? 'sluice:';
+    ({ clock: this.#clock, windowMs: this.#windowMs, retryAfterMs: this.#retryAfterMs } = resolveLimiterOptions(options));
+    const { leaseMs = 3_600_000, keyPrefix = 'sluice:' } = options;
+    this.#leaseMs = checksFor(GatewayConfigError).ms('leaseMs', leaseMs, 1);
+    if (typeof keyPrefix !== 'string') throw new GatewayConfigError(`keyPrefix must be a string, got ${show(keyPrefix)}`);
+    this.#prefix = keyPrefix;
     const client = new Redis({
       host,
       port,

@@ -15,7 +15,8 @@
  * reported, which corrects the current window by the difference.
  */
 import { randomBytes } from 'node:crypto';
-import { systemClock } from '../../placer/kernel/index.ts';
+import { checksFor, show, systemClock } from '../../placer/kernel/index.ts';
+import { GatewayConfigError } from '../errors.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import type { KeyLimits } from './scopes.ts';
 
@@ -82,6 +83,25 @@ export interface LimiterOptions {
 
 /** The defaults, frozen. */
 export const limiterDefaults = Object.freeze({ windowMs: 60_000, retryAfterMs: 1_000 });
+
+/** {@link LimiterOptions} with defaults applied. */
+export interface LimiterConfig {
+  readonly clock: Pick<Clock, 'now'>;
+  readonly windowMs: number;
+  readonly retryAfterMs: number;
+}
+
+const check = checksFor(GatewayConfigError);
+
+/**
+ * Fills in a limiter's defaults and checks each option.
+ * @throws GatewayConfigError naming the option and the bad value.
+ */
+export function resolveLimiterOptions(options: LimiterOptions): LimiterConfig {
+  const { clock = systemClock, windowMs = limiterDefaults.windowMs, retryAfterMs = limiterDefaults.retryAfterMs } = options;
+  if (typeof clock?.now !== 'function') throw check.fail(`clock must have a now() method, got ${show(clock)}`);
+  return Object.freeze({ clock, windowMs: check.ms('windowMs', windowMs, 1), retryAfterMs: check.ms('retryAfterMs', retryAfterMs, 0) });
+}
 
 /** A bucket's counts: `current` in fixed window `bucket` (now / windowMs), `previous` in the one before. */
 export interface WindowCounts {
@@ -214,9 +234,7 @@ class MemoryLimiter implements Limiter {
   readonly #keys = new Map<string, KeyState>();
 
   constructor(options: LimiterOptions) {
-    this.#clock = options.clock ?? systemClock;
-    this.#windowMs = options.windowMs ?? limiterDefaults.windowMs;
-    this.#retryAfterMs = options.retryAfterMs ?? limiterDefaults.retryAfterMs;
+    ({ clock: this.#clock, windowMs: this.#windowMs, retryAfterMs: this.#retryAfterMs } = resolveLimiterOptions(options));
   }
 
   admitCall(keyId: string, limits: KeyLimits, lease: string): Promise<Admission> {

@@ -29,7 +29,7 @@ describeLimiter('redis limiter', async (options) => {
     return limiter;
   };
   return { limiter: make(), elapse, peer: make };
-});
+}, true);
 
 describe('createRedisLimiter', () => {
   it('lets a lease lapse after leaseMs, so a gateway that died frees its calls', async () => {

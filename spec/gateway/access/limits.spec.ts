@@ -64,3 +64,11 @@ describe('rate limit headers', () => {
     expect([0, 1, 4, 5, 4000].map(estimateTokens)).toEqual([1, 1, 1, 2, 1000]);
   });
 });
+
+describe('limiter options', () => {
+  it('refuses a window, a Retry-After or a clock that cannot work, naming it', () => {
+    expect(() => createMemoryLimiter({ windowMs: 0 })).toThrow('windowMs must be a positive integer, got 0');
+    expect(() => createMemoryLimiter({ retryAfterMs: -1 })).toThrow('retryAfterMs must be a non-negative integer, got -1');
+    expect(() => createMemoryLimiter({ clock: {} as never })).toThrow('clock must have a now() method, got {}');
+  });
+});
