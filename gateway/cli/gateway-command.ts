@@ -12,6 +12,7 @@ import { storeDefaults } from '../store/options.ts';
 import { callbackPolicyDefaults } from '../callbacks/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
 import { reportListening } from './processes.ts';
 import type { Setting } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
@@ -118,6 +119,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     // for a store it makes itself.
     maxStoredBytes: (storeBounds.maxStoredBytes as number | undefined) ?? storeDefaults.maxStoredBytes,
     ...(callbacks ? { callbacks } : {}),
+    ...gatewayDataPlaneOptions(values),
     logger,
   };
 }
@@ -132,6 +134,8 @@ export const gateway: Command = {
     ...gatewaySettings,
     ...detachedSettings,
     ...registrationSettings,
+    ...gatewayDataPlaneSettings,
+    ...frontSettings,
     logLevel,
   ],
   async run({ values, env, logger }) {

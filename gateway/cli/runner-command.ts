@@ -7,6 +7,7 @@ import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { runnerDataPlaneOptions, runnerDataPlaneSettings } from './data-plane.ts';
 import { SLUICE_BIN, reportListening } from './processes.ts';
 
 /** Settings whose defaults are runnerDefaults'. */
@@ -41,6 +42,7 @@ export const runner: Command = {
     { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer the environment variable (never shown)', defaultText: 'none; required with --gateway' },
     { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
     r('heartbeatInterval', 'duration', 'how often to heartbeat each gateway, unless the gateway asks for another interval'),
+    ...runnerDataPlaneSettings,
     logLevel,
   ],
   async run({ values, logger }) {
@@ -48,6 +50,7 @@ export const runner: Command = {
     const runner = createRunner({
       ...(givenValues(values, RUNNER_KEYS) as RunnerOptions),
       ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),
+      ...runnerDataPlaneOptions(values),
       // A sim profile launches this same sluice entry point as `sluice sim-engine`.
       simCommand: [process.execPath, SLUICE_BIN],
       logger,

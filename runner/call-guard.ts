@@ -1,0 +1,121 @@
+/**
+ * The runner's door for calls: a call must show it came from a gateway before it takes a slot
+ * (its signature's headers and deadline, read before admission) and before anything reaches the
+ * engine (its MAC, checked once the body it covers is in). A refused call is answered 401
+ * RUNNER_UNAUTHORIZED and counted; nothing ran. Under mutual TLS without a call secret the TLS
+ * handshake is the credential (runner/server.ts) and this door stands open.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../placer/kernel/index.ts';
+import { RunnerUnauthorizedError } from './errors.ts';
+import { CALL_ID_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from './protocol.ts';
+import type { CallRefusal } from './protocol.ts';
+import { errorJson } from './reply.ts';
+import { SeenCalls } from './seen-calls.ts';
+
+/** How the door is set up. */
+export interface CallGuardOptions {
+  /** The call secrets; the door checks nothing when empty. */
+  secrets: readonly string[];
+  /** How far past its deadline a call is still taken, ms. */
+  skew: number;
+  /** Wall-clock ms since the epoch: deadlines are on the gateway's wall clock. */
+  now?: () => number;
+  log: Logger;
+  /** Told of every refusal (the /status counter). */
+  refused(reason: CallRefusal | 'replayed'): void;
+}
+
+/** What the door learned of a call before admission, kept until its body is in. */
+interface Pending {
+  callId: string;
+  mac: Buffer;
+  deadline: number;
+}
+
+/** A runner's check of its calls' signatures. */
+export class CallGuard {
+  readonly #options: CallGuardOptions;
+  readonly #now: () => number;
+  readonly #seen: SeenCalls;
+  readonly #pending = new WeakMap<ServerResponse, Pending>();
+  /** The call id each running signed call claimed, to forget if it ends busy. */
+  readonly #claimed = new WeakMap<ServerResponse, string>();
+
+  constructor(options: CallGuardOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+    this.#seen = new SeenCalls(this.#now);
+  }
+
+  /** True when calls must be signed. */
+  get enabled(): boolean {
+    return this.#options.secrets.length > 0;
+  }
+
+  /**
+   * Before admission: false when the call shows no credential in the wire's format, or one past
+   * its deadline, and has been answered 401.
+   */
+  admit(req: IncomingMessage, res: ServerResponse): boolean {
+    if (!this.enabled) return true;
+    const callId = header(req, CALL_ID_HEADER);
+    const credential = readCallCredential(header(req, SIGNATURE_HEADER), header(req, DEADLINE_HEADER), this.#now(), this.#options.skew);
+    if (credential.kind === 'refused') return this.#refuse(res, credential.reason, callId);
+    if (callId === undefined || callId === '') return this.#refuse(res, 'unsigned', callId);
+    this.#pending.set(res, { callId, mac: credential.mac, deadline: credential.deadline });
+    return true;
+  }
+
+  /**
+   * Once the body is in, before the acknowledgement: false when the MAC does not match the call
+   * as received, or the call id already ran, and the call has been answered 401.
+   */
+  verify(req: IncomingMessage, res: ServerResponse, body: Buffer): boolean {
+    if (!this.enabled) return true;
+    const pending = this.#pending.get(res);
+    this.#pending.delete(res);
+    if (pending === undefined) return this.#refuse(res, 'unsigned', undefined);
+    const verdict = verifyCall(this.#options.secrets, pending, {
+      callId: pending.callId,
+      method: req.method ?? 'POST',
+      path: req.url ?? '/',
+      bodyDigest: bodyDigest(body),
+    });
+    if (verdict.kind === 'refused') return this.#refuse(res, verdict.reason, pending.callId);
+    if (!this.#seen.claim(pending.callId, pending.deadline + this.#options.skew)) return this.#refuse(res, 'replayed', pending.callId);
+    this.#claimed.set(res, pending.callId);
+    return true;
+  }
+
+  /** The call on `res` ended busy, so nothing ran: its gateway may offer it here again. */
+  forget(res: ServerResponse): void {
+    const id = this.#claimed.get(res);
+    if (id !== undefined) this.#seen.release(id);
+  }
+
+  #refuse(res: ServerResponse, reason: CallRefusal | 'replayed', callId: string | undefined): false {
+    this.#options.refused(reason);
+    // Debug, not warn: whoever sends unsigned calls would otherwise write the log; /status counts them.
+    this.#options.log.debug('call refused: no valid signature', { call: callId, reason, remote: res.socket?.remoteAddress });
+    const error = new RunnerUnauthorizedError(REASONS[reason]);
+    // The body of a refused call is never read: the connection cannot be reused.
+    res.writeHead(error.status, { 'content-type': 'application/json', connection: 'close' });
+    res.end(errorJson(error));
+    return false;
+  }
+}
+
+/** What a refused caller is told; the same for every secret, so it says nothing about them. */
+const REASONS: Record<CallRefusal | 'replayed', string> = {
+  unsigned: 'this runner takes calls only from a gateway: the call carries no signature',
+  malformed: 'this runner takes calls only from a gateway: the call\'s signature or deadline is malformed',
+  expired: 'this runner takes calls only from a gateway: the call\'s deadline has passed',
+  mismatch: 'this runner takes calls only from a gateway: the call\'s signature does not match',
+  replayed: 'this runner takes calls only from a gateway: this call id has already run here',
+};
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
