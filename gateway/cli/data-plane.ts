@@ -113,7 +113,7 @@ function tlsFiles(values: Record<string, unknown>, keys: Record<string, string>,
   if (given.length === 0) return undefined;
   const missing = required.filter((part) => values[keys[part]!] === undefined);
   if (missing.length > 0) {
-    throw new SettingsError(`${given.map(([, key]) => flagOf(key)).join(' and ')} need ${missing.map((part) => flagOf(keys[part]!)).join(' and ')} too`);
+    throw new SettingsError(`${given.map(([, key]) => flagOf(key)).join(' and ')} ${given.length === 1 ? 'needs' : 'need'} ${missing.map((part) => flagOf(keys[part]!)).join(' and ')} too`);
   }
   const out: Record<string, Buffer> = {};
   for (const [part, key] of given) out[part] = Buffer.from(readText(values[key] as string, key));

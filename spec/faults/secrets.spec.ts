@@ -26,8 +26,9 @@ import type { RedisServer } from '../support/redis.ts';
 const RUNNER_TOKEN = `rt-${randomBytes(16).toString('hex')}`;
 const CALLBACK_SECRET = generateWebhookSecret();
 const REDIS_PASSWORD = `pw-${randomBytes(12).toString('hex')}`;
+const CALL_SECRET = `cs-${randomBytes(24).toString('hex')}`;
 /** Each secret, and the parts of one that could be printed alone (the key after `whsec_`). */
-const SECRETS = [RUNNER_TOKEN, CALLBACK_SECRET, CALLBACK_SECRET.slice('whsec_'.length), REDIS_PASSWORD];
+const SECRETS = [RUNNER_TOKEN, CALLBACK_SECRET, CALLBACK_SECRET.slice('whsec_'.length), REDIS_PASSWORD, CALL_SECRET];
 
 /** Fails naming where a secret showed up, without printing the text around it twice. */
 function expectNoSecret(where: string, text: string): void {
@@ -97,6 +98,9 @@ describe('fault: secrets given to sluice never appear in its output', () => {
   let redis: RedisServer;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   let storeUrl: string;
+  const secretDir = mkdtempSync(join(tmpdir(), 'sluice-secrets-files-'));
+  const callSecretFile = join(secretDir, 'call-secret');
+  writeFileSync(callSecretFile, `${CALL_SECRET}\n`);
 
   beforeAll(async () => {
     redis = await startRedis({ password: REDIS_PASSWORD });
@@ -106,6 +110,7 @@ describe('fault: secrets given to sluice never appear in its output', () => {
   afterAll(async () => {
     receiver?.server.close();
     await redis?.stop();
+    rmSync(secretDir, { recursive: true, force: true });
   });
 
   /**
@@ -124,12 +129,13 @@ describe('fault: secrets given to sluice never appear in its output', () => {
           'gateway', '--port', '0', '--log-level', 'debug',
           '--callback-allow', receiver.url, '--callback-allow-private',
           ...(gatewayId ? ['--gateway-id', gatewayId] : []),
-          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl] : []),
+          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl, '--call-secret', CALL_SECRET] : []),
         ],
         cleanEnv(
           how === 'env'
             ? {
                 SLUICE_RUNNER_TOKEN: RUNNER_TOKEN,
+                SLUICE_CALL_SECRET: CALL_SECRET,
                 SLUICE_CALLBACK_SECRET: CALLBACK_SECRET,
                 SLUICE_STORE: storeUrl,
                 // The SDK's env detector would add these to the resource; sluice sets its resource itself.
@@ -142,11 +148,16 @@ describe('fault: secrets given to sluice never appear in its output', () => {
         [
           'runner', '--port', '0', '--log-level', 'debug', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'runner-secrets',
           '--gateway', gateway.url,
-          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN] : []),
+          // The runner reads the call secret from a file in the flags case: the third way to give it.
+          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--call-secret-file', callSecretFile] : []),
         ],
-        cleanEnv(how === 'env' ? { SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } : {}),
+        cleanEnv(how === 'env' ? { SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALL_SECRET: CALL_SECRET } : {}),
       );
       const gw = gateway.url;
+      // The call secret works: the runner refuses a call that does not come through the gateway.
+      const unsigned = await postJson(`${runner.url}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
+      expect(unsigned.status).toBe(401);
+      pages['runner refusing an unsigned call'] = unsigned.text;
 
       // The token works: the runner registered and takes calls.
       await eventually(async () => JSON.parse((await get(`${gw}/v1/runners`)).text).data?.some((r: { placeable: boolean }) => r.placeable) === true, 15_000, 'the runner to register');
@@ -227,6 +238,14 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       const sync = await postJson(`${up.url}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
       expect(sync.status).toBe(200);
       for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models']) pages[`GET ${path}`] = (await get(`${up.url}${path}`)).text;
+      // up's runners got a call secret, and not on their command line, which any local user can read.
+      const runnerUrl = JSON.parse(pages['GET /v1/runners']!).data[0].url as string;
+      const unsigned = await postJson(`${runnerUrl}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
+      expect(unsigned.status).toBe(401);
+      expect(unsigned.json.error.code).toBe('RUNNER_UNAUTHORIZED');
+      const commandLines = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).stdout;
+      expect(commandLines).toContain(' runner --port 0 --engine ');
+      expect(commandLines).not.toMatch(/call-secret/i);
     } finally {
       output = await processes.stop();
     }
@@ -259,6 +278,9 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       ['a store URL with only a password as userinfo', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://${pw}@127.0.0.1`], {}, /store/, pw],
       ['a store URL missing a slash', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis:/default:${pw}@127.0.0.1:6379`], {}, /store/, pw],
       ['a store URL with a TLS scheme', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `rediss://default:${pw}@127.0.0.1:6379`], {}, /store/, pw],
+      ['a call secret too short, by flag', ['gateway', '--runners', 'http://127.0.0.1:1', '--call-secret', CALL_SECRET.slice(0, 31)], {}, /callSecret/, CALL_SECRET.slice(0, 31)],
+      ['a runner call secret with a space, by flag', ['runner', '--engine', 'http://127.0.0.1:1', '--call-secret', `${CALL_SECRET} x`], {}, /callSecret/, CALL_SECRET],
+      ['a runner call secret too short, by variable', ['runner', '--engine', 'http://127.0.0.1:1'], { SLUICE_CALL_SECRET: CALL_SECRET.slice(0, 20) }, /callSecret/, CALL_SECRET.slice(0, 20)],
     ] as const)('refuses %s', (_name, args, env, names, secret) => {
       const text = refused(args, env);
       expect(text).toMatch(names);
@@ -282,11 +304,12 @@ describe('fault: secrets given to sluice never appear in its output', () => {
 
     it('shows --help without the secrets set in the environment', () => {
       const run = spawnSync(process.execPath, [SLUICE_BIN, 'gateway', '--help'], {
-        env: cleanEnv({ SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALLBACK_SECRET: CALLBACK_SECRET, SLUICE_STORE: storeUrl }),
+        env: cleanEnv({ SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALLBACK_SECRET: CALLBACK_SECRET, SLUICE_STORE: storeUrl, SLUICE_CALL_SECRET: CALL_SECRET }),
         encoding: 'utf8',
       });
       expect(run.status).toBe(0);
       expect(run.stdout).toContain('--runner-token');
+      expect(run.stdout).toContain('--call-secret');
       expectNoSecret('gateway --help', run.stdout + run.stderr);
     });
   });
