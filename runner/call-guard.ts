@@ -41,6 +41,9 @@ export class CallGuard {
   readonly #pending = new WeakMap<ServerResponse, Pending>();
   /** The call id each running signed call claimed, to forget if it ends busy. */
   readonly #claimed = new WeakMap<ServerResponse, string>();
+  /** When a refusal was last logged at warn, and how many came since. */
+  #warnedAt = -Infinity;
+  #unwarned = 0;
 
   constructor(options: CallGuardOptions) {
     this.#options = options;
@@ -96,8 +99,20 @@ export class CallGuard {
 
   #refuse(res: ServerResponse, reason: CallRefusal | 'replayed', callId: string | undefined): false {
     this.#options.refused(reason);
-    // Debug, not warn: whoever sends unsigned calls would otherwise write the log; /status counts them.
-    this.#options.log.debug('call refused: no valid signature', { call: callId, reason, remote: res.socket?.remoteAddress });
+    // At warn once a minute at most, with how many were refused since, and at debug otherwise:
+    // whoever sends unsigned calls must not write the log, but a gateway with the wrong secret,
+    // or a runner whose clock is off (every call `expired`), must show.
+    const now = this.#now();
+    const fields = { call: callId, reason, remote: res.socket?.remoteAddress };
+    if (now - this.#warnedAt >= REFUSAL_WARN_INTERVAL_MS) {
+      const clock = reason === 'expired' ? { runnerClock: Math.round(now) } : {};
+      this.#options.log.warn('call refused: no valid signature', { ...fields, ...clock, refusedSinceLastWarning: this.#unwarned });
+      this.#warnedAt = now;
+      this.#unwarned = 0;
+    } else {
+      this.#unwarned++;
+      this.#options.log.debug('call refused: no valid signature', fields);
+    }
     const error = new RunnerUnauthorizedError(REASONS[reason]);
     // The body of a refused call is never read: the connection cannot be reused.
     res.writeHead(error.status, { 'content-type': 'application/json', connection: 'close' });
@@ -105,6 +120,9 @@ export class CallGuard {
     return false;
   }
 }
+
+/** The shortest time between two refusals logged at warn. */
+const REFUSAL_WARN_INTERVAL_MS = 60_000;
 
 /** What a refused caller is told; the same for every secret, so it says nothing about them. */
 const REASONS: Record<CallRefusal | 'replayed', string> = {

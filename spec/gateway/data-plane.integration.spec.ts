@@ -20,6 +20,8 @@ import type { GatewayOptions } from '../../gateway/options.ts';
 import { GatewayConfigError } from '../../gateway/errors.ts';
 import { chatBody, eventually } from '../support/fleet.ts';
 import { startScriptedEngine } from '../support/scripted-engine.ts';
+import { warningRecorder } from '../support/logger.ts';
+import type { LogFields } from '../../placer/kernel/index.ts';
 import { makeCa } from '../support/certs.ts';
 import type { Issued, TestCa } from '../support/certs.ts';
 
@@ -129,6 +131,21 @@ describe('a runner with a call secret', () => {
     // The runner's refusal is an answer, not a busy one: the gateway passes it on, and nothing ran.
     expect(forged.status).toBe(401);
     expect(runner.status().calls).toMatchObject({ served: 0, unauthorized: 2 });
+  });
+
+  it('warns of refusals at most once a minute, with how many came between', async () => {
+    let shift = 0;
+    const warnings: LogFields[] = [];
+    const runner = await startRunner({ callSecret: SECRET, logger: warningRecorder(warnings) }, { now: () => Date.now() + shift });
+    const refusals = () => warnings.filter((w) => w.msg === 'call refused: no valid signature');
+    for (let i = 0; i < 3; i++) expect((await post(`${runner.url}/v1/chat/completions`, chatBody())).status).toBe(401);
+    expect(refusals()).toEqual([expect.objectContaining({ reason: 'unsigned', refusedSinceLastWarning: 0 })]);
+    shift = 60_000;
+    expect((await post(`${runner.url}/v1/chat/completions`, chatBody())).status).toBe(401);
+    expect(refusals()).toHaveLength(2);
+    expect(refusals()[1]).toMatchObject({ reason: 'unsigned', refusedSinceLastWarning: 2 });
+    expect(JSON.stringify(warnings)).not.toContain(SECRET);
+    expect(runner.status().calls.unauthorized).toBe(4);
   });
 
   it('refuses a captured call replayed with another call id or body, again, or after its deadline', async () => {
