@@ -8,8 +8,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../placer/kernel/index.ts';
 import { RunnerUnauthorizedError } from './errors.ts';
-import { CALL_ID_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from './protocol.ts';
+import { CALL_ID_HEADER, DEADLINE_HEADER, ERROR_TRAILER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from './protocol.ts';
 import type { CallRefusal } from './protocol.ts';
+import { RUNNER_ID_HEADER } from './protocol.ts';
 import { errorJson } from './reply.ts';
 import { SeenCalls } from './seen-calls.ts';
 
@@ -19,6 +20,8 @@ export interface CallGuardOptions {
   secrets: readonly string[];
   /** How far past its deadline a call is still taken, ms. */
   skew: number;
+  /** Named in the refusal's `sluice-runner-id`, as on every other answer of the runner's own. */
+  runnerId: string;
   /** Wall-clock ms since the epoch: deadlines are on the gateway's wall clock. */
   now?: () => number;
   log: Logger;
@@ -114,8 +117,9 @@ export class CallGuard {
       this.#options.log.debug('call refused: no valid signature', fields);
     }
     const error = new RunnerUnauthorizedError(REASONS[reason]);
-    // The body of a refused call is never read: the connection cannot be reused.
-    res.writeHead(error.status, { 'content-type': 'application/json', connection: 'close' });
+    // The body of a refused call is never read: the connection cannot be reused. The code in
+    // `sluice-error` lets a gateway tell its client what happened rather than relay a 401.
+    res.writeHead(error.status, { 'content-type': 'application/json', connection: 'close', [ERROR_TRAILER]: error.code, [RUNNER_ID_HEADER]: this.#options.runnerId });
     res.end(errorJson(error));
     return false;
   }

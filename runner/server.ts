@@ -94,6 +94,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   const guard = new CallGuard({
     secrets: config.callSecrets,
     skew: config.callClockSkew,
+    runnerId: config.id,
     log,
     refused: () => counts.unauthorized++,
     ...(environment.now ? { now: environment.now } : {}),

@@ -25,6 +25,13 @@ const V1 = 'v1=';
 /** Bytes of an HMAC-SHA256. */
 const MAC_BYTES = 32;
 
+/**
+ * The code of a runner's refusal of a call without a gateway's credential: the error body's
+ * `code`, and the value of the `sluice-error` header on that 401, so a gateway maps it to its
+ * client's error (nothing ran) instead of passing a 401 on as if the client's key were wrong.
+ */
+export const UNAUTHORIZED_CODE = 'RUNNER_UNAUTHORIZED';
+
 /** The shortest call secret a gateway or a runner accepts. */
 export const CALL_SECRET_MIN_LENGTH = 32;
 /** The rule a call secret passes, as messages state it (never with the value). */

@@ -126,11 +126,28 @@ describe('a runner with a call secret', () => {
     expect(unsigned.json.error.code).toBe('RUNNER_UNAUTHORIZED');
     expect(unsigned.json.error.message).not.toContain(SECRET);
 
+    expect(unsigned.headers['sluice-error']).toBe('RUNNER_UNAUTHORIZED');
+    expect(unsigned.headers['sluice-runner-id']).toBe('r-dp');
+
     const gw = await startGateway({ runners: [runner.url], callSecret: OTHER_SECRET, placerTimeout: 500 });
     const forged = await post(`${gw}/v1/chat/completions`, chatBody());
-    // The runner's refusal is an answer, not a busy one: the gateway passes it on, and nothing ran.
-    expect(forged.status).toBe(401);
+    // The client's key is not what the runner refused: it gets the gateway's 502, saying why.
+    expect(forged.status).toBe(502);
+    expect(forged.json.error.code).toBe('GW_RUNNER_UNAUTHORIZED');
+    expect(forged.json.error.message).toContain('refused the call as not from a gateway (RUNNER_UNAUTHORIZED)');
+    expect(forged.json.error.message).toContain('nothing ran');
     expect(runner.status().calls).toMatchObject({ served: 0, unauthorized: 2 });
+
+    // A detached call fails with the runner's code in its record.
+    const detached = await post(`${gw}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' });
+    expect(detached.status).toBe(202);
+    let record: any;
+    await eventually(async () => {
+      record = (await request(`${gw}/v1/calls/${detached.json.id}`).then((r) => r.body.json())) as any;
+      return record.status !== 'queued' && record.status !== 'running';
+    }, 5000, 'the detached call to end');
+    expect(record.status).toBe('failed');
+    expect(record.error).toEqual({ code: 'RUNNER_UNAUTHORIZED', message: expect.stringContaining('refused the call as not from a gateway (RUNNER_UNAUTHORIZED); nothing ran') });
   });
 
   it('warns of refusals at most once a minute, with how many came between', async () => {
