@@ -52,13 +52,19 @@ export interface DataPlaneConfig {
   readonly allowPlainHttp: boolean;
 }
 
-/** Checks the data plane's options; `fail` makes the gateway's config error. Messages never quote a secret or a key. */
-export function resolveDataPlane(options: DataPlaneOptions, fail: Fail): DataPlaneConfig {
+/**
+ * Checks the data plane's options; `fail` makes the gateway's config error. Messages never quote
+ * a secret or a key. `runners` are the static runner URLs: under mutual TLS each must be https,
+ * or its calls would go in clear text to a runner that could not take them.
+ */
+export function resolveDataPlane(options: DataPlaneOptions, fail: Fail, runners: readonly URL[] = []): DataPlaneConfig {
   const { callSecret, allowPlainHttp = false } = options;
   if (callSecret !== undefined && !isCallSecret(callSecret)) throw fail(`callSecret must be ${CALL_SECRET_RULE}`, 'callSecret');
   if (typeof allowPlainHttp !== 'boolean') throw fail(`allowPlainHttp must be true or false, got ${JSON.stringify(allowPlainHttp)}`, 'allowPlainHttp');
   const runnerTls = options.runnerTls === undefined ? undefined : pem('runnerTls', options.runnerTls, ['cert', 'key', 'ca'], fail);
   const tls = options.tls === undefined ? undefined : pem('tls', options.tls, ['cert', 'key'], fail);
+  const plain = runners.find((url) => url.protocol !== 'https:');
+  if (runnerTls && plain) throw fail(`runners entries must be https:// URLs with runnerTls (mutual TLS), got ${JSON.stringify(plain.origin)}`, 'runners');
   return Object.freeze({
     callSecret,
     runnerTls: runnerTls as DataPlaneConfig['runnerTls'],

@@ -368,7 +368,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     breaker,
     meterProvider,
     renderMetrics,
-    dataPlane: resolveDataPlane(options, check.fail),
+    dataPlane: resolveDataPlane(options, check.fail, urls),
   });
 }
 

@@ -28,6 +28,14 @@ describe('resolveDataPlane', () => {
     expect(resolve).toThrow(message);
   });
 
+  it('refuses a plain http runner URL under mutual TLS', () => {
+    const runnerTls = { cert: 'c', key: 'k', ca: 'a' };
+    const resolve = (urls: string[]) => () => resolveDataPlane({ runnerTls }, fail, urls.map((u) => new URL(u)));
+    expect(resolve(['https://10.0.0.1:9000', 'http://10.0.0.2:9000'])).toThrow('runners entries must be https:// URLs with runnerTls (mutual TLS), got "http://10.0.0.2:9000"');
+    expect(resolve(['https://10.0.0.1:9000'])).not.toThrow();
+    expect(() => resolveDataPlane({}, fail, [new URL('http://10.0.0.2:9000')])).not.toThrow();
+  });
+
   it('never quotes the secret it refuses', () => {
     const bad = `${SECRET} with a space`;
     expect(() => resolveDataPlane({ callSecret: bad }, fail)).toThrow(/callSecret/);
