@@ -27,6 +27,8 @@ import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../runner/protocol.ts';
 import { newToken } from './access/credentials.ts';
 import type { ClientKeys } from './access/scopes.ts';
 import { compileNetworks } from './callbacks/address.ts';
+import { resolveDataPlane } from './data-plane.ts';
+import type { DataPlaneConfig, DataPlaneOptions } from './data-plane.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {
@@ -56,7 +58,7 @@ export interface CallListener {
 }
 
 /** How a gateway is set up. Give `runners` or `pool`. */
-export interface GatewayOptions extends PlacerOptions {
+export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   /** Static runner URLs, e.g. `['http://127.0.0.1:9001']`. */
   runners?: readonly string[];
   /** A pool of your own instead of the static list. */
@@ -263,6 +265,8 @@ export interface GatewayConfig {
   readonly renderMetrics: (() => Promise<string>) | undefined;
   readonly logger: Logger;
   readonly clock: Clock;
+  /** The call secret, runner mutual TLS and front TLS (gateway/data-plane.ts). */
+  readonly dataPlane: DataPlaneConfig;
 }
 
 /**
@@ -424,6 +428,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     breaker,
     meterProvider,
     renderMetrics,
+    dataPlane: resolveDataPlane(options, check.fail, urls),
   });
 }
 

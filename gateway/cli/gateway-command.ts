@@ -12,6 +12,7 @@ import { storeDefaults } from '../store/options.ts';
 import { callbackPolicyDefaults } from '../callbacks/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
 import { reportListening } from './processes.ts';
 import type { Setting } from './settings.ts';
 import { SettingsError, flagOf } from './settings.ts';
@@ -148,6 +149,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ...(callbacks ? { callbacks } : {}),
     ...(operatorTokens === undefined ? {} : { operatorTokens }),
     ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
+    ...gatewayDataPlaneOptions(values),
     logger,
   };
 }
@@ -182,6 +184,8 @@ export const gateway: Command = {
     ...detachedSettings,
     ...registrationSettings,
     ...accessSettings,
+    ...gatewayDataPlaneSettings,
+    ...frontSettings,
     logLevel,
   ],
   async run({ values, env, logger }) {
