@@ -371,7 +371,8 @@ export class DetachedCalls {
     if (!failure) {
       const resultStatus = Number(trailers[RESULT_STATUS_TRAILER]) || 502;
       result = { status: resultStatus, contentType: String(trailers[RESULT_TYPE_TRAILER] ?? 'application/octet-stream'), body: Buffer.concat(chunks, size) };
-      const reported = trailers[ERROR_TRAILER];
+      // A header when the runner refused the call outright (RUNNER_UNAUTHORIZED), before any 202.
+      const reported = trailers[ERROR_TRAILER] ?? response.headers[ERROR_TRAILER];
       if (reported !== undefined) {
         // The call failed with the runner's own code, and what arrived is kept as its result:
         // the runner's error answer, or the part of the engine's body that came before the

@@ -6,7 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import { SluiceError, errorClass } from '../placer/kernel/index.ts';
 import type { ErrorType, SluiceErrorOptions } from '../placer/kernel/index.ts';
-import { EngineErrorCode } from '../runner/protocol.ts';
+import { EngineErrorCode, UNAUTHORIZED_CODE } from '../runner/protocol.ts';
 import type { CallError } from './store/types.ts';
 
 /** What a gateway error's constructor takes beside its message. */
@@ -284,6 +284,13 @@ export class DetachedStoreFullError extends errorClass('GW_STORE_FULL', 503, 'se
 export class RunnerFailedError extends errorClass('GW_RUNNER_FAILED_AFTER_COMMIT', 502, 'server_error', GatewayError) {}
 
 /**
+ * A runner refused the call as not from a gateway (its RUNNER_UNAUTHORIZED, 502): this gateway's
+ * call secret or TLS is not the runner's. Nothing ran; the client's own credential is not at
+ * fault, so it never sees a 401 for it.
+ */
+export class RunnerRefusedGatewayError extends errorClass('GW_RUNNER_UNAUTHORIZED', 502, 'server_error', GatewayError) {}
+
+/**
  * A runner that took the call went silent (504): no acknowledgement for responseTimeout before
  * its status line, or no bytes for streamIdleTimeout between chunks. The call may have run, so it
  * was not sent anywhere else.
@@ -347,8 +354,8 @@ export function storeFailure(error: unknown): SluiceError {
 
 /** What the gateway makes of an engine error code a runner reported (see {@link runnerReported}). */
 export interface ReportedFailure {
-  /** What a sync call's client gets: the gateway's own code, GW_CALL_TIMEOUT or GW_RUNNER_FAILED_AFTER_COMMIT. */
-  error: CallTimeoutError | RunnerFailedError;
+  /** What a sync call's client gets: the gateway's own code, GW_CALL_TIMEOUT, GW_RUNNER_FAILED_AFTER_COMMIT or GW_RUNNER_UNAUTHORIZED. */
+  error: CallTimeoutError | RunnerFailedError | RunnerRefusedGatewayError;
   /**
    * What a detached call's record gets: the runner's code as it is, so that a client reading the
    * record learns what the runner saw.
@@ -366,6 +373,14 @@ export function runnerReported(code: string, runner: string | undefined, detail 
     return {
       error: new CallTimeoutError(`runner ${runner} stopped the call at its deadline: ${detail}`),
       record: { code, message: `runner ${runner} stopped the call at the end of its budget (${code})` },
+    };
+  }
+  if (code === UNAUTHORIZED_CODE) {
+    // The runner does not share this gateway's call secret (or TLS): nothing ran, and the
+    // client's own key has nothing to do with it, so it must not see a 401.
+    return {
+      error: new RunnerRefusedGatewayError(`runner ${runner} refused the call as not from a gateway (${code}): ${detail}; nothing ran; the gateway's call secret must be the runners'`),
+      record: { code, message: `runner ${runner} refused the call as not from a gateway (${code}); nothing ran` },
     };
   }
   const what =

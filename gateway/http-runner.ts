@@ -27,13 +27,16 @@ import {
   BUSY_HEADER,
   CALL_ID_HEADER,
   CALL_TYPE_HEADER,
+  DEADLINE_HEADER,
   ERROR_TRAILER,
   FUNCTION_HEADER,
   RESPONSE_TIMEOUT_HEADER,
+  SIGNATURE_HEADER,
   TIMEOUT_HEADER,
   isConnectError,
 } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
+import type { CallSigner, TlsMaterial } from './data-plane.ts';
 import { CallTimeoutError, RequestNotForwardableError, RunnerFailedError, RunnerStalledError } from './errors.ts';
 
 /** The runner's response once committed: status, headers, a streaming body, and trailers. */
@@ -54,6 +57,10 @@ export interface HttpRunnerOptions {
   clock: Clock;
   /** Most connections kept open to this runner. */
   connections?: number;
+  /** Signs every call sent (the call secret's signature); absent, calls go unsigned. */
+  signer?: CallSigner;
+  /** The client certificate, key and CA of mutual TLS with an https runner. */
+  tls?: TlsMaterial;
 }
 
 /**
@@ -96,8 +103,10 @@ export class HttpRunner {
     this.url = url;
     this.#options = options;
     this.#responseTimeoutText = String(options.responseTimeout);
+    const { tls } = options;
     this.#pool = new Pool(url.origin, {
       connectTimeout: options.connectTimeout,
+      ...(tls ? { connect: { cert: tls.cert, key: tls.key, ca: tls.ca } } : {}),
       connections: options.connections ?? null,
       // The runner keeps idle sockets 65 s; closing ours first avoids writing into a closing one.
       keepAliveTimeout: 30_000,
@@ -188,6 +197,7 @@ export class HttpRunner {
       TIMEOUT_HEADER, String(call.timeout),
       RESPONSE_TIMEOUT_HEADER, this.#responseTimeoutText,
     );
+    this.#options.signer?.sign(call, flat);
     return flat;
   }
 
@@ -287,7 +297,9 @@ export class HttpRunner {
 }
 
 /** The headers the gateway sets on every call it sends: a client's own of these names never passes. */
-const WIRE_HEADERS: ReadonlySet<string> = new Set([CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER, RESPONSE_TIMEOUT_HEADER]);
+const WIRE_HEADERS: ReadonlySet<string> = new Set([
+  CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER, RESPONSE_TIMEOUT_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER,
+]);
 
 /** Thrown into an offer that waited for an acknowledgement until the placer deadline. */
 class PlacerDeadlineReached extends Error {

@@ -29,6 +29,8 @@ import type { ClientKeys } from './access/scopes.ts';
 import { createMemoryLimiter } from './access/limits.ts';
 import type { Limiter } from './access/limits.ts';
 import { compileNetworks } from './callbacks/address.ts';
+import { resolveDataPlane } from './data-plane.ts';
+import type { DataPlaneConfig, DataPlaneOptions } from './data-plane.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {
@@ -58,7 +60,7 @@ export interface CallListener {
 }
 
 /** How a gateway is set up. Give `runners` or `pool`. */
-export interface GatewayOptions extends PlacerOptions {
+export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   /** Static runner URLs, e.g. `['http://127.0.0.1:9001']`. */
   runners?: readonly string[];
   /** A pool of your own instead of the static list. */
@@ -278,6 +280,8 @@ export interface GatewayConfig {
   readonly renderMetrics: (() => Promise<string>) | undefined;
   readonly logger: Logger;
   readonly clock: Clock;
+  /** The call secret, runner mutual TLS and front TLS (gateway/data-plane.ts). */
+  readonly dataPlane: DataPlaneConfig;
 }
 
 /**
@@ -442,6 +446,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     breaker,
     meterProvider,
     renderMetrics,
+    dataPlane: resolveDataPlane(options, check.fail, urls),
   });
 }
 

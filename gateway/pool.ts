@@ -10,6 +10,7 @@ import type { RunnerPool } from '../placer/types.ts';
 import { STATUS_PATH, readStatus } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
 import type { BreakerOptions } from './breaker.ts';
+import type { CallSigner, TlsMaterial } from './data-plane.ts';
 import { HttpRunner } from './http-runner.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import { RunnerEntry } from './runner-entry.ts';
@@ -53,6 +54,9 @@ export interface FleetPoolOptions {
   statusInterval: number;
   breaker: Omit<BreakerOptions, 'clock'>;
   logger: Logger;
+  /** See HttpRunnerOptions.signer and .tls: the data plane's credential, on every runner. */
+  signer?: CallSigner;
+  tls?: TlsMaterial;
   /** Told the ids of runners that left the pool (a placer's forget). */
   onRemove?: (ids: readonly string[]) => void;
   /** See RunnerEntryOptions.onCapacity: a runner may have room for `free` more calls. */
@@ -80,8 +84,8 @@ export class FleetPool implements GatewayPool {
    * to `host:port`, the identity of a runner in a static list.
    */
   createRunner(url: URL, id: string = url.host): RunnerEntry {
-    const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker, onCapacity } = this.#options;
-    const transport = new HttpRunner(url, { connectTimeout, responseTimeout, streamIdleTimeout, clock });
+    const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker, onCapacity, signer, tls } = this.#options;
+    const transport = new HttpRunner(url, { connectTimeout, responseTimeout, streamIdleTimeout, clock, ...(signer ? { signer } : {}), ...(tls ? { tls } : {}) });
     return new RunnerEntry(id, transport, { clock, breaker, streamIdleTimeout, onChange: this.#changed, ...(onCapacity ? { onCapacity } : {}) });
   }
 

@@ -3,6 +3,7 @@
  */
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
@@ -21,6 +22,8 @@ import { LbAgent } from './agent.ts';
 import { waitQueueFor } from './placement.ts';
 import { registerCallRoutes } from './call-routes.ts';
 import { DetachedCalls } from './detached.ts';
+import { CallSigner } from './data-plane.ts';
+import { checkFrontListen } from './front-tls.ts';
 import { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './call.ts';
 import type { CallRoute } from './call.ts';
 import { GatewayConfigError, InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
@@ -79,6 +82,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     statusInterval: config.statusInterval,
     breaker: config.breaker,
     logger: log,
+    ...(config.dataPlane.callSecret === undefined ? {} : { signer: new CallSigner(config.dataPlane.callSecret) }),
+    ...(config.dataPlane.runnerTls ? { tls: config.dataPlane.runnerTls } : {}),
     onRemove: (ids) => config.placer.forget?.(ids),
     // A runner of unknown models could take a call for any of them; '' is the /invoke line.
     onCapacity: (runner, free) => queue.wake(free, runner.health.models ? [...runner.health.models, ''] : undefined, runner.id),
@@ -202,6 +207,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       log.info('runner tokens replaced', { tokens: tokens.length });
     },
     async listen(port = 0, host = '127.0.0.1') {
+      // Before anything starts: a front that would take secrets in clear text from the network.
+      checkFrontListen(config.dataPlane, host);
       await pool.start();
       await detached.start();
       registry.start();
@@ -235,9 +242,12 @@ export function createGateway(options: GatewayOptions): Gateway {
         }
         return agent.serve(direct.route, direct.fn, incoming, out, caller);
       };
-      const s = createServer({ requireHostHeader: false }, guardListener(limited, { newId }));
+      const { tls } = config.dataPlane;
+      const handler = guardListener(limited, { newId });
+      const s: Server = tls ? createHttpsServer({ requireHostHeader: false, cert: tls.cert, key: tls.key }, handler) : createServer({ requireHostHeader: false }, handler);
       s.on('clientError', answerClientError(newId));
-      s.on('connection', admitConnection);
+      // Counted on the socket requests arrive on: under TLS that is the TLS socket, made after the handshake.
+      s.on(tls ? 'secureConnection' : 'connection', admitConnection);
       server = s;
       const info = await new Promise<AddressInfo>((resolve, reject) => {
         s.once('error', reject);
@@ -249,7 +259,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       s.headersTimeout = 66_000;
       // Body reads are bounded by bodyReadTimeout; Node's own request timeout would cut streams.
       s.requestTimeout = 0;
-      const url = `http://${host}:${info.port}`;
+      const url = `${tls ? 'https' : 'http'}://${host}:${info.port}`;
       log.info('gateway listening', { url, placer: config.placer.name, runners: config.runners.map((u) => u.origin), version: VERSION });
       if (credentials.openToClients) {
         log.warn('gateway open to clients: no client key is configured, so anyone who can reach it can call it; give --keys or --require-keys to close it', { url });

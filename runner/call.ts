@@ -56,6 +56,8 @@ export interface CallPathContext {
   /** How long the process's event loop just went without running timers, ms (StallWatch). */
   stalled(): number;
   busy(res: ServerResponse, reason: BusyReason): void;
+  /** Checks the call's signature once its body is in (runner/call-guard.ts); false: answered 401. */
+  verify?(req: IncomingMessage, res: ServerResponse, body: Buffer): boolean;
 }
 
 /** Serves one call on `req`/`res`; resolves when the call is handed to the engine's stream or answered. */
@@ -99,6 +101,8 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     }
     return;
   }
+  // The signature covers the body: checked now, before the acknowledgement and the engine.
+  if (ctx.verify && !ctx.verify(req, res, body)) return;
 
   // Only a caller that asked (a gateway sends its response bound) gets informational responses:
   // a plain HTTP client, or a proxy that cannot relay them (nginx), gets plain HTTP.

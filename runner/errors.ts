@@ -2,10 +2,17 @@
  * Runner errors. Codes are stable and listed in docs/errors.md.
  */
 import { errorClass } from '../placer/kernel/index.ts';
-import { EngineErrorCode } from './protocol.ts';
+import { EngineErrorCode, UNAUTHORIZED_CODE } from './protocol.ts';
 
 /** Every slot holds a call, or the runner is draining or its engine not ready: nothing ran (503). */
 export class RunnerBusyError extends errorClass('RUNNER_BUSY', 503, 'service_unavailable_error') {}
+
+/**
+ * A call without the credential that says it came from a gateway (401): no signature, one made
+ * with another secret, one over another call, a deadline long past, or (under mutual TLS) no
+ * client certificate. Nothing ran; the refusal is counted in /status (`calls.unauthorized`).
+ */
+export class RunnerUnauthorizedError extends errorClass(UNAUTHORIZED_CODE, 401, 'invalid_request_error') {}
 
 /** A runner option is missing or out of range. */
 export class RunnerConfigError extends errorClass('RUNNER_INVALID_OPTION', 500, 'server_error') {}

@@ -44,6 +44,7 @@ export function registerWithGateways(m: Membership): GatewayRegistration[] {
       logger: log,
       ...(environment.random ? { random: environment.random } : {}),
       ...(environment.timers ? { timers: environment.timers } : {}),
+      ...(config.tls ? { ca: config.tls.ca } : {}),
     });
     registration.start();
     return registration;

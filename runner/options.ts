@@ -7,11 +7,12 @@ import { isIP } from 'node:net';
 import type { Logger } from '../placer/kernel/index.ts';
 import { silentLogger } from '../placer/kernel/index.ts';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
+import type { Rule } from '../placer/kernel/index.ts';
 import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
 import { RunnerConfigError } from './errors.ts';
-import { REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE } from './protocol.ts';
+import { CALL_SECRET_RULE, REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE, isCallSecret } from './protocol.ts';
 
 /** How a runner is set up: give `engine` (an engine already running) or `profile` (launch one). */
 export interface RunnerOptions {
@@ -112,8 +113,46 @@ export interface RunnerOptions {
    * @default see runnerDefaults
    */
   drainTimeout?: number;
+  /**
+   * The secret gateways sign calls with (HMAC-SHA256, runner/protocol/signature.ts); a call
+   * without a valid signature is answered 401 RUNNER_UNAUTHORIZED. Several during a rotation:
+   * any of them verifies. Not the runner token: the token lets a node register, the call secret
+   * lets its holder spend GPU time. Never logged, never in /status.
+   * @default none: see {@link allowUnsignedCalls}
+   */
+  callSecret?: string | readonly string[];
+  /**
+   * How far past its deadline a signed call is still taken, in ms: the gateway's and the
+   * runner's clocks may disagree by this much. A captured call is refused once it is past.
+   * @default see runnerDefaults
+   */
+  callClockSkew?: number;
+  /**
+   * Serve calls that carry no credential on an address other than loopback. Without a call
+   * secret or mutual TLS, a runner listening on loopback serves unsigned calls (with a warning)
+   * and refuses to start on any other address unless this is set.
+   * @default false
+   */
+  allowUnsignedCalls?: boolean;
+  /**
+   * Mutual TLS: the runner listens on https with `cert`/`key`, requires a client certificate
+   * signed by `ca` on every connection (the gateway's), and checks https gateways it registers
+   * with against the same `ca`. PEM text.
+   * @default none: plain http
+   */
+  tls?: RunnerTls;
   /** @default a logger that drops everything */
   logger?: Logger;
+}
+
+/** A runner's TLS material, PEM text. */
+export interface RunnerTls {
+  /** The runner's certificate (chain). */
+  cert: string | Buffer;
+  /** The certificate's private key. */
+  key: string | Buffer;
+  /** The CA that signs gateways' client certificates (and the gateways' own, for registration). */
+  ca: string | Buffer;
 }
 
 /** Options after defaults and validation; frozen. */
@@ -138,6 +177,11 @@ export interface RunnerConfig {
   readonly advertiseUrl: string | undefined;
   readonly heartbeatInterval: number;
   readonly drainTimeout: number;
+  /** Kept out of every log line and of /status; empty when calls are not signed. */
+  readonly callSecrets: readonly string[];
+  readonly callClockSkew: number;
+  readonly allowUnsignedCalls: boolean;
+  readonly tls: Readonly<RunnerTls> | undefined;
   readonly logger: Logger;
 }
 
@@ -155,6 +199,8 @@ export const runnerDefaults = Object.freeze({
   engineRestartBackoff: 1000,
   heartbeatInterval: 1000,
   drainTimeout: 30_000,
+  callClockSkew: 30_000,
+  allowUnsignedCalls: false,
   logger: silentLogger as Logger,
 });
 
@@ -172,6 +218,11 @@ const runnerRules = {
   engineRestartBackoff: rule.ms(0),
   heartbeatInterval: rule.ms(1),
   drainTimeout: rule.ms(0),
+  callClockSkew: rule.ms(0),
+  allowUnsignedCalls: ((option, value, fail) => {
+    if (typeof value !== 'boolean') throw fail(`${option} must be true or false, got ${show(value)}`, option);
+    return value;
+  }) as Rule,
   logger: rule.logger(),
 };
 
@@ -229,7 +280,35 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     gateways,
     runnerToken,
     advertiseUrl,
+    callSecrets: callSecretsOf(options.callSecret),
+    tls: tlsOf(options.tls),
   });
+}
+
+/** The call secrets as a list; each checked, the message never showing one. */
+function callSecretsOf(value: unknown): readonly string[] {
+  if (value === undefined) return Object.freeze([]);
+  const list = Array.isArray(value) ? value : [value];
+  if (list.length === 0) throw new RunnerConfigError('callSecret must be a secret or a non-empty list of secrets');
+  list.forEach((secret: unknown, i) => {
+    const name = Array.isArray(value) ? `callSecret[${i}]` : 'callSecret';
+    if (!isCallSecret(secret)) throw new RunnerConfigError(`${name} must be ${CALL_SECRET_RULE}`);
+  });
+  return Object.freeze([...(list as string[])]);
+}
+
+/** The TLS material, each part present; PEM text is not parsed here (the server refuses a bad one at listen). */
+function tlsOf(value: RunnerTls | undefined): Readonly<RunnerTls> | undefined {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value !== 'object') throw new RunnerConfigError(`tls must be an object with cert, key and ca, got ${show(value)}`);
+  for (const part of ['cert', 'key', 'ca'] as const) {
+    const pem = value[part];
+    if (!(typeof pem === 'string' || Buffer.isBuffer(pem)) || pem.length === 0) {
+      // The key is a secret: the message names the part, never its text.
+      throw new RunnerConfigError(`tls.${part} must be PEM text; mutual TLS needs cert, key and ca together`);
+    }
+  }
+  return Object.freeze({ cert: value.cert, key: value.key, ca: value.ca });
 }
 
 /**
@@ -244,7 +323,7 @@ export function advertisedUrl(config: RunnerConfig, host: string, port: number):
       `advertiseUrl is required with gateways when listening on ${host || 'every interface'}: gateways cannot call a wildcard address; give the URL they should use, e.g. http://10.0.0.5:${port || 9000}`,
     );
   }
-  const url = config.advertiseUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = config.advertiseUrl ?? `${config.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   // Gateways refuse a registered URL that names a host rather than an address (docs/runners.md).
   const name = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
   if (config.gateways.length > 0 && isIP(name) === 0) {

@@ -3,8 +3,10 @@
  * nothing else about the wire is written down anywhere in code. One module per concern:
  * - protocol/call.ts: a call's headers, answers, trailers and engine error codes;
  * - protocol/registration.ts: registration and heartbeats, their bodies and their checks;
- * - protocol/status.ts: a runner's status page.
+ * - protocol/status.ts: a runner's status page;
+ * - protocol/signature.ts: a call's signature, which tells a runner the call came from a gateway.
  */
 export * from './protocol/call.ts';
 export * from './protocol/registration.ts';
 export * from './protocol/status.ts';
+export * from './protocol/signature.ts';

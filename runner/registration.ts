@@ -56,6 +56,8 @@ export interface GatewayRegistrationOptions {
   random?: () => number;
   /** @default see registrationDefaults */
   timers?: RegistrationTimers;
+  /** The CA an https gateway's certificate is checked against (the runner's tls.ca). @default the system's CAs */
+  ca?: string | Buffer;
 }
 
 /** A registration's defaults, in one place. */
@@ -81,7 +83,7 @@ type Answer = { status: number; json?: unknown; error?: unknown };
 
 /** Registers a runner with one gateway and keeps it registered until stopped. */
 export class GatewayRegistration {
-  readonly #options: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested'>> & Pick<GatewayRegistrationOptions, 'onDrainRequested'>;
+  readonly #options: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested' | 'ca'>> & Pick<GatewayRegistrationOptions, 'onDrainRequested'>;
   readonly #pool: Pool;
   readonly #base: string;
   readonly #log: Logger;
@@ -102,7 +104,7 @@ export class GatewayRegistration {
   constructor(options: GatewayRegistrationOptions) {
     this.#options = { ...options, ...check.resolve(registrationDefaults, registrationRules, options) };
     const timeout = this.#options.requestTimeout;
-    this.#pool = new Pool(options.gateway.origin, { connections: 1, connect: { timeout }, headersTimeout: timeout, bodyTimeout: timeout });
+    this.#pool = new Pool(options.gateway.origin, { connections: 1, connect: { timeout, ...(options.ca === undefined ? {} : { ca: options.ca }) }, headersTimeout: timeout, bodyTimeout: timeout });
     this.#base = options.gateway.pathname.replace(/\/+$/, '');
     this.#interval = this.#options.heartbeatInterval;
     // The origin only: a URL's userinfo or query has no business in a log line.

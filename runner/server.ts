@@ -6,15 +6,19 @@
  * heartbeat payload), gateways.ts (registration with every gateway), call.ts (one call's path).
  */
 import type { ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { ServerType } from '@hono/node-server';
 import { MAX_TIMER_MS } from '../placer/kernel/index.ts';
+import type { Logger } from '../placer/kernel/index.ts';
 import { answerBusy, notReadyReason } from './admission.ts';
 import type { BusyReason } from './admission.ts';
 import { serveCall } from './call.ts';
+import { CallGuard } from './call-guard.ts';
 import type { CallPathContext } from './call.ts';
 import { RunnerEngine } from './engine.ts';
+import { RunnerConfigError } from './errors.ts';
 import type { ProfileFacts } from './engines/profile.ts';
 import { registerWithGateways } from './gateways.ts';
 import { readGpuInventory } from './inventory.ts';
@@ -45,6 +49,8 @@ export interface RunnerEnvironment {
   random?: () => number;
   /** Schedules registrations and heartbeats. @default the process's timers */
   timers?: RegistrationTimers;
+  /** The wall clock signed calls' deadlines are read on, ms since the epoch. @default Date.now */
+  now?: () => number;
 }
 
 /** A running runner. */
@@ -75,7 +81,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   const log = config.logger.child({ runner: config.id });
   const slots = new Slots(config.slots);
   const engine = new RunnerEngine(config, log);
-  const counts: CallCounts = { served: 0, rejected: 0, failed: 0 };
+  const counts: CallCounts = { served: 0, rejected: 0, failed: 0, unauthorized: 0 };
   let gpus: GpuInventory = { gpus: [], source: 'none', reason: 'not read yet' };
   let draining = false;
   let server: ServerType | undefined;
@@ -85,17 +91,31 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   const closed = new Promise<void>((resolve) => (markClosed = resolve));
 
   const status = (): RunnerStatus => readStatus({ config, engine, slots, counts, draining: () => draining, gpus: () => gpus });
+  const guard = new CallGuard({
+    secrets: config.callSecrets,
+    skew: config.callClockSkew,
+    runnerId: config.id,
+    log,
+    refused: () => counts.unauthorized++,
+    ...(environment.now ? { now: environment.now } : {}),
+  });
   const busy = (res: ServerResponse, reason: BusyReason): void => {
     counts.rejected++;
+    // Nothing ran: the gateway may offer this call here again under the same id.
+    guard.forget(res);
     answerBusy(res, config.id, reason);
   };
 
   const stallWatch = new StallWatch();
-  const callPath: CallPathContext = { config, engine, slots, log, counts, draining: () => draining, stalled: () => stallWatch.stalled(), busy };
+  const callPath: CallPathContext = {
+    config, engine, slots, log, counts, draining: () => draining, stalled: () => stallWatch.stalled(), busy,
+    ...(guard.enabled ? { verify: (req, res, body) => guard.verify(req, res, body) } : {}),
+  };
   const app = runnerRoutes({
     status,
     notReady: () => notReadyReason({ draining: () => draining, engine }),
-    serveCall: (req, res) => serveCall(callPath, req, res),
+    // A call without a gateway's credential is refused before it takes a slot.
+    serveCall: async (req, res) => (guard.admit(req, res) ? serveCall(callPath, req, res) : undefined),
   });
 
   const runner: RunnerServer = {
@@ -107,6 +127,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     async listen(port = 0, host = '127.0.0.1') {
       // Refused before the engine launches: a gateway could never call a wildcard address.
       advertisedUrl(config, host, port);
+      checkCallCredential(config, host, log);
       try {
         gpus = await (environment.readInventory ?? readGpuInventory)();
       } catch (error) {
@@ -118,16 +139,35 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       }
       await engine.start(gpus, environment.profileFacts);
       stallWatch.start();
+      const { tls } = config;
       const listening = await new Promise<AddressInfo>((resolve, reject) => {
-        const s = serve({ fetch: app.fetch, port, hostname: host }, (info) => resolve(info));
+        const s = tls
+          ? serve(
+              {
+                fetch: app.fetch,
+                port,
+                hostname: host,
+                createServer: createHttpsServer,
+                // Mutual TLS: a connection without a client certificate signed by the CA ends in the handshake.
+                serverOptions: { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true },
+              },
+              (info) => resolve(info),
+            )
+          : serve({ fetch: app.fetch, port, hostname: host }, (info) => resolve(info));
         s.once('error', reject);
         server = s;
       });
+      if (tls) {
+        server!.on('tlsClientError', (error: Error, socket: { remoteAddress?: string }) => {
+          counts.unauthorized++;
+          log.debug('connection refused: no valid client certificate', { remote: socket.remoteAddress, error });
+        });
+      }
       // Outlive the gateway's idle keep-alive (30 s) so it never writes into a socket we are closing.
       const http = server as unknown as { keepAliveTimeout: number; headersTimeout: number };
       http.keepAliveTimeout = 65_000;
       http.headersTimeout = 66_000;
-      const url = `http://${host}:${listening.port}`;
+      const url = `${tls ? 'https' : 'http'}://${host}:${listening.port}`;
       log.info('runner listening', { url, engine: engine.adapter.url.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, version: VERSION });
       const advertised = advertisedUrl(config, host, listening.port);
       registrations = registerWithGateways({
@@ -164,6 +204,31 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     },
   };
   return runner;
+}
+
+/**
+ * Whether this runner may serve calls that carry no credential when it listens on `host`: a call
+ * secret or mutual TLS is a credential; without either, only a loopback listener, which no other
+ * machine reaches, serves them (with a warning), unless allowUnsignedCalls says so.
+ * @throws {RunnerConfigError} on any other address without either
+ */
+function checkCallCredential(config: RunnerConfig, host: string, log: Logger): void {
+  if (config.callSecrets.length > 0 || config.tls) return;
+  if (config.allowUnsignedCalls) {
+    log.warn('runner serves calls without a credential: anyone who reaches its port can spend its engine', { host, allowUnsignedCalls: true });
+    return;
+  }
+  if (!isLoopback(host)) {
+    throw new RunnerConfigError(
+      `the runner would serve anyone who reaches ${host}: give callSecret (--call-secret, shared with the gateways) or tls (--tls-cert, --tls-key, --tls-ca), listen on 127.0.0.1, or set allowUnsignedCalls (--allow-unsigned-calls)`,
+    );
+  }
+  log.warn('runner serves calls without a credential: no callSecret nor tls; any process on this machine can call it', { host });
+}
+
+/** True for an address only this machine reaches. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(?:\.\d{1,3}){3}$/.test(host);
 }
 
 /**

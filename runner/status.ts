@@ -9,11 +9,12 @@ import type { RunnerStatus } from './protocol.ts';
 import type { Slots } from './slots.ts';
 import { VERSION } from './version.ts';
 
-/** Calls the runner served, turned away, and saw fail, since it started. */
+/** Calls the runner served, turned away, saw fail, and refused as not from a gateway, since it started. */
 export interface CallCounts {
   served: number;
   rejected: number;
   failed: number;
+  unauthorized: number;
 }
 
 /** Where the status is read from. */

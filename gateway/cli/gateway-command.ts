@@ -12,6 +12,7 @@ import { storeDefaults } from '../store/options.ts';
 import { callbackPolicyDefaults } from '../callbacks/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
 import { reportListening } from './processes.ts';
 import type { Setting } from './settings.ts';
 import { SettingsError, flagOf } from './settings.ts';
@@ -151,6 +152,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ...(callbacks ? { callbacks } : {}),
     ...(operatorTokens === undefined ? {} : { operatorTokens }),
     ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
+    ...gatewayDataPlaneOptions(values),
     ...(await clientKeysOptions(values, logger, clock)),
     logger,
   };
@@ -186,6 +188,8 @@ export const gateway: Command = {
     ...detachedSettings,
     ...registrationSettings,
     ...accessSettings,
+    ...gatewayDataPlaneSettings,
+    ...frontSettings,
     logLevel,
   ],
   async run({ values, env, logger }) {

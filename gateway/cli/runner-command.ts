@@ -7,6 +7,7 @@ import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { runnerDataPlaneOptions, runnerDataPlaneSettings } from './data-plane.ts';
 import { SLUICE_BIN, reportListening } from './processes.ts';
 import { SettingsError } from './settings.ts';
 
@@ -43,6 +44,7 @@ export const runner: Command = {
     { key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'file of runner tokens, one a line, newest first (the gateways\' file will do): the runner presents the first; not readable by other users; instead of --runner-token', defaultText: 'none' },
     { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
     r('heartbeatInterval', 'duration', 'how often to heartbeat each gateway, unless the gateway asks for another interval'),
+    ...runnerDataPlaneSettings,
     logLevel,
   ],
   async run({ values, logger }) {
@@ -54,6 +56,7 @@ export const runner: Command = {
       // The newest token: every gateway that lists it accepts it.
       ...(tokenFile === undefined ? {} : { runnerToken: readSecretLines('runnerTokenFile', tokenFile)[0] }),
       ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),
+      ...runnerDataPlaneOptions(values),
       // A sim profile launches this same sluice entry point as `sluice sim-engine`.
       simCommand: [process.execPath, SLUICE_BIN],
       logger,

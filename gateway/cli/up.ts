@@ -2,11 +2,13 @@
  * `sluice up`, the embedded default: simulated engines and runners as child processes, and a
  * gateway in this one in front of them.
  */
+import { randomBytes } from 'node:crypto';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { ChildService } from './processes.ts';
 import { reportListening, startService } from './processes.ts';
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
+import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';
 import { accessSettings, detachedSettings, gatewayIdOf, gatewayOptions, gatewaySettings } from './gateway-command.ts';
 import { runner } from './runner-command.ts';
 import { SettingsError, flagOf } from './settings.ts';
@@ -29,6 +31,9 @@ export const up: Command = {
     ...gatewaySettings,
     ...detachedSettings,
     ...accessSettings,
+    // The runners are its own children on loopback: the call secret, not runner TLS.
+    ...gatewayDataPlaneSettings.filter((s) => s.key === 'callSecret' || s.key === 'callSecretFile'),
+    ...frontSettings,
     logLevel,
   ],
   async run({ values, env, logger, redact }) {
@@ -54,16 +59,21 @@ export const up: Command = {
         ),
       );
       children.push(...engines);
+      const options = await gatewayOptions(values, logger);
+      // The runners take calls from this gateway only: signed with the secret given, else a fresh
+      // one, handed to them in their environment (never argv, which any local user can read).
+      const callSecret = options.callSecret ?? randomBytes(32).toString('base64url');
+      const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret };
       const runners = await Promise.all(
         engines.map((e, i) =>
-          startService(['runner', '--port', '0', '--engine', e.url, '--engine-kind', 'sim', '--id', `runner-${i + 1}`, ...flags(['slots']), '--log-level', level], { stdio: 'inherit', env: childEnv(env) }),
+          startService(['runner', '--port', '0', '--engine', e.url, '--engine-kind', 'sim', '--id', `runner-${i + 1}`, ...flags(['slots']), '--log-level', level], { stdio: 'inherit', env: runnerEnv }),
         ),
       );
       children.push(...runners);
       const gatewayId = await gatewayIdOf(values);
       const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
       const { createGateway } = await import('../server.ts');
-      const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
+      const gw = createGateway({ ...options, callSecret, gatewayId, runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
       const { url, port } = await gw.listen(values.port as number, values.host as string);
       const tokenFile = await keepOperatorToken(gw.config, port, env, logger);
       reportListening(url);

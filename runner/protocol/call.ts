@@ -65,7 +65,8 @@ export const EXEC_TRAILER = 'server-timing';
 /**
  * Set when the engine failed after the runner committed; its value is an error code
  * (`RUNNER_ENGINE_FAILED`, `RUNNER_ENGINE_TIMEOUT`). A trailer when the failure came mid-body,
- * a header on the runner's own 502/504 when the engine failed before answering.
+ * a header on the runner's own 502/504 when the engine failed before answering, and on its 401
+ * (`RUNNER_UNAUTHORIZED`, protocol/signature.ts) to a call without a gateway's credential.
  */
 export const ERROR_TRAILER = 'sluice-error';
 

@@ -49,7 +49,12 @@ export interface RunnerStatus {
   /** GPUs on this node, from nvidia-smi; `source: 'none'` with the reason on a CPU-only node. */
   gpus: GpuInventory;
   slots: { total: number; inUse: number };
-  calls: { served: number; rejected: number; failed: number };
+  /**
+   * Calls served, turned away busy, failed, and refused for want of a gateway's credential
+   * (`unauthorized`: a bad or missing signature, a TLS handshake without a valid client
+   * certificate; absent from runners older than that check).
+   */
+  calls: { served: number; rejected: number; failed: number; unauthorized?: number };
 }
 
 /** What a gateway takes from a status page. */

@@ -26,6 +26,7 @@ import type { RedisServer } from '../support/redis.ts';
 const RUNNER_TOKEN = `rt-${randomBytes(16).toString('hex')}`;
 const CALLBACK_SECRET = generateWebhookSecret();
 const REDIS_PASSWORD = `pw-${randomBytes(12).toString('hex')}`;
+const CALL_SECRET = `cs-${randomBytes(24).toString('hex')}`;
 const OPERATOR_TOKEN = `op-${randomBytes(16).toString('hex')}`;
 const asOperator = { authorization: `Bearer ${OPERATOR_TOKEN}` };
 /** The secrets being rotated out, given beside the new ones in the secret files. */
@@ -41,6 +42,7 @@ const SECRETS = [
   OLD_CALLBACK_SECRET,
   OLD_CALLBACK_SECRET.slice('whsec_'.length),
   OPERATOR_TOKEN,
+  CALL_SECRET,
 ];
 const secretDir = mkdtempSync(join(tmpdir(), 'sluice-secret-files-'));
 /** A secret file as an operator would write it: a comment, the new secret, the old one, mode 600. */
@@ -119,6 +121,9 @@ describe('fault: secrets given to sluice never appear in its output', () => {
   let redis: RedisServer;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   let storeUrl: string;
+  const secretDir = mkdtempSync(join(tmpdir(), 'sluice-secrets-files-'));
+  const callSecretFile = join(secretDir, 'call-secret');
+  writeFileSync(callSecretFile, `${CALL_SECRET}\n`, { mode: 0o600 });
 
   beforeAll(async () => {
     redis = await startRedis({ password: REDIS_PASSWORD });
@@ -148,14 +153,17 @@ describe('fault: secrets given to sluice never appear in its output', () => {
           'gateway', '--port', '0', '--log-level', 'debug',
           '--callback-allow', receiver.url, '--callback-allow-private', '--runner-networks', '127.0.0.0/8',
           ...(gatewayId ? ['--gateway-id', gatewayId] : []),
-          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl, '--operator-token', OPERATOR_TOKEN] : []),
+          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl, '--operator-token', OPERATOR_TOKEN, '--call-secret', CALL_SECRET] : []),
           // Both tokens accepted, both secrets signing: a rotation under way.
-          ...(how === 'files' ? ['--runner-token-file', tokenFile, '--callback-secret-file', secretFile('callback-secrets', [CALLBACK_SECRET, OLD_CALLBACK_SECRET]), '--operator-token-file', secretFile('operator-tokens', [OPERATOR_TOKEN])] : []),
+          ...(how === 'files'
+            ? ['--runner-token-file', tokenFile, '--callback-secret-file', secretFile('callback-secrets', [CALLBACK_SECRET, OLD_CALLBACK_SECRET]), '--operator-token-file', secretFile('operator-tokens', [OPERATOR_TOKEN]), '--call-secret-file', callSecretFile]
+            : []),
         ],
         cleanEnv(
           how === 'env'
             ? {
                 SLUICE_RUNNER_TOKEN: RUNNER_TOKEN,
+                SLUICE_CALL_SECRET: CALL_SECRET,
                 SLUICE_CALLBACK_SECRET: CALLBACK_SECRET,
                 SLUICE_STORE: storeUrl,
                 SLUICE_OPERATOR_TOKEN: OPERATOR_TOKEN,
@@ -171,13 +179,18 @@ describe('fault: secrets given to sluice never appear in its output', () => {
         [
           'runner', '--port', '0', '--log-level', 'debug', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'runner-secrets',
           '--gateway', gateway.url,
-          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN] : []),
+          // The runner reads the call secret from a file in the flags case: the third way to give it.
+          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--call-secret-file', callSecretFile] : []),
           // The gateways' own file: the runner presents its first token.
-          ...(how === 'files' ? ['--runner-token-file', tokenFile] : []),
+          ...(how === 'files' ? ['--runner-token-file', tokenFile, '--call-secret-file', callSecretFile] : []),
         ],
-        cleanEnv(how === 'env' ? { SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } : {}),
+        cleanEnv(how === 'env' ? { SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALL_SECRET: CALL_SECRET } : {}),
       );
       const gw = gateway.url;
+      // The call secret works: the runner refuses a call that does not come through the gateway.
+      const unsigned = await postJson(`${runner.url}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
+      expect(unsigned.status).toBe(401);
+      pages['runner refusing an unsigned call'] = unsigned.text;
 
       // The token works: the runner registered and takes calls.
       await eventually(async () => JSON.parse((await get(`${gw}/v1/runners`, asOperator)).text).data?.some((r: { placeable: boolean }) => r.placeable) === true, 15_000, 'the runner to register');
@@ -278,6 +291,14 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       expect((await get(`${up.url}/v1/runners`)).status).toBe(401);
       const operator = { authorization: `Bearer ${made}` };
       for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models']) pages[`GET ${path}`] = (await get(`${up.url}${path}`, operator)).text;
+      // up's runners got a call secret, and not on their command line, which any local user can read.
+      const runnerUrl = JSON.parse(pages['GET /v1/runners']!).data[0].url as string;
+      const unsigned = await postJson(`${runnerUrl}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
+      expect(unsigned.status).toBe(401);
+      expect(unsigned.json.error.code).toBe('RUNNER_UNAUTHORIZED');
+      const commandLines = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).stdout;
+      expect(commandLines).toContain(' runner --port 0 --engine ');
+      expect(commandLines).not.toMatch(/call-secret/i);
     } finally {
       output = await processes.stop();
       rmSync(runtime, { recursive: true, force: true });
@@ -313,6 +334,9 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       ['a store URL with only a password as userinfo', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://${pw}@127.0.0.1`], {}, /store/, pw],
       ['a store URL missing a slash', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis:/default:${pw}@127.0.0.1:6379`], {}, /store/, pw],
       ['a store URL with a TLS scheme', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `rediss://default:${pw}@127.0.0.1:6379`], {}, /store/, pw],
+      ['a call secret too short, by flag', ['gateway', '--runners', 'http://127.0.0.1:1', '--call-secret', CALL_SECRET.slice(0, 31)], {}, /callSecret/, CALL_SECRET.slice(0, 31)],
+      ['a runner call secret with a space, by flag', ['runner', '--engine', 'http://127.0.0.1:1', '--call-secret', `${CALL_SECRET} x`], {}, /callSecret/, CALL_SECRET],
+      ['a runner call secret too short, by variable', ['runner', '--engine', 'http://127.0.0.1:1'], { SLUICE_CALL_SECRET: CALL_SECRET.slice(0, 20) }, /callSecret/, CALL_SECRET.slice(0, 20)],
     ] as const)('refuses %s', (_name, args, env, names, secret) => {
       const text = refused(args, env);
       expect(text).toMatch(names);
@@ -366,11 +390,12 @@ describe('fault: secrets given to sluice never appear in its output', () => {
 
     it('shows --help without the secrets set in the environment', () => {
       const run = spawnSync(process.execPath, [SLUICE_BIN, 'gateway', '--help'], {
-        env: cleanEnv({ SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALLBACK_SECRET: CALLBACK_SECRET, SLUICE_STORE: storeUrl }),
+        env: cleanEnv({ SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALLBACK_SECRET: CALLBACK_SECRET, SLUICE_STORE: storeUrl, SLUICE_CALL_SECRET: CALL_SECRET }),
         encoding: 'utf8',
       });
       expect(run.status).toBe(0);
       expect(run.stdout).toContain('--runner-token');
+      expect(run.stdout).toContain('--call-secret');
       expectNoSecret('gateway --help', run.stdout + run.stderr);
     });
   });
