@@ -6,9 +6,10 @@
  * disconnected: a deleted key stops working everywhere within that time at worst.
  */
 import { Redis } from 'ioredis';
-import { silentLogger } from '../../placer/kernel/index.ts';
+import { checksFor, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
-import { parseRedisUrl } from '../store/index.ts';
+import { GatewayConfigError } from '../errors.ts';
+import { StoreUnavailableError, parseRedisUrl } from '../store/index.ts';
 import type { KeyLimits } from './limits.ts';
 
 /** An API key as a store keeps it. */
@@ -58,16 +59,19 @@ class RedisKeyStore implements KeyStore {
   readonly #channel: string;
   readonly #refreshMs: number;
   readonly #logger: Logger;
+  /** `redis://host:port/db`, safe to put in messages. */
+  readonly #display: string;
   #subscriber: Redis | undefined;
   #timer: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(options: RedisKeyStoreOptions) {
-    const { host, port, db, username, password } = parseRedisUrl(options.url);
+    const { host, port, db, username, password, display } = parseRedisUrl(options.url);
     const prefix = options.keyPrefix ?? 'sluice:';
+    this.#display = display;
     this.#hash = `${prefix}client-keys`;
     this.#channel = `${prefix}client-keys-changed`;
-    this.#refreshMs = options.refreshMs ?? 5_000;
+    this.#refreshMs = checksFor(GatewayConfigError).ms('refreshMs', options.refreshMs ?? 5_000, 1);
     this.#logger = options.logger ?? silentLogger;
     this.#client = new Redis({
       host,
@@ -84,7 +88,7 @@ class RedisKeyStore implements KeyStore {
   }
 
   async load(): Promise<readonly StoredKey[]> {
-    const all = await this.#client.hgetall(this.#hash);
+    const all = await this.#answer(this.#client.hgetall(this.#hash), 'read the keys');
     const keys: StoredKey[] = [];
     for (const json of Object.values(all)) {
       try {
@@ -97,13 +101,14 @@ class RedisKeyStore implements KeyStore {
   }
 
   async put(key: StoredKey): Promise<void> {
-    await this.#client.hset(this.#hash, key.id, JSON.stringify(key));
-    await this.#client.publish(this.#channel, 'put');
+    await this.#answer(this.#client.hset(this.#hash, key.id, JSON.stringify(key)), `keep key ${key.id}`);
+    // Other gateways also read the keys every refreshMs: a lost message only delays them.
+    await this.#answer(this.#client.publish(this.#channel, 'put'), 'announce the new key');
   }
 
   async remove(id: string): Promise<void> {
-    await this.#client.hdel(this.#hash, id);
-    await this.#client.publish(this.#channel, 'remove');
+    await this.#answer(this.#client.hdel(this.#hash, id), `delete key ${id}`);
+    await this.#answer(this.#client.publish(this.#channel, 'remove'), 'announce the deletion');
   }
 
   watch(onChange: (keys: readonly StoredKey[]) => void): void {
@@ -119,6 +124,15 @@ class RedisKeyStore implements KeyStore {
     this.#subscriber = subscriber;
     this.#timer = setInterval(refresh, this.#refreshMs);
     this.#timer.unref();
+  }
+
+  /** A Redis failure as STORE_UNAVAILABLE (503) naming the store, never its credentials. */
+  async #answer<T>(command: Promise<T>, what: string): Promise<T> {
+    try {
+      return await command;
+    } catch (error) {
+      throw new StoreUnavailableError(`redis key store ${this.#display} could not ${what}: ${(error as Error).message}`, { cause: error });
+    }
   }
 
   close(): Promise<void> {

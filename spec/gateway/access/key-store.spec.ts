@@ -59,3 +59,15 @@ describe('redis key store', () => {
     expect(keys.lookup(made.key)?.name).toBe('early');
   });
 });
+
+describe('redis key store without Redis', () => {
+  it('refuses a new key with STORE_UNAVAILABLE (503), and the key is not made', async () => {
+    const gone = await startRedis();
+    const store = createRedisKeyStore({ url: gone.url, keyPrefix: `t-${randomUUID()}:` });
+    opened.push(store);
+    await gone.stop();
+    const keys = new KeyRing({ store });
+    await expect(keys.create({ name: 'nowhere' })).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', status: 503 });
+    expect(keys.list()).toEqual([]);
+  });
+});
