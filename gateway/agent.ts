@@ -10,6 +10,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { SluiceError } from '../placer/kernel/index.ts';
 import { CALL_ID_HEADER } from '../runner/protocol.ts';
+import { KeyCalls } from './access/key-calls.ts';
+import type { KeyCall } from './access/key-calls.ts';
+import { allowsModel } from './access/keys.ts';
 import { ANONYMOUS } from './access/scopes.ts';
 import type { Caller } from './access/scopes.ts';
 import { clientKey, UploadBudget } from './admission.ts';
@@ -18,6 +21,7 @@ import { readBody } from './body.ts';
 import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
 import {
+  ForbiddenError,
   InternalError,
   ListenerFailedError,
   OverloadedError,
@@ -38,6 +42,7 @@ import { parsePreference } from './prefer.ts';
 import type { CallPreference } from './prefer.ts';
 import type { GatewayPool } from './pool.ts';
 import { relay } from './relay.ts';
+import { RECORD_OVERHEAD_BYTES } from './store/options.ts';
 import type { WaitQueue } from './wait-queue.ts';
 import { CallPlacement, endedResult, turnOf, waitQueueFor } from './placement.ts';
 import type { Turn } from './placement.ts';
@@ -54,6 +59,7 @@ export class LbAgent {
   readonly #tracer = trace.getTracer('sluice-gateway');
   readonly #uploads: UploadBudget;
   readonly #placement: CallPlacement;
+  readonly #keyCalls: KeyCalls;
   #inFlight = 0;
   #closing = false;
   #drained: (() => void) | undefined;
@@ -68,6 +74,7 @@ export class LbAgent {
     this.#metrics = createGatewayMetrics(config.meterProvider);
     this.#placement = new CallPlacement(config, pool, queue ?? waitQueueFor(config), this.#metrics, (out, error, headers) => this.#refuse(out, error, headers));
     this.#uploads = new UploadBudget({ max: config.maxUploads, perClient: config.maxUploadsPerClient });
+    this.#keyCalls = new KeyCalls({ limiter: config.limiter, logger: config.logger });
     this.#detached = detached;
     this.#detachedFlow = new DetachedFlow({
       calls: detached,
@@ -142,6 +149,16 @@ export class LbAgent {
     if (this.#inFlight >= maxInFlight) return this.#refuse(out, new OverloadedError(maxInFlight, retryAfter));
     const upload = this.#admitUpload(incoming, out);
     if (!upload) return;
+    // A client key's requests per minute and concurrent calls, before its body is read. The
+    // upload counts meanwhile, so a drain waits for this call.
+    const keyCall = caller.kind === 'client' ? await this.#keyCalls.open(caller.key) : undefined;
+    if (keyCall instanceof SluiceError) {
+      upload.release();
+      this.#metrics.uploads.add(-1);
+      this.#refuse(out, keyCall, { connection: 'close' });
+      return this.#settle();
+    }
+    if (keyCall) for (const [name, value] of Object.entries(keyCall.headers)) out.setHeader(name, value);
     let body: Buffer | undefined;
     try {
       body = await readBody(incoming, { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout, idleTimeout: this.#config.bodyIdleTimeout });
@@ -158,15 +175,19 @@ export class LbAgent {
       this.#refuse(out, new OverloadedError(maxInFlight, retryAfter));
       body = undefined;
     }
-    if (body === undefined) return this.#settle();
+    if (body === undefined) {
+      keyCall?.close();
+      return this.#settle();
+    }
     this.#inFlight++;
     try {
-      await this.#serve(route, fn, incoming, out, { createdAt, id, requestId, client: caller.kind === 'client' ? caller.key.id : undefined }, body);
+      await this.#serve(route, fn, incoming, out, { createdAt, id, requestId, client: caller.kind === 'client' ? caller.key.id : undefined, keyCall }, body);
     } catch (error) {
       this.#config.logger.error('call failed unexpectedly', { error: error as Error });
       if (!out.headersSent) sendError(out, new InternalError());
       else out.destroy();
     } finally {
+      keyCall?.close();
       this.#inFlight--;
       this.#settle();
     }
@@ -201,7 +222,7 @@ export class LbAgent {
     fnParam: string | undefined,
     incoming: IncomingMessage,
     out: ServerResponse,
-    { createdAt, id, requestId, client }: { createdAt: number; id: string; requestId: string; client: string | undefined },
+    { createdAt, id, requestId, client, keyCall }: { createdAt: number; id: string; requestId: string; client: string | undefined; keyCall: KeyCall | undefined },
     body: Buffer,
   ): Promise<void> {
     const { clock, logger, placerConfig } = this.#config;
@@ -223,10 +244,20 @@ export class LbAgent {
           throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
         }
       }
+      if (keyCall && !allowsModel(keyCall.key, fn)) {
+        throw new ForbiddenError(`client key ${JSON.stringify(keyCall.key.name)} may not call model ${JSON.stringify(fn)}: its models are ${keyCall.key.models!.join(', ')}`);
+      }
       preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
       turn = turnOf(incoming, user, this.#config.defaultPriority, client);
     } catch (error) {
       return this.#refuse(out, error as SluiceError);
+    }
+    if (keyCall) {
+      // Tokens once the body is known (a quarter of its bytes until the engine reports usage), and
+      // for a detached call, room for one more of the key's results.
+      const refusal = (await keyCall.tokens(body.length)) ?? (preference.detached ? await keyCall.storedRoom() : undefined);
+      for (const [name, value] of Object.entries(keyCall.headers)) out.setHeader(name, value);
+      if (refusal) return this.#refuse(out, refusal);
     }
 
     // A sync call runs on its client's connection; a detached one on a signal of its own.
@@ -281,8 +312,8 @@ export class LbAgent {
     call.headers = headers;
 
     const result = detached
-      ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached, turn)
-      : await this.#placeAndRelay(call, out, callHeaders, turn);
+      ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached, turn, keyCall)
+      : await this.#placeAndRelay(call, out, callHeaders, turn, keyCall);
     m.outcomes[result.outcome].add(1);
     if (result.execMs !== undefined) m.execTime.record(result.execMs, m.outcomeAttributes[result.outcome]);
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
@@ -306,12 +337,15 @@ export class LbAgent {
   }
 
   /** The sync path: the walk, then the relay of whichever runner committed. */
-  async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn): Promise<CallResult> {
+  async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn, keyCall: KeyCall | undefined): Promise<CallResult> {
     const placed = await this.#placement.place(call, out, headers, turn);
     if (placed.kind === 'ended') return placed.result;
     const m = this.#metrics;
     m.running.add(1);
-    const relayed = await relay(placed.response, out, headers, placed.runner, call.signal);
+    const relaying = relay(placed.response, out, headers, placed.runner, call.signal);
+    // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
+    keyCall?.watch(placed.response.body);
+    const relayed = await relaying;
     m.running.add(-1);
     const totalMs = this.#config.clock.now() - call.startedAt;
     const { outcome, status, execMs, error } = relayed;
@@ -322,7 +356,7 @@ export class LbAgent {
    * The detached path: the flow's checks and the `queued` record, the walk, then the runner's
    * commit, the client's 202 (or result), and the background run to its end.
    */
-  async #runDetached(call: GatewayCall, request: IncomingMessage['headers'], reply: DetachedReply, run: DetachedSignal, turn: Turn): Promise<CallResult> {
+  async #runDetached(call: GatewayCall, request: IncomingMessage['headers'], reply: DetachedReply, run: DetachedSignal, turn: Turn, keyCall: KeyCall | undefined): Promise<CallResult> {
     const m = this.#metrics;
     const flow = this.#detachedFlow;
     const prepared = await flow.prepare(call, request, run);
@@ -348,6 +382,11 @@ export class LbAgent {
     await flow.answer(accepted.record, reply, accepted.done);
     const outcome = await accepted.done;
     m.running.add(-1);
+    if (keyCall && outcome.result) {
+      // The stored result: its usage settles the tokens, its bytes count until it expires.
+      keyCall.answered(outcome.result.body);
+      keyCall.stored(call.id, RECORD_OVERHEAD_BYTES + outcome.result.body.length, (outcome.record.completedAt ?? this.#config.clock.now()) + this.#config.resultTtl);
+    }
     return detachedResult(outcome, placed.runner.id);
   }
 

@@ -72,6 +72,8 @@ export interface DetachedOutcome {
   record: CallRecord;
   totalMs: number;
   execMs: number | undefined;
+  /** The result the store kept, when it kept one (for the client key's usage and stored bytes). */
+  result?: StoredResult;
 }
 
 /** A call running in the background on this gateway. */
@@ -392,7 +394,7 @@ export class DetachedCalls {
     if (written.kind === 'stored') {
       const final = { ...record, ...written.finish };
       this.#notify(final, written.result);
-      return { record: final, totalMs, execMs };
+      return { record: final, totalMs, execMs, ...(written.result ? { result: written.result } : {}) };
     }
     return { record: (written.kind === 'taken' ? written.record : undefined) ?? { ...record, ...finish }, totalMs, execMs };
   }

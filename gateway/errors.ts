@@ -309,6 +309,30 @@ export class CallTimeoutError extends errorClass('GW_CALL_TIMEOUT', 504, 'timeou
 /** A before-call listener or the call overrider threw something that is not a SluiceError (500). */
 export class ListenerFailedError extends errorClass('GW_LISTENER_FAILED', 500, 'server_error', GatewayError) {}
 
+/**
+ * The client key is over one of its limits (429): requests or tokens per minute, concurrent
+ * calls, or stored detached-result bytes. Answered with Retry-After and, for the per-minute
+ * limits, the `x-ratelimit-*` headers; nothing was counted or run.
+ */
+export class RateLimitedError extends errorClass('GW_RATE_LIMITED', 429, 'rate_limit_error', GatewayError) {
+  constructor(message: string, headers: Record<string, string>) {
+    super(message, { headers });
+  }
+}
+
+/** No client key with this id (404), on the operator's /v1/keys routes. */
+export class KeyNotFoundError extends errorClass('GW_KEY_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
+
+/** A key from the keys file was asked to be deleted through the API (409): edit the file instead. */
+export class KeyInFileError extends errorClass('GW_KEY_IN_FILE', 409, 'invalid_request_error', GatewayError) {}
+
+/**
+ * The keys file (--keys) cannot be read or is not a list of valid keys: the message names each
+ * entry and field at fault. At start-up the gateway refuses to start; on a reload it keeps the
+ * keys it had.
+ */
+export class KeysFileError extends errorClass('GW_INVALID_KEYS_FILE', 500, 'server_error', GatewayError) {}
+
 /** A gateway option is missing or out of range. */
 export class GatewayConfigError extends errorClass('GW_INVALID_OPTION', 500, 'server_error', GatewayError) {}
 

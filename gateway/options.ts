@@ -26,6 +26,8 @@ import type { GatewayPool } from './pool.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../runner/protocol.ts';
 import { newToken } from './access/credentials.ts';
 import type { ClientKeys } from './access/scopes.ts';
+import { createMemoryLimiter } from './access/limits.ts';
+import type { Limiter } from './access/limits.ts';
 import { compileNetworks } from './callbacks/address.ts';
 import { resolveDataPlane } from './data-plane.ts';
 import type { DataPlaneConfig, DataPlaneOptions } from './data-plane.ts';
@@ -177,6 +179,17 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   /** Refuse client calls without a valid key even while no key exists (`--require-keys`). @default see gatewayDefaults */
   requireKeys?: boolean;
   /**
+   * The sliding window of the client keys' requestsPerMinute and tokensPerMinute, in ms: a
+   * minute, shorter only for tests and demonstrations. Used by the limiter the gateway makes.
+   * @default see gatewayDefaults
+   */
+  keyLimitWindow?: number;
+  /**
+   * Where client keys' limits are counted (gateway/access/limits.ts): in memory, or a Redis
+   * limiter shared by several gateways. @default in memory, on the gateway's clock and keyLimitWindow
+   */
+  limiter?: Limiter;
+  /**
    * Runner tokens, newest first, all accepted at once so that one can be rotated without
    * downtime (`--runner-token-file`, one a line); instead of runnerToken. A runner id is bound to
    * the token it registered with (docs/runners.md, "Registration rules").
@@ -254,6 +267,8 @@ export interface GatewayConfig {
   readonly operatorTokenGenerated: boolean;
   readonly clientKeys: ClientKeys | undefined;
   readonly requireKeys: boolean;
+  readonly keyLimitWindow: number;
+  readonly limiter: Limiter;
   /** Every runner token accepted, newest first; empty when registration is off. */
   readonly runnerTokens: readonly string[];
   readonly runnerNetworks: readonly string[];
@@ -302,6 +317,7 @@ export const gatewayDefaults = Object.freeze({
   unreachableAfterMissed: 3,
   lostAfter: 30_000,
   requireKeys: false,
+  keyLimitWindow: 60_000,
   logger: silentLogger as Logger,
   clock: systemClock as Clock,
 });
@@ -332,6 +348,7 @@ const gatewayRules = {
   unreachableAfterMissed: rule.integer({ min: 1 }),
   lostAfter: rule.ms(1),
   requireKeys: booleanRule,
+  keyLimitWindow: rule.ms(1),
   logger: rule.logger(),
 };
 
@@ -422,6 +439,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     operatorTokens,
     operatorTokenGenerated,
     clientKeys,
+    limiter: limiterOf(options.limiter, checked),
     runnerToken: runnerTokens[0],
     runnerTokens,
     runnerNetworks: Object.freeze([...runnerNetworks]),
@@ -430,6 +448,13 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     renderMetrics,
     dataPlane: resolveDataPlane(options, check.fail, urls),
   });
+}
+
+/** The limiter given, checked, or an in-memory one on the gateway's clock and window. */
+function limiterOf(given: Limiter | undefined, checked: { clock: Clock; keyLimitWindow: number; retryAfter: number }): Limiter {
+  if (given === undefined) return createMemoryLimiter({ clock: checked.clock, windowMs: checked.keyLimitWindow, retryAfterMs: checked.retryAfter * 1000 });
+  if (typeof given?.admitCall !== 'function' || typeof given.release !== 'function') throw check.fail('limiter must be a Limiter (gateway/access/limits.ts), with admitCall, admitTokens, settle, release, admitStored and addStored');
+  return given;
 }
 
 /**

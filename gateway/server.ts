@@ -13,6 +13,8 @@ import { SluiceError } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
 import { Credentials } from './access/credentials.ts';
 import { accessGuard, unscopedRoutes } from './access/guard.ts';
+import { registerKeyRoutes } from './access/key-routes.ts';
+import { KeyRing } from './access/keys.ts';
 import { ROUTE_SCOPES } from './access/scopes.ts';
 import type { GatewayEnv, RouteScope } from './access/scopes.ts';
 import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
@@ -100,10 +102,12 @@ export function createGateway(options: GatewayOptions): Gateway {
   });
   const detached = DetachedCalls.forGateway(config, log);
   const agent = new LbAgent(config, pool, detached, queue);
+  // Keys made through /v1/keys live in a key ring: the one given, or an empty one of the gateway's.
+  const ring = config.clientKeys === undefined ? new KeyRing({ clock: config.clock, logger: log }) : config.clientKeys instanceof KeyRing ? config.clientKeys : undefined;
   const credentials = new Credentials({
     operatorTokens: config.operatorTokens,
     runnerTokens: config.runnerTokens,
-    clientKeys: config.clientKeys,
+    clientKeys: config.clientKeys ?? ring,
     requireKeys: config.requireKeys,
   });
   const app = new Hono<Env>();
@@ -136,6 +140,7 @@ export function createGateway(options: GatewayOptions): Gateway {
 
   registerCallRoutes(app, detached, config.store);
   registerRunnerRoutes(app, fleet, registry, config.clock);
+  registerKeyRoutes(app, ring);
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   app.get('/v1/models', (c) => c.json({ object: 'list', data: pool.models().map(model) }));
   // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
@@ -277,6 +282,8 @@ export function createGateway(options: GatewayOptions): Gateway {
         queue.close();
         await pool.close(!drained);
         await config.store.close();
+        await config.limiter.close();
+        await ring?.close();
         s?.closeAllConnections?.();
         await stopped;
         log.info('gateway stopped', {});

@@ -99,6 +99,10 @@ export const ROUTE_SCOPES: readonly RouteScope[] = [
   { method: 'POST', path: '/v1/runners/:id/drain', scope: 'operator' },
   { method: 'GET', path: '/v1/queue', scope: 'operator' },
   { method: 'GET', path: '/metrics', scope: 'operator' },
+  { method: 'POST', path: '/v1/keys', scope: 'operator' },
+  { method: 'GET', path: '/v1/keys', scope: 'operator' },
+  { method: 'GET', path: '/v1/keys/:id', scope: 'operator' },
+  { method: 'DELETE', path: '/v1/keys/:id', scope: 'operator' },
   { method: 'GET', path: '/healthz', scope: 'public' },
   { method: 'GET', path: '/readyz', scope: 'public' },
 ];

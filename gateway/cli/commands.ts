@@ -14,6 +14,7 @@ export const commands: Readonly<Record<string, () => Promise<Command>>> = Object
   gateway: async () => (await import('./gateway-command.ts')).gateway,
   runner: async () => (await import('./runner-command.ts')).runner,
   'sim-engine': async () => (await import('./sim-command.ts')).simEngine,
+  keys: async () => (await import('./keys-command.ts')).keys,
   // The bench sits beside the product: the one place the product loads it, on demand.
   bench: async () => (await import('../../k6/driver/commands.ts')).bench,
 });

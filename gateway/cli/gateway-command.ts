@@ -17,6 +17,7 @@ import { reportListening } from './processes.ts';
 import type { Setting } from './settings.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
+import { clientKeysOptions, keySettings } from './client-keys.ts';
 import { keepOperatorToken } from './operator-token.ts';
 
 /** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
@@ -52,6 +53,7 @@ export const gatewaySettings: readonly Setting[] = [
   g('maxResultBytes', 'integer', 'largest detached result kept, in bytes; a larger one fails its call'),
   g('maxStoredBytes', 'integer', 'bytes of detached results the store keeps until their TTL (shared on one Redis); new detached calls get 503 GW_STORE_FULL when one more would not fit'),
   g('executionHeadroom', 'duration', 'added to detached-placer-timeout + call-timeout for a detached call\'s lifetime'),
+  g('keyLimitWindow', 'duration', 'the sliding window of client keys\' requestsPerMinute and tokensPerMinute: a minute, shorter only for tests and demonstrations'),
 ];
 
 /** Runners that register themselves with the gateway. */
@@ -69,6 +71,7 @@ export const accessSettings: readonly Setting[] = [
   { key: 'operatorToken', type: 'string', secret: true, description: 'token of the operator routes (runner list, drain, queue, /metrics); prefer the environment variable or the file (never shown)', defaultText: 'made at start-up and written to a file only you can read (its path is logged)' },
   { key: 'operatorTokenFile', type: 'string', secret: 'file', description: 'file of operator tokens, one a line, all accepted (rotation); not readable by other users; instead of --operator-token', defaultText: 'none' },
   { key: 'requireKeys', type: 'boolean', libraryDefault: gatewayDefaults.requireKeys, description: 'refuse client calls without a valid client key even while no key is configured' },
+  ...keySettings,
 ];
 
 /** Where detached calls are kept and where their callbacks may go; not placer or timing settings. */
@@ -150,6 +153,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ...(operatorTokens === undefined ? {} : { operatorTokens }),
     ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
     ...gatewayDataPlaneOptions(values),
+    ...(await clientKeysOptions(values, logger, clock)),
     logger,
   };
 }

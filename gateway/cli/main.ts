@@ -24,6 +24,7 @@ commands:
   gateway      the gateway alone, in front of --runners and/or registering runners
   runner       a runner in front of one OpenAI-compatible engine
   sim-engine   a simulated OpenAI-compatible inference engine (for machines without a GPU)
+  keys new     make a client key: prints it once, and its entry for the keys file (--keys)
   bench        benchmark scenarios: ${scenarios.join(', ')}
 
 sluice <command> --help lists a command's flags.`;

@@ -41,6 +41,11 @@ export interface BenchOptions {
   rounds?: number;
   /** Also measure nginx in front of the runner when `nginx` is on PATH. @default see benchDefaults */
   nginx?: boolean;
+  /**
+   * overhead: also measure a second gateway with a client key and in-memory limits on every call,
+   * to print what keys and limits add per call. @default see benchDefaults
+   */
+  withKeys?: boolean;
   /** Folder for the JSON results and the SVG chart, relative to the working directory. @default see benchDefaults */
   out?: string;
   /** Log level of the child processes the scenario starts. @default see benchDefaults */
@@ -58,6 +63,7 @@ export const benchDefaults: ResolvedBenchOptions = Object.freeze({
   rate: 500,
   rounds: 1,
   nginx: true,
+  withKeys: false,
   out: 'bench-results',
   logLevel: 'warn',
 });
@@ -114,6 +120,7 @@ const benchRules = {
   rate: between(1, LIMITS.maxRate),
   rounds: between(1, LIMITS.maxRounds),
   nginx: boolean,
+  withKeys: boolean,
   out: nonEmptyString,
   logLevel: nonEmptyString,
 };

@@ -6,6 +6,10 @@
  * Node proxy (bare-proxy.ts) also stands in front of the runner: the least a Node hop costs.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hashToken, newKeyToken } from '../../gateway/access/keys.ts';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { startBareProxy } from './bare-proxy.ts';
@@ -23,6 +27,8 @@ export interface Stack {
   nginxSkipped: string | undefined;
   /** The bare Node proxy in front of the runner; undefined when not asked for. */
   bareProxy: BareProxyProcess | undefined;
+  /** A second gateway whose calls need a client key with limits, and the key; undefined when not asked for. */
+  keysGateway: { gateway: ChildService; key: string } | undefined;
   /** Stops everything, front to back. Idempotent, and safe after a partial start. */
   stop(): Promise<void>;
 }
@@ -36,6 +42,11 @@ export interface StackOptions {
   nginx: boolean;
   /** Also start the bare Node proxy in front of the runner. @default false */
   bareProxy?: boolean;
+  /**
+   * Also start a second gateway with a keys file of one key whose limits are never reached (so
+   * every call pays for the checks and counts, and none is refused). @default false
+   */
+  keysGateway?: boolean;
   /** The simulated engine's timing. @default an engine that answers at once with one token */
   engine?: EngineTiming;
 }
@@ -64,9 +75,24 @@ export function startStack(options: StackOptions): Promise<Stack> {
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env });
     group.add(gateway);
     const bareProxy = options.bareProxy ? await group.track(startBareProxy(new URL(runner.url).origin, env)) : undefined;
+    const keysGateway = options.keysGateway ? await startKeysGateway(runner.url, level, env, group) : undefined;
     const { started: nginx, skipped: nginxSkipped } = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, new URL(runner.url))));
-    return { engine, runner, gateway, bareProxy, nginx, nginxSkipped };
+    return { engine, runner, gateway, bareProxy, keysGateway, nginx, nginxSkipped };
   });
+}
+
+/** Limits far above what a bench run can reach: each is checked and counted on every call, none refuses. */
+const UNREACHED_LIMITS = Object.freeze({ requestsPerMinute: 1e12, tokensPerMinute: 1e12, concurrentCalls: 1e6 });
+
+/** A gateway in front of `runnerUrl` with a keys file of one key (in a temporary folder removed at stop). */
+async function startKeysGateway(runnerUrl: string, level: readonly string[], env: NodeJS.ProcessEnv, group: ServiceGroup): Promise<{ gateway: ChildService; key: string }> {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-keys-'));
+  group.add({ stop: () => rm(dir, { recursive: true, force: true }) });
+  const key = newKeyToken();
+  const file = join(dir, 'keys.json');
+  await writeFile(file, JSON.stringify([{ name: 'bench', hash: `sha256:${hashToken(key)}`, limits: UNREACHED_LIMITS }]));
+  const gateway = group.add(await startService(['gateway', '--port', '0', '--runners', runnerUrl, '--keys', file, ...level], { env }));
+  return { gateway, key };
 }
 
 /** The last lines the sluice children printed, for a failure message. */

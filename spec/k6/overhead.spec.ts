@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../../k6/driver/index.ts';
-import { cpuPerCall, formatCpuPerCall, overhead } from '../../k6/driver/scenarios/overhead.ts';
+import { cpuPerCall, formatCpuPerCall, formatKeysCost, overhead } from '../../k6/driver/scenarios/overhead.ts';
 import type { CpuPerCall, OverheadRun } from '../../k6/driver/scenarios/overhead.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
 
@@ -78,5 +78,18 @@ describe('overhead scenario on real processes', () => {
     } finally {
       await rm(out, { recursive: true, force: true });
     }
+  });
+});
+
+describe('formatKeysCost', () => {
+  it("prints the keyed gateway's cpu per call minus the open gateway's, per mode", () => {
+    const runs = [
+      run('sluice', 'closed', 1000, { gateway: 30 }),
+      run('sluice-keys', 'closed', 1000, { 'gateway-keys': 30.5 }),
+      run('sluice', 'open', 100, { gateway: 3 }),
+    ];
+    const rows = (['closed', 'open'] as const).map((mode) => cpuPerCall(runs, mode));
+    // 300 us against 305 us closed; open has no keyed run.
+    expect(formatKeysCost(rows)).toBe('cpu per call a client key and in-memory limits add to the gateway (gateway-keys minus gateway):\n  closed 5.0 us\n  open   - us');
   });
 });

@@ -11,7 +11,9 @@
  * land on the same target.
  */
 import { loadavg } from 'node:os';
+import { createMemoryLimiter } from '../../../gateway/access/limits.ts';
 import { latencyChart } from '../chart.ts';
+import { measureKeyCost } from '../key-cost.ts';
 import { startCpuSample } from '../cpu.ts';
 import { LoadClient, runClosedLoop, runOpenLoop } from '../load.ts';
 import type { LoadTarget } from '../load.ts';
@@ -42,12 +44,16 @@ export type OverheadRun = RunSummary & { round: number; cpu: Record<string, numb
 /** The name of the bare Node proxy, as a target and as a process. */
 export const BARE_PROXY = 'bare-proxy';
 
+/** The gateway with a client key and limits (--with-keys): its process, and its target. */
+export const KEYS_GATEWAY = 'gateway-keys';
+export const KEYS_TARGET = 'sluice-keys';
+
 /**
  * The target whose calls a proxy process carries; a process not listed (the engine, the runner)
  * carries every target's calls. A proxy idle while another target is measured must not have
  * those runs' calls divide its CPU.
  */
-const CARRIES: Readonly<Record<string, string>> = Object.freeze({ gateway: 'sluice', [BARE_PROXY]: BARE_PROXY, nginx: 'nginx' });
+const CARRIES: Readonly<Record<string, string>> = Object.freeze({ gateway: 'sluice', [KEYS_GATEWAY]: KEYS_TARGET, [BARE_PROXY]: BARE_PROXY, nginx: 'nginx' });
 
 /** The ratios of CPU per call the overhead scenario prints: sluice's Node processes over the bare proxy. */
 export const CPU_RATIOS: readonly (readonly [string, string])[] = Object.freeze([
@@ -95,6 +101,20 @@ export function formatCpuPerCall(rows: readonly CpuPerCall[]): string {
   );
 }
 
+/**
+ * What a client key and its limits add to the gateway's CPU per call: the keyed gateway's figure
+ * minus the open one's, per mode. Both gateways run the same code on the same runner; the keyed
+ * one also hashes the bearer token, looks it up, and checks and counts requests, tokens and a
+ * concurrent call in memory, then settles the tokens from the answer's usage.
+ */
+export function formatKeysCost(rows: readonly CpuPerCall[]): string {
+  const lines = rows.map((r) => {
+    const added = (r.usPerCall[KEYS_GATEWAY] ?? Number.NaN) - (r.usPerCall.gateway ?? Number.NaN);
+    return `  ${r.mode.padEnd(6)} ${Number.isFinite(added) ? added.toFixed(1) : '-'} us`;
+  });
+  return `cpu per call a client key and in-memory limits add to the gateway (${KEYS_GATEWAY} minus gateway):\n${lines.join('\n')}`;
+}
+
 /** The `overhead` scenario. */
 export const overhead: Scenario = {
   summary: 'the cost of a hop through sluice, against the runner direct and nginx',
@@ -106,14 +126,20 @@ export const overhead: Scenario = {
     try {
       progress(`starting sim engine, runner, gateway and bare proxy${options.nginx ? ' (and nginx when on PATH)' : ''}...\n`);
       // Slots above the connection count: a busy answer would measure the runner's refusal, not the hop.
-      stack = await startStack({ env: ctx.env, logLevel: options.logLevel, slots: Math.max(256, options.connections * 2), nginx: options.nginx, bareProxy: true });
+      stack = await startStack({ env: ctx.env, logLevel: options.logLevel, slots: Math.max(256, options.connections * 2), nginx: options.nginx, bareProxy: true, keysGateway: options.withKeys });
       if (stack.nginxSkipped) write(`${stack.nginxSkipped}\n`);
       const targets: LoadTarget[] = [
         { name: 'direct', url: stack.runner.url },
         { name: BARE_PROXY, url: stack.bareProxy!.url },
         ...(stack.nginx ? [{ name: 'nginx', url: stack.nginx.url }] : []),
         { name: 'sluice', url: stack.gateway.url },
-      ].map((t) => ({ ...t, url: t.url + OVERHEAD_REQUEST.path, headers: { 'content-type': 'application/json' }, body: OVERHEAD_REQUEST.body }));
+        ...(stack.keysGateway ? [{ name: KEYS_TARGET, url: stack.keysGateway.gateway.url, authorization: `Bearer ${stack.keysGateway.key}` }] : []),
+      ].map(({ authorization, ...t }: { name: string; url: string; authorization?: string }) => ({
+        ...t,
+        url: t.url + OVERHEAD_REQUEST.path,
+        headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },
+        body: OVERHEAD_REQUEST.body,
+      }));
       for (const t of targets) clients.push(new LoadClient(t, { connections: options.connections }));
       await preflight(clients, stack);
       const raws = await runRounds(clients, options, stack, progress, ctx.signal);
@@ -136,6 +162,11 @@ export const overhead: Scenario = {
       write(formatRatios(ratioRows) + '\n\n');
       write(formatCpu(runs) + '\n\n');
       write(formatCpuPerCall(cpuRows) + '\n\n');
+      if (stack.keysGateway) {
+        write(formatKeysCost(cpuRows) + '\n');
+        const inProcess = await measureKeyCost(createMemoryLimiter(), 200_000);
+        write(`in process, cpu per call: key lookup ${inProcess.lookupUs.toFixed(1)} us, lookup and in-memory limits ${inProcess.limitsUs.toFixed(1)} us\n\n`);
+      }
 
       const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows, cpuPerCall: cpuRows };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.duration / 1000}s per run, ${options.rounds} round(s)`;
@@ -176,7 +207,14 @@ async function runRounds(clients: readonly LoadClient[], options: ResolvedBenchO
 }
 
 async function measure(client: LoadClient, mode: LoadMode, options: ResolvedBenchOptions, stack: Stack, signal: AbortSignal | undefined): Promise<Omit<RawRun, 'round'>> {
-  const cpu = startCpuSample({ engine: stack.engine.child.pid, runner: stack.runner.child.pid, gateway: stack.gateway.child.pid, [BARE_PROXY]: stack.bareProxy?.child.pid, nginx: stack.nginx?.pid });
+  const cpu = startCpuSample({
+    engine: stack.engine.child.pid,
+    runner: stack.runner.child.pid,
+    gateway: stack.gateway.child.pid,
+    [KEYS_GATEWAY]: stack.keysGateway?.gateway.child.pid,
+    [BARE_PROXY]: stack.bareProxy?.child.pid,
+    nginx: stack.nginx?.pid,
+  });
   const bounds = { duration: options.duration, ...(signal ? { signal } : {}) };
   const result = mode === 'closed' ? await runClosedLoop(client, bounds) : await runOpenLoop(client, { ...bounds, rate: options.rate });
   return { result, cpu: cpu.stop() };

@@ -32,6 +32,8 @@ const libraryDefaults: Record<string, Record<string, unknown>> = {
   up: { ...sim, ...gateway, slots: runnerDefaults.slots },
   bench: benchDefaults,
 };
+/** Commands with no library behind their flags (keys new: every flag is the new key's own), checked in their own specs. */
+const ownFlagsOnly = new Set(['keys']);
 
 /** The help line of `setting` in `help`. */
 function rowOf(help: string, setting: Setting): string {
@@ -41,7 +43,7 @@ function rowOf(help: string, setting: Setting): string {
 }
 
 describe('command tables', () => {
-  it.each(Object.keys(commands))('%s: --help shows the library default of every flag that has one, and the CLI leaves it out', async (name) => {
+  it.each(Object.keys(commands).filter((name) => !ownFlagsOnly.has(name)))('%s: --help shows the library default of every flag that has one, and the CLI leaves it out', async (name) => {
     const command = (await loadCommand(name))!;
     const defaults = libraryDefaults[name]!;
     const help = formatHelp(`sluice ${name}`, command.summary, command.settings);

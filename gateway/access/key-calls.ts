@@ -1,0 +1,233 @@
+/**
+ * A client key's limits on the call path, so the agent makes a few calls and holds one object:
+ * {@link KeyCalls.open} before the body is read (requests per minute and concurrent calls), then
+ * on the {@link KeyCall} it answers: `tokens` once the body is parsed, `storedRoom` for a
+ * detached call, `watch` on the engine's answer to read its usage, and `close` at the end, which
+ * settles the tokens and gives the concurrent call back.
+ *
+ * A limiter that fails (Redis not answering) admits the call and logs it, once per outage, as
+ * Envoy's global rate limit does by default: the limits protect the fleet's share, and an outage
+ * of the counters should not take every key's calls down with it.
+ */
+import type { Readable } from 'node:stream';
+import { silentLogger } from '../../placer/kernel/index.ts';
+import type { Logger } from '../../placer/kernel/index.ts';
+import { RateLimitedError } from '../errors.ts';
+import type { ClientKey } from './keys.ts';
+import { estimateTokens, newLease, rateLimitHeaders, retryAfterSeconds } from './limits.ts';
+import type { Admission, Limiter, WindowState } from './limits.ts';
+
+/** The bytes of an answer's end searched for its usage block: engines put it last. */
+const USAGE_TAIL_BYTES = 4096;
+
+/** Options of {@link KeyCalls}. */
+export interface KeyCallsOptions {
+  limiter: Limiter;
+  /** @default silentLogger */
+  logger?: Logger;
+}
+
+/** Opens a {@link KeyCall} per call of a key; one per gateway. */
+export class KeyCalls {
+  readonly #limiter: Limiter;
+  readonly #logger: Logger;
+  #failing = false;
+
+  constructor(options: KeyCallsOptions) {
+    this.#limiter = options.limiter;
+    this.#logger = options.logger ?? silentLogger;
+  }
+
+  /** The limiter, for closing with the gateway. */
+  get limiter(): Limiter {
+    return this.#limiter;
+  }
+
+  /**
+   * Counts one call of `key` against its requests per minute and holds one of its concurrent
+   * calls; a refusal counts nothing. Never rejects.
+   */
+  async open(key: ClientKey): Promise<KeyCall | RateLimitedError> {
+    const { limits } = key;
+    if (limits.requestsPerMinute === undefined && limits.concurrentCalls === undefined && limits.tokensPerMinute === undefined && limits.storedBytes === undefined) {
+      return new KeyCall(this, key, undefined, undefined);
+    }
+    const lease = newLease();
+    const admission = await this.step(() => this.#limiter.admitCall(key.id, limits, lease));
+    if (admission.kind === 'refused') return refusal(key, admission, { requests: admission.window });
+    return new KeyCall(this, key, limits.concurrentCalls === undefined ? undefined : lease, admission.window);
+  }
+
+  /** Runs a limiter step; a failure admits, and is logged once until a step succeeds again. */
+  async step(run: () => Promise<Admission>): Promise<Admission> {
+    try {
+      const admission = await run();
+      this.#recovered();
+      return admission;
+    } catch (error) {
+      this.#failed(error);
+      return { kind: 'admitted' };
+    }
+  }
+
+  /** Runs a limiter write whose failure only loses a count. */
+  quietly(run: () => Promise<void>): void {
+    run().then(
+      () => this.#recovered(),
+      (error: unknown) => this.#failed(error),
+    );
+  }
+
+  #failed(error: unknown): void {
+    if (!this.#failing) this.#logger.warn('key limits not answering; calls admitted without them', { error: error as Error });
+    this.#failing = true;
+  }
+
+  #recovered(): void {
+    if (this.#failing) this.#logger.info('key limits answering again', {});
+    this.#failing = false;
+  }
+}
+
+/** One call of one key: what it was counted at, and what it holds until {@link close}. */
+export class KeyCall {
+  readonly key: ClientKey;
+  readonly #calls: KeyCalls;
+  #lease: string | undefined;
+  #requests: WindowState | undefined;
+  #tokens: WindowState | undefined;
+  #estimate = 0;
+  #tail: Buffer | undefined;
+  #previous: Buffer | undefined;
+  #last: Buffer | undefined;
+  #closed = false;
+
+  constructor(calls: KeyCalls, key: ClientKey, lease: string | undefined, requests: WindowState | undefined) {
+    this.#calls = calls;
+    this.key = key;
+    this.#lease = lease;
+    this.#requests = requests;
+  }
+
+  /** The `x-ratelimit-*` headers for the windows this call was checked against. */
+  get headers(): Record<string, string> {
+    return rateLimitHeaders({ requests: this.#requests, tokens: this.#tokens });
+  }
+
+  /**
+   * Counts the call's estimated tokens (a quarter of `promptBytes`) against tokens per minute.
+   * Never rejects; a refusal counts nothing.
+   */
+  async tokens(promptBytes: number): Promise<RateLimitedError | undefined> {
+    const { key } = this;
+    if (key.limits.tokensPerMinute === undefined) return undefined;
+    const estimate = estimateTokens(promptBytes);
+    const admission = await this.#calls.step(() => this.#calls.limiter.admitTokens(key.id, key.limits, estimate));
+    this.#tokens = admission.window ?? this.#tokens;
+    if (admission.kind === 'refused') return refusal(key, admission, { requests: this.#requests, tokens: admission.window });
+    // A failing limiter admitted without counting: nothing to settle later.
+    if (admission.window) this.#estimate = Math.min(estimate, key.limits.tokensPerMinute);
+    return undefined;
+  }
+
+  /** Refuses a detached call while the key's stored results fill its storedBytes. Never rejects. */
+  async storedRoom(): Promise<RateLimitedError | undefined> {
+    const { key } = this;
+    if (key.limits.storedBytes === undefined) return undefined;
+    const admission = await this.#calls.step(() => this.#calls.limiter.admitStored(key.id, key.limits));
+    return admission.kind === 'refused' ? refusal(key, admission, {}) : undefined;
+  }
+
+  /** Counts a detached call's stored result against the key until it expires. */
+  stored(callId: string, bytes: number, expiresAt: number): void {
+    if (this.key.limits.storedBytes === undefined) return;
+    this.#calls.quietly(() => this.#calls.limiter.addStored(this.key.id, callId, bytes, expiresAt));
+  }
+
+  /**
+   * Keeps the end of the engine's answer, to settle the tokens from its usage block; only when
+   * tokens were counted. Call it before the body flows (beside the relay's own listener).
+   */
+  watch(body: Readable): void {
+    if (this.#estimate === 0) return;
+    // The last two chunks, by reference: no copy per chunk of a long stream. An engine writes its
+    // usage in one event, so two chunks hold it whole unless the chunk before it was tiny.
+    body.on('data', (chunk: Buffer) => {
+      this.#previous = this.#last;
+      this.#last = chunk;
+    });
+  }
+
+  /** Takes a whole answer read elsewhere (a detached call's stored result), to settle from its usage. */
+  answered(body: Buffer): void {
+    if (this.#estimate === 0) return;
+    this.#tail = body.length > USAGE_TAIL_BYTES ? body.subarray(body.length - USAGE_TAIL_BYTES) : body;
+  }
+
+  /**
+   * Settles the tokens from the usage the engine reported (what was estimated stands when it
+   * reported none) and gives the concurrent call back. Idempotent; never throws.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    const { id } = this.key;
+    const limiter = this.#calls.limiter;
+    const tail = this.#tail ?? joinTail(this.#previous, this.#last);
+    const used = tail ? usageTokens(tail.length > USAGE_TAIL_BYTES ? tail.subarray(tail.length - USAGE_TAIL_BYTES) : tail) : undefined;
+    if (this.#estimate > 0 && used !== undefined) {
+      const estimated = this.#estimate;
+      this.#calls.quietly(() => limiter.settle(id, used, estimated));
+    }
+    const lease = this.#lease;
+    this.#lease = undefined;
+    if (lease !== undefined) this.#calls.quietly(() => limiter.release(id, lease));
+  }
+}
+
+/**
+ * The tokens an answer's end reports, from its last `"usage"` block: total_tokens, or prompt
+ * plus completion tokens; undefined when there is none (an engine that reports no usage, a
+ * stream without `stream_options.include_usage`).
+ */
+export function usageTokens(tail: Buffer | string): number | undefined {
+  const at = tail.lastIndexOf('"usage"');
+  if (at < 0) return undefined;
+  // Room for the counts and a details object or two; the counts come first in every engine seen.
+  const block = typeof tail === 'string' ? tail.slice(at, at + 600) : tail.toString('latin1', at, at + 600);
+  const total = countOf(TOTAL_TOKENS, block);
+  if (total !== undefined) return total;
+  const prompt = countOf(PROMPT_TOKENS, block);
+  const completion = countOf(COMPLETION_TOKENS, block);
+  return prompt === undefined && completion === undefined ? undefined : (prompt ?? 0) + (completion ?? 0);
+}
+
+/** The last USAGE_TAIL_BYTES of two chunks, copying at most that many bytes. */
+function joinTail(previous: Buffer | undefined, last: Buffer | undefined): Buffer | undefined {
+  if (!last || !previous || last.length >= USAGE_TAIL_BYTES) return last;
+  return Buffer.concat([previous.subarray(Math.max(0, previous.length - (USAGE_TAIL_BYTES - last.length))), last]);
+}
+
+const TOTAL_TOKENS = /"total_tokens"\s*:\s*(\d+)/;
+const PROMPT_TOKENS = /"prompt_tokens"\s*:\s*(\d+)/;
+const COMPLETION_TOKENS = /"completion_tokens"\s*:\s*(\d+)/;
+
+function countOf(field: RegExp, block: string): number | undefined {
+  const match = field.exec(block);
+  return match ? Number(match[1]) : undefined;
+}
+
+function refusal(key: ClientKey, admission: Extract<Admission, { kind: 'refused' }>, windows: { requests?: WindowState | undefined; tokens?: WindowState | undefined }): RateLimitedError {
+  const seconds = retryAfterSeconds(admission.retryAfterMs);
+  const { limits } = key;
+  const what = {
+    requests: `its requestsPerMinute (${limits.requestsPerMinute})`,
+    tokens: `its tokensPerMinute (${limits.tokensPerMinute}); prompts are counted at a quarter of their bytes until the engine reports usage`,
+    concurrent: `its concurrentCalls (${limits.concurrentCalls}): that many of its calls are running`,
+    'stored-bytes': `its storedBytes (${limits.storedBytes}) of detached results kept; they free as results expire`,
+  }[admission.limit];
+  return new RateLimitedError(`client key ${JSON.stringify(key.name)} is at ${what}; retry in ${seconds} s`, {
+    'retry-after': String(seconds),
+    ...rateLimitHeaders(windows),
+  });
+}

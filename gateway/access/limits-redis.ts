@@ -1,0 +1,269 @@
+/**
+ * The Redis limiter: the counters of limits.ts shared by every gateway on one Redis. Each step is
+ * one Lua script, so the check and the count are atomic across gateways.
+ *
+ * Layout, per key id (in a hash tag, so one key's counters share a cluster slot): a hash
+ * {b, c, p} per window (`requests`, `tokens`) holding the fixed window's index and the current
+ * and previous counts; a sorted set of concurrent-call leases scored by when each lapses; a
+ * sorted set of stored results (`<bytes>:<call id>`, scored by expiry) with a byte counter, as
+ * the detached-call store keeps its own bound.
+ *
+ * Time is the gateway's clock, passed in whole ms, not Redis's: the windows then move with the
+ * clock the specs drive, and gateways whose clocks differ by d ms see window edges d ms apart,
+ * which shifts an estimate by at most d / windowMs of the previous window's count.
+ *
+ * A lease lapses after `leaseMs` so a gateway that dies holding calls frees them in time.
+ */
+import { Redis } from 'ioredis';
+import { parseRedisUrl } from '../store/index.ts';
+import { decideWindow, resolveLimiterOptions } from './limits.ts';
+import type { Admission, KeyLimits, Limiter, LimiterOptions } from './limits.ts';
+import { checksFor, show } from '../../placer/kernel/index.ts';
+import type { Clock } from '../../placer/kernel/index.ts';
+import { GatewayConfigError } from '../errors.ts';
+
+/** Options of the Redis limiter. */
+export interface RedisLimiterOptions extends LimiterOptions {
+  /** `redis://[user:password@]host:port[/db]`, as the detached-call store's. */
+  url: string;
+  /** Prefix of every key. @default 'sluice:' */
+  keyPrefix?: string;
+  /** How long a concurrent-call lease holds without a release, in ms: longer than any call. @default 3600000 */
+  leaseMs?: number;
+}
+
+/** Rolls a window hash to fixed window `bucket`: returns the current and previous counts there. */
+const ROLL = `
+local function roll(key, bucket)
+  local s = redis.call('HMGET', key, 'b', 'c', 'p')
+  local b = tonumber(s[1])
+  if b == nil then return 0, 0 end
+  if b == bucket then return tonumber(s[2]) or 0, tonumber(s[3]) or 0 end
+  if b == bucket - 1 then return 0, tonumber(s[2]) or 0 end
+  return 0, 0
+end
+local function put(key, bucket, cur, prev, w)
+  redis.call('HSET', key, 'b', bucket, 'c', cur, 'p', prev)
+  redis.call('PEXPIRE', key, 2 * w)
+end
+local function admits(key, now, w, limit, cost)
+  local bucket = math.floor(now / w)
+  local cur, prev = roll(key, bucket)
+  local est = prev * (w - (now - bucket * w)) / w + cur
+  if est + cost > limit then return false, cur, prev end
+  put(key, bucket, cur + cost, prev, w)
+  return true, cur, prev
+end
+`;
+
+/**
+ * KEYS: requests window, leases. ARGV: now, windowMs, requestsPerMinute (0: none),
+ * concurrentCalls (0: none), lease, lease expiry, leaseMs. Returns {1, cur, prev} when admitted
+ * (the request counted, the lease held), {0, cur, prev} when the window refused it, {-1, 0, 0}
+ * when every concurrent call is taken; cur and prev are the counts before this call.
+ */
+const ADMIT_CALL = `${ROLL}
+local now, w = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rpm, conc = tonumber(ARGV[3]), tonumber(ARGV[4])
+if conc > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+  if not redis.call('ZSCORE', KEYS[2], ARGV[5]) and redis.call('ZCARD', KEYS[2]) >= conc then return {-1, 0, 0} end
+end
+local cur, prev = 0, 0
+if rpm > 0 then
+  local ok
+  ok, cur, prev = admits(KEYS[1], now, w, rpm, 1)
+  if not ok then return {0, cur, prev} end
+end
+if conc > 0 then
+  redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
+  redis.call('PEXPIRE', KEYS[2], ARGV[7])
+end
+return {1, cur, prev}
+`;
+
+/** KEYS: tokens window. ARGV: now, windowMs, limit, cost. Returns {1|0, cur, prev} as ADMIT_CALL. */
+const ADMIT_TOKENS = `${ROLL}
+local ok, cur, prev = admits(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
+if ok then return {1, cur, prev} end
+return {0, cur, prev}
+`;
+
+/** KEYS: tokens window. ARGV: now, windowMs, delta. Moves the current count by delta, never below 0. */
+const SETTLE = `${ROLL}
+local now, w, delta = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local bucket = math.floor(now / w)
+local cur, prev = roll(KEYS[1], bucket)
+put(KEYS[1], bucket, math.max(0, cur + delta), prev, w)
+return 1
+`;
+
+/** Drops the stored results whose time has passed and returns the bytes of the rest. */
+const STORED = `
+local function stored_bytes(set, counter, now)
+  local gone = redis.call('ZRANGEBYSCORE', set, '-inf', now, 'LIMIT', 0, 1000)
+  if #gone > 0 then
+    local freed = 0
+    for _, member in ipairs(gone) do freed = freed + tonumber(string.match(member, '^(%d+):')) end
+    redis.call('ZREM', set, unpack(gone))
+    redis.call('DECRBY', counter, freed)
+  end
+  if redis.call('ZCARD', set) == 0 then
+    redis.call('DEL', counter)
+    return 0
+  end
+  return tonumber(redis.call('GET', counter) or '0')
+end
+`;
+
+/** KEYS: stored set, byte counter. ARGV: now. Returns {bytes stored, the first expiry or 0}. */
+const STORED_NOW = `${STORED}
+local used = stored_bytes(KEYS[1], KEYS[2], ARGV[1])
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {used, tonumber(first[2] or '0')}
+`;
+
+/** KEYS: stored set, byte counter. ARGV: now, member, bytes, expiry, ttl ms. */
+const STORED_ADD = `${STORED}
+stored_bytes(KEYS[1], KEYS[2], ARGV[1])
+if redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2]) == 1 then redis.call('INCRBY', KEYS[2], ARGV[3]) end
+for _, key in ipairs(KEYS) do
+  if redis.call('PTTL', key) < tonumber(ARGV[5]) then redis.call('PEXPIRE', key, ARGV[5]) end
+end
+return 1
+`;
+
+interface LimitScripts {
+  sluiceAdmitCall(requests: string, leases: string, ...args: (string | number)[]): Promise<[number, number, number]>;
+  sluiceAdmitTokens(tokens: string, ...args: (string | number)[]): Promise<[number, number, number]>;
+  sluiceSettle(tokens: string, ...args: (string | number)[]): Promise<number>;
+  sluiceStoredNow(set: string, counter: string, now: number): Promise<[number, number]>;
+  sluiceStoredAdd(set: string, counter: string, ...args: (string | number)[]): Promise<number>;
+}
+
+/** A command that hangs (a stalled Redis) fails instead; the caller decides what a failure means. */
+const COMMAND_TIMEOUT_MS = 1_000;
+const CONNECT_TIMEOUT_MS = 2_000;
+
+/**
+ * Makes a Redis limiter and starts connecting. A step that cannot reach Redis rejects; the
+ * gateway decides what that means for the call (see docs/security-keys.md).
+ * @throws StoreConfigError for a bad URL.
+ */
+export function createRedisLimiter(options: RedisLimiterOptions): Limiter {
+  return new RedisLimiter(options);
+}
+
+class RedisLimiter implements Limiter {
+  readonly #client: Redis & LimitScripts;
+  readonly #clock: Pick<Clock, 'now'>;
+  readonly #windowMs: number;
+  readonly #retryAfterMs: number;
+  readonly #leaseMs: number;
+  readonly #prefix: string;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: RedisLimiterOptions) {
+    const { host, port, db, username, password } = parseRedisUrl(options.url);
+    ({ clock: this.#clock, windowMs: this.#windowMs, retryAfterMs: this.#retryAfterMs } = resolveLimiterOptions(options));
+    const { leaseMs = 3_600_000, keyPrefix = 'sluice:' } = options;
+    this.#leaseMs = checksFor(GatewayConfigError).ms('leaseMs', leaseMs, 1);
+    if (typeof keyPrefix !== 'string') throw new GatewayConfigError(`keyPrefix must be a string, got ${show(keyPrefix)}`);
+    this.#prefix = keyPrefix;
+    const client = new Redis({
+      host,
+      port,
+      db,
+      ...(username === undefined ? {} : { username }),
+      ...(password === undefined ? {} : { password }),
+      connectTimeout: CONNECT_TIMEOUT_MS,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      // A step waits for the first connection, but never for a reconnect: it fails at once then.
+      maxRetriesPerRequest: 0,
+      // Steps of many calls issued in one tick (a settle and a release, a burst of admissions) go out in one write.
+      enableAutoPipelining: true,
+      retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
+    });
+    // Failures reach each step's caller; the event would otherwise crash the process.
+    client.on('error', () => {});
+    client.defineCommand('sluiceAdmitCall', { numberOfKeys: 2, lua: ADMIT_CALL });
+    client.defineCommand('sluiceAdmitTokens', { numberOfKeys: 1, lua: ADMIT_TOKENS });
+    client.defineCommand('sluiceSettle', { numberOfKeys: 1, lua: SETTLE });
+    client.defineCommand('sluiceStoredNow', { numberOfKeys: 2, lua: STORED_NOW });
+    client.defineCommand('sluiceStoredAdd', { numberOfKeys: 2, lua: STORED_ADD });
+    this.#client = client as Redis & LimitScripts;
+  }
+
+  async admitCall(keyId: string, limits: KeyLimits, lease: string): Promise<Admission> {
+    const { requestsPerMinute: rpm = 0, concurrentCalls: conc = 0 } = limits;
+    if (rpm === 0 && conc === 0) return ADMITTED;
+    const now = this.#now();
+    const [code, cur, prev] = await this.#client.sluiceAdmitCall(
+      this.#key(keyId, 'requests'),
+      this.#key(keyId, 'leases'),
+      now,
+      this.#windowMs,
+      rpm,
+      conc,
+      lease,
+      now + this.#leaseMs,
+      this.#leaseMs,
+    );
+    if (code === -1) return { kind: 'refused', limit: 'concurrent', retryAfterMs: this.#retryAfterMs };
+    if (rpm === 0) return ADMITTED;
+    const decision = decideWindow(now, this.#windowMs, rpm, 1, cur, prev);
+    return code === 1 ? { kind: 'admitted', window: decision.state } : { kind: 'refused', limit: 'requests', retryAfterMs: decision.retryAfterMs, window: decision.state };
+  }
+
+  async admitTokens(keyId: string, limits: KeyLimits, estimate: number): Promise<Admission> {
+    const limit = limits.tokensPerMinute;
+    if (limit === undefined) return ADMITTED;
+    const cost = Math.min(estimate, limit);
+    const now = this.#now();
+    const [code, cur, prev] = await this.#client.sluiceAdmitTokens(this.#key(keyId, 'tokens'), now, this.#windowMs, limit, cost);
+    const decision = decideWindow(now, this.#windowMs, limit, cost, cur, prev);
+    return code === 1 ? { kind: 'admitted', window: decision.state } : { kind: 'refused', limit: 'tokens', retryAfterMs: decision.retryAfterMs, window: decision.state };
+  }
+
+  async settle(keyId: string, actual: number, estimated: number): Promise<void> {
+    if (actual === estimated) return;
+    await this.#client.sluiceSettle(this.#key(keyId, 'tokens'), this.#now(), this.#windowMs, actual - estimated);
+  }
+
+  async release(keyId: string, lease: string): Promise<void> {
+    await this.#client.zrem(this.#key(keyId, 'leases'), lease);
+  }
+
+  async admitStored(keyId: string, limits: KeyLimits): Promise<Admission> {
+    const limit = limits.storedBytes;
+    if (limit === undefined) return ADMITTED;
+    const now = this.#now();
+    const [used, first] = await this.#client.sluiceStoredNow(this.#key(keyId, 'stored'), this.#key(keyId, 'stored-bytes'), now);
+    if (used < limit) return ADMITTED;
+    return { kind: 'refused', limit: 'stored-bytes', retryAfterMs: Math.max(this.#retryAfterMs, first - now) };
+  }
+
+  async addStored(keyId: string, callId: string, bytes: number, expiresAt: number): Promise<void> {
+    const now = this.#now();
+    const ttl = Math.max(1, Math.ceil(expiresAt - now));
+    await this.#client.sluiceStoredAdd(this.#key(keyId, 'stored'), this.#key(keyId, 'stored-bytes'), now, `${bytes}:${callId}`, bytes, Math.ceil(expiresAt), ttl);
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= this.#client.quit().then(
+      () => undefined,
+      () => void this.#client.disconnect(),
+    );
+    return this.#closing;
+  }
+
+  #now(): number {
+    return Math.floor(this.#clock.now());
+  }
+
+  #key(keyId: string, what: 'requests' | 'tokens' | 'leases' | 'stored' | 'stored-bytes'): string {
+    return `${this.#prefix}limits:{${keyId}}:${what}`;
+  }
+}
+
+const ADMITTED: Admission = Object.freeze({ kind: 'admitted' });

@@ -1,0 +1,129 @@
+import { Readable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { KeyCall, KeyCalls, usageTokens } from '../../../gateway/access/key-calls.ts';
+import type { ClientKey } from '../../../gateway/access/keys.ts';
+import { createMemoryLimiter } from '../../../gateway/access/limits.ts';
+import type { Limiter } from '../../../gateway/access/limits.ts';
+import { RateLimitedError } from '../../../gateway/errors.ts';
+import type { LogFields } from '../../../placer/kernel/index.ts';
+import { warningRecorder } from '../../support/logger.ts';
+import { T0, fakeClock } from './limits-contract.ts';
+
+const key = (limits: ClientKey['limits']): ClientKey => ({ id: 'k1', name: 'ci', limits });
+
+function calls(limiter?: Limiter, warnings: LogFields[] = []) {
+  const { clock, elapse } = fakeClock();
+  return { calls: new KeyCalls({ limiter: limiter ?? createMemoryLimiter({ clock }), logger: warningRecorder(warnings) }), elapse };
+}
+
+/** Lets the quiet writes (settle, release) land: they are not awaited by the call path. */
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('KeyCalls', () => {
+  it('refuses a call over requestsPerMinute with 429, Retry-After and the x-ratelimit headers', async () => {
+    const { calls: c } = calls();
+    const k = key({ requestsPerMinute: 1 });
+    const first = await c.open(k);
+    expect(first).toBeInstanceOf(KeyCall);
+    expect((first as KeyCall).headers).toEqual({ 'x-ratelimit-limit-requests': '1', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '2m0s' });
+    const second = await c.open(k);
+    expect(second).toBeInstanceOf(RateLimitedError);
+    expect(second).toMatchObject({
+      code: 'GW_RATE_LIMITED',
+      status: 429,
+      message: 'client key "ci" is at its requestsPerMinute (1); retry in 120 s',
+      headers: { 'retry-after': '120', 'x-ratelimit-limit-requests': '1', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '2m0s' },
+    });
+  });
+
+  it('gives the concurrent call back on close, once', async () => {
+    const { calls: c } = calls();
+    const k = key({ concurrentCalls: 1 });
+    const held = (await c.open(k)) as KeyCall;
+    expect(await c.open(k)).toMatchObject({ code: 'GW_RATE_LIMITED', headers: { 'retry-after': '1' } });
+    held.close();
+    held.close();
+    await flush();
+    const next = await c.open(k);
+    expect(next).toBeInstanceOf(KeyCall);
+    expect(await c.open(k)).toBeInstanceOf(RateLimitedError);
+  });
+
+  it('counts a quarter of the prompt, and settles to the usage the answer reports', async () => {
+    const { calls: c } = calls();
+    const k = key({ tokensPerMinute: 100 });
+    const call = (await c.open(k)) as KeyCall;
+    expect(await call.tokens(200)).toBeUndefined();
+    expect(call.headers).toMatchObject({ 'x-ratelimit-remaining-tokens': '50' });
+    const answer = Readable.from([Buffer.from('{"choices":[],'), Buffer.from('"usage":{"prompt_tokens":5,"completion_tokens":5,"total_tokens":10}}')]);
+    call.watch(answer);
+    await new Promise((resolve) => answer.on('end', resolve));
+    call.close();
+    await flush();
+    const next = (await c.open(k)) as KeyCall;
+    expect(await next.tokens(4)).toBeUndefined();
+    // 10 settled plus this 1.
+    expect(next.headers['x-ratelimit-remaining-tokens']).toBe('89');
+    expect(await next.tokens(400)).toMatchObject({ code: 'GW_RATE_LIMITED', headers: { 'x-ratelimit-remaining-tokens': '89' } });
+  });
+
+  it('refuses a detached call while the key holds storedBytes of results', async () => {
+    const { calls: c } = calls();
+    const call = (await c.open(key({ storedBytes: 100 }))) as KeyCall;
+    expect(await call.storedRoom()).toBeUndefined();
+    call.stored('c1', 100, T0 + 60_000);
+    await flush();
+    expect(await call.storedRoom()).toMatchObject({ code: 'GW_RATE_LIMITED', headers: { 'retry-after': '60' } });
+  });
+
+  it('admits every call while the limiter fails, and says so once', async () => {
+    const broken: Limiter = {
+      admitCall: () => Promise.reject(new Error('redis down')),
+      admitTokens: () => Promise.reject(new Error('redis down')),
+      settle: () => Promise.reject(new Error('redis down')),
+      release: () => Promise.reject(new Error('redis down')),
+      admitStored: () => Promise.reject(new Error('redis down')),
+      addStored: () => Promise.reject(new Error('redis down')),
+      close: () => Promise.resolve(),
+    };
+    const warnings: LogFields[] = [];
+    const { calls: c } = calls(broken, warnings);
+    const k = key({ requestsPerMinute: 1, concurrentCalls: 1, tokensPerMinute: 1 });
+    for (let i = 0; i < 3; i++) {
+      const call = await c.open(k);
+      expect(call).toBeInstanceOf(KeyCall);
+      expect(await (call as KeyCall).tokens(1000)).toBeUndefined();
+      (call as KeyCall).close();
+    }
+    await flush();
+    expect(warnings.map((w) => w.msg)).toEqual(['key limits not answering; calls admitted without them']);
+  });
+});
+
+describe('usageTokens', () => {
+  it.each([
+    ['a JSON answer', '{"id":"x","usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}', 7],
+    ['a stream ending in a usage chunk', 'data: {"choices":[],"usage":null}\n\ndata: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":9,"total_tokens":11}}\n\ndata: [DONE]\n\n', 11],
+    ['no total', '{"usage": {"prompt_tokens": 3, "completion_tokens": 4}}', 7],
+    ['embeddings', '{"usage":{"prompt_tokens":8,"total_tokens":8}}', 8],
+    ['no usage', '{"choices":[]}', undefined],
+    ['a null usage', 'data: {"usage":null}\n\n', undefined],
+  ])('reads %s', (_what, text, tokens) => {
+    expect(usageTokens(Buffer.from(text))).toBe(tokens);
+  });
+});
+
+describe('KeyCall.answered', () => {
+  it("settles a detached call's tokens from its stored result", async () => {
+    const { calls: c } = calls();
+    const k = key({ tokensPerMinute: 1000 });
+    const call = (await c.open(k)) as KeyCall;
+    await call.tokens(400);
+    call.answered(Buffer.from('{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'));
+    call.close();
+    await flush();
+    const next = (await c.open(k)) as KeyCall;
+    await next.tokens(4);
+    expect(next.headers['x-ratelimit-remaining-tokens']).toBe('997');
+  });
+});

@@ -1,0 +1,141 @@
+/**
+ * The Limiter contract: every backend (memory, Redis) runs these under a fake clock, with the
+ * exact counts and waits of the two-bucket window, so the backends are held to one algorithm.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Limiter, LimiterOptions } from '../../../gateway/access/limits.ts';
+
+/** A window start, so elapsed times in the tables are plain. */
+export const T0 = 1_700_000_040_000;
+export const WINDOW = 60_000;
+
+/** A limiter on a clock the test moves; `peer` is another limiter sharing its counters, when the backend can. */
+export interface LimiterFixture {
+  limiter: Limiter;
+  elapse(ms: number): void;
+  peer?: () => Limiter;
+}
+
+export type MakeLimiter = (options: LimiterOptions) => Promise<LimiterFixture>;
+
+/** A clock that moves only when told. */
+export function fakeClock(start = T0) {
+  let t = start;
+  return { clock: { now: () => t }, elapse: (ms: number) => void (t += ms) };
+}
+
+/** Registers the contract for one backend; `shared` adds the tests of counters several limiters share. */
+export function describeLimiter(name: string, make: MakeLimiter, shared = false): void {
+  describe(`${name} (Limiter contract)`, () => {
+    const fixture = () => make({ windowMs: WINDOW, retryAfterMs: 1000 });
+
+    it('admits requestsPerMinute calls, refuses the next until the window has slid far enough, then admits again', async () => {
+      const { limiter, elapse } = await fixture();
+      const limits = { requestsPerMinute: 3 };
+      const remaining: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const admission = await limiter.admitCall('k', limits, `l${i}`);
+        expect(admission.kind).toBe('admitted');
+        remaining.push(admission.window!.remaining);
+      }
+      expect(remaining).toEqual([2, 1, 0]);
+      // 3 in this window: the 4th fits once the next window has slid 2/3 of this one out.
+      const refused = await limiter.admitCall('k', limits, 'l3');
+      expect(refused).toEqual({ kind: 'refused', limit: 'requests', retryAfterMs: 80_000, window: { limit: 3, remaining: 0, resetMs: 120_000 } });
+      elapse(79_999);
+      expect((await limiter.admitCall('k', limits, 'l4')).kind).toBe('refused');
+      elapse(1);
+      expect(await limiter.admitCall('k', limits, 'l5')).toEqual({ kind: 'admitted', window: { limit: 3, remaining: 0, resetMs: 100_000 } });
+    });
+
+    it('weights the previous window by the share of it still inside the sliding minute', async () => {
+      const { limiter, elapse } = await fixture();
+      const limits = { requestsPerMinute: 10 };
+      for (let i = 0; i < 10; i++) await limiter.admitCall('k', limits, `a${i}`);
+      elapse(WINDOW + 30_000);
+      // Half of the previous 10 still count: 5, and this call makes 6.
+      expect(await limiter.admitCall('k', limits, 'b')).toEqual({ kind: 'admitted', window: { limit: 10, remaining: 4, resetMs: 90_000 } });
+      elapse(2 * WINDOW);
+      expect((await limiter.admitCall('k', limits, 'c')).window).toEqual({ limit: 10, remaining: 9, resetMs: 90_000 });
+    });
+
+    it('holds concurrentCalls leases until released, and a second release changes nothing', async () => {
+      const { limiter } = await fixture();
+      const limits = { concurrentCalls: 2 };
+      expect(await limiter.admitCall('k', limits, 'a')).toEqual({ kind: 'admitted' });
+      expect(await limiter.admitCall('k', limits, 'b')).toEqual({ kind: 'admitted' });
+      expect(await limiter.admitCall('k', limits, 'c')).toEqual({ kind: 'refused', limit: 'concurrent', retryAfterMs: 1000 });
+      await limiter.release('k', 'a');
+      await limiter.release('k', 'a');
+      expect((await limiter.admitCall('k', limits, 'd')).kind).toBe('admitted');
+      expect((await limiter.admitCall('k', limits, 'e')).kind).toBe('refused');
+    });
+
+    it('counts nothing for a call refused for concurrency', async () => {
+      const { limiter } = await fixture();
+      const limits = { requestsPerMinute: 2, concurrentCalls: 1 };
+      expect((await limiter.admitCall('k', limits, 'a')).window?.remaining).toBe(1);
+      expect((await limiter.admitCall('k', limits, 'b')).kind).toBe('refused');
+      await limiter.release('k', 'a');
+      expect((await limiter.admitCall('k', limits, 'c')).window?.remaining).toBe(0);
+    });
+
+    it('keeps every key to its own counters', async () => {
+      const { limiter } = await fixture();
+      const limits = { requestsPerMinute: 1, concurrentCalls: 1 };
+      expect((await limiter.admitCall('alice', limits, 'a')).kind).toBe('admitted');
+      expect((await limiter.admitCall('bob', limits, 'b')).kind).toBe('admitted');
+      expect((await limiter.admitCall('alice', limits, 'c')).kind).toBe('refused');
+    });
+
+    it('counts estimated tokens, and a settle moves the count by what the call used', async () => {
+      const { limiter } = await fixture();
+      const limits = { tokensPerMinute: 100 };
+      expect(await limiter.admitTokens('k', limits, 60)).toEqual({ kind: 'admitted', window: { limit: 100, remaining: 40, resetMs: 120_000 } });
+      expect(await limiter.admitTokens('k', limits, 50)).toMatchObject({ kind: 'refused', limit: 'tokens', window: { remaining: 40 } });
+      await limiter.settle('k', 20, 60);
+      expect((await limiter.admitTokens('k', limits, 50)).window?.remaining).toBe(30);
+      await limiter.settle('k', 80, 50);
+      expect(await limiter.admitTokens('k', limits, 1)).toMatchObject({ kind: 'refused', window: { remaining: 0 } });
+    });
+
+    it('counts a call estimated above tokensPerMinute as the whole limit, so it can run in an empty window', async () => {
+      const { limiter } = await fixture();
+      expect(await limiter.admitTokens('k', { tokensPerMinute: 100 }, 500)).toMatchObject({ kind: 'admitted', window: { remaining: 0 } });
+    });
+
+    it('admits without counting what the key has no limit for', async () => {
+      const { limiter } = await fixture();
+      for (let i = 0; i < 5; i++) {
+        expect(await limiter.admitCall('k', {}, `l${i}`)).toEqual({ kind: 'admitted' });
+        expect(await limiter.admitTokens('k', {}, 1e6)).toEqual({ kind: 'admitted' });
+        expect(await limiter.admitStored('k', {})).toEqual({ kind: 'admitted' });
+      }
+    });
+
+    it('refuses detached calls while stored results reach storedBytes, until the oldest expires', async () => {
+      const { limiter, elapse } = await fixture();
+      const limits = { storedBytes: 1000 };
+      await limiter.addStored('k', 'c1', 600, T0 + 10_000);
+      expect(await limiter.admitStored('k', limits)).toEqual({ kind: 'admitted' });
+      await limiter.addStored('k', 'c2', 500, T0 + 20_000);
+      expect(await limiter.admitStored('k', limits)).toEqual({ kind: 'refused', limit: 'stored-bytes', retryAfterMs: 10_000 });
+      elapse(9_999);
+      expect((await limiter.admitStored('k', limits)).kind).toBe('refused');
+      elapse(1);
+      expect(await limiter.admitStored('k', limits)).toEqual({ kind: 'admitted' });
+      expect((await limiter.admitStored('other', limits)).kind).toBe('admitted');
+    });
+
+    if (shared) it('shares every counter with a peer on the same backend', async () => {
+      const made = await fixture();
+      const other = made.peer!();
+      const limits = { requestsPerMinute: 2, concurrentCalls: 5, tokensPerMinute: 10 };
+      expect((await made.limiter.admitCall('k', limits, 'a')).kind).toBe('admitted');
+      expect((await other.admitCall('k', limits, 'b')).kind).toBe('admitted');
+      expect((await made.limiter.admitCall('k', limits, 'c')).kind).toBe('refused');
+      expect((await other.admitTokens('k', limits, 10)).kind).toBe('admitted');
+      expect((await made.limiter.admitTokens('k', limits, 1)).kind).toBe('refused');
+    });
+  });
+}
