@@ -147,7 +147,7 @@ const CONNECT_TIMEOUT_MS = 2_000;
 
 /**
  * Makes a Redis limiter and starts connecting. A step that cannot reach Redis rejects; the
- * gateway decides what that means for the call (see docs/security-keys.md).
+ * gateway decides what that means for the call (see docs/security.md).
  * @throws StoreConfigError for a bad URL.
  */
 export function createRedisLimiter(options: RedisLimiterOptions): Limiter {

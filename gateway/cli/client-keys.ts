@@ -10,7 +10,7 @@ import type { Setting } from './settings.ts';
 
 /** The settings of client keys, shared by `gateway` and `up`. */
 export const keySettings: readonly Setting[] = [
-  { key: 'keys', type: 'string', description: 'keys file: a JSON list of client keys (name, hash, models, limits); read again when it changes and on SIGHUP (docs/security-keys.md)', defaultText: 'none' },
+  { key: 'keys', type: 'string', description: 'keys file: a JSON list of client keys (name, hash, models, limits); read again when it changes and on SIGHUP (docs/security.md)', defaultText: 'none' },
 ];
 
 /**
