@@ -37,6 +37,7 @@ export class RunnerEngine {
       connectTimeout: config.engineConnectTimeout,
       probeInterval: config.engineProbeInterval,
       loadInterval: config.loadInterval,
+      ...(config.engineApiKey === undefined ? {} : { apiKey: config.engineApiKey }),
       logger: log,
     });
   }

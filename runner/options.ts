@@ -96,6 +96,13 @@ export interface RunnerOptions {
   /** The shared secret gateways expect in `authorization: Bearer`; required with gateways; never logged. */
   runnerToken?: string;
   /**
+   * The engine's own key (vLLM's and SGLang's `--api-key`, llama.cpp's `--api-key`), sent to the
+   * engine as `authorization: Bearer` on every call and probe. A client's key never reaches a
+   * runner (the gateway keeps it), so this is the only key an engine sees. Never logged.
+   * @default none: requests to the engine carry no key
+   */
+  engineApiKey?: string;
+  /**
    * The URL gateways should call this runner on. Required when listening on 0.0.0.0 or ::
    * with gateways, since a wildcard address names no machine.
    * @default the URL the runner listens on
@@ -174,6 +181,7 @@ export interface RunnerConfig {
   readonly gateways: readonly URL[];
   /** Kept out of every log line and of /status. */
   readonly runnerToken: string | undefined;
+  readonly engineApiKey: string | undefined;
   readonly advertiseUrl: string | undefined;
   readonly heartbeatInterval: number;
   readonly drainTimeout: number;
@@ -230,7 +238,7 @@ const check = checksFor(RunnerConfigError);
 
 /** Applies defaults and validates; throws {@link RunnerConfigError} naming the first bad option. */
 export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
-  const { engine, profile, simCommand, id = `runner-${randomBytes(3).toString('hex')}`, runnerToken } = options;
+  const { engine, profile, simCommand, id = `runner-${randomBytes(3).toString('hex')}`, runnerToken, engineApiKey } = options;
   if ((engine === undefined) === (profile === undefined)) {
     throw new RunnerConfigError('give exactly one of engine (the URL of a running engine) or profile (an engine to launch)');
   }
@@ -262,6 +270,10 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   // The gateway's rule, so a token every gateway would refuse is refused here, at start.
   if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
   if (gateways.length > 0 && runnerToken === undefined) throw new RunnerConfigError('runnerToken is required with gateways');
+  // A header value: printable ASCII without spaces, so it cannot break the request it rides in.
+  if (engineApiKey !== undefined && (typeof engineApiKey !== 'string' || !/^[\x21-\x7e]{1,4096}$/.test(engineApiKey))) {
+    throw new RunnerConfigError('engineApiKey must be 1 to 4096 printable ASCII characters without spaces (not shown)');
+  }
   let advertiseUrl: string | undefined;
   if (options.advertiseUrl !== undefined) {
     const url = parseHttpUrl('advertiseUrl', options.advertiseUrl);
@@ -279,6 +291,7 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     ...checked,
     gateways,
     runnerToken,
+    engineApiKey,
     advertiseUrl,
     callSecrets: callSecretsOf(options.callSecret),
     tls: tlsOf(options.tls),

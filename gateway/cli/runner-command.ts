@@ -17,7 +17,7 @@ const r = settingsOf(runnerDefaults);
 /** The runner options that are settings of the same name. */
 const RUNNER_KEYS = [
   'engine', 'profile', 'engineKind', 'slots', 'id', 'engineConnectTimeout', 'acceptWindow', 'maxBodyBytes', 'engineProbeInterval',
-  'loadInterval', 'engineStopGrace', 'engineRestartBackoff', 'drainTimeout', 'runnerToken', 'advertiseUrl', 'heartbeatInterval',
+  'loadInterval', 'engineStopGrace', 'engineRestartBackoff', 'drainTimeout', 'runnerToken', 'advertiseUrl', 'heartbeatInterval', 'engineApiKey',
 ] as const;
 
 /** `sluice runner`. */
@@ -42,6 +42,7 @@ export const runner: Command = {
     { key: 'gateway', type: 'list', description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080', defaultText: 'none: only gateways that list this runner call it' },
     { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)', defaultText: 'none; required with --gateway' },
     { key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'file of runner tokens, one a line, newest first (the gateways\' file will do): the runner presents the first; not readable by other users; instead of --runner-token', defaultText: 'none' },
+    { key: 'engineApiKey', type: 'string', secret: true, description: 'the engine\'s own key (vLLM --api-key), sent to it as a bearer token on every call and probe; prefer the environment variable (never shown)', defaultText: 'none' },
     { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
     r('heartbeatInterval', 'duration', 'how often to heartbeat each gateway, unless the gateway asks for another interval'),
     ...runnerDataPlaneSettings,

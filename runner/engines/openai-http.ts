@@ -22,6 +22,8 @@ export interface OpenAIHttpEngineOptions {
   probeInterval: number;
   /** How often the engine's metrics are scraped for load while ready, in ms. */
   loadInterval: number;
+  /** The engine's own key, sent as `authorization: Bearer` on every request to it. @default none */
+  apiKey?: string;
   logger: Logger;
   /** Time source for load ages; tests pass a fake. @default Date.now */
   now?: () => number;
@@ -47,6 +49,8 @@ export interface EngineLoadReport {
 
 /** One OpenAI-compatible engine behind the runner. */
 export class OpenAIHttpEngine {
+  /** `authorization` for every request to the engine, when it has a key of its own. */
+  readonly #auth: Readonly<Record<string, string>> | undefined;
   readonly url: URL;
   readonly kind: EngineKindSpec;
   readonly #pool: Pool;
@@ -64,6 +68,7 @@ export class OpenAIHttpEngine {
     this.url = options.url;
     this.kind = options.kind;
     this.#now = options.now ?? Date.now;
+    this.#auth = options.apiKey === undefined ? undefined : Object.freeze({ authorization: `Bearer ${options.apiKey}` });
     this.#pool = new Pool(options.url.origin, {
       connectTimeout: options.connectTimeout,
       // Keep sockets past the engine's idle close (uvicorn closes after 5 s).
@@ -128,7 +133,8 @@ export class OpenAIHttpEngine {
     return this.#pool.request({
       method: req.method,
       path: req.path,
-      headers: req.headers,
+      // The engine's key replaces any authorization the call carried: only the runner's goes in.
+      headers: this.#auth === undefined ? req.headers : { ...req.headers, ...this.#auth },
       body: req.body,
       signal: req.signal,
       headersTimeout: req.timeout,
@@ -146,7 +152,7 @@ export class OpenAIHttpEngine {
 
   #get(path: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
     const timeout = this.#options.connectTimeout;
-    return this.#pool.request({ method: 'GET', path, headersTimeout: timeout, bodyTimeout: timeout, signal });
+    return this.#pool.request({ method: 'GET', path, headers: this.#auth, headersTimeout: timeout, bodyTimeout: timeout, signal });
   }
 
   async #probe(): Promise<void> {

@@ -27,6 +27,7 @@ const RUNNER_TOKEN = `rt-${randomBytes(16).toString('hex')}`;
 const CALLBACK_SECRET = generateWebhookSecret();
 const REDIS_PASSWORD = `pw-${randomBytes(12).toString('hex')}`;
 const CALL_SECRET = `cs-${randomBytes(24).toString('hex')}`;
+const ENGINE_API_KEY = `ek-${randomBytes(16).toString('hex')}`;
 const OPERATOR_TOKEN = `op-${randomBytes(16).toString('hex')}`;
 const asOperator = { authorization: `Bearer ${OPERATOR_TOKEN}` };
 /** The secrets being rotated out, given beside the new ones in the secret files. */
@@ -43,6 +44,7 @@ const SECRETS = [
   OLD_CALLBACK_SECRET.slice('whsec_'.length),
   OPERATOR_TOKEN,
   CALL_SECRET,
+  ENGINE_API_KEY,
 ];
 const secretDir = mkdtempSync(join(tmpdir(), 'sluice-secret-files-'));
 /** A secret file as an operator would write it: a comment, the new secret, the old one, mode 600. */
@@ -180,11 +182,11 @@ describe('fault: secrets given to sluice never appear in its output', () => {
           'runner', '--port', '0', '--log-level', 'debug', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'runner-secrets',
           '--gateway', gateway.url,
           // The runner reads the call secret from a file in the flags case: the third way to give it.
-          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--call-secret-file', callSecretFile] : []),
+          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--call-secret-file', callSecretFile, '--engine-api-key', ENGINE_API_KEY] : []),
           // The gateways' own file: the runner presents its first token.
           ...(how === 'files' ? ['--runner-token-file', tokenFile, '--call-secret-file', callSecretFile] : []),
         ],
-        cleanEnv(how === 'env' ? { SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALL_SECRET: CALL_SECRET } : {}),
+        cleanEnv(how === 'env' ? { SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALL_SECRET: CALL_SECRET, SLUICE_ENGINE_API_KEY: ENGINE_API_KEY } : {}),
       );
       const gw = gateway.url;
       // The call secret works: the runner refuses a call that does not come through the gateway.

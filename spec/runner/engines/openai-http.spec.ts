@@ -22,6 +22,8 @@ interface Script {
   /** Requests other than the health, models and metrics GETs, with their bodies. */
   calls: Array<{ method: string; url: string; headers: IncomingMessage['headers']; body: string }>;
   gets: string[];
+  /** The authorization header of each of those GETs, in order. */
+  getAuthorizations: Array<string | undefined>;
 }
 
 const cleanups: Array<() => Promise<unknown> | void> = [];
@@ -36,10 +38,12 @@ async function scriptedEngine(): Promise<{ url: URL; script: Script; server: Ser
     metrics: { status: 200, body: 'vllm:num_requests_running 3\nvllm:num_requests_waiting 1\nvllm:kv_cache_usage_perc 0.25\n' },
     calls: [],
     gets: [],
+    getAuthorizations: [],
   };
   const server = createServer((req, res) => {
     if (req.method === 'GET' && ['/health', '/v1/models', '/metrics'].includes(req.url ?? '')) {
       script.gets.push(req.url!);
+      script.getAuthorizations.push(req.headers.authorization);
       if (req.url === '/health') return void res.writeHead(script.health).end();
       if (req.url === '/v1/models') return void res.writeHead(script.models.status, { 'content-type': 'application/json' }).end(JSON.stringify(script.models.body));
       return void res.writeHead(script.metrics.status, { 'content-type': 'text/plain' }).end(script.metrics.body);
@@ -73,7 +77,7 @@ function changes(into: LogFields[]): Logger {
   return logger;
 }
 
-function adapter(url: URL, kind: EngineKindName, extra: { logger?: Logger; now?: () => number; probeInterval?: number; loadInterval?: number } = {}): OpenAIHttpEngine {
+function adapter(url: URL, kind: EngineKindName, extra: { logger?: Logger; now?: () => number; probeInterval?: number; loadInterval?: number; apiKey?: string } = {}): OpenAIHttpEngine {
   const engine = new OpenAIHttpEngine({
     url,
     kind: engineKind(kind),
@@ -82,6 +86,7 @@ function adapter(url: URL, kind: EngineKindName, extra: { logger?: Logger; now?:
     loadInterval: extra.loadInterval ?? 60_000,
     logger: extra.logger ?? silentLogger,
     ...(extra.now ? { now: extra.now } : {}),
+    ...(extra.apiKey ? { apiKey: extra.apiKey } : {}),
   });
   cleanups.push(() => engine.close());
   return engine;
@@ -193,6 +198,29 @@ describe('OpenAIHttpEngine', () => {
     expect(script.calls).toHaveLength(1);
     expect(script.calls[0]).toMatchObject({ method: 'POST', url: '/v1/chat/completions?x=1', body: '{"model":"m-1"}' });
     expect(script.calls[0]!.headers['x-call']).toBe('c-1');
+  });
+
+  it('sends the engine its own key on every probe and call, in place of any the call carried, and no key without one', async () => {
+    const { url, script } = await scriptedEngine();
+    const engine = adapter(url, 'vllm', { apiKey: 'engine-key-123' });
+    await engine.start();
+    await engine.request({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer someone-elses' },
+      body: '{"model":"m-1"}',
+      signal: new AbortController().signal,
+      timeout: 5000,
+    }).then((res) => res.body.dump());
+    expect(script.gets.length).toBeGreaterThanOrEqual(2);
+    expect(script.getAuthorizations.every((a) => a === 'Bearer engine-key-123')).toBe(true);
+    expect(script.calls[0]!.headers.authorization).toBe('Bearer engine-key-123');
+
+    const { url: plainUrl, script: plain } = await scriptedEngine();
+    const keyless = adapter(plainUrl, 'vllm');
+    await keyless.start();
+    expect(plain.getAuthorizations.length).toBeGreaterThanOrEqual(2);
+    expect(plain.getAuthorizations.every((a) => a === undefined)).toBe(true);
   });
 
   it('returns the load scraped from the kind\'s metrics page once ready, stamped by the injected clock', async () => {
