@@ -415,6 +415,9 @@ export function errorBody(error: SluiceError, details?: Record<string, unknown>)
 export function sendError(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}, details?: Record<string, unknown>): void {
   if (out.headersSent || out.destroyed) return;
   const extra = error instanceof GatewayError ? error.headers : {};
-  out.writeHead(error.status, { 'content-type': 'application/json', ...extra, ...headers });
+  const all: Record<string, string> = { 'content-type': 'application/json', ...extra, ...headers };
+  // HTTP/2 has no connection header (a stream ends, not the connection); Node would drop it with a warning.
+  if (out.req?.httpVersionMajor === 2) delete all.connection;
+  out.writeHead(error.status, all);
   out.end(errorBody(error, details));
 }

@@ -3,7 +3,8 @@
  */
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import { createSecureServer } from 'node:http2';
+import type { Http2SecureServer, Http2Session } from 'node:http2';
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
@@ -193,7 +194,10 @@ export function createGateway(options: GatewayOptions): Gateway {
     return errorResponse(c, new InternalError({ cause: error }));
   });
 
-  let server: Server | undefined;
+  let server: Server | Http2SecureServer | undefined;
+  const sessions = new Set<Http2Session>();
+  // Under TLS the server has no closeAllConnections: its sockets (HTTP/1.1 ones too) are kept here.
+  const tlsSockets = new Set<Socket>();
   let closing: Promise<void> | undefined;
   return {
     config,
@@ -244,7 +248,29 @@ export function createGateway(options: GatewayOptions): Gateway {
       };
       const { tls } = config.dataPlane;
       const handler = guardListener(limited, { newId });
-      const s: Server = tls ? createHttpsServer({ requireHostHeader: false, cert: tls.cert, key: tls.key }, handler) : createServer({ requireHostHeader: false }, handler);
+      // Under TLS, HTTP/2 for the clients that offer it (ALPN) and HTTP/1.1 for the rest, on one
+      // port. HTTP/2's compatibility request and response are what the routes and the agent use
+      // on HTTP/1.1; its sessions are kept to end them at close.
+      let s: Server | Http2SecureServer;
+      if (tls) {
+        const secure = createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key }, handler as unknown as Parameters<typeof createSecureServer>[1]);
+        secure.on('session', (session: Http2Session) => {
+          sessions.add(session);
+          session.once('close', () => sessions.delete(session));
+        });
+        secure.on('secureConnection', (socket: Socket) => {
+          tlsSockets.add(socket);
+          socket.once('close', () => tlsSockets.delete(socket));
+        });
+        s = secure;
+      } else {
+        const plain = createServer({ requireHostHeader: false }, handler);
+        plain.keepAliveTimeout = 65_000;
+        plain.headersTimeout = 66_000;
+        // Body reads are bounded by bodyReadTimeout; Node's own request timeout would cut streams.
+        plain.requestTimeout = 0;
+        s = plain;
+      }
       s.on('clientError', answerClientError(newId));
       // Counted on the socket requests arrive on: under TLS that is the TLS socket, made after the handshake.
       s.on(tls ? 'secureConnection' : 'connection', admitConnection);
@@ -255,10 +281,6 @@ export function createGateway(options: GatewayOptions): Gateway {
       });
       // A runner registering this address would have the gateway call itself.
       registry.addListener(info.address, info.port);
-      s.keepAliveTimeout = 65_000;
-      s.headersTimeout = 66_000;
-      // Body reads are bounded by bodyReadTimeout; Node's own request timeout would cut streams.
-      s.requestTimeout = 0;
       const url = `${tls ? 'https' : 'http'}://${host}:${info.port}`;
       log.info('gateway listening', { url, placer: config.placer.name, runners: config.runners.map((u) => u.origin), version: VERSION });
       if (credentials.openToClients) {
@@ -271,7 +293,9 @@ export function createGateway(options: GatewayOptions): Gateway {
         log.info('gateway draining', { inFlight: agent.inFlight, drainTimeout: config.drainTimeout });
         const s = server;
         const stopped = new Promise<void>((resolve) => (s ? s.close(() => resolve()) : resolve()));
-        s?.closeIdleConnections?.();
+        if (s && 'closeIdleConnections' in s) s.closeIdleConnections();
+        // HTTP/2 sessions are told to take no new streams; the streams in flight finish.
+        for (const session of sessions) session.close();
         // Closes the front gate now; in-flight calls include detached ones still running.
         const agentDrained = agent.drain(config.drainTimeout);
         // Detached calls run on after their 202; they get the same drain time, then are failed.
@@ -284,7 +308,9 @@ export function createGateway(options: GatewayOptions): Gateway {
         await config.store.close();
         await config.limiter.close();
         await ring?.close();
-        s?.closeAllConnections?.();
+        if (s && 'closeAllConnections' in s) s.closeAllConnections();
+        for (const session of sessions) session.destroy();
+        for (const socket of tlsSockets) socket.destroy();
         await stopped;
         log.info('gateway stopped', {});
       })();

@@ -124,13 +124,16 @@ export function withoutHopByHop(
   const out: Record<string, string | string[]> = {};
   for (const name in headers) {
     const value = headers[name];
-    if (value === undefined || HOP_BY_HOP_HEADERS.has(name) || nominated?.has(name) || drop?.has(name)) continue;
+    // HTTP/2's pseudo-headers (`:method`, `:path`, ...) describe this hop's request, as hop-by-hop ones do.
+    if (value === undefined || HOP_BY_HOP_HEADERS.has(name) || name.charCodeAt(0) === COLON || nominated?.has(name) || drop?.has(name)) continue;
     out[name] = value;
   }
   // Added here rather than by the caller spreading the copy into another object: one copy per call.
   if (add) for (const name in add) out[name] = add[name]!;
   return out;
 }
+
+const COLON = 0x3a;
 
 /** A `Connection` value that lists no header name beyond the hop-by-hop ones: `keep-alive`, `close`. */
 const SIMPLE_CONNECTION = /^\s*(?:keep-alive|close)\s*$/i;

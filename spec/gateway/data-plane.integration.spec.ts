@@ -24,6 +24,7 @@ import { warningRecorder } from '../support/logger.ts';
 import type { LogFields } from '../../placer/kernel/index.ts';
 import { makeCa } from '../support/certs.ts';
 import type { Issued, TestCa } from '../support/certs.ts';
+import { connect as connectH2 } from 'node:http2';
 
 const SECRET = 'spec-call-secret-0123456789abcdef0123456789';
 const OTHER_SECRET = 'spec-other-secret-fedcba9876543210fedcba98';
@@ -335,6 +336,54 @@ describe('the gateway front', () => {
     expect(await streamed.body.text()).toContain('data: [DONE]');
     // A client that does not trust the CA gets no answer at all.
     await expect(request(`${gw}/healthz`)).rejects.toThrow();
+  });
+
+  it('speaks HTTP/2 to a client that offers it, on the same port: calls, streams, refusals, and a close that ends its sessions', async () => {
+    const runner = await startRunner({});
+    const gateway = createGateway({ statusInterval: 50, runners: [runner.url], tls: { cert: front.cert, key: front.key } });
+    const { url: gw } = await gateway.listen(0, '127.0.0.1');
+    let closed = false;
+    cleanups.push(async () => (closed ? undefined : gateway.close()));
+    // Node's own HTTP/2 client: it speaks nothing else, so an answer proves the protocol.
+    const session = connectH2(gw, { ca: ca.cert });
+    cleanups.push(async () => void session.destroy());
+    const viaH2 = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const stream = session.request({ ':method': 'POST', ':path': '/v1/chat/completions', 'content-type': 'application/json' });
+      let status = 0;
+      let body = '';
+      stream.on('response', (headers) => (status = Number(headers[':status'])));
+      stream.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      stream.on('end', () => resolve({ status, body }));
+      stream.on('error', reject);
+      stream.end(chatBody());
+    });
+    expect(viaH2.status).toBe(200);
+    expect(JSON.parse(viaH2.body).object).toBe('chat.completion');
+    const h2 = new Agent({ allowH2: true, connect: { ca: ca.cert } });
+    cleanups.push(() => h2.close());
+    const health = await request(`${gw}/healthz`, { dispatcher: h2 });
+    expect(health.statusCode).toBe(200);
+    await health.body.dump();
+    const answer = await post(`${gw}/v1/chat/completions`, chatBody(), {}, h2);
+    expect(answer.status).toBe(200);
+    expect(answer.json.object).toBe('chat.completion');
+    expect(answer.headers['sluice-runner-id']).toBeDefined();
+    const streamed = await request(`${gw}/v1/chat/completions`, { dispatcher: h2, method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody({ stream: true }) });
+    expect(streamed.statusCode).toBe(200);
+    expect(await streamed.body.text()).toContain('data: [DONE]');
+    // A refusal that would close an HTTP/1.1 connection is answered in the shape every client gets.
+    const refused = await post(`${gw}/v1/chat/completions`, '{"model": ', {}, h2);
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe('GW_INVALID_JSON');
+    // HTTP/1.1 still works on the same port.
+    const h1 = new Agent({ connect: { ca: ca.cert } });
+    cleanups.push(() => h1.close());
+    expect((await post(`${gw}/v1/chat/completions`, chatBody(), {}, h1)).status).toBe(200);
+    // The client's session stays open; closing the gateway must not wait on it forever.
+    const started = Date.now();
+    await gateway.close();
+    closed = true;
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   it('refuses plain http on an address other than loopback unless allowPlainHttp', async () => {
