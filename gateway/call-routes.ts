@@ -16,7 +16,7 @@ import type { CallRecord, CallStore } from './store/types.ts';
 const POLL_AFTER_SECONDS = '1';
 
 /** True when `caller` may see and cancel `record`: its own call, or any call for an operator. */
-export function ownsCall(caller: Caller, record: Pick<CallRecord, 'client'>): boolean {
+function ownsCall(caller: Caller, record: Pick<CallRecord, 'client'>): boolean {
   if (caller.kind === 'operator') return true;
   return record.client === (caller.kind === 'client' ? caller.key.id : undefined);
 }

@@ -10,7 +10,7 @@ import type { Logger } from '../../placer/kernel/index.ts';
 import type { GatewayConfig } from '../options.ts';
 
 /** The folder the file goes in: $XDG_RUNTIME_DIR/sluice when there is one, else ~/.sluice. */
-export function operatorTokenDir(env: NodeJS.ProcessEnv): string {
+function operatorTokenDir(env: NodeJS.ProcessEnv): string {
   return env.XDG_RUNTIME_DIR ? join(env.XDG_RUNTIME_DIR, 'sluice') : join(homedir(), '.sluice');
 }
 
