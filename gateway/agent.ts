@@ -158,7 +158,10 @@ export class LbAgent {
       this.#refuse(out, keyCall, { connection: 'close' });
       return this.#settle();
     }
-    if (keyCall) for (const [name, value] of Object.entries(keyCall.headers)) out.setHeader(name, value);
+    if (keyCall) {
+      const headers = keyCall.headers;
+      for (const name in headers) out.setHeader(name, headers[name]!);
+    }
     let body: Buffer | undefined;
     try {
       body = await readBody(incoming, { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout, idleTimeout: this.#config.bodyIdleTimeout });
@@ -256,7 +259,9 @@ export class LbAgent {
       // Tokens once the body is known (a quarter of its bytes until the engine reports usage), and
       // for a detached call, room for one more of the key's results.
       const refusal = (await keyCall.tokens(body.length)) ?? (preference.detached ? await keyCall.storedRoom() : undefined);
-      for (const [name, value] of Object.entries(keyCall.headers)) out.setHeader(name, value);
+      // The requests' headers were set at admission; the tokens' join them now.
+      const tokenHeaders = keyCall.tokenHeaders;
+      for (const name in tokenHeaders) out.setHeader(name, tokenHeaders[name]!);
       if (refusal) return this.#refuse(out, refusal);
     }
 

@@ -17,6 +17,8 @@ import type { ClientKey } from './keys.ts';
 import { estimateTokens, newLease, rateLimitHeaders, retryAfterSeconds } from './limits.ts';
 import type { Admission, Limiter, WindowState } from './limits.ts';
 
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
 /** The bytes of an answer's end searched for its usage block: engines put it last. */
 const USAGE_TAIL_BYTES = 4096;
 
@@ -112,6 +114,11 @@ export class KeyCall {
   /** The `x-ratelimit-*` headers for the windows this call was checked against. */
   get headers(): Record<string, string> {
     return rateLimitHeaders({ requests: this.#requests, tokens: this.#tokens });
+  }
+
+  /** The `x-ratelimit-*-tokens` headers alone, once {@link tokens} counted the call; none before. */
+  get tokenHeaders(): Record<string, string> {
+    return this.#tokens === undefined ? NO_HEADERS : rateLimitHeaders({ tokens: this.#tokens });
   }
 
   /**

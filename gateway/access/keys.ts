@@ -8,6 +8,7 @@
  * credentials look tokens up.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { show, silentLogger, systemClock } from '../../placer/kernel/index.ts';
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
 import { InvalidBodyError, KeyInFileError, KeyNotFoundError } from '../errors.ts';
@@ -51,6 +52,9 @@ export function newKeyToken(random: (size: number) => Buffer = randomBytes): str
 export function hashToken(token: string): string {
   return createHash('sha256').update(token).digest('hex');
 }
+
+/** How many recently seen tokens {@link KeyRing} remembers the key of. */
+const SEEN_TOKENS = 4096;
 
 /** A key's id, from the hex digest of its token. */
 export function keyIdOf(digest: string): string {
@@ -154,6 +158,12 @@ export class KeyRing implements ClientKeys {
   #file: readonly HashedKey[] = [];
   #api = new Map<string, StoredKey>();
   #byDigest = new Map<string, ClientKey>();
+  /**
+   * Tokens seen lately and the key each is, so a client's every call does not hash its token
+   * again; emptied whenever the keys change, so a deleted key stops working at once. Only known
+   * keys go in: a stranger's guesses cannot fill it.
+   */
+  readonly #seen = new LRUCache<string, ClientKey>({ max: SEEN_TOKENS });
   #records: readonly KeyRecord[] = [];
 
   constructor(options: KeyRingOptions = {}) {
@@ -169,7 +179,11 @@ export class KeyRing implements ClientKeys {
   }
 
   lookup(token: string): ClientKey | undefined {
-    return this.#byDigest.get(hashToken(token));
+    const seen = this.#seen.get(token);
+    if (seen !== undefined) return seen;
+    const key = this.#byDigest.get(hashToken(token));
+    if (key !== undefined) this.#seen.set(token, key);
+    return key;
   }
 
   get size(): number {
@@ -243,6 +257,7 @@ export class KeyRing implements ClientKeys {
       }
     }
     this.#byDigest = byDigest;
+    this.#seen.clear();
     this.#records = Object.freeze(records);
     this.#logger.debug('client keys changed', { keys: byDigest.size });
   }

@@ -114,6 +114,16 @@ describe('KeyRing', () => {
     expect(keys.list().map((r) => r.source)).toEqual(['file']);
   });
 
+  it('forgets a token it has seen as soon as the keys change: a key taken out of the file stops working, a changed one answers with its new limits', () => {
+    const keys = new KeyRing();
+    keys.setFileKeys(parseKeysFile(JSON.stringify([entry(ALICE), entry(BOB)]), 'k'));
+    expect(keys.lookup(ALICE)?.name).toBe('alice');
+    expect(keys.lookup(BOB)?.limits).toEqual({});
+    keys.setFileKeys(parseKeysFile(JSON.stringify([entry(BOB, { limits: { requestsPerMinute: 3 } })]), 'k'));
+    expect(keys.lookup(ALICE)).toBeUndefined();
+    expect(keys.lookup(BOB)?.limits).toEqual({ requestsPerMinute: 3 });
+  });
+
   it('keeps API keys when the file keys are replaced', async () => {
     const keys = new KeyRing();
     const created = await keys.create({ name: 'api' });
