@@ -163,7 +163,11 @@ function checkProfile(value: unknown, model: string, fail: (m: string) => void):
   const known = typeof kind === 'string' && (PROFILE_KINDS as readonly string[]).includes(kind);
   if (!known) bad(`profile.kind must be one of ${PROFILE_KINDS.join(', ')}, got ${show(kind)}`);
   const engineModel = p.model ?? model;
-  if (typeof engineModel !== 'string' || engineModel.trim() === '') bad(`profile.model must be a non-empty string, got ${show(p.model)}`);
+  if (typeof engineModel !== 'string' || engineModel.trim() === '') {
+    // Without profile.model the deployment's model is used, and a bad one is reported as model.
+    if (p.model === undefined) ok = false;
+    else bad(`profile.model must be a non-empty string, got ${show(p.model)}`);
+  }
   const gpus = p.gpus ?? 0;
   if (Array.isArray(gpus)) {
     const seen = new Set<unknown>();

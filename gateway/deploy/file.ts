@@ -30,11 +30,13 @@ export function parseDeploymentsFile(text: string, file: string): Deployment[] {
     const model = (entry as { model?: unknown } | null)?.model;
     const where = typeof model === 'string' ? `entry ${i} (${JSON.stringify(model)})` : `entry ${i}`;
     const checked = checkDeployment(entry, where);
-    if (checked.kind === 'invalid') return void problems.push(...checked.problems);
-    const first = seen.get(checked.deployment.model);
-    if (first !== undefined) return void problems.push(`${where}: model is already deployed by entry ${first}`);
-    seen.set(checked.deployment.model, i);
-    deployments.push(checked.deployment);
+    if (checked.kind === 'invalid') problems.push(...checked.problems);
+    if (typeof model === 'string') {
+      const first = seen.get(model);
+      if (first !== undefined) problems.push(`${where}: model is already deployed by entry ${first}`);
+      else seen.set(model, i);
+    }
+    if (checked.kind === 'valid') deployments.push(checked.deployment);
   });
   if (problems.length > 0) throw DeploymentsFileError.of(file, problems.length > MAX_LISTED ? [...problems.slice(0, MAX_LISTED), `and ${problems.length - MAX_LISTED} more`] : problems);
   return deployments;
