@@ -20,7 +20,7 @@ afterEach(async () => {
 });
 
 async function start(options: Partial<GatewayOptions> = {}): Promise<string> {
-  gateway = createGateway({ runnerToken: 'a-runner-token-long-enough', operatorTokens: [OPERATOR_TOKEN], clock: { now: () => 1_000 }, ...options });
+  gateway = createGateway({ runnerToken: 'a-runner-token-long-enough', operatorTokens: [OPERATOR_TOKEN], deployments: new MemoryDeploymentStore({ now: () => 1_000 }), ...options });
   return (await gateway.listen()).url;
 }
 
