@@ -333,6 +333,44 @@ export class KeyInFileError extends errorClass('GW_KEY_IN_FILE', 409, 'invalid_r
  */
 export class KeysFileError extends errorClass('GW_INVALID_KEYS_FILE', 500, 'server_error', GatewayError) {}
 
+/**
+ * A deployment given to PUT /v1/deployments/{model} is not valid (400). The message lists every
+ * problem, and the answer's `problems` holds them one per entry.
+ */
+export class InvalidDeploymentError extends errorClass('GW_INVALID_DEPLOYMENT', 400, 'invalid_request_error', GatewayError) {
+  /** Every problem found, one line each, naming the model and the field. */
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[]) {
+    super(`invalid deployment: ${problems.join('; ')}`);
+    this.problems = Object.freeze([...problems]);
+  }
+}
+
+/** No deployment of this model (404), on the operator's /v1/deployments routes. */
+export class DeploymentNotFoundError extends errorClass('GW_DEPLOYMENT_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
+
+/** A deployment from the deployments file was to be replaced or deleted through the API (409): edit the file instead. */
+export class DeploymentInFileError extends errorClass('GW_DEPLOYMENT_IN_FILE', 409, 'invalid_request_error', GatewayError) {}
+
+/**
+ * The deployments file (--deployments) cannot be read or holds invalid deployments: the gateway
+ * does not start. The message has one line per problem, each naming the file, the entry and the
+ * field; `problems` holds the same lines.
+ */
+export class DeploymentsFileError extends errorClass('GW_INVALID_DEPLOYMENTS_FILE', 500, 'server_error', GatewayError) {
+  /** One line per problem, each starting with the file's name. */
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[], options?: SluiceErrorOptions) {
+    super(problems.join('\n'), options);
+    this.problems = Object.freeze([...problems]);
+  }
+
+  /** The error for `problems` found in `file`, each line naming the file. */
+  static of(file: string, problems: readonly string[], options?: SluiceErrorOptions): DeploymentsFileError {
+    return new DeploymentsFileError(problems.map((problem) => `deployments file ${file}: ${problem}`), options);
+  }
+}
+
 /** A gateway option is missing or out of range. */
 export class GatewayConfigError extends errorClass('GW_INVALID_OPTION', 500, 'server_error', GatewayError) {}
 

@@ -26,6 +26,8 @@ import type { GatewayPool } from './pool.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../runner/protocol.ts';
 import { newToken } from './access/credentials.ts';
 import type { ClientKeys } from './access/scopes.ts';
+import { MemoryDeploymentStore } from './deploy/store.ts';
+import type { DeploymentStore } from './deploy/store.ts';
 import { createMemoryLimiter } from './access/limits.ts';
 import type { Limiter } from './access/limits.ts';
 import { compileNetworks } from './callbacks/address.ts';
@@ -179,6 +181,12 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   /** Refuse client calls without a valid key even while no key exists (`--require-keys`). @default see gatewayDefaults */
   requireKeys?: boolean;
   /**
+   * Where deployments are kept (/v1/deployments; the CLI fills one from `--deployments`).
+   * Nothing scales from them yet: the reconciler is to come (issue 14).
+   * @default an empty MemoryDeploymentStore on the gateway's clock
+   */
+  deployments?: DeploymentStore;
+  /**
    * The sliding window of the client keys' requestsPerMinute and tokensPerMinute, in ms: a
    * minute, shorter only for tests and demonstrations. Used by the limiter the gateway makes.
    * @default see gatewayDefaults
@@ -267,6 +275,7 @@ export interface GatewayConfig {
   readonly operatorTokenGenerated: boolean;
   readonly clientKeys: ClientKeys | undefined;
   readonly requireKeys: boolean;
+  readonly deployments: DeploymentStore;
   readonly keyLimitWindow: number;
   readonly limiter: Limiter;
   /** Every runner token accepted, newest first; empty when registration is off. */
@@ -422,6 +431,10 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     );
   }
   const { clock } = checked;
+  const { deployments = new MemoryDeploymentStore({ now: () => clock.now() }) } = options;
+  if (typeof deployments?.list !== 'function' || typeof deployments.put !== 'function') {
+    throw check.fail('deployments must be a DeploymentStore (gateway/deploy/store.ts), with list, get, put and delete');
+  }
   const store = options.store ?? createMemoryStore({ resultTtl: checked.resultTtl, maxStoredBytes, now: () => clock.now() });
   return Object.freeze({
     ...checked,
@@ -439,6 +452,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     operatorTokens,
     operatorTokenGenerated,
     clientKeys,
+    deployments,
     limiter: limiterOf(options.limiter, checked),
     runnerToken: runnerTokens[0],
     runnerTokens,

@@ -6,7 +6,7 @@
  * - `public`: anyone (health probes).
  * - `client`: inference calls and the caller's own detached calls, with a client key, or with
  *   nothing while the gateway is open to clients (no keys configured and none required).
- * - `operator`: fleet control, the runner list, the queue, metrics, keys.
+ * - `operator`: fleet control, the runner list, the queue, metrics, keys, deployments.
  * - `runner`: registration and heartbeats, with a runner token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -103,6 +103,10 @@ export const ROUTE_SCOPES: readonly RouteScope[] = [
   { method: 'GET', path: '/v1/keys', scope: 'operator' },
   { method: 'GET', path: '/v1/keys/:id', scope: 'operator' },
   { method: 'DELETE', path: '/v1/keys/:id', scope: 'operator' },
+  { method: 'GET', path: '/v1/deployments', scope: 'operator' },
+  { method: 'GET', path: '/v1/deployments/:model{.+}', scope: 'operator' },
+  { method: 'PUT', path: '/v1/deployments/:model{.+}', scope: 'operator' },
+  { method: 'DELETE', path: '/v1/deployments/:model{.+}', scope: 'operator' },
   { method: 'GET', path: '/healthz', scope: 'public' },
   { method: 'GET', path: '/readyz', scope: 'public' },
 ];

@@ -18,6 +18,7 @@ import type { Setting } from './settings.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
 import { clientKeysOptions, keySettings } from './client-keys.ts';
+import { deploymentSettings, deploymentsOptions } from './deployments.ts';
 import { keepOperatorToken } from './operator-token.ts';
 
 /** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
@@ -154,6 +155,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
     ...gatewayDataPlaneOptions(values),
     ...(await clientKeysOptions(values, logger, clock)),
+    ...(await deploymentsOptions(values, () => clock.now())),
     logger,
   };
 }
@@ -188,6 +190,7 @@ export const gateway: Command = {
     ...detachedSettings,
     ...registrationSettings,
     ...accessSettings,
+    ...deploymentSettings,
     ...gatewayDataPlaneSettings,
     ...frontSettings,
     logLevel,

@@ -15,6 +15,7 @@ import { SettingsError, flagOf } from './settings.ts';
 import { simSettings } from './sim-command.ts';
 import { startTelemetry } from './telemetry.ts';
 import { keepOperatorToken } from './operator-token.ts';
+import { deploymentSettings } from './deployments.ts';
 
 const slots = runner.settings.find((s) => s.key === 'slots')!;
 
@@ -31,6 +32,7 @@ export const up: Command = {
     ...gatewaySettings,
     ...detachedSettings,
     ...accessSettings,
+    ...deploymentSettings,
     // The runners are its own children on loopback: the call secret, not runner TLS.
     ...gatewayDataPlaneSettings.filter((s) => s.key === 'callSecret' || s.key === 'callSecretFile'),
     ...frontSettings,

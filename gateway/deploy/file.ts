@@ -1,0 +1,54 @@
+/**
+ * The deployments file (`--deployments deployments.json`): a JSON list of deployments, checked
+ * whole at start-up, one problem a line, each naming the entry and the field. A bad file stops
+ * the gateway. It is read once: a change takes a restart (the API changes deployments live).
+ */
+import { readFile } from 'node:fs/promises';
+import { DeploymentsFileError } from '../errors.ts';
+import { checkDeployment } from './deployments.ts';
+import type { Deployment } from './deployments.ts';
+
+/** The most problems one error lists; the rest are counted. */
+const MAX_LISTED = 50;
+
+/**
+ * The deployments in a deployments file's text. `file` names the file in messages.
+ * @throws DeploymentsFileError whose `problems` holds every problem, one line each.
+ */
+export function parseDeploymentsFile(text: string, file: string): Deployment[] {
+  let entries: unknown;
+  try {
+    entries = JSON.parse(text);
+  } catch (error) {
+    throw DeploymentsFileError.of(file, [`not JSON: ${(error as Error).message}`]);
+  }
+  if (!Array.isArray(entries)) throw DeploymentsFileError.of(file, [`must be a JSON list of deployments, got ${entries === null ? 'null' : typeof entries}`]);
+  const problems: string[] = [];
+  const deployments: Deployment[] = [];
+  const seen = new Map<string, number>();
+  entries.forEach((entry, i) => {
+    const model = (entry as { model?: unknown } | null)?.model;
+    const where = typeof model === 'string' ? `entry ${i} (${JSON.stringify(model)})` : `entry ${i}`;
+    const checked = checkDeployment(entry, where);
+    if (checked.kind === 'invalid') problems.push(...checked.problems);
+    if (typeof model === 'string') {
+      const first = seen.get(model);
+      if (first !== undefined) problems.push(`${where}: model is already deployed by entry ${first}`);
+      else seen.set(model, i);
+    }
+    if (checked.kind === 'valid') deployments.push(checked.deployment);
+  });
+  if (problems.length > 0) throw DeploymentsFileError.of(file, problems.length > MAX_LISTED ? [...problems.slice(0, MAX_LISTED), `and ${problems.length - MAX_LISTED} more`] : problems);
+  return deployments;
+}
+
+/** Reads and checks a deployments file. @throws DeploymentsFileError when it cannot be read or is not valid. */
+export async function loadDeploymentsFile(path: string): Promise<Deployment[]> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw DeploymentsFileError.of(path, [`cannot be read: ${(error as Error).message}`], { cause: error });
+  }
+  return parseDeploymentsFile(text, path);
+}

@@ -1,0 +1,100 @@
+/**
+ * The operator API of deployments: GET /v1/deployments lists them, GET, PUT and DELETE
+ * /v1/deployments/{model} read, set and remove one. Operator scope, as every /v1/deployments*
+ * row in gateway/access/scopes.ts: the scope check runs before these handlers. Model names may
+ * hold a slash (`org/name`), taken as they are or percent-encoded, as /v1/models/{id} takes them.
+ *
+ * Each deployment is answered with a status whose counts the reconciler will fill; it is not
+ * written yet, so the status says `reconciler: "not running"` and every count is zero.
+ */
+import type { Context, Hono } from 'hono';
+import { DeploymentInFileError, DeploymentNotFoundError, InvalidDeploymentError, InvalidJsonError, errorBody } from '../errors.ts';
+import type { GatewayEnv } from '../access/scopes.ts';
+import { checkDeployment } from './deployments.ts';
+import type { DeploymentStore, StoredDeployment } from './store.ts';
+
+/** The status of a deployment, as the reconciler will keep it. */
+export interface DeploymentStatus {
+  /** `not running` until the reconciler exists (issue 14). */
+  readonly reconciler: 'not running';
+  /** Replicas the reconciler wants now. */
+  readonly wanted: number;
+  /** Replicas whose engine is starting. */
+  readonly starting: number;
+  /** Replicas whose engine is ready and takes calls. */
+  readonly ready: number;
+  /** Replicas draining before their engine stops. */
+  readonly draining: number;
+  /** Start and stop operations waiting for a retry. */
+  readonly pending: readonly unknown[];
+  /** Operations given up on after their attempts, with each attempt's reason. */
+  readonly deadLettered: readonly unknown[];
+}
+
+/** The status every deployment has while no reconciler runs. */
+export const IDLE_STATUS: DeploymentStatus = Object.freeze({
+  reconciler: 'not running',
+  wanted: 0,
+  starting: 0,
+  ready: 0,
+  draining: 0,
+  pending: Object.freeze([]),
+  deadLettered: Object.freeze([]),
+});
+
+/** What stands for an engine variable's value in answers: the value may be a credential (HF_TOKEN). */
+export const HIDDEN_ENV_VALUE = '(hidden)';
+
+/** A stored deployment in the API's shape; environment values hidden. */
+export function deploymentAnswer(stored: StoredDeployment): Record<string, unknown> {
+  const { deployment: d, source, updatedAt } = stored;
+  const env = Object.fromEntries(Object.keys(d.profile.env).map((name) => [name, HIDDEN_ENV_VALUE]));
+  return { object: 'deployment', id: d.model, ...d, profile: { ...d.profile, env }, source, updatedAt, status: IDLE_STATUS };
+}
+
+/** Adds the /v1/deployments routes over `store`. */
+export function registerDeploymentRoutes(app: Hono<GatewayEnv>, store: DeploymentStore): void {
+  app.get('/v1/deployments', async (c) => c.json({ object: 'list', data: (await store.list()).map(deploymentAnswer) }));
+  app.get('/v1/deployments/:model{.+}', async (c) => {
+    const model = c.req.param('model');
+    const stored = await store.get(model);
+    if (!stored) throw notFound(model);
+    return c.json(deploymentAnswer(stored));
+  });
+  app.put('/v1/deployments/:model{.+}', async (c) => {
+    const model = c.req.param('model');
+    let body: unknown;
+    try {
+      body = await c.req.json();
+    } catch (error) {
+      throw new InvalidJsonError(`request body is not valid JSON: ${(error as Error).message}`);
+    }
+    const given = typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
+    const checked = checkDeployment(given ? { ...given, model } : body, `deployment ${JSON.stringify(model)}`);
+    const problems = checked.kind === 'invalid' ? [...checked.problems] : [];
+    if (given?.model !== undefined && given.model !== model) {
+      problems.unshift(`deployment ${JSON.stringify(model)}: model ${JSON.stringify(given.model)} in the body differs from the path's; leave it out or make them equal`);
+    }
+    if (problems.length > 0 || checked.kind === 'invalid') return invalid(c, new InvalidDeploymentError(problems));
+    const put = await store.put(checked.deployment);
+    if (put.kind === 'in-file') throw inFile(model);
+    const stored = (await store.get(model))!;
+    return c.json(deploymentAnswer(stored), put.kind === 'created' ? 201 : 200);
+  });
+  app.delete('/v1/deployments/:model{.+}', async (c) => {
+    const model = c.req.param('model');
+    const deleted = await store.delete(model);
+    if (deleted.kind === 'not-found') throw notFound(model);
+    if (deleted.kind === 'in-file') throw inFile(model);
+    return c.body(null, 204);
+  });
+}
+
+/** 400 with every problem in the message and one per entry in `problems`. */
+function invalid(c: Context<GatewayEnv>, error: InvalidDeploymentError): Response {
+  return c.body(errorBody(error, { problems: error.problems }), 400, { 'content-type': 'application/json' });
+}
+
+const notFound = (model: string) => new DeploymentNotFoundError(`no deployment of model ${JSON.stringify(model)}; GET /v1/deployments lists them`);
+const inFile = (model: string) =>
+  new DeploymentInFileError(`the deployment of model ${JSON.stringify(model)} comes from the deployments file, which the API does not change: edit the file and restart the gateway`);
