@@ -133,7 +133,7 @@ function call(url: string) {
 const beats = (gw: FakeGateway): RunnerHeartbeat[] => gw.seen.filter((s) => s.kind === 'heartbeat' && s.status === 200).map((s) => s.body);
 
 describe('GatewayRegistration', () => {
-  const status = (): RunnerStatus => ({ id: 'r-x', version: 't', state: 'serving', ready: true, engines: [], models: [], gpus: { gpus: [], source: 'none', reason: 'test' }, slots: { total: 1, inUse: 0 }, calls: { served: 0, rejected: 0, failed: 0 } });
+  const status = (): RunnerStatus => ({ id: 'r-x', version: 't', state: 'serving', ready: true, engines: [], models: [], gpus: { gpus: [], source: 'none', reason: 'test' }, slots: { total: 1, inUse: 0 }, capacity: { labels: {}, freeGpus: [], engineKinds: ['sim'] }, calls: { served: 0, rejected: 0, failed: 0 } });
 
   it('returns to the base delay after a success and grows again, capped, under an injected random', async () => {
     const gw = await FakeGateway.start();
