@@ -174,7 +174,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       http.keepAliveTimeout = 65_000;
       http.headersTimeout = 66_000;
       const url = `${tls ? 'https' : 'http'}://${host}:${listening.port}`;
-      log.info('runner listening', { url, engine: engine.adapter.url.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, version: VERSION });
+      log.info('runner listening', { url, engine: engine.adapter.url.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, engineKinds, version: VERSION });
       const advertised = advertisedUrl(config, host, listening.port);
       registrations = registerWithGateways({
         config,
