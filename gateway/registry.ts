@@ -7,9 +7,10 @@
 import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import { parseHeartbeat, parseRegistration } from '../runner/protocol.ts';
-import type { HeartbeatAnswer, Parsed, RegistrationAccepted } from '../runner/protocol.ts';
+import type { Capacity, HeartbeatAnswer, Parsed, RegistrationAccepted } from '../runner/protocol.ts';
 import { ForbiddenError, InvalidRegistrationError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
+import type { RunnerEntry } from './runner-entry.ts';
 import { createRunnerAddressPolicy } from './registration-policy.ts';
 import type { RunnerAddressPolicy } from './registration-policy.ts';
 
@@ -50,6 +51,11 @@ export class RunnerRegistry {
   readonly #boundTo = new Map<string, number>();
   #sweeper: NodeJS.Timeout | undefined;
   readonly #drains = new Set<NodeJS.Timeout>();
+  /**
+   * What each registered runner last said it could host. Keyed by entry, so a runner the pool
+   * drops (lost, replaced, deregistered) takes its capacity with it.
+   */
+  readonly #capacity = new WeakMap<RunnerEntry, Capacity>();
 
   /** @throws {@link GatewayConfigError} for a bad network. */
   constructor(options: RegistryOptions) {
@@ -123,6 +129,9 @@ export class RunnerRegistry {
       logger.info('runner registered', { runner: reg.id, url: url.origin, models: reg.models, version: reg.version });
     }
     runner.register(reg);
+    // A runner older than the field sends none: it then says nothing of what it could host.
+    if (reg.capacity) this.#capacity.set(runner, reg.capacity);
+    else this.#capacity.delete(runner);
     return { gatewayId: this.#options.gatewayId, heartbeatInterval: this.#options.heartbeatInterval };
   }
 
@@ -138,7 +147,13 @@ export class RunnerRegistry {
     const hb = accepted(parseHeartbeat(body));
     if (reg.state === 'unreachable') this.#options.logger.info('runner back', { runner: id });
     runner.heartbeat(hb);
+    if (hb.capacity) this.#capacity.set(runner, hb.capacity);
     return { drain: reg.drainRequested };
+  }
+
+  /** What a registered runner last said it could host; undefined for a static runner or one that says nothing of it. */
+  capacity(runner: RunnerEntry): Capacity | undefined {
+    return this.#capacity.get(runner);
   }
 
   /**

@@ -7,6 +7,7 @@
 import type { Context, Hono } from 'hono';
 import type { Clock } from '../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
+import type { Capacity } from '../runner/protocol.ts';
 import type { GatewayEnv } from './access/scopes.ts';
 import { BodyTooLargeError, InvalidDrainError, InvalidJsonError, RunnerNotFoundError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
@@ -28,8 +29,8 @@ function tokenOf(c: Context<GatewayEnv>): number {
   return caller.token;
 }
 
-/** What GET /v1/runners shows of one runner. */
-function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
+/** What GET /v1/runners shows of one runner; `capacity` is what a registered runner last said it could host. */
+function runnerView(runner: RunnerEntry, now: number, capacity: Capacity | undefined): Record<string, unknown> {
   const reg = runner.registration;
   const state = reg
     ? reg.drainRequested ? 'drain-requested' : reg.draining ? 'draining' : reg.state
@@ -54,6 +55,7 @@ function runnerView(runner: RunnerEntry, now: number): Record<string, unknown> {
           lastHeartbeatAgeMs: Math.round(now - reg.lastSeen),
           load: reg.report?.load,
           loadAgeMs: reg.report ? Math.round(now - reg.report.at) : undefined,
+          ...(capacity ? { labels: capacity.labels, freeGpus: capacity.freeGpus, engineKinds: capacity.engineKinds } : {}),
           ...(runner.health.reachable ? {} : { lastError: runner.health.lastError }),
         }
       : { lastError: runner.health.lastError }),
@@ -93,11 +95,12 @@ export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, reg
   app.post('/v1/runners/:id/drain', (c) => {
     const id = c.req.param('id');
     if (!registry.requestDrain(id)) throw unknownRunner(id);
-    return c.json(runnerView(pool.get(id)!, clock.now()), 202);
+    const runner = pool.get(id)!;
+    return c.json(runnerView(runner, clock.now(), registry.capacity(runner)), 202);
   });
   app.get('/v1/runners', (c) => {
     const now = clock.now();
-    return c.json({ object: 'list', data: pool.runnerList.map((r) => runnerView(r, now)) });
+    return c.json({ object: 'list', data: pool.runnerList.map((r) => runnerView(r, now, registry.capacity(r))) });
   });
 }
 

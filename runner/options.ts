@@ -11,6 +11,7 @@ import type { Rule } from '../placer/kernel/index.ts';
 import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
+import { parseLabels } from './capacity.ts';
 import { RunnerConfigError } from './errors.ts';
 import { CALL_SECRET_RULE, REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE, isCallSecret } from './protocol.ts';
 
@@ -148,6 +149,13 @@ export interface RunnerOptions {
    * @default none: plain http
    */
   tls?: RunnerTls;
+  /**
+   * Labels gateways see this runner by, for selecting nodes (`{ zone: 'a' }`, or
+   * `['zone=a']` as `--label` gives them). Kubernetes label syntax (the wire's LABEL_RULE), at
+   * most 64; a key given twice is refused.
+   * @default none
+   */
+  labels?: Readonly<Record<string, string>> | readonly string[];
   /** @default a logger that drops everything */
   logger?: Logger;
 }
@@ -190,6 +198,8 @@ export interface RunnerConfig {
   readonly callClockSkew: number;
   readonly allowUnsignedCalls: boolean;
   readonly tls: Readonly<RunnerTls> | undefined;
+  /** The runner's labels, checked and frozen; empty when none were given. */
+  readonly labels: Readonly<Record<string, string>>;
   readonly logger: Logger;
 }
 
@@ -295,6 +305,7 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     advertiseUrl,
     callSecrets: callSecretsOf(options.callSecret),
     tls: tlsOf(options.tls),
+    labels: parseLabels(options.labels),
   });
 }
 

@@ -280,10 +280,12 @@ export function registrationBody(status: RunnerStatus, url: string, staleAfter: 
     gpus: status.gpus,
     ready: status.ready,
     load: reportedLoad(status, staleAfter),
+    capacity: status.capacity,
   };
 }
 
-/** What a runner sends every heartbeat: the cheap facts that change. */
+/** What a runner sends every heartbeat: the cheap facts that change, and what it could host. */
 export function heartbeatBody(status: RunnerStatus, staleAfter: number): RunnerHeartbeat {
-  return { ready: status.ready, state: status.state, models: status.models, load: reportedLoad(status, staleAfter) };
+  // Capacity rides every beat: free GPUs change as engines start and stop.
+  return { ready: status.ready, state: status.state, models: status.models, load: reportedLoad(status, staleAfter), capacity: status.capacity };
 }

@@ -21,6 +21,8 @@ import { RunnerEngine } from './engine.ts';
 import { RunnerConfigError } from './errors.ts';
 import type { ProfileFacts } from './engines/profile.ts';
 import { registerWithGateways } from './gateways.ts';
+import { launchableKinds } from './capacity.ts';
+import { defaultProfileFacts } from './engines/profile.ts';
 import { readGpuInventory } from './inventory.ts';
 import type { GpuInventory } from './inventory.ts';
 import { advertisedUrl, resolveRunnerOptions } from './options.ts';
@@ -90,7 +92,8 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   let markClosed!: () => void;
   const closed = new Promise<void>((resolve) => (markClosed = resolve));
 
-  const status = (): RunnerStatus => readStatus({ config, engine, slots, counts, draining: () => draining, gpus: () => gpus });
+  let engineKinds: readonly string[] = [];
+  const status = (): RunnerStatus => readStatus({ config, engine, slots, counts, draining: () => draining, gpus: () => gpus, engineKinds: () => engineKinds });
   const guard = new CallGuard({
     secrets: config.callSecrets,
     skew: config.callClockSkew,
@@ -137,6 +140,9 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         log.warn('gpu inventory failed', { error: error as Error });
         gpus = { gpus: [], source: 'none', reason: (error as Error).message };
       }
+      // Once, by PATH lookups: what this node could launch, advertised to gateways.
+      const facts = environment.profileFacts ?? defaultProfileFacts(gpus);
+      engineKinds = await launchableKinds((name) => facts.findBinary(name));
       await engine.start(gpus, environment.profileFacts);
       stallWatch.start();
       const { tls } = config;
@@ -168,7 +174,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       http.keepAliveTimeout = 65_000;
       http.headersTimeout = 66_000;
       const url = `${tls ? 'https' : 'http'}://${host}:${listening.port}`;
-      log.info('runner listening', { url, engine: engine.adapter.url.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, version: VERSION });
+      log.info('runner listening', { url, engine: engine.adapter.url.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, engineKinds, version: VERSION });
       const advertised = advertisedUrl(config, host, listening.port);
       registrations = registerWithGateways({
         config,

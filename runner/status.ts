@@ -3,6 +3,7 @@
  * state, its engine, its slots and what it has served, read fresh on every ask.
  */
 import type { RunnerEngine } from './engine.ts';
+import { freeGpus } from './capacity.ts';
 import type { GpuInventory } from './inventory.ts';
 import type { RunnerConfig } from './options.ts';
 import type { RunnerStatus } from './protocol.ts';
@@ -26,6 +27,8 @@ export interface StatusSources {
   draining(): boolean;
   /** The GPU inventory as last read. */
   gpus(): GpuInventory;
+  /** The engine kinds this runner can launch, as found at start (empty before). */
+  engineKinds(): readonly string[];
 }
 
 /** Reads the runner's status now. */
@@ -33,6 +36,7 @@ export function readStatus(from: StatusSources): RunnerStatus {
   const { config, engine, slots } = from;
   const draining = from.draining();
   const engineStatus = engine.status();
+  const inventory = from.gpus();
   return {
     id: config.id,
     version: VERSION,
@@ -40,8 +44,14 @@ export function readStatus(from: StatusSources): RunnerStatus {
     ready: !draining && engineStatus.state === 'ready',
     engines: [{ ...engineStatus, slots: { total: slots.total, inUse: slots.inUse } }],
     models: engineStatus.models,
-    gpus: from.gpus(),
+    gpus: inventory,
     slots: { total: slots.total, inUse: slots.inUse },
+    capacity: {
+      labels: config.labels,
+      // A launched engine keeps its GPUs while it restarts or fails: they are not free for another.
+      freeGpus: freeGpus(inventory, engineStatus.supervised?.gpus ?? []),
+      engineKinds: from.engineKinds(),
+    },
     calls: { ...from.counts },
   };
 }

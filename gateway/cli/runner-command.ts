@@ -45,6 +45,7 @@ export const runner: Command = {
     { key: 'engineApiKey', type: 'string', secret: true, description: 'the engine\'s own key (vLLM --api-key), sent to it as a bearer token on every call and probe; prefer the environment variable (never shown)', defaultText: 'none' },
     { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
     r('heartbeatInterval', 'duration', 'how often to heartbeat each gateway, unless the gateway asks for another interval'),
+    { key: 'label', type: 'list', description: 'labels advertised to gateways for selecting nodes, key=value, comma-separated, e.g. zone=a,gpu=h100 (Kubernetes label syntax)', defaultText: 'none' },
     ...runnerDataPlaneSettings,
     logLevel,
   ],
@@ -57,6 +58,7 @@ export const runner: Command = {
       // The newest token: every gateway that lists it accepts it.
       ...(tokenFile === undefined ? {} : { runnerToken: readSecretLines('runnerTokenFile', tokenFile)[0] }),
       ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),
+      ...(values.label === undefined ? {} : { labels: values.label as string[] }),
       ...runnerDataPlaneOptions(values),
       // A sim profile launches this same sluice entry point as `sluice sim-engine`.
       simCommand: [process.execPath, SLUICE_BIN],

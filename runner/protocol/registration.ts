@@ -55,6 +55,22 @@ export interface RunnerRegistration {
   /** False while the engine is starting: the gateway then knows the runner but places nothing on it. */
   ready: boolean;
   load: ReportedLoad;
+  /** What the runner could host besides what runs; absent from runners older than this field. */
+  capacity?: Capacity;
+}
+
+/**
+ * What a runner can host, not only what it runs: its labels, the GPUs no engine of its holds,
+ * and the engine kinds it can launch. Sent at registration and in every heartbeat (free GPUs
+ * change as engines come and go); a gateway keeps the last one it got.
+ */
+export interface Capacity {
+  /** Labels an operator gave the runner (`--label zone=a`), for selecting nodes; see {@link LABEL_RULE}. */
+  labels: Readonly<Record<string, string>>;
+  /** Indices (nvidia-smi's) of this node's GPUs that no engine of this runner holds. */
+  freeGpus: readonly number[];
+  /** Engine kinds this runner can launch: those whose binary it found on its PATH at start, and `sim`. */
+  engineKinds: readonly string[];
 }
 
 /** What a gateway answers to a registration. */
@@ -70,6 +86,8 @@ export interface RunnerHeartbeat {
   state: 'serving' | 'draining';
   models: readonly string[];
   load: ReportedLoad;
+  /** As at registration; absent from runners older than this field. */
+  capacity?: Capacity;
 }
 
 /** What a gateway answers to a heartbeat. */
@@ -104,7 +122,35 @@ export const REGISTRATION_LIMITS = Object.freeze({
   url: 2048,
   /** Characters of a version, an engine kind or an engine state. */
   label: 64,
+  /** Labels of one runner. */
+  labels: 64,
+  /** Engine kinds one runner may say it can launch. */
+  engineKinds: 16,
+  /** Largest GPU index a runner may list as free. */
+  gpuIndex: 4095,
 });
+
+// Kubernetes' label syntax: a name of 1-63 alphanumerics with -_. inside, and a key may lead
+// with a DNS-subdomain prefix and a slash (example.com/zone). Values are a name or empty.
+const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_PREFIX = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** The label rule in words, for error messages. */
+export const LABEL_RULE =
+  'a key of 1-63 letters, digits or -_. starting and ending with a letter or digit, optionally after a lowercase DNS prefix and a slash (example.com/zone), and a value of the same characters, at most 63, or empty (Kubernetes label syntax)';
+
+/** Why `key`=`value` is not a label, or undefined when it is one. */
+export function labelPairProblem(key: unknown, value: unknown): string | undefined {
+  if (typeof key !== 'string') return `label key must be a string, got ${show(key)}`;
+  const slash = key.lastIndexOf('/');
+  const prefix = slash === -1 ? undefined : key.slice(0, slash);
+  const name = slash === -1 ? key : key.slice(slash + 1);
+  if (!LABEL_NAME.test(name) || (prefix !== undefined && (prefix.length > 253 || !LABEL_PREFIX.test(prefix)))) {
+    return `label key ${show(key)} must be ${LABEL_RULE}`;
+  }
+  if (typeof value !== 'string' || (value !== '' && !LABEL_NAME.test(value))) return `label ${key} value ${show(value)} must be ${LABEL_RULE}`;
+  return undefined;
+}
 
 const invalid = (message: string): { kind: 'invalid'; message: string } => ({ kind: 'invalid', message });
 
@@ -185,6 +231,42 @@ function enginesProblem(value: unknown): string | undefined {
   return undefined;
 }
 
+/** Why `value` is not a runner's capacity, or undefined; absent is fine (an older runner). */
+function capacityProblem(field: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return `${field} must be an object, got ${show(value)}`;
+  const c = value as Partial<Record<keyof Capacity, unknown>>;
+  const { labels: maxLabels, engineKinds: maxKinds, gpus: maxGpus, gpuIndex } = REGISTRATION_LIMITS;
+  if (!c.labels || typeof c.labels !== 'object' || Array.isArray(c.labels)) return `${field}.labels must be an object of label keys and values, got ${show(c.labels)}`;
+  const labels = Object.entries(c.labels as Record<string, unknown>);
+  if (labels.length > maxLabels) return `${field}.labels must hold at most ${maxLabels} labels, got ${labels.length}`;
+  for (const [k, v] of labels) {
+    const problem = labelPairProblem(k, v);
+    if (problem) return `${field}.labels: ${problem}`;
+  }
+  if (!Array.isArray(c.freeGpus) || c.freeGpus.length > maxGpus) return `${field}.freeGpus must be a list of at most ${maxGpus} GPU indices, got ${show(c.freeGpus)}`;
+  const seen = new Set<unknown>();
+  for (const [i, gpu] of c.freeGpus.entries()) {
+    const problem = countProblem(`${field}.freeGpus[${i}]`, gpu, 0, gpuIndex);
+    if (problem) return problem;
+    if (seen.has(gpu)) return `${field}.freeGpus lists GPU ${String(gpu)} twice`;
+    seen.add(gpu);
+  }
+  if (!Array.isArray(c.engineKinds) || c.engineKinds.length > maxKinds) return `${field}.engineKinds must be a list of at most ${maxKinds} engine kinds, got ${show(c.engineKinds)}`;
+  for (const [i, kind] of c.engineKinds.entries()) {
+    // Not held to today's kinds: a newer runner may launch one this gateway does not know.
+    if (typeof kind !== 'string' || !/^[a-z0-9-]{1,32}$/.test(kind)) return `${field}.engineKinds[${i}] must be 1-32 lowercase letters, digits or -, got ${show(kind)}`;
+  }
+  return undefined;
+}
+
+/** A checked capacity as a fresh object of its known fields only. */
+function capacityOf(value: unknown): Capacity | undefined {
+  if (value === undefined) return undefined;
+  const c = value as Capacity;
+  return { labels: { ...c.labels }, freeGpus: [...c.freeGpus], engineKinds: [...c.engineKinds] };
+}
+
 function gpusProblem(value: unknown): string | undefined {
   // Null or absent: a runner that has not read its inventory yet.
   if (value === null || value === undefined) return undefined;
@@ -212,7 +294,8 @@ export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
     enginesProblem(b.engines ?? []) ??
     countProblem('registration slots', b.slots, 1, REGISTRATION_LIMITS.slots) ??
     gpusProblem(b.gpus) ??
-    loadProblem(b.load);
+    loadProblem(b.load) ??
+    capacityProblem('registration capacity', b.capacity);
   if (problem) return invalid(problem);
   return {
     kind: 'ok',
@@ -226,6 +309,7 @@ export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
       gpus: b.gpus,
       ready: b.ready !== false,
       load: b.load!,
+      ...(b.capacity === undefined ? {} : { capacity: capacityOf(b.capacity)! }),
     },
   };
 }
@@ -237,9 +321,14 @@ export function parseHeartbeat(body: unknown): Parsed<RunnerHeartbeat> {
   const problem =
     (b.ready === undefined || typeof b.ready === 'boolean' ? undefined : `heartbeat ready must be true or false, got ${show(b.ready)}`) ??
     modelsProblem('heartbeat models', b.models) ??
-    loadProblem(b.load);
+    loadProblem(b.load) ??
+    capacityProblem('heartbeat capacity', b.capacity);
   if (problem) return invalid(problem);
-  return { kind: 'ok', value: { ready: b.ready !== false, state: b.state === 'draining' ? 'draining' : 'serving', models: b.models!, load: b.load! } };
+  const capacity = capacityOf(b.capacity);
+  return {
+    kind: 'ok',
+    value: { ready: b.ready !== false, state: b.state === 'draining' ? 'draining' : 'serving', models: b.models!, load: b.load!, ...(capacity ? { capacity } : {}) },
+  };
 }
 
 /** Why a reported load is not one, or undefined: counts in range, the KV-cache use a fraction, at most the model limit. */

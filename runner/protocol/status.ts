@@ -6,7 +6,7 @@
 import type { EngineLoad } from '../engines/kinds.ts';
 import type { EngineExit, SupervisorState } from '../engines/supervisor.ts';
 import type { GpuInventory } from '../inventory.ts';
-import type { ReportedLoad } from './registration.ts';
+import type { Capacity, ReportedLoad } from './registration.ts';
 
 /** Path of a runner's status page. */
 export const STATUS_PATH = '/status';
@@ -49,6 +49,8 @@ export interface RunnerStatus {
   /** GPUs on this node, from nvidia-smi; `source: 'none'` with the reason on a CPU-only node. */
   gpus: GpuInventory;
   slots: { total: number; inUse: number };
+  /** What the runner could host: labels, GPUs its engine does not hold, engine kinds it can launch. */
+  capacity: Capacity;
   /**
    * Calls served, turned away busy, failed, and refused for want of a gateway's credential
    * (`unauthorized`: a bad or missing signature, a TLS handshake without a valid client

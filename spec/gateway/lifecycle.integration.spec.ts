@@ -49,6 +49,7 @@ describe('start-up settings', () => {
     [['gateway', '--runners', 'http://127.0.0.1:1', '--placer', 'consistent-hash', '--placer-options', '{"loadFactor":0.5}'], {}, /loadFactor must be at least 1, got 0.5/],
     [['runner', '--engine', 'http://127.0.0.1:1'], { SLUICE_SLOTS: '0' }, /slots must be a positive integer, got 0/],
     [['runner', '--engine', 'http://127.0.0.1:1', '--bogus', '1'], {}, /unknown flag --bogus/],
+    [['runner', '--engine', 'http://127.0.0.1:1', '--label', 'zone=a,tier=a b'], {}, /labels: label tier value "a b" must be/],
     [['sim-engine', '--max-num-seqs', '0'], {}, /maxNumSeqs must be a positive integer, got 0/],
   ])('refuses %j with one line naming the setting', async (args, env, pattern) => {
     const { code, stderr } = await sluice(args, env);

@@ -3,6 +3,7 @@
  * pool shared with static runners, two-stage expiry, drain and deregistration. The runner side
  * of the wire is played by hand here so each answer can be checked.
  */
+import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createGateway } from '../../gateway/server.ts';
@@ -11,8 +12,9 @@ import type { GatewayOptions } from '../../gateway/options.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from '../../runner/protocol.ts';
 import type { RunnerRegistration } from '../../runner/protocol.ts';
+import { parseNvidiaSmi } from '../../runner/inventory.ts';
 import { createRunner } from '../../runner/server.ts';
-import { OPERATOR_TOKEN, asOperator, chatBody, postJson } from '../support/fleet.ts';
+import { OPERATOR_TOKEN, asOperator, chatBody, eventually, postJson } from '../support/fleet.ts';
 
 const TOKEN = 'a-runner-token-long-enough';
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -130,6 +132,50 @@ describe('runner registration', () => {
   });
 });
 
+describe('what registered runners can host', () => {
+  it('shows a real runner\'s labels, free GPUs and launchable kinds in /v1/runners, as its /status says them', async () => {
+    const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
+    const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
+    const { url: engineUrl } = await engine.listen();
+    cleanups.push(() => engine.close());
+    const h100 = readFileSync(new URL('../fixtures/nvidia-smi/h100x8.csv', import.meta.url), 'utf8');
+    const runner = createRunner(
+      { engine: engineUrl, engineKind: 'sim', id: 'labelled', runnerToken: TOKEN, gateways: [gw], heartbeatInterval: 50, labels: ['zone=a', 'example.com/gpu=h100'] },
+      {
+        readInventory: async () => ({ source: 'nvidia-smi', gpus: parseNvidiaSmi(h100) }),
+        profileFacts: { gpuIndices: [], findBinary: async (name) => (name === 'vllm' ? '/opt/bin/vllm' : undefined), portFree: async () => true },
+      },
+    );
+    await runner.listen();
+    cleanups.push(() => runner.close({ drainTimeout: 0 }));
+    const advertised = { labels: { zone: 'a', 'example.com/gpu': 'h100' }, freeGpus: [0, 1, 2, 3, 4, 5, 6, 7], engineKinds: ['vllm', 'sim'] };
+    expect(runner.status().capacity).toEqual(advertised);
+    await eventually(async () => (await runners(gw)).some((r) => r.id === 'labelled'), 5000, 'the runner to register');
+    expect((await runners(gw)).find((r) => r.id === 'labelled')).toMatchObject({ source: 'registered', ...advertised });
+  });
+
+  it('keeps the capacity of the last heartbeat, and shows none for a runner that sends none', async () => {
+    const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
+    const capacity = { labels: { zone: 'b' }, freeGpus: [0, 1], engineKinds: ['sim'] };
+    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify({ ...registration('cap', 'http://127.0.0.1:9'), capacity }), auth)).status).toBe(200);
+    expect((await runners(gw))[0]).toMatchObject(capacity);
+    const beat = { ready: true, state: 'serving', models: ['sim-small'], load, capacity: { ...capacity, freeGpus: [1] } };
+    expect((await postJson(`${gw}${heartbeatPath('cap')}`, JSON.stringify(beat), auth)).status).toBe(200);
+    expect((await runners(gw))[0]).toMatchObject({ freeGpus: [1], labels: { zone: 'b' } });
+    // A heartbeat without the field (an older runner) leaves the last one in place.
+    const { capacity: _c, ...older } = beat;
+    expect((await postJson(`${gw}${heartbeatPath('cap')}`, JSON.stringify(older), auth)).status).toBe(200);
+    expect((await runners(gw))[0]).toMatchObject({ freeGpus: [1] });
+    const bad = await postJson(`${gw}${heartbeatPath('cap')}`, JSON.stringify({ ...beat, capacity: { ...capacity, labels: { 'bad key': 'x' } } }), auth);
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({ code: 'GW_INVALID_REGISTRATION', message: expect.stringMatching(/heartbeat capacity\.labels: label key "bad key" must be/) });
+    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('cap', 'http://127.0.0.1:9')), auth)).status).toBe(200);
+    const view = (await runners(gw))[0];
+    expect(view).not.toHaveProperty('labels');
+    expect(view).not.toHaveProperty('freeGpus');
+  });
+});
+
 describe('draining the whole fleet', () => {
   it('asks runners one at a time, staggered, never all at once', async () => {
     const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
@@ -189,7 +235,12 @@ describe('the registration address policy, over the wire', () => {
     const models = Array.from({ length: 256 }, (_, i) => `${i}-`.padEnd(256, 'm'));
     const engines = Array.from({ length: 16 }, (_, i) => ({ kind: 'sim', url: `http://127.0.0.1:${20_000 + i}`, models, state: 'ready' }));
     const perModel = Object.fromEntries(models.map((m) => [m, { running: 65_536, waiting: 65_536 }]));
-    const body = JSON.stringify({ ...registration('widest', 'http://127.0.0.1:9'), models, engines, slots: 65_536, load: { ...load, slots: 65_536, slotsInUse: 65_536, models: perModel } });
+    const capacity = {
+      labels: Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`${'p'.repeat(249)}.io/${`k${i}`.padEnd(63, 'x')}`, 'v'.repeat(63)])),
+      freeGpus: Array.from({ length: 256 }, (_, i) => 4095 - i),
+      engineKinds: Array.from({ length: 16 }, (_, i) => `kind-${i}`.padEnd(32, 'x')),
+    };
+    const body = JSON.stringify({ ...registration('widest', 'http://127.0.0.1:9'), models, engines, slots: 65_536, load: { ...load, slots: 65_536, slotsInUse: 65_536, models: perModel }, capacity });
     expect(body.length).toBeGreaterThan(1024 * 1024);
     const res = await postJson(`${gw}${REGISTER_PATH}`, body, auth);
     expect(res.status).toBe(200);

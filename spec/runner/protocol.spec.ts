@@ -270,6 +270,48 @@ describe('parseRegistration', () => {
   });
 });
 
+describe('the capacity a runner advertises', () => {
+  const capacity = { labels: { zone: 'a', 'example.com/gpu': 'h100' }, freeGpus: [2, 3], engineKinds: ['vllm', 'sim'] };
+
+  it('is taken in a registration and a heartbeat, at every limit, and left out when a runner sends none', () => {
+    expect(parseRegistration({ ...registration, capacity })).toEqual({ kind: 'ok', value: { ...registration, capacity } });
+    const atLimits = {
+      labels: Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`${'p'.repeat(240)}.io/${`k${i}`.padEnd(63, 'x')}`, 'v'.repeat(63)])),
+      freeGpus: Array.from({ length: 256 }, (_, i) => 4095 - i),
+      engineKinds: Array.from({ length: 16 }, (_, i) => `kind-${i}`.padEnd(32, 'x')),
+    };
+    expect(parseRegistration({ ...registration, capacity: { ...atLimits, extra: 1 } })).toEqual({ kind: 'ok', value: { ...registration, capacity: atLimits } });
+    expect(parseHeartbeat({ models: [], load, capacity })).toEqual({ kind: 'ok', value: { ready: true, state: 'serving', models: [], load, capacity } });
+    expect(parseHeartbeat({ models: [], load })).toEqual({ kind: 'ok', value: { ready: true, state: 'serving', models: [], load } });
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['not an object', [], /^registration capacity must be an object, got \[\]$/],
+    ['no labels', { ...capacity, labels: undefined }, /capacity\.labels must be an object of label keys and values/],
+    ['a bad label key', { ...capacity, labels: { 'a b': 'x' } }, /capacity\.labels: label key "a b" must be .*Kubernetes label syntax/],
+    ['a bad label value', { ...capacity, labels: { zone: 'x\ny' } }, /capacity\.labels: label zone value "x\\ny" must be/],
+    ['65 labels', { ...capacity, labels: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, 'v'])) }, /capacity\.labels must hold at most 64 labels, got 65/],
+    ['freeGpus not a list', { ...capacity, freeGpus: 2 }, /capacity\.freeGpus must be a list of at most 256 GPU indices, got 2/],
+    ['257 free GPUs', { ...capacity, freeGpus: Array.from({ length: 257 }, (_, i) => i) }, /capacity\.freeGpus must be a list of at most 256 GPU indices/],
+    ['a negative GPU index', { ...capacity, freeGpus: [-1] }, /capacity\.freeGpus\[0\] must be a whole number from 0 to 4095, got -1/],
+    ['a GPU index past the limit', { ...capacity, freeGpus: [0, 4096] }, /capacity\.freeGpus\[1\] must be a whole number from 0 to 4095, got 4096/],
+    ['a GPU listed twice', { ...capacity, freeGpus: [1, 1] }, /capacity\.freeGpus lists GPU 1 twice/],
+    ['engineKinds not a list', { ...capacity, engineKinds: 'vllm' }, /capacity\.engineKinds must be a list of at most 16 engine kinds/],
+    ['17 engine kinds', { ...capacity, engineKinds: Array.from({ length: 17 }, (_, i) => `k${i}`) }, /capacity\.engineKinds must be a list of at most 16 engine kinds/],
+    ['an engine kind with a space', { ...capacity, engineKinds: ['v llm'] }, /capacity\.engineKinds\[0\] must be 1-32 lowercase letters, digits or -, got "v llm"/],
+  ])('refuses a registration whose capacity has %s, naming the field', (_name, bad, message) => {
+    const parsed = parseRegistration({ ...registration, capacity: bad });
+    expect(parsed).toMatchObject({ kind: 'invalid', message: expect.stringMatching(message) });
+  });
+
+  it('refuses a heartbeat with a bad capacity, naming it as the heartbeat\'s', () => {
+    expect(parseHeartbeat({ models: [], load, capacity: { ...capacity, freeGpus: [1.5] } })).toMatchObject({
+      kind: 'invalid',
+      message: 'heartbeat capacity.freeGpus[0] must be a whole number from 0 to 4095, got 1.5',
+    });
+  });
+});
+
 describe('parseHeartbeat', () => {
   it('takes a well-formed body; any state but draining reads serving, and ready defaults to true', () => {
     expect(parseHeartbeat({ ready: false, state: 'draining', models: ['m1'], load })).toEqual({ kind: 'ok', value: { ready: false, state: 'draining', models: ['m1'], load } });

@@ -133,7 +133,7 @@ function call(url: string) {
 const beats = (gw: FakeGateway): RunnerHeartbeat[] => gw.seen.filter((s) => s.kind === 'heartbeat' && s.status === 200).map((s) => s.body);
 
 describe('GatewayRegistration', () => {
-  const status = (): RunnerStatus => ({ id: 'r-x', version: 't', state: 'serving', ready: true, engines: [], models: [], gpus: { gpus: [], source: 'none', reason: 'test' }, slots: { total: 1, inUse: 0 }, calls: { served: 0, rejected: 0, failed: 0 } });
+  const status = (): RunnerStatus => ({ id: 'r-x', version: 't', state: 'serving', ready: true, engines: [], models: [], gpus: { gpus: [], source: 'none', reason: 'test' }, slots: { total: 1, inUse: 0 }, capacity: { labels: {}, freeGpus: [], engineKinds: ['sim'] }, calls: { served: 0, rejected: 0, failed: 0 } });
 
   it('returns to the base delay after a success and grows again, capped, under an injected random', async () => {
     const gw = await FakeGateway.start();
@@ -202,12 +202,15 @@ describe('runner registration', () => {
     expect(reg).toMatchObject({ id: 'r-1', url, slots: 2, models: ['sim-small'], gpus: { source: 'none' } });
     expect(reg.engines).toEqual([expect.objectContaining({ kind: 'sim', models: ['sim-small'] })]);
     expect(reg.load).toMatchObject({ slotsInUse: 0, slots: 2 });
+    // No GPU here (inventory none), so nothing is free; sim is always launchable.
+    expect(reg.capacity).toEqual({ labels: {}, freeGpus: [], engineKinds: expect.arrayContaining(['sim']) });
 
     const inFlight = call(url);
     const busy = (await gw.waitFor((s) => s.kind === 'heartbeat' && s.body.load.slotsInUse === 1 && s.body.load.models['sim-small']?.running === 1)).body as RunnerHeartbeat;
     await (await inFlight).body.dump();
     expect(busy).toMatchObject({ ready: true, state: 'serving', models: ['sim-small'], load: { slots: 2, queue: 0, models: { 'sim-small': { running: 1, waiting: 0 } } } });
     expect(busy.load.kvCacheUsage).toBeGreaterThanOrEqual(0);
+    expect(busy.capacity).toEqual(reg.capacity);
     expect(new Set(gw.seen.map((s) => s.auth))).toEqual(new Set([`Bearer ${TOKEN}`]));
     // After the first (start) timer, every wait is the interval the gateway answered.
     expect(new Set(delays.slice(1))).toEqual(new Set([50]));
