@@ -256,9 +256,10 @@ export class LbAgent {
       return this.#refuse(out, error as SluiceError);
     }
     if (keyCall) {
-      // Tokens once the body is known (a quarter of its bytes until the engine reports usage), and
-      // for a detached call, room for one more of the key's results.
-      const refusal = (await keyCall.tokens(body.length)) ?? (preference.detached ? await keyCall.storedRoom() : undefined);
+      // Tokens once the body is known (a quarter of its bytes until the engine reports usage). A
+      // detached call's room among the key's stored results is checked by the detached flow, once
+      // it knows the call is not a replay, which needs none.
+      const refusal = await keyCall.tokens(body.length);
       // The requests' headers were set at admission; the tokens' join them now.
       const tokenHeaders = keyCall.tokenHeaders;
       for (const name in tokenHeaders) out.setHeader(name, tokenHeaders[name]!);
@@ -364,7 +365,7 @@ export class LbAgent {
   async #runDetached(call: GatewayCall, request: IncomingMessage['headers'], reply: DetachedReply, run: DetachedSignal, turn: Turn, keyCall: KeyCall | undefined): Promise<CallResult> {
     const m = this.#metrics;
     const flow = this.#detachedFlow;
-    const prepared = await flow.prepare(call, request, run);
+    const prepared = await flow.prepare(call, request, run, keyCall ? () => keyCall.storedRoom() : undefined);
     if (prepared.kind === 'refused') {
       m.queued.add(-1);
       this.#refuse(reply.out, prepared.error, reply.headers);

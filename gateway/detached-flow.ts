@@ -115,7 +115,7 @@ export class DetachedFlow {
    * admission, and the record written `queued` (a store that cannot take it refuses the call
    * while nothing has run, so a client that retries never runs it twice).
    */
-  async prepare(call: GatewayCall, request: IncomingHttpHeaders, run: DetachedSignal): Promise<Prepared> {
+  async prepare(call: GatewayCall, request: IncomingHttpHeaders, run: DetachedSignal, room?: () => Promise<SluiceError | undefined>): Promise<Prepared> {
     const { calls, store, callbacks, resultTtl, retryAfter } = this.#settings;
     const refuse = (error: SluiceError): Prepared => ({ kind: 'refused', error });
 
@@ -166,7 +166,13 @@ export class DetachedFlow {
       }
     }
 
-    // A replay needs no room; a new call does, for its result.
+    // A replay needs no room; a new call does, for its result: in the store, and in its client
+    // key's storedBytes (`room`).
+    const keyRefusal = await room?.();
+    if (keyRefusal) {
+      if (key !== undefined) await store.releaseKey(key, call.id).catch(() => {});
+      return refuse(keyRefusal);
+    }
     if (admission.kind === 'full') {
       if (key !== undefined) await store.releaseKey(key, call.id).catch(() => {});
       return refuse(

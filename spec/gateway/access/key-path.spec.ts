@@ -71,12 +71,16 @@ describe('a client key on the call path', () => {
   it("refuses a detached call while the key's stored results fill its storedBytes, and counts each result", async () => {
     const { url } = await keyedGateway({ storedBytes: 1 });
     const asKey = { authorization: `Bearer ${TOKEN}`, prefer: 'respond-async' };
-    const made = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), asKey);
+    const made = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { ...asKey, 'idempotency-key': 'first' });
     expect(made.status).toBe(202);
     await eventually(async () => (await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), asKey)).status === 429, 5000, "the key's stored result to count");
     const refused = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), asKey);
     expect(refused.json.error).toMatchObject({ code: 'GW_RATE_LIMITED' });
     expect(refused.json.error.message).toContain('its storedBytes (1) of detached results kept');
+    // A replay of the first call needs no room: it is answered the first call, not refused.
+    const replay = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { ...asKey, 'idempotency-key': 'first' });
+    expect(replay.status).toBe(202);
+    expect(replay.json.id).toBe(made.json.id);
     // A sync call of the same key is not a stored result: it still runs.
     expect((await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
   });
