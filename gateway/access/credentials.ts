@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { ForbiddenError, RegistrationDisabledError, UnauthorizedError } from '../errors.ts';
 import { ANONYMOUS, OPERATOR } from './scopes.ts';
-import { SecretList } from './secrets.ts';
+import { SecretList, secretDigest } from './secrets.ts';
 import type { Caller, ClientKeys, RouteScope, Scope } from './scopes.ts';
 
 /** Settings of {@link Credentials}. */
@@ -88,11 +88,13 @@ export class Credentials {
       if (scope === 'client') return { kind: 'client', key };
       throw wrongScope(scope, 'a client key');
     }
-    if (this.#operators.match(token) !== undefined) {
+    // One hash for both lists.
+    const given = secretDigest(token);
+    if (this.#operators.matchDigest(given) !== undefined) {
       if (scope === 'operator' || route.operatorToo) return OPERATOR;
       throw wrongScope(scope, 'an operator token');
     }
-    const runner = this.#runners.match(token);
+    const runner = this.#runners.matchDigest(given);
     if (runner !== undefined) {
       if (scope === 'runner') return { kind: 'runner', token: runner };
       throw wrongScope(scope, 'a runner token');

@@ -62,7 +62,7 @@ export class SecretList {
 
   /** @param secrets in order; {@link match} answers with a position in this list. */
   constructor(secrets: readonly string[]) {
-    this.#digests = Object.freeze(secrets.map(digest));
+    this.#digests = Object.freeze(secrets.map(secretDigest));
   }
 
   /** How many secrets the list holds. */
@@ -72,7 +72,14 @@ export class SecretList {
 
   /** The position of `presented` in the list, or undefined when it is none of them. */
   match(presented: string): number | undefined {
-    const candidate = digest(presented);
+    return this.matchDigest(secretDigest(presented));
+  }
+
+  /**
+   * {@link match} for a presented secret already hashed with {@link secretDigest}: a caller
+   * checking one token against several lists hashes it once.
+   */
+  matchDigest(candidate: Buffer): number | undefined {
     let found: number | undefined;
     // Every entry is compared, a match or not, so the time taken says nothing about the list.
     this.#digests.forEach((d, i) => {
@@ -82,6 +89,7 @@ export class SecretList {
   }
 }
 
-function digest(secret: string): Buffer {
+/** The SHA-256 a {@link SecretList} compares secrets by. */
+export function secretDigest(secret: string): Buffer {
   return createHash('sha256').update(secret).digest();
 }

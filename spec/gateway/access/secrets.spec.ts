@@ -6,7 +6,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SecretList, readSecretLines } from '../../../gateway/access/secrets.ts';
+import { SecretList, readSecretLines, secretDigest } from '../../../gateway/access/secrets.ts';
 import { SecretFileError } from '../../../gateway/errors.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-secret-files-'));
@@ -78,6 +78,9 @@ describe('SecretList', () => {
     expect(list.match('newest-token-000000')).toBe(0);
     expect(list.match('older-token-1111111')).toBe(1);
     expect(list.match('oldest-token-222222')).toBe(2);
+    // The same answer for a secret hashed once by the caller.
+    expect(list.matchDigest(secretDigest('older-token-1111111'))).toBe(1);
+    expect(list.matchDigest(secretDigest('older-token-111111'))).toBeUndefined();
   });
 
   it.each(['', 'newest-token-00000', 'newest-token-0000000', 'NEWEST-TOKEN-000000', ' newest-token-000000'])('matches nothing for %j', (presented) => {
