@@ -16,6 +16,7 @@
  */
 import { Redis } from 'ioredis';
 import { parseRedisUrl } from '../store/index.ts';
+import { STORED_BYTES_LUA } from '../store/redis-scripts.ts';
 import { decideWindow, resolveLimiterOptions } from './limits.ts';
 import type { Admission, KeyLimits, Limiter, LimiterOptions } from './limits.ts';
 import { checksFor, show } from '../../placer/kernel/index.ts';
@@ -98,33 +99,15 @@ put(KEYS[1], bucket, math.max(0, cur + delta), prev, w)
 return 1
 `;
 
-/** Drops the stored results whose time has passed and returns the bytes of the rest. */
-const STORED = `
-local function stored_bytes(set, counter, now)
-  local gone = redis.call('ZRANGEBYSCORE', set, '-inf', now, 'LIMIT', 0, 1000)
-  if #gone > 0 then
-    local freed = 0
-    for _, member in ipairs(gone) do freed = freed + tonumber(string.match(member, '^(%d+):')) end
-    redis.call('ZREM', set, unpack(gone))
-    redis.call('DECRBY', counter, freed)
-  end
-  if redis.call('ZCARD', set) == 0 then
-    redis.call('DEL', counter)
-    return 0
-  end
-  return tonumber(redis.call('GET', counter) or '0')
-end
-`;
-
 /** KEYS: stored set, byte counter. ARGV: now. Returns {bytes stored, the first expiry or 0}. */
-const STORED_NOW = `${STORED}
+const STORED_NOW = `${STORED_BYTES_LUA}
 local used = stored_bytes(KEYS[1], KEYS[2], ARGV[1])
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {used, tonumber(first[2] or '0')}
 `;
 
 /** KEYS: stored set, byte counter. ARGV: now, member, bytes, expiry, ttl ms. */
-const STORED_ADD = `${STORED}
+const STORED_ADD = `${STORED_BYTES_LUA}
 stored_bytes(KEYS[1], KEYS[2], ARGV[1])
 if redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2]) == 1 then redis.call('INCRBY', KEYS[2], ARGV[3]) end
 for _, key in ipairs(KEYS) do

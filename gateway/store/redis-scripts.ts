@@ -16,12 +16,13 @@
  */
 import type { Redis } from 'ioredis';
 
-/** Redis's own clock in ms, and the pruning of expired members; shared by the scripts below. */
-const COMMON = `
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+/**
+ * Lua's `stored_bytes(stored, bytes, now)`: prunes the members of the sorted set `stored` whose
+ * time has passed (members `<bytes>:<id>`, scored by expiry), takes their bytes off the counter
+ * `bytes`, and returns what the rest hold. The store's byte bound and a client key's storedBytes
+ * (gateway/access/limits-redis.ts) count stored results with it.
+ */
+export const STORED_BYTES_LUA = `
 local function stored_bytes(stored, bytes, now)
   local gone = redis.call('ZRANGEBYSCORE', stored, '-inf', now, 'LIMIT', 0, 1000)
   if #gone > 0 then
@@ -38,6 +39,14 @@ local function stored_bytes(stored, bytes, now)
   return tonumber(redis.call('GET', bytes) or '0')
 end
 `;
+
+/** Redis's own clock in ms, and the pruning of expired members; shared by the scripts below. */
+const COMMON = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+${STORED_BYTES_LUA}`;
 
 /**
  * KEYS: call. ARGV: record JSON, ttl ms, not-after (ms of Redis's clock), status (`queued` or
