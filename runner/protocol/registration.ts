@@ -57,6 +57,8 @@ export interface RunnerRegistration {
   load: ReportedLoad;
   /** What the runner could host besides what runs; absent from runners older than this field. */
   capacity?: Capacity;
+  /** The ordered engine this runner hosts (issue 14); absent when it hosts none. */
+  hosted?: HostedEngine;
 }
 
 /**
@@ -71,6 +73,61 @@ export interface Capacity {
   freeGpus: readonly number[];
   /** Engine kinds this runner can launch: those whose binary it found on its PATH at start, and `sim`. */
   engineKinds: readonly string[];
+  /**
+   * True when the runner takes engine orders (see {@link EngineOrder}): it was started without
+   * an engine of its own and hosts what a gateway's reconciler asks for. Absent reads false.
+   */
+  orders?: boolean;
+}
+
+/**
+ * The engine profile a gateway orders a runner to launch: a deployment's profile
+ * (gateway/deploy/deployments.ts). The runner fills in what only it knows: a free port when
+ * `port` is absent, and free GPUs when `gpus` is a count.
+ */
+export interface OrderedProfile {
+  readonly kind: string;
+  readonly model: string;
+  /** GPU indices on the runner, or how many of its free GPUs to take. */
+  readonly gpus: readonly number[] | number;
+  readonly port?: number;
+  readonly binary?: string;
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  /** ms the engine may take to become ready; absent, the kind's default. */
+  readonly startTimeout?: number;
+}
+
+/**
+ * An engine order (issue 14): host this replica of a deployment. A runner that takes orders
+ * hosts at most one ordered engine; an order with another `replica` id than the one it hosts
+ * means: drain and stop that one, then launch this one.
+ */
+export interface EngineOrder {
+  /** The replica's id, new for every start the reconciler orders ({@link WIRE_ID_PATTERN}). */
+  readonly replica: string;
+  /** The model clients call the replica by: the deployment's model. */
+  readonly model: string;
+  readonly profile: OrderedProfile;
+}
+
+/** Where an ordered engine stands, as its runner reports it. */
+export type HostedState = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed';
+
+/**
+ * The ordered engine a runner hosts, in its registration and every heartbeat, so that any
+ * gateway (a new reconciler leader too) learns the fleet's replicas from the runners alone.
+ */
+export interface HostedEngine {
+  readonly replica: string;
+  readonly model: string;
+  readonly state: HostedState;
+  /** When the state last changed, ms since the epoch by the runner's clock. */
+  readonly since: number;
+  /** With `failed`: why, in one line (the exit code or signal, a start timeout, a profile refused on this node). */
+  readonly reason?: string;
+  /** With `failed`: the engine's last output lines (at most {@link REGISTRATION_LIMITS}.outputLines). */
+  readonly output?: readonly string[];
 }
 
 /** What a gateway answers to a registration. */
@@ -88,12 +145,20 @@ export interface RunnerHeartbeat {
   load: ReportedLoad;
   /** As at registration; absent from runners older than this field. */
   capacity?: Capacity;
+  /** The ordered engine this runner hosts, as at registration; absent when it hosts none. */
+  hosted?: HostedEngine;
 }
 
 /** What a gateway answers to a heartbeat. */
 export interface HeartbeatAnswer {
   /** True when an operator asked the gateway to drain this runner. */
   drain: boolean;
+  /**
+   * The engine the gateway's reconciler wants this runner to host: an order, `null` for none
+   * (drain and stop the ordered engine), absent for no word (a gateway that does not lead the
+   * reconciling, or a runner that takes no orders): the runner keeps what it hosts.
+   */
+  host?: EngineOrder | null;
 }
 
 /**
@@ -128,6 +193,10 @@ export const REGISTRATION_LIMITS = Object.freeze({
   engineKinds: 16,
   /** Largest GPU index a runner may list as free. */
   gpuIndex: 4095,
+  /** Engine output lines in a failed hosted engine's report. */
+  outputLines: 20,
+  /** Characters of one such line, and of a failure's reason. */
+  outputLine: 512,
 });
 
 // Kubernetes' label syntax: a name of 1-63 alphanumerics with -_. inside, and a key may lead
