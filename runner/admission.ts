@@ -10,8 +10,11 @@ import { RunnerBusyError } from './errors.ts';
 import { errorJson } from './reply.ts';
 import type { Release, Slots } from './slots.ts';
 
-/** Why a runner answered busy; sent as the value of the busy header. */
-export type BusyReason = 'slots' | 'starting' | 'draining' | 'engine-busy' | 'engine-unreachable' | 'engine-failed' | 'late';
+/**
+ * Why a runner answered busy; sent as the value of the busy header. `no-engine`: an on-demand
+ * runner hosts no engine now (none ordered, or the ordered one stopped).
+ */
+export type BusyReason = 'slots' | 'starting' | 'draining' | 'no-engine' | 'engine-busy' | 'engine-unreachable' | 'engine-failed' | 'late';
 
 /** What admission looks at. */
 export interface AdmissionState {

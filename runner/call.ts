@@ -157,7 +157,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     if (controller.signal.aborted && !timedOut()) return;
     if (isConnectError(error) && !committed()) {
       // The engine never saw the call: nothing ran, so another runner may take it.
-      engine.adapter.markUnreachable(error as Error);
+      engine.markUnreachable(error as Error);
       release();
       stopKeepalive();
       return ctx.busy(res, 'engine-unreachable');
@@ -166,7 +166,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     log.warn('engine failed before answering', { call: callId, fn, error: error as Error });
     const failure = timedOut()
       ? (controller.signal.reason as EngineTimeoutError)
-      : new EngineFailedError(`engine at ${engine.adapter.url.origin} failed before answering: ${(error as Error).message}`, { cause: error });
+      : new EngineFailedError(`engine at ${engine.origin} failed before answering: ${(error as Error).message}`, { cause: error });
     return reply.fail(failure, timing());
   }
   clearTimeout(acceptance);
@@ -180,7 +180,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     }
     // A detached call past its accept window already has its 202: its result is the refusal.
     counts.failed++;
-    return reply.fail(new EngineBusyError(`engine at ${engine.adapter.url.origin} refused the call with ${response.statusCode}; nothing ran`), timing());
+    return reply.fail(new EngineBusyError(`engine at ${engine.origin} refused the call with ${response.statusCode}; nothing ran`), timing());
   }
 
   counts.served++;

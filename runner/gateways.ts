@@ -6,7 +6,7 @@ import type { Logger } from '../placer/kernel/index.ts';
 import type { RunnerConfig } from './options.ts';
 import { GatewayRegistration } from './registration.ts';
 import type { RegistrationTimers } from './registration.ts';
-import type { RunnerStatus } from './protocol.ts';
+import type { EngineOrder, RunnerStatus } from './protocol.ts';
 
 /** What the registrations need from their runner. */
 export interface Membership {
@@ -19,6 +19,8 @@ export interface Membership {
   environment: { random?: () => number; timers?: RegistrationTimers };
   /** Runs when a gateway asks this runner to drain. */
   onDrainRequested(): void;
+  /** Takes the engine orders gateways send; absent for a runner that takes none. */
+  onHostOrder?: (host: EngineOrder | null) => void;
 }
 
 /**
@@ -41,6 +43,7 @@ export function registerWithGateways(m: Membership): GatewayRegistration[] {
       // Three missed scrapes: the engine's metrics are failing, not merely between reads.
       loadStaleAfter: 3 * config.loadInterval,
       onDrainRequested: m.onDrainRequested,
+      ...(m.onHostOrder ? { onHostOrder: m.onHostOrder } : {}),
       logger: log,
       ...(environment.random ? { random: environment.random } : {}),
       ...(environment.timers ? { timers: environment.timers } : {}),

@@ -15,7 +15,11 @@ import { parseLabels } from './capacity.ts';
 import { RunnerConfigError } from './errors.ts';
 import { CALL_SECRET_RULE, REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE, isCallSecret } from './protocol.ts';
 
-/** How a runner is set up: give `engine` (an engine already running) or `profile` (launch one). */
+/**
+ * How a runner is set up: give `engine` (an engine already running), `profile` (launch one), or
+ * neither: an on-demand runner, which starts with no engine and hosts what a gateway orders
+ * (docs/runners.md, "On-demand runners").
+ */
 export interface RunnerOptions {
   /** Base URL of an OpenAI-compatible engine already running, e.g. `http://127.0.0.1:8000`. */
   engine?: string;
@@ -172,8 +176,11 @@ export interface RunnerTls {
 
 /** Options after defaults and validation; frozen. */
 export interface RunnerConfig {
-  readonly engineUrl: URL;
+  /** Where the runner's own engine answers; undefined for an on-demand runner. */
+  readonly engineUrl: URL | undefined;
   readonly profile: EngineProfile | undefined;
+  /** True for an on-demand runner (neither engine nor profile): it takes engine orders from gateways. */
+  readonly orders: boolean;
   readonly engineKind: EngineKindName;
   readonly simCommand: readonly string[] | undefined;
   readonly id: string;
@@ -249,12 +256,16 @@ const check = checksFor(RunnerConfigError);
 /** Applies defaults and validates; throws {@link RunnerConfigError} naming the first bad option. */
 export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   const { engine, profile, simCommand, id = `runner-${randomBytes(3).toString('hex')}`, runnerToken, engineApiKey } = options;
-  if ((engine === undefined) === (profile === undefined)) {
-    throw new RunnerConfigError('give exactly one of engine (the URL of a running engine) or profile (an engine to launch)');
+  if (engine !== undefined && profile !== undefined) {
+    throw new RunnerConfigError('give engine (the URL of a running engine) or profile (an engine to launch), not both; give neither for a runner that hosts engines on order');
   }
-  let engineUrl: URL;
+  let engineUrl: URL | undefined;
   let kindName: string;
-  if (profile !== undefined) {
+  if (engine === undefined && profile === undefined) {
+    // On demand: each ordered engine brings its own kind and URL (runner/hosting.ts).
+    engineUrl = undefined;
+    kindName = options.engineKind ?? 'openai';
+  } else if (profile !== undefined) {
     if (profile === null || typeof profile !== 'object' || Array.isArray(profile)) {
       throw new RunnerConfigError(`profile must be an object, got ${show(profile)}`);
     }
@@ -295,6 +306,7 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   return Object.freeze({
     engineUrl,
     profile,
+    orders: engineUrl === undefined,
     engineKind: kindName as EngineKindName,
     simCommand,
     id,

@@ -10,7 +10,8 @@ import type { BackoffSteps, Logger } from '../placer/kernel/index.ts';
 import { checksFor, fullJitterBackoff, rule, silentLogger } from '../placer/kernel/index.ts';
 import { RunnerConfigError } from './errors.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol.ts';
-import type { HeartbeatAnswer, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol.ts';
+import { parseEngineOrder } from './protocol.ts';
+import type { EngineOrder, HeartbeatAnswer, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol.ts';
 
 /** First backoff step after a failure, ms; doubled per failure in a row. */
 export const BACKOFF_BASE_MS = 500;
@@ -48,6 +49,12 @@ export interface GatewayRegistrationOptions {
   loadStaleAfter?: number;
   /** Called once when a heartbeat answer carries `drain: true`. */
   onDrainRequested?: () => void;
+  /**
+   * Called with every heartbeat answer that carries `host` (an engine order, or null for none),
+   * checked; a bad order is logged and dropped. Without it, `host` is not read at all: a runner
+   * with an engine of its own takes no orders.
+   */
+  onHostOrder?: (host: EngineOrder | null) => void;
   /** Limit on connecting, and on waiting for each answer, ms. @default see registrationDefaults */
   requestTimeout?: number;
   /** @default see registrationDefaults */
@@ -83,7 +90,7 @@ type Answer = { status: number; json?: unknown; error?: unknown };
 
 /** Registers a runner with one gateway and keeps it registered until stopped. */
 export class GatewayRegistration {
-  readonly #options: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested' | 'ca'>> & Pick<GatewayRegistrationOptions, 'onDrainRequested'>;
+  readonly #options: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder' | 'ca'>> & Pick<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder'>;
   readonly #pool: Pool;
   readonly #base: string;
   readonly #log: Logger;
@@ -190,8 +197,10 @@ export class GatewayRegistration {
     if (ok) {
       if (this.#failures > 0) this.#log.info('gateway answers heartbeats again', { afterFailures: this.#failures });
       this.#failures = 0;
-      // Before scheduling: the drain's beatNow() then turns the next beat into an immediate one.
-      if ((answer.json as Partial<HeartbeatAnswer> | undefined)?.drain === true) this.#drainRequested();
+      const said = answer.json as Partial<HeartbeatAnswer> | undefined;
+      // Before scheduling: the drain's (or the order's) beatNow() then turns the next beat into an immediate one.
+      if (said?.drain === true) this.#drainRequested();
+      if (said && typeof said === 'object' && 'host' in said && this.#options.onHostOrder) this.#hostOrdered(said.host);
       this.#schedule(this.#beatSoon ? 0 : this.#interval);
       this.#beatSoon = false;
       return;
@@ -227,6 +236,20 @@ export class GatewayRegistration {
       this.#options.onDrainRequested?.();
     } catch (error) {
       this.#log.error('drain callback failed', { error: error as Error });
+    }
+  }
+
+  /** Checks a `host` and hands it on; only the reconciling gateway sends one, so any that comes is obeyed. */
+  #hostOrdered(host: unknown): void {
+    const parsed = parseEngineOrder(host);
+    if (parsed.kind === 'invalid') {
+      this.#log.warn('gateway sent an invalid engine order, ignored', { problem: parsed.message });
+      return;
+    }
+    try {
+      this.#options.onHostOrder?.(parsed.value);
+    } catch (error) {
+      this.#log.error('engine order callback failed', { error: error as Error });
     }
   }
 
@@ -281,11 +304,19 @@ export function registrationBody(status: RunnerStatus, url: string, staleAfter: 
     ready: status.ready,
     load: reportedLoad(status, staleAfter),
     capacity: status.capacity,
+    ...(status.hosted ? { hosted: status.hosted } : {}),
   };
 }
 
 /** What a runner sends every heartbeat: the cheap facts that change, and what it could host. */
 export function heartbeatBody(status: RunnerStatus, staleAfter: number): RunnerHeartbeat {
-  // Capacity rides every beat: free GPUs change as engines start and stop.
-  return { ready: status.ready, state: status.state, models: status.models, load: reportedLoad(status, staleAfter), capacity: status.capacity };
+  // Capacity and the hosted engine ride every beat: free GPUs change as engines start and stop.
+  return {
+    ready: status.ready,
+    state: status.state,
+    models: status.models,
+    load: reportedLoad(status, staleAfter),
+    capacity: status.capacity,
+    ...(status.hosted ? { hosted: status.hosted } : {}),
+  };
 }

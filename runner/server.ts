@@ -1,7 +1,8 @@
 /**
  * The runner process, start to stop: reads the node's GPUs, starts the engine, listens, joins
  * its gateways, and on close drains (waiting on its slots to empty, bounded by the drain
- * timeout), leaves its gateways and stops the engine. The rooms it builds on: routes.ts (the
+ * timeout), leaves its gateways and stops the engine. A runner given neither engine nor profile
+ * starts with none and hosts the engines gateways order (hosting.ts). The rooms it builds on: routes.ts (the
  * HTTP face), admission.ts (take a call or answer busy), status.ts (GET /status and the
  * heartbeat payload), gateways.ts (registration with every gateway), call.ts (one call's path).
  */
@@ -10,7 +11,6 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { ServerType } from '@hono/node-server';
-import { MAX_TIMER_MS } from '../placer/kernel/index.ts';
 import type { Logger } from '../placer/kernel/index.ts';
 import { answerBusy, notReadyReason } from './admission.ts';
 import type { BusyReason } from './admission.ts';
@@ -21,6 +21,7 @@ import { RunnerEngine } from './engine.ts';
 import { RunnerConfigError } from './errors.ts';
 import type { ProfileFacts } from './engines/profile.ts';
 import { registerWithGateways } from './gateways.ts';
+import { Hosting } from './hosting.ts';
 import { launchableKinds } from './capacity.ts';
 import { defaultProfileFacts } from './engines/profile.ts';
 import { readGpuInventory } from './inventory.ts';
@@ -30,7 +31,7 @@ import type { RunnerConfig, RunnerOptions } from './options.ts';
 import type { GatewayRegistration } from './registration.ts';
 import type { RegistrationTimers } from './registration.ts';
 import { runnerRoutes } from './routes.ts';
-import { Slots } from './slots.ts';
+import { Slots, callsFinished } from './slots.ts';
 import { StallWatch } from './stall-watch.ts';
 import type { RunnerStatus } from './protocol.ts';
 import { readStatus } from './status.ts';
@@ -93,7 +94,23 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   const closed = new Promise<void>((resolve) => (markClosed = resolve));
 
   let engineKinds: readonly string[] = [];
-  const status = (): RunnerStatus => readStatus({ config, engine, slots, counts, draining: () => draining, gpus: () => gpus, engineKinds: () => engineKinds });
+  // An on-demand runner's engine comes and goes with orders; every change reaches the gateways at once.
+  const hosting = config.orders
+    ? new Hosting({
+        engine,
+        slots,
+        drainTimeout: config.drainTimeout,
+        inventory: () => gpus,
+        facts: () => environment.profileFacts ?? defaultProfileFacts(gpus),
+        changed: () => {
+          for (const r of registrations) r.beatNow();
+        },
+        logger: log,
+        ...(environment.now ? { now: environment.now } : {}),
+      })
+    : undefined;
+  const status = (): RunnerStatus =>
+    readStatus({ config, engine, slots, counts, draining: () => draining, gpus: () => gpus, engineKinds: () => engineKinds, hosted: () => hosting?.report() });
   const guard = new CallGuard({
     secrets: config.callSecrets,
     skew: config.callClockSkew,
@@ -174,7 +191,11 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       http.keepAliveTimeout = 65_000;
       http.headersTimeout = 66_000;
       const url = `${tls ? 'https' : 'http'}://${host}:${listening.port}`;
-      log.info('runner listening', { url, engine: engine.adapter.url.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, engineKinds, version: VERSION });
+      log.info('runner listening', { url, engine: engine.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, engineKinds, version: VERSION });
+      if (hosting) {
+        log.info('runner waits for engine orders', { gateways: config.gateways.map((g) => g.origin), freeGpus: gpus.gpus.length, engineKinds });
+        if (config.gateways.length === 0) log.warn('runner takes engine orders but has no gateway to take them from; give gateways (--gateway)', {});
+      }
       const advertised = advertisedUrl(config, host, listening.port);
       registrations = registerWithGateways({
         config,
@@ -183,6 +204,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         log,
         environment,
         onDrainRequested: () => void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
+        ...(hosting ? { onHostOrder: (host) => hosting.order(host) } : {}),
       });
       return { url, port: listening.port, host };
     },
@@ -202,6 +224,8 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
           server.close(() => resolve());
           (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
         });
+        // The runner's drain above already waited for calls: the hosted engine stops at once.
+        await hosting?.close(0);
         await engine.close();
         stallWatch.stop();
         if (server) log.info('runner stopped', {});
@@ -235,19 +259,4 @@ function checkCallCredential(config: RunnerConfig, host: string, log: Logger): v
 /** True for an address only this machine reaches. */
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(?:\.\d{1,3}){3}$/.test(host);
-}
-
-/**
- * Resolves once no call holds a slot, or after `timeout` ms, whichever comes first: the slots
- * say when they empty, so a drain ends the moment its last call does.
- */
-async function callsFinished(slots: Slots, timeout: number): Promise<void> {
-  if (slots.inUse === 0 || !(timeout > 0)) return;
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(timeout, MAX_TIMER_MS))));
-  try {
-    await Promise.race([slots.emptied(), expired]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -2,6 +2,7 @@
  * Admission: a fixed number of slots. A call either gets one now or is turned away now;
  * a runner never queues, so the gateway can offer the call elsewhere at once.
  */
+import { MAX_TIMER_MS } from '../placer/kernel/index.ts';
 
 /** Gives back a slot; calling it more than once is harmless. */
 export type Release = () => void;
@@ -55,5 +56,20 @@ export class Slots {
       this.#onEmpty = { promise, resolve };
     }
     return this.#onEmpty.promise;
+  }
+}
+
+/**
+ * Resolves once no call holds a slot, or after `timeout` ms, whichever comes first: the slots
+ * say when they empty, so a drain ends the moment its last call does.
+ */
+export async function callsFinished(slots: Slots, timeout: number): Promise<void> {
+  if (slots.inUse === 0 || !(timeout > 0)) return;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(timeout, MAX_TIMER_MS))));
+  try {
+    await Promise.race([slots.emptied(), expired]);
+  } finally {
+    clearTimeout(timer);
   }
 }

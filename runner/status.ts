@@ -6,7 +6,7 @@ import type { RunnerEngine } from './engine.ts';
 import { freeGpus } from './capacity.ts';
 import type { GpuInventory } from './inventory.ts';
 import type { RunnerConfig } from './options.ts';
-import type { RunnerStatus } from './protocol.ts';
+import type { HostedEngine, RunnerStatus } from './protocol.ts';
 import type { Slots } from './slots.ts';
 import { VERSION } from './version.ts';
 
@@ -29,6 +29,8 @@ export interface StatusSources {
   gpus(): GpuInventory;
   /** The engine kinds this runner can launch, as found at start (empty before). */
   engineKinds(): readonly string[];
+  /** The ordered engine an on-demand runner hosts; undefined for other runners and before any order. */
+  hosted?(): HostedEngine | undefined;
 }
 
 /** Reads the runner's status now. */
@@ -37,21 +39,26 @@ export function readStatus(from: StatusSources): RunnerStatus {
   const draining = from.draining();
   const engineStatus = engine.status();
   const inventory = from.gpus();
+  const hosted = from.hosted?.();
+  // An ordered engine serves once its order reads ready: not while it drains toward a stop.
+  const hostedReady = hosted === undefined || hosted.state === 'ready';
   return {
     id: config.id,
     version: VERSION,
     state: draining ? 'draining' : 'serving',
-    ready: !draining && engineStatus.state === 'ready',
-    engines: [{ ...engineStatus, slots: { total: slots.total, inUse: slots.inUse } }],
-    models: engineStatus.models,
+    ready: !draining && engineStatus?.state === 'ready' && hostedReady,
+    engines: engineStatus ? [{ ...engineStatus, slots: { total: slots.total, inUse: slots.inUse } }] : [],
+    models: engineStatus?.models ?? [],
     gpus: inventory,
     slots: { total: slots.total, inUse: slots.inUse },
     capacity: {
       labels: config.labels,
-      // A launched engine keeps its GPUs while it restarts or fails: they are not free for another.
-      freeGpus: freeGpus(inventory, engineStatus.supervised?.gpus ?? []),
+      // A launched engine keeps its GPUs while it restarts, fails or stops: they are not free for another.
+      freeGpus: freeGpus(inventory, engineStatus?.supervised?.gpus ?? []),
       engineKinds: from.engineKinds(),
+      ...(config.orders ? { orders: true } : {}),
     },
+    ...(hosted ? { hosted } : {}),
     calls: { ...from.counts },
   };
 }

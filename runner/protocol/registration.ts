@@ -225,6 +225,8 @@ const invalid = (message: string): { kind: 'invalid'; message: string } => ({ ki
 
 // Printable text on one line: a control character in a name would forge log lines and break the runner list.
 const ONE_LINE = /^[^\x00-\x1f\x7f]*$/;
+// An engine kind on the wire: not held to today's kinds, since a newer runner may launch one this gateway does not know.
+const ENGINE_KIND = /^[a-z0-9-]{1,32}$/;
 
 /** Why `value` is not a list of model names, or undefined when it is one. */
 function modelsProblem(field: string, value: unknown): string | undefined {
@@ -324,8 +326,9 @@ function capacityProblem(field: string, value: unknown): string | undefined {
   if (!Array.isArray(c.engineKinds) || c.engineKinds.length > maxKinds) return `${field}.engineKinds must be a list of at most ${maxKinds} engine kinds, got ${show(c.engineKinds)}`;
   for (const [i, kind] of c.engineKinds.entries()) {
     // Not held to today's kinds: a newer runner may launch one this gateway does not know.
-    if (typeof kind !== 'string' || !/^[a-z0-9-]{1,32}$/.test(kind)) return `${field}.engineKinds[${i}] must be 1-32 lowercase letters, digits or -, got ${show(kind)}`;
+    if (typeof kind !== 'string' || !ENGINE_KIND.test(kind)) return `${field}.engineKinds[${i}] must be 1-32 lowercase letters, digits or -, got ${show(kind)}`;
   }
+  if (c.orders !== undefined && typeof c.orders !== 'boolean') return `${field}.orders must be true or false, got ${show(c.orders)}`;
   return undefined;
 }
 
@@ -333,7 +336,7 @@ function capacityProblem(field: string, value: unknown): string | undefined {
 function capacityOf(value: unknown): Capacity | undefined {
   if (value === undefined) return undefined;
   const c = value as Capacity;
-  return { labels: { ...c.labels }, freeGpus: [...c.freeGpus], engineKinds: [...c.engineKinds] };
+  return { labels: { ...c.labels }, freeGpus: [...c.freeGpus], engineKinds: [...c.engineKinds], ...(c.orders === undefined ? {} : { orders: c.orders }) };
 }
 
 function gpusProblem(value: unknown): string | undefined {
@@ -364,7 +367,8 @@ export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
     countProblem('registration slots', b.slots, 1, REGISTRATION_LIMITS.slots) ??
     gpusProblem(b.gpus) ??
     loadProblem(b.load) ??
-    capacityProblem('registration capacity', b.capacity);
+    capacityProblem('registration capacity', b.capacity) ??
+    hostedProblem('registration hosted', b.hosted);
   if (problem) return invalid(problem);
   return {
     kind: 'ok',
@@ -379,6 +383,7 @@ export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
       ready: b.ready !== false,
       load: b.load!,
       ...(b.capacity === undefined ? {} : { capacity: capacityOf(b.capacity)! }),
+      ...(b.hosted === undefined ? {} : { hosted: hostedOf(b.hosted) }),
     },
   };
 }
@@ -391,12 +396,20 @@ export function parseHeartbeat(body: unknown): Parsed<RunnerHeartbeat> {
     (b.ready === undefined || typeof b.ready === 'boolean' ? undefined : `heartbeat ready must be true or false, got ${show(b.ready)}`) ??
     modelsProblem('heartbeat models', b.models) ??
     loadProblem(b.load) ??
-    capacityProblem('heartbeat capacity', b.capacity);
+    capacityProblem('heartbeat capacity', b.capacity) ??
+    hostedProblem('heartbeat hosted', b.hosted);
   if (problem) return invalid(problem);
   const capacity = capacityOf(b.capacity);
   return {
     kind: 'ok',
-    value: { ready: b.ready !== false, state: b.state === 'draining' ? 'draining' : 'serving', models: b.models!, load: b.load!, ...(capacity ? { capacity } : {}) },
+    value: {
+      ready: b.ready !== false,
+      state: b.state === 'draining' ? 'draining' : 'serving',
+      models: b.models!,
+      load: b.load!,
+      ...(capacity ? { capacity } : {}),
+      ...(b.hosted === undefined ? {} : { hosted: hostedOf(b.hosted) }),
+    },
   };
 }
 
@@ -421,4 +434,150 @@ function loadProblem(load: unknown): string | undefined {
     if (!c || typeof c !== 'object' || !fine(c.running) || !fine(c.waiting)) return `load.models[${show(name)}] must carry running and waiting counts of 0 or more`;
   }
   return modelsProblem('load.models', Object.keys(l.models));
+}
+
+/** Every {@link HostedState}, for checking a report. */
+export const HOSTED_STATES: readonly HostedState[] = Object.freeze(['starting', 'ready', 'draining', 'stopped', 'failed']);
+
+/** Why `value` is not one line of at most {@link REGISTRATION_LIMITS}.outputLine characters, or undefined. */
+function outputLineProblem(field: string, value: unknown): string | undefined {
+  const max = REGISTRATION_LIMITS.outputLine;
+  if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value)) return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
+  return undefined;
+}
+
+/** Why `value` is not a hosted engine's report, or undefined; absent is fine (it hosts none). */
+function hostedProblem(field: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return `${field} must be an object, got ${show(value)}`;
+  const h = value as Partial<Record<keyof HostedEngine, unknown>>;
+  if (typeof h.replica !== 'string' || !WIRE_ID_PATTERN.test(h.replica)) return `${field}.replica must be ${WIRE_ID_RULE}, got ${show(h.replica)}`;
+  const model = modelsProblem(`${field}.model`, [h.model]);
+  if (model) return `${field}.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(h.model)}`;
+  if (!HOSTED_STATES.includes(h.state as HostedState)) return `${field}.state must be one of ${HOSTED_STATES.join(', ')}, got ${show(h.state)}`;
+  const problem =
+    countProblem(`${field}.since`, h.since, 0, Number.MAX_SAFE_INTEGER) ??
+    (h.reason === undefined ? undefined : outputLineProblem(`${field}.reason`, h.reason));
+  if (problem) return problem;
+  if (h.output === undefined) return undefined;
+  const max = REGISTRATION_LIMITS.outputLines;
+  if (!Array.isArray(h.output) || h.output.length > max) return `${field}.output must be a list of at most ${max} lines, got ${show(h.output)}`;
+  for (const [i, line] of h.output.entries()) {
+    const bad = outputLineProblem(`${field}.output[${i}]`, line);
+    if (bad) return bad;
+  }
+  return undefined;
+}
+
+/** A checked hosted report as a fresh object of its known fields only. */
+function hostedOf(value: unknown): HostedEngine {
+  const h = value as HostedEngine;
+  return {
+    replica: h.replica,
+    model: h.model,
+    state: h.state,
+    since: h.since,
+    ...(h.reason === undefined ? {} : { reason: h.reason }),
+    ...(h.output === undefined ? {} : { output: [...h.output] }),
+  };
+}
+
+/**
+ * Bounds on an engine order's profile. The reconciler sends what a deployment says, so real
+ * orders are far below these; they exist so one answer cannot make a runner spawn a command line
+ * or an environment of megabytes.
+ */
+export const ORDER_LIMITS = Object.freeze({
+  /** Arguments of an ordered profile. */
+  args: 1024,
+  /** Environment variables of an ordered profile. */
+  env: 1024,
+  /** Characters of one argument, one variable's name or value, and the binary. */
+  text: 16_384,
+  /** GPUs an order may name, or count. */
+  gpus: 256,
+  /** The longest start an order may allow, ms (a day: GPU engines load for minutes, not days). */
+  startTimeout: 86_400_000,
+});
+
+const ORDER_FIELDS = ['kind', 'model', 'gpus', 'port', 'binary', 'args', 'env', 'startTimeout'];
+
+/** Why `value` is a string with a NUL byte or past {@link ORDER_LIMITS}.text, or not a string; undefined when fine. */
+function textProblem(field: string, value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.includes('\0') || value.length > ORDER_LIMITS.text) return `${field} must be a string of at most ${ORDER_LIMITS.text} characters without NUL bytes`;
+  return undefined;
+}
+
+/** Why `value` is not an ordered profile, or undefined. Values of args and env are never quoted: they may hold secrets. */
+function orderedProfileProblem(value: unknown): string | undefined {
+  const field = 'host.profile';
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return `${field} must be an object`;
+  const p = value as Partial<Record<keyof OrderedProfile, unknown>>;
+  const unknownField = Object.keys(p).find((key) => !ORDER_FIELDS.includes(key));
+  if (unknownField !== undefined) return `${field} has an unknown field ${show(unknownField)}`;
+  if (typeof p.kind !== 'string' || !ENGINE_KIND.test(p.kind)) return `${field}.kind must be 1-32 lowercase letters, digits or -, got ${show(p.kind)}`;
+  if (modelsProblem(`${field}.model`, [p.model])) return `${field}.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(p.model)}`;
+  const { gpus: maxGpus, args: maxArgs, env: maxEnv, startTimeout } = ORDER_LIMITS;
+  if (Array.isArray(p.gpus)) {
+    if (p.gpus.length > maxGpus) return `${field}.gpus must list at most ${maxGpus} GPUs, got ${p.gpus.length}`;
+    const seen = new Set<unknown>();
+    for (const [i, gpu] of p.gpus.entries()) {
+      const problem = countProblem(`${field}.gpus[${i}]`, gpu, 0, REGISTRATION_LIMITS.gpuIndex);
+      if (problem) return problem;
+      if (seen.has(gpu)) return `${field}.gpus lists GPU ${String(gpu)} twice`;
+      seen.add(gpu);
+    }
+  } else if (countProblem(`${field}.gpus`, p.gpus, 0, maxGpus)) {
+    return `${field}.gpus must be a list of GPU indices or a count from 0 to ${maxGpus}, got ${show(p.gpus)}`;
+  }
+  const problem =
+    (p.port === undefined ? undefined : countProblem(`${field}.port`, p.port, 1, 65_535)) ??
+    (p.binary === undefined ? undefined : textProblem(`${field}.binary`, p.binary)) ??
+    (p.startTimeout === undefined ? undefined : countProblem(`${field}.startTimeout`, p.startTimeout, 1, startTimeout));
+  if (problem) return problem;
+  // Absent args and env read empty: nothing is lost, and a gateway that leaves empty ones out is understood.
+  const args = p.args ?? [];
+  if (!Array.isArray(args) || args.length > maxArgs) return `${field}.args must be a list of at most ${maxArgs} strings`;
+  for (const [i, arg] of args.entries()) {
+    const bad = textProblem(`${field}.args[${i}]`, arg);
+    if (bad) return bad;
+  }
+  const vars = p.env ?? {};
+  if (!vars || typeof vars !== 'object' || Array.isArray(vars)) return `${field}.env must be an object of string values`;
+  const env = Object.entries(vars);
+  if (env.length > maxEnv) return `${field}.env must hold at most ${maxEnv} variables, got ${env.length}`;
+  for (const [name, v] of env) {
+    if (name === '' || name.includes('=') || textProblem('', name)) return `${field}.env has an invalid variable name ${show(name)}`;
+    const bad = textProblem(`${field}.env.${name}`, v);
+    if (bad) return bad;
+  }
+  return undefined;
+}
+
+/**
+ * Checks the `host` of a heartbeat answer: an {@link EngineOrder}, or null for none. The runner
+ * reads it (absent means no word and is not passed here); the deep checks of the profile against
+ * the node (binary, GPUs, port, the kind's arguments) are the runner's profile validation, at launch.
+ * The value is a fresh object of the known fields only.
+ */
+export function parseEngineOrder(value: unknown): Parsed<EngineOrder | null> {
+  if (value === null) return { kind: 'ok', value: null };
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return invalid(`host must be an engine order or null, got ${show(value)}`);
+  const o = value as Partial<Record<keyof EngineOrder, unknown>>;
+  if (typeof o.replica !== 'string' || !WIRE_ID_PATTERN.test(o.replica)) return invalid(`host.replica must be ${WIRE_ID_RULE}, got ${show(o.replica)}`);
+  if (modelsProblem('host.model', [o.model])) return invalid(`host.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(o.model)}`);
+  const problem = orderedProfileProblem(o.profile);
+  if (problem) return invalid(problem);
+  const p = o.profile as OrderedProfile;
+  const profile: OrderedProfile = {
+    kind: p.kind,
+    model: p.model,
+    gpus: Array.isArray(p.gpus) ? [...(p.gpus as readonly number[])] : p.gpus,
+    ...(p.port === undefined ? {} : { port: p.port }),
+    ...(p.binary === undefined ? {} : { binary: p.binary }),
+    args: [...(p.args ?? [])],
+    env: { ...(p.env ?? {}) },
+    ...(p.startTimeout === undefined ? {} : { startTimeout: p.startTimeout }),
+  };
+  return { kind: 'ok', value: { replica: o.replica, model: o.model as string, profile } };
 }

@@ -6,7 +6,7 @@
 import type { EngineLoad } from '../engines/kinds.ts';
 import type { EngineExit, SupervisorState } from '../engines/supervisor.ts';
 import type { GpuInventory } from '../inventory.ts';
-import type { Capacity, ReportedLoad } from './registration.ts';
+import type { Capacity, HostedEngine, ReportedLoad } from './registration.ts';
 
 /** Path of a runner's status page. */
 export const STATUS_PATH = '/status';
@@ -42,15 +42,17 @@ export interface RunnerStatus {
   state: 'serving' | 'draining';
   /** True when the runner admits calls: serving, and its engine ready. */
   ready: boolean;
-  /** The engines behind this runner (one today), each with its slots, state and load. */
+  /** The engines behind this runner (one today; none while an on-demand runner hosts none), each with its slots, state and load. */
   engines: Array<EngineStatus & { slots: { total: number; inUse: number } }>;
   /** The models the engine serves, as it last listed them. */
   models: readonly string[];
   /** GPUs on this node, from nvidia-smi; `source: 'none'` with the reason on a CPU-only node. */
   gpus: GpuInventory;
   slots: { total: number; inUse: number };
-  /** What the runner could host: labels, GPUs its engine does not hold, engine kinds it can launch. */
+  /** What the runner could host: labels, GPUs its engine does not hold, engine kinds it can launch, whether it takes orders. */
   capacity: Capacity;
+  /** The ordered engine an on-demand runner hosts (runner/hosting.ts); absent before any order and on runners with an engine of their own. */
+  hosted?: HostedEngine;
   /**
    * Calls served, turned away busy, failed, and refused for want of a gateway's credential
    * (`unauthorized`: a bad or missing signature, a TLS handshake without a valid client

@@ -26,7 +26,7 @@ describe('resolveRunnerOptions', () => {
     });
     expect(config.logger).toBe(silentLogger);
     expect(config.engineUrl).toBeInstanceOf(URL);
-    expect(config.engineUrl.href).toBe('http://127.0.0.1:8000/');
+    expect(config.engineUrl!.href).toBe('http://127.0.0.1:8000/');
   });
 
   it('returns a default id of runner- and 6 hex digits, different per call, when no id is given', () => {
@@ -48,7 +48,7 @@ describe('resolveRunnerOptions', () => {
     });
     expect(config).toMatchObject({ id: 'gpu-0.node_a:1', slots: 1, engineConnectTimeout: 10, defaultCallTimeout: 20, engineProbeInterval: 30 });
     expect(config.logger).toBe(logger);
-    expect(config.engineUrl.pathname).toBe('/base');
+    expect(config.engineUrl!.pathname).toBe('/base');
   });
 
   it('returns a frozen config when resolved', () => {
@@ -59,15 +59,23 @@ describe('resolveRunnerOptions', () => {
     }).toThrow(TypeError);
   });
 
-  it('throws asking for exactly one of engine and profile when both or neither are given', () => {
-    const message = 'give exactly one of engine (the URL of a running engine) or profile (an engine to launch)';
-    expect(configError({}).message).toBe(message);
+  it('throws asking for one of engine and profile when both are given', () => {
+    const message = 'give engine (the URL of a running engine) or profile (an engine to launch), not both; give neither for a runner that hosts engines on order';
     expect(configError({ engine, profile: { kind: 'sim', model: 'm', port: 8001 } }).message).toBe(message);
+  });
+
+  it('returns an on-demand config, taking orders and with no engine URL, when neither engine nor profile is given', () => {
+    const config = resolveRunnerOptions({});
+    expect(config.orders).toBe(true);
+    expect(config.engineUrl).toBeUndefined();
+    expect(config.profile).toBeUndefined();
+    expect(resolveRunnerOptions({ engine }).orders).toBe(false);
+    expect(resolveRunnerOptions({ profile: { kind: 'sim', model: 'm', port: 8001 } }).orders).toBe(false);
   });
 
   it('returns the engine URL and kind from a profile', () => {
     const config = resolveRunnerOptions({ profile: { kind: 'sglang', model: 'm', port: 30000, host: '127.0.0.2' } });
-    expect(config.engineUrl.href).toBe('http://127.0.0.2:30000/');
+    expect(config.engineUrl!.href).toBe('http://127.0.0.2:30000/');
     expect(config.engineKind).toBe('sglang');
     expect(configError({ profile: { kind: 'sim', model: 'm', port: 70000 } }).message).toBe('profile.port must be at most 65535, got 70000');
   });
