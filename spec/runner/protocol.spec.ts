@@ -5,6 +5,8 @@ import {
   formatExecTiming,
   isConnectError,
   parseExecTiming,
+  ORDER_LIMITS,
+  parseEngineOrder,
   parseHeartbeat,
   parseRegistration,
   readStatus,
@@ -309,6 +311,103 @@ describe('the capacity a runner advertises', () => {
       kind: 'invalid',
       message: 'heartbeat capacity.freeGpus[0] must be a whole number from 0 to 4095, got 1.5',
     });
+  });
+});
+
+describe('the hosted engine a runner reports', () => {
+  const hosted = { replica: 'rep-1', model: 'm1', state: 'ready', since: 1_700_000_000_000 };
+  const failed = { replica: 'rep-2', model: 'm1', state: 'failed', since: 5, reason: 'the engine exited with code 1', output: ['loading', 'boom'] };
+
+  it('is taken in a registration and a heartbeat, at every limit, with capacity.orders, and left out when absent', () => {
+    const capacity = { labels: {}, freeGpus: [], engineKinds: ['sim'], orders: true };
+    expect(parseRegistration({ ...registration, capacity, hosted })).toEqual({ kind: 'ok', value: { ...registration, capacity, hosted } });
+    expect(parseHeartbeat({ models: [], load, capacity, hosted: failed })).toEqual({ kind: 'ok', value: { ready: true, state: 'serving', models: [], load, capacity, hosted: failed } });
+    for (const state of ['starting', 'ready', 'draining', 'stopped', 'failed']) {
+      expect(parseHeartbeat({ models: [], load, hosted: { ...hosted, state } }).kind).toBe('ok');
+    }
+    const atLimits = {
+      replica: 'r'.repeat(128),
+      model: 'm'.repeat(256),
+      state: 'failed',
+      since: Number.MAX_SAFE_INTEGER,
+      reason: 'x'.repeat(512),
+      output: Array.from({ length: 20 }, () => 'o'.repeat(512)),
+    };
+    expect(parseHeartbeat({ models: [], load, hosted: { ...atLimits, extra: 1 } })).toEqual({ kind: 'ok', value: { ready: true, state: 'serving', models: [], load, hosted: atLimits } });
+    expect(parseHeartbeat({ models: [], load, capacity: { ...capacity, orders: false } })).toMatchObject({ kind: 'ok', value: { capacity: { orders: false } } });
+    expect((parseHeartbeat({ models: [], load }) as { value: object }).value).not.toHaveProperty('hosted');
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['not an object', 'ready', /^heartbeat hosted must be an object, got "ready"$/],
+    ['a bad replica id', { ...hosted, replica: 'a b' }, /hosted\.replica must be 1-128 letters, digits or \._:- characters, got "a b"/],
+    ['no model', { ...hosted, model: undefined }, /hosted\.model must be a model name of 1 to 256 characters on one line/],
+    ['a model over two lines', { ...hosted, model: 'm\nx' }, /hosted\.model must be a model name/],
+    ['an unknown state', { ...hosted, state: 'crashed' }, /hosted\.state must be one of starting, ready, draining, stopped, failed, got "crashed"/],
+    ['a negative since', { ...hosted, since: -1 }, /hosted\.since must be a whole number from 0/],
+    ['a reason over two lines', { ...failed, reason: 'exit\n{"level":"error"}' }, /hosted\.reason must be a string of at most 512 characters on one line/],
+    ['a reason too long', { ...failed, reason: 'x'.repeat(513) }, /hosted\.reason must be a string of at most 512 characters/],
+    ['21 output lines', { ...failed, output: Array.from({ length: 21 }, () => 'o') }, /hosted\.output must be a list of at most 20 lines/],
+    ['an output line too long', { ...failed, output: ['o'.repeat(513)] }, /hosted\.output\[0\] must be a string of at most 512 characters on one line/],
+    ['an output line with a control character', { ...failed, output: ['ok', '\u001b[31mred'] }, /hosted\.output\[1\] must be a string of at most 512 characters on one line/],
+  ])('refuses a heartbeat whose hosted engine has %s, naming the field', (_name, bad, message) => {
+    expect(parseHeartbeat({ models: [], load, hosted: bad })).toMatchObject({ kind: 'invalid', message: expect.stringMatching(message) });
+  });
+
+  it('refuses a registration with a bad hosted engine or capacity.orders, naming them as the registration\'s', () => {
+    expect(parseRegistration({ ...registration, hosted: { ...hosted, state: 'odd' } })).toMatchObject({ kind: 'invalid', message: expect.stringMatching(/^registration hosted\.state must be one of/) });
+    expect(parseRegistration({ ...registration, capacity: { labels: {}, freeGpus: [], engineKinds: [], orders: 'yes' } })).toMatchObject({
+      kind: 'invalid',
+      message: 'registration capacity.orders must be true or false, got "yes"',
+    });
+  });
+});
+
+describe('parseEngineOrder', () => {
+  const profile = { kind: 'vllm', model: 'meta-llama/Llama-3.1-8B-Instruct', gpus: 2, args: ['--max-model-len', '8192'], env: { HF_TOKEN: 'secret-value' } };
+  const order = { replica: 'llama-7f3a', model: 'llama', profile };
+
+  it('takes null, and an order as a fresh object of its known fields', () => {
+    expect(parseEngineOrder(null)).toEqual({ kind: 'ok', value: null });
+    expect(parseEngineOrder({ ...order, extra: 1 })).toEqual({ kind: 'ok', value: order });
+    const full = { ...order, profile: { ...profile, gpus: [0, 3], port: 8000, binary: '/opt/vllm/bin/vllm', startTimeout: 900_000 } };
+    expect(parseEngineOrder(full)).toEqual({ kind: 'ok', value: full });
+    // Absent args and env read empty.
+    const { args: _a, env: _e, ...bare } = profile;
+    expect(parseEngineOrder({ ...order, profile: bare })).toEqual({ kind: 'ok', value: { ...order, profile: { ...bare, args: [], env: {} } } });
+    const atLimits = { ...order, profile: { ...profile, gpus: ORDER_LIMITS.gpus, args: Array.from({ length: ORDER_LIMITS.args }, () => 'a'.repeat(ORDER_LIMITS.text)), startTimeout: ORDER_LIMITS.startTimeout } };
+    expect(parseEngineOrder(atLimits).kind).toBe('ok');
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['not an object', 'start', /^host must be an engine order or null, got "start"$/],
+    ['a bad replica id', { ...order, replica: '' }, /host\.replica must be 1-128 letters/],
+    ['no model', { ...order, model: 7 }, /host\.model must be a model name/],
+    ['no profile', { ...order, profile: undefined }, /host\.profile must be an object/],
+    ['an unknown profile field', { ...order, profile: { ...profile, gpu: 1 } }, /host\.profile has an unknown field "gpu"/],
+    ['a bad kind', { ...order, profile: { ...profile, kind: 'V LLM' } }, /host\.profile\.kind must be 1-32 lowercase letters/],
+    ['an empty profile model', { ...order, profile: { ...profile, model: '' } }, /host\.profile\.model must be a model name/],
+    ['a negative GPU count', { ...order, profile: { ...profile, gpus: -1 } }, /host\.profile\.gpus must be a list of GPU indices or a count from 0 to 256, got -1/],
+    ['a GPU count past the limit', { ...order, profile: { ...profile, gpus: 257 } }, /host\.profile\.gpus must be a list of GPU indices or a count from 0 to 256, got 257/],
+    ['a GPU listed twice', { ...order, profile: { ...profile, gpus: [1, 1] } }, /host\.profile\.gpus lists GPU 1 twice/],
+    ['a GPU index past the limit', { ...order, profile: { ...profile, gpus: [4096] } }, /host\.profile\.gpus\[0\] must be a whole number from 0 to 4095/],
+    ['a port out of range', { ...order, profile: { ...profile, port: 70_000 } }, /host\.profile\.port must be a whole number from 1 to 65535, got 70000/],
+    ['a binary with a NUL byte', { ...order, profile: { ...profile, binary: 'vl\u0000lm' } }, /host\.profile\.binary must be a string of at most 16384 characters without NUL bytes/],
+    ['a zero start timeout', { ...order, profile: { ...profile, startTimeout: 0 } }, /host\.profile\.startTimeout must be a whole number from 1 to 86400000, got 0/],
+    ['args not a list', { ...order, profile: { ...profile, args: '--x' } }, /host\.profile\.args must be a list of at most 1024 strings/],
+    ['too many args', { ...order, profile: { ...profile, args: Array.from({ length: 1025 }, () => 'a') } }, /host\.profile\.args must be a list of at most 1024 strings/],
+    ['an arg too long', { ...order, profile: { ...profile, args: ['a'.repeat(16_385)] } }, /host\.profile\.args\[0\] must be a string of at most 16384 characters/],
+    ['env not an object', { ...order, profile: { ...profile, env: ['A=1'] } }, /host\.profile\.env must be an object of string values/],
+    ['a bad variable name', { ...order, profile: { ...profile, env: { 'A=B': 'x' } } }, /host\.profile\.env has an invalid variable name "A=B"/],
+    ['a value that is not a string', { ...order, profile: { ...profile, env: { HF_TOKEN: 7 } } }, /host\.profile\.env\.HF_TOKEN must be a string/],
+  ])('says why an order with %s is invalid', (_name, bad, message) => {
+    expect(parseEngineOrder(bad)).toMatchObject({ kind: 'invalid', message: expect.stringMatching(message) });
+  });
+
+  it('never quotes an env value or an argument in its message: they may hold secrets', () => {
+    const parsed = parseEngineOrder({ ...order, profile: { ...profile, env: { HF_TOKEN: 'secret-value\u0000' } } });
+    expect(parsed.kind).toBe('invalid');
+    expect((parsed as { message: string }).message).not.toContain('secret-value');
   });
 });
 
