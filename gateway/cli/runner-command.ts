@@ -22,12 +22,12 @@ const RUNNER_KEYS = [
 
 /** `sluice runner`. */
 export const runner: Command = {
-  summary: 'Runs a runner in front of one OpenAI-compatible engine (vLLM, SGLang, llama.cpp, TGI, Ollama, sim): one already running (--engine) or one it launches and supervises (--profile).',
+  summary: 'Runs a runner in front of one OpenAI-compatible engine (vLLM, SGLang, llama.cpp, TGI, Ollama, sim): one already running (--engine), one it launches and supervises (--profile), or, with neither, the one its gateways order (an on-demand runner).',
   settings: [
     port(9000),
     host,
-    { key: 'engine', type: 'string', description: 'base URL of an engine already running, e.g. http://127.0.0.1:8000', defaultText: 'none: give --engine or --profile' },
-    { key: 'profile', type: 'json', description: 'engine to launch and supervise: inline JSON or a JSON file, e.g. {"kind":"vllm","model":"...","gpus":[0],"port":8000}', defaultText: 'none: give --engine or --profile' },
+    { key: 'engine', type: 'string', description: 'base URL of an engine already running, e.g. http://127.0.0.1:8000', defaultText: 'none: without --engine and --profile the runner hosts the engines its gateways order' },
+    { key: 'profile', type: 'json', description: 'engine to launch and supervise: inline JSON or a JSON file, e.g. {"kind":"vllm","model":"...","gpus":[0],"port":8000}', defaultText: 'none: without --engine and --profile the runner hosts the engines its gateways order' },
     { key: 'engineKind', type: 'string', description: 'vllm, sglang, llamacpp, tgi, ollama, openai or sim: how to check health and read load', defaultText: "the profile's kind, else openai" },
     r('slots', 'integer', 'calls run at once; more are answered busy'),
     { key: 'id', type: 'string', description: 'runner id, sent in sluice-runner-id', defaultText: 'runner- and 6 random hex digits' },
@@ -38,7 +38,7 @@ export const runner: Command = {
     r('loadInterval', 'duration', 'how often the engine\'s metrics are read for its load'),
     r('engineStopGrace', 'duration', 'how long a launched engine gets after SIGTERM before SIGKILL'),
     r('engineRestartBackoff', 'duration', 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)'),
-    r('drainTimeout', 'duration', 'how long shutdown, or a drain a gateway asks for, waits for running calls'),
+    r('drainTimeout', 'duration', 'how long shutdown, a drain a gateway asks for, or the stop of an ordered engine waits for running calls'),
     { key: 'gateway', type: 'list', description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080', defaultText: 'none: only gateways that list this runner call it' },
     { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)', defaultText: 'none; required with --gateway' },
     { key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'file of runner tokens, one a line, newest first (the gateways\' file will do): the runner presents the first; not readable by other users; instead of --runner-token', defaultText: 'none' },

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SLUICE_BIN } from '../../gateway/cli/processes.ts';
+import { SLUICE_BIN, startService } from '../../gateway/cli/processes.ts';
 import { REGISTER_PATH, REGISTRATION_LIMITS, BUSY_HEADER, parseHeartbeat, parseRegistration } from '../../runner/protocol.ts';
 import type { EngineOrder, HostedEngine, OrderedProfile } from '../../runner/protocol.ts';
 import { freePort } from '../../runner/hosting.ts';
@@ -351,5 +351,26 @@ describe('a runner with an engine of its own', () => {
     expect(beat.hosted).toBeUndefined();
     expect(runner.status().engines).toHaveLength(1);
     expect(runner.status().engines[0]!.supervised?.restarts).toBe(0);
+  });
+});
+
+describe('sluice runner without --engine and --profile', () => {
+  it('starts as an on-demand runner, says it waits for orders, and hosts a sim engine a gateway orders', async () => {
+    const gw = await OrderingGateway.start();
+    const child = await startService(['runner', '--port', '0', '--id', 'r-cli', '--gateway', gw.url, '--heartbeat-interval', '50ms', '--log-level', 'info'], {
+      env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
+    });
+    cleanups.push(() => child.stop('SIGTERM', 10_000));
+    await eventually(() => gw.beats.length >= 1, 10_000, 'a heartbeat');
+    expect(child.output()).toContain('runner waits for engine orders');
+    expect(gw.beats[0]).toMatchObject({ ready: false, models: [], capacity: { orders: true } });
+
+    gw.host = simOrder('rep-cli');
+    await eventually(() => gw.hosted()?.state === 'ready', 20_000, 'ready reported');
+    const status = (await (await request(`${child.url}/status`)).body.json()) as { hosted: HostedEngine; engines: Array<{ supervised: { pid: number } }> };
+    expect(status.hosted).toMatchObject({ replica: 'rep-cli', state: 'ready' });
+    const pid = status.engines[0]!.supervised.pid;
+    expect(await child.stop('SIGTERM', 10_000)).toBe(0);
+    await eventually(() => processGone(pid), 5000, 'the engine process gone');
   });
 });
