@@ -69,6 +69,8 @@ export class Hosting {
   /** The last order read: undefined before any, null for none. */
   #wanted: EngineOrder | null | undefined;
   #closed = false;
+  /** The drain bound close() asked for; the option's until then. */
+  #drainTimeout: number | undefined;
   #working: Promise<void> | undefined;
 
   constructor(options: HostingOptions) {
@@ -111,22 +113,23 @@ export class Hosting {
     await this.settled();
   }
 
-  #drainTimeout: number | undefined;
-
   #work(): void {
     if (this.#working) return;
+    let broke = false;
     this.#working = (async () => {
       try {
         while (await this.#step()) {
           // Each step reads the latest order: one that came during a drain waits for it.
         }
       } catch (error) {
+        // Not retried in a loop: the next order read tries again.
+        broke = true;
         this.#log.error('hosting failed', { error: error as Error });
       }
     })().finally(() => {
       this.#working = undefined;
       // An order read between the last step and now.
-      if (this.#pending()) this.#work();
+      if (!broke && this.#pending()) this.#work();
     });
   }
 

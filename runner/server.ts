@@ -204,7 +204,8 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         log,
         environment,
         onDrainRequested: () => void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
-        ...(hosting ? { onHostOrder: (host) => hosting.order(host) } : {}),
+        // A runner that drains takes no new engine: close() stops the hosted one itself.
+        ...(hosting ? { onHostOrder: (host) => (draining ? undefined : hosting.order(host)) } : {}),
       });
       return { url, port: listening.port, host };
     },
