@@ -278,7 +278,6 @@ function failureReason(change: EngineStateChange, startTimeout: number): string 
  */
 export function oneLine(text: string): string {
   const max = REGISTRATION_LIMITS.outputLine;
-  // eslint-disable-next-line no-control-regex
   const flat = text.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').replace(/[\x00-\x1f\x7f]/g, ' ');
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
