@@ -11,7 +11,7 @@
  *   clamped to max. No scale-down while panicking, nor for `stableWindow` after the last panic,
  *   so a burst that pauses for a few seconds does not lose the replicas it brought.
  * - A call waiting with no ready or starting replica wants at least 1 at once: the activator's
- *   case, which cannot wait for an average to build.
+ *   case, which cannot wait for an average to build. Waiting calls keep wanting 1 after.
  * - A scale-down is allowed once the wanted count has stayed below the current count for the
  *   deployment's whole `scaleDownDelay`; the reconciler then removes one replica per pass.
  */
@@ -119,9 +119,10 @@ export class ModelAutoscaler {
       if (inPanic > wanted) reason = `panic: ${figure(panic)} calls over ${seconds(panicWindow)}`;
       wanted = inPanic;
     }
-    if (waiting > 0 && current === 0 && wanted < 1) {
+    // A waiting call wants a replica whatever the averages say; with none at all, at once.
+    if (waiting > 0 && wanted < 1) {
       wanted = 1;
-      reason = 'a call is waiting with no replica';
+      reason = current === 0 ? 'a call is waiting with no replica' : `${waiting} calls waiting`;
     }
     const holding = now < this.#holdUntil;
     // Held: the panic's replicas stay (an operator's lower max still wins).

@@ -104,9 +104,9 @@ export class StartOperation {
     return this.#nextAttemptAt;
   }
 
-  /** Runners an attempt of this operation failed on. */
-  get failedOn(): ReadonlySet<string> {
-    return new Set(this.#attempts.map((a) => a.runner));
+  /** Runners an attempt of this operation failed on, with when each last failed there. */
+  get failedOn(): ReadonlyMap<string, number> {
+    return new Map(this.#attempts.map((a) => [a.runner, a.at]));
   }
 
   /** True when no attempt is in flight and the backoff has passed. */

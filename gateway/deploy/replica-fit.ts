@@ -10,7 +10,8 @@
  * - it can launch the profile's kind;
  * - it carries every label the deployment selects on, with the wanted value;
  * - it has the GPUs: the count free, or each listed index free.
- * A runner an attempt of this same operation already failed on fits only when no other does.
+ * A runner an attempt of this same operation already failed on fits only when no other does,
+ * and then the one whose failure is oldest goes first, so retries alternate over the runners.
  *
  * Among the fits the one whose labels are shared by the fewest replicas of the model wins, so
  * replicas spread over zones and racks; ties go to the smaller id, so placement is deterministic.
@@ -38,8 +39,8 @@ export interface PlacementInput {
   readonly runners: readonly FleetRunner[];
   /** What each runner hosts or is ordered, by runner id (hosted engines that are stopped excluded). */
   readonly occupants: ReadonlyMap<string, Occupant>;
-  /** Runners an attempt of this operation failed on. */
-  readonly failedOn: ReadonlySet<string>;
+  /** Runners an attempt of this operation failed on, with when it last failed there. */
+  readonly failedOn: ReadonlyMap<string, number>;
 }
 
 /** Whether `runner` can take a new replica of `deployment`, and if not, why (one line, no secrets). */
@@ -76,13 +77,19 @@ export function fitsFor(input: PlacementInput): RunnerFit[] {
 
 /**
  * The runner a new replica goes to, or every runner's reason. A runner this operation failed
- * on already is chosen only when no other fits: a retry on it beats no retry at all.
+ * on already is chosen only when no other fits (a retry on it beats no retry at all), the
+ * longest-ago failure first.
  */
 export function placeReplica(input: PlacementInput): Placement {
   const fits = fitsFor(input);
   const fitting = fits.filter((f): f is Extract<RunnerFit, { kind: 'fits' }> => f.kind === 'fits');
   const fresh = fitting.filter((f) => !f.failedBefore);
-  const candidates = (fresh.length > 0 ? fresh : fitting).map((f) => f.runner);
+  let candidates = (fresh.length > 0 ? fresh : fitting).map((f) => f.runner);
+  if (fresh.length === 0 && candidates.length > 0) {
+    const failedAt = (r: FleetRunner): number => input.failedOn.get(r.id) ?? 0;
+    const oldest = Math.min(...candidates.map(failedAt));
+    candidates = candidates.filter((r) => failedAt(r) === oldest);
+  }
   if (candidates.length === 0) {
     const reasons: Record<string, string> = {};
     for (const f of fits) if (f.kind === 'misfit') reasons[f.runner.id] = f.reason;
