@@ -255,6 +255,8 @@ export class Reconciler {
 
   async #passOnce(): Promise<void> {
     const { store, fleet, lease, clock, logger } = this.#deps;
+    // A closed reconciler never takes the lease again.
+    if (this.#closed) return;
     let held: boolean;
     try {
       held = await lease.hold();
@@ -272,6 +274,7 @@ export class Reconciler {
       return;
     }
     this.#deployed = new Map(list.map((s) => [s.deployment.model, s]));
+    for (const model of this.#scalers.keys()) if (!this.#deployed.has(model)) this.#scalers.delete(model);
     if (!held || this.#closed) {
       this.#lose('lease not held');
       return;
@@ -427,7 +430,10 @@ export class Reconciler {
     } else if (decision.wanted < intended && waitingOps.length > 0) {
       // Starts not yet ordered are intentions, not replicas: drop the unwanted ones at once.
       const drop = waitingOps.slice(-Math.min(waitingOps.length, intended - decision.wanted));
-      for (const op of drop) ops.splice(ops.indexOf(op), 1);
+      for (const op of drop) {
+        ops.splice(ops.indexOf(op), 1);
+        logger.info('start operation dropped', { model, failedAttempts: op.attempts.length, reason: decision.reason });
+      }
       this.#scale(model, intended, intended - drop.length, decision.reason, now);
     }
     if (decision.scaleDown && decision.wanted < current) this.#stopOne(model, ordered, runners, decision.downReason, now);

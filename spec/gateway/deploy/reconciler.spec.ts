@@ -131,6 +131,24 @@ describe('Reconciler: scaling', () => {
     expect(scales().slice(1)).toEqual(['3->2 2 calls over 60 s at target 10 for 300 s', '2->1 2 calls over 60 s at target 10 for 300 s']);
   });
 
+  it('stops a starting replica before a ready one', async () => {
+    const { clock, fleet, store, reconciler, scales } = setup([runner('r1'), runner('r2')]);
+    await store.put(deployment('m', { minReplicas: 2, maxReplicas: 2 }));
+    await reconciler.pass();
+    obey(fleet, reconciler, clock.now());
+    const starting = reconciler.orderFor('r1')!.replica;
+    host(fleet.get('r1'), 'm', starting, 'starting', clock.now());
+    await reconciler.pass();
+    expect(reconciler.status('m')).toMatchObject({ ready: 1, starting: 1 });
+    await store.put(deployment('m', { minReplicas: 1, maxReplicas: 2, scaleDownDelay: 0 }));
+    await reconciler.pass();
+    expect(reconciler.orderFor('r1')).toBeNull();
+    expect(reconciler.orderFor('r2')).not.toBeNull();
+    expect(scales().at(-1)).toBe('2->1 idle for 0 s');
+    // The starting one had an operation in flight: it is gone with it, not failed.
+    expect(reconciler.status('m')).toMatchObject({ pending: [], ready: 1, draining: 1 });
+  });
+
   it('scales to zero after the idle delay, and the runner stops hosting', async () => {
     const { clock, fleet, store, reconciler, scales } = setup([runner('r1')]);
     await store.put(deployment('m', { scaleDownDelay: 300_000 }));
@@ -375,6 +393,10 @@ describe('Reconciler: timers and options', () => {
     expect(reconciler.orderFor('r1')).toBeUndefined();
     await reconciler.close();
     expect(lease.released).toBe(1);
+    // A pass after close takes nothing.
+    await reconciler.pass();
+    expect(reconciler.leading).toBe(false);
+    expect(reconciler.orderFor('r1')).toBeUndefined();
   });
 
   it('runs one pass at a time: a pass asked for during one follows it', async () => {
