@@ -1,6 +1,7 @@
 /**
  * Deployments (issue 14, first slice): what a deployment is, where it is kept, the file it may
- * come from and its operator routes. Nothing acts on a deployment yet: the reconciler is to come.
+ * come from and its operator routes; the reconciler that keeps each deployment's replicas, with
+ * its autoscaler, placement of replicas and start operations.
  */
 export { checkDeployment, deploymentDefaults, MAX_REPLICAS } from './deployments.ts';
 export type { Deployment, DeploymentCheck, DeploymentProfile } from './deployments.ts';
@@ -9,3 +10,12 @@ export type { DeploymentDelete, DeploymentPut, DeploymentSource, DeploymentStore
 export { loadDeploymentsFile, parseDeploymentsFile } from './file.ts';
 export { HIDDEN_ENV_VALUE, IDLE_STATUS, deploymentAnswer, registerDeploymentRoutes } from './routes.ts';
 export type { DeploymentStatus } from './routes.ts';
+export { ModelAutoscaler } from './autoscaler.ts';
+export type { AutoscalerWindows, ScaleDecision, ScaleInput } from './autoscaler.ts';
+export { fitRunner, fitsFor, placeReplica } from './replica-fit.ts';
+export type { Occupant, Placement, PlacementInput, RunnerFit } from './replica-fit.ts';
+export { DeadLetters, StartOperation, attemptOutcome, startBackoff } from './operations.ts';
+export type { AttemptOutcome, DeadLetter, InFlightAttempt, RetrySteps, StartAttempt } from './operations.ts';
+export { SCALE_EVENTS_KEPT, reconcilerDefaults, resolveReconcilerOptions, systemReconcilerTimers } from './reconciler-options.ts';
+export type { PendingStatus, ReconcilerConfig, ReconcilerDependencies, ReconcilerDeploymentStatus, ReconcilerEvent, ReconcilerInit, ReconcilerOptions, ReconcilerTimers, ReplicaState, ReplicaStatus, ScaleEventRecord } from './reconciler-options.ts';
+export { Reconciler, replicaId } from './reconciler.ts';

@@ -1,0 +1,167 @@
+/**
+ * Start operations: one per replica the reconciler wants and has not got, with every attempt it
+ * made and why each failed, retried with exponential backoff and given up on into a dead-letter
+ * list after a bounded number of attempts (LocalAI's pending node operations: 30 s to 15 min,
+ * ten attempts). Nothing here reads a clock or schedules a timer: the reconciler passes `now`.
+ *
+ * An attempt (an order issued to one runner for one new replica id) fails when:
+ * - the runner reports the replica `failed` (its reason and the engine's output tail are kept),
+ *   or `stopped` before it was ready;
+ * - the runner leaves the fleet, or stops being placeable, before the replica is ready
+ *   ("runner lost");
+ * - `orderTimeout` passes without the runner reporting the replica at all. Once reported
+ *   starting, the runner's own start timeout (the profile's) bounds the start.
+ * It succeeds when the runner reports the replica `ready`.
+ */
+import type { HostedEngine } from '../../runner/protocol.ts';
+import type { FleetRunner } from './fleet.ts';
+
+/** One failed attempt of a start operation. */
+export interface StartAttempt {
+  readonly runner: string;
+  readonly replica: string;
+  /** Why it failed, in one line. */
+  readonly reason: string;
+  /** The engine's last output lines, when the runner sent them. */
+  readonly output?: readonly string[];
+  /** When the failure was seen, ms since the epoch. */
+  readonly at: number;
+}
+
+/** The attempt an operation is waiting on. */
+export interface InFlightAttempt {
+  readonly runner: string;
+  readonly replica: string;
+  /** When the order was issued. */
+  readonly orderedAt: number;
+}
+
+/** A start operation given up on, with every attempt. */
+export interface DeadLetter {
+  readonly model: string;
+  readonly at: number;
+  readonly attempts: readonly StartAttempt[];
+}
+
+/** How an in-flight attempt stands at a pass. */
+export type AttemptOutcome =
+  | { readonly kind: 'waiting' }
+  | { readonly kind: 'ready' }
+  | { readonly kind: 'failed'; readonly reason: string; readonly output?: readonly string[] };
+
+/** The delay before retry number `failures` (1 after the first failure): base x 2^(failures-1), at most cap. */
+export function startBackoff(failures: number, base: number, cap: number): number {
+  // Past 2^30 the product only matters for being above cap; stop doubling before it overflows.
+  return Math.min(cap, base * 2 ** Math.min(Math.max(failures - 1, 0), 30));
+}
+
+/** Reads one attempt's fate from the runner's last report. */
+export function attemptOutcome(attempt: InFlightAttempt, runner: FleetRunner | undefined, now: number, orderTimeout: number): AttemptOutcome {
+  if (!runner) return { kind: 'failed', reason: 'runner lost: it left the fleet before the replica was ready' };
+  const hosted: HostedEngine | undefined = runner.hosted?.replica === attempt.replica ? runner.hosted : undefined;
+  if (hosted?.state === 'ready') return { kind: 'ready' };
+  if (hosted?.state === 'failed') {
+    return { kind: 'failed', reason: hosted.reason ?? 'the runner reported the replica failed', ...(hosted.output ? { output: [...hosted.output] } : {}) };
+  }
+  if (hosted?.state === 'stopped' || hosted?.state === 'draining') return { kind: 'failed', reason: `the runner reported the replica ${hosted.state} before it was ready` };
+  if (!runner.placeable) return { kind: 'failed', reason: 'runner lost: it stopped being placeable (draining, or missing heartbeats) before the replica was ready' };
+  if (!hosted && now - attempt.orderedAt >= orderTimeout) {
+    return { kind: 'failed', reason: `the runner did not report the replica within ${Math.round(orderTimeout / 1000)} s of the order` };
+  }
+  return { kind: 'waiting' };
+}
+
+/** Bounds of an operation's retries; the reconciler's options. */
+export interface RetrySteps {
+  readonly startBackoffBase: number;
+  readonly startBackoffCap: number;
+  readonly startAttempts: number;
+}
+
+/** One replica being started: its attempts so far, the one in flight, and when the next may go. */
+export class StartOperation {
+  readonly model: string;
+  readonly #attempts: StartAttempt[] = [];
+  #inFlight: InFlightAttempt | undefined;
+  #nextAttemptAt: number;
+
+  constructor(model: string, now: number) {
+    this.model = model;
+    this.#nextAttemptAt = now;
+  }
+
+  /** Failed attempts, oldest first. */
+  get attempts(): readonly StartAttempt[] {
+    return this.#attempts;
+  }
+
+  get inFlight(): InFlightAttempt | undefined {
+    return this.#inFlight;
+  }
+
+  /** When the next attempt may be ordered (now or past for a new operation). */
+  get nextAttemptAt(): number {
+    return this.#nextAttemptAt;
+  }
+
+  /** Runners an attempt of this operation failed on, with when each last failed there. */
+  get failedOn(): ReadonlyMap<string, number> {
+    return new Map(this.#attempts.map((a) => [a.runner, a.at]));
+  }
+
+  /** True when no attempt is in flight and the backoff has passed. */
+  due(now: number): boolean {
+    return this.#inFlight === undefined && now >= this.#nextAttemptAt;
+  }
+
+  /** Records the order of `replica` to `runner`. */
+  order(runner: string, replica: string, now: number): void {
+    this.#inFlight = { runner, replica, orderedAt: now };
+  }
+
+  /**
+   * Records the in-flight attempt as failed. Returns `retry` with the next attempt's time
+   * (backoff from now), or `spent` when this was the last attempt allowed.
+   */
+  fail(reason: string, output: readonly string[] | undefined, now: number, steps: RetrySteps): 'retry' | 'spent' {
+    const attempt = this.#inFlight;
+    if (!attempt) throw new Error('StartOperation.fail with no attempt in flight');
+    this.#inFlight = undefined;
+    this.#attempts.push(Object.freeze({ runner: attempt.runner, replica: attempt.replica, reason, ...(output ? { output: Object.freeze([...output]) } : {}), at: now }));
+    if (this.#attempts.length >= steps.startAttempts) return 'spent';
+    this.#nextAttemptAt = now + startBackoff(this.#attempts.length, steps.startBackoffBase, steps.startBackoffCap);
+    return 'retry';
+  }
+}
+
+/** The dead-letter lists, per model, each keeping its last `keep` entries. */
+export class DeadLetters {
+  readonly #keep: number;
+  readonly #byModel = new Map<string, DeadLetter[]>();
+
+  constructor(keep: number) {
+    this.#keep = keep;
+  }
+
+  add(letter: DeadLetter): void {
+    const list = this.#byModel.get(letter.model) ?? [];
+    list.push(Object.freeze(letter));
+    if (list.length > this.#keep) list.splice(0, list.length - this.#keep);
+    this.#byModel.set(letter.model, list);
+  }
+
+  /** A model's dead letters, oldest first. */
+  of(model: string): readonly DeadLetter[] {
+    return this.#byModel.get(model) ?? [];
+  }
+
+  /** Forgets a model's letters (its deployment was deleted). */
+  forget(model: string): void {
+    this.#byModel.delete(model);
+  }
+
+  /** Models with letters. */
+  models(): string[] {
+    return [...this.#byModel.keys()];
+  }
+}
