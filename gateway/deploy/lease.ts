@@ -23,9 +23,11 @@ import { OutageLog, closeRedis, openRedis } from './redis-client.ts';
 import type { RedisConnection, RedisConnectionOptions } from './redis-client.ts';
 
 /**
- * The defaults of a lease. ttl is three renewals at the reconciler's usual 5 s renewal: a holder
- * may miss two (a stalled event loop, a Redis failover) and keep the lease, while a dead holder
- * is replaced within 15 s, well inside one 30 s pass.
+ * The defaults of a lease. ttl is three renewals at the 5 s the gateway renews at (more often
+ * than the reconciler's 30 s pass): a holder keeps the lease through one missed renewal (a
+ * stalled event loop, a Redis failover), is on the edge of losing it after two, and a dead
+ * holder is replaced within 15 s, well inside one pass. A shorter ttl trades that slack for a
+ * faster takeover; it must stay above the renewal period.
  */
 export const leaseDefaults = Object.freeze({ ttl: 15_000 });
 
