@@ -115,7 +115,8 @@ export class RedisLease implements Lease {
   /**
    * Renews the lease when it is ours, else tries to take it. Renewing first also catches a take
    * that timed out here but landed in Redis: the key is ours then, and is kept rather than left
-   * to expire unused. Never rejects: a Redis failure reads false (warned once per outage).
+   * to expire unused. Never rejects: a Redis failure, or no answer within ttl, reads false
+   * (warned once per outage).
    */
   hold(): Promise<boolean> {
     this.#holding ??= this.#hold().finally(() => (this.#holding = undefined));
@@ -124,15 +125,28 @@ export class RedisLease implements Lease {
 
   async #hold(): Promise<boolean> {
     if (this.#closing) return false;
+    let timer: NodeJS.Timeout | undefined;
+    // A shared client may have no command timeout; and a yes that comes ttl after the ask may
+    // describe a lease that has lapsed since. Either way the answer is no.
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within the lease's ttl of ${this.ttl} ms`)), this.ttl);
+      timer.unref();
+    });
     try {
-      let held = (await this.#client.sluiceLeaseRenew(this.#key, this.holderId, this.ttl)) === 1;
-      if (!held) held = (await this.#client.set(this.#key, this.holderId, 'PX', this.ttl, 'NX')) === 'OK';
+      const held = await Promise.race([this.#renewOrTake(), late]);
       this.#outage.succeeded();
       return held;
     } catch (error) {
       this.#outage.failed(error);
       return false;
+    } finally {
+      clearTimeout(timer);
     }
+  }
+
+  async #renewOrTake(): Promise<boolean> {
+    if ((await this.#client.sluiceLeaseRenew(this.#key, this.holderId, this.ttl)) === 1) return true;
+    return (await this.#client.set(this.#key, this.holderId, 'PX', this.ttl, 'NX')) === 'OK';
   }
 
   /** Deletes the lease when it is ours, so another gateway takes it at its next hold(). Never rejects: unreleased, it expires after ttl. */

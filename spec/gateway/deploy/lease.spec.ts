@@ -128,6 +128,24 @@ describe('RedisLease', () => {
     }
   });
 
+  it('reads false within ttl when Redis stalls, even on a shared client without a command timeout', async () => {
+    const own = await startRedis();
+    const client = new Redis(own.url);
+    client.on('error', () => {});
+    try {
+      const warnings: LogFields[] = [];
+      const a = new RedisLease({ client, keyPrefix: `t-${randomUUID()}:`, gatewayId: 'gw-a', ttl: 300, logger: warningRecorder(warnings) });
+      expect(await a.hold()).toBe(true);
+      process.kill(own.pid, 'SIGSTOP');
+      expect(await a.hold()).toBe(false);
+      expect(warnings.map((w) => w.msg)).toEqual(['reconciler lease unreachable, not reconciling']);
+      process.kill(own.pid, 'SIGCONT');
+    } finally {
+      client.disconnect();
+      await own.stop();
+    }
+  });
+
   it('shares a client it was given and leaves it open at close', async () => {
     const client = new Redis(server.url, { maxRetriesPerRequest: 0 });
     try {
