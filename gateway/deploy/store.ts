@@ -1,7 +1,6 @@
 /**
- * Where deployments are kept. Today only in this gateway's memory: a Redis-backed store comes
- * with the reconciler's lease (issue 14), so that every gateway on one Redis sees one set. The
- * interface is async and small for that reason.
+ * Where deployments are kept: in this gateway's memory here, or in Redis (redis-store.ts) so
+ * that every gateway on one Redis sees one set. The interface is async and small for that reason.
  */
 import type { Deployment } from './deployments.ts';
 
@@ -33,6 +32,11 @@ export interface DeploymentStore {
   delete(model: string): Promise<DeploymentDelete>;
 }
 
+/** The order every store lists in: by model name, by code unit (not locale), so all gateways agree. */
+export function byModel(a: StoredDeployment, b: StoredDeployment): number {
+  return a.deployment.model < b.deployment.model ? -1 : a.deployment.model > b.deployment.model ? 1 : 0;
+}
+
 /** Options of {@link MemoryDeploymentStore}. */
 export interface MemoryDeploymentStoreOptions {
   /** Deployments from the deployments file: listed, never replaced or deleted through the API. @default [] */
@@ -54,7 +58,7 @@ export class MemoryDeploymentStore implements DeploymentStore {
   }
 
   async list(): Promise<readonly StoredDeployment[]> {
-    return [...this.#byModel.values()].sort((a, b) => (a.deployment.model < b.deployment.model ? -1 : a.deployment.model > b.deployment.model ? 1 : 0));
+    return [...this.#byModel.values()].sort(byModel);
   }
 
   async get(model: string): Promise<StoredDeployment | undefined> {

@@ -1,12 +1,30 @@
 /**
  * The DeploymentStore contract (gateway/deploy/store.ts), run on every implementation: the
- * memory store today; a Redis one, when it comes with the reconciler's lease, is added to STORES.
+ * memory store and the Redis store (on a real redis-server, a key prefix per test). What only
+ * the Redis store does (two gateways sharing it, stored JSON that fails its check) is in
+ * redis-store.spec.ts.
  */
-import { describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { checkDeployment } from '../../../gateway/deploy/deployments.ts';
 import type { Deployment } from '../../../gateway/deploy/deployments.ts';
 import { MemoryDeploymentStore } from '../../../gateway/deploy/store.ts';
 import type { DeploymentStore } from '../../../gateway/deploy/store.ts';
+import { RedisDeploymentStore } from '../../../gateway/deploy/redis-store.ts';
+import { startRedis } from '../../support/redis.ts';
+import type { RedisServer } from '../../support/redis.ts';
+
+let server: RedisServer;
+beforeAll(async () => {
+  server = await startRedis();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+const opened: RedisDeploymentStore[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((s) => s.close()));
+});
 
 function deployment(model: string, extra: Record<string, unknown> = {}): Deployment {
   const checked = checkDeployment({ model, profile: { kind: 'sim' }, ...extra });
@@ -19,6 +37,11 @@ type MakeStore = (fileDeployments: readonly Deployment[], now: () => number) => 
 
 const STORES: Record<string, MakeStore> = {
   memory: (fileDeployments, now) => new MemoryDeploymentStore({ fileDeployments, now }),
+  redis: (fileDeployments, now) => {
+    const store = new RedisDeploymentStore({ url: server.url, keyPrefix: `t-${randomUUID()}:`, fileDeployments, now });
+    opened.push(store);
+    return store;
+  },
 };
 
 describe.each(Object.entries(STORES))('DeploymentStore (%s)', (_name, make) => {
@@ -46,5 +69,34 @@ describe.each(Object.entries(STORES))('DeploymentStore (%s)', (_name, make) => {
     expect(await store.delete('filed')).toEqual({ kind: 'in-file' });
     expect(await store.get('filed')).toMatchObject({ source: 'file', deployment: { minReplicas: 1 } });
     expect((await store.list()).map((s) => [s.deployment.model, s.source])).toEqual([['filed', 'file']]);
+  });
+
+  it('lists file and API deployments together by model name, code unit order', async () => {
+    const store = make([deployment('m'), deployment('B')], () => 1);
+    for (const model of ['z', 'a', 'org/x', 'Z']) expect(await store.put(deployment(model))).toEqual({ kind: 'created' });
+    expect((await store.list()).map((s) => [s.deployment.model, s.source])).toEqual([
+      ['B', 'file'],
+      ['Z', 'api'],
+      ['a', 'api'],
+      ['m', 'file'],
+      ['org/x', 'api'],
+      ['z', 'api'],
+    ]);
+  });
+
+  it('answers not-found for a model never deployed, and keeps a deployment whole through a put and a get', async () => {
+    const store = make([], () => 7);
+    expect(await store.delete('nothing')).toEqual({ kind: 'not-found' });
+    expect(await store.get('nothing')).toBeUndefined();
+    const full = deployment('org/full', {
+      minReplicas: 1,
+      maxReplicas: 4,
+      targetConcurrency: 8,
+      scaleDownDelay: 1_000,
+      runnerLabels: { zone: 'a' },
+      profile: { kind: 'vllm', model: 'org/weights', gpus: 2, args: ['--max-model-len', '4096'], env: { HF_TOKEN: 'x' }, startTimeout: 60_000 },
+    });
+    await store.put(full);
+    expect(await store.get('org/full')).toEqual({ deployment: full, source: 'api', updatedAt: 7 });
   });
 });
