@@ -102,11 +102,6 @@ export class CallPlacement {
     return this.#cold?.deployed(model) ?? false;
   }
 
-  /** Calls waiting for a replica of `model` now, on this gateway. */
-  coldWaiting(model: string): number {
-    return this.#cold?.waiting(model) ?? 0;
-  }
-
   /**
    * The placement walk with its metrics. Resolves with the runner that committed, or, when none
    * did, with how the call ended after answering the client on `out` (with `headers`). Between
@@ -135,7 +130,10 @@ export class CallPlacement {
           // Without a preference: the call waits its turn at the head like any other.
         }
       }
-      const cold = Number.isNaN(coldSince) && (await this.#noReplica(call, model));
+      // Without an await when the answer is at hand (always, for the gateway's own pool): the
+      // call joins its line in the tick its pass ended, as it did before cold starts.
+      const noReplica = Number.isNaN(coldSince) ? this.#noReplica(call, model) : false;
+      const cold = noReplica === true || (noReplica !== false && (await noReplica));
       return this.#waitTurn(waiter, call, cold ? () => void (coldSince = clock.now()) : undefined);
     };
     // The last answer of each runner offered the call, to explain a 503.
@@ -182,16 +180,17 @@ export class CallPlacement {
    * now (the pool lists none for it), and the model is deployed. Only a call whose pass placed
    * nothing asks, and the reconciler is asked only when the pool has no runner for the model.
    */
-  async #noReplica(call: GatewayCall, model: string): Promise<boolean> {
-    if (this.#cold === undefined || model === '') return false;
-    let runners: readonly unknown[];
+  #noReplica(call: GatewayCall, model: string): boolean | Promise<boolean> {
+    const cold = this.#cold;
+    if (cold === undefined || model === '') return false;
+    const none = (runners: readonly unknown[]): boolean => runners.length === 0 && cold.deployed(model);
+    // A pool failing here is the walk's to meet at its next pass, as with the preference above.
     try {
-      runners = await this.#pool.runners(call);
+      const runners = this.#pool.runners(call);
+      return runners instanceof Promise ? runners.then(none, () => false) : none(runners);
     } catch {
-      // The walk's to meet at its next pass, as the preference's above.
       return false;
     }
-    return runners.length === 0 && this.#cold.deployed(model);
   }
 
   /**
