@@ -243,7 +243,8 @@ export class LbAgent {
       if (route === 'invoke') fn = fnParam ?? '';
       else {
         ({ model: fn, user, prompt } = parseInferenceBody(body, route));
-        if (this.#pool.serves(fn) === 'no') {
+        // A deployed model may have no runner yet: its call waits for a replica (placement.ts).
+        if (this.#pool.serves(fn) === 'no' && !this.#placement.awaitsReplica(fn)) {
           throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
         }
       }

@@ -17,6 +17,8 @@ const LATENCY_BUCKETS = [1, 10, 50, 100, 250, 500, 1000, 10000, 60000, 120000];
 const EXEC_BUCKETS = [10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000];
 /** Fn's placer attempt buckets. */
 const ATTEMPT_BUCKETS = [0, 2, 3, 4, 8, 16, 32, 64, 128, 256];
+/** A replica takes from about a second (a small engine on a warm node) to minutes (a large model loaded from disk); in s. */
+const COLD_START_BUCKETS = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
 
 /**
  * A count kept in plain numbers, by the value of at most one label, and observed by the SDK
@@ -79,6 +81,12 @@ export interface GatewayMetrics {
   queueTime: Histogram;
   /** Calls refused with GW_QUEUE_FULL, by the bound they met (`total` or `flow`). */
   queueRefused: Counter;
+  /** Calls that waited for a replica of their model (a cold start), by model. */
+  coldStartCalls: Count;
+  /** How long each of them waited, in s, from its first wait for a replica to its placement or end. */
+  coldStartWait: Histogram;
+  /** `{ model }` for a model, built the first time it is asked for. */
+  modelAttributes(model: string): Attributes;
 }
 
 /** A monotonic {@link Count} read by the SDK at collection, as a counter. */
@@ -143,6 +151,27 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
       advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
     }),
     queueRefused: counter('sluice_queue_refused', 'Calls refused with GW_QUEUE_FULL, by the bound met (total or flow)'),
+    coldStartCalls: count('sluice_cold_start_calls', 'Calls that waited for a replica of their model to start (a cold start), by model', 'model'),
+    // In seconds, unlike the other histograms, as its name says: cold starts take seconds to minutes.
+    coldStartWait: meter.createHistogram('sluice_cold_start_wait_seconds', {
+      description: 'Time a call waited for a replica of its model, from its first wait with none serving it to its placement or end',
+      unit: 's',
+      advice: { explicitBucketBoundaries: COLD_START_BUCKETS },
+    }),
+    modelAttributes: attributesBy('model'),
+  };
+}
+
+/** `{ [label]: value }` for each value, built once and kept: a histogram record per call hashes no new object. */
+function attributesBy(label: string): (value: string) => Attributes {
+  const built = new Map<string, Attributes>();
+  return (value) => {
+    let attributes = built.get(value);
+    if (attributes === undefined) {
+      attributes = Object.freeze({ [label]: value });
+      built.set(value, attributes);
+    }
+    return attributes;
   };
 }
 

@@ -28,6 +28,7 @@ import { newToken } from './access/credentials.ts';
 import type { ClientKeys } from './access/scopes.ts';
 import { MemoryDeploymentStore } from './deploy/store.ts';
 import type { DeploymentStore } from './deploy/store.ts';
+import type { ColdStarts } from './cold-start.ts';
 import { createMemoryLimiter } from './access/limits.ts';
 import type { Limiter } from './access/limits.ts';
 import { compileNetworks } from './callbacks/address.ts';
@@ -187,6 +188,12 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    */
   deployments?: DeploymentStore;
   /**
+   * Who starts replicas of deployed models (the reconciler): with it, a call for a deployed model
+   * that no runner serves now waits in the queue for a replica within its placer deadline,
+   * instead of failing (docs/placers.md, "Cold starts"). @default none: such calls fail as before
+   */
+  coldStarts?: ColdStarts;
+  /**
    * The sliding window of the client keys' requestsPerMinute and tokensPerMinute, in ms: a
    * minute, shorter only for tests and demonstrations. Used by the limiter the gateway makes.
    * @default see gatewayDefaults
@@ -276,6 +283,7 @@ export interface GatewayConfig {
   readonly clientKeys: ClientKeys | undefined;
   readonly requireKeys: boolean;
   readonly deployments: DeploymentStore;
+  readonly coldStarts: ColdStarts | undefined;
   readonly keyLimitWindow: number;
   readonly limiter: Limiter;
   /** Every runner token accepted, newest first; empty when registration is off. */
@@ -435,6 +443,10 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   if (typeof deployments?.list !== 'function' || typeof deployments.put !== 'function') {
     throw check.fail('deployments must be a DeploymentStore (gateway/deploy/store.ts), with list, get, put and delete');
   }
+  const { coldStarts } = options;
+  if (coldStarts !== undefined && (typeof coldStarts?.deployed !== 'function' || typeof coldStarts.wake !== 'function')) {
+    throw check.fail('coldStarts must be a ColdStarts (gateway/cold-start.ts), with deployed(model) and wake(model)');
+  }
   const store = options.store ?? createMemoryStore({ resultTtl: checked.resultTtl, maxStoredBytes, now: () => clock.now() });
   return Object.freeze({
     ...checked,
@@ -453,6 +465,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     operatorTokenGenerated,
     clientKeys,
     deployments,
+    coldStarts,
     limiter: limiterOf(options.limiter, checked),
     runnerToken: runnerTokens[0],
     runnerTokens,

@@ -6,6 +6,10 @@
  * A call that finds every eligible runner busy waits its turn in the wait queue
  * (wait-queue.ts): its place is its model, its priority class and its flow ({@link turnOf}),
  * and it is woken when capacity appears, not on a fixed pause (see docs/placers.md).
+ *
+ * A call for a deployed model that no runner serves now (a cold start, cold-start.ts) waits
+ * in the same line: the first of a burst asks the reconciler for a replica, and the runner that
+ * becomes ready with it wakes them as any freed capacity does.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SluiceError } from '../placer/kernel/index.ts';
@@ -15,6 +19,7 @@ import type { Runner } from '../placer/types.ts';
 import { placeCall } from '../placer/walk.ts';
 import { clientKey } from './admission.ts';
 import type { GatewayCall } from './call.ts';
+import { COLD_START_HEADER, ColdStartWaits } from './cold-start.ts';
 import { CallTimeoutError, InternalError, InvalidPriorityError, QueueFullError, sendError } from './errors.ts';
 import { FLOW_HEADER, PRIORITY_HEADER } from './headers.ts';
 import type { RunnerResponse } from './http-runner.ts';
@@ -77,6 +82,8 @@ export class CallPlacement {
   readonly #queue: WaitQueue;
   readonly #metrics: GatewayMetrics;
   readonly #refuse: Refuse;
+  /** Calls waiting for a replica; undefined without a reconciler (config.coldStarts). */
+  readonly #cold: ColdStartWaits | undefined;
 
   constructor(config: GatewayConfig, pool: GatewayPool, queue: WaitQueue, metrics: GatewayMetrics, refuse: Refuse) {
     this.#config = config;
@@ -84,12 +91,24 @@ export class CallPlacement {
     this.#queue = queue;
     this.#metrics = metrics;
     this.#refuse = refuse;
+    this.#cold = config.coldStarts ? new ColdStartWaits(config.coldStarts, config.logger) : undefined;
+  }
+
+  /**
+   * True when a call for `model` may wait for a replica: a reconciler was given and the model is
+   * deployed. The agent asks it only of a model no runner serves, before refusing it as unknown.
+   */
+  awaitsReplica(model: string): boolean {
+    return this.#cold?.deployed(model) ?? false;
   }
 
   /**
    * The placement walk with its metrics. Resolves with the runner that committed, or, when none
    * did, with how the call ended after answering the client on `out` (with `headers`). Between
    * passes that found every runner busy the call waits its turn in the queue, not a fixed pause.
+   * A call that waited for a replica (a cold start) gets {@link COLD_START_HEADER} added to
+   * `headers`, which the caller's answer carries, be it the runner's, the 202 of a detached call
+   * or the 503 at the deadline.
    */
   async place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn): Promise<Placed> {
     const m = this.#metrics;
@@ -99,6 +118,8 @@ export class CallPlacement {
     const model = call.route === 'invoke' ? '' : call.fn;
     const waiter = queue.waiter({ model, priority: turn.priority, flow: turn.flow }, call.signal, call.placerDeadline);
     const placer = this.#config.placer;
+    // When the call began to wait for a replica of its model; NaN while it has not.
+    let coldSince = Number.NaN;
     const waitForCapacity = async (): Promise<void> => {
       // Asked once, at the first wait: where the call would rather go, for a slot freed there.
       // Only a hint: a pool or a placer failing here is the walk's to meet, not the wait's.
@@ -109,7 +130,11 @@ export class CallPlacement {
           // Without a preference: the call waits its turn at the head like any other.
         }
       }
-      return this.#waitTurn(waiter, call);
+      // Without an await when the answer is at hand (always, for the gateway's own pool): the
+      // call joins its line in the tick its pass ended, as it did before cold starts.
+      const noReplica = Number.isNaN(coldSince) ? this.#noReplica(call, model) : false;
+      const cold = noReplica === true || (noReplica !== false && (await noReplica));
+      return this.#waitTurn(waiter, call, cold ? () => void (coldSince = clock.now()) : undefined);
     };
     // The last answer of each runner offered the call, to explain a 503.
     const offers = new Map<string, 'busy' | 'error'>();
@@ -134,14 +159,37 @@ export class CallPlacement {
       // A waiter placed: the room it found may hold more, so the next in line walks too (one
       // that finds nothing goes back to the head); the fallback's wakes depend on it.
       if (waiter.joined) queue.wake(1, [model]);
+      if (!Number.isNaN(coldSince)) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
       return { kind: 'placed', response: placement.value, runner: placement.runner };
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
-      return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers) };
+      return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers, coldSince) };
     } finally {
       m.queued.add(-1);
       if (waiter.joined) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
+      if (!Number.isNaN(coldSince)) {
+        this.#cold!.end(model);
+        m.coldStartWait.record((clock.now() - coldSince) / 1000, m.modelAttributes(model));
+      }
       waiter.leave();
+    }
+  }
+
+  /**
+   * True when the call must wait for a replica: cold starts are on, no runner serves its model
+   * now (the pool lists none for it), and the model is deployed. Only a call whose pass placed
+   * nothing asks, and the reconciler is asked only when the pool has no runner for the model.
+   */
+  #noReplica(call: GatewayCall, model: string): boolean | Promise<boolean> {
+    const cold = this.#cold;
+    if (cold === undefined || model === '') return false;
+    const none = (runners: readonly unknown[]): boolean => runners.length === 0 && cold.deployed(model);
+    // A pool failing here is the walk's to meet at its next pass, as with the preference above.
+    try {
+      const runners = this.#pool.runners(call);
+      return runners instanceof Promise ? runners.then(none, () => false) : none(runners);
+    } catch {
+      return false;
     }
   }
 
@@ -149,11 +197,21 @@ export class CallPlacement {
    * One wait in the queue, for the walk's waitForCapacity: resolves when woken or at the
    * deadline (the walk then ends the call), rejects when the call aborted or the queue is full.
    */
-  async #waitTurn(waiter: Waiter, call: GatewayCall): Promise<void> {
+  async #waitTurn(waiter: Waiter, call: GatewayCall, cold: (() => void) | undefined): Promise<void> {
     const m = this.#metrics;
-    const attributes = { model: waiter.key.model, priority: waiter.key.priority };
+    const { model } = waiter.key;
+    const attributes = { model, priority: waiter.key.priority };
     m.queueDepth.add(1, attributes);
-    const end = await waiter.wait();
+    const waiting = waiter.wait();
+    // A call with no replica to go to that is now in its line (not refused for a full queue, not
+    // at its deadline already) waits for one: the reconciler is asked after it joined the line,
+    // so a pass run at once counts it. The call's end (place's finally) hands the count back.
+    if (cold && waiter.state === 'queued') {
+      cold();
+      this.#cold!.begin(model);
+      m.coldStartCalls.add(1, model);
+    }
+    const end = await waiting;
     m.queueDepth.add(-1, attributes);
     if (typeof end === 'object') {
       m.queueRefused.add(1, { scope: end.scope });
@@ -163,7 +221,7 @@ export class CallPlacement {
   }
 
   /** Answers a call no runner took (or whose committed runner failed before answering). */
-  #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>, offers: ReadonlyMap<string, 'busy' | 'error'>): CallResult {
+  #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>, offers: ReadonlyMap<string, 'busy' | 'error'>, coldSince: number): CallResult {
     const { clock } = this.#config;
     if (error instanceof PlacerAbortedError || call.signal.aborted) return endedResult(call, clock, 'cancelled', 0, error);
     if (error instanceof QueueFullError) {
@@ -174,8 +232,11 @@ export class CallPlacement {
     if (error instanceof PlacerTimeoutError) {
       // A control plane should say why nothing ran: one reason per runner.
       const runners = this.#pool.explain?.(call, offers);
-      sendError(out, error, { ...headers, 'retry-after': String(this.#config.retryAfter) }, runners ? { runners } : undefined);
-      return endedResult(call, clock, 'server_busy', error.status, error);
+      const cold = !Number.isNaN(coldSince);
+      const timeout = cold ? coldStartTimeout(error, call.fn, clock.now() - coldSince) : error;
+      if (cold) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
+      sendError(out, timeout, { ...headers, 'retry-after': String(this.#config.retryAfter) }, runners ? { runners } : undefined);
+      return endedResult(call, clock, 'server_busy', timeout.status, timeout);
     }
     if (!(error instanceof SluiceError)) this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
     // A custom placer's or pool's own message may say more than a client should see.
@@ -183,6 +244,17 @@ export class CallPlacement {
     sendError(out, failure, headers);
     return endedResult(call, clock, failure instanceof CallTimeoutError ? 'timeouts' : 'errors', failure.status, error);
   }
+}
+
+/**
+ * The deadline's answer for a call that waited for a replica: the same code and status, with a
+ * message that says why no runner took it, so a client knows that retrying soon may succeed.
+ */
+function coldStartTimeout(error: PlacerTimeoutError, model: string, waited: number): PlacerTimeoutError {
+  return new PlacerTimeoutError(
+    `${error.message}: model "${model}" had no ready replica, and one is starting (a cold start, waited for ${Math.round(waited)} ms); retry shortly`,
+    error.attempts,
+  );
 }
 
 /** A header's first value. */

@@ -173,6 +173,23 @@ describe('resolveGatewayOptions', () => {
     );
   });
 
+  it.each<[string, unknown]>([
+    ['empty object', {}],
+    ['no wake', { deployed: () => true }],
+    ['no deployed', { wake: () => {} }],
+    ['null', null],
+  ])('throws naming coldStarts when it is %s', (_label, coldStarts) => {
+    expect(configError({ runners, coldStarts: coldStarts as GatewayOptions['coldStarts'] }).message).toBe(
+      'coldStarts must be a ColdStarts (gateway/cold-start.ts), with deployed(model) and wake(model)',
+    );
+  });
+
+  it('keeps coldStarts as given, and none by default', () => {
+    const coldStarts = { deployed: () => false, wake: () => {} };
+    expect(resolveGatewayOptions({ runners, coldStarts }).coldStarts).toBe(coldStarts);
+    expect(resolveGatewayOptions({ runners }).coldStarts).toBeUndefined();
+  });
+
   it('throws PlacerConfigError when a placer option is out of range', () => {
     expect(() => resolveGatewayOptions({ runners, placerTimeout: 0 })).toThrow(PlacerConfigError);
     expect(() => resolveGatewayOptions({ runners, retryAllDelay: -1 })).toThrow(/retryAllDelay/);

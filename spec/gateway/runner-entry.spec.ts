@@ -54,6 +54,19 @@ describe('RunnerEntry onCapacity', () => {
     expect(told).toEqual([3]);
   });
 
+  it('tells a heartbeat that turns a starting runner ready, and one that adds a model, which is how calls waiting for a replica wake', () => {
+    const { e, told } = entry();
+    e.register(registration(false, load(0)));
+    e.heartbeat({ ready: false, state: 'serving', models: [], load: load(0) });
+    expect(told).toEqual([]);
+    e.heartbeat({ ready: true, state: 'serving', models: ['m'], load: load(1) });
+    expect(told).toEqual([3]);
+    expect(e.health.models).toEqual(['m']);
+    e.heartbeat({ ready: true, state: 'serving', models: ['m', 'n'], load: load(2) });
+    expect(told).toEqual([3, 2]);
+    expect(e.health.models).toEqual(['m', 'n']);
+  });
+
   it('tells the free slots of a status probe, and that a probe let an ejected runner be tried again', () => {
     const { e, told } = entry();
     e.probed({ models: ['m'], load: load(2) });
