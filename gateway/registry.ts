@@ -7,7 +7,8 @@
 import type { Logger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import { parseHeartbeat, parseRegistration } from '../runner/protocol.ts';
-import type { Capacity, HeartbeatAnswer, Parsed, RegistrationAccepted } from '../runner/protocol.ts';
+import type { Capacity, EngineOrder, HeartbeatAnswer, HostedEngine, Parsed, RegistrationAccepted } from '../runner/protocol.ts';
+import type { FleetRunner } from './deploy/fleet.ts';
 import { ForbiddenError, InvalidRegistrationError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
 import type { RunnerEntry } from './runner-entry.ts';
@@ -37,6 +38,12 @@ export interface RegistryOptions {
   clock: Clock;
 }
 
+/**
+ * The engine orders this gateway gives: what a runner should host (an order, or null for
+ * nothing), or undefined for no word. The reconciler answers it (gateway/deploy/reconciler.ts).
+ */
+export type EngineOrders = (runnerId: string) => EngineOrder | null | undefined;
+
 /** Registration, heartbeats, two-stage expiry and drain requests for self-registering runners. */
 export class RunnerRegistry {
   readonly #options: RegistryOptions;
@@ -56,6 +63,10 @@ export class RunnerRegistry {
    * drops (lost, replaced, deregistered) takes its capacity with it.
    */
   readonly #capacity = new WeakMap<RunnerEntry, Capacity>();
+  /** The ordered engine each registered runner last said it hosts; kept as capacity is. */
+  readonly #hosted = new WeakMap<RunnerEntry, HostedEngine>();
+  #orders: EngineOrders = () => undefined;
+  #onHosted: ((runnerId: string, hosted: HostedEngine | undefined) => void) | undefined;
 
   /** @throws {@link GatewayConfigError} for a bad network. */
   constructor(options: RegistryOptions) {
@@ -132,6 +143,7 @@ export class RunnerRegistry {
     // A runner older than the field sends none: it then says nothing of what it could host.
     if (reg.capacity) this.#capacity.set(runner, reg.capacity);
     else this.#capacity.delete(runner);
+    this.#setHosted(runner, reg.hosted);
     return { gatewayId: this.#options.gatewayId, heartbeatInterval: this.#options.heartbeatInterval };
   }
 
@@ -148,7 +160,50 @@ export class RunnerRegistry {
     if (reg.state === 'unreachable') this.#options.logger.info('runner back', { runner: id });
     runner.heartbeat(hb);
     if (hb.capacity) this.#capacity.set(runner, hb.capacity);
-    return { drain: reg.drainRequested };
+    this.#setHosted(runner, hb.hosted);
+    const host = this.#orders(id);
+    return host === undefined ? { drain: reg.drainRequested } : { drain: reg.drainRequested, host };
+  }
+
+  /**
+   * Who decides the engine orders heartbeat answers carry, and who hears of a runner's hosted
+   * engine changing state (the reconciler, which then passes at once rather than at its period).
+   */
+  setEngineOrders(orders: EngineOrders, onHosted?: (runnerId: string, hosted: HostedEngine | undefined) => void): void {
+    this.#orders = orders;
+    this.#onHosted = onHosted;
+  }
+
+  /** The ordered engine a registered runner last said it hosts; undefined when none. */
+  hosted(runner: RunnerEntry): HostedEngine | undefined {
+    return this.#hosted.get(runner);
+  }
+
+  /** The registered runners as the reconciler reads them (gateway/deploy/fleet.ts). */
+  fleet(): FleetRunner[] {
+    const out: FleetRunner[] = [];
+    for (const runner of this.#options.pool.runnerList) {
+      const reg = runner.registration;
+      if (!reg) continue;
+      out.push({
+        id: runner.id,
+        capacity: this.#capacity.get(runner),
+        hosted: this.#hosted.get(runner),
+        placeable: reg.state === 'live' && !reg.draining && !reg.drainRequested,
+        slotsInUse: reg.report?.load.slotsInUse ?? 0,
+      });
+    }
+    return out;
+  }
+
+  #setHosted(runner: RunnerEntry, hosted: HostedEngine | undefined): void {
+    const before = this.#hosted.get(runner);
+    if (hosted) this.#hosted.set(runner, hosted);
+    else this.#hosted.delete(runner);
+    if (before?.replica !== hosted?.replica || before?.state !== hosted?.state) {
+      if (hosted) this.#options.logger.info('hosted engine', { runner: runner.id, replica: hosted.replica, model: hosted.model, state: hosted.state, ...(hosted.reason ? { reason: hosted.reason } : {}) });
+      this.#onHosted?.(runner.id, hosted);
+    }
   }
 
   /** What a registered runner last said it could host; undefined for a static runner or one that says nothing of it. */

@@ -11,10 +11,34 @@ export const deploymentSettings: readonly Setting[] = [
   {
     key: 'deployments',
     type: 'string',
-    description: 'deployments file: a JSON list of deployments (model, engine profile, min/max replicas, target, scale-down delay, runner labels), checked at start-up and read once; nothing scales from them yet (docs/operations.md)',
+    description: 'deployments file: a JSON list of deployments (model, engine profile, min/max replicas, target, scale-down delay, runner labels), checked at start-up and read once; the reconciler keeps each one\'s replicas on the runners that take orders (docs/operations.md)',
     defaultText: 'none: deployments only through the API',
   },
+  { key: 'reconcilePeriod', type: 'duration', description: 'time between reconciler passes (a call for a model with no ready replica brings one at once)', defaultText: '30s' },
+  { key: 'scaleStableWindow', type: 'duration', description: 'window the reconciler averages concurrent calls over to size a deployment', defaultText: '60s' },
+  { key: 'scalePanicWindow', type: 'duration', description: 'short window that scales a deployment up at once on a burst (at twice its target)', defaultText: '6s' },
+  { key: 'startBackoff', type: 'duration', description: 'wait before retrying a failed replica start; doubles each attempt', defaultText: '30s' },
+  { key: 'startBackoffCap', type: 'duration', description: 'longest wait between replica start attempts', defaultText: '15m' },
+  { key: 'startAttempts', type: 'integer', description: 'replica start attempts before the operation goes to the dead-letter list', defaultText: '10' },
+  { key: 'leaseTtl', type: 'duration', description: 'several gateways on one Redis store: how long the reconciling gateway keeps the lease without renewing it (another takes over after)', defaultText: '15s' },
 ];
+
+/** The reconciler settings by CLI key, as named in the gateway's `reconciler` option. */
+const RECONCILER_KEYS = {
+  reconcilePeriod: 'period',
+  scaleStableWindow: 'stableWindow',
+  scalePanicWindow: 'panicWindow',
+  startBackoff: 'startBackoffBase',
+  startBackoffCap: 'startBackoffCap',
+  startAttempts: 'startAttempts',
+} as const;
+
+/** The reconciler's settings given in `values`, under their option names; the reconciler checks them. */
+export function reconcilerSettings(values: Record<string, unknown>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, option] of Object.entries(RECONCILER_KEYS)) if (values[key] !== undefined) out[option] = values[key] as number;
+  return out;
+}
 
 /**
  * The deployment store for `values`: with --deployments, one holding the file's deployments

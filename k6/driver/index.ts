@@ -9,6 +9,7 @@ import { memory } from './scenarios/memory.ts';
 import { overhead } from './scenarios/overhead.ts';
 import { placement } from './scenarios/placement.ts';
 import { scale } from './scenarios/scale.ts';
+import { serverless } from './scenarios/serverless.ts';
 import { simulate } from './scenarios/simulate.ts';
 import { soak } from './scenarios/soak.ts';
 import { streaming } from './scenarios/streaming.ts';
@@ -26,7 +27,7 @@ export type { Distribution } from './stats.ts';
 export type { Scenario, ScenarioContext } from './types.ts';
 
 /** Every scenario, by the name `sluice bench <name>` takes. */
-export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead, streaming, placement, scale, memory, simulate, soak });
+export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead, streaming, placement, scale, memory, simulate, soak, serverless });
 
 /**
  * Runs the scenario named by the single positional argument.

@@ -189,7 +189,7 @@ function callLogOf(dir: string, index: number): string {
  * The bench's environment without SLUICE_* settings and PORT: those are meant for the bench
  * (SLUICE_RUNNERS, say, is a count for simulate and a URL list for a gateway), not its children.
  */
-function withoutSluiceSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+export function withoutSluiceSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
   for (const name of Object.keys(copy)) if (name.startsWith('SLUICE_') || name === 'PORT') delete copy[name];
   return copy;
