@@ -14,7 +14,7 @@ import type { Logger } from '../placer/kernel/index.ts';
  * The response header on a call that waited for a replica: how long it waited, in whole ms,
  * from its first wait with no runner serving its model to its placement (or its 503).
  */
-export const COLD_START_HEADER = 'x-sluice-cold-start';
+export const COLD_START_HEADER = 'sluice-cold-start';
 
 /** What placement asks of whoever starts replicas (the gateway's reconciler). */
 export interface ColdStarts {

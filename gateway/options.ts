@@ -28,6 +28,7 @@ import { newToken } from './access/credentials.ts';
 import type { ClientKeys } from './access/scopes.ts';
 import { MemoryDeploymentStore } from './deploy/store.ts';
 import type { DeploymentStore } from './deploy/store.ts';
+import type { ReconcilerSettings } from './deploy/serverless.ts';
 import type { ColdStarts } from './cold-start.ts';
 import { createMemoryLimiter } from './access/limits.ts';
 import type { Limiter } from './access/limits.ts';
@@ -182,11 +183,17 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   /** Refuse client calls without a valid key even while no key exists (`--require-keys`). @default see gatewayDefaults */
   requireKeys?: boolean;
   /**
-   * Where deployments are kept (/v1/deployments; the CLI fills one from `--deployments`).
-   * Nothing scales from them yet: the reconciler is to come (issue 14).
+   * Where deployments are kept (/v1/deployments; the CLI fills one from `--deployments`, in
+   * Redis with a Redis `--store`). The gateway's reconciler keeps each one's replicas.
    * @default an empty MemoryDeploymentStore on the gateway's clock
    */
   deployments?: DeploymentStore;
+  /**
+   * The reconciler's tunables (period, windows, start backoff) and, for several gateways on one
+   * Redis, its shared lease and boards (gateway/deploy/serverless.ts). The reconciler checks them.
+   * @default one gateway's reconciler at reconcilerDefaults
+   */
+  reconciler?: ReconcilerSettings;
   /**
    * Who starts replicas of deployed models (the reconciler): with it, a call for a deployed model
    * that no runner serves now waits in the queue for a replica within its placer deadline,
@@ -284,6 +291,7 @@ export interface GatewayConfig {
   readonly requireKeys: boolean;
   readonly deployments: DeploymentStore;
   readonly coldStarts: ColdStarts | undefined;
+  readonly reconciler: ReconcilerSettings;
   readonly keyLimitWindow: number;
   readonly limiter: Limiter;
   /** Every runner token accepted, newest first; empty when registration is off. */
@@ -466,6 +474,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     clientKeys,
     deployments,
     coldStarts,
+    reconciler: Object.freeze({ ...(options.reconciler ?? {}) }),
     limiter: limiterOf(options.limiter, checked),
     runnerToken: runnerTokens[0],
     runnerTokens,

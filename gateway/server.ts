@@ -23,6 +23,8 @@ import { LbAgent } from './agent.ts';
 import { waitQueueFor } from './placement.ts';
 import { registerCallRoutes } from './call-routes.ts';
 import { registerDeploymentRoutes } from './deploy/routes.ts';
+import { Serverless } from './deploy/serverless.ts';
+import type { ColdStarts } from './cold-start.ts';
 import { DetachedCalls } from './detached.ts';
 import { CallSigner } from './data-plane.ts';
 import { checkFrontListen } from './front-tls.ts';
@@ -71,7 +73,10 @@ const REFUSED_CONNECTION_GRACE_MS = 5000;
 
 /** Builds a gateway from options; nothing listens until {@link Gateway.listen}. */
 export function createGateway(options: GatewayOptions): Gateway {
-  const config = resolveGatewayOptions(options);
+  // Placement asks the serverless part about cold starts; it is made below, over the registry.
+  let serverless: Serverless | undefined;
+  const coldStarts: ColdStarts = { deployed: (model) => serverless?.deployed(model) ?? false, wake: (model) => serverless?.wake(model) };
+  const config = resolveGatewayOptions({ coldStarts, ...options });
   const log = config.logger;
   // Calls that found every runner busy wait here; the fleet's runners wake them as room appears.
   const queue = waitQueueFor(config);
@@ -101,6 +106,15 @@ export function createGateway(options: GatewayOptions): Gateway {
     lostAfter: config.lostAfter,
     logger: log,
     clock: config.clock,
+  });
+  serverless = new Serverless({
+    store: config.deployments,
+    registry,
+    waitingFor: (model) => queue.waitingFor(model),
+    settings: config.reconciler,
+    clock: config.clock,
+    logger: log,
+    meterProvider: config.meterProvider,
   });
   const detached = DetachedCalls.forGateway(config, log);
   const agent = new LbAgent(config, pool, detached, queue);
@@ -143,7 +157,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   registerCallRoutes(app, detached, config.store);
   registerRunnerRoutes(app, fleet, registry, config.clock);
   registerKeyRoutes(app, ring);
-  registerDeploymentRoutes(app, config.deployments);
+  registerDeploymentRoutes(app, config.deployments, serverless);
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   app.get('/v1/models', (c) => c.json({ object: 'list', data: pool.models().map(model) }));
   // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
@@ -218,6 +232,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       await pool.start();
       await detached.start();
       registry.start();
+      serverless?.start();
       // What @hono/node-server's serve() builds, with a body on the refusals it and Node would
       // answer bare: a target that is not a plain path (guardListener), a Host it cannot make a
       // URL of (errorHandler), a missing Host (the front door, so Node's own check is off), and
@@ -304,6 +319,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         await detached.drain(config.drainTimeout);
         const drained = await agentDrained;
         if (!drained) log.warn('drain timeout, closing in-flight calls', { inFlight: agent.inFlight });
+        await serverless?.close();
         registry.close();
         queue.close();
         await pool.close(!drained);

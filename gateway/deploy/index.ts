@@ -16,7 +16,11 @@ export { MemoryDemandBoard, MemoryStatusBoard, RedisDemandBoard, RedisStatusBoar
 export type { DemandBoard, MemoryStatusBoardOptions, RedisDemandBoardOptions, RedisStatusBoardOptions, StatusBoard, StatusBoardOptions } from './boards.ts';
 export { loadDeploymentsFile, parseDeploymentsFile } from './file.ts';
 export { HIDDEN_ENV_VALUE, IDLE_STATUS, deploymentAnswer, registerDeploymentRoutes } from './routes.ts';
-export type { DeploymentStatus } from './routes.ts';
+export type { DeploymentStatus, DeploymentStatusSource } from './routes.ts';
+export { Serverless } from './serverless.ts';
+export type { ReconcilerSettings, ServerlessInit } from './serverless.ts';
+export { createDeploymentMetrics } from './metrics.ts';
+export type { DeploymentMetrics, DeploymentSource as DeploymentMetricsSource } from './metrics.ts';
 export { ModelAutoscaler } from './autoscaler.ts';
 export type { AutoscalerWindows, ScaleDecision, ScaleInput } from './autoscaler.ts';
 export { fitRunner, fitsFor, placeReplica } from './replica-fit.ts';

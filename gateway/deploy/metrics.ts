@@ -4,7 +4,7 @@
  * as they happen. Calls that waited for a cold start are the call path's (gateway/metrics.ts).
  */
 import type { Attributes, MeterProvider } from '@opentelemetry/api';
-import type { ReconcilerDeploymentStatus, ReconcilerEvent } from './reconciler.ts';
+import type { ReconcilerDeploymentStatus, ReconcilerEvent } from './reconciler-options.ts';
 
 /** Replica start time spans a simulator's second to a large model's many minutes, in seconds. */
 const START_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200];

@@ -222,6 +222,11 @@ export class Reconciler {
     return this.#orders.get(runnerId)?.order ?? null;
   }
 
+  /** The deployed models, as of the last list read. */
+  deployedModels(): string[] {
+    return [...this.#deployed.keys()];
+  }
+
   /** True when `model` has a deployment, as of the last list read. */
   isDeployed(model: string): boolean {
     return this.#deployed.has(model);

@@ -4,62 +4,58 @@
  * row in gateway/access/scopes.ts: the scope check runs before these handlers. Model names may
  * hold a slash (`org/name`), taken as they are or percent-encoded, as /v1/models/{id} takes them.
  *
- * Each deployment is answered with a status whose counts the reconciler will fill; it is not
- * written yet, so the status says `reconciler: "not running"` and every count is zero.
+ * Each deployment is answered with its status from the gateway's reconciler: this gateway's own
+ * when it leads, the leader's as published when it follows (gateway/deploy/serverless.ts).
  */
 import type { Context, Hono } from 'hono';
 import { DeploymentInFileError, DeploymentNotFoundError, InvalidDeploymentError, InvalidJsonError, errorBody } from '../errors.ts';
 import type { GatewayEnv } from '../access/scopes.ts';
 import { checkDeployment } from './deployments.ts';
+import type { ReconcilerDeploymentStatus } from './reconciler-options.ts';
 import type { DeploymentStore, StoredDeployment } from './store.ts';
 
-/** The status of a deployment, as the reconciler will keep it. */
-export interface DeploymentStatus {
-  /** `not running` until the reconciler exists (issue 14). */
-  readonly reconciler: 'not running';
-  /** Replicas the reconciler wants now. */
-  readonly wanted: number;
-  /** Replicas whose engine is starting. */
-  readonly starting: number;
-  /** Replicas whose engine is ready and takes calls. */
-  readonly ready: number;
-  /** Replicas draining before their engine stops. */
-  readonly draining: number;
-  /** Start and stop operations waiting for a retry. */
-  readonly pending: readonly unknown[];
-  /** Operations given up on after their attempts, with each attempt's reason. */
-  readonly deadLettered: readonly unknown[];
+/** A deployment's status: the reconciler's (reconciler-options.ts). */
+export type DeploymentStatus = ReconcilerDeploymentStatus;
+
+/** Where the routes read each deployment's status, and whom they tell of a change. */
+export interface DeploymentStatusSource {
+  status(model: string): Promise<DeploymentStatus>;
+  /** A deployment was put or deleted: the reconciler reads the store now rather than at its period. */
+  changed(model: string): void;
 }
 
-/** The status every deployment has while no reconciler runs. */
+/** The status of a deployment no reconciler looks after (a store served without one): all zero. */
 export const IDLE_STATUS: DeploymentStatus = Object.freeze({
-  reconciler: 'not running',
+  reconciler: 'following',
   wanted: 0,
   starting: 0,
   ready: 0,
   draining: 0,
+  replicas: Object.freeze([]),
   pending: Object.freeze([]),
   deadLettered: Object.freeze([]),
+  events: Object.freeze([]),
 });
 
 /** What stands for an engine variable's value in answers: the value may be a credential (HF_TOKEN). */
 export const HIDDEN_ENV_VALUE = '(hidden)';
 
 /** A stored deployment in the API's shape; environment values hidden. */
-export function deploymentAnswer(stored: StoredDeployment): Record<string, unknown> {
+export function deploymentAnswer(stored: StoredDeployment, status: DeploymentStatus = IDLE_STATUS): Record<string, unknown> {
   const { deployment: d, source, updatedAt } = stored;
   const env = Object.fromEntries(Object.keys(d.profile.env).map((name) => [name, HIDDEN_ENV_VALUE]));
-  return { object: 'deployment', id: d.model, ...d, profile: { ...d.profile, env }, source, updatedAt, status: IDLE_STATUS };
+  return { object: 'deployment', id: d.model, ...d, profile: { ...d.profile, env }, source, updatedAt, status };
 }
 
 /** Adds the /v1/deployments routes over `store`. */
-export function registerDeploymentRoutes(app: Hono<GatewayEnv>, store: DeploymentStore): void {
-  app.get('/v1/deployments', async (c) => c.json({ object: 'list', data: (await store.list()).map(deploymentAnswer) }));
+export function registerDeploymentRoutes(app: Hono<GatewayEnv>, store: DeploymentStore, source?: DeploymentStatusSource): void {
+  const answer = async (stored: StoredDeployment) => deploymentAnswer(stored, source ? await source.status(stored.deployment.model) : IDLE_STATUS);
+  app.get('/v1/deployments', async (c) => c.json({ object: 'list', data: await Promise.all((await store.list()).map(answer)) }));
   app.get('/v1/deployments/:model{.+}', async (c) => {
     const model = c.req.param('model');
     const stored = await store.get(model);
     if (!stored) throw notFound(model);
-    return c.json(deploymentAnswer(stored));
+    return c.json(await answer(stored));
   });
   app.put('/v1/deployments/:model{.+}', async (c) => {
     const model = c.req.param('model');
@@ -78,14 +74,16 @@ export function registerDeploymentRoutes(app: Hono<GatewayEnv>, store: Deploymen
     if (problems.length > 0 || checked.kind === 'invalid') return invalid(c, new InvalidDeploymentError(problems));
     const put = await store.put(checked.deployment);
     if (put.kind === 'in-file') throw inFile(model);
+    source?.changed(model);
     const stored = (await store.get(model))!;
-    return c.json(deploymentAnswer(stored), put.kind === 'created' ? 201 : 200);
+    return c.json(await answer(stored), put.kind === 'created' ? 201 : 200);
   });
   app.delete('/v1/deployments/:model{.+}', async (c) => {
     const model = c.req.param('model');
     const deleted = await store.delete(model);
     if (deleted.kind === 'not-found') throw notFound(model);
     if (deleted.kind === 'in-file') throw inFile(model);
+    source?.changed(model);
     return c.body(null, 204);
   });
 }

@@ -2,7 +2,7 @@
  * A cold start over real processes: a gateway with `sim-small` deployed and no runner at all
  * takes a call and a streamed call for it, asks for a replica once, and holds both in the wait
  * queue; only then do a simulated engine and a runner start and register, and both calls
- * succeed carrying x-sluice-cold-start. The reconciler is stood in for by recordingColdStarts.
+ * succeed carrying sluice-cold-start. The reconciler is stood in for by recordingColdStarts.
  */
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';

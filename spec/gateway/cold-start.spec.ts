@@ -124,7 +124,7 @@ async function call(url: string, model = 'm', headers: Record<string, string> = 
 }
 
 describe('cold starts: a call for a deployed model with no runner', () => {
-  it('waits in the queue, asks for a replica, and goes out with the wait in x-sluice-cold-start once a runner registers for the model', async () => {
+  it('waits in the queue, asks for a replica, and goes out with the wait in sluice-cold-start once a runner registers for the model', async () => {
     const s = await setup();
     const answer = call(s.url);
     await eventually(() => s.queue.waiting === 1, 2000, 'the call waiting');

@@ -36,7 +36,7 @@ export interface TracedCall {
   /** Time to the first streamed chunk, ms; undefined when none came. */
   readonly ttftMs?: number;
   readonly totalMs: number;
-  /** The gateway's `x-sluice-cold-start`: ms the call waited for a replica to start. */
+  /** The gateway's `sluice-cold-start`: ms the call waited for a replica to start. */
   readonly coldStartMs?: number;
   /** Why the call failed (an error code, `stream-error`, or the client's error); undefined when it succeeded. */
   readonly error?: string;
@@ -83,7 +83,7 @@ async function oneCall(pool: Pool, origin: number, seq: number): Promise<TracedC
   const body = JSON.stringify({ model: SERVERLESS_MODEL, messages: [{ role: 'user', content: `serverless call ${seq}` }], max_tokens: SERVERLESS_FLEET.outputTokens, stream: true });
   try {
     const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body, headersTimeout: CALL_TIMEOUT_MS, bodyTimeout: CALL_TIMEOUT_MS });
-    const cold = res.headers['x-sluice-cold-start'];
+    const cold = res.headers['sluice-cold-start'];
     const coldStartMs = cold === undefined ? undefined : Number(cold);
     let ttftMs: number | undefined;
     let text = '';

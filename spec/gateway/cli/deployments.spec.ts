@@ -58,7 +58,7 @@ describe('sluice gateway --deployments', () => {
     try {
       const list = await getJson(`${gateway.url}/v1/deployments`, asOperator);
       expect(list.status).toBe(200);
-      expect(list.json.data).toMatchObject([{ model: 'org/m', source: 'file', maxReplicas: 2, runnerLabels: { zone: 'a' }, status: { reconciler: 'not running' } }]);
+      expect(list.json.data).toMatchObject([{ model: 'org/m', source: 'file', maxReplicas: 2, runnerLabels: { zone: 'a' }, status: { reconciler: 'leading', wanted: 0, ready: 0 } }]);
     } finally {
       await gateway.stop('SIGTERM');
     }

@@ -30,7 +30,8 @@ async function send(method: 'PUT' | 'DELETE', url: string, body?: unknown, heade
   return { status: res.statusCode, json: text === '' ? undefined : JSON.parse(text) };
 }
 
-const IDLE = { reconciler: 'not running', wanted: 0, starting: 0, ready: 0, draining: 0, pending: [], deadLettered: [] };
+// No runner takes orders here: the reconciler leads (a memory lease) and wants nothing of a minReplicas 0 deployment.
+const IDLE = { reconciler: 'leading', wanted: 0, starting: 0, ready: 0, draining: 0, replicas: [], pending: [], deadLettered: [], events: [] };
 
 describe('/v1/deployments', () => {
   it('takes a deployment by PUT, answers it on GET and in the list, replaces and deletes it', async () => {
@@ -114,6 +115,10 @@ describe('/v1/deployments', () => {
     expect([put.status, put.json.error.code]).toEqual([409, 'GW_DEPLOYMENT_IN_FILE']);
     const deleted = await send('DELETE', `${url}/v1/deployments/org/filed`);
     expect([deleted.status, deleted.json.error.code]).toEqual([409, 'GW_DEPLOYMENT_IN_FILE']);
-    expect((await getJson(`${url}/v1/deployments/org/filed`, asOperator)).json).toMatchObject({ source: 'file', minReplicas: 1, status: IDLE });
+    // Its minimum wants a replica, and with no runner taking orders the start waits, saying why.
+    const read = (await getJson(`${url}/v1/deployments/org/filed`, asOperator)).json;
+    expect(read).toMatchObject({ source: 'file', minReplicas: 1, status: { reconciler: 'leading', wanted: 1, ready: 0, starting: 0 } });
+    expect(read.status.pending.map((p: { lastReason: string }) => p.lastReason)).toEqual(['no runner fits']);
+    expect(read.status.events.map((e: { reason: string; to: number }) => [e.to, e.reason])).toEqual([[1, 'minReplicas 1']]);
   });
 });

@@ -1,0 +1,149 @@
+/**
+ * The gateway's serverless part, put together: the reconciler over this gateway's registry
+ * (engine orders ride heartbeat answers), the lease and boards that let several gateways share
+ * one fleet, the cold-start questions placement asks, the deployments' metrics, and the status
+ * GET /v1/deployments shows. gateway/server.ts makes one per gateway; the pieces it joins live
+ * beside it in gateway/deploy/.
+ */
+import type { MeterProvider } from '@opentelemetry/api';
+import type { Clock, Logger } from '../../placer/kernel/index.ts';
+import type { ColdStarts } from '../cold-start.ts';
+import type { RunnerRegistry } from '../registry.ts';
+import type { DemandBoard, StatusBoard } from './boards.ts';
+import type { Lease } from './fleet.ts';
+import { MemoryLease } from './lease.ts';
+import { createDeploymentMetrics } from './metrics.ts';
+import type { DeploymentMetrics } from './metrics.ts';
+import type { ReconcilerDeploymentStatus, ReconcilerOptions } from './reconciler-options.ts';
+import { Reconciler } from './reconciler.ts';
+import type { DeploymentStore } from './store.ts';
+
+/**
+ * The reconciler's settings: its tunables (reconciler-options.ts) and, for several gateways on
+ * one Redis, the shared lease and boards (the CLI makes Redis ones from `--store`). Left out,
+ * one gateway's: a lease always held, its own waiting calls, its own status.
+ */
+export interface ReconcilerSettings extends ReconcilerOptions {
+  lease?: Lease;
+  /** Calls waiting for a replica at every gateway; the leader's reconciler reads the sum. */
+  demand?: DemandBoard;
+  /** Where the leader publishes each deployment's status for the other gateways to answer with. */
+  statusBoard?: StatusBoard<ReconcilerDeploymentStatus>;
+}
+
+/** What {@link Serverless} is made from. */
+export interface ServerlessInit {
+  readonly store: DeploymentStore;
+  readonly registry: RunnerRegistry;
+  /** Calls for `model` in this gateway's wait queue now. */
+  readonly waitingFor: (model: string) => number;
+  readonly settings: ReconcilerSettings;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly meterProvider: MeterProvider;
+}
+
+/** Something of the settings the gateway closes with itself, when it has a close. */
+type Closable = { close?: () => Promise<unknown> };
+
+/** One gateway's serverless part; answers placement's {@link ColdStarts} questions. */
+export class Serverless implements ColdStarts {
+  readonly reconciler: Reconciler;
+  readonly #init: ServerlessInit;
+  readonly #demand: DemandBoard | undefined;
+  readonly #statusBoard: StatusBoard<ReconcilerDeploymentStatus> | undefined;
+  #sampler: NodeJS.Timeout | undefined;
+
+  /** @throws GatewayConfigError for a bad reconciler option, naming it. */
+  constructor(init: ServerlessInit) {
+    this.#init = init;
+    const { lease = new MemoryLease(), demand, statusBoard, ...options } = init.settings;
+    this.#demand = demand;
+    this.#statusBoard = statusBoard;
+    let metrics: DeploymentMetrics | undefined;
+    this.reconciler = new Reconciler({
+      ...options,
+      store: init.store,
+      lease,
+      clock: init.clock,
+      logger: init.logger.child({ component: 'reconciler' }),
+      fleet: {
+        runners: () => init.registry.fleet(),
+        // With a demand board, the sum over the gateways (this one's own note included).
+        waiting: demand ? (model) => demand.total(model) : init.waitingFor,
+      },
+      events: (event) => metrics?.record(event),
+    });
+    metrics = createDeploymentMetrics(init.meterProvider, { models: () => this.reconciler.deployedModels(), status: (model) => this.reconciler.status(model) });
+  }
+
+  /** Joins the registry's heartbeat answers and starts the reconciler and the demand sampler. */
+  start(): void {
+    const { registry } = this.#init;
+    registry.setEngineOrders(
+      (runnerId) => this.reconciler.orderFor(runnerId),
+      // A replica turning ready, failed or stopped is news a pass acts on now, not at the period.
+      (_runnerId, hosted) => {
+        if (hosted) this.reconciler.poke(hosted.model);
+      },
+    );
+    this.reconciler.start();
+    this.#sampler = setInterval(() => void this.#tick(), this.reconciler.config.sampleInterval);
+    this.#sampler.unref();
+  }
+
+  /** ColdStarts: a deployment exists for `model`. */
+  deployed(model: string): boolean {
+    return this.reconciler.isDeployed(model);
+  }
+
+  /** ColdStarts: calls wait for a replica of `model`; noted for the other gateways, and a pass now. */
+  wake(model: string): void {
+    void this.#demand?.note(model, this.#init.waitingFor(model));
+    this.reconciler.poke(model);
+  }
+
+  /** A deployment was put or deleted through the API: the reconciler reads the store now. */
+  changed(model: string): void {
+    this.reconciler.poke(model);
+  }
+
+  /**
+   * A deployment's status for GET /v1/deployments: this gateway's own when it leads; else the
+   * leader's, as published, when there is a board and a fresh one; else what this gateway sees.
+   */
+  async status(model: string): Promise<ReconcilerDeploymentStatus> {
+    const own = this.reconciler.status(model);
+    if (own.reconciler === 'leading' || !this.#statusBoard) return own;
+    const published = await this.#statusBoard.read(model).catch(() => undefined);
+    return published ? { ...published, reconciler: 'following' } : own;
+  }
+
+  /** Stops the reconciler (releasing the lease) and closes the shared pieces it was given. */
+  async close(): Promise<void> {
+    clearInterval(this.#sampler);
+    await this.reconciler.close();
+    const { lease, demand, statusBoard } = this.#init.settings;
+    await Promise.all([lease, demand, statusBoard, this.#init.store].map((piece) => (piece as Closable | undefined)?.close?.().catch(() => undefined)));
+  }
+
+  /**
+   * Every sample: note this gateway's waiting calls on the demand board and read the others';
+   * when leading, publish each status, and pass at once for a model whose calls wait (at any
+   * gateway) with no replica starting or ready: a cold start ordered by another gateway's call.
+   */
+  async #tick(): Promise<void> {
+    const models = this.reconciler.deployedModels();
+    const demand = this.#demand;
+    if (demand) {
+      for (const model of models) await demand.note(model, this.#init.waitingFor(model));
+      await demand.refresh();
+    }
+    if (!this.reconciler.leading) return;
+    for (const model of models) {
+      const status = this.reconciler.status(model);
+      if (status.ready + status.starting === 0 && (demand?.total(model) ?? this.#init.waitingFor(model)) > 0) this.reconciler.poke(model);
+      if (this.#statusBoard) await this.#statusBoard.publish(model, status);
+    }
+  }
+}
