@@ -2,7 +2,11 @@
  * `--deployments deployments.json` on `sluice gateway` and `sluice up`: the file is read and
  * checked before the gateway is made, and a bad one stops it with each problem on its own line.
  */
+import type { Logger } from '../../placer/kernel/index.ts';
 import { DeploymentsFileError } from '../errors.ts';
+import type { Deployment } from '../deploy/deployments.ts';
+import type { ReconcilerDeploymentStatus } from '../deploy/reconciler-options.ts';
+import type { ReconcilerSettings } from '../deploy/serverless.ts';
 import type { DeploymentStore } from '../deploy/store.ts';
 import type { Setting } from './settings.ts';
 
@@ -40,26 +44,66 @@ export function reconcilerSettings(values: Record<string, unknown>): Record<stri
   return out;
 }
 
+/** What {@link deploymentsOptions} needs besides the settings. */
+export interface DeploymentsContext {
+  now: () => number;
+  logger: Logger;
+  /** This gateway's id: the reconciler's Redis lease is held under it. */
+  gatewayId: string;
+  /** Where a bad file's problems are written, one a line. @default stderr */
+  write?: (text: string) => void;
+}
+
 /**
- * The deployment store for `values`: with --deployments, one holding the file's deployments
- * (read-only through the API). The CLI prints only an error's first line, so a bad file's
- * problems are written here, one a line, to `write`, and the error thrown sums them up.
+ * The deployment store and the reconciler's settings for `values`. With --deployments, the
+ * store holds the file's deployments (read-only through the API). With a Redis `--store`, API
+ * deployments, the reconciler's lease and its demand and status boards live in that Redis, on one
+ * connection, so every gateway on it shares them and one reconciles. The CLI prints only an
+ * error's first line, so a bad file's problems are written here, one a line, and the error
+ * thrown sums them up.
  * @throws DeploymentsFileError when the file cannot be read or holds an invalid deployment.
  */
-export async function deploymentsOptions(
-  values: Record<string, unknown>,
-  now: () => number,
-  write: (text: string) => void = (text) => void process.stderr.write(text),
-): Promise<{ deployments?: DeploymentStore }> {
+export async function deploymentsOptions(values: Record<string, unknown>, context: DeploymentsContext): Promise<{ deployments?: DeploymentStore; reconciler: ReconcilerSettings }> {
+  const { now, logger, gatewayId, write = (text: string) => void process.stderr.write(text) } = context;
   const file = values.deployments as string | undefined;
-  if (file === undefined) return {};
-  const [{ loadDeploymentsFile }, { MemoryDeploymentStore }] = await Promise.all([import('../deploy/file.ts'), import('../deploy/store.ts')]);
-  try {
-    return { deployments: new MemoryDeploymentStore({ fileDeployments: await loadDeploymentsFile(file), now }) };
-  } catch (error) {
-    if (!(error instanceof DeploymentsFileError)) throw error;
-    for (const problem of error.problems) write(`${problem}\n`);
-    const count = error.problems.length;
-    throw new DeploymentsFileError([`deployments file ${file}: ${count} problem${count === 1 ? '' : 's'}, each on its own line above; the gateway does not start`], { cause: error });
+  const store = values.store as string | undefined;
+  const redis = typeof store === 'string' && store.startsWith('redis://') ? store : undefined;
+  const tunables = reconcilerSettings(values);
+  const deploy = await import('../deploy/index.ts');
+  let fileDeployments: readonly Deployment[] = [];
+  if (file !== undefined) {
+    try {
+      fileDeployments = await deploy.loadDeploymentsFile(file);
+    } catch (error) {
+      if (!(error instanceof DeploymentsFileError)) throw error;
+      for (const problem of error.problems) write(`${problem}\n`);
+      const count = error.problems.length;
+      throw new DeploymentsFileError([`deployments file ${file}: ${count} problem${count === 1 ? '' : 's'}, each on its own line above; the gateway does not start`], { cause: error });
+    }
   }
+  const period = tunables.period ?? deploy.reconcilerDefaults.period;
+  const leaseTtl = values.leaseTtl as number | undefined;
+  if (redis === undefined) {
+    return {
+      ...(file === undefined ? {} : { deployments: new deploy.MemoryDeploymentStore({ fileDeployments, now }) }),
+      reconciler: tunables,
+    };
+  }
+  // One connection for the deployment pieces, made as each would make its own; they leave a
+  // shared client open, so it is closed once, after them.
+  const { openRedis, closeRedis } = await import('../deploy/redis-client.ts');
+  const connection = openRedis({ url: redis }, 'deployments');
+  const client = connection.client;
+  const shared = { client };
+  return {
+    deployments: new deploy.RedisDeploymentStore({ ...shared, fileDeployments, now, logger }),
+    reconciler: {
+      ...tunables,
+      lease: new deploy.RedisLease({ ...shared, gatewayId, logger, ...(leaseTtl === undefined ? {} : { ttl: leaseTtl }) }),
+      demand: new deploy.RedisDemandBoard({ ...shared, gatewayId, logger, now }),
+      statusBoard: new deploy.RedisStatusBoard<ReconcilerDeploymentStatus>({ ...shared, logger, periodMs: period }),
+      onClose: () => closeRedis(connection),
+    },
+  };
+
 }

@@ -128,6 +128,8 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
         logger,
       })
     : undefined;
+  // Made here rather than by the gateway: the reconciler's Redis lease is held under it.
+  const gatewayId = await gatewayIdOf(values);
   const placerGiven = values.placer !== undefined || values.placerOptions !== undefined;
   // One clock for the gateway, its placer and its store's TTLs.
   const clock = gatewayDefaults.clock;
@@ -155,7 +157,8 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
     ...gatewayDataPlaneOptions(values),
     ...(await clientKeysOptions(values, logger, clock)),
-    ...(await deploymentsOptions(values, () => clock.now())),
+    gatewayId,
+    ...(await deploymentsOptions(values, { now: () => clock.now(), logger, gatewayId })),
     logger,
   };
 }
@@ -196,10 +199,11 @@ export const gateway: Command = {
     logLevel,
   ],
   async run({ values, env, logger }) {
-    const gatewayId = await gatewayIdOf(values);
+    const options = await gatewayOptions(values, logger);
+    const gatewayId = options.gatewayId!;
     const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
     const { createGateway } = await import('../server.ts');
-    const gw = createGateway({ ...(await gatewayOptions(values, logger)), gatewayId, runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
+    const gw = createGateway({ ...options, runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
     const stopReloading = await reloadRunnerTokensOnHangup(values.runnerTokenFile as string | undefined, gw, logger);
     const { url, port } = await gw.listen(values.port as number, values.host as string);
     await keepOperatorToken(gw.config, port, env, logger);

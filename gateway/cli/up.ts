@@ -9,7 +9,7 @@ import { reportListening, startService } from './processes.ts';
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
 import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';
-import { accessSettings, detachedSettings, gatewayIdOf, gatewayOptions, gatewaySettings } from './gateway-command.ts';
+import { accessSettings, detachedSettings, gatewayOptions, gatewaySettings } from './gateway-command.ts';
 import { runner } from './runner-command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { simSettings } from './sim-command.ts';
@@ -28,6 +28,13 @@ export const up: Command = {
     // How many pairs to start is this command's own choice, so it keeps its default here.
     { key: 'runners', type: 'integer', default: 2, description: 'how many runner + simulated engine pairs to start' },
     { ...slots, description: 'slots per runner' },
+    {
+      key: 'serverless',
+      type: 'boolean',
+      default: false,
+      description:
+        'start the runners with no engine and deploy the simulated model at 0 to --runners replicas: the first call waits while an engine starts (a cold start), a burst scales it out, and idle it goes back to zero (docs/operations.md, "Serverless")',
+    },
     ...simSettings,
     ...gatewaySettings,
     ...detachedSettings,
@@ -54,6 +61,7 @@ export const up: Command = {
         return [flagOf(key), Array.isArray(value) ? value.join(',') : String(value)];
       });
     try {
+      if (values.serverless === true) return await upServerless(values, env, logger, redact, children, stopChildren, level, flags);
       const simArgs = flags(simSettings.map((setting) => setting.key));
       const engines = await Promise.all(
         Array.from({ length: count }, (_, i) =>
@@ -72,7 +80,7 @@ export const up: Command = {
         ),
       );
       children.push(...runners);
-      const gatewayId = await gatewayIdOf(values);
+      const gatewayId = options.gatewayId!;
       const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
       const { createGateway } = await import('../server.ts');
       const gw = createGateway({ ...options, callSecret, gatewayId, runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
@@ -107,4 +115,75 @@ function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
   for (const name of Object.keys(copy)) if (name.startsWith('SLUICE_') || name === 'PORT') delete copy[name];
   return copy;
+}
+
+/** How a `sluice up --serverless` deployment scales: back to zero a minute after its last call. */
+const SERVERLESS_DEPLOYMENT = Object.freeze({ targetConcurrency: 4, scaleDownDelay: 60_000 });
+
+/**
+ * `sluice up --serverless`: the gateway first, with registration on loopback and a deployment of
+ * the simulated model (unless --deployments already has one), then runners with no engine that
+ * register with it and wait for the reconciler's orders.
+ */
+async function upServerless(
+  values: Record<string, unknown>,
+  env: NodeJS.ProcessEnv,
+  logger: Parameters<Command['run']>[0]['logger'],
+  redact: (text: string) => string,
+  children: ChildService[],
+  stopChildren: () => Promise<unknown>,
+  level: string,
+  flags: (keys: readonly string[]) => string[],
+): Promise<() => Promise<void>> {
+  const count = values.runners as number;
+  const model = ((values.model as string[] | undefined) ?? simEngineDefaults.models)[0]!;
+  const options = await gatewayOptions(values, logger);
+  const { MemoryDeploymentStore, checkDeployment } = await import('../deploy/index.ts');
+  const deployments = options.deployments ?? new MemoryDeploymentStore();
+  if (!(await deployments.get(model))) {
+    // The engine flags given to up go to every engine the reconciler starts; --model names the deployment.
+    const args = flags(simSettings.map((setting) => setting.key).filter((key) => key !== 'model'));
+    const checked = checkDeployment({ model, profile: { kind: 'sim', args }, minReplicas: 0, maxReplicas: count, ...SERVERLESS_DEPLOYMENT });
+    if (checked.kind === 'invalid') throw new SettingsError(checked.problems.join('; '));
+    await deployments.put(checked.deployment);
+  }
+  // The runners are this process's children on loopback: a token and a call secret of this run's,
+  // in their environment (never argv, which any local user can read).
+  const runnerToken = randomBytes(24).toString('base64url');
+  const callSecret = options.callSecret ?? randomBytes(32).toString('base64url');
+  const gatewayId = options.gatewayId!;
+  const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
+  const { createGateway } = await import('../server.ts');
+  const gw = createGateway({
+    ...options,
+    deployments,
+    callSecret,
+    gatewayId,
+    runnerTokens: [runnerToken, ...(options.runnerTokens ?? [])],
+    runnerNetworks: ['127.0.0.0/8', ...(options.runnerNetworks ?? [])],
+    renderMetrics: telemetry.render,
+  });
+  const { url, port } = await gw.listen(values.port as number, values.host as string);
+  const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };
+  const runners = await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      startService(['runner', '--port', '0', '--gateway', url, '--id', `runner-${i + 1}`, ...flags(['slots']), '--log-level', level], { stdio: 'inherit', env: runnerEnv }),
+    ),
+  );
+  children.push(...runners);
+  const tokenFile = await keepOperatorToken(gw.config, port, env, logger);
+  reportListening(url);
+  const auth = tokenFile ? ` -H "authorization: Bearer $(cat ${tokenFile})"` : '';
+  const banner =
+    `\nsluice is up at ${url}, serverless: ${count} runners with no engine, and ${model} deployed at 0 to ${count} replicas.\n` +
+    `The first call starts an engine (a cold start, in the sluice-cold-start header); a minute after the last one it stops. Try:\n` +
+    `  curl -si ${url}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${model}","messages":[{"role":"user","content":"hi"}]}'\n` +
+    (auth ? `  curl -s ${url}/v1/deployments/${encodeURIComponent(model)}${auth}\n` : '') +
+    'Ctrl-C stops everything.\n\n';
+  process.stdout.write(redact(banner));
+  return async () => {
+    await gw.close();
+    await stopChildren();
+    await telemetry.shutdown();
+  };
 }

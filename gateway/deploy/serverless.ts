@@ -29,6 +29,8 @@ export interface ReconcilerSettings extends ReconcilerOptions {
   demand?: DemandBoard;
   /** Where the leader publishes each deployment's status for the other gateways to answer with. */
   statusBoard?: StatusBoard<ReconcilerDeploymentStatus>;
+  /** Called when the gateway closes, after the pieces above: the CLI closes the Redis connection they share. */
+  onClose?: () => Promise<void>;
 }
 
 /** What {@link Serverless} is made from. */
@@ -53,12 +55,15 @@ export class Serverless implements ColdStarts {
   readonly #demand: DemandBoard | undefined;
   readonly #statusBoard: StatusBoard<ReconcilerDeploymentStatus> | undefined;
   #sampler: NodeJS.Timeout | undefined;
+  readonly #lease: Lease;
+  #renewedAt = -Infinity;
 
   /** @throws GatewayConfigError for a bad reconciler option, naming it. */
   constructor(init: ServerlessInit) {
     this.#init = init;
-    const { lease = new MemoryLease(), demand, statusBoard, ...options } = init.settings;
+    const { lease = new MemoryLease(), demand, statusBoard, onClose: _onClose, ...options } = init.settings;
     this.#demand = demand;
+    this.#lease = lease;
     this.#statusBoard = statusBoard;
     let metrics: DeploymentMetrics | undefined;
     this.reconciler = new Reconciler({
@@ -125,14 +130,23 @@ export class Serverless implements ColdStarts {
     await this.reconciler.close();
     const { lease, demand, statusBoard } = this.#init.settings;
     await Promise.all([lease, demand, statusBoard, this.#init.store].map((piece) => (piece as Closable | undefined)?.close?.().catch(() => undefined)));
+    await this.#init.settings.onClose?.().catch(() => undefined);
   }
 
   /**
-   * Every sample: note this gateway's waiting calls on the demand board and read the others';
+   * Every sample: renew the lease when due; note this gateway's waiting calls on the demand board and read the others';
    * when leading, publish each status, and pass at once for a model whose calls wait (at any
    * gateway) with no replica starting or ready: a cold start ordered by another gateway's call.
    */
   async #tick(): Promise<void> {
+    // The lease is renewed three times a ttl, whatever the pass period, so a leader keeps it
+    // between passes and a follower takes it within a ttl of the leader's death; a change of
+    // hands is acted on by a pass now (the pass holds the lease again and adopts the fleet).
+    const now = this.#init.clock.now();
+    if (now - this.#renewedAt >= this.#lease.ttl / 3) {
+      this.#renewedAt = now;
+      if ((await this.#lease.hold()) !== this.reconciler.leading) this.reconciler.poke('');
+    }
     const models = this.reconciler.deployedModels();
     const demand = this.#demand;
     if (demand) {
