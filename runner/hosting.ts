@@ -11,7 +11,7 @@
  *
  * An ordered engine is never restarted here: the reconciler retries a failed start with backoff,
  * on another runner where one fits, which a local restart loop would only delay. `stopped` and
- * `failed` are reported until the next order, so a gateway that missed a beat still learns how
+ * `failed` are reported until the next order (a null clears them: no engine is reported then), so a gateway that missed a beat still learns how
  * the replica ended.
  */
 import { createServer } from 'node:net';
@@ -68,6 +68,8 @@ export class Hosting {
   #hosted: Hosted | undefined;
   /** The last order read: undefined before any, null for none. */
   #wanted: EngineOrder | null | undefined;
+  /** The last order read was null while a failed or stopped engine was reported: forget it. */
+  #clearAsked = false;
   #closed = false;
   /** The drain bound close() asked for; the option's until then. */
   #drainTimeout: number | undefined;
@@ -93,6 +95,12 @@ export class Hosting {
     if (this.#closed) return;
     const before = this.#wanted;
     this.#wanted = host;
+    // A null read while a failed or stopped engine is reported answers that report: the gateway
+    // has seen how the replica ended, so the runner stops reporting it and is free. (The null
+    // that brings a stop is read while the engine still runs: its `stopped` is beaten to the
+    // gateways first and cleared by the null that answers that beat.)
+    const state = this.#hosted?.report.state;
+    this.#clearAsked = host === null && (state === 'failed' || state === 'stopped');
     // Orders repeat in every answer: logged when they change.
     if (before === undefined || (before?.replica ?? null) !== (host?.replica ?? null)) {
       this.#log.info('engine order read', host ? { replica: host.replica, model: host.model, kind: host.profile.kind } : { replica: null });
@@ -134,14 +142,15 @@ export class Hosting {
   }
 
   /** What the next step would do, or undefined when the hosted engine matches the order. */
-  #next(): 'stop' | 'launch' | undefined {
+  #next(): 'stop' | 'launch' | 'clear' | undefined {
     const want = this.#closed ? null : this.#wanted;
     if (want === undefined) return undefined;
     const state = this.#hosted?.report.state;
     const active = state === 'starting' || state === 'ready';
     if (want !== null && this.#hosted?.order.replica === want.replica) return undefined;
     if (active) return 'stop';
-    return want === null ? undefined : 'launch';
+    if (want === null) return this.#clearAsked && (state === 'failed' || state === 'stopped') ? 'clear' : undefined;
+    return 'launch';
   }
 
   #pending(): boolean {
@@ -153,6 +162,7 @@ export class Hosting {
     const next = this.#next();
     if (next === 'stop') await this.#stop();
     else if (next === 'launch') await this.#launch(this.#wanted!);
+    else if (next === 'clear') await this.#clear();
     return next !== undefined;
   }
 
@@ -188,6 +198,20 @@ export class Hosting {
     if (slots.inUse > 0) this.#log.warn('hosted engine drain timeout, stopping it under running calls', { replica: order.replica, inFlight: slots.inUse, drainTimeout });
     await engine.unload();
     this.#set(order, 'stopped');
+  }
+
+  /** Forgets a failed or stopped engine: its adapter and supervisor go, and no engine is reported. */
+  async #clear(): Promise<void> {
+    const order = this.#hosted!.order;
+    await this.#options.engine.unload();
+    this.#hosted = undefined;
+    this.#clearAsked = false;
+    this.#log.info('hosted engine cleared', { replica: order.replica, model: order.model });
+    try {
+      this.#options.changed();
+    } catch (error) {
+      this.#log.warn('hosted engine change listener threw', { error: error as Error });
+    }
   }
 
   /** Follows the engine process: ready once its adapter lists models, failed at its first failure. */

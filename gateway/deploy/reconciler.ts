@@ -205,10 +205,20 @@ export class Reconciler {
     const { fleet, clock } = this.#deps;
     const now = clock.now();
     const runners = fleet.runners();
-    for (const model of this.#deployed.keys()) {
+    for (const [model, { deployment }] of this.#deployed) {
       let concurrency = fleet.waiting(model);
-      for (const r of runners) if (r.hosted?.model === model && r.hosted.state !== 'stopped') concurrency += r.slotsInUse;
-      this.#scaler(model).sample(now, concurrency);
+      let ready = 0;
+      for (const r of runners) {
+        if (r.hosted?.model !== model || r.hosted.state === 'stopped') continue;
+        concurrency += r.slotsInUse;
+        if (r.hosted.state === 'ready') ready++;
+      }
+      const scaler = this.#scaler(model);
+      scaler.sample(now, concurrency);
+      // A burst past the panic threshold is acted on now, not at the next period's pass.
+      const panic = scaler.average(now, this.#config.panicWindow);
+      const under = (this.#wanted.get(model) ?? 0) < deployment.maxReplicas;
+      if (this.#leading && under && panic >= this.#config.panicThreshold * deployment.targetConcurrency * Math.max(ready, 1)) this.poke(model);
     }
   }
 
@@ -496,7 +506,8 @@ export class Reconciler {
   #occupants(runners: readonly FleetRunner[]): Map<string, Occupant> {
     const occupants = new Map<string, Occupant>();
     for (const r of runners) {
-      if (r.hosted && r.hosted.state !== 'stopped') occupants.set(r.id, { replica: r.hosted.replica, model: r.hosted.model, how: 'hosted' });
+      // A failed or stopped engine holds nothing: the runner launches the next order over it.
+      if (r.hosted && r.hosted.state !== 'stopped' && r.hosted.state !== 'failed') occupants.set(r.id, { replica: r.hosted.replica, model: r.hosted.model, how: 'hosted' });
     }
     for (const [runner, { order }] of this.#orders) if (!occupants.has(runner)) occupants.set(runner, { replica: order.replica, model: order.model, how: 'ordered' });
     return occupants;

@@ -438,3 +438,45 @@ describe('Reconciler: timers and options', () => {
     expect(replicaId('meta-llama/Llama-3.1-8B-Instruct', () => 0)).toBe('llama-3-1-8b-instruct-00000000');
   });
 });
+
+describe('Reconciler: a runner still reporting how its replica ended', () => {
+  it('orders the retry onto a runner that still reports the failed replica: a failed engine holds nothing', async () => {
+    const { clock, fleet, store, reconciler } = setup([runner('r1')], { startBackoffBase: 1_000, startBackoffCap: 1_000 });
+    await store.put(deployment('m', { minReplicas: 1, maxReplicas: 1 }));
+    await reconciler.pass();
+    const first = reconciler.orderFor('r1')!;
+    host(fleet.list[0]!, 'm', first.replica, 'failed', clock.now(), { reason: 'the engine exited with code 1' });
+    await reconciler.pass();
+    expect(reconciler.orderFor('r1')).toBeNull();
+    // The runner reports the failure until it reads that null: the retry must not wait on it.
+    clock.advance(1_000);
+    await reconciler.pass();
+    const second = reconciler.orderFor('r1');
+    expect(second?.replica).toBeDefined();
+    expect(second!.replica).not.toBe(first.replica);
+    expect(reconciler.status('m').unplaced).toBeUndefined();
+  });
+});
+
+describe('Reconciler: a burst between passes', () => {
+  it('asks for a pass at a sample past the panic threshold, not at the next period', async () => {
+    const { clock, fleet, store, reconciler, timers } = setup([runner('r1'), runner('r2')]);
+    await store.put(deployment('m', { minReplicas: 1, maxReplicas: 2, targetConcurrency: 1 }));
+    await reconciler.pass();
+    obey(fleet, reconciler, clock.now());
+    await reconciler.pass();
+    const busy = fleet.list.find((r) => r.hosted)!;
+    // One ready replica at target 1: a concurrency of 1 is no panic, 3 is (threshold 2).
+    busy.slotsInUse = 1;
+    clock.advance(1_000);
+    reconciler.sample();
+    expect(timers.delays).not.toContain(0);
+    busy.slotsInUse = 3;
+    clock.advance(1_000);
+    reconciler.sample();
+    expect(timers.delays).toContain(0);
+    timers.fire(0);
+    await reconciler.pass();
+    expect(reconciler.status('m').wanted).toBe(2);
+  });
+});
