@@ -20,7 +20,7 @@ export const deploymentSettings: readonly Setting[] = [
   },
   { key: 'reconcilePeriod', type: 'duration', description: 'time between reconciler passes (a call for a model with no ready replica brings one at once)', defaultText: '30s' },
   { key: 'scaleStableWindow', type: 'duration', description: 'window the reconciler averages concurrent calls over to size a deployment', defaultText: '60s' },
-  { key: 'scalePanicWindow', type: 'duration', description: 'short window that scales a deployment up at once on a burst (at twice its target)', defaultText: '6s' },
+  { key: 'scalePanicWindow', type: 'duration', description: 'short window that scales a deployment up at once on a burst (at twice its target); concurrency is sampled every second, or six times a window shorter than 6s', defaultText: '6s' },
   { key: 'startBackoff', type: 'duration', description: 'wait before retrying a failed replica start; doubles each attempt', defaultText: '30s' },
   { key: 'startBackoffCap', type: 'duration', description: 'longest wait between replica start attempts', defaultText: '15m' },
   { key: 'startAttempts', type: 'integer', description: 'replica start attempts before the operation goes to the dead-letter list', defaultText: '10' },
@@ -41,6 +41,9 @@ const RECONCILER_KEYS = {
 export function reconcilerSettings(values: Record<string, unknown>): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [key, option] of Object.entries(RECONCILER_KEYS)) if (values[key] !== undefined) out[option] = values[key] as number;
+  // Concurrency is sampled every second, or six times a panic window shorter than six seconds
+  // (the default window holds six samples), so a short window still averages several.
+  if (out.panicWindow !== undefined && out.panicWindow < 6_000) out.sampleInterval = Math.max(10, Math.floor(out.panicWindow / 6));
   return out;
 }
 

@@ -87,9 +87,10 @@ export class Serverless implements ColdStarts {
     const { registry } = this.#init;
     registry.setEngineOrders(
       (runnerId) => this.reconciler.orderFor(runnerId),
-      // A replica turning ready, failed or stopped is news a pass acts on now, not at the period.
+      // A replica turning ready (its start timed) or failed (its retry) is news a pass acts on
+      // now; a drain or a stop is not, so scale-down keeps its pace of one replica a pass.
       (_runnerId, hosted) => {
-        if (hosted) this.reconciler.poke(hosted.model);
+        if (hosted?.state === 'ready' || hosted?.state === 'failed') this.reconciler.poke(hosted.model);
       },
     );
     this.reconciler.start();
