@@ -33,7 +33,7 @@ export const up: Command = {
       type: 'boolean',
       default: false,
       description:
-        'start the runners with no engine and deploy the simulated model at 0 to --runners replicas: the first call waits while an engine starts (a cold start), a burst scales it out, and idle it goes back to zero (docs/operations.md, "Serverless")',
+        'start the runners with no engine and deploy the simulated model at 0 to --runners replicas: the first call waits while an engine starts (a cold start), a burst scales it out, and idle it goes back to zero (docs/operations.md, "Deployments")',
     },
     ...simSettings,
     ...gatewaySettings,

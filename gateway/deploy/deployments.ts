@@ -1,7 +1,7 @@
 /**
  * Deployments: per model, what engine to launch and how many replicas of it to keep. A
- * deployment is data only; the reconciler that acts on it (issue 14's later slice) is not
- * written yet, so nothing starts or stops an engine from a deployment today.
+ * deployment is data; the reconciler (reconciler.ts) acts on it, ordering engines onto the
+ * runners that take orders.
  *
  * Validation returns every problem found, one line each, naming the model and the field, so an
  * operator fixes a file in one pass. Messages never quote `profile.args` or `profile.env` values:
