@@ -143,7 +143,7 @@ describe('resolveBenchOptions', () => {
 describe('runBench', () => {
   const ctx = { env: {}, logger: createJsonLogger({ level: 'silent' }) };
   it('throws UnknownScenarioError listing the scenarios when the name is unknown', async () => {
-    await expect(runBench(['nope'], {}, ctx)).rejects.toThrow(new UnknownScenarioError('unknown scenario "nope"; scenarios: overhead, streaming, placement, scale, memory, simulate, soak'));
+    await expect(runBench(['nope'], {}, ctx)).rejects.toThrow(new UnknownScenarioError('unknown scenario "nope"; scenarios: overhead, streaming, placement, scale, memory, simulate, soak, serverless'));
   });
   it('throws UnknownScenarioError when no scenario is named', async () => {
     await expect(runBench([], {}, ctx)).rejects.toThrow(UnknownScenarioError);

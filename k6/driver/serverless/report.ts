@@ -45,7 +45,7 @@ export function summarizeServerless(calls: readonly TracedCall[], samples: reado
     const from = Math.max(0, s.ms);
     const to = Math.min(traceMs, samples[i + 1]?.ms ?? traceMs);
     const held = s.starting + s.ready + s.draining;
-    peak = Math.max(peak, held);
+    if (s.ms <= traceMs) peak = Math.max(peak, held);
     if (to > from) replicaMs += held * (to - from);
   }
   const gpuSeconds = (replicaMs / 1000) * gpusPerReplica;
