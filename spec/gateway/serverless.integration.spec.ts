@@ -255,3 +255,19 @@ describe('serverless: two gateways on one redis-server', () => {
     expect((await streamed(survivor)).status).toBe(200);
   }, 120_000);
 });
+
+describe('sluice up --serverless', () => {
+  it('starts runners with no engine and the simulated model at zero, and the first call starts one', async () => {
+    const up = await startService(['up', '--serverless', '--port', '0', '--runners', '1', '--startup-delay-ms', '300', ...quiet], { env: operatorEnv() });
+    started.push(up);
+    const deployments = await getJson(`${up.url}/v1/deployments`, asOperator);
+    expect(deployments.json.data).toMatchObject([{ model: 'sim-small', minReplicas: 0, maxReplicas: 1, profile: { kind: 'sim', args: ['--startup-delay-ms', '300'] } }]);
+    await eventually(async () => (await getJson(`${up.url}/v1/runners`, asOperator)).json.data.length === 1, 30_000, 'the runner registered');
+    expect((await getJson(`${up.url}/v1/deployments/sim-small`, asOperator)).json.status).toMatchObject({ ready: 0, starting: 0 });
+    const res = await request(`${up.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hi' }] }) });
+    expect(res.statusCode).toBe(200);
+    await res.body.text();
+    expect(Number(res.headers['sluice-cold-start'])).toBeGreaterThanOrEqual(300);
+    expect((await getJson(`${up.url}/v1/deployments/sim-small`, asOperator)).json.status).toMatchObject({ ready: 1 });
+  }, 60_000);
+});
