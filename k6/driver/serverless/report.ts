@@ -85,7 +85,7 @@ export function formatServerless(f: ServerlessFigures): string {
     [[f.gpuSeconds.toFixed(1), f.alwaysOnGpuSeconds.toFixed(1), `${(f.share * 100).toFixed(1)} %`, `< ${GPU_SHARE_GOAL * 100} % ${f.goals.gpuShare ? 'met' : 'MISSED'}`, String(f.peakReplicas)]],
   );
   const calls = formatTable(
-    ['calls', 'failed', 'waited for a cold start', 'cold-start wait p50', 'max', 'ttft waited p50', 'ttft warm p50', 'added ttft p50'],
+    ['calls', 'failed', 'waited for a cold start', 'cold-start wait p50 ms', 'max ms', 'ttft waited p50 ms', 'ttft warm p50 ms', 'added ttft p50 ms'],
     [[String(f.calls), `${f.failed}${f.goals.noFailedCall ? '' : ' (goal: none)'}`, String(f.waited), d(f.coldStartWait, 'p50'), d(f.coldStartWait, 'max'), d(f.ttftWaited, 'p50'), d(f.ttftWarm, 'p50'), f.addedTtftP50 === undefined ? '-' : formatMs(f.addedTtftP50)]],
   );
   const failures = Object.entries(f.failures).map(([code, n]) => `  ${code}: ${n}`).join('\n');
