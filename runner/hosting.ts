@@ -300,7 +300,7 @@ function failureReason(change: EngineStateChange, startTimeout: number): string 
  * Text fit for the wire's one-line fields: control characters (an engine's colours, tabs, a
  * stray carriage return) become spaces, and the text is cut to {@link REGISTRATION_LIMITS}.outputLine.
  */
-export function oneLine(text: string): string {
+function oneLine(text: string): string {
   const max = REGISTRATION_LIMITS.outputLine;
   const flat = text.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').replace(/[\x00-\x1f\x7f]/g, ' ');
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;

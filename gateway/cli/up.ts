@@ -94,11 +94,7 @@ export const up: Command = {
         (tokenFile ? `  curl -s ${url}/v1/runners -H "authorization: Bearer $(cat ${tokenFile})"\n` : '') +
         'Ctrl-C stops everything.\n\n';
       process.stdout.write(redact(banner));
-      return async () => {
-        await gw.close();
-        await stopChildren();
-        await telemetry.shutdown();
-      };
+      return stopAll(gw, stopChildren, telemetry);
     } catch (error) {
       await stopChildren();
       throw error;
@@ -181,6 +177,11 @@ async function upServerless(
     (auth ? `  curl -s ${url}/v1/deployments/${encodeURIComponent(model)}${auth}\n` : '') +
     'Ctrl-C stops everything.\n\n';
   process.stdout.write(redact(banner));
+  return stopAll(gw, stopChildren, telemetry);
+}
+
+/** How `up` stops: the gateway first (it drains), then its children, then telemetry. */
+function stopAll(gw: { close(): Promise<void> }, stopChildren: () => Promise<unknown>, telemetry: { shutdown(): Promise<void> }): () => Promise<void> {
   return async () => {
     await gw.close();
     await stopChildren();

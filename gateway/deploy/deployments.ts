@@ -10,28 +10,17 @@
 import { show } from '../../placer/kernel/index.ts';
 import { KIND_RULES, PROFILE_KINDS } from '../../runner/engines/argv.ts';
 import type { ProfileKind } from '../../runner/engines/argv.ts';
+import type { OrderedProfile } from '../../runner/protocol.ts';
 
 /**
- * The engine to launch for a deployment: the runner's profile (runner/engines/profile.ts) without
- * what only the chosen runner knows. The port is optional (the runner picks a free one) and the
- * GPUs are either indices or a count the runner satisfies from its free GPUs.
+ * The engine to launch for a deployment: what its replicas are ordered with (the wire's
+ * OrderedProfile, runner/protocol/registration.ts, whose fields say what each holds and its
+ * default), of a kind the runners know. The port is optional (the runner picks a free one) and
+ * the GPUs are either indices or a count the runner satisfies from its free GPUs.
  */
-export interface DeploymentProfile {
+export interface DeploymentProfile extends OrderedProfile {
+  /** One of the runner's profile kinds; checked here, so a runner is never ordered an unknown one. */
   readonly kind: ProfileKind;
-  /** What the engine loads: a Hugging Face id, a local path, an ollama tag. @default the deployment's model */
-  readonly model: string;
-  /** GPU indices on the runner, or how many GPUs it must have free. @default 0 */
-  readonly gpus: readonly number[] | number;
-  /** Port the engine listens on; absent, the runner picks a free one. */
-  readonly port?: number;
-  /** Executable; absent, the kind's default on the runner's PATH. */
-  readonly binary?: string;
-  /** Extra engine arguments, after the ones the runner sets. @default [] */
-  readonly args: readonly string[];
-  /** Environment variables set over the runner's own. @default {} */
-  readonly env: Readonly<Record<string, string>>;
-  /** How long the engine may take to become ready, in ms. @default the kind's (runner/engines/argv.ts) */
-  readonly startTimeout?: number;
 }
 
 /** A deployment that passed {@link checkDeployment}, with defaults applied; frozen. */

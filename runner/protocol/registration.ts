@@ -86,15 +86,21 @@ export interface Capacity {
  * `port` is absent, and free GPUs when `gpus` is a count.
  */
 export interface OrderedProfile {
+  /** The engine kind (runner/engines/argv.ts's profile kinds). */
   readonly kind: string;
+  /** What the engine loads: a Hugging Face id, a local path, an ollama tag. */
   readonly model: string;
   /** GPU indices on the runner, or how many of its free GPUs to take. */
   readonly gpus: readonly number[] | number;
+  /** Port the engine listens on; absent, the runner picks a free one. */
   readonly port?: number;
+  /** Executable; absent, the kind's default on the runner's PATH. */
   readonly binary?: string;
+  /** Extra engine arguments, after the ones the runner sets. */
   readonly args: readonly string[];
+  /** Environment variables set over the runner's own. */
   readonly env: Readonly<Record<string, string>>;
-  /** ms the engine may take to become ready; absent, the kind's default. */
+  /** ms the engine may take to become ready; absent, the kind's default (runner/engines/argv.ts). */
   readonly startTimeout?: number;
 }
 
