@@ -159,12 +159,15 @@ export function createGateway(options: GatewayOptions): Gateway {
   registerKeyRoutes(app, ring);
   registerDeploymentRoutes(app, config.deployments, serverless);
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
-  app.get('/v1/models', (c) => c.json({ object: 'list', data: pool.models().map(model) }));
+  // The models runners serve, and the deployed ones: a call for one of those is served too,
+  // after a cold start, so a client that checks the list first finds it.
+  const listed = (): string[] => [...new Set([...pool.models(), ...(serverless?.reconciler.deployedModels() ?? [])])].sort();
+  app.get('/v1/models', (c) => c.json({ object: 'list', data: listed().map(model) }));
   // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
   app.get('/v1/models/:id{.+}', (c) => {
     const id = c.req.param('id');
-    if (pool.serves(id) !== 'yes') {
-      return errorResponse(c, new UnknownModelError(`model ${JSON.stringify(id)} is not served by any runner; GET /v1/models lists the models`));
+    if (pool.serves(id) !== 'yes' && !serverless?.deployed(id)) {
+      return errorResponse(c, new UnknownModelError(`model ${JSON.stringify(id)} is not served by any runner nor deployed; GET /v1/models lists the models`));
     }
     return c.json(model(id));
   });

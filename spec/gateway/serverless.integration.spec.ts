@@ -129,6 +129,9 @@ describe('serverless: one gateway, runners with no engine', () => {
     await registered(gw, 2);
     expect(await status(gw)).toMatchObject({ reconciler: 'leading', wanted: 0, ready: 0, starting: 0 });
     expect(await enginePids(runners)).toEqual([]);
+    // Listed while no runner serves it: a client that checks the list first finds it.
+    expect((await getJson(`${gw.url}/v1/models`)).json.data.map((m: { id: string }) => m.id)).toContain(MODEL);
+    expect((await getJson(`${gw.url}/v1/models/${MODEL}`)).status).toBe(200);
 
     const first = await streamed(gw);
     expect(first.status).toBe(200);
