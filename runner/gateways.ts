@@ -6,7 +6,7 @@ import type { Logger } from '../placer/kernel/index.ts';
 import type { RunnerConfig } from './options.ts';
 import { GatewayRegistration } from './registration.ts';
 import type { RegistrationTimers } from './registration.ts';
-import type { EngineOrder, RunnerStatus } from './protocol.ts';
+import type { EngineOrder, HostedEngine, RunnerStatus } from './protocol.ts';
 
 /** What the registrations need from their runner. */
 export interface Membership {
@@ -20,7 +20,7 @@ export interface Membership {
   /** Runs when a gateway asks this runner to drain. */
   onDrainRequested(): void;
   /** Takes the engine orders gateways send; absent for a runner that takes none. */
-  onHostOrder?: (host: EngineOrder | null) => void;
+  onHostOrder?: (host: EngineOrder | null, answered: HostedEngine | undefined) => void;
 }
 
 /**

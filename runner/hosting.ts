@@ -91,16 +91,16 @@ export class Hosting {
    * nothing. The same replica again changes nothing; another one drains and stops the hosted
    * engine first. Work runs in the background; {@link Hosting.settled} waits for it.
    */
-  order(host: EngineOrder | null): void {
+  order(host: EngineOrder | null, answered?: HostedEngine): void {
     if (this.#closed) return;
     const before = this.#wanted;
     this.#wanted = host;
-    // A null read while a failed or stopped engine is reported answers that report: the gateway
-    // has seen how the replica ended, so the runner stops reporting it and is free. (The null
-    // that brings a stop is read while the engine still runs: its `stopped` is beaten to the
-    // gateways first and cleared by the null that answers that beat.)
-    const state = this.#hosted?.report.state;
-    this.#clearAsked = host === null && (state === 'failed' || state === 'stopped');
+    // A null answering a beat that reported the engine failed or stopped: the gateway has seen
+    // how the replica ended, so the runner stops reporting it and is free. A null answering an
+    // earlier beat (the engine still draining when it was sent) clears nothing.
+    const now = this.#hosted?.report;
+    this.#clearAsked =
+      host === null && now !== undefined && (now.state === 'failed' || now.state === 'stopped') && answered?.replica === now.replica && answered.state === now.state;
     // Orders repeat in every answer: logged when they change.
     if (before === undefined || (before?.replica ?? null) !== (host?.replica ?? null)) {
       this.#log.info('engine order read', host ? { replica: host.replica, model: host.model, kind: host.profile.kind } : { replica: null });

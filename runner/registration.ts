@@ -11,7 +11,7 @@ import { checksFor, fullJitterBackoff, rule, silentLogger } from '../placer/kern
 import { RunnerConfigError } from './errors.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol.ts';
 import { parseEngineOrder } from './protocol.ts';
-import type { EngineOrder, HeartbeatAnswer, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol.ts';
+import type { EngineOrder, HeartbeatAnswer, HostedEngine, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol.ts';
 
 /** First backoff step after a failure, ms; doubled per failure in a row. */
 export const BACKOFF_BASE_MS = 500;
@@ -51,10 +51,11 @@ export interface GatewayRegistrationOptions {
   onDrainRequested?: () => void;
   /**
    * Called with every heartbeat answer that carries `host` (an engine order, or null for none),
-   * checked; a bad order is logged and dropped. Without it, `host` is not read at all: a runner
-   * with an engine of its own takes no orders.
+   * checked, and the hosted engine the beat it answers reported; a bad order is logged and
+   * dropped. Without it, `host` is not read at all: a runner with an engine of its own takes no
+   * orders.
    */
-  onHostOrder?: (host: EngineOrder | null) => void;
+  onHostOrder?: (host: EngineOrder | null, answered: HostedEngine | undefined) => void;
   /** Limit on connecting, and on waiting for each answer, ms. @default see registrationDefaults */
   requestTimeout?: number;
   /** @default see registrationDefaults */
@@ -200,7 +201,7 @@ export class GatewayRegistration {
       const said = answer.json as Partial<HeartbeatAnswer> | undefined;
       // Before scheduling: the drain's (or the order's) beatNow() then turns the next beat into an immediate one.
       if (said?.drain === true) this.#drainRequested();
-      if (said && typeof said === 'object' && 'host' in said && this.#options.onHostOrder) this.#hostOrdered(said.host);
+      if (said && typeof said === 'object' && 'host' in said && this.#options.onHostOrder) this.#hostOrdered(said.host, status.hosted);
       this.#schedule(this.#beatSoon ? 0 : this.#interval);
       this.#beatSoon = false;
       return;
@@ -240,14 +241,14 @@ export class GatewayRegistration {
   }
 
   /** Checks a `host` and hands it on; only the reconciling gateway sends one, so any that comes is obeyed. */
-  #hostOrdered(host: unknown): void {
+  #hostOrdered(host: unknown, answered: HostedEngine | undefined): void {
     const parsed = parseEngineOrder(host);
     if (parsed.kind === 'invalid') {
       this.#log.warn('gateway sent an invalid engine order, ignored', { problem: parsed.message });
       return;
     }
     try {
-      this.#options.onHostOrder?.(parsed.value);
+      this.#options.onHostOrder?.(parsed.value, answered);
     } catch (error) {
       this.#log.error('engine order callback failed', { error: error as Error });
     }

