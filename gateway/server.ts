@@ -22,6 +22,7 @@ import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 import { LbAgent } from './agent.ts';
 import { waitQueueFor } from './placement.ts';
 import { registerCallRoutes } from './call-routes.ts';
+import { registerDashboardRoutes } from './dashboard/routes.ts';
 import { registerDeploymentRoutes } from './deploy/routes.ts';
 import { Serverless } from './deploy/serverless.ts';
 import type { ColdStarts } from './cold-start.ts';
@@ -158,6 +159,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   registerRunnerRoutes(app, fleet, registry, config.clock);
   registerKeyRoutes(app, ring);
   registerDeploymentRoutes(app, config.deployments, serverless);
+  registerDashboardRoutes(app);
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   app.get('/v1/models', (c) => c.json({ object: 'list', data: pool.models().map(model) }));
   // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
