@@ -79,7 +79,9 @@ const runnerId = (index: number) => new URL(fleet.nodes[index]!.runner.url).host
 
 async function shoot(name: string): Promise<string> {
   const path = join(shots, name);
-  await page.screenshot({ path, fullPage: true });
+  // Without the focus ring a keyboard step left, and as tall as the content.
+  await page.evaluate(() => (globalThis as any).document.activeElement?.blur());
+  await page.locator('body').screenshot({ path });
   console.log(`dashboard screenshot: ${path}`);
   return path;
 }
