@@ -102,6 +102,8 @@ describe('the dashboard in a browser', () => {
     // Load is in-flight calls over the slots the runner last reported.
     expect(await runnerCell(runnerId(1), 'Load')).toMatch(/^0 \/ [1-9]\d*$/);
     expect(await page.evaluate(() => (globalThis as any).sessionStorage.getItem('sluice.dashboard.operatorToken'))).toBe(OPERATOR_TOKEN);
+    // Not in storage that outlives the tab.
+    expect(await page.evaluate(() => (globalThis as any).localStorage.length)).toBe(0);
     // Never in the address bar.
     expect(page.url()).not.toContain(OPERATOR_TOKEN);
   });
@@ -159,6 +161,31 @@ describe('the dashboard in a browser', () => {
     expect(await runnerCell(runnerId(1), 'Health')).toBe('down');
     expect(await runnerCell(runnerId(0), 'State')).toBe('live');
     await shoot('dashboard-unreachable.png');
+  });
+
+  it('forgets the token on request, and asks again for one the gateway refuses', async () => {
+    // A page of its own: Chromium logs the refused reads (401) as console errors, expected here only.
+    const other = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const errors: string[] = [];
+    other.on('console', (message) => message.type() === 'error' && errors.push(`console: ${message.text()} (${message.location().url})`));
+    other.on('pageerror', (error) => errors.push(`page error: ${error.message}`));
+    try {
+      await other.goto(`${fleet.gateway.url}/dashboard`);
+      await other.locator('#token').fill(OPERATOR_TOKEN);
+      await other.locator('#token').press('Enter');
+      await other.locator('#forget').click();
+      await other.locator('#token').waitFor({ state: 'visible' });
+      expect(await other.evaluate(() => (globalThis as any).sessionStorage.length)).toBe(0);
+      await other.locator('#token').fill('not-the-operator-token-0123456789');
+      await other.locator('#token').press('Enter');
+      await eventually(async () => (await other.locator('#login-error').innerText()).includes('refused the token'), 5000, 'the refusal on the page');
+      expect(await other.locator('#panels').isHidden()).toBe(true);
+      expect(await other.evaluate(() => (globalThis as any).sessionStorage.length)).toBe(0);
+      expect(errors.length).toBeGreaterThan(0);
+      expect(errors.filter((line) => !expected(line) && !/^console: Failed to load resource: .* 401 /.test(line))).toEqual([]);
+    } finally {
+      await other.close();
+    }
   });
 
   it('had no console error and no page error all along', () => {

@@ -13,6 +13,8 @@
   const rates = [];
   let timer;
   let shown = '';
+  /** Bumped at each start and stop, so that a read still in flight from before draws nothing. */
+  let run = 0;
 
   function token() {
     try {
@@ -28,6 +30,7 @@
   }
 
   function showLogin(message) {
+    run++;
     clearTimeout(timer);
     $('panels').hidden = true;
     $('forget').hidden = true;
@@ -233,8 +236,9 @@
     ['v1/deployments', drawDeployments],
   ];
 
-  async function tick() {
+  async function tick(mine) {
     const results = await Promise.allSettled(PANELS.map(([path]) => read(path)));
+    if (mine !== run) return;
     const refused = results.find((r) => r.status === 'rejected' && r.reason instanceof Refused);
     if (refused) {
       try {
@@ -256,13 +260,13 @@
     } else {
       setStatus(`Not all figures are current (${failed.join('; ')}); trying again every second.`);
     }
-    timer = setTimeout(tick, POLL_MS);
+    timer = setTimeout(tick, POLL_MS, mine);
   }
 
   function start() {
     showPanels();
     clearTimeout(timer);
-    tick();
+    tick(++run);
   }
 
   document.addEventListener('DOMContentLoaded', () => {
