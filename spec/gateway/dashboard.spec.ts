@@ -1,7 +1,8 @@
 /**
  * The dashboard's routes on an in-process gateway: the page and its files are public and carry
  * a policy that lets them load nothing but the gateway's own files and routes; the figures stay
- * behind the operator token. The page itself, in a browser, is dashboard.integration.spec.ts's.
+ * behind the operator token; and the two fields GET /v1/runners gained for the page (slots, a
+ * hosted engine). The page itself, in a browser, is dashboard.integration.spec.ts's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DASHBOARD_FILES } from '../../gateway/dashboard/routes.ts';
@@ -9,12 +10,16 @@ import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
 import { ROUTE_SCOPES } from '../../gateway/access/scopes.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
-import { OPERATOR_TOKEN, asOperator, getJson } from '../support/fleet.ts';
+import { REGISTER_PATH } from '../../runner/protocol.ts';
+import type { RunnerRegistration } from '../../runner/protocol.ts';
+import { OPERATOR_TOKEN, asOperator, getJson, postJson } from '../support/fleet.ts';
+
+const RUNNER_TOKEN = 'dashboard-spec-runner-token-0123456789';
 
 let gateway: Gateway;
 let url: string;
 beforeAll(async () => {
-  gateway = createGateway({ runnerToken: 'dashboard-spec-runner-token-0123456789', operatorTokens: [OPERATOR_TOKEN], logger: createJsonLogger({ level: 'error', write: () => {} }) });
+  gateway = createGateway({ runnerToken: RUNNER_TOKEN, runnerNetworks: ['127.0.0.0/8'], operatorTokens: [OPERATOR_TOKEN], logger: createJsonLogger({ level: 'error', write: () => {} }) });
   url = (await gateway.listen()).url;
 });
 afterAll(() => gateway?.close());
@@ -69,5 +74,40 @@ describe('the dashboard routes', () => {
 
   it('answers 404 for a path under /dashboard that is not one of its files', async () => {
     expect((await getJson(`${url}/dashboard/secrets.json`)).status).toBe(404);
+  });
+});
+
+describe('what GET /v1/runners gives the dashboard', () => {
+  it("shows a runner's slots, and the state of the engine a deployment ordered it to host", async () => {
+    const registration: RunnerRegistration = {
+      id: 'dash-r1',
+      url: 'http://127.0.0.1:9',
+      version: 'test',
+      engines: [],
+      models: [],
+      slots: 3,
+      gpus: { gpus: [], source: 'none' },
+      ready: false,
+      load: { slotsInUse: 1, slots: 3, queue: 0, models: {} },
+      capacity: { labels: {}, freeGpus: [], engineKinds: ['sim'], orders: true },
+      hosted: { replica: 'sim-small-1', model: 'sim-small', state: 'starting', since: 1 },
+    };
+    expect((await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration), { authorization: `Bearer ${RUNNER_TOKEN}` })).status).toBe(200);
+    const runner = (await getJson(`${url}/v1/runners`, asOperator)).json.data.find((r: { id: string }) => r.id === 'dash-r1');
+    expect(runner.slots).toBe(3);
+    expect(runner.engine).toEqual({ replica: 'sim-small-1', model: 'sim-small', state: 'starting' });
+  });
+
+  it('leaves both out while nothing reported them: a static runner that never answered a probe has no slots and no engine', async () => {
+    const gw = createGateway({ runners: ['http://127.0.0.1:9'], operatorTokens: [OPERATOR_TOKEN], statusInterval: 3_600_000, logger: createJsonLogger({ level: 'error', write: () => {} }) });
+    const base = (await gw.listen()).url;
+    try {
+      const [runner] = (await getJson(`${base}/v1/runners`, asOperator)).json.data;
+      expect(runner.id).toBe('127.0.0.1:9');
+      expect('slots' in runner).toBe(false);
+      expect('engine' in runner).toBe(false);
+    } finally {
+      await gw.close();
+    }
   });
 });
