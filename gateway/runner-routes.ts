@@ -7,7 +7,7 @@
 import type { Context, Hono } from 'hono';
 import type { Clock } from '../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
-import type { Capacity } from '../runner/protocol.ts';
+import type { Capacity, HostedEngine } from '../runner/protocol.ts';
 import type { GatewayEnv } from './access/scopes.ts';
 import { BodyTooLargeError, InvalidDrainError, InvalidJsonError, RunnerNotFoundError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
@@ -29,8 +29,11 @@ function tokenOf(c: Context<GatewayEnv>): number {
   return caller.token;
 }
 
-/** What GET /v1/runners shows of one runner; `capacity` is what a registered runner last said it could host. */
-function runnerView(runner: RunnerEntry, now: number, capacity: Capacity | undefined): Record<string, unknown> {
+/**
+ * What GET /v1/runners shows of one runner; `capacity` is what a registered runner last said it
+ * could host, `hosted` the ordered engine it said it hosts (its state: starting, ready, ...).
+ */
+function runnerView(runner: RunnerEntry, now: number, capacity: Capacity | undefined, hosted?: HostedEngine): Record<string, unknown> {
   const reg = runner.registration;
   const state = reg
     ? reg.drainRequested ? 'drain-requested' : reg.draining ? 'draining' : reg.state
@@ -44,6 +47,8 @@ function runnerView(runner: RunnerEntry, now: number, capacity: Capacity | undef
     placeable: runner.placeable(),
     models: runner.health.models ?? [],
     inFlight: runner.inFlight,
+    // The calls it can run at once, as it last reported (heartbeat or status probe); absent until then.
+    slots: runner.load().slots,
     // What this gateway saw when it last called or probed the runner: `hung` when it took a
     // connection and said nothing (passed over until a probe gets an answer), `down` when it
     // refused one (passed over for a second).
@@ -56,6 +61,7 @@ function runnerView(runner: RunnerEntry, now: number, capacity: Capacity | undef
           load: reg.report?.load,
           loadAgeMs: reg.report ? Math.round(now - reg.report.at) : undefined,
           ...(capacity ? { labels: capacity.labels, freeGpus: capacity.freeGpus, engineKinds: capacity.engineKinds } : {}),
+          ...(hosted ? { engine: { replica: hosted.replica, model: hosted.model, state: hosted.state } } : {}),
           ...(runner.health.reachable ? {} : { lastError: runner.health.lastError }),
         }
       : { lastError: runner.health.lastError }),
@@ -96,11 +102,11 @@ export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, reg
     const id = c.req.param('id');
     if (!registry.requestDrain(id)) throw unknownRunner(id);
     const runner = pool.get(id)!;
-    return c.json(runnerView(runner, clock.now(), registry.capacity(runner)), 202);
+    return c.json(runnerView(runner, clock.now(), registry.capacity(runner), registry.hosted(runner)), 202);
   });
   app.get('/v1/runners', (c) => {
     const now = clock.now();
-    return c.json({ object: 'list', data: pool.runnerList.map((r) => runnerView(r, now, registry.capacity(r))) });
+    return c.json({ object: 'list', data: pool.runnerList.map((r) => runnerView(r, now, registry.capacity(r), registry.hosted(r))) });
   });
 }
 

@@ -22,6 +22,7 @@ import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 import { LbAgent } from './agent.ts';
 import { waitQueueFor } from './placement.ts';
 import { registerCallRoutes } from './call-routes.ts';
+import { registerDashboardRoutes } from './dashboard/routes.ts';
 import { registerDeploymentRoutes } from './deploy/routes.ts';
 import { Serverless } from './deploy/serverless.ts';
 import type { ColdStarts } from './cold-start.ts';
@@ -158,6 +159,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   registerRunnerRoutes(app, fleet, registry, config.clock);
   registerKeyRoutes(app, ring);
   registerDeploymentRoutes(app, config.deployments, serverless);
+  registerDashboardRoutes(app);
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   // The models runners serve, and the deployed ones: a call for one of those is served too,
   // after a cold start, so a client that checks the list first finds it.

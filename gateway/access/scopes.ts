@@ -3,7 +3,7 @@
  * {@link ROUTE_SCOPES}; the gateway refuses to start with a route the table does not name, so a
  * new route cannot be added without deciding who may call it.
  *
- * - `public`: anyone (health probes).
+ * - `public`: anyone (health probes, the dashboard's page, which holds no data).
  * - `client`: inference calls and the caller's own detached calls, with a client key, or with
  *   nothing while the gateway is open to clients (no keys configured and none required).
  * - `operator`: fleet control, the runner list, the queue, metrics, keys, deployments.
@@ -109,6 +109,10 @@ export const ROUTE_SCOPES: readonly RouteScope[] = [
   { method: 'DELETE', path: '/v1/deployments/:model{.+}', scope: 'operator' },
   { method: 'GET', path: '/healthz', scope: 'public' },
   { method: 'GET', path: '/readyz', scope: 'public' },
+  // The dashboard's page, style and script hold no data: its figures come from the operator routes above.
+  { method: 'GET', path: '/dashboard', scope: 'public' },
+  { method: 'GET', path: '/dashboard/dashboard.css', scope: 'public' },
+  { method: 'GET', path: '/dashboard/dashboard.js', scope: 'public' },
 ];
 
 /** The gateway's Hono environment: Node's request and response, and who is calling. */

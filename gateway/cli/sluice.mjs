@@ -15,7 +15,8 @@ function newestSource() {
     // A deployment may ship the build without the sources: nothing there can be newer.
     if (!existsSync(new URL(`${dir}/`, root))) continue;
     for (const name of readdirSync(new URL(`${dir}/`, root), { recursive: true })) {
-      if (!name.endsWith('.ts')) continue;
+      // The dashboard's page, style and script are copied into the build as they are: sources too.
+      if (!name.endsWith('.ts') && !name.startsWith('dashboard/static/')) continue;
       newest = Math.max(newest, statSync(new URL(`${dir}/${name}`, root)).mtimeMs);
     }
   }

@@ -1,0 +1,299 @@
+// The sluice dashboard's script: asks for the operator token once, then reads the gateway's
+// operator routes every second and draws what they say. Plain DOM, no framework; every value from
+// the gateway is set as text (never as markup), since runner ids and model names come from runners.
+'use strict';
+(() => {
+  /** Where the token is kept: this tab's session storage, gone when the tab closes. */
+  const TOKEN_KEY = 'sluice.dashboard.operatorToken';
+  const POLL_MS = 1000;
+  /** Readings of calls per second kept for the chart (about two minutes). */
+  const RATE_READINGS = 120;
+
+  const $ = (id) => document.getElementById(id);
+  const rates = [];
+  let timer;
+  let shown = '';
+  /** Bumped at each start and stop, so that a read still in flight from before draws nothing. */
+  let run = 0;
+
+  function token() {
+    try {
+      return sessionStorage.getItem(TOKEN_KEY) || '';
+    } catch {
+      return '';
+    }
+  }
+
+  function setStatus(text) {
+    // Only changes are written, so that a screen reader hears a change, not a tick a second.
+    if (text !== shown) $('status').textContent = shown = text;
+  }
+
+  function showLogin(message) {
+    run++;
+    clearTimeout(timer);
+    $('panels').hidden = true;
+    $('forget').hidden = true;
+    $('login').hidden = false;
+    $('login-error').textContent = message || '';
+    $('updated').textContent = '';
+    setStatus('Waiting for the operator token.');
+    $('token').focus();
+  }
+
+  function showPanels() {
+    $('login').hidden = true;
+    $('panels').hidden = false;
+    $('forget').hidden = false;
+  }
+
+  class Refused extends Error {}
+
+  /** GETs a gateway route (relative to this page) with the token; 404 reads as null. */
+  async function read(path) {
+    const res = await fetch(path, { headers: { authorization: `Bearer ${token()}`, accept: 'application/json' }, cache: 'no-store' });
+    if (res.status === 401 || res.status === 403) throw new Refused(`the gateway refused the token on ${path} (${res.status})`);
+    if (res.status === 404) return null;
+    if (!res.ok) throw new Error(`${path} answered ${res.status}`);
+    return res.json();
+  }
+
+  // ---- drawing helpers ----
+
+  function cell(text, className) {
+    const td = document.createElement('td');
+    td.textContent = text === undefined || text === null || text === '' ? '—' : String(text);
+    if (className) td.className = className;
+    return td;
+  }
+
+  function stateCell(value) {
+    const td = cell(value, 'state');
+    if (value !== undefined && value !== null) td.classList.add(`state-${String(value).replace(/[^a-z-]/gi, '')}`);
+    return td;
+  }
+
+  function fill(tbody, rows, columns, emptyText) {
+    const out = rows.map((cells) => {
+      const tr = document.createElement('tr');
+      tr.append(...cells);
+      return tr;
+    });
+    if (out.length === 0) {
+      const tr = document.createElement('tr');
+      tr.className = 'none';
+      const td = cell(emptyText);
+      td.colSpan = columns;
+      tr.append(td);
+      out.push(tr);
+    }
+    tbody.replaceChildren(...out);
+  }
+
+  const num = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+  const fixed = (v, digits) => (num(v) === undefined ? undefined : Number(v.toFixed(digits)).toLocaleString('en'));
+  const ms = (v) => (num(v) === undefined ? undefined : v < 1000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`);
+
+  /** A small line chart: one polyline per series of numbers, scaled to the largest value. */
+  function chart(series, label) {
+    const NS = 'http://www.w3.org/2000/svg';
+    const width = 300;
+    const height = 60;
+    const svg = document.createElementNS(NS, 'svg');
+    svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+    svg.setAttribute('preserveAspectRatio', 'none');
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', label);
+    const title = document.createElementNS(NS, 'title');
+    title.textContent = label;
+    svg.append(title);
+    const longest = Math.max(2, ...series.map((s) => s.values.length));
+    const top = Math.max(1e-9, ...series.flatMap((s) => s.values.filter((v) => num(v) !== undefined)));
+    for (const s of series) {
+      const points = [];
+      s.values.forEach((v, i) => {
+        if (num(v) === undefined) return;
+        const x = (i / (longest - 1)) * width;
+        const y = height - 2 - (v / top) * (height - 4);
+        points.push(`${x.toFixed(1)},${y.toFixed(1)}`);
+      });
+      if (points.length === 0) continue;
+      const line = document.createElementNS(NS, 'polyline');
+      line.setAttribute('class', `line ${s.className || ''}`);
+      line.setAttribute('points', points.length === 1 ? `${points[0]} ${points[0]}` : points.join(' '));
+      svg.append(line);
+    }
+    return svg;
+  }
+
+  // ---- panels ----
+
+  function drawRunners(list) {
+    const runners = Array.isArray(list?.data) ? list.data : [];
+    $('runners-count').textContent = `(${runners.length})`;
+    const rows = runners.map((r) => {
+      const slots = num(r.slots) ?? num(r.load?.slots);
+      const load = `${num(r.inFlight) ?? 0} / ${slots ?? '?'}`;
+      const heartbeat = num(r.lastHeartbeatAgeMs) === undefined ? (r.source === 'static' ? 'probed' : undefined) : `${ms(r.lastHeartbeatAgeMs)} ago`;
+      const engine = r.engine ? [r.engine.model, r.engine.state].filter(Boolean).join(': ') : undefined;
+      const id = cell(r.id);
+      id.title = r.url || '';
+      return [
+        id,
+        stateCell(r.state),
+        stateCell(r.health),
+        stateCell(r.breaker),
+        stateCell(r.ready ? 'yes' : 'no'),
+        cell(load, 'num'),
+        cell(Array.isArray(r.models) ? r.models.join(', ') : undefined),
+        cell(heartbeat),
+        cell(engine),
+      ];
+    });
+    const tbody = $('runners').tBodies[0];
+    fill(tbody, rows, 9, 'No runners.');
+    // The row of each runner names it, so a script or a spec can find it.
+    [...tbody.rows].forEach((tr, i) => runners[i] && tr.setAttribute('data-runner', String(runners[i].id)));
+  }
+
+  function drawStats(stats) {
+    const calls = stats?.calls;
+    $('calls-empty').hidden = Boolean(calls);
+    $('calls-data').hidden = !calls;
+    const models = stats && typeof stats.models === 'object' && stats.models ? Object.entries(stats.models) : [];
+    if (calls) {
+      $('calls-total').textContent = fixed(num(calls.total) ?? 0, 0);
+      $('calls-rate').textContent = fixed(num(calls.perSecond) ?? 0, 2);
+      $('calls-window').textContent = num(stats.windowSeconds) === undefined ? '—' : `${stats.windowSeconds} s`;
+      rates.push(num(calls.perSecond) ?? 0);
+      if (rates.length > RATE_READINGS) rates.shift();
+      $('calls-chart').replaceChildren(chart([{ values: rates }], `Calls per second over the last ${rates.length} readings, now ${fixed(rates.at(-1), 2)}`));
+      const counts = (o) => Object.entries(o && typeof o === 'object' ? o : {}).sort((a, b) => b[1] - a[1]);
+      fill($('outcomes').tBodies[0], counts(calls.byOutcome).map(([k, v]) => [cell(k), cell(fixed(v, 0), 'num')]), 2, 'No calls yet.');
+      fill($('errors').tBodies[0], counts(stats.errors?.byCode).map(([k, v]) => [cell(k), cell(fixed(v, 0), 'num')]), 2, 'No errors.');
+    }
+    $('ttft-empty').hidden = models.length > 0;
+    $('ttft').replaceChildren(
+      ...models.map(([model, m]) => {
+        const figure = document.createElement('figure');
+        const h = document.createElement('h3');
+        h.textContent = model;
+        const series = Array.isArray(m?.series) ? m.series : [];
+        const div = document.createElement('div');
+        div.className = 'chart';
+        const now = `p50 ${ms(m?.ttftMs?.p50) ?? '—'}, p90 ${ms(m?.ttftMs?.p90) ?? '—'}`;
+        if (series.length === 0) {
+          div.className = 'empty';
+          div.textContent = 'No data yet.';
+        } else {
+          div.append(chart([{ values: series.map((p) => p.p50) }, { values: series.map((p) => p.p90), className: 'p90' }], `Time to first token of ${model}: ${now}`));
+        }
+        const caption = document.createElement('figcaption');
+        const p50 = document.createElement('span');
+        p50.className = 'legend-p50';
+        p50.textContent = `p50 ${ms(m?.ttftMs?.p50) ?? '—'}`;
+        const p90 = document.createElement('span');
+        p90.className = 'legend-p90';
+        p90.textContent = `p90 ${ms(m?.ttftMs?.p90) ?? '—'}`;
+        caption.append(p50, ' · ', p90, ` over the last ${series.length} points`);
+        figure.append(h, div, caption);
+        return figure;
+      }),
+    );
+  }
+
+  function drawQueue(queue) {
+    const models = Array.isArray(queue?.models) ? queue.models : [];
+    $('queue-count').textContent = `(${num(queue?.waiting) ?? 0} waiting)`;
+    fill(
+      $('queue').tBodies[0],
+      models.map((q) => [cell(q.model || '(invoke)'), cell(q.priority), cell(q.waiting, 'num'), cell(ms(q.oldestWaitMs), 'num')]),
+      4,
+      'Nothing waiting.',
+    );
+  }
+
+  function drawDeployments(list) {
+    const deployments = Array.isArray(list?.data) ? list.data : [];
+    fill(
+      $('deployments').tBodies[0],
+      deployments.map((d) => {
+        const s = d.status || {};
+        return [cell(d.id ?? d.model), cell(s.wanted, 'num'), cell(s.starting, 'num'), cell(s.ready, 'num'), cell(s.draining, 'num'), cell(s.reconciler)];
+      }),
+      6,
+      list === null ? 'No data: this gateway does not answer GET /v1/deployments.' : 'No deployments.',
+    );
+  }
+
+  // ---- the loop ----
+
+  /** The routes read each second, and what draws each: a panel whose route fails keeps its last figures. */
+  const PANELS = [
+    ['v1/runners', drawRunners],
+    ['v1/stats', drawStats],
+    ['v1/queue', drawQueue],
+    ['v1/deployments', drawDeployments],
+  ];
+
+  async function tick(mine) {
+    const results = await Promise.allSettled(PANELS.map(([path]) => read(path)));
+    if (mine !== run) return;
+    const refused = results.find((r) => r.status === 'rejected' && r.reason instanceof Refused);
+    if (refused) {
+      try {
+        sessionStorage.removeItem(TOKEN_KEY);
+      } catch {
+        // Storage may be off; the token was not kept then.
+      }
+      showLogin(`${refused.reason.message}. Check the operator token.`);
+      return;
+    }
+    const failed = [];
+    results.forEach((r, i) => {
+      if (r.status === 'fulfilled') PANELS[i][1](r.value);
+      else failed.push(r.reason instanceof Error ? r.reason.message : String(r.reason));
+    });
+    if (failed.length === 0) {
+      setStatus('Live: read every second.');
+      $('updated').textContent = `Updated ${new Date().toLocaleTimeString('en-GB')}`;
+    } else {
+      setStatus(`Not all figures are current (${failed.join('; ')}); trying again every second.`);
+    }
+    timer = setTimeout(tick, POLL_MS, mine);
+  }
+
+  function start() {
+    showPanels();
+    clearTimeout(timer);
+    tick(++run);
+  }
+
+  document.addEventListener('DOMContentLoaded', () => {
+    $('login-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      const value = $('token').value.trim();
+      if (!value) return;
+      try {
+        sessionStorage.setItem(TOKEN_KEY, value);
+      } catch {
+        $('login-error').textContent = 'This browser keeps no session storage here; the token cannot be kept.';
+        return;
+      }
+      $('token').value = '';
+      start();
+      // The form is gone: the focus goes to the first panel, not to a hidden field.
+      $('runners-title').focus();
+    });
+    $('forget').addEventListener('click', () => {
+      try {
+        sessionStorage.removeItem(TOKEN_KEY);
+      } catch {
+        // Nothing kept: nothing to forget.
+      }
+      showLogin('');
+    });
+    if (token()) start();
+    else showLogin('');
+  });
+})();
