@@ -372,7 +372,8 @@ export class LbAgent {
     // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
     keyCall?.watch(placed.response.body);
     const relayed = await relaying;
-    traceOfResponse(out)?.relayEnded(relayed.status, relayed.error);
+    // A client that left is not the relay's failure.
+    traceOfResponse(out)?.relayEnded(relayed.status, relayed.outcome === 'cancelled' ? undefined : relayed.error);
     m.running.add(-1);
     const totalMs = this.#config.clock.now() - call.startedAt;
     const { outcome, status, execMs, error } = relayed;

@@ -20,7 +20,7 @@
  * the routed path (never the raw target, see gateway/front.ts), ids, the model, sizes and codes.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, isSpanContextValid, propagation, trace } from '@opentelemetry/api';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
 import { SluiceError } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
@@ -44,7 +44,14 @@ const byCall = new WeakMap<object, CallTrace>();
 export function startCallTrace(incoming: IncomingMessage, out: ServerResponse, path: string): CallTrace | undefined {
   const parent = propagation.extract(ROOT_CONTEXT, incoming.headers);
   const span = tracer.startSpan('sluice.call', { kind: SpanKind.SERVER }, parent);
-  if (!span.isRecording()) return undefined;
+  if (!span.isRecording()) {
+    // A sampler said no (the no-op API's span has no context of its own): the decision travels
+    // on in the forwarded headers, so a runner's parent-based sampler does not start a trace of
+    // its own for this call.
+    const own = span.spanContext();
+    if (isSpanContextValid(own) && own.spanId !== trace.getSpanContext(parent)?.spanId) propagation.inject(trace.setSpan(parent, span), incoming.headers);
+    return undefined;
+  }
   span.setAttributes({
     'http.request.method': incoming.method ?? 'POST',
     'url.path': path,

@@ -200,6 +200,20 @@ describe('call tracing', () => {
     expect(named('sluice.runner.call')).toHaveLength(1);
   });
 
+  it('records nothing of a call its sampler dropped, and tells the runner so in traceparent', async () => {
+    const seen: IncomingHttpHeaders[] = [];
+    const good = await runner(await engine(seen), 'good-runner');
+    const gw = await gateway([good]);
+    // A client's unsampled context: the SDK's default sampler follows its parent.
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody(), { traceparent: `00-${traceId}-00f067aa0ba902b7-00` });
+    expect(answer.status).toBe(200);
+    expect(exporter.getFinishedSpans()).toEqual([]);
+    // The gateway's own (unrecorded) span is the parent the runner and engine hear of, still unsampled.
+    expect(seen[0]?.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
+    expect(seen[0]?.traceparent).not.toContain('00f067aa0ba902b7');
+  });
+
   it('records the queue wait and marks the call and placement failed with the sluice code when no runner takes it', async () => {
     const busy = await runner(await engine([], true), 'busy-runner');
     const gw = await gateway([busy], { placerTimeout: 300 });
