@@ -10,7 +10,7 @@ import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { runnerDataPlaneOptions, runnerDataPlaneSettings } from './data-plane.ts';
 import { SLUICE_BIN, reportListening } from './processes.ts';
 import { SettingsError } from './settings.ts';
-import { startTelemetry } from './telemetry.ts';
+import { startTelemetry, tracesExporter } from './telemetry.ts';
 
 /** Settings whose defaults are runnerDefaults'. */
 const r = settingsOf(runnerDefaults);
@@ -51,8 +51,12 @@ export const runner: Command = {
     logLevel,
   ],
   async run({ values, env, logger }) {
-    // Traces, when OTEL_* variables ask for them (telemetry.ts); the runner's spans are children of the gateway's.
-    const telemetry = await startTelemetry(env, { name: 'sluice-runner', ...(values.id === undefined ? {} : { instanceId: String(values.id) }) });
+    // Traces, when OTEL_* variables ask for them (telemetry.ts); the runner's spans are children
+    // of the gateway's. The runner exports nothing else, so without traces the SDK is not loaded.
+    const telemetry =
+      tracesExporter(env) === 'none'
+        ? { shutdown: async () => {} }
+        : await startTelemetry(env, { name: 'sluice-runner', ...(values.id === undefined ? {} : { instanceId: String(values.id) }) });
     const [{ createRunner }, { readSecretLines }] = await Promise.all([import('../../runner/server.ts'), import('../access/secrets.ts')]);
     const tokenFile = values.runnerTokenFile as string | undefined;
     if (tokenFile !== undefined && values.runnerToken !== undefined) throw new SettingsError('give --runner-token or --runner-token-file, not both');
