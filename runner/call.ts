@@ -45,6 +45,7 @@ import type { Reply } from './reply.ts';
 import type { Slots } from './slots.ts';
 import type { CallCounts } from './status.ts';
 import { startRunnerTrace } from './tracing.ts';
+import type { RunnerTrace } from './tracing.ts';
 
 /** What the call path needs from its runner. */
 export interface CallPathContext {
@@ -66,12 +67,8 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
   const { config, engine, log, counts } = ctx;
   // Undefined unless tracing is on and the call sampled: then nothing below records anything.
   const runnerTrace = startRunnerTrace(req, res, config.id);
-  const busy = (reason: BusyReason): void => {
-    runnerTrace?.span.setAttribute('sluice.runner.busy', reason);
-    ctx.busy(res, reason);
-  };
   const admission = admit(ctx);
-  if (admission.kind === 'busy') return busy(admission.reason);
+  if (admission.kind === 'busy') return answerBusy(ctx, res, runnerTrace, admission.reason);
   const release = admission.release;
 
   const received = performance.now();
@@ -84,7 +81,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
   if (late()) {
     release();
     log.warn('call read after a stall; answered busy', { call: callId, fn, stalledMs: Math.round(ctx.stalled()) });
-    return busy('late');
+    return answerBusy(ctx, res, runnerTrace, 'late');
   }
   const controller = new AbortController();
   res.once('close', () => {
@@ -119,7 +116,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
   if (late() || (responseTimeout !== undefined && performance.now() - received >= responseTimeout)) {
     release();
     log.warn('call reached the engine step after a stall; answered busy', { call: callId, fn, stalledMs: Math.round(ctx.stalled()) });
-    return busy('late');
+    return answerBusy(ctx, res, runnerTrace, 'late');
   }
 
   const keepalive =
@@ -164,14 +161,15 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     });
   } catch (error) {
     clearTimeout(acceptance);
-    runnerTrace?.engineEnded(error as Error);
+    // A call the gateway gave up is not the engine's failure: its span ends when `res` closes.
     if (controller.signal.aborted && !timedOut()) return;
+    runnerTrace?.engineEnded(error as Error);
     if (isConnectError(error) && !committed()) {
       // The engine never saw the call: nothing ran, so another runner may take it.
       engine.markUnreachable(error as Error);
       release();
       stopKeepalive();
-      return busy('engine-unreachable');
+      return answerBusy(ctx, res, runnerTrace, 'engine-unreachable');
     }
     counts.failed++;
     log.warn('engine failed before answering', { call: callId, fn, error: error as Error });
@@ -190,7 +188,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     if (!committed()) {
       release();
       stopKeepalive();
-      return busy('engine-busy');
+      return answerBusy(ctx, res, runnerTrace, 'engine-busy');
     }
     // A detached call past its accept window already has its 202: its result is the refusal.
     counts.failed++;
@@ -219,6 +217,12 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     log.warn('engine failed mid-response', { call: callId, fn, code, error });
     reply.end({ ...timing(), [ERROR_TRAILER]: code });
   });
+}
+
+/** Answers busy for `reason`, and says why on the call's span when it is traced. */
+function answerBusy(ctx: CallPathContext, res: ServerResponse, runnerTrace: RunnerTrace | undefined, reason: BusyReason): void {
+  runnerTrace?.span.setAttribute('sluice.runner.busy', reason);
+  ctx.busy(res, reason);
 }
 
 /** A positive whole number of ms from a header, or undefined when absent or malformed. */
