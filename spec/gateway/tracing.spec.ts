@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createGateway } from '../../gateway/server.ts';
 import type { GatewayOptions } from '../../gateway/options.ts';
 import { createRunner } from '../../runner/server.ts';
-import { chatBody, postJson } from '../support/fleet.ts';
+import { chatBody, eventually, postJson } from '../support/fleet.ts';
 
 type Finished = tracing.ReadableSpan;
 
@@ -212,6 +212,23 @@ describe('call tracing', () => {
     // The gateway's own (unrecorded) span is the parent the runner and engine hear of, still unsampled.
     expect(seen[0]?.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
     expect(seen[0]?.traceparent).not.toContain('00f067aa0ba902b7');
+  });
+
+  it('keeps a detached call\'s span and its relay open until the run ends, the runner\'s span under the relay', async () => {
+    const gw = await gateway([await runner(await engine([]), 'good-runner')]);
+    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' });
+    expect(answer.status).toBe(202);
+    const callId = String(answer.headers['sluice-call-id']);
+    await eventually(() => exporter.getFinishedSpans().some((s) => s.name === 'sluice.call' && s.attributes['sluice.call.id'] === callId));
+    const call = exporter.getFinishedSpans().find((s) => s.name === 'sluice.call')!;
+    const { named, parentOf } = treeOf(call.spanContext().traceId);
+    const [relay] = named('sluice.relay');
+    expect(parentOf(relay!)).toBe(call);
+    expect(relay!.attributes['http.response.status_code']).toBe(200);
+    expect(relay!.status.code).not.toBe(SpanStatusCode.ERROR);
+    const [served] = named('sluice.runner.call');
+    expect(parentOf(served!)).toBe(relay);
+    expect(served!.attributes['gen_ai.usage.output_tokens']).toBe(3);
   });
 
   it('records the queue wait and marks the call and placement failed with the sluice code when no runner takes it', async () => {
