@@ -7,7 +7,6 @@
  * latency.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { context, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { SluiceError } from '../placer/kernel/index.ts';
 import { CALL_ID_HEADER } from '../runner/protocol.ts';
 import { KeyCalls } from './access/key-calls.ts';
@@ -42,6 +41,8 @@ import { parsePreference } from './prefer.ts';
 import type { CallPreference } from './prefer.ts';
 import type { GatewayPool } from './pool.ts';
 import { relay } from './relay.ts';
+import { startCallTrace, traceOfResponse } from './tracing.ts';
+import type { CallTrace } from './tracing.ts';
 import { RECORD_OVERHEAD_BYTES } from './store/options.ts';
 import type { WaitQueue } from './wait-queue.ts';
 import { CallPlacement, endedResult, turnOf, waitQueueFor } from './placement.ts';
@@ -56,7 +57,6 @@ export class LbAgent {
   readonly #metrics;
   readonly #detached: DetachedCalls;
   readonly #detachedFlow: DetachedFlow;
-  readonly #tracer = trace.getTracer('sluice-gateway');
   readonly #uploads: UploadBudget;
   readonly #placement: CallPlacement;
   readonly #keyCalls: KeyCalls;
@@ -162,9 +162,29 @@ export class LbAgent {
       const headers = keyCall.headers;
       for (const name in headers) out.setHeader(name, headers[name]!);
     }
+    // The call's span starts with its body: refusals before it are the front gate's, untraced.
+    const callTrace = startCallTrace(incoming, out, routedPath(route, fn, incoming.url ?? '/'));
+    try {
+      await this.#serveBuffered(route, fn, incoming, out, caller, { createdAt, id, requestId, upload, keyCall, callTrace });
+    } finally {
+      callTrace?.end(out);
+    }
+  }
+
+  /** {@link serve} from the body's buffering on, with the call's trace when it is recorded. */
+  async #serveBuffered(
+    route: CallRoute,
+    fn: string | undefined,
+    incoming: IncomingMessage,
+    out: ServerResponse,
+    caller: Caller,
+    { createdAt, id, requestId, upload, keyCall, callTrace }: { createdAt: number; id: string; requestId: string; upload: { release(): void }; keyCall: KeyCall | undefined; callTrace: CallTrace | undefined },
+  ): Promise<void> {
+    const { maxInFlight, retryAfter } = this.#config;
     let body: Buffer | undefined;
     try {
-      body = await readBody(incoming, { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout, idleTimeout: this.#config.bodyIdleTimeout });
+      const reading = readBody(incoming, { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout, idleTimeout: this.#config.bodyIdleTimeout });
+      body = await (callTrace ? callTrace.body(reading) : reading);
     } catch (error) {
       // The rest of the body is still on the socket; close it rather than read garbage as a request.
       if (error instanceof SluiceError) this.#refuse(out, error, { connection: 'close' });
@@ -184,7 +204,7 @@ export class LbAgent {
     }
     this.#inFlight++;
     try {
-      await this.#serve(route, fn, incoming, out, { createdAt, id, requestId, client: caller.kind === 'client' ? caller.key.id : undefined, keyCall }, body);
+      await this.#serve(route, fn, incoming, out, { createdAt, id, requestId, client: caller.kind === 'client' ? caller.key.id : undefined, keyCall, callTrace }, body);
     } catch (error) {
       this.#config.logger.error('call failed unexpectedly', { error: error as Error });
       if (!out.headersSent) sendError(out, new InternalError());
@@ -225,7 +245,7 @@ export class LbAgent {
     fnParam: string | undefined,
     incoming: IncomingMessage,
     out: ServerResponse,
-    { createdAt, id, requestId, client, keyCall }: { createdAt: number; id: string; requestId: string; client: string | undefined; keyCall: KeyCall | undefined },
+    { createdAt, id, requestId, client, keyCall, callTrace }: { createdAt: number; id: string; requestId: string; client: string | undefined; keyCall: KeyCall | undefined; callTrace: CallTrace | undefined },
     body: Buffer,
   ): Promise<void> {
     const { clock, logger, placerConfig } = this.#config;
@@ -312,11 +332,10 @@ export class LbAgent {
     m.calls.add(1, route);
     m.queued.add(1);
 
-    const parent = propagation.extract(context.active(), incoming.headers);
-    const span = this.#tracer.startSpan('sluice.call', { kind: SpanKind.SERVER, attributes: { 'sluice.fn': call.fn, 'sluice.call_id': call.id } }, parent);
-    const headers: Record<string, string | string[]> = { ...call.headers };
-    propagation.inject(trace.setSpan(parent, span), headers);
-    call.headers = headers;
+    if (callTrace) {
+      callTrace.bind(call);
+      callTrace.placer(this.#config.placer.name);
+    }
 
     const result = detached
       ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached, turn, keyCall)
@@ -330,10 +349,10 @@ export class LbAgent {
       m.latency.record(result.latencyMs, m.outcomeAttributes[result.outcome]);
     }
     if (result.error && result.outcome !== 'cancelled') {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: result.error.message });
+      callTrace?.fail(result.error);
       log().warn('call failed', { outcome: result.outcome, runner: result.runner, error: result.error });
     }
-    span.end();
+    callTrace?.end(out);
     for (const listener of this.#config.listeners) {
       try {
         await listener.afterCall?.(call, result);
@@ -353,6 +372,8 @@ export class LbAgent {
     // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
     keyCall?.watch(placed.response.body);
     const relayed = await relaying;
+    // A client that left is not the relay's failure.
+    traceOfResponse(out)?.relayEnded(relayed.status, relayed.outcome === 'cancelled' ? undefined : relayed.error);
     m.running.add(-1);
     const totalMs = this.#config.clock.now() - call.startedAt;
     const { outcome, status, execMs, error } = relayed;
@@ -388,6 +409,7 @@ export class LbAgent {
     m.running.add(1);
     await flow.answer(accepted.record, reply, accepted.done);
     const outcome = await accepted.done;
+    traceOfResponse(reply.out)?.relayEnded(outcome.result?.status ?? 0);
     m.running.add(-1);
     if (keyCall && outcome.result) {
       // The stored result: its usage settles the tokens, its bytes count until it expires.
@@ -400,6 +422,7 @@ export class LbAgent {
   /** Answers a request refused before placement, and counts it by code. */
   #refuse(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}): void {
     this.#metrics.rejected.add(1, error.code);
+    traceOfResponse(out)?.fail(error);
     sendError(out, error, headers);
   }
 }

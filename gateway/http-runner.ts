@@ -36,6 +36,7 @@ import {
   isConnectError,
 } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
+import { failSpan, traceOfCall } from './tracing.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';
 import { CallTimeoutError, RequestNotForwardableError, RunnerFailedError, RunnerStalledError } from './errors.ts';
 
@@ -143,11 +144,14 @@ export class HttpRunner {
     // the engine is done, and load-aware placers must see the call before that.
     this.#inFlight++;
     const sent = clock.now();
+    // The offer's CLIENT span, when the call is traced: its context is the runner's parent.
+    const callTrace = traceOfCall(call);
+    const offer = callTrace?.offer(id, this.url, call.method);
     try {
       response = await this.#pool.request({
         method: call.method as Dispatcher.HttpMethod,
         path: call.path,
-        headers: this.#wireHeaders(call),
+        headers: this.#wireHeaders(call, offer?.headers),
         body: call.body,
         signal,
         // undici restarts this on every informational response: the runner's acknowledgements.
@@ -162,8 +166,13 @@ export class HttpRunner {
     } catch (error) {
       clearTimeout(deadlineTimer);
       this.#inFlight--;
+      if (offer) {
+        failSpan(offer.span, error as Error);
+        offer.span.end();
+      }
       return this.#offerFailed(call, id, signals, error, acknowledged);
     }
+    offer?.span.setAttribute('http.response.status_code', response.statusCode);
     clearTimeout(deadlineTimer);
     signals.answered();
     if (response.statusCode === 503 && response.headers[BUSY_HEADER] !== undefined) {
@@ -171,8 +180,11 @@ export class HttpRunner {
       signals.succeeded();
       // Read the short busy body so the connection goes back to the pool.
       await response.body.dump().catch(() => {});
+      offer?.span.setAttribute('sluice.offer.answer', 'busy');
+      offer?.span.end();
       return { kind: 'busy' };
     }
+    if (offer) callTrace!.committed(offer.span);
     this.#watch(call, response, sent, signals);
     return { kind: 'placed', value: response };
   }
@@ -182,11 +194,11 @@ export class HttpRunner {
    * without copying an object: the client's forwardable ones, then the wire's own. A client's
    * header spelled like one of the wire's is left out, never sent beside the gateway's.
    */
-  #wireHeaders(call: GatewayCall): string[] {
+  #wireHeaders(call: GatewayCall, trace?: Record<string, string>): string[] {
     const flat: string[] = [];
     for (const name in call.headers) {
       const value = call.headers[name];
-      if (value === undefined || WIRE_HEADERS.has(name)) continue;
+      if (value === undefined || WIRE_HEADERS.has(name) || (trace && TRACE_HEADERS.has(name))) continue;
       if (typeof value === 'string') flat.push(name, value);
       else for (const one of value) flat.push(name, one);
     }
@@ -197,6 +209,8 @@ export class HttpRunner {
       TIMEOUT_HEADER, String(call.timeout),
       RESPONSE_TIMEOUT_HEADER, this.#responseTimeoutText,
     );
+    // The offer's trace context replaces the client's: the runner's span is the offer's child.
+    if (trace) for (const name in trace) flat.push(name, trace[name]!);
     this.#options.signer?.sign(call, flat);
     return flat;
   }
@@ -295,6 +309,9 @@ export class HttpRunner {
     else await this.#pool.close();
   }
 }
+
+/** The W3C trace context headers, replaced by an offer's own when the call is traced. */
+const TRACE_HEADERS: ReadonlySet<string> = new Set(['traceparent', 'tracestate']);
 
 /** The headers the gateway sets on every call it sends: a client's own of these names never passes. */
 const WIRE_HEADERS: ReadonlySet<string> = new Set([

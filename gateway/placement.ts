@@ -26,6 +26,7 @@ import type { RunnerResponse } from './http-runner.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { CallResult, GatewayConfig } from './options.ts';
 import type { GatewayPool } from './pool.ts';
+import { traceOfCall } from './tracing.ts';
 import { PRIORITIES, WaitQueue, isPriority } from './wait-queue.ts';
 import type { Priority, Waiter } from './wait-queue.ts';
 
@@ -138,6 +139,8 @@ export class CallPlacement {
     };
     // The last answer of each runner offered the call, to explain a 503.
     const offers = new Map<string, 'busy' | 'error'>();
+    const callTrace = traceOfCall(call);
+    callTrace?.placing();
     try {
       // Calls already waiting for this model came first: a new one lines up behind them rather
       // than take the slot freed for their head. An abort or the deadline is the walk's to report.
@@ -149,13 +152,15 @@ export class CallPlacement {
       const placement = await placeCall(call, this.#pool, placer, {
         retryAllDelay: placerConfig.retryAllDelay,
         clock,
-        onRetry: (runner, reason) => {
+        onRetry: (runner, reason, error) => {
           m.placerRetries.add(1, reason);
           offers.set(runner.id, reason);
+          callTrace?.offered(runner.id, reason, error);
         },
         waitForCapacity,
       });
       m.placerAttempts.record(placement.attempts);
+      callTrace?.placementEnded({ runner: placement.runner.id, attempts: placement.attempts });
       // A waiter placed: the room it found may hold more, so the next in line walks too (one
       // that finds nothing goes back to the head); the fallback's wakes depend on it.
       if (waiter.joined) queue.wake(1, [model]);
@@ -163,6 +168,7 @@ export class CallPlacement {
       return { kind: 'placed', response: placement.value, runner: placement.runner };
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
+      callTrace?.placementEnded({ error: error as Error, attempts: (error as { attempts?: number }).attempts ?? 0 });
       return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers, coldSince) };
     } finally {
       m.queued.add(-1);
@@ -203,6 +209,7 @@ export class CallPlacement {
     const attributes = { model, priority: waiter.key.priority };
     m.queueDepth.add(1, attributes);
     const waiting = waiter.wait();
+    if (waiter.state === 'queued') traceOfCall(call)?.queued(waiter.key.priority);
     // A call with no replica to go to that is now in its line (not refused for a full queue, not
     // at its deadline already) waits for one: the reconciler is asked after it joined the line,
     // so a pass run at once counts it. The call's end (place's finally) hands the count back.

@@ -44,6 +44,8 @@ import { detachedReply, syncReply } from './reply.ts';
 import type { Reply } from './reply.ts';
 import type { Slots } from './slots.ts';
 import type { CallCounts } from './status.ts';
+import { startRunnerTrace } from './tracing.ts';
+import type { RunnerTrace } from './tracing.ts';
 
 /** What the call path needs from its runner. */
 export interface CallPathContext {
@@ -63,8 +65,10 @@ export interface CallPathContext {
 /** Serves one call on `req`/`res`; resolves when the call is handed to the engine's stream or answered. */
 export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const { config, engine, log, counts } = ctx;
+  // Undefined unless tracing is on and the call sampled: then nothing below records anything.
+  const runnerTrace = startRunnerTrace(req, res, config.id);
   const admission = admit(ctx);
-  if (admission.kind === 'busy') return ctx.busy(res, admission.reason);
+  if (admission.kind === 'busy') return answerBusy(ctx, res, runnerTrace, admission.reason);
   const release = admission.release;
 
   const received = performance.now();
@@ -77,7 +81,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
   if (late()) {
     release();
     log.warn('call read after a stall; answered busy', { call: callId, fn, stalledMs: Math.round(ctx.stalled()) });
-    return ctx.busy(res, 'late');
+    return answerBusy(ctx, res, runnerTrace, 'late');
   }
   const controller = new AbortController();
   res.once('close', () => {
@@ -112,7 +116,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
   if (late() || (responseTimeout !== undefined && performance.now() - received >= responseTimeout)) {
     release();
     log.warn('call reached the engine step after a stall; answered busy', { call: callId, fn, stalledMs: Math.round(ctx.stalled()) });
-    return ctx.busy(res, 'late');
+    return answerBusy(ctx, res, runnerTrace, 'late');
   }
 
   const keepalive =
@@ -142,11 +146,14 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
   const timing = () => ({ [EXEC_TRAILER]: formatExecTiming(performance.now() - started) });
 
   let response: Dispatcher.ResponseData;
+  const method = req.method ?? 'POST';
+  const path = req.url ?? '/';
+  const headers = withoutHopByHop(req.headers);
   try {
     response = await engine.request({
-      method: (req.method ?? 'POST') as Dispatcher.HttpMethod,
-      path: req.url ?? '/',
-      headers: withoutHopByHop(req.headers),
+      method: method as Dispatcher.HttpMethod,
+      path,
+      headers: runnerTrace ? runnerTrace.engine(engine.origin, method, path, headers) : headers,
       body,
       signal: controller.signal,
       // Our own deadline timer reports RUNNER_ENGINE_TIMEOUT; undici's must not win the race.
@@ -154,47 +161,68 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     });
   } catch (error) {
     clearTimeout(acceptance);
+    // A call the gateway gave up is not the engine's failure: its span ends when `res` closes.
     if (controller.signal.aborted && !timedOut()) return;
+    runnerTrace?.engineEnded(error as Error);
     if (isConnectError(error) && !committed()) {
       // The engine never saw the call: nothing ran, so another runner may take it.
       engine.markUnreachable(error as Error);
       release();
       stopKeepalive();
-      return ctx.busy(res, 'engine-unreachable');
+      return answerBusy(ctx, res, runnerTrace, 'engine-unreachable');
     }
     counts.failed++;
     log.warn('engine failed before answering', { call: callId, fn, error: error as Error });
     const failure = timedOut()
       ? (controller.signal.reason as EngineTimeoutError)
       : new EngineFailedError(`engine at ${engine.origin} failed before answering: ${(error as Error).message}`, { cause: error });
+    runnerTrace?.fail(failure);
     return reply.fail(failure, timing());
   }
   clearTimeout(acceptance);
+  runnerTrace?.engineAnswered(response.statusCode, response.headers['content-type']);
   if (response.statusCode === 429 || response.statusCode === 503) {
+    runnerTrace?.engineEnded();
     // The engine refused before producing anything (queue full, still loading): nothing ran.
     await response.body.dump().catch(() => {});
     if (!committed()) {
       release();
       stopKeepalive();
-      return ctx.busy(res, 'engine-busy');
+      return answerBusy(ctx, res, runnerTrace, 'engine-busy');
     }
     // A detached call past its accept window already has its 202: its result is the refusal.
     counts.failed++;
-    return reply.fail(new EngineBusyError(`engine at ${engine.origin} refused the call with ${response.statusCode}; nothing ran`), timing());
+    const refusal = new EngineBusyError(`engine at ${engine.origin} refused the call with ${response.statusCode}; nothing ran`);
+    runnerTrace?.fail(refusal);
+    return reply.fail(refusal, timing());
   }
 
   counts.served++;
   reply.head(response.statusCode, response.headers);
   const engineBody = response.body;
-  pumpBody(engineBody, res, (chunk) => reply.write(chunk));
-  engineBody.once('end', () => reply.end(timing()));
+  pumpBody(engineBody, res, (chunk) => {
+    runnerTrace?.chunk(chunk);
+    return reply.write(chunk);
+  });
+  engineBody.once('end', () => {
+    runnerTrace?.engineEnded();
+    reply.end(timing());
+  });
   engineBody.once('error', (error) => {
     if (controller.signal.aborted && !timedOut()) return;
     counts.failed++;
     const code = timedOut() ? EngineErrorCode.timeout : EngineErrorCode.failed;
+    runnerTrace?.engineEnded(code);
+    runnerTrace?.fail(code);
     log.warn('engine failed mid-response', { call: callId, fn, code, error });
     reply.end({ ...timing(), [ERROR_TRAILER]: code });
   });
+}
+
+/** Answers busy for `reason`, and says why on the call's span when it is traced. */
+function answerBusy(ctx: CallPathContext, res: ServerResponse, runnerTrace: RunnerTrace | undefined, reason: BusyReason): void {
+  runnerTrace?.span.setAttribute('sluice.runner.busy', reason);
+  ctx.busy(res, reason);
 }
 
 /** A positive whole number of ms from a header, or undefined when absent or malformed. */

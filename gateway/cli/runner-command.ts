@@ -10,6 +10,7 @@ import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { runnerDataPlaneOptions, runnerDataPlaneSettings } from './data-plane.ts';
 import { SLUICE_BIN, reportListening } from './processes.ts';
 import { SettingsError } from './settings.ts';
+import { startTelemetry, tracesExporter } from './telemetry.ts';
 
 /** Settings whose defaults are runnerDefaults'. */
 const r = settingsOf(runnerDefaults);
@@ -49,7 +50,13 @@ export const runner: Command = {
     ...runnerDataPlaneSettings,
     logLevel,
   ],
-  async run({ values, logger }) {
+  async run({ values, env, logger }) {
+    // Traces, when OTEL_* variables ask for them (telemetry.ts); the runner's spans are children
+    // of the gateway's. The runner exports nothing else, so without traces the SDK is not loaded.
+    const telemetry =
+      tracesExporter(env) === 'none'
+        ? { shutdown: async () => {} }
+        : await startTelemetry(env, { name: 'sluice-runner', ...(values.id === undefined ? {} : { instanceId: String(values.id) }) });
     const [{ createRunner }, { readSecretLines }] = await Promise.all([import('../../runner/server.ts'), import('../access/secrets.ts')]);
     const tokenFile = values.runnerTokenFile as string | undefined;
     if (tokenFile !== undefined && values.runnerToken !== undefined) throw new SettingsError('give --runner-token or --runner-token-file, not both');
@@ -71,9 +78,14 @@ export const runner: Command = {
       reportListening(url);
     } catch (error) {
       await runner.close({ drainTimeout: 0 });
+      await telemetry.shutdown();
       throw error;
     }
     // A drain a gateway asked for ends the runner by itself: `done` tells main to exit then.
-    return Object.assign(() => runner.close(), { done: runner.closed });
+    const stop = async (): Promise<void> => {
+      await runner.close();
+      await telemetry.shutdown();
+    };
+    return Object.assign(stop, { done: runner.closed.then(() => telemetry.shutdown()) });
   },
 };

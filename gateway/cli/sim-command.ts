@@ -34,7 +34,7 @@ export const simSettings: readonly Setting[] = [
   { key: 'failureRate500', type: 'number', libraryDefault: d.failureRate[500], description: 'share of calls failed with 500' },
   s('startupDelayMs', 'duration', 'time the engine reports loading (503) after start'),
   { key: 'crashOnCall', type: 'integer', description: 'exit with code 70 on this call (counting from 1), to exercise supervision' },
-  { key: 'callLog', type: 'string', description: 'file to append each call\'s sluice-call-id to ("<id> start", and "<id> refused" after a 429 or 503), to count calls run twice across restarts', defaultText: 'none' },
+  { key: 'callLog', type: 'string', description: 'file to append each call\'s sluice-call-id to ("<id> start", "<id> refused" after a 429 or 503, "<id> trace <traceparent>" when traced), to count calls run twice across restarts', defaultText: 'none' },
 ];
 
 /** The sim-engine options `values` gave, failure rates folded into one object. */

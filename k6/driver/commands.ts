@@ -27,7 +27,7 @@ const b = benchDefaults;
 const duration = (ms: number): string => formatDefault({ key: 'duration', type: 'duration', description: '' }, ms);
 
 /** The settings the base options take, passed on only when given. */
-const BASE_KEYS = ['duration', 'warmup', 'connections', 'rate', 'rounds', 'nginx', 'withKeys', 'out', 'logLevel', 'streams'] as const;
+const BASE_KEYS = ['duration', 'warmup', 'connections', 'rate', 'rounds', 'nginx', 'withKeys', 'tracing', 'out', 'logLevel', 'streams'] as const;
 
 /** The settings only the simulate scenario reads. */
 const SIMULATE_KEYS = ['runners', 'calls', 'levels', 'contenders', 'capacity', 'check', 'sluiceHopMs', 'nginxHopMs'] as const;
@@ -43,6 +43,7 @@ const settings: readonly Setting[] = [
   { key: 'rounds', type: 'integer', libraryDefault: b.rounds, description: 'times every run is repeated, alternating the target order, up to 10' },
   { key: 'nginx', type: 'boolean', libraryDefault: b.nginx, description: 'also measure nginx in front of the runner when nginx is on PATH' },
   { key: 'withKeys', type: 'boolean', libraryDefault: b.withKeys, description: 'overhead: also measure a gateway with a client key and in-memory limits, and print what they add per call' },
+  { key: 'tracing', type: 'boolean', libraryDefault: b.tracing, description: 'overhead: also measure a gateway and runner with tracing on (OTLP to a sink in the bench), and print what tracing adds per call' },
   { key: 'streams', type: 'list', description: 'memory scenario: streams held at once, one level per count, 1 to 4 counts of up to 10000', defaultText: '1000,10000' },
   // A string, read by the simulate scenario: SLUICE_RUNNERS may hold a gateway's runner URLs,
   // and an integer setting would refuse them for every scenario.

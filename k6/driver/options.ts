@@ -46,6 +46,11 @@ export interface BenchOptions {
    * to print what keys and limits add per call. @default see benchDefaults
    */
   withKeys?: boolean;
+  /**
+   * overhead: also measure a gateway and runner with tracing on, exporting to a small OTLP sink in
+   * the bench, to print what tracing costs per call. @default see benchDefaults
+   */
+  tracing?: boolean;
   /** Folder for the JSON results and the SVG chart, relative to the working directory. @default see benchDefaults */
   out?: string;
   /** Log level of the child processes the scenario starts. @default see benchDefaults */
@@ -64,6 +69,7 @@ export const benchDefaults: ResolvedBenchOptions = Object.freeze({
   rounds: 1,
   nginx: true,
   withKeys: false,
+  tracing: false,
   out: 'bench-results',
   logLevel: 'warn',
 });
@@ -121,6 +127,7 @@ const benchRules = {
   rounds: between(1, LIMITS.maxRounds),
   nginx: boolean,
   withKeys: boolean,
+  tracing: boolean,
   out: nonEmptyString,
   logLevel: nonEmptyString,
 };

@@ -29,6 +29,8 @@ export interface Stack {
   bareProxy: BareProxyProcess | undefined;
   /** A second gateway whose calls need a client key with limits, and the key; undefined when not asked for. */
   keysGateway: { gateway: ChildService; key: string } | undefined;
+  /** A second runner and gateway with tracing on, on the same engine; undefined when not asked for. */
+  traced: { runner: ChildService; gateway: ChildService } | undefined;
   /** Stops everything, front to back. Idempotent, and safe after a partial start. */
   stop(): Promise<void>;
 }
@@ -47,6 +49,11 @@ export interface StackOptions {
    * every call pays for the checks and counts, and none is refused). @default false
    */
   keysGateway?: boolean;
+  /**
+   * Also start a runner and a gateway over it that export every span to this OTLP/HTTP endpoint
+   * (the others get `OTEL_TRACES_EXPORTER=none`, whatever the bench's environment says). @default none
+   */
+  tracedEndpoint?: string;
   /** The simulated engine's timing. @default an engine that answers at once with one token */
   engine?: EngineTiming;
 }
@@ -63,7 +70,9 @@ const INSTANT_ENGINE: EngineTiming = Object.freeze({ ttftMs: 0, itlMs: 0, output
 
 /** Starts the stack; on failure stops what did start and rethrows. */
 export function startStack(options: StackOptions): Promise<Stack> {
-  return startGroup(options, async ({ env, level, group }) => {
+  return startGroup(options, async ({ env: childEnv, level, group }) => {
+    // Traced or not is each process's own setting here, never the bench's environment's.
+    const env = options.tracedEndpoint === undefined ? childEnv : { ...childEnv, OTEL_TRACES_EXPORTER: 'none' };
     const timing = options.engine ?? INSTANT_ENGINE;
     const engine = await startService(
       ['sim-engine', '--port', '0', '--engine-id', 'bench-sim', '--ttft-ms', String(timing.ttftMs), '--itl-ms', String(timing.itlMs), '--output-tokens', String(timing.outputTokens), '--max-num-seqs', String(options.slots), '--max-queue', String(options.slots * 4), ...level],
@@ -76,8 +85,9 @@ export function startStack(options: StackOptions): Promise<Stack> {
     group.add(gateway);
     const bareProxy = options.bareProxy ? await group.track(startBareProxy(new URL(runner.url).origin, env)) : undefined;
     const keysGateway = options.keysGateway ? await startKeysGateway(runner.url, level, env, group) : undefined;
+    const traced = options.tracedEndpoint === undefined ? undefined : await startTraced(engine.url, options.slots, options.tracedEndpoint, level, childEnv, group);
     const { started: nginx, skipped: nginxSkipped } = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, new URL(runner.url))));
-    return { engine, runner, gateway, bareProxy, keysGateway, nginx, nginxSkipped };
+    return { engine, runner, gateway, bareProxy, keysGateway, traced, nginx, nginxSkipped };
   });
 }
 
@@ -93,6 +103,17 @@ async function startKeysGateway(runnerUrl: string, level: readonly string[], env
   await writeFile(file, JSON.stringify([{ name: 'bench', hash: `sha256:${hashToken(key)}`, limits: UNREACHED_LIMITS }]));
   const gateway = group.add(await startService(['gateway', '--port', '0', '--runners', runnerUrl, '--keys', file, ...level], { env }));
   return { gateway, key };
+}
+
+/** A runner on `engineUrl` and a gateway over it, both exporting their spans to `endpoint` at once. */
+async function startTraced(engineUrl: string, slots: number, endpoint: string, level: readonly string[], env: NodeJS.ProcessEnv, group: ServiceGroup): Promise<{ runner: ChildService; gateway: ChildService }> {
+  // Protobuf, the SDK's default, as a collector would get it. The batch queue is made room for
+  // a bench's call rate: at its default (2048 spans) the SDK drops spans past it, and the figure
+  // would leave their export out.
+  const tracedEnv = { ...env, OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_BSP_MAX_QUEUE_SIZE: '65536', OTEL_BSP_SCHEDULE_DELAY: '1000' };
+  const runner = group.add(await startService(['runner', '--port', '0', '--engine', engineUrl, '--engine-kind', 'sim', '--id', 'bench-runner-traced', '--slots', String(slots), ...level], { env: tracedEnv }));
+  const gateway = group.add(await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env: tracedEnv }));
+  return { runner, gateway };
 }
 
 /** The last lines the sluice children printed, for a failure message. */

@@ -16,6 +16,8 @@ import { latencyChart } from '../chart.ts';
 import { measureKeyCost } from '../key-cost.ts';
 import { startCpuSample } from '../cpu.ts';
 import { LoadClient, runClosedLoop, runOpenLoop } from '../load.ts';
+import { startOtlpSink } from '../otlp-sink.ts';
+import type { OtlpSink } from '../otlp-sink.ts';
 import type { LoadTarget } from '../load.ts';
 import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions, ResolvedBenchOptions } from '../options.ts';
@@ -48,12 +50,33 @@ export const BARE_PROXY = 'bare-proxy';
 export const KEYS_GATEWAY = 'gateway-keys';
 export const KEYS_TARGET = 'sluice-keys';
 
+/** The gateway and runner with tracing on (--tracing): their processes, and their target. */
+export const TRACED_GATEWAY = 'gateway-traced';
+export const TRACED_RUNNER = 'runner-traced';
+export const TRACED_TARGET = 'sluice-traced';
+
 /**
  * The target whose calls a proxy process carries; a process not listed (the engine, the runner)
  * carries every target's calls. A proxy idle while another target is measured must not have
  * those runs' calls divide its CPU.
  */
-const CARRIES: Readonly<Record<string, string>> = Object.freeze({ gateway: 'sluice', [KEYS_GATEWAY]: KEYS_TARGET, [BARE_PROXY]: BARE_PROXY, nginx: 'nginx' });
+const CARRIES: Readonly<Record<string, string>> = Object.freeze({
+  gateway: 'sluice',
+  [KEYS_GATEWAY]: KEYS_TARGET,
+  [BARE_PROXY]: BARE_PROXY,
+  nginx: 'nginx',
+  [TRACED_GATEWAY]: TRACED_TARGET,
+  [TRACED_RUNNER]: TRACED_TARGET,
+});
+
+/** The target whose calls a process that carries the rest never sees: the traced one has its own runner. */
+const SKIPS: Readonly<Record<string, string>> = Object.freeze({ runner: TRACED_TARGET });
+
+/** True when `name`'s process carries the calls of runs on `target`. */
+function carries(name: string, target: string): boolean {
+  const only = CARRIES[name];
+  return only === undefined ? SKIPS[name] !== target : only === target;
+}
 
 /** The ratios of CPU per call the overhead scenario prints: sluice's Node processes over the bare proxy. */
 export const CPU_RATIOS: readonly (readonly [string, string])[] = Object.freeze([
@@ -80,7 +103,7 @@ export function cpuPerCall(runs: readonly OverheadRun[], mode: LoadMode): CpuPer
   const names = [...new Set(ofMode.flatMap((r) => Object.keys(r.cpu)))].filter((n) => n !== 'driver');
   const usPerCall: Record<string, number> = {};
   for (const name of names) {
-    const carried = ofMode.filter((r) => (CARRIES[name] === undefined || r.target === CARRIES[name]) && r.cpu[name] !== undefined);
+    const carried = ofMode.filter((r) => carries(name, r.target) && r.cpu[name] !== undefined);
     const cpuMs = carried.reduce((sum, r) => sum + (r.cpu[name]! / 100) * r.elapsedMs, 0);
     const calls = carried.reduce((sum, r) => sum + r.ok, 0);
     usPerCall[name] = calls > 0 ? (cpuMs * 1000) / calls : Number.NaN;
@@ -115,6 +138,35 @@ export function formatKeysCost(rows: readonly CpuPerCall[]): string {
   return `cpu per call a client key and in-memory limits add to the gateway (${KEYS_GATEWAY} minus gateway):\n${lines.join('\n')}`;
 }
 
+/**
+ * What tracing adds per call, per mode: the traced gateway's and runner's CPU per call in the runs
+ * on {@link TRACED_TARGET} beside the plain gateway's and runner's in the runs on `sluice` (the
+ * plain runner's runs on the other targets left out: a runner behind no gateway does less per
+ * call). Both pairs run the same code on the same engine; the traced pair records every span and
+ * exports it over OTLP/HTTP (protobuf) to the bench's sink.
+ */
+export function formatTracingCost(runs: readonly OverheadRun[], received: { exports: number; bytes: number }): string {
+  const us = (v: number): string => (Number.isFinite(v) ? v.toFixed(0) : '-');
+  const perCall = (mode: LoadMode, target: string, name: string): number => {
+    const carried = runs.filter((r) => r.mode === mode && r.target === target && r.cpu[name] !== undefined);
+    const cpuMs = carried.reduce((sum, r) => sum + (r.cpu[name]! / 100) * r.elapsedMs, 0);
+    const calls = carried.reduce((sum, r) => sum + r.ok, 0);
+    return calls > 0 ? (cpuMs * 1000) / calls : Number.NaN;
+  };
+  const modes = [...new Set(runs.map((r) => r.mode))];
+  const lines = modes.map((mode) => {
+    const cell = (plain: string, traced: string): string => {
+      const off = perCall(mode, 'sluice', plain);
+      const on = perCall(mode, TRACED_TARGET, traced);
+      const added = on - off;
+      return `${plain} ${us(off)} us off, ${us(on)} us on (${Number.isFinite(added) ? `${added >= 0 ? '+' : ''}${added.toFixed(0)}` : '-'} us)`;
+    };
+    return `  ${mode.padEnd(6)} ${cell('gateway', TRACED_GATEWAY)}; ${cell('runner', TRACED_RUNNER)}`;
+  });
+  const sent = `the OTLP sink received ${received.exports} exports, ${(received.bytes / 1e6).toFixed(1)} MB`;
+  return `cpu per call with tracing off (sluice) and on (${TRACED_TARGET}, every span exported):\n${lines.join('\n')}\n${sent}`;
+}
+
 /** The `overhead` scenario. */
 export const overhead: Scenario = {
   summary: 'the cost of a hop through sluice, against the runner direct and nginx',
@@ -123,10 +175,20 @@ export const overhead: Scenario = {
     const { progress, write, startedAt, machine } = startScenario(ctx);
     const clients: LoadClient[] = [];
     let stack: Stack | undefined;
+    let sink: OtlpSink | undefined;
     try {
+      if (options.tracing) sink = await startOtlpSink();
       progress(`starting sim engine, runner, gateway and bare proxy${options.nginx ? ' (and nginx when on PATH)' : ''}...\n`);
       // Slots above the connection count: a busy answer would measure the runner's refusal, not the hop.
-      stack = await startStack({ env: ctx.env, logLevel: options.logLevel, slots: Math.max(256, options.connections * 2), nginx: options.nginx, bareProxy: true, keysGateway: options.withKeys });
+      stack = await startStack({
+        env: ctx.env,
+        logLevel: options.logLevel,
+        slots: Math.max(256, options.connections * 2),
+        nginx: options.nginx,
+        bareProxy: true,
+        keysGateway: options.withKeys,
+        ...(sink ? { tracedEndpoint: sink.endpoint } : {}),
+      });
       if (stack.nginxSkipped) write(`${stack.nginxSkipped}\n`);
       const targets: LoadTarget[] = [
         { name: 'direct', url: stack.runner.url },
@@ -134,6 +196,7 @@ export const overhead: Scenario = {
         ...(stack.nginx ? [{ name: 'nginx', url: stack.nginx.url }] : []),
         { name: 'sluice', url: stack.gateway.url },
         ...(stack.keysGateway ? [{ name: KEYS_TARGET, url: stack.keysGateway.gateway.url, authorization: `Bearer ${stack.keysGateway.key}` }] : []),
+        ...(stack.traced ? [{ name: TRACED_TARGET, url: stack.traced.gateway.url }] : []),
       ].map(({ authorization, ...t }: { name: string; url: string; authorization?: string }) => ({
         ...t,
         url: t.url + OVERHEAD_REQUEST.path,
@@ -167,6 +230,7 @@ export const overhead: Scenario = {
         const inProcess = await measureKeyCost(createMemoryLimiter(), 200_000);
         write(`in process, cpu per call: key lookup ${inProcess.lookupUs.toFixed(1)} us, lookup and in-memory limits ${inProcess.limitsUs.toFixed(1)} us\n\n`);
       }
+      if (sink) write(formatTracingCost(runs, sink.received) + '\n\n');
 
       const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows, cpuPerCall: cpuRows };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.duration / 1000}s per run, ${options.rounds} round(s)`;
@@ -175,6 +239,7 @@ export const overhead: Scenario = {
     } finally {
       await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
       await stack?.stop();
+      await sink?.close();
     }
   },
 };
@@ -213,6 +278,8 @@ async function measure(client: LoadClient, mode: LoadMode, options: ResolvedBenc
     gateway: stack.gateway.child.pid,
     [KEYS_GATEWAY]: stack.keysGateway?.gateway.child.pid,
     [BARE_PROXY]: stack.bareProxy?.child.pid,
+    [TRACED_GATEWAY]: stack.traced?.gateway.child.pid,
+    [TRACED_RUNNER]: stack.traced?.runner.child.pid,
     nginx: stack.nginx?.pid,
   });
   const bounds = { duration: options.duration, ...(signal ? { signal } : {}) };

@@ -11,6 +11,8 @@
  * - `<id> refused` when it was answered 429 or 503: the runner turns those into a busy answer
  *   and the gateway offers the call elsewhere, which is not a second run.
  * A call therefore ran as many times as its `start` lines outnumber its `refused` lines.
+ * A call that carries a W3C `traceparent` also gets `<id> trace <traceparent>` after its start,
+ * so a test can see that the trace reached the engine (the counts skip that line).
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -19,6 +21,9 @@ import { SimOptionError } from './errors.ts';
 
 /** Statuses after which nothing ran, as the runner reads them. */
 const REFUSED = new Set([429, 503]);
+
+/** A W3C trace context header, version 00: nothing else is written to the log. */
+const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /** Longest id kept; the gateway's are 36-character UUIDs, anything longer is not ours. */
 const MAX_ID_LENGTH = 128;
@@ -53,6 +58,8 @@ export function attachCallLog(server: Server, path: string): void {
     const id = typeof raw === 'string' ? sanitize(raw) : '';
     if (id === '') return;
     append(`${id} start\n`);
+    const traceparent = req.headers.traceparent;
+    if (typeof traceparent === 'string' && TRACEPARENT.test(traceparent)) append(`${id} trace ${traceparent}\n`);
     res.once('close', () => {
       if (res.headersSent && REFUSED.has(res.statusCode)) append(`${id} refused\n`);
     });

@@ -1,0 +1,44 @@
+/**
+ * runner/tracing.ts: the GenAI attributes read from an engine's answer. The span tree itself is
+ * checked through a gateway and real runners in spec/gateway/tracing.spec.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { genAiAttributes } from '../../runner/tracing.ts';
+
+describe('genAiAttributes', () => {
+  it('returns the model, tokens in and out and finish reasons of a JSON answer', () => {
+    const answer = {
+      model: 'sim-small',
+      choices: [
+        { index: 0, finish_reason: 'stop' },
+        { index: 1, finish_reason: 'length' },
+      ],
+      usage: { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 },
+    };
+    expect(genAiAttributes(JSON.stringify(answer), false)).toEqual({
+      'gen_ai.response.model': 'sim-small',
+      'gen_ai.usage.input_tokens': 12,
+      'gen_ai.usage.output_tokens': 5,
+      'gen_ai.response.finish_reasons': ['stop', 'length'],
+    });
+  });
+
+  it('returns what a stream\'s tail gives: the finish reason and the usage chunk, skipping a cut first event', () => {
+    const tail =
+      'ntent":"partial"}}]}\n\n' +
+      'data: {"model":"sim-small","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n' +
+      'data: {"model":"sim-small","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}\n\n' +
+      'data: [DONE]\n\n';
+    expect(genAiAttributes(tail, true)).toEqual({
+      'gen_ai.response.model': 'sim-small',
+      'gen_ai.usage.input_tokens': 3,
+      'gen_ai.usage.output_tokens': 9,
+      'gen_ai.response.finish_reasons': ['stop'],
+    });
+  });
+
+  it('returns nothing for an answer that is not JSON, or has no usage', () => {
+    expect(genAiAttributes('not json', false)).toEqual({});
+    expect(genAiAttributes('{"usage":null}', false)).toEqual({});
+  });
+});
