@@ -113,6 +113,8 @@ export class DetachedCalls {
   readonly #stopping = new AbortController();
   /** Whether the last admission found the store full, to log the change and not every refusal. */
   #full = false;
+  /** Calls this gateway accepted, and those whose end it wrote, by final status, since it started. */
+  readonly #counts = { accepted: 0, succeeded: 0, failed: 0, cancelled: 0, expired: 0 };
 
   constructor(settings: DetachedSettings) {
     this.#settings = settings;
@@ -145,6 +147,15 @@ export class DetachedCalls {
   /** Calls running in the background on this gateway. */
   get runningCount(): number {
     return this.#running.size;
+  }
+
+  /**
+   * This gateway's detached calls by status: being placed and running now, and since it started,
+   * accepted and ended by final status (the ends it wrote: its own calls', and the cancels and
+   * presumed-lost owners it settled). Other gateways' calls on a shared store are theirs to count.
+   */
+  counts(): { queued: number; running: number; accepted: number; succeeded: number; failed: number; cancelled: number; expired: number } {
+    return { queued: this.#placing.size, running: this.#running.size, ...this.#counts };
   }
 
   /**
@@ -188,6 +199,7 @@ export class DetachedCalls {
     this.#placing.set(call.id, controller);
     try {
       await this.#settings.store.create(record);
+      this.#counts.accepted++;
     } catch (error) {
       this.#placing.delete(call.id);
       // The record may be there all the same (its answer was lost); a taken id is another call's.
@@ -213,7 +225,12 @@ export class DetachedCalls {
       : how.kind === 'cancelled' ? recordError(cancelled())
       : placementError(how.error);
     const finish: CallFinish = { status: how.kind === 'failed' ? 'failed' : 'cancelled', completedAt, error };
-    this.#writer.settle(record, { finish }).catch((error: unknown) => this.#settings.logger.error('detached record not ended', { call: record.id, error: error as Error }));
+    this.#writer
+      .settle(record, { finish })
+      .then((written) => {
+        if (written.kind === 'stored') this.#counts[finish.status]++;
+      })
+      .catch((error: unknown) => this.#settings.logger.error('detached record not ended', { call: record.id, error: error as Error }));
   }
 
   /**
@@ -336,6 +353,7 @@ export class DetachedCalls {
 
   /** POSTs a finished call to its callback URL, when it has one and callbacks are configured. */
   #notify(record: CallRecord, result: StoredResult | undefined): void {
+    if (record.status !== 'queued' && record.status !== 'running') this.#counts[record.status]++;
     if (record.callbackUrl && this.#settings.callbacks) {
       void this.#settings.callbacks.send({ id: record.id, url: record.callbackUrl, payload: callbackPayload(record, result) });
     }
