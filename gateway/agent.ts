@@ -371,7 +371,6 @@ export class LbAgent {
     if (placed.kind === 'ended') return placed.result;
     const m = this.#metrics;
     const { clock } = this.#config;
-    const committedAt = clock.now();
     m.running.add(1);
     const relaying = relay(placed.response, out, headers, placed.runner, call.signal);
     // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
@@ -383,7 +382,7 @@ export class LbAgent {
     const { outcome, status, execMs, error } = relayed;
     if (watch) {
       const ok = outcome === 'completed' && status >= 200 && status < 300;
-      this.#inference.record({ model: call.fn, runner: placed.runner.id, durationMs: totalMs, queueWaitMs: committedAt - call.startedAt, ok, reading: watch.finish() });
+      this.#inference.record({ model: call.fn, runner: placed.runner.id, durationMs: totalMs, queueWaitMs: placed.queuedMs, ok, reading: watch.finish() });
     }
     return { outcome, status, execMs, ...(error ? { error } : {}), runner: placed.runner.id, totalMs, latencyMs: totalMs - (execMs ?? 0) };
   }
@@ -413,7 +412,6 @@ export class LbAgent {
       return placed.result;
     }
     run.commit();
-    const committedAt = this.#config.clock.now();
     const accepted = await this.#detached.accept(prepared.record, call, placed.response, placed.runner.id, run.controller);
     m.running.add(1);
     await flow.answer(accepted.record, reply, accepted.done);
@@ -429,7 +427,7 @@ export class LbAgent {
       const watch = new AnswerWatch({ sse: false, json: true, startedAt: call.startedAt, now: () => this.#config.clock.now() });
       if (outcome.result) watch.chunk(outcome.result.body);
       const ok = outcome.record.status === 'succeeded' && outcome.result !== undefined && outcome.result.status >= 200 && outcome.result.status < 300;
-      this.#inference.record({ model: call.fn, runner: placed.runner.id, durationMs: outcome.totalMs, queueWaitMs: committedAt - call.startedAt, ok, reading: watch.finish() });
+      this.#inference.record({ model: call.fn, runner: placed.runner.id, durationMs: outcome.totalMs, queueWaitMs: placed.queuedMs, ok, reading: watch.finish() });
     }
     return detachedResult(outcome, placed.runner.id);
   }

@@ -229,7 +229,7 @@ export interface InferenceEnd {
   runner: string;
   /** Call start to the end of the answer, in ms. */
   durationMs: number;
-  /** Call start to the runner's commit, in ms. */
+  /** From the call's first wait in the wait queue to its placement, in ms; 0 when it never waited. */
   queueWaitMs: number;
   /** True when the answer was relayed in full with a 2xx status. */
   ok: boolean;

@@ -114,7 +114,7 @@ export interface InferenceInstruments {
   requestDuration: Histogram;
   /** gen_ai.client.token.usage: the engine's reported input and output tokens per call. */
   tokenUsage: Histogram;
-  /** sluice.request.queue_wait: call start to a runner's commit (the queue and the placement walk), in s. */
+  /** sluice.request.queue_wait: a placed call's time in the wait queue, 0 when it never waited, in s. */
   queueWait: Histogram;
 }
 
@@ -152,7 +152,7 @@ function createInferenceInstruments(meter: Meter): InferenceInstruments {
     timePerOutputToken: histogram('gen_ai.server.time_per_output_token', 'A streamed answer\'s mean time between its events after the first (a token each for engines that stream one per event)', 's', TPOT_BUCKETS),
     requestDuration: histogram('gen_ai.server.request.duration', 'Time from a call\'s start (its body in) to the end of its answer, for answers relayed in full with a 2xx status', 's', DURATION_BUCKETS),
     tokenUsage: histogram('gen_ai.client.token.usage', 'Input and output tokens of a call, as its engine\'s usage block reported them', '{token}', TOKEN_BUCKETS),
-    queueWait: histogram('sluice.request.queue_wait', 'Time from a call\'s start to a runner\'s commit: the wait queue and the placement walk', 's', QUEUE_WAIT_BUCKETS),
+    queueWait: histogram('sluice.request.queue_wait', 'Time a placed call spent in the wait queue, from its first wait to its placement; 0 for a call that never waited', 's', QUEUE_WAIT_BUCKETS),
   };
 }
 

@@ -218,7 +218,7 @@ export function readStats(from: { metrics: GatewayMetrics; window: StatsWindow; 
     for (const [code, n] of count.entries()) byCode[code] = (byCode[code] ?? 0) + n;
   }
   return {
-    at: from.clock.now(),
+    at: Math.round(from.clock.now()),
     windowSeconds: window.windowSeconds,
     calls: { total, perSecond: window.perSecond(), byOutcome },
     errors: { byCode },

@@ -14,7 +14,7 @@ function clock(start = 1_000) {
 }
 
 const chunk = (id: number, content: string, extra = '') =>
-  `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${content}"}}]${extra}}\n\n`;
+  `data: {"id":"c${id}","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${content}"}}]${extra}}\n\n`;
 const USAGE_CHUNK = 'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}\n\n';
 
 function streamWatch(c = clock()) {
