@@ -10,7 +10,7 @@ import { createGateway } from '../../gateway/server.ts';
 import { createPrometheusMetrics } from '../../gateway/telemetry.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { createRunner } from '../../runner/server.ts';
-import { OPERATOR_TOKEN, asOperator, chatBody, getJson, metricValue, postJson } from '../support/fleet.ts';
+import { OPERATOR_TOKEN, asOperator, chatBody, eventually, getJson, metricValue, postJson } from '../support/fleet.ts';
 
 /** The simulated engine's delay before the first token, ms: the TTFT the gateway sees is at least this. */
 const TTFT_MS = 60;
@@ -106,5 +106,54 @@ describe('inference metrics on a gateway with a real runner and a simulated engi
   it('refuses GET /v1/stats without the operator token', async () => {
     const res = await getJson(`${gw}/v1/stats`);
     expect(res.status).toBe(401);
+  });
+});
+
+describe('queue wait and failures by code, with a runner of one slot', () => {
+  const local: Array<() => Promise<unknown>> = [];
+  afterAll(async () => {
+    while (local.length > 0) await local.pop()!().catch(() => {});
+  });
+
+  it('records the wait of a call that queued behind another, and counts a placer timeout by code in /v1/stats', async () => {
+    const engine = createSimEngine({ ttftMs: 1000, itlMs: 0, outputTokens: 1 });
+    const { url: engineUrl } = await engine.listen();
+    local.push(() => engine.close());
+    const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'one-slot', slots: 1 });
+    const { url: runnerUrl } = await runner.listen();
+    local.push(() => runner.close({ drainTimeout: 0 }));
+    const start = async (placerTimeout: number) => {
+      const telemetry = createPrometheusMetrics();
+      local.push(() => telemetry.shutdown());
+      const gateway = createGateway({ runners: [runnerUrl], operatorTokens: [OPERATOR_TOKEN], meterProvider: telemetry.meterProvider, renderMetrics: telemetry.render, placerTimeout });
+      const { url } = await gateway.listen();
+      local.push(() => gateway.close());
+      return url;
+    };
+    const patient = await start(30_000);
+    const hasty = await start(100);
+    const busy = async () => metricValue(await (await request(`${runnerUrl}/metrics`)).body.text(), 'sluice_runner_slots_in_use') === 1;
+
+    // The first call takes the slot; the second waits in the queue for it, then runs.
+    const first = postJson(`${patient}/v1/chat/completions`, chatBody());
+    await eventually(busy, 5000, 'the first call in the slot');
+    const second = postJson(`${patient}/v1/chat/completions`, chatBody());
+    // Meanwhile another gateway, whose placer gives up after 100 ms, finds the slot taken (the
+    // first call holds it for a second, the second one after it).
+    const refused = await postJson(`${hasty}/v1/chat/completions`, chatBody());
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.code).toBe('PLACER_TIMEOUT');
+    expect((await first).status).toBe(200);
+    expect((await second).status).toBe(200);
+
+    const page = (await getJson(`${patient}/metrics`, asOperator)).text;
+    expect(metricValue(page, 'sluice_request_queue_wait_count')).toBe(2);
+    expect(metricValue(page, 'sluice_request_queue_wait_sum')).toBeGreaterThan(0);
+    const stats = (await getJson(`${hasty}/v1/stats`, asOperator)).json;
+    expect(stats.errors.byCode).toEqual({ PLACER_TIMEOUT: 1 });
+    expect(stats.calls.byOutcome.server_busy).toBe(1);
+    // A call no runner answered is not a call of the model's series.
+    expect(stats.models).toEqual({});
+    expect(metricValue((await getJson(`${hasty}/metrics`, asOperator)).text, 'sluice_calls_failed_total', { code: 'PLACER_TIMEOUT' })).toBe(1);
   });
 });
