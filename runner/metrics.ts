@@ -5,13 +5,12 @@
  *
  * Everything but the busy answers is read from what the runner keeps anyway (its counts, its
  * slots, its engine's status) when the page is collected: a call pays an addition at most. The
+ * OpenTelemetry SDK is loaded at the first scrape, not at start: a runner nobody scrapes does not
+ * pay its load time (about 0.1 s), and a runner's start is what a cold start waits on. The
  * meter provider is the runner's own, never the global one, so several runners in one process
  * (tests, `sluice up`) keep separate pages. Its resource is set, not detected, exactly as the
  * gateway's (gateway/telemetry.ts says why): the page carries no command line, user or host.
  */
-import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import type { Attributes } from '@opentelemetry/api';
 import type { BusyReason } from './admission.ts';
 import type { EngineStatus } from './protocol.ts';
@@ -43,8 +42,36 @@ export interface RunnerMetrics {
   shutdown(): Promise<void>;
 }
 
-/** Creates the runner's meter provider, its instruments and its Prometheus page. */
+/** The page once the SDK is loaded. */
+interface Page {
+  render(): Promise<string>;
+  shutdown(): Promise<void>;
+}
+
+/** Creates the runner's metrics; the meter provider and its instruments come with the first {@link RunnerMetrics.render}. */
 export function createRunnerMetrics(sources: RunnerMetricsSources): RunnerMetrics {
+  const busyByReason = new Map<BusyReason, number>();
+  let page: Promise<Page> | undefined;
+  let shutdown: Promise<void> | undefined;
+  return {
+    busy(reason) {
+      busyByReason.set(reason, (busyByReason.get(reason) ?? 0) + 1);
+    },
+    async render() {
+      page ??= openPage(sources, busyByReason);
+      return (await page).render();
+    },
+    shutdown: () => (shutdown ??= page ? page.then((p) => p.shutdown()) : Promise.resolve()),
+  };
+}
+
+/** Loads the SDK and builds the meter provider, its instruments and its Prometheus reader. */
+async function openPage(sources: RunnerMetricsSources, busyByReason: ReadonlyMap<BusyReason, number>): Promise<Page> {
+  const [{ PrometheusExporter, PrometheusSerializer }, { resourceFromAttributes }, { MeterProvider }] = await Promise.all([
+    import('@opentelemetry/exporter-prometheus'),
+    import('@opentelemetry/resources'),
+    import('@opentelemetry/sdk-metrics'),
+  ]);
   const reader = new PrometheusExporter({ preventServerStart: true });
   const serializer = new PrometheusSerializer();
   const provider = new MeterProvider({
@@ -52,7 +79,6 @@ export function createRunnerMetrics(sources: RunnerMetricsSources): RunnerMetric
     readers: [reader],
   });
   const meter = provider.getMeter('sluice-runner');
-  const busyByReason = new Map<BusyReason, number>();
   const reasonAttributes = new Map<string, Attributes>();
   const attributes = (label: string, value: string): Attributes => {
     const key = `${label}=${value}`;
@@ -103,15 +129,11 @@ export function createRunnerMetrics(sources: RunnerMetricsSources): RunnerMetric
     [admitted, busy, served, failed, unauthorized, slots, slotsInUse, state, restarts, running, waiting, kvCache, loadAge],
   );
 
-  let shutdown: Promise<void> | undefined;
   return {
-    busy(reason) {
-      busyByReason.set(reason, (busyByReason.get(reason) ?? 0) + 1);
-    },
     async render() {
       const { resourceMetrics } = await reader.collect();
       return serializer.serialize(resourceMetrics);
     },
-    shutdown: () => (shutdown ??= provider.shutdown()),
+    shutdown: () => provider.shutdown(),
   };
 }

@@ -18,7 +18,7 @@ afterEach(async () => {
 });
 
 async function start(options: Partial<RunnerOptions> = {}): Promise<string> {
-  const engine = createSimEngine({ ttftMs: 300, itlMs: 0, outputTokens: 1 });
+  const engine = createSimEngine({ ttftMs: 1000, itlMs: 0, outputTokens: 1 });
   const { url: engineUrl } = await engine.listen();
   cleanups.push(() => engine.close());
   const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'r-metrics', slots: 1, loadInterval: 50, ...options });
@@ -38,8 +38,10 @@ const post = (url: string) => request(`${url}/v1/chat/completions`, { method: 'P
 describe('the runner GET /metrics', () => {
   it('counts calls admitted, busy answers by reason and calls served, with the slots', async () => {
     const url = await start();
+    // The first scrape loads the SDK: done before the call, so the page answers fast while it runs.
+    expect(metricValue((await page(url)).text, 'sluice_runner_calls_admitted_total')).toBe(0);
     const first = post(url);
-    // The one slot is taken: the second call is answered busy.
+    // The one slot is taken (for a second): the second call is answered busy.
     await eventually(async () => metricValue((await page(url)).text, 'sluice_runner_slots_in_use') === 1, 5000, 'the first call in its slot');
     const second = await post(url);
     expect(second.statusCode).toBe(503);
