@@ -6,7 +6,7 @@
  * Everything but the busy answers is read from what the runner keeps anyway (its counts, its
  * slots, its engine's status) when the page is collected: a call pays an addition at most. The
  * OpenTelemetry SDK is loaded at the first scrape, not at start: a runner nobody scrapes does not
- * pay its load time (about 0.1 s), and a runner's start is what a cold start waits on. The
+ * pay its load time, and a runner's start is what a cold start waits on. The
  * meter provider is the runner's own, never the global one, so several runners in one process
  * (tests, `sluice up`) keep separate pages. Its resource is set, not detected, exactly as the
  * gateway's (gateway/telemetry.ts says why): the page carries no command line, user or host.
