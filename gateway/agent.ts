@@ -370,7 +370,6 @@ export class LbAgent {
     const placed = await this.#placement.place(call, out, headers, turn);
     if (placed.kind === 'ended') return placed.result;
     const m = this.#metrics;
-    const { clock } = this.#config;
     m.running.add(1);
     const relaying = relay(placed.response, out, headers, placed.runner, call.signal);
     // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
@@ -378,7 +377,7 @@ export class LbAgent {
     const watch = call.route === 'invoke' ? undefined : this.#watch(call, placed.response);
     const relayed = await relaying;
     m.running.add(-1);
-    const totalMs = clock.now() - call.startedAt;
+    const totalMs = this.#config.clock.now() - call.startedAt;
     const { outcome, status, execMs, error } = relayed;
     if (watch) {
       const ok = outcome === 'completed' && status >= 200 && status < 300;
