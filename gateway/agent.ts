@@ -32,7 +32,10 @@ import {
 } from './errors.ts';
 import { clientRequestId } from './front.ts';
 import { INVOKE_TYPE_HEADER, REQUEST_ID_HEADER, SESSION_HEADER, forwardable } from './headers.ts';
+import { AnswerWatch, InferenceRecorder } from './inference.ts';
 import { createGatewayMetrics } from './metrics.ts';
+import { StatsWindow, readStats } from './stats.ts';
+import type { GatewayStats } from './stats.ts';
 import type { DetachedCalls } from './detached.ts';
 import { DetachedFlow, DetachedSignal, detachedResult } from './detached-flow.ts';
 import type { DetachedReply } from './detached-flow.ts';
@@ -40,6 +43,7 @@ import type { CallResult, GatewayConfig } from './options.ts';
 import { parsePreference } from './prefer.ts';
 import type { CallPreference } from './prefer.ts';
 import type { GatewayPool } from './pool.ts';
+import type { RunnerResponse } from './http-runner.ts';
 import { relay } from './relay.ts';
 import { startCallTrace, traceOfResponse } from './tracing.ts';
 import type { CallTrace } from './tracing.ts';
@@ -60,6 +64,12 @@ export class LbAgent {
   readonly #uploads: UploadBudget;
   readonly #placement: CallPlacement;
   readonly #keyCalls: KeyCalls;
+  readonly #queue: WaitQueue;
+  /** Calls per second and TTFT per model for GET /v1/stats. */
+  readonly #window: StatsWindow;
+  readonly #inference: InferenceRecorder;
+  /** Errors answered through #refuse, counted in `rejected` already: not counted again in `failed`. */
+  readonly #refused = new WeakSet<Error>();
   #inFlight = 0;
   #closing = false;
   #drained: (() => void) | undefined;
@@ -72,7 +82,10 @@ export class LbAgent {
     this.#config = config;
     this.#pool = pool;
     this.#metrics = createGatewayMetrics(config.meterProvider);
-    this.#placement = new CallPlacement(config, pool, queue ?? waitQueueFor(config), this.#metrics, (out, error, headers) => this.#refuse(out, error, headers));
+    this.#queue = queue ?? waitQueueFor(config);
+    this.#window = new StatsWindow({ clock: config.clock });
+    this.#inference = new InferenceRecorder(this.#metrics.inference, this.#window);
+    this.#placement = new CallPlacement(config, pool, this.#queue, this.#metrics, (out, error, headers) => this.#refuse(out, error, headers));
     this.#uploads = new UploadBudget({ max: config.maxUploads, perClient: config.maxUploadsPerClient });
     this.#keyCalls = new KeyCalls({ limiter: config.limiter, logger: config.logger });
     this.#detached = detached;
@@ -99,6 +112,11 @@ export class LbAgent {
   /** True while a new call would be refused with GW_UPLOADS_FULL, whoever sent it. */
   get uploadsFull(): boolean {
     return this.#uploads.full;
+  }
+
+  /** The snapshot GET /v1/stats answers (gateway/stats.ts). */
+  stats(): GatewayStats {
+    return readStats({ metrics: this.#metrics, window: this.#window, queue: this.#queue.snapshot(), clock: this.#config.clock });
   }
 
   /** True once shutdown began: the front gate refuses new calls. */
@@ -330,6 +348,7 @@ export class LbAgent {
     // Built only when something is logged: most calls log nothing.
     const log = () => logger.child({ call: call.id, fn: call.fn });
     m.calls.add(1, route);
+    this.#window.called();
     m.queued.add(1);
 
     if (callTrace) {
@@ -341,6 +360,9 @@ export class LbAgent {
       ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached, turn, keyCall)
       : await this.#placeAndRelay(call, out, callHeaders, turn, keyCall);
     m.outcomes[result.outcome].add(1);
+    if (result.error && result.outcome !== 'completed' && result.outcome !== 'cancelled' && !this.#refused.has(result.error)) {
+      m.failed.add(1, (result.error as Partial<SluiceError>).code ?? 'GW_INTERNAL');
+    }
     if (result.execMs !== undefined) m.execTime.record(result.execMs, m.outcomeAttributes[result.outcome]);
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
       // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
@@ -371,12 +393,17 @@ export class LbAgent {
     const relaying = relay(placed.response, out, headers, placed.runner, call.signal);
     // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
     keyCall?.watch(placed.response.body);
+    const watch = call.route === 'invoke' ? undefined : this.#watch(call, placed.response);
     const relayed = await relaying;
     // A client that left is not the relay's failure.
     traceOfResponse(out)?.relayEnded(relayed.status, relayed.outcome === 'cancelled' ? undefined : relayed.error);
     m.running.add(-1);
     const totalMs = this.#config.clock.now() - call.startedAt;
     const { outcome, status, execMs, error } = relayed;
+    if (watch) {
+      const ok = outcome === 'completed' && status >= 200 && status < 300;
+      this.#inference.record({ model: call.fn, runner: placed.runner.id, durationMs: totalMs, queueWaitMs: placed.queuedMs, ok, reading: watch.finish() });
+    }
     return { outcome, status, execMs, ...(error ? { error } : {}), runner: placed.runner.id, totalMs, latencyMs: totalMs - (execMs ?? 0) };
   }
 
@@ -416,13 +443,33 @@ export class LbAgent {
       keyCall.answered(outcome.result.body);
       keyCall.stored(call.id, RECORD_OVERHEAD_BYTES + outcome.result.body.length, (outcome.record.completedAt ?? this.#config.clock.now()) + this.#config.resultTtl);
     }
+    if (call.route !== 'invoke') {
+      // A detached answer is read whole from the store: its duration and usage, no first token.
+      const watch = new AnswerWatch({ sse: false, json: true, startedAt: call.startedAt, now: () => this.#config.clock.now() });
+      if (outcome.result) watch.chunk(outcome.result.body);
+      const ok = outcome.record.status === 'succeeded' && outcome.result !== undefined && outcome.result.status >= 200 && outcome.result.status < 300;
+      this.#inference.record({ model: call.fn, runner: placed.runner.id, durationMs: outcome.totalMs, queueWaitMs: placed.queuedMs, ok, reading: watch.finish() });
+    }
     return detachedResult(outcome, placed.runner.id);
+  }
+
+  /**
+   * Watches a committed runner's answer for its timings and usage, beside the relay's own reader
+   * (attached in the same tick, so no chunk is missed).
+   */
+  #watch(call: GatewayCall, response: RunnerResponse): AnswerWatch {
+    const type = String(response.headers['content-type'] ?? '');
+    const clock = this.#config.clock;
+    const watch = new AnswerWatch({ sse: type.startsWith('text/event-stream'), json: type.startsWith('application/json'), startedAt: call.startedAt, now: () => clock.now() });
+    response.body.on('data', (chunk: Buffer) => watch.chunk(chunk));
+    return watch;
   }
 
   /** Answers a request refused before placement, and counts it by code. */
   #refuse(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}): void {
     this.#metrics.rejected.add(1, error.code);
     traceOfResponse(out)?.fail(error);
+    this.#refused.add(error);
     sendError(out, error, headers);
   }
 }

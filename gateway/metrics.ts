@@ -34,6 +34,11 @@ export class Count {
     this.#label = label;
   }
 
+  /** Every label value seen and its count now ('' for a count without a label). */
+  entries(): IterableIterator<[string, number]> {
+    return this.#values.entries();
+  }
+
   /** Adds `n` (negative to take away) to the count of `value` (of the label; '' without one). */
   add(n: number, value = ''): void {
     this.#values.set(value, (this.#values.get(value) ?? 0) + n);
@@ -63,6 +68,11 @@ export class Count {
 export interface GatewayMetrics {
   calls: Count;
   rejected: Count;
+  /**
+   * Calls counted in `calls` that ended with an error after placement began (a placer timeout,
+   * a runner's failure, a call timeout), by code; refusals already in `rejected` are not here.
+   */
+  failed: Count;
   /** Request bodies being received: counted against maxUploads, not maxInFlight. */
   uploads: Count;
   queued: Count;
@@ -87,7 +97,27 @@ export interface GatewayMetrics {
   coldStartWait: Histogram;
   /** `{ model }` for a model, built the first time it is asked for. */
   modelAttributes(model: string): Attributes;
+  /** The inference histograms (OpenTelemetry's GenAI names), recorded by gateway/inference.ts. */
+  inference: InferenceInstruments;
 }
+
+/**
+ * The inference histograms, in OpenTelemetry's GenAI metric names and units (seconds, tokens),
+ * recorded per model and runner with the attribute sets of {@link InferenceAttributes}.
+ */
+export interface InferenceInstruments {
+  /** gen_ai.server.time_to_first_token: call start to the first body chunk of a stream, in s. */
+  timeToFirstToken: Histogram;
+  /** gen_ai.server.time_per_output_token: a stream's mean gap between its events after the first, in s. */
+  timePerOutputToken: Histogram;
+  /** gen_ai.server.request.duration: call start to the end of the answer, in s. */
+  requestDuration: Histogram;
+  /** gen_ai.client.token.usage: the engine's reported input and output tokens per call. */
+  tokenUsage: Histogram;
+  /** sluice.request.queue_wait: a placed call's time in the wait queue, 0 when it never waited, in s. */
+  queueWait: Histogram;
+}
+
 
 /** A monotonic {@link Count} read by the SDK at collection, as a counter. */
 function observedCounter(meter: Meter, name: string, description: string, label?: string): Count {
@@ -103,6 +133,29 @@ function observedUpDown(meter: Meter, name: string, description: string): Count 
   return count;
 }
 
+/**
+ * Buckets in seconds, after OpenTelemetry's advice for the GenAI metrics, stretched to minutes:
+ * behind a queue or a cold start, a first token or a whole answer can take that long.
+ */
+const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120, 300];
+const TPOT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5];
+const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68, 655.36];
+const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576];
+const QUEUE_WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+/** The inference histograms on `meter`. */
+function createInferenceInstruments(meter: Meter): InferenceInstruments {
+  const histogram = (name: string, description: string, unit: string, buckets: number[]) =>
+    meter.createHistogram(name, { description, unit, advice: { explicitBucketBoundaries: buckets } });
+  return {
+    timeToFirstToken: histogram('gen_ai.server.time_to_first_token', 'Time from a streamed call\'s start (its body in) to the first body chunk of its answer', 's', TTFT_BUCKETS),
+    timePerOutputToken: histogram('gen_ai.server.time_per_output_token', 'A streamed answer\'s mean time between its events after the first (a token each for engines that stream one per event)', 's', TPOT_BUCKETS),
+    requestDuration: histogram('gen_ai.server.request.duration', 'Time from a call\'s start (its body in) to the end of its answer, for answers relayed in full with a 2xx status', 's', DURATION_BUCKETS),
+    tokenUsage: histogram('gen_ai.client.token.usage', 'Input and output tokens of a call, as its engine\'s usage block reported them', '{token}', TOKEN_BUCKETS),
+    queueWait: histogram('sluice.request.queue_wait', 'Time a placed call spent in the wait queue, from its first wait to its placement; 0 for a call that never waited', 's', QUEUE_WAIT_BUCKETS),
+  };
+}
+
 /** Creates the instruments on a meter of `provider`. */
 export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
   const meter = provider.getMeter('sluice-gateway');
@@ -111,6 +164,7 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
   return {
     calls: count('sluice_calls', 'Calls buffered, validated and handed to placement', 'route'),
     rejected: count('sluice_calls_rejected', 'Requests answered with an error before placement, by error code', 'code'),
+    failed: count('sluice_calls_failed', 'Calls that reached placement and ended with an error (placer timeout, runner failure, call timeout), by error code', 'code'),
     uploads: observedUpDown(meter, 'sluice_uploads', 'Request bodies being received now (counted against maxUploads, not maxInFlight)'),
     queued: observedUpDown(meter, 'sluice_calls_queued', 'Calls waiting for a runner'),
     running: observedUpDown(meter, 'sluice_calls_running', 'Calls committed to a runner and not yet finished'),
@@ -159,6 +213,7 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
       advice: { explicitBucketBoundaries: COLD_START_BUCKETS },
     }),
     modelAttributes: attributesBy('model'),
+    inference: createInferenceInstruments(meter),
   };
 }
 

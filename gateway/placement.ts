@@ -30,8 +30,11 @@ import { traceOfCall } from './tracing.ts';
 import { PRIORITIES, WaitQueue, isPriority } from './wait-queue.ts';
 import type { Priority, Waiter } from './wait-queue.ts';
 
-/** How the placement walk ended: a runner committed, or the call ended and its client was answered. */
-export type Placed = { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse> } | { kind: 'ended'; result: CallResult };
+/**
+ * How the placement walk ended: a runner committed (`queuedMs`: from the call's first wait in the
+ * queue to the commit, 0 when it never waited), or the call ended and its client was answered.
+ */
+export type Placed = { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse>; queuedMs: number } | { kind: 'ended'; result: CallResult };
 
 /** Where a call waits when every runner is busy: its priority class and its flow. */
 export interface Turn {
@@ -165,7 +168,7 @@ export class CallPlacement {
       // that finds nothing goes back to the head); the fallback's wakes depend on it.
       if (waiter.joined) queue.wake(1, [model]);
       if (!Number.isNaN(coldSince)) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
-      return { kind: 'placed', response: placement.value, runner: placement.runner };
+      return { kind: 'placed', response: placement.value, runner: placement.runner, queuedMs: waiter.joined ? clock.now() - waiter.joinedAt : 0 };
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
       callTrace?.placementEnded({ error: error as Error, attempts: (error as { attempts?: number }).attempts ?? 0 });

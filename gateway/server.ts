@@ -174,6 +174,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return c.json(model(id));
   });
   app.get('/v1/queue', (c) => c.json(queue.snapshot()));
+  app.get('/v1/stats', (c) => c.json(agent.stats()));
   // `clients` says whether client calls need a key: `open` is worth seeing from outside.
   app.get('/healthz', (c) => c.json({ ok: true, version: VERSION, clients: credentials.openToClients ? 'open' : 'keys' }));
   app.get('/readyz', async (c) => {

@@ -17,13 +17,16 @@ export interface RouteHandlers {
   status(): RunnerStatus;
   /** Why the runner is not ready, or undefined when it is (GET /readyz). */
   notReady(): BusyReason | undefined;
+  /** The runner's metrics in Prometheus text (GET /metrics). */
+  metrics(): Promise<string>;
   /** Serves one call on the Node request and response. */
   serveCall(req: IncomingMessage, res: ServerResponse): Promise<void>;
 }
 
 /**
  * The runner's routes: GET /status (the status payload), GET /healthz (the process answers),
- * GET /readyz (200, or 503 with the reason), and POST on any path, forwarded to the engine.
+ * GET /readyz (200, or 503 with the reason), GET /metrics (Prometheus text), and POST on any
+ * path, forwarded to the engine. The GET routes take no credential (docs/security.md says why).
  */
 export function runnerRoutes(handlers: RouteHandlers): Hono<NodeBindings> {
   const app = new Hono<NodeBindings>();
@@ -33,6 +36,7 @@ export function runnerRoutes(handlers: RouteHandlers): Hono<NodeBindings> {
     const reason = handlers.notReady();
     return reason === undefined ? c.json({ ready: true }) : c.json({ ready: false, reason }, 503);
   });
+  app.get('/metrics', async (c) => c.body(await handlers.metrics(), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }));
   app.post('*', async (c) => {
     await handlers.serveCall(c.env.incoming, c.env.outgoing);
     return RESPONSE_ALREADY_SENT;

@@ -23,6 +23,7 @@ import type { ProfileFacts } from './engines/profile.ts';
 import { registerWithGateways } from './gateways.ts';
 import { Hosting } from './hosting.ts';
 import { launchableKinds } from './capacity.ts';
+import { createRunnerMetrics } from './metrics.ts';
 import { defaultProfileFacts } from './engines/profile.ts';
 import { readGpuInventory } from './inventory.ts';
 import type { GpuInventory } from './inventory.ts';
@@ -119,8 +120,10 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     refused: () => counts.unauthorized++,
     ...(environment.now ? { now: environment.now } : {}),
   });
+  const metrics = createRunnerMetrics({ id: config.id, counts, admitted: () => slots.acquired, slots: () => slots, engine: () => engine.status() });
   const busy = (res: ServerResponse, reason: BusyReason): void => {
     counts.rejected++;
+    metrics.busy(reason);
     // Nothing ran: the gateway may offer this call here again under the same id.
     guard.forget(res);
     answerBusy(res, config.id, reason);
@@ -134,6 +137,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   const app = runnerRoutes({
     status,
     notReady: () => notReadyReason({ draining: () => draining, engine }),
+    metrics: () => metrics.render(),
     // A call without a gateway's credential is refused before it takes a slot.
     serveCall: async (req, res) => (guard.admit(req, res) ? serveCall(callPath, req, res) : undefined),
   });
@@ -229,6 +233,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         await hosting?.close(0);
         await engine.close();
         stallWatch.stop();
+        await metrics.shutdown();
         if (server) log.info('runner stopped', {});
       })().finally(markClosed);
       return closing;

@@ -11,6 +11,7 @@ export type Release = () => void;
 export class Slots {
   readonly #total: number;
   #inUse = 0;
+  #acquired = 0;
   /** Settles the waiters of {@link Slots.emptied} when the last slot comes back; one promise shared by all. */
   #onEmpty: { promise: Promise<void>; resolve: () => void } | undefined;
 
@@ -28,10 +29,16 @@ export class Slots {
     return this.#inUse;
   }
 
+  /** Slots taken since the runner started (the calls admitted, for GET /metrics). */
+  get acquired(): number {
+    return this.#acquired;
+  }
+
   /** Takes a slot, or returns undefined when none is free. */
   tryAcquire(): Release | undefined {
     if (this.#inUse >= this.#total) return undefined;
     this.#inUse++;
+    this.#acquired++;
     let released = false;
     return () => {
       if (released) return;

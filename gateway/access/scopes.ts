@@ -6,7 +6,7 @@
  * - `public`: anyone (health probes, the dashboard's page, which holds no data).
  * - `client`: inference calls and the caller's own detached calls, with a client key, or with
  *   nothing while the gateway is open to clients (no keys configured and none required).
- * - `operator`: fleet control, the runner list, the queue, metrics, keys, deployments.
+ * - `operator`: fleet control, the runner list, the queue, metrics and stats, keys, deployments.
  * - `runner`: registration and heartbeats, with a runner token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -98,6 +98,7 @@ export const ROUTE_SCOPES: readonly RouteScope[] = [
   { method: 'POST', path: '/v1/runners/drain', scope: 'operator' },
   { method: 'POST', path: '/v1/runners/:id/drain', scope: 'operator' },
   { method: 'GET', path: '/v1/queue', scope: 'operator' },
+  { method: 'GET', path: '/v1/stats', scope: 'operator' },
   { method: 'GET', path: '/metrics', scope: 'operator' },
   { method: 'POST', path: '/v1/keys', scope: 'operator' },
   { method: 'GET', path: '/v1/keys', scope: 'operator' },

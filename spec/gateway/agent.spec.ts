@@ -155,6 +155,11 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(metricValue(page, 'sluice_runner_exec_time_sum', { outcome: 'completed' })).toBe(60);
     expect(metricValue(page, 'sluice_calls_queued')).toBe(0);
     expect(metricValue(page, 'sluice_calls_running')).toBe(0);
+    // The inference histograms: a JSON answer has a duration (on the fake clock) and no first token.
+    const on = { gen_ai_request_model: 'm', sluice_runner_id: 'r1' };
+    expect(metricValue(page, 'gen_ai_server_request_duration_sum', on)).toBe(0.1);
+    expect(metricValue(page, 'gen_ai_server_time_to_first_token_count', on)).toBe(0);
+    expect(metricValue(page, 'sluice_request_queue_wait_sum', on)).toBe(0);
   });
 
   it('answers 503 PLACER_TIMEOUT with Retry-After when no runner takes the call before the placer deadline', async () => {
@@ -169,11 +174,12 @@ describe('LbAgent (fake pool, fake clock)', () => {
     const page = await metrics();
     expect(metricValue(page, 'sluice_calls_server_busy_total')).toBe(1);
     expect(metricValue(page, 'sluice_calls_queued')).toBe(0);
+    expect(metricValue(page, 'sluice_calls_failed_total', { code: 'PLACER_TIMEOUT' })).toBe(1);
   });
 
   it('answers 503 GW_QUEUE_FULL with Retry-After at once when every runner is busy and the queue is at maxQueued', async () => {
     const runner: Runner<RunnerResponse> = { id: 'r1', tryExec: async () => ({ kind: 'busy' }) };
-    const { url, queue, results, metrics } = await agentWith(poolOf(runner), { maxQueued: 1, retryAfter: 4 });
+    const { url, queue, results, metrics, agent } = await agentWith(poolOf(runner), { maxQueued: 1, retryAfter: 4 });
     const first = new AbortController();
     const waiting = request(url, { method: 'POST', body, signal: first.signal }).catch(() => undefined);
     await eventually(() => queue.waiting === 1, 2000, 'the first call waiting');
@@ -187,6 +193,9 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(metricValue(page, 'sluice_queue_refused_total', { scope: 'total' })).toBe(1);
     expect(metricValue(page, 'sluice_calls_rejected_total', { code: 'GW_QUEUE_FULL' })).toBe(1);
     expect(metricValue(page, 'sluice_queue_depth', { model: 'm', priority: 'interactive' })).toBe(1);
+    // A refusal is counted once: in the rejected counter, not again among failed calls.
+    expect(metricValue(page, 'sluice_calls_failed_total')).toBe(0);
+    expect(agent.stats().errors.byCode).toEqual({ GW_QUEUE_FULL: 1 });
     first.abort();
     await waiting;
     await eventually(() => queue.size === 0, 2000, 'the first call leaving the queue');
