@@ -116,7 +116,7 @@ export class LbAgent {
 
   /** The snapshot GET /v1/stats answers (gateway/stats.ts). */
   stats(): GatewayStats {
-    return readStats({ metrics: this.#metrics, window: this.#window, queue: this.#queue.snapshot(), clock: this.#config.clock });
+    return readStats({ metrics: this.#metrics, window: this.#window, queue: this.#queue.snapshot(), detached: this.#detached.counts(), clock: this.#config.clock });
   }
 
   /** True once shutdown began: the front gate refuses new calls. */

@@ -35,6 +35,19 @@ export interface GatewayStats {
   errors: { byCode: Record<string, number> };
   models: Record<string, { ttftMs: Percentiles | null; series: SeriesPoint[] }>;
   queue: QueueSnapshot;
+  /** This gateway's detached calls by status (gateway/detached.ts, `counts`). */
+  detached: DetachedCounts;
+}
+
+/** Detached calls by status: `queued` and `running` now, the rest since the gateway started. */
+export interface DetachedCounts {
+  queued: number;
+  running: number;
+  accepted: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  expired: number;
 }
 
 /** How a {@link StatsWindow} is set up. */
@@ -207,7 +220,7 @@ export function percentiles(values: readonly number[]): Percentiles | null {
 }
 
 /** Reads the snapshot GET /v1/stats answers. */
-export function readStats(from: { metrics: GatewayMetrics; window: StatsWindow; queue: QueueSnapshot; clock: Clock }): GatewayStats {
+export function readStats(from: { metrics: GatewayMetrics; window: StatsWindow; queue: QueueSnapshot; detached: DetachedCounts; clock: Clock }): GatewayStats {
   const { metrics, window } = from;
   let total = 0;
   for (const [, n] of metrics.calls.entries()) total += n;
@@ -224,5 +237,6 @@ export function readStats(from: { metrics: GatewayMetrics; window: StatsWindow; 
     errors: { byCode },
     models: window.models(),
     queue: from.queue,
+    detached: from.detached,
   };
 }

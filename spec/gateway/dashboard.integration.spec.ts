@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OPERATOR_TOKEN, asOperator, chatBody, eventually, getJson, postJson, startFleet } from '../support/fleet.ts';
+import { OPERATOR_TOKEN, chatBody, eventually, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 
 /** Debian's chromium; .ci/run installs it where it is missing. */
@@ -31,20 +31,12 @@ let page: Page;
 let shots: string;
 /** Console messages of type error and uncaught page errors, as they happen. */
 const problems: string[] = [];
-/**
- * Chromium logs every 404 as a console error, fetch's included. A gateway built without GET
- * /v1/stats answers the page's reads of it 404 (the page then says "no data yet"); on such a
- * gateway only, those lines are expected. Any other console error fails the spec.
- */
-let statsMissing = false;
-const expected = (line: string) => statsMissing && /^console: Failed to load resource: .* 404 .*\/v1\/stats\)$/.test(line);
 
 beforeAll(async () => {
   // A missing browser fails the spec, never skips it: a skipped browser test hides a broken page.
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does`);
   shots = await mkdtemp(join(tmpdir(), 'sluice-dashboard-'));
   fleet = await startFleet({ nodes: 2, gatewayArgs: ['--status-interval', '200ms'] });
-  statsMissing = (await getJson(`${fleet.gateway.url}/v1/stats`, asOperator)).status === 404;
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.on('console', (message) => {
@@ -108,23 +100,20 @@ describe('the dashboard in a browser', () => {
     expect(page.url()).not.toContain(OPERATOR_TOKEN);
   });
 
-  it('moves the calls counter after more calls (when the gateway answers GET /v1/stats)', async () => {
-    const stats = await getJson(`${fleet.gateway.url}/v1/stats`, asOperator);
+  it('moves the calls counter after more calls, and shows their time to first token and the detached calls', async () => {
     const send = async (n: number) => {
-      for (let i = 0; i < n; i++) expect((await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody())).status).toBe(200);
+      for (let i = 0; i < n; i++) expect((await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody({ stream: true }))).status).toBe(200);
     };
-    if (stats.status !== 200) {
-      // A gateway without the stats route: the panels say so instead of showing made-up figures.
-      expect(stats.status).toBe(404);
-      await send(4);
-      await eventually(async () => (await text('#calls-empty')).includes('No data yet'), 5000, 'the calls panel saying there is no data');
-      expect(await page.locator('#calls-data').isHidden()).toBe(true);
-      return;
-    }
     await eventually(async () => (await page.locator('#calls-data').isVisible()), 5000, 'the calls panel');
     const before = Number((await text('#calls-total')).replace(/,/g, ''));
     await send(6);
     await eventually(async () => Number((await text('#calls-total')).replace(/,/g, '')) >= before + 6, 5000, 'the calls counter to move by 6');
+    // The streamed calls' first tokens, as a chart per model.
+    await eventually(async () => (await text('#ttft')).includes('sim-small'), 5000, 'the time to first token of sim-small');
+    expect(await page.locator('#ttft svg').count()).toBeGreaterThan(0);
+    // A detached call, counted on its way through.
+    expect((await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' })).status).toBe(202);
+    await eventually(async () => /accepted\s+1\b/.test(await text('#detached')), 5000, 'the detached call counted');
   });
 
   it('keeps the token across a reload, and can be worked from the keyboard with the focus visible', async () => {
@@ -182,13 +171,13 @@ describe('the dashboard in a browser', () => {
       expect(await other.locator('#panels').isHidden()).toBe(true);
       expect(await other.evaluate(() => (globalThis as any).sessionStorage.length)).toBe(0);
       expect(errors.length).toBeGreaterThan(0);
-      expect(errors.filter((line) => !expected(line) && !/^console: Failed to load resource: .* 401 /.test(line))).toEqual([]);
+      expect(errors.filter((line) => !/^console: Failed to load resource: .* 401 /.test(line))).toEqual([]);
     } finally {
       await other.close();
     }
   });
 
   it('had no console error and no page error all along', () => {
-    expect(problems.filter((line) => !expected(line))).toEqual([]);
+    expect(problems).toEqual([]);
   });
 });

@@ -157,3 +157,14 @@ describe('queue wait and failures by code, with a runner of one slot', () => {
     expect(metricValue((await getJson(`${hasty}/metrics`, asOperator)).text, 'sluice_calls_failed_total', { code: 'PLACER_TIMEOUT' })).toBe(1);
   });
 });
+
+describe('detached calls in GET /v1/stats', () => {
+  it('counts a detached call accepted, then succeeded, and none left placing or running', async () => {
+    const before = (await getJson(`${gw}/v1/stats`, asOperator)).json.detached;
+    expect(before).toEqual({ queued: 0, running: 0, accepted: 0, succeeded: 0, failed: 0, cancelled: 0, expired: 0 });
+    const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 6 }), { prefer: 'respond-async' });
+    expect(accepted.status).toBe(202);
+    await eventually(async () => (await getJson(`${gw}/v1/stats`, asOperator)).json.detached.succeeded === 1, 10_000, 'the detached call counted succeeded');
+    expect((await getJson(`${gw}/v1/stats`, asOperator)).json.detached).toEqual({ queued: 0, running: 0, accepted: 1, succeeded: 1, failed: 0, cancelled: 0, expired: 0 });
+  });
+});

@@ -133,7 +133,8 @@ describe('readStats', () => {
     window.called();
     window.record('sim-small', 42);
     const queue = { waiting: 0, models: [] };
-    const stats = readStats({ metrics: m, window, queue, clock: c });
+    const detached = { queued: 1, running: 2, accepted: 5, succeeded: 1, failed: 1, cancelled: 0, expired: 0 };
+    const stats = readStats({ metrics: m, window, queue, detached, clock: c });
     expect(stats).toEqual({
       at: c.now(),
       windowSeconds: 300,
@@ -141,6 +142,7 @@ describe('readStats', () => {
       errors: { byCode: { GW_UNKNOWN_MODEL: 3, PLACER_TIMEOUT: 1 } },
       models: { 'sim-small': { ttftMs: { p50: 42, p90: 42 }, series: expect.any(Array) } },
       queue,
+      detached,
     });
     void telemetry.shutdown();
   });

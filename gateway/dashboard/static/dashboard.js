@@ -118,9 +118,20 @@
         points.push(`${x.toFixed(1)},${y.toFixed(1)}`);
       });
       if (points.length === 0) continue;
+      if (points.length === 1) {
+        // One reading so far draws no line: a dot, so the chart is not empty.
+        const [x, y] = points[0].split(',');
+        const dot = document.createElementNS(NS, 'circle');
+        dot.setAttribute('class', `dot ${s.className || ''}`);
+        dot.setAttribute('cx', x);
+        dot.setAttribute('cy', y);
+        dot.setAttribute('r', '2.5');
+        svg.append(dot);
+        continue;
+      }
       const line = document.createElementNS(NS, 'polyline');
       line.setAttribute('class', `line ${s.className || ''}`);
-      line.setAttribute('points', points.length === 1 ? `${points[0]} ${points[0]}` : points.join(' '));
+      line.setAttribute('points', points.join(' '));
       svg.append(line);
     }
     return svg;
@@ -202,6 +213,27 @@
     );
   }
 
+  /** Placing and running now; accepted and ended by final status since the gateway started. */
+  const DETACHED = [
+    ['queued', 'placing now'],
+    ['running', 'running now'],
+    ['accepted', 'accepted'],
+    ['succeeded', 'succeeded'],
+    ['failed', 'failed'],
+    ['cancelled', 'cancelled'],
+    ['expired', 'expired'],
+  ];
+
+  function drawDetached(stats) {
+    const counts = stats?.detached;
+    fill(
+      $('detached').tBodies[0],
+      counts && typeof counts === 'object' ? DETACHED.map(([key, label]) => [cell(label), cell(fixed(num(counts[key]) ?? 0, 0), 'num')]) : [],
+      2,
+      'No data yet.',
+    );
+  }
+
   function drawQueue(queue) {
     const models = Array.isArray(queue?.models) ? queue.models : [];
     $('queue-count').textContent = `(${num(queue?.waiting) ?? 0} waiting)`;
@@ -231,7 +263,10 @@
   /** The routes read each second, and what draws each: a panel whose route fails keeps its last figures. */
   const PANELS = [
     ['v1/runners', drawRunners],
-    ['v1/stats', drawStats],
+    ['v1/stats', (stats) => {
+      drawStats(stats);
+      drawDetached(stats);
+    }],
     ['v1/queue', drawQueue],
     ['v1/deployments', drawDeployments],
   ];
