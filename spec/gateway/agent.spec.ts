@@ -6,11 +6,10 @@
  * runner and engine, and the latency sanity check.
  */
 import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LbAgent } from '../../gateway/agent.ts';
 import { waitQueueFor } from '../../gateway/placement.ts';
 import type { GatewayCall } from '../../gateway/call.ts';
@@ -29,17 +28,9 @@ import { createConsistentHashPlacer } from '../../placer/consistent-hash/index.t
 import { CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER } from '../../runner/protocol.ts';
 import { createRunner } from '../../runner/server.ts';
 import { chatBody, eventually, metricValue, postJson } from '../support/fleet.ts';
+import { serversForEach } from '../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(() => new Promise((r) => server.close(r)));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+const { cleanups, listen } = serversForEach();
 
 /** An OpenAI-ish engine that records the headers of every call it gets. */
 async function recordingEngine(seen: IncomingHttpHeaders[]): Promise<string> {

@@ -4,26 +4,17 @@
  * the engine unchanged, as any forwarded header does.
  */
 import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { describe, expect, it } from 'vitest';
 import { tracesExporter } from '../../gateway/cli/telemetry.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { startCallTrace } from '../../gateway/tracing.ts';
 import { createRunner } from '../../runner/server.ts';
 import { startRunnerTrace } from '../../runner/tracing.ts';
 import { chatBody, postJson } from '../support/fleet.ts';
+import { serversForEach } from '../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(() => new Promise((r) => server.close(r)));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+const { cleanups, listen } = serversForEach();
 
 describe('tracing off', () => {
   it('starts no trace on either side', () => {

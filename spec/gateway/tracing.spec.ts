@@ -5,15 +5,15 @@
  * other answers with a usage block.
  */
 import { createServer } from 'node:http';
-import type { IncomingHttpHeaders, Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders } from 'node:http';
 import { SpanKind, SpanStatusCode, propagation, trace } from '@opentelemetry/api';
 import { core, tracing } from '@opentelemetry/sdk-node';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createGateway } from '../../gateway/server.ts';
 import type { GatewayOptions } from '../../gateway/options.ts';
 import { createRunner } from '../../runner/server.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
+import { serversForEach } from '../support/servers.ts';
 
 type Finished = tracing.ReadableSpan;
 
@@ -30,16 +30,7 @@ afterAll(async () => {
 });
 beforeEach(() => exporter.reset());
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(() => new Promise((r) => server.close(r)));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+const { cleanups, listen } = serversForEach();
 
 /** An engine that answers calls with a usage block (or refuses them all with 503), recording their headers. */
 async function engine(seen: IncomingHttpHeaders[], refuse = false): Promise<string> {

@@ -1,0 +1,31 @@
+/**
+ * In-process servers a spec starts on 127.0.0.1:0, and what to undo after each test: a spec
+ * calls {@link serversForEach} once at its top level.
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach } from 'vitest';
+
+/** What {@link serversForEach} gives a spec. */
+export interface SpecServers {
+  /** Undone after each test, last first; a failing one is ignored. */
+  readonly cleanups: Array<() => Promise<unknown>>;
+  /** Listens on 127.0.0.1 and a free port, closed after the test; resolves with the URL. */
+  listen(server: Server): Promise<string>;
+}
+
+/** Registers the after-each undo and returns the list and `listen`. */
+export function serversForEach(): SpecServers {
+  const cleanups: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
+  });
+  return {
+    cleanups,
+    async listen(server) {
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      cleanups.push(() => new Promise((r) => server.close(r)));
+      return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    },
+  };
+}
