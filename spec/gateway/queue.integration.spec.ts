@@ -53,13 +53,30 @@ async function send(gw: string, sent: Promise<string>[], base: number, headers: 
   await eventually(async () => started().length + (await waiting(gw)) >= before + 1, 10_000, `call ${before} started or queued`);
 }
 
+/** The fleet's slots: 3 runners with 2 each. */
+const SLOTS = 6;
+
+/**
+ * Sends `count` calls in order. The first {@link SLOTS} take the slots {@link SPREAD_MS} apart, so
+ * that calls end, and waiters are woken into the freed slots, that far apart too: two calls woken
+ * within a millisecond of each other go to two runners and may reach their engines in either
+ * order, and the engines' log would then show the network's order instead of the queue's.
+ */
+async function sendAll(gw: string, sent: Promise<string>[], base: number, count: number, headers: Record<string, string> = {}): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    await send(gw, sent, base, headers);
+    if (i < SLOTS) await new Promise((r) => setTimeout(r, SPREAD_MS));
+  }
+}
+const SPREAD_MS = 100;
+
 describe('the wait queue on real processes', () => {
   let gw = '';
   beforeEach(async () => {
     if (fleet) return;
     fleet = await startFleet({
       nodes: 3,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '40', '--output-tokens', '20', '--call-log', log],
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '40', '--output-tokens', '50', '--call-log', log],
       runnerArgs: ['--slots', '2'],
       // Status probes would wake waiters too (free slots in a report), and two calls placed at
       // once on two runners may reach their engines in either order: with probes out of the way
@@ -71,7 +88,7 @@ describe('the wait queue on real processes', () => {
 
   it('starts 40 calls of one priority sent in a burst in their arrival order', async () => {
     const sent: Promise<string>[] = [];
-    for (let i = 0; i < 40; i++) await send(gw, sent, 0);
+    await sendAll(gw, sent, 0, 40);
     const ids = await Promise.all(sent);
     expect(started()).toEqual(ids);
     expect(await waiting(gw)).toBe(0);
@@ -80,7 +97,7 @@ describe('the wait queue on real processes', () => {
   it('starts an interactive call sent after 30 batch calls before every batch call still waiting', async () => {
     const before = started().length;
     const sent: Promise<string>[] = [];
-    for (let i = 0; i < 30; i++) await send(gw, sent, before, { 'sluice-priority': 'batch' });
+    await sendAll(gw, sent, before, 30, { 'sluice-priority': 'batch' });
     await eventually(async () => (await waiting(gw)) === 24, 10_000, '24 batch calls waiting');
     const queue = (await getJson(`${gw}/v1/queue`, asOperator)).json;
     expect(queue.models).toEqual([expect.objectContaining({ model: 'sim-small', priority: 'batch', waiting: 24 })]);
