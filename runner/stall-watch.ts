@@ -11,7 +11,8 @@ import { performance } from 'node:perf_hooks';
 export class StallWatch {
   readonly #interval: number;
   readonly #memory: number;
-  #last = performance.now();
+  readonly #now: () => number;
+  #last: number;
   #stall = 0;
   #stallSeenAt = -Infinity;
   #timer: NodeJS.Timeout | undefined;
@@ -19,16 +20,19 @@ export class StallWatch {
   /**
    * `interval`: how often the loop is checked, in ms; a stall is measured beyond it.
    * `memory`: how long after the loop runs again a stall is still reported, in ms.
+   * `now`: the clock, in ms (a spec's fake one).
    */
-  constructor(interval = 100, memory = 1000) {
+  constructor(interval = 100, memory = 1000, now: () => number = () => performance.now()) {
     this.#interval = interval;
     this.#memory = memory;
+    this.#now = now;
+    this.#last = now();
   }
 
   start(): void {
-    this.#last = performance.now();
+    this.#last = this.#now();
     this.#timer ??= setInterval(() => {
-      const now = performance.now();
+      const now = this.#now();
       const gap = now - this.#last - this.#interval;
       if (gap > this.#interval) {
         this.#stall = gap;
@@ -44,7 +48,7 @@ export class StallWatch {
    * interval) or that ended within `memory` ms, in ms; 0 when there is none.
    */
   stalled(): number {
-    const now = performance.now();
+    const now = this.#now();
     const current = now - this.#last - this.#interval;
     const recent = now - this.#stallSeenAt < this.#memory ? this.#stall : 0;
     return Math.max(0, current, recent);
