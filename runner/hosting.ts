@@ -275,7 +275,7 @@ export class Hosting {
 
   #set(order: EngineOrder, state: HostedState, extra: { reason?: string; output?: string[] } = {}): void {
     const from = this.#hosted?.order === order ? this.#hosted.report.state : undefined;
-    this.#hosted = { order, report: { replica: order.replica, model: order.model, state, since: this.#now(), ...extra } };
+    this.#hosted = { order, report: { replica: order.replica, model: order.model, ...(order.revision === undefined ? {} : { revision: order.revision }), state, since: this.#now(), ...extra } };
     const fields = { replica: order.replica, model: order.model, from, to: state, ...(extra.reason === undefined ? {} : { reason: extra.reason }) };
     if (state === 'failed') this.#log.warn('hosted engine state changed', fields);
     else this.#log.info('hosted engine state changed', fields);

@@ -30,7 +30,7 @@ export interface RouteHandlers {
  */
 export function runnerRoutes(handlers: RouteHandlers): Hono<NodeBindings> {
   const app = new Hono<NodeBindings>();
-  app.get(STATUS_PATH, (c) => c.json(handlers.status()));
+  app.get(STATUS_PATH, (c) => c.json(shownStatus(handlers.status())));
   app.get('/healthz', (c) => c.json({ ok: true }));
   app.get('/readyz', (c) => {
     const reason = handlers.notReady();
@@ -42,4 +42,14 @@ export function runnerRoutes(handlers: RouteHandlers): Hono<NodeBindings> {
     return RESPONSE_ALREADY_SENT;
   });
   return app;
+}
+
+/**
+ * The status as GET /status shows it: without the hosted engine's revision, which only the
+ * heartbeat carries (a hash over the ordered profile, whose args and env may hold credentials).
+ */
+function shownStatus(status: RunnerStatus): RunnerStatus {
+  if (status.hosted?.revision === undefined) return status;
+  const { revision: _revision, ...hosted } = status.hosted;
+  return { ...status, hosted };
 }

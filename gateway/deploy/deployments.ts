@@ -7,6 +7,7 @@
  * operator fixes a file in one pass. Messages never quote `profile.args` or `profile.env` values:
  * that is where an engine's credentials go (`--api-key`, HF_TOKEN).
  */
+import { createHash } from 'node:crypto';
 import { show } from '../../placer/kernel/index.ts';
 import { KIND_RULES, PROFILE_KINDS } from '../../runner/engines/argv.ts';
 import type { ProfileKind } from '../../runner/engines/argv.ts';
@@ -108,6 +109,29 @@ export function checkDeployment(value: unknown, where?: string): DeploymentCheck
       runnerLabels: labels!,
     }),
   };
+}
+
+/**
+ * A deployment's revision: 16 hex digits of a SHA-256 of what its replicas were launched with
+ * and where (the profile and the runner labels, keys sorted), the same on every gateway. The
+ * replica counts, the target and the delay are not in it: changing them never restarts an
+ * engine. It goes to runners in their orders and comes back in their reports, on the runner wire
+ * that carries the profile itself; no route or log shows it, since args and env may hold an
+ * engine's credentials.
+ */
+export function deploymentRevision(deployment: Pick<Deployment, 'profile' | 'runnerLabels'>): string {
+  return createHash('sha256').update(sortedJson({ profile: deployment.profile, runnerLabels: deployment.runnerLabels })).digest('hex').slice(0, 16);
+}
+
+/** JSON with every object's keys in order, so equal profiles read equal however they were written. */
+function sortedJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(sortedJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
+    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${sortedJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
 }
 
 function count(value: unknown, fallback: number, min: number, field: string, fail: (m: string) => void): number | undefined {

@@ -1,6 +1,6 @@
 /**
  * The instruments of deployments: replicas by state and operations read from the reconciler's
- * status when metrics are collected, and its events (scale, ready, failed, dead-letter) counted
+ * status when metrics are collected, and its events (scale, ready, failed, dead-letter, replaced) counted
  * as they happen. Calls that waited for a cold start are the call path's (gateway/metrics.ts).
  */
 import type { Attributes, MeterProvider } from '@opentelemetry/api';
@@ -23,12 +23,12 @@ export interface DeploymentMetrics {
 /** Creates the instruments on a meter of `provider`. */
 export function createDeploymentMetrics(provider: MeterProvider, source: DeploymentSource): DeploymentMetrics {
   const meter = provider.getMeter('sluice-gateway');
-  const replicas = meter.createObservableGauge('sluice_deployment_replicas', { description: 'Replicas of a deployment, by model and state (wanted, starting, ready, draining)' });
+  const replicas = meter.createObservableGauge('sluice_deployment_replicas', { description: 'Replicas of a deployment, by model and state (wanted, starting, ready, draining, outdated: ordered at an older revision, being replaced)' });
   const operations = meter.createObservableGauge('sluice_deployment_operations', { description: 'Start operations of a deployment waiting for a retry (pending) or given up on (dead_lettered), by model' });
   meter.addBatchObservableCallback((observe) => {
     for (const model of source.models()) {
       const s = source.status(model);
-      for (const state of ['wanted', 'starting', 'ready', 'draining'] as const) observe.observe(replicas, s[state], { model, state });
+      for (const state of ['wanted', 'starting', 'ready', 'draining', 'outdated'] as const) observe.observe(replicas, s[state], { model, state });
       observe.observe(operations, s.pending.length, { model, state: 'pending' });
       observe.observe(operations, s.deadLettered.length, { model, state: 'dead_lettered' });
     }
@@ -42,6 +42,7 @@ export function createDeploymentMetrics(provider: MeterProvider, source: Deploym
   });
   const failures = meter.createCounter('sluice_replica_start_failures', { description: 'Replica starts that failed (engine exit, start timeout, runner lost, order not taken), by model' });
   const deadLetters = meter.createCounter('sluice_replica_dead_letters', { description: 'Start operations given up on after their attempts, by model' });
+  const replaced = meter.createCounter('sluice_replicas_replaced', { description: 'Replicas of an older revision of their deployment stopped once a current one was ready in their place, by model' });
   // One attribute set per model, built once.
   const byModel = new Map<string, Attributes>();
   const of = (model: string): Attributes => {
@@ -64,6 +65,9 @@ export function createDeploymentMetrics(provider: MeterProvider, source: Deploym
           break;
         case 'dead-letter':
           deadLetters.add(1, of(event.model));
+          break;
+        case 'replaced':
+          replaced.add(1, of(event.model));
           break;
         default:
           break;

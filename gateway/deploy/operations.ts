@@ -36,6 +36,12 @@ export interface InFlightAttempt {
   readonly orderedAt: number;
 }
 
+/** A replica a start replaces. */
+export interface ReplacedReplica {
+  readonly runner: string;
+  readonly replica: string;
+}
+
 /** A start operation given up on, with every attempt. */
 export interface DeadLetter {
   readonly model: string;
@@ -81,13 +87,19 @@ export interface RetrySteps {
 /** One replica being started: its attempts so far, the one in flight, and when the next may go. */
 export class StartOperation {
   readonly model: string;
+  /**
+   * The outdated replica this start replaces (a deployment changed): it stops once the new one
+   * is ready. Cleared when the old one must go first (no room beside it): a plain start then.
+   */
+  replaces: ReplacedReplica | undefined;
   readonly #attempts: StartAttempt[] = [];
   #inFlight: InFlightAttempt | undefined;
   #nextAttemptAt: number;
 
-  constructor(model: string, now: number) {
+  constructor(model: string, now: number, replaces?: ReplacedReplica) {
     this.model = model;
     this.#nextAttemptAt = now;
+    this.replaces = replaces;
   }
 
   /** Failed attempts, oldest first. */

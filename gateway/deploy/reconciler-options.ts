@@ -92,6 +92,8 @@ export type ReconcilerEvent =
   | { readonly kind: 'ready'; readonly model: string; readonly replica: string; readonly runner: string; readonly startMs: number }
   /** A replica failed (to start, or after). */
   | { readonly kind: 'failed'; readonly model: string; readonly replica: string; readonly runner: string; readonly reason: string }
+  /** A ready replica of an older revision of its deployment stopped: `by`, of the current one, is ready in its place. */
+  | { readonly kind: 'replaced'; readonly model: string; readonly replica: string; readonly runner: string; readonly by: string }
   /** A start operation spent its attempts. */
   | { readonly kind: 'dead-letter'; readonly model: string; readonly attempts: readonly StartAttempt[] }
   /** This gateway took or lost the lease. */
@@ -110,6 +112,8 @@ export interface ReplicaStatus {
   readonly state: ReplicaState;
   /** Since when, ms since the epoch: the runner's report, or the order's time before the first report. */
   readonly since: number;
+  /** True for a replica ordered at an older revision of its deployment (its profile or runner labels changed): it is being replaced. */
+  readonly outdated?: true;
 }
 
 /** A start operation in a deployment's status. */
@@ -133,6 +137,8 @@ export interface ReconcilerDeploymentStatus {
   readonly starting: number;
   readonly ready: number;
   readonly draining: number;
+  /** Replicas starting or ready at an older revision of the deployment: being replaced, one at a time. */
+  readonly outdated: number;
   readonly replicas: readonly ReplicaStatus[];
   /** When a wanted replica fits no runner: why, per runner id. */
   readonly unplaced?: { readonly reason: string; readonly runners: Readonly<Record<string, string>> };

@@ -27,6 +27,14 @@
  *   profile args and env values never are.
  * - A replica whose runner stops reporting it for `orderTimeout` (the runner restarted without
  *   it) or leaves the fleet is forgotten; the count drops and a new start follows.
+ * - A changed deployment rolls: every order carries the deployment's revision (its profile and
+ *   runner labels, deployments.ts's deploymentRevision), and runners report it back. A replica of
+ *   an older revision that is still starting stops at once (the scale-up starts a current one).
+ *   Ready ones are replaced one at a time: a current replica starts beside the outdated one,
+ *   uncounted until it is ready, and then the outdated one stops, so the ready count never dips.
+ *   When no runner has room beside it, the outdated replica stops first and its runner takes the
+ *   new one, if the new one would fit there. A replacement that keeps failing is dead-lettered
+ *   like any start, and the outdated replicas keep serving.
  */
 import { checksFor, drawIndex } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
@@ -34,7 +42,7 @@ import type { EngineOrder } from '../../runner/protocol.ts';
 import { ModelAutoscaler } from './autoscaler.ts';
 import type { FleetRunner } from './fleet.ts';
 import { DeadLetters, StartOperation, attemptOutcome } from './operations.ts';
-import type { StartAttempt } from './operations.ts';
+import type { ReplacedReplica, StartAttempt } from './operations.ts';
 import { SCALE_EVENTS_KEPT, resolveReconcilerOptions, systemReconcilerTimers } from './reconciler-options.ts';
 import type {
   ReconcilerConfig,
@@ -46,7 +54,9 @@ import type {
   ReplicaStatus,
   ScaleEventRecord,
 } from './reconciler-options.ts';
-import { placeReplica } from './replica-fit.ts';
+import { deploymentRevision } from './deployments.ts';
+import type { Deployment } from './deployments.ts';
+import { fitRunner, placeReplica } from './replica-fit.ts';
 import type { Occupant } from './replica-fit.ts';
 import type { StoredDeployment } from './store.ts';
 
@@ -247,7 +257,8 @@ export class Reconciler {
     const leading = this.#leading && this.#adopted;
     const replicas = this.#replicas(model, this.#deps.fleet.runners(), leading);
     const count = (state: ReplicaState): number => replicas.filter((r) => r.state === state).length;
-    const base = { starting: count('starting'), ready: count('ready'), draining: count('draining'), replicas };
+    const outdated = replicas.filter((r) => r.outdated && r.state !== 'draining').length;
+    const base = { starting: count('starting'), ready: count('ready'), draining: count('draining'), outdated, replicas };
     if (!leading) return { reconciler: 'following', wanted: 0, ...base, pending: [], deadLettered: [], events: [] };
     const unplaced = this.#unplaced.get(model);
     const blocked = this.#blocked.get(model);
@@ -315,7 +326,9 @@ export class Reconciler {
       const h = r.hosted;
       const stored = h ? this.#deployed.get(h.model) : undefined;
       if (!h || !stored || !this.#takesOrders.has(r.id) || (h.state !== 'starting' && h.state !== 'ready')) continue;
-      this.#orders.set(r.id, { order: { replica: h.replica, model: h.model, profile: stored.deployment.profile }, at: now, reportedAt: now });
+      // A runner older than revisions reports none: its replica is taken as current.
+      const revision = h.revision ?? deploymentRevision(stored.deployment);
+      this.#orders.set(r.id, { order: { replica: h.replica, model: h.model, profile: stored.deployment.profile, revision }, at: now, reportedAt: now });
       adopted++;
     }
     this.#deps.logger.info('reconciler lease taken', { adoptedReplicas: adopted });
@@ -378,6 +391,7 @@ export class Reconciler {
           const startMs = Math.round(now - op.inFlight!.orderedAt);
           logger.info('replica ready', { model, replica, runner: runnerId, startMs });
           this.#emit({ kind: 'ready', model, replica, runner: runnerId, startMs });
+          if (op.replaces) this.#replaced(op.replaces, replica);
         } else if (outcome.kind === 'failed') {
           this.#orders.delete(runnerId);
           this.#failAttempt(op, outcome.reason, outcome.output, now);
@@ -427,17 +441,21 @@ export class Reconciler {
       logger.info('deployment unblocked', { model });
     }
     const blocked = this.#blocked.has(model);
+    const revision = deploymentRevision(deployment);
+    const ops = this.#ops.get(model) ?? [];
+    this.#ops.set(model, ops);
+    this.#stopOutdatedStarts(model, revision, ops, runners);
     const replicas = this.#replicas(model, runners, true);
-    const ordered = replicas.filter((r) => this.#orders.get(r.runner)?.order.replica === r.replica);
+    // A replacement's replica counts once it is ready and the one it replaces stops, not before.
+    const surging = new Set(ops.flatMap((op) => (op.replaces && op.inFlight ? [op.inFlight.replica] : [])));
+    const ordered = replicas.filter((r) => this.#orders.get(r.runner)?.order.replica === r.replica && !surging.has(r.replica));
     const ready = ordered.filter((r) => r.state === 'ready').length;
     const starting = ordered.filter((r) => r.state === 'starting').length;
     const current = ready + starting;
-    const ops = this.#ops.get(model) ?? [];
-    this.#ops.set(model, ops);
     const decision = this.#scaler(model).decide({ now, deployment, ready, current, waiting: fleet.waiting(model) });
     this.#wanted.set(model, decision.wanted);
 
-    const waitingOps = ops.filter((op) => !op.inFlight);
+    const waitingOps = ops.filter((op) => !op.inFlight && !op.replaces);
     const intended = current + waitingOps.length;
     if (decision.wanted > intended && !blocked) {
       for (let i = intended; i < decision.wanted; i++) ops.push(new StartOperation(model, now));
@@ -457,14 +475,98 @@ export class Reconciler {
       this.#unplaced.delete(model);
       return;
     }
+    this.#roll(model, revision, ops, runners, now);
     this.#placeDue(stored, ops, runners, now);
+  }
+
+  /** True when the order on `runner` is for an older revision of its deployment than `revision`. */
+  #outdated(runner: string, revision: string): boolean {
+    const order = this.#orders.get(runner)?.order;
+    return order !== undefined && order.revision !== revision;
+  }
+
+  /**
+   * Stops every replica of `model` ordered at an older revision that is not ready yet (a
+   * replacement's too): it serves nothing, so a current one is started in its place at once.
+   */
+  #stopOutdatedStarts(model: string, revision: string, ops: StartOperation[], runners: readonly FleetRunner[]): void {
+    const byId = new Map(runners.map((r) => [r.id, r]));
+    for (const [runnerId, { order }] of [...this.#orders]) {
+      if (order.model !== model || order.revision === revision) continue;
+      const hosted = byId.get(runnerId)?.hosted;
+      if (hosted?.replica === order.replica && hosted.state === 'ready') continue;
+      this.#orders.delete(runnerId);
+      const op = ops.find((o) => o.inFlight?.replica === order.replica);
+      if (op) ops.splice(ops.indexOf(op), 1);
+      this.#deps.logger.info('replica stopping', { model, replica: order.replica, runner: runnerId, state: 'starting', reason: 'the deployment changed before it was ready' });
+    }
+  }
+
+  /**
+   * Replaces the ready replicas of an older revision, one at a time: orders a start that
+   * replaces the least loaded of them once the model has no start under way (a replacement, a
+   * scale-up, a start in place) and no replica starting. A replacement not yet ordered whose
+   * outdated replica is gone meanwhile (scaled down, failed) is dropped.
+   */
+  #roll(model: string, revision: string, ops: StartOperation[], runners: readonly FleetRunner[], now: number): void {
+    for (const op of [...ops]) {
+      const target = op.replaces;
+      if (target && !op.inFlight && this.#orders.get(target.runner)?.order.replica !== target.replica) ops.splice(ops.indexOf(op), 1);
+    }
+    if (ops.length > 0) return;
+    const replicas = this.#replicas(model, runners, true);
+    if (replicas.some((r) => r.state === 'starting')) return;
+    const load = new Map(runners.map((r) => [r.id, r.slotsInUse]));
+    const outdated = replicas
+      .filter((r) => r.state === 'ready' && this.#orders.get(r.runner)?.order.replica === r.replica && this.#outdated(r.runner, revision))
+      .sort((a, b) => (load.get(a.runner) ?? 0) - (load.get(b.runner) ?? 0) || (a.runner < b.runner ? -1 : 1));
+    const target = outdated[0];
+    if (!target) return;
+    ops.push(new StartOperation(model, now, { runner: target.runner, replica: target.replica }));
+    this.#deps.logger.info('replica replacing', { model, replica: target.replica, runner: target.runner, outdated: outdated.length, reason: 'the deployment changed' });
+  }
+
+  /** A replacement is ready: the outdated replica it replaces stops, if it is still there. */
+  #replaced(target: ReplacedReplica, by: string): void {
+    const entry = this.#orders.get(target.runner);
+    if (entry?.order.replica !== target.replica) return;
+    this.#orders.delete(target.runner);
+    const { model } = entry.order;
+    this.#deps.logger.info('replica replaced', { model, replica: target.replica, runner: target.runner, by });
+    this.#emit({ kind: 'replaced', model, replica: target.replica, runner: target.runner, by });
+  }
+
+  /**
+   * True when a runner that takes orders is stopping an engine it was not re-ordered (draining):
+   * it is free soon, so a replacement waits for it rather than stop a replica first.
+   */
+  #freeing(runners: readonly FleetRunner[]): boolean {
+    return runners.some((r) => r.placeable && this.#takesOrders.has(r.id) && r.hosted !== undefined && r.hosted.state !== 'stopped' && r.hosted.state !== 'failed' && !this.#orders.has(r.id));
+  }
+
+  /**
+   * True when a replica of `deployment` would fit on `target`'s runner once its outdated replica
+   * stopped: the runner free, with the GPUs that replica was ordered with back (a count of them
+   * as stand-ins, which a profile naming GPU indices never matches: it is not assumed to fit).
+   */
+  #fitsInPlace(target: ReplacedReplica, deployment: Deployment, runners: readonly FleetRunner[]): boolean {
+    const runner = runners.find((r) => r.id === target.runner);
+    const held = this.#orders.get(target.runner)?.order.profile.gpus;
+    if (!runner?.capacity || held === undefined) return false;
+    const back = Array.isArray(held) ? (held as readonly number[]) : Array.from({ length: held as number }, (_, i) => -1 - i);
+    const freed: FleetRunner = { ...runner, capacity: { ...runner.capacity, freeGpus: [...runner.capacity.freeGpus, ...back] } };
+    return fitRunner(freed, deployment, undefined, false).kind === 'fits';
   }
 
   /** Stops one replica: the newest starting one, else the least loaded ready one. */
   #stopOne(model: string, ordered: readonly ReplicaStatus[], runners: readonly FleetRunner[], reason: string, now: number): void {
     const load = new Map(runners.map((r) => [r.id, r.slotsInUse]));
     const startingOnes = ordered.filter((r) => r.state === 'starting').sort((a, b) => b.since - a.since || (a.runner < b.runner ? -1 : 1));
-    const readyOnes = ordered.filter((r) => r.state === 'ready').sort((a, b) => (load.get(a.runner) ?? 0) - (load.get(b.runner) ?? 0) || (a.runner < b.runner ? -1 : 1));
+    // An outdated replica goes before a current one: it was to be replaced anyway.
+    const stale = (r: ReplicaStatus): number => (r.outdated ? 0 : 1);
+    const readyOnes = ordered
+      .filter((r) => r.state === 'ready')
+      .sort((a, b) => stale(a) - stale(b) || (load.get(a.runner) ?? 0) - (load.get(b.runner) ?? 0) || (a.runner < b.runner ? -1 : 1));
     const victim = startingOnes[0] ?? readyOnes[0];
     if (!victim) return;
     const current = startingOnes.length + readyOnes.length;
@@ -481,16 +583,25 @@ export class Reconciler {
     const { deployment } = stored;
     const { model } = deployment;
     let unplaced: Readonly<Record<string, string>> | undefined;
+    const revision = deploymentRevision(deployment);
     for (const op of ops) {
       if (!op.due(now)) continue;
       const placement = placeReplica({ deployment, runners, occupants: this.#occupants(runners), failedOn: op.failedOn });
       if (placement.kind === 'unplaced') {
         unplaced = placement.reasons;
+        const target = op.replaces;
+        if (target && !this.#freeing(runners) && this.#fitsInPlace(target, deployment, runners)) {
+          // No room beside it: the outdated replica drains and stops first, and the start,
+          // plain from here on, takes its runner at a later pass.
+          this.#orders.delete(target.runner);
+          op.replaces = undefined;
+          this.#deps.logger.info('replica stopping', { model, replica: target.replica, runner: target.runner, state: 'ready', reason: 'replaced in place: no runner has room beside it' });
+        }
         continue;
       }
       const runner = placement.runner.id;
       const replica = replicaId(model, this.#random);
-      this.#orders.set(runner, { order: { replica, model, profile: deployment.profile }, at: now, reportedAt: now });
+      this.#orders.set(runner, { order: { replica, model, profile: deployment.profile, revision }, at: now, reportedAt: now });
       op.order(runner, replica, now);
       this.#deps.logger.info('replica ordered', { model, replica, runner, attempt: op.attempts.length + 1 });
     }
@@ -520,6 +631,8 @@ export class Reconciler {
   #replicas(model: string, runners: readonly FleetRunner[], orders: boolean): ReplicaStatus[] {
     const out: ReplicaStatus[] = [];
     const seen = new Set<string>();
+    const stored = this.#deployed.get(model);
+    const revision = stored ? deploymentRevision(stored.deployment) : undefined;
     if (orders) {
       const byId = new Map(runners.map((r) => [r.id, r]));
       for (const [runnerId, { order, at }] of this.#orders) {
@@ -527,7 +640,8 @@ export class Reconciler {
         const h = byId.get(runnerId)?.hosted;
         const hosted = h?.replica === order.replica ? h : undefined;
         const state: ReplicaState = !hosted ? 'starting' : hosted.state === 'stopped' ? 'draining' : hosted.state;
-        out.push({ replica: order.replica, runner: runnerId, state, since: hosted?.since ?? at });
+        const outdated = revision !== undefined && order.revision !== revision;
+        out.push({ replica: order.replica, runner: runnerId, state, since: hosted?.since ?? at, ...(outdated ? { outdated: true as const } : {}) });
         seen.add(runnerId);
       }
     }
@@ -535,7 +649,8 @@ export class Reconciler {
       const h = r.hosted;
       if (!h || h.model !== model || h.state === 'stopped' || seen.has(r.id)) continue;
       const state: ReplicaState = !orders || h.state === 'failed' ? h.state : 'draining';
-      out.push({ replica: h.replica, runner: r.id, state, since: h.since });
+      const outdated = revision !== undefined && h.revision !== undefined && h.revision !== revision;
+      out.push({ replica: h.replica, runner: r.id, state, since: h.since, ...(outdated ? { outdated: true as const } : {}) });
     }
     return out.sort((a, b) => (a.runner < b.runner ? -1 : a.runner > b.runner ? 1 : 0));
   }

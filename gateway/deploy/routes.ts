@@ -31,6 +31,7 @@ export const IDLE_STATUS: DeploymentStatus = Object.freeze({
   starting: 0,
   ready: 0,
   draining: 0,
+  outdated: 0,
   replicas: Object.freeze([]),
   pending: Object.freeze([]),
   deadLettered: Object.freeze([]),

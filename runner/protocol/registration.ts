@@ -115,6 +115,12 @@ export interface EngineOrder {
   /** The model clients call the replica by: the deployment's model. */
   readonly model: string;
   readonly profile: OrderedProfile;
+  /**
+   * The deployment's revision the replica is ordered at ({@link WIRE_ID_PATTERN}): the runner
+   * reports it back in {@link HostedEngine}, so any reconciler (a new leader too) tells a replica
+   * of an older profile from a current one. Absent from gateways older than this field.
+   */
+  readonly revision?: string;
 }
 
 /** Where an ordered engine stands, as its runner reports it. */
@@ -127,6 +133,8 @@ export type HostedState = 'starting' | 'ready' | 'draining' | 'stopped' | 'faile
 export interface HostedEngine {
   readonly replica: string;
   readonly model: string;
+  /** The order's revision, as it came; absent when the order had none. */
+  readonly revision?: string;
   readonly state: HostedState;
   /** When the state last changed, ms since the epoch by the runner's clock. */
   readonly since: number;
@@ -460,6 +468,7 @@ function hostedProblem(field: string, value: unknown): string | undefined {
   if (typeof h.replica !== 'string' || !WIRE_ID_PATTERN.test(h.replica)) return `${field}.replica must be ${WIRE_ID_RULE}, got ${show(h.replica)}`;
   const model = modelsProblem(`${field}.model`, [h.model]);
   if (model) return `${field}.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(h.model)}`;
+  if (h.revision !== undefined && (typeof h.revision !== 'string' || !WIRE_ID_PATTERN.test(h.revision))) return `${field}.revision must be ${WIRE_ID_RULE}, got ${show(h.revision)}`;
   if (!HOSTED_STATES.includes(h.state as HostedState)) return `${field}.state must be one of ${HOSTED_STATES.join(', ')}, got ${show(h.state)}`;
   const problem =
     countProblem(`${field}.since`, h.since, 0, Number.MAX_SAFE_INTEGER) ??
@@ -481,6 +490,7 @@ function hostedOf(value: unknown): HostedEngine {
   return {
     replica: h.replica,
     model: h.model,
+    ...(h.revision === undefined ? {} : { revision: h.revision }),
     state: h.state,
     since: h.since,
     ...(h.reason === undefined ? {} : { reason: h.reason }),
@@ -572,6 +582,7 @@ export function parseEngineOrder(value: unknown): Parsed<EngineOrder | null> {
   const o = value as Partial<Record<keyof EngineOrder, unknown>>;
   if (typeof o.replica !== 'string' || !WIRE_ID_PATTERN.test(o.replica)) return invalid(`host.replica must be ${WIRE_ID_RULE}, got ${show(o.replica)}`);
   if (modelsProblem('host.model', [o.model])) return invalid(`host.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(o.model)}`);
+  if (o.revision !== undefined && (typeof o.revision !== 'string' || !WIRE_ID_PATTERN.test(o.revision))) return invalid(`host.revision must be ${WIRE_ID_RULE}, got ${show(o.revision)}`);
   const problem = orderedProfileProblem(o.profile);
   if (problem) return invalid(problem);
   const p = o.profile as OrderedProfile;
@@ -585,5 +596,5 @@ export function parseEngineOrder(value: unknown): Parsed<EngineOrder | null> {
     env: { ...(p.env ?? {}) },
     ...(p.startTimeout === undefined ? {} : { startTimeout: p.startTimeout }),
   };
-  return { kind: 'ok', value: { replica: o.replica, model: o.model as string, profile } };
+  return { kind: 'ok', value: { replica: o.replica, model: o.model as string, profile, ...(o.revision === undefined ? {} : { revision: o.revision as string }) } };
 }

@@ -76,6 +76,7 @@ interface Status {
   starting: number;
   ready: number;
   draining: number;
+  outdated: number;
   replicas: { replica: string; runner: string; state: string }[];
   pending: { attempts: { runner: string; reason: string; output?: string[] }[]; lastReason: string }[];
   deadLettered: { attempts: { runner: string; reason: string; output?: string[] }[] }[];
@@ -221,6 +222,59 @@ describe('serverless: one gateway, runners with no engine', () => {
     await new Promise((resolve) => setTimeout(resolve, 1000));
     const later = await status(gw);
     expect([later.deadLettered.length, later.pending.length, later.ready + later.starting]).toEqual([1, 0, 0]);
+  }, 90_000);
+});
+
+describe('serverless: a deployment changed through the API', () => {
+  it('rolls to the new profile, one replica at a time, with no failed call', async () => {
+    const none = join(dir, 'none.json');
+    writeFileSync(none, '[]');
+    const gw = await gateway(none);
+    const runners = await Promise.all(['sl-r1', 'sl-r2', 'sl-r3'].map((id) => runner(id, [gw])));
+    await registered(gw, 3);
+    // The answer's length tells which profile's engine served a call.
+    const put = async (tokens: number): Promise<void> => {
+      const body = { model: MODEL, profile: { kind: 'sim', args: ['--startup-delay-ms', '400', '--output-tokens', String(tokens)] }, minReplicas: 2, maxReplicas: 2 };
+      const res = await request(`${gw.url}/v1/deployments/${MODEL}`, { method: 'PUT', headers: { ...asOperator, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      await res.body.dump();
+      expect(res.statusCode).toBeLessThan(300);
+    };
+    const call = async (): Promise<{ status: number; tokens?: number }> => {
+      const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat({ max_tokens: undefined }) });
+      const json = (await res.body.json().catch(() => ({}))) as { usage?: { completion_tokens?: number } };
+      return { status: res.statusCode, ...(json.usage?.completion_tokens === undefined ? {} : { tokens: json.usage.completion_tokens }) };
+    };
+    await put(3);
+    await eventually(async () => (await status(gw)).ready === 2, 30_000, 'two ready replicas');
+    const first = (await status(gw)).replicas.map((r) => r.replica);
+    expect((await call()).tokens).toBe(3);
+
+    await put(5);
+    // Calls all through the roll, one after another (bounded in count and time).
+    const answers: { status: number; tokens?: number }[] = [];
+    const until = Date.now() + 45_000;
+    let rolled = false;
+    while (!rolled && Date.now() < until && answers.length < 2_000) {
+      answers.push(await call());
+      const s = await status(gw);
+      expect(s.ready).toBeGreaterThanOrEqual(2);
+      rolled = s.ready === 2 && s.starting === 0 && s.draining === 0 && s.outdated === 0 && s.replicas.every((r) => !first.includes(r.replica));
+    }
+    expect(rolled).toBe(true);
+    expect(answers.filter((a) => a.status !== 200)).toEqual([]);
+    expect(new Set(answers.map((a) => a.tokens))).toEqual(new Set([3, 5]));
+    for (let i = 0; i < 4; i++) expect((await call()).tokens).toBe(5);
+    const page = await metrics(gw);
+    expect(metricValue(page, 'sluice_replicas_replaced_total', { model: MODEL })).toBe(2);
+    // The revision rides the heartbeat only: no status route shows it.
+    const hosted = [];
+    for (const r of runners) {
+      const shown = (await getJson(`${r.url}/status`)).json as { hosted?: Record<string, unknown> };
+      if (shown.hosted) hosted.push(shown.hosted);
+    }
+    expect(hosted.length).toBeGreaterThanOrEqual(2);
+    for (const h of hosted) expect(h).not.toHaveProperty('revision');
+    expect(JSON.stringify((await getJson(`${gw.url}/v1/deployments/${MODEL}`, asOperator)).json)).not.toMatch(/revision/);
   }, 90_000);
 });
 

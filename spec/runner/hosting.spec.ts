@@ -55,3 +55,16 @@ describe('Hosting: clearing a failed report', () => {
     expect(h.report()).toBeUndefined();
   });
 });
+
+describe('Hosting: the order\'s revision', () => {
+  it('reports the revision its order came with, in every state, and none for an order without one', async () => {
+    const { h } = hosting();
+    h.order({ ...order, revision: '9e964c3c25845b4e' });
+    await h.settled();
+    expect(h.report()).toMatchObject({ replica: 'rep-1', revision: '9e964c3c25845b4e', state: 'failed' });
+    h.order({ ...order, replica: 'rep-2' });
+    await h.settled();
+    expect(h.report()).toMatchObject({ replica: 'rep-2', state: 'failed' });
+    expect(h.report()).not.toHaveProperty('revision');
+  });
+});

@@ -338,6 +338,13 @@ describe('the hosted engine a runner reports', () => {
     expect((parseHeartbeat({ models: [], load }) as { value: object }).value).not.toHaveProperty('hosted');
   });
 
+  it('carries the revision of the order it hosts, and refuses one outside the wire id rule', () => {
+    const withRevision = { ...hosted, revision: '9e964c3c25845b4e' };
+    expect(parseHeartbeat({ models: [], load, hosted: withRevision })).toMatchObject({ kind: 'ok', value: { hosted: withRevision } });
+    expect(parseHeartbeat({ models: [], load, hosted: { ...hosted, revision: 'a b' } })).toMatchObject({ kind: 'invalid', message: expect.stringMatching(/hosted\.revision must be 1-128 letters, digits or \._:- characters, got "a b"/) });
+    expect(parseHeartbeat({ models: [], load, hosted: { ...hosted, revision: 7 } })).toMatchObject({ kind: 'invalid', message: expect.stringMatching(/hosted\.revision must be/) });
+  });
+
   it.each<[string, unknown, RegExp]>([
     ['not an object', 'ready', /^heartbeat hosted must be an object, got "ready"$/],
     ['a bad replica id', { ...hosted, replica: 'a b' }, /hosted\.replica must be 1-128 letters, digits or \._:- characters, got "a b"/],
@@ -370,6 +377,8 @@ describe('parseEngineOrder', () => {
   it('takes null, and an order as a fresh object of its known fields', () => {
     expect(parseEngineOrder(null)).toEqual({ kind: 'ok', value: null });
     expect(parseEngineOrder({ ...order, extra: 1 })).toEqual({ kind: 'ok', value: order });
+    expect(parseEngineOrder({ ...order, revision: '9e964c3c25845b4e' })).toEqual({ kind: 'ok', value: { ...order, revision: '9e964c3c25845b4e' } });
+    expect(parseEngineOrder({ ...order, revision: 'a/b' })).toMatchObject({ kind: 'invalid', message: expect.stringMatching(/^host\.revision must be 1-128 letters/) });
     const full = { ...order, profile: { ...profile, gpus: [0, 3], port: 8000, binary: '/opt/vllm/bin/vllm', startTimeout: 900_000 } };
     expect(parseEngineOrder(full)).toEqual({ kind: 'ok', value: full });
     // Absent args and env read empty.

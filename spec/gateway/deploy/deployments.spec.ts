@@ -3,7 +3,7 @@
  * at once, each naming the model and the field, never quoting an engine's args or env values.
  */
 import { describe, expect, it } from 'vitest';
-import { checkDeployment, deploymentDefaults } from '../../../gateway/deploy/deployments.ts';
+import { checkDeployment, deploymentDefaults, deploymentRevision } from '../../../gateway/deploy/deployments.ts';
 
 const sim = { kind: 'sim' };
 
@@ -92,5 +92,35 @@ describe('checkDeployment', () => {
       kind: 'invalid',
       problems: ['entry 3 ("m"): maxReplicas must be a whole number from 1 to 1024, got 0'],
     });
+  });
+});
+
+describe('deploymentRevision', () => {
+  const valid = (value: Record<string, unknown>) => {
+    const checked = checkDeployment({ model: 'm', ...value });
+    if (checked.kind !== 'valid') throw new Error(checked.problems.join('\n'));
+    return checked.deployment;
+  };
+  const base = { profile: { kind: 'sim', args: ['--a', '1'], env: { A: '1', B: '2' } }, runnerLabels: { zone: 'a', gpu: 'h100' } };
+
+  it('is 16 hex digits, the same for the same profile and labels written in any key order', () => {
+    const one = deploymentRevision(valid(base));
+    expect(one).toMatch(/^[0-9a-f]{16}$/);
+    expect(deploymentRevision(valid({ runnerLabels: { gpu: 'h100', zone: 'a' }, profile: { env: { B: '2', A: '1' }, args: ['--a', '1'], kind: 'sim' } }))).toBe(one);
+    // What never restarts an engine is not in it.
+    expect(deploymentRevision(valid({ ...base, minReplicas: 2, maxReplicas: 5, targetConcurrency: 3, scaleDownDelay: 1_000 }))).toBe(one);
+  });
+
+  it('changes with anything a replica was launched with or placed by', () => {
+    const one = deploymentRevision(valid(base));
+    const others = [
+      { ...base, profile: { ...base.profile, args: ['--a', '2'] } },
+      { ...base, profile: { ...base.profile, env: { A: '1', B: '3' } } },
+      { ...base, profile: { ...base.profile, kind: 'vllm', gpus: 1 } },
+      { ...base, profile: { ...base.profile, kind: 'vllm', gpus: 2 } },
+      { ...base, runnerLabels: { zone: 'b', gpu: 'h100' } },
+    ].map((d) => deploymentRevision(valid(d)));
+    for (const other of others) expect(other).not.toBe(one);
+    expect(new Set(others).size).toBe(others.length);
   });
 });

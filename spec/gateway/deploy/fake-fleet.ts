@@ -111,7 +111,7 @@ export function obey(fleet: FakeFleet, reconciler: Reconciler, now: number, stat
     const order = reconciler.orderFor(r.id);
     if (order === undefined) continue;
     if (order === null) r.hosted = undefined;
-    else if (r.hosted?.replica !== order.replica || r.hosted.state !== state) r.hosted = { replica: order.replica, model: order.model, state, since: now };
+    else if (r.hosted?.replica !== order.replica || r.hosted.state !== state) r.hosted = { replica: order.replica, model: order.model, ...(order.revision ? { revision: order.revision } : {}), state, since: now };
   }
 }
 

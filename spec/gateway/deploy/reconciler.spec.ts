@@ -324,6 +324,7 @@ describe('Reconciler: leadership', () => {
       starting: 0,
       ready: 1,
       draining: 0,
+      outdated: 0,
       replicas: [{ replica: 'm-1', runner: 'r1', state: 'ready', since: T0 - 5 }],
       pending: [],
       deadLettered: [],
@@ -478,5 +479,149 @@ describe('Reconciler: a burst between passes', () => {
     timers.fire(0);
     await reconciler.pass();
     expect(reconciler.status('m').wanted).toBe(2);
+  });
+});
+
+describe('Reconciler: a changed deployment rolls', () => {
+  /** Two ready replicas of m, on the first two runners given, at the first profile. */
+  async function twoReady(runners: MutableRunner[], options: ReconcilerOptions = {}) {
+    const s = setup(runners, options);
+    await s.store.put(deployment('m', { minReplicas: 2, maxReplicas: 2, profile: { kind: 'sim', args: ['--v', '1'] } }));
+    await s.reconciler.pass();
+    obey(s.fleet, s.reconciler, s.clock.now());
+    await s.reconciler.pass();
+    expect(s.reconciler.status('m')).toMatchObject({ ready: 2, outdated: 0 });
+    return s;
+  }
+  const changed = (extra: Record<string, unknown> = {}) => deployment('m', { minReplicas: 2, maxReplicas: 2, profile: { kind: 'sim', args: ['--v', '2'] }, ...extra });
+  const argsOn = (reconciler: Reconciler, id: string) => reconciler.orderFor(id)?.profile.args.join(' ');
+
+  it('starts a current replica beside each outdated one and stops the outdated one only once it is ready, one at a time', async () => {
+    const { clock, fleet, store, reconciler, events, scales } = await twoReady([runner('r1'), runner('r2'), runner('r3')]);
+    const old = { r1: reconciler.orderFor('r1')!, r2: reconciler.orderFor('r2')! };
+    const scalesBefore = scales();
+    await store.put(changed());
+    await reconciler.pass();
+    // The replacement starts on the free runner; both outdated replicas keep serving.
+    expect(argsOn(reconciler, 'r3')).toBe('--v 2');
+    expect(reconciler.orderFor('r3')!.revision).not.toBe(old.r1.revision);
+    expect([reconciler.orderFor('r1'), reconciler.orderFor('r2')]).toEqual([old.r1, old.r2]);
+    expect(reconciler.status('m')).toMatchObject({ wanted: 2, ready: 2, starting: 1, outdated: 2 });
+    await reconciler.pass();
+    expect(reconciler.orderFor('r1')).toEqual(old.r1);
+
+    obey(fleet, reconciler, clock.now());
+    await reconciler.pass();
+    const first = reconciler.orderFor('r3')!.replica;
+    expect(reconciler.orderFor('r1')).toBeNull();
+    expect(events.filter((e) => e.kind === 'replaced')).toEqual([{ kind: 'replaced', model: 'm', replica: old.r1.replica, runner: 'r1', by: first }]);
+    expect(reconciler.status('m')).toMatchObject({ ready: 2, draining: 1, outdated: 1 });
+
+    // r1 drains and clears; the second replacement takes it.
+    obey(fleet, reconciler, clock.now());
+    await reconciler.pass();
+    expect(argsOn(reconciler, 'r1')).toBe('--v 2');
+    expect(reconciler.orderFor('r2')).toEqual(old.r2);
+    obey(fleet, reconciler, clock.now());
+    await reconciler.pass();
+    expect(reconciler.orderFor('r2')).toBeNull();
+    obey(fleet, reconciler, clock.now());
+    await reconciler.pass();
+    expect(reconciler.status('m')).toMatchObject({ wanted: 2, ready: 2, starting: 0, outdated: 0 });
+    expect(['r1', 'r2', 'r3'].map((id) => argsOn(reconciler, id))).toEqual(['--v 2', undefined, '--v 2']);
+    expect(events.filter((e) => e.kind === 'replaced')).toHaveLength(2);
+    // The count never moved: no scale event.
+    expect(scales()).toEqual(scalesBefore);
+  });
+
+  it('stops an outdated replica first when no runner has room beside it, and starts its replacement on that runner', async () => {
+    const { clock, fleet, store, reconciler } = await twoReady([runner('r1'), runner('r2')]);
+    const old2 = reconciler.orderFor('r2')!;
+    await store.put(changed());
+    await reconciler.pass();
+    expect(reconciler.orderFor('r1')).toBeNull();
+    expect(reconciler.orderFor('r2')).toEqual(old2);
+    expect(reconciler.status('m')).toMatchObject({ ready: 1, draining: 1, outdated: 1 });
+    obey(fleet, reconciler, clock.now());
+    await reconciler.pass();
+    expect(argsOn(reconciler, 'r1')).toBe('--v 2');
+    obey(fleet, reconciler, clock.now());
+    await reconciler.pass();
+    // r1 ready at the new profile: now r2 goes the same way.
+    expect(reconciler.orderFor('r2')).toBeNull();
+    obey(fleet, reconciler, clock.now());
+    await reconciler.pass();
+    obey(fleet, reconciler, clock.now());
+    await reconciler.pass();
+    expect(['r1', 'r2'].map((id) => argsOn(reconciler, id))).toEqual(['--v 2', '--v 2']);
+    expect(reconciler.status('m')).toMatchObject({ ready: 2, outdated: 0 });
+  });
+
+  it('keeps outdated replicas serving when the new revision fits no runner, saying why', async () => {
+    const { store, reconciler } = await twoReady([runner('r1', { labels: { zone: 'a' } }), runner('r2', { labels: { zone: 'a' } }), runner('r3', { labels: { zone: 'a' } })]);
+    const old = ['r1', 'r2'].map((id) => reconciler.orderFor(id));
+    await store.put(deployment('m', { minReplicas: 2, maxReplicas: 2, profile: { kind: 'sim', args: ['--v', '1'] }, runnerLabels: { zone: 'b' } }));
+    for (let i = 0; i < 3; i++) await reconciler.pass();
+    expect(['r1', 'r2'].map((id) => reconciler.orderFor(id))).toEqual(old);
+    expect(reconciler.orderFor('r3')).toBeNull();
+    const status = reconciler.status('m');
+    expect(status).toMatchObject({ ready: 2, outdated: 2, unplaced: { runners: { r3: 'label zone is a, wanted b' } } });
+    expect(status.replicas.every((r) => r.outdated)).toBe(true);
+  });
+
+  it('restarts a replica still starting at once with the current profile', async () => {
+    const { store, reconciler } = setup([runner('r1'), runner('r2')]);
+    await store.put(deployment('m', { minReplicas: 1, profile: { kind: 'sim', args: ['--v', '1'] } }));
+    await reconciler.pass();
+    const before = reconciler.orderFor('r1')!;
+    await store.put(deployment('m', { minReplicas: 1, profile: { kind: 'sim', args: ['--v', '2'] } }));
+    await reconciler.pass();
+    const after = reconciler.orderFor('r1')!;
+    expect(after.replica).not.toBe(before.replica);
+    expect(after.profile.args).toEqual(['--v', '2']);
+    expect(reconciler.orderFor('r2')).toBeNull();
+    expect(reconciler.status('m')).toMatchObject({ starting: 1, outdated: 0 });
+  });
+
+  it('restarts nothing when only the replica counts, the target or the delay change', async () => {
+    const { store, reconciler } = await twoReady([runner('r1'), runner('r2'), runner('r3')]);
+    const old = ['r1', 'r2', 'r3'].map((id) => reconciler.orderFor(id));
+    await store.put(deployment('m', { minReplicas: 2, maxReplicas: 3, targetConcurrency: 7, scaleDownDelay: 1_000, profile: { kind: 'sim', args: ['--v', '1'] } }));
+    await reconciler.pass();
+    expect(['r1', 'r2', 'r3'].map((id) => reconciler.orderFor(id))).toEqual(old);
+    expect(reconciler.status('m').outdated).toBe(0);
+  });
+
+  it('keeps the outdated replicas when every replacement fails: dead-lettered, blocked, still serving', async () => {
+    const { clock, fleet, store, reconciler, events } = await twoReady([runner('r1'), runner('r2'), runner('r3')], { startAttempts: 2, startBackoffBase: 1_000, startBackoffCap: 1_000 });
+    const old = ['r1', 'r2'].map((id) => reconciler.orderFor(id));
+    await store.put(changed());
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      await reconciler.pass();
+      const order = reconciler.orderFor('r3')!;
+      expect(order.profile.args).toEqual(['--v', '2']);
+      host(fleet.get('r3'), 'm', order.replica, 'failed', clock.now(), { reason: `exit code ${attempt}` });
+      await reconciler.pass();
+      obey(fleet, reconciler, clock.now());
+      clock.advance(1_000);
+    }
+    for (let i = 0; i < 3; i++) await reconciler.pass();
+    expect(events.filter((e) => e.kind === 'dead-letter')).toHaveLength(1);
+    expect(['r1', 'r2'].map((id) => reconciler.orderFor(id))).toEqual(old);
+    expect(reconciler.orderFor('r3')).toBeNull();
+    expect(reconciler.status('m')).toMatchObject({ ready: 2, outdated: 2, blocked: expect.stringMatching(/failed 2 times.*exit code 2/) });
+  });
+
+  it('a new leader rolls a replica its runner reports at an older revision, and takes one reporting none as current', async () => {
+    const { fleet, store, reconciler } = setup([runner('r1'), runner('r2'), runner('r3')]);
+    await store.put(deployment('m', { minReplicas: 2, maxReplicas: 2 }));
+    host(fleet.get('r1'), 'm', 'm-old', 'ready', T0 - 5, { revision: '0123456789abcdef' });
+    host(fleet.get('r2'), 'm', 'm-unknown', 'ready', T0 - 5);
+    await reconciler.pass();
+    expect(reconciler.orderFor('r1')).toMatchObject({ replica: 'm-old' });
+    expect(reconciler.orderFor('r2')).toMatchObject({ replica: 'm-unknown' });
+    expect(reconciler.orderFor('r3')).toMatchObject({ model: 'm' });
+    expect(reconciler.status('m')).toMatchObject({ ready: 2, starting: 1, outdated: 1 });
+    expect(reconciler.status('m').replicas.filter((r) => r.outdated).map((r) => r.runner)).toEqual(['r1']);
   });
 });

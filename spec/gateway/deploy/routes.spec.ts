@@ -31,7 +31,7 @@ async function send(method: 'PUT' | 'DELETE', url: string, body?: unknown, heade
 }
 
 // No runner takes orders here: the reconciler leads (a memory lease) and wants nothing of a minReplicas 0 deployment.
-const IDLE = { reconciler: 'leading', wanted: 0, starting: 0, ready: 0, draining: 0, replicas: [], pending: [], deadLettered: [], events: [] };
+const IDLE = { reconciler: 'leading', wanted: 0, starting: 0, ready: 0, draining: 0, outdated: 0, replicas: [], pending: [], deadLettered: [], events: [] };
 
 describe('/v1/deployments', () => {
   it('takes a deployment by PUT, answers it on GET and in the list, replaces and deletes it', async () => {
