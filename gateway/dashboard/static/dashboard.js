@@ -251,9 +251,9 @@
       $('deployments').tBodies[0],
       deployments.map((d) => {
         const s = d.status || {};
-        return [cell(d.id ?? d.model), cell(s.wanted, 'num'), cell(s.starting, 'num'), cell(s.ready, 'num'), cell(s.draining, 'num'), cell(s.reconciler)];
+        return [cell(d.id ?? d.model), cell(s.wanted, 'num'), cell(s.starting, 'num'), cell(s.ready, 'num'), cell(s.draining, 'num'), cell(s.outdated ?? 0, 'num'), cell(s.reconciler)];
       }),
-      6,
+      7,
       list === null ? 'No data: this gateway does not answer GET /v1/deployments.' : 'No deployments.',
     );
   }
