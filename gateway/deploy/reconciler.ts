@@ -56,7 +56,7 @@ import type {
 } from './reconciler-options.ts';
 import { deploymentRevision } from './deployments.ts';
 import type { Deployment } from './deployments.ts';
-import { fitRunner, placeReplica } from './replica-fit.ts';
+import { fitsOnceFreed, placeReplica } from './replica-fit.ts';
 import type { Occupant } from './replica-fit.ts';
 import type { StoredDeployment } from './store.ts';
 
@@ -537,6 +537,16 @@ export class Reconciler {
   }
 
   /**
+   * True when a replacement finding no room must let its outdated replica stop first: no runner
+   * is about to be free, and the new one fits on that replica's runner once it is.
+   */
+  #mustGoFirst(target: ReplacedReplica, deployment: Deployment, runners: readonly FleetRunner[]): boolean {
+    const held = this.#orders.get(target.runner)?.order.profile.gpus;
+    const runner = runners.find((r) => r.id === target.runner);
+    return held !== undefined && runner !== undefined && !this.#freeing(runners) && fitsOnceFreed(runner, held, deployment);
+  }
+
+  /**
    * True when a runner that takes orders is stopping an engine it was not re-ordered (draining):
    * it is free soon, so a replacement waits for it rather than stop a replica first.
    */
@@ -544,19 +554,6 @@ export class Reconciler {
     return runners.some((r) => r.placeable && this.#takesOrders.has(r.id) && r.hosted !== undefined && r.hosted.state !== 'stopped' && r.hosted.state !== 'failed' && !this.#orders.has(r.id));
   }
 
-  /**
-   * True when a replica of `deployment` would fit on `target`'s runner once its outdated replica
-   * stopped: the runner free, with the GPUs that replica was ordered with back (a count of them
-   * as stand-ins, which a profile naming GPU indices never matches: it is not assumed to fit).
-   */
-  #fitsInPlace(target: ReplacedReplica, deployment: Deployment, runners: readonly FleetRunner[]): boolean {
-    const runner = runners.find((r) => r.id === target.runner);
-    const held = this.#orders.get(target.runner)?.order.profile.gpus;
-    if (!runner?.capacity || held === undefined) return false;
-    const back = Array.isArray(held) ? (held as readonly number[]) : Array.from({ length: held as number }, (_, i) => -1 - i);
-    const freed: FleetRunner = { ...runner, capacity: { ...runner.capacity, freeGpus: [...runner.capacity.freeGpus, ...back] } };
-    return fitRunner(freed, deployment, undefined, false).kind === 'fits';
-  }
 
   /** Stops one replica: the newest starting one, else the least loaded ready one. */
   #stopOne(model: string, ordered: readonly ReplicaStatus[], runners: readonly FleetRunner[], reason: string, now: number): void {
@@ -590,7 +587,7 @@ export class Reconciler {
       if (placement.kind === 'unplaced') {
         unplaced = placement.reasons;
         const target = op.replaces;
-        if (target && !this.#freeing(runners) && this.#fitsInPlace(target, deployment, runners)) {
+        if (target && this.#mustGoFirst(target, deployment, runners)) {
           // No room beside it: the outdated replica drains and stops first, and the start,
           // plain from here on, takes its runner at a later pass.
           this.#orders.delete(target.runner);

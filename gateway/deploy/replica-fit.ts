@@ -70,6 +70,19 @@ export function fitRunner(runner: FleetRunner, deployment: Deployment, occupant:
   return { kind: 'fits', runner, failedBefore };
 }
 
+/**
+ * True when a replica of `deployment` would fit on `runner` once the ordered engine it hosts,
+ * launched with `held` GPUs (indices, or a count), stopped: the runner free, those GPUs back. A
+ * count comes back as stand-ins that no GPU index matches, so a profile naming indices is not
+ * assumed to fit where the old engine's GPUs are unknown.
+ */
+export function fitsOnceFreed(runner: FleetRunner, held: readonly number[] | number, deployment: Deployment): boolean {
+  if (!runner.capacity) return false;
+  const back = Array.isArray(held) ? (held as readonly number[]) : Array.from({ length: held as number }, (_, i) => -1 - i);
+  const freed: FleetRunner = { ...runner, capacity: { ...runner.capacity, freeGpus: [...runner.capacity.freeGpus, ...back] } };
+  return fitRunner(freed, deployment, undefined, false).kind === 'fits';
+}
+
 /** Every runner's fit for a new replica of the input's deployment, in the runners' order. */
 export function fitsFor(input: PlacementInput): RunnerFit[] {
   return input.runners.map((runner) => fitRunner(runner, input.deployment, input.occupants.get(runner.id), input.failedOn.has(runner.id)));

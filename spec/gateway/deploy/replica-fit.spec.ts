@@ -3,7 +3,7 @@
  * runners last, and spreading over labels.
  */
 import { describe, expect, it } from 'vitest';
-import { fitRunner, placeReplica } from '../../../gateway/deploy/replica-fit.ts';
+import { fitRunner, fitsOnceFreed, placeReplica } from '../../../gateway/deploy/replica-fit.ts';
 import type { Occupant } from '../../../gateway/deploy/replica-fit.ts';
 import { deployment, runner } from './fake-fleet.ts';
 
@@ -87,5 +87,30 @@ describe('placeReplica', () => {
     // Another model's replicas count for nothing.
     const other = new Map<string, Occupant>([['a1', { replica: 'x-1', model: 'x', how: 'hosted' }]]);
     expect(placeReplica({ deployment: d, runners, occupants: other, failedOn: noFailures })).toMatchObject({ kind: 'placed', runner: { id: 'a2' } });
+  });
+});
+
+describe('fitsOnceFreed', () => {
+  const hosting = runner('r1', { freeGpus: [2, 3] }, { hosted: { replica: 'old', model: 'm', state: 'ready', since: 0 } });
+  const vllm = (gpus: unknown, extra: Record<string, unknown> = {}) => deployment('m', { profile: { kind: 'vllm', gpus }, ...extra });
+  const vllmRunner = (r: typeof hosting) => ({ ...r, capacity: { ...r.capacity!, engineKinds: ['vllm'] } });
+
+  it('gives the old engine\'s GPUs back: a count fits within free plus held, indices within free plus held indices', () => {
+    const r = vllmRunner(hosting);
+    expect(fitsOnceFreed(r, 2, vllm(4))).toBe(true);
+    expect(fitsOnceFreed(r, 2, vllm(5))).toBe(false);
+    expect(fitsOnceFreed(r, [0, 1], vllm([0, 3]))).toBe(true);
+    expect(fitsOnceFreed(r, [0, 1], vllm([0, 4]))).toBe(false);
+  });
+
+  it('does not assume named GPUs come back from an engine that took a count of them', () => {
+    expect(fitsOnceFreed(vllmRunner(hosting), 2, vllm([0, 1]))).toBe(false);
+  });
+
+  it('still asks for the labels, the kind and a runner that reports capacity', () => {
+    const r = vllmRunner(hosting);
+    expect(fitsOnceFreed(r, 0, vllm(0, { runnerLabels: { zone: 'b' } }))).toBe(false);
+    expect(fitsOnceFreed({ ...r, capacity: { ...r.capacity, engineKinds: ['sim'] } }, 0, vllm(1))).toBe(false);
+    expect(fitsOnceFreed({ ...r, capacity: undefined }, 0, vllm(1))).toBe(false);
   });
 });
