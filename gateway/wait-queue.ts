@@ -13,6 +13,7 @@
  * unit tables run under a fake one.
  */
 import type { Clock } from '../placer/kernel/index.ts';
+import { Deadlines } from './deadlines.ts';
 
 /** The priority classes, most urgent first. */
 export const PRIORITIES = ['interactive', 'batch'] as const;
@@ -129,12 +130,11 @@ export class Waiter {
     }
     if (queue.clock.now() >= this.#deadline) return Promise.resolve('deadline');
     return new Promise<WaitEnd>((resolve) => {
-      const timer = new AbortController();
       const onAbort = (): void => finish('aborted');
       const finish = (end: WaitEnd): void => {
         if (this.#end !== finish) return;
         this.#end = undefined;
-        timer.abort(WAIT_OVER);
+        queue.deadlines.remove(deadline);
         this.#signal.removeEventListener('abort', onAbort);
         if (end !== 'woken') queue.unlink(this);
         this.state = 'walking';
@@ -146,10 +146,7 @@ export class Waiter {
       this.state = 'queued';
       queue.link(this, again);
       this.#signal.addEventListener('abort', onAbort, { once: true });
-      queue.clock.sleep(this.#deadline - queue.clock.now(), timer.signal).then(
-        () => finish('deadline'),
-        () => {},
-      );
+      const deadline = queue.deadlines.add(this.#deadline, () => finish('deadline'));
     });
   }
 
@@ -169,13 +166,6 @@ export class Waiter {
     this.#queue.release(this);
   }
 }
-
-/**
- * What a finished wait aborts its deadline sleep with: one value for every wait, since an abort
- * without a reason builds a DOMException (with its stack) each time, and a busy queue ends
- * thousands of waits a second.
- */
-const WAIT_OVER: unknown = Object.freeze({ reason: 'the wait ended' });
 
 /**
  * How many times the call at the head of a turn may be passed over for calls that prefer the
@@ -305,6 +295,8 @@ class PriorityClass {
 /** The queue of every model, with the bounds over all of them. */
 export class WaitQueue {
   readonly clock: Clock;
+  /** @internal The waits' deadlines, on one timer. */
+  readonly deadlines: Deadlines;
   readonly #options: WaitQueueOptions;
   readonly #models = new Map<string, PriorityClass[]>();
   /** Members per flow: waiting, or woken and walking. */
@@ -319,6 +311,7 @@ export class WaitQueue {
   constructor(options: WaitQueueOptions) {
     this.#options = options;
     this.clock = options.clock;
+    this.deadlines = new Deadlines(options.clock);
   }
 
   /** A waiter for a call; it joins the queue at its first wait, with its place fixed now. */
