@@ -554,8 +554,7 @@ export class Reconciler {
     return runners.some((r) => r.placeable && this.#takesOrders.has(r.id) && r.hosted !== undefined && r.hosted.state !== 'stopped' && r.hosted.state !== 'failed' && !this.#orders.has(r.id));
   }
 
-
-  /** Stops one replica: the newest starting one, else the least loaded ready one. */
+  /** Stops one replica: the newest starting one, else a ready one, outdated before current, the least loaded first. */
   #stopOne(model: string, ordered: readonly ReplicaStatus[], runners: readonly FleetRunner[], reason: string, now: number): void {
     const load = new Map(runners.map((r) => [r.id, r.slotsInUse]));
     const startingOnes = ordered.filter((r) => r.state === 'starting').sort((a, b) => b.since - a.since || (a.runner < b.runner ? -1 : 1));

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Deadlines } from '../../gateway/deadlines.ts';
+import type { Deadline } from '../../gateway/deadlines.ts';
 import { seededRandom } from '../../placer/kernel/index.ts';
 import { FakeClock, T0 } from '../placer/fake.ts';
 
@@ -90,7 +91,7 @@ describe('Deadlines', () => {
     const random = seededRandom(11);
     const fired: number[] = [];
     const kept = new Set<number>();
-    const handles = [];
+    const handles: { at: number; h: Deadline }[] = [];
     for (let i = 0; i < 2_000; i++) {
       const at = T0 + 1 + Math.floor(random() * 10_000);
       handles.push({ at, h: d.add(at, () => fired.push(at)) });
