@@ -96,6 +96,8 @@ export class Reconciler {
   /** True once the first pass after taking the lease has adopted the fleet: orders may be answered. */
   #adopted = false;
   #deployed = new Map<string, StoredDeployment>();
+  /** Each deployed model's revision (deploymentRevision), computed once per list read. */
+  #revisions = new Map<string, string>();
   /** Runner ids that took orders at the last pass. */
   #takesOrders = new Set<string>();
   readonly #orders = new Map<string, OrderEntry>();
@@ -300,6 +302,7 @@ export class Reconciler {
       return;
     }
     this.#deployed = new Map(list.map((s) => [s.deployment.model, s]));
+    this.#revisions = new Map(list.map((s) => [s.deployment.model, deploymentRevision(s.deployment)]));
     for (const model of this.#scalers.keys()) if (!this.#deployed.has(model)) this.#scalers.delete(model);
     if (!held || this.#closed) {
       this.#lose('lease not held');
@@ -327,7 +330,7 @@ export class Reconciler {
       const stored = h ? this.#deployed.get(h.model) : undefined;
       if (!h || !stored || !this.#takesOrders.has(r.id) || (h.state !== 'starting' && h.state !== 'ready')) continue;
       // A runner older than revisions reports none: its replica is taken as current.
-      const revision = h.revision ?? deploymentRevision(stored.deployment);
+      const revision = h.revision ?? this.#revisions.get(h.model)!;
       this.#orders.set(r.id, { order: { replica: h.replica, model: h.model, profile: stored.deployment.profile, revision }, at: now, reportedAt: now });
       adopted++;
     }
@@ -441,7 +444,7 @@ export class Reconciler {
       logger.info('deployment unblocked', { model });
     }
     const blocked = this.#blocked.has(model);
-    const revision = deploymentRevision(deployment);
+    const revision = this.#revisions.get(model)!;
     const ops = this.#ops.get(model) ?? [];
     this.#ops.set(model, ops);
     this.#stopOutdatedStarts(model, revision, ops, runners);
@@ -475,14 +478,8 @@ export class Reconciler {
       this.#unplaced.delete(model);
       return;
     }
-    this.#roll(model, revision, ops, runners, now);
+    this.#roll(model, ops, runners, now);
     this.#placeDue(stored, ops, runners, now);
-  }
-
-  /** True when the order on `runner` is for an older revision of its deployment than `revision`. */
-  #outdated(runner: string, revision: string): boolean {
-    const order = this.#orders.get(runner)?.order;
-    return order !== undefined && order.revision !== revision;
   }
 
   /**
@@ -508,7 +505,7 @@ export class Reconciler {
    * scale-up, a start in place) and no replica starting. A replacement not yet ordered whose
    * outdated replica is gone meanwhile (scaled down, failed) is dropped.
    */
-  #roll(model: string, revision: string, ops: StartOperation[], runners: readonly FleetRunner[], now: number): void {
+  #roll(model: string, ops: StartOperation[], runners: readonly FleetRunner[], now: number): void {
     for (const op of [...ops]) {
       const target = op.replaces;
       if (target && !op.inFlight && this.#orders.get(target.runner)?.order.replica !== target.replica) ops.splice(ops.indexOf(op), 1);
@@ -518,7 +515,7 @@ export class Reconciler {
     if (replicas.some((r) => r.state === 'starting')) return;
     const load = new Map(runners.map((r) => [r.id, r.slotsInUse]));
     const outdated = replicas
-      .filter((r) => r.state === 'ready' && this.#orders.get(r.runner)?.order.replica === r.replica && this.#outdated(r.runner, revision))
+      .filter((r) => r.state === 'ready' && this.#orders.get(r.runner)?.order.replica === r.replica && r.outdated)
       .sort((a, b) => (load.get(a.runner) ?? 0) - (load.get(b.runner) ?? 0) || (a.runner < b.runner ? -1 : 1));
     const target = outdated[0];
     if (!target) return;
@@ -579,7 +576,7 @@ export class Reconciler {
     const { deployment } = stored;
     const { model } = deployment;
     let unplaced: Readonly<Record<string, string>> | undefined;
-    const revision = deploymentRevision(deployment);
+    const revision = this.#revisions.get(model)!;
     for (const op of ops) {
       if (!op.due(now)) continue;
       const placement = placeReplica({ deployment, runners, occupants: this.#occupants(runners), failedOn: op.failedOn });
@@ -627,8 +624,7 @@ export class Reconciler {
   #replicas(model: string, runners: readonly FleetRunner[], orders: boolean): ReplicaStatus[] {
     const out: ReplicaStatus[] = [];
     const seen = new Set<string>();
-    const stored = this.#deployed.get(model);
-    const revision = stored ? deploymentRevision(stored.deployment) : undefined;
+    const revision = this.#revisions.get(model);
     if (orders) {
       const byId = new Map(runners.map((r) => [r.id, r]));
       for (const [runnerId, { order, at }] of this.#orders) {

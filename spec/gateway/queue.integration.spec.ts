@@ -55,6 +55,8 @@ async function send(gw: string, sent: Promise<string>[], base: number, headers: 
 
 /** The fleet's slots: 3 runners with 2 each. */
 const SLOTS = 6;
+/** How far apart the first calls take their slots (see {@link sendAll}). */
+const SPREAD_MS = 100;
 
 /**
  * Sends `count` calls in order. The first {@link SLOTS} take the slots {@link SPREAD_MS} apart, so
@@ -68,7 +70,6 @@ async function sendAll(gw: string, sent: Promise<string>[], base: number, count:
     if (i < SLOTS) await new Promise((r) => setTimeout(r, SPREAD_MS));
   }
 }
-const SPREAD_MS = 100;
 
 describe('the wait queue on real processes', () => {
   let gw = '';
