@@ -18,6 +18,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateWebhookSecret, verifyWebhook } from '../../gateway/callbacks/index.ts';
 import { SLUICE_BIN, startService } from '../../gateway/cli/processes.ts';
+import { processTreeCommandLines } from '../support/process-tree.ts';
 import type { ChildService, StartOptions } from '../../gateway/cli/processes.ts';
 import { chatBody, eventually, metricValue, postJson } from '../support/fleet.ts';
 import { startRedis } from '../support/redis.ts';
@@ -298,7 +299,7 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       const unsigned = await postJson(`${runnerUrl}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
       expect(unsigned.status).toBe(401);
       expect(unsigned.json.error.code).toBe('RUNNER_UNAUTHORIZED');
-      const commandLines = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).stdout;
+      const commandLines = processTreeCommandLines(up.child.pid!).join('\n');
       expect(commandLines).toContain(' runner --port 0 --engine ');
       expect(commandLines).not.toMatch(/call-secret/i);
     } finally {

@@ -9,6 +9,7 @@ import { checksWith, rule, show } from '../../../placer/kernel/index.ts';
 import type { Rule } from '../../../placer/kernel/index.ts';
 import { SimOptionError } from './errors.ts';
 import { isSimProfileName, SIM_PROFILES, type SimProfile, type SimProfileName } from './profiles.ts';
+import type { SimTimingModel } from './timing.ts';
 
 /** A source of wall-clock time in ms since the epoch; injectable so bodies' `created` and the startup delay are testable. */
 export interface SimClock {
@@ -78,6 +79,12 @@ export interface SimEngineOptions {
   clock?: SimClock;
   /** Uniform [0, 1) source for ids, jitter and injected failures. @default Math.random */
   random?: () => number;
+  /**
+   * The timing model that plans each call's delays; a spec wraps the real one to see every
+   * planned delay instead of timing the stream on a busy machine.
+   * @default createSimTiming over the resolved profile
+   */
+  timing?: SimTimingModel;
 }
 
 /** The validated, frozen form of {@link SimEngineOptions}: the profile's fields, then the rest. */
@@ -93,6 +100,7 @@ export interface ResolvedSimEngineOptions extends SimProfile {
   readonly onCrash: (() => void) | undefined;
   readonly clock: SimClock;
   readonly random: () => number;
+  readonly timing: SimTimingModel | undefined;
 }
 
 /** SimOptionError carries the option's name, which every check passes along with its message. */
@@ -214,11 +222,15 @@ export function resolveSimEngineOptions(options: SimEngineOptions = {}): Resolve
   const defaults = { ...simEngineDefaults, ...SIM_PROFILES[profile], profile };
   const checked = check.resolve(defaults, simRules, { ...options, prefillOverheadMs: resolveOverhead(options) });
   if (options.onCrash !== undefined) check.fn('onCrash', options.onCrash);
+  if (options.timing !== undefined && typeof (options.timing as Partial<SimTimingModel> | null)?.plan !== 'function') {
+    throw check.fail(`timing must be an object with a plan() method, got ${show(options.timing)}`, 'timing');
+  }
   return Object.freeze({
     ...checked,
     profile,
     engineId: resolveEngineId(options.engineId, checked.random),
     crashOnCall: options.crashOnCall === undefined ? undefined : check.integer('crashOnCall', options.crashOnCall, { min: 1 }),
     onCrash: options.onCrash,
+    timing: options.timing,
   });
 }

@@ -85,7 +85,7 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   const ctx: SimCallContext = {
     options: resolved,
     scheduler,
-    timing: createSimTiming(resolved),
+    timing: resolved.timing ?? createSimTiming(resolved),
     prefixCache: new PrefixCache(resolved.cacheBlocks),
     kv: new KvUsage(resolved.kvBlocks),
     faults: new SimFaults(resolved),

@@ -2,9 +2,11 @@
  * Secret files and secret lists: what a file may hold, which files are refused (each message
  * naming the file and never its content), and a list matched by position.
  */
+import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SecretList, readSecretLines, secretDigest } from '../../../gateway/access/secrets.ts';
 import { SecretFileError } from '../../../gateway/errors.ts';
@@ -32,6 +34,29 @@ function refusal(path: string): SecretFileError {
   throw new Error(`${path} was not refused`);
 }
 
+/**
+ * The refusal's message for `path`, read by a child running as `nobody`: root reads any file
+ * whatever its mode, so the unreadable case is read by a user the mode bits do stop.
+ */
+function refusalAsNobody(path: string): string {
+  chmodSync(dir, 0o711); // nobody may reach the file, not list the folder
+  const script = `
+    const { readSecretLines } = await import(${JSON.stringify(new URL('../../../gateway/access/secrets.ts', import.meta.url).href)});
+    try { readSecretLines('runnerTokenFile', ${JSON.stringify(path)}); console.log('read'); }
+    catch (error) { console.log(error.code + ' ' + error.message); }`;
+  const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    cwd: fileURLToPath(new URL('../../..', import.meta.url)),
+    uid: 65534,
+    gid: 65534,
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  expect(run.status, run.stderr).toBe(0);
+  const [code, ...words] = run.stdout.trim().split(' ');
+  expect(code).toBe('GW_SECRET_FILE_INVALID');
+  return words.join(' ');
+}
+
 describe('readSecretLines', () => {
   it('returns the secrets in order, trimmed, skipping blank lines and # comments, with CRLF or LF', () => {
     const path = secretFile('# rotated 2026-12-01: new first\r\n  new-token-0123456789  \r\n\r\nold-token-0123456789\n');
@@ -42,9 +67,11 @@ describe('readSecretLines', () => {
     expect(readSecretLines('x', secretFile('a-secret-of-some-length', mode))).toEqual(['a-secret-of-some-length']);
   });
 
-  it.skipIf(process.platform === 'win32' || process.getuid?.() === 0)('names an unreadable file and the reason', () => {
-    const error = refusal(secretFile('unreadable-secret-value', 0o000));
-    expect(error.message).toMatch(/^runnerTokenFile ".*secret-\d+" cannot be read \(EACCES\)$/);
+  it.skipIf(process.platform === 'win32')('names an unreadable file and the reason', () => {
+    const path = secretFile('unreadable-secret-value', 0o000);
+    const message = process.getuid?.() === 0 ? refusalAsNobody(path) : refusal(path).message;
+    expect(message).toMatch(/^runnerTokenFile ".*secret-\d+" cannot be read \(EACCES\)$/);
+    expect(message).not.toContain('unreadable-secret-value');
   });
 
   it('names a missing file and the reason', () => {

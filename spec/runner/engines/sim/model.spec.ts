@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { createSimTiming, loadScale, type SimTimingModel, type SimTimingOptions } from '../../../../runner/engines/sim/timing.ts';
 import { postJson, readEvents, readEventsLive, readMetrics, startEngine, words, type TimedEvent } from './helpers.ts';
 
 /** Sends a streaming completion and returns its events, stamped, and when it was sent. */
@@ -11,11 +12,53 @@ async function stream(url: string, prompt: string, extra: Record<string, unknown
 
 const ttftOf = (run: { sentAt: number; events: TimedEvent[] }): number => run.events[0]!.at - run.sentAt;
 
-/** Gaps between consecutive token events (the finish chunk and [DONE] excluded). */
-const gapsOf = (events: TimedEvent[], tokens: number): number[] =>
-  events.slice(1, tokens).map((event, index) => event.at - events[index]!.at);
+/** One delay the engine planned: for which call (in the order calls were planned), before which token, with how many running. */
+interface PlannedDelay {
+  readonly call: number;
+  readonly index: number;
+  readonly delay: number;
+  readonly running: number;
+}
 
-const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+/** The engine's own timing model over `profile` (no jitter), recording every delay it plans. */
+function recordingTiming(profile: Partial<SimTimingOptions>): SimTimingModel & { planned: PlannedDelay[] } {
+  const model = createSimTiming({
+    prefillOverheadMs: 0,
+    prefillPerTokenMs: 0,
+    prefillJitterStdMs: 0,
+    itlMs: 0,
+    itlJitterStdMs: 0,
+    loadFactor: 1,
+    maxNumSeqs: 16,
+    random: () => 0.5,
+    ...profile,
+  });
+  const planned: PlannedDelay[] = [];
+  let calls = 0;
+  return {
+    planned,
+    plan(input) {
+      const call = calls++;
+      const schedule = model.plan(input);
+      const running = typeof input.running === 'function' ? input.running : () => input.running as number;
+      return {
+        tokens: schedule.tokens,
+        delayBefore(index) {
+          const delay = schedule.delayBefore(index);
+          planned.push({ call, index, delay, running: running() });
+          return delay;
+        },
+      };
+    },
+  };
+}
+
+/** Resolves once `condition` holds, checking every 5 ms; fails after 10 s. */
+async function until(condition: () => boolean): Promise<void> {
+  for (const deadline = Date.now() + 10_000; !condition(); await new Promise((r) => setTimeout(r, 5))) {
+    if (Date.now() > deadline) throw new Error('condition not met within 10 s');
+  }
+}
 
 describe('sim engine model: queueing', () => {
   it('includes the wait for a slot in the time to first token of a third call when maxNumSeqs is 2', async () => {
@@ -62,7 +105,8 @@ describe('sim engine model: queueing', () => {
 describe('sim engine model: prefix cache', () => {
   it('returns a shorter time to first token for a repeated long prompt, and counts the hit', async () => {
     const prefillPerTokenMs = 0.5;
-    const { url } = await startEngine({ prefillOverheadMs: 5, prefillPerTokenMs, itlMs: 1, outputTokens: 1 });
+    const timing = recordingTiming({ prefillOverheadMs: 5, prefillPerTokenMs, itlMs: 1 });
+    const { url } = await startEngine({ prefillOverheadMs: 5, prefillPerTokenMs, itlMs: 1, outputTokens: 1, timing });
     const prompt = words(400);
     const first = await stream(url, prompt);
     const afterFirst = await readMetrics(url);
@@ -73,9 +117,11 @@ describe('sim engine model: prefix cache', () => {
     // 25 full blocks, but the last token is always computed: 24 blocks hit.
     expect(afterSecond.get('vllm:prefix_cache_queries_total')).toBe(800);
     expect(afterSecond.get('vllm:prefix_cache_hits_total')).toBe(384);
+    // Timers never fire early, so the first call's wait is a lower bound a busy machine cannot break.
     expect(ttftOf(first)).toBeGreaterThanOrEqual(5 + 400 * prefillPerTokenMs - 2);
-    // Uncached: 5 + 16 x 0.5 = 13 ms against 205 ms.
-    expect(ttftOf(second)).toBeLessThan(ttftOf(first) / 2);
+    // Uncached: 5 + 16 x 0.5 = 13 ms against 205 ms, as planned by the engine.
+    expect(timing.planned.filter((delay) => delay.index === 0).map((delay) => delay.delay)).toEqual([5 + 400 * prefillPerTokenMs, 5 + 16 * prefillPerTokenMs]);
+    expect(ttftOf(second)).toBeGreaterThanOrEqual(5 + 16 * prefillPerTokenMs - 2);
   });
 
   it('hits on the shared start of two chats that differ only in their last message', async () => {
@@ -91,39 +137,49 @@ describe('sim engine model: prefix cache', () => {
 });
 
 describe('sim engine model: load', () => {
-  // Timers never fire early but may fire late on a busy machine, so the model's figure is a
-  // lower bound; the upper bounds only have to tell one load level from the next.
-  it('slows every stream down by about the load factor when all slots are busy', async () => {
+  // The load model is checked on the delays the engine plans, each with the number of sequences
+  // running when it was planned: wall-clock gaps on a busy machine stretch either way.
+  it('plans every gap at itlMs times the load scale, and 3 times itlMs with all 3 slots busy', async () => {
     const itlMs = 30;
-    const outputTokens = 8;
-    const { url } = await startEngine({ prefillOverheadMs: 5, itlMs, outputTokens, maxNumSeqs: 3, loadFactor: 3 });
-    await stream(url, 'warm up', { max_tokens: 1 });
-    const alone = median(gapsOf((await stream(url, 'alone')).events, outputTokens));
-    const together = await Promise.all(['a', 'b', 'c'].map((prompt) => stream(url, prompt)));
-    const loaded = median(together.flatMap((run) => gapsOf(run.events, outputTokens)));
+    const timing = recordingTiming({ prefillOverheadMs: 5, itlMs, loadFactor: 3, maxNumSeqs: 3 });
+    const { url } = await startEngine({ prefillOverheadMs: 5, itlMs, outputTokens: 200, maxNumSeqs: 3, loadFactor: 3, timing });
+    const streams = ['a', 'b', 'c'].map(() => new AbortController());
+    const reads = streams.map((controller, index) => stream(url, `p${index}`, {}, controller.signal).catch(() => undefined));
+    await until(() => timing.planned.some((delay) => delay.index > 0 && delay.running === 3));
+    for (const controller of streams) controller.abort();
+    await Promise.all(reads);
+    const gaps = timing.planned.filter((delay) => delay.index > 0);
     // With 3 of 3 running the formula gives 1 + (3 - 1) x (3 - 1) / (3 - 1) = 3 times the gap.
-    expect(alone).toBeGreaterThanOrEqual(itlMs - 2);
-    expect(alone).toBeLessThan(2 * itlMs);
-    expect(loaded).toBeGreaterThanOrEqual(3 * itlMs - 2);
-    expect(loaded).toBeLessThan(4 * itlMs);
+    for (const gap of gaps) expect(gap.delay).toBeCloseTo(itlMs * loadScale(3, gap.running, 3), 9);
+    expect(gaps.find((gap) => gap.running === 3)!.delay).toBeCloseTo(3 * itlMs, 9);
   });
 
   it('slows a running stream down once others join it', async () => {
     const itlMs = 30;
-    const outputTokens = 12;
-    const { url } = await startEngine({ prefillOverheadMs: 5, itlMs, outputTokens, maxNumSeqs: 3, loadFactor: 3 });
-    const res = await postJson(`${url}/v1/completions`, { prompt: 'first', stream: true });
-    const events: TimedEvent[] = [];
+    const timing = recordingTiming({ prefillOverheadMs: 5, itlMs, loadFactor: 3, maxNumSeqs: 3 });
+    const { url } = await startEngine({ prefillOverheadMs: 5, itlMs, outputTokens: 200, maxNumSeqs: 3, loadFactor: 3, timing });
+    const first = new AbortController();
+    const res = await postJson(`${url}/v1/completions`, { prompt: 'first', stream: true }, first.signal);
+    const others = [new AbortController(), new AbortController()];
     let joined: Promise<unknown> | undefined;
-    for await (const event of readEventsLive(res.body)) {
-      events.push(event);
-      if (events.length === 3) joined = Promise.all([stream(url, 'b'), stream(url, 'c')]);
+    let seen = 0;
+    try {
+      for await (const _ of readEventsLive(res.body)) {
+        // Three tokens in, the others are sent; the first runs on until one of its gaps is planned with all three.
+        if (++seen === 3) joined = Promise.all(others.map((controller, index) => stream(url, `o${index}`, {}, controller.signal).catch(() => undefined)));
+        if (timing.planned.some((delay) => delay.call === 0 && delay.running === 3)) break;
+      }
+    } finally {
+      first.abort();
+      for (const controller of others) controller.abort();
+      await joined;
     }
-    await joined;
-    const gaps = gapsOf(events, outputTokens);
-    // Alone for its first gaps; three running from about the fifth on.
-    expect(median(gaps.slice(0, 2))).toBeLessThan(2 * itlMs);
-    expect(median(gaps.slice(5))).toBeGreaterThanOrEqual(3 * itlMs - 2);
+    const firstGaps = timing.planned.filter((delay) => delay.call === 0 && delay.index > 0);
+    // Alone for the gaps planned before the others were sent (token 3's is planned as token 2 goes out).
+    expect(firstGaps.slice(0, 3).map((gap) => [gap.running, gap.delay])).toEqual([[1, itlMs], [1, itlMs], [1, itlMs]]);
+    // The same stream, read live: each gap is planned with the sequences running at that moment.
+    expect(firstGaps.find((gap) => gap.running === 3)).toMatchObject({ delay: 3 * itlMs });
+    for (const gap of firstGaps) expect(gap.delay).toBeCloseTo(itlMs * loadScale(3, gap.running, 3), 9);
   });
 
   it('publishes the KV blocks running sequences hold over kvBlocks', async () => {
