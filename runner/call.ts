@@ -58,7 +58,7 @@ export interface CallPathContext {
   /** How long the process's event loop just went without running timers, ms (StallWatch). */
   stalled(): number;
   busy(res: ServerResponse, reason: BusyReason): void;
-  /** Checks the call's signature once its body is in (runner/call-guard.ts); false: answered 401. */
+  /** Checks the body against the digest the call's signature covers (runner/call-guard.ts); false: answered 401. */
   verify?(req: IncomingMessage, res: ServerResponse, body: Buffer): boolean;
   /** The call's body never came whole, so nothing ran: its call id may be offered here again. */
   abandoned?(res: ServerResponse): void;
@@ -113,7 +113,8 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     }
     return;
   }
-  // The signature covers the body: checked now, before the acknowledgement and the engine.
+  // The signature (verified from the head before admission) covers the body's digest: the body
+  // is checked against it now, before the acknowledgement and the engine.
   if (ctx.verify && !ctx.verify(req, res, body)) return;
 
   // Only a caller that asked (a gateway sends its response bound) gets informational responses:
