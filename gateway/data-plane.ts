@@ -5,7 +5,7 @@
  * The wire (headers, canonical string, MAC) is runner/protocol/signature.ts, shared with runners.
  */
 import type { Fail } from '../placer/kernel/index.ts';
-import { CALL_SECRET_RULE, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, isCallSecret, signCall } from '../runner/protocol.ts';
+import { BODY_DIGEST_HEADER, CALL_SECRET_RULE, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, isCallSecret, signCall } from '../runner/protocol.ts';
 import type { GatewayCall } from './call.ts';
 
 /** PEM text of a certificate, its key, and optionally a CA. */
@@ -119,6 +119,8 @@ export class CallSigner {
     flat.push(
       DEADLINE_HEADER, String(deadline),
       SIGNATURE_HEADER, signCall(this.#secret, { callId: call.id, method: call.method, path: call.path, deadline, bodyDigest: digest }),
+      // In the head, so a runner verifies the signature before it takes a slot or reads the body.
+      BODY_DIGEST_HEADER, digest,
     );
   }
 }

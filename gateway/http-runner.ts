@@ -24,6 +24,7 @@ import { EndedCalls, runnerLoad } from './runner-load.ts';
 import type { StampedReport } from './runner-load.ts';
 import type { RunnerLoad, TryExecResult } from '../placer/types.ts';
 import {
+  BODY_DIGEST_HEADER,
   BUSY_HEADER,
   CALL_ID_HEADER,
   CALL_TYPE_HEADER,
@@ -315,7 +316,7 @@ const TRACE_HEADERS: ReadonlySet<string> = new Set(['traceparent', 'tracestate']
 
 /** The headers the gateway sets on every call it sends: a client's own of these names never passes. */
 const WIRE_HEADERS: ReadonlySet<string> = new Set([
-  CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER, RESPONSE_TIMEOUT_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER,
+  CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER, RESPONSE_TIMEOUT_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, BODY_DIGEST_HEADER,
 ]);
 
 /** Thrown into an offer that waited for an acknowledgement until the placer deadline. */

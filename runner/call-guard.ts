@@ -1,14 +1,17 @@
 /**
- * The runner's door for calls: a call must show it came from a gateway before it takes a slot
- * (its signature's headers and deadline, read before admission) and before anything reaches the
- * engine (its MAC, checked once the body it covers is in). A refused call is answered 401
- * RUNNER_UNAUTHORIZED and counted; nothing ran. Under mutual TLS without a call secret the TLS
- * handshake is the credential (runner/server.ts) and this door stands open.
+ * The runner's door for calls: a call must show it came from a gateway before it takes a slot.
+ * The signature covers only what the head carries (call id, method, path, deadline and the body's
+ * digest), so its MAC is verified, and its call id claimed against replays, before admission and
+ * before a byte of the body is read: nothing unauthenticated holds a slot, and a gateway's call
+ * to a full runner still gets its busy answer at once. Once the body is in, and before anything
+ * reaches the engine, the body is checked against the signed digest. A refused call is answered
+ * 401 RUNNER_UNAUTHORIZED and counted; nothing ran. Under mutual TLS without a call secret the
+ * TLS handshake is the credential (runner/server.ts) and this door stands open.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../placer/kernel/index.ts';
 import { RunnerUnauthorizedError } from './errors.ts';
-import { CALL_ID_HEADER, DEADLINE_HEADER, ERROR_TRAILER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from './protocol.ts';
+import { BODY_DIGEST_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, ERROR_TRAILER, SIGNATURE_HEADER, bodyDigest, isBodyDigest, readCallCredential, verifyCall } from './protocol.ts';
 import type { CallRefusal } from './protocol.ts';
 import { RUNNER_ID_HEADER } from './protocol.ts';
 import { errorJson } from './reply.ts';
@@ -29,20 +32,14 @@ export interface CallGuardOptions {
   refused(reason: CallRefusal | 'replayed'): void;
 }
 
-/** What the door learned of a call before admission, kept until its body is in. */
-interface Pending {
-  callId: string;
-  mac: Buffer;
-  deadline: number;
-}
-
 /** A runner's check of its calls' signatures. */
 export class CallGuard {
   readonly #options: CallGuardOptions;
   readonly #now: () => number;
   readonly #seen: SeenCalls;
-  readonly #pending = new WeakMap<ServerResponse, Pending>();
-  /** The call id each running signed call claimed, to forget if it ends busy. */
+  /** The signed digest of each admitted call's body, to check once the body is in. */
+  readonly #digests = new WeakMap<ServerResponse, string>();
+  /** The call id each admitted signed call claimed, to forget if it ends without running. */
   readonly #claimed = new WeakMap<ServerResponse, string>();
   /** When a refusal was last logged at warn, and how many came since. */
   #warnedAt = -Infinity;
@@ -60,43 +57,45 @@ export class CallGuard {
   }
 
   /**
-   * Before admission: false when the call shows no credential in the wire's format, or one past
-   * its deadline, and has been answered 401.
+   * Before admission, from the head alone: false when the call shows no credential, one in
+   * another format, one past its deadline, a MAC that does not verify, or a call id that is
+   * running or ran here, and has been answered 401. True claims the call id.
    */
   admit(req: IncomingMessage, res: ServerResponse): boolean {
     if (!this.enabled) return true;
     const callId = header(req, CALL_ID_HEADER);
     const credential = readCallCredential(header(req, SIGNATURE_HEADER), header(req, DEADLINE_HEADER), this.#now(), this.#options.skew);
     if (credential.kind === 'refused') return this.#refuse(res, credential.reason, callId);
-    if (callId === undefined || callId === '') return this.#refuse(res, 'unsigned', callId);
-    this.#pending.set(res, { callId, mac: credential.mac, deadline: credential.deadline });
+    const digest = header(req, BODY_DIGEST_HEADER);
+    if (callId === undefined || callId === '' || digest === undefined) return this.#refuse(res, 'unsigned', callId);
+    if (!isBodyDigest(digest)) return this.#refuse(res, 'malformed', callId);
+    const verdict = verifyCall(this.#options.secrets, credential, { callId, method: req.method ?? 'POST', path: req.url ?? '/', bodyDigest: digest });
+    if (verdict.kind === 'refused') return this.#refuse(res, verdict.reason, callId);
+    if (!this.#seen.claim(callId, credential.deadline + this.#options.skew)) return this.#refuse(res, 'replayed', callId);
+    this.#claimed.set(res, callId);
+    this.#digests.set(res, digest);
     return true;
   }
 
   /**
-   * Once the body is in, before the acknowledgement: false when the MAC does not match the call
-   * as received, or the call id already ran, and the call has been answered 401.
+   * Once the body is in, before the acknowledgement: false when it is not the body whose digest
+   * the admitted call's signature covers, and the call has been answered 401.
    */
-  verify(req: IncomingMessage, res: ServerResponse, body: Buffer): boolean {
+  verify(res: ServerResponse, body: Buffer): boolean {
     if (!this.enabled) return true;
-    const pending = this.#pending.get(res);
-    this.#pending.delete(res);
-    if (pending === undefined) return this.#refuse(res, 'unsigned', undefined);
-    const verdict = verifyCall(this.#options.secrets, pending, {
-      callId: pending.callId,
-      method: req.method ?? 'POST',
-      path: req.url ?? '/',
-      bodyDigest: bodyDigest(body),
-    });
-    if (verdict.kind === 'refused') return this.#refuse(res, verdict.reason, pending.callId);
-    if (!this.#seen.claim(pending.callId, pending.deadline + this.#options.skew)) return this.#refuse(res, 'replayed', pending.callId);
-    this.#claimed.set(res, pending.callId);
-    return true;
+    const digest = this.#digests.get(res);
+    this.#digests.delete(res);
+    if (digest !== undefined && bodyDigest(body) === digest) return true;
+    // Nothing ran: the gateway's own call under this id may still come.
+    const callId = this.#claimed.get(res);
+    this.forget(res);
+    return this.#refuse(res, digest === undefined ? 'unsigned' : 'altered-body', callId);
   }
 
-  /** The call on `res` ended busy, so nothing ran: its gateway may offer it here again. */
+  /** The call on `res` ended without running (busy, or its body never came whole): its gateway may offer it here again. */
   forget(res: ServerResponse): void {
     const id = this.#claimed.get(res);
+    this.#claimed.delete(res);
     if (id !== undefined) this.#seen.release(id);
   }
 
@@ -117,7 +116,7 @@ export class CallGuard {
       this.#options.log.debug('call refused: no valid signature', fields);
     }
     const error = new RunnerUnauthorizedError(REASONS[reason]);
-    // The body of a refused call is never read: the connection cannot be reused. The code in
+    // The body of a refused call is not read (or not to its end): the connection cannot be reused. The code in
     // `sluice-error` lets a gateway tell its client what happened rather than relay a 401.
     res.writeHead(error.status, { 'content-type': 'application/json', connection: 'close', [ERROR_TRAILER]: error.code, [RUNNER_ID_HEADER]: this.#options.runnerId });
     res.end(errorJson(error));
@@ -134,6 +133,7 @@ const REASONS: Record<CallRefusal | 'replayed', string> = {
   malformed: 'this runner takes calls only from a gateway: the call\'s signature or deadline is malformed',
   expired: 'this runner takes calls only from a gateway: the call\'s deadline has passed',
   mismatch: 'this runner takes calls only from a gateway: the call\'s signature does not match',
+  'altered-body': 'this runner takes calls only from a gateway: the call\'s body does not match the digest its signature covers',
   replayed: 'this runner takes calls only from a gateway: this call id has already run here',
 };
 

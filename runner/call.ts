@@ -25,7 +25,7 @@ import { admit } from './admission.ts';
 import type { BusyReason } from './admission.ts';
 import { pumpBody, readBody } from './body.ts';
 import type { RunnerEngine } from './engine.ts';
-import { EngineBusyError, EngineFailedError, EngineTimeoutError, RunnerBodyTooLargeError } from './errors.ts';
+import { EngineBusyError, EngineFailedError, EngineTimeoutError, RunnerBodyTimeoutError, RunnerBodyTooLargeError } from './errors.ts';
 import type { RunnerConfig } from './options.ts';
 import {
   CALL_ID_HEADER,
@@ -58,8 +58,10 @@ export interface CallPathContext {
   /** How long the process's event loop just went without running timers, ms (StallWatch). */
   stalled(): number;
   busy(res: ServerResponse, reason: BusyReason): void;
-  /** Checks the call's signature once its body is in (runner/call-guard.ts); false: answered 401. */
+  /** Checks the body against the digest the call's signature covers (runner/call-guard.ts); false: answered 401. */
   verify?(req: IncomingMessage, res: ServerResponse, body: Buffer): boolean;
+  /** The call's body never came whole, so nothing ran: its call id may be offered here again. */
+  abandoned?(res: ServerResponse): void;
 }
 
 /** Serves one call on `req`/`res`; resolves when the call is handed to the engine's stream or answered. */
@@ -92,20 +94,27 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
 
   let body: Buffer;
   try {
+    // Bounded in time as well as size: a call that holds a slot must bring its body promptly.
     body = await readBody(req, {
       maxBytes: config.maxBodyBytes,
       tooLarge: () => new RunnerBodyTooLargeError(`request body exceeds this runner's maxBodyBytes (${config.maxBodyBytes} bytes)`),
       closed: () => new Error('gateway closed the connection while sending the call'),
+      timeout: { ms: config.bodyReadTimeout, error: () => new RunnerBodyTimeoutError(`request body not received within this runner's bodyReadTimeout (${config.bodyReadTimeout} ms)`) },
+      idle: { ms: config.bodyIdleTimeout, error: () => new RunnerBodyTimeoutError(`request body stalled: no bytes for this runner's bodyIdleTimeout (${config.bodyIdleTimeout} ms)`) },
     });
   } catch (error) {
-    if (error instanceof RunnerBodyTooLargeError && !res.headersSent) {
+    release();
+    ctx.abandoned?.(res);
+    if ((error instanceof RunnerBodyTooLargeError || error instanceof RunnerBodyTimeoutError) && !res.headersSent) {
       counts.rejected++;
+      log.debug('call body refused', { call: callId, fn, code: error.code });
       res.writeHead(error.status, { 'content-type': 'application/json', connection: 'close' });
       res.end(JSON.stringify({ error: { message: error.message, type: error.type, code: error.code } }));
     }
     return;
   }
-  // The signature covers the body: checked now, before the acknowledgement and the engine.
+  // The signature (verified from the head before admission) covers the body's digest: the body
+  // is checked against it now, before the acknowledgement and the engine.
   if (ctx.verify && !ctx.verify(req, res, body)) return;
 
   // Only a caller that asked (a gateway sends its response bound) gets informational responses:

@@ -38,6 +38,12 @@ export class EngineBusyError extends errorClass(EngineErrorCode.busy, 503, 'serv
  */
 export class RunnerBodyTooLargeError extends errorClass('RUNNER_BODY_TOO_LARGE', 413, 'invalid_request_error') {}
 
+/**
+ * The call's body did not arrive within the runner's bodyReadTimeout, or paused longer than its
+ * bodyIdleTimeout (408). Nothing reached the engine; the slot it held is free again.
+ */
+export class RunnerBodyTimeoutError extends errorClass('RUNNER_BODY_TIMEOUT', 408, 'invalid_request_error') {}
+
 /** nvidia-smi printed something other than the CSV asked for. */
 export class NvidiaSmiParseError extends errorClass('RUNNER_NVIDIA_SMI_PARSE', 500, 'server_error') {
   /** @param line 1-based line number in the output */

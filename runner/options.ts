@@ -71,6 +71,19 @@ export interface RunnerOptions {
    */
   maxBodyBytes?: number;
   /**
+   * Longest time a call's body may take to arrive once the call holds a slot, in ms; past it the
+   * call is answered 408 RUNNER_BODY_TIMEOUT and its slot freed. A gateway sends a body it has
+   * buffered, so this only bounds a slow or stalled connection.
+   * @default see runnerDefaults
+   */
+  bodyReadTimeout?: number;
+  /**
+   * Longest silence before or between the chunks of a call's body, in ms: a body that trickles
+   * is cut here rather than at bodyReadTimeout (408 RUNNER_BODY_TIMEOUT).
+   * @default see runnerDefaults
+   */
+  bodyIdleTimeout?: number;
+  /**
    * How often the engine's health and model list are checked once it is ready, in ms.
    * While the engine is starting it is checked ten times as often.
    * @default see runnerDefaults
@@ -189,6 +202,8 @@ export interface RunnerConfig {
   readonly defaultCallTimeout: number;
   readonly acceptWindow: number;
   readonly maxBodyBytes: number;
+  readonly bodyReadTimeout: number;
+  readonly bodyIdleTimeout: number;
   readonly engineProbeInterval: number;
   readonly loadInterval: number;
   readonly engineStopGrace: number;
@@ -218,6 +233,9 @@ export const runnerDefaults = Object.freeze({
   acceptWindow: 500,
   /** Four times the gateway's default, so a body the gateway took is never refused here. */
   maxBodyBytes: 64 * 1024 * 1024,
+  /** The gateway's defaults: a gateway on the same network sends its buffered body far faster. */
+  bodyReadTimeout: 30_000,
+  bodyIdleTimeout: 10_000,
   engineProbeInterval: 5000,
   loadInterval: 1000,
   engineStopGrace: 10_000,
@@ -237,6 +255,8 @@ const runnerRules = {
   defaultCallTimeout: rule.ms(1),
   acceptWindow: rule.ms(0),
   maxBodyBytes: rule.integer({ min: 1 }),
+  bodyReadTimeout: rule.ms(1),
+  bodyIdleTimeout: rule.ms(1),
   engineProbeInterval: rule.ms(1),
   loadInterval: rule.ms(1),
   engineStopGrace: rule.ms(0),

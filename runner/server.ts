@@ -132,13 +132,13 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   const stallWatch = new StallWatch();
   const callPath: CallPathContext = {
     config, engine, slots, log, counts, draining: () => draining, stalled: () => stallWatch.stalled(), busy,
-    ...(guard.enabled ? { verify: (req, res, body) => guard.verify(req, res, body) } : {}),
+    ...(guard.enabled ? { verify: (_req, res, body) => guard.verify(res, body), abandoned: (res) => guard.forget(res) } : {}),
   };
   const app = runnerRoutes({
     status,
     notReady: () => notReadyReason({ draining: () => draining, engine }),
     metrics: () => metrics.render(),
-    // A call without a gateway's credential is refused before it takes a slot.
+    // A call without a gateway's valid signature is refused before it takes a slot or a byte of its body is read.
     serveCall: async (req, res) => (guard.admit(req, res) ? serveCall(callPath, req, res) : undefined),
   });
 

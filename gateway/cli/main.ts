@@ -1,6 +1,7 @@
 /**
  * The `sluice` entry point: parses settings, wires telemetry and logging, starts the piece
- * asked for, and stops it on SIGTERM/SIGINT. The only module that reads process.env or
+ * asked for, and stops it on SIGTERM/SIGINT; SIGHUP reloads what can be reloaded and never
+ * stops it. The only module that reads process.env or
  * decides the process's exit code. Everything it prints goes through one redactor that knows
  * the secret settings' values, so no log line or failure message shows them.
  */
@@ -64,6 +65,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 
   const ctx = { values: resolved.values, positionals: resolved.positionals, env, logger, redact };
   if (command.oneShot) return runOnce(name, command, ctx);
+  keepOnHangup(logger);
   let stop: Stop;
   try {
     stop = await command.run(ctx);
@@ -107,6 +109,19 @@ function fail(command: string, error: unknown, redact: Redact = redactUrl): numb
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`sluice ${command}: ${redact(message.split('\n')[0]!)}\n`);
   return error instanceof SettingsError || error instanceof SluiceError ? 2 : 1;
+}
+
+/**
+ * SIGHUP never ends a serving process: a closed terminal sends it, and its default action would
+ * kill the process without a drain. The pieces that read files again on SIGHUP (the gateway's
+ * runner tokens and keys file) listen for it themselves; this listener, there from the start,
+ * keeps the signal from ending the process and says in the log what it did.
+ */
+function keepOnHangup(logger: Logger): void {
+  process.on('SIGHUP', function onHangup() {
+    const reloading = process.listeners('SIGHUP').some((listener) => listener !== onHangup);
+    logger.info(reloading ? 'sighup: reading files again' : 'sighup ignored: nothing to reload', { signal: 'SIGHUP' });
+  });
 }
 
 /**

@@ -17,7 +17,7 @@ const r = settingsOf(runnerDefaults);
 
 /** The runner options that are settings of the same name. */
 const RUNNER_KEYS = [
-  'engine', 'profile', 'engineKind', 'slots', 'id', 'engineConnectTimeout', 'acceptWindow', 'maxBodyBytes', 'engineProbeInterval',
+  'engine', 'profile', 'engineKind', 'slots', 'id', 'engineConnectTimeout', 'acceptWindow', 'maxBodyBytes', 'bodyReadTimeout', 'bodyIdleTimeout', 'engineProbeInterval',
   'loadInterval', 'engineStopGrace', 'engineRestartBackoff', 'drainTimeout', 'runnerToken', 'advertiseUrl', 'heartbeatInterval', 'engineApiKey',
 ] as const;
 
@@ -35,6 +35,8 @@ export const runner: Command = {
     r('engineConnectTimeout', 'duration', 'how long connecting to the engine may take'),
     r('acceptWindow', 'duration', 'how long a detached call waits for its engine\'s status line before the runner answers 202; a refusal inside it sends the call elsewhere'),
     r('maxBodyBytes', 'integer', 'largest request body the runner reads, in bytes; larger is refused with 413'),
+    r('bodyReadTimeout', 'duration', 'longest time a call\'s body may take to arrive once the call holds a slot (408 after)'),
+    r('bodyIdleTimeout', 'duration', 'longest silence before or between chunks of a call\'s body (408 after)'),
     r('engineProbeInterval', 'duration', 'how often engine health and models are checked'),
     r('loadInterval', 'duration', 'how often the engine\'s metrics are read for its load'),
     r('engineStopGrace', 'duration', 'how long a launched engine gets after SIGTERM before SIGKILL'),

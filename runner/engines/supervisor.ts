@@ -6,8 +6,9 @@
  *
  * The engine runs in its own process group: engines fork workers (vLLM's tensor-parallel
  * ranks, TGI's shards), and signalling the group reaches them all. The runner calls
- * {@link EngineSupervisor.killSync} from its process 'exit' hook; a runner killed by SIGKILL
- * runs no hook, so its engine outlives it (nothing in Node can prevent that).
+ * {@link EngineSupervisor.killSync} from its process 'exit' hook; for a runner that dies without
+ * running it (SIGKILL), every engine is launched through a watchdog (watchdog.ts) that kills the
+ * group once the runner's end of a pipe closes.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -21,6 +22,7 @@ import type { Resolved, Rule } from '../../placer/kernel/index.ts';
 import { RunnerConfigError } from '../errors.ts';
 import type { EngineCommand } from './argv.ts';
 import type { ValidProfile } from './profile.ts';
+import { WATCH_FD, watchedSpawn } from './watchdog.ts';
 
 /** Where a supervised engine stands. A supervisor not yet started reads `stopped`. */
 export type SupervisorState = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed';
@@ -271,7 +273,9 @@ export class EngineSupervisor {
     const first = this.#state === 'stopped';
     let child: ChildProcess;
     try {
-      child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      // Without PATH in its environment, spawn() would search the system's default one.
+      const watched = watchedSpawn(command, args, env.PATH ?? '/usr/bin:/bin');
+      child = spawn(watched.file, watched.args, { env, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
     } catch (error) {
       // Bad arguments throw at once; a missing binary arrives as an 'error' event below.
       if (first) this.#transition('starting', 'launch', { pid: undefined });
@@ -303,6 +307,9 @@ export class EngineSupervisor {
       else this.#log.warn('engine process error', { pid: child.pid, error });
     });
     for (const stream of [child.stdout, child.stderr]) if (stream) this.#capture(stream);
+    // The watchdog's pipe carries nothing; read to its end so the child's 'close' can come.
+    const watch = child.stdio[WATCH_FD] as Readable | null | undefined;
+    watch?.on('error', () => {}).resume();
     if (first) this.#transition('starting', 'launch', { pid: child.pid });
     else this.#log.info('engine relaunched', { pid: child.pid, restarts: this.#restarts });
     void this.#awaitReady(attempt);

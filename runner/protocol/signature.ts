@@ -3,10 +3,12 @@
  * for this call only, and not after its deadline.
  *
  * The gateway sends {@link DEADLINE_HEADER} (the call's deadline, ms since the epoch on its own
- * clock) and {@link SIGNATURE_HEADER} (`v1=` and the base64url HMAC-SHA256, under the call
- * secret, of {@link canonicalCall}'s string: the call id, method, path with query, deadline and
- * the SHA-256 of the body). The runner recomputes it over what it received and compares in
- * constant time, and refuses a call whose deadline passed more than the allowed clock skew ago.
+ * clock), {@link BODY_DIGEST_HEADER} (the SHA-256 of the body) and {@link SIGNATURE_HEADER} (`v1=`
+ * and the base64url HMAC-SHA256, under the call secret, of {@link canonicalCall}'s string: the
+ * call id, method, path with query, deadline and the body's digest). Everything the MAC covers
+ * is in the head, so the runner verifies it, in constant time, before it takes a slot or reads a
+ * byte of the body; once the body is in, it checks the body against the signed digest. It refuses
+ * a call whose deadline passed more than the allowed clock skew ago.
  * So a captured request cannot be spent again under another call id, with another body, on
  * another path, or once its deadline is past. Within its deadline the same request is the same
  * call: the runner refuses a call id it already ran (runner/seen-calls.ts).
@@ -20,6 +22,8 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 export const DEADLINE_HEADER = 'sluice-deadline';
 /** Request header: `v1=` and the call's signature in base64url. */
 export const SIGNATURE_HEADER = 'sluice-signature';
+/** Request header: the body's SHA-256 in lowercase hex ({@link bodyDigest}), which the signature covers. */
+export const BODY_DIGEST_HEADER = 'sluice-body-digest';
 /** The signature scheme's version prefix. */
 const V1 = 'v1=';
 /** Bytes of an HMAC-SHA256. */
@@ -61,6 +65,11 @@ export function bodyDigest(body: Uint8Array): string {
   return createHash('sha256').update(body).digest('hex');
 }
 
+/** True when `value` is a digest in {@link bodyDigest}'s format: 64 lowercase hex digits. */
+export function isBodyDigest(value: string): boolean {
+  return /^[0-9a-f]{64}$/.test(value);
+}
+
 /** The string a signature is the MAC of: each part on its own line, after the scheme's name. */
 export function canonicalCall(call: SignedCall): string {
   return `sluice-call-v1\n${call.callId}\n${call.method.toUpperCase()}\n${call.path}\n${call.deadline}\n${call.bodyDigest}`;
@@ -80,7 +89,9 @@ export type CallRefusal =
   /** The deadline passed more than the allowed skew ago: a replay, or a call held too long. */
   | 'expired'
   /** The MAC does not match under any of the runner's secrets: another secret, or an altered call. */
-  | 'mismatch';
+  | 'mismatch'
+  /** The head's signature verified, but the body that came is not the one whose digest it signed. */
+  | 'altered-body';
 
 /** A verification's outcome. */
 export type CallVerdict = { kind: 'verified' } | { kind: 'refused'; reason: CallRefusal };
@@ -89,9 +100,9 @@ export type CallVerdict = { kind: 'verified' } | { kind: 'refused'; reason: Call
 export type CallCredential = { kind: 'present'; mac: Buffer; deadline: number } | { kind: 'refused'; reason: CallRefusal };
 
 /**
- * Checks what can be checked without the body: both headers there, in the wire's format, and
- * the deadline not past by more than `skew` ms at `now` (ms since the epoch). A runner does this
- * before admission, so a call without a credential never takes a slot.
+ * Reads a call's credential headers: both there, in the wire's format, and the deadline not past
+ * by more than `skew` ms at `now` (ms since the epoch). The MAC is then checked by
+ * {@link verifyCall}.
  */
 export function readCallCredential(signature: string | undefined, deadline: string | undefined, now: number, skew: number): CallCredential {
   if (signature === undefined || deadline === undefined) return { kind: 'refused', reason: 'unsigned' };

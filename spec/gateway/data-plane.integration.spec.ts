@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
-import { BUSY_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, signCall, bodyDigest } from '../../runner/protocol.ts';
+import { BODY_DIGEST_HEADER, BUSY_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, signCall, bodyDigest } from '../../runner/protocol.ts';
 import type { RunnerStatus } from '../../runner/protocol.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerEnvironment } from '../../runner/server.ts';
@@ -228,6 +228,7 @@ describe('a runner with a call secret', () => {
       [CALL_ID_HEADER]: id,
       [DEADLINE_HEADER]: String(deadline),
       [SIGNATURE_HEADER]: signCall(SECRET, { callId: id, method: 'POST', path: '/v1/chat/completions', deadline, bodyDigest: bodyDigest(Buffer.from(body)) }),
+      [BODY_DIGEST_HEADER]: bodyDigest(Buffer.from(body)),
     };
     const busy = await post(`${url}/v1/chat/completions`, body, headers);
     expect(busy.status).toBe(503);

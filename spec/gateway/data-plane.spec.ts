@@ -3,7 +3,7 @@ import { CallSigner, resolveDataPlane } from '../../gateway/data-plane.ts';
 import { GatewayConfigError } from '../../gateway/errors.ts';
 import { checkFrontListen, isLoopbackHost } from '../../gateway/front-tls.ts';
 import type { GatewayCall } from '../../gateway/call.ts';
-import { DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from '../../runner/protocol.ts';
+import { BODY_DIGEST_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from '../../runner/protocol.ts';
 import { createRunner } from '../../runner/server.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';
 
@@ -71,6 +71,8 @@ describe('CallSigner', () => {
     expect(flat[2]).toBe(DEADLINE_HEADER);
     expect(flat[3]).toBe(String(1_800_000_000_001 + 60_000));
     expect(flat[4]).toBe(SIGNATURE_HEADER);
+    // The digest the signature covers rides in the head, so a runner verifies before reading the body.
+    expect(flat.slice(6)).toEqual([BODY_DIGEST_HEADER, bodyDigest(body)]);
     const credential = readCallCredential(flat[5], flat[3], now, 0);
     expect(credential.kind).toBe('present');
     if (credential.kind !== 'present') return;
