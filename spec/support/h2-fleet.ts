@@ -100,7 +100,7 @@ export async function startH2Fleet(ca: TestCa, gateway: Partial<GatewayOptions> 
       detachedPlacerTimeout: 120_000,
       drainTimeout: 0,
       operatorTokens: [OPERATOR_TOKEN],
-      clientKeys: { lookup: (token) => (token === CLIENT_TOKEN ? key : undefined) },
+      clientKeys: { lookup: (token) => (token === CLIENT_TOKEN ? key : undefined), size: 1 },
       limiter,
       tls: { cert: issued.cert, key: issued.key },
       ...gateway,
