@@ -40,7 +40,7 @@ async function settles(want: Partial<FleetCounts>, what: string): Promise<FleetC
   await eventually(async () => {
     last = await fleet.counts();
     return Object.entries(want).every(([name, value]) => last![name as keyof FleetCounts] === value);
-  }, SETTLES_WITHIN_MS, `${what}: want ${JSON.stringify(want)}, last ${JSON.stringify(last)}`).catch((error: Error) => {
+  }, SETTLES_WITHIN_MS, `${what}: want ${JSON.stringify(want)}`).catch((error: Error) => {
     throw new Error(`${error.message}; last ${JSON.stringify(last)}`);
   });
   return last!;
