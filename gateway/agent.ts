@@ -7,7 +7,7 @@
  * latency.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { SluiceError } from '../placer/kernel/index.ts';
+import { SluiceError, onCutShort } from '../placer/kernel/index.ts';
 import { CALL_ID_HEADER } from '../runner/protocol.ts';
 import { KeyCalls } from './access/key-calls.ts';
 import type { KeyCall } from './access/key-calls.ts';
@@ -53,6 +53,18 @@ import { CallPlacement, endedResult, turnOf, waitQueueFor } from './placement.ts
 import type { Turn } from './placement.ts';
 
 type MutableCall = { -readonly [K in keyof GatewayCall]: GatewayCall[K] };
+
+/** What a call admitted at the front gate carries into its body's read and on. */
+interface Started {
+  createdAt: number;
+  id: string;
+  requestId: string;
+  upload: { release(): void };
+  keyCall: KeyCall | undefined;
+  callTrace: CallTrace | undefined;
+  /** Aborted when the client is gone (gateway/agent.ts, serve). */
+  clientGone: AbortSignal;
+}
 
 /** Runs calls through their lifecycle; one per gateway. */
 export class LbAgent {
@@ -167,6 +179,10 @@ export class LbAgent {
     if (this.#inFlight >= maxInFlight) return this.#refuse(out, new OverloadedError(maxInFlight, retryAfter));
     const upload = this.#admitUpload(incoming, out);
     if (!upload) return;
+    // The client leaving at any step from here on (the body's upload, the wait for a runner, the
+    // answer) aborts the call: the body's read, the walk, the runner's offer and the relay.
+    const clientGone = new AbortController();
+    onCutShort(out, () => clientGone.abort(new Error('client closed the connection')));
     // A client key's requests per minute and concurrent calls, before its body is read. The
     // upload counts meanwhile, so a drain waits for this call.
     const keyCall = caller.kind === 'client' ? await this.#keyCalls.open(caller.key) : undefined;
@@ -183,7 +199,7 @@ export class LbAgent {
     // The call's span starts with its body: refusals before it are the front gate's, untraced.
     const callTrace = startCallTrace(incoming, out, routedPath(route, fn, incoming.url ?? '/'));
     try {
-      await this.#serveBuffered(route, fn, incoming, out, caller, { createdAt, id, requestId, upload, keyCall, callTrace });
+      await this.#serveBuffered(route, fn, incoming, out, caller, { createdAt, id, requestId, upload, keyCall, callTrace, clientGone: clientGone.signal });
     } finally {
       callTrace?.end(out);
     }
@@ -196,12 +212,13 @@ export class LbAgent {
     incoming: IncomingMessage,
     out: ServerResponse,
     caller: Caller,
-    { createdAt, id, requestId, upload, keyCall, callTrace }: { createdAt: number; id: string; requestId: string; upload: { release(): void }; keyCall: KeyCall | undefined; callTrace: CallTrace | undefined },
+    { createdAt, id, requestId, upload, keyCall, callTrace, clientGone }: Started,
   ): Promise<void> {
     const { maxInFlight, retryAfter } = this.#config;
     let body: Buffer | undefined;
     try {
-      const reading = readBody(incoming, { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout, idleTimeout: this.#config.bodyIdleTimeout });
+      const limits = { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout, idleTimeout: this.#config.bodyIdleTimeout };
+      const reading = readBody(incoming, limits, clientGone);
       body = await (callTrace ? callTrace.body(reading) : reading);
     } catch (error) {
       // The rest of the body is still on the socket; close it rather than read garbage as a request.
@@ -222,7 +239,7 @@ export class LbAgent {
     }
     this.#inFlight++;
     try {
-      await this.#serve(route, fn, incoming, out, { createdAt, id, requestId, client: caller.kind === 'client' ? caller.key.id : undefined, keyCall, callTrace }, body);
+      await this.#serve(route, fn, incoming, out, { createdAt, id, requestId, client: caller.kind === 'client' ? caller.key.id : undefined, keyCall, callTrace, clientGone }, body);
     } catch (error) {
       this.#config.logger.error('call failed unexpectedly', { error: error as Error });
       if (!out.headersSent) sendError(out, new InternalError());
@@ -263,14 +280,10 @@ export class LbAgent {
     fnParam: string | undefined,
     incoming: IncomingMessage,
     out: ServerResponse,
-    { createdAt, id, requestId, client, keyCall, callTrace }: { createdAt: number; id: string; requestId: string; client: string | undefined; keyCall: KeyCall | undefined; callTrace: CallTrace | undefined },
+    { createdAt, id, requestId, client, keyCall, callTrace, clientGone }: Omit<Started, 'upload'> & { client: string | undefined },
     body: Buffer,
   ): Promise<void> {
     const { clock, logger, placerConfig } = this.#config;
-    const clientGone = new AbortController();
-    out.once('close', () => {
-      if (!out.writableFinished) clientGone.abort(new Error('client closed the connection'));
-    });
 
     let fn: string;
     let user: string | undefined;
@@ -306,7 +319,7 @@ export class LbAgent {
     }
 
     // A sync call runs on its client's connection; a detached one on a signal of its own.
-    const detached = preference.detached ? new DetachedSignal(clientGone.signal) : undefined;
+    const detached = preference.detached ? new DetachedSignal(clientGone) : undefined;
     const session = incoming.headers[SESSION_HEADER];
     const call: MutableCall = {
       id,
@@ -324,7 +337,7 @@ export class LbAgent {
       startedAt: createdAt,
       placerDeadline: createdAt,
       timeout: this.#config.callTimeout,
-      signal: detached?.signal ?? clientGone.signal,
+      signal: detached?.signal ?? clientGone,
       ...(client === undefined ? {} : { client }),
     };
     // Also set on `out` above, but the relay copies the runner's headers over it: an engine

@@ -26,11 +26,13 @@ export interface BodyLimits {
  * Reads the whole body. Rejects with {@link BodyTooLargeError} as soon as the declared or the
  * received length passes `maxBytes`, and with {@link BodyTimeoutError} when it takes too long
  * in all or stalls between two chunks for longer than `idleTimeout`.
- * A client that goes away rejects with the stream's error; the caller treats it as cancelled.
+ * A client that goes away (the request closes first, or `clientGone` aborts: see
+ * placer/kernel/response-end.ts) rejects with a plain Error; the caller treats it as cancelled.
  */
-export function readBody(incoming: IncomingMessage, limits: BodyLimits): Promise<Buffer> {
+export function readBody(incoming: IncomingMessage, limits: BodyLimits, clientGone?: AbortSignal): Promise<Buffer> {
   const { maxBytes, timeout, idleTimeout } = limits;
   return readBounded(incoming, {
+    ...(clientGone === undefined ? {} : { gone: clientGone }),
     maxBytes,
     tooLarge: (declared) => {
       const size = declared === undefined ? 'more than that' : `${declared} bytes`;

@@ -122,6 +122,14 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    * is answered 429 GW_TOO_MANY_CONNECTIONS and that connection closed. @default see gatewayDefaults
    */
   maxConnectionsPerClient?: number;
+  /**
+   * Streams one HTTP/2 connection may have open at once (its SETTINGS_MAX_CONCURRENT_STREAMS):
+   * each is a request, so this bounds what one connection can ask of the gateway at once, as
+   * maxConnectionsPerClient bounds the connections. 100 is what HTTP/2 (RFC 9113) advises as
+   * the least a server should allow, and what most servers and clients use. Only the TLS front
+   * speaks HTTP/2. @default see gatewayDefaults
+   */
+  maxStreamsPerConnection?: number;
   /** Seconds sent in Retry-After when no runner took a call. @default see gatewayDefaults */
   retryAfter?: number;
   /**
@@ -271,6 +279,7 @@ export interface GatewayConfig {
   readonly maxUploads: number;
   readonly maxUploadsPerClient: number;
   readonly maxConnectionsPerClient: number;
+  readonly maxStreamsPerConnection: number;
   readonly overrideCall: GatewayOptions['overrideCall'];
   readonly listeners: readonly CallListener[];
   readonly store: CallStore;
@@ -334,6 +343,7 @@ export const gatewayDefaults = Object.freeze({
   maxUploads: 1000,
   maxUploadsPerClient: 256,
   maxConnectionsPerClient: 4096,
+  maxStreamsPerConnection: 100,
   resultTtl: storeDefaults.resultTtl,
   maxResultBytes: 10 * 1024 * 1024,
   maxStoredBytes: storeDefaults.maxStoredBytes,
@@ -366,6 +376,8 @@ const gatewayRules = {
   maxUploads: rule.integer({ min: 1 }),
   maxUploadsPerClient: rule.integer({ min: 1 }),
   maxConnectionsPerClient: rule.integer({ min: 1 }),
+  // The most an HTTP/2 setting holds.
+  maxStreamsPerConnection: rule.integer({ min: 1, max: 2 ** 32 - 1 }),
   resultTtl: rule.ms(1),
   maxResultBytes: rule.integer({ min: 1 }),
   executionHeadroom: rule.ms(0),

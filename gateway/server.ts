@@ -18,7 +18,8 @@ import { registerKeyRoutes } from './access/key-routes.ts';
 import { KeyRing } from './access/keys.ts';
 import { ROUTE_SCOPES } from './access/scopes.ts';
 import type { GatewayEnv, RouteScope } from './access/scopes.ts';
-import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
+import { notReadyReasons } from './admission.ts';
+import { ClientConnections } from './client-connections.ts';
 import { LbAgent } from './agent.ts';
 import { waitQueueFor } from './placement.ts';
 import { registerCallRoutes } from './call-routes.ts';
@@ -134,19 +135,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   // Then who is calling, before any route's handler runs.
   app.use(accessGuard(credentials, ROUTE_SCOPES, log));
 
-  // Connections per client address. One past the limit is not cut at accept: its first request
-  // is answered 429 and the connection closed, so the client learns why.
-  const connections = new ClientCounts(config.maxConnectionsPerClient);
-  const overLimit = new WeakSet<Socket>();
-  const admitConnection = (socket: Socket): void => {
-    const client = clientKey(socket.remoteAddress);
-    if (connections.acquire(client)) {
-      socket.once('close', () => connections.release(client));
-      return;
-    }
-    overLimit.add(socket);
-    socket.setTimeout(REFUSED_CONNECTION_GRACE_MS, () => socket.destroy());
-  };
+  // Connections per client address, HTTP/1.1 ones and HTTP/2 sessions alike.
+  const connections = new ClientConnections({ limit: config.maxConnectionsPerClient, grace: REFUSED_CONNECTION_GRACE_MS });
 
   const call = (route: CallRoute) => async (c: Context<Env>) => {
     await agent.serve(route, c.req.param('fn'), c.env.incoming, c.env.outgoing, c.get('caller'));
@@ -253,7 +243,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       // answers on Node's own request and response, so the Fetch objects Hono's adapter builds
       // for every request would be made for nothing.
       const limited = (incoming: IncomingMessage, out: ServerResponse): unknown => {
-        if (overLimit.has(incoming.socket)) {
+        if (connections.refuses(incoming)) {
           agent.refuse(out, new TooManyConnectionsError(config.maxConnectionsPerClient, config.retryAfter));
           return undefined;
         }
@@ -276,8 +266,11 @@ export function createGateway(options: GatewayOptions): Gateway {
       // on HTTP/1.1; its sessions are kept to end them at close.
       let s: Server | Http2SecureServer;
       if (tls) {
-        const secure = createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key }, handler as unknown as Parameters<typeof createSecureServer>[1]);
+        // Streams per session are bounded as connections per client are: each is a request.
+        const settings = { maxConcurrentStreams: config.maxStreamsPerConnection };
+        const secure = createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key, settings }, handler as unknown as Parameters<typeof createSecureServer>[1]);
         secure.on('session', (session: Http2Session) => {
+          connections.admitSession(session);
           sessions.add(session);
           session.once('close', () => sessions.delete(session));
         });
@@ -295,8 +288,9 @@ export function createGateway(options: GatewayOptions): Gateway {
         s = plain;
       }
       s.on('clientError', answerClientError(newId));
-      // Counted on the socket requests arrive on: under TLS that is the TLS socket, made after the handshake.
-      s.on(tls ? 'secureConnection' : 'connection', admitConnection);
+      // Counted on the socket requests arrive on: under TLS that is the TLS socket, made after the
+      // handshake (one that speaks HTTP/2 is counted as its session, above).
+      s.on(tls ? 'secureConnection' : 'connection', (socket: Socket) => connections.admitSocket(socket));
       server = s;
       const info = await new Promise<AddressInfo>((resolve, reject) => {
         s.once('error', reject);

@@ -29,6 +29,11 @@ export interface BodyRead {
   tooLarge(declared: number | undefined): Error;
   /** The error when the peer closes the connection before the body's end. */
   closed(): Error;
+  /**
+   * Aborted when the peer is gone, however the caller learnt it: rejects with `closed` too. An
+   * HTTP/2 request whose stream was reset before the read began has no 'close' left to emit.
+   */
+  gone?: AbortSignal;
   /** Longest time the whole body may take, counted from this call. Off when not given. */
   timeout?: TimeBound;
   /**
@@ -42,7 +47,8 @@ export interface BodyRead {
 /**
  * Reads the whole body of `incoming`. Rejects with `tooLarge` as soon as the declared or the
  * received length passes `maxBytes`, with the bound's error when `timeout` or `idle` passes,
- * with `closed` when the peer hangs up first, and with the stream's own error when it fails.
+ * with `closed` when the peer hangs up first (or `gone` aborts), and with the stream's own error
+ * when it fails.
  * On a rejection the rest of the body is left unread (the stream paused): the caller's answer
  * should close the connection.
  */
@@ -50,6 +56,8 @@ export function readBody(incoming: IncomingMessage, read: BodyRead): Promise<Buf
   const declared = Number(incoming.headers['content-length']);
   if (Number.isFinite(declared) && declared > read.maxBytes) return Promise.reject(read.tooLarge(declared));
   if (incoming.readableEnded) return Promise.resolve(Buffer.alloc(0));
+  const { gone } = read;
+  if (gone?.aborted) return Promise.reject(read.closed());
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -60,6 +68,7 @@ export function readBody(incoming: IncomingMessage, read: BodyRead): Promise<Buf
       incoming.off('end', onEnd);
       incoming.off('error', finish);
       incoming.off('close', onClose);
+      gone?.removeEventListener('abort', onGone);
       if (error) {
         incoming.pause();
         reject(error);
@@ -78,6 +87,7 @@ export function readBody(incoming: IncomingMessage, read: BodyRead): Promise<Buf
     const onClose = (): void => {
       if (!incoming.readableEnded) finish(read.closed());
     };
+    const onGone = (): void => finish(read.closed());
     const bound = (limit: TimeBound | undefined) => (limit === undefined ? undefined : setTimeout(() => finish(limit.error()), limit.ms));
     const whole = bound(read.timeout);
     const idle = bound(read.idle);
@@ -85,6 +95,7 @@ export function readBody(incoming: IncomingMessage, read: BodyRead): Promise<Buf
     incoming.once('end', onEnd);
     incoming.once('error', finish);
     incoming.once('close', onClose);
+    gone?.addEventListener('abort', onGone, { once: true });
   });
 }
 

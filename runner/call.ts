@@ -20,6 +20,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
+import { onCutShort } from '../placer/kernel/index.ts';
 import type { Logger } from '../placer/kernel/index.ts';
 import { admit } from './admission.ts';
 import type { BusyReason } from './admission.ts';
@@ -86,11 +87,9 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
     return answerBusy(ctx, res, runnerTrace, 'late');
   }
   const controller = new AbortController();
-  res.once('close', () => {
-    release();
-    // The gateway hung up before the end: stop the engine's work too.
-    if (!res.writableFinished) controller.abort(new Error('gateway closed the connection'));
-  });
+  res.once('close', release);
+  // The gateway hung up before the end: stop the engine's work too.
+  onCutShort(res, () => controller.abort(new Error('gateway closed the connection')));
 
   let body: Buffer;
   try {

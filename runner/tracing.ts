@@ -18,7 +18,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace } from '@opentelemetry/api';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
-import { SluiceError } from '../placer/kernel/index.ts';
+import { SluiceError, cutShort } from '../placer/kernel/index.ts';
 import { CALL_ID_HEADER, FUNCTION_HEADER } from './protocol.ts';
 import { VERSION } from './version.ts';
 
@@ -144,7 +144,7 @@ export class RunnerTrace {
   end(res: ServerResponse): void {
     this.#admission.end();
     // Cut short by the gateway (its client left, or it gave up): ended, not failed.
-    if (!res.writableFinished) this.#kept = [];
+    if (cutShort(res)) this.#kept = [];
     this.engineEnded();
     if (res.headersSent) this.span.setAttribute('http.response.status_code', res.statusCode);
     this.span.end();

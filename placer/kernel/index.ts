@@ -31,3 +31,5 @@ export type { BackoffSteps } from './backoff.ts';
 export { fullJitterBackoff } from './backoff.ts';
 export type { Redact } from './redact.ts';
 export { MIN_SCRUBBED_LENGTH, REDACTED, createRedactor, redactUrl, urlSecrets } from './redact.ts';
+export type { AnyServerResponse } from './response-end.ts';
+export { cutShort, onCutShort } from './response-end.ts';

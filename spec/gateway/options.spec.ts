@@ -36,6 +36,7 @@ describe('resolveGatewayOptions', () => {
       maxUploads: 1000,
       maxUploadsPerClient: 256,
       maxConnectionsPerClient: 4096,
+      maxStreamsPerConnection: 100,
       maxQueued: 10_000,
       maxQueuedPerFlow: 1000,
       defaultPriority: 'interactive',

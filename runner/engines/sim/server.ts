@@ -6,6 +6,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { onCutShort } from '../../../placer/kernel/index.ts';
 import { handleInvoke } from './invoke.ts';
 import type { SimCallContext } from './call.ts';
 import { SimFaults, type FaultTotals } from './faults.ts';
@@ -182,9 +183,7 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
     }
     const controller = new AbortController();
     // 'close' also fires after a normal end; only a response cut short means the client left.
-    res.on('close', () => {
-      if (!res.writableFinished) controller.abort();
-    });
+    onCutShort(res, () => controller.abort());
     await route.handle(req, res, controller.signal);
   };
 
