@@ -11,7 +11,7 @@ import { SluiceError } from '../placer/kernel/index.ts';
 import { CALL_ID_HEADER } from '../runner/protocol.ts';
 import { KeyCalls } from './access/key-calls.ts';
 import type { KeyCall } from './access/key-calls.ts';
-import { allowsModel } from './access/keys.ts';
+import { invokeRefusal, modelRefusal } from './access/model-access.ts';
 import { ANONYMOUS } from './access/scopes.ts';
 import type { Caller } from './access/scopes.ts';
 import { clientKey, UploadBudget } from './admission.ts';
@@ -20,7 +20,6 @@ import { readBody } from './body.ts';
 import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
 import {
-  ForbiddenError,
   InternalError,
   ListenerFailedError,
   OverloadedError,
@@ -278,16 +277,20 @@ export class LbAgent {
     let preference: CallPreference;
     let turn: Turn;
     try {
-      if (route === 'invoke') fn = fnParam ?? '';
-      else {
+      // A key's model list is checked before whether the model exists, so that a model it may
+      // not call is refused alike whether it exists or not.
+      if (route === 'invoke') {
+        fn = fnParam ?? '';
+        const refusal = invokeRefusal(keyCall?.key, fn, body);
+        if (refusal) throw refusal;
+      } else {
         ({ model: fn, user, prompt } = parseInferenceBody(body, route));
+        const refusal = modelRefusal(keyCall?.key, fn);
+        if (refusal) throw refusal;
         // A deployed model may have no runner yet: its call waits for a replica (placement.ts).
         if (this.#pool.serves(fn) === 'no' && !this.#placement.awaitsReplica(fn)) {
           throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
         }
-      }
-      if (keyCall && !allowsModel(keyCall.key, fn)) {
-        throw new ForbiddenError(`client key ${JSON.stringify(keyCall.key.name)} may not call model ${JSON.stringify(fn)}: its models are ${keyCall.key.models!.join(', ')}`);
       }
       preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
       turn = turnOf(incoming, user, this.#config.defaultPriority, client);

@@ -17,6 +17,7 @@ import { accessGuard, unscopedRoutes } from './access/guard.ts';
 import { ClientKeysWatch } from './access/key-health.ts';
 import { registerKeyRoutes } from './access/key-routes.ts';
 import { KeyRing } from './access/keys.ts';
+import { keyOf, modelRefusal, visibleModels } from './access/model-access.ts';
 import { ROUTE_SCOPES } from './access/scopes.ts';
 import type { GatewayEnv, RouteScope } from './access/scopes.ts';
 import { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
@@ -164,10 +165,14 @@ export function createGateway(options: GatewayOptions): Gateway {
   // The models runners serve, and the deployed ones: a call for one of those is served too,
   // after a cold start, so a client that checks the list first finds it.
   const listed = (): string[] => [...new Set([...pool.models(), ...(serverless?.reconciler.deployedModels() ?? [])])].sort();
-  app.get('/v1/models', (c) => c.json({ object: 'list', data: listed().map(model) }));
+  // A key with a model list sees those of its models there are, and is refused the others
+  // alike, listed or not, as its calls are (gateway/access/model-access.ts).
+  app.get('/v1/models', (c) => c.json({ object: 'list', data: visibleModels(keyOf(c.get('caller')), listed()).map(model) }));
   // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
   app.get('/v1/models/:id{.+}', (c) => {
     const id = c.req.param('id');
+    const refusal = modelRefusal(keyOf(c.get('caller')), id);
+    if (refusal) return errorResponse(c, refusal);
     if (pool.serves(id) !== 'yes' && !serverless?.deployed(id)) {
       return errorResponse(c, new UnknownModelError(`model ${JSON.stringify(id)} is not served by any runner nor deployed; GET /v1/models lists the models`));
     }

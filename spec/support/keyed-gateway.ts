@@ -2,6 +2,8 @@
  * An in-process gateway in front of one real runner and simulated engine, for the client-key
  * fault specs, and a logger that keeps every line so a spec can count what was logged.
  */
+import { parseKeysFile } from '../../gateway/access/keys-file.ts';
+import { KeyRing, hashToken } from '../../gateway/access/keys.ts';
 import type { GatewayOptions } from '../../gateway/options.ts';
 import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
@@ -62,4 +64,20 @@ export async function startKeyedGateway(
 /** The `/readyz` reasons of a gateway. */
 export async function readyReasons(url: string): Promise<string[]> {
   return (await getJson(`${url}/readyz`)).json.reasons as string[];
+}
+
+/** A client key for {@link keyRingOf}: its token and what the keys file would say of it. */
+export interface SpecKey {
+  readonly name: string;
+  readonly token: string;
+  readonly models?: readonly string[];
+  readonly limits?: Record<string, number>;
+}
+
+/** A key ring holding `keys`, as a keys file listing them would make it. */
+export function keyRingOf(keys: readonly SpecKey[]): KeyRing {
+  const ring = new KeyRing();
+  const entries = keys.map(({ token, ...key }) => ({ ...key, hash: `sha256:${hashToken(token)}` }));
+  ring.setFileKeys(parseKeysFile(JSON.stringify(entries), 'keys.json'));
+  return ring;
 }
