@@ -204,7 +204,7 @@ export class LbAgent {
       body = await (callTrace ? callTrace.body(reading) : reading);
     } catch (error) {
       // The rest of the body is still on the socket; close it rather than read garbage as a request.
-      if (error instanceof SluiceError) this.#refuse(out, error, { connection: 'close' });
+      if (error instanceof SluiceError) this.#refuse(out, error, { connection: 'close', ...(await keyCall?.refusalTokenHeaders()) });
     }
     // Nothing awaits from this release to the count below: a drain never finds the call in
     // neither count and ends early.
@@ -295,7 +295,8 @@ export class LbAgent {
       preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
       turn = turnOf(incoming, user, this.#config.defaultPriority, client);
     } catch (error) {
-      return this.#refuse(out, error as SluiceError);
+      // Every answer to a key with limits says where it stands, this refusal's too.
+      return this.#refuse(out, error as SluiceError, await keyCall?.refusalTokenHeaders());
     }
     if (keyCall) {
       // Tokens once the body is known (a quarter of its bytes until the engine reports usage). A

@@ -1,7 +1,8 @@
 /**
- * A client key refused for its concurrentCalls gets the x-ratelimit headers of its per-minute
- * limits, as every other answer to it does, with the in-memory limiter and the Redis one; and a
- * refusal for its requests per minute carries the tokens' headers too.
+ * Every answer to a client key with per-minute limits carries their x-ratelimit headers, with the
+ * in-memory limiter and the Redis one: a refusal for its concurrentCalls, for its requests per
+ * minute, for a body the gateway cannot read and for a model it may not call, each before the
+ * call's tokens were counted (the tokens' window is read, nothing counted).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
@@ -58,6 +59,16 @@ describe.each(Object.keys(LIMITERS))('a key at its concurrentCalls (%s limiter)'
     expect(refused.headers['x-ratelimit-reset-requests']).toMatch(/^\d/);
     expect(Number(refused.headers['x-ratelimit-remaining-tokens'])).toBeLessThan(100_000);
     expect(refused.headers['x-ratelimit-reset-tokens']).toMatch(/^\d/);
+  });
+
+  it('answers a body it cannot read and a model it may not call with both windows\' headers', async () => {
+    const clientKeys = keyRingOf([{ name: 'listed', token: TOKEN, models: ['sim-small'], limits: { requestsPerMinute: 100, tokensPerMinute: 100_000 } }]);
+    const { url } = await startKeyedGateway(cleanups, { clientKeys, limiter: LIMITERS[name]!() });
+    for (const [body, status] of [['{"model":', 400], [chatBody({ model: 'sim-other' }), 403]] as const) {
+      const refused = await postJson(url + CHAT, body, bearer);
+      expect(refused.status).toBe(status);
+      expect(refused.headers).toMatchObject({ 'x-ratelimit-limit-requests': '100', 'x-ratelimit-limit-tokens': '100000', 'x-ratelimit-remaining-tokens': '100000' });
+    }
   });
 
   it('is refused for its requests per minute with the tokens headers too', async () => {
