@@ -33,8 +33,10 @@ describe('a keys file rewritten to []', () => {
     const lines: LoggedLine[] = [];
     const logger = recordingLogger(lines);
     const ring = new KeyRing({ logger });
-    // As `sluice gateway --keys keys.json` starts: the file's keys in a ring, reloaded on change.
-    const watch = await watchKeysFile(file, ring, { logger });
+    // As `sluice gateway --keys keys.json` starts: the file's keys in a ring. The spec reloads it
+    // itself (as SIGHUP does); the watcher's own reload waits longer than the spec runs, so it
+    // never races the spec's.
+    const watch = await watchKeysFile(file, ring, { logger, debounceMs: 600_000 });
     cleanups.push(async () => watch.close());
     const { url } = await startKeyedGateway(cleanups, { clientKeys: ring, logger });
 
