@@ -11,7 +11,7 @@ import { SluiceError, onCutShort } from '../placer/kernel/index.ts';
 import { CALL_ID_HEADER } from '../runner/protocol.ts';
 import { KeyCalls } from './access/key-calls.ts';
 import type { KeyCall } from './access/key-calls.ts';
-import { allowsModel } from './access/keys.ts';
+import { invokeRefusal, modelRefusal } from './access/model-access.ts';
 import { ANONYMOUS } from './access/scopes.ts';
 import type { Caller } from './access/scopes.ts';
 import { clientKey, UploadBudget } from './admission.ts';
@@ -20,7 +20,6 @@ import { readBody } from './body.ts';
 import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
 import {
-  ForbiddenError,
   InternalError,
   ListenerFailedError,
   OverloadedError,
@@ -222,7 +221,7 @@ export class LbAgent {
       body = await (callTrace ? callTrace.body(reading) : reading);
     } catch (error) {
       // The rest of the body is still on the socket; close it rather than read garbage as a request.
-      if (error instanceof SluiceError) this.#refuse(out, error, { connection: 'close' });
+      if (error instanceof SluiceError) this.#refuse(out, error, { connection: 'close', ...(await keyCall?.refusalTokenHeaders()) });
     }
     // Nothing awaits from this release to the count below: a drain never finds the call in
     // neither count and ends early.
@@ -291,21 +290,26 @@ export class LbAgent {
     let preference: CallPreference;
     let turn: Turn;
     try {
-      if (route === 'invoke') fn = fnParam ?? '';
-      else {
+      // A key's model list is checked before whether the model exists, so that a model it may
+      // not call is refused alike whether it exists or not.
+      if (route === 'invoke') {
+        fn = fnParam ?? '';
+        const refusal = invokeRefusal(keyCall?.key, fn, body);
+        if (refusal) throw refusal;
+      } else {
         ({ model: fn, user, prompt } = parseInferenceBody(body, route));
+        const refusal = modelRefusal(keyCall?.key, fn);
+        if (refusal) throw refusal;
         // A deployed model may have no runner yet: its call waits for a replica (placement.ts).
         if (this.#pool.serves(fn) === 'no' && !this.#placement.awaitsReplica(fn)) {
           throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
         }
       }
-      if (keyCall && !allowsModel(keyCall.key, fn)) {
-        throw new ForbiddenError(`client key ${JSON.stringify(keyCall.key.name)} may not call model ${JSON.stringify(fn)}: its models are ${keyCall.key.models!.join(', ')}`);
-      }
       preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
       turn = turnOf(incoming, user, this.#config.defaultPriority, client);
     } catch (error) {
-      return this.#refuse(out, error as SluiceError);
+      // Every answer to a key with limits says where it stands, this refusal's too.
+      return this.#refuse(out, error as SluiceError, await keyCall?.refusalTokenHeaders());
     }
     if (keyCall) {
       // Tokens once the body is known (a quarter of its bytes until the engine reports usage). A

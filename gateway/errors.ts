@@ -334,6 +334,22 @@ export class KeyInFileError extends errorClass('GW_KEY_IN_FILE', 409, 'invalid_r
 export class KeysFileError extends errorClass('GW_INVALID_KEYS_FILE', 500, 'server_error', GatewayError) {}
 
 /**
+ * A keyed gateway cannot read its key store (503), so a presented token it does not know may be
+ * a key made since its last read: refused with Retry-After rather than told it is unknown.
+ */
+export class KeysUnavailableError extends errorClass('GW_KEYS_UNAVAILABLE', 503, 'service_unavailable_error', GatewayError) {
+  constructor(message: string, retryAfterSeconds: number) {
+    super(message, { headers: retryAfter(retryAfterSeconds) });
+  }
+}
+
+/**
+ * A key was asked to be made on a gateway started open to clients (409): it would not close the
+ * gateway, which is open or keyed by its start-up settings only. Restart it with --require-keys.
+ */
+export class ClientsOpenError extends errorClass('GW_CLIENTS_OPEN', 409, 'invalid_request_error', GatewayError) {}
+
+/**
  * A deployment given to PUT /v1/deployments/{model} is not valid (400). The message lists every
  * problem, and the answer's `problems` holds them one per entry.
  */

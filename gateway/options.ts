@@ -186,9 +186,14 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    * only its user can read.
    */
   operatorTokens?: readonly string[];
-  /** Client keys; with none (and requireKeys off) the gateway is open to clients, as before keys existed. */
+  /** Client keys: the key ring (gateway/access/keys.ts) or a lookup of your own. */
   clientKeys?: ClientKeys;
-  /** Refuse client calls without a valid key even while no key exists (`--require-keys`). @default see gatewayDefaults */
+  /**
+   * Whether client calls need a key they name (`--require-keys`), decided here once: a keyed
+   * gateway whose keys all go (or cannot be read) refuses every client call, never opens. A
+   * gateway started open stays open, and refuses to make keys through /v1/keys.
+   * @default true when `clientKeys` is given, else false
+   */
   requireKeys?: boolean;
   /**
    * Where deployments are kept (/v1/deployments; the CLI fills one from `--deployments`, in
@@ -297,6 +302,7 @@ export interface GatewayConfig {
   /** True when the gateway made its operator token itself (none was given). */
   readonly operatorTokenGenerated: boolean;
   readonly clientKeys: ClientKeys | undefined;
+  /** Client calls need a key: fixed at start-up, whatever the keys become. */
   readonly requireKeys: boolean;
   readonly deployments: DeploymentStore;
   readonly coldStarts: ColdStarts | undefined;
@@ -484,6 +490,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     operatorTokens,
     operatorTokenGenerated,
     clientKeys,
+    requireKeys: options.requireKeys === undefined ? clientKeys !== undefined : checked.requireKeys,
     deployments,
     coldStarts,
     reconciler: Object.freeze({ ...(options.reconciler ?? {}) }),

@@ -14,8 +14,10 @@ import { SluiceError } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
 import { Credentials } from './access/credentials.ts';
 import { accessGuard, unscopedRoutes } from './access/guard.ts';
+import { ClientKeysWatch } from './access/key-health.ts';
 import { registerKeyRoutes } from './access/key-routes.ts';
 import { KeyRing } from './access/keys.ts';
+import { keyOf, modelRefusal, visibleModels } from './access/model-access.ts';
 import { ROUTE_SCOPES } from './access/scopes.ts';
 import type { GatewayEnv, RouteScope } from './access/scopes.ts';
 import { notReadyReasons } from './admission.ts';
@@ -122,12 +124,11 @@ export function createGateway(options: GatewayOptions): Gateway {
   const agent = new LbAgent(config, pool, detached, queue);
   // Keys made through /v1/keys live in a key ring: the one given, or an empty one of the gateway's.
   const ring = config.clientKeys === undefined ? new KeyRing({ clock: config.clock, logger: log }) : config.clientKeys instanceof KeyRing ? config.clientKeys : undefined;
-  const credentials = new Credentials({
-    operatorTokens: config.operatorTokens,
-    runnerTokens: config.runnerTokens,
-    clientKeys: config.clientKeys ?? ring,
-    requireKeys: config.requireKeys,
-  });
+  // Open or keyed is settled here, from settings, for the gateway's life: see credentials.ts.
+  const clients = config.requireKeys ? 'keys' : 'open';
+  const clientKeys = config.clientKeys ?? ring;
+  const credentials = new Credentials({ operatorTokens: config.operatorTokens, runnerTokens: config.runnerTokens, clientKeys, clients });
+  const keysWatch = new ClientKeysWatch({ clients, keys: clientKeys, logger: log });
   const app = new Hono<Env>();
   const newId = () => uuidv7(config.clock.now());
   // First, so that every answer (404s and refusals included) carries x-request-id.
@@ -147,17 +148,21 @@ export function createGateway(options: GatewayOptions): Gateway {
 
   registerCallRoutes(app, detached, config.store);
   registerRunnerRoutes(app, fleet, registry, config.clock);
-  registerKeyRoutes(app, ring);
+  registerKeyRoutes(app, ring, { openToClients: credentials.openToClients });
   registerDeploymentRoutes(app, config.deployments, serverless);
   registerDashboardRoutes(app);
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   // The models runners serve, and the deployed ones: a call for one of those is served too,
   // after a cold start, so a client that checks the list first finds it.
   const listed = (): string[] => [...new Set([...pool.models(), ...(serverless?.reconciler.deployedModels() ?? [])])].sort();
-  app.get('/v1/models', (c) => c.json({ object: 'list', data: listed().map(model) }));
+  // A key with a model list sees those of its models there are, and is refused the others
+  // alike, listed or not, as its calls are (gateway/access/model-access.ts).
+  app.get('/v1/models', (c) => c.json({ object: 'list', data: visibleModels(keyOf(c.get('caller')), listed()).map(model) }));
   // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
   app.get('/v1/models/:id{.+}', (c) => {
     const id = c.req.param('id');
+    const refusal = modelRefusal(keyOf(c.get('caller')), id);
+    if (refusal) return errorResponse(c, refusal);
     if (pool.serves(id) !== 'yes' && !serverless?.deployed(id)) {
       return errorResponse(c, new UnknownModelError(`model ${JSON.stringify(id)} is not served by any runner nor deployed; GET /v1/models lists the models`));
     }
@@ -173,7 +178,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     // and results need the store; its check is cached by the store for about a second, so
     // probes cost at most one ping a second.
     const store = await config.store.health().catch(() => ({ ok: false }));
-    const reasons = notReadyReasons({
+    const reasons: string[] = notReadyReasons({
       closing: agent.closing,
       inFlight: agent.inFlight,
       maxInFlight: config.maxInFlight,
@@ -181,6 +186,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       runnersReady: pool.ready(),
       storeReady: store.ok,
     });
+    // A keyed gateway with no key it can read refuses every client call.
+    reasons.push(...keysWatch.reasons());
     const ready = reasons.length === 0;
     return c.json({ ready, closing: agent.closing, reasons, inFlight: agent.inFlight, uploads: agent.uploads }, ready ? 200 : 503);
   });
@@ -301,8 +308,11 @@ export function createGateway(options: GatewayOptions): Gateway {
       const url = `${tls ? 'https' : 'http'}://${host}:${info.port}`;
       log.info('gateway listening', { url, placer: config.placer.name, runners: config.runners.map((u) => u.origin), version: VERSION });
       if (credentials.openToClients) {
-        log.warn('gateway open to clients: no client key is configured, so anyone who can reach it can call it; give --keys or --require-keys to close it', { url });
+        log.warn('gateway open to clients: it was started without --keys or --require-keys, so anyone who can reach it can call it', { url });
       }
+      // Told once now, and again each time the keys come to keep every client out (or let them in).
+      keysWatch.check();
+      ring?.onChange(() => keysWatch.check());
       return { url, port: info.port, host };
     },
     close() {

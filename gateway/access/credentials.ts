@@ -4,12 +4,22 @@
  * given scope. Operator and runner tokens are lists (old and new are both good while one is
  * rotated) compared as SHA-256 digests in constant time; client keys are looked up by the key
  * ring, which holds their hashes only.
+ *
+ * Whether client routes need a key is decided once, from settings, when the credentials are made
+ * ({@link ClientAccess}); never from how many keys there are, so a key set emptied by an edit, a
+ * revocation or a flushed store refuses every client call rather than opening the gateway.
  */
 import { randomBytes } from 'node:crypto';
-import { ForbiddenError, RegistrationDisabledError, UnauthorizedError } from '../errors.ts';
+import { ForbiddenError, KeysUnavailableError, RegistrationDisabledError, UnauthorizedError } from '../errors.ts';
 import { ANONYMOUS, OPERATOR } from './scopes.ts';
 import { SecretList, secretDigest } from './secrets.ts';
 import type { Caller, ClientKeys, RouteScope, Scope } from './scopes.ts';
+
+/**
+ * Whether client routes need a key: `open` takes any caller (a key it knows still names the
+ * caller), `keys` refuses every caller without a key it knows, however many keys there are.
+ */
+export type ClientAccess = 'open' | 'keys';
 
 /** Settings of {@link Credentials}. */
 export interface CredentialsOptions {
@@ -19,8 +29,8 @@ export interface CredentialsOptions {
   readonly runnerTokens: readonly string[];
   /** Client keys; absent, none. */
   readonly clientKeys?: ClientKeys | undefined;
-  /** Refuse client routes without a key even while no key exists. */
-  readonly requireKeys: boolean;
+  /** Whether client routes need a key; fixed for the credentials' life. */
+  readonly clients: ClientAccess;
 }
 
 /** A fresh operator or runner token: 32 random bytes, base64url, with a prefix saying what it is. */
@@ -42,19 +52,20 @@ export class Credentials {
   readonly #operators: SecretList;
   #runners: SecretList;
   readonly #keys: ClientKeys | undefined;
-  readonly #requireKeys: boolean;
+  readonly #clients: ClientAccess;
 
   constructor(options: CredentialsOptions) {
     if (options.operatorTokens.length === 0) throw new Error('at least one operator token is needed');
     this.#operators = new SecretList(options.operatorTokens);
     this.#runners = new SecretList(options.runnerTokens);
     this.#keys = options.clientKeys;
-    this.#requireKeys = options.requireKeys;
+    if (options.clients !== 'open' && options.clients !== 'keys') throw new Error(`clients must be 'open' or 'keys', got ${String(options.clients)}`);
+    this.#clients = options.clients;
   }
 
-  /** True while client routes need no key: no key exists and none is required. */
+  /** True when client routes need no key: the gateway was started open to clients. */
   get openToClients(): boolean {
-    return !this.#requireKeys && (this.#keys?.size ?? 0) === 0;
+    return this.#clients === 'open';
   }
 
   /** True when runners can register (a runner token is set). */
@@ -71,7 +82,8 @@ export class Credentials {
    * The caller a request with this `Authorization` header is, when it may use a route of
    * `route`'s scope; otherwise throws: 401 GW_UNAUTHORIZED without a credential or with one
    * nobody knows, 403 GW_FORBIDDEN with a known credential of another scope, 404
-   * GW_REGISTRATION_DISABLED on a runner route of a gateway without runner tokens.
+   * GW_REGISTRATION_DISABLED on a runner route of a gateway without runner tokens, 503
+   * GW_KEYS_UNAVAILABLE for a token nobody knows on a client route while the keys cannot be read.
    */
   admit(route: Pick<RouteScope, 'scope' | 'operatorToo'>, authorization: string | undefined): Caller {
     const { scope } = route;
@@ -101,6 +113,10 @@ export class Credentials {
     }
     // OpenAI's clients always send some key: an open gateway takes whatever they send.
     if (scope === 'client' && this.openToClients) return ANONYMOUS;
+    // The token may be a key made since the store was last read: "try again", not "unknown".
+    if (scope === 'client' && this.#keys?.available === false) {
+      throw new KeysUnavailableError('the client keys cannot be read at the moment, so this key cannot be checked; try again shortly', 1);
+    }
     throw new UnauthorizedError(`the bearer token is not ${credentialOf(scope)} of this gateway`);
   }
 }

@@ -56,8 +56,17 @@ export class KeyCalls {
     }
     const lease = newLease();
     const admission = await this.step(() => this.#limiter.admitCall(key.id, limits, lease));
-    if (admission.kind === 'refused') return refusal(key, admission, { requests: admission.window });
+    if (admission.kind === 'refused') return refusal(key, admission, { requests: admission.window, tokens: await this.tokensNow(key) });
     return new KeyCall(this, key, limits.concurrentCalls === undefined ? undefined : lease, admission.window);
+  }
+
+  /**
+   * Where the key's tokens window stands, counting nothing (a step of no tokens), so a call
+   * refused before its tokens are known still carries the tokens' x-ratelimit headers.
+   */
+  async tokensNow(key: ClientKey): Promise<WindowState | undefined> {
+    if (key.limits.tokensPerMinute === undefined) return undefined;
+    return (await this.step(() => this.#limiter.admitTokens(key.id, key.limits, 0))).window;
   }
 
   /** Runs a limiter step; a failure admits, and is logged once until a step succeeds again. */
@@ -119,6 +128,16 @@ export class KeyCall {
   /** The `x-ratelimit-*-tokens` headers alone, once {@link tokens} counted the call; none before. */
   get tokenHeaders(): Record<string, string> {
     return this.#tokens === undefined ? NO_HEADERS : rateLimitHeaders({ tokens: this.#tokens });
+  }
+
+  /**
+   * The `x-ratelimit-*-tokens` headers for a refusal: where the key's tokens window stands,
+   * read without counting when this call's tokens were not counted yet (its body was bad, or
+   * named a model the key may not call). Never rejects.
+   */
+  async refusalTokenHeaders(): Promise<Record<string, string>> {
+    if (this.#tokens === undefined && this.key.limits.tokensPerMinute !== undefined) this.#tokens = await this.#calls.tokensNow(this.key);
+    return this.tokenHeaders;
   }
 
   /**

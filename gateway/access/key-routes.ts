@@ -5,22 +5,36 @@
  * handlers. Refusals are thrown and answered by the app's onError.
  */
 import type { Hono, MiddlewareHandler } from 'hono';
-import { InvalidJsonError, KeyNotFoundError, RouteNotFoundError } from '../errors.ts';
+import { ClientsOpenError, InvalidJsonError, KeyNotFoundError, RouteNotFoundError } from '../errors.ts';
 import type { KeyRing } from './keys.ts';
 import type { GatewayEnv } from './scopes.ts';
+
+/** Options of {@link registerKeyRoutes}. */
+export interface KeyRoutesOptions {
+  /**
+   * The gateway was started open to clients: a key made now would not close it, so making one
+   * is refused (409 GW_CLIENTS_OPEN) rather than let an operator believe it did.
+   * @default false
+   */
+  readonly openToClients?: boolean;
+}
 
 /**
  * Adds the /v1/keys routes over `keys`. Without a key ring (a gateway given a `clientKeys` lookup
  * of its own in code) the routes exist, so their scope is checked as every route's, and answer
  * 404: such keys are managed where they come from.
  */
-export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefined): void {
+export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefined, options: KeyRoutesOptions = {}): void {
+  const { openToClients = false } = options;
   const managed: MiddlewareHandler<GatewayEnv> = async function managed(_c, next) {
     if (!ring) throw new RouteNotFoundError("this gateway's client keys come from code (the clientKeys option), not from a key ring: /v1/keys is off");
     await next();
   };
   const keys = (): KeyRing => ring!;
   app.post('/v1/keys', managed, async (c) => {
+    if (openToClients) {
+      throw new ClientsOpenError('this gateway was started open to clients (without --keys or --require-keys) and stays open: a key would not close it; restart it with --require-keys, then make keys');
+    }
     let body: unknown;
     try {
       body = await c.req.json();

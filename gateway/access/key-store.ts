@@ -31,8 +31,11 @@ export interface KeyStore {
   put(key: StoredKey): Promise<void>;
   /** Removes a key and tells the other gateways. */
   remove(id: string): Promise<void>;
-  /** Calls `onChange` with every stored key whenever they may have changed (another gateway's write, a reconnect, a refresh). */
-  watch(onChange: (keys: readonly StoredKey[]) => void): void;
+  /**
+   * Calls `onChange` with every stored key whenever they may have changed (another gateway's
+   * write, a reconnect, a refresh), and `onFailure` when such a read failed.
+   */
+  watch(onChange: (keys: readonly StoredKey[]) => void, onFailure?: (error: Error) => void): void;
   /** Stops watching and closes connections; idempotent. */
   close(): Promise<void>;
 }
@@ -111,9 +114,12 @@ class RedisKeyStore implements KeyStore {
     await this.#answer(this.#client.publish(this.#channel, 'remove'), 'announce the deletion');
   }
 
-  watch(onChange: (keys: readonly StoredKey[]) => void): void {
+  watch(onChange: (keys: readonly StoredKey[]) => void, onFailure?: (error: Error) => void): void {
     const refresh = (): void => {
-      this.load().then(onChange, (error: Error) => this.#logger.warn('client keys not refreshed', { error }));
+      this.load().then(onChange, (error: Error) => {
+        this.#logger.warn('client keys not refreshed', { error });
+        onFailure?.(error);
+      });
     };
     const subscriber = this.#client.duplicate();
     subscriber.on('error', () => {});

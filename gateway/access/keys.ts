@@ -165,17 +165,42 @@ export class KeyRing implements ClientKeys {
    */
   readonly #seen = new LRUCache<string, ClientKey>({ max: SEEN_TOKENS });
   #records: readonly KeyRecord[] = [];
+  /** False from a failed read of the store until one succeeds; true without a store. */
+  #available = true;
+  readonly #listeners: Array<() => void> = [];
 
   constructor(options: KeyRingOptions = {}) {
     this.#store = options.store;
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
-    this.#store?.watch((keys) => this.#setApi(keys));
+    this.#store?.watch(
+      (keys) => this.#setApi(keys),
+      () => this.#setAvailable(false),
+    );
   }
 
-  /** Loads the API keys the store holds; call once before serving when there is a store. */
+  /**
+   * Loads the API keys the store holds; call once before serving when there is a store. Until
+   * a read succeeds the keys are {@link available | unavailable}.
+   */
   async start(): Promise<void> {
-    if (this.#store) this.#setApi(await this.#store.load());
+    if (!this.#store) return;
+    try {
+      this.#setApi(await this.#store.load());
+    } catch (error) {
+      this.#setAvailable(false);
+      throw error;
+    }
+  }
+
+  /** False while the store's keys cannot be read (the last read failed). */
+  get available(): boolean {
+    return this.#available;
+  }
+
+  /** Calls `listener` whenever the keys or their availability change. */
+  onChange(listener: () => void): void {
+    this.#listeners.push(listener);
   }
 
   lookup(token: string): ClientKey | undefined {
@@ -241,7 +266,18 @@ export class KeyRing implements ClientKeys {
 
   #setApi(keys: readonly StoredKey[]): void {
     this.#api = new Map(keys.map((key) => [key.id, key]));
+    this.#available = true;
     this.#rebuild();
+  }
+
+  #setAvailable(available: boolean): void {
+    if (this.#available === available) return;
+    this.#available = available;
+    this.#notify();
+  }
+
+  #notify(): void {
+    for (const listener of this.#listeners) listener();
   }
 
   #rebuild(): void {
@@ -260,6 +296,7 @@ export class KeyRing implements ClientKeys {
     this.#seen.clear();
     this.#records = Object.freeze(records);
     this.#logger.debug('client keys changed', { keys: byDigest.size });
+    this.#notify();
   }
 }
 

@@ -60,7 +60,7 @@ end
 /**
  * KEYS: requests window, leases. ARGV: now, windowMs, requestsPerMinute (0: none),
  * concurrentCalls (0: none), lease, lease expiry, leaseMs. Returns {1, cur, prev} when admitted
- * (the request counted, the lease held), {0, cur, prev} when the window refused it, {-1, 0, 0}
+ * (the request counted, the lease held), {0, cur, prev} when the window refused it, {-1, cur, prev}
  * when every concurrent call is taken; cur and prev are the counts before this call.
  */
 const ADMIT_CALL = `${ROLL}
@@ -68,7 +68,13 @@ local now, w = tonumber(ARGV[1]), tonumber(ARGV[2])
 local rpm, conc = tonumber(ARGV[3]), tonumber(ARGV[4])
 if conc > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
-  if not redis.call('ZSCORE', KEYS[2], ARGV[5]) and redis.call('ZCARD', KEYS[2]) >= conc then return {-1, 0, 0} end
+  if not redis.call('ZSCORE', KEYS[2], ARGV[5]) and redis.call('ZCARD', KEYS[2]) >= conc then
+    if rpm > 0 then
+      local c, p = roll(KEYS[1], math.floor(now / w))
+      return {-1, c, p}
+    end
+    return {-1, 0, 0}
+  end
 end
 local cur, prev = 0, 0
 if rpm > 0 then
@@ -192,7 +198,11 @@ class RedisLimiter implements Limiter {
       now + this.#leaseMs,
       this.#leaseMs,
     );
-    if (code === -1) return { kind: 'refused', limit: 'concurrent', retryAfterMs: this.#retryAfterMs };
+    if (code === -1) {
+      // Where the requests window stands, uncounted, for the refusal's x-ratelimit headers.
+      const window = rpm === 0 ? undefined : decideWindow(now, this.#windowMs, rpm, 0, cur, prev).state;
+      return { kind: 'refused', limit: 'concurrent', retryAfterMs: this.#retryAfterMs, ...(window ? { window } : {}) };
+    }
     if (rpm === 0) return ADMITTED;
     const decision = decideWindow(now, this.#windowMs, rpm, 1, cur, prev);
     return code === 1 ? { kind: 'admitted', window: decision.state } : { kind: 'refused', limit: 'requests', retryAfterMs: decision.retryAfterMs, window: decision.state };

@@ -241,7 +241,9 @@ class MemoryLimiter implements Limiter {
     const state = this.#state(keyId);
     const { requestsPerMinute, concurrentCalls } = limits;
     if (concurrentCalls !== undefined && state.leases.size >= concurrentCalls && !state.leases.has(lease)) {
-      return Promise.resolve({ kind: 'refused', limit: 'concurrent', retryAfterMs: this.#retryAfterMs });
+      // Where the requests window stands, uncounted, for the refusal's x-ratelimit headers.
+      const window = requestsPerMinute === undefined ? undefined : this.#peek(state, 'requests', requestsPerMinute);
+      return Promise.resolve({ kind: 'refused', limit: 'concurrent', retryAfterMs: this.#retryAfterMs, ...(window ? { window } : {}) });
     }
     let window: WindowState | undefined;
     if (requestsPerMinute !== undefined) {
@@ -320,6 +322,13 @@ class MemoryLimiter implements Limiter {
     const decision = decideWindow(now, this.#windowMs, limit, cost, counts.current, counts.previous);
     state[which] = decision.admitted ? { ...counts, current: counts.current + cost } : counts;
     return decision;
+  }
+
+  /** Where a window stands now, without spending anything. */
+  #peek(state: KeyState, which: 'requests' | 'tokens', limit: number): WindowState {
+    const now = this.#clock.now();
+    const counts = rollWindow(state[which], Math.floor(Math.floor(now) / this.#windowMs));
+    return decideWindow(now, this.#windowMs, limit, 0, counts.current, counts.previous).state;
   }
 
   #prune(state: KeyState): void {

@@ -5,7 +5,7 @@
  *
  * - `public`: anyone (health probes, the dashboard's page, which holds no data).
  * - `client`: inference calls and the caller's own detached calls, with a client key, or with
- *   nothing while the gateway is open to clients (no keys configured and none required).
+ *   nothing on a gateway started open to clients (no keys file, no key source, keys not required).
  * - `operator`: fleet control, the runner list, the queue, metrics and stats, keys, deployments.
  * - `runner`: registration and heartbeats, with a runner token.
  */
@@ -46,8 +46,13 @@ export interface ClientKey {
 export interface ClientKeys {
   /** The key a presented bearer token is, or undefined when it is none of them. */
   lookup(token: string): ClientKey | undefined;
-  /** How many keys there are: a gateway with none is open to clients unless keys are required. */
+  /** How many keys there are; a keyed gateway with none refuses every client call. */
   readonly size: number;
+  /**
+   * False while the keys cannot be read (their store does not answer), so a token not found may
+   * be a key made since the last read; absent, always readable.
+   */
+  readonly available?: boolean;
 }
 
 /**

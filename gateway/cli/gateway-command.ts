@@ -72,7 +72,7 @@ export const registrationSettings: readonly Setting[] = [
 export const accessSettings: readonly Setting[] = [
   { key: 'operatorToken', type: 'string', secret: true, description: 'token of the operator routes (runner list, drain, queue, /metrics); prefer the environment variable or the file (never shown)', defaultText: 'made at start-up and written to a file only you can read (its path is logged)' },
   { key: 'operatorTokenFile', type: 'string', secret: 'file', description: 'file of operator tokens, one a line, all accepted (rotation); not readable by other users; instead of --operator-token', defaultText: 'none' },
-  { key: 'requireKeys', type: 'boolean', libraryDefault: gatewayDefaults.requireKeys, description: 'refuse client calls without a valid client key even while no key is configured' },
+  { key: 'requireKeys', type: 'boolean', description: 'client calls need a client key, decided at start-up: a gateway whose keys all go refuses every call, never opens', defaultText: 'false; true with --keys' },
   ...keySettings,
 ];
 

@@ -56,7 +56,7 @@ function expected(route: Pick<RouteScope, 'scope' | 'operatorToo'>, caller: Call
 }
 
 describe('Credentials.admit', () => {
-  const closed = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [RUNNER], clientKeys: keys(2), requireKeys: false });
+  const closed = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [RUNNER], clientKeys: keys(2), clients: 'keys' });
   const scopes: RouteScope[] = [
     { method: 'GET', path: '/p', scope: 'public' },
     { method: 'POST', path: '/c', scope: 'client' },
@@ -84,15 +84,15 @@ describe('Credentials.admit', () => {
   );
 
   it('names who is calling: the client with its key, the runner with the index of its token', () => {
-    const rotating = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [`${RUNNER}-new`, RUNNER], clientKeys: keys(2), requireKeys: false });
+    const rotating = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [`${RUNNER}-new`, RUNNER], clientKeys: keys(2), clients: 'keys' });
     expect(rotating.admit(scopes[1]!, 'Bearer sk-b-secret')).toEqual({ kind: 'client', key: KEY_B });
     expect(rotating.admit(scopes[4]!, `Bearer ${RUNNER}`)).toEqual({ kind: 'runner', token: 1 });
     expect(rotating.admit(scopes[4]!, `bearer ${RUNNER}-new`)).toEqual({ kind: 'runner', token: 0 });
     expect(rotating.admit(scopes[2]!, `Bearer ${OPERATOR}`)).toEqual({ kind: 'operator' });
   });
 
-  it('lets anyone call client routes while no key exists, whatever key an SDK sends, and closes them with requireKeys', () => {
-    const open = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [], clientKeys: keys(0), requireKeys: false });
+  it('lets anyone call client routes while no key exists, whatever key an SDK sends, and closes them on a keyed gateway', () => {
+    const open = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [], clientKeys: keys(0), clients: 'open' });
     expect(open.openToClients).toBe(true);
     for (const header of [undefined, 'Bearer sk-anything', 'Basic dXNlcjpwdw==']) expect(open.admit(scopes[1]!, header)).toEqual({ kind: 'anonymous' });
     // Operator routes stay closed, and known tokens keep their scope.
@@ -101,7 +101,7 @@ describe('Credentials.admit', () => {
     expect(outcome(open, scopes[1]!, `Bearer ${OPERATOR}`)).toBe('403');
     // Without a runner token, runner routes say registration is off.
     expect(outcome(open, scopes[4]!, `Bearer ${RUNNER}`)).toBe('404');
-    const required = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [], clientKeys: keys(0), requireKeys: true });
+    const required = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [], clientKeys: keys(0), clients: 'keys' });
     expect(required.openToClients).toBe(false);
     expect(outcome(required, scopes[1]!, undefined)).toBe('401');
     expect(outcome(required, scopes[1]!, 'Bearer sk-anything')).toBe('401');
@@ -114,7 +114,7 @@ describe('Credentials.admit', () => {
   });
 
   it('refuses to be made without an operator token', () => {
-    expect(() => new Credentials({ operatorTokens: [], runnerTokens: [], requireKeys: false })).toThrow(/operator token/);
+    expect(() => new Credentials({ operatorTokens: [], runnerTokens: [], clients: 'open' })).toThrow(/operator token/);
   });
 });
 
@@ -182,7 +182,7 @@ describe('every route × every kind of caller, on a real gateway', () => {
   }, 30_000);
 
   it('says on /healthz whether clients need a key', async () => {
-    const open = await gateway({ clientKeys: keys(0), runners: ['http://127.0.0.1:9'] });
+    const open = await gateway({ clientKeys: keys(0), requireKeys: false, runners: ['http://127.0.0.1:9'] });
     expect(((await (await request(`${open.url}/healthz`)).body.json()) as { clients: string }).clients).toBe('open');
     const closed = await gateway({ runners: ['http://127.0.0.1:9'] });
     expect(((await (await request(`${closed.url}/healthz`)).body.json()) as { clients: string }).clients).toBe('keys');
