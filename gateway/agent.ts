@@ -414,7 +414,7 @@ export class LbAgent {
   async #runDetached(call: GatewayCall, request: IncomingMessage['headers'], reply: DetachedReply, run: DetachedSignal, turn: Turn, keyCall: KeyCall | undefined): Promise<CallResult> {
     const m = this.#metrics;
     const flow = this.#detachedFlow;
-    const prepared = await flow.prepare(call, request, run, keyCall ? () => keyCall.storedRoom() : undefined);
+    const prepared = await flow.prepare(call, request, run, keyCall ? (bytes, until) => keyCall.storedRoom(call.id, bytes, until) : undefined);
     if (prepared.kind === 'refused') {
       m.queued.add(-1);
       this.#refuse(reply.out, prepared.error, reply.headers);

@@ -26,7 +26,7 @@ import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import type { GatewayConfig } from './options.ts';
 import { createStoreMetrics } from './metrics.ts';
-import { StoreInvalidRecordError } from './store/errors.ts';
+import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
 import { RECORD_OVERHEAD_BYTES } from './store/options.ts';
 import { FINAL_STATUSES, LIVE_STATUSES } from './store/types.ts';
 import type { CallError, CallFinish, CallRecord, CallStart, CallStore, StoredResult } from './store/types.ts';
@@ -178,10 +178,21 @@ export class DetachedCalls {
     return full ? { kind: 'full', storedBytes, maxStoredBytes, needed } : { kind: 'open' };
   }
 
+  /** The most a detached call's result takes in the store: the largest result with its record. */
+  get resultRoom(): number {
+    return this.#settings.maxResultBytes + RECORD_OVERHEAD_BYTES;
+  }
+
+  /** The end of `call`'s background lifetime, ms since the epoch: its record's expiresAt. */
+  lifetimeEnd(call: Pick<GatewayCall, 'createdAt' | 'timeout'>): number {
+    return call.createdAt + this.#settings.detachedPlacerTimeout + call.timeout + this.#settings.executionHeadroom;
+  }
+
   /**
    * Records a call about to be placed, `queued`, with no runner yet. `controller` is the call's
    * background signal, aborted by a cancel while the call waits for a runner. Rejects with the
-   * store's error, and then nothing may be placed: the client is told to retry.
+   * store's error (StoreFullError when the room for its result cannot be reserved), and then
+   * nothing may be placed: the client is told to retry.
    */
   async queue(call: GatewayCall, controller: AbortController, { callbackUrl, idempotencyKey }: DetachedExtras = {}): Promise<CallRecord> {
     const record: CallRecord = {
@@ -190,7 +201,7 @@ export class DetachedCalls {
       status: 'queued',
       createdAt: call.createdAt,
       owner: this.#settings.gatewayId,
-      expiresAt: call.createdAt + this.#settings.detachedPlacerTimeout + call.timeout + this.#settings.executionHeadroom,
+      expiresAt: this.lifetimeEnd(call),
       ...(call.client === undefined ? {} : { client: call.client }),
       ...(callbackUrl ? { callbackUrl } : {}),
       ...(idempotencyKey ? { idempotencyKey } : {}),
@@ -198,12 +209,15 @@ export class DetachedCalls {
     // Reachable by cancels from the moment the record may exist.
     this.#placing.set(call.id, controller);
     try {
-      await this.#settings.store.create(record);
+      // With room for its largest result reserved in the store's bound, taken only if it fits,
+      // so parallel calls cannot all be admitted against the same free bytes.
+      await this.#settings.store.create(record, this.resultRoom);
       this.#counts.accepted++;
     } catch (error) {
       this.#placing.delete(call.id);
-      // The record may be there all the same (its answer was lost); a taken id is another call's.
-      if (!(error instanceof StoreInvalidRecordError)) {
+      // The record may be there all the same (its answer was lost); a taken id is another
+      // call's, and a reservation refused for space wrote nothing.
+      if (!(error instanceof StoreInvalidRecordError) && !(error instanceof StoreFullError)) {
         this.#writer.repair(record, error).catch((failure: unknown) => this.#settings.logger.error('detached record repair failed', { call: call.id, error: failure as Error }));
       }
       throw error;
