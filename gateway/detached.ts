@@ -24,6 +24,7 @@ import { asCallError, cancelled, expired, placementError, recordError, shutdown 
 import { CallCancelledError, CallExpiredError, EngineErrorStatusError, OwnerLostError, RecordedError, ResultTooLargeError, runnerReported } from './errors.ts';
 import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
+import { stripInjectedUsage } from './usage-strip.ts';
 import type { GatewayConfig } from './options.ts';
 import { createStoreMetrics } from './metrics.ts';
 import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
@@ -74,6 +75,8 @@ export interface DetachedOutcome {
   execMs: number | undefined;
   /** The result the store kept, when it kept one (for the client key's usage and stored bytes). */
   result?: StoredResult;
+  /** The engine's answer as it came, when the stored result is not it (the injected usage taken out): its usage. */
+  answer?: Buffer;
 }
 
 /** A call running in the background on this gateway. */
@@ -259,6 +262,7 @@ export class DetachedCalls {
     response: RunnerResponse,
     runner: string,
     controller: AbortController,
+    { stripUsage = false }: { stripUsage?: boolean } = {},
   ): Promise<{ record: CallRecord; done: Promise<DetachedOutcome> }> {
     const { clock, store, logger } = this.#settings;
     const now = clock.now();
@@ -276,7 +280,7 @@ export class DetachedCalls {
     const { expiresAt } = record;
     const lifetime = setTimeout(() => controller.abort(expired(expiresAt)), Math.max(0, expiresAt - now));
     lifetime.unref();
-    const done = this.#consume(call, record, response, controller, confirmed ? undefined : start).finally(() => {
+    const done = this.#consume(call, record, response, controller, confirmed ? undefined : start, stripUsage).finally(() => {
       clearTimeout(lifetime);
       this.#running.delete(call.id);
     });
@@ -374,7 +378,14 @@ export class DetachedCalls {
   }
 
   /** Reads the runner's answer and writes the call's end; `start` goes with it when the store missed it. */
-  async #consume(call: GatewayCall, record: CallRecord, response: RunnerResponse, controller: AbortController, start: CallStart | undefined): Promise<DetachedOutcome> {
+  async #consume(
+    call: GatewayCall,
+    record: CallRecord,
+    response: RunnerResponse,
+    controller: AbortController,
+    start: CallStart | undefined,
+    stripUsage: boolean,
+  ): Promise<DetachedOutcome> {
     const { clock, maxResultBytes } = this.#settings;
     const chunks: Buffer[] = [];
     let size = 0;
@@ -400,9 +411,15 @@ export class DetachedCalls {
     const trailers = response.trailers;
     const execMs = parseExecTiming(trailers[EXEC_TRAILER]);
     let result: StoredResult | undefined;
+    let answer: Buffer | undefined;
     if (!failure) {
       const resultStatus = Number(trailers[RESULT_STATUS_TRAILER]) || 502;
-      result = { status: resultStatus, contentType: String(trailers[RESULT_TYPE_TRAILER] ?? 'application/octet-stream'), body: Buffer.concat(chunks, size) };
+      const contentType = String(trailers[RESULT_TYPE_TRAILER] ?? 'application/octet-stream');
+      answer = Buffer.concat(chunks, size);
+      // The usage the gateway asked for on its own account is not the client's to read.
+      const body = stripUsage && contentType.startsWith('text/event-stream') ? stripInjectedUsage(answer) : answer;
+      result = { status: resultStatus, contentType, body };
+      if (body === answer) answer = undefined;
       // A header when the runner refused the call outright (RUNNER_UNAUTHORIZED), before any 202.
       const reported = trailers[ERROR_TRAILER] ?? response.headers[ERROR_TRAILER];
       if (reported !== undefined) {
@@ -426,7 +443,7 @@ export class DetachedCalls {
     if (written.kind === 'stored') {
       const final = { ...record, ...written.finish };
       this.#notify(final, written.result);
-      return { record: final, totalMs, execMs, ...(written.result ? { result: written.result } : {}) };
+      return { record: final, totalMs, execMs, ...(written.result ? { result: written.result } : {}), ...(answer && written.result ? { answer } : {}) };
     }
     return { record: (written.kind === 'taken' ? written.record : undefined) ?? { ...record, ...finish }, totalMs, execMs };
   }

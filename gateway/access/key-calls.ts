@@ -17,6 +17,9 @@ import type { Logger } from '../../placer/kernel/index.ts';
 import { RateLimitedError } from '../errors.ts';
 import type { ClientKey } from './keys.ts';
 import { estimateTokens, newLease, rateLimitHeaders, retryAfterSeconds } from './limits.ts';
+import { tokenBudget } from './token-budget.ts';
+import type { TokenBudget } from './token-budget.ts';
+import type { CallRoute } from '../call.ts';
 import type { Admission, Limiter, StoredAdmission, WindowState } from './limits.ts';
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
@@ -123,6 +126,15 @@ export class KeyCall {
   /** The `x-ratelimit-*-tokens` headers alone, once {@link tokens} counted the call; none before. */
   get tokenHeaders(): Record<string, string> {
     return this.#tokens === undefined ? NO_HEADERS : rateLimitHeaders({ tokens: this.#tokens });
+  }
+
+  /**
+   * The call's worst case in tokens and the body to send for it (token-budget.ts), when the key
+   * has tokensPerMinute; undefined otherwise (the body goes as it came).
+   */
+  budget(route: CallRoute, body: Buffer): TokenBudget | undefined {
+    const { tokensPerMinute, defaultMaxTokens } = this.key.limits;
+    return tokensPerMinute === undefined ? undefined : tokenBudget(route, body, tokensPerMinute, defaultMaxTokens);
   }
 
   /**

@@ -32,7 +32,7 @@ import type { KeyLimits } from './scopes.ts';
 export type { KeyLimits };
 
 /** The names of {@link KeyLimits}, in the order a keys file lists them in messages. */
-export const LIMIT_FIELDS = Object.freeze(['requestsPerMinute', 'tokensPerMinute', 'concurrentCalls', 'storedBytes'] as const);
+export const LIMIT_FIELDS = Object.freeze(['requestsPerMinute', 'tokensPerMinute', 'concurrentCalls', 'storedBytes', 'defaultMaxTokens'] as const);
 
 /** Which limit refused a call. */
 export type LimitName = 'requests' | 'tokens' | 'concurrent' | 'stored-bytes';
