@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken, newKeyToken } from '../../gateway/access/keys.ts';
 import { request } from 'undici';
 import { sseEvents } from '../support/faults.ts';
-import { chatBody, postJson, startFleet } from '../support/fleet.ts';
+import { chatBody, eventually, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
 
 const CHAT = '/v1/chat/completions';
@@ -124,5 +124,17 @@ describe('fault: tokensPerMinute against output', () => {
     expect(contentTokens(sseEvents(stream.text))).toBe(40);
     const last = await postJson(`${gateway}${CHAT}`, plain, bearer(EXACT));
     expect(last.headers['x-ratelimit-remaining-tokens']).toBe(String(100_000 - 2 * used - estimate(plain) - 40));
+  }, 60_000);
+
+  it("keeps the usage it asked for out of a detached stream's stored result too", async () => {
+    const accepted = await postJson(`${gateway}${CHAT}`, chatBody({ max_tokens: 20, stream: true }), { ...bearer(EXACT), prefer: 'respond-async' });
+    expect(accepted.status).toBe(202);
+    const monitor = `${gateway}/v1/calls/${accepted.json.id}`;
+    const read = async (url: string) => (await request(url, { headers: bearer(EXACT) })).body.text();
+    await eventually(async () => JSON.parse(await read(monitor)).status === 'succeeded', 10_000, 'the call to succeed');
+    const stored = await read(`${monitor}/result`);
+    expect(stored).not.toContain('"usage"');
+    expect(contentTokens(sseEvents(stored))).toBe(20);
+    expect(sseEvents(stored).at(-1)).toBe('[DONE]');
   }, 60_000);
 });
