@@ -311,11 +311,17 @@ export class LbAgent {
       // Every answer to a key with limits says where it stands, this refusal's too.
       return this.#refuse(out, error as SluiceError, await keyCall?.refusalTokenHeaders());
     }
+    // The body the runner gets: the client's, or one the key's token budget added to.
+    let sent = body;
+    let stripUsage = false;
     if (keyCall) {
-      // Tokens once the body is known (a quarter of its bytes until the engine reports usage). A
-      // detached call's room among the key's stored results is checked by the detached flow, once
-      // it knows the call is not a replay, which needs none.
-      const refusal = await keyCall.tokens(body.length);
+      // Tokens once the body is known: the call's worst case (a quarter of its bytes for the
+      // prompt, its max_tokens × n for the output) until the engine reports usage. A detached
+      // call's room among the key's stored results is reserved by the detached flow, once it
+      // knows the call is not a replay, which needs none.
+      const budget = keyCall.budget(route, body);
+      if (budget) ({ body: sent, stripUsage } = budget);
+      const refusal = await keyCall.tokens(body.length, budget?.outputTokens);
       // The requests' headers were set at admission; the tokens' join them now.
       const tokenHeaders = keyCall.tokenHeaders;
       for (const name in tokenHeaders) out.setHeader(name, tokenHeaders[name]!);
@@ -336,7 +342,7 @@ export class LbAgent {
       // What the router matched, never the raw target: see gateway/front.ts.
       path: routedPath(route, fnParam, incoming.url ?? '/'),
       headers: forwardable(incoming.headers, { [REQUEST_ID_HEADER]: requestId }),
-      body,
+      body: sent,
       createdAt,
       startedAt: createdAt,
       placerDeadline: createdAt,
@@ -374,8 +380,8 @@ export class LbAgent {
     }
 
     const result = detached
-      ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached, turn, keyCall)
-      : await this.#placeAndRelay(call, out, callHeaders, turn, keyCall);
+      ? await this.#runDetached(call, incoming.headers, { out, headers: callHeaders, preference }, detached, turn, keyCall, stripUsage)
+      : await this.#placeAndRelay(call, out, callHeaders, turn, keyCall, stripUsage);
     m.outcomes[result.outcome].add(1);
     if (result.error && result.outcome !== 'completed' && result.outcome !== 'cancelled' && !this.#refused.has(result.error)) {
       m.failed.add(1, (result.error as Partial<SluiceError>).code ?? 'GW_INTERNAL');
@@ -402,12 +408,12 @@ export class LbAgent {
   }
 
   /** The sync path: the walk, then the relay of whichever runner committed. */
-  async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn, keyCall: KeyCall | undefined): Promise<CallResult> {
+  async #placeAndRelay(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn, keyCall: KeyCall | undefined, stripUsage: boolean): Promise<CallResult> {
     const placed = await this.#placement.place(call, out, headers, turn);
     if (placed.kind === 'ended') return placed.result;
     const m = this.#metrics;
     m.running.add(1);
-    const relaying = relay(placed.response, out, headers, placed.runner, call.signal);
+    const relaying = relay(placed.response, out, headers, placed.runner, call.signal, { stripUsage });
     // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
     keyCall?.watch(placed.response.body);
     const watch = call.route === 'invoke' ? undefined : this.#watch(call, placed.response);
@@ -428,10 +434,18 @@ export class LbAgent {
    * The detached path: the flow's checks and the `queued` record, the walk, then the runner's
    * commit, the client's 202 (or result), and the background run to its end.
    */
-  async #runDetached(call: GatewayCall, request: IncomingMessage['headers'], reply: DetachedReply, run: DetachedSignal, turn: Turn, keyCall: KeyCall | undefined): Promise<CallResult> {
+  async #runDetached(
+    call: GatewayCall,
+    request: IncomingMessage['headers'],
+    reply: DetachedReply,
+    run: DetachedSignal,
+    turn: Turn,
+    keyCall: KeyCall | undefined,
+    stripUsage: boolean,
+  ): Promise<CallResult> {
     const m = this.#metrics;
     const flow = this.#detachedFlow;
-    const prepared = await flow.prepare(call, request, run, keyCall ? () => keyCall.storedRoom() : undefined);
+    const prepared = await flow.prepare(call, request, run, keyCall ? (bytes, until) => keyCall.storedRoom(call.id, bytes, until) : undefined);
     if (prepared.kind === 'refused') {
       m.queued.add(-1);
       this.#refuse(reply.out, prepared.error, reply.headers);
@@ -449,7 +463,7 @@ export class LbAgent {
       return placed.result;
     }
     run.commit();
-    const accepted = await this.#detached.accept(prepared.record, call, placed.response, placed.runner.id, run.controller);
+    const accepted = await this.#detached.accept(prepared.record, call, placed.response, placed.runner.id, run.controller, { stripUsage });
     m.running.add(1);
     await flow.answer(accepted.record, reply, accepted.done);
     const outcome = await accepted.done;
@@ -457,13 +471,13 @@ export class LbAgent {
     m.running.add(-1);
     if (keyCall && outcome.result) {
       // The stored result: its usage settles the tokens, its bytes count until it expires.
-      keyCall.answered(outcome.result.body);
+      keyCall.answered(outcome.answer ?? outcome.result.body);
       keyCall.stored(call.id, RECORD_OVERHEAD_BYTES + outcome.result.body.length, (outcome.record.completedAt ?? this.#config.clock.now()) + this.#config.resultTtl);
     }
     if (call.route !== 'invoke') {
       // A detached answer is read whole from the store: its duration and usage, no first token.
       const watch = new AnswerWatch({ sse: false, json: true, startedAt: call.startedAt, now: () => this.#config.clock.now() });
-      if (outcome.result) watch.chunk(outcome.result.body);
+      if (outcome.result) watch.chunk(outcome.answer ?? outcome.result.body);
       const ok = outcome.record.status === 'succeeded' && outcome.result !== undefined && outcome.result.status >= 200 && outcome.result.status < 300;
       this.#inference.record({ model: call.fn, runner: placed.runner.id, durationMs: outcome.totalMs, queueWaitMs: placed.queuedMs, ok, reading: watch.finish() });
     }

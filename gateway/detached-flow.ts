@@ -25,7 +25,7 @@ import {
 import type { CallResult } from './options.ts';
 import { CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER } from './headers.ts';
 import type { CallPreference } from './prefer.ts';
-import { StoreInvalidRecordError } from './store/errors.ts';
+import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
 import { LIVE_STATUSES, scopedIdempotencyKey } from './store/types.ts';
 import type { CallRecord, CallStatus, CallStore } from './store/types.ts';
 
@@ -115,7 +115,12 @@ export class DetachedFlow {
    * admission, and the record written `queued` (a store that cannot take it refuses the call
    * while nothing has run, so a client that retries never runs it twice).
    */
-  async prepare(call: GatewayCall, request: IncomingHttpHeaders, run: DetachedSignal, room?: () => Promise<SluiceError | undefined>): Promise<Prepared> {
+  async prepare(
+    call: GatewayCall,
+    request: IncomingHttpHeaders,
+    run: DetachedSignal,
+    room?: (bytes: number, until: number) => Promise<SluiceError | undefined>,
+  ): Promise<Prepared> {
     const { calls, store, callbacks, resultTtl, retryAfter } = this.#settings;
     const refuse = (error: SluiceError): Prepared => ({ kind: 'refused', error });
 
@@ -166,27 +171,24 @@ export class DetachedFlow {
       }
     }
 
-    // A replay needs no room; a new call does, for its result: in the store, and in its client
-    // key's storedBytes (`room`).
-    const keyRefusal = await room?.();
+    // A replay needs no room; a new call does, for its result: in its client key's storedBytes
+    // (`room`, reserved until the call's lifetime end, which the key's call gives back or settles
+    // at its end), and in the store (reserved with the record).
+    const keyRefusal = await room?.(calls.resultRoom, calls.lifetimeEnd(call));
     if (keyRefusal) {
       if (key !== undefined) await store.releaseKey(key, call.id).catch(() => {});
       return refuse(keyRefusal);
     }
     if (admission.kind === 'full') {
       if (key !== undefined) await store.releaseKey(key, call.id).catch(() => {});
-      return refuse(
-        new DetachedStoreFullError(
-          `the detached-call store is full (${admission.storedBytes} of maxStoredBytes ${admission.maxStoredBytes} bytes hold results until their TTL ends; a new call needs room for ${admission.needed}); retry later`,
-          retryAfter,
-        ),
-      );
+      return refuse(storeFullRefusal(admission.storedBytes, admission.maxStoredBytes, admission.needed, retryAfter));
     }
 
     try {
       return { kind: 'queued', record: await calls.queue(call, run.controller, { callbackUrl, idempotencyKey: key }) };
     } catch (error) {
       if (key !== undefined) await store.releaseKey(key, call.id).catch(() => {});
+      if (error instanceof StoreFullError) return refuse(storeFullRefusal(error.storedBytes, error.maxStoredBytes, error.bytes, retryAfter));
       return refuse(
         error instanceof StoreInvalidRecordError
           ? error
@@ -272,6 +274,14 @@ export function detachedResult(outcome: DetachedOutcome, runner: string): CallRe
     ...(execMs === undefined ? {} : { execMs }),
     ...(record.error && record.status !== 'succeeded' ? { error: new RecordedError(record.error) } : {}),
   };
+}
+
+/** The refusal of a new detached call for want of room for its result in the store. */
+function storeFullRefusal(storedBytes: number, maxStoredBytes: number, needed: number, retryAfter: number): DetachedStoreFullError {
+  return new DetachedStoreFullError(
+    `the detached-call store is full (${storedBytes} of maxStoredBytes ${maxStoredBytes} bytes hold results until their TTL ends, or are reserved for calls running; a new call needs room for ${needed}); retry later`,
+    retryAfter,
+  );
 }
 
 function single(value: string | string[] | undefined): string | undefined {

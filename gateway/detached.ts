@@ -24,9 +24,10 @@ import { asCallError, cancelled, expired, placementError, recordError, shutdown 
 import { CallCancelledError, CallExpiredError, EngineErrorStatusError, OwnerLostError, RecordedError, ResultTooLargeError, runnerReported } from './errors.ts';
 import { EndWriter } from './detached-writes.ts';
 import type { RunnerResponse } from './http-runner.ts';
+import { stripInjectedUsage } from './usage-strip.ts';
 import type { GatewayConfig } from './options.ts';
 import { createStoreMetrics } from './metrics.ts';
-import { StoreInvalidRecordError } from './store/errors.ts';
+import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
 import { RECORD_OVERHEAD_BYTES } from './store/options.ts';
 import { FINAL_STATUSES, LIVE_STATUSES } from './store/types.ts';
 import type { CallError, CallFinish, CallRecord, CallStart, CallStore, StoredResult } from './store/types.ts';
@@ -74,6 +75,8 @@ export interface DetachedOutcome {
   execMs: number | undefined;
   /** The result the store kept, when it kept one (for the client key's usage and stored bytes). */
   result?: StoredResult;
+  /** The engine's answer as it came, when the stored result is not it (the injected usage taken out): its usage. */
+  answer?: Buffer;
 }
 
 /** A call running in the background on this gateway. */
@@ -178,10 +181,21 @@ export class DetachedCalls {
     return full ? { kind: 'full', storedBytes, maxStoredBytes, needed } : { kind: 'open' };
   }
 
+  /** The most a detached call's result takes in the store: the largest result with its record. */
+  get resultRoom(): number {
+    return this.#settings.maxResultBytes + RECORD_OVERHEAD_BYTES;
+  }
+
+  /** The end of `call`'s background lifetime, ms since the epoch: its record's expiresAt. */
+  lifetimeEnd(call: Pick<GatewayCall, 'createdAt' | 'timeout'>): number {
+    return call.createdAt + this.#settings.detachedPlacerTimeout + call.timeout + this.#settings.executionHeadroom;
+  }
+
   /**
    * Records a call about to be placed, `queued`, with no runner yet. `controller` is the call's
    * background signal, aborted by a cancel while the call waits for a runner. Rejects with the
-   * store's error, and then nothing may be placed: the client is told to retry.
+   * store's error (StoreFullError when the room for its result cannot be reserved), and then
+   * nothing may be placed: the client is told to retry.
    */
   async queue(call: GatewayCall, controller: AbortController, { callbackUrl, idempotencyKey }: DetachedExtras = {}): Promise<CallRecord> {
     const record: CallRecord = {
@@ -190,7 +204,7 @@ export class DetachedCalls {
       status: 'queued',
       createdAt: call.createdAt,
       owner: this.#settings.gatewayId,
-      expiresAt: call.createdAt + this.#settings.detachedPlacerTimeout + call.timeout + this.#settings.executionHeadroom,
+      expiresAt: this.lifetimeEnd(call),
       ...(call.client === undefined ? {} : { client: call.client }),
       ...(callbackUrl ? { callbackUrl } : {}),
       ...(idempotencyKey ? { idempotencyKey } : {}),
@@ -198,12 +212,15 @@ export class DetachedCalls {
     // Reachable by cancels from the moment the record may exist.
     this.#placing.set(call.id, controller);
     try {
-      await this.#settings.store.create(record);
+      // With room for its largest result reserved in the store's bound, taken only if it fits,
+      // so parallel calls cannot all be admitted against the same free bytes.
+      await this.#settings.store.create(record, this.resultRoom);
       this.#counts.accepted++;
     } catch (error) {
       this.#placing.delete(call.id);
-      // The record may be there all the same (its answer was lost); a taken id is another call's.
-      if (!(error instanceof StoreInvalidRecordError)) {
+      // The record may be there all the same (its answer was lost); a taken id is another
+      // call's, and a reservation refused for space wrote nothing.
+      if (!(error instanceof StoreInvalidRecordError) && !(error instanceof StoreFullError)) {
         this.#writer.repair(record, error).catch((failure: unknown) => this.#settings.logger.error('detached record repair failed', { call: call.id, error: failure as Error }));
       }
       throw error;
@@ -245,6 +262,7 @@ export class DetachedCalls {
     response: RunnerResponse,
     runner: string,
     controller: AbortController,
+    { stripUsage = false }: { stripUsage?: boolean } = {},
   ): Promise<{ record: CallRecord; done: Promise<DetachedOutcome> }> {
     const { clock, store, logger } = this.#settings;
     const now = clock.now();
@@ -262,7 +280,7 @@ export class DetachedCalls {
     const { expiresAt } = record;
     const lifetime = setTimeout(() => controller.abort(expired(expiresAt)), Math.max(0, expiresAt - now));
     lifetime.unref();
-    const done = this.#consume(call, record, response, controller, confirmed ? undefined : start).finally(() => {
+    const done = this.#consume(call, record, response, controller, confirmed ? undefined : start, stripUsage).finally(() => {
       clearTimeout(lifetime);
       this.#running.delete(call.id);
     });
@@ -360,7 +378,14 @@ export class DetachedCalls {
   }
 
   /** Reads the runner's answer and writes the call's end; `start` goes with it when the store missed it. */
-  async #consume(call: GatewayCall, record: CallRecord, response: RunnerResponse, controller: AbortController, start: CallStart | undefined): Promise<DetachedOutcome> {
+  async #consume(
+    call: GatewayCall,
+    record: CallRecord,
+    response: RunnerResponse,
+    controller: AbortController,
+    start: CallStart | undefined,
+    stripUsage: boolean,
+  ): Promise<DetachedOutcome> {
     const { clock, maxResultBytes } = this.#settings;
     const chunks: Buffer[] = [];
     let size = 0;
@@ -386,9 +411,15 @@ export class DetachedCalls {
     const trailers = response.trailers;
     const execMs = parseExecTiming(trailers[EXEC_TRAILER]);
     let result: StoredResult | undefined;
+    let answer: Buffer | undefined;
     if (!failure) {
       const resultStatus = Number(trailers[RESULT_STATUS_TRAILER]) || 502;
-      result = { status: resultStatus, contentType: String(trailers[RESULT_TYPE_TRAILER] ?? 'application/octet-stream'), body: Buffer.concat(chunks, size) };
+      const contentType = String(trailers[RESULT_TYPE_TRAILER] ?? 'application/octet-stream');
+      answer = Buffer.concat(chunks, size);
+      // The usage the gateway asked for on its own account is not the client's to read.
+      const body = stripUsage && contentType.startsWith('text/event-stream') ? stripInjectedUsage(answer) : answer;
+      result = { status: resultStatus, contentType, body };
+      if (body === answer) answer = undefined;
       // A header when the runner refused the call outright (RUNNER_UNAUTHORIZED), before any 202.
       const reported = trailers[ERROR_TRAILER] ?? response.headers[ERROR_TRAILER];
       if (reported !== undefined) {
@@ -412,7 +443,7 @@ export class DetachedCalls {
     if (written.kind === 'stored') {
       const final = { ...record, ...written.finish };
       this.#notify(final, written.result);
-      return { record: final, totalMs, execMs, ...(written.result ? { result: written.result } : {}) };
+      return { record: final, totalMs, execMs, ...(written.result ? { result: written.result } : {}), ...(answer && written.result ? { answer } : {}) };
     }
     return { record: (written.kind === 'taken' ? written.record : undefined) ?? { ...record, ...finish }, totalMs, execMs };
   }

@@ -508,7 +508,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
 /** The limiter given, checked, or an in-memory one on the gateway's clock and window. */
 function limiterOf(given: Limiter | undefined, checked: { clock: Clock; keyLimitWindow: number; retryAfter: number }): Limiter {
   if (given === undefined) return createMemoryLimiter({ clock: checked.clock, windowMs: checked.keyLimitWindow, retryAfterMs: checked.retryAfter * 1000 });
-  if (typeof given?.admitCall !== 'function' || typeof given.release !== 'function') throw check.fail('limiter must be a Limiter (gateway/access/limits.ts), with admitCall, admitTokens, settle, release, admitStored and addStored');
+  if (typeof given?.admitCall !== 'function' || typeof given.release !== 'function') throw check.fail('limiter must be a Limiter (gateway/access/limits.ts), with admitCall, admitTokens, settle, release, reserveStored, settleStored and releaseStored');
   return given;
 }
 

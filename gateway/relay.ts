@@ -9,7 +9,9 @@
  * An SSE stream is relayed whole events at a time: bytes after the last blank line are held
  * until the rest of their event arrives (engines send whole events per chunk, so this is
  * nearly always nothing). A stream cut mid-event then ends with the error event alone, never
- * with half an event glued to it, which a client would fail to parse.
+ * with half an event glued to it, which a client would fail to parse. The same whole events are
+ * what the usage the gateway asked for on its own account is taken out of (`stripUsage`,
+ * usage-strip.ts), so that costs no buffering of its own.
  */
 import type { ServerResponse } from 'node:http';
 import { pumpBody } from '../runner/body.ts';
@@ -19,6 +21,7 @@ import type { CallOutcome } from './call.ts';
 import { CallTimeoutError, RunnerFailedError, errorBody, runnerReported } from './errors.ts';
 import { committedFailure } from './http-runner.ts';
 import type { RunnerResponse } from './http-runner.ts';
+import { stripInjectedUsage } from './usage-strip.ts';
 
 /** How the relay ended. */
 export interface RelayResult {
@@ -28,6 +31,12 @@ export interface RelayResult {
   /** Execution time from the runner's trailer, when it sent one. */
   execMs: number | undefined;
   error?: Error;
+}
+
+/** How a relay treats the answer. */
+export interface RelayOptions {
+  /** The engine was asked for a usage chunk the client did not ask for: take it out of an SSE stream. */
+  stripUsage?: boolean;
 }
 
 /**
@@ -40,10 +49,12 @@ export function relay(
   headers: Record<string, string>,
   runner: { id: string },
   signal: AbortSignal,
+  options: RelayOptions = {},
 ): Promise<RelayResult> {
   return new Promise<RelayResult>((resolve) => {
     const body = response.body;
     const sse = String(response.headers['content-type'] ?? '').startsWith('text/event-stream');
+    const strip = sse && options.stripUsage === true;
     let headersSent = false;
     const head = (): void => {
       if (headersSent) return;
@@ -83,6 +94,8 @@ export function relay(
         partial = end < whole.length ? whole.subarray(end) : undefined;
         if (end === 0) return true;
         chunk = end < whole.length ? whole.subarray(0, end) : whole;
+        if (strip) chunk = stripInjectedUsage(chunk);
+        if (chunk.length === 0) return true;
       }
       head();
       return out.write(chunk);
@@ -93,7 +106,7 @@ export function relay(
       if (failed !== undefined) return fail(runnerReported(String(failed), runner.id, 'the response was cut short').error, execMs);
       head();
       // A stream that ended without a final blank line still gets every byte the engine sent.
-      if (partial) out.end(partial);
+      if (partial) out.end(strip ? stripInjectedUsage(partial) : partial);
       else out.end();
       resolve({ outcome: 'completed', status: response.statusCode, execMs });
     });

@@ -1,9 +1,11 @@
 /**
  * A client key's limits on the call path, so the agent makes a few calls and holds one object:
  * {@link KeyCalls.open} before the body is read (requests per minute and concurrent calls), then
- * on the {@link KeyCall} it answers: `tokens` once the body is parsed, `storedRoom` for a
- * detached call, `watch` on the engine's answer to read its usage, and `close` at the end, which
- * settles the tokens and gives the concurrent call back.
+ * on the {@link KeyCall} it answers: `tokens` once the body is parsed (the call's worst case
+ * reserved), `storedRoom` for a detached call (room for its result reserved), `watch` on the
+ * engine's answer to read its usage, `stored` once a detached result is kept, and `close` at the
+ * end, which settles the tokens, gives back a room for a result that was never stored and the
+ * concurrent call.
  *
  * A limiter that fails (Redis not answering) admits the call and logs it, once per outage, as
  * Envoy's global rate limit does by default: the limits protect the fleet's share, and an outage
@@ -15,7 +17,10 @@ import type { Logger } from '../../placer/kernel/index.ts';
 import { RateLimitedError } from '../errors.ts';
 import type { ClientKey } from './keys.ts';
 import { estimateTokens, newLease, rateLimitHeaders, retryAfterSeconds } from './limits.ts';
-import type { Admission, Limiter, WindowState } from './limits.ts';
+import { tokenBudget } from './token-budget.ts';
+import type { TokenBudget } from './token-budget.ts';
+import type { CallRoute } from '../call.ts';
+import type { Admission, Limiter, StoredAdmission, WindowState } from './limits.ts';
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
@@ -70,7 +75,7 @@ export class KeyCalls {
   }
 
   /** Runs a limiter step; a failure admits, and is logged once until a step succeeds again. */
-  async step(run: () => Promise<Admission>): Promise<Admission> {
+  async step<A extends Admission | StoredAdmission>(run: () => Promise<A>): Promise<A | Admission> {
     try {
       const admission = await run();
       this.#recovered();
@@ -108,6 +113,8 @@ export class KeyCall {
   #requests: WindowState | undefined;
   #tokens: WindowState | undefined;
   #estimate = 0;
+  /** The room reserved for a detached call's result, until its result is stored or the call ends. */
+  #room: { callId: string; reserved: number } | undefined;
   #tail: Buffer | undefined;
   #previous: Buffer | undefined;
   #last: Buffer | undefined;
@@ -141,13 +148,23 @@ export class KeyCall {
   }
 
   /**
-   * Counts the call's estimated tokens (a quarter of `promptBytes`) against tokens per minute.
-   * Never rejects; a refusal counts nothing.
+   * The call's worst case in tokens and the body to send for it (token-budget.ts), when the key
+   * has tokensPerMinute; undefined otherwise (the body goes as it came).
    */
-  async tokens(promptBytes: number): Promise<RateLimitedError | undefined> {
+  budget(route: CallRoute, body: Buffer): TokenBudget | undefined {
+    const { tokensPerMinute, defaultMaxTokens } = this.key.limits;
+    return tokensPerMinute === undefined ? undefined : tokenBudget(route, body, tokensPerMinute, defaultMaxTokens);
+  }
+
+  /**
+   * Reserves the call's worst case against tokens per minute: its prompt estimated at a quarter
+   * of `promptBytes`, plus `outputTokens`, the most it may produce (token-budget.ts). The
+   * engine's usage settles it at {@link close}. Never rejects; a refusal counts nothing.
+   */
+  async tokens(promptBytes: number, outputTokens = 0): Promise<RateLimitedError | undefined> {
     const { key } = this;
     if (key.limits.tokensPerMinute === undefined) return undefined;
-    const estimate = estimateTokens(promptBytes);
+    const estimate = estimateTokens(promptBytes) + outputTokens;
     const admission = await this.#calls.step(() => this.#calls.limiter.admitTokens(key.id, key.limits, estimate));
     this.#tokens = admission.window ?? this.#tokens;
     if (admission.kind === 'refused') return refusal(key, admission, { requests: this.#requests, tokens: admission.window });
@@ -156,18 +173,27 @@ export class KeyCall {
     return undefined;
   }
 
-  /** Refuses a detached call while the key's stored results fill its storedBytes. Never rejects. */
-  async storedRoom(): Promise<RateLimitedError | undefined> {
+  /**
+   * Reserves room for detached call `callId`'s result among the key's storedBytes: `cap` bytes
+   * (the largest result with its record) or what remains below the limit, until `until` (the
+   * call's lifetime end). Refuses while the key's results and reservations fill its storedBytes.
+   * Never rejects.
+   */
+  async storedRoom(callId: string, cap: number, until: number): Promise<RateLimitedError | undefined> {
     const { key } = this;
     if (key.limits.storedBytes === undefined) return undefined;
-    const admission = await this.#calls.step(() => this.#calls.limiter.admitStored(key.id, key.limits));
-    return admission.kind === 'refused' ? refusal(key, admission, {}) : undefined;
+    const admission = await this.#calls.step(() => this.#calls.limiter.reserveStored(key.id, key.limits, callId, cap, until));
+    if (admission.kind === 'refused') return refusal(key, admission, {});
+    this.#room = { callId, reserved: 'reserved' in admission ? admission.reserved : 0 };
+    return undefined;
   }
 
-  /** Counts a detached call's stored result against the key until it expires. */
+  /** Counts a detached call's stored result against the key until it expires, in place of its reservation. */
   stored(callId: string, bytes: number, expiresAt: number): void {
     if (this.key.limits.storedBytes === undefined) return;
-    this.#calls.quietly(() => this.#calls.limiter.addStored(this.key.id, callId, bytes, expiresAt));
+    const reserved = this.#room?.callId === callId ? this.#room.reserved : 0;
+    this.#room = undefined;
+    this.#calls.quietly(() => this.#calls.limiter.settleStored(this.key.id, callId, reserved, bytes, expiresAt));
   }
 
   /**
@@ -205,6 +231,10 @@ export class KeyCall {
       const estimated = this.#estimate;
       this.#calls.quietly(() => limiter.settle(id, used, estimated));
     }
+    const room = this.#room;
+    this.#room = undefined;
+    // A detached call that stored no result (refused after its reservation, unplaced, failed).
+    if (room) this.#calls.quietly(() => limiter.releaseStored(id, room.callId, room.reserved));
     const lease = this.#lease;
     this.#lease = undefined;
     if (lease !== undefined) this.#calls.quietly(() => limiter.release(id, lease));
@@ -248,7 +278,7 @@ function refusal(key: ClientKey, admission: Extract<Admission, { kind: 'refused'
   const { limits } = key;
   const what = {
     requests: `its requestsPerMinute (${limits.requestsPerMinute})`,
-    tokens: `its tokensPerMinute (${limits.tokensPerMinute}); prompts are counted at a quarter of their bytes until the engine reports usage`,
+    tokens: `its tokensPerMinute (${limits.tokensPerMinute}); a call is counted at its worst case (a quarter of its prompt's bytes plus max_tokens × n) until the engine reports its usage`,
     concurrent: `its concurrentCalls (${limits.concurrentCalls}): that many of its calls are running`,
     'stored-bytes': `its storedBytes (${limits.storedBytes}) of detached results kept; they free as results expire`,
   }[admission.limit];

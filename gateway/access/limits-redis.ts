@@ -6,7 +6,9 @@
  * {b, c, p} per window (`requests`, `tokens`) holding the fixed window's index and the current
  * and previous counts; a sorted set of concurrent-call leases scored by when each lapses; a
  * sorted set of stored results (`<bytes>:<call id>`, scored by expiry) with a byte counter, as
- * the detached-call store keeps its own bound.
+ * the detached-call store keeps its own bound; and a second such pair for the rooms reserved for
+ * results of calls still running, scored by the call's lifetime end, so a reservation a gateway
+ * never settled (it died) lapses then.
  *
  * Time is the gateway's clock, passed in whole ms, not Redis's: the windows then move with the
  * clock the specs drive, and gateways whose clocks differ by d ms see window edges d ms apart,
@@ -18,7 +20,7 @@ import { Redis } from 'ioredis';
 import { parseRedisUrl } from '../store/index.ts';
 import { STORED_BYTES_LUA } from '../store/redis-scripts.ts';
 import { decideWindow, resolveLimiterOptions } from './limits.ts';
-import type { Admission, KeyLimits, Limiter, LimiterOptions } from './limits.ts';
+import type { Admission, KeyLimits, Limiter, LimiterOptions, StoredAdmission } from './limits.ts';
 import { checksFor, show } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
@@ -105,20 +107,50 @@ put(KEYS[1], bucket, math.max(0, cur + delta), prev, w)
 return 1
 `;
 
-/** KEYS: stored set, byte counter. ARGV: now. Returns {bytes stored, the first expiry or 0}. */
-const STORED_NOW = `${STORED_BYTES_LUA}
-local used = stored_bytes(KEYS[1], KEYS[2], ARGV[1])
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {used, tonumber(first[2] or '0')}
+/**
+ * KEYS: stored set, its byte counter, reserved set, its byte counter. ARGV: now, storedBytes,
+ * cap, call id, until, ttl ms. Returns {1, bytes reserved} when admitted, {0, the first stored
+ * result's expiry or 0} when stored results and reservations already reach the limit.
+ */
+const STORED_RESERVE = `${STORED_BYTES_LUA}
+local used = stored_bytes(KEYS[1], KEYS[2], ARGV[1]) + stored_bytes(KEYS[3], KEYS[4], ARGV[1])
+local limit = tonumber(ARGV[2])
+if used >= limit then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, tonumber(first[2] or '0')}
+end
+local reserved = math.min(tonumber(ARGV[3]), limit - used)
+if redis.call('ZADD', KEYS[3], ARGV[5], string.format('%d:%s', reserved, ARGV[4])) == 1 then redis.call('INCRBY', KEYS[4], reserved) end
+for i = 3, 4 do
+  if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[6]) then redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
+end
+return {1, reserved}
 `;
 
-/** KEYS: stored set, byte counter. ARGV: now, member, bytes, expiry, ttl ms. */
-const STORED_ADD = `${STORED_BYTES_LUA}
-stored_bytes(KEYS[1], KEYS[2], ARGV[1])
-if redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2]) == 1 then redis.call('INCRBY', KEYS[2], ARGV[3]) end
-for _, key in ipairs(KEYS) do
-  if redis.call('PTTL', key) < tonumber(ARGV[5]) then redis.call('PEXPIRE', key, ARGV[5]) end
+/** Lua's `unreserve(set, counter, member, bytes)`: drops a reservation still held, once. */
+const UNRESERVE = `
+local function unreserve(set, counter, member, bytes)
+  if redis.call('ZREM', set, member) == 1 then redis.call('DECRBY', counter, bytes) end
 end
+`;
+
+/**
+ * KEYS: stored set, its byte counter, reserved set, its byte counter. ARGV: now, reservation
+ * member, reserved bytes, result member, bytes, expiry, ttl ms.
+ */
+const STORED_SETTLE = `${STORED_BYTES_LUA}${UNRESERVE}
+unreserve(KEYS[3], KEYS[4], ARGV[2], ARGV[3])
+stored_bytes(KEYS[1], KEYS[2], ARGV[1])
+if redis.call('ZADD', KEYS[1], ARGV[6], ARGV[4]) == 1 then redis.call('INCRBY', KEYS[2], ARGV[5]) end
+for i = 1, 2 do
+  if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[7]) then redis.call('PEXPIRE', KEYS[i], ARGV[7]) end
+end
+return 1
+`;
+
+/** KEYS: reserved set, its byte counter. ARGV: reservation member, reserved bytes. */
+const STORED_RELEASE = `${UNRESERVE}
+unreserve(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 return 1
 `;
 
@@ -126,8 +158,9 @@ interface LimitScripts {
   sluiceAdmitCall(requests: string, leases: string, ...args: (string | number)[]): Promise<[number, number, number]>;
   sluiceAdmitTokens(tokens: string, ...args: (string | number)[]): Promise<[number, number, number]>;
   sluiceSettle(tokens: string, ...args: (string | number)[]): Promise<number>;
-  sluiceStoredNow(set: string, counter: string, now: number): Promise<[number, number]>;
-  sluiceStoredAdd(set: string, counter: string, ...args: (string | number)[]): Promise<number>;
+  sluiceStoredReserve(stored: string, storedCounter: string, reserved: string, reservedCounter: string, ...args: (string | number)[]): Promise<[number, number]>;
+  sluiceStoredSettle(stored: string, storedCounter: string, reserved: string, reservedCounter: string, ...args: (string | number)[]): Promise<number>;
+  sluiceStoredRelease(reserved: string, reservedCounter: string, ...args: (string | number)[]): Promise<number>;
 }
 
 /** A command that hangs (a stalled Redis) fails instead; the caller decides what a failure means. */
@@ -178,8 +211,9 @@ class RedisLimiter implements Limiter {
     client.defineCommand('sluiceAdmitCall', { numberOfKeys: 2, lua: ADMIT_CALL });
     client.defineCommand('sluiceAdmitTokens', { numberOfKeys: 1, lua: ADMIT_TOKENS });
     client.defineCommand('sluiceSettle', { numberOfKeys: 1, lua: SETTLE });
-    client.defineCommand('sluiceStoredNow', { numberOfKeys: 2, lua: STORED_NOW });
-    client.defineCommand('sluiceStoredAdd', { numberOfKeys: 2, lua: STORED_ADD });
+    client.defineCommand('sluiceStoredReserve', { numberOfKeys: 4, lua: STORED_RESERVE });
+    client.defineCommand('sluiceStoredSettle', { numberOfKeys: 4, lua: STORED_SETTLE });
+    client.defineCommand('sluiceStoredRelease', { numberOfKeys: 2, lua: STORED_RELEASE });
     this.#client = client as Redis & LimitScripts;
   }
 
@@ -227,19 +261,24 @@ class RedisLimiter implements Limiter {
     await this.#client.zrem(this.#key(keyId, 'leases'), lease);
   }
 
-  async admitStored(keyId: string, limits: KeyLimits): Promise<Admission> {
+  async reserveStored(keyId: string, limits: KeyLimits, callId: string, cap: number, until: number): Promise<StoredAdmission> {
     const limit = limits.storedBytes;
-    if (limit === undefined) return ADMITTED;
+    if (limit === undefined) return NOTHING_RESERVED;
     const now = this.#now();
-    const [used, first] = await this.#client.sluiceStoredNow(this.#key(keyId, 'stored'), this.#key(keyId, 'stored-bytes'), now);
-    if (used < limit) return ADMITTED;
-    return { kind: 'refused', limit: 'stored-bytes', retryAfterMs: Math.max(this.#retryAfterMs, first - now) };
+    const ttl = Math.max(1, Math.ceil(until - now));
+    const [code, value] = await this.#client.sluiceStoredReserve(...this.#storedKeys(keyId), now, limit, Math.max(0, Math.floor(cap)), callId, Math.ceil(until), ttl);
+    if (code === 1) return { kind: 'admitted', reserved: value };
+    return { kind: 'refused', limit: 'stored-bytes', retryAfterMs: Math.max(this.#retryAfterMs, value - now) };
   }
 
-  async addStored(keyId: string, callId: string, bytes: number, expiresAt: number): Promise<void> {
+  async settleStored(keyId: string, callId: string, reserved: number, bytes: number, expiresAt: number): Promise<void> {
     const now = this.#now();
     const ttl = Math.max(1, Math.ceil(expiresAt - now));
-    await this.#client.sluiceStoredAdd(this.#key(keyId, 'stored'), this.#key(keyId, 'stored-bytes'), now, `${bytes}:${callId}`, bytes, Math.ceil(expiresAt), ttl);
+    await this.#client.sluiceStoredSettle(...this.#storedKeys(keyId), now, `${reserved}:${callId}`, reserved, `${bytes}:${callId}`, bytes, Math.ceil(expiresAt), ttl);
+  }
+
+  async releaseStored(keyId: string, callId: string, reserved: number): Promise<void> {
+    await this.#client.sluiceStoredRelease(this.#key(keyId, 'reserved'), this.#key(keyId, 'reserved-bytes'), `${reserved}:${callId}`, reserved);
   }
 
   close(): Promise<void> {
@@ -254,9 +293,15 @@ class RedisLimiter implements Limiter {
     return Math.floor(this.#clock.now());
   }
 
-  #key(keyId: string, what: 'requests' | 'tokens' | 'leases' | 'stored' | 'stored-bytes'): string {
+  /** The stored results and the reservations of a key, with their byte counters, as the scripts take them. */
+  #storedKeys(keyId: string): [string, string, string, string] {
+    return [this.#key(keyId, 'stored'), this.#key(keyId, 'stored-bytes'), this.#key(keyId, 'reserved'), this.#key(keyId, 'reserved-bytes')];
+  }
+
+  #key(keyId: string, what: 'requests' | 'tokens' | 'leases' | 'stored' | 'stored-bytes' | 'reserved' | 'reserved-bytes'): string {
     return `${this.#prefix}limits:{${keyId}}:${what}`;
   }
 }
 
 const ADMITTED: Admission = Object.freeze({ kind: 'admitted' });
+const NOTHING_RESERVED: StoredAdmission = Object.freeze({ kind: 'admitted', reserved: 0 });

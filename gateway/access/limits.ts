@@ -10,9 +10,17 @@
  * error is bounded by the previous window's count times the unevenness. Both backends compute it
  * with the same expression ({@link windowEstimate}), the Redis one inside a Lua script.
  *
- * Tokens are counted in two steps: an estimate at admission ({@link estimateTokens}: bytes/4,
- * since no tokenizer runs in the gateway), then {@link Limiter.settle} with the usage the engine
- * reported, which corrects the current window by the difference.
+ * Tokens are counted in two steps: a reservation at admission of the call's worst case (its
+ * prompt estimated by {@link estimateTokens}, bytes/4 since no tokenizer runs in the gateway,
+ * plus the most output it may produce: gateway/access/token-budget.ts), then
+ * {@link Limiter.settle} with the usage the engine reported, which corrects the current window
+ * by the difference.
+ *
+ * Stored bytes are counted the same way: a detached call reserves room for its result at
+ * admission ({@link Limiter.reserveStored}), and its end replaces the reservation by the
+ * result's real size ({@link Limiter.settleStored}) or gives it back
+ * ({@link Limiter.releaseStored}). A reservation lapses on its own at the call's lifetime end,
+ * so one a gateway never settled (it died) frees in time.
  */
 import { randomBytes } from 'node:crypto';
 import { checksFor, show, systemClock } from '../../placer/kernel/index.ts';
@@ -24,7 +32,7 @@ import type { KeyLimits } from './scopes.ts';
 export type { KeyLimits };
 
 /** The names of {@link KeyLimits}, in the order a keys file lists them in messages. */
-export const LIMIT_FIELDS = Object.freeze(['requestsPerMinute', 'tokensPerMinute', 'concurrentCalls', 'storedBytes'] as const);
+export const LIMIT_FIELDS = Object.freeze(['requestsPerMinute', 'tokensPerMinute', 'concurrentCalls', 'storedBytes', 'defaultMaxTokens'] as const);
 
 /** Which limit refused a call. */
 export type LimitName = 'requests' | 'tokens' | 'concurrent' | 'stored-bytes';
@@ -43,6 +51,9 @@ export type Admission =
   | { readonly kind: 'admitted'; readonly window?: WindowState }
   | { readonly kind: 'refused'; readonly limit: LimitName; readonly retryAfterMs: number; readonly window?: WindowState };
 
+/** {@link Limiter.reserveStored}'s answer: on admission, the bytes reserved for the call's result. */
+export type StoredAdmission = { readonly kind: 'admitted'; readonly reserved: number } | Extract<Admission, { kind: 'refused' }>;
+
 /**
  * The counters of every key. Each step is atomic in its backend: two gateways sharing Redis never
  * both take the last request of a window.
@@ -60,10 +71,21 @@ export interface Limiter {
   settle(keyId: string, actual: number, estimated: number): Promise<void>;
   /** Gives back the concurrent call held by `lease`; releasing twice is harmless. */
   release(keyId: string, lease: string): Promise<void>;
-  /** Admits a detached call while the key's stored results are below storedBytes. */
-  admitStored(keyId: string, limits: KeyLimits): Promise<Admission>;
-  /** Counts a stored result of `callId` against the key until `expiresAt` (ms since the epoch). */
-  addStored(keyId: string, callId: string, bytes: number, expiresAt: number): Promise<void>;
+  /**
+   * Reserves room for the result of detached call `callId` against storedBytes, atomically with
+   * the check: while the key's stored results and reservations hold less than its storedBytes,
+   * reserves `cap` bytes or what remains below the limit, whichever is less, until `until` (ms
+   * since the epoch: the call's lifetime end, after which an unsettled reservation lapses). A
+   * refusal reserves nothing. A key without storedBytes is admitted with nothing reserved.
+   */
+  reserveStored(keyId: string, limits: KeyLimits, callId: string, cap: number, until: number): Promise<StoredAdmission>;
+  /**
+   * Replaces the reservation of `callId` (`reserved` bytes, 0 for none) by its stored result:
+   * `bytes` counted against the key until `expiresAt` (ms since the epoch).
+   */
+  settleStored(keyId: string, callId: string, reserved: number, bytes: number, expiresAt: number): Promise<void>;
+  /** Gives back the reservation of `callId` (`reserved` bytes) of a call that stored no result; twice is harmless. */
+  releaseStored(keyId: string, callId: string, reserved: number): Promise<void>;
   /** Closes connections; idempotent. */
   close(): Promise<void>;
 }
@@ -217,6 +239,9 @@ interface KeyState {
   /** Stored results: bytes and expiry, in the order they were added. */
   stored: { bytes: number; expiresAt: number }[];
   storedBytes: number;
+  /** Rooms reserved for results of calls still running, by call id: as many as the key's detached calls in flight. */
+  reserved: Map<string, { bytes: number; until: number }>;
+  reservedBytes: number;
 }
 
 /**
@@ -278,23 +303,39 @@ class MemoryLimiter implements Limiter {
     return DONE;
   }
 
-  admitStored(keyId: string, limits: KeyLimits): Promise<Admission> {
+  reserveStored(keyId: string, limits: KeyLimits, callId: string, cap: number, until: number): Promise<StoredAdmission> {
     const limit = limits.storedBytes;
-    if (limit === undefined) return Promise.resolve(ADMITTED);
+    if (limit === undefined) return Promise.resolve(NOTHING_RESERVED);
     const state = this.#state(keyId);
     this.#prune(state);
-    if (state.storedBytes < limit) return Promise.resolve(ADMITTED);
-    const next = state.stored[0]?.expiresAt ?? this.#clock.now();
-    return Promise.resolve({ kind: 'refused', limit: 'stored-bytes', retryAfterMs: Math.max(this.#retryAfterMs, next - this.#clock.now()) });
+    const held = state.storedBytes + state.reservedBytes;
+    if (held >= limit) {
+      const now = this.#clock.now();
+      const next = state.stored[0]?.expiresAt ?? now;
+      return Promise.resolve({ kind: 'refused', limit: 'stored-bytes', retryAfterMs: Math.max(this.#retryAfterMs, next - now) });
+    }
+    const reserved = Math.min(cap, limit - held);
+    const earlier = state.reserved.get(callId);
+    if (earlier) state.reservedBytes -= earlier.bytes;
+    state.reserved.set(callId, { bytes: reserved, until });
+    state.reservedBytes += reserved;
+    return Promise.resolve({ kind: 'admitted', reserved });
   }
 
-  addStored(keyId: string, _callId: string, bytes: number, expiresAt: number): Promise<void> {
+  settleStored(keyId: string, callId: string, _reserved: number, bytes: number, expiresAt: number): Promise<void> {
     const state = this.#state(keyId);
+    this.#unreserve(state, callId);
     this.#prune(state);
     // Results share one TTL, so appending keeps the list ordered by expiry almost always; the
     // prune stops at the first live entry, which at worst keeps an expired one a little longer.
     state.stored.push({ bytes, expiresAt });
     state.storedBytes += bytes;
+    return DONE;
+  }
+
+  releaseStored(keyId: string, callId: string, _reserved: number): Promise<void> {
+    const state = this.#keys.get(keyId);
+    if (state) this.#unreserve(state, callId);
     return DONE;
   }
 
@@ -309,7 +350,7 @@ class MemoryLimiter implements Limiter {
   #state(keyId: string): KeyState {
     let state = this.#keys.get(keyId);
     if (!state) {
-      state = { requests: undefined, tokens: undefined, leases: new Set(), stored: [], storedBytes: 0 };
+      state = { requests: undefined, tokens: undefined, leases: new Set(), stored: [], storedBytes: 0, reserved: new Map(), reservedBytes: 0 };
       this.#keys.set(keyId, state);
     }
     return state;
@@ -336,8 +377,18 @@ class MemoryLimiter implements Limiter {
     let gone = 0;
     while (gone < state.stored.length && state.stored[gone]!.expiresAt <= now) state.storedBytes -= state.stored[gone++]!.bytes;
     if (gone > 0) state.stored.splice(0, gone);
+    // Reservations are few (the key's detached calls in flight), so a scan is cheap.
+    for (const [callId, reservation] of state.reserved) if (reservation.until <= now) this.#unreserve(state, callId);
+  }
+
+  #unreserve(state: KeyState, callId: string): void {
+    const reservation = state.reserved.get(callId);
+    if (!reservation) return;
+    state.reserved.delete(callId);
+    state.reservedBytes -= reservation.bytes;
   }
 }
 
 const ADMITTED: Admission = Object.freeze({ kind: 'admitted' });
+const NOTHING_RESERVED: StoredAdmission = Object.freeze({ kind: 'admitted', reserved: 0 });
 const DONE = Promise.resolve();

@@ -26,6 +26,11 @@ export interface KeyLimits {
   readonly concurrentCalls?: number;
   /** Bytes of detached results kept in the store at once. */
   readonly storedBytes?: number;
+  /**
+   * With tokensPerMinute: the max_tokens a call that names none is given (written into its
+   * body), and so the output it is reserved at. @default 4096 (token-budget.ts), at most tokensPerMinute
+   */
+  readonly defaultMaxTokens?: number;
 }
 
 /** A client key as the gateway knows it: never the key itself, which only its holder has. */

@@ -20,6 +20,7 @@ export const keys: Command = {
     { key: 'tokensPerMinute', type: 'integer', description: 'tokens per sliding minute; unlimited when not given' },
     { key: 'concurrentCalls', type: 'integer', description: 'calls running at once; unlimited when not given' },
     { key: 'storedBytes', type: 'integer', description: 'bytes of detached results kept at once; unlimited when not given' },
+    { key: 'defaultMaxTokens', type: 'integer', description: 'with --tokens-per-minute: the max_tokens given to a call that names none (and what it is reserved at)', defaultText: '4096' },
   ],
   async run({ values, positionals }) {
     if (positionals.length !== 1 || positionals[0] !== 'new') throw new SettingsError(`usage: sluice keys new --name N (got ${JSON.stringify(positionals.join(' '))})`);

@@ -41,6 +41,11 @@ class MemoryStore implements CallStore {
   readonly #keys: LRUCache<string, KeyClaim>;
   readonly #handlers = new Map<string, (id: string) => void>();
   #storedBytes = 0;
+  /** Rooms reserved for the results of live calls, by id, until the call's expiresAt (see CallStore.create). */
+  readonly #reserved = new Map<string, { bytes: number; until: number }>();
+  #reservedBytes = 0;
+  /** The earliest `until` among the reservations, so lapsed ones are looked for only once one may have. */
+  #nextLapse = Infinity;
   #closed = false;
   #nextSweep: number;
 
@@ -52,11 +57,20 @@ class MemoryStore implements CallStore {
     this.#nextSweep = config.now() + Math.min(config.resultTtl, MAX_SWEEP_INTERVAL);
   }
 
-  async create(record: CallRecord): Promise<void> {
+  async create(record: CallRecord, reserve?: number): Promise<void> {
     this.#open();
     this.#sweep();
     checkNewRecord(record);
     if (this.#alive(record.id) || this.#done(record.id)) throw duplicateCall(record.id);
+    if (reserve !== undefined && reserve > 0) {
+      this.#lapse();
+      const held = this.#storedBytes + this.#reservedBytes;
+      const { maxStoredBytes } = this.#config;
+      if (held + reserve > maxStoredBytes) throw storeFull(record.id, { bytes: reserve, storedBytes: held, maxStoredBytes });
+      this.#reserved.set(record.id, { bytes: reserve, until: record.expiresAt });
+      this.#reservedBytes += reserve;
+      this.#nextLapse = Math.min(this.#nextLapse, record.expiresAt);
+    }
     this.#live.set(record.id, cloneRecord(record));
   }
 
@@ -83,11 +97,14 @@ class MemoryStore implements CallStore {
     const record = finalRecord(live, finish);
     const bytes = RECORD_OVERHEAD_BYTES + (result?.body.length ?? 0);
     const { maxStoredBytes, now, resultTtl } = this.#config;
-    // Only a result is refused: the reason a call failed must always be recordable.
-    if (result && this.#storedBytes + bytes > maxStoredBytes) {
-      throw storeFull(id, { bytes, storedBytes: this.#storedBytes, maxStoredBytes });
+    // Only a result is refused: the reason a call failed must always be recordable. The call's
+    // own reservation is room for it.
+    const held = this.#storedBytes + this.#reservedBytes - (this.#reserved.get(id)?.bytes ?? 0);
+    if (result && held + bytes > maxStoredBytes) {
+      throw storeFull(id, { bytes, storedBytes: held, maxStoredBytes });
     }
     this.#live.delete(id);
+    this.#unreserve(id);
     this.#finished.set(id, { record, ...(result ? { result: copyResult(result) } : {}), bytes, expiresAt: now() + resultTtl });
     this.#storedBytes += bytes;
     return true;
@@ -136,7 +153,8 @@ class MemoryStore implements CallStore {
   async health(): Promise<StoreHealth> {
     if (this.#closed) return { ok: false, reason: 'the memory store is closed' };
     this.#prune();
-    return { ok: true, storedBytes: this.#storedBytes, maxStoredBytes: this.#config.maxStoredBytes };
+    this.#lapse();
+    return { ok: true, storedBytes: this.#storedBytes + this.#reservedBytes, maxStoredBytes: this.#config.maxStoredBytes };
   }
 
   async close(): Promise<void> {
@@ -146,6 +164,9 @@ class MemoryStore implements CallStore {
     this.#live.clear();
     this.#finished.clear();
     this.#storedBytes = 0;
+    this.#reserved.clear();
+    this.#reservedBytes = 0;
+    this.#nextLapse = Infinity;
     this.#keys.clear();
   }
 
@@ -161,9 +182,29 @@ class MemoryStore implements CallStore {
     const record = this.#live.get(id);
     if (record && this.#config.now() >= record.expiresAt + this.#config.resultTtl) {
       this.#live.delete(id);
+      this.#unreserve(id);
       return undefined;
     }
     return record;
+  }
+
+  /** Gives back the room reserved for a live call's result. */
+  #unreserve(id: string): void {
+    const reserved = this.#reserved.get(id);
+    if (reserved === undefined) return;
+    this.#reserved.delete(id);
+    this.#reservedBytes -= reserved.bytes;
+  }
+
+  /** Drops the reservations of calls past their expiresAt, which nobody finished. */
+  #lapse(): void {
+    const now = this.#config.now();
+    if (now < this.#nextLapse) return;
+    this.#nextLapse = Infinity;
+    for (const [id, { until }] of this.#reserved) {
+      if (until <= now) this.#unreserve(id);
+      else this.#nextLapse = Math.min(this.#nextLapse, until);
+    }
   }
 
   /** The finished call, unless its TTL has passed (then it is dropped, with all older ones). */

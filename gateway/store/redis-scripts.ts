@@ -12,7 +12,8 @@
  * The byte bound lives in Redis too, so every gateway on one Redis shares it: a sorted set of
  * the finished calls, each member `<bytes>:<id>` scored by when it expires (Redis's own clock,
  * in ms), and a counter of their bytes. The scripts that read the count first prune the members
- * whose time has passed, so bytes come back exactly when results leave, by TTL.
+ * whose time has passed, so bytes come back exactly when results leave, by TTL. A call's room
+ * for its result, reserved at create, is a member of the same set until its finish.
  */
 import type { Redis } from 'ioredis';
 
@@ -49,17 +50,34 @@ end
 ${STORED_BYTES_LUA}`;
 
 /**
- * KEYS: call. ARGV: record JSON, ttl ms, not-after (ms of Redis's clock), status (`queued` or
- * `running`). Returns 1 when created, 0 when the id is taken, -1 when the write arrived after
- * its not-after bound: its gateway has given up on it by then, and a record written now would
- * say the call is live when nobody places or runs it.
+ * KEYS: call, stored set, byte counter. ARGV: record JSON, ttl ms, not-after (ms of Redis's
+ * clock), status (`queued` or `running`), bytes to reserve (0: none), maxStoredBytes, how long
+ * the reservation holds at most (ms: the call's lifetime), its member (`<bytes>:r:<id>`).
+ * Returns {1, stored bytes} when created, {0, 0} when the id is taken, {-1, 0} when the write
+ * arrived after its not-after bound (its gateway has given up on it by then, and a record
+ * written now would say the call is live when nobody places or runs it), {-2, stored bytes}
+ * when the reservation does not fit (nothing written).
+ *
+ * A reservation is a member of the stored set like a result, scored by when it lapses, so the
+ * byte count holds it and a call nobody finishes (its gateway died) gives it back then; the call
+ * names it in its `reserved` field, for finish.
  */
 const CREATE = `${COMMON}
-if now_ms() > tonumber(ARGV[3]) then return -1 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local now = now_ms()
+if now > tonumber(ARGV[3]) then return {-1, 0} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
+local reserve = tonumber(ARGV[5])
+local used = 0
+if reserve > 0 then
+  used = stored_bytes(KEYS[2], KEYS[3], now)
+  if used + reserve > tonumber(ARGV[6]) then return {-2, used} end
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[7]), ARGV[8])
+  used = redis.call('INCRBY', KEYS[3], reserve)
+  redis.call('HSET', KEYS[1], 'reserved', ARGV[8])
+end
 redis.call('HSET', KEYS[1], 'status', ARGV[4], 'record', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
+return {1, used}
 `;
 
 /**
@@ -78,7 +96,8 @@ return 1
  * maxStoredBytes, member (`<bytes>:<id>`), bytes, then optionally result status, content type,
  * body. Returns {1, stored bytes} when the call was live (queued or running) and is now final;
  * {0, stored bytes} when it was not (nothing changed); {-1, stored bytes} when the result does
- * not fit (nothing changed). A finish without a result is never refused for space.
+ * not fit (nothing changed). A finish without a result is never refused for space. A written
+ * finish gives back the room the call reserved at create.
  */
 const FINISH = `${COMMON}
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -86,7 +105,15 @@ if status ~= 'queued' and status ~= 'running' then return {0, 0} end
 local now = now_ms()
 local used = stored_bytes(KEYS[3], KEYS[4], now)
 local bytes = tonumber(ARGV[6])
-if #ARGV > 6 and used + bytes > tonumber(ARGV[4]) then return {-1, used} end
+-- The call's own reservation, unless it lapsed, is room for its result.
+local reservation = redis.call('HGET', KEYS[1], 'reserved')
+local own = 0
+if reservation and redis.call('ZSCORE', KEYS[3], reservation) then own = tonumber(string.match(reservation, '^(%d+):')) end
+if #ARGV > 6 and used - own + bytes > tonumber(ARGV[4]) then return {-1, used - own} end
+if own > 0 then
+  redis.call('ZREM', KEYS[3], reservation)
+  redis.call('DECRBY', KEYS[4], own)
+end
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'final', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if #ARGV > 6 then
@@ -121,7 +148,7 @@ return 0
 
 /** The scripts as commands on a client (ioredis sends EVALSHA and falls back to EVAL). */
 export interface StoreScripts {
-  sluiceCreate(call: string, record: string, ttlMs: number, notAfter: number, status: string): Promise<number>;
+  sluiceCreate(call: string, stored: string, bytes: string, ...args: (string | number)[]): Promise<[number, number]>;
   sluiceStart(call: string, start: string): Promise<number>;
   sluiceFinish(call: string, result: string, stored: string, bytes: string, ...args: (string | number | Buffer)[]): Promise<[number, number]>;
   sluiceHealth(stored: string, bytes: string): Promise<[number, number]>;
@@ -131,7 +158,7 @@ export interface StoreScripts {
 
 /** Defines the store's scripts on `client` and returns it typed with them. */
 export function defineScripts(client: Redis): Redis & StoreScripts {
-  client.defineCommand('sluiceCreate', { numberOfKeys: 1, lua: CREATE });
+  client.defineCommand('sluiceCreate', { numberOfKeys: 3, lua: CREATE });
   client.defineCommand('sluiceStart', { numberOfKeys: 1, lua: START });
   client.defineCommand('sluiceFinish', { numberOfKeys: 4, lua: FINISH });
   client.defineCommand('sluiceHealth', { numberOfKeys: 2, lua: HEALTH });

@@ -90,7 +90,7 @@ class RedisStore implements CallStore {
     this.#client = defineScripts(client);
   }
 
-  async create(record: CallRecord): Promise<void> {
+  async create(record: CallRecord, reserve?: number): Promise<void> {
     checkNewRecord(record);
     // A live record outlives the call by the result TTL, so a call whose gateway died can
     // still be found and marked failed, and then vanishes like any finished call.
@@ -100,13 +100,31 @@ class RedisStore implements CallStore {
     // Date.now(), not the gateway's clock: the bound is a reading of Redis's wall clock, estimated
     // from ours plus the offset the health check measured against Redis TIME with Date.now() too.
     const notAfter = Math.floor(Date.now() + (this.#offset ?? 0) + CREATE_TIMEOUT_MS - CLOCK_MARGIN_MS);
-    const created = await this.#run(() =>
+    const bytes = reserve !== undefined && reserve > 0 ? Math.ceil(reserve) : 0;
+    // The reservation lapses with the call's lifetime, in Redis's clock, should nobody finish it.
+    const holds = Math.max(1, Math.ceil(record.expiresAt - this.#config.now()));
+    const { maxStoredBytes } = this.#config;
+    const [created, storedBytes] = await this.#run(() =>
       this.#within(
-        this.#client.sluiceCreate(this.#key('call', record.id), JSON.stringify(record), ttl, notAfter, record.status),
+        this.#client.sluiceCreate(
+          this.#key('call', record.id),
+          this.#key('stored', ''),
+          this.#key('stored-bytes', ''),
+          JSON.stringify(record),
+          ttl,
+          notAfter,
+          record.status,
+          bytes,
+          maxStoredBytes,
+          holds,
+          `${bytes}:r:${record.id}`,
+        ),
         CREATE_TIMEOUT_MS,
         `did not confirm the record of call ${record.id}`,
       ),
     );
+    if (created === -2) throw storeFull(record.id, { bytes, storedBytes, maxStoredBytes });
+    if (bytes > 0 && created === 1) this.#counted(storedBytes);
     if (created === -1) {
       throw new StoreUnavailableError(`redis store ${this.#config.redis.display} took too long to write the record of call ${record.id}; it was not written`);
     }
@@ -140,9 +158,13 @@ class RedisStore implements CallStore {
       this.#client.sluiceFinish(this.#key('call', id), this.#key('result', id), this.#key('stored', ''), this.#key('stored-bytes', ''), ...args),
     );
     if (done === -1) throw storeFull(id, { bytes, storedBytes, maxStoredBytes });
-    // Admission reads the cached count: keep it current between health checks.
-    if (done === 1 && this.#health?.value.ok) this.#health = { ...this.#health, value: { ...this.#health.value, storedBytes } };
+    if (done === 1) this.#counted(storedBytes);
     return done === 1;
+  }
+
+  /** Admission reads the cached count: keeps it current between health checks. */
+  #counted(storedBytes: number): void {
+    if (this.#health?.value.ok) this.#health = { ...this.#health, value: { ...this.#health.value, storedBytes } };
   }
 
   async getResult(id: string): Promise<StoredResult | undefined> {

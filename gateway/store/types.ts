@@ -111,8 +111,13 @@ export interface CallStore {
    * within a few seconds when the store does not answer, and a write given up on that way must
    * not land later (the Redis store bounds it by Redis's own clock), so a refused call, which
    * nothing ran, leaves no live ghost.
+   *
+   * `reserve` bytes, when given, are held against maxStoredBytes for the call's result from now
+   * until its `finish` (or, for a call nobody finishes, its `expiresAt`), atomically with the
+   * create: one that does not fit beside what is stored and reserved already is refused with
+   * StoreFullError (STORE_FULL) and nothing is written. Reservations count in `health`.
    */
-  create(record: CallRecord): Promise<void>;
+  create(record: CallRecord, reserve?: number): Promise<void>;
   /**
    * Moves a `queued` call to `running` with the runner that committed to it, atomically:
    * resolves false and changes nothing when the call is not `queued` (a cancel won the race, it
@@ -129,7 +134,8 @@ export interface CallStore {
    * Finished records and results are kept for the store's result TTL, and leave only then:
    * each counts RECORD_OVERHEAD_BYTES (options.ts) plus its body against the store's
    * maxStoredBytes, and a `result` that does not fit is refused with StoreFullError (STORE_FULL), changing
-   * nothing, rather than evicting another call's. A finish without a result is never refused
+   * nothing, rather than evicting another call's; the call's own reservation (see `create`)
+   * counts as room for it, and a finish that is written gives the reservation back. A finish without a result is never refused
    * for space, so a call can always be ended with its reason.
    */
   finish(id: string, finish: CallFinish, result?: StoredResult): Promise<boolean>;

@@ -13,8 +13,9 @@ describe('measureKeyCost', () => {
       admitTokens: (...args) => (seen.admitTokens++, memory.admitTokens(...args)),
       settle: (...args) => (seen.settle++, memory.settle(...args)),
       release: (...args) => (seen.release++, memory.release(...args)),
-      admitStored: (...args) => memory.admitStored(...args),
-      addStored: (...args) => memory.addStored(...args),
+      reserveStored: (...args) => memory.reserveStored(...args),
+      settleStored: (...args) => memory.settleStored(...args),
+      releaseStored: (...args) => memory.releaseStored(...args),
       close: () => memory.close(),
     };
     const cost = await measureKeyCost(counting, 100, 4);

@@ -69,11 +69,29 @@ describe('KeyCalls', () => {
 
   it('refuses a detached call while the key holds storedBytes of results', async () => {
     const { calls: c } = calls();
-    const call = (await c.open(key({ storedBytes: 100 }))) as KeyCall;
-    expect(await call.storedRoom()).toBeUndefined();
+    const k = key({ storedBytes: 100 });
+    const call = (await c.open(k)) as KeyCall;
+    expect(await call.storedRoom('c1', 1000, T0 + 30_000)).toBeUndefined();
     call.stored('c1', 100, T0 + 60_000);
     await flush();
-    expect(await call.storedRoom()).toMatchObject({ code: 'GW_RATE_LIMITED', headers: { 'retry-after': '60' } });
+    const next = (await c.open(k)) as KeyCall;
+    expect(await next.storedRoom('c2', 1000, T0 + 30_000)).toMatchObject({ code: 'GW_RATE_LIMITED', headers: { 'retry-after': '60' } });
+  });
+
+  it('holds a detached call\'s room until its result is stored, and gives it back when none is', async () => {
+    const { calls: c } = calls();
+    const k = key({ storedBytes: 100 });
+    const first = (await c.open(k)) as KeyCall;
+    expect(await first.storedRoom('c1', 60, T0 + 30_000)).toBeUndefined();
+    const second = (await c.open(k)) as KeyCall;
+    // 60 reserved for c1: c2 gets the 40 left, and a third call finds nothing.
+    expect(await second.storedRoom('c2', 60, T0 + 30_000)).toBeUndefined();
+    const third = (await c.open(k)) as KeyCall;
+    expect(await third.storedRoom('c3', 60, T0 + 30_000)).toMatchObject({ code: 'GW_RATE_LIMITED' });
+    // c1 stores no result: its room comes back at close.
+    first.close();
+    await flush();
+    expect(await third.storedRoom('c3', 60, T0 + 30_000)).toBeUndefined();
   });
 
   it('admits every call while the limiter fails, and says so once', async () => {
@@ -82,8 +100,9 @@ describe('KeyCalls', () => {
       admitTokens: () => Promise.reject(new Error('redis down')),
       settle: () => Promise.reject(new Error('redis down')),
       release: () => Promise.reject(new Error('redis down')),
-      admitStored: () => Promise.reject(new Error('redis down')),
-      addStored: () => Promise.reject(new Error('redis down')),
+      reserveStored: () => Promise.reject(new Error('redis down')),
+      settleStored: () => Promise.reject(new Error('redis down')),
+      releaseStored: () => Promise.reject(new Error('redis down')),
       close: () => Promise.resolve(),
     };
     const warnings: LogFields[] = [];

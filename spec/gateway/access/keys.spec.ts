@@ -43,7 +43,7 @@ describe('parseKeysFile', () => {
     ['a name', [{ hash: `sha256:${hashToken(ALICE)}` }], 'entry 0: name must be a non-empty string of at most 200 characters, got undefined'],
     ['a sha256 hash', [{ name: 'a', hash: hashToken(ALICE) }], `entry 0 ("a"): hash must be "sha256:" and 64 lower-case hex digits (sluice keys new prints one), got "${hashToken(ALICE)}"`],
     ['known fields', [entry(ALICE, { model: ['m'] })], 'entry 0 ("alice"): unknown field "model"'],
-    ['known limits', [entry(ALICE, { limits: { rpm: 5 } })], 'entry 0 ("alice"): limits.rpm is not a limit (requestsPerMinute, tokensPerMinute, concurrentCalls, storedBytes)'],
+    ['known limits', [entry(ALICE, { limits: { rpm: 5 } })], 'entry 0 ("alice"): limits.rpm is not a limit (requestsPerMinute, tokensPerMinute, concurrentCalls, storedBytes, defaultMaxTokens)'],
     ['positive integer limits', [entry(ALICE, { limits: { concurrentCalls: 0 } })], 'entry 0 ("alice"): limits.concurrentCalls must be a positive integer, got 0'],
     ['a non-empty model list', [entry(ALICE, { models: [] })], 'entry 0 ("alice"): models must be a non-empty list of at most 1000 model names, got []'],
     ['model names', [entry(ALICE, { models: ['m', ''] })], 'entry 0 ("alice"): models[1] must be a non-empty string, got ""'],

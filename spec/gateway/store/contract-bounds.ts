@@ -5,7 +5,7 @@
 import { expect, it, vi } from 'vitest';
 import { RECORD_OVERHEAD_BYTES } from '../../../gateway/store/index.ts';
 import type { CallStore, StoredResult } from '../../../gateway/store/index.ts';
-import { EXPIRY, SHORT_TTL, runningRecord, succeeded } from './call-fixtures.ts';
+import { EXPIRY, SHORT_TTL, queuedRecord, runningRecord, succeeded } from './call-fixtures.ts';
 import type { MakeStore } from './call-fixtures.ts';
 
 /** What one result of `n` body bytes counts against the bound. */
@@ -87,6 +87,43 @@ export function boundTests(fixture: MakeStore): void {
     expect(answers.filter((a) => a === true)).toHaveLength(5);
     expect(answers.filter((a) => a === 'STORE_FULL')).toHaveLength(7);
     await vi.waitFor(async () => expect(await stores[1]!.health()).toMatchObject({ storedBytes: 5 * entry(100) }), EXPIRY);
+  });
+
+  it('reserves room for a result at create: of creates in parallel only as many as fit are written, across stores', async () => {
+    const { store, peer, now } = await fixture({ maxStoredBytes: 3 * entry(1000) });
+    const stores = [store, await peer()];
+    const t = now();
+    const records = Array.from({ length: 10 }, () => queuedRecord(t, { expiresAt: t + 60_000 }));
+    const answers = await Promise.all(records.map((record, i) => stores[i % 2]!.create(record, entry(1000)).then(() => true, (error: { code?: string }) => error.code)));
+    expect(answers.filter((a) => a === true)).toHaveLength(3);
+    expect(answers.filter((a) => a === 'STORE_FULL')).toHaveLength(7);
+    // A refused create wrote nothing; the reservations count in the health check.
+    for (const [i, record] of records.entries()) if (answers[i] !== true) expect(await store.get(record.id)).toBeUndefined();
+    await vi.waitFor(async () => expect(await stores[1]!.health()).toMatchObject({ storedBytes: 3 * entry(1000) }), EXPIRY);
+  });
+
+  it('takes a result into its own call\'s reservation, and gives the rest back at finish', async () => {
+    const { store, now } = await fixture({ maxStoredBytes: 2 * entry(1000) });
+    const t = now();
+    const a = queuedRecord(t, { expiresAt: t + 60_000 });
+    const b = queuedRecord(t, { expiresAt: t + 60_000 });
+    await store.create(a, entry(1000));
+    await store.create(b, entry(1000));
+    await expect(store.create(queuedRecord(t, { expiresAt: t + 60_000 }), entry(1000))).rejects.toMatchObject({ code: 'STORE_FULL', bytes: entry(1000) });
+    // Each result fits in its own room although the bound is all reserved.
+    expect(await store.finish(a.id, succeeded(t), body(1000))).toBe(true);
+    expect(await store.finish(b.id, { status: 'failed', completedAt: t, error: { code: 'X', message: 'no result' } })).toBe(true);
+    await vi.waitFor(async () => expect(await store.health()).toMatchObject({ storedBytes: entry(1000) + entry(0) }), EXPIRY);
+    await store.create(queuedRecord(t, { expiresAt: t + 60_000 }), 1000 - RECORD_OVERHEAD_BYTES + 1000);
+  });
+
+  it('lets the reservation of a call nobody finished lapse at its expiresAt', async () => {
+    const { store, now, elapse } = await fixture({ maxStoredBytes: entry(1000) });
+    const t = now();
+    await store.create(queuedRecord(t, { expiresAt: t + SHORT_TTL }), entry(1000));
+    await expect(store.create(queuedRecord(t, { expiresAt: t + 60_000 }), entry(1000))).rejects.toMatchObject({ code: 'STORE_FULL' });
+    elapse(SHORT_TTL);
+    await vi.waitFor(() => store.create(queuedRecord(now(), { expiresAt: now() + 60_000 }), entry(1000)), EXPIRY);
   });
 
   it('answers a health check after close with ok false and a reason, without rejecting', async () => {
