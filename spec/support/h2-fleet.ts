@@ -58,8 +58,9 @@ function countingLimiter(): { limiter: Limiter; held: Set<string> } {
     ...inner,
     admitTokens: (...args) => inner.admitTokens(...args),
     settle: (...args) => inner.settle(...args),
-    admitStored: (...args) => inner.admitStored(...args),
-    addStored: (...args) => inner.addStored(...args),
+    reserveStored: (...args) => inner.reserveStored(...args),
+    settleStored: (...args) => inner.settleStored(...args),
+    releaseStored: (...args) => inner.releaseStored(...args),
     close: () => inner.close(),
     async admitCall(keyId, limits, lease) {
       const admission = await inner.admitCall(keyId, limits, lease);
