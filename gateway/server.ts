@@ -14,6 +14,7 @@ import { SluiceError } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
 import { Credentials } from './access/credentials.ts';
 import { accessGuard, unscopedRoutes } from './access/guard.ts';
+import { AuditLog } from './access/audit.ts';
 import { registerKeyRoutes } from './access/key-routes.ts';
 import { KeyRing } from './access/keys.ts';
 import { ROUTE_SCOPES } from './access/scopes.ts';
@@ -123,6 +124,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const ring = config.clientKeys === undefined ? new KeyRing({ clock: config.clock, logger: log }) : config.clientKeys instanceof KeyRing ? config.clientKeys : undefined;
   const credentials = new Credentials({
     operatorTokens: config.operatorTokens,
+    viewerTokens: config.viewerTokens,
     runnerTokens: config.runnerTokens,
     clientKeys: config.clientKeys ?? ring,
     requireKeys: config.requireKeys,
@@ -156,9 +158,11 @@ export function createGateway(options: GatewayOptions): Gateway {
   app.post('/invoke/:fn', call('invoke'));
 
   registerCallRoutes(app, detached, config.store);
-  registerRunnerRoutes(app, fleet, registry, config.clock);
-  registerKeyRoutes(app, ring);
-  registerDeploymentRoutes(app, config.deployments, serverless);
+  // Every change to drains, keys and deployments is an audit line, naming the credential.
+  const audit = new AuditLog(log, config.clock);
+  registerRunnerRoutes(app, fleet, registry, config.clock, audit);
+  registerKeyRoutes(app, ring, audit);
+  registerDeploymentRoutes(app, config.deployments, serverless, { policy: config.launchPolicy, audit });
   registerDashboardRoutes(app);
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   // The models runners serve, and the deployed ones: a call for one of those is served too,

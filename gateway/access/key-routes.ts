@@ -2,19 +2,20 @@
  * The operator API of client keys: POST /v1/keys makes one and answers its token once, GET
  * /v1/keys lists them (never a token or a digest), GET and DELETE /v1/keys/:id read and revoke
  * one. Operator scope, as every /v1/keys* route in scopes.ts: the scope check runs before these
- * handlers. Refusals are thrown and answered by the app's onError.
+ * handlers. Each create and delete is an audit line (audit.ts). Refusals are thrown and answered by the app's onError.
  */
 import type { Hono, MiddlewareHandler } from 'hono';
 import { InvalidJsonError, KeyNotFoundError, RouteNotFoundError } from '../errors.ts';
 import type { KeyRing } from './keys.ts';
 import type { GatewayEnv } from './scopes.ts';
+import type { AuditLog } from './audit.ts';
 
 /**
  * Adds the /v1/keys routes over `keys`. Without a key ring (a gateway given a `clientKeys` lookup
  * of its own in code) the routes exist, so their scope is checked as every route's, and answer
  * 404: such keys are managed where they come from.
  */
-export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefined): void {
+export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefined, audit?: AuditLog): void {
   const managed: MiddlewareHandler<GatewayEnv> = async function managed(_c, next) {
     if (!ring) throw new RouteNotFoundError("this gateway's client keys come from code (the clientKeys option), not from a key ring: /v1/keys is off");
     await next();
@@ -28,6 +29,8 @@ export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefin
       throw new InvalidJsonError(`request body is not valid JSON: ${(error as Error).message}`);
     }
     const created = await keys().create(body);
+    // The record's field names: the token is in the answer alone.
+    audit?.record(c.get('caller'), { action: 'key.create', target: created.record.id, fields: Object.keys(created.record).filter((f) => f !== 'id').sort() });
     // The token is in this answer and nowhere else: never logged, never stored.
     return c.json({ object: 'client_key', key: created.key, ...created.record }, 201, { 'cache-control': 'no-store' });
   });
@@ -40,6 +43,7 @@ export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefin
   });
   app.delete('/v1/keys/:id', managed, async (c) => {
     await keys().delete(c.req.param('id'));
+    audit?.record(c.get('caller'), { action: 'key.delete', target: c.req.param('id') });
     return c.body(null, 204);
   });
 }

@@ -106,6 +106,8 @@ export function resolveSettings(settings: readonly Setting[], argv: readonly str
       }
     }
     if (flag === '--config') configPath = value;
+    // A list flag given twice adds to itself (`--engine-binary a=x --engine-binary b=y`); others: the last wins.
+    else if (setting!.type === 'list' && fromFlags.has(setting!.key)) fromFlags.set(setting!.key, `${fromFlags.get(setting!.key)},${value}`);
     else fromFlags.set(setting!.key, value);
   }
   if (help) return { values: {}, positionals, help };

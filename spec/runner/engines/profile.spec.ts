@@ -109,7 +109,7 @@ describe('validateProfile', () => {
     [{ ...vllm, args: '--enforce-eager' }, 'profile.args must be an array of strings, got "--enforce-eager"'],
     [{ ...vllm, args: ['--max-num-seqs', 64] }, 'profile.args[1] must be a string without NUL bytes, got 64'],
     [{ ...vllm, args: ['--port', '9000'] }, 'profile.args[0] "--port" is set by the runner from profile.port; set it there instead'],
-    [{ ...vllm, args: ['--host=0.0.0.0'] }, 'profile.args[0] "--host=0.0.0.0" is set by the runner from profile.host; set it there instead'],
+    [{ ...vllm, args: ['--host=0.0.0.0'] }, 'profile.args[0] "--host" is set by the runner from profile.host; set it there instead'],
     [{ ...vllm, args: ['-tp', '2'] }, 'profile.args[0] "-tp" is set by the runner from profile.gpus; set it there instead'],
     [{ ...vllm, args: ['--tensor-parallel-size', '2'] }, 'profile.args[0] "--tensor-parallel-size" is set by the runner from profile.gpus; set it there instead'],
     [{ ...vllm, args: ['--enforce-eager', '--max-model-len'] }, 'profile.args[1] "--max-model-len" needs a value, got nothing after it'],
