@@ -27,8 +27,8 @@ export const deploymentSettings: readonly Setting[] = [
   { key: 'startBackoff', type: 'duration', description: 'wait before retrying a failed replica start; doubles each attempt', defaultText: '30s' },
   { key: 'startBackoffCap', type: 'duration', description: 'longest wait between replica start attempts', defaultText: '15m' },
   { key: 'startAttempts', type: 'integer', description: 'replica start attempts before the operation goes to the dead-letter list', defaultText: '10' },
-  { key: 'engineBinary', type: 'list', description: 'executables deployments may name as profile.binary besides each kind\'s usual entry point, kind=path, comma-separated or repeated, e.g. vllm=/opt/vllm/bin/vllm; runners check their own list too (docs/security.md)', defaultText: 'none: each kind\'s usual entry point only' },
-  { key: 'engineEnvAllow', type: 'list', description: 'environment variables deployments may set besides each kind\'s allow-list, NAME or kind=NAME, comma-separated or repeated; LD_*, BASH_ENV, NODE_OPTIONS, PYTHON*, PATH and the like are never allowed (docs/security.md)', defaultText: 'none: each kind\'s allow-list only' },
+  { key: 'engineBinary', type: 'list', repeatable: true, description: 'executables deployments may name as profile.binary besides each kind\'s usual entry point, kind=path, comma-separated or repeated, e.g. vllm=/opt/vllm/bin/vllm; runners check their own list too (docs/security.md)', defaultText: 'none: each kind\'s usual entry point only' },
+  { key: 'engineEnvAllow', type: 'list', repeatable: true, description: 'environment variables deployments may set besides each kind\'s allow-list, NAME or kind=NAME, comma-separated or repeated; LD_*, BASH_ENV, NODE_OPTIONS, PYTHON*, PATH and the like are never allowed (docs/security.md)', defaultText: 'none: each kind\'s allow-list only' },
   { key: 'leaseTtl', type: 'duration', description: 'several gateways on one Redis store: how long the reconciling gateway keeps the lease without renewing it (another takes over after)', defaultText: '15s' },
 ];
 
