@@ -46,11 +46,23 @@ export const IDLE_STATUS: DeploymentStatus = Object.freeze({
 /** What stands for an engine variable's value in answers: the value may be a credential (HF_TOKEN). */
 export const HIDDEN_ENV_VALUE = '(hidden)';
 
-/** A stored deployment in the API's shape; environment values hidden. */
-export function deploymentAnswer(stored: StoredDeployment, status: DeploymentStatus = IDLE_STATUS): Record<string, unknown> {
+/**
+ * A stored deployment in the API's shape; environment values hidden. With `hideArgValues` (an
+ * answer to a viewer, who reads without being trusted with credentials) the values among the
+ * args are hidden too, options kept by name: `--api-key`'s value is a credential.
+ */
+export function deploymentAnswer(stored: StoredDeployment, status: DeploymentStatus = IDLE_STATUS, hideArgValues = false): Record<string, unknown> {
   const { deployment: d, source, updatedAt } = stored;
   const env = Object.fromEntries(Object.keys(d.profile.env).map((name) => [name, HIDDEN_ENV_VALUE]));
-  return { object: 'deployment', id: d.model, ...d, profile: { ...d.profile, env }, source, updatedAt, status };
+  const args = hideArgValues ? d.profile.args.map(optionOnly) : d.profile.args;
+  return { object: 'deployment', id: d.model, ...d, profile: { ...d.profile, args, env }, source, updatedAt, status };
+}
+
+/** An argument with its value hidden: an option keeps its name (`--api-key=(hidden)`), a value goes. */
+function optionOnly(arg: string): string {
+  if (!arg.startsWith('-') || /^-[\d.]/.test(arg)) return HIDDEN_ENV_VALUE;
+  const eq = arg.indexOf('=');
+  return eq === -1 ? arg : `${arg.slice(0, eq)}=${HIDDEN_ENV_VALUE}`;
 }
 
 /** What the deployment routes check changes against and where they record them. */
@@ -67,13 +79,14 @@ export interface DeploymentRoutesOptions {
  */
 export function registerDeploymentRoutes(app: Hono<GatewayEnv>, store: DeploymentStore, source?: DeploymentStatusSource, options: DeploymentRoutesOptions = {}): void {
   const { policy = DEFAULT_LAUNCH_POLICY, audit } = options;
-  const answer = async (stored: StoredDeployment) => deploymentAnswer(stored, source ? await source.status(stored.deployment.model) : IDLE_STATUS);
-  app.get('/v1/deployments', async (c) => c.json({ object: 'list', data: await Promise.all((await store.list()).map(answer)) }));
+  const answer = async (stored: StoredDeployment, c: Context<GatewayEnv>) =>
+    deploymentAnswer(stored, source ? await source.status(stored.deployment.model) : IDLE_STATUS, c.get('caller')?.kind !== 'operator');
+  app.get('/v1/deployments', async (c) => c.json({ object: 'list', data: await Promise.all((await store.list()).map((stored) => answer(stored, c))) }));
   app.get('/v1/deployments/:model{.+}', async (c) => {
     const model = c.req.param('model');
     const stored = await store.get(model);
     if (!stored) throw notFound(model);
-    return c.json(await answer(stored));
+    return c.json(await answer(stored, c));
   });
   app.put('/v1/deployments/:model{.+}', async (c) => {
     const model = c.req.param('model');
@@ -96,7 +109,7 @@ export function registerDeploymentRoutes(app: Hono<GatewayEnv>, store: Deploymen
     audit?.record(c.get('caller'), { action: 'deployment.put', target: model, fields: changedFields(before?.deployment, checked.deployment) });
     source?.changed(model);
     const stored = (await store.get(model))!;
-    return c.json(await answer(stored), put.kind === 'created' ? 201 : 200);
+    return c.json(await answer(stored, c), put.kind === 'created' ? 201 : 200);
   });
   app.delete('/v1/deployments/:model{.+}', async (c) => {
     const model = c.req.param('model');

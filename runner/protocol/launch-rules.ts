@@ -5,7 +5,8 @@
  * refuse the same profiles with the same words.
  *
  * - Reserved flags: options the runner sets itself (where the engine listens, what it loads,
- *   on how many GPUs) or that would undo them (a config file). An argument is matched the way
+ *   on how many GPUs), and forbidden ones: those that would undo them (a config file) or run code
+ *   or touch files the order does not own (`--trust-remote-code`, plugins, log and save paths). An argument is matched the way
  *   the kind's own parser reads it, not by its spelling: argparse (vLLM, SGLang) takes any
  *   prefix of a long option (`--ho` is `--host`), `--opt=value`, a short option with its value
  *   attached (`-tp2`) and clustered one-letter options; clap (TGI) takes `--opt=value`, `-p8000`,
@@ -54,6 +55,8 @@ export interface KindLaunchRules {
 const LISTEN = { '--host': 'host', '--port': 'port' };
 const GPU_ENV = { CUDA_VISIBLE_DEVICES: 'gpus' };
 const CONFIG_FILE = 'a config file can set what the runner sets (host, port, model)';
+const REMOTE_CODE = "it runs Python code shipped with the model; run such a model from the runner's own --profile";
+const PLUGIN = 'it loads Python code from a path';
 /** Names the Hugging Face and PyTorch stacks read for downloads, tokenizers and collectives. */
 const HF_TORCH = [
   'HF_TOKEN', 'HUGGING_FACE_HUB_TOKEN', 'HF_HUB_OFFLINE', 'HF_HUB_ENABLE_HF_TRANSFER', 'TRANSFORMERS_OFFLINE', 'TOKENIZERS_PARALLELISM',
@@ -67,7 +70,10 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
     binary: 'vllm',
     parser: 'argparse',
     reserved: { ...LISTEN, '--uds': 'host', '--model': 'model', '--tensor-parallel-size': 'gpus', '-tp': 'gpus' },
-    forbidden: { '--config': CONFIG_FILE },
+    forbidden: {
+      '--config': CONFIG_FILE, '--trust-remote-code': REMOTE_CODE, '--tool-parser-plugin': PLUGIN, '--worker-cls': PLUGIN,
+      '--worker-extension-cls': PLUGIN,
+    },
     reservedEnv: GPU_ENV,
     envAllow: [
       ...HF_TORCH, 'VLLM_API_KEY', 'VLLM_ATTENTION_BACKEND', 'VLLM_USE_V1', 'VLLM_LOGGING_LEVEL', 'VLLM_WORKER_MULTIPROC_METHOD',
@@ -78,7 +84,7 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
     binary: 'python3',
     parser: 'argparse',
     reserved: { ...LISTEN, '--model-path': 'model', '--model': 'model', '--tp': 'gpus', '--tp-size': 'gpus', '--tensor-parallel-size': 'gpus' },
-    forbidden: { '--config': CONFIG_FILE },
+    forbidden: { '--config': CONFIG_FILE, '--trust-remote-code': REMOTE_CODE },
     reservedEnv: GPU_ENV,
     envAllow: [...HF_TORCH],
   },
@@ -86,7 +92,11 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
     binary: 'llama-server',
     parser: 'exact',
     reserved: { ...LISTEN, '-m': 'model', '--model': 'model', '-mu': 'model', '--model-url': 'model', '-hf': 'model', '-hfr': 'model', '--hf-repo': 'model' },
-    forbidden: { '--path': 'it serves the files of a directory of the runner' },
+    forbidden: {
+      '--path': 'it serves the files of a directory of the runner',
+      '--log-file': 'it writes to a file of the runner',
+      '--slot-save-path': 'it writes files to a directory of the runner',
+    },
     reservedEnv: GPU_ENV,
     envAllow: ['HF_TOKEN', 'OMP_NUM_THREADS', 'CUDA_DEVICE_ORDER', 'CUDA_LAUNCH_BLOCKING', 'GGML_CUDA_ENABLE_UNIFIED_MEMORY'],
   },
@@ -94,7 +104,7 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
     binary: 'text-generation-launcher',
     parser: 'clap',
     reserved: { '--hostname': 'host', '--port': 'port', '-p': 'port', '--model-id': 'model', '--num-shard': 'gpus' },
-    forbidden: {},
+    forbidden: { '--trust-remote-code': REMOTE_CODE },
     reservedEnv: GPU_ENV,
     envAllow: [...HF_TORCH],
   },

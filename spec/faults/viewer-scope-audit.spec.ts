@@ -57,6 +57,9 @@ describe('the viewer token', () => {
     for (const path of ['/metrics', '/v1/stats', '/v1/runners', '/v1/queue', '/v1/deployments', '/v1/deployments/m']) {
       expect((await call(url, 'GET', path, VIEWER)).status, path).toBe(200);
     }
+    // A viewer sees what was ordered by name, never a credential among the values.
+    const read = await (await fetch(`${url}/v1/deployments/m`, { headers: as(VIEWER) })).json();
+    expect(read.profile).toMatchObject({ args: ['--api-key', '(hidden)'], env: { HF_TOKEN: '(hidden)' } });
   });
 
   it('is refused with 403 on every change: PUT and DELETE of deployments, drains, keys', async () => {
