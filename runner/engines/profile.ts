@@ -157,8 +157,10 @@ function checkArgs(value: unknown, kind: ProfileKind): string[] {
   const args = value as string[];
   const rules = KIND_RULES[kind];
   if (rules.noArgs !== undefined && args.length > 0) throw check.fail(`profile.args must be empty for kind ${kind} (${rules.noArgs}), got ${show(args)}`);
-  // Reserved options in every spelling the kind's parser reads (`--ho=0.0.0.0` is `--host` to argparse).
-  const [reserved] = launchProblems({ kind, args });
+  // Reserved options in every spelling the kind's parser reads (`--ho=0.0.0.0` is `--host` to
+  // argparse). Forbidden ones are refused in orders only (validateProfile's policy): the runner's
+  // own profile is its operator's, who may trust a model's remote code.
+  const [reserved] = launchProblems({ kind, args }).filter((p) => p.rule === 'reserved');
   if (reserved !== undefined) throw check.fail(reserved.message);
   for (const [i, arg] of args.entries()) {
     const eq = arg.startsWith('-') ? arg.indexOf('=') : -1;

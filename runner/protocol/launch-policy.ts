@@ -93,6 +93,12 @@ export function resolveLaunchPolicy(options: LaunchPolicyOptions = {}): LaunchPo
 export interface LaunchProblem {
   readonly field: string;
   readonly message: string;
+  /**
+   * Which rule: `reserved`, an option the runner sets (refused in every profile); `forbidden`, an
+   * option refused in orders only (a runner's own --profile is its operator's); `binary`, `env`
+   * and `args` (arguments for a kind that takes none).
+   */
+  readonly rule: 'binary' | 'args' | 'reserved' | 'forbidden' | 'env';
 }
 
 /** The launch-relevant fields of a profile, as an order or a deployment carries them. */
@@ -114,14 +120,14 @@ export function launchProblems(profile: LaunchFields, policy: LaunchPolicy = DEF
   const { kind } = profile;
   if (!isProfileKind(kind)) return [];
   const problems: LaunchProblem[] = [];
-  const add = (field: string, message: string): void => void problems.push({ field, message: `${field} ${message}` });
+  const add = (rule: LaunchProblem['rule'], field: string, message: string): void => void problems.push({ field, message: `${field} ${message}`, rule });
   const allowed = policy.binaries[kind];
   if (typeof profile.binary === 'string' && !allowed.includes(profile.binary)) {
     const list = allowed.length === 0 ? 'none (the runner runs its own sluice)' : allowed.map((b) => JSON.stringify(b)).join(', ');
-    add('profile.binary', `${show(profile.binary)} is not an executable this node's operator allows for kind ${kind}: allowed ${list}; leave binary out for the kind's usual one, or add it with --engine-binary ${kind}=PATH`);
+    add('binary', 'profile.binary', `${show(profile.binary)} is not an executable this node's operator allows for kind ${kind}: allowed ${list}; leave binary out for the kind's usual one, or add it with --engine-binary ${kind}=PATH`);
   }
   const { noArgs } = LAUNCH_RULES[kind];
-  if (Array.isArray(profile.args) && profile.args.length > 0 && noArgs !== undefined) add('profile.args', `must be empty for kind ${kind} (${noArgs})`);
+  if (Array.isArray(profile.args) && profile.args.length > 0 && noArgs !== undefined) add('args', 'profile.args', `must be empty for kind ${kind} (${noArgs})`);
   if (Array.isArray(profile.args)) {
     profile.args.forEach((arg: unknown, i) => {
       if (typeof arg !== 'string') return;
@@ -131,18 +137,18 @@ export function launchProblems(profile: LaunchFields, policy: LaunchPolicy = DEF
       // A short option may carry its value attached (`-p8000`): only a long option's name is shown.
       const name = arg.split('=', 1)[0]!;
       const seen = hit.flag === name ? show(name) : name.startsWith('--') ? `${show(name)} (read as ${hit.flag})` : `an option read as ${hit.flag}`;
-      if (hit.field !== undefined) add(`profile.args[${i}]`, `${seen} is set by the runner from profile.${hit.field}; set it there instead`);
-      else add(`profile.args[${i}]`, `${seen} is not allowed: ${hit.why}`);
+      if (hit.field !== undefined) add('reserved', `profile.args[${i}]`, `${seen} is set by the runner from profile.${hit.field}; set it there instead`);
+      else add('forbidden', `profile.args[${i}]`, `${seen} is not allowed: ${hit.why}`);
     });
   }
   if (profile.env !== null && typeof profile.env === 'object' && !Array.isArray(profile.env)) {
     for (const name of Object.keys(profile.env)) {
       const field = `profile.env.${ENV_NAME.test(name) ? name : JSON.stringify(name)}`;
       const set = LAUNCH_RULES[kind].reservedEnv[name];
-      if (set !== undefined) add(field, `is set by the runner from profile.${set}; set it there instead`);
-      else if (isNeverEnv(name)) add(field, 'can make the engine run other code and is never allowed');
+      if (set !== undefined) add('env', field, `is set by the runner from profile.${set}; set it there instead`);
+      else if (isNeverEnv(name)) add('env', field, 'can make the engine run other code and is never allowed');
       else if (!policy.envAllow[kind].includes(name)) {
-        add(field, `is not an environment variable this node's operator allows for kind ${kind}; add it with --engine-env-allow ${kind}=${ENV_NAME.test(name) ? name : 'NAME'} (docs/security.md lists each kind's)`);
+        add('env', field, `is not an environment variable this node's operator allows for kind ${kind}; add it with --engine-env-allow ${kind}=${ENV_NAME.test(name) ? name : 'NAME'} (docs/security.md lists each kind's)`);
       }
     }
   }

@@ -58,7 +58,7 @@ describe('the viewer token', () => {
       expect((await call(url, 'GET', path, VIEWER)).status, path).toBe(200);
     }
     // A viewer sees what was ordered by name, never a credential among the values.
-    const read = await (await fetch(`${url}/v1/deployments/m`, { headers: as(VIEWER) })).json();
+    const read = (await (await fetch(`${url}/v1/deployments/m`, { headers: as(VIEWER) })).json()) as { profile: unknown };
     expect(read.profile).toMatchObject({ args: ['--api-key', '(hidden)'], env: { HF_TOKEN: '(hidden)' } });
   });
 

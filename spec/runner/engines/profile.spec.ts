@@ -222,3 +222,13 @@ describe('defaultProfileFacts', () => {
     );
   });
 });
+
+describe('validateProfile: forbidden options', () => {
+  it("takes --trust-remote-code in the runner's own profile, and refuses it in an order (with a policy)", async () => {
+    const { DEFAULT_LAUNCH_POLICY } = await import('../../../runner/protocol.ts');
+    const own = { kind: 'vllm', model: 'org/m', port: 8000, args: ['--trust-remote-code'] };
+    const facts = { gpuIndices: [], findBinary: async (name: string) => `/usr/bin/${name}`, portFree: async () => true };
+    await expect(validateProfile(own, facts)).resolves.toMatchObject({ args: ['--trust-remote-code'] });
+    await expect(validateProfile(own, facts, DEFAULT_LAUNCH_POLICY)).rejects.toThrow('profile.args[0] "--trust-remote-code" is not allowed');
+  });
+});

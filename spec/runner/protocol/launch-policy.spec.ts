@@ -95,3 +95,14 @@ describe('resolveLaunchPolicy', () => {
     expect(resolved.kind === 'invalid' && resolved.problem).toContain(message);
   });
 });
+
+describe('forbidden options', () => {
+  it('refuses code-running options in orders, and says which rule', () => {
+    const problems = launchProblems({ kind: 'vllm', args: ['--trust-remote', '--tool-parser-plugin=/tmp/p.py'] });
+    expect(problems.map((p) => [p.field, p.rule])).toEqual([
+      ['profile.args[0]', 'forbidden'],
+      ['profile.args[1]', 'forbidden'],
+    ]);
+    expect(launchProblems({ kind: 'llamacpp', args: ['--log-file', 'x'] })[0]!.message).toContain('it writes to a file of the runner');
+  });
+});
