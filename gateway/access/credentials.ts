@@ -106,7 +106,7 @@ export class Credentials {
       if (scope === 'client') return { kind: 'client', key };
       throw wrongScope(scope, 'a client key');
     }
-    // One hash for both lists.
+    // One hash for every list.
     const given = secretDigest(token);
     const operator = this.#operators.matchDigest(given);
     if (operator !== undefined) {
