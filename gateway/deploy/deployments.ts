@@ -218,7 +218,7 @@ function checkProfile(value: unknown, model: string, fail: (m: string) => void, 
     }
   }
   // What the runners will refuse to launch, refused here first: the same rules, from the wire.
-  if (known) for (const problem of launchProblems({ kind, binary: p.binary, args, env }, policy)) bad(problem.message);
+  if (known) for (const problem of launchProblems({ kind, model: engineModel, binary: p.binary, args, env }, policy)) bad(problem.message);
   if (!ok) return undefined;
   return Object.freeze({
     kind,

@@ -84,7 +84,7 @@ export async function validateProfile(profile: unknown, facts: ProfileFacts, pol
   const host = p.host ?? '127.0.0.1';
   if (typeof host !== 'string' || host === '') throw check.fail(`profile.host must be a non-empty string, got ${show(host)}`);
   const gpus = checkGpus(p.gpus, kind as ProfileKind, facts.gpuIndices);
-  const args = checkArgs(p.args, kind as ProfileKind);
+  const args = checkArgs(p.args, kind as ProfileKind, p.model);
   const env = checkEnv(p.env, rules.env);
   if (policy !== undefined) {
     const [problem] = launchProblems({ kind, binary: p.binary, args, env }, policy);
@@ -147,7 +147,7 @@ function checkGpus(value: unknown, kind: ProfileKind, onNode: readonly number[])
   return [...value] as number[];
 }
 
-function checkArgs(value: unknown, kind: ProfileKind): string[] {
+function checkArgs(value: unknown, kind: ProfileKind, model: string): string[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw check.fail(`profile.args must be an array of strings, got ${show(value)}`);
   for (const [i, arg] of value.entries()) {
@@ -160,7 +160,7 @@ function checkArgs(value: unknown, kind: ProfileKind): string[] {
   // Reserved options in every spelling the kind's parser reads (`--ho=0.0.0.0` is `--host` to
   // argparse). Forbidden ones are refused in orders only (validateProfile's policy): the runner's
   // own profile is its operator's, who may trust a model's remote code.
-  const [reserved] = launchProblems({ kind, args }).filter((p) => p.rule === 'reserved');
+  const [reserved] = launchProblems({ kind, model, args }).filter((p) => p.rule === 'reserved' || p.rule === 'model');
   if (reserved !== undefined) throw check.fail(reserved.message);
   for (const [i, arg] of args.entries()) {
     const eq = arg.startsWith('-') ? arg.indexOf('=') : -1;

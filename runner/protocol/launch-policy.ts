@@ -98,12 +98,13 @@ export interface LaunchProblem {
    * option refused in orders only (a runner's own --profile is its operator's); `binary`, `env`
    * and `args` (arguments for a kind that takes none).
    */
-  readonly rule: 'binary' | 'args' | 'reserved' | 'forbidden' | 'env';
+  readonly rule: 'binary' | 'model' | 'args' | 'reserved' | 'forbidden' | 'env';
 }
 
 /** The launch-relevant fields of a profile, as an order or a deployment carries them. */
 export interface LaunchFields {
   readonly kind: string;
+  readonly model?: unknown;
   readonly binary?: unknown;
   readonly args?: unknown;
   readonly env?: unknown;
@@ -126,6 +127,9 @@ export function launchProblems(profile: LaunchFields, policy: LaunchPolicy = DEF
     const list = allowed.length === 0 ? 'none (the runner runs its own sluice)' : allowed.map((b) => JSON.stringify(b)).join(', ');
     add('binary', 'profile.binary', `${show(profile.binary)} is not an executable this node's operator allows for kind ${kind}: allowed ${list}; leave binary out for the kind's usual one, or add it with --engine-binary ${kind}=PATH`);
   }
+  // vLLM takes the model as a positional argument: one starting with `-` would be read as an
+  // option (`--trust-remote-code`), and no engine names a model so.
+  if (typeof profile.model === 'string' && profile.model.startsWith('-')) add('model', 'profile.model', 'must not start with "-": the engine would read it as an option');
   const { noArgs } = LAUNCH_RULES[kind];
   if (Array.isArray(profile.args) && profile.args.length > 0 && noArgs !== undefined) add('args', 'profile.args', `must be empty for kind ${kind} (${noArgs})`);
   if (Array.isArray(profile.args)) {

@@ -29,6 +29,9 @@ const HOSTILE: ReadonlyArray<{ name: string; profile: Partial<OrderedProfile> & 
   { name: 'argparse abbreviations of --host and --port', profile: { kind: 'vllm', args: ['--ho=0.0.0.0', '--po', '8000'] }, fields: ['profile.args[0]', 'profile.args[1]'] },
   { name: 'LD_PRELOAD', profile: { kind: 'llamacpp', env: { LD_PRELOAD: '/tmp/evil.so' } }, fields: ['profile.env.LD_PRELOAD'] },
   { name: "TGI's -p with its value attached", profile: { kind: 'tgi', args: ['-p8000'] }, fields: ['profile.args[0]'] },
+  { name: '--trust-remote-code with a model from anywhere', profile: { kind: 'vllm', args: ['--trust-remote-code'] }, fields: ['profile.args[0]'] },
+  // vLLM takes the model as a positional argument: a model that is an option, its model in args.
+  { name: 'an option smuggled in as the model', profile: { kind: 'vllm', model: '--trust-remote-code', args: ['attacker/evil-model'] }, fields: ['profile.model'] },
 ];
 
 const VALUES = [BASH_ENV_VALUE, NODE_OPTIONS_VALUE, '0.0.0.0', '/tmp/evil.so'];
