@@ -23,7 +23,8 @@ import { GatewayConfigError } from './errors.ts';
 import { PRIORITIES, isPriority } from './wait-queue.ts';
 import type { Priority } from './wait-queue.ts';
 import type { GatewayPool } from './pool.ts';
-import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../runner/protocol.ts';
+import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol.ts';
+import type { LaunchPolicy } from '../runner/protocol.ts';
 import { newToken } from './access/credentials.ts';
 import type { ClientKeys } from './access/scopes.ts';
 import { MemoryDeploymentStore } from './deploy/store.ts';
@@ -186,6 +187,24 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    * only its user can read.
    */
   operatorTokens?: readonly string[];
+  /**
+   * Tokens of the viewer scope: read-only operator routes (/metrics, /v1/stats, GET of runners,
+   * deployments and the queue), what Prometheus and the dashboard need; never a change. Without
+   * any, the gateway makes one at start-up ({@link GatewayConfig.viewerTokenGenerated}), kept
+   * beside the operator's.
+   */
+  viewerTokens?: readonly string[];
+  /**
+   * Executables deployments may name as `profile.binary` besides each kind's usual entry point,
+   * as `kind=path`; the runners check their own list too (docs/security.md, "Launch policy").
+   * @default none
+   */
+  engineBinaries?: readonly string[];
+  /**
+   * Environment variables deployments may set besides each kind's allow-list, as `NAME` or
+   * `kind=NAME`; the runners check their own list too. @default none
+   */
+  engineEnvAllow?: readonly string[];
   /** Client keys: the key ring (gateway/access/keys.ts) or a lookup of your own. */
   clientKeys?: ClientKeys;
   /**
@@ -301,6 +320,12 @@ export interface GatewayConfig {
   readonly operatorTokens: readonly string[];
   /** True when the gateway made its operator token itself (none was given). */
   readonly operatorTokenGenerated: boolean;
+  /** At least one; the first is the one made at start-up when none was given. */
+  readonly viewerTokens: readonly string[];
+  /** True when the gateway made its viewer token itself (none was given). */
+  readonly viewerTokenGenerated: boolean;
+  /** What deployments may launch: engineBinaries and engineEnvAllow over the kinds' defaults. */
+  readonly launchPolicy: LaunchPolicy;
   readonly clientKeys: ClientKeys | undefined;
   /** Client calls need a key: fixed at start-up, whatever the keys become. */
   readonly requireKeys: boolean;
@@ -434,6 +459,17 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   if (clientKeys !== undefined && typeof clientKeys.lookup !== 'function') throw check.fail('clientKeys must have a lookup(token) method');
   const operatorTokenGenerated = givenOperatorTokens.length === 0;
   const operatorTokens = Object.freeze(operatorTokenGenerated ? [newToken('sluice-op-')] : [...givenOperatorTokens]);
+  const { viewerTokens: givenViewerTokens = [] } = options;
+  if (!Array.isArray(givenViewerTokens)) throw check.fail('viewerTokens must be a list of tokens');
+  givenViewerTokens.forEach((token, i) => {
+    check.runnerToken(`viewerTokens[${i}]`, token);
+    // One token in both lists would make a viewer an operator: refused, naming neither token.
+    if (operatorTokens.includes(token)) throw check.fail(`viewerTokens[${i}] is also an operator token; a viewer token must be its own`);
+  });
+  const viewerTokenGenerated = givenViewerTokens.length === 0;
+  const viewerTokens = Object.freeze(viewerTokenGenerated ? [newToken('sluice-view-')] : [...givenViewerTokens]);
+  const launch = resolveLaunchPolicy({ binaries: options.engineBinaries, envAllow: options.engineEnvAllow });
+  if (launch.kind === 'invalid') throw check.fail(launch.problem);
   try {
     compileNetworks(runnerNetworks, 'runnerNetworks');
   } catch (error) {
@@ -489,6 +525,9 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     callbacks,
     operatorTokens,
     operatorTokenGenerated,
+    viewerTokens,
+    viewerTokenGenerated,
+    launchPolicy: launch.policy,
     clientKeys,
     requireKeys: options.requireKeys === undefined ? clientKeys !== undefined : checked.requireKeys,
     deployments,

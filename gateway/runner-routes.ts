@@ -8,6 +8,7 @@ import type { Context, Hono } from 'hono';
 import type { Clock } from '../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../runner/protocol.ts';
 import type { Capacity, HostedEngine } from '../runner/protocol.ts';
+import type { AuditLog } from './access/audit.ts';
 import type { GatewayEnv } from './access/scopes.ts';
 import { BodyTooLargeError, InvalidDrainError, InvalidJsonError, RunnerNotFoundError } from './errors.ts';
 import type { FleetPool } from './pool.ts';
@@ -69,7 +70,7 @@ function runnerView(runner: RunnerEntry, now: number, capacity: Capacity | undef
 }
 
 /** Adds the registration, heartbeat, list and drain routes. */
-export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, registry: RunnerRegistry, clock: Clock): void {
+export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, registry: RunnerRegistry, clock: Clock, audit?: AuditLog): void {
   const body = async (c: Context<GatewayEnv>): Promise<unknown> => {
     const text = await boundedText(c.req.raw, MAX_RUNNER_BODY_BYTES);
     try {
@@ -96,11 +97,14 @@ export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, reg
     if (!Number.isSafeInteger(interval) || interval < 0 || interval > 600_000) {
       throw new InvalidDrainError(`interval must be 0 to 600000 ms, got ${JSON.stringify(raw)}`);
     }
-    return c.json({ runners: registry.drainAll(interval), intervalMs: interval }, 202);
+    const runners = registry.drainAll(interval);
+    audit?.record(c.get('caller'), { action: 'runners.drain', target: '*', fields: ['interval'] });
+    return c.json({ runners, intervalMs: interval }, 202);
   });
   app.post('/v1/runners/:id/drain', (c) => {
     const id = c.req.param('id');
     if (!registry.requestDrain(id)) throw unknownRunner(id);
+    audit?.record(c.get('caller'), { action: 'runner.drain', target: id });
     const runner = pool.get(id)!;
     return c.json(runnerView(runner, clock.now(), registry.capacity(runner), registry.hosted(runner)), 202);
   });

@@ -15,6 +15,7 @@ import { VERSION } from '../runner/version.ts';
 import { Credentials } from './access/credentials.ts';
 import { accessGuard, unscopedRoutes } from './access/guard.ts';
 import { ClientKeysWatch } from './access/key-health.ts';
+import { AuditLog } from './access/audit.ts';
 import { registerKeyRoutes } from './access/key-routes.ts';
 import { KeyRing } from './access/keys.ts';
 import { keyOf, modelRefusal, visibleModels } from './access/model-access.ts';
@@ -127,7 +128,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   // Open or keyed is settled here, from settings, for the gateway's life: see credentials.ts.
   const clients = config.requireKeys ? 'keys' : 'open';
   const clientKeys = config.clientKeys ?? ring;
-  const credentials = new Credentials({ operatorTokens: config.operatorTokens, runnerTokens: config.runnerTokens, clientKeys, clients });
+  const credentials = new Credentials({ operatorTokens: config.operatorTokens, viewerTokens: config.viewerTokens, runnerTokens: config.runnerTokens, clientKeys, clients });
   const keysWatch = new ClientKeysWatch({ clients, keys: clientKeys, logger: log });
   const app = new Hono<Env>();
   const newId = () => uuidv7(config.clock.now());
@@ -147,9 +148,11 @@ export function createGateway(options: GatewayOptions): Gateway {
   app.post('/invoke/:fn', call('invoke'));
 
   registerCallRoutes(app, detached, config.store);
-  registerRunnerRoutes(app, fleet, registry, config.clock);
-  registerKeyRoutes(app, ring, { openToClients: credentials.openToClients });
-  registerDeploymentRoutes(app, config.deployments, serverless);
+  // Every change to drains, keys and deployments is an audit line, naming the credential.
+  const audit = new AuditLog(log, config.clock);
+  registerRunnerRoutes(app, fleet, registry, config.clock, audit);
+  registerKeyRoutes(app, ring, { openToClients: credentials.openToClients, audit });
+  registerDeploymentRoutes(app, config.deployments, serverless, { policy: config.launchPolicy, audit });
   registerDashboardRoutes(app);
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   // The models runners serve, and the deployed ones: a call for one of those is served too,

@@ -25,8 +25,8 @@ import type { ProfileKind } from './engines/argv.ts';
 import type { EngineStateChange } from './engines/supervisor.ts';
 import { ProfileError } from './engines/errors.ts';
 import type { GpuInventory } from './inventory.ts';
-import { REGISTRATION_LIMITS } from './protocol.ts';
-import type { EngineOrder, HostedEngine, HostedState, OrderedProfile } from './protocol.ts';
+import { DEFAULT_LAUNCH_POLICY, REGISTRATION_LIMITS } from './protocol.ts';
+import type { EngineOrder, HostedEngine, HostedState, LaunchPolicy, OrderedProfile } from './protocol.ts';
 import { callsFinished } from './slots.ts';
 import type { Slots } from './slots.ts';
 
@@ -42,6 +42,12 @@ export interface HostingOptions {
   inventory(): GpuInventory;
   /** The node facts profiles are validated against (PATH, GPUs, ports). */
   facts(): ProfileFacts;
+  /**
+   * What this node's operator lets orders launch (`--engine-binary`, `--engine-env-allow`): an
+   * order outside it fails before anything runs, whatever gateway sent it.
+   * @default DEFAULT_LAUNCH_POLICY: each kind's usual entry point and environment allow-list
+   */
+  policy?: LaunchPolicy;
   /** Called on every change of the hosted engine's report: the runner beats its gateways at once. */
   changed(): void;
   logger: Logger;
@@ -174,7 +180,7 @@ export class Hosting {
     let profile: EngineProfile;
     try {
       profile = await this.#profileOf(order.profile);
-      const valid = await validateProfile(profile, this.#options.facts());
+      const valid = await validateProfile(profile, this.#options.facts(), this.#options.policy ?? DEFAULT_LAUNCH_POLICY);
       await engine.launch(valid, { restart: false, onState: (change) => this.#engineChanged(order, valid.startTimeout, change) });
     } catch (error) {
       // A profile this node refuses, or a command that cannot be built: nothing was launched.

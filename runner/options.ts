@@ -13,7 +13,8 @@ import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
 import { parseLabels } from './capacity.ts';
 import { RunnerConfigError } from './errors.ts';
-import { CALL_SECRET_RULE, REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE, isCallSecret } from './protocol.ts';
+import { CALL_SECRET_RULE, REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE, isCallSecret, resolveLaunchPolicy } from './protocol.ts';
+import type { LaunchPolicy } from './protocol.ts';
 
 /**
  * How a runner is set up: give `engine` (an engine already running), `profile` (launch one), or
@@ -173,6 +174,20 @@ export interface RunnerOptions {
    * @default none
    */
   labels?: Readonly<Record<string, string>> | readonly string[];
+  /**
+   * Executables engine orders may name besides each kind's usual entry point, as `kind=path`
+   * (`vllm=/opt/vllm/bin/vllm`; an absolute path or a bare name searched on PATH). An order
+   * naming any other binary is refused before launch (docs/security.md, "Launch policy").
+   * @default none: each kind's usual entry point only
+   */
+  engineBinaries?: readonly string[];
+  /**
+   * Environment variables engine orders may set besides each kind's allow-list, as `NAME` (every
+   * kind) or `kind=NAME`. Names a loader, shell or interpreter runs code from (`LD_*`,
+   * `BASH_ENV`, `NODE_OPTIONS`, `PYTHON*`, `PATH`…) are refused here and in every order.
+   * @default none: each kind's allow-list only
+   */
+  engineEnvAllow?: readonly string[];
   /** @default a logger that drops everything */
   logger?: Logger;
 }
@@ -222,6 +237,8 @@ export interface RunnerConfig {
   readonly tls: Readonly<RunnerTls> | undefined;
   /** The runner's labels, checked and frozen; empty when none were given. */
   readonly labels: Readonly<Record<string, string>>;
+  /** What engine orders may launch here: {@link RunnerOptions.engineBinaries} and {@link RunnerOptions.engineEnvAllow} over the kinds' defaults. */
+  readonly launchPolicy: LaunchPolicy;
   readonly logger: Logger;
 }
 
@@ -315,6 +332,8 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   if (engineApiKey !== undefined && (typeof engineApiKey !== 'string' || !/^[\x21-\x7e]{1,4096}$/.test(engineApiKey))) {
     throw new RunnerConfigError('engineApiKey must be 1 to 4096 printable ASCII characters without spaces (not shown)');
   }
+  const launch = resolveLaunchPolicy({ binaries: options.engineBinaries, envAllow: options.engineEnvAllow });
+  if (launch.kind === 'invalid') throw new RunnerConfigError(launch.problem);
   let advertiseUrl: string | undefined;
   if (options.advertiseUrl !== undefined) {
     const url = parseHttpUrl('advertiseUrl', options.advertiseUrl);
@@ -338,6 +357,7 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     callSecrets: callSecretsOf(options.callSecret),
     tls: tlsOf(options.tls),
     labels: parseLabels(options.labels),
+    launchPolicy: launch.policy,
   });
 }
 

@@ -103,6 +103,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         drainTimeout: config.drainTimeout,
         inventory: () => gpus,
         facts: () => environment.profileFacts ?? defaultProfileFacts(gpus),
+        policy: config.launchPolicy,
         changed: () => {
           for (const r of registrations) r.beatNow();
         },

@@ -11,7 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { ForbiddenError, KeysUnavailableError, RegistrationDisabledError, UnauthorizedError } from '../errors.ts';
-import { ANONYMOUS, OPERATOR } from './scopes.ts';
+import { ANONYMOUS } from './scopes.ts';
 import { SecretList, secretDigest } from './secrets.ts';
 import type { Caller, ClientKeys, RouteScope, Scope } from './scopes.ts';
 
@@ -25,6 +25,8 @@ export type ClientAccess = 'open' | 'keys';
 export interface CredentialsOptions {
   /** Tokens of the operator scope; at least one. */
   readonly operatorTokens: readonly string[];
+  /** Tokens of the viewer scope (read-only operator routes); absent, none. */
+  readonly viewerTokens?: readonly string[];
   /** Tokens runners register with; none turns registration off. */
   readonly runnerTokens: readonly string[];
   /** Client keys; absent, none. */
@@ -36,6 +38,15 @@ export interface CredentialsOptions {
 /** A fresh operator or runner token: 32 random bytes, base64url, with a prefix saying what it is. */
 export function newToken(prefix: string): string {
   return `${prefix}${randomBytes(32).toString('base64url')}`;
+}
+
+/**
+ * The id an operator or viewer token is named by in logs and audit lines: its kind and the first
+ * 12 hex digits of its SHA-256 (`operator:3f9a…`), as client key ids are made. Never the token;
+ * an operator finds which token it is with `printf %s "$TOKEN" | sha256sum | cut -c1-12`.
+ */
+export function credentialId(kind: 'operator' | 'viewer', token: string): string {
+  return `${kind}:${secretDigest(token).toString('hex').slice(0, 12)}`;
 }
 
 /** The token of an `Authorization: Bearer <token>` header (the scheme in any case), or undefined. */
@@ -50,6 +61,10 @@ export function bearerToken(header: string | undefined): string | undefined {
 /** What the gateway accepts, and the scope check of every route. */
 export class Credentials {
   readonly #operators: SecretList;
+  readonly #viewers: SecretList;
+  /** The callers each operator and viewer token makes, by position, with their credential ids. */
+  readonly #operatorCallers: readonly Caller[];
+  readonly #viewerCallers: readonly Caller[];
   #runners: SecretList;
   readonly #keys: ClientKeys | undefined;
   readonly #clients: ClientAccess;
@@ -57,6 +72,9 @@ export class Credentials {
   constructor(options: CredentialsOptions) {
     if (options.operatorTokens.length === 0) throw new Error('at least one operator token is needed');
     this.#operators = new SecretList(options.operatorTokens);
+    this.#viewers = new SecretList(options.viewerTokens ?? []);
+    this.#operatorCallers = options.operatorTokens.map((t) => Object.freeze({ kind: 'operator', id: credentialId('operator', t) }));
+    this.#viewerCallers = (options.viewerTokens ?? []).map((t) => Object.freeze({ kind: 'viewer', id: credentialId('viewer', t) }));
     this.#runners = new SecretList(options.runnerTokens);
     this.#keys = options.clientKeys;
     if (options.clients !== 'open' && options.clients !== 'keys') throw new Error(`clients must be 'open' or 'keys', got ${String(options.clients)}`);
@@ -100,11 +118,18 @@ export class Credentials {
       if (scope === 'client') return { kind: 'client', key };
       throw wrongScope(scope, 'a client key');
     }
-    // One hash for both lists.
+    // One hash for every list.
     const given = secretDigest(token);
-    if (this.#operators.matchDigest(given) !== undefined) {
-      if (scope === 'operator' || route.operatorToo) return OPERATOR;
+    const operator = this.#operators.matchDigest(given);
+    if (operator !== undefined) {
+      // What a viewer may read, an operator may read too.
+      if (scope === 'operator' || scope === 'viewer' || route.operatorToo) return this.#operatorCallers[operator]!;
       throw wrongScope(scope, 'an operator token');
+    }
+    const viewer = this.#viewers.matchDigest(given);
+    if (viewer !== undefined) {
+      if (scope === 'viewer') return this.#viewerCallers[viewer]!;
+      throw wrongScope(scope, 'a viewer token');
     }
     const runner = this.#runners.matchDigest(given);
     if (runner !== undefined) {
@@ -126,6 +151,7 @@ function describe(scope: Exclude<Scope, 'public'>): string {
 }
 
 function credentialOf(scope: Exclude<Scope, 'public'>): string {
+  if (scope === 'viewer') return 'the viewer token or the operator token';
   return scope === 'client' ? 'a client key' : scope === 'operator' ? 'the operator token' : 'a runner token';
 }
 

@@ -2,12 +2,13 @@
  * The operator API of client keys: POST /v1/keys makes one and answers its token once, GET
  * /v1/keys lists them (never a token or a digest), GET and DELETE /v1/keys/:id read and revoke
  * one. Operator scope, as every /v1/keys* route in scopes.ts: the scope check runs before these
- * handlers. Refusals are thrown and answered by the app's onError.
+ * handlers. Each create and delete is an audit line (audit.ts). Refusals are thrown and answered by the app's onError.
  */
 import type { Hono, MiddlewareHandler } from 'hono';
 import { ClientsOpenError, InvalidJsonError, KeyNotFoundError, RouteNotFoundError } from '../errors.ts';
 import type { KeyRing } from './keys.ts';
 import type { GatewayEnv } from './scopes.ts';
+import type { AuditLog } from './audit.ts';
 
 /** Options of {@link registerKeyRoutes}. */
 export interface KeyRoutesOptions {
@@ -17,6 +18,8 @@ export interface KeyRoutesOptions {
    * @default false
    */
   readonly openToClients?: boolean;
+  /** Where each create and delete is written as an audit line. @default none */
+  readonly audit?: AuditLog;
 }
 
 /**
@@ -25,7 +28,7 @@ export interface KeyRoutesOptions {
  * 404: such keys are managed where they come from.
  */
 export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefined, options: KeyRoutesOptions = {}): void {
-  const { openToClients = false } = options;
+  const { openToClients = false, audit } = options;
   const managed: MiddlewareHandler<GatewayEnv> = async function managed(_c, next) {
     if (!ring) throw new RouteNotFoundError("this gateway's client keys come from code (the clientKeys option), not from a key ring: /v1/keys is off");
     await next();
@@ -42,6 +45,8 @@ export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefin
       throw new InvalidJsonError(`request body is not valid JSON: ${(error as Error).message}`);
     }
     const created = await keys().create(body);
+    // The record's field names: the token is in the answer alone.
+    audit?.record(c.get('caller'), { action: 'key.create', target: created.record.id, fields: Object.keys(created.record).filter((f) => f !== 'id').sort() });
     // The token is in this answer and nowhere else: never logged, never stored.
     return c.json({ object: 'client_key', key: created.key, ...created.record }, 201, { 'cache-control': 'no-store' });
   });
@@ -54,6 +59,7 @@ export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefin
   });
   app.delete('/v1/keys/:id', managed, async (c) => {
     await keys().delete(c.req.param('id'));
+    audit?.record(c.get('caller'), { action: 'key.delete', target: c.req.param('id') });
     return c.body(null, 204);
   });
 }

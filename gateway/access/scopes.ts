@@ -6,7 +6,10 @@
  * - `public`: anyone (health probes, the dashboard's page, which holds no data).
  * - `client`: inference calls and the caller's own detached calls, with a client key, or with
  *   nothing on a gateway started open to clients (no keys file, no key source, keys not required).
- * - `operator`: fleet control, the runner list, the queue, metrics and stats, keys, deployments.
+ * - `viewer`: what can be read without changing anything (metrics and stats, the runner list,
+ *   the queue, deployments), with the viewer token or the operator token. Prometheus and the
+ *   dashboard need only this.
+ * - `operator`: every change (drains, keys, deployments) and the key list, with the operator token.
  * - `runner`: registration and heartbeats, with a runner token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -14,7 +17,7 @@ import { REGISTER_PATH } from '../../runner/protocol.ts';
 import { OPENAI_CALL_ROUTES } from '../call.ts';
 
 /** The kinds of caller a route may be meant for. */
-export type Scope = 'public' | 'client' | 'operator' | 'runner';
+export type Scope = 'public' | 'client' | 'viewer' | 'operator' | 'runner';
 
 /** Per-key limits; each absent limit is no limit. */
 export interface KeyLimits {
@@ -64,20 +67,21 @@ export interface ClientKeys {
  * Who is calling, as the credential on the request says.
  * - `anonymous`: no credential (a public route, or a client route while the gateway is open).
  * - `client`: a client key.
- * - `operator`: an operator token.
+ * - `operator`: an operator token; `id` names which (gateway/access/credentials.ts,
+ *   `credentialId`), for audit lines, and is never the token.
+ * - `viewer`: a viewer token, with its `id` likewise.
  * - `runner`: a runner token; `token` is which of the configured runner tokens it is (they are a
  *   list so that a token can be rotated without downtime), so a runner id stays bound to one.
  */
 export type Caller =
   | { readonly kind: 'anonymous' }
   | { readonly kind: 'client'; readonly key: ClientKey }
-  | { readonly kind: 'operator' }
+  | { readonly kind: 'operator'; readonly id: string }
+  | { readonly kind: 'viewer'; readonly id: string }
   | { readonly kind: 'runner'; readonly token: number };
 
 /** The one anonymous caller. */
 export const ANONYMOUS: Caller = Object.freeze({ kind: 'anonymous' });
-/** The one operator caller. */
-export const OPERATOR: Caller = Object.freeze({ kind: 'operator' });
 
 /** One route of the gateway and who may call it. */
 export interface RouteScope {
@@ -104,23 +108,23 @@ export const ROUTE_SCOPES: readonly RouteScope[] = [
   { method: 'POST', path: REGISTER_PATH, scope: 'runner' },
   { method: 'POST', path: '/v1/runners/:id/heartbeat', scope: 'runner' },
   { method: 'DELETE', path: '/v1/runners/:id', scope: 'runner' },
-  { method: 'GET', path: '/v1/runners', scope: 'operator' },
+  { method: 'GET', path: '/v1/runners', scope: 'viewer' },
   { method: 'POST', path: '/v1/runners/drain', scope: 'operator' },
   { method: 'POST', path: '/v1/runners/:id/drain', scope: 'operator' },
-  { method: 'GET', path: '/v1/queue', scope: 'operator' },
-  { method: 'GET', path: '/v1/stats', scope: 'operator' },
-  { method: 'GET', path: '/metrics', scope: 'operator' },
+  { method: 'GET', path: '/v1/queue', scope: 'viewer' },
+  { method: 'GET', path: '/v1/stats', scope: 'viewer' },
+  { method: 'GET', path: '/metrics', scope: 'viewer' },
   { method: 'POST', path: '/v1/keys', scope: 'operator' },
   { method: 'GET', path: '/v1/keys', scope: 'operator' },
   { method: 'GET', path: '/v1/keys/:id', scope: 'operator' },
   { method: 'DELETE', path: '/v1/keys/:id', scope: 'operator' },
-  { method: 'GET', path: '/v1/deployments', scope: 'operator' },
-  { method: 'GET', path: '/v1/deployments/:model{.+}', scope: 'operator' },
+  { method: 'GET', path: '/v1/deployments', scope: 'viewer' },
+  { method: 'GET', path: '/v1/deployments/:model{.+}', scope: 'viewer' },
   { method: 'PUT', path: '/v1/deployments/:model{.+}', scope: 'operator' },
   { method: 'DELETE', path: '/v1/deployments/:model{.+}', scope: 'operator' },
   { method: 'GET', path: '/healthz', scope: 'public' },
   { method: 'GET', path: '/readyz', scope: 'public' },
-  // The dashboard's page, style and script hold no data: its figures come from the operator routes above.
+  // The dashboard's page, style and script hold no data: its figures come from the viewer routes above.
   { method: 'GET', path: '/dashboard', scope: 'public' },
   { method: 'GET', path: '/dashboard/dashboard.css', scope: 'public' },
   { method: 'GET', path: '/dashboard/dashboard.js', scope: 'public' },

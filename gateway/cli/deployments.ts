@@ -9,6 +9,9 @@ import type { ReconcilerDeploymentStatus } from '../deploy/reconciler-options.ts
 import type { ReconcilerSettings } from '../deploy/serverless.ts';
 import type { DeploymentStore } from '../deploy/store.ts';
 import type { Setting } from './settings.ts';
+import { SettingsError } from './settings.ts';
+import { resolveLaunchPolicy } from '../../runner/protocol.ts';
+import type { LaunchPolicy } from '../../runner/protocol.ts';
 
 /** The deployments setting, shared by `gateway` and `up`. */
 export const deploymentSettings: readonly Setting[] = [
@@ -24,8 +27,21 @@ export const deploymentSettings: readonly Setting[] = [
   { key: 'startBackoff', type: 'duration', description: 'wait before retrying a failed replica start; doubles each attempt', defaultText: '30s' },
   { key: 'startBackoffCap', type: 'duration', description: 'longest wait between replica start attempts', defaultText: '15m' },
   { key: 'startAttempts', type: 'integer', description: 'replica start attempts before the operation goes to the dead-letter list', defaultText: '10' },
+  { key: 'engineBinary', type: 'list', repeatable: true, description: 'executables deployments may name as profile.binary besides each kind\'s usual entry point, kind=path, comma-separated or repeated, e.g. vllm=/opt/vllm/bin/vllm; runners check their own list too (docs/security.md)', defaultText: 'none: each kind\'s usual entry point only' },
+  { key: 'engineEnvAllow', type: 'list', repeatable: true, description: 'environment variables deployments may set besides each kind\'s allow-list, NAME or kind=NAME, comma-separated or repeated; LD_*, BASH_ENV, NODE_OPTIONS, PYTHON*, PATH and the like are never allowed (docs/security.md)', defaultText: 'none: each kind\'s allow-list only' },
   { key: 'leaseTtl', type: 'duration', description: 'several gateways on one Redis store: how long the reconciling gateway keeps the lease without renewing it (another takes over after)', defaultText: '15s' },
 ];
+
+/**
+ * The launch policy `--engine-binary` and `--engine-env-allow` give (the gateway makes the same
+ * from its engineBinaries and engineEnvAllow options).
+ * @throws SettingsError naming the bad entry.
+ */
+export function launchPolicyOf(values: Record<string, unknown>): LaunchPolicy {
+  const resolved = resolveLaunchPolicy({ binaries: values.engineBinary as string[] | undefined, envAllow: values.engineEnvAllow as string[] | undefined });
+  if (resolved.kind === 'invalid') throw new SettingsError(resolved.problem.replace(/^engineBinaries/, '--engine-binary').replace(/^engineEnvAllow/, '--engine-env-allow'));
+  return resolved.policy;
+}
 
 /** The reconciler settings by CLI key, as named in the gateway's `reconciler` option. */
 const RECONCILER_KEYS = {
@@ -73,10 +89,11 @@ export async function deploymentsOptions(values: Record<string, unknown>, contex
   const redis = typeof store === 'string' && store.startsWith('redis://') ? store : undefined;
   const tunables = reconcilerSettings(values);
   const deploy = await import('../deploy/index.ts');
+  const policy = launchPolicyOf(values);
   let fileDeployments: readonly Deployment[] = [];
   if (file !== undefined) {
     try {
-      fileDeployments = await deploy.loadDeploymentsFile(file);
+      fileDeployments = await deploy.loadDeploymentsFile(file, policy);
     } catch (error) {
       if (!(error instanceof DeploymentsFileError)) throw error;
       for (const problem of error.problems) write(`${problem}\n`);
@@ -99,7 +116,7 @@ export async function deploymentsOptions(values: Record<string, unknown>, contex
   const client = connection.client;
   const shared = { client };
   return {
-    deployments: new deploy.RedisDeploymentStore({ ...shared, fileDeployments, now, logger }),
+    deployments: new deploy.RedisDeploymentStore({ ...shared, fileDeployments, now, logger, policy }),
     reconciler: {
       ...tunables,
       lease: new deploy.RedisLease({ ...shared, gatewayId, logger, ...(leaseTtl === undefined ? {} : { ttl: leaseTtl }) }),

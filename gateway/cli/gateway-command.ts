@@ -19,7 +19,7 @@ import { SettingsError, flagOf } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
 import { clientKeysOptions, keySettings } from './client-keys.ts';
 import { deploymentSettings, deploymentsOptions } from './deployments.ts';
-import { keepOperatorToken } from './operator-token.ts';
+import { keepOperatorToken, keepViewerToken } from './operator-token.ts';
 
 /** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
 const g = settingsOf(gatewayDefaults);
@@ -70,8 +70,10 @@ export const registrationSettings: readonly Setting[] = [
 
 /** Who may call the gateway: the operator's token and whether client calls need a key. */
 export const accessSettings: readonly Setting[] = [
-  { key: 'operatorToken', type: 'string', secret: true, description: 'token of the operator routes (runner list, drain, queue, /metrics); prefer the environment variable or the file (never shown)', defaultText: 'made at start-up and written to a file only you can read (its path is logged)' },
+  { key: 'operatorToken', type: 'string', secret: true, description: 'token of the operator routes (every change: drains, keys, deployments; and every read); prefer the environment variable or the file (never shown)', defaultText: 'made at start-up and written to a file only you can read (its path is logged)' },
   { key: 'operatorTokenFile', type: 'string', secret: 'file', description: 'file of operator tokens, one a line, all accepted (rotation); not readable by other users; instead of --operator-token', defaultText: 'none' },
+  { key: 'viewerToken', type: 'string', secret: true, description: 'token of the read-only routes (/metrics, /v1/stats, GET of runners, deployments and the queue): what Prometheus and the dashboard need; prefer the environment variable or the file (never shown)', defaultText: 'made at start-up and written to a file only you can read, beside the operator token' },
+  { key: 'viewerTokenFile', type: 'string', secret: 'file', description: 'file of viewer tokens, one a line, all accepted (rotation); not readable by other users; instead of --viewer-token', defaultText: 'none' },
   { key: 'requireKeys', type: 'boolean', description: 'client calls need a client key, decided at start-up: a gateway whose keys all go refuses every call, never opens', defaultText: 'false; true with --keys' },
   ...keySettings,
 ];
@@ -112,11 +114,14 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   onlyOne('runnerToken', 'runnerTokenFile');
   onlyOne('callbackSecret', 'callbackSecretFile');
   onlyOne('operatorToken', 'operatorTokenFile');
+  onlyOne('viewerToken', 'viewerTokenFile');
   const runnerTokenFile = values.runnerTokenFile as string | undefined;
   const callbackSecretFile = values.callbackSecretFile as string | undefined;
   const operatorTokenFile = values.operatorTokenFile as string | undefined;
   const operatorTokens =
     operatorTokenFile === undefined ? (values.operatorToken === undefined ? undefined : [values.operatorToken as string]) : readSecretLines('operatorTokenFile', operatorTokenFile);
+  const viewerTokenFile = values.viewerTokenFile as string | undefined;
+  const viewerTokens = viewerTokenFile === undefined ? (values.viewerToken === undefined ? undefined : [values.viewerToken as string]) : readSecretLines('viewerTokenFile', viewerTokenFile);
   // A file may hold the new secret and the old one, newest first, while receivers move over.
   const secret = callbackSecretFile === undefined ? (values.callbackSecret as string | undefined) : readSecretLines('callbackSecretFile', callbackSecretFile);
   const callbacks = secret
@@ -155,6 +160,9 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     maxStoredBytes: (storeBounds.maxStoredBytes as number | undefined) ?? storeDefaults.maxStoredBytes,
     ...(callbacks ? { callbacks } : {}),
     ...(operatorTokens === undefined ? {} : { operatorTokens }),
+    ...(viewerTokens === undefined ? {} : { viewerTokens }),
+    ...(values.engineBinary === undefined ? {} : { engineBinaries: values.engineBinary as string[] }),
+    ...(values.engineEnvAllow === undefined ? {} : { engineEnvAllow: values.engineEnvAllow as string[] }),
     ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
     ...gatewayDataPlaneOptions(values),
     ...(await clientKeysOptions(values, logger, clock)),
@@ -208,6 +216,7 @@ export const gateway: Command = {
     const stopReloading = await reloadRunnerTokensOnHangup(values.runnerTokenFile as string | undefined, gw, logger);
     const { url, port } = await gw.listen(values.port as number, values.host as string);
     await keepOperatorToken(gw.config, port, env, logger);
+    await keepViewerToken(gw.config, port, env, logger);
     reportListening(url);
     return async () => {
       stopReloading();

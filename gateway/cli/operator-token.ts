@@ -1,7 +1,7 @@
 /**
- * Where a gateway that made its own operator token puts it: a file only its user can read, named
- * by the port, whose path (never the token) is logged. A token printed to a terminal ends up in
- * scrollback, CI logs and screenshots; a file readable by its owner alone does not.
+ * Where a gateway that made its own operator or viewer token puts it: a file only its user can
+ * read, named by the port, whose path (never the token) is logged. A token printed to a terminal
+ * ends up in scrollback, CI logs and screenshots; a file readable by its owner alone does not.
  */
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
@@ -14,6 +14,18 @@ function operatorTokenDir(env: NodeJS.ProcessEnv): string {
   return env.XDG_RUNTIME_DIR ? join(env.XDG_RUNTIME_DIR, 'sluice') : join(homedir(), '.sluice');
 }
 
+/** Writes `token` to `<kind>-token-<port>`, mode 0600 in a 0700 folder, and logs where. */
+async function keepToken(kind: 'operator' | 'viewer', token: string, port: number, env: NodeJS.ProcessEnv, logger: Logger): Promise<string> {
+  const dir = operatorTokenDir(env);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const file = join(dir, `${kind}-token-${port}`);
+  await writeFile(file, `${token}\n`, { mode: 0o600 });
+  // An older file keeps its mode through writeFile: make sure of it.
+  await chmod(file, 0o600);
+  logger.info(`${kind} token made for this run (no --${kind}-token given); it is in a file only you can read`, { file });
+  return file;
+}
+
 /**
  * Writes the operator token the gateway made (none was given) to `operator-token-<port>` in
  * {@link operatorTokenDir}, mode 0600 in a 0700 folder, and logs where. Resolves the path, or
@@ -21,12 +33,14 @@ function operatorTokenDir(env: NodeJS.ProcessEnv): string {
  */
 export async function keepOperatorToken(config: Pick<GatewayConfig, 'operatorTokens' | 'operatorTokenGenerated'>, port: number, env: NodeJS.ProcessEnv, logger: Logger): Promise<string | undefined> {
   if (!config.operatorTokenGenerated) return undefined;
-  const dir = operatorTokenDir(env);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const file = join(dir, `operator-token-${port}`);
-  await writeFile(file, `${config.operatorTokens[0]}\n`, { mode: 0o600 });
-  // An older file keeps its mode through writeFile: make sure of it.
-  await chmod(file, 0o600);
-  logger.info('operator token made for this run (no --operator-token given); it is in a file only you can read', { file });
-  return file;
+  return keepToken('operator', config.operatorTokens[0]!, port, env, logger);
+}
+
+/**
+ * Writes the viewer token the gateway made (none was given) to `viewer-token-<port>` beside the
+ * operator's, as {@link keepOperatorToken} does. Resolves the path, or undefined when it was given.
+ */
+export async function keepViewerToken(config: Pick<GatewayConfig, 'viewerTokens' | 'viewerTokenGenerated'>, port: number, env: NodeJS.ProcessEnv, logger: Logger): Promise<string | undefined> {
+  if (!config.viewerTokenGenerated) return undefined;
+  return keepToken('viewer', config.viewerTokens[0]!, port, env, logger);
 }

@@ -48,6 +48,8 @@ export const runner: Command = {
     { key: 'engineApiKey', type: 'string', secret: true, description: 'the engine\'s own key (vLLM --api-key), sent to it as a bearer token on every call and probe; prefer the environment variable (never shown)', defaultText: 'none' },
     { key: 'advertiseUrl', type: 'string', description: 'URL the gateways should call this runner on; required with --gateway when --host is 0.0.0.0 or ::', defaultText: 'the URL it listens on' },
     r('heartbeatInterval', 'duration', 'how often to heartbeat each gateway, unless the gateway asks for another interval'),
+    { key: 'engineBinary', type: 'list', repeatable: true, description: 'executables engine orders may name besides each kind\'s usual entry point (vllm, python3 for sglang, llama-server, text-generation-launcher, ollama), kind=path, comma-separated or repeated, e.g. vllm=/opt/vllm/bin/vllm; any other is refused before launch', defaultText: 'none: each kind\'s usual entry point only' },
+    { key: 'engineEnvAllow', type: 'list', repeatable: true, description: 'environment variables engine orders may set besides each kind\'s allow-list (docs/security.md), NAME or kind=NAME, comma-separated or repeated; LD_*, BASH_ENV, NODE_OPTIONS, PYTHON*, PATH and the like are never allowed', defaultText: 'none: each kind\'s allow-list only' },
     { key: 'label', type: 'list', description: 'labels advertised to gateways for selecting nodes, key=value, comma-separated, e.g. zone=a,gpu=h100 (Kubernetes label syntax)', defaultText: 'none' },
     ...runnerDataPlaneSettings,
     logLevel,
@@ -68,6 +70,8 @@ export const runner: Command = {
       ...(tokenFile === undefined ? {} : { runnerToken: readSecretLines('runnerTokenFile', tokenFile)[0] }),
       ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),
       ...(values.label === undefined ? {} : { labels: values.label as string[] }),
+      ...(values.engineBinary === undefined ? {} : { engineBinaries: values.engineBinary as string[] }),
+      ...(values.engineEnvAllow === undefined ? {} : { engineEnvAllow: values.engineEnvAllow as string[] }),
       ...runnerDataPlaneOptions(values),
       // A sim profile launches this same sluice entry point as `sluice sim-engine`.
       simCommand: [process.execPath, SLUICE_BIN],

@@ -47,6 +47,8 @@ export interface Setting {
    * {@link secretValues} hands the values to the redactor that guards all output.
    */
   secret?: true | 'url' | 'file';
+  /** A list flag given twice adds to itself (`--engine-binary a=x --engine-binary b=y`); otherwise the last wins. */
+  repeatable?: true;
 }
 
 /** A setting could not be read; the message is the whole line to print. */
@@ -106,6 +108,7 @@ export function resolveSettings(settings: readonly Setting[], argv: readonly str
       }
     }
     if (flag === '--config') configPath = value;
+    else if (setting!.repeatable && fromFlags.has(setting!.key)) fromFlags.set(setting!.key, `${fromFlags.get(setting!.key)},${value}`);
     else fromFlags.set(setting!.key, value);
   }
   if (help) return { values: {}, positionals, help };

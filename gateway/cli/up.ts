@@ -14,7 +14,7 @@ import { runner } from './runner-command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { simSettings } from './sim-command.ts';
 import { startTelemetry } from './telemetry.ts';
-import { keepOperatorToken } from './operator-token.ts';
+import { keepOperatorToken, keepViewerToken } from './operator-token.ts';
 import { deploymentSettings } from './deployments.ts';
 
 const slots = runner.settings.find((s) => s.key === 'slots')!;
@@ -85,13 +85,15 @@ export const up: Command = {
       const { createGateway } = await import('../server.ts');
       const gw = createGateway({ ...options, callSecret, gatewayId, runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
       const { url, port } = await gw.listen(values.port as number, values.host as string);
-      const tokenFile = await keepOperatorToken(gw.config, port, env, logger);
+      await keepOperatorToken(gw.config, port, env, logger);
+      // Reading needs only the viewer token; the operator's is for changes.
+      const viewerFile = await keepViewerToken(gw.config, port, env, logger);
       reportListening(url);
       const model = ((values.model as string[] | undefined) ?? simEngineDefaults.models)[0];
       const banner =
         `\nsluice is up at ${url} with ${count} runners (placer ${gw.config.placer.name}). Try:\n` +
         `  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${model}","messages":[{"role":"user","content":"hi"}]}'\n` +
-        (tokenFile ? `  curl -s ${url}/v1/runners -H "authorization: Bearer $(cat ${tokenFile})"\n` : '') +
+        (viewerFile ? `  curl -s ${url}/v1/runners -H "authorization: Bearer $(cat ${viewerFile})"\n` : '') +
         'Ctrl-C stops everything.\n\n';
       process.stdout.write(redact(banner));
       return stopAll(gw, stopChildren, telemetry);
@@ -167,9 +169,10 @@ async function upServerless(
     ),
   );
   children.push(...runners);
-  const tokenFile = await keepOperatorToken(gw.config, port, env, logger);
+  await keepOperatorToken(gw.config, port, env, logger);
+  const viewerFile = await keepViewerToken(gw.config, port, env, logger);
   reportListening(url);
-  const auth = tokenFile ? ` -H "authorization: Bearer $(cat ${tokenFile})"` : '';
+  const auth = viewerFile ? ` -H "authorization: Bearer $(cat ${viewerFile})"` : '';
   const banner =
     `\nsluice is up at ${url}, serverless: ${count} runners with no engine, and ${model} deployed at 0 to ${count} replicas.\n` +
     `The first call starts an engine (a cold start, in the sluice-cold-start header); a minute after the last one it stops. Try:\n` +

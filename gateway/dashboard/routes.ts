@@ -2,8 +2,8 @@
  * The operator dashboard: GET /dashboard serves one HTML page, and /dashboard/dashboard.css and
  * /dashboard/dashboard.js its style and script, all shipped with sluice in `static/` (no build
  * step, nothing fetched from elsewhere). The page holds no data, so these routes are public; the
- * script reads the operator routes (/v1/runners, /v1/stats, /v1/queue, /v1/deployments) with the
- * operator token the operator types in, as any script of theirs would.
+ * script reads the viewer routes (/v1/runners, /v1/stats, /v1/queue, /v1/deployments) with the
+ * token typed in (the viewer token is enough), as any script of theirs would.
  */
 import { readFileSync } from 'node:fs';
 import type { Hono } from 'hono';

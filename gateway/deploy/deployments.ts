@@ -9,9 +9,8 @@
  */
 import { createHash } from 'node:crypto';
 import { show } from '../../placer/kernel/index.ts';
-import { KIND_RULES, PROFILE_KINDS } from '../../runner/engines/argv.ts';
-import type { ProfileKind } from '../../runner/engines/argv.ts';
-import type { OrderedProfile } from '../../runner/protocol.ts';
+import { DEFAULT_LAUNCH_POLICY, PROFILE_KINDS, launchProblems } from '../../runner/protocol.ts';
+import type { LaunchPolicy, OrderedProfile, ProfileKind } from '../../runner/protocol.ts';
 
 /**
  * The engine to launch for a deployment: what its replicas are ordered with (the wire's
@@ -69,9 +68,11 @@ export type DeploymentCheck = { readonly kind: 'valid'; readonly deployment: Dep
 
 /**
  * Checks one deployment and applies defaults. `where` starts each problem (`deployment
- * "org/m"`), so a file's problems name their entry.
+ * "org/m"`), so a file's problems name their entry. The profile must keep to `policy`, the
+ * launch policy runners enforce too (runner/protocol/launch-policy.ts): binaries it lists,
+ * environment names it allows, no reserved option in any spelling.
  */
-export function checkDeployment(value: unknown, where?: string): DeploymentCheck {
+export function checkDeployment(value: unknown, where?: string, policy: LaunchPolicy = DEFAULT_LAUNCH_POLICY): DeploymentCheck {
   const problems: string[] = [];
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { kind: 'invalid', problems: [`${where ?? 'deployment'}: must be an object, got ${kindOf(value)}`] };
@@ -94,7 +95,7 @@ export function checkDeployment(value: unknown, where?: string): DeploymentCheck
     fail(`scaleDownDelay must be a whole number of ms from 0 to ${MAX_DELAY_MS}, got ${show(delay)}`);
   }
   const labels = checkLabels(d.runnerLabels, fail);
-  const profile = checkProfile(d.profile, typeof model === 'string' ? model : '', fail);
+  const profile = checkProfile(d.profile, typeof model === 'string' ? model : '', fail, policy);
 
   if (problems.length > 0) return { kind: 'invalid', problems };
   return {
@@ -160,7 +161,7 @@ function checkLabels(value: unknown, fail: (m: string) => void): Readonly<Record
   return ok ? Object.freeze({ ...(value as Record<string, string>) }) : undefined;
 }
 
-function checkProfile(value: unknown, model: string, fail: (m: string) => void): DeploymentProfile | undefined {
+function checkProfile(value: unknown, model: string, fail: (m: string) => void, policy: LaunchPolicy): DeploymentProfile | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     fail(`profile must be an object with at least a kind (${PROFILE_KINDS.join(', ')}), got ${kindOf(value)}`);
     return undefined;
@@ -205,13 +206,8 @@ function checkProfile(value: unknown, model: string, fail: (m: string) => void):
   if (!Array.isArray(args)) bad(`profile.args must be a list of strings, got ${kindOf(args)}`);
   else {
     args.forEach((arg, i) => {
-      if (typeof arg !== 'string' || arg.includes('\0')) return bad(`profile.args[${i}] must be a string without NUL bytes, got ${kindOf(arg)}`);
-      if (!known) return;
-      const flag = arg.startsWith('-') ? arg.split('=', 1)[0]! : '';
-      const field = KIND_RULES[kind].reserved[flag];
-      if (field !== undefined) bad(`profile.args[${i}] ${show(flag)} is set by the runner from profile.${field}; set it there instead`);
+      if (typeof arg !== 'string' || arg.includes('\0')) bad(`profile.args[${i}] must be a string without NUL bytes, got ${kindOf(arg)}`);
     });
-    if (known && KIND_RULES[kind].noArgs !== undefined && args.length > 0) bad(`profile.args must be empty for kind ${kind} (${KIND_RULES[kind].noArgs})`);
   }
   const env = p.env ?? {};
   if (typeof env !== 'object' || env === null || Array.isArray(env)) bad(`profile.env must be an object of string values, got ${kindOf(env)}`);
@@ -219,9 +215,10 @@ function checkProfile(value: unknown, model: string, fail: (m: string) => void):
     for (const [name, v] of Object.entries(env)) {
       if (name === '' || name.includes('=') || name.includes('\0')) bad(`profile.env has an invalid variable name ${show(name)}`);
       else if (typeof v !== 'string' || v.includes('\0')) bad(`profile.env.${name} must be a string without NUL bytes, got ${kindOf(v)}`);
-      else if (known && KIND_RULES[kind].env[name] !== undefined) bad(`profile.env.${name} is set by the runner from profile.${KIND_RULES[kind].env[name]}; set it there instead`);
     }
   }
+  // What the runners will refuse to launch, refused here first: the same rules, from the wire.
+  if (known) for (const problem of launchProblems({ kind, model: engineModel, binary: p.binary, args, env }, policy)) bad(problem.message);
   if (!ok) return undefined;
   return Object.freeze({
     kind,

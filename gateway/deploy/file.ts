@@ -7,15 +7,17 @@ import { readFile } from 'node:fs/promises';
 import { DeploymentsFileError } from '../errors.ts';
 import { checkDeployment } from './deployments.ts';
 import type { Deployment } from './deployments.ts';
+import type { LaunchPolicy } from '../../runner/protocol.ts';
 
 /** The most problems one error lists; the rest are counted. */
 const MAX_LISTED = 50;
 
 /**
- * The deployments in a deployments file's text. `file` names the file in messages.
+ * The deployments in a deployments file's text. `file` names the file in messages; `policy` is
+ * the gateway's launch policy (checkDeployment's default when absent).
  * @throws DeploymentsFileError whose `problems` holds every problem, one line each.
  */
-export function parseDeploymentsFile(text: string, file: string): Deployment[] {
+export function parseDeploymentsFile(text: string, file: string, policy?: LaunchPolicy): Deployment[] {
   let entries: unknown;
   try {
     entries = JSON.parse(text);
@@ -29,7 +31,7 @@ export function parseDeploymentsFile(text: string, file: string): Deployment[] {
   entries.forEach((entry, i) => {
     const model = (entry as { model?: unknown } | null)?.model;
     const where = typeof model === 'string' ? `entry ${i} (${JSON.stringify(model)})` : `entry ${i}`;
-    const checked = checkDeployment(entry, where);
+    const checked = checkDeployment(entry, where, policy);
     if (checked.kind === 'invalid') problems.push(...checked.problems);
     if (typeof model === 'string') {
       const first = seen.get(model);
@@ -43,12 +45,12 @@ export function parseDeploymentsFile(text: string, file: string): Deployment[] {
 }
 
 /** Reads and checks a deployments file. @throws DeploymentsFileError when it cannot be read or is not valid. */
-export async function loadDeploymentsFile(path: string): Promise<Deployment[]> {
+export async function loadDeploymentsFile(path: string, policy?: LaunchPolicy): Promise<Deployment[]> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
     throw DeploymentsFileError.of(path, [`cannot be read: ${(error as Error).message}`], { cause: error });
   }
-  return parseDeploymentsFile(text, path);
+  return parseDeploymentsFile(text, path, policy);
 }

@@ -17,6 +17,7 @@ import { GatewayConfigError } from '../errors.ts';
 import { StoreUnavailableError } from '../store/index.ts';
 import { checkDeployment } from './deployments.ts';
 import type { Deployment } from './deployments.ts';
+import type { LaunchPolicy } from '../../runner/protocol.ts';
 import { closeRedis, openRedis } from './redis-client.ts';
 import type { RedisConnection, RedisConnectionOptions } from './redis-client.ts';
 import { byModel } from './store.ts';
@@ -30,6 +31,8 @@ export interface RedisDeploymentStoreOptions extends RedisConnectionOptions {
   now?: () => number;
   /** Where a stored deployment that no longer passes its check is reported. @default silentLogger */
   logger?: Logger;
+  /** The launch policy stored deployments are checked against again as they are read. @default DEFAULT_LAUNCH_POLICY */
+  policy?: LaunchPolicy;
 }
 
 /** The deployment store shared by every gateway on one Redis. */
@@ -40,6 +43,7 @@ export class RedisDeploymentStore implements DeploymentStore {
   readonly #file = new Map<string, StoredDeployment>();
   readonly #now: () => number;
   readonly #logger: Logger;
+  readonly #policy: LaunchPolicy | undefined;
   #closing: Promise<void> | undefined;
 
   /** @throws GatewayConfigError for a bad option or url/client pair; StoreConfigError for a bad URL. */
@@ -47,6 +51,7 @@ export class RedisDeploymentStore implements DeploymentStore {
     const check = checksFor(GatewayConfigError);
     this.#now = check.fn('now', options.now ?? Date.now);
     this.#logger = check.logger('logger', options.logger ?? silentLogger);
+    this.#policy = options.policy;
     this.#redis = openRedis(options, 'redis deployment store');
     this.#client = this.#redis.client;
     this.#hash = `${this.#redis.prefix}deploy:deployments`;
@@ -102,7 +107,7 @@ export class RedisDeploymentStore implements DeploymentStore {
       this.#logger.warn('stored deployment skipped', { model, problems: ['not JSON'] });
       return undefined;
     }
-    const checked = checkDeployment(parsed?.deployment);
+    const checked = checkDeployment(parsed?.deployment, undefined, this.#policy);
     const problems = checked.kind === 'invalid' ? [...checked.problems] : [];
     if (checked.kind === 'valid' && checked.deployment.model !== model) problems.push(`stored under ${JSON.stringify(model)} but names ${JSON.stringify(checked.deployment.model)}`);
     if (!Number.isSafeInteger(parsed?.updatedAt)) problems.push('updatedAt must be ms since the epoch');

@@ -4,15 +4,13 @@
  * of loading). Profile arguments always come last, after the ones the runner sets.
  */
 import { RunnerConfigError } from '../errors.ts';
+import { LAUNCH_RULES, PROFILE_KINDS } from '../protocol.ts';
+import type { ProfileKind } from '../protocol.ts';
 
-/**
- * Engine kinds a profile can name: those the runner launches itself. The engine kinds of
- * kinds.ts add `openai`, a plain URL with no process to launch.
- */
-export const PROFILE_KINDS = ['vllm', 'sglang', 'llamacpp', 'tgi', 'ollama', 'sim'] as const;
-
-/** One of {@link PROFILE_KINDS}. */
-export type ProfileKind = (typeof PROFILE_KINDS)[number];
+// The kinds and their launch rules (reserved options and variables, allowed binaries and
+// variables) are the wire's (runner/protocol/launch-rules.ts), so the gateway checks the same.
+export { PROFILE_KINDS };
+export type { ProfileKind };
 
 /** The profile fields a command line is built from; a `ValidProfile` is one. */
 export interface EngineLaunch {
@@ -55,9 +53,9 @@ export interface KindRules {
   binary: string | undefined;
   /** Default start timeout in ms: GPU engines load weights for minutes; the simulator starts at once. */
   startTimeout: number;
-  /** Options the runner sets itself, mapped to the profile field that sets them. */
+  /** Options the runner sets itself, mapped to the profile field that sets them (LAUNCH_RULES'). */
   reserved: Readonly<Record<string, string>>;
-  /** Environment variables the runner sets itself, mapped to the profile field that sets them. */
+  /** Environment variables the runner sets itself, mapped to the profile field that sets them (LAUNCH_RULES'). */
   env: Readonly<Record<string, string>>;
   /**
    * Options known to take a value. Not exhaustive: an option outside it passes through and the
@@ -68,17 +66,14 @@ export interface KindRules {
   noArgs?: string;
 }
 
-const GPU_ENV = { CUDA_VISIBLE_DEVICES: 'gpus' };
-const LISTEN = { '--host': 'host', '--port': 'port' };
 const words = (list: string): ReadonlySet<string> => new Set(list.split(' '));
+const shared = (kind: ProfileKind) => ({ binary: LAUNCH_RULES[kind].binary, reserved: LAUNCH_RULES[kind].reserved, env: LAUNCH_RULES[kind].reservedEnv });
 
 /** Each kind's rules; profile validation reads them, {@link engineCommand} follows them. */
 export const KIND_RULES: Readonly<Record<ProfileKind, KindRules>> = {
   vllm: {
-    binary: 'vllm',
+    ...shared('vllm'),
     startTimeout: 600_000,
-    reserved: { ...LISTEN, '--model': 'model', '--tensor-parallel-size': 'gpus', '-tp': 'gpus' },
-    env: GPU_ENV,
     valued: words(
       '--max-model-len --gpu-memory-utilization --dtype --max-num-seqs --max-num-batched-tokens --quantization -q ' +
         '--served-model-name --kv-cache-dtype --pipeline-parallel-size -pp --data-parallel-size -dp --download-dir ' +
@@ -87,10 +82,8 @@ export const KIND_RULES: Readonly<Record<ProfileKind, KindRules>> = {
     ),
   },
   sglang: {
-    binary: 'python3',
+    ...shared('sglang'),
     startTimeout: 600_000,
-    reserved: { ...LISTEN, '--model-path': 'model', '--model': 'model', '--tp': 'gpus', '--tp-size': 'gpus', '--tensor-parallel-size': 'gpus' },
-    env: GPU_ENV,
     valued: words(
       '--mem-fraction-static --context-length --dtype --quantization --max-running-requests --max-total-tokens ' +
         '--chunked-prefill-size --served-model-name --tokenizer-path --revision --dp-size --dp --schedule-policy ' +
@@ -98,10 +91,8 @@ export const KIND_RULES: Readonly<Record<ProfileKind, KindRules>> = {
     ),
   },
   llamacpp: {
-    binary: 'llama-server',
+    ...shared('llamacpp'),
     startTimeout: 600_000,
-    reserved: { ...LISTEN, '-m': 'model', '--model': 'model' },
-    env: GPU_ENV,
     valued: words(
       '-c --ctx-size -ngl --n-gpu-layers --gpu-layers -np --parallel -t --threads -b --batch-size -ub --ubatch-size ' +
         '-a --alias --api-key --chat-template -ts --tensor-split -sm --split-mode -mg --main-gpu -ctk --cache-type-k ' +
@@ -109,10 +100,8 @@ export const KIND_RULES: Readonly<Record<ProfileKind, KindRules>> = {
     ),
   },
   tgi: {
-    binary: 'text-generation-launcher',
+    ...shared('tgi'),
     startTimeout: 600_000,
-    reserved: { '--hostname': 'host', '--port': 'port', '-p': 'port', '--model-id': 'model', '--num-shard': 'gpus' },
-    env: GPU_ENV,
     valued: words(
       '--max-input-tokens --max-input-length --max-total-tokens --max-batch-prefill-tokens --max-batch-total-tokens ' +
         '--max-concurrent-requests --quantize --dtype --revision --max-best-of --max-stop-sequences ' +
@@ -120,18 +109,14 @@ export const KIND_RULES: Readonly<Record<ProfileKind, KindRules>> = {
     ),
   },
   ollama: {
-    binary: 'ollama',
+    ...shared('ollama'),
     startTimeout: 600_000,
-    reserved: {},
-    env: { ...GPU_ENV, OLLAMA_HOST: 'host and profile.port' },
     valued: new Set(),
-    noArgs: 'ollama serve takes no arguments; configure it through profile.env, e.g. OLLAMA_NUM_PARALLEL',
+    noArgs: LAUNCH_RULES.ollama.noArgs!,
   },
   sim: {
-    binary: undefined,
+    ...shared('sim'),
     startTimeout: 30_000,
-    reserved: { ...LISTEN, '--model': 'model' },
-    env: {},
     valued: words('--ttft-ms --itl-ms --output-tokens --max-num-seqs --max-queue --engine-id --log-level --profile'),
   },
 };

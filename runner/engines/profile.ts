@@ -12,6 +12,8 @@ import { checksFor, show } from '../../placer/kernel/index.ts';
 import { PROFILE_KINDS, KIND_RULES } from './argv.ts';
 import { ProfileError } from './errors.ts';
 import type { ProfileKind, EngineLaunch } from './argv.ts';
+import { launchProblems } from '../protocol.ts';
+import type { LaunchPolicy } from '../protocol.ts';
 
 /** An engine profile as written in the runner's JSON config. */
 export interface EngineProfile {
@@ -58,10 +60,12 @@ const FIELDS = ['kind', 'model', 'gpus', 'port', 'host', 'binary', 'args', 'env'
 const check = checksFor(ProfileError);
 
 /**
- * Checks a profile against its kind's rules and this node, and applies defaults.
- * @throws {ProfileError} naming the first bad field and its value.
+ * Checks a profile against its kind's rules and this node, and applies defaults. With `policy`
+ * (a profile that came in an order, not the runner's own) it must also keep to what this node's
+ * operator allows: a listed binary, allowed environment names (runner/protocol/launch-policy.ts).
+ * @throws {ProfileError} naming the first bad field and its value (never an args or env value).
  */
-export async function validateProfile(profile: unknown, facts: ProfileFacts): Promise<ValidProfile> {
+export async function validateProfile(profile: unknown, facts: ProfileFacts, policy?: LaunchPolicy): Promise<ValidProfile> {
   if (typeof profile !== 'object' || profile === null || Array.isArray(profile)) {
     throw check.fail(`profile must be an object, got ${show(profile)}`);
   }
@@ -80,8 +84,12 @@ export async function validateProfile(profile: unknown, facts: ProfileFacts): Pr
   const host = p.host ?? '127.0.0.1';
   if (typeof host !== 'string' || host === '') throw check.fail(`profile.host must be a non-empty string, got ${show(host)}`);
   const gpus = checkGpus(p.gpus, kind as ProfileKind, facts.gpuIndices);
-  const args = checkArgs(p.args, kind as ProfileKind);
+  const args = checkArgs(p.args, kind as ProfileKind, p.model);
   const env = checkEnv(p.env, rules.env);
+  if (policy !== undefined) {
+    const [problem] = launchProblems({ kind, binary: p.binary, args, env }, policy);
+    if (problem !== undefined) throw check.fail(problem.message);
+  }
   const startTimeout = check.ms('profile.startTimeout', p.startTimeout ?? rules.startTimeout, 1);
 
   let binary: string | undefined;
@@ -139,7 +147,7 @@ function checkGpus(value: unknown, kind: ProfileKind, onNode: readonly number[])
   return [...value] as number[];
 }
 
-function checkArgs(value: unknown, kind: ProfileKind): string[] {
+function checkArgs(value: unknown, kind: ProfileKind, model: string): string[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw check.fail(`profile.args must be an array of strings, got ${show(value)}`);
   for (const [i, arg] of value.entries()) {
@@ -149,13 +157,14 @@ function checkArgs(value: unknown, kind: ProfileKind): string[] {
   const args = value as string[];
   const rules = KIND_RULES[kind];
   if (rules.noArgs !== undefined && args.length > 0) throw check.fail(`profile.args must be empty for kind ${kind} (${rules.noArgs}), got ${show(args)}`);
+  // Reserved options in every spelling the kind's parser reads (`--ho=0.0.0.0` is `--host` to
+  // argparse). Forbidden ones are refused in orders only (validateProfile's policy): the runner's
+  // own profile is its operator's, who may trust a model's remote code.
+  const [reserved] = launchProblems({ kind, model, args }).filter((p) => p.rule === 'reserved' || p.rule === 'model');
+  if (reserved !== undefined) throw check.fail(reserved.message);
   for (const [i, arg] of args.entries()) {
     const eq = arg.startsWith('-') ? arg.indexOf('=') : -1;
     const flag = eq === -1 ? arg : arg.slice(0, eq);
-    const field = rules.reserved[flag];
-    if (field !== undefined) {
-      throw check.fail(`profile.args[${i}] ${show(arg)} is set by the runner from profile.${field}; set it there instead`);
-    }
     if (!rules.valued.has(flag)) continue;
     if (eq !== -1) {
       if (eq === arg.length - 1) throw check.fail(`profile.args[${i}] ${show(arg)} needs a value, got nothing after "="`);

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { Credentials, bearerToken } from '../../gateway/access/credentials.ts';
+import { Credentials, bearerToken, credentialId } from '../../gateway/access/credentials.ts';
 import { unscopedRoutes } from '../../gateway/access/guard.ts';
 import { ROUTE_SCOPES } from '../../gateway/access/scopes.ts';
 import type { ClientKey, ClientKeys, RouteScope, Scope } from '../../gateway/access/scopes.ts';
@@ -18,6 +18,7 @@ import { createRunner } from '../../runner/server.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
 
 const OPERATOR = 'operator-token-0123456789abcdef';
+const VIEWER = 'viewer-token-0123456789abcdef';
 const RUNNER = 'runner-token-0123456789abcdef';
 const KEY_A: ClientKey = { id: 'ka', name: 'team a', limits: {} };
 const KEY_B: ClientKey = { id: 'kb', name: 'team b', limits: {} };
@@ -34,6 +35,7 @@ const CALLERS = {
   client: 'Bearer sk-a-secret',
   'wrong client': 'Bearer sk-nobody-knows-this',
   operator: `Bearer ${OPERATOR}`,
+  viewer: `Bearer ${VIEWER}`,
   runner: `Bearer ${RUNNER}`,
   'forged runner': `Bearer ${RUNNER.slice(0, -1)}X`,
 } as const;
@@ -47,22 +49,24 @@ function expected(route: Pick<RouteScope, 'scope' | 'operatorToo'>, caller: Call
     client: 'client',
     'wrong client': 'unknown',
     operator: 'operator',
+    viewer: 'viewer',
     runner: 'runner',
     'forged runner': 'unknown',
   };
   const held = holds[caller];
-  if (held === route.scope || (held === 'operator' && route.operatorToo)) return 'admitted';
+  if (held === route.scope || (held === 'operator' && (route.operatorToo || route.scope === 'viewer'))) return 'admitted';
   return held === 'nothing' || held === 'unknown' ? 401 : 403;
 }
 
 describe('Credentials.admit', () => {
-  const closed = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [RUNNER], clientKeys: keys(2), clients: 'keys' });
+  const closed = new Credentials({ operatorTokens: [OPERATOR], viewerTokens: [VIEWER], runnerTokens: [RUNNER], clientKeys: keys(2), clients: 'keys' });
   const scopes: RouteScope[] = [
     { method: 'GET', path: '/p', scope: 'public' },
     { method: 'POST', path: '/c', scope: 'client' },
     { method: 'GET', path: '/c/o', scope: 'client', operatorToo: true },
     { method: 'GET', path: '/o', scope: 'operator' },
     { method: 'POST', path: '/r', scope: 'runner' },
+    { method: 'GET', path: '/v', scope: 'viewer' },
   ];
   const outcome = (credentials: Credentials, route: RouteScope, header: string | undefined): string => {
     try {
@@ -83,12 +87,15 @@ describe('Credentials.admit', () => {
     },
   );
 
-  it('names who is calling: the client with its key, the runner with the index of its token', () => {
-    const rotating = new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [`${RUNNER}-new`, RUNNER], clientKeys: keys(2), clients: 'keys' });
+  it('names who is calling: the client with its key, the runner with the index of its token, an operator or viewer by its credential id', () => {
+    const rotating = new Credentials({ operatorTokens: [OPERATOR], viewerTokens: [VIEWER], runnerTokens: [`${RUNNER}-new`, RUNNER], clientKeys: keys(2), clients: 'keys' });
     expect(rotating.admit(scopes[1]!, 'Bearer sk-b-secret')).toEqual({ kind: 'client', key: KEY_B });
     expect(rotating.admit(scopes[4]!, `Bearer ${RUNNER}`)).toEqual({ kind: 'runner', token: 1 });
     expect(rotating.admit(scopes[4]!, `bearer ${RUNNER}-new`)).toEqual({ kind: 'runner', token: 0 });
-    expect(rotating.admit(scopes[2]!, `Bearer ${OPERATOR}`)).toEqual({ kind: 'operator' });
+    expect(rotating.admit(scopes[2]!, `Bearer ${OPERATOR}`)).toEqual({ kind: 'operator', id: credentialId('operator', OPERATOR) });
+    expect(rotating.admit(scopes[5]!, `Bearer ${VIEWER}`)).toEqual({ kind: 'viewer', id: credentialId('viewer', VIEWER) });
+    // The id is the kind and 12 hex digits of the token's SHA-256: never the token.
+    expect(credentialId('operator', OPERATOR)).toMatch(/^operator:[0-9a-f]{12}$/);
   });
 
   it('lets anyone call client routes while no key exists, whatever key an SDK sends, and closes them on a keyed gateway', () => {
@@ -134,7 +141,7 @@ async function realRunner(): Promise<string> {
 }
 
 async function gateway(options: Partial<GatewayOptions>): Promise<{ gw: Gateway; url: string }> {
-  const gw = createGateway({ runnerToken: RUNNER, operatorTokens: [OPERATOR], clientKeys: keys(2), placerTimeout: 300, ...options });
+  const gw = createGateway({ runnerToken: RUNNER, operatorTokens: [OPERATOR], viewerTokens: [VIEWER], clientKeys: keys(2), placerTimeout: 300, ...options });
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   return { gw, url };

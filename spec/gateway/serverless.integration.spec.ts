@@ -63,7 +63,9 @@ async function gateway(file: string, extra: readonly string[] = [], env: NodeJS.
 }
 
 async function runner(id: string, gateways: readonly ChildService[], env: NodeJS.ProcessEnv = {}): Promise<ChildService> {
-  const r = await startService(['runner', '--port', '0', '--id', id, '--slots', '8', '--gateway', gateways.map((g) => g.url).join(','), '--drain-timeout', '5s', ...quiet], {
+  // The runners' operator allows the spec's engine binary for kind sim (an order may name no other).
+  const allow = ['--engine-binary', `sim=${join(dir, 'sim-or-fail')}`];
+  const r = await startService(['runner', '--port', '0', '--id', id, '--slots', '8', '--gateway', gateways.map((g) => g.url).join(','), '--drain-timeout', '5s', ...allow, ...quiet], {
     env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, ...env },
   });
   started.push(r);
@@ -184,7 +186,7 @@ describe('serverless: one gateway, runners with no engine', () => {
 
   it('retries a start that fails on the other runner', async () => {
     const binary = join(dir, 'sim-or-fail');
-    const gw = await gateway(deploymentsFile('retry', { minReplicas: 1, maxReplicas: 1, binary }), ['--start-backoff', '200ms', '--start-backoff-cap', '400ms']);
+    const gw = await gateway(deploymentsFile('retry', { minReplicas: 1, maxReplicas: 1, binary }), ['--start-backoff', '200ms', '--start-backoff-cap', '400ms', '--engine-binary', `sim=${binary}`]);
     // The first by id gets the first attempt; its engines fail at once.
     await runner('sl-a', [gw], { SPEC_ENGINE_FAILS: '1' });
     await runner('sl-b', [gw]);
@@ -200,7 +202,7 @@ describe('serverless: one gateway, runners with no engine', () => {
 
   it('dead-letters a start whose every attempt fails, with each attempt\'s reason and output, and starts no more', async () => {
     const binary = join(dir, 'sim-or-fail');
-    const gw = await gateway(deploymentsFile('dead', { minReplicas: 1, maxReplicas: 1, binary }), ['--start-backoff', '100ms', '--start-backoff-cap', '200ms', '--start-attempts', '3']);
+    const gw = await gateway(deploymentsFile('dead', { minReplicas: 1, maxReplicas: 1, binary }), ['--start-backoff', '100ms', '--start-backoff-cap', '200ms', '--start-attempts', '3', '--engine-binary', `sim=${binary}`]);
     await runner('sl-a', [gw], { SPEC_ENGINE_FAILS: '1' });
     await runner('sl-b', [gw], { SPEC_ENGINE_FAILS: '1' });
     await registered(gw, 2);

@@ -301,7 +301,8 @@ describe('an on-demand runner', () => {
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     const binary = join(dir, 'llama-server');
     await writeFile(binary, '#!/bin/sh\nexec sleep 60\n', { mode: 0o755 });
-    const { runner } = await startRunner(gw, {}, { readInventory: async () => twoGpus });
+    // The runner's operator allows this binary for kind llamacpp; an order may name nothing else.
+    const { runner } = await startRunner(gw, { engineBinaries: [`llamacpp=${binary}`] }, { readInventory: async () => twoGpus });
     gw.host = { replica: 'rep-gpu', model: 'm.gguf', profile: { kind: 'llamacpp', model: 'm.gguf', gpus: 1, binary, args: [], env: {} } };
 
     await eventually(() => gw.hosted()?.state === 'starting' && gw.beats.at(-1).capacity.freeGpus.length === 1, 10_000, 'one GPU held');

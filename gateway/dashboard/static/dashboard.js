@@ -1,5 +1,5 @@
-// The sluice dashboard's script: asks for the operator token once, then reads the gateway's
-// operator routes every second and draws what they say. Plain DOM, no framework; every value from
+// The sluice dashboard's script: asks for the viewer token once, then reads the gateway's
+// viewer routes every second and draws what they say. Plain DOM, no framework; every value from
 // the gateway is set as text (never as markup), since runner ids and model names come from runners.
 'use strict';
 (() => {
@@ -37,7 +37,7 @@
     $('login').hidden = false;
     $('login-error').textContent = message || '';
     $('updated').textContent = '';
-    setStatus('Waiting for the operator token.');
+    setStatus('Waiting for the viewer token.');
     $('token').focus();
   }
 
@@ -281,7 +281,7 @@
       } catch {
         // Storage may be off; the token was not kept then.
       }
-      showLogin(`${refused.reason.message}. Check the operator token.`);
+      showLogin(`${refused.reason.message}. Check the viewer token.`);
       return;
     }
     const failed = [];

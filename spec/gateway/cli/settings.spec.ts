@@ -466,3 +466,16 @@ describe('secret settings', () => {
     expect(showSetting(table[1]!, ['redis://u:pw@h:1'])).toBe('*** (hidden: a secret)');
   });
 });
+
+describe('repeatable list settings', () => {
+  const table: Setting[] = [
+    { key: 'engineBinary', type: 'list', repeatable: true, description: 'x' },
+    { key: 'label', type: 'list', description: 'y' },
+  ];
+
+  it('adds a repeated repeatable flag to itself, and keeps the last of any other list', () => {
+    const { values } = resolveSettings(table, ['--engine-binary', 'vllm=/a', '--engine-binary=sim=/b,tgi=/c', '--label', 'a=1', '--label', 'b=2'], {});
+    expect(values.engineBinary).toEqual(['vllm=/a', 'sim=/b', 'tgi=/c']);
+    expect(values.label).toEqual(['b=2']);
+  });
+});

@@ -4,6 +4,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { checkDeployment, deploymentDefaults, deploymentRevision } from '../../../gateway/deploy/deployments.ts';
+import { resolveLaunchPolicy } from '../../../runner/protocol.ts';
+import type { LaunchPolicy } from '../../../runner/protocol.ts';
+
+/** A policy that adds what these deployments launch beyond the defaults. */
+function policyOf(binaries: string[], envAllow: string[]): LaunchPolicy {
+  const resolved = resolveLaunchPolicy({ binaries, envAllow });
+  if (resolved.kind !== 'ok') throw new Error(resolved.problem);
+  return resolved.policy;
+}
 
 const sim = { kind: 'sim' };
 
@@ -36,7 +45,7 @@ describe('checkDeployment', () => {
       scaleDownDelay: 0,
       runnerLabels: { zone: 'a', 'gpu.type': 'h100' },
     };
-    expect(checkDeployment(given)).toEqual({ kind: 'valid', deployment: given });
+    expect(checkDeployment(given, undefined, policyOf(['vllm=/opt/vllm'], ['vllm=HF_HOME']))).toEqual({ kind: 'valid', deployment: given });
     expect(checkDeployment({ model: 'm', profile: { kind: 'llamacpp', model: '/m.gguf', gpus: 2 } })).toMatchObject({ kind: 'valid', deployment: { profile: { gpus: 2 } } });
   });
 
@@ -81,8 +90,8 @@ describe('checkDeployment', () => {
       'deployment "org/m": minReplicas 5 must be at most maxReplicas 2',
       'deployment "org/m": targetConcurrency must be a whole number from 1 to 1024, got 0',
       'deployment "org/m": profile.args[1] must be a string without NUL bytes, got a number',
-      'deployment "org/m": profile.args[2] "--model" is set by the runner from profile.model; set it there instead',
       'deployment "org/m": profile.env.HF_TOKEN must be a string without NUL bytes, got a number',
+      'deployment "org/m": profile.args[2] "--model" is set by the runner from profile.model; set it there instead',
     ]);
     expect(problems.join('\n')).not.toMatch(/12345|--model=x/);
   });
@@ -97,7 +106,7 @@ describe('checkDeployment', () => {
 
 describe('deploymentRevision', () => {
   const valid = (value: Record<string, unknown>) => {
-    const checked = checkDeployment({ model: 'm', ...value });
+    const checked = checkDeployment({ model: 'm', ...value }, undefined, policyOf([], ['A', 'B']));
     if (checked.kind !== 'valid') throw new Error(checked.problems.join('\n'));
     return checked.deployment;
   };

@@ -7,7 +7,14 @@ import { checkDeployment } from '../../../gateway/deploy/deployments.ts';
 import type { FleetRunner, FleetView, Lease } from '../../../gateway/deploy/fleet.ts';
 import type { ReconcilerTimers } from '../../../gateway/deploy/reconciler-options.ts';
 import type { Reconciler } from '../../../gateway/deploy/reconciler.ts';
-import type { Capacity, HostedEngine, HostedState } from '../../../runner/protocol.ts';
+import type { Capacity, HostedEngine, HostedState, LaunchPolicy } from '../../../runner/protocol.ts';
+import { resolveLaunchPolicy } from '../../../runner/protocol.ts';
+
+const SPEC_POLICY: LaunchPolicy = (() => {
+  const resolved = resolveLaunchPolicy({ envAllow: ['sim=SIM_TOKEN'] });
+  if (resolved.kind !== 'ok') throw new Error(resolved.problem);
+  return resolved.policy;
+})();
 
 /** A runner whose every field the test may change. */
 export interface MutableRunner {
@@ -24,7 +31,8 @@ export function runner(id: string, capacity: Partial<Capacity> = {}, rest: Parti
 }
 
 export function deployment(model: string, extra: Record<string, unknown> = {}): Deployment {
-  const checked = checkDeployment({ model, profile: { kind: 'sim' }, ...extra });
+  // The specs' deployments may set SIM_TOKEN, a variable this policy adds for kind sim.
+  const checked = checkDeployment({ model, profile: { kind: 'sim' }, ...extra }, undefined, SPEC_POLICY);
   if (checked.kind !== 'valid') throw new Error(checked.problems.join('\n'));
   return checked.deployment;
 }

@@ -185,7 +185,7 @@ describe('Reconciler: scaling', () => {
 describe('Reconciler: failed starts', () => {
   it('retries a failed start on the other runner after 30 s, 60 s, ... capped at 15 min, then dead-letters all ten attempts and blocks until a PUT', async () => {
     const { clock, fleet, store, reconciler, events, warnings } = setup([runner('r1'), runner('r2')]);
-    const d = deployment('m', { minReplicas: 1, profile: { kind: 'sim', env: { HF_TOKEN: 'secret-value' }, args: ['--api-key=hush'] } });
+    const d = deployment('m', { minReplicas: 1, profile: { kind: 'sim', env: { SIM_TOKEN: 'secret-value' }, args: ['--api-key=hush'] } });
     await store.put(d);
     await reconciler.pass();
     const waits: number[] = [];

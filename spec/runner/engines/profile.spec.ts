@@ -109,7 +109,7 @@ describe('validateProfile', () => {
     [{ ...vllm, args: '--enforce-eager' }, 'profile.args must be an array of strings, got "--enforce-eager"'],
     [{ ...vllm, args: ['--max-num-seqs', 64] }, 'profile.args[1] must be a string without NUL bytes, got 64'],
     [{ ...vllm, args: ['--port', '9000'] }, 'profile.args[0] "--port" is set by the runner from profile.port; set it there instead'],
-    [{ ...vllm, args: ['--host=0.0.0.0'] }, 'profile.args[0] "--host=0.0.0.0" is set by the runner from profile.host; set it there instead'],
+    [{ ...vllm, args: ['--host=0.0.0.0'] }, 'profile.args[0] "--host" is set by the runner from profile.host; set it there instead'],
     [{ ...vllm, args: ['-tp', '2'] }, 'profile.args[0] "-tp" is set by the runner from profile.gpus; set it there instead'],
     [{ ...vllm, args: ['--tensor-parallel-size', '2'] }, 'profile.args[0] "--tensor-parallel-size" is set by the runner from profile.gpus; set it there instead'],
     [{ ...vllm, args: ['--enforce-eager', '--max-model-len'] }, 'profile.args[1] "--max-model-len" needs a value, got nothing after it'],
@@ -220,5 +220,15 @@ describe('defaultProfileFacts', () => {
     await expect(validateProfile({ kind: 'sim', model: 'm', port, binary: process.execPath }, node)).rejects.toThrow(
       `profile.port ${port} is not free on 127.0.0.1: something listens there or binding it is not allowed`,
     );
+  });
+});
+
+describe('validateProfile: forbidden options', () => {
+  it("takes --trust-remote-code in the runner's own profile, and refuses it in an order (with a policy)", async () => {
+    const { DEFAULT_LAUNCH_POLICY } = await import('../../../runner/protocol.ts');
+    const own = { kind: 'vllm', model: 'org/m', port: 8000, args: ['--trust-remote-code'] };
+    const facts = { gpuIndices: [], findBinary: async (name: string) => `/usr/bin/${name}`, portFree: async () => true };
+    await expect(validateProfile(own, facts)).resolves.toMatchObject({ args: ['--trust-remote-code'] });
+    await expect(validateProfile(own, facts, DEFAULT_LAUNCH_POLICY)).rejects.toThrow('profile.args[0] "--trust-remote-code" is not allowed');
   });
 });
