@@ -26,6 +26,8 @@ async function gateway(): Promise<{ url: string; lines: string[] }> {
     operatorTokens: [OPERATOR],
     viewerTokens: [VIEWER],
     placerTimeout: 300,
+    // Keyed, so that an operator may make and revoke client keys.
+    requireKeys: true,
     renderMetrics: async () => '# metrics of the spec\n',
     logger: createJsonLogger({ level: 'debug', write: (line) => void lines.push(line) }),
   } as never);
