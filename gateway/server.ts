@@ -10,7 +10,7 @@ import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
-import { SluiceError } from '../placer/kernel/index.ts';
+import { SluiceError, telemetryPath } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
 import { Credentials } from './access/credentials.ts';
 import { accessGuard, unscopedRoutes } from './access/guard.ts';
@@ -212,7 +212,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   // message, which could hold anything (a secret included).
   app.onError((error, c) => {
     if (error instanceof SluiceError) return errorResponse(c, error);
-    log.error('route failed', { path: c.req.path, error });
+    log.error('route failed', { path: telemetryPath(c.req.path), error });
     return errorResponse(c, new InternalError({ cause: error }));
   });
 
