@@ -221,7 +221,8 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    * CIDR networks registered runner URLs must be in (`--runner-networks`). Without it any
    * address is taken but loopback, link-local (the metadata address), unspecified, multicast
    * and reserved ones; a listed network holding one of those allows it. This gateway's own
-   * listeners are refused always. @default none
+   * listeners, cloud metadata addresses (callbacks/address.ts) and port 0 are refused always.
+   * @default none
    */
   runnerNetworks?: readonly string[];
   /** How often registered runners heartbeat, in ms. @default see gatewayDefaults */
