@@ -76,7 +76,11 @@ const REFUSED_CONNECTION_GRACE_MS = 5000;
 export function createGateway(options: GatewayOptions): Gateway {
   // Placement asks the serverless part about cold starts; it is made below, over the registry.
   let serverless: Serverless | undefined;
-  const coldStarts: ColdStarts = { deployed: (model) => serverless?.deployed(model) ?? false, wake: (model) => serverless?.wake(model) };
+  const coldStarts: ColdStarts = {
+    deployed: (model) => serverless?.deployed(model) ?? false,
+    wake: (model) => serverless?.wake(model),
+    failed: (model) => serverless?.failed(model),
+  };
   const config = resolveGatewayOptions({ coldStarts, ...options });
   const log = config.logger;
   // Calls that found every runner busy wait here; the fleet's runners wake them as room appears.
@@ -112,6 +116,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     store: config.deployments,
     registry,
     waitingFor: (model) => queue.waitingFor(model),
+    // Every waiting call of the model walks once: those with no replica left to wait for learn it.
+    onFailure: (model) => void queue.wake(queue.waitingFor(model), [model]),
     settings: config.reconciler,
     clock: config.clock,
     logger: log,

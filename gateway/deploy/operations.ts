@@ -13,7 +13,8 @@
  *   starting, the runner's own start timeout (the profile's) bounds the start.
  * It succeeds when the runner reports the replica `ready`.
  */
-import type { HostedEngine } from '../../runner/protocol.ts';
+import { createRedactor } from '../../placer/kernel/index.ts';
+import type { HostedEngine, OrderedProfile } from '../../runner/protocol.ts';
 import type { FleetRunner } from './fleet.ts';
 
 /** One failed attempt of a start operation. */
@@ -54,6 +55,21 @@ export type AttemptOutcome =
   | { readonly kind: 'waiting' }
   | { readonly kind: 'ready' }
   | { readonly kind: 'failed'; readonly reason: string; readonly output?: readonly string[] };
+
+/** Longest start failure reason a client is shown, in characters. */
+export const CLIENT_REASON_MAX = 300;
+
+/**
+ * A start failure's reason as a client may read it: every value of the profile's args and env
+ * hidden (a runner or an engine may quote them; values under the kernel's MIN_SCRUBBED_LENGTH
+ * are too short to hide without blanking ordinary words), control characters flattened, and cut
+ * to {@link CLIENT_REASON_MAX}. The engine's output is never part of it.
+ */
+export function clientReason(reason: string, profile: Pick<OrderedProfile, 'args' | 'env'>): string {
+  const hidden = createRedactor([...(profile.args ?? []), ...Object.values(profile.env ?? {})])(reason);
+  const flat = hidden.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').replace(/[\x00-\x1f\x7f]/g, ' ').trim();
+  return flat.length > CLIENT_REASON_MAX ? `${flat.slice(0, CLIENT_REASON_MAX - 1)}…` : flat;
+}
 
 /** The delay before retry number `failures` (1 after the first failure): base x 2^(failures-1), at most cap. */
 export function startBackoff(failures: number, base: number, cap: number): number {

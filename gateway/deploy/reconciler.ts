@@ -24,7 +24,9 @@
  *   where one fits; after `startAttempts` the operation is dead-lettered with every attempt and
  *   the deployment is blocked (no new start) until it changes (a PUT: its updatedAt). A failed
  *   replica's runner gets `null`, which clears it. Every failure is logged with its reason;
- *   profile args and env values never are.
+ *   profile args and env values never are. While a start has failed and nothing else of the
+ *   model starts or serves, `startFailure` says so (its reason without args or env values), so
+ *   the calls waiting for a replica are answered at once rather than at their deadline.
  * - A replica whose runner stops reporting it for `orderTimeout` (the runner restarted without
  *   it) or leaves the fleet is forgotten; the count drops and a new start follows.
  * - A changed deployment rolls: every order carries the deployment's revision (its profile and
@@ -41,7 +43,7 @@ import { GatewayConfigError } from '../errors.ts';
 import type { EngineOrder } from '../../runner/protocol.ts';
 import { ModelAutoscaler } from './autoscaler.ts';
 import type { FleetRunner } from './fleet.ts';
-import { DeadLetters, StartOperation, attemptOutcome } from './operations.ts';
+import { DeadLetters, StartOperation, attemptOutcome, clientReason } from './operations.ts';
 import type { ReplacedReplica, StartAttempt } from './operations.ts';
 import { SCALE_EVENTS_KEPT, resolveReconcilerOptions, systemReconcilerTimers } from './reconciler-options.ts';
 import type {
@@ -252,6 +254,37 @@ export class Reconciler {
   /** True when `model` has a deployment, as of the last list read. */
   isDeployed(model: string): boolean {
     return this.#deployed.has(model);
+  }
+
+  /**
+   * Why `model` cannot get a replica now, for the calls waiting for one: a start of it failed
+   * and nothing of it is starting or ready, so the last failure stands until the next attempt
+   * (`retryInMs` from now) or, for a blocked deployment, until it changes (no `retryInMs`).
+   * Undefined while a replica may still come (one starts or serves, no start failed), or when
+   * this gateway does not lead. The reason is fit for a client ({@link clientReason}).
+   */
+  startFailure(model: string): { reason: string; retryInMs?: number } | undefined {
+    const stored = this.#deployed.get(model);
+    if (!this.#leading || !this.#adopted || !stored) return undefined;
+    const ops = this.#ops.get(model) ?? [];
+    if (ops.some((op) => op.inFlight !== undefined)) return undefined;
+    if (this.#replicas(model, this.#deps.fleet.runners(), true).some((r) => r.state === 'starting' || r.state === 'ready')) return undefined;
+    const { profile } = stored.deployment;
+    const block = this.#blocked.get(model);
+    if (block && block.updatedAt === stored.updatedAt) {
+      const last = this.#deadLetters.of(model).at(-1)?.attempts.at(-1);
+      return { reason: clientReason(last ? last.reason : 'its starts were given up on', profile) };
+    }
+    let last: StartAttempt | undefined;
+    let next = Number.POSITIVE_INFINITY;
+    for (const op of ops) {
+      const attempt = op.attempts.at(-1);
+      if (attempt === undefined) continue;
+      if (last === undefined || attempt.at >= last.at) last = attempt;
+      next = Math.min(next, op.nextAttemptAt);
+    }
+    if (last === undefined) return undefined;
+    return { reason: clientReason(last.reason, profile), retryInMs: Math.max(0, next - this.#deps.clock.now()) };
   }
 
   /** A deployment's status now: replicas from the runners' reports (and this leader's orders). */

@@ -7,7 +7,7 @@
  */
 import type { MeterProvider } from '@opentelemetry/api';
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
-import type { ColdStarts } from '../cold-start.ts';
+import type { ColdStarts, StartFailure } from '../cold-start.ts';
 import type { RunnerRegistry } from '../registry.ts';
 import type { DemandBoard, StatusBoard } from './boards.ts';
 import type { Lease } from './fleet.ts';
@@ -43,6 +43,11 @@ export interface ServerlessInit {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly meterProvider: MeterProvider;
+  /**
+   * A start of `model` failed (or one of its replicas did): the gateway wakes the calls waiting
+   * for it, so that they learn of it ({@link Serverless.failed}) now rather than at their deadline.
+   */
+  readonly onFailure?: (model: string) => void;
 }
 
 /** Something of the settings the gateway closes with itself, when it has a close. */
@@ -77,7 +82,12 @@ export class Serverless implements ColdStarts {
         // With a demand board, the sum over the gateways (this one's own note included).
         waiting: demand ? (model) => demand.total(model) : init.waitingFor,
       },
-      events: (event) => metrics?.record(event),
+      events: (event) => {
+        metrics?.record(event);
+        // Woken after the pass that saw it: the pass runs on without awaiting, so a woken call
+        // reads the operation as the pass left it.
+        if (event.kind === 'failed' || event.kind === 'dead-letter') init.onFailure?.(event.model);
+      },
     });
     metrics = createDeploymentMetrics(init.meterProvider, { models: () => this.reconciler.deployedModels(), status: (model) => this.reconciler.status(model) });
   }
@@ -101,6 +111,11 @@ export class Serverless implements ColdStarts {
   /** ColdStarts: a deployment exists for `model`. */
   deployed(model: string): boolean {
     return this.reconciler.isDeployed(model);
+  }
+
+  /** ColdStarts: why `model` cannot get a replica now, as this gateway's reconciler knows (when it leads). */
+  failed(model: string): StartFailure | undefined {
+    return this.reconciler.startFailure(model);
   }
 
   /** ColdStarts: calls wait for a replica of `model`; noted for the other gateways, and a pass now. */
