@@ -43,8 +43,8 @@ import { GatewayConfigError } from '../errors.ts';
 import type { EngineOrder } from '../../runner/protocol.ts';
 import { ModelAutoscaler } from './autoscaler.ts';
 import type { FleetRunner } from './fleet.ts';
-import { DeadLetters, StartOperation, attemptOutcome, clientReason } from './operations.ts';
-import type { ReplacedReplica, StartAttempt } from './operations.ts';
+import { DeadLetters, StartOperation, attemptOutcome, startFailureOf } from './operations.ts';
+import type { ReplacedReplica, StartAttempt, StartFailureView } from './operations.ts';
 import { SCALE_EVENTS_KEPT, resolveReconcilerOptions, systemReconcilerTimers } from './reconciler-options.ts';
 import type {
   ReconcilerConfig,
@@ -257,34 +257,18 @@ export class Reconciler {
   }
 
   /**
-   * Why `model` cannot get a replica now, for the calls waiting for one: a start of it failed
-   * and nothing of it is starting or ready, so the last failure stands until the next attempt
-   * (`retryInMs` from now) or, for a blocked deployment, until it changes (no `retryInMs`).
-   * Undefined while a replica may still come (one starts or serves, no start failed), or when
-   * this gateway does not lead. The reason is fit for a client ({@link clientReason}).
+   * Why `model` cannot get a replica now, for the calls waiting for one ({@link startFailureOf}
+   * over its status): undefined while one may still come, or when this gateway does not lead.
    */
-  startFailure(model: string): { reason: string; retryInMs?: number } | undefined {
+  startFailure(model: string): StartFailureView | undefined {
     const stored = this.#deployed.get(model);
     if (!this.#leading || !this.#adopted || !stored) return undefined;
-    const ops = this.#ops.get(model) ?? [];
-    if (ops.some((op) => op.inFlight !== undefined)) return undefined;
-    if (this.#replicas(model, this.#deps.fleet.runners(), true).some((r) => r.state === 'starting' || r.state === 'ready')) return undefined;
-    const { profile } = stored.deployment;
-    const block = this.#blocked.get(model);
-    if (block && block.updatedAt === stored.updatedAt) {
-      const last = this.#deadLetters.of(model).at(-1)?.attempts.at(-1);
-      return { reason: clientReason(last ? last.reason : 'its starts were given up on', profile) };
-    }
-    let last: StartAttempt | undefined;
-    let next = Number.POSITIVE_INFINITY;
-    for (const op of ops) {
-      const attempt = op.attempts.at(-1);
-      if (attempt === undefined) continue;
-      if (last === undefined || attempt.at >= last.at) last = attempt;
-      next = Math.min(next, op.nextAttemptAt);
-    }
-    if (last === undefined) return undefined;
-    return { reason: clientReason(last.reason, profile), retryInMs: Math.max(0, next - this.#deps.clock.now()) };
+    return startFailureOf(this.status(model), stored.deployment.profile, this.#deps.clock.now());
+  }
+
+  /** The deployment of `model`, as of the last list read. */
+  deployment(model: string): Deployment | undefined {
+    return this.#deployed.get(model)?.deployment;
   }
 
   /** A deployment's status now: replicas from the runners' reports (and this leader's orders). */

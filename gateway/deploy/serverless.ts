@@ -13,6 +13,7 @@ import type { DemandBoard, StatusBoard } from './boards.ts';
 import type { Lease } from './fleet.ts';
 import { MemoryLease } from './lease.ts';
 import { createDeploymentMetrics } from './metrics.ts';
+import { startFailureOf } from './operations.ts';
 import type { DeploymentMetrics } from './metrics.ts';
 import type { ReconcilerDeploymentStatus, ReconcilerOptions } from './reconciler-options.ts';
 import { Reconciler } from './reconciler.ts';
@@ -62,6 +63,11 @@ export class Serverless implements ColdStarts {
   #sampler: NodeJS.Timeout | undefined;
   readonly #lease: Lease;
   #renewedAt = -Infinity;
+  /**
+   * On a follower: the start failures the leader's published status shows, for the models this
+   * gateway has calls waiting for, as of the last sample.
+   */
+  readonly #published = new Map<string, StartFailure>();
 
   /** @throws GatewayConfigError for a bad reconciler option, naming it. */
   constructor(init: ServerlessInit) {
@@ -113,9 +119,12 @@ export class Serverless implements ColdStarts {
     return this.reconciler.isDeployed(model);
   }
 
-  /** ColdStarts: why `model` cannot get a replica now, as this gateway's reconciler knows (when it leads). */
+  /**
+   * ColdStarts: why `model` cannot get a replica now: as this gateway's reconciler knows when it
+   * leads; else as the leader's published status showed at the last sample.
+   */
   failed(model: string): StartFailure | undefined {
-    return this.reconciler.startFailure(model);
+    return this.reconciler.leading ? this.reconciler.startFailure(model) : this.#published.get(model);
   }
 
   /** ColdStarts: calls wait for a replica of `model`; noted for the other gateways, and a pass now. */
@@ -152,7 +161,8 @@ export class Serverless implements ColdStarts {
   /**
    * Every sample: renew the lease when due; note this gateway's waiting calls on the demand board and read the others';
    * when leading, publish each status, and pass at once for a model whose calls wait (at any
-   * gateway) with no replica starting or ready: a cold start ordered by another gateway's call.
+   * gateway) with no replica starting or ready: a cold start ordered by another gateway's call;
+   * when following, read the start failures the leader published for the models calls wait for.
    */
   async #tick(): Promise<void> {
     // The lease is renewed three times a ttl, whatever the pass period, so a leader keeps it
@@ -169,11 +179,32 @@ export class Serverless implements ColdStarts {
       for (const model of models) await demand.note(model, this.#init.waitingFor(model));
       await demand.refresh();
     }
-    if (!this.reconciler.leading) return;
+    if (!this.reconciler.leading) return this.#readFailures(models);
+    this.#published.clear();
     for (const model of models) {
       const status = this.reconciler.status(model);
       if (status.ready + status.starting === 0 && (demand?.total(model) ?? this.#init.waitingFor(model)) > 0) this.reconciler.poke(model);
       if (this.#statusBoard) await this.#statusBoard.publish(model, status);
+    }
+  }
+
+  /**
+   * A follower reads, for each model it has calls waiting for, whether the leader's published
+   * status shows a start failure; a new one wakes those calls, as the leader's own event does.
+   */
+  async #readFailures(models: readonly string[]): Promise<void> {
+    const board = this.#statusBoard;
+    for (const model of models) {
+      const deployment = this.reconciler.deployment(model);
+      const status = board && deployment && this.#init.waitingFor(model) > 0 ? await board.read(model).catch(() => undefined) : undefined;
+      const failure = status && deployment ? startFailureOf(status, deployment.profile, this.#init.clock.now()) : undefined;
+      const known = this.#published.has(model);
+      if (failure === undefined) {
+        this.#published.delete(model);
+        continue;
+      }
+      this.#published.set(model, failure);
+      if (!known) this.#init.onFailure?.(model);
     }
   }
 }

@@ -9,7 +9,8 @@
  *   holds the profile's args or env values.
  * - Real processes: a gateway with a deployment whose engine binary exits at once, and a runner
  *   with no engine. Waiting calls get `503 GW_DEPLOYMENT_FAILED` with Retry-After after the
- *   first failed start, well before the placer deadline; a later call gets it too.
+ *   first failed start, well before the placer deadline; a later call gets it too; and so does
+ *   a call on a second gateway (one redis-server) that does not lead the reconciler.
  * - The wait queue bounds one model's calls (`maxQueuedPerModel`) while another model's still
  *   queue; the gateway's default is half of `maxQueued`.
  */
@@ -17,7 +18,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
 import { Reconciler } from '../../gateway/deploy/reconciler.ts';
@@ -29,6 +30,8 @@ import { seededRandom, silentLogger } from '../../placer/kernel/index.ts';
 import { FakeClock, T0 } from '../placer/fake.ts';
 import { FakeFleet, FakeLease, ManualTimers, deployment, host, runner } from '../gateway/deploy/fake-fleet.ts';
 import { asOperator, eventually, getJson, metricValue, metrics, operatorEnv } from '../support/fleet.ts';
+import { startRedis } from '../support/redis.ts';
+import type { RedisServer } from '../support/redis.ts';
 
 const ARG_SECRET = 'arg-secret-5b7e1d';
 const ENV_SECRET = 'env-secret-9c2f4a';
@@ -99,34 +102,46 @@ describe('Reconciler.startFailure', () => {
 describe('a deployment whose engine binary exits at once, on real processes', () => {
   const MODEL = 'sim-never-starts';
   const RUNNER_TOKEN = 'spec-runner-token-start-failed-0123';
+  const quiet = ['--log-level', 'warn'];
   let dir: string;
+  let file: string;
+  let redis: RedisServer | undefined;
   const started: ChildService[] = [];
-  let gw: ChildService;
 
-  beforeAll(async () => {
+  beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-start-failed-'));
     const script = join(dir, 'engine-exits');
     // Its last words quote its args and environment: none of them may reach a client.
     writeFileSync(script, '#!/bin/sh\necho "loading with $* and $HF_TOKEN"\necho "CUDA error: out of memory (spec)"\nexit 1\n');
     chmodSync(script, 0o755);
-    const file = join(dir, 'deployments.json');
+    file = join(dir, 'deployments.json');
     writeFileSync(file, JSON.stringify([{ model: MODEL, maxReplicas: 1, profile: { kind: 'sim', binary: script, args: ['--api-key', ARG_SECRET], env: { HF_TOKEN: ENV_SECRET } } }]));
-    const quiet = ['--log-level', 'warn'];
-    gw = await startService(
-      ['gateway', '--port', '0', '--deployments', file, '--reconcile-period', '300ms', '--heartbeat-interval', '200ms', '--runner-networks', '127.0.0.0/8', '--placer-timeout', '45s', ...quiet],
-      { env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } },
-    );
-    started.push(gw);
-    started.push(await startService(['runner', '--port', '0', '--id', 'never-a', '--slots', '4', '--gateway', gw.url, ...quiet], { env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } }));
-    await eventually(async () => (await getJson(`${gw.url}/v1/runners`, asOperator)).json.data.length === 1, 30_000, 'the runner registered');
+  });
+
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((s) => s.stop('SIGTERM', 10_000).catch(() => undefined)));
   });
 
   afterAll(async () => {
-    await Promise.all(started.map((s) => s.stop('SIGTERM', 10_000).catch(() => undefined)));
+    await redis?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  const call = async (flow: string) => {
+  /** A gateway over the deployments file; its placer deadline 45 s, so a call that waits it out fails the spec fast. */
+  async function gateway(extra: readonly string[] = []): Promise<ChildService> {
+    const flags = ['--deployments', file, '--reconcile-period', '300ms', '--heartbeat-interval', '200ms', '--runner-networks', '127.0.0.0/8', '--placer-timeout', '45s'];
+    const gw = await startService(['gateway', '--port', '0', ...flags, ...quiet, ...extra], { env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } });
+    started.push(gw);
+    return gw;
+  }
+
+  /** A runner with no engine, registered with `gateways`. */
+  async function runnerOf(gateways: readonly ChildService[]): Promise<void> {
+    started.push(await startService(['runner', '--port', '0', '--id', 'never-a', '--slots', '4', '--gateway', gateways.map((g) => g.url).join(','), ...quiet], { env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } }));
+    for (const gw of gateways) await eventually(async () => (await getJson(`${gw.url}/v1/runners`, asOperator)).json.data.length === 1, 30_000, 'the runner registered');
+  }
+
+  const call = async (gw: ChildService, flow: string) => {
     const res = await request(`${gw.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'sluice-flow': flow },
@@ -136,32 +151,54 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
     return { status: res.statusCode, headers: res.headers, text, json: JSON.parse(text) };
   };
 
+  /** The answer a call for the deployment that cannot start must get. */
+  function expectFailedStart(res: Awaited<ReturnType<typeof call>>): void {
+    expect(res.status).toBe(503);
+    expect(res.json.error.code).toBe('GW_DEPLOYMENT_FAILED');
+    expect(res.json.error.message).toContain(`model "${MODEL}" has no replica: its last start failed (the engine exited with code 1) and none is starting`);
+    // The next attempt is about 30 s away: the default backoff after an operation's first
+    // failure (60 s after its second): the calls were answered after the first failed start.
+    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(20);
+    expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(30);
+    for (const secret of [ARG_SECRET, ENV_SECRET, 'CUDA']) expect(res.text).not.toContain(secret);
+  }
+
   it('answers the waiting calls 503 GW_DEPLOYMENT_FAILED after the first failed start, then a new call too', async () => {
+    const gw = await gateway();
+    await runnerOf([gw]);
     const began = Date.now();
-    const answers = await Promise.all(['a', 'b', 'c'].map((flow) => call(flow)));
+    const answers = await Promise.all(['a', 'b', 'c'].map((flow) => call(gw, flow)));
     // Well within the placer deadline (45 s here, 360 s by default): the calls did not wait it out.
     expect(Date.now() - began).toBeLessThan(40_000);
     for (const res of answers) {
-      expect(res.status).toBe(503);
-      expect(res.json.error.code).toBe('GW_DEPLOYMENT_FAILED');
-      expect(res.json.error.message).toContain(`model "${MODEL}" has no replica: its last start failed (the engine exited with code 1) and none is starting`);
-      // The next attempt is about 30 s away: the default backoff after an operation's first
-      // failure (60 s after its second): the calls were answered after the first failed start.
-      expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(20);
-      expect(Number(res.headers['retry-after'])).toBeLessThanOrEqual(30);
+      expectFailedStart(res);
       expect(res.headers['sluice-cold-start']).toMatch(/^\d+$/);
-      for (const secret of [ARG_SECRET, ENV_SECRET, 'CUDA']) expect(res.text).not.toContain(secret);
     }
     expect(metricValue(await metrics(gw), 'sluice_replica_start_failures_total', { model: MODEL })).toBeGreaterThanOrEqual(1);
 
     // A call that comes now is answered the same way, without waiting out the deadline.
     const again = Date.now();
-    const later = await call('d');
-    expect(later.status).toBe(503);
-    expect(later.json.error.code).toBe('GW_DEPLOYMENT_FAILED');
+    expectFailedStart(await call(gw, 'd'));
     expect(Date.now() - again).toBeLessThan(30_000);
-    const queue = await getJson(`${gw.url}/v1/queue`, asOperator);
-    expect(queue.json.waiting).toBe(0);
+    expect((await getJson(`${gw.url}/v1/queue`, asOperator)).json.waiting).toBe(0);
+  }, 120_000);
+
+  it('answers a call on the gateway that does not lead the reconciler the same way, from the status the leader published', async () => {
+    redis = await startRedis();
+    const shared = ['--store', redis.url, '--lease-ttl', '1s'];
+    const a = await gateway([...shared, '--gateway-id', 'gw-a']);
+    const b = await gateway([...shared, '--gateway-id', 'gw-b']);
+    await runnerOf([a, b]);
+    const leading = async (gw: ChildService): Promise<boolean> => (await getJson(`${gw.url}/v1/deployments/${MODEL}`, asOperator)).json.status.reconciler === 'leading';
+    let follower: ChildService | undefined;
+    await eventually(async () => {
+      if (await leading(a)) follower = b;
+      else if (await leading(b)) follower = a;
+      return follower !== undefined;
+    }, 15_000, 'a leader');
+    const began = Date.now();
+    expectFailedStart(await call(follower!, 'f'));
+    expect(Date.now() - began).toBeLessThan(40_000);
   }, 120_000);
 });
 
