@@ -101,14 +101,17 @@ export function classifyAddress(address: string): AddressClass {
 
 /**
  * How {@link METADATA_BY_KEY} knows an address: IPv4 dotted, the IPv4 address an IPv6 one
- * carries (mapped, NAT64, 6to4, or the deprecated IPv4-compatible form), else its eight groups.
+ * carries (mapped, NAT64, 6to4, the deprecated IPv4-compatible form, or SIIT's IPv4-translated
+ * `::ffff:0:a.b.c.d`), else its eight groups.
  */
 function metadataKey(address: string, found: AddressClass): string {
   const v4 = parseIPv4(address);
   if (v4 !== undefined) return formatIPv4(v4);
   if (found.ipv4 !== undefined) return found.ipv4;
   const g = parseIPv6(address)!;
-  return g.slice(0, 6).every((x) => x === 0) ? formatIPv4(((g[6]! << 16) | g[7]!) >>> 0) : g.join(':');
+  const compatible = g.slice(0, 6).every((x) => x === 0);
+  const translated = g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0;
+  return compatible || translated ? formatIPv4(((g[6]! << 16) | g[7]!) >>> 0) : g.join(':');
 }
 
 /** {@link METADATA_ADDRESSES} keyed as classifyAddress looks them up: IPv4 dotted, IPv6 as its eight groups. */

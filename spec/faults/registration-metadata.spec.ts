@@ -32,12 +32,17 @@ const METADATA: Array<[url: string, reached: RegExp]> = [
   ['http://1684301000', /Alibaba Cloud/],
   ['http://100.100.25800', /Alibaba Cloud/],
   ['http://100.6579400', /Alibaba Cloud/],
+  ['http://0x646464c8', /Alibaba Cloud/],
+  ['http://100.100.100.200.', /Alibaba Cloud/],
   // IPv4 inside IPv6: mapped (as written and as the parser rewrites it), NAT64, 6to4.
   ['http://[::ffff:100.100.100.200]', /ipv4-mapped 100\.100\.100\.200.*Alibaba Cloud/],
   ['http://[::ffff:6464:64c8]:9000', /Alibaba Cloud/],
   ['http://[0:0:0:0:0:ffff:6464:64c8]', /Alibaba Cloud/],
   ['http://[64:ff9b::100.100.100.200]', /nat64 100\.100\.100\.200.*Alibaba Cloud/],
   ['http://[2002:6464:64c8::1]', /6to4 100\.100\.100\.200.*Alibaba Cloud/],
+  // The deprecated IPv4-compatible form and SIIT's IPv4-translated one.
+  ['http://[::100.100.100.200]', /Alibaba Cloud/],
+  ['http://[::ffff:0:6464:64c8]', /Alibaba Cloud/],
   // The address AWS, GCP, Azure and Oracle Cloud share, and its neighbours.
   ['http://169.254.169.254', /169\.254\.169\.254 .*instance metadata service/],
   ['http://0xa9fea9fe', /instance metadata service/],
@@ -65,7 +70,7 @@ function verdict(policy: ReturnType<typeof createRunnerAddressPolicy>, url: stri
 describe('the runner address policy and cloud metadata addresses', () => {
   const byDefault = createRunnerAddressPolicy({ localAddresses: () => [] });
   // Networks that hold every one of them: a metadata address is refused all the same.
-  const wide = createRunnerAddressPolicy({ networks: ['10.0.0.0/8', '100.64.0.0/10', 'fd00::/8', '169.254.0.0/16', '192.0.0.0/24', '203.0.113.0/24', '64:ff9b::/96', '2002::/16', '::ffff:0:0/96'], localAddresses: () => [] });
+  const wide = createRunnerAddressPolicy({ networks: ['10.0.0.0/8', '100.64.0.0/10', 'fd00::/8', '169.254.0.0/16', '192.0.0.0/24', '203.0.113.0/24', '64:ff9b::/96', '2002::/16', '::ffff:0:0/96', '::/96', '::ffff:0:0:0/96'], localAddresses: () => [] });
 
   it.each(METADATA)('refuses %s by default, naming what answers there', (url, reached) => {
     const said = verdict(byDefault, url);
