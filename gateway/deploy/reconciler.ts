@@ -24,7 +24,10 @@
  *   where one fits; after `startAttempts` the operation is dead-lettered with every attempt and
  *   the deployment is blocked (no new start) until it changes (a PUT: its updatedAt). A failed
  *   replica's runner gets `null`, which clears it. Every failure is logged with its reason;
- *   profile args and env values never are. While a start has failed and nothing else of the
+ *   profile args and env values never are. A start with failed attempts that scale-down drops
+ *   as unwanted rests: the next scale-up of the same deployment takes it back, attempts and
+ *   backoff included, so demand that stops and comes back cannot restart a failing engine at
+ *   once. While a start has failed and nothing else of the
  *   model starts or serves, `startFailure` says so (its reason without args or env values), so
  *   the calls waiting for a replica are answered at once rather than at their deadline.
  * - A replica whose runner stops reporting it for `orderTimeout` (the runner restarted without
@@ -107,6 +110,12 @@ export class Reconciler {
   readonly #scalers = new Map<string, ModelAutoscaler>();
   readonly #wanted = new Map<string, number>();
   readonly #unplaced = new Map<string, Readonly<Record<string, string>>>();
+  /**
+   * Start operations dropped as unwanted after failed attempts, by model, with the deployment's
+   * updatedAt then: the next scale-up takes them back, so that a demand that comes and goes
+   * (calls answered GW_DEPLOYMENT_FAILED stop waiting) cannot restart a failing engine at once.
+   */
+  readonly #resting = new Map<string, { readonly updatedAt: number; readonly ops: StartOperation[] }>();
   /** Blocked deployments: the updatedAt they were blocked at, and why. */
   readonly #blocked = new Map<string, { readonly updatedAt: number; readonly reason: string }>();
   readonly #deadLetters: DeadLetters;
@@ -367,6 +376,7 @@ export class Reconciler {
   #clearLeaderState(): void {
     this.#orders.clear();
     this.#ops.clear();
+    this.#resting.clear();
     this.#wanted.clear();
     this.#unplaced.clear();
     for (const scaler of this.#scalers.values()) scaler.reset();
@@ -375,7 +385,7 @@ export class Reconciler {
   /** Drops everything of models with no deployment: their replicas get null. */
   #forgetDeleted(runners: readonly FleetRunner[]): void {
     const gone = new Set<string>([...this.#orders.values()].map((e) => e.order.model));
-    for (const model of [...this.#ops.keys(), ...this.#scalers.keys(), ...this.#scaleEvents.keys(), ...this.#blocked.keys(), ...this.#deadLetters.models()]) gone.add(model);
+    for (const model of [...this.#ops.keys(), ...this.#resting.keys(), ...this.#scalers.keys(), ...this.#scaleEvents.keys(), ...this.#blocked.keys(), ...this.#deadLetters.models()]) gone.add(model);
     for (const r of runners) if (r.hosted && this.#takesOrders.has(r.id)) gone.add(r.hosted.model);
     for (const model of gone) {
       if (this.#deployed.has(model)) continue;
@@ -389,7 +399,7 @@ export class Reconciler {
         this.#deps.logger.info('replicas of a deleted deployment stopped', { model, replicas: stopped });
         this.#emit({ kind: 'scale', model, from: stopped, to: 0, reason: 'deployment deleted' });
       }
-      for (const map of [this.#ops, this.#scalers, this.#wanted, this.#unplaced, this.#blocked, this.#scaleEvents]) map.delete(model);
+      for (const map of [this.#ops, this.#resting, this.#scalers, this.#wanted, this.#unplaced, this.#blocked, this.#scaleEvents]) map.delete(model);
       this.#deadLetters.forget(model);
     }
   }
@@ -478,13 +488,14 @@ export class Reconciler {
     const waitingOps = ops.filter((op) => !op.inFlight && !op.replaces);
     const intended = current + waitingOps.length;
     if (decision.wanted > intended && !blocked) {
-      for (let i = intended; i < decision.wanted; i++) ops.push(new StartOperation(model, now));
+      for (let i = intended; i < decision.wanted; i++) ops.push(this.#revive(model, stored.updatedAt) ?? new StartOperation(model, now));
       this.#scale(model, intended, decision.wanted, decision.reason, now);
     } else if (decision.wanted < intended && waitingOps.length > 0) {
       // Starts not yet ordered are intentions, not replicas: drop the unwanted ones at once.
       const drop = waitingOps.slice(-Math.min(waitingOps.length, intended - decision.wanted));
       for (const op of drop) {
         ops.splice(ops.indexOf(op), 1);
+        if (op.attempts.length > 0) this.#rest(model, stored.updatedAt, op);
         logger.info('start operation dropped', { model, failedAttempts: op.attempts.length, reason: decision.reason });
       }
       this.#scale(model, intended, intended - drop.length, decision.reason, now);
@@ -497,6 +508,25 @@ export class Reconciler {
     }
     this.#roll(model, ops, runners, now);
     this.#placeDue(stored, ops, runners, now);
+  }
+
+  /** Keeps a dropped operation that had failed attempts for the next scale-up of the same deployment. */
+  #rest(model: string, updatedAt: number, op: StartOperation): void {
+    const entry = this.#resting.get(model);
+    if (entry?.updatedAt === updatedAt) entry.ops.push(op);
+    else this.#resting.set(model, { updatedAt, ops: [op] });
+  }
+
+  /**
+   * A resting operation of `model` for a scale-up, with its attempts and its backoff; none once
+   * the deployment changed (a PUT is a fresh start).
+   */
+  #revive(model: string, updatedAt: number): StartOperation | undefined {
+    const entry = this.#resting.get(model);
+    if (entry === undefined) return undefined;
+    const op = entry.updatedAt === updatedAt ? entry.ops.pop() : undefined;
+    if (entry.updatedAt !== updatedAt || entry.ops.length === 0) this.#resting.delete(model);
+    return op;
   }
 
   /**

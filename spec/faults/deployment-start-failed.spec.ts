@@ -74,6 +74,40 @@ describe('Reconciler.startFailure', () => {
     expect(reconciler.startFailure('other')).toBeUndefined();
   });
 
+  it('keeps the backoff when the answered calls stop waiting and new ones come: the engine is not restarted at once', async () => {
+    const { clock, fleet, store, reconciler } = setup();
+    await store.put(deployment('m', { profile }));
+    fleet.waitingBy.set('m', 1);
+    await reconciler.pass();
+    host(fleet.get('r1'), 'm', reconciler.orderFor('r1')!.replica, 'failed', clock.now(), { reason: 'the engine exited with code 1' });
+    clock.advance(1_000);
+    await reconciler.pass();
+    // The waiting calls were answered: none waits, and the start is dropped as unwanted.
+    fleet.waitingBy.set('m', 0);
+    clock.advance(1_000);
+    await reconciler.pass();
+    expect(reconciler.status('m')).toMatchObject({ wanted: 0, pending: [] });
+    // A new call: the start comes back with its attempt and its backoff, and no order before it ends.
+    fleet.waitingBy.set('m', 1);
+    await reconciler.pass();
+    expect(reconciler.orderFor('r1')).toBeNull();
+    expect(reconciler.status('m').pending).toMatchObject([{ attempts: [{ reason: 'the engine exited with code 1' }] }]);
+    expect(reconciler.startFailure('m')).toEqual({ reason: 'the engine exited with code 1', retryInMs: 29_000 });
+    clock.advance(29_000);
+    await reconciler.pass();
+    expect(reconciler.orderFor('r1')).toMatchObject({ model: 'm' });
+    // A changed deployment starts afresh.
+    host(fleet.get('r1'), 'm', reconciler.orderFor('r1')!.replica, 'failed', clock.now(), { reason: 'the engine exited with code 2' });
+    await reconciler.pass();
+    fleet.waitingBy.set('m', 0);
+    clock.advance(1_000);
+    await reconciler.pass();
+    await store.put(deployment('m', { profile: { ...profile, args: ['--fixed'] } }));
+    fleet.waitingBy.set('m', 1);
+    await reconciler.pass();
+    expect(reconciler.orderFor('r1')).toMatchObject({ model: 'm', profile: { args: ['--fixed'] } });
+  });
+
   it('gives a dead-lettered deployment\'s last reason with no next attempt', async () => {
     const { clock, fleet, store, reconciler } = setup(1);
     await store.put(deployment('m', { profile }));
