@@ -16,6 +16,14 @@ import type { Logger } from '../placer/kernel/index.ts';
  */
 export const COLD_START_HEADER = 'sluice-cold-start';
 
+/** Why a deployed model cannot get a replica now; see {@link ColdStarts.failed}. */
+export interface StartFailure {
+  /** The last failed start's reason, fit for a client: one line, no profile args or env values. */
+  readonly reason: string;
+  /** Until the next start attempt, in ms; absent when none is due (the deployment is blocked). */
+  readonly retryInMs?: number;
+}
+
 /** What placement asks of whoever starts replicas (the gateway's reconciler). */
 export interface ColdStarts {
   /**
@@ -29,6 +37,13 @@ export interface ColdStarts {
    * the first of them joined the queue, so a pass run at once counts it.
    */
   wake(model: string): void;
+  /**
+   * Why `model` cannot get a replica now: its last start failed and nothing else of it is
+   * starting or ready. Undefined while a replica may still come. A call waiting for a replica
+   * asks before each wait, and is answered 503 GW_DEPLOYMENT_FAILED at once rather than wait out
+   * its deadline. Absent: calls wait until their deadline, as before the question existed.
+   */
+  failed?(model: string): StartFailure | undefined;
 }
 
 /**
@@ -54,6 +69,16 @@ export class ColdStartWaits {
     } catch (error) {
       this.#logger.warn('cold starts: deployed() failed', { model, error: error as Error });
       return false;
+    }
+  }
+
+  /** Why `model` cannot get a replica now ({@link ColdStarts.failed}); undefined too when the question threw. */
+  failed(model: string): StartFailure | undefined {
+    try {
+      return this.#coldStarts.failed?.(model);
+    } catch (error) {
+      this.#logger.warn('cold starts: failed() failed', { model, error: error as Error });
+      return undefined;
     }
   }
 
@@ -89,6 +114,8 @@ export interface RecordingColdStarts extends ColdStarts {
   readonly models: Set<string>;
   /** Every wake, in order, by model. */
   readonly wakes: string[];
+  /** What {@link ColdStarts.failed} answers, by model: set one to fail a model's start. */
+  readonly failures: Map<string, StartFailure>;
 }
 
 /**
@@ -98,10 +125,13 @@ export interface RecordingColdStarts extends ColdStarts {
 export function recordingColdStarts(models: Iterable<string>, onWake?: (model: string) => void): RecordingColdStarts {
   const deployed = new Set(models);
   const wakes: string[] = [];
+  const failures = new Map<string, StartFailure>();
   return {
     models: deployed,
     wakes,
+    failures,
     deployed: (model) => deployed.has(model),
+    failed: (model) => failures.get(model),
     wake(model) {
       wakes.push(model);
       onWake?.(model);

@@ -203,13 +203,32 @@ export class OverloadedError extends errorClass('GW_OVERLOADED', 503, 'service_u
 }
 
 /**
- * The wait queue is at `maxQueued` calls, or the call's flow at `maxQueuedPerFlow` (503): every
- * runner is busy and the call was refused at once rather than queued past the bound.
+ * The wait queue is at `maxQueued` calls, the call's model at `maxQueuedPerModel`, or its flow
+ * at `maxQueuedPerFlow` (503): every runner is busy and the call was refused at once rather
+ * than queued past the bound.
  */
 export class QueueFullError extends errorClass('GW_QUEUE_FULL', 503, 'service_unavailable_error', GatewayError) {
-  constructor(scope: 'total' | 'flow', limit: number, retryAfterSeconds: number) {
-    const what = scope === 'total' ? `the gateway's wait queue is full (maxQueued ${limit} calls)` : `this flow already has ${limit} calls waiting (maxQueuedPerFlow)`;
+  constructor(scope: 'total' | 'model' | 'flow', limit: number, retryAfterSeconds: number) {
+    const what =
+      scope === 'total'
+        ? `the gateway's wait queue is full (maxQueued ${limit} calls)`
+        : scope === 'model'
+          ? `this model already has ${limit} calls waiting (maxQueuedPerModel)`
+          : `this flow already has ${limit} calls waiting (maxQueuedPerFlow)`;
     super(`${what} and every runner is busy; retry shortly`, { headers: retryAfter(retryAfterSeconds) });
+  }
+}
+
+/**
+ * A call for a deployed model with no replica, whose last start failed with nothing else
+ * starting (503): the call is answered at once rather than wait out its deadline. The message
+ * names the model and the failure's reason (never the profile's args or env values); Retry-After
+ * is the time until the reconciler's next attempt, or `retryAfter` when none is due.
+ */
+export class DeploymentFailedError extends errorClass('GW_DEPLOYMENT_FAILED', 503, 'service_unavailable_error', GatewayError) {
+  constructor(model: string, reason: string, retryAfterSeconds: number, nextAttempt: boolean) {
+    const when = nextAttempt ? `the next start is in about ${retryAfterSeconds} s` : 'no start is due until the deployment changes';
+    super(`model ${JSON.stringify(model)} has no replica: its last start failed (${reason}) and none is starting; ${when}`, { headers: retryAfter(retryAfterSeconds) });
   }
 }
 

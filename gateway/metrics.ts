@@ -204,7 +204,7 @@ export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
       unit: 'ms',
       advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
     }),
-    queueRefused: counter('sluice_queue_refused', 'Calls refused with GW_QUEUE_FULL, by the bound met (total or flow)'),
+    queueRefused: counter('sluice_queue_refused', 'Calls refused with GW_QUEUE_FULL, by the bound met (total, model or flow)'),
     coldStartCalls: count('sluice_cold_start_calls', 'Calls that waited for a replica of their model to start (a cold start), by model', 'model'),
     // In seconds, unlike the other histograms, as its name says: cold starts take seconds to minutes.
     coldStartWait: meter.createHistogram('sluice_cold_start_wait_seconds', {

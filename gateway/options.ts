@@ -144,6 +144,13 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    */
   maxQueuedPerFlow?: number;
   /**
+   * Calls of one model waiting at once; one more is refused with 503 GW_QUEUE_FULL. Bounds
+   * what one model's calls (a deployment that cannot start, a model short of runners) take
+   * of the queue, so the others' calls still find room.
+   * @default half of maxQueued, rounded up
+   */
+  maxQueuedPerModel?: number;
+  /**
    * Priority class of a call that sends no `sluice-priority` header: `interactive` or `batch`.
    * @default see gatewayDefaults
    */
@@ -253,7 +260,8 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    * CIDR networks registered runner URLs must be in (`--runner-networks`). Without it any
    * address is taken but loopback, link-local (the metadata address), unspecified, multicast
    * and reserved ones; a listed network holding one of those allows it. This gateway's own
-   * listeners are refused always. @default none
+   * listeners, cloud metadata addresses (callbacks/address.ts) and port 0 are refused always.
+   * @default none
    */
   runnerNetworks?: readonly string[];
   /** How often registered runners heartbeat, in ms. @default see gatewayDefaults */
@@ -298,6 +306,7 @@ export interface GatewayConfig {
   readonly retryAfter: number;
   readonly maxQueued: number;
   readonly maxQueuedPerFlow: number;
+  readonly maxQueuedPerModel: number;
   readonly defaultPriority: Priority;
   readonly maxInFlight: number;
   readonly maxUploads: number;
@@ -509,11 +518,14 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   if (coldStarts !== undefined && (typeof coldStarts?.deployed !== 'function' || typeof coldStarts.wake !== 'function')) {
     throw check.fail('coldStarts must be a ColdStarts (gateway/cold-start.ts), with deployed(model) and wake(model)');
   }
+  const maxQueuedPerModel =
+    options.maxQueuedPerModel === undefined ? Math.ceil(checked.maxQueued / 2) : check.integer('maxQueuedPerModel', options.maxQueuedPerModel, { min: 1 });
   const store = options.store ?? createMemoryStore({ resultTtl: checked.resultTtl, maxStoredBytes, now: () => clock.now() });
   return Object.freeze({
     ...checked,
     // Checked by priorityRule; resolveOptions widens the default's type to string.
     defaultPriority: checked.defaultPriority as Priority,
+    maxQueuedPerModel,
     runners: urls,
     pool,
     placer,

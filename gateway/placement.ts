@@ -20,7 +20,7 @@ import { placeCall } from '../placer/walk.ts';
 import { clientKey } from './admission.ts';
 import type { GatewayCall } from './call.ts';
 import { COLD_START_HEADER, ColdStartWaits } from './cold-start.ts';
-import { CallTimeoutError, InternalError, InvalidPriorityError, QueueFullError, sendError } from './errors.ts';
+import { CallTimeoutError, DeploymentFailedError, InternalError, InvalidPriorityError, QueueFullError, sendError } from './errors.ts';
 import { FLOW_HEADER, PRIORITY_HEADER } from './headers.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import type { GatewayMetrics } from './metrics.ts';
@@ -66,8 +66,8 @@ export function turnOf(incoming: IncomingMessage, user: string | undefined, defa
 
 /** A wait queue with the gateway's bounds and fallback. */
 export function waitQueueFor(config: GatewayConfig): WaitQueue {
-  const { maxQueued, maxQueuedPerFlow, placerConfig, clock } = config;
-  return new WaitQueue({ maxQueued, maxQueuedPerFlow, retryAllDelay: placerConfig.retryAllDelay, clock });
+  const { maxQueued, maxQueuedPerFlow, maxQueuedPerModel, placerConfig, clock } = config;
+  return new WaitQueue({ maxQueued, maxQueuedPerFlow, maxQueuedPerModel, retryAllDelay: placerConfig.retryAllDelay, clock });
 }
 
 /** How a call that never reached a runner ended, timed from its startedAt on `clock`. */
@@ -136,9 +136,12 @@ export class CallPlacement {
       }
       // Without an await when the answer is at hand (always, for the gateway's own pool): the
       // call joins its line in the tick its pass ended, as it did before cold starts.
-      const noReplica = Number.isNaN(coldSince) ? this.#noReplica(call, model) : false;
+      const noReplica = this.#noReplica(call, model);
       const cold = noReplica === true || (noReplica !== false && (await noReplica));
-      return this.#waitTurn(waiter, call, cold ? () => void (coldSince = clock.now()) : undefined);
+      // A model whose start failed, with nothing else starting, gets no replica by waiting: the
+      // call is answered now (and woken to learn it when a start fails while it waits).
+      if (cold) this.#failedStart(model);
+      return this.#waitTurn(waiter, call, cold && Number.isNaN(coldSince) ? () => void (coldSince = clock.now()) : undefined);
     };
     // The last answer of each runner offered the call, to explain a 503.
     const offers = new Map<string, 'busy' | 'error'>();
@@ -149,7 +152,7 @@ export class CallPlacement {
       // than take the slot freed for their head. An abort or the deadline is the walk's to report.
       if (queue.aheadFor(model) > 0) {
         await waitForCapacity().catch((error: unknown) => {
-          if (error instanceof QueueFullError) throw error;
+          if (error instanceof QueueFullError || error instanceof DeploymentFailedError) throw error;
         });
       }
       const placement = await placeCall(call, this.#pool, placer, {
@@ -203,6 +206,19 @@ export class CallPlacement {
   }
 
   /**
+   * Throws the 503 for a call with no replica to wait for: `model`'s last start failed and
+   * nothing else of it is starting or ready. Retry-After is the time until the next attempt.
+   * @throws DeploymentFailedError
+   */
+  #failedStart(model: string): void {
+    const failure = this.#cold!.failed(model);
+    if (failure === undefined) return;
+    const next = failure.retryInMs !== undefined;
+    const seconds = next ? Math.max(1, Math.ceil(failure.retryInMs! / 1000)) : this.#config.retryAfter;
+    throw new DeploymentFailedError(model, failure.reason, seconds, next);
+  }
+
+  /**
    * One wait in the queue, for the walk's waitForCapacity: resolves when woken or at the
    * deadline (the walk then ends the call), rejects when the call aborted or the queue is full.
    */
@@ -239,6 +255,11 @@ export class CallPlacement {
       this.#refuse(out, error, headers);
       return endedResult(call, clock, 'server_busy', error.status, error);
     }
+    if (error instanceof DeploymentFailedError) {
+      if (!Number.isNaN(coldSince)) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
+      this.#refuse(out, error, headers);
+      return endedResult(call, clock, 'errors', error.status, error);
+    }
     if (error instanceof PlacerTimeoutError) {
       // A control plane should say why nothing ran: one reason per runner.
       const runners = this.#pool.explain?.(call, offers);
@@ -258,11 +279,12 @@ export class CallPlacement {
 
 /**
  * The deadline's answer for a call that waited for a replica: the same code and status, with a
- * message that says why no runner took it, so a client knows that retrying soon may succeed.
+ * message that says why no runner took it. It claims no start under way: a start that failed
+ * with nothing else starting is answered at once with GW_DEPLOYMENT_FAILED instead.
  */
 function coldStartTimeout(error: PlacerTimeoutError, model: string, waited: number): PlacerTimeoutError {
   return new PlacerTimeoutError(
-    `${error.message}: model "${model}" had no ready replica, and one is starting (a cold start, waited for ${Math.round(waited)} ms); retry shortly`,
+    `${error.message}: model "${model}" had no ready replica, and none became ready in time (a cold start, waited for ${Math.round(waited)} ms); retry shortly`,
     error.attempts,
   );
 }

@@ -5,6 +5,9 @@
  * address, or the gateway itself (a loop). The ranges are the callbacks' (callbacks/address.ts),
  * judged from this side.
  *
+ * Two refusals hold whatever `--runner-networks` lists: a cloud metadata service, in any
+ * spelling (callbacks/address.ts knows them), and port 0, which nothing listens on.
+ *
  * Hostnames are refused: the URL must name an IP address. A name checked here could resolve to
  * another address when the gateway connects (DNS rebinding), and a runner always knows the
  * address it listens on (`--advertise-url`).
@@ -23,7 +26,7 @@ export interface RunnerAddressPolicyOptions {
   /**
    * CIDR networks registered runners must be in (`--runner-networks`). Empty: any address but
    * the unspecified, loopback, link-local, multicast and reserved ranges. A network that holds
-   * one of those ranges allows it.
+   * one of those ranges allows it; no network allows a cloud metadata address or port 0.
    */
   networks?: readonly string[];
   /** This machine's interface addresses, read at each check. @default from os.networkInterfaces() */
@@ -85,13 +88,13 @@ export function createRunnerAddressPolicy({ networks = [], localAddresses = syst
         throw refuse(`the host must be an IP address, got the name ${JSON.stringify(host)}; a name could resolve elsewhere by the time the gateway calls it (advertise the runner's address)`);
       }
       const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+      if (port === 0) throw refuse(`port 0 in ${url.host}: nothing listens on port 0; advertise the port the runner listens on`);
       if (isOwnListener(host, port)) throw refuse(`${url.host} is this gateway's own listener`);
       const found = classifyAddress(host);
       const via = found.via ? ` (${found.via} ${found.ipv4})` : '';
-      if (allowed.entries.length > 0) {
-        if (!allowed.contains(host)) throw refuse(`${host}${via} is not in --runner-networks (${allowed.entries.join(', ')})`);
-        return;
-      }
+      if (allowed.entries.length > 0 && !allowed.contains(host)) throw refuse(`${host}${via} is not in --runner-networks (${allowed.entries.join(', ')})`);
+      if (found.metadata !== undefined) throw refuse(`${host} is a ${found.range}${via} address, ${found.metadata}; no network of --runner-networks allows it`);
+      if (allowed.entries.length > 0) return;
       if (REFUSED_RANGES.has(found.range)) throw refuse(`${host} is a ${found.range}${via} address; list a network holding it in --runner-networks to allow it`);
     },
   });

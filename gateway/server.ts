@@ -10,7 +10,7 @@ import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
-import { SluiceError } from '../placer/kernel/index.ts';
+import { SluiceError, telemetryPath } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
 import { Credentials } from './access/credentials.ts';
 import { accessGuard, unscopedRoutes } from './access/guard.ts';
@@ -80,7 +80,11 @@ const REFUSED_CONNECTION_GRACE_MS = 5000;
 export function createGateway(options: GatewayOptions): Gateway {
   // Placement asks the serverless part about cold starts; it is made below, over the registry.
   let serverless: Serverless | undefined;
-  const coldStarts: ColdStarts = { deployed: (model) => serverless?.deployed(model) ?? false, wake: (model) => serverless?.wake(model) };
+  const coldStarts: ColdStarts = {
+    deployed: (model) => serverless?.deployed(model) ?? false,
+    wake: (model) => serverless?.wake(model),
+    failed: (model) => serverless?.failed(model),
+  };
   const config = resolveGatewayOptions({ coldStarts, ...options });
   const log = config.logger;
   // Calls that found every runner busy wait here; the fleet's runners wake them as room appears.
@@ -116,6 +120,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     store: config.deployments,
     registry,
     waitingFor: (model) => queue.waitingFor(model),
+    // Every waiting call of the model walks once: those with no replica left to wait for learn it.
+    onFailure: (model) => void queue.wake(queue.waitingFor(model), [model]),
     settings: config.reconciler,
     clock: config.clock,
     logger: log,
@@ -212,7 +218,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   // message, which could hold anything (a secret included).
   app.onError((error, c) => {
     if (error instanceof SluiceError) return errorResponse(c, error);
-    log.error('route failed', { path: c.req.path, error });
+    log.error('route failed', { path: telemetryPath(c.req.path), error });
     return errorResponse(c, new InternalError({ cause: error }));
   });
 

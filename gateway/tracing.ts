@@ -17,12 +17,13 @@
  * client's own `traceparent`, if any, then reaches the runner as any forwarded header does.
  *
  * Nothing recorded here may be a secret: no header values, no body, no prompt; only the method,
- * the routed path (never the raw target, see gateway/front.ts), ids, the model, sizes and codes.
+ * the routed path without its query (never the raw target, see gateway/front.ts; never the query,
+ * see telemetryPath), ids, the model, sizes and codes.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, isSpanContextValid, propagation, trace } from '@opentelemetry/api';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
-import { SluiceError } from '../placer/kernel/index.ts';
+import { SluiceError, telemetryPath } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
 
 /** The instrumentation scope of the gateway's spans. */
@@ -54,7 +55,8 @@ export function startCallTrace(incoming: IncomingMessage, out: ServerResponse, p
   }
   span.setAttributes({
     'http.request.method': incoming.method ?? 'POST',
-    'url.path': path,
+    // The client's query never: it may carry a key (`?api-key=...`).
+    'url.path': telemetryPath(path),
     'url.scheme': (incoming.socket as { encrypted?: boolean } | undefined)?.encrypted ? 'https' : 'http',
   });
   const callTrace = new CallTrace(span, trace.setSpan(parent, span));

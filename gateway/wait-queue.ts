@@ -32,6 +32,12 @@ export interface WaitQueueOptions {
   /** Most calls of one flow waiting at once, over all models. */
   maxQueuedPerFlow: number;
   /**
+   * Most calls of one model waiting at once (woken ones walking the pool counted), so that one
+   * model's calls (a deployment that cannot start, say) cannot fill the queue for every other.
+   * @default maxQueued: no bound but the total
+   */
+  maxQueuedPerModel?: number;
+  /**
    * How often the head of each model's queue is offered anyway, in ms: for capacity this
    * gateway cannot see (calls of other gateways ending). 0 turns it off.
    */
@@ -54,7 +60,7 @@ export interface WaiterKey {
  * (the deadline came), `aborted` (the signal fired), or `full` (the queue or the flow is at its
  * bound; only the first wait of a waiter can end so).
  */
-export type WaitEnd = 'woken' | 'deadline' | 'aborted' | { kind: 'full'; scope: 'total' | 'flow'; limit: number };
+export type WaitEnd = 'woken' | 'deadline' | 'aborted' | { kind: 'full'; scope: 'total' | 'model' | 'flow'; limit: number };
 
 /** What GET /v1/queue shows: counts per model, priority and flow, and the oldest wait. */
 export interface QueueSnapshot {
@@ -119,7 +125,7 @@ export class Waiter {
     if (this.state === 'done') return Promise.resolve('aborted');
     if (this.#signal.aborted) return Promise.resolve('aborted');
     if (this.state === 'idle') {
-      const full = queue.admit(this.key.flow);
+      const full = queue.admit(this.key.flow, this.key.model);
       if (full) {
         this.state = 'done';
         return Promise.resolve(full);
@@ -301,6 +307,8 @@ export class WaitQueue {
   readonly #models = new Map<string, PriorityClass[]>();
   /** Members per flow: waiting, or woken and walking. */
   readonly #perFlow = new Map<string, number>();
+  /** Members per model: waiting, or woken and walking. */
+  readonly #perModel = new Map<string, number>();
   /** Woken waiters walking the pool, per model. */
   readonly #walking = new Map<string, number>();
   #members = 0;
@@ -414,12 +422,15 @@ export class WaitQueue {
   }
 
   /** @internal Counts a waiter in, or says which bound it would pass. */
-  admit(flow: string): Extract<WaitEnd, { kind: 'full' }> | undefined {
-    const { maxQueued, maxQueuedPerFlow } = this.#options;
+  admit(flow: string, model: string): Extract<WaitEnd, { kind: 'full' }> | undefined {
+    const { maxQueued, maxQueuedPerFlow, maxQueuedPerModel = maxQueued } = this.#options;
     if (this.#members >= maxQueued) return { kind: 'full', scope: 'total', limit: maxQueued };
-    const n = this.#perFlow.get(flow) ?? 0;
-    if (n >= maxQueuedPerFlow) return { kind: 'full', scope: 'flow', limit: maxQueuedPerFlow };
-    this.#perFlow.set(flow, n + 1);
+    const ofModel = this.#perModel.get(model) ?? 0;
+    if (ofModel >= maxQueuedPerModel) return { kind: 'full', scope: 'model', limit: maxQueuedPerModel };
+    const ofFlow = this.#perFlow.get(flow) ?? 0;
+    if (ofFlow >= maxQueuedPerFlow) return { kind: 'full', scope: 'flow', limit: maxQueuedPerFlow };
+    this.#perFlow.set(flow, ofFlow + 1);
+    this.#perModel.set(model, ofModel + 1);
     this.#members++;
     return undefined;
   }
@@ -427,11 +438,9 @@ export class WaitQueue {
   /** @internal Frees a member's room. */
   release(w: Waiter): void {
     this.#settled(w);
-    const { flow } = w.key;
     this.#members--;
-    const n = (this.#perFlow.get(flow) ?? 1) - 1;
-    if (n <= 0) this.#perFlow.delete(flow);
-    else this.#perFlow.set(flow, n);
+    countDown(this.#perFlow, w.key.flow);
+    countDown(this.#perModel, w.key.model);
   }
 
   /** @internal Puts a waiter in line; one woken before goes back to the head of its turn. */
@@ -486,4 +495,11 @@ export class WaitQueue {
     };
     void clock.sleep(retryAllDelay, stop.signal).then(tick, () => {});
   }
+}
+
+/** Takes one from `key`'s count, forgetting the key at zero. */
+function countDown(counts: Map<string, number>, key: string): void {
+  const n = (counts.get(key) ?? 1) - 1;
+  if (n <= 0) counts.delete(key);
+  else counts.set(key, n);
 }

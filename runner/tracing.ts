@@ -18,7 +18,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace } from '@opentelemetry/api';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
-import { SluiceError, cutShort } from '../placer/kernel/index.ts';
+import { SluiceError, cutShort, telemetryPath } from '../placer/kernel/index.ts';
 import { CALL_ID_HEADER, FUNCTION_HEADER } from './protocol.ts';
 import { VERSION } from './version.ts';
 
@@ -40,7 +40,7 @@ export function startRunnerTrace(req: IncomingMessage, res: ServerResponse, runn
   const parent = propagation.extract(ROOT_CONTEXT, req.headers);
   const span = tracer.startSpan('sluice.runner.call', { kind: SpanKind.SERVER }, parent);
   if (!span.isRecording()) return undefined;
-  const path = (req.url ?? '/').split('?', 1)[0]!;
+  const path = telemetryPath(req.url ?? '/');
   const attributes: Attributes = { 'http.request.method': req.method ?? 'POST', 'url.path': path, 'sluice.runner.id': runnerId };
   const callId = first(req.headers[CALL_ID_HEADER]);
   const fn = first(req.headers[FUNCTION_HEADER]);
@@ -84,7 +84,7 @@ export class RunnerTrace {
         kind: SpanKind.CLIENT,
         attributes: {
           'http.request.method': method,
-          'url.path': path.split('?', 1)[0]!,
+          'url.path': telemetryPath(path),
           'server.address': url.hostname,
           'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
         },

@@ -6,6 +6,7 @@
  */
 import type { Hono, MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
+import { telemetryPath } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { UnauthorizedError } from '../errors.ts';
 import type { Credentials } from './credentials.ts';
@@ -34,7 +35,7 @@ export function accessGuard(credentials: Credentials, table: readonly RouteScope
         // Control routes' refusals are worth an operator's look; the token is never logged, as a
         // near-miss token in a log is a leaked one.
         if (error instanceof UnauthorizedError && scope.scope !== 'client') {
-          logger.warn('credential refused', { method: c.req.method, path: c.req.path, scope: scope.scope, remote: c.env.incoming.socket.remoteAddress });
+          logger.warn('credential refused', { method: c.req.method, path: telemetryPath(c.req.path), scope: scope.scope, remote: c.env.incoming.socket.remoteAddress });
         }
         throw error;
       }

@@ -29,6 +29,48 @@ export interface AddressClass {
   via?: EmbeddingKind;
   /** That IPv4 address, dotted. */
   ipv4?: string;
+  /**
+   * Set when the address is a well-known cloud metadata service (see {@link METADATA_ADDRESSES}):
+   * who answers there. Such an address is refused whatever a policy allows.
+   */
+  metadata?: string;
+}
+
+/**
+ * The cloud metadata services, by address: they hand out the machine's credentials to whoever
+ * asks from inside it, so the gateway must never be made to call them. Matched after parsing,
+ * so every spelling of an address (IPv4 in hex, octal or short forms as URL parsers read them,
+ * IPv6 with or without zero compression, IPv4 inside an IPv6 address) is the same entry.
+ */
+export const METADATA_ADDRESSES: ReadonlyMap<string, string> = new Map([
+  ['169.254.169.254', 'the instance metadata service of AWS, GCP, Azure, Oracle Cloud, OpenStack and others'],
+  ['169.254.170.2', 'the AWS ECS task metadata and credentials endpoint'],
+  ['169.254.170.23', 'the AWS EKS pod identity agent'],
+  ['169.254.0.23', 'the Tencent Cloud metadata service'],
+  ['169.254.42.42', 'the Scaleway metadata service'],
+  ['100.100.100.200', 'the Alibaba Cloud metadata service'],
+  ['192.0.0.192', 'the Oracle Cloud (classic) metadata service'],
+  ['fd00:ec2::254', 'the AWS instance metadata service over IPv6'],
+  ['fd00:ec2::23', 'the AWS EKS pod identity agent over IPv6'],
+]);
+
+/**
+ * Host names of metadata services (lowercase, no trailing dot): a callback to one is refused
+ * before any lookup, since inside its cloud it resolves to a {@link METADATA_ADDRESSES} entry.
+ */
+export const METADATA_HOSTNAMES: ReadonlySet<string> = new Set([
+  'metadata.google.internal',
+  'metadata.goog',
+  'metadata',
+  'instance-data',
+  'instance-data.ec2.internal',
+  'metadata.tencentyun.com',
+]);
+
+/** True when `hostname` (as a URL holds it) names a metadata service; see {@link METADATA_HOSTNAMES}. */
+export function isMetadataHostname(hostname: string): boolean {
+  const name = hostname.toLowerCase();
+  return METADATA_HOSTNAMES.has(name.endsWith('.') ? name.slice(0, -1) : name);
 }
 
 // [network, prefix length, range], IPv4 as unsigned 32-bit integers.
@@ -52,6 +94,35 @@ const V4_TABLE = V4_RANGES.map(([net, bits, range]) => ({ net: parseIPv4(net)!, 
  * @throws TypeError when `address` is not an IP address.
  */
 export function classifyAddress(address: string): AddressClass {
+  const found = classifyOnly(address);
+  const metadata = METADATA_BY_KEY.get(metadataKey(address, found));
+  return metadata === undefined ? found : { ...found, metadata };
+}
+
+/**
+ * How {@link METADATA_BY_KEY} knows an address: IPv4 dotted, the IPv4 address an IPv6 one
+ * carries (mapped, NAT64, 6to4, the deprecated IPv4-compatible form, or SIIT's IPv4-translated
+ * `::ffff:0:a.b.c.d`), else its eight groups.
+ */
+function metadataKey(address: string, found: AddressClass): string {
+  const v4 = parseIPv4(address);
+  if (v4 !== undefined) return formatIPv4(v4);
+  if (found.ipv4 !== undefined) return found.ipv4;
+  const g = parseIPv6(address)!;
+  const compatible = g.slice(0, 6).every((x) => x === 0);
+  const translated = g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0;
+  return compatible || translated ? formatIPv4(((g[6]! << 16) | g[7]!) >>> 0) : g.join(':');
+}
+
+/** {@link METADATA_ADDRESSES} keyed as classifyAddress looks them up: IPv4 dotted, IPv6 as its eight groups. */
+const METADATA_BY_KEY = new Map(
+  [...METADATA_ADDRESSES].map(([address, name]) => {
+    const v4 = parseIPv4(address);
+    return [v4 === undefined ? parseIPv6(address)!.join(':') : formatIPv4(v4), name] as const;
+  }),
+);
+
+function classifyOnly(address: string): AddressClass {
   const v4 = parseIPv4(address);
   if (v4 !== undefined) return { range: classifyV4(v4) };
   const g = parseIPv6(address);

@@ -10,7 +10,7 @@ export type { CallbackMessage, CallbackSender, DeliveryResult } from './delivery
 export { CallbackConfigError, CallbackRefusedError, CallbackSecretError } from './errors.ts';
 export type { RefusalReason } from './errors.ts';
 export type { CallbackSenderConfig, CallbackSenderOptions } from './options.ts';
-export { classifyAddress, compileNetworks, sameAddress } from './address.ts';
+export { METADATA_ADDRESSES, METADATA_HOSTNAMES, classifyAddress, compileNetworks, isMetadataHostname, sameAddress } from './address.ts';
 export type { AddressClass, EmbeddingKind, NetworkList, SpecialRange } from './address.ts';
 export { generateWebhookSecret, parseWebhookSecret, signWebhook, verifyWebhook, WEBHOOK_HEADERS } from './signing.ts';
 export type { WebhookHeaders, WebhookRejection, WebhookSignInput, WebhookVerification, WebhookVerifyInput } from './signing.ts';

@@ -3,6 +3,8 @@
  * any client could make it reach its own metadata service, admin ports or internal network
  * (SSRF). A URL must be http(s), carry no credentials, match the allowlist, and, unless
  * private targets are allowed, neither be nor resolve to a special address (see address.ts).
+ * A cloud metadata service (by name or by address, in any spelling) is refused even when
+ * private targets are allowed: no receiver lives there.
  *
  * Checking a name and then letting the HTTP client resolve it again leaves a gap: DNS can
  * answer "public" to the check and "127.0.0.1" to the connect (rebinding). So check returns
@@ -14,7 +16,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { LookupFunction } from 'node:net';
 import { show } from '../../placer/kernel/index.ts';
-import { classifyAddress } from './address.ts';
+import { classifyAddress, isMetadataHostname } from './address.ts';
 import { compileAllowlist } from './allowlist.ts';
 import { CallbackConfigError, CallbackRefusedError } from './errors.ts';
 import { callbackPolicyDefaults } from './options.ts';
@@ -36,7 +38,7 @@ export interface CallbackPolicyOptions {
    * reach; see allowlist.ts for the matching rules. Empty refuses every callback.
    */
   allow: readonly string[];
-  /** Let callbacks reach loopback, private and other special addresses. @default see callbackPolicyDefaults */
+  /** Let callbacks reach loopback, private and other special addresses; never a cloud metadata service. @default see callbackPolicyDefaults */
   allowPrivate?: boolean;
   /** @default node:dns/promises lookup with `all: true` */
   lookup?: HostLookup;
@@ -87,6 +89,7 @@ export function createCallbackPolicy({ allow, allowPrivate = callbackPolicyDefau
         throw refuse('not-allowlisted', allowlist.entries.length === 0 ? 'no callback targets are configured' : `host ${url.host} is not on the callback allowlist`);
       }
       const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+      if (isMetadataHostname(host)) throw refuse('special-address', `host ${host} is a cloud metadata service`);
       let addresses: readonly ResolvedAddress[];
       if (isIP(host)) {
         addresses = [{ address: host, family: isIP(host) }];
@@ -99,15 +102,13 @@ export function createCallbackPolicy({ allow, allowPrivate = callbackPolicyDefau
       }
       const usable = addresses.filter((a) => isIP(a.address) !== 0);
       if (usable.length === 0 || usable.length !== addresses.length) throw refuse('unresolvable', `host ${host} did not resolve to IP addresses`);
-      if (!allowPrivate) {
-        // Every address must pass: an attacker controlling DNS can mix a public and a private answer.
-        for (const { address } of usable) {
-          const found = classifyAddress(address);
-          if (found.range === 'public') continue;
-          const via = found.via ? ` (${found.via} ${found.ipv4})` : '';
-          const target = address === host ? address : `${host} resolves to ${address}, which`;
-          throw refuse('special-address', `${target} is a ${found.range}${via} address`);
-        }
+      // Every address must pass: an attacker controlling DNS can mix a public and a private answer.
+      for (const { address } of usable) {
+        const found = classifyAddress(address);
+        if (found.metadata === undefined && (allowPrivate || found.range === 'public')) continue;
+        const target = address === host ? address : `${host} resolves to ${address}, which`;
+        const via = found.via ? ` (${found.via} ${found.ipv4})` : '';
+        throw refuse('special-address', `${target} is a ${found.range}${via} address${found.metadata === undefined ? '' : `, ${found.metadata}`}`);
       }
       const first = usable[0]!;
       return Object.freeze({ url, address: first.address, family: isIP(first.address) as 4 | 6 });

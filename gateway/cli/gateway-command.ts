@@ -43,6 +43,12 @@ export const gatewaySettings: readonly Setting[] = [
   g('statusInterval', 'duration', 'how often each runner\'s /status is fetched'),
   g('retryAfter', 'integer', 'seconds sent in Retry-After when no runner took a call'),
   g('maxQueued', 'integer', 'calls waiting for a runner at once while every runner is busy; more are refused with 503 GW_QUEUE_FULL'),
+  {
+    key: 'maxQueuedPerModel',
+    type: 'integer',
+    description: 'calls of one model waiting at once, so one model cannot fill the queue for the others; more get 503 GW_QUEUE_FULL',
+    defaultText: 'half of --max-queued',
+  },
   g('maxQueuedPerFlow', 'integer', 'calls of one flow (sluice-flow header, else the body\'s user, else the client address) waiting at once; more get 503 GW_QUEUE_FULL'),
   g('defaultPriority', 'string', 'priority class of a call without a sluice-priority header: interactive or batch'),
   g('maxInFlight', 'integer', 'calls at once in the gateway once their body is in; more are refused with 503 GW_OVERLOADED'),

@@ -13,7 +13,8 @@
  *   starting, the runner's own start timeout (the profile's) bounds the start.
  * It succeeds when the runner reports the replica `ready`.
  */
-import type { HostedEngine } from '../../runner/protocol.ts';
+import { createRedactor } from '../../placer/kernel/index.ts';
+import type { HostedEngine, OrderedProfile } from '../../runner/protocol.ts';
 import type { FleetRunner } from './fleet.ts';
 
 /** One failed attempt of a start operation. */
@@ -54,6 +55,64 @@ export type AttemptOutcome =
   | { readonly kind: 'waiting' }
   | { readonly kind: 'ready' }
   | { readonly kind: 'failed'; readonly reason: string; readonly output?: readonly string[] };
+
+/** Longest start failure reason a client is shown, in characters. */
+export const CLIENT_REASON_MAX = 300;
+
+/**
+ * A start failure's reason as a client may read it: every value of the profile's args and env
+ * hidden (a runner or an engine may quote them; values under the kernel's MIN_SCRUBBED_LENGTH
+ * are too short to hide without blanking ordinary words), control characters flattened, and cut
+ * to {@link CLIENT_REASON_MAX}. The engine's output is never part of it.
+ */
+export function clientReason(reason: string, profile: Pick<OrderedProfile, 'args' | 'env'>): string {
+  const hidden = createRedactor([...(profile.args ?? []), ...Object.values(profile.env ?? {})])(reason);
+  const flat = hidden.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').replace(/[\x00-\x1f\x7f]/g, ' ').trim();
+  return flat.length > CLIENT_REASON_MAX ? `${flat.slice(0, CLIENT_REASON_MAX - 1)}…` : flat;
+}
+
+/** What {@link startFailureOf} reads of a deployment's status: the leader's own, or as it published it. */
+export interface FailureView {
+  readonly starting: number;
+  readonly ready: number;
+  /** Set while the deployment is blocked after a dead letter. */
+  readonly blocked?: string;
+  /** Start operations; `replica` is set on one whose attempt is in flight. */
+  readonly pending: readonly { readonly replica?: string; readonly attempts: readonly Pick<StartAttempt, 'reason' | 'at'>[]; readonly nextAttemptAt: number }[];
+  readonly deadLettered: readonly { readonly attempts: readonly Pick<StartAttempt, 'reason'>[] }[];
+}
+
+/** Why a deployment cannot get a replica now; see {@link startFailureOf}. */
+export interface StartFailureView {
+  /** The last failed attempt's reason, fit for a client ({@link clientReason}). */
+  readonly reason: string;
+  /** Until the next attempt, in ms from `now`; absent for a blocked deployment. */
+  readonly retryInMs?: number;
+}
+
+/**
+ * Why a deployment cannot get a replica now, read from its status: a start failed and nothing
+ * of it is starting or ready, so the last failure stands until the next attempt or, blocked,
+ * until the deployment changes. Undefined while a replica may still come: one starts or
+ * serves, an attempt is in flight, or no start has failed.
+ */
+export function startFailureOf(status: FailureView, profile: Pick<OrderedProfile, 'args' | 'env'>, now: number): StartFailureView | undefined {
+  if (status.ready + status.starting > 0 || status.pending.some((op) => op.replica !== undefined)) return undefined;
+  if (status.blocked !== undefined) {
+    const last = status.deadLettered.at(-1)?.attempts.at(-1);
+    return { reason: clientReason(last ? last.reason : 'its starts were given up on', profile) };
+  }
+  let last: Pick<StartAttempt, 'reason' | 'at'> | undefined;
+  let next = Number.POSITIVE_INFINITY;
+  for (const op of status.pending) {
+    const attempt = op.attempts.at(-1);
+    if (attempt === undefined) continue;
+    if (last === undefined || attempt.at >= last.at) last = attempt;
+    next = Math.min(next, op.nextAttemptAt);
+  }
+  if (last === undefined) return undefined;
+  return { reason: clientReason(last.reason, profile), retryInMs: Math.max(0, next - now) };
+}
 
 /** The delay before retry number `failures` (1 after the first failure): base x 2^(failures-1), at most cap. */
 export function startBackoff(failures: number, base: number, cap: number): number {

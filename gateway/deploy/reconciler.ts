@@ -24,7 +24,12 @@
  *   where one fits; after `startAttempts` the operation is dead-lettered with every attempt and
  *   the deployment is blocked (no new start) until it changes (a PUT: its updatedAt). A failed
  *   replica's runner gets `null`, which clears it. Every failure is logged with its reason;
- *   profile args and env values never are.
+ *   profile args and env values never are. A start with failed attempts that scale-down drops
+ *   as unwanted rests: the next scale-up of the same deployment takes it back, attempts and
+ *   backoff included, so demand that stops and comes back cannot restart a failing engine at
+ *   once. While a start has failed and nothing else of the
+ *   model starts or serves, `startFailure` says so (its reason without args or env values), so
+ *   the calls waiting for a replica are answered at once rather than at their deadline.
  * - A replica whose runner stops reporting it for `orderTimeout` (the runner restarted without
  *   it) or leaves the fleet is forgotten; the count drops and a new start follows.
  * - A changed deployment rolls: every order carries the deployment's revision (its profile and
@@ -41,8 +46,8 @@ import { GatewayConfigError } from '../errors.ts';
 import type { EngineOrder } from '../../runner/protocol.ts';
 import { ModelAutoscaler } from './autoscaler.ts';
 import type { FleetRunner } from './fleet.ts';
-import { DeadLetters, StartOperation, attemptOutcome } from './operations.ts';
-import type { ReplacedReplica, StartAttempt } from './operations.ts';
+import { DeadLetters, StartOperation, attemptOutcome, startFailureOf } from './operations.ts';
+import type { ReplacedReplica, StartAttempt, StartFailureView } from './operations.ts';
 import { SCALE_EVENTS_KEPT, resolveReconcilerOptions, systemReconcilerTimers } from './reconciler-options.ts';
 import type {
   ReconcilerConfig,
@@ -105,6 +110,12 @@ export class Reconciler {
   readonly #scalers = new Map<string, ModelAutoscaler>();
   readonly #wanted = new Map<string, number>();
   readonly #unplaced = new Map<string, Readonly<Record<string, string>>>();
+  /**
+   * Start operations dropped as unwanted after failed attempts, by model, with the deployment's
+   * updatedAt then: the next scale-up takes them back, so that a demand that comes and goes
+   * (calls answered GW_DEPLOYMENT_FAILED stop waiting) cannot restart a failing engine at once.
+   */
+  readonly #resting = new Map<string, { readonly updatedAt: number; readonly ops: StartOperation[] }>();
   /** Blocked deployments: the updatedAt they were blocked at, and why. */
   readonly #blocked = new Map<string, { readonly updatedAt: number; readonly reason: string }>();
   readonly #deadLetters: DeadLetters;
@@ -254,6 +265,21 @@ export class Reconciler {
     return this.#deployed.has(model);
   }
 
+  /**
+   * Why `model` cannot get a replica now, for the calls waiting for one ({@link startFailureOf}
+   * over its status): undefined while one may still come, or when this gateway does not lead.
+   */
+  startFailure(model: string): StartFailureView | undefined {
+    const stored = this.#deployed.get(model);
+    if (!this.#leading || !this.#adopted || !stored) return undefined;
+    return startFailureOf(this.status(model), stored.deployment.profile, this.#deps.clock.now());
+  }
+
+  /** The deployment of `model`, as of the last list read. */
+  deployment(model: string): Deployment | undefined {
+    return this.#deployed.get(model)?.deployment;
+  }
+
   /** A deployment's status now: replicas from the runners' reports (and this leader's orders). */
   status(model: string): ReconcilerDeploymentStatus {
     const leading = this.#leading && this.#adopted;
@@ -350,6 +376,7 @@ export class Reconciler {
   #clearLeaderState(): void {
     this.#orders.clear();
     this.#ops.clear();
+    this.#resting.clear();
     this.#wanted.clear();
     this.#unplaced.clear();
     for (const scaler of this.#scalers.values()) scaler.reset();
@@ -358,7 +385,7 @@ export class Reconciler {
   /** Drops everything of models with no deployment: their replicas get null. */
   #forgetDeleted(runners: readonly FleetRunner[]): void {
     const gone = new Set<string>([...this.#orders.values()].map((e) => e.order.model));
-    for (const model of [...this.#ops.keys(), ...this.#scalers.keys(), ...this.#scaleEvents.keys(), ...this.#blocked.keys(), ...this.#deadLetters.models()]) gone.add(model);
+    for (const model of [...this.#ops.keys(), ...this.#resting.keys(), ...this.#scalers.keys(), ...this.#scaleEvents.keys(), ...this.#blocked.keys(), ...this.#deadLetters.models()]) gone.add(model);
     for (const r of runners) if (r.hosted && this.#takesOrders.has(r.id)) gone.add(r.hosted.model);
     for (const model of gone) {
       if (this.#deployed.has(model)) continue;
@@ -372,7 +399,7 @@ export class Reconciler {
         this.#deps.logger.info('replicas of a deleted deployment stopped', { model, replicas: stopped });
         this.#emit({ kind: 'scale', model, from: stopped, to: 0, reason: 'deployment deleted' });
       }
-      for (const map of [this.#ops, this.#scalers, this.#wanted, this.#unplaced, this.#blocked, this.#scaleEvents]) map.delete(model);
+      for (const map of [this.#ops, this.#resting, this.#scalers, this.#wanted, this.#unplaced, this.#blocked, this.#scaleEvents]) map.delete(model);
       this.#deadLetters.forget(model);
     }
   }
@@ -461,13 +488,14 @@ export class Reconciler {
     const waitingOps = ops.filter((op) => !op.inFlight && !op.replaces);
     const intended = current + waitingOps.length;
     if (decision.wanted > intended && !blocked) {
-      for (let i = intended; i < decision.wanted; i++) ops.push(new StartOperation(model, now));
+      for (let i = intended; i < decision.wanted; i++) ops.push(this.#revive(model, stored.updatedAt) ?? new StartOperation(model, now));
       this.#scale(model, intended, decision.wanted, decision.reason, now);
     } else if (decision.wanted < intended && waitingOps.length > 0) {
       // Starts not yet ordered are intentions, not replicas: drop the unwanted ones at once.
       const drop = waitingOps.slice(-Math.min(waitingOps.length, intended - decision.wanted));
       for (const op of drop) {
         ops.splice(ops.indexOf(op), 1);
+        if (op.attempts.length > 0) this.#rest(model, stored.updatedAt, op);
         logger.info('start operation dropped', { model, failedAttempts: op.attempts.length, reason: decision.reason });
       }
       this.#scale(model, intended, intended - drop.length, decision.reason, now);
@@ -480,6 +508,25 @@ export class Reconciler {
     }
     this.#roll(model, ops, runners, now);
     this.#placeDue(stored, ops, runners, now);
+  }
+
+  /** Keeps a dropped operation that had failed attempts for the next scale-up of the same deployment. */
+  #rest(model: string, updatedAt: number, op: StartOperation): void {
+    const entry = this.#resting.get(model);
+    if (entry?.updatedAt === updatedAt) entry.ops.push(op);
+    else this.#resting.set(model, { updatedAt, ops: [op] });
+  }
+
+  /**
+   * A resting operation of `model` for a scale-up, with its attempts and its backoff; none once
+   * the deployment changed (a PUT is a fresh start).
+   */
+  #revive(model: string, updatedAt: number): StartOperation | undefined {
+    const entry = this.#resting.get(model);
+    if (entry === undefined) return undefined;
+    const op = entry.updatedAt === updatedAt ? entry.ops.pop() : undefined;
+    if (entry.updatedAt !== updatedAt || entry.ops.length === 0) this.#resting.delete(model);
+    return op;
   }
 
   /**

@@ -7,12 +7,13 @@
  */
 import type { MeterProvider } from '@opentelemetry/api';
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
-import type { ColdStarts } from '../cold-start.ts';
+import type { ColdStarts, StartFailure } from '../cold-start.ts';
 import type { RunnerRegistry } from '../registry.ts';
 import type { DemandBoard, StatusBoard } from './boards.ts';
 import type { Lease } from './fleet.ts';
 import { MemoryLease } from './lease.ts';
 import { createDeploymentMetrics } from './metrics.ts';
+import { startFailureOf } from './operations.ts';
 import type { DeploymentMetrics } from './metrics.ts';
 import type { ReconcilerDeploymentStatus, ReconcilerOptions } from './reconciler-options.ts';
 import { Reconciler } from './reconciler.ts';
@@ -43,6 +44,11 @@ export interface ServerlessInit {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly meterProvider: MeterProvider;
+  /**
+   * A start of `model` failed (or one of its replicas did): the gateway wakes the calls waiting
+   * for it, so that they learn of it ({@link Serverless.failed}) now rather than at their deadline.
+   */
+  readonly onFailure?: (model: string) => void;
 }
 
 /** Something of the settings the gateway closes with itself, when it has a close. */
@@ -57,6 +63,11 @@ export class Serverless implements ColdStarts {
   #sampler: NodeJS.Timeout | undefined;
   readonly #lease: Lease;
   #renewedAt = -Infinity;
+  /**
+   * On a follower: the start failures the leader's published status shows, for the models this
+   * gateway has calls waiting for, as of the last sample.
+   */
+  readonly #published = new Map<string, StartFailure>();
 
   /** @throws GatewayConfigError for a bad reconciler option, naming it. */
   constructor(init: ServerlessInit) {
@@ -77,7 +88,12 @@ export class Serverless implements ColdStarts {
         // With a demand board, the sum over the gateways (this one's own note included).
         waiting: demand ? (model) => demand.total(model) : init.waitingFor,
       },
-      events: (event) => metrics?.record(event),
+      events: (event) => {
+        metrics?.record(event);
+        // Woken after the pass that saw it: the pass runs on without awaiting, so a woken call
+        // reads the operation as the pass left it.
+        if (event.kind === 'failed' || event.kind === 'dead-letter') init.onFailure?.(event.model);
+      },
     });
     metrics = createDeploymentMetrics(init.meterProvider, { models: () => this.reconciler.deployedModels(), status: (model) => this.reconciler.status(model) });
   }
@@ -101,6 +117,14 @@ export class Serverless implements ColdStarts {
   /** ColdStarts: a deployment exists for `model`. */
   deployed(model: string): boolean {
     return this.reconciler.isDeployed(model);
+  }
+
+  /**
+   * ColdStarts: why `model` cannot get a replica now: as this gateway's reconciler knows when it
+   * leads; else as the leader's published status showed at the last sample.
+   */
+  failed(model: string): StartFailure | undefined {
+    return this.reconciler.leading ? this.reconciler.startFailure(model) : this.#published.get(model);
   }
 
   /** ColdStarts: calls wait for a replica of `model`; noted for the other gateways, and a pass now. */
@@ -137,7 +161,8 @@ export class Serverless implements ColdStarts {
   /**
    * Every sample: renew the lease when due; note this gateway's waiting calls on the demand board and read the others';
    * when leading, publish each status, and pass at once for a model whose calls wait (at any
-   * gateway) with no replica starting or ready: a cold start ordered by another gateway's call.
+   * gateway) with no replica starting or ready: a cold start ordered by another gateway's call;
+   * when following, read the start failures the leader published for the models calls wait for.
    */
   async #tick(): Promise<void> {
     // The lease is renewed three times a ttl, whatever the pass period, so a leader keeps it
@@ -154,11 +179,32 @@ export class Serverless implements ColdStarts {
       for (const model of models) await demand.note(model, this.#init.waitingFor(model));
       await demand.refresh();
     }
-    if (!this.reconciler.leading) return;
+    if (!this.reconciler.leading) return this.#readFailures(models);
+    this.#published.clear();
     for (const model of models) {
       const status = this.reconciler.status(model);
       if (status.ready + status.starting === 0 && (demand?.total(model) ?? this.#init.waitingFor(model)) > 0) this.reconciler.poke(model);
       if (this.#statusBoard) await this.#statusBoard.publish(model, status);
+    }
+  }
+
+  /**
+   * A follower reads, for each model it has calls waiting for, whether the leader's published
+   * status shows a start failure; a new one wakes those calls, as the leader's own event does.
+   */
+  async #readFailures(models: readonly string[]): Promise<void> {
+    const board = this.#statusBoard;
+    for (const model of models) {
+      const deployment = this.reconciler.deployment(model);
+      const status = board && deployment && this.#init.waitingFor(model) > 0 ? await board.read(model).catch(() => undefined) : undefined;
+      const failure = status && deployment ? startFailureOf(status, deployment.profile, this.#init.clock.now()) : undefined;
+      const known = this.#published.has(model);
+      if (failure === undefined) {
+        this.#published.delete(model);
+        continue;
+      }
+      this.#published.set(model, failure);
+      if (!known) this.#init.onFailure?.(model);
     }
   }
 }

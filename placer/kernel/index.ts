@@ -30,6 +30,6 @@ export { drawIndex, drawWeighted, seededRandom } from './random.ts';
 export type { BackoffSteps } from './backoff.ts';
 export { fullJitterBackoff } from './backoff.ts';
 export type { Redact } from './redact.ts';
-export { MIN_SCRUBBED_LENGTH, REDACTED, createRedactor, redactUrl, urlSecrets } from './redact.ts';
+export { MIN_SCRUBBED_LENGTH, REDACTED, createRedactor, redactUrl, telemetryPath, urlSecrets } from './redact.ts';
 export type { AnyServerResponse } from './response-end.ts';
 export { cutShort, onCutShort } from './response-end.ts';

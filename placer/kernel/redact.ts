@@ -78,3 +78,14 @@ export function createRedactor(secrets: Iterable<string>): Redact {
     return redactUrl(out);
   };
 }
+
+/**
+ * A request target as telemetry may show it: the path alone, without its query or fragment.
+ * A client's query may carry a credential (`?api-key=...`) or a prompt, and a bare query word
+ * may be one too, so neither names nor values are kept. Every span attribute and log field that
+ * shows a request's target takes it from here.
+ */
+export function telemetryPath(target: string): string {
+  const end = target.search(/[?#]/);
+  return end === -1 ? target : target.slice(0, end);
+}

@@ -93,7 +93,7 @@ async function setup(options: Partial<GatewayOptions> = {}, withColdStarts = tru
     retryAllDelay: 0,
     meterProvider: telemetry.meterProvider,
     listeners: [{ afterCall: (_call, result) => void results.push(result) }],
-    ...(withColdStarts ? { coldStarts: { deployed: (model: string) => (asked.push(model), cold.deployed(model)), wake: (model: string) => cold.wake(model) } } : {}),
+    ...(withColdStarts ? { coldStarts: { deployed: (model: string) => (asked.push(model), cold.deployed(model)), wake: (model: string) => cold.wake(model), failed: (model: string) => cold.failed!(model) } } : {}),
     ...options,
   });
   queue = waitQueueFor(config);
@@ -182,7 +182,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     expect(res.headers['retry-after']).toBe('3');
     expect(res.headers[COLD_START_HEADER]).toBe('1000');
     expect(res.json.error.code).toBe('PLACER_TIMEOUT');
-    expect(res.json.error.message).toContain('model "m" had no ready replica, and one is starting (a cold start');
+    expect(res.json.error.message).toContain('model "m" had no ready replica, and none became ready in time (a cold start');
     expect(s.queue.size).toBe(0);
     await eventually(() => s.results.length === 1, 2000, 'the after-call listener');
     expect(s.results[0]).toMatchObject({ outcome: 'server_busy', status: 503 });
@@ -190,6 +190,35 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     expect(metricValue(page, 'sluice_calls_server_busy_total')).toBe(1);
     expect(metricValue(page, 'sluice_cold_start_calls_total', { model: 'm' })).toBe(1);
     expect(metricValue(page, 'sluice_cold_start_wait_seconds_sum', { model: 'm' })).toBe(1);
+  });
+
+  it('answers a waiting call 503 GW_DEPLOYMENT_FAILED with Retry-After once its model\'s start failed, and a new call at once', async () => {
+    const s = await setup({ retryAfter: 4 });
+    const answer = call(s.url);
+    await eventually(() => s.queue.waiting === 1, 2000, 'the call waiting');
+    s.clock.advance(700);
+    // As the gateway does when the reconciler sees a start fail: the model's waiting calls walk once.
+    s.cold.failures.set('m', { reason: 'the engine exited with code 1', retryInMs: 29_500 });
+    s.queue.wake(1, ['m']);
+    const res = await answer;
+    expect(res.status).toBe(503);
+    expect(res.json.error.code).toBe('GW_DEPLOYMENT_FAILED');
+    expect(res.json.error.message).toBe('model "m" has no replica: its last start failed (the engine exited with code 1) and none is starting; the next start is in about 30 s');
+    expect(res.headers['retry-after']).toBe('30');
+    expect(res.headers[COLD_START_HEADER]).toBe('700');
+    expect(s.queue.size).toBe(0);
+    await eventually(() => s.results.length === 1, 2000, 'the after-call listener');
+    expect(s.results[0]).toMatchObject({ outcome: 'errors', status: 503 });
+
+    // Blocked: no attempt is due, so Retry-After is the gateway's; a new call never joins the queue.
+    s.cold.failures.set('m', { reason: 'the engine exited with code 1' });
+    const later = await call(s.url);
+    expect(later.status).toBe(503);
+    expect(later.json.error.message).toMatch(/no start is due until the deployment changes$/);
+    expect(later.headers['retry-after']).toBe('4');
+    expect(s.cold.wakes).toEqual(['m']);
+    expect(s.queue.size).toBe(0);
+    expect(metricValue(await s.metrics(), 'sluice_calls_rejected_total', { code: 'GW_DEPLOYMENT_FAILED' })).toBe(2);
   });
 
   it('asks for a replica once for a burst of waiting calls, and again for the next burst', async () => {
