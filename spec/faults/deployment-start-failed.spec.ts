@@ -44,9 +44,10 @@ describe('Reconciler.startFailure', () => {
     const reconciler = new Reconciler({ store, fleet, lease: new FakeLease(), clock, logger: silentLogger, random: seededRandom(3), timers: new ManualTimers(), startAttempts });
     return { clock, fleet, store, reconciler };
   }
-  const profile = { kind: 'sim', args: ['--api-key', ARG_SECRET], env: { HF_TOKEN: ENV_SECRET } };
+  // SIM_TOKEN is the variable the specs' launch policy allows for kind sim (fake-fleet.ts).
+  const profile = { kind: 'sim', args: ['--api-key', ARG_SECRET], env: { SIM_TOKEN: ENV_SECRET } };
   /** A reason that quotes the profile, as a runner or an engine might. */
-  const quoting = `the engine exited with code 1 (ran with --api-key ${ARG_SECRET}, HF_TOKEN=${ENV_SECRET})`;
+  const quoting = `the engine exited with code 1 (ran with --api-key ${ARG_SECRET}, SIM_TOKEN=${ENV_SECRET})`;
 
   it('says nothing while a start is on its way, then the failure and the time to the next attempt, without args or env values', async () => {
     const { clock, fleet, store, reconciler } = setup();
@@ -61,7 +62,7 @@ describe('Reconciler.startFailure', () => {
     clock.advance(1_000);
     await reconciler.pass();
     const failure = reconciler.startFailure('m');
-    expect(failure).toEqual({ reason: 'the engine exited with code 1 (ran with *** ***, HF_TOKEN=***)', retryInMs: 30_000 });
+    expect(failure).toEqual({ reason: 'the engine exited with code 1 (ran with *** ***, SIM_TOKEN=***)', retryInMs: 30_000 });
     clock.advance(10_000);
     expect(reconciler.startFailure('m')?.retryInMs).toBe(20_000);
 
@@ -117,7 +118,7 @@ describe('Reconciler.startFailure', () => {
     await reconciler.pass();
     expect(reconciler.status('m').blocked).toBeDefined();
     const failure = reconciler.startFailure('m');
-    expect(failure).toEqual({ reason: 'the engine exited with code 1 (ran with *** ***, HF_TOKEN=***)' });
+    expect(failure).toEqual({ reason: 'the engine exited with code 1 (ran with *** ***, SIM_TOKEN=***)' });
   });
 
   it('says nothing while a replica of the model is ready', async () => {
@@ -139,6 +140,8 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
   const quiet = ['--log-level', 'warn'];
   let dir: string;
   let file: string;
+  /** The launch policy both gateway and runner take: this engine binary, and HF_TOKEN in its environment. */
+  let allow: string[];
   let redis: RedisServer | undefined;
   const started: ChildService[] = [];
 
@@ -148,6 +151,7 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
     // Its last words quote its args and environment: none of them may reach a client.
     writeFileSync(script, '#!/bin/sh\necho "loading with $* and $HF_TOKEN"\necho "CUDA error: out of memory (spec)"\nexit 1\n');
     chmodSync(script, 0o755);
+    allow = ['--engine-binary', `sim=${script}`, '--engine-env-allow', 'sim=HF_TOKEN'];
     file = join(dir, 'deployments.json');
     writeFileSync(file, JSON.stringify([{ model: MODEL, maxReplicas: 1, profile: { kind: 'sim', binary: script, args: ['--api-key', ARG_SECRET], env: { HF_TOKEN: ENV_SECRET } } }]));
   });
@@ -164,14 +168,14 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
   /** A gateway over the deployments file; its placer deadline 45 s, so a call that waits it out fails the spec fast. */
   async function gateway(extra: readonly string[] = []): Promise<ChildService> {
     const flags = ['--deployments', file, '--reconcile-period', '300ms', '--heartbeat-interval', '200ms', '--runner-networks', '127.0.0.0/8', '--placer-timeout', '45s'];
-    const gw = await startService(['gateway', '--port', '0', ...flags, ...quiet, ...extra], { env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } });
+    const gw = await startService(['gateway', '--port', '0', ...flags, ...allow, ...quiet, ...extra], { env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } });
     started.push(gw);
     return gw;
   }
 
   /** A runner with no engine, registered with `gateways`. */
   async function runnerOf(gateways: readonly ChildService[]): Promise<void> {
-    started.push(await startService(['runner', '--port', '0', '--id', 'never-a', '--slots', '4', '--gateway', gateways.map((g) => g.url).join(','), ...quiet], { env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } }));
+    started.push(await startService(['runner', '--port', '0', '--id', 'never-a', '--slots', '4', '--gateway', gateways.map((g) => g.url).join(','), ...allow, ...quiet], { env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } }));
     for (const gw of gateways) await eventually(async () => (await getJson(`${gw.url}/v1/runners`, asOperator)).json.data.length === 1, 30_000, 'the runner registered');
   }
 
