@@ -52,7 +52,7 @@ export type LingerEnd =
 /** How a lingering went. */
 export interface LingerOutcome {
   end: LingerEnd;
-  /** Bytes of the body read and discarded after the answer. */
+  /** Bytes read and discarded after the answer (as they came off the socket, framing included). */
   bytes: number;
   /** ms from the answer's end to this one, on the clock given. */
   ms: number;
@@ -133,7 +133,7 @@ export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, opt
     if (over) return;
     over = true;
     stop.abort();
-    req.off('data', onData);
+    socket.off('data', onData);
     req.off('end', onBodyEnd);
     socket.off('close', onClose);
     restore();
@@ -156,14 +156,17 @@ export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, opt
   const onClose = (): void => finish('closed');
 
   // After Node's own 'finish' step (its listener came first): it has called destroySoon or not,
-  // and dumped the body when nobody read it, which drops every 'data' listener added before.
+  // and dumped the body when nobody read it.
   res.once('finish', () => {
     if (!closeAsked) restore();
     // The body came in whole meanwhile: nothing of it is left on the socket.
     if (req.complete) return finish('ended');
     started = clock.now();
     last = started;
-    req.on('data', onData);
+    // Counted as they come off the socket: a body Node dumped (nobody read it) is parsed and
+    // dropped without a 'data' event on the request. Its end is the request's 'end'.
+    // Before the parser's own listener, so that a chunk that ends the body is counted first.
+    socket.prependListener('data', onData);
     req.once('end', onBodyEnd);
     socket.once('close', onClose);
     req.resume();
