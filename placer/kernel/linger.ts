@@ -98,23 +98,26 @@ export function lingerEarlyAnswers(server: EventEmitter, options: LingerOptions)
 }
 
 /**
- * Lingers after `res`, an answer to `req` written before `req`'s body was read whole; call it
+ * Lingers after `res`, an answer to `req` given before `req`'s body was read whole; call it
  * before the answer's end reaches Node's 'finish' step (from 'prefinish' at the latest).
  *
- * Once the answer is written, the rest of the body is read and discarded until it ends, the
- * client closes, `idle` passes without a byte, `time` passes, or more than `maxBytes` arrive.
- * A `connection: close` answer has its write side shut at once as usual (the client sees the
+ * From this call on, the rest of the body is read and discarded until it ends, the client
+ * closes, `idle` passes without a byte, `time` passes, or more than `maxBytes` arrive. A
+ * `connection: close` answer has its write side shut once written, as usual (the client sees the
  * answer and the end of it), but the socket is closed only when the lingering ends. A keep-alive
  * answer keeps its connection when the body ends within the bounds, and loses it at a bound.
  */
 export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, options: LingerOptions): Lingering {
   const { time, idle, maxBytes, clock = systemClock, onEnd } = options;
   const socket = req.socket;
+  /** Node's 'finish' step ran: it closed the connection (closeAsked) or kept it. */
+  let answered = false;
   let closeAsked = false;
   let bytes = 0;
+  let over: LingerEnd | undefined;
   // Node's server closes the connection of a finished `connection: close` answer with
   // socket.destroySoon(): the write side shut, then the socket destroyed, unread bytes and all.
-  // Here it shuts the write side only; the lingering destroys the socket at its end.
+  // Here it shuts the write side only; the lingering closes the socket at its end.
   socket.destroySoon = function lingeringDestroySoon(): void {
     closeAsked = true;
     if (socket.writable) socket.end();
@@ -125,24 +128,30 @@ export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, opt
   let settle!: (outcome: LingerOutcome) => void;
   const done = new Promise<LingerOutcome>((resolve) => (settle = resolve));
   const stop = new AbortController();
-  let started = clock.now();
+  const started = clock.now();
   let last = started;
-  let over = false;
 
-  const finish = (end: LingerEnd): void => {
-    if (over) return;
-    over = true;
-    stop.abort();
-    socket.off('data', onData);
-    req.off('end', onBodyEnd);
-    socket.off('close', onClose);
+  /** Closes as the end asks, once the lingering is over and Node's 'finish' step has run. */
+  const close = (end: LingerEnd): void => {
     restore();
     const bound = end === 'time' || end === 'idle' || end === 'bytes';
-    // At a bound the rest is dropped (a reset now costs the client nothing: it had the answer
-    // all this time); after the body's end nothing is left unread, so Node's own close will do.
+    // At a bound the rest is dropped: a reset now costs the client nothing, it had the answer
+    // all this time. After the body's end nothing is left unread, so Node's own close will do.
     if (bound) socket.destroy();
     else if (closeAsked && end === 'ended') socket.destroySoon();
-    const closed = bound || closeAsked || end === 'closed';
+  };
+  const finish = (end: LingerEnd): void => {
+    if (over) return;
+    over = end;
+    stop.abort();
+    req.off('data', onData);
+    req.off('end', onBodyEnd);
+    socket.off('close', onClose);
+    // Before Node's 'finish' step a body that ended needs nothing more (Node closes or keeps the
+    // connection as usual); a bound closes now.
+    if (answered || (end !== 'ended' && end !== 'closed')) close(end);
+    else restore();
+    const closed = end === 'time' || end === 'idle' || end === 'bytes' || end === 'closed' || closeAsked;
     const outcome: LingerOutcome = { end, bytes, ms: clock.now() - started, closed };
     onEnd?.(outcome);
     settle(outcome);
@@ -155,36 +164,31 @@ export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, opt
   const onBodyEnd = (): void => finish('ended');
   const onClose = (): void => finish('closed');
 
-  // After Node's own 'finish' step (its listener came first): it has called destroySoon or not,
-  // and dumped the body when nobody read it.
+  // Read from now on: Node's 'finish' step then finds the body being read and does not dump it
+  // (a dumped body is parsed and dropped without 'data' events, so its bytes could not be counted).
+  req.on('data', onData);
+  req.once('end', onBodyEnd);
+  socket.once('close', onClose);
+  req.resume();
+  // After Node's own 'finish' step (its listener came first): it has called destroySoon or not.
   res.once('finish', () => {
-    if (!closeAsked) restore();
-    // The body came in whole meanwhile: nothing of it is left on the socket.
-    if (req.complete) return finish('ended');
-    started = clock.now();
-    last = started;
-    // Counted as they come off the socket: a body Node dumped (nobody read it) is parsed and
-    // dropped without a 'data' event on the request. Its end is the request's 'end'.
-    // Before the parser's own listener, so that a chunk that ends the body is counted first.
-    socket.prependListener('data', onData);
-    req.once('end', onBodyEnd);
-    socket.once('close', onClose);
-    req.resume();
-    void watch();
+    answered = true;
+    if (over === undefined && !closeAsked) restore();
   });
   // An answer cut short (the client left) never finishes: nothing to linger over.
   res.once('close', () => {
     if (!res.writableFinished) finish('closed');
   });
+  void watch();
 
-  const watch = async (): Promise<void> => {
-    while (!over) {
+  async function watch(): Promise<void> {
+    while (over === undefined) {
       const now = clock.now();
       const due = Math.min(last + idle, started + time);
       if (now >= due) return finish(now >= started + time ? 'time' : 'idle');
       await clock.sleep(due - now, stop.signal).catch(() => undefined);
     }
-  };
+  }
 
   return {
     get bytes() {
