@@ -21,7 +21,7 @@ import { systemClock } from './clock.ts';
 
 /** How long, how quietly and how much a lingering connection may still send. */
 export interface LingerBounds {
-  /** Longest lingering in all, ms, counted from the answer's end (nginx `lingering_time`). */
+  /** Longest lingering in all, ms, counted from the answer (nginx `lingering_time`). */
   time: number;
   /** Longest silence, ms, before the first byte after the answer or between two (nginx `lingering_timeout`). */
   idle: number;
@@ -54,7 +54,7 @@ export interface LingerOutcome {
   end: LingerEnd;
   /** Bytes read and discarded after the answer (as they came off the socket, framing included). */
   bytes: number;
-  /** ms from the answer's end to this one, on the clock given. */
+  /** ms from the lingering's start (the answer) to its end, on the clock given. */
   ms: number;
   /**
    * True when the connection was closed at the end: the answer said `connection: close`, or a
