@@ -9,7 +9,7 @@ import type { Fail, Logger } from '../placer/kernel/index.ts';
 import { silentLogger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import type { Placer, PlacerConfig } from '../placer/types.ts';
-import { systemClock } from '../placer/kernel/index.ts';
+import { lingerDefaults, systemClock } from '../placer/kernel/index.ts';
 import { createBuiltinPlacer } from '../placer/registry.ts';
 import type { CallOutcome, CallOverride, GatewayCall } from './call.ts';
 import { randomBytes } from 'node:crypto';
@@ -83,6 +83,17 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    * a trickling upload is cut here rather than at bodyReadTimeout. @default see gatewayDefaults
    */
   bodyIdleTimeout?: number;
+  /**
+   * After an HTTP/1.1 answer given before its request's body was read whole (413, 408, a
+   * refusal), the rest of the body is read and discarded for at most this long, in ms, before
+   * the connection closes, so that the client can finish sending and read the answer rather than
+   * get a reset (placer/kernel/linger.ts). @default see lingerDefaults (placer/kernel/linger.ts)
+   */
+  lingerTime?: number;
+  /** The longest silence while lingering, in ms; a client that sends nothing this long is closed. @default see lingerDefaults */
+  lingerIdleTimeout?: number;
+  /** The most bytes read and discarded while lingering; past them the connection is closed. @default see lingerDefaults */
+  lingerMaxBytes?: number;
   /** How long shutdown waits for in-flight calls, in ms. @default see gatewayDefaults */
   drainTimeout?: number;
   /** How long connecting to a runner may take, in ms. @default see gatewayDefaults */
@@ -298,6 +309,9 @@ export interface GatewayConfig {
   readonly maxBodyBytes: number;
   readonly bodyReadTimeout: number;
   readonly bodyIdleTimeout: number;
+  readonly lingerTime: number;
+  readonly lingerIdleTimeout: number;
+  readonly lingerMaxBytes: number;
   readonly drainTimeout: number;
   readonly runnerConnectTimeout: number;
   readonly runnerResponseTimeout: number;
@@ -370,6 +384,9 @@ export const gatewayDefaults = Object.freeze({
   maxBodyBytes: 16 * 1024 * 1024,
   bodyReadTimeout: 30_000,
   bodyIdleTimeout: 10_000,
+  lingerTime: lingerDefaults.time,
+  lingerIdleTimeout: lingerDefaults.idle,
+  lingerMaxBytes: lingerDefaults.maxBytes,
   drainTimeout: 30_000,
   runnerConnectTimeout: 2000,
   runnerResponseTimeout: 5000,
@@ -403,6 +420,9 @@ const gatewayRules = {
   maxBodyBytes: rule.integer({ min: 1 }),
   bodyReadTimeout: rule.ms(1),
   bodyIdleTimeout: rule.ms(1),
+  lingerTime: rule.ms(1),
+  lingerIdleTimeout: rule.ms(1),
+  lingerMaxBytes: rule.integer({ min: 1 }),
   drainTimeout: rule.ms(0),
   runnerConnectTimeout: rule.ms(1),
   runnerResponseTimeout: rule.ms(1),

@@ -10,7 +10,7 @@ import { getRequestListener } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
-import { SluiceError, telemetryPath } from '../placer/kernel/index.ts';
+import { SluiceError, lingerEarlyAnswers, telemetryPath } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
 import { Credentials } from './access/credentials.ts';
 import { accessGuard, unscopedRoutes } from './access/guard.ts';
@@ -303,6 +303,16 @@ export function createGateway(options: GatewayOptions): Gateway {
         plain.requestTimeout = 0;
         s = plain;
       }
+      // An answer given before the body was read whole (413, 408, a refusal) is followed by the
+      // rest of the body read and discarded within bounds, then the close: closed at once, the
+      // client would get a reset in place of the answer (placer/kernel/linger.ts).
+      lingerEarlyAnswers(s, {
+        time: config.lingerTime,
+        idle: config.lingerIdleTimeout,
+        maxBytes: config.lingerMaxBytes,
+        clock: config.clock,
+        onEnd: (outcome) => log.debug('lingering close ended', { ...outcome }),
+      });
       s.on('clientError', answerClientError(newId));
       // Counted on the socket requests arrive on: under TLS that is the TLS socket, made after the
       // handshake (one that speaks HTTP/2 is counted as its session, above).

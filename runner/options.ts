@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Logger } from '../placer/kernel/index.ts';
-import { silentLogger } from '../placer/kernel/index.ts';
+import { lingerDefaults, silentLogger } from '../placer/kernel/index.ts';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
 import type { Rule } from '../placer/kernel/index.ts';
 import type { EngineKindName } from './engines/kinds.ts';
@@ -154,6 +154,16 @@ export interface RunnerOptions {
    */
   callClockSkew?: number;
   /**
+   * After an answer given before its call's body was read whole (busy, 401, 413), the rest of
+   * the body is read and discarded for at most this long, in ms, so that the gateway reads the
+   * answer rather than a reset (placer/kernel/linger.ts). @default see lingerDefaults
+   */
+  lingerTime?: number;
+  /** The longest silence while lingering, in ms. @default see lingerDefaults */
+  lingerIdleTimeout?: number;
+  /** The most bytes read and discarded while lingering. @default see lingerDefaults */
+  lingerMaxBytes?: number;
+  /**
    * Serve calls that carry no credential on an address other than loopback. Without a call
    * secret or mutual TLS, a runner listening on loopback serves unsigned calls (with a warning)
    * and refuses to start on any other address unless this is set.
@@ -233,6 +243,9 @@ export interface RunnerConfig {
   /** Kept out of every log line and of /status; empty when calls are not signed. */
   readonly callSecrets: readonly string[];
   readonly callClockSkew: number;
+  readonly lingerTime: number;
+  readonly lingerIdleTimeout: number;
+  readonly lingerMaxBytes: number;
   readonly allowUnsignedCalls: boolean;
   readonly tls: Readonly<RunnerTls> | undefined;
   /** The runner's labels, checked and frozen; empty when none were given. */
@@ -260,6 +273,9 @@ export const runnerDefaults = Object.freeze({
   heartbeatInterval: 1000,
   drainTimeout: 30_000,
   callClockSkew: 30_000,
+  lingerTime: lingerDefaults.time,
+  lingerIdleTimeout: lingerDefaults.idle,
+  lingerMaxBytes: lingerDefaults.maxBytes,
   allowUnsignedCalls: false,
   logger: silentLogger as Logger,
 });
@@ -281,6 +297,9 @@ const runnerRules = {
   heartbeatInterval: rule.ms(1),
   drainTimeout: rule.ms(0),
   callClockSkew: rule.ms(0),
+  lingerTime: rule.ms(1),
+  lingerIdleTimeout: rule.ms(1),
+  lingerMaxBytes: rule.integer({ min: 1 }),
   allowUnsignedCalls: ((option, value, fail) => {
     if (typeof value !== 'boolean') throw fail(`${option} must be true or false, got ${show(value)}`, option);
     return value;

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { ServerType } from '@hono/node-server';
 import type { Logger } from '../placer/kernel/index.ts';
+import { lingerEarlyAnswers } from '../placer/kernel/index.ts';
 import { answerBusy, notReadyReason } from './admission.ts';
 import type { BusyReason } from './admission.ts';
 import { serveCall } from './call.ts';
@@ -184,6 +185,14 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
           : serve({ fetch: app.fetch, port, hostname: host }, (info) => resolve(info));
         s.once('error', reject);
         server = s;
+      });
+      // A busy, 401 or 413 answer goes before the call's body is read: the rest is read and
+      // discarded within bounds before the connection closes, so the gateway reads the answer.
+      lingerEarlyAnswers(server!, {
+        time: config.lingerTime,
+        idle: config.lingerIdleTimeout,
+        maxBytes: config.lingerMaxBytes,
+        onEnd: (outcome) => log.debug('lingering close ended', { ...outcome }),
       });
       if (tls) {
         server!.on('tlsClientError', (error: Error, socket: { remoteAddress?: string }) => {

@@ -21,6 +21,9 @@ const RUNNER_KEYS = [
   'loadInterval', 'engineStopGrace', 'engineRestartBackoff', 'drainTimeout', 'runnerToken', 'advertiseUrl', 'heartbeatInterval', 'engineApiKey',
 ] as const;
 
+/** The lingering close's bounds (placer/kernel/linger.ts), runner options of the same name. */
+const LINGER_KEYS = ['lingerTime', 'lingerIdleTimeout', 'lingerMaxBytes'] as const;
+
 /** `sluice runner`. */
 export const runner: Command = {
   summary: 'Runs a runner in front of one OpenAI-compatible engine (vLLM, SGLang, llama.cpp, TGI, Ollama, sim): one already running (--engine), one it launches and supervises (--profile), or, with neither, the one its gateways order (an on-demand runner).',
@@ -42,6 +45,9 @@ export const runner: Command = {
     r('engineStopGrace', 'duration', 'how long a launched engine gets after SIGTERM before SIGKILL'),
     r('engineRestartBackoff', 'duration', 'first delay before relaunching a crashed engine (doubles per crash, max 60s, jittered)'),
     r('drainTimeout', 'duration', 'how long shutdown, a drain a gateway asks for, or the stop of an ordered engine waits for running calls'),
+    r('lingerTime', 'duration', 'after an answer given before the call\'s body was read whole (busy, 401, 413), how long the rest may still be read and discarded before the connection closes'),
+    r('lingerIdleTimeout', 'duration', 'the longest silence while lingering after such an answer'),
+    r('lingerMaxBytes', 'integer', 'the most bytes read and discarded while lingering after such an answer'),
     { key: 'gateway', type: 'list', description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080', defaultText: 'none: only gateways that list this runner call it' },
     { key: 'runnerToken', type: 'string', secret: true, description: 'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)', defaultText: 'none; required with --gateway' },
     { key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'file of runner tokens, one a line, newest first (the gateways\' file will do): the runner presents the first; not readable by other users; instead of --runner-token', defaultText: 'none' },
@@ -66,6 +72,7 @@ export const runner: Command = {
     if (tokenFile !== undefined && values.runnerToken !== undefined) throw new SettingsError('give --runner-token or --runner-token-file, not both');
     const runner = createRunner({
       ...(givenValues(values, RUNNER_KEYS) as RunnerOptions),
+      ...(givenValues(values, LINGER_KEYS) as RunnerOptions),
       // The newest token: every gateway that lists it accepts it.
       ...(tokenFile === undefined ? {} : { runnerToken: readSecretLines('runnerTokenFile', tokenFile)[0] }),
       ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),

@@ -1,6 +1,7 @@
 /**
  * The kernel: what every part of sluice shares and nothing else. The error base, the logger,
- * option validation, the clock, seeded randomness, full-jitter backoff and secret redaction.
+ * option validation, the clock, seeded randomness, full-jitter backoff, secret redaction, and
+ * the lingering close of the gateway's and the runner's HTTP/1.1 servers.
  * It imports nothing from the rest of the tree; runner/, placer/ and gateway/ all build on it
  * (docs/architecture.md).
  */
@@ -31,5 +32,7 @@ export type { BackoffSteps } from './backoff.ts';
 export { fullJitterBackoff } from './backoff.ts';
 export type { Redact } from './redact.ts';
 export { MIN_SCRUBBED_LENGTH, REDACTED, createRedactor, redactUrl, telemetryPath, urlSecrets } from './redact.ts';
+export type { LingerBounds, LingerEnd, LingerOptions, LingerOutcome, Lingering } from './linger.ts';
+export { lingerAfterAnswer, lingerDefaults, lingerEarlyAnswers } from './linger.ts';
 export type { AnyServerResponse } from './response-end.ts';
 export { cutShort, onCutShort } from './response-end.ts';
