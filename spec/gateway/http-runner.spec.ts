@@ -283,10 +283,9 @@ describe('RunnerEntry.tryExec over HttpRunner.send: what an answer, or its absen
 
   it('stops waiting for an acknowledgement at the placer deadline, as a failure before commit', async () => {
     const runner = httpRunner((await scriptedRunner(() => {})).url, { responseTimeout: 5_000 });
-    const started = Date.now();
     const result = await runner.tryExec(call({ placerDeadline: clock.now() + 150 }));
-    expect(result.kind).toBe('failed');
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // Ended by the deadline (its own error), not by the 5 s response bound undici would have hit.
+    expect(result).toMatchObject({ kind: 'failed', error: { message: expect.stringContaining('the placer deadline passed before the runner acknowledged the call') } });
     // The deadline is the call's business, not a sign the runner is hung.
     expect(runner.health.hung).toBe(false);
   });
