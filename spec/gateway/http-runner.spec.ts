@@ -234,14 +234,16 @@ describe('RunnerEntry.tryExec over HttpRunner.send: what an answer, or its absen
   });
 
   it('keeps waiting while acknowledgements come, longer than responseTimeout in all', async () => {
+    // A beat a tenth of the bound: a busy machine would have to hold this process for most of
+    // a second between two beats to make the bound run out.
     const runner = httpRunner((await scriptedRunner((res) => {
       res.writeProcessing();
-      const beat = setInterval(() => res.writeProcessing(), 50);
+      const beat = setInterval(() => res.writeProcessing(), 100);
       setTimeout(() => {
         clearInterval(beat);
         res.end('done');
-      }, 400);
-    })).url, { responseTimeout: 150 });
+      }, 2_500);
+    })).url, { responseTimeout: 1_000 });
     const response = placedResponse(await runner.tryExec(call()));
     expect(await response.body.text()).toBe('done');
   });
