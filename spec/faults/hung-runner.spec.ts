@@ -101,7 +101,9 @@ describe('a hung runner', () => {
 
   it('ends a stream its runner stopped mid-way with GW_RUNNER_STALLED after the idle bound, and runs it nowhere else', async () => {
     const before = await engineCalls(fleet);
-    const body = chatBody({ stream: true, max_tokens: 200 });
+    // About 10 s of tokens (ignore_eos: the engine would stop at its 5): still streaming when this
+    // client stops the runner, however late a busy machine lets it read the first event.
+    const body = chatBody({ stream: true, ignore_eos: true, max_tokens: 500 });
     const res = await request(`${fleet.gateway.url}/v1/chat/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
     expect(res.statusCode).toBe(200);
     const runner = String(res.headers['sluice-runner-id']);
