@@ -44,13 +44,14 @@ describe('fault: a supervised engine killed mid-call', () => {
   it('fails the calls in flight clearly, relaunches the engine, serves later calls, and runs nothing twice', async () => {
     const url = `${gw}/v1/chat/completions`;
     const first = await supervised();
-    // About 2 s each on the engine: long enough to be caught in flight.
-    const long = (extra: Record<string, unknown> = {}) => chatBody({ ignore_eos: true, max_tokens: 100, ...extra });
+    // About 6 s each on the engine: still in flight at the kill, however slowly a busy machine
+    // takes the steps before it.
+    const long = (extra: Record<string, unknown> = {}) => chatBody({ ignore_eos: true, max_tokens: 300, ...extra });
     const stream = await openStream(url, long({ stream: true }));
     const plain = postJson(url, long());
     const accepted = await postJson(url, long(), { prefer: 'respond-async' });
     expect(accepted.status).toBe(202);
-    await eventually(async () => (await engineRunning(engine)) === 3, 5000, 'the three calls running');
+    await eventually(async () => (await engineRunning(engine)) === 3, 15_000, 'the three calls running');
     await stream.flowing;
 
     signal(first.pid, 'SIGKILL');
@@ -94,5 +95,5 @@ describe('fault: a supervised engine killed mid-call', () => {
     ];
     for (const id of ids) expect(runs.get(id), `runs of call ${id}`).toBe(1);
     expect(runs.size).toBe(ids.length);
-  });
+  }, 60_000);
 });

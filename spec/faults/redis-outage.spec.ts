@@ -68,25 +68,27 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     expect((await readyz()).status).toBe(200);
     const before = await engineCounts();
     process.kill(redis.pid, 'SIGSTOP');
-    const stalled = Date.now();
-    await eventually(async () => (await readyz()).status === 503, 5_000, '/readyz to answer 503');
-    expect(Date.now() - stalled).toBeLessThan(2_500);
+    // The store's health check (a 1 s ping, cached a second) finds the stall; 8 s leaves a busy
+    // machine room and still comes before the 10 s command timeout could have.
+    await eventually(async () => (await readyz()).status === 503, 8_000, '/readyz to answer 503');
     expect((await readyz()).json).toMatchObject({ ready: false, closing: false, reasons: ['store_unavailable'] });
 
     const started = Date.now();
     const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
-    expect(Date.now() - started).toBeLessThan(1_000);
+    // Refused at admission, on the health answer (its message), not after the create's 3 s
+    // bound or the 10 s command timeout.
+    expect(Date.now() - started).toBeLessThan(8_000);
     expect(refused.status).toBe(503);
-    expect(refused.json.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', type: 'service_unavailable_error' });
+    expect(refused.json.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', type: 'service_unavailable_error', message: 'the detached-call store is not answering; retry later' });
     expect(refused.headers['retry-after']).toBe('1');
     const sync = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }));
     expect(sync.status).toBe(200);
 
     process.kill(redis.pid, 'SIGCONT');
-    await eventually(async () => (await readyz()).status === 200, 5_000, '/readyz to answer 200 again');
+    await eventually(async () => (await readyz()).status === 200, 15_000, '/readyz to answer 200 again');
     // The refused call never reached the engine; the sync call ran once.
     expect(await engineCounts()).toEqual({ received: before.received + 1, aborted: before.aborted });
-  });
+  }, 60_000);
 
   it('ends a call that finished during a long stall succeeded, with its result, and logs no error about it', async () => {
     const before = await engineCounts();
@@ -97,7 +99,7 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     process.kill(redis.pid, 'SIGSTOP');
     // The call ends after 1 s and its finish goes into the stall; the stall outlasts the
     // store's 10 s command timeout, so that write times out before it lands.
-    await eventually(async () => (await engineCounts()).received === before.received + 1, 5_000, 'the call to run');
+    await eventually(async () => (await engineCounts()).received === before.received + 1, 10_000, 'the call to run');
     await new Promise((resolve) => setTimeout(resolve, 12_500)); // the stall itself is the fault being injected
     process.kill(redis.pid, 'SIGCONT');
 
@@ -117,20 +119,20 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     const { port } = redis;
     process.kill(redis.pid, 'SIGKILL');
     await redis.stop();
-    await eventually(async () => (await readyz()).status === 503, 5_000, '/readyz to answer 503');
+    await eventually(async () => (await readyz()).status === 503, 8_000, '/readyz to answer 503');
     expect((await readyz()).json.reasons).toEqual(['store_unavailable']);
     const started = Date.now();
     const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
-    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(Date.now() - started).toBeLessThan(8_000);
     expect(refused.status).toBe(503);
-    expect(refused.json.error.code).toBe('GW_STORE_UNAVAILABLE');
+    expect(refused.json.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', message: 'the detached-call store is not answering; retry later' });
     expect((await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }))).status).toBe(200);
 
     redis = await startRedis({ port });
-    await eventually(async () => (await readyz()).status === 200, 10_000, '/readyz to answer 200 again');
+    await eventually(async () => (await readyz()).status === 200, 15_000, '/readyz to answer 200 again');
     const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
     expect(accepted.status).toBe(202);
-    await eventually(async () => (await callStatus(accepted.json.id)).json.status === 'succeeded', 10_000, 'the call to succeed');
+    await eventually(async () => (await callStatus(accepted.json.id)).json.status === 'succeeded', 15_000, 'the call to succeed');
     expect((await request(`${gw}/v1/calls/${accepted.json.id}/result`)).statusCode).toBe(200);
   }, 60_000);
 });

@@ -20,8 +20,11 @@ import type { Fleet } from '../support/fleet.ts';
 import { callRuns, engineRequests, engineRunning, finalRecord, openStream, sum } from '../support/faults.ts';
 
 const ASYNC = { prefer: 'respond-async' };
-/** 100 tokens 20 ms apart: about 2 s on the engine, long enough to be caught in flight. */
-const long = (extra: Record<string, unknown> = {}) => chatBody({ ignore_eos: true, max_tokens: 100, ...extra });
+/**
+ * 300 tokens 20 ms apart: about 6 s on the engine, so still running when the runner is killed,
+ * however slowly a busy machine takes the steps between starting the calls and the kill.
+ */
+const long = (extra: Record<string, unknown> = {}) => chatBody({ ignore_eos: true, max_tokens: 300, ...extra });
 const RUNNER_ARGS = ['--slots', '8'];
 
 describe('fault: a runner killed with SIGKILL', () => {
@@ -60,7 +63,7 @@ describe('fault: a runner killed with SIGKILL', () => {
     // Round-robin over two runners puts one stream on each, and spreads the plain calls.
     const streams = await Promise.all([openStream(url, long({ stream: true })), openStream(url, long({ stream: true }))]);
     const plain = Array.from({ length: 4 }, () => postJson(url, long()));
-    await eventually(async () => sum(await Promise.all(engines().map(engineRunning))) === 6, 5000, 'all six calls running');
+    await eventually(async () => sum(await Promise.all(engines().map(engineRunning))) === 6, 15_000, 'all six calls running');
     await Promise.all(streams.map((s) => s.flowing));
     const onKilled = await engineRunning(fleet.nodes[0]!.engine);
 
@@ -97,7 +100,7 @@ describe('fault: a runner killed with SIGKILL', () => {
     expect(after[0]! - before[0]!).toBe(onKilled);
     expect(sum(after) - sum(before)).toBe(6);
     ranOnce([...streamed.map((s) => String(s.headers['sluice-call-id'])), ...answered.map((r) => String(r.headers['sluice-call-id']))]);
-  });
+  }, 60_000);
 
   it('ends the detached calls running on it failed with a reason, after a call it committed had ended, and places the next calls elsewhere', async () => {
     // Runner 1 back on its port, where the gateway's --runners list points.
@@ -116,11 +119,11 @@ describe('fault: a runner killed with SIGKILL', () => {
       return r.headers['sluice-runner-id'] === 'runner-1';
     }, 15_000, 'a call on the restarted runner');
 
-    const accepted = await Promise.all(Array.from({ length: 4 }, () => postJson(url, long({ max_tokens: 150 }), ASYNC)));
+    const accepted = await Promise.all(Array.from({ length: 4 }, () => postJson(url, long(), ASYNC)));
     for (const a of accepted) expect(a.status).toBe(202);
     const detached = accepted.map((a) => a.json.id as string);
     ids.push(...detached);
-    await eventually(async () => sum(await Promise.all(engines().map(engineRunning))) === 4, 5000, 'the detached calls running');
+    await eventually(async () => sum(await Promise.all(engines().map(engineRunning))) === 4, 15_000, 'the detached calls running');
     const records = await Promise.all(detached.map(async (id) => (await request(`${gw}/v1/calls/${id}`)).body.json() as Promise<any>));
     const onKilled = new Set(records.filter((r) => r.runner === runnerHost()).map((r) => r.id as string));
     expect(onKilled.size).toBeGreaterThan(0);
@@ -136,7 +139,7 @@ describe('fault: a runner killed with SIGKILL', () => {
     }
     // Nothing is left running: the ones on the killed runner fail with a reason, the others succeed.
     for (const id of detached) {
-      const record = await finalRecord(gw, id, 10_000);
+      const record = await finalRecord(gw, id, 20_000);
       if (onKilled.has(id)) {
         expect(record.status).toBe('failed');
         expect(record.error.code).toBe('GW_RUNNER_FAILED_AFTER_COMMIT');
@@ -146,14 +149,14 @@ describe('fault: a runner killed with SIGKILL', () => {
         expect(record.status).toBe('succeeded');
         const result = await request(`${gw}/v1/calls/${id}/result`);
         expect(result.statusCode).toBe(200);
-        expect(((await result.body.json()) as any).usage.completion_tokens).toBe(150);
+        expect(((await result.body.json()) as any).usage.completion_tokens).toBe(300);
       }
     }
 
     const after = await engineRequests(engines());
     expect(sum(after) - sum(before)).toBe(committed + 4 + 6);
     ranOnce(ids);
-  });
+  }, 60_000);
 
   it('sends calls made while it is dead to the other runner: all succeed, detached ones too', async () => {
     const before = await engineRequests(engines());
@@ -185,5 +188,5 @@ describe('fault: a runner killed with SIGKILL', () => {
       ...plain.map((r) => String(r.headers['sluice-call-id'])),
       ...accepted.map((a) => a.json.id as string),
     ]);
-  });
+  }, 60_000);
 });

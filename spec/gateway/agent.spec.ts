@@ -138,7 +138,7 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(res.json).toEqual({ ok: true });
     expect(offered).toHaveLength(1);
     expect(offered[0]).toMatchObject({ fn: 'm', type: 'sync' });
-    await eventually(() => results.length === 1, 2000, 'the after-call listener');
+    await eventually(() => results.length === 1, 10_000, 'the after-call listener');
     expect(results[0]).toEqual({ outcome: 'completed', status: 200, runner: 'r1', execMs: 60, totalMs: 100, latencyMs: 40 });
     const page = await metrics();
     expect(metricValue(page, 'sluice_calls_completed_total')).toBe(1);
@@ -160,7 +160,7 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(res.status).toBe(503);
     expect(res.headers['retry-after']).toBe('3');
     expect(res.json.error.code).toBe('PLACER_TIMEOUT');
-    await eventually(() => results.length === 1, 2000, 'the after-call listener');
+    await eventually(() => results.length === 1, 10_000, 'the after-call listener');
     expect(results[0]).toMatchObject({ outcome: 'server_busy', status: 503 });
     const page = await metrics();
     expect(metricValue(page, 'sluice_calls_server_busy_total')).toBe(1);
@@ -173,12 +173,12 @@ describe('LbAgent (fake pool, fake clock)', () => {
     const { url, queue, results, metrics, agent } = await agentWith(poolOf(runner), { maxQueued: 1, retryAfter: 4 });
     const first = new AbortController();
     const waiting = request(url, { method: 'POST', body, signal: first.signal }).catch(() => undefined);
-    await eventually(() => queue.waiting === 1, 2000, 'the first call waiting');
+    await eventually(() => queue.waiting === 1, 10_000, 'the first call waiting');
     const res = await postJson(url, body, { 'sluice-flow': 'another' });
     expect(res.status).toBe(503);
     expect(res.headers['retry-after']).toBe('4');
     expect(res.json.error.code).toBe('GW_QUEUE_FULL');
-    await eventually(() => results.length === 1, 2000, 'the after-call listener');
+    await eventually(() => results.length === 1, 10_000, 'the after-call listener');
     expect(results[0]).toMatchObject({ outcome: 'server_busy', status: 503 });
     const page = await metrics();
     expect(metricValue(page, 'sluice_queue_refused_total', { scope: 'total' })).toBe(1);
@@ -189,7 +189,7 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(agent.stats().errors.byCode).toEqual({ GW_QUEUE_FULL: 1 });
     first.abort();
     await waiting;
-    await eventually(() => queue.size === 0, 2000, 'the first call leaving the queue');
+    await eventually(() => queue.size === 0, 10_000, 'the first call leaving the queue');
   });
 
   it('refuses a sluice-priority that names no class with 400 GW_INVALID_PRIORITY, before any offer', async () => {
@@ -215,7 +215,7 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(res.status).toBe(500);
     expect(res.json.error).toMatchObject({ code: 'GW_INTERNAL', message: 'internal gateway error' });
     expect(JSON.stringify(res.json)).not.toContain('s3cr3t');
-    await eventually(() => results.length === 1, 2000, 'the after-call listener');
+    await eventually(() => results.length === 1, 10_000, 'the after-call listener');
     expect(results[0]).toMatchObject({ outcome: 'errors', status: 500 });
   });
 
@@ -233,10 +233,10 @@ describe('LbAgent (fake pool, fake clock)', () => {
     const { url, results, metrics } = await agentWith(poolOf(runner), { clock: fakeClock() });
     const client = new AbortController();
     const gone = request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' }, signal: client.signal }).catch(() => 'aborted');
-    await eventually(() => offered, 2000, 'the offer');
+    await eventually(() => offered, 10_000, 'the offer');
     client.abort();
     expect(await gone).toBe('aborted');
-    await eventually(() => results.length === 1, 2000, 'the after-call listener');
+    await eventually(() => results.length === 1, 10_000, 'the after-call listener');
     expect(results[0]).toMatchObject({ outcome: 'cancelled', status: 0 });
     const page = await metrics();
     expect(metricValue(page, 'sluice_calls_canceled_total')).toBe(1);

@@ -15,6 +15,7 @@ interface Outcome {
   length?: number;
   name?: string;
   code?: string;
+  message?: string;
   status?: number;
   sluice?: boolean;
   /** ms from calling readBody to its settling, measured on the server. */
@@ -73,6 +74,7 @@ beforeAll(async () => {
           ok: false,
           name: error.name,
           code: (error as { code?: string }).code,
+          message: error.message,
           status: error instanceof SluiceError ? error.status : undefined,
           sluice: error instanceof SluiceError,
           elapsed: performance.now() - started,
@@ -186,40 +188,40 @@ describe('readBody', () => {
     expect(reply.outcome).toMatchObject({ ok: false, code: 'GW_BODY_TOO_LARGE', status: 413 });
   });
 
+  // Which bound ended the read is in the error's message, so no case bounds wall time from above.
   it.each([
-    ['the timeout when the client stalls mid-body', '/?max=1024&timeout=100', 100, 'only ten b', 1000],
-    ['the idle bound when the client stalls mid-body, long before the total timeout', '/?max=1024&timeout=10000&idle=100', 10, 'x', 5000],
-  ])('rejects with BodyTimeoutError after %s', async (_when, target, length, sent, below) => {
+    ['the timeout when the client stalls mid-body', '/?max=1024&timeout=100', 100, 'only ten b', 'request body not received within bodyReadTimeout (100 ms)'],
+    ['the idle bound when the client stalls mid-body, long before the total timeout', '/?max=1024&timeout=10000&idle=100', 10, 'x', 'request body stalled: no bytes for bodyIdleTimeout (100 ms)'],
+  ])('rejects with BodyTimeoutError after %s', async (_when, target, length, sent, message) => {
     const reply = await exchange([head(target, { 'content-length': length }), sent]);
     expect(reply.status).toBe(408);
-    expect(reply.outcome).toMatchObject({ ok: false, name: 'BodyTimeoutError', code: 'GW_BODY_TIMEOUT', status: 408 });
+    expect(reply.outcome).toMatchObject({ ok: false, name: 'BodyTimeoutError', code: 'GW_BODY_TIMEOUT', status: 408, message });
     expect(reply.outcome.elapsed).toBeGreaterThanOrEqual(90);
-    expect(reply.outcome.elapsed).toBeLessThan(below);
   });
 
   it('rejects with BodyTimeoutError after the idle bound when no body byte ever comes', async () => {
     const reply = await exchange([head('/?max=1024&timeout=10000&idle=100', { 'content-length': 10 })]);
     expect(reply.status).toBe(408);
-    expect(reply.outcome).toMatchObject({ ok: false, code: 'GW_BODY_TIMEOUT' });
-    expect(reply.outcome.elapsed).toBeLessThan(5000);
+    expect(reply.outcome).toMatchObject({ ok: false, code: 'GW_BODY_TIMEOUT', message: 'request body stalled: no bytes for bodyIdleTimeout (100 ms)' });
   });
 
   it('returns the body when every chunk comes within the idle bound, though the whole takes longer', async () => {
-    // Eight chunks 80 ms apart: 640 ms in all, past a 400 ms idle bound, never that long silent.
+    // Five chunks 1 s apart: 4 s in all, past a 3 s idle bound, never that long silent. The
+    // 2 s between gap and bound is room for a busy machine to run this client's timer late.
     const outcome = nextOutcome();
     const socket = connect(port, '127.0.0.1');
     socket.on('error', () => undefined);
-    socket.write(head('/?max=1024&timeout=10000&idle=400', { 'content-length': 8 }));
+    socket.write(head('/?max=1024&timeout=20000&idle=3000', { 'content-length': 5 }));
     let sent = 0;
     const tick = setInterval(() => {
       socket.write('x');
-      if (++sent === 8) clearInterval(tick);
-    }, 80);
+      if (++sent === 5) clearInterval(tick);
+    }, 1000);
     const seen = await outcome;
     clearInterval(tick);
     socket.destroy();
-    expect(seen).toMatchObject({ ok: true, body: 'xxxxxxxx' });
-    expect(seen.elapsed).toBeGreaterThanOrEqual(500);
+    expect(seen).toMatchObject({ ok: true, body: 'xxxxx' });
+    expect(seen.elapsed).toBeGreaterThanOrEqual(3000);
   });
 
   it('rejects with a non-sluice error when the client closes mid-body', async () => {
@@ -228,9 +230,9 @@ describe('readBody', () => {
     socket.write(head('/?max=1024&timeout=10000', { 'content-length': 100 }));
     socket.write('partial', () => socket.destroy());
     const seen = await outcome;
+    // Not a BodyTimeoutError: the close ended the read, not the 10 s timeout.
     expect(seen.ok).toBe(false);
     expect(seen.sluice).toBe(false);
-    expect(seen.elapsed).toBeLessThan(5000);
   });
 });
 

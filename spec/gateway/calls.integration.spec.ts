@@ -24,28 +24,6 @@ describe('gateway calls', () => {
     expect(String(res.headers['sluice-runner-id'])).toMatch(/^runner-[12]$/);
   });
 
-  it('streams SSE chunks as the engine emits them, ending with [DONE]', async () => {
-    const res = await request(`${suite.gw}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: chatBody({ stream: true }),
-    });
-    expect(res.statusCode).toBe(200);
-    expect(res.headers['content-type']).toContain('text/event-stream');
-    const arrivals: number[] = [];
-    let text = '';
-    for await (const chunk of res.body) {
-      arrivals.push(performance.now());
-      text += chunk.toString();
-    }
-    const events = text.split('\n\n').filter((e) => e.startsWith('data: '));
-    expect(events.at(-1)).toBe('data: [DONE]');
-    expect(events.length).toBeGreaterThanOrEqual(9);
-    // 8 tokens 25 ms apart: collected-then-sent would arrive in one burst.
-    expect(arrivals.length).toBeGreaterThanOrEqual(4);
-    expect(arrivals.at(-1)! - arrivals[0]!).toBeGreaterThan(6 * 25 * 0.6);
-  });
-
   it('serves completions, embeddings, /invoke and /v1/models', async () => {
     const completion = await postJson(`${suite.gw}/v1/completions`, JSON.stringify({ model: 'sim-small', prompt: 'hi', max_tokens: 2 }));
     expect(completion.status).toBe(200);
@@ -119,26 +97,61 @@ describe('gateway calls', () => {
   });
 });
 
+describe('gateway streaming', () => {
+  // Four tokens 400 ms apart: a stream relayed as it comes spreads over about 1.2 s, one
+  // collected and then sent arrives in one burst. Any stall shorter than the 600 ms slack below
+  // (a busy machine's) only merges neighbouring chunks; it cannot make the spread vanish.
+  const suite = fleetForSuite({ nodes: 1, engineArgs: ['--ttft-ms', '5', '--itl-ms', '400', '--output-tokens', '4'] });
+
+  it('streams SSE chunks as the engine emits them, ending with [DONE]', async () => {
+    const res = await request(`${suite.gw}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: chatBody({ stream: true }),
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toContain('text/event-stream');
+    const arrivals: number[] = [];
+    let text = '';
+    for await (const chunk of res.body) {
+      arrivals.push(performance.now());
+      text += chunk.toString();
+    }
+    const events = text.split('\n\n').filter((e) => e.startsWith('data: '));
+    expect(events.at(-1)).toBe('data: [DONE]');
+    expect(events.length).toBeGreaterThanOrEqual(5);
+    expect(arrivals.length).toBeGreaterThanOrEqual(2);
+    expect(arrivals.at(-1)! - arrivals[0]!).toBeGreaterThan(3 * 400 - 600);
+  });
+});
+
 describe('gateway latency', () => {
   let fleet: Fleet;
   afterAll(() => fleet?.stop());
 
   it('records latency net of the execution time the runner reported', async () => {
-    fleet = await startFleet({ nodes: 1, engineArgs: ['--ttft-ms', '250', '--itl-ms', '0', '--output-tokens', '1'] });
+    // A second of execution per call: far more than a busy machine adds outside the gateway.
+    const ttftMs = 1000;
+    fleet = await startFleet({ nodes: 1, engineArgs: ['--ttft-ms', String(ttftMs), '--itl-ms', '0', '--output-tokens', '1'] });
+    let wallSum = 0;
     for (let i = 0; i < 3; i++) {
+      const sent = performance.now();
       const res = await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody());
+      wallSum += performance.now() - sent;
       expect(res.status).toBe(200);
     }
     const page = await metrics(fleet.gateway);
     const execCount = metricValue(page, 'sluice_runner_exec_time_count');
-    const execMean = metricValue(page, 'sluice_runner_exec_time_sum') / execCount;
+    const execSum = metricValue(page, 'sluice_runner_exec_time_sum');
     const latencyCount = metricValue(page, 'sluice_call_latency_count', { outcome: 'completed' });
-    const latencyMean = metricValue(page, 'sluice_call_latency_sum', { outcome: 'completed' }) / latencyCount;
+    const latencySum = metricValue(page, 'sluice_call_latency_sum', { outcome: 'completed' });
     expect(execCount).toBe(3);
     expect(latencyCount).toBe(3);
-    expect(execMean).toBeGreaterThanOrEqual(250);
-    // Each call took over 250 ms end to end; what the platform added is a small part of that.
-    expect(latencyMean).toBeLessThan(100);
-    expect(latencyMean).toBeGreaterThan(0);
+    expect(execSum / execCount).toBeGreaterThanOrEqual(ttftMs);
+    // Each call's time in the gateway lies inside the time this client saw it take, so latency
+    // net of execution is at most the client's time less the runner's reported execution; had
+    // the gateway recorded the whole call, it would exceed that by the execution time.
+    expect(latencySum).toBeLessThanOrEqual(wallSum - execSum);
+    expect(latencySum).toBeGreaterThan(0);
   });
 });

@@ -127,7 +127,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
   it('waits in the queue, asks for a replica, and goes out with the wait in sluice-cold-start once a runner registers for the model', async () => {
     const s = await setup();
     const answer = call(s.url);
-    await eventually(() => s.queue.waiting === 1, 2000, 'the call waiting');
+    await eventually(() => s.queue.waiting === 1, 10_000, 'the call waiting');
     expect(s.cold.wakes).toEqual(['m']);
     expect(s.queue.waitingFor('m')).toBe(1);
     expect(s.queue.snapshot().models).toEqual([expect.objectContaining({ model: 'm', waiting: 1 })]);
@@ -137,7 +137,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     expect(res.status).toBe(200);
     expect(res.headers[COLD_START_HEADER]).toBe('1500');
     expect(s.queue.size).toBe(0);
-    await eventually(() => s.results.length === 1, 2000, 'the after-call listener');
+    await eventually(() => s.results.length === 1, 10_000, 'the after-call listener');
     expect(s.results[0]).toMatchObject({ outcome: 'completed', status: 200, runner: 'r1' });
     const page = await s.metrics();
     expect(metricValue(page, 'sluice_cold_start_calls_total', { model: 'm' })).toBe(1);
@@ -149,7 +149,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     const s = await setup();
     const entry = s.runner('r1', ['m'], false);
     const answer = call(s.url);
-    await eventually(() => s.queue.waiting === 1, 2000, 'the call waiting');
+    await eventually(() => s.queue.waiting === 1, 10_000, 'the call waiting');
     expect(s.cold.wakes).toEqual(['m']);
     s.clock.advance(250);
     // Still starting: no wake, the call keeps waiting.
@@ -165,7 +165,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     const s = await setup();
     const entry = s.runner('r1', ['other']);
     const answer = call(s.url);
-    await eventually(() => s.queue.waiting === 1, 2000, 'the call waiting');
+    await eventually(() => s.queue.waiting === 1, 10_000, 'the call waiting');
     entry.heartbeat({ ready: true, state: 'serving', models: ['other', 'm'], load: load() });
     const res = await answer;
     expect(res.status).toBe(200);
@@ -175,7 +175,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
   it('answers 503 PLACER_TIMEOUT naming the cold start, with Retry-After and the wait, when no replica comes before the placer deadline', async () => {
     const s = await setup({ placerTimeout: 1000, retryAfter: 3 });
     const answer = call(s.url);
-    await eventually(() => s.queue.waiting === 1, 2000, 'the call waiting');
+    await eventually(() => s.queue.waiting === 1, 10_000, 'the call waiting');
     s.clock.advance(1000);
     const res = await answer;
     expect(res.status).toBe(503);
@@ -184,7 +184,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     expect(res.json.error.code).toBe('PLACER_TIMEOUT');
     expect(res.json.error.message).toContain('model "m" had no ready replica, and none became ready in time (a cold start');
     expect(s.queue.size).toBe(0);
-    await eventually(() => s.results.length === 1, 2000, 'the after-call listener');
+    await eventually(() => s.results.length === 1, 10_000, 'the after-call listener');
     expect(s.results[0]).toMatchObject({ outcome: 'server_busy', status: 503 });
     const page = await s.metrics();
     expect(metricValue(page, 'sluice_calls_server_busy_total')).toBe(1);
@@ -224,7 +224,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
   it('asks for a replica once for a burst of waiting calls, and again for the next burst', async () => {
     const s = await setup();
     const answers = [0, 1, 2, 3, 4].map((i) => call(s.url, 'm', { 'sluice-flow': `client-${i}` }));
-    await eventually(() => s.queue.waiting === 5, 2000, 'five calls waiting');
+    await eventually(() => s.queue.waiting === 5, 10_000, 'five calls waiting');
     expect(s.cold.wakes).toEqual(['m']);
     s.runner('r1', ['m']);
     const done = await Promise.all(answers);
@@ -233,7 +233,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     // The replica goes away; the next call starts a burst of its own.
     s.runner('r1', ['other']);
     const later = call(s.url);
-    await eventually(() => s.queue.waiting === 1, 2000, 'the next call waiting');
+    await eventually(() => s.queue.waiting === 1, 10_000, 'the next call waiting');
     expect(s.cold.wakes).toEqual(['m', 'm']);
     s.runner('r2', ['m']);
     expect((await later).status).toBe(200);
@@ -245,15 +245,15 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     const s = await setup();
     const client = new AbortController();
     const gone = call(s.url, 'm', {}, client.signal).catch(() => 'aborted');
-    await eventually(() => s.queue.waiting === 1, 2000, 'the call waiting');
+    await eventually(() => s.queue.waiting === 1, 10_000, 'the call waiting');
     client.abort();
     expect(await gone).toBe('aborted');
-    await eventually(() => s.queue.size === 0, 2000, 'the call leaving the queue');
-    await eventually(() => s.results.length === 1, 2000, 'the after-call listener');
+    await eventually(() => s.queue.size === 0, 10_000, 'the call leaving the queue');
+    await eventually(() => s.results.length === 1, 10_000, 'the after-call listener');
     expect(s.results[0]).toMatchObject({ outcome: 'cancelled', status: 0 });
     // No call of the burst is left: the next one asks for a replica again.
     const next = call(s.url);
-    await eventually(() => s.queue.waiting === 1, 2000, 'the next call waiting');
+    await eventually(() => s.queue.waiting === 1, 10_000, 'the next call waiting');
     expect(s.cold.wakes).toEqual(['m', 'm']);
     s.runner('r1', ['m']);
     expect((await next).status).toBe(200);
@@ -294,7 +294,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
   it('answers a detached call that waited for a replica with its 202 carrying the wait', async () => {
     const s = await setup();
     const answer = call(s.url, 'm', { prefer: 'respond-async' });
-    await eventually(() => s.queue.waiting === 1, 2000, 'the call waiting');
+    await eventually(() => s.queue.waiting === 1, 10_000, 'the call waiting');
     s.clock.advance(700);
     s.runner('r1', ['m']);
     const res = await answer;

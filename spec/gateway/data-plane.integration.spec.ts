@@ -380,11 +380,14 @@ describe('the gateway front', () => {
     const h1 = new Agent({ connect: { ca: ca.cert } });
     cleanups.push(() => h1.close());
     expect((await post(`${gw}/v1/chat/completions`, chatBody(), {}, h1)).status).toBe(200);
-    // The client's session stays open; closing the gateway must not wait on it forever.
+    // The client's session stays open; closing the gateway must not wait on it forever: the
+    // close ends the session (the client sees it go), with no drain to wait out (nothing is in
+    // flight), so well within the 30 s drain bound even on a busy machine.
     const started = Date.now();
     await gateway.close();
     closed = true;
-    expect(Date.now() - started).toBeLessThan(5000);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    await new Promise<void>((resolve) => (session.closed ? resolve() : session.once('close', () => resolve())));
   });
 
   it('refuses plain http on an address other than loopback unless allowPlainHttp', async () => {

@@ -175,7 +175,7 @@ describe('DetachedFlow.unplaced', () => {
     const answer = reply();
     await flow.unplaced(record, run, undefined, answer);
     expect(answer.answered()).toBeUndefined();
-    await eventually(async () => (await store.get(record.id))?.status === 'cancelled', 2000, 'the record ended');
+    await eventually(async () => (await store.get(record.id))?.status === 'cancelled', 10_000, 'the record ended');
     expect((await store.get(record.id))?.error?.code).toBe('PLACER_ABORTED');
     expect(await store.claimKey('k-left', { callId: 'other', fingerprint: 'f' }, 60_000)).toBeUndefined();
   });
@@ -185,7 +185,7 @@ describe('DetachedFlow.unplaced', () => {
     const run = new DetachedSignal(new AbortController().signal);
     const record = await queued(flow, run);
     await flow.unplaced(record, run, new PlacerTimeoutError('no runner', 3), reply());
-    await eventually(async () => (await store.get(record.id))?.status === 'failed', 2000, 'the record ended');
+    await eventually(async () => (await store.get(record.id))?.status === 'failed', 10_000, 'the record ended');
     expect((await store.get(record.id))?.error).toEqual({ code: 'PLACER_TIMEOUT', message: 'no runner' });
   });
 });

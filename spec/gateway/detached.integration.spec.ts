@@ -14,12 +14,14 @@ describe('detached calls', () => {
     nodes: 1,
     engineArgs: ['--ttft-ms', '0', '--itl-ms', '30', '--output-tokens', '400'],
     runnerArgs: ['--slots', '1'],
-    gatewayArgs: ['--detached-placer-timeout', '3s', '--max-result-bytes', '1000'],
+    // Results up to 2000 bytes: a 200-token answer (about 1400) fits, a 400-token one does not.
+    gatewayArgs: ['--detached-placer-timeout', '3s', '--max-result-bytes', '2000'],
   });
 
   it('answers 202 with the status monitor once a runner commits, then keeps the result', async () => {
-    // Longer than the runner's accept window (500 ms), so the call is still running at its 202.
-    const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 40 }), ASYNC);
+    // Far longer than the runner's accept window (500 ms): 6 s, so the call is still running at
+    // its 202 and at the reads below however slowly a busy machine makes them.
+    const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }), ASYNC);
     expect(accepted.status).toBe(202);
     const id = accepted.json.id as string;
     expect(accepted.headers.location).toBe(`/v1/calls/${id}`);
@@ -34,7 +36,7 @@ describe('detached calls', () => {
     expect(early.status).toBe(409);
     expect(early.json.error.code).toBe('GW_CALL_NOT_FINISHED');
 
-    await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'succeeded', 10_000, 'the call to succeed');
+    await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'succeeded', 20_000, 'the call to succeed');
     const done = (await getJson(`${suite.gw}/v1/calls/${id}`)).json;
     expect(done).toMatchObject({ id, fn: 'sim-small', status: 'succeeded', runner: expect.any(String) });
     expect(Date.parse(done.completedAt)).toBeGreaterThanOrEqual(Date.parse(done.startedAt));
@@ -43,27 +45,30 @@ describe('detached calls', () => {
     const result = await getJson(`${suite.gw}/v1/calls/${id}/result`);
     expect(result.status).toBe(200);
     expect(result.json.object).toBe('chat.completion');
-  });
+  }, 60_000);
 
   it('answers the 202 only after a busy runner frees a slot, and 503 when none frees in time', async () => {
+    const engine = suite.fleet.nodes[0]!.engine;
+    const completedBefore = metricValue(await metrics(engine), 'sluice_sim_requests_completed_total');
     const long = postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 40 }));
-    await eventually(async () => metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'vllm:num_requests_running') === 1, 5000, 'the long call');
-    const started = Date.now();
+    await eventually(async () => metricValue(await metrics(engine), 'vllm:num_requests_running') === 1, 10_000, 'the long call');
     const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short(), ASYNC);
-    // The only slot was busy for about 40 x 30 ms: the 202 waited for it.
+    // The only slot was busy for about 40 x 30 ms: the 202 waited for it. The runner frees it
+    // only after the engine finished the long call, so by the 202 the engine has counted it.
     expect(accepted.status).toBe(202);
-    expect(Date.now() - started).toBeGreaterThan(500);
+    expect(metricValue(await metrics(engine), 'sluice_sim_requests_completed_total')).toBeGreaterThanOrEqual(completedBefore + 1);
     expect((await long).status).toBe(200);
     await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${accepted.json.id}`)).json.status === 'succeeded', 10_000, 'the detached call');
 
-    const longer = postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }));
+    // 12 s, far past the 3 s detached placer deadline, however late the refused call arrives.
+    const longer = postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 400 }));
     await eventually(async () => metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'vllm:num_requests_running') === 1, 10_000, 'the longer call');
     const refused = await postJson(`${suite.gw}/v1/chat/completions`, short(), ASYNC);
     expect(refused.status).toBe(503);
     expect(refused.json.error.code).toBe('PLACER_TIMEOUT');
     expect(refused.headers['retry-after']).toBeDefined();
     expect((await longer).status).toBe(200);
-  });
+  }, 60_000);
 
   it('returns the whole result inline when it finishes within Prefer wait=N', async () => {
     const res = await postJson(`${suite.gw}/v1/chat/completions`, short(), { prefer: 'respond-async, wait=10' });
@@ -75,12 +80,13 @@ describe('detached calls', () => {
 
   it('cancels a running call: the engine sees the abort, the status says cancelled, cancel again is harmless', async () => {
     const abortedBefore = metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total');
-    const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 100 }), ASYNC);
+    // 9 s of work: still running when the cancel comes, however slowly.
+    const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 300 }), ASYNC);
     const id = accepted.json.id as string;
     const cancel = await postJson(`${suite.gw}/v1/calls/${id}/cancel`, '');
     expect(cancel.status).toBe(200);
     expect(cancel.json.status).toBe('cancelled');
-    await eventually(async () => metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') === abortedBefore + 1, 5000, 'the engine abort');
+    await eventually(async () => metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') === abortedBefore + 1, 15_000, 'the engine abort');
     const again = await postJson(`${suite.gw}/v1/calls/${id}/cancel`, '');
     expect(again.json.status).toBe('cancelled');
     const result = await getJson(`${suite.gw}/v1/calls/${id}/result`);
@@ -127,13 +133,13 @@ describe('detached calls', () => {
     });
 
     it('fails a call whose result is over maxResultBytes with that reason, and keeps serving', async () => {
-      const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 150 }), ASYNC);
+      const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 400 }), ASYNC);
       const id = accepted.json.id as string;
-      await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'failed', 15_000, 'the call to fail');
+      await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'failed', 30_000, 'the call to fail');
       const status = (await getJson(`${suite.gw}/v1/calls/${id}`)).json;
       expect(status.error.code).toBe('GW_RESULT_TOO_LARGE');
-      expect(status.error.message).toContain('1000');
+      expect(status.error.message).toContain('2000');
       expect((await postJson(`${suite.gw}/v1/chat/completions`, short())).status).toBe(200);
-    });
+    }, 60_000);
   });
 });

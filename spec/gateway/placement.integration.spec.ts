@@ -55,12 +55,14 @@ describe('placement across runners', () => {
   it('answers 503 with Retry-After when no runner frees up before the placer deadline', async () => {
     const fleet = await fleetOf({
       nodes: 1,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '100', '--output-tokens', '20'],
+      // The long call runs 6 s: it still holds the slot through the 300 ms placer deadline,
+      // however late on a busy machine the second call arrives.
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '300', '--output-tokens', '20'],
       runnerArgs: ['--slots', '1'],
       gatewayArgs: ['--placer-timeout', '300ms', '--retry-after', '2'],
     });
     const long = postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody());
-    await eventually(async () => metricValue(await metrics(fleet.nodes[0]!.engine), 'vllm:num_requests_running') === 1, 5000, 'the long call to run');
+    await eventually(async () => metricValue(await metrics(fleet.nodes[0]!.engine), 'vllm:num_requests_running') === 1, 10_000, 'the long call to run');
     const started = Date.now();
     const refused = await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody());
     expect(refused.status).toBe(503);

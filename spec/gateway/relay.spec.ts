@@ -45,7 +45,7 @@ async function relayed(response: RunnerResponse, during: () => void = () => {}) 
   const { port } = server.address() as AddressInfo;
   const res = await request(`http://127.0.0.1:${port}/`);
   const text = await res.body.text().catch(() => '(cut)');
-  await eventually(() => result !== undefined, 2000, 'the relay');
+  await eventually(() => result !== undefined, 10_000, 'the relay');
   return { status: res.statusCode, headers: res.headers, text, result: await result! };
 }
 
@@ -133,7 +133,7 @@ describe('relay', () => {
     const { port } = server.address() as AddressInfo;
     // The client's headers came with the first chunk; the rest never comes, as for a client gone.
     const res = await request(`http://127.0.0.1:${port}/`);
-    await eventually(() => result !== undefined, 2000, 'the relay');
+    await eventually(() => result !== undefined, 10_000, 'the relay');
     expect(await result!).toMatchObject({ outcome: 'cancelled', status: 200 });
     res.body.destroy();
   });

@@ -111,10 +111,11 @@ describe('readBody', () => {
   });
 
   it('rejects with the timeout\'s error when the whole body takes longer, though bytes keep coming', async () => {
-    const { port, outcome } = await reading(bounds({ maxBytes: 1024, timeout: { ms: 150, error: () => new Refused('timeout') }, idle: { ms: 100, error: () => new Refused('idle') } }));
+    const { port, outcome } = await reading(bounds({ maxBytes: 1024, timeout: { ms: 300, error: () => new Refused('timeout') }, idle: { ms: 2_000, error: () => new Refused('idle') } }));
     const socket = socketTo(port);
     socket.write(head('content-length: 1024\r\n'));
-    // A byte every 20 ms keeps the idle bound quiet; only the whole-body bound can end this.
+    // A byte every 20 ms keeps the idle bound quiet (it is long, so a busy machine's late drip
+    // cannot trip it); only the whole-body bound can end this before the 1024 bytes are in.
     const drip = setInterval(() => socket.write('x'), 20);
     cleanups.push(() => clearInterval(drip));
     expect(await outcome).toMatchObject({ why: 'timeout' });
