@@ -1,5 +1,5 @@
 /**
- * Cold starts (issue 14, the activator): a call for a deployed model that no runner serves now
+ * Cold starts (the activator): a call for a deployed model that no runner serves now
  * waits in the wait queue while a replica starts, instead of failing at once. The gateway's
  * reconciler answers the two questions placement asks ({@link ColdStarts}); this file holds that
  * contract, the bookkeeping of the calls waiting for a replica ({@link ColdStartWaits}), and a
@@ -50,7 +50,7 @@ export interface ColdStarts {
  * The calls waiting for a replica, per model, on one gateway: the first of a burst (the count
  * going from 0 to 1) asks for a replica; the others, and the same call's later waits, do not.
  * What the {@link ColdStarts} throws is logged and read as "not deployed" or ignored: a broken
- * reconciler must leave calls as they were before cold starts existed.
+ * reconciler must leave calls as they would be on a gateway with no deployments.
  */
 export class ColdStartWaits {
   readonly #coldStarts: ColdStarts;

@@ -135,7 +135,7 @@ export class CallPlacement {
         }
       }
       // Without an await when the answer is at hand (always, for the gateway's own pool): the
-      // call joins its line in the tick its pass ended, as it did before cold starts.
+      // call joins its line in the tick its pass ended.
       const noReplica = this.#noReplica(call, model);
       const cold = noReplica === true || (noReplica !== false && (await noReplica));
       // A model whose start failed, with nothing else starting, gets no replica by waiting: the

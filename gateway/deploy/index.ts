@@ -1,5 +1,5 @@
 /**
- * Deployments (issue 14, first slice): what a deployment is, where it is kept, the file it may
+ * Deployments: what a deployment is, where it is kept, the file it may
  * come from and its operator routes; the reconciler that keeps each deployment's replicas, with
  * its autoscaler, placement of replicas and start operations.
  */

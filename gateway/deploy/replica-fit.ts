@@ -3,7 +3,7 @@
  * fit, then one runner among the fits, spreading a model's replicas over the runners' labels.
  *
  * A runner fits when, in the order checked (the first failed check is its reason):
- * - it reports a capacity (a runner older than issue 14 does not);
+ * - it reports a capacity (a runner of a version that hosts no ordered engines does not);
  * - it takes engine orders (`capacity.orders`; a runner started with its own engine does not);
  * - it is placeable (not draining, not missing heartbeats);
  * - it hosts no engine and is ordered none (one ordered engine per runner);

@@ -57,7 +57,7 @@ export interface RunnerRegistration {
   load: ReportedLoad;
   /** What the runner could host besides what runs; absent from runners older than this field. */
   capacity?: Capacity;
-  /** The ordered engine this runner hosts (issue 14); absent when it hosts none. */
+  /** The ordered engine this runner hosts; absent when it hosts none. */
   hosted?: HostedEngine;
 }
 
@@ -105,7 +105,7 @@ export interface OrderedProfile {
 }
 
 /**
- * An engine order (issue 14): host this replica of a deployment. A runner that takes orders
+ * An engine order: host this replica of a deployment. A runner that takes orders
  * hosts at most one ordered engine; an order with another `replica` id than the one it hosts
  * means: drain and stop that one, then launch this one.
  */
