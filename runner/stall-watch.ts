@@ -13,8 +13,12 @@ export class StallWatch {
   readonly #memory: number;
   readonly #now: () => number;
   #last: number;
-  #stall = 0;
-  #stallSeenAt = -Infinity;
+  /**
+   * The stalls seen within the memory that no later, longer one outranks, oldest first: their
+   * lengths fall from first to last, so the first is the longest to report. A shorter stall
+   * after a long one never hides it (a busy machine makes such a second stall likely).
+   */
+  readonly #stalls: { gap: number; seenAt: number }[] = [];
   #timer: NodeJS.Timeout | undefined;
 
   /**
@@ -35,8 +39,8 @@ export class StallWatch {
       const now = this.#now();
       const gap = now - this.#last - this.#interval;
       if (gap > this.#interval) {
-        this.#stall = gap;
-        this.#stallSeenAt = now;
+        while (this.#stalls.length > 0 && this.#stalls.at(-1)!.gap <= gap) this.#stalls.pop();
+        this.#stalls.push({ gap, seenAt: now });
       }
       this.#last = now;
     }, this.#interval);
@@ -45,13 +49,14 @@ export class StallWatch {
 
   /**
    * The stall that is going on (the loop has not run its timers for this long, beyond the
-   * interval) or that ended within `memory` ms, in ms; 0 when there is none.
+   * interval) or the longest that ended within `memory` ms, whichever is longer, in ms; 0 when
+   * there is none.
    */
   stalled(): number {
     const now = this.#now();
+    while (this.#stalls.length > 0 && now - this.#stalls[0]!.seenAt >= this.#memory) this.#stalls.shift();
     const current = now - this.#last - this.#interval;
-    const recent = now - this.#stallSeenAt < this.#memory ? this.#stall : 0;
-    return Math.max(0, current, recent);
+    return Math.max(0, current, this.#stalls[0]?.gap ?? 0);
   }
 
   stop(): void {

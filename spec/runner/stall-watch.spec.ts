@@ -46,6 +46,27 @@ describe('StallWatch on a fake clock', () => {
     expect(w.stalled()).toBe(0);
   });
 
+  it('keeps reporting a long stall for its memory when a shorter one follows, then the shorter one for its own', () => {
+    vi.useFakeTimers();
+    const w = watch(20, 400, () => Date.now());
+    vi.advanceTimersByTime(20);
+    vi.setSystemTime(Date.now() + 300);
+    vi.advanceTimersByTime(20);
+    expect(w.stalled()).toBeGreaterThanOrEqual(280);
+    // 100 ms later a second, shorter stall: the first is still within its memory.
+    vi.advanceTimersByTime(40);
+    vi.setSystemTime(Date.now() + 90);
+    vi.advanceTimersByTime(20);
+    expect(w.stalled()).toBeGreaterThanOrEqual(280);
+    // Past the first one's memory the second one is still reported, until its own ends.
+    vi.advanceTimersByTime(280);
+    const shorter = w.stalled();
+    expect(shorter).toBeGreaterThanOrEqual(70);
+    expect(shorter).toBeLessThan(280);
+    vi.advanceTimersByTime(120);
+    expect(w.stalled()).toBe(0);
+  });
+
   it('does not count a late timer within one interval as a stall', () => {
     vi.useFakeTimers();
     const w = watch(20, 400, () => Date.now());
