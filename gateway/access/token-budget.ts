@@ -13,7 +13,7 @@
  * the rest of the client's JSON reaches the engine byte for byte (a 64-bit seed keeps its
  * digits); only a body whose `stream_options` must change is parsed and written again.
  */
-import type { CallRoute } from '../call.ts';
+import type { CallRoute } from '../calls/call.ts';
 
 /**
  * Output tokens a call that names no max_tokens is capped at, when its key sets no
