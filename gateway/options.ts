@@ -14,28 +14,21 @@ import { createBuiltinPlacer } from '../placer/registry.ts';
 import type { CallOutcome, CallOverride, GatewayCall } from './calls/call.ts';
 import { randomBytes } from 'node:crypto';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
-import { breakerDefaults } from './fleet/breaker.ts';
+import { breakerDefaults, resolveDataPlane } from './fleet/index.ts';
+import type { DataPlaneConfig, DataPlaneOptions, GatewayPool } from './fleet/index.ts';
 import type { CallbackDelivery } from './detached/detached.ts';
-import { createMemoryStore } from './detached/store/memory.ts';
-import { RECORD_OVERHEAD_BYTES, storeDefaults } from './detached/store/options.ts';
-import type { CallStore } from './detached/store/types.ts';
+import { createMemoryStore, RECORD_OVERHEAD_BYTES, storeDefaults } from './detached/store/index.ts';
+import type { CallStore } from './detached/store/index.ts';
 import { GatewayConfigError } from './errors.ts';
 import { PRIORITIES, isPriority } from './calls/wait-queue.ts';
 import type { Priority } from './calls/wait-queue.ts';
-import type { GatewayPool } from './fleet/pool.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol.ts';
 import type { LaunchPolicy } from '../runner/protocol.ts';
-import { newToken } from './access/credentials.ts';
-import type { ClientKeys } from './access/scopes.ts';
-import { MemoryDeploymentStore } from './control/store.ts';
-import type { DeploymentStore } from './control/store.ts';
-import type { ReconcilerSettings } from './control/serverless.ts';
-import type { ColdStarts } from './control/cold-start.ts';
-import { createMemoryLimiter } from './access/limits.ts';
-import type { Limiter } from './access/limits.ts';
-import { compileNetworks } from './detached/callbacks/address.ts';
-import { resolveDataPlane } from './fleet/data-plane.ts';
-import type { DataPlaneConfig, DataPlaneOptions } from './fleet/data-plane.ts';
+import { createMemoryLimiter, newToken } from './access/index.ts';
+import type { ClientKeys, Limiter } from './access/index.ts';
+import { MemoryDeploymentStore } from './control/index.ts';
+import type { ColdStarts, DeploymentStore, ReconcilerSettings } from './control/index.ts';
+import { compileNetworks } from './detached/callbacks/index.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {

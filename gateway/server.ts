@@ -12,37 +12,46 @@ import { Hono } from 'hono';
 import type { Context } from 'hono';
 import { SluiceError, lingerEarlyAnswers, telemetryPath } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
-import { Credentials } from './access/credentials.ts';
-import { accessGuard, unscopedRoutes } from './access/guard.ts';
-import { ClientKeysWatch } from './access/key-health.ts';
-import { AuditLog } from './access/audit.ts';
-import { registerKeyRoutes } from './access/key-routes.ts';
-import { KeyRing } from './access/keys.ts';
-import { keyOf, modelRefusal, visibleModels } from './access/model-access.ts';
-import { ROUTE_SCOPES } from './access/scopes.ts';
-import type { GatewayEnv, RouteScope } from './access/scopes.ts';
-import { notReadyReasons } from './calls/admission.ts';
-import { ClientConnections } from './http/client-connections.ts';
-import { LbAgent } from './calls/agent.ts';
-import { waitQueueFor } from './calls/placement.ts';
-import { registerCallRoutes } from './detached/call-routes.ts';
-import { registerDashboardRoutes } from './observe/dashboard/routes.ts';
-import { registerDeploymentRoutes } from './control/routes.ts';
-import { Serverless } from './control/serverless.ts';
-import type { ColdStarts } from './control/cold-start.ts';
-import { DetachedCalls } from './detached/detached.ts';
-import { CallSigner } from './fleet/data-plane.ts';
-import { checkFrontListen } from './http/front-tls.ts';
-import { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './calls/call.ts';
-import type { CallRoute } from './calls/call.ts';
+import {
+  accessGuard,
+  AuditLog,
+  ClientKeysWatch,
+  Credentials,
+  keyOf,
+  KeyRing,
+  modelRefusal,
+  registerKeyRoutes,
+  ROUTE_SCOPES,
+  unscopedRoutes,
+  visibleModels,
+} from './access/index.ts';
+import type { GatewayEnv, RouteScope } from './access/index.ts';
+import {
+  directCallRoute,
+  LbAgent,
+  notReadyReasons,
+  OPENAI_CALL_ROUTES,
+  uuidv7,
+  waitQueueFor,
+} from './calls/index.ts';
+import type { CallRoute } from './calls/index.ts';
+import {
+  answerClientError,
+  checkFrontListen,
+  ClientConnections,
+  frontDoor,
+  guardListener,
+  requestErrorResponse,
+} from './http/index.ts';
+import { DetachedCalls, registerCallRoutes } from './detached/index.ts';
+import { registerDashboardRoutes } from './observe/index.ts';
+import { registerDeploymentRoutes, Serverless } from './control/index.ts';
+import type { ColdStarts } from './control/index.ts';
+import { CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';
+import type { GatewayPool } from './fleet/index.ts';
 import { GatewayConfigError, InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
-import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './http/front.ts';
 import { resolveGatewayOptions, runnerTokensOf } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
-import { FleetPool } from './fleet/pool.ts';
-import { RunnerRegistry } from './fleet/registry.ts';
-import { registerRunnerRoutes } from './fleet/runner-routes.ts';
-import type { GatewayPool } from './fleet/pool.ts';
 
 type Env = GatewayEnv;
 

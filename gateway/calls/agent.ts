@@ -9,14 +9,18 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SluiceError, onCutShort } from '../../placer/kernel/index.ts';
 import { CALL_ID_HEADER } from '../../runner/protocol.ts';
-import { KeyCalls } from '../access/key-calls.ts';
-import type { KeyCall } from '../access/key-calls.ts';
-import { invokeRefusal, modelRefusal } from '../access/model-access.ts';
-import { ANONYMOUS } from '../access/scopes.ts';
-import type { Caller } from '../access/scopes.ts';
+import { ANONYMOUS, invokeRefusal, KeyCalls, modelRefusal } from '../access/index.ts';
+import type { Caller, KeyCall } from '../access/index.ts';
 import { clientKey, UploadBudget } from './admission.ts';
 import type { UploadAdmission } from './admission.ts';
-import { readBody } from '../http/body.ts';
+import {
+  clientRequestId,
+  forwardable,
+  INVOKE_TYPE_HEADER,
+  readBody,
+  REQUEST_ID_HEADER,
+  SESSION_HEADER,
+} from '../http/index.ts';
 import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
 import type { CallRoute, GatewayCall } from './call.ts';
 import {
@@ -29,24 +33,21 @@ import {
   UploadsFullError,
   sendError,
 } from '../errors.ts';
-import { clientRequestId } from '../http/front.ts';
-import { INVOKE_TYPE_HEADER, REQUEST_ID_HEADER, SESSION_HEADER, forwardable } from '../http/headers.ts';
 import { AnswerWatch, InferenceRecorder } from './inference.ts';
-import { createGatewayMetrics } from '../observe/metrics.ts';
-import { StatsWindow, readStats } from '../observe/stats.ts';
-import type { GatewayStats } from '../observe/stats.ts';
-import type { DetachedCalls } from '../detached/detached.ts';
-import { DetachedFlow, DetachedSignal, detachedResult } from '../detached/detached-flow.ts';
-import type { DetachedReply } from '../detached/detached-flow.ts';
+import {
+  createGatewayMetrics,
+  readStats,
+  startCallTrace,
+  StatsWindow,
+  traceOfResponse,
+} from '../observe/index.ts';
+import type { CallTrace, GatewayStats } from '../observe/index.ts';
+import { DetachedFlow, detachedResult, DetachedSignal, parsePreference } from '../detached/index.ts';
+import type { CallPreference, DetachedCalls, DetachedReply } from '../detached/index.ts';
 import type { CallResult, GatewayConfig } from '../options.ts';
-import { parsePreference } from '../detached/prefer.ts';
-import type { CallPreference } from '../detached/prefer.ts';
-import type { GatewayPool } from '../fleet/pool.ts';
-import type { RunnerResponse } from '../fleet/http-runner.ts';
+import type { GatewayPool, RunnerResponse } from '../fleet/index.ts';
 import { relay } from './relay.ts';
-import { startCallTrace, traceOfResponse } from '../observe/tracing.ts';
-import type { CallTrace } from '../observe/tracing.ts';
-import { RECORD_OVERHEAD_BYTES } from '../detached/store/options.ts';
+import { RECORD_OVERHEAD_BYTES } from '../detached/store/index.ts';
 import type { WaitQueue } from './wait-queue.ts';
 import { CallPlacement, endedResult, turnOf, waitQueueFor } from './placement.ts';
 import type { Turn } from './placement.ts';

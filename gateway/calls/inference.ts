@@ -10,8 +10,7 @@
  * only that block is parsed, so a long answer is never parsed whole.
  */
 import type { Attributes } from '@opentelemetry/api';
-import type { InferenceInstruments } from '../observe/metrics.ts';
-import type { StatsWindow } from '../observe/stats.ts';
+import type { InferenceInstruments, StatsWindow } from '../observe/index.ts';
 
 /** The bytes of an answer's end searched for its usage block: engines put it last. */
 export const USAGE_TAIL_BYTES = 4096;

@@ -19,8 +19,8 @@ import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '.
 import { SluiceError } from '../../placer/kernel/index.ts';
 import type { CallOutcome } from './call.ts';
 import { CallTimeoutError, RunnerFailedError, errorBody, runnerReported } from '../errors.ts';
-import { committedFailure } from '../fleet/http-runner.ts';
-import type { RunnerResponse } from '../fleet/http-runner.ts';
+import { committedFailure } from '../fleet/index.ts';
+import type { RunnerResponse } from '../fleet/index.ts';
 import { stripInjectedUsage } from './usage-strip.ts';
 
 /** How the relay ended. */

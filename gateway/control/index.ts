@@ -30,3 +30,6 @@ export type { AttemptOutcome, DeadLetter, InFlightAttempt, RetrySteps, StartAtte
 export { SCALE_EVENTS_KEPT, reconcilerDefaults, resolveReconcilerOptions, systemReconcilerTimers } from './reconciler-options.ts';
 export type { PendingStatus, ReconcilerConfig, ReconcilerDependencies, ReconcilerDeploymentStatus, ReconcilerEvent, ReconcilerInit, ReconcilerOptions, ReconcilerTimers, ReplicaState, ReplicaStatus, ScaleEventRecord } from './reconciler-options.ts';
 export { Reconciler, replicaId } from './reconciler.ts';
+export { COLD_START_HEADER, ColdStartWaits } from './cold-start.ts';
+export type { ColdStarts } from './cold-start.ts';
+export type { FleetRunner } from './fleet.ts';

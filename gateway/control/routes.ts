@@ -10,9 +10,8 @@
  */
 import type { Context, Hono } from 'hono';
 import { DeploymentInFileError, DeploymentNotFoundError, InvalidDeploymentError, InvalidJsonError, errorBody } from '../errors.ts';
-import type { GatewayEnv } from '../access/scopes.ts';
-import { changedFields } from '../access/audit.ts';
-import type { AuditLog } from '../access/audit.ts';
+import { changedFields } from '../access/index.ts';
+import type { AuditLog, GatewayEnv } from '../access/index.ts';
 import { DEFAULT_LAUNCH_POLICY } from '../../runner/protocol.ts';
 import type { LaunchPolicy } from '../../runner/protocol.ts';
 import { checkDeployment } from './deployments.ts';

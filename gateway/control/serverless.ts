@@ -8,7 +8,7 @@
 import type { MeterProvider } from '@opentelemetry/api';
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
 import type { ColdStarts, StartFailure } from './cold-start.ts';
-import type { RunnerRegistry } from '../fleet/registry.ts';
+import type { RunnerRegistry } from '../fleet/index.ts';
 import type { DemandBoard, StatusBoard } from './boards.ts';
 import type { Lease } from './fleet.ts';
 import { MemoryLease } from './lease.ts';

@@ -5,7 +5,7 @@
  * Refusals are thrown and answered by the app's onError (gateway/server.ts).
  */
 import type { Hono } from 'hono';
-import type { Caller, GatewayEnv } from '../access/scopes.ts';
+import type { Caller, GatewayEnv } from '../access/index.ts';
 import { callUrls } from './detached-flow.ts';
 import type { DetachedCalls } from './detached.ts';
 import { CallNotFinishedError, CallNotFoundError, NoResultError, storeFailure } from '../errors.ts';

@@ -23,7 +23,7 @@ import {
   storeFailure,
 } from '../errors.ts';
 import type { CallResult } from '../options.ts';
-import { CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER } from '../http/headers.ts';
+import { CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER } from '../http/index.ts';
 import type { CallPreference } from './prefer.ts';
 import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
 import { LIVE_STATUSES, scopedIdempotencyKey } from './store/types.ts';

@@ -10,7 +10,7 @@ import type { Logger } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import { recordError } from './detached-reasons.ts';
 import { DetachedStoreFullError, DetachedStoreUnavailableError, ResultNotStoredError } from '../errors.ts';
-import type { StoreMetrics } from '../observe/metrics.ts';
+import type { StoreMetrics } from '../observe/index.ts';
 import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
 import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/types.ts';
 

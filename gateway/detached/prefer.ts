@@ -3,7 +3,7 @@
  * `sluice-invoke-type: detached` (Fn's header, for clients that cannot set Prefer).
  */
 import { InvalidPreferError } from '../errors.ts';
-import { INVOKE_TYPE_HEADER } from '../http/headers.ts';
+import { INVOKE_TYPE_HEADER } from '../http/index.ts';
 
 /** What the client asked for. */
 export interface CallPreference {

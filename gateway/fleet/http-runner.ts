@@ -37,7 +37,7 @@ import {
   isConnectError,
 } from '../../runner/protocol.ts';
 import type { GatewayCall } from '../calls/call.ts';
-import { failSpan, traceOfCall } from '../observe/tracing.ts';
+import { failSpan, traceOfCall } from '../observe/index.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';
 import { CallTimeoutError, RequestNotForwardableError, RunnerFailedError, RunnerStalledError } from '../errors.ts';
 

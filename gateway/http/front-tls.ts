@@ -4,7 +4,7 @@
  * allowed, unless the operator says the network is taken care of (a proxy that terminates TLS).
  */
 import { GatewayConfigError } from '../errors.ts';
-import type { DataPlaneConfig } from '../fleet/data-plane.ts';
+import type { DataPlaneConfig } from '../fleet/index.ts';
 
 /**
  * Refuses a plain-http listen on an address other than loopback, unless allowPlainHttp.

@@ -9,7 +9,7 @@
  */
 import type { Attributes, Counter, Histogram, Meter, MeterProvider, ObservableResult, UpDownCounter } from '@opentelemetry/api';
 import type { CallOutcome } from '../calls/call.ts';
-import type { StoreHealth } from '../detached/store/types.ts';
+import type { StoreHealth } from '../detached/store/index.ts';
 
 /** Fn's lb_call_latency buckets, in ms. */
 const LATENCY_BUCKETS = [1, 10, 50, 100, 250, 500, 1000, 10000, 60000, 120000];

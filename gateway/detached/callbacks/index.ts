@@ -16,3 +16,4 @@ export { generateWebhookSecret, parseWebhookSecret, signWebhook, verifyWebhook, 
 export type { WebhookHeaders, WebhookRejection, WebhookSignInput, WebhookVerification, WebhookVerifyInput } from './signing.ts';
 export { createCallbackPolicy } from './targets.ts';
 export type { CallbackPolicy, CallbackPolicyOptions, CallbackTarget, HostLookup, ResolvedAddress } from './targets.ts';
+export { callbackPolicyDefaults } from './options.ts';

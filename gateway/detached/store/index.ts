@@ -18,6 +18,7 @@ export { RECORD_OVERHEAD_BYTES, parseRedisUrl, storeDefaults } from './options.t
 export type { CommonStoreOptions, MemoryStoreOptions, RedisAddress, RedisStoreOptions } from './options.ts';
 export { FINAL_STATUSES, LIVE_STATUSES } from './types.ts';
 export type { CallError, CallFinish, CallRecord, CallStart, CallStatus, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
+export { STORED_BYTES_LUA } from './redis-scripts.ts';
 
 /**
  * Options for {@link createStore}: each store takes the fields it knows (memory: maxKeys;

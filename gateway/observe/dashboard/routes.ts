@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Hono } from 'hono';
-import type { GatewayEnv } from '../../access/scopes.ts';
+import type { GatewayEnv } from '../../access/index.ts';
 import { RouteNotFoundError } from '../../errors.ts';
 
 /** The dashboard's files: path under the gateway, file in `static/`, content type. */
