@@ -140,7 +140,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const agent = new LbAgent(config, pool, detached, queue);
   // Keys made through /v1/keys live in a key ring: the one given, or an empty one of the gateway's.
   const ring = config.clientKeys === undefined ? new KeyRing({ clock: config.clock, logger: log }) : config.clientKeys instanceof KeyRing ? config.clientKeys : undefined;
-  // Open or keyed is settled here, from settings, for the gateway's life: see credentials.ts.
+  // Open or keyed is settled here, from settings, for the gateway's life: see access/credentials.ts.
   const clients = config.requireKeys ? 'keys' : 'open';
   const clientKeys = config.clientKeys ?? ring;
   const credentials = new Credentials({ operatorTokens: config.operatorTokens, viewerTokens: config.viewerTokens, runnerTokens: config.runnerTokens, clientKeys, clients });

@@ -2,7 +2,7 @@
  * Inference timings and token counts, read from what the gateway relays: time to first token,
  * time between a stream's events, end-to-end duration, the engine's usage block, and the wait
  * before a runner committed. Recorded per model and runner into the GenAI histograms
- * (metrics.ts) and the windowed recorder behind GET /v1/stats (stats.ts).
+ * (observe/metrics.ts) and the windowed recorder behind GET /v1/stats (observe/stats.ts).
  *
  * What a call pays: a stream's chunks are scanned for event boundaries (`indexOf` of line feeds,
  * no copy, no JSON); a non-streamed answer is not looked at at all. At the end, only the answer's

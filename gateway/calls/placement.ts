@@ -7,7 +7,7 @@
  * (wait-queue.ts): its place is its model, its priority class and its flow ({@link turnOf}),
  * and it is woken when capacity appears, not on a fixed pause (see docs/placers.md).
  *
- * A call for a deployed model that no runner serves now (a cold start, cold-start.ts) waits
+ * A call for a deployed model that no runner serves now (a cold start, control/cold-start.ts) waits
  * in the same line: the first of a burst asks the reconciler for a replica, and the runner that
  * becomes ready with it wakes them as any freed capacity does.
  */

@@ -5,7 +5,7 @@
  * contract, the bookkeeping of the calls waiting for a replica ({@link ColdStartWaits}), and a
  * small fixed implementation for specs and demonstrations ({@link recordingColdStarts}).
  *
- * The calls themselves wait in their model's line of the queue like any other (placement.ts);
+ * The calls themselves wait in their model's line of the queue like any other (calls/placement.ts);
  * see docs/placers.md, "Cold starts".
  */
 import type { Logger } from '../../placer/kernel/index.ts';

@@ -1,7 +1,7 @@
 /**
  * The Redis connection the deployment pieces share (lease.ts, redis-store.ts, boards.ts): made
  * from a URL as the other Redis users of the gateway make theirs (gateway/access/key-store.ts,
- * limits-redis.ts), or an ioredis client the gateway already has, so one connection serves them
+ * gateway/access/limits-redis.ts), or an ioredis client the gateway already has, so one connection serves them
  * all. A client given is the giver's: close() leaves it open.
  */
 import { Redis } from 'ioredis';

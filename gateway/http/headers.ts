@@ -7,7 +7,7 @@ import { withoutHopByHop } from '../../runner/protocol.ts';
 
 /** Response header (and request header, when the client sends its own) naming the request. */
 export const REQUEST_ID_HEADER = 'x-request-id';
-/** Header naming the invoke type, as Fn had it: `sync` or `detached` (see prefer.ts). */
+/** Header naming the invoke type, as Fn had it: `sync` or `detached` (see detached/prefer.ts). */
 export const INVOKE_TYPE_HEADER = 'sluice-invoke-type';
 /** Header naming where to POST a detached call's result when it finishes. */
 export const CALLBACK_URL_HEADER = 'sluice-callback-url';
