@@ -11,31 +11,24 @@ import type { Clock } from '../placer/kernel/index.ts';
 import type { Placer, PlacerConfig } from '../placer/types.ts';
 import { lingerDefaults, systemClock } from '../placer/kernel/index.ts';
 import { createBuiltinPlacer } from '../placer/registry.ts';
-import type { CallOutcome, CallOverride, GatewayCall } from './call.ts';
+import type { CallOutcome, CallOverride, GatewayCall } from './calls/call.ts';
 import { randomBytes } from 'node:crypto';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
-import { breakerDefaults } from './breaker.ts';
-import type { CallbackDelivery } from './detached.ts';
-import { createMemoryStore } from './store/memory.ts';
-import { RECORD_OVERHEAD_BYTES, storeDefaults } from './store/options.ts';
-import type { CallStore } from './store/types.ts';
+import { breakerDefaults, resolveDataPlane } from './fleet/index.ts';
+import type { DataPlaneConfig, DataPlaneOptions, GatewayPool } from './fleet/index.ts';
+import type { CallbackDelivery } from './detached/detached.ts';
+import { createMemoryStore, RECORD_OVERHEAD_BYTES, storeDefaults } from './detached/store/index.ts';
+import type { CallStore } from './detached/store/index.ts';
 import { GatewayConfigError } from './errors.ts';
-import { PRIORITIES, isPriority } from './wait-queue.ts';
-import type { Priority } from './wait-queue.ts';
-import type { GatewayPool } from './pool.ts';
+import { PRIORITIES, isPriority } from './calls/wait-queue.ts';
+import type { Priority } from './calls/wait-queue.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol.ts';
 import type { LaunchPolicy } from '../runner/protocol.ts';
-import { newToken } from './access/credentials.ts';
-import type { ClientKeys } from './access/scopes.ts';
-import { MemoryDeploymentStore } from './deploy/store.ts';
-import type { DeploymentStore } from './deploy/store.ts';
-import type { ReconcilerSettings } from './deploy/serverless.ts';
-import type { ColdStarts } from './cold-start.ts';
-import { createMemoryLimiter } from './access/limits.ts';
-import type { Limiter } from './access/limits.ts';
-import { compileNetworks } from './callbacks/address.ts';
-import { resolveDataPlane } from './data-plane.ts';
-import type { DataPlaneConfig, DataPlaneOptions } from './data-plane.ts';
+import { createMemoryLimiter, newToken } from './access/index.ts';
+import type { ClientKeys, Limiter } from './access/index.ts';
+import { MemoryDeploymentStore } from './control/index.ts';
+import type { ColdStarts, DeploymentStore, ReconcilerSettings } from './control/index.ts';
+import { compileNetworks } from './detached/callbacks/index.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {
@@ -240,7 +233,7 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   deployments?: DeploymentStore;
   /**
    * The reconciler's tunables (period, windows, start backoff) and, for several gateways on one
-   * Redis, its shared lease and boards (gateway/deploy/serverless.ts). The reconciler checks them.
+   * Redis, its shared lease and boards (gateway/control/serverless.ts). The reconciler checks them.
    * @default one gateway's reconciler at reconcilerDefaults
    */
   reconciler?: ReconcilerSettings;
@@ -284,7 +277,7 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   /**
    * Circuit breaker per runner: opens after `threshold` failures before commit in a row, passes
    * the runner over for `openFor` ms, closes after `closeAfter` successes.
-   * @default see breakerDefaults (gateway/breaker.ts)
+   * @default see breakerDefaults (gateway/fleet/breaker.ts)
    */
   breaker?: { threshold?: number; openFor?: number; closeAfter?: number };
   /** Checks and delivers detached-call callbacks; without it a sluice-callback-url is refused. */
@@ -368,7 +361,7 @@ export interface GatewayConfig {
   readonly renderMetrics: (() => Promise<string>) | undefined;
   readonly logger: Logger;
   readonly clock: Clock;
-  /** The call secret, runner mutual TLS and front TLS (gateway/data-plane.ts). */
+  /** The call secret, runner mutual TLS and front TLS (gateway/fleet/data-plane.ts). */
   readonly dataPlane: DataPlaneConfig;
 }
 
@@ -532,11 +525,11 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   const { clock } = checked;
   const { deployments = new MemoryDeploymentStore({ now: () => clock.now() }) } = options;
   if (typeof deployments?.list !== 'function' || typeof deployments.put !== 'function') {
-    throw check.fail('deployments must be a DeploymentStore (gateway/deploy/store.ts), with list, get, put and delete');
+    throw check.fail('deployments must be a DeploymentStore (gateway/control/store.ts), with list, get, put and delete');
   }
   const { coldStarts } = options;
   if (coldStarts !== undefined && (typeof coldStarts?.deployed !== 'function' || typeof coldStarts.wake !== 'function')) {
-    throw check.fail('coldStarts must be a ColdStarts (gateway/cold-start.ts), with deployed(model) and wake(model)');
+    throw check.fail('coldStarts must be a ColdStarts (gateway/control/cold-start.ts), with deployed(model) and wake(model)');
   }
   const maxQueuedPerModel =
     options.maxQueuedPerModel === undefined ? Math.ceil(checked.maxQueued / 2) : check.integer('maxQueuedPerModel', options.maxQueuedPerModel, { min: 1 });

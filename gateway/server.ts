@@ -12,37 +12,46 @@ import { Hono } from 'hono';
 import type { Context } from 'hono';
 import { SluiceError, lingerEarlyAnswers, telemetryPath } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/version.ts';
-import { Credentials } from './access/credentials.ts';
-import { accessGuard, unscopedRoutes } from './access/guard.ts';
-import { ClientKeysWatch } from './access/key-health.ts';
-import { AuditLog } from './access/audit.ts';
-import { registerKeyRoutes } from './access/key-routes.ts';
-import { KeyRing } from './access/keys.ts';
-import { keyOf, modelRefusal, visibleModels } from './access/model-access.ts';
-import { ROUTE_SCOPES } from './access/scopes.ts';
-import type { GatewayEnv, RouteScope } from './access/scopes.ts';
-import { notReadyReasons } from './admission.ts';
-import { ClientConnections } from './client-connections.ts';
-import { LbAgent } from './agent.ts';
-import { waitQueueFor } from './placement.ts';
-import { registerCallRoutes } from './call-routes.ts';
-import { registerDashboardRoutes } from './dashboard/routes.ts';
-import { registerDeploymentRoutes } from './deploy/routes.ts';
-import { Serverless } from './deploy/serverless.ts';
-import type { ColdStarts } from './cold-start.ts';
-import { DetachedCalls } from './detached.ts';
-import { CallSigner } from './data-plane.ts';
-import { checkFrontListen } from './front-tls.ts';
-import { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './call.ts';
-import type { CallRoute } from './call.ts';
+import {
+  accessGuard,
+  AuditLog,
+  ClientKeysWatch,
+  Credentials,
+  keyOf,
+  KeyRing,
+  modelRefusal,
+  registerKeyRoutes,
+  ROUTE_SCOPES,
+  unscopedRoutes,
+  visibleModels,
+} from './access/index.ts';
+import type { GatewayEnv, RouteScope } from './access/index.ts';
+import {
+  directCallRoute,
+  LbAgent,
+  notReadyReasons,
+  OPENAI_CALL_ROUTES,
+  uuidv7,
+  waitQueueFor,
+} from './calls/index.ts';
+import type { CallRoute } from './calls/index.ts';
+import {
+  answerClientError,
+  checkFrontListen,
+  ClientConnections,
+  frontDoor,
+  guardListener,
+  requestErrorResponse,
+} from './http/index.ts';
+import { DetachedCalls, registerCallRoutes } from './detached/index.ts';
+import { registerDashboardRoutes } from './observe/index.ts';
+import { registerDeploymentRoutes, Serverless } from './control/index.ts';
+import type { ColdStarts } from './control/index.ts';
+import { CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';
+import type { GatewayPool } from './fleet/index.ts';
 import { GatewayConfigError, InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
-import { answerClientError, frontDoor, guardListener, requestErrorResponse } from './front.ts';
 import { resolveGatewayOptions, runnerTokensOf } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
-import { FleetPool } from './pool.ts';
-import { RunnerRegistry } from './registry.ts';
-import { registerRunnerRoutes } from './runner-routes.ts';
-import type { GatewayPool } from './pool.ts';
 
 type Env = GatewayEnv;
 
@@ -131,7 +140,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const agent = new LbAgent(config, pool, detached, queue);
   // Keys made through /v1/keys live in a key ring: the one given, or an empty one of the gateway's.
   const ring = config.clientKeys === undefined ? new KeyRing({ clock: config.clock, logger: log }) : config.clientKeys instanceof KeyRing ? config.clientKeys : undefined;
-  // Open or keyed is settled here, from settings, for the gateway's life: see credentials.ts.
+  // Open or keyed is settled here, from settings, for the gateway's life: see access/credentials.ts.
   const clients = config.requireKeys ? 'keys' : 'open';
   const clientKeys = config.clientKeys ?? ring;
   const credentials = new Credentials({ operatorTokens: config.operatorTokens, viewerTokens: config.viewerTokens, runnerTokens: config.runnerTokens, clientKeys, clients });

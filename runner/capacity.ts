@@ -1,7 +1,7 @@
 /**
  * What a runner can host, as it advertises it to gateways (the Capacity of the wire): its
  * labels, the GPUs its engine does not hold, and the engine kinds whose binaries it has. The
- * gateway's reconciler places new replicas by these (gateway/deploy/replica-fit.ts).
+ * gateway's reconciler places new replicas by these (gateway/control/replica-fit.ts).
  */
 import { show } from '../placer/kernel/index.ts';
 import { KIND_RULES, PROFILE_KINDS } from './engines/argv.ts';

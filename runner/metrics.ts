@@ -9,7 +9,7 @@
  * pay its load time, and a runner's start is what a cold start waits on. The
  * meter provider is the runner's own, never the global one, so several runners in one process
  * (tests, `sluice up`) keep separate pages. Its resource is set, not detected, exactly as the
- * gateway's (gateway/telemetry.ts says why): the page carries no command line, user or host.
+ * gateway's (gateway/observe/telemetry.ts says why): the page carries no command line, user or host.
  */
 import type { Attributes } from '@opentelemetry/api';
 import type { BusyReason } from './admission.ts';

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { checksFor, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import { StoreUnavailableError, parseRedisUrl } from '../store/index.ts';
+import { StoreUnavailableError, parseRedisUrl } from '../detached/store/index.ts';
 import type { KeyLimits } from './limits.ts';
 
 /** An API key as a store keeps it. */

@@ -17,8 +17,7 @@
  * A lease lapses after `leaseMs` so a gateway that dies holding calls frees them in time.
  */
 import { Redis } from 'ioredis';
-import { parseRedisUrl } from '../store/index.ts';
-import { STORED_BYTES_LUA } from '../store/redis-scripts.ts';
+import { parseRedisUrl, STORED_BYTES_LUA } from '../detached/store/index.ts';
 import { decideWindow, resolveLimiterOptions } from './limits.ts';
 import type { Admission, KeyLimits, Limiter, LimiterOptions, StoredAdmission } from './limits.ts';
 import { checksFor, show } from '../../placer/kernel/index.ts';

@@ -5,7 +5,7 @@
  * PEM text and secrets, never paths.
  */
 import { readFileSync } from 'node:fs';
-import type { DataPlaneOptions } from '../data-plane.ts';
+import type { DataPlaneOptions } from '../fleet/data-plane.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import { readSecretLines } from '../access/secrets.ts';

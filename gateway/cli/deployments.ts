@@ -4,10 +4,10 @@
  */
 import type { Logger } from '../../placer/kernel/index.ts';
 import { DeploymentsFileError } from '../errors.ts';
-import type { Deployment } from '../deploy/deployments.ts';
-import type { ReconcilerDeploymentStatus } from '../deploy/reconciler-options.ts';
-import type { ReconcilerSettings } from '../deploy/serverless.ts';
-import type { DeploymentStore } from '../deploy/store.ts';
+import type { Deployment } from '../control/deployments.ts';
+import type { ReconcilerDeploymentStatus } from '../control/reconciler-options.ts';
+import type { ReconcilerSettings } from '../control/serverless.ts';
+import type { DeploymentStore } from '../control/store.ts';
 import type { Setting } from './settings.ts';
 import { SettingsError } from './settings.ts';
 import { resolveLaunchPolicy } from '../../runner/protocol.ts';
@@ -88,7 +88,7 @@ export async function deploymentsOptions(values: Record<string, unknown>, contex
   const store = values.store as string | undefined;
   const redis = typeof store === 'string' && store.startsWith('redis://') ? store : undefined;
   const tunables = reconcilerSettings(values);
-  const deploy = await import('../deploy/index.ts');
+  const deploy = await import('../control/index.ts');
   const policy = launchPolicyOf(values);
   let fileDeployments: readonly Deployment[] = [];
   if (file !== undefined) {
@@ -111,7 +111,7 @@ export async function deploymentsOptions(values: Record<string, unknown>, contex
   }
   // One connection for the deployment pieces, made as each would make its own; they leave a
   // shared client open, so it is closed once, after them.
-  const { openRedis, closeRedis } = await import('../deploy/redis-client.ts');
+  const { openRedis, closeRedis } = await import('../control/redis-client.ts');
   const connection = openRedis({ url: redis }, 'deployments');
   const client = connection.client;
   const shared = { client };

@@ -8,8 +8,8 @@ import { placerDefaults } from '../../placer/options.ts';
 import { placerDescriptors } from '../../placer/registry.ts';
 import { gatewayDefaults } from '../options.ts';
 import type { GatewayOptions } from '../options.ts';
-import { storeDefaults } from '../store/options.ts';
-import { callbackPolicyDefaults } from '../callbacks/options.ts';
+import { storeDefaults } from '../detached/store/options.ts';
+import { callbackPolicyDefaults } from '../detached/callbacks/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
@@ -110,8 +110,8 @@ export async function gatewayIdOf(values: Record<string, unknown>): Promise<stri
 export async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
   const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecretLines }] = await Promise.all([
     import('../../placer/registry.ts'),
-    import('../store/index.ts'),
-    import('../callbacks/index.ts'),
+    import('../detached/store/index.ts'),
+    import('../detached/callbacks/index.ts'),
     import('../access/secrets.ts'),
   ]);
   // Settings that are not gateway options of the same name: made or read below.

@@ -16,7 +16,7 @@ function newestSource() {
     if (!existsSync(new URL(`${dir}/`, root))) continue;
     for (const name of readdirSync(new URL(`${dir}/`, root), { recursive: true })) {
       // The dashboard's page, style and script are copied into the build as they are: sources too.
-      if (!name.endsWith('.ts') && !name.startsWith('dashboard/static/')) continue;
+      if (!name.endsWith('.ts') && !name.startsWith('observe/dashboard/static/')) continue;
       newest = Math.max(newest, statSync(new URL(`${dir}/${name}`, root)).mtimeMs);
     }
   }

@@ -2,7 +2,7 @@
  * The OpenTelemetry SDK's start-up for the gateway and runner commands. Only the entry point
  * wires an SDK: library code calls the API alone, a no-op until this runs.
  */
-import type { ServiceIdentity } from '../telemetry.ts';
+import type { ServiceIdentity } from '../observe/telemetry.ts';
 
 /** The running SDK: what renders its metrics as Prometheus text, and its idempotent shutdown. */
 export interface CliTelemetry {
@@ -36,7 +36,7 @@ export async function startTelemetry(env: NodeJS.ProcessEnv, identity: ServiceId
   env.OTEL_LOGS_EXPORTER ??= 'none';
   const [{ NodeSDK }, { createPrometheusReader, serviceResource }] = await Promise.all([
     import('@opentelemetry/sdk-node'),
-    import('../telemetry.ts'),
+    import('../observe/telemetry.ts'),
   ]);
   const { reader, render } = createPrometheusReader();
   const sdk = new NodeSDK({ resource: serviceResource(identity), autoDetectResources: false, metricReaders: [reader] });

@@ -136,7 +136,7 @@ async function upServerless(
   const count = values.runners as number;
   const model = ((values.model as string[] | undefined) ?? simEngineDefaults.models)[0]!;
   const options = await gatewayOptions(values, logger);
-  const { MemoryDeploymentStore, checkDeployment } = await import('../deploy/index.ts');
+  const { MemoryDeploymentStore, checkDeployment } = await import('../control/index.ts');
   const deployments = options.deployments ?? new MemoryDeploymentStore();
   if (!(await deployments.get(model))) {
     // The engine flags given to up go to every engine the reconciler starts; --model names the deployment.

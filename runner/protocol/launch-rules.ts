@@ -1,7 +1,7 @@
 /**
  * What an engine launch may and may not carry, per engine kind: the one copy of these rules,
  * read by the runner before it launches anything (runner/engines/profile.ts, runner/hosting.ts)
- * and by the gateway before it stores a deployment (gateway/deploy/deployments.ts), so both
+ * and by the gateway before it stores a deployment (gateway/control/deployments.ts), so both
  * refuse the same profiles with the same words.
  *
  * - Reserved flags: options the runner sets itself (where the engine listens, what it loads,

@@ -11,7 +11,7 @@
  * Every request carries `authorization: Bearer <runner token>`; a wrong token is 401, and a token
  * other than the one the runner's id is bound to is 403 (docs/runners.md, "Registration rules").
  * The bodies are checked here, beside their types: {@link parseRegistration} and
- * {@link parseHeartbeat}; the gateway's address policy for the URL is its own (gateway/registration-policy.ts).
+ * {@link parseHeartbeat}; the gateway's address policy for the URL is its own (gateway/fleet/registration-policy.ts).
  */
 
 /**
@@ -82,7 +82,7 @@ export interface Capacity {
 
 /**
  * The engine profile a gateway orders a runner to launch: a deployment's profile
- * (gateway/deploy/deployments.ts). The runner fills in what only it knows: a free port when
+ * (gateway/control/deployments.ts). The runner fills in what only it knows: a free port when
  * `port` is absent, and free GPUs when `gpus` is a count.
  */
 export interface OrderedProfile {

@@ -7,10 +7,10 @@
  * address, or a metadata host name, is refused even with private targets allowed.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCallbackPolicy } from '../../gateway/callbacks/index.ts';
-import type { CallbackRefusedError } from '../../gateway/callbacks/index.ts';
+import { createCallbackPolicy } from '../../gateway/detached/callbacks/index.ts';
+import type { CallbackRefusedError } from '../../gateway/detached/callbacks/index.ts';
 import { InvalidRegistrationError } from '../../gateway/errors.ts';
-import { createRunnerAddressPolicy } from '../../gateway/registration-policy.ts';
+import { createRunnerAddressPolicy } from '../../gateway/fleet/registration-policy.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { REGISTER_PATH } from '../../runner/protocol.ts';
 import type { RunnerRegistration } from '../../runner/protocol.ts';

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { GatewayConfigError } from '../../gateway/errors.ts';
 import { resolveGatewayOptions } from '../../gateway/options.ts';
 import type { CallListener, GatewayOptions } from '../../gateway/options.ts';
-import type { GatewayPool } from '../../gateway/pool.ts';
+import type { GatewayPool } from '../../gateway/fleet/pool.ts';
 import { systemClock } from '../../placer/kernel/index.ts';
 import { PlacerConfigError } from '../../placer/errors.ts';
 import { silentLogger } from '../../placer/kernel/index.ts';
@@ -181,7 +181,7 @@ describe('resolveGatewayOptions', () => {
     ['null', null],
   ])('throws naming coldStarts when it is %s', (_label, coldStarts) => {
     expect(configError({ runners, coldStarts: coldStarts as GatewayOptions['coldStarts'] }).message).toBe(
-      'coldStarts must be a ColdStarts (gateway/cold-start.ts), with deployed(model) and wake(model)',
+      'coldStarts must be a ColdStarts (gateway/control/cold-start.ts), with deployed(model) and wake(model)',
     );
   });
 

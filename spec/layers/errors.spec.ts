@@ -69,7 +69,7 @@ describe('errors', () => {
     ]);
     // The bases are read from the errors.ts files, and the scan reaches the files that throw.
     expect(bases).toEqual(expect.arrayContaining(['SluiceError', 'GatewayError', 'BenchError', 'StoreFullError']));
-    expect(files).toEqual(expect.arrayContaining(['gateway/call-routes.ts', 'runner/engines/kinds.ts', 'placer/kernel/errors.ts']));
+    expect(files).toEqual(expect.arrayContaining(['gateway/detached/call-routes.ts', 'runner/engines/kinds.ts', 'placer/kernel/errors.ts']));
     expect(files.filter(isErrorsFile).flatMap((file) => declaredErrors(file, read(file), bases)).length).toBeGreaterThan(50);
   });
 });

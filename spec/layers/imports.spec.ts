@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { read, root, sources } from './sources.ts';
@@ -25,6 +26,9 @@ function breaches(dir: string, allowed: (target: string) => boolean): string[] {
 
 const inside = (prefix: string) => (target: string) => target.startsWith(prefix);
 
+/** The gateway's rooms (docs/architecture.md), the CLI aside: one concern each, an index.ts its face. */
+const GATEWAY_ROOMS: readonly string[] = ['access', 'calls', 'control', 'detached', 'fleet', 'http', 'observe'];
+
 describe('layers', () => {
   it('the kernel imports nothing outside itself', () => {
     expect(breaches('placer/kernel', inside('placer/kernel/'))).toEqual([]);
@@ -45,6 +49,25 @@ describe('layers', () => {
     expect(found.filter((b) => b !== 'gateway/cli/commands.ts imports k6/driver/commands.ts')).toEqual([]);
     // The one exception is real: `sluice bench` finds the bench through it.
     expect([...new Set(found)]).toEqual(['gateway/cli/commands.ts imports k6/driver/commands.ts']);
+  });
+
+  it('gateway/ keeps at its root only the composition root, its options and its errors', () => {
+    const entries = readdirSync(join(root, 'gateway'), { withFileTypes: true });
+    const loose = entries.filter((e) => e.isFile()).map((e) => e.name);
+    expect(loose.sort()).toEqual(['errors.ts', 'options.ts', 'server.ts']);
+  });
+
+  it('gateway/ is made of its rooms, each but the CLI with an index.ts as its public face', () => {
+    const entries = readdirSync(join(root, 'gateway'), { withFileTypes: true });
+    const rooms = entries.filter((e) => e.isDirectory()).map((e) => e.name);
+    expect(rooms.sort()).toEqual([...GATEWAY_ROOMS, 'cli'].sort());
+    for (const room of GATEWAY_ROOMS) expect(sources(`gateway/${room}`)).toContain(`gateway/${room}/index.ts`);
+  });
+
+  it('the call store and the callbacks import nothing else from gateway/', () => {
+    for (const dir of ['gateway/detached/store', 'gateway/detached/callbacks']) {
+      expect(breaches(dir, (t) => !t.startsWith('gateway/') || t.startsWith(`${dir}/`))).toEqual([]);
+    }
   });
 
   it('the rule itself sees a breach', () => {

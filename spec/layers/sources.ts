@@ -3,7 +3,7 @@ import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 // The product's source as the layer specs read it: file paths from the repository root, so a
-// finding reads as `gateway/agent.ts:12` wherever the specs run.
+// finding reads as `gateway/calls/agent.ts:12` wherever the specs run.
 
 /** The repository root. */
 export const root = normalize(join(dirname(fileURLToPath(import.meta.url)), '..', '..'));

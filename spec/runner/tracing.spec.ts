@@ -1,6 +1,6 @@
 /**
  * runner/tracing.ts: the GenAI attributes read from an engine's answer. The span tree itself is
- * checked through a gateway and real runners in spec/gateway/tracing.spec.ts.
+ * checked through a gateway and real runners in spec/gateway/observe/tracing.spec.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { genAiAttributes } from '../../runner/tracing.ts';

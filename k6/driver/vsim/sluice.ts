@@ -15,8 +15,8 @@
  * is the simulation's hop overhead).
  *
  * A call that finds every runner full waits as in the gateway: in the product's own
- * {@link WaitQueue} (gateway/wait-queue.ts), on the virtual clock, with the agent's rules around it
- * (gateway/agent.ts): a new call lines up behind calls already waiting; a waiting call walks the
+ * {@link WaitQueue} (gateway/calls/wait-queue.ts), on the virtual clock, with the agent's rules around it
+ * (gateway/calls/agent.ts): a new call lines up behind calls already waiting; a waiting call walks the
  * pool once when woken and goes back to the head of its turn if it finds nothing; one that placed
  * wakes the next. Its flow is the workload's session (the body's `user`), its class the gateway's
  * default. It is woken on what wakes it in the gateway: one of this gateway's calls on a runner
@@ -34,9 +34,9 @@
  */
 import { QueueFullError } from '../../../gateway/errors.ts';
 import { gatewayDefaults } from '../../../gateway/options.ts';
-import { EndedCalls, runnerLoad } from '../../../gateway/runner-load.ts';
-import { WaitQueue } from '../../../gateway/wait-queue.ts';
-import type { Priority, Waiter } from '../../../gateway/wait-queue.ts';
+import { EndedCalls, runnerLoad } from '../../../gateway/fleet/runner-load.ts';
+import { WaitQueue } from '../../../gateway/calls/wait-queue.ts';
+import type { Priority, Waiter } from '../../../gateway/calls/wait-queue.ts';
 import { PlacerTimeoutError } from '../../../placer/errors.ts';
 import type { Clock } from '../../../placer/kernel/index.ts';
 import type { Placer, Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../../placer/types.ts';
@@ -209,8 +209,8 @@ function skippingEmptyPasses(placer: Placer): Placer {
 }
 
 /**
- * The gateway's wait queue (gateway/wait-queue.ts) on the virtual clock, and what the agent
- * (gateway/agent.ts) does around the walk with it: a new call lines up behind calls already
+ * The gateway's wait queue (gateway/calls/wait-queue.ts) on the virtual clock, and what the agent
+ * (gateway/calls/agent.ts) does around the walk with it: a new call lines up behind calls already
  * waiting for its model; each pause between passes is a wait for its turn; a waiter that placed
  * wakes the next in line; every call leaves the queue when its walk ends.
  */

@@ -1,0 +1,294 @@
+/**
+ * Placing one call: the placer's walk over the pool, the wait in the queue between passes that
+ * found every runner busy, and the answer a call gets when no runner took it. The agent
+ * (agent.ts) runs a call's lifecycle around it; sync and detached calls are placed alike.
+ *
+ * A call that finds every eligible runner busy waits its turn in the wait queue
+ * (wait-queue.ts): its place is its model, its priority class and its flow ({@link turnOf}),
+ * and it is woken when capacity appears, not on a fixed pause (see docs/placers.md).
+ *
+ * A call for a deployed model that no runner serves now (a cold start, control/cold-start.ts) waits
+ * in the same line: the first of a burst asks the reconciler for a replica, and the runner that
+ * becomes ready with it wakes them as any freed capacity does.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SluiceError } from '../../placer/kernel/index.ts';
+import type { Clock } from '../../placer/kernel/index.ts';
+import { PlacerAbortedError, PlacerTimeoutError } from '../../placer/errors.ts';
+import type { Runner } from '../../placer/types.ts';
+import { placeCall } from '../../placer/walk.ts';
+import { clientKey } from './admission.ts';
+import type { GatewayCall } from './call.ts';
+import { COLD_START_HEADER, ColdStartWaits } from '../control/index.ts';
+import { CallTimeoutError, DeploymentFailedError, InternalError, InvalidPriorityError, QueueFullError, sendError } from '../errors.ts';
+import { FLOW_HEADER, PRIORITY_HEADER } from '../http/index.ts';
+import type { GatewayPool, RunnerResponse } from '../fleet/index.ts';
+import { traceOfCall } from '../observe/index.ts';
+import type { GatewayMetrics } from '../observe/index.ts';
+import type { CallResult, GatewayConfig } from '../options.ts';
+import { PRIORITIES, WaitQueue, isPriority } from './wait-queue.ts';
+import type { Priority, Waiter } from './wait-queue.ts';
+
+/**
+ * How the placement walk ended: a runner committed (`queuedMs`: from the call's first wait in the
+ * queue to the commit, 0 when it never waited), or the call ended and its client was answered.
+ */
+export type Placed = { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse>; queuedMs: number } | { kind: 'ended'; result: CallResult };
+
+/** Where a call waits when every runner is busy: its priority class and its flow. */
+export interface Turn {
+  readonly priority: Priority;
+  readonly flow: string;
+}
+
+/** Longest flow key kept from a header or a body's `user`; longer ones are cut. */
+const MAX_FLOW_LENGTH = 256;
+
+/**
+ * A call's turn: its priority class (the `sluice-priority` header, else `defaultPriority`) and
+ * flow (`key:` and the id of the caller's client key when it has one; else the `sluice-flow`
+ * header, else the body's `user`, else the client address).
+ * @throws InvalidPriorityError when the header names no class.
+ */
+export function turnOf(incoming: IncomingMessage, user: string | undefined, defaultPriority: Priority, client?: string): Turn {
+  const asked = first(incoming.headers[PRIORITY_HEADER])?.trim().toLowerCase();
+  if (asked !== undefined && !isPriority(asked)) {
+    throw new InvalidPriorityError(`${PRIORITY_HEADER} must be one of ${PRIORITIES.join(', ')}, got ${JSON.stringify(asked.slice(0, 64))}`);
+  }
+  // A client key is its holder's one flow: a header or a body field it chooses cannot split its
+  // burst into many flows that would each get a turn.
+  if (client !== undefined) return { priority: asked ?? defaultPriority, flow: `key:${client}` };
+  const named = first(incoming.headers[FLOW_HEADER])?.trim() || user;
+  const flow = named ? named.slice(0, MAX_FLOW_LENGTH) : clientKey(incoming.socket?.remoteAddress);
+  return { priority: asked ?? defaultPriority, flow };
+}
+
+/** A wait queue with the gateway's bounds and fallback. */
+export function waitQueueFor(config: GatewayConfig): WaitQueue {
+  const { maxQueued, maxQueuedPerFlow, maxQueuedPerModel, placerConfig, clock } = config;
+  return new WaitQueue({ maxQueued, maxQueuedPerFlow, maxQueuedPerModel, retryAllDelay: placerConfig.retryAllDelay, clock });
+}
+
+/** How a call that never reached a runner ended, timed from its startedAt on `clock`. */
+export function endedResult(call: GatewayCall, clock: Clock, outcome: CallResult['outcome'], status: number, error?: Error): CallResult {
+  const totalMs = clock.now() - call.startedAt;
+  return { outcome, status, totalMs, latencyMs: totalMs, ...(error ? { error } : {}) };
+}
+
+/** Answers a request with `error` and counts the refusal; the agent's, shared with placement. */
+export type Refuse = (out: ServerResponse, error: SluiceError, headers?: Record<string, string>) => void;
+
+/** Places calls on one gateway's pool; one per agent. */
+export class CallPlacement {
+  readonly #config: GatewayConfig;
+  readonly #pool: GatewayPool;
+  readonly #queue: WaitQueue;
+  readonly #metrics: GatewayMetrics;
+  readonly #refuse: Refuse;
+  /** Calls waiting for a replica; undefined without a reconciler (config.coldStarts). */
+  readonly #cold: ColdStartWaits | undefined;
+
+  constructor(config: GatewayConfig, pool: GatewayPool, queue: WaitQueue, metrics: GatewayMetrics, refuse: Refuse) {
+    this.#config = config;
+    this.#pool = pool;
+    this.#queue = queue;
+    this.#metrics = metrics;
+    this.#refuse = refuse;
+    this.#cold = config.coldStarts ? new ColdStartWaits(config.coldStarts, config.logger) : undefined;
+  }
+
+  /**
+   * True when a call for `model` may wait for a replica: a reconciler was given and the model is
+   * deployed. The agent asks it only of a model no runner serves, before refusing it as unknown.
+   */
+  awaitsReplica(model: string): boolean {
+    return this.#cold?.deployed(model) ?? false;
+  }
+
+  /**
+   * The placement walk with its metrics. Resolves with the runner that committed, or, when none
+   * did, with how the call ended after answering the client on `out` (with `headers`). Between
+   * passes that found every runner busy the call waits its turn in the queue, not a fixed pause.
+   * A call that waited for a replica (a cold start) gets {@link COLD_START_HEADER} added to
+   * `headers`, which the caller's answer carries, be it the runner's, the 202 of a detached call
+   * or the 503 at the deadline.
+   */
+  async place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn): Promise<Placed> {
+    const m = this.#metrics;
+    const { clock, placerConfig } = this.#config;
+    const queue = this.#queue;
+    // The pool's candidate key: calls for one model share one line.
+    const model = call.route === 'invoke' ? '' : call.fn;
+    const waiter = queue.waiter({ model, priority: turn.priority, flow: turn.flow }, call.signal, call.placerDeadline);
+    const placer = this.#config.placer;
+    // When the call began to wait for a replica of its model; NaN while it has not.
+    let coldSince = Number.NaN;
+    const waitForCapacity = async (): Promise<void> => {
+      // Asked once, at the first wait: where the call would rather go, for a slot freed there.
+      // Only a hint: a pool or a placer failing here is the walk's to meet, not the wait's.
+      if (!waiter.joined && placer.preferred) {
+        try {
+          waiter.prefers = placer.preferred(call, await this.#pool.runners(call));
+        } catch {
+          // Without a preference: the call waits its turn at the head like any other.
+        }
+      }
+      // Without an await when the answer is at hand (always, for the gateway's own pool): the
+      // call joins its line in the tick its pass ended.
+      const noReplica = this.#noReplica(call, model);
+      const cold = noReplica === true || (noReplica !== false && (await noReplica));
+      // A model whose start failed, with nothing else starting, gets no replica by waiting: the
+      // call is answered now (and woken to learn it when a start fails while it waits).
+      if (cold) this.#failedStart(model);
+      return this.#waitTurn(waiter, call, cold && Number.isNaN(coldSince) ? () => void (coldSince = clock.now()) : undefined);
+    };
+    // The last answer of each runner offered the call, to explain a 503.
+    const offers = new Map<string, 'busy' | 'error'>();
+    const callTrace = traceOfCall(call);
+    callTrace?.placing();
+    try {
+      // Calls already waiting for this model came first: a new one lines up behind them rather
+      // than take the slot freed for their head. An abort or the deadline is the walk's to report.
+      if (queue.aheadFor(model) > 0) {
+        await waitForCapacity().catch((error: unknown) => {
+          if (error instanceof QueueFullError || error instanceof DeploymentFailedError) throw error;
+        });
+      }
+      const placement = await placeCall(call, this.#pool, placer, {
+        retryAllDelay: placerConfig.retryAllDelay,
+        clock,
+        onRetry: (runner, reason, error) => {
+          m.placerRetries.add(1, reason);
+          offers.set(runner.id, reason);
+          callTrace?.offered(runner.id, reason, error);
+        },
+        waitForCapacity,
+      });
+      m.placerAttempts.record(placement.attempts);
+      callTrace?.placementEnded({ runner: placement.runner.id, attempts: placement.attempts });
+      // A waiter placed: the room it found may hold more, so the next in line walks too (one
+      // that finds nothing goes back to the head); the fallback's wakes depend on it.
+      if (waiter.joined) queue.wake(1, [model]);
+      if (!Number.isNaN(coldSince)) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
+      return { kind: 'placed', response: placement.value, runner: placement.runner, queuedMs: waiter.joined ? clock.now() - waiter.joinedAt : 0 };
+    } catch (error) {
+      m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
+      callTrace?.placementEnded({ error: error as Error, attempts: (error as { attempts?: number }).attempts ?? 0 });
+      return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers, coldSince) };
+    } finally {
+      m.queued.add(-1);
+      if (waiter.joined) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
+      if (!Number.isNaN(coldSince)) {
+        this.#cold!.end(model);
+        m.coldStartWait.record((clock.now() - coldSince) / 1000, m.modelAttributes(model));
+      }
+      waiter.leave();
+    }
+  }
+
+  /**
+   * True when the call must wait for a replica: cold starts are on, no runner serves its model
+   * now (the pool lists none for it), and the model is deployed. Only a call whose pass placed
+   * nothing asks, and the reconciler is asked only when the pool has no runner for the model.
+   */
+  #noReplica(call: GatewayCall, model: string): boolean | Promise<boolean> {
+    const cold = this.#cold;
+    if (cold === undefined || model === '') return false;
+    const none = (runners: readonly unknown[]): boolean => runners.length === 0 && cold.deployed(model);
+    // A pool failing here is the walk's to meet at its next pass, as with the preference above.
+    try {
+      const runners = this.#pool.runners(call);
+      return runners instanceof Promise ? runners.then(none, () => false) : none(runners);
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Throws the 503 for a call with no replica to wait for: `model`'s last start failed and
+   * nothing else of it is starting or ready. Retry-After is the time until the next attempt.
+   * @throws DeploymentFailedError
+   */
+  #failedStart(model: string): void {
+    const failure = this.#cold!.failed(model);
+    if (failure === undefined) return;
+    const next = failure.retryInMs !== undefined;
+    const seconds = next ? Math.max(1, Math.ceil(failure.retryInMs! / 1000)) : this.#config.retryAfter;
+    throw new DeploymentFailedError(model, failure.reason, seconds, next);
+  }
+
+  /**
+   * One wait in the queue, for the walk's waitForCapacity: resolves when woken or at the
+   * deadline (the walk then ends the call), rejects when the call aborted or the queue is full.
+   */
+  async #waitTurn(waiter: Waiter, call: GatewayCall, cold: (() => void) | undefined): Promise<void> {
+    const m = this.#metrics;
+    const { model } = waiter.key;
+    const attributes = { model, priority: waiter.key.priority };
+    m.queueDepth.add(1, attributes);
+    const waiting = waiter.wait();
+    if (waiter.state === 'queued') traceOfCall(call)?.queued(waiter.key.priority);
+    // A call with no replica to go to that is now in its line (not refused for a full queue, not
+    // at its deadline already) waits for one: the reconciler is asked after it joined the line,
+    // so a pass run at once counts it. The call's end (place's finally) hands the count back.
+    if (cold && waiter.state === 'queued') {
+      cold();
+      this.#cold!.begin(model);
+      m.coldStartCalls.add(1, model);
+    }
+    const end = await waiting;
+    m.queueDepth.add(-1, attributes);
+    if (typeof end === 'object') {
+      m.queueRefused.add(1, { scope: end.scope });
+      throw new QueueFullError(end.scope, end.limit, this.#config.retryAfter);
+    }
+    if (end === 'aborted') throw call.signal.reason ?? new Error('the call was aborted');
+  }
+
+  /** Answers a call no runner took (or whose committed runner failed before answering). */
+  #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>, offers: ReadonlyMap<string, 'busy' | 'error'>, coldSince: number): CallResult {
+    const { clock } = this.#config;
+    if (error instanceof PlacerAbortedError || call.signal.aborted) return endedResult(call, clock, 'cancelled', 0, error);
+    if (error instanceof QueueFullError) {
+      // Refused at once rather than queued past the bound: counted with the other refusals.
+      this.#refuse(out, error, headers);
+      return endedResult(call, clock, 'server_busy', error.status, error);
+    }
+    if (error instanceof DeploymentFailedError) {
+      if (!Number.isNaN(coldSince)) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
+      this.#refuse(out, error, headers);
+      return endedResult(call, clock, 'errors', error.status, error);
+    }
+    if (error instanceof PlacerTimeoutError) {
+      // A control plane should say why nothing ran: one reason per runner.
+      const runners = this.#pool.explain?.(call, offers);
+      const cold = !Number.isNaN(coldSince);
+      const timeout = cold ? coldStartTimeout(error, call.fn, clock.now() - coldSince) : error;
+      if (cold) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
+      sendError(out, timeout, { ...headers, 'retry-after': String(this.#config.retryAfter) }, runners ? { runners } : undefined);
+      return endedResult(call, clock, 'server_busy', timeout.status, timeout);
+    }
+    if (!(error instanceof SluiceError)) this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
+    // A custom placer's or pool's own message may say more than a client should see.
+    const failure = error instanceof SluiceError ? error : new InternalError({ cause: error });
+    sendError(out, failure, headers);
+    return endedResult(call, clock, failure instanceof CallTimeoutError ? 'timeouts' : 'errors', failure.status, error);
+  }
+}
+
+/**
+ * The deadline's answer for a call that waited for a replica: the same code and status, with a
+ * message that says why no runner took it. It claims no start under way: a start that failed
+ * with nothing else starting is answered at once with GW_DEPLOYMENT_FAILED instead.
+ */
+function coldStartTimeout(error: PlacerTimeoutError, model: string, waited: number): PlacerTimeoutError {
+  return new PlacerTimeoutError(
+    `${error.message}: model "${model}" had no ready replica, and none became ready in time (a cold start, waited for ${Math.round(waited)} ms); retry shortly`,
+    error.attempts,
+  );
+}
+
+/** A header's first value. */
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}

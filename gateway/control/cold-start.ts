@@ -1,0 +1,140 @@
+/**
+ * Cold starts (the activator): a call for a deployed model that no runner serves now
+ * waits in the wait queue while a replica starts, instead of failing at once. The gateway's
+ * reconciler answers the two questions placement asks ({@link ColdStarts}); this file holds that
+ * contract, the bookkeeping of the calls waiting for a replica ({@link ColdStartWaits}), and a
+ * small fixed implementation for specs and demonstrations ({@link recordingColdStarts}).
+ *
+ * The calls themselves wait in their model's line of the queue like any other (calls/placement.ts);
+ * see docs/placers.md, "Cold starts".
+ */
+import type { Logger } from '../../placer/kernel/index.ts';
+
+/**
+ * The response header on a call that waited for a replica: how long it waited, in whole ms,
+ * from its first wait with no runner serving its model to its placement (or its 503).
+ */
+export const COLD_START_HEADER = 'sluice-cold-start';
+
+/** Why a deployed model cannot get a replica now; see {@link ColdStarts.failed}. */
+export interface StartFailure {
+  /** The last failed start's reason, fit for a client: one line, no profile args or env values. */
+  readonly reason: string;
+  /** Until the next start attempt, in ms; absent when none is due (the deployment is blocked). */
+  readonly retryInMs?: number;
+}
+
+/** What placement asks of whoever starts replicas (the gateway's reconciler). */
+export interface ColdStarts {
+  /**
+   * True when a deployment exists for `model`: a call for it may wait for a replica. Asked only
+   * for calls that found no runner serving their model, never on the path of an ordinary call.
+   */
+  deployed(model: string): boolean;
+  /**
+   * Asks for a replica of `model` now (an immediate reconcile pass), rather than at the next
+   * period. Called once per burst of calls waiting for one ({@link ColdStartWaits.begin}), after
+   * the first of them joined the queue, so a pass run at once counts it.
+   */
+  wake(model: string): void;
+  /**
+   * Why `model` cannot get a replica now: its last start failed and nothing else of it is
+   * starting or ready. Undefined while a replica may still come. A call waiting for a replica
+   * asks before each wait, and is answered 503 GW_DEPLOYMENT_FAILED at once rather than wait out
+   * its deadline. Absent: calls wait until their deadline, as before the question existed.
+   */
+  failed?(model: string): StartFailure | undefined;
+}
+
+/**
+ * The calls waiting for a replica, per model, on one gateway: the first of a burst (the count
+ * going from 0 to 1) asks for a replica; the others, and the same call's later waits, do not.
+ * What the {@link ColdStarts} throws is logged and read as "not deployed" or ignored: a broken
+ * reconciler must leave calls as they would be on a gateway with no deployments.
+ */
+export class ColdStartWaits {
+  readonly #coldStarts: ColdStarts;
+  readonly #logger: Logger;
+  readonly #waiting = new Map<string, number>();
+
+  constructor(coldStarts: ColdStarts, logger: Logger) {
+    this.#coldStarts = coldStarts;
+    this.#logger = logger;
+  }
+
+  /** True when `model` is deployed; false when it is not, or the question threw. */
+  deployed(model: string): boolean {
+    try {
+      return this.#coldStarts.deployed(model) === true;
+    } catch (error) {
+      this.#logger.warn('cold starts: deployed() failed', { model, error: error as Error });
+      return false;
+    }
+  }
+
+  /** Why `model` cannot get a replica now ({@link ColdStarts.failed}); undefined too when the question threw. */
+  failed(model: string): StartFailure | undefined {
+    try {
+      return this.#coldStarts.failed?.(model);
+    } catch (error) {
+      this.#logger.warn('cold starts: failed() failed', { model, error: error as Error });
+      return undefined;
+    }
+  }
+
+  /** A call starts waiting for a replica of `model`; the first of a burst asks for one. */
+  begin(model: string): void {
+    const n = this.#waiting.get(model) ?? 0;
+    this.#waiting.set(model, n + 1);
+    if (n > 0) return;
+    try {
+      this.#coldStarts.wake(model);
+    } catch (error) {
+      // The reconciler's period still comes; the call waits within its deadline either way.
+      this.#logger.warn('cold starts: wake() failed', { model, error: error as Error });
+    }
+  }
+
+  /** A call that waited for a replica of `model` was placed or ended. */
+  end(model: string): void {
+    const n = (this.#waiting.get(model) ?? 1) - 1;
+    if (n <= 0) this.#waiting.delete(model);
+    else this.#waiting.set(model, n);
+  }
+
+  /** Calls waiting for a replica of `model` now (placed or ended ones not counted). */
+  waiting(model: string): number {
+    return this.#waiting.get(model) ?? 0;
+  }
+}
+
+/** A {@link ColdStarts} over a fixed set of models that records its wakes; see {@link recordingColdStarts}. */
+export interface RecordingColdStarts extends ColdStarts {
+  /** The deployed models: add or delete to change what {@link ColdStarts.deployed} answers. */
+  readonly models: Set<string>;
+  /** Every wake, in order, by model. */
+  readonly wakes: string[];
+  /** What {@link ColdStarts.failed} answers, by model: set one to fail a model's start. */
+  readonly failures: Map<string, StartFailure>;
+}
+
+/**
+ * Cold starts over a fixed set of deployed models, starting nothing: each wake is recorded and
+ * handed to `onWake` (a spec starts a runner there, or later). For specs and demonstrations.
+ */
+export function recordingColdStarts(models: Iterable<string>, onWake?: (model: string) => void): RecordingColdStarts {
+  const deployed = new Set(models);
+  const wakes: string[] = [];
+  const failures = new Map<string, StartFailure>();
+  return {
+    models: deployed,
+    wakes,
+    failures,
+    deployed: (model) => deployed.has(model),
+    failed: (model) => failures.get(model),
+    wake(model) {
+      wakes.push(model);
+      onWake?.(model);
+    },
+  };
+}

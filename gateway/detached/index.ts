@@ -1,0 +1,24 @@
+/**
+ * Detached calls: how a client asks for one, the record the gateway keeps in the call store,
+ * the background side that finishes it, its routes, and the callbacks that report its end.
+ *
+ * The room's public face: what other rooms take from it.
+ */
+export { registerCallRoutes } from './call-routes.ts';
+export { callbackPolicyDefaults, classifyAddress, compileNetworks, sameAddress } from './callbacks/index.ts';
+export type { NetworkList, SpecialRange } from './callbacks/index.ts';
+export { DetachedFlow, DetachedSignal, detachedResult } from './detached-flow.ts';
+export type { DetachedReply } from './detached-flow.ts';
+export { DetachedCalls } from './detached.ts';
+export type { CallbackDelivery } from './detached.ts';
+export { parsePreference } from './prefer.ts';
+export type { CallPreference } from './prefer.ts';
+export {
+  RECORD_OVERHEAD_BYTES,
+  STORED_BYTES_LUA,
+  StoreUnavailableError,
+  createMemoryStore,
+  parseRedisUrl,
+  storeDefaults,
+} from './store/index.ts';
+export type { CallError, CallStore, StoreHealth } from './store/index.ts';

@@ -1,0 +1,47 @@
+/**
+ * The detached-call store: where a detached call's record, result and Idempotency-Key live.
+ * `createStore` turns the `store` setting into a store; the gateway uses only {@link CallStore}.
+ */
+import { show } from '../../../placer/kernel/index.ts';
+import { StoreConfigError } from './errors.ts';
+import { createMemoryStore } from './memory.ts';
+import type { MemoryStoreOptions, RedisStoreOptions } from './options.ts';
+import { redactUrl } from '../../../placer/kernel/index.ts';
+import { createRedisStore } from './redis.ts';
+import type { CallStore } from './types.ts';
+
+export { createMemoryStore } from './memory.ts';
+export { createRedisStore } from './redis.ts';
+export { StoreConfigError, StoreFullError, StoreInvalidRecordError, StoreUnavailableError } from './errors.ts';
+export type { StoreFullDetail } from './errors.ts';
+export { RECORD_OVERHEAD_BYTES, parseRedisUrl, storeDefaults } from './options.ts';
+export type { CommonStoreOptions, MemoryStoreOptions, RedisAddress, RedisStoreOptions } from './options.ts';
+export { FINAL_STATUSES, LIVE_STATUSES } from './types.ts';
+export type { CallError, CallFinish, CallRecord, CallStart, CallStatus, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
+export { STORED_BYTES_LUA } from './redis-scripts.ts';
+
+/**
+ * Options for {@link createStore}: each store takes the fields it knows (memory: maxKeys;
+ * Redis: keyPrefix) and ignores the other's, so one options object serves either.
+ */
+export type StoreOptions = MemoryStoreOptions & Omit<RedisStoreOptions, 'url'>;
+
+/**
+ * Makes the store the `store` setting names: undefined or `memory` for the in-memory store,
+ * `redis://host:port[/db]` for a Redis store shared by several gateways.
+ * @throws StoreConfigError naming `store` (or the bad option).
+ */
+export function createStore(spec: string | undefined, options: StoreOptions = {}): CallStore {
+  // Undefined fields fall back to each store's defaults, so passing them through is safe.
+  const { maxKeys, keyPrefix, ...common } = options;
+  if (spec === undefined || spec === 'memory') {
+    return createMemoryStore({ ...common, maxKeys });
+  }
+  if (typeof spec === 'string' && spec.startsWith('redis://')) {
+    return createRedisStore({ ...common, keyPrefix, url: spec });
+  }
+  throw new StoreConfigError(
+    `store must be "memory" or redis://host:port[/db], got ${show(typeof spec === 'string' ? redactUrl(spec) : spec)}`,
+  );
+}
+

@@ -1,0 +1,15 @@
+/**
+ * The runner pool: the runners the gateway knows (static and registered), their transport,
+ * load and breaker, the registry and its routes, and how a call to a runner is signed and secured.
+ *
+ * The room's public face: what other rooms take from it.
+ */
+export { breakerDefaults } from './breaker.ts';
+export { CallSigner, resolveDataPlane } from './data-plane.ts';
+export type { DataPlaneConfig, DataPlaneOptions } from './data-plane.ts';
+export { committedFailure } from './http-runner.ts';
+export type { RunnerResponse } from './http-runner.ts';
+export { FleetPool } from './pool.ts';
+export type { GatewayPool } from './pool.ts';
+export { RunnerRegistry } from './registry.ts';
+export { registerRunnerRoutes } from './runner-routes.ts';

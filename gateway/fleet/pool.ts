@@ -1,0 +1,229 @@
+/**
+ * The gateway's pool: static runners from --runners, each probed at GET /status so the gateway
+ * knows which models it serves and whether it answers, and runners that registered themselves
+ * (see registry.ts), known from their heartbeats. One list, one set of rules for placement.
+ * Each runner is a RunnerEntry (runner-entry.ts), the one writer of its state, which tells the
+ * pool when its candidate lists must be rebuilt.
+ */
+import type { Clock, Logger } from '../../placer/kernel/index.ts';
+import type { RunnerPool } from '../../placer/types.ts';
+import { STATUS_PATH, readStatus } from '../../runner/protocol.ts';
+import type { GatewayCall } from '../calls/call.ts';
+import type { BreakerOptions } from './breaker.ts';
+import type { CallSigner, TlsMaterial } from './data-plane.ts';
+import { HttpRunner } from './http-runner.ts';
+import type { RunnerResponse } from './http-runner.ts';
+import { RunnerEntry } from './runner-entry.ts';
+
+/** Whether the pool serves a model: `unknown` while some runner has not reported yet. */
+export type ModelAnswer = 'yes' | 'no' | 'unknown';
+
+/** What the gateway needs from a pool beyond the placer's contract. */
+export interface GatewayPool extends RunnerPool<RunnerResponse> {
+  /** The models some runner reported serving. */
+  models(): string[];
+  serves(model: string): ModelAnswer;
+  /** True when at least one runner answered its last status probe. */
+  ready(): boolean;
+  /**
+   * Why each runner did not take `call`, for the 503 when nothing did: `offers` holds the last
+   * answer of each runner the walk offered it to.
+   */
+  explain?(call: GatewayCall, offers: ReadonlyMap<string, 'busy' | 'error'>): RunnerReason[];
+  start(): Promise<void>;
+  close(force?: boolean): Promise<void>;
+}
+
+/** One runner's reason for not taking a call. */
+export interface RunnerReason {
+  runner: string;
+  reason: 'busy' | 'unreachable' | 'hung' | 'breaker-open' | 'not-serving-model' | 'not-ready' | 'draining' | 'drain-requested';
+}
+
+/** Settings of the pool. */
+export interface FleetPoolOptions {
+  urls: readonly URL[];
+  connectTimeout: number;
+  /** See HttpRunnerOptions.responseTimeout. */
+  responseTimeout: number;
+  /** See HttpRunnerOptions.streamIdleTimeout. */
+  streamIdleTimeout: number;
+  /** The gateway's clock: placer deadlines, reports' times, down time and the breakers are on it. */
+  clock: Clock;
+  /** How often each runner's /status is fetched, in ms. */
+  statusInterval: number;
+  breaker: Omit<BreakerOptions, 'clock'>;
+  logger: Logger;
+  /** See HttpRunnerOptions.signer and .tls: the data plane's credential, on every runner. */
+  signer?: CallSigner;
+  tls?: TlsMaterial;
+  /** Told the ids of runners that left the pool (a placer's forget). */
+  onRemove?: (ids: readonly string[]) => void;
+  /** See RunnerEntryOptions.onCapacity: a runner may have room for `free` more calls. */
+  onCapacity?: (runner: RunnerEntry, free: number) => void;
+}
+
+/** Static runners probed in the background, plus registered ones added and removed as they come and go. */
+export class FleetPool implements GatewayPool {
+  /** Replaced, never mutated, on every change: placers may key caches on its identity. */
+  runnerList: readonly RunnerEntry[];
+  readonly #options: FleetPoolOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+  /** Candidate lists per model; cleared by the entries whenever a runner's models or placeability change. */
+  readonly #byModel = new Map<string, readonly RunnerEntry[]>();
+  readonly #changed = (): void => this.#byModel.clear();
+
+  constructor(options: FleetPoolOptions) {
+    this.#options = options;
+    this.runnerList = options.urls.map((url) => this.createRunner(url));
+  }
+
+  /**
+   * A runner with this pool's connection and breaker settings, not yet in the pool; `id` defaults
+   * to `host:port`, the identity of a runner in a static list.
+   */
+  createRunner(url: URL, id: string = url.host): RunnerEntry {
+    const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker, onCapacity, signer, tls } = this.#options;
+    const transport = new HttpRunner(url, { connectTimeout, responseTimeout, streamIdleTimeout, clock, ...(signer ? { signer } : {}), ...(tls ? { tls } : {}) });
+    return new RunnerEntry(id, transport, { clock, breaker, streamIdleTimeout, onChange: this.#changed, ...(onCapacity ? { onCapacity } : {}) });
+  }
+
+  /**
+   * Every runner that serves the call's model or has not said yet what it serves, down ones
+   * included: a down runner fails its offer at once (see RunnerEntry), and keeping it listed
+   * keeps the list stable, which hashing placers need. The same array is returned until some
+   * runner's model list changes, so placers can cache work keyed on it.
+   */
+  runners(call: GatewayCall): readonly RunnerEntry[] {
+    const key = call.route === 'invoke' ? '' : call.fn;
+    let list = this.#byModel.get(key);
+    if (!list) {
+      list = this.runnerList.filter(
+        (r) => r.placeable() && (key === '' || r.health.models === undefined || r.health.models.includes(key)),
+      );
+      this.#byModel.set(key, list);
+    }
+    return list;
+  }
+
+  explain(call: GatewayCall, offers: ReadonlyMap<string, 'busy' | 'error'>): RunnerReason[] {
+    return this.runnerList.map((r): RunnerReason => {
+      const reg = r.registration;
+      const reason: RunnerReason['reason'] =
+        reg?.drainRequested ? 'drain-requested'
+        : reg?.draining ? 'draining'
+        : r.health.hung ? 'hung'
+        : r.breaker.state === 'open' ? 'breaker-open'
+        : reg?.state === 'unreachable' || offers.get(r.id) === 'error' || !r.health.reachable ? 'unreachable'
+        : (reg && !reg.ready) || (call.route !== 'invoke' && r.health.models === undefined) ? 'not-ready'
+        : call.route !== 'invoke' && !r.health.models!.includes(call.fn) ? 'not-serving-model'
+        : 'busy';
+      return { runner: r.id, reason };
+    });
+  }
+
+  /** The runner with this id, static or registered. */
+  get(id: string): RunnerEntry | undefined {
+    return this.runnerList.find((r) => r.id === id);
+  }
+
+  /** Adds a registered runner, replacing one with the same id (which is returned to be closed). */
+  add(runner: RunnerEntry): RunnerEntry | undefined {
+    const old = this.get(runner.id);
+    this.runnerList = [...this.runnerList.filter((r) => r !== old), runner];
+    this.#changed();
+    return old;
+  }
+
+  /** Removes a runner; returns it so its connections can be closed. */
+  remove(id: string): RunnerEntry | undefined {
+    const old = this.get(id);
+    if (!old) return undefined;
+    this.runnerList = this.runnerList.filter((r) => r !== old);
+    this.#changed();
+    try {
+      this.#options.onRemove?.([id]);
+    } catch (error) {
+      this.#options.logger.warn('placer forget failed', { runner: id, error: error as Error });
+    }
+    return old;
+  }
+
+  models(): string[] {
+    const all = new Set<string>();
+    for (const r of this.runnerList) for (const m of r.health.models ?? []) all.add(m);
+    return [...all].sort();
+  }
+
+  serves(model: string): ModelAnswer {
+    let unknown = false;
+    for (const r of this.runnerList) {
+      if (r.health.models === undefined) unknown = true;
+      else if (r.health.models.includes(model)) return 'yes';
+    }
+    return unknown ? 'unknown' : 'no';
+  }
+
+  ready(): boolean {
+    return this.runnerList.some((r) => r.placeable() && r.health.reachable && r.health.models !== undefined);
+  }
+
+  /** Probes every runner once, then keeps probing every statusInterval. */
+  async start(): Promise<void> {
+    await this.refresh();
+    this.#schedule();
+  }
+
+  /** Fetches every runner's /status once; never throws. */
+  async refresh(): Promise<void> {
+    for (const r of this.runnerList) {
+      const cut = r.cutSilentCalls();
+      if (cut > 0) this.#options.logger.warn('runner silent, detached calls ended', { runner: r.id, calls: cut, lastError: r.health.lastError });
+    }
+    // Registered runners report through heartbeats; they are probed only while ejected or hung,
+    // to learn early that they answer again.
+    await Promise.all(
+      this.runnerList.filter((r) => !r.registration || r.health.hung || r.breaker.state === 'open').map((r) => this.#probe(r)),
+    );
+  }
+
+  async close(force = false): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    await Promise.all(this.runnerList.map((r) => r.close(force)));
+  }
+
+  async #probe(runner: RunnerEntry): Promise<void> {
+    try {
+      const res = await runner.transport.get(STATUS_PATH, this.#options.connectTimeout);
+      if (res.statusCode !== 200) {
+        await res.body.dump();
+        throw new Error(`${STATUS_PATH} answered ${res.statusCode}`);
+      }
+      const reading = readStatus(await res.body.json());
+      if (reading.models && (!runner.health.reachable || runner.health.models === undefined)) {
+        this.#options.logger.info('runner up', { runner: runner.id, models: reading.models });
+      }
+      runner.probed(reading);
+    } catch (error) {
+      if (this.#closed) return;
+      const code = (error as { code?: unknown }).code;
+      // A runner that takes the connection and then says nothing is hung, not gone (SIGSTOP,
+      // a wedged event loop): it stays passed over until a probe gets an answer.
+      const silent = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+      if (runner.health.reachable) {
+        this.#options.logger.warn(silent ? 'runner hung' : 'runner unreachable', { runner: runner.id, error: error as Error });
+      }
+      if (silent) runner.markHung(`status probe unanswered within ${this.#options.connectTimeout} ms`);
+      else runner.markDown(error as Error);
+      runner.breaker.failure();
+    }
+  }
+
+  #schedule(): void {
+    if (this.#closed) return;
+    this.#timer = setTimeout(() => void this.refresh().then(() => this.#schedule()), this.#options.statusInterval);
+    this.#timer.unref();
+  }
+}

@@ -1,0 +1,14 @@
+/**
+ * Observability: metrics, the windowed stats behind GET /v1/stats, telemetry, tracing and the
+ * dashboard.
+ *
+ * The room's public face: what other rooms take from it.
+ */
+export { registerDashboardRoutes } from './dashboard/routes.ts';
+export { createGatewayMetrics, createStoreMetrics } from './metrics.ts';
+export type { GatewayMetrics, InferenceInstruments, StoreMetrics } from './metrics.ts';
+export { StatsWindow, readStats } from './stats.ts';
+export type { GatewayStats } from './stats.ts';
+export type { ServiceIdentity } from './telemetry.ts';
+export { failSpan, startCallTrace, traceOfCall, traceOfResponse } from './tracing.ts';
+export type { CallTrace } from './tracing.ts';

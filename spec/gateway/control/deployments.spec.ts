@@ -1,0 +1,135 @@
+/**
+ * gateway/control/deployments.ts: a deployment's defaults, and every problem of a bad one found
+ * at once, each naming the model and the field, never quoting an engine's args or env values.
+ */
+import { describe, expect, it } from 'vitest';
+import { checkDeployment, deploymentDefaults, deploymentRevision } from '../../../gateway/control/deployments.ts';
+import { resolveLaunchPolicy } from '../../../runner/protocol.ts';
+import type { LaunchPolicy } from '../../../runner/protocol.ts';
+
+/** A policy that adds what these deployments launch beyond the defaults. */
+function policyOf(binaries: string[], envAllow: string[]): LaunchPolicy {
+  const resolved = resolveLaunchPolicy({ binaries, envAllow });
+  if (resolved.kind !== 'ok') throw new Error(resolved.problem);
+  return resolved.policy;
+}
+
+const sim = { kind: 'sim' };
+
+describe('checkDeployment', () => {
+  it('applies the defaults to a deployment that gives only a model and a kind', () => {
+    const checked = checkDeployment({ model: 'org/m', profile: sim });
+    expect(checked).toEqual({
+      kind: 'valid',
+      deployment: {
+        model: 'org/m',
+        profile: { kind: 'sim', model: 'org/m', gpus: 0, args: [], env: {} },
+        minReplicas: 0,
+        maxReplicas: 1,
+        targetConcurrency: 100,
+        scaleDownDelay: 300_000,
+        runnerLabels: {},
+      },
+    });
+    expect(deploymentDefaults).toEqual({ minReplicas: 0, maxReplicas: 1, targetConcurrency: 100, scaleDownDelay: 300_000 });
+    expect(Object.isFrozen(checked.kind === 'valid' && checked.deployment.profile)).toBe(true);
+  });
+
+  it('keeps every field given', () => {
+    const given = {
+      model: 'llama',
+      profile: { kind: 'vllm', model: 'meta-llama/Llama-3.1-8B-Instruct', gpus: [0, 1], port: 8001, binary: '/opt/vllm', args: ['--max-model-len', '8192'], env: { HF_HOME: '/cache' }, startTimeout: 900_000 },
+      minReplicas: 1,
+      maxReplicas: 4,
+      targetConcurrency: 32,
+      scaleDownDelay: 0,
+      runnerLabels: { zone: 'a', 'gpu.type': 'h100' },
+    };
+    expect(checkDeployment(given, undefined, policyOf(['vllm=/opt/vllm'], ['vllm=HF_HOME']))).toEqual({ kind: 'valid', deployment: given });
+    expect(checkDeployment({ model: 'm', profile: { kind: 'llamacpp', model: '/m.gguf', gpus: 2 } })).toMatchObject({ kind: 'valid', deployment: { profile: { gpus: 2 } } });
+  });
+
+  it.each([
+    ['not an object', 'm', ['deployment: must be an object, got a string']],
+    ['no profile', { model: 'm' }, ['deployment "m": profile must be an object with at least a kind (vllm, sglang, llamacpp, tgi, ollama, sim), got an undefined']],
+    ['an empty model', { model: ' ', profile: sim }, ['deployment " ": model must be a non-empty string without control characters or surrounding spaces, got " "']],
+    ['min above max', { model: 'm', profile: sim, minReplicas: 3, maxReplicas: 2 }, ['deployment "m": minReplicas 3 must be at most maxReplicas 2']],
+    ['min above the default max', { model: 'm', profile: sim, minReplicas: 2 }, ['deployment "m": minReplicas 2 must be at most maxReplicas 1']],
+    ['a zero max', { model: 'm', profile: sim, maxReplicas: 0 }, ['deployment "m": maxReplicas must be a whole number from 1 to 1024, got 0']],
+    ['a zero target', { model: 'm', profile: sim, targetConcurrency: 0 }, ['deployment "m": targetConcurrency must be a whole number from 1 to 1024, got 0']],
+    ['a fractional target', { model: 'm', profile: sim, targetConcurrency: 1.5 }, ['deployment "m": targetConcurrency must be a whole number from 1 to 1024, got 1.5']],
+    ['a negative delay', { model: 'm', profile: sim, scaleDownDelay: -1 }, ['deployment "m": scaleDownDelay must be a whole number of ms from 0 to 86400000, got -1']],
+    ['a delay as text', { model: 'm', profile: sim, scaleDownDelay: '5m' }, ['deployment "m": scaleDownDelay must be a whole number of ms from 0 to 86400000, got "5m"']],
+    ['an unknown field', { model: 'm', profile: sim, replicas: 2 }, [expect.stringMatching(/^deployment "m": unknown field "replicas"; known fields: model, profile/)]],
+    ['labels as a list', { model: 'm', profile: sim, runnerLabels: ['zone=a'] }, ['deployment "m": runnerLabels must be an object of label names to values, e.g. {"zone":"a"}, got a list']],
+    ['a label value not text', { model: 'm', profile: sim, runnerLabels: { zone: 1 } }, ['deployment "m": runnerLabels.zone must be a label value (letters, digits, . _ / -, up to 63), got 1']],
+    ['an unknown kind', { model: 'm', profile: { kind: 'triton' } }, ['deployment "m": profile.kind must be one of vllm, sglang, llamacpp, tgi, ollama, sim, got "triton"']],
+    ['an unknown profile field', { model: 'm', profile: { kind: 'sim', gpu: 1 } }, [expect.stringMatching(/^deployment "m": profile has an unknown field "gpu"/)]],
+    ['GPUs for sim', { model: 'm', profile: { kind: 'sim', gpus: 1 } }, ['deployment "m": profile.gpus must be empty or 0 for kind sim (the simulated engine uses no GPUs), got 1']],
+    ['a GPU listed twice', { model: 'm', profile: { kind: 'vllm', gpus: [0, 0] } }, ['deployment "m": profile.gpus lists GPU 0 twice']],
+    ['a negative GPU count', { model: 'm', profile: { kind: 'vllm', gpus: -1 } }, ['deployment "m": profile.gpus must be a list of GPU indices or a GPU count from 0 to 64, got -1']],
+    ['a port out of range', { model: 'm', profile: { kind: 'vllm', port: 70_000 } }, ['deployment "m": profile.port must be a whole number from 1 to 65535, or absent for the runner to pick one, got 70000']],
+    ['a zero start timeout', { model: 'm', profile: { kind: 'vllm', startTimeout: 0 } }, ['deployment "m": profile.startTimeout must be a whole number of ms from 1, got 0']],
+    ['a flag the runner sets', { model: 'm', profile: { kind: 'vllm', args: ['--port=9000'] } }, ['deployment "m": profile.args[0] "--port" is set by the runner from profile.port; set it there instead']],
+    ['a variable the runner sets', { model: 'm', profile: { kind: 'vllm', env: { CUDA_VISIBLE_DEVICES: '0' } } }, ['deployment "m": profile.env.CUDA_VISIBLE_DEVICES is set by the runner from profile.gpus; set it there instead']],
+  ] as const)('refuses %s', (_name, value, problems) => {
+    expect(checkDeployment(value)).toEqual({ kind: 'invalid', problems });
+  });
+
+  it('lists every problem of one deployment, and never quotes args or env values', () => {
+    const checked = checkDeployment({
+      model: 'org/m',
+      profile: { kind: 'vllm', args: ['--api-key', 7, '--model=x'], env: { HF_TOKEN: 12345 } },
+      minReplicas: 5,
+      maxReplicas: 2,
+      targetConcurrency: 0,
+    });
+    expect(checked.kind).toBe('invalid');
+    const problems = checked.kind === 'invalid' ? checked.problems : [];
+    expect(problems).toEqual([
+      'deployment "org/m": minReplicas 5 must be at most maxReplicas 2',
+      'deployment "org/m": targetConcurrency must be a whole number from 1 to 1024, got 0',
+      'deployment "org/m": profile.args[1] must be a string without NUL bytes, got a number',
+      'deployment "org/m": profile.env.HF_TOKEN must be a string without NUL bytes, got a number',
+      'deployment "org/m": profile.args[2] "--model" is set by the runner from profile.model; set it there instead',
+    ]);
+    expect(problems.join('\n')).not.toMatch(/12345|--model=x/);
+  });
+
+  it('names the entry with the where given', () => {
+    expect(checkDeployment({ model: 'm', profile: sim, maxReplicas: 0 }, 'entry 3 ("m")')).toEqual({
+      kind: 'invalid',
+      problems: ['entry 3 ("m"): maxReplicas must be a whole number from 1 to 1024, got 0'],
+    });
+  });
+});
+
+describe('deploymentRevision', () => {
+  const valid = (value: Record<string, unknown>) => {
+    const checked = checkDeployment({ model: 'm', ...value }, undefined, policyOf([], ['A', 'B']));
+    if (checked.kind !== 'valid') throw new Error(checked.problems.join('\n'));
+    return checked.deployment;
+  };
+  const base = { profile: { kind: 'sim', args: ['--a', '1'], env: { A: '1', B: '2' } }, runnerLabels: { zone: 'a', gpu: 'h100' } };
+
+  it('is 16 hex digits, the same for the same profile and labels written in any key order', () => {
+    const one = deploymentRevision(valid(base));
+    expect(one).toMatch(/^[0-9a-f]{16}$/);
+    expect(deploymentRevision(valid({ runnerLabels: { gpu: 'h100', zone: 'a' }, profile: { env: { B: '2', A: '1' }, args: ['--a', '1'], kind: 'sim' } }))).toBe(one);
+    // What never restarts an engine is not in it.
+    expect(deploymentRevision(valid({ ...base, minReplicas: 2, maxReplicas: 5, targetConcurrency: 3, scaleDownDelay: 1_000 }))).toBe(one);
+  });
+
+  it('changes with anything a replica was launched with or placed by', () => {
+    const one = deploymentRevision(valid(base));
+    const others = [
+      { ...base, profile: { ...base.profile, args: ['--a', '2'] } },
+      { ...base, profile: { ...base.profile, env: { A: '1', B: '3' } } },
+      { ...base, profile: { ...base.profile, kind: 'vllm', gpus: 1 } },
+      { ...base, profile: { ...base.profile, kind: 'vllm', gpus: 2 } },
+      { ...base, runnerLabels: { zone: 'b', gpu: 'h100' } },
+    ].map((d) => deploymentRevision(valid(d)));
+    for (const other of others) expect(other).not.toBe(one);
+    expect(new Set(others).size).toBe(others.length);
+  });
+});
