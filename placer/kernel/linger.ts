@@ -182,10 +182,21 @@ export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, opt
   void watch();
 
   async function watch(): Promise<void> {
+    let polled = false;
     while (over === undefined) {
       const now = clock.now();
       const due = Math.min(last + idle, started + time);
-      if (now >= due) return finish(now >= started + time ? 'time' : 'idle');
+      if (now >= due) {
+        // A process that was stalled wakes to its timers before it reads what arrived meanwhile:
+        // let one poll of the loop deliver those bytes before the silence is judged.
+        if (!polled && now < started + time) {
+          polled = true;
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          continue;
+        }
+        return finish(now >= started + time ? 'time' : 'idle');
+      }
+      polled = false;
       await clock.sleep(due - now, stop.signal).catch(() => undefined);
     }
   }

@@ -137,6 +137,28 @@ describe('lingering close: its bounds, on the fake clock', () => {
     await eventually(() => early.open() === 0, 5000, 'the server\'s socket closed');
   });
 
+  it('reads what arrived while the process was stalled before it judges `idle` passed', async () => {
+    const clock = new FakeClock();
+    const early = await earlyServer(clock);
+    const { url, lingerings, outcomes } = early;
+    const client = open(url, postHead(1_000_000));
+    cleanups.push(() => client.socket.destroy());
+    await eventually(() => client.text().includes('SPEC_TOO_LARGE'), 5000, 'the answer');
+    await clock.untilSleeping();
+    // The client's byte reaches the server's socket, and in the same turn the idle bound passes,
+    // as for a server stalled that long: its timers run before it reads the byte.
+    await new Promise<void>((resolve) => client.socket.write('a', () => resolve()));
+    clock.advance(300);
+    await eventually(() => lingerings[0]!.bytes === 1, 5000, 'the byte read');
+    await settle();
+    expect(outcomes).toEqual([]);
+    expect(early.open()).toBe(1);
+    // Silence from that byte on: idle passes 300 ms after it.
+    clock.advance(300);
+    await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
+    expect(outcomes[0]).toEqual({ end: 'idle', bytes: 1, ms: 600, closed: true });
+  });
+
   it('closes a client at once when it sends more than `maxBytes` after the answer', async () => {
     const clock = new FakeClock();
     const early = await earlyServer(clock);
