@@ -103,10 +103,15 @@ describe('fault: SIGTERM to a gateway under load', () => {
     const late = await halfSentCall(gw, chatBody({ max_tokens: 3 }));
 
     const exited = fleet.gateway.stop('SIGTERM', 30_000);
-    // The listener is closed once the signal is handled: a new connection is refused.
+    let gone = false;
+    void exited.then(() => (gone = true));
+    // The listener is closed once the signal is handled, while the gateway still drains: a new
+    // connection is refused. How soon a busy machine lets the process handle the signal is not
+    // the point, so the wait is long; the streams it drains run at least 12 s.
     const fresh = new Agent();
     const refused = async () => request(`${gw}/healthz`, { dispatcher: fresh }).then(() => false, (e) => e.code === 'ECONNREFUSED');
-    await eventually(refused, 5000, 'the gateway to stop listening');
+    await eventually(refused, 15_000, 'the gateway to stop listening');
+    expect(gone, 'the gateway still draining when its listener closed').toBe(false);
 
     // Calls arriving now: on the connection opened before, 503, unless Node closed that
     // connection, its request not yet whole, as idle when the server closed (it does so on a busy
