@@ -8,9 +8,9 @@ import {
   readCallCredential,
   signCall,
   verifyCall,
-} from '../../runner/protocol.ts';
-import type { SignedCall } from '../../runner/protocol.ts';
-import { SeenCalls } from '../../runner/seen-calls.ts';
+} from '../../../runner/protocol.ts';
+import type { SignedCall } from '../../../runner/protocol.ts';
+import { SeenCalls } from '../../../runner/seen-calls.ts';
 
 const SECRET = 'call-secret-0123456789abcdef-0123456789';
 const OTHER = 'call-secret-fedcba9876543210-9876543210';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { BlockChain, blockHashes, PrefixMemo } from '../../placer/prefix-affinity/blocks.ts';
-import { PROBE_STRIDE, PrefixIndex, type PrefixMatch } from '../../placer/prefix-affinity/prefix-index.ts';
-import { seededRandom } from '../../placer/kernel/index.ts';
+import { BlockChain, blockHashes, PrefixMemo } from '../../../placer/prefix-affinity/blocks.ts';
+import { PROBE_STRIDE, PrefixIndex, type PrefixMatch } from '../../../placer/prefix-affinity/prefix-index.ts';
+import { seededRandom } from '../../../placer/kernel/index.ts';
 
 const system = 'You are a careful assistant. Answer briefly and cite sources. ';
 
