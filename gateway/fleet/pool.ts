@@ -14,6 +14,7 @@ import type { CallSigner, TlsMaterial } from './data-plane.ts';
 import { HttpRunner } from './http-runner.ts';
 import type { RunnerResponse } from './http-runner.ts';
 import { RunnerEntry } from './runner-entry.ts';
+import { isSilence, transportFailure } from './transport-failure.ts';
 
 /** Whether the pool serves a model: `unknown` while some runner has not reported yet. */
 export type ModelAnswer = 'yes' | 'no' | 'unknown';
@@ -208,10 +209,8 @@ export class FleetPool implements GatewayPool {
       runner.probed(reading);
     } catch (error) {
       if (this.#closed) return;
-      const code = (error as { code?: unknown }).code;
-      // A runner that takes the connection and then says nothing is hung, not gone (SIGSTOP,
-      // a wedged event loop): it stays passed over until a probe gets an answer.
-      const silent = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+      // A hung runner stays passed over until a probe gets an answer.
+      const silent = isSilence(transportFailure(error));
       if (runner.health.reachable) {
         this.#options.logger.warn(silent ? 'runner hung' : 'runner unreachable', { runner: runner.id, error: error as Error });
       }
