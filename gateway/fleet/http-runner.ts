@@ -84,6 +84,12 @@ export interface RunnerSignals {
   released?(): void;
 }
 
+/** How a runner's connections are closed. */
+export interface CloseOptions {
+  /** Aborts calls still streaming instead of letting them end first. @default false */
+  abortCalls?: boolean;
+}
+
 /** A runner the gateway calls over HTTP/1.1 keep-alive connections. */
 export class HttpRunner {
   readonly url: URL;
@@ -301,9 +307,9 @@ export class HttpRunner {
     return this.#pool.request({ method: 'GET', path, headersTimeout: timeout, bodyTimeout: timeout });
   }
 
-  /** Closes idle connections; with `force`, aborts calls still streaming too. */
-  async close(force = false): Promise<void> {
-    if (force) await this.#pool.destroy();
+  /** Closes the connections: at once when idle, and each busy one when its call ends, unless `abortCalls`. */
+  async close(options: CloseOptions = {}): Promise<void> {
+    if (options.abortCalls) await this.#pool.destroy();
     else await this.#pool.close();
   }
 }

@@ -12,7 +12,7 @@ import type { GatewayCall } from '../calls/call.ts';
 import type { BreakerOptions } from './breaker.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';
 import { HttpRunner } from './http-runner.ts';
-import type { RunnerResponse } from './http-runner.ts';
+import type { CloseOptions, RunnerResponse } from './http-runner.ts';
 import { RunnerEntry } from './runner-entry.ts';
 import { isSilence, transportFailure } from './transport-failure.ts';
 
@@ -32,7 +32,8 @@ export interface GatewayPool extends RunnerPool<RunnerResponse> {
    */
   explain?(call: GatewayCall, offers: ReadonlyMap<string, 'busy' | 'error'>): RunnerReason[];
   start(): Promise<void>;
-  close(force?: boolean): Promise<void>;
+  /** Stops probing and closes every runner's connections; see {@link CloseOptions}. */
+  close(options?: CloseOptions): Promise<void>;
 }
 
 /** One runner's reason for not taking a call. */
@@ -189,10 +190,10 @@ export class FleetPool implements GatewayPool {
     );
   }
 
-  async close(force = false): Promise<void> {
+  async close(options: CloseOptions = {}): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
-    await Promise.all(this.runnerList.map((r) => r.close(force)));
+    await Promise.all(this.runnerList.map((r) => r.close(options)));
   }
 
   async #probe(runner: RunnerEntry): Promise<void> {
