@@ -16,19 +16,19 @@ import { randomBytes } from 'node:crypto';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
 import { breakerDefaults, resolveDataPlane } from './fleet/index.ts';
 import type { DataPlaneConfig, DataPlaneOptions, GatewayPool } from './fleet/index.ts';
-import type { CallbackDelivery } from './detached/detached.ts';
 import { createMemoryStore, RECORD_OVERHEAD_BYTES, storeDefaults } from './detached/store/index.ts';
 import type { CallStore } from './detached/store/index.ts';
 import { GatewayConfigError } from './errors.ts';
 import { PRIORITIES, isPriority } from './calls/wait-queue.ts';
 import type { Priority } from './calls/wait-queue.ts';
-import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol.ts';
-import type { LaunchPolicy } from '../runner/protocol.ts';
+import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol/index.ts';
+import type { LaunchPolicy } from '../runner/protocol/index.ts';
 import { createMemoryLimiter, newToken } from './access/index.ts';
 import type { ClientKeys, Limiter } from './access/index.ts';
 import { MemoryDeploymentStore } from './control/index.ts';
 import type { ColdStarts, DeploymentStore, ReconcilerSettings } from './control/index.ts';
 import { compileNetworks } from './detached/callbacks/index.ts';
+import type { CallbackDelivery } from './detached/callbacks/index.ts';
 
 /** How a finished call went, for after-call listeners. */
 export interface CallResult {

@@ -11,7 +11,7 @@ import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
 import { SluiceError, lingerEarlyAnswers, telemetryPath } from '../placer/kernel/index.ts';
-import { VERSION } from '../runner/version.ts';
+import { VERSION } from '../runner/protocol/version.ts';
 import {
   accessGuard,
   AuditLog,

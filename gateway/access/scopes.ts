@@ -13,7 +13,7 @@
  * - `runner`: registration and heartbeats, with a runner token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { REGISTER_PATH } from '../../runner/protocol.ts';
+import { REGISTER_PATH } from '../../runner/protocol/index.ts';
 import { OPENAI_CALL_ROUTES } from '../calls/call.ts';
 
 /** The kinds of caller a route may be meant for. */

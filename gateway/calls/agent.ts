@@ -8,7 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SluiceError, onCutShort } from '../../placer/kernel/index.ts';
-import { CALL_ID_HEADER } from '../../runner/protocol.ts';
+import { CALL_ID_HEADER } from '../../runner/protocol/index.ts';
 import { ANONYMOUS, invokeRefusal, KeyCalls, modelRefusal } from '../access/index.ts';
 import type { Caller, KeyCall } from '../access/index.ts';
 import { clientKey, UploadBudget } from './admission.ts';

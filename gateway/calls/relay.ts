@@ -14,8 +14,8 @@
  * usage-strip.ts), so that costs no buffering of its own.
  */
 import type { ServerResponse } from 'node:http';
-import { pumpBody } from '../../runner/body.ts';
-import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '../../runner/protocol.ts';
+import { pumpBody } from '../../runner/protocol/body.ts';
+import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '../../runner/protocol/index.ts';
 import { SluiceError } from '../../placer/kernel/index.ts';
 import type { CallOutcome } from './call.ts';
 import { CallTimeoutError, RunnerFailedError, errorBody, runnerReported } from '../errors.ts';

@@ -3,7 +3,7 @@
  * gives it a view over its registry (gateway/server.ts) and a lease (memory or Redis), and specs
  * give it fakes. Nothing here holds state.
  */
-import type { Capacity, HostedEngine } from '../../runner/protocol.ts';
+import type { Capacity, HostedEngine } from '../../runner/protocol/index.ts';
 
 /** One registered runner, as the reconciler sees it at a pass. */
 export interface FleetRunner {

@@ -10,7 +10,8 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { SluiceError } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import type { CallOutcome, GatewayCall } from '../calls/call.ts';
-import type { CallbackDelivery, DetachedCalls, DetachedOutcome } from './detached.ts';
+import type { CallbackDelivery } from './callbacks/index.ts';
+import type { DetachedCalls, DetachedOutcome } from './detached.ts';
 import { requestFingerprint } from './detached.ts';
 import {
   CallbacksDisabledError,

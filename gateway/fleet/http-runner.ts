@@ -35,7 +35,7 @@ import {
   SIGNATURE_HEADER,
   TIMEOUT_HEADER,
   isConnectError,
-} from '../../runner/protocol.ts';
+} from '../../runner/protocol/index.ts';
 import type { GatewayCall } from '../calls/call.ts';
 import { failSpan, traceOfCall } from '../observe/index.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';

@@ -7,7 +7,7 @@
  */
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
 import type { RunnerPool } from '../../placer/types.ts';
-import { STATUS_PATH, readStatus } from '../../runner/protocol.ts';
+import { STATUS_PATH, readStatus } from '../../runner/protocol/index.ts';
 import type { GatewayCall } from '../calls/call.ts';
 import type { BreakerOptions } from './breaker.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';

@@ -6,8 +6,8 @@
  */
 import type { Logger } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
-import { parseHeartbeat, parseRegistration } from '../../runner/protocol.ts';
-import type { Capacity, EngineOrder, HeartbeatAnswer, HostedEngine, Parsed, RegistrationAccepted } from '../../runner/protocol.ts';
+import { parseHeartbeat, parseRegistration } from '../../runner/protocol/index.ts';
+import type { Capacity, EngineOrder, HeartbeatAnswer, HostedEngine, Parsed, RegistrationAccepted } from '../../runner/protocol/index.ts';
 import type { FleetRunner } from '../control/fleet.ts';
 import { ForbiddenError, InvalidRegistrationError } from '../errors.ts';
 import type { FleetPool } from './pool.ts';

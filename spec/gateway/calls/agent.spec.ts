@@ -25,7 +25,7 @@ import { createGateway } from '../../../gateway/server.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
 import { createJsonLogger } from '../../../placer/kernel/index.ts';
 import { createConsistentHashPlacer } from '../../../placer/consistent-hash/index.ts';
-import { CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER } from '../../../runner/protocol.ts';
+import { CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER } from '../../../runner/protocol/index.ts';
 import { createRunner } from '../../../runner/server.ts';
 import { chatBody, eventually, metricValue, postJson } from '../../support/fleet.ts';
 import { serversForEach } from '../../support/servers.ts';

@@ -22,7 +22,7 @@ import type { RunnerEntry } from '../../../gateway/fleet/runner-entry.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
 import type { WaitQueue } from '../../../gateway/calls/wait-queue.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
-import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol.ts';
+import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { chatBody, eventually, metricValue } from '../../support/fleet.ts';
 import { FakeClock } from '../../placer/fake.ts';
 

@@ -3,7 +3,7 @@ import { CallSigner, resolveDataPlane } from '../../../gateway/fleet/data-plane.
 import { GatewayConfigError } from '../../../gateway/errors.ts';
 import { checkFrontListen, isLoopbackHost } from '../../../gateway/http/front-tls.ts';
 import type { GatewayCall } from '../../../gateway/calls/call.ts';
-import { BODY_DIGEST_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from '../../../runner/protocol.ts';
+import { BODY_DIGEST_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from '../../../runner/protocol/index.ts';
 import { createRunner } from '../../../runner/server.ts';
 import { RunnerConfigError } from '../../../runner/errors.ts';
 

@@ -15,8 +15,8 @@ import { HttpRunner } from '../../../gateway/fleet/http-runner.ts';
 import type { RunnerResponse } from '../../../gateway/fleet/http-runner.ts';
 import { RunnerEntry } from '../../../gateway/fleet/runner-entry.ts';
 import type { TryExecResult } from '../../../placer/types.ts';
-import { BUSY_HEADER, CALL_ID_HEADER, RESPONSE_TIMEOUT_HEADER, TIMEOUT_HEADER } from '../../../runner/protocol.ts';
-import type { ReportedLoad, RunnerRegistration, StatusReading } from '../../../runner/protocol.ts';
+import { BUSY_HEADER, CALL_ID_HEADER, RESPONSE_TIMEOUT_HEADER, TIMEOUT_HEADER } from '../../../runner/protocol/index.ts';
+import type { ReportedLoad, RunnerRegistration, StatusReading } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];

@@ -12,7 +12,7 @@ import { RunnerRegistry } from '../../../gateway/fleet/registry.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
 import { createLeastLoadedPlacer } from '../../../placer/index.ts';
 import { LOAD_STALE_AFTER_MS, loadOf } from '../../../placer/load.ts';
-import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol.ts';
+import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
 
 const HEARTBEAT = 1_000;
