@@ -26,23 +26,19 @@ import {
   visibleModels,
 } from './access/index.ts';
 import type { GatewayEnv, RouteScope } from './access/index.ts';
-import {
-  directCallRoute,
-  LbAgent,
-  notReadyReasons,
-  OPENAI_CALL_ROUTES,
-  uuidv7,
-  waitQueueFor,
-} from './calls/index.ts';
-import type { CallRoute } from './calls/index.ts';
+import { LbAgent, notReadyReasons, waitQueueFor } from './calls/index.ts';
 import {
   answerClientError,
   checkFrontListen,
   ClientConnections,
+  directCallRoute,
   frontDoor,
   guardListener,
+  OPENAI_CALL_ROUTES,
   requestErrorResponse,
+  uuidv7,
 } from './http/index.ts';
+import type { CallRoute } from './http/index.ts';
 import { DetachedCalls, registerCallRoutes } from './detached/index.ts';
 import { registerDashboardRoutes } from './observe/index.ts';
 import { registerDeploymentRoutes, Serverless } from './control/index.ts';

@@ -15,7 +15,8 @@ import { COLD_START_HEADER, ColdStartWaits, recordingColdStarts } from '../../..
 import type { RecordingColdStarts } from '../../../gateway/control/cold-start.ts';
 import { DetachedCalls } from '../../../gateway/detached/detached.ts';
 import { resolveGatewayOptions } from '../../../gateway/options.ts';
-import type { CallResult, GatewayOptions } from '../../../gateway/options.ts';
+import type { GatewayOptions } from '../../../gateway/options.ts';
+import type { CallResult } from '../../../gateway/http/index.ts';
 import { waitQueueFor } from '../../../gateway/calls/placement.ts';
 import { FleetPool } from '../../../gateway/fleet/pool.ts';
 import type { RunnerEntry } from '../../../gateway/fleet/runner-entry.ts';

@@ -6,7 +6,7 @@
  * clock alone moves. No runner here is ever called: the URLs point at a closed port.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { GatewayCall } from '../../../gateway/calls/call.ts';
+import type { GatewayCall } from '../../../gateway/http/call.ts';
 import { FleetPool } from '../../../gateway/fleet/pool.ts';
 import { RunnerRegistry } from '../../../gateway/fleet/registry.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
