@@ -4,7 +4,7 @@ import { freeGpus, launchableKinds, parseLabels } from '../../runner/capacity.ts
 import type { RunnerEngine } from '../../runner/engine.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';
 import { parseNvidiaSmi } from '../../runner/inventory.ts';
-import type { GpuInventory } from '../../runner/inventory.ts';
+import type { GpuInventory } from '../../runner/protocol/index.ts';
 import { resolveRunnerOptions } from '../../runner/options.ts';
 import { Slots } from '../../runner/slots.ts';
 import { readStatus } from '../../runner/status.ts';

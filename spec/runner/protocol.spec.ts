@@ -11,7 +11,7 @@ import {
   parseRegistration,
   readStatus,
   withoutHopByHop,
-} from '../../runner/protocol.ts';
+} from '../../runner/protocol/index.ts';
 
 /** An Error carrying a Node/undici style `code`. */
 function coded(code: string, options?: { cause?: unknown }): Error {

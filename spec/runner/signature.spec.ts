@@ -8,8 +8,8 @@ import {
   readCallCredential,
   signCall,
   verifyCall,
-} from '../../runner/protocol.ts';
-import type { SignedCall } from '../../runner/protocol.ts';
+} from '../../runner/protocol/index.ts';
+import type { SignedCall } from '../../runner/protocol/index.ts';
 import { SeenCalls } from '../../runner/seen-calls.ts';
 
 const SECRET = 'call-secret-0123456789abcdef-0123456789';

@@ -4,8 +4,8 @@
  * and the operator's additions.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LAUNCH_POLICY, launchProblems, reservedFlagOf, resolveLaunchPolicy } from '../../../runner/protocol.ts';
-import type { ProfileKind } from '../../../runner/protocol.ts';
+import { DEFAULT_LAUNCH_POLICY, launchProblems, reservedFlagOf, resolveLaunchPolicy } from '../../../runner/protocol/index.ts';
+import type { ProfileKind } from '../../../runner/protocol/index.ts';
 
 describe('reservedFlagOf', () => {
   it.each([
