@@ -6,7 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import { SluiceError, errorClass } from '../placer/kernel/index.ts';
 import type { ErrorType, SluiceErrorOptions } from '../placer/kernel/index.ts';
-import { EngineErrorCode, UNAUTHORIZED_CODE } from '../runner/protocol.ts';
+import { EngineErrorCode, UNAUTHORIZED_CODE } from '../runner/protocol/index.ts';
 import type { CallError } from './detached/store/index.ts';
 
 /** What a gateway error's constructor takes beside its message. */

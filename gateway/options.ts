@@ -8,43 +8,26 @@ import type { PlacerOptions } from '../placer/options.ts';
 import type { Fail, Logger } from '../placer/kernel/index.ts';
 import { silentLogger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
-import type { Placer, PlacerConfig } from '../placer/types.ts';
 import { lingerDefaults, systemClock } from '../placer/kernel/index.ts';
+import type { Placer, PlacerConfig } from '../placer/types.ts';
 import { createBuiltinPlacer } from '../placer/registry.ts';
-import type { CallOutcome, CallOverride, GatewayCall } from './calls/call.ts';
+import type { CallOverride, CallResult, GatewayCall, Priority } from './http/index.ts';
 import { randomBytes } from 'node:crypto';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
 import { breakerDefaults, resolveDataPlane } from './fleet/index.ts';
 import type { DataPlaneConfig, DataPlaneOptions, GatewayPool } from './fleet/index.ts';
-import type { CallbackDelivery } from './detached/detached.ts';
 import { createMemoryStore, RECORD_OVERHEAD_BYTES, storeDefaults } from './detached/store/index.ts';
 import type { CallStore } from './detached/store/index.ts';
 import { GatewayConfigError } from './errors.ts';
-import { PRIORITIES, isPriority } from './calls/wait-queue.ts';
-import type { Priority } from './calls/wait-queue.ts';
-import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol.ts';
-import type { LaunchPolicy } from '../runner/protocol.ts';
+import { PRIORITIES, isPriority } from './http/index.ts';
+import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol/index.ts';
+import type { LaunchPolicy } from '../runner/protocol/index.ts';
 import { createMemoryLimiter, newToken } from './access/index.ts';
 import type { ClientKeys, Limiter } from './access/index.ts';
 import { MemoryDeploymentStore } from './control/index.ts';
 import type { ColdStarts, DeploymentStore, ReconcilerSettings } from './control/index.ts';
 import { compileNetworks } from './detached/callbacks/index.ts';
-
-/** How a finished call went, for after-call listeners. */
-export interface CallResult {
-  outcome: CallOutcome;
-  /** HTTP status the client got (0 when the client was gone before any). */
-  status: number;
-  /** Runner that committed to the call, when one did. */
-  runner?: string;
-  /** Execution time the runner reported, in ms. */
-  execMs?: number;
-  /** End of the response minus startedAt, in ms. */
-  totalMs: number;
-  /** What the platform added, in ms: totalMs minus execMs. */
-  latencyMs: number;
-  error?: Error;
-}
+import type { CallbackDelivery } from './detached/callbacks/index.ts';
 
 /**
  * Hooks around each call, as Fn's LB agent had them. beforeCall runs after the body is

@@ -11,7 +11,7 @@ import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { Context } from 'hono';
 import { SluiceError, lingerEarlyAnswers, telemetryPath } from '../placer/kernel/index.ts';
-import { VERSION } from '../runner/version.ts';
+import { VERSION } from '../runner/protocol/version.ts';
 import {
   accessGuard,
   AuditLog,
@@ -26,23 +26,19 @@ import {
   visibleModels,
 } from './access/index.ts';
 import type { GatewayEnv, RouteScope } from './access/index.ts';
-import {
-  directCallRoute,
-  LbAgent,
-  notReadyReasons,
-  OPENAI_CALL_ROUTES,
-  uuidv7,
-  waitQueueFor,
-} from './calls/index.ts';
-import type { CallRoute } from './calls/index.ts';
+import { LbAgent, notReadyReasons, waitQueueFor } from './calls/index.ts';
 import {
   answerClientError,
   checkFrontListen,
   ClientConnections,
+  directCallRoute,
   frontDoor,
   guardListener,
+  OPENAI_CALL_ROUTES,
   requestErrorResponse,
+  uuidv7,
 } from './http/index.ts';
+import type { CallRoute } from './http/index.ts';
 import { DetachedCalls, registerCallRoutes } from './detached/index.ts';
 import { registerDashboardRoutes } from './observe/index.ts';
 import { registerDeploymentRoutes, Serverless } from './control/index.ts';

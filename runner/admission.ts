@@ -5,7 +5,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { EngineBusyReason } from './engine.ts';
-import { BUSY_HEADER, RUNNER_ID_HEADER } from './protocol.ts';
+import { BUSY_HEADER, RUNNER_ID_HEADER } from './protocol/index.ts';
 import { RunnerBusyError } from './errors.ts';
 import { errorJson } from './reply.ts';
 import type { Release, Slots } from './slots.ts';

@@ -11,9 +11,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../placer/kernel/index.ts';
 import { RunnerUnauthorizedError } from './errors.ts';
-import { BODY_DIGEST_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, ERROR_TRAILER, SIGNATURE_HEADER, bodyDigest, isBodyDigest, readCallCredential, verifyCall } from './protocol.ts';
-import type { CallRefusal } from './protocol.ts';
-import { RUNNER_ID_HEADER } from './protocol.ts';
+import { BODY_DIGEST_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, ERROR_TRAILER, SIGNATURE_HEADER, bodyDigest, isBodyDigest, readCallCredential, verifyCall } from './protocol/index.ts';
+import type { CallRefusal } from './protocol/index.ts';
+import { RUNNER_ID_HEADER } from './protocol/index.ts';
 import { errorJson } from './reply.ts';
 import { SeenCalls } from './seen-calls.ts';
 

@@ -1,7 +1,7 @@
 /**
  * One call through a runner: admission, reading the call, the acknowledgement, the engine
  * request, and the reply (runner/reply.ts). The order is the wire's promise to the gateway
- * (runner/protocol.ts):
+ * (runner/protocol/):
  *
  * 1. Admission (runner/admission.ts), before the body is read: no slot (or a draining runner,
  *    or an engine that cannot take calls) is a busy answer at once.
@@ -24,7 +24,7 @@ import { onCutShort } from '../placer/kernel/index.ts';
 import type { Logger } from '../placer/kernel/index.ts';
 import { admit } from './admission.ts';
 import type { BusyReason } from './admission.ts';
-import { pumpBody, readBody } from './body.ts';
+import { pumpBody, readBody } from './protocol/body.ts';
 import type { RunnerEngine } from './engine.ts';
 import { EngineBusyError, EngineFailedError, EngineTimeoutError, RunnerBodyTimeoutError, RunnerBodyTooLargeError } from './errors.ts';
 import type { RunnerConfig } from './options.ts';
@@ -40,7 +40,7 @@ import {
   formatExecTiming,
   isConnectError,
   withoutHopByHop,
-} from './protocol.ts';
+} from './protocol/index.ts';
 import { detachedReply, errorJson, syncReply } from './reply.ts';
 import type { Reply } from './reply.ts';
 import type { Release, Slots } from './slots.ts';

@@ -7,8 +7,8 @@ import { show } from '../placer/kernel/index.ts';
 import { KIND_RULES, PROFILE_KINDS } from './engines/argv.ts';
 import type { ProfileKind } from './engines/argv.ts';
 import { RunnerConfigError } from './errors.ts';
-import type { GpuInventory } from './inventory.ts';
-import { REGISTRATION_LIMITS, labelPairProblem } from './protocol.ts';
+import type { GpuInventory } from './protocol/index.ts';
+import { REGISTRATION_LIMITS, labelPairProblem } from './protocol/index.ts';
 
 /**
  * Checks the `labels` option: an object of keys and values, or a list of `key=value` texts (as

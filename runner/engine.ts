@@ -16,9 +16,9 @@ import type { ProfileFacts, ValidProfile } from './engines/profile.ts';
 import { EngineSupervisor } from './engines/supervisor.ts';
 import type { EngineStateChange } from './engines/supervisor.ts';
 import { EngineFailedError } from './errors.ts';
-import type { GpuInventory } from './inventory.ts';
+import type { GpuInventory } from './protocol/index.ts';
 import type { RunnerConfig } from './options.ts';
-import type { EngineStatus } from './protocol.ts';
+import type { EngineStatus } from './protocol/index.ts';
 
 /**
  * Why the runner cannot admit a call right now, or undefined when it can. `no-engine`: an

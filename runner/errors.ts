@@ -2,7 +2,7 @@
  * Runner errors. Codes are stable and listed in docs/errors.md.
  */
 import { errorClass } from '../placer/kernel/index.ts';
-import { EngineErrorCode, UNAUTHORIZED_CODE } from './protocol.ts';
+import { EngineErrorCode, UNAUTHORIZED_CODE } from './protocol/index.ts';
 
 /** Every slot holds a call, or the runner is draining or its engine not ready: nothing ran (503). */
 export class RunnerBusyError extends errorClass('RUNNER_BUSY', 503, 'service_unavailable_error') {}

@@ -6,7 +6,7 @@ import type { Logger } from '../placer/kernel/index.ts';
 import type { RunnerConfig } from './options.ts';
 import { GatewayRegistration } from './registration.ts';
 import type { RegistrationTimers } from './registration.ts';
-import type { EngineOrder, HostedEngine, RunnerStatus } from './protocol.ts';
+import type { EngineOrder, HostedEngine, RunnerStatus } from './protocol/index.ts';
 
 /** What the registrations need from their runner. */
 export interface Membership {

@@ -24,9 +24,9 @@ import type { EngineProfile, ProfileFacts } from './engines/profile.ts';
 import type { ProfileKind } from './engines/argv.ts';
 import type { EngineStateChange } from './engines/supervisor.ts';
 import { ProfileError } from './engines/errors.ts';
-import type { GpuInventory } from './inventory.ts';
-import { DEFAULT_LAUNCH_POLICY, REGISTRATION_LIMITS } from './protocol.ts';
-import type { EngineOrder, HostedEngine, HostedState, LaunchPolicy, OrderedProfile } from './protocol.ts';
+import type { GpuInventory } from './protocol/index.ts';
+import { DEFAULT_LAUNCH_POLICY, REGISTRATION_LIMITS } from './protocol/index.ts';
+import type { EngineOrder, HostedEngine, HostedState, LaunchPolicy, OrderedProfile } from './protocol/index.ts';
 import { callsFinished } from './slots.ts';
 import type { Slots } from './slots.ts';
 

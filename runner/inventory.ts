@@ -4,25 +4,10 @@
  */
 import { execFile } from 'node:child_process';
 import { NvidiaSmiFailedError, NvidiaSmiParseError } from './errors.ts';
-
-/** One GPU as nvidia-smi lists it. */
-export interface Gpu {
-  /** nvidia-smi's index, the number CUDA_VISIBLE_DEVICES takes by default. */
-  readonly index: number;
-  readonly uuid: string;
-  readonly name: string;
-  /** Null where nvidia-smi printed `[N/A]`; kept in status output rather than dropped. */
-  readonly memoryTotalMiB: number | null;
-  readonly memoryUsedMiB: number | null;
-}
+import type { Gpu, GpuInventory } from './protocol/index.ts';
 
 /** Why a node reports no GPUs when nvidia-smi is not installed. */
 export const NO_NVIDIA_SMI = 'nvidia-smi not found: no NVIDIA GPU on this node';
-
-/** The GPUs on this node and where the list came from. */
-export type GpuInventory =
-  | { readonly source: 'nvidia-smi'; readonly gpus: readonly Gpu[] }
-  | { readonly source: 'none'; readonly gpus: readonly []; readonly reason: string };
 
 /** Runs a command and resolves with its standard output; rejects as `execFile` does. */
 export type RunCommand = (cmd: string, args: readonly string[]) => Promise<{ stdout: string }>;

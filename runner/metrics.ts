@@ -13,9 +13,9 @@
  */
 import type { Attributes } from '@opentelemetry/api';
 import type { BusyReason } from './admission.ts';
-import type { EngineStatus } from './protocol.ts';
+import type { EngineStatus } from './protocol/index.ts';
 import type { CallCounts } from './status.ts';
-import { VERSION } from './version.ts';
+import { VERSION } from './protocol/version.ts';
 
 /** The states an engine is reported in; `none` while the runner hosts no engine. */
 export const ENGINE_STATES = ['none', 'starting', 'ready', 'unreachable', 'failed', 'draining'] as const;

@@ -13,8 +13,8 @@ import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
 import { parseLabels } from './capacity.ts';
 import { RunnerConfigError } from './errors.ts';
-import { CALL_SECRET_RULE, REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE, isCallSecret, resolveLaunchPolicy } from './protocol.ts';
-import type { LaunchPolicy } from './protocol.ts';
+import { CALL_SECRET_RULE, REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE, isCallSecret, resolveLaunchPolicy } from './protocol/index.ts';
+import type { LaunchPolicy } from './protocol/index.ts';
 
 /**
  * How a runner is set up: give `engine` (an engine already running), `profile` (launch one), or

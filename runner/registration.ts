@@ -3,15 +3,15 @@
  * firewalls), registers, then heartbeats its load; when the gateway restarts and forgets it (a
  * 404 to a heartbeat) it registers again at once, so a fleet comes back without touching a node.
  * Failures are retried forever with full-jitter exponential backoff so a fleet does not return
- * in lockstep. The wire is in protocol.ts.
+ * in lockstep. The wire is in protocol/.
  */
 import { Pool } from 'undici';
 import type { BackoffSteps, Logger } from '../placer/kernel/index.ts';
 import { checksFor, fullJitterBackoff, rule, silentLogger } from '../placer/kernel/index.ts';
 import { RunnerConfigError } from './errors.ts';
-import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol.ts';
-import { gatewayAnswerKind, parseEngineOrder } from './protocol.ts';
-import type { EngineOrder, HeartbeatAnswer, HostedEngine, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol.ts';
+import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol/index.ts';
+import { gatewayAnswerKind, parseEngineOrder } from './protocol/index.ts';
+import type { EngineOrder, HeartbeatAnswer, HostedEngine, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol/index.ts';
 
 /** First backoff step after a failure, ms; doubled per failure in a row. */
 export const BACKOFF_BASE_MS = 500;

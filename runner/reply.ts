@@ -16,7 +16,7 @@ import {
   RESULT_TYPE_TRAILER,
   RUNNER_ID_HEADER,
   withoutHopByHop,
-} from './protocol.ts';
+} from './protocol/index.ts';
 
 /** The committed half of the wire, as the call path sees it. */
 export interface Reply {

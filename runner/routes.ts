@@ -6,8 +6,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import type { BusyReason } from './admission.ts';
-import { STATUS_PATH } from './protocol.ts';
-import type { RunnerStatus } from './protocol.ts';
+import { STATUS_PATH } from './protocol/index.ts';
+import type { RunnerStatus } from './protocol/index.ts';
 
 /** The Node request and response, as @hono/node-server hands them to a route. */
 export type NodeBindings = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };

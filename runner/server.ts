@@ -27,7 +27,7 @@ import { launchableKinds } from './capacity.ts';
 import { createRunnerMetrics } from './metrics.ts';
 import { defaultProfileFacts } from './engines/profile.ts';
 import { readGpuInventory } from './inventory.ts';
-import type { GpuInventory } from './inventory.ts';
+import type { GpuInventory } from './protocol/index.ts';
 import { advertisedUrl, resolveRunnerOptions } from './options.ts';
 import type { RunnerConfig, RunnerOptions } from './options.ts';
 import type { GatewayRegistration } from './registration.ts';
@@ -35,14 +35,14 @@ import type { RegistrationTimers } from './registration.ts';
 import { runnerRoutes } from './routes.ts';
 import { Slots, callsFinished } from './slots.ts';
 import { StallWatch } from './stall-watch.ts';
-import type { RunnerStatus } from './protocol.ts';
+import type { RunnerStatus } from './protocol/index.ts';
 import { readStatus } from './status.ts';
 import type { CallCounts } from './status.ts';
-import { VERSION } from './version.ts';
+import { VERSION } from './protocol/version.ts';
 
 export type { BusyReason } from './admission.ts';
 /** The status page's type lives with the wire (protocol/status.ts); re-exported for embedders. */
-export type { RunnerStatus } from './protocol.ts';
+export type { RunnerStatus } from './protocol/index.ts';
 
 /** Things a test (or an embedder) may supply instead of asking the machine. */
 export interface RunnerEnvironment {

@@ -4,11 +4,11 @@
  */
 import type { RunnerEngine } from './engine.ts';
 import { freeGpus } from './capacity.ts';
-import type { GpuInventory } from './inventory.ts';
+import type { GpuInventory } from './protocol/index.ts';
 import type { RunnerConfig } from './options.ts';
-import type { HostedEngine, RunnerStatus } from './protocol.ts';
+import type { HostedEngine, RunnerStatus } from './protocol/index.ts';
 import type { Slots } from './slots.ts';
-import { VERSION } from './version.ts';
+import { VERSION } from './protocol/version.ts';
 
 /** Calls the runner served, turned away, saw fail, and refused as not from a gateway, since it started. */
 export interface CallCounts {

@@ -19,8 +19,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace } from '@opentelemetry/api';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
 import { SluiceError, cutShort, telemetryPath } from '../placer/kernel/index.ts';
-import { CALL_ID_HEADER, FUNCTION_HEADER } from './protocol.ts';
-import { VERSION } from './version.ts';
+import { CALL_ID_HEADER, FUNCTION_HEADER } from './protocol/index.ts';
+import { VERSION } from './protocol/version.ts';
 
 /** The instrumentation scope of the runner's spans. */
 export const RUNNER_TRACER = 'sluice-runner';

@@ -18,3 +18,4 @@ export { invokeRefusal, keyOf, modelRefusal, visibleModels } from './model-acces
 export { ANONYMOUS, ROUTE_SCOPES } from './scopes.ts';
 export type { Caller, ClientKeys, GatewayEnv, RouteScope } from './scopes.ts';
 export { readSecretLines } from './secrets.ts';
+export { stripInjectedUsage } from './usage-strip.ts';

@@ -19,7 +19,7 @@ import type { ClientKey } from './keys.ts';
 import { estimateTokens, newLease, rateLimitHeaders, retryAfterSeconds } from './limits.ts';
 import { tokenBudget } from './token-budget.ts';
 import type { TokenBudget } from './token-budget.ts';
-import type { CallRoute } from '../calls/call.ts';
+import type { CallRoute } from '../http/index.ts';
 import type { Admission, Limiter, StoredAdmission, WindowState } from './limits.ts';
 
 const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});

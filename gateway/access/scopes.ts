@@ -13,8 +13,8 @@
  * - `runner`: registration and heartbeats, with a runner token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { REGISTER_PATH } from '../../runner/protocol.ts';
-import { OPENAI_CALL_ROUTES } from '../calls/call.ts';
+import { REGISTER_PATH } from '../../runner/protocol/index.ts';
+import { OPENAI_CALL_ROUTES } from '../http/index.ts';
 
 /** The kinds of caller a route may be meant for. */
 export type Scope = 'public' | 'client' | 'viewer' | 'operator' | 'runner';

@@ -7,13 +7,13 @@
  * into its body, so the reservation is a bound the engine keeps and not a guess. A streamed
  * chat or text completion that did not ask for `stream_options.include_usage` is sent with it,
  * so its usage is measured like any other call's, and the relay strips the usage the client did
- * not ask for from its stream (calls/usage-strip.ts).
+ * not ask for from its stream (usage-strip.ts).
  *
  * Bodies are edited as text where they can be (a field appended before the closing brace), so
  * the rest of the client's JSON reaches the engine byte for byte (a 64-bit seed keeps its
  * digits); only a body whose `stream_options` must change is parsed and written again.
  */
-import type { CallRoute } from '../calls/call.ts';
+import type { CallRoute } from '../http/index.ts';
 
 /**
  * Output tokens a call that names no max_tokens is capped at, when its key sets no

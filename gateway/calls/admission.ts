@@ -1,80 +1,13 @@
 /**
- * Admission before a call counts against maxInFlight: what each client address holds
- * (connections, bodies still arriving) and the gateway's budget of bodies still arriving.
+ * Admission before a call counts against maxInFlight: the gateway's budget of bodies still
+ * arriving, with each client address's share of it (counted as the front counts connections,
+ * by gateway/http's ClientCounts).
  *
  * A body that trickles in costs a connection and a buffer but no placement work, so it has its
  * own, smaller budget: stalled uploads then fill that budget, not the calls being served, and
  * the per-address limits keep one address from filling it alone.
  */
-import { isIPv4, isIPv6 } from 'node:net';
-
-/**
- * The address limits are kept by. IPv4 addresses (IPv4-mapped IPv6 ones included) as they are;
- * IPv6 ones by their /64, since one host is routinely handed a whole /64 and could otherwise
- * take a fresh address per connection. Anything unparsable stands for itself.
- */
-export function clientKey(address: string | undefined): string {
-  if (!address) return 'unknown';
-  // IPv4, nearly always: no colon, nothing to normalise.
-  if (!address.includes(':')) return address;
-  const bare = address.replace(/%.*$/, '');
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(bare);
-  if (mapped && isIPv4(mapped[1]!)) return mapped[1]!;
-  if (!isIPv6(bare)) return bare;
-  const [head = '', tail] = bare.split('::');
-  const groups = (part: string | undefined) => (part ? part.split(':') : []);
-  // A trailing dotted quad holds two groups; only the first four groups matter here.
-  const width = (list: string[]) => list.reduce((n, g) => n + (g.includes('.') ? 2 : 1), 0);
-  const left = groups(head);
-  const right = groups(tail);
-  const full = tail === undefined ? left : [...left, ...Array<string>(8 - width(left) - width(right)).fill('0'), ...right];
-  return `${full.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(':')}::/64`;
-}
-
-/**
- * How many of something each client holds, against one limit per client. Clients holding
- * nothing are forgotten, so the map is as large as the set of clients active now.
- */
-export class ClientCounts {
-  readonly #limit: number;
-  readonly #counts = new Map<string, number>();
-
-  /** @param limit most held at once by one client */
-  constructor(limit: number) {
-    this.#limit = limit;
-  }
-
-  /** Counts one more for `client` and returns true, or returns false when it holds the limit. */
-  acquire(client: string): boolean {
-    const held = this.#counts.get(client) ?? 0;
-    if (held >= this.#limit) return false;
-    this.#counts.set(client, held + 1);
-    return true;
-  }
-
-  /** Counts one fewer for `client`; a release without an acquire is ignored. */
-  release(client: string): void {
-    const held = this.#counts.get(client);
-    if (held === undefined) return;
-    if (held <= 1) this.#counts.delete(client);
-    else this.#counts.set(client, held - 1);
-  }
-
-  /** Most held at once by one client. */
-  get limit(): number {
-    return this.#limit;
-  }
-
-  /** What `client` holds now. */
-  count(client: string): number {
-    return this.#counts.get(client) ?? 0;
-  }
-
-  /** Clients holding something now. */
-  get clients(): number {
-    return this.#counts.size;
-  }
-}
+import { ClientCounts } from '../http/index.ts';
 
 /** The answer of {@link UploadBudget.admit}. */
 export type UploadAdmission =
@@ -115,7 +48,7 @@ export class UploadBudget {
   }
 
   /**
-   * Admits one upload from `client` (a {@link clientKey}). The client's share is checked first:
+   * Admits one upload from `client` (a clientKey of gateway/http). The client's share is checked first:
    * a client at its own limit is told so (429) even when the whole budget is full too.
    */
   admit(client: string): UploadAdmission {

@@ -8,10 +8,11 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SluiceError, onCutShort } from '../../placer/kernel/index.ts';
-import { CALL_ID_HEADER } from '../../runner/protocol.ts';
+import { CALL_ID_HEADER } from '../../runner/protocol/index.ts';
 import { ANONYMOUS, invokeRefusal, KeyCalls, modelRefusal } from '../access/index.ts';
 import type { Caller, KeyCall } from '../access/index.ts';
-import { clientKey, UploadBudget } from './admission.ts';
+import { UploadBudget } from './admission.ts';
+import { clientKey, affinityKey, parseInferenceBody, routedPath, uuidv7 } from '../http/index.ts';
 import type { UploadAdmission } from './admission.ts';
 import {
   clientRequestId,
@@ -21,8 +22,7 @@ import {
   REQUEST_ID_HEADER,
   SESSION_HEADER,
 } from '../http/index.ts';
-import { affinityKey, parseInferenceBody, routedPath, uuidv7 } from './call.ts';
-import type { CallRoute, GatewayCall } from './call.ts';
+import type { CallRoute, GatewayCall, CallResult } from '../http/index.ts';
 import {
   InternalError,
   ListenerFailedError,
@@ -44,7 +44,7 @@ import {
 import type { CallTrace, GatewayStats } from '../observe/index.ts';
 import { DetachedFlow, detachedResult, DetachedSignal, parsePreference } from '../detached/index.ts';
 import type { CallPreference, DetachedCalls, DetachedReply } from '../detached/index.ts';
-import type { CallResult, GatewayConfig } from '../options.ts';
+import type { GatewayConfig } from '../options.ts';
 import type { GatewayPool, RunnerResponse } from '../fleet/index.ts';
 import { relay } from './relay.ts';
 import { RECORD_OVERHEAD_BYTES } from '../detached/store/index.ts';

@@ -17,17 +17,16 @@ import type { Clock } from '../../placer/kernel/index.ts';
 import { PlacerAbortedError, PlacerTimeoutError } from '../../placer/errors.ts';
 import type { Runner } from '../../placer/types.ts';
 import { placeCall } from '../../placer/walk.ts';
-import { clientKey } from './admission.ts';
-import type { GatewayCall } from './call.ts';
+import { clientKey, FLOW_HEADER, PRIORITY_HEADER, PRIORITIES, isPriority } from '../http/index.ts';
+import type { GatewayCall, CallResult, Priority } from '../http/index.ts';
 import { COLD_START_HEADER, ColdStartWaits } from '../control/index.ts';
 import { CallTimeoutError, DeploymentFailedError, InternalError, InvalidPriorityError, QueueFullError, sendError } from '../errors.ts';
-import { FLOW_HEADER, PRIORITY_HEADER } from '../http/index.ts';
 import type { GatewayPool, RunnerResponse } from '../fleet/index.ts';
 import { traceOfCall } from '../observe/index.ts';
 import type { GatewayMetrics } from '../observe/index.ts';
-import type { CallResult, GatewayConfig } from '../options.ts';
-import { PRIORITIES, WaitQueue, isPriority } from './wait-queue.ts';
-import type { Priority, Waiter } from './wait-queue.ts';
+import type { GatewayConfig } from '../options.ts';
+import { WaitQueue } from './wait-queue.ts';
+import type { Waiter } from './wait-queue.ts';
 
 /**
  * How the placement walk ended: a runner committed (`queuedMs`: from the call's first wait in the

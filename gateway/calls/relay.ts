@@ -11,17 +11,17 @@
  * nearly always nothing). A stream cut mid-event then ends with the error event alone, never
  * with half an event glued to it, which a client would fail to parse. The same whole events are
  * what the usage the gateway asked for on its own account is taken out of (`stripUsage`,
- * usage-strip.ts), so that costs no buffering of its own.
+ * gateway/access/usage-strip.ts), so that costs no buffering of its own.
  */
 import type { ServerResponse } from 'node:http';
-import { pumpBody } from '../../runner/body.ts';
-import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '../../runner/protocol.ts';
+import { pumpBody } from '../../runner/protocol/body.ts';
+import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '../../runner/protocol/index.ts';
 import { SluiceError } from '../../placer/kernel/index.ts';
-import type { CallOutcome } from './call.ts';
+import type { CallOutcome } from '../http/index.ts';
 import { CallTimeoutError, RunnerFailedError, errorBody, runnerReported } from '../errors.ts';
 import { committedFailure } from '../fleet/index.ts';
 import type { RunnerResponse } from '../fleet/index.ts';
-import { stripInjectedUsage } from './usage-strip.ts';
+import { stripInjectedUsage } from '../access/index.ts';
 
 /** How the relay ended. */
 export interface RelayResult {

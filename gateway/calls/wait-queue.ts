@@ -13,17 +13,10 @@
  * unit tables run under a fake one.
  */
 import type { Clock } from '../../placer/kernel/index.ts';
+import { PRIORITIES } from '../http/index.ts';
+import type { Priority } from '../http/index.ts';
+import type { QueueSnapshot } from '../observe/index.ts';
 import { Deadlines } from './deadlines.ts';
-
-/** The priority classes, most urgent first. */
-export const PRIORITIES = ['interactive', 'batch'] as const;
-/** A call's priority class: `interactive` calls are always woken before `batch` ones. */
-export type Priority = (typeof PRIORITIES)[number];
-
-/** True when `value` names a priority class. */
-export function isPriority(value: unknown): value is Priority {
-  return (PRIORITIES as readonly unknown[]).includes(value);
-}
 
 /** Settings of a queue. */
 export interface WaitQueueOptions {
@@ -61,21 +54,6 @@ export interface WaiterKey {
  * bound; only the first wait of a waiter can end so).
  */
 export type WaitEnd = 'woken' | 'deadline' | 'aborted' | { kind: 'full'; scope: 'total' | 'model' | 'flow'; limit: number };
-
-/** What GET /v1/queue shows: counts per model, priority and flow, and the oldest wait. */
-export interface QueueSnapshot {
-  /** Calls waiting now (not counting woken ones walking the pool). */
-  readonly waiting: number;
-  readonly models: readonly {
-    readonly model: string;
-    readonly priority: Priority;
-    readonly waiting: number;
-    /** Waiting calls per flow. */
-    readonly flows: Readonly<Record<string, number>>;
-    /** How long the oldest of them has waited, in ms. */
-    readonly oldestWaitMs: number;
-  }[];
-}
 
 /** One call's place in the queue; it keeps its arrival order across waits. */
 export class Waiter {

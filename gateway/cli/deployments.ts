@@ -10,8 +10,8 @@ import type { ReconcilerSettings } from '../control/serverless.ts';
 import type { DeploymentStore } from '../control/store.ts';
 import type { Setting } from './settings.ts';
 import { SettingsError } from './settings.ts';
-import { resolveLaunchPolicy } from '../../runner/protocol.ts';
-import type { LaunchPolicy } from '../../runner/protocol.ts';
+import { resolveLaunchPolicy } from '../../runner/protocol/index.ts';
+import type { LaunchPolicy } from '../../runner/protocol/index.ts';
 
 /** The deployments setting, shared by `gateway` and `up`. */
 export const deploymentSettings: readonly Setting[] = [

@@ -9,7 +9,7 @@ import { placerDescriptors } from '../../placer/registry.ts';
 import { gatewayDefaults } from '../options.ts';
 import type { GatewayOptions } from '../options.ts';
 import { storeDefaults } from '../detached/store/options.ts';
-import { callbackPolicyDefaults } from '../detached/callbacks/options.ts';
+import { callbackPolicyDefaults } from '../detached/callbacks/index.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';

@@ -10,7 +10,7 @@ import type { Logger, LogLevel } from '../../placer/kernel/index.ts';
 import { SluiceError } from '../../placer/kernel/index.ts';
 import { createRedactor, redactUrl } from '../../placer/kernel/index.ts';
 import type { Redact } from '../../placer/kernel/index.ts';
-import { VERSION } from '../../runner/version.ts';
+import { VERSION } from '../../runner/protocol/version.ts';
 import { benchScenarioNames, loadCommand } from './commands.ts';
 import type { Command, CommandContext, Stop } from './commands.ts';
 import { SettingsError, formatHelp, resolveSettings, secretValues } from './settings.ts';

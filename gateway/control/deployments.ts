@@ -9,8 +9,8 @@
  */
 import { createHash } from 'node:crypto';
 import { show } from '../../placer/kernel/index.ts';
-import { DEFAULT_LAUNCH_POLICY, PROFILE_KINDS, launchProblems } from '../../runner/protocol.ts';
-import type { LaunchPolicy, OrderedProfile, ProfileKind } from '../../runner/protocol.ts';
+import { DEFAULT_LAUNCH_POLICY, PROFILE_KINDS, launchProblems } from '../../runner/protocol/index.ts';
+import type { LaunchPolicy, OrderedProfile, ProfileKind } from '../../runner/protocol/index.ts';
 
 /**
  * The engine to launch for a deployment: what its replicas are ordered with (the wire's

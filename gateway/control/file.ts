@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { DeploymentsFileError } from '../errors.ts';
 import { checkDeployment } from './deployments.ts';
 import type { Deployment } from './deployments.ts';
-import type { LaunchPolicy } from '../../runner/protocol.ts';
+import type { LaunchPolicy } from '../../runner/protocol/index.ts';
 
 /** The most problems one error lists; the rest are counted. */
 const MAX_LISTED = 50;

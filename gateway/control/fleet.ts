@@ -1,22 +1,12 @@
 /**
  * What the reconciler reads of the fleet and of its own standing, as interfaces: the gateway
  * gives it a view over its registry (gateway/server.ts) and a lease (memory or Redis), and specs
- * give it fakes. Nothing here holds state.
+ * give it fakes. Nothing here holds state. A runner as it sees one, {@link FleetRunner}, is the
+ * fleet room's (its registry lists them).
  */
-import type { Capacity, HostedEngine } from '../../runner/protocol.ts';
+import type { FleetRunner } from '../fleet/index.ts';
 
-/** One registered runner, as the reconciler sees it at a pass. */
-export interface FleetRunner {
-  readonly id: string;
-  /** What the runner last said it could host; undefined for a runner older than the field. */
-  readonly capacity: Capacity | undefined;
-  /** The ordered engine it last said it hosts; undefined when none. */
-  readonly hosted: HostedEngine | undefined;
-  /** False while it drains, was asked to, or misses heartbeats: no new replica goes there. */
-  readonly placeable: boolean;
-  /** Calls holding one of its slots, as last reported (across every gateway it serves). */
-  readonly slotsInUse: number;
-}
+export type { FleetRunner };
 
 /** The fleet from one gateway. */
 export interface FleetView {

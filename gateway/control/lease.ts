@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { checksFor, show, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
-import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../../runner/protocol.ts';
+import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../../runner/protocol/index.ts';
 import { GatewayConfigError } from '../errors.ts';
 import type { Lease } from './fleet.ts';
 import { OutageLog, closeRedis, openRedis } from './redis-client.ts';

@@ -14,7 +14,7 @@
  * It succeeds when the runner reports the replica `ready`.
  */
 import { createRedactor } from '../../placer/kernel/index.ts';
-import type { HostedEngine, OrderedProfile } from '../../runner/protocol.ts';
+import type { HostedEngine, OrderedProfile } from '../../runner/protocol/index.ts';
 import type { FleetRunner } from './fleet.ts';
 
 /** One failed attempt of a start operation. */

@@ -43,7 +43,7 @@
  */
 import { checksFor, drawIndex } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import type { EngineOrder } from '../../runner/protocol.ts';
+import type { EngineOrder } from '../../runner/protocol/index.ts';
 import { ModelAutoscaler } from './autoscaler.ts';
 import type { FleetRunner } from './fleet.ts';
 import { DeadLetters, StartOperation, attemptOutcome, startFailureOf } from './operations.ts';

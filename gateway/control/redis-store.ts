@@ -17,7 +17,7 @@ import { GatewayConfigError } from '../errors.ts';
 import { StoreUnavailableError } from '../detached/store/index.ts';
 import { checkDeployment } from './deployments.ts';
 import type { Deployment } from './deployments.ts';
-import type { LaunchPolicy } from '../../runner/protocol.ts';
+import type { LaunchPolicy } from '../../runner/protocol/index.ts';
 import { closeRedis, openRedis } from './redis-client.ts';
 import type { RedisConnection, RedisConnectionOptions } from './redis-client.ts';
 import { byModel } from './store.ts';

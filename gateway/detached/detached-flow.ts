@@ -9,8 +9,9 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { SluiceError } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
-import type { CallOutcome, GatewayCall } from '../calls/call.ts';
-import type { CallbackDelivery, DetachedCalls, DetachedOutcome } from './detached.ts';
+import type { CallOutcome, GatewayCall, CallResult } from '../http/index.ts';
+import type { CallbackDelivery } from './callbacks/index.ts';
+import type { DetachedCalls, DetachedOutcome } from './detached.ts';
 import { requestFingerprint } from './detached.ts';
 import {
   CallbacksDisabledError,
@@ -22,12 +23,10 @@ import {
   RecordedError,
   storeFailure,
 } from '../errors.ts';
-import type { CallResult } from '../options.ts';
 import { CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER } from '../http/index.ts';
 import type { CallPreference } from './prefer.ts';
-import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
-import { LIVE_STATUSES, scopedIdempotencyKey } from './store/types.ts';
-import type { CallRecord, CallStatus, CallStore } from './store/types.ts';
+import { StoreFullError, StoreInvalidRecordError, LIVE_STATUSES, scopedIdempotencyKey } from './store/index.ts';
+import type { CallRecord, CallStatus, CallStore } from './store/index.ts';
 
 
 /** What the flow works with: the detached calls, the store and the gateway settings it reads. */

@@ -6,7 +6,7 @@
  */
 import { SluiceError } from '../../placer/kernel/index.ts';
 import { CallCancelledError, CallExpiredError, InternalError, RunnerFailedError, ShuttingDownError } from '../errors.ts';
-import type { CallError } from './store/types.ts';
+import type { CallError } from './store/index.ts';
 
 /** Why placement failed, as the record says it: a SluiceError as the client saw it, anything else as GW_INTERNAL. */
 export function placementError(error: Error): CallError {

@@ -6,13 +6,12 @@
  * attempts. A result the store has no room for is replaced by the reason. A record whose create
  * failed is repaired: failed if it is there after all and still live.
  */
-import type { Logger } from '../../placer/kernel/index.ts';
-import type { Clock } from '../../placer/kernel/index.ts';
+import type { Logger, Clock } from '../../placer/kernel/index.ts';
 import { recordError } from './detached-reasons.ts';
 import { DetachedStoreFullError, DetachedStoreUnavailableError, ResultNotStoredError } from '../errors.ts';
 import type { StoreMetrics } from '../observe/index.ts';
-import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
-import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/types.ts';
+import { StoreFullError, StoreInvalidRecordError } from './store/index.ts';
+import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/index.ts';
 
 /** First pause before a store write that failed is tried again; doubled each time up to the cap. */
 const WRITE_RETRY_BASE_MS = 250;

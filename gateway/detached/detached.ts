@@ -14,31 +14,21 @@ import { createHash } from 'node:crypto';
 import { metrics } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
 import { SluiceError } from '../../placer/kernel/index.ts';
-import type { Logger } from '../../placer/kernel/index.ts';
-import type { Clock } from '../../placer/kernel/index.ts';
+import type { Logger, Clock } from '../../placer/kernel/index.ts';
 import { PlacerAbortedError } from '../../placer/errors.ts';
-import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../../runner/protocol.ts';
-import type { GatewayCall } from '../calls/call.ts';
+import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../../runner/protocol/index.ts';
+import type { GatewayCall } from '../http/index.ts';
 import { committedFailure } from '../fleet/index.ts';
 import type { RunnerResponse } from '../fleet/index.ts';
 import { asCallError, cancelled, expired, placementError, recordError, shutdown } from './detached-reasons.ts';
 import { CallCancelledError, CallExpiredError, EngineErrorStatusError, OwnerLostError, RecordedError, ResultTooLargeError, runnerReported } from '../errors.ts';
 import { EndWriter } from './detached-writes.ts';
-import { stripInjectedUsage } from '../calls/usage-strip.ts';
+import { stripInjectedUsage } from '../access/index.ts';
 import type { GatewayConfig } from '../options.ts';
+import type { CallbackDelivery } from './callbacks/index.ts';
 import { createStoreMetrics } from '../observe/index.ts';
-import { StoreFullError, StoreInvalidRecordError } from './store/errors.ts';
-import { RECORD_OVERHEAD_BYTES } from './store/options.ts';
-import { FINAL_STATUSES, LIVE_STATUSES } from './store/types.ts';
-import type { CallError, CallFinish, CallRecord, CallStart, CallStore, StoredResult } from './store/types.ts';
-
-/** How the gateway delivers a finished call to its callback URL; see gateway/detached/callbacks. */
-export interface CallbackDelivery {
-  /** Resolves when `url` may be called back; rejects with a 4xx SluiceError saying why not. */
-  check(url: string): Promise<unknown>;
-  /** Delivers `payload`, retrying as it sees fit; never rejects. */
-  send(delivery: { id: string; url: string; payload: object }): Promise<unknown>;
-}
+import { StoreFullError, StoreInvalidRecordError, RECORD_OVERHEAD_BYTES, FINAL_STATUSES, LIVE_STATUSES } from './store/index.ts';
+import type { CallError, CallFinish, CallRecord, CallStart, CallStore, StoredResult } from './store/index.ts';
 
 /** Settings of the detached-call machinery. */
 export interface DetachedSettings {

@@ -5,8 +5,8 @@
  * The wire (headers, canonical string, MAC) is runner/protocol/signature.ts, shared with runners.
  */
 import type { Fail } from '../../placer/kernel/index.ts';
-import { BODY_DIGEST_HEADER, CALL_SECRET_RULE, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, isCallSecret, signCall } from '../../runner/protocol.ts';
-import type { GatewayCall } from '../calls/call.ts';
+import { BODY_DIGEST_HEADER, CALL_SECRET_RULE, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, isCallSecret, signCall } from '../../runner/protocol/index.ts';
+import type { GatewayCall } from '../http/index.ts';
 
 /** PEM text of a certificate, its key, and optionally a CA. */
 export interface TlsMaterial {

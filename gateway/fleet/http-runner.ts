@@ -1,5 +1,5 @@
 /**
- * A runner reached over HTTP: the gateway's side of the wire in runner/protocol.ts, as a
+ * A runner reached over HTTP: the gateway's side of the wire in runner/protocol/, as a
  * transport plus its in-flight count. What the runner's answers say about its health (down,
  * hung, the breaker) is told to the {@link RunnerSignals} given with each offer; the pool's
  * RunnerEntry (runner-entry.ts) keeps that state and decides whether an offer is made at all.
@@ -34,8 +34,8 @@ import {
   RESPONSE_TIMEOUT_HEADER,
   SIGNATURE_HEADER,
   TIMEOUT_HEADER,
-} from '../../runner/protocol.ts';
-import type { GatewayCall } from '../calls/call.ts';
+} from '../../runner/protocol/index.ts';
+import type { GatewayCall } from '../http/index.ts';
 import { failSpan, traceOfCall } from '../observe/index.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';
 import { isSilence, transportFailure } from './transport-failure.ts';

@@ -12,4 +12,5 @@ export type { CloseOptions, RunnerResponse } from './http-runner.ts';
 export { FleetPool } from './pool.ts';
 export type { GatewayPool } from './pool.ts';
 export { RunnerRegistry } from './registry.ts';
+export type { FleetRunner } from './registry.ts';
 export { registerRunnerRoutes } from './runner-routes.ts';

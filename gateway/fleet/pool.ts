@@ -7,8 +7,8 @@
  */
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
 import type { RunnerPool } from '../../placer/types.ts';
-import { STATUS_PATH, readStatus } from '../../runner/protocol.ts';
-import type { GatewayCall } from '../calls/call.ts';
+import { STATUS_PATH, readStatus } from '../../runner/protocol/index.ts';
+import type { GatewayCall } from '../http/index.ts';
 import type { BreakerOptions } from './breaker.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';
 import { HttpRunner } from './http-runner.ts';

@@ -4,16 +4,27 @@
  * arrive, marks it unreachable (not placed on) after a few are missed, and forgets it (lost)
  * after a longer silence: a lost stream is not yet a lost node.
  */
-import type { Logger } from '../../placer/kernel/index.ts';
-import type { Clock } from '../../placer/kernel/index.ts';
-import { parseHeartbeat, parseRegistration } from '../../runner/protocol.ts';
-import type { Capacity, EngineOrder, HeartbeatAnswer, HostedEngine, Parsed, RegistrationAccepted } from '../../runner/protocol.ts';
-import type { FleetRunner } from '../control/fleet.ts';
+import type { Logger, Clock } from '../../placer/kernel/index.ts';
+import { parseHeartbeat, parseRegistration } from '../../runner/protocol/index.ts';
+import type { Capacity, EngineOrder, HeartbeatAnswer, HostedEngine, Parsed, RegistrationAccepted } from '../../runner/protocol/index.ts';
 import { ForbiddenError, InvalidRegistrationError } from '../errors.ts';
 import type { FleetPool } from './pool.ts';
 import type { RunnerEntry } from './runner-entry.ts';
 import { createRunnerAddressPolicy } from './registration-policy.ts';
 import type { RunnerAddressPolicy } from './registration-policy.ts';
+
+/** One registered runner, as the control plane's reconciler sees it at a pass ({@link RunnerRegistry.fleet}). */
+export interface FleetRunner {
+  readonly id: string;
+  /** What the runner last said it could host; undefined for a runner older than the field. */
+  readonly capacity: Capacity | undefined;
+  /** The ordered engine it last said it hosts; undefined when none. */
+  readonly hosted: HostedEngine | undefined;
+  /** False while it drains, was asked to, or misses heartbeats: no new replica goes there. */
+  readonly placeable: boolean;
+  /** Calls holding one of its slots, as last reported (across every gateway it serves). */
+  readonly slotsInUse: number;
+}
 
 /** Settings of the registry. */
 export interface RegistryOptions {

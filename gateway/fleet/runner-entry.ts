@@ -12,10 +12,10 @@
  */
 import type { Clock } from '../../placer/kernel/index.ts';
 import type { Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../placer/types.ts';
-import type { ReportedLoad, RunnerHeartbeat, RunnerRegistration, StatusReading } from '../../runner/protocol.ts';
+import type { ReportedLoad, RunnerHeartbeat, RunnerRegistration, StatusReading } from '../../runner/protocol/index.ts';
 import { CircuitBreaker } from './breaker.ts';
 import type { BreakerOptions } from './breaker.ts';
-import type { GatewayCall } from '../calls/call.ts';
+import type { GatewayCall } from '../http/index.ts';
 import { RunnerStalledError } from '../errors.ts';
 import type { CloseOptions, HttpRunner, RunnerResponse, RunnerSignals } from './http-runner.ts';
 import type { StampedReport } from './runner-load.ts';

@@ -6,7 +6,7 @@
  * place on the same figures.
  */
 import type { RunnerLoad } from '../../placer/types.ts';
-import type { ReportedLoad } from '../../runner/protocol.ts';
+import type { ReportedLoad } from '../../runner/protocol/index.ts';
 
 /** A runner's last report as the gateway keeps it, with the gateway's clock reading when it came. */
 export interface StampedReport {

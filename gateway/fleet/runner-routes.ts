@@ -6,8 +6,8 @@
  */
 import type { Context, Hono } from 'hono';
 import type { Clock } from '../../placer/kernel/index.ts';
-import { REGISTER_PATH } from '../../runner/protocol.ts';
-import type { Capacity, HostedEngine } from '../../runner/protocol.ts';
+import { REGISTER_PATH } from '../../runner/protocol/index.ts';
+import type { Capacity, HostedEngine } from '../../runner/protocol/index.ts';
 import type { AuditLog, GatewayEnv } from '../access/index.ts';
 import { BodyTooLargeError, InvalidDrainError, InvalidJsonError, RunnerNotFoundError } from '../errors.ts';
 import type { FleetPool } from './pool.ts';

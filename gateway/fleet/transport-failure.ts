@@ -2,7 +2,7 @@
  * What a failed request to a runner says, read from undici's error once: for the transport's
  * offers and committed calls (http-runner.ts) and for the pool's status probes (pool.ts).
  */
-import { isConnectError } from '../../runner/protocol.ts';
+import { isConnectError } from '../../runner/protocol/index.ts';
 
 /**
  * A request's failure, by what it says about the runner:

@@ -1,11 +1,11 @@
 /**
  * Buffering the request body before placement. A buffered body is what lets a call go to a
  * second runner when the first is busy; the bounds keep one client from holding memory or a
- * connection without limit. The reading itself is runner/body.ts, shared with the runner; this
- * file gives it the gateway's bounds and errors.
+ * connection without limit. The reading itself is the wire's (runner/protocol/body.ts), shared
+ * with the runner; this file gives it the gateway's bounds and errors.
  */
 import type { IncomingMessage } from 'node:http';
-import { readBody as readBounded } from '../../runner/body.ts';
+import { readBody as readBounded } from '../../runner/protocol/body.ts';
 import { BodyTimeoutError, BodyTooLargeError } from '../errors.ts';
 
 /** Bounds on reading one body. */

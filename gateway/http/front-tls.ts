@@ -4,13 +4,19 @@
  * allowed, unless the operator says the network is taken care of (a proxy that terminates TLS).
  */
 import { GatewayConfigError } from '../errors.ts';
-import type { DataPlaneConfig } from '../fleet/index.ts';
+
+/** What the check reads of the data plane's settings (gateway/fleet's DataPlaneConfig). */
+export interface FrontSecurity {
+  /** The front's certificate and key, when it serves TLS. */
+  readonly tls: object | undefined;
+  readonly allowPlainHttp: boolean;
+}
 
 /**
  * Refuses a plain-http listen on an address other than loopback, unless allowPlainHttp.
  * @throws {GatewayConfigError} naming the flags that fix it
  */
-export function checkFrontListen(dataPlane: DataPlaneConfig, host: string): void {
+export function checkFrontListen(dataPlane: FrontSecurity, host: string): void {
   if (dataPlane.tls || dataPlane.allowPlainHttp || isLoopbackHost(host)) return;
   throw new GatewayConfigError(
     `the gateway would take credentials in clear text on ${host || 'every interface'}: give tls (--tls-cert and --tls-key), listen on 127.0.0.1, or set allowPlainHttp (--allow-plain-http) when a proxy in front terminates TLS`,

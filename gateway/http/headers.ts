@@ -1,9 +1,9 @@
 /**
  * The headers a client of the gateway speaks, beyond HTTP's own, and which of them stop at the
- * gateway. The headers between gateway and runner are the wire's (runner/protocol.ts).
+ * gateway. The headers between gateway and runner are the wire's (runner/protocol/).
  */
 import type { IncomingMessage } from 'node:http';
-import { withoutHopByHop } from '../../runner/protocol.ts';
+import { withoutHopByHop } from '../../runner/protocol/index.ts';
 
 /** Response header (and request header, when the client sends its own) naming the request. */
 export const REQUEST_ID_HEADER = 'x-request-id';

@@ -1,11 +1,25 @@
 /**
  * The HTTP front: the request-target check and request ids, the TLS of the front, the headers
- * a client speaks, body buffering and the client connections the server keeps.
+ * a client speaks, body buffering and the client connections the server keeps; and the call as
+ * the gateway carries it, its routes, priority class and outcome, which every room speaks of.
  *
  * The room's public face: what other rooms take from it.
  */
 export { readBody } from './body.ts';
-export { ClientConnections } from './client-connections.ts';
+export {
+  OPENAI_CALL_ROUTES,
+  PRIORITIES,
+  affinityKey,
+  directCallRoute,
+  isPriority,
+  parseInferenceBody,
+  renderPrompt,
+  renderResponsesPrompt,
+  routedPath,
+  uuidv7,
+} from './call.ts';
+export type { CallOutcome, CallOverride, CallResult, CallRoute, CallType, GatewayCall, ParsedBody, Priority } from './call.ts';
+export { ClientConnections, ClientCounts, clientKey } from './client-connections.ts';
 export { checkFrontListen } from './front-tls.ts';
 export {
   answerClientError,

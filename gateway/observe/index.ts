@@ -8,7 +8,7 @@ export { registerDashboardRoutes } from './dashboard/routes.ts';
 export { createGatewayMetrics, createStoreMetrics } from './metrics.ts';
 export type { GatewayMetrics, InferenceInstruments, StoreMetrics } from './metrics.ts';
 export { StatsWindow, readStats } from './stats.ts';
-export type { GatewayStats } from './stats.ts';
+export type { GatewayStats, QueueSnapshot } from './stats.ts';
 export type { ServiceIdentity } from './telemetry.ts';
 export { failSpan, startCallTrace, traceOfCall, traceOfResponse } from './tracing.ts';
 export type { CallTrace } from './tracing.ts';

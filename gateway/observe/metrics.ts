@@ -8,7 +8,7 @@
  * buckets need every value, are recorded per call, with attribute sets built once.
  */
 import type { Attributes, Counter, Histogram, Meter, MeterProvider, ObservableResult, UpDownCounter } from '@opentelemetry/api';
-import type { CallOutcome } from '../calls/call.ts';
+import type { CallOutcome } from '../http/index.ts';
 import type { StoreHealth } from '../detached/store/index.ts';
 
 /** Fn's lb_call_latency buckets, in ms. */

@@ -6,10 +6,24 @@
  */
 import { checksFor } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
-import type { CallOutcome } from '../calls/call.ts';
+import type { CallOutcome, Priority } from '../http/index.ts';
 import { GatewayConfigError } from '../errors.ts';
 import type { GatewayMetrics } from './metrics.ts';
-import type { QueueSnapshot } from '../calls/wait-queue.ts';
+
+/** What GET /v1/queue shows: counts per model, priority and flow, and the oldest wait. */
+export interface QueueSnapshot {
+  /** Calls waiting now (not counting woken ones walking the pool). */
+  readonly waiting: number;
+  readonly models: readonly {
+    readonly model: string;
+    readonly priority: Priority;
+    readonly waiting: number;
+    /** Waiting calls per flow. */
+    readonly flows: Readonly<Record<string, number>>;
+    /** How long the oldest of them has waited, in ms. */
+    readonly oldestWaitMs: number;
+  }[];
+}
 
 /** Two percentiles of a sample, in ms. */
 export interface Percentiles {

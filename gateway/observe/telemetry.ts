@@ -8,7 +8,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { Resource } from '@opentelemetry/resources';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import type { MeterProvider as ApiMeterProvider } from '@opentelemetry/api';
-import { VERSION } from '../../runner/version.ts';
+import { VERSION } from '../../runner/protocol/version.ts';
 
 /** Who a sluice process is in its telemetry. */
 export interface ServiceIdentity {

@@ -24,7 +24,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, isSpanContextValid, propagation, trace } from '@opentelemetry/api';
 import type { Attributes, Context, Span } from '@opentelemetry/api';
 import { SluiceError, telemetryPath } from '../../placer/kernel/index.ts';
-import { VERSION } from '../../runner/version.ts';
+import { VERSION } from '../../runner/protocol/version.ts';
 
 /** The instrumentation scope of the gateway's spans. */
 export const GATEWAY_TRACER = 'sluice-gateway';

@@ -4,8 +4,8 @@
  * of loading). Profile arguments always come last, after the ones the runner sets.
  */
 import { RunnerConfigError } from '../errors.ts';
-import { LAUNCH_RULES, PROFILE_KINDS } from '../protocol.ts';
-import type { ProfileKind } from '../protocol.ts';
+import { LAUNCH_RULES, PROFILE_KINDS } from '../protocol/index.ts';
+import type { ProfileKind } from '../protocol/index.ts';
 
 // The kinds and their launch rules (reserved options and variables, allowed binaries and
 // variables) are the wire's (runner/protocol/launch-rules.ts), so the gateway checks the same.

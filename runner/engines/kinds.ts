@@ -4,26 +4,10 @@
  * page. Launching engines is argv.ts's business; this file is only about talking to one.
  */
 import { show } from '../../placer/kernel/index.ts';
+import type { EngineLoad } from '../protocol/index.ts';
 import { UnknownEngineKindError } from './errors.ts';
 import { findSamples, sumSamples } from './prometheus.ts';
 import type { MetricFamily } from './prometheus.ts';
-
-/**
- * An engine's load as its own metrics report it, summed over every engine or model label set on
- * the page. A field is absent when the page does not carry it (or carries NaN), never guessed.
- */
-export interface EngineLoad {
-  /** Requests in the running batch. */
-  running?: number;
-  /** Requests queued for a batch slot. */
-  waiting?: number;
-  /** Share of the KV cache in use, 0..1; the mean over label sets (each engine has its own cache). */
-  kvCacheUsage?: number;
-  /** Prompt tokens found in the prefix cache since the engine started (a counter). */
-  prefixCacheHits?: number;
-  /** Prompt tokens looked up in the prefix cache since the engine started (a counter). */
-  prefixCacheQueries?: number;
-}
 
 /** The engine kinds an adapter can talk to; `openai` is any other OpenAI-compatible URL. */
 export const ENGINE_KINDS = ['vllm', 'sglang', 'llamacpp', 'tgi', 'ollama', 'openai', 'sim'] as const;

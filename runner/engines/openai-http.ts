@@ -7,7 +7,8 @@
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { Logger } from '../../placer/kernel/index.ts';
-import type { EngineKindSpec, EngineLoad } from './kinds.ts';
+import type { EngineLoad } from '../protocol/index.ts';
+import type { EngineKindSpec } from './kinds.ts';
 import { parsePrometheusText } from './prometheus.ts';
 
 /** Where the engine stands, as the runner last saw it. */

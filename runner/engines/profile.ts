@@ -12,8 +12,8 @@ import { checksFor, show } from '../../placer/kernel/index.ts';
 import { PROFILE_KINDS, KIND_RULES } from './argv.ts';
 import { ProfileError } from './errors.ts';
 import type { ProfileKind, EngineLaunch } from './argv.ts';
-import { launchProblems } from '../protocol.ts';
-import type { LaunchPolicy } from '../protocol.ts';
+import { launchProblems } from '../protocol/index.ts';
+import type { LaunchPolicy } from '../protocol/index.ts';
 
 /** An engine profile as written in the runner's JSON config. */
 export interface EngineProfile {

@@ -20,25 +20,13 @@ import type { Clock } from '../../placer/kernel/index.ts';
 import { checksFor, rule, show } from '../../placer/kernel/index.ts';
 import type { Resolved, Rule } from '../../placer/kernel/index.ts';
 import { RunnerConfigError } from '../errors.ts';
+import type { EngineExit, SupervisorState } from '../protocol/index.ts';
 import type { EngineCommand } from './argv.ts';
 import type { ValidProfile } from './profile.ts';
 import { WATCH_FD, watchedSpawn } from './watchdog.ts';
 
-/** Where a supervised engine stands. A supervisor not yet started reads `stopped`. */
-export type SupervisorState = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed';
-
 /** What caused a state change. */
 export type TransitionReason = 'launch' | 'ready' | 'exited' | 'start-timeout' | 'spawn-failed' | 'drain' | 'stop';
-
-/** How the engine process ended. */
-export interface EngineExit {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-  /** Why the process could not be started at all (spawn failures only). */
-  readonly error?: string;
-  /** When, by the supervisor's clock. */
-  readonly at: number;
-}
 
 /**
  * One state change. A failure while starting is reported too, as `starting` to `starting`

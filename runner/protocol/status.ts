@@ -3,13 +3,56 @@
  * load. The runner writes it; a gateway probes static runners with it (registered runners say the
  * same through heartbeats) and reads it with {@link readStatus}. One type, both sides.
  */
-import type { EngineLoad } from '../engines/kinds.ts';
-import type { EngineExit, SupervisorState } from '../engines/supervisor.ts';
-import type { GpuInventory } from '../inventory.ts';
 import type { Capacity, HostedEngine, ReportedLoad } from './registration.ts';
 
 /** Path of a runner's status page. */
 export const STATUS_PATH = '/status';
+
+/**
+ * An engine's load as its own metrics report it, summed over every engine or model label set on
+ * the page. A field is absent when the page does not carry it (or carries NaN), never guessed.
+ */
+export interface EngineLoad {
+  /** Requests in the running batch. */
+  running?: number;
+  /** Requests queued for a batch slot. */
+  waiting?: number;
+  /** Share of the KV cache in use, 0..1; the mean over label sets (each engine has its own cache). */
+  kvCacheUsage?: number;
+  /** Prompt tokens found in the prefix cache since the engine started (a counter). */
+  prefixCacheHits?: number;
+  /** Prompt tokens looked up in the prefix cache since the engine started (a counter). */
+  prefixCacheQueries?: number;
+}
+
+/** Where a supervised engine stands. A supervisor not yet started reads `stopped`. */
+export type SupervisorState = 'starting' | 'ready' | 'draining' | 'stopped' | 'failed';
+
+/** How the engine process ended. */
+export interface EngineExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  /** Why the process could not be started at all (spawn failures only). */
+  readonly error?: string;
+  /** When, by the supervisor's clock. */
+  readonly at: number;
+}
+
+/** One GPU as nvidia-smi lists it. */
+export interface Gpu {
+  /** nvidia-smi's index, the number CUDA_VISIBLE_DEVICES takes by default. */
+  readonly index: number;
+  readonly uuid: string;
+  readonly name: string;
+  /** Null where nvidia-smi printed `[N/A]`; kept in status output rather than dropped. */
+  readonly memoryTotalMiB: number | null;
+  readonly memoryUsedMiB: number | null;
+}
+
+/** The GPUs on this node and where the list came from. */
+export type GpuInventory =
+  | { readonly source: 'nvidia-smi'; readonly gpus: readonly Gpu[] }
+  | { readonly source: 'none'; readonly gpus: readonly []; readonly reason: string };
 
 /** What /status shows of the engine. */
 export interface EngineStatus {

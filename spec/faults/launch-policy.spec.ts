@@ -15,7 +15,7 @@ import { silentLogger } from '../../placer/kernel/index.ts';
 import type { RunnerEngine } from '../../runner/engine.ts';
 import { Hosting } from '../../runner/hosting.ts';
 import type { HostingOptions } from '../../runner/hosting.ts';
-import type { EngineOrder, OrderedProfile } from '../../runner/protocol.ts';
+import type { EngineOrder, OrderedProfile } from '../../runner/protocol/index.ts';
 import { Slots } from '../../runner/slots.ts';
 import { OPERATOR_TOKEN, asOperator, getJson } from '../support/fleet.ts';
 

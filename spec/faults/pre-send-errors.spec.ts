@@ -7,7 +7,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { GatewayCall } from '../../gateway/calls/call.ts';
+import type { GatewayCall } from '../../gateway/http/call.ts';
 import { HttpRunner } from '../../gateway/fleet/http-runner.ts';
 import { RunnerEntry } from '../../gateway/fleet/runner-entry.ts';
 import { systemClock } from '../../placer/kernel/index.ts';

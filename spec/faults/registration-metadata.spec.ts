@@ -12,8 +12,8 @@ import type { CallbackRefusedError } from '../../gateway/detached/callbacks/inde
 import { InvalidRegistrationError } from '../../gateway/errors.ts';
 import { createRunnerAddressPolicy } from '../../gateway/fleet/registration-policy.ts';
 import { createGateway } from '../../gateway/server.ts';
-import { REGISTER_PATH } from '../../runner/protocol.ts';
-import type { RunnerRegistration } from '../../runner/protocol.ts';
+import { REGISTER_PATH } from '../../runner/protocol/index.ts';
+import type { RunnerRegistration } from '../../runner/protocol/index.ts';
 import { postJson } from '../support/fleet.ts';
 
 /** Every spelling of a metadata address, with the address it is and who answers there. */

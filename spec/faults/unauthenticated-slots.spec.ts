@@ -17,7 +17,7 @@ import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import type { RunnerServer } from '../../runner/server.ts';
-import { BODY_DIGEST_HEADER, BUSY_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, signCall } from '../../runner/protocol.ts';
+import { BODY_DIGEST_HEADER, BUSY_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, signCall } from '../../runner/protocol/index.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
 
 const SECRET = 'spec-call-secret-0123456789abcdef0123456789';

@@ -18,7 +18,7 @@ import {
   storeFailure,
 } from '../../gateway/errors.ts';
 import { SluiceError } from '../../placer/kernel/index.ts';
-import { EngineErrorCode, UNAUTHORIZED_CODE } from '../../runner/protocol.ts';
+import { EngineErrorCode, UNAUTHORIZED_CODE } from '../../runner/protocol/index.ts';
 
 /** A response that records what is written to it; `h2` makes its request an HTTP/2 one. */
 function recorded(given: { h2?: boolean; headersSent?: boolean } = {}) {

@@ -12,7 +12,7 @@ import type { Gateway } from '../../gateway/server.ts';
 import { createMemoryStore } from '../../gateway/detached/store/memory.ts';
 import type { CallStore } from '../../gateway/detached/store/types.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
-import { REGISTER_PATH } from '../../runner/protocol.ts';
+import { REGISTER_PATH } from '../../runner/protocol/index.ts';
 import { OPERATOR_TOKEN, asOperator, getJson, postJson } from '../support/fleet.ts';
 
 const TOKEN = 'a-runner-token-long-enough';

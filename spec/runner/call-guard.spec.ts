@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import type { LogFields } from '../../placer/kernel/index.ts';
 import { CallGuard } from '../../runner/call-guard.ts';
-import { BODY_DIGEST_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, ERROR_TRAILER, RUNNER_ID_HEADER, SIGNATURE_HEADER, bodyDigest, signCall } from '../../runner/protocol.ts';
+import { BODY_DIGEST_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, ERROR_TRAILER, RUNNER_ID_HEADER, SIGNATURE_HEADER, bodyDigest, signCall } from '../../runner/protocol/index.ts';
 import { warningRecorder } from '../support/logger.ts';
 
 const SECRET = 'call-secret-0123456789abcdef-0123456789';

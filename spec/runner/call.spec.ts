@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { BUSY_HEADER, CALL_TYPE_HEADER, ERROR_TRAILER, RESPONSE_TIMEOUT_HEADER, TIMEOUT_HEADER } from '../../runner/protocol.ts';
+import { BUSY_HEADER, CALL_TYPE_HEADER, ERROR_TRAILER, RESPONSE_TIMEOUT_HEADER, TIMEOUT_HEADER } from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { freeGpus, launchableKinds, parseLabels } from '../../runner/capacity.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';
 import { parseNvidiaSmi } from '../../runner/inventory.ts';
-import type { GpuInventory } from '../../runner/inventory.ts';
+import type { GpuInventory } from '../../runner/protocol/index.ts';
 import { resolveRunnerOptions } from '../../runner/options.ts';
 import { expectThrows } from '../support/throws.ts';
 

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { LogFields } from '../../placer/kernel/index.ts';
 import { registerWithGateways } from '../../runner/gateways.ts';
 import { resolveRunnerOptions } from '../../runner/options.ts';
-import type { RunnerStatus } from '../../runner/protocol.ts';
+import type { RunnerStatus } from '../../runner/protocol/index.ts';
 import type { GatewayRegistration } from '../../runner/registration.ts';
 import { warningRecorder } from '../support/logger.ts';
 

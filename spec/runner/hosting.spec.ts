@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../placer/kernel/index.ts';
 import type { RunnerEngine } from '../../runner/engine.ts';
 import { Hosting } from '../../runner/hosting.ts';
-import type { EngineOrder, HostedEngine } from '../../runner/protocol.ts';
+import type { EngineOrder, HostedEngine } from '../../runner/protocol/index.ts';
 import { Slots } from '../../runner/slots.ts';
 
 /** An engine that is never launched: the order below is refused before launch. */

@@ -7,7 +7,7 @@
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
-import { BUSY_HEADER } from '../../runner/protocol.ts';
+import { BUSY_HEADER } from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { eventually, metricValue } from '../support/fleet.ts';

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { SluiceError } from '../../placer/kernel/index.ts';
-import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, RUNNER_ID_HEADER } from '../../runner/protocol.ts';
+import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, RUNNER_ID_HEADER } from '../../runner/protocol/index.ts';
 import { detachedReply, syncReply } from '../../runner/reply.ts';
 
 let server: Server;

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
-import { BUSY_HEADER, ERROR_TRAILER, EXEC_TRAILER, RUNNER_ID_HEADER, parseExecTiming } from '../../runner/protocol.ts';
+import { BUSY_HEADER, ERROR_TRAILER, EXEC_TRAILER, RUNNER_ID_HEADER, parseExecTiming } from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerServer } from '../../runner/server.ts';
 import type { LogFields } from '../../placer/kernel/index.ts';

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { RunnerEngine } from '../../runner/engine.ts';
 import { parseNvidiaSmi } from '../../runner/inventory.ts';
-import type { GpuInventory } from '../../runner/inventory.ts';
+import type { GpuInventory } from '../../runner/protocol/index.ts';
 import { resolveRunnerOptions } from '../../runner/options.ts';
 import { Slots } from '../../runner/slots.ts';
 import { readStatus } from '../../runner/status.ts';

@@ -10,7 +10,7 @@ import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SLUICE_BIN, freePort, startService } from '../../gateway/cli/processes.ts';
 import type { ChildService } from '../../gateway/cli/processes.ts';
-import { BUSY_HEADER } from '../../runner/protocol.ts';
+import { BUSY_HEADER } from '../../runner/protocol/index.ts';
 import { alive } from '../support/faults.ts';
 import { chatBody, postJson } from '../support/fleet.ts';
 

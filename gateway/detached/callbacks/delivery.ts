@@ -50,6 +50,17 @@ export interface CallbackSender {
   send(message: CallbackMessage): Promise<DeliveryResult>;
 }
 
+/**
+ * How the gateway delivers a finished call to its callback URL: the part of a
+ * {@link CallbackSender} that detached calls use.
+ */
+export interface CallbackDelivery {
+  /** Resolves when `url` may be called back; rejects with a 4xx SluiceError saying why not. */
+  check(url: string): Promise<unknown>;
+  /** Delivers `payload`, retrying as it sees fit; never rejects. */
+  send(delivery: { id: string; url: string; payload: object }): Promise<unknown>;
+}
+
 type Outcome = { kind: 'answer'; status: number; retryAfter: string | undefined } | { kind: 'error'; error: string };
 
 /**

@@ -6,7 +6,7 @@
  * arrives with a callback URL (a refusal is a 400), and `sender.send(...)` when it finishes.
  */
 export { createCallbackSender } from './delivery.ts';
-export type { CallbackMessage, CallbackSender, DeliveryResult } from './delivery.ts';
+export type { CallbackDelivery, CallbackMessage, CallbackSender, DeliveryResult } from './delivery.ts';
 export { CallbackConfigError, CallbackRefusedError, CallbackSecretError } from './errors.ts';
 export type { RefusalReason } from './errors.ts';
 export type { CallbackSenderConfig, CallbackSenderOptions } from './options.ts';
@@ -14,6 +14,5 @@ export { METADATA_ADDRESSES, METADATA_HOSTNAMES, classifyAddress, compileNetwork
 export type { AddressClass, EmbeddingKind, NetworkList, SpecialRange } from './address.ts';
 export { generateWebhookSecret, parseWebhookSecret, signWebhook, verifyWebhook, WEBHOOK_HEADERS } from './signing.ts';
 export type { WebhookHeaders, WebhookRejection, WebhookSignInput, WebhookVerification, WebhookVerifyInput } from './signing.ts';
-export { createCallbackPolicy } from './targets.ts';
+export { callbackPolicyDefaults, createCallbackPolicy } from './targets.ts';
 export type { CallbackPolicy, CallbackPolicyOptions, CallbackTarget, HostLookup, ResolvedAddress } from './targets.ts';
-export { callbackPolicyDefaults } from './options.ts';

@@ -64,9 +64,6 @@ export const callbackSenderDefaults = Object.freeze({
   logger: silentLogger as Logger,
 });
 
-/** The policy's defaults (createCallbackPolicy); `--callback-allow-private` shows this one. */
-export const callbackPolicyDefaults = Object.freeze({ allowPrivate: false });
-
 // A callback retried past this many times is not going to land; more only keeps sockets busy.
 const MAX_ATTEMPTS = 20;
 // A rotation needs two; a few more cover a rotation begun before the last one ended.

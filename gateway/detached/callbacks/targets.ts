@@ -19,7 +19,9 @@ import { show } from '../../../placer/kernel/index.ts';
 import { classifyAddress, isMetadataHostname } from './address.ts';
 import { compileAllowlist } from './allowlist.ts';
 import { CallbackConfigError, CallbackRefusedError } from './errors.ts';
-import { callbackPolicyDefaults } from './options.ts';
+
+/** The policy's defaults (createCallbackPolicy); `--callback-allow-private` shows this one. */
+export const callbackPolicyDefaults = Object.freeze({ allowPrivate: false });
 
 /** One address a hostname resolved to. */
 export interface ResolvedAddress {

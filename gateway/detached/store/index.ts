@@ -16,7 +16,7 @@ export { StoreConfigError, StoreFullError, StoreInvalidRecordError, StoreUnavail
 export type { StoreFullDetail } from './errors.ts';
 export { RECORD_OVERHEAD_BYTES, parseRedisUrl, storeDefaults } from './options.ts';
 export type { CommonStoreOptions, MemoryStoreOptions, RedisAddress, RedisStoreOptions } from './options.ts';
-export { FINAL_STATUSES, LIVE_STATUSES } from './types.ts';
+export { FINAL_STATUSES, LIVE_STATUSES, scopedIdempotencyKey } from './types.ts';
 export type { CallError, CallFinish, CallRecord, CallStart, CallStatus, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 export { STORED_BYTES_LUA } from './redis-scripts.ts';
 

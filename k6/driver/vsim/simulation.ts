@@ -22,7 +22,7 @@
  *   placement, assuming the gateways keep up (at 1,000 runners that would take several);
  * - all runners' status is taken at the same instants, every `statusInterval` from the start.
  */
-import { affinityKey, renderPrompt } from '../../../gateway/calls/call.ts';
+import { affinityKey, renderPrompt } from '../../../gateway/http/call.ts';
 import { gatewayDefaults } from '../../../gateway/options.ts';
 import { loadAwareDefaults } from '../../../placer/load-options.ts';
 import { placerDefaults } from '../../../placer/options.ts';

@@ -16,7 +16,7 @@
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { CALL_ID_HEADER } from '../../protocol.ts';
+import { CALL_ID_HEADER } from '../../protocol/index.ts';
 import { SimOptionError } from './errors.ts';
 
 /** Statuses after which nothing ran, as the runner reads them. */

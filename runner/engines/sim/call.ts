@@ -5,12 +5,12 @@
 import type { ServerResponse } from 'node:http';
 import { SimQueueFullError } from './errors.ts';
 import type { SimFaults } from './faults.ts';
-import { sendError, type ApiError } from './http.ts';
+import { sendError } from './http.ts';
 import type { KvUsage } from './kv-usage.ts';
 import type { TtftHistogram } from './metrics.ts';
 import type { ResolvedSimEngineOptions } from './options.ts';
 import type { PrefixCache } from './prefix-cache.ts';
-import { notFound, refusal, schemaError } from './refusals.ts';
+import { notFound, refusal, schemaError, type ApiError } from './refusals.ts';
 import type { Release, SimScheduler } from './scheduler.ts';
 import type { SimTimingModel } from './timing.ts';
 

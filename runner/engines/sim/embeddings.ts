@@ -7,8 +7,8 @@
 import type { ServerResponse } from 'node:http';
 import { admit, createdAt, newId, resolveModel, type SimCallContext } from './call.ts';
 import { optionalChoice, optionalInteger } from './fields.ts';
-import { sendError, sendJson, type ApiError } from './http.ts';
-import { badRequest, schemaError } from './refusals.ts';
+import { sendError, sendJson } from './http.ts';
+import { badRequest, schemaError, type ApiError } from './refusals.ts';
 import { countTokens, EMBEDDING_DIMENSIONS, embeddingToBase64, embedText } from './text.ts';
 import { sleep } from './timing.ts';
 

@@ -4,7 +4,7 @@
  * real server; each one behaves as the matching real failure does on the wire, before any output.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { ApiError } from './http.ts';
+import type { ApiError } from './refusals.ts';
 import type { ResolvedSimEngineOptions } from './options.ts';
 import { internalError, refusal } from './refusals.ts';
 

@@ -3,7 +3,7 @@
  * wrong type as vLLM's schema (pydantic) does, before any meaning is given to it. A field sent
  * as `null` counts as absent, as it does in vLLM.
  */
-import type { ApiError } from './http.ts';
+import type { ApiError } from './refusals.ts';
 import { schemaError } from './refusals.ts';
 
 /** A field's value, or the refusal to answer with. */

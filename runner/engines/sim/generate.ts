@@ -6,9 +6,9 @@
 import type { ServerResponse } from 'node:http';
 import { admit, createdAt, newId, resolveModel, type SimCallContext } from './call.ts';
 import { optionalBoolean, optionalInteger, type FieldResult } from './fields.ts';
-import { sendError, sendJson, type ApiError } from './http.ts';
+import { sendError, sendJson } from './http.ts';
 import { blockHashes } from './prefix-cache.ts';
-import { badRequest, schemaError } from './refusals.ts';
+import { badRequest, schemaError, type ApiError } from './refusals.ts';
 import type { SlotOutcome } from './scheduler.ts';
 import { createTokenWriter, renderChatPrompt, renderCompletionPrompt, tokenize } from './text.ts';
 import { playTokens, type PlayOutcome } from './timing.ts';

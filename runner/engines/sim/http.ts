@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { invalidBody, refusal } from './refusals.ts';
+import type { ApiError } from './refusals.ts';
 
 /** Writes a complete JSON response. */
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
@@ -15,20 +16,6 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
     'content-length': Buffer.byteLength(text),
   });
   res.end(text);
-}
-
-/**
- * An error answer, before it is written in vLLM's ErrorResponse shape. Build one with the
- * helpers in refusals.ts, which name its `type` as vLLM does.
- */
-export interface ApiError {
-  /** The HTTP status, which vLLM also sends as the body's `code`. */
-  readonly status: number;
-  /** vLLM's name for the kind of error, e.g. `BadRequestError`, `NotFoundError`, `Bad Request`. */
-  readonly type: string;
-  readonly message: string;
-  /** The request field at fault, when one is. */
-  readonly param?: string;
 }
 
 /**

@@ -5,9 +5,8 @@
  * `sluice_sim_*` counters are the simulator's own, read by tests to prove how often a call ran,
  * that an abort arrived, or that a fault fired.
  */
-import type { SimCallContext } from './call.ts';
 import type { FaultTotals } from './faults.ts';
-import { BLOCK_SIZE, type PrefixCacheTotals } from './prefix-cache.ts';
+import type { PrefixCacheTotals } from './prefix-cache.ts';
 import type { SchedulerTotals } from './scheduler.ts';
 
 /** vLLM's bucket bounds for `vllm:time_to_first_token_seconds`, in seconds. */
@@ -92,20 +91,4 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
     ),
     family('sluice_sim_loading_rejected_total', 'counter', 'Requests answered 503 while the model was loading.', [`sluice_sim_loading_rejected_total ${faults.loading}`]),
   ].join('');
-}
-
-/** Renders one scrape of an engine's current state. */
-export function renderEngineMetrics(ctx: SimCallContext): string {
-  return renderMetrics({
-    modelName: ctx.options.models[0]!,
-    running: ctx.scheduler.running,
-    waiting: ctx.scheduler.waiting,
-    totals: ctx.scheduler.totals(),
-    kvUsage: ctx.kv.fraction,
-    kvBlocks: ctx.options.kvBlocks,
-    blockSize: BLOCK_SIZE,
-    prefix: ctx.prefixCache.totals(),
-    faults: ctx.faults.totals(),
-    ttft: ctx.ttft,
-  });
 }

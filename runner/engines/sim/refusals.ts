@@ -13,7 +13,19 @@
  *
  * Statuses vLLM has no error class for take their HTTP phrase, as vLLM's own graceful HTTP errors do.
  */
-import type { ApiError } from './http.ts';
+/**
+ * An error answer, before it is written in vLLM's ErrorResponse shape. Build one with the
+ * helpers below, which name its `type` as vLLM does.
+ */
+export interface ApiError {
+  /** The HTTP status, which vLLM also sends as the body's `code`. */
+  readonly status: number;
+  /** vLLM's name for the kind of error, e.g. `BadRequestError`, `NotFoundError`, `Bad Request`. */
+  readonly type: string;
+  readonly message: string;
+  /** The request field at fault, when one is. */
+  readonly param?: string;
+}
 
 const PHRASES: Readonly<Record<number, string>> = {
   400: 'Bad Request',

@@ -14,9 +14,9 @@ import { handleEmbeddings } from './embeddings.ts';
 import { handleGeneration } from './generate.ts';
 import { readJsonBody, readRawBody, sendError, sendJson } from './http.ts';
 import { KvUsage } from './kv-usage.ts';
-import { METRICS_CONTENT_TYPE, renderEngineMetrics, TtftHistogram } from './metrics.ts';
+import { METRICS_CONTENT_TYPE, renderMetrics, TtftHistogram } from './metrics.ts';
 import { resolveSimEngineOptions, type ResolvedSimEngineOptions, type SimEngineOptions } from './options.ts';
-import { PrefixCache, type PrefixCacheTotals } from './prefix-cache.ts';
+import { BLOCK_SIZE, PrefixCache, type PrefixCacheTotals } from './prefix-cache.ts';
 import { badRequest, internalError, notFound, refusal } from './refusals.ts';
 import { SimScheduler, type SchedulerTotals } from './scheduler.ts';
 import { createSimTiming } from './timing.ts';
@@ -244,4 +244,20 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
       };
     },
   };
+}
+
+/** Renders one scrape of an engine's current state. */
+function renderEngineMetrics(ctx: SimCallContext): string {
+  return renderMetrics({
+    modelName: ctx.options.models[0]!,
+    running: ctx.scheduler.running,
+    waiting: ctx.scheduler.waiting,
+    totals: ctx.scheduler.totals(),
+    kvUsage: ctx.kv.fraction,
+    kvBlocks: ctx.options.kvBlocks,
+    blockSize: BLOCK_SIZE,
+    prefix: ctx.prefixCache.totals(),
+    faults: ctx.faults.totals(),
+    ttft: ctx.ttft,
+  });
 }

@@ -12,7 +12,7 @@ import { request } from 'undici';
 import type { RunnerResponse } from '../../../gateway/fleet/http-runner.ts';
 import { lastEventEnd, relay } from '../../../gateway/calls/relay.ts';
 import type { RelayResult } from '../../../gateway/calls/relay.ts';
-import { ERROR_TRAILER, EXEC_TRAILER, EngineErrorCode } from '../../../runner/protocol.ts';
+import { ERROR_TRAILER, EXEC_TRAILER, EngineErrorCode } from '../../../runner/protocol/index.ts';
 import { eventually } from '../../support/fleet.ts';
 
 /** A runner's response whose body the test writes; `trailers` may be filled before `end`. */

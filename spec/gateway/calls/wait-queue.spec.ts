@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_PASSED_OVER, WaitQueue } from '../../../gateway/calls/wait-queue.ts';
-import type { Priority, WaitEnd, Waiter } from '../../../gateway/calls/wait-queue.ts';
+import type { WaitEnd, Waiter } from '../../../gateway/calls/wait-queue.ts';
+import type { Priority } from '../../../gateway/http/index.ts';
 import { FakeClock, T0 } from '../../placer/fake.ts';
 
 const FAR = T0 + 60_000;

@@ -46,7 +46,7 @@ describe('the production build', () => {
   });
 
   it('reads the version from the package.json copied beside the build', () => {
-    const script = `const { VERSION } = await import(${JSON.stringify(join(dir, 'dist/runner/version.js'))}); console.log(VERSION);`;
+    const script = `const { VERSION } = await import(${JSON.stringify(join(dir, 'dist/runner/protocol/version.js'))}); console.log(VERSION);`;
     const version = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }).trim();
     expect(version).toBe((JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version);
   });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { benchDefaults } from '../../../k6/driver/options.ts';
 import { scenarios } from '../../../k6/driver/index.ts';
-import { callbackPolicyDefaults } from '../../../gateway/detached/callbacks/options.ts';
+import { callbackPolicyDefaults } from '../../../gateway/detached/callbacks/index.ts';
 import { commands, loadCommand } from '../../../gateway/cli/commands.ts';
 import { SLUICE_BIN } from '../../../gateway/cli/processes.ts';
 import { flagOf, formatDefault, formatHelp, parseSetting, resolveSettings } from '../../../gateway/cli/settings.ts';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startService } from '../../../gateway/cli/processes.ts';
 import type { ChildService } from '../../../gateway/cli/processes.ts';
-import { REGISTER_PATH } from '../../../runner/protocol.ts';
+import { REGISTER_PATH } from '../../../runner/protocol/index.ts';
 import { eventually, postJson } from '../../support/fleet.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-token-reload-'));

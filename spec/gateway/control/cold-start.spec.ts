@@ -15,14 +15,15 @@ import { COLD_START_HEADER, ColdStartWaits, recordingColdStarts } from '../../..
 import type { RecordingColdStarts } from '../../../gateway/control/cold-start.ts';
 import { DetachedCalls } from '../../../gateway/detached/detached.ts';
 import { resolveGatewayOptions } from '../../../gateway/options.ts';
-import type { CallResult, GatewayOptions } from '../../../gateway/options.ts';
+import type { GatewayOptions } from '../../../gateway/options.ts';
+import type { CallResult } from '../../../gateway/http/index.ts';
 import { waitQueueFor } from '../../../gateway/calls/placement.ts';
 import { FleetPool } from '../../../gateway/fleet/pool.ts';
 import type { RunnerEntry } from '../../../gateway/fleet/runner-entry.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
 import type { WaitQueue } from '../../../gateway/calls/wait-queue.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
-import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol.ts';
+import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { chatBody, eventually, metricValue } from '../../support/fleet.ts';
 import { FakeClock } from '../../placer/fake.ts';
 

@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { checkDeployment, deploymentDefaults, deploymentRevision } from '../../../gateway/control/deployments.ts';
-import { resolveLaunchPolicy } from '../../../runner/protocol.ts';
-import type { LaunchPolicy } from '../../../runner/protocol.ts';
+import { resolveLaunchPolicy } from '../../../runner/protocol/index.ts';
+import type { LaunchPolicy } from '../../../runner/protocol/index.ts';
 
 /** A policy that adds what these deployments launch beyond the defaults. */
 function policyOf(binaries: string[], envAllow: string[]): LaunchPolicy {

@@ -7,8 +7,8 @@ import { checkDeployment } from '../../../gateway/control/deployments.ts';
 import type { FleetRunner, FleetView, Lease } from '../../../gateway/control/fleet.ts';
 import type { ReconcilerTimers } from '../../../gateway/control/reconciler-options.ts';
 import type { Reconciler } from '../../../gateway/control/reconciler.ts';
-import type { Capacity, HostedEngine, HostedState, LaunchPolicy } from '../../../runner/protocol.ts';
-import { resolveLaunchPolicy } from '../../../runner/protocol.ts';
+import type { Capacity, HostedEngine, HostedState, LaunchPolicy } from '../../../runner/protocol/index.ts';
+import { resolveLaunchPolicy } from '../../../runner/protocol/index.ts';
 
 const SPEC_POLICY: LaunchPolicy = (() => {
   const resolved = resolveLaunchPolicy({ envAllow: ['sim=SIM_TOKEN'] });

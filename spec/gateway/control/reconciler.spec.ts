@@ -8,7 +8,7 @@ import type { ReconcilerEvent, ReconcilerOptions } from '../../../gateway/contro
 import { reconcilerDefaults } from '../../../gateway/control/reconciler-options.ts';
 import { Reconciler, replicaId } from '../../../gateway/control/reconciler.ts';
 import { MemoryDeploymentStore } from '../../../gateway/control/store.ts';
-import { WIRE_ID_PATTERN } from '../../../runner/protocol.ts';
+import { WIRE_ID_PATTERN } from '../../../runner/protocol/index.ts';
 import { seededRandom, silentLogger } from '../../../placer/kernel/index.ts';
 import { FakeClock, T0 } from '../../placer/fake.ts';
 import { warningRecorder } from '../../support/logger.ts';

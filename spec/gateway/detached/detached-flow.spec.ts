@@ -6,9 +6,9 @@
  */
 import type { ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import type { GatewayCall } from '../../../gateway/calls/call.ts';
+import type { GatewayCall } from '../../../gateway/http/call.ts';
 import { DetachedCalls } from '../../../gateway/detached/detached.ts';
-import type { CallbackDelivery } from '../../../gateway/detached/detached.ts';
+import type { CallbackDelivery } from '../../../gateway/detached/callbacks/index.ts';
 import { DetachedFlow, DetachedSignal, detachedResult } from '../../../gateway/detached/detached-flow.ts';
 import type { DetachedReply } from '../../../gateway/detached/detached-flow.ts';
 import { PlacerTimeoutError } from '../../../placer/errors.ts';

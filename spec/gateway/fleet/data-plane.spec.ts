@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { CallSigner, resolveDataPlane } from '../../../gateway/fleet/data-plane.ts';
 import { GatewayConfigError } from '../../../gateway/errors.ts';
 import { checkFrontListen, isLoopbackHost } from '../../../gateway/http/front-tls.ts';
-import type { GatewayCall } from '../../../gateway/calls/call.ts';
-import { BODY_DIGEST_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from '../../../runner/protocol.ts';
+import type { GatewayCall } from '../../../gateway/http/call.ts';
+import { BODY_DIGEST_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from '../../../runner/protocol/index.ts';
 import { createRunner } from '../../../runner/server.ts';
 import { RunnerConfigError } from '../../../runner/errors.ts';
 

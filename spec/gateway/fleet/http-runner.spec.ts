@@ -10,13 +10,13 @@ import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { GatewayCall } from '../../../gateway/calls/call.ts';
+import type { GatewayCall } from '../../../gateway/http/call.ts';
 import { HttpRunner } from '../../../gateway/fleet/http-runner.ts';
 import type { RunnerResponse } from '../../../gateway/fleet/http-runner.ts';
 import { RunnerEntry } from '../../../gateway/fleet/runner-entry.ts';
 import type { TryExecResult } from '../../../placer/types.ts';
-import { BUSY_HEADER, CALL_ID_HEADER, RESPONSE_TIMEOUT_HEADER, TIMEOUT_HEADER } from '../../../runner/protocol.ts';
-import type { ReportedLoad, RunnerRegistration, StatusReading } from '../../../runner/protocol.ts';
+import { BUSY_HEADER, CALL_ID_HEADER, RESPONSE_TIMEOUT_HEADER, TIMEOUT_HEADER } from '../../../runner/protocol/index.ts';
+import type { ReportedLoad, RunnerRegistration, StatusReading } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];

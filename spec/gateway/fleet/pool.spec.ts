@@ -6,13 +6,13 @@
  * clock alone moves. No runner here is ever called: the URLs point at a closed port.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { GatewayCall } from '../../../gateway/calls/call.ts';
+import type { GatewayCall } from '../../../gateway/http/call.ts';
 import { FleetPool } from '../../../gateway/fleet/pool.ts';
 import { RunnerRegistry } from '../../../gateway/fleet/registry.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
 import { createLeastLoadedPlacer } from '../../../placer/index.ts';
 import { LOAD_STALE_AFTER_MS, loadOf } from '../../../placer/load.ts';
-import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol.ts';
+import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
 
 const HEARTBEAT = 1_000;

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { HttpRunner } from '../../../gateway/fleet/http-runner.ts';
 import { RunnerEntry } from '../../../gateway/fleet/runner-entry.ts';
-import type { ReportedLoad } from '../../../runner/protocol.ts';
+import type { ReportedLoad } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
 
 const entries: RunnerEntry[] = [];

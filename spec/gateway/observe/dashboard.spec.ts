@@ -10,8 +10,8 @@ import { createGateway } from '../../../gateway/server.ts';
 import type { Gateway } from '../../../gateway/server.ts';
 import { ROUTE_SCOPES } from '../../../gateway/access/scopes.ts';
 import { createJsonLogger } from '../../../placer/kernel/index.ts';
-import { REGISTER_PATH } from '../../../runner/protocol.ts';
-import type { RunnerRegistration } from '../../../runner/protocol.ts';
+import { REGISTER_PATH } from '../../../runner/protocol/index.ts';
+import type { RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { OPERATOR_TOKEN, asOperator, getJson, postJson } from '../../support/fleet.ts';
 
 const RUNNER_TOKEN = 'dashboard-spec-runner-token-0123456789';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { serviceResource } from '../../../gateway/observe/telemetry.ts';
-import { VERSION } from '../../../runner/version.ts';
+import { VERSION } from '../../../runner/protocol/version.ts';
 
 describe('serviceResource', () => {
   it('returns exactly service.name, service.version and service.instance.id when given an instance id', () => {

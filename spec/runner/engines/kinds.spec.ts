@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { UnknownEngineKindError } from '../../../runner/engines/errors.ts';
 import { ENGINE_KIND_SPECS, ENGINE_KINDS, engineKind } from '../../../runner/engines/kinds.ts';
-import type { EngineKindName, EngineLoad } from '../../../runner/engines/kinds.ts';
+import type { EngineKindName } from '../../../runner/engines/kinds.ts';
+import type { EngineLoad } from '../../../runner/protocol/index.ts';
 import { parsePrometheusText } from '../../../runner/engines/prometheus.ts';
 import { expectThrows } from '../../support/throws.ts';
 

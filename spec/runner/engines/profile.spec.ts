@@ -225,7 +225,7 @@ describe('defaultProfileFacts', () => {
 
 describe('validateProfile: forbidden options', () => {
   it("takes --trust-remote-code in the runner's own profile, and refuses it in an order (with a policy)", async () => {
-    const { DEFAULT_LAUNCH_POLICY } = await import('../../../runner/protocol.ts');
+    const { DEFAULT_LAUNCH_POLICY } = await import('../../../runner/protocol/index.ts');
     const own = { kind: 'vllm', model: 'org/m', port: 8000, args: ['--trust-remote-code'] };
     const facts = { gpuIndices: [], findBinary: async (name: string) => `/usr/bin/${name}`, portFree: async () => true };
     await expect(validateProfile(own, facts)).resolves.toMatchObject({ args: ['--trust-remote-code'] });

@@ -9,7 +9,8 @@ import { createJsonLogger } from '../../../placer/kernel/index.ts';
 import type { Clock } from '../../../placer/kernel/index.ts';
 import { RunnerConfigError } from '../../../runner/errors.ts';
 import { EngineSupervisor, resolveSupervisorOptions, supervisorDefaults } from '../../../runner/engines/supervisor.ts';
-import type { EngineStateChange, EngineSupervisorOptions, SupervisorState } from '../../../runner/engines/supervisor.ts';
+import type { EngineStateChange, EngineSupervisorOptions } from '../../../runner/engines/supervisor.ts';
+import type { SupervisorState } from '../../../runner/protocol/index.ts';
 
 const FAKE_ENGINE = fileURLToPath(new URL('../../fixtures/engines/fake-engine.mjs', import.meta.url));
 const supervisors: EngineSupervisor[] = [];

@@ -1,6 +1,6 @@
 /** runner/protocol/call.ts: the execution-time trailer, hop-by-hop headers, and which transport errors mean nothing was sent. */
 import { describe, expect, it } from 'vitest';
-import { HOP_BY_HOP_HEADERS, formatExecTiming, isConnectError, parseExecTiming, withoutHopByHop } from '../../../runner/protocol.ts';
+import { HOP_BY_HOP_HEADERS, formatExecTiming, isConnectError, parseExecTiming, withoutHopByHop } from '../../../runner/protocol/index.ts';
 
 /** An Error carrying a Node/undici style `code`. */
 function coded(code: string, options?: { cause?: unknown }): Error {

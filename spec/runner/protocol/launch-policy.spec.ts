@@ -3,7 +3,7 @@
  * by default, NEVER_ENV never), and the operator's additions.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LAUNCH_POLICY, launchProblems, resolveLaunchPolicy } from '../../../runner/protocol.ts';
+import { DEFAULT_LAUNCH_POLICY, launchProblems, resolveLaunchPolicy } from '../../../runner/protocol/index.ts';
 
 describe('launchProblems', () => {
   it('names each field, never a value', () => {

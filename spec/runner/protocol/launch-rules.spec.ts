@@ -1,7 +1,7 @@
 /** runner/protocol/launch-rules.ts: reserved options reached in every spelling the kind's parser reads. */
 import { describe, expect, it } from 'vitest';
-import { reservedFlagOf } from '../../../runner/protocol.ts';
-import type { ProfileKind } from '../../../runner/protocol.ts';
+import { reservedFlagOf } from '../../../runner/protocol/index.ts';
+import type { ProfileKind } from '../../../runner/protocol/index.ts';
 
 describe('reservedFlagOf', () => {
   it.each([

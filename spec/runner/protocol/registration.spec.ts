@@ -1,6 +1,6 @@
 /** runner/protocol/registration.ts: the registration and heartbeat bodies, their checks, and what a gateway's answer says. */
 import { describe, expect, it } from 'vitest';
-import { ORDER_LIMITS, WIRE_ID_PATTERN, gatewayAnswerKind, parseEngineOrder, parseHeartbeat, parseRegistration } from '../../../runner/protocol.ts';
+import { ORDER_LIMITS, WIRE_ID_PATTERN, gatewayAnswerKind, parseEngineOrder, parseHeartbeat, parseRegistration } from '../../../runner/protocol/index.ts';
 
 const load = { slotsInUse: 1, slots: 4, queue: 0, models: {} };
 const registration = { id: 'r-1', url: 'http://10.0.0.5:9000', version: '1.2.3', engines: [], models: ['m1'], slots: 4, gpus: null, ready: true, load };

@@ -8,8 +8,8 @@ import {
   readCallCredential,
   signCall,
   verifyCall,
-} from '../../../runner/protocol.ts';
-import type { SignedCall } from '../../../runner/protocol.ts';
+} from '../../../runner/protocol/index.ts';
+import type { SignedCall } from '../../../runner/protocol/index.ts';
 
 const SECRET = 'call-secret-0123456789abcdef-0123456789';
 const OTHER = 'call-secret-fedcba9876543210-9876543210';

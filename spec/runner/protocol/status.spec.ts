@@ -1,6 +1,6 @@
 /** runner/protocol/status.ts: what a gateway reads from a runner's status page. */
 import { describe, expect, it } from 'vitest';
-import { readStatus } from '../../../runner/protocol.ts';
+import { readStatus } from '../../../runner/protocol/index.ts';
 
 describe('readStatus', () => {
   const page = {

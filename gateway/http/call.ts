@@ -1,6 +1,8 @@
 /**
  * The call as the gateway carries it: what the placer sees (RunnerCall) plus the buffered
- * request the runner will get, and the timestamps of Fn's lifecycle.
+ * request the runner will get, and the timestamps of Fn's lifecycle; the routes it comes in on,
+ * its priority class and how it ended. Every room speaks of calls in these words, so they sit in
+ * the lowest room.
  */
 import { randomFillSync } from 'node:crypto';
 import type { CallType, RunnerCall } from '../../placer/types.ts';
@@ -58,6 +60,32 @@ export function routedPath(route: CallRoute, fn: string | undefined, target: str
  * (see gateway/observe/metrics.ts).
  */
 export type CallOutcome = 'completed' | 'cancelled' | 'timeouts' | 'errors' | 'server_busy';
+
+/** How a finished call went, for after-call listeners. */
+export interface CallResult {
+  outcome: CallOutcome;
+  /** HTTP status the client got (0 when the client was gone before any). */
+  status: number;
+  /** Runner that committed to the call, when one did. */
+  runner?: string;
+  /** Execution time the runner reported, in ms. */
+  execMs?: number;
+  /** End of the response minus startedAt, in ms. */
+  totalMs: number;
+  /** What the platform added, in ms: totalMs minus execMs. */
+  latencyMs: number;
+  error?: Error;
+}
+
+/** The priority classes a call names in `sluice-priority`, most urgent first. */
+export const PRIORITIES = ['interactive', 'batch'] as const;
+/** A call's priority class: `interactive` calls are always woken before `batch` ones. */
+export type Priority = (typeof PRIORITIES)[number];
+
+/** True when `value` names a priority class. */
+export function isPriority(value: unknown): value is Priority {
+  return (PRIORITIES as readonly unknown[]).includes(value);
+}
 
 /** A call in the gateway. Fields an overrider may change are not readonly until placement. */
 export interface GatewayCall extends RunnerCall {

@@ -1,5 +1,5 @@
 /**
- * runner/body.ts, the body reader and the body pump shared by the runner and the gateway, over
+ * runner/protocol/body.ts, the body reader and the body pump shared by the runner and the gateway, over
  * real sockets on 127.0.0.1. The gateway's bounds and errors on top of the reader are
  * spec/gateway/http/body.spec.ts; the runner's are spec/runner/server.spec.ts.
  */
@@ -9,9 +9,9 @@ import { connect } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { pumpBody, readBody } from '../../runner/body.ts';
-import type { BodyRead } from '../../runner/body.ts';
-import { eventually } from '../support/fleet.ts';
+import { pumpBody, readBody } from '../../../runner/protocol/body.ts';
+import type { BodyRead } from '../../../runner/protocol/body.ts';
+import { eventually } from '../../support/fleet.ts';
 
 const cleanups: Array<() => Promise<unknown> | void> = [];
 afterEach(async () => {

@@ -1,7 +1,7 @@
 /**
- * Bodies on the wire, both ways, for the runner and the gateway alike (the gateway imports this
- * from runner/, as it does the protocol): reading a request body whole under bounds, and pumping
- * a streamed body into a Node response at the pace the peer reads it.
+ * Bodies on the wire, both ways, for the runner and the gateway alike: reading a request body
+ * whole under bounds, and pumping a streamed body into a Node response at the pace the peer
+ * reads it. Part of the wire because both sides move bodies to each other by these rules.
  *
  * Each side keeps its own errors: the reader raises whatever its caller builds (the gateway's
  * GW_ codes, the runner's RUNNER_BODY_TOO_LARGE), and the pump leaves a stream's end and failure
@@ -9,7 +9,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { coalesceWrites } from './protocol.ts';
+import { coalesceWrites } from './call.ts';
 
 /** A bound on time with the error that passing it raises. */
 export interface TimeBound {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Hono } from 'hono';
-import { OPENAI_CALL_ROUTES, affinityKey, directCallRoute, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../../gateway/calls/call.ts';
+import { OPENAI_CALL_ROUTES, affinityKey, directCallRoute, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../../gateway/http/call.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from '../../../gateway/errors.ts';
 import { SluiceError } from '../../../placer/kernel/index.ts';
 import { expectThrows } from '../../support/throws.ts';

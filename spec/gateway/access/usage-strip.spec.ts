@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { stripInjectedUsage } from '../../../gateway/calls/usage-strip.ts';
+import { stripInjectedUsage } from '../../../gateway/access/usage-strip.ts';
 
 const event = (payload: object | string) => `data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`;
 
