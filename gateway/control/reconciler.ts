@@ -22,12 +22,12 @@
 import { checksFor, drawIndex } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
 import type { EngineOrder } from '../../runner/protocol.ts';
-import type { ReconcileAction } from './actions.ts';
 import { ModelAutoscaler } from './autoscaler.ts';
 import type { ScaleLoad } from './autoscaler.ts';
 import { Book, replicasOf, reportedReplicas } from './book.ts';
 import { deploymentRevision } from './deployments.ts';
 import type { Deployment } from './deployments.ts';
+import { narrate } from './narration.ts';
 import { startFailureOf } from './operations.ts';
 import type { StartFailureView } from './operations.ts';
 import { plan } from './plan.ts';
@@ -304,8 +304,10 @@ export class Reconciler {
       config: this.#config,
       newReplica: (model) => replicaId(model, this.#random),
     });
+    const emit = (event: ReconcilerEvent): void => this.#emit(event);
     for (const action of actions) {
-      this.#tell(action);
+      // Told before applied: a line may say what changed (a model newly unplaced).
+      narrate(action, this.#book, logger, emit);
       this.#book.apply(action);
     }
   }
@@ -322,71 +324,6 @@ export class Reconciler {
     this.#book = this.#book.handover();
     this.#deps.logger.warn('reconciler lease lost', { why });
     this.#emit({ kind: 'leader', leading: false });
-  }
-
-  /** Logs an action and tells the listener, before the book applies it. */
-  #tell(action: ReconcileAction): void {
-    const { logger } = this.#deps;
-    switch (action.kind) {
-      case 'adopt':
-        logger.info('reconciler lease taken', { adoptedReplicas: action.orders.length });
-        return this.#emit({ kind: 'leader', leading: true });
-      case 'forget':
-        if (action.stopped === 0) return;
-        logger.info('replicas of a deleted deployment stopped', { model: action.model, replicas: action.stopped });
-        return this.#emit({ kind: 'scale', model: action.model, from: action.stopped, to: 0, reason: 'deployment deleted' });
-      case 'ready': {
-        const { model, replica, runner, startMs } = action;
-        logger.info('replica ready', { model, replica, runner, startMs });
-        return this.#emit({ kind: 'ready', model, replica, runner, startMs });
-      }
-      case 'start-failed': {
-        const { model, replica, runner, attempt, reason } = action;
-        logger.warn('replica start failed', { model, replica, runner, attempt, reason });
-        return this.#emit({ kind: 'failed', model, replica, runner, reason });
-      }
-      case 'dead-letter': {
-        const { model, attempts } = action;
-        logger.error('start operation dead-lettered', { model, attempts: attempts.length, reasons: attempts.map((a) => `${a.runner}: ${a.reason}`) });
-        return this.#emit({ kind: 'dead-letter', model, attempts });
-      }
-      case 'lost': {
-        const { model, replica, runner, reason } = action;
-        logger.warn('replica failed', { model, replica, runner, reason });
-        return this.#emit({ kind: 'failed', model, replica, runner, reason });
-      }
-      case 'replaced': {
-        const { model, replica, runner, by } = action;
-        logger.info('replica replaced', { model, replica, runner, by });
-        return this.#emit({ kind: 'replaced', model, replica, runner, by });
-      }
-      case 'unblock':
-        return logger.info('deployment unblocked', { model: action.model });
-      case 'stop': {
-        const { model, replica, runner, state, reason } = action;
-        return logger.info('replica stopping', { model, replica, runner, state, reason });
-      }
-      case 'scale': {
-        const { model, from, to, reason } = action;
-        logger.info('deployment scaled', { model, from, to, reason });
-        return this.#emit({ kind: 'scale', model, from, to, reason });
-      }
-      case 'drop':
-        return logger.info('start operation dropped', { model: action.model, failedAttempts: action.failedAttempts, reason: action.reason });
-      case 'replace':
-        return logger.info('replica replacing', { model: action.model, replica: action.target.replica, runner: action.target.runner, outdated: action.outdated, reason: 'the deployment changed' });
-      case 'go-first':
-        return logger.info('replica stopping', { model: action.model, replica: action.target.replica, runner: action.target.runner, state: 'ready', reason: 'replaced in place: no runner has room beside it' });
-      case 'order': {
-        const { model, runner, attempt } = action;
-        return logger.info('replica ordered', { model, replica: action.order.replica, runner, attempt });
-      }
-      case 'fit':
-        if (action.unplaced && !this.#book.unplaced(action.model)) logger.warn('no runner fits a replica', { model: action.model, runners: Object.keys(action.unplaced).length });
-        return;
-      default:
-        return;
-    }
   }
 
   #scaler(model: string): ModelAutoscaler {
