@@ -18,7 +18,7 @@
  */
 import type { Deployment } from './deployments.ts';
 
-/** The windows of {@link ModelAutoscaler}, in ms; the reconciler checks them. */
+/** The windows of {@link ModelAutoscaler} and {@link decideScale}, in ms; the reconciler checks them. */
 export interface AutoscalerWindows {
   readonly stableWindow: number;
   readonly panicWindow: number;
@@ -38,7 +38,7 @@ export interface ScaleInput {
   readonly waiting: number;
 }
 
-/** What {@link ModelAutoscaler.decide} wants, and why in words (scale events carry the words). */
+/** What {@link decideScale} wants, and why in words (scale events carry the words). */
 export interface ScaleDecision {
   readonly wanted: number;
   /** Why `wanted` is what it is: "3.2 calls over 60 s at target 1", "minReplicas 1", ... */
@@ -117,11 +117,10 @@ export function decideScale(windows: AutoscalerWindows, load: ScaleLoad, memory:
   return { decision: { wanted, reason, scaleDown, downReason, panicking, stable, panic }, memory: { holdUntil, belowSince } };
 }
 
-/** The concurrency samples of one model, and its scaling memory for {@link ModelAutoscaler.decide}. */
+/** The concurrency samples of one model, over the stable window; {@link decideScale} reads their averages. */
 export class ModelAutoscaler {
   readonly #windows: AutoscalerWindows;
   #samples: Sample[] = [];
-  #memory: ScaleMemory = FRESH_SCALE_MEMORY;
 
   constructor(windows: AutoscalerWindows) {
     this.#windows = windows;
@@ -156,17 +155,5 @@ export class ModelAutoscaler {
   /** Both windows' averages at `now`. */
   load(now: number): ScaleLoad {
     return { stable: this.average(now, this.#windows.stableWindow), panic: this.average(now, this.#windows.panicWindow) };
-  }
-
-  /** {@link decideScale} over these samples, keeping the memory here. */
-  decide(input: ScaleInput): ScaleDecision {
-    const { decision, memory } = decideScale(this.#windows, this.load(input.now), this.#memory, input);
-    this.#memory = memory;
-    return decision;
-  }
-
-  /** Forgets the scale-down timing (a new leader starts counting afresh). */
-  reset(): void {
-    this.#memory = FRESH_SCALE_MEMORY;
   }
 }
