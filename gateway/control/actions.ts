@@ -3,7 +3,7 @@
  * book (book.ts) applies them, and the loop (reconciler.ts) logs each and tells its listener.
  * An action names its operation by the id the book gave it, its order by runner and replica.
  */
-import type { EngineOrder } from '../../runner/protocol.ts';
+import type { EngineOrder } from '../../runner/protocol/index.ts';
 import type { ScaleMemory } from './autoscaler.ts';
 import type { ReplacedReplica, StartAttempt } from './operations.ts';
 import type { ReplicaState } from './reconciler-options.ts';

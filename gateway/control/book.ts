@@ -9,7 +9,7 @@
  * the same actions to its own book, ends where the draft did. Dead letters, blocks and scale
  * events outlast a change of leader ({@link Book.handover}); the rest is the leader's own.
  */
-import type { EngineOrder } from '../../runner/protocol.ts';
+import type { EngineOrder } from '../../runner/protocol/index.ts';
 import type { ReconcileAction } from './actions.ts';
 import { FRESH_SCALE_MEMORY } from './autoscaler.ts';
 import type { ScaleMemory } from './autoscaler.ts';

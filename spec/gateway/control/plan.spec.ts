@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { ReconcileAction } from '../../../gateway/control/actions.ts';
 import { Book } from '../../../gateway/control/book.ts';
 import { deploymentRevision } from '../../../gateway/control/deployments.ts';
-import type { EngineOrder } from '../../../runner/protocol.ts';
+import type { EngineOrder } from '../../../runner/protocol/index.ts';
 import { plan } from '../../../gateway/control/plan.ts';
 import type { DeployedModel } from '../../../gateway/control/plan.ts';
 import { reconcilerDefaults } from '../../../gateway/control/reconciler-options.ts';
