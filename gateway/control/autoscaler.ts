@@ -1,7 +1,8 @@
 /**
  * How many replicas one deployment wants, from the concurrency it carries: Knative's two-window
  * rule (a stable average and a short panic one) over samples the reconciler takes every
- * `sampleInterval`. Pure arithmetic on times it is given; it reads no clock and holds no timer.
+ * `sampleInterval`. Pure arithmetic on times it is given; it reads no clock and holds no timer:
+ * {@link decideScale} is the rule, and the reconciler keeps its memory in its book.
  *
  * The rules, in the order they apply:
  * - wanted = clamp(ceil(stable / target), min, max), where `stable` is the average concurrency
@@ -17,7 +18,7 @@
  */
 import type { Deployment } from './deployments.ts';
 
-/** The windows of {@link ModelAutoscaler}, in ms; the reconciler checks them. */
+/** The windows of {@link ModelAutoscaler} and {@link decideScale}, in ms; the reconciler checks them. */
 export interface AutoscalerWindows {
   readonly stableWindow: number;
   readonly panicWindow: number;
@@ -37,7 +38,7 @@ export interface ScaleInput {
   readonly waiting: number;
 }
 
-/** What {@link ModelAutoscaler.decide} wants, and why in words (scale events carry the words). */
+/** What {@link decideScale} wants, and why in words (scale events carry the words). */
 export interface ScaleDecision {
   readonly wanted: number;
   /** Why `wanted` is what it is: "3.2 calls over 60 s at target 1", "minReplicas 1", ... */
@@ -62,14 +63,64 @@ const figure = (n: number): string => String(Math.round(n * 10) / 10);
 /** A duration for a reason, in whole seconds. */
 const seconds = (ms: number): string => `${Math.round(ms / 1000)} s`;
 
-/** The scaling state of one model: its samples, its last panic and how long it has wanted fewer. */
+/** What a deployment's scaling remembers between passes: its last panic's hold and how long it has wanted fewer. */
+export interface ScaleMemory {
+  /** Until when no scale-down happens: the last panic plus the stable window. */
+  readonly holdUntil: number;
+  /** Since when the wanted count has been below the current count; undefined when it is not. */
+  readonly belowSince: number | undefined;
+}
+
+/** A memory with no panic and no time below: a new deployment's, or a new leader's. */
+export const FRESH_SCALE_MEMORY: ScaleMemory = Object.freeze({ holdUntil: -Infinity, belowSince: undefined });
+
+/** The average concurrency over the stable and the panic window, at a pass's time. */
+export interface ScaleLoad {
+  readonly stable: number;
+  readonly panic: number;
+}
+
+/**
+ * Applies the rules of this file to one pass's view of a deployment: pure, it returns the
+ * decision and the memory the next pass starts from.
+ */
+export function decideScale(windows: AutoscalerWindows, load: ScaleLoad, memory: ScaleMemory, input: ScaleInput): { readonly decision: ScaleDecision; readonly memory: ScaleMemory } {
+  const { now, deployment: d, ready, current, waiting } = input;
+  const { stableWindow, panicWindow, panicThreshold } = windows;
+  const { stable, panic } = load;
+  const target = d.targetConcurrency;
+  const clamp = (n: number): number => Math.min(d.maxReplicas, Math.max(d.minReplicas, n));
+  const byLoad = Math.ceil(stable / target);
+  let wanted = clamp(byLoad);
+  let reason = byLoad < d.minReplicas && wanted === d.minReplicas ? `minReplicas ${d.minReplicas}` : `${figure(stable)} calls over ${seconds(stableWindow)} at target ${target}`;
+  const panicking = panic > 0 && panic >= panicThreshold * target * Math.max(ready, 1);
+  let holdUntil = memory.holdUntil;
+  if (panicking) {
+    holdUntil = now + stableWindow;
+    const inPanic = clamp(Math.max(Math.ceil(panic / target), wanted, current));
+    if (inPanic > wanted) reason = `panic: ${figure(panic)} calls over ${seconds(panicWindow)}`;
+    wanted = inPanic;
+  }
+  // A waiting call wants a replica whatever the averages say; with none at all, at once.
+  if (waiting > 0 && wanted < 1) {
+    wanted = 1;
+    reason = current === 0 ? 'a call is waiting with no replica' : `${waiting} calls waiting`;
+  }
+  const holding = now < holdUntil;
+  // Held: the panic's replicas stay (an operator's lower max still wins).
+  if (holding) wanted = Math.max(wanted, Math.min(current, d.maxReplicas));
+
+  const belowSince = wanted >= current ? undefined : (memory.belowSince ?? now);
+  const below = belowSince === undefined ? 0 : now - belowSince;
+  const scaleDown = belowSince !== undefined && !holding && below >= d.scaleDownDelay;
+  const downReason = stable === 0 ? `idle for ${seconds(below)}` : `${figure(stable)} calls over ${seconds(stableWindow)} at target ${target} for ${seconds(below)}`;
+  return { decision: { wanted, reason, scaleDown, downReason, panicking, stable, panic }, memory: { holdUntil, belowSince } };
+}
+
+/** The concurrency samples of one model, over the stable window; {@link decideScale} reads their averages. */
 export class ModelAutoscaler {
   readonly #windows: AutoscalerWindows;
   #samples: Sample[] = [];
-  /** Until when no scale-down happens: the last panic plus the stable window. */
-  #holdUntil = -Infinity;
-  /** Since when the wanted count has been below the current count; undefined when it is not. */
-  #belowSince: number | undefined;
 
   constructor(windows: AutoscalerWindows) {
     this.#windows = windows;
@@ -101,44 +152,8 @@ export class ModelAutoscaler {
     return n === 0 ? 0 : sum / n;
   }
 
-  /** Applies the rules of this file to one pass's view of the deployment. */
-  decide(input: ScaleInput): ScaleDecision {
-    const { now, deployment: d, ready, current, waiting } = input;
-    const { stableWindow, panicWindow, panicThreshold } = this.#windows;
-    const target = d.targetConcurrency;
-    const stable = this.average(now, stableWindow);
-    const panic = this.average(now, panicWindow);
-    const clamp = (n: number): number => Math.min(d.maxReplicas, Math.max(d.minReplicas, n));
-    const byLoad = Math.ceil(stable / target);
-    let wanted = clamp(byLoad);
-    let reason = byLoad < d.minReplicas && wanted === d.minReplicas ? `minReplicas ${d.minReplicas}` : `${figure(stable)} calls over ${seconds(stableWindow)} at target ${target}`;
-    const panicking = panic > 0 && panic >= panicThreshold * target * Math.max(ready, 1);
-    if (panicking) {
-      this.#holdUntil = now + stableWindow;
-      const inPanic = clamp(Math.max(Math.ceil(panic / target), wanted, current));
-      if (inPanic > wanted) reason = `panic: ${figure(panic)} calls over ${seconds(panicWindow)}`;
-      wanted = inPanic;
-    }
-    // A waiting call wants a replica whatever the averages say; with none at all, at once.
-    if (waiting > 0 && wanted < 1) {
-      wanted = 1;
-      reason = current === 0 ? 'a call is waiting with no replica' : `${waiting} calls waiting`;
-    }
-    const holding = now < this.#holdUntil;
-    // Held: the panic's replicas stay (an operator's lower max still wins).
-    if (holding) wanted = Math.max(wanted, Math.min(current, d.maxReplicas));
-
-    if (wanted >= current) this.#belowSince = undefined;
-    else this.#belowSince ??= now;
-    const below = this.#belowSince === undefined ? 0 : now - this.#belowSince;
-    const scaleDown = this.#belowSince !== undefined && !holding && below >= d.scaleDownDelay;
-    const downReason = stable === 0 ? `idle for ${seconds(below)}` : `${figure(stable)} calls over ${seconds(stableWindow)} at target ${target} for ${seconds(below)}`;
-    return { wanted, reason, scaleDown, downReason, panicking, stable, panic };
-  }
-
-  /** Forgets the scale-down timing (a new leader starts counting afresh). */
-  reset(): void {
-    this.#belowSince = undefined;
-    this.#holdUntil = -Infinity;
+  /** Both windows' averages at `now`. */
+  load(now: number): ScaleLoad {
+    return { stable: this.average(now, this.#windows.stableWindow), panic: this.average(now, this.#windows.panicWindow) };
   }
 }

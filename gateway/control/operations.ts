@@ -185,6 +185,14 @@ export class StartOperation {
     return this.#inFlight === undefined && now >= this.#nextAttemptAt;
   }
 
+  /** A copy to change without changing this one (a plan's draft of the book). */
+  clone(): StartOperation {
+    const copy = new StartOperation(this.model, this.#nextAttemptAt, this.replaces);
+    copy.#attempts.push(...this.#attempts);
+    copy.#inFlight = this.#inFlight;
+    return copy;
+  }
+
   /** Records the order of `replica` to `runner`. */
   order(runner: string, replica: string, now: number): void {
     this.#inFlight = { runner, replica, orderedAt: now };
@@ -212,6 +220,13 @@ export class DeadLetters {
 
   constructor(keep: number) {
     this.#keep = keep;
+  }
+
+  /** A copy to change without changing this one. */
+  clone(): DeadLetters {
+    const copy = new DeadLetters(this.#keep);
+    for (const [model, list] of this.#byModel) copy.#byModel.set(model, [...list]);
+    return copy;
   }
 
   add(letter: DeadLetter): void {

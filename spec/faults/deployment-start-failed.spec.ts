@@ -165,9 +165,13 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  /** A gateway over the deployments file; its placer deadline 45 s, so a call that waits it out fails the spec fast. */
+  /**
+   * A gateway over the deployments file; its placer deadline 45 s, so a call that waits it out
+   * fails the spec fast. A short panic window makes its samples (and so its lease renewals, demand
+   * notes and status publishing) ten a second: a start that fails never reaches a scaling rule.
+   */
   async function gateway(extra: readonly string[] = []): Promise<ChildService> {
-    const flags = ['--deployments', file, '--reconcile-period', '300ms', '--heartbeat-interval', '200ms', '--runner-networks', '127.0.0.0/8', '--placer-timeout', '45s'];
+    const flags = ['--deployments', file, '--reconcile-period', '300ms', '--scale-panic-window', '600ms', '--heartbeat-interval', '200ms', '--runner-networks', '127.0.0.0/8', '--placer-timeout', '45s'];
     const gw = await startService(['gateway', '--port', '0', ...flags, ...allow, ...quiet, ...extra], { env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } });
     started.push(gw);
     return gw;

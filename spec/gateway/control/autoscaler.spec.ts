@@ -3,23 +3,43 @@
  * hold and the scale-down delay, on times the spec gives.
  */
 import { describe, expect, it } from 'vitest';
-import { ModelAutoscaler } from '../../../gateway/control/autoscaler.ts';
-import type { ScaleInput } from '../../../gateway/control/autoscaler.ts';
+import { FRESH_SCALE_MEMORY, ModelAutoscaler, decideScale } from '../../../gateway/control/autoscaler.ts';
+import type { ScaleDecision, ScaleInput } from '../../../gateway/control/autoscaler.ts';
 import { deployment } from './fake-fleet.ts';
 
 const windows = { stableWindow: 60_000, panicWindow: 6_000, panicThreshold: 2 };
 const d = deployment('m', { minReplicas: 0, maxReplicas: 10, targetConcurrency: 2, scaleDownDelay: 10_000 });
 
-/** An autoscaler fed `values`, one a second, the last at `end`. */
-function fed(values: number[], end = 100_000): ModelAutoscaler {
-  const scaler = new ModelAutoscaler(windows);
+/** Samples and the memory {@link decideScale} leaves, as the reconciler keeps them across passes. */
+class Scaling {
+  readonly samples = new ModelAutoscaler(windows);
+  #memory = FRESH_SCALE_MEMORY;
+
+  sample(at: number, value: number): void {
+    this.samples.sample(at, value);
+  }
+
+  average(now: number, window: number): number {
+    return this.samples.average(now, window);
+  }
+
+  decide(input: ScaleInput): ScaleDecision {
+    const { decision, memory } = decideScale(windows, this.samples.load(input.now), this.#memory, input);
+    this.#memory = memory;
+    return decision;
+  }
+}
+
+/** Samples of `values`, one a second, the last at `end`. */
+function fed(values: number[], end = 100_000): Scaling {
+  const scaler = new Scaling();
   values.forEach((v, i) => scaler.sample(end - (values.length - 1 - i) * 1_000, v));
   return scaler;
 }
 
 const input = (now: number, extra: Partial<ScaleInput> = {}): ScaleInput => ({ now, deployment: d, ready: 1, current: 1, waiting: 0, ...extra });
 
-describe('ModelAutoscaler', () => {
+describe('ModelAutoscaler and decideScale', () => {
   it('averages the samples inside each window, and drops those older than the stable one', () => {
     const scaler = fed([...Array(60).fill(1), ...Array(6).fill(7)]);
     expect(scaler.average(100_000, 6_000)).toBe(7);
@@ -65,7 +85,7 @@ describe('ModelAutoscaler', () => {
   });
 
   it('wants one replica at once for a waiting call with none, and keeps wanting it while calls wait', () => {
-    const scaler = new ModelAutoscaler(windows);
+    const scaler = new Scaling();
     expect(scaler.decide(input(100_000, { ready: 0, current: 0, waiting: 1 }))).toMatchObject({ wanted: 1, reason: 'a call is waiting with no replica' });
     expect(scaler.decide(input(100_000, { ready: 0, current: 1, waiting: 3 }))).toMatchObject({ wanted: 1, reason: '3 calls waiting', scaleDown: false });
   });

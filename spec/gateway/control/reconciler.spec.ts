@@ -369,6 +369,42 @@ describe('Reconciler: leadership', () => {
   });
 });
 
+describe('Reconciler: a leader that dies mid scale-up', () => {
+  it('the other gateway takes the lease, adopts the replicas starting rather than stopping them, and they become ready under it', async () => {
+    const clock = new FakeClock();
+    const fleet = new FakeFleet([runner('sl-a'), runner('sl-b')]);
+    const store = new MemoryDeploymentStore({ now: () => clock.now() });
+    const [leaseA, leaseB] = [new FakeLease(), new FakeLease()];
+    leaseB.held = false;
+    const make = (lease: FakeLease, seed: number) => new Reconciler({ store, fleet, lease, clock, logger: silentLogger, random: seededRandom(seed), timers: new ManualTimers() });
+    const [a, b] = [make(leaseA, 1), make(leaseB, 2)];
+    await store.put(deployment('m', { minReplicas: 2, maxReplicas: 2 }));
+    await a.pass();
+    await b.pass();
+    obey(fleet, a, clock.now(), 'starting');
+    clock.advance(1_000);
+    await a.pass();
+    await b.pass();
+    expect(a.status('m')).toMatchObject({ reconciler: 'leading', wanted: 2, starting: 2 });
+    expect(b.status('m')).toMatchObject({ reconciler: 'following', starting: 2 });
+    const ordered = ['sl-a', 'sl-b'].map((id) => a.orderFor(id)!.replica);
+
+    // The leader is killed: it renews no more, its lease lapses, and the other one takes it.
+    leaseA.held = false;
+    leaseB.held = true;
+    clock.advance(1_000);
+    await b.pass();
+    expect(b.status('m')).toMatchObject({ reconciler: 'leading', wanted: 2, starting: 2 });
+    expect(['sl-a', 'sl-b'].map((id) => b.orderFor(id)?.replica)).toEqual(ordered);
+    obey(fleet, b, clock.now());
+    await b.pass();
+    const s = b.status('m');
+    expect(s).toMatchObject({ ready: 2, starting: 0 });
+    expect(new Set(s.replicas.map((r) => r.runner))).toEqual(new Set(['sl-a', 'sl-b']));
+    expect(s.replicas.map((r) => r.replica)).toEqual(ordered);
+  });
+});
+
 describe('Reconciler: timers and options', () => {
   it('passes at start and every period, samples every sampleInterval, coalesces pokes, and stops on close', async () => {
     const { fleet, store, lease, timers, reconciler } = setup([runner('r1')], { period: 10_000 });
