@@ -6,7 +6,7 @@
 import { CREATE_TIMEOUT_MS, redisDefaults, redisUses } from '../detached/store/index.ts';
 import type { RedisTimeouts } from '../detached/store/index.ts';
 import type { Setting } from './settings.ts';
-import { formatDuration } from './settings.ts';
+import { SettingsError, flagOf, formatDuration } from './settings.ts';
 
 /** Each use's default command timeout, as --help shows it. */
 const perUse = [
@@ -40,11 +40,23 @@ export interface StoreRedis {
   readonly timeouts: RedisTimeouts;
 }
 
-/** The --store Redis of `values`, or undefined when the store is not Redis. */
+/**
+ * The --store Redis of `values`, or undefined when the store is not Redis.
+ * @throws SettingsError naming the flag: a timeout given without a Redis --store, or a command
+ *   timeout shorter than a detached call's create waits (the store would refuse it less plainly).
+ */
 export function storeRedisOf(values: Record<string, unknown>): StoreRedis | undefined {
-  const store = values.store;
-  if (typeof store !== 'string' || !store.startsWith('redis://')) return undefined;
-  const { redisConnectTimeout: connectTimeout, redisCommandTimeout: commandTimeout } = values as { redisConnectTimeout?: number; redisCommandTimeout?: number };
+  const { store, redisConnectTimeout: connectTimeout, redisCommandTimeout: commandTimeout } = values as { store?: unknown; redisConnectTimeout?: number; redisCommandTimeout?: number };
+  if (typeof store !== 'string' || !store.startsWith('redis://')) {
+    const given = storeRedisSettings.map((s) => s.key).find((key) => values[key] !== undefined);
+    if (given !== undefined) throw new SettingsError(`${flagOf(given)} applies to a Redis --store, and the store is ${String(store ?? 'memory')}`);
+    return undefined;
+  }
+  if (commandTimeout !== undefined && commandTimeout < CREATE_TIMEOUT_MS) {
+    throw new SettingsError(
+      `${flagOf('redisCommandTimeout')} must be at least ${formatDuration(CREATE_TIMEOUT_MS)}, the time a detached call's create waits for its answer, got ${formatDuration(commandTimeout)}`,
+    );
+  }
   const timeouts: RedisTimeouts = {
     ...(connectTimeout === undefined ? {} : { connectTimeout }),
     ...(commandTimeout === undefined ? {} : { commandTimeout }),
