@@ -17,9 +17,10 @@
  * - A command issued while there is no connection is, per use: failed at once (`fail`: the
  *   store, whose writes must never land after their caller answered, and which waits for a
  *   connection being made itself), or queued (`queue`) until the connection is made (sent then)
- *   or the next attempt fails (failed then, within about a second). A queued command is still
- *   sent when the connection comes back after its own timeout fired, so `queue` is for uses whose
- *   late commands are reads, idempotent writes, or counts that lapse by themselves.
+ *   or the next attempt fails (failed then, within a reconnect delay and the connect timeout). A
+ *   queued command is still sent when the connection comes back after its own timeout fired, so
+ *   `queue` is for uses whose late commands are reads, idempotent writes, or counts that lapse
+ *   by themselves.
  * - No connection error is thrown at an event listener (that would end the process): each
  *   command's caller gets the failure. What reaches messages and logs names the Redis by
  *   `display` (`redis://host:port/db`), never by its URL, which may carry a password.
@@ -61,8 +62,6 @@ export const redisDefaults = Object.freeze({
 
 /** How one user's connection differs from the others'. */
 export interface RedisUse {
-  /** How messages name the user, e.g. `redis store`. */
-  readonly name: string;
   /** Its default command timeout, in ms. */
   readonly commandTimeout: number;
   /** What a command issued without a connection does (see the module's comment). */
@@ -77,19 +76,19 @@ export const redisUses = Object.freeze({
    * The detached-call store: a finished call's result (up to maxResultBytes) is worth ten
    * seconds of a slow Redis; a create or start has a tighter bound of its own (redis.ts).
    */
-  store: use({ name: 'redis store', commandTimeout: 10_000, whileDisconnected: 'fail', pipelining: 'off' }),
+  store: use({ commandTimeout: 10_000, whileDisconnected: 'fail', pipelining: 'off' }),
   /**
    * The client keys' limits, asked on every call's way in: a stalled Redis must fail a step
    * quickly, and steps of many calls in one tick share a write.
    */
-  limiter: use({ name: 'redis limiter', commandTimeout: 1_000, whileDisconnected: 'queue', pipelining: 'auto' }),
+  limiter: use({ commandTimeout: 1_000, whileDisconnected: 'queue', pipelining: 'auto' }),
   /** The client keys made through /v1/keys: read in the background, written by an operator. */
-  keys: use({ name: 'redis key store', commandTimeout: 5_000, whileDisconnected: 'queue', pipelining: 'off' }),
+  keys: use({ commandTimeout: 5_000, whileDisconnected: 'queue', pipelining: 'off' }),
   /**
    * The control plane's deployments, lease and boards: a lease renewal that hangs is worth less
    * than a pass that goes on reading "not held".
    */
-  control: use({ name: 'redis deployments', commandTimeout: 1_000, whileDisconnected: 'queue', pipelining: 'off' }),
+  control: use({ commandTimeout: 1_000, whileDisconnected: 'queue', pipelining: 'off' }),
 });
 
 /** An open connection and how to name it. */
