@@ -20,6 +20,7 @@ import { startTelemetry } from './telemetry.ts';
 import { clientKeysOptions, keySettings } from './client-keys.ts';
 import { deploymentSettings, deploymentsOptions } from './deployments.ts';
 import { keepOperatorToken, keepViewerToken } from './operator-token.ts';
+import { storeRedisOf, storeRedisSettings } from './store-redis.ts';
 
 /** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
 const g = settingsOf(gatewayDefaults);
@@ -91,6 +92,7 @@ export const accessSettings: readonly Setting[] = [
 export const detachedSettings: readonly Setting[] = [
   // Which store to make is the command line's own choice (code passes a store object), so it keeps its default here.
   { key: 'store', type: 'string', default: 'memory', secret: 'url', description: 'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)' },
+  ...storeRedisSettings,
   { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer --callback-secret-file or the environment variable (never shown)', defaultText: 'none: callbacks off' },
   { key: 'callbackSecretFile', type: 'string', secret: 'file', description: 'file of whsec_ callback secrets, one a line, newest first: each delivery is signed with every one (rotation); not readable by other users; instead of --callback-secret', defaultText: 'none' },
   { key: 'callbackAllow', type: 'list', description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)', defaultText: 'none' },
@@ -162,7 +164,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
           }),
         }
       : {}),
-    store: createStore(values.store as string, { ...storeBounds, logger, now: () => clock.now() }),
+    store: createStore(values.store as string, { ...storeBounds, ...storeRedisOf(values)?.timeouts, logger, now: () => clock.now() }),
     clock,
     // The bound the store was made with, so the gateway checks it against maxResultBytes as it does
     // for a store it makes itself.

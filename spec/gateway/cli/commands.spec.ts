@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { benchDefaults } from '../../../k6/driver/options.ts';
 import { scenarios } from '../../../k6/driver/index.ts';
 import { callbackPolicyDefaults } from '../../../gateway/detached/callbacks/index.ts';
+import { redisDefaults } from '../../../gateway/detached/store/index.ts';
 import { commands, loadCommand } from '../../../gateway/cli/commands.ts';
 import { SLUICE_BIN } from '../../../gateway/cli/processes.ts';
 import { flagOf, formatDefault, formatHelp, parseSetting, resolveSettings } from '../../../gateway/cli/settings.ts';
@@ -14,7 +15,7 @@ import { placerDefaults } from '../../../placer/options.ts';
 import { simEngineDefaults } from '../../../runner/engines/sim/options.ts';
 import { runnerDefaults } from '../../../runner/options.ts';
 
-const gateway = { ...placerDefaults, ...gatewayDefaults, callbackAllowPrivate: callbackPolicyDefaults.allowPrivate };
+const gateway = { ...placerDefaults, ...gatewayDefaults, callbackAllowPrivate: callbackPolicyDefaults.allowPrivate, redisConnectTimeout: redisDefaults.connectTimeout };
 const sim = {
   ...simEngineDefaults,
   model: simEngineDefaults.models,
