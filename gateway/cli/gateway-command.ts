@@ -13,7 +13,7 @@ import { callbackPolicyDefaults } from '../detached/callbacks/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
-import { reportListening } from './processes.ts';
+import { reportListening } from '../../placer/kernel/index.ts';
 import type { Setting } from './settings.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';

@@ -8,7 +8,7 @@ import { runnerDefaults } from '../../runner/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { runnerDataPlaneOptions, runnerDataPlaneSettings } from './data-plane.ts';
-import { SLUICE_BIN, reportListening } from './processes.ts';
+import { SLUICE_BIN, reportListening } from '../../placer/kernel/index.ts';
 import { SettingsError } from './settings.ts';
 import { startTelemetry, tracesExporter } from './telemetry.ts';
 

@@ -7,7 +7,7 @@ import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
-import { reportListening } from './processes.ts';
+import { reportListening } from '../../placer/kernel/index.ts';
 import type { Setting } from './settings.ts';
 
 /** Settings whose defaults are simEngineDefaults'. */

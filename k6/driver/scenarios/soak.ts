@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
-import { countCallRuns } from '../../../runner/engines/sim/call-log.ts';
+import { countCallRuns } from '../../../runner/index.ts';
 import { runSignal } from '../load.ts';
 import { MemorySampler } from '../memory-sampler.ts';
 import { readProcessMemory } from '../process-memory.ts';

@@ -32,16 +32,10 @@
  * that finds nothing, the fallback's offers) would have done to a placer's own state: the
  * round-robin counter, random draws.
  */
-import { QueueFullError } from '../../../gateway/errors.ts';
-import { gatewayDefaults } from '../../../gateway/options.ts';
-import { EndedCalls, runnerLoad } from '../../../gateway/fleet/runner-load.ts';
-import { WaitQueue } from '../../../gateway/calls/wait-queue.ts';
-import type { Priority, Waiter } from '../../../gateway/calls/wait-queue.ts';
-import { PlacerTimeoutError } from '../../../placer/errors.ts';
-import type { Clock } from '../../../placer/kernel/index.ts';
-import type { Placer, Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../../placer/types.ts';
-import { placeCall, walkSteps } from '../../../placer/walk.ts';
-import type { Placement, WalkAnswer, WalkStep } from '../../../placer/walk.ts';
+import { EndedCalls, QueueFullError, WaitQueue, gatewayDefaults, runnerLoad } from '../../../gateway/index.ts';
+import type { Priority, Waiter } from '../../../gateway/index.ts';
+import { PlacerTimeoutError, placeCall, walkSteps } from '../../../placer/index.ts';
+import type { Clock, Placement, Placer, Runner, RunnerCall, RunnerLoad, TryExecResult, WalkAnswer, WalkStep } from '../../../placer/index.ts';
 import type { Schedule, VirtualEngine } from './engine.ts';
 
 /** What a runner last reported at its status probe, as the gateway keeps it. */

@@ -1,8 +1,9 @@
 /**
- * Starting sluice commands as child processes and learning where they listen: `sluice up`
- * and the integration tests use this one mechanism. A child reports `{type:'listening', url}`
- * over the IPC channel once its port is open, and exits when that channel closes, so a parent
- * that dies (even by SIGKILL) leaves nothing behind.
+ * Starting sluice commands as child processes and learning where they listen: `sluice up`, the
+ * bench and the integration tests use this one mechanism, which is why it sits in the kernel,
+ * below everything that starts a process. A child reports `{type:'listening', url}` over the IPC
+ * channel once its port is open, and exits when that channel closes, so a parent that dies (even
+ * by SIGKILL) leaves nothing behind.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -11,13 +12,15 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * Path of the `sluice` entry script that runs children the way this process runs. Compiled
- * (this file is dist/gateway/cli/processes.js), it is the checkout's gateway/cli/sluice.mjs,
+ * (this file is dist/placer/kernel/processes.js), it is the checkout's gateway/cli/sluice.mjs,
  * which runs the build. On the sources (this file is processes.ts: the specs under vitest, or
- * the bin without a build), it is tsx-sluice.mjs, which runs the sources even when a build
- * exists, so a test after an edit starts the edited code, never a stale build.
+ * the bin without a build), it is gateway/cli/tsx-sluice.mjs, which runs the sources even when
+ * a build exists, so a test after an edit starts the edited code, never a stale build.
  */
 export const SLUICE_BIN = fileURLToPath(
-  import.meta.url.endsWith('.ts') ? new URL('./tsx-sluice.mjs', import.meta.url) : new URL('../../../gateway/cli/sluice.mjs', import.meta.url),
+  import.meta.url.endsWith('.ts')
+    ? new URL('../../gateway/cli/tsx-sluice.mjs', import.meta.url)
+    : new URL('../../../gateway/cli/sluice.mjs', import.meta.url),
 );
 
 /** A sluice command running as a child process. */
