@@ -7,11 +7,8 @@
 export { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 export { LbAgent } from './agent.ts';
 export { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './call.ts';
-export { affinityKey, renderPrompt } from './call.ts';
 export type { CallOutcome, CallOverride, CallRoute, GatewayCall } from './call.ts';
 export { waitQueueFor } from './placement.ts';
 export { stripInjectedUsage } from './usage-strip.ts';
 export { PRIORITIES, isPriority } from './wait-queue.ts';
 export type { Priority, QueueSnapshot } from './wait-queue.ts';
-export { WaitQueue } from './wait-queue.ts';
-export type { Waiter } from './wait-queue.ts';

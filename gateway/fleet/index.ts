@@ -11,6 +11,5 @@ export { committedFailure } from './http-runner.ts';
 export type { RunnerResponse } from './http-runner.ts';
 export { FleetPool } from './pool.ts';
 export type { GatewayPool } from './pool.ts';
-export { EndedCalls, runnerLoad } from './runner-load.ts';
 export { RunnerRegistry } from './registry.ts';
 export { registerRunnerRoutes } from './runner-routes.ts';

@@ -15,7 +15,6 @@ export { createSimEngine, ENGINE_ID_HEADER } from './server.ts';
 export type { SimEngine, SimEngineAddress, SimEngineStats } from './server.ts';
 export { runSimEngineCommand } from './main.ts';
 export type { SimEngineCommandOptions } from './main.ts';
-export { countCallRuns } from './call-log.ts';
 export { resolveSimEngineOptions } from './options.ts';
 export type { ResolvedSimEngineOptions, SimClock, SimEngineOptions, SimFailureRates } from './options.ts';
 export { H100_8B_PROFILE, isSimProfileName, SIM_PROFILES, SMALL_PROFILE } from './profiles.ts';
