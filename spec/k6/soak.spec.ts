@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import { BenchOptionError } from '../../k6/driver/index.ts';
 import type { MemorySample } from '../../k6/driver/memory-sampler.ts';
+import { writeResults } from '../../k6/driver/report.ts';
 import type { MachineInfo } from '../../k6/driver/report.ts';
 import { soakChart } from '../../k6/driver/soak/chart.ts';
 import { SoakClient, kindOf } from '../../k6/driver/soak/client.ts';
@@ -314,6 +315,23 @@ describe('soakReport', () => {
     expect(JSON.stringify(report)).not.toMatch(/SLUICE_RUNNER_TOKEN|authorization/i);
   });
 
+  it('writes the report and its chart, as the scenario does, with no secret in the file', async () => {
+    const out = await mkdtemp(join(tmpdir(), 'soak-spec-'));
+    try {
+      const report = soakReport(run());
+      const written: string[] = [];
+      const files = await writeResults({}, out, 'soak', run().startedAt, report, soakReportChart(report, 100), (t) => void written.push(t));
+      expect(files).toHaveLength(2);
+      const text = await readFile(files[0]!, 'utf8');
+      expect((JSON.parse(text) as SoakReport).scenario).toBe('soak');
+      expect(text).not.toMatch(/SLUICE_RUNNER_TOKEN|authorization/i);
+      expect((await readFile(files[1]!, 'utf8')).startsWith('<svg')).toBe(true);
+      expect(written.join('')).toContain(files[0]!);
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
+  });
+
   it('charts the memory from the load\'s start, every window shaded', () => {
     const svg = soakReportChart(soakReport(run()), 100);
     expect(svg.startsWith('<svg')).toBe(true);
@@ -366,5 +384,5 @@ describe('the soak on a real fleet, briefly', () => {
       await fleet?.stop();
       await rm(dir, { recursive: true, force: true });
     }
-  }, 90_000);
+  }, 120_000);
 });
