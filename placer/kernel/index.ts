@@ -37,5 +37,5 @@ export type { LingerBounds, LingerEnd, LingerOptions, LingerOutcome, Lingering }
 export { lingerAfterAnswer, lingerDefaults, lingerEarlyAnswers } from './linger.ts';
 export type { AnyServerResponse } from './response-end.ts';
 export { cutShort, onCutShort } from './response-end.ts';
-export type { ChildService, StartOptions } from './processes.ts';
-export { SLUICE_BIN, freePort, reportListening, startService } from './processes.ts';
+export type { ChildScript, ChildService, StartOptions } from './processes.ts';
+export { SLUICE_BIN, freePort, reportListening, startChild, startService } from './processes.ts';

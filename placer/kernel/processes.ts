@@ -1,6 +1,6 @@
 /**
- * Starting sluice commands as child processes and learning where they listen: `sluice up`, the
- * bench and the integration tests use this one mechanism, which is why it sits in the kernel,
+ * Starting sluice commands (and the bench's other Node children) as child processes and learning
+ * where they listen: `sluice up`, the bench and the integration tests use this one mechanism, which is why it sits in the kernel,
  * below everything that starts a process. A child reports `{type:'listening', url}` over the IPC
  * channel once its port is open, and exits when that channel closes, so a parent that dies (even
  * by SIGKILL) leaves nothing behind.
@@ -52,10 +52,30 @@ export interface StartOptions {
 
 const TAIL_LINES = 200;
 
+/** A Node script to run as a child service. */
+export interface ChildScript {
+  /** Path of the script. */
+  readonly script: string;
+  /** Node's own arguments before it, e.g. `['--import', 'tsx']` for a TypeScript script. */
+  readonly nodeArgs?: readonly string[];
+  /** What the child is called in an error message. @default the script's path and arguments */
+  readonly name?: string;
+}
+
 /** Starts `sluice <args>` and resolves once it listens. */
 export function startService(args: readonly string[], options: StartOptions = {}): Promise<ChildService> {
+  return startChild({ script: SLUICE_BIN, name: `sluice ${args.join(' ')}` }, args, options);
+}
+
+/**
+ * Starts `node <script> <args>` and resolves once it reports where it listens (with
+ * {@link reportListening}); the child should exit when its IPC channel closes.
+ * @throws {Error} with the child's last output when it exits, or does not listen within the timeout.
+ */
+export function startChild(command: ChildScript, args: readonly string[], options: StartOptions = {}): Promise<ChildService> {
+  const name = command.name ?? [command.script, ...args].join(' ');
   const capture = (options.stdio ?? 'capture') === 'capture';
-  const child = spawn(process.execPath, [SLUICE_BIN, ...args], {
+  const child = spawn(process.execPath, [...(command.nodeArgs ?? []), command.script, ...args], {
     stdio: ['ignore', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit', 'ipc'],
     env: options.env ?? process.env,
     // Its own process group: a terminal's Ctrl-C reaches only the parent, which stops children in order.
@@ -85,7 +105,7 @@ export function startService(args: readonly string[], options: StartOptions = {}
   return new Promise<ChildService>((resolve, reject) => {
     const timer = setTimeout(() => {
       void stop('SIGKILL');
-      reject(new Error(`sluice ${args.join(' ')} did not listen within ${options.timeout ?? 30_000} ms\n${output()}`));
+      reject(new Error(`${name} did not listen within ${options.timeout ?? 30_000} ms\n${output()}`));
     }, options.timeout ?? 30_000);
     child.on('message', (message: { type?: string; url?: string }) => {
       if (message?.type !== 'listening' || typeof message.url !== 'string') return;
@@ -94,7 +114,7 @@ export function startService(args: readonly string[], options: StartOptions = {}
     });
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`sluice ${args.join(' ')} exited (${signal ?? code}) before listening\n${output()}`));
+      reject(new Error(`${name} exited (${signal ?? code}) before listening\n${output()}`));
     });
   });
 }
