@@ -359,7 +359,7 @@ describe('the soak on a real fleet, briefly', () => {
       const schedule = FAULT_KINDS.map((kind) => ({ kind, atMs: 0 }));
       const running = runLoad(client, ledger, { rate: 20, durationMs: 3_000, maxInFlight: 64, maxCalls: 1_000 }, start);
       const [windows] = await Promise.all([
-        runSchedule(schedule, { fleet, now: () => performance.now() - start, stopForMs: 1_000, restartPauseMs: 100, progress: () => {} }),
+        runSchedule(schedule, { fleet, now: () => performance.now() - start, stopForMs: 500, restartPauseMs: 100, progress: () => {} }),
         running.done,
       ]);
       expect(windows.map((w) => w.kind)).toEqual([...FAULT_KINDS]);
