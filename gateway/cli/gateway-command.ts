@@ -11,11 +11,10 @@ import type { GatewayOptions } from '../options.ts';
 import { storeDefaults } from '../detached/store/options.ts';
 import { callbackPolicyDefaults } from '../detached/callbacks/index.ts';
 import type { Command } from './command.ts';
-import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { givenAs, givenValues, host, logLevel, oneOf, port, settingsOf } from './command.ts';
 import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
-import { reportListening } from './processes.ts';
+import { reportListening } from '../../placer/kernel/index.ts';
 import type { Setting } from './settings.ts';
-import { SettingsError, flagOf } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
 import { clientKeysOptions, keySettings } from './client-keys.ts';
 import { deploymentSettings, deploymentsOptions } from './deployments.ts';
@@ -119,13 +118,10 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   // Settings that are not gateway options of the same name: made or read below.
   const madeHere = ['placer', 'placerOptions', 'runnerTokenFile'];
   const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => !madeHere.includes(key));
-  const onlyOne = (key: string, fileKey: string): void => {
-    if (values[key] !== undefined && values[fileKey] !== undefined) throw new SettingsError(`give ${flagOf(key)} or ${flagOf(fileKey)}, not both`);
-  };
-  onlyOne('runnerToken', 'runnerTokenFile');
-  onlyOne('callbackSecret', 'callbackSecretFile');
-  onlyOne('operatorToken', 'operatorTokenFile');
-  onlyOne('viewerToken', 'viewerTokenFile');
+  oneOf(values, 'runnerToken', 'runnerTokenFile');
+  oneOf(values, 'callbackSecret', 'callbackSecretFile');
+  oneOf(values, 'operatorToken', 'operatorTokenFile');
+  oneOf(values, 'viewerToken', 'viewerTokenFile');
   const runnerTokenFile = values.runnerTokenFile as string | undefined;
   const callbackSecretFile = values.callbackSecretFile as string | undefined;
   const operatorTokenFile = values.operatorTokenFile as string | undefined;
@@ -172,9 +168,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ...(callbacks ? { callbacks } : {}),
     ...(operatorTokens === undefined ? {} : { operatorTokens }),
     ...(viewerTokens === undefined ? {} : { viewerTokens }),
-    ...(values.engineBinary === undefined ? {} : { engineBinaries: values.engineBinary as string[] }),
-    ...(values.engineEnvAllow === undefined ? {} : { engineEnvAllow: values.engineEnvAllow as string[] }),
-    ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
+    ...givenAs(values, { engineBinary: 'engineBinaries', engineEnvAllow: 'engineEnvAllow', requireKeys: 'requireKeys' }),
     ...gatewayDataPlaneOptions(values),
     ...(await clientKeysOptions(values, logger, clock)),
     gatewayId,
