@@ -10,21 +10,19 @@ import { silentLogger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import { lingerDefaults, systemClock } from '../placer/kernel/index.ts';
 import type { Placer, PlacerConfig } from '../placer/types.ts';
-import { createBuiltinPlacer } from '../placer/registry.ts';
 import type { CallOverride, CallResult, GatewayCall, Priority } from './http/index.ts';
 import { randomBytes } from 'node:crypto';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
 import { breakerDefaults, resolveDataPlane } from './fleet/index.ts';
 import type { DataPlaneConfig, DataPlaneOptions, GatewayPool } from './fleet/index.ts';
-import { createMemoryStore, RECORD_OVERHEAD_BYTES, storeDefaults } from './detached/store/index.ts';
+import { RECORD_OVERHEAD_BYTES, storeDefaults } from './detached/store/index.ts';
 import type { CallStore } from './detached/store/index.ts';
 import { GatewayConfigError } from './errors.ts';
 import { PRIORITIES, isPriority } from './http/index.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol/index.ts';
 import type { LaunchPolicy } from '../runner/protocol/index.ts';
-import { createMemoryLimiter, newToken } from './access/index.ts';
+import { newToken } from './access/index.ts';
 import type { ClientKeys, Limiter } from './access/index.ts';
-import { MemoryDeploymentStore } from './control/index.ts';
 import type { ColdStarts, DeploymentStore, ReconcilerSettings } from './control/index.ts';
 import { compileNetworks } from './detached/callbacks/index.ts';
 import type { CallbackDelivery } from './detached/callbacks/index.ts';
@@ -275,7 +273,10 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   clock?: Clock;
 }
 
-/** Options after defaults and validation; frozen. */
+/**
+ * A gateway's config: its settings with every part made, the given ones or the defaults the
+ * composition makes (composeGatewayConfig in gateway/server.ts); frozen.
+ */
 export interface GatewayConfig {
   readonly runners: readonly URL[];
   readonly pool: GatewayPool | undefined;
@@ -347,6 +348,15 @@ export interface GatewayConfig {
   /** The call secret, runner mutual TLS and front TLS (gateway/fleet/data-plane.ts). */
   readonly dataPlane: DataPlaneConfig;
 }
+
+/** The parts of a gateway that are live objects: given in the options, or made by the composition. */
+export type GatewayPart = 'placer' | 'store' | 'limiter' | 'deployments';
+
+/**
+ * Options after defaults and validation, frozen: values, and the parts given as they were
+ * given (checked for their shape); a part left out is undefined, never made here.
+ */
+export type GatewaySettings = Omit<GatewayConfig, GatewayPart> & { readonly [K in GatewayPart]: GatewayConfig[K] | undefined };
 
 /**
  * The one place each gateway default lives: resolveGatewayOptions applies them, the TSDoc above
@@ -444,8 +454,12 @@ export function newGatewayId(): string {
   return `gw-${randomBytes(3).toString('hex')}`;
 }
 
-/** Applies defaults and validates; throws {@link GatewayConfigError} naming the first bad option. */
-export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
+/**
+ * Applies defaults and validates, making nothing live: the parts left out (placer, store,
+ * limiter, deployments) stay undefined for the composition to make.
+ * @throws {@link GatewayConfigError} naming the first bad option.
+ */
+export function resolveGatewayOptions(options: GatewayOptions): GatewaySettings {
   const { runners = [], pool, overrideCall, listeners = [], gatewayId = newGatewayId(), callbacks, renderMetrics, runnerNetworks = [] } = options;
   const { meterProvider = metrics.getMeterProvider() } = options;
   const placerConfig = resolvePlacerConfig(options);
@@ -480,11 +494,10 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   } catch (error) {
     throw check.fail((error as Error).message, 'runnerNetworks');
   }
-  // The placer is made below, from the default's name or as given; the rest is checked here.
+  // The default placer is made by the composition, by its name; a given one is checked here.
   const checked = check.resolve(gatewayDefaults, gatewayRules, { ...options, placer: undefined });
-  // The default placer gets the gateway's clock, as --placer's do through loadPlacer.
-  const placer = options.placer === undefined ? createBuiltinPlacer(gatewayDefaults.placer, undefined, { clock: checked.clock }) : options.placer;
-  if (typeof placer?.order !== 'function' || typeof placer.name !== 'string') {
+  const { placer } = options;
+  if (placer !== undefined && (typeof placer?.order !== 'function' || typeof placer.name !== 'string')) {
     throw check.fail('placer must be an object with a name and order(call, runners)');
   }
   const breaker = Object.freeze({ ...breakerDefaults, ...options.breaker });
@@ -505,9 +518,8 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
       `maxStoredBytes must be at least maxResultBytes + ${RECORD_OVERHEAD_BYTES} (${checked.maxResultBytes + RECORD_OVERHEAD_BYTES}), or no detached call could ever be admitted, got ${maxStoredBytes}`,
     );
   }
-  const { clock } = checked;
-  const { deployments = new MemoryDeploymentStore({ now: () => clock.now() }) } = options;
-  if (typeof deployments?.list !== 'function' || typeof deployments.put !== 'function') {
+  const { deployments } = options;
+  if (deployments !== undefined && (typeof deployments?.list !== 'function' || typeof deployments.put !== 'function')) {
     throw check.fail('deployments must be a DeploymentStore (gateway/control/store.ts), with list, get, put and delete');
   }
   const { coldStarts } = options;
@@ -516,7 +528,6 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   }
   const maxQueuedPerModel =
     options.maxQueuedPerModel === undefined ? Math.ceil(checked.maxQueued / 2) : check.integer('maxQueuedPerModel', options.maxQueuedPerModel, { min: 1 });
-  const store = options.store ?? createMemoryStore({ resultTtl: checked.resultTtl, maxStoredBytes, now: () => clock.now() });
   return Object.freeze({
     ...checked,
     // Checked by priorityRule; resolveOptions widens the default's type to string.
@@ -528,7 +539,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     placerConfig,
     overrideCall,
     listeners: Object.freeze([...listeners]),
-    store,
+    store: options.store,
     gatewayId,
     callbacks,
     operatorTokens,
@@ -541,7 +552,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
     deployments,
     coldStarts,
     reconciler: Object.freeze({ ...(options.reconciler ?? {}) }),
-    limiter: limiterOf(options.limiter, checked),
+    limiter: checkedLimiter(options.limiter),
     runnerToken: runnerTokens[0],
     runnerTokens,
     runnerNetworks: Object.freeze([...runnerNetworks]),
@@ -552,9 +563,9 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewayConfig {
   });
 }
 
-/** The limiter given, checked, or an in-memory one on the gateway's clock and window. */
-function limiterOf(given: Limiter | undefined, checked: { clock: Clock; keyLimitWindow: number; retryAfter: number }): Limiter {
-  if (given === undefined) return createMemoryLimiter({ clock: checked.clock, windowMs: checked.keyLimitWindow, retryAfterMs: checked.retryAfter * 1000 });
+/** The limiter given, checked; undefined when none was. */
+function checkedLimiter(given: Limiter | undefined): Limiter | undefined {
+  if (given === undefined) return undefined;
   if (typeof given?.admitCall !== 'function' || typeof given.release !== 'function') throw check.fail('limiter must be a Limiter (gateway/access/limits.ts), with admitCall, admitTokens, settle, release, reserveStored, settleStored and releaseStored');
   return given;
 }

@@ -12,10 +12,12 @@ import { Hono } from 'hono';
 import type { Context } from 'hono';
 import { SluiceError, lingerEarlyAnswers, telemetryPath } from '../placer/kernel/index.ts';
 import { VERSION } from '../runner/protocol/version.ts';
+import { createBuiltinPlacer } from '../placer/registry.ts';
 import {
   accessGuard,
   AuditLog,
   ClientKeysWatch,
+  createMemoryLimiter,
   Credentials,
   keyOf,
   KeyRing,
@@ -39,14 +41,14 @@ import {
   uuidv7,
 } from './http/index.ts';
 import type { CallRoute } from './http/index.ts';
-import { DetachedCalls, registerCallRoutes } from './detached/index.ts';
+import { createMemoryStore, DetachedCalls, registerCallRoutes } from './detached/index.ts';
 import { registerDashboardRoutes } from './observe/index.ts';
-import { registerDeploymentRoutes, Serverless } from './control/index.ts';
+import { MemoryDeploymentStore, registerDeploymentRoutes, Serverless } from './control/index.ts';
 import type { ColdStarts } from './control/index.ts';
 import { CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';
 import type { GatewayPool } from './fleet/index.ts';
 import { GatewayConfigError, InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
-import { resolveGatewayOptions, runnerTokensOf } from './options.ts';
+import { gatewayDefaults, resolveGatewayOptions, runnerTokensOf } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
 
 type Env = GatewayEnv;
@@ -90,7 +92,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     wake: (model) => serverless?.wake(model),
     failed: (model) => serverless?.failed(model),
   };
-  const config = resolveGatewayOptions({ coldStarts, ...options });
+  const config = composeGatewayConfig({ coldStarts, ...options });
   const log = config.logger;
   // Calls that found every runner busy wait here; the fleet's runners wake them as room appears.
   const queue = waitQueueFor(config);
@@ -369,4 +371,24 @@ export function createGateway(options: GatewayOptions): Gateway {
       return closing;
     },
   };
+}
+
+/**
+ * Resolves the options (gateway/options.ts, which makes nothing) and makes the parts they left
+ * out, on the gateway's clock: the default placer (by its name, as --placer's are made), an
+ * in-memory store bounded by resultTtl and maxStoredBytes, an in-memory limiter on
+ * keyLimitWindow, and an empty deployment store.
+ * @throws {@link GatewayConfigError} naming the first bad option.
+ */
+export function composeGatewayConfig(options: GatewayOptions): GatewayConfig {
+  const settings = resolveGatewayOptions(options);
+  const { clock, resultTtl, maxStoredBytes, keyLimitWindow, retryAfter } = settings;
+  const now = () => clock.now();
+  return Object.freeze({
+    ...settings,
+    placer: settings.placer ?? createBuiltinPlacer(gatewayDefaults.placer, undefined, { clock }),
+    store: settings.store ?? createMemoryStore({ resultTtl, maxStoredBytes, now }),
+    limiter: settings.limiter ?? createMemoryLimiter({ clock, windowMs: keyLimitWindow, retryAfterMs: retryAfter * 1000 }),
+    deployments: settings.deployments ?? new MemoryDeploymentStore({ now }),
+  });
 }

@@ -24,6 +24,8 @@ export type { PlacerOptions } from './options.ts';
 export { MAX_PLACER_DELAY, placerDefaults, resolvePlacerConfig } from './options.ts';
 export type { Placement, WalkOptions } from './walk.ts';
 export { placeCall } from './walk.ts';
+export type { WalkAnswer, WalkStep } from './walk.ts';
+export { walkSteps } from './walk.ts';
 export { FNV_OFFSET_BASIS, fnv1a64, jumpConsistentHash } from './hash.ts';
 export { rotate } from './rotate.ts';
 export type { LoadedRunner } from './load.ts';

@@ -12,6 +12,7 @@ export type { KeyCall } from './key-calls.ts';
 export { ClientKeysWatch } from './key-health.ts';
 export { registerKeyRoutes } from './key-routes.ts';
 export { KeyRing, checkKeySpec, hashToken, keyIdOf, newKeyToken } from './keys.ts';
+export { parseKeysFile } from './keys-file.ts';
 export { LIMIT_FIELDS, createMemoryLimiter } from './limits.ts';
 export type { Limiter } from './limits.ts';
 export { invokeRefusal, keyOf, modelRefusal, visibleModels } from './model-access.ts';

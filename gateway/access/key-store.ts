@@ -5,11 +5,12 @@
  * (re)connection, and every `refreshMs` besides, in case a message was missed while it was
  * disconnected: a deleted key stops working everywhere within that time at worst.
  */
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { checksFor, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import { StoreUnavailableError, parseRedisUrl } from '../detached/store/index.ts';
+import { StoreUnavailableError, connectRedis, quitRedis, redisUses } from '../detached/store/index.ts';
+import type { RedisTimeouts } from '../detached/store/index.ts';
 import type { KeyLimits } from './limits.ts';
 
 /** An API key as a store keeps it. */
@@ -40,8 +41,8 @@ export interface KeyStore {
   close(): Promise<void>;
 }
 
-/** Options of {@link createRedisKeyStore}. */
-export interface RedisKeyStoreOptions {
+/** Options of {@link createRedisKeyStore}; its commandTimeout defaults to redisUses.keys'. */
+export interface RedisKeyStoreOptions extends RedisTimeouts {
   url: string;
   /** @default 'sluice:' */
   keyPrefix?: string;
@@ -51,7 +52,7 @@ export interface RedisKeyStoreOptions {
   logger?: Logger;
 }
 
-/** Makes a Redis key store; it connects in the background. @throws StoreConfigError for a bad URL. */
+/** Makes a Redis key store; it connects in the background. @throws StoreConfigError for a bad URL or timeout. */
 export function createRedisKeyStore(options: RedisKeyStoreOptions): KeyStore {
   return new RedisKeyStore(options);
 }
@@ -69,25 +70,12 @@ class RedisKeyStore implements KeyStore {
   #closing: Promise<void> | undefined;
 
   constructor(options: RedisKeyStoreOptions) {
-    const { host, port, db, username, password, display } = parseRedisUrl(options.url);
     const prefix = options.keyPrefix ?? 'sluice:';
-    this.#display = display;
     this.#hash = `${prefix}client-keys`;
     this.#channel = `${prefix}client-keys-changed`;
     this.#refreshMs = checksFor(GatewayConfigError).ms('refreshMs', options.refreshMs ?? 5_000, 1);
     this.#logger = options.logger ?? silentLogger;
-    this.#client = new Redis({
-      host,
-      port,
-      db,
-      ...(username === undefined ? {} : { username }),
-      ...(password === undefined ? {} : { password }),
-      connectTimeout: 2_000,
-      commandTimeout: 5_000,
-      maxRetriesPerRequest: 0,
-      retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
-    });
-    this.#client.on('error', () => {});
+    ({ client: this.#client, display: this.#display } = connectRedis(options.url, redisUses.keys, options));
   }
 
   async load(): Promise<readonly StoredKey[]> {
@@ -143,16 +131,7 @@ class RedisKeyStore implements KeyStore {
 
   close(): Promise<void> {
     clearInterval(this.#timer);
-    this.#closing ??= Promise.all([this.#client, this.#subscriber].map(quit)).then(() => undefined);
+    this.#closing ??= Promise.all([this.#client, this.#subscriber].map(quitRedis)).then(() => undefined);
     return this.#closing;
-  }
-}
-
-async function quit(connection: Redis | undefined): Promise<void> {
-  if (!connection) return;
-  try {
-    await connection.quit();
-  } catch {
-    connection.disconnect();
   }
 }

@@ -16,16 +16,17 @@
  *
  * A lease lapses after `leaseMs` so a gateway that dies holding calls frees them in time.
  */
-import { Redis } from 'ioredis';
-import { parseRedisUrl, STORED_BYTES_LUA } from '../detached/store/index.ts';
+import type { Redis } from 'ioredis';
+import { connectRedis, quitRedis, redisUses, STORED_BYTES_LUA } from '../detached/store/index.ts';
+import type { RedisTimeouts } from '../detached/store/index.ts';
 import { decideWindow, resolveLimiterOptions } from './limits.ts';
 import type { Admission, KeyLimits, Limiter, LimiterOptions, StoredAdmission } from './limits.ts';
 import { checksFor, show } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
 
-/** Options of the Redis limiter. */
-export interface RedisLimiterOptions extends LimiterOptions {
+/** Options of the Redis limiter; its commandTimeout defaults to redisUses.limiter's. */
+export interface RedisLimiterOptions extends LimiterOptions, RedisTimeouts {
   /** `redis://[user:password@]host:port[/db]`, as the detached-call store's. */
   url: string;
   /** Prefix of every key. @default 'sluice:' */
@@ -162,14 +163,11 @@ interface LimitScripts {
   sluiceStoredRelease(reserved: string, reservedCounter: string, ...args: (string | number)[]): Promise<number>;
 }
 
-/** A command that hangs (a stalled Redis) fails instead; the caller decides what a failure means. */
-const COMMAND_TIMEOUT_MS = 1_000;
-const CONNECT_TIMEOUT_MS = 2_000;
-
 /**
- * Makes a Redis limiter and starts connecting. A step that cannot reach Redis rejects; the
- * gateway decides what that means for the call (see docs/security.md).
- * @throws StoreConfigError for a bad URL.
+ * Makes a Redis limiter and starts connecting. A step that cannot reach Redis, or that it does
+ * not answer within the command timeout, rejects; the gateway decides what that means for the
+ * call (see docs/security.md).
+ * @throws StoreConfigError for a bad URL or timeout.
  */
 export function createRedisLimiter(options: RedisLimiterOptions): Limiter {
   return new RedisLimiter(options);
@@ -185,28 +183,12 @@ class RedisLimiter implements Limiter {
   #closing: Promise<void> | undefined;
 
   constructor(options: RedisLimiterOptions) {
-    const { host, port, db, username, password } = parseRedisUrl(options.url);
     ({ clock: this.#clock, windowMs: this.#windowMs, retryAfterMs: this.#retryAfterMs } = resolveLimiterOptions(options));
     const { leaseMs = 3_600_000, keyPrefix = 'sluice:' } = options;
     this.#leaseMs = checksFor(GatewayConfigError).ms('leaseMs', leaseMs, 1);
     if (typeof keyPrefix !== 'string') throw new GatewayConfigError(`keyPrefix must be a string, got ${show(keyPrefix)}`);
     this.#prefix = keyPrefix;
-    const client = new Redis({
-      host,
-      port,
-      db,
-      ...(username === undefined ? {} : { username }),
-      ...(password === undefined ? {} : { password }),
-      connectTimeout: CONNECT_TIMEOUT_MS,
-      commandTimeout: COMMAND_TIMEOUT_MS,
-      // A step waits for the first connection, but never for a reconnect: it fails at once then.
-      maxRetriesPerRequest: 0,
-      // Steps of many calls issued in one tick (a settle and a release, a burst of admissions) go out in one write.
-      enableAutoPipelining: true,
-      retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
-    });
-    // Failures reach each step's caller; the event would otherwise crash the process.
-    client.on('error', () => {});
+    const { client } = connectRedis(options.url, redisUses.limiter, options);
     client.defineCommand('sluiceAdmitCall', { numberOfKeys: 2, lua: ADMIT_CALL });
     client.defineCommand('sluiceAdmitTokens', { numberOfKeys: 1, lua: ADMIT_TOKENS });
     client.defineCommand('sluiceSettle', { numberOfKeys: 1, lua: SETTLE });
@@ -281,10 +263,7 @@ class RedisLimiter implements Limiter {
   }
 
   close(): Promise<void> {
-    this.#closing ??= this.#client.quit().then(
-      () => undefined,
-      () => void this.#client.disconnect(),
-    );
+    this.#closing ??= quitRedis(this.#client);
     return this.#closing;
   }
 

@@ -7,3 +7,5 @@
 export { notReadyReasons } from './admission.ts';
 export { LbAgent } from './agent.ts';
 export { waitQueueFor } from './placement.ts';
+export { WaitQueue } from './wait-queue.ts';
+export type { Waiter } from './wait-queue.ts';

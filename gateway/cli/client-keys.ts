@@ -9,6 +9,7 @@ import { GatewayConfigError } from '../errors.ts';
 import type { Limiter } from '../access/limits.ts';
 import type { KeyRing } from '../access/keys.ts';
 import type { Setting } from './settings.ts';
+import { storeRedisOf } from './store-redis.ts';
 
 /** The settings of client keys, shared by `gateway` and `up`. */
 export const keySettings: readonly Setting[] = [
@@ -29,8 +30,7 @@ export async function clientKeysOptions(
   clock: Clock,
 ): Promise<{ clientKeys?: KeyRing; limiter?: Limiter; requireKeys?: boolean }> {
   const file = values.keys as string | undefined;
-  const store = values.store as string | undefined;
-  const redis = typeof store === 'string' && store.startsWith('redis://') ? store : undefined;
+  const redis = storeRedisOf(values);
   if (file === undefined && redis === undefined) return {};
   const [{ KeyRing }, { watchKeysFile }, { createRedisKeyStore }, { createRedisLimiter }] = await Promise.all([
     import('../access/keys.ts'),
@@ -38,7 +38,7 @@ export async function clientKeysOptions(
     import('../access/key-store.ts'),
     import('../access/limits-redis.ts'),
   ]);
-  const ring = new KeyRing({ clock, logger, ...(redis ? { store: createRedisKeyStore({ url: redis, logger }) } : {}) });
+  const ring = new KeyRing({ clock, logger, ...(redis ? { store: createRedisKeyStore({ url: redis.url, ...redis.timeouts, logger }) } : {}) });
   const given = values.requireKeys as boolean | undefined;
   const requireKeys = given ?? file !== undefined;
   if (redis) await ring.start().catch((error: Error) => logger.warn('client keys not loaded from the store; loading them when it answers', { error }));
@@ -58,6 +58,6 @@ export async function clientKeysOptions(
   return {
     clientKeys: ring,
     requireKeys,
-    ...(redis ? { limiter: createRedisLimiter({ url: redis, clock, ...(windowMs === undefined ? {} : { windowMs }) }) } : {}),
+    ...(redis ? { limiter: createRedisLimiter({ url: redis.url, ...redis.timeouts, clock, ...(windowMs === undefined ? {} : { windowMs }) }) } : {}),
   };
 }

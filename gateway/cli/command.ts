@@ -5,6 +5,7 @@
 import type { Logger } from '../../placer/kernel/index.ts';
 import type { Redact } from '../../placer/kernel/index.ts';
 import type { Setting, SettingType } from './settings.ts';
+import { SettingsError, flagOf } from './settings.ts';
 
 /** What a command's run function gets. */
 export interface CommandContext {
@@ -47,6 +48,24 @@ export function givenValues(values: Record<string, unknown>, keys: readonly stri
   const out: Record<string, unknown> = {};
   for (const key of keys) if (values[key] !== undefined) out[key] = values[key];
   return out;
+}
+
+/**
+ * The settings of `renames` that were given, each under the option it sets (`{ label: 'labels' }`:
+ * --label sets `labels`), so that the library applies its own defaults to the rest.
+ */
+export function givenAs(values: Record<string, unknown>, renames: Readonly<Record<string, string>>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, option] of Object.entries(renames)) if (values[key] !== undefined) out[option] = values[key];
+  return out;
+}
+
+/**
+ * Refuses a secret given both inline (`key`) and as a file (`fileKey`): it comes from one or the other.
+ * @throws SettingsError naming both flags.
+ */
+export function oneOf(values: Record<string, unknown>, key: string, fileKey: string): void {
+  if (values[key] !== undefined && values[fileKey] !== undefined) throw new SettingsError(`give ${flagOf(key)} or ${flagOf(fileKey)}, not both`);
 }
 
 /** The settings every command that serves shares; the command line's own, so they keep a default here. */

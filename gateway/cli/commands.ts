@@ -1,8 +1,8 @@
 /**
  * Every sluice command, by name, each loaded when it is asked for: `sluice sim-engine` does not
  * pay for loading the gateway, nor any product command for the bench. The product's commands
- * live in this folder (gateway-command.ts, runner-command.ts, sim-command.ts, up.ts); the
- * bench's table lives beside the bench, in k6/driver/commands.ts.
+ * live in this folder (gateway-command.ts, runner-command.ts, sim-command.ts, up.ts, and
+ * bench-command.ts, which alone loads the bench in k6/driver/).
  */
 import type { Command } from './command.ts';
 
@@ -15,8 +15,8 @@ export const commands: Readonly<Record<string, () => Promise<Command>>> = Object
   runner: async () => (await import('./runner-command.ts')).runner,
   'sim-engine': async () => (await import('./sim-command.ts')).simEngine,
   keys: async () => (await import('./keys-command.ts')).keys,
-  // The bench sits beside the product: the one place the product loads it, on demand.
-  bench: async () => (await import('../../k6/driver/commands.ts')).bench,
+  // The bench sits beside the product: its command loads it, on demand.
+  bench: async () => (await import('./bench-command.ts')).bench,
 });
 
 /** The command named `name`, or undefined when there is none. */
@@ -26,5 +26,5 @@ export function loadCommand(name: string): Promise<Command> | undefined {
 
 /** The bench's scenario names, read from its table, for `sluice --help`. */
 export async function benchScenarioNames(): Promise<readonly string[]> {
-  return (await import('../../k6/driver/commands.ts')).benchScenarioNames;
+  return (await import('./bench-command.ts')).benchScenarioNames;
 }

@@ -9,7 +9,7 @@ import type { DataPlaneOptions } from '../fleet/data-plane.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import { readSecretLines } from '../access/secrets.ts';
-import { settingsOf } from './command.ts';
+import { oneOf, settingsOf } from './command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import type { Setting } from './settings.ts';
 
@@ -99,7 +99,7 @@ export function runnerDataPlaneOptions(values: Record<string, unknown>): Pick<Ru
 function callSecrets(values: Record<string, unknown>): string[] | undefined {
   const given = values.callSecret;
   const file = values.callSecretFile as string | undefined;
-  if (given !== undefined && file !== undefined) throw new SettingsError(`give ${flagOf('callSecret')} or ${flagOf('callSecretFile')}, not both`);
+  oneOf(values, 'callSecret', 'callSecretFile');
   if (given !== undefined) return Array.isArray(given) ? (given as string[]) : [given as string];
   if (file === undefined) return undefined;
   // The one reader of secret files: one a line, and refused when anyone may read the file.

@@ -10,6 +10,7 @@ import type { ReconcilerSettings } from '../control/serverless.ts';
 import type { DeploymentStore } from '../control/store.ts';
 import type { Setting } from './settings.ts';
 import { SettingsError } from './settings.ts';
+import { storeRedisOf } from './store-redis.ts';
 import { resolveLaunchPolicy } from '../../runner/protocol/index.ts';
 import type { LaunchPolicy } from '../../runner/protocol/index.ts';
 
@@ -85,8 +86,7 @@ export interface DeploymentsContext {
 export async function deploymentsOptions(values: Record<string, unknown>, context: DeploymentsContext): Promise<{ deployments?: DeploymentStore; reconciler: ReconcilerSettings }> {
   const { now, logger, gatewayId, write = (text: string) => void process.stderr.write(text) } = context;
   const file = values.deployments as string | undefined;
-  const store = values.store as string | undefined;
-  const redis = typeof store === 'string' && store.startsWith('redis://') ? store : undefined;
+  const redis = storeRedisOf(values);
   const tunables = reconcilerSettings(values);
   const deploy = await import('../control/index.ts');
   const policy = launchPolicyOf(values);
@@ -112,7 +112,7 @@ export async function deploymentsOptions(values: Record<string, unknown>, contex
   // One connection for the deployment pieces, made as each would make its own; they leave a
   // shared client open, so it is closed once, after them.
   const { openRedis, closeRedis } = await import('../control/redis-client.ts');
-  const connection = openRedis({ url: redis }, 'deployments');
+  const connection = openRedis({ url: redis.url, ...redis.timeouts }, 'deployments');
   const client = connection.client;
   const shared = { client };
   return {

@@ -11,15 +11,15 @@ import type { GatewayOptions } from '../options.ts';
 import { storeDefaults } from '../detached/store/options.ts';
 import { callbackPolicyDefaults } from '../detached/callbacks/index.ts';
 import type { Command } from './command.ts';
-import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { givenAs, givenValues, host, logLevel, oneOf, port, settingsOf } from './command.ts';
 import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
-import { reportListening } from './processes.ts';
+import { reportListening } from '../../placer/kernel/index.ts';
 import type { Setting } from './settings.ts';
-import { SettingsError, flagOf } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
 import { clientKeysOptions, keySettings } from './client-keys.ts';
 import { deploymentSettings, deploymentsOptions } from './deployments.ts';
 import { keepOperatorToken, keepViewerToken } from './operator-token.ts';
+import { storeRedisOf, storeRedisSettings } from './store-redis.ts';
 
 /** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
 const g = settingsOf(gatewayDefaults);
@@ -91,6 +91,7 @@ export const accessSettings: readonly Setting[] = [
 export const detachedSettings: readonly Setting[] = [
   // Which store to make is the command line's own choice (code passes a store object), so it keeps its default here.
   { key: 'store', type: 'string', default: 'memory', secret: 'url', description: 'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)' },
+  ...storeRedisSettings,
   { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer --callback-secret-file or the environment variable (never shown)', defaultText: 'none: callbacks off' },
   { key: 'callbackSecretFile', type: 'string', secret: 'file', description: 'file of whsec_ callback secrets, one a line, newest first: each delivery is signed with every one (rotation); not readable by other users; instead of --callback-secret', defaultText: 'none' },
   { key: 'callbackAllow', type: 'list', description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)', defaultText: 'none' },
@@ -117,13 +118,10 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   // Settings that are not gateway options of the same name: made or read below.
   const madeHere = ['placer', 'placerOptions', 'runnerTokenFile'];
   const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => !madeHere.includes(key));
-  const onlyOne = (key: string, fileKey: string): void => {
-    if (values[key] !== undefined && values[fileKey] !== undefined) throw new SettingsError(`give ${flagOf(key)} or ${flagOf(fileKey)}, not both`);
-  };
-  onlyOne('runnerToken', 'runnerTokenFile');
-  onlyOne('callbackSecret', 'callbackSecretFile');
-  onlyOne('operatorToken', 'operatorTokenFile');
-  onlyOne('viewerToken', 'viewerTokenFile');
+  oneOf(values, 'runnerToken', 'runnerTokenFile');
+  oneOf(values, 'callbackSecret', 'callbackSecretFile');
+  oneOf(values, 'operatorToken', 'operatorTokenFile');
+  oneOf(values, 'viewerToken', 'viewerTokenFile');
   const runnerTokenFile = values.runnerTokenFile as string | undefined;
   const callbackSecretFile = values.callbackSecretFile as string | undefined;
   const operatorTokenFile = values.operatorTokenFile as string | undefined;
@@ -162,7 +160,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
           }),
         }
       : {}),
-    store: createStore(values.store as string, { ...storeBounds, logger, now: () => clock.now() }),
+    store: createStore(values.store as string, { ...storeBounds, ...storeRedisOf(values)?.timeouts, logger, now: () => clock.now() }),
     clock,
     // The bound the store was made with, so the gateway checks it against maxResultBytes as it does
     // for a store it makes itself.
@@ -170,9 +168,7 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ...(callbacks ? { callbacks } : {}),
     ...(operatorTokens === undefined ? {} : { operatorTokens }),
     ...(viewerTokens === undefined ? {} : { viewerTokens }),
-    ...(values.engineBinary === undefined ? {} : { engineBinaries: values.engineBinary as string[] }),
-    ...(values.engineEnvAllow === undefined ? {} : { engineEnvAllow: values.engineEnvAllow as string[] }),
-    ...(values.requireKeys === undefined ? {} : { requireKeys: values.requireKeys as boolean }),
+    ...givenAs(values, { engineBinary: 'engineBinaries', engineEnvAllow: 'engineEnvAllow', requireKeys: 'requireKeys' }),
     ...gatewayDataPlaneOptions(values),
     ...(await clientKeysOptions(values, logger, clock)),
     gatewayId,

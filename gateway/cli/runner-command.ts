@@ -6,10 +6,9 @@
 import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import type { Command } from './command.ts';
-import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { givenAs, givenValues, host, logLevel, oneOf, port, settingsOf } from './command.ts';
 import { runnerDataPlaneOptions, runnerDataPlaneSettings } from './data-plane.ts';
-import { SLUICE_BIN, reportListening } from './processes.ts';
-import { SettingsError } from './settings.ts';
+import { SLUICE_BIN, reportListening } from '../../placer/kernel/index.ts';
 import { startTelemetry, tracesExporter } from './telemetry.ts';
 
 /** Settings whose defaults are runnerDefaults'. */
@@ -69,16 +68,13 @@ export const runner: Command = {
         : await startTelemetry(env, { name: 'sluice-runner', ...(values.id === undefined ? {} : { instanceId: String(values.id) }) });
     const [{ createRunner }, { readSecretLines }] = await Promise.all([import('../../runner/server.ts'), import('../access/secrets.ts')]);
     const tokenFile = values.runnerTokenFile as string | undefined;
-    if (tokenFile !== undefined && values.runnerToken !== undefined) throw new SettingsError('give --runner-token or --runner-token-file, not both');
+    oneOf(values, 'runnerToken', 'runnerTokenFile');
     const runner = createRunner({
       ...(givenValues(values, RUNNER_KEYS) as RunnerOptions),
       ...(givenValues(values, LINGER_KEYS) as RunnerOptions),
       // The newest token: every gateway that lists it accepts it.
       ...(tokenFile === undefined ? {} : { runnerToken: readSecretLines('runnerTokenFile', tokenFile)[0] }),
-      ...(values.gateway === undefined ? {} : { gateways: values.gateway as string[] }),
-      ...(values.label === undefined ? {} : { labels: values.label as string[] }),
-      ...(values.engineBinary === undefined ? {} : { engineBinaries: values.engineBinary as string[] }),
-      ...(values.engineEnvAllow === undefined ? {} : { engineEnvAllow: values.engineEnvAllow as string[] }),
+      ...(givenAs(values, { gateway: 'gateways', label: 'labels', engineBinary: 'engineBinaries', engineEnvAllow: 'engineEnvAllow' }) as RunnerOptions),
       ...runnerDataPlaneOptions(values),
       // A sim profile launches this same sluice entry point as `sluice sim-engine`.
       simCommand: [process.execPath, SLUICE_BIN],

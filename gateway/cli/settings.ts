@@ -202,7 +202,7 @@ export function formatDefault(s: Setting, value: string | number | boolean | rea
 }
 
 /** `3600000` -> `1h`, `360000` -> `360s`, `10` -> `10ms`: what the duration parser reads back, as the tables always wrote them. */
-function formatDuration(ms: number): string {
+export function formatDuration(ms: number): string {
   if (ms !== 0 && ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
   if (ms !== 0 && ms % 1000 === 0) return `${ms / 1000}s`;
   return `${ms}ms`;

@@ -7,31 +7,37 @@ import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
-import { reportListening } from './processes.ts';
-import type { Setting } from './settings.ts';
+import { reportListening } from '../../placer/kernel/index.ts';
+import type { Setting, SettingType } from './settings.ts';
 
 /** Settings whose defaults are simEngineDefaults'. */
 const s = settingsOf(simEngineDefaults);
 const d = simEngineDefaults;
 
+/** Settings whose defaults come from the timing profile (--profile). */
+const fromProfile = (key: string, type: SettingType, description: string): Setting => ({ key, type, description, defaultText: 'from --profile' });
+
+/** The share of calls that fail with `status`, a setting of its own per status. */
+const failureRate = (status: 429 | 503 | 500, what: string): Setting => ({ key: `failureRate${status}`, type: 'number', libraryDefault: d.failureRate[status], description: `share of calls ${what}` });
+
 /** Simulated-engine settings, shared by `sim-engine` and `up` (which hands them to its engines). */
 export const simSettings: readonly Setting[] = [
   { key: 'model', type: 'list', libraryDefault: d.models, description: 'model names the engine serves' },
   s('profile', 'string', 'timing profile: small (fast, for tests) or h100-8b (an 8B model on an H100)'),
-  { key: 'ttftMs', type: 'number', description: 'prefill overhead in ms: time to first token before per-token prefill', defaultText: 'from --profile' },
-  { key: 'prefillPerTokenMs', type: 'number', description: 'prefill time per uncached prompt token, ms', defaultText: 'from --profile' },
-  { key: 'prefillJitterStdMs', type: 'number', description: 'standard deviation of prefill time, ms, capped at 30% of the mean', defaultText: 'from --profile' },
-  { key: 'itlMs', type: 'number', description: 'time between output tokens, ms', defaultText: 'from --profile' },
-  { key: 'itlJitterStdMs', type: 'number', description: 'standard deviation of the inter-token time, ms', defaultText: 'from --profile' },
-  { key: 'loadFactor', type: 'number', description: 'slowdown with a full batch: times scale by 1 + (f - 1)(running - 1)/(max-num-seqs - 1)', defaultText: 'from --profile' },
+  fromProfile('ttftMs', 'number', 'prefill overhead in ms: time to first token before per-token prefill'),
+  fromProfile('prefillPerTokenMs', 'number', 'prefill time per uncached prompt token, ms'),
+  fromProfile('prefillJitterStdMs', 'number', 'standard deviation of prefill time, ms, capped at 30% of the mean'),
+  fromProfile('itlMs', 'number', 'time between output tokens, ms'),
+  fromProfile('itlJitterStdMs', 'number', 'standard deviation of the inter-token time, ms'),
+  fromProfile('loadFactor', 'number', 'slowdown with a full batch: times scale by 1 + (f - 1)(running - 1)/(max-num-seqs - 1)'),
   s('outputTokens', 'integer', 'output length when a request sets no max_tokens'),
-  { key: 'maxNumSeqs', type: 'integer', description: 'sequences running at once', defaultText: 'from --profile' },
-  { key: 'maxQueue', type: 'integer', description: 'waiting requests before 429', defaultText: 'from --profile' },
-  { key: 'cacheBlocks', type: 'integer', description: 'prefix-cache capacity in 16-token blocks', defaultText: 'from --profile' },
-  { key: 'kvBlocks', type: 'integer', description: 'KV-cache size in 16-token blocks, for vllm:kv_cache_usage_perc', defaultText: 'from --profile' },
-  { key: 'failureRate429', type: 'number', libraryDefault: d.failureRate[429], description: 'share of calls refused with 429 before any output' },
-  { key: 'failureRate503', type: 'number', libraryDefault: d.failureRate[503], description: 'share of calls refused with 503 before any output' },
-  { key: 'failureRate500', type: 'number', libraryDefault: d.failureRate[500], description: 'share of calls failed with 500' },
+  fromProfile('maxNumSeqs', 'integer', 'sequences running at once'),
+  fromProfile('maxQueue', 'integer', 'waiting requests before 429'),
+  fromProfile('cacheBlocks', 'integer', 'prefix-cache capacity in 16-token blocks'),
+  fromProfile('kvBlocks', 'integer', 'KV-cache size in 16-token blocks, for vllm:kv_cache_usage_perc'),
+  failureRate(429, 'refused with 429 before any output'),
+  failureRate(503, 'refused with 503 before any output'),
+  failureRate(500, 'failed with 500'),
   s('startupDelayMs', 'duration', 'time the engine reports loading (503) after start'),
   { key: 'crashOnCall', type: 'integer', description: 'exit with code 70 on this call (counting from 1), to exercise supervision' },
   { key: 'callLog', type: 'string', description: 'file to append each call\'s sluice-call-id to ("<id> start", "<id> refused" after a 429 or 503, "<id> trace <traceparent>" when traced), to count calls run twice across restarts', defaultText: 'none' },

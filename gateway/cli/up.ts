@@ -4,8 +4,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
-import type { ChildService } from './processes.ts';
-import { reportListening, startService } from './processes.ts';
+import type { ChildService } from '../../placer/kernel/index.ts';
+import { reportListening, startService } from '../../placer/kernel/index.ts';
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
 import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';

@@ -1,17 +1,22 @@
 /**
  * The Redis connection the deployment pieces share (lease.ts, redis-store.ts, boards.ts): made
- * from a URL as the other Redis users of the gateway make theirs (gateway/access/key-store.ts,
- * gateway/access/limits-redis.ts), or an ioredis client the gateway already has, so one connection serves them
+ * from a URL by the gateway's one Redis connection factory (gateway/detached/store/redis-connection.ts,
+ * as its `control` use), or an ioredis client the gateway already has, so one connection serves them
  * all. A client given is the giver's: close() leaves it open.
  */
 import { Redis } from 'ioredis';
 import { show } from '../../placer/kernel/index.ts';
 import type { LogFields, Logger } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import { parseRedisUrl } from '../detached/store/index.ts';
+import { connectRedis, quitRedis, redisUses } from '../detached/store/index.ts';
+import type { RedisTimeouts } from '../detached/store/index.ts';
 
-/** Where a deployment piece finds Redis: a URL, or a client to share. Exactly one. */
-export interface RedisConnectionOptions {
+/**
+ * Where a deployment piece finds Redis: a URL, or a client to share. Exactly one. The timeouts
+ * are those of a connection made from the URL (commandTimeout defaults to redisUses.control's);
+ * a client given keeps its own.
+ */
+export interface RedisConnectionOptions extends RedisTimeouts {
   /** `redis://[user:password@]host:port[/db]`, as `--store`'s. */
   url?: string;
   /** An ioredis client to use instead of a connection of its own; left open by close(). */
@@ -19,16 +24,6 @@ export interface RedisConnectionOptions {
   /** Prefix of every key. @default 'sluice:' */
   keyPrefix?: string;
 }
-
-/** A black-holed host must not stall a pass for the OS's minutes-long TCP timeout. */
-const CONNECT_TIMEOUT_MS = 2_000;
-/**
- * A Redis that accepts but never answers fails a command instead: a lease renewal that hangs
- * past this is worth less than a pass that goes on reading "not held".
- */
-const COMMAND_TIMEOUT_MS = 1_000;
-/** Reconnect backoff cap: Redis coming back is noticed within a second. */
-const MAX_RECONNECT_DELAY_MS = 1_000;
 
 /** An open connection, and whether this piece made it (and so closes it). */
 export interface RedisConnection {
@@ -41,49 +36,32 @@ export interface RedisConnection {
 
 /**
  * Opens (or adopts) the connection `options` names.
- * @throws GatewayConfigError when both or neither of url and client are given, or keyPrefix is not a string;
- *   StoreConfigError for a bad URL.
+ * @throws GatewayConfigError when both or neither of url and client are given, timeouts come
+ *   with a client, or keyPrefix is not a string; StoreConfigError for a bad URL or timeout.
  */
 export function openRedis(options: RedisConnectionOptions, what: string): RedisConnection {
-  const { url, client, keyPrefix = 'sluice:' } = options;
+  const { url, client, keyPrefix = 'sluice:', connectTimeout, commandTimeout } = options;
   if (typeof keyPrefix !== 'string') throw new GatewayConfigError(`${what}: keyPrefix must be a string, got ${show(keyPrefix)}`);
   if ((url === undefined) === (client === undefined)) {
     throw new GatewayConfigError(`${what}: give exactly one of url (redis://host:port[/db]) and client (an ioredis client), got ${url === undefined ? 'neither' : 'both'}`);
   }
   if (client !== undefined) {
+    if (connectTimeout !== undefined || commandTimeout !== undefined) {
+      throw new GatewayConfigError(`${what}: connectTimeout and commandTimeout are those of a connection made from url; a client given keeps its own`);
+    }
     if (!(client instanceof Redis)) throw new GatewayConfigError(`${what}: client must be an ioredis Redis client, got ${show(client)}`);
     const { host, port, db } = client.options;
     return Object.freeze({ client, owned: false, display: `redis://${host ?? 'localhost'}:${port ?? 6379}/${db ?? 0}`, prefix: keyPrefix });
   }
-  const { host, port, db, username, password, display } = parseRedisUrl(url);
-  const made = new Redis({
-    host,
-    port,
-    db,
-    ...(username === undefined ? {} : { username }),
-    ...(password === undefined ? {} : { password }),
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    commandTimeout: COMMAND_TIMEOUT_MS,
-    // A command waits for the first connection, but never for a reconnect: with no retries a
-    // command queued while Redis is away fails at the next failed attempt (within a second),
-    // and one unanswered when the connection dropped is not sent again later.
-    maxRetriesPerRequest: 0,
-    autoResendUnfulfilledCommands: false,
-    retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
-  });
-  // Failures reach each command's caller; the event would otherwise crash the process.
-  made.on('error', () => {});
-  return Object.freeze({ client: made, owned: true, display, prefix: keyPrefix });
+  // A command waits for the first connection, and for a reconnect under way until its attempt
+  // fails; one unanswered when the connection dropped is not sent again later.
+  const made = connectRedis(url!, redisUses.control, { connectTimeout, commandTimeout });
+  return Object.freeze({ client: made.client, owned: true, display: made.display, prefix: keyPrefix });
 }
 
 /** Closes a connection this piece made; a shared one is left to its owner. Idempotent through the caller's memo. */
 export async function closeRedis(connection: RedisConnection): Promise<void> {
-  if (!connection.owned) return;
-  try {
-    await connection.client.quit();
-  } catch {
-    connection.client.disconnect();
-  }
+  if (connection.owned) await quitRedis(connection.client);
 }
 
 /**

@@ -16,8 +16,11 @@ export {
   RECORD_OVERHEAD_BYTES,
   STORED_BYTES_LUA,
   StoreUnavailableError,
+  connectRedis,
   createMemoryStore,
   parseRedisUrl,
+  quitRedis,
+  redisUses,
   storeDefaults,
 } from './store/index.ts';
-export type { CallError, CallStore, StoreHealth } from './store/index.ts';
+export type { CallError, CallStore, RedisTimeouts, StoreHealth } from './store/index.ts';

@@ -14,3 +14,4 @@ export type { GatewayPool } from './pool.ts';
 export { RunnerRegistry } from './registry.ts';
 export type { FleetRunner } from './registry.ts';
 export { registerRunnerRoutes } from './runner-routes.ts';
+export { EndedCalls, runnerLoad } from './runner-load.ts';

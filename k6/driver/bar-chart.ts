@@ -4,7 +4,7 @@
  * series, each labelled with its value. chart.ts draws latency percentiles of run summaries;
  * this one draws any figures, for scenarios whose measure is not a latency.
  */
-import { niceScale } from './chart.ts';
+import { escapeXml, gridLines, niceScale, panelBase, svgClose, svgOpen, yAxisLabel } from './svg.ts';
 
 /** One bar colour and its legend entry. */
 export interface BarSeries {
@@ -52,15 +52,10 @@ export function barChart(panels: readonly BarPanel[], series: readonly BarSeries
   const legendW = series.reduce((w, s) => w + 22 + s.name.length * 6.5, 0);
   const width = Math.max(LEFT + widths.reduce((a, w) => a + w + GAP, 0), LEFT + legendW + 20);
   const height = TOP + PANEL_H + 56;
-  const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
-    `<rect width="100%" height="100%" fill="#fff"/>`,
-    `<text x="${LEFT}" y="20" font-size="15" font-weight="bold">${escapeText(text.title)}</text>`,
-    `<text x="${LEFT}" y="38" fill="#555">${escapeText(text.subtitle)}</text>`,
-  ];
+  const parts: string[] = svgOpen(width, height, LEFT, text.title, text.subtitle);
   let legendX = LEFT;
   for (const s of series) {
-    parts.push(`<rect x="${legendX}" y="48" width="12" height="12" fill="${s.color}"/><text x="${legendX + 16}" y="58">${escapeText(s.name)}</text>`);
+    parts.push(`<rect x="${legendX}" y="48" width="12" height="12" fill="${s.color}"/><text x="${legendX + 16}" y="58">${escapeXml(s.name)}</text>`);
     legendX += 22 + s.name.length * 6.5;
   }
   let x0 = LEFT;
@@ -68,8 +63,7 @@ export function barChart(panels: readonly BarPanel[], series: readonly BarSeries
     parts.push(panel(p, series, x0, widths[i]!, text.axis, format));
     x0 += widths[i]! + GAP;
   });
-  parts.push('</svg>');
-  return parts.join('\n') + '\n';
+  return svgClose(parts);
 }
 
 function panel(p: BarPanel, series: readonly BarSeries[], x0: number, width: number, axis: string, format: (v: number) => string): string {
@@ -77,12 +71,9 @@ function panel(p: BarPanel, series: readonly BarSeries[], x0: number, width: num
   // A tenth of headroom: a bar at the top of the scale would put its label on the panel's title.
   const { step, top } = niceScale(max * HEADROOM);
   const y = (v: number): number => TOP + PANEL_H - (v / top) * PANEL_H;
-  const out: string[] = ['<g>', `<text x="${x0 + width / 2}" y="${TOP - 8}" text-anchor="middle" font-weight="bold">${escapeText(p.title)}</text>`];
-  for (let v = 0; v <= top + step / 2; v += step) {
-    out.push(`<line x1="${x0}" x2="${x0 + width}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);
-    out.push(`<text x="${x0 - 6}" y="${y(v) + 4}" text-anchor="end" fill="#555">${step >= 1 ? v.toFixed(0) : v.toPrecision(2)}</text>`);
-  }
-  out.push(`<text transform="translate(${x0 - 44},${TOP + PANEL_H / 2}) rotate(-90)" text-anchor="middle" fill="#555">${escapeText(axis)}</text>`);
+  const out: string[] = ['<g>', `<text x="${x0 + width / 2}" y="${TOP - 8}" text-anchor="middle" font-weight="bold">${escapeXml(p.title)}</text>`];
+  out.push(...gridLines(x0, width, { step, top }, y, (v) => (step >= 1 ? v.toFixed(0) : v.toPrecision(2))));
+  out.push(yAxisLabel(x0 - 44, TOP + PANEL_H / 2, axis));
   const groupW = width / Math.max(p.groups.length, 1);
   p.groups.forEach((g, k) => {
     // Only the bars a group has are laid out, centred: a group with one figure shows one bar in its middle.
@@ -90,17 +81,13 @@ function panel(p: BarPanel, series: readonly BarSeries[], x0: number, width: num
     const gx = x0 + k * groupW + (groupW - present.length * BAR_W) / 2;
     present.forEach(({ s, v }, b) => {
       const bx = gx + b * BAR_W;
-      out.push(`<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${s.color}"><title>${escapeText(`${g.label} ${s.name} ${format(v)}`)}</title></rect>`);
-      out.push(`<text x="${bx + BAR_W / 2}" y="${y(v) - 3}" text-anchor="middle" font-size="9">${escapeText(format(v))}</text>`);
+      out.push(`<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${s.color}"><title>${escapeXml(`${g.label} ${s.name} ${format(v)}`)}</title></rect>`);
+      out.push(`<text x="${bx + BAR_W / 2}" y="${y(v) - 3}" text-anchor="middle" font-size="9">${escapeXml(format(v))}</text>`);
     });
     const cx = x0 + k * groupW + groupW / 2;
-    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escapeText(g.label)}</text>`);
-    if (g.note) out.push(`<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${escapeText(g.note)}</text>`);
+    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escapeXml(g.label)}</text>`);
+    if (g.note) out.push(`<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${escapeXml(g.note)}</text>`);
   });
-  out.push(`<line x1="${x0}" x2="${x0 + width}" y1="${TOP + PANEL_H}" y2="${TOP + PANEL_H}" stroke="#333"/>`, '</g>');
+  out.push(...panelBase(x0, x0 + width, TOP + PANEL_H));
   return out.join('\n');
-}
-
-function escapeText(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }

@@ -9,7 +9,6 @@
  * {@link startBareProxy} runs it as its own process (bare-proxy-main.ts), so its CPU is read from
  * /proc like every other process the bench measures.
  */
-import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, Server } from 'node:http';
@@ -80,11 +79,14 @@ const MAIN = fileURLToPath(new URL(SOURCES ? './bare-proxy-main.ts' : './bare-pr
 /** tsx's loader, resolved from here so the child finds it whatever its working directory. */
 const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
+/** How long a bare proxy gets after SIGTERM before SIGKILL. */
+const STOP_GRACE_MS = 5_000;
+
 /** A bare proxy running as a child process. */
 export interface BareProxyProcess {
   readonly url: string;
   readonly child: ChildProcess;
-  /** What the child printed to stderr (its errors). */
+  /** The last lines the child printed (its errors). */
   output(): string;
   /** SIGTERM, then SIGKILL after 5 s; resolves once it has exited. Idempotent. */
   stop(): Promise<void>;
@@ -96,36 +98,13 @@ export interface BareProxyProcess {
  * The child exits when its IPC channel closes, so a parent that dies leaves nothing behind.
  * @throws {Error} with the child's output when it exits or does not listen within `timeoutMs`.
  */
-export function startBareProxy(upstream: string, env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<BareProxyProcess> {
+export async function startBareProxy(upstream: string, env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<BareProxyProcess> {
+  // Loaded here, not at the top: the proxy's own process imports this module for its server and
+  // should load nothing more than a bare proxy needs.
+  const { startChild } = await import('../../placer/index.ts');
   // Run as the bench runs: the sources through tsx, or the build as it is.
-  const child = spawn(process.execPath, [...(SOURCES ? ['--import', TSX] : []), MAIN, upstream], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env, detached: true });
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => void (stderr = (stderr + chunk.toString('utf8')).slice(-4_000)));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const proxy = await startChild({ script: MAIN, nodeArgs: SOURCES ? ['--import', TSX] : [], name: 'bare proxy' }, [upstream], { env, timeout: timeoutMs });
   let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> => {
-    stopping ??= (async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-      await exited;
-      clearTimeout(timer);
-    })();
-    return stopping;
-  };
-  return new Promise<BareProxyProcess>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      void stop();
-      reject(new Error(`bare proxy did not listen within ${timeoutMs} ms\n${stderr}`));
-    }, timeoutMs);
-    child.on('message', (message: { type?: string; url?: string }) => {
-      if (message?.type !== 'listening' || typeof message.url !== 'string') return;
-      clearTimeout(timer);
-      resolve({ url: message.url, child, output: () => stderr, stop });
-    });
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`bare proxy exited (${signal ?? code}) before listening\n${stderr}`));
-    });
-  });
+  const stop = (): Promise<void> => (stopping ??= proxy.stop('SIGTERM', STOP_GRACE_MS).then(() => undefined));
+  return { url: proxy.url, child: proxy.child, output: proxy.output, stop };
 }

@@ -5,6 +5,7 @@
  */
 import type { LoadMode, RunSummary } from './record.ts';
 import { formatLoad, formatMs } from './report.ts';
+import { escapeXml, gridLines, niceScale, panelBase, svgClose, svgOpen, yAxisLabel } from './svg.ts';
 
 const PERCENTILES = [
   { key: 'p50', color: '#4c78a8' },
@@ -29,18 +30,14 @@ export function latencyChart(summaries: readonly RunSummary[], title: string, su
   const width = LEFT + modes.length * (PANEL_W + GAP);
   const height = TOP + PANEL_H + 70;
   const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
-    `<rect width="100%" height="100%" fill="#fff"/>`,
-    `<text x="${LEFT}" y="20" font-size="15" font-weight="bold">${escapeXml(title)}</text>`,
-    `<text x="${LEFT}" y="38" fill="#555">${escapeXml(subtitle)}</text>`,
+    ...svgOpen(width, height, LEFT, title, subtitle),
     ...PERCENTILES.map(
       (p, i) =>
         `<rect x="${width - 190 + i * 60}" y="12" width="12" height="12" fill="${p.color}"/><text x="${width - 174 + i * 60}" y="22">${p.key}</text>`,
     ),
   ];
   modes.forEach((mode, i) => parts.push(panel(summaries.filter((s) => s.mode === mode), mode, LEFT + i * (PANEL_W + GAP), panelTitles[mode])));
-  parts.push('</svg>');
-  return parts.join('\n') + '\n';
+  return svgClose(parts);
 }
 
 function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number, heading: string | undefined): string {
@@ -51,11 +48,8 @@ function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number, heading:
   const load = rows[0] ? formatLoad(rows[0]) : '';
   const label = heading ?? (mode === 'closed' ? `closed loop, ${load}` : `open loop, ${load}`);
   out.push(`<text x="${x0 + PANEL_W / 2}" y="${TOP - 10}" text-anchor="middle" font-weight="bold">${escapeXml(label)}</text>`);
-  for (let v = 0; v <= top + step / 2; v += step) {
-    out.push(`<line x1="${x0}" x2="${x0 + PANEL_W}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);
-    out.push(`<text x="${x0 - 6}" y="${y(v) + 4}" text-anchor="end" fill="#555">${step >= 1 ? v.toFixed(0) : formatMs(v)}</text>`);
-  }
-  out.push(`<text transform="translate(${x0 - 40},${TOP + PANEL_H / 2}) rotate(-90)" text-anchor="middle" fill="#555">latency, ms</text>`);
+  out.push(...gridLines(x0, PANEL_W, { step, top }, y, (v) => (step >= 1 ? v.toFixed(0) : formatMs(v))));
+  out.push(yAxisLabel(x0 - 40, TOP + PANEL_H / 2, 'latency, ms'));
   const groupW = PANEL_W / Math.max(rows.length, 1);
   rows.forEach((r, g) => {
     const gx = x0 + g * groupW + (groupW - PERCENTILES.length * BAR_W) / 2;
@@ -71,19 +65,6 @@ function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number, heading:
     const rps = Number.isFinite(r.rps) ? r.rps.toFixed(0) : '-';
     out.push(`<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${rps} req/s${r.errors ? `, ${r.errors} errors` : ''}</text>`);
   });
-  out.push(`<line x1="${x0}" x2="${x0 + PANEL_W}" y1="${TOP + PANEL_H}" y2="${TOP + PANEL_H}" stroke="#333"/>`, '</g>');
+  out.push(...panelBase(x0, x0 + PANEL_W, TOP + PANEL_H));
   return out.join('\n');
-}
-
-/** A round axis: about five steps of 1, 2 or 5 times a power of ten, topping out above `max`. */
-export function niceScale(max: number): { step: number; top: number } {
-  const raw = max / 5;
-  const power = 10 ** Math.floor(Math.log10(raw));
-  const step = ([1, 2, 5, 10].find((m) => m * power >= raw) ?? 10) * power;
-  return { step, top: Math.ceil(max / step - 1e-9) * step };
-}
-
-/** `text` safe inside SVG text and attribute values. */
-export function escapeXml(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }

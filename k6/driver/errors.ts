@@ -8,7 +8,7 @@
  * - `BENCH_TARGET_NOT_LOCAL`: a load target is not http on 127.0.0.1 or localhost.
  * - `BENCH_UNKNOWN_SCENARIO`: `sluice bench` was given no scenario or one it does not know.
  */
-import { SluiceError, errorClass } from '../../placer/kernel/index.ts';
+import { SluiceError, errorClass } from '../../placer/index.ts';
 
 /** Base of the bench driver's errors. The HTTP status is never sent: the driver serves nothing. */
 export class BenchError extends SluiceError {}

@@ -1,6 +1,6 @@
 /**
- * The Node bench driver's public face: the scenarios `sluice bench` can run, and the entry the
- * CLI calls. k6 scripts, where k6 is installed, run the same scenarios; this driver is what
+ * The Node bench driver's public face: the scenarios `sluice bench` can run, the entry the
+ * CLI calls, and the defaults its settings show. k6 scripts, where k6 is installed, run the same scenarios; this driver is what
  * runs them on machines without it (k6 is neither on npm nor in Debian).
  */
 import { UnknownScenarioError } from './errors.ts';
@@ -25,6 +25,10 @@ export type { LoadMode, LoadResult, RunSummary } from './record.ts';
 export { distribution, percentile, perSecond, ratio } from './stats.ts';
 export type { Distribution } from './stats.ts';
 export type { Scenario, ScenarioContext } from './types.ts';
+export { SIMULATE_DEFAULTS } from './scenarios/simulate.ts';
+export { SOAK_DEFAULTS } from './soak/options.ts';
+export { FAULT_KINDS } from './soak/schedule.ts';
+export { DEFAULT_HOPS } from './vsim/simulation.ts';
 
 /** Every scenario, by the name `sluice bench <name>` takes. */
 export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead, streaming, placement, scale, memory, simulate, soak, serverless });

@@ -5,10 +5,8 @@
  * release at the end), against a limiter of the caller's choice. The figure is CPU time per call,
  * which neighbours on a shared machine disturb far less than wall time.
  */
-import { KeyCalls } from '../../gateway/access/key-calls.ts';
-import { KeyRing, hashToken, newKeyToken } from '../../gateway/access/keys.ts';
-import { parseKeysFile } from '../../gateway/access/keys-file.ts';
-import type { Limiter } from '../../gateway/access/limits.ts';
+import { KeyCalls, KeyRing, hashToken, newKeyToken, parseKeysFile } from '../../gateway/index.ts';
+import type { Limiter } from '../../gateway/index.ts';
 
 /** CPU per call of the key lookup alone and of the lookup with every limit, in µs. */
 export interface KeyCost {

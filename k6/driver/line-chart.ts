@@ -3,8 +3,8 @@
  * with their value. For figures that move with load (time to first token by arrival rate), where
  * the shape of each line says more than any single bar.
  */
-import { escapeXml, niceScale } from './chart.ts';
 import { formatMs } from './report.ts';
+import { escapeXml, gridLines, niceScale, panelBase, svgClose, svgOpen, yAxisLabel } from './svg.ts';
 
 /** One line: a contender's value at each x. */
 export interface Series {
@@ -36,20 +36,14 @@ export function lineChart(panels: readonly LinePanel[], title: string, subtitle:
   const width = LEFT + panels.length * (PANEL_W + GAP);
   const legendRows = Math.ceil(names.length / 4);
   const height = TOP + PANEL_H + 50 + legendRows * 18;
-  const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
-    `<rect width="100%" height="100%" fill="#fff"/>`,
-    `<text x="${LEFT}" y="20" font-size="15" font-weight="bold">${escapeXml(title)}</text>`,
-    `<text x="${LEFT}" y="38" fill="#555">${escapeXml(subtitle)}</text>`,
-  ];
+  const parts: string[] = svgOpen(width, height, LEFT, title, subtitle);
   panels.forEach((panel, i) => parts.push(renderPanel(panel, LEFT + i * (PANEL_W + GAP), color, xLabel, xTick)));
   names.forEach((name, i) => {
     const x = LEFT + (i % 4) * 190;
     const y = TOP + PANEL_H + 50 + Math.floor(i / 4) * 18;
     parts.push(`<line x1="${x}" x2="${x + 18}" y1="${y - 4}" y2="${y - 4}" stroke="${color(name)}" stroke-width="3"/><text x="${x + 24}" y="${y}">${escapeXml(name)}</text>`);
   });
-  parts.push('</svg>');
-  return parts.join('\n') + '\n';
+  return svgClose(parts);
 }
 
 function renderPanel(panel: LinePanel, x0: number, color: (name: string) => string, xLabel: string, xTick: (x: number) => string): string {
@@ -61,13 +55,10 @@ function renderPanel(panel: LinePanel, x0: number, color: (name: string) => stri
   const x = (v: number): number => x0 + 20 + (xMax === xMin ? (PANEL_W - 40) / 2 : ((v - xMin) / (xMax - xMin)) * (PANEL_W - 40));
   const y = (v: number): number => TOP + PANEL_H - (v / top) * PANEL_H;
   const out: string[] = ['<g>', `<text x="${x0 + PANEL_W / 2}" y="${TOP - 12}" text-anchor="middle" font-weight="bold">${escapeXml(panel.heading)}</text>`];
-  for (let v = 0; v <= top + step / 2; v += step) {
-    out.push(`<line x1="${x0}" x2="${x0 + PANEL_W}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);
-    out.push(`<text x="${x0 - 6}" y="${y(v) + 4}" text-anchor="end" fill="#555">${step >= 1 ? v.toFixed(0) : formatMs(v)}</text>`);
-  }
+  out.push(...gridLines(x0, PANEL_W, { step, top }, y, (v) => (step >= 1 ? v.toFixed(0) : formatMs(v))));
   for (const v of xs) out.push(`<text x="${x(v)}" y="${TOP + PANEL_H + 16}" text-anchor="middle" fill="#555">${escapeXml(xTick(v))}</text>`);
   out.push(`<text x="${x0 + PANEL_W / 2}" y="${TOP + PANEL_H + 32}" text-anchor="middle" fill="#555">${escapeXml(xLabel)}</text>`);
-  out.push(`<text transform="translate(${x0 - 46},${TOP + PANEL_H / 2}) rotate(-90)" text-anchor="middle" fill="#555">${escapeXml(panel.yLabel)}</text>`);
+  out.push(yAxisLabel(x0 - 46, TOP + PANEL_H / 2, panel.yLabel));
   for (const s of panel.series) {
     const shown = s.points.filter((p) => Number.isFinite(p.y));
     if (shown.length === 0) continue;
@@ -76,6 +67,6 @@ function renderPanel(panel: LinePanel, x0: number, color: (name: string) => stri
       out.push(`<circle cx="${x(p.x).toFixed(1)}" cy="${y(p.y).toFixed(1)}" r="3" fill="${color(s.name)}"><title>${escapeXml(`${s.name} ${xTick(p.x)}: ${formatMs(p.y)}`)}</title></circle>`);
     }
   }
-  out.push(`<line x1="${x0}" x2="${x0 + PANEL_W}" y1="${TOP + PANEL_H}" y2="${TOP + PANEL_H}" stroke="#333"/>`, '</g>');
+  out.push(...panelBase(x0, x0 + PANEL_W, TOP + PANEL_H));
   return out.join('\n');
 }

@@ -12,8 +12,8 @@
  * per stream (far past nginx.ts's 4096), with the same open-file limit as the gateway, and must
  * pass tokens on as they come (`proxy_buffering off`).
  */
-import { startService } from '../../gateway/cli/processes.ts';
-import type { ChildService } from '../../gateway/cli/processes.ts';
+import { startService } from '../../placer/index.ts';
+import type { ChildService } from '../../placer/index.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
 import type { NginxProxy } from './nginx.ts';
 import { FD_RESERVE, SOCKETS_PER_STREAM } from './process-memory.ts';

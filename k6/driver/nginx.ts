@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { freePort } from '../../gateway/cli/processes.ts';
+import { freePort } from '../../placer/index.ts';
 
 /** A running nginx. */
 export interface NginxProxy {

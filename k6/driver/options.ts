@@ -3,8 +3,8 @@
  * kernel's resolveOptions with a message naming the option and the bad value. Every knob that scales the load is bounded, so
  * a typo (`--duration 10m`, `--rate 500000`) is refused instead of pinning the machine.
  */
-import { resolveOptions, show } from '../../placer/kernel/index.ts';
-import type { Fail, Rule } from '../../placer/kernel/index.ts';
+import { resolveOptions, show } from '../../placer/index.ts';
+import type { Fail, Rule } from '../../placer/index.ts';
 import { BenchOptionError } from './errors.ts';
 
 export { show };

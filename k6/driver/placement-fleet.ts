@@ -4,8 +4,8 @@
  * of all the runners, and, when nginx is installed, nginx in front of the same engines once with
  * round-robin and once with least_conn: what a team would put there instead of sluice.
  */
-import { startService } from '../../gateway/cli/processes.ts';
-import type { ChildService } from '../../gateway/cli/processes.ts';
+import { startService } from '../../placer/index.ts';
+import type { ChildService } from '../../placer/index.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
 import { startGroup } from './stack.ts';
 

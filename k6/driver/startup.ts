@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { childPids, readProcessMemory, readProcessTreeMemory } from './process-memory.ts';
-import { freePort } from '../../gateway/cli/processes.ts';
+import { freePort } from '../../placer/index.ts';
 
 /** The checkout's root, from this file in k6/driver/ or in dist/k6/driver/. */
 const root = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../../' : '../../../', import.meta.url));

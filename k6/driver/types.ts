@@ -3,7 +3,7 @@
  * options and what the entry point owns (environment, logger, output, the interrupt signal),
  * and resolves once it has printed and written its figures.
  */
-import type { Logger } from '../../placer/kernel/index.ts';
+import type { Logger } from '../../placer/index.ts';
 import type { BenchOptions } from './options.ts';
 
 /** What the entry point hands a scenario. Library code reads no globals it could be given. */

@@ -10,7 +10,7 @@
  * Words are plain lowercase words: the simulated engine counts each as one token, so the token
  * structure of every prompt is known without tokenizing it.
  */
-import { seededRandom } from '../../placer/kernel/index.ts';
+import { seededRandom } from '../../placer/index.ts';
 
 /** The shape of the sessions; see {@link PLACEMENT_WORKLOAD} for the values the scenario uses. */
 export interface WorkloadShape {

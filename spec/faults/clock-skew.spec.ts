@@ -9,8 +9,8 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { startService } from '../../gateway/cli/processes.ts';
-import type { ChildService } from '../../gateway/cli/processes.ts';
+import { startService } from '../../placer/kernel/processes.ts';
+import type { ChildService } from '../../placer/kernel/processes.ts';
 import { chatBody, metrics, metricValue, postJson } from '../support/fleet.ts';
 
 const SKEW_S = 600;

@@ -13,8 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, startService } from '../../gateway/cli/processes.ts';
-import type { ChildService } from '../../gateway/cli/processes.ts';
+import { freePort, startService } from '../../placer/kernel/processes.ts';
+import type { ChildService } from '../../placer/kernel/processes.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
 import { alive, callRuns, engineRequests, engineRunning, finalRecord, openStream, signal } from '../support/faults.ts';
 

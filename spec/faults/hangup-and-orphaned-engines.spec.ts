@@ -11,8 +11,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, startService } from '../../gateway/cli/processes.ts';
-import type { ChildService } from '../../gateway/cli/processes.ts';
+import { freePort, startService } from '../../placer/kernel/processes.ts';
+import type { ChildService } from '../../placer/kernel/processes.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
 
 const started: ChildService[] = [];

@@ -19,13 +19,18 @@ import type { RedisServer } from '../support/redis.ts';
 import { startStoreFleet } from '../support/store-fleet.ts';
 
 const ASYNC = { prefer: 'respond-async' };
+/**
+ * The gateway's Redis command timeout: the least the store takes (a create's own 3 s bound), so
+ * a write caught in a stall fails soon and the stall that catches one is short.
+ */
+const COMMAND_TIMEOUT = '3s';
 
 let redis: RedisServer;
 let fleet: Fleet;
 let gw: string;
 
 beforeAll(async () => {
-  ({ redis, fleet, gw } = await startStoreFleet('gw-outage', '20s'));
+  ({ redis, fleet, gw } = await startStoreFleet('gw-outage', '20s', ['--redis-command-timeout', COMMAND_TIMEOUT]));
 });
 
 afterAll(async () => {
@@ -63,20 +68,25 @@ function errorLines(): string[] {
   return fleet.gateway.output().split('\n').filter((line) => line.includes('"level":"error"'));
 }
 
+/** Whether the gateway logged that its first write of call `id`'s end failed. */
+function finishFailed(id: string): boolean {
+  return new RegExp(`"msg":"store write failed, retrying".*"call":"${id}"`).test(fleet.gateway.output());
+}
+
 describe('fault: redis stalls or dies under a gateway with detached calls', () => {
   it('says not ready within a couple of seconds of a stall and refuses new detached calls at once, sync calls unaffected', async () => {
     expect((await readyz()).status).toBe(200);
     const before = await engineCounts();
     process.kill(redis.pid, 'SIGSTOP');
-    // The store's health check (a 1 s ping, cached a second) finds the stall; 8 s leaves a busy
-    // machine room and still comes before the 10 s command timeout could have.
+    // The store's health check (a 1 s ping, cached a second) finds the stall: nothing else is
+    // sent to Redis meanwhile; 8 s leaves a busy machine room.
     await eventually(async () => (await readyz()).status === 503, 8_000, '/readyz to answer 503');
     expect((await readyz()).json).toMatchObject({ ready: false, closing: false, reasons: ['store_unavailable'] });
 
     const started = Date.now();
     const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
-    // Refused at admission, on the health answer (its message), not after the create's 3 s
-    // bound or the 10 s command timeout.
+    // Refused at admission, on the health answer (its message: a create that timed out, on its
+    // 3 s bound or the command timeout, says the store did not take the call).
     expect(Date.now() - started).toBeLessThan(8_000);
     expect(refused.status).toBe(503);
     expect(refused.json.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', type: 'service_unavailable_error', message: 'the detached-call store is not answering; retry later' });
@@ -97,10 +107,11 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     expect(accepted.status).toBe(202);
     const id = accepted.json.id as string;
     process.kill(redis.pid, 'SIGSTOP');
-    // The call ends after 1 s and its finish goes into the stall; the stall outlasts the
-    // store's 10 s command timeout, so that write times out before it lands.
+    // The call ends after 1 s and its finish goes into the stall; the stall lasts until that
+    // write has failed (timed out after the command timeout, or refused once the health check
+    // found the stall), so it is retried once Redis resumes.
     await eventually(async () => (await engineCounts()).received === before.received + 1, 10_000, 'the call to run');
-    await new Promise((resolve) => setTimeout(resolve, 12_500)); // the stall itself is the fault being injected
+    await eventually(() => finishFailed(id), 20_000, 'the first write of the call\'s end to fail');
     process.kill(redis.pid, 'SIGCONT');
 
     await eventually(async () => (await callStatus(id)).json.status === 'succeeded', 15_000, 'the call to read succeeded');
@@ -109,8 +120,8 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     expect(((await result.body.json()) as any).choices[0].message.content.length).toBeGreaterThan(0);
     const errors = errorLines().slice(errorsBefore);
     expect(errors).toEqual([]);
-    // The stall did catch the finish: its first write timed out, and that is all the log says.
-    expect(fleet.gateway.output()).toMatch(new RegExp(`"msg":"store write failed, retrying".*"call":"${id}"`));
+    // The stall did catch the finish: its first write failed, and that is all the log says.
+    expect(finishFailed(id)).toBe(true);
     expect(fleet.gateway.output()).not.toContain('detached result not stored"');
     expect(await engineCounts()).toMatchObject({ received: before.received + 1, aborted: before.aborted });
   }, 60_000);

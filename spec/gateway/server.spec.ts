@@ -6,12 +6,16 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { IdempotencyInProgressError } from '../../gateway/errors.ts';
+import { resolveGatewayOptions } from '../../gateway/options.ts';
 import type { GatewayOptions } from '../../gateway/options.ts';
-import { createGateway } from '../../gateway/server.ts';
+import { composeGatewayConfig, createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
 import { createMemoryStore } from '../../gateway/detached/store/memory.ts';
+import { createMemoryLimiter } from '../../gateway/access/limits.ts';
+import { MemoryDeploymentStore } from '../../gateway/control/store.ts';
 import type { CallStore } from '../../gateway/detached/store/types.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
+import type { Placer } from '../../placer/types.ts';
 import { REGISTER_PATH } from '../../runner/protocol/index.ts';
 import { OPERATOR_TOKEN, asOperator, getJson, postJson } from '../support/fleet.ts';
 
@@ -120,5 +124,32 @@ describe('the call routes', () => {
     const cancel = await postJson(`${url}/v1/calls/nope/cancel`, '');
     expect(cancel.status).toBe(503);
     expect(cancel.json.error.code).toBe('GW_STORE_UNAVAILABLE');
+  });
+});
+
+describe('composeGatewayConfig', () => {
+  const runners = ['http://127.0.0.1:9001'];
+
+  it('makes the parts the options left out: the default placer, a store bounded as resolved, a limiter and an empty deployment store', async () => {
+    const config = composeGatewayConfig({ runners, maxResultBytes: 4096, maxStoredBytes: 5120 });
+    expect(config.placer.name).toBe('round-robin');
+    expect(await config.store.health()).toEqual({ ok: true, storedBytes: 0, maxStoredBytes: 5120 });
+    expect(await config.limiter.admitCall('key-1', {}, 'lease-1')).toEqual({ kind: 'admitted' });
+    expect(await config.deployments.list()).toEqual([]);
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('takes the parts given as they are, and resolving alone makes none', () => {
+    const placer: Placer = { name: 'mine', order: (_call, list) => list };
+    const parts = {
+      placer,
+      store: createMemoryStore(),
+      limiter: createMemoryLimiter(),
+      deployments: new MemoryDeploymentStore(),
+    };
+    const config = composeGatewayConfig({ runners, ...parts });
+    expect(config).toMatchObject(parts);
+    for (const part of Object.keys(parts)) expect(config[part as keyof typeof parts]).toBe(parts[part as keyof typeof parts]);
+    expect(resolveGatewayOptions({ runners })).toMatchObject({ placer: undefined, store: undefined, limiter: undefined, deployments: undefined });
   });
 });

@@ -1,20 +1,23 @@
-import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
-import { BenchOptionError, scenarios } from '../../k6/driver/index.ts';
+import { BenchOptionError } from '../../k6/driver/index.ts';
 import type { MemorySample } from '../../k6/driver/memory-sampler.ts';
+import { writeResults } from '../../k6/driver/report.ts';
+import type { MachineInfo } from '../../k6/driver/report.ts';
 import { soakChart } from '../../k6/driver/soak/chart.ts';
-import { kindOf } from '../../k6/driver/soak/client.ts';
-import { targetOf } from '../../k6/driver/soak/faults.ts';
-import type { SoakNode } from '../../k6/driver/soak/fleet.ts';
+import { SoakClient, kindOf } from '../../k6/driver/soak/client.ts';
+import { pollDetached, pollPlan, probeCapacity, runLoad } from '../../k6/driver/soak/drive.ts';
+import { runSchedule, targetOf } from '../../k6/driver/soak/faults.ts';
+import { startSoakFleet } from '../../k6/driver/soak/fleet.ts';
+import type { SoakFleet, SoakNode } from '../../k6/driver/soak/fleet.ts';
 import { Ledger, classify, lostBecause, outcomeLabel, summarizeDetached, summarizeRuns } from '../../k6/driver/soak/ledger.ts';
 import type { LedgerEntry } from '../../k6/driver/soak/ledger.ts';
 import { resolveSoakOptions } from '../../k6/driver/soak/options.ts';
-import type { SoakOptions } from '../../k6/driver/soak/options.ts';
-import { formatSoak, judge, summarizeRss } from '../../k6/driver/soak/report.ts';
-import type { SoakReport } from '../../k6/driver/soak/report.ts';
+import { formatSoak, judge, soakHeadline, soakReport, soakReportChart, summarizeRss } from '../../k6/driver/soak/report.ts';
+import type { SoakReport, SoakRun } from '../../k6/driver/soak/report.ts';
 import { FAULT_KINDS, faultWindow, overlapsWindow, planSchedule } from '../../k6/driver/soak/schedule.ts';
 import type { FaultWindow } from '../../k6/driver/soak/schedule.ts';
 import { expectThrows } from '../support/throws.ts';
@@ -247,39 +250,139 @@ describe('soakChart', () => {
   });
 });
 
-describe('sluice bench soak, a short real run', () => {
-  it('runs every fault against a real fleet and reports calls, windows, detached fates, runs and memory', async () => {
+describe('soakReport', () => {
+  const machine: MachineInfo = { cpus: 2, cpuModel: 'test', memoryGiB: 4, os: 'Linux', node: 'v20.0.0', loadAverage: [0, 0, 0] };
+  const sample = (ms: number, phase: string, rssKiB: number): MemorySample => ({ ms, phase, rssKiB, hwmKiB: rssKiB, open: 0 });
+  const schedule = planSchedule(100_000, FAULT_KINDS);
+  const windows = schedule.map((f) => window(f.kind, f.atMs, f.atMs + 2_000));
+
+  /** A run with two sync calls, a stream and two detached calls, every fault recovered. */
+  function run(over: Partial<SoakRun> = {}): SoakRun {
+    const ledger = new Ledger();
+    ledger.record(entry(0, { callId: 's-0' }));
+    ledger.record(entry(1, { kind: 'stream', callId: 's-1' }));
+    ledger.record(entry(2, { kind: 'detached', status: 202, callId: 'd-2' }));
+    ledger.record(entry(3, { kind: 'detached', status: 202, callId: 'd-3' }));
+    ledger.record(entry(4, { status: 503, code: 'PLACER_TIMEOUT' }));
+    return {
+      startedAt: new Date('2026-12-03T09:55:00.000Z'),
+      machine,
+      nodes: 2,
+      durationMs: 100_000,
+      capacity: { rate: 50, measured: true, probe: { rate: 50, calls: 100, errors: 0, ms: 2_000, connections: 16 } },
+      rate: 40,
+      schedule,
+      windows,
+      ledger,
+      fates: [{ id: 'd-2', status: 'succeeded', result: true }, { id: 'd-3', status: 'succeeded', result: true }],
+      pollBoundMs: 25_000,
+      // A probe call ran too, and the engines refused s-1 once before running it.
+      callLogs: ['p-9 start\ns-0 start\ns-1 start\ns-1 refused\n', 's-1 start\nd-2 start\nd-3 start\n'],
+      samples: [sample(0, 'probe', 90_000), sample(1_000, 'load', 100_000), sample(2_000, 'drain', 110_000), sample(3_000, 'idle', 104_000)],
+      ...over,
+    };
+  }
+
+  it('assembles the figures of a run: windows, capacity, calls, detached fates, runs, memory and goals', () => {
+    const report = soakReport(run());
+    expect(report).toMatchObject({ scenario: 'soak', startedAt: '2026-12-03T09:55:00.000Z', capacity: { rate: 50, measured: true }, load: { share: 0.8, rate: 40, durationMs: 100_000 } });
+    expect(report.fleet).toMatchObject({ nodes: 2, slots: 8, store: 'redis' });
+    expect(report.windows.map((w) => w.kind)).toEqual([...FAULT_KINDS]);
+    expect(report.calls.byKind.all).toMatchObject({ sent: 5, ok: 4, busy: 1 });
+    expect(report.calls.byKind.detached.sent).toBeGreaterThan(0);
+    expect(report.detached).toMatchObject({ accepted: 2, lost: 0, pollBoundMs: 25_000 });
+    expect(report.detached.accepted).toBe(report.calls.byKind.detached.ok);
+    expect(report.runs).toMatchObject({ ran: 5, twice: 0 });
+    expect(report.runs.ran).toBeGreaterThanOrEqual(report.calls.byKind.all.ok);
+    expect(report.rss.samples.some((s) => s.phase === 'idle')).toBe(true);
+    expect(report.rss).toMatchObject({ startKiB: 100_000, endKiB: 104_000, back: true });
+    expect(Object.keys(report.goals).sort()).toEqual(['callsRunTwice', 'detachedLost', 'errorsOutsideWindows', 'faultsRecovered', 'rssBack']);
+    expect(Object.values(report.goals).every((g) => g.met)).toBe(true);
+  });
+
+  it('judges a call run twice, a detached call lost and a fault not recovered', () => {
+    const lost = soakReport(run({ fates: [{ id: 'd-2', status: 'succeeded', result: true }, { id: 'd-3', status: 'running' }], callLogs: ['s-0 start\ns-0 start\n'], windows: [window('runner-kill', 15_000, undefined)] }));
+    expect(lost.goals.callsRunTwice).toEqual({ value: 1, goal: 0, met: false });
+    expect(lost.goals.detachedLost).toEqual({ value: 1, goal: 0, met: false });
+    expect(lost.goals.faultsRecovered).toEqual({ value: 0, goal: 4, met: false });
+  });
+
+  it('prints every fault, the goals and the headline, and keeps no secret in the JSON', () => {
+    const report = soakReport(run());
+    const text = [soakHeadline(report), formatSoak(report)].join('\n');
+    for (const heading of ['runner-kill', 'redis-restart', 'calls run twice', 'detached calls lost', 'non-busy errors outside fault windows']) expect(text).toContain(heading);
+    expect(soakHeadline(report)).toBe('sluice bench soak: 2 cpus, node v20.0.0, 2026-12-03T09:55:00.000Z, 2 nodes, 100s at 80% of 50.0 calls/s (measured) = 40 calls/s');
+    expect(JSON.stringify(report)).not.toMatch(/SLUICE_RUNNER_TOKEN|authorization/i);
+  });
+
+  it('writes the report and its chart, as the scenario does, with no secret in the file', async () => {
     const out = await mkdtemp(join(tmpdir(), 'soak-spec-'));
-    const written: string[] = [];
     try {
-      const options: SoakOptions = { duration: 20_000, nodes: 2, warmup: 2_000, stopFor: 2_000, idle: 2_000, out, logLevel: 'error' };
-      const { files } = await scenarios.soak!.run(
-        options,
-        { env: process.env, logger: { debug() {}, info() {}, warn() {}, error() {}, child() { return this; } } as never, write: (t) => void written.push(t), progress: () => {} },
-      );
+      const report = soakReport(run());
+      const written: string[] = [];
+      const files = await writeResults({}, out, 'soak', run().startedAt, report, soakReportChart(report, 100), (t) => void written.push(t));
       expect(files).toHaveLength(2);
-      expect(files.every((f) => existsSync(f))).toBe(true);
-      const report = JSON.parse(await readFile(files[0]!, 'utf8')) as SoakReport;
-      expect(report.scenario).toBe('soak');
-      expect(report.windows.map((w) => w.kind)).toEqual([...FAULT_KINDS]);
-      for (const w of report.windows) {
+      const text = await readFile(files[0]!, 'utf8');
+      expect((JSON.parse(text) as SoakReport).scenario).toBe('soak');
+      expect(text).not.toMatch(/SLUICE_RUNNER_TOKEN|authorization/i);
+      expect((await readFile(files[1]!, 'utf8')).startsWith('<svg')).toBe(true);
+      expect(written.join('')).toContain(files[0]!);
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
+  });
+
+  it('charts the memory from the load\'s start, every window shaded', () => {
+    const svg = soakReportChart(soakReport(run()), 100);
+    expect(svg.startsWith('<svg')).toBe(true);
+    expect(svg.match(/fill-opacity="0.12"/g)).toHaveLength(FAULT_KINDS.length);
+    expect(svg).toContain('2 nodes, 40 calls/s for 100s');
+  });
+});
+
+describe('the soak on a real fleet, briefly', () => {
+  // The one property that needs real processes: each fault, done to real children, is injected
+  // and seen to recover, with calls in flight; the load's records, the detached calls' polling
+  // and the engines' call logs then agree. The pauses are short; the scenario's are its own.
+  it('injects every fault with calls in flight, sees each recover, and accounts for every call', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'soak-spec-'));
+    let fleet: SoakFleet | undefined;
+    let client: SoakClient | undefined;
+    try {
+      fleet = await startSoakFleet({ env: process.env, logLevel: 'error', nodes: 2, dir });
+      client = new SoakClient(fleet.gateway.url, 64);
+      const probe = await probeCapacity(client, 4, 1_000);
+      expect(probe.calls).toBeGreaterThan(0);
+
+      const ledger = new Ledger();
+      const start = performance.now();
+      const schedule = FAULT_KINDS.map((kind) => ({ kind, atMs: 0 }));
+      const running = runLoad(client, ledger, { rate: 20, durationMs: 3_000, maxInFlight: 64, maxCalls: 1_000 }, start);
+      const [windows] = await Promise.all([
+        runSchedule(schedule, { fleet, now: () => performance.now() - start, stopForMs: 500, restartPauseMs: 100, progress: () => {} }),
+        running.done,
+      ]);
+      expect(windows.map((w) => w.kind)).toEqual([...FAULT_KINDS]);
+      for (const w of windows) {
         expect(w.injectedMs).toBeGreaterThanOrEqual(w.plannedMs - 1);
         expect(w.recoveredMs, `${w.kind}: ${w.note}`).toBeGreaterThan(w.injectedMs);
       }
-      expect(report.capacity.measured).toBe(true);
+
+      const accepted = ledger.accepted().map((e) => e.callId!);
+      const fates = await pollDetached(client, accepted, pollPlan(20_000));
+      const callLogs = await Promise.all(fleet.callLogs.map((path) => readFile(path, 'utf8').catch(() => '')));
+      const report = soakReport({ startedAt: new Date(), machine: {} as MachineInfo, nodes: 2, durationMs: 3_000, capacity: { rate: probe.rate, measured: true, probe }, rate: 20, schedule, windows, ledger, fates, pollBoundMs: 10_000, callLogs, samples: [] });
       expect(report.calls.byKind.all.sent).toBeGreaterThan(0);
       expect(report.calls.byKind.all.ok).toBeGreaterThan(0);
       expect(report.calls.byKind.detached.sent).toBeGreaterThan(0);
       expect(report.detached.accepted).toBe(report.calls.byKind.detached.ok);
       expect(report.runs.ran).toBeGreaterThanOrEqual(report.calls.byKind.all.ok);
-      expect(report.rss.samples.some((s) => s.phase === 'idle')).toBe(true);
-      expect(Object.keys(report.goals).sort()).toEqual(['callsRunTwice', 'detachedLost', 'errorsOutsideWindows', 'faultsRecovered', 'rssBack']);
-      const text = written.join('');
-      for (const heading of ['runner-kill', 'redis-restart', 'calls run twice', 'detached calls lost', 'non-busy errors outside fault windows']) expect(text).toContain(heading);
       // The runner token is this run's secret: it must not reach the report.
-      expect(await readFile(files[0]!, 'utf8')).not.toMatch(/SLUICE_RUNNER_TOKEN|authorization/i);
+      expect(JSON.stringify(report)).not.toMatch(/SLUICE_RUNNER_TOKEN|authorization/i);
     } finally {
-      await rm(out, { recursive: true, force: true });
+      await client?.close().catch(() => undefined);
+      await fleet?.stop();
+      await rm(dir, { recursive: true, force: true });
     }
-  }, 90_000);
+  }, 120_000);
 });

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SLUICE_BIN, startService } from '../../gateway/cli/processes.ts';
+import { SLUICE_BIN, startService } from '../../placer/kernel/processes.ts';
 import { REGISTER_PATH, REGISTRATION_LIMITS, BUSY_HEADER, parseHeartbeat, parseRegistration } from '../../runner/protocol/index.ts';
 import type { EngineOrder, HostedEngine, OrderedProfile } from '../../runner/protocol/index.ts';
 import { freePort } from '../../runner/hosting.ts';

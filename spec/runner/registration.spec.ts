@@ -9,7 +9,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { startService } from '../../gateway/cli/processes.ts';
+import { startService } from '../../placer/kernel/processes.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';

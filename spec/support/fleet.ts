@@ -6,8 +6,8 @@
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
-import { startService } from '../../gateway/cli/processes.ts';
-import type { ChildService } from '../../gateway/cli/processes.ts';
+import { startService } from '../../placer/kernel/processes.ts';
+import type { ChildService } from '../../placer/kernel/processes.ts';
 
 /** One engine + runner pair. */
 export interface Node {

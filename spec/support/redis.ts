@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { freePort } from '../../gateway/cli/processes.ts';
+import { freePort } from '../../placer/kernel/processes.ts';
 
 /** A running redis-server. */
 export interface RedisServer {

@@ -6,8 +6,8 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startService } from '../../gateway/cli/processes.ts';
-import type { ChildService } from '../../gateway/cli/processes.ts';
+import { startService } from '../../placer/kernel/processes.ts';
+import type { ChildService } from '../../placer/kernel/processes.ts';
 import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
 import { createRunner } from '../../runner/server.ts';

@@ -1,6 +1,8 @@
 /**
  * The detached-call store: where a detached call's record, result and Idempotency-Key live.
  * `createStore` turns the `store` setting into a store; the gateway uses only {@link CallStore}.
+ * Here too is the gateway's one Redis connection factory ({@link connectRedis}, with its
+ * declared policy), which every Redis user of the gateway opens its connections with.
  */
 import { show } from '../../../placer/kernel/index.ts';
 import { StoreConfigError } from './errors.ts';
@@ -14,15 +16,18 @@ export { createMemoryStore } from './memory.ts';
 export { createRedisStore } from './redis.ts';
 export { StoreConfigError, StoreFullError, StoreInvalidRecordError, StoreUnavailableError } from './errors.ts';
 export type { StoreFullDetail } from './errors.ts';
-export { RECORD_OVERHEAD_BYTES, parseRedisUrl, storeDefaults } from './options.ts';
-export type { CommonStoreOptions, MemoryStoreOptions, RedisAddress, RedisStoreOptions } from './options.ts';
+export { CREATE_TIMEOUT_MS, RECORD_OVERHEAD_BYTES, storeDefaults } from './options.ts';
+export type { CommonStoreOptions, MemoryStoreOptions, RedisStoreOptions } from './options.ts';
+export { connectRedis, parseRedisUrl, quitRedis, redisDefaults, redisUses, resolveRedisTimeouts } from './redis-connection.ts';
+export type { RedisAddress, RedisConnection, RedisTimeouts, RedisUse } from './redis-connection.ts';
 export { FINAL_STATUSES, LIVE_STATUSES, scopedIdempotencyKey } from './types.ts';
 export type { CallError, CallFinish, CallRecord, CallStart, CallStatus, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 export { STORED_BYTES_LUA } from './redis-scripts.ts';
 
 /**
  * Options for {@link createStore}: each store takes the fields it knows (memory: maxKeys;
- * Redis: keyPrefix) and ignores the other's, so one options object serves either.
+ * Redis: keyPrefix and the connection's timeouts) and ignores the other's, so one options
+ * object serves either.
  */
 export type StoreOptions = MemoryStoreOptions & Omit<RedisStoreOptions, 'url'>;
 
@@ -33,12 +38,12 @@ export type StoreOptions = MemoryStoreOptions & Omit<RedisStoreOptions, 'url'>;
  */
 export function createStore(spec: string | undefined, options: StoreOptions = {}): CallStore {
   // Undefined fields fall back to each store's defaults, so passing them through is safe.
-  const { maxKeys, keyPrefix, ...common } = options;
+  const { maxKeys, keyPrefix, connectTimeout, commandTimeout, ...common } = options;
   if (spec === undefined || spec === 'memory') {
     return createMemoryStore({ ...common, maxKeys });
   }
   if (typeof spec === 'string' && spec.startsWith('redis://')) {
-    return createRedisStore({ ...common, keyPrefix, url: spec });
+    return createRedisStore({ ...common, keyPrefix, connectTimeout, commandTimeout, url: spec });
   }
   throw new StoreConfigError(
     `store must be "memory" or redis://host:port[/db], got ${show(typeof spec === 'string' ? redactUrl(spec) : spec)}`,

@@ -4,9 +4,10 @@
  */
 import { silentLogger, systemClock } from '../../../placer/kernel/index.ts';
 import type { Logger } from '../../../placer/kernel/index.ts';
-import { redactUrl } from '../../../placer/kernel/index.ts';
 import { checksFor, show } from '../../../placer/kernel/index.ts';
 import { StoreConfigError } from './errors.ts';
+import { parseRedisUrl, redisUses, resolveRedisTimeouts } from './redis-connection.ts';
+import type { RedisAddress, RedisTimeouts } from './redis-connection.ts';
 
 /** Options both stores take. */
 export interface CommonStoreOptions {
@@ -39,8 +40,12 @@ export interface MemoryStoreOptions extends CommonStoreOptions {
   maxKeys?: number;
 }
 
-/** Options of the Redis store. */
-export interface RedisStoreOptions extends CommonStoreOptions {
+/**
+ * Options of the Redis store. Its commandTimeout defaults to redisUses.store's and is at least
+ * {@link CREATE_TIMEOUT_MS}: a create that timed out first could still land after its caller
+ * gave the call up.
+ */
+export interface RedisStoreOptions extends CommonStoreOptions, RedisTimeouts {
   /** `redis://[user:password@]host:port[/db]`. */
   url: string;
   /** Prefix of every key and pub/sub channel, so several fleets can share one Redis. @default see storeDefaults */
@@ -52,6 +57,12 @@ export interface RedisStoreOptions extends CommonStoreOptions {
  * and the bookkeeping, rounded up so a flood of calls without results is bounded too.
  */
 export const RECORD_OVERHEAD_BYTES = 1024;
+
+/**
+ * How long a create waits for Redis before the gateway gives the call up (and answers 503), and
+ * a start before the gateway lets the call run on without it: both hold a client's answer.
+ */
+export const CREATE_TIMEOUT_MS = 3_000;
 
 /** The defaults, frozen so no caller can change them for everyone else. */
 export const storeDefaults = Object.freeze({
@@ -80,17 +91,8 @@ export interface RedisStoreConfig {
   readonly logger: Logger;
   readonly now: () => number;
   readonly redis: RedisAddress;
-}
-
-/** Where a Redis store connects. */
-export interface RedisAddress {
-  readonly host: string;
-  readonly port: number;
-  readonly db: number;
-  readonly username?: string;
-  readonly password?: string;
-  /** `redis://host:port/db`, safe to log and to put in error messages. */
-  readonly display: string;
+  readonly connectTimeout: number;
+  readonly commandTimeout: number;
 }
 
 /**
@@ -109,40 +111,13 @@ export function resolveMemoryStoreConfig(options: MemoryStoreOptions = {}): Memo
 export function resolveRedisStoreConfig(options: RedisStoreOptions): RedisStoreConfig {
   const { keyPrefix = storeDefaults.keyPrefix } = options;
   if (typeof keyPrefix !== 'string') throw check.fail(`keyPrefix must be a string, got ${show(keyPrefix)}`);
-  return Object.freeze({ ...resolveCommon(options), keyPrefix, redis: parseRedisUrl(options.url) });
-}
-
-/**
- * Parses `redis://[user:password@]host:port[/db]`.
- * @throws StoreConfigError quoting the URL with its password masked.
- */
-export function parseRedisUrl(url: unknown): RedisAddress {
-  const bad = () => check.fail(`store must be redis://host:port[/db], got ${show(typeof url === 'string' ? redactUrl(url) : url)}`);
-  if (typeof url !== 'string') throw bad();
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw bad();
+  const common = resolveCommon(options);
+  const redis = parseRedisUrl(options.url);
+  const timeouts = resolveRedisTimeouts(options, redisUses.store);
+  if (timeouts.commandTimeout < CREATE_TIMEOUT_MS) {
+    throw check.fail(`commandTimeout must be at least ${CREATE_TIMEOUT_MS} ms, the time a create waits for its answer, got ${show(timeouts.commandTimeout)}`);
   }
-  const dbText = parsed.pathname.replace(/^\//, '');
-  const db = dbText === '' ? 0 : Number(dbText);
-  if (parsed.protocol !== 'redis:' || parsed.hostname === '' || parsed.port === '' || parsed.search !== '' || parsed.hash !== '') throw bad();
-  if (!/^\d*$/.test(dbText) || !Number.isSafeInteger(db)) throw bad();
-  // WHATWG URL keeps IPv6 brackets in hostname; the socket wants the bare address.
-  const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
-  const port = Number(parsed.port);
-  if (port === 0) throw bad();
-  let credentials: { username?: string; password?: string };
-  try {
-    credentials = {
-      ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
-      ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
-    };
-  } catch {
-    throw bad(); // a stray % in the user or password
-  }
-  return Object.freeze({ host, port, db, display: `redis://${parsed.host}/${db}`, ...credentials });
+  return Object.freeze({ ...common, keyPrefix, redis, ...timeouts });
 }
 
 function resolveCommon(options: CommonStoreOptions): Required<CommonStoreOptions> {

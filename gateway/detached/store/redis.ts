@@ -3,34 +3,25 @@
  * result for any call, and a cancel reaching a gateway that does not own a call is published to
  * the owner's channel. Compare-and-set steps run as Lua scripts (redis-scripts.ts).
  *
- * A command is never queued for later: not while disconnected (no offline queue), not again
- * after a reconnect (no resending of unanswered commands). A write the store has given up on
+ * A command is never queued for later: not while disconnected (its connection is the `store`
+ * use of redis-connection.ts, which fails such a command at once), not again after a reconnect
+ * (no Redis user resends an unanswered command). A write the store has given up on
  * could otherwise land long after its caller answered the client, as a live record nobody
  * places or runs. A create sent into a Redis that then stalls is already on the wire, so it
  * carries a not-after bound that its script checks against Redis's own clock.
  */
 import { performance } from 'node:perf_hooks';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { SluiceError } from '../../../placer/kernel/index.ts';
 import { StoreUnavailableError, storeFull } from './errors.ts';
-import { RECORD_OVERHEAD_BYTES, resolveRedisStoreConfig } from './options.ts';
+import { CREATE_TIMEOUT_MS, RECORD_OVERHEAD_BYTES, resolveRedisStoreConfig } from './options.ts';
 import type { RedisStoreConfig, RedisStoreOptions } from './options.ts';
+import { connectRedis, quitRedis, redisUses } from './redis-connection.ts';
 import { defineScripts } from './redis-scripts.ts';
 import type { StoreScripts } from './redis-scripts.ts';
 import { checkClaimTtl, checkNewRecord, duplicateCall, finalFields, startFields } from './records.ts';
 import type { CallFinish, CallRecord, CallStart, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 
-/** A black-holed host must not stall a call for the OS's minutes-long TCP timeout. */
-const CONNECT_TIMEOUT_MS = 2_000;
-/** A Redis that accepts but never answers (stuck, swapping) fails commands instead of hanging them. */
-const COMMAND_TIMEOUT_MS = 10_000;
-/** Reconnect backoff cap: Redis coming back is noticed within a second. */
-const MAX_RECONNECT_DELAY_MS = 1_000;
-/**
- * How long a create waits for Redis before the gateway gives the call up (and answers 503), and
- * a start before the gateway lets the call run on without it: both hold a client's answer.
- */
-const CREATE_TIMEOUT_MS = 3_000;
 /**
  * What the create's not-after bound leaves for error in our reading of Redis's clock: it is
  * CREATE_TIMEOUT_MS minus this after the send, so a create that lands at all lands while its
@@ -70,22 +61,9 @@ class RedisStore implements CallStore {
 
   constructor(config: RedisStoreConfig) {
     this.#config = config;
-    const { host, port, db, username, password } = config.redis;
-    const client = new Redis({
-      host,
-      port,
-      db,
-      ...(username === undefined ? {} : { username }),
-      ...(password === undefined ? {} : { password }),
-      connectTimeout: CONNECT_TIMEOUT_MS,
-      commandTimeout: COMMAND_TIMEOUT_MS,
-      // While Redis is away a command fails at once (the gateway answers 503 and the client
-      // retries) and is never sent later, when its caller has long given up on it.
-      enableOfflineQueue: false,
-      autoResendUnfulfilledCommands: false,
-      maxRetriesPerRequest: 0,
-      retryStrategy: (attempt) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
-    });
+    // While Redis is away a command fails at once (the gateway answers 503 and the client
+    // retries) and is never sent later, when its caller has long given up on it.
+    const { client } = connectRedis(config.redis, redisUses.store, config);
     this.#watch(client, 'commands');
     this.#client = defineScripts(client);
   }
@@ -205,7 +183,7 @@ class RedisStore implements CallStore {
   }
 
   close(): Promise<void> {
-    this.#closing ??= Promise.all([this.#client, this.#subscriber].map(quit)).then(() => undefined);
+    this.#closing ??= Promise.all([this.#client, this.#subscriber].map(quitRedis)).then(() => undefined);
     return this.#closing;
   }
 
@@ -334,25 +312,12 @@ class RedisStore implements CallStore {
       const onReady = () => settle();
       const onError = (error: Error) => settle(error);
       const onClose = () => settle(this.#lastError ?? new Error('connection closed'));
-      const timer = setTimeout(() => settle(new Error(`not connected within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
+      const { connectTimeout } = this.#config;
+      const timer = setTimeout(() => settle(new Error(`not connected within ${connectTimeout} ms`)), connectTimeout);
       connection.once('ready', onReady);
       connection.once('error', onError);
       connection.once('close', onClose);
     });
-  }
-}
-
-/** Quits politely when connected; otherwise stops reconnecting at once. */
-async function quit(connection: Redis | undefined): Promise<void> {
-  if (!connection) return;
-  if (connection.status !== 'ready') {
-    connection.disconnect();
-    return;
-  }
-  try {
-    await connection.quit();
-  } catch {
-    connection.disconnect();
   }
 }
 

@@ -11,7 +11,7 @@
  * land on the same target.
  */
 import { loadavg } from 'node:os';
-import { createMemoryLimiter } from '../../../gateway/access/limits.ts';
+import { createMemoryLimiter } from '../../../gateway/index.ts';
 import { latencyChart } from '../chart.ts';
 import { measureKeyCost } from '../key-cost.ts';
 import { startCpuSample } from '../cpu.ts';

@@ -18,7 +18,7 @@
  * those blocks rather than hashing them; `order` with the 32 KB prompts is timed once more after
  * other prompts have pushed the system prompts out of what it keeps, so their blocks are hashed.
  */
-import { builtinPlacers, placeCall } from '../../../placer/index.ts';
+import { builtinPlacers, placeCall, seededRandom } from '../../../placer/index.ts';
 import type { Placer, Runner, RunnerCall, RunnerLoad, RunnerPool, TryExecResult } from '../../../placer/index.ts';
 import { costChart } from '../cost-chart.ts';
 import { growth, measureCost } from '../micro.ts';
@@ -27,7 +27,6 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { formatTable, startScenario, writeResults } from '../report.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
-import { seededRandom } from '../../../placer/kernel/index.ts';
 
 /** Pool sizes measured, smallest first (the growth ratio is last over first). */
 const POOL_SIZES: readonly number[] = Object.freeze([10, 100, 1_000, 10_000]);

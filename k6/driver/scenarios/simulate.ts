@@ -24,7 +24,7 @@ import type { PlacementFigures } from '../trace-run.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
 import { PLACEMENT_WORKLOAD } from '../workload.ts';
 import type { WorkloadShape } from '../workload.ts';
-import { H100_8B_PROFILE } from '../../../runner/engines/sim/profiles.ts';
+import { H100_8B_PROFILE } from '../../../runner/index.ts';
 import { CHECK_TOLERANCE, checkVerdict, compareRun, formatCheck, readLiveReport } from '../vsim/check.ts';
 import type { ComparedRun, LiveReport } from '../vsim/check.ts';
 import { DEFAULT_HOPS, GATEWAY_DEFAULTS, SIM_CONTENDERS, SIZED_PREFIX_AFFINITY, simulateRun, sizedIndexBlocks } from '../vsim/simulation.ts';

@@ -17,21 +17,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
-import { countCallRuns } from '../../../runner/engines/sim/call-log.ts';
 import { runSignal } from '../load.ts';
 import { MemorySampler } from '../memory-sampler.ts';
 import { readProcessMemory } from '../process-memory.ts';
 import { startScenario, writeResults } from '../report.ts';
-import { soakChart } from '../soak/chart.ts';
 import { SoakClient } from '../soak/client.ts';
 import { pollDetached, pollPlan, probeCapacity, runLoad } from '../soak/drive.ts';
 import { runSchedule } from '../soak/faults.ts';
 import { SOAK_FLEET, startSoakFleet } from '../soak/fleet.ts';
 import type { SoakFleet } from '../soak/fleet.ts';
-import { Ledger, summarizeDetached, summarizeRuns } from '../soak/ledger.ts';
+import { Ledger } from '../soak/ledger.ts';
 import { resolveSoakOptions } from '../soak/options.ts';
 import type { SoakOptions } from '../soak/options.ts';
-import { SOAK_LOAD, formatSoak, judge, summarizeRss } from '../soak/report.ts';
+import { SOAK_LOAD, formatSoak, soakHeadline, soakReport, soakReportChart } from '../soak/report.ts';
 import type { SoakReport } from '../soak/report.ts';
 import { planSchedule } from '../soak/schedule.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
@@ -41,7 +39,6 @@ const MAX_IN_FLIGHT = 4_000;
 /** Most calls one soak sends, whatever rate and duration say: the ledger holds them all. */
 const MAX_SOAK_CALLS = 1_000_000;
 const SAMPLE_EVERY_MS = 1_000;
-const MIX = 'of every 20 calls: 12 sync, 5 streamed, 3 detached (Prefer: respond-async)';
 
 /** The `soak` scenario. */
 export const soak: Scenario = {
@@ -98,7 +95,7 @@ export const soak: Scenario = {
       const accepted = ledger.accepted().map((e) => e.callId!);
       const poll = pollPlan(options.duration);
       progress(`load done (${ledger.entries.length} calls); polling ${accepted.length} detached calls, up to ${poll.withinMs / 1000}s\n`);
-      const detached = summarizeDetached(await pollDetached(client, accepted, poll, signal));
+      const fates = await pollDetached(client, accepted, poll, signal);
       interrupted(ctx.signal);
       sampler.phase('idle');
       progress(`idle for ${options.idle / 1000}s, sampling the gateway's memory\n`);
@@ -106,35 +103,25 @@ export const soak: Scenario = {
       interrupted(ctx.signal);
       sampler.stop();
 
-      const logs = await Promise.all(fleet.callLogs.map((path) => readFile(path, 'utf8').catch(() => '')));
-      const runs = summarizeRuns(countCallRuns(logs), ledger.entries);
-      const calls = ledger.summary(windows);
-      const samples = sampler.samples;
-      const rss = summarizeRss(samples);
-      const loadStartMs = samples.find((s) => s.phase === 'load')?.ms ?? 0;
-      const report: SoakReport = {
-        scenario: 'soak',
-        startedAt: startedAt.toISOString(),
+      const callLogs = await Promise.all(fleet.callLogs.map((path) => readFile(path, 'utf8').catch(() => '')));
+      const report = soakReport({
+        startedAt,
         machine,
-        fleet: { nodes: options.nodes, slots: SOAK_FLEET.slots, itlMs: SOAK_FLEET.itlMs, maxTokens: SOAK_FLEET.maxTokens, profile: SOAK_FLEET.profile, placer: SOAK_FLEET.placer, placerTimeout: SOAK_FLEET.placerTimeout, store: 'redis' },
+        nodes: options.nodes,
+        durationMs: options.duration,
         capacity,
-        load: { share: SOAK_LOAD, rate, durationMs: options.duration, mix: MIX },
+        rate,
         schedule,
         windows,
-        calls,
-        detached: { ...detached, pollBoundMs: poll.withinMs },
-        runs,
-        rss: { ...rss, samples },
-        goals: judge(calls, detached, runs, rss, schedule, windows),
-      };
-      write(`\nsluice bench soak: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${options.nodes} nodes, ${options.duration / 1000}s at ${SOAK_LOAD * 100}% of ${capacity.rate.toFixed(1)} calls/s (${capacity.measured ? 'measured' : 'given'}) = ${rate} calls/s\n\n`);
+        ledger,
+        fates,
+        pollBoundMs: poll.withinMs,
+        callLogs,
+        samples: sampler.samples,
+      });
+      write(`\n${soakHeadline(report)}\n\n`);
       write(formatSoak(report) + '\n\n');
-      const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.nodes} nodes, ${rate} calls/s for ${options.duration / 1000}s`;
-      const chart = soakChart(
-        { rss: samples.map((s) => ({ s: (s.ms - loadStartMs) / 1000, mib: s.rssKiB / 1024 })), timeline: calls.timeline, windows, loadEndS },
-        'sluice bench soak: gateway memory and calls, faults shaded',
-        subtitle,
-      );
+      const chart = soakReportChart(report, loadEndS);
       const files = await writeResults(ctx, options.out, 'soak', startedAt, report, chart, write);
       return { files };
     } finally {

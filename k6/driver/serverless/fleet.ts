@@ -7,8 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startService } from '../../../gateway/cli/processes.ts';
-import type { ChildService } from '../../../gateway/cli/processes.ts';
+import { startService } from '../../../placer/index.ts';
+import type { ChildService } from '../../../placer/index.ts';
 import { serviceGroup } from '../stack.ts';
 import { withoutSluiceSettings } from '../soak/fleet.ts';
 

@@ -3,7 +3,7 @@
  * deployment's maximum, the calls that waited for a cold start and what that added to their
  * first token, and every failed call; and its chart, replicas and load on one time axis.
  */
-import { escapeXml, niceScale } from '../chart.ts';
+import { escapeXml, niceScale, svgClose, svgOpen } from '../svg.ts';
 import { formatMs, formatTable } from '../report.ts';
 import { distribution } from '../stats.ts';
 import type { Distribution } from '../stats.ts';
@@ -113,12 +113,7 @@ export function serverlessChart(samples: readonly ReplicaSample[], calls: readon
     for (let s = Math.max(0, Math.ceil(from)); s < Math.min(seconds, to); s++) inFlight[s]!++;
   }
   const height = TOP + 2 * PANEL_H + GAP + 70;
-  const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${height}" viewBox="0 0 ${W} ${height}" font-family="sans-serif" font-size="11">`,
-    `<rect width="100%" height="100%" fill="#fff"/>`,
-    `<text x="${LEFT}" y="20" font-size="15" font-weight="bold">${escapeXml(title)}</text>`,
-    `<text x="${LEFT}" y="38" fill="#555">${escapeXml(subtitle)}</text>`,
-  ];
+  const parts: string[] = svgOpen(W, height, LEFT, title, subtitle);
   let at = 0;
   for (const p of phases) {
     if (p.rate > 0) parts.push(`<rect x="${x(at / 1000)}" y="${TOP}" width="${x((at + p.ms) / 1000) - x(at / 1000)}" height="${2 * PANEL_H + GAP}" fill="#4c78a8" opacity="0.08"/>`);
@@ -143,8 +138,7 @@ export function serverlessChart(samples: readonly ReplicaSample[], calls: readon
     const ly = TOP + 2 * PANEL_H + GAP + 40 + Math.floor(i / 3) * 16;
     parts.push(`<line x1="${lx}" x2="${lx + 18}" y1="${ly - 4}" y2="${ly - 4}" stroke="${series.color}" stroke-width="3"/><text x="${lx + 24}" y="${ly}">${escapeXml(series.name)}</text>`);
   });
-  parts.push('</svg>');
-  return parts.join('\n') + '\n';
+  return svgClose(parts);
 }
 
 function panel(heading: string, top: number, series: readonly { name: string; color: string; points: readonly { s: number; v: number }[] }[], x: (s: number) => number): string {

@@ -4,7 +4,7 @@
  * outcome below, with every fault window shaded across both, so a reader sees at once whether
  * memory climbed with a fault and whether errors stayed inside the windows.
  */
-import { escapeXml, niceScale } from '../chart.ts';
+import { escapeXml, niceScale, panelBase, svgClose, svgOpen, yAxisLabel } from '../svg.ts';
 import type { SecondCounts } from './ledger.ts';
 import type { FaultWindow } from './schedule.ts';
 
@@ -39,12 +39,7 @@ export function soakChart(data: SoakChartData, title: string, subtitle: string):
   const x1 = Math.max(...xs, x0 + 1);
   const x = (s: number): number => LEFT + ((s - x0) / (x1 - x0)) * (W - LEFT - RIGHT);
   const height = TOP + 2 * PANEL_H + GAP + 60;
-  const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${height}" viewBox="0 0 ${W} ${height}" font-family="sans-serif" font-size="11">`,
-    `<rect width="100%" height="100%" fill="#fff"/>`,
-    `<text x="${LEFT}" y="20" font-size="15" font-weight="bold">${escapeXml(title)}</text>`,
-    `<text x="${LEFT}" y="38" fill="#555">${escapeXml(subtitle)}</text>`,
-  ];
+  const parts: string[] = svgOpen(W, height, LEFT, title, subtitle);
   const rssTop = TOP;
   const callsTop = TOP + PANEL_H + GAP;
   data.windows.forEach((w, i) => {
@@ -69,8 +64,7 @@ export function soakChart(data: SoakChartData, title: string, subtitle: string):
     const ly = callsTop + PANEL_H + 50;
     parts.push(`<line x1="${lx}" x2="${lx + 18}" y1="${ly - 4}" y2="${ly - 4}" stroke="${s.color}" stroke-width="3"/><text x="${lx + 24}" y="${ly}">${s.name}</text>`);
   });
-  parts.push('</svg>');
-  return parts.join('\n') + '\n';
+  return svgClose(parts);
 }
 
 interface Line {
@@ -91,12 +85,12 @@ function panel(top: number, heading: string, unit: string, lines: readonly Line[
     out.push(`<line x1="${LEFT}" x2="${W - RIGHT}" y1="${y(floor + v).toFixed(1)}" y2="${y(floor + v).toFixed(1)}" stroke="#ddd"/>`);
     out.push(`<text x="${LEFT - 6}" y="${(y(floor + v) + 4).toFixed(1)}" text-anchor="end" fill="#555">${(floor + v).toFixed(0)}</text>`);
   }
-  out.push(`<text transform="translate(${LEFT - 48},${top + PANEL_H / 2}) rotate(-90)" text-anchor="middle" fill="#555">${escapeXml(unit)}</text>`);
+  out.push(yAxisLabel(LEFT - 48, top + PANEL_H / 2, unit));
   for (const line of lines) {
     const shown = line.points.filter((p) => Number.isFinite(p.v));
     if (shown.length === 0) continue;
     out.push(`<polyline fill="none" stroke="${line.color}" stroke-width="1.5" points="${shown.map((p) => `${x(p.s).toFixed(1)},${y(p.v).toFixed(1)}`).join(' ')}"/>`);
   }
-  out.push(`<line x1="${LEFT}" x2="${W - RIGHT}" y1="${top + PANEL_H}" y2="${top + PANEL_H}" stroke="#333"/>`, '</g>');
+  out.push(...panelBase(LEFT, W - RIGHT, top + PANEL_H));
   return out.join('\n');
 }

@@ -19,7 +19,7 @@ import type { FaultKind, FaultWindow, PlannedFault } from './schedule.ts';
 import { until } from './wait.ts';
 
 /** A process manager's pause before it starts a dead runner or Redis again. */
-const RESTART_PAUSE_MS = 2_000;
+export const RESTART_PAUSE_MS = 2_000;
 
 /** Longest wait for a fault's recovery; past it the window closes there and the fault counts as not recovered. */
 const RECOVERY_BOUND_MS = 60_000;
@@ -31,6 +31,8 @@ export interface InjectContext {
   readonly now: () => number;
   /** How long runner-stop holds the runner stopped. */
   readonly stopForMs: number;
+  /** The pause before a killed runner or Redis is started again. @default {@link RESTART_PAUSE_MS} */
+  readonly restartPauseMs?: number;
   readonly signal?: AbortSignal;
   /** Told when a fault is injected and when it recovered. */
   readonly progress: (text: string) => void;
@@ -84,7 +86,7 @@ export async function inject(planned: PlannedFault, ctx: InjectContext): Promise
       const exited = new Promise<void>((resolve) => (old.child.exitCode !== null || old.child.signalCode !== null ? resolve() : old.child.once('exit', () => resolve())));
       signal(old, 'SIGKILL');
       await exited;
-      await delay(RESTART_PAUSE_MS);
+      await delay(ctx.restartPauseMs ?? RESTART_PAUSE_MS);
       let note = `killed ${old.url}`;
       try {
         await fleet.restartRunner(n);
@@ -128,7 +130,7 @@ export async function inject(planned: PlannedFault, ctx: InjectContext): Promise
       const injectedMs = ctx.now();
       const pid = fleet.redis.pid();
       await fleet.redis.kill();
-      await delay(RESTART_PAUSE_MS);
+      await delay(ctx.restartPauseMs ?? RESTART_PAUSE_MS);
       try {
         await fleet.redis.start();
       } catch (error) {

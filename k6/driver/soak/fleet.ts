@@ -9,10 +9,9 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startService } from '../../../gateway/cli/processes.ts';
-import type { ChildService } from '../../../gateway/cli/processes.ts';
+import { freePort, startService } from '../../../placer/index.ts';
+import type { ChildService } from '../../../placer/index.ts';
 import { serviceGroup } from '../stack.ts';
-import { freePort } from '../../../gateway/cli/processes.ts';
 import { startBenchRedis } from './redis.ts';
 import type { BenchRedis } from './redis.ts';
 import { until } from './wait.ts';

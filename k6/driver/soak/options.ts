@@ -5,8 +5,8 @@
  * message naming the option and the bad value; what depends on the duration is derived from it
  * unless given.
  */
-import { resolveOptions } from '../../../placer/kernel/index.ts';
-import type { Rule } from '../../../placer/kernel/index.ts';
+import { resolveOptions } from '../../../placer/index.ts';
+import type { Rule } from '../../../placer/index.ts';
 import { LIMITS, benchFail, between, checkInteger, resolveBenchOptions, show } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { FAULT_KINDS, isFaultKind } from './schedule.ts';

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { freePort } from '../../../gateway/cli/processes.ts';
+import { freePort } from '../../../placer/index.ts';
 
 /** A redis-server the soak controls. */
 export interface BenchRedis {

@@ -3,16 +3,22 @@
  * printed. Goals are figures with a target, printed as met or missed; like every benchmark the
  * soak never fails on them, it says what it saw.
  */
+import { countCallRuns } from '../../../runner/index.ts';
 import type { MemorySample } from '../memory-sampler.ts';
 import { formatMs, formatTable } from '../report.ts';
 import type { MachineInfo } from '../report.ts';
+import { soakChart } from './chart.ts';
 import type { CapacityProbe } from './drive.ts';
-import { CALL_KINDS } from './ledger.ts';
-import type { DetachedSummary, LedgerSummary, TwiceSummary } from './ledger.ts';
+import { SOAK_FLEET } from './fleet.ts';
+import { CALL_KINDS, summarizeDetached, summarizeRuns } from './ledger.ts';
+import type { DetachedFate, DetachedSummary, Ledger, LedgerSummary, TwiceSummary } from './ledger.ts';
 import type { FaultWindow, PlannedFault } from './schedule.ts';
 
 /** The share of capacity the load runs at. */
 export const SOAK_LOAD = 0.8;
+
+/** How the calls were mixed, as the report states it. */
+const MIX = 'of every 20 calls: 12 sync, 5 streamed, 3 detached (Prefer: respond-async)';
 
 /** Examples of each failure printed; the JSON keeps more. */
 const PRINTED = 5;
@@ -165,4 +171,68 @@ export function formatSoak(report: SoakReport): string {
   listed('first calls answered 503 that an engine ran (a client retrying them runs them twice):', report.runs.ranButAnswered503Examples, report.runs.ranButAnswered503, (r) => `${r.id}: 503 ${r.code}`);
   listed('first calls run more than once:', report.runs.examples, report.runs.twice, (r) => `${r.id}: ${r.runs} runs`);
   return lines.join('\n');
+}
+
+/** What one soak saw, from its start to the end of the idle spell. */
+export interface SoakRun {
+  readonly startedAt: Date;
+  readonly machine: MachineInfo;
+  readonly nodes: number;
+  readonly durationMs: number;
+  readonly capacity: SoakReport['capacity'];
+  /** The open loop's rate, calls/s. */
+  readonly rate: number;
+  readonly schedule: readonly PlannedFault[];
+  readonly windows: readonly FaultWindow[];
+  /** Every call the load sent. */
+  readonly ledger: Ledger;
+  /** What the polling found of each accepted detached call. */
+  readonly fates: readonly DetachedFate[];
+  readonly pollBoundMs: number;
+  /** The text of every engine's call log. */
+  readonly callLogs: readonly string[];
+  readonly samples: readonly MemorySample[];
+}
+
+/** The report of `run`: every figure summarised and the goals judged. */
+export function soakReport(run: SoakRun): SoakReport {
+  const calls = run.ledger.summary(run.windows);
+  const detached = summarizeDetached(run.fates);
+  const runs = summarizeRuns(countCallRuns(run.callLogs), run.ledger.entries);
+  const rss = summarizeRss(run.samples);
+  const { slots, itlMs, maxTokens, profile, placer, placerTimeout } = SOAK_FLEET;
+  return {
+    scenario: 'soak',
+    startedAt: run.startedAt.toISOString(),
+    machine: run.machine,
+    fleet: { nodes: run.nodes, slots, itlMs, maxTokens, profile, placer, placerTimeout, store: 'redis' },
+    capacity: run.capacity,
+    load: { share: SOAK_LOAD, rate: run.rate, durationMs: run.durationMs, mix: MIX },
+    schedule: [...run.schedule],
+    windows: [...run.windows],
+    calls,
+    detached: { ...detached, pollBoundMs: run.pollBoundMs },
+    runs,
+    rss: { ...rss, samples: [...run.samples] },
+    goals: judge(calls, detached, runs, rss, run.schedule, run.windows),
+  };
+}
+
+/** The line printed above the tables: machine, start, fleet and load. */
+export function soakHeadline(report: SoakReport): string {
+  const { machine, capacity, load } = report;
+  return `sluice bench soak: ${machine.cpus} cpus, node ${machine.node}, ${report.startedAt}, ${report.fleet.nodes} nodes, ${load.durationMs / 1000}s at ${load.share * 100}% of ${capacity.rate.toFixed(1)} calls/s (${capacity.measured ? 'measured' : 'given'}) = ${load.rate} calls/s`;
+}
+
+/** The report's chart: RSS from the load's start (`loadEndS` when it stopped sending), calls by second, windows shaded. */
+export function soakReportChart(report: SoakReport, loadEndS: number): string {
+  const { machine, load } = report;
+  const samples = report.rss.samples;
+  const loadStartMs = samples.find((s) => s.phase === 'load')?.ms ?? 0;
+  const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${report.startedAt.slice(0, 16)}Z, ${report.fleet.nodes} nodes, ${load.rate} calls/s for ${load.durationMs / 1000}s`;
+  return soakChart(
+    { rss: samples.map((s) => ({ s: (s.ms - loadStartMs) / 1000, mib: s.rssKiB / 1024 })), timeline: report.calls.timeline, windows: report.windows, loadEndS },
+    'sluice bench soak: gateway memory and calls, faults shaded',
+    subtitle,
+  );
 }

@@ -17,8 +17,8 @@
  * per-block LRU at one entry per piece, which matters at a thousand engines of 27,000 blocks
  * each: one entry per block would take gigabytes.
  */
-import { BLOCK_SIZE } from '../../../runner/engines/sim/prefix-cache.ts';
-import type { PrefixCacheTotals } from '../../../runner/engines/sim/prefix-cache.ts';
+import { BLOCK_SIZE } from '../../../runner/index.ts';
+import type { PrefixCacheTotals } from '../../../runner/index.ts';
 import type { PromptBlocks } from './trace.ts';
 
 /** Consecutive cached blocks of one chain, set together. */

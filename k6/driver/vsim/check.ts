@@ -7,8 +7,8 @@
  * nothing else: a benchmark prints figures, it does not pass or fail.
  */
 import { readFile } from 'node:fs/promises';
-import { SIM_PROFILES, isSimProfileName } from '../../../runner/engines/sim/profiles.ts';
-import type { SimProfile } from '../../../runner/engines/sim/profiles.ts';
+import { SIM_PROFILES, isSimProfileName } from '../../../runner/index.ts';
+import type { SimProfile } from '../../../runner/index.ts';
 import { BenchOptionError } from '../errors.ts';
 import { formatMs, formatTable } from '../report.ts';
 import type { PlacementFigures } from '../trace-run.ts';

@@ -25,10 +25,8 @@
  * - KV-cache use, reported to placers as a tie-breaker, counts generated tokens from the fluid's
  *   progress, and is read when the runner's status is taken rather than up to a second before.
  */
-import type { SimProfile } from '../../../runner/engines/sim/profiles.ts';
-import { BLOCK_SIZE } from '../../../runner/engines/sim/prefix-cache.ts';
-import type { PrefixCacheTotals } from '../../../runner/engines/sim/prefix-cache.ts';
-import { jitter, loadScale } from '../../../runner/engines/sim/timing.ts';
+import type { PrefixCacheTotals, SimProfile } from '../../../runner/index.ts';
+import { BLOCK_SIZE, jitter, loadScale } from '../../../runner/index.ts';
 import { BlockRunCache } from './block-cache.ts';
 import type { PromptBlocks } from './trace.ts';
 

@@ -22,15 +22,10 @@
  *   placement, assuming the gateways keep up (at 1,000 runners that would take several);
  * - all runners' status is taken at the same instants, every `statusInterval` from the start.
  */
-import { affinityKey, renderPrompt } from '../../../gateway/http/call.ts';
-import { gatewayDefaults } from '../../../gateway/options.ts';
-import { loadAwareDefaults } from '../../../placer/load-options.ts';
-import { placerDefaults } from '../../../placer/options.ts';
-import { prefixAffinityDefaults } from '../../../placer/prefix-affinity/index.ts';
-import { builtinPlacers } from '../../../placer/registry.ts';
-import { seededRandom } from '../../../placer/kernel/index.ts';
-import type { Placer, RunnerCall } from '../../../placer/types.ts';
-import type { SimProfile } from '../../../runner/engines/sim/profiles.ts';
+import { affinityKey, gatewayDefaults, renderPrompt } from '../../../gateway/index.ts';
+import { builtinPlacers, loadAwareDefaults, placerDefaults, prefixAffinityDefaults, seededRandom } from '../../../placer/index.ts';
+import type { Placer, RunnerCall } from '../../../placer/index.ts';
+import type { SimProfile } from '../../../runner/index.ts';
 import { placementFigures } from '../trace-run.ts';
 import type { CallRecord, PlacementFigures } from '../trace-run.ts';
 import { messagesOf, traceCalls } from '../workload.ts';

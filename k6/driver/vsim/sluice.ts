@@ -32,17 +32,10 @@
  * that finds nothing, the fallback's offers) would have done to a placer's own state: the
  * round-robin counter, random draws.
  */
-import { QueueFullError } from '../../../gateway/errors.ts';
-import { gatewayDefaults } from '../../../gateway/options.ts';
-import { EndedCalls, runnerLoad } from '../../../gateway/fleet/runner-load.ts';
-import { WaitQueue } from '../../../gateway/calls/wait-queue.ts';
-import type { Waiter } from '../../../gateway/calls/wait-queue.ts';
-import type { Priority } from '../../../gateway/http/call.ts';
-import { PlacerTimeoutError } from '../../../placer/errors.ts';
-import type { Clock } from '../../../placer/kernel/index.ts';
-import type { Placer, Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../../placer/types.ts';
-import { placeCall, walkSteps } from '../../../placer/walk.ts';
-import type { Placement, WalkAnswer, WalkStep } from '../../../placer/walk.ts';
+import { EndedCalls, QueueFullError, WaitQueue, gatewayDefaults, runnerLoad } from '../../../gateway/index.ts';
+import type { Priority, Waiter } from '../../../gateway/index.ts';
+import { PlacerTimeoutError, placeCall, walkSteps } from '../../../placer/index.ts';
+import type { Clock, Placement, Placer, Runner, RunnerCall, RunnerLoad, TryExecResult, WalkAnswer, WalkStep } from '../../../placer/index.ts';
 import type { Schedule, VirtualEngine } from './engine.ts';
 
 /** What a runner last reported at its status probe, as the gateway keeps it. */
@@ -360,32 +353,22 @@ export function stepWalker(context: WalkerContext): SimWalker {
     gateway.placed(waiter, step.value.runner as SimRunner, end);
   };
 
-  return {
-    start(call, _at, end, flow) {
-      const waiter = gateway.waiter(call, flow);
-      const walk = walkSteps<SimRunner>(call, placer, walkOptions);
-      if (!gateway.behind(call)) {
-        advance(walk, waiter, call, end, () => walk.next());
-        return;
-      }
-      // An abort or the deadline is the walk's to report, as in the agent; a full queue ends the call.
-      gateway.turn(waiter, call).then(
-        () => advance(walk, waiter, call, end, () => walk.next()),
-        (error: unknown) => {
-          if (error instanceof QueueFullError) gateway.unplaced(waiter, error, end);
-          else advance(walk, waiter, call, end, () => walk.next());
-        },
-      );
-    },
-    freed(_at, free = 1, runner) {
-      gateway.wake(free, runner);
-    },
-    get waited() {
-      return gateway.waited;
-    },
-    queue: gateway.queue,
-    settled: () => gateway.settled(),
-  };
+  return walkerOver(gateway, (call, _at, end, flow) => {
+    const waiter = gateway.waiter(call, flow);
+    const walk = walkSteps<SimRunner>(call, placer, walkOptions);
+    if (!gateway.behind(call)) {
+      advance(walk, waiter, call, end, () => walk.next());
+      return;
+    }
+    // An abort or the deadline is the walk's to report, as in the agent; a full queue ends the call.
+    gateway.turn(waiter, call).then(
+      () => advance(walk, waiter, call, end, () => walk.next()),
+      (error: unknown) => {
+        if (error instanceof QueueFullError) gateway.unplaced(waiter, error, end);
+        else advance(walk, waiter, call, end, () => walk.next());
+      },
+    );
+  });
 }
 
 /**
@@ -409,15 +392,20 @@ export function placeCallWalker(context: WalkerContext): SimWalker {
     return placeCall(call, pool, placer, { retryAllDelay: settings.retryAllDelay, clock: gateway.clock, waitForCapacity });
   };
 
+  return walkerOver(gateway, (call, _at, end, flow) => {
+    const waiter = gateway.waiter(call, flow);
+    gateway.stir();
+    place(call, waiter).then(
+      (placement) => gateway.placed(waiter, placement.runner as SimRunner, end),
+      (error: unknown) => gateway.unplaced(waiter, error, end),
+    );
+  });
+}
+
+/** A walker whose calls `start` walks, on `gateway`'s queue, load and counts. */
+function walkerOver(gateway: SimGateway, start: SimWalker['start']): SimWalker {
   return {
-    start(call, _at, end, flow) {
-      const waiter = gateway.waiter(call, flow);
-      gateway.stir();
-      place(call, waiter).then(
-        (placement) => gateway.placed(waiter, placement.runner as SimRunner, end),
-        (error: unknown) => gateway.unplaced(waiter, error, end),
-      );
-    },
+    start,
     freed(_at, free = 1, runner) {
       gateway.wake(free, runner);
     },

@@ -7,7 +7,7 @@
  * before it, so block i of a session is the same block at every turn that has it. That is exact
  * for this workload and a fraction of the cost of SHA-256 over every prompt.
  */
-import { BLOCK_SIZE } from '../../../runner/engines/sim/prefix-cache.ts';
+import { BLOCK_SIZE } from '../../../runner/index.ts';
 import { promptTokensOf } from '../workload.ts';
 import type { TraceCall, WorkloadShape } from '../workload.ts';
 

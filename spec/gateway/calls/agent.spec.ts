@@ -16,7 +16,7 @@ import type { GatewayCall } from '../../../gateway/http/call.ts';
 import { DetachedCalls } from '../../../gateway/detached/detached.ts';
 import { GatewayError } from '../../../gateway/errors.ts';
 import type { RunnerResponse } from '../../../gateway/fleet/http-runner.ts';
-import { resolveGatewayOptions } from '../../../gateway/options.ts';
+import { composeGatewayConfig } from '../../../gateway/server.ts';
 import type { GatewayOptions } from '../../../gateway/options.ts';
 import type { CallResult } from '../../../gateway/http/index.ts';
 import type { GatewayPool } from '../../../gateway/fleet/pool.ts';
@@ -105,7 +105,7 @@ async function agentWith(pool: GatewayPool, options: Partial<GatewayOptions> = {
   const telemetry = createPrometheusMetrics();
   cleanups.push(() => telemetry.shutdown());
   const results: CallResult[] = [];
-  const config = resolveGatewayOptions({
+  const config = composeGatewayConfig({
     pool,
     meterProvider: telemetry.meterProvider,
     listeners: [{ afterCall: (_call, result) => void results.push(result) }],

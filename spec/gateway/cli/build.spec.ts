@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SLUICE_BIN } from '../../../gateway/cli/processes.ts';
+import { SLUICE_BIN } from '../../../placer/kernel/processes.ts';
 import { childPids } from '../../../k6/driver/process-memory.ts';
 import { alive } from '../../support/faults.ts';
 import { chatBody, postJson } from '../../support/fleet.ts';
@@ -52,7 +52,7 @@ describe('the production build', () => {
   });
 
   it('starts children with the bin when built, and with tsx-sluice.mjs on the sources', () => {
-    const script = `const { SLUICE_BIN } = await import(${JSON.stringify(join(dir, 'dist/gateway/cli/processes.js'))}); console.log(SLUICE_BIN);`;
+    const script = `const { SLUICE_BIN } = await import(${JSON.stringify(join(dir, 'dist/placer/kernel/processes.js'))}); console.log(SLUICE_BIN);`;
     expect(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }).trim()).toBe(bin);
     expect(SLUICE_BIN).toBe(join(root, 'gateway/cli/tsx-sluice.mjs'));
   });

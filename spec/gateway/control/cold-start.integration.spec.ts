@@ -6,8 +6,8 @@
  */
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startService } from '../../../gateway/cli/processes.ts';
-import type { ChildService } from '../../../gateway/cli/processes.ts';
+import { startService } from '../../../placer/kernel/processes.ts';
+import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { COLD_START_HEADER, recordingColdStarts } from '../../../gateway/control/cold-start.ts';
 import { createGateway } from '../../../gateway/server.ts';
 import { OPERATOR_TOKEN, asOperator, chatBody, eventually, getJson, metricValue } from '../../support/fleet.ts';

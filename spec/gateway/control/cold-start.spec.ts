@@ -14,7 +14,7 @@ import { LbAgent } from '../../../gateway/calls/agent.ts';
 import { COLD_START_HEADER, ColdStartWaits, recordingColdStarts } from '../../../gateway/control/cold-start.ts';
 import type { RecordingColdStarts } from '../../../gateway/control/cold-start.ts';
 import { DetachedCalls } from '../../../gateway/detached/detached.ts';
-import { resolveGatewayOptions } from '../../../gateway/options.ts';
+import { composeGatewayConfig } from '../../../gateway/server.ts';
 import type { GatewayOptions } from '../../../gateway/options.ts';
 import type { CallResult } from '../../../gateway/http/index.ts';
 import { waitQueueFor } from '../../../gateway/calls/placement.ts';
@@ -87,7 +87,7 @@ async function setup(options: Partial<GatewayOptions> = {}, withColdStarts = tru
     onCapacity: (runner, free) => queue!.wake(free, runner.health.models ? [...runner.health.models, ''] : undefined, runner.id),
   });
   cleanups.push(() => fleet.close({ abortCalls: true }));
-  const config = resolveGatewayOptions({
+  const config = composeGatewayConfig({
     pool: fleet,
     clock,
     // The queue's fallback off: only the pool's capacity signal wakes a waiting call.

@@ -12,9 +12,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startService } from '../../../gateway/cli/processes.ts';
-import type { ChildService } from '../../../gateway/cli/processes.ts';
+import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
+import { startService } from '../../../placer/kernel/processes.ts';
+import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { asOperator, eventually, getJson, metricValue, metrics, operatorEnv } from '../../support/fleet.ts';
 
 const MODEL = 'sim-serverless';

@@ -5,8 +5,8 @@
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService } from '../../../gateway/cli/processes.ts';
-import type { ChildService } from '../../../gateway/cli/processes.ts';
+import { startService } from '../../../placer/kernel/processes.ts';
+import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { createCallbackPolicy, createCallbackSender } from '../../../gateway/detached/callbacks/index.ts';
 import { createGateway } from '../../../gateway/server.ts';
 import { startCallbackReceiver } from '../../support/callbacks.ts';

@@ -13,8 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService } from '../../../gateway/cli/processes.ts';
-import type { ChildService } from '../../../gateway/cli/processes.ts';
+import { startService } from '../../../placer/kernel/processes.ts';
+import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { chatBody, eventually, operatorEnv } from '../../support/fleet.ts';
 
 /** A span as the receiver keeps it: ids in hex, and the service that sent it. */

@@ -1,5 +1,5 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { freePort } from '../../../gateway/cli/processes.ts';
+import { freePort } from '../../../placer/kernel/processes.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';

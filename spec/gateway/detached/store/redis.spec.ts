@@ -163,101 +163,6 @@ describe('createRedisStore', () => {
       await own.stop();
     }
   });
-});
-
-describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () => {
-  let own: RedisServer | undefined;
-  afterEach(async () => {
-    await own?.stop();
-    own = undefined;
-  });
-  const stall = () => process.kill(own!.pid, 'SIGSTOP');
-  const resume = () => process.kill(own!.pid, 'SIGCONT');
-
-  it('fails its health check within about a second of a stall, then fails operations at once, and recovers', async () => {
-    own = await startRedis();
-    const warnings: LogFields[] = [];
-    const store = open({ url: own.url, keyPrefix: `t-${randomUUID()}:`, logger: warningRecorder(warnings) });
-    expect(await store.health()).toMatchObject({ ok: true });
-    stall();
-    // The reason names the health check's own 1 s bound: it was that check, not the command
-    // timeout (10 s), that found the stall.
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 15_000, interval: 50 });
-    expect(await store.health()).toMatchObject({ reason: `redis store ${own.url} did not answer a health check within 1000 ms` });
-    const started = Date.now();
-    await expect(store.get('call-1')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('did not answer a health check') });
-    // Failed on the health answer (at once, or after one more 1 s check), not the command timeout.
-    expect(Date.now() - started).toBeLessThan(8_000);
-    expect(warnings.filter((w) => w.msg === 'store not answering')).toHaveLength(1);
-    resume();
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 15_000, interval: 50 });
-    await expect(store.get('call-1')).resolves.toBeUndefined();
-  });
-
-  it('never lets a create it gave up on land later, when redis stalls with the create on the wire', async () => {
-    own = await startRedis();
-    const keyPrefix = `t-${randomUUID()}:`;
-    const store = open({ url: own.url, keyPrefix });
-    await store.health();
-    stall();
-    const record = runningRecord(Date.now());
-    const started = Date.now();
-    await expect(store.create(record)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining(`did not confirm the record of call ${record.id} within 3000 ms`) });
-    // Given up on its own 3 s bound (named in the message), not the command timeout (10 s).
-    expect(Date.now() - started).toBeLessThan(8_000);
-    resume();
-    // The health check goes down the same connection, after the create: once it answers, the create has run.
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 15_000, interval: 50 });
-    expect(await rawClient(own.url).exists(`${keyPrefix}call:${record.id}`)).toBe(0);
-    expect(await store.get(record.id)).toBeUndefined();
-  });
-
-  it('gives up on a start within 3 s when redis stalls with it on the wire, and the start lands harmlessly once it resumes', async () => {
-    own = await startRedis();
-    const store = open({ url: own.url, keyPrefix: `t-${randomUUID()}:` });
-    const record = queuedRecord(Date.now());
-    await store.create(record);
-    stall();
-    const started = Date.now();
-    await expect(store.start(record.id, { runner: 'runner-1', startedAt: started, delayMs: 5 })).rejects.toMatchObject({
-      code: 'STORE_UNAVAILABLE',
-      message: expect.stringContaining(`did not confirm the start of call ${record.id} within 3000 ms`),
-    });
-    // Given up on its own 3 s bound (named in the message), not the command timeout (10 s).
-    expect(Date.now() - started).toBeLessThan(8_000);
-    resume();
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 15_000, interval: 50 });
-    // It says what is true: a runner took the call. A finish after it still ends the call.
-    expect(await store.get(record.id)).toMatchObject({ status: 'running', runner: 'runner-1' });
-    expect(await store.finish(record.id, done, result)).toBe(true);
-  });
-
-  it('reconnects by itself when redis is killed and started again on its port, cancels included', async () => {
-    own = await startRedis();
-    const { port } = own;
-    const keyPrefix = `t-${randomUUID()}:`;
-    const store = open({ url: own.url, keyPrefix });
-    const cancels: string[] = [];
-    await store.onCancel('gateway-a', (id) => cancels.push(id));
-    expect(await store.health()).toMatchObject({ ok: true });
-    process.kill(own.pid, 'SIGKILL');
-    await own.stop();
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 15_000, interval: 50 });
-    const started = Date.now();
-    await expect(store.get('call-1')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('ECONNREFUSED') });
-    // The refusal ends it, not the connect (2 s, another message) or command (10 s) timeout.
-    expect(Date.now() - started).toBeLessThan(8_000);
-    own = await startRedis({ port });
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 10_000, interval: 50 });
-    const record = runningRecord(Date.now());
-    await store.create(record);
-    expect(await store.finish(record.id, done, result)).toBe(true);
-    expect(await store.getResult(record.id)).toEqual(result);
-    await vi.waitFor(async () => {
-      await store.requestCancel('call-after-restart', 'gateway-a');
-      expect(cancels).toContain('call-after-restart');
-    }, { timeout: 10_000, interval: 100 });
-  });
 
   it('keeps the byte count in redis under the prefix, each result scored by when it expires', async () => {
     const keyPrefix = `t-${randomUUID()}:`;
@@ -272,6 +177,126 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     expect(member).toBe(`${bytes}:${record.id}`);
     expect(Number(score) - Date.now()).toBeGreaterThan(590_000);
     expect(Number(score) - Date.now()).toBeLessThanOrEqual(600_000);
+  });
+});
+
+describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () => {
+  /**
+   * A redis-server of the test's own, and what the test opens on it, all closed when the test
+   * ends: these tests wait out the store's own bounds (seconds each), so they run side by side,
+   * each on its own server, and share nothing with the tests around them.
+   */
+  async function ownRedis(onTestFinished: (fn: () => Promise<void>) => void) {
+    const servers: RedisServer[] = [await startRedis()];
+    const stores: CallStore[] = [];
+    const raws: Redis[] = [];
+    onTestFinished(async () => {
+      await Promise.all(stores.map((s) => s.close()));
+      for (const raw of raws) raw.disconnect();
+      await Promise.all(servers.map((server) => server.stop()));
+    });
+    const own = {
+      get server(): RedisServer {
+        return servers.at(-1)!;
+      },
+      stall: () => process.kill(own.server.pid, 'SIGSTOP'),
+      resume: () => process.kill(own.server.pid, 'SIGCONT'),
+      /** Starts the server again on its port (after a kill). */
+      restart: async () => void servers.push(await startRedis({ port: own.server.port })),
+      open(options: Partial<RedisStoreOptions> = {}): CallStore {
+        stores.push(createRedisStore({ url: own.server.url, keyPrefix: `t-${randomUUID()}:`, ...options }));
+        return stores.at(-1)!;
+      },
+      raw(): Redis {
+        raws.push(new Redis(own.server.url));
+        return raws.at(-1)!;
+      },
+    };
+    return own;
+  }
+
+  it.concurrent('fails its health check within about a second of a stall, then fails operations at once, and recovers', async ({ onTestFinished }) => {
+    const own = await ownRedis(onTestFinished);
+    const warnings: LogFields[] = [];
+    const store = own.open({ logger: warningRecorder(warnings) });
+    expect(await store.health()).toMatchObject({ ok: true });
+    own.stall();
+    // The reason names the health check's own 1 s bound: it was that check, not the command
+    // timeout (10 s), that found the stall.
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 15_000, interval: 50 });
+    expect(await store.health()).toMatchObject({ reason: `redis store ${own.server.url} did not answer a health check within 1000 ms` });
+    const started = Date.now();
+    await expect(store.get('call-1')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('did not answer a health check') });
+    // Failed on the health answer (at once, or after one more 1 s check), not the command timeout.
+    expect(Date.now() - started).toBeLessThan(8_000);
+    expect(warnings.filter((w) => w.msg === 'store not answering')).toHaveLength(1);
+    own.resume();
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 15_000, interval: 50 });
+    await expect(store.get('call-1')).resolves.toBeUndefined();
+  });
+
+  it.concurrent('never lets a create it gave up on land later, when redis stalls with the create on the wire', async ({ onTestFinished }) => {
+    const own = await ownRedis(onTestFinished);
+    const keyPrefix = `t-${randomUUID()}:`;
+    const store = own.open({ keyPrefix });
+    await store.health();
+    own.stall();
+    const record = runningRecord(Date.now());
+    const started = Date.now();
+    await expect(store.create(record)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining(`did not confirm the record of call ${record.id} within 3000 ms`) });
+    // Given up on its own 3 s bound (named in the message), not the command timeout (10 s).
+    expect(Date.now() - started).toBeLessThan(8_000);
+    own.resume();
+    // The health check goes down the same connection, after the create: once it answers, the create has run.
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 15_000, interval: 50 });
+    expect(await own.raw().exists(`${keyPrefix}call:${record.id}`)).toBe(0);
+    expect(await store.get(record.id)).toBeUndefined();
+  });
+
+  it.concurrent('gives up on a start within 3 s when redis stalls with it on the wire, and the start lands harmlessly once it resumes', async ({ onTestFinished }) => {
+    const own = await ownRedis(onTestFinished);
+    const store = own.open();
+    const record = queuedRecord(Date.now());
+    await store.create(record);
+    own.stall();
+    const started = Date.now();
+    await expect(store.start(record.id, { runner: 'runner-1', startedAt: started, delayMs: 5 })).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining(`did not confirm the start of call ${record.id} within 3000 ms`),
+    });
+    // Given up on its own 3 s bound (named in the message), not the command timeout (10 s).
+    expect(Date.now() - started).toBeLessThan(8_000);
+    own.resume();
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 15_000, interval: 50 });
+    // It says what is true: a runner took the call. A finish after it still ends the call.
+    expect(await store.get(record.id)).toMatchObject({ status: 'running', runner: 'runner-1' });
+    expect(await store.finish(record.id, done, result)).toBe(true);
+  });
+
+  it.concurrent('reconnects by itself when redis is killed and started again on its port, cancels included', async ({ onTestFinished }) => {
+    const own = await ownRedis(onTestFinished);
+    const keyPrefix = `t-${randomUUID()}:`;
+    const store = own.open({ keyPrefix });
+    const cancels: string[] = [];
+    await store.onCancel('gateway-a', (id) => cancels.push(id));
+    expect(await store.health()).toMatchObject({ ok: true });
+    process.kill(own.server.pid, 'SIGKILL');
+    await own.server.stop();
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 15_000, interval: 50 });
+    const started = Date.now();
+    await expect(store.get('call-1')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('ECONNREFUSED') });
+    // The refusal ends it, not the connect (2 s, another message) or command (10 s) timeout.
+    expect(Date.now() - started).toBeLessThan(8_000);
+    await own.restart();
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 10_000, interval: 50 });
+    const record = runningRecord(Date.now());
+    await store.create(record);
+    expect(await store.finish(record.id, done, result)).toBe(true);
+    expect(await store.getResult(record.id)).toEqual(result);
+    await vi.waitFor(async () => {
+      await store.requestCancel('call-after-restart', 'gateway-a');
+      expect(cancels).toContain('call-after-restart');
+    }, { timeout: 10_000, interval: 100 });
   });
 });
 

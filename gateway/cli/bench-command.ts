@@ -1,24 +1,16 @@
 /**
- * The bench's command table: `sluice bench`'s settings and run function, kept beside the bench
- * rather than in the product's CLI, which loads this module only when asked for the bench (or
- * for its scenario list in `sluice --help`). The defaults --help shows are read from the bench's
- * own defaults objects; a setting not given is left out, so each scenario applies its own.
- *
- * The bench starts the product as child processes through the CLI's process helpers
- * (gateway/cli/processes.ts): k6/ sits beside the product and may use it, and starting
- * `sluice` the way `sluice up` does keeps one way of doing it.
+ * `sluice bench`: its settings and run function. The command lives with the other commands; the
+ * bench itself sits beside the product (k6/driver/), and this module is the one place the product
+ * loads it, lazily (commands.ts loads this module only when asked for the bench, or for its
+ * scenario list in `sluice --help`). The defaults --help shows are read from the bench's own
+ * defaults objects; a setting not given is left out, so each scenario applies its own.
  */
-import type { Command } from '../../gateway/cli/command.ts';
-import { givenValues } from '../../gateway/cli/command.ts';
-import type { Setting } from '../../gateway/cli/settings.ts';
-import { formatDefault } from '../../gateway/cli/settings.ts';
-import { runBench, scenarios } from './index.ts';
-import { benchDefaults } from './options.ts';
-import type { BenchOptions } from './options.ts';
-import { SIMULATE_DEFAULTS } from './scenarios/simulate.ts';
-import { SOAK_DEFAULTS } from './soak/options.ts';
-import { FAULT_KINDS } from './soak/schedule.ts';
-import { DEFAULT_HOPS } from './vsim/simulation.ts';
+import { DEFAULT_HOPS, FAULT_KINDS, SIMULATE_DEFAULTS, SOAK_DEFAULTS, benchDefaults, runBench, scenarios } from '../../k6/driver/index.ts';
+import type { BenchOptions } from '../../k6/driver/index.ts';
+import type { Command } from './command.ts';
+import { givenValues } from './command.ts';
+import type { Setting } from './settings.ts';
+import { formatDefault } from './settings.ts';
 
 /** Every scenario `sluice bench <scenario>` runs, by name, in the order --help lists them. */
 export const benchScenarioNames: readonly string[] = Object.freeze(Object.keys(scenarios));

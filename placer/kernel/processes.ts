@@ -1,8 +1,9 @@
 /**
- * Starting sluice commands as child processes and learning where they listen: `sluice up`
- * and the integration tests use this one mechanism. A child reports `{type:'listening', url}`
- * over the IPC channel once its port is open, and exits when that channel closes, so a parent
- * that dies (even by SIGKILL) leaves nothing behind.
+ * Starting sluice commands (and the bench's other Node children) as child processes and learning
+ * where they listen: `sluice up`, the bench and the integration tests use this one mechanism, which is why it sits in the kernel,
+ * below everything that starts a process. A child reports `{type:'listening', url}` over the IPC
+ * channel once its port is open, and exits when that channel closes, so a parent that dies (even
+ * by SIGKILL) leaves nothing behind.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -11,13 +12,15 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * Path of the `sluice` entry script that runs children the way this process runs. Compiled
- * (this file is dist/gateway/cli/processes.js), it is the checkout's gateway/cli/sluice.mjs,
+ * (this file is dist/placer/kernel/processes.js), it is the checkout's gateway/cli/sluice.mjs,
  * which runs the build. On the sources (this file is processes.ts: the specs under vitest, or
- * the bin without a build), it is tsx-sluice.mjs, which runs the sources even when a build
- * exists, so a test after an edit starts the edited code, never a stale build.
+ * the bin without a build), it is gateway/cli/tsx-sluice.mjs, which runs the sources even when
+ * a build exists, so a test after an edit starts the edited code, never a stale build.
  */
 export const SLUICE_BIN = fileURLToPath(
-  import.meta.url.endsWith('.ts') ? new URL('./tsx-sluice.mjs', import.meta.url) : new URL('../../../gateway/cli/sluice.mjs', import.meta.url),
+  import.meta.url.endsWith('.ts')
+    ? new URL('../../gateway/cli/tsx-sluice.mjs', import.meta.url)
+    : new URL('../../../gateway/cli/sluice.mjs', import.meta.url),
 );
 
 /** A sluice command running as a child process. */
@@ -49,10 +52,30 @@ export interface StartOptions {
 
 const TAIL_LINES = 200;
 
+/** A Node script to run as a child service. */
+export interface ChildScript {
+  /** Path of the script. */
+  readonly script: string;
+  /** Node's own arguments before it, e.g. `['--import', 'tsx']` for a TypeScript script. */
+  readonly nodeArgs?: readonly string[];
+  /** What the child is called in an error message. @default the script's path and arguments */
+  readonly name?: string;
+}
+
 /** Starts `sluice <args>` and resolves once it listens. */
 export function startService(args: readonly string[], options: StartOptions = {}): Promise<ChildService> {
+  return startChild({ script: SLUICE_BIN, name: `sluice ${args.join(' ')}` }, args, options);
+}
+
+/**
+ * Starts `node <script> <args>` and resolves once it reports where it listens (with
+ * {@link reportListening}); the child should exit when its IPC channel closes.
+ * @throws {Error} with the child's last output when it exits, or does not listen within the timeout.
+ */
+export function startChild(command: ChildScript, args: readonly string[], options: StartOptions = {}): Promise<ChildService> {
+  const name = command.name ?? [command.script, ...args].join(' ');
   const capture = (options.stdio ?? 'capture') === 'capture';
-  const child = spawn(process.execPath, [SLUICE_BIN, ...args], {
+  const child = spawn(process.execPath, [...(command.nodeArgs ?? []), command.script, ...args], {
     stdio: ['ignore', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit', 'ipc'],
     env: options.env ?? process.env,
     // Its own process group: a terminal's Ctrl-C reaches only the parent, which stops children in order.
@@ -82,7 +105,7 @@ export function startService(args: readonly string[], options: StartOptions = {}
   return new Promise<ChildService>((resolve, reject) => {
     const timer = setTimeout(() => {
       void stop('SIGKILL');
-      reject(new Error(`sluice ${args.join(' ')} did not listen within ${options.timeout ?? 30_000} ms\n${output()}`));
+      reject(new Error(`${name} did not listen within ${options.timeout ?? 30_000} ms\n${output()}`));
     }, options.timeout ?? 30_000);
     child.on('message', (message: { type?: string; url?: string }) => {
       if (message?.type !== 'listening' || typeof message.url !== 'string') return;
@@ -91,7 +114,7 @@ export function startService(args: readonly string[], options: StartOptions = {}
     });
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`sluice ${args.join(' ')} exited (${signal ?? code}) before listening\n${output()}`));
+      reject(new Error(`${name} exited (${signal ?? code}) before listening\n${output()}`));
     });
   });
 }
