@@ -71,7 +71,7 @@ export async function serveCall(ctx: CallPathContext, req: IncomingMessage, res:
   const runnerTrace = startRunnerTrace(req, res, ctx.config.id);
   const admission = admit(ctx);
   if (admission.kind === 'busy') return answerBusy(ctx, res, runnerTrace, admission.reason);
-  return new RunnerCall(ctx, req, res, runnerTrace, admission.release).serve();
+  return new AdmittedCall(ctx, req, res, runnerTrace, admission.release).serve();
 }
 
 /**
@@ -84,7 +84,7 @@ type Ended = { kind: 'held' } | { kind: 'busy'; reason: BusyReason } | { kind: '
 const HELD: Ended = Object.freeze({ kind: 'held' });
 
 /** One admitted call, from its head to the engine's stream; the one holder of the call's slot. */
-class RunnerCall {
+class AdmittedCall {
   readonly #ctx: CallPathContext;
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
