@@ -24,9 +24,11 @@ export class GatewayError extends SluiceError {
   }
 }
 
-/** Retry-After in seconds, and `connection: close` when the body will not be read. */
-const retryAfter = (seconds: number, close = false): Record<string, string> =>
-  close ? { 'retry-after': String(seconds), connection: 'close' } : { 'retry-after': String(seconds) };
+/** Retry-After in seconds. */
+const retryAfter = (seconds: number): Record<string, string> => ({ 'retry-after': String(seconds) });
+
+/** Retry-After in seconds, and `connection: close`: for an answer given without reading the body. */
+const retryAfterAndClose = (seconds: number): Record<string, string> => ({ 'retry-after': String(seconds), connection: 'close' });
 
 /** The body is not valid JSON (400). */
 export class InvalidJsonError extends errorClass('GW_INVALID_JSON', 400, 'invalid_request_error', GatewayError) {}
@@ -130,7 +132,7 @@ export class InternalError extends errorClass('GW_INTERNAL', 500, 'server_error'
  */
 export class ShuttingDownError extends errorClass('GW_SHUTTING_DOWN', 503, 'service_unavailable_error', GatewayError) {
   constructor(message = 'the gateway is shutting down; retry on another gateway') {
-    super(message, { headers: retryAfter(1, true) });
+    super(message, { headers: retryAfterAndClose(1) });
   }
 }
 
@@ -256,7 +258,7 @@ export class DetachedStoreUnavailableError extends errorClass('GW_STORE_UNAVAILA
 export class UploadsFullError extends errorClass('GW_UPLOADS_FULL', 503, 'service_unavailable_error', GatewayError) {
   constructor(maxUploads: number, retryAfterSeconds: number) {
     super(`the gateway is receiving maxUploads (${maxUploads}) request bodies already; retry shortly`, {
-      headers: retryAfter(retryAfterSeconds, true),
+      headers: retryAfterAndClose(retryAfterSeconds),
     });
   }
 }
@@ -268,7 +270,7 @@ export class UploadsFullError extends errorClass('GW_UPLOADS_FULL', 503, 'servic
 export class TooManyUploadsError extends errorClass('GW_TOO_MANY_UPLOADS', 429, 'service_unavailable_error', GatewayError) {
   constructor(maxUploadsPerClient: number, retryAfterSeconds: number) {
     super(`this client address is sending maxUploadsPerClient (${maxUploadsPerClient}) request bodies already; finish those first`, {
-      headers: retryAfter(retryAfterSeconds, true),
+      headers: retryAfterAndClose(retryAfterSeconds),
     });
   }
 }
@@ -280,7 +282,7 @@ export class TooManyUploadsError extends errorClass('GW_TOO_MANY_UPLOADS', 429, 
 export class TooManyConnectionsError extends errorClass('GW_TOO_MANY_CONNECTIONS', 429, 'service_unavailable_error', GatewayError) {
   constructor(maxConnectionsPerClient: number, retryAfterSeconds: number) {
     super(`this client address holds maxConnectionsPerClient (${maxConnectionsPerClient}) connections already; reuse them`, {
-      headers: retryAfter(retryAfterSeconds, true),
+      headers: retryAfterAndClose(retryAfterSeconds),
     });
   }
 }

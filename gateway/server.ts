@@ -358,7 +358,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         await serverless?.close();
         registry.close();
         queue.close();
-        await pool.close(!drained);
+        await pool.close({ abortCalls: !drained });
         await config.store.close();
         await config.limiter.close();
         await ring?.close();

@@ -10,7 +10,7 @@ import type { BackoffSteps, Logger } from '../placer/kernel/index.ts';
 import { checksFor, fullJitterBackoff, rule, silentLogger } from '../placer/kernel/index.ts';
 import { RunnerConfigError } from './errors.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol/index.ts';
-import { parseEngineOrder } from './protocol/index.ts';
+import { gatewayAnswerKind, parseEngineOrder } from './protocol/index.ts';
 import type { EngineOrder, HeartbeatAnswer, HostedEngine, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol/index.ts';
 
 /** First backoff step after a failure, ms; doubled per failure in a row. */
@@ -159,8 +159,9 @@ export class GatewayRegistration {
     try {
       if (!this.#known) return;
       const answer = await this.#send('DELETE', runnerPath(this.#options.status().id));
-      if (answer.status >= 200 && answer.status < 300) this.#log.info('deregistered from gateway', {});
-      else if (answer.status === 404) this.#log.info('gateway had already forgotten this runner', {});
+      const kind = gatewayAnswerKind(answer.status);
+      if (kind === 'accepted') this.#log.info('deregistered from gateway', {});
+      else if (kind === 'unknown-runner') this.#log.info('gateway had already forgotten this runner', {});
       else this.#log.warn('deregistration failed', { status: answer.status, ...(answer.error ? { error: answer.error } : {}) });
     } finally {
       await this.#pool.close().catch(() => {});
@@ -179,50 +180,71 @@ export class GatewayRegistration {
   }
 
   async #attempt(): Promise<void> {
-    const heartbeat = this.#phase === 'heartbeat';
+    const request = this.#phase;
+    const heartbeat = request === 'heartbeat';
     const status = this.#options.status();
     const answer = heartbeat
       ? await this.#send('POST', heartbeatPath(status.id), heartbeatBody(status, this.#options.loadStaleAfter))
       : await this.#send('POST', REGISTER_PATH, registrationBody(status, this.#options.url, this.#options.loadStaleAfter));
     if (this.#stopped) return;
-    const ok = answer.status >= 200 && answer.status < 300;
-    if (ok && !heartbeat) {
-      const asked = (answer.json as Partial<RegistrationAccepted> | undefined)?.heartbeatInterval;
-      this.#interval = typeof asked === 'number' && Number.isSafeInteger(asked) && asked > 0 ? asked : this.#options.heartbeatInterval;
-      this.#log.info('registered with gateway', { heartbeatInterval: this.#interval, ...(this.#failures > 0 ? { afterFailures: this.#failures } : {}) });
-      this.#phase = 'heartbeat';
-      this.#known = true;
-      this.#failures = 0;
-      return this.#schedule(this.#interval);
+    const kind = gatewayAnswerKind(answer.status);
+    switch (kind) {
+      case 'accepted':
+        return heartbeat ? this.#beatAnswered(answer, status.hosted) : this.#registered(answer);
+      case 'unknown-runner':
+        if (heartbeat) return this.#forgotten();
+        break;
+      case 'token-refused':
+      case 'id-refused':
+        return this.#refused(answer, kind);
+      case 'failed':
+        break;
     }
-    if (ok) {
-      if (this.#failures > 0) this.#log.info('gateway answers heartbeats again', { afterFailures: this.#failures });
-      this.#failures = 0;
-      const said = answer.json as Partial<HeartbeatAnswer> | undefined;
-      // Before scheduling: the drain's (or the order's) beatNow() then turns the next beat into an immediate one.
-      if (said?.drain === true) this.#drainRequested();
-      if (said && typeof said === 'object' && 'host' in said && this.#options.onHostOrder) this.#hostOrdered(said.host, status.hosted);
-      this.#schedule(this.#beatSoon ? 0 : this.#interval);
-      this.#beatSoon = false;
-      return;
-    }
-    if (heartbeat && answer.status === 404) {
-      // The gateway restarted or expired us: only a new registration puts us back in its pool.
-      this.#log.info('gateway does not know this runner, registering again', {});
-      this.#phase = 'register';
-      this.#known = false;
-      return this.#schedule(0);
-    }
+    this.#failed(answer, request);
+  }
+
+  #registered(answer: Answer): void {
+    const asked = (answer.json as Partial<RegistrationAccepted> | undefined)?.heartbeatInterval;
+    this.#interval = typeof asked === 'number' && Number.isSafeInteger(asked) && asked > 0 ? asked : this.#options.heartbeatInterval;
+    this.#log.info('registered with gateway', { heartbeatInterval: this.#interval, ...(this.#failures > 0 ? { afterFailures: this.#failures } : {}) });
+    this.#phase = 'heartbeat';
+    this.#known = true;
+    this.#failures = 0;
+    this.#schedule(this.#interval);
+  }
+
+  #beatAnswered(answer: Answer, hosted: HostedEngine | undefined): void {
+    if (this.#failures > 0) this.#log.info('gateway answers heartbeats again', { afterFailures: this.#failures });
+    this.#failures = 0;
+    const said = answer.json as Partial<HeartbeatAnswer> | undefined;
+    // Before scheduling: the drain's (or the order's) beatNow() then turns the next beat into an immediate one.
+    if (said?.drain === true) this.#drainRequested();
+    if (said && typeof said === 'object' && 'host' in said && this.#options.onHostOrder) this.#hostOrdered(said.host, hosted);
+    this.#schedule(this.#beatSoon ? 0 : this.#interval);
+    this.#beatSoon = false;
+  }
+
+  /** The gateway restarted or expired us: only a new registration puts us back in its pool. */
+  #forgotten(): void {
+    this.#log.info('gateway does not know this runner, registering again', {});
+    this.#phase = 'register';
+    this.#known = false;
+    this.#schedule(0);
+  }
+
+  /** Retrying sooner cannot help until an operator fixes a token or an id; retry at the cap meanwhile. */
+  #refused(answer: Answer, kind: 'token-refused' | 'id-refused'): void {
     this.#failures++;
-    if (answer.status === 401 || answer.status === 403) {
-      // Retrying sooner cannot help until an operator fixes a token; retry at the cap meanwhile.
-      const retryInMs = fullJitterBackoff(Number.MAX_SAFE_INTEGER, BACKOFF_STEPS, this.#options.random);
-      // 403: the token is known, but this runner's id is bound to another one (a duplicate id, or an older token).
-      this.#log.error(answer.status === 401 ? 'gateway refused the runner token' : 'gateway refused this runner id under its token', { status: answer.status, attempt: this.#failures, retryInMs });
-      return this.#schedule(retryInMs);
-    }
+    const retryInMs = fullJitterBackoff(Number.MAX_SAFE_INTEGER, BACKOFF_STEPS, this.#options.random);
+    const message = kind === 'token-refused' ? 'gateway refused the runner token' : 'gateway refused this runner id under its token';
+    this.#log.error(message, { status: answer.status, attempt: this.#failures, retryInMs });
+    this.#schedule(retryInMs);
+  }
+
+  #failed(answer: Answer, request: 'register' | 'heartbeat'): void {
+    this.#failures++;
     const retryInMs = fullJitterBackoff(this.#failures, BACKOFF_STEPS, this.#options.random);
-    const fields = { request: heartbeat ? 'heartbeat' : 'register', attempt: this.#failures, retryInMs, ...(answer.error ? { error: answer.error } : { status: answer.status }) };
+    const fields = { request, attempt: this.#failures, retryInMs, ...(answer.error ? { error: answer.error } : { status: answer.status }) };
     // A gateway down for an hour would otherwise log a warning every 30 s per runner.
     if (this.#failures === 1) this.#log.warn('gateway request failed, retrying', fields);
     else this.#log.debug('gateway request failed, retrying', fields);

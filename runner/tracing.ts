@@ -127,7 +127,7 @@ export class RunnerTrace {
     this.#engine = undefined;
     if (error !== undefined) fail(span, error);
     else if (this.#keptBytes !== Number.POSITIVE_INFINITY && this.#kept.length > 0) {
-      const usage = genAiAttributes(Buffer.concat(this.#kept).toString('utf8'), this.#sse);
+      const usage = genAiAttributes(Buffer.concat(this.#kept).toString('utf8'), this.#sse ? 'sse' : 'json');
       span.setAttributes(usage);
       this.span.setAttributes(usage);
     }
@@ -151,13 +151,16 @@ export class RunnerTrace {
   }
 }
 
+/** How an answer's body is written: one JSON object, or a stream of server-sent events. */
+export type AnswerFormat = 'json' | 'sse';
+
 /**
  * The GenAI attributes an OpenAI-shaped answer gives: the model that answered, the tokens in and
  * out from its usage block, and the finish reasons. A stream's are read from its last events.
  */
-export function genAiAttributes(text: string, sse: boolean): Attributes {
+export function genAiAttributes(text: string, format: AnswerFormat): Attributes {
   const answers: unknown[] = [];
-  if (sse) {
+  if (format === 'sse') {
     for (const line of text.split(/\r?\n/)) {
       if (!line.startsWith('data:')) continue;
       const data = line.slice(5).trim();

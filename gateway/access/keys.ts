@@ -175,7 +175,7 @@ export class KeyRing implements ClientKeys {
     this.#logger = options.logger ?? silentLogger;
     this.#store?.watch(
       (keys) => this.#setApi(keys),
-      () => this.#setAvailable(false),
+      () => this.#setUnavailable(),
     );
   }
 
@@ -188,7 +188,7 @@ export class KeyRing implements ClientKeys {
     try {
       this.#setApi(await this.#store.load());
     } catch (error) {
-      this.#setAvailable(false);
+      this.#setUnavailable();
       throw error;
     }
   }
@@ -270,9 +270,10 @@ export class KeyRing implements ClientKeys {
     this.#rebuild();
   }
 
-  #setAvailable(available: boolean): void {
-    if (this.#available === available) return;
-    this.#available = available;
+  /** The store cannot be read: the keys it holds are unavailable until a read succeeds again. */
+  #setUnavailable(): void {
+    if (!this.#available) return;
+    this.#available = false;
     this.#notify();
   }
 

@@ -34,11 +34,11 @@ import {
   RESPONSE_TIMEOUT_HEADER,
   SIGNATURE_HEADER,
   TIMEOUT_HEADER,
-  isConnectError,
 } from '../../runner/protocol/index.ts';
 import type { GatewayCall } from '../http/index.ts';
 import { failSpan, traceOfCall } from '../observe/index.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';
+import { isSilence, transportFailure } from './transport-failure.ts';
 import { CallTimeoutError, RequestNotForwardableError, RunnerFailedError, RunnerStalledError } from '../errors.ts';
 
 /** The runner's response once committed: status, headers, a streaming body, and trailers. */
@@ -82,6 +82,12 @@ export interface RunnerSignals {
   succeeded(): void;
   /** A committed call of this gateway's ended, well or not: one of its slots is free again. */
   released?(): void;
+}
+
+/** How a runner's connections are closed. */
+export interface CloseOptions {
+  /** Aborts calls still streaming instead of letting them end first. @default false */
+  abortCalls?: boolean;
 }
 
 /** A runner the gateway calls over HTTP/1.1 keep-alive connections. */
@@ -221,23 +227,20 @@ export class HttpRunner {
    * or throws what the client gets for a failure after it.
    */
   #offerFailed(call: GatewayCall, id: string, signals: RunnerSignals, error: unknown, acknowledged: boolean): TryExecResult<RunnerResponse> {
-    const code = (error as { code?: unknown }).code;
     if (call.signal.aborted) throw error;
     if (error instanceof PlacerDeadlineReached) return { kind: 'failed', error };
-    if (code === 'UND_ERR_INVALID_ARG' || code === 'UND_ERR_NOT_SUPPORTED') {
-      // undici refused the request before sending a byte: no runner would take it either.
-      throw new RequestNotForwardableError(`the call could not be sent to a runner: ${(error as Error).message}; nothing reached a runner`, { cause: error });
+    const failure = transportFailure(error);
+    switch (failure) {
+      case 'unsendable':
+        throw new RequestNotForwardableError(`the call could not be sent to a runner: ${(error as Error).message}; nothing reached a runner`, { cause: error });
+      case 'closed-here':
+        return { kind: 'failed', error: error as Error };
+      case 'unconnected':
+        signals.down(error as Error);
+        signals.failed();
+        return { kind: 'failed', error: error as Error };
     }
-    if (code === 'UND_ERR_CLOSED' || code === 'UND_ERR_DESTROYED') {
-      // This runner's connections were closed here (it left the pool, or shutdown): nothing was sent.
-      return { kind: 'failed', error: error as Error };
-    }
-    if (isConnectError(error)) {
-      signals.down(error as Error);
-      signals.failed();
-      return { kind: 'failed', error: error as Error };
-    }
-    const silent = code === 'UND_ERR_HEADERS_TIMEOUT';
+    const silent = failure === 'no-answer';
     signals.failed();
     if (!acknowledged) {
       // The runner acknowledges before it asks its engine, so the engine never saw this call.
@@ -304,9 +307,9 @@ export class HttpRunner {
     return this.#pool.request({ method: 'GET', path, headersTimeout: timeout, bodyTimeout: timeout });
   }
 
-  /** Closes idle connections; with `force`, aborts calls still streaming too. */
-  async close(force = false): Promise<void> {
-    if (force) await this.#pool.destroy();
+  /** Closes the connections: at once when idle, and each busy one when its call ends, unless `abortCalls`. */
+  async close(options: CloseOptions = {}): Promise<void> {
+    if (options.abortCalls) await this.#pool.destroy();
     else await this.#pool.close();
   }
 }
@@ -328,17 +331,17 @@ class PlacerDeadlineReached extends Error {
 
 /** Maps an error after the runner acknowledged the call into what the client gets. */
 export function committedFailure(runner: { id: string }, error: unknown): Error {
-  const code = (error as { code?: unknown }).code;
-  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+  const failure = transportFailure(error);
+  if (isSilence(failure)) {
     const silence =
-      code === 'UND_ERR_HEADERS_TIMEOUT'
+      failure === 'no-answer'
         ? 'stopped acknowledging the call for longer than the gateway\'s responseTimeout'
         : 'sent nothing for longer than the gateway\'s streamIdleTimeout';
     return new RunnerStalledError(`runner ${runner.id} ${silence} after it took the call; the call was not retried because it may have run`, { cause: error });
   }
   // Already what the client gets: a bound of ours ended the call (cutSilentCalls, say).
   if (error instanceof CallTimeoutError || error instanceof RunnerStalledError) return error;
-  if ((error as Error).name === 'AbortError' || code === 'UND_ERR_ABORTED') return error as Error;
+  if (failure === 'aborted') return error as Error;
   return new RunnerFailedError(
     `runner ${runner.id} failed after it took the call (${(error as Error).message}); the call was not retried because it may have run`,
     { cause: error },

@@ -8,7 +8,7 @@ export { breakerDefaults } from './breaker.ts';
 export { CallSigner, resolveDataPlane } from './data-plane.ts';
 export type { DataPlaneConfig, DataPlaneOptions } from './data-plane.ts';
 export { committedFailure } from './http-runner.ts';
-export type { RunnerResponse } from './http-runner.ts';
+export type { CloseOptions, RunnerResponse } from './http-runner.ts';
 export { FleetPool } from './pool.ts';
 export type { GatewayPool } from './pool.ts';
 export { RunnerRegistry } from './registry.ts';

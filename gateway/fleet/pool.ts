@@ -12,8 +12,9 @@ import type { GatewayCall } from '../http/index.ts';
 import type { BreakerOptions } from './breaker.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';
 import { HttpRunner } from './http-runner.ts';
-import type { RunnerResponse } from './http-runner.ts';
+import type { CloseOptions, RunnerResponse } from './http-runner.ts';
 import { RunnerEntry } from './runner-entry.ts';
+import { isSilence, transportFailure } from './transport-failure.ts';
 
 /** Whether the pool serves a model: `unknown` while some runner has not reported yet. */
 export type ModelAnswer = 'yes' | 'no' | 'unknown';
@@ -31,7 +32,8 @@ export interface GatewayPool extends RunnerPool<RunnerResponse> {
    */
   explain?(call: GatewayCall, offers: ReadonlyMap<string, 'busy' | 'error'>): RunnerReason[];
   start(): Promise<void>;
-  close(force?: boolean): Promise<void>;
+  /** Stops probing and closes every runner's connections; see {@link CloseOptions}. */
+  close(options?: CloseOptions): Promise<void>;
 }
 
 /** One runner's reason for not taking a call. */
@@ -188,10 +190,10 @@ export class FleetPool implements GatewayPool {
     );
   }
 
-  async close(force = false): Promise<void> {
+  async close(options: CloseOptions = {}): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
-    await Promise.all(this.runnerList.map((r) => r.close(force)));
+    await Promise.all(this.runnerList.map((r) => r.close(options)));
   }
 
   async #probe(runner: RunnerEntry): Promise<void> {
@@ -208,10 +210,8 @@ export class FleetPool implements GatewayPool {
       runner.probed(reading);
     } catch (error) {
       if (this.#closed) return;
-      const code = (error as { code?: unknown }).code;
-      // A runner that takes the connection and then says nothing is hung, not gone (SIGSTOP,
-      // a wedged event loop): it stays passed over until a probe gets an answer.
-      const silent = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+      // A hung runner stays passed over until a probe gets an answer.
+      const silent = isSilence(transportFailure(error));
       if (runner.health.reachable) {
         this.#options.logger.warn(silent ? 'runner hung' : 'runner unreachable', { runner: runner.id, error: error as Error });
       }

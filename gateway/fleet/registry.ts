@@ -284,7 +284,7 @@ export class RunnerRegistry {
       if (silence > lostAfter) {
         pool.remove(runner.id);
         this.#boundTo.delete(runner.id);
-        void runner.close(true);
+        void runner.close({ abortCalls: true });
         logger.warn('runner lost', { runner: runner.id, silenceMs: Math.round(silence) });
       } else if (silence > unreachableAfter && reg.state === 'live') {
         runner.markUnreachable();

@@ -17,7 +17,7 @@ import { CircuitBreaker } from './breaker.ts';
 import type { BreakerOptions } from './breaker.ts';
 import type { GatewayCall } from '../http/index.ts';
 import { RunnerStalledError } from '../errors.ts';
-import type { HttpRunner, RunnerResponse, RunnerSignals } from './http-runner.ts';
+import type { CloseOptions, HttpRunner, RunnerResponse, RunnerSignals } from './http-runner.ts';
 import type { StampedReport } from './runner-load.ts';
 
 /** What the gateway last learned about a runner from its /status and from its calls. */
@@ -337,8 +337,8 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     this.#options.onChange();
   }
 
-  /** Closes the runner's connections; with `force`, aborts calls still streaming too. */
-  close(force = false): Promise<void> {
-    return this.transport.close(force);
+  /** Closes the runner's connections; see {@link CloseOptions}. */
+  close(options: CloseOptions = {}): Promise<void> {
+    return this.transport.close(options);
   }
 }

@@ -29,6 +29,31 @@ export const heartbeatPath = (id: string): string => `/v1/runners/${encodeURICom
 /** Path a runner DELETEs to leave a gateway's pool. */
 export const runnerPath = (id: string): string => `/v1/runners/${encodeURIComponent(id)}`;
 
+/**
+ * What a gateway's answer to a registration, heartbeat or DELETE says, read from its status:
+ * - `accepted`: a 2xx;
+ * - `unknown-runner`: 404, the gateway does not know the runner (it restarted, or forgot it): a
+ *   heartbeat's runner registers again, a leaving runner is gone already;
+ * - `token-refused`: 401, the runner token is not one the gateway takes;
+ * - `id-refused`: 403, the token is known, but the runner's id is bound to another one (a
+ *   duplicate id, or an older token);
+ * - `failed`: any other status, or no answer at all (status 0).
+ */
+export type GatewayAnswerKind = 'accepted' | 'unknown-runner' | 'token-refused' | 'id-refused' | 'failed';
+
+/** The statuses with a meaning of their own on the registration wire; see {@link GatewayAnswerKind}. */
+const GATEWAY_REFUSALS: ReadonlyMap<number, GatewayAnswerKind> = new Map([
+  [404, 'unknown-runner'],
+  [401, 'token-refused'],
+  [403, 'id-refused'],
+]);
+
+/** What a gateway's answer with this status says; `status` 0 when no answer came. */
+export function gatewayAnswerKind(status: number): GatewayAnswerKind {
+  if (status >= 200 && status < 300) return 'accepted';
+  return GATEWAY_REFUSALS.get(status) ?? 'failed';
+}
+
 /** Load a runner reports, per engine model and in all. */
 export interface ReportedLoad {
   /** Calls holding a slot now. */

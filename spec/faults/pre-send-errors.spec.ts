@@ -36,7 +36,7 @@ describe('a call the HTTP client refuses to send', () => {
       streamIdleTimeout: 60_000,
       onChange: () => {},
     });
-    cleanups.push(() => runner.close(true));
+    cleanups.push(() => runner.close({ abortCalls: true }));
     const now = Date.now();
     const call: GatewayCall = {
       id: 'c-1',

@@ -142,12 +142,12 @@ describe('placer descriptors', () => {
   it.each(['least-loaded', 'load-weighted', 'prefix-affinity'])('make %s read report freshness from the context clock', async (name) => {
     const clock = new FakeClock();
     const reported = { running: 4, at: clock.now() };
-    const runner = (id: string, running: boolean): Runner => ({
+    const runner = (id: string, report?: typeof reported): Runner => ({
       id,
       tryExec: () => Promise.resolve({ kind: 'busy' }),
-      load: () => ({ inFlight: 0, slots: 4, ...(running ? { reported } : {}) }),
+      load: () => ({ inFlight: 0, slots: 4, ...(report ? { reported: report } : {}) }),
     });
-    const runners = [runner('a', true), runner('b', false)];
+    const runners = [runner('a', reported), runner('b')];
     const placer = await loadPlacer(name, { options: { staleAfterMs: 100 }, clock });
     const first = (p: Placer) => [...p.order(fakeCall(), runners)][0]!.id;
     // Fresh on the fake clock: a, full, goes after b whatever the draw.

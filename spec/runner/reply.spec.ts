@@ -2,7 +2,7 @@
  * runner/reply.ts: what a committed call's answer looks like on the wire, for a sync and a
  * detached call. Each case drives a Reply on a real Node response (a server on 127.0.0.1 port
  * 0) and reads what a client receives: status, headers, body and trailers. The order in which
- * call.ts uses a Reply is spec/runner/acknowledgement.spec.ts.
+ * call.ts uses a Reply is spec/runner/call.spec.ts.
  */
 import { createServer } from 'node:http';
 import type { Server, ServerResponse } from 'node:http';

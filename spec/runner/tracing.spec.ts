@@ -15,7 +15,7 @@ describe('genAiAttributes', () => {
       ],
       usage: { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 },
     };
-    expect(genAiAttributes(JSON.stringify(answer), false)).toEqual({
+    expect(genAiAttributes(JSON.stringify(answer), 'json')).toEqual({
       'gen_ai.response.model': 'sim-small',
       'gen_ai.usage.input_tokens': 12,
       'gen_ai.usage.output_tokens': 5,
@@ -29,7 +29,7 @@ describe('genAiAttributes', () => {
       'data: {"model":"sim-small","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n' +
       'data: {"model":"sim-small","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}\n\n' +
       'data: [DONE]\n\n';
-    expect(genAiAttributes(tail, true)).toEqual({
+    expect(genAiAttributes(tail, 'sse')).toEqual({
       'gen_ai.response.model': 'sim-small',
       'gen_ai.usage.input_tokens': 3,
       'gen_ai.usage.output_tokens': 9,
@@ -38,7 +38,7 @@ describe('genAiAttributes', () => {
   });
 
   it('returns nothing for an answer that is not JSON, or has no usage', () => {
-    expect(genAiAttributes('not json', false)).toEqual({});
-    expect(genAiAttributes('{"usage":null}', false)).toEqual({});
+    expect(genAiAttributes('not json', 'json')).toEqual({});
+    expect(genAiAttributes('{"usage":null}', 'json')).toEqual({});
   });
 });

@@ -9,7 +9,6 @@ import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { CallTimeoutError, RunnerFailedError, runnerReported } from '../../../gateway/errors.ts';
 import type { RunnerResponse } from '../../../gateway/fleet/http-runner.ts';
 import { lastEventEnd, relay } from '../../../gateway/calls/relay.ts';
 import type { RelayResult } from '../../../gateway/calls/relay.ts';
@@ -146,20 +145,5 @@ describe('lastEventEnd', () => {
     expect(lastEventEnd(Buffer.from('data: a\r\rdata'))).toBe(9);
     expect(lastEventEnd(Buffer.from('data: a\ndata: b\n'))).toBe(0);
     expect(lastEventEnd(Buffer.from(''))).toBe(0);
-  });
-});
-
-describe('runnerReported', () => {
-  it('gives a sync client the gateway code and a detached record the runner code, for every engine code', () => {
-    const timeout = runnerReported(EngineErrorCode.timeout, 'r1', 'late');
-    expect(timeout.error).toBeInstanceOf(CallTimeoutError);
-    expect(timeout.record).toEqual({ code: 'RUNNER_ENGINE_TIMEOUT', message: 'runner r1 stopped the call at the end of its budget (RUNNER_ENGINE_TIMEOUT)' });
-    const failed = runnerReported(EngineErrorCode.failed, 'r1', 'crash');
-    expect(failed.error).toBeInstanceOf(RunnerFailedError);
-    expect(failed.error.message).toContain('crash');
-    expect(failed.record.code).toBe('RUNNER_ENGINE_FAILED');
-    expect(failed.record.message).toContain('may have run');
-    const busy = runnerReported(EngineErrorCode.busy, 'r1');
-    expect(busy.record).toEqual({ code: 'RUNNER_ENGINE_BUSY', message: 'runner r1 was refused by its engine after it had accepted the call; nothing ran (RUNNER_ENGINE_BUSY)' });
   });
 });

@@ -86,7 +86,7 @@ async function setup(options: Partial<GatewayOptions> = {}, withColdStarts = tru
     // As gateway/server.ts wires it.
     onCapacity: (runner, free) => queue!.wake(free, runner.health.models ? [...runner.health.models, ''] : undefined, runner.id),
   });
-  cleanups.push(() => fleet.close(true));
+  cleanups.push(() => fleet.close({ abortCalls: true }));
   const config = composeGatewayConfig({
     pool: fleet,
     clock,
@@ -109,7 +109,7 @@ async function setup(options: Partial<GatewayOptions> = {}, withColdStarts = tru
     results,
     runner(id, models, ready = true) {
       const entry = fleet.createRunner(new URL(runnerUrl), id);
-      void fleet.add(entry)?.close(true);
+      void fleet.add(entry)?.close({ abortCalls: true });
       entry.register(registration(id, runnerUrl, models, ready));
       return entry;
     },

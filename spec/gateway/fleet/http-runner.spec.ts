@@ -59,7 +59,7 @@ function httpRunner(url: URL, bounds: { responseTimeout?: number; streamIdleTime
     streamIdleTimeout,
     onChange: () => {},
   });
-  cleanups.push(() => runner.close(true));
+  cleanups.push(() => runner.close({ abortCalls: true }));
   return runner;
 }
 
@@ -139,7 +139,7 @@ describe('HttpRunner.send: the headers a runner gets', () => {
     cleanups.push(() => new Promise((resolve) => server.close(resolve)));
     const target = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
     const runner = new HttpRunner(target, { connectTimeout: 2_000, responseTimeout: 4_321, streamIdleTimeout: 60_000, clock });
-    cleanups.push(() => runner.close(true));
+    cleanups.push(() => runner.close({ abortCalls: true }));
     const signals = { answered() {}, down() {}, hung() {}, failed() {}, succeeded() {} };
     const sent = call({ id: 'call-own', headers: { 'content-type': 'application/json', 'x-multi': ['a', 'b'], [CALL_ID_HEADER]: 'forged', [TIMEOUT_HEADER]: '1' }, timeout: 9_000 });
     const result = await runner.send(sent, 'r', signals);

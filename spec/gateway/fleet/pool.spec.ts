@@ -52,7 +52,7 @@ function fleet(urls: string[] = []): { pool: FleetPool; registry: RunnerRegistry
   });
   cleanups.push(async () => {
     registry.close();
-    await pool.close(true);
+    await pool.close({ abortCalls: true });
   });
   return { pool, registry, clock, forgotten };
 }

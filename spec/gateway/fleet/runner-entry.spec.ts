@@ -32,12 +32,13 @@ function entry(threshold = 1) {
 }
 
 const load = (slotsInUse: number, slots = 4): ReportedLoad => ({ slotsInUse, slots, queue: 0, models: {} });
-const registration = (ready: boolean, l: ReportedLoad) => ({ id: 'r1', url: 'http://127.0.0.1:1', version: '1', engines: [], models: ['m'], slots: l.slots, gpus: null, ready, load: l });
+/** A registration body reporting `l`; ready unless told otherwise. */
+const registration = (l: ReportedLoad, { ready = true } = {}) => ({ id: 'r1', url: 'http://127.0.0.1:1', version: '1', engines: [], models: ['m'], slots: l.slots, gpus: null, ready, load: l });
 
 describe('RunnerEntry onCapacity', () => {
   it('tells the free slots of a heartbeat, and nothing when it reports none', () => {
     const { e, told } = entry();
-    e.register(registration(true, load(4)));
+    e.register(registration(load(4)));
     expect(told).toEqual([]);
     e.heartbeat({ ready: true, state: 'serving', models: ['m'], load: load(1) });
     e.heartbeat({ ready: true, state: 'serving', models: ['m'], load: load(4) });
@@ -46,9 +47,9 @@ describe('RunnerEntry onCapacity', () => {
 
   it('tells a runner that registers ready with free slots, and not one still starting or draining', () => {
     const { e, told } = entry();
-    e.register(registration(false, load(0)));
+    e.register(registration(load(0), { ready: false }));
     expect(told).toEqual([]);
-    e.register(registration(true, load(1)));
+    e.register(registration(load(1)));
     expect(told).toEqual([3]);
     e.heartbeat({ ready: true, state: 'draining', models: ['m'], load: load(0) });
     expect(told).toEqual([3]);
@@ -56,7 +57,7 @@ describe('RunnerEntry onCapacity', () => {
 
   it('tells a heartbeat that turns a starting runner ready, and one that adds a model, which is how calls waiting for a replica wake', () => {
     const { e, told } = entry();
-    e.register(registration(false, load(0)));
+    e.register(registration(load(0), { ready: false }));
     e.heartbeat({ ready: false, state: 'serving', models: [], load: load(0) });
     expect(told).toEqual([]);
     e.heartbeat({ ready: true, state: 'serving', models: ['m'], load: load(1) });

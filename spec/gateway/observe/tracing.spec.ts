@@ -33,7 +33,7 @@ beforeEach(() => exporter.reset());
 const { cleanups, listen } = serversForEach();
 
 /** An engine that answers calls with a usage block (or refuses them all with 503), recording their headers. */
-async function engine(seen: IncomingHttpHeaders[], refuse = false): Promise<string> {
+async function engine(seen: IncomingHttpHeaders[], { refuseAll = false } = {}): Promise<string> {
   return listen(
     createServer((req, res) => {
       if (req.url === '/health') return res.end();
@@ -41,7 +41,7 @@ async function engine(seen: IncomingHttpHeaders[], refuse = false): Promise<stri
       seen.push(req.headers);
       req.resume();
       req.on('end', () => {
-        if (refuse) {
+        if (refuseAll) {
           res.writeHead(503, { 'content-type': 'application/json' });
           return res.end('{"error":{"message":"loading"}}');
         }
@@ -87,7 +87,7 @@ describe('call tracing', () => {
   it('records the call, body, placement with one event per offer, one relay span per offer, and the runner and engine spans under them', async () => {
     const refused: IncomingHttpHeaders[] = [];
     const answered: IncomingHttpHeaders[] = [];
-    const busy = await runner(await engine(refused, true), 'busy-runner');
+    const busy = await runner(await engine(refused, { refuseAll: true }), 'busy-runner');
     const good = await runner(await engine(answered), 'good-runner');
     const gw = await gateway([busy, good]);
     // The gateway names a runner it was given by its address; the runner names itself by its id.
@@ -223,7 +223,7 @@ describe('call tracing', () => {
   });
 
   it('records the queue wait and marks the call and placement failed with the sluice code when no runner takes it', async () => {
-    const busy = await runner(await engine([], true), 'busy-runner');
+    const busy = await runner(await engine([], { refuseAll: true }), 'busy-runner');
     const gw = await gateway([busy], { placerTimeout: 300 });
     const answer = await postJson(`${gw}/v1/chat/completions`, chatBody());
     expect(answer.status).toBe(503);

@@ -1,7 +1,7 @@
 /**
  * runner/protocol/body.ts, the body reader and the body pump shared by the runner and the gateway, over
  * real sockets on 127.0.0.1. The gateway's bounds and errors on top of the reader are
- * spec/gateway/http/body.spec.ts; the runner's are spec/runner/runner.spec.ts.
+ * spec/gateway/http/body.spec.ts; the runner's are spec/runner/server.spec.ts.
  */
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';

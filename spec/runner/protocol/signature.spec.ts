@@ -8,9 +8,8 @@ import {
   readCallCredential,
   signCall,
   verifyCall,
-} from '../../runner/protocol/index.ts';
-import type { SignedCall } from '../../runner/protocol/index.ts';
-import { SeenCalls } from '../../runner/seen-calls.ts';
+} from '../../../runner/protocol/index.ts';
+import type { SignedCall } from '../../../runner/protocol/index.ts';
 
 const SECRET = 'call-secret-0123456789abcdef-0123456789';
 const OTHER = 'call-secret-fedcba9876543210-9876543210';
@@ -96,33 +95,5 @@ describe('call signatures', () => {
     expect(isCallSecret('a'.repeat(32))).toBe(true);
     expect(isCallSecret(SECRET)).toBe(true);
     for (const bad of ['a'.repeat(31), `${'a'.repeat(32)} b`, `${'a'.repeat(32)},b`, `${'a'.repeat(32)}é`, 42, undefined]) expect(isCallSecret(bad)).toBe(false);
-  });
-});
-
-describe('SeenCalls', () => {
-  it('refuses a claimed id until its time is up, then takes it again', () => {
-    let now = NOW;
-    const seen = new SeenCalls(() => now);
-    expect(seen.claim('a', NOW + 1000)).toBe(true);
-    expect(seen.claim('a', NOW + 1000)).toBe(false);
-    expect(seen.claim('b', NOW + 1000)).toBe(true);
-    now = NOW + 1001;
-    expect(seen.claim('a', NOW + 5000)).toBe(true);
-  });
-
-  it('takes a released id again at once: its call ended without running', () => {
-    const seen = new SeenCalls(() => NOW);
-    expect(seen.claim('a', NOW + 1000)).toBe(true);
-    seen.release('a');
-    expect(seen.claim('a', NOW + 1000)).toBe(true);
-  });
-
-  it('keeps at most its bound of ids, the oldest going first', () => {
-    const seen = new SeenCalls(() => NOW, 2);
-    seen.claim('a', NOW + 1000);
-    seen.claim('b', NOW + 1000);
-    seen.claim('c', NOW + 1000);
-    expect(seen.claim('a', NOW + 1000)).toBe(true);
-    expect(seen.claim('c', NOW + 1000)).toBe(false);
   });
 });
