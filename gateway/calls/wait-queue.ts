@@ -389,6 +389,20 @@ export class WaitQueue {
     return woken;
   }
 
+  /**
+   * `runner` may have room for `free` more calls of `models` (any, when undefined): wakes that
+   * many waiters of those models' lines and of the /invoke line (''), which any runner may take;
+   * the room listener of the gateway's pool (gateway/fleet/runner-entry.ts).
+   */
+  freed(runner: string, models: readonly string[] | undefined, free: number): void {
+    this.wake(free, models ? [...models, ''] : undefined, runner);
+  }
+
+  /** Wakes every call waiting for `model`: each walks once, to learn what changed (a start failed). */
+  wakeAll(model: string): void {
+    this.wake(this.waitingFor(model), [model]);
+  }
+
   /** Offers the head of each model's queue: the fallback for capacity this gateway cannot see. */
   wakeHeads(): number {
     let woken = 0;

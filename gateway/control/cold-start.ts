@@ -1,9 +1,8 @@
 /**
  * Cold starts (the activator): a call for a deployed model that no runner serves now
  * waits in the wait queue while a replica starts, instead of failing at once. The gateway's
- * reconciler answers the two questions placement asks ({@link ColdStarts}); this file holds that
- * contract, the bookkeeping of the calls waiting for a replica ({@link ColdStartWaits}), and a
- * small fixed implementation for specs and demonstrations ({@link recordingColdStarts}).
+ * reconciler answers the questions placement asks ({@link ColdStarts}); this file holds that
+ * contract and the bookkeeping of the calls waiting for a replica ({@link ColdStartWaits}).
  *
  * The calls themselves wait in their model's line of the queue like any other (calls/placement.ts);
  * see docs/placers.md, "Cold starts".
@@ -106,35 +105,4 @@ export class ColdStartWaits {
   waiting(model: string): number {
     return this.#waiting.get(model) ?? 0;
   }
-}
-
-/** A {@link ColdStarts} over a fixed set of models that records its wakes; see {@link recordingColdStarts}. */
-export interface RecordingColdStarts extends ColdStarts {
-  /** The deployed models: add or delete to change what {@link ColdStarts.deployed} answers. */
-  readonly models: Set<string>;
-  /** Every wake, in order, by model. */
-  readonly wakes: string[];
-  /** What {@link ColdStarts.failed} answers, by model: set one to fail a model's start. */
-  readonly failures: Map<string, StartFailure>;
-}
-
-/**
- * Cold starts over a fixed set of deployed models, starting nothing: each wake is recorded and
- * handed to `onWake` (a spec starts a runner there, or later). For specs and demonstrations.
- */
-export function recordingColdStarts(models: Iterable<string>, onWake?: (model: string) => void): RecordingColdStarts {
-  const deployed = new Set(models);
-  const wakes: string[] = [];
-  const failures = new Map<string, StartFailure>();
-  return {
-    models: deployed,
-    wakes,
-    failures,
-    deployed: (model) => deployed.has(model),
-    failed: (model) => failures.get(model),
-    wake(model) {
-      wakes.push(model);
-      onWake?.(model);
-    },
-  };
 }

@@ -11,8 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LbAgent } from '../../../gateway/calls/agent.ts';
-import { COLD_START_HEADER, ColdStartWaits, recordingColdStarts } from '../../../gateway/control/cold-start.ts';
-import type { RecordingColdStarts } from '../../../gateway/control/cold-start.ts';
+import { COLD_START_HEADER, ColdStartWaits } from '../../../gateway/control/cold-start.ts';
+import { recordingColdStarts } from '../../support/cold-starts.ts';
+import type { RecordingColdStarts } from '../../support/cold-starts.ts';
 import { DetachedCalls } from '../../../gateway/detached/detached.ts';
 import { resolveGatewayOptions } from '../../../gateway/options.ts';
 import type { CallResult, GatewayOptions } from '../../../gateway/options.ts';
@@ -83,7 +84,7 @@ async function setup(options: Partial<GatewayOptions> = {}, withColdStarts = tru
     breaker: { threshold: 5, openFor: 1000, closeAfter: 1 },
     logger: silentLogger,
     // As gateway/server.ts wires it.
-    onCapacity: (runner, free) => queue!.wake(free, runner.health.models ? [...runner.health.models, ''] : undefined, runner.id),
+    room: { freed: (runner, models, free) => queue!.freed(runner, models, free) },
   });
   cleanups.push(() => fleet.close(true));
   const config = resolveGatewayOptions({
