@@ -27,7 +27,7 @@ import {
 } from './access/index.ts';
 import type { GatewayEnv, RouteScope } from './access/index.ts';
 import {
-  directCallRoute,
+  callRouteOf,
   LbAgent,
   notReadyReasons,
   OPENAI_CALL_ROUTES,
@@ -54,7 +54,7 @@ import type { GatewayConfig, GatewayOptions } from './options.ts';
 
 type Env = GatewayEnv;
 
-/** The scope of the call routes the server hands to the agent without the router. */
+/** The scope of the call routes, which the server hands to the agent without the router. */
 const CALL_SCOPE: RouteScope = Object.freeze({ method: 'POST', path: '', scope: 'client' });
 
 /** A gateway: the app, its pool, and its lifecycle. */
@@ -146,6 +146,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   // Connections per client address, HTTP/1.1 ones and HTTP/2 sessions alike.
   const connections = new ClientConnections({ limit: config.maxConnectionsPerClient, grace: REFUSED_CONNECTION_GRACE_MS });
 
+  // The call routes of the app, for an app embedded in a server of one's own (`app.fetch`): the
+  // gateway's own server never routes a call here (see `limited` in listen).
   const call = (route: CallRoute) => async (c: Context<Env>) => {
     await agent.serve(route, c.req.param('fn'), c.env.incoming, c.env.outgoing, c.get('caller'));
     return RESPONSE_ALREADY_SENT;
@@ -255,16 +257,17 @@ export function createGateway(options: GatewayOptions): Gateway {
       });
       // A connection past its client's limit gets its first request refused, on every route,
       // before Hono runs (checked here rather than in a middleware: every request pays for it).
-      // Calls go to the agent directly, as the router would send them: the agent reads and
-      // answers on Node's own request and response, so the Fetch objects Hono's adapter builds
-      // for every request would be made for nothing.
+      // Then the one door of calls: a POST to a call route, however its path is spelled, goes to
+      // the agent, admitted to the client scope here; the agent reads and answers on Node's own
+      // request and response, so the Fetch objects Hono's adapter builds would be made for
+      // nothing. Everything else goes to the router.
       const limited = (incoming: IncomingMessage, out: ServerResponse): unknown => {
         if (connections.refuses(incoming)) {
           agent.refuse(out, new TooManyConnectionsError(config.maxConnectionsPerClient, config.retryAfter));
           return undefined;
         }
-        const direct = incoming.method === 'POST' ? directCallRoute(incoming.url ?? '') : undefined;
-        if (direct === undefined) return listener(incoming, out);
+        const call = incoming.method === 'POST' ? callRouteOf(incoming.url ?? '') : undefined;
+        if (call === undefined) return listener(incoming, out);
         let caller;
         try {
           caller = credentials.admit(CALL_SCOPE, incoming.headers.authorization);
@@ -273,7 +276,7 @@ export function createGateway(options: GatewayOptions): Gateway {
           agent.refuse(out, error as SluiceError, { connection: 'close' });
           return undefined;
         }
-        return agent.serve(direct.route, direct.fn, incoming, out, caller);
+        return agent.serve(call.route, call.fn, incoming, out, caller);
       };
       const { tls } = config.dataPlane;
       const handler = guardListener(limited, { newId });

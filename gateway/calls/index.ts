@@ -6,7 +6,7 @@
  */
 export { ClientCounts, clientKey, notReadyReasons } from './admission.ts';
 export { LbAgent } from './agent.ts';
-export { OPENAI_CALL_ROUTES, directCallRoute, uuidv7 } from './call.ts';
+export { OPENAI_CALL_ROUTES, callRouteOf, uuidv7 } from './call.ts';
 export type { CallOutcome, CallOverride, CallRoute, GatewayCall } from './call.ts';
 export { waitQueueFor } from './placement.ts';
 export { stripInjectedUsage } from './usage-strip.ts';
