@@ -176,10 +176,8 @@ export class CallPlacement {
       return this.#unplaced(call, error as Error, offers, coldMs(clock, coldSince));
     } finally {
       if (waiter.joined) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
-      if (!Number.isNaN(coldSince)) {
-        this.#cold!.end(model);
-        m.coldStartWait.record((clock.now() - coldSince) / 1000, m.modelAttributes(model));
-      }
+      if (!Number.isNaN(coldSince)) m.coldStartWait.record((clock.now() - coldSince) / 1000, m.modelAttributes(model));
+      // Out of the queue's counts, that of the calls waiting for a replica included.
       waiter.leave();
     }
   }
@@ -228,10 +226,10 @@ export class CallPlacement {
     if (waiter.state === 'queued') traceOfCall(call)?.queued(waiter.key.priority);
     // A call with no replica to go to that is now in its line (not refused for a full queue, not
     // at its deadline already) waits for one: the reconciler is asked after it joined the line,
-    // so a pass run at once counts it. The call's end (place's finally) hands the count back.
+    // so a pass run at once counts it. The call's leaving the queue (place's finally) ends its count.
     if (cold && waiter.state === 'queued') {
       cold();
-      this.#cold!.begin(model);
+      this.#cold!.begin(waiter);
       m.coldStartCalls.add(1, model);
     }
     const end = await waiting;

@@ -21,7 +21,7 @@ import { waitQueueFor } from '../../../gateway/calls/placement.ts';
 import { FleetPool } from '../../../gateway/fleet/pool.ts';
 import type { RunnerEntry } from '../../../gateway/fleet/runner-entry.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
-import type { WaitQueue } from '../../../gateway/calls/wait-queue.ts';
+import { WaitQueue } from '../../../gateway/calls/wait-queue.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
 import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol.ts';
 import { chatBody, eventually, metricValue } from '../../support/fleet.ts';
@@ -305,17 +305,28 @@ describe('cold starts: a call for a deployed model with no runner', () => {
 });
 
 describe('ColdStartWaits', () => {
-  it('wakes once per burst, counts the calls waiting per model, and reads a throwing reconciler as not deployed', () => {
+  it('wakes once per burst, counts the calls waiting per model (in the queue), and reads a throwing reconciler as not deployed', async () => {
+    const clock = new FakeClock();
+    const queue = new WaitQueue({ maxQueued: 100, maxQueuedPerFlow: 100, retryAllDelay: 0, clock });
+    // A call of `model` in its line, as placement has it when it begins to wait for a replica.
+    const waiting = (model: string) => {
+      const waiter = queue.waiter({ model, priority: 'interactive', flow: 'f' }, new AbortController().signal, clock.now() + 60_000);
+      void waiter.wait();
+      return waiter;
+    };
     const cold = recordingColdStarts(['a', 'b']);
     const waits = new ColdStartWaits(cold, silentLogger);
-    waits.begin('a');
-    waits.begin('a');
-    waits.begin('b');
+    const [a1, a2, b1] = [waiting('a'), waiting('a'), waiting('b')];
+    waits.begin(a1);
+    waits.begin(a2);
+    waits.begin(b1);
+    // The same call's later wait counts it once.
+    waits.begin(a1);
     expect(cold.wakes).toEqual(['a', 'b']);
-    expect([waits.waiting('a'), waits.waiting('b'), waits.waiting('c')]).toEqual([2, 1, 0]);
-    waits.end('a');
-    waits.end('a');
-    waits.begin('a');
+    expect([queue.waitingForReplica('a'), queue.waitingForReplica('b'), queue.waitingForReplica('c')]).toEqual([2, 1, 0]);
+    a1.leave();
+    a2.leave();
+    waits.begin(waiting('a'));
     expect(cold.wakes).toEqual(['a', 'b', 'a']);
     const broken = new ColdStartWaits(
       {
@@ -329,7 +340,7 @@ describe('ColdStartWaits', () => {
       silentLogger,
     );
     expect(broken.deployed('a')).toBe(false);
-    expect(() => broken.begin('a')).not.toThrow();
-    expect(broken.waiting('a')).toBe(1);
+    expect(() => broken.begin(waiting('c'))).not.toThrow();
+    expect(queue.waitingForReplica('c')).toBe(1);
   });
 });
