@@ -68,6 +68,8 @@ interface Started {
   callTrace: CallTrace | undefined;
   /** Aborted when the client is gone (gateway/calls/agent.ts, serve). */
   clientGone: AbortSignal;
+  /** The id of the caller's client key, when it has one. */
+  client: string | undefined;
 }
 
 /** Runs calls through their lifecycle; one per gateway. */
@@ -211,13 +213,14 @@ export class LbAgent {
     const callTrace = startCallTrace(incoming, out, routedPath(route, fn, incoming.url ?? '/'));
     let served: Served | undefined;
     try {
-      served = await this.#serveBuffered(route, fn, incoming, out, caller, { createdAt, id, requestId, ledger, keyCall, callTrace, clientGone: clientGone.signal });
+      const client = caller.kind === 'client' ? caller.key.id : undefined;
+      served = await this.#serveBuffered(route, fn, incoming, out, { createdAt, id, requestId, ledger, keyCall, callTrace, clientGone: clientGone.signal, client });
     } finally {
       // The call's one end: its span ends as its answer did, before the after-call listeners.
       callTrace?.end(out);
     }
     try {
-      if (served) await this.#afterCall(served.call, served.result);
+      if (served && this.#config.listeners.length > 0) await this.#afterCall(served.call, served.result);
     } finally {
       keyCall?.close();
       ledger.close();
@@ -225,7 +228,7 @@ export class LbAgent {
   }
 
   /** {@link serve} from the body's buffering on; resolves with the call and how it ended once it was made. */
-  async #serveBuffered(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse, caller: Caller, started: Started): Promise<Served | undefined> {
+  async #serveBuffered(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse, started: Started): Promise<Served | undefined> {
     const { maxInFlight, retryAfter } = this.#config;
     const { ledger, keyCall, callTrace, clientGone } = started;
     let body: Buffer | undefined;
@@ -248,7 +251,7 @@ export class LbAgent {
     if (body === undefined) return undefined;
     ledger.admit();
     try {
-      return await this.#serve(route, fn, incoming, out, { ...started, client: caller.kind === 'client' ? caller.key.id : undefined }, body);
+      return await this.#serve(route, fn, incoming, out, started, body);
     } catch (error) {
       this.#config.logger.error('call failed unexpectedly', { error: error as Error });
       if (!out.headersSent) sendError(out, new InternalError());
@@ -276,7 +279,7 @@ export class LbAgent {
   }
 
   /** Makes the call of a buffered body and serves it: a sync call's relay, or a detached call's 202 and run. */
-  async #serve(route: CallRoute, fnParam: string | undefined, incoming: IncomingMessage, out: ServerResponse, started: Started & { client: string | undefined }, body: Buffer): Promise<Served | undefined> {
+  async #serve(route: CallRoute, fnParam: string | undefined, incoming: IncomingMessage, out: ServerResponse, started: Started, body: Buffer): Promise<Served | undefined> {
     const { keyCall, ledger } = started;
     let asked: Asked;
     try {
@@ -286,10 +289,12 @@ export class LbAgent {
       this.#responder.refuse(out, error as SluiceError, await keyCall?.refusalTokenHeaders());
       return undefined;
     }
-    const budgeted = await this.#budget(route, body, out, keyCall);
+    // Without a key, the client's body as it came: no await on the way.
+    const budgeted = keyCall ? await this.#budget(route, body, out, keyCall) : { body, stripUsage: false };
     if (budgeted === undefined) return undefined;
     const detached = asked.preference.detached ? new DetachedSignal(started.clientGone) : undefined;
-    const call = makeCall(route, fnParam, incoming, asked, { ...started, body: budgeted.body, timeout: this.#config.callTimeout, signal: detached?.signal ?? started.clientGone });
+    const { id, requestId, createdAt, client, clientGone } = started;
+    const call = makeCall(route, fnParam, incoming, asked, { id, requestId, createdAt, client, body: budgeted.body, timeout: this.#config.callTimeout, signal: detached?.signal ?? clientGone });
     // Also set on `out` above, but the relay copies the runner's headers over it: an engine
     // echoing an id of its own must not replace ours.
     const callHeaders = { [CALL_ID_HEADER]: call.id, [REQUEST_ID_HEADER]: started.requestId };
@@ -318,8 +323,7 @@ export class LbAgent {
    * undefined when the key's tokens refused the call. A detached call's room among the key's
    * stored results is reserved by the detached flow, once it knows the call is not a replay.
    */
-  async #budget(route: CallRoute, body: Buffer, out: ServerResponse, keyCall: KeyCall | undefined): Promise<{ body: Buffer; stripUsage: boolean } | undefined> {
-    if (!keyCall) return { body, stripUsage: false };
+  async #budget(route: CallRoute, body: Buffer, out: ServerResponse, keyCall: KeyCall): Promise<{ body: Buffer; stripUsage: boolean } | undefined> {
     const budget = keyCall.budget(route, body);
     const refusal = await keyCall.tokens(body.length, budget?.outputTokens);
     // The requests' headers were set at admission; the tokens' join them now.
