@@ -31,7 +31,6 @@ import {
   ShuttingDownError,
   TooManyUploadsError,
   UploadsFullError,
-  sendError,
 } from '../errors.ts';
 import { AnswerWatch, InferenceRecorder } from './inference.ts';
 import { CallBooks } from './ledger.ts';
@@ -254,7 +253,7 @@ export class LbAgent {
       return await this.#serve(route, fn, incoming, out, started, body);
     } catch (error) {
       this.#config.logger.error('call failed unexpectedly', { error: error as Error });
-      if (!out.headersSent) sendError(out, new InternalError());
+      if (!out.headersSent) this.#responder.answer(out, { kind: 'failed', error: new InternalError() }, {});
       else out.destroy();
       return undefined;
     }
