@@ -31,9 +31,9 @@ import type { GatewayEnv, RouteScope } from './access/index.ts';
 import { LbAgent, notReadyReasons, waitQueueFor } from './calls/index.ts';
 import {
   answerClientError,
+  callRouteOf,
   checkFrontListen,
   ClientConnections,
-  directCallRoute,
   frontDoor,
   guardListener,
   OPENAI_CALL_ROUTES,
@@ -44,7 +44,6 @@ import type { CallRoute } from './http/index.ts';
 import { createMemoryStore, DetachedCalls, registerCallRoutes } from './detached/index.ts';
 import { registerDashboardRoutes } from './observe/index.ts';
 import { MemoryDeploymentStore, registerDeploymentRoutes, Serverless } from './control/index.ts';
-import type { ColdStarts } from './control/index.ts';
 import { CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';
 import type { GatewayPool } from './fleet/index.ts';
 import { GatewayConfigError, InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
@@ -53,7 +52,7 @@ import type { GatewayConfig, GatewayOptions } from './options.ts';
 
 type Env = GatewayEnv;
 
-/** The scope of the call routes the server hands to the agent without the router. */
+/** The scope of the call routes, which the server hands to the agent without the router. */
 const CALL_SCOPE: RouteScope = Object.freeze({ method: 'POST', path: '', scope: 'client' });
 
 /** A gateway: the app, its pool, and its lifecycle. */
@@ -85,14 +84,7 @@ const REFUSED_CONNECTION_GRACE_MS = 5000;
 
 /** Builds a gateway from options; nothing listens until {@link Gateway.listen}. */
 export function createGateway(options: GatewayOptions): Gateway {
-  // Placement asks the serverless part about cold starts; it is made below, over the registry.
-  let serverless: Serverless | undefined;
-  const coldStarts: ColdStarts = {
-    deployed: (model) => serverless?.deployed(model) ?? false,
-    wake: (model) => serverless?.wake(model),
-    failed: (model) => serverless?.failed(model),
-  };
-  const config = composeGatewayConfig({ coldStarts, ...options });
+  const config = composeGatewayConfig(options);
   const log = config.logger;
   // Calls that found every runner busy wait here; the fleet's runners wake them as room appears.
   const queue = waitQueueFor(config);
@@ -108,8 +100,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     ...(config.dataPlane.callSecret === undefined ? {} : { signer: new CallSigner(config.dataPlane.callSecret) }),
     ...(config.dataPlane.runnerTls ? { tls: config.dataPlane.runnerTls } : {}),
     onRemove: (ids) => config.placer.forget?.(ids),
-    // A runner of unknown models could take a call for any of them; '' is the /invoke line.
-    onCapacity: (runner, free) => queue.wake(free, runner.health.models ? [...runner.health.models, ''] : undefined, runner.id),
+    room: queue,
   });
   const pool: GatewayPool = config.pool ?? fleet;
   const registry = new RunnerRegistry({
@@ -123,19 +114,19 @@ export function createGateway(options: GatewayOptions): Gateway {
     logger: log,
     clock: config.clock,
   });
-  serverless = new Serverless({
+  // The control plane first, over the registry and the queue: the call path is handed it as
+  // whoever starts replicas (unless the options name another).
+  const serverless = new Serverless({
     store: config.deployments,
     registry,
-    waitingFor: (model) => queue.waitingFor(model),
-    // Every waiting call of the model walks once: those with no replica left to wait for learn it.
-    onFailure: (model) => void queue.wake(queue.waitingFor(model), [model]),
+    calls: queue,
     settings: config.reconciler,
     clock: config.clock,
     logger: log,
     meterProvider: config.meterProvider,
   });
   const detached = DetachedCalls.forGateway(config, log);
-  const agent = new LbAgent(config, pool, detached, queue);
+  const agent = new LbAgent(config, pool, detached, queue, config.coldStarts ?? serverless);
   // Keys made through /v1/keys live in a key ring: the one given, or an empty one of the gateway's.
   const ring = config.clientKeys === undefined ? new KeyRing({ clock: config.clock, logger: log }) : config.clientKeys instanceof KeyRing ? config.clientKeys : undefined;
   // Open or keyed is settled here, from settings, for the gateway's life: see access/credentials.ts.
@@ -153,6 +144,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   // Connections per client address, HTTP/1.1 ones and HTTP/2 sessions alike.
   const connections = new ClientConnections({ limit: config.maxConnectionsPerClient, grace: REFUSED_CONNECTION_GRACE_MS });
 
+  // The call routes of the app, for an app embedded in a server of one's own (`app.fetch`): the
+  // gateway's own server never routes a call here (see `limited` in listen).
   const call = (route: CallRoute) => async (c: Context<Env>) => {
     await agent.serve(route, c.req.param('fn'), c.env.incoming, c.env.outgoing, c.get('caller'));
     return RESPONSE_ALREADY_SENT;
@@ -170,7 +163,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   // The models runners serve, and the deployed ones: a call for one of those is served too,
   // after a cold start, so a client that checks the list first finds it.
-  const listed = (): string[] => [...new Set([...pool.models(), ...(serverless?.reconciler.deployedModels() ?? [])])].sort();
+  const listed = (): string[] => [...new Set([...pool.models(), ...(serverless.reconciler.deployedModels() ?? [])])].sort();
   // A key with a model list sees those of its models there are, and is refused the others
   // alike, listed or not, as its calls are (gateway/access/model-access.ts).
   app.get('/v1/models', (c) => c.json({ object: 'list', data: visibleModels(keyOf(c.get('caller')), listed()).map(model) }));
@@ -179,7 +172,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     const id = c.req.param('id');
     const refusal = modelRefusal(keyOf(c.get('caller')), id);
     if (refusal) return errorResponse(c, refusal);
-    if (pool.serves(id) !== 'yes' && !serverless?.deployed(id)) {
+    if (pool.serves(id) !== 'yes' && !serverless.deployed(id)) {
       return errorResponse(c, new UnknownModelError(`model ${JSON.stringify(id)} is not served by any runner nor deployed; GET /v1/models lists the models`));
     }
     return c.json(model(id));
@@ -251,7 +244,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       await pool.start();
       await detached.start();
       registry.start();
-      serverless?.start();
+      serverless.start();
       // What @hono/node-server's serve() builds, with a body on the refusals it and Node would
       // answer bare: a target that is not a plain path (guardListener), a Host it cannot make a
       // URL of (errorHandler), a missing Host (the front door, so Node's own check is off), and
@@ -262,16 +255,17 @@ export function createGateway(options: GatewayOptions): Gateway {
       });
       // A connection past its client's limit gets its first request refused, on every route,
       // before Hono runs (checked here rather than in a middleware: every request pays for it).
-      // Calls go to the agent directly, as the router would send them: the agent reads and
-      // answers on Node's own request and response, so the Fetch objects Hono's adapter builds
-      // for every request would be made for nothing.
+      // Then the one door of calls: a POST to a call route, however its path is spelled, goes to
+      // the agent, admitted to the client scope here; the agent reads and answers on Node's own
+      // request and response, so the Fetch objects Hono's adapter builds would be made for
+      // nothing. Everything else goes to the router.
       const limited = (incoming: IncomingMessage, out: ServerResponse): unknown => {
         if (connections.refuses(incoming)) {
           agent.refuse(out, new TooManyConnectionsError(config.maxConnectionsPerClient, config.retryAfter));
           return undefined;
         }
-        const direct = incoming.method === 'POST' ? directCallRoute(incoming.url ?? '') : undefined;
-        if (direct === undefined) return listener(incoming, out);
+        const call = incoming.method === 'POST' ? callRouteOf(incoming.url ?? '') : undefined;
+        if (call === undefined) return listener(incoming, out);
         let caller;
         try {
           caller = credentials.admit(CALL_SCOPE, incoming.headers.authorization);
@@ -280,7 +274,7 @@ export function createGateway(options: GatewayOptions): Gateway {
           agent.refuse(out, error as SluiceError, { connection: 'close' });
           return undefined;
         }
-        return agent.serve(direct.route, direct.fn, incoming, out, caller);
+        return agent.serve(call.route, call.fn, incoming, out, caller);
       };
       const { tls } = config.dataPlane;
       const handler = guardListener(limited, { newId });
@@ -355,7 +349,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         await detached.drain(config.drainTimeout);
         const drained = await agentDrained;
         if (!drained) log.warn('drain timeout, closing in-flight calls', { inFlight: agent.inFlight });
-        await serverless?.close();
+        await serverless.close();
         registry.close();
         queue.close();
         await pool.close({ abortCalls: !drained });

@@ -11,7 +11,7 @@
  * in the same line: the first of a burst asks the reconciler for a replica, and the runner that
  * becomes ready with it wakes them as any freed capacity does.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { SluiceError } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import { PlacerAbortedError, PlacerTimeoutError } from '../../placer/errors.ts';
@@ -19,20 +19,27 @@ import type { Runner } from '../../placer/types.ts';
 import { placeCall } from '../../placer/walk.ts';
 import { clientKey, FLOW_HEADER, PRIORITY_HEADER, PRIORITIES, isPriority } from '../http/index.ts';
 import type { GatewayCall, CallResult, Priority } from '../http/index.ts';
-import { COLD_START_HEADER, ColdStartWaits } from '../control/index.ts';
-import { CallTimeoutError, DeploymentFailedError, InternalError, InvalidPriorityError, QueueFullError, sendError } from '../errors.ts';
+import { ColdStartWaits } from '../control/index.ts';
+import type { ColdStarts } from '../control/index.ts';
+import { CallTimeoutError, DeploymentFailedError, InternalError, InvalidPriorityError, QueueFullError } from '../errors.ts';
 import type { GatewayPool, RunnerResponse } from '../fleet/index.ts';
 import { traceOfCall } from '../observe/index.ts';
 import type { GatewayMetrics } from '../observe/index.ts';
 import type { GatewayConfig } from '../options.ts';
 import { WaitQueue } from './wait-queue.ts';
 import type { Waiter } from './wait-queue.ts';
+import type { Refusal } from './responder.ts';
 
 /**
  * How the placement walk ended: a runner committed (`queuedMs`: from the call's first wait in the
- * queue to the commit, 0 when it never waited), or the call ended and its client was answered.
+ * queue to the commit, 0 when it never waited), or none did and the call ended: `result` says
+ * how, `refusal` what its client is to be answered (none when it left). `coldStartMs`, on both,
+ * is how long the call waited for a replica of its model (a cold start), when it did: its answer
+ * carries it as {@link COLD_START_HEADER}. Placement never writes to the client.
  */
-export type Placed = { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse>; queuedMs: number } | { kind: 'ended'; result: CallResult };
+export type Placement =
+  | { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse>; queuedMs: number; coldStartMs: number | undefined }
+  | { kind: 'ended'; result: CallResult; refusal: Refusal | undefined; coldStartMs: number | undefined };
 
 /** Where a call waits when every runner is busy: its priority class and its flow. */
 export interface Turn {
@@ -74,26 +81,21 @@ export function endedResult(call: GatewayCall, clock: Clock, outcome: CallResult
   return { outcome, status, totalMs, latencyMs: totalMs, ...(error ? { error } : {}) };
 }
 
-/** Answers a request with `error` and counts the refusal; the agent's, shared with placement. */
-export type Refuse = (out: ServerResponse, error: SluiceError, headers?: Record<string, string>) => void;
-
 /** Places calls on one gateway's pool; one per agent. */
 export class CallPlacement {
   readonly #config: GatewayConfig;
   readonly #pool: GatewayPool;
   readonly #queue: WaitQueue;
   readonly #metrics: GatewayMetrics;
-  readonly #refuse: Refuse;
   /** Calls waiting for a replica; undefined without a reconciler (config.coldStarts). */
   readonly #cold: ColdStartWaits | undefined;
 
-  constructor(config: GatewayConfig, pool: GatewayPool, queue: WaitQueue, metrics: GatewayMetrics, refuse: Refuse) {
+  constructor(config: GatewayConfig, pool: GatewayPool, queue: WaitQueue, metrics: GatewayMetrics, coldStarts: ColdStarts | undefined) {
     this.#config = config;
     this.#pool = pool;
     this.#queue = queue;
     this.#metrics = metrics;
-    this.#refuse = refuse;
-    this.#cold = config.coldStarts ? new ColdStartWaits(config.coldStarts, config.logger) : undefined;
+    this.#cold = coldStarts ? new ColdStartWaits(coldStarts, config.logger) : undefined;
   }
 
   /**
@@ -106,13 +108,10 @@ export class CallPlacement {
 
   /**
    * The placement walk with its metrics. Resolves with the runner that committed, or, when none
-   * did, with how the call ended after answering the client on `out` (with `headers`). Between
-   * passes that found every runner busy the call waits its turn in the queue, not a fixed pause.
-   * A call that waited for a replica (a cold start) gets {@link COLD_START_HEADER} added to
-   * `headers`, which the caller's answer carries, be it the runner's, the 202 of a detached call
-   * or the 503 at the deadline.
+   * did, with how the call ended and what its client is to be answered. Between passes that
+   * found every runner busy the call waits its turn in the queue, not a fixed pause.
    */
-  async place(call: GatewayCall, out: ServerResponse, headers: Record<string, string>, turn: Turn): Promise<Placed> {
+  async place(call: GatewayCall, turn: Turn): Promise<Placement> {
     const m = this.#metrics;
     const { clock, placerConfig } = this.#config;
     const queue = this.#queue;
@@ -168,19 +167,16 @@ export class CallPlacement {
       // A waiter placed: the room it found may hold more, so the next in line walks too (one
       // that finds nothing goes back to the head); the fallback's wakes depend on it.
       if (waiter.joined) queue.wake(1, [model]);
-      if (!Number.isNaN(coldSince)) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
-      return { kind: 'placed', response: placement.value, runner: placement.runner, queuedMs: waiter.joined ? clock.now() - waiter.joinedAt : 0 };
+      const queuedMs = waiter.joined ? clock.now() - waiter.joinedAt : 0;
+      return { kind: 'placed', response: placement.value, runner: placement.runner, queuedMs, coldStartMs: coldMs(clock, coldSince) };
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
       callTrace?.placementEnded({ error: error as Error, attempts: (error as { attempts?: number }).attempts ?? 0 });
-      return { kind: 'ended', result: this.#unplaced(call, error as Error, out, headers, offers, coldSince) };
+      return this.#unplaced(call, error as Error, offers, coldMs(clock, coldSince));
     } finally {
-      m.queued.add(-1);
       if (waiter.joined) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
-      if (!Number.isNaN(coldSince)) {
-        this.#cold!.end(model);
-        m.coldStartWait.record((clock.now() - coldSince) / 1000, m.modelAttributes(model));
-      }
+      if (!Number.isNaN(coldSince)) m.coldStartWait.record((clock.now() - coldSince) / 1000, m.modelAttributes(model));
+      // Out of the queue's counts, that of the calls waiting for a replica included.
       waiter.leave();
     }
   }
@@ -229,10 +225,10 @@ export class CallPlacement {
     if (waiter.state === 'queued') traceOfCall(call)?.queued(waiter.key.priority);
     // A call with no replica to go to that is now in its line (not refused for a full queue, not
     // at its deadline already) waits for one: the reconciler is asked after it joined the line,
-    // so a pass run at once counts it. The call's end (place's finally) hands the count back.
+    // so a pass run at once counts it. The call's leaving the queue (place's finally) ends its count.
     if (cold && waiter.state === 'queued') {
       cold();
-      this.#cold!.begin(model);
+      this.#cold!.begin(waiter);
       m.coldStartCalls.add(1, model);
     }
     const end = await waiting;
@@ -244,35 +240,37 @@ export class CallPlacement {
     if (end === 'aborted') throw call.signal.reason ?? new Error('the call was aborted');
   }
 
-  /** Answers a call no runner took (or whose committed runner failed before answering). */
-  #unplaced(call: GatewayCall, error: Error, out: ServerResponse, headers: Record<string, string>, offers: ReadonlyMap<string, 'busy' | 'error'>, coldSince: number): CallResult {
+  /** How a call no runner took (or whose committed runner failed before answering) ended, and its answer. */
+  #unplaced(call: GatewayCall, error: Error, offers: ReadonlyMap<string, 'busy' | 'error'>, coldStartMs: number | undefined): Placement {
     const { clock } = this.#config;
-    if (error instanceof PlacerAbortedError || call.signal.aborted) return endedResult(call, clock, 'cancelled', 0, error);
-    if (error instanceof QueueFullError) {
-      // Refused at once rather than queued past the bound: counted with the other refusals.
-      this.#refuse(out, error, headers);
-      return endedResult(call, clock, 'server_busy', error.status, error);
-    }
-    if (error instanceof DeploymentFailedError) {
-      if (!Number.isNaN(coldSince)) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
-      this.#refuse(out, error, headers);
-      return endedResult(call, clock, 'errors', error.status, error);
-    }
+    const ended = (outcome: CallResult['outcome'], refusal: Refusal | undefined): Placement => ({
+      kind: 'ended',
+      result: endedResult(call, clock, outcome, refusal?.error.status ?? 0, refusal?.error ?? error),
+      refusal,
+      coldStartMs,
+    });
+    if (error instanceof PlacerAbortedError || call.signal.aborted) return ended('cancelled', undefined);
+    // Refused at once rather than queued past the bound: counted with the other refusals.
+    if (error instanceof QueueFullError) return ended('server_busy', { kind: 'refused', error });
+    if (error instanceof DeploymentFailedError) return ended('errors', { kind: 'refused', error });
     if (error instanceof PlacerTimeoutError) {
       // A control plane should say why nothing ran: one reason per runner.
       const runners = this.#pool.explain?.(call, offers);
-      const cold = !Number.isNaN(coldSince);
-      const timeout = cold ? coldStartTimeout(error, call.fn, clock.now() - coldSince) : error;
-      if (cold) headers[COLD_START_HEADER] = String(Math.round(clock.now() - coldSince));
-      sendError(out, timeout, { ...headers, 'retry-after': String(this.#config.retryAfter) }, runners ? { runners } : undefined);
-      return endedResult(call, clock, 'server_busy', timeout.status, timeout);
+      const timeout = coldStartMs === undefined ? error : coldStartTimeout(error, call.fn, coldStartMs);
+      const headers = { 'retry-after': String(this.#config.retryAfter) };
+      return ended('server_busy', { kind: 'failed', error: timeout, headers, ...(runners ? { details: { runners } } : {}) });
     }
     if (!(error instanceof SluiceError)) this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
     // A custom placer's or pool's own message may say more than a client should see.
     const failure = error instanceof SluiceError ? error : new InternalError({ cause: error });
-    sendError(out, failure, headers);
-    return endedResult(call, clock, failure instanceof CallTimeoutError ? 'timeouts' : 'errors', failure.status, error);
+    const outcome = failure instanceof CallTimeoutError ? 'timeouts' : 'errors';
+    return { kind: 'ended', result: endedResult(call, clock, outcome, failure.status, error), refusal: { kind: 'failed', error: failure }, coldStartMs };
   }
+}
+
+/** The time since `coldSince`, when the call waited for a replica; undefined when it did not. */
+function coldMs(clock: Clock, coldSince: number): number | undefined {
+  return Number.isNaN(coldSince) ? undefined : clock.now() - coldSince;
 }
 
 /**

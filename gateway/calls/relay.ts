@@ -33,8 +33,24 @@ export interface RelayResult {
   error?: Error;
 }
 
+/** What an answer's content type says of how it is read. */
+export interface AnswerType {
+  /** `text/event-stream`: relayed whole events at a time, its events counted and timed. */
+  readonly sse: boolean;
+  /** `application/json`: its end is searched for a usage block. */
+  readonly json: boolean;
+}
+
+/** The {@link AnswerType} of a runner's answer, read once per call from its content type. */
+export function answerType(headers: RunnerResponse['headers']): AnswerType {
+  const type = String(headers['content-type'] ?? '');
+  return { sse: type.startsWith('text/event-stream'), json: type.startsWith('application/json') };
+}
+
 /** How a relay treats the answer. */
 export interface RelayOptions {
+  /** The answer's type ({@link answerType}). */
+  type: AnswerType;
   /** The engine was asked for a usage chunk the client did not ask for: take it out of an SSE stream. */
   stripUsage?: boolean;
 }
@@ -49,11 +65,11 @@ export function relay(
   headers: Record<string, string>,
   runner: { id: string },
   signal: AbortSignal,
-  options: RelayOptions = {},
+  options: RelayOptions,
 ): Promise<RelayResult> {
   return new Promise<RelayResult>((resolve) => {
     const body = response.body;
-    const sse = String(response.headers['content-type'] ?? '').startsWith('text/event-stream');
+    const { sse } = options.type;
     const strip = sse && options.stripUsage === true;
     let headersSent = false;
     const head = (): void => {

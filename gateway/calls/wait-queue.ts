@@ -80,6 +80,8 @@ export class Waiter {
   prefers: string | undefined;
   /** Times the call was passed over, at the head of its turn, for a call that preferred the freed runner. */
   passedOver = 0;
+  /** True once the call waits for a replica of its model (a cold start), until it leaves. */
+  #forReplica = false;
 
   constructor(queue: WaitQueue, key: WaiterKey, seq: number, signal: AbortSignal, deadline: number) {
     this.#queue = queue;
@@ -134,6 +136,19 @@ export class Waiter {
     });
   }
 
+  /**
+   * Counts the call among those waiting for a replica of its model (once; later calls change
+   * nothing) until it leaves, and returns how many of its model's calls wait so now: 1 for the
+   * first of a burst.
+   */
+  awaitReplica(): number {
+    if (!this.#forReplica && this.state !== 'done') {
+      this.#forReplica = true;
+      this.#queue.replicaWaits(this.key.model, 1);
+    }
+    return this.#queue.waitingForReplica(this.key.model);
+  }
+
   /** Ends the current wait as woken; the queue has already taken the waiter out. */
   wake(): void {
     this.#end?.('woken');
@@ -141,6 +156,10 @@ export class Waiter {
 
   /** Leaves the queue for good (placed, or given up); frees its room under the bounds. */
   leave(): void {
+    if (this.#forReplica) {
+      this.#forReplica = false;
+      this.#queue.replicaWaits(this.key.model, -1);
+    }
     if (this.state === 'done' || this.state === 'idle') {
       this.state = 'done';
       return;
@@ -290,6 +309,8 @@ export class WaitQueue {
   /** Woken waiters walking the pool, per model. */
   readonly #walking = new Map<string, number>();
   #members = 0;
+  /** Calls waiting for a replica, by model: see {@link Waiter.awaitReplica}. */
+  readonly #forReplica = new Map<string, number>();
   #waiting = 0;
   #seq = 0;
   #fallback: AbortController | undefined;
@@ -320,6 +341,17 @@ export class WaitQueue {
     let n = 0;
     for (const c of this.#models.get(model) ?? []) n += c.size;
     return n;
+  }
+
+  /** Calls of `model` waiting for a replica of it (a cold start), from their first such wait until they leave. */
+  waitingForReplica(model: string): number {
+    return this.#forReplica.get(model) ?? 0;
+  }
+
+  /** @internal A waiter starts (1) or stops (-1) waiting for a replica of `model`. */
+  replicaWaits(model: string, n: 1 | -1): void {
+    if (n === 1) this.#forReplica.set(model, this.waitingForReplica(model) + 1);
+    else countDown(this.#forReplica, model);
   }
 
   /**
@@ -365,6 +397,20 @@ export class WaitQueue {
       woken++;
     }
     return woken;
+  }
+
+  /**
+   * `runner` may have room for `free` more calls of `models` (any, when undefined): wakes that
+   * many waiters of those models' lines and of the /invoke line (''), which any runner may take;
+   * the room listener of the gateway's pool (gateway/fleet/runner-entry.ts).
+   */
+  freed(runner: string, models: readonly string[] | undefined, free: number): void {
+    this.wake(free, models ? [...models, ''] : undefined, runner);
+  }
+
+  /** Wakes every call waiting for `model`: each walks once, to learn what changed (a start failed). */
+  wakeAll(model: string): void {
+    this.wake(this.waitingFor(model), [model]);
   }
 
   /** Offers the head of each model's queue: the fallback for capacity this gateway cannot see. */

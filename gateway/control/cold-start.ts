@@ -1,9 +1,9 @@
 /**
  * Cold starts (the activator): a call for a deployed model that no runner serves now
  * waits in the wait queue while a replica starts, instead of failing at once. The gateway's
- * reconciler answers the two questions placement asks ({@link ColdStarts}); this file holds that
- * contract, the bookkeeping of the calls waiting for a replica ({@link ColdStartWaits}), and a
- * small fixed implementation for specs and demonstrations ({@link recordingColdStarts}).
+ * reconciler answers the questions placement asks ({@link ColdStarts}); this file holds that
+ * contract and placement's guarded use of it ({@link ColdStartWaits}). The calls waiting for a
+ * replica are counted by the wait queue alone (calls/wait-queue.ts, `awaitReplica`).
  *
  * The calls themselves wait in their model's line of the queue like any other (calls/placement.ts);
  * see docs/placers.md, "Cold starts".
@@ -46,16 +46,23 @@ export interface ColdStarts {
   failed?(model: string): StartFailure | undefined;
 }
 
+/** A call waiting in the queue, as {@link ColdStartWaits.begin} sees it (the queue's Waiter). */
+export interface ReplicaWaiter {
+  readonly key: { readonly model: string };
+  /** Counts the call among those waiting for a replica of its model; returns how many do now. */
+  awaitReplica(): number;
+}
+
 /**
- * The calls waiting for a replica, per model, on one gateway: the first of a burst (the count
- * going from 0 to 1) asks for a replica; the others, and the same call's later waits, do not.
+ * Placement's side of cold starts on one gateway: the {@link ColdStarts} questions, guarded, and
+ * the first call of a burst waiting for a replica (the queue's count of them going from 0 to 1,
+ * counted there alone) asking for one; the others, and the same call's later waits, do not.
  * What the {@link ColdStarts} throws is logged and read as "not deployed" or ignored: a broken
  * reconciler must leave calls as they would be on a gateway with no deployments.
  */
 export class ColdStartWaits {
   readonly #coldStarts: ColdStarts;
   readonly #logger: Logger;
-  readonly #waiting = new Map<string, number>();
 
   constructor(coldStarts: ColdStarts, logger: Logger) {
     this.#coldStarts = coldStarts;
@@ -82,11 +89,10 @@ export class ColdStartWaits {
     }
   }
 
-  /** A call starts waiting for a replica of `model`; the first of a burst asks for one. */
-  begin(model: string): void {
-    const n = this.#waiting.get(model) ?? 0;
-    this.#waiting.set(model, n + 1);
-    if (n > 0) return;
+  /** `waiter` starts waiting for a replica of its model; the first of a burst asks for one. */
+  begin(waiter: ReplicaWaiter): void {
+    if (waiter.awaitReplica() > 1) return;
+    const { model } = waiter.key;
     try {
       this.#coldStarts.wake(model);
     } catch (error) {
@@ -94,47 +100,4 @@ export class ColdStartWaits {
       this.#logger.warn('cold starts: wake() failed', { model, error: error as Error });
     }
   }
-
-  /** A call that waited for a replica of `model` was placed or ended. */
-  end(model: string): void {
-    const n = (this.#waiting.get(model) ?? 1) - 1;
-    if (n <= 0) this.#waiting.delete(model);
-    else this.#waiting.set(model, n);
-  }
-
-  /** Calls waiting for a replica of `model` now (placed or ended ones not counted). */
-  waiting(model: string): number {
-    return this.#waiting.get(model) ?? 0;
-  }
-}
-
-/** A {@link ColdStarts} over a fixed set of models that records its wakes; see {@link recordingColdStarts}. */
-export interface RecordingColdStarts extends ColdStarts {
-  /** The deployed models: add or delete to change what {@link ColdStarts.deployed} answers. */
-  readonly models: Set<string>;
-  /** Every wake, in order, by model. */
-  readonly wakes: string[];
-  /** What {@link ColdStarts.failed} answers, by model: set one to fail a model's start. */
-  readonly failures: Map<string, StartFailure>;
-}
-
-/**
- * Cold starts over a fixed set of deployed models, starting nothing: each wake is recorded and
- * handed to `onWake` (a spec starts a runner there, or later). For specs and demonstrations.
- */
-export function recordingColdStarts(models: Iterable<string>, onWake?: (model: string) => void): RecordingColdStarts {
-  const deployed = new Set(models);
-  const wakes: string[] = [];
-  const failures = new Map<string, StartFailure>();
-  return {
-    models: deployed,
-    wakes,
-    failures,
-    deployed: (model) => deployed.has(model),
-    failed: (model) => failures.get(model),
-    wake(model) {
-      wakes.push(model);
-      onWake?.(model);
-    },
-  };
 }

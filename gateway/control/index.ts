@@ -18,7 +18,7 @@ export { loadDeploymentsFile, parseDeploymentsFile } from './file.ts';
 export { HIDDEN_ENV_VALUE, IDLE_STATUS, deploymentAnswer, registerDeploymentRoutes } from './routes.ts';
 export type { DeploymentStatus, DeploymentStatusSource } from './routes.ts';
 export { Serverless } from './serverless.ts';
-export type { ReconcilerSettings, ServerlessInit } from './serverless.ts';
+export type { ReconcilerSettings, ServerlessInit, WaitingCalls } from './serverless.ts';
 export { createDeploymentMetrics } from './metrics.ts';
 export type { DeploymentMetrics, DeploymentSource as DeploymentMetricsSource } from './metrics.ts';
 export { FRESH_SCALE_MEMORY, ModelAutoscaler, decideScale } from './autoscaler.ts';

@@ -34,21 +34,27 @@ export interface ReconcilerSettings extends ReconcilerOptions {
   onClose?: () => Promise<void>;
 }
 
+/** The calls of this gateway waiting for a runner: its wait queue. */
+export interface WaitingCalls {
+  /** Calls for `model` in the queue now. */
+  waitingFor(model: string): number;
+  /**
+   * Wakes every call waiting for `model`, so that they learn of a failed start
+   * ({@link Serverless.failed}) now rather than at their deadline.
+   */
+  wakeAll(model: string): void;
+}
+
 /** What {@link Serverless} is made from. */
 export interface ServerlessInit {
   readonly store: DeploymentStore;
   readonly registry: RunnerRegistry;
-  /** Calls for `model` in this gateway's wait queue now. */
-  readonly waitingFor: (model: string) => number;
+  /** This gateway's waiting calls: counted for the reconciler, woken when a start fails. */
+  readonly calls: WaitingCalls;
   readonly settings: ReconcilerSettings;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly meterProvider: MeterProvider;
-  /**
-   * A start of `model` failed (or one of its replicas did): the gateway wakes the calls waiting
-   * for it, so that they learn of it ({@link Serverless.failed}) now rather than at their deadline.
-   */
-  readonly onFailure?: (model: string) => void;
 }
 
 /** Something of the settings the gateway closes with itself, when it has a close. */
@@ -86,13 +92,13 @@ export class Serverless implements ColdStarts {
       fleet: {
         runners: () => init.registry.fleet(),
         // With a demand board, the sum over the gateways (this one's own note included).
-        waiting: demand ? (model) => demand.total(model) : init.waitingFor,
+        waiting: demand ? (model) => demand.total(model) : (model) => init.calls.waitingFor(model),
       },
       events: (event) => {
         metrics?.record(event);
         // Woken after the pass that saw it: the pass runs on without awaiting, so a woken call
         // reads the operation as the pass left it.
-        if (event.kind === 'failed' || event.kind === 'dead-letter') init.onFailure?.(event.model);
+        if (event.kind === 'failed' || event.kind === 'dead-letter') init.calls.wakeAll(event.model);
       },
     });
     metrics = createDeploymentMetrics(init.meterProvider, { models: () => this.reconciler.deployedModels(), status: (model) => this.reconciler.status(model) });
@@ -129,7 +135,7 @@ export class Serverless implements ColdStarts {
 
   /** ColdStarts: calls wait for a replica of `model`; noted for the other gateways, and a pass now. */
   wake(model: string): void {
-    void this.#demand?.note(model, this.#init.waitingFor(model));
+    void this.#demand?.note(model, this.#init.calls.waitingFor(model));
     this.reconciler.poke(model);
   }
 
@@ -176,14 +182,14 @@ export class Serverless implements ColdStarts {
     const models = this.reconciler.deployedModels();
     const demand = this.#demand;
     if (demand) {
-      for (const model of models) await demand.note(model, this.#init.waitingFor(model));
+      for (const model of models) await demand.note(model, this.#init.calls.waitingFor(model));
       await demand.refresh();
     }
     if (!this.reconciler.leading) return this.#readFailures(models);
     this.#published.clear();
     for (const model of models) {
       const status = this.reconciler.status(model);
-      if (status.ready + status.starting === 0 && (demand?.total(model) ?? this.#init.waitingFor(model)) > 0) this.reconciler.poke(model);
+      if (status.ready + status.starting === 0 && (demand?.total(model) ?? this.#init.calls.waitingFor(model)) > 0) this.reconciler.poke(model);
       if (this.#statusBoard) await this.#statusBoard.publish(model, status);
     }
   }
@@ -196,7 +202,7 @@ export class Serverless implements ColdStarts {
     const board = this.#statusBoard;
     for (const model of models) {
       const deployment = this.reconciler.deployment(model);
-      const status = board && deployment && this.#init.waitingFor(model) > 0 ? await board.read(model).catch(() => undefined) : undefined;
+      const status = board && deployment && this.#init.calls.waitingFor(model) > 0 ? await board.read(model).catch(() => undefined) : undefined;
       const failure = status && deployment ? startFailureOf(status, deployment.profile, this.#init.clock.now()) : undefined;
       const known = this.#published.has(model);
       if (failure === undefined) {
@@ -204,7 +210,7 @@ export class Serverless implements ColdStarts {
         continue;
       }
       this.#published.set(model, failure);
-      if (!known) this.#init.onFailure?.(model);
+      if (!known) this.#init.calls.wakeAll(model);
     }
   }
 }

@@ -1,10 +1,9 @@
 /**
- * The client's side of a detached call, in the steps the agent (gateway/calls/agent.ts) takes it
- * through: {@link DetachedFlow.prepare} (callback and Idempotency-Key checks, the store's
- * admission, the record written `queued`), then the agent's placement under the detached
- * deadline, then {@link DetachedFlow.unplaced} or the runner's commit, and
- * {@link DetachedFlow.answer}: 202, or the whole result for `Prefer: wait=N`. The agent keeps
- * the metrics; the background half lives in detached.ts.
+ * The client's side of a detached call, in the steps its orchestrator (detached-run.ts) takes it
+ * through: the intake before placement ({@link DetachedFlow.prepare}: callback and
+ * Idempotency-Key checks, the store's admission, the record written `queued`), the end of a call
+ * no runner took ({@link DetachedFlow.unplaced}), and the answer ({@link DetachedFlow.answer}:
+ * 202, or the whole result for `Prefer: wait=N`). The background side lives in detached.ts.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { SluiceError } from '../../placer/kernel/index.ts';
@@ -60,7 +59,7 @@ export type Prepared =
   | { kind: 'queued'; record: CallRecord };
 
 /**
- * The signal a detached call runs on, chosen by the agent when it builds the call. Before a
+ * The signal a detached call runs on, made by the agent when it builds the call. Before a
  * runner commits, a client that leaves takes the call with it; after, the call is the gateway's
  * to finish, whatever the client does. A cancel or the call's lifetime aborts it at any time.
  */

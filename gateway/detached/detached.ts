@@ -1,7 +1,8 @@
 /**
- * Detached calls' records and background work: the record written `queued` before placement,
- * its start when a runner commits, the background read of the runner's answer into a stored
- * result, cancel, the lifetime limit, and the callback.
+ * The background side of detached calls (their orchestrator is detached-run.ts): the record
+ * written `queued` before placement, the run when a runner commits (the record `running`, the
+ * background read of the runner's answer into a stored result), cancel, the lifetime limit, and
+ * the callback.
  *
  * The record comes first so that a store failing at the wrong moment can never leave work
  * running that the client was told to retry: a create that fails refuses the call before any
@@ -241,19 +242,21 @@ export class DetachedCalls {
   }
 
   /**
-   * Starts a queued call a runner has just committed to (its 202 arrived): the record moves to
-   * `running`, and the runner's answer is read in the background. A store that does not take
-   * the start does not stop the call: it runs on, and its end, written when the store answers
-   * again, carries the start.
+   * Runs a queued call a runner has just committed to (its 202 arrived): the call's signal is
+   * committed (the client leaving no longer stops it), the record moves to `running`, and the
+   * runner's answer is read in the background. A store that does not take the start does not
+   * stop the call: it runs on, and its end, written when the store answers again, carries the start.
    */
-  async accept(
+  async run(
     queued: CallRecord,
     call: GatewayCall,
     response: RunnerResponse,
     runner: string,
-    controller: AbortController,
+    signal: { readonly controller: AbortController; commit(): void },
     { stripUsage = false }: { stripUsage?: boolean } = {},
   ): Promise<{ record: CallRecord; done: Promise<DetachedOutcome> }> {
+    signal.commit();
+    const { controller } = signal;
     const { clock, store, logger } = this.#settings;
     const now = clock.now();
     const start: CallStart = { runner, startedAt: now, delayMs: now - call.createdAt };

@@ -7,8 +7,9 @@
 export { registerCallRoutes } from './call-routes.ts';
 export { callbackPolicyDefaults, classifyAddress, compileNetworks, sameAddress } from './callbacks/index.ts';
 export type { CallbackDelivery, NetworkList, SpecialRange } from './callbacks/index.ts';
-export { DetachedFlow, DetachedSignal, detachedResult } from './detached-flow.ts';
+export { DetachedSignal, detachedResult } from './detached-flow.ts';
 export type { DetachedReply } from './detached-flow.ts';
+export { DetachedRuns } from './detached-run.ts';
 export { DetachedCalls } from './detached.ts';
 export { parsePreference } from './prefer.ts';
 export type { CallPreference } from './prefer.ts';

@@ -11,6 +11,7 @@ export { committedFailure } from './http-runner.ts';
 export type { CloseOptions, RunnerResponse } from './http-runner.ts';
 export { FleetPool } from './pool.ts';
 export type { GatewayPool } from './pool.ts';
+export type { RoomListener } from './runner-entry.ts';
 export { RunnerRegistry } from './registry.ts';
 export type { FleetRunner } from './registry.ts';
 export { registerRunnerRoutes } from './runner-routes.ts';

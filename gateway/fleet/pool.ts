@@ -15,6 +15,7 @@ import { HttpRunner } from './http-runner.ts';
 import type { CloseOptions, RunnerResponse } from './http-runner.ts';
 import { RunnerEntry } from './runner-entry.ts';
 import { isSilence, transportFailure } from './transport-failure.ts';
+import type { RoomListener } from './runner-entry.ts';
 
 /** Whether the pool serves a model: `unknown` while some runner has not reported yet. */
 export type ModelAnswer = 'yes' | 'no' | 'unknown';
@@ -61,8 +62,8 @@ export interface FleetPoolOptions {
   tls?: TlsMaterial;
   /** Told the ids of runners that left the pool (a placer's forget). */
   onRemove?: (ids: readonly string[]) => void;
-  /** See RunnerEntryOptions.onCapacity: a runner may have room for `free` more calls. */
-  onCapacity?: (runner: RunnerEntry, free: number) => void;
+  /** See RunnerEntryOptions.room: told when a runner may have room for more calls. */
+  room?: RoomListener;
 }
 
 /** Static runners probed in the background, plus registered ones added and removed as they come and go. */
@@ -86,9 +87,9 @@ export class FleetPool implements GatewayPool {
    * to `host:port`, the identity of a runner in a static list.
    */
   createRunner(url: URL, id: string = url.host): RunnerEntry {
-    const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker, onCapacity, signer, tls } = this.#options;
+    const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker, room, signer, tls } = this.#options;
     const transport = new HttpRunner(url, { connectTimeout, responseTimeout, streamIdleTimeout, clock, ...(signer ? { signer } : {}), ...(tls ? { tls } : {}) });
-    return new RunnerEntry(id, transport, { clock, breaker, streamIdleTimeout, onChange: this.#changed, ...(onCapacity ? { onCapacity } : {}) });
+    return new RunnerEntry(id, transport, { clock, breaker, streamIdleTimeout, onChange: this.#changed, ...(room ? { room } : {}) });
   }
 
   /**

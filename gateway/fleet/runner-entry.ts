@@ -82,9 +82,18 @@ export interface RunnerEntryOptions {
   /**
    * Told when the runner may have room for `free` more calls: one of this gateway's calls there
    * ended, a report showed free slots, it registered ready, or its breaker let calls through
-   * again. The gateway's wait queue wakes that many waiters; whatever this throws is ignored.
+   * again. The gateway's wait queue is it, and wakes that many waiters; whatever it throws is ignored.
    */
-  onCapacity?: (runner: RunnerEntry, free: number) => void;
+  room?: RoomListener;
+}
+
+/** Whoever waits for room on runners: the gateway's wait queue. */
+export interface RoomListener {
+  /**
+   * `runner` may have room for `free` more calls, of `models` (undefined when it has not said
+   * which it serves, so it could take a call for any).
+   */
+  freed(runner: string, models: readonly string[] | undefined, free: number): void;
 }
 
 type MutableHealth = { -readonly [K in keyof RunnerHealth]: RunnerHealth[K] };
@@ -182,11 +191,11 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     return typeof slots === 'number' && Number.isFinite(slots) && slots > 0 && this.inFlight >= slots;
   }
 
-  /** Tells onCapacity of room for `free` calls; a broken listener must not fail the runner's bookkeeping. */
+  /** Tells the room listener of room for `free` calls; a broken listener must not fail the runner's bookkeeping. */
   #freed(free: number): void {
     if (free <= 0) return;
     try {
-      this.#options.onCapacity?.(this, free);
+      this.#options.room?.freed(this.id, this.#health.models, free);
     } catch {
       // Ignored: the queue's fallback still offers its heads.
     }
@@ -198,7 +207,7 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     return Math.max(0, load.slots - load.slotsInUse);
   }
 
-  /** Runs a change of the breaker; tells onCapacity when it went from barring offers to allowing them. */
+  /** Runs a change of the breaker; tells the room listener when it went from barring offers to allowing them. */
   #whileBreaker(change: () => void): void {
     const barred = this.breaker.state !== 'closed';
     change();

@@ -20,20 +20,49 @@ export const OPENAI_CALL_ROUTES: Readonly<Record<string, Exclude<CallRoute, 'inv
 };
 
 /**
- * The call route a POST to `target` is, read straight off the request target, or undefined when
- * it is none or needs the router's decoding (a percent sign in it): the gateway's own server
- * serves these without building a Fetch Request for Hono, and leaves the rest to the router,
- * which matches exactly the same paths (strict, case-sensitive). The target has passed the front
- * door (gateway/http/front.ts): a plain path.
+ * The call route a POST to `target` is, or undefined when it is none: the one match of the
+ * gateway's call routes, made by its server on the request target before anything else runs
+ * (no Fetch Request is built for a call). It reads the path as the router would (strict,
+ * case-sensitive; a percent-encoded path decoded as Hono decodes it, `%2F` and `%25` kept, then
+ * the `/invoke/:fn` segment decoded whole), so a call is served alike whichever way its path is
+ * spelled. The target has passed the front door (gateway/http/front.ts): a plain path, its
+ * percent-encoding well formed.
  */
-export function directCallRoute(target: string): { route: CallRoute; fn: string | undefined } | undefined {
+export function callRouteOf(target: string): { route: CallRoute; fn: string | undefined } | undefined {
   const query = target.indexOf('?');
-  const path = query === -1 ? target : target.slice(0, query);
+  const raw = query === -1 ? target : target.slice(0, query);
+  const path = raw.includes('%') ? routerPath(raw) : raw;
   const route = OPENAI_CALL_ROUTES[path];
   if (route !== undefined) return { route, fn: undefined };
-  if (!path.startsWith('/invoke/') || path.includes('%')) return undefined;
+  if (!path.startsWith('/invoke/')) return undefined;
   const fn = path.slice('/invoke/'.length);
-  return fn === '' || fn.includes('/') ? undefined : { route: 'invoke', fn };
+  if (fn === '' || fn.includes('/')) return undefined;
+  return { route: 'invoke', fn: fn.includes('%') ? decodeSegment(fn) : fn };
+}
+
+/** A percent-encoded path as Hono's router reads it: decodeURI, with `%25` kept encoded. */
+function routerPath(path: string): string {
+  return tryDecode(path.includes('%25') ? path.replace(/%25/g, '%2525') : path, decodeURI);
+}
+
+/** A path segment decoded as Hono decodes a parameter. */
+function decodeSegment(segment: string): string {
+  return tryDecode(segment, decodeURIComponent);
+}
+
+/** `decoder(text)`; when it throws, each run of escapes that decodes is decoded, the rest kept (Hono's tryDecode). */
+function tryDecode(text: string, decoder: (text: string) => string): string {
+  try {
+    return decoder(text);
+  } catch {
+    return text.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+      try {
+        return decoder(run);
+      } catch {
+        return run;
+      }
+    });
+  }
 }
 
 const ROUTE_PATHS = Object.fromEntries(Object.entries(OPENAI_CALL_ROUTES).map(([path, route]) => [route, path])) as Record<

@@ -10,7 +10,7 @@ export {
   OPENAI_CALL_ROUTES,
   PRIORITIES,
   affinityKey,
-  directCallRoute,
+  callRouteOf,
   isPriority,
   parseInferenceBody,
   renderPrompt,

@@ -6,7 +6,8 @@
  */
 export { registerDashboardRoutes } from './dashboard/routes.ts';
 export { createGatewayMetrics, createStoreMetrics } from './metrics.ts';
-export type { GatewayMetrics, InferenceInstruments, StoreMetrics } from './metrics.ts';
+export { Count } from './metrics.ts';
+export type { GaugeSources, GatewayMetrics, InferenceInstruments, StoreMetrics } from './metrics.ts';
 export { StatsWindow, readStats } from './stats.ts';
 export type { GatewayStats, QueueSnapshot } from './stats.ts';
 export type { ServiceIdentity } from './telemetry.ts';

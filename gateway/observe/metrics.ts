@@ -73,8 +73,6 @@ export interface GatewayMetrics {
    * a runner's failure, a call timeout), by code; refusals already in `rejected` are not here.
    */
   failed: Count;
-  /** Request bodies being received: counted against maxUploads, not maxInFlight. */
-  uploads: Count;
   queued: Count;
   running: Count;
   outcomes: Record<CallOutcome, Count>;
@@ -156,16 +154,27 @@ function createInferenceInstruments(meter: Meter): InferenceInstruments {
   };
 }
 
-/** Creates the instruments on a meter of `provider`. */
-export function createGatewayMetrics(provider: MeterProvider): GatewayMetrics {
+/** What the gateway's gauges read from the parts that keep the count. */
+export interface GaugeSources {
+  /** Request bodies being received now: the upload budget's own count. */
+  uploads: () => number;
+}
+
+/** Creates the instruments on a meter of `provider`; `sources` are read at collection. */
+export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSources): GatewayMetrics {
   const meter = provider.getMeter('sluice-gateway');
+  if (sources) {
+    const { uploads } = sources;
+    meter
+      .createObservableUpDownCounter('sluice_uploads', { description: 'Request bodies being received now (counted against maxUploads, not maxInFlight)' })
+      .addCallback((result) => result.observe(uploads()));
+  }
   const counter = (name: string, description: string) => meter.createCounter(name, { description });
   const count = (name: string, description: string, label?: string) => observedCounter(meter, name, description, label);
   return {
     calls: count('sluice_calls', 'Calls buffered, validated and handed to placement', 'route'),
     rejected: count('sluice_calls_rejected', 'Requests answered with an error before placement, by error code', 'code'),
     failed: count('sluice_calls_failed', 'Calls that reached placement and ended with an error (placer timeout, runner failure, call timeout), by error code', 'code'),
-    uploads: observedUpDown(meter, 'sluice_uploads', 'Request bodies being received now (counted against maxUploads, not maxInFlight)'),
     queued: observedUpDown(meter, 'sluice_calls_queued', 'Calls waiting for a runner'),
     running: observedUpDown(meter, 'sluice_calls_running', 'Calls committed to a runner and not yet finished'),
     outcomes: {

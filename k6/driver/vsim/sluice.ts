@@ -152,7 +152,7 @@ export interface SimWalker {
   /**
    * A runner may have room for `free` more calls at `now` (one of this gateway's calls there
    * ended, or its status report showed free slots): wakes that many waiters, as the pool's
-   * `onCapacity` does; `runner` is the runner with the room, when known.
+   * room listener, the wait queue (`WaitQueue.freed`), does; `runner` is the runner with the room, when known.
    */
   freed(now: number, free?: number, runner?: string): void;
   /** Calls that joined the wait queue (every runner was full, or others were already waiting). */

@@ -10,7 +10,7 @@ import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import type { RunnerResponse } from '../../../gateway/fleet/http-runner.ts';
-import { lastEventEnd, relay } from '../../../gateway/calls/relay.ts';
+import { answerType, lastEventEnd, relay } from '../../../gateway/calls/relay.ts';
 import type { RelayResult } from '../../../gateway/calls/relay.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, EngineErrorCode } from '../../../runner/protocol/index.ts';
 import { eventually } from '../../support/fleet.ts';
@@ -37,7 +37,7 @@ afterEach(async () => {
 async function relayed(response: RunnerResponse, during: () => void = () => {}) {
   let result: Promise<RelayResult> | undefined;
   server = createServer((_req, out: ServerResponse) => {
-    result = relay(response, out, { 'sluice-call-id': 'c1' }, { id: 'r1' }, new AbortController().signal);
+    result = relay(response, out, { 'sluice-call-id': 'c1' }, { id: 'r1' }, new AbortController().signal, { type: answerType(response.headers) });
     during();
   });
   await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
@@ -121,7 +121,7 @@ describe('relay', () => {
     const controller = new AbortController();
     let result: Promise<RelayResult> | undefined;
     server = createServer((_req, out) => {
-      result = relay(response, out, {}, { id: 'r1' }, controller.signal);
+      result = relay(response, out, {}, { id: 'r1' }, controller.signal, { type: answerType(response.headers) });
       body.write('partial');
       setImmediate(() => {
         controller.abort(new Error('client closed the connection'));

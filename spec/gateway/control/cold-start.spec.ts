@@ -11,8 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LbAgent } from '../../../gateway/calls/agent.ts';
-import { COLD_START_HEADER, ColdStartWaits, recordingColdStarts } from '../../../gateway/control/cold-start.ts';
-import type { RecordingColdStarts } from '../../../gateway/control/cold-start.ts';
+import { COLD_START_HEADER, ColdStartWaits } from '../../../gateway/control/cold-start.ts';
+import { recordingColdStarts } from '../../support/cold-starts.ts';
+import type { RecordingColdStarts } from '../../support/cold-starts.ts';
 import { DetachedCalls } from '../../../gateway/detached/detached.ts';
 import { composeGatewayConfig } from '../../../gateway/server.ts';
 import type { GatewayOptions } from '../../../gateway/options.ts';
@@ -21,7 +22,7 @@ import { waitQueueFor } from '../../../gateway/calls/placement.ts';
 import { FleetPool } from '../../../gateway/fleet/pool.ts';
 import type { RunnerEntry } from '../../../gateway/fleet/runner-entry.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
-import type { WaitQueue } from '../../../gateway/calls/wait-queue.ts';
+import { WaitQueue } from '../../../gateway/calls/wait-queue.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
 import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { chatBody, eventually, metricValue } from '../../support/fleet.ts';
@@ -84,7 +85,7 @@ async function setup(options: Partial<GatewayOptions> = {}, withColdStarts = tru
     breaker: { threshold: 5, openFor: 1000, closeAfter: 1 },
     logger: silentLogger,
     // As gateway/server.ts wires it.
-    onCapacity: (runner, free) => queue!.wake(free, runner.health.models ? [...runner.health.models, ''] : undefined, runner.id),
+    room: { freed: (runner, models, free) => queue!.freed(runner, models, free) },
   });
   cleanups.push(() => fleet.close({ abortCalls: true }));
   const config = composeGatewayConfig({
@@ -305,17 +306,28 @@ describe('cold starts: a call for a deployed model with no runner', () => {
 });
 
 describe('ColdStartWaits', () => {
-  it('wakes once per burst, counts the calls waiting per model, and reads a throwing reconciler as not deployed', () => {
+  it('wakes once per burst, counts the calls waiting per model (in the queue), and reads a throwing reconciler as not deployed', async () => {
+    const clock = new FakeClock();
+    const queue = new WaitQueue({ maxQueued: 100, maxQueuedPerFlow: 100, retryAllDelay: 0, clock });
+    // A call of `model` in its line, as placement has it when it begins to wait for a replica.
+    const waiting = (model: string) => {
+      const waiter = queue.waiter({ model, priority: 'interactive', flow: 'f' }, new AbortController().signal, clock.now() + 60_000);
+      void waiter.wait();
+      return waiter;
+    };
     const cold = recordingColdStarts(['a', 'b']);
     const waits = new ColdStartWaits(cold, silentLogger);
-    waits.begin('a');
-    waits.begin('a');
-    waits.begin('b');
+    const [a1, a2, b1] = [waiting('a'), waiting('a'), waiting('b')];
+    waits.begin(a1);
+    waits.begin(a2);
+    waits.begin(b1);
+    // The same call's later wait counts it once.
+    waits.begin(a1);
     expect(cold.wakes).toEqual(['a', 'b']);
-    expect([waits.waiting('a'), waits.waiting('b'), waits.waiting('c')]).toEqual([2, 1, 0]);
-    waits.end('a');
-    waits.end('a');
-    waits.begin('a');
+    expect([queue.waitingForReplica('a'), queue.waitingForReplica('b'), queue.waitingForReplica('c')]).toEqual([2, 1, 0]);
+    a1.leave();
+    a2.leave();
+    waits.begin(waiting('a'));
     expect(cold.wakes).toEqual(['a', 'b', 'a']);
     const broken = new ColdStartWaits(
       {
@@ -329,7 +341,7 @@ describe('ColdStartWaits', () => {
       silentLogger,
     );
     expect(broken.deployed('a')).toBe(false);
-    expect(() => broken.begin('a')).not.toThrow();
-    expect(broken.waiting('a')).toBe(1);
+    expect(() => broken.begin(waiting('c'))).not.toThrow();
+    expect(queue.waitingForReplica('c')).toBe(1);
   });
 });

@@ -39,7 +39,7 @@ describe('Serverless: two gateways sharing a fleet', () => {
       const p = new Serverless({
         store,
         registry: registryOf(fleet),
-        waitingFor: () => 0,
+        calls: { waitingFor: () => 0, wakeAll: () => undefined },
         settings: { lease, statusBoard, sampleInterval: 20, period: 3_600_000 },
         clock,
         logger: silentLogger,

@@ -22,9 +22,11 @@ function entry(threshold = 1) {
     breaker: { threshold, openFor: 1000, closeAfter: 1 },
     streamIdleTimeout: 100,
     onChange: () => {},
-    onCapacity: (runner, free) => {
-      expect(runner).toBe(e);
-      told.push(free);
+    room: {
+      freed: (runner, _models, free) => {
+        expect(runner).toBe(e.id);
+        told.push(free);
+      },
     },
   });
   entries.push(e);
@@ -35,7 +37,7 @@ const load = (slotsInUse: number, slots = 4): ReportedLoad => ({ slotsInUse, slo
 /** A registration body reporting `l`; ready unless told otherwise. */
 const registration = (l: ReportedLoad, { ready = true } = {}) => ({ id: 'r1', url: 'http://127.0.0.1:1', version: '1', engines: [], models: ['m'], slots: l.slots, gpus: null, ready, load: l });
 
-describe('RunnerEntry onCapacity', () => {
+describe('RunnerEntry room listener', () => {
   it('tells the free slots of a heartbeat, and nothing when it reports none', () => {
     const { e, told } = entry();
     e.register(registration(load(4)));

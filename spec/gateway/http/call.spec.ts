@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Hono } from 'hono';
-import { OPENAI_CALL_ROUTES, affinityKey, directCallRoute, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../../gateway/http/call.ts';
+import { OPENAI_CALL_ROUTES, affinityKey, callRouteOf, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../../gateway/http/call.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from '../../../gateway/errors.ts';
 import { SluiceError } from '../../../placer/kernel/index.ts';
 import { expectThrows } from '../../support/throws.ts';
@@ -125,7 +125,7 @@ describe('routedPath', () => {
   });
 });
 
-describe('directCallRoute', () => {
+describe('callRouteOf', () => {
   // The gateway's call routes as the server registers them, answering what the router matched.
   const router = new Hono();
   for (const [path, route] of Object.entries(OPENAI_CALL_ROUTES)) router.post(path, (c) => c.json({ route, fn: null }));
@@ -142,25 +142,24 @@ describe('directCallRoute', () => {
     ['/v1/responses?', { route: 'responses', fn: undefined }],
     ['/invoke/my-fn', { route: 'invoke', fn: 'my-fn' }],
     ['/invoke/a.b_c~d?x=%2F', { route: 'invoke', fn: 'a.b_c~d' }],
+    // Percent-encoded paths, read as the router decodes them.
+    ['/v1/%63ompletions', { route: 'completions', fn: undefined }],
+    ['/invoke/org%2Fmodel', { route: 'invoke', fn: 'org/model' }],
+    ['/invoke/h%C3%A9llo', { route: 'invoke', fn: 'héllo' }],
+    ['/invoke/a%25b', { route: 'invoke', fn: 'a%b' }],
+    ['/invoke/a%2525b?q=1', { route: 'invoke', fn: 'a%25b' }],
   ])('reads %s as the router does', async (target, expected) => {
-    expect(directCallRoute(target)).toEqual(expected);
+    expect(callRouteOf(target)).toEqual(expected);
     expect(await routed(target)).toEqual({ route: expected.route, fn: expected.fn ?? null });
   });
 
-  it.each(['/v1/chat/completions/', '/V1/chat/completions', '/v1/chat', '/invoke/', '/invoke', '/invoke/a/b', '/v1/%63ompletions', '/invoke/org%2Fmodel', '/invoke/h%C3%A9llo', '/healthz'])(
-    'leaves %s to the router',
-    (target) => {
-      expect(directCallRoute(target)).toBeUndefined();
+  it.each(['/v1/chat/completions/', '/V1/chat/completions', '/v1/chat', '/invoke/', '/invoke', '/invoke/a/b', '/v1/chat%2Fcompletions', '/v1/chat/completions%2F', '/healthz'])(
+    'reads %s as no call route, as the router does',
+    async (target) => {
+      expect(callRouteOf(target)).toBeUndefined();
+      expect(await routed(target)).toBeUndefined();
     },
   );
-
-  it('leaves to the router only what it would route differently or not at all', async () => {
-    // Of the targets left to it, those the router does route need its decoding.
-    expect(await routed('/v1/%63ompletions')).toEqual({ route: 'completions', fn: null });
-    expect(await routed('/invoke/org%2Fmodel')).toEqual({ route: 'invoke', fn: 'org/model' });
-    expect(await routed('/v1/chat/completions/')).toBeUndefined();
-    expect(await routed('/invoke/a/b')).toBeUndefined();
-  });
 });
 
 describe('affinityKey', () => {
