@@ -141,6 +141,7 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    */
   defaultPriority?: Priority;
   /** Changes a call's function, key or timeout before placement. */
+  // biome-ignore lint/suspicious/noConfusingVoidType: an overrider that changes nothing returns nothing
   overrideCall?: (call: GatewayCall) => CallOverride | void | Promise<CallOverride | void>;
   /** Before/after call hooks, run in order. */
   listeners?: readonly CallListener[];

@@ -27,7 +27,7 @@ import {
   unscopedRoutes,
   visibleModels,
 } from './access/index.ts';
-import type { GatewayEnv, RouteScope } from './access/index.ts';
+import type { Caller, GatewayEnv, RouteScope } from './access/index.ts';
 import { LbAgent, notReadyReasons, waitQueueFor } from './calls/index.ts';
 import {
   answerClientError,
@@ -266,7 +266,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         }
         const call = incoming.method === 'POST' ? callRouteOf(incoming.url ?? '') : undefined;
         if (call === undefined) return listener(incoming, out);
-        let caller;
+        let caller: Caller;
         try {
           caller = credentials.admit(CALL_SCOPE, incoming.headers.authorization);
         } catch (error) {

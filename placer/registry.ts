@@ -92,7 +92,7 @@ export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Pr
     throw new PlacerConfigError(`${label} could not be loaded from ${file}: ${messageOf(error)}`, { cause: error });
   }
 
-  let candidate = mod['default'] !== undefined ? mod['default'] : mod['placer'];
+  let candidate = mod.default !== undefined ? mod.default : mod.placer;
   if (candidate === undefined) {
     throw new PlacerConfigError(`${label} has neither a default export nor an export named placer`);
   }

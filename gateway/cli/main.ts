@@ -14,6 +14,7 @@ import { VERSION } from '../../runner/protocol/version.ts';
 import { benchScenarioNames, loadCommand } from './commands.ts';
 import type { Command, CommandContext, Stop } from './commands.ts';
 import { SettingsError, formatHelp, resolveSettings, secretValues } from './settings.ts';
+import type { Resolved } from './settings.ts';
 
 /** The top-level help; the bench's scenarios are read from its command table. */
 const usage = (scenarios: readonly string[]): string => `sluice ${VERSION}: a load-balancing gateway for inference fleets
@@ -34,11 +35,11 @@ sluice <command> --help lists a command's flags.`;
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(usage(await benchScenarioNames()) + '\n');
+    process.stdout.write(`${usage(await benchScenarioNames())}\n`);
     return name === undefined ? 2 : 0;
   }
   if (name === '--version' || name === 'version') {
-    process.stdout.write(VERSION + '\n');
+    process.stdout.write(`${VERSION}\n`);
     return 0;
   }
   const command: Command | undefined = await loadCommand(name);
@@ -47,14 +48,14 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     return 2;
   }
 
-  let resolved;
+  let resolved: Resolved;
   try {
     resolved = resolveSettings(command.settings, rest, env);
   } catch (error) {
     return fail(name, error);
   }
   if (resolved.help) {
-    process.stdout.write(formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings) + '\n');
+    process.stdout.write(`${formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings)}\n`);
     return 0;
   }
   // Library messages (ioredis, undici, option checks) may quote what they were given.

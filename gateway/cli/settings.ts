@@ -58,12 +58,12 @@ export class SettingsError extends Error {
 
 /** The flag for a key: `placerTimeout` -> `--placer-timeout`. */
 export function flagOf(key: string): string {
-  return '--' + key.replace(/[A-Z]|\d+/g, (c) => '-' + c.toLowerCase());
+  return `--${key.replace(/[A-Z]|\d+/g, (c) => `-${c.toLowerCase()}`)}`;
 }
 
 /** The environment variable for a key: `placerTimeout` -> `SLUICE_PLACER_TIMEOUT`. */
 export function envOf(key: string): string {
-  return 'SLUICE_' + key.replace(/[A-Z]|\d+/g, (c) => '_' + c).toUpperCase();
+  return `SLUICE_${key.replace(/[A-Z]|\d+/g, (c) => `_${c}`).toUpperCase()}`;
 }
 
 /** What {@link resolveSettings} found. */

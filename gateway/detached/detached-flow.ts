@@ -6,7 +6,7 @@
  * 202, or the whole result for `Prefer: wait=N`). The background side lives in detached.ts.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { SluiceError } from '../../placer/kernel/index.ts';
+import type { SluiceError } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import type { CallOutcome, GatewayCall, CallResult } from '../http/index.ts';
 import type { CallbackDelivery } from './callbacks/index.ts';
@@ -25,7 +25,7 @@ import {
 import { CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER } from '../http/index.ts';
 import type { CallPreference } from './prefer.ts';
 import { StoreFullError, StoreInvalidRecordError, LIVE_STATUSES, scopedIdempotencyKey } from './store/index.ts';
-import type { CallRecord, CallStatus, CallStore } from './store/index.ts';
+import type { CallRecord, CallStatus, CallStore, KeyClaim } from './store/index.ts';
 
 
 /** What the flow works with: the detached calls, the store and the gateway settings it reads. */
@@ -150,7 +150,7 @@ export class DetachedFlow {
 
     if (key !== undefined) {
       const fingerprint = requestFingerprint(call, callbackUrl);
-      let claim;
+      let claim: KeyClaim | undefined;
       try {
         claim = await store.claimKey(key, { callId: call.id, fingerprint }, resultTtl);
       } catch (error) {

@@ -51,7 +51,7 @@ export async function runBench(positionals: readonly string[], options: BenchOpt
     // The CLI prints an error's first line; what a scenario adds after it (the children's last
     // output, say) is the why, so it goes to the progress channel first.
     const message = (error as Error)?.message ?? '';
-    if (message.includes('\n')) (ctx.progress ?? ((t: string) => void process.stderr.write(t)))(message + '\n');
+    if (message.includes('\n')) (ctx.progress ?? ((t: string) => void process.stderr.write(t)))(`${message}\n`);
     throw error;
   }
 }

@@ -131,7 +131,7 @@ export async function writeResults(ctx: { cwd?: string }, out: string, name: str
   await mkdir(dir, { recursive: true });
   const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
   const files = [join(dir, `${name}-${stamp}.json`), join(dir, `${name}-${stamp}.svg`)];
-  await writeFile(files[0]!, JSON.stringify(report, null, 2) + '\n');
+  await writeFile(files[0]!, `${JSON.stringify(report, null, 2)}\n`);
   await writeFile(files[1]!, svg);
   write(`wrote ${files.join(' and ')}\n`);
   return files;

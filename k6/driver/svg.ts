@@ -31,7 +31,7 @@ export function svgOpen(width: number, height: number, left: number, title: stri
 /** Closes the chart `parts` opened by {@link svgOpen} and returns its text. */
 export function svgClose(parts: string[]): string {
   parts.push('</svg>');
-  return parts.join('\n') + '\n';
+  return `${parts.join('\n')}\n`;
 }
 
 /**

@@ -45,7 +45,7 @@ export function detached(): void {
     responseType: 'text',
     tags: { name: 'detached-post' },
   });
-  const location = post.headers['Location'] ?? '';
+  const location = post.headers.Location ?? '';
   const accepted = check(post, {
     'detached post status is 202': (r) => r.status === 202,
     'detached post has a Location': () => location.startsWith('/v1/calls/'),

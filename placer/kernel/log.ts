@@ -42,7 +42,7 @@ export function createJsonLogger(options: {
   redact?: Redact;
 } = {}): Logger {
   const threshold = LEVELS[options.level ?? 'info'];
-  const write = options.write ?? ((line: string) => process.stdout.write(line + '\n'));
+  const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const base = options.fields ?? {};
   const redact = options.redact ?? redactUrl;
   const replacer = (_key: string, value: unknown): unknown => (typeof value === 'string' ? redact(value) : value);

@@ -183,11 +183,11 @@ export function resolveOptions<D extends object>(
 ): Resolved<D> {
   const out: Record<string, unknown> = {};
   // Only undefined means "not given", as in a destructuring default; null is checked as given.
-  const valueOf = (key: string): unknown => {
+  const given = (key: string): unknown => {
     const value = (options as Record<string, unknown>)[key];
     return value === undefined ? (defaults as Record<string, unknown>)[key] : value;
   };
-  for (const [key, check] of Object.entries(rules) as [string, Rule | undefined][]) out[key] = check ? check(key, valueOf(key), fail) : valueOf(key);
-  for (const key of Object.keys(defaults)) if (!Object.hasOwn(out, key)) out[key] = valueOf(key);
+  for (const [key, check] of Object.entries(rules) as [string, Rule | undefined][]) out[key] = check ? check(key, given(key), fail) : given(key);
+  for (const key of Object.keys(defaults)) if (!Object.hasOwn(out, key)) out[key] = given(key);
   return Object.freeze(out) as Resolved<D>;
 }

@@ -204,10 +204,10 @@ export const memory: Scenario = {
 
       write(`\nsluice bench memory: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, engine ttft ${MEMORY_ENGINE.ttftMs} ms, a token every ${MEMORY_ENGINE.itlMs} ms, ${PAIRS} engine+runner pairs, plateau held at least ${hold / 1000}s, RSS sampled every ${SAMPLE_EVERY_MS} ms\n\n`);
       write(capNote(levels, fdLimit));
-      write(formatMemory(figures) + '\n\n');
-      write(formatStreams(figures) + '\n\n');
+      write(`${formatMemory(figures)}\n\n`);
+      write(`${formatStreams(figures)}\n\n`);
       const extrapolations = levels.filter((l) => l.capped).flatMap((l) => figures.filter((f) => f.requested === l.requested).map((f) => extrapolation(f, baselines[f.target]!)));
-      write(formatSettled(settled, baselines) + '\n');
+      write(`${formatSettled(settled, baselines)}\n`);
       for (const e of extrapolations) write(`${e.target}: EXTRAPOLATED, not measured: ${e.requested} streams would take about ${mib(e.rssKiB)} MiB (${mib(e.idleKiB)} MiB idle + ${e.requested} x ${e.perStreamKiB.toFixed(1)} KiB, the per-stream figure measured at ${e.measuredAt})\n`);
       if (stack.nginxSkipped) write(`${stack.nginxSkipped}\n`);
       if (extrapolations.length > 0 || stack.nginxSkipped) write('\n');

@@ -220,17 +220,17 @@ export const overhead: Scenario = {
       const loadAfter = loadavg().map((l) => Math.round(l * 100) / 100);
       // Other work on the box takes CPU from every process measured; say how much there was.
       write(`\nsluice bench overhead: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, load average ${machine.loadAverage[0]} at start, ${loadAfter[0]} at end\n\n`);
-      write(formatRuns(options.rounds > 1 ? runs : combined) + '\n\n');
+      write(`${formatRuns(options.rounds > 1 ? runs : combined)}\n\n`);
       if (options.rounds > 1) write(`all ${options.rounds} rounds pooled:\n${formatRuns(combined)}\n\n`);
-      write(formatRatios(ratioRows) + '\n\n');
-      write(formatCpu(runs) + '\n\n');
-      write(formatCpuPerCall(cpuRows) + '\n\n');
+      write(`${formatRatios(ratioRows)}\n\n`);
+      write(`${formatCpu(runs)}\n\n`);
+      write(`${formatCpuPerCall(cpuRows)}\n\n`);
       if (stack.keysGateway) {
-        write(formatKeysCost(cpuRows) + '\n');
+        write(`${formatKeysCost(cpuRows)}\n`);
         const inProcess = await measureKeyCost(createMemoryLimiter(), 200_000);
         write(`in process, cpu per call: key lookup ${inProcess.lookupUs.toFixed(1)} us, lookup and in-memory limits ${inProcess.limitsUs.toFixed(1)} us\n\n`);
       }
-      if (sink) write(formatTracingCost(runs, sink.received) + '\n\n');
+      if (sink) write(`${formatTracingCost(runs, sink.received)}\n\n`);
 
       const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows, cpuPerCall: cpuRows };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.duration / 1000}s per run, ${options.rounds} round(s)`;
@@ -305,7 +305,7 @@ function formatCpu(runs: readonly OverheadRun[]): string {
   const names = [...new Set(runs.flatMap((r) => Object.keys(r.cpu)))];
   const cell = (r: OverheadRun, n: string): string => ((r.cpu[n] ?? 0) < 2 ? '-' : `${Math.round(r.cpu[n]!)}% ${r.cpuPerRequestUs[n]}us`);
   const rows = runs.map((r) => [String(r.round), r.target, r.mode, ...names.map((n) => cell(r, n))]);
-  return 'cpu during each run: % of one core, and cpu time per 2xx response\n' + formatTable(['round', 'target', 'mode', ...names], rows);
+  return `cpu during each run: % of one core, and cpu time per 2xx response\n${formatTable(['round', 'target', 'mode', ...names], rows)}`;
 }
 
 function throwIfAborted(signal: AbortSignal | undefined): void {

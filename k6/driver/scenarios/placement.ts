@@ -153,7 +153,7 @@ export const placement: Scenario = {
 
       const report: PlacementReport = { scenario: 'placement', startedAt: startedAt.toISOString(), machine, workload: shape, fleet: PLACEMENT_FLEET, warmupMs, measureMs, capacity, runs, ...(fleet.nginxSkipped ? { nginxSkipped: fleet.nginxSkipped } : {}) };
       write(`\nsluice bench placement: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${PLACEMENT_FLEET.engines} engines ${PLACEMENT_FLEET.profile}, capacity ${capacity.rate.toFixed(1)} calls/s (${capacity.measured ? 'measured' : 'given'}), ${measureMs / 1000}s measured after ${warmupMs / 1000}s warm-up per run\n\n`);
-      write(formatPlacement(runs) + '\n\n');
+      write(`${formatPlacement(runs)}\n\n`);
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${PLACEMENT_FLEET.engines} x ${PLACEMENT_FLEET.profile}, 100% = ${capacity.rate.toFixed(1)} calls/s`;
       const files = await writeResults(ctx, options.out, 'placement', startedAt, report, placementChart(runs, 'sluice bench placement: time to first token by load', subtitle), write);
       return { files };

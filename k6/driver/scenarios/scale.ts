@@ -253,7 +253,7 @@ const WORDS = 'the of fleet runner token cache prompt model batch engine slot qu
 function benchText(seed: number, chars: number): string {
   const random = seededRandom(seed);
   let out = '';
-  while (out.length < chars) out += WORDS[Math.floor(random() * WORDS.length)] + ' ';
+  while (out.length < chars) out += `${WORDS[Math.floor(random() * WORDS.length)]} `;
   return out.slice(0, chars);
 }
 

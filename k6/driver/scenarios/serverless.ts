@@ -61,7 +61,7 @@ export const serverless: Scenario = {
       const figures = summarizeServerless(calls, sampler.samples, durationMs, f.maxReplicas, f.gpusPerReplica);
       const report = { scenario: 'serverless', startedAt: startedAt.toISOString(), machine, fleet: f, trace: phases, figures, samples: sampler.samples };
       write(`\nsluice bench serverless: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${f.runners} runners, engine start ${f.startMs / 1000}s, burst ${rate} calls/s\n\n`);
-      write(formatServerless(figures) + '\n\n');
+      write(`${formatServerless(figures)}\n\n`);
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z; 0-${f.maxReplicas} replicas, target ${f.targetConcurrency}, engine start ${f.startMs / 1000}s; GPU-seconds ${(figures.share * 100).toFixed(1)} % of always-on`;
       const chart = serverlessChart(sampler.samples, calls, phases, 'sluice bench serverless: replicas follow a burst from zero and back', subtitle);
       const files = await writeResults(ctx, out, 'serverless', startedAt, report, chart, write);

@@ -200,7 +200,7 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
   let simulatedCalls = 0;
   const spec = (contender: string, rate: number, seed: number, measureMs: number): SimRunSpec => ({ shape, fleet, contender, rate, seed, firstSession: seed * 1_000_000, warmupMs, measureMs, hops: options.hops });
   progress(`${options.contenders.length} contenders x ${options.levels.length} level${options.levels.length === 1 ? '' : 's'} (${options.levels.map(percent).join(', ')}), traces of about ${options.calls.toLocaleString('en')} calls each, ${(options.calls * options.contenders.length * options.levels.length).toLocaleString('en')} in all\n`);
-  if (isDefaultPlan(options)) progress(DEFAULT_NOTE + '\n');
+  if (isDefaultPlan(options)) progress(`${DEFAULT_NOTE}\n`);
 
   let capacity: { rate: number; measured: boolean; probes: CapacityProbe[] };
   if (options.capacity !== undefined) {
@@ -252,12 +252,12 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
   const wallMs = performance.now() - started;
 
   write(`\nsluice bench simulate: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${options.runners} simulated runners (${fleet.slots} slots, ${PLACEMENT_FLEET.profile}), capacity ${capacity.rate.toFixed(0)} calls/s (${capacity.measured ? 'found by simulation' : 'given'}), traces of about ${options.calls.toLocaleString('en')} calls after ${warmupMs / 1000}s warm-up, hops sluice ${options.hops.sluiceHopMs} ms, nginx ${options.hops.nginxHopMs} ms\n\n`);
-  write(formatPlacement(runs) + '\n\n');
+  write(`${formatPlacement(runs)}\n\n`);
   if (options.contenders.includes(SIZED_PREFIX_AFFINITY)) {
     const sizes = options.levels.map((level) => `${sizedIndexBlocks(shape, level * capacity.rate).toLocaleString('en')} at ${percent(level)}`);
     write(`${SIZED_PREFIX_AFFINITY}: prefix-affinity with maxBlocks sized by docs/placers.md's rule (calls/s x blocks per prompt x the gap between turns): ${sizes.join(', ')}\n`);
   }
-  if (isDefaultPlan(options)) write(DEFAULT_NOTE + '\n');
+  if (isDefaultPlan(options)) write(`${DEFAULT_NOTE}\n`);
   write(`wall time ${seconds(wallMs)} for ${simulatedCalls.toLocaleString('en')} simulated calls (capacity probes included): ${perSecond(simulatedCalls, wallMs)} calls/s\n`);
 
   const report = { scenario: 'simulate', startedAt: startedAt.toISOString(), machine, workload: shape, fleet: { runners: options.runners, slots: fleet.slots, profile: PLACEMENT_FLEET.profile }, gateway: GATEWAY_DEFAULTS, hops: options.hops, warmupMs, calls: options.calls, capacity, runs, wallMs, simulatedCalls };
@@ -298,12 +298,12 @@ async function check(options: ResolvedSimulateOptions, path: string, ctx: Scenar
   const wallMs = performance.now() - started;
 
   write(`\nsluice bench simulate --check ${path}: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${fleet.runners} runners, hops sluice ${options.hops.sluiceHopMs} ms, nginx ${options.hops.nginxHopMs} ms; difference = (simulated - live) / live\n\n`);
-  write(formatCheck(rows) + '\n\n');
+  write(`${formatCheck(rows)}\n\n`);
   if (skipped.length > 0) write(`not simulated (unknown contenders): ${[...new Set(skipped)].join(', ')}\n`);
   const hint = calibrationHint(rows, options.hops);
-  if (hint) write(hint + '\n');
+  if (hint) write(`${hint}\n`);
   write(`wall time ${seconds(wallMs)} for ${simulatedCalls.toLocaleString('en')} simulated calls: ${perSecond(simulatedCalls, wallMs)} calls/s\n`);
-  write(checkVerdict(rows) + '\n');
+  write(`${checkVerdict(rows)}\n`);
 
   const report = { scenario: 'simulate-check', startedAt: startedAt.toISOString(), machine, source: path, tolerance: CHECK_TOLERANCE, hops: options.hops, fleet: { runners: fleet.runners, slots: fleet.slots, profile: live.fleet.profileName }, warmupMs: live.warmupMs, measureMs: live.measureMs, rows, verdict: checkVerdict(rows), wallMs, simulatedCalls };
   const files = await writeResults(ctx, options.out, 'simulate-check', startedAt, report, checkChart(rows, live, machine, startedAt), write);

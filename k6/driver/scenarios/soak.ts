@@ -120,7 +120,7 @@ export const soak: Scenario = {
         samples: sampler.samples,
       });
       write(`\n${soakHeadline(report)}\n\n`);
-      write(formatSoak(report) + '\n\n');
+      write(`${formatSoak(report)}\n\n`);
       const chart = soakReportChart(report, loadEndS);
       const files = await writeResults(ctx, options.out, 'soak', startedAt, report, chart, write);
       return { files };

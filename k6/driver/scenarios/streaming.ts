@@ -93,10 +93,10 @@ export const streaming: Scenario = {
       const perChunk = cpuPerChunk(cpu, elapsedMs, figures);
 
       write(`\nsluice bench streaming: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, engine ttft ${STREAMING_ENGINE.ttftMs} ms, itl ${STREAMING_ENGINE.itlMs} ms, ${STREAMING_ENGINE.outputTokens} tokens, ${concurrency} streams at once, ${options.duration / 1000}s\n\n`);
-      write(formatFigures(figures) + '\n\n');
+      write(`${formatFigures(figures)}\n\n`);
       const ratioRows = streamingRatios(figures, 'sluice', 'direct');
-      write(formatTable(['ratio', 'measure', 'p50', 'p90', 'p99'], ratioRows.map((r) => [r.ratio, r.measure, ...[r.p50, r.p90, r.p99].map((v) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-'))])) + '\n\n');
-      write(formatCpuPerChunk(perChunk) + '\n\n');
+      write(`${formatTable(['ratio', 'measure', 'p50', 'p90', 'p99'], ratioRows.map((r) => [r.ratio, r.measure, ...[r.p50, r.p90, r.p99].map((v) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-'))]))}\n\n`);
+      write(`${formatCpuPerChunk(perChunk)}\n\n`);
 
       const report = { scenario: 'streaming', startedAt: startedAt.toISOString(), machine, options: { ...options, concurrency }, engine: STREAMING_ENGINE, request: STREAMING_REQUEST, elapsedMs, figures, ratios: ratioRows, cpu, cpuPerChunk: perChunk };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${concurrency} streams, engine itl ${STREAMING_ENGINE.itlMs} ms`;
@@ -223,10 +223,10 @@ export function streamingRatios(figures: readonly StreamingFigures[], subject: s
 
 function formatFigures(figures: readonly StreamingFigures[]): string {
   const errors = (f: StreamingFigures): string => String(Object.values(f.errors).reduce((a, b) => a + b, 0));
-  return formatTable(
+  return `${formatTable(
     ['target', 'streams', 'errors', 'headers p50', 'first p50', 'first p90', 'first p99', 'gap p50', 'gap p90', 'gap p99', 'gap max', 'events/chunk'],
     figures.map((f) => [f.target, String(f.calls), errors(f), formatMs(f.headers.p50), formatMs(f.firstChunk.p50), formatMs(f.firstChunk.p90), formatMs(f.firstChunk.p99), formatMs(f.gap.p50), formatMs(f.gap.p90), formatMs(f.gap.p99), formatMs(f.gap.max), f.eventsPerChunk.toFixed(2)]),
-  ) + '\n(ms; "first" is the first body chunk, i.e. the first SSE event; gaps pool every stream)';
+  )}\n(ms; "first" is the first body chunk, i.e. the first SSE event; gaps pool every stream)`;
 }
 
 /** Shapes one measure as a run summary so the shared latency chart can draw it. */

@@ -160,23 +160,23 @@ export function parseLiveReport(json: unknown, path: string): LiveReport {
     throw new BenchOptionError('check', `check: ${path} is not a placement report: ${what}`);
   };
   const report = object(json) ?? fail('not a JSON object');
-  if (report['scenario'] !== 'placement') fail(`scenario is ${JSON.stringify(report['scenario'])}, not "placement"`);
-  const fleet = object(report['fleet']) ?? fail('no fleet');
-  const profileName = fleet['profile'];
+  if (report.scenario !== 'placement') fail(`scenario is ${JSON.stringify(report.scenario)}, not "placement"`);
+  const fleet = object(report.fleet) ?? fail('no fleet');
+  const profileName = fleet.profile;
   if (!isSimProfileName(profileName)) fail(`fleet.profile ${JSON.stringify(profileName)} is not a sim profile (${Object.keys(SIM_PROFILES).join(', ')})`);
-  const workload = object(report['workload']) ?? fail('no workload');
+  const workload = object(report.workload) ?? fail('no workload');
   const shapeNumbers = ['systemPrompts', 'systemWords', 'turns', 'userWords', 'outputTokens', 'thinkMs'] as const;
   for (const key of shapeNumbers) if (!positive(workload[key])) fail(`workload.${key} is not a positive number`);
-  if (typeof workload['model'] !== 'string') fail('workload.model is not a string');
+  if (typeof workload.model !== 'string') fail('workload.model is not a string');
   for (const key of ['engines', 'slots'] as const) if (!positive(fleet[key])) fail(`fleet.${key} is not a positive number`);
   for (const key of ['warmupMs', 'measureMs'] as const) if (!(typeof report[key] === 'number' && report[key] >= 0)) fail(`${key} is not a number of ms`);
-  const runs = report['runs'];
+  const runs = report.runs;
   if (!Array.isArray(runs) || runs.length === 0) fail('no runs');
   return {
     workload: workload as unknown as WorkloadShape,
-    fleet: { engines: fleet['engines'] as number, slots: fleet['slots'] as number, profile: SIM_PROFILES[profileName as keyof typeof SIM_PROFILES], profileName: profileName as string },
-    warmupMs: report['warmupMs'] as number,
-    measureMs: report['measureMs'] as number,
+    fleet: { engines: fleet.engines as number, slots: fleet.slots as number, profile: SIM_PROFILES[profileName as keyof typeof SIM_PROFILES], profileName: profileName as string },
+    warmupMs: report.warmupMs as number,
+    measureMs: report.measureMs as number,
     runs: (runs as unknown[]).map((run, i) => parseRun(run, (what) => fail(`runs[${i}].${what}`))),
   };
 }
@@ -185,30 +185,30 @@ function parseRun(json: unknown, fail: (what: string) => never): LiveRun {
   const run = object(json) ?? fail('is not an object');
   for (const key of ['level', 'rate'] as const) if (!positive(run[key])) fail(`${key} is not a positive number`);
   for (const key of ['seed', 'firstSession'] as const) if (!Number.isSafeInteger(run[key])) fail(`${key} is not an integer`);
-  if (typeof run['contender'] !== 'string') fail('contender is not a string');
-  const figures = object(run['figures']) ?? fail('figures is missing');
-  if (!object(figures['ttft'])) fail('figures.ttft is missing');
+  if (typeof run.contender !== 'string') fail('contender is not a string');
+  const figures = object(run.figures) ?? fail('figures is missing');
+  if (!object(figures.ttft)) fail('figures.ttft is missing');
   return {
-    level: run['level'] as number,
-    rate: run['rate'] as number,
-    seed: run['seed'] as number,
-    firstSession: run['firstSession'] as number,
-    contender: run['contender'] as string,
+    level: run.level as number,
+    rate: run.rate as number,
+    seed: run.seed as number,
+    firstSession: run.firstSession as number,
+    contender: run.contender as string,
     figures: {
-      calls: numberOrNaN(figures['calls']),
-      errors: (object(figures['errors']) ?? {}) as Record<string, number>,
-      errorCount: numberOrNaN(figures['errorCount']),
-      ttft: parseDistribution(figures['ttft']),
-      latency: parseDistribution(figures['latency']),
-      tokensPerSecond: numberOrNaN(figures['tokensPerSecond']),
+      calls: numberOrNaN(figures.calls),
+      errors: (object(figures.errors) ?? {}) as Record<string, number>,
+      errorCount: numberOrNaN(figures.errorCount),
+      ttft: parseDistribution(figures.ttft),
+      latency: parseDistribution(figures.latency),
+      tokensPerSecond: numberOrNaN(figures.tokensPerSecond),
     },
-    cacheHitShare: numberOrNaN(run['cacheHitShare']),
+    cacheHitShare: numberOrNaN(run.cacheHitShare),
   };
 }
 
 function parseDistribution(json: unknown): PlacementFigures['latency'] {
   const d = object(json) ?? {};
-  return { count: numberOrNaN(d['count']), min: numberOrNaN(d['min']), mean: numberOrNaN(d['mean']), p50: numberOrNaN(d['p50']), p90: numberOrNaN(d['p90']), p99: numberOrNaN(d['p99']), max: numberOrNaN(d['max']) };
+  return { count: numberOrNaN(d.count), min: numberOrNaN(d.min), mean: numberOrNaN(d.mean), p50: numberOrNaN(d.p50), p90: numberOrNaN(d.p90), p99: numberOrNaN(d.p99), max: numberOrNaN(d.max) };
 }
 
 function object(value: unknown): Record<string, unknown> | undefined {
