@@ -59,8 +59,11 @@ async function send(gw: string, sent: Promise<string>[], base: number, headers: 
 const SLOTS = 6;
 /** Calls sent in each burst: the slots' worth, and eight more that wait. */
 const BURST = SLOTS + 8;
-/** How far apart the first calls take their slots (see {@link sendAll}). */
-const SPREAD_MS = 100;
+/**
+ * How far apart the first calls take their slots (see {@link sendAll}): wider than the stalls a
+ * busy machine gives an engine process, which could end two calls together.
+ */
+const SPREAD_MS = 200;
 
 /**
  * Sends `count` calls in order. The first {@link SLOTS} take the slots {@link SPREAD_MS} apart, so
@@ -81,7 +84,8 @@ describe('the wait queue on real processes', () => {
     if (fleet) return;
     fleet = await startFleet({
       nodes: 3,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '40', '--output-tokens', '50', '--call-log', log],
+      // Calls of 3 s: the slots are still all held when the last call of a burst arrives.
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '40', '--output-tokens', '75', '--call-log', log],
       runnerArgs: ['--slots', '2'],
       // Status probes would wake waiters too (free slots in a report), and two calls placed at
       // once on two runners may reach their engines in either order: with probes out of the way
