@@ -4,20 +4,17 @@
  * and on `GET /v1/models/{id}`: the answer tells the key what it may call, never what exists.
  * A key without a list still gets 404 GW_UNKNOWN_MODEL for a model nobody serves.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newKeyToken } from '../../gateway/access/keys.ts';
-import { chatBody, getJson, postJson } from '../support/fleet.ts';
+import { bearer, chatBody, getJson, postJson } from '../support/fleet.ts';
 import { keyRingOf, startKeyedGateway } from '../support/keyed-gateway.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const LISTED = newKeyToken();
 const ANY = newKeyToken();
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const MODELS = ['sim-small', 'sim-other'];
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function gateway(): Promise<string> {
   const clientKeys = keyRingOf([

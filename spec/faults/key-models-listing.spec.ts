@@ -2,20 +2,17 @@
  * `GET /v1/models` lists to a key with a model list only the models it may call (of those
  * served); a key without a list, and an open gateway's callers, see every model.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newKeyToken } from '../../gateway/access/keys.ts';
-import { getJson } from '../support/fleet.ts';
+import { bearer, getJson } from '../support/fleet.ts';
 import { keyRingOf, startKeyedGateway } from '../support/keyed-gateway.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const LISTED = newKeyToken();
 const ANY = newKeyToken();
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const MODELS = ['sim-small', 'sim-other'];
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 const ids = (answer: { json: any }): string[] => (answer.json.data as Array<{ id: string }>).map((m) => m.id);
 

@@ -7,22 +7,19 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { KeyRing, hashToken, newKeyToken } from '../../gateway/access/keys.ts';
 import { watchKeysFile } from '../../gateway/access/keys-file.ts';
-import { chatBody, getJson, postJson } from '../support/fleet.ts';
+import { bearer, chatBody, getJson, postJson } from '../support/fleet.ts';
 import { readyReasons, recordingLogger, startKeyedGateway } from '../support/keyed-gateway.ts';
 import type { LoggedLine } from '../support/keyed-gateway.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const CHAT = '/v1/chat/completions';
 const TOKEN = newKeyToken();
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const entry = (name: string, token: string) => ({ name, hash: `sha256:${hashToken(token)}` });
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 describe('a keys file rewritten to []', () => {
   it('refuses every client call with 401, logs an error once and says so on /readyz; a key written back is taken again', async () => {

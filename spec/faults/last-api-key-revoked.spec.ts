@@ -5,19 +5,16 @@
  * A gateway started open stays open, and refuses to make a key (409 GW_CLIENTS_OPEN) rather
  * than let an operator believe the key closed it.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { chatBody, getJson, postJson } from '../support/fleet.ts';
+import { bearer, chatBody, getJson, postJson } from '../support/fleet.ts';
 import { asKeyedOperator, readyReasons, recordingLogger, startKeyedGateway } from '../support/keyed-gateway.ts';
 import type { LoggedLine } from '../support/keyed-gateway.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const CHAT = '/v1/chat/completions';
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 describe('the last API key revoked', () => {
   it('leaves a gateway started with requireKeys refusing every client call, logged once and on /readyz', async () => {

@@ -76,15 +76,15 @@ interface EarlyServer {
 
 /**
  * A server that answers every request 413 at once, before its body, with `connection: close`
- * unless `keepAlive`, lingering on `clock` within BOUNDS.
+ * or keeping the connection alive, lingering on `clock` within BOUNDS.
  */
-async function earlyServer(clock: FakeClock, keepAlive = false): Promise<EarlyServer> {
+async function earlyServer(clock: FakeClock, connection: 'close' | 'keep-alive'): Promise<EarlyServer> {
   const lingerings: Lingering[] = [];
   const outcomes: LingerOutcome[] = [];
   let connections = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     lingerings.push(lingerAfterAnswer(req, res, { ...BOUNDS, clock, onEnd: (o) => outcomes.push(o) }));
-    res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(ANSWER), ...(keepAlive ? {} : { connection: 'close' }) });
+    res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(ANSWER), ...(connection === 'close' ? { connection: 'close' } : {}) });
     res.end(ANSWER);
   });
   server.on('connection', (socket: Socket) => {
@@ -96,14 +96,23 @@ async function earlyServer(clock: FakeClock, keepAlive = false): Promise<EarlySe
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, lingerings, outcomes, open: () => connections };
 }
 
+/**
+ * A fresh early server on a fake clock, and a client that sent it a head declaring `length`
+ * bytes of body, once the client has its 413.
+ */
+async function answered(length: number, connection: 'close' | 'keep-alive' = 'close'): Promise<EarlyServer & { clock: FakeClock; client: Client }> {
+  const clock = new FakeClock();
+  const early = await earlyServer(clock, connection);
+  const client = open(early.url, postHead(length));
+  cleanups.push(() => client.socket.destroy());
+  await eventually(() => client.text().includes('SPEC_TOO_LARGE'), 5000, 'the answer');
+  return { ...early, clock, client };
+}
+
 describe('lingering close: its bounds, on the fake clock', () => {
   it('closes a client that keeps trickling bytes at `time`, though it never went quiet for `idle`', async () => {
-    const clock = new FakeClock();
-    const early = await earlyServer(clock);
-    const { url, lingerings, outcomes } = early;
-    const client = open(url, postHead(1_000_000));
-    cleanups.push(() => client.socket.destroy());
-    await eventually(() => client.text().includes('SPEC_TOO_LARGE'), 5000, 'the answer');
+    const early = await answered(1_000_000);
+    const { clock, client, lingerings, outcomes } = early;
     await clock.untilSleeping();
     // A byte every 250 ms of fake time, under the 300 ms idle bound, up to the 1000 ms bound.
     for (let sent = 1; sent <= 4; sent++) {
@@ -120,12 +129,8 @@ describe('lingering close: its bounds, on the fake clock', () => {
   });
 
   it('closes a client that sends nothing after the answer at `idle`, not before', async () => {
-    const clock = new FakeClock();
-    const early = await earlyServer(clock);
-    const { url, outcomes } = early;
-    const client = open(url, postHead(1_000_000));
-    cleanups.push(() => client.socket.destroy());
-    await eventually(() => client.text().includes('SPEC_TOO_LARGE'), 5000, 'the answer');
+    const early = await answered(1_000_000);
+    const { clock, outcomes } = early;
     await clock.untilSleeping();
     clock.advance(299);
     await settle();
@@ -138,12 +143,8 @@ describe('lingering close: its bounds, on the fake clock', () => {
   });
 
   it('reads what arrived while the process was stalled before it judges `idle` passed', async () => {
-    const clock = new FakeClock();
-    const early = await earlyServer(clock);
-    const { url, lingerings, outcomes } = early;
-    const client = open(url, postHead(1_000_000));
-    cleanups.push(() => client.socket.destroy());
-    await eventually(() => client.text().includes('SPEC_TOO_LARGE'), 5000, 'the answer');
+    const early = await answered(1_000_000);
+    const { clock, client, lingerings, outcomes } = early;
     await clock.untilSleeping();
     // The client's byte reaches the server's socket, and in the same turn the idle bound passes,
     // as for a server stalled that long: its timers run before it reads the byte.
@@ -160,12 +161,8 @@ describe('lingering close: its bounds, on the fake clock', () => {
   });
 
   it('closes a client at once when it sends more than `maxBytes` after the answer', async () => {
-    const clock = new FakeClock();
-    const early = await earlyServer(clock);
-    const { url, outcomes } = early;
-    const client = open(url, postHead(1_000_000));
-    cleanups.push(() => client.socket.destroy());
-    await eventually(() => client.text().includes('SPEC_TOO_LARGE'), 5000, 'the answer');
+    const early = await answered(1_000_000);
+    const { client, outcomes } = early;
     client.socket.write(Buffer.alloc(101, 'a'));
     await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
     expect(outcomes[0]).toMatchObject({ end: 'bytes', ms: 0, closed: true });
@@ -174,12 +171,8 @@ describe('lingering close: its bounds, on the fake clock', () => {
   });
 
   it('closes cleanly, without a reset, once the body ends within the bounds', async () => {
-    const clock = new FakeClock();
-    const early = await earlyServer(clock);
-    const { url, outcomes } = early;
-    const client = open(url, postHead(50));
-    cleanups.push(() => client.socket.destroy());
-    await eventually(() => client.text().includes('SPEC_TOO_LARGE'), 5000, 'the answer');
+    const early = await answered(50);
+    const { client, outcomes } = early;
     client.socket.write(Buffer.alloc(50, 'a'));
     await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
     expect(outcomes[0]).toEqual({ end: 'ended', bytes: 50, ms: 0, closed: true });
@@ -190,12 +183,8 @@ describe('lingering close: its bounds, on the fake clock', () => {
   });
 
   it('keeps a keep-alive connection for its next request once the body ends within the bounds, and closes it at a bound', async () => {
-    const clock = new FakeClock();
-    const early = await earlyServer(clock, true);
-    const { url, outcomes } = early;
-    const client = open(url, postHead(50));
-    cleanups.push(() => client.socket.destroy());
-    await eventually(() => client.text().includes('SPEC_TOO_LARGE'), 5000, 'the answer');
+    const early = await answered(50, 'keep-alive');
+    const { clock, client, outcomes } = early;
     client.socket.write(Buffer.alloc(50, 'a'));
     await eventually(() => outcomes.length === 1, 5000, 'the first lingering to end');
     expect(outcomes[0]).toEqual({ end: 'ended', bytes: 50, ms: 0, closed: false });

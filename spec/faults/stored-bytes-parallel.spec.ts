@@ -10,14 +10,11 @@
  * refusals (429 GW_RATE_LIMITED for the key, 503 GW_STORE_FULL for the store), never reach the
  * engine, and every admitted call keeps its result.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, newKeyToken } from '../../gateway/access/keys.ts';
-import { chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
-import type { Fleet } from '../support/fleet.ts';
+import { describe, expect, it } from 'vitest';
+import { newKeyToken } from '../../gateway/access/keys.ts';
+import { bearer, chatBody, eventually, metrics, metricValue, postJson } from '../support/fleet.ts';
+import { keyedFleetForSuite } from '../support/keyed-fleet.ts';
 
 const SMALL = newKeyToken();
 const OPEN = newKeyToken();
@@ -28,48 +25,33 @@ const MAX_RESULT = 8 * 1024;
 const MAX_STORED = 3 * (MAX_RESULT + OVERHEAD) + 512;
 /** 100 tokens at 10 ms each: every call of a burst is admitted long before the first ends. */
 const body = () => chatBody({ max_tokens: 100, ignore_eos: true });
-const detached = (token: string) => ({ prefer: 'respond-async', authorization: `Bearer ${token}` });
+const detached = (token: string) => ({ prefer: 'respond-async', ...bearer(token) });
 
-let dir: string;
-let fleet: Fleet;
-let gateway: string;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sluice-stored-bytes-'));
-  const keysFile = join(dir, 'keys.json');
-  await writeFile(
-    keysFile,
-    JSON.stringify([
-      { name: 'small', hash: `sha256:${hashToken(SMALL)}`, limits: { storedBytes: 1000 } },
-      { name: 'open', hash: `sha256:${hashToken(OPEN)}` },
-    ]),
-  );
-  fleet = await startFleet({
+const suite = keyedFleetForSuite(
+  [
+    { name: 'small', token: SMALL, limits: { storedBytes: 1000 } },
+    { name: 'open', token: OPEN },
+  ],
+  {
     nodes: 1,
     engineArgs: ['--ttft-ms', '0', '--itl-ms', '10', '--max-num-seqs', '16'],
     runnerArgs: ['--slots', '16'],
-    gatewayArgs: ['--keys', keysFile, '--max-result-bytes', String(MAX_RESULT), '--max-stored-bytes', String(MAX_STORED)],
-  });
-  gateway = fleet.gateway.url;
-}, 60_000);
-
-afterAll(async () => {
-  await fleet?.stop();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+    gatewayArgs: ['--max-result-bytes', String(MAX_RESULT), '--max-stored-bytes', String(MAX_STORED)],
+  },
+);
 
 async function engineReceived(): Promise<number> {
-  const page = await (await request(`${fleet.nodes[0]!.engine.url}/metrics`)).body.text();
+  const page = await (await request(`${suite.fleet.nodes[0]!.engine.url}/metrics`)).body.text();
   return metricValue(page, 'sluice_sim_requests_total');
 }
 
 async function record(id: string): Promise<any> {
-  return (await (await request(`${gateway}/v1/calls/${id}`, { headers: { authorization: `Bearer ${OPEN}` } })).body.json()) as any;
+  return (await (await request(`${suite.gw}/v1/calls/${id}`, { headers: bearer(OPEN) })).body.json()) as any;
 }
 
 /** Waits for each call to end and says how each ended. */
 async function ends(ids: string[], token: string): Promise<string[]> {
-  const read = async (id: string) => (await (await request(`${gateway}/v1/calls/${id}`, { headers: { authorization: `Bearer ${token}` } })).body.json()) as any;
+  const read = async (id: string) => (await (await request(`${suite.gw}/v1/calls/${id}`, { headers: bearer(token) })).body.json()) as any;
   await eventually(async () => (await Promise.all(ids.map(read))).every((r) => r.status !== 'queued' && r.status !== 'running'), 20_000, 'every call to end');
   return (await Promise.all(ids.map(read))).map((r) => r.status as string);
 }
@@ -77,7 +59,7 @@ async function ends(ids: string[], token: string): Promise<string[]> {
 describe('fault: parallel detached calls against storedBytes and the store bound', () => {
   it('admits of ten parallel calls under a 1,000-byte key limit only the one its room fits, and refuses the rest with 429', async () => {
     const received = await engineReceived();
-    const answers = await Promise.all(Array.from({ length: 10 }, () => postJson(`${gateway}/v1/chat/completions`, body(), detached(SMALL))));
+    const answers = await Promise.all(Array.from({ length: 10 }, () => postJson(`${suite.gw}/v1/chat/completions`, body(), detached(SMALL))));
     const accepted = answers.filter((a) => a.status === 202);
     expect(accepted).toHaveLength(1);
     for (const refused of answers.filter((a) => a.status !== 202)) {
@@ -88,16 +70,16 @@ describe('fault: parallel detached calls against storedBytes and the store bound
     expect(await ends(accepted.map((a) => a.json.id as string), SMALL)).toEqual(['succeeded']);
     expect(await engineReceived()).toBe(received + 1);
     // Its result is over the limit by itself: the key stays refused until it expires.
-    expect((await postJson(`${gateway}/v1/chat/completions`, body(), detached(SMALL))).status).toBe(429);
+    expect((await postJson(`${suite.gw}/v1/chat/completions`, body(), detached(SMALL))).status).toBe(429);
   }, 60_000);
 
   it('admits of ten parallel calls only as many as the store has room for, keeps each result, and refuses the rest with 503', async () => {
     const received = await engineReceived();
     // What the first test's result holds leaves room for fewer than three of the largest results.
-    const held = metricValue(await metrics({ url: gateway }), 'sluice_store_bytes');
+    const held = metricValue(await metrics({ url: suite.gw }), 'sluice_store_bytes');
     const fits = Math.floor((MAX_STORED - held) / (MAX_RESULT + OVERHEAD));
     expect(fits).toBeGreaterThanOrEqual(2);
-    const answers = await Promise.all(Array.from({ length: 10 }, () => postJson(`${gateway}/v1/chat/completions`, body(), detached(OPEN))));
+    const answers = await Promise.all(Array.from({ length: 10 }, () => postJson(`${suite.gw}/v1/chat/completions`, body(), detached(OPEN))));
     const accepted = answers.filter((a) => a.status === 202);
     expect(accepted).toHaveLength(fits);
     for (const refused of answers.filter((a) => a.status !== 202)) {
@@ -108,6 +90,6 @@ describe('fault: parallel detached calls against storedBytes and the store bound
     expect(await ends(ids, OPEN)).toEqual(Array<string>(fits).fill('succeeded'));
     for (const id of ids) expect((await record(id)).error).toBeUndefined();
     expect(await engineReceived()).toBe(received + fits);
-    expect(metricValue(await metrics({ url: gateway }), 'sluice_store_results_refused_total')).toBe(0);
+    expect(metricValue(await metrics({ url: suite.gw }), 'sluice_store_results_refused_total')).toBe(0);
   }, 60_000);
 });

@@ -11,54 +11,35 @@
  * client's stream carries no usage it did not ask for; and x-ratelimit-remaining-tokens is exact:
  * the calls before settled at the engine's usage, this one at its reservation.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken, newKeyToken } from '../../gateway/access/keys.ts';
+import { describe, expect, it } from 'vitest';
+import { newKeyToken } from '../../gateway/access/keys.ts';
 import { request } from 'undici';
 import { sseEvents } from '../support/faults.ts';
-import { chatBody, eventually, postJson, startFleet } from '../support/fleet.ts';
-import type { Fleet } from '../support/fleet.ts';
+import { bearer, chatBody, eventually, postJson } from '../support/fleet.ts';
+import { keyedFleetForSuite } from '../support/keyed-fleet.ts';
 
 const CHAT = '/v1/chat/completions';
 const TIGHT = newKeyToken();
 const WIDE = newKeyToken();
 const EXACT = newKeyToken();
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 /** What admission counts a prompt at before usage: a quarter of its bytes, rounded up. */
 const estimate = (body: string) => Math.ceil(Buffer.byteLength(body) / 4);
 
-let dir: string;
-let fleet: Fleet;
-let gateway: string;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sluice-tpm-output-'));
-  const keysFile = join(dir, 'keys.json');
-  await writeFile(
-    keysFile,
-    JSON.stringify([
-      { name: 'tight', hash: `sha256:${hashToken(TIGHT)}`, limits: { tokensPerMinute: 300 } },
-      { name: 'wide', hash: `sha256:${hashToken(WIDE)}`, limits: { tokensPerMinute: 1000 } },
-      { name: 'exact', hash: `sha256:${hashToken(EXACT)}`, limits: { tokensPerMinute: 100_000 } },
-    ]),
-  );
-  fleet = await startFleet({
+const suite = keyedFleetForSuite(
+  [
+    { name: 'tight', token: TIGHT, limits: { tokensPerMinute: 300 } },
+    { name: 'wide', token: WIDE, limits: { tokensPerMinute: 1000 } },
+    { name: 'exact', token: EXACT, limits: { tokensPerMinute: 100_000 } },
+  ],
+  {
     nodes: 1,
     // 150 tokens per answer unless max_tokens says fewer; 5 ms apart, so calls sent together overlap.
     engineArgs: ['--output-tokens', '150', '--ttft-ms', '0', '--itl-ms', '5', '--max-num-seqs', '16'],
     runnerArgs: ['--slots', '16'],
     // A window long enough that no count slides out while the spec runs.
-    gatewayArgs: ['--keys', keysFile, '--key-limit-window', '1h'],
-  });
-  gateway = fleet.gateway.url;
-}, 60_000);
-
-afterAll(async () => {
-  await fleet?.stop();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+    gatewayArgs: ['--key-limit-window', '1h'],
+  },
+);
 
 /** The tokens of a chat stream's `data:` payloads: one per event with content. */
 function contentTokens(events: string[]): number {
@@ -67,7 +48,7 @@ function contentTokens(events: string[]): number {
 
 /** POSTs a call and reads its whole answer as text. */
 async function post(body: string, token: string): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
-  const res = await request(`${gateway}${CHAT}`, { method: 'POST', body, headers: { 'content-type': 'application/json', ...bearer(token) } });
+  const res = await request(`${suite.gw}${CHAT}`, { method: 'POST', body, headers: { 'content-type': 'application/json', ...bearer(token) } });
   return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
 }
 
@@ -97,7 +78,7 @@ describe('fault: tokensPerMinute against output', () => {
 
   it('reserves max_tokens × n at admission, so calls sent together get only what fits', async () => {
     const body = chatBody({ max_tokens: 100, n: 3 });
-    const answers = await Promise.all(Array.from({ length: 4 }, () => postJson(`${gateway}${CHAT}`, body, bearer(WIDE))));
+    const answers = await Promise.all(Array.from({ length: 4 }, () => postJson(`${suite.gw}${CHAT}`, body, bearer(WIDE))));
     const admitted = answers.filter((a) => a.status === 200);
     // Each reserves its prompt's estimate plus 300 of the 1000: three fit, the fourth does not.
     expect(admitted).toHaveLength(3);
@@ -112,7 +93,7 @@ describe('fault: tokensPerMinute against output', () => {
   it('says exactly what remains: earlier calls at the usage the engine reported, streamed ones included, this one at its reservation', async () => {
     const plain = chatBody({ max_tokens: 40 });
     const streamed = chatBody({ max_tokens: 40, stream: true });
-    const first = await postJson(`${gateway}${CHAT}`, plain, bearer(EXACT));
+    const first = await postJson(`${suite.gw}${CHAT}`, plain, bearer(EXACT));
     expect(first.status).toBe(200);
     const used = first.json.usage.total_tokens as number;
     expect(first.headers['x-ratelimit-remaining-tokens']).toBe(String(100_000 - estimate(plain) - 40));
@@ -122,14 +103,14 @@ describe('fault: tokensPerMinute against output', () => {
     expect(stream.headers['x-ratelimit-remaining-tokens']).toBe(String(100_000 - used - estimate(streamed) - 40));
     expect(stream.text).not.toContain('"usage"');
     expect(contentTokens(sseEvents(stream.text))).toBe(40);
-    const last = await postJson(`${gateway}${CHAT}`, plain, bearer(EXACT));
+    const last = await postJson(`${suite.gw}${CHAT}`, plain, bearer(EXACT));
     expect(last.headers['x-ratelimit-remaining-tokens']).toBe(String(100_000 - 2 * used - estimate(plain) - 40));
   }, 60_000);
 
   it("keeps the usage it asked for out of a detached stream's stored result too", async () => {
-    const accepted = await postJson(`${gateway}${CHAT}`, chatBody({ max_tokens: 20, stream: true }), { ...bearer(EXACT), prefer: 'respond-async' });
+    const accepted = await postJson(`${suite.gw}${CHAT}`, chatBody({ max_tokens: 20, stream: true }), { ...bearer(EXACT), prefer: 'respond-async' });
     expect(accepted.status).toBe(202);
-    const monitor = `${gateway}/v1/calls/${accepted.json.id}`;
+    const monitor = `${suite.gw}/v1/calls/${accepted.json.id}`;
     const read = async (url: string) => (await request(url, { headers: bearer(EXACT) })).body.text();
     await eventually(async () => JSON.parse(await read(monitor)).status === 'succeeded', 10_000, 'the call to succeed');
     const stored = await read(`${monitor}/result`);

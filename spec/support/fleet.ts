@@ -39,6 +39,10 @@ const quiet = ['--log-level', 'warn'];
 export const OPERATOR_TOKEN = 'spec-operator-token-0123456789';
 /** The header of a request on an operator route. */
 export const asOperator: Readonly<Record<string, string>> = Object.freeze({ authorization: `Bearer ${OPERATOR_TOKEN}` });
+/** The header of a request made with a client key's (or any bearer) token. */
+export function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}
 /** A gateway's environment with the specs' operator token. */
 export function operatorEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   return { ...env, SLUICE_OPERATOR_TOKEN: OPERATOR_TOKEN };

@@ -74,10 +74,14 @@ export interface SpecKey {
   readonly limits?: Record<string, number>;
 }
 
+/** The text of a keys file listing `keys`, each by its token's hash. */
+export function keysFileText(keys: readonly SpecKey[]): string {
+  return JSON.stringify(keys.map(({ token, ...key }) => ({ ...key, hash: `sha256:${hashToken(token)}` })));
+}
+
 /** A key ring holding `keys`, as a keys file listing them would make it. */
 export function keyRingOf(keys: readonly SpecKey[]): KeyRing {
   const ring = new KeyRing();
-  const entries = keys.map(({ token, ...key }) => ({ ...key, hash: `sha256:${hashToken(token)}` }));
-  ring.setFileKeys(parseKeysFile(JSON.stringify(entries), 'keys.json'));
+  ring.setFileKeys(parseKeysFile(keysFileText(keys), 'keys.json'));
   return ring;
 }

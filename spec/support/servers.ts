@@ -2,7 +2,8 @@
  * In-process servers a spec starts on 127.0.0.1:0, and what to undo after each test: a spec
  * calls {@link serversForEach} once at its top level.
  */
-import type { Server } from 'node:http';
+import { createServer } from 'node:http';
+import type { IncomingHttpHeaders, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach } from 'vitest';
 
@@ -28,4 +29,28 @@ export function serversForEach(): SpecServers {
       return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     },
   };
+}
+
+/** What a {@link recordingEngine} answers every call with. */
+export interface EngineAnswer {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/**
+ * A stand-in OpenAI-style engine serving `sim-small`: healthy, listing its one model, recording
+ * the headers of every call in `seen` and answering it `answer` (JSON) once its body has arrived.
+ * Hand it to `listen`.
+ */
+export function recordingEngine(seen: IncomingHttpHeaders[], answer: EngineAnswer): Server {
+  return createServer((req, res) => {
+    if (req.url === '/health') return res.end();
+    if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'sim-small' }] }));
+    seen.push(req.headers);
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(answer.status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(answer.body));
+    });
+  });
 }

@@ -1,19 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createRedisKeyStore } from '../../../gateway/access/key-store.ts';
 import type { KeyStore } from '../../../gateway/access/key-store.ts';
 import { KeyRing } from '../../../gateway/access/keys.ts';
 import { eventually } from '../../support/fleet.ts';
 import { startRedis } from '../../support/redis.ts';
-import type { RedisServer } from '../../support/redis.ts';
+import { redisForSuite } from '../../support/redis-suite.ts';
 
-let server: RedisServer;
-beforeAll(async () => {
-  server = await startRedis();
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = redisForSuite();
 
 const opened: KeyStore[] = [];
 afterEach(async () => {

@@ -12,7 +12,7 @@ import { hashToken, newKeyToken } from '../../../gateway/access/keys.ts';
 import { startService } from '../../../placer/kernel/processes.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { request } from 'undici';
-import { asOperator, chatBody, eventually, operatorEnv, postJson, startFleet } from '../../support/fleet.ts';
+import { asOperator, bearer, chatBody, eventually, operatorEnv, postJson, startFleet } from '../../support/fleet.ts';
 import type { Fleet } from '../../support/fleet.ts';
 import { startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';
@@ -21,7 +21,6 @@ const CHAT = '/v1/chat/completions';
 const LIMITED = newKeyToken();
 const LISTED = newKeyToken();
 const OPEN = newKeyToken();
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 let dir: string;
 let keysFile: string;

@@ -29,24 +29,13 @@ import { createConsistentHashPlacer } from '../../../placer/consistent-hash/inde
 import { CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER } from '../../../runner/protocol/index.ts';
 import { createRunner } from '../../../runner/server.ts';
 import { chatBody, eventually, metricValue, postJson } from '../../support/fleet.ts';
-import { serversForEach } from '../../support/servers.ts';
+import { recordingEngine, serversForEach } from '../../support/servers.ts';
 
 const { cleanups, listen } = serversForEach();
 
 /** An OpenAI-ish engine that records the headers of every call it gets. */
-async function recordingEngine(seen: IncomingHttpHeaders[]): Promise<string> {
-  return listen(
-    createServer((req, res) => {
-      if (req.url === '/health') return res.end();
-      if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'sim-small' }] }));
-      seen.push(req.headers);
-      req.resume();
-      req.on('end', () => {
-        res.setHeader('content-type', 'application/json');
-        res.end(JSON.stringify({ object: 'chat.completion', choices: [] }));
-      });
-    }),
-  );
+async function recordingEngineAt(seen: IncomingHttpHeaders[]): Promise<string> {
+  return listen(recordingEngine(seen, { status: 200, body: { object: 'chat.completion', choices: [] } }));
 }
 
 async function gatewayWith(runnerUrls: string[], options: Partial<GatewayOptions> = {}) {
@@ -248,7 +237,7 @@ describe('LbAgent (fake pool, fake clock)', () => {
 describe('call hooks', () => {
   it('runs the overrider and before-call listeners after buffering, and after-call listeners with the result', async () => {
     const seen: IncomingHttpHeaders[] = [];
-    const runner = await realRunner(await recordingEngine(seen));
+    const runner = await realRunner(await recordingEngineAt(seen));
     const events: string[] = [];
     let before: GatewayCall | undefined;
     let after: { call: GatewayCall; result: CallResult } | undefined;
@@ -276,7 +265,7 @@ describe('call hooks', () => {
   });
 
   it('answers with the status of a SluiceError a before-call listener throws, and 500 for any other error', async () => {
-    const runner = await realRunner(await recordingEngine([]));
+    const runner = await realRunner(await recordingEngineAt([]));
     let refuse: Error = new GatewayError('AUTH_DENIED', 403, 'invalid_request_error', 'tenant over quota');
     const url = await gatewayWith([runner], {
       listeners: [{ beforeCall: () => { throw refuse; } }],
@@ -291,7 +280,7 @@ describe('call hooks', () => {
   });
 
   it('keeps the client answer when an after-call listener throws', async () => {
-    const runner = await realRunner(await recordingEngine([]));
+    const runner = await realRunner(await recordingEngineAt([]));
     const url = await gatewayWith([runner], { listeners: [{ afterCall: () => { throw new Error('audit sink down'); } }] });
     expect((await postJson(`${url}/v1/chat/completions`, chatBody())).status).toBe(200);
     expect((await postJson(`${url}/v1/chat/completions`, chatBody())).status).toBe(200);
@@ -301,7 +290,7 @@ describe('call hooks', () => {
 describe('the wire', () => {
   it('sends the call id, type, function, budget and trace context through the runner to the engine', async () => {
     const seen: IncomingHttpHeaders[] = [];
-    const runner = await realRunner(await recordingEngine(seen));
+    const runner = await realRunner(await recordingEngineAt(seen));
     const url = await gatewayWith([runner]);
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
     const res = await postJson(`${url}/v1/chat/completions`, chatBody(), {

@@ -55,9 +55,9 @@ describe('placement across runners', () => {
   it('answers 503 with Retry-After when no runner frees up before the placer deadline', async () => {
     const fleet = await fleetOf({
       nodes: 1,
-      // The long call runs 6 s: it still holds the slot through the 300 ms placer deadline,
-      // however late on a busy machine the second call arrives.
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '300', '--output-tokens', '20'],
+      // The long call runs 3 s, ten times the 300 ms placer deadline: it still holds the slot
+      // through that deadline however late on a busy machine the second call arrives.
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '150', '--output-tokens', '20'],
       runnerArgs: ['--slots', '1'],
       gatewayArgs: ['--placer-timeout', '300ms', '--retry-after', '2'],
     });

@@ -1,7 +1,9 @@
 /**
  * The wait queue over real processes: 3 runners with 2 slots each, their simulated engines
  * appending every call they start to one call log, so the order in which calls started is read
- * from the engines themselves.
+ * from the engines themselves. One burst per property, a little over two fleets' worth of calls
+ * so that the queue holds more than a fleet's worth; the orders of longer queues are tables on
+ * the fake clock in wait-queue.spec.ts.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -55,8 +57,13 @@ async function send(gw: string, sent: Promise<string>[], base: number, headers: 
 
 /** The fleet's slots: 3 runners with 2 each. */
 const SLOTS = 6;
-/** How far apart the first calls take their slots (see {@link sendAll}). */
-const SPREAD_MS = 100;
+/** Calls sent in each burst: the slots' worth, and eight more that wait. */
+const BURST = SLOTS + 8;
+/**
+ * How far apart the first calls take their slots (see {@link sendAll}): wider than the stalls a
+ * busy machine gives an engine process, which could end two calls together.
+ */
+const SPREAD_MS = 200;
 
 /**
  * Sends `count` calls in order. The first {@link SLOTS} take the slots {@link SPREAD_MS} apart, so
@@ -77,7 +84,8 @@ describe('the wait queue on real processes', () => {
     if (fleet) return;
     fleet = await startFleet({
       nodes: 3,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '40', '--output-tokens', '50', '--call-log', log],
+      // Calls of 3 s: the slots are still all held when the last call of a burst arrives.
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '40', '--output-tokens', '75', '--call-log', log],
       runnerArgs: ['--slots', '2'],
       // Status probes would wake waiters too (free slots in a report), and two calls placed at
       // once on two runners may reach their engines in either order: with probes out of the way
@@ -87,21 +95,21 @@ describe('the wait queue on real processes', () => {
     gw = fleet.gateway.url;
   }, 60_000);
 
-  it('starts 40 calls of one priority sent in a burst in their arrival order', async () => {
+  it(`starts ${BURST} calls of one priority sent in a burst in their arrival order`, async () => {
     const sent: Promise<string>[] = [];
-    await sendAll(gw, sent, 0, 40);
+    await sendAll(gw, sent, 0, BURST);
     const ids = await Promise.all(sent);
     expect(started()).toEqual(ids);
     expect(await waiting(gw)).toBe(0);
   }, 60_000);
 
-  it('starts an interactive call sent after 30 batch calls before every batch call still waiting', async () => {
+  it(`starts an interactive call sent after ${BURST} batch calls before every batch call still waiting`, async () => {
     const before = started().length;
     const sent: Promise<string>[] = [];
-    await sendAll(gw, sent, before, 30, { 'sluice-priority': 'batch' });
-    await eventually(async () => (await waiting(gw)) === 24, 10_000, '24 batch calls waiting');
+    await sendAll(gw, sent, before, BURST, { 'sluice-priority': 'batch' });
+    await eventually(async () => (await waiting(gw)) === BURST - SLOTS, 10_000, `${BURST - SLOTS} batch calls waiting`);
     const queue = (await getJson(`${gw}/v1/queue`, asOperator)).json;
-    expect(queue.models).toEqual([expect.objectContaining({ model: 'sim-small', priority: 'batch', waiting: 24 })]);
+    expect(queue.models).toEqual([expect.objectContaining({ model: 'sim-small', priority: 'batch', waiting: BURST - SLOTS })]);
     const interactive = request(`${gw}/v1/chat/completions`, {
       method: 'POST',
       body: chatBody(),
@@ -114,8 +122,8 @@ describe('the wait queue on real processes', () => {
     const ids = await Promise.all(sent);
     const first = await interactive;
     const order = started().slice(before);
-    // Six batch calls took the six slots; the interactive one came next, ahead of 24 that waited.
-    expect(order.indexOf(first)).toBe(6);
+    // Six batch calls took the six slots; the interactive one came next, ahead of the eight that waited.
+    expect(order.indexOf(first)).toBe(SLOTS);
     expect(order.filter((id) => id !== first)).toEqual(ids);
   }, 60_000);
 });

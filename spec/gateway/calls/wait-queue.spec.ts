@@ -127,6 +127,33 @@ describe('WaitQueue', () => {
     expect(queue.size).toBe(3);
   });
 
+  it.each([
+    [40, 1],
+    [40, 6],
+    [100, 3],
+  ])('wakes %i waiters of one flow in their arrival order, freed %i slots at a time', async (count, slots) => {
+    const { queue, join, ended, settle } = setup();
+    const names = Array.from({ length: count }, (_, i) => `c${i}`);
+    for (const n of names) join(n);
+    while (queue.waiting > 0) {
+      queue.wake(slots);
+      await settle();
+    }
+    expect(ended).toEqual(names);
+  });
+
+  it.each([6, 24])('wakes an interactive waiter that joined behind %i batch ones first, then the batch ones in arrival order', async (count) => {
+    const { queue, join, ended, settle } = setup();
+    const batch = Array.from({ length: count }, (_, i) => `b${i}`);
+    for (const n of batch) join(n, 'f', 'batch');
+    join('i', 'f', 'interactive');
+    while (queue.waiting > 0) {
+      queue.wake(1);
+      await settle();
+    }
+    expect(ended).toEqual(['i', ...batch]);
+  });
+
   it('wakes every interactive waiter before any batch one, whatever their arrival', async () => {
     const { queue, join, ended, settle } = setup();
     join('b1', 'x', 'batch');

@@ -10,17 +10,15 @@ import type { LogFields } from '../../../placer/kernel/index.ts';
 import { eventually } from '../../support/fleet.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import { startRedis } from '../../support/redis.ts';
-import type { RedisServer } from '../../support/redis.ts';
+import { redisForSuite } from '../../support/redis-suite.ts';
 
-let server: RedisServer;
+const server = redisForSuite();
 let client: Redis;
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   client = new Redis(server.url);
 });
 afterAll(async () => {
   await client?.quit();
-  await server?.stop();
 });
 
 const opened: { close(): Promise<void> }[] = [];

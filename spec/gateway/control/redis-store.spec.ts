@@ -14,17 +14,15 @@ import type { RedisDeploymentStoreOptions } from '../../../gateway/control/redis
 import type { LogFields } from '../../../placer/kernel/index.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import { startRedis } from '../../support/redis.ts';
-import type { RedisServer } from '../../support/redis.ts';
+import { redisForSuite } from '../../support/redis-suite.ts';
 
-let server: RedisServer;
+const server = redisForSuite();
 let client: Redis;
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   client = new Redis(server.url);
 });
 afterAll(async () => {
   await client?.quit();
-  await server?.stop();
 });
 
 const opened: RedisDeploymentStore[] = [];

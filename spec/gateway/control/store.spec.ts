@@ -5,22 +5,15 @@
  * redis-store.spec.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { checkDeployment } from '../../../gateway/control/deployments.ts';
 import type { Deployment } from '../../../gateway/control/deployments.ts';
 import { MemoryDeploymentStore } from '../../../gateway/control/store.ts';
 import type { DeploymentStore } from '../../../gateway/control/store.ts';
 import { RedisDeploymentStore } from '../../../gateway/control/redis-store.ts';
-import { startRedis } from '../../support/redis.ts';
-import type { RedisServer } from '../../support/redis.ts';
+import { redisForSuite } from '../../support/redis-suite.ts';
 
-let server: RedisServer;
-beforeAll(async () => {
-  server = await startRedis();
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = redisForSuite();
 const opened: RedisDeploymentStore[] = [];
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((s) => s.close()));

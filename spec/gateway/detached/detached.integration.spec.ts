@@ -14,14 +14,14 @@ describe('detached calls', () => {
     nodes: 1,
     engineArgs: ['--ttft-ms', '0', '--itl-ms', '30', '--output-tokens', '400'],
     runnerArgs: ['--slots', '1'],
-    // Results up to 2000 bytes: a 200-token answer (about 1400) fits, a 400-token one does not.
-    gatewayArgs: ['--detached-placer-timeout', '3s', '--max-result-bytes', '2000'],
+    // Results up to 1000 bytes: a 100-token answer (about 700) fits, a 200-token one (about 1400) does not.
+    gatewayArgs: ['--detached-placer-timeout', '3s', '--max-result-bytes', '1000'],
   });
 
   it('answers 202 with the status monitor once a runner commits, then keeps the result', async () => {
-    // Far longer than the runner's accept window (500 ms): 6 s, so the call is still running at
-    // its 202 and at the reads below however slowly a busy machine makes them.
-    const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }), ASYNC);
+    // Far longer than the runner's accept window (500 ms): 3 s, so the call is still running at
+    // its 202 and at the two reads below however slowly a busy machine makes them.
+    const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 100 }), ASYNC);
     expect(accepted.status).toBe(202);
     const id = accepted.json.id as string;
     expect(accepted.headers.location).toBe(`/v1/calls/${id}`);
@@ -60,8 +60,8 @@ describe('detached calls', () => {
     expect((await long).status).toBe(200);
     await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${accepted.json.id}`)).json.status === 'succeeded', 10_000, 'the detached call');
 
-    // 12 s, far past the 3 s detached placer deadline, however late the refused call arrives.
-    const longer = postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 400 }));
+    // 6 s, twice the 3 s detached placer deadline, however late the refused call arrives.
+    const longer = postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }));
     await eventually(async () => metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'vllm:num_requests_running') === 1, 10_000, 'the longer call');
     const refused = await postJson(`${suite.gw}/v1/chat/completions`, short(), ASYNC);
     expect(refused.status).toBe(503);
@@ -133,12 +133,12 @@ describe('detached calls', () => {
     });
 
     it('fails a call whose result is over maxResultBytes with that reason, and keeps serving', async () => {
-      const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 400 }), ASYNC);
+      const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }), ASYNC);
       const id = accepted.json.id as string;
       await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'failed', 30_000, 'the call to fail');
       const status = (await getJson(`${suite.gw}/v1/calls/${id}`)).json;
       expect(status.error.code).toBe('GW_RESULT_TOO_LARGE');
-      expect(status.error.message).toContain('2000');
+      expect(status.error.message).toContain('1000');
       expect((await postJson(`${suite.gw}/v1/chat/completions`, short())).status).toBe(200);
     }, 60_000);
   });

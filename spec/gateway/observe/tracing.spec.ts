@@ -4,7 +4,6 @@
  * (as an entry point's SDK would). One engine refuses every call (its runner answers busy), the
  * other answers with a usage block.
  */
-import { createServer } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import { SpanKind, SpanStatusCode, propagation, trace } from '@opentelemetry/api';
 import { core, tracing } from '@opentelemetry/sdk-node';
@@ -13,7 +12,8 @@ import { createGateway } from '../../../gateway/server.ts';
 import type { GatewayOptions } from '../../../gateway/options.ts';
 import { createRunner } from '../../../runner/server.ts';
 import { chatBody, eventually, postJson } from '../../support/fleet.ts';
-import { serversForEach } from '../../support/servers.ts';
+import { recordingEngine, serversForEach } from '../../support/servers.ts';
+import type { EngineAnswer } from '../../support/servers.ts';
 
 type Finished = tracing.ReadableSpan;
 
@@ -32,31 +32,20 @@ beforeEach(() => exporter.reset());
 
 const { cleanups, listen } = serversForEach();
 
-/** An engine that answers calls with a usage block (or refuses them all with 503), recording their headers. */
-async function engine(seen: IncomingHttpHeaders[], { refuseAll = false } = {}): Promise<string> {
-  return listen(
-    createServer((req, res) => {
-      if (req.url === '/health') return res.end();
-      if (req.url === '/v1/models') return res.end(JSON.stringify({ data: [{ id: 'sim-small' }] }));
-      seen.push(req.headers);
-      req.resume();
-      req.on('end', () => {
-        if (refuseAll) {
-          res.writeHead(503, { 'content-type': 'application/json' });
-          return res.end('{"error":{"message":"loading"}}');
-        }
-        res.setHeader('content-type', 'application/json');
-        res.end(
-          JSON.stringify({
-            object: 'chat.completion',
-            model: 'sim-small',
-            choices: [{ index: 0, message: { role: 'assistant', content: 'hello' }, finish_reason: 'stop' }],
-            usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
-          }),
-        );
-      });
-    }),
-  );
+const COMPLETION = {
+  status: 200,
+  body: {
+    object: 'chat.completion',
+    model: 'sim-small',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'hello' }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 },
+  },
+};
+const LOADING = { status: 503, body: { error: { message: 'loading' } } };
+
+/** An engine that answers every call `answer` (a completion with a usage block unless told), recording their headers. */
+async function engine(seen: IncomingHttpHeaders[], answer: EngineAnswer = COMPLETION): Promise<string> {
+  return listen(recordingEngine(seen, answer));
 }
 
 async function runner(engineUrl: string, id: string): Promise<string> {
@@ -87,7 +76,7 @@ describe('call tracing', () => {
   it('records the call, body, placement with one event per offer, one relay span per offer, and the runner and engine spans under them', async () => {
     const refused: IncomingHttpHeaders[] = [];
     const answered: IncomingHttpHeaders[] = [];
-    const busy = await runner(await engine(refused, { refuseAll: true }), 'busy-runner');
+    const busy = await runner(await engine(refused, LOADING), 'busy-runner');
     const good = await runner(await engine(answered), 'good-runner');
     const gw = await gateway([busy, good]);
     // The gateway names a runner it was given by its address; the runner names itself by its id.
@@ -223,7 +212,7 @@ describe('call tracing', () => {
   });
 
   it('records the queue wait and marks the call and placement failed with the sluice code when no runner takes it', async () => {
-    const busy = await runner(await engine([], { refuseAll: true }), 'busy-runner');
+    const busy = await runner(await engine([], LOADING), 'busy-runner');
     const gw = await gateway([busy], { placerTimeout: 300 });
     const answer = await postJson(`${gw}/v1/chat/completions`, chatBody());
     expect(answer.status).toBe(503);
