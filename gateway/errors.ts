@@ -28,7 +28,10 @@ export class GatewayError extends SluiceError {
 const retryAfter = (seconds: number): Record<string, string> => ({ 'retry-after': String(seconds) });
 
 /** Retry-After in seconds, and `connection: close`: for an answer given without reading the body. */
-const retryAfterAndClose = (seconds: number): Record<string, string> => ({ 'retry-after': String(seconds), connection: 'close' });
+const retryAfterAndClose = (seconds: number): Record<string, string> => ({
+  'retry-after': String(seconds),
+  connection: 'close',
+});
 
 /** The body is not valid JSON (400). */
 export class InvalidJsonError extends errorClass('GW_INVALID_JSON', 400, 'invalid_request_error', GatewayError) {}
@@ -55,45 +58,95 @@ export class InvalidPathError extends errorClass('GW_INVALID_PATH', 400, 'invali
  * Content-Length beside Transfer-Encoding, a malformed request line or header), or its target or
  * Host header does not form a URL (400). The connection is closed after the answer.
  */
-export class BadRequestSyntaxError extends errorClass('GW_BAD_REQUEST_SYNTAX', 400, 'invalid_request_error', GatewayError) {}
+export class BadRequestSyntaxError extends errorClass(
+  'GW_BAD_REQUEST_SYNTAX',
+  400,
+  'invalid_request_error',
+  GatewayError,
+) {}
 /** The request's header section is larger than Node's limit: 16 KiB unless node runs with `--max-http-header-size` (431). */
-export class HeadersTooLargeError extends errorClass('GW_HEADERS_TOO_LARGE', 431, 'invalid_request_error', GatewayError) {}
+export class HeadersTooLargeError extends errorClass(
+  'GW_HEADERS_TOO_LARGE',
+  431,
+  'invalid_request_error',
+  GatewayError,
+) {}
 /** The client did not finish sending the request's headers in time (408). */
 export class HeadersTimeoutError extends errorClass('GW_HEADERS_TIMEOUT', 408, 'invalid_request_error', GatewayError) {}
 
 /** The Prefer header or sluice-invoke-type is malformed (400). */
 export class InvalidPreferError extends errorClass('GW_INVALID_PREFER', 400, 'invalid_request_error', GatewayError) {}
 /** A detached call's Idempotency-Key is not 1 to 255 visible ASCII characters (400). */
-export class InvalidIdempotencyKeyError extends errorClass('GW_INVALID_IDEMPOTENCY_KEY', 400, 'invalid_request_error', GatewayError) {}
+export class InvalidIdempotencyKeyError extends errorClass(
+  'GW_INVALID_IDEMPOTENCY_KEY',
+  400,
+  'invalid_request_error',
+  GatewayError,
+) {}
 /** A detached call names a callback URL, and this gateway has callbacks off (400). */
-export class CallbacksDisabledError extends errorClass('GW_CALLBACKS_DISABLED', 400, 'invalid_request_error', GatewayError) {}
+export class CallbacksDisabledError extends errorClass(
+  'GW_CALLBACKS_DISABLED',
+  400,
+  'invalid_request_error',
+  GatewayError,
+) {}
 /** A call route was used with another method than POST (405); answered with `Allow: POST`. */
-export class MethodNotAllowedError extends errorClass('GW_METHOD_NOT_ALLOWED', 405, 'invalid_request_error', GatewayError) {}
+export class MethodNotAllowedError extends errorClass(
+  'GW_METHOD_NOT_ALLOWED',
+  405,
+  'invalid_request_error',
+  GatewayError,
+) {}
 /** No detached call with this id in the store: unknown, or its result expired (404). */
 export class CallNotFoundError extends errorClass('GW_CALL_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
 /** A detached call ended without a stored result (404). */
 export class NoResultError extends errorClass('GW_NO_RESULT', 404, 'not_found_error', GatewayError) {}
 /** The result of a detached call still queued or running was asked for (409). */
-export class CallNotFinishedError extends errorClass('GW_CALL_NOT_FINISHED', 409, 'invalid_request_error', GatewayError) {}
+export class CallNotFinishedError extends errorClass(
+  'GW_CALL_NOT_FINISHED',
+  409,
+  'invalid_request_error',
+  GatewayError,
+) {}
 /** An Idempotency-Key already used for another request (422). */
-export class IdempotencyKeyReusedError extends errorClass('GW_IDEMPOTENCY_KEY_REUSED', 422, 'invalid_request_error', GatewayError) {}
+export class IdempotencyKeyReusedError extends errorClass(
+  'GW_IDEMPOTENCY_KEY_REUSED',
+  422,
+  'invalid_request_error',
+  GatewayError,
+) {}
 
 /** The first call with this Idempotency-Key is still being placed (409, Retry-After: 1). */
-export class IdempotencyInProgressError extends errorClass('GW_IDEMPOTENCY_IN_PROGRESS', 409, 'invalid_request_error', GatewayError) {
+export class IdempotencyInProgressError extends errorClass(
+  'GW_IDEMPOTENCY_IN_PROGRESS',
+  409,
+  'invalid_request_error',
+  GatewayError,
+) {
   constructor(message: string) {
     super(message, { headers: retryAfter(1) });
   }
 }
 
 /** A registration or heartbeat body is not what the wire contract says (400). */
-export class InvalidRegistrationError extends errorClass('GW_INVALID_REGISTRATION', 400, 'invalid_request_error', GatewayError) {}
+export class InvalidRegistrationError extends errorClass(
+  'GW_INVALID_REGISTRATION',
+  400,
+  'invalid_request_error',
+  GatewayError,
+) {}
 /** A drain interval that is not a whole number of ms in range (400). */
 export class InvalidDrainError extends errorClass('GW_INVALID_DRAIN', 400, 'invalid_request_error', GatewayError) {}
 /** No registered runner under this id (404). */
 export class RunnerNotFoundError extends errorClass('GW_RUNNER_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
 
 /** The runner routes on a gateway started without a runner token (404). */
-export class RegistrationDisabledError extends errorClass('GW_REGISTRATION_DISABLED', 404, 'not_found_error', GatewayError) {
+export class RegistrationDisabledError extends errorClass(
+  'GW_REGISTRATION_DISABLED',
+  404,
+  'not_found_error',
+  GatewayError,
+) {
   constructor() {
     super('runner registration is off on this gateway: start it with --runner-token');
   }
@@ -200,7 +253,9 @@ export class RecordedError extends GatewayError {
  */
 export class OverloadedError extends errorClass('GW_OVERLOADED', 503, 'service_unavailable_error', GatewayError) {
   constructor(maxInFlight: number, retryAfterSeconds: number) {
-    super(`the gateway is at maxInFlight (${maxInFlight} calls); retry shortly`, { headers: retryAfter(retryAfterSeconds) });
+    super(`the gateway is at maxInFlight (${maxInFlight} calls); retry shortly`, {
+      headers: retryAfter(retryAfterSeconds),
+    });
   }
 }
 
@@ -227,22 +282,42 @@ export class QueueFullError extends errorClass('GW_QUEUE_FULL', 503, 'service_un
  * names the model and the failure's reason (never the profile's args or env values); Retry-After
  * is the time until the reconciler's next attempt, or `retryAfter` when none is due.
  */
-export class DeploymentFailedError extends errorClass('GW_DEPLOYMENT_FAILED', 503, 'service_unavailable_error', GatewayError) {
+export class DeploymentFailedError extends errorClass(
+  'GW_DEPLOYMENT_FAILED',
+  503,
+  'service_unavailable_error',
+  GatewayError,
+) {
   constructor(model: string, reason: string, retryAfterSeconds: number, nextAttempt: boolean) {
-    const when = nextAttempt ? `the next start is in about ${retryAfterSeconds} s` : 'no start is due until the deployment changes';
-    super(`model ${JSON.stringify(model)} has no replica: its last start failed (${reason}) and none is starting; ${when}`, { headers: retryAfter(retryAfterSeconds) });
+    const when = nextAttempt
+      ? `the next start is in about ${retryAfterSeconds} s`
+      : 'no start is due until the deployment changes';
+    super(
+      `model ${JSON.stringify(model)} has no replica: its last start failed (${reason}) and none is starting; ${when}`,
+      { headers: retryAfter(retryAfterSeconds) },
+    );
   }
 }
 
 /** The `sluice-priority` header names no priority class (400). */
-export class InvalidPriorityError extends errorClass('GW_INVALID_PRIORITY', 400, 'invalid_request_error', GatewayError) {}
+export class InvalidPriorityError extends errorClass(
+  'GW_INVALID_PRIORITY',
+  400,
+  'invalid_request_error',
+  GatewayError,
+) {}
 
 /**
  * The detached-call store does not answer (or failed in a way no store error describes), so a
  * detached call cannot be kept and is refused before any runner works on it (503). As a
  * record's error: the call's record reached the store after its client was answered 503.
  */
-export class DetachedStoreUnavailableError extends errorClass('GW_STORE_UNAVAILABLE', 503, 'service_unavailable_error', GatewayError) {
+export class DetachedStoreUnavailableError extends errorClass(
+  'GW_STORE_UNAVAILABLE',
+  503,
+  'service_unavailable_error',
+  GatewayError,
+) {
   constructor(message: string, options?: { cause?: unknown; retryAfter?: number }) {
     super(message, {
       ...(options?.cause === undefined ? {} : { cause: options.cause }),
@@ -267,11 +342,19 @@ export class UploadsFullError extends errorClass('GW_UPLOADS_FULL', 503, 'servic
  * This client address already sends maxUploadsPerClient bodies (429). The body is not read, so
  * the connection is closed.
  */
-export class TooManyUploadsError extends errorClass('GW_TOO_MANY_UPLOADS', 429, 'service_unavailable_error', GatewayError) {
+export class TooManyUploadsError extends errorClass(
+  'GW_TOO_MANY_UPLOADS',
+  429,
+  'service_unavailable_error',
+  GatewayError,
+) {
   constructor(maxUploadsPerClient: number, retryAfterSeconds: number) {
-    super(`this client address is sending maxUploadsPerClient (${maxUploadsPerClient}) request bodies already; finish those first`, {
-      headers: retryAfterAndClose(retryAfterSeconds),
-    });
+    super(
+      `this client address is sending maxUploadsPerClient (${maxUploadsPerClient}) request bodies already; finish those first`,
+      {
+        headers: retryAfterAndClose(retryAfterSeconds),
+      },
+    );
   }
 }
 
@@ -279,11 +362,19 @@ export class TooManyUploadsError extends errorClass('GW_TOO_MANY_UPLOADS', 429, 
  * This client address already holds maxConnectionsPerClient connections (429): the first
  * request on one more is answered with this, and the connection closed.
  */
-export class TooManyConnectionsError extends errorClass('GW_TOO_MANY_CONNECTIONS', 429, 'service_unavailable_error', GatewayError) {
+export class TooManyConnectionsError extends errorClass(
+  'GW_TOO_MANY_CONNECTIONS',
+  429,
+  'service_unavailable_error',
+  GatewayError,
+) {
   constructor(maxConnectionsPerClient: number, retryAfterSeconds: number) {
-    super(`this client address holds maxConnectionsPerClient (${maxConnectionsPerClient}) connections already; reuse them`, {
-      headers: retryAfterAndClose(retryAfterSeconds),
-    });
+    super(
+      `this client address holds maxConnectionsPerClient (${maxConnectionsPerClient}) connections already; reuse them`,
+      {
+        headers: retryAfterAndClose(retryAfterSeconds),
+      },
+    );
   }
 }
 
@@ -292,7 +383,12 @@ export class TooManyConnectionsError extends errorClass('GW_TOO_MANY_CONNECTIONS
  * fit (--max-stored-bytes): new detached calls are refused until results expire (503). As a
  * record's error (no `retryAfterSeconds`): a finished call's result did not fit.
  */
-export class DetachedStoreFullError extends errorClass('GW_STORE_FULL', 503, 'service_unavailable_error', GatewayError) {
+export class DetachedStoreFullError extends errorClass(
+  'GW_STORE_FULL',
+  503,
+  'service_unavailable_error',
+  GatewayError,
+) {
   constructor(message: string, retryAfterSeconds?: number) {
     super(message, retryAfterSeconds === undefined ? {} : { headers: retryAfter(retryAfterSeconds) });
   }
@@ -309,7 +405,12 @@ export class RunnerFailedError extends errorClass('GW_RUNNER_FAILED_AFTER_COMMIT
  * call secret or TLS is not the runner's. Nothing ran; the client's own credential is not at
  * fault, so it never sees a 401 for it.
  */
-export class RunnerRefusedGatewayError extends errorClass('GW_RUNNER_UNAUTHORIZED', 502, 'server_error', GatewayError) {}
+export class RunnerRefusedGatewayError extends errorClass(
+  'GW_RUNNER_UNAUTHORIZED',
+  502,
+  'server_error',
+  GatewayError,
+) {}
 
 /**
  * A runner that took the call went silent (504): no acknowledgement for responseTimeout before
@@ -322,7 +423,12 @@ export class RunnerStalledError extends errorClass('GW_RUNNER_STALLED', 504, 'ti
  * The call could not be put on the wire at all (400): the HTTP client refused the request
  * before sending a byte, so no runner saw it and none would take it.
  */
-export class RequestNotForwardableError extends errorClass('GW_REQUEST_NOT_FORWARDABLE', 400, 'invalid_request_error', GatewayError) {}
+export class RequestNotForwardableError extends errorClass(
+  'GW_REQUEST_NOT_FORWARDABLE',
+  400,
+  'invalid_request_error',
+  GatewayError,
+) {}
 
 /** The call ran past its execution timeout (504). */
 export class CallTimeoutError extends errorClass('GW_CALL_TIMEOUT', 504, 'timeout_error', GatewayError) {}
@@ -358,7 +464,12 @@ export class KeysFileError extends errorClass('GW_INVALID_KEYS_FILE', 500, 'serv
  * A keyed gateway cannot read its key store (503), so a presented token it does not know may be
  * a key made since its last read: refused with Retry-After rather than told it is unknown.
  */
-export class KeysUnavailableError extends errorClass('GW_KEYS_UNAVAILABLE', 503, 'service_unavailable_error', GatewayError) {
+export class KeysUnavailableError extends errorClass(
+  'GW_KEYS_UNAVAILABLE',
+  503,
+  'service_unavailable_error',
+  GatewayError,
+) {
   constructor(message: string, retryAfterSeconds: number) {
     super(message, { headers: retryAfter(retryAfterSeconds) });
   }
@@ -374,7 +485,12 @@ export class ClientsOpenError extends errorClass('GW_CLIENTS_OPEN', 409, 'invali
  * A deployment given to PUT /v1/deployments/{model} is not valid (400). The message lists every
  * problem, and the answer's `problems` holds them one per entry.
  */
-export class InvalidDeploymentError extends errorClass('GW_INVALID_DEPLOYMENT', 400, 'invalid_request_error', GatewayError) {
+export class InvalidDeploymentError extends errorClass(
+  'GW_INVALID_DEPLOYMENT',
+  400,
+  'invalid_request_error',
+  GatewayError,
+) {
   /** Every problem found, one line each, naming the model and the field. */
   readonly problems: readonly string[];
   constructor(problems: readonly string[]) {
@@ -384,10 +500,20 @@ export class InvalidDeploymentError extends errorClass('GW_INVALID_DEPLOYMENT', 
 }
 
 /** No deployment of this model (404), on the operator's /v1/deployments routes. */
-export class DeploymentNotFoundError extends errorClass('GW_DEPLOYMENT_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
+export class DeploymentNotFoundError extends errorClass(
+  'GW_DEPLOYMENT_NOT_FOUND',
+  404,
+  'not_found_error',
+  GatewayError,
+) {}
 
 /** A deployment from the deployments file was to be replaced or deleted through the API (409): edit the file instead. */
-export class DeploymentInFileError extends errorClass('GW_DEPLOYMENT_IN_FILE', 409, 'invalid_request_error', GatewayError) {}
+export class DeploymentInFileError extends errorClass(
+  'GW_DEPLOYMENT_IN_FILE',
+  409,
+  'invalid_request_error',
+  GatewayError,
+) {}
 
 /**
  * The deployments file (--deployments) cannot be read or holds invalid deployments: the gateway
@@ -404,7 +530,10 @@ export class DeploymentsFileError extends errorClass('GW_INVALID_DEPLOYMENTS_FIL
 
   /** The error for `problems` found in `file`, each line naming the file. */
   static of(file: string, problems: readonly string[], options?: SluiceErrorOptions): DeploymentsFileError {
-    return new DeploymentsFileError(problems.map((problem) => `deployments file ${file}: ${problem}`), options);
+    return new DeploymentsFileError(
+      problems.map((problem) => `deployments file ${file}: ${problem}`),
+      options,
+    );
   }
 }
 
@@ -454,7 +583,9 @@ export function runnerReported(code: string, runner: string | undefined, detail 
     // The runner does not share this gateway's call secret (or TLS): nothing ran, and the
     // client's own key has nothing to do with it, so it must not see a 401.
     return {
-      error: new RunnerRefusedGatewayError(`runner ${runner} refused the call as not from a gateway (${code}): ${detail}; nothing ran; the gateway's call secret must be the runners'`),
+      error: new RunnerRefusedGatewayError(
+        `runner ${runner} refused the call as not from a gateway (${code}): ${detail}; nothing ran; the gateway's call secret must be the runners'`,
+      ),
       record: { code, message: `runner ${runner} refused the call as not from a gateway (${code}); nothing ran` },
     };
   }
@@ -463,7 +594,9 @@ export function runnerReported(code: string, runner: string | undefined, detail 
       ? 'was refused by its engine after it had accepted the call; nothing ran'
       : 'reported that its engine failed after it took the call; it was not retried because it may have run';
   return {
-    error: new RunnerFailedError(`runner ${runner} reported ${code} after it took the call: ${detail}; the call was not retried because it may have run`),
+    error: new RunnerFailedError(
+      `runner ${runner} reported ${code} after it took the call: ${detail}; the call was not retried because it may have run`,
+    ),
     record: { code, message: `runner ${runner} ${what} (${code})` },
   };
 }
@@ -487,7 +620,12 @@ export function errorBody(error: SluiceError, details?: Record<string, unknown>)
 }
 
 /** Writes an error in OpenAI's shape, with the error's own headers (Retry-After and the like). */
-export function sendError(out: ServerResponse, error: SluiceError, headers: Record<string, string> = {}, details?: Record<string, unknown>): void {
+export function sendError(
+  out: ServerResponse,
+  error: SluiceError,
+  headers: Record<string, string> = {},
+  details?: Record<string, unknown>,
+): void {
   if (out.headersSent || out.destroyed) return;
   const extra = error instanceof GatewayError ? error.headers : {};
   const all: Record<string, string> = { 'content-type': 'application/json', ...extra, ...headers };

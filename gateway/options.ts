@@ -357,7 +357,9 @@ export type GatewayPart = 'placer' | 'store' | 'limiter' | 'deployments';
  * Options after defaults and validation, frozen: values, and the parts given as they were
  * given (checked for their shape); a part left out is undefined, never made here.
  */
-export type GatewaySettings = Omit<GatewayConfig, GatewayPart> & { readonly [K in GatewayPart]: GatewayConfig[K] | undefined };
+export type GatewaySettings = Omit<GatewayConfig, GatewayPart> & {
+  readonly [K in GatewayPart]: GatewayConfig[K] | undefined;
+};
 
 /**
  * The one place each gateway default lives: resolveGatewayOptions applies them, the TSDoc above
@@ -461,7 +463,16 @@ export function newGatewayId(): string {
  * @throws {@link GatewayConfigError} naming the first bad option.
  */
 export function resolveGatewayOptions(options: GatewayOptions): GatewaySettings {
-  const { runners = [], pool, overrideCall, listeners = [], gatewayId = newGatewayId(), callbacks, renderMetrics, runnerNetworks = [] } = options;
+  const {
+    runners = [],
+    pool,
+    overrideCall,
+    listeners = [],
+    gatewayId = newGatewayId(),
+    callbacks,
+    renderMetrics,
+    runnerNetworks = [],
+  } = options;
   const { meterProvider = metrics.getMeterProvider() } = options;
   const placerConfig = resolvePlacerConfig(options);
   if (!Array.isArray(runners)) throw check.fail(`runners must be a list of URLs, got ${JSON.stringify(runners)}`);
@@ -476,7 +487,8 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewaySettings 
   const { operatorTokens: givenOperatorTokens = [], clientKeys } = options;
   if (!Array.isArray(givenOperatorTokens)) throw check.fail('operatorTokens must be a list of tokens');
   givenOperatorTokens.forEach((token, i) => check.runnerToken(`operatorTokens[${i}]`, token));
-  if (clientKeys !== undefined && typeof clientKeys.lookup !== 'function') throw check.fail('clientKeys must have a lookup(token) method');
+  if (clientKeys !== undefined && typeof clientKeys.lookup !== 'function')
+    throw check.fail('clientKeys must have a lookup(token) method');
   const operatorTokenGenerated = givenOperatorTokens.length === 0;
   const operatorTokens = Object.freeze(operatorTokenGenerated ? [newToken('sluice-op-')] : [...givenOperatorTokens]);
   const { viewerTokens: givenViewerTokens = [] } = options;
@@ -484,7 +496,8 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewaySettings 
   givenViewerTokens.forEach((token, i) => {
     check.runnerToken(`viewerTokens[${i}]`, token);
     // One token in both lists would make a viewer an operator: refused, naming neither token.
-    if (operatorTokens.includes(token)) throw check.fail(`viewerTokens[${i}] is also an operator token; a viewer token must be its own`);
+    if (operatorTokens.includes(token))
+      throw check.fail(`viewerTokens[${i}] is also an operator token; a viewer token must be its own`);
   });
   const viewerTokenGenerated = givenViewerTokens.length === 0;
   const viewerTokens = Object.freeze(viewerTokenGenerated ? [newToken('sluice-view-')] : [...givenViewerTokens]);
@@ -507,28 +520,42 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewaySettings 
   check.integer('breaker.closeAfter', breaker.closeAfter, { min: 1 });
   const missedFor = checked.heartbeatInterval * checked.unreachableAfterMissed;
   if (checked.lostAfter <= missedFor) {
-    throw check.fail(`lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (${missedFor} ms), got ${checked.lostAfter}`);
+    throw check.fail(
+      `lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (${missedFor} ms), got ${checked.lostAfter}`,
+    );
   }
   if (typeof gatewayId !== 'string' || !WIRE_ID_PATTERN.test(gatewayId)) {
     throw check.fail(`gatewayId must be ${WIRE_ID_RULE}, got ${show(gatewayId)}`);
   }
   const maxStoredBytes = check.integer('maxStoredBytes', checked.maxStoredBytes, { min: 1 });
   // Checked against the store the gateway makes, or the bound given with one's own store.
-  if ((options.store === undefined || options.maxStoredBytes !== undefined) && maxStoredBytes < checked.maxResultBytes + RECORD_OVERHEAD_BYTES) {
+  if (
+    (options.store === undefined || options.maxStoredBytes !== undefined) &&
+    maxStoredBytes < checked.maxResultBytes + RECORD_OVERHEAD_BYTES
+  ) {
     throw check.fail(
       `maxStoredBytes must be at least maxResultBytes + ${RECORD_OVERHEAD_BYTES} (${checked.maxResultBytes + RECORD_OVERHEAD_BYTES}), or no detached call could ever be admitted, got ${maxStoredBytes}`,
     );
   }
   const { deployments } = options;
   if (deployments !== undefined && (typeof deployments?.list !== 'function' || typeof deployments.put !== 'function')) {
-    throw check.fail('deployments must be a DeploymentStore (gateway/control/store.ts), with list, get, put and delete');
+    throw check.fail(
+      'deployments must be a DeploymentStore (gateway/control/store.ts), with list, get, put and delete',
+    );
   }
   const { coldStarts } = options;
-  if (coldStarts !== undefined && (typeof coldStarts?.deployed !== 'function' || typeof coldStarts.wake !== 'function')) {
-    throw check.fail('coldStarts must be a ColdStarts (gateway/control/cold-start.ts), with deployed(model) and wake(model)');
+  if (
+    coldStarts !== undefined &&
+    (typeof coldStarts?.deployed !== 'function' || typeof coldStarts.wake !== 'function')
+  ) {
+    throw check.fail(
+      'coldStarts must be a ColdStarts (gateway/control/cold-start.ts), with deployed(model) and wake(model)',
+    );
   }
   const maxQueuedPerModel =
-    options.maxQueuedPerModel === undefined ? Math.ceil(checked.maxQueued / 2) : check.integer('maxQueuedPerModel', options.maxQueuedPerModel, { min: 1 });
+    options.maxQueuedPerModel === undefined
+      ? Math.ceil(checked.maxQueued / 2)
+      : check.integer('maxQueuedPerModel', options.maxQueuedPerModel, { min: 1 });
   return Object.freeze({
     ...checked,
     // Checked by priorityRule; resolveOptions widens the default's type to string.
@@ -567,7 +594,10 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewaySettings 
 /** The limiter given, checked; undefined when none was. */
 function checkedLimiter(given: Limiter | undefined): Limiter | undefined {
   if (given === undefined) return undefined;
-  if (typeof given?.admitCall !== 'function' || typeof given.release !== 'function') throw check.fail('limiter must be a Limiter (gateway/access/limits.ts), with admitCall, admitTokens, settle, release, reserveStored, settleStored and releaseStored');
+  if (typeof given?.admitCall !== 'function' || typeof given.release !== 'function')
+    throw check.fail(
+      'limiter must be a Limiter (gateway/access/limits.ts), with admitCall, admitTokens, settle, release, reserveStored, settleStored and releaseStored',
+    );
   return given;
 }
 
@@ -575,18 +605,24 @@ function checkedLimiter(given: Limiter | undefined): Limiter | undefined {
  * runnerToken or runnerTokens as one list, each token checked; the messages never echo a token.
  * @throws {@link GatewayConfigError} naming the first bad entry.
  */
-export function runnerTokensOf({ runnerToken, runnerTokens }: Pick<GatewayOptions, 'runnerToken' | 'runnerTokens'>): readonly string[] {
-  if (runnerToken !== undefined && runnerTokens !== undefined) throw check.fail('give runnerToken or runnerTokens, not both');
+export function runnerTokensOf({
+  runnerToken,
+  runnerTokens,
+}: Pick<GatewayOptions, 'runnerToken' | 'runnerTokens'>): readonly string[] {
+  if (runnerToken !== undefined && runnerTokens !== undefined)
+    throw check.fail('give runnerToken or runnerTokens, not both');
   if (runnerToken !== undefined) {
     // The same rule the runner applies to the token it presents.
     check.runnerToken('runnerToken', runnerToken);
     return Object.freeze([runnerToken]);
   }
   if (runnerTokens === undefined) return Object.freeze([]);
-  if (!Array.isArray(runnerTokens) || runnerTokens.length === 0) throw check.fail('runnerTokens must be a non-empty list of tokens');
+  if (!Array.isArray(runnerTokens) || runnerTokens.length === 0)
+    throw check.fail('runnerTokens must be a non-empty list of tokens');
   runnerTokens.forEach((token, i) => {
     check.runnerToken(`runnerTokens[${i}]`, token);
-    if (runnerTokens.indexOf(token) !== i) throw check.fail(`runnerTokens[${i}] repeats runnerTokens[${runnerTokens.indexOf(token)}]`);
+    if (runnerTokens.indexOf(token) !== i)
+      throw check.fail(`runnerTokens[${i}] repeats runnerTokens[${runnerTokens.indexOf(token)}]`);
   });
   return Object.freeze([...runnerTokens]);
 }

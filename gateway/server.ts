@@ -46,7 +46,15 @@ import { registerDashboardRoutes } from './observe/index.ts';
 import { MemoryDeploymentStore, registerDeploymentRoutes, Serverless } from './control/index.ts';
 import { CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';
 import type { GatewayPool } from './fleet/index.ts';
-import { GatewayConfigError, InternalError, MethodNotAllowedError, RouteNotFoundError, TooManyConnectionsError, UnknownModelError, errorResponse } from './errors.ts';
+import {
+  GatewayConfigError,
+  InternalError,
+  MethodNotAllowedError,
+  RouteNotFoundError,
+  TooManyConnectionsError,
+  UnknownModelError,
+  errorResponse,
+} from './errors.ts';
 import { gatewayDefaults, resolveGatewayOptions, runnerTokensOf } from './options.ts';
 import type { GatewayConfig, GatewayOptions } from './options.ts';
 
@@ -128,11 +136,22 @@ export function createGateway(options: GatewayOptions): Gateway {
   const detached = DetachedCalls.forGateway(config, log);
   const agent = new LbAgent(config, pool, detached, queue, config.coldStarts ?? serverless);
   // Keys made through /v1/keys live in a key ring: the one given, or an empty one of the gateway's.
-  const ring = config.clientKeys === undefined ? new KeyRing({ clock: config.clock, logger: log }) : config.clientKeys instanceof KeyRing ? config.clientKeys : undefined;
+  const ring =
+    config.clientKeys === undefined
+      ? new KeyRing({ clock: config.clock, logger: log })
+      : config.clientKeys instanceof KeyRing
+        ? config.clientKeys
+        : undefined;
   // Open or keyed is settled here, from settings, for the gateway's life: see access/credentials.ts.
   const clients = config.requireKeys ? 'keys' : 'open';
   const clientKeys = config.clientKeys ?? ring;
-  const credentials = new Credentials({ operatorTokens: config.operatorTokens, viewerTokens: config.viewerTokens, runnerTokens: config.runnerTokens, clientKeys, clients });
+  const credentials = new Credentials({
+    operatorTokens: config.operatorTokens,
+    viewerTokens: config.viewerTokens,
+    runnerTokens: config.runnerTokens,
+    clientKeys,
+    clients,
+  });
   const keysWatch = new ClientKeysWatch({ clients, keys: clientKeys, logger: log });
   const app = new Hono<Env>();
   const newId = () => uuidv7(config.clock.now());
@@ -142,7 +161,10 @@ export function createGateway(options: GatewayOptions): Gateway {
   app.use(accessGuard(credentials, ROUTE_SCOPES, log));
 
   // Connections per client address, HTTP/1.1 ones and HTTP/2 sessions alike.
-  const connections = new ClientConnections({ limit: config.maxConnectionsPerClient, grace: REFUSED_CONNECTION_GRACE_MS });
+  const connections = new ClientConnections({
+    limit: config.maxConnectionsPerClient,
+    grace: REFUSED_CONNECTION_GRACE_MS,
+  });
 
   // The call routes of the app, for an app embedded in a server of one's own (`app.fetch`): the
   // gateway's own server never routes a call here (see `limited` in listen).
@@ -163,24 +185,34 @@ export function createGateway(options: GatewayOptions): Gateway {
   const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
   // The models runners serve, and the deployed ones: a call for one of those is served too,
   // after a cold start, so a client that checks the list first finds it.
-  const listed = (): string[] => [...new Set([...pool.models(), ...(serverless.reconciler.deployedModels() ?? [])])].sort();
+  const listed = (): string[] =>
+    [...new Set([...pool.models(), ...(serverless.reconciler.deployedModels() ?? [])])].sort();
   // A key with a model list sees those of its models there are, and is refused the others
   // alike, listed or not, as its calls are (gateway/access/model-access.ts).
-  app.get('/v1/models', (c) => c.json({ object: 'list', data: visibleModels(keyOf(c.get('caller')), listed()).map(model) }));
+  app.get('/v1/models', (c) =>
+    c.json({ object: 'list', data: visibleModels(keyOf(c.get('caller')), listed()).map(model) }),
+  );
   // Model names often hold a slash (org/name): taken as it is, or percent-encoded as OpenAI's SDK sends it.
   app.get('/v1/models/:id{.+}', (c) => {
     const id = c.req.param('id');
     const refusal = modelRefusal(keyOf(c.get('caller')), id);
     if (refusal) return errorResponse(c, refusal);
     if (pool.serves(id) !== 'yes' && !serverless.deployed(id)) {
-      return errorResponse(c, new UnknownModelError(`model ${JSON.stringify(id)} is not served by any runner nor deployed; GET /v1/models lists the models`));
+      return errorResponse(
+        c,
+        new UnknownModelError(
+          `model ${JSON.stringify(id)} is not served by any runner nor deployed; GET /v1/models lists the models`,
+        ),
+      );
     }
     return c.json(model(id));
   });
   app.get('/v1/queue', (c) => c.json(queue.snapshot()));
   app.get('/v1/stats', (c) => c.json(agent.stats()));
   // `clients` says whether client calls need a key: `open` is worth seeing from outside.
-  app.get('/healthz', (c) => c.json({ ok: true, version: VERSION, clients: credentials.openToClients ? 'open' : 'keys' }));
+  app.get('/healthz', (c) =>
+    c.json({ ok: true, version: VERSION, clients: credentials.openToClients ? 'open' : 'keys' }),
+  );
   app.get('/readyz', async (c) => {
     // Not ready whenever a new call would be refused, so a load balancer stops sending instead
     // of learning it from 503s; every reason that holds is listed. Detached calls, their status
@@ -198,18 +230,25 @@ export function createGateway(options: GatewayOptions): Gateway {
     // A keyed gateway with no key it can read refuses every client call.
     reasons.push(...keysWatch.reasons());
     const ready = reasons.length === 0;
-    return c.json({ ready, closing: agent.closing, reasons, inFlight: agent.inFlight, uploads: agent.uploads }, ready ? 200 : 503);
+    return c.json(
+      { ready, closing: agent.closing, reasons, inFlight: agent.inFlight, uploads: agent.uploads },
+      ready ? 200 : 503,
+    );
   });
   app.get('/metrics', async (c) => {
-    if (!config.renderMetrics) return errorResponse(c, new RouteNotFoundError('metrics are not enabled on this gateway'));
+    if (!config.renderMetrics)
+      return errorResponse(c, new RouteNotFoundError('metrics are not enabled on this gateway'));
     return c.body(await config.renderMetrics(), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
   });
   // A route without a scope would be open to anyone: refuse to build such a gateway.
   const unscoped = unscopedRoutes(app, ROUTE_SCOPES);
-  if (unscoped.length > 0) throw new GatewayConfigError(`routes without a scope in gateway/access/scopes.ts: ${unscoped.join(', ')}`);
+  if (unscoped.length > 0)
+    throw new GatewayConfigError(`routes without a scope in gateway/access/scopes.ts: ${unscoped.join(', ')}`);
   app.notFound((c) => {
     if (c.req.method !== 'POST' && (OPENAI_CALL_ROUTES[c.req.path] || /^\/invoke\/[^/]+$/.test(c.req.path))) {
-      return errorResponse(c, new MethodNotAllowedError(`${c.req.method} is not allowed on ${c.req.path}; use POST`), { allow: 'POST' });
+      return errorResponse(c, new MethodNotAllowedError(`${c.req.method} is not allowed on ${c.req.path}; use POST`), {
+        allow: 'POST',
+      });
     }
     return errorResponse(c, new RouteNotFoundError(`no route for ${c.req.method} ${c.req.path}`));
   });
@@ -232,7 +271,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     pool,
     app,
     setRunnerTokens(tokens) {
-      if (!registry.enabled) throw new GatewayConfigError('runner tokens cannot be set on a gateway started without registration');
+      if (!registry.enabled)
+        throw new GatewayConfigError('runner tokens cannot be set on a gateway started without registration');
       const checked = runnerTokensOf({ runnerTokens: tokens });
       registry.setTokens(checked);
       credentials.setRunnerTokens(checked);
@@ -251,7 +291,9 @@ export function createGateway(options: GatewayOptions): Gateway {
       // whatever Node's parser refused (the 'clientError' listener).
       const listener = getRequestListener(app.fetch, {
         hostname: host,
-        errorHandler: requestErrorResponse(newId, (error) => log.error('request failed before routing', { error: error as Error })),
+        errorHandler: requestErrorResponse(newId, (error) =>
+          log.error('request failed before routing', { error: error as Error }),
+        ),
       });
       // A connection past its client's limit gets its first request refused, on every route,
       // before Hono runs (checked here rather than in a middleware: every request pays for it).
@@ -285,7 +327,10 @@ export function createGateway(options: GatewayOptions): Gateway {
       if (tls) {
         // Streams per session are bounded as connections per client are: each is a request.
         const settings = { maxConcurrentStreams: config.maxStreamsPerConnection };
-        const secure = createSecureServer({ allowHTTP1: true, cert: tls.cert, key: tls.key, settings }, handler as unknown as Parameters<typeof createSecureServer>[1]);
+        const secure = createSecureServer(
+          { allowHTTP1: true, cert: tls.cert, key: tls.key, settings },
+          handler as unknown as Parameters<typeof createSecureServer>[1],
+        );
         secure.on('session', (session: Http2Session) => {
           connections.admitSession(session);
           sessions.add(session);
@@ -326,9 +371,17 @@ export function createGateway(options: GatewayOptions): Gateway {
       // A runner registering this address would have the gateway call itself.
       registry.addListener(info.address, info.port);
       const url = `${tls ? 'https' : 'http'}://${host}:${info.port}`;
-      log.info('gateway listening', { url, placer: config.placer.name, runners: config.runners.map((u) => u.origin), version: VERSION });
+      log.info('gateway listening', {
+        url,
+        placer: config.placer.name,
+        runners: config.runners.map((u) => u.origin),
+        version: VERSION,
+      });
       if (credentials.openToClients) {
-        log.warn('gateway open to clients: it was started without --keys or --require-keys, so anyone who can reach it can call it', { url });
+        log.warn(
+          'gateway open to clients: it was started without --keys or --require-keys, so anyone who can reach it can call it',
+          { url },
+        );
       }
       // Told once now, and again each time the keys come to keep every client out (or let them in).
       keysWatch.check();
@@ -382,7 +435,8 @@ export function composeGatewayConfig(options: GatewayOptions): GatewayConfig {
     ...settings,
     placer: settings.placer ?? createBuiltinPlacer(gatewayDefaults.placer, undefined, { clock }),
     store: settings.store ?? createMemoryStore({ resultTtl, maxStoredBytes, now }),
-    limiter: settings.limiter ?? createMemoryLimiter({ clock, windowMs: keyLimitWindow, retryAfterMs: retryAfter * 1000 }),
+    limiter:
+      settings.limiter ?? createMemoryLimiter({ clock, windowMs: keyLimitWindow, retryAfterMs: retryAfter * 1000 }),
     deployments: settings.deployments ?? new MemoryDeploymentStore({ now }),
   });
 }

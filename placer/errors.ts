@@ -5,7 +5,10 @@ import type { SluiceErrorOptions } from './kernel/index.ts';
 /** No runner committed to the call before the placer deadline. */
 export class PlacerTimeoutError extends errorClass('PLACER_TIMEOUT', 503, 'service_unavailable_error') {
   /** @param attempts runner offers made during the walk */
-  constructor(message: string, readonly attempts: number) {
+  constructor(
+    message: string,
+    readonly attempts: number,
+  ) {
     super(message);
   }
 }
@@ -16,7 +19,11 @@ export class PlacerTimeoutError extends errorClass('PLACER_TIMEOUT', 503, 'servi
  */
 export class PlacerAbortedError extends errorClass('PLACER_ABORTED', 499, 'invalid_request_error') {
   /** @param attempts runner offers made during the walk */
-  constructor(message: string, readonly attempts: number, options?: SluiceErrorOptions) {
+  constructor(
+    message: string,
+    readonly attempts: number,
+    options?: SluiceErrorOptions,
+  ) {
     super(message, options);
   }
 }

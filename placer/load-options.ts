@@ -67,6 +67,7 @@ export function loadAwareDescriptor(name: string, create: (options: LoadAwareOpt
     name,
     defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs }),
     optionKeys: LOAD_AWARE_OPTION_KEYS,
-    create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) => create({ now: () => clock.now(), ...(options as LoadAwareOptions) }),
+    create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) =>
+      create({ now: () => clock.now(), ...(options as LoadAwareOptions) }),
   });
 }

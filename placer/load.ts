@@ -77,7 +77,10 @@ export function loadsOf<R extends Runner<unknown>>(
   now: number,
   staleAfterMs: number,
 ): LoadedRunner<R>[] {
-  return (idOrderOf(runners).sorted as readonly R[]).map((runner) => ({ runner, load: loadOf(readLoad(runner), now, staleAfterMs) }));
+  return (idOrderOf(runners).sorted as readonly R[]).map((runner) => ({
+    runner,
+    load: loadOf(readLoad(runner), now, staleAfterMs),
+  }));
 }
 
 /** {@link loadsOf}'s entries, with what a placer that finds runners by id or weighs the spread needs. */
@@ -155,7 +158,10 @@ function positionsOf(sorted: readonly Runner<unknown>[]): ReadonlyMap<string, nu
  * `first`, then everyone else in `loaded` from least to most loaded. The rest are sorted only
  * if the walk asks past the first: with a free pool it never does.
  */
-export function* firstThenByLoad<R extends Runner<unknown>>(first: LoadedRunner<R>, loaded: readonly LoadedRunner<R>[]): Generator<R, void, undefined> {
+export function* firstThenByLoad<R extends Runner<unknown>>(
+  first: LoadedRunner<R>,
+  loaded: readonly LoadedRunner<R>[],
+): Generator<R, void, undefined> {
   yield first.runner;
   for (const entry of loaded.filter((e) => e !== first).sort(byLoad)) yield entry.runner;
 }

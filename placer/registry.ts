@@ -27,7 +27,12 @@ export const placerDescriptors: Readonly<Record<string, PlacerDescriptor>> = Obj
  * process must not share.
  */
 export const builtinPlacers: Readonly<Record<string, (options?: Record<string, unknown>) => Placer>> = Object.freeze(
-  Object.fromEntries(Object.values(placerDescriptors).map((d) => [d.name, (o?: Record<string, unknown>) => d.create(o, { clock: systemClock })])),
+  Object.fromEntries(
+    Object.values(placerDescriptors).map((d) => [
+      d.name,
+      (o?: Record<string, unknown>) => d.create(o, { clock: systemClock }),
+    ]),
+  ),
 );
 
 /**
@@ -35,15 +40,23 @@ export const builtinPlacers: Readonly<Record<string, (options?: Record<string, u
  * misspelt option would otherwise be ignored without a word.
  * @throws PlacerConfigError for an unknown name or option, or a bad option value.
  */
-export function createBuiltinPlacer(name: string, options: Record<string, unknown> | undefined, context: PlacerContext): Placer {
+export function createBuiltinPlacer(
+  name: string,
+  options: Record<string, unknown> | undefined,
+  context: PlacerContext,
+): Placer {
   const descriptor = Object.hasOwn(placerDescriptors, name) ? placerDescriptors[name] : undefined;
   if (descriptor === undefined) {
-    throw new PlacerConfigError(`unknown placer ${JSON.stringify(name)}: use ${Object.keys(placerDescriptors).join(', ')} or a module path`);
+    throw new PlacerConfigError(
+      `unknown placer ${JSON.stringify(name)}: use ${Object.keys(placerDescriptors).join(', ')} or a module path`,
+    );
   }
   const known = descriptor.optionKeys;
   for (const key of Object.keys(options ?? {})) {
     if (!known.includes(key)) {
-      throw new PlacerConfigError(`placer ${name} has no option ${JSON.stringify(key)}; it takes ${known.length ? known.join(', ') : 'none'}`);
+      throw new PlacerConfigError(
+        `placer ${name} has no option ${JSON.stringify(key)}; it takes ${known.length ? known.join(', ') : 'none'}`,
+      );
     }
   }
   return descriptor.create(options, context);
@@ -81,7 +94,8 @@ const MODULE_EXTENSION = /\.(?:[cm]?js|[cm]?ts)$/;
  */
 export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Promise<Placer> {
   const context: PlacerContext = Object.freeze({ clock: opts.clock ?? systemClock });
-  if (Object.hasOwn(placerDescriptors, spec) || !isModulePath(spec)) return createBuiltinPlacer(spec, opts.options, context);
+  if (Object.hasOwn(placerDescriptors, spec) || !isModulePath(spec))
+    return createBuiltinPlacer(spec, opts.options, context);
   const label = `placer ${JSON.stringify(spec)}`;
   const file = resolve(opts.cwd ?? process.cwd(), spec);
 
@@ -99,7 +113,9 @@ export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Pr
   // A function without its own order() is a factory; a Placer that happens to be a function is not.
   if (typeof candidate === 'function' && typeof (candidate as { order?: unknown }).order !== 'function') {
     try {
-      candidate = await (candidate as (options: Record<string, unknown> | undefined, context: PlacerContext) => unknown)(opts.options, context);
+      candidate = await (
+        candidate as (options: Record<string, unknown> | undefined, context: PlacerContext) => unknown
+      )(opts.options, context);
     } catch (error) {
       throw new PlacerConfigError(`${label} factory threw: ${messageOf(error)}`, { cause: error });
     }

@@ -135,7 +135,6 @@ export interface Placer {
   forget?(runnerIds: readonly string[]): void;
 }
 
-
 /** Placement deadlines and pauses, as Fn's LB agent had them. */
 export interface PlacerConfig {
   /** How long a sync call may wait for a runner, in ms. Bounds waiting, never execution. */

@@ -176,7 +176,12 @@ function stopIfDone(call: RunnerCall, now: () => number, startedAt: number, atte
 }
 
 /** Tells `onRetry` of a turned-down offer; see WalkOptions.onRetry for why its throw is ignored. */
-function report(onRetry: WalkOptions['onRetry'], runner: Runner<unknown>, reason: 'busy' | 'error', error?: Error): void {
+function report(
+  onRetry: WalkOptions['onRetry'],
+  runner: Runner<unknown>,
+  reason: 'busy' | 'error',
+  error?: Error,
+): void {
   try {
     onRetry?.(runner, reason, error);
   } catch {

@@ -14,7 +14,15 @@ import type { Release, Slots } from './slots.ts';
  * Why a runner answered busy; sent as the value of the busy header. `no-engine`: an on-demand
  * runner hosts no engine now (none ordered, or the ordered one stopped).
  */
-export type BusyReason = 'slots' | 'starting' | 'draining' | 'no-engine' | 'engine-busy' | 'engine-unreachable' | 'engine-failed' | 'late';
+export type BusyReason =
+  | 'slots'
+  | 'starting'
+  | 'draining'
+  | 'no-engine'
+  | 'engine-busy'
+  | 'engine-unreachable'
+  | 'engine-failed'
+  | 'late';
 
 /** What admission looks at. */
 export interface AdmissionState {

@@ -11,7 +11,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../placer/kernel/index.ts';
 import { RunnerUnauthorizedError } from './errors.ts';
-import { BODY_DIGEST_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, ERROR_TRAILER, SIGNATURE_HEADER, bodyDigest, isBodyDigest, readCallCredential, verifyCall } from './protocol/index.ts';
+import {
+  BODY_DIGEST_HEADER,
+  CALL_ID_HEADER,
+  DEADLINE_HEADER,
+  ERROR_TRAILER,
+  SIGNATURE_HEADER,
+  bodyDigest,
+  isBodyDigest,
+  readCallCredential,
+  verifyCall,
+} from './protocol/index.ts';
 import type { CallRefusal } from './protocol/index.ts';
 import { RUNNER_ID_HEADER } from './protocol/index.ts';
 import { errorJson } from './reply.ts';
@@ -64,14 +74,25 @@ export class CallGuard {
   admit(req: IncomingMessage, res: ServerResponse): boolean {
     if (!this.enabled) return true;
     const callId = header(req, CALL_ID_HEADER);
-    const credential = readCallCredential(header(req, SIGNATURE_HEADER), header(req, DEADLINE_HEADER), this.#now(), this.#options.skew);
+    const credential = readCallCredential(
+      header(req, SIGNATURE_HEADER),
+      header(req, DEADLINE_HEADER),
+      this.#now(),
+      this.#options.skew,
+    );
     if (credential.kind === 'refused') return this.#refuse(res, credential.reason, callId);
     const digest = header(req, BODY_DIGEST_HEADER);
     if (callId === undefined || callId === '' || digest === undefined) return this.#refuse(res, 'unsigned', callId);
     if (!isBodyDigest(digest)) return this.#refuse(res, 'malformed', callId);
-    const verdict = verifyCall(this.#options.secrets, credential, { callId, method: req.method ?? 'POST', path: req.url ?? '/', bodyDigest: digest });
+    const verdict = verifyCall(this.#options.secrets, credential, {
+      callId,
+      method: req.method ?? 'POST',
+      path: req.url ?? '/',
+      bodyDigest: digest,
+    });
     if (verdict.kind === 'refused') return this.#refuse(res, verdict.reason, callId);
-    if (!this.#seen.claim(callId, credential.deadline + this.#options.skew)) return this.#refuse(res, 'replayed', callId);
+    if (!this.#seen.claim(callId, credential.deadline + this.#options.skew))
+      return this.#refuse(res, 'replayed', callId);
     this.#claimed.set(res, callId);
     this.#digests.set(res, digest);
     return true;
@@ -108,7 +129,11 @@ export class CallGuard {
     const fields = { call: callId, reason, remote: res.socket?.remoteAddress };
     if (now - this.#warnedAt >= REFUSAL_WARN_INTERVAL_MS) {
       const clock = reason === 'expired' ? { runnerClock: Math.round(now) } : {};
-      this.#options.log.warn('call refused: no valid signature', { ...fields, ...clock, refusedSinceLastWarning: this.#unwarned });
+      this.#options.log.warn('call refused: no valid signature', {
+        ...fields,
+        ...clock,
+        refusedSinceLastWarning: this.#unwarned,
+      });
       this.#warnedAt = now;
       this.#unwarned = 0;
     } else {
@@ -118,7 +143,12 @@ export class CallGuard {
     const error = new RunnerUnauthorizedError(REASONS[reason]);
     // The body of a refused call is not read (or not to its end): the connection cannot be reused. The code in
     // `sluice-error` lets a gateway tell its client what happened rather than relay a 401.
-    res.writeHead(error.status, { 'content-type': 'application/json', connection: 'close', [ERROR_TRAILER]: error.code, [RUNNER_ID_HEADER]: this.#options.runnerId });
+    res.writeHead(error.status, {
+      'content-type': 'application/json',
+      connection: 'close',
+      [ERROR_TRAILER]: error.code,
+      [RUNNER_ID_HEADER]: this.#options.runnerId,
+    });
     res.end(errorJson(error));
     return false;
   }
@@ -130,10 +160,11 @@ const REFUSAL_WARN_INTERVAL_MS = 60_000;
 /** What a refused caller is told; the same for every secret, so it says nothing about them. */
 const REASONS: Record<CallRefusal | 'replayed', string> = {
   unsigned: 'this runner takes calls only from a gateway: the call carries no signature',
-  malformed: 'this runner takes calls only from a gateway: the call\'s signature or deadline is malformed',
-  expired: 'this runner takes calls only from a gateway: the call\'s deadline has passed',
-  mismatch: 'this runner takes calls only from a gateway: the call\'s signature does not match',
-  'altered-body': 'this runner takes calls only from a gateway: the call\'s body does not match the digest its signature covers',
+  malformed: "this runner takes calls only from a gateway: the call's signature or deadline is malformed",
+  expired: "this runner takes calls only from a gateway: the call's deadline has passed",
+  mismatch: "this runner takes calls only from a gateway: the call's signature does not match",
+  'altered-body':
+    "this runner takes calls only from a gateway: the call's body does not match the digest its signature covers",
   replayed: 'this runner takes calls only from a gateway: this call id has already run here',
 };
 

@@ -26,7 +26,13 @@ import { admit } from './admission.ts';
 import type { BusyReason } from './admission.ts';
 import { pumpBody, readBody } from './protocol/body.ts';
 import type { RunnerEngine } from './engine.ts';
-import { EngineBusyError, EngineFailedError, EngineTimeoutError, RunnerBodyTimeoutError, RunnerBodyTooLargeError } from './errors.ts';
+import {
+  EngineBusyError,
+  EngineFailedError,
+  EngineTimeoutError,
+  RunnerBodyTimeoutError,
+  RunnerBodyTooLargeError,
+} from './errors.ts';
 import type { RunnerConfig } from './options.ts';
 import {
   CALL_ID_HEADER,
@@ -103,7 +109,13 @@ class AdmittedCall {
   #keepalive: NodeJS.Timeout | undefined;
   #started = 0;
 
-  constructor(ctx: CallPathContext, req: IncomingMessage, res: ServerResponse, runnerTrace: RunnerTrace | undefined, release: Release) {
+  constructor(
+    ctx: CallPathContext,
+    req: IncomingMessage,
+    res: ServerResponse,
+    runnerTrace: RunnerTrace | undefined,
+    release: Release,
+  ) {
     this.#ctx = ctx;
     this.#req = req;
     this.#res = res;
@@ -143,7 +155,8 @@ class AdmittedCall {
     if (this.#responseTimeout !== undefined) this.#res.writeProcessing();
     // See the file comment, step 3: checked again here, since a stall can come between the two.
     if (this.#res.destroyed) return HELD;
-    if (this.#late() || this.#outwaitedBound()) return this.#stepBack('call reached the engine step after a stall; answered busy');
+    if (this.#late() || this.#outwaitedBound())
+      return this.#stepBack('call reached the engine step after a stall; answered busy');
     return this.#askEngine(read.body);
   }
 
@@ -168,10 +181,23 @@ class AdmittedCall {
     try {
       const body = await readBody(this.#req, {
         maxBytes: maxBodyBytes,
-        tooLarge: () => new RunnerBodyTooLargeError(`request body exceeds this runner's maxBodyBytes (${maxBodyBytes} bytes)`),
+        tooLarge: () =>
+          new RunnerBodyTooLargeError(`request body exceeds this runner's maxBodyBytes (${maxBodyBytes} bytes)`),
         closed: () => new Error('gateway closed the connection while sending the call'),
-        timeout: { ms: bodyReadTimeout, error: () => new RunnerBodyTimeoutError(`request body not received within this runner's bodyReadTimeout (${bodyReadTimeout} ms)`) },
-        idle: { ms: bodyIdleTimeout, error: () => new RunnerBodyTimeoutError(`request body stalled: no bytes for this runner's bodyIdleTimeout (${bodyIdleTimeout} ms)`) },
+        timeout: {
+          ms: bodyReadTimeout,
+          error: () =>
+            new RunnerBodyTimeoutError(
+              `request body not received within this runner's bodyReadTimeout (${bodyReadTimeout} ms)`,
+            ),
+        },
+        idle: {
+          ms: bodyIdleTimeout,
+          error: () =>
+            new RunnerBodyTimeoutError(
+              `request body stalled: no bytes for this runner's bodyIdleTimeout (${bodyIdleTimeout} ms)`,
+            ),
+        },
       });
       return { kind: 'read', body };
     } catch (error) {
@@ -183,7 +209,8 @@ class AdmittedCall {
   #bodyUnread(error: unknown): void {
     const res = this.#res;
     this.#ctx.abandoned?.(res);
-    if (!(error instanceof RunnerBodyTooLargeError || error instanceof RunnerBodyTimeoutError) || res.headersSent) return;
+    if (!(error instanceof RunnerBodyTooLargeError || error instanceof RunnerBodyTimeoutError) || res.headersSent)
+      return;
     this.#ctx.counts.rejected++;
     this.#ctx.log.debug('call body refused', { call: this.#callId, fn: this.#fn, code: error.code });
     res.writeHead(error.status, { 'content-type': 'application/json', connection: 'close' });
@@ -199,7 +226,10 @@ class AdmittedCall {
     // call's arrival on this runner's own monotonic clock.
     const deadline = this.#received + this.#budget;
     const timer = setTimeout(
-      () => this.#controller.abort(new EngineTimeoutError(`call ${this.#callId ?? ''} ran past its budget of ${this.#budget} ms`)),
+      () =>
+        this.#controller.abort(
+          new EngineTimeoutError(`call ${this.#callId ?? ''} ran past its budget of ${this.#budget} ms`),
+        ),
       Math.max(1, deadline - performance.now()),
     );
     res.once('close', () => {
@@ -229,9 +259,12 @@ class AdmittedCall {
     const res = this.#res;
     const responseTimeout = this.#responseTimeout;
     if (responseTimeout === undefined) return;
-    this.#keepalive = setInterval(() => {
-      if (!res.headersSent && !res.destroyed) res.writeProcessing();
-    }, Math.max(10, Math.floor(responseTimeout / 3)));
+    this.#keepalive = setInterval(
+      () => {
+        if (!res.headersSent && !res.destroyed) res.writeProcessing();
+      },
+      Math.max(10, Math.floor(responseTimeout / 3)),
+    );
   }
 
   #engineRequest(body: Buffer, deadline: number): Promise<Dispatcher.ResponseData> {
@@ -264,7 +297,9 @@ class AdmittedCall {
     log.warn('engine failed before answering', { call: this.#callId, fn: this.#fn, error: error as Error });
     const failure = this.#timedOut()
       ? (this.#controller.signal.reason as EngineTimeoutError)
-      : new EngineFailedError(`engine at ${engine.origin} failed before answering: ${(error as Error).message}`, { cause: error });
+      : new EngineFailedError(`engine at ${engine.origin} failed before answering: ${(error as Error).message}`, {
+          cause: error,
+        });
     this.#trace?.fail(failure);
     reply.fail(failure, this.#timing());
     return HELD;
@@ -277,7 +312,9 @@ class AdmittedCall {
     if (!this.#res.headersSent) return { kind: 'busy', reason: 'engine-busy' };
     // A detached call past its accept window already has its 202: its result is the refusal.
     this.#ctx.counts.failed++;
-    const refusal = new EngineBusyError(`engine at ${this.#ctx.engine.origin} refused the call with ${response.statusCode}; nothing ran`);
+    const refusal = new EngineBusyError(
+      `engine at ${this.#ctx.engine.origin} refused the call with ${response.statusCode}; nothing ran`,
+    );
     this.#trace?.fail(refusal);
     reply.fail(refusal, this.#timing());
     return HELD;
@@ -324,7 +361,12 @@ class AdmittedCall {
 }
 
 /** Answers busy for `reason`, and says why on the call's span when it is traced. */
-function answerBusy(ctx: CallPathContext, res: ServerResponse, runnerTrace: RunnerTrace | undefined, reason: BusyReason): void {
+function answerBusy(
+  ctx: CallPathContext,
+  res: ServerResponse,
+  runnerTrace: RunnerTrace | undefined,
+  reason: BusyReason,
+): void {
   runnerTrace?.span.setAttribute('sluice.runner.busy', reason);
   ctx.busy(res, reason);
 }

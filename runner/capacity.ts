@@ -21,14 +21,17 @@ export function parseLabels(value: unknown): Readonly<Record<string, string>> {
   let pairs: Array<[unknown, unknown]>;
   if (Array.isArray(value)) {
     pairs = value.map((item: unknown) => {
-      if (typeof item !== 'string' || !item.includes('=')) throw new RunnerConfigError(`labels must be key=value texts, got ${show(item)}`);
+      if (typeof item !== 'string' || !item.includes('='))
+        throw new RunnerConfigError(`labels must be key=value texts, got ${show(item)}`);
       const eq = item.indexOf('=');
       return [item.slice(0, eq), item.slice(eq + 1)];
     });
   } else if (value !== null && typeof value === 'object') {
     pairs = Object.entries(value);
   } else {
-    throw new RunnerConfigError(`labels must be an object of keys and values or a list of key=value texts, got ${show(value)}`);
+    throw new RunnerConfigError(
+      `labels must be an object of keys and values or a list of key=value texts, got ${show(value)}`,
+    );
   }
   const max = REGISTRATION_LIMITS.labels;
   if (pairs.length > max) throw new RunnerConfigError(`labels must hold at most ${max} labels, got ${pairs.length}`);
@@ -49,7 +52,10 @@ export function parseLabels(value: unknown): Readonly<Record<string, string>> {
  */
 export function freeGpus(inventory: GpuInventory, held: readonly number[]): number[] {
   const taken = new Set(held);
-  return inventory.gpus.map((gpu) => gpu.index).filter((index) => !taken.has(index)).sort((a, b) => a - b);
+  return inventory.gpus
+    .map((gpu) => gpu.index)
+    .filter((index) => !taken.has(index))
+    .sort((a, b) => a - b);
 }
 
 /**
@@ -58,7 +64,9 @@ export function freeGpus(inventory: GpuInventory, held: readonly number[]): numb
  * may still be missing), and `sim`, which the runner launches as itself.
  * @param findBinary the PATH search profile validation uses (runner/engines/profile.ts).
  */
-export async function launchableKinds(findBinary: (name: string) => Promise<string | undefined>): Promise<ProfileKind[]> {
+export async function launchableKinds(
+  findBinary: (name: string) => Promise<string | undefined>,
+): Promise<ProfileKind[]> {
   const found = await Promise.all(
     PROFILE_KINDS.map(async (kind) => {
       const binary = KIND_RULES[kind].binary;

@@ -25,7 +25,13 @@ import type { EngineStatus } from './protocol/index.ts';
  * on-demand runner hosts none (none ordered, or the last one stopped); `draining`: the engine
  * finishes its calls before it stops.
  */
-export type EngineBusyReason = 'no-engine' | 'starting' | 'draining' | 'engine-unreachable' | 'engine-failed' | undefined;
+export type EngineBusyReason =
+  | 'no-engine'
+  | 'starting'
+  | 'draining'
+  | 'engine-unreachable'
+  | 'engine-failed'
+  | undefined;
 
 const OUTPUT_LINES_IN_STATUS = 20;
 
@@ -97,7 +103,12 @@ export class RunnerEngine {
   async launch(profile: ValidProfile, options: LaunchOptions): Promise<void> {
     if (this.#supervisor) await this.unload();
     const command = engineCommand(profile, { simCommand: this.#config.simCommand });
-    const adapter = this.#adapter ?? this.#adapterFor(new URL(`http://${profile.host.includes(':') ? `[${profile.host}]` : profile.host}:${profile.port}`), engineKind(profile.kind));
+    const adapter =
+      this.#adapter ??
+      this.#adapterFor(
+        new URL(`http://${profile.host.includes(':') ? `[${profile.host}]` : profile.host}:${profile.port}`),
+        engineKind(profile.kind),
+      );
     const supervisor = new EngineSupervisor({
       profile,
       command,
@@ -160,7 +171,16 @@ export class RunnerEngine {
     return {
       kind: adapter.kind.name,
       url: adapter.url.origin,
-      state: reason === undefined ? 'ready' : reason === 'engine-unreachable' ? 'unreachable' : reason === 'engine-failed' ? 'failed' : reason === 'draining' ? 'draining' : 'starting',
+      state:
+        reason === undefined
+          ? 'ready'
+          : reason === 'engine-unreachable'
+            ? 'unreachable'
+            : reason === 'engine-failed'
+              ? 'failed'
+              : reason === 'draining'
+                ? 'draining'
+                : 'starting',
       models: adapter.models,
       ...(report ? { load: report.load, loadAgeMs: now - report.at } : {}),
       ...(s && p

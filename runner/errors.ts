@@ -47,7 +47,11 @@ export class RunnerBodyTimeoutError extends errorClass('RUNNER_BODY_TIMEOUT', 40
 /** nvidia-smi printed something other than the CSV asked for. */
 export class NvidiaSmiParseError extends errorClass('RUNNER_NVIDIA_SMI_PARSE', 500, 'server_error') {
   /** @param line 1-based line number in the output */
-  constructor(readonly line: number, problem: string, text: string) {
+  constructor(
+    readonly line: number,
+    problem: string,
+    text: string,
+  ) {
     super(`nvidia-smi output line ${line}: ${problem}: ${JSON.stringify(text)}`);
   }
 }

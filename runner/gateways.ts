@@ -31,7 +31,11 @@ export function registerWithGateways(m: Membership): GatewayRegistration[] {
   const { config, advertised, log, environment } = m;
   const loopback = (h: string) => h === 'localhost' || h.startsWith('127.') || h === '[::1]';
   for (const g of config.gateways) {
-    if (loopback(new URL(advertised).hostname) && !loopback(g.hostname)) log.warn('advertising a loopback url to a remote gateway; set advertiseUrl', { url: advertised, gateway: g.origin });
+    if (loopback(new URL(advertised).hostname) && !loopback(g.hostname))
+      log.warn('advertising a loopback url to a remote gateway; set advertiseUrl', {
+        url: advertised,
+        gateway: g.origin,
+      });
   }
   return config.gateways.map((gateway) => {
     const registration = new GatewayRegistration({

@@ -106,10 +106,17 @@ export class Hosting {
     // earlier beat (the engine still draining when it was sent) clears nothing.
     const now = this.#hosted?.report;
     this.#clearAsked =
-      host === null && now !== undefined && (now.state === 'failed' || now.state === 'stopped') && answered?.replica === now.replica && answered.state === now.state;
+      host === null &&
+      now !== undefined &&
+      (now.state === 'failed' || now.state === 'stopped') &&
+      answered?.replica === now.replica &&
+      answered.state === now.state;
     // Orders repeat in every answer: logged when they change.
     if (before === undefined || (before?.replica ?? null) !== (host?.replica ?? null)) {
-      this.#log.info('engine order read', host ? { replica: host.replica, model: host.model, kind: host.profile.kind } : { replica: null });
+      this.#log.info(
+        'engine order read',
+        host ? { replica: host.replica, model: host.model, kind: host.profile.kind } : { replica: null },
+      );
     }
     this.#work();
   }
@@ -180,11 +187,19 @@ export class Hosting {
     let profile: EngineProfile;
     try {
       profile = await this.#profileOf(order.profile);
-      const valid = await validateProfile(profile, this.#options.facts(), this.#options.policy ?? DEFAULT_LAUNCH_POLICY);
-      await engine.launch(valid, { restart: false, onState: (change) => this.#engineChanged(order, valid.startTimeout, change) });
+      const valid = await validateProfile(
+        profile,
+        this.#options.facts(),
+        this.#options.policy ?? DEFAULT_LAUNCH_POLICY,
+      );
+      await engine.launch(valid, {
+        restart: false,
+        onState: (change) => this.#engineChanged(order, valid.startTimeout, change),
+      });
     } catch (error) {
       // A profile this node refuses, or a command that cannot be built: nothing was launched.
-      const reason = error instanceof ProfileError ? error.message : `the engine could not be launched: ${(error as Error).message}`;
+      const reason =
+        error instanceof ProfileError ? error.message : `the engine could not be launched: ${(error as Error).message}`;
       await engine.unload();
       this.#set(order, 'failed', { reason: oneLine(reason) });
     }
@@ -201,7 +216,12 @@ export class Hosting {
     engine.drain();
     const drainTimeout = this.#drainTimeout ?? this.#options.drainTimeout;
     await callsFinished(slots, drainTimeout);
-    if (slots.inUse > 0) this.#log.warn('hosted engine drain timeout, stopping it under running calls', { replica: order.replica, inFlight: slots.inUse, drainTimeout });
+    if (slots.inUse > 0)
+      this.#log.warn('hosted engine drain timeout, stopping it under running calls', {
+        replica: order.replica,
+        inFlight: slots.inUse,
+        drainTimeout,
+      });
     await engine.unload();
     this.#set(order, 'stopped');
   }
@@ -226,7 +246,10 @@ export class Hosting {
     if (change.to === 'ready') {
       void this.#readyOnceAdmitted(order);
     } else if (change.to === 'failed') {
-      this.#set(order, 'failed', { reason: oneLine(failureReason(change, startTimeout)), output: (change.output ?? []).slice(-REGISTRATION_LIMITS.outputLines).map((line) => oneLine(line)) });
+      this.#set(order, 'failed', {
+        reason: oneLine(failureReason(change, startTimeout)),
+        output: (change.output ?? []).slice(-REGISTRATION_LIMITS.outputLines).map((line) => oneLine(line)),
+      });
       // The process is gone; stop probing its port.
       void this.#options.engine.unload();
     }
@@ -260,7 +283,9 @@ export class Hosting {
       // One ordered engine at a time: every GPU of the inventory is free when one launches.
       const free = freeGpus(this.#options.inventory(), []);
       if (ordered.gpus > free.length) {
-        throw new ProfileError(`profile.gpus asks for ${ordered.gpus} GPUs, this node has ${free.length} free${free.length > 0 ? ` (${free.join(', ')})` : ''}`);
+        throw new ProfileError(
+          `profile.gpus asks for ${ordered.gpus} GPUs, this node has ${free.length} free${free.length > 0 ? ` (${free.join(', ')})` : ''}`,
+        );
       }
       gpus = free.slice(0, ordered.gpus);
     } else {
@@ -281,8 +306,24 @@ export class Hosting {
 
   #set(order: EngineOrder, state: HostedState, extra: { reason?: string; output?: string[] } = {}): void {
     const from = this.#hosted?.order === order ? this.#hosted.report.state : undefined;
-    this.#hosted = { order, report: { replica: order.replica, model: order.model, ...(order.revision === undefined ? {} : { revision: order.revision }), state, since: this.#now(), ...extra } };
-    const fields = { replica: order.replica, model: order.model, from, to: state, ...(extra.reason === undefined ? {} : { reason: extra.reason }) };
+    this.#hosted = {
+      order,
+      report: {
+        replica: order.replica,
+        model: order.model,
+        ...(order.revision === undefined ? {} : { revision: order.revision }),
+        state,
+        since: this.#now(),
+        ...extra,
+      },
+    };
+    const fields = {
+      replica: order.replica,
+      model: order.model,
+      from,
+      to: state,
+      ...(extra.reason === undefined ? {} : { reason: extra.reason }),
+    };
     if (state === 'failed') this.#log.warn('hosted engine state changed', fields);
     else this.#log.info('hosted engine state changed', fields);
     try {
@@ -297,7 +338,8 @@ export class Hosting {
 function failureReason(change: EngineStateChange, startTimeout: number): string {
   const exit = change.exit;
   if (change.reason === 'start-timeout') return `the engine was not ready within ${startTimeout} ms`;
-  if (change.reason === 'spawn-failed' || exit?.error !== undefined) return `the engine could not be started: ${exit?.error ?? 'unknown error'}`;
+  if (change.reason === 'spawn-failed' || exit?.error !== undefined)
+    return `the engine could not be started: ${exit?.error ?? 'unknown error'}`;
   if (exit?.signal) return `the engine was killed by ${exit.signal}`;
   return `the engine exited with code ${String(exit?.code ?? 'unknown')}`;
 }

@@ -25,7 +25,12 @@ const MIB = /^\d+$/;
 
 function mib(field: string, what: string, line: number, text: string): number | null {
   if (field === '[N/A]') return null;
-  if (!MIB.test(field)) throw new NvidiaSmiParseError(line, `${what} must be a whole number of MiB or [N/A], got ${JSON.stringify(field)}`, text);
+  if (!MIB.test(field))
+    throw new NvidiaSmiParseError(
+      line,
+      `${what} must be a whole number of MiB or [N/A], got ${JSON.stringify(field)}`,
+      text,
+    );
   return Number(field);
 }
 
@@ -42,10 +47,17 @@ export function parseNvidiaSmi(csv: string): Gpu[] {
     if (text.trim() === '') continue;
     // GPU names have no commas (nvidia-smi does not quote fields), so a plain split is the CSV.
     const fields = text.split(',').map((f) => f.trim());
-    if (fields.length !== 5) throw new NvidiaSmiParseError(n + 1, `expected 5 fields (index, uuid, name, memory.total, memory.used), got ${fields.length}`, text);
+    if (fields.length !== 5)
+      throw new NvidiaSmiParseError(
+        n + 1,
+        `expected 5 fields (index, uuid, name, memory.total, memory.used), got ${fields.length}`,
+        text,
+      );
     const [index, uuid, name, total, used] = fields as [string, string, string, string, string];
-    if (!MIB.test(index)) throw new NvidiaSmiParseError(n + 1, `index must be a non-negative integer, got ${JSON.stringify(index)}`, text);
-    if (uuid === '' || uuid === '[N/A]' || /\s/.test(uuid)) throw new NvidiaSmiParseError(n + 1, `uuid must be an id like GPU-..., got ${JSON.stringify(uuid)}`, text);
+    if (!MIB.test(index))
+      throw new NvidiaSmiParseError(n + 1, `index must be a non-negative integer, got ${JSON.stringify(index)}`, text);
+    if (uuid === '' || uuid === '[N/A]' || /\s/.test(uuid))
+      throw new NvidiaSmiParseError(n + 1, `uuid must be an id like GPU-..., got ${JSON.stringify(uuid)}`, text);
     if (name === '') throw new NvidiaSmiParseError(n + 1, 'name is empty', text);
     gpus.push({
       index: Number(index),
@@ -61,10 +73,15 @@ export function parseNvidiaSmi(csv: string): Gpu[] {
 /** Runs a command with {@link NVIDIA_SMI_TIMEOUT_MS}; the error keeps execFile's code, signal and stderr. */
 export const runCommand: RunCommand = (cmd, args) =>
   new Promise((resolve, reject) => {
-    execFile(cmd, [...args], { timeout: NVIDIA_SMI_TIMEOUT_MS, encoding: 'utf8', windowsHide: true }, (error, stdout, stderr) => {
-      if (error) reject(Object.assign(error, { stdout, stderr }));
-      else resolve({ stdout });
-    });
+    execFile(
+      cmd,
+      [...args],
+      { timeout: NVIDIA_SMI_TIMEOUT_MS, encoding: 'utf8', windowsHide: true },
+      (error, stdout, stderr) => {
+        if (error) reject(Object.assign(error, { stdout, stderr }));
+        else resolve({ stdout });
+      },
+    );
   });
 
 /**
@@ -81,10 +98,17 @@ export async function readGpuInventory(run: RunCommand = runCommand): Promise<Gp
   } catch (error) {
     const e = error as { code?: unknown; killed?: boolean; signal?: unknown; stderr?: unknown; stdout?: unknown };
     if (e.code === 'ENOENT') return { source: 'none', gpus: [], reason: NO_NVIDIA_SMI };
-    if (e.killed) throw new NvidiaSmiFailedError(`nvidia-smi did not answer within ${NVIDIA_SMI_TIMEOUT_MS} ms (killed by ${String(e.signal)})`, { cause: error });
+    if (e.killed)
+      throw new NvidiaSmiFailedError(
+        `nvidia-smi did not answer within ${NVIDIA_SMI_TIMEOUT_MS} ms (killed by ${String(e.signal)})`,
+        { cause: error },
+      );
     // nvidia-smi prints "No devices were found" and driver failures on stdout as often as stderr.
     const said = [e.stderr, e.stdout].map((s) => (typeof s === 'string' ? s.trim() : '')).find((s) => s !== '');
-    const how = typeof e.code === 'number' ? `exited with code ${e.code}` : `could not run (${String(e.code ?? (error as Error).message)})`;
+    const how =
+      typeof e.code === 'number'
+        ? `exited with code ${e.code}`
+        : `could not run (${String(e.code ?? (error as Error).message)})`;
     throw new NvidiaSmiFailedError(`nvidia-smi ${how}${said ? `: ${said.split('\n')[0]}` : ''}`, { cause: error });
   }
   return { source: 'nvidia-smi', gpus: parseNvidiaSmi(stdout) };

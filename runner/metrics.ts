@@ -67,15 +67,20 @@ export function createRunnerMetrics(sources: RunnerMetricsSources): RunnerMetric
 
 /** Loads the SDK and builds the meter provider, its instruments and its Prometheus reader. */
 async function openPage(sources: RunnerMetricsSources, busyByReason: ReadonlyMap<BusyReason, number>): Promise<Page> {
-  const [{ PrometheusExporter, PrometheusSerializer }, { resourceFromAttributes }, { MeterProvider }] = await Promise.all([
-    import('@opentelemetry/exporter-prometheus'),
-    import('@opentelemetry/resources'),
-    import('@opentelemetry/sdk-metrics'),
-  ]);
+  const [{ PrometheusExporter, PrometheusSerializer }, { resourceFromAttributes }, { MeterProvider }] =
+    await Promise.all([
+      import('@opentelemetry/exporter-prometheus'),
+      import('@opentelemetry/resources'),
+      import('@opentelemetry/sdk-metrics'),
+    ]);
   const reader = new PrometheusExporter({ preventServerStart: true });
   const serializer = new PrometheusSerializer();
   const provider = new MeterProvider({
-    resource: resourceFromAttributes({ 'service.name': 'sluice-runner', 'service.version': VERSION, 'service.instance.id': sources.id }),
+    resource: resourceFromAttributes({
+      'service.name': 'sluice-runner',
+      'service.version': VERSION,
+      'service.instance.id': sources.id,
+    }),
     readers: [reader],
   });
   const meter = provider.getMeter('sluice-runner');
@@ -90,19 +95,46 @@ async function openPage(sources: RunnerMetricsSources, busyByReason: ReadonlyMap
     return set;
   };
 
-  const admitted = meter.createObservableCounter('sluice_runner_calls_admitted', { description: 'Calls that took a slot (a later busy answer `late` included)' });
-  const busy = meter.createObservableCounter('sluice_runner_busy', { description: 'Busy answers (503 with sluice-busy), by reason' });
-  const served = meter.createObservableCounter('sluice_runner_calls_served', { description: 'Calls the engine answered and the runner relayed' });
-  const failed = meter.createObservableCounter('sluice_runner_calls_failed', { description: 'Calls whose engine failed before or while answering' });
-  const unauthorized = meter.createObservableCounter('sluice_runner_calls_unauthorized', { description: 'Calls refused as not from a gateway (no valid signature or client certificate)' });
-  const slots = meter.createObservableUpDownCounter('sluice_runner_slots', { description: 'Slots of the runner: calls it runs at once' });
-  const slotsInUse = meter.createObservableUpDownCounter('sluice_runner_slots_in_use', { description: 'Slots held by calls now' });
-  const state = meter.createObservableGauge('sluice_runner_engine_state', { description: 'The engine state: 1 for the state it is in, 0 for the others' });
-  const restarts = meter.createObservableCounter('sluice_runner_engine_restarts', { description: 'Restarts of the engine the runner launched (since that engine was launched)' });
-  const running = meter.createObservableGauge('sluice_runner_engine_running', { description: "Requests in the engine's running batch, as last read from its metrics" });
-  const waiting = meter.createObservableGauge('sluice_runner_engine_waiting', { description: "Requests waiting inside the engine, as last read from its metrics" });
-  const kvCache = meter.createObservableGauge('sluice_runner_engine_kv_cache_usage', { description: "Share of the engine's KV cache in use, 0 to 1, as last read from its metrics" });
-  const loadAge = meter.createObservableGauge('sluice_runner_engine_load_age_seconds', { description: "Age of the engine's load as last read, in s", unit: 's' });
+  const admitted = meter.createObservableCounter('sluice_runner_calls_admitted', {
+    description: 'Calls that took a slot (a later busy answer `late` included)',
+  });
+  const busy = meter.createObservableCounter('sluice_runner_busy', {
+    description: 'Busy answers (503 with sluice-busy), by reason',
+  });
+  const served = meter.createObservableCounter('sluice_runner_calls_served', {
+    description: 'Calls the engine answered and the runner relayed',
+  });
+  const failed = meter.createObservableCounter('sluice_runner_calls_failed', {
+    description: 'Calls whose engine failed before or while answering',
+  });
+  const unauthorized = meter.createObservableCounter('sluice_runner_calls_unauthorized', {
+    description: 'Calls refused as not from a gateway (no valid signature or client certificate)',
+  });
+  const slots = meter.createObservableUpDownCounter('sluice_runner_slots', {
+    description: 'Slots of the runner: calls it runs at once',
+  });
+  const slotsInUse = meter.createObservableUpDownCounter('sluice_runner_slots_in_use', {
+    description: 'Slots held by calls now',
+  });
+  const state = meter.createObservableGauge('sluice_runner_engine_state', {
+    description: 'The engine state: 1 for the state it is in, 0 for the others',
+  });
+  const restarts = meter.createObservableCounter('sluice_runner_engine_restarts', {
+    description: 'Restarts of the engine the runner launched (since that engine was launched)',
+  });
+  const running = meter.createObservableGauge('sluice_runner_engine_running', {
+    description: "Requests in the engine's running batch, as last read from its metrics",
+  });
+  const waiting = meter.createObservableGauge('sluice_runner_engine_waiting', {
+    description: 'Requests waiting inside the engine, as last read from its metrics',
+  });
+  const kvCache = meter.createObservableGauge('sluice_runner_engine_kv_cache_usage', {
+    description: "Share of the engine's KV cache in use, 0 to 1, as last read from its metrics",
+  });
+  const loadAge = meter.createObservableGauge('sluice_runner_engine_load_age_seconds', {
+    description: "Age of the engine's load as last read, in s",
+    unit: 's',
+  });
 
   meter.addBatchObservableCallback(
     (observe) => {
@@ -126,7 +158,21 @@ async function openPage(sources: RunnerMetricsSources, busyByReason: ReadonlyMap
       if (load?.kvCacheUsage !== undefined) observe.observe(kvCache, load.kvCacheUsage);
       if (engine.loadAgeMs !== undefined) observe.observe(loadAge, engine.loadAgeMs / 1000);
     },
-    [admitted, busy, served, failed, unauthorized, slots, slotsInUse, state, restarts, running, waiting, kvCache, loadAge],
+    [
+      admitted,
+      busy,
+      served,
+      failed,
+      unauthorized,
+      slots,
+      slotsInUse,
+      state,
+      restarts,
+      running,
+      waiting,
+      kvCache,
+      loadAge,
+    ],
   );
 
   return {

@@ -13,7 +13,14 @@ import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
 import { parseLabels } from './capacity.ts';
 import { RunnerConfigError } from './errors.ts';
-import { CALL_SECRET_RULE, REGISTRATION_LIMITS, WIRE_ID_PATTERN, WIRE_ID_RULE, isCallSecret, resolveLaunchPolicy } from './protocol/index.ts';
+import {
+  CALL_SECRET_RULE,
+  REGISTRATION_LIMITS,
+  WIRE_ID_PATTERN,
+  WIRE_ID_RULE,
+  isCallSecret,
+  resolveLaunchPolicy,
+} from './protocol/index.ts';
 import type { LaunchPolicy } from './protocol/index.ts';
 
 /**
@@ -311,9 +318,18 @@ const check = checksFor(RunnerConfigError);
 
 /** Applies defaults and validates; throws {@link RunnerConfigError} naming the first bad option. */
 export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
-  const { engine, profile, simCommand, id = `runner-${randomBytes(3).toString('hex')}`, runnerToken, engineApiKey } = options;
+  const {
+    engine,
+    profile,
+    simCommand,
+    id = `runner-${randomBytes(3).toString('hex')}`,
+    runnerToken,
+    engineApiKey,
+  } = options;
   if (engine !== undefined && profile !== undefined) {
-    throw new RunnerConfigError('give engine (the URL of a running engine) or profile (an engine to launch), not both; give neither for a runner that hosts engines on order');
+    throw new RunnerConfigError(
+      'give engine (the URL of a running engine) or profile (an engine to launch), not both; give neither for a runner that hosts engines on order',
+    );
   }
   let engineUrl: URL | undefined;
   let kindName: string;
@@ -346,7 +362,8 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   const gateways = parseGateways(options.gateways);
   // The gateway's rule, so a token every gateway would refuse is refused here, at start.
   if (runnerToken !== undefined) check.runnerToken('runnerToken', runnerToken);
-  if (gateways.length > 0 && runnerToken === undefined) throw new RunnerConfigError('runnerToken is required with gateways');
+  if (gateways.length > 0 && runnerToken === undefined)
+    throw new RunnerConfigError('runnerToken is required with gateways');
   // A header value: printable ASCII without spaces, so it cannot break the request it rides in.
   if (engineApiKey !== undefined && (typeof engineApiKey !== 'string' || !/^[\x21-\x7e]{1,4096}$/.test(engineApiKey))) {
     throw new RunnerConfigError('engineApiKey must be 1 to 4096 printable ASCII characters without spaces (not shown)');
@@ -357,7 +374,9 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
   if (options.advertiseUrl !== undefined) {
     const url = parseHttpUrl('advertiseUrl', options.advertiseUrl);
     if (isWildcardHost(url.hostname)) {
-      throw new RunnerConfigError(`advertiseUrl must name an address gateways can reach, not ${url.hostname}, got ${show(options.advertiseUrl)}`);
+      throw new RunnerConfigError(
+        `advertiseUrl must name an address gateways can reach, not ${url.hostname}, got ${show(options.advertiseUrl)}`,
+      );
     }
     advertiseUrl = url.href.replace(/\/$/, '');
   }
@@ -395,7 +414,8 @@ function callSecretsOf(value: unknown): readonly string[] {
 /** The TLS material, each part present; PEM text is not parsed here (the server refuses a bad one at listen). */
 function tlsOf(value: RunnerTls | undefined): Readonly<RunnerTls> | undefined {
   if (value === undefined) return undefined;
-  if (value === null || typeof value !== 'object') throw new RunnerConfigError(`tls must be an object with cert, key and ca, got ${show(value)}`);
+  if (value === null || typeof value !== 'object')
+    throw new RunnerConfigError(`tls must be an object with cert, key and ca, got ${show(value)}`);
   for (const part of ['cert', 'key', 'ca'] as const) {
     const pem = value[part];
     if (!(typeof pem === 'string' || Buffer.isBuffer(pem)) || pem.length === 0) {
@@ -418,7 +438,8 @@ export function advertisedUrl(config: RunnerConfig, host: string, port: number):
       `advertiseUrl is required with gateways when listening on ${host || 'every interface'}: gateways cannot call a wildcard address; give the URL they should use, e.g. http://10.0.0.5:${port || 9000}`,
     );
   }
-  const url = config.advertiseUrl ?? `${config.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url =
+    config.advertiseUrl ?? `${config.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   // Gateways refuse a registered URL that names a host rather than an address (docs/runners.md).
   const name = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
   if (config.gateways.length > 0 && isIP(name) === 0) {
@@ -437,12 +458,14 @@ function isWildcardHost(host: string): boolean {
 /** Validates the gateway URLs; a duplicate would register the runner twice with one gateway. */
 function parseGateways(value: unknown): readonly URL[] {
   if (value === undefined) return Object.freeze([]);
-  if (!Array.isArray(value)) throw new RunnerConfigError(`gateways must be an array of http:// or https:// URLs, got ${show(value)}`);
+  if (!Array.isArray(value))
+    throw new RunnerConfigError(`gateways must be an array of http:// or https:// URLs, got ${show(value)}`);
   const seen = new Set<string>();
   return Object.freeze(
     value.map((item: unknown, i) => {
       const url = parseHttpUrl(`gateways[${i}]`, item);
-      if (seen.has(url.href)) throw new RunnerConfigError(`gateways lists ${url.origin}${url.pathname.replace(/\/$/, '')} twice`);
+      if (seen.has(url.href))
+        throw new RunnerConfigError(`gateways lists ${url.origin}${url.pathname.replace(/\/$/, '')} twice`);
       seen.add(url.href);
       return url;
     }),

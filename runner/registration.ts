@@ -11,7 +11,16 @@ import { checksFor, fullJitterBackoff, rule, silentLogger } from '../placer/kern
 import { RunnerConfigError } from './errors.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol/index.ts';
 import { gatewayAnswerKind, parseEngineOrder } from './protocol/index.ts';
-import type { EngineOrder, HeartbeatAnswer, HostedEngine, RegistrationAccepted, ReportedLoad, RunnerHeartbeat, RunnerRegistration, RunnerStatus } from './protocol/index.ts';
+import type {
+  EngineOrder,
+  HeartbeatAnswer,
+  HostedEngine,
+  RegistrationAccepted,
+  ReportedLoad,
+  RunnerHeartbeat,
+  RunnerRegistration,
+  RunnerStatus,
+} from './protocol/index.ts';
 
 /** First backoff step after a failure, ms; doubled per failure in a row. */
 export const BACKOFF_BASE_MS = 500;
@@ -91,7 +100,8 @@ type Answer = { status: number; json?: unknown; error?: unknown };
 
 /** Registers a runner with one gateway and keeps it registered until stopped. */
 export class GatewayRegistration {
-  readonly #options: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder' | 'ca'>> & Pick<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder'>;
+  readonly #options: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder' | 'ca'>> &
+    Pick<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder'>;
   readonly #pool: Pool;
   readonly #base: string;
   readonly #log: Logger;
@@ -112,7 +122,12 @@ export class GatewayRegistration {
   constructor(options: GatewayRegistrationOptions) {
     this.#options = { ...options, ...check.resolve(registrationDefaults, registrationRules, options) };
     const timeout = this.#options.requestTimeout;
-    this.#pool = new Pool(options.gateway.origin, { connections: 1, connect: { timeout, ...(options.ca === undefined ? {} : { ca: options.ca }) }, headersTimeout: timeout, bodyTimeout: timeout });
+    this.#pool = new Pool(options.gateway.origin, {
+      connections: 1,
+      connect: { timeout, ...(options.ca === undefined ? {} : { ca: options.ca }) },
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+    });
     this.#base = options.gateway.pathname.replace(/\/+$/, '');
     this.#interval = this.#options.heartbeatInterval;
     // The origin only: a URL's userinfo or query has no business in a log line.
@@ -162,7 +177,11 @@ export class GatewayRegistration {
       const kind = gatewayAnswerKind(answer.status);
       if (kind === 'accepted') this.#log.info('deregistered from gateway', {});
       else if (kind === 'unknown-runner') this.#log.info('gateway had already forgotten this runner', {});
-      else this.#log.warn('deregistration failed', { status: answer.status, ...(answer.error ? { error: answer.error } : {}) });
+      else
+        this.#log.warn('deregistration failed', {
+          status: answer.status,
+          ...(answer.error ? { error: answer.error } : {}),
+        });
     } finally {
       await this.#pool.close().catch(() => {});
     }
@@ -185,7 +204,11 @@ export class GatewayRegistration {
     const status = this.#options.status();
     const answer = heartbeat
       ? await this.#send('POST', heartbeatPath(status.id), heartbeatBody(status, this.#options.loadStaleAfter))
-      : await this.#send('POST', REGISTER_PATH, registrationBody(status, this.#options.url, this.#options.loadStaleAfter));
+      : await this.#send(
+          'POST',
+          REGISTER_PATH,
+          registrationBody(status, this.#options.url, this.#options.loadStaleAfter),
+        );
     if (this.#stopped) return;
     const kind = gatewayAnswerKind(answer.status);
     switch (kind) {
@@ -205,8 +228,12 @@ export class GatewayRegistration {
 
   #registered(answer: Answer): void {
     const asked = (answer.json as Partial<RegistrationAccepted> | undefined)?.heartbeatInterval;
-    this.#interval = typeof asked === 'number' && Number.isSafeInteger(asked) && asked > 0 ? asked : this.#options.heartbeatInterval;
-    this.#log.info('registered with gateway', { heartbeatInterval: this.#interval, ...(this.#failures > 0 ? { afterFailures: this.#failures } : {}) });
+    this.#interval =
+      typeof asked === 'number' && Number.isSafeInteger(asked) && asked > 0 ? asked : this.#options.heartbeatInterval;
+    this.#log.info('registered with gateway', {
+      heartbeatInterval: this.#interval,
+      ...(this.#failures > 0 ? { afterFailures: this.#failures } : {}),
+    });
     this.#phase = 'heartbeat';
     this.#known = true;
     this.#failures = 0;
@@ -219,7 +246,8 @@ export class GatewayRegistration {
     const said = answer.json as Partial<HeartbeatAnswer> | undefined;
     // Before scheduling: the drain's (or the order's) beatNow() then turns the next beat into an immediate one.
     if (said?.drain === true) this.#drainRequested();
-    if (said && typeof said === 'object' && 'host' in said && this.#options.onHostOrder) this.#hostOrdered(said.host, hosted);
+    if (said && typeof said === 'object' && 'host' in said && this.#options.onHostOrder)
+      this.#hostOrdered(said.host, hosted);
     this.#schedule(this.#beatSoon ? 0 : this.#interval);
     this.#beatSoon = false;
   }
@@ -236,7 +264,8 @@ export class GatewayRegistration {
   #refused(answer: Answer, kind: 'token-refused' | 'id-refused'): void {
     this.#failures++;
     const retryInMs = fullJitterBackoff(Number.MAX_SAFE_INTEGER, BACKOFF_STEPS, this.#options.random);
-    const message = kind === 'token-refused' ? 'gateway refused the runner token' : 'gateway refused this runner id under its token';
+    const message =
+      kind === 'token-refused' ? 'gateway refused the runner token' : 'gateway refused this runner id under its token';
     this.#log.error(message, { status: answer.status, attempt: this.#failures, retryInMs });
     this.#schedule(retryInMs);
   }
@@ -244,7 +273,12 @@ export class GatewayRegistration {
   #failed(answer: Answer, request: 'register' | 'heartbeat'): void {
     this.#failures++;
     const retryInMs = fullJitterBackoff(this.#failures, BACKOFF_STEPS, this.#options.random);
-    const fields = { request, attempt: this.#failures, retryInMs, ...(answer.error ? { error: answer.error } : { status: answer.status }) };
+    const fields = {
+      request,
+      attempt: this.#failures,
+      retryInMs,
+      ...(answer.error ? { error: answer.error } : { status: answer.status }),
+    };
     // A gateway down for an hour would otherwise log a warning every 30 s per runner.
     if (this.#failures === 1) this.#log.warn('gateway request failed, retrying', fields);
     else this.#log.debug('gateway request failed, retrying', fields);
@@ -281,12 +315,20 @@ export class GatewayRegistration {
       const res = await this.#pool.request({
         method,
         path: this.#base + path,
-        headers: { authorization: `Bearer ${this.#options.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${this.#options.token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       const ok = res.statusCode >= 200 && res.statusCode < 300 && res.statusCode !== 204;
       // Always consume the body, or the connection is never reused.
-      const json = ok ? await res.body.json().catch(() => undefined) : await res.body.dump().then(() => undefined, () => undefined);
+      const json = ok
+        ? await res.body.json().catch(() => undefined)
+        : await res.body.dump().then(
+            () => undefined,
+            () => undefined,
+          );
       return { status: res.statusCode, json };
     } catch (error) {
       return { status: 0, error };
@@ -309,9 +351,16 @@ export function reportedLoad(status: RunnerStatus, staleAfter: number): Reported
     const fresh = engine.load !== undefined && (engine.loadAgeMs ?? Infinity) <= staleAfter ? engine.load : undefined;
     queue += fresh?.waiting ?? 0;
     if (fresh?.kvCacheUsage !== undefined) kv = Math.max(kv ?? 0, fresh.kvCacheUsage);
-    for (const model of engine.models) models[model] = { running: fresh?.running ?? engine.slots.inUse, waiting: fresh?.waiting ?? 0 };
+    for (const model of engine.models)
+      models[model] = { running: fresh?.running ?? engine.slots.inUse, waiting: fresh?.waiting ?? 0 };
   }
-  return { slotsInUse: status.slots.inUse, slots: status.slots.total, queue, ...(kv === undefined ? {} : { kvCacheUsage: kv }), models };
+  return {
+    slotsInUse: status.slots.inUse,
+    slots: status.slots.total,
+    queue,
+    ...(kv === undefined ? {} : { kvCacheUsage: kv }),
+    models,
+  };
 }
 
 /** What a runner sends when it registers: who it is, where to call it, what it serves, its load. */

@@ -59,7 +59,9 @@ export function syncReply(res: ServerResponse, runnerId: string): Reply {
   return {
     commit() {},
     head(status, headers) {
-      const own: Record<string, string> = bodiless(status) ? { [RUNNER_ID_HEADER]: runnerId } : { [RUNNER_ID_HEADER]: runnerId, trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}` };
+      const own: Record<string, string> = bodiless(status)
+        ? { [RUNNER_ID_HEADER]: runnerId }
+        : { [RUNNER_ID_HEADER]: runnerId, trailer: `${EXEC_TRAILER}, ${ERROR_TRAILER}` };
       pending = { status, headers: withoutHopByHop(headers, { add: own }) };
     },
     write(chunk) {
@@ -77,7 +79,11 @@ export function syncReply(res: ServerResponse, runnerId: string): Reply {
       res.end();
     },
     fail(error) {
-      res.writeHead(error.status, { 'content-type': 'application/json', [RUNNER_ID_HEADER]: runnerId, [ERROR_TRAILER]: error.code });
+      res.writeHead(error.status, {
+        'content-type': 'application/json',
+        [RUNNER_ID_HEADER]: runnerId,
+        [ERROR_TRAILER]: error.code,
+      });
       res.end(errorJson(error));
     },
   };

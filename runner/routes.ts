@@ -36,7 +36,9 @@ export function runnerRoutes(handlers: RouteHandlers): Hono<NodeBindings> {
     const reason = handlers.notReady();
     return reason === undefined ? c.json({ ready: true }) : c.json({ ready: false, reason }, 503);
   });
-  app.get('/metrics', async (c) => c.body(await handlers.metrics(), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }));
+  app.get('/metrics', async (c) =>
+    c.body(await handlers.metrics(), 200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }),
+  );
   app.post('*', async (c) => {
     await handlers.serveCall(c.env.incoming, c.env.outgoing);
     return RESPONSE_ALREADY_SENT;

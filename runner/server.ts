@@ -113,7 +113,16 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       })
     : undefined;
   const status = (): RunnerStatus =>
-    readStatus({ config, engine, slots, counts, draining: () => draining, gpus: () => gpus, engineKinds: () => engineKinds, hosted: () => hosting?.report() });
+    readStatus({
+      config,
+      engine,
+      slots,
+      counts,
+      draining: () => draining,
+      gpus: () => gpus,
+      engineKinds: () => engineKinds,
+      hosted: () => hosting?.report(),
+    });
   const guard = new CallGuard({
     secrets: config.callSecrets,
     skew: config.callClockSkew,
@@ -122,7 +131,13 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     refused: () => counts.unauthorized++,
     ...(environment.now ? { now: environment.now } : {}),
   });
-  const metrics = createRunnerMetrics({ id: config.id, counts, admitted: () => slots.acquired, slots: () => slots, engine: () => engine.status() });
+  const metrics = createRunnerMetrics({
+    id: config.id,
+    counts,
+    admitted: () => slots.acquired,
+    slots: () => slots,
+    engine: () => engine.status(),
+  });
   const busy = (res: ServerResponse, reason: BusyReason): void => {
     counts.rejected++;
     metrics.busy(reason);
@@ -133,8 +148,17 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
 
   const stallWatch = new StallWatch();
   const callPath: CallPathContext = {
-    config, engine, slots, log, counts, draining: () => draining, stalled: () => stallWatch.stalled(), busy,
-    ...(guard.enabled ? { verify: (_req, res, body) => guard.verify(res, body), abandoned: (res) => guard.forget(res) } : {}),
+    config,
+    engine,
+    slots,
+    log,
+    counts,
+    draining: () => draining,
+    stalled: () => stallWatch.stalled(),
+    busy,
+    ...(guard.enabled
+      ? { verify: (_req, res, body) => guard.verify(res, body), abandoned: (res) => guard.forget(res) }
+      : {}),
   };
   const app = runnerRoutes({
     status,
@@ -178,7 +202,13 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
                 hostname: host,
                 createServer: createHttpsServer,
                 // Mutual TLS: a connection without a client certificate signed by the CA ends in the handshake.
-                serverOptions: { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true },
+                serverOptions: {
+                  cert: tls.cert,
+                  key: tls.key,
+                  ca: tls.ca,
+                  requestCert: true,
+                  rejectUnauthorized: true,
+                },
               },
               (info) => resolve(info),
             )
@@ -205,10 +235,23 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
       http.keepAliveTimeout = 65_000;
       http.headersTimeout = 66_000;
       const url = `${tls ? 'https' : 'http'}://${host}:${listening.port}`;
-      log.info('runner listening', { url, engine: engine.origin, kind: config.engineKind, slots: slots.total, gpus: gpus.gpus.length, engineKinds, version: VERSION });
+      log.info('runner listening', {
+        url,
+        engine: engine.origin,
+        kind: config.engineKind,
+        slots: slots.total,
+        gpus: gpus.gpus.length,
+        engineKinds,
+        version: VERSION,
+      });
       if (hosting) {
-        log.info('runner waits for engine orders', { gateways: config.gateways.map((g) => g.origin), freeGpus: gpus.gpus.length, engineKinds });
-        if (config.gateways.length === 0) log.warn('runner takes engine orders but has no gateway to take them from; give gateways (--gateway)', {});
+        log.info('runner waits for engine orders', {
+          gateways: config.gateways.map((g) => g.origin),
+          freeGpus: gpus.gpus.length,
+          engineKinds,
+        });
+        if (config.gateways.length === 0)
+          log.warn('runner takes engine orders but has no gateway to take them from; give gateways (--gateway)', {});
       }
       const advertised = advertisedUrl(config, host, listening.port);
       registrations = registerWithGateways({
@@ -217,7 +260,8 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         status,
         log,
         environment,
-        onDrainRequested: () => void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
+        onDrainRequested: () =>
+          void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
         // A runner that drains takes no new engine: close() stops the hosted one itself.
         ...(hosting ? { onHostOrder: (host, answered) => (draining ? undefined : hosting.order(host, answered)) } : {}),
       });
@@ -261,7 +305,10 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
 function checkCallCredential(config: RunnerConfig, host: string, log: Logger): void {
   if (config.callSecrets.length > 0 || config.tls) return;
   if (config.allowUnsignedCalls) {
-    log.warn('runner serves calls without a credential: anyone who reaches its port can spend its engine', { host, allowUnsignedCalls: true });
+    log.warn('runner serves calls without a credential: anyone who reaches its port can spend its engine', {
+      host,
+      allowUnsignedCalls: true,
+    });
     return;
   }
   if (!isLoopback(host)) {
@@ -269,7 +316,9 @@ function checkCallCredential(config: RunnerConfig, host: string, log: Logger): v
       `the runner would serve anyone who reaches ${host}: give callSecret (--call-secret, shared with the gateways) or tls (--tls-cert, --tls-key, --tls-ca), listen on 127.0.0.1, or set allowUnsignedCalls (--allow-unsigned-calls)`,
     );
   }
-  log.warn('runner serves calls without a credential: no callSecret nor tls; any process on this machine can call it', { host });
+  log.warn('runner serves calls without a credential: no callSecret nor tls; any process on this machine can call it', {
+    host,
+  });
 }
 
 /** True for an address only this machine reaches. */

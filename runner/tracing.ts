@@ -41,7 +41,11 @@ export function startRunnerTrace(req: IncomingMessage, res: ServerResponse, runn
   const span = tracer.startSpan('sluice.runner.call', { kind: SpanKind.SERVER }, parent);
   if (!span.isRecording()) return undefined;
   const path = telemetryPath(req.url ?? '/');
-  const attributes: Attributes = { 'http.request.method': req.method ?? 'POST', 'url.path': path, 'sluice.runner.id': runnerId };
+  const attributes: Attributes = {
+    'http.request.method': req.method ?? 'POST',
+    'url.path': path,
+    'sluice.runner.id': runnerId,
+  };
   const callId = first(req.headers[CALL_ID_HEADER]);
   const fn = first(req.headers[FUNCTION_HEADER]);
   if (callId !== undefined) attributes['sluice.call.id'] = callId;
@@ -75,7 +79,12 @@ export class RunnerTrace {
    * Ends admission and starts the engine request's CLIENT span toward `origin`; returns `headers`
    * with its trace context in place of the gateway's.
    */
-  engine(origin: string, method: string, path: string, headers: Record<string, string | string[]>): Record<string, string | string[]> {
+  engine(
+    origin: string,
+    method: string,
+    path: string,
+    headers: Record<string, string | string[]>,
+  ): Record<string, string | string[]> {
     this.#admission.end();
     const url = new URL(origin);
     this.#engine = tracer.startSpan(
@@ -113,7 +122,8 @@ export class RunnerTrace {
     this.#keptBytes += data.length;
     if (this.#sse) {
       // Only the tail matters: drop whole chunks from the front while the rest is enough.
-      while (this.#kept.length > 1 && this.#keptBytes - this.#kept[0]!.length >= STREAM_TAIL_BYTES) this.#keptBytes -= this.#kept.shift()!.length;
+      while (this.#kept.length > 1 && this.#keptBytes - this.#kept[0]!.length >= STREAM_TAIL_BYTES)
+        this.#keptBytes -= this.#kept.shift()!.length;
     } else if (this.#keptBytes > MAX_JSON_BYTES) {
       this.#kept = [];
       this.#keptBytes = Number.POSITIVE_INFINITY;
@@ -182,10 +192,15 @@ export function genAiAttributes(text: string, format: AnswerFormat): Attributes 
   const reasons: string[] = [];
   for (const answer of answers) {
     if (typeof answer !== 'object' || answer === null) continue;
-    const { model, usage, choices } = answer as { model?: unknown; usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null; choices?: unknown };
+    const { model, usage, choices } = answer as {
+      model?: unknown;
+      usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
+      choices?: unknown;
+    };
     if (typeof model === 'string') attributes['gen_ai.response.model'] = model;
     if (usage && typeof usage.prompt_tokens === 'number') attributes['gen_ai.usage.input_tokens'] = usage.prompt_tokens;
-    if (usage && typeof usage.completion_tokens === 'number') attributes['gen_ai.usage.output_tokens'] = usage.completion_tokens;
+    if (usage && typeof usage.completion_tokens === 'number')
+      attributes['gen_ai.usage.output_tokens'] = usage.completion_tokens;
     if (Array.isArray(choices)) {
       for (const choice of choices) {
         const reason = (choice as { finish_reason?: unknown } | null)?.finish_reason;

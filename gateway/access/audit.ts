@@ -9,7 +9,13 @@ import type { Clock, Logger } from '../../placer/kernel/index.ts';
 import type { Caller } from './scopes.ts';
 
 /** What was changed. */
-export type AuditAction = 'deployment.put' | 'deployment.delete' | 'key.create' | 'key.delete' | 'runner.drain' | 'runners.drain';
+export type AuditAction =
+  | 'deployment.put'
+  | 'deployment.delete'
+  | 'key.create'
+  | 'key.delete'
+  | 'runner.drain'
+  | 'runners.drain';
 
 /** One change, as the route that made it describes it. */
 export interface AuditEntry {
@@ -65,7 +71,8 @@ function credentialOf(caller: Caller | undefined): string {
  * there was no `before`.
  */
 export function changedFields(before: unknown, after: unknown, path = ''): string[] {
-  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  const isObject = (v: unknown): v is Record<string, unknown> =>
+    typeof v === 'object' && v !== null && !Array.isArray(v);
   if (isObject(before) && isObject(after)) {
     const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
     return keys.flatMap((key) => changedFields(before[key], after[key], path === '' ? key : `${path}.${key}`));

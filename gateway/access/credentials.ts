@@ -73,11 +73,16 @@ export class Credentials {
     if (options.operatorTokens.length === 0) throw new Error('at least one operator token is needed');
     this.#operators = new SecretList(options.operatorTokens);
     this.#viewers = new SecretList(options.viewerTokens ?? []);
-    this.#operatorCallers = options.operatorTokens.map((t) => Object.freeze({ kind: 'operator', id: credentialId('operator', t) }));
-    this.#viewerCallers = (options.viewerTokens ?? []).map((t) => Object.freeze({ kind: 'viewer', id: credentialId('viewer', t) }));
+    this.#operatorCallers = options.operatorTokens.map((t) =>
+      Object.freeze({ kind: 'operator', id: credentialId('operator', t) }),
+    );
+    this.#viewerCallers = (options.viewerTokens ?? []).map((t) =>
+      Object.freeze({ kind: 'viewer', id: credentialId('viewer', t) }),
+    );
     this.#runners = new SecretList(options.runnerTokens);
     this.#keys = options.clientKeys;
-    if (options.clients !== 'open' && options.clients !== 'keys') throw new Error(`clients must be 'open' or 'keys', got ${String(options.clients)}`);
+    if (options.clients !== 'open' && options.clients !== 'keys')
+      throw new Error(`clients must be 'open' or 'keys', got ${String(options.clients)}`);
     this.#clients = options.clients;
   }
 
@@ -140,7 +145,10 @@ export class Credentials {
     if (scope === 'client' && this.openToClients) return ANONYMOUS;
     // The token may be a key made since the store was last read: "try again", not "unknown".
     if (scope === 'client' && this.#keys?.available === false) {
-      throw new KeysUnavailableError('the client keys cannot be read at the moment, so this key cannot be checked; try again shortly', 1);
+      throw new KeysUnavailableError(
+        'the client keys cannot be read at the moment, so this key cannot be checked; try again shortly',
+        1,
+      );
     }
     throw new UnauthorizedError(`the bearer token is not ${credentialOf(scope)} of this gateway`);
   }

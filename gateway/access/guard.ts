@@ -21,7 +21,11 @@ const routeKey = (method: string, path: string): string => `${method} ${path}`;
  * Middleware admitting every routed request by its route's scope; sets the `caller` variable
  * the handlers read. A request no route matches passes on, to the not-found answer.
  */
-export function accessGuard(credentials: Credentials, table: readonly RouteScope[], logger: Logger): MiddlewareHandler<GatewayEnv> {
+export function accessGuard(
+  credentials: Credentials,
+  table: readonly RouteScope[],
+  logger: Logger,
+): MiddlewareHandler<GatewayEnv> {
   const scopes = new Map(table.map((route) => [routeKey(route.method, route.path), route]));
   return async function accessGuard(c, next) {
     // Middlewares are registered for every method ('ALL'); the first route proper is the one that answers.
@@ -35,7 +39,12 @@ export function accessGuard(credentials: Credentials, table: readonly RouteScope
         // Control routes' refusals are worth an operator's look; the token is never logged, as a
         // near-miss token in a log is a leaked one.
         if (error instanceof UnauthorizedError && scope.scope !== 'client') {
-          logger.warn('credential refused', { method: c.req.method, path: telemetryPath(c.req.path), scope: scope.scope, remote: c.env.incoming.socket.remoteAddress });
+          logger.warn('credential refused', {
+            method: c.req.method,
+            path: telemetryPath(c.req.path),
+            scope: scope.scope,
+            remote: c.env.incoming.socket.remoteAddress,
+          });
         }
         throw error;
       }
@@ -49,7 +58,8 @@ export function unscopedRoutes(app: Pick<Hono<GatewayEnv>, 'routes'>, table: rea
   const known = new Set(table.map((route) => routeKey(route.method, route.path)));
   const missing = new Set<string>();
   for (const route of app.routes) {
-    if (route.method !== 'ALL' && !known.has(routeKey(route.method, route.path))) missing.add(routeKey(route.method, route.path));
+    if (route.method !== 'ALL' && !known.has(routeKey(route.method, route.path)))
+      missing.add(routeKey(route.method, route.path));
   }
   return [...missing];
 }

@@ -56,12 +56,18 @@ export class KeyCalls {
    */
   async open(key: ClientKey): Promise<KeyCall | RateLimitedError> {
     const { limits } = key;
-    if (limits.requestsPerMinute === undefined && limits.concurrentCalls === undefined && limits.tokensPerMinute === undefined && limits.storedBytes === undefined) {
+    if (
+      limits.requestsPerMinute === undefined &&
+      limits.concurrentCalls === undefined &&
+      limits.tokensPerMinute === undefined &&
+      limits.storedBytes === undefined
+    ) {
       return new KeyCall(this, key, undefined, undefined);
     }
     const lease = newLease();
     const admission = await this.step(() => this.#limiter.admitCall(key.id, limits, lease));
-    if (admission.kind === 'refused') return refusal(key, admission, { requests: admission.window, tokens: await this.tokensNow(key) });
+    if (admission.kind === 'refused')
+      return refusal(key, admission, { requests: admission.window, tokens: await this.tokensNow(key) });
     return new KeyCall(this, key, limits.concurrentCalls === undefined ? undefined : lease, admission.window);
   }
 
@@ -95,7 +101,8 @@ export class KeyCalls {
   }
 
   #failed(error: unknown): void {
-    if (!this.#failing) this.#logger.warn('key limits not answering; calls admitted without them', { error: error as Error });
+    if (!this.#failing)
+      this.#logger.warn('key limits not answering; calls admitted without them', { error: error as Error });
     this.#failing = true;
   }
 
@@ -143,7 +150,8 @@ export class KeyCall {
    * named a model the key may not call). Never rejects.
    */
   async refusalTokenHeaders(): Promise<Record<string, string>> {
-    if (this.#tokens === undefined && this.key.limits.tokensPerMinute !== undefined) this.#tokens = await this.#calls.tokensNow(this.key);
+    if (this.#tokens === undefined && this.key.limits.tokensPerMinute !== undefined)
+      this.#tokens = await this.#calls.tokensNow(this.key);
     return this.tokenHeaders;
   }
 
@@ -167,7 +175,8 @@ export class KeyCall {
     const estimate = estimateTokens(promptBytes) + outputTokens;
     const admission = await this.#calls.step(() => this.#calls.limiter.admitTokens(key.id, key.limits, estimate));
     this.#tokens = admission.window ?? this.#tokens;
-    if (admission.kind === 'refused') return refusal(key, admission, { requests: this.#requests, tokens: admission.window });
+    if (admission.kind === 'refused')
+      return refusal(key, admission, { requests: this.#requests, tokens: admission.window });
     // A failing limiter admitted without counting: nothing to settle later.
     if (admission.window) this.#estimate = Math.min(estimate, key.limits.tokensPerMinute);
     return undefined;
@@ -182,7 +191,9 @@ export class KeyCall {
   async storedRoom(callId: string, cap: number, until: number): Promise<RateLimitedError | undefined> {
     const { key } = this;
     if (key.limits.storedBytes === undefined) return undefined;
-    const admission = await this.#calls.step(() => this.#calls.limiter.reserveStored(key.id, key.limits, callId, cap, until));
+    const admission = await this.#calls.step(() =>
+      this.#calls.limiter.reserveStored(key.id, key.limits, callId, cap, until),
+    );
     if (admission.kind === 'refused') return refusal(key, admission, {});
     this.#room = { callId, reserved: 'reserved' in admission ? admission.reserved : 0 };
     return undefined;
@@ -226,7 +237,9 @@ export class KeyCall {
     const { id } = this.key;
     const limiter = this.#calls.limiter;
     const tail = this.#tail ?? joinTail(this.#previous, this.#last);
-    const used = tail ? usageTokens(tail.length > USAGE_TAIL_BYTES ? tail.subarray(tail.length - USAGE_TAIL_BYTES) : tail) : undefined;
+    const used = tail
+      ? usageTokens(tail.length > USAGE_TAIL_BYTES ? tail.subarray(tail.length - USAGE_TAIL_BYTES) : tail)
+      : undefined;
     if (this.#estimate > 0 && used !== undefined) {
       const estimated = this.#estimate;
       this.#calls.quietly(() => limiter.settle(id, used, estimated));
@@ -273,7 +286,11 @@ function countOf(field: RegExp, block: string): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
-function refusal(key: ClientKey, admission: Extract<Admission, { kind: 'refused' }>, windows: { requests?: WindowState | undefined; tokens?: WindowState | undefined }): RateLimitedError {
+function refusal(
+  key: ClientKey,
+  admission: Extract<Admission, { kind: 'refused' }>,
+  windows: { requests?: WindowState | undefined; tokens?: WindowState | undefined },
+): RateLimitedError {
   const seconds = retryAfterSeconds(admission.retryAfterMs);
   const { limits } = key;
   const what = {

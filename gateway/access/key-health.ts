@@ -17,7 +17,10 @@ export type ClientKeysReason = 'no_client_keys' | 'client_keys_unavailable';
  * made since the last read gets 503), else `no_client_keys` while there is none (every client
  * call gets 401); none on an open gateway.
  */
-export function clientKeysReasons(clients: ClientAccess, keys: Pick<ClientKeys, 'size' | 'available'> | undefined): ClientKeysReason[] {
+export function clientKeysReasons(
+  clients: ClientAccess,
+  keys: Pick<ClientKeys, 'size' | 'available'> | undefined,
+): ClientKeysReason[] {
   if (clients === 'open') return [];
   if (keys?.available === false) return ['client_keys_unavailable'];
   return (keys?.size ?? 0) === 0 ? ['no_client_keys'] : [];
@@ -59,7 +62,8 @@ export class ClientKeysWatch {
     const { clients, keys, logger } = this.#options;
     if (clients === 'open') return;
     const size = keys?.size ?? 0;
-    const refusing: ClientKeysReason | undefined = size > 0 ? undefined : keys?.available === false ? 'client_keys_unavailable' : 'no_client_keys';
+    const refusing: ClientKeysReason | undefined =
+      size > 0 ? undefined : keys?.available === false ? 'client_keys_unavailable' : 'no_client_keys';
     const first = !this.#started;
     this.#started = true;
     if (refusing === this.#refusing && !first) return;

@@ -27,16 +27,25 @@ export interface KeyRoutesOptions {
  * of its own in code) the routes exist, so their scope is checked as every route's, and answer
  * 404: such keys are managed where they come from.
  */
-export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefined, options: KeyRoutesOptions = {}): void {
+export function registerKeyRoutes(
+  app: Hono<GatewayEnv>,
+  ring: KeyRing | undefined,
+  options: KeyRoutesOptions = {},
+): void {
   const { openToClients = false, audit } = options;
   const managed: MiddlewareHandler<GatewayEnv> = async function managed(_c, next) {
-    if (!ring) throw new RouteNotFoundError("this gateway's client keys come from code (the clientKeys option), not from a key ring: /v1/keys is off");
+    if (!ring)
+      throw new RouteNotFoundError(
+        "this gateway's client keys come from code (the clientKeys option), not from a key ring: /v1/keys is off",
+      );
     await next();
   };
   const keys = (): KeyRing => ring!;
   app.post('/v1/keys', managed, async (c) => {
     if (openToClients) {
-      throw new ClientsOpenError('this gateway was started open to clients (without --keys or --require-keys) and stays open: a key would not close it; restart it with --require-keys, then make keys');
+      throw new ClientsOpenError(
+        'this gateway was started open to clients (without --keys or --require-keys) and stays open: a key would not close it; restart it with --require-keys, then make keys',
+      );
     }
     let body: unknown;
     try {
@@ -46,14 +55,29 @@ export function registerKeyRoutes(app: Hono<GatewayEnv>, ring: KeyRing | undefin
     }
     const created = await keys().create(body);
     // The record's field names: the token is in the answer alone.
-    audit?.record(c.get('caller'), { action: 'key.create', target: created.record.id, fields: Object.keys(created.record).filter((f) => f !== 'id').sort() });
+    audit?.record(c.get('caller'), {
+      action: 'key.create',
+      target: created.record.id,
+      fields: Object.keys(created.record)
+        .filter((f) => f !== 'id')
+        .sort(),
+    });
     // The token is in this answer and nowhere else: never logged, never stored.
     return c.json({ object: 'client_key', key: created.key, ...created.record }, 201, { 'cache-control': 'no-store' });
   });
-  app.get('/v1/keys', managed, (c) => c.json({ object: 'list', data: keys().list().map((record) => ({ object: 'client_key', ...record })) }));
+  app.get('/v1/keys', managed, (c) =>
+    c.json({
+      object: 'list',
+      data: keys()
+        .list()
+        .map((record) => ({ object: 'client_key', ...record })),
+    }),
+  );
   app.get('/v1/keys/:id', managed, (c) => {
     const id = c.req.param('id');
-    const record = keys().list().find((r) => r.id === id);
+    const record = keys()
+      .list()
+      .find((r) => r.id === id);
     if (!record) throw new KeyNotFoundError(`no client key with id ${JSON.stringify(id)}`);
     return c.json({ object: 'client_key', ...record });
   });

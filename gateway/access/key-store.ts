@@ -125,7 +125,10 @@ class RedisKeyStore implements KeyStore {
     try {
       return await command;
     } catch (error) {
-      throw new StoreUnavailableError(`redis key store ${this.#display} could not ${what}: ${(error as Error).message}`, { cause: error });
+      throw new StoreUnavailableError(
+        `redis key store ${this.#display} could not ${what}: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
   }
 

@@ -30,7 +30,8 @@ export function parseKeysFile(text: string, file: string): HashedKey[] {
   } catch (error) {
     throw new KeysFileError(`keys file ${file} is not JSON: ${(error as Error).message}`);
   }
-  if (!Array.isArray(entries)) throw new KeysFileError(`keys file ${file} must be a JSON list of keys, got ${typeof entries}`);
+  if (!Array.isArray(entries))
+    throw new KeysFileError(`keys file ${file} must be a JSON list of keys, got ${typeof entries}`);
   const problems: string[] = [];
   const keys: HashedKey[] = [];
   const seen = new Map<string, string>();
@@ -92,7 +93,11 @@ export interface KeysFileWatchOptions {
  * whenever it may have changed. The file's directory is watched, not the file: editors and
  * Kubernetes replace a file by renaming another over it, which ends a watch on the file itself.
  */
-export async function watchKeysFile(path: string, keys: KeyRing, options: KeysFileWatchOptions = {}): Promise<KeysFileWatch> {
+export async function watchKeysFile(
+  path: string,
+  keys: KeyRing,
+  options: KeysFileWatchOptions = {},
+): Promise<KeysFileWatch> {
   const logger = options.logger ?? silentLogger;
   const debounceMs = options.debounceMs ?? 200;
   let text = await readFile(path, 'utf8').catch((error: Error) => {
@@ -112,7 +117,10 @@ export async function watchKeysFile(path: string, keys: KeyRing, options: KeysFi
       logger.info('keys file reloaded', { file: path, keys: loaded.length });
       return { kind: 'loaded', keys: loaded.length };
     } catch (error) {
-      const refused = error instanceof KeysFileError ? error : new KeysFileError(`keys file ${path}: ${(error as Error).message}`, { cause: error });
+      const refused =
+        error instanceof KeysFileError
+          ? error
+          : new KeysFileError(`keys file ${path}: ${(error as Error).message}`, { cause: error });
       logger.warn('keys file refused; the keys in force stay', { file: path, error: refused });
       return { kind: 'kept', error: refused };
     }

@@ -72,7 +72,12 @@ const HASH = /^sha256:([0-9a-f]{64})$/;
  * pushes one message per problem onto `problems`, each starting with `where` and naming the field.
  * `extra` lists the fields beside the spec's that `value` may have.
  */
-export function checkKeySpec(where: string, value: unknown, problems: string[], extra: readonly string[] = []): KeySpec | undefined {
+export function checkKeySpec(
+  where: string,
+  value: unknown,
+  problems: string[],
+  extra: readonly string[] = [],
+): KeySpec | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     problems.push(`${where}: must be an object, got ${show(value)}`);
     return undefined;
@@ -80,7 +85,8 @@ export function checkKeySpec(where: string, value: unknown, problems: string[], 
   const fields = value as Record<string, unknown>;
   const before = problems.length;
   for (const field of Object.keys(fields)) {
-    if (!['name', 'models', 'limits', ...extra].includes(field)) problems.push(`${where}: unknown field ${show(field)}`);
+    if (!['name', 'models', 'limits', ...extra].includes(field))
+      problems.push(`${where}: unknown field ${show(field)}`);
   }
   const { name, models, limits } = fields;
   if (typeof name !== 'string' || name.trim() === '' || name.length > MAX_NAME) {
@@ -88,10 +94,13 @@ export function checkKeySpec(where: string, value: unknown, problems: string[], 
   }
   if (models !== undefined) {
     if (!Array.isArray(models) || models.length === 0 || models.length > MAX_MODELS) {
-      problems.push(`${where}: models must be a non-empty list of at most ${MAX_MODELS} model names, got ${show(models)}`);
+      problems.push(
+        `${where}: models must be a non-empty list of at most ${MAX_MODELS} model names, got ${show(models)}`,
+      );
     } else {
       models.forEach((model, i) => {
-        if (typeof model !== 'string' || model === '' || model.length > MAX_NAME) problems.push(`${where}: models[${i}] must be a non-empty string, got ${show(model)}`);
+        if (typeof model !== 'string' || model === '' || model.length > MAX_NAME)
+          problems.push(`${where}: models[${i}] must be a non-empty string, got ${show(model)}`);
       });
     }
   }
@@ -126,7 +135,9 @@ export function checkKeySpec(where: string, value: unknown, problems: string[], 
 export function checkKeyHash(where: string, hash: unknown, problems: string[]): string | undefined {
   const match = typeof hash === 'string' ? HASH.exec(hash) : null;
   if (match) return match[1]!;
-  problems.push(`${where}: hash must be "sha256:" and 64 lower-case hex digits (sluice keys new prints one), got ${show(hash)}`);
+  problems.push(
+    `${where}: hash must be "sha256:" and 64 lower-case hex digits (sluice keys new prints one), got ${show(hash)}`,
+  );
   return undefined;
 }
 
@@ -232,7 +243,13 @@ export class KeyRing implements ClientKeys {
     if (!spec) throw new InvalidBodyError(problems.join('; '));
     const key = newKeyToken();
     const digest = hashToken(key);
-    const stored: StoredKey = { ...spec, limits: spec.limits ?? {}, id: keyIdOf(digest), digest, createdAt: Math.floor(this.#clock.now()) };
+    const stored: StoredKey = {
+      ...spec,
+      limits: spec.limits ?? {},
+      id: keyIdOf(digest),
+      digest,
+      createdAt: Math.floor(this.#clock.now()),
+    };
     await this.#store?.put(stored);
     this.#api.set(stored.id, stored);
     this.#rebuild();
@@ -251,7 +268,8 @@ export class KeyRing implements ClientKeys {
    */
   async delete(id: string): Promise<void> {
     if (!this.#api.has(id)) {
-      if (this.#file.some((key) => keyIdOf(key.digest) === id)) throw new KeyInFileError(`key ${id} comes from the keys file: remove it there`);
+      if (this.#file.some((key) => keyIdOf(key.digest) === id))
+        throw new KeyInFileError(`key ${id} comes from the keys file: remove it there`);
       throw new KeyNotFoundError(`no client key with id ${show(id)}`);
     }
     await this.#store?.remove(id);
@@ -284,12 +302,23 @@ export class KeyRing implements ClientKeys {
   #rebuild(): void {
     const byDigest = new Map<string, ClientKey>();
     const records: KeyRecord[] = [];
-    for (const [source, keys] of [['file', this.#file], ['api', [...this.#api.values()]]] as const) {
+    for (const [source, keys] of [
+      ['file', this.#file],
+      ['api', [...this.#api.values()]],
+    ] as const) {
       for (const key of keys) {
         // A digest in both the file and the store: the file, which the operator edits, wins.
         if (byDigest.has(key.digest)) continue;
         const record = recordOf(key, source);
-        byDigest.set(key.digest, Object.freeze({ id: record.id, name: record.name, limits: record.limits, ...(record.models ? { models: record.models } : {}) }));
+        byDigest.set(
+          key.digest,
+          Object.freeze({
+            id: record.id,
+            name: record.name,
+            limits: record.limits,
+            ...(record.models ? { models: record.models } : {}),
+          }),
+        );
         records.push(record);
       }
     }

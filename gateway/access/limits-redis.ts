@@ -158,8 +158,20 @@ interface LimitScripts {
   sluiceAdmitCall(requests: string, leases: string, ...args: (string | number)[]): Promise<[number, number, number]>;
   sluiceAdmitTokens(tokens: string, ...args: (string | number)[]): Promise<[number, number, number]>;
   sluiceSettle(tokens: string, ...args: (string | number)[]): Promise<number>;
-  sluiceStoredReserve(stored: string, storedCounter: string, reserved: string, reservedCounter: string, ...args: (string | number)[]): Promise<[number, number]>;
-  sluiceStoredSettle(stored: string, storedCounter: string, reserved: string, reservedCounter: string, ...args: (string | number)[]): Promise<number>;
+  sluiceStoredReserve(
+    stored: string,
+    storedCounter: string,
+    reserved: string,
+    reservedCounter: string,
+    ...args: (string | number)[]
+  ): Promise<[number, number]>;
+  sluiceStoredSettle(
+    stored: string,
+    storedCounter: string,
+    reserved: string,
+    reservedCounter: string,
+    ...args: (string | number)[]
+  ): Promise<number>;
   sluiceStoredRelease(reserved: string, reservedCounter: string, ...args: (string | number)[]): Promise<number>;
 }
 
@@ -183,10 +195,15 @@ class RedisLimiter implements Limiter {
   #closing: Promise<void> | undefined;
 
   constructor(options: RedisLimiterOptions) {
-    ({ clock: this.#clock, windowMs: this.#windowMs, retryAfterMs: this.#retryAfterMs } = resolveLimiterOptions(options));
+    ({
+      clock: this.#clock,
+      windowMs: this.#windowMs,
+      retryAfterMs: this.#retryAfterMs,
+    } = resolveLimiterOptions(options));
     const { leaseMs = 3_600_000, keyPrefix = 'sluice:' } = options;
     this.#leaseMs = checksFor(GatewayConfigError).ms('leaseMs', leaseMs, 1);
-    if (typeof keyPrefix !== 'string') throw new GatewayConfigError(`keyPrefix must be a string, got ${show(keyPrefix)}`);
+    if (typeof keyPrefix !== 'string')
+      throw new GatewayConfigError(`keyPrefix must be a string, got ${show(keyPrefix)}`);
     this.#prefix = keyPrefix;
     const { client } = connectRedis(options.url, redisUses.limiter, options);
     client.defineCommand('sluiceAdmitCall', { numberOfKeys: 2, lua: ADMIT_CALL });
@@ -220,7 +237,9 @@ class RedisLimiter implements Limiter {
     }
     if (rpm === 0) return ADMITTED;
     const decision = decideWindow(now, this.#windowMs, rpm, 1, cur, prev);
-    return code === 1 ? { kind: 'admitted', window: decision.state } : { kind: 'refused', limit: 'requests', retryAfterMs: decision.retryAfterMs, window: decision.state };
+    return code === 1
+      ? { kind: 'admitted', window: decision.state }
+      : { kind: 'refused', limit: 'requests', retryAfterMs: decision.retryAfterMs, window: decision.state };
   }
 
   async admitTokens(keyId: string, limits: KeyLimits, estimate: number): Promise<Admission> {
@@ -228,9 +247,17 @@ class RedisLimiter implements Limiter {
     if (limit === undefined) return ADMITTED;
     const cost = Math.min(estimate, limit);
     const now = this.#now();
-    const [code, cur, prev] = await this.#client.sluiceAdmitTokens(this.#key(keyId, 'tokens'), now, this.#windowMs, limit, cost);
+    const [code, cur, prev] = await this.#client.sluiceAdmitTokens(
+      this.#key(keyId, 'tokens'),
+      now,
+      this.#windowMs,
+      limit,
+      cost,
+    );
     const decision = decideWindow(now, this.#windowMs, limit, cost, cur, prev);
-    return code === 1 ? { kind: 'admitted', window: decision.state } : { kind: 'refused', limit: 'tokens', retryAfterMs: decision.retryAfterMs, window: decision.state };
+    return code === 1
+      ? { kind: 'admitted', window: decision.state }
+      : { kind: 'refused', limit: 'tokens', retryAfterMs: decision.retryAfterMs, window: decision.state };
   }
 
   async settle(keyId: string, actual: number, estimated: number): Promise<void> {
@@ -242,12 +269,26 @@ class RedisLimiter implements Limiter {
     await this.#client.zrem(this.#key(keyId, 'leases'), lease);
   }
 
-  async reserveStored(keyId: string, limits: KeyLimits, callId: string, cap: number, until: number): Promise<StoredAdmission> {
+  async reserveStored(
+    keyId: string,
+    limits: KeyLimits,
+    callId: string,
+    cap: number,
+    until: number,
+  ): Promise<StoredAdmission> {
     const limit = limits.storedBytes;
     if (limit === undefined) return NOTHING_RESERVED;
     const now = this.#now();
     const ttl = Math.max(1, Math.ceil(until - now));
-    const [code, value] = await this.#client.sluiceStoredReserve(...this.#storedKeys(keyId), now, limit, Math.max(0, Math.floor(cap)), callId, Math.ceil(until), ttl);
+    const [code, value] = await this.#client.sluiceStoredReserve(
+      ...this.#storedKeys(keyId),
+      now,
+      limit,
+      Math.max(0, Math.floor(cap)),
+      callId,
+      Math.ceil(until),
+      ttl,
+    );
     if (code === 1) return { kind: 'admitted', reserved: value };
     return { kind: 'refused', limit: 'stored-bytes', retryAfterMs: Math.max(this.#retryAfterMs, value - now) };
   }
@@ -255,11 +296,25 @@ class RedisLimiter implements Limiter {
   async settleStored(keyId: string, callId: string, reserved: number, bytes: number, expiresAt: number): Promise<void> {
     const now = this.#now();
     const ttl = Math.max(1, Math.ceil(expiresAt - now));
-    await this.#client.sluiceStoredSettle(...this.#storedKeys(keyId), now, `${reserved}:${callId}`, reserved, `${bytes}:${callId}`, bytes, Math.ceil(expiresAt), ttl);
+    await this.#client.sluiceStoredSettle(
+      ...this.#storedKeys(keyId),
+      now,
+      `${reserved}:${callId}`,
+      reserved,
+      `${bytes}:${callId}`,
+      bytes,
+      Math.ceil(expiresAt),
+      ttl,
+    );
   }
 
   async releaseStored(keyId: string, callId: string, reserved: number): Promise<void> {
-    await this.#client.sluiceStoredRelease(this.#key(keyId, 'reserved'), this.#key(keyId, 'reserved-bytes'), `${reserved}:${callId}`, reserved);
+    await this.#client.sluiceStoredRelease(
+      this.#key(keyId, 'reserved'),
+      this.#key(keyId, 'reserved-bytes'),
+      `${reserved}:${callId}`,
+      reserved,
+    );
   }
 
   close(): Promise<void> {
@@ -273,10 +328,18 @@ class RedisLimiter implements Limiter {
 
   /** The stored results and the reservations of a key, with their byte counters, as the scripts take them. */
   #storedKeys(keyId: string): [string, string, string, string] {
-    return [this.#key(keyId, 'stored'), this.#key(keyId, 'stored-bytes'), this.#key(keyId, 'reserved'), this.#key(keyId, 'reserved-bytes')];
+    return [
+      this.#key(keyId, 'stored'),
+      this.#key(keyId, 'stored-bytes'),
+      this.#key(keyId, 'reserved'),
+      this.#key(keyId, 'reserved-bytes'),
+    ];
   }
 
-  #key(keyId: string, what: 'requests' | 'tokens' | 'leases' | 'stored' | 'stored-bytes' | 'reserved' | 'reserved-bytes'): string {
+  #key(
+    keyId: string,
+    what: 'requests' | 'tokens' | 'leases' | 'stored' | 'stored-bytes' | 'reserved' | 'reserved-bytes',
+  ): string {
     return `${this.#prefix}limits:{${keyId}}:${what}`;
   }
 }

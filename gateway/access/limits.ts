@@ -32,7 +32,13 @@ import type { KeyLimits } from './scopes.ts';
 export type { KeyLimits };
 
 /** The names of {@link KeyLimits}, in the order a keys file lists them in messages. */
-export const LIMIT_FIELDS = Object.freeze(['requestsPerMinute', 'tokensPerMinute', 'concurrentCalls', 'storedBytes', 'defaultMaxTokens'] as const);
+export const LIMIT_FIELDS = Object.freeze([
+  'requestsPerMinute',
+  'tokensPerMinute',
+  'concurrentCalls',
+  'storedBytes',
+  'defaultMaxTokens',
+] as const);
 
 /** Which limit refused a call. */
 export type LimitName = 'requests' | 'tokens' | 'concurrent' | 'stored-bytes';
@@ -49,10 +55,17 @@ export interface WindowState {
 /** A limiter's answer. `window` is the per-minute limit the step checked, when the key has one. */
 export type Admission =
   | { readonly kind: 'admitted'; readonly window?: WindowState }
-  | { readonly kind: 'refused'; readonly limit: LimitName; readonly retryAfterMs: number; readonly window?: WindowState };
+  | {
+      readonly kind: 'refused';
+      readonly limit: LimitName;
+      readonly retryAfterMs: number;
+      readonly window?: WindowState;
+    };
 
 /** {@link Limiter.reserveStored}'s answer: on admission, the bytes reserved for the call's result. */
-export type StoredAdmission = { readonly kind: 'admitted'; readonly reserved: number } | Extract<Admission, { kind: 'refused' }>;
+export type StoredAdmission =
+  | { readonly kind: 'admitted'; readonly reserved: number }
+  | Extract<Admission, { kind: 'refused' }>;
 
 /**
  * The counters of every key. Each step is atomic in its backend: two gateways sharing Redis never
@@ -120,9 +133,17 @@ const check = checksFor(GatewayConfigError);
  * @throws GatewayConfigError naming the option and the bad value.
  */
 export function resolveLimiterOptions(options: LimiterOptions): LimiterConfig {
-  const { clock = systemClock, windowMs = limiterDefaults.windowMs, retryAfterMs = limiterDefaults.retryAfterMs } = options;
+  const {
+    clock = systemClock,
+    windowMs = limiterDefaults.windowMs,
+    retryAfterMs = limiterDefaults.retryAfterMs,
+  } = options;
   if (typeof clock?.now !== 'function') throw check.fail(`clock must have a now() method, got ${show(clock)}`);
-  return Object.freeze({ clock, windowMs: check.ms('windowMs', windowMs, 1), retryAfterMs: check.ms('retryAfterMs', retryAfterMs, 0) });
+  return Object.freeze({
+    clock,
+    windowMs: check.ms('windowMs', windowMs, 1),
+    retryAfterMs: check.ms('retryAfterMs', retryAfterMs, 0),
+  });
 }
 
 /** A bucket's counts: `current` in fixed window `bucket` (now / windowMs), `previous` in the one before. */
@@ -155,7 +176,14 @@ export function windowEstimate(now: number, windowMs: number, current: number, p
  * `limit`, given the counts of the current and previous fixed windows (before this cost), and
  * where the key stands after it. `cost` is at most `limit` (the limiter clamps it).
  */
-export function decideWindow(now: number, windowMs: number, limit: number, cost: number, current: number, previous: number): WindowDecision {
+export function decideWindow(
+  now: number,
+  windowMs: number,
+  limit: number,
+  cost: number,
+  current: number,
+  previous: number,
+): WindowDecision {
   const t = Math.floor(now);
   const start = Math.floor(t / windowMs) * windowMs;
   const elapsed = t - start;
@@ -203,9 +231,15 @@ export function formatReset(ms: number): string {
 }
 
 /** The `x-ratelimit-*` headers OpenAI clients read, for the windows a call was checked against. */
-export function rateLimitHeaders(windows: { requests?: WindowState | undefined; tokens?: WindowState | undefined }): Record<string, string> {
+export function rateLimitHeaders(windows: {
+  requests?: WindowState | undefined;
+  tokens?: WindowState | undefined;
+}): Record<string, string> {
   const headers: Record<string, string> = {};
-  for (const [name, state] of [['requests', windows.requests], ['tokens', windows.tokens]] as const) {
+  for (const [name, state] of [
+    ['requests', windows.requests],
+    ['tokens', windows.tokens],
+  ] as const) {
     if (!state) continue;
     headers[`x-ratelimit-limit-${name}`] = String(state.limit);
     headers[`x-ratelimit-remaining-${name}`] = String(state.remaining);
@@ -259,7 +293,11 @@ class MemoryLimiter implements Limiter {
   readonly #keys = new Map<string, KeyState>();
 
   constructor(options: LimiterOptions) {
-    ({ clock: this.#clock, windowMs: this.#windowMs, retryAfterMs: this.#retryAfterMs } = resolveLimiterOptions(options));
+    ({
+      clock: this.#clock,
+      windowMs: this.#windowMs,
+      retryAfterMs: this.#retryAfterMs,
+    } = resolveLimiterOptions(options));
   }
 
   admitCall(keyId: string, limits: KeyLimits, lease: string): Promise<Admission> {
@@ -268,12 +306,23 @@ class MemoryLimiter implements Limiter {
     if (concurrentCalls !== undefined && state.leases.size >= concurrentCalls && !state.leases.has(lease)) {
       // Where the requests window stands, uncounted, for the refusal's x-ratelimit headers.
       const window = requestsPerMinute === undefined ? undefined : this.#peek(state, 'requests', requestsPerMinute);
-      return Promise.resolve({ kind: 'refused', limit: 'concurrent', retryAfterMs: this.#retryAfterMs, ...(window ? { window } : {}) });
+      return Promise.resolve({
+        kind: 'refused',
+        limit: 'concurrent',
+        retryAfterMs: this.#retryAfterMs,
+        ...(window ? { window } : {}),
+      });
     }
     let window: WindowState | undefined;
     if (requestsPerMinute !== undefined) {
       const decision = this.#spend(state, 'requests', requestsPerMinute, 1);
-      if (!decision.admitted) return Promise.resolve({ kind: 'refused', limit: 'requests', retryAfterMs: decision.retryAfterMs, window: decision.state });
+      if (!decision.admitted)
+        return Promise.resolve({
+          kind: 'refused',
+          limit: 'requests',
+          retryAfterMs: decision.retryAfterMs,
+          window: decision.state,
+        });
       window = decision.state;
     }
     if (concurrentCalls !== undefined) state.leases.add(lease);
@@ -285,7 +334,9 @@ class MemoryLimiter implements Limiter {
     if (limit === undefined) return Promise.resolve(ADMITTED);
     const decision = this.#spend(this.#state(keyId), 'tokens', limit, Math.min(estimate, limit));
     return Promise.resolve(
-      decision.admitted ? { kind: 'admitted', window: decision.state } : { kind: 'refused', limit: 'tokens', retryAfterMs: decision.retryAfterMs, window: decision.state },
+      decision.admitted
+        ? { kind: 'admitted', window: decision.state }
+        : { kind: 'refused', limit: 'tokens', retryAfterMs: decision.retryAfterMs, window: decision.state },
     );
   }
 
@@ -303,7 +354,13 @@ class MemoryLimiter implements Limiter {
     return DONE;
   }
 
-  reserveStored(keyId: string, limits: KeyLimits, callId: string, cap: number, until: number): Promise<StoredAdmission> {
+  reserveStored(
+    keyId: string,
+    limits: KeyLimits,
+    callId: string,
+    cap: number,
+    until: number,
+  ): Promise<StoredAdmission> {
     const limit = limits.storedBytes;
     if (limit === undefined) return Promise.resolve(NOTHING_RESERVED);
     const state = this.#state(keyId);
@@ -312,7 +369,11 @@ class MemoryLimiter implements Limiter {
     if (held >= limit) {
       const now = this.#clock.now();
       const next = state.stored[0]?.expiresAt ?? now;
-      return Promise.resolve({ kind: 'refused', limit: 'stored-bytes', retryAfterMs: Math.max(this.#retryAfterMs, next - now) });
+      return Promise.resolve({
+        kind: 'refused',
+        limit: 'stored-bytes',
+        retryAfterMs: Math.max(this.#retryAfterMs, next - now),
+      });
     }
     const reserved = Math.min(cap, limit - held);
     const earlier = state.reserved.get(callId);
@@ -350,7 +411,15 @@ class MemoryLimiter implements Limiter {
   #state(keyId: string): KeyState {
     let state = this.#keys.get(keyId);
     if (!state) {
-      state = { requests: undefined, tokens: undefined, leases: new Set(), stored: [], storedBytes: 0, reserved: new Map(), reservedBytes: 0 };
+      state = {
+        requests: undefined,
+        tokens: undefined,
+        leases: new Set(),
+        stored: [],
+        storedBytes: 0,
+        reserved: new Map(),
+        reservedBytes: 0,
+      };
       this.#keys.set(keyId, state);
     }
     return state;
@@ -375,7 +444,8 @@ class MemoryLimiter implements Limiter {
   #prune(state: KeyState): void {
     const now = this.#clock.now();
     let gone = 0;
-    while (gone < state.stored.length && state.stored[gone]!.expiresAt <= now) state.storedBytes -= state.stored[gone++]!.bytes;
+    while (gone < state.stored.length && state.stored[gone]!.expiresAt <= now)
+      state.storedBytes -= state.stored[gone++]!.bytes;
     if (gone > 0) state.stored.splice(0, gone);
     // Reservations are few (the key's detached calls in flight), so a scan is cheap.
     for (const [callId, reservation] of state.reserved) if (reservation.until <= now) this.#unreserve(state, callId);

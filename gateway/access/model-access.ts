@@ -23,8 +23,11 @@ export function keyOf(caller: Caller | undefined): ClientKey | undefined {
 export function modelRefusal(key: ClientKey | undefined, model: unknown): ForbiddenError | undefined {
   if (key?.models === undefined) return undefined;
   if (typeof model === 'string' && allowsModel(key, model)) return undefined;
-  const named = typeof model === 'string' ? JSON.stringify(model) : `${JSON.stringify(model) ?? String(model)} (not a model name)`;
-  return new ForbiddenError(`client key ${JSON.stringify(key.name)} may not call model ${named}: its models are ${key.models!.join(', ')}`);
+  const named =
+    typeof model === 'string' ? JSON.stringify(model) : `${JSON.stringify(model) ?? String(model)} (not a model name)`;
+  return new ForbiddenError(
+    `client key ${JSON.stringify(key.name)} may not call model ${named}: its models are ${key.models!.join(', ')}`,
+  );
 }
 
 /** The models of `models` that `key` may call (all of them without a key or a model list). */
@@ -49,7 +52,12 @@ export type InvokeBodyModel =
  */
 export function invokeBodyModel(body: Buffer): InvokeBodyModel {
   if (body.length === 0) return NONE;
-  if ((body[0] === 0xfe && body[1] === 0xff) || (body[0] === 0xff && body[1] === 0xfe) || body.subarray(0, 4).includes(0)) return UNREADABLE;
+  if (
+    (body[0] === 0xfe && body[1] === 0xff) ||
+    (body[0] === 0xff && body[1] === 0xfe) ||
+    body.subarray(0, 4).includes(0)
+  )
+    return UNREADABLE;
   // A UTF-8 byte-order mark, which Python's json.loads skips on bytes.
   let i = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? 3 : 0;
   while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;

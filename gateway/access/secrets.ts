@@ -41,7 +41,9 @@ export function readSecretLines(option: string, path: string): string[] {
     throw fail(`cannot be read (${(cause as NodeJS.ErrnoException).code ?? 'error'})`, cause);
   }
   if (CHECK_MODE && (mode & 0o004) !== 0) {
-    throw fail(`may be read by any user of this machine (mode ${(mode & 0o777).toString(8).padStart(3, '0')}); chmod o-r it (640 or 600)`);
+    throw fail(
+      `may be read by any user of this machine (mode ${(mode & 0o777).toString(8).padStart(3, '0')}); chmod o-r it (640 or 600)`,
+    );
   }
   const lines = text
     .split(/\r?\n/)

@@ -34,7 +34,9 @@ export interface TokenBudget {
 }
 
 /** Where each route names its output bound and choices. */
-const OUTPUT_FIELDS: Partial<Record<CallRoute, { fields: readonly string[]; inject: string; choices: boolean; usage: boolean }>> = {
+const OUTPUT_FIELDS: Partial<
+  Record<CallRoute, { fields: readonly string[]; inject: string; choices: boolean; usage: boolean }>
+> = {
   // max_completion_tokens is the newer name; engines prefer it when both are sent.
   chat: { fields: ['max_completion_tokens', 'max_tokens'], inject: 'max_tokens', choices: true, usage: true },
   completions: { fields: ['max_tokens'], inject: 'max_tokens', choices: true, usage: true },
@@ -49,12 +51,18 @@ const OUTPUT_FIELDS: Partial<Record<CallRoute, { fields: readonly string[]; inje
  * embedding produces no output; an /invoke body is read but never changed, since its API is
  * the function's own.
  */
-export function tokenBudget(route: CallRoute, body: Buffer, limit: number, defaultMaxTokens = DEFAULT_MAX_TOKENS): TokenBudget {
+export function tokenBudget(
+  route: CallRoute,
+  body: Buffer,
+  limit: number,
+  defaultMaxTokens = DEFAULT_MAX_TOKENS,
+): TokenBudget {
   const cap = Math.max(1, Math.min(defaultMaxTokens, limit));
   if (route === 'embeddings') return { outputTokens: 0, body, stripUsage: false };
   const json = parseObject(body);
   if (route === 'invoke' || json === undefined) {
-    const bound = json === undefined ? undefined : firstCount(json, ['max_completion_tokens', 'max_tokens', 'max_output_tokens']);
+    const bound =
+      json === undefined ? undefined : firstCount(json, ['max_completion_tokens', 'max_tokens', 'max_output_tokens']);
     return { outputTokens: (bound ?? cap) * choicesOf(json), body, stripUsage: false };
   }
   const shape = OUTPUT_FIELDS[route]!;
@@ -69,7 +77,12 @@ export function tokenBudget(route: CallRoute, body: Buffer, limit: number, defau
   if (shape.usage && json.stream === true && !(isObject(options) && options.include_usage === true)) {
     stripUsage = true;
     if (options === undefined || options === null) added.stream_options = { include_usage: true };
-    else if (isObject(options)) return { outputTokens: (given ?? cap) * choices, body: rewritten(json, { ...added, stream_options: { ...options, include_usage: true } }), stripUsage };
+    else if (isObject(options))
+      return {
+        outputTokens: (given ?? cap) * choices,
+        body: rewritten(json, { ...added, stream_options: { ...options, include_usage: true } }),
+        stripUsage,
+      };
     // stream_options of another type is the engine's to refuse, as the client sent it.
     else stripUsage = false;
   }

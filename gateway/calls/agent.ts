@@ -16,11 +16,7 @@ import { ANONYMOUS, KeyCalls } from '../access/index.ts';
 import type { Caller, KeyCall } from '../access/index.ts';
 import { UploadBudget } from './admission.ts';
 import { clientKey, routedPath, uuidv7 } from '../http/index.ts';
-import {
-  clientRequestId,
-  readBody,
-  REQUEST_ID_HEADER,
-} from '../http/index.ts';
+import { clientRequestId, readBody, REQUEST_ID_HEADER } from '../http/index.ts';
 import type { CallRoute, GatewayCall, CallResult } from '../http/index.ts';
 import { askOf, makeCall } from './intake.ts';
 import type { Asked, MutableCall } from './intake.ts';
@@ -36,13 +32,7 @@ import { AnswerWatch, InferenceRecorder } from './inference.ts';
 import { CallBooks } from './ledger.ts';
 import type { CallLedger } from './ledger.ts';
 import { CallResponder } from './responder.ts';
-import {
-  createGatewayMetrics,
-  readStats,
-  startCallTrace,
-  StatsWindow,
-  traceOfResponse,
-} from '../observe/index.ts';
+import { createGatewayMetrics, readStats, startCallTrace, StatsWindow, traceOfResponse } from '../observe/index.ts';
 import type { CallTrace, GatewayStats } from '../observe/index.ts';
 import { DetachedRuns, detachedResult, DetachedSignal } from '../detached/index.ts';
 import type { DetachedCalls, DetachedReply } from '../detached/index.ts';
@@ -97,7 +87,13 @@ export class LbAgent {
    * `coldStarts` is whoever starts replicas (the gateway's control plane): without it a model
    * no runner serves is unknown.
    */
-  constructor(config: GatewayConfig, pool: GatewayPool, detached: DetachedCalls, queue?: WaitQueue, coldStarts: ColdStarts | undefined = config.coldStarts) {
+  constructor(
+    config: GatewayConfig,
+    pool: GatewayPool,
+    detached: DetachedCalls,
+    queue?: WaitQueue,
+    coldStarts: ColdStarts | undefined = config.coldStarts,
+  ) {
     this.#config = config;
     this.#uploads = new UploadBudget({ max: config.maxUploads, perClient: config.maxUploadsPerClient });
     const uploads = this.#uploads;
@@ -141,7 +137,13 @@ export class LbAgent {
 
   /** The snapshot GET /v1/stats answers (gateway/observe/stats.ts). */
   stats(): GatewayStats {
-    return readStats({ metrics: this.#metrics, window: this.#window, queue: this.#queue.snapshot(), detached: this.#detached.counts(), clock: this.#config.clock });
+    return readStats({
+      metrics: this.#metrics,
+      window: this.#window,
+      queue: this.#queue.snapshot(),
+      detached: this.#detached.counts(),
+      clock: this.#config.clock,
+    });
   }
 
   /** True once shutdown began: the front gate refuses new calls. */
@@ -177,7 +179,13 @@ export class LbAgent {
    * Serves one call on `route` for `caller` (admitted to the client scope by the server); `fn`
    * is the /invoke path parameter. Never rejects.
    */
-  async serve(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse, caller: Caller = ANONYMOUS): Promise<void> {
+  async serve(
+    route: CallRoute,
+    fn: string | undefined,
+    incoming: IncomingMessage,
+    out: ServerResponse,
+    caller: Caller = ANONYMOUS,
+  ): Promise<void> {
     const { clock, maxInFlight, retryAfter } = this.#config;
     const createdAt = clock.now();
     const id = uuidv7(createdAt);
@@ -213,7 +221,16 @@ export class LbAgent {
     let served: Served | undefined;
     try {
       const client = caller.kind === 'client' ? caller.key.id : undefined;
-      served = await this.#serveBuffered(route, fn, incoming, out, { createdAt, id, requestId, ledger, keyCall, callTrace, clientGone: clientGone.signal, client });
+      served = await this.#serveBuffered(route, fn, incoming, out, {
+        createdAt,
+        id,
+        requestId,
+        ledger,
+        keyCall,
+        callTrace,
+        clientGone: clientGone.signal,
+        client,
+      });
     } finally {
       // The call's one end: its span ends as its answer did, before the after-call listeners.
       callTrace?.end(out);
@@ -227,17 +244,28 @@ export class LbAgent {
   }
 
   /** {@link serve} from the body's buffering on; resolves with the call and how it ended once it was made. */
-  async #serveBuffered(route: CallRoute, fn: string | undefined, incoming: IncomingMessage, out: ServerResponse, started: Started): Promise<Served | undefined> {
+  async #serveBuffered(
+    route: CallRoute,
+    fn: string | undefined,
+    incoming: IncomingMessage,
+    out: ServerResponse,
+    started: Started,
+  ): Promise<Served | undefined> {
     const { maxInFlight, retryAfter } = this.#config;
     const { ledger, keyCall, callTrace, clientGone } = started;
     let body: Buffer | undefined;
     try {
-      const limits = { maxBytes: this.#config.maxBodyBytes, timeout: this.#config.bodyReadTimeout, idleTimeout: this.#config.bodyIdleTimeout };
+      const limits = {
+        maxBytes: this.#config.maxBodyBytes,
+        timeout: this.#config.bodyReadTimeout,
+        idleTimeout: this.#config.bodyIdleTimeout,
+      };
       const reading = readBody(incoming, limits, clientGone);
       body = await (callTrace ? callTrace.body(reading) : reading);
     } catch (error) {
       // The rest of the body is still on the socket; close it rather than read garbage as a request.
-      if (error instanceof SluiceError) this.#responder.refuse(out, error, { connection: 'close', ...(await keyCall?.refusalTokenHeaders()) });
+      if (error instanceof SluiceError)
+        this.#responder.refuse(out, error, { connection: 'close', ...(await keyCall?.refusalTokenHeaders()) });
     }
     // Nothing awaits from this release to the count below: a drain never finds the call in
     // neither count and ends early.
@@ -267,8 +295,10 @@ export class LbAgent {
   #admitUpload(incoming: IncomingMessage, out: ServerResponse): CallLedger | undefined {
     const { maxUploads, maxUploadsPerClient, retryAfter } = this.#config;
     const admission = this.#uploads.admit(clientKey(incoming.socket?.remoteAddress));
-    if (admission.kind === 'client-full') return void this.#responder.refuse(out, new TooManyUploadsError(maxUploadsPerClient, retryAfter));
-    if (admission.kind === 'full') return void this.#responder.refuse(out, new UploadsFullError(maxUploads, retryAfter));
+    if (admission.kind === 'client-full')
+      return void this.#responder.refuse(out, new TooManyUploadsError(maxUploadsPerClient, retryAfter));
+    if (admission.kind === 'full')
+      return void this.#responder.refuse(out, new UploadsFullError(maxUploads, retryAfter));
     return this.#books.open(admission);
   }
 
@@ -278,11 +308,23 @@ export class LbAgent {
   }
 
   /** Makes the call of a buffered body and serves it: a sync call's relay, or a detached call's 202 and run. */
-  async #serve(route: CallRoute, fnParam: string | undefined, incoming: IncomingMessage, out: ServerResponse, started: Started, body: Buffer): Promise<Served | undefined> {
+  async #serve(
+    route: CallRoute,
+    fnParam: string | undefined,
+    incoming: IncomingMessage,
+    out: ServerResponse,
+    started: Started,
+    body: Buffer,
+  ): Promise<Served | undefined> {
     const { keyCall, ledger } = started;
     let asked: Asked;
     try {
-      asked = askOf(route, fnParam, incoming, body, { key: keyCall?.key, client: started.client, known: this.#known, defaultPriority: this.#config.defaultPriority });
+      asked = askOf(route, fnParam, incoming, body, {
+        key: keyCall?.key,
+        client: started.client,
+        known: this.#known,
+        defaultPriority: this.#config.defaultPriority,
+      });
     } catch (error) {
       // Every answer to a key with limits says where it stands, this refusal's too.
       this.#responder.refuse(out, error as SluiceError, await keyCall?.refusalTokenHeaders());
@@ -293,7 +335,15 @@ export class LbAgent {
     if (budgeted === undefined) return undefined;
     const detached = asked.preference.detached ? new DetachedSignal(started.clientGone) : undefined;
     const { id, requestId, createdAt, client, clientGone } = started;
-    const call = makeCall(route, fnParam, incoming, asked, { id, requestId, createdAt, client, body: budgeted.body, timeout: this.#config.callTimeout, signal: detached?.signal ?? clientGone });
+    const call = makeCall(route, fnParam, incoming, asked, {
+      id,
+      requestId,
+      createdAt,
+      client,
+      body: budgeted.body,
+      timeout: this.#config.callTimeout,
+      signal: detached?.signal ?? clientGone,
+    });
     // Also set on `out` above, but the relay copies the runner's headers over it: an engine
     // echoing an id of its own must not replace ours.
     const callHeaders = { [CALL_ID_HEADER]: call.id, [REQUEST_ID_HEADER]: started.requestId };
@@ -303,13 +353,24 @@ export class LbAgent {
       for (const listener of this.#config.listeners) await listener.beforeCall?.(call);
     } catch (error) {
       const refusal =
-        error instanceof SluiceError ? error : new ListenerFailedError(`a before-call hook failed: ${(error as Error).message}`, { cause: error });
+        error instanceof SluiceError
+          ? error
+          : new ListenerFailedError(`a before-call hook failed: ${(error as Error).message}`, { cause: error });
       this.#responder.refuse(out, refusal, callHeaders);
       return undefined;
     }
     this.#start(call, started);
     const result = detached
-      ? await this.#runDetached(call, incoming, { out, headers: callHeaders, preference: asked.preference }, detached, asked.turn, keyCall, budgeted.stripUsage, ledger)
+      ? await this.#runDetached(
+          call,
+          incoming,
+          { out, headers: callHeaders, preference: asked.preference },
+          detached,
+          asked.turn,
+          keyCall,
+          budgeted.stripUsage,
+          ledger,
+        )
       : await this.#placeAndRelay(call, out, callHeaders, asked.turn, keyCall, budgeted.stripUsage, ledger);
     this.#record(call, result, started.callTrace);
     return { call, result };
@@ -322,7 +383,12 @@ export class LbAgent {
    * undefined when the key's tokens refused the call. A detached call's room among the key's
    * stored results is reserved by the detached flow, once it knows the call is not a replay.
    */
-  async #budget(route: CallRoute, body: Buffer, out: ServerResponse, keyCall: KeyCall): Promise<{ body: Buffer; stripUsage: boolean } | undefined> {
+  async #budget(
+    route: CallRoute,
+    body: Buffer,
+    out: ServerResponse,
+    keyCall: KeyCall,
+  ): Promise<{ body: Buffer; stripUsage: boolean } | undefined> {
     const budget = keyCall.budget(route, body);
     const refusal = await keyCall.tokens(body.length, budget?.outputTokens);
     // The requests' headers were set at admission; the tokens' join them now.
@@ -337,7 +403,8 @@ export class LbAgent {
     const { clock, placerConfig } = this.#config;
     // startedAt excludes the client's upload: that time is the client's, not the platform's.
     call.startedAt = clock.now();
-    call.placerDeadline = call.startedAt + (call.type === 'sync' ? placerConfig.placerTimeout : placerConfig.detachedPlacerTimeout);
+    call.placerDeadline =
+      call.startedAt + (call.type === 'sync' ? placerConfig.placerTimeout : placerConfig.detachedPlacerTimeout);
     this.#metrics.calls.add(1, call.route);
     this.#window.called();
     if (callTrace) {
@@ -350,13 +417,22 @@ export class LbAgent {
   #record(call: GatewayCall, result: CallResult, callTrace: CallTrace | undefined): void {
     const m = this.#metrics;
     m.outcomes[result.outcome].add(1);
-    if (result.error && result.outcome !== 'completed' && result.outcome !== 'cancelled' && !this.#responder.refused(result.error)) {
+    if (
+      result.error &&
+      result.outcome !== 'completed' &&
+      result.outcome !== 'cancelled' &&
+      !this.#responder.refused(result.error)
+    ) {
       m.failed.add(1, (result.error as Partial<SluiceError>).code ?? 'GW_INTERNAL');
     }
     if (result.execMs !== undefined) m.execTime.record(result.execMs, m.outcomeAttributes[result.outcome]);
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
       // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
-      this.#log(call).warn('runner reported more execution time than the call took', { execMs: result.execMs, totalMs: result.totalMs, runner: result.runner });
+      this.#log(call).warn('runner reported more execution time than the call took', {
+        execMs: result.execMs,
+        totalMs: result.totalMs,
+        runner: result.runner,
+      });
     } else {
       m.latency.record(result.latencyMs, m.outcomeAttributes[result.outcome]);
     }
@@ -383,7 +459,15 @@ export class LbAgent {
   }
 
   /** The sync path: the walk, then the relay of whichever runner committed. */
-  async #placeAndRelay(call: GatewayCall, out: ServerResponse, callHeaders: Record<string, string>, turn: Turn, keyCall: KeyCall | undefined, stripUsage: boolean, ledger: CallLedger): Promise<CallResult> {
+  async #placeAndRelay(
+    call: GatewayCall,
+    out: ServerResponse,
+    callHeaders: Record<string, string>,
+    turn: Turn,
+    keyCall: KeyCall | undefined,
+    stripUsage: boolean,
+    ledger: CallLedger,
+  ): Promise<CallResult> {
     ledger.queued();
     const placed = await this.#placement.place(call, turn);
     const headers = withColdStart(callHeaders, placed.coldStartMs);
@@ -406,37 +490,65 @@ export class LbAgent {
     const { outcome, status, execMs, error } = relayed;
     if (watch) {
       const ok = outcome === 'completed' && status >= 200 && status < 300;
-      this.#inference.record({ model: call.fn, runner: placed.runner.id, durationMs: totalMs, queueWaitMs: placed.queuedMs, ok, reading: watch.finish() });
+      this.#inference.record({
+        model: call.fn,
+        runner: placed.runner.id,
+        durationMs: totalMs,
+        queueWaitMs: placed.queuedMs,
+        ok,
+        reading: watch.finish(),
+      });
     }
-    return { outcome, status, execMs, ...(error ? { error } : {}), runner: placed.runner.id, totalMs, latencyMs: totalMs - (execMs ?? 0) };
+    return {
+      outcome,
+      status,
+      execMs,
+      ...(error ? { error } : {}),
+      runner: placed.runner.id,
+      totalMs,
+      latencyMs: totalMs - (execMs ?? 0),
+    };
   }
 
   /**
    * The detached path, handed whole to the detached room's orchestrator: the agent places the
    * call and answers refusals when asked, then counts how the call ended.
    */
-  async #runDetached(call: GatewayCall, incoming: IncomingMessage, reply: DetachedReply, signal: DetachedSignal, turn: Turn, keyCall: KeyCall | undefined, stripUsage: boolean, ledger: CallLedger): Promise<CallResult> {
+  async #runDetached(
+    call: GatewayCall,
+    incoming: IncomingMessage,
+    reply: DetachedReply,
+    signal: DetachedSignal,
+    turn: Turn,
+    keyCall: KeyCall | undefined,
+    stripUsage: boolean,
+    ledger: CallLedger,
+  ): Promise<CallResult> {
     const { clock } = this.#config;
     let unplaced: CallResult | undefined;
     let queuedMs = 0;
     const room = keyCall ? (bytes: number, until: number) => keyCall.storedRoom(call.id, bytes, until) : undefined;
-    const end = await this.#detachedRuns.serve(call, { headers: incoming.headers, reply, signal, stripUsage, ...(room ? { room } : {}) }, {
-      refuse: (error, headers) => this.#responder.refuse(reply.out, error, headers),
-      place: async () => {
-        ledger.queued();
-        const placed = await this.#placement.place(call, turn);
-        ledger.done();
-        const headers = withColdStart(reply.headers, placed.coldStartMs);
-        if (placed.kind === 'placed') {
-          queuedMs = placed.queuedMs;
-          return { kind: 'placed', response: placed.response, runner: placed.runner.id, headers };
-        }
-        if (placed.refusal) this.#responder.answer(reply.out, placed.refusal, headers);
-        unplaced = placed.result;
-        return { kind: 'ended', error: placed.result.error, headers };
+    const end = await this.#detachedRuns.serve(
+      call,
+      { headers: incoming.headers, reply, signal, stripUsage, ...(room ? { room } : {}) },
+      {
+        refuse: (error, headers) => this.#responder.refuse(reply.out, error, headers),
+        place: async () => {
+          ledger.queued();
+          const placed = await this.#placement.place(call, turn);
+          ledger.done();
+          const headers = withColdStart(reply.headers, placed.coldStartMs);
+          if (placed.kind === 'placed') {
+            queuedMs = placed.queuedMs;
+            return { kind: 'placed', response: placed.response, runner: placed.runner.id, headers };
+          }
+          if (placed.refusal) this.#responder.answer(reply.out, placed.refusal, headers);
+          unplaced = placed.result;
+          return { kind: 'ended', error: placed.result.error, headers };
+        },
+        running: () => ledger.running(),
       },
-      running: () => ledger.running(),
-    });
+    );
     if (end.kind === 'refused') return endedResult(call, clock, 'errors', end.error.status, end.error);
     if (end.kind === 'replayed') return endedResult(call, clock, 'completed', 202);
     if (end.kind === 'unplaced') return unplaced!;
@@ -446,14 +558,29 @@ export class LbAgent {
     if (keyCall && outcome.result) {
       // The stored result: its usage settles the tokens, its bytes count until it expires.
       keyCall.answered(outcome.answer ?? outcome.result.body);
-      keyCall.stored(call.id, RECORD_OVERHEAD_BYTES + outcome.result.body.length, (outcome.record.completedAt ?? clock.now()) + this.#config.resultTtl);
+      keyCall.stored(
+        call.id,
+        RECORD_OVERHEAD_BYTES + outcome.result.body.length,
+        (outcome.record.completedAt ?? clock.now()) + this.#config.resultTtl,
+      );
     }
     if (call.route !== 'invoke') {
       // A detached answer is read whole from the store: its duration and usage, no first token.
       const watch = new AnswerWatch({ sse: false, json: true, startedAt: call.startedAt, now: () => clock.now() });
       if (outcome.result) watch.chunk(outcome.answer ?? outcome.result.body);
-      const ok = outcome.record.status === 'succeeded' && outcome.result !== undefined && outcome.result.status >= 200 && outcome.result.status < 300;
-      this.#inference.record({ model: call.fn, runner, durationMs: outcome.totalMs, queueWaitMs: queuedMs, ok, reading: watch.finish() });
+      const ok =
+        outcome.record.status === 'succeeded' &&
+        outcome.result !== undefined &&
+        outcome.result.status >= 200 &&
+        outcome.result.status < 300;
+      this.#inference.record({
+        model: call.fn,
+        runner,
+        durationMs: outcome.totalMs,
+        queueWaitMs: queuedMs,
+        ok,
+        reading: watch.finish(),
+      });
     }
     return detachedResult(outcome, runner);
   }
@@ -464,7 +591,12 @@ export class LbAgent {
    */
   #watch(call: GatewayCall, response: RunnerResponse, type: AnswerType): AnswerWatch {
     const clock = this.#config.clock;
-    const watch = new AnswerWatch({ sse: type.sse, json: type.json, startedAt: call.startedAt, now: () => clock.now() });
+    const watch = new AnswerWatch({
+      sse: type.sse,
+      json: type.json,
+      startedAt: call.startedAt,
+      now: () => clock.now(),
+    });
     response.body.on('data', (chunk: Buffer) => watch.chunk(chunk));
     return watch;
   }

@@ -185,14 +185,18 @@ function objectEnd(buf: Buffer, start: number): number {
 
 /** How many of a stream's last events carry no token: `data: [DONE]`, and a usage-only chunk before it. */
 function closingEvents(tail: Buffer, hasUsage: boolean): number {
-  const events = tail.toString('latin1').trimEnd().split(/\r?\n\r?\n/);
+  const events = tail
+    .toString('latin1')
+    .trimEnd()
+    .split(/\r?\n\r?\n/);
   let closing = 0;
   let last = events.length - 1;
   if (events[last]?.trim() === 'data: [DONE]') {
     closing++;
     last--;
   }
-  if (hasUsage && last >= 0 && /"choices"\s*:\s*\[\s*\]/.test(events[last]!) && /"usage"\s*:\s*\{/.test(events[last]!)) closing++;
+  if (hasUsage && last >= 0 && /"choices"\s*:\s*\[\s*\]/.test(events[last]!) && /"usage"\s*:\s*\{/.test(events[last]!))
+    closing++;
   return closing;
 }
 

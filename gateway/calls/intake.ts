@@ -8,7 +8,15 @@ import type { IncomingMessage } from 'node:http';
 import { invokeRefusal, modelRefusal } from '../access/index.ts';
 import type { KeyCall } from '../access/index.ts';
 import { UnknownModelError } from '../errors.ts';
-import { affinityKey, forwardable, INVOKE_TYPE_HEADER, parseInferenceBody, REQUEST_ID_HEADER, routedPath, SESSION_HEADER } from '../http/index.ts';
+import {
+  affinityKey,
+  forwardable,
+  INVOKE_TYPE_HEADER,
+  parseInferenceBody,
+  REQUEST_ID_HEADER,
+  routedPath,
+  SESSION_HEADER,
+} from '../http/index.ts';
 import type { CallRoute, GatewayCall, Priority } from '../http/index.ts';
 import { parsePreference } from '../detached/index.ts';
 import type { CallPreference } from '../detached/index.ts';
@@ -43,7 +51,13 @@ export interface AskContext {
  * that a model it may not call is refused alike whether it exists or not.
  * @throws SluiceError the refusal of a call that may not or cannot be served
  */
-export function askOf(route: CallRoute, fnParam: string | undefined, incoming: IncomingMessage, body: Buffer, context: AskContext): Asked {
+export function askOf(
+  route: CallRoute,
+  fnParam: string | undefined,
+  incoming: IncomingMessage,
+  body: Buffer,
+  context: AskContext,
+): Asked {
   let fn: string;
   let user: string | undefined;
   let prompt: string | undefined;
@@ -55,7 +69,8 @@ export function askOf(route: CallRoute, fnParam: string | undefined, incoming: I
     ({ model: fn, user, prompt } = parseInferenceBody(body, route));
     const refusal = modelRefusal(context.key, fn);
     if (refusal) throw refusal;
-    if (!context.known(fn)) throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
+    if (!context.known(fn))
+      throw new UnknownModelError(`model "${fn}" is not served by any runner; GET /v1/models lists the models`);
   }
   const preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
   const turn = turnOf(incoming, user, context.defaultPriority, context.client);
@@ -76,7 +91,13 @@ export interface CallParts {
 }
 
 /** The call as placement and the runner see it, started at its creation until the agent stamps it. */
-export function makeCall(route: CallRoute, fnParam: string | undefined, incoming: IncomingMessage, asked: Asked, parts: CallParts): MutableCall {
+export function makeCall(
+  route: CallRoute,
+  fnParam: string | undefined,
+  incoming: IncomingMessage,
+  asked: Asked,
+  parts: CallParts,
+): MutableCall {
   const { id, requestId, createdAt, client, body, timeout, signal } = parts;
   const session = incoming.headers[SESSION_HEADER];
   return {

@@ -21,7 +21,13 @@ import { clientKey, FLOW_HEADER, PRIORITY_HEADER, PRIORITIES, isPriority } from 
 import type { GatewayCall, CallResult, Priority } from '../http/index.ts';
 import { ColdStartWaits } from '../control/index.ts';
 import type { ColdStarts } from '../control/index.ts';
-import { CallTimeoutError, DeploymentFailedError, InternalError, InvalidPriorityError, QueueFullError } from '../errors.ts';
+import {
+  CallTimeoutError,
+  DeploymentFailedError,
+  InternalError,
+  InvalidPriorityError,
+  QueueFullError,
+} from '../errors.ts';
 import type { GatewayPool, RunnerResponse } from '../fleet/index.ts';
 import { traceOfCall } from '../observe/index.ts';
 import type { GatewayMetrics } from '../observe/index.ts';
@@ -38,7 +44,13 @@ import type { Refusal } from './responder.ts';
  * carries it as {@link COLD_START_HEADER}. Placement never writes to the client.
  */
 export type Placement =
-  | { kind: 'placed'; response: RunnerResponse; runner: Runner<RunnerResponse>; queuedMs: number; coldStartMs: number | undefined }
+  | {
+      kind: 'placed';
+      response: RunnerResponse;
+      runner: Runner<RunnerResponse>;
+      queuedMs: number;
+      coldStartMs: number | undefined;
+    }
   | { kind: 'ended'; result: CallResult; refusal: Refusal | undefined; coldStartMs: number | undefined };
 
 /** Where a call waits when every runner is busy: its priority class and its flow. */
@@ -56,10 +68,17 @@ const MAX_FLOW_LENGTH = 256;
  * header, else the body's `user`, else the client address).
  * @throws InvalidPriorityError when the header names no class.
  */
-export function turnOf(incoming: IncomingMessage, user: string | undefined, defaultPriority: Priority, client?: string): Turn {
+export function turnOf(
+  incoming: IncomingMessage,
+  user: string | undefined,
+  defaultPriority: Priority,
+  client?: string,
+): Turn {
   const asked = first(incoming.headers[PRIORITY_HEADER])?.trim().toLowerCase();
   if (asked !== undefined && !isPriority(asked)) {
-    throw new InvalidPriorityError(`${PRIORITY_HEADER} must be one of ${PRIORITIES.join(', ')}, got ${JSON.stringify(asked.slice(0, 64))}`);
+    throw new InvalidPriorityError(
+      `${PRIORITY_HEADER} must be one of ${PRIORITIES.join(', ')}, got ${JSON.stringify(asked.slice(0, 64))}`,
+    );
   }
   // A client key is its holder's one flow: a header or a body field it chooses cannot split its
   // burst into many flows that would each get a turn.
@@ -72,11 +91,23 @@ export function turnOf(incoming: IncomingMessage, user: string | undefined, defa
 /** A wait queue with the gateway's bounds and fallback. */
 export function waitQueueFor(config: GatewayConfig): WaitQueue {
   const { maxQueued, maxQueuedPerFlow, maxQueuedPerModel, placerConfig, clock } = config;
-  return new WaitQueue({ maxQueued, maxQueuedPerFlow, maxQueuedPerModel, retryAllDelay: placerConfig.retryAllDelay, clock });
+  return new WaitQueue({
+    maxQueued,
+    maxQueuedPerFlow,
+    maxQueuedPerModel,
+    retryAllDelay: placerConfig.retryAllDelay,
+    clock,
+  });
 }
 
 /** How a call that never reached a runner ended, timed from its startedAt on `clock`. */
-export function endedResult(call: GatewayCall, clock: Clock, outcome: CallResult['outcome'], status: number, error?: Error): CallResult {
+export function endedResult(
+  call: GatewayCall,
+  clock: Clock,
+  outcome: CallResult['outcome'],
+  status: number,
+  error?: Error,
+): CallResult {
   const totalMs = clock.now() - call.startedAt;
   return { outcome, status, totalMs, latencyMs: totalMs, ...(error ? { error } : {}) };
 }
@@ -90,7 +121,13 @@ export class CallPlacement {
   /** Calls waiting for a replica; undefined without a reconciler (config.coldStarts). */
   readonly #cold: ColdStartWaits | undefined;
 
-  constructor(config: GatewayConfig, pool: GatewayPool, queue: WaitQueue, metrics: GatewayMetrics, coldStarts: ColdStarts | undefined) {
+  constructor(
+    config: GatewayConfig,
+    pool: GatewayPool,
+    queue: WaitQueue,
+    metrics: GatewayMetrics,
+    coldStarts: ColdStarts | undefined,
+  ) {
     this.#config = config;
     this.#pool = pool;
     this.#queue = queue;
@@ -138,7 +175,11 @@ export class CallPlacement {
       // A model whose start failed, with nothing else starting, gets no replica by waiting: the
       // call is answered now (and woken to learn it when a start fails while it waits).
       if (cold) this.#failedStart(model);
-      return this.#waitTurn(waiter, call, cold && Number.isNaN(coldSince) ? () => void (coldSince = clock.now()) : undefined);
+      return this.#waitTurn(
+        waiter,
+        call,
+        cold && Number.isNaN(coldSince) ? () => void (coldSince = clock.now()) : undefined,
+      );
     };
     // The last answer of each runner offered the call, to explain a 503.
     const offers = new Map<string, 'busy' | 'error'>();
@@ -168,7 +209,13 @@ export class CallPlacement {
       // that finds nothing goes back to the head); the fallback's wakes depend on it.
       if (waiter.joined) queue.wake(1, [model]);
       const queuedMs = waiter.joined ? clock.now() - waiter.joinedAt : 0;
-      return { kind: 'placed', response: placement.value, runner: placement.runner, queuedMs, coldStartMs: coldMs(clock, coldSince) };
+      return {
+        kind: 'placed',
+        response: placement.value,
+        runner: placement.runner,
+        queuedMs,
+        coldStartMs: coldMs(clock, coldSince),
+      };
     } catch (error) {
       m.placerAttempts.record((error as { attempts?: number }).attempts ?? 0);
       callTrace?.placementEnded({ error: error as Error, attempts: (error as { attempts?: number }).attempts ?? 0 });
@@ -241,7 +288,12 @@ export class CallPlacement {
   }
 
   /** How a call no runner took (or whose committed runner failed before answering) ended, and its answer. */
-  #unplaced(call: GatewayCall, error: Error, offers: ReadonlyMap<string, 'busy' | 'error'>, coldStartMs: number | undefined): Placement {
+  #unplaced(
+    call: GatewayCall,
+    error: Error,
+    offers: ReadonlyMap<string, 'busy' | 'error'>,
+    coldStartMs: number | undefined,
+  ): Placement {
     const { clock } = this.#config;
     const ended = (outcome: CallResult['outcome'], refusal: Refusal | undefined): Placement => ({
       kind: 'ended',
@@ -258,13 +310,24 @@ export class CallPlacement {
       const runners = this.#pool.explain?.(call, offers);
       const timeout = coldStartMs === undefined ? error : coldStartTimeout(error, call.fn, coldStartMs);
       const headers = { 'retry-after': String(this.#config.retryAfter) };
-      return ended('server_busy', { kind: 'failed', error: timeout, headers, ...(runners ? { details: { runners } } : {}) });
+      return ended('server_busy', {
+        kind: 'failed',
+        error: timeout,
+        headers,
+        ...(runners ? { details: { runners } } : {}),
+      });
     }
-    if (!(error instanceof SluiceError)) this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
+    if (!(error instanceof SluiceError))
+      this.#config.logger.error('placement failed unexpectedly', { call: call.id, error });
     // A custom placer's or pool's own message may say more than a client should see.
     const failure = error instanceof SluiceError ? error : new InternalError({ cause: error });
     const outcome = failure instanceof CallTimeoutError ? 'timeouts' : 'errors';
-    return { kind: 'ended', result: endedResult(call, clock, outcome, failure.status, error), refusal: { kind: 'failed', error: failure }, coldStartMs };
+    return {
+      kind: 'ended',
+      result: endedResult(call, clock, outcome, failure.status, error),
+      refusal: { kind: 'failed', error: failure },
+      coldStartMs,
+    };
   }
 }
 

@@ -119,7 +119,8 @@ export function relay(
     body.once('end', () => {
       const execMs = parseExecTiming(response.trailers[EXEC_TRAILER] ?? response.headers[EXEC_TRAILER]);
       const failed = response.trailers[ERROR_TRAILER];
-      if (failed !== undefined) return fail(runnerReported(String(failed), runner.id, 'the response was cut short').error, execMs);
+      if (failed !== undefined)
+        return fail(runnerReported(String(failed), runner.id, 'the response was cut short').error, execMs);
       head();
       // A stream that ended without a final blank line still gets every byte the engine sent.
       if (partial) out.end(strip ? stripInjectedUsage(partial) : partial);
@@ -128,7 +129,12 @@ export function relay(
     });
     body.once('error', (error: Error) => {
       if (signal.aborted) {
-        return resolve({ outcome: 'cancelled', status: headersSent ? response.statusCode : 0, execMs: undefined, error });
+        return resolve({
+          outcome: 'cancelled',
+          status: headersSent ? response.statusCode : 0,
+          execMs: undefined,
+          error,
+        });
       }
       fail(committedFailure(runner, error), undefined);
     });

@@ -45,7 +45,12 @@ export class CallResponder {
   answer(out: ServerResponse, refusal: Refusal, headers: Readonly<Record<string, string>>): void {
     const all = refusal.headers ? { ...headers, ...refusal.headers } : headers;
     if (refusal.kind === 'refused') return this.refuse(out, refusal.error, all);
-    sendError(out, refusal.error, all as Record<string, string>, refusal.details as Record<string, unknown> | undefined);
+    sendError(
+      out,
+      refusal.error,
+      all as Record<string, string>,
+      refusal.details as Record<string, unknown> | undefined,
+    );
   }
 
   /** True when `error` was answered as a refusal (and so is counted in `rejected`, not `failed`). */

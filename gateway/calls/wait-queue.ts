@@ -53,7 +53,11 @@ export interface WaiterKey {
  * (the deadline came), `aborted` (the signal fired), or `full` (the queue or the flow is at its
  * bound; only the first wait of a waiter can end so).
  */
-export type WaitEnd = 'woken' | 'deadline' | 'aborted' | { kind: 'full'; scope: 'total' | 'model' | 'flow'; limit: number };
+export type WaitEnd =
+  | 'woken'
+  | 'deadline'
+  | 'aborted'
+  | { kind: 'full'; scope: 'total' | 'model' | 'flow'; limit: number };
 
 /** One call's place in the queue; it keeps its arrival order across waits. */
 export class Waiter {
@@ -379,14 +383,19 @@ export class WaitQueue {
         for (const c of classes) {
           const w = c.peek();
           if (!w) continue;
-          if (!best || PRIORITIES.indexOf(w.key.priority) < PRIORITIES.indexOf(best.w.key.priority) || (w.key.priority === best.w.key.priority && w.seq < best.w.seq)) {
+          if (
+            !best ||
+            PRIORITIES.indexOf(w.key.priority) < PRIORITIES.indexOf(best.w.key.priority) ||
+            (w.key.priority === best.w.key.priority && w.seq < best.w.seq)
+          ) {
             best = { w, c };
           }
           break;
         }
       }
       if (!best) break;
-      const preferring = runner !== undefined && best.w.passedOver < MAX_PASSED_OVER ? best.c.preferring(runner) : undefined;
+      const preferring =
+        runner !== undefined && best.w.passedOver < MAX_PASSED_OVER ? best.c.preferring(runner) : undefined;
       const w = preferring ?? best.w;
       best.c.take(w);
       this.#waiting--;

@@ -5,7 +5,15 @@
  * scenario list in `sluice --help`). The defaults --help shows are read from the bench's own
  * defaults objects; a setting not given is left out, so each scenario applies its own.
  */
-import { DEFAULT_HOPS, FAULT_KINDS, SIMULATE_DEFAULTS, SOAK_DEFAULTS, benchDefaults, runBench, scenarios } from '../../k6/driver/index.ts';
+import {
+  DEFAULT_HOPS,
+  FAULT_KINDS,
+  SIMULATE_DEFAULTS,
+  SOAK_DEFAULTS,
+  benchDefaults,
+  runBench,
+  scenarios,
+} from '../../k6/driver/index.ts';
 import type { BenchOptions } from '../../k6/driver/index.ts';
 import type { Command } from './command.ts';
 import { givenValues } from './command.ts';
@@ -19,43 +27,167 @@ const b = benchDefaults;
 const duration = (ms: number): string => formatDefault({ key: 'duration', type: 'duration', description: '' }, ms);
 
 /** The settings the base options take, passed on only when given. */
-const BASE_KEYS = ['duration', 'warmup', 'connections', 'rate', 'rounds', 'nginx', 'withKeys', 'tracing', 'out', 'logLevel', 'streams'] as const;
+const BASE_KEYS = [
+  'duration',
+  'warmup',
+  'connections',
+  'rate',
+  'rounds',
+  'nginx',
+  'withKeys',
+  'tracing',
+  'out',
+  'logLevel',
+  'streams',
+] as const;
 
 /** The settings only the simulate scenario reads. */
-const SIMULATE_KEYS = ['runners', 'calls', 'levels', 'contenders', 'capacity', 'check', 'sluiceHopMs', 'nginxHopMs'] as const;
+const SIMULATE_KEYS = [
+  'runners',
+  'calls',
+  'levels',
+  'contenders',
+  'capacity',
+  'check',
+  'sluiceHopMs',
+  'nginxHopMs',
+] as const;
 
 /** The settings only the soak scenario reads. */
 const SOAK_KEYS = ['nodes', 'faults', 'stopFor', 'idle'] as const;
 
 const settings: readonly Setting[] = [
-  { key: 'duration', type: 'duration', description: 'length of each measured run, 1s to 120s; soak: length of the load, 20s to 2h', defaultText: `${duration(b.duration)}; placement 20s; soak ${duration(SOAK_DEFAULTS.duration)}` },
-  { key: 'warmup', type: 'duration', description: 'warm-up per target before measuring, up to 30s; soak: the closed-loop capacity probe, 1s to 30s', defaultText: `${duration(b.warmup)}; placement 9s, one session; soak ${duration(SOAK_DEFAULTS.probe)}` },
-  { key: 'connections', type: 'integer', libraryDefault: b.connections, description: 'connections per target (closed loop), connection cap (open loop), up to 1024' },
-  { key: 'rate', type: 'integer', description: 'open-loop arrival rate in requests per second, up to 20000; placement and soak: the rate taken as 100% instead of measuring it', defaultText: `${b.rate}; placement and soak measure it` },
-  { key: 'rounds', type: 'integer', libraryDefault: b.rounds, description: 'times every run is repeated, alternating the target order, up to 10' },
-  { key: 'nginx', type: 'boolean', libraryDefault: b.nginx, description: 'also measure nginx in front of the runner when nginx is on PATH' },
-  { key: 'withKeys', type: 'boolean', libraryDefault: b.withKeys, description: 'overhead: also measure a gateway with a client key and in-memory limits, and print what they add per call' },
-  { key: 'tracing', type: 'boolean', libraryDefault: b.tracing, description: 'overhead: also measure a gateway and runner with tracing on (OTLP to a sink in the bench), and print what tracing adds per call' },
-  { key: 'streams', type: 'list', description: 'memory scenario: streams held at once, one level per count, 1 to 4 counts of up to 10000', defaultText: '1000,10000' },
+  {
+    key: 'duration',
+    type: 'duration',
+    description: 'length of each measured run, 1s to 120s; soak: length of the load, 20s to 2h',
+    defaultText: `${duration(b.duration)}; placement 20s; soak ${duration(SOAK_DEFAULTS.duration)}`,
+  },
+  {
+    key: 'warmup',
+    type: 'duration',
+    description: 'warm-up per target before measuring, up to 30s; soak: the closed-loop capacity probe, 1s to 30s',
+    defaultText: `${duration(b.warmup)}; placement 9s, one session; soak ${duration(SOAK_DEFAULTS.probe)}`,
+  },
+  {
+    key: 'connections',
+    type: 'integer',
+    libraryDefault: b.connections,
+    description: 'connections per target (closed loop), connection cap (open loop), up to 1024',
+  },
+  {
+    key: 'rate',
+    type: 'integer',
+    description:
+      'open-loop arrival rate in requests per second, up to 20000; placement and soak: the rate taken as 100% instead of measuring it',
+    defaultText: `${b.rate}; placement and soak measure it`,
+  },
+  {
+    key: 'rounds',
+    type: 'integer',
+    libraryDefault: b.rounds,
+    description: 'times every run is repeated, alternating the target order, up to 10',
+  },
+  {
+    key: 'nginx',
+    type: 'boolean',
+    libraryDefault: b.nginx,
+    description: 'also measure nginx in front of the runner when nginx is on PATH',
+  },
+  {
+    key: 'withKeys',
+    type: 'boolean',
+    libraryDefault: b.withKeys,
+    description:
+      'overhead: also measure a gateway with a client key and in-memory limits, and print what they add per call',
+  },
+  {
+    key: 'tracing',
+    type: 'boolean',
+    libraryDefault: b.tracing,
+    description:
+      'overhead: also measure a gateway and runner with tracing on (OTLP to a sink in the bench), and print what tracing adds per call',
+  },
+  {
+    key: 'streams',
+    type: 'list',
+    description: 'memory scenario: streams held at once, one level per count, 1 to 4 counts of up to 10000',
+    defaultText: '1000,10000',
+  },
   // A string, read by the simulate scenario: SLUICE_RUNNERS may hold a gateway's runner URLs,
   // and an integer setting would refuse them for every scenario.
-  { key: 'runners', type: 'string', description: 'simulate: runners in the simulated fleet, 1 to 10000', defaultText: String(SIMULATE_DEFAULTS.runners) },
-  { key: 'calls', type: 'integer', description: "simulate: calls in each run's trace, 1000 to 5000000", defaultText: String(SIMULATE_DEFAULTS.calls) },
-  { key: 'levels', type: 'list', description: 'simulate: shares of capacity to run at, each above 0 and at most 2', defaultText: SIMULATE_DEFAULTS.levels.join(',') },
+  {
+    key: 'runners',
+    type: 'string',
+    description: 'simulate: runners in the simulated fleet, 1 to 10000',
+    defaultText: String(SIMULATE_DEFAULTS.runners),
+  },
+  {
+    key: 'calls',
+    type: 'integer',
+    description: "simulate: calls in each run's trace, 1000 to 5000000",
+    defaultText: String(SIMULATE_DEFAULTS.calls),
+  },
+  {
+    key: 'levels',
+    type: 'list',
+    description: 'simulate: shares of capacity to run at, each above 0 and at most 2',
+    defaultText: SIMULATE_DEFAULTS.levels.join(','),
+  },
   {
     key: 'contenders',
     type: 'list',
     description: `simulate: any of ${SIMULATE_DEFAULTS.contenders.join(', ')}`,
     defaultText: `all ${SIMULATE_DEFAULTS.contenders.length}`,
   },
-  { key: 'capacity', type: 'number', description: "simulate: the simulated fleet's capacity in calls/s, taken as 100% instead of searching for it", defaultText: 'found by simulation' },
-  { key: 'check', type: 'string', description: 'simulate: a placement report (JSON) to compare the simulator with, run by run, instead of planning', defaultText: 'none' },
-  { key: 'sluiceHopMs', type: 'number', description: "simulate: ms the gateway and runner add to a call's time to first token", defaultText: String(DEFAULT_HOPS.sluiceHopMs) },
-  { key: 'nginxHopMs', type: 'number', description: "simulate: ms nginx adds to a call's time to first token", defaultText: String(DEFAULT_HOPS.nginxHopMs) },
-  { key: 'nodes', type: 'integer', description: 'soak: engine and runner pairs behind the gateway, 2 to 8', defaultText: String(SOAK_DEFAULTS.nodes) },
-  { key: 'faults', type: 'list', description: `soak: faults to inject, any of ${FAULT_KINDS.join(', ')}`, defaultText: `all ${FAULT_KINDS.length}` },
-  { key: 'stopFor', type: 'duration', description: 'soak: how long the stopped runner stays stopped, 1s to a fifth of --duration (at most 120s)', defaultText: `a tenth of --duration, at most ${duration(SOAK_DEFAULTS.stopFor)}` },
-  { key: 'idle', type: 'duration', description: "soak: quiet time after the load while the gateway's memory is sampled, 2s to 300s", defaultText: 'a tenth of --duration, 5s to 30s' },
+  {
+    key: 'capacity',
+    type: 'number',
+    description: "simulate: the simulated fleet's capacity in calls/s, taken as 100% instead of searching for it",
+    defaultText: 'found by simulation',
+  },
+  {
+    key: 'check',
+    type: 'string',
+    description: 'simulate: a placement report (JSON) to compare the simulator with, run by run, instead of planning',
+    defaultText: 'none',
+  },
+  {
+    key: 'sluiceHopMs',
+    type: 'number',
+    description: "simulate: ms the gateway and runner add to a call's time to first token",
+    defaultText: String(DEFAULT_HOPS.sluiceHopMs),
+  },
+  {
+    key: 'nginxHopMs',
+    type: 'number',
+    description: "simulate: ms nginx adds to a call's time to first token",
+    defaultText: String(DEFAULT_HOPS.nginxHopMs),
+  },
+  {
+    key: 'nodes',
+    type: 'integer',
+    description: 'soak: engine and runner pairs behind the gateway, 2 to 8',
+    defaultText: String(SOAK_DEFAULTS.nodes),
+  },
+  {
+    key: 'faults',
+    type: 'list',
+    description: `soak: faults to inject, any of ${FAULT_KINDS.join(', ')}`,
+    defaultText: `all ${FAULT_KINDS.length}`,
+  },
+  {
+    key: 'stopFor',
+    type: 'duration',
+    description: 'soak: how long the stopped runner stays stopped, 1s to a fifth of --duration (at most 120s)',
+    defaultText: `a tenth of --duration, at most ${duration(SOAK_DEFAULTS.stopFor)}`,
+  },
+  {
+    key: 'idle',
+    type: 'duration',
+    description: "soak: quiet time after the load while the gateway's memory is sampled, 2s to 300s",
+    defaultText: 'a tenth of --duration, 5s to 30s',
+  },
   { key: 'out', type: 'string', libraryDefault: b.out, description: 'folder for the JSON results and the SVG chart' },
   // Also the level of this command's own log, so it is applied here (from benchDefaults) rather than left out.
   { key: 'logLevel', type: 'string', default: b.logLevel, description: 'log level of the processes under test' },
@@ -69,7 +201,11 @@ export const bench: Command = {
   settings,
   async run({ values, positionals, env, logger, signal }) {
     // Each scenario validates what it reads and applies its own defaults to what was not given.
-    const options = { ...givenValues(values, BASE_KEYS), ...givenValues(values, SIMULATE_KEYS), ...givenValues(values, SOAK_KEYS) };
+    const options = {
+      ...givenValues(values, BASE_KEYS),
+      ...givenValues(values, SIMULATE_KEYS),
+      ...givenValues(values, SOAK_KEYS),
+    };
     await runBench(positionals, options as BenchOptions, { env, logger, ...(signal ? { signal } : {}) });
     return async () => {};
   },

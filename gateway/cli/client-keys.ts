@@ -13,7 +13,13 @@ import { storeRedisOf } from './store-redis.ts';
 
 /** The settings of client keys, shared by `gateway` and `up`. */
 export const keySettings: readonly Setting[] = [
-  { key: 'keys', type: 'string', description: 'keys file: a JSON list of client keys (name, hash, models, limits); read again when it changes and on SIGHUP (docs/security.md)', defaultText: 'none' },
+  {
+    key: 'keys',
+    type: 'string',
+    description:
+      'keys file: a JSON list of client keys (name, hash, models, limits); read again when it changes and on SIGHUP (docs/security.md)',
+    defaultText: 'none',
+  },
 ];
 
 /**
@@ -38,10 +44,19 @@ export async function clientKeysOptions(
     import('../access/key-store.ts'),
     import('../access/limits-redis.ts'),
   ]);
-  const ring = new KeyRing({ clock, logger, ...(redis ? { store: createRedisKeyStore({ url: redis.url, ...redis.timeouts, logger }) } : {}) });
+  const ring = new KeyRing({
+    clock,
+    logger,
+    ...(redis ? { store: createRedisKeyStore({ url: redis.url, ...redis.timeouts, logger }) } : {}),
+  });
   const given = values.requireKeys as boolean | undefined;
   const requireKeys = given ?? file !== undefined;
-  if (redis) await ring.start().catch((error: Error) => logger.warn('client keys not loaded from the store; loading them when it answers', { error }));
+  if (redis)
+    await ring
+      .start()
+      .catch((error: Error) =>
+        logger.warn('client keys not loaded from the store; loading them when it answers', { error }),
+      );
   if (redis && given === undefined && !requireKeys && ring.size > 0) {
     await ring.close();
     throw new GatewayConfigError(
@@ -58,6 +73,15 @@ export async function clientKeysOptions(
   return {
     clientKeys: ring,
     requireKeys,
-    ...(redis ? { limiter: createRedisLimiter({ url: redis.url, ...redis.timeouts, clock, ...(windowMs === undefined ? {} : { windowMs }) }) } : {}),
+    ...(redis
+      ? {
+          limiter: createRedisLimiter({
+            url: redis.url,
+            ...redis.timeouts,
+            clock,
+            ...(windowMs === undefined ? {} : { windowMs }),
+          }),
+        }
+      : {}),
   };
 }

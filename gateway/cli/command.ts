@@ -54,7 +54,10 @@ export function givenValues(values: Record<string, unknown>, keys: readonly stri
  * The settings of `renames` that were given, each under the option it sets (`{ label: 'labels' }`:
  * --label sets `labels`), so that the library applies its own defaults to the rest.
  */
-export function givenAs(values: Record<string, unknown>, renames: Readonly<Record<string, string>>): Record<string, unknown> {
+export function givenAs(
+  values: Record<string, unknown>,
+  renames: Readonly<Record<string, string>>,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, option] of Object.entries(renames)) if (values[key] !== undefined) out[option] = values[key];
   return out;
@@ -65,19 +68,43 @@ export function givenAs(values: Record<string, unknown>, renames: Readonly<Recor
  * @throws SettingsError naming both flags.
  */
 export function oneOf(values: Record<string, unknown>, key: string, fileKey: string): void {
-  if (values[key] !== undefined && values[fileKey] !== undefined) throw new SettingsError(`give ${flagOf(key)} or ${flagOf(fileKey)}, not both`);
+  if (values[key] !== undefined && values[fileKey] !== undefined)
+    throw new SettingsError(`give ${flagOf(key)} or ${flagOf(fileKey)}, not both`);
 }
 
 /** The settings every command that serves shares; the command line's own, so they keep a default here. */
-export const logLevel: Setting = { key: 'logLevel', type: 'string', default: 'info', description: 'debug, info, warn, error or silent' };
-export const host: Setting = { key: 'host', type: 'string', default: '127.0.0.1', description: 'interface to listen on' };
-export const port = (def: number): Setting => ({ key: 'port', type: 'integer', default: def, description: 'port to listen on (0 picks a free one)', envAliases: ['PORT'] });
+export const logLevel: Setting = {
+  key: 'logLevel',
+  type: 'string',
+  default: 'info',
+  description: 'debug, info, warn, error or silent',
+};
+export const host: Setting = {
+  key: 'host',
+  type: 'string',
+  default: '127.0.0.1',
+  description: 'interface to listen on',
+};
+export const port = (def: number): Setting => ({
+  key: 'port',
+  type: 'integer',
+  default: def,
+  description: 'port to listen on (0 picks a free one)',
+  envAliases: ['PORT'],
+});
 
 /**
  * Settings whose default is the library's, read from `defaults` under the setting's own key, so
  * that a flag cannot show the default of another option:
  * `const g = settingsOf(gatewayDefaults); g('callTimeout', 'duration', 'execution limit ...')`.
  */
-export function settingsOf<D extends object>(defaults: D): (key: keyof D & string, type: SettingType, description: string) => Setting {
-  return (key, type, description) => ({ key, type, libraryDefault: defaults[key] as Setting['libraryDefault'], description });
+export function settingsOf<D extends object>(
+  defaults: D,
+): (key: keyof D & string, type: SettingType, description: string) => Setting {
+  return (key, type, description) => ({
+    key,
+    type,
+    libraryDefault: defaults[key] as Setting['libraryDefault'],
+    description,
+  });
 }

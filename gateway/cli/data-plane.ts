@@ -19,7 +19,8 @@ const callSecretFile: Setting = {
   key: 'callSecretFile',
   type: 'string',
   secret: 'file',
-  description: 'file holding the call secret (one per line on a runner: every line verifies, for a rotation); read at start',
+  description:
+    'file holding the call secret (one per line on a runner: every line verifies, for a rotation); read at start',
   defaultText: 'none',
 };
 
@@ -29,20 +30,41 @@ export const gatewayDataPlaneSettings: readonly Setting[] = [
     key: 'callSecret',
     type: 'string',
     secret: true,
-    description: 'secret every call to a runner is signed with (32+ printable ASCII characters, no spaces or commas); runners given it refuse unsigned calls. Not the runner token; prefer the environment variable or --call-secret-file (never shown)',
+    description:
+      'secret every call to a runner is signed with (32+ printable ASCII characters, no spaces or commas); runners given it refuse unsigned calls. Not the runner token; prefer the environment variable or --call-secret-file (never shown)',
     defaultText: 'none: calls go unsigned',
   },
   callSecretFile,
-  { key: 'runnerTlsCert', type: 'string', description: 'PEM file: the client certificate this gateway presents to runners under mutual TLS', defaultText: 'none' },
+  {
+    key: 'runnerTlsCert',
+    type: 'string',
+    description: 'PEM file: the client certificate this gateway presents to runners under mutual TLS',
+    defaultText: 'none',
+  },
   { key: 'runnerTlsKey', type: 'string', description: 'PEM file: the key of --runner-tls-cert', defaultText: 'none' },
-  { key: 'runnerTlsCa', type: 'string', description: 'PEM file: the CA that signs the runners\' certificates (https runner URLs)', defaultText: 'none' },
+  {
+    key: 'runnerTlsCa',
+    type: 'string',
+    description: "PEM file: the CA that signs the runners' certificates (https runner URLs)",
+    defaultText: 'none',
+  },
 ];
 
 /** The gateway's front: TLS, or the operator's word that plain http is fine off loopback. */
 export const frontSettings: readonly Setting[] = [
-  { key: 'tlsCert', type: 'string', description: 'PEM file: the front\'s certificate; with --tls-key the gateway listens on https', defaultText: 'none: plain http' },
+  {
+    key: 'tlsCert',
+    type: 'string',
+    description: "PEM file: the front's certificate; with --tls-key the gateway listens on https",
+    defaultText: 'none: plain http',
+  },
   { key: 'tlsKey', type: 'string', description: 'PEM file: the key of --tls-cert', defaultText: 'none' },
-  { key: 'allowPlainHttp', type: 'boolean', description: 'listen with plain http on an address other than loopback (a proxy in front terminates TLS)', defaultText: 'false: plain http on loopback only' },
+  {
+    key: 'allowPlainHttp',
+    type: 'boolean',
+    description: 'listen with plain http on an address other than loopback (a proxy in front terminates TLS)',
+    defaultText: 'false: plain http on loopback only',
+  },
 ];
 
 /** The runner's: the secrets it verifies calls with, the skew it allows, mutual TLS, and the open door's switch. */
@@ -51,19 +73,36 @@ export const runnerDataPlaneSettings: readonly Setting[] = [
     key: 'callSecret',
     type: 'list',
     secret: true,
-    description: 'secret the gateways sign calls with, or several comma-separated during a rotation; unsigned calls get 401. Not the runner token; prefer the environment variable or --call-secret-file (never shown)',
+    description:
+      'secret the gateways sign calls with, or several comma-separated during a rotation; unsigned calls get 401. Not the runner token; prefer the environment variable or --call-secret-file (never shown)',
     defaultText: 'none: see --allow-unsigned-calls',
   },
   callSecretFile,
-  r('callClockSkew', 'duration', 'how far past its signed deadline a call is still taken: the clocks of gateway and runner may disagree by this much'),
-  { key: 'tlsCert', type: 'string', description: 'PEM file: the runner\'s certificate; with --tls-key and --tls-ca it listens on https and requires a client certificate', defaultText: 'none: plain http' },
+  r(
+    'callClockSkew',
+    'duration',
+    'how far past its signed deadline a call is still taken: the clocks of gateway and runner may disagree by this much',
+  ),
+  {
+    key: 'tlsCert',
+    type: 'string',
+    description:
+      "PEM file: the runner's certificate; with --tls-key and --tls-ca it listens on https and requires a client certificate",
+    defaultText: 'none: plain http',
+  },
   { key: 'tlsKey', type: 'string', description: 'PEM file: the key of --tls-cert', defaultText: 'none' },
-  { key: 'tlsCa', type: 'string', description: 'PEM file: the CA that signs gateways\' client certificates, and checks https gateways registered with', defaultText: 'none' },
+  {
+    key: 'tlsCa',
+    type: 'string',
+    description: "PEM file: the CA that signs gateways' client certificates, and checks https gateways registered with",
+    defaultText: 'none',
+  },
   {
     key: 'allowUnsignedCalls',
     type: 'boolean',
     libraryDefault: runnerDefaults.allowUnsignedCalls,
-    description: 'serve calls without a call secret or mutual TLS on an address other than loopback (anyone reaching the port can spend the engine)',
+    description:
+      'serve calls without a call secret or mutual TLS on an address other than loopback (anyone reaching the port can spend the engine)',
   },
 ];
 
@@ -72,10 +111,17 @@ export function gatewayDataPlaneOptions(values: Record<string, unknown>): DataPl
   const out: DataPlaneOptions = {};
   const secrets = callSecrets(values);
   if (secrets !== undefined) {
-    if (secrets.length !== 1) throw new SettingsError(`${flagOf('callSecretFile')} must hold one secret on a gateway (it signs with one), got ${secrets.length} lines`);
+    if (secrets.length !== 1)
+      throw new SettingsError(
+        `${flagOf('callSecretFile')} must hold one secret on a gateway (it signs with one), got ${secrets.length} lines`,
+      );
     out.callSecret = secrets[0]!;
   }
-  const runnerTls = tlsFiles(values, { cert: 'runnerTlsCert', key: 'runnerTlsKey', ca: 'runnerTlsCa' }, ['cert', 'key', 'ca']);
+  const runnerTls = tlsFiles(values, { cert: 'runnerTlsCert', key: 'runnerTlsKey', ca: 'runnerTlsCa' }, [
+    'cert',
+    'key',
+    'ca',
+  ]);
   if (runnerTls) out.runnerTls = runnerTls as unknown as DataPlaneOptions['runnerTls'];
   const tls = tlsFiles(values, { cert: 'tlsCert', key: 'tlsKey' }, ['cert', 'key']);
   if (tls) out.tls = tls as unknown as DataPlaneOptions['tls'];
@@ -84,7 +130,9 @@ export function gatewayDataPlaneOptions(values: Record<string, unknown>): DataPl
 }
 
 /** The runner options the data plane's settings give. */
-export function runnerDataPlaneOptions(values: Record<string, unknown>): Pick<RunnerOptions, 'callSecret' | 'callClockSkew' | 'allowUnsignedCalls' | 'tls'> {
+export function runnerDataPlaneOptions(
+  values: Record<string, unknown>,
+): Pick<RunnerOptions, 'callSecret' | 'callClockSkew' | 'allowUnsignedCalls' | 'tls'> {
   const out: Pick<RunnerOptions, 'callSecret' | 'callClockSkew' | 'allowUnsignedCalls' | 'tls'> = {};
   const secrets = callSecrets(values);
   if (secrets !== undefined) out.callSecret = secrets;
@@ -110,12 +158,18 @@ function callSecrets(values: Record<string, unknown>): string[] | undefined {
  * Reads the PEM files named by `keys`; undefined when none is given, refused when only some of
  * `required` are. A key file's text never reaches a message: only its path and the flag do.
  */
-function tlsFiles(values: Record<string, unknown>, keys: Record<string, string>, required: readonly string[]): Record<string, Buffer> | undefined {
+function tlsFiles(
+  values: Record<string, unknown>,
+  keys: Record<string, string>,
+  required: readonly string[],
+): Record<string, Buffer> | undefined {
   const given = Object.entries(keys).filter(([, key]) => values[key] !== undefined);
   if (given.length === 0) return undefined;
   const missing = required.filter((part) => values[keys[part]!] === undefined);
   if (missing.length > 0) {
-    throw new SettingsError(`${given.map(([, key]) => flagOf(key)).join(' and ')} ${given.length === 1 ? 'needs' : 'need'} ${missing.map((part) => flagOf(keys[part]!)).join(' and ')} too`);
+    throw new SettingsError(
+      `${given.map(([, key]) => flagOf(key)).join(' and ')} ${given.length === 1 ? 'needs' : 'need'} ${missing.map((part) => flagOf(keys[part]!)).join(' and ')} too`,
+    );
   }
   const out: Record<string, Buffer> = {};
   for (const [part, key] of given) out[part] = Buffer.from(readText(values[key] as string, key));
@@ -126,6 +180,8 @@ function readText(path: string, key: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (error) {
-    throw new SettingsError(`invalid ${flagOf(key)}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    throw new SettingsError(
+      `invalid ${flagOf(key)}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
   }
 }

@@ -28,7 +28,13 @@ const p = settingsOf(placerDefaults);
 /** Gateway settings shared by `gateway` and `up`. */
 export const gatewaySettings: readonly Setting[] = [
   g('placer', 'string', `${Object.keys(placerDescriptors).join(', ')}, or a path to a module exporting a Placer`),
-  { key: 'placerOptions', type: 'json', description: 'options for the placer, e.g. {"loadFactor":1.5} for consistent-hash (docs/placers.md lists each placer\'s)', defaultText: "the placer's defaults" },
+  {
+    key: 'placerOptions',
+    type: 'json',
+    description:
+      'options for the placer, e.g. {"loadFactor":1.5} for consistent-hash (docs/placers.md lists each placer\'s)',
+    defaultText: "the placer's defaults",
+  },
   p('placerTimeout', 'duration', 'how long a sync call may wait for a runner'),
   p('detachedPlacerTimeout', 'duration', 'how long a detached call may wait for a runner'),
   p('retryAllDelay', 'duration', 'pause after every runner was tried once'),
@@ -36,42 +42,116 @@ export const gatewaySettings: readonly Setting[] = [
   g('maxBodyBytes', 'integer', 'largest request body accepted, in bytes'),
   g('bodyReadTimeout', 'duration', 'longest time a request body may take to arrive'),
   g('bodyIdleTimeout', 'duration', 'longest silence before or between chunks of a request body (408 after)'),
-  g('lingerTime', 'duration', 'after an answer given before the body was read whole (413, 408, a refusal), how long the rest of the body may still be read and discarded before the connection closes'),
+  g(
+    'lingerTime',
+    'duration',
+    'after an answer given before the body was read whole (413, 408, a refusal), how long the rest of the body may still be read and discarded before the connection closes',
+  ),
   g('lingerIdleTimeout', 'duration', 'the longest silence while lingering after such an answer'),
   g('lingerMaxBytes', 'integer', 'the most bytes read and discarded while lingering after such an answer'),
   g('drainTimeout', 'duration', 'how long shutdown waits for in-flight calls'),
   g('runnerConnectTimeout', 'duration', 'how long connecting to a runner may take'),
-  g('runnerResponseTimeout', 'duration', 'how long a runner may take to acknowledge a call before it is deemed hung and the call goes elsewhere; after that, the longest silence before its answer\'s status line'),
-  g('streamIdleTimeout', 'duration', 'longest silence between body chunks of a call a runner took; past it the call ends with GW_RUNNER_STALLED'),
-  g('statusInterval', 'duration', 'how often each runner\'s /status is fetched'),
+  g(
+    'runnerResponseTimeout',
+    'duration',
+    "how long a runner may take to acknowledge a call before it is deemed hung and the call goes elsewhere; after that, the longest silence before its answer's status line",
+  ),
+  g(
+    'streamIdleTimeout',
+    'duration',
+    'longest silence between body chunks of a call a runner took; past it the call ends with GW_RUNNER_STALLED',
+  ),
+  g('statusInterval', 'duration', "how often each runner's /status is fetched"),
   g('retryAfter', 'integer', 'seconds sent in Retry-After when no runner took a call'),
-  g('maxQueued', 'integer', 'calls waiting for a runner at once while every runner is busy; more are refused with 503 GW_QUEUE_FULL'),
+  g(
+    'maxQueued',
+    'integer',
+    'calls waiting for a runner at once while every runner is busy; more are refused with 503 GW_QUEUE_FULL',
+  ),
   {
     key: 'maxQueuedPerModel',
     type: 'integer',
-    description: 'calls of one model waiting at once, so one model cannot fill the queue for the others; more get 503 GW_QUEUE_FULL',
+    description:
+      'calls of one model waiting at once, so one model cannot fill the queue for the others; more get 503 GW_QUEUE_FULL',
     defaultText: 'half of --max-queued',
   },
-  g('maxQueuedPerFlow', 'integer', 'calls of one flow (sluice-flow header, else the body\'s user, else the client address) waiting at once; more get 503 GW_QUEUE_FULL'),
+  g(
+    'maxQueuedPerFlow',
+    'integer',
+    "calls of one flow (sluice-flow header, else the body's user, else the client address) waiting at once; more get 503 GW_QUEUE_FULL",
+  ),
   g('defaultPriority', 'string', 'priority class of a call without a sluice-priority header: interactive or batch'),
-  g('maxInFlight', 'integer', 'calls at once in the gateway once their body is in; more are refused with 503 GW_OVERLOADED'),
-  g('maxUploads', 'integer', 'request bodies being received at once, apart from --max-in-flight; more are refused with 503 GW_UPLOADS_FULL'),
-  g('maxUploadsPerClient', 'integer', 'request bodies being received at once from one client address (IPv6: one /64); more get 429'),
-  g('maxConnectionsPerClient', 'integer', 'open connections per client address (IPv6: one /64), HTTP/1.1 connections and HTTP/2 sessions alike; a request on one more gets 429 and the connection closes'),
-  g('maxStreamsPerConnection', 'integer', 'streams (requests) one HTTP/2 connection may have open at once, on the TLS front'),
-  { key: 'gatewayId', type: 'string', description: 'this gateway\'s id, owner of the detached calls it runs', defaultText: 'gw- and 6 random hex digits' },
+  g(
+    'maxInFlight',
+    'integer',
+    'calls at once in the gateway once their body is in; more are refused with 503 GW_OVERLOADED',
+  ),
+  g(
+    'maxUploads',
+    'integer',
+    'request bodies being received at once, apart from --max-in-flight; more are refused with 503 GW_UPLOADS_FULL',
+  ),
+  g(
+    'maxUploadsPerClient',
+    'integer',
+    'request bodies being received at once from one client address (IPv6: one /64); more get 429',
+  ),
+  g(
+    'maxConnectionsPerClient',
+    'integer',
+    'open connections per client address (IPv6: one /64), HTTP/1.1 connections and HTTP/2 sessions alike; a request on one more gets 429 and the connection closes',
+  ),
+  g(
+    'maxStreamsPerConnection',
+    'integer',
+    'streams (requests) one HTTP/2 connection may have open at once, on the TLS front',
+  ),
+  {
+    key: 'gatewayId',
+    type: 'string',
+    description: "this gateway's id, owner of the detached calls it runs",
+    defaultText: 'gw- and 6 random hex digits',
+  },
   g('resultTtl', 'duration', 'how long detached results and Idempotency-Keys are kept'),
   g('maxResultBytes', 'integer', 'largest detached result kept, in bytes; a larger one fails its call'),
-  g('maxStoredBytes', 'integer', 'bytes of detached results the store keeps until their TTL (shared on one Redis); new detached calls get 503 GW_STORE_FULL when one more would not fit'),
-  g('executionHeadroom', 'duration', 'added to detached-placer-timeout + call-timeout for a detached call\'s lifetime'),
-  g('keyLimitWindow', 'duration', 'the sliding window of client keys\' requestsPerMinute and tokensPerMinute: a minute, shorter only for tests and demonstrations'),
+  g(
+    'maxStoredBytes',
+    'integer',
+    'bytes of detached results the store keeps until their TTL (shared on one Redis); new detached calls get 503 GW_STORE_FULL when one more would not fit',
+  ),
+  g('executionHeadroom', 'duration', "added to detached-placer-timeout + call-timeout for a detached call's lifetime"),
+  g(
+    'keyLimitWindow',
+    'duration',
+    "the sliding window of client keys' requestsPerMinute and tokensPerMinute: a minute, shorter only for tests and demonstrations",
+  ),
 ];
 
 /** Runners that register themselves with the gateway. */
 export const registrationSettings: readonly Setting[] = [
-  { key: 'runnerToken', type: 'string', secret: true, description: 'shared secret runners present to register (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)', defaultText: 'none: registration off' },
-  { key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'file of runner tokens, one a line, newest first, all accepted (rotation); not readable by other users; instead of --runner-token', defaultText: 'none' },
-  { key: 'runnerNetworks', type: 'list', description: 'CIDR networks registered runner URLs must be in, e.g. 10.0.0.0/8,fd00::/8; loopback, link-local and unspecified addresses are refused unless listed, the gateway\'s own listeners always', defaultText: 'none: any address but those' },
+  {
+    key: 'runnerToken',
+    type: 'string',
+    secret: true,
+    description:
+      'shared secret runners present to register (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)',
+    defaultText: 'none: registration off',
+  },
+  {
+    key: 'runnerTokenFile',
+    type: 'string',
+    secret: 'file',
+    description:
+      'file of runner tokens, one a line, newest first, all accepted (rotation); not readable by other users; instead of --runner-token',
+    defaultText: 'none',
+  },
+  {
+    key: 'runnerNetworks',
+    type: 'list',
+    description:
+      "CIDR networks registered runner URLs must be in, e.g. 10.0.0.0/8,fd00::/8; loopback, link-local and unspecified addresses are refused unless listed, the gateway's own listeners always",
+    defaultText: 'none: any address but those',
+  },
   g('heartbeatInterval', 'duration', 'how often registered runners heartbeat'),
   g('unreachableAfterMissed', 'integer', 'missed heartbeats after which a runner is not placed on'),
   g('lostAfter', 'duration', 'silence after which a registered runner is forgotten'),
@@ -79,23 +159,88 @@ export const registrationSettings: readonly Setting[] = [
 
 /** Who may call the gateway: the operator's token and whether client calls need a key. */
 export const accessSettings: readonly Setting[] = [
-  { key: 'operatorToken', type: 'string', secret: true, description: 'token of the operator routes (every change: drains, keys, deployments; and every read); prefer the environment variable or the file (never shown)', defaultText: 'made at start-up and written to a file only you can read (its path is logged)' },
-  { key: 'operatorTokenFile', type: 'string', secret: 'file', description: 'file of operator tokens, one a line, all accepted (rotation); not readable by other users; instead of --operator-token', defaultText: 'none' },
-  { key: 'viewerToken', type: 'string', secret: true, description: 'token of the read-only routes (/metrics, /v1/stats, GET of runners, deployments and the queue): what Prometheus and the dashboard need; prefer the environment variable or the file (never shown)', defaultText: 'made at start-up and written to a file only you can read, beside the operator token' },
-  { key: 'viewerTokenFile', type: 'string', secret: 'file', description: 'file of viewer tokens, one a line, all accepted (rotation); not readable by other users; instead of --viewer-token', defaultText: 'none' },
-  { key: 'requireKeys', type: 'boolean', description: 'client calls need a client key, decided at start-up: a gateway whose keys all go refuses every call, never opens', defaultText: 'false; true with --keys' },
+  {
+    key: 'operatorToken',
+    type: 'string',
+    secret: true,
+    description:
+      'token of the operator routes (every change: drains, keys, deployments; and every read); prefer the environment variable or the file (never shown)',
+    defaultText: 'made at start-up and written to a file only you can read (its path is logged)',
+  },
+  {
+    key: 'operatorTokenFile',
+    type: 'string',
+    secret: 'file',
+    description:
+      'file of operator tokens, one a line, all accepted (rotation); not readable by other users; instead of --operator-token',
+    defaultText: 'none',
+  },
+  {
+    key: 'viewerToken',
+    type: 'string',
+    secret: true,
+    description:
+      'token of the read-only routes (/metrics, /v1/stats, GET of runners, deployments and the queue): what Prometheus and the dashboard need; prefer the environment variable or the file (never shown)',
+    defaultText: 'made at start-up and written to a file only you can read, beside the operator token',
+  },
+  {
+    key: 'viewerTokenFile',
+    type: 'string',
+    secret: 'file',
+    description:
+      'file of viewer tokens, one a line, all accepted (rotation); not readable by other users; instead of --viewer-token',
+    defaultText: 'none',
+  },
+  {
+    key: 'requireKeys',
+    type: 'boolean',
+    description:
+      'client calls need a client key, decided at start-up: a gateway whose keys all go refuses every call, never opens',
+    defaultText: 'false; true with --keys',
+  },
   ...keySettings,
 ];
 
 /** Where detached calls are kept and where their callbacks may go; not placer or timing settings. */
 export const detachedSettings: readonly Setting[] = [
   // Which store to make is the command line's own choice (code passes a store object), so it keeps its default here.
-  { key: 'store', type: 'string', default: 'memory', secret: 'url', description: 'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)' },
+  {
+    key: 'store',
+    type: 'string',
+    default: 'memory',
+    secret: 'url',
+    description:
+      'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)',
+  },
   ...storeRedisSettings,
-  { key: 'callbackSecret', type: 'string', secret: true, description: 'whsec_ secret that signs callbacks (Standard Webhooks); prefer --callback-secret-file or the environment variable (never shown)', defaultText: 'none: callbacks off' },
-  { key: 'callbackSecretFile', type: 'string', secret: 'file', description: 'file of whsec_ callback secrets, one a line, newest first: each delivery is signed with every one (rotation); not readable by other users; instead of --callback-secret', defaultText: 'none' },
-  { key: 'callbackAllow', type: 'list', description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)', defaultText: 'none' },
-  { key: 'callbackAllowPrivate', type: 'boolean', libraryDefault: callbackPolicyDefaults.allowPrivate, description: 'let callbacks reach loopback and private addresses (off: SSRF guard)' },
+  {
+    key: 'callbackSecret',
+    type: 'string',
+    secret: true,
+    description:
+      'whsec_ secret that signs callbacks (Standard Webhooks); prefer --callback-secret-file or the environment variable (never shown)',
+    defaultText: 'none: callbacks off',
+  },
+  {
+    key: 'callbackSecretFile',
+    type: 'string',
+    secret: 'file',
+    description:
+      'file of whsec_ callback secrets, one a line, newest first: each delivery is signed with every one (rotation); not readable by other users; instead of --callback-secret',
+    defaultText: 'none',
+  },
+  {
+    key: 'callbackAllow',
+    type: 'list',
+    description: 'where callbacks may go: origins (https://hooks.example.com) or host patterns (*.example.com)',
+    defaultText: 'none',
+  },
+  {
+    key: 'callbackAllowPrivate',
+    type: 'boolean',
+    libraryDefault: callbackPolicyDefaults.allowPrivate,
+    description: 'let callbacks reach loopback and private addresses (off: SSRF guard)',
+  },
 ];
 
 /**
@@ -109,12 +254,13 @@ export async function gatewayIdOf(values: Record<string, unknown>): Promise<stri
 
 /** The gateway options the settings give: only those given, with the placer, store and callbacks made. */
 export async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
-  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecretLines }] = await Promise.all([
-    import('../../placer/registry.ts'),
-    import('../detached/store/index.ts'),
-    import('../detached/callbacks/index.ts'),
-    import('../access/secrets.ts'),
-  ]);
+  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecretLines }] =
+    await Promise.all([
+      import('../../placer/registry.ts'),
+      import('../detached/store/index.ts'),
+      import('../detached/callbacks/index.ts'),
+      import('../access/secrets.ts'),
+    ]);
   // Settings that are not gateway options of the same name: made or read below.
   const madeHere = ['placer', 'placerOptions', 'runnerTokenFile'];
   const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => !madeHere.includes(key));
@@ -126,17 +272,31 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   const callbackSecretFile = values.callbackSecretFile as string | undefined;
   const operatorTokenFile = values.operatorTokenFile as string | undefined;
   const operatorTokens =
-    operatorTokenFile === undefined ? (values.operatorToken === undefined ? undefined : [values.operatorToken as string]) : readSecretLines('operatorTokenFile', operatorTokenFile);
+    operatorTokenFile === undefined
+      ? values.operatorToken === undefined
+        ? undefined
+        : [values.operatorToken as string]
+      : readSecretLines('operatorTokenFile', operatorTokenFile);
   const viewerTokenFile = values.viewerTokenFile as string | undefined;
-  const viewerTokens = viewerTokenFile === undefined ? (values.viewerToken === undefined ? undefined : [values.viewerToken as string]) : readSecretLines('viewerTokenFile', viewerTokenFile);
+  const viewerTokens =
+    viewerTokenFile === undefined
+      ? values.viewerToken === undefined
+        ? undefined
+        : [values.viewerToken as string]
+      : readSecretLines('viewerTokenFile', viewerTokenFile);
   // A file may hold the new secret and the old one, newest first, while receivers move over.
-  const secret = callbackSecretFile === undefined ? (values.callbackSecret as string | undefined) : readSecretLines('callbackSecretFile', callbackSecretFile);
+  const secret =
+    callbackSecretFile === undefined
+      ? (values.callbackSecret as string | undefined)
+      : readSecretLines('callbackSecretFile', callbackSecretFile);
   const callbacks = secret
     ? createCallbackSender({
         secret,
         policy: createCallbackPolicy({
           allow: (values.callbackAllow as string[] | undefined) ?? [],
-          ...(values.callbackAllowPrivate === undefined ? {} : { allowPrivate: values.callbackAllowPrivate as boolean }),
+          ...(values.callbackAllowPrivate === undefined
+            ? {}
+            : { allowPrivate: values.callbackAllowPrivate as boolean }),
         }),
         logger,
       })
@@ -160,7 +320,12 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
           }),
         }
       : {}),
-    store: createStore(values.store as string, { ...storeBounds, ...storeRedisOf(values)?.timeouts, logger, now: () => clock.now() }),
+    store: createStore(values.store as string, {
+      ...storeBounds,
+      ...storeRedisOf(values)?.timeouts,
+      logger,
+      now: () => clock.now(),
+    }),
     clock,
     // The bound the store was made with, so the gateway checks it against maxResultBytes as it does
     // for a store it makes itself.
@@ -168,7 +333,11 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ...(callbacks ? { callbacks } : {}),
     ...(operatorTokens === undefined ? {} : { operatorTokens }),
     ...(viewerTokens === undefined ? {} : { viewerTokens }),
-    ...givenAs(values, { engineBinary: 'engineBinaries', engineEnvAllow: 'engineEnvAllow', requireKeys: 'requireKeys' }),
+    ...givenAs(values, {
+      engineBinary: 'engineBinaries',
+      engineEnvAllow: 'engineEnvAllow',
+      requireKeys: 'requireKeys',
+    }),
     ...gatewayDataPlaneOptions(values),
     ...(await clientKeysOptions(values, logger, clock)),
     gatewayId,
@@ -182,7 +351,11 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
  * that cannot be used then is logged (named, never its content) and the tokens stay as they were.
  * Returns how to stop listening for the signal.
  */
-async function reloadRunnerTokensOnHangup(path: string | undefined, gw: { setRunnerTokens(tokens: readonly string[]): void }, logger: Logger): Promise<() => void> {
+async function reloadRunnerTokensOnHangup(
+  path: string | undefined,
+  gw: { setRunnerTokens(tokens: readonly string[]): void },
+  logger: Logger,
+): Promise<() => void> {
   if (path === undefined) return () => {};
   const { readSecretLines } = await import('../access/secrets.ts');
   const reload = (): void => {
@@ -198,11 +371,17 @@ async function reloadRunnerTokensOnHangup(path: string | undefined, gw: { setRun
 
 /** `sluice gateway`. */
 export const gateway: Command = {
-  summary: 'Runs the gateway in front of static runners (--runners), runners that register themselves (--runner-token), or both.',
+  summary:
+    'Runs the gateway in front of static runners (--runners), runners that register themselves (--runner-token), or both.',
   settings: [
     port(8080),
     host,
-    { key: 'runners', type: 'list', description: 'static runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002', defaultText: 'none: give --runners, --runner-token (or --runner-token-file), or both' },
+    {
+      key: 'runners',
+      type: 'list',
+      description: 'static runner URLs, comma-separated, e.g. http://127.0.0.1:9001,http://127.0.0.1:9002',
+      defaultText: 'none: give --runners, --runner-token (or --runner-token-file), or both',
+    },
     ...gatewaySettings,
     ...detachedSettings,
     ...registrationSettings,
@@ -217,7 +396,11 @@ export const gateway: Command = {
     const gatewayId = options.gatewayId!;
     const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
     const { createGateway } = await import('../server.ts');
-    const gw = createGateway({ ...options, runners: (values.runners as string[] | undefined) ?? [], renderMetrics: telemetry.render });
+    const gw = createGateway({
+      ...options,
+      runners: (values.runners as string[] | undefined) ?? [],
+      renderMetrics: telemetry.render,
+    });
     const stopReloading = await reloadRunnerTokensOnHangup(values.runnerTokenFile as string | undefined, gw, logger);
     const { url, port } = await gw.listen(values.port as number, values.host as string);
     await keepOperatorToken(gw.config, port, env, logger);

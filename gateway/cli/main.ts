@@ -17,7 +17,9 @@ import { SettingsError, formatHelp, resolveSettings, secretValues } from './sett
 import type { Resolved } from './settings.ts';
 
 /** The top-level help; the bench's scenarios are read from its command table. */
-const usage = (scenarios: readonly string[]): string => `sluice ${VERSION}: a load-balancing gateway for inference fleets
+const usage = (
+  scenarios: readonly string[],
+): string => `sluice ${VERSION}: a load-balancing gateway for inference fleets
 
 usage: sluice <command> [flags]
 
@@ -55,13 +57,20 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
     return fail(name, error);
   }
   if (resolved.help) {
-    process.stdout.write(`${formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings)}\n`);
+    process.stdout.write(
+      `${formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings)}\n`,
+    );
     return 0;
   }
   // Library messages (ioredis, undici, option checks) may quote what they were given.
   const redact = createRedactor(secretValues(command.settings, resolved.values));
   const level = String(resolved.values.logLevel ?? 'info');
-  if (!isLogLevel(level)) return fail(name, new SettingsError(`invalid --log-level "${level}": expected debug, info, warn, error or silent`), redact);
+  if (!isLogLevel(level))
+    return fail(
+      name,
+      new SettingsError(`invalid --log-level "${level}": expected debug, info, warn, error or silent`),
+      redact,
+    );
   const logger = createJsonLogger({ level: level as LogLevel, fields: { component: name }, redact });
 
   const ctx = { values: resolved.values, positionals: resolved.positionals, env, logger, redact };

@@ -15,14 +15,22 @@ function operatorTokenDir(env: NodeJS.ProcessEnv): string {
 }
 
 /** Writes `token` to `<kind>-token-<port>`, mode 0600 in a 0700 folder, and logs where. */
-async function keepToken(kind: 'operator' | 'viewer', token: string, port: number, env: NodeJS.ProcessEnv, logger: Logger): Promise<string> {
+async function keepToken(
+  kind: 'operator' | 'viewer',
+  token: string,
+  port: number,
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+): Promise<string> {
   const dir = operatorTokenDir(env);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, `${kind}-token-${port}`);
   await writeFile(file, `${token}\n`, { mode: 0o600 });
   // An older file keeps its mode through writeFile: make sure of it.
   await chmod(file, 0o600);
-  logger.info(`${kind} token made for this run (no --${kind}-token given); it is in a file only you can read`, { file });
+  logger.info(`${kind} token made for this run (no --${kind}-token given); it is in a file only you can read`, {
+    file,
+  });
   return file;
 }
 
@@ -31,7 +39,12 @@ async function keepToken(kind: 'operator' | 'viewer', token: string, port: numbe
  * {@link operatorTokenDir}, mode 0600 in a 0700 folder, and logs where. Resolves the path, or
  * undefined when the token was given (then the operator has it already).
  */
-export async function keepOperatorToken(config: Pick<GatewayConfig, 'operatorTokens' | 'operatorTokenGenerated'>, port: number, env: NodeJS.ProcessEnv, logger: Logger): Promise<string | undefined> {
+export async function keepOperatorToken(
+  config: Pick<GatewayConfig, 'operatorTokens' | 'operatorTokenGenerated'>,
+  port: number,
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+): Promise<string | undefined> {
   if (!config.operatorTokenGenerated) return undefined;
   return keepToken('operator', config.operatorTokens[0]!, port, env, logger);
 }
@@ -40,7 +53,12 @@ export async function keepOperatorToken(config: Pick<GatewayConfig, 'operatorTok
  * Writes the viewer token the gateway made (none was given) to `viewer-token-<port>` beside the
  * operator's, as {@link keepOperatorToken} does. Resolves the path, or undefined when it was given.
  */
-export async function keepViewerToken(config: Pick<GatewayConfig, 'viewerTokens' | 'viewerTokenGenerated'>, port: number, env: NodeJS.ProcessEnv, logger: Logger): Promise<string | undefined> {
+export async function keepViewerToken(
+  config: Pick<GatewayConfig, 'viewerTokens' | 'viewerTokenGenerated'>,
+  port: number,
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+): Promise<string | undefined> {
   if (!config.viewerTokenGenerated) return undefined;
   return keepToken('viewer', config.viewerTokens[0]!, port, env, logger);
 }

@@ -78,7 +78,11 @@ export interface Resolved {
  * Resolves a command's settings from argv, env and the config file.
  * @throws SettingsError with a one-line message for the first bad setting.
  */
-export function resolveSettings(settings: readonly Setting[], argv: readonly string[], env: NodeJS.ProcessEnv): Resolved {
+export function resolveSettings(
+  settings: readonly Setting[],
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+): Resolved {
   const byFlag = new Map(settings.map((s) => [flagOf(s.key), s]));
   const fromFlags = new Map<string, string>();
   const positionals: string[] = [];
@@ -108,7 +112,8 @@ export function resolveSettings(settings: readonly Setting[], argv: readonly str
       }
     }
     if (flag === '--config') configPath = value;
-    else if (setting!.repeatable && fromFlags.has(setting!.key)) fromFlags.set(setting!.key, `${fromFlags.get(setting!.key)},${value}`);
+    else if (setting!.repeatable && fromFlags.has(setting!.key))
+      fromFlags.set(setting!.key, `${fromFlags.get(setting!.key)},${value}`);
     else fromFlags.set(setting!.key, value);
   }
   if (help) return { values: {}, positionals, help };
@@ -123,7 +128,10 @@ export function resolveSettings(settings: readonly Setting[], argv: readonly str
     else if (Object.hasOwn(file, s.key)) values[s.key] = parseJson(s, file[s.key], `${s.key} in ${configPath}`);
     else if (typeof s.default === 'string') values[s.key] = parse(s, s.default, `default of ${flag}`);
     else if (s.default !== undefined) values[s.key] = s.default;
-    else if (s.required) throw new SettingsError(`${flag} is required (or ${envOf(s.key)}, or "${s.key}" in --config); --help describes it`);
+    else if (s.required)
+      throw new SettingsError(
+        `${flag} is required (or ${envOf(s.key)}, or "${s.key}" in --config); --help describes it`,
+      );
   }
   return { values, positionals, help };
 }
@@ -218,7 +226,9 @@ function readConfigFile(path: string, settings: readonly Setting[]): Record<stri
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new SettingsError(`--config ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    throw new SettingsError(
+      `--config ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
   }
   let json: unknown;
   try {
@@ -232,7 +242,8 @@ function readConfigFile(path: string, settings: readonly Setting[]): Record<stri
   }
   const known = new Set(settings.map((s) => s.key));
   for (const key of Object.keys(json)) {
-    if (!known.has(key)) throw new SettingsError(`--config ${path}: unknown setting "${key}"; --help lists the settings`);
+    if (!known.has(key))
+      throw new SettingsError(`--config ${path}: unknown setting "${key}"; --help lists the settings`);
   }
   return json as Record<string, unknown>;
 }
@@ -241,7 +252,8 @@ function parseJson(s: Setting, value: unknown, where: string): unknown {
   if (s.type === 'json' && value !== null && typeof value === 'object' && !Array.isArray(value)) return value;
   if (s.type === 'list' && Array.isArray(value)) return value.map((v) => String(v));
   if (typeof value === 'string') return parse(s, value, where);
-  if (typeof value === 'number' && (s.type === 'integer' || s.type === 'number' || s.type === 'duration')) return parse(s, String(value), where);
+  if (typeof value === 'number' && (s.type === 'integer' || s.type === 'number' || s.type === 'duration'))
+    return parse(s, String(value), where);
   if (typeof value === 'boolean' && s.type === 'boolean') return value;
   throw new SettingsError(`invalid ${where}: expected ${describe(s.type)}, got ${showSetting(s, value)}`);
 }
@@ -254,7 +266,10 @@ function parse(s: Setting, raw: string, where: string): unknown {
     case 'string':
       return raw;
     case 'list':
-      return raw.split(',').map((v) => v.trim()).filter((v) => v !== '');
+      return raw
+        .split(',')
+        .map((v) => v.trim())
+        .filter((v) => v !== '');
     case 'boolean':
       if (raw === 'true' || raw === '1') return true;
       if (raw === 'false' || raw === '0') return false;
@@ -286,7 +301,9 @@ function parseJsonObject(s: Setting, raw: string, where: string): Record<string,
     try {
       text = readFileSync(raw, 'utf8');
     } catch (error) {
-      throw new SettingsError(`invalid ${where}: cannot read ${raw} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+      throw new SettingsError(
+        `invalid ${where}: cannot read ${raw} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+      );
     }
   }
   let json: unknown;
@@ -294,7 +311,9 @@ function parseJsonObject(s: Setting, raw: string, where: string): Record<string,
     json = JSON.parse(text);
   } catch (error) {
     const source = inline ? 'inline JSON' : raw;
-    throw new SettingsError(`invalid ${where}: ${source} is not valid JSON (${(error as Error).message.replace(/\s*\n\s*/g, ' ')})`);
+    throw new SettingsError(
+      `invalid ${where}: ${source} is not valid JSON (${(error as Error).message.replace(/\s*\n\s*/g, ' ')})`,
+    );
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     throw new SettingsError(`invalid ${where}: expected a JSON object, got ${showSetting(s, json)}`);

@@ -15,10 +15,20 @@ const s = settingsOf(simEngineDefaults);
 const d = simEngineDefaults;
 
 /** Settings whose defaults come from the timing profile (--profile). */
-const fromProfile = (key: string, type: SettingType, description: string): Setting => ({ key, type, description, defaultText: 'from --profile' });
+const fromProfile = (key: string, type: SettingType, description: string): Setting => ({
+  key,
+  type,
+  description,
+  defaultText: 'from --profile',
+});
 
 /** The share of calls that fail with `status`, a setting of its own per status. */
-const failureRate = (status: 429 | 503 | 500, what: string): Setting => ({ key: `failureRate${status}`, type: 'number', libraryDefault: d.failureRate[status], description: `share of calls ${what}` });
+const failureRate = (status: 429 | 503 | 500, what: string): Setting => ({
+  key: `failureRate${status}`,
+  type: 'number',
+  libraryDefault: d.failureRate[status],
+  description: `share of calls ${what}`,
+});
 
 /** Simulated-engine settings, shared by `sim-engine` and `up` (which hands them to its engines). */
 export const simSettings: readonly Setting[] = [
@@ -29,7 +39,11 @@ export const simSettings: readonly Setting[] = [
   fromProfile('prefillJitterStdMs', 'number', 'standard deviation of prefill time, ms, capped at 30% of the mean'),
   fromProfile('itlMs', 'number', 'time between output tokens, ms'),
   fromProfile('itlJitterStdMs', 'number', 'standard deviation of the inter-token time, ms'),
-  fromProfile('loadFactor', 'number', 'slowdown with a full batch: times scale by 1 + (f - 1)(running - 1)/(max-num-seqs - 1)'),
+  fromProfile(
+    'loadFactor',
+    'number',
+    'slowdown with a full batch: times scale by 1 + (f - 1)(running - 1)/(max-num-seqs - 1)',
+  ),
   s('outputTokens', 'integer', 'output length when a request sets no max_tokens'),
   fromProfile('maxNumSeqs', 'integer', 'sequences running at once'),
   fromProfile('maxQueue', 'integer', 'waiting requests before 429'),
@@ -39,8 +53,18 @@ export const simSettings: readonly Setting[] = [
   failureRate(503, 'refused with 503 before any output'),
   failureRate(500, 'failed with 500'),
   s('startupDelayMs', 'duration', 'time the engine reports loading (503) after start'),
-  { key: 'crashOnCall', type: 'integer', description: 'exit with code 70 on this call (counting from 1), to exercise supervision' },
-  { key: 'callLog', type: 'string', description: 'file to append each call\'s sluice-call-id to ("<id> start", "<id> refused" after a 429 or 503, "<id> trace <traceparent>" when traced), to count calls run twice across restarts', defaultText: 'none' },
+  {
+    key: 'crashOnCall',
+    type: 'integer',
+    description: 'exit with code 70 on this call (counting from 1), to exercise supervision',
+  },
+  {
+    key: 'callLog',
+    type: 'string',
+    description:
+      'file to append each call\'s sluice-call-id to ("<id> start", "<id> refused" after a 429 or 503, "<id> trace <traceparent>" when traced), to count calls run twice across restarts',
+    defaultText: 'none',
+  },
 ];
 
 /** The sim-engine options `values` gave, failure rates folded into one object. */
@@ -61,7 +85,18 @@ function simOptions(values: Record<string, unknown>): SimEngineOptions {
 /** `sluice sim-engine`. */
 export const simEngine: Command = {
   summary: 'Runs a simulated OpenAI-compatible inference engine that behaves like vLLM over HTTP.',
-  settings: [port(8000), host, ...simSettings, { key: 'engineId', type: 'string', description: 'name sent in the sluice-engine-id header', defaultText: 'sim- and 6 random hex digits' }, logLevel],
+  settings: [
+    port(8000),
+    host,
+    ...simSettings,
+    {
+      key: 'engineId',
+      type: 'string',
+      description: 'name sent in the sluice-engine-id header',
+      defaultText: 'sim- and 6 random hex digits',
+    },
+    logLevel,
+  ],
   async run({ values, logger }) {
     const { runSimEngineCommand } = await import('../../runner/engines/sim/main.ts');
     const engine = await runSimEngineCommand(

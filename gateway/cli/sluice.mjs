@@ -31,6 +31,9 @@ if (builtAt !== undefined && newestSource() <= builtAt) {
   // (the IPC channel to a parent, telemetry timers).
   process.exit(code);
 } else {
-  if (builtAt !== undefined) process.stderr.write('sluice: dist/ is older than the sources; running the sources through tsx (npm run build rebuilds it)\n');
+  if (builtAt !== undefined)
+    process.stderr.write(
+      'sluice: dist/ is older than the sources; running the sources through tsx (npm run build rebuilds it)\n',
+    );
   await import('./tsx-sluice.mjs');
 }

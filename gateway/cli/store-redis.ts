@@ -46,10 +46,17 @@ export interface StoreRedis {
  *   timeout shorter than a detached call's create waits (the store would refuse it less plainly).
  */
 export function storeRedisOf(values: Record<string, unknown>): StoreRedis | undefined {
-  const { store, redisConnectTimeout: connectTimeout, redisCommandTimeout: commandTimeout } = values as { store?: unknown; redisConnectTimeout?: number; redisCommandTimeout?: number };
+  const {
+    store,
+    redisConnectTimeout: connectTimeout,
+    redisCommandTimeout: commandTimeout,
+  } = values as { store?: unknown; redisConnectTimeout?: number; redisCommandTimeout?: number };
   if (typeof store !== 'string' || !store.startsWith('redis://')) {
     const given = storeRedisSettings.map((s) => s.key).find((key) => values[key] !== undefined);
-    if (given !== undefined) throw new SettingsError(`${flagOf(given)} applies to a Redis --store, and the store is ${String(store ?? 'memory')}`);
+    if (given !== undefined)
+      throw new SettingsError(
+        `${flagOf(given)} applies to a Redis --store, and the store is ${String(store ?? 'memory')}`,
+      );
     return undefined;
   }
   if (commandTimeout !== undefined && commandTimeout < CREATE_TIMEOUT_MS) {

@@ -21,7 +21,8 @@ const slots = runner.settings.find((s) => s.key === 'slots')!;
 
 /** `sluice up`. */
 export const up: Command = {
-  summary: 'The embedded default: a gateway on --port with --runners runners, each in front of its own simulated engine process.',
+  summary:
+    'The embedded default: a gateway on --port with --runners runners, each in front of its own simulated engine process.',
   settings: [
     port(8080),
     host,
@@ -61,11 +62,15 @@ export const up: Command = {
         return [flagOf(key), Array.isArray(value) ? value.join(',') : String(value)];
       });
     try {
-      if (values.serverless === true) return await upServerless(values, env, logger, redact, children, stopChildren, level, flags);
+      if (values.serverless === true)
+        return await upServerless(values, env, logger, redact, children, stopChildren, level, flags);
       const simArgs = flags(simSettings.map((setting) => setting.key));
       const engines = await Promise.all(
         Array.from({ length: count }, (_, i) =>
-          startService(['sim-engine', '--port', '0', '--engine-id', `sim-${i + 1}`, '--log-level', level, ...simArgs], { stdio: 'inherit', env: childEnv(env) }),
+          startService(['sim-engine', '--port', '0', '--engine-id', `sim-${i + 1}`, '--log-level', level, ...simArgs], {
+            stdio: 'inherit',
+            env: childEnv(env),
+          }),
         ),
       );
       children.push(...engines);
@@ -76,14 +81,36 @@ export const up: Command = {
       const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret };
       const runners = await Promise.all(
         engines.map((e, i) =>
-          startService(['runner', '--port', '0', '--engine', e.url, '--engine-kind', 'sim', '--id', `runner-${i + 1}`, ...flags(['slots']), '--log-level', level], { stdio: 'inherit', env: runnerEnv }),
+          startService(
+            [
+              'runner',
+              '--port',
+              '0',
+              '--engine',
+              e.url,
+              '--engine-kind',
+              'sim',
+              '--id',
+              `runner-${i + 1}`,
+              ...flags(['slots']),
+              '--log-level',
+              level,
+            ],
+            { stdio: 'inherit', env: runnerEnv },
+          ),
         ),
       );
       children.push(...runners);
       const gatewayId = options.gatewayId!;
       const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
       const { createGateway } = await import('../server.ts');
-      const gw = createGateway({ ...options, callSecret, gatewayId, runners: runners.map((r) => r.url), renderMetrics: telemetry.render });
+      const gw = createGateway({
+        ...options,
+        callSecret,
+        gatewayId,
+        runners: runners.map((r) => r.url),
+        renderMetrics: telemetry.render,
+      });
       const { url, port } = await gw.listen(values.port as number, values.host as string);
       await keepOperatorToken(gw.config, port, env, logger);
       // Reading needs only the viewer token; the operator's is for changes.
@@ -141,7 +168,13 @@ async function upServerless(
   if (!(await deployments.get(model))) {
     // The engine flags given to up go to every engine the reconciler starts; --model names the deployment.
     const args = flags(simSettings.map((setting) => setting.key).filter((key) => key !== 'model'));
-    const checked = checkDeployment({ model, profile: { kind: 'sim', args }, minReplicas: 0, maxReplicas: count, ...SERVERLESS_DEPLOYMENT });
+    const checked = checkDeployment({
+      model,
+      profile: { kind: 'sim', args },
+      minReplicas: 0,
+      maxReplicas: count,
+      ...SERVERLESS_DEPLOYMENT,
+    });
     if (checked.kind === 'invalid') throw new SettingsError(checked.problems.join('; '));
     await deployments.put(checked.deployment);
   }
@@ -165,7 +198,21 @@ async function upServerless(
   const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };
   const runners = await Promise.all(
     Array.from({ length: count }, (_, i) =>
-      startService(['runner', '--port', '0', '--gateway', url, '--id', `runner-${i + 1}`, ...flags(['slots']), '--log-level', level], { stdio: 'inherit', env: runnerEnv }),
+      startService(
+        [
+          'runner',
+          '--port',
+          '0',
+          '--gateway',
+          url,
+          '--id',
+          `runner-${i + 1}`,
+          ...flags(['slots']),
+          '--log-level',
+          level,
+        ],
+        { stdio: 'inherit', env: runnerEnv },
+      ),
     ),
   );
   children.push(...runners);
@@ -184,7 +231,11 @@ async function upServerless(
 }
 
 /** How `up` stops: the gateway first (it drains), then its children, then telemetry. */
-function stopAll(gw: { close(): Promise<void> }, stopChildren: () => Promise<unknown>, telemetry: { shutdown(): Promise<void> }): () => Promise<void> {
+function stopAll(
+  gw: { close(): Promise<void> },
+  stopChildren: () => Promise<unknown>,
+  telemetry: { shutdown(): Promise<void> },
+): () => Promise<void> {
   return async () => {
     await gw.close();
     await stopChildren();

@@ -84,7 +84,12 @@ export interface ScaleLoad {
  * Applies the rules of this file to one pass's view of a deployment: pure, it returns the
  * decision and the memory the next pass starts from.
  */
-export function decideScale(windows: AutoscalerWindows, load: ScaleLoad, memory: ScaleMemory, input: ScaleInput): { readonly decision: ScaleDecision; readonly memory: ScaleMemory } {
+export function decideScale(
+  windows: AutoscalerWindows,
+  load: ScaleLoad,
+  memory: ScaleMemory,
+  input: ScaleInput,
+): { readonly decision: ScaleDecision; readonly memory: ScaleMemory } {
   const { now, deployment: d, ready, current, waiting } = input;
   const { stableWindow, panicWindow, panicThreshold } = windows;
   const { stable, panic } = load;
@@ -92,7 +97,10 @@ export function decideScale(windows: AutoscalerWindows, load: ScaleLoad, memory:
   const clamp = (n: number): number => Math.min(d.maxReplicas, Math.max(d.minReplicas, n));
   const byLoad = Math.ceil(stable / target);
   let wanted = clamp(byLoad);
-  let reason = byLoad < d.minReplicas && wanted === d.minReplicas ? `minReplicas ${d.minReplicas}` : `${figure(stable)} calls over ${seconds(stableWindow)} at target ${target}`;
+  let reason =
+    byLoad < d.minReplicas && wanted === d.minReplicas
+      ? `minReplicas ${d.minReplicas}`
+      : `${figure(stable)} calls over ${seconds(stableWindow)} at target ${target}`;
   const panicking = panic > 0 && panic >= panicThreshold * target * Math.max(ready, 1);
   let holdUntil = memory.holdUntil;
   if (panicking) {
@@ -113,8 +121,14 @@ export function decideScale(windows: AutoscalerWindows, load: ScaleLoad, memory:
   const belowSince = wanted >= current ? undefined : (memory.belowSince ?? now);
   const below = belowSince === undefined ? 0 : now - belowSince;
   const scaleDown = belowSince !== undefined && !holding && below >= d.scaleDownDelay;
-  const downReason = stable === 0 ? `idle for ${seconds(below)}` : `${figure(stable)} calls over ${seconds(stableWindow)} at target ${target} for ${seconds(below)}`;
-  return { decision: { wanted, reason, scaleDown, downReason, panicking, stable, panic }, memory: { holdUntil, belowSince } };
+  const downReason =
+    stable === 0
+      ? `idle for ${seconds(below)}`
+      : `${figure(stable)} calls over ${seconds(stableWindow)} at target ${target} for ${seconds(below)}`;
+  return {
+    decision: { wanted, reason, scaleDown, downReason, panicking, stable, panic },
+    memory: { holdUntil, belowSince },
+  };
 }
 
 /** The concurrency samples of one model, over the stable window; {@link decideScale} reads their averages. */
@@ -154,6 +168,9 @@ export class ModelAutoscaler {
 
   /** Both windows' averages at `now`. */
   load(now: number): ScaleLoad {
-    return { stable: this.average(now, this.#windows.stableWindow), panic: this.average(now, this.#windows.panicWindow) };
+    return {
+      stable: this.average(now, this.#windows.stableWindow),
+      panic: this.average(now, this.#windows.panicWindow),
+    };
   }
 }

@@ -97,7 +97,14 @@ return 1
 `;
 
 interface DemandScripts {
-  sluiceDemandNote(hash: string, field: string, count: number, expiry: number, now: number, ttl: number): Promise<number>;
+  sluiceDemandNote(
+    hash: string,
+    field: string,
+    count: number,
+    expiry: number,
+    now: number,
+    ttl: number,
+  ): Promise<number>;
 }
 
 /** One note read from another gateway. */
@@ -127,14 +134,17 @@ export class RedisDemandBoard implements DemandBoard {
   constructor(options: RedisDemandBoardOptions) {
     const check = checksFor(GatewayConfigError);
     const { gatewayId, ttl = boardDefaults.demandTtl } = options;
-    if (typeof gatewayId !== 'string' || !WIRE_ID_PATTERN.test(gatewayId)) throw check.fail(`gatewayId must be ${WIRE_ID_RULE}, got ${show(gatewayId)}`);
+    if (typeof gatewayId !== 'string' || !WIRE_ID_PATTERN.test(gatewayId))
+      throw check.fail(`gatewayId must be ${WIRE_ID_RULE}, got ${show(gatewayId)}`);
     this.#gatewayId = gatewayId;
     this.#ttl = check.ms('ttl', ttl, 1);
     this.#now = check.fn('now', options.now ?? Date.now);
     const logger = check.logger('logger', options.logger ?? silentLogger);
     this.#redis = openRedis(options, 'redis demand board');
     this.#hash = `${this.#redis.prefix}deploy:demand`;
-    this.#outage = new OutageLog(logger, 'demand board unreachable', 'demand board reachable again', { store: this.#redis.display });
+    this.#outage = new OutageLog(logger, 'demand board unreachable', 'demand board reachable again', {
+      store: this.#redis.display,
+    });
     this.#redis.client.defineCommand('sluiceDemandNote', { numberOfKeys: 1, lua: NOTE });
     this.#client = this.#redis.client as Redis & DemandScripts;
   }
@@ -149,7 +159,14 @@ export class RedisDemandBoard implements DemandBoard {
     if (last ? last.count === waiting && (waiting === 0 || now - last.at < this.#ttl / 2) : waiting === 0) return;
     this.#written.delete(model);
     try {
-      await this.#client.sluiceDemandNote(this.#hash, `${this.#gatewayId}|${model}`, waiting, now + this.#ttl, now, this.#ttl);
+      await this.#client.sluiceDemandNote(
+        this.#hash,
+        `${this.#gatewayId}|${model}`,
+        waiting,
+        now + this.#ttl,
+        now,
+        this.#ttl,
+      );
       this.#outage.succeeded();
       if (waiting === 0) this.#written.delete(model);
       else this.#written.set(model, { count: waiting, at: now });
@@ -271,9 +288,14 @@ export class RedisStatusBoard<S = unknown> implements StatusBoard<S> {
     this.#logger = checksFor(GatewayConfigError).logger('logger', options.logger ?? silentLogger);
     this.#redis = openRedis(options, 'redis status board');
     this.#client = this.#redis.client;
-    this.#outage = new OutageLog(this.#logger, 'status board unreachable, deployment status not published', 'status board reachable again', {
-      store: this.#redis.display,
-    });
+    this.#outage = new OutageLog(
+      this.#logger,
+      'status board unreachable, deployment status not published',
+      'status board reachable again',
+      {
+        store: this.#redis.display,
+      },
+    );
   }
 
   async publish(model: string, status: S): Promise<void> {
@@ -285,7 +307,10 @@ export class RedisStatusBoard<S = unknown> implements StatusBoard<S> {
     try {
       json = await this.#client.get(this.#key(model));
     } catch (error) {
-      throw new StoreUnavailableError(`redis status board ${this.#redis.display} could not read the status of ${model}: ${(error as Error).message}`, { cause: error });
+      throw new StoreUnavailableError(
+        `redis status board ${this.#redis.display} could not read the status of ${model}: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
     if (json === null) return undefined;
     try {
@@ -328,5 +353,6 @@ function statusTtl(options: StatusBoardOptions): number {
 }
 
 function checkWaiting(waiting: number): void {
-  if (!Number.isSafeInteger(waiting) || waiting < 0) throw new GatewayConfigError(`demand board: waiting must be a whole number from 0, got ${show(waiting)}`);
+  if (!Number.isSafeInteger(waiting) || waiting < 0)
+    throw new GatewayConfigError(`demand board: waiting must be a whole number from 0, got ${show(waiting)}`);
 }

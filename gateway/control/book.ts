@@ -131,7 +131,16 @@ export class Book {
   /** Every model the book keeps anything of. */
   models(): Set<string> {
     const models = new Set<string>([...this.#orders.values()].map((e) => e.order.model));
-    for (const map of [this.#pending, this.#resting, this.#wanted, this.#unplaced, this.#memory, this.#blocked, this.#scaleEvents]) for (const model of map.keys()) models.add(model);
+    for (const map of [
+      this.#pending,
+      this.#resting,
+      this.#wanted,
+      this.#unplaced,
+      this.#memory,
+      this.#blocked,
+      this.#scaleEvents,
+    ])
+      for (const model of map.keys()) models.add(model);
     for (const model of this.#deadLetters.models()) models.add(model);
     return models;
   }
@@ -143,7 +152,8 @@ export class Book {
     copy.#nextId = this.#nextId;
     for (const [runner, entry] of this.#orders) copy.#orders.set(runner, entry);
     for (const [model, list] of this.#pending) copy.#pending.set(model, list.map(cloneStart));
-    for (const [model, { updatedAt, starts }] of this.#resting) copy.#resting.set(model, { updatedAt, starts: starts.map(cloneStart) });
+    for (const [model, { updatedAt, starts }] of this.#resting)
+      copy.#resting.set(model, { updatedAt, starts: starts.map(cloneStart) });
     for (const [model, wanted] of this.#wanted) copy.#wanted.set(model, wanted);
     for (const [model, reasons] of this.#unplaced) copy.#unplaced.set(model, reasons);
     for (const [model, memory] of this.#memory) copy.#memory.set(model, memory);
@@ -163,14 +173,16 @@ export class Book {
   apply(action: ReconcileAction): void {
     switch (action.kind) {
       case 'adopt':
-        for (const { runner, order } of action.orders) this.#orders.set(runner, { order, at: action.at, reportedAt: action.at });
+        for (const { runner, order } of action.orders)
+          this.#orders.set(runner, { order, at: action.at, reportedAt: action.at });
         this.#adopted = true;
         return;
       case 'forget':
         return this.#forget(action.model);
       case 'seen': {
         const entry = this.#orders.get(action.runner);
-        if (entry?.order.replica === action.replica) this.#orders.set(action.runner, { ...entry, reportedAt: action.at });
+        if (entry?.order.replica === action.replica)
+          this.#orders.set(action.runner, { ...entry, reportedAt: action.at });
         return;
       }
       case 'ready':
@@ -228,14 +240,24 @@ export class Book {
 
   #forget(model: string): void {
     for (const [runner, entry] of [...this.#orders]) if (entry.order.model === model) this.#orders.delete(runner);
-    for (const map of [this.#pending, this.#resting, this.#wanted, this.#unplaced, this.#memory, this.#blocked, this.#scaleEvents]) map.delete(model);
+    for (const map of [
+      this.#pending,
+      this.#resting,
+      this.#wanted,
+      this.#unplaced,
+      this.#memory,
+      this.#blocked,
+      this.#scaleEvents,
+    ])
+      map.delete(model);
     this.#deadLetters.forget(model);
   }
 
   #startFailed(action: Extract<ReconcileAction, { kind: 'start-failed' }>): void {
     this.#dropOrder(action.runner, action.replica);
     const start = this.#inFlight(action.model, action.replica);
-    if (start?.op.fail(action.reason, action.output, action.at, this.#limits) === 'spent') this.#remove(action.model, start);
+    if (start?.op.fail(action.reason, action.output, action.at, this.#limits) === 'spent')
+      this.#remove(action.model, start);
   }
 
   #scale(action: Extract<ReconcileAction, { kind: 'scale' }>): void {
@@ -300,7 +322,12 @@ function cloneStart(start: PendingStart): PendingStart {
  * reported) and any other engine of the model a runner reports (`draining`: its order is null;
  * or `failed`). Outdated when ordered (or reported) at a revision other than `revision`.
  */
-export function replicasOf(book: Book, model: string, runners: readonly FleetRunner[], revision: string | undefined): ReplicaStatus[] {
+export function replicasOf(
+  book: Book,
+  model: string,
+  runners: readonly FleetRunner[],
+  revision: string | undefined,
+): ReplicaStatus[] {
   const out: ReplicaStatus[] = [];
   const seen = new Set<string>();
   const byId = new Map(runners.map((r) => [r.id, r]));
@@ -310,7 +337,13 @@ export function replicasOf(book: Book, model: string, runners: readonly FleetRun
     const hosted = h?.replica === order.replica ? h : undefined;
     const state: ReplicaState = !hosted ? 'starting' : hosted.state === 'stopped' ? 'draining' : hosted.state;
     const outdated = revision !== undefined && order.revision !== revision;
-    out.push({ replica: order.replica, runner: runnerId, state, since: hosted?.since ?? at, ...(outdated ? { outdated: true as const } : {}) });
+    out.push({
+      replica: order.replica,
+      runner: runnerId,
+      state,
+      since: hosted?.since ?? at,
+      ...(outdated ? { outdated: true as const } : {}),
+    });
     seen.add(runnerId);
   }
   out.push(...reported(model, runners, revision, seen, (state) => (state === 'failed' ? state : 'draining')));
@@ -318,17 +351,33 @@ export function replicasOf(book: Book, model: string, runners: readonly FleetRun
 }
 
 /** The replicas of `model` as the runners report them, each in the state reported: a follower's view. */
-export function reportedReplicas(model: string, runners: readonly FleetRunner[], revision: string | undefined): ReplicaStatus[] {
+export function reportedReplicas(
+  model: string,
+  runners: readonly FleetRunner[],
+  revision: string | undefined,
+): ReplicaStatus[] {
   return sortByRunner(reported(model, runners, revision, new Set(), (state) => state));
 }
 
-function reported(model: string, runners: readonly FleetRunner[], revision: string | undefined, skip: ReadonlySet<string>, stateOf: (state: ReplicaState) => ReplicaState): ReplicaStatus[] {
+function reported(
+  model: string,
+  runners: readonly FleetRunner[],
+  revision: string | undefined,
+  skip: ReadonlySet<string>,
+  stateOf: (state: ReplicaState) => ReplicaState,
+): ReplicaStatus[] {
   const out: ReplicaStatus[] = [];
   for (const r of runners) {
     const h = r.hosted;
     if (!h || h.model !== model || h.state === 'stopped' || skip.has(r.id)) continue;
     const outdated = revision !== undefined && h.revision !== undefined && h.revision !== revision;
-    out.push({ replica: h.replica, runner: r.id, state: stateOf(h.state), since: h.since, ...(outdated ? { outdated: true as const } : {}) });
+    out.push({
+      replica: h.replica,
+      runner: r.id,
+      state: stateOf(h.state),
+      since: h.since,
+      ...(outdated ? { outdated: true as const } : {}),
+    });
   }
   return out;
 }
@@ -342,8 +391,10 @@ export function occupantsOf(book: Book, runners: readonly FleetRunner[]): Map<st
   const occupants = new Map<string, Occupant>();
   for (const r of runners) {
     // A failed or stopped engine holds nothing: the runner launches the next order over it.
-    if (r.hosted && r.hosted.state !== 'stopped' && r.hosted.state !== 'failed') occupants.set(r.id, { replica: r.hosted.replica, model: r.hosted.model, how: 'hosted' });
+    if (r.hosted && r.hosted.state !== 'stopped' && r.hosted.state !== 'failed')
+      occupants.set(r.id, { replica: r.hosted.replica, model: r.hosted.model, how: 'hosted' });
   }
-  for (const [runner, { order }] of book.orders()) if (!occupants.has(runner)) occupants.set(runner, { replica: order.replica, model: order.model, how: 'ordered' });
+  for (const [runner, { order }] of book.orders())
+    if (!occupants.has(runner)) occupants.set(runner, { replica: order.replica, model: order.model, how: 'ordered' });
   return occupants;
 }

@@ -58,13 +58,23 @@ export const MAX_REPLICAS = 1024;
 /** The longest scale-down delay, in ms (a day). */
 const MAX_DELAY_MS = 86_400_000;
 
-const FIELDS = ['model', 'profile', 'minReplicas', 'maxReplicas', 'targetConcurrency', 'scaleDownDelay', 'runnerLabels'];
+const FIELDS = [
+  'model',
+  'profile',
+  'minReplicas',
+  'maxReplicas',
+  'targetConcurrency',
+  'scaleDownDelay',
+  'runnerLabels',
+];
 const PROFILE_FIELDS = ['kind', 'model', 'gpus', 'port', 'binary', 'args', 'env', 'startTimeout'];
 /** Label names and values as runners give them (`--label zone=a`). */
 const LABEL = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$/;
 
 /** What {@link checkDeployment} found: the deployment, or every problem with it. */
-export type DeploymentCheck = { readonly kind: 'valid'; readonly deployment: Deployment } | { readonly kind: 'invalid'; readonly problems: readonly string[] };
+export type DeploymentCheck =
+  | { readonly kind: 'valid'; readonly deployment: Deployment }
+  | { readonly kind: 'invalid'; readonly problems: readonly string[] };
 
 /**
  * Checks one deployment and applies defaults. `where` starts each problem (`deployment
@@ -72,7 +82,11 @@ export type DeploymentCheck = { readonly kind: 'valid'; readonly deployment: Dep
  * launch policy runners enforce too (runner/protocol/launch-policy.ts): binaries it lists,
  * environment names it allows, no reserved option in any spelling.
  */
-export function checkDeployment(value: unknown, where?: string, policy: LaunchPolicy = DEFAULT_LAUNCH_POLICY): DeploymentCheck {
+export function checkDeployment(
+  value: unknown,
+  where?: string,
+  policy: LaunchPolicy = DEFAULT_LAUNCH_POLICY,
+): DeploymentCheck {
   const problems: string[] = [];
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { kind: 'invalid', problems: [`${where ?? 'deployment'}: must be an object, got ${kindOf(value)}`] };
@@ -82,13 +96,15 @@ export function checkDeployment(value: unknown, where?: string, policy: LaunchPo
   const at = where ?? (typeof model === 'string' ? `deployment ${JSON.stringify(model)}` : 'deployment');
   const fail = (message: string): void => void problems.push(`${at}: ${message}`);
 
-  for (const key of Object.keys(d)) if (!FIELDS.includes(key)) fail(`unknown field ${show(key)}; known fields: ${FIELDS.join(', ')}`);
+  for (const key of Object.keys(d))
+    if (!FIELDS.includes(key)) fail(`unknown field ${show(key)}; known fields: ${FIELDS.join(', ')}`);
   if (typeof model !== 'string' || model.trim() === '' || model !== model.trim() || /[\0-\x1f]/.test(model)) {
     fail(`model must be a non-empty string without control characters or surrounding spaces, got ${show(model)}`);
   }
   const min = count(d.minReplicas, deploymentDefaults.minReplicas, 0, 'minReplicas', fail);
   const max = count(d.maxReplicas, deploymentDefaults.maxReplicas, 1, 'maxReplicas', fail);
-  if (min !== undefined && max !== undefined && min > max) fail(`minReplicas ${min} must be at most maxReplicas ${max}`);
+  if (min !== undefined && max !== undefined && min > max)
+    fail(`minReplicas ${min} must be at most maxReplicas ${max}`);
   const target = count(d.targetConcurrency, deploymentDefaults.targetConcurrency, 1, 'targetConcurrency', fail);
   const delay = d.scaleDownDelay ?? deploymentDefaults.scaleDownDelay;
   if (!Number.isSafeInteger(delay) || (delay as number) < 0 || (delay as number) > MAX_DELAY_MS) {
@@ -121,7 +137,10 @@ export function checkDeployment(value: unknown, where?: string, policy: LaunchPo
  * engine's credentials.
  */
 export function deploymentRevision(deployment: Pick<Deployment, 'profile' | 'runnerLabels'>): string {
-  return createHash('sha256').update(sortedJson({ profile: deployment.profile, runnerLabels: deployment.runnerLabels })).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update(sortedJson({ profile: deployment.profile, runnerLabels: deployment.runnerLabels }))
+    .digest('hex')
+    .slice(0, 16);
 }
 
 /** JSON with every object's keys in order, so equal profiles read equal however they were written. */
@@ -135,7 +154,13 @@ function sortedJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-function count(value: unknown, fallback: number, min: number, field: string, fail: (m: string) => void): number | undefined {
+function count(
+  value: unknown,
+  fallback: number,
+  min: number,
+  field: string,
+  fail: (m: string) => void,
+): number | undefined {
   const v = value ?? fallback;
   if (Number.isSafeInteger(v) && (v as number) >= min && (v as number) <= MAX_REPLICAS) return v as number;
   fail(`${field} must be a whole number from ${min} to ${MAX_REPLICAS}, got ${show(value)}`);
@@ -161,7 +186,12 @@ function checkLabels(value: unknown, fail: (m: string) => void): Readonly<Record
   return ok ? Object.freeze({ ...(value as Record<string, string>) }) : undefined;
 }
 
-function checkProfile(value: unknown, model: string, fail: (m: string) => void, policy: LaunchPolicy): DeploymentProfile | undefined {
+function checkProfile(
+  value: unknown,
+  model: string,
+  fail: (m: string) => void,
+  policy: LaunchPolicy,
+): DeploymentProfile | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     fail(`profile must be an object with at least a kind (${PROFILE_KINDS.join(', ')}), got ${kindOf(value)}`);
     return undefined;
@@ -172,7 +202,9 @@ function checkProfile(value: unknown, model: string, fail: (m: string) => void, 
     fail(message);
     ok = false;
   };
-  for (const key of Object.keys(p)) if (!PROFILE_FIELDS.includes(key)) bad(`profile has an unknown field ${show(key)}; known fields: ${PROFILE_FIELDS.join(', ')}`);
+  for (const key of Object.keys(p))
+    if (!PROFILE_FIELDS.includes(key))
+      bad(`profile has an unknown field ${show(key)}; known fields: ${PROFILE_FIELDS.join(', ')}`);
   const kind = p.kind as ProfileKind;
   const known = typeof kind === 'string' && (PROFILE_KINDS as readonly string[]).includes(kind);
   if (!known) bad(`profile.kind must be one of ${PROFILE_KINDS.join(', ')}, got ${show(kind)}`);
@@ -186,7 +218,8 @@ function checkProfile(value: unknown, model: string, fail: (m: string) => void, 
   if (Array.isArray(gpus)) {
     const seen = new Set<unknown>();
     gpus.forEach((gpu, i) => {
-      if (!Number.isSafeInteger(gpu) || (gpu as number) < 0) bad(`profile.gpus[${i}] must be a GPU index (a whole number from 0), got ${show(gpu)}`);
+      if (!Number.isSafeInteger(gpu) || (gpu as number) < 0)
+        bad(`profile.gpus[${i}] must be a GPU index (a whole number from 0), got ${show(gpu)}`);
       else if (seen.has(gpu)) bad(`profile.gpus lists GPU ${gpu as number} twice`);
       seen.add(gpu);
     });
@@ -194,11 +227,18 @@ function checkProfile(value: unknown, model: string, fail: (m: string) => void, 
     bad(`profile.gpus must be a list of GPU indices or a GPU count from 0 to 64, got ${show(gpus)}`);
   }
   const gpuCount = Array.isArray(gpus) ? gpus.length : (gpus as number);
-  if (known && kind === 'sim' && gpuCount > 0) bad(`profile.gpus must be empty or 0 for kind sim (the simulated engine uses no GPUs), got ${show(gpus)}`);
-  if (p.port !== undefined && (!Number.isSafeInteger(p.port) || (p.port as number) < 1 || (p.port as number) > 65_535)) {
-    bad(`profile.port must be a whole number from 1 to 65535, or absent for the runner to pick one, got ${show(p.port)}`);
+  if (known && kind === 'sim' && gpuCount > 0)
+    bad(`profile.gpus must be empty or 0 for kind sim (the simulated engine uses no GPUs), got ${show(gpus)}`);
+  if (
+    p.port !== undefined &&
+    (!Number.isSafeInteger(p.port) || (p.port as number) < 1 || (p.port as number) > 65_535)
+  ) {
+    bad(
+      `profile.port must be a whole number from 1 to 65535, or absent for the runner to pick one, got ${show(p.port)}`,
+    );
   }
-  if (p.binary !== undefined && (typeof p.binary !== 'string' || p.binary === '')) bad(`profile.binary must be a non-empty string, got ${show(p.binary)}`);
+  if (p.binary !== undefined && (typeof p.binary !== 'string' || p.binary === ''))
+    bad(`profile.binary must be a non-empty string, got ${show(p.binary)}`);
   if (p.startTimeout !== undefined && (!Number.isSafeInteger(p.startTimeout) || (p.startTimeout as number) < 1)) {
     bad(`profile.startTimeout must be a whole number of ms from 1, got ${show(p.startTimeout)}`);
   }
@@ -206,19 +246,25 @@ function checkProfile(value: unknown, model: string, fail: (m: string) => void, 
   if (!Array.isArray(args)) bad(`profile.args must be a list of strings, got ${kindOf(args)}`);
   else {
     args.forEach((arg, i) => {
-      if (typeof arg !== 'string' || arg.includes('\0')) bad(`profile.args[${i}] must be a string without NUL bytes, got ${kindOf(arg)}`);
+      if (typeof arg !== 'string' || arg.includes('\0'))
+        bad(`profile.args[${i}] must be a string without NUL bytes, got ${kindOf(arg)}`);
     });
   }
   const env = p.env ?? {};
-  if (typeof env !== 'object' || env === null || Array.isArray(env)) bad(`profile.env must be an object of string values, got ${kindOf(env)}`);
+  if (typeof env !== 'object' || env === null || Array.isArray(env))
+    bad(`profile.env must be an object of string values, got ${kindOf(env)}`);
   else {
     for (const [name, v] of Object.entries(env)) {
-      if (name === '' || name.includes('=') || name.includes('\0')) bad(`profile.env has an invalid variable name ${show(name)}`);
-      else if (typeof v !== 'string' || v.includes('\0')) bad(`profile.env.${name} must be a string without NUL bytes, got ${kindOf(v)}`);
+      if (name === '' || name.includes('=') || name.includes('\0'))
+        bad(`profile.env has an invalid variable name ${show(name)}`);
+      else if (typeof v !== 'string' || v.includes('\0'))
+        bad(`profile.env.${name} must be a string without NUL bytes, got ${kindOf(v)}`);
     }
   }
   // What the runners will refuse to launch, refused here first: the same rules, from the wire.
-  if (known) for (const problem of launchProblems({ kind, model: engineModel, binary: p.binary, args, env }, policy)) bad(problem.message);
+  if (known)
+    for (const problem of launchProblems({ kind, model: engineModel, binary: p.binary, args, env }, policy))
+      bad(problem.message);
   if (!ok) return undefined;
   return Object.freeze({
     kind,

@@ -24,7 +24,10 @@ export function parseDeploymentsFile(text: string, file: string, policy?: Launch
   } catch (error) {
     throw DeploymentsFileError.of(file, [`not JSON: ${(error as Error).message}`]);
   }
-  if (!Array.isArray(entries)) throw DeploymentsFileError.of(file, [`must be a JSON list of deployments, got ${entries === null ? 'null' : typeof entries}`]);
+  if (!Array.isArray(entries))
+    throw DeploymentsFileError.of(file, [
+      `must be a JSON list of deployments, got ${entries === null ? 'null' : typeof entries}`,
+    ]);
   const problems: string[] = [];
   const deployments: Deployment[] = [];
   const seen = new Map<string, number>();
@@ -40,7 +43,13 @@ export function parseDeploymentsFile(text: string, file: string, policy?: Launch
     }
     if (checked.kind === 'valid') deployments.push(checked.deployment);
   });
-  if (problems.length > 0) throw DeploymentsFileError.of(file, problems.length > MAX_LISTED ? [...problems.slice(0, MAX_LISTED), `and ${problems.length - MAX_LISTED} more`] : problems);
+  if (problems.length > 0)
+    throw DeploymentsFileError.of(
+      file,
+      problems.length > MAX_LISTED
+        ? [...problems.slice(0, MAX_LISTED), `and ${problems.length - MAX_LISTED} more`]
+        : problems,
+    );
   return deployments;
 }
 

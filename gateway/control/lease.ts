@@ -96,16 +96,22 @@ export class RedisLease implements Lease {
   constructor(options: RedisLeaseOptions) {
     const { gatewayId, ttl = leaseDefaults.ttl, logger = silentLogger } = options;
     const check = checksFor(GatewayConfigError);
-    if (typeof gatewayId !== 'string' || !WIRE_ID_PATTERN.test(gatewayId)) throw check.fail(`gatewayId must be ${WIRE_ID_RULE}, got ${show(gatewayId)}`);
+    if (typeof gatewayId !== 'string' || !WIRE_ID_PATTERN.test(gatewayId))
+      throw check.fail(`gatewayId must be ${WIRE_ID_RULE}, got ${show(gatewayId)}`);
     this.ttl = check.ms('ttl', ttl, 1);
     check.logger('logger', logger);
     this.holderId = `${gatewayId}:${randomBytes(6).toString('hex')}`;
     this.#redis = openRedis(options, 'redis lease');
     this.#key = `${this.#redis.prefix}deploy:lease`;
-    this.#outage = new OutageLog(logger, 'reconciler lease unreachable, not reconciling', 'reconciler lease reachable again', {
-      store: this.#redis.display,
-      holder: this.holderId,
-    });
+    this.#outage = new OutageLog(
+      logger,
+      'reconciler lease unreachable, not reconciling',
+      'reconciler lease reachable again',
+      {
+        store: this.#redis.display,
+        holder: this.holderId,
+      },
+    );
     const client = this.#redis.client;
     client.defineCommand('sluiceLeaseRenew', { numberOfKeys: 1, lua: RENEW });
     client.defineCommand('sluiceLeaseRelease', { numberOfKeys: 1, lua: RELEASE });

@@ -23,26 +23,47 @@ export interface DeploymentMetrics {
 /** Creates the instruments on a meter of `provider`. */
 export function createDeploymentMetrics(provider: MeterProvider, source: DeploymentSource): DeploymentMetrics {
   const meter = provider.getMeter('sluice-gateway');
-  const replicas = meter.createObservableGauge('sluice_deployment_replicas', { description: 'Replicas of a deployment, by model and state (wanted, starting, ready, draining, outdated: ordered at an older revision, being replaced)' });
-  const operations = meter.createObservableGauge('sluice_deployment_operations', { description: 'Start operations of a deployment waiting for a retry (pending) or given up on (dead_lettered), by model' });
-  meter.addBatchObservableCallback((observe) => {
-    for (const model of source.models()) {
-      const s = source.status(model);
-      for (const state of ['wanted', 'starting', 'ready', 'draining', 'outdated'] as const) observe.observe(replicas, s[state], { model, state });
-      observe.observe(operations, s.pending.length, { model, state: 'pending' });
-      observe.observe(operations, s.deadLettered.length, { model, state: 'dead_lettered' });
-    }
-  }, [replicas, operations]);
-  const scaleEvents = meter.createCounter('sluice_deployment_scale_events', { description: 'Changes of the replicas a deployment wants, by model and direction (up, down)' });
-  const coldStarts = meter.createCounter('sluice_deployment_cold_starts', { description: 'Scale-ups of a deployment from zero replicas, by model' });
+  const replicas = meter.createObservableGauge('sluice_deployment_replicas', {
+    description:
+      'Replicas of a deployment, by model and state (wanted, starting, ready, draining, outdated: ordered at an older revision, being replaced)',
+  });
+  const operations = meter.createObservableGauge('sluice_deployment_operations', {
+    description:
+      'Start operations of a deployment waiting for a retry (pending) or given up on (dead_lettered), by model',
+  });
+  meter.addBatchObservableCallback(
+    (observe) => {
+      for (const model of source.models()) {
+        const s = source.status(model);
+        for (const state of ['wanted', 'starting', 'ready', 'draining', 'outdated'] as const)
+          observe.observe(replicas, s[state], { model, state });
+        observe.observe(operations, s.pending.length, { model, state: 'pending' });
+        observe.observe(operations, s.deadLettered.length, { model, state: 'dead_lettered' });
+      }
+    },
+    [replicas, operations],
+  );
+  const scaleEvents = meter.createCounter('sluice_deployment_scale_events', {
+    description: 'Changes of the replicas a deployment wants, by model and direction (up, down)',
+  });
+  const coldStarts = meter.createCounter('sluice_deployment_cold_starts', {
+    description: 'Scale-ups of a deployment from zero replicas, by model',
+  });
   const startTime = meter.createHistogram('sluice_replica_start_time', {
     description: 'Time from a replica start order to its engine being ready, by model',
     unit: 's',
     advice: { explicitBucketBoundaries: START_BUCKETS },
   });
-  const failures = meter.createCounter('sluice_replica_start_failures', { description: 'Replica starts that failed (engine exit, start timeout, runner lost, order not taken), by model' });
-  const deadLetters = meter.createCounter('sluice_replica_dead_letters', { description: 'Start operations given up on after their attempts, by model' });
-  const replaced = meter.createCounter('sluice_replicas_replaced', { description: 'Replicas of an older revision of their deployment stopped once a current one was ready in their place, by model' });
+  const failures = meter.createCounter('sluice_replica_start_failures', {
+    description: 'Replica starts that failed (engine exit, start timeout, runner lost, order not taken), by model',
+  });
+  const deadLetters = meter.createCounter('sluice_replica_dead_letters', {
+    description: 'Start operations given up on after their attempts, by model',
+  });
+  const replaced = meter.createCounter('sluice_replicas_replaced', {
+    description:
+      'Replicas of an older revision of their deployment stopped once a current one was ready in their place, by model',
+  });
   // One attribute set per model, built once.
   const byModel = new Map<string, Attributes>();
   const of = (model: string): Attributes => {

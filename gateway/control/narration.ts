@@ -10,7 +10,12 @@ import type { Book } from './book.ts';
 import type { ReconcilerEvent } from './reconciler-options.ts';
 
 /** Logs `action` and emits its event, reading `book` as it was before the action. */
-export function narrate(action: ReconcileAction, book: Book, logger: Logger, emit: (event: ReconcilerEvent) => void): void {
+export function narrate(
+  action: ReconcileAction,
+  book: Book,
+  logger: Logger,
+  emit: (event: ReconcilerEvent) => void,
+): void {
   switch (action.kind) {
     case 'adopt':
       logger.info('reconciler lease taken', { adoptedReplicas: action.orders.length });
@@ -31,7 +36,11 @@ export function narrate(action: ReconcileAction, book: Book, logger: Logger, emi
     }
     case 'dead-letter': {
       const { model, attempts } = action;
-      logger.error('start operation dead-lettered', { model, attempts: attempts.length, reasons: attempts.map((a) => `${a.runner}: ${a.reason}`) });
+      logger.error('start operation dead-lettered', {
+        model,
+        attempts: attempts.length,
+        reasons: attempts.map((a) => `${a.runner}: ${a.reason}`),
+      });
       return emit({ kind: 'dead-letter', model, attempts });
     }
     case 'lost': {
@@ -56,17 +65,34 @@ export function narrate(action: ReconcileAction, book: Book, logger: Logger, emi
       return emit({ kind: 'scale', model, from, to, reason });
     }
     case 'drop':
-      return logger.info('start operation dropped', { model: action.model, failedAttempts: action.failedAttempts, reason: action.reason });
+      return logger.info('start operation dropped', {
+        model: action.model,
+        failedAttempts: action.failedAttempts,
+        reason: action.reason,
+      });
     case 'replace':
-      return logger.info('replica replacing', { model: action.model, replica: action.target.replica, runner: action.target.runner, outdated: action.outdated, reason: 'the deployment changed' });
+      return logger.info('replica replacing', {
+        model: action.model,
+        replica: action.target.replica,
+        runner: action.target.runner,
+        outdated: action.outdated,
+        reason: 'the deployment changed',
+      });
     case 'go-first':
-      return logger.info('replica stopping', { model: action.model, replica: action.target.replica, runner: action.target.runner, state: 'ready', reason: 'replaced in place: no runner has room beside it' });
+      return logger.info('replica stopping', {
+        model: action.model,
+        replica: action.target.replica,
+        runner: action.target.runner,
+        state: 'ready',
+        reason: 'replaced in place: no runner has room beside it',
+      });
     case 'order': {
       const { model, runner, attempt } = action;
       return logger.info('replica ordered', { model, replica: action.order.replica, runner, attempt });
     }
     case 'fit':
-      if (action.unplaced && !book.unplaced(action.model)) logger.warn('no runner fits a replica', { model: action.model, runners: Object.keys(action.unplaced).length });
+      if (action.unplaced && !book.unplaced(action.model))
+        logger.warn('no runner fits a replica', { model: action.model, runners: Object.keys(action.unplaced).length });
       return;
     default:
       return;

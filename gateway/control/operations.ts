@@ -67,7 +67,10 @@ export const CLIENT_REASON_MAX = 300;
  */
 export function clientReason(reason: string, profile: Pick<OrderedProfile, 'args' | 'env'>): string {
   const hidden = createRedactor([...(profile.args ?? []), ...Object.values(profile.env ?? {})])(reason);
-  const flat = hidden.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '').replace(/[\x00-\x1f\x7f]/g, ' ').trim();
+  const flat = hidden
+    .replace(/\x1b\[[0-9;]*[A-Za-z]/g, '')
+    .replace(/[\x00-\x1f\x7f]/g, ' ')
+    .trim();
   return flat.length > CLIENT_REASON_MAX ? `${flat.slice(0, CLIENT_REASON_MAX - 1)}…` : flat;
 }
 
@@ -78,7 +81,11 @@ export interface FailureView {
   /** Set while the deployment is blocked after a dead letter. */
   readonly blocked?: string;
   /** Start operations; `replica` is set on one whose attempt is in flight. */
-  readonly pending: readonly { readonly replica?: string; readonly attempts: readonly Pick<StartAttempt, 'reason' | 'at'>[]; readonly nextAttemptAt: number }[];
+  readonly pending: readonly {
+    readonly replica?: string;
+    readonly attempts: readonly Pick<StartAttempt, 'reason' | 'at'>[];
+    readonly nextAttemptAt: number;
+  }[];
   readonly deadLettered: readonly { readonly attempts: readonly Pick<StartAttempt, 'reason'>[] }[];
 }
 
@@ -96,7 +103,11 @@ export interface StartFailureView {
  * until the deployment changes. Undefined while a replica may still come: one starts or
  * serves, an attempt is in flight, or no start has failed.
  */
-export function startFailureOf(status: FailureView, profile: Pick<OrderedProfile, 'args' | 'env'>, now: number): StartFailureView | undefined {
+export function startFailureOf(
+  status: FailureView,
+  profile: Pick<OrderedProfile, 'args' | 'env'>,
+  now: number,
+): StartFailureView | undefined {
   if (status.ready + status.starting > 0 || status.pending.some((op) => op.replica !== undefined)) return undefined;
   if (status.blocked !== undefined) {
     const last = status.deadLettered.at(-1)?.attempts.at(-1);
@@ -121,17 +132,34 @@ export function startBackoff(failures: number, base: number, cap: number): numbe
 }
 
 /** Reads one attempt's fate from the runner's last report. */
-export function attemptOutcome(attempt: InFlightAttempt, runner: FleetRunner | undefined, now: number, orderTimeout: number): AttemptOutcome {
+export function attemptOutcome(
+  attempt: InFlightAttempt,
+  runner: FleetRunner | undefined,
+  now: number,
+  orderTimeout: number,
+): AttemptOutcome {
   if (!runner) return { kind: 'failed', reason: 'runner lost: it left the fleet before the replica was ready' };
   const hosted: HostedEngine | undefined = runner.hosted?.replica === attempt.replica ? runner.hosted : undefined;
   if (hosted?.state === 'ready') return { kind: 'ready' };
   if (hosted?.state === 'failed') {
-    return { kind: 'failed', reason: hosted.reason ?? 'the runner reported the replica failed', ...(hosted.output ? { output: [...hosted.output] } : {}) };
+    return {
+      kind: 'failed',
+      reason: hosted.reason ?? 'the runner reported the replica failed',
+      ...(hosted.output ? { output: [...hosted.output] } : {}),
+    };
   }
-  if (hosted?.state === 'stopped' || hosted?.state === 'draining') return { kind: 'failed', reason: `the runner reported the replica ${hosted.state} before it was ready` };
-  if (!runner.placeable) return { kind: 'failed', reason: 'runner lost: it stopped being placeable (draining, or missing heartbeats) before the replica was ready' };
+  if (hosted?.state === 'stopped' || hosted?.state === 'draining')
+    return { kind: 'failed', reason: `the runner reported the replica ${hosted.state} before it was ready` };
+  if (!runner.placeable)
+    return {
+      kind: 'failed',
+      reason: 'runner lost: it stopped being placeable (draining, or missing heartbeats) before the replica was ready',
+    };
   if (!hosted && now - attempt.orderedAt >= orderTimeout) {
-    return { kind: 'failed', reason: `the runner did not report the replica within ${Math.round(orderTimeout / 1000)} s of the order` };
+    return {
+      kind: 'failed',
+      reason: `the runner did not report the replica within ${Math.round(orderTimeout / 1000)} s of the order`,
+    };
   }
   return { kind: 'waiting' };
 }
@@ -206,7 +234,15 @@ export class StartOperation {
     const attempt = this.#inFlight;
     if (!attempt) throw new Error('StartOperation.fail with no attempt in flight');
     this.#inFlight = undefined;
-    this.#attempts.push(Object.freeze({ runner: attempt.runner, replica: attempt.replica, reason, ...(output ? { output: Object.freeze([...output]) } : {}), at: now }));
+    this.#attempts.push(
+      Object.freeze({
+        runner: attempt.runner,
+        replica: attempt.replica,
+        reason,
+        ...(output ? { output: Object.freeze([...output]) } : {}),
+        at: now,
+      }),
+    );
     if (this.#attempts.length >= steps.startAttempts) return 'spent';
     this.#nextAttemptAt = now + startBackoff(this.#attempts.length, steps.startBackoffBase, steps.startBackoffCap);
     return 'retry';

@@ -75,7 +75,12 @@ export interface PlanContext {
 const NO_LOAD: ScaleLoad = Object.freeze({ stable: 0, panic: 0 });
 
 /** The actions of one pass, in order; see the file's comment for the rules. */
-export function plan(deployments: readonly DeployedModel[], fleet: FleetSnapshot, book: Book, context: PlanContext): ReconcileAction[] {
+export function plan(
+  deployments: readonly DeployedModel[],
+  fleet: FleetSnapshot,
+  book: Book,
+  context: PlanContext,
+): ReconcileAction[] {
   return new Planner(deployments, fleet, book, context).run();
 }
 
@@ -120,7 +125,10 @@ class Planner {
       const deployed = h ? this.#deployed.get(h.model) : undefined;
       if (!h || !deployed || !this.#takesOrders.has(r.id) || (h.state !== 'starting' && h.state !== 'ready')) continue;
       const revision = h.revision ?? deployed.revision;
-      orders.push({ runner: r.id, order: { replica: h.replica, model: h.model, profile: deployed.stored.deployment.profile, revision } });
+      orders.push({
+        runner: r.id,
+        order: { replica: h.replica, model: h.model, profile: deployed.stored.deployment.profile, revision },
+      });
     }
     this.#act({ kind: 'adopt', orders, at: this.#context.now });
   }
@@ -152,7 +160,8 @@ class Planner {
       if (!runner) lost = 'runner lost: it left the fleet';
       else if (hosted?.state === 'failed') lost = hosted.reason ?? 'the runner reported the replica failed';
       else if (hosted?.state === 'stopped') lost = 'the runner reported the replica stopped';
-      else if (!hosted && now - reportedAt >= config.orderTimeout) lost = `the runner has not reported the replica for ${Math.round((now - reportedAt) / 1000)} s`;
+      else if (!hosted && now - reportedAt >= config.orderTimeout)
+        lost = `the runner has not reported the replica for ${Math.round((now - reportedAt) / 1000)} s`;
       if (lost !== undefined) this.#act({ kind: 'lost', model, replica, runner: runnerId, reason: lost });
     }
   }
@@ -166,10 +175,25 @@ class Planner {
     const outcome = attemptOutcome(inFlight, runner, now, config.orderTimeout);
     if (outcome.kind === 'ready') {
       const replaces = op.replaces;
-      this.#act({ kind: 'ready', model, replica: inFlight.replica, runner: runnerId, startMs: Math.round(now - inFlight.orderedAt) });
+      this.#act({
+        kind: 'ready',
+        model,
+        replica: inFlight.replica,
+        runner: runnerId,
+        startMs: Math.round(now - inFlight.orderedAt),
+      });
       if (replaces) this.#replaced(replaces, inFlight.replica);
     } else if (outcome.kind === 'failed') {
-      this.#act({ kind: 'start-failed', model, replica: inFlight.replica, runner: runnerId, attempt: op.attempts.length + 1, reason: outcome.reason, output: outcome.output, at: now });
+      this.#act({
+        kind: 'start-failed',
+        model,
+        replica: inFlight.replica,
+        runner: runnerId,
+        attempt: op.attempts.length + 1,
+        reason: outcome.reason,
+        output: outcome.output,
+        at: now,
+      });
       // The book dropped the operation when that was its last attempt (its limits, startAttempts).
       if (!this.#draft.pending(model).some((s) => s.id === start.id)) this.#deadLetter(model, start, outcome.reason);
     }
@@ -185,7 +209,13 @@ class Planner {
     const attempts = [...start.op.attempts];
     const stored = this.#deployed.get(model)?.stored;
     const why = `a start failed ${attempts.length} times (last: ${reason}); no replica starts until the deployment changes (PUT it again)`;
-    this.#act({ kind: 'dead-letter', model, attempts, at: this.#context.now, blocked: stored ? { updatedAt: stored.updatedAt, reason: why } : undefined });
+    this.#act({
+      kind: 'dead-letter',
+      model,
+      attempts,
+      at: this.#context.now,
+      blocked: stored ? { updatedAt: stored.updatedAt, reason: why } : undefined,
+    });
   }
 
   /** One deployment: decide the count, start or stop to reach it, roll, place due starts. */
@@ -204,7 +234,8 @@ class Planner {
     const waitingStarts = this.#draft.pending(model).filter((s) => !s.op.inFlight && !s.op.replaces);
     const intended = current + waitingStarts.length;
     if (decision.wanted > intended && !blocked) this.#scaleUp(stored, intended, decision);
-    else if (decision.wanted < intended && waitingStarts.length > 0) this.#dropUnwanted(stored, waitingStarts, intended, decision);
+    else if (decision.wanted < intended && waitingStarts.length > 0)
+      this.#dropUnwanted(stored, waitingStarts, intended, decision);
     if (decision.scaleDown && decision.wanted < current) this.#stopOne(model, ordered, decision.downReason);
     if (blocked) {
       // A blocked deployment starts nothing; its pending retries were dead-lettered with it.
@@ -227,7 +258,12 @@ class Planner {
     const { model } = deployment;
     const { now, config } = this.#context;
     const input = { now, deployment, ready, current, waiting: this.#fleet.waiting.get(model) ?? 0 };
-    const { decision, memory } = decideScale(config, this.#fleet.load.get(model) ?? NO_LOAD, this.#draft.memory(model), input);
+    const { decision, memory } = decideScale(
+      config,
+      this.#fleet.load.get(model) ?? NO_LOAD,
+      this.#draft.memory(model),
+      input,
+    );
     this.#act({ kind: 'size', model, wanted: decision.wanted, memory });
     return decision;
   }
@@ -237,18 +273,34 @@ class Planner {
     const at = this.#context.now;
     for (let i = intended; i < decision.wanted; i++) {
       const resting = this.#draft.revivable(model, stored.updatedAt);
-      this.#act(resting === undefined ? { kind: 'start', model, id: this.#draft.nextId, at } : { kind: 'revive', model, id: resting });
+      this.#act(
+        resting === undefined
+          ? { kind: 'start', model, id: this.#draft.nextId, at }
+          : { kind: 'revive', model, id: resting },
+      );
     }
     this.#scale(model, intended, decision.wanted, decision.reason);
   }
 
   /** Starts not yet ordered are intentions, not replicas: the unwanted ones go at once. */
-  #dropUnwanted(stored: StoredDeployment, waiting: readonly PendingStart[], intended: number, decision: ScaleDecision): void {
+  #dropUnwanted(
+    stored: StoredDeployment,
+    waiting: readonly PendingStart[],
+    intended: number,
+    decision: ScaleDecision,
+  ): void {
     const { model } = stored.deployment;
     const drop = waiting.slice(-Math.min(waiting.length, intended - decision.wanted));
     for (const { id, op } of drop) {
       const failedAttempts = op.attempts.length;
-      this.#act({ kind: 'drop', model, id, failedAttempts, reason: decision.reason, rest: failedAttempts > 0 ? stored.updatedAt : undefined });
+      this.#act({
+        kind: 'drop',
+        model,
+        id,
+        failedAttempts,
+        reason: decision.reason,
+        rest: failedAttempts > 0 ? stored.updatedAt : undefined,
+      });
     }
     this.#scale(model, intended, intended - drop.length, decision.reason);
   }
@@ -266,19 +318,33 @@ class Planner {
       if (order.model !== model || order.revision === revision) continue;
       const hosted = this.#byId.get(runnerId)?.hosted;
       if (hosted?.replica === order.replica && hosted.state === 'ready') continue;
-      this.#act({ kind: 'stop', model, replica: order.replica, runner: runnerId, state: 'starting', reason: 'the deployment changed before it was ready' });
+      this.#act({
+        kind: 'stop',
+        model,
+        replica: order.replica,
+        runner: runnerId,
+        state: 'starting',
+        reason: 'the deployment changed before it was ready',
+      });
     }
   }
 
   /** Stops one replica: the newest starting one, else a ready one, outdated before current, the least loaded first. */
   #stopOne(model: string, ordered: readonly ReplicaStatus[], reason: string): void {
     const load = this.#load();
-    const startingOnes = ordered.filter((r) => r.state === 'starting').sort((a, b) => b.since - a.since || (a.runner < b.runner ? -1 : 1));
+    const startingOnes = ordered
+      .filter((r) => r.state === 'starting')
+      .sort((a, b) => b.since - a.since || (a.runner < b.runner ? -1 : 1));
     // An outdated replica goes before a current one: it was to be replaced anyway.
     const stale = (r: ReplicaStatus): number => (r.outdated ? 0 : 1);
     const readyOnes = ordered
       .filter((r) => r.state === 'ready')
-      .sort((a, b) => stale(a) - stale(b) || (load.get(a.runner) ?? 0) - (load.get(b.runner) ?? 0) || (a.runner < b.runner ? -1 : 1));
+      .sort(
+        (a, b) =>
+          stale(a) - stale(b) ||
+          (load.get(a.runner) ?? 0) - (load.get(b.runner) ?? 0) ||
+          (a.runner < b.runner ? -1 : 1),
+      );
     const victim = startingOnes[0] ?? readyOnes[0];
     if (!victim) return;
     const current = startingOnes.length + readyOnes.length;
@@ -294,7 +360,8 @@ class Planner {
   #roll(model: string, revision: string): void {
     for (const { id, op } of [...this.#draft.pending(model)]) {
       const target = op.replaces;
-      if (target && !op.inFlight && this.#draft.order(target.runner)?.order.replica !== target.replica) this.#act({ kind: 'abandon', model, id });
+      if (target && !op.inFlight && this.#draft.order(target.runner)?.order.replica !== target.replica)
+        this.#act({ kind: 'abandon', model, id });
     }
     if (this.#draft.pending(model).length > 0) return;
     const replicas = replicasOf(this.#draft, model, this.#fleet.runners, revision);
@@ -304,7 +371,15 @@ class Planner {
       .filter((r) => r.state === 'ready' && this.#draft.order(r.runner)?.order.replica === r.replica && r.outdated)
       .sort((a, b) => (load.get(a.runner) ?? 0) - (load.get(b.runner) ?? 0) || (a.runner < b.runner ? -1 : 1));
     const target = outdated[0];
-    if (target) this.#act({ kind: 'replace', model, id: this.#draft.nextId, at: this.#context.now, target: { runner: target.runner, replica: target.replica }, outdated: outdated.length });
+    if (target)
+      this.#act({
+        kind: 'replace',
+        model,
+        id: this.#draft.nextId,
+        at: this.#context.now,
+        target: { runner: target.runner, replica: target.replica },
+        outdated: outdated.length,
+      });
   }
 
   /** Orders every due start onto a runner, or records why none fits. */
@@ -315,7 +390,12 @@ class Planner {
     let unplaced: Readonly<Record<string, string>> | undefined;
     for (const { id, op } of [...this.#draft.pending(model)]) {
       if (!op.due(now)) continue;
-      const placement = placeReplica({ deployment, runners, occupants: occupantsOf(this.#draft, runners), failedOn: op.failedOn });
+      const placement = placeReplica({
+        deployment,
+        runners,
+        occupants: occupantsOf(this.#draft, runners),
+        failedOn: op.failedOn,
+      });
       if (placement.kind === 'unplaced') {
         unplaced = placement.reasons;
         const target = op.replaces;
@@ -325,7 +405,15 @@ class Planner {
         continue;
       }
       const order = { replica: newReplica(model), model, profile: deployment.profile, revision };
-      this.#act({ kind: 'order', model, id, runner: placement.runner.id, order, at: now, attempt: op.attempts.length + 1 });
+      this.#act({
+        kind: 'order',
+        model,
+        id,
+        runner: placement.runner.id,
+        order,
+        at: now,
+        attempt: op.attempts.length + 1,
+      });
     }
     this.#act({ kind: 'fit', model, unplaced });
   }
@@ -345,7 +433,15 @@ class Planner {
    * it is free soon, so a replacement waits for it rather than stop a replica first.
    */
   #freeing(): boolean {
-    return this.#fleet.runners.some((r) => r.placeable && this.#takesOrders.has(r.id) && r.hosted !== undefined && r.hosted.state !== 'stopped' && r.hosted.state !== 'failed' && !this.#draft.order(r.id));
+    return this.#fleet.runners.some(
+      (r) =>
+        r.placeable &&
+        this.#takesOrders.has(r.id) &&
+        r.hosted !== undefined &&
+        r.hosted.state !== 'stopped' &&
+        r.hosted.state !== 'failed' &&
+        !this.#draft.order(r.id),
+    );
   }
 
   #load(): Map<string, number> {

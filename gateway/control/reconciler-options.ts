@@ -87,13 +87,37 @@ export type ReconcilerInit = ReconcilerDependencies & ReconcilerOptions;
 /** Something the reconciler did or saw, for metrics and logs. */
 export type ReconcilerEvent =
   /** The count of replicas it means to have changed, with the reason in words. */
-  | { readonly kind: 'scale'; readonly model: string; readonly from: number; readonly to: number; readonly reason: string }
+  | {
+      readonly kind: 'scale';
+      readonly model: string;
+      readonly from: number;
+      readonly to: number;
+      readonly reason: string;
+    }
   /** An ordered replica became ready `startMs` after its order. */
-  | { readonly kind: 'ready'; readonly model: string; readonly replica: string; readonly runner: string; readonly startMs: number }
+  | {
+      readonly kind: 'ready';
+      readonly model: string;
+      readonly replica: string;
+      readonly runner: string;
+      readonly startMs: number;
+    }
   /** A replica failed (to start, or after). */
-  | { readonly kind: 'failed'; readonly model: string; readonly replica: string; readonly runner: string; readonly reason: string }
+  | {
+      readonly kind: 'failed';
+      readonly model: string;
+      readonly replica: string;
+      readonly runner: string;
+      readonly reason: string;
+    }
   /** A ready replica of an older revision of its deployment stopped: `by`, of the current one, is ready in its place. */
-  | { readonly kind: 'replaced'; readonly model: string; readonly replica: string; readonly runner: string; readonly by: string }
+  | {
+      readonly kind: 'replaced';
+      readonly model: string;
+      readonly replica: string;
+      readonly runner: string;
+      readonly by: string;
+    }
   /** A start operation spent its attempts. */
   | { readonly kind: 'dead-letter'; readonly model: string; readonly attempts: readonly StartAttempt[] }
   /** This gateway took or lost the lease. */
@@ -176,8 +200,15 @@ export function resolveReconcilerOptions(options: ReconcilerOptions): Reconciler
     },
     options,
   );
-  if (config.panicWindow > config.stableWindow) throw check.fail(`panicWindow must be at most stableWindow (${config.stableWindow} ms), got ${config.panicWindow}`);
-  if (config.startBackoffCap < config.startBackoffBase) throw check.fail(`startBackoffCap must be at least startBackoffBase (${config.startBackoffBase} ms), got ${config.startBackoffCap}`);
-  if (config.sampleInterval > config.panicWindow) throw check.fail(`sampleInterval must be at most panicWindow (${config.panicWindow} ms), got ${config.sampleInterval}`);
+  if (config.panicWindow > config.stableWindow)
+    throw check.fail(`panicWindow must be at most stableWindow (${config.stableWindow} ms), got ${config.panicWindow}`);
+  if (config.startBackoffCap < config.startBackoffBase)
+    throw check.fail(
+      `startBackoffCap must be at least startBackoffBase (${config.startBackoffBase} ms), got ${config.startBackoffCap}`,
+    );
+  if (config.sampleInterval > config.panicWindow)
+    throw check.fail(
+      `sampleInterval must be at most panicWindow (${config.panicWindow} ms), got ${config.sampleInterval}`,
+    );
   return config;
 }

@@ -33,7 +33,14 @@ import type { StartFailureView } from './operations.ts';
 import { plan } from './plan.ts';
 import type { DeployedModel } from './plan.ts';
 import { resolveReconcilerOptions, systemReconcilerTimers } from './reconciler-options.ts';
-import type { ReconcilerConfig, ReconcilerDeploymentStatus, ReconcilerEvent, ReconcilerInit, ReconcilerTimers, ReplicaState } from './reconciler-options.ts';
+import type {
+  ReconcilerConfig,
+  ReconcilerDeploymentStatus,
+  ReconcilerEvent,
+  ReconcilerInit,
+  ReconcilerTimers,
+  ReplicaState,
+} from './reconciler-options.ts';
 import type { StoredDeployment } from './store.ts';
 
 const check = checksFor(GatewayConfigError);
@@ -48,7 +55,9 @@ export function replicaId(model: string, random: () => number): string {
     .replace(/[^a-z0-9]+/g, '-')
     .slice(0, 40)
     .replace(/^-+|-+$/g, '');
-  return `${slug || 'replica'}-${drawIndex(random, 2 ** 32).toString(16).padStart(8, '0')}`;
+  return `${slug || 'replica'}-${drawIndex(random, 2 ** 32)
+    .toString(16)
+    .padStart(8, '0')}`;
 }
 
 /** Keeps every deployment's replicas at what its load wants, while this gateway holds the lease. */
@@ -129,7 +138,8 @@ export class Reconciler {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    for (const timer of [this.#passTimer, this.#sampleTimer, this.#pokeTimer]) if (timer !== undefined) this.#timers.clearTimeout(timer);
+    for (const timer of [this.#passTimer, this.#sampleTimer, this.#pokeTimer])
+      if (timer !== undefined) this.#timers.clearTimeout(timer);
     await (this.#queued ?? this.#running);
     try {
       await this.#deps.lease.release();
@@ -189,7 +199,8 @@ export class Reconciler {
       const panic = scaler.average(now, this.#config.panicWindow);
       const { maxReplicas, targetConcurrency } = stored.deployment;
       const under = (this.#book.wanted(model) ?? 0) < maxReplicas;
-      if (this.#leading && under && panic >= this.#config.panicThreshold * targetConcurrency * Math.max(ready, 1)) this.poke(model);
+      if (this.#leading && under && panic >= this.#config.panicThreshold * targetConcurrency * Math.max(ready, 1))
+        this.poke(model);
     }
   }
 
@@ -233,10 +244,18 @@ export class Reconciler {
     const leading = this.#leads();
     const runners = this.#deps.fleet.runners();
     const revision = this.#deployed.get(model)?.revision;
-    const replicas = leading ? replicasOf(this.#book, model, runners, revision) : reportedReplicas(model, runners, revision);
+    const replicas = leading
+      ? replicasOf(this.#book, model, runners, revision)
+      : reportedReplicas(model, runners, revision);
     const count = (state: ReplicaState): number => replicas.filter((r) => r.state === state).length;
     const outdated = replicas.filter((r) => r.outdated && r.state !== 'draining').length;
-    const base = { starting: count('starting'), ready: count('ready'), draining: count('draining'), outdated, replicas };
+    const base = {
+      starting: count('starting'),
+      ready: count('ready'),
+      draining: count('draining'),
+      outdated,
+      replicas,
+    };
     if (!leading) return { reconciler: 'following', wanted: 0, ...base, pending: [], deadLettered: [], events: [] };
     const book = this.#book;
     const unplaced = book.unplaced(model);
@@ -250,7 +269,9 @@ export class Reconciler {
         ...(op.inFlight ? { replica: op.inFlight.replica } : {}),
         attempts: op.attempts,
         nextAttemptAt: op.nextAttemptAt,
-        lastReason: op.attempts.at(-1)?.reason ?? (op.inFlight ? `ordered on runner ${op.inFlight.runner}` : unplaced ? 'no runner fits' : 'not ordered yet'),
+        lastReason:
+          op.attempts.at(-1)?.reason ??
+          (op.inFlight ? `ordered on runner ${op.inFlight.runner}` : unplaced ? 'no runner fits' : 'not ordered yet'),
       })),
       deadLettered: book.deadLetters(model).map(({ at, attempts }) => ({ at, attempts })),
       ...(blocked ? { blocked: blocked.reason } : {}),
@@ -283,7 +304,9 @@ export class Reconciler {
       if (!held) this.#lose('lease not held');
       return;
     }
-    this.#deployed = new Map(list.map((stored) => [stored.deployment.model, { stored, revision: deploymentRevision(stored.deployment) }]));
+    this.#deployed = new Map(
+      list.map((stored) => [stored.deployment.model, { stored, revision: deploymentRevision(stored.deployment) }]),
+    );
     for (const model of this.#scalers.keys()) if (!this.#deployed.has(model)) this.#scalers.delete(model);
     if (!held || this.#closed) {
       this.#lose('lease not held');

@@ -41,17 +41,28 @@ export interface RedisConnection {
  */
 export function openRedis(options: RedisConnectionOptions, what: string): RedisConnection {
   const { url, client, keyPrefix = 'sluice:', connectTimeout, commandTimeout } = options;
-  if (typeof keyPrefix !== 'string') throw new GatewayConfigError(`${what}: keyPrefix must be a string, got ${show(keyPrefix)}`);
+  if (typeof keyPrefix !== 'string')
+    throw new GatewayConfigError(`${what}: keyPrefix must be a string, got ${show(keyPrefix)}`);
   if ((url === undefined) === (client === undefined)) {
-    throw new GatewayConfigError(`${what}: give exactly one of url (redis://host:port[/db]) and client (an ioredis client), got ${url === undefined ? 'neither' : 'both'}`);
+    throw new GatewayConfigError(
+      `${what}: give exactly one of url (redis://host:port[/db]) and client (an ioredis client), got ${url === undefined ? 'neither' : 'both'}`,
+    );
   }
   if (client !== undefined) {
     if (connectTimeout !== undefined || commandTimeout !== undefined) {
-      throw new GatewayConfigError(`${what}: connectTimeout and commandTimeout are those of a connection made from url; a client given keeps its own`);
+      throw new GatewayConfigError(
+        `${what}: connectTimeout and commandTimeout are those of a connection made from url; a client given keeps its own`,
+      );
     }
-    if (!(client instanceof Redis)) throw new GatewayConfigError(`${what}: client must be an ioredis Redis client, got ${show(client)}`);
+    if (!(client instanceof Redis))
+      throw new GatewayConfigError(`${what}: client must be an ioredis Redis client, got ${show(client)}`);
     const { host, port, db } = client.options;
-    return Object.freeze({ client, owned: false, display: `redis://${host ?? 'localhost'}:${port ?? 6379}/${db ?? 0}`, prefix: keyPrefix });
+    return Object.freeze({
+      client,
+      owned: false,
+      display: `redis://${host ?? 'localhost'}:${port ?? 6379}/${db ?? 0}`,
+      prefix: keyPrefix,
+    });
   }
   // A command waits for the first connection, and for a reconnect under way until its attempt
   // fails; one unanswered when the connection dropped is not sent again later.

@@ -82,7 +82,10 @@ export class RedisDeploymentStore implements DeploymentStore {
     if (this.#file.has(deployment.model)) return { kind: 'in-file' };
     const json = JSON.stringify({ deployment, updatedAt: this.#now() });
     // HSET answers how many fields were new: one gateway's create and another's replace never both read "created".
-    const added = await this.#answer(this.#client.hset(this.#hash, deployment.model, json), `keep the deployment of ${deployment.model}`);
+    const added = await this.#answer(
+      this.#client.hset(this.#hash, deployment.model, json),
+      `keep the deployment of ${deployment.model}`,
+    );
     return { kind: added === 1 ? 'created' : 'replaced' };
   }
 
@@ -109,7 +112,8 @@ export class RedisDeploymentStore implements DeploymentStore {
     }
     const checked = checkDeployment(parsed?.deployment, undefined, this.#policy);
     const problems = checked.kind === 'invalid' ? [...checked.problems] : [];
-    if (checked.kind === 'valid' && checked.deployment.model !== model) problems.push(`stored under ${JSON.stringify(model)} but names ${JSON.stringify(checked.deployment.model)}`);
+    if (checked.kind === 'valid' && checked.deployment.model !== model)
+      problems.push(`stored under ${JSON.stringify(model)} but names ${JSON.stringify(checked.deployment.model)}`);
     if (!Number.isSafeInteger(parsed?.updatedAt)) problems.push('updatedAt must be ms since the epoch');
     if (checked.kind === 'invalid' || problems.length > 0) {
       this.#logger.warn('stored deployment skipped', { model, problems });
@@ -123,7 +127,10 @@ export class RedisDeploymentStore implements DeploymentStore {
     try {
       return await command;
     } catch (error) {
-      throw new StoreUnavailableError(`redis deployment store ${this.#redis.display} could not ${what}: ${(error as Error).message}`, { cause: error });
+      throw new StoreUnavailableError(
+        `redis deployment store ${this.#redis.display} could not ${what}: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
   }
 }

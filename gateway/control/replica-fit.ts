@@ -28,10 +28,14 @@ export interface Occupant {
 }
 
 /** One runner's answer for a replica: it fits, or why not. */
-export type RunnerFit = { readonly kind: 'fits'; readonly runner: FleetRunner; readonly failedBefore: boolean } | { readonly kind: 'misfit'; readonly runner: FleetRunner; readonly reason: string };
+export type RunnerFit =
+  | { readonly kind: 'fits'; readonly runner: FleetRunner; readonly failedBefore: boolean }
+  | { readonly kind: 'misfit'; readonly runner: FleetRunner; readonly reason: string };
 
 /** Where placement found a replica's runner, or every runner's reason when none fits. */
-export type Placement = { readonly kind: 'placed'; readonly runner: FleetRunner } | { readonly kind: 'unplaced'; readonly reasons: Readonly<Record<string, string>> };
+export type Placement =
+  | { readonly kind: 'placed'; readonly runner: FleetRunner }
+  | { readonly kind: 'unplaced'; readonly reasons: Readonly<Record<string, string>> };
 
 /** What placement reads besides the runners. */
 export interface PlacementInput {
@@ -44,16 +48,26 @@ export interface PlacementInput {
 }
 
 /** Whether `runner` can take a new replica of `deployment`, and if not, why (one line, no secrets). */
-export function fitRunner(runner: FleetRunner, deployment: Deployment, occupant: Occupant | undefined, failedBefore: boolean): RunnerFit {
+export function fitRunner(
+  runner: FleetRunner,
+  deployment: Deployment,
+  occupant: Occupant | undefined,
+  failedBefore: boolean,
+): RunnerFit {
   const misfit = (reason: string): RunnerFit => ({ kind: 'misfit', runner, reason });
   const capacity = runner.capacity;
   if (!capacity) return misfit('reports no capacity (a runner older than engine orders)');
   if (capacity.orders !== true) return misfit('takes no engine orders (it runs an engine of its own)');
   if (!runner.placeable) return misfit('not placeable (draining, or missing heartbeats)');
-  if (occupant) return misfit(`${occupant.how === 'hosted' ? 'hosts' : 'is ordered'} replica ${occupant.replica} of model ${occupant.model} (one ordered engine per runner)`);
+  if (occupant)
+    return misfit(
+      `${occupant.how === 'hosted' ? 'hosts' : 'is ordered'} replica ${occupant.replica} of model ${occupant.model} (one ordered engine per runner)`,
+    );
   const { profile, runnerLabels } = deployment;
   if (!capacity.engineKinds.includes(profile.kind)) {
-    return misfit(`cannot launch kind ${profile.kind} (it can launch: ${capacity.engineKinds.length > 0 ? capacity.engineKinds.join(', ') : 'none'})`);
+    return misfit(
+      `cannot launch kind ${profile.kind} (it can launch: ${capacity.engineKinds.length > 0 ? capacity.engineKinds.join(', ') : 'none'})`,
+    );
   }
   for (const [key, wanted] of Object.entries(runnerLabels)) {
     const has = capacity.labels[key];
@@ -63,7 +77,8 @@ export function fitRunner(runner: FleetRunner, deployment: Deployment, occupant:
   const free = capacity.freeGpus;
   if (Array.isArray(profile.gpus)) {
     const taken = (profile.gpus as readonly number[]).find((gpu) => !free.includes(gpu));
-    if (taken !== undefined) return misfit(`GPU ${taken} not free (free: ${free.length > 0 ? free.join(', ') : 'none'})`);
+    if (taken !== undefined)
+      return misfit(`GPU ${taken} not free (free: ${free.length > 0 ? free.join(', ') : 'none'})`);
   } else if ((profile.gpus as number) > free.length) {
     return misfit(`needs ${profile.gpus as number} free GPUs, has ${free.length}`);
   }
@@ -78,14 +93,21 @@ export function fitRunner(runner: FleetRunner, deployment: Deployment, occupant:
  */
 export function fitsOnceFreed(runner: FleetRunner, held: readonly number[] | number, deployment: Deployment): boolean {
   if (!runner.capacity) return false;
-  const back = Array.isArray(held) ? (held as readonly number[]) : Array.from({ length: held as number }, (_, i) => -1 - i);
-  const freed: FleetRunner = { ...runner, capacity: { ...runner.capacity, freeGpus: [...runner.capacity.freeGpus, ...back] } };
+  const back = Array.isArray(held)
+    ? (held as readonly number[])
+    : Array.from({ length: held as number }, (_, i) => -1 - i);
+  const freed: FleetRunner = {
+    ...runner,
+    capacity: { ...runner.capacity, freeGpus: [...runner.capacity.freeGpus, ...back] },
+  };
   return fitRunner(freed, deployment, undefined, false).kind === 'fits';
 }
 
 /** Every runner's fit for a new replica of the input's deployment, in the runners' order. */
 export function fitsFor(input: PlacementInput): RunnerFit[] {
-  return input.runners.map((runner) => fitRunner(runner, input.deployment, input.occupants.get(runner.id), input.failedOn.has(runner.id)));
+  return input.runners.map((runner) =>
+    fitRunner(runner, input.deployment, input.occupants.get(runner.id), input.failedOn.has(runner.id)),
+  );
 }
 
 /**

@@ -9,7 +9,13 @@
  * when it leads, the leader's as published when it follows (gateway/control/serverless.ts).
  */
 import type { Context, Hono } from 'hono';
-import { DeploymentInFileError, DeploymentNotFoundError, InvalidDeploymentError, InvalidJsonError, errorBody } from '../errors.ts';
+import {
+  DeploymentInFileError,
+  DeploymentNotFoundError,
+  InvalidDeploymentError,
+  InvalidJsonError,
+  errorBody,
+} from '../errors.ts';
 import { changedFields } from '../access/index.ts';
 import type { AuditLog, GatewayEnv } from '../access/index.ts';
 import { DEFAULT_LAUNCH_POLICY } from '../../runner/protocol/index.ts';
@@ -50,7 +56,11 @@ export const HIDDEN_ENV_VALUE = '(hidden)';
  * answer to a viewer, who reads without being trusted with credentials) the values among the
  * args are hidden too, options kept by name: `--api-key`'s value is a credential.
  */
-export function deploymentAnswer(stored: StoredDeployment, status: DeploymentStatus = IDLE_STATUS, hideArgValues = false): Record<string, unknown> {
+export function deploymentAnswer(
+  stored: StoredDeployment,
+  status: DeploymentStatus = IDLE_STATUS,
+  hideArgValues = false,
+): Record<string, unknown> {
   const { deployment: d, source, updatedAt } = stored;
   const env = Object.fromEntries(Object.keys(d.profile.env).map((name) => [name, HIDDEN_ENV_VALUE]));
   const args = hideArgValues ? d.profile.args.map(optionOnly) : d.profile.args;
@@ -76,11 +86,22 @@ export interface DeploymentRoutesOptions {
  * Adds the /v1/deployments routes over `store`. GETs are the viewer scope's, PUT and DELETE the
  * operator's (gateway/access/scopes.ts).
  */
-export function registerDeploymentRoutes(app: Hono<GatewayEnv>, store: DeploymentStore, source?: DeploymentStatusSource, options: DeploymentRoutesOptions = {}): void {
+export function registerDeploymentRoutes(
+  app: Hono<GatewayEnv>,
+  store: DeploymentStore,
+  source?: DeploymentStatusSource,
+  options: DeploymentRoutesOptions = {},
+): void {
   const { policy = DEFAULT_LAUNCH_POLICY, audit } = options;
   const answer = async (stored: StoredDeployment, c: Context<GatewayEnv>) =>
-    deploymentAnswer(stored, source ? await source.status(stored.deployment.model) : IDLE_STATUS, c.get('caller')?.kind !== 'operator');
-  app.get('/v1/deployments', async (c) => c.json({ object: 'list', data: await Promise.all((await store.list()).map((stored) => answer(stored, c))) }));
+    deploymentAnswer(
+      stored,
+      source ? await source.status(stored.deployment.model) : IDLE_STATUS,
+      c.get('caller')?.kind !== 'operator',
+    );
+  app.get('/v1/deployments', async (c) =>
+    c.json({ object: 'list', data: await Promise.all((await store.list()).map((stored) => answer(stored, c))) }),
+  );
   app.get('/v1/deployments/:model{.+}', async (c) => {
     const model = c.req.param('model');
     const stored = await store.get(model);
@@ -95,17 +116,24 @@ export function registerDeploymentRoutes(app: Hono<GatewayEnv>, store: Deploymen
     } catch (error) {
       throw new InvalidJsonError(`request body is not valid JSON: ${(error as Error).message}`);
     }
-    const given = typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
+    const given =
+      typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
     const checked = checkDeployment(given ? { ...given, model } : body, `deployment ${JSON.stringify(model)}`, policy);
     const problems = checked.kind === 'invalid' ? [...checked.problems] : [];
     if (given?.model !== undefined && given.model !== model) {
-      problems.unshift(`deployment ${JSON.stringify(model)}: model ${JSON.stringify(given.model)} in the body differs from the path's; leave it out or make them equal`);
+      problems.unshift(
+        `deployment ${JSON.stringify(model)}: model ${JSON.stringify(given.model)} in the body differs from the path's; leave it out or make them equal`,
+      );
     }
     if (problems.length > 0 || checked.kind === 'invalid') return invalid(c, new InvalidDeploymentError(problems));
     const before = await store.get(model);
     const put = await store.put(checked.deployment);
     if (put.kind === 'in-file') throw inFile(model);
-    audit?.record(c.get('caller'), { action: 'deployment.put', target: model, fields: changedFields(before?.deployment, checked.deployment) });
+    audit?.record(c.get('caller'), {
+      action: 'deployment.put',
+      target: model,
+      fields: changedFields(before?.deployment, checked.deployment),
+    });
     source?.changed(model);
     const stored = (await store.get(model))!;
     return c.json(await answer(stored, c), put.kind === 'created' ? 201 : 200);
@@ -126,6 +154,9 @@ function invalid(c: Context<GatewayEnv>, error: InvalidDeploymentError): Respons
   return c.body(errorBody(error, { problems: error.problems }), 400, { 'content-type': 'application/json' });
 }
 
-const notFound = (model: string) => new DeploymentNotFoundError(`no deployment of model ${JSON.stringify(model)}; GET /v1/deployments lists them`);
+const notFound = (model: string) =>
+  new DeploymentNotFoundError(`no deployment of model ${JSON.stringify(model)}; GET /v1/deployments lists them`);
 const inFile = (model: string) =>
-  new DeploymentInFileError(`the deployment of model ${JSON.stringify(model)} comes from the deployments file, which the API does not change: edit the file and restart the gateway`);
+  new DeploymentInFileError(
+    `the deployment of model ${JSON.stringify(model)} comes from the deployments file, which the API does not change: edit the file and restart the gateway`,
+  );

@@ -101,7 +101,10 @@ export class Serverless implements ColdStarts {
         if (event.kind === 'failed' || event.kind === 'dead-letter') init.calls.wakeAll(event.model);
       },
     });
-    metrics = createDeploymentMetrics(init.meterProvider, { models: () => this.reconciler.deployedModels(), status: (model) => this.reconciler.status(model) });
+    metrics = createDeploymentMetrics(init.meterProvider, {
+      models: () => this.reconciler.deployedModels(),
+      status: (model) => this.reconciler.status(model),
+    });
   }
 
   /** Joins the registry's heartbeat answers and starts the reconciler and the demand sampler. */
@@ -160,7 +163,11 @@ export class Serverless implements ColdStarts {
     clearInterval(this.#sampler);
     await this.reconciler.close();
     const { lease, demand, statusBoard } = this.#init.settings;
-    await Promise.all([lease, demand, statusBoard, this.#init.store].map((piece) => (piece as Closable | undefined)?.close?.().catch(() => undefined)));
+    await Promise.all(
+      [lease, demand, statusBoard, this.#init.store].map((piece) =>
+        (piece as Closable | undefined)?.close?.().catch(() => undefined),
+      ),
+    );
     await this.#init.settings.onClose?.().catch(() => undefined);
   }
 
@@ -189,7 +196,8 @@ export class Serverless implements ColdStarts {
     this.#published.clear();
     for (const model of models) {
       const status = this.reconciler.status(model);
-      if (status.ready + status.starting === 0 && (demand?.total(model) ?? this.#init.calls.waitingFor(model)) > 0) this.reconciler.poke(model);
+      if (status.ready + status.starting === 0 && (demand?.total(model) ?? this.#init.calls.waitingFor(model)) > 0)
+        this.reconciler.poke(model);
       if (this.#statusBoard) await this.#statusBoard.publish(model, status);
     }
   }
@@ -202,8 +210,12 @@ export class Serverless implements ColdStarts {
     const board = this.#statusBoard;
     for (const model of models) {
       const deployment = this.reconciler.deployment(model);
-      const status = board && deployment && this.#init.calls.waitingFor(model) > 0 ? await board.read(model).catch(() => undefined) : undefined;
-      const failure = status && deployment ? startFailureOf(status, deployment.profile, this.#init.clock.now()) : undefined;
+      const status =
+        board && deployment && this.#init.calls.waitingFor(model) > 0
+          ? await board.read(model).catch(() => undefined)
+          : undefined;
+      const failure =
+        status && deployment ? startFailureOf(status, deployment.profile, this.#init.clock.now()) : undefined;
       const known = this.#published.has(model);
       if (failure === undefined) {
         this.#published.delete(model);

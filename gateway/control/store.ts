@@ -18,7 +18,10 @@ export interface StoredDeployment {
 /** How a put went. */
 export type DeploymentPut = { readonly kind: 'created' } | { readonly kind: 'replaced' } | { readonly kind: 'in-file' };
 /** How a delete went. */
-export type DeploymentDelete = { readonly kind: 'deleted' } | { readonly kind: 'not-found' } | { readonly kind: 'in-file' };
+export type DeploymentDelete =
+  | { readonly kind: 'deleted' }
+  | { readonly kind: 'not-found' }
+  | { readonly kind: 'in-file' };
 
 /** Deployments by model. */
 export interface DeploymentStore {

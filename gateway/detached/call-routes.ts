@@ -59,21 +59,30 @@ export function registerCallRoutes(app: Hono<GatewayEnv>, calls: DetachedCalls, 
   app.get('/v1/calls/:id', async (c) => {
     const id = c.req.param('id');
     const record = await found(c.get('caller'), id);
-    return c.json(statusView(record), 200, LIVE_STATUSES.has(record.status) ? { 'retry-after': POLL_AFTER_SECONDS } : {});
+    return c.json(
+      statusView(record),
+      200,
+      LIVE_STATUSES.has(record.status) ? { 'retry-after': POLL_AFTER_SECONDS } : {},
+    );
   });
 
   app.get('/v1/calls/:id/result', async (c) => {
     const id = c.req.param('id');
     const record = await found(c.get('caller'), id);
     if (LIVE_STATUSES.has(record.status)) {
-      throw new CallNotFinishedError(`call ${id} is still ${record.status}; poll ${callUrls(id).status}`, { headers: { 'retry-after': POLL_AFTER_SECONDS } });
+      throw new CallNotFinishedError(`call ${id} is still ${record.status}; poll ${callUrls(id).status}`, {
+        headers: { 'retry-after': POLL_AFTER_SECONDS },
+      });
     }
     const result = await fromStore(store.getResult(id));
     if (!result) {
       const why = record.error ? `: ${record.error.code} ${record.error.message}` : '';
       throw new NoResultError(`call ${id} ended ${record.status} without a result${why}`);
     }
-    return c.body(new Uint8Array(result.body), result.status as 200, { 'content-type': result.contentType, 'sluice-call-id': id });
+    return c.body(new Uint8Array(result.body), result.status as 200, {
+      'content-type': result.contentType,
+      'sluice-call-id': id,
+    });
   });
 
   app.post('/v1/calls/:id/cancel', async (c) => {

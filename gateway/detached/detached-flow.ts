@@ -27,7 +27,6 @@ import type { CallPreference } from './prefer.ts';
 import { StoreFullError, StoreInvalidRecordError, LIVE_STATUSES, scopedIdempotencyKey } from './store/index.ts';
 import type { CallRecord, CallStatus, CallStore, KeyClaim } from './store/index.ts';
 
-
 /** What the flow works with: the detached calls, the store and the gateway settings it reads. */
 export interface DetachedFlowSettings {
   calls: DetachedCalls;
@@ -72,7 +71,9 @@ export class DetachedSignal {
 
   constructor(clientGone: AbortSignal) {
     this.clientGone = clientGone;
-    clientGone.addEventListener('abort', () => this.#committed || this.controller.abort(clientGone.reason), { once: true });
+    clientGone.addEventListener('abort', () => this.#committed || this.controller.abort(clientGone.reason), {
+      once: true,
+    });
   }
 
   /** The call's signal. */
@@ -125,7 +126,11 @@ export class DetachedFlow {
     const callbackUrl = single(request[CALLBACK_URL_HEADER]);
     if (callbackUrl !== undefined) {
       if (!callbacks) {
-        return refuse(new CallbacksDisabledError(`${CALLBACK_URL_HEADER} was given but callbacks are not configured on this gateway (set --callback-secret and --callback-allow)`));
+        return refuse(
+          new CallbacksDisabledError(
+            `${CALLBACK_URL_HEADER} was given but callbacks are not configured on this gateway (set --callback-secret and --callback-allow)`,
+          ),
+        );
       }
       try {
         await callbacks.check(callbackUrl);
@@ -145,7 +150,9 @@ export class DetachedFlow {
     // its command timeout, and a runner would work on a result nobody could keep.
     const admission = await calls.admission();
     if (admission.kind === 'unavailable') {
-      return refuse(new DetachedStoreUnavailableError('the detached-call store is not answering; retry later', { retryAfter }));
+      return refuse(
+        new DetachedStoreUnavailableError('the detached-call store is not answering; retry later', { retryAfter }),
+      );
     }
 
     if (key !== undefined) {
@@ -158,12 +165,20 @@ export class DetachedFlow {
       }
       if (claim) {
         if (claim.fingerprint !== fingerprint) {
-          return refuse(new IdempotencyKeyReusedError(`Idempotency-Key ${JSON.stringify(given)} was already used with a different request`));
+          return refuse(
+            new IdempotencyKeyReusedError(
+              `Idempotency-Key ${JSON.stringify(given)} was already used with a different request`,
+            ),
+          );
         }
         const first = await calls.status(claim.callId).catch(() => undefined);
         // Claimed and not yet recorded, or recorded and waiting for a runner: either way being placed.
         if (!first || first.status === 'queued') {
-          return refuse(new IdempotencyInProgressError(`the first call with Idempotency-Key ${JSON.stringify(given)} is still being placed; retry shortly`));
+          return refuse(
+            new IdempotencyInProgressError(
+              `the first call with Idempotency-Key ${JSON.stringify(given)} is still being placed; retry shortly`,
+            ),
+          );
         }
         return { kind: 'replay', record: first };
       }
@@ -186,11 +201,15 @@ export class DetachedFlow {
       return { kind: 'queued', record: await calls.queue(call, run.controller, { callbackUrl, idempotencyKey: key }) };
     } catch (error) {
       if (key !== undefined) await store.releaseKey(key, call.id).catch(() => {});
-      if (error instanceof StoreFullError) return refuse(storeFullRefusal(error.storedBytes, error.maxStoredBytes, error.bytes, retryAfter));
+      if (error instanceof StoreFullError)
+        return refuse(storeFullRefusal(error.storedBytes, error.maxStoredBytes, error.bytes, retryAfter));
       return refuse(
         error instanceof StoreInvalidRecordError
           ? error
-          : new DetachedStoreUnavailableError('the detached-call store did not take the call; nothing ran; retry later', { cause: error, retryAfter }),
+          : new DetachedStoreUnavailableError(
+              'the detached-call store did not take the call; nothing ran; retry later',
+              { cause: error, retryAfter },
+            ),
       );
     }
   }
@@ -200,12 +219,24 @@ export class DetachedFlow {
    * stopped it): frees its Idempotency-Key and ends its record. A cancel stopped the placement
    * while the client still waits: it gets the record, cancelled.
    */
-  async unplaced(queued: CallRecord, run: DetachedSignal, error: Error | undefined, reply: DetachedReply): Promise<void> {
+  async unplaced(
+    queued: CallRecord,
+    run: DetachedSignal,
+    error: Error | undefined,
+    reply: DetachedReply,
+  ): Promise<void> {
     const { calls, store } = this.#settings;
     if (queued.idempotencyKey !== undefined) await store.releaseKey(queued.idempotencyKey, queued.id).catch(() => {});
     const { clientGone } = run;
     const cancelled = run.signal.aborted && !clientGone.aborted;
-    calls.unplaced(queued, clientGone.aborted ? { kind: 'client-left' } : cancelled ? { kind: 'cancelled' } : { kind: 'failed', error: error ?? new Error('not placed') });
+    calls.unplaced(
+      queued,
+      clientGone.aborted
+        ? { kind: 'client-left' }
+        : cancelled
+          ? { kind: 'cancelled' }
+          : { kind: 'failed', error: error ?? new Error('not placed') },
+    );
     if (cancelled) {
       const record = await calls.status(queued.id).catch(() => undefined);
       await this.answer(record ?? queued, reply);
@@ -234,7 +265,11 @@ export class DetachedFlow {
     if (!LIVE_STATUSES.has(current.status) && preference.waitSeconds !== undefined) {
       const result = await this.#settings.store.getResult(current.id).catch(() => undefined);
       if (result) {
-        out.writeHead(result.status, { ...headers, 'content-type': result.contentType, 'preference-applied': `wait=${preference.waitSeconds}` });
+        out.writeHead(result.status, {
+          ...headers,
+          'content-type': result.contentType,
+          'preference-applied': `wait=${preference.waitSeconds}`,
+        });
         out.end(result.body);
         return;
       }
@@ -275,7 +310,12 @@ export function detachedResult(outcome: DetachedOutcome, runner: string): CallRe
 }
 
 /** The refusal of a new detached call for want of room for its result in the store. */
-function storeFullRefusal(storedBytes: number, maxStoredBytes: number, needed: number, retryAfter: number): DetachedStoreFullError {
+function storeFullRefusal(
+  storedBytes: number,
+  maxStoredBytes: number,
+  needed: number,
+  retryAfter: number,
+): DetachedStoreFullError {
   return new DetachedStoreFullError(
     `the detached-call store is full (${storedBytes} of maxStoredBytes ${maxStoredBytes} bytes hold results until their TTL ends, or are reserved for calls running; a new call needs room for ${needed}); retry later`,
     retryAfter,

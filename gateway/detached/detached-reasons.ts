@@ -5,7 +5,13 @@
  * by runnerReported (gateway/errors.ts), like a sync call's.
  */
 import { SluiceError } from '../../placer/kernel/index.ts';
-import { CallCancelledError, CallExpiredError, InternalError, RunnerFailedError, ShuttingDownError } from '../errors.ts';
+import {
+  CallCancelledError,
+  CallExpiredError,
+  InternalError,
+  RunnerFailedError,
+  ShuttingDownError,
+} from '../errors.ts';
 import type { CallError } from './store/index.ts';
 
 /** Why placement failed, as the record says it: a SluiceError as the client saw it, anything else as GW_INTERNAL. */
@@ -17,7 +23,9 @@ export function placementError(error: Error): CallError {
 /** A failure after commit as a record's error: its code when it has one, else GW_RUNNER_FAILED_AFTER_COMMIT. */
 export function asCallError(error: Error): CallError {
   const code = (error as { code?: unknown }).code;
-  return typeof code === 'string' ? { code, message: error.message } : recordError(new RunnerFailedError(error.message));
+  return typeof code === 'string'
+    ? { code, message: error.message }
+    : recordError(new RunnerFailedError(error.message));
 }
 
 /** A SluiceError (a stop of the gateway's own, say) as a record's error. */

@@ -80,7 +80,10 @@ export class DetachedRuns {
     }
     if (intake.kind === 'replay') {
       const { id } = intake.record;
-      await flow.answer(intake.record, { ...reply, headers: { ...reply.headers, [CALL_ID_HEADER]: id, 'idempotent-replayed': 'true' } });
+      await flow.answer(intake.record, {
+        ...reply,
+        headers: { ...reply.headers, [CALL_ID_HEADER]: id, 'idempotent-replayed': 'true' },
+      });
       return { kind: 'replayed' };
     }
     const placed = await steps.place();
@@ -89,7 +92,9 @@ export class DetachedRuns {
       await flow.unplaced(intake.record, signal, placed.error, answered);
       return { kind: 'unplaced' };
     }
-    const run = await this.#settings.calls.run(intake.record, call, placed.response, placed.runner, signal, { stripUsage: request.stripUsage });
+    const run = await this.#settings.calls.run(intake.record, call, placed.response, placed.runner, signal, {
+      stripUsage: request.stripUsage,
+    });
     steps.running();
     await flow.answer(run.record, answered, run.done);
     return { kind: 'ran', runner: placed.runner, outcome: await run.done };

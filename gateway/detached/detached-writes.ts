@@ -69,7 +69,11 @@ export class EndWriter {
       let reason: CallError;
       if (error instanceof StoreFullError) {
         this.#settings.metrics.resultsRefused.add(1);
-        log.warn('detached result refused, store full', { bytes: error.bytes, storedBytes: error.storedBytes, maxStoredBytes: error.maxStoredBytes });
+        log.warn('detached result refused, store full', {
+          bytes: error.bytes,
+          storedBytes: error.storedBytes,
+          maxStoredBytes: error.maxStoredBytes,
+        });
         reason = recordError(
           new DetachedStoreFullError(
             `the call finished but its result (${error.bytes} bytes with its record) did not fit in the detached-call store (${error.storedBytes} of maxStoredBytes ${error.maxStoredBytes} in use until results expire); it was not kept`,
@@ -80,14 +84,26 @@ export class EndWriter {
         reason = recordError(new ResultNotStoredError(`the store refused the result: ${error.message}`));
       }
       const { executionMs, completedAt } = ending.finish;
-      const failed: CallFinish = { status: 'failed', completedAt, ...(executionMs === undefined ? {} : { executionMs }), error: reason };
+      const failed: CallFinish = {
+        status: 'failed',
+        completedAt,
+        ...(executionMs === undefined ? {} : { executionMs }),
+        error: reason,
+      };
       written = await this.#write(record.id, { finish: failed }, deadline, uncertain);
     }
-    if (written.kind === 'stored' && written.late) log.info('detached result stored by an earlier attempt that timed out', { status: written.finish.status });
-    else if (written.kind === 'stored' && written.attempts > 1) log.info('detached result stored after retrying', { status: written.finish.status, attempts: written.attempts });
-    else if (written.kind === 'taken' && !written.record) log.warn('detached call gone from the store, its end not recorded', { status: ending.finish.status });
+    if (written.kind === 'stored' && written.late)
+      log.info('detached result stored by an earlier attempt that timed out', { status: written.finish.status });
+    else if (written.kind === 'stored' && written.attempts > 1)
+      log.info('detached result stored after retrying', { status: written.finish.status, attempts: written.attempts });
+    else if (written.kind === 'taken' && !written.record)
+      log.warn('detached call gone from the store, its end not recorded', { status: ending.finish.status });
     else if (written.kind === 'refused' || written.kind === 'gave-up') {
-      log.error('detached result not stored', { status: ending.finish.status, error: written.error as Error, ...(written.kind === 'gave-up' ? { attempts: written.attempts } : {}) });
+      log.error('detached result not stored', {
+        status: ending.finish.status,
+        error: written.error as Error,
+        ...(written.kind === 'gave-up' ? { attempts: written.attempts } : {}),
+      });
     }
     return written;
   }
@@ -125,14 +141,21 @@ export class EndWriter {
     const { clock, store } = this.#settings;
     for (let attempts = 1; ; attempts++) {
       try {
-        if (await store.finish(id, ending.finish, ending.result)) return { kind: 'stored', ...ending, attempts, late: false };
+        if (await store.finish(id, ending.finish, ending.result))
+          return { kind: 'stored', ...ending, attempts, late: false };
         const current = await store.get(id);
         const landed = current && uncertain.find(({ finish }) => sameEnd(current, finish));
         return landed ? { kind: 'stored', ...landed, attempts, late: true } : { kind: 'taken', record: current };
       } catch (error) {
-        if (error instanceof StoreFullError || error instanceof StoreInvalidRecordError) return { kind: 'refused', error };
+        if (error instanceof StoreFullError || error instanceof StoreInvalidRecordError)
+          return { kind: 'refused', error };
         if (!uncertain.includes(ending)) uncertain.push(ending);
-        if (attempts === 1) this.#settings.logger.warn('store write failed, retrying', { call: id, status: ending.finish.status, error: error as Error });
+        if (attempts === 1)
+          this.#settings.logger.warn('store write failed, retrying', {
+            call: id,
+            status: ending.finish.status,
+            error: error as Error,
+          });
         if (this.#settings.stopping.aborted || clock.now() >= deadline) return { kind: 'gave-up', error, attempts };
         await this.#pause(attempts, deadline);
       }
@@ -143,7 +166,11 @@ export class EndWriter {
   async #pause(attempt: number, deadline: number): Promise<void> {
     const { clock, store } = this.#settings;
     for (let i = attempt; ; i++) {
-      const pause = Math.min(WRITE_RETRY_BASE_MS * 2 ** Math.min(i - 1, 16), WRITE_RETRY_CAP_MS, Math.max(0, deadline - clock.now()));
+      const pause = Math.min(
+        WRITE_RETRY_BASE_MS * 2 ** Math.min(i - 1, 16),
+        WRITE_RETRY_CAP_MS,
+        Math.max(0, deadline - clock.now()),
+      );
       try {
         await clock.sleep(pause, this.#settings.stopping);
       } catch {
@@ -157,5 +184,9 @@ export class EndWriter {
 
 /** Whether `record` ended as `finish` says: the same status, time and reason. */
 function sameEnd(record: CallRecord, finish: CallFinish): boolean {
-  return record.status === finish.status && record.completedAt === finish.completedAt && record.error?.code === finish.error?.code;
+  return (
+    record.status === finish.status &&
+    record.completedAt === finish.completedAt &&
+    record.error?.code === finish.error?.code
+  );
 }

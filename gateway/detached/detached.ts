@@ -17,18 +17,38 @@ import type { MeterProvider } from '@opentelemetry/api';
 import { SluiceError } from '../../placer/kernel/index.ts';
 import type { Logger, Clock } from '../../placer/kernel/index.ts';
 import { PlacerAbortedError } from '../../placer/errors.ts';
-import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, parseExecTiming } from '../../runner/protocol/index.ts';
+import {
+  ERROR_TRAILER,
+  EXEC_TRAILER,
+  RESULT_STATUS_TRAILER,
+  RESULT_TYPE_TRAILER,
+  parseExecTiming,
+} from '../../runner/protocol/index.ts';
 import type { GatewayCall } from '../http/index.ts';
 import { committedFailure } from '../fleet/index.ts';
 import type { RunnerResponse } from '../fleet/index.ts';
 import { asCallError, cancelled, expired, placementError, recordError, shutdown } from './detached-reasons.ts';
-import { CallCancelledError, CallExpiredError, EngineErrorStatusError, OwnerLostError, RecordedError, ResultTooLargeError, runnerReported } from '../errors.ts';
+import {
+  CallCancelledError,
+  CallExpiredError,
+  EngineErrorStatusError,
+  OwnerLostError,
+  RecordedError,
+  ResultTooLargeError,
+  runnerReported,
+} from '../errors.ts';
 import { EndWriter } from './detached-writes.ts';
 import { stripInjectedUsage } from '../access/index.ts';
 import type { GatewayConfig } from '../options.ts';
 import type { CallbackDelivery } from './callbacks/index.ts';
 import { createStoreMetrics } from '../observe/index.ts';
-import { StoreFullError, StoreInvalidRecordError, RECORD_OVERHEAD_BYTES, FINAL_STATUSES, LIVE_STATUSES } from './store/index.ts';
+import {
+  StoreFullError,
+  StoreInvalidRecordError,
+  RECORD_OVERHEAD_BYTES,
+  FINAL_STATUSES,
+  LIVE_STATUSES,
+} from './store/index.ts';
 import type { CallError, CallFinish, CallRecord, CallStart, CallStore, StoredResult } from './store/index.ts';
 
 /** Settings of the detached-call machinery. */
@@ -93,7 +113,10 @@ const OWNER_GRACE_MS = 5000;
 /** The digest an Idempotency-Key's payload is compared by: method, path, callback URL and body. */
 export function requestFingerprint(call: Pick<GatewayCall, 'method' | 'path' | 'body'>, callbackUrl = ''): string {
   // The callback URL is part of what was asked: a replay naming another one is another request.
-  return createHash('sha256').update(`${call.method} ${call.path}\n${callbackUrl}\n`).update(call.body).digest('base64url');
+  return createHash('sha256')
+    .update(`${call.method} ${call.path}\n${callbackUrl}\n`)
+    .update(call.body)
+    .digest('base64url');
 }
 
 /** Detached calls owned by one gateway, and the status/result/cancel views of all of them. */
@@ -148,7 +171,15 @@ export class DetachedCalls {
    * accepted and ended by final status (the ends it wrote: its own calls', and the cancels and
    * presumed-lost owners it settled). Other gateways' calls on a shared store are theirs to count.
    */
-  counts(): { queued: number; running: number; accepted: number; succeeded: number; failed: number; cancelled: number; expired: number } {
+  counts(): {
+    queued: number;
+    running: number;
+    accepted: number;
+    succeeded: number;
+    failed: number;
+    cancelled: number;
+    expired: number;
+  } {
     return { queued: this.#placing.size, running: this.#running.size, ...this.#counts };
   }
 
@@ -159,14 +190,21 @@ export class DetachedCalls {
    */
   async admission(): Promise<StoreAdmission> {
     // health() never rejects by contract; a custom store that breaks it counts as not answering.
-    const health = await this.#settings.store.health().catch((error: unknown) => ({ ok: false as const, reason: String((error as Error)?.message ?? error) }));
+    const health = await this.#settings.store
+      .health()
+      .catch((error: unknown) => ({ ok: false as const, reason: String((error as Error)?.message ?? error) }));
     if (!health.ok) return { kind: 'unavailable', reason: health.reason };
     const { storedBytes, maxStoredBytes } = health;
     const needed = this.#settings.maxResultBytes + RECORD_OVERHEAD_BYTES;
     const full = maxStoredBytes - storedBytes < needed;
     if (full !== this.#full) {
       this.#full = full;
-      if (full) this.#settings.logger.warn('detached-call store full, refusing new detached calls', { storedBytes, maxStoredBytes, needed });
+      if (full)
+        this.#settings.logger.warn('detached-call store full, refusing new detached calls', {
+          storedBytes,
+          maxStoredBytes,
+          needed,
+        });
       else this.#settings.logger.info('detached-call store has room again', { storedBytes, maxStoredBytes });
     }
     return full ? { kind: 'full', storedBytes, maxStoredBytes, needed } : { kind: 'open' };
@@ -188,7 +226,11 @@ export class DetachedCalls {
    * store's error (StoreFullError when the room for its result cannot be reserved), and then
    * nothing may be placed: the client is told to retry.
    */
-  async queue(call: GatewayCall, controller: AbortController, { callbackUrl, idempotencyKey }: DetachedExtras = {}): Promise<CallRecord> {
+  async queue(
+    call: GatewayCall,
+    controller: AbortController,
+    { callbackUrl, idempotencyKey }: DetachedExtras = {},
+  ): Promise<CallRecord> {
     const record: CallRecord = {
       id: call.id,
       fn: call.fn,
@@ -212,7 +254,11 @@ export class DetachedCalls {
       // The record may be there all the same (its answer was lost); a taken id is another
       // call's, and a reservation refused for space wrote nothing.
       if (!(error instanceof StoreInvalidRecordError) && !(error instanceof StoreFullError)) {
-        this.#writer.repair(record, error).catch((failure: unknown) => this.#settings.logger.error('detached record repair failed', { call: call.id, error: failure as Error }));
+        this.#writer
+          .repair(record, error)
+          .catch((failure: unknown) =>
+            this.#settings.logger.error('detached record repair failed', { call: call.id, error: failure as Error }),
+          );
       }
       throw error;
     }
@@ -229,16 +275,20 @@ export class DetachedCalls {
     this.#placing.delete(record.id);
     const completedAt = this.#settings.clock.now();
     const error: CallError =
-      how.kind === 'client-left' ? recordError(new PlacerAbortedError('the client went away before a runner took the call', 0))
-      : how.kind === 'cancelled' ? recordError(cancelled())
-      : placementError(how.error);
+      how.kind === 'client-left'
+        ? recordError(new PlacerAbortedError('the client went away before a runner took the call', 0))
+        : how.kind === 'cancelled'
+          ? recordError(cancelled())
+          : placementError(how.error);
     const finish: CallFinish = { status: how.kind === 'failed' ? 'failed' : 'cancelled', completedAt, error };
     this.#writer
       .settle(record, { finish })
       .then((written) => {
         if (written.kind === 'stored') this.#counts[finish.status]++;
       })
-      .catch((error: unknown) => this.#settings.logger.error('detached record not ended', { call: record.id, error: error as Error }));
+      .catch((error: unknown) =>
+        this.#settings.logger.error('detached record not ended', { call: record.id, error: error as Error }),
+      );
   }
 
   /**
@@ -273,10 +323,12 @@ export class DetachedCalls {
     const { expiresAt } = record;
     const lifetime = setTimeout(() => controller.abort(expired(expiresAt)), Math.max(0, expiresAt - now));
     lifetime.unref();
-    const done = this.#consume(call, record, response, controller, confirmed ? undefined : start, stripUsage).finally(() => {
-      clearTimeout(lifetime);
-      this.#running.delete(call.id);
-    });
+    const done = this.#consume(call, record, response, controller, confirmed ? undefined : start, stripUsage).finally(
+      () => {
+        clearTimeout(lifetime);
+        this.#running.delete(call.id);
+      },
+    );
     // In one step, so a cancel finds the call's signal in one map or the other.
     this.#placing.delete(call.id);
     this.#running.set(call.id, { controller, done, record });
@@ -292,10 +344,18 @@ export class DetachedCalls {
   async #notQueued(record: CallRecord, controller: AbortController): Promise<CallRecord | undefined> {
     const current = await this.#settings.store.get(record.id).catch(() => undefined);
     if (current && FINAL_STATUSES.has(current.status)) {
-      controller.abort(current.error ? new RecordedError(current.error) : new CallCancelledError(`the call was ${current.status} before it started`));
+      controller.abort(
+        current.error
+          ? new RecordedError(current.error)
+          : new CallCancelledError(`the call was ${current.status} before it started`),
+      );
       return current;
     }
-    this.#settings.logger.warn('detached call not queued in the store at its start, running on', { call: record.id, runner: record.runner, status: current?.status ?? 'gone' });
+    this.#settings.logger.warn('detached call not queued in the store at its start, running on', {
+      call: record.id,
+      runner: record.runner,
+      status: current?.status ?? 'gone',
+    });
     return undefined;
   }
 
@@ -319,7 +379,11 @@ export class DetachedCalls {
     const finish: CallFinish = {
       status: 'failed',
       completedAt: now,
-      error: recordError(new OwnerLostError(`gateway ${record.owner} was ${doing} this call and did not finish it within its lifetime; it is presumed gone`)),
+      error: recordError(
+        new OwnerLostError(
+          `gateway ${record.owner} was ${doing} this call and did not finish it within its lifetime; it is presumed gone`,
+        ),
+      ),
     };
     if (await this.#settings.store.finish(id, finish)) this.#notify({ ...record, ...finish }, undefined);
     return (await this.#settings.store.get(id)) ?? record;
@@ -366,7 +430,11 @@ export class DetachedCalls {
   #notify(record: CallRecord, result: StoredResult | undefined): void {
     if (record.status !== 'queued' && record.status !== 'running') this.#counts[record.status]++;
     if (record.callbackUrl && this.#settings.callbacks) {
-      void this.#settings.callbacks.send({ id: record.id, url: record.callbackUrl, payload: callbackPayload(record, result) });
+      void this.#settings.callbacks.send({
+        id: record.id,
+        url: record.callbackUrl,
+        payload: callbackPayload(record, result),
+      });
     }
   }
 
@@ -398,7 +466,10 @@ export class DetachedCalls {
       // A stop of the gateway's own (cancel, lifetime, shutdown, a record ended elsewhere) is a
       // SluiceError carrying the record's code; anything else is the runner's failure.
       const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
-      failure = reason instanceof SluiceError ? recordError(reason) : asCallError(committedFailure({ id: record.runner ?? 'unknown' }, error));
+      failure =
+        reason instanceof SluiceError
+          ? recordError(reason)
+          : asCallError(committedFailure({ id: record.runner ?? 'unknown' }, error));
       if (reason instanceof CallExpiredError) status = 'expired';
     }
     const trailers = response.trailers;
@@ -436,9 +507,19 @@ export class DetachedCalls {
     if (written.kind === 'stored') {
       const final = { ...record, ...written.finish };
       this.#notify(final, written.result);
-      return { record: final, totalMs, execMs, ...(written.result ? { result: written.result } : {}), ...(answer && written.result ? { answer } : {}) };
+      return {
+        record: final,
+        totalMs,
+        execMs,
+        ...(written.result ? { result: written.result } : {}),
+        ...(answer && written.result ? { answer } : {}),
+      };
     }
-    return { record: (written.kind === 'taken' ? written.record : undefined) ?? { ...record, ...finish }, totalMs, execMs };
+    return {
+      record: (written.kind === 'taken' ? written.record : undefined) ?? { ...record, ...finish },
+      totalMs,
+      execMs,
+    };
   }
 }
 

@@ -21,7 +21,10 @@ const MAX_WAIT_SECONDS = 600;
  * Parses the preferences; unknown preferences are ignored as RFC 7240 asks, malformed syntax
  * or a bad wait value is refused with {@link InvalidPreferError}.
  */
-export function parsePreference(prefer: string | string[] | undefined, invokeType: string | string[] | undefined): CallPreference {
+export function parsePreference(
+  prefer: string | string[] | undefined,
+  invokeType: string | string[] | undefined,
+): CallPreference {
   let detached = false;
   let waitSeconds: number | undefined;
   const values = prefer === undefined ? [] : Array.isArray(prefer) ? prefer : [prefer];
@@ -31,11 +34,14 @@ export function parsePreference(prefer: string | string[] | undefined, invokeTyp
       const eq = pair!.indexOf('=');
       const name = (eq === -1 ? pair! : pair!.slice(0, eq)).trim().toLowerCase();
       const raw = eq === -1 ? undefined : unquote(pair!.slice(eq + 1).trim());
-      if (!TOKEN.test(name)) throw new InvalidPreferError(`Prefer header is malformed near ${JSON.stringify(item.trim())}`);
+      if (!TOKEN.test(name))
+        throw new InvalidPreferError(`Prefer header is malformed near ${JSON.stringify(item.trim())}`);
       if (name === 'respond-async') detached = true;
       else if (name === 'wait') {
         if (raw === undefined || !/^\d+$/.test(raw)) {
-          throw new InvalidPreferError(`Prefer wait must be a whole number of seconds, got ${JSON.stringify(raw ?? '')}`);
+          throw new InvalidPreferError(
+            `Prefer wait must be a whole number of seconds, got ${JSON.stringify(raw ?? '')}`,
+          );
         }
         waitSeconds = Math.min(Number(raw), MAX_WAIT_SECONDS);
       }

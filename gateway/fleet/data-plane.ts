@@ -5,7 +5,15 @@
  * The wire (headers, canonical string, MAC) is runner/protocol/signature.ts, shared with runners.
  */
 import type { Fail } from '../../placer/kernel/index.ts';
-import { BODY_DIGEST_HEADER, CALL_SECRET_RULE, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, isCallSecret, signCall } from '../../runner/protocol/index.ts';
+import {
+  BODY_DIGEST_HEADER,
+  CALL_SECRET_RULE,
+  DEADLINE_HEADER,
+  SIGNATURE_HEADER,
+  bodyDigest,
+  isCallSecret,
+  signCall,
+} from '../../runner/protocol/index.ts';
 import type { GatewayCall } from '../http/index.ts';
 
 /** PEM text of a certificate, its key, and optionally a CA. */
@@ -59,12 +67,19 @@ export interface DataPlaneConfig {
  */
 export function resolveDataPlane(options: DataPlaneOptions, fail: Fail, runners: readonly URL[] = []): DataPlaneConfig {
   const { callSecret, allowPlainHttp = false } = options;
-  if (callSecret !== undefined && !isCallSecret(callSecret)) throw fail(`callSecret must be ${CALL_SECRET_RULE}`, 'callSecret');
-  if (typeof allowPlainHttp !== 'boolean') throw fail(`allowPlainHttp must be true or false, got ${JSON.stringify(allowPlainHttp)}`, 'allowPlainHttp');
-  const runnerTls = options.runnerTls === undefined ? undefined : pem('runnerTls', options.runnerTls, ['cert', 'key', 'ca'], fail);
+  if (callSecret !== undefined && !isCallSecret(callSecret))
+    throw fail(`callSecret must be ${CALL_SECRET_RULE}`, 'callSecret');
+  if (typeof allowPlainHttp !== 'boolean')
+    throw fail(`allowPlainHttp must be true or false, got ${JSON.stringify(allowPlainHttp)}`, 'allowPlainHttp');
+  const runnerTls =
+    options.runnerTls === undefined ? undefined : pem('runnerTls', options.runnerTls, ['cert', 'key', 'ca'], fail);
   const tls = options.tls === undefined ? undefined : pem('tls', options.tls, ['cert', 'key'], fail);
   const plain = runners.find((url) => url.protocol !== 'https:');
-  if (runnerTls && plain) throw fail(`runners entries must be https:// URLs with runnerTls (mutual TLS), got ${JSON.stringify(plain.origin)}`, 'runners');
+  if (runnerTls && plain)
+    throw fail(
+      `runners entries must be https:// URLs with runnerTls (mutual TLS), got ${JSON.stringify(plain.origin)}`,
+      'runners',
+    );
   return Object.freeze({
     callSecret,
     runnerTls: runnerTls as DataPlaneConfig['runnerTls'],
@@ -74,7 +89,8 @@ export function resolveDataPlane(options: DataPlaneOptions, fail: Fail, runners:
 }
 
 function pem(option: string, value: unknown, parts: readonly (keyof TlsMaterial)[], fail: Fail): Readonly<TlsMaterial> {
-  if (value === null || typeof value !== 'object') throw fail(`${option} must be an object with ${parts.join(', ')}`, option);
+  if (value === null || typeof value !== 'object')
+    throw fail(`${option} must be an object with ${parts.join(', ')}`, option);
   const out: Partial<TlsMaterial> = {};
   for (const part of parts) {
     const text = (value as Partial<TlsMaterial>)[part];
@@ -117,10 +133,13 @@ export class CallSigner {
     }
     const deadline = Math.ceil(this.#now()) + call.timeout;
     flat.push(
-      DEADLINE_HEADER, String(deadline),
-      SIGNATURE_HEADER, signCall(this.#secret, { callId: call.id, method: call.method, path: call.path, deadline, bodyDigest: digest }),
+      DEADLINE_HEADER,
+      String(deadline),
+      SIGNATURE_HEADER,
+      signCall(this.#secret, { callId: call.id, method: call.method, path: call.path, deadline, bodyDigest: digest }),
       // In the head, so a runner verifies the signature before it takes a slot or reads the body.
-      BODY_DIGEST_HEADER, digest,
+      BODY_DIGEST_HEADER,
+      digest,
     );
   }
 }

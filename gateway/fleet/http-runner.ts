@@ -143,7 +143,10 @@ export class HttpRunner {
     const untilDeadline = call.placerDeadline - clock.now();
     if (untilDeadline < responseTimeout) {
       const deadline = new AbortController();
-      deadlineTimer = setTimeout(() => acknowledged || deadline.abort(new PlacerDeadlineReached()), Math.max(0, untilDeadline));
+      deadlineTimer = setTimeout(
+        () => acknowledged || deadline.abort(new PlacerDeadlineReached()),
+        Math.max(0, untilDeadline),
+      );
       signal = AbortSignal.any([call.signal, deadline.signal]);
     }
     let response: RunnerResponse;
@@ -210,11 +213,16 @@ export class HttpRunner {
       else for (const one of value) flat.push(name, one);
     }
     flat.push(
-      CALL_ID_HEADER, call.id,
-      CALL_TYPE_HEADER, call.type,
-      FUNCTION_HEADER, call.fn,
-      TIMEOUT_HEADER, String(call.timeout),
-      RESPONSE_TIMEOUT_HEADER, this.#responseTimeoutText,
+      CALL_ID_HEADER,
+      call.id,
+      CALL_TYPE_HEADER,
+      call.type,
+      FUNCTION_HEADER,
+      call.fn,
+      TIMEOUT_HEADER,
+      String(call.timeout),
+      RESPONSE_TIMEOUT_HEADER,
+      this.#responseTimeoutText,
     );
     // The offer's trace context replaces the client's: the runner's span is the offer's child.
     if (trace) for (const name in trace) flat.push(name, trace[name]!);
@@ -226,13 +234,22 @@ export class HttpRunner {
    * What an offer that threw means: see the file comment. Resolves with a failure before commit,
    * or throws what the client gets for a failure after it.
    */
-  #offerFailed(call: GatewayCall, id: string, signals: RunnerSignals, error: unknown, acknowledged: boolean): TryExecResult<RunnerResponse> {
+  #offerFailed(
+    call: GatewayCall,
+    id: string,
+    signals: RunnerSignals,
+    error: unknown,
+    acknowledged: boolean,
+  ): TryExecResult<RunnerResponse> {
     if (call.signal.aborted) throw error;
     if (error instanceof PlacerDeadlineReached) return { kind: 'failed', error };
     const failure = transportFailure(error);
     switch (failure) {
       case 'unsendable':
-        throw new RequestNotForwardableError(`the call could not be sent to a runner: ${(error as Error).message}; nothing reached a runner`, { cause: error });
+        throw new RequestNotForwardableError(
+          `the call could not be sent to a runner: ${(error as Error).message}; nothing reached a runner`,
+          { cause: error },
+        );
       case 'closed-here':
         return { kind: 'failed', error: error as Error };
       case 'unconnected':
@@ -244,10 +261,15 @@ export class HttpRunner {
     signals.failed();
     if (!acknowledged) {
       // The runner acknowledges before it asks its engine, so the engine never saw this call.
-      const why = silent ? `no acknowledgement within responseTimeout (${this.#options.responseTimeout} ms)` : `the connection ended before any answer (${(error as Error).message})`;
+      const why = silent
+        ? `no acknowledgement within responseTimeout (${this.#options.responseTimeout} ms)`
+        : `the connection ended before any answer (${(error as Error).message})`;
       if (silent) signals.hung(why);
       else signals.down(error as Error);
-      return { kind: 'failed', error: new Error(`runner ${id} did not take the call: ${why}; nothing ran`, { cause: error }) };
+      return {
+        kind: 'failed',
+        error: new Error(`runner ${id} did not take the call: ${why}; nothing ran`, { cause: error }),
+      };
     }
     if (silent) signals.hung(`silent for ${this.#options.responseTimeout} ms after acknowledging a call`);
     throw committedFailure({ id }, error);
@@ -319,7 +341,14 @@ const TRACE_HEADERS: ReadonlySet<string> = new Set(['traceparent', 'tracestate']
 
 /** The headers the gateway sets on every call it sends: a client's own of these names never passes. */
 const WIRE_HEADERS: ReadonlySet<string> = new Set([
-  CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER, RESPONSE_TIMEOUT_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, BODY_DIGEST_HEADER,
+  CALL_ID_HEADER,
+  CALL_TYPE_HEADER,
+  FUNCTION_HEADER,
+  TIMEOUT_HEADER,
+  RESPONSE_TIMEOUT_HEADER,
+  DEADLINE_HEADER,
+  SIGNATURE_HEADER,
+  BODY_DIGEST_HEADER,
 ]);
 
 /** Thrown into an offer that waited for an acknowledgement until the placer deadline. */
@@ -335,9 +364,12 @@ export function committedFailure(runner: { id: string }, error: unknown): Error 
   if (isSilence(failure)) {
     const silence =
       failure === 'no-answer'
-        ? 'stopped acknowledging the call for longer than the gateway\'s responseTimeout'
-        : 'sent nothing for longer than the gateway\'s streamIdleTimeout';
-    return new RunnerStalledError(`runner ${runner.id} ${silence} after it took the call; the call was not retried because it may have run`, { cause: error });
+        ? "stopped acknowledging the call for longer than the gateway's responseTimeout"
+        : "sent nothing for longer than the gateway's streamIdleTimeout";
+    return new RunnerStalledError(
+      `runner ${runner.id} ${silence} after it took the call; the call was not retried because it may have run`,
+      { cause: error },
+    );
   }
   // Already what the client gets: a bound of ours ended the call (cutSilentCalls, say).
   if (error instanceof CallTimeoutError || error instanceof RunnerStalledError) return error;

@@ -40,7 +40,15 @@ export interface GatewayPool extends RunnerPool<RunnerResponse> {
 /** One runner's reason for not taking a call. */
 export interface RunnerReason {
   runner: string;
-  reason: 'busy' | 'unreachable' | 'hung' | 'breaker-open' | 'not-serving-model' | 'not-ready' | 'draining' | 'drain-requested';
+  reason:
+    | 'busy'
+    | 'unreachable'
+    | 'hung'
+    | 'breaker-open'
+    | 'not-serving-model'
+    | 'not-ready'
+    | 'draining'
+    | 'drain-requested';
 }
 
 /** Settings of the pool. */
@@ -88,8 +96,21 @@ export class FleetPool implements GatewayPool {
    */
   createRunner(url: URL, id: string = url.host): RunnerEntry {
     const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker, room, signer, tls } = this.#options;
-    const transport = new HttpRunner(url, { connectTimeout, responseTimeout, streamIdleTimeout, clock, ...(signer ? { signer } : {}), ...(tls ? { tls } : {}) });
-    return new RunnerEntry(id, transport, { clock, breaker, streamIdleTimeout, onChange: this.#changed, ...(room ? { room } : {}) });
+    const transport = new HttpRunner(url, {
+      connectTimeout,
+      responseTimeout,
+      streamIdleTimeout,
+      clock,
+      ...(signer ? { signer } : {}),
+      ...(tls ? { tls } : {}),
+    });
+    return new RunnerEntry(id, transport, {
+      clock,
+      breaker,
+      streamIdleTimeout,
+      onChange: this.#changed,
+      ...(room ? { room } : {}),
+    });
   }
 
   /**
@@ -113,15 +134,21 @@ export class FleetPool implements GatewayPool {
   explain(call: GatewayCall, offers: ReadonlyMap<string, 'busy' | 'error'>): RunnerReason[] {
     return this.runnerList.map((r): RunnerReason => {
       const reg = r.registration;
-      const reason: RunnerReason['reason'] =
-        reg?.drainRequested ? 'drain-requested'
-        : reg?.draining ? 'draining'
-        : r.health.hung ? 'hung'
-        : r.breaker.state === 'open' ? 'breaker-open'
-        : reg?.state === 'unreachable' || offers.get(r.id) === 'error' || !r.health.reachable ? 'unreachable'
-        : (reg && !reg.ready) || (call.route !== 'invoke' && r.health.models === undefined) ? 'not-ready'
-        : call.route !== 'invoke' && !r.health.models!.includes(call.fn) ? 'not-serving-model'
-        : 'busy';
+      const reason: RunnerReason['reason'] = reg?.drainRequested
+        ? 'drain-requested'
+        : reg?.draining
+          ? 'draining'
+          : r.health.hung
+            ? 'hung'
+            : r.breaker.state === 'open'
+              ? 'breaker-open'
+              : reg?.state === 'unreachable' || offers.get(r.id) === 'error' || !r.health.reachable
+                ? 'unreachable'
+                : (reg && !reg.ready) || (call.route !== 'invoke' && r.health.models === undefined)
+                  ? 'not-ready'
+                  : call.route !== 'invoke' && !r.health.models!.includes(call.fn)
+                    ? 'not-serving-model'
+                    : 'busy';
       return { runner: r.id, reason };
     });
   }
@@ -182,12 +209,19 @@ export class FleetPool implements GatewayPool {
   async refresh(): Promise<void> {
     for (const r of this.runnerList) {
       const cut = r.cutSilentCalls();
-      if (cut > 0) this.#options.logger.warn('runner silent, detached calls ended', { runner: r.id, calls: cut, lastError: r.health.lastError });
+      if (cut > 0)
+        this.#options.logger.warn('runner silent, detached calls ended', {
+          runner: r.id,
+          calls: cut,
+          lastError: r.health.lastError,
+        });
     }
     // Registered runners report through heartbeats; they are probed only while ejected or hung,
     // to learn early that they answer again.
     await Promise.all(
-      this.runnerList.filter((r) => !r.registration || r.health.hung || r.breaker.state === 'open').map((r) => this.#probe(r)),
+      this.runnerList
+        .filter((r) => !r.registration || r.health.hung || r.breaker.state === 'open')
+        .map((r) => this.#probe(r)),
     );
   }
 
@@ -214,7 +248,10 @@ export class FleetPool implements GatewayPool {
       // A hung runner stays passed over until a probe gets an answer.
       const silent = isSilence(transportFailure(error));
       if (runner.health.reachable) {
-        this.#options.logger.warn(silent ? 'runner hung' : 'runner unreachable', { runner: runner.id, error: error as Error });
+        this.#options.logger.warn(silent ? 'runner hung' : 'runner unreachable', {
+          runner: runner.id,
+          error: error as Error,
+        });
       }
       if (silent) runner.markHung(`status probe unanswered within ${this.#options.connectTimeout} ms`);
       else runner.markDown(error as Error);

@@ -19,7 +19,13 @@ import type { NetworkList, SpecialRange } from '../detached/callbacks/index.ts';
 import { GatewayConfigError, InvalidRegistrationError } from '../errors.ts';
 
 /** Ranges a registered runner may not be in unless a network of `--runner-networks` holds it. */
-const REFUSED_RANGES: ReadonlySet<SpecialRange | 'public'> = new Set(['unspecified', 'loopback', 'link-local', 'multicast', 'reserved']);
+const REFUSED_RANGES: ReadonlySet<SpecialRange | 'public'> = new Set([
+  'unspecified',
+  'loopback',
+  'link-local',
+  'multicast',
+  'reserved',
+]);
 
 /** Options for {@link createRunnerAddressPolicy}. */
 export interface RunnerAddressPolicyOptions {
@@ -56,7 +62,10 @@ const systemAddresses = (): string[] =>
  * Builds the policy, its networks checked up front.
  * @throws {@link GatewayConfigError} naming the bad network.
  */
-export function createRunnerAddressPolicy({ networks = [], localAddresses = systemAddresses }: RunnerAddressPolicyOptions = {}): RunnerAddressPolicy {
+export function createRunnerAddressPolicy({
+  networks = [],
+  localAddresses = systemAddresses,
+}: RunnerAddressPolicyOptions = {}): RunnerAddressPolicy {
   let allowed: NetworkList;
   try {
     allowed = compileNetworks(networks, 'runnerNetworks');
@@ -64,7 +73,8 @@ export function createRunnerAddressPolicy({ networks = [], localAddresses = syst
     throw new GatewayConfigError((error as Error).message);
   }
   const listeners: Array<{ address: string; port: number }> = [];
-  const refuse = (why: string): InvalidRegistrationError => new InvalidRegistrationError(`registration url refused: ${why}`);
+  const refuse = (why: string): InvalidRegistrationError =>
+    new InvalidRegistrationError(`registration url refused: ${why}`);
 
   /** True when a connection to `address`:`port` would reach one of this gateway's listeners. */
   const isOwnListener = (address: string, port: number): boolean =>
@@ -74,7 +84,9 @@ export function createRunnerAddressPolicy({ networks = [], localAddresses = syst
       // A wildcard listener answers on every address of this machine (on both families, for ::).
       if (classifyAddress(l.address).range !== 'unspecified') return false;
       const range = classifyAddress(address).range;
-      return range === 'loopback' || range === 'unspecified' || localAddresses().some((local) => sameAddress(local, address));
+      return (
+        range === 'loopback' || range === 'unspecified' || localAddresses().some((local) => sameAddress(local, address))
+      );
     });
 
   return Object.freeze({
@@ -85,17 +97,27 @@ export function createRunnerAddressPolicy({ networks = [], localAddresses = syst
     check(url: URL): void {
       const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
       if (isIP(host) === 0) {
-        throw refuse(`the host must be an IP address, got the name ${JSON.stringify(host)}; a name could resolve elsewhere by the time the gateway calls it (advertise the runner's address)`);
+        throw refuse(
+          `the host must be an IP address, got the name ${JSON.stringify(host)}; a name could resolve elsewhere by the time the gateway calls it (advertise the runner's address)`,
+        );
       }
       const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
-      if (port === 0) throw refuse(`port 0 in ${url.host}: nothing listens on port 0; advertise the port the runner listens on`);
+      if (port === 0)
+        throw refuse(`port 0 in ${url.host}: nothing listens on port 0; advertise the port the runner listens on`);
       if (isOwnListener(host, port)) throw refuse(`${url.host} is this gateway's own listener`);
       const found = classifyAddress(host);
       const via = found.via ? ` (${found.via} ${found.ipv4})` : '';
-      if (allowed.entries.length > 0 && !allowed.contains(host)) throw refuse(`${host}${via} is not in --runner-networks (${allowed.entries.join(', ')})`);
-      if (found.metadata !== undefined) throw refuse(`${host} is a ${found.range}${via} address, ${found.metadata}; no network of --runner-networks allows it`);
+      if (allowed.entries.length > 0 && !allowed.contains(host))
+        throw refuse(`${host}${via} is not in --runner-networks (${allowed.entries.join(', ')})`);
+      if (found.metadata !== undefined)
+        throw refuse(
+          `${host} is a ${found.range}${via} address, ${found.metadata}; no network of --runner-networks allows it`,
+        );
       if (allowed.entries.length > 0) return;
-      if (REFUSED_RANGES.has(found.range)) throw refuse(`${host} is a ${found.range}${via} address; list a network holding it in --runner-networks to allow it`);
+      if (REFUSED_RANGES.has(found.range))
+        throw refuse(
+          `${host} is a ${found.range}${via} address; list a network holding it in --runner-networks to allow it`,
+        );
     },
   });
 }

@@ -6,7 +6,14 @@
  */
 import type { Logger, Clock } from '../../placer/kernel/index.ts';
 import { parseHeartbeat, parseRegistration } from '../../runner/protocol/index.ts';
-import type { Capacity, EngineOrder, HeartbeatAnswer, HostedEngine, Parsed, RegistrationAccepted } from '../../runner/protocol/index.ts';
+import type {
+  Capacity,
+  EngineOrder,
+  HeartbeatAnswer,
+  HostedEngine,
+  Parsed,
+  RegistrationAccepted,
+} from '../../runner/protocol/index.ts';
 import { ForbiddenError, InvalidRegistrationError } from '../errors.ts';
 import type { FleetPool } from './pool.ts';
 import type { RunnerEntry } from './runner-entry.ts';
@@ -131,7 +138,9 @@ export class RunnerRegistry {
     const url = new URL(reg.url);
     let runner = pool.get(reg.id);
     if (runner && !runner.registration) {
-      throw new InvalidRegistrationError(`runner id ${JSON.stringify(reg.id)} is already a static runner of this gateway`);
+      throw new InvalidRegistrationError(
+        `runner id ${JSON.stringify(reg.id)} is already a static runner of this gateway`,
+      );
     }
     const bound = runner ? this.#boundTo.get(reg.id) : undefined;
     if (bound !== undefined && token > bound) throw this.#forbidden(reg.id, bound, token, 'register');
@@ -142,7 +151,8 @@ export class RunnerRegistry {
       logger.warn('runner registration refused', { runner: reg.id, reason: (error as Error).message });
       throw error;
     }
-    if (bound !== undefined && token < bound) logger.info('runner moved to a newer token', { runner: reg.id, token, was: bound });
+    if (bound !== undefined && token < bound)
+      logger.info('runner moved to a newer token', { runner: reg.id, token, was: bound });
     this.#boundTo.set(reg.id, token);
     if (!runner || runner.url.origin !== url.origin) {
       runner = pool.createRunner(url, reg.id);
@@ -212,7 +222,14 @@ export class RunnerRegistry {
     if (hosted) this.#hosted.set(runner, hosted);
     else this.#hosted.delete(runner);
     if (before?.replica !== hosted?.replica || before?.state !== hosted?.state) {
-      if (hosted) this.#options.logger.info('hosted engine', { runner: runner.id, replica: hosted.replica, model: hosted.model, state: hosted.state, ...(hosted.reason ? { reason: hosted.reason } : {}) });
+      if (hosted)
+        this.#options.logger.info('hosted engine', {
+          runner: runner.id,
+          replica: hosted.replica,
+          model: hosted.model,
+          state: hosted.state,
+          ...(hosted.reason ? { reason: hosted.reason } : {}),
+        });
       this.#onHosted?.(runner.id, hosted);
     }
   }
@@ -252,7 +269,9 @@ export class RunnerRegistry {
    * with the ids, in the order they will be asked; the asking goes on in the background.
    */
   drainAll(interval: number, random: () => number = Math.random): string[] {
-    const ids = this.#options.pool.runnerList.filter((r) => r.registration && !r.registration.drainRequested).map((r) => r.id);
+    const ids = this.#options.pool.runnerList
+      .filter((r) => r.registration && !r.registration.drainRequested)
+      .map((r) => r.id);
     let at = 0;
     for (const id of ids) {
       at += interval + Math.floor(random() * interval);

@@ -156,10 +156,16 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     // A down, hung or ejected runner stays in the pool's list, so hashing placers keep their
     // order; it is just passed over without touching the network.
     if (this.#health.hung) {
-      return { kind: 'failed', error: new Error(`runner ${this.id} is hung: ${this.#health.lastError ?? 'it stopped answering'}`) };
+      return {
+        kind: 'failed',
+        error: new Error(`runner ${this.id} is hung: ${this.#health.lastError ?? 'it stopped answering'}`),
+      };
     }
     if (this.#options.clock.now() < this.#health.downUntil) {
-      return { kind: 'failed', error: new Error(`runner ${this.id} is down: ${this.#health.lastError ?? 'unreachable'}`) };
+      return {
+        kind: 'failed',
+        error: new Error(`runner ${this.id} is down: ${this.#health.lastError ?? 'unreachable'}`),
+      };
     }
     if (!this.breaker.allows()) {
       return { kind: 'failed', error: new Error(`runner ${this.id} is ejected: its circuit breaker is open`) };
@@ -293,7 +299,12 @@ export class RunnerEntry implements Runner<RunnerResponse> {
   /** Sets the models the runner serves (undefined: not known yet); the pool is told when they change. */
   setModels(models: readonly string[] | undefined): void {
     const before = this.#health.models;
-    const same = before === models || (before !== undefined && models !== undefined && before.length === models.length && before.every((m, i) => m === models[i]));
+    const same =
+      before === models ||
+      (before !== undefined &&
+        models !== undefined &&
+        before.length === models.length &&
+        before.every((m, i) => m === models[i]));
     if (same) return;
     this.#health.models = models;
     this.#options.onChange();

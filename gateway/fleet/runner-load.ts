@@ -21,11 +21,17 @@ export interface StampedReport {
 export function runnerLoad(inFlight: number, report: StampedReport | undefined, ended: EndedCalls): RunnerLoad {
   if (!report) return { inFlight };
   const { load, at } = report;
-  const running = typeof load.slotsInUse === 'number' ? Math.max(0, load.slotsInUse - ended.since(at)) : load.slotsInUse;
+  const running =
+    typeof load.slotsInUse === 'number' ? Math.max(0, load.slotsInUse - ended.since(at)) : load.slotsInUse;
   return {
     inFlight,
     slots: load.slots,
-    reported: { running, waiting: load.queue, ...(load.kvCacheUsage === undefined ? {} : { kvCacheUsage: load.kvCacheUsage }), at },
+    reported: {
+      running,
+      waiting: load.queue,
+      ...(load.kvCacheUsage === undefined ? {} : { kvCacheUsage: load.kvCacheUsage }),
+      at,
+    },
   };
 }
 
@@ -63,7 +69,11 @@ export class EndedCalls {
     const recent = this.#recent;
     recent.push({ sent, ended });
     let first = this.#first;
-    while (first < recent.length && (recent[first]!.ended < ended - this.#keepMs || recent.length - first > this.#keepMax)) first++;
+    while (
+      first < recent.length &&
+      (recent[first]!.ended < ended - this.#keepMs || recent.length - first > this.#keepMax)
+    )
+      first++;
     if (first > 64 && first * 2 > recent.length) {
       recent.splice(0, first);
       first = 0;

@@ -25,7 +25,8 @@ export const MAX_RUNNER_BODY_BYTES = 2 * 1024 * 1024;
 function tokenOf(c: Context<GatewayEnv>): number {
   const caller = c.get('caller');
   // The route table makes these routes the runner scope's: nothing else reaches a handler here.
-  if (caller?.kind !== 'runner') throw new Error(`a runner route was reached by a ${caller?.kind ?? 'unchecked'} caller`);
+  if (caller?.kind !== 'runner')
+    throw new Error(`a runner route was reached by a ${caller?.kind ?? 'unchecked'} caller`);
   return caller.token;
 }
 
@@ -33,11 +34,22 @@ function tokenOf(c: Context<GatewayEnv>): number {
  * What GET /v1/runners shows of one runner; `capacity` is what a registered runner last said it
  * could host, `hosted` the ordered engine it said it hosts (its state: starting, ready, ...).
  */
-function runnerView(runner: RunnerEntry, now: number, capacity: Capacity | undefined, hosted?: HostedEngine): Record<string, unknown> {
+function runnerView(
+  runner: RunnerEntry,
+  now: number,
+  capacity: Capacity | undefined,
+  hosted?: HostedEngine,
+): Record<string, unknown> {
   const reg = runner.registration;
   const state = reg
-    ? reg.drainRequested ? 'drain-requested' : reg.draining ? 'draining' : reg.state
-    : runner.health.reachable ? 'live' : 'unreachable';
+    ? reg.drainRequested
+      ? 'drain-requested'
+      : reg.draining
+        ? 'draining'
+        : reg.state
+    : runner.health.reachable
+      ? 'live'
+      : 'unreachable';
   return {
     id: runner.id,
     url: runner.url.origin,
@@ -60,7 +72,9 @@ function runnerView(runner: RunnerEntry, now: number, capacity: Capacity | undef
           lastHeartbeatAgeMs: Math.round(now - reg.lastSeen),
           load: reg.report?.load,
           loadAgeMs: reg.report ? Math.round(now - reg.report.at) : undefined,
-          ...(capacity ? { labels: capacity.labels, freeGpus: capacity.freeGpus, engineKinds: capacity.engineKinds } : {}),
+          ...(capacity
+            ? { labels: capacity.labels, freeGpus: capacity.freeGpus, engineKinds: capacity.engineKinds }
+            : {}),
           ...(hosted ? { engine: { replica: hosted.replica, model: hosted.model, state: hosted.state } } : {}),
           ...(runner.health.reachable ? {} : { lastError: runner.health.lastError }),
         }
@@ -69,7 +83,13 @@ function runnerView(runner: RunnerEntry, now: number, capacity: Capacity | undef
 }
 
 /** Adds the registration, heartbeat, list and drain routes. */
-export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, registry: RunnerRegistry, clock: Clock, audit?: AuditLog): void {
+export function registerRunnerRoutes(
+  app: Hono<GatewayEnv>,
+  pool: FleetPool,
+  registry: RunnerRegistry,
+  clock: Clock,
+  audit?: AuditLog,
+): void {
   const body = async (c: Context<GatewayEnv>): Promise<unknown> => {
     const text = await boundedText(c.req.raw, MAX_RUNNER_BODY_BYTES);
     try {
@@ -109,7 +129,10 @@ export function registerRunnerRoutes(app: Hono<GatewayEnv>, pool: FleetPool, reg
   });
   app.get('/v1/runners', (c) => {
     const now = clock.now();
-    return c.json({ object: 'list', data: pool.runnerList.map((r) => runnerView(r, now, registry.capacity(r), registry.hosted(r))) });
+    return c.json({
+      object: 'list',
+      data: pool.runnerList.map((r) => runnerView(r, now, registry.capacity(r), registry.hosted(r))),
+    });
   });
 }
 

@@ -16,7 +16,14 @@ import { isConnectError } from '../../runner/protocol/index.ts';
  * - `aborted`: the request's signal ended it;
  * - `other`: anything else (a connection reset mid-answer, a malformed answer).
  */
-export type TransportFailure = 'unsendable' | 'closed-here' | 'unconnected' | 'no-answer' | 'body-silent' | 'aborted' | 'other';
+export type TransportFailure =
+  | 'unsendable'
+  | 'closed-here'
+  | 'unconnected'
+  | 'no-answer'
+  | 'body-silent'
+  | 'aborted'
+  | 'other';
 
 /** undici's codes, each with the failure it names. */
 const FAILURE_OF_CODE: ReadonlyMap<string, TransportFailure> = new Map([

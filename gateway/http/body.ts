@@ -39,9 +39,17 @@ export function readBody(incoming: IncomingMessage, limits: BodyLimits, clientGo
       return new BodyTooLargeError(`request body exceeds maxBodyBytes (${maxBytes} bytes); got ${size}`);
     },
     closed: () => new Error('client closed the connection while sending the body'),
-    timeout: { ms: timeout, error: () => new BodyTimeoutError(`request body not received within bodyReadTimeout (${timeout} ms)`) },
+    timeout: {
+      ms: timeout,
+      error: () => new BodyTimeoutError(`request body not received within bodyReadTimeout (${timeout} ms)`),
+    },
     ...(idleTimeout === undefined
       ? {}
-      : { idle: { ms: idleTimeout, error: () => new BodyTimeoutError(`request body stalled: no bytes for bodyIdleTimeout (${idleTimeout} ms)`) } }),
+      : {
+          idle: {
+            ms: idleTimeout,
+            error: () => new BodyTimeoutError(`request body stalled: no bytes for bodyIdleTimeout (${idleTimeout} ms)`),
+          },
+        }),
   });
 }

@@ -65,10 +65,9 @@ function tryDecode(text: string, decoder: (text: string) => string): string {
   }
 }
 
-const ROUTE_PATHS = Object.fromEntries(Object.entries(OPENAI_CALL_ROUTES).map(([path, route]) => [route, path])) as Record<
-  Exclude<CallRoute, 'invoke'>,
-  string
->;
+const ROUTE_PATHS = Object.fromEntries(
+  Object.entries(OPENAI_CALL_ROUTES).map(([path, route]) => [route, path]),
+) as Record<Exclude<CallRoute, 'invoke'>, string>;
 
 /**
  * The path a call is sent to the runner on: the one the router matched, spelled canonically,
@@ -193,7 +192,8 @@ export function renderPrompt(messages: unknown, prompt: unknown): string | undef
       out += `${String(m.role ?? '')}: `;
       if (typeof m.content === 'string') out += m.content;
       else if (Array.isArray(m.content)) {
-        for (const part of m.content as Array<{ type?: unknown; text?: unknown }>) if (typeof part?.text === 'string') out += part.text;
+        for (const part of m.content as Array<{ type?: unknown; text?: unknown }>)
+          if (typeof part?.text === 'string') out += part.text;
       }
       out += '\n';
     }
@@ -217,7 +217,8 @@ export function renderResponsesPrompt(input: unknown, instructions: unknown): st
   if (typeof input === 'string') messages.push({ role: 'user', content: input });
   else if (Array.isArray(input)) {
     for (const item of input as Array<{ role?: unknown; content?: unknown }>) {
-      if (item && typeof item === 'object' && typeof item.role === 'string') messages.push({ role: item.role, content: item.content });
+      if (item && typeof item === 'object' && typeof item.role === 'string')
+        messages.push({ role: item.role, content: item.content });
     }
   }
   return messages.length > 0 ? renderPrompt(messages, undefined) : undefined;

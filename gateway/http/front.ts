@@ -30,7 +30,6 @@ import {
 
 type Env = { Bindings: { incoming: IncomingMessage; outgoing: ServerResponse } };
 
-
 /** Longest client request id kept; a longer one is replaced rather than cut. */
 const MAX_REQUEST_ID_LENGTH = 200;
 const SANE_REQUEST_ID = new RegExp(`^[\\x21-\\x7e]{1,${MAX_REQUEST_ID_LENGTH}}$`);
@@ -55,7 +54,8 @@ const UNUSUAL_PATH = /\/\.|[%\\#]/;
  * splits. The query is not looked at: it is passed on as it is and routes nothing.
  */
 export function requestTargetProblem(target: string): string | undefined {
-  if (!target.startsWith('/')) return 'the request target must be a path starting with "/"; absolute-form and "*" targets are refused';
+  if (!target.startsWith('/'))
+    return 'the request target must be a path starting with "/"; absolute-form and "*" targets are refused';
   const query = target.indexOf('?');
   const path = query === -1 ? target : target.slice(0, query);
   // The usual path, checked without splitting or decoding: a dot segment starts right after a
@@ -94,7 +94,8 @@ export function admit(incoming: IncomingMessage, out: ServerResponse, newId: () 
   admitted.add(incoming);
   // Set on the Node response, not on Hono's: call routes write to it directly, and Node merges
   // it into whatever status line and headers any route writes.
-  if (!out.hasHeader(REQUEST_ID_HEADER)) out.setHeader(REQUEST_ID_HEADER, clientRequestId(incoming.headers[REQUEST_ID_HEADER]) ?? newId());
+  if (!out.hasHeader(REQUEST_ID_HEADER))
+    out.setHeader(REQUEST_ID_HEADER, clientRequestId(incoming.headers[REQUEST_ID_HEADER]) ?? newId());
   const target = incoming.url ?? '';
   const problem = requestTargetProblem(target);
   if (problem !== undefined) return new InvalidPathError(`${problem}: ${JSON.stringify(target)}`);
@@ -150,11 +151,15 @@ export function clientErrorRefusal(error: ClientError): SluiceError {
   const detail = `${error.code ?? 'unknown'}: ${error.reason ?? error.message}`;
   switch (error.code) {
     case 'HPE_HEADER_OVERFLOW':
-      return new HeadersTooLargeError(`the request's headers are larger than this server accepts (${detail}); send fewer or shorter headers`);
+      return new HeadersTooLargeError(
+        `the request's headers are larger than this server accepts (${detail}); send fewer or shorter headers`,
+      );
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return new HeadersTimeoutError('the request\'s headers did not arrive in time; the connection is closed');
+      return new HeadersTimeoutError("the request's headers did not arrive in time; the connection is closed");
     default:
-      return new BadRequestSyntaxError(`the request could not be parsed as HTTP/1.1 (${detail}); the connection is closed`);
+      return new BadRequestSyntaxError(
+        `the request could not be parsed as HTTP/1.1 (${detail}); the connection is closed`,
+      );
   }
 }
 
@@ -195,7 +200,10 @@ export function answerClientError(newId: () => string): (error: ClientError, soc
  * 400 by default. This gives those the same body as every other refusal. Any other error
  * thrown that far out is the gateway's own fault: 500, logged by `onInternal`.
  */
-export function requestErrorResponse(newId: () => string, onInternal: (error: unknown) => void): (error: unknown) => Response {
+export function requestErrorResponse(
+  newId: () => string,
+  onInternal: (error: unknown) => void,
+): (error: unknown) => Response {
   return (error) => {
     let refusal: SluiceError;
     if (error instanceof RequestError) {

@@ -26,9 +26,21 @@ export const FLOW_HEADER = 'sluice-flow';
  * `authorization` holds the client's key, which is the gateway's to check and nobody else's to
  * see (a key an engine wants is the runner's to send). Runners and engines never see them.
  */
-const GATEWAY_ONLY_HEADERS: ReadonlySet<string> = new Set(['authorization', 'prefer', INVOKE_TYPE_HEADER, CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER, SESSION_HEADER, PRIORITY_HEADER, FLOW_HEADER]);
+const GATEWAY_ONLY_HEADERS: ReadonlySet<string> = new Set([
+  'authorization',
+  'prefer',
+  INVOKE_TYPE_HEADER,
+  CALLBACK_URL_HEADER,
+  IDEMPOTENCY_KEY_HEADER,
+  SESSION_HEADER,
+  PRIORITY_HEADER,
+  FLOW_HEADER,
+]);
 
 /** The client's headers as the runner gets them: no hop-by-hop and no gateway-only ones. */
-export function forwardable(headers: IncomingMessage['headers'], add?: Readonly<Record<string, string>>): Record<string, string | string[]> {
+export function forwardable(
+  headers: IncomingMessage['headers'],
+  add?: Readonly<Record<string, string>>,
+): Record<string, string | string[]> {
   return withoutHopByHop(headers, { drop: GATEWAY_ONLY_HEADERS, ...(add ? { add } : {}) });
 }

@@ -18,7 +18,16 @@ export {
   routedPath,
   uuidv7,
 } from './call.ts';
-export type { CallOutcome, CallOverride, CallResult, CallRoute, CallType, GatewayCall, ParsedBody, Priority } from './call.ts';
+export type {
+  CallOutcome,
+  CallOverride,
+  CallResult,
+  CallRoute,
+  CallType,
+  GatewayCall,
+  ParsedBody,
+  Priority,
+} from './call.ts';
 export { ClientConnections, ClientCounts, clientKey } from './client-connections.ts';
 export { checkFrontListen } from './front-tls.ts';
 export {

@@ -7,7 +7,15 @@
  * call pays an addition, not an SDK record with its attribute set hashed. Only histograms, whose
  * buckets need every value, are recorded per call, with attribute sets built once.
  */
-import type { Attributes, Counter, Histogram, Meter, MeterProvider, ObservableResult, UpDownCounter } from '@opentelemetry/api';
+import type {
+  Attributes,
+  Counter,
+  Histogram,
+  Meter,
+  MeterProvider,
+  ObservableResult,
+  UpDownCounter,
+} from '@opentelemetry/api';
 import type { CallOutcome } from '../http/index.ts';
 import type { StoreHealth } from '../detached/store/index.ts';
 
@@ -116,7 +124,6 @@ export interface InferenceInstruments {
   queueWait: Histogram;
 }
 
-
 /** A monotonic {@link Count} read by the SDK at collection, as a counter. */
 function observedCounter(meter: Meter, name: string, description: string, label?: string): Count {
   const count = new Count(label);
@@ -135,9 +142,13 @@ function observedUpDown(meter: Meter, name: string, description: string): Count 
  * Buckets in seconds, after OpenTelemetry's advice for the GenAI metrics, stretched to minutes:
  * behind a queue or a cold start, a first token or a whole answer can take that long.
  */
-const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120, 300];
+const TTFT_BUCKETS = [
+  0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120, 300,
+];
 const TPOT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5];
-const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68, 655.36];
+const DURATION_BUCKETS = [
+  0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68, 655.36,
+];
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576];
 const QUEUE_WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
@@ -146,11 +157,36 @@ function createInferenceInstruments(meter: Meter): InferenceInstruments {
   const histogram = (name: string, description: string, unit: string, buckets: number[]) =>
     meter.createHistogram(name, { description, unit, advice: { explicitBucketBoundaries: buckets } });
   return {
-    timeToFirstToken: histogram('gen_ai.server.time_to_first_token', 'Time from a streamed call\'s start (its body in) to the first body chunk of its answer', 's', TTFT_BUCKETS),
-    timePerOutputToken: histogram('gen_ai.server.time_per_output_token', 'A streamed answer\'s mean time between its events after the first (a token each for engines that stream one per event)', 's', TPOT_BUCKETS),
-    requestDuration: histogram('gen_ai.server.request.duration', 'Time from a call\'s start (its body in) to the end of its answer, for answers relayed in full with a 2xx status', 's', DURATION_BUCKETS),
-    tokenUsage: histogram('gen_ai.client.token.usage', 'Input and output tokens of a call, as its engine\'s usage block reported them', '{token}', TOKEN_BUCKETS),
-    queueWait: histogram('sluice.request.queue_wait', 'Time a placed call spent in the wait queue, from its first wait to its placement; 0 for a call that never waited', 's', QUEUE_WAIT_BUCKETS),
+    timeToFirstToken: histogram(
+      'gen_ai.server.time_to_first_token',
+      "Time from a streamed call's start (its body in) to the first body chunk of its answer",
+      's',
+      TTFT_BUCKETS,
+    ),
+    timePerOutputToken: histogram(
+      'gen_ai.server.time_per_output_token',
+      "A streamed answer's mean time between its events after the first (a token each for engines that stream one per event)",
+      's',
+      TPOT_BUCKETS,
+    ),
+    requestDuration: histogram(
+      'gen_ai.server.request.duration',
+      "Time from a call's start (its body in) to the end of its answer, for answers relayed in full with a 2xx status",
+      's',
+      DURATION_BUCKETS,
+    ),
+    tokenUsage: histogram(
+      'gen_ai.client.token.usage',
+      "Input and output tokens of a call, as its engine's usage block reported them",
+      '{token}',
+      TOKEN_BUCKETS,
+    ),
+    queueWait: histogram(
+      'sluice.request.queue_wait',
+      'Time a placed call spent in the wait queue, from its first wait to its placement; 0 for a call that never waited',
+      's',
+      QUEUE_WAIT_BUCKETS,
+    ),
   };
 }
 
@@ -166,7 +202,9 @@ export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSou
   if (sources) {
     const { uploads } = sources;
     meter
-      .createObservableUpDownCounter('sluice_uploads', { description: 'Request bodies being received now (counted against maxUploads, not maxInFlight)' })
+      .createObservableUpDownCounter('sluice_uploads', {
+        description: 'Request bodies being received now (counted against maxUploads, not maxInFlight)',
+      })
       .addCallback((result) => result.observe(uploads()));
   }
   const counter = (name: string, description: string) => meter.createCounter(name, { description });
@@ -174,7 +212,11 @@ export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSou
   return {
     calls: count('sluice_calls', 'Calls buffered, validated and handed to placement', 'route'),
     rejected: count('sluice_calls_rejected', 'Requests answered with an error before placement, by error code', 'code'),
-    failed: count('sluice_calls_failed', 'Calls that reached placement and ended with an error (placer timeout, runner failure, call timeout), by error code', 'code'),
+    failed: count(
+      'sluice_calls_failed',
+      'Calls that reached placement and ended with an error (placer timeout, runner failure, call timeout), by error code',
+      'code',
+    ),
     queued: observedUpDown(meter, 'sluice_calls_queued', 'Calls waiting for a runner'),
     running: observedUpDown(meter, 'sluice_calls_running', 'Calls committed to a runner and not yet finished'),
     outcomes: {
@@ -207,17 +249,27 @@ export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSou
       advice: { explicitBucketBoundaries: ATTEMPT_BUCKETS },
     }),
     placerRetries: count('sluice_placer_retries', 'Runner offers that did not place the call, by reason', 'reason'),
-    queueDepth: meter.createUpDownCounter('sluice_queue_depth', { description: 'Calls waiting in the wait queue for a runner, by model and priority' }),
+    queueDepth: meter.createUpDownCounter('sluice_queue_depth', {
+      description: 'Calls waiting in the wait queue for a runner, by model and priority',
+    }),
     queueTime: meter.createHistogram('sluice_queue_time', {
       description: 'Time a call spent in the wait queue, from its first wait to its placement or end',
       unit: 'ms',
       advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
     }),
-    queueRefused: counter('sluice_queue_refused', 'Calls refused with GW_QUEUE_FULL, by the bound met (total, model or flow)'),
-    coldStartCalls: count('sluice_cold_start_calls', 'Calls that waited for a replica of their model to start (a cold start), by model', 'model'),
+    queueRefused: counter(
+      'sluice_queue_refused',
+      'Calls refused with GW_QUEUE_FULL, by the bound met (total, model or flow)',
+    ),
+    coldStartCalls: count(
+      'sluice_cold_start_calls',
+      'Calls that waited for a replica of their model to start (a cold start), by model',
+      'model',
+    ),
     // In seconds, unlike the other histograms, as its name says: cold starts take seconds to minutes.
     coldStartWait: meter.createHistogram('sluice_cold_start_wait_seconds', {
-      description: 'Time a call waited for a replica of its model, from its first wait with none serving it to its placement or end',
+      description:
+        'Time a call waited for a replica of its model, from its first wait with none serving it to its placement or end',
       unit: 's',
       advice: { explicitBucketBoundaries: COLD_START_BUCKETS },
     }),
@@ -260,15 +312,26 @@ export interface StoreMetrics {
  */
 export function createStoreMetrics(provider: MeterProvider, health: () => Promise<StoreHealth>): StoreMetrics {
   const meter = provider.getMeter('sluice-gateway');
-  const stored = meter.createObservableGauge('sluice_store_bytes', { description: 'Bytes the detached-call store keeps for finished calls and their results (shared by gateways on one Redis)' });
-  const bound = meter.createObservableGauge('sluice_store_max_bytes', { description: 'The byte bound of the detached-call store (maxStoredBytes)' });
-  meter.addBatchObservableCallback(async (observe) => {
-    const now = await health();
-    if (!now.ok) return;
-    observe.observe(stored, now.storedBytes);
-    observe.observe(bound, now.maxStoredBytes);
-  }, [stored, bound]);
+  const stored = meter.createObservableGauge('sluice_store_bytes', {
+    description:
+      'Bytes the detached-call store keeps for finished calls and their results (shared by gateways on one Redis)',
+  });
+  const bound = meter.createObservableGauge('sluice_store_max_bytes', {
+    description: 'The byte bound of the detached-call store (maxStoredBytes)',
+  });
+  meter.addBatchObservableCallback(
+    async (observe) => {
+      const now = await health();
+      if (!now.ok) return;
+      observe.observe(stored, now.storedBytes);
+      observe.observe(bound, now.maxStoredBytes);
+    },
+    [stored, bound],
+  );
   return {
-    resultsRefused: meter.createCounter('sluice_store_results_refused', { description: 'Finished detached calls whose result the store refused for lack of room (the call failed with GW_STORE_FULL)' }),
+    resultsRefused: meter.createCounter('sluice_store_results_refused', {
+      description:
+        'Finished detached calls whose result the store refused for lack of room (the call failed with GW_STORE_FULL)',
+    }),
   };
 }

@@ -234,12 +234,19 @@ export function percentiles(values: readonly number[]): Percentiles | null {
 }
 
 /** Reads the snapshot GET /v1/stats answers. */
-export function readStats(from: { metrics: GatewayMetrics; window: StatsWindow; queue: QueueSnapshot; detached: DetachedCounts; clock: Clock }): GatewayStats {
+export function readStats(from: {
+  metrics: GatewayMetrics;
+  window: StatsWindow;
+  queue: QueueSnapshot;
+  detached: DetachedCounts;
+  clock: Clock;
+}): GatewayStats {
   const { metrics, window } = from;
   let total = 0;
   for (const [, n] of metrics.calls.entries()) total += n;
   const byOutcome = {} as Record<CallOutcome, number>;
-  for (const outcome of Object.keys(metrics.outcomes) as CallOutcome[]) byOutcome[outcome] = metrics.outcomes[outcome].get();
+  for (const outcome of Object.keys(metrics.outcomes) as CallOutcome[])
+    byOutcome[outcome] = metrics.outcomes[outcome].get();
   const byCode: Record<string, number> = {};
   for (const count of [metrics.rejected, metrics.failed]) {
     for (const [code, n] of count.entries()) byCode[code] = (byCode[code] ?? 0) + n;

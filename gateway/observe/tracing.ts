@@ -50,7 +50,8 @@ export function startCallTrace(incoming: IncomingMessage, out: ServerResponse, p
     // on in the forwarded headers, so a runner's parent-based sampler does not start a trace of
     // its own for this call.
     const own = span.spanContext();
-    if (isSpanContextValid(own) && own.spanId !== trace.getSpanContext(parent)?.spanId) propagation.inject(trace.setSpan(parent, span), incoming.headers);
+    if (isSpanContextValid(own) && own.spanId !== trace.getSpanContext(parent)?.spanId)
+      propagation.inject(trace.setSpan(parent, span), incoming.headers);
     return undefined;
   }
   span.setAttributes({

@@ -55,7 +55,9 @@ export function barChart(panels: readonly BarPanel[], series: readonly BarSeries
   const parts: string[] = svgOpen(width, height, LEFT, text.title, text.subtitle);
   let legendX = LEFT;
   for (const s of series) {
-    parts.push(`<rect x="${legendX}" y="48" width="12" height="12" fill="${s.color}"/><text x="${legendX + 16}" y="58">${escapeXml(s.name)}</text>`);
+    parts.push(
+      `<rect x="${legendX}" y="48" width="12" height="12" fill="${s.color}"/><text x="${legendX + 16}" y="58">${escapeXml(s.name)}</text>`,
+    );
     legendX += 22 + s.name.length * 6.5;
   }
   let x0 = LEFT;
@@ -66,12 +68,22 @@ export function barChart(panels: readonly BarPanel[], series: readonly BarSeries
   return svgClose(parts);
 }
 
-function panel(p: BarPanel, series: readonly BarSeries[], x0: number, width: number, axis: string, format: (v: number) => string): string {
+function panel(
+  p: BarPanel,
+  series: readonly BarSeries[],
+  x0: number,
+  width: number,
+  axis: string,
+  format: (v: number) => string,
+): string {
   const max = Math.max(...p.groups.flatMap((g) => g.values).filter(Number.isFinite), 0.001);
   // A tenth of headroom: a bar at the top of the scale would put its label on the panel's title.
   const { step, top } = niceScale(max * HEADROOM);
   const y = (v: number): number => TOP + PANEL_H - (v / top) * PANEL_H;
-  const out: string[] = ['<g>', `<text x="${x0 + width / 2}" y="${TOP - 8}" text-anchor="middle" font-weight="bold">${escapeXml(p.title)}</text>`];
+  const out: string[] = [
+    '<g>',
+    `<text x="${x0 + width / 2}" y="${TOP - 8}" text-anchor="middle" font-weight="bold">${escapeXml(p.title)}</text>`,
+  ];
   out.push(...gridLines(x0, width, { step, top }, y, (v) => (step >= 1 ? v.toFixed(0) : v.toPrecision(2))));
   out.push(yAxisLabel(x0 - 44, TOP + PANEL_H / 2, axis));
   const groupW = width / Math.max(p.groups.length, 1);
@@ -81,12 +93,21 @@ function panel(p: BarPanel, series: readonly BarSeries[], x0: number, width: num
     const gx = x0 + k * groupW + (groupW - present.length * BAR_W) / 2;
     present.forEach(({ s, v }, b) => {
       const bx = gx + b * BAR_W;
-      out.push(`<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${s.color}"><title>${escapeXml(`${g.label} ${s.name} ${format(v)}`)}</title></rect>`);
-      out.push(`<text x="${bx + BAR_W / 2}" y="${y(v) - 3}" text-anchor="middle" font-size="9">${escapeXml(format(v))}</text>`);
+      out.push(
+        `<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${s.color}"><title>${escapeXml(`${g.label} ${s.name} ${format(v)}`)}</title></rect>`,
+      );
+      out.push(
+        `<text x="${bx + BAR_W / 2}" y="${y(v) - 3}" text-anchor="middle" font-size="9">${escapeXml(format(v))}</text>`,
+      );
     });
     const cx = x0 + k * groupW + groupW / 2;
-    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escapeXml(g.label)}</text>`);
-    if (g.note) out.push(`<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${escapeXml(g.note)}</text>`);
+    out.push(
+      `<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escapeXml(g.label)}</text>`,
+    );
+    if (g.note)
+      out.push(
+        `<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${escapeXml(g.note)}</text>`,
+      );
   });
   out.push(...panelBase(x0, x0 + width, TOP + PANEL_H));
   return out.join('\n');

@@ -22,12 +22,28 @@ import { Pool } from 'undici';
  * (the upstream's own is set by the client) and `content-length` (recomputed from the buffered
  * body on the way in; kept on the way out, where it is end-to-end).
  */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 
 /** Copies `headers` without the hop-by-hop ones, nor those the `connection` header names, nor `drop`. */
-export function endToEndHeaders(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>, drop: readonly string[] = []): OutgoingHttpHeaders {
+export function endToEndHeaders(
+  headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>,
+  drop: readonly string[] = [],
+): OutgoingHttpHeaders {
   const named = headers.connection;
-  const listed = named === undefined ? [] : (Array.isArray(named) ? named.join(',') : named).split(',').map((h) => h.trim().toLowerCase());
+  const listed =
+    named === undefined
+      ? []
+      : (Array.isArray(named) ? named.join(',') : named).split(',').map((h) => h.trim().toLowerCase());
   const out: OutgoingHttpHeaders = {};
   for (const key in headers) {
     const value = headers[key];
@@ -53,17 +69,24 @@ export function createBareProxy(upstream: string): Server {
     req.on('data', (chunk: Buffer) => parts.push(chunk));
     req.on('end', () => {
       const body = parts.length === 0 ? null : parts.length === 1 ? parts[0]! : Buffer.concat(parts);
-      pool.request({ method: req.method as 'POST', path: req.url ?? '/', headers: endToEndHeaders(req.headers, REQUEST_DROP) as Record<string, string>, body }).then(
-        (answer) => {
-          res.writeHead(answer.statusCode, endToEndHeaders(answer.headers));
-          // A client that hangs up destroys res, and pipeline then destroys the upstream body.
-          pipeline(answer.body, res, () => undefined);
-        },
-        () => {
-          if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
-          res.end('bad gateway\n');
-        },
-      );
+      pool
+        .request({
+          method: req.method as 'POST',
+          path: req.url ?? '/',
+          headers: endToEndHeaders(req.headers, REQUEST_DROP) as Record<string, string>,
+          body,
+        })
+        .then(
+          (answer) => {
+            res.writeHead(answer.statusCode, endToEndHeaders(answer.headers));
+            // A client that hangs up destroys res, and pipeline then destroys the upstream body.
+            pipeline(answer.body, res, () => undefined);
+          },
+          () => {
+            if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+            res.end('bad gateway\n');
+          },
+        );
     });
   });
   server.keepAliveTimeout = 65_000;
@@ -98,12 +121,20 @@ export interface BareProxyProcess {
  * The child exits when its IPC channel closes, so a parent that dies leaves nothing behind.
  * @throws {Error} with the child's output when it exits or does not listen within `timeoutMs`.
  */
-export async function startBareProxy(upstream: string, env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<BareProxyProcess> {
+export async function startBareProxy(
+  upstream: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 30_000,
+): Promise<BareProxyProcess> {
   // Loaded here, not at the top: the proxy's own process imports this module for its server and
   // should load nothing more than a bare proxy needs.
   const { startChild } = await import('../../placer/index.ts');
   // Run as the bench runs: the sources through tsx, or the build as it is.
-  const proxy = await startChild({ script: MAIN, nodeArgs: SOURCES ? ['--import', TSX] : [], name: 'bare proxy' }, [upstream], { env, timeout: timeoutMs });
+  const proxy = await startChild(
+    { script: MAIN, nodeArgs: SOURCES ? ['--import', TSX] : [], name: 'bare proxy' },
+    [upstream],
+    { env, timeout: timeoutMs },
+  );
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => (stopping ??= proxy.stop('SIGTERM', STOP_GRACE_MS).then(() => undefined));
   return { url: proxy.url, child: proxy.child, output: proxy.output, stop };

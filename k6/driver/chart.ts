@@ -25,7 +25,12 @@ const BAR_W = 22;
  * replaces a panel's "closed loop, 32 conn" heading, for scenarios whose two panels are two
  * measures rather than two load modes.
  */
-export function latencyChart(summaries: readonly RunSummary[], title: string, subtitle: string, panelTitles: Partial<Record<LoadMode, string>> = {}): string {
+export function latencyChart(
+  summaries: readonly RunSummary[],
+  title: string,
+  subtitle: string,
+  panelTitles: Partial<Record<LoadMode, string>> = {},
+): string {
   const modes = (['closed', 'open'] as const).filter((m) => summaries.some((s) => s.mode === m));
   const width = LEFT + modes.length * (PANEL_W + GAP);
   const height = TOP + PANEL_H + 70;
@@ -36,7 +41,16 @@ export function latencyChart(summaries: readonly RunSummary[], title: string, su
         `<rect x="${width - 190 + i * 60}" y="12" width="12" height="12" fill="${p.color}"/><text x="${width - 174 + i * 60}" y="22">${p.key}</text>`,
     ),
   ];
-  modes.forEach((mode, i) => parts.push(panel(summaries.filter((s) => s.mode === mode), mode, LEFT + i * (PANEL_W + GAP), panelTitles[mode])));
+  modes.forEach((mode, i) =>
+    parts.push(
+      panel(
+        summaries.filter((s) => s.mode === mode),
+        mode,
+        LEFT + i * (PANEL_W + GAP),
+        panelTitles[mode],
+      ),
+    ),
+  );
   return svgClose(parts);
 }
 
@@ -47,7 +61,9 @@ function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number, heading:
   const out: string[] = [`<g>`];
   const load = rows[0] ? formatLoad(rows[0]) : '';
   const label = heading ?? (mode === 'closed' ? `closed loop, ${load}` : `open loop, ${load}`);
-  out.push(`<text x="${x0 + PANEL_W / 2}" y="${TOP - 10}" text-anchor="middle" font-weight="bold">${escapeXml(label)}</text>`);
+  out.push(
+    `<text x="${x0 + PANEL_W / 2}" y="${TOP - 10}" text-anchor="middle" font-weight="bold">${escapeXml(label)}</text>`,
+  );
   out.push(...gridLines(x0, PANEL_W, { step, top }, y, (v) => (step >= 1 ? v.toFixed(0) : formatMs(v))));
   out.push(yAxisLabel(x0 - 40, TOP + PANEL_H / 2, 'latency, ms'));
   const groupW = PANEL_W / Math.max(rows.length, 1);
@@ -57,13 +73,19 @@ function panel(rows: readonly RunSummary[], mode: LoadMode, x0: number, heading:
       const v = r.latency[p.key];
       if (!Number.isFinite(v)) return;
       const bx = gx + b * BAR_W;
-      out.push(`<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${p.color}"><title>${escapeXml(`${r.target} ${p.key} ${formatMs(v)} ms`)}</title></rect>`);
+      out.push(
+        `<rect x="${bx + 1}" y="${y(v)}" width="${BAR_W - 2}" height="${TOP + PANEL_H - y(v)}" fill="${p.color}"><title>${escapeXml(`${r.target} ${p.key} ${formatMs(v)} ms`)}</title></rect>`,
+      );
       out.push(`<text x="${bx + BAR_W / 2}" y="${y(v) - 3}" text-anchor="middle" font-size="9">${formatMs(v)}</text>`);
     });
     const cx = x0 + g * groupW + groupW / 2;
-    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escapeXml(r.target)}</text>`);
+    out.push(
+      `<text x="${cx}" y="${TOP + PANEL_H + 16}" text-anchor="middle" font-weight="bold">${escapeXml(r.target)}</text>`,
+    );
     const rps = Number.isFinite(r.rps) ? r.rps.toFixed(0) : '-';
-    out.push(`<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${rps} req/s${r.errors ? `, ${r.errors} errors` : ''}</text>`);
+    out.push(
+      `<text x="${cx}" y="${TOP + PANEL_H + 30}" text-anchor="middle" fill="#555">${rps} req/s${r.errors ? `, ${r.errors} errors` : ''}</text>`,
+    );
   });
   out.push(...panelBase(x0, x0 + PANEL_W, TOP + PANEL_H));
   return out.join('\n');

@@ -16,7 +16,10 @@ export class BenchError extends SluiceError {}
 /** A bench or load option is out of range; the message names the option and the bad value. */
 export class BenchOptionError extends errorClass('BENCH_INVALID_OPTION', 400, 'invalid_request_error', BenchError) {
   /** @param option the option at fault, as named in the options object (and, kebab-cased, on the command line) */
-  constructor(readonly option: string, message: string) {
+  constructor(
+    readonly option: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -28,4 +31,9 @@ export class BenchOptionError extends errorClass('BENCH_INVALID_OPTION', 400, 'i
 export class BenchTargetError extends errorClass('BENCH_TARGET_NOT_LOCAL', 400, 'invalid_request_error', BenchError) {}
 
 /** `sluice bench` named no scenario, or one that does not exist. */
-export class UnknownScenarioError extends errorClass('BENCH_UNKNOWN_SCENARIO', 400, 'invalid_request_error', BenchError) {}
+export class UnknownScenarioError extends errorClass(
+  'BENCH_UNKNOWN_SCENARIO',
+  400,
+  'invalid_request_error',
+  BenchError,
+) {}

@@ -74,7 +74,9 @@ export async function openHeldStreams(options: HeldStreamsOptions): Promise<Held
       break;
     }
     const size = Math.min(options.batch, options.streams - sent);
-    const batch = Array.from({ length: size }, () => holdStream(pool, url.pathname, options.body(performance.now()), options.timeoutMs, tally));
+    const batch = Array.from({ length: size }, () =>
+      holdStream(pool, url.pathname, options.body(performance.now()), options.timeoutMs, tally),
+    );
     done.push(...batch.map((s) => s.done));
     await Promise.all(batch.map((s) => s.headers));
     sent += size;
@@ -92,13 +94,26 @@ export async function openHeldStreams(options: HeldStreamsOptions): Promise<Held
 }
 
 /** One stream: `headers` settles when its headers came or it failed first; `done` when it ended. Neither rejects. */
-function holdStream(pool: Pool, path: string, body: string, timeoutMs: number, tally: StreamTally): { headers: Promise<void>; done: Promise<void> } {
+function holdStream(
+  pool: Pool,
+  path: string,
+  body: string,
+  timeoutMs: number,
+  tally: StreamTally,
+): { headers: Promise<void>; done: Promise<void> } {
   let headersCame = (): void => {};
   const headers = new Promise<void>((resolve) => (headersCame = resolve));
   const done = (async () => {
     let open = false;
     try {
-      const res = await pool.request({ method: 'POST', path, headers: { 'content-type': 'application/json' }, body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+      const res = await pool.request({
+        method: 'POST',
+        path,
+        headers: { 'content-type': 'application/json' },
+        body,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
       headersCame();
       if (res.statusCode !== 200) {
         await res.body.dump();

@@ -31,18 +31,32 @@ export { FAULT_KINDS } from './soak/schedule.ts';
 export { DEFAULT_HOPS } from './vsim/simulation.ts';
 
 /** Every scenario, by the name `sluice bench <name>` takes. */
-export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({ overhead, streaming, placement, scale, memory, simulate, soak, serverless });
+export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({
+  overhead,
+  streaming,
+  placement,
+  scale,
+  memory,
+  simulate,
+  soak,
+  serverless,
+});
 
 /**
  * Runs the scenario named by the single positional argument.
  * @throws {UnknownScenarioError} naming the known scenarios when there is none, several, or an unknown one.
  * @throws {BenchOptionError} for an option out of bounds, before anything starts.
  */
-export async function runBench(positionals: readonly string[], options: BenchOptions, ctx: ScenarioContext): Promise<{ files: string[] }> {
+export async function runBench(
+  positionals: readonly string[],
+  options: BenchOptions,
+  ctx: ScenarioContext,
+): Promise<{ files: string[] }> {
   const known = Object.keys(scenarios).join(', ');
   const [name, ...extra] = positionals;
   if (name === undefined) throw new UnknownScenarioError(`no scenario given; scenarios: ${known}`);
-  if (extra.length > 0) throw new UnknownScenarioError(`one scenario at a time, got ${positionals.join(' ')}; scenarios: ${known}`);
+  if (extra.length > 0)
+    throw new UnknownScenarioError(`one scenario at a time, got ${positionals.join(' ')}; scenarios: ${known}`);
   const scenario = Object.hasOwn(scenarios, name) ? scenarios[name] : undefined;
   if (!scenario) throw new UnknownScenarioError(`unknown scenario "${name}"; scenarios: ${known}`);
   try {

@@ -24,7 +24,9 @@ const LIMITS = Object.freeze({ requestsPerMinute: 1e12, tokensPerMinute: 1e12, c
 export async function measureKeyCost(limiter: Limiter, calls: number, concurrency = 32): Promise<KeyCost> {
   const token = newKeyToken();
   const ring = new KeyRing();
-  ring.setFileKeys(parseKeysFile(JSON.stringify([{ name: 'bench', hash: `sha256:${hashToken(token)}`, limits: LIMITS }]), 'bench'));
+  ring.setFileKeys(
+    parseKeysFile(JSON.stringify([{ name: 'bench', hash: `sha256:${hashToken(token)}`, limits: LIMITS }]), 'bench'),
+  );
   const keyCalls = new KeyCalls({ limiter });
   const lookupUs = await cpuPerCall(calls, 1, async () => void ring.lookup(token));
   const limitsUs = await cpuPerCall(calls, concurrency, async () => {

@@ -30,7 +30,13 @@ const GAP = 70;
  * Renders `panels` side by side with one legend; `xLabel` names the shared x axis and `xTick`
  * formats its ticks (the x values of the first panel's points).
  */
-export function lineChart(panels: readonly LinePanel[], title: string, subtitle: string, xLabel: string, xTick: (x: number) => string): string {
+export function lineChart(
+  panels: readonly LinePanel[],
+  title: string,
+  subtitle: string,
+  xLabel: string,
+  xTick: (x: number) => string,
+): string {
   const names = [...new Set(panels.flatMap((p) => p.series.map((s) => s.name)))];
   const color = (name: string): string => COLORS[names.indexOf(name) % COLORS.length]!;
   const width = LEFT + panels.length * (PANEL_W + GAP);
@@ -41,30 +47,51 @@ export function lineChart(panels: readonly LinePanel[], title: string, subtitle:
   names.forEach((name, i) => {
     const x = LEFT + (i % 4) * 190;
     const y = TOP + PANEL_H + 50 + Math.floor(i / 4) * 18;
-    parts.push(`<line x1="${x}" x2="${x + 18}" y1="${y - 4}" y2="${y - 4}" stroke="${color(name)}" stroke-width="3"/><text x="${x + 24}" y="${y}">${escapeXml(name)}</text>`);
+    parts.push(
+      `<line x1="${x}" x2="${x + 18}" y1="${y - 4}" y2="${y - 4}" stroke="${color(name)}" stroke-width="3"/><text x="${x + 24}" y="${y}">${escapeXml(name)}</text>`,
+    );
   });
   return svgClose(parts);
 }
 
-function renderPanel(panel: LinePanel, x0: number, color: (name: string) => string, xLabel: string, xTick: (x: number) => string): string {
+function renderPanel(
+  panel: LinePanel,
+  x0: number,
+  color: (name: string) => string,
+  xLabel: string,
+  xTick: (x: number) => string,
+): string {
   const points = panel.series.flatMap((s) => s.points).filter((p) => Number.isFinite(p.y));
   const xs = [...new Set(panel.series.flatMap((s) => s.points.map((p) => p.x)))].sort((a, b) => a - b);
   const { step, top } = niceScale(Math.max(...points.map((p) => p.y), 0.001));
   const xMin = xs[0] ?? 0;
   const xMax = xs[xs.length - 1] ?? 1;
-  const x = (v: number): number => x0 + 20 + (xMax === xMin ? (PANEL_W - 40) / 2 : ((v - xMin) / (xMax - xMin)) * (PANEL_W - 40));
+  const x = (v: number): number =>
+    x0 + 20 + (xMax === xMin ? (PANEL_W - 40) / 2 : ((v - xMin) / (xMax - xMin)) * (PANEL_W - 40));
   const y = (v: number): number => TOP + PANEL_H - (v / top) * PANEL_H;
-  const out: string[] = ['<g>', `<text x="${x0 + PANEL_W / 2}" y="${TOP - 12}" text-anchor="middle" font-weight="bold">${escapeXml(panel.heading)}</text>`];
+  const out: string[] = [
+    '<g>',
+    `<text x="${x0 + PANEL_W / 2}" y="${TOP - 12}" text-anchor="middle" font-weight="bold">${escapeXml(panel.heading)}</text>`,
+  ];
   out.push(...gridLines(x0, PANEL_W, { step, top }, y, (v) => (step >= 1 ? v.toFixed(0) : formatMs(v))));
-  for (const v of xs) out.push(`<text x="${x(v)}" y="${TOP + PANEL_H + 16}" text-anchor="middle" fill="#555">${escapeXml(xTick(v))}</text>`);
-  out.push(`<text x="${x0 + PANEL_W / 2}" y="${TOP + PANEL_H + 32}" text-anchor="middle" fill="#555">${escapeXml(xLabel)}</text>`);
+  for (const v of xs)
+    out.push(
+      `<text x="${x(v)}" y="${TOP + PANEL_H + 16}" text-anchor="middle" fill="#555">${escapeXml(xTick(v))}</text>`,
+    );
+  out.push(
+    `<text x="${x0 + PANEL_W / 2}" y="${TOP + PANEL_H + 32}" text-anchor="middle" fill="#555">${escapeXml(xLabel)}</text>`,
+  );
   out.push(yAxisLabel(x0 - 46, TOP + PANEL_H / 2, panel.yLabel));
   for (const s of panel.series) {
     const shown = s.points.filter((p) => Number.isFinite(p.y));
     if (shown.length === 0) continue;
-    out.push(`<polyline fill="none" stroke="${color(s.name)}" stroke-width="2" points="${shown.map((p) => `${x(p.x).toFixed(1)},${y(p.y).toFixed(1)}`).join(' ')}"/>`);
+    out.push(
+      `<polyline fill="none" stroke="${color(s.name)}" stroke-width="2" points="${shown.map((p) => `${x(p.x).toFixed(1)},${y(p.y).toFixed(1)}`).join(' ')}"/>`,
+    );
     for (const p of shown) {
-      out.push(`<circle cx="${x(p.x).toFixed(1)}" cy="${y(p.y).toFixed(1)}" r="3" fill="${color(s.name)}"><title>${escapeXml(`${s.name} ${xTick(p.x)}: ${formatMs(p.y)}`)}</title></circle>`);
+      out.push(
+        `<circle cx="${x(p.x).toFixed(1)}" cy="${y(p.y).toFixed(1)}" r="3" fill="${color(s.name)}"><title>${escapeXml(`${s.name} ${xTick(p.x)}: ${formatMs(p.y)}`)}</title></circle>`,
+      );
     }
   }
   out.push(...panelBase(x0, x0 + PANEL_W, TOP + PANEL_H));

@@ -138,7 +138,15 @@ export async function runClosedLoop(client: LoadClient, bounds: RunBounds): Prom
   await Promise.all(Array.from({ length: client.connections }, worker));
   release();
   const elapsedMs = performance.now() - start;
-  return rec.result({ target: client.target.name, mode: 'closed', connections: client.connections, durationMs: duration, elapsedMs, sent, dropped: 0 });
+  return rec.result({
+    target: client.target.name,
+    mode: 'closed',
+    connections: client.connections,
+    durationMs: duration,
+    elapsedMs,
+    sent,
+    dropped: 0,
+  });
 }
 
 /** Options of {@link runOpenLoop}. */
@@ -170,7 +178,16 @@ export function runOpenLoop(client: LoadClient, options: OpenLoopOptions): Promi
   return run.done.then(() => {
     release();
     const elapsedMs = performance.now() - start;
-    return rec.result({ target: client.target.name, mode: 'open', connections: client.connections, rate, durationMs: duration, elapsedMs, sent: run.scheduled(), dropped });
+    return rec.result({
+      target: client.target.name,
+      mode: 'open',
+      connections: client.connections,
+      rate,
+      durationMs: duration,
+      elapsedMs,
+      sent: run.scheduled(),
+      dropped,
+    });
   });
 }
 

@@ -60,7 +60,12 @@ export class MemorySampler {
   take(): MemorySample | undefined {
     const memory = this.#read();
     if (!memory) return undefined;
-    const sample = { ms: Math.round(performance.now() - this.#started), phase: this.#phase, ...memory, open: this.#open() };
+    const sample = {
+      ms: Math.round(performance.now() - this.#started),
+      phase: this.#phase,
+      ...memory,
+      open: this.#open(),
+    };
     this.samples.push(sample);
     return sample;
   }
@@ -74,7 +79,15 @@ export class MemorySampler {
 /** Summarises the samples tagged `phase`. */
 export function phaseMemory(samples: readonly MemorySample[], phase: string): PhaseMemory {
   const mine = samples.filter((s) => s.phase === phase);
-  if (mine.length === 0) return { samples: 0, medianKiB: Number.NaN, maxKiB: Number.NaN, lastKiB: Number.NaN, hwmKiB: Number.NaN, fewestOpen: Number.NaN };
+  if (mine.length === 0)
+    return {
+      samples: 0,
+      medianKiB: Number.NaN,
+      maxKiB: Number.NaN,
+      lastKiB: Number.NaN,
+      hwmKiB: Number.NaN,
+      fewestOpen: Number.NaN,
+    };
   const rss = Float64Array.from(mine, (s) => s.rssKiB).sort();
   return {
     samples: mine.length,

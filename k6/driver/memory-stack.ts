@@ -60,25 +60,73 @@ export function startMemoryStack(options: MemoryStackOptions): Promise<MemorySta
     const runners: ChildService[] = [];
     for (let pair = 1; pair <= options.pairs; pair++) {
       const engine = await startService(
-        ['sim-engine', '--port', '0', '--engine-id', `bench-sim-${pair}`, '--ttft-ms', String(ttftMs), '--itl-ms', String(itlMs), '--output-tokens', String(outputTokens), '--max-num-seqs', capacity, '--max-queue', capacity, ...level],
+        [
+          'sim-engine',
+          '--port',
+          '0',
+          '--engine-id',
+          `bench-sim-${pair}`,
+          '--ttft-ms',
+          String(ttftMs),
+          '--itl-ms',
+          String(itlMs),
+          '--output-tokens',
+          String(outputTokens),
+          '--max-num-seqs',
+          capacity,
+          '--max-queue',
+          capacity,
+          ...level,
+        ],
         { env },
       );
       group.add(engine);
       engines.push(engine);
-      const runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', `bench-runner-${pair}`, '--slots', capacity, ...level], { env });
+      const runner = await startService(
+        [
+          'runner',
+          '--port',
+          '0',
+          '--engine',
+          engine.url,
+          '--engine-kind',
+          'sim',
+          '--id',
+          `bench-runner-${pair}`,
+          '--slots',
+          capacity,
+          ...level,
+        ],
+        { env },
+      );
       group.add(runner);
       runners.push(runner);
     }
     const maxInFlight = String(options.streams + FD_RESERVE);
     // Every stream comes from 127.0.0.1, one connection each: past the default per-client cap.
     const gateway = await startService(
-      ['gateway', '--port', '0', '--runners', runners.map((r) => r.url).join(','), '--max-in-flight', maxInFlight, '--max-connections-per-client', maxInFlight, ...level],
+      [
+        'gateway',
+        '--port',
+        '0',
+        '--runners',
+        runners.map((r) => r.url).join(','),
+        '--max-in-flight',
+        maxInFlight,
+        '--max-connections-per-client',
+        maxInFlight,
+        ...level,
+      ],
       { env },
     );
     group.add(gateway);
     const files = options.nginxFiles ?? options.streams * SOCKETS_PER_STREAM + FD_RESERVE;
     const upstreams = runners.map((r) => new URL(r.url));
-    const { started: nginx, skipped: nginxSkipped } = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, upstreams, { buffering: false, files })));
+    const { started: nginx, skipped: nginxSkipped } = await referenceNginx(
+      options.nginx,
+      options.env.PATH,
+      async (bin) => group.add(await startNginx(bin, upstreams, { buffering: false, files })),
+    );
     return { engines, runners, gateway, nginx, nginxSkipped };
   });
 }
@@ -90,5 +138,7 @@ export function memoryStackOutput(stack: MemoryStack): string {
     ...stack.runners.map((r, i): [string, ChildService] => [`runner ${i + 1}`, r]),
     ['gateway', stack.gateway],
   ];
-  return named.map(([name, service]) => `--- ${name}\n${service.output().split('\n').slice(-10).join('\n')}`).join('\n');
+  return named
+    .map(([name, service]) => `--- ${name}\n${service.output().split('\n').slice(-10).join('\n')}`)
+    .join('\n');
 }

@@ -36,8 +36,14 @@ export interface CostSample {
  */
 export async function measureCost(fn: (i: number) => unknown, bounds: CostBounds = {}): Promise<CostSample> {
   const { warmup = 200, maxCalls = 2_000, maxMs = 2_000, batch = 20, now = () => performance.now() } = bounds;
-  for (const [name, value, min] of [['warmup', warmup, 0], ['maxCalls', maxCalls, 1], ['maxMs', maxMs, 1], ['batch', batch, 1]] as const) {
-    if (!Number.isSafeInteger(value) || value < min) throw new BenchOptionError(name, `${name} must be an integer of at least ${min}, got ${String(value)}`);
+  for (const [name, value, min] of [
+    ['warmup', warmup, 0],
+    ['maxCalls', maxCalls, 1],
+    ['maxMs', maxMs, 1],
+    ['batch', batch, 1],
+  ] as const) {
+    if (!Number.isSafeInteger(value) || value < min)
+      throw new BenchOptionError(name, `${name} must be an integer of at least ${min}, got ${String(value)}`);
   }
   let i = 0;
   // Inlined rather than a helper, so a sync call costs no await of its own.
@@ -64,5 +70,7 @@ export async function measureCost(fn: (i: number) => unknown, bounds: CostBounds
 export function growth(costs: readonly number[]): number {
   const first = costs[0];
   const last = costs[costs.length - 1];
-  return first !== undefined && last !== undefined && Number.isFinite(first) && Number.isFinite(last) && first > 0 ? last / first : Number.NaN;
+  return first !== undefined && last !== undefined && Number.isFinite(first) && Number.isFinite(last) && first > 0
+    ? last / first
+    : Number.NaN;
 }

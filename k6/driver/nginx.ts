@@ -60,7 +60,12 @@ export interface NginxBalance {
  * The config: one worker (sluice's gateway is one Node thread, so more workers would compare
  * unlike with unlike), keep-alive both sides, nothing logged per request.
  */
-export function nginxConfig(dir: string, port: number, upstream: URL | readonly URL[], balance: NginxBalance = {}): string {
+export function nginxConfig(
+  dir: string,
+  port: number,
+  upstream: URL | readonly URL[],
+  balance: NginxBalance = {},
+): string {
   const servers = (Array.isArray(upstream) ? upstream : [upstream]) as readonly URL[];
   const method = balance.method === 'least_conn' ? '\n    least_conn;' : '';
   // Unbuffered answers are streams, and a slow stream may go quiet for longer than nginx's 60 s default.
@@ -104,13 +109,19 @@ ${servers.map((u) => `    server ${u.host};`).join('\n')}
  * resolves once it accepts connections.
  * @throws {Error} with nginx's error log when it exits or does not listen within 10 s.
  */
-export async function startNginx(nginx: string, upstream: URL | readonly URL[], balance: NginxBalance = {}): Promise<NginxProxy> {
+export async function startNginx(
+  nginx: string,
+  upstream: URL | readonly URL[],
+  balance: NginxBalance = {},
+): Promise<NginxProxy> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-nginx-'));
   const port = await freePort();
   const conf = join(dir, 'nginx.conf');
   await writeFile(conf, nginxConfig(dir, port, upstream, balance));
   // Not detached: a Ctrl-C in the terminal reaches nginx too, so an interrupted bench leaves nothing.
-  const child = spawn(nginx, ['-e', join(dir, 'error.log'), '-c', conf, '-p', dir, '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(nginx, ['-e', join(dir, 'error.log'), '-c', conf, '-p', dir, '-g', 'daemon off;'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
   const exited = once(child, 'exit').catch(() => undefined);
@@ -132,7 +143,9 @@ export async function startNginx(nginx: string, upstream: URL | readonly URL[], 
     if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
       const log = await readFile(join(dir, 'error.log'), 'utf8').catch(() => '');
       await stop();
-      throw new Error(`nginx did not start on 127.0.0.1:${port}: ${(stderr + log).trim().split('\n').slice(-5).join(' | ')}`);
+      throw new Error(
+        `nginx did not start on 127.0.0.1:${port}: ${(stderr + log).trim().split('\n').slice(-5).join(' | ')}`,
+      );
     }
     await delay(50);
   }
@@ -155,7 +168,11 @@ function accepts(port: number): Promise<boolean> {
  * nginx is the reference, not the subject: a scenario without it still has its sluice figures, so
  * a failed start is a reason to print, not an error.
  */
-export async function referenceNginx<T>(wanted: boolean, pathVar: string | undefined, start: (nginx: string) => Promise<T>): Promise<{ started: T; skipped?: undefined } | { started?: undefined; skipped: string }> {
+export async function referenceNginx<T>(
+  wanted: boolean,
+  pathVar: string | undefined,
+  start: (nginx: string) => Promise<T>,
+): Promise<{ started: T; skipped?: undefined } | { started?: undefined; skipped: string }> {
   if (!wanted) return { skipped: 'nginx skipped: --nginx false' };
   const nginx = findOnPath('nginx', pathVar);
   if (!nginx) return { skipped: 'nginx skipped: no nginx on PATH (apt-get install -y nginx to compare with it)' };

@@ -114,7 +114,8 @@ const boolean: Rule = (option, value, fail) => {
 };
 
 const nonEmptyString: Rule = (option, value, fail) => {
-  if (typeof value !== 'string' || value === '') throw fail(`${option} must be a non-empty string, got ${show(value)}`, option);
+  if (typeof value !== 'string' || value === '')
+    throw fail(`${option} must be a non-empty string, got ${show(value)}`, option);
   return value;
 };
 

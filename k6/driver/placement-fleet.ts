@@ -46,14 +46,70 @@ export function startPlacementFleet(options: PlacementFleetOptions): Promise<Pla
   return startGroup(options, async ({ env, level, group }) => {
     const ids = Array.from({ length: options.engines }, (_, i) => i + 1);
     const engines = await Promise.all(
-      ids.map((i) => group.track(startService(['sim-engine', '--port', '0', '--profile', 'h100-8b', '--model', options.model, '--engine-id', `h100-${i}`, ...level], { env }))),
+      ids.map((i) =>
+        group.track(
+          startService(
+            [
+              'sim-engine',
+              '--port',
+              '0',
+              '--profile',
+              'h100-8b',
+              '--model',
+              options.model,
+              '--engine-id',
+              `h100-${i}`,
+              ...level,
+            ],
+            { env },
+          ),
+        ),
+      ),
     );
     const runners = await Promise.all(
-      ids.map((i) => group.track(startService(['runner', '--port', '0', '--engine', engines[i - 1]!.url, '--engine-kind', 'sim', '--id', `runner-${i}`, '--slots', String(options.slots), ...level], { env }))),
+      ids.map((i) =>
+        group.track(
+          startService(
+            [
+              'runner',
+              '--port',
+              '0',
+              '--engine',
+              engines[i - 1]!.url,
+              '--engine-kind',
+              'sim',
+              '--id',
+              `runner-${i}`,
+              '--slots',
+              String(options.slots),
+              ...level,
+            ],
+            { env },
+          ),
+        ),
+      ),
     );
     const runnerList = runners.map((r) => r.url).join(',');
     const gateways = await Promise.all(
-      options.placers.map((placer) => group.track(startService(['gateway', '--port', '0', '--runners', runnerList, '--placer', placer, '--gateway-id', `bench-${placer}`, ...level], { env }))),
+      options.placers.map((placer) =>
+        group.track(
+          startService(
+            [
+              'gateway',
+              '--port',
+              '0',
+              '--runners',
+              runnerList,
+              '--placer',
+              placer,
+              '--gateway-id',
+              `bench-${placer}`,
+              ...level,
+            ],
+            { env },
+          ),
+        ),
+      ),
     );
     const contenders: Contender[] = options.placers.map((placer, i) => ({ name: placer, url: gateways[i]!.url }));
     const upstreams = engines.map((e) => new URL(e.url));

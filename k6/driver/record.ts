@@ -91,7 +91,14 @@ export class Recorder {
 
   /** The raw result, with the run's description. */
   result(run: Omit<LoadResult, 'latencies' | 'ttfb' | 'sendLag' | 'statuses' | 'errors'>): LoadResult {
-    return { ...run, latencies: this.latencies, ttfb: this.ttfb, sendLag: this.sendLag, statuses: this.statuses, errors: this.errors };
+    return {
+      ...run,
+      latencies: this.latencies,
+      ttfb: this.ttfb,
+      sendLag: this.sendLag,
+      statuses: this.statuses,
+      errors: this.errors,
+    };
   }
 }
 

@@ -41,7 +41,10 @@ export interface ScenarioStart {
 }
 
 /** Resolves a scenario's output channels (stderr for progress, stdout for figures by default) and stamps its start. */
-export function startScenario(ctx: { progress?: (text: string) => void; write?: (text: string) => void }): ScenarioStart {
+export function startScenario(ctx: {
+  progress?: (text: string) => void;
+  write?: (text: string) => void;
+}): ScenarioStart {
   return {
     progress: ctx.progress ?? ((t: string) => void process.stderr.write(t)),
     write: ctx.write ?? ((t: string) => void process.stdout.write(t)),
@@ -71,7 +74,14 @@ export function ratios(summaries: readonly RunSummary[], subject: string, baseli
     for (const baseline of baselines) {
       const b = summaries.find((r) => r.mode === mode && r.target === baseline);
       if (!b) continue;
-      rows.push({ mode, subject, baseline, rps: ratio(s.rps, b.rps), p50: ratio(s.latency.p50, b.latency.p50), p99: ratio(s.latency.p99, b.latency.p99) });
+      rows.push({
+        mode,
+        subject,
+        baseline,
+        rps: ratio(s.rps, b.rps),
+        p50: ratio(s.latency.p50, b.latency.p50),
+        p99: ratio(s.latency.p99, b.latency.p99),
+      });
     }
   }
   return rows;
@@ -91,7 +101,18 @@ export function formatLoad(s: Pick<RunSummary, 'mode' | 'connections' | 'rate'>)
 /** The runs table; with `round` set on rows, a round column comes first. */
 export function formatRuns(summaries: readonly (RunSummary & { round?: number })[]): string {
   const withRound = summaries.some((s) => s.round !== undefined);
-  const header = [...(withRound ? ['round'] : []), 'target', 'mode', 'load', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'errors'];
+  const header = [
+    ...(withRound ? ['round'] : []),
+    'target',
+    'mode',
+    'load',
+    'req/s',
+    'p50 ms',
+    'p90 ms',
+    'p99 ms',
+    'max ms',
+    'errors',
+  ];
   const rows = summaries.map((s) => [
     ...(withRound ? [String(s.round ?? '')] : []),
     s.target,
@@ -121,12 +142,23 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => /^[-\d.x]+$/.test(r[i] ?? '')));
   const line = (cells: readonly string[]): string =>
-    cells.map((c, i) => (numeric[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+    cells
+      .map((c, i) => (numeric[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
 /** Writes the JSON report and the SVG chart into `out`, says where on `write`, and returns their paths. */
-export async function writeResults(ctx: { cwd?: string }, out: string, name: string, startedAt: Date, report: unknown, svg: string, write: (text: string) => void): Promise<string[]> {
+export async function writeResults(
+  ctx: { cwd?: string },
+  out: string,
+  name: string,
+  startedAt: Date,
+  report: unknown,
+  svg: string,
+  write: (text: string) => void,
+): Promise<string[]> {
   const dir = resolve(ctx.cwd ?? process.cwd(), out);
   await mkdir(dir, { recursive: true });
   const stamp = startedAt.toISOString().replace(/[:.]/g, '-');

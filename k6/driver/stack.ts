@@ -75,18 +75,60 @@ export function startStack(options: StackOptions): Promise<Stack> {
     const env = options.tracedEndpoint === undefined ? childEnv : { ...childEnv, OTEL_TRACES_EXPORTER: 'none' };
     const timing = options.engine ?? INSTANT_ENGINE;
     const engine = await startService(
-      ['sim-engine', '--port', '0', '--engine-id', 'bench-sim', '--ttft-ms', String(timing.ttftMs), '--itl-ms', String(timing.itlMs), '--output-tokens', String(timing.outputTokens), '--max-num-seqs', String(options.slots), '--max-queue', String(options.slots * 4), ...level],
+      [
+        'sim-engine',
+        '--port',
+        '0',
+        '--engine-id',
+        'bench-sim',
+        '--ttft-ms',
+        String(timing.ttftMs),
+        '--itl-ms',
+        String(timing.itlMs),
+        '--output-tokens',
+        String(timing.outputTokens),
+        '--max-num-seqs',
+        String(options.slots),
+        '--max-queue',
+        String(options.slots * 4),
+        ...level,
+      ],
       { env },
     );
     group.add(engine);
-    const runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'bench-runner', '--slots', String(options.slots), ...level], { env });
+    const runner = await startService(
+      [
+        'runner',
+        '--port',
+        '0',
+        '--engine',
+        engine.url,
+        '--engine-kind',
+        'sim',
+        '--id',
+        'bench-runner',
+        '--slots',
+        String(options.slots),
+        ...level,
+      ],
+      { env },
+    );
     group.add(runner);
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env });
     group.add(gateway);
-    const bareProxy = options.bareProxy ? await group.track(startBareProxy(new URL(runner.url).origin, env)) : undefined;
+    const bareProxy = options.bareProxy
+      ? await group.track(startBareProxy(new URL(runner.url).origin, env))
+      : undefined;
     const keysGateway = options.keysGateway ? await startKeysGateway(runner.url, level, env, group) : undefined;
-    const traced = options.tracedEndpoint === undefined ? undefined : await startTraced(engine.url, options.slots, options.tracedEndpoint, level, childEnv, group);
-    const { started: nginx, skipped: nginxSkipped } = await referenceNginx(options.nginx, options.env.PATH, async (bin) => group.add(await startNginx(bin, new URL(runner.url))));
+    const traced =
+      options.tracedEndpoint === undefined
+        ? undefined
+        : await startTraced(engine.url, options.slots, options.tracedEndpoint, level, childEnv, group);
+    const { started: nginx, skipped: nginxSkipped } = await referenceNginx(
+      options.nginx,
+      options.env.PATH,
+      async (bin) => group.add(await startNginx(bin, new URL(runner.url))),
+    );
     return { engine, runner, gateway, bareProxy, keysGateway, traced, nginx, nginxSkipped };
   });
 }
@@ -95,24 +137,67 @@ export function startStack(options: StackOptions): Promise<Stack> {
 const UNREACHED_LIMITS = Object.freeze({ requestsPerMinute: 1e12, tokensPerMinute: 1e12, concurrentCalls: 1e6 });
 
 /** A gateway in front of `runnerUrl` with a keys file of one key (in a temporary folder removed at stop). */
-async function startKeysGateway(runnerUrl: string, level: readonly string[], env: NodeJS.ProcessEnv, group: ServiceGroup): Promise<{ gateway: ChildService; key: string }> {
+async function startKeysGateway(
+  runnerUrl: string,
+  level: readonly string[],
+  env: NodeJS.ProcessEnv,
+  group: ServiceGroup,
+): Promise<{ gateway: ChildService; key: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-keys-'));
   group.add({ stop: () => rm(dir, { recursive: true, force: true }) });
   const key = newKeyToken();
   const file = join(dir, 'keys.json');
-  await writeFile(file, JSON.stringify([{ name: 'bench', hash: `sha256:${hashToken(key)}`, limits: UNREACHED_LIMITS }]));
-  const gateway = group.add(await startService(['gateway', '--port', '0', '--runners', runnerUrl, '--keys', file, ...level], { env }));
+  await writeFile(
+    file,
+    JSON.stringify([{ name: 'bench', hash: `sha256:${hashToken(key)}`, limits: UNREACHED_LIMITS }]),
+  );
+  const gateway = group.add(
+    await startService(['gateway', '--port', '0', '--runners', runnerUrl, '--keys', file, ...level], { env }),
+  );
   return { gateway, key };
 }
 
 /** A runner on `engineUrl` and a gateway over it, both exporting their spans to `endpoint` at once. */
-async function startTraced(engineUrl: string, slots: number, endpoint: string, level: readonly string[], env: NodeJS.ProcessEnv, group: ServiceGroup): Promise<{ runner: ChildService; gateway: ChildService }> {
+async function startTraced(
+  engineUrl: string,
+  slots: number,
+  endpoint: string,
+  level: readonly string[],
+  env: NodeJS.ProcessEnv,
+  group: ServiceGroup,
+): Promise<{ runner: ChildService; gateway: ChildService }> {
   // Protobuf, the SDK's default, as a collector would get it. The batch queue is made room for
   // a bench's call rate: at its default (2048 spans) the SDK drops spans past it, and the figure
   // would leave their export out.
-  const tracedEnv = { ...env, OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_BSP_MAX_QUEUE_SIZE: '65536', OTEL_BSP_SCHEDULE_DELAY: '1000' };
-  const runner = group.add(await startService(['runner', '--port', '0', '--engine', engineUrl, '--engine-kind', 'sim', '--id', 'bench-runner-traced', '--slots', String(slots), ...level], { env: tracedEnv }));
-  const gateway = group.add(await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env: tracedEnv }));
+  const tracedEnv = {
+    ...env,
+    OTEL_TRACES_EXPORTER: 'otlp',
+    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+    OTEL_BSP_MAX_QUEUE_SIZE: '65536',
+    OTEL_BSP_SCHEDULE_DELAY: '1000',
+  };
+  const runner = group.add(
+    await startService(
+      [
+        'runner',
+        '--port',
+        '0',
+        '--engine',
+        engineUrl,
+        '--engine-kind',
+        'sim',
+        '--id',
+        'bench-runner-traced',
+        '--slots',
+        String(slots),
+        ...level,
+      ],
+      { env: tracedEnv },
+    ),
+  );
+  const gateway = group.add(
+    await startService(['gateway', '--port', '0', '--runners', runner.url, ...level], { env: tracedEnv }),
+  );
   return { runner, gateway };
 }
 
@@ -151,7 +236,10 @@ export interface GroupStart {
  * Runs a fleet's start-up `start` with a fresh {@link serviceGroup}, and returns what it started
  * with the group's `stop`; when `start` throws, stops what did start and rethrows.
  */
-export async function startGroup<T>(options: { env: NodeJS.ProcessEnv; logLevel: string }, start: (s: GroupStart) => Promise<T>): Promise<T & { stop(): Promise<void> }> {
+export async function startGroup<T>(
+  options: { env: NodeJS.ProcessEnv; logLevel: string },
+  start: (s: GroupStart) => Promise<T>,
+): Promise<T & { stop(): Promise<void> }> {
   const group = serviceGroup();
   try {
     const started = await start({ env: childEnv(options.env), level: ['--log-level', options.logLevel], group });

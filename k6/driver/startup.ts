@@ -52,7 +52,8 @@ const fresh = (): string => {
 async function main(argv: readonly string[]): Promise<void> {
   const runsAt = argv.indexOf('--runs');
   const runs = runsAt >= 0 ? Number(argv[runsAt + 1]) : 10;
-  if (!Number.isInteger(runs) || runs < 1 || runs > 100) throw new Error(`--runs must be an integer from 1 to 100, got ${argv[runsAt + 1]}`);
+  if (!Number.isInteger(runs) || runs < 1 || runs > 100)
+    throw new Error(`--runs must be an integer from 1 to 100, got ${argv[runsAt + 1]}`);
   if (!existsSync(join(root, 'dist/gateway/cli/main.js'))) throw new Error('no build: run `npm run build` first');
 
   const warm = fresh();
@@ -65,7 +66,16 @@ async function main(argv: readonly string[]): Promise<void> {
   for (const mode of modes) helpMs(mode);
 
   console.log(`node ${process.version}, ${runs} runs per mode, medians (min-max)`);
-  console.log(['mode'.padEnd(16), 'sluice --help'.padEnd(19), 'gateway to /healthz'.padEnd(21), 'its CPU to /healthz'.padEnd(21), 'gateway RSS MiB'.padEnd(17), 'with children MiB'].join('  '));
+  console.log(
+    [
+      'mode'.padEnd(16),
+      'sluice --help'.padEnd(19),
+      'gateway to /healthz'.padEnd(21),
+      'its CPU to /healthz'.padEnd(21),
+      'gateway RSS MiB'.padEnd(17),
+      'with children MiB',
+    ].join('  '),
+  );
   // Modes take turns within each run, so a busy spell on a shared machine hits all of them.
   const help = modes.map((): number[] => []);
   const starts = modes.map((): GatewayStart[] => []);
@@ -80,10 +90,22 @@ async function main(argv: readonly string[]): Promise<void> {
       [
         mode.name.padEnd(16),
         spread(help[m]!, 'ms').padEnd(19),
-        spread(starts[m]!.map((s) => s.ms), 'ms').padEnd(21),
-        spread(starts[m]!.map((s) => s.cpuMs), 'ms').padEnd(21),
-        spread(starts[m]!.map((s) => s.rssMiB), '').padEnd(17),
-        spread(starts[m]!.map((s) => s.treeRssMiB), ''),
+        spread(
+          starts[m]!.map((s) => s.ms),
+          'ms',
+        ).padEnd(21),
+        spread(
+          starts[m]!.map((s) => s.cpuMs),
+          'ms',
+        ).padEnd(21),
+        spread(
+          starts[m]!.map((s) => s.rssMiB),
+          '',
+        ).padEnd(17),
+        spread(
+          starts[m]!.map((s) => s.treeRssMiB),
+          '',
+        ),
       ].join('  '),
     );
   }
@@ -91,7 +113,11 @@ async function main(argv: readonly string[]): Promise<void> {
 
 function helpMs(mode: Mode): number {
   const started = performance.now();
-  const run = spawnSync(process.execPath, [mode.bin, '--help'], { env: { ...process.env, TMPDIR: mode.tmp() }, stdio: 'ignore', timeout: START_TIMEOUT_MS });
+  const run = spawnSync(process.execPath, [mode.bin, '--help'], {
+    env: { ...process.env, TMPDIR: mode.tmp() },
+    stdio: 'ignore',
+    timeout: START_TIMEOUT_MS,
+  });
   if (run.status !== 0) throw new Error(`sluice --help (${mode.name}) exited ${run.status ?? run.signal}`);
   return performance.now() - started;
 }
@@ -101,13 +127,19 @@ async function gatewayStart(mode: Mode): Promise<GatewayStart> {
   const started = performance.now();
   // No runners: registering ones are allowed (a runner token), none comes, so the gateway idles.
   const child = spawn(process.execPath, [mode.bin, 'gateway', '--port', String(port), '--log-level', 'error'], {
-    env: { ...process.env, TMPDIR: mode.tmp(), SLUICE_RUNNER_TOKEN: 'startup-bench-token-0123456789abcdef', SLUICE_OPERATOR_TOKEN: 'startup-bench-operator-0123456789' },
+    env: {
+      ...process.env,
+      TMPDIR: mode.tmp(),
+      SLUICE_RUNNER_TOKEN: 'startup-bench-token-0123456789abcdef',
+      SLUICE_OPERATOR_TOKEN: 'startup-bench-operator-0123456789',
+    },
     stdio: 'ignore',
   });
   try {
     while (!(await healthy(port))) {
       if (child.exitCode !== null) throw new Error(`sluice gateway (${mode.name}) exited ${child.exitCode}`);
-      if (performance.now() - started > START_TIMEOUT_MS) throw new Error(`sluice gateway (${mode.name}) gave no 200 on /healthz within ${START_TIMEOUT_MS} ms`);
+      if (performance.now() - started > START_TIMEOUT_MS)
+        throw new Error(`sluice gateway (${mode.name}) gave no 200 on /healthz within ${START_TIMEOUT_MS} ms`);
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     const ms = performance.now() - started;

@@ -38,7 +38,13 @@ export function svgClose(parts: string[]): string {
  * The grid of a panel from `x0`, `width` wide: a light line and a tick label at every step of
  * `scale` from 0 to its top, `y` placing a value and `label` writing it.
  */
-export function gridLines(x0: number, width: number, scale: { step: number; top: number }, y: (v: number) => number, label: (v: number) => string): string[] {
+export function gridLines(
+  x0: number,
+  width: number,
+  scale: { step: number; top: number },
+  y: (v: number) => number,
+  label: (v: number) => string,
+): string[] {
   const out: string[] = [];
   for (let v = 0; v <= scale.top + scale.step / 2; v += scale.step) {
     out.push(`<line x1="${x0}" x2="${x0 + width}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/>`);

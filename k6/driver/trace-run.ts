@@ -85,9 +85,22 @@ export class TraceTarget {
   }
 
   /** Sends one call and records it; never rejects. `due` is the call's due time on performance.now()'s clock. */
-  async call(shape: WorkloadShape, call: TraceCall, due: number, timeoutMs: number, signal?: AbortSignal): Promise<CallRecord> {
+  async call(
+    shape: WorkloadShape,
+    call: TraceCall,
+    due: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<CallRecord> {
     const base = { at: call.at, turn: call.turn };
-    const failed = (status: number, error: string, ttft = Number.NaN): CallRecord => ({ ...base, status, ttft, latency: Number.NaN, tokens: 0, error });
+    const failed = (status: number, error: string, ttft = Number.NaN): CallRecord => ({
+      ...base,
+      status,
+      ttft,
+      latency: Number.NaN,
+      tokens: 0,
+      error,
+    });
     try {
       const res = await this.#pool.request({
         method: 'POST',
@@ -139,7 +152,12 @@ export interface ReplayOptions {
  * Sends every call of `calls` at its due time and resolves with every record once the last
  * answer is in. Due calls leave in batches on each timer tick (Node timers have a 1 ms floor).
  */
-export function replay(target: TraceTarget, shape: WorkloadShape, calls: Iterable<TraceCall>, options: ReplayOptions): Promise<CallRecord[]> {
+export function replay(
+  target: TraceTarget,
+  shape: WorkloadShape,
+  calls: Iterable<TraceCall>,
+  options: ReplayOptions,
+): Promise<CallRecord[]> {
   const records: CallRecord[] = [];
   const iterator = calls[Symbol.iterator]();
   const start = performance.now();
@@ -156,7 +174,15 @@ export function replay(target: TraceTarget, shape: WorkloadShape, calls: Iterabl
         const call = next.value;
         next = iterator.next();
         if (inFlight >= options.maxInFlight) {
-          records.push({ at: call.at, turn: call.turn, status: 0, ttft: Number.NaN, latency: Number.NaN, tokens: 0, error: 'dropped' });
+          records.push({
+            at: call.at,
+            turn: call.turn,
+            status: 0,
+            ttft: Number.NaN,
+            latency: Number.NaN,
+            tokens: 0,
+            error: 'dropped',
+          });
           continue;
         }
         inFlight++;

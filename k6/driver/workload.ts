@@ -103,7 +103,11 @@ export function* traceCalls(shape: WorkloadShape, options: TraceOptions): Genera
   while (emitted < maxCalls) {
     start += -Math.log(1 - random()) / sessionRate;
     // Sessions start in order, so nothing yet to start can be due before `start`.
-    for (let next = pending.earliest(); next !== undefined && next.at <= start && emitted < maxCalls; next = pending.earliest()) {
+    for (
+      let next = pending.earliest();
+      next !== undefined && next.at <= start && emitted < maxCalls;
+      next = pending.earliest()
+    ) {
       yield pending.take();
       emitted++;
     }
@@ -165,7 +169,11 @@ class TurnQueues {
     for (let i = 0; i < this.#queues.length; i++) {
       const call = this.#queues[i]![this.#heads[i]!];
       if (call === undefined) continue;
-      if (bestCall === undefined || call.at < bestCall.at || (call.at === bestCall.at && call.session < bestCall.session)) {
+      if (
+        bestCall === undefined ||
+        call.at < bestCall.at ||
+        (call.at === bestCall.at && call.session < bestCall.session)
+      ) {
         best = i;
         bestCall = call;
       }
@@ -174,7 +182,6 @@ class TurnQueues {
   }
 }
 
-
 /** A chat message as the OpenAI API takes it. */
 export interface ChatMessage {
   readonly role: 'system' | 'user' | 'assistant';
@@ -182,13 +189,70 @@ export interface ChatMessage {
 }
 
 const WORDS: readonly string[] = [
-  'time', 'model', 'light', 'river', 'stone', 'field', 'grain', 'wind', 'cloud', 'rain',
-  'north', 'south', 'east', 'west', 'road', 'hill', 'tree', 'leaf', 'root', 'seed',
-  'iron', 'salt', 'wool', 'milk', 'bread', 'fire', 'smoke', 'ash', 'snow', 'ice',
-  'bird', 'fish', 'horse', 'sheep', 'goat', 'wolf', 'bear', 'deer', 'fox', 'hare',
-  'boat', 'sail', 'oar', 'net', 'rope', 'knot', 'gate', 'wall', 'door', 'roof',
-  'lamp', 'wick', 'oil', 'wax', 'ink', 'page', 'book', 'word', 'name', 'song',
-  'bell', 'drum', 'horn', 'harp',
+  'time',
+  'model',
+  'light',
+  'river',
+  'stone',
+  'field',
+  'grain',
+  'wind',
+  'cloud',
+  'rain',
+  'north',
+  'south',
+  'east',
+  'west',
+  'road',
+  'hill',
+  'tree',
+  'leaf',
+  'root',
+  'seed',
+  'iron',
+  'salt',
+  'wool',
+  'milk',
+  'bread',
+  'fire',
+  'smoke',
+  'ash',
+  'snow',
+  'ice',
+  'bird',
+  'fish',
+  'horse',
+  'sheep',
+  'goat',
+  'wolf',
+  'bear',
+  'deer',
+  'fox',
+  'hare',
+  'boat',
+  'sail',
+  'oar',
+  'net',
+  'rope',
+  'knot',
+  'gate',
+  'wall',
+  'door',
+  'roof',
+  'lamp',
+  'wick',
+  'oil',
+  'wax',
+  'ink',
+  'page',
+  'book',
+  'word',
+  'name',
+  'song',
+  'bell',
+  'drum',
+  'horn',
+  'harp',
 ];
 
 /** `count` words drawn from `seed`: the same seed gives the same words. */
@@ -200,7 +264,8 @@ function words(seed: number, count: number): string {
 }
 
 // Distinct seeds per kind of text, so a system prompt never equals a user message by accident.
-const seedOf = (kind: number, a: number, b = 0): number => (Math.imul(kind, 0x9e3779b1) ^ Math.imul(a + 1, 0x85ebca6b) ^ Math.imul(b + 1, 0xc2b2ae35)) >>> 0;
+const seedOf = (kind: number, a: number, b = 0): number =>
+  (Math.imul(kind, 0x9e3779b1) ^ Math.imul(a + 1, 0x85ebca6b) ^ Math.imul(b + 1, 0xc2b2ae35)) >>> 0;
 
 const systemCache = new Map<number, string>();
 
@@ -225,7 +290,8 @@ export function messagesOf(shape: WorkloadShape, call: TraceCall): ChatMessage[]
   const messages: ChatMessage[] = [{ role: 'system', content: systemPrompt(shape, call.system) }];
   for (let turn = 1; turn <= call.turn; turn++) {
     messages.push({ role: 'user', content: words(seedOf(2, call.session, turn), shape.userWords) });
-    if (turn < call.turn) messages.push({ role: 'assistant', content: words(seedOf(3, call.session, turn), shape.outputTokens) });
+    if (turn < call.turn)
+      messages.push({ role: 'assistant', content: words(seedOf(3, call.session, turn), shape.outputTokens) });
   }
   return messages;
 }

@@ -10,7 +10,18 @@ import { check, fail, sleep } from 'k6';
 import http from 'k6/http';
 import { Counter, Trend } from 'k6/metrics';
 import type { Options } from 'k6/options';
-import { BASE_URL, CHAT_PATH, REQUEST_TIMEOUT, chatBody, envInt, isChatCompletion, jsonHeaders, parseJson, scriptOptions, writeSummary } from './lib.ts';
+import {
+  BASE_URL,
+  CHAT_PATH,
+  REQUEST_TIMEOUT,
+  chatBody,
+  envInt,
+  isChatCompletion,
+  jsonHeaders,
+  parseJson,
+  scriptOptions,
+  writeSummary,
+} from './lib.ts';
 
 /** Output tokens per call: a few, so there is something to poll for. */
 const MAX_TOKENS = envInt('MAX_TOKENS', 8, 1, 4096);
@@ -29,12 +40,17 @@ const pollsPerCall = new Trend('detached_polls');
 /** Calls still not final after MAX_POLLS polls. */
 const stuck = new Counter('detached_stuck');
 
-export const options: Options = scriptOptions('detached', 'detached', { rate: 20, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 }, {
-  'http_req_duration{scenario:detached,name:detached-post}': ['p(95)<500'],
-  'http_req_duration{scenario:detached,name:detached-status}': ['p(95)<200'],
-  'detached_time_to_result{scenario:detached}': ['p(95)<5000'],
-  detached_stuck: ['count<1'],
-});
+export const options: Options = scriptOptions(
+  'detached',
+  'detached',
+  { rate: 20, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 },
+  {
+    'http_req_duration{scenario:detached,name:detached-post}': ['p(95)<500'],
+    'http_req_duration{scenario:detached,name:detached-status}': ['p(95)<200'],
+    'detached_time_to_result{scenario:detached}': ['p(95)<5000'],
+    detached_stuck: ['count<1'],
+  },
+);
 
 /** One detached call: post, poll until final, fetch the result. Exported by name for mixed.ts. */
 export function detached(): void {
@@ -49,7 +65,8 @@ export function detached(): void {
   const accepted = check(post, {
     'detached post status is 202': (r) => r.status === 202,
     'detached post has a Location': () => location.startsWith('/v1/calls/'),
-    'detached post body is running': (r) => (parseJson(r.body) as { status?: unknown } | undefined)?.status === 'running',
+    'detached post body is running': (r) =>
+      (parseJson(r.body) as { status?: unknown } | undefined)?.status === 'running',
   });
   if (!accepted) return;
 
@@ -58,7 +75,11 @@ export function detached(): void {
   while (polls < MAX_POLLS) {
     sleep(POLL_INTERVAL_MS / 1000);
     polls++;
-    const res = http.get(BASE_URL + location, { timeout: REQUEST_TIMEOUT, responseType: 'text', tags: { name: 'detached-status' } });
+    const res = http.get(BASE_URL + location, {
+      timeout: REQUEST_TIMEOUT,
+      responseType: 'text',
+      tags: { name: 'detached-status' },
+    });
     if (!check(res, { 'detached status is 200': (r) => r.status === 200 })) return;
     status = String((parseJson(res.body) as { status?: unknown } | undefined)?.status ?? '');
     if (FINAL.has(status)) break;
@@ -72,7 +93,11 @@ export function detached(): void {
   }
   check(status, { 'detached call succeeded': (s) => s === 'succeeded' });
 
-  const result = http.get(`${BASE_URL}${location}/result`, { timeout: REQUEST_TIMEOUT, responseType: 'text', tags: { name: 'detached-result' } });
+  const result = http.get(`${BASE_URL}${location}/result`, {
+    timeout: REQUEST_TIMEOUT,
+    responseType: 'text',
+    tags: { name: 'detached-result' },
+  });
   timeToResult.add(Date.now() - startedAt);
   check(result, {
     'detached result status is 200': (r) => r.status === 200,

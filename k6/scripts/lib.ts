@@ -31,7 +31,12 @@ export function chatBody(maxTokens = 1): string {
 
 /** The streaming body: the chat body with `stream: true`, long enough for several events. */
 export function streamBody(maxTokens: number): string {
-  return JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens, stream: true });
+  return JSON.stringify({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'hi' }],
+    max_tokens: maxTokens,
+    stream: true,
+  });
 }
 
 /** Headers for a JSON call, plus any extra ones (`Prefer` for detached calls). */
@@ -59,7 +64,8 @@ export function envDuration(name: string, fallback: string): string {
   if (raw === undefined || raw === '') return fallback;
   const match = /^(\d+)(s|m)$/.exec(raw);
   const seconds = match ? Number(match[1]) * (match[2] === 'm' ? 60 : 1) : NaN;
-  if (!(seconds >= 1 && seconds <= 600)) throw new Error(`${name} must be a duration from 1s to 10m such as 30s or 2m, got ${JSON.stringify(raw)}`);
+  if (!(seconds >= 1 && seconds <= 600))
+    throw new Error(`${name} must be a duration from 1s to 10m such as 30s or 2m, got ${JSON.stringify(raw)}`);
   return raw;
 }
 
@@ -102,7 +108,12 @@ export const SUMMARY_TREND_STATS = ['avg', 'min', 'med', 'p(90)', 'p(95)', 'p(99
  * (see {@link arrivalScenario}), under the script's own `thresholds` and the two every script
  * keeps (under 1% of requests failed, over 99% of checks passed), which a script cannot loosen.
  */
-export function scriptOptions(scenario: string, exec: string, defaults: ArrivalDefaults, thresholds: Record<string, string[]>): Options {
+export function scriptOptions(
+  scenario: string,
+  exec: string,
+  defaults: ArrivalDefaults,
+  thresholds: Record<string, string[]>,
+): Options {
   return {
     scenarios: { [scenario]: arrivalScenario(exec, defaults) },
     thresholds: { ...thresholds, http_req_failed: ['rate<0.01'], checks: ['rate>0.99'] },

@@ -16,7 +16,18 @@ import { check } from 'k6';
 import http from 'k6/http';
 import { Trend } from 'k6/metrics';
 import type { Options } from 'k6/options';
-import { BASE_URL, CHAT_PATH, REQUEST_TIMEOUT, countSseEvents, endsWithDone, envInt, jsonHeaders, scriptOptions, streamBody, writeSummary } from './lib.ts';
+import {
+  BASE_URL,
+  CHAT_PATH,
+  REQUEST_TIMEOUT,
+  countSseEvents,
+  endsWithDone,
+  envInt,
+  jsonHeaders,
+  scriptOptions,
+  streamBody,
+  writeSummary,
+} from './lib.ts';
 
 /**
  * Output tokens per streamed call: one SSE event each, plus the final and `[DONE]` events. The
@@ -29,10 +40,15 @@ const timeToFirstByte = new Trend('stream_time_to_first_byte', true);
 /** SSE `data:` events per stream, `[DONE]` included. */
 const streamEvents = new Trend('stream_events');
 
-export const options: Options = scriptOptions('streaming', 'streaming', { rate: 20, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 }, {
-  'stream_time_to_first_byte{scenario:streaming}': ['p(95)<500'],
-  'http_req_duration{scenario:streaming}': ['p(95)<5000'],
-});
+export const options: Options = scriptOptions(
+  'streaming',
+  'streaming',
+  { rate: 20, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 },
+  {
+    'stream_time_to_first_byte{scenario:streaming}': ['p(95)<500'],
+    'http_req_duration{scenario:streaming}': ['p(95)<5000'],
+  },
+);
 
 /** One streamed chat call and its checks. Exported by name for mixed.ts. */
 export function streaming(): void {

@@ -9,11 +9,25 @@
 import { check } from 'k6';
 import http from 'k6/http';
 import type { Options } from 'k6/options';
-import { BASE_URL, CHAT_PATH, REQUEST_TIMEOUT, chatBody, isChatCompletion, jsonHeaders, scriptOptions, writeSummary } from './lib.ts';
+import {
+  BASE_URL,
+  CHAT_PATH,
+  REQUEST_TIMEOUT,
+  chatBody,
+  isChatCompletion,
+  jsonHeaders,
+  scriptOptions,
+  writeSummary,
+} from './lib.ts';
 
-export const options: Options = scriptOptions('sync_chat', 'syncChat', { rate: 50, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 }, {
-  'http_req_duration{scenario:sync_chat}': ['p(95)<500'],
-});
+export const options: Options = scriptOptions(
+  'sync_chat',
+  'syncChat',
+  { rate: 50, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 },
+  {
+    'http_req_duration{scenario:sync_chat}': ['p(95)<500'],
+  },
+);
 
 /** One sync chat call and its checks. Exported by name for mixed.ts. */
 export function syncChat(): void {

@@ -132,5 +132,6 @@ export const descriptor: PlacerDescriptor = Object.freeze({
   name: 'consistent-hash',
   defaults: consistentHashDefaults,
   optionKeys: Object.freeze(Object.keys(consistentHashDefaults)),
-  create: (options: Record<string, unknown> | undefined) => createConsistentHashPlacer(options as ConsistentHashOptions),
+  create: (options: Record<string, unknown> | undefined) =>
+    createConsistentHashPlacer(options as ConsistentHashOptions),
 });

@@ -34,7 +34,11 @@ export interface LingerBounds {
  * expected to try (16 times the gateway's default body limit): a larger upload is cut there, and
  * a fast client cannot make the server read gigabytes for nothing in the 30 s.
  */
-export const lingerDefaults: Readonly<LingerBounds> = Object.freeze({ time: 30_000, idle: 5_000, maxBytes: 256 * 1024 * 1024 });
+export const lingerDefaults: Readonly<LingerBounds> = Object.freeze({
+  time: 30_000,
+  idle: 5_000,
+  maxBytes: 256 * 1024 * 1024,
+});
 
 /** Why a lingering ended. */
 export type LingerEnd =

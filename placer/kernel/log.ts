@@ -34,13 +34,15 @@ export function isLogLevel(value: string): value is LogLevel {
  * Every string written, nested ones and error messages included, goes through `redact` first:
  * a library's error message can quote a URL with its password, or a secret it was given.
  */
-export function createJsonLogger(options: {
-  level?: LogLevel;
-  write?: (line: string) => void;
-  fields?: LogFields;
-  /** Hides secrets in each string of a line. @default redactUrl: URL passwords masked */
-  redact?: Redact;
-} = {}): Logger {
+export function createJsonLogger(
+  options: {
+    level?: LogLevel;
+    write?: (line: string) => void;
+    fields?: LogFields;
+    /** Hides secrets in each string of a line. @default redactUrl: URL passwords masked */
+    redact?: Redact;
+  } = {},
+): Logger {
   const threshold = LEVELS[options.level ?? 'info'];
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const base = options.fields ?? {};

@@ -72,7 +72,11 @@ export function startService(args: readonly string[], options: StartOptions = {}
  * {@link reportListening}); the child should exit when its IPC channel closes.
  * @throws {Error} with the child's last output when it exits, or does not listen within the timeout.
  */
-export function startChild(command: ChildScript, args: readonly string[], options: StartOptions = {}): Promise<ChildService> {
+export function startChild(
+  command: ChildScript,
+  args: readonly string[],
+  options: StartOptions = {},
+): Promise<ChildService> {
   const name = command.name ?? [command.script, ...args].join(' ');
   const capture = (options.stdio ?? 'capture') === 'capture';
   const child = spawn(process.execPath, [...(command.nodeArgs ?? []), command.script, ...args], {

@@ -34,10 +34,14 @@ export interface IntegerBounds {
  */
 export function checkInteger(option: string, value: unknown, bounds: IntegerBounds, fail: Fail): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < bounds.min) {
-    throw fail(`${option} must be a ${bounds.min === 1 ? 'positive' : 'non-negative'} integer, got ${show(value)}`, option);
+    throw fail(
+      `${option} must be a ${bounds.min === 1 ? 'positive' : 'non-negative'} integer, got ${show(value)}`,
+      option,
+    );
   }
   const max = bounds.max ?? Number.MAX_SAFE_INTEGER;
-  if (value > max) throw fail(`${option} must be at most ${max}${bounds.unit ? ` ${bounds.unit}` : ''}, got ${show(value)}`, option);
+  if (value > max)
+    throw fail(`${option} must be at most ${max}${bounds.unit ? ` ${bounds.unit}` : ''}, got ${show(value)}`, option);
   return value;
 }
 
@@ -58,12 +62,7 @@ export interface NumberBounds {
  * Returns `value` when it is a finite number within bounds, for ratios and factors where a
  * fraction is meaningful; otherwise throws what `fail` makes of a message naming the option.
  */
-export function checkNumber(
-  option: string,
-  value: unknown,
-  bounds: NumberBounds,
-  fail: Fail,
-): number {
+export function checkNumber(option: string, value: unknown, bounds: NumberBounds, fail: Fail): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) {
     throw fail(`${option} must be a finite number, got ${show(value)}`, option);
   }
@@ -106,7 +105,10 @@ export const RUNNER_TOKEN_MIN_LENGTH = 16;
  */
 export function checkRunnerToken(option: string, value: unknown, fail: Fail): string {
   if (typeof value !== 'string' || value.length < RUNNER_TOKEN_MIN_LENGTH || !/^[\x21-\x7e]+$/.test(value)) {
-    throw fail(`${option} must be a string of at least ${RUNNER_TOKEN_MIN_LENGTH} printable ASCII characters without spaces`, option);
+    throw fail(
+      `${option} must be a string of at least ${RUNNER_TOKEN_MIN_LENGTH} printable ASCII characters without spaces`,
+      option,
+    );
   }
   return value;
 }
@@ -122,7 +124,11 @@ export interface Checks {
   logger<L>(option: string, value: L): L;
   runnerToken(option: string, value: unknown): string;
   /** {@link resolveOptions} with this area's error. */
-  resolve<D extends object>(defaults: D, rules: { readonly [K in keyof D]?: Rule }, options: { readonly [K in keyof D]?: unknown }): Resolved<D>;
+  resolve<D extends object>(
+    defaults: D,
+    rules: { readonly [K in keyof D]?: Rule },
+    options: { readonly [K in keyof D]?: unknown },
+  ): Resolved<D>;
 }
 
 /**
@@ -146,8 +152,11 @@ export function checksWith(fail: Fail): Checks {
     fn: <F>(option: string, value: F) => checkFunction(option, value, fail),
     logger: <L>(option: string, value: L) => checkLogger(option, value, fail),
     runnerToken: (option: string, value: unknown) => checkRunnerToken(option, value, fail),
-    resolve: <D extends object>(defaults: D, rules: { readonly [K in keyof D]?: Rule }, options: { readonly [K in keyof D]?: unknown }) =>
-      resolveOptions(defaults, rules, options, fail),
+    resolve: <D extends object>(
+      defaults: D,
+      rules: { readonly [K in keyof D]?: Rule },
+      options: { readonly [K in keyof D]?: unknown },
+    ) => resolveOptions(defaults, rules, options, fail),
   });
 }
 
@@ -156,9 +165,18 @@ export type Rule = (option: string, value: unknown, fail: Fail) => unknown;
 
 /** The checks above as rules, for {@link resolveOptions}. */
 export const rule = Object.freeze({
-  integer: (bounds: IntegerBounds): Rule => (option, value, fail) => checkInteger(option, value, bounds, fail),
-  ms: (min: 0 | 1): Rule => (option, value, fail) => checkMs(option, value, min, fail),
-  number: (bounds: NumberBounds): Rule => (option, value, fail) => checkNumber(option, value, bounds, fail),
+  integer:
+    (bounds: IntegerBounds): Rule =>
+    (option, value, fail) =>
+      checkInteger(option, value, bounds, fail),
+  ms:
+    (min: 0 | 1): Rule =>
+    (option, value, fail) =>
+      checkMs(option, value, min, fail),
+  number:
+    (bounds: NumberBounds): Rule =>
+    (option, value, fail) =>
+      checkNumber(option, value, bounds, fail),
   fn: (): Rule => (option, value, fail) => checkFunction(option, value, fail),
   logger: (): Rule => (option, value, fail) => checkLogger(option, value, fail),
 });
@@ -187,7 +205,8 @@ export function resolveOptions<D extends object>(
     const value = (options as Record<string, unknown>)[key];
     return value === undefined ? (defaults as Record<string, unknown>)[key] : value;
   };
-  for (const [key, check] of Object.entries(rules) as [string, Rule | undefined][]) out[key] = check ? check(key, given(key), fail) : given(key);
+  for (const [key, check] of Object.entries(rules) as [string, Rule | undefined][])
+    out[key] = check ? check(key, given(key), fail) : given(key);
   for (const key of Object.keys(defaults)) if (!Object.hasOwn(out, key)) out[key] = given(key);
   return Object.freeze(out) as Resolved<D>;
 }

@@ -365,7 +365,11 @@ export class PrefixMemo {
    *   its UTF-8 bytes and its hashes).
    */
   constructor(maxChains: number, maxBytes: number) {
-    this.#chains = new LRUCache<bigint, BlockChain>({ max: maxChains, maxSize: maxBytes, sizeCalculation: (chain) => Math.max(1, chain.keptBytes) });
+    this.#chains = new LRUCache<bigint, BlockChain>({
+      max: maxChains,
+      maxSize: maxBytes,
+      sizeCalculation: (chain) => Math.max(1, chain.keptBytes),
+    });
   }
 
   /** Chains kept now. */

@@ -11,7 +11,12 @@ import type { Placer, Runner, RunnerCall } from '../types.ts';
 import { BlockChain, PrefixMemo } from './blocks.ts';
 import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
 import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
-import { prefixAffinityDefaults, resolvePrefixAffinity, type PrefixAffinityConfig, type PrefixAffinityOptions } from './options.ts';
+import {
+  prefixAffinityDefaults,
+  resolvePrefixAffinity,
+  type PrefixAffinityConfig,
+  type PrefixAffinityOptions,
+} from './options.ts';
 import { PrefixIndex } from './prefix-index.ts';
 
 export type { PrefixAffinityConfig, PrefixAffinityOptions } from './options.ts';
@@ -122,5 +127,6 @@ export const descriptor: PlacerDescriptor = Object.freeze({
   name: 'prefix-affinity',
   defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs, ...prefixAffinityDefaults }),
   optionKeys: Object.freeze([...LOAD_AWARE_OPTION_KEYS, ...Object.keys(prefixAffinityDefaults)]),
-  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) => createPrefixAffinityPlacer({ now: () => clock.now(), ...(options as PrefixAffinityOptions) }),
+  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) =>
+    createPrefixAffinityPlacer({ now: () => clock.now(), ...(options as PrefixAffinityOptions) }),
 });

@@ -68,7 +68,10 @@ const MAX_BLOCKS_LIMIT = 10_000_000;
  * @throws PlacerConfigError naming the option and the bad value.
  */
 export function resolvePrefixAffinity(options: PrefixAffinityOptions): PrefixAffinityConfig {
-  return Object.freeze({ ...resolveLoadAware(options), ...check.resolve(prefixAffinityDefaults, prefixAffinityRules, options) });
+  return Object.freeze({
+    ...resolveLoadAware(options),
+    ...check.resolve(prefixAffinityDefaults, prefixAffinityRules, options),
+  });
 }
 
 /** How each option is checked, in the order the first bad one is reported. */

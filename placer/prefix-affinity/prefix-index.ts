@@ -94,7 +94,10 @@ export class PrefixIndex {
    * @param candidates the listed ids: a set, or a map keyed by id (the placer passes its cached
    *   id -> position map rather than build a set of every runner per call).
    */
-  longest(hashes: BlockHashes, candidates: ReadonlySet<string> | ReadonlyMap<string, unknown>): PrefixMatch | undefined {
+  longest(
+    hashes: BlockHashes,
+    candidates: ReadonlySet<string> | ReadonlyMap<string, unknown>,
+  ): PrefixMatch | undefined {
     const held = this.heldBlocks(hashes);
     for (let i = held - 1; i >= 0; i--) {
       const runnerId = this.servedBy(hashes.at(i)!);
@@ -149,7 +152,8 @@ export class PrefixIndex {
     const gone = new Set(runnerIds);
     if (gone.size === 0) return;
     const stale: bigint[] = [];
-    for (const [hash, runnerId] of this.#entries.entries()) if (typeof runnerId === 'string' && gone.has(runnerId)) stale.push(hash);
+    for (const [hash, runnerId] of this.#entries.entries())
+      if (typeof runnerId === 'string' && gone.has(runnerId)) stale.push(hash);
     // Changed after the scan rather than during it, so the iteration never sees a list it
     // changed. Setting makes an entry the most recent: that only makes a prefix outlive longer
     // entries the more, which keeps every entry that points at a runner reachable.

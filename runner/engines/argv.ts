@@ -67,7 +67,11 @@ export interface KindRules {
 }
 
 const words = (list: string): ReadonlySet<string> => new Set(list.split(' '));
-const shared = (kind: ProfileKind) => ({ binary: LAUNCH_RULES[kind].binary, reserved: LAUNCH_RULES[kind].reserved, env: LAUNCH_RULES[kind].reservedEnv });
+const shared = (kind: ProfileKind) => ({
+  binary: LAUNCH_RULES[kind].binary,
+  reserved: LAUNCH_RULES[kind].reserved,
+  env: LAUNCH_RULES[kind].reservedEnv,
+});
 
 /** Each kind's rules; profile validation reads them, {@link engineCommand} follows them. */
 export const KIND_RULES: Readonly<Record<ProfileKind, KindRules>> = {

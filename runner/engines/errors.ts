@@ -13,7 +13,11 @@ export class ProfileError extends errorClass('RUNNER_INVALID_PROFILE', 500, 'ser
 /** A line of an engine's /metrics page that is not valid exposition format. */
 export class PrometheusParseError extends errorClass('RUNNER_METRICS_PARSE', 502, 'server_error') {
   /** @param line 1-based line number in the page */
-  constructor(readonly line: number, problem: string, text: string) {
+  constructor(
+    readonly line: number,
+    problem: string,
+    text: string,
+  ) {
     super(`metrics line ${line}: ${problem}: ${JSON.stringify(text.length > 120 ? `${text.slice(0, 117)}...` : text)}`);
   }
 }

@@ -63,7 +63,9 @@ function present(load: EngineLoad): EngineLoad {
 function vllmLoad(f: readonly MetricFamily[]): EngineLoad {
   // vLLM 0.9 renamed vllm:gpu_prefix_cache_* to vllm:prefix_cache_* and served both for a while
   // with equal values: take one generation, hits and queries together, never their sum.
-  const modern = findSamples(f, 'vllm:prefix_cache_queries_total').length > 0 || findSamples(f, 'vllm:prefix_cache_queries').length > 0;
+  const modern =
+    findSamples(f, 'vllm:prefix_cache_queries_total').length > 0 ||
+    findSamples(f, 'vllm:prefix_cache_queries').length > 0;
   const prefix = modern ? 'vllm:prefix_cache_' : 'vllm:gpu_prefix_cache_';
   return present({
     running: total(f, 'vllm:num_requests_running'),
@@ -97,11 +99,26 @@ function tgiLoad(f: readonly MetricFamily[]): EngineLoad {
 }
 
 const kinds: Record<EngineKindName, EngineKindSpec> = {
-  vllm: { name: 'vllm', healthPath: '/health', modelsPath: '/v1/models', metrics: { path: '/metrics', load: vllmLoad } },
+  vllm: {
+    name: 'vllm',
+    healthPath: '/health',
+    modelsPath: '/v1/models',
+    metrics: { path: '/metrics', load: vllmLoad },
+  },
   // SGLang serves /metrics only when started with --enable-metrics; without it the page is a 404.
-  sglang: { name: 'sglang', healthPath: '/health', modelsPath: '/v1/models', metrics: { path: '/metrics', load: sglangLoad } },
+  sglang: {
+    name: 'sglang',
+    healthPath: '/health',
+    modelsPath: '/v1/models',
+    metrics: { path: '/metrics', load: sglangLoad },
+  },
   // llama-server answers /health 503 while the model loads, and /metrics only with --metrics.
-  llamacpp: { name: 'llamacpp', healthPath: '/health', modelsPath: '/v1/models', metrics: { path: '/metrics', load: llamacppLoad } },
+  llamacpp: {
+    name: 'llamacpp',
+    healthPath: '/health',
+    modelsPath: '/v1/models',
+    metrics: { path: '/metrics', load: llamacppLoad },
+  },
   // TGI has served /v1/models since its 2.x Messages API; older routers only had /info. Not
   // checked against every release.
   tgi: { name: 'tgi', healthPath: '/health', modelsPath: '/v1/models', metrics: { path: '/metrics', load: tgiLoad } },
@@ -128,6 +145,7 @@ export const ENGINE_KIND_SPECS: Readonly<Record<EngineKindName, EngineKindSpec>>
  * @throws {UnknownEngineKindError} naming the bad value and the valid kinds.
  */
 export function engineKind(name: string): EngineKindSpec {
-  if (typeof name === 'string' && Object.hasOwn(ENGINE_KIND_SPECS, name)) return ENGINE_KIND_SPECS[name as EngineKindName];
+  if (typeof name === 'string' && Object.hasOwn(ENGINE_KIND_SPECS, name))
+    return ENGINE_KIND_SPECS[name as EngineKindName];
   throw new UnknownEngineKindError(`engine kind must be one of ${ENGINE_KINDS.join(', ')}, got ${show(name)}`);
 }

@@ -69,7 +69,8 @@ export class OpenAIHttpEngine {
     this.url = options.url;
     this.kind = options.kind;
     this.#now = options.now ?? Date.now;
-    this.#auth = options.apiKey === undefined ? undefined : Object.freeze({ authorization: `Bearer ${options.apiKey}` });
+    this.#auth =
+      options.apiKey === undefined ? undefined : Object.freeze({ authorization: `Bearer ${options.apiKey}` });
     this.#pool = new Pool(options.url.origin, {
       connectTimeout: options.connectTimeout,
       // Keep sockets past the engine's idle close (uvicorn closes after 5 s).
@@ -153,7 +154,14 @@ export class OpenAIHttpEngine {
 
   #get(path: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
     const timeout = this.#options.connectTimeout;
-    return this.#pool.request({ method: 'GET', path, headers: this.#auth, headersTimeout: timeout, bodyTimeout: timeout, signal });
+    return this.#pool.request({
+      method: 'GET',
+      path,
+      headers: this.#auth,
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+      signal,
+    });
   }
 
   async #probe(): Promise<void> {
@@ -198,14 +206,19 @@ export class OpenAIHttpEngine {
   #scheduleProbe(): void {
     if (this.#state === 'stopped') return;
     const interval =
-      this.#state === 'ready' ? this.#options.probeInterval : Math.max(50, Math.floor(this.#options.probeInterval / 10));
+      this.#state === 'ready'
+        ? this.#options.probeInterval
+        : Math.max(50, Math.floor(this.#options.probeInterval / 10));
     this.#probeTimer = setTimeout(() => void this.probe().then(() => this.#scheduleProbe()), interval);
     this.#probeTimer.unref();
   }
 
   #scheduleLoad(): void {
     if (this.#state === 'stopped' || !this.kind.metrics) return;
-    this.#loadTimer = setTimeout(() => void this.#scrape().then(() => this.#scheduleLoad()), this.#options.loadInterval);
+    this.#loadTimer = setTimeout(
+      () => void this.#scrape().then(() => this.#scheduleLoad()),
+      this.#options.loadInterval,
+    );
     this.#loadTimer.unref();
   }
 

@@ -65,24 +65,31 @@ const check = checksFor(ProfileError);
  * operator allows: a listed binary, allowed environment names (runner/protocol/launch-policy.ts).
  * @throws {ProfileError} naming the first bad field and its value (never an args or env value).
  */
-export async function validateProfile(profile: unknown, facts: ProfileFacts, policy?: LaunchPolicy): Promise<ValidProfile> {
+export async function validateProfile(
+  profile: unknown,
+  facts: ProfileFacts,
+  policy?: LaunchPolicy,
+): Promise<ValidProfile> {
   if (typeof profile !== 'object' || profile === null || Array.isArray(profile)) {
     throw check.fail(`profile must be an object, got ${show(profile)}`);
   }
   const p = profile as Record<string, unknown>;
   // A misspelt field (`gpu` for `gpus`) would otherwise launch silently on the wrong hardware.
   const unknown = Object.keys(p).find((key) => !FIELDS.includes(key));
-  if (unknown !== undefined) throw check.fail(`profile has an unknown field ${show(unknown)}; known fields: ${FIELDS.join(', ')}`);
+  if (unknown !== undefined)
+    throw check.fail(`profile has an unknown field ${show(unknown)}; known fields: ${FIELDS.join(', ')}`);
 
   const kind = p.kind;
   if (typeof kind !== 'string' || !(PROFILE_KINDS as readonly string[]).includes(kind)) {
     throw check.fail(`profile.kind must be one of ${PROFILE_KINDS.join(', ')}, got ${show(kind)}`);
   }
   const rules = KIND_RULES[kind as ProfileKind];
-  if (typeof p.model !== 'string' || p.model.trim() === '') throw check.fail(`profile.model must be a non-empty string, got ${show(p.model)}`);
+  if (typeof p.model !== 'string' || p.model.trim() === '')
+    throw check.fail(`profile.model must be a non-empty string, got ${show(p.model)}`);
   const port = check.integer('profile.port', p.port, { min: 1, max: 65_535 });
   const host = p.host ?? '127.0.0.1';
-  if (typeof host !== 'string' || host === '') throw check.fail(`profile.host must be a non-empty string, got ${show(host)}`);
+  if (typeof host !== 'string' || host === '')
+    throw check.fail(`profile.host must be a non-empty string, got ${show(host)}`);
   const gpus = checkGpus(p.gpus, kind as ProfileKind, facts.gpuIndices);
   const args = checkArgs(p.args, kind as ProfileKind, p.model);
   const env = checkEnv(p.env, rules.env);
@@ -95,7 +102,8 @@ export async function validateProfile(profile: unknown, facts: ProfileFacts, pol
   let binary: string | undefined;
   const name = p.binary ?? rules.binary;
   if (name !== undefined) {
-    if (typeof name !== 'string' || name === '') throw check.fail(`profile.binary must be a non-empty string, got ${show(name)}`);
+    if (typeof name !== 'string' || name === '')
+      throw check.fail(`profile.binary must be a non-empty string, got ${show(name)}`);
     binary = await facts.findBinary(name);
     if (binary === undefined) {
       throw check.fail(
@@ -111,9 +119,14 @@ export async function validateProfile(profile: unknown, facts: ProfileFacts, pol
     free = await facts.portFree(host, port);
   } catch (error) {
     const code = (error as { code?: unknown }).code ?? (error as Error).message;
-    throw new ProfileError(`profile.host ${show(host)} cannot be bound on this node (${String(code)})`, { cause: error });
+    throw new ProfileError(`profile.host ${show(host)} cannot be bound on this node (${String(code)})`, {
+      cause: error,
+    });
   }
-  if (!free) throw check.fail(`profile.port ${port} is not free on ${host}: something listens there or binding it is not allowed`);
+  if (!free)
+    throw check.fail(
+      `profile.port ${port} is not free on ${host}: something listens there or binding it is not allowed`,
+    );
 
   return Object.freeze({
     kind: kind as ProfileKind,
@@ -152,11 +165,13 @@ function checkArgs(value: unknown, kind: ProfileKind, model: string): string[] {
   if (!Array.isArray(value)) throw check.fail(`profile.args must be an array of strings, got ${show(value)}`);
   for (const [i, arg] of value.entries()) {
     // spawn() refuses a NUL byte only at launch; say so now, with the index.
-    if (typeof arg !== 'string' || arg.includes('\0')) throw check.fail(`profile.args[${i}] must be a string without NUL bytes, got ${show(arg)}`);
+    if (typeof arg !== 'string' || arg.includes('\0'))
+      throw check.fail(`profile.args[${i}] must be a string without NUL bytes, got ${show(arg)}`);
   }
   const args = value as string[];
   const rules = KIND_RULES[kind];
-  if (rules.noArgs !== undefined && args.length > 0) throw check.fail(`profile.args must be empty for kind ${kind} (${rules.noArgs}), got ${show(args)}`);
+  if (rules.noArgs !== undefined && args.length > 0)
+    throw check.fail(`profile.args must be empty for kind ${kind} (${rules.noArgs}), got ${show(args)}`);
   // Reserved options in every spelling the kind's parser reads (`--ho=0.0.0.0` is `--host` to
   // argparse). Forbidden ones are refused in orders only (validateProfile's policy): the runner's
   // own profile is its operator's, who may trust a model's remote code.
@@ -167,13 +182,16 @@ function checkArgs(value: unknown, kind: ProfileKind, model: string): string[] {
     const flag = eq === -1 ? arg : arg.slice(0, eq);
     if (!rules.valued.has(flag)) continue;
     if (eq !== -1) {
-      if (eq === arg.length - 1) throw check.fail(`profile.args[${i}] ${show(arg)} needs a value, got nothing after "="`);
+      if (eq === arg.length - 1)
+        throw check.fail(`profile.args[${i}] ${show(arg)} needs a value, got nothing after "="`);
       continue;
     }
     const next = args[i + 1];
     // Negative numbers (`--seed -1`) are values, not options.
     if (next === undefined || /^-[^\d.]/.test(next)) {
-      throw check.fail(`profile.args[${i}] ${show(arg)} needs a value, got ${next === undefined ? 'nothing after it' : `${show(next)} after it`}`);
+      throw check.fail(
+        `profile.args[${i}] ${show(arg)} needs a value, got ${next === undefined ? 'nothing after it' : `${show(next)} after it`}`,
+      );
     }
   }
   return [...args];
@@ -190,11 +208,13 @@ function checkEnv(value: unknown, reserved: Readonly<Record<string, string>>): R
   }
   const env: Record<string, string> = {};
   for (const [key, v] of Object.entries(value)) {
-    if (key === '' || key.includes('=') || key.includes('\0')) throw check.fail(`profile.env has an invalid variable name ${show(key)}`);
+    if (key === '' || key.includes('=') || key.includes('\0'))
+      throw check.fail(`profile.env has an invalid variable name ${show(key)}`);
     if (typeof v !== 'string') throw check.fail(`profile.env.${key} must be a string, got ${kindOf(v)}`);
     if (v.includes('\0')) throw check.fail(`profile.env.${key} must not contain NUL bytes`);
     const field = reserved[key];
-    if (field !== undefined) throw check.fail(`profile.env.${key} is set by the runner from profile.${field}; set it there instead`);
+    if (field !== undefined)
+      throw check.fail(`profile.env.${key} is set by the runner from profile.${field}; set it there instead`);
     env[key] = v;
   }
   return env;

@@ -51,16 +51,25 @@ class Bad {
 }
 
 const SUFFIXES: ReadonlyArray<[string, readonly MetricType[]]> = [
-  ['_bucket', ['histogram']], ['_sum', ['histogram', 'summary']], ['_count', ['histogram', 'summary']], ['_total', ['counter']],
+  ['_bucket', ['histogram']],
+  ['_sum', ['histogram', 'summary']],
+  ['_count', ['histogram', 'summary']],
+  ['_total', ['counter']],
 ];
 const TYPES: ReadonlySet<string> = new Set(['counter', 'gauge', 'histogram', 'summary', 'untyped']);
 const NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 const INTEGER = /^[+-]?\d+$/;
 // Go's ParseFloat, which Prometheus uses, takes these spellings in any case.
 const SPECIAL: ReadonlyMap<string, number> = new Map([
-  ['nan', NaN], ['+nan', NaN], ['-nan', NaN],
-  ['inf', Infinity], ['+inf', Infinity], ['infinity', Infinity], ['+infinity', Infinity],
-  ['-inf', -Infinity], ['-infinity', -Infinity],
+  ['nan', NaN],
+  ['+nan', NaN],
+  ['-nan', NaN],
+  ['inf', Infinity],
+  ['+inf', Infinity],
+  ['infinity', Infinity],
+  ['+infinity', Infinity],
+  ['-inf', -Infinity],
+  ['-infinity', -Infinity],
 ]);
 const NO_LABELS: Readonly<Record<string, string>> = Object.freeze(Object.create(null) as Record<string, string>);
 
@@ -83,7 +92,8 @@ export function parsePrometheusText(text: string, options: PrometheusParseOption
   const resolved = new Map<string, Family>();
   const family = (name: string): Family => {
     let f = families.get(name);
-    if (f === undefined) families.set(name, (f = { name, type: 'untyped', typed: false, help: undefined, samples: [] }));
+    if (f === undefined)
+      families.set(name, (f = { name, type: 'untyped', typed: false, help: undefined, samples: [] }));
     return f;
   };
   const lines = text.split('\n');
@@ -117,7 +127,11 @@ export function parsePrometheusText(text: string, options: PrometheusParseOption
  * The samples named `name` (a sample's own name, e.g. `vllm:prefix_cache_hits_total` or
  * `x_bucket`) whose labels include every one in `labels`.
  */
-export function findSamples(families: readonly MetricFamily[], name: string, labels: Readonly<Record<string, string>> = {}): Sample[] {
+export function findSamples(
+  families: readonly MetricFamily[],
+  name: string,
+  labels: Readonly<Record<string, string>> = {},
+): Sample[] {
   const wanted = Object.entries(labels);
   const found: Sample[] = [];
   for (const family of families) {
@@ -131,7 +145,11 @@ export function findSamples(families: readonly MetricFamily[], name: string, lab
 }
 
 /** The value of the first sample {@link findSamples} finds, or undefined when there is none. */
-export function sample(families: readonly MetricFamily[], name: string, labels?: Readonly<Record<string, string>>): number | undefined {
+export function sample(
+  families: readonly MetricFamily[],
+  name: string,
+  labels?: Readonly<Record<string, string>>,
+): number | undefined {
   return findSamples(families, name, labels)[0]?.value;
 }
 
@@ -139,7 +157,11 @@ export function sample(families: readonly MetricFamily[], name: string, labels?:
  * The sum over every label set of the samples {@link findSamples} finds (several engines or
  * models on one page), or undefined when there is none.
  */
-export function sumSamples(families: readonly MetricFamily[], name: string, labels?: Readonly<Record<string, string>>): number | undefined {
+export function sumSamples(
+  families: readonly MetricFamily[],
+  name: string,
+  labels?: Readonly<Record<string, string>>,
+): number | undefined {
   const found = findSamples(families, name, labels);
   return found.length === 0 ? undefined : found.reduce((sum, s) => sum + s.value, 0);
 }
@@ -166,7 +188,8 @@ function comment(line: string, from: number, family: (name: string) => Family, r
   i = skipBlank(line, i);
   const nameEnd = scanName(line, i);
   if (nameEnd === i) throw new Bad(`# ${keyword} needs a metric name`);
-  if (nameEnd < line.length && !isBlank(line.charCodeAt(nameEnd))) throw new Bad(`invalid character ${JSON.stringify(line[nameEnd])} in metric name`);
+  if (nameEnd < line.length && !isBlank(line.charCodeAt(nameEnd)))
+    throw new Bad(`invalid character ${JSON.stringify(line[nameEnd])} in metric name`);
   const name = line.slice(i, nameEnd);
   const rest = line.slice(skipBlank(line, nameEnd));
   if (keyword === 'HELP') {
@@ -178,7 +201,10 @@ function comment(line: string, from: number, family: (name: string) => Family, r
   }
   const type = rest.trimEnd().toLowerCase();
   if (type === '') throw new Bad(`# TYPE ${name} needs a type`);
-  if (!TYPES.has(type)) throw new Bad(`unknown metric type ${JSON.stringify(rest.trimEnd())} (format 0.0.4 has counter, gauge, histogram, summary, untyped)`);
+  if (!TYPES.has(type))
+    throw new Bad(
+      `unknown metric type ${JSON.stringify(rest.trimEnd())} (format 0.0.4 has counter, gauge, histogram, summary, untyped)`,
+    );
   const f = family(name);
   if (f.typed) throw new Bad(`second # TYPE for ${name}`);
   if (f.samples.length > 0) throw new Bad(`# TYPE for ${name} after its samples`);
@@ -194,7 +220,8 @@ function parseSample(line: string, start: number): Sample {
   const name = line.slice(start, nameEnd);
   let i = nameEnd;
   const c = line.charCodeAt(i);
-  if (i < line.length && c !== 123 /* { */ && !isBlank(c)) throw new Bad(`invalid character ${JSON.stringify(line[i])} in metric name`);
+  if (i < line.length && c !== 123 /* { */ && !isBlank(c))
+    throw new Bad(`invalid character ${JSON.stringify(line[i])} in metric name`);
   i = skipBlank(line, i);
   let labels = NO_LABELS;
   if (line.charCodeAt(i) === 123) {
@@ -225,7 +252,8 @@ function parseLabels(line: string, from: number, into: Record<string, string>): 
     if (line.charCodeAt(i) === 125 /* } */) return i + 1;
     if (i >= line.length) throw new Bad('label set is not closed with "}"');
     const nameStart = i;
-    if (!isLabelStart(line.charCodeAt(i))) throw new Bad(`invalid label name starting ${JSON.stringify(line.slice(i, i + 10))}`);
+    if (!isLabelStart(line.charCodeAt(i)))
+      throw new Bad(`invalid label name starting ${JSON.stringify(line.slice(i, i + 10))}`);
     while (i < line.length && isLabelChar(line.charCodeAt(i))) i++;
     const label = line.slice(nameStart, i);
     i = skipBlank(line, i);
@@ -243,7 +271,8 @@ function parseLabels(line: string, from: number, into: Record<string, string>): 
       while (i < line.length && line.charCodeAt(i) !== 34) {
         if (line.charCodeAt(i) === 92 /* \ */) {
           const next = line[i + 1];
-          if (next !== '\\' && next !== '"' && next !== 'n') throw new Bad(`invalid escape ${JSON.stringify(`\\${next ?? ''}`)} in the value of label ${label}`);
+          if (next !== '\\' && next !== '"' && next !== 'n')
+            throw new Bad(`invalid escape ${JSON.stringify(`\\${next ?? ''}`)} in the value of label ${label}`);
           i++;
         }
         i++;
@@ -255,7 +284,8 @@ function parseLabels(line: string, from: number, into: Record<string, string>): 
     into[label] = value;
     i = skipBlank(line, i + 1);
     const c = line.charCodeAt(i);
-    if (c === 44 /* , */) i++; // a trailing comma before "}" is allowed
+    if (c === 44 /* , */)
+      i++; // a trailing comma before "}" is allowed
     else if (c !== 125) throw new Bad(`expected "," or "}" after label ${label}`);
   }
 }
@@ -264,7 +294,7 @@ function scanName(line: string, i: number): number {
   const c = line.charCodeAt(i);
   if (!(isLabelStart(c) || c === 58)) return i;
   let j = i + 1;
-  while (j < line.length && (isLabelChar(line.charCodeAt(j)) || line.charCodeAt(j) === 58 /* : */)) j++;
+  while (j < line.length && (isLabelChar(line.charCodeAt(j)) || line.charCodeAt(j) === 58) /* : */) j++;
   return j;
 }
 

@@ -117,13 +117,15 @@ export const supervisorDefaults = Object.freeze({
 });
 
 /** {@link EngineSupervisorOptions} after defaults and checks; frozen. */
-export type SupervisorConfig = Resolved<typeof supervisorDefaults> & Readonly<Pick<EngineSupervisorOptions, 'profile' | 'command' | 'checkReady'>>;
+export type SupervisorConfig = Resolved<typeof supervisorDefaults> &
+  Readonly<Pick<EngineSupervisorOptions, 'profile' | 'command' | 'checkReady'>>;
 
 const check = checksFor(RunnerConfigError);
 
 /** Below 1 the backoff would shrink with every failure in a row. */
 const backoffFactor: Rule = (option, value, fail) => {
-  if (typeof value !== 'number' || !(value >= 1) || !Number.isFinite(value)) throw fail(`${option} must be a number of at least 1, got ${show(value)}`, option);
+  if (typeof value !== 'number' || !(value >= 1) || !Number.isFinite(value))
+    throw fail(`${option} must be a number of at least 1, got ${show(value)}`, option);
   return value;
 };
 
@@ -147,11 +149,13 @@ const supervisorRules = {
  */
 export function resolveSupervisorOptions(options: EngineSupervisorOptions): SupervisorConfig {
   const { profile, command, checkReady } = options;
-  if (typeof command?.command !== 'string' || command.command === '') throw check.fail(`command.command must be a non-empty string, got ${show(command?.command)}`);
+  if (typeof command?.command !== 'string' || command.command === '')
+    throw check.fail(`command.command must be a non-empty string, got ${show(command?.command)}`);
   check.fn('checkReady', checkReady);
   check.ms('profile.startTimeout', profile.startTimeout, 1);
   const checked = check.resolve(supervisorDefaults, supervisorRules, options);
-  if (checked.backoffCap < checked.backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${checked.backoffBase}), got ${checked.backoffCap}`);
+  if (checked.backoffCap < checked.backoffBase)
+    throw check.fail(`backoffCap must be at least backoffBase (${checked.backoffBase}), got ${checked.backoffCap}`);
   return Object.freeze({ ...checked, profile, command, checkReady });
 }
 
@@ -267,7 +271,11 @@ export class EngineSupervisor {
     } catch (error) {
       // Bad arguments throw at once; a missing binary arrives as an 'error' event below.
       if (first) this.#transition('starting', 'launch', { pid: undefined });
-      return this.#failed({ code: null, signal: null, error: (error as Error).message, at: this.#config.clock.now() }, 'spawn-failed', undefined);
+      return this.#failed(
+        { code: null, signal: null, error: (error as Error).message, at: this.#config.clock.now() },
+        'spawn-failed',
+        undefined,
+      );
     }
     let resolveExited!: () => void;
     const attempt: Attempt = {
@@ -306,13 +314,16 @@ export class EngineSupervisor {
   async #awaitReady(attempt: Attempt): Promise<void> {
     const { clock, checkReady, readyInterval, profile } = this.#config;
     const signal = attempt.starting.signal;
-    clock.sleep(profile.startTimeout, signal).then(() => {
-      if (attempt.done || this.#stopping) return;
-      attempt.timedOut = true;
-      attempt.starting.abort();
-      this.#log.warn('engine start timed out', { pid: attempt.child.pid, startTimeout: profile.startTimeout });
-      void this.#terminate(attempt, this.#config.killGrace);
-    }, () => {});
+    clock.sleep(profile.startTimeout, signal).then(
+      () => {
+        if (attempt.done || this.#stopping) return;
+        attempt.timedOut = true;
+        attempt.starting.abort();
+        this.#log.warn('engine start timed out', { pid: attempt.child.pid, startTimeout: profile.startTimeout });
+        void this.#terminate(attempt, this.#config.killGrace);
+      },
+      () => {},
+    );
     while (!signal.aborted) {
       let ready = false;
       try {
@@ -353,14 +364,21 @@ export class EngineSupervisor {
       return this.#transition('failed', reason, { pid, exit, output }, 'error', limits);
     }
     // Full jitter: restarts of engines that died together (a node-wide fault) spread out.
-    const delay = fullJitterBackoff(this.#streak, { base: backoffBase, cap: backoffCap, factor: backoffFactor }, random);
+    const delay = fullJitterBackoff(
+      this.#streak,
+      { base: backoffBase, cap: backoffCap, factor: backoffFactor },
+      random,
+    );
     this.#transition('starting', reason, { pid, exit, delay, output }, 'warn');
-    clock.sleep(delay, this.#halt.signal).then(() => {
-      if (this.#stopping || this.#state !== 'starting') return;
-      this.#restarts++;
-      this.#recent.push(clock.now());
-      this.#launch();
-    }, () => {});
+    clock.sleep(delay, this.#halt.signal).then(
+      () => {
+        if (this.#stopping || this.#state !== 'starting') return;
+        this.#restarts++;
+        this.#recent.push(clock.now());
+        this.#launch();
+      },
+      () => {},
+    );
   }
 
   /** SIGTERM to the group, SIGKILL after `graceMs`; resolves at the exit. */
@@ -369,10 +387,13 @@ export class EngineSupervisor {
     const pid = attempt.child.pid;
     signalGroup(pid, 'SIGTERM');
     const exited = new AbortController();
-    this.#config.clock.sleep(graceMs, exited.signal).then(() => {
-      this.#log.warn('engine ignored SIGTERM, killing it', { pid, graceMs });
-      signalGroup(pid, 'SIGKILL');
-    }, () => {});
+    this.#config.clock.sleep(graceMs, exited.signal).then(
+      () => {
+        this.#log.warn('engine ignored SIGTERM, killing it', { pid, graceMs });
+        signalGroup(pid, 'SIGKILL');
+      },
+      () => {},
+    );
     await attempt.exited;
     exited.abort();
   }
@@ -385,12 +406,15 @@ export class EngineSupervisor {
         closed.abort();
         resolve();
       });
-      this.#config.clock.sleep(FLUSH_MS, closed.signal).then(() => {
-        // Something outside the group still holds the pipes; stop reading them.
-        child.stdout?.destroy();
-        child.stderr?.destroy();
-        resolve();
-      }, () => {});
+      this.#config.clock.sleep(FLUSH_MS, closed.signal).then(
+        () => {
+          // Something outside the group still holds the pipes; stop reading them.
+          child.stdout?.destroy();
+          child.stderr?.destroy();
+          resolve();
+        },
+        () => {},
+      );
     });
   }
 
@@ -429,7 +453,13 @@ export class EngineSupervisor {
     const change: EngineStateChange = { from: this.#state, to, reason, restarts: this.#restarts, ...extra };
     this.#state = to;
     const { exit, ...rest } = change;
-    this.#log[level]('engine state changed', { ...rest, code: exit?.code, signal: exit?.signal, error: exit?.error, ...fields });
+    this.#log[level]('engine state changed', {
+      ...rest,
+      code: exit?.code,
+      signal: exit?.signal,
+      error: exit?.error,
+      ...fields,
+    });
     for (const listener of this.#listeners) {
       try {
         listener(change);

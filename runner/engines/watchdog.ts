@@ -58,7 +58,12 @@ export function watchedSpawn(command: string, args: readonly string[], path: str
 
 /** `command` as an absolute path: itself when it names a file, else its first match on `path`. */
 function executable(command: string, path: string | undefined): string {
-  const candidates = command.includes('/') ? [resolve(command)] : (path ?? '').split(delimiter).filter((dir) => isAbsolute(dir)).map((dir) => join(dir, command));
+  const candidates = command.includes('/')
+    ? [resolve(command)]
+    : (path ?? '')
+        .split(delimiter)
+        .filter((dir) => isAbsolute(dir))
+        .map((dir) => join(dir, command));
   for (const candidate of candidates) {
     try {
       accessSync(candidate, constants.X_OK);

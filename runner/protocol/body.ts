@@ -88,7 +88,8 @@ export function readBody(incoming: IncomingMessage, read: BodyRead): Promise<Buf
       if (!incoming.readableEnded) finish(read.closed());
     };
     const onGone = (): void => finish(read.closed());
-    const bound = (limit: TimeBound | undefined) => (limit === undefined ? undefined : setTimeout(() => finish(limit.error()), limit.ms));
+    const bound = (limit: TimeBound | undefined) =>
+      limit === undefined ? undefined : setTimeout(() => finish(limit.error()), limit.ms);
     const whole = bound(read.timeout);
     const idle = bound(read.idle);
     incoming.on('data', onData);

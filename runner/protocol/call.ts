@@ -125,7 +125,14 @@ export function withoutHopByHop(
   for (const name in headers) {
     const value = headers[name];
     // HTTP/2's pseudo-headers (`:method`, `:path`, ...) describe this hop's request, as hop-by-hop ones do.
-    if (value === undefined || HOP_BY_HOP_HEADERS.has(name) || name.charCodeAt(0) === COLON || nominated?.has(name) || drop?.has(name)) continue;
+    if (
+      value === undefined ||
+      HOP_BY_HOP_HEADERS.has(name) ||
+      name.charCodeAt(0) === COLON ||
+      nominated?.has(name) ||
+      drop?.has(name)
+    )
+      continue;
     out[name] = value;
   }
   // Added here rather than by the caller spreading the copy into another object: one copy per call.
@@ -218,11 +225,15 @@ export function isConnectError(error: unknown): boolean {
  * body that arrives in one piece and the end of the response go out in one system call instead
  * of three. A token stream loses nothing: every chunk still leaves in the turn it arrived.
  */
-export function coalesceWrites(res: { cork(): void; uncork(): void; writableCorked: number; destroyed: boolean }): void {
+export function coalesceWrites(res: {
+  cork(): void;
+  uncork(): void;
+  writableCorked: number;
+  destroyed: boolean;
+}): void {
   if (res.writableCorked > 0 || res.destroyed) return;
   res.cork();
   setImmediate(() => {
     if (!res.destroyed) res.uncork();
   });
 }
-

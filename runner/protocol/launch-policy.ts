@@ -38,12 +38,16 @@ function perKind<T>(make: (kind: ProfileKind) => T): Record<ProfileKind, T> {
 
 /** The policy with nothing added: each kind's usual entry point and allow-list. */
 export const DEFAULT_LAUNCH_POLICY: LaunchPolicy = Object.freeze({
-  binaries: Object.freeze(perKind((kind) => Object.freeze(LAUNCH_RULES[kind].binary === undefined ? [] : [LAUNCH_RULES[kind].binary!]))),
+  binaries: Object.freeze(
+    perKind((kind) => Object.freeze(LAUNCH_RULES[kind].binary === undefined ? [] : [LAUNCH_RULES[kind].binary!])),
+  ),
   envAllow: Object.freeze(perKind((kind) => Object.freeze([...LAUNCH_RULES[kind].envAllow]))),
 });
 
 /** A policy, or the first problem with the options, naming the option and the entry. */
-export type LaunchPolicyCheck = { readonly kind: 'ok'; readonly policy: LaunchPolicy } | { readonly kind: 'invalid'; readonly problem: string };
+export type LaunchPolicyCheck =
+  | { readonly kind: 'ok'; readonly policy: LaunchPolicy }
+  | { readonly kind: 'invalid'; readonly problem: string };
 
 /**
  * The policy `options` describe: the defaults plus each entry. A binary must be an absolute path
@@ -54,14 +58,21 @@ export function resolveLaunchPolicy(options: LaunchPolicyOptions = {}): LaunchPo
   const binaries = perKind((kind) => [...DEFAULT_LAUNCH_POLICY.binaries[kind]]);
   const envAllow = perKind((kind) => [...DEFAULT_LAUNCH_POLICY.envAllow[kind]]);
   const invalid = (problem: string): LaunchPolicyCheck => ({ kind: 'invalid', problem });
-  for (const [option, list] of [['engineBinaries', options.binaries], ['engineEnvAllow', options.envAllow]] as const) {
-    if (list !== undefined && (!Array.isArray(list) || list.some((entry) => typeof entry !== 'string'))) return invalid(`${option} must be a list of strings, got ${show(list)}`);
+  for (const [option, list] of [
+    ['engineBinaries', options.binaries],
+    ['engineEnvAllow', options.envAllow],
+  ] as const) {
+    if (list !== undefined && (!Array.isArray(list) || list.some((entry) => typeof entry !== 'string')))
+      return invalid(`${option} must be a list of strings, got ${show(list)}`);
   }
   for (const entry of options.binaries ?? []) {
     const eq = entry.indexOf('=');
     const kind = entry.slice(0, eq);
     const path = entry.slice(eq + 1);
-    if (eq === -1 || !isProfileKind(kind)) return invalid(`engineBinaries entry ${show(entry)} must be kind=path with kind one of ${PROFILE_KINDS.join(', ')}`);
+    if (eq === -1 || !isProfileKind(kind))
+      return invalid(
+        `engineBinaries entry ${show(entry)} must be kind=path with kind one of ${PROFILE_KINDS.join(', ')}`,
+      );
     if (path === '' || /[\0\n\r]/.test(path) || (path.includes('/') && !path.startsWith('/'))) {
       return invalid(`engineBinaries entry ${show(entry)} must name an absolute path or a bare name searched on PATH`);
     }
@@ -71,12 +82,20 @@ export function resolveLaunchPolicy(options: LaunchPolicyOptions = {}): LaunchPo
     const eq = entry.indexOf('=');
     const kind = eq === -1 ? undefined : entry.slice(0, eq);
     const name = eq === -1 ? entry : entry.slice(eq + 1);
-    if (kind !== undefined && !isProfileKind(kind)) return invalid(`engineEnvAllow entry ${show(entry)} must be NAME or kind=NAME with kind one of ${PROFILE_KINDS.join(', ')}`);
-    if (!ENV_NAME.test(name)) return invalid(`engineEnvAllow entry ${show(entry)} must name an environment variable (letters, digits, _)`);
-    if (isNeverEnv(name)) return invalid(`engineEnvAllow entry ${show(entry)}: ${name} can make a process run other code and is never allowed`);
+    if (kind !== undefined && !isProfileKind(kind))
+      return invalid(
+        `engineEnvAllow entry ${show(entry)} must be NAME or kind=NAME with kind one of ${PROFILE_KINDS.join(', ')}`,
+      );
+    if (!ENV_NAME.test(name))
+      return invalid(`engineEnvAllow entry ${show(entry)} must name an environment variable (letters, digits, _)`);
+    if (isNeverEnv(name))
+      return invalid(
+        `engineEnvAllow entry ${show(entry)}: ${name} can make a process run other code and is never allowed`,
+      );
     for (const k of kind === undefined ? PROFILE_KINDS : [kind]) {
       const set = LAUNCH_RULES[k].reservedEnv[name];
-      if (set !== undefined) return invalid(`engineEnvAllow entry ${show(entry)}: ${name} is set by the runner from profile.${set}`);
+      if (set !== undefined)
+        return invalid(`engineEnvAllow entry ${show(entry)}: ${name} is set by the runner from profile.${set}`);
       if (!envAllow[k].includes(name)) envAllow[k].push(name);
     }
   }
@@ -121,17 +140,25 @@ export function launchProblems(profile: LaunchFields, policy: LaunchPolicy = DEF
   const { kind } = profile;
   if (!isProfileKind(kind)) return [];
   const problems: LaunchProblem[] = [];
-  const add = (rule: LaunchProblem['rule'], field: string, message: string): void => void problems.push({ field, message: `${field} ${message}`, rule });
+  const add = (rule: LaunchProblem['rule'], field: string, message: string): void =>
+    void problems.push({ field, message: `${field} ${message}`, rule });
   const allowed = policy.binaries[kind];
   if (typeof profile.binary === 'string' && !allowed.includes(profile.binary)) {
-    const list = allowed.length === 0 ? 'none (the runner runs its own sluice)' : allowed.map((b) => JSON.stringify(b)).join(', ');
-    add('binary', 'profile.binary', `${show(profile.binary)} is not an executable this node's operator allows for kind ${kind}: allowed ${list}; leave binary out for the kind's usual one, or add it with --engine-binary ${kind}=PATH`);
+    const list =
+      allowed.length === 0 ? 'none (the runner runs its own sluice)' : allowed.map((b) => JSON.stringify(b)).join(', ');
+    add(
+      'binary',
+      'profile.binary',
+      `${show(profile.binary)} is not an executable this node's operator allows for kind ${kind}: allowed ${list}; leave binary out for the kind's usual one, or add it with --engine-binary ${kind}=PATH`,
+    );
   }
   // vLLM takes the model as a positional argument: one starting with `-` would be read as an
   // option (`--trust-remote-code`), and no engine names a model so.
-  if (typeof profile.model === 'string' && profile.model.startsWith('-')) add('model', 'profile.model', 'must not start with "-": the engine would read it as an option');
+  if (typeof profile.model === 'string' && profile.model.startsWith('-'))
+    add('model', 'profile.model', 'must not start with "-": the engine would read it as an option');
   const { noArgs } = LAUNCH_RULES[kind];
-  if (Array.isArray(profile.args) && profile.args.length > 0 && noArgs !== undefined) add('args', 'profile.args', `must be empty for kind ${kind} (${noArgs})`);
+  if (Array.isArray(profile.args) && profile.args.length > 0 && noArgs !== undefined)
+    add('args', 'profile.args', `must be empty for kind ${kind} (${noArgs})`);
   if (Array.isArray(profile.args)) {
     profile.args.forEach((arg: unknown, i) => {
       if (typeof arg !== 'string') return;
@@ -140,8 +167,18 @@ export function launchProblems(profile: LaunchFields, policy: LaunchPolicy = DEF
       // The option's name, never the argument: `--api-key=…` would quote a key.
       // A short option may carry its value attached (`-p8000`): only a long option's name is shown.
       const name = arg.split('=', 1)[0]!;
-      const seen = hit.flag === name ? show(name) : name.startsWith('--') ? `${show(name)} (read as ${hit.flag})` : `an option read as ${hit.flag}`;
-      if (hit.field !== undefined) add('reserved', `profile.args[${i}]`, `${seen} is set by the runner from profile.${hit.field}; set it there instead`);
+      const seen =
+        hit.flag === name
+          ? show(name)
+          : name.startsWith('--')
+            ? `${show(name)} (read as ${hit.flag})`
+            : `an option read as ${hit.flag}`;
+      if (hit.field !== undefined)
+        add(
+          'reserved',
+          `profile.args[${i}]`,
+          `${seen} is set by the runner from profile.${hit.field}; set it there instead`,
+        );
       else add('forbidden', `profile.args[${i}]`, `${seen} is not allowed: ${hit.why}`);
     });
   }
@@ -152,7 +189,11 @@ export function launchProblems(profile: LaunchFields, policy: LaunchPolicy = DEF
       if (set !== undefined) add('env', field, `is set by the runner from profile.${set}; set it there instead`);
       else if (isNeverEnv(name)) add('env', field, 'can make the engine run other code and is never allowed');
       else if (!policy.envAllow[kind].includes(name)) {
-        add('env', field, `is not an environment variable this node's operator allows for kind ${kind}; add it with --engine-env-allow ${kind}=${ENV_NAME.test(name) ? name : 'NAME'} (docs/security.md lists each kind's)`);
+        add(
+          'env',
+          field,
+          `is not an environment variable this node's operator allows for kind ${kind}; add it with --engine-env-allow ${kind}=${ENV_NAME.test(name) ? name : 'NAME'} (docs/security.md lists each kind's)`,
+        );
       }
     }
   }

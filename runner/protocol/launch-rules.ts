@@ -59,9 +59,20 @@ const REMOTE_CODE = "it runs Python code shipped with the model; run such a mode
 const PLUGIN = 'it loads Python code from a path';
 /** Names the Hugging Face and PyTorch stacks read for downloads, tokenizers and collectives. */
 const HF_TORCH = [
-  'HF_TOKEN', 'HUGGING_FACE_HUB_TOKEN', 'HF_HUB_OFFLINE', 'HF_HUB_ENABLE_HF_TRANSFER', 'TRANSFORMERS_OFFLINE', 'TOKENIZERS_PARALLELISM',
-  'NCCL_DEBUG', 'NCCL_P2P_DISABLE', 'NCCL_IB_DISABLE', 'NCCL_SOCKET_IFNAME', 'OMP_NUM_THREADS', 'PYTORCH_CUDA_ALLOC_CONF',
-  'CUDA_DEVICE_ORDER', 'CUDA_LAUNCH_BLOCKING',
+  'HF_TOKEN',
+  'HUGGING_FACE_HUB_TOKEN',
+  'HF_HUB_OFFLINE',
+  'HF_HUB_ENABLE_HF_TRANSFER',
+  'TRANSFORMERS_OFFLINE',
+  'TOKENIZERS_PARALLELISM',
+  'NCCL_DEBUG',
+  'NCCL_P2P_DISABLE',
+  'NCCL_IB_DISABLE',
+  'NCCL_SOCKET_IFNAME',
+  'OMP_NUM_THREADS',
+  'PYTORCH_CUDA_ALLOC_CONF',
+  'CUDA_DEVICE_ORDER',
+  'CUDA_LAUNCH_BLOCKING',
 ];
 
 /** Each kind's launch rules. */
@@ -71,19 +82,34 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
     parser: 'argparse',
     reserved: { ...LISTEN, '--uds': 'host', '--model': 'model', '--tensor-parallel-size': 'gpus', '-tp': 'gpus' },
     forbidden: {
-      '--config': CONFIG_FILE, '--trust-remote-code': REMOTE_CODE, '--tool-parser-plugin': PLUGIN, '--worker-cls': PLUGIN,
+      '--config': CONFIG_FILE,
+      '--trust-remote-code': REMOTE_CODE,
+      '--tool-parser-plugin': PLUGIN,
+      '--worker-cls': PLUGIN,
       '--worker-extension-cls': PLUGIN,
     },
     reservedEnv: GPU_ENV,
     envAllow: [
-      ...HF_TORCH, 'VLLM_API_KEY', 'VLLM_ATTENTION_BACKEND', 'VLLM_USE_V1', 'VLLM_LOGGING_LEVEL', 'VLLM_WORKER_MULTIPROC_METHOD',
+      ...HF_TORCH,
+      'VLLM_API_KEY',
+      'VLLM_ATTENTION_BACKEND',
+      'VLLM_USE_V1',
+      'VLLM_LOGGING_LEVEL',
+      'VLLM_WORKER_MULTIPROC_METHOD',
       'VLLM_ALLOW_LONG_MAX_MODEL_LEN',
     ],
   },
   sglang: {
     binary: 'python3',
     parser: 'argparse',
-    reserved: { ...LISTEN, '--model-path': 'model', '--model': 'model', '--tp': 'gpus', '--tp-size': 'gpus', '--tensor-parallel-size': 'gpus' },
+    reserved: {
+      ...LISTEN,
+      '--model-path': 'model',
+      '--model': 'model',
+      '--tp': 'gpus',
+      '--tp-size': 'gpus',
+      '--tensor-parallel-size': 'gpus',
+    },
     forbidden: { '--config': CONFIG_FILE, '--trust-remote-code': REMOTE_CODE },
     reservedEnv: GPU_ENV,
     envAllow: [...HF_TORCH],
@@ -91,14 +117,29 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
   llamacpp: {
     binary: 'llama-server',
     parser: 'exact',
-    reserved: { ...LISTEN, '-m': 'model', '--model': 'model', '-mu': 'model', '--model-url': 'model', '-hf': 'model', '-hfr': 'model', '--hf-repo': 'model' },
+    reserved: {
+      ...LISTEN,
+      '-m': 'model',
+      '--model': 'model',
+      '-mu': 'model',
+      '--model-url': 'model',
+      '-hf': 'model',
+      '-hfr': 'model',
+      '--hf-repo': 'model',
+    },
     forbidden: {
       '--path': 'it serves the files of a directory of the runner',
       '--log-file': 'it writes to a file of the runner',
       '--slot-save-path': 'it writes files to a directory of the runner',
     },
     reservedEnv: GPU_ENV,
-    envAllow: ['HF_TOKEN', 'OMP_NUM_THREADS', 'CUDA_DEVICE_ORDER', 'CUDA_LAUNCH_BLOCKING', 'GGML_CUDA_ENABLE_UNIFIED_MEMORY'],
+    envAllow: [
+      'HF_TOKEN',
+      'OMP_NUM_THREADS',
+      'CUDA_DEVICE_ORDER',
+      'CUDA_LAUNCH_BLOCKING',
+      'GGML_CUDA_ENABLE_UNIFIED_MEMORY',
+    ],
   },
   tgi: {
     binary: 'text-generation-launcher',
@@ -116,8 +157,15 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
     forbidden: {},
     reservedEnv: { ...GPU_ENV, OLLAMA_HOST: 'host and profile.port' },
     envAllow: [
-      'OLLAMA_NUM_PARALLEL', 'OLLAMA_MAX_LOADED_MODELS', 'OLLAMA_KEEP_ALIVE', 'OLLAMA_FLASH_ATTENTION', 'OLLAMA_KV_CACHE_TYPE',
-      'OLLAMA_CONTEXT_LENGTH', 'OLLAMA_MAX_QUEUE', 'OLLAMA_DEBUG', 'CUDA_DEVICE_ORDER',
+      'OLLAMA_NUM_PARALLEL',
+      'OLLAMA_MAX_LOADED_MODELS',
+      'OLLAMA_KEEP_ALIVE',
+      'OLLAMA_FLASH_ATTENTION',
+      'OLLAMA_KV_CACHE_TYPE',
+      'OLLAMA_CONTEXT_LENGTH',
+      'OLLAMA_MAX_QUEUE',
+      'OLLAMA_DEBUG',
+      'CUDA_DEVICE_ORDER',
     ],
   },
   sim: {
@@ -137,10 +185,44 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
  * TGI's clap `HOSTNAME`, `PORT`, `MODEL_ID`).
  */
 export const NEVER_ENV: readonly string[] = Object.freeze([
-  'PATH', 'LD_*', 'DYLD_*', 'BASH_ENV', 'ENV', 'BASH_FUNC_*', 'SHELLOPTS', 'BASHOPTS', 'PS4', 'IFS', 'CDPATH', 'NODE_*', 'PYTHON*',
-  'PERL5*', 'PERLLIB', 'RUBYOPT', 'RUBYLIB', 'GCONV_PATH', 'GLIBC_TUNABLES', 'MALLOC_*', 'HOSTALIASES', 'LOCALDOMAIN', 'RES_OPTIONS',
-  'OPENSSL_CONF', 'OPENSSL_MODULES', 'SSL_CERT_FILE', 'SSL_CERT_DIR', 'TMPDIR', 'HOME', 'SHELL', 'SLUICE_*', 'LLAMA_ARG_*',
-  'HOSTNAME', 'PORT', 'MODEL_ID', 'JAVA_TOOL_OPTIONS', 'TORCHINDUCTOR_*', 'TRITON_*',
+  'PATH',
+  'LD_*',
+  'DYLD_*',
+  'BASH_ENV',
+  'ENV',
+  'BASH_FUNC_*',
+  'SHELLOPTS',
+  'BASHOPTS',
+  'PS4',
+  'IFS',
+  'CDPATH',
+  'NODE_*',
+  'PYTHON*',
+  'PERL5*',
+  'PERLLIB',
+  'RUBYOPT',
+  'RUBYLIB',
+  'GCONV_PATH',
+  'GLIBC_TUNABLES',
+  'MALLOC_*',
+  'HOSTALIASES',
+  'LOCALDOMAIN',
+  'RES_OPTIONS',
+  'OPENSSL_CONF',
+  'OPENSSL_MODULES',
+  'SSL_CERT_FILE',
+  'SSL_CERT_DIR',
+  'TMPDIR',
+  'HOME',
+  'SHELL',
+  'SLUICE_*',
+  'LLAMA_ARG_*',
+  'HOSTNAME',
+  'PORT',
+  'MODEL_ID',
+  'JAVA_TOOL_OPTIONS',
+  'TORCHINDUCTOR_*',
+  'TRITON_*',
 ]);
 
 /** True when `name` is one of {@link NEVER_ENV}. */
@@ -164,7 +246,8 @@ export interface FlagHit {
  */
 export function reservedFlagOf(kind: ProfileKind, arg: string): FlagHit | undefined {
   const rules = LAUNCH_RULES[kind];
-  if (rules.parser === 'none' || !arg.startsWith('-') || arg === '-' || arg === '--' || /^-[\d.]/.test(arg)) return undefined;
+  if (rules.parser === 'none' || !arg.startsWith('-') || arg === '-' || arg === '--' || /^-[\d.]/.test(arg))
+    return undefined;
   const eq = arg.indexOf('=');
   const name = eq === -1 ? arg : arg.slice(0, eq);
   const hit = (flag: string): FlagHit =>

@@ -256,7 +256,8 @@ export function labelPairProblem(key: unknown, value: unknown): string | undefin
   if (!LABEL_NAME.test(name) || (prefix !== undefined && (prefix.length > 253 || !LABEL_PREFIX.test(prefix)))) {
     return `label key ${show(key)} must be ${LABEL_RULE}`;
   }
-  if (typeof value !== 'string' || (value !== '' && !LABEL_NAME.test(value))) return `label ${key} value ${show(value)} must be ${LABEL_RULE}`;
+  if (typeof value !== 'string' || (value !== '' && !LABEL_NAME.test(value)))
+    return `label ${key} value ${show(value)} must be ${LABEL_RULE}`;
   return undefined;
 }
 
@@ -272,15 +273,19 @@ function modelsProblem(field: string, value: unknown): string | undefined {
   const { models: max, modelName } = REGISTRATION_LIMITS;
   if (!Array.isArray(value)) return `${field} must be a list of model names`;
   if (value.length > max) return `${field} must list at most ${max} models, got ${value.length}`;
-  const bad = value.findIndex((m) => typeof m !== 'string' || m.length === 0 || m.length > modelName || !ONE_LINE.test(m));
-  if (bad >= 0) return `${field}[${bad}] must be a model name of 1 to ${modelName} characters on one line, got ${show(value[bad])}`;
+  const bad = value.findIndex(
+    (m) => typeof m !== 'string' || m.length === 0 || m.length > modelName || !ONE_LINE.test(m),
+  );
+  if (bad >= 0)
+    return `${field}[${bad}] must be a model name of 1 to ${modelName} characters on one line, got ${show(value[bad])}`;
   return undefined;
 }
 
 /** Why `value` is not a short one-line string, or undefined when it is one. */
 function labelProblem(field: string, value: unknown): string | undefined {
   const max = REGISTRATION_LIMITS.label;
-  if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value)) return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
+  if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value))
+    return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
   return undefined;
 }
 
@@ -292,7 +297,8 @@ function labelProblem(field: string, value: unknown): string | undefined {
 function urlProblem(field: string, value: unknown): string | undefined {
   const bad = `${field} must be an http(s) URL, got ${show(value)}`;
   if (typeof value !== 'string') return bad;
-  if (value.length > REGISTRATION_LIMITS.url) return `${field} must be at most ${REGISTRATION_LIMITS.url} characters, got ${value.length}`;
+  if (value.length > REGISTRATION_LIMITS.url)
+    return `${field} must be at most ${REGISTRATION_LIMITS.url} characters, got ${value.length}`;
   let url: URL;
   try {
     url = new URL(value);
@@ -303,13 +309,15 @@ function urlProblem(field: string, value: unknown): string | undefined {
   if (url.username || url.password) return `${field} must not carry credentials`;
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return bad;
   // The parser drops an empty "?" or "#": read the text too.
-  if (url.search || url.hash || /[?#]/.test(value)) return `${field} must not have a query or fragment, got ${show(value)}`;
+  if (url.search || url.hash || /[?#]/.test(value))
+    return `${field} must not have a query or fragment, got ${show(value)}`;
   return undefined;
 }
 
 /** Why a number is not a whole count from 0 to `max`, or undefined. */
 function countProblem(field: string, value: unknown, min: number, max: number): string | undefined {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) return `${field} must be a whole number from ${min} to ${max}, got ${show(value)}`;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max)
+    return `${field} must be a whole number from ${min} to ${max}, got ${show(value)}`;
   return undefined;
 }
 
@@ -344,17 +352,20 @@ function enginesProblem(value: unknown): string | undefined {
 /** Why `value` is not a runner's capacity, or undefined; absent is fine (an older runner). */
 function capacityProblem(field: string, value: unknown): string | undefined {
   if (value === undefined) return undefined;
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return `${field} must be an object, got ${show(value)}`;
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    return `${field} must be an object, got ${show(value)}`;
   const c = value as Partial<Record<keyof Capacity, unknown>>;
   const { labels: maxLabels, engineKinds: maxKinds, gpus: maxGpus, gpuIndex } = REGISTRATION_LIMITS;
-  if (!c.labels || typeof c.labels !== 'object' || Array.isArray(c.labels)) return `${field}.labels must be an object of label keys and values, got ${show(c.labels)}`;
+  if (!c.labels || typeof c.labels !== 'object' || Array.isArray(c.labels))
+    return `${field}.labels must be an object of label keys and values, got ${show(c.labels)}`;
   const labels = Object.entries(c.labels as Record<string, unknown>);
   if (labels.length > maxLabels) return `${field}.labels must hold at most ${maxLabels} labels, got ${labels.length}`;
   for (const [k, v] of labels) {
     const problem = labelPairProblem(k, v);
     if (problem) return `${field}.labels: ${problem}`;
   }
-  if (!Array.isArray(c.freeGpus) || c.freeGpus.length > maxGpus) return `${field}.freeGpus must be a list of at most ${maxGpus} GPU indices, got ${show(c.freeGpus)}`;
+  if (!Array.isArray(c.freeGpus) || c.freeGpus.length > maxGpus)
+    return `${field}.freeGpus must be a list of at most ${maxGpus} GPU indices, got ${show(c.freeGpus)}`;
   const seen = new Set<unknown>();
   for (const [i, gpu] of c.freeGpus.entries()) {
     const problem = countProblem(`${field}.freeGpus[${i}]`, gpu, 0, gpuIndex);
@@ -362,12 +373,15 @@ function capacityProblem(field: string, value: unknown): string | undefined {
     if (seen.has(gpu)) return `${field}.freeGpus lists GPU ${String(gpu)} twice`;
     seen.add(gpu);
   }
-  if (!Array.isArray(c.engineKinds) || c.engineKinds.length > maxKinds) return `${field}.engineKinds must be a list of at most ${maxKinds} engine kinds, got ${show(c.engineKinds)}`;
+  if (!Array.isArray(c.engineKinds) || c.engineKinds.length > maxKinds)
+    return `${field}.engineKinds must be a list of at most ${maxKinds} engine kinds, got ${show(c.engineKinds)}`;
   for (const [i, kind] of c.engineKinds.entries()) {
     // Not held to today's kinds: a newer runner may launch one this gateway does not know.
-    if (typeof kind !== 'string' || !ENGINE_KIND.test(kind)) return `${field}.engineKinds[${i}] must be 1-32 lowercase letters, digits or -, got ${show(kind)}`;
+    if (typeof kind !== 'string' || !ENGINE_KIND.test(kind))
+      return `${field}.engineKinds[${i}] must be 1-32 lowercase letters, digits or -, got ${show(kind)}`;
   }
-  if (c.orders !== undefined && typeof c.orders !== 'boolean') return `${field}.orders must be true or false, got ${show(c.orders)}`;
+  if (c.orders !== undefined && typeof c.orders !== 'boolean')
+    return `${field}.orders must be true or false, got ${show(c.orders)}`;
   return undefined;
 }
 
@@ -375,16 +389,23 @@ function capacityProblem(field: string, value: unknown): string | undefined {
 function capacityOf(value: unknown): Capacity | undefined {
   if (value === undefined) return undefined;
   const c = value as Capacity;
-  return { labels: { ...c.labels }, freeGpus: [...c.freeGpus], engineKinds: [...c.engineKinds], ...(c.orders === undefined ? {} : { orders: c.orders }) };
+  return {
+    labels: { ...c.labels },
+    freeGpus: [...c.freeGpus],
+    engineKinds: [...c.engineKinds],
+    ...(c.orders === undefined ? {} : { orders: c.orders }),
+  };
 }
 
 function gpusProblem(value: unknown): string | undefined {
   // Null or absent: a runner that has not read its inventory yet.
   if (value === null || value === undefined) return undefined;
-  if (typeof value !== 'object' || Array.isArray(value)) return `registration gpus must be an inventory object, got ${show(value)}`;
+  if (typeof value !== 'object' || Array.isArray(value))
+    return `registration gpus must be an inventory object, got ${show(value)}`;
   const list = (value as { gpus?: unknown }).gpus;
   if (list === undefined) return undefined;
-  if (!Array.isArray(list) || list.length > REGISTRATION_LIMITS.gpus) return `registration gpus.gpus must be a list of at most ${REGISTRATION_LIMITS.gpus} GPUs`;
+  if (!Array.isArray(list) || list.length > REGISTRATION_LIMITS.gpus)
+    return `registration gpus.gpus must be a list of at most ${REGISTRATION_LIMITS.gpus} GPUs`;
   return undefined;
 }
 
@@ -396,11 +417,14 @@ function gpusProblem(value: unknown): string | undefined {
 export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
   const b = body as Partial<RunnerRegistration> | null;
   if (!b || typeof b !== 'object' || Array.isArray(b)) return invalid('registration body must be a JSON object');
-  if (typeof b.id !== 'string' || !WIRE_ID_PATTERN.test(b.id)) return invalid(`registration id must be ${WIRE_ID_RULE}, got ${show(b.id)}`);
+  if (typeof b.id !== 'string' || !WIRE_ID_PATTERN.test(b.id))
+    return invalid(`registration id must be ${WIRE_ID_RULE}, got ${show(b.id)}`);
   const problem =
     urlProblem('registration url', b.url) ??
     (b.version === undefined ? undefined : labelProblem('registration version', b.version)) ??
-    (b.ready === undefined || typeof b.ready === 'boolean' ? undefined : `registration ready must be true or false, got ${show(b.ready)}`) ??
+    (b.ready === undefined || typeof b.ready === 'boolean'
+      ? undefined
+      : `registration ready must be true or false, got ${show(b.ready)}`) ??
     modelsProblem('registration models', b.models) ??
     enginesProblem(b.engines ?? []) ??
     countProblem('registration slots', b.slots, 1, REGISTRATION_LIMITS.slots) ??
@@ -432,7 +456,9 @@ export function parseHeartbeat(body: unknown): Parsed<RunnerHeartbeat> {
   const b = body as Partial<RunnerHeartbeat> | null;
   if (!b || typeof b !== 'object' || Array.isArray(b)) return invalid('heartbeat body must be a JSON object');
   const problem =
-    (b.ready === undefined || typeof b.ready === 'boolean' ? undefined : `heartbeat ready must be true or false, got ${show(b.ready)}`) ??
+    (b.ready === undefined || typeof b.ready === 'boolean'
+      ? undefined
+      : `heartbeat ready must be true or false, got ${show(b.ready)}`) ??
     modelsProblem('heartbeat models', b.models) ??
     loadProblem(b.load) ??
     capacityProblem('heartbeat capacity', b.capacity) ??
@@ -455,53 +481,74 @@ export function parseHeartbeat(body: unknown): Parsed<RunnerHeartbeat> {
 /** Why a reported load is not one, or undefined: counts in range, the KV-cache use a fraction, at most the model limit. */
 function loadProblem(load: unknown): string | undefined {
   const l = load as Partial<Record<keyof ReportedLoad, unknown>> | undefined;
-  if (!l || typeof l.slotsInUse !== 'number' || typeof l.slots !== 'number') return 'load must carry numeric slotsInUse and slots';
+  if (!l || typeof l.slotsInUse !== 'number' || typeof l.slots !== 'number')
+    return 'load must carry numeric slotsInUse and slots';
   const max = REGISTRATION_LIMITS.slots;
   const problem =
     countProblem('load.slotsInUse', l.slotsInUse, 0, max) ??
     countProblem('load.slots', l.slots, 0, max) ??
-    (l.queue === undefined || (typeof l.queue === 'number' && Number.isFinite(l.queue) && l.queue >= 0) ? undefined : `load.queue must be a number of 0 or more, got ${show(l.queue)}`) ??
-    (l.kvCacheUsage === undefined || (typeof l.kvCacheUsage === 'number' && l.kvCacheUsage >= 0 && l.kvCacheUsage <= 1) ? undefined : `load.kvCacheUsage must be a fraction from 0 to 1, got ${show(l.kvCacheUsage)}`);
+    (l.queue === undefined || (typeof l.queue === 'number' && Number.isFinite(l.queue) && l.queue >= 0)
+      ? undefined
+      : `load.queue must be a number of 0 or more, got ${show(l.queue)}`) ??
+    (l.kvCacheUsage === undefined || (typeof l.kvCacheUsage === 'number' && l.kvCacheUsage >= 0 && l.kvCacheUsage <= 1)
+      ? undefined
+      : `load.kvCacheUsage must be a fraction from 0 to 1, got ${show(l.kvCacheUsage)}`);
   if (problem) return problem;
   if (l.models === undefined) return undefined;
-  if (!l.models || typeof l.models !== 'object' || Array.isArray(l.models)) return 'load.models must be an object of per-model counts';
+  if (!l.models || typeof l.models !== 'object' || Array.isArray(l.models))
+    return 'load.models must be an object of per-model counts';
   const entries = Object.entries(l.models as Record<string, unknown>);
-  if (entries.length > REGISTRATION_LIMITS.models) return `load.models must hold at most ${REGISTRATION_LIMITS.models} models, got ${entries.length}`;
+  if (entries.length > REGISTRATION_LIMITS.models)
+    return `load.models must hold at most ${REGISTRATION_LIMITS.models} models, got ${entries.length}`;
   for (const [name, counts] of entries) {
     const c = counts as { running?: unknown; waiting?: unknown } | null;
     const fine = (n: unknown) => typeof n === 'number' && Number.isFinite(n) && n >= 0;
-    if (!c || typeof c !== 'object' || !fine(c.running) || !fine(c.waiting)) return `load.models[${show(name)}] must carry running and waiting counts of 0 or more`;
+    if (!c || typeof c !== 'object' || !fine(c.running) || !fine(c.waiting))
+      return `load.models[${show(name)}] must carry running and waiting counts of 0 or more`;
   }
   return modelsProblem('load.models', Object.keys(l.models));
 }
 
 /** Every {@link HostedState}, for checking a report. */
-export const HOSTED_STATES: readonly HostedState[] = Object.freeze(['starting', 'ready', 'draining', 'stopped', 'failed']);
+export const HOSTED_STATES: readonly HostedState[] = Object.freeze([
+  'starting',
+  'ready',
+  'draining',
+  'stopped',
+  'failed',
+]);
 
 /** Why `value` is not one line of at most {@link REGISTRATION_LIMITS}.outputLine characters, or undefined. */
 function outputLineProblem(field: string, value: unknown): string | undefined {
   const max = REGISTRATION_LIMITS.outputLine;
-  if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value)) return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
+  if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value))
+    return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
   return undefined;
 }
 
 /** Why `value` is not a hosted engine's report, or undefined; absent is fine (it hosts none). */
 function hostedProblem(field: string, value: unknown): string | undefined {
   if (value === undefined) return undefined;
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return `${field} must be an object, got ${show(value)}`;
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    return `${field} must be an object, got ${show(value)}`;
   const h = value as Partial<Record<keyof HostedEngine, unknown>>;
-  if (typeof h.replica !== 'string' || !WIRE_ID_PATTERN.test(h.replica)) return `${field}.replica must be ${WIRE_ID_RULE}, got ${show(h.replica)}`;
+  if (typeof h.replica !== 'string' || !WIRE_ID_PATTERN.test(h.replica))
+    return `${field}.replica must be ${WIRE_ID_RULE}, got ${show(h.replica)}`;
   const model = modelsProblem(`${field}.model`, [h.model]);
-  if (model) return `${field}.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(h.model)}`;
-  if (h.revision !== undefined && (typeof h.revision !== 'string' || !WIRE_ID_PATTERN.test(h.revision))) return `${field}.revision must be ${WIRE_ID_RULE}, got ${show(h.revision)}`;
-  if (!HOSTED_STATES.includes(h.state as HostedState)) return `${field}.state must be one of ${HOSTED_STATES.join(', ')}, got ${show(h.state)}`;
+  if (model)
+    return `${field}.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(h.model)}`;
+  if (h.revision !== undefined && (typeof h.revision !== 'string' || !WIRE_ID_PATTERN.test(h.revision)))
+    return `${field}.revision must be ${WIRE_ID_RULE}, got ${show(h.revision)}`;
+  if (!HOSTED_STATES.includes(h.state as HostedState))
+    return `${field}.state must be one of ${HOSTED_STATES.join(', ')}, got ${show(h.state)}`;
   const problem =
     countProblem(`${field}.since`, h.since, 0, Number.MAX_SAFE_INTEGER) ??
     (h.reason === undefined ? undefined : outputLineProblem(`${field}.reason`, h.reason));
   if (problem) return problem;
   if (h.output === undefined) return undefined;
   const max = REGISTRATION_LIMITS.outputLines;
-  if (!Array.isArray(h.output) || h.output.length > max) return `${field}.output must be a list of at most ${max} lines, got ${show(h.output)}`;
+  if (!Array.isArray(h.output) || h.output.length > max)
+    return `${field}.output must be a list of at most ${max} lines, got ${show(h.output)}`;
   for (const [i, line] of h.output.entries()) {
     const bad = outputLineProblem(`${field}.output[${i}]`, line);
     if (bad) return bad;
@@ -545,7 +592,8 @@ const ORDER_FIELDS = ['kind', 'model', 'gpus', 'port', 'binary', 'args', 'env', 
 
 /** Why `value` is a string with a NUL byte or past {@link ORDER_LIMITS}.text, or not a string; undefined when fine. */
 function textProblem(field: string, value: unknown): string | undefined {
-  if (typeof value !== 'string' || value.includes('\0') || value.length > ORDER_LIMITS.text) return `${field} must be a string of at most ${ORDER_LIMITS.text} characters without NUL bytes`;
+  if (typeof value !== 'string' || value.includes('\0') || value.length > ORDER_LIMITS.text)
+    return `${field} must be a string of at most ${ORDER_LIMITS.text} characters without NUL bytes`;
   return undefined;
 }
 
@@ -556,8 +604,10 @@ function orderedProfileProblem(value: unknown): string | undefined {
   const p = value as Partial<Record<keyof OrderedProfile, unknown>>;
   const unknownField = Object.keys(p).find((key) => !ORDER_FIELDS.includes(key));
   if (unknownField !== undefined) return `${field} has an unknown field ${show(unknownField)}`;
-  if (typeof p.kind !== 'string' || !ENGINE_KIND.test(p.kind)) return `${field}.kind must be 1-32 lowercase letters, digits or -, got ${show(p.kind)}`;
-  if (modelsProblem(`${field}.model`, [p.model])) return `${field}.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(p.model)}`;
+  if (typeof p.kind !== 'string' || !ENGINE_KIND.test(p.kind))
+    return `${field}.kind must be 1-32 lowercase letters, digits or -, got ${show(p.kind)}`;
+  if (modelsProblem(`${field}.model`, [p.model]))
+    return `${field}.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(p.model)}`;
   const { gpus: maxGpus, args: maxArgs, env: maxEnv, startTimeout } = ORDER_LIMITS;
   if (Array.isArray(p.gpus)) {
     if (p.gpus.length > maxGpus) return `${field}.gpus must list at most ${maxGpus} GPUs, got ${p.gpus.length}`;
@@ -578,17 +628,20 @@ function orderedProfileProblem(value: unknown): string | undefined {
   if (problem) return problem;
   // Absent args and env read empty: nothing is lost, and a gateway that leaves empty ones out is understood.
   const args = p.args ?? [];
-  if (!Array.isArray(args) || args.length > maxArgs) return `${field}.args must be a list of at most ${maxArgs} strings`;
+  if (!Array.isArray(args) || args.length > maxArgs)
+    return `${field}.args must be a list of at most ${maxArgs} strings`;
   for (const [i, arg] of args.entries()) {
     const bad = textProblem(`${field}.args[${i}]`, arg);
     if (bad) return bad;
   }
   const vars = p.env ?? {};
-  if (!vars || typeof vars !== 'object' || Array.isArray(vars)) return `${field}.env must be an object of string values`;
+  if (!vars || typeof vars !== 'object' || Array.isArray(vars))
+    return `${field}.env must be an object of string values`;
   const env = Object.entries(vars);
   if (env.length > maxEnv) return `${field}.env must hold at most ${maxEnv} variables, got ${env.length}`;
   for (const [name, v] of env) {
-    if (name === '' || name.includes('=') || textProblem('', name)) return `${field}.env has an invalid variable name ${show(name)}`;
+    if (name === '' || name.includes('=') || textProblem('', name))
+      return `${field}.env has an invalid variable name ${show(name)}`;
     const bad = textProblem(`${field}.env.${name}`, v);
     if (bad) return bad;
   }
@@ -603,11 +656,17 @@ function orderedProfileProblem(value: unknown): string | undefined {
  */
 export function parseEngineOrder(value: unknown): Parsed<EngineOrder | null> {
   if (value === null) return { kind: 'ok', value: null };
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return invalid(`host must be an engine order or null, got ${show(value)}`);
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    return invalid(`host must be an engine order or null, got ${show(value)}`);
   const o = value as Partial<Record<keyof EngineOrder, unknown>>;
-  if (typeof o.replica !== 'string' || !WIRE_ID_PATTERN.test(o.replica)) return invalid(`host.replica must be ${WIRE_ID_RULE}, got ${show(o.replica)}`);
-  if (modelsProblem('host.model', [o.model])) return invalid(`host.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(o.model)}`);
-  if (o.revision !== undefined && (typeof o.revision !== 'string' || !WIRE_ID_PATTERN.test(o.revision))) return invalid(`host.revision must be ${WIRE_ID_RULE}, got ${show(o.revision)}`);
+  if (typeof o.replica !== 'string' || !WIRE_ID_PATTERN.test(o.replica))
+    return invalid(`host.replica must be ${WIRE_ID_RULE}, got ${show(o.replica)}`);
+  if (modelsProblem('host.model', [o.model]))
+    return invalid(
+      `host.model must be a model name of 1 to ${REGISTRATION_LIMITS.modelName} characters on one line, got ${show(o.model)}`,
+    );
+  if (o.revision !== undefined && (typeof o.revision !== 'string' || !WIRE_ID_PATTERN.test(o.revision)))
+    return invalid(`host.revision must be ${WIRE_ID_RULE}, got ${show(o.revision)}`);
   const problem = orderedProfileProblem(o.profile);
   if (problem) return invalid(problem);
   const p = o.profile as OrderedProfile;
@@ -621,5 +680,13 @@ export function parseEngineOrder(value: unknown): Parsed<EngineOrder | null> {
     env: { ...(p.env ?? {}) },
     ...(p.startTimeout === undefined ? {} : { startTimeout: p.startTimeout }),
   };
-  return { kind: 'ok', value: { replica: o.replica, model: o.model as string, profile, ...(o.revision === undefined ? {} : { revision: o.revision as string }) } };
+  return {
+    kind: 'ok',
+    value: {
+      replica: o.replica,
+      model: o.model as string,
+      profile,
+      ...(o.revision === undefined ? {} : { revision: o.revision as string }),
+    },
+  };
 }

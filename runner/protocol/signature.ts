@@ -97,14 +97,21 @@ export type CallRefusal =
 export type CallVerdict = { kind: 'verified' } | { kind: 'refused'; reason: CallRefusal };
 
 /** The headers-only half of a verification, before the body is read: the parsed values. */
-export type CallCredential = { kind: 'present'; mac: Buffer; deadline: number } | { kind: 'refused'; reason: CallRefusal };
+export type CallCredential =
+  | { kind: 'present'; mac: Buffer; deadline: number }
+  | { kind: 'refused'; reason: CallRefusal };
 
 /**
  * Reads a call's credential headers: both there, in the wire's format, and the deadline not past
  * by more than `skew` ms at `now` (ms since the epoch). The MAC is then checked by
  * {@link verifyCall}.
  */
-export function readCallCredential(signature: string | undefined, deadline: string | undefined, now: number, skew: number): CallCredential {
+export function readCallCredential(
+  signature: string | undefined,
+  deadline: string | undefined,
+  now: number,
+  skew: number,
+): CallCredential {
   if (signature === undefined || deadline === undefined) return { kind: 'refused', reason: 'unsigned' };
   if (!signature.startsWith(V1) || !/^\d{1,16}$/.test(deadline)) return { kind: 'refused', reason: 'malformed' };
   const mac = Buffer.from(signature.slice(V1.length), 'base64url');
@@ -120,7 +127,11 @@ export function readCallCredential(signature: string | undefined, deadline: stri
  * any of `secrets` (several during a rotation: the new one and the old), comparing MACs in
  * constant time.
  */
-export function verifyCall(secrets: readonly string[], credential: { mac: Buffer; deadline: number }, call: Omit<SignedCall, 'deadline'>): CallVerdict {
+export function verifyCall(
+  secrets: readonly string[],
+  credential: { mac: Buffer; deadline: number },
+  call: Omit<SignedCall, 'deadline'>,
+): CallVerdict {
   const text = canonicalCall({ ...call, deadline: credential.deadline });
   let match = false;
   // Every secret is tried, matched or not, so the time taken does not say which one matched.

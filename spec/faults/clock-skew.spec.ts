@@ -32,13 +32,36 @@ describe('a runner whose clock is ten minutes ahead', () => {
 
   beforeAll(async () => {
     const quiet = ['--log-level', 'warn'];
-    engine = await startService(['sim-engine', '--port', '0', '--itl-ms', '20', '--ttft-ms', '0', '--output-tokens', '400', ...quiet]);
+    engine = await startService([
+      'sim-engine',
+      '--port',
+      '0',
+      '--itl-ms',
+      '20',
+      '--ttft-ms',
+      '0',
+      '--output-tokens',
+      '400',
+      ...quiet,
+    ]);
     services.push(engine);
-    runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'skewed', ...quiet], {
-      env: { ...process.env, LD_PRELOAD: libfaketime(), FAKETIME: `+${SKEW_S}`, FAKETIME_DONT_FAKE_MONOTONIC: '1' },
-    });
+    runner = await startService(
+      ['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'skewed', ...quiet],
+      {
+        env: { ...process.env, LD_PRELOAD: libfaketime(), FAKETIME: `+${SKEW_S}`, FAKETIME_DONT_FAKE_MONOTONIC: '1' },
+      },
+    );
     services.push(runner);
-    gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, '--call-timeout', '60s', ...quiet]);
+    gateway = await startService([
+      'gateway',
+      '--port',
+      '0',
+      '--runners',
+      runner.url,
+      '--call-timeout',
+      '60s',
+      ...quiet,
+    ]);
     services.push(gateway);
   }, 60_000);
   afterAll(async () => {
@@ -63,7 +86,17 @@ describe('a runner whose clock is ten minutes ahead', () => {
   });
 
   it('still stops a call at the end of its budget, counted from its arrival', async () => {
-    const slow = await startService(['gateway', '--port', '0', '--runners', runner.url, '--call-timeout', '800ms', '--log-level', 'warn']);
+    const slow = await startService([
+      'gateway',
+      '--port',
+      '0',
+      '--runners',
+      runner.url,
+      '--call-timeout',
+      '800ms',
+      '--log-level',
+      'warn',
+    ]);
     services.push(slow);
     const started = Date.now();
     const res = await postJson(`${slow.url}/v1/chat/completions`, chatBody({ max_tokens: 400 }));

@@ -41,7 +41,16 @@ describe('Reconciler.startFailure', () => {
     const clock = new FakeClock();
     const fleet = new FakeFleet([runner('r1')]);
     const store = new MemoryDeploymentStore({ now: () => clock.now() });
-    const reconciler = new Reconciler({ store, fleet, lease: new FakeLease(), clock, logger: silentLogger, random: seededRandom(3), timers: new ManualTimers(), startAttempts });
+    const reconciler = new Reconciler({
+      store,
+      fleet,
+      lease: new FakeLease(),
+      clock,
+      logger: silentLogger,
+      random: seededRandom(3),
+      timers: new ManualTimers(),
+      startAttempts,
+    });
     return { clock, fleet, store, reconciler };
   }
   // SIM_TOKEN is the variable the specs' launch policy allows for kind sim (fake-fleet.ts).
@@ -58,11 +67,17 @@ describe('Reconciler.startFailure', () => {
     expect(order).toMatchObject({ model: 'm' });
     expect(reconciler.startFailure('m')).toBeUndefined();
 
-    host(fleet.get('r1'), 'm', order.replica, 'failed', clock.now(), { reason: quoting, output: ['CUDA error: out of memory'] });
+    host(fleet.get('r1'), 'm', order.replica, 'failed', clock.now(), {
+      reason: quoting,
+      output: ['CUDA error: out of memory'],
+    });
     clock.advance(1_000);
     await reconciler.pass();
     const failure = reconciler.startFailure('m');
-    expect(failure).toEqual({ reason: 'the engine exited with code 1 (ran with *** ***, SIM_TOKEN=***)', retryInMs: 30_000 });
+    expect(failure).toEqual({
+      reason: 'the engine exited with code 1 (ran with *** ***, SIM_TOKEN=***)',
+      retryInMs: 30_000,
+    });
     clock.advance(10_000);
     expect(reconciler.startFailure('m')?.retryInMs).toBe(20_000);
 
@@ -80,7 +95,9 @@ describe('Reconciler.startFailure', () => {
     await store.put(deployment('m', { profile }));
     fleet.waitingBy.set('m', 1);
     await reconciler.pass();
-    host(fleet.get('r1'), 'm', reconciler.orderFor('r1')!.replica, 'failed', clock.now(), { reason: 'the engine exited with code 1' });
+    host(fleet.get('r1'), 'm', reconciler.orderFor('r1')!.replica, 'failed', clock.now(), {
+      reason: 'the engine exited with code 1',
+    });
     clock.advance(1_000);
     await reconciler.pass();
     // The waiting calls were answered: none waits, and the start is dropped as unwanted.
@@ -98,7 +115,9 @@ describe('Reconciler.startFailure', () => {
     await reconciler.pass();
     expect(reconciler.orderFor('r1')).toMatchObject({ model: 'm' });
     // A changed deployment starts afresh.
-    host(fleet.get('r1'), 'm', reconciler.orderFor('r1')!.replica, 'failed', clock.now(), { reason: 'the engine exited with code 2' });
+    host(fleet.get('r1'), 'm', reconciler.orderFor('r1')!.replica, 'failed', clock.now(), {
+      reason: 'the engine exited with code 2',
+    });
     await reconciler.pass();
     fleet.waitingBy.set('m', 0);
     clock.advance(1_000);
@@ -109,7 +128,7 @@ describe('Reconciler.startFailure', () => {
     expect(reconciler.orderFor('r1')).toMatchObject({ model: 'm', profile: { args: ['--fixed'] } });
   });
 
-  it('gives a dead-lettered deployment\'s last reason with no next attempt', async () => {
+  it("gives a dead-lettered deployment's last reason with no next attempt", async () => {
     const { clock, fleet, store, reconciler } = setup(1);
     await store.put(deployment('m', { profile }));
     fleet.waitingBy.set('m', 1);
@@ -149,11 +168,23 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
     dir = mkdtempSync(join(tmpdir(), 'sluice-start-failed-'));
     const script = join(dir, 'engine-exits');
     // Its last words quote its args and environment: none of them may reach a client.
-    writeFileSync(script, '#!/bin/sh\necho "loading with $* and $HF_TOKEN"\necho "CUDA error: out of memory (spec)"\nexit 1\n');
+    writeFileSync(
+      script,
+      '#!/bin/sh\necho "loading with $* and $HF_TOKEN"\necho "CUDA error: out of memory (spec)"\nexit 1\n',
+    );
     chmodSync(script, 0o755);
     allow = ['--engine-binary', `sim=${script}`, '--engine-env-allow', 'sim=HF_TOKEN'];
     file = join(dir, 'deployments.json');
-    writeFileSync(file, JSON.stringify([{ model: MODEL, maxReplicas: 1, profile: { kind: 'sim', binary: script, args: ['--api-key', ARG_SECRET], env: { HF_TOKEN: ENV_SECRET } } }]));
+    writeFileSync(
+      file,
+      JSON.stringify([
+        {
+          model: MODEL,
+          maxReplicas: 1,
+          profile: { kind: 'sim', binary: script, args: ['--api-key', ARG_SECRET], env: { HF_TOKEN: ENV_SECRET } },
+        },
+      ]),
+    );
   });
 
   afterEach(async () => {
@@ -171,16 +202,53 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
    * notes and status publishing) ten a second: a start that fails never reaches a scaling rule.
    */
   async function gateway(extra: readonly string[] = []): Promise<ChildService> {
-    const flags = ['--deployments', file, '--reconcile-period', '300ms', '--scale-panic-window', '600ms', '--heartbeat-interval', '200ms', '--runner-networks', '127.0.0.0/8', '--placer-timeout', '45s'];
-    const gw = await startService(['gateway', '--port', '0', ...flags, ...allow, ...quiet, ...extra], { env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } });
+    const flags = [
+      '--deployments',
+      file,
+      '--reconcile-period',
+      '300ms',
+      '--scale-panic-window',
+      '600ms',
+      '--heartbeat-interval',
+      '200ms',
+      '--runner-networks',
+      '127.0.0.0/8',
+      '--placer-timeout',
+      '45s',
+    ];
+    const gw = await startService(['gateway', '--port', '0', ...flags, ...allow, ...quiet, ...extra], {
+      env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN },
+    });
     started.push(gw);
     return gw;
   }
 
   /** A runner with no engine, registered with `gateways`. */
   async function runnerOf(gateways: readonly ChildService[]): Promise<void> {
-    started.push(await startService(['runner', '--port', '0', '--id', 'never-a', '--slots', '4', '--gateway', gateways.map((g) => g.url).join(','), ...allow, ...quiet], { env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } }));
-    for (const gw of gateways) await eventually(async () => (await getJson(`${gw.url}/v1/runners`, asOperator)).json.data.length === 1, 30_000, 'the runner registered');
+    started.push(
+      await startService(
+        [
+          'runner',
+          '--port',
+          '0',
+          '--id',
+          'never-a',
+          '--slots',
+          '4',
+          '--gateway',
+          gateways.map((g) => g.url).join(','),
+          ...allow,
+          ...quiet,
+        ],
+        { env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } },
+      ),
+    );
+    for (const gw of gateways)
+      await eventually(
+        async () => (await getJson(`${gw.url}/v1/runners`, asOperator)).json.data.length === 1,
+        30_000,
+        'the runner registered',
+      );
   }
 
   const call = async (gw: ChildService, flow: string) => {
@@ -197,7 +265,9 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
   function expectFailedStart(res: Awaited<ReturnType<typeof call>>): void {
     expect(res.status).toBe(503);
     expect(res.json.error.code).toBe('GW_DEPLOYMENT_FAILED');
-    expect(res.json.error.message).toContain(`model "${MODEL}" has no replica: its last start failed (the engine exited with code 1) and none is starting`);
+    expect(res.json.error.message).toContain(
+      `model "${MODEL}" has no replica: its last start failed (the engine exited with code 1) and none is starting`,
+    );
     // The next attempt is about 30 s away: the default backoff after an operation's first
     // failure (60 s after its second): the calls were answered after the first failed start.
     expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(20);
@@ -216,7 +286,9 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
       expectFailedStart(res);
       expect(res.headers['sluice-cold-start']).toMatch(/^\d+$/);
     }
-    expect(metricValue(await metrics(gw), 'sluice_replica_start_failures_total', { model: MODEL })).toBeGreaterThanOrEqual(1);
+    expect(
+      metricValue(await metrics(gw), 'sluice_replica_start_failures_total', { model: MODEL }),
+    ).toBeGreaterThanOrEqual(1);
 
     // A call that comes now is answered the same way, without waiting out the deadline.
     const again = Date.now();
@@ -231,26 +303,35 @@ describe('a deployment whose engine binary exits at once, on real processes', ()
     const a = await gateway([...shared, '--gateway-id', 'gw-a']);
     const b = await gateway([...shared, '--gateway-id', 'gw-b']);
     await runnerOf([a, b]);
-    const leading = async (gw: ChildService): Promise<boolean> => (await getJson(`${gw.url}/v1/deployments/${MODEL}`, asOperator)).json.status.reconciler === 'leading';
+    const leading = async (gw: ChildService): Promise<boolean> =>
+      (await getJson(`${gw.url}/v1/deployments/${MODEL}`, asOperator)).json.status.reconciler === 'leading';
     let follower: ChildService | undefined;
-    await eventually(async () => {
-      if (await leading(a)) follower = b;
-      else if (await leading(b)) follower = a;
-      return follower !== undefined;
-    }, 15_000, 'a leader');
+    await eventually(
+      async () => {
+        if (await leading(a)) follower = b;
+        else if (await leading(b)) follower = a;
+        return follower !== undefined;
+      },
+      15_000,
+      'a leader',
+    );
     const began = Date.now();
     expectFailedStart(await call(follower!, 'f'));
     expect(Date.now() - began).toBeLessThan(40_000);
   }, 120_000);
 });
 
-describe('the wait queue: one model\'s calls are bounded', () => {
-  it('refuses a model past maxQueuedPerModel while another model\'s calls still queue, and admits again once one leaves', async () => {
+describe("the wait queue: one model's calls are bounded", () => {
+  it("refuses a model past maxQueuedPerModel while another model's calls still queue, and admits again once one leaves", async () => {
     const clock = new FakeClock();
     const queue = new WaitQueue({ maxQueued: 6, maxQueuedPerFlow: 6, maxQueuedPerModel: 3, retryAllDelay: 0, clock });
     const ends = new Map<string, WaitEnd>();
     const join = (name: string, model: string) => {
-      const waiter = queue.waiter({ model, priority: 'interactive', flow: name }, new AbortController().signal, T0 + 60_000);
+      const waiter = queue.waiter(
+        { model, priority: 'interactive', flow: name },
+        new AbortController().signal,
+        T0 + 60_000,
+      );
       void waiter.wait().then((end) => ends.set(name, end));
       return waiter;
     };
@@ -274,6 +355,8 @@ describe('the wait queue: one model\'s calls are bounded', () => {
     expect(resolveGatewayOptions({ runners: ['http://127.0.0.1:9'], maxQueued: 9 }).maxQueuedPerModel).toBe(5);
     expect(resolveGatewayOptions({ runners: ['http://127.0.0.1:9'] }).maxQueuedPerModel).toBe(5000);
     expect(resolveGatewayOptions({ runners: ['http://127.0.0.1:9'], maxQueuedPerModel: 7 }).maxQueuedPerModel).toBe(7);
-    expect(() => resolveGatewayOptions({ runners: ['http://127.0.0.1:9'], maxQueuedPerModel: 0 })).toThrow(/maxQueuedPerModel/);
+    expect(() => resolveGatewayOptions({ runners: ['http://127.0.0.1:9'], maxQueuedPerModel: 0 })).toThrow(
+      /maxQueuedPerModel/,
+    );
   });
 });

@@ -12,15 +12,21 @@ const ASYNC = { prefer: 'respond-async' };
 
 /** Posts `count` detached calls and waits for each to end; returns their final records. */
 async function runDetached(gateway: string, count: number, body = chatBody({ max_tokens: 3 })): Promise<any[]> {
-  const accepted = await Promise.all(Array.from({ length: count }, () => postJson(`${gateway}/v1/chat/completions`, body, ASYNC)));
+  const accepted = await Promise.all(
+    Array.from({ length: count }, () => postJson(`${gateway}/v1/chat/completions`, body, ASYNC)),
+  );
   for (const a of accepted) expect(a.status).toBe(202);
   const records: any[] = [];
   for (const a of accepted) {
     let record: any;
-    await eventually(async () => {
-      record = (await getJson(`${gateway}/v1/calls/${a.json.id}`)).json;
-      return record.status !== 'running';
-    }, 15_000, `call ${a.json.id} to end`);
+    await eventually(
+      async () => {
+        record = (await getJson(`${gateway}/v1/calls/${a.json.id}`)).json;
+        return record.status !== 'running';
+      },
+      15_000,
+      `call ${a.json.id} to end`,
+    );
     records.push(record);
   }
   return records;
@@ -32,7 +38,13 @@ for (const status of [429, 503] as const) {
       {
         nodes: 2,
         // The first engine refuses everything; the second serves.
-        engineArgs: (i: number) => ['--ttft-ms', '0', '--itl-ms', '5', ...(i === 0 ? [`--failure-rate-${status}`, '1'] : [])],
+        engineArgs: (i: number) => [
+          '--ttft-ms',
+          '0',
+          '--itl-ms',
+          '5',
+          ...(i === 0 ? [`--failure-rate-${status}`, '1'] : []),
+        ],
         runnerArgs: ['--slots', '4'],
       },
       60_000,
@@ -44,7 +56,9 @@ for (const status of [429, 503] as const) {
         expect(record.status).toBe('succeeded');
         expect(record.runner).toBe(new URL(suite.fleet.nodes[1]!.runner.url).host);
       }
-      const refused = metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_injected_failures_total', { status: String(status) });
+      const refused = metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_injected_failures_total', {
+        status: String(status),
+      });
       expect(refused).toBeGreaterThanOrEqual(1);
       expect(metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_completed_total')).toBe(0);
       expect(metricValue(await metrics(suite.fleet.nodes[1]!.engine), 'sluice_sim_requests_completed_total')).toBe(6);
@@ -73,7 +87,7 @@ describe('a detached call its runner stops at the end of its budget', () => {
     expect(result.text).not.toContain('[DONE]');
   });
 
-  it('ends failed with RUNNER_ENGINE_TIMEOUT and keeps the runner\'s 504 when the engine never answered', async () => {
+  it("ends failed with RUNNER_ENGINE_TIMEOUT and keeps the runner's 504 when the engine never answered", async () => {
     const [record] = await runDetached(suite.gw, 1, chatBody({ max_tokens: 400 }));
     expect(record.status).toBe('failed');
     expect(record.error.code).toBe('RUNNER_ENGINE_TIMEOUT');

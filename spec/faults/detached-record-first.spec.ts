@@ -111,7 +111,8 @@ describe('fault: a detached call is recorded before any runner sees it', () => {
     // The create that sat in the stall has run by now (the health check followed it on the same
     // connection) and Redis refused it for being late; the gateway's repair finds nothing.
     const record = await callStatus(id);
-    if (record.status === 200) expect(record.json).toMatchObject({ status: 'failed', error: { code: 'GW_STORE_UNAVAILABLE' } });
+    if (record.status === 200)
+      expect(record.json).toMatchObject({ status: 'failed', error: { code: 'GW_STORE_UNAVAILABLE' } });
     else expect(record.json.error.code).toBe('GW_CALL_NOT_FOUND');
     expect(await engineCounts()).toEqual(before);
   }, 90_000);
@@ -121,10 +122,18 @@ describe('fault: a detached call is recorded before any runner sees it', () => {
     // The one slot is busy for 3 s, so the detached call is recorded and waits for it; long
     // enough that the stall below comes while it waits, however slowly the steps before it go.
     const occupying = postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 300 }));
-    await eventually(async () => (await engineCounts()).received === before.received + 1, 5_000, 'the sync call to start');
+    await eventually(
+      async () => (await engineCounts()).received === before.received + 1,
+      5_000,
+      'the sync call to start',
+    );
     const retriesBefore = metricValue(await metrics(fleet.gateway), 'sluice_placer_retries_total');
     const detached = postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 50 }), ASYNC);
-    await eventually(async () => metricValue(await metrics(fleet.gateway), 'sluice_placer_retries_total') > retriesBefore, 10_000, 'the detached call to wait for the slot');
+    await eventually(
+      async () => metricValue(await metrics(fleet.gateway), 'sluice_placer_retries_total') > retriesBefore,
+      10_000,
+      'the detached call to wait for the slot',
+    );
     // Stalled now, nothing asks the store for its health until the slot frees and the call's
     // start goes out on the wire into the stall.
     stall();
@@ -134,17 +143,36 @@ describe('fault: a detached call is recorded before any runner sees it', () => {
     expect(accepted.json.status).toBe('running');
     const id = accepted.json.id as string;
     // The engine ran it to its end while Redis was still stopped.
-    await eventually(async () => (await engineCounts()).completed === before.completed + 2, 15_000, 'the detached call to run to its end');
+    await eventually(
+      async () => (await engineCounts()).completed === before.completed + 2,
+      15_000,
+      'the detached call to run to its end',
+    );
 
     resume();
-    await eventually(async () => (await callStatus(id)).json.status === 'succeeded', 15_000, 'the call to read succeeded');
-    expect((await callStatus(id)).json).toMatchObject({ status: 'succeeded', runner: expect.any(String), startedAt: expect.any(String), delayMs: expect.any(Number) });
+    await eventually(
+      async () => (await callStatus(id)).json.status === 'succeeded',
+      15_000,
+      'the call to read succeeded',
+    );
+    expect((await callStatus(id)).json).toMatchObject({
+      status: 'succeeded',
+      runner: expect.any(String),
+      startedAt: expect.any(String),
+      delayMs: expect.any(Number),
+    });
     const result = await request(`${gw}/v1/calls/${id}/result`);
     expect(result.statusCode).toBe(200);
     expect(((await result.body.json()) as any).usage.completion_tokens).toBe(50);
-    expect(fleet.gateway.output()).toMatch(new RegExp(`"msg":"detached call start not recorded, running on".*"call":"${id}"`));
+    expect(fleet.gateway.output()).toMatch(
+      new RegExp(`"msg":"detached call start not recorded, running on".*"call":"${id}"`),
+    );
     // Ran once, never aborted.
-    expect(await engineCounts()).toEqual({ received: before.received + 2, completed: before.completed + 2, aborted: before.aborted });
+    expect(await engineCounts()).toEqual({
+      received: before.received + 2,
+      completed: before.completed + 2,
+      aborted: before.aborted,
+    });
   }, 45_000);
 
   it('answers 503 PLACER_TIMEOUT for a call no runner takes in time, and its record says failed with PLACER_TIMEOUT', async () => {
@@ -155,8 +183,15 @@ describe('fault: a detached call is recorded before any runner sees it', () => {
       body: chatBody({ ignore_eos: true, max_tokens: 2000 }),
       headers: { 'content-type': 'application/json' },
       signal: occupier.signal,
-    }).then((res) => res.body.dump(), () => undefined);
-    await eventually(async () => (await engineCounts()).received === before.received + 1, 5_000, 'the slot to be taken');
+    }).then(
+      (res) => res.body.dump(),
+      () => undefined,
+    );
+    await eventually(
+      async () => (await engineCounts()).received === before.received + 1,
+      5_000,
+      'the slot to be taken',
+    );
 
     const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
     occupier.abort();
@@ -168,7 +203,11 @@ describe('fault: a detached call is recorded before any runner sees it', () => {
     await eventually(async () => (await callStatus(id)).json.status !== 'queued', 5_000, 'the record to end');
     const record = await callStatus(id);
     expect(record.status).toBe(200);
-    expect(record.json).toMatchObject({ id, status: 'failed', error: { code: 'PLACER_TIMEOUT', message: expect.stringContaining('no runner accepted the call') } });
+    expect(record.json).toMatchObject({
+      id,
+      status: 'failed',
+      error: { code: 'PLACER_TIMEOUT', message: expect.stringContaining('no runner accepted the call') },
+    });
     expect(record.json.runner).toBeUndefined();
     // Only the occupying call reached the engine.
     expect((await engineCounts()).received).toBe(before.received + 1);

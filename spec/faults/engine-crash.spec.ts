@@ -25,19 +25,51 @@ describe('fault: a supervised engine killed mid-call', () => {
   let engine: { url: string };
   let callLog: string;
 
-  const supervised = async () => ((await (await request(`${runner.url}/status`)).body.json()) as any).engines[0].supervised;
+  const supervised = async () =>
+    ((await (await request(`${runner.url}/status`)).body.json()) as any).engines[0].supervised;
 
   beforeAll(async () => {
     callLog = join(mkdtempSync(join(tmpdir(), 'sluice-engine-crash-')), 'calls.log');
     const port = await freePort();
     engine = { url: `http://127.0.0.1:${port}` };
-    const profile = { kind: 'sim', model: 'sim-small', port, args: ['--ttft-ms', '0', '--itl-ms', '20', '--call-log', callLog] };
-    runner = await startService(['runner', '--port', '0', '--log-level', 'error', '--slots', '8', '--engine-restart-backoff', '50ms', '--profile', JSON.stringify(profile)]);
+    const profile = {
+      kind: 'sim',
+      model: 'sim-small',
+      port,
+      args: ['--ttft-ms', '0', '--itl-ms', '20', '--call-log', callLog],
+    };
+    runner = await startService([
+      'runner',
+      '--port',
+      '0',
+      '--log-level',
+      'error',
+      '--slots',
+      '8',
+      '--engine-restart-backoff',
+      '50ms',
+      '--profile',
+      JSON.stringify(profile),
+    ]);
     started.push(runner);
-    const gateway = await startService(['gateway', '--port', '0', '--log-level', 'error', '--runners', runner.url, '--status-interval', '300ms']);
+    const gateway = await startService([
+      'gateway',
+      '--port',
+      '0',
+      '--log-level',
+      'error',
+      '--runners',
+      runner.url,
+      '--status-interval',
+      '300ms',
+    ]);
     started.push(gateway);
     gw = gateway.url;
-    await eventually(async () => ((await (await request(`${runner.url}/status`)).body.json()) as any).ready === true, 20_000, 'the engine to be ready');
+    await eventually(
+      async () => ((await (await request(`${runner.url}/status`)).body.json()) as any).ready === true,
+      20_000,
+      'the engine to be ready',
+    );
   }, 60_000);
   afterAll(() => Promise.all(started.map((s) => s.stop('SIGTERM', 15_000))));
 

@@ -31,7 +31,12 @@ function postExpecting(url: string, body: string | Buffer, headers: Record<strin
     let continued = false;
     const req = httpRequest(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), expect: '100-continue', ...headers },
+      headers: {
+        'content-type': 'application/json',
+        'content-length': String(Buffer.byteLength(body)),
+        expect: '100-continue',
+        ...headers,
+      },
     });
     req.once('continue', () => {
       continued = true;
@@ -52,7 +57,10 @@ function postExpecting(url: string, body: string | Buffer, headers: Record<strin
 /** Calls the engine was offered, completed, on its /metrics page. */
 async function engineCalls(fleet: Fleet): Promise<{ received: number; completed: number }> {
   const page = await metrics(fleet.nodes[0]!.engine);
-  return { received: metricValue(page, 'sluice_sim_requests_total'), completed: metricValue(page, 'sluice_sim_requests_completed_total') };
+  return {
+    received: metricValue(page, 'sluice_sim_requests_total'),
+    completed: metricValue(page, 'sluice_sim_requests_completed_total'),
+  };
 }
 
 /** A 1.5 MiB body: past curl's threshold for sending Expect by itself. */
@@ -72,7 +80,11 @@ describe('fault: Expect: 100-continue', () => {
 
   const ranOnce = async () => {
     // The engine's counters settle as its answer leaves; the client may see the end first.
-    await eventually(async () => (await engineCalls(fleet)).completed === before.completed + 1, 5000, 'the engine to count the call');
+    await eventually(
+      async () => (await engineCalls(fleet)).completed === before.completed + 1,
+      5000,
+      'the engine to count the call',
+    );
     expect(await engineCalls(fleet)).toEqual({ received: before.received + 1, completed: before.completed + 1 });
   };
 
@@ -87,7 +99,9 @@ describe('fault: Expect: 100-continue', () => {
 
   it('relays a body over 1 MiB whole, once', async () => {
     before = await engineCalls(fleet);
-    const answer = await postExpecting(`${gw}/invoke/echo`, bigInvokeBody, { 'content-type': 'application/octet-stream' });
+    const answer = await postExpecting(`${gw}/invoke/echo`, bigInvokeBody, {
+      'content-type': 'application/octet-stream',
+    });
     expect(answer.continued).toBe(true);
     expect(answer.status, answer.text).toBe(200);
     // The engine describes what it got: every byte, nothing lost on the way.
@@ -97,16 +111,22 @@ describe('fault: Expect: 100-continue', () => {
 
   it('accepts a detached call with 202 and keeps its result', async () => {
     before = await engineCalls(fleet);
-    const answer = await postExpecting(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }), { prefer: 'respond-async' });
+    const answer = await postExpecting(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }), {
+      prefer: 'respond-async',
+    });
     expect(answer.continued).toBe(true);
     expect(answer.status, answer.text).toBe(202);
     const id = JSON.parse(answer.text).id as string;
     let status = '';
-    await eventually(async () => {
-      const res = await request(`${gw}/v1/calls/${id}`);
-      status = ((await res.body.json()) as { status: string }).status;
-      return status !== 'running';
-    }, 10_000, 'the detached call to finish');
+    await eventually(
+      async () => {
+        const res = await request(`${gw}/v1/calls/${id}`);
+        status = ((await res.body.json()) as { status: string }).status;
+        return status !== 'running';
+      },
+      10_000,
+      'the detached call to finish',
+    );
     expect(status).toBe('succeeded');
     const result = await request(`${gw}/v1/calls/${id}/result`);
     expect(result.statusCode).toBe(200);
@@ -128,7 +148,19 @@ describe('fault: Expect: 100-continue', () => {
       const { stdout, stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
         execFile(
           'curl',
-          ['-sS', '-v', '-X', 'POST', '-H', 'content-type: application/octet-stream', '--data-binary', `@${file}`, '-w', '\n%{http_code}', `${gw}/invoke/echo`],
+          [
+            '-sS',
+            '-v',
+            '-X',
+            'POST',
+            '-H',
+            'content-type: application/octet-stream',
+            '--data-binary',
+            `@${file}`,
+            '-w',
+            '\n%{http_code}',
+            `${gw}/invoke/echo`,
+          ],
           { maxBuffer: 4 * 1024 * 1024 },
           (error, out, err) => (error ? reject(error) : resolve({ stdout: out, stderr: err })),
         ),

@@ -65,7 +65,18 @@ describe('fault: SIGTERM to a gateway under load', () => {
     fleet = await startFleet({
       nodes: 2,
       // A batch as large as the load, so every call runs at once and at the same pace.
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '20', '--max-num-seqs', '32', '--load-factor', '1', '--call-log', callLog],
+      engineArgs: [
+        '--ttft-ms',
+        '0',
+        '--itl-ms',
+        '20',
+        '--max-num-seqs',
+        '32',
+        '--load-factor',
+        '1',
+        '--call-log',
+        callLog,
+      ],
       runnerArgs: ['--slots', '32'],
       gatewayArgs: ['--drain-timeout', '20s', '--callback-allow', hooks.url, '--callback-allow-private'],
       gatewayEnv: { ...process.env, SLUICE_CALLBACK_SECRET: `whsec_${randomBytes(32).toString('base64')}` },
@@ -87,16 +98,27 @@ describe('fault: SIGTERM to a gateway under load', () => {
     // steps before it.
     const posting = Promise.all(
       Array.from({ length: DETACHED }, () =>
-        postJson(url, chatBody({ ignore_eos: true, max_tokens: 300 }), { prefer: 'respond-async', 'sluice-callback-url': `${hooks.url}/done` }),
+        postJson(url, chatBody({ ignore_eos: true, max_tokens: 300 }), {
+          prefer: 'respond-async',
+          'sluice-callback-url': `${hooks.url}/done`,
+        }),
       ),
     );
-    const streams = await Promise.all(Array.from({ length: STREAMS }, () => openStream(url, chatBody({ stream: true, ignore_eos: true, max_tokens: 600 }))));
+    const streams = await Promise.all(
+      Array.from({ length: STREAMS }, () =>
+        openStream(url, chatBody({ stream: true, ignore_eos: true, max_tokens: 600 })),
+      ),
+    );
     const plain = Array.from({ length: PLAIN }, () => postJson(url, chatBody({ ignore_eos: true, max_tokens: 450 })));
     // Awaited below; handled here too, so a failed check before that leaves no stray rejection.
     for (const p of plain) p.catch(() => {});
     const detached = await posting;
     for (const d of detached) expect(d.status).toBe(202);
-    await eventually(async () => sum(await engineRequests(engines)) - sum(before) === PLAIN + STREAMS + DETACHED, 10_000, 'every call on an engine');
+    await eventually(
+      async () => sum(await engineRequests(engines)) - sum(before) === PLAIN + STREAMS + DETACHED,
+      10_000,
+      'every call on an engine',
+    );
     await Promise.all(streams.map((s) => s.flowing));
     // The signal must find every kind of call still running.
     for (const d of detached) expect((await callRecord(gw, d.json.id)).status).toBe('running');
@@ -109,7 +131,11 @@ describe('fault: SIGTERM to a gateway under load', () => {
     // connection is refused. How soon a busy machine lets the process handle the signal is not
     // the point, so the wait is long; the streams it drains run at least 12 s.
     const fresh = new Agent();
-    const refused = async () => request(`${gw}/healthz`, { dispatcher: fresh }).then(() => false, (e) => e.code === 'ECONNREFUSED');
+    const refused = async () =>
+      request(`${gw}/healthz`, { dispatcher: fresh }).then(
+        () => false,
+        (e) => e.code === 'ECONNREFUSED',
+      );
     await eventually(refused, 15_000, 'the gateway to stop listening');
     expect(gone, 'the gateway still draining when its listener closed').toBe(false);
 
@@ -122,12 +148,23 @@ describe('fault: SIGTERM to a gateway under load', () => {
       expect(answer).toMatch(/^HTTP\/1\.1 503 /);
       expect(answer).toMatch(/\r\nretry-after: 1\r\n/i);
       expect(answer).toMatch(/\r\nconnection: close\r\n/i);
-      expect(JSON.parse(/\{"error":.*\}/.exec(answer)![0]).error).toMatchObject({ code: 'GW_SHUTTING_DOWN', type: 'service_unavailable_error' });
+      expect(JSON.parse(/\{"error":.*\}/.exec(answer)![0]).error).toMatchObject({
+        code: 'GW_SHUTTING_DOWN',
+        type: 'service_unavailable_error',
+      });
     }
     const newcomers = await Promise.allSettled(
-      Array.from({ length: 6 }, () => request(url, { method: 'POST', body: chatBody(), headers: { 'content-type': 'application/json' }, dispatcher: fresh })),
+      Array.from({ length: 6 }, () =>
+        request(url, {
+          method: 'POST',
+          body: chatBody(),
+          headers: { 'content-type': 'application/json' },
+          dispatcher: fresh,
+        }),
+      ),
     );
-    for (const n of newcomers) expect(n.status === 'rejected' && (n.reason as { code?: string }).code).toBe('ECONNREFUSED');
+    for (const n of newcomers)
+      expect(n.status === 'rejected' && (n.reason as { code?: string }).code).toBe('ECONNREFUSED');
     await fresh.close();
 
     // Everything in flight finishes.
@@ -162,7 +199,11 @@ describe('fault: SIGTERM to a gateway under load', () => {
     const pages = await Promise.all(engines.map(metrics));
     expect(sum(pages.map((p) => metricValue(p, 'sluice_sim_requests_aborted_total')))).toBe(0);
     const runs = callRuns(callLog);
-    const all = [...ids, ...streamed.map((s) => String(s.headers['sluice-call-id'])), ...answered.map((r) => String(r.headers['sluice-call-id']))];
+    const all = [
+      ...ids,
+      ...streamed.map((s) => String(s.headers['sluice-call-id'])),
+      ...answered.map((r) => String(r.headers['sluice-call-id'])),
+    ];
     expect(new Set(all).size).toBe(PLAIN + STREAMS + DETACHED);
     for (const id of all) expect(runs.get(id), `runs of call ${id}`).toBe(1);
     expect(runs.size).toBe(all.length);

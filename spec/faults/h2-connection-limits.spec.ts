@@ -63,12 +63,16 @@ describe('HTTP/2 sessions against --max-connections-per-client', () => {
 
     // The first session's close gives its place back.
     first.close();
-    await eventually(async () => {
-      const third = await fleet.session();
-      const answer = await get(third, '/healthz').catch(() => undefined);
-      third.destroy();
-      return Number(answer?.headers[':status']) === 200;
-    }, 5000, 'a new session to be served once the first closed');
+    await eventually(
+      async () => {
+        const third = await fleet.session();
+        const answer = await get(third, '/healthz').catch(() => undefined);
+        third.destroy();
+        return Number(answer?.headers[':status']) === 200;
+      },
+      5000,
+      'a new session to be served once the first closed',
+    );
   });
 
   it('counts HTTP/1.1 connections and HTTP/2 sessions of one client together', async () => {
@@ -98,10 +102,12 @@ describe('HTTP/2 sessions against --max-connections-per-client', () => {
 });
 
 describe('streams per HTTP/2 session', () => {
-  it('advertises --max-streams-per-connection and never has more of one session\'s requests at once', async () => {
+  it("advertises --max-streams-per-connection and never has more of one session's requests at once", async () => {
     fleet = await startH2Fleet(ca, { maxStreamsPerConnection: 2 });
     const session = await fleet.session();
-    await new Promise<void>((resolve) => (session.remoteSettings.maxConcurrentStreams === 2 ? resolve() : session.once('remoteSettings', () => resolve())));
+    await new Promise<void>((resolve) =>
+      session.remoteSettings.maxConcurrentStreams === 2 ? resolve() : session.once('remoteSettings', () => resolve()),
+    );
     expect(session.remoteSettings.maxConcurrentStreams).toBe(2);
 
     // Two uploads that stall after their first bytes, each holding its stream open, then a
@@ -123,7 +129,11 @@ describe('streams per HTTP/2 session', () => {
 
   it('refuses a maxStreamsPerConnection that is not a positive integer', async () => {
     const { resolveGatewayOptions } = await import('../../gateway/options.ts');
-    expect(() => resolveGatewayOptions({ runners: ['http://127.0.0.1:9'], maxStreamsPerConnection: 0 })).toThrow(/maxStreamsPerConnection must be a positive integer, got 0/);
-    expect(() => resolveGatewayOptions({ runners: ['http://127.0.0.1:9'], maxStreamsPerConnection: 2 ** 32 })).toThrow(/maxStreamsPerConnection must be at most 4294967295/);
+    expect(() => resolveGatewayOptions({ runners: ['http://127.0.0.1:9'], maxStreamsPerConnection: 0 })).toThrow(
+      /maxStreamsPerConnection must be a positive integer, got 0/,
+    );
+    expect(() => resolveGatewayOptions({ runners: ['http://127.0.0.1:9'], maxStreamsPerConnection: 2 ** 32 })).toThrow(
+      /maxStreamsPerConnection must be at most 4294967295/,
+    );
   });
 });

@@ -37,17 +37,29 @@ afterEach(async () => {
 /** Polls until every count in `want` holds. */
 async function settles(want: Partial<FleetCounts>, what: string): Promise<FleetCounts> {
   let last: FleetCounts | undefined;
-  await eventually(async () => {
-    last = await fleet.counts();
-    return Object.entries(want).every(([name, value]) => last![name as keyof FleetCounts] === value);
-  }, SETTLES_WITHIN_MS, `${what}: want ${JSON.stringify(want)}`).catch((error: Error) => {
+  await eventually(
+    async () => {
+      last = await fleet.counts();
+      return Object.entries(want).every(([name, value]) => last![name as keyof FleetCounts] === value);
+    },
+    SETTLES_WITHIN_MS,
+    `${what}: want ${JSON.stringify(want)}`,
+  ).catch((error: Error) => {
     throw new Error(`${error.message}; last ${JSON.stringify(last)}`);
   });
   return last!;
 }
 
 /** Everything given back, with `engineCalls` offered to the engine in all. */
-const idle = (engineCalls: number): Partial<FleetCounts> => ({ inFlight: 0, uploads: 0, queued: 0, leases: 0, slots: 0, engineRunning: 0, engineCalls });
+const idle = (engineCalls: number): Partial<FleetCounts> => ({
+  inFlight: 0,
+  uploads: 0,
+  queued: 0,
+  leases: 0,
+  slots: 0,
+  engineRunning: 0,
+  engineCalls,
+});
 
 /** A call that runs on the runner's one slot, streaming, until the spec resets it. */
 async function blocker(): Promise<H2Call> {
@@ -63,7 +75,10 @@ const reset = (call: H2Call): void => {
 describe('an HTTP/2 client that resets its stream', () => {
   it('gives back its upload and its key lease when reset while its body is being sent', async () => {
     fleet = await startH2Fleet(ca);
-    const call = h2Call(await fleet.session(), CHAT, '{"model": "sim-small", "messa', { open: true, headers: { 'content-length': '200' } });
+    const call = h2Call(await fleet.session(), CHAT, '{"model": "sim-small", "messa', {
+      open: true,
+      headers: { 'content-length': '200' },
+    });
     await settles({ uploads: 1, leases: 1 }, 'the upload to start');
     reset(call);
     await settles(idle(0), 'the upload to be given back');
@@ -81,7 +96,7 @@ describe('an HTTP/2 client that resets its stream', () => {
     expect(after.engineAborted).toBe(1);
   });
 
-  it('aborts the engine\'s work when reset while it waits for its answer', async () => {
+  it("aborts the engine's work when reset while it waits for its answer", async () => {
     fleet = await startH2Fleet(ca);
     // Not streamed: the engine answers only at its end, minutes away.
     const call = h2Call(await fleet.session(), CHAT, chatBody());
@@ -91,7 +106,7 @@ describe('an HTTP/2 client that resets its stream', () => {
     expect(after.engineAborted).toBe(1);
   });
 
-  it('aborts the engine\'s work when reset while its answer streams', async () => {
+  it("aborts the engine's work when reset while its answer streams", async () => {
     fleet = await startH2Fleet(ca);
     const call = h2Call(await fleet.session(), CHAT, chatBody({ stream: true }));
     expect((await call.head)?.[':status']).toBe(200);
@@ -101,7 +116,7 @@ describe('an HTTP/2 client that resets its stream', () => {
     expect(after.engineAborted).toBe(1);
   });
 
-  it('aborts the engine\'s work when its connection drops while its answer streams', async () => {
+  it("aborts the engine's work when its connection drops while its answer streams", async () => {
     fleet = await startH2Fleet(ca);
     const session = await fleet.session();
     const call = h2Call(session, CHAT, chatBody({ stream: true }));

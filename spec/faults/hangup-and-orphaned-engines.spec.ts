@@ -67,12 +67,38 @@ function liveMembers(group: number): number[] {
 describe('SIGHUP to a serving gateway and runner', () => {
   it('is logged and ignored: both keep serving', async () => {
     const engine = await service(['sim-engine', '--port', '0', '--log-level', 'warn']);
-    const runner = await service(['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'r-hup', '--log-level', 'info']);
-    const gateway = await service(['gateway', '--port', '0', '--runners', runner.url, '--status-interval', '100ms', '--log-level', 'info']);
+    const runner = await service([
+      'runner',
+      '--port',
+      '0',
+      '--engine',
+      engine.url,
+      '--engine-kind',
+      'sim',
+      '--id',
+      'r-hup',
+      '--log-level',
+      'info',
+    ]);
+    const gateway = await service([
+      'gateway',
+      '--port',
+      '0',
+      '--runners',
+      runner.url,
+      '--status-interval',
+      '100ms',
+      '--log-level',
+      'info',
+    ]);
     for (const target of [gateway, runner]) {
       target.child.kill('SIGHUP');
       // Either event settles it: the line that says the signal was handled, or the exit.
-      await eventually(() => target.output().includes('sighup ignored: nothing to reload') || exited(target), 10_000, 'SIGHUP to be handled');
+      await eventually(
+        () => target.output().includes('sighup ignored: nothing to reload') || exited(target),
+        10_000,
+        'SIGHUP to be handled',
+      );
       expect(exited(target)).toBe(false);
     }
     const answer = await postJson(`${gateway.url}/v1/chat/completions`, chatBody());
@@ -84,7 +110,12 @@ describe('SIGHUP to a serving gateway and runner', () => {
 
 describe('a runner that launched an engine and is killed with SIGKILL', () => {
   it('takes its engine with it, so a new runner with the same profile starts', async () => {
-    const profile = JSON.stringify({ kind: 'sim', model: 'sim-small', port: await freePort(), args: ['--ttft-ms', '0', '--itl-ms', '0'] });
+    const profile = JSON.stringify({
+      kind: 'sim',
+      model: 'sim-small',
+      port: await freePort(),
+      args: ['--ttft-ms', '0', '--itl-ms', '0'],
+    });
     const args = ['runner', '--port', '0', '--log-level', 'warn', '--profile', profile];
     const first = await service(args);
     await expect.poll(async () => (await status(first)).ready, { timeout: 20_000, interval: 100 }).toBe(true);

@@ -44,18 +44,27 @@ describe('a hung runner', () => {
       engineArgs: ['--ttft-ms', '0', '--itl-ms', '20', '--output-tokens', '5'],
       runnerArgs: ['--slots', '8'],
       gatewayArgs: [
-        '--runner-response-timeout', `${RESPONSE_TIMEOUT_MS}ms`,
-        '--stream-idle-timeout', `${IDLE_TIMEOUT_MS}ms`,
-        '--detached-placer-timeout', `${DETACHED_DEADLINE_MS}ms`,
-        '--status-interval', '300ms',
-        '--runner-connect-timeout', '500ms',
+        '--runner-response-timeout',
+        `${RESPONSE_TIMEOUT_MS}ms`,
+        '--stream-idle-timeout',
+        `${IDLE_TIMEOUT_MS}ms`,
+        '--detached-placer-timeout',
+        `${DETACHED_DEADLINE_MS}ms`,
+        '--status-interval',
+        '300ms',
+        '--runner-connect-timeout',
+        '500ms',
       ],
     });
   }, 60_000);
   afterEach(async () => {
     for (const i of [...stopped]) resume(i);
     // Back to a fleet where both runners answer, for the next case.
-    await eventually(async () => (await runnersView(fleet)).every((r) => r.health !== 'hung'), 20_000, 'both runners answering');
+    await eventually(
+      async () => (await runnersView(fleet)).every((r) => r.health !== 'hung'),
+      20_000,
+      'both runners answering',
+    );
   });
   afterAll(async () => {
     for (const i of [...stopped]) resume(i);
@@ -65,7 +74,9 @@ describe('a hung runner', () => {
   it('sends calls it never acknowledged elsewhere, reports it hung, and takes it back once it answers', async () => {
     const before = await engineCalls(fleet);
     stop(0);
-    const results = await Promise.all(Array.from({ length: 10 }, () => postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody())));
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody())),
+    );
     expect(results.map((r) => r.status)).toEqual(Array(10).fill(200));
     expect(new Set(results.map((r) => r.headers['sluice-runner-id']))).toEqual(new Set(['runner-2']));
 
@@ -85,15 +96,23 @@ describe('a hung runner', () => {
     expect(after[1]! - before[1]!).toBe(11);
 
     resume(0);
-    await eventually(async () => (await runnersView(fleet)).every((r) => r.health === 'ok'), 20_000, 'the runner answering again');
+    await eventually(
+      async () => (await runnersView(fleet)).every((r) => r.health === 'ok'),
+      20_000,
+      'the runner answering again',
+    );
     // For a moment after it wakes it answers busy (see runner/stall-watch.ts); then it takes calls.
     let toRunner1 = 0;
-    await eventually(async () => {
-      const r = await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody());
-      expect(r.status).toBe(200);
-      if (r.headers['sluice-runner-id'] === 'runner-1') toRunner1++;
-      return toRunner1 > 0;
-    }, 10_000, 'a call on the runner that woke');
+    await eventually(
+      async () => {
+        const r = await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody());
+        expect(r.status).toBe(200);
+        if (r.headers['sluice-runner-id'] === 'runner-1') toRunner1++;
+        return toRunner1 > 0;
+      },
+      10_000,
+      'a call on the runner that woke',
+    );
     // The calls it held while stopped were given up by the gateway, and it ran none of them
     // when it woke: its engine saw only the calls placed on it since.
     expect((await engineCalls(fleet))[0]! - before[0]!).toBe(toRunner1);
@@ -104,7 +123,11 @@ describe('a hung runner', () => {
     // About 10 s of tokens (ignore_eos: the engine would stop at its 5): still streaming when this
     // client stops the runner, however late a busy machine lets it read the first event.
     const body = chatBody({ stream: true, ignore_eos: true, max_tokens: 500 });
-    const res = await request(`${fleet.gateway.url}/v1/chat/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    const res = await request(`${fleet.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json' },
+    });
     expect(res.statusCode).toBe(200);
     const runner = String(res.headers['sluice-runner-id']);
     const index = runner === 'runner-1' ? 0 : 1;
@@ -118,7 +141,10 @@ describe('a hung runner', () => {
       }
     }
     const waited = Date.now() - stoppedAt;
-    const events = text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+    const events = text
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
+      .map((e) => e.slice(6));
     const last = JSON.parse(events.at(-1)!);
     expect(last.error.code).toBe('GW_RUNNER_STALLED');
     expect(last.error.message).toContain('streamIdleTimeout');
@@ -137,7 +163,9 @@ describe('a hung runner', () => {
     stop(1);
     const started = Date.now();
     const results = await Promise.all(
-      Array.from({ length: 4 }, () => postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' })),
+      Array.from({ length: 4 }, () =>
+        postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' }),
+      ),
     );
     const elapsed = Date.now() - started;
     for (const r of results) {

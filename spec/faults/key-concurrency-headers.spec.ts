@@ -38,10 +38,20 @@ const LIMITERS: Record<string, () => Limiter> = {
 
 describe.each(Object.keys(LIMITERS))('a key at its concurrentCalls (%s limiter)', (name) => {
   it('is refused 429 with the x-ratelimit headers of its requests and tokens', async () => {
-    const clientKeys = keyRingOf([{ name: 'one-at-a-time', token: TOKEN, limits: { requestsPerMinute: 100, tokensPerMinute: 100_000, concurrentCalls: 1 } }]);
+    const clientKeys = keyRingOf([
+      {
+        name: 'one-at-a-time',
+        token: TOKEN,
+        limits: { requestsPerMinute: 100, tokensPerMinute: 100_000, concurrentCalls: 1 },
+      },
+    ]);
     // Slow tokens: the first call holds the key's one concurrent call while the second comes.
     const { url } = await startKeyedGateway(cleanups, { clientKeys, limiter: LIMITERS[name]!() }, { itlMs: 100 });
-    const first = await request(url + CHAT, { method: 'POST', body: chatBody({ stream: true, max_tokens: 200 }), headers: { 'content-type': 'application/json', ...bearer } });
+    const first = await request(url + CHAT, {
+      method: 'POST',
+      body: chatBody({ stream: true, max_tokens: 200 }),
+      headers: { 'content-type': 'application/json', ...bearer },
+    });
     cleanups.push(async () => first.body.destroy());
     expect(first.statusCode).toBe(200);
     expect(first.headers['x-ratelimit-limit-requests']).toBe('100');
@@ -61,22 +71,42 @@ describe.each(Object.keys(LIMITERS))('a key at its concurrentCalls (%s limiter)'
     expect(refused.headers['x-ratelimit-reset-tokens']).toMatch(/^\d/);
   });
 
-  it('answers a body it cannot read and a model it may not call with both windows\' headers', async () => {
-    const clientKeys = keyRingOf([{ name: 'listed', token: TOKEN, models: ['sim-small'], limits: { requestsPerMinute: 100, tokensPerMinute: 100_000 } }]);
+  it("answers a body it cannot read and a model it may not call with both windows' headers", async () => {
+    const clientKeys = keyRingOf([
+      {
+        name: 'listed',
+        token: TOKEN,
+        models: ['sim-small'],
+        limits: { requestsPerMinute: 100, tokensPerMinute: 100_000 },
+      },
+    ]);
     const { url } = await startKeyedGateway(cleanups, { clientKeys, limiter: LIMITERS[name]!() });
-    for (const [body, status] of [['{"model":', 400], [chatBody({ model: 'sim-other' }), 403]] as const) {
+    for (const [body, status] of [
+      ['{"model":', 400],
+      [chatBody({ model: 'sim-other' }), 403],
+    ] as const) {
       const refused = await postJson(url + CHAT, body, bearer);
       expect(refused.status).toBe(status);
-      expect(refused.headers).toMatchObject({ 'x-ratelimit-limit-requests': '100', 'x-ratelimit-limit-tokens': '100000', 'x-ratelimit-remaining-tokens': '100000' });
+      expect(refused.headers).toMatchObject({
+        'x-ratelimit-limit-requests': '100',
+        'x-ratelimit-limit-tokens': '100000',
+        'x-ratelimit-remaining-tokens': '100000',
+      });
     }
   });
 
   it('is refused for its requests per minute with the tokens headers too', async () => {
-    const clientKeys = keyRingOf([{ name: 'one-a-minute', token: TOKEN, limits: { requestsPerMinute: 1, tokensPerMinute: 100_000 } }]);
+    const clientKeys = keyRingOf([
+      { name: 'one-a-minute', token: TOKEN, limits: { requestsPerMinute: 1, tokensPerMinute: 100_000 } },
+    ]);
     const { url } = await startKeyedGateway(cleanups, { clientKeys, limiter: LIMITERS[name]!() });
     expect((await postJson(url + CHAT, chatBody(), bearer)).status).toBe(200);
     const refused = await postJson(url + CHAT, chatBody(), bearer);
     expect(refused.status).toBe(429);
-    expect(refused.headers).toMatchObject({ 'x-ratelimit-limit-requests': '1', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-limit-tokens': '100000' });
+    expect(refused.headers).toMatchObject({
+      'x-ratelimit-limit-requests': '1',
+      'x-ratelimit-remaining-requests': '0',
+      'x-ratelimit-limit-tokens': '100000',
+    });
   });
 });

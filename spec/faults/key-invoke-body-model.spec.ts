@@ -20,8 +20,17 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
 });
 
-async function invoke(url: string, token: string, body: string | Buffer, contentType = 'application/json'): Promise<[number, string | undefined]> {
-  const res = await request(`${url}/invoke/sim-small`, { method: 'POST', body, headers: { authorization: `Bearer ${token}`, 'content-type': contentType } });
+async function invoke(
+  url: string,
+  token: string,
+  body: string | Buffer,
+  contentType = 'application/json',
+): Promise<[number, string | undefined]> {
+  const res = await request(`${url}/invoke/sim-small`, {
+    method: 'POST',
+    body,
+    headers: { authorization: `Bearer ${token}`, 'content-type': contentType },
+  });
   const text = await res.body.text();
   return [res.statusCode, res.statusCode === 200 ? undefined : (JSON.parse(text).error.code as string)];
 }
@@ -36,7 +45,9 @@ describe('/invoke/{fn} for a key with a model list', () => {
     const other = JSON.stringify({ model: 'sim-other', prompt: 'hi' });
     expect(await invoke(url, LISTED, other)).toEqual([403, 'GW_FORBIDDEN']);
     const refused = await postJson(`${url}/invoke/sim-small`, other, { authorization: `Bearer ${LISTED}` });
-    expect(refused.json.error.message).toBe('client key "listed" may not call model "sim-other": its models are sim-small');
+    expect(refused.json.error.message).toBe(
+      'client key "listed" may not call model "sim-other": its models are sim-small',
+    );
     expect(await invoke(url, LISTED, JSON.stringify({ model: 42 }))).toEqual([403, 'GW_FORBIDDEN']);
     // What a Python engine would still read: NaN, a byte-order mark, UTF-16.
     expect(await invoke(url, LISTED, '{"model": "sim-other", "temperature": NaN}')).toEqual([403, 'GW_FORBIDDEN']);
@@ -45,7 +56,10 @@ describe('/invoke/{fn} for a key with a model list', () => {
     // Allowed: the list's model, no model, and a body that is not JSON.
     expect(await invoke(url, LISTED, JSON.stringify({ model: 'sim-small', prompt: 'hi' }))).toEqual([200, undefined]);
     expect(await invoke(url, LISTED, JSON.stringify({ prompt: 'hi' }))).toEqual([200, undefined]);
-    expect(await invoke(url, LISTED, Buffer.from([1, 2, 3, 4, 5]), 'application/octet-stream')).toEqual([200, undefined]);
+    expect(await invoke(url, LISTED, Buffer.from([1, 2, 3, 4, 5]), 'application/octet-stream')).toEqual([
+      200,
+      undefined,
+    ]);
     // A key without a list is not read.
     expect(await invoke(url, ANY, other)).toEqual([200, undefined]);
   });

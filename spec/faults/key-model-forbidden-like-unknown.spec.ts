@@ -25,7 +25,11 @@ async function gateway(): Promise<string> {
 }
 
 /** Status, code and message of an answer, with the model's name taken out of the message. */
-const shape = (answer: { status: number; json: any }, model: string) => [answer.status, answer.json.error.code, (answer.json.error.message as string).replace(model, '<model>')];
+const shape = (answer: { status: number; json: any }, model: string) => [
+  answer.status,
+  answer.json.error.code,
+  (answer.json.error.message as string).replace(model, '<model>'),
+];
 
 describe('a key asking for a model outside its list', () => {
   it('gets the same answer on a call whether the model is served or unknown, with its x-ratelimit headers', async () => {
@@ -35,15 +39,21 @@ describe('a key asking for a model outside its list', () => {
       const unknown = await postJson(url + path, chatBody({ model: 'no-such-model', prompt: 'hi' }), bearer(LISTED));
       expect(shape(served, 'sim-other'), path).toEqual(shape(unknown, 'no-such-model'));
       expect(served.status, path).toBe(403);
-      expect(served.json.error.message).toBe('client key "listed" may not call model "sim-other": its models are sim-small');
+      expect(served.json.error.message).toBe(
+        'client key "listed" may not call model "sim-other": its models are sim-small',
+      );
       expect(unknown.headers['x-ratelimit-limit-requests'], path).toBe('100');
     }
     const invokeServed = await postJson(`${url}/invoke/sim-other`, '{}', bearer(LISTED));
     const invokeUnknown = await postJson(`${url}/invoke/no-such-model`, '{}', bearer(LISTED));
     expect(shape(invokeServed, 'sim-other')).toEqual(shape(invokeUnknown, 'no-such-model'));
     // A key without a list learns what is not served, as anyone would.
-    expect((await postJson(`${url}/v1/chat/completions`, chatBody({ model: 'no-such-model' }), bearer(ANY))).json.error.code).toBe('GW_UNKNOWN_MODEL');
-    expect((await postJson(`${url}/v1/chat/completions`, chatBody({ model: 'sim-other' }), bearer(ANY))).status).toBe(200);
+    expect(
+      (await postJson(`${url}/v1/chat/completions`, chatBody({ model: 'no-such-model' }), bearer(ANY))).json.error.code,
+    ).toBe('GW_UNKNOWN_MODEL');
+    expect((await postJson(`${url}/v1/chat/completions`, chatBody({ model: 'sim-other' }), bearer(ANY))).status).toBe(
+      200,
+    );
   });
 
   it('gets the same answer from GET /v1/models/{id} whether the model is served or unknown', async () => {

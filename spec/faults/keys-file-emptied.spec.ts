@@ -55,7 +55,9 @@ describe('a keys file rewritten to []', () => {
     expect(ready.json.reasons).toContain('no_client_keys');
     await readyReasons(url);
     const errors = lines.filter((line) => line.level === 'error');
-    expect(errors).toEqual([expect.objectContaining({ msg: 'no client key left; every client call is refused', reason: 'no_client_keys' })]);
+    expect(errors).toEqual([
+      expect.objectContaining({ msg: 'no client key left; every client call is refused', reason: 'no_client_keys' }),
+    ]);
     // Nothing the log holds is the key.
     expect(JSON.stringify(lines)).not.toContain(TOKEN);
 

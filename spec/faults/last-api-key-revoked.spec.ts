@@ -21,7 +21,9 @@ describe('the last API key revoked', () => {
     const lines: LoggedLine[] = [];
     const { url } = await startKeyedGateway(cleanups, { requireKeys: true, logger: recordingLogger(lines) });
     // Started keyed with no key yet: a warning, not an error, and not ready for clients.
-    expect(lines.filter((l) => l.msg === 'no client key yet; every client call is refused until one is made')).toHaveLength(1);
+    expect(
+      lines.filter((l) => l.msg === 'no client key yet; every client call is refused until one is made'),
+    ).toHaveLength(1);
     expect(await readyReasons(url)).toContain('no_client_keys');
     expect((await postJson(url + CHAT, chatBody())).status).toBe(401);
 
@@ -40,7 +42,9 @@ describe('the last API key revoked', () => {
     }
     expect(await readyReasons(url)).toContain('no_client_keys');
     expect(await readyReasons(url)).toContain('no_client_keys');
-    expect(lines.filter((l) => l.level === 'error')).toEqual([expect.objectContaining({ msg: 'no client key left; every client call is refused' })]);
+    expect(lines.filter((l) => l.level === 'error')).toEqual([
+      expect.objectContaining({ msg: 'no client key left; every client call is refused' }),
+    ]);
     expect((await getJson(`${url}/healthz`)).json.clients).toBe('keys');
     expect(JSON.stringify(lines)).not.toContain(token);
   });

@@ -23,16 +23,45 @@ const BASH_ENV_VALUE = 'touch /tmp/sluice-spec-pwned-bash';
 const NODE_OPTIONS_VALUE = '--require /tmp/sluice-spec-pwned.js';
 
 /** The hostile orders of the review, each with the fields a refusal must name. */
-const HOSTILE: ReadonlyArray<{ name: string; profile: Partial<OrderedProfile> & { kind: string }; fields: string[] }> = [
-  { name: '/bin/bash with BASH_ENV', profile: { kind: 'vllm', binary: '/bin/bash', env: { BASH_ENV: BASH_ENV_VALUE } }, fields: ['profile.binary', 'profile.env.BASH_ENV'] },
-  { name: 'NODE_OPTIONS on the sim engine (a Node process)', profile: { kind: 'sim', env: { NODE_OPTIONS: NODE_OPTIONS_VALUE } }, fields: ['profile.env.NODE_OPTIONS'] },
-  { name: 'argparse abbreviations of --host and --port', profile: { kind: 'vllm', args: ['--ho=0.0.0.0', '--po', '8000'] }, fields: ['profile.args[0]', 'profile.args[1]'] },
-  { name: 'LD_PRELOAD', profile: { kind: 'llamacpp', env: { LD_PRELOAD: '/tmp/evil.so' } }, fields: ['profile.env.LD_PRELOAD'] },
-  { name: "TGI's -p with its value attached", profile: { kind: 'tgi', args: ['-p8000'] }, fields: ['profile.args[0]'] },
-  { name: '--trust-remote-code with a model from anywhere', profile: { kind: 'vllm', args: ['--trust-remote-code'] }, fields: ['profile.args[0]'] },
-  // vLLM takes the model as a positional argument: a model that is an option, its model in args.
-  { name: 'an option smuggled in as the model', profile: { kind: 'vllm', model: '--trust-remote-code', args: ['attacker/evil-model'] }, fields: ['profile.model'] },
-];
+const HOSTILE: ReadonlyArray<{ name: string; profile: Partial<OrderedProfile> & { kind: string }; fields: string[] }> =
+  [
+    {
+      name: '/bin/bash with BASH_ENV',
+      profile: { kind: 'vllm', binary: '/bin/bash', env: { BASH_ENV: BASH_ENV_VALUE } },
+      fields: ['profile.binary', 'profile.env.BASH_ENV'],
+    },
+    {
+      name: 'NODE_OPTIONS on the sim engine (a Node process)',
+      profile: { kind: 'sim', env: { NODE_OPTIONS: NODE_OPTIONS_VALUE } },
+      fields: ['profile.env.NODE_OPTIONS'],
+    },
+    {
+      name: 'argparse abbreviations of --host and --port',
+      profile: { kind: 'vllm', args: ['--ho=0.0.0.0', '--po', '8000'] },
+      fields: ['profile.args[0]', 'profile.args[1]'],
+    },
+    {
+      name: 'LD_PRELOAD',
+      profile: { kind: 'llamacpp', env: { LD_PRELOAD: '/tmp/evil.so' } },
+      fields: ['profile.env.LD_PRELOAD'],
+    },
+    {
+      name: "TGI's -p with its value attached",
+      profile: { kind: 'tgi', args: ['-p8000'] },
+      fields: ['profile.args[0]'],
+    },
+    {
+      name: '--trust-remote-code with a model from anywhere',
+      profile: { kind: 'vllm', args: ['--trust-remote-code'] },
+      fields: ['profile.args[0]'],
+    },
+    // vLLM takes the model as a positional argument: a model that is an option, its model in args.
+    {
+      name: 'an option smuggled in as the model',
+      profile: { kind: 'vllm', model: '--trust-remote-code', args: ['attacker/evil-model'] },
+      fields: ['profile.model'],
+    },
+  ];
 
 const VALUES = [BASH_ENV_VALUE, NODE_OPTIONS_VALUE, '0.0.0.0', '/tmp/evil.so'];
 
@@ -42,13 +71,21 @@ afterEach(async () => {
 });
 
 async function gateway(): Promise<string> {
-  const gw: Gateway = createGateway({ runnerToken: 'spec-runner-token-0123456789', operatorTokens: [OPERATOR_TOKEN], placerTimeout: 300 });
+  const gw: Gateway = createGateway({
+    runnerToken: 'spec-runner-token-0123456789',
+    operatorTokens: [OPERATOR_TOKEN],
+    placerTimeout: 300,
+  });
   const { url } = await gw.listen(0, '127.0.0.1');
   cleanups.push(() => gw.close());
   return url;
 }
 
-async function put(url: string, model: string, body: unknown): Promise<{ status: number; json: { error: { code: string; message: string; problems?: string[] } } }> {
+async function put(
+  url: string,
+  model: string,
+  body: unknown,
+): Promise<{ status: number; json: { error: { code: string; message: string; problems?: string[] } } }> {
   const res = await fetch(`${url}/v1/deployments/${encodeURIComponent(model)}`, {
     method: 'PUT',
     headers: { ...asOperator, 'content-type': 'application/json' },
@@ -64,7 +101,11 @@ describe('the gateway refuses a deployment that would run what no runner operato
     expect(answer.status).toBe(400);
     expect(answer.json.error.code).toBe('GW_INVALID_DEPLOYMENT');
     const problems = answer.json.error.problems ?? [];
-    for (const field of fields) expect(problems.some((p) => p.includes(`${field} `)), `${field} in ${problems.join(' | ')}`).toBe(true);
+    for (const field of fields)
+      expect(
+        problems.some((p) => p.includes(`${field} `)),
+        `${field} in ${problems.join(' | ')}`,
+      ).toBe(true);
     const text = JSON.stringify(answer.json);
     for (const value of VALUES) expect(text).not.toContain(value);
     const listed = await getJson(`${url}/v1/deployments`, asOperator);
@@ -73,7 +114,13 @@ describe('the gateway refuses a deployment that would run what no runner operato
 
   it('still takes a deployment within the defaults: an allowed variable and unreserved arguments', async () => {
     const url = await gateway();
-    const answer = await put(url, 'm', { profile: { kind: 'vllm', args: ['--max-model-len', '8192', '--gpu-memory-utilization=0.9'], env: { HF_TOKEN: 'hf_spec' } } });
+    const answer = await put(url, 'm', {
+      profile: {
+        kind: 'vllm',
+        args: ['--max-model-len', '8192', '--gpu-memory-utilization=0.9'],
+        env: { HF_TOKEN: 'hf_spec' },
+      },
+    });
     expect(answer.status).toBe(201);
   });
 });
@@ -81,7 +128,13 @@ describe('the gateway refuses a deployment that would run what no runner operato
 /** An engine that records what it was asked to launch and launches nothing. */
 function recordingEngine(): { engine: RunnerEngine; launched: unknown[] } {
   const launched: unknown[] = [];
-  const engine = { unload: async () => {}, launch: async (profile: unknown) => void launched.push(profile), drain: () => {}, adapter: undefined, busyReason: () => 'starting' } as unknown as RunnerEngine;
+  const engine = {
+    unload: async () => {},
+    launch: async (profile: unknown) => void launched.push(profile),
+    drain: () => {},
+    adapter: undefined,
+    busyReason: () => 'starting',
+  } as unknown as RunnerEngine;
   return { engine, launched };
 }
 
@@ -92,7 +145,11 @@ function hosting(engine: RunnerEngine, extra: Partial<HostingOptions> = {}): Hos
     drainTimeout: 1000,
     inventory: () => ({ gpus: [], source: 'none', reason: 'spec' }),
     // Every binary exists and every port is free: only the launch policy can refuse.
-    facts: () => ({ gpuIndices: [], findBinary: async (name) => (name.startsWith('/') ? name : `/usr/bin/${name}`), portFree: async () => true }),
+    facts: () => ({
+      gpuIndices: [],
+      findBinary: async (name) => (name.startsWith('/') ? name : `/usr/bin/${name}`),
+      portFree: async () => true,
+    }),
     changed: () => {},
     logger: silentLogger,
     freePort: async () => 40_000,
@@ -131,7 +188,9 @@ describe('the runner refuses the same orders itself, when one bypasses the gatew
     refused.order(order('rep-path', { kind: 'vllm', binary: '/opt/vllm/bin/vllm' }));
     await refused.settled();
     expect(refused.report()).toMatchObject({ state: 'failed', reason: expect.stringContaining('profile.binary ') });
-    const { policy } = await import('../../runner/options.ts').then((m) => ({ policy: m.resolveRunnerOptions({ engineBinaries: ['vllm=/opt/vllm/bin/vllm'] } as never).launchPolicy }));
+    const { policy } = await import('../../runner/options.ts').then((m) => ({
+      policy: m.resolveRunnerOptions({ engineBinaries: ['vllm=/opt/vllm/bin/vllm'] } as never).launchPolicy,
+    }));
     const listed = hosting(engine, { policy });
     listed.order(order('rep-path', { kind: 'vllm', binary: '/opt/vllm/bin/vllm' }));
     await listed.settled();

@@ -40,7 +40,13 @@ function open(url: string, head: string): Client {
   const { hostname, port } = new URL(url);
   const socket = connect({ port: Number(port), host: hostname, allowHalfOpen: true });
   const chunks: Buffer[] = [];
-  const client: Client = { socket, text: () => Buffer.concat(chunks).toString('utf8'), ended: false, error: undefined, closedAt: undefined };
+  const client: Client = {
+    socket,
+    text: () => Buffer.concat(chunks).toString('utf8'),
+    ended: false,
+    error: undefined,
+    closedAt: undefined,
+  };
   socket.on('data', (chunk: Buffer) => chunks.push(chunk));
   socket.on('end', () => (client.ended = true));
   socket.on('error', (error: NodeJS.ErrnoException) => (client.error = error.code ?? error.message));
@@ -58,7 +64,9 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
 }
 
-const ANSWER = JSON.stringify({ error: { message: 'too large', type: 'invalid_request_error', code: 'SPEC_TOO_LARGE' } });
+const ANSWER = JSON.stringify({
+  error: { message: 'too large', type: 'invalid_request_error', code: 'SPEC_TOO_LARGE' },
+});
 const BOUNDS = { time: 1000, idle: 300, maxBytes: 100 };
 
 const cleanups: Array<() => unknown> = [];
@@ -84,7 +92,11 @@ async function earlyServer(clock: FakeClock, connection: 'close' | 'keep-alive')
   let connections = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     lingerings.push(lingerAfterAnswer(req, res, { ...BOUNDS, clock, onEnd: (o) => outcomes.push(o) }));
-    res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(ANSWER), ...(connection === 'close' ? { connection: 'close' } : {}) });
+    res.writeHead(413, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(ANSWER),
+      ...(connection === 'close' ? { connection: 'close' } : {}),
+    });
     res.end(ANSWER);
   });
   server.on('connection', (socket: Socket) => {
@@ -92,15 +104,26 @@ async function earlyServer(clock: FakeClock, connection: 'close' | 'keep-alive')
     socket.once('close', () => connections--);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(() => new Promise((r) => server.close(r)), () => server.closeAllConnections());
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, lingerings, outcomes, open: () => connections };
+  cleanups.push(
+    () => new Promise((r) => server.close(r)),
+    () => server.closeAllConnections(),
+  );
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    lingerings,
+    outcomes,
+    open: () => connections,
+  };
 }
 
 /**
  * A fresh early server on a fake clock, and a client that sent it a head declaring `length`
  * bytes of body, once the client has its 413.
  */
-async function answered(length: number, connection: 'close' | 'keep-alive' = 'close'): Promise<EarlyServer & { clock: FakeClock; client: Client }> {
+async function answered(
+  length: number,
+  connection: 'close' | 'keep-alive' = 'close',
+): Promise<EarlyServer & { clock: FakeClock; client: Client }> {
   const clock = new FakeClock();
   const early = await earlyServer(clock, connection);
   const client = open(early.url, postHead(length));
@@ -125,7 +148,7 @@ describe('lingering close: its bounds, on the fake clock', () => {
     expect(clock.now()).toBe(T0 + 1000);
     await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
     expect(outcomes[0]).toEqual({ end: 'time', bytes: 4, ms: 1000, closed: true });
-    await eventually(() => early.open() === 0, 5000, 'the server\'s socket closed');
+    await eventually(() => early.open() === 0, 5000, "the server's socket closed");
   });
 
   it('closes a client that sends nothing after the answer at `idle`, not before', async () => {
@@ -139,7 +162,7 @@ describe('lingering close: its bounds, on the fake clock', () => {
     clock.advance(1);
     await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
     expect(outcomes[0]).toEqual({ end: 'idle', bytes: 0, ms: 300, closed: true });
-    await eventually(() => early.open() === 0, 5000, 'the server\'s socket closed');
+    await eventually(() => early.open() === 0, 5000, "the server's socket closed");
   });
 
   it('reads what arrived while the process was stalled before it judges `idle` passed', async () => {
@@ -167,7 +190,7 @@ describe('lingering close: its bounds, on the fake clock', () => {
     await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
     expect(outcomes[0]).toMatchObject({ end: 'bytes', ms: 0, closed: true });
     expect(outcomes[0]!.bytes).toBeGreaterThan(100);
-    await eventually(() => early.open() === 0, 5000, 'the server\'s socket closed');
+    await eventually(() => early.open() === 0, 5000, "the server's socket closed");
   });
 
   it('closes cleanly, without a reset, once the body ends within the bounds', async () => {
@@ -176,9 +199,9 @@ describe('lingering close: its bounds, on the fake clock', () => {
     client.socket.write(Buffer.alloc(50, 'a'));
     await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
     expect(outcomes[0]).toEqual({ end: 'ended', bytes: 50, ms: 0, closed: true });
-    await eventually(() => early.open() === 0, 5000, 'the server\'s socket closed');
+    await eventually(() => early.open() === 0, 5000, "the server's socket closed");
     // The answer, then the end of the connection: no reset.
-    await eventually(() => client.ended, 5000, 'the server\'s end');
+    await eventually(() => client.ended, 5000, "the server's end");
     expect(client.error).toBeUndefined();
   });
 
@@ -196,11 +219,11 @@ describe('lingering close: its bounds, on the fake clock', () => {
     clock.advance(300);
     await eventually(() => outcomes.length === 2, 5000, 'the second lingering to end');
     expect(outcomes[1]).toEqual({ end: 'idle', bytes: 0, ms: 300, closed: true });
-    await eventually(() => early.open() === 0, 5000, 'the server\'s socket closed');
+    await eventually(() => early.open() === 0, 5000, "the server's socket closed");
   });
 });
 
-describe('lingering close: the gateway\'s bounds', () => {
+describe("lingering close: the gateway's bounds", () => {
   let gateway: Gateway | undefined;
   afterEach(async () => {
     await gateway?.close();
@@ -211,7 +234,10 @@ describe('lingering close: the gateway\'s bounds', () => {
    * A gateway with the given linger options (its runner a port nothing answers on: no call gets
    * that far), and the outcomes it logs.
    */
-  async function gatewayWith(options: { lingerTime: number; lingerIdleTimeout: number }): Promise<{ url: string; ended: LogFields[] }> {
+  async function gatewayWith(options: {
+    lingerTime: number;
+    lingerIdleTimeout: number;
+  }): Promise<{ url: string; ended: LogFields[] }> {
     const ended: LogFields[] = [];
     const logger: Logger = {
       debug: (msg, fields) => (msg === 'lingering close ended' ? ended.push({ ...fields }) : undefined),
@@ -235,7 +261,11 @@ describe('lingering close: the gateway\'s bounds', () => {
     expect(ended[0]!.ms).toBeGreaterThanOrEqual(500);
     // The socket is gone: what the client sends now is refused (the first write draws the
     // reset, a later one fails on it).
-    await eventually(() => client.closedAt !== undefined || (client.socket.write('a'), false), 5000, 'the client\'s writes refused');
+    await eventually(
+      () => client.closedAt !== undefined || (client.socket.write('a'), false),
+      5000,
+      "the client's writes refused",
+    );
   }, 30_000);
 
   it('closes a client that keeps trickling bytes after its 413 at lingerTime', async () => {
@@ -250,6 +280,6 @@ describe('lingering close: the gateway\'s bounds', () => {
     expect(ended[0]).toMatchObject({ end: 'time', closed: true });
     expect(ended[0]!.ms).toBeGreaterThanOrEqual(1000);
     expect(ended[0]!.bytes).toBeGreaterThan(0);
-    await eventually(() => client.closedAt !== undefined, 5000, 'the client\'s writes refused');
+    await eventually(() => client.closedAt !== undefined, 5000, "the client's writes refused");
   }, 30_000);
 });

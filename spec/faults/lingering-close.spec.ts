@@ -43,7 +43,10 @@ function sendWhole(url: string, request: Buffer, ca?: string): Promise<Got> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve) => {
     // Over TLS, HTTP/1.1 (ALPN): HTTP/2 resets a stream instead and needs no lingering.
-    const socket = ca === undefined ? connect(Number(port), hostname) : tlsConnect({ port: Number(port), host: hostname, ca, ALPNProtocols: ['http/1.1'] });
+    const socket =
+      ca === undefined
+        ? connect(Number(port), hostname)
+        : tlsConnect({ port: Number(port), host: hostname, ca, ALPNProtocols: ['http/1.1'] });
     const chunks: Buffer[] = [];
     let error: string | undefined;
     let settled = false;
@@ -58,7 +61,12 @@ function sendWhole(url: string, request: Buffer, ca?: string): Promise<Got> {
       } catch {
         code = undefined;
       }
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(answer?.headers ?? '')?.[1] ?? 0), headers: answer?.headers ?? '', code, error });
+      resolve({
+        status: Number(/^HTTP\/1\.1 (\d{3})/.exec(answer?.headers ?? '')?.[1] ?? 0),
+        headers: answer?.headers ?? '',
+        code,
+        error,
+      });
     };
     socket.pause();
     socket.on('data', (chunk: Buffer) => {
@@ -98,9 +106,19 @@ function split(text: string): { headers: string; body: string; whole: boolean } 
 
 /** A POST's head and `body`, in one buffer; chunked when `chunked`, else with its length. */
 function post(path: string, body: Buffer, headers: Record<string, string> = {}, chunked = false): Buffer {
-  const lines = [`POST ${path} HTTP/1.1`, 'host: 127.0.0.1', 'content-type: application/json', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
-  if (!chunked) return Buffer.concat([Buffer.from(`${[...lines, `content-length: ${body.length}`].join('\r\n')}\r\n\r\n`), body]);
-  return Buffer.concat([Buffer.from(`${[...lines, 'transfer-encoding: chunked'].join('\r\n')}\r\n\r\n${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]);
+  const lines = [
+    `POST ${path} HTTP/1.1`,
+    'host: 127.0.0.1',
+    'content-type: application/json',
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
+  if (!chunked)
+    return Buffer.concat([Buffer.from(`${[...lines, `content-length: ${body.length}`].join('\r\n')}\r\n\r\n`), body]);
+  return Buffer.concat([
+    Buffer.from(`${[...lines, 'transfer-encoding: chunked'].join('\r\n')}\r\n\r\n${body.length.toString(16)}\r\n`),
+    body,
+    Buffer.from('\r\n0\r\n\r\n'),
+  ]);
 }
 
 /** Sends `request` `times` times in a row and counts the answers by status, code and error. */
@@ -147,10 +165,15 @@ describe('an answer before the body is read, on the gateway (its defaults)', () 
     const ca = makeCa('lingering-close');
     try {
       const front = ca.issue('gateway');
-      const tls = createGateway({ runners: [`http://127.0.0.1:${await closedPort()}`], tls: { cert: front.cert, key: front.key } });
+      const tls = createGateway({
+        runners: [`http://127.0.0.1:${await closedPort()}`],
+        tls: { cert: front.cert, key: front.key },
+      });
       gateways.push(tls);
       const { url } = await tls.listen();
-      expect(await tally(url, post('/v1/chat/completions', huge), 20, ca.cert)).toEqual({ '413 GW_BODY_TOO_LARGE': 20 });
+      expect(await tally(url, post('/v1/chat/completions', huge), 20, ca.cert)).toEqual({
+        '413 GW_BODY_TOO_LARGE': 20,
+      });
     } finally {
       ca.remove();
     }
@@ -162,11 +185,15 @@ describe('an answer before the body is read, on the gateway (its defaults)', () 
   }, 180_000);
 
   it('is 413 GW_BODY_TOO_LARGE for a chunked 64 MiB body, refused once 16 MiB are in, 10 times in 10', async () => {
-    expect(await tally(open, post('/v1/chat/completions', huge, {}, true), 10)).toEqual({ '413 GW_BODY_TOO_LARGE': 10 });
+    expect(await tally(open, post('/v1/chat/completions', huge, {}, true), 10)).toEqual({
+      '413 GW_BODY_TOO_LARGE': 10,
+    });
   }, 120_000);
 
   it('is 401 GW_UNAUTHORIZED for a call refused before its 64 MiB body is read, 50 times in 50', async () => {
-    expect(await tally(keyed, post('/v1/chat/completions', huge, { authorization: 'Bearer sk-none' }), 50)).toEqual({ '401 GW_UNAUTHORIZED': 50 });
+    expect(await tally(keyed, post('/v1/chat/completions', huge, { authorization: 'Bearer sk-none' }), 50)).toEqual({
+      '401 GW_UNAUTHORIZED': 50,
+    });
   }, 180_000);
 });
 
@@ -185,7 +212,11 @@ describe('an answer before the body is read, on the runner', () => {
       createRunner({ engine: engine.url, callSecret: 'a-call-secret-long-enough-0123456789' }),
       createRunner({ engine: engine.url, maxBodyBytes: MiB }),
     );
-    [noEngine, signed, small] = (await Promise.all(runners.map(async (r) => (await r.listen()).url))) as [string, string, string];
+    [noEngine, signed, small] = (await Promise.all(runners.map(async (r) => (await r.listen()).url))) as [
+      string,
+      string,
+      string,
+    ];
     await eventually(() => runners[2]!.status().ready, 10_000, 'the engine ready');
   });
   afterAll(async () => {

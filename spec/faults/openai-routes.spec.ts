@@ -40,7 +40,15 @@ const responsesEngine = (seen: Seen[]) =>
           created_at: 1,
           model,
           status: 'completed',
-          output: [{ type: 'message', id: 'msg_1', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'hi there', annotations: [] }] }],
+          output: [
+            {
+              type: 'message',
+              id: 'msg_1',
+              role: 'assistant',
+              status: 'completed',
+              content: [{ type: 'output_text', text: 'hi there', annotations: [] }],
+            },
+          ],
         }),
       );
     });
@@ -80,7 +88,10 @@ describe('fault: OpenAI routes and x-request-id', () => {
   });
 
   it("keeps the client's own x-request-id, answers with it and forwards it to the engine", async () => {
-    const data = await client.responses.create({ model: 'sim-small', input: 'hello' }, { headers: { 'x-request-id': 'client-trace-7' } });
+    const data = await client.responses.create(
+      { model: 'sim-small', input: 'hello' },
+      { headers: { 'x-request-id': 'client-trace-7' } },
+    );
     expect(data._request_id).toBe('client-trace-7');
     expect(seen.map((s) => s.headers['x-request-id'])).toEqual(['client-trace-7']);
   });
@@ -154,7 +165,8 @@ describe('fault: /v1/responses in front of an engine that does not serve it', ()
   afterAll(() => front?.close());
 
   it("relays the engine's own 404, and nothing ran", async () => {
-    const calls = async () => metricValue(await (await request(`${simUrl}/metrics`)).body.text(), 'sluice_sim_requests_total');
+    const calls = async () =>
+      metricValue(await (await request(`${simUrl}/metrics`)).body.text(), 'sluice_sim_requests_total');
     const before = await calls();
     const res = await postJson(`${gw}/v1/responses`, JSON.stringify({ model: 'sim-small', input: 'hello' }));
     expect(res.status).toBe(404);

@@ -11,7 +11,8 @@ import type { Fleet } from '../support/fleet.ts';
 import { rawRequest } from '../support/raw.ts';
 
 const BODY = chatBody({ max_tokens: 2 });
-const post = (extra: string[]) => ['POST /v1/chat/completions HTTP/1.1', 'host: gateway.test', 'content-type: application/json', ...extra].join('\r\n');
+const post = (extra: string[]) =>
+  ['POST /v1/chat/completions HTTP/1.1', 'host: gateway.test', 'content-type: application/json', ...extra].join('\r\n');
 
 describe('fault: errors raised by the HTTP parser', () => {
   let fleet: Fleet;
@@ -26,7 +27,13 @@ describe('fault: errors raised by the HTTP parser', () => {
   const engineCalls = async () => metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_total');
 
   it.each<[string, string, string, number, string]>([
-    ['bad chunked encoding', post(['transfer-encoding: chunked']), `zz\r\n${BODY}\r\n0\r\n\r\n`, 400, 'GW_BAD_REQUEST_SYNTAX'],
+    [
+      'bad chunked encoding',
+      post(['transfer-encoding: chunked']),
+      `zz\r\n${BODY}\r\n0\r\n\r\n`,
+      400,
+      'GW_BAD_REQUEST_SYNTAX',
+    ],
     [
       'Content-Length together with Transfer-Encoding',
       post([`content-length: ${Buffer.byteLength(BODY)}`, 'transfer-encoding: chunked']),
@@ -34,9 +41,21 @@ describe('fault: errors raised by the HTTP parser', () => {
       400,
       'GW_BAD_REQUEST_SYNTAX',
     ],
-    ['a malformed request line', 'POST /v1/chat/completions HTTP/1.1 extra\r\nhost: gateway.test', '', 400, 'GW_BAD_REQUEST_SYNTAX'],
+    [
+      'a malformed request line',
+      'POST /v1/chat/completions HTTP/1.1 extra\r\nhost: gateway.test',
+      '',
+      400,
+      'GW_BAD_REQUEST_SYNTAX',
+    ],
     ['a header line without a colon', post(['this is not a header']), '', 400, 'GW_BAD_REQUEST_SYNTAX'],
-    ['headers over 16 KiB', post([`x-padding: ${'p'.repeat(20 * 1024)}`, 'content-length: 0']), '', 431, 'GW_HEADERS_TOO_LARGE'],
+    [
+      'headers over 16 KiB',
+      post([`x-padding: ${'p'.repeat(20 * 1024)}`, 'content-length: 0']),
+      '',
+      431,
+      'GW_HEADERS_TOO_LARGE',
+    ],
   ])('answers %s with an OpenAI-shaped error, then closes', async (_what, head, body, status, code) => {
     const before = await engineCalls();
     const answer = await rawRequest(gw, head, body);
@@ -52,8 +71,12 @@ describe('fault: errors raised by the HTTP parser', () => {
     expect(await engineCalls()).toBe(before);
   });
 
-  it('names the request with the client\'s own x-request-id when its headers were read before the framing broke', async () => {
-    const answer = await rawRequest(gw, post(['transfer-encoding: chunked', 'x-request-id: client-chosen-42']), `zz\r\n${BODY}\r\n0\r\n\r\n`);
+  it("names the request with the client's own x-request-id when its headers were read before the framing broke", async () => {
+    const answer = await rawRequest(
+      gw,
+      post(['transfer-encoding: chunked', 'x-request-id: client-chosen-42']),
+      `zz\r\n${BODY}\r\n0\r\n\r\n`,
+    );
     expect(answer.status, answer.raw).toBe(400);
     expect(answer.headers['x-request-id']).toBe('client-chosen-42');
     expect(JSON.parse(answer.body).error.code).toBe('GW_BAD_REQUEST_SYNTAX');

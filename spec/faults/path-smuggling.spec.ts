@@ -29,14 +29,26 @@ const recordingEngine = (seen: Seen[]) =>
     req.resume();
     req.once('end', () => {
       // A header of the engine's own, marked by its Connection header as meant for this hop only.
-      res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive, x-engine-hop', 'x-engine-hop': 'engine-private', 'x-engine-kept': 'yes' });
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        connection: 'keep-alive, x-engine-hop',
+        'x-engine-hop': 'engine-private',
+        'x-engine-kept': 'yes',
+      });
       res.end(JSON.stringify({ object: 'text_completion', path: req.url }));
     });
   });
 
 const BODY = JSON.stringify({ model: 'sim-small', prompt: 'hi' });
 const head = (target: string, extra: string[] = []) =>
-  [`POST ${target} HTTP/1.1`, 'host: gateway.test', 'content-type: application/json', `content-length: ${Buffer.byteLength(BODY)}`, 'connection: close', ...extra].join('\r\n');
+  [
+    `POST ${target} HTTP/1.1`,
+    'host: gateway.test',
+    'content-type: application/json',
+    `content-length: ${Buffer.byteLength(BODY)}`,
+    'connection: close',
+    ...extra,
+  ].join('\r\n');
 
 describe('fault: routing one path and forwarding another', () => {
   const seen: Seen[] = [];
@@ -74,7 +86,10 @@ describe('fault: routing one path and forwarding another', () => {
   });
 
   it('refuses a dot segment on a route that is not a call', async () => {
-    const answer = await rawRequest(gw, ['GET /v1/calls/x/../../healthz HTTP/1.1', 'host: gateway.test', 'connection: close'].join('\r\n'));
+    const answer = await rawRequest(
+      gw,
+      ['GET /v1/calls/x/../../healthz HTTP/1.1', 'host: gateway.test', 'connection: close'].join('\r\n'),
+    );
     expect(answer.status, answer.raw).toBe(400);
     expect(JSON.parse(answer.body).error.code).toBe('GW_INVALID_PATH');
   });
@@ -92,7 +107,11 @@ describe('fault: routing one path and forwarding another', () => {
   });
 
   it('drops headers the Connection header names, toward the engine and back to the client', async () => {
-    const answer = await rawRequest(gw, head('/v1/completions', ['connection: x-client-hop', 'x-client-hop: client-private', 'x-client-kept: yes']), BODY);
+    const answer = await rawRequest(
+      gw,
+      head('/v1/completions', ['connection: x-client-hop', 'x-client-hop: client-private', 'x-client-kept: yes']),
+      BODY,
+    );
     expect(answer.status, answer.raw).toBe(200);
     expect(seen).toHaveLength(1);
     expect(seen[0]!.headers['x-client-hop']).toBeUndefined();

@@ -29,7 +29,12 @@ describe('a call the HTTP client refuses to send', () => {
     cleanups.push(() => new Promise((resolve) => server.close(resolve)));
     const url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
     const clock = systemClock;
-    const transport = new HttpRunner(url, { connectTimeout: 2000, responseTimeout: 5000, streamIdleTimeout: 60_000, clock });
+    const transport = new HttpRunner(url, {
+      connectTimeout: 2000,
+      responseTimeout: 5000,
+      streamIdleTimeout: 60_000,
+      clock,
+    });
     const runner = new RunnerEntry(url.host, transport, {
       clock,
       breaker: { threshold: 5, openFor: 30_000, closeAfter: 2 },

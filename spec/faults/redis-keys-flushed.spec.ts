@@ -69,19 +69,29 @@ describe('client keys in a Redis that loses them', () => {
     } finally {
       admin.disconnect();
     }
-    await eventually(async () => (await postJson(gateway.url + CHAT, chatBody(), bearer(token))).status === 401, 10_000, 'the flushed key to be dropped');
+    await eventually(
+      async () => (await postJson(gateway.url + CHAT, chatBody(), bearer(token))).status === 401,
+      10_000,
+      'the flushed key to be dropped',
+    );
     for (const headers of [{}, bearer(token), bearer('sk-anything')]) {
       const refused = await postJson(gateway.url + CHAT, chatBody(), headers);
       expect([refused.status, refused.json.error?.code]).toEqual([401, 'GW_UNAUTHORIZED']);
     }
     expect(await readyReasons(gateway.url)).toContain('no_client_keys');
-    expect(lines.filter((l) => l.level === 'error')).toEqual([expect.objectContaining({ msg: 'no client key left; every client call is refused', reason: 'no_client_keys' })]);
+    expect(lines.filter((l) => l.level === 'error')).toEqual([
+      expect.objectContaining({ msg: 'no client key left; every client call is refused', reason: 'no_client_keys' }),
+    ]);
     expect(JSON.stringify(lines)).not.toContain(token);
   });
 
   it('answers an unknown token 503 GW_KEYS_UNAVAILABLE while Redis does not answer, and says so on /readyz', async () => {
     await redis.stop();
-    await eventually(async () => (await postJson(gateway.url + CHAT, chatBody(), bearer(token))).status === 503, 15_000, 'the keys to be unreadable');
+    await eventually(
+      async () => (await postJson(gateway.url + CHAT, chatBody(), bearer(token))).status === 503,
+      15_000,
+      'the keys to be unreadable',
+    );
     const refused = await postJson(gateway.url + CHAT, chatBody(), bearer('sk-anything'));
     expect([refused.status, refused.json.error?.code]).toEqual([503, 'GW_KEYS_UNAVAILABLE']);
     expect(refused.headers['retry-after']).toBe('1');

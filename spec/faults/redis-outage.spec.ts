@@ -60,12 +60,18 @@ async function callStatus(id: string): Promise<{ status: number; json: any }> {
 /** The engine's lifetime counters: calls it was offered, and calls whose client went away. */
 async function engineCounts(): Promise<{ received: number; aborted: number }> {
   const page = await metrics(fleet.nodes[0]!.engine);
-  return { received: metricValue(page, 'sluice_sim_requests_total'), aborted: metricValue(page, 'sluice_sim_requests_aborted_total') };
+  return {
+    received: metricValue(page, 'sluice_sim_requests_total'),
+    aborted: metricValue(page, 'sluice_sim_requests_aborted_total'),
+  };
 }
 
 /** The gateway's log lines at error level (its output is captured, at --log-level warn). */
 function errorLines(): string[] {
-  return fleet.gateway.output().split('\n').filter((line) => line.includes('"level":"error"'));
+  return fleet.gateway
+    .output()
+    .split('\n')
+    .filter((line) => line.includes('"level":"error"'));
 }
 
 /** Whether the gateway logged that its first write of call `id`'s end failed. */
@@ -89,7 +95,11 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     // 3 s bound or the command timeout, says the store did not take the call).
     expect(Date.now() - started).toBeLessThan(8_000);
     expect(refused.status).toBe(503);
-    expect(refused.json.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', type: 'service_unavailable_error', message: 'the detached-call store is not answering; retry later' });
+    expect(refused.json.error).toMatchObject({
+      code: 'GW_STORE_UNAVAILABLE',
+      type: 'service_unavailable_error',
+      message: 'the detached-call store is not answering; retry later',
+    });
     expect(refused.headers['retry-after']).toBe('1');
     const sync = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }));
     expect(sync.status).toBe(200);
@@ -103,7 +113,11 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
   it('ends a call that finished during a long stall succeeded, with its result, and logs no error about it', async () => {
     const before = await engineCounts();
     const errorsBefore = errorLines().length;
-    const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 100 }), ASYNC);
+    const accepted = await postJson(
+      `${gw}/v1/chat/completions`,
+      chatBody({ ignore_eos: true, max_tokens: 100 }),
+      ASYNC,
+    );
     expect(accepted.status).toBe(202);
     const id = accepted.json.id as string;
     process.kill(redis.pid, 'SIGSTOP');
@@ -111,10 +125,14 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     // write has failed (timed out after the command timeout, or refused once the health check
     // found the stall), so it is retried once Redis resumes.
     await eventually(async () => (await engineCounts()).received === before.received + 1, 10_000, 'the call to run');
-    await eventually(() => finishFailed(id), 20_000, 'the first write of the call\'s end to fail');
+    await eventually(() => finishFailed(id), 20_000, "the first write of the call's end to fail");
     process.kill(redis.pid, 'SIGCONT');
 
-    await eventually(async () => (await callStatus(id)).json.status === 'succeeded', 15_000, 'the call to read succeeded');
+    await eventually(
+      async () => (await callStatus(id)).json.status === 'succeeded',
+      15_000,
+      'the call to read succeeded',
+    );
     const result = await request(`${gw}/v1/calls/${id}/result`);
     expect(result.statusCode).toBe(200);
     expect(((await result.body.json()) as any).choices[0].message.content.length).toBeGreaterThan(0);
@@ -136,14 +154,23 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
     expect(Date.now() - started).toBeLessThan(8_000);
     expect(refused.status).toBe(503);
-    expect(refused.json.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', message: 'the detached-call store is not answering; retry later' });
-    expect((await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }))).status).toBe(200);
+    expect(refused.json.error).toMatchObject({
+      code: 'GW_STORE_UNAVAILABLE',
+      message: 'the detached-call store is not answering; retry later',
+    });
+    expect((await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }))).status).toBe(
+      200,
+    );
 
     redis = await startRedis({ port });
     await eventually(async () => (await readyz()).status === 200, 15_000, '/readyz to answer 200 again');
     const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
     expect(accepted.status).toBe(202);
-    await eventually(async () => (await callStatus(accepted.json.id)).json.status === 'succeeded', 15_000, 'the call to succeed');
+    await eventually(
+      async () => (await callStatus(accepted.json.id)).json.status === 'succeeded',
+      15_000,
+      'the call to succeed',
+    );
     expect((await request(`${gw}/v1/calls/${accepted.json.id}/result`)).statusCode).toBe(200);
   }, 60_000);
 });

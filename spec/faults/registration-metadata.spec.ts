@@ -70,7 +70,22 @@ function verdict(policy: ReturnType<typeof createRunnerAddressPolicy>, url: stri
 describe('the runner address policy and cloud metadata addresses', () => {
   const byDefault = createRunnerAddressPolicy({ localAddresses: () => [] });
   // Networks that hold every one of them: a metadata address is refused all the same.
-  const wide = createRunnerAddressPolicy({ networks: ['10.0.0.0/8', '100.64.0.0/10', 'fd00::/8', '169.254.0.0/16', '192.0.0.0/24', '203.0.113.0/24', '64:ff9b::/96', '2002::/16', '::ffff:0:0/96', '::/96', '::ffff:0:0:0/96'], localAddresses: () => [] });
+  const wide = createRunnerAddressPolicy({
+    networks: [
+      '10.0.0.0/8',
+      '100.64.0.0/10',
+      'fd00::/8',
+      '169.254.0.0/16',
+      '192.0.0.0/24',
+      '203.0.113.0/24',
+      '64:ff9b::/96',
+      '2002::/16',
+      '::ffff:0:0/96',
+      '::/96',
+      '::ffff:0:0:0/96',
+    ],
+    localAddresses: () => [],
+  });
 
   it.each(METADATA)('refuses %s by default, naming what answers there', (url, reached) => {
     const said = verdict(byDefault, url);
@@ -89,7 +104,13 @@ describe('the runner address policy and cloud metadata addresses', () => {
     expect(verdict(wide, url)).toMatch(/port 0/);
   });
 
-  it.each(['http://10.0.0.12:9000', 'http://100.100.100.201:9000', 'http://100.64.0.7:9000', 'http://[fd00:ec2::255]:9000', 'http://[fd00::5]:9000'])('still takes the neighbour %s', (url) => {
+  it.each([
+    'http://10.0.0.12:9000',
+    'http://100.100.100.201:9000',
+    'http://100.64.0.7:9000',
+    'http://[fd00:ec2::255]:9000',
+    'http://[fd00::5]:9000',
+  ])('still takes the neighbour %s', (url) => {
     expect(verdict(byDefault, url)).toBe('ok');
     expect(verdict(wide, url)).toBe('ok');
   });
@@ -122,7 +143,9 @@ describe('registration over the wire', () => {
       ['http://100.100.100.200', /Alibaba Cloud metadata service/],
       ['http://10.0.0.12:0', /port 0/],
     ] as const) {
-      const res = await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration(target)), { authorization: `Bearer ${TOKEN}` });
+      const res = await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration(target)), {
+        authorization: `Bearer ${TOKEN}`,
+      });
       expect(res.status, target).toBe(400);
       expect(res.json.error.code).toBe('GW_INVALID_REGISTRATION');
       expect(res.json.error.message).toMatch(why);
@@ -131,7 +154,10 @@ describe('registration over the wire', () => {
 });
 
 describe('the callback policy and cloud metadata services', () => {
-  const lookup = async (hostname: string) => (hostname === 'hooks.example.com' ? [{ address: '100.100.100.200', family: 4 }] : [{ address: '169.254.169.254', family: 4 }]);
+  const lookup = async (hostname: string) =>
+    hostname === 'hooks.example.com'
+      ? [{ address: '100.100.100.200', family: 4 }]
+      : [{ address: '169.254.169.254', family: 4 }];
 
   async function refusal(url: string, allow: string): Promise<CallbackRefusedError> {
     const policy = createCallbackPolicy({ allow: [allow], allowPrivate: true, lookup });
@@ -149,14 +175,21 @@ describe('the callback policy and cloud metadata services', () => {
     expect(error.reason).toBe('special-address');
   });
 
-  it.each(['http://metadata.google.internal/hook', 'http://METADATA.google.internal./hook', 'http://metadata.goog/hook', 'http://metadata/hook'])('refuses the metadata host name %s before any lookup', async (url) => {
+  it.each([
+    'http://metadata.google.internal/hook',
+    'http://METADATA.google.internal./hook',
+    'http://metadata.goog/hook',
+    'http://metadata/hook',
+  ])('refuses the metadata host name %s before any lookup', async (url) => {
     const error = await refusal(url, new URL(url).origin);
     expect(error.message).toMatch(/is a cloud metadata service/);
   });
 
   it('refuses a name that resolves to a metadata address, and still takes a private one', async () => {
     const error = await refusal('https://hooks.example.com/hook', 'https://hooks.example.com');
-    expect(error.message).toMatch(/resolves to 100\.100\.100\.200, which is a cgnat address, the Alibaba Cloud metadata service/);
+    expect(error.message).toMatch(
+      /resolves to 100\.100\.100\.200, which is a cgnat address, the Alibaba Cloud metadata service/,
+    );
     const policy = createCallbackPolicy({ allow: ['http://10.0.0.7'], allowPrivate: true, lookup });
     await expect(policy.check('http://10.0.0.7/hook')).resolves.toMatchObject({ address: '10.0.0.7' });
   });

@@ -33,7 +33,11 @@ const gateways: ChildService[] = [];
 
 beforeAll(async () => {
   [fleet, redis] = await Promise.all([
-    startFleet({ nodes: 1, engineArgs: ['--ttft-ms', '0', '--itl-ms', '0.5', '--max-num-seqs', '16'], runnerArgs: ['--slots', '16'] }),
+    startFleet({
+      nodes: 1,
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '0.5', '--max-num-seqs', '16'],
+      runnerArgs: ['--slots', '16'],
+    }),
     startRedis(),
   ]);
 });
@@ -49,10 +53,23 @@ afterAll(async () => {
 
 /** A gateway of its own over the fleet's runner, with a small store bound. */
 async function gateway(extra: readonly string[] = []): Promise<string> {
-  const started = await startService([
-    'gateway', '--port', '0', '--runners', fleet.nodes[0]!.runner.url, '--log-level', 'warn',
-    '--max-result-bytes', String(MAX_RESULT), '--max-stored-bytes', String(MAX_STORED), ...extra,
-  ], { env: operatorEnv() });
+  const started = await startService(
+    [
+      'gateway',
+      '--port',
+      '0',
+      '--runners',
+      fleet.nodes[0]!.runner.url,
+      '--log-level',
+      'warn',
+      '--max-result-bytes',
+      String(MAX_RESULT),
+      '--max-stored-bytes',
+      String(MAX_STORED),
+      ...extra,
+    ],
+    { env: operatorEnv() },
+  );
   gateways.push(started);
   return started.url;
 }
@@ -64,13 +81,19 @@ async function get(url: string): Promise<{ status: number; json: any; text: stri
 }
 
 /** Posts detached calls one at a time, each to its end, until one is refused; returns both. */
-async function fill(url: string): Promise<{ kept: Array<{ id: string; result: string }>; refusal: Awaited<ReturnType<typeof postJson>> }> {
+async function fill(
+  url: string,
+): Promise<{ kept: Array<{ id: string; result: string }>; refusal: Awaited<ReturnType<typeof postJson>> }> {
   const kept: Array<{ id: string; result: string }> = [];
   for (let i = 0; i < 40; i++) {
     const answer = await postJson(`${url}/v1/chat/completions`, body(), ASYNC);
     if (answer.status !== 202) return { kept, refusal: answer };
     const id = answer.json.id as string;
-    await eventually(async () => (await get(`${url}/v1/calls/${id}`)).json.status !== 'running', 10_000, `call ${id} to end`);
+    await eventually(
+      async () => (await get(`${url}/v1/calls/${id}`)).json.status !== 'running',
+      10_000,
+      `call ${id} to end`,
+    );
     expect((await get(`${url}/v1/calls/${id}`)).json.status).toBe('succeeded');
     kept.push({ id, result: (await get(`${url}/v1/calls/${id}/result`)).text });
   }
@@ -103,7 +126,11 @@ describe('fault: detached results fill the store', () => {
     expect(metricValue(page, 'sluice_store_max_bytes')).toBe(MAX_STORED);
 
     // Room comes back only as results reach their TTL.
-    await eventually(async () => (await postJson(`${url}/v1/chat/completions`, body(), ASYNC)).status === 202, 20_000, 'a call to be admitted after the TTL');
+    await eventually(
+      async () => (await postJson(`${url}/v1/chat/completions`, body(), ASYNC)).status === 202,
+      20_000,
+      'a call to be admitted after the TTL',
+    );
     expect((await get(`${url}/v1/calls/${kept[0]!.id}/result`)).status).toBe(404);
   }, 60_000);
 
@@ -114,7 +141,9 @@ describe('fault: detached results fill the store', () => {
     // result until its end, so at least as many as that fits get 202 (more when an early one
     // ends and frees the rest of its room first), and the rest are refused up front.
     const fits = Math.floor(MAX_STORED / (MAX_RESULT + OVERHEAD));
-    const answers = await Promise.all(Array.from({ length: 12 }, () => postJson(`${url}/v1/chat/completions`, body(), ASYNC)));
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, () => postJson(`${url}/v1/chat/completions`, body(), ASYNC)),
+    );
     const accepted = answers.filter((a) => a.status === 202);
     expect(accepted.length).toBeGreaterThanOrEqual(fits);
     expect(accepted.length).toBeLessThan(12);
@@ -123,7 +152,14 @@ describe('fault: detached results fill the store', () => {
       expect(refused.json.error.code).toBe('GW_STORE_FULL');
     }
     const ids = accepted.map((a) => a.json.id as string);
-    await eventually(async () => (await Promise.all(ids.map(async (id) => (await get(`${url}/v1/calls/${id}`)).json.status))).every((s) => s !== 'running'), 15_000, 'every call to end');
+    await eventually(
+      async () =>
+        (await Promise.all(ids.map(async (id) => (await get(`${url}/v1/calls/${id}`)).json.status))).every(
+          (s) => s !== 'running',
+        ),
+      15_000,
+      'every call to end',
+    );
     for (const id of ids) {
       expect((await get(`${url}/v1/calls/${id}`)).json.status).toBe('succeeded');
       expect((await get(`${url}/v1/calls/${id}/result`)).status).toBe(200);
@@ -142,10 +178,16 @@ describe('fault: detached results fill the store', () => {
     expect(kept.length).toBeGreaterThanOrEqual(3);
     expect(refusal.json.error.code).toBe('GW_STORE_FULL');
     // The other gateway sees the same bytes (its health check is at most a second old).
-    await eventually(async () => (await postJson(`${b}/v1/chat/completions`, body(), ASYNC)).status === 503, 5_000, 'the other gateway to refuse');
+    await eventually(
+      async () => (await postJson(`${b}/v1/chat/completions`, body(), ASYNC)).status === 503,
+      5_000,
+      'the other gateway to refuse',
+    );
     const other = await postJson(`${b}/v1/chat/completions`, body(), ASYNC);
     expect(other.json.error.code).toBe('GW_STORE_FULL');
     for (const { id, result } of kept) expect((await get(`${b}/v1/calls/${id}/result`)).text).toBe(result);
-    expect(metricValue(await metrics({ url: b }), 'sluice_store_bytes')).toBe(metricValue(await metrics({ url: a }), 'sluice_store_bytes'));
+    expect(metricValue(await metrics({ url: b }), 'sluice_store_bytes')).toBe(
+      metricValue(await metrics({ url: a }), 'sluice_store_bytes'),
+    );
   }, 60_000);
 });

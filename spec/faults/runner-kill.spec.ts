@@ -61,9 +61,16 @@ describe('fault: a runner killed with SIGKILL', () => {
     const before = await engineRequests(engines());
     const url = `${gw}/v1/chat/completions`;
     // Round-robin over two runners puts one stream on each, and spreads the plain calls.
-    const streams = await Promise.all([openStream(url, long({ stream: true })), openStream(url, long({ stream: true }))]);
+    const streams = await Promise.all([
+      openStream(url, long({ stream: true })),
+      openStream(url, long({ stream: true })),
+    ]);
     const plain = Array.from({ length: 4 }, () => postJson(url, long()));
-    await eventually(async () => sum(await Promise.all(engines().map(engineRunning))) === 6, 15_000, 'all six calls running');
+    await eventually(
+      async () => sum(await Promise.all(engines().map(engineRunning))) === 6,
+      15_000,
+      'all six calls running',
+    );
     await Promise.all(streams.map((s) => s.flowing));
     const onKilled = await engineRunning(fleet.nodes[0]!.engine);
 
@@ -99,32 +106,58 @@ describe('fault: a runner killed with SIGKILL', () => {
     const after = await engineRequests(engines());
     expect(after[0]! - before[0]!).toBe(onKilled);
     expect(sum(after) - sum(before)).toBe(6);
-    ranOnce([...streamed.map((s) => String(s.headers['sluice-call-id'])), ...answered.map((r) => String(r.headers['sluice-call-id']))]);
+    ranOnce([
+      ...streamed.map((s) => String(s.headers['sluice-call-id'])),
+      ...answered.map((r) => String(r.headers['sluice-call-id'])),
+    ]);
   }, 60_000);
 
   it('ends the detached calls running on it failed with a reason, after a call it committed had ended, and places the next calls elsewhere', async () => {
     // Runner 1 back on its port, where the gateway's --runners list points.
     const { port } = new URL(fleet.nodes[0]!.runner.url);
-    restarted = await startService(['runner', '--port', port, '--engine', fleet.nodes[0]!.engine.url, '--engine-kind', 'sim', '--id', 'runner-1', '--log-level', 'warn', ...RUNNER_ARGS]);
+    restarted = await startService([
+      'runner',
+      '--port',
+      port,
+      '--engine',
+      fleet.nodes[0]!.engine.url,
+      '--engine-kind',
+      'sim',
+      '--id',
+      'runner-1',
+      '--log-level',
+      'warn',
+      ...RUNNER_ARGS,
+    ]);
     const before = await engineRequests(engines());
     const url = `${gw}/v1/chat/completions`;
     const ids: string[] = [];
     // A call runner 1 committed and finished: its answer ended before the kill.
     let committed = 0;
-    await eventually(async () => {
-      const r = await postJson(url, chatBody({ max_tokens: 3 }));
-      expect(r.status).toBe(200);
-      ids.push(String(r.headers['sluice-call-id']));
-      committed++;
-      return r.headers['sluice-runner-id'] === 'runner-1';
-    }, 15_000, 'a call on the restarted runner');
+    await eventually(
+      async () => {
+        const r = await postJson(url, chatBody({ max_tokens: 3 }));
+        expect(r.status).toBe(200);
+        ids.push(String(r.headers['sluice-call-id']));
+        committed++;
+        return r.headers['sluice-runner-id'] === 'runner-1';
+      },
+      15_000,
+      'a call on the restarted runner',
+    );
 
     const accepted = await Promise.all(Array.from({ length: 4 }, () => postJson(url, long(), ASYNC)));
     for (const a of accepted) expect(a.status).toBe(202);
     const detached = accepted.map((a) => a.json.id as string);
     ids.push(...detached);
-    await eventually(async () => sum(await Promise.all(engines().map(engineRunning))) === 4, 15_000, 'the detached calls running');
-    const records = await Promise.all(detached.map(async (id) => (await request(`${gw}/v1/calls/${id}`)).body.json() as Promise<any>));
+    await eventually(
+      async () => sum(await Promise.all(engines().map(engineRunning))) === 4,
+      15_000,
+      'the detached calls running',
+    );
+    const records = await Promise.all(
+      detached.map(async (id) => (await request(`${gw}/v1/calls/${id}`)).body.json() as Promise<any>),
+    );
     const onKilled = new Set(records.filter((r) => r.runner === runnerHost()).map((r) => r.id as string));
     expect(onKilled.size).toBeGreaterThan(0);
 
@@ -162,7 +195,9 @@ describe('fault: a runner killed with SIGKILL', () => {
     const before = await engineRequests(engines());
     const url = `${gw}/v1/chat/completions`;
     const [streamed, plain, accepted] = await Promise.all([
-      Promise.all(Array.from({ length: 4 }, async () => (await openStream(url, chatBody({ stream: true, max_tokens: 5 }))).done)),
+      Promise.all(
+        Array.from({ length: 4 }, async () => (await openStream(url, chatBody({ stream: true, max_tokens: 5 }))).done),
+      ),
       Promise.all(Array.from({ length: 4 }, () => postJson(url, chatBody({ max_tokens: 5 })))),
       Promise.all(Array.from({ length: 2 }, () => postJson(url, chatBody({ max_tokens: 5 }), ASYNC))),
     ]);

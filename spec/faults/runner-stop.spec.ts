@@ -45,10 +45,14 @@ describe('fault: a runner stopped with SIGSTOP after commit', () => {
       engineArgs: ['--ttft-ms', '0', '--itl-ms', '20', '--call-log', callLog],
       runnerArgs: ['--slots', '8'],
       gatewayArgs: [
-        '--runner-response-timeout', `${RESPONSE_TIMEOUT_MS}ms`,
-        '--stream-idle-timeout', `${IDLE_TIMEOUT_MS}ms`,
-        '--status-interval', '300ms',
-        '--runner-connect-timeout', '500ms',
+        '--runner-response-timeout',
+        `${RESPONSE_TIMEOUT_MS}ms`,
+        '--stream-idle-timeout',
+        `${IDLE_TIMEOUT_MS}ms`,
+        '--status-interval',
+        '300ms',
+        '--runner-connect-timeout',
+        '500ms',
       ],
     });
     gw = fleet.gateway.url;
@@ -62,12 +66,16 @@ describe('fault: a runner stopped with SIGSTOP after commit', () => {
   /** Sync calls until one lands on runner 1 (round-robin gets there within two); their ids. */
   async function callOnRunner1(): Promise<string[]> {
     const ids: string[] = [];
-    await eventually(async () => {
-      const r = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
-      expect(r.status).toBe(200);
-      ids.push(String(r.headers['sluice-call-id']));
-      return r.headers['sluice-runner-id'] === 'runner-1';
-    }, 15_000, 'a call on runner 1');
+    await eventually(
+      async () => {
+        const r = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
+        expect(r.status).toBe(200);
+        ids.push(String(r.headers['sluice-call-id']));
+        return r.headers['sluice-runner-id'] === 'runner-1';
+      },
+      15_000,
+      'a call on runner 1',
+    );
     return ids;
   }
 
@@ -83,7 +91,9 @@ describe('fault: a runner stopped with SIGSTOP after commit', () => {
     stop();
 
     const started = Date.now();
-    const next = await Promise.all(Array.from({ length: 6 }, () => postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }))));
+    const next = await Promise.all(
+      Array.from({ length: 6 }, () => postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }))),
+    );
     for (const r of next) {
       expect(r.status).toBe(200);
       expect(r.headers['sluice-runner-id']).toBe('runner-2');
@@ -102,18 +112,28 @@ describe('fault: a runner stopped with SIGSTOP after commit', () => {
     ranOnce(ids);
   }, 60_000);
 
-  it('ends a detached call the stopped runner holds with GW_RUNNER_STALLED within the idle bound; the other runner\'s succeed', async () => {
+  it("ends a detached call the stopped runner holds with GW_RUNNER_STALLED within the idle bound; the other runner's succeed", async () => {
     await callOnRunner1();
     const before = await engineRequests(engines());
     // Streamed, so a runner that is not stopped sends a chunk every 20 ms; 400 tokens take 8 s,
     // so the calls still run when the runner is stopped, however slowly the steps below go.
     const body = chatBody({ stream: true, ignore_eos: true, max_tokens: 400 });
-    const accepted = await Promise.all(Array.from({ length: 4 }, () => postJson(`${gw}/v1/chat/completions`, body, ASYNC)));
+    const accepted = await Promise.all(
+      Array.from({ length: 4 }, () => postJson(`${gw}/v1/chat/completions`, body, ASYNC)),
+    );
     for (const a of accepted) expect(a.status).toBe(202);
     const ids = accepted.map((a) => a.json.id as string);
-    await eventually(async () => sum(await Promise.all(engines().map(engineRunning))) === 4, 15_000, 'the detached calls running');
+    await eventually(
+      async () => sum(await Promise.all(engines().map(engineRunning))) === 4,
+      15_000,
+      'the detached calls running',
+    );
     const host = new URL(runner1().url).host;
-    const held = new Set((await Promise.all(ids.map((id) => callRecord(gw, id)))).filter((r) => r.runner === host).map((r) => r.id as string));
+    const held = new Set(
+      (await Promise.all(ids.map((id) => callRecord(gw, id))))
+        .filter((r) => r.runner === host)
+        .map((r) => r.id as string),
+    );
     expect(held.size).toBeGreaterThan(0);
 
     stop();
@@ -148,9 +168,13 @@ describe('fault: a runner stopped with SIGSTOP after commit', () => {
   // A runner sends a detached call's 202 at its accept window and then nothing until its
   // engine's whole answer: that silence is not a stall. This failed while the gateway bounded a
   // detached body by streamIdleTimeout; it is now bounded by the runner's liveness.
-  it('does not end a healthy runner\'s non-streamed detached call that outlasts the idle bound', async () => {
+  it("does not end a healthy runner's non-streamed detached call that outlasts the idle bound", async () => {
     // The engine's answer comes in one piece after 3 s: silence on the wire that is not a stall.
-    const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 150 }), ASYNC);
+    const accepted = await postJson(
+      `${gw}/v1/chat/completions`,
+      chatBody({ ignore_eos: true, max_tokens: 150 }),
+      ASYNC,
+    );
     expect(accepted.status).toBe(202);
     const record = await finalRecord(gw, accepted.json.id, 20_000);
     expect(record.error).toBeUndefined();

@@ -70,7 +70,11 @@ async function get(url: string, headers: Record<string, string> = {}): Promise<{
 }
 
 /** A callback receiver on 127.0.0.1 that keeps every delivery. */
-async function startReceiver(): Promise<{ url: string; deliveries: { headers: Record<string, unknown>; body: string }[]; server: Server }> {
+async function startReceiver(): Promise<{
+  url: string;
+  deliveries: { headers: Record<string, unknown>; body: string }[];
+  server: Server;
+}> {
   const deliveries: { headers: Record<string, unknown>; body: string }[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -88,7 +92,8 @@ async function startReceiver(): Promise<{ url: string; deliveries: { headers: Re
 /** The environment of a child: this one's, minus any SLUICE_* variable a developer has set. */
 function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('SLUICE_') && !name.startsWith('OTEL_')) env[name] = value;
+  for (const [name, value] of Object.entries(process.env))
+    if (!name.startsWith('SLUICE_') && !name.startsWith('OTEL_')) env[name] = value;
   return { ...env, ...extra };
 }
 
@@ -106,7 +111,12 @@ class Processes {
 
   /** Stops everything (shutdown lines count too) and returns all the output. */
   async stop(): Promise<string> {
-    await Promise.all(this.#started.splice(0).reverse().map((s) => s.stop('SIGTERM', 5000)));
+    await Promise.all(
+      this.#started
+        .splice(0)
+        .reverse()
+        .map((s) => s.stop('SIGTERM', 5000)),
+    );
     return this.#output;
   }
 }
@@ -143,7 +153,9 @@ describe('fault: secrets given to sluice never appear in its output', () => {
    * A sim engine, a gateway and a runner that registers with it, all at debug level, each secret
    * given as `how` says; exercises the secrets, then reads every route and error body.
    */
-  async function runFleet(how: 'flags' | 'env' | 'files'): Promise<{ pages: Record<string, string>; output: string; gatewayId: string }> {
+  async function runFleet(
+    how: 'flags' | 'env' | 'files',
+  ): Promise<{ pages: Record<string, string>; output: string; gatewayId: string }> {
     const processes = new Processes();
     const pages: Record<string, string> = {};
     const gatewayId = how === 'flags' ? 'gw-secrets' : undefined;
@@ -153,13 +165,43 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       const engine = await processes.start(['sim-engine', '--port', '0', '--log-level', 'debug'], cleanEnv());
       const gateway = await processes.start(
         [
-          'gateway', '--port', '0', '--log-level', 'debug',
-          '--callback-allow', receiver.url, '--callback-allow-private', '--runner-networks', '127.0.0.0/8',
+          'gateway',
+          '--port',
+          '0',
+          '--log-level',
+          'debug',
+          '--callback-allow',
+          receiver.url,
+          '--callback-allow-private',
+          '--runner-networks',
+          '127.0.0.0/8',
           ...(gatewayId ? ['--gateway-id', gatewayId] : []),
-          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--callback-secret', CALLBACK_SECRET, '--store', storeUrl, '--operator-token', OPERATOR_TOKEN, '--call-secret', CALL_SECRET] : []),
+          ...(how === 'flags'
+            ? [
+                '--runner-token',
+                RUNNER_TOKEN,
+                '--callback-secret',
+                CALLBACK_SECRET,
+                '--store',
+                storeUrl,
+                '--operator-token',
+                OPERATOR_TOKEN,
+                '--call-secret',
+                CALL_SECRET,
+              ]
+            : []),
           // Both tokens accepted, both secrets signing: a rotation under way.
           ...(how === 'files'
-            ? ['--runner-token-file', tokenFile, '--callback-secret-file', secretFile('callback-secrets', [CALLBACK_SECRET, OLD_CALLBACK_SECRET]), '--operator-token-file', secretFile('operator-tokens', [OPERATOR_TOKEN]), '--call-secret-file', callSecretFile]
+            ? [
+                '--runner-token-file',
+                tokenFile,
+                '--callback-secret-file',
+                secretFile('callback-secrets', [CALLBACK_SECRET, OLD_CALLBACK_SECRET]),
+                '--operator-token-file',
+                secretFile('operator-tokens', [OPERATOR_TOKEN]),
+                '--call-secret-file',
+                callSecretFile,
+              ]
             : []),
         ],
         cleanEnv(
@@ -180,14 +222,35 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       );
       const runner = await processes.start(
         [
-          'runner', '--port', '0', '--log-level', 'debug', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'runner-secrets',
-          '--gateway', gateway.url,
+          'runner',
+          '--port',
+          '0',
+          '--log-level',
+          'debug',
+          '--engine',
+          engine.url,
+          '--engine-kind',
+          'sim',
+          '--id',
+          'runner-secrets',
+          '--gateway',
+          gateway.url,
           // The runner reads the call secret from a file in the flags case: the third way to give it.
-          ...(how === 'flags' ? ['--runner-token', RUNNER_TOKEN, '--call-secret-file', callSecretFile, '--engine-api-key', ENGINE_API_KEY] : []),
+          ...(how === 'flags'
+            ? ['--runner-token', RUNNER_TOKEN, '--call-secret-file', callSecretFile, '--engine-api-key', ENGINE_API_KEY]
+            : []),
           // The gateways' own file: the runner presents its first token.
           ...(how === 'files' ? ['--runner-token-file', tokenFile, '--call-secret-file', callSecretFile] : []),
         ],
-        cleanEnv(how === 'env' ? { SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALL_SECRET: CALL_SECRET, SLUICE_ENGINE_API_KEY: ENGINE_API_KEY } : {}),
+        cleanEnv(
+          how === 'env'
+            ? {
+                SLUICE_RUNNER_TOKEN: RUNNER_TOKEN,
+                SLUICE_CALL_SECRET: CALL_SECRET,
+                SLUICE_ENGINE_API_KEY: ENGINE_API_KEY,
+              }
+            : {},
+        ),
       );
       const gw = gateway.url;
       // The call secret works: the runner refuses a call that does not come through the gateway.
@@ -196,22 +259,49 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       pages['runner refusing an unsigned call'] = unsigned.text;
 
       // The token works: the runner registered and takes calls.
-      await eventually(async () => JSON.parse((await get(`${gw}/v1/runners`, asOperator)).text).data?.some((r: { placeable: boolean }) => r.placeable) === true, 15_000, 'the runner to register');
+      await eventually(
+        async () =>
+          JSON.parse((await get(`${gw}/v1/runners`, asOperator)).text).data?.some(
+            (r: { placeable: boolean }) => r.placeable,
+          ) === true,
+        15_000,
+        'the runner to register',
+      );
       const sync = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
       expect(sync.status).toBe(200);
       expect(sync.json.object).toBe('chat.completion');
 
       // The Redis password works (the call is kept in the store) and the callback is signed with the secret.
       const before = receiver.deliveries.length;
-      const detached = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }), { prefer: 'respond-async', 'sluice-callback-url': `${receiver.url}/hook` });
+      const detached = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 3 }), {
+        prefer: 'respond-async',
+        'sluice-callback-url': `${receiver.url}/hook`,
+      });
       expect(detached.status).toBe(202);
       const id = detached.json.id as string;
-      await eventually(async () => JSON.parse((await get(`${gw}/v1/calls/${id}`)).text).status === 'succeeded', 15_000, 'the detached call to succeed');
+      await eventually(
+        async () => JSON.parse((await get(`${gw}/v1/calls/${id}`)).text).status === 'succeeded',
+        15_000,
+        'the detached call to succeed',
+      );
       await eventually(() => receiver.deliveries.length > before, 15_000, 'the callback');
       const delivery = receiver.deliveries[before]!;
-      expect(verifyWebhook({ headers: delivery.headers as Record<string, string>, body: delivery.body, secret: CALLBACK_SECRET }).kind).toBe('verified');
+      expect(
+        verifyWebhook({
+          headers: delivery.headers as Record<string, string>,
+          body: delivery.body,
+          secret: CALLBACK_SECRET,
+        }).kind,
+      ).toBe('verified');
       // A receiver still on the old secret verifies too, while the file lists both.
-      if (how === 'files') expect(verifyWebhook({ headers: delivery.headers as Record<string, string>, body: delivery.body, secret: OLD_CALLBACK_SECRET }).kind).toBe('verified');
+      if (how === 'files')
+        expect(
+          verifyWebhook({
+            headers: delivery.headers as Record<string, string>,
+            body: delivery.body,
+            secret: OLD_CALLBACK_SECRET,
+          }).kind,
+        ).toBe('verified');
       pages['GET /v1/calls/:id'] = (await get(`${gw}/v1/calls/${id}`)).text;
       pages['callback delivery'] = JSON.stringify(delivery);
 
@@ -219,12 +309,14 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       const enginePage = (await get(`${engine.url}/metrics`)).text;
       expect(metricValue(enginePage, 'sluice_sim_requests_completed_total')).toBe(2);
 
-      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models', '/v1/queue']) pages[`gateway GET ${path}`] = (await get(`${gw}${path}`, asOperator)).text;
+      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models', '/v1/queue'])
+        pages[`gateway GET ${path}`] = (await get(`${gw}${path}`, asOperator)).text;
       // A near miss of the operator token is refused and echoed nowhere.
       const wrongOperator = await get(`${gw}/v1/runners`, { authorization: `Bearer ${OPERATOR_TOKEN.slice(0, -1)}x` });
       expect(wrongOperator.status).toBe(401);
       pages['wrong operator token'] = wrongOperator.text;
-      for (const path of ['/status', '/healthz', '/readyz']) pages[`runner GET ${path}`] = (await get(`${runner.url}${path}`)).text;
+      for (const path of ['/status', '/healthz', '/readyz'])
+        pages[`runner GET ${path}`] = (await get(`${runner.url}${path}`)).text;
       pages['engine GET /metrics'] = enginePage;
 
       const badJson = await postJson(`${gw}/v1/chat/completions`, '{"model": ');
@@ -234,17 +326,28 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       expect(unknownModel.status).toBeGreaterThanOrEqual(400);
       pages['unknown model'] = unknownModel.text;
       // A near miss of the real token: an answer or log echoing what was presented would show most of it.
-      const wrongToken = await postJson(`${gw}/v1/runners/register`, '{}', { authorization: `Bearer ${RUNNER_TOKEN.slice(0, -1)}x` });
+      const wrongToken = await postJson(`${gw}/v1/runners/register`, '{}', {
+        authorization: `Bearer ${RUNNER_TOKEN.slice(0, -1)}x`,
+      });
       expect(wrongToken.status).toBe(401);
       pages['wrong runner token'] = wrongToken.text;
       // The token being rotated out is accepted too, but not for an id bound to the new one.
-      const oldToken = await postJson(`${gw}/v1/runners/runner-secrets/heartbeat`, '{"models": [], "load": {"slotsInUse": 0, "slots": 4}}', { authorization: `Bearer ${OLD_RUNNER_TOKEN}` });
+      const oldToken = await postJson(
+        `${gw}/v1/runners/runner-secrets/heartbeat`,
+        '{"models": [], "load": {"slotsInUse": 0, "slots": 4}}',
+        { authorization: `Bearer ${OLD_RUNNER_TOKEN}` },
+      );
       expect(oldToken.status).toBe(how === 'files' ? 403 : 401);
       pages['runner id bound to another token'] = oldToken.text;
-      const badRegistration = await postJson(`${gw}/v1/runners/register`, '{"id": 1}', { authorization: `Bearer ${RUNNER_TOKEN}` });
+      const badRegistration = await postJson(`${gw}/v1/runners/register`, '{"id": 1}', {
+        authorization: `Bearer ${RUNNER_TOKEN}`,
+      });
       expect(badRegistration.status).toBe(400);
       pages['bad registration'] = badRegistration.text;
-      const badCallback = await postJson(`${gw}/v1/chat/completions`, chatBody(), { prefer: 'respond-async', 'sluice-callback-url': 'https://elsewhere.example.com/hook' });
+      const badCallback = await postJson(`${gw}/v1/chat/completions`, chatBody(), {
+        prefer: 'respond-async',
+        'sluice-callback-url': 'https://elsewhere.example.com/hook',
+      });
       expect(badCallback.status).toBe(400);
       pages['callback refused'] = badCallback.text;
       const unknownCall = await get(`${gw}/v1/calls/nope`);
@@ -257,7 +360,11 @@ describe('fault: secrets given to sluice never appear in its output', () => {
   }
 
   for (const how of ['flags', 'env', 'files'] as const) {
-    const given = { flags: 'flag', env: 'SLUICE_* variable', files: 'secret file (two of each, a rotation under way) and the store URL by variable' }[how];
+    const given = {
+      flags: 'flag',
+      env: 'SLUICE_* variable',
+      files: 'secret file (two of each, a rotation under way) and the store URL by variable',
+    }[how];
     it(`keeps every secret given by ${given} out of every route, error body and log line`, async () => {
       const { pages, output, gatewayId } = await runFleet(how);
       for (const [where, text] of Object.entries(pages)) expectNoSecret(where, text);
@@ -281,7 +388,22 @@ describe('fault: secrets given to sluice never appear in its output', () => {
     let made = '';
     try {
       const up = await processes.start(
-        ['up', '--port', '0', '--runners', '1', '--log-level', 'debug', '--callback-secret', CALLBACK_SECRET, '--store', storeUrl, '--callback-allow', receiver.url, '--callback-allow-private'],
+        [
+          'up',
+          '--port',
+          '0',
+          '--runners',
+          '1',
+          '--log-level',
+          'debug',
+          '--callback-secret',
+          CALLBACK_SECRET,
+          '--store',
+          storeUrl,
+          '--callback-allow',
+          receiver.url,
+          '--callback-allow-private',
+        ],
         cleanEnv({ XDG_RUNTIME_DIR: runtime }),
       );
       const sync = await postJson(`${up.url}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
@@ -293,7 +415,8 @@ describe('fault: secrets given to sluice never appear in its output', () => {
       expect(made).toMatch(/^sluice-op-[\w-]{43}$/);
       expect((await get(`${up.url}/v1/runners`)).status).toBe(401);
       const operator = { authorization: `Bearer ${made}` };
-      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models']) pages[`GET ${path}`] = (await get(`${up.url}${path}`, operator)).text;
+      for (const path of ['/metrics', '/healthz', '/readyz', '/v1/runners', '/v1/models'])
+        pages[`GET ${path}`] = (await get(`${up.url}${path}`, operator)).text;
       // up's runners got a call secret, and not on their command line, which any local user can read.
       const runnerUrl = JSON.parse(pages['GET /v1/runners']!).data[0].url as string;
       const unsigned = await postJson(`${runnerUrl}/v1/chat/completions`, chatBody({ max_tokens: 3 }));
@@ -311,7 +434,11 @@ describe('fault: secrets given to sluice never appear in its output', () => {
     // The banner says where the token is, never what it is.
     expect(output).toContain('operator-token-');
     expectNoSecret('sluice up output', output, [made]);
-    expect(Object.keys(targetInfo(pages['GET /metrics']!)).sort()).toEqual(['service_instance_id', 'service_name', 'service_version']);
+    expect(Object.keys(targetInfo(pages['GET /metrics']!)).sort()).toEqual([
+      'service_instance_id',
+      'service_name',
+      'service_version',
+    ]);
   }, 90_000);
 
   describe('when a secret setting is bad, the error names it without echoing it', () => {
@@ -320,7 +447,11 @@ describe('fault: secrets given to sluice never appear in its output', () => {
 
     /** Runs a command that must refuse to start; returns its stderr and stdout together. */
     function refused(args: readonly string[], env: Record<string, string> = {}): string {
-      const run = spawnSync(process.execPath, [SLUICE_BIN, ...args], { env: cleanEnv(env), encoding: 'utf8', timeout: 30_000 });
+      const run = spawnSync(process.execPath, [SLUICE_BIN, ...args], {
+        env: cleanEnv(env),
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
       expect(run.status, `sluice ${args[0]} should refuse to start:\n${run.stdout}${run.stderr}`).toBe(2);
       return run.stderr + run.stdout;
     }
@@ -328,18 +459,90 @@ describe('fault: secrets given to sluice never appear in its output', () => {
     const short = RUNNER_TOKEN.slice(0, 15);
     const pw = REDIS_PASSWORD;
     it.each([
-      ['a runner token too short, by flag', ['gateway', '--runner-token', short], {}, /runnerToken|runner-token/, short],
-      ['a runner token too short, by variable', ['gateway'], { SLUICE_RUNNER_TOKEN: short }, /runnerToken|runner-token/, short],
-      ['a runner token with a space', ['runner', '--engine', 'http://127.0.0.1:1', '--runner-token', `${RUNNER_TOKEN} x`], {}, /runnerToken|runner-token/, RUNNER_TOKEN],
-      ['a malformed callback secret', ['gateway', '--runners', 'http://127.0.0.1:1', '--callback-secret', `whsec_${RUNNER_TOKEN}!`], {}, /secret/, RUNNER_TOKEN],
-      ['a store URL with a password but no port', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://default:${pw}@127.0.0.1`], {}, /store/, pw],
-      ['a store URL with a password but no port, by variable', ['gateway', '--runners', 'http://127.0.0.1:1'], { SLUICE_STORE: `redis://default:${pw}@127.0.0.1` }, /store/, pw],
-      ['a store URL with only a password as userinfo', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://${pw}@127.0.0.1`], {}, /store/, pw],
-      ['a store URL missing a slash', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis:/default:${pw}@127.0.0.1:6379`], {}, /store/, pw],
-      ['a store URL with a TLS scheme', ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `rediss://default:${pw}@127.0.0.1:6379`], {}, /store/, pw],
-      ['a call secret too short, by flag', ['gateway', '--runners', 'http://127.0.0.1:1', '--call-secret', CALL_SECRET.slice(0, 31)], {}, /callSecret/, CALL_SECRET.slice(0, 31)],
-      ['a runner call secret with a space, by flag', ['runner', '--engine', 'http://127.0.0.1:1', '--call-secret', `${CALL_SECRET} x`], {}, /callSecret/, CALL_SECRET],
-      ['a runner call secret too short, by variable', ['runner', '--engine', 'http://127.0.0.1:1'], { SLUICE_CALL_SECRET: CALL_SECRET.slice(0, 20) }, /callSecret/, CALL_SECRET.slice(0, 20)],
+      [
+        'a runner token too short, by flag',
+        ['gateway', '--runner-token', short],
+        {},
+        /runnerToken|runner-token/,
+        short,
+      ],
+      [
+        'a runner token too short, by variable',
+        ['gateway'],
+        { SLUICE_RUNNER_TOKEN: short },
+        /runnerToken|runner-token/,
+        short,
+      ],
+      [
+        'a runner token with a space',
+        ['runner', '--engine', 'http://127.0.0.1:1', '--runner-token', `${RUNNER_TOKEN} x`],
+        {},
+        /runnerToken|runner-token/,
+        RUNNER_TOKEN,
+      ],
+      [
+        'a malformed callback secret',
+        ['gateway', '--runners', 'http://127.0.0.1:1', '--callback-secret', `whsec_${RUNNER_TOKEN}!`],
+        {},
+        /secret/,
+        RUNNER_TOKEN,
+      ],
+      [
+        'a store URL with a password but no port',
+        ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://default:${pw}@127.0.0.1`],
+        {},
+        /store/,
+        pw,
+      ],
+      [
+        'a store URL with a password but no port, by variable',
+        ['gateway', '--runners', 'http://127.0.0.1:1'],
+        { SLUICE_STORE: `redis://default:${pw}@127.0.0.1` },
+        /store/,
+        pw,
+      ],
+      [
+        'a store URL with only a password as userinfo',
+        ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://${pw}@127.0.0.1`],
+        {},
+        /store/,
+        pw,
+      ],
+      [
+        'a store URL missing a slash',
+        ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis:/default:${pw}@127.0.0.1:6379`],
+        {},
+        /store/,
+        pw,
+      ],
+      [
+        'a store URL with a TLS scheme',
+        ['gateway', '--runners', 'http://127.0.0.1:1', '--store', `rediss://default:${pw}@127.0.0.1:6379`],
+        {},
+        /store/,
+        pw,
+      ],
+      [
+        'a call secret too short, by flag',
+        ['gateway', '--runners', 'http://127.0.0.1:1', '--call-secret', CALL_SECRET.slice(0, 31)],
+        {},
+        /callSecret/,
+        CALL_SECRET.slice(0, 31),
+      ],
+      [
+        'a runner call secret with a space, by flag',
+        ['runner', '--engine', 'http://127.0.0.1:1', '--call-secret', `${CALL_SECRET} x`],
+        {},
+        /callSecret/,
+        CALL_SECRET,
+      ],
+      [
+        'a runner call secret too short, by variable',
+        ['runner', '--engine', 'http://127.0.0.1:1'],
+        { SLUICE_CALL_SECRET: CALL_SECRET.slice(0, 20) },
+        /callSecret/,
+        CALL_SECRET.slice(0, 20),
+      ],
     ] as const)('refuses %s', (_name, args, env, names, secret) => {
       const text = refused(args, env);
       expect(text).toMatch(names);
@@ -349,15 +552,31 @@ describe('fault: secrets given to sluice never appear in its output', () => {
     it.each([
       ['gateway --runner-token-file', 'gateway', ['--runner-token-file']],
       ['gateway --callback-secret-file', 'gateway', ['--callback-secret-file']],
-      ['runner --runner-token-file', 'runner', ['--engine', 'http://127.0.0.1:1', '--gateway', 'http://127.0.0.1:2', '--runner-token-file']],
-    ] as const)('refuses a secret file any user may read, naming the file and not its content: %s', (_name, command, args) => {
-      const path = secretFile(`world-readable-${args.at(-1)!.slice(2)}-${command}`, [RUNNER_TOKEN, CALLBACK_SECRET], 0o644);
-      const text = refused([command, ...(command === 'gateway' ? ['--runners', 'http://127.0.0.1:1'] : []), ...args, path]);
-      expect(text).toContain(path);
-      expect(text).toMatch(/may be read by any user of this machine \(mode 644\)/);
-      expect(text).not.toContain(RUNNER_TOKEN);
-      expect(text).not.toContain(CALLBACK_SECRET);
-    });
+      [
+        'runner --runner-token-file',
+        'runner',
+        ['--engine', 'http://127.0.0.1:1', '--gateway', 'http://127.0.0.1:2', '--runner-token-file'],
+      ],
+    ] as const)(
+      'refuses a secret file any user may read, naming the file and not its content: %s',
+      (_name, command, args) => {
+        const path = secretFile(
+          `world-readable-${args.at(-1)!.slice(2)}-${command}`,
+          [RUNNER_TOKEN, CALLBACK_SECRET],
+          0o644,
+        );
+        const text = refused([
+          command,
+          ...(command === 'gateway' ? ['--runners', 'http://127.0.0.1:1'] : []),
+          ...args,
+          path,
+        ]);
+        expect(text).toContain(path);
+        expect(text).toMatch(/may be read by any user of this machine \(mode 644\)/);
+        expect(text).not.toContain(RUNNER_TOKEN);
+        expect(text).not.toContain(CALLBACK_SECRET);
+      },
+    );
 
     it('refuses an empty secret file and a token given both ways', () => {
       const empty = secretFile('empty', []);
@@ -378,7 +597,13 @@ describe('fault: secrets given to sluice never appear in its output', () => {
 
     it('refuses to start without echoing the password when Redis refuses it', () => {
       const wrong = `wrong-${pw}`;
-      const text = refused(['gateway', '--runners', 'http://127.0.0.1:1', '--store', `redis://default:${wrong}@127.0.0.1:${redis.port}/0`]);
+      const text = refused([
+        'gateway',
+        '--runners',
+        'http://127.0.0.1:1',
+        '--store',
+        `redis://default:${wrong}@127.0.0.1:${redis.port}/0`,
+      ]);
       expect(text).toMatch(/STORE|store/);
       expect(text).not.toContain(wrong);
     });
@@ -393,7 +618,12 @@ describe('fault: secrets given to sluice never appear in its output', () => {
 
     it('shows --help without the secrets set in the environment', () => {
       const run = spawnSync(process.execPath, [SLUICE_BIN, 'gateway', '--help'], {
-        env: cleanEnv({ SLUICE_RUNNER_TOKEN: RUNNER_TOKEN, SLUICE_CALLBACK_SECRET: CALLBACK_SECRET, SLUICE_STORE: storeUrl, SLUICE_CALL_SECRET: CALL_SECRET }),
+        env: cleanEnv({
+          SLUICE_RUNNER_TOKEN: RUNNER_TOKEN,
+          SLUICE_CALLBACK_SECRET: CALLBACK_SECRET,
+          SLUICE_STORE: storeUrl,
+          SLUICE_CALL_SECRET: CALL_SECRET,
+        }),
         encoding: 'utf8',
       });
       expect(run.status).toBe(0);

@@ -19,7 +19,10 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
   let client: OpenAI;
 
   beforeAll(async () => {
-    fleet = await startFleet({ nodes: 2, engineArgs: ['--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', String(OUTPUT_TOKENS)] });
+    fleet = await startFleet({
+      nodes: 2,
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', String(OUTPUT_TOKENS)],
+    });
     // No retries: a call the SDK sent twice would hide a refusal and count twice on the engines.
     client = new OpenAI({ baseURL: `${fleet.gateway.url}/v1`, apiKey: 'sk-test-dummy', maxRetries: 0 });
   });
@@ -41,7 +44,11 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
     const before = await counters();
     await work();
     const after = await counters();
-    expect({ received: after.received - before.received, completed: after.completed - before.completed, aborted: after.aborted - before.aborted }).toEqual({
+    expect({
+      received: after.received - before.received,
+      completed: after.completed - before.completed,
+      aborted: after.aborted - before.aborted,
+    }).toEqual({
       received: calls,
       completed: calls,
       aborted: 0,
@@ -49,7 +56,10 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
   }
 
   async function floatEmbeddings(body: Record<string, unknown>): Promise<number[][]> {
-    const res = await postJson(`${fleet.gateway.url}/v1/embeddings`, JSON.stringify({ model: 'sim-small', encoding_format: 'float', ...body }));
+    const res = await postJson(
+      `${fleet.gateway.url}/v1/embeddings`,
+      JSON.stringify({ model: 'sim-small', encoding_format: 'float', ...body }),
+    );
     expect(res.status).toBe(200);
     return res.json.data.map((item: { embedding: number[] }) => item.embedding);
   }
@@ -83,7 +93,11 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
 
   it('returns n choices, each its own text, when not streaming', async () => {
     await exactlyOnce(1, async () => {
-      const answer = await client.chat.completions.create({ model: 'sim-small', messages: [{ role: 'user', content: 'three ways to say hello' }], n: 3 });
+      const answer = await client.chat.completions.create({
+        model: 'sim-small',
+        messages: [{ role: 'user', content: 'three ways to say hello' }],
+        n: 3,
+      });
       expect(answer.choices.map((choice) => choice.index)).toEqual([0, 1, 2]);
       expect(new Set(answer.choices.map((choice) => choice.message.content)).size).toBe(3);
       expect(answer.usage?.completion_tokens).toBe(3 * OUTPUT_TOKENS);
@@ -94,7 +108,13 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
     const messages = [{ role: 'user' as const, content: 'three streams please' }];
     await exactlyOnce(2, async () => {
       const whole = await client.chat.completions.create({ model: 'sim-small', messages, n: 3 });
-      const stream = await client.chat.completions.create({ model: 'sim-small', messages, n: 3, stream: true, stream_options: { include_usage: true } });
+      const stream = await client.chat.completions.create({
+        model: 'sim-small',
+        messages,
+        n: 3,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
       const texts = ['', '', ''];
       const finished: Array<string | null> = [null, null, null];
       let usage: OpenAI.CompletionUsage | null | undefined;
@@ -112,14 +132,25 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
   });
 
   it.each([
-    ['chat n: 0', (sdk: OpenAI) => sdk.chat.completions.create({ model: 'sim-small', messages: [{ role: 'user', content: 'x' }], n: 0 }), 'n must be at least 1, got 0.', 'n'],
+    [
+      'chat n: 0',
+      (sdk: OpenAI) =>
+        sdk.chat.completions.create({ model: 'sim-small', messages: [{ role: 'user', content: 'x' }], n: 0 }),
+      'n must be at least 1, got 0.',
+      'n',
+    ],
     [
       'completions best_of: 2',
       (sdk: OpenAI) => sdk.completions.create({ model: 'sim-small', prompt: 'x', best_of: 2 }),
       'vLLM V1 does not yet support best_of.',
       'best_of',
     ],
-    ['embeddings dimensions: 0', (sdk: OpenAI) => sdk.embeddings.create({ model: 'sim-small', input: 'x', dimensions: 0 }), 'Dimensions must be greater than 0', 'dimensions'],
+    [
+      'embeddings dimensions: 0',
+      (sdk: OpenAI) => sdk.embeddings.create({ model: 'sim-small', input: 'x', dimensions: 0 }),
+      'Dimensions must be greater than 0',
+      'dimensions',
+    ],
   ] as const)('raises an APIError with vLLM status, type and message for %s', async (_name, call, message, param) => {
     await exactlyOnce(0, async () => {
       const error = await call(client).then(
@@ -127,13 +158,21 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
         (caught: unknown) => caught,
       );
       expect(error).toBeInstanceOf(APIError);
-      expect(error).toMatchObject({ status: 400, type: 'BadRequestError', code: 400, param, message: `400 ${message}` });
+      expect(error).toMatchObject({
+        status: 400,
+        type: 'BadRequestError',
+        code: 400,
+        param,
+        message: `400 ${message}`,
+      });
     });
   });
 
   it('raises an APIError for an encoding_format the engine cannot give', async () => {
     await exactlyOnce(0, async () => {
-      const error = await client.embeddings.create({ model: 'sim-small', input: 'x', encoding_format: 'hex' as 'float' }).catch((caught: unknown) => caught);
+      const error = await client.embeddings
+        .create({ model: 'sim-small', input: 'x', encoding_format: 'hex' as 'float' })
+        .catch((caught: unknown) => caught);
       expect(error).toBeInstanceOf(APIError);
       expect(error).toMatchObject({ status: 400, type: 'Bad Request', code: 400, param: 'body.encoding_format' });
       expect((error as APIError).message).toContain("Input should be 'float' or 'base64'");

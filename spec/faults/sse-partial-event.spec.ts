@@ -29,7 +29,11 @@ describe('an engine failing mid-event in a stream', () => {
 
   it('gives the OpenAI SDK the whole events before the cut, then an APIError with the code', async () => {
     const client = new OpenAI({ baseURL: `${front.gateway.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-    const stream = await client.chat.completions.create({ model: 'cut-model', messages: [{ role: 'user', content: 'hello' }], stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'cut-model',
+      messages: [{ role: 'user', content: 'hello' }],
+      stream: true,
+    });
     const contents: string[] = [];
     let failure: unknown;
     try {

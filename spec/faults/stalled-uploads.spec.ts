@@ -44,7 +44,11 @@ class RawClient {
    */
   send(data: string): Promise<RawReply> {
     const started = performance.now();
-    const socket = connect({ host: this.#url.hostname, port: Number(this.#url.port), localAddress: this.#localAddress });
+    const socket = connect({
+      host: this.#url.hostname,
+      port: Number(this.#url.port),
+      localAddress: this.#localAddress,
+    });
     this.#sockets.add(socket);
     const received: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => received.push(chunk));
@@ -71,7 +75,9 @@ class RawClient {
 
   /** Opens a connection that sends headers and the first byte of a 10-byte body, then stalls. */
   stall(): Promise<RawReply> {
-    return this.send(`POST /v1/chat/completions HTTP/1.1\r\nhost: ${this.#url.host}\r\ncontent-type: application/json\r\ncontent-length: 10\r\n\r\n{`);
+    return this.send(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: ${this.#url.host}\r\ncontent-type: application/json\r\ncontent-length: 10\r\n\r\n{`,
+    );
   }
 
   /** Opens a connection that sends nothing at all. */
@@ -82,7 +88,9 @@ class RawClient {
   /** A whole chat call on a new connection. */
   call(): Promise<RawReply> {
     const body = chatBody();
-    return this.send(`POST /v1/chat/completions HTTP/1.1\r\nhost: ${this.#url.host}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    return this.send(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: ${this.#url.host}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
   }
 
   /** Connections still open. */
@@ -130,12 +138,29 @@ afterEach(async () => {
  * body bounds are a minute and more, so the stalled bodies stay stalled (not cut with 408) for
  * as long as a case takes on a busy machine.
  */
-function uploadFleet(itlMs: number, slots: number, limits: { uploads: number; perClient: number; connectionsPerClient: number }): Promise<Fleet> {
+function uploadFleet(
+  itlMs: number,
+  slots: number,
+  limits: { uploads: number; perClient: number; connectionsPerClient: number },
+): Promise<Fleet> {
   return startFleet({
     nodes: 1,
     engineArgs: ['--ttft-ms', '0', '--itl-ms', String(itlMs), '--output-tokens', '4'],
     runnerArgs: ['--slots', String(slots)],
-    gatewayArgs: ['--body-idle-timeout', '60s', '--body-read-timeout', '120s', '--max-in-flight', '50', '--max-uploads', String(limits.uploads), '--max-uploads-per-client', String(limits.perClient), '--max-connections-per-client', String(limits.connectionsPerClient)],
+    gatewayArgs: [
+      '--body-idle-timeout',
+      '60s',
+      '--body-read-timeout',
+      '120s',
+      '--max-in-flight',
+      '50',
+      '--max-uploads',
+      String(limits.uploads),
+      '--max-uploads-per-client',
+      String(limits.perClient),
+      '--max-connections-per-client',
+      String(limits.connectionsPerClient),
+    ],
   });
 }
 
@@ -154,7 +179,9 @@ describe('stalled uploads', () => {
     expect(metricValue(page, 'sluice_calls_rejected_total', { code: 'GW_TOO_MANY_UPLOADS' })).toBe(60);
 
     // Meanwhile the client on 127.0.0.1 is served in full, and the gateway says it is ready.
-    const calls = await Promise.all(Array.from({ length: 20 }, () => postJson(`${gateway.url}/v1/chat/completions`, chatBody())));
+    const calls = await Promise.all(
+      Array.from({ length: 20 }, () => postJson(`${gateway.url}/v1/chat/completions`, chatBody())),
+    );
     expect(calls.map((c) => c.status)).toEqual(Array(20).fill(200));
     expect(calls.every((c) => c.json.choices[0].message.content.length > 0)).toBe(true);
     expect((await readyz(fleet)).status).toBe(200);
@@ -216,7 +243,9 @@ describe('stalled uploads', () => {
     staller.destroy();
     const replies = await Promise.all(stalls);
     expect(byCode(replies.filter((r) => r.status !== undefined))).toEqual({ GW_UPLOADS_FULL: 70 });
-    expect(replies.filter((r) => r.status !== undefined).every((r) => r.status === 503 && r.retryAfter === '1')).toBe(true);
+    expect(replies.filter((r) => r.status !== undefined).every((r) => r.status === 503 && r.retryAfter === '1')).toBe(
+      true,
+    );
     await eventually(async () => (await readyz(fleet!)).status === 200, 15_000, '/readyz ready again');
     const page = await metrics(gateway);
     expect(metricValue(page, 'sluice_uploads')).toBe(0);

@@ -51,15 +51,22 @@ async function record(id: string): Promise<any> {
 
 /** Waits for each call to end and says how each ended. */
 async function ends(ids: string[], token: string): Promise<string[]> {
-  const read = async (id: string) => (await (await request(`${suite.gw}/v1/calls/${id}`, { headers: bearer(token) })).body.json()) as any;
-  await eventually(async () => (await Promise.all(ids.map(read))).every((r) => r.status !== 'queued' && r.status !== 'running'), 20_000, 'every call to end');
+  const read = async (id: string) =>
+    (await (await request(`${suite.gw}/v1/calls/${id}`, { headers: bearer(token) })).body.json()) as any;
+  await eventually(
+    async () => (await Promise.all(ids.map(read))).every((r) => r.status !== 'queued' && r.status !== 'running'),
+    20_000,
+    'every call to end',
+  );
   return (await Promise.all(ids.map(read))).map((r) => r.status as string);
 }
 
 describe('fault: parallel detached calls against storedBytes and the store bound', () => {
   it('admits of ten parallel calls under a 1,000-byte key limit only the one its room fits, and refuses the rest with 429', async () => {
     const received = await engineReceived();
-    const answers = await Promise.all(Array.from({ length: 10 }, () => postJson(`${suite.gw}/v1/chat/completions`, body(), detached(SMALL))));
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () => postJson(`${suite.gw}/v1/chat/completions`, body(), detached(SMALL))),
+    );
     const accepted = answers.filter((a) => a.status === 202);
     expect(accepted).toHaveLength(1);
     for (const refused of answers.filter((a) => a.status !== 202)) {
@@ -67,7 +74,12 @@ describe('fault: parallel detached calls against storedBytes and the store bound
       expect(refused.json.error.code).toBe('GW_RATE_LIMITED');
       expect(refused.json.error.message).toContain('storedBytes (1000)');
     }
-    expect(await ends(accepted.map((a) => a.json.id as string), SMALL)).toEqual(['succeeded']);
+    expect(
+      await ends(
+        accepted.map((a) => a.json.id as string),
+        SMALL,
+      ),
+    ).toEqual(['succeeded']);
     expect(await engineReceived()).toBe(received + 1);
     // Its result is over the limit by itself: the key stays refused until it expires.
     expect((await postJson(`${suite.gw}/v1/chat/completions`, body(), detached(SMALL))).status).toBe(429);
@@ -79,7 +91,9 @@ describe('fault: parallel detached calls against storedBytes and the store bound
     const held = metricValue(await metrics({ url: suite.gw }), 'sluice_store_bytes');
     const fits = Math.floor((MAX_STORED - held) / (MAX_RESULT + OVERHEAD));
     expect(fits).toBeGreaterThanOrEqual(2);
-    const answers = await Promise.all(Array.from({ length: 10 }, () => postJson(`${suite.gw}/v1/chat/completions`, body(), detached(OPEN))));
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () => postJson(`${suite.gw}/v1/chat/completions`, body(), detached(OPEN))),
+    );
     const accepted = answers.filter((a) => a.status === 202);
     expect(accepted).toHaveLength(fits);
     for (const refused of answers.filter((a) => a.status !== 202)) {

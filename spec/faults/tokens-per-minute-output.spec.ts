@@ -47,8 +47,15 @@ function contentTokens(events: string[]): number {
 }
 
 /** POSTs a call and reads its whole answer as text. */
-async function post(body: string, token: string): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
-  const res = await request(`${suite.gw}${CHAT}`, { method: 'POST', body, headers: { 'content-type': 'application/json', ...bearer(token) } });
+async function post(
+  body: string,
+  token: string,
+): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
+  const res = await request(`${suite.gw}${CHAT}`, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json', ...bearer(token) },
+  });
   return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
 }
 
@@ -78,7 +85,9 @@ describe('fault: tokensPerMinute against output', () => {
 
   it('reserves max_tokens × n at admission, so calls sent together get only what fits', async () => {
     const body = chatBody({ max_tokens: 100, n: 3 });
-    const answers = await Promise.all(Array.from({ length: 4 }, () => postJson(`${suite.gw}${CHAT}`, body, bearer(WIDE))));
+    const answers = await Promise.all(
+      Array.from({ length: 4 }, () => postJson(`${suite.gw}${CHAT}`, body, bearer(WIDE))),
+    );
     const admitted = answers.filter((a) => a.status === 200);
     // Each reserves its prompt's estimate plus 300 of the 1000: three fit, the fourth does not.
     expect(admitted).toHaveLength(3);
@@ -108,7 +117,10 @@ describe('fault: tokensPerMinute against output', () => {
   }, 60_000);
 
   it("keeps the usage it asked for out of a detached stream's stored result too", async () => {
-    const accepted = await postJson(`${suite.gw}${CHAT}`, chatBody({ max_tokens: 20, stream: true }), { ...bearer(EXACT), prefer: 'respond-async' });
+    const accepted = await postJson(`${suite.gw}${CHAT}`, chatBody({ max_tokens: 20, stream: true }), {
+      ...bearer(EXACT),
+      prefer: 'respond-async',
+    });
     expect(accepted.status).toBe(202);
     const monitor = `${suite.gw}/v1/calls/${accepted.json.id}`;
     const read = async (url: string) => (await request(url, { headers: bearer(EXACT) })).body.text();

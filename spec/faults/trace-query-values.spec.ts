@@ -44,21 +44,31 @@ describe('a traced call with a secret in its query', () => {
   it('leaves no query value in exported spans nor in logs', async () => {
     const ids: string[] = [];
     for (const query of [`?api-key=${SECRET}&stream=false`, `?${BARE}`]) {
-      const res = await request(`${traced.gw}/v1/chat/completions${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody() });
+      const res = await request(`${traced.gw}/v1/chat/completions${query}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: chatBody(),
+      });
       expect(res.statusCode).toBe(200);
       await res.body.text();
       ids.push(String(res.headers['sluice-call-id']));
     }
     // Both calls' spans from both processes, the engine requests included, have arrived.
     await eventually(
-      () => ids.every((id) => traced.exports.some((body) => body.includes(id) && body.includes('sluice.call')) && traced.exports.some((body) => body.includes(id) && body.includes('sluice.runner.call'))) && traced.exports.join('').split('sluice.engine.request').length > 2,
+      () =>
+        ids.every(
+          (id) =>
+            traced.exports.some((body) => body.includes(id) && body.includes('sluice.call')) &&
+            traced.exports.some((body) => body.includes(id) && body.includes('sluice.runner.call')),
+        ) && traced.exports.join('').split('sluice.engine.request').length > 2,
       15_000,
-      'both calls\' spans at the receiver',
+      "both calls' spans at the receiver",
     );
     const spans = traced.exports.join('\n');
     expect(spans).toContain('"url.path"');
     expect(spans).toContain('/v1/chat/completions');
-    for (const leak of [SECRET, BARE, 'api-key', '?']) expect(spans.includes(leak), `an exported span holds ${JSON.stringify(leak)}`).toBe(false);
+    for (const leak of [SECRET, BARE, 'api-key', '?'])
+      expect(spans.includes(leak), `an exported span holds ${JSON.stringify(leak)}`).toBe(false);
     expect(written).not.toContain(SECRET);
     expect(written).not.toContain(BARE);
     // The engine served both calls.

@@ -17,7 +17,15 @@ import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import type { RunnerServer } from '../../runner/server.ts';
-import { BODY_DIGEST_HEADER, BUSY_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, signCall } from '../../runner/protocol/index.ts';
+import {
+  BODY_DIGEST_HEADER,
+  BUSY_HEADER,
+  CALL_ID_HEADER,
+  DEADLINE_HEADER,
+  SIGNATURE_HEADER,
+  bodyDigest,
+  signCall,
+} from '../../runner/protocol/index.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
 
 const SECRET = 'spec-call-secret-0123456789abcdef0123456789';
@@ -32,7 +40,14 @@ async function startRunner(options: Partial<RunnerOptions> = {}): Promise<{ runn
   const engine = createSimEngine({ ttftMs: 0, itlMs: 0, outputTokens: 2 });
   const { url: engineUrl } = await engine.listen();
   cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'r-slots', slots: 4, callSecret: SECRET, ...options });
+  const runner = createRunner({
+    engine: engineUrl,
+    engineKind: 'sim',
+    id: 'r-slots',
+    slots: 4,
+    callSecret: SECRET,
+    ...options,
+  });
   cleanups.push(() => runner.close({ drainTimeout: 0 }));
   const { url } = await runner.listen(0, '127.0.0.1');
   await eventually(() => runner.status().ready, 10_000, 'the engine to be ready');
@@ -51,7 +66,12 @@ interface RawAnswer {
  * socket, and leaves the rest unsent. `answer` resolves once a final answer's head is in (or
  * the connection closes); `send` writes more of the body.
  */
-function openCall(url: string, headers: Record<string, string>, partial: string, declared: number): { socket: Socket; answer: Promise<RawAnswer> } {
+function openCall(
+  url: string,
+  headers: Record<string, string>,
+  partial: string,
+  declared: number,
+): { socket: Socket; answer: Promise<RawAnswer> } {
   const { hostname, port } = new URL(url);
   const socket = connect(Number(port), hostname);
   cleanups.push(() => void socket.destroy());
@@ -60,7 +80,8 @@ function openCall(url: string, headers: Record<string, string>, partial: string,
     const settle = (): boolean => {
       let text = Buffer.concat(chunks).toString('latin1');
       // Interim answers (102 Processing) come first.
-      while (/^HTTP\/1\.1 1\d\d /.test(text) && text.includes('\r\n\r\n')) text = text.slice(text.indexOf('\r\n\r\n') + 4);
+      while (/^HTTP\/1\.1 1\d\d /.test(text) && text.includes('\r\n\r\n'))
+        text = text.slice(text.indexOf('\r\n\r\n') + 4);
       const end = text.indexOf('\r\n\r\n');
       if (end === -1) return false;
       const [line, ...rest] = text.slice(0, end).split('\r\n');
@@ -68,7 +89,12 @@ function openCall(url: string, headers: Record<string, string>, partial: string,
       for (const h of rest) parsed[h.slice(0, h.indexOf(':')).toLowerCase()] = h.slice(h.indexOf(':') + 1).trim();
       const content = text.slice(end + 4);
       // An answer with a length is taken whole; a streamed one once its head is in.
-      if (!closed && parsed['content-length'] !== undefined && Buffer.byteLength(content, 'latin1') < Number(parsed['content-length'])) return false;
+      if (
+        !closed &&
+        parsed['content-length'] !== undefined &&
+        Buffer.byteLength(content, 'latin1') < Number(parsed['content-length'])
+      )
+        return false;
       resolve({ status: Number(line!.split(' ')[1]), headers: parsed, text: content });
       return true;
     };
@@ -84,7 +110,12 @@ function openCall(url: string, headers: Record<string, string>, partial: string,
       if (!done && !settle()) resolve({ status: 0, headers: {}, text: '' });
     });
   });
-  const head = [`POST ${PATH} HTTP/1.1`, `host: ${hostname}:${port}`, 'content-type: application/json', `content-length: ${declared}`];
+  const head = [
+    `POST ${PATH} HTTP/1.1`,
+    `host: ${hostname}:${port}`,
+    'content-type: application/json',
+    `content-length: ${declared}`,
+  ];
   for (const [name, value] of Object.entries(headers)) head.push(`${name}: ${value}`);
   socket.write(`${head.join('\r\n')}\r\n\r\n${partial}`);
   return { socket, answer };
@@ -93,7 +124,9 @@ function openCall(url: string, headers: Record<string, string>, partial: string,
 /** Resolves with `promise`, or rejects naming `what` once `ms` pass: a cut that never comes fails fast. */
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms)));
+  const late = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms)),
+  );
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
@@ -127,7 +160,11 @@ describe('a signed runner reached by connections without the call secret', () =>
     const attackers = Array.from({ length: 4 }, () => openCall(url, forged(body), body.slice(0, 10), body.length));
     const status = () => runner.status();
     // Either outcome settles: four refusals, or four slots held.
-    await eventually(() => (status().calls.unauthorized ?? 0) + status().slots.inUse >= 4, 10_000, 'the four connections to be handled');
+    await eventually(
+      () => (status().calls.unauthorized ?? 0) + status().slots.inUse >= 4,
+      10_000,
+      'the four connections to be handled',
+    );
     expect(status().slots.inUse).toBe(0);
     expect(status().calls.unauthorized).toBe(4);
     for (const { answer } of attackers) {

@@ -36,10 +36,23 @@ async function gateway(): Promise<{ url: string; lines: string[] }> {
   return { url, lines };
 }
 
-const as = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' });
+const as = (token: string): Record<string, string> => ({
+  authorization: `Bearer ${token}`,
+  'content-type': 'application/json',
+});
 
-async function call(url: string, method: string, path: string, token: string, body?: unknown): Promise<{ status: number; code?: string }> {
-  const res = await fetch(`${url}${path}`, { method, headers: as(token), ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+async function call(
+  url: string,
+  method: string,
+  path: string,
+  token: string,
+  body?: unknown,
+): Promise<{ status: number; code?: string }> {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: as(token),
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   const text = await res.text();
   let code: string | undefined;
   try {
@@ -50,7 +63,10 @@ async function call(url: string, method: string, path: string, token: string, bo
   return { status: res.status, ...(code === undefined ? {} : { code }) };
 }
 
-const deployment = { profile: { kind: 'vllm', args: ['--api-key', API_KEY], env: { HF_TOKEN: HF_VALUE } }, maxReplicas: 2 };
+const deployment = {
+  profile: { kind: 'vllm', args: ['--api-key', API_KEY], env: { HF_TOKEN: HF_VALUE } },
+  maxReplicas: 2,
+};
 
 describe('the viewer token', () => {
   it('reads /metrics, /v1/stats and the GETs of runners, deployments and the queue', async () => {
@@ -60,7 +76,9 @@ describe('the viewer token', () => {
       expect((await call(url, 'GET', path, VIEWER)).status, path).toBe(200);
     }
     // A viewer sees what was ordered by name, never a credential among the values.
-    const read = (await (await fetch(`${url}/v1/deployments/m`, { headers: as(VIEWER) })).json()) as { profile: unknown };
+    const read = (await (await fetch(`${url}/v1/deployments/m`, { headers: as(VIEWER) })).json()) as {
+      profile: unknown;
+    };
     expect(read.profile).toMatchObject({ args: ['--api-key', '(hidden)'], env: { HF_TOKEN: '(hidden)' } });
   });
 
@@ -76,7 +94,10 @@ describe('the viewer token', () => {
       ['DELETE', '/v1/keys/k'],
     ];
     for (const [method, path, body] of changes) {
-      expect(await call(url, method, path, VIEWER, body), `${method} ${path}`).toEqual({ status: 403, code: 'GW_FORBIDDEN' });
+      expect(await call(url, method, path, VIEWER, body), `${method} ${path}`).toEqual({
+        status: 403,
+        code: 'GW_FORBIDDEN',
+      });
     }
     // The deployment is still there, as the operator put it.
     expect((await call(url, 'GET', '/v1/deployments/m', VIEWER)).status).toBe(200);
@@ -87,8 +108,20 @@ describe('the audit log', () => {
   it('has one line per change to deployments, keys and drains: the credential id and field names, never values or a token', async () => {
     const { url, lines } = await gateway();
     expect((await call(url, 'PUT', '/v1/deployments/m', OPERATOR, deployment)).status).toBe(201);
-    expect((await call(url, 'PUT', '/v1/deployments/m', OPERATOR, { ...deployment, maxReplicas: 3, profile: { ...deployment.profile, env: { HF_TOKEN: `${HF_VALUE}-2` } } })).status).toBe(200);
-    const created = await fetch(`${url}/v1/keys`, { method: 'POST', headers: as(OPERATOR), body: JSON.stringify({ name: 'team a' }) });
+    expect(
+      (
+        await call(url, 'PUT', '/v1/deployments/m', OPERATOR, {
+          ...deployment,
+          maxReplicas: 3,
+          profile: { ...deployment.profile, env: { HF_TOKEN: `${HF_VALUE}-2` } },
+        })
+      ).status,
+    ).toBe(200);
+    const created = await fetch(`${url}/v1/keys`, {
+      method: 'POST',
+      headers: as(OPERATOR),
+      body: JSON.stringify({ name: 'team a' }),
+    });
     expect(created.status).toBe(201);
     const { id: keyId, key: keyToken } = (await created.json()) as { id: string; key: string };
     expect((await call(url, 'DELETE', `/v1/keys/${keyId}`, OPERATOR)).status).toBe(204);
@@ -97,14 +130,24 @@ describe('the audit log', () => {
     // Reads leave no audit line.
     expect((await call(url, 'GET', '/v1/deployments', VIEWER)).status).toBe(200);
 
-    const audit = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'audit');
+    const audit = lines
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === 'audit');
     const credential = expect.stringMatching(/^operator:[0-9a-f]{12}$/);
-    expect(audit.map(({ credential: c, action, target, fields }) => ({ credential: c, action, target, fields }))).toEqual([
+    expect(
+      audit.map(({ credential: c, action, target, fields }) => ({ credential: c, action, target, fields })),
+    ).toEqual([
       {
         credential,
         action: 'deployment.put',
         target: 'm',
-        fields: expect.arrayContaining(['model', 'profile.kind', 'profile.args', 'profile.env.HF_TOKEN', 'maxReplicas']),
+        fields: expect.arrayContaining([
+          'model',
+          'profile.kind',
+          'profile.args',
+          'profile.env.HF_TOKEN',
+          'maxReplicas',
+        ]),
       },
       { credential, action: 'deployment.put', target: 'm', fields: ['maxReplicas', 'profile.env.HF_TOKEN'] },
       { credential, action: 'key.create', target: keyId, fields: expect.arrayContaining(['name']) },

@@ -66,7 +66,7 @@ describe('storeFailure', () => {
 });
 
 describe('errorBody', () => {
-  it('returns OpenAI\'s three fields and the details beside them', () => {
+  it("returns OpenAI's three fields and the details beside them", () => {
     expect(JSON.parse(errorBody(new InvalidJsonError('bad'), { param: 'model' }))).toEqual({
       error: { message: 'bad', type: 'invalid_request_error', code: 'GW_INVALID_JSON', param: 'model' },
     });
@@ -74,11 +74,16 @@ describe('errorBody', () => {
 });
 
 describe('sendError', () => {
-  it('writes the status, the error\'s own headers, the extra ones and the body', () => {
+  it("writes the status, the error's own headers, the extra ones and the body", () => {
     const { out, written } = recorded();
     sendError(out, new UploadsFullError(10, 3), { 'x-request-id': 'r1' });
     expect(written.status).toBe(503);
-    expect(written.headers).toEqual({ 'content-type': 'application/json', 'retry-after': '3', connection: 'close', 'x-request-id': 'r1' });
+    expect(written.headers).toEqual({
+      'content-type': 'application/json',
+      'retry-after': '3',
+      connection: 'close',
+      'x-request-id': 'r1',
+    });
     expect(JSON.parse(written.body!).error.code).toBe('GW_UPLOADS_FULL');
   });
 
@@ -102,23 +107,32 @@ describe('runnerReported', () => {
   it('gives a sync client the gateway code and a detached record the runner code, for every engine code', () => {
     const timeout = runnerReported(EngineErrorCode.timeout, 'r1', 'late');
     expect(timeout.error).toBeInstanceOf(CallTimeoutError);
-    expect(timeout.record).toEqual({ code: 'RUNNER_ENGINE_TIMEOUT', message: 'runner r1 stopped the call at the end of its budget (RUNNER_ENGINE_TIMEOUT)' });
+    expect(timeout.record).toEqual({
+      code: 'RUNNER_ENGINE_TIMEOUT',
+      message: 'runner r1 stopped the call at the end of its budget (RUNNER_ENGINE_TIMEOUT)',
+    });
     const failed = runnerReported(EngineErrorCode.failed, 'r1', 'crash');
     expect(failed.error).toBeInstanceOf(RunnerFailedError);
     expect(failed.error.message).toContain('crash');
     expect(failed.record.code).toBe('RUNNER_ENGINE_FAILED');
     expect(failed.record.message).toContain('may have run');
     const busy = runnerReported(EngineErrorCode.busy, 'r1');
-    expect(busy.record).toEqual({ code: 'RUNNER_ENGINE_BUSY', message: 'runner r1 was refused by its engine after it had accepted the call; nothing ran (RUNNER_ENGINE_BUSY)' });
+    expect(busy.record).toEqual({
+      code: 'RUNNER_ENGINE_BUSY',
+      message: 'runner r1 was refused by its engine after it had accepted the call; nothing ran (RUNNER_ENGINE_BUSY)',
+    });
   });
 });
 
 describe('runnerReported on a refusal', () => {
-  it('gives a sync client GW_RUNNER_UNAUTHORIZED, never a 401, and a detached record the runner\'s code', () => {
+  it("gives a sync client GW_RUNNER_UNAUTHORIZED, never a 401, and a detached record the runner's code", () => {
     const refused = runnerReported(UNAUTHORIZED_CODE, 'r1', 'no signature');
     expect(refused.error).toBeInstanceOf(RunnerRefusedGatewayError);
     expect(refused.error.status).toBe(502);
     expect(refused.error.message).toContain('no signature');
-    expect(refused.record).toEqual({ code: UNAUTHORIZED_CODE, message: `runner r1 refused the call as not from a gateway (${UNAUTHORIZED_CODE}); nothing ran` });
+    expect(refused.record).toEqual({
+      code: UNAUTHORIZED_CODE,
+      message: `runner r1 refused the call as not from a gateway (${UNAUTHORIZED_CODE}); nothing ran`,
+    });
   });
 });

@@ -24,9 +24,15 @@ import type { Fleet } from '../support/fleet.ts';
 const run = promisify(execFile);
 
 /** Runs `sluice <args>` to completion and returns its exit code and output. */
-async function sluice(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+async function sluice(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [SLUICE_BIN, ...args], { env: { ...process.env, ...env }, timeout: 20_000 });
+    const { stdout, stderr } = await run(process.execPath, [SLUICE_BIN, ...args], {
+      env: { ...process.env, ...env },
+      timeout: 20_000,
+    });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code: number; stdout: string; stderr: string };
@@ -36,7 +42,11 @@ async function sluice(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ co
 
 /** Reads the whole SSE stream of a chat call. */
 async function streamText(url: string): Promise<string> {
-  const res = await request(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody({ stream: true }) });
+  const res = await request(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: chatBody({ stream: true }),
+  });
   return res.body.text();
 }
 
@@ -46,10 +56,26 @@ describe('start-up settings', () => {
     [['gateway'], {}, /runners must list at least one runner URL, or set runnerToken/],
     [['gateway', '--runners', 'ftp://x'], {}, /runners entries must be http\(s\):\/\/host:port URLs, got "ftp:\/\/x"/],
     [['gateway', '--runners', 'http://127.0.0.1:1', '--placer', 'fastest'], {}, /unknown placer "fastest"/],
-    [['gateway', '--runners', 'http://127.0.0.1:1', '--placer', 'consistent-hash', '--placer-options', '{"loadFactor":0.5}'], {}, /loadFactor must be at least 1, got 0.5/],
+    [
+      [
+        'gateway',
+        '--runners',
+        'http://127.0.0.1:1',
+        '--placer',
+        'consistent-hash',
+        '--placer-options',
+        '{"loadFactor":0.5}',
+      ],
+      {},
+      /loadFactor must be at least 1, got 0.5/,
+    ],
     [['runner', '--engine', 'http://127.0.0.1:1'], { SLUICE_SLOTS: '0' }, /slots must be a positive integer, got 0/],
     [['runner', '--engine', 'http://127.0.0.1:1', '--bogus', '1'], {}, /unknown flag --bogus/],
-    [['runner', '--engine', 'http://127.0.0.1:1', '--label', 'zone=a,tier=a b'], {}, /labels: label tier value "a b" must be/],
+    [
+      ['runner', '--engine', 'http://127.0.0.1:1', '--label', 'zone=a,tier=a b'],
+      {},
+      /labels: label tier value "a b" must be/,
+    ],
     [['sim-engine', '--max-num-seqs', '0'], {}, /maxNumSeqs must be a positive integer, got 0/],
   ])('refuses %j with one line naming the setting', async (args, env, pattern) => {
     const { code, stderr } = await sluice(args, env);
@@ -67,7 +93,9 @@ describe('start-up settings', () => {
     expect(fromFile.stderr).toMatch(/slots must be a positive integer, got -3/);
     // Environment beats the file, and a flag beats both: the error names the winning value.
     expect((await sluice(['runner', '--config', file], { SLUICE_SLOTS: '-1' })).stderr).toMatch(/got -1$/m);
-    expect((await sluice(['runner', '--config', file, '--slots', '-5'], { SLUICE_SLOTS: '-1' })).stderr).toMatch(/got -5$/m);
+    expect((await sluice(['runner', '--config', file, '--slots', '-5'], { SLUICE_SLOTS: '-1' })).stderr).toMatch(
+      /got -5$/m,
+    );
     writeFileSync(file, JSON.stringify({ engine: 'http://127.0.0.1:1', slotz: 3 }));
     expect((await sluice(['runner', '--config', file])).stderr).toMatch(/unknown setting "slotz"/);
   });
@@ -75,7 +103,16 @@ describe('start-up settings', () => {
   it('lists every flag with its default in --help', async () => {
     const { code, stdout } = await sluice(['gateway', '--help']);
     expect(code).toBe(0);
-    for (const flag of ['--port', '--runners', '--placer', '--placer-timeout', '--retry-all-delay', '--max-body-bytes', '--body-read-timeout', '--drain-timeout']) {
+    for (const flag of [
+      '--port',
+      '--runners',
+      '--placer',
+      '--placer-timeout',
+      '--retry-all-delay',
+      '--max-body-bytes',
+      '--body-read-timeout',
+      '--drain-timeout',
+    ]) {
       expect(stdout).toContain(flag);
     }
     expect(stdout).toMatch(/--placer-timeout\s+<duration>.*default 360s; env SLUICE_PLACER_TIMEOUT/);
@@ -87,12 +124,18 @@ describe('graceful shutdown', () => {
   afterAll(() => Promise.all(fleets.map((f) => f.stop())));
 
   it('lets an in-flight stream finish on SIGTERM, then exits 0 and refuses new connections', async () => {
-    const fleet = await startFleet({ nodes: 1, engineArgs: ['--ttft-ms', '0', '--itl-ms', '40', '--output-tokens', '25'] });
+    const fleet = await startFleet({
+      nodes: 1,
+      engineArgs: ['--ttft-ms', '0', '--itl-ms', '40', '--output-tokens', '25'],
+    });
     fleets.push(fleet);
     const inFlight = streamText(fleet.gateway.url);
     // Wait until the runner holds the call, so the signal lands mid-stream.
     await expect
-      .poll(async () => ((await (await request(`${fleet.nodes[0]!.runner.url}/status`)).body.json()) as any).slots.inUse, { timeout: 5000, interval: 20 })
+      .poll(
+        async () => ((await (await request(`${fleet.nodes[0]!.runner.url}/status`)).body.json()) as any).slots.inUse,
+        { timeout: 5000, interval: 20 },
+      )
       .toBe(1);
     const exit = fleet.gateway.stop('SIGTERM', 15_000);
     expect(await inFlight).toContain('data: [DONE]');

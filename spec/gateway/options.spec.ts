@@ -17,7 +17,8 @@ const runners = ['http://127.0.0.1:9001'];
 const pool = {} as unknown as GatewayPool;
 
 /** The GatewayConfigError resolveGatewayOptions throws; fails the test when it returns. */
-const configError = (options: GatewayOptions): GatewayConfigError => expectThrows(() => resolveGatewayOptions(options), GatewayConfigError, {});
+const configError = (options: GatewayOptions): GatewayConfigError =>
+  expectThrows(() => resolveGatewayOptions(options), GatewayConfigError, {});
 
 describe('resolveGatewayOptions', () => {
   it('returns the documented defaults when only runners are given', () => {
@@ -115,12 +116,16 @@ describe('resolveGatewayOptions', () => {
   });
 
   it('throws without echoing it when the runner token is short, and when lostAfter does not outlast unreachability', () => {
-    expect(configError({ runnerToken: 'secret' }).message).toBe('runnerToken must be a string of at least 16 printable ASCII characters without spaces');
-    // The runner's rule too: a token it would refuse is refused here, without echoing it.
-    expect(configError({ runnerToken: 'sixteen chars or more' }).message).toBe('runnerToken must be a string of at least 16 printable ASCII characters without spaces');
-    expect(configError({ runners, runnerToken: 'y'.repeat(16), lostAfter: 3000, heartbeatInterval: 1000 }).message).toBe(
-      'lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (3000 ms), got 3000',
+    expect(configError({ runnerToken: 'secret' }).message).toBe(
+      'runnerToken must be a string of at least 16 printable ASCII characters without spaces',
     );
+    // The runner's rule too: a token it would refuse is refused here, without echoing it.
+    expect(configError({ runnerToken: 'sixteen chars or more' }).message).toBe(
+      'runnerToken must be a string of at least 16 printable ASCII characters without spaces',
+    );
+    expect(
+      configError({ runners, runnerToken: 'y'.repeat(16), lostAfter: 3000, heartbeatInterval: 1000 }).message,
+    ).toBe('lostAfter must be longer than heartbeatInterval x unreachableAfterMissed (3000 ms), got 3000');
   });
 
   it('takes runner tokens as a list, newest first, each checked by the token rule without echoing it', () => {
@@ -128,19 +133,32 @@ describe('resolveGatewayOptions', () => {
     expect(resolveGatewayOptions({ runnerTokens: [a, b] })).toMatchObject({ runnerTokens: [a, b], runnerToken: a });
     expect(resolveGatewayOptions({ runnerToken: a })).toMatchObject({ runnerTokens: [a], runnerToken: a });
     expect(resolveGatewayOptions({ runners })).toMatchObject({ runnerTokens: [], runnerToken: undefined });
-    expect(configError({ runnerToken: a, runnerTokens: [b] }).message).toBe('give runnerToken or runnerTokens, not both');
+    expect(configError({ runnerToken: a, runnerTokens: [b] }).message).toBe(
+      'give runnerToken or runnerTokens, not both',
+    );
     expect(configError({ runnerTokens: [] }).message).toBe('runnerTokens must be a non-empty list of tokens');
-    expect(configError({ runnerTokens: [a, 'short-secret'] }).message).toBe('runnerTokens[1] must be a string of at least 16 printable ASCII characters without spaces');
+    expect(configError({ runnerTokens: [a, 'short-secret'] }).message).toBe(
+      'runnerTokens[1] must be a string of at least 16 printable ASCII characters without spaces',
+    );
     expect(configError({ runnerTokens: [a, b, a] }).message).toBe('runnerTokens[2] repeats runnerTokens[0]');
     expect(configError({ runnerTokens: [a], pool }).message).toMatch(/cannot be used with a custom pool/);
   });
 
   it('checks runnerNetworks as CIDR networks, naming the bad one', () => {
-    expect(resolveGatewayOptions({ runners, runnerNetworks: ['10.0.0.0/8', 'fd00::/8'] }).runnerNetworks).toEqual(['10.0.0.0/8', 'fd00::/8']);
+    expect(resolveGatewayOptions({ runners, runnerNetworks: ['10.0.0.0/8', 'fd00::/8'] }).runnerNetworks).toEqual([
+      '10.0.0.0/8',
+      'fd00::/8',
+    ]);
     expect(resolveGatewayOptions({ runners }).runnerNetworks).toEqual([]);
-    expect(configError({ runners, runnerNetworks: ['10.0.0.0/8', '10.0.0.1/8'] }).message).toMatch(/^runnerNetworks\[1\] has host bits set past its prefix length, got "10\.0\.0\.1\/8"/);
-    expect(configError({ runners, runnerNetworks: ['0.0.0.0/0'] }).message).toMatch(/^runnerNetworks\[0\] would allow every address/);
-    expect(configError({ runners, runnerNetworks: ['runners.internal'] }).message).toMatch(/^runnerNetworks\[0\] does not start with an IP address/);
+    expect(configError({ runners, runnerNetworks: ['10.0.0.0/8', '10.0.0.1/8'] }).message).toMatch(
+      /^runnerNetworks\[1\] has host bits set past its prefix length, got "10\.0\.0\.1\/8"/,
+    );
+    expect(configError({ runners, runnerNetworks: ['0.0.0.0/0'] }).message).toMatch(
+      /^runnerNetworks\[0\] would allow every address/,
+    );
+    expect(configError({ runners, runnerNetworks: ['runners.internal'] }).message).toMatch(
+      /^runnerNetworks\[0\] does not start with an IP address/,
+    );
   });
 
   it('throws GW_INVALID_OPTION naming runners and the value when runners is not a list', () => {
@@ -197,7 +215,19 @@ describe('resolveGatewayOptions', () => {
     expect(() => resolveGatewayOptions({ runners, retryAllDelay: -1 })).toThrow(/retryAllDelay/);
   });
 
-  const positive = ['callTimeout', 'maxBodyBytes', 'bodyReadTimeout', 'bodyIdleTimeout', 'runnerConnectTimeout', 'statusInterval', 'maxUploads', 'maxUploadsPerClient', 'maxConnectionsPerClient', 'maxQueued', 'maxQueuedPerFlow'] as const;
+  const positive = [
+    'callTimeout',
+    'maxBodyBytes',
+    'bodyReadTimeout',
+    'bodyIdleTimeout',
+    'runnerConnectTimeout',
+    'statusInterval',
+    'maxUploads',
+    'maxUploadsPerClient',
+    'maxConnectionsPerClient',
+    'maxQueued',
+    'maxQueuedPerFlow',
+  ] as const;
   const nonNegative = ['drainTimeout', 'retryAfter'] as const;
 
   it.each(positive.flatMap((option) => [0, -1, 1.5, '10', null, true].map((value) => [option, value] as const)))(
@@ -210,9 +240,14 @@ describe('resolveGatewayOptions', () => {
     },
   );
 
-  it.each(['urgent', 'Interactive', '', 1, null])('throws naming defaultPriority and the value when it is %j', (value) => {
-    expect(configError({ runners, defaultPriority: value as never }).message).toBe(`defaultPriority must be one of interactive, batch, got ${JSON.stringify(value)}`);
-  });
+  it.each(['urgent', 'Interactive', '', 1, null])(
+    'throws naming defaultPriority and the value when it is %j',
+    (value) => {
+      expect(configError({ runners, defaultPriority: value as never }).message).toBe(
+        `defaultPriority must be one of interactive, batch, got ${JSON.stringify(value)}`,
+      );
+    },
+  );
 
   it.each(nonNegative.flatMap((option) => [-1, 0.5, '1', null].map((value) => [option, value] as const)))(
     'throws naming %s and the value when it is %j',
@@ -228,12 +263,16 @@ describe('resolveGatewayOptions', () => {
   });
 
   it.each(positive)('throws naming %s when it is Infinity or above the safe integers', (option) => {
-    expect(configError({ runners, [option]: Number.POSITIVE_INFINITY }).message).toMatch(new RegExp(`^${option} must be`));
+    expect(configError({ runners, [option]: Number.POSITIVE_INFINITY }).message).toMatch(
+      new RegExp(`^${option} must be`),
+    );
     expect(configError({ runners, [option]: 2 ** 53 }).message).toMatch(new RegExp(`^${option} must be`));
   });
 
   it('throws naming maxStoredBytes when one result of maxResultBytes could not fit in it', async () => {
-    expect(configError({ runners, maxStoredBytes: 0 }).message).toBe('maxStoredBytes must be a positive integer, got 0');
+    expect(configError({ runners, maxStoredBytes: 0 }).message).toBe(
+      'maxStoredBytes must be a positive integer, got 0',
+    );
     expect(configError({ runners, maxResultBytes: 4096, maxStoredBytes: 5119 }).message).toBe(
       'maxStoredBytes must be at least maxResultBytes + 1024 (5120), or no detached call could ever be admitted, got 5119',
     );
@@ -242,14 +281,22 @@ describe('resolveGatewayOptions', () => {
   });
 
   it('throws naming callTimeout and NaN when callTimeout is NaN', () => {
-    expect(configError({ runners, callTimeout: Number.NaN }).message).toBe('callTimeout must be a positive integer, got NaN');
+    expect(configError({ runners, callTimeout: Number.NaN }).message).toBe(
+      'callTimeout must be a positive integer, got NaN',
+    );
   });
 
   // Node clamps longer timers to 1 ms, which would time out every body read at once.
-  it.each(['callTimeout', 'bodyReadTimeout', 'bodyIdleTimeout', 'drainTimeout', 'runnerConnectTimeout', 'statusInterval'])(
-    'throws naming %s when it is above 2147483647 ms',
-    (option) => {
-      expect(configError({ runners, [option]: 2 ** 31 }).message).toBe(`${option} must be at most 2147483647 ms, got 2147483648`);
-    },
-  );
+  it.each([
+    'callTimeout',
+    'bodyReadTimeout',
+    'bodyIdleTimeout',
+    'drainTimeout',
+    'runnerConnectTimeout',
+    'statusInterval',
+  ])('throws naming %s when it is above 2147483647 ms', (option) => {
+    expect(configError({ runners, [option]: 2 ** 31 }).message).toBe(
+      `${option} must be at most 2147483647 ms, got 2147483648`,
+    );
+  });
 });

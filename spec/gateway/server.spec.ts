@@ -29,7 +29,12 @@ afterEach(async () => {
 
 /** A gateway for runners that register (none do), with routes of the test's own added to its app. */
 async function start(options: Partial<GatewayOptions> = {}, lines: string[] = []): Promise<string> {
-  gateway = createGateway({ runnerToken: TOKEN, operatorTokens: [OPERATOR_TOKEN], logger: createJsonLogger({ level: 'warn', write: (line) => lines.push(line) }), ...options });
+  gateway = createGateway({
+    runnerToken: TOKEN,
+    operatorTokens: [OPERATOR_TOKEN],
+    logger: createJsonLogger({ level: 'warn', write: (line) => lines.push(line) }),
+    ...options,
+  });
   gateway.app.get('/test/refused', () => {
     throw new IdempotencyInProgressError('still placing');
   });
@@ -46,7 +51,9 @@ describe('onError', () => {
     expect(res.status).toBe(409);
     expect(res.headers['retry-after']).toBe('1');
     expect(res.headers['content-type']).toBe('application/json');
-    expect(res.json).toEqual({ error: { message: 'still placing', type: 'invalid_request_error', code: 'GW_IDEMPOTENCY_IN_PROGRESS' } });
+    expect(res.json).toEqual({
+      error: { message: 'still placing', type: 'invalid_request_error', code: 'GW_IDEMPOTENCY_IN_PROGRESS' },
+    });
   });
 
   it('answers anything else with 500 GW_INTERNAL, logs it, and never sends its message', async () => {
@@ -67,7 +74,9 @@ describe('the runner routes', () => {
     // The token is checked first: the malformed body is never read.
     expect(refused.status).toBe(401);
     expect(refused.json.error.code).toBe('GW_UNAUTHORIZED');
-    const unknown = await postJson(`${url}/v1/runners/nobody/heartbeat`, JSON.stringify({ models: [] }), { authorization: `Bearer ${TOKEN}` });
+    const unknown = await postJson(`${url}/v1/runners/nobody/heartbeat`, JSON.stringify({ models: [] }), {
+      authorization: `Bearer ${TOKEN}`,
+    });
     expect(unknown.status).toBe(404);
     expect(unknown.json.error.code).toBe('GW_RUNNER_NOT_FOUND');
     const malformed = await postJson(`${url}${REGISTER_PATH}`, '{', { authorization: `Bearer ${TOKEN}` });
@@ -149,7 +158,13 @@ describe('composeGatewayConfig', () => {
     };
     const config = composeGatewayConfig({ runners, ...parts });
     expect(config).toMatchObject(parts);
-    for (const part of Object.keys(parts)) expect(config[part as keyof typeof parts]).toBe(parts[part as keyof typeof parts]);
-    expect(resolveGatewayOptions({ runners })).toMatchObject({ placer: undefined, store: undefined, limiter: undefined, deployments: undefined });
+    for (const part of Object.keys(parts))
+      expect(config[part as keyof typeof parts]).toBe(parts[part as keyof typeof parts]);
+    expect(resolveGatewayOptions({ runners })).toMatchObject({
+      placer: undefined,
+      store: undefined,
+      limiter: undefined,
+      deployments: undefined,
+    });
   });
 });

@@ -6,11 +6,24 @@ const series = [
   { name: 'plateau', color: '#222222' },
 ];
 const text = { title: 'memory <test>', subtitle: 'machine & date', axis: 'RSS, MiB' };
-const bars = (svg: string): string[] => [...svg.matchAll(/<rect x="[\d.]+" y="[\d.]+" width="18"[^>]*fill="(#\w+)"/g)].map((m) => m[1]!);
+const bars = (svg: string): string[] =>
+  [...svg.matchAll(/<rect x="[\d.]+" y="[\d.]+" width="18"[^>]*fill="(#\w+)"/g)].map((m) => m[1]!);
 
 describe('barChart', () => {
   it('draws one bar per finite value, in series colour, and leaves NaN out', () => {
-    const svg = barChart([{ title: 'sluice', groups: [{ label: '1000 streams', values: [140, 180] }, { label: 'settled', values: [Number.NaN, 150] }] }], series, text);
+    const svg = barChart(
+      [
+        {
+          title: 'sluice',
+          groups: [
+            { label: '1000 streams', values: [140, 180] },
+            { label: 'settled', values: [Number.NaN, 150] },
+          ],
+        },
+      ],
+      series,
+      text,
+    );
     expect(bars(svg)).toEqual(['#111111', '#222222', '#222222']);
     expect(svg).toContain('>180.0</text>');
     expect(svg).not.toContain('NaN');

@@ -8,12 +8,23 @@ import type { BareProxyProcess } from '../../k6/driver/bare-proxy.ts';
 
 describe('endToEndHeaders', () => {
   it('drops the hop-by-hop headers and those the connection header names, and keeps the rest', () => {
-    const headers = { connection: 'keep-alive, X-Hop', 'keep-alive': 'timeout=5', 'transfer-encoding': 'chunked', te: 'trailers', upgrade: 'h2c', 'x-hop': '1', 'content-type': 'application/json', 'x-end': ['a', 'b'] };
+    const headers = {
+      connection: 'keep-alive, X-Hop',
+      'keep-alive': 'timeout=5',
+      'transfer-encoding': 'chunked',
+      te: 'trailers',
+      upgrade: 'h2c',
+      'x-hop': '1',
+      'content-type': 'application/json',
+      'x-end': ['a', 'b'],
+    };
     expect(endToEndHeaders(headers)).toEqual({ 'content-type': 'application/json', 'x-end': ['a', 'b'] });
   });
 
   it('drops the extra names asked for', () => {
-    expect(endToEndHeaders({ host: 'a', 'content-length': '2', accept: '*/*' }, ['host', 'content-length'])).toEqual({ accept: '*/*' });
+    expect(endToEndHeaders({ host: 'a', 'content-length': '2', accept: '*/*' }, ['host', 'content-length'])).toEqual({
+      accept: '*/*',
+    });
   });
 });
 
@@ -36,7 +47,12 @@ describe('startBareProxy', () => {
           releaseSecond = () => res.end('data: 2\n\n');
           return;
         }
-        res.writeHead(201, { 'content-type': 'application/json', connection: 'keep-alive, x-hop', 'x-hop': 'secret', 'x-end': 'kept' });
+        res.writeHead(201, {
+          'content-type': 'application/json',
+          connection: 'keep-alive, x-hop',
+          'x-hop': 'secret',
+          'x-end': 'kept',
+        });
         res.end(JSON.stringify({ echoed: parts.length > 0 }));
       });
     });
@@ -52,7 +68,21 @@ describe('startBareProxy', () => {
     seen = [];
     // node:http rather than undici, which sets the connection header itself.
     const res = await new Promise<IncomingMessage>((resolve, reject) => {
-      const req = httpRequest(`${proxy.url}/v1/chat/completions?x=1`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json', connection: 'keep-alive, x-client-hop', 'x-client-hop': '1', te: 'trailers', 'x-trace': 't1' } }, resolve);
+      const req = httpRequest(
+        `${proxy.url}/v1/chat/completions?x=1`,
+        {
+          method: 'POST',
+          agent: false,
+          headers: {
+            'content-type': 'application/json',
+            connection: 'keep-alive, x-client-hop',
+            'x-client-hop': '1',
+            te: 'trailers',
+            'x-trace': 't1',
+          },
+        },
+        resolve,
+      );
       req.on('error', reject);
       req.end('{"model":"m"}');
     });
@@ -64,7 +94,11 @@ describe('startBareProxy', () => {
     expect(res.headers['x-hop']).toBeUndefined();
     expect(seen).toHaveLength(1);
     expect(seen[0]!.body).toBe('{"model":"m"}');
-    expect(seen[0]!.headers).toMatchObject({ 'content-type': 'application/json', 'x-trace': 't1', 'content-length': '13' });
+    expect(seen[0]!.headers).toMatchObject({
+      'content-type': 'application/json',
+      'x-trace': 't1',
+      'content-length': '13',
+    });
     expect(seen[0]!.headers['x-client-hop']).toBeUndefined();
     expect(seen[0]!.headers.te).toBeUndefined();
   });

@@ -80,8 +80,27 @@ describe('summarize', () => {
     for (let i = 1; i <= 8; i++) rec.response(200, i, i / 2, 0);
     rec.response(503, 50, 50, 0);
     rec.failure(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }), 0);
-    const s = summarize(rec.result({ target: 't', mode: 'open', connections: 4, rate: 10, durationMs: 1000, elapsedMs: 2000, sent: 11, dropped: 1 }));
-    expect(s).toMatchObject({ ok: 8, rps: 4, non2xx: 1, transportErrors: 1, dropped: 1, errors: 3, errorKinds: { ECONNREFUSED: 1 } });
+    const s = summarize(
+      rec.result({
+        target: 't',
+        mode: 'open',
+        connections: 4,
+        rate: 10,
+        durationMs: 1000,
+        elapsedMs: 2000,
+        sent: 11,
+        dropped: 1,
+      }),
+    );
+    expect(s).toMatchObject({
+      ok: 8,
+      rps: 4,
+      non2xx: 1,
+      transportErrors: 1,
+      dropped: 1,
+      errors: 3,
+      errorKinds: { ECONNREFUSED: 1 },
+    });
     expect(s.latency).toMatchObject({ count: 9, p50: 5, max: 50 });
   });
 
@@ -89,7 +108,15 @@ describe('summarize', () => {
     const run = (latency: number) => {
       const rec = new Recorder();
       rec.response(200, latency, latency, 0);
-      return rec.result({ target: 't', mode: 'closed', connections: 1, durationMs: 500, elapsedMs: 500, sent: 1, dropped: 0 });
+      return rec.result({
+        target: 't',
+        mode: 'closed',
+        connections: 1,
+        durationMs: 500,
+        elapsedMs: 500,
+        sent: 1,
+        dropped: 0,
+      });
     };
     const s = summarize(combine([run(1), run(3)]));
     expect(s).toMatchObject({ ok: 2, rps: 2, sent: 2, statuses: { 200: 2 } });
@@ -98,9 +125,12 @@ describe('summarize', () => {
 });
 
 describe('assertLocalTarget', () => {
-  it.each(['http://127.0.0.1:8080/v1/chat/completions', 'http://localhost/x'])('returns the parsed URL when given %s', (url) => {
-    expect(assertLocalTarget(url).href).toBe(new URL(url).href);
-  });
+  it.each(['http://127.0.0.1:8080/v1/chat/completions', 'http://localhost/x'])(
+    'returns the parsed URL when given %s',
+    (url) => {
+      expect(assertLocalTarget(url).href).toBe(new URL(url).href);
+    },
+  );
 
   it.each([
     'http://example.com/',
@@ -143,7 +173,11 @@ describe('resolveBenchOptions', () => {
 describe('runBench', () => {
   const ctx = { env: {}, logger: createJsonLogger({ level: 'silent' }) };
   it('throws UnknownScenarioError listing the scenarios when the name is unknown', async () => {
-    await expect(runBench(['nope'], {}, ctx)).rejects.toThrow(new UnknownScenarioError('unknown scenario "nope"; scenarios: overhead, streaming, placement, scale, memory, simulate, soak, serverless'));
+    await expect(runBench(['nope'], {}, ctx)).rejects.toThrow(
+      new UnknownScenarioError(
+        'unknown scenario "nope"; scenarios: overhead, streaming, placement, scale, memory, simulate, soak, serverless',
+      ),
+    );
   });
   it('throws UnknownScenarioError when no scenario is named', async () => {
     await expect(runBench([], {}, ctx)).rejects.toThrow(UnknownScenarioError);

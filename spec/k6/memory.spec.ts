@@ -3,7 +3,13 @@ import { BenchOptionError } from '../../k6/driver/index.ts';
 import { phaseMemory } from '../../k6/driver/memory-sampler.ts';
 import type { MemorySample } from '../../k6/driver/memory-sampler.ts';
 import { nginxConfig } from '../../k6/driver/nginx.ts';
-import { parseOpenFileLimit, parseStatusMemory, readOpenFileLimit, readProcessMemory, streamCeiling } from '../../k6/driver/process-memory.ts';
+import {
+  parseOpenFileLimit,
+  parseStatusMemory,
+  readOpenFileLimit,
+  readProcessMemory,
+  streamCeiling,
+} from '../../k6/driver/process-memory.ts';
 import {
   DEFAULT_STREAM_LEVELS,
   MEMORY_ENGINE,
@@ -67,7 +73,9 @@ describe('parseOpenFileLimit', () => {
   });
 
   it('returns Infinity for unlimited and undefined when the line is missing', () => {
-    expect(parseOpenFileLimit(LIMITS.replace('20000                40000', 'unlimited            unlimited'))).toBe(Number.POSITIVE_INFINITY);
+    expect(parseOpenFileLimit(LIMITS.replace('20000                40000', 'unlimited            unlimited'))).toBe(
+      Number.POSITIVE_INFINITY,
+    );
     expect(parseOpenFileLimit('Limit  Soft Limit  Hard Limit  Units\n')).toBeUndefined();
   });
 
@@ -138,12 +146,15 @@ describe('tokensUntil', () => {
   const engine = { ttftMs: 200, itlMs: 5_000 };
   const lastTokenAt = (now: number, tokens: number): number => now + engine.ttftMs + (tokens - 1) * engine.itlMs;
 
-  it.each([0, 1, 4_799, 4_800, 12_345, 59_800])('lands the last token in (end - itl, end] when sent at %d ms for an end at 60000', (sentAt) => {
-    const endAt = 60_000;
-    const tokens = tokensUntil(endAt, sentAt, engine);
-    expect(lastTokenAt(sentAt, tokens)).toBeLessThanOrEqual(endAt);
-    expect(lastTokenAt(sentAt, tokens)).toBeGreaterThan(endAt - engine.itlMs);
-  });
+  it.each([0, 1, 4_799, 4_800, 12_345, 59_800])(
+    'lands the last token in (end - itl, end] when sent at %d ms for an end at 60000',
+    (sentAt) => {
+      const endAt = 60_000;
+      const tokens = tokensUntil(endAt, sentAt, engine);
+      expect(lastTokenAt(sentAt, tokens)).toBeLessThanOrEqual(endAt);
+      expect(lastTokenAt(sentAt, tokens)).toBeGreaterThan(endAt - engine.itlMs);
+    },
+  );
 
   it('asks for at least one token when the end is already past', () => {
     expect(tokensUntil(1_000, 5_000, engine)).toBe(1);
@@ -182,20 +193,46 @@ describe('resolveStreamLevels', () => {
 });
 
 describe('phaseMemory', () => {
-  const sample = (phase: string, rssKiB: number, open: number, hwmKiB = rssKiB): MemorySample => ({ ms: 0, phase, rssKiB, hwmKiB, open });
+  const sample = (phase: string, rssKiB: number, open: number, hwmKiB = rssKiB): MemorySample => ({
+    ms: 0,
+    phase,
+    rssKiB,
+    hwmKiB,
+    open,
+  });
 
   it('summarises only the phase asked for: median, max, last, highest hwm, fewest open', () => {
-    const samples = [sample('idle', 1, 0), sample('plateau', 30, 990), sample('plateau', 10, 1_000, 50), sample('plateau', 20, 1_000), sample('ended', 99, 0)];
-    expect(phaseMemory(samples, 'plateau')).toEqual({ samples: 3, medianKiB: 20, maxKiB: 30, lastKiB: 20, hwmKiB: 50, fewestOpen: 990 });
+    const samples = [
+      sample('idle', 1, 0),
+      sample('plateau', 30, 990),
+      sample('plateau', 10, 1_000, 50),
+      sample('plateau', 20, 1_000),
+      sample('ended', 99, 0),
+    ];
+    expect(phaseMemory(samples, 'plateau')).toEqual({
+      samples: 3,
+      medianKiB: 20,
+      maxKiB: 30,
+      lastKiB: 20,
+      hwmKiB: 50,
+      fewestOpen: 990,
+    });
   });
 
   it('returns NaN figures for a phase with no samples', () => {
-    expect(phaseMemory([sample('idle', 1, 0)], 'plateau')).toMatchObject({ samples: 0, medianKiB: Number.NaN, fewestOpen: Number.NaN });
+    expect(phaseMemory([sample('idle', 1, 0)], 'plateau')).toMatchObject({
+      samples: 0,
+      medianKiB: Number.NaN,
+      fewestOpen: Number.NaN,
+    });
   });
 });
 
 describe('nginx holding many streams', () => {
-  const config = nginxConfig('/tmp/x', 8080, [new URL('http://127.0.0.1:9001'), new URL('http://127.0.0.1:9002')], { buffering: false, files: 20_000 });
+  const config = nginxConfig('/tmp/x', 8080, [new URL('http://127.0.0.1:9001'), new URL('http://127.0.0.1:9002')], {
+    buffering: false,
+    files: 20_000,
+  });
 
   it('gives the one worker the open-file limit it is given, and connection slots beyond it', () => {
     expect(config).toContain('worker_processes 1;');

@@ -5,12 +5,31 @@
  */
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../../k6/driver/index.ts';
-import { TRACED_GATEWAY, TRACED_RUNNER, TRACED_TARGET, cpuPerCall, formatTracingCost } from '../../k6/driver/scenarios/overhead.ts';
+import {
+  TRACED_GATEWAY,
+  TRACED_RUNNER,
+  TRACED_TARGET,
+  cpuPerCall,
+  formatTracingCost,
+} from '../../k6/driver/scenarios/overhead.ts';
 import type { OverheadRun } from '../../k6/driver/scenarios/overhead.ts';
 
 /** A run of `target` in `mode` that served `ok` calls in 1 s with the given CPU (% of one core). */
 function run(target: string, mode: 'closed' | 'open', ok: number, cpu: Record<string, number>): OverheadRun {
-  const s = summarize({ target, mode, connections: 1, durationMs: 1000, elapsedMs: 1000, sent: ok, dropped: 0, latencies: [1], ttfb: [1], sendLag: [], statuses: { '200': ok }, errors: {} });
+  const s = summarize({
+    target,
+    mode,
+    connections: 1,
+    durationMs: 1000,
+    elapsedMs: 1000,
+    sent: ok,
+    dropped: 0,
+    latencies: [1],
+    ttfb: [1],
+    sendLag: [],
+    statuses: { '200': ok },
+    errors: {},
+  });
   return { ...s, round: 1, cpu, cpuPerRequestUs: {} };
 }
 

@@ -9,7 +9,20 @@ import { createJsonLogger } from '../../placer/kernel/index.ts';
 
 /** A run of `target` in `mode` that served `ok` calls in 1 s with the given CPU (% of one core). */
 function run(target: string, mode: 'closed' | 'open', ok: number, cpu: Record<string, number>): OverheadRun {
-  const s = summarize({ target, mode, connections: 1, durationMs: 1000, elapsedMs: 1000, sent: ok, dropped: 0, latencies: [1], ttfb: [1], sendLag: [], statuses: { '200': ok }, errors: {} });
+  const s = summarize({
+    target,
+    mode,
+    connections: 1,
+    durationMs: 1000,
+    elapsedMs: 1000,
+    sent: ok,
+    dropped: 0,
+    latencies: [1],
+    ttfb: [1],
+    sendLag: [],
+    statuses: { '200': ok },
+    errors: {},
+  });
   return { ...s, round: 1, cpu, cpuPerRequestUs: {} };
 }
 
@@ -41,28 +54,48 @@ describe('cpuPerCall', () => {
   it('prints a column per process and per ratio, and a dash for what is unknown', () => {
     const text = formatCpuPerCall([cpuPerCall(runs, 'closed'), cpuPerCall(runs, 'open')]);
     const [, header, , closed, open] = text.split('\n');
-    expect(header!.split(/\s+/)).toEqual(['mode', 'engine', 'runner', 'gateway', 'bare-proxy', 'gateway/bare-proxy', 'runner/bare-proxy']);
+    expect(header!.split(/\s+/)).toEqual([
+      'mode',
+      'engine',
+      'runner',
+      'gateway',
+      'bare-proxy',
+      'gateway/bare-proxy',
+      'runner/bare-proxy',
+    ]);
     expect(closed!.split(/\s+/)).toEqual(['closed', '100', '200', '420', '140', '3.00x', '1.43x']);
     expect(open!.split(/\s+/)).toEqual(['open', '100', '200', '300', '-', '-', '-']);
   });
 });
 
 describe('overhead scenario on real processes', () => {
-  it('measures the bare proxy beside the runner and the gateway, and prints their cpu per call and ratios', { timeout: 120_000 }, async () => {
+  it('measures the bare proxy beside the runner and the gateway, and prints their cpu per call and ratios', {
+    timeout: 120_000,
+  }, async () => {
     const out = await mkdtemp(join(tmpdir(), 'sluice-overhead-spec-'));
     let text = '';
     try {
       // The shortest bounded run: 1 s per target and mode, no warm-up, no nginx.
       await overhead.run(
         { duration: 1_000, warmup: 0, rounds: 1, connections: 4, rate: 100, nginx: false, out, logLevel: 'warn' },
-        { env: process.env, logger: createJsonLogger({ level: 'silent' }), write: (t) => void (text += t), progress: () => undefined },
+        {
+          env: process.env,
+          logger: createJsonLogger({ level: 'silent' }),
+          write: (t) => void (text += t),
+          progress: () => undefined,
+        },
       );
       expect(text).toMatch(/^round\s+target\s+mode/m);
       expect(text).toMatch(/^closed\s+sluice\/bare-proxy\s/m);
-      expect(text).toMatch(/^mode\s+engine\s+runner\s+gateway\s+bare-proxy\s+gateway\/bare-proxy\s+runner\/bare-proxy$/m);
+      expect(text).toMatch(
+        /^mode\s+engine\s+runner\s+gateway\s+bare-proxy\s+gateway\/bare-proxy\s+runner\/bare-proxy$/m,
+      );
       expect(text).toMatch(/^closed(\s+\d+){4}\s+\d+\.\d\dx\s+\d+\.\d\dx$/m);
       const [json] = text.match(/\S+overhead-\S+\.json/) ?? [];
-      const report = JSON.parse(await readFile(json!, 'utf8')) as { combined: { target: string; mode: string; ok: number; errors: number }[]; cpuPerCall: CpuPerCall[] };
+      const report = JSON.parse(await readFile(json!, 'utf8')) as {
+        combined: { target: string; mode: string; ok: number; errors: number }[];
+        cpuPerCall: CpuPerCall[];
+      };
       for (const target of ['direct', 'bare-proxy', 'sluice']) {
         for (const mode of ['closed', 'open']) {
           const r = report.combined.find((c) => c.target === target && c.mode === mode);
@@ -72,7 +105,8 @@ describe('overhead scenario on real processes', () => {
         }
       }
       const closed = report.cpuPerCall.find((r) => r.mode === 'closed')!;
-      for (const name of ['engine', 'runner', 'gateway', 'bare-proxy']) expect(closed.usPerCall[name], name).toBeGreaterThan(0);
+      for (const name of ['engine', 'runner', 'gateway', 'bare-proxy'])
+        expect(closed.usPerCall[name], name).toBeGreaterThan(0);
       expect(closed.ratios['gateway/bare-proxy']).toBeGreaterThan(0);
       expect(closed.ratios['runner/bare-proxy']).toBeGreaterThan(0);
     } finally {
@@ -90,6 +124,8 @@ describe('formatKeysCost', () => {
     ];
     const rows = (['closed', 'open'] as const).map((mode) => cpuPerCall(runs, mode));
     // 300 us against 305 us closed; open has no keyed run.
-    expect(formatKeysCost(rows)).toBe('cpu per call a client key and in-memory limits add to the gateway (gateway-keys minus gateway):\n  closed 5.0 us\n  open   - us');
+    expect(formatKeysCost(rows)).toBe(
+      'cpu per call a client key and in-memory limits add to the gateway (gateway-keys minus gateway):\n  closed 5.0 us\n  open   - us',
+    );
   });
 });

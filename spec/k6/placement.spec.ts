@@ -76,12 +76,26 @@ describe('messages and prompt tokens', () => {
 
   it('ask for exactly the output tokens, streamed with usage, the session as the user', () => {
     const body = JSON.parse(bodyOf(shape, call(1)));
-    expect(body).toMatchObject({ model: shape.model, max_tokens: shape.outputTokens, ignore_eos: true, stream: true, stream_options: { include_usage: true }, user: 'session-42' });
+    expect(body).toMatchObject({
+      model: shape.model,
+      max_tokens: shape.outputTokens,
+      ignore_eos: true,
+      stream: true,
+      stream_options: { include_usage: true },
+      user: 'session-42',
+    });
   });
 });
 
 describe('placementFigures', () => {
-  const ok = (at: number, ttft: number): CallRecord => ({ at, turn: 1, status: 200, ttft, latency: ttft + 500, tokens: 64 });
+  const ok = (at: number, ttft: number): CallRecord => ({
+    at,
+    turn: 1,
+    status: 200,
+    ttft,
+    latency: ttft + 500,
+    tokens: 64,
+  });
   const records: CallRecord[] = [
     ok(500, 1), // warm-up: left out
     ok(1_000, 100),
@@ -126,7 +140,15 @@ describe('capacity search', () => {
   });
 
   it('takes an errored probe (infinite p90) as the upper rate', () => {
-    expect(crossing([{ rate: 10, p90: 400 }, { rate: 13, p90: Infinity }], 1_000)).toBe(13);
+    expect(
+      crossing(
+        [
+          { rate: 10, p90: 400 },
+          { rate: 13, p90: Infinity },
+        ],
+        1_000,
+      ),
+    ).toBe(13);
   });
 
   it('says so when nothing crosses', async () => {
@@ -156,7 +178,28 @@ describe('placement report', () => {
 
   it('draws one line per contender in every panel', () => {
     const svg = lineChart(
-      [{ heading: 'p90', yLabel: 'ms', series: [{ name: 'a', points: [{ x: 50, y: 10 }, { x: 100, y: 30 }] }, { name: 'b', points: [{ x: 50, y: 5 }, { x: 100, y: Number.NaN }] }] }],
+      [
+        {
+          heading: 'p90',
+          yLabel: 'ms',
+          series: [
+            {
+              name: 'a',
+              points: [
+                { x: 50, y: 10 },
+                { x: 100, y: 30 },
+              ],
+            },
+            {
+              name: 'b',
+              points: [
+                { x: 50, y: 5 },
+                { x: 100, y: Number.NaN },
+              ],
+            },
+          ],
+        },
+      ],
       'title',
       'sub',
       'load',
@@ -189,7 +232,12 @@ describe('nginx in front of several engines', () => {
 
 describe('counter', () => {
   it('sums a counter’s samples across labels and ignores longer names', () => {
-    const page = ['# TYPE vllm:prefix_cache_hits counter', 'vllm:prefix_cache_hits_total{model_name="a"} 10', 'vllm:prefix_cache_hits_total{model_name="b"} 5.5', 'vllm:prefix_cache_hits_total_other 99'].join('\n');
+    const page = [
+      '# TYPE vllm:prefix_cache_hits counter',
+      'vllm:prefix_cache_hits_total{model_name="a"} 10',
+      'vllm:prefix_cache_hits_total{model_name="b"} 5.5',
+      'vllm:prefix_cache_hits_total_other 99',
+    ].join('\n');
     expect(counter(page, 'vllm:prefix_cache_hits_total')).toBe(15.5);
     expect(counter(page, 'vllm:missing')).toBe(0);
   });
@@ -243,7 +291,10 @@ describe('replay', () => {
   it('records calls past maxInFlight as dropped instead of queueing them', async () => {
     const target = new TraceTarget('stub', base, 8);
     const calls: TraceCall[] = [0, 1, 2].map((i) => ({ at: 0, session: 20 + i, turn: 1, system: 0 }));
-    const records = await replay(target, { ...shape, systemWords: 5, userWords: 3 }, calls, { timeoutMs: 5_000, maxInFlight: 2 });
+    const records = await replay(target, { ...shape, systemWords: 5, userWords: 3 }, calls, {
+      timeoutMs: 5_000,
+      maxInFlight: 2,
+    });
     await target.close();
     expect(records.filter((r) => r.error === 'dropped')).toHaveLength(1);
   });

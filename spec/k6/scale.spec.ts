@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { BenchOptionError } from '../../k6/driver/index.ts';
 import { costChart } from '../../k6/driver/cost-chart.ts';
 import { growth, measureCost } from '../../k6/driver/micro.ts';
-import { PROMPT_SIZES, benchCalls, fakeFleet, formatUs, medianSample, promptCalls } from '../../k6/driver/scenarios/scale.ts';
+import {
+  PROMPT_SIZES,
+  benchCalls,
+  fakeFleet,
+  formatUs,
+  medianSample,
+  promptCalls,
+} from '../../k6/driver/scenarios/scale.ts';
 
 /** A clock that moves `step` ms on every read, so timings are exact without real time. */
 function steppingClock(step: number): () => number {
@@ -13,7 +20,13 @@ function steppingClock(step: number): () => number {
 describe('measureCost', () => {
   it('stops at maxCalls when the time budget is not reached', async () => {
     let made = 0;
-    const sample = await measureCost(() => made++, { warmup: 5, maxCalls: 100, maxMs: 1_000_000, batch: 10, now: steppingClock(1) });
+    const sample = await measureCost(() => made++, {
+      warmup: 5,
+      maxCalls: 100,
+      maxMs: 1_000_000,
+      batch: 10,
+      now: steppingClock(1),
+    });
     expect(sample.calls).toBe(100);
     expect(made).toBe(105);
     // 11 clock reads (start + one per batch) 1 ms apart: 10 ms over 100 calls.
@@ -22,7 +35,13 @@ describe('measureCost', () => {
   });
 
   it('stops after the batch that crosses maxMs when time runs out first', async () => {
-    const sample = await measureCost(() => undefined, { warmup: 0, maxCalls: 1_000, maxMs: 25, batch: 10, now: steppingClock(10) });
+    const sample = await measureCost(() => undefined, {
+      warmup: 0,
+      maxCalls: 1_000,
+      maxMs: 25,
+      batch: 10,
+      now: steppingClock(10),
+    });
     expect(sample.calls).toBe(30);
     expect(sample.elapsedMs).toBe(30);
   });
@@ -72,7 +91,7 @@ describe('medianSample', () => {
 });
 
 describe('fakeFleet', () => {
-  it('returns the same loads for the same size, within prefix-affinity\'s balance guard', () => {
+  it("returns the same loads for the same size, within prefix-affinity's balance guard", () => {
     const a = fakeFleet(100);
     const b = fakeFleet(100);
     expect(a.map((r) => r.load!())).toEqual(b.map((r) => r.load!()));
@@ -92,17 +111,20 @@ describe('benchCalls', () => {
 });
 
 describe('promptCalls', () => {
-  it.each(PROMPT_SIZES.map((chars) => [chars]))('returns prompts of exactly %i characters, 80 %% of them a system prompt shared by every eighth call', (chars) => {
-    const calls = promptCalls(16, chars);
-    for (const c of calls) {
-      expect(c.prompt).toHaveLength(chars);
-      expect(c.prompt!.startsWith(c.system)).toBe(true);
-      expect(c.system).toHaveLength(Math.round(chars * 0.8));
-    }
-    expect(calls[0]!.system).toBe(calls[8]!.system);
-    expect(calls[0]!.system).not.toBe(calls[1]!.system);
-    expect(new Set(calls.map((c) => c.prompt)).size).toBe(16);
-  });
+  it.each(PROMPT_SIZES.map((chars) => [chars]))(
+    'returns prompts of exactly %i characters, 80 %% of them a system prompt shared by every eighth call',
+    (chars) => {
+      const calls = promptCalls(16, chars);
+      for (const c of calls) {
+        expect(c.prompt).toHaveLength(chars);
+        expect(c.prompt!.startsWith(c.system)).toBe(true);
+        expect(c.system).toHaveLength(Math.round(chars * 0.8));
+      }
+      expect(calls[0]!.system).toBe(calls[8]!.system);
+      expect(calls[0]!.system).not.toBe(calls[1]!.system);
+      expect(new Set(calls.map((c) => c.prompt)).size).toBe(16);
+    },
+  );
 });
 
 describe('formatUs', () => {
@@ -118,7 +140,20 @@ describe('formatUs', () => {
 
 describe('costChart', () => {
   it('returns an SVG with one line per placer and panel', () => {
-    const svg = costChart([10, 100], [{ title: 'order', series: [{ name: 'a', costs: [1, 10] }, { name: 'b', costs: [2, Number.NaN] }] }], 't', 's');
+    const svg = costChart(
+      [10, 100],
+      [
+        {
+          title: 'order',
+          series: [
+            { name: 'a', costs: [1, 10] },
+            { name: 'b', costs: [2, Number.NaN] },
+          ],
+        },
+      ],
+      't',
+      's',
+    );
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg.match(/<polyline/g)).toHaveLength(2);
   });

@@ -37,7 +37,8 @@ describe('k6 scripts', () => {
   it.each(SCRIPTS)('%s has an error-rate threshold and a p(95) latency threshold', (file) => {
     const src = read(file);
     // scriptOptions adds the error-rate threshold itself (its own test, below).
-    if (!src.includes('export const options: Options = scriptOptions(')) expect(src).toContain("http_req_failed: ['rate<0.01']");
+    if (!src.includes('export const options: Options = scriptOptions('))
+      expect(src).toContain("http_req_failed: ['rate<0.01']");
     expect(src).toMatch(/'http_req_duration\{scenario:[\w,:-]+\}': \['p\(95\)<\d+'\]/);
   });
 
@@ -78,7 +79,12 @@ type Lib = {
   streamBody(maxTokens: number): string;
   envInt(name: string, fallback: number, min: number, max: number): number;
   envDuration(name: string, fallback: string): string;
-  scriptOptions(scenario: string, exec: string, defaults: { rate: number; duration: string; preAllocatedVUs: number; maxVUs: number }, thresholds: Record<string, string[]>): any;
+  scriptOptions(
+    scenario: string,
+    exec: string,
+    defaults: { rate: number; duration: string; preAllocatedVUs: number; maxVUs: number },
+    thresholds: Record<string, string[]>,
+  ): any;
   SUMMARY_TREND_STATS: string[];
   countSseEvents(body: string): number;
   endsWithDone(body: string): boolean;
@@ -114,26 +120,42 @@ describe('k6/scripts/lib.ts', () => {
     env.K6_SPEC_RATE = '9';
     expect(lib.envInt('K6_SPEC_RATE', 7, 1, 10)).toBe(9);
     env.K6_SPEC_RATE = '11';
-    expect(() => lib.envInt('K6_SPEC_RATE', 7, 1, 10)).toThrow('K6_SPEC_RATE must be a whole number between 1 and 10, got "11"');
+    expect(() => lib.envInt('K6_SPEC_RATE', 7, 1, 10)).toThrow(
+      'K6_SPEC_RATE must be a whole number between 1 and 10, got "11"',
+    );
     env.K6_SPEC_DURATION = '2m';
     expect(lib.envDuration('K6_SPEC_DURATION', '30s')).toBe('2m');
     env.K6_SPEC_DURATION = '11m';
-    expect(() => lib.envDuration('K6_SPEC_DURATION', '30s')).toThrow('K6_SPEC_DURATION must be a duration from 1s to 10m');
+    expect(() => lib.envDuration('K6_SPEC_DURATION', '30s')).toThrow(
+      'K6_SPEC_DURATION must be a duration from 1s to 10m',
+    );
   });
 
   it('builds a one-scenario script’s options with the error-rate and checks thresholds, which the script cannot loosen', () => {
-    const options = lib.scriptOptions('spec_run', 'specRun', { rate: 5, duration: '10s', preAllocatedVUs: 2, maxVUs: 4 }, {
-      'http_req_duration{scenario:spec_run}': ['p(95)<500'],
-      http_req_failed: ['rate<0.5'],
-      checks: ['rate>0.5'],
-    });
+    const options = lib.scriptOptions(
+      'spec_run',
+      'specRun',
+      { rate: 5, duration: '10s', preAllocatedVUs: 2, maxVUs: 4 },
+      {
+        'http_req_duration{scenario:spec_run}': ['p(95)<500'],
+        http_req_failed: ['rate<0.5'],
+        checks: ['rate>0.5'],
+      },
+    );
     expect(options.thresholds).toEqual({
       'http_req_duration{scenario:spec_run}': ['p(95)<500'],
       http_req_failed: ['rate<0.01'],
       checks: ['rate>0.99'],
     });
     expect(Object.keys(options.scenarios)).toEqual(['spec_run']);
-    expect(options.scenarios.spec_run).toMatchObject({ executor: 'constant-arrival-rate', exec: 'specRun', rate: 5, duration: '10s', preAllocatedVUs: 2, maxVUs: 4 });
+    expect(options.scenarios.spec_run).toMatchObject({
+      executor: 'constant-arrival-rate',
+      exec: 'specRun',
+      rate: 5,
+      duration: '10s',
+      preAllocatedVUs: 2,
+      maxVUs: 4,
+    });
     expect(options.summaryTrendStats).toEqual(lib.SUMMARY_TREND_STATS);
   });
 

@@ -3,16 +3,31 @@
  * replica samples against an always-on fleet, the cold-start figures and the goals.
  */
 import { describe, expect, it } from 'vitest';
-import { GPU_SHARE_GOAL, formatServerless, serverlessChart, summarizeServerless } from '../../k6/driver/serverless/report.ts';
+import {
+  GPU_SHARE_GOAL,
+  formatServerless,
+  serverlessChart,
+  summarizeServerless,
+} from '../../k6/driver/serverless/report.ts';
 import { burstTrace } from '../../k6/driver/serverless/trace.ts';
 import type { ReplicaSample, TracedCall } from '../../k6/driver/serverless/trace.ts';
 
-const sample = (ms: number, held: number, wanted = held): ReplicaSample => ({ ms, wanted, starting: 0, ready: held, draining: 0 });
+const sample = (ms: number, held: number, wanted = held): ReplicaSample => ({
+  ms,
+  wanted,
+  starting: 0,
+  ready: held,
+  draining: 0,
+});
 
 describe('burstTrace', () => {
   it('is a quarter quiet, a quarter of burst and the rest quiet, summing to the duration', () => {
     const phases = burstTrace(120_001, 16);
-    expect(phases.map((p) => [p.name, p.rate])).toEqual([['quiet', 0], ['burst', 16], ['quiet', 0]]);
+    expect(phases.map((p) => [p.name, p.rate])).toEqual([
+      ['quiet', 0],
+      ['burst', 16],
+      ['quiet', 0],
+    ]);
     expect(phases.reduce((t, p) => t + p.ms, 0)).toBe(120_001);
     expect(phases[1]!.ms).toBe(30_000);
   });
@@ -21,7 +36,14 @@ describe('burstTrace', () => {
 describe('summarizeServerless', () => {
   it('integrates the replicas holding an engine between readings, clipped to the trace, against max x the trace', () => {
     // 0 replicas for 10 s, 2 for 10 s (one of them starting), 1 for 10 s, 0 after; trace 40 s, max 4.
-    const samples = [sample(-500, 0), sample(10_000, 0), { ms: 10_000, wanted: 2, starting: 1, ready: 1, draining: 0 }, sample(20_000, 1), sample(30_000, 0), sample(50_000, 3)];
+    const samples = [
+      sample(-500, 0),
+      sample(10_000, 0),
+      { ms: 10_000, wanted: 2, starting: 1, ready: 1, draining: 0 },
+      sample(20_000, 1),
+      sample(30_000, 0),
+      sample(50_000, 3),
+    ];
     const f = summarizeServerless([], samples, 40_000, 4, 1);
     expect(f.gpuSeconds).toBeCloseTo(30, 6);
     expect(f.alwaysOnGpuSeconds).toBe(160);
@@ -53,7 +75,13 @@ describe('summarizeServerless', () => {
   });
 
   it('draws a chart with the burst shaded and both panels', () => {
-    const svg = serverlessChart([sample(0, 0), sample(5_000, 2)], [{ sentMs: 4_000, status: 200, ttftMs: 10, totalMs: 500 }], burstTrace(40_000, 4), 'title <x>', 'sub');
+    const svg = serverlessChart(
+      [sample(0, 0), sample(5_000, 2)],
+      [{ sentMs: 4_000, status: 200, ttftMs: 10, totalMs: 500 }],
+      burstTrace(40_000, 4),
+      'title <x>',
+      'sub',
+    );
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg).toContain('title &lt;x&gt;');
     expect(svg).toContain('replicas');

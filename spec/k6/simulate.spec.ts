@@ -5,7 +5,14 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { BenchOptionError } from '../../k6/driver/index.ts';
 import { calibrationHint, resolveSimulateOptions, simulate } from '../../k6/driver/scenarios/simulate.ts';
-import { checkVerdict, compareRun, formatCheck, parseLiveReport, readLiveReport, relativeDifference } from '../../k6/driver/vsim/check.ts';
+import {
+  checkVerdict,
+  compareRun,
+  formatCheck,
+  parseLiveReport,
+  readLiveReport,
+  relativeDifference,
+} from '../../k6/driver/vsim/check.ts';
 import type { ComparedRun, LiveRun } from '../../k6/driver/vsim/check.ts';
 import { simulateRun } from '../../k6/driver/vsim/simulation.ts';
 import { distribution } from '../../k6/driver/stats.ts';
@@ -16,7 +23,13 @@ import { H100_8B_PROFILE } from '../../runner/engines/sim/profiles.ts';
 const FIXTURE = fileURLToPath(new URL('./fixtures/placement-small.json', import.meta.url));
 
 /** A run whose figures are given by their TTFT p50/p90/p99, tokens/s, errors and cache hit share. */
-function runWith(contender: string, [p50, p90, p99]: number[], tokensPerSecond: number, errorCount: number, cacheHitShare: number): LiveRun {
+function runWith(
+  contender: string,
+  [p50, p90, p99]: number[],
+  tokensPerSecond: number,
+  errorCount: number,
+  cacheHitShare: number,
+): LiveRun {
   const ttft = { ...distribution([p50!]), p50: p50!, p90: p90!, p99: p99! };
   return {
     level: 0.5,
@@ -24,7 +37,14 @@ function runWith(contender: string, [p50, p90, p99]: number[], tokensPerSecond: 
     seed: 100,
     firstSession: 2_000_000,
     contender,
-    figures: { calls: 100, errors: errorCount ? { 'status 429': errorCount } : {}, errorCount, ttft, latency: distribution([]), tokensPerSecond },
+    figures: {
+      calls: 100,
+      errors: errorCount ? { 'status 429': errorCount } : {},
+      errorCount,
+      ttft,
+      latency: distribution([]),
+      tokensPerSecond,
+    },
     cacheHitShare,
   };
 }
@@ -60,7 +80,10 @@ describe('compareRun', () => {
   });
 
   it('counts errors the simulation has and the live run does not as a difference it cannot size', () => {
-    const row = compareRun(runWith('nginx least_conn', [1, 1, 1], 1, 0, 0.5), { figures: runWith('x', [1, 1, 1], 1, 4, 0.5).figures, cacheHitShare: 0.5 });
+    const row = compareRun(runWith('nginx least_conn', [1, 1, 1], 1, 0, 0.5), {
+      figures: runWith('x', [1, 1, 1], 1, 4, 0.5).figures,
+      cacheHitShare: 0.5,
+    });
     const errors = row.figures.find((f) => f.name === 'errors')!;
     expect(errors.difference).toBeNaN();
     expect(errors.within).toBe(false);
@@ -68,8 +91,14 @@ describe('compareRun', () => {
 });
 
 describe('formatCheck and checkVerdict', () => {
-  const agreeing = compareRun(runWith('round-robin', [200, 400, 500], 1000, 0, 0.5), { figures: runWith('round-robin', [205, 410, 490], 990, 0, 0.52).figures, cacheHitShare: 0.52 });
-  const differing = compareRun(runWith('least-loaded', [200, 400, 500], 1000, 0, 0.5), { figures: runWith('least-loaded', [300, 410, 490], 990, 0, 0.52).figures, cacheHitShare: 0.52 });
+  const agreeing = compareRun(runWith('round-robin', [200, 400, 500], 1000, 0, 0.5), {
+    figures: runWith('round-robin', [205, 410, 490], 990, 0, 0.52).figures,
+    cacheHitShare: 0.52,
+  });
+  const differing = compareRun(runWith('least-loaded', [200, 400, 500], 1000, 0, 0.5), {
+    figures: runWith('least-loaded', [300, 410, 490], 990, 0, 0.52).figures,
+    cacheHitShare: 0.52,
+  });
 
   it('prints a table per run with live, simulated, the difference and the mark', () => {
     const text = formatCheck([agreeing, differing]);
@@ -91,7 +120,9 @@ describe('formatCheck and checkVerdict', () => {
 
   it('suggests the hops that would close the gap at the lowest level', () => {
     const rows: ComparedRun[] = [agreeing, differing];
-    expect(calibrationHint(rows, { sluiceHopMs: 10, nginxHopMs: 1 })).toContain('sluice -52.5 ms (--sluice-hop-ms 0.0 would close it), nginx -');
+    expect(calibrationHint(rows, { sluiceHopMs: 10, nginxHopMs: 1 })).toContain(
+      'sluice -52.5 ms (--sluice-hop-ms 0.0 would close it), nginx -',
+    );
   });
 });
 
@@ -126,7 +157,11 @@ describe('resolveSimulateOptions', () => {
   });
 
   it('reads numbers given as strings, as the command line gives them', () => {
-    const o = resolveSimulateOptions({ runners: '16', levels: ['1', '0.5'], contenders: ['nginx least_conn', 'round-robin'] });
+    const o = resolveSimulateOptions({
+      runners: '16',
+      levels: ['1', '0.5'],
+      contenders: ['nginx least_conn', 'round-robin'],
+    });
     expect(o.runners).toBe(16);
     expect(o.levels).toEqual([0.5, 1]);
     expect(o.contenders).toEqual(['round-robin', 'nginx least_conn']);
@@ -154,19 +189,39 @@ describe('resolveSimulateOptions', () => {
 });
 
 describe('simulate --check', () => {
-  it('agrees exactly with a report of the simulator\'s own runs: same runs, same seeds, same figures', async () => {
+  it("agrees exactly with a report of the simulator's own runs: same runs, same seeds, same figures", async () => {
     const out = await mkdtemp(join(tmpdir(), 'sluice-simulate-'));
     let text = '';
     try {
-      const fixture = JSON.parse(await readFile(FIXTURE, 'utf8')) as { runs: LiveRun[]; warmupMs: number; measureMs: number };
+      const fixture = JSON.parse(await readFile(FIXTURE, 'utf8')) as {
+        runs: LiveRun[];
+        warmupMs: number;
+        measureMs: number;
+      };
       for (const run of fixture.runs) {
-        const own = await simulateRun({ shape: PLACEMENT_WORKLOAD, fleet: { runners: 8, slots: 16, profile: H100_8B_PROFILE }, contender: run.contender, rate: run.rate, seed: run.seed, firstSession: run.firstSession, warmupMs: fixture.warmupMs, measureMs: fixture.measureMs });
+        const own = await simulateRun({
+          shape: PLACEMENT_WORKLOAD,
+          fleet: { runners: 8, slots: 16, profile: H100_8B_PROFILE },
+          contender: run.contender,
+          rate: run.rate,
+          seed: run.seed,
+          firstSession: run.firstSession,
+          warmupMs: fixture.warmupMs,
+          measureMs: fixture.measureMs,
+        });
         Object.assign(run, { figures: own.figures, cacheHitShare: own.cacheHitShare });
       }
       const path = join(out, 'own.json');
       await writeFile(path, JSON.stringify(fixture));
-      await simulate.run({ check: path, out } as never, { env: {}, logger: createJsonLogger({ level: 'silent' }), write: (t) => (text += t), progress: () => {} });
-      expect(text).toContain('simulation agrees with the live run within 10% on every figure (2 of 2 runs do); 12 of 12 figures');
+      await simulate.run({ check: path, out } as never, {
+        env: {},
+        logger: createJsonLogger({ level: 'silent' }),
+        write: (t) => (text += t),
+        progress: () => {},
+      });
+      expect(text).toContain(
+        'simulation agrees with the live run within 10% on every figure (2 of 2 runs do); 12 of 12 figures',
+      );
       expect(text).toContain('+0.0%');
     } finally {
       await rm(out, { recursive: true, force: true });
@@ -177,7 +232,12 @@ describe('simulate --check', () => {
     const out = await mkdtemp(join(tmpdir(), 'sluice-simulate-'));
     let text = '';
     try {
-      const { files } = await simulate.run({ check: FIXTURE, out } as never, { env: {}, logger: createJsonLogger({ level: 'silent' }), write: (t) => (text += t), progress: () => {} });
+      const { files } = await simulate.run({ check: FIXTURE, out } as never, {
+        env: {},
+        logger: createJsonLogger({ level: 'silent' }),
+        write: (t) => (text += t),
+        progress: () => {},
+      });
       expect(text).toContain('50% round-robin (20.0 calls/s, seed 100)');
       expect(text).toContain('50% nginx least_conn (20.0 calls/s, seed 100)');
       expect(text).toMatch(/^verdict: the 8-runner simulation /m);

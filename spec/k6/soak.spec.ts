@@ -13,31 +13,76 @@ import { pollDetached, pollPlan, probeCapacity, runLoad } from '../../k6/driver/
 import { runSchedule, targetOf } from '../../k6/driver/soak/faults.ts';
 import { startSoakFleet } from '../../k6/driver/soak/fleet.ts';
 import type { SoakFleet, SoakNode } from '../../k6/driver/soak/fleet.ts';
-import { Ledger, classify, lostBecause, outcomeLabel, summarizeDetached, summarizeRuns } from '../../k6/driver/soak/ledger.ts';
+import {
+  Ledger,
+  classify,
+  lostBecause,
+  outcomeLabel,
+  summarizeDetached,
+  summarizeRuns,
+} from '../../k6/driver/soak/ledger.ts';
 import type { LedgerEntry } from '../../k6/driver/soak/ledger.ts';
 import { resolveSoakOptions } from '../../k6/driver/soak/options.ts';
-import { formatSoak, judge, soakHeadline, soakReport, soakReportChart, summarizeRss } from '../../k6/driver/soak/report.ts';
+import {
+  formatSoak,
+  judge,
+  soakHeadline,
+  soakReport,
+  soakReportChart,
+  summarizeRss,
+} from '../../k6/driver/soak/report.ts';
 import type { SoakReport, SoakRun } from '../../k6/driver/soak/report.ts';
 import { FAULT_KINDS, faultWindow, overlapsWindow, planSchedule } from '../../k6/driver/soak/schedule.ts';
 import type { FaultWindow } from '../../k6/driver/soak/schedule.ts';
 import { expectThrows } from '../support/throws.ts';
 
 const window = (kind: FaultWindow['kind'], injectedMs: number, recoveredMs: number | undefined): FaultWindow =>
-  faultWindow({ kind, target: 't', plannedMs: injectedMs, injectedMs, note: '' }, recoveredMs, injectedMs + 60_000, 5_000);
+  faultWindow(
+    { kind, target: 't', plannedMs: injectedMs, injectedMs, note: '' },
+    recoveredMs,
+    injectedMs + 60_000,
+    5_000,
+  );
 
-const entry = (seq: number, over: Partial<LedgerEntry> = {}): LedgerEntry => ({ seq, kind: 'sync', dueMs: seq * 100, sentMs: seq * 100, endMs: seq * 100 + 50, status: 200, ...over });
+const entry = (seq: number, over: Partial<LedgerEntry> = {}): LedgerEntry => ({
+  seq,
+  kind: 'sync',
+  dueMs: seq * 100,
+  sentMs: seq * 100,
+  endMs: seq * 100 + 50,
+  status: 200,
+  ...over,
+});
 
 describe('resolveSoakOptions', () => {
   it('returns ten minutes on four nodes with every fault, a 20 s stop and a 60 s idle when given nothing', () => {
-    expect(resolveSoakOptions({})).toMatchObject({ duration: 600_000, nodes: 4, faults: FAULT_KINDS, stopFor: 20_000, idle: 60_000, probe: 5_000, capacity: undefined, out: 'bench-results' });
+    expect(resolveSoakOptions({})).toMatchObject({
+      duration: 600_000,
+      nodes: 4,
+      faults: FAULT_KINDS,
+      stopFor: 20_000,
+      idle: 60_000,
+      probe: 5_000,
+      capacity: undefined,
+      out: 'bench-results',
+    });
   });
 
   it('derives the stop and the idle from a short duration, and takes --rate as the capacity', () => {
-    expect(resolveSoakOptions({ duration: 60_000, rate: 120, nodes: '2' })).toMatchObject({ duration: 60_000, nodes: 2, stopFor: 6_000, idle: 6_000, capacity: 120 });
+    expect(resolveSoakOptions({ duration: 60_000, rate: 120, nodes: '2' })).toMatchObject({
+      duration: 60_000,
+      nodes: 2,
+      stopFor: 6_000,
+      idle: 6_000,
+      capacity: 120,
+    });
   });
 
   it('keeps the faults in schedule order whatever order they were given in', () => {
-    expect(resolveSoakOptions({ faults: ['redis-restart', 'runner-kill'] }).faults).toEqual(['runner-kill', 'redis-restart']);
+    expect(resolveSoakOptions({ faults: ['redis-restart', 'runner-kill'] }).faults).toEqual([
+      'runner-kill',
+      'redis-restart',
+    ]);
   });
 
   it.each([
@@ -52,7 +97,11 @@ describe('resolveSoakOptions', () => {
     [{ idle: 500 }, 'idle', 'idle must be between 2s and 300s, got 500 ms'],
     [{ warmup: 60_000 }, 'warmup', 'warmup must be between 1s and 30s, got 60s'],
   ] as const)('refuses %j naming the option and the value', (raw, option, message) => {
-    expectThrows(() => resolveSoakOptions(raw as never), BenchOptionError, { code: 'BENCH_INVALID_OPTION', option, message: expect.stringContaining(message) });
+    expectThrows(() => resolveSoakOptions(raw as never), BenchOptionError, {
+      code: 'BENCH_INVALID_OPTION',
+      option,
+      message: expect.stringContaining(message),
+    });
   });
 });
 
@@ -92,13 +141,21 @@ describe('classify and outcomeLabel', () => {
   it.each([
     [{ kind: 'sync', status: 200 }, 'ok', '200'],
     [{ kind: 'stream', status: 200 }, 'ok', '200'],
-    [{ kind: 'stream', status: 200, code: 'GW_RUNNER_FAILED_AFTER_COMMIT' }, 'error', '200 GW_RUNNER_FAILED_AFTER_COMMIT'],
+    [
+      { kind: 'stream', status: 200, code: 'GW_RUNNER_FAILED_AFTER_COMMIT' },
+      'error',
+      '200 GW_RUNNER_FAILED_AFTER_COMMIT',
+    ],
     [{ kind: 'detached', status: 202 }, 'ok', '202'],
     [{ kind: 'detached', status: 200 }, 'error', '200'],
     [{ kind: 'sync', status: 503, code: 'PLACER_TIMEOUT' }, 'busy', '503 PLACER_TIMEOUT'],
     [{ kind: 'sync', status: 503, code: 'GW_OVERLOADED' }, 'busy', '503 GW_OVERLOADED'],
     [{ kind: 'detached', status: 503, code: 'STORE_UNAVAILABLE' }, 'error', '503 STORE_UNAVAILABLE'],
-    [{ kind: 'sync', status: 502, code: 'GW_RUNNER_FAILED_AFTER_COMMIT' }, 'error', '502 GW_RUNNER_FAILED_AFTER_COMMIT'],
+    [
+      { kind: 'sync', status: 502, code: 'GW_RUNNER_FAILED_AFTER_COMMIT' },
+      'error',
+      '502 GW_RUNNER_FAILED_AFTER_COMMIT',
+    ],
     [{ kind: 'sync', status: 0, code: 'UND_ERR_SOCKET' }, 'error', 'UND_ERR_SOCKET'],
     [{ kind: 'sync', status: 0, code: 'dropped' }, 'dropped', 'dropped'],
   ] as const)('reads %j as %s', (answer, outcome, label) => {
@@ -116,7 +173,8 @@ describe('kindOf', () => {
 });
 
 describe('targetOf', () => {
-  const nodes = (n: number): SoakNode[] => Array.from({ length: n }, (_, i) => ({ index: i, id: `soak-${i + 1}`, supervised: i === 0 }) as SoakNode);
+  const nodes = (n: number): SoakNode[] =>
+    Array.from({ length: n }, (_, i) => ({ index: i, id: `soak-${i + 1}`, supervised: i === 0 }) as SoakNode);
 
   it('crashes the supervised engine and never kills the supervised runner, whose engine would outlive it', () => {
     for (const n of [2, 4, 8]) {
@@ -139,13 +197,39 @@ describe('Ledger.summary', () => {
     ledger.record(entry(30, { status: 0, code: 'dropped' }));
     ledger.record(entry(31, { status: 0, code: 'UND_ERR_SOCKET' }));
     // One window from 1.2 s to 1.5 s (recovered) + 0.1 s grace: calls 12, 13 and 14 fall in it.
-    const summary = ledger.summary([faultWindow({ kind: 'runner-kill', target: 'soak-2', plannedMs: 1_200, injectedMs: 1_200, note: '' }, 1_500, 61_200, 100)]);
-    expect(summary.byKind.all).toEqual({ sent: 7, ok: 2, busy: 1, error: 3, dropped: 1, inWindows: 3, errorsOutside: 2 });
+    const summary = ledger.summary([
+      faultWindow(
+        { kind: 'runner-kill', target: 'soak-2', plannedMs: 1_200, injectedMs: 1_200, note: '' },
+        1_500,
+        61_200,
+        100,
+      ),
+    ]);
+    expect(summary.byKind.all).toEqual({
+      sent: 7,
+      ok: 2,
+      busy: 1,
+      error: 3,
+      dropped: 1,
+      inWindows: 3,
+      errorsOutside: 2,
+    });
     expect(summary.byKind.stream).toMatchObject({ sent: 1, error: 1, errorsOutside: 1 });
     expect(summary.byKind.detached).toMatchObject({ sent: 1, ok: 1, inWindows: 1 });
     expect(summary.errorsOutside.map((e) => e.seq)).toEqual([1, 31]);
-    expect(summary.outcomes.find((o) => o.label === '502 GW_RUNNER_FAILED_AFTER_COMMIT')).toEqual({ label: '502 GW_RUNNER_FAILED_AFTER_COMMIT', outcome: 'error', count: 1, inWindows: 1, outside: 0 });
-    expect(summary.timeline.map((t) => [t.second, t.ok, t.busy, t.error])).toEqual([[0, 1, 0, 1], [1, 1, 1, 1], [2, 0, 0, 0], [3, 0, 0, 1]]);
+    expect(summary.outcomes.find((o) => o.label === '502 GW_RUNNER_FAILED_AFTER_COMMIT')).toEqual({
+      label: '502 GW_RUNNER_FAILED_AFTER_COMMIT',
+      outcome: 'error',
+      count: 1,
+      inWindows: 1,
+      outside: 0,
+    });
+    expect(summary.timeline.map((t) => [t.second, t.ok, t.busy, t.error])).toEqual([
+      [0, 1, 0, 1],
+      [1, 1, 1, 1],
+      [2, 0, 0, 0],
+      [3, 0, 0, 1],
+    ]);
     expect(summary.latency.outside.count).toBe(1);
     expect(ledger.accepted().map((e) => e.callId)).toEqual(['d-14']);
   });
@@ -173,29 +257,68 @@ describe('detached fates', () => {
       { id: 'd', status: 'not-found' },
       { id: 'e', status: 'running' },
     ]);
-    expect(summary).toMatchObject({ accepted: 5, lost: 2, byStatus: { succeeded: 2, 'failed RUNNER_ENGINE_FAILED': 1, 'not-found': 1, running: 1 }, lostBy: { 'not found': 1, 'still running': 1 } });
+    expect(summary).toMatchObject({
+      accepted: 5,
+      lost: 2,
+      byStatus: { succeeded: 2, 'failed RUNNER_ENGINE_FAILED': 1, 'not-found': 1, running: 1 },
+      lostBy: { 'not found': 1, 'still running': 1 },
+    });
     expect(summary.lostExamples.map((f) => f.id)).toEqual(['d', 'e']);
   });
 });
 
 describe('summarizeRuns', () => {
   it('counts ids run more than once, and 503 answers for calls an engine ran', () => {
-    const runs = new Map([['a', 1], ['b', 2], ['c', 0], ['d', 1]]);
-    const summary = summarizeRuns(runs, [entry(1, { status: 503, code: 'STORE_UNAVAILABLE', callId: 'd' }), entry(2, { status: 503, code: 'PLACER_TIMEOUT', callId: 'c' })]);
-    expect(summary).toEqual({ ran: 3, twice: 1, examples: [{ id: 'b', runs: 2 }], ranButAnswered503: 1, ranButAnswered503Examples: [{ id: 'd', code: 'STORE_UNAVAILABLE' }] });
+    const runs = new Map([
+      ['a', 1],
+      ['b', 2],
+      ['c', 0],
+      ['d', 1],
+    ]);
+    const summary = summarizeRuns(runs, [
+      entry(1, { status: 503, code: 'STORE_UNAVAILABLE', callId: 'd' }),
+      entry(2, { status: 503, code: 'PLACER_TIMEOUT', callId: 'c' }),
+    ]);
+    expect(summary).toEqual({
+      ran: 3,
+      twice: 1,
+      examples: [{ id: 'b', runs: 2 }],
+      ranButAnswered503: 1,
+      ranButAnswered503Examples: [{ id: 'd', code: 'STORE_UNAVAILABLE' }],
+    });
   });
 });
 
 describe('summarizeRss and judge', () => {
-  const sample = (ms: number, phase: string, rssKiB: number): MemorySample => ({ ms, phase, rssKiB, hwmKiB: rssKiB, open: 0 });
+  const sample = (ms: number, phase: string, rssKiB: number): MemorySample => ({
+    ms,
+    phase,
+    rssKiB,
+    hwmKiB: rssKiB,
+    open: 0,
+  });
 
-  it('takes the start at the load, the peak from then on and the end as the median of the idle phase\'s last ten seconds', () => {
-    const rss = summarizeRss([sample(0, 'probe', 500_000), sample(1, 'load', 100_000), sample(2, 'load', 130_000), sample(3, 'drain', 120_000), sample(4, 'idle', 112_000), sample(5, 'idle', 108_000), sample(6, 'idle', 200_000)]);
+  it("takes the start at the load, the peak from then on and the end as the median of the idle phase's last ten seconds", () => {
+    const rss = summarizeRss([
+      sample(0, 'probe', 500_000),
+      sample(1, 'load', 100_000),
+      sample(2, 'load', 130_000),
+      sample(3, 'drain', 120_000),
+      sample(4, 'idle', 112_000),
+      sample(5, 'idle', 108_000),
+      sample(6, 'idle', 200_000),
+    ]);
     expect(rss).toMatchObject({ startKiB: 100_000, peakKiB: 200_000, endKiB: 112_000, back: false });
     expect(rss.growth).toBeCloseTo(0.12);
     expect(summarizeRss([sample(1, 'load', 100_000), sample(2, 'idle', 110_000)]).back).toBe(true);
     // Memory given back late in the idle phase counts; what came before its last ten seconds does not.
-    const late = summarizeRss([sample(1, 'load', 100_000), sample(2_000, 'idle', 150_000), sample(20_000, 'idle', 150_000), sample(35_000, 'idle', 90_000), sample(40_000, 'idle', 92_000)]);
+    const late = summarizeRss([
+      sample(1, 'load', 100_000),
+      sample(2_000, 'idle', 150_000),
+      sample(20_000, 'idle', 150_000),
+      sample(35_000, 'idle', 90_000),
+      sample(40_000, 'idle', 92_000),
+    ]);
     expect(late).toMatchObject({ endKiB: 90_000, back: true });
     expect(summarizeRss([sample(1, 'load', 100_000)]).back).toBe(false);
   });
@@ -208,9 +331,14 @@ describe('summarizeRss and judge', () => {
     const runs = summarizeRuns(new Map([['x', 1]]));
     const rss = summarizeRss([sample(1, 'load', 100), sample(2, 'idle', 100)]);
     const schedule = planSchedule(100_000, ['runner-kill', 'runner-stop']);
-    const good = judge(calls, detached, runs, rss, schedule, [window('runner-kill', 15_000, 16_000), window('runner-stop', 35_000, 36_000)]);
+    const good = judge(calls, detached, runs, rss, schedule, [
+      window('runner-kill', 15_000, 16_000),
+      window('runner-stop', 35_000, 36_000),
+    ]);
     expect(Object.values(good).every((g) => g.met)).toBe(true);
-    const bad = judge(calls, detached, summarizeRuns(new Map([['x', 2]])), rss, schedule, [window('runner-kill', 15_000, undefined)]);
+    const bad = judge(calls, detached, summarizeRuns(new Map([['x', 2]])), rss, schedule, [
+      window('runner-kill', 15_000, undefined),
+    ]);
     expect(bad.callsRunTwice).toEqual({ value: 1, goal: 0, met: false });
     expect(bad.faultsRecovered).toEqual({ value: 0, goal: 2, met: false });
   });
@@ -224,7 +352,14 @@ describe('formatSoak', () => {
     const detached = { ...summarizeDetached([{ id: 'gone', status: 'not-found' }]), pollBoundMs: 10_000 };
     const runs = summarizeRuns(new Map());
     const rss = summarizeRss([]);
-    const report = { windows: [], calls, detached, runs, rss: { ...rss, samples: [] }, goals: judge(calls, detached, runs, rss, [], []) } as unknown as SoakReport;
+    const report = {
+      windows: [],
+      calls,
+      detached,
+      runs,
+      rss: { ...rss, samples: [] },
+      goals: judge(calls, detached, runs, rss, [], []),
+    } as unknown as SoakReport;
     const text = formatSoak(report);
     expect(text).toMatch(/non-busy errors outside fault windows\s+8\s+0\s+MISSED/);
     expect(text).toMatch(/detached calls lost\s+1 of 1\s+0\s+MISSED/);
@@ -238,7 +373,16 @@ describe('formatSoak', () => {
 describe('soakChart', () => {
   it('shades every window and draws both panels', () => {
     const svg = soakChart(
-      { rss: [{ s: -5, mib: 100 }, { s: 0, mib: 110 }, { s: 40, mib: 105 }], timeline: [{ second: 0, ok: 10, busy: 0, error: 1 }], windows: [window('runner-kill', 5_000, 7_000), window('redis-restart', 20_000, 22_000)], loadEndS: 30 },
+      {
+        rss: [
+          { s: -5, mib: 100 },
+          { s: 0, mib: 110 },
+          { s: 40, mib: 105 },
+        ],
+        timeline: [{ second: 0, ok: 10, busy: 0, error: 1 }],
+        windows: [window('runner-kill', 5_000, 7_000), window('redis-restart', 20_000, 22_000)],
+        loadEndS: 30,
+      },
       'title <x>',
       'sub',
     );
@@ -251,8 +395,21 @@ describe('soakChart', () => {
 });
 
 describe('soakReport', () => {
-  const machine: MachineInfo = { cpus: 2, cpuModel: 'test', memoryGiB: 4, os: 'Linux', node: 'v20.0.0', loadAverage: [0, 0, 0] };
-  const sample = (ms: number, phase: string, rssKiB: number): MemorySample => ({ ms, phase, rssKiB, hwmKiB: rssKiB, open: 0 });
+  const machine: MachineInfo = {
+    cpus: 2,
+    cpuModel: 'test',
+    memoryGiB: 4,
+    os: 'Linux',
+    node: 'v20.0.0',
+    loadAverage: [0, 0, 0],
+  };
+  const sample = (ms: number, phase: string, rssKiB: number): MemorySample => ({
+    ms,
+    phase,
+    rssKiB,
+    hwmKiB: rssKiB,
+    open: 0,
+  });
   const schedule = planSchedule(100_000, FAULT_KINDS);
   const windows = schedule.map((f) => window(f.kind, f.atMs, f.atMs + 2_000));
 
@@ -274,18 +431,31 @@ describe('soakReport', () => {
       schedule,
       windows,
       ledger,
-      fates: [{ id: 'd-2', status: 'succeeded', result: true }, { id: 'd-3', status: 'succeeded', result: true }],
+      fates: [
+        { id: 'd-2', status: 'succeeded', result: true },
+        { id: 'd-3', status: 'succeeded', result: true },
+      ],
       pollBoundMs: 25_000,
       // A probe call ran too, and the engines refused s-1 once before running it.
       callLogs: ['p-9 start\ns-0 start\ns-1 start\ns-1 refused\n', 's-1 start\nd-2 start\nd-3 start\n'],
-      samples: [sample(0, 'probe', 90_000), sample(1_000, 'load', 100_000), sample(2_000, 'drain', 110_000), sample(3_000, 'idle', 104_000)],
+      samples: [
+        sample(0, 'probe', 90_000),
+        sample(1_000, 'load', 100_000),
+        sample(2_000, 'drain', 110_000),
+        sample(3_000, 'idle', 104_000),
+      ],
       ...over,
     };
   }
 
   it('assembles the figures of a run: windows, capacity, calls, detached fates, runs, memory and goals', () => {
     const report = soakReport(run());
-    expect(report).toMatchObject({ scenario: 'soak', startedAt: '2026-12-03T09:55:00.000Z', capacity: { rate: 50, measured: true }, load: { share: 0.8, rate: 40, durationMs: 100_000 } });
+    expect(report).toMatchObject({
+      scenario: 'soak',
+      startedAt: '2026-12-03T09:55:00.000Z',
+      capacity: { rate: 50, measured: true },
+      load: { share: 0.8, rate: 40, durationMs: 100_000 },
+    });
     expect(report.fleet).toMatchObject({ nodes: 2, slots: 8, store: 'redis' });
     expect(report.windows.map((w) => w.kind)).toEqual([...FAULT_KINDS]);
     expect(report.calls.byKind.all).toMatchObject({ sent: 5, ok: 4, busy: 1 });
@@ -296,12 +466,27 @@ describe('soakReport', () => {
     expect(report.runs.ran).toBeGreaterThanOrEqual(report.calls.byKind.all.ok);
     expect(report.rss.samples.some((s) => s.phase === 'idle')).toBe(true);
     expect(report.rss).toMatchObject({ startKiB: 100_000, endKiB: 104_000, back: true });
-    expect(Object.keys(report.goals).sort()).toEqual(['callsRunTwice', 'detachedLost', 'errorsOutsideWindows', 'faultsRecovered', 'rssBack']);
+    expect(Object.keys(report.goals).sort()).toEqual([
+      'callsRunTwice',
+      'detachedLost',
+      'errorsOutsideWindows',
+      'faultsRecovered',
+      'rssBack',
+    ]);
     expect(Object.values(report.goals).every((g) => g.met)).toBe(true);
   });
 
   it('judges a call run twice, a detached call lost and a fault not recovered', () => {
-    const lost = soakReport(run({ fates: [{ id: 'd-2', status: 'succeeded', result: true }, { id: 'd-3', status: 'running' }], callLogs: ['s-0 start\ns-0 start\n'], windows: [window('runner-kill', 15_000, undefined)] }));
+    const lost = soakReport(
+      run({
+        fates: [
+          { id: 'd-2', status: 'succeeded', result: true },
+          { id: 'd-3', status: 'running' },
+        ],
+        callLogs: ['s-0 start\ns-0 start\n'],
+        windows: [window('runner-kill', 15_000, undefined)],
+      }),
+    );
     expect(lost.goals.callsRunTwice).toEqual({ value: 1, goal: 0, met: false });
     expect(lost.goals.detachedLost).toEqual({ value: 1, goal: 0, met: false });
     expect(lost.goals.faultsRecovered).toEqual({ value: 0, goal: 4, met: false });
@@ -310,8 +495,17 @@ describe('soakReport', () => {
   it('prints every fault, the goals and the headline, and keeps no secret in the JSON', () => {
     const report = soakReport(run());
     const text = [soakHeadline(report), formatSoak(report)].join('\n');
-    for (const heading of ['runner-kill', 'redis-restart', 'calls run twice', 'detached calls lost', 'non-busy errors outside fault windows']) expect(text).toContain(heading);
-    expect(soakHeadline(report)).toBe('sluice bench soak: 2 cpus, node v20.0.0, 2026-12-03T09:55:00.000Z, 2 nodes, 100s at 80% of 50.0 calls/s (measured) = 40 calls/s');
+    for (const heading of [
+      'runner-kill',
+      'redis-restart',
+      'calls run twice',
+      'detached calls lost',
+      'non-busy errors outside fault windows',
+    ])
+      expect(text).toContain(heading);
+    expect(soakHeadline(report)).toBe(
+      'sluice bench soak: 2 cpus, node v20.0.0, 2026-12-03T09:55:00.000Z, 2 nodes, 100s at 80% of 50.0 calls/s (measured) = 40 calls/s',
+    );
     expect(JSON.stringify(report)).not.toMatch(/SLUICE_RUNNER_TOKEN|authorization/i);
   });
 
@@ -320,7 +514,15 @@ describe('soakReport', () => {
     try {
       const report = soakReport(run());
       const written: string[] = [];
-      const files = await writeResults({}, out, 'soak', run().startedAt, report, soakReportChart(report, 100), (t) => void written.push(t));
+      const files = await writeResults(
+        {},
+        out,
+        'soak',
+        run().startedAt,
+        report,
+        soakReportChart(report, 100),
+        (t) => void written.push(t),
+      );
       expect(files).toHaveLength(2);
       const text = await readFile(files[0]!, 'utf8');
       expect((JSON.parse(text) as SoakReport).scenario).toBe('soak');
@@ -332,7 +534,7 @@ describe('soakReport', () => {
     }
   });
 
-  it('charts the memory from the load\'s start, every window shaded', () => {
+  it("charts the memory from the load's start, every window shaded", () => {
     const svg = soakReportChart(soakReport(run()), 100);
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg.match(/fill-opacity="0.12"/g)).toHaveLength(FAULT_KINDS.length);
@@ -359,7 +561,13 @@ describe('the soak on a real fleet, briefly', () => {
       const schedule = FAULT_KINDS.map((kind) => ({ kind, atMs: 0 }));
       const running = runLoad(client, ledger, { rate: 20, durationMs: 3_000, maxInFlight: 64, maxCalls: 1_000 }, start);
       const [windows] = await Promise.all([
-        runSchedule(schedule, { fleet, now: () => performance.now() - start, stopForMs: 500, restartPauseMs: 100, progress: () => {} }),
+        runSchedule(schedule, {
+          fleet,
+          now: () => performance.now() - start,
+          stopForMs: 500,
+          restartPauseMs: 100,
+          progress: () => {},
+        }),
         running.done,
       ]);
       expect(windows.map((w) => w.kind)).toEqual([...FAULT_KINDS]);
@@ -371,7 +579,21 @@ describe('the soak on a real fleet, briefly', () => {
       const accepted = ledger.accepted().map((e) => e.callId!);
       const fates = await pollDetached(client, accepted, pollPlan(20_000));
       const callLogs = await Promise.all(fleet.callLogs.map((path) => readFile(path, 'utf8').catch(() => '')));
-      const report = soakReport({ startedAt: new Date(), machine: {} as MachineInfo, nodes: 2, durationMs: 3_000, capacity: { rate: probe.rate, measured: true, probe }, rate: 20, schedule, windows, ledger, fates, pollBoundMs: 10_000, callLogs, samples: [] });
+      const report = soakReport({
+        startedAt: new Date(),
+        machine: {} as MachineInfo,
+        nodes: 2,
+        durationMs: 3_000,
+        capacity: { rate: probe.rate, measured: true, probe },
+        rate: 20,
+        schedule,
+        windows,
+        ledger,
+        fates,
+        pollBoundMs: 10_000,
+        callLogs,
+        samples: [],
+      });
       expect(report.calls.byKind.all.sent).toBeGreaterThan(0);
       expect(report.calls.byKind.all.ok).toBeGreaterThan(0);
       expect(report.calls.byKind.detached.sent).toBeGreaterThan(0);

@@ -80,10 +80,21 @@ describe('streaming scenario on real processes', () => {
     let text = '';
     try {
       // The shortest bounded run: 1 s, 2 streams at once, no warm-up.
-      await streaming.run({ duration: 1_000, warmup: 0, connections: 2, out, logLevel: 'warn' }, { env: process.env, logger: createJsonLogger({ level: 'silent' }), write: (t) => void (text += t), progress: () => undefined });
+      await streaming.run(
+        { duration: 1_000, warmup: 0, connections: 2, out, logLevel: 'warn' },
+        {
+          env: process.env,
+          logger: createJsonLogger({ level: 'silent' }),
+          write: (t) => void (text += t),
+          progress: () => undefined,
+        },
+      );
       expect(text).toMatch(/^process\s+cpu %\s+chunks\s+us\/chunk$/m);
       const [json] = text.match(/\S+streaming-\S+\.json/) ?? [];
-      const report = JSON.parse(await readFile(json!, 'utf8')) as { figures: StreamingFigures[]; cpuPerChunk: ChunkCost[] };
+      const report = JSON.parse(await readFile(json!, 'utf8')) as {
+        figures: StreamingFigures[];
+        cpuPerChunk: ChunkCost[];
+      };
       const chunks = Object.fromEntries(report.figures.map((f) => [f.target, f.chunks]));
       expect(chunks.direct).toBeGreaterThan(0);
       expect(chunks.sluice).toBeGreaterThan(0);

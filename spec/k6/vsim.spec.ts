@@ -13,7 +13,13 @@ import { VirtualEngine } from '../../k6/driver/vsim/engine.ts';
 import type { EngineRequest } from '../../k6/driver/vsim/engine.ts';
 import { EventQueue } from '../../k6/driver/vsim/event-queue.ts';
 import { nginxLeastConn, nginxRoundRobin } from '../../k6/driver/vsim/nginx.ts';
-import { GATEWAY_DEFAULTS, SIM_CONTENDERS, SIZED_PREFIX_AFFINITY, simulateRun, sizedIndexBlocks } from '../../k6/driver/vsim/simulation.ts';
+import {
+  GATEWAY_DEFAULTS,
+  SIM_CONTENDERS,
+  SIZED_PREFIX_AFFINITY,
+  simulateRun,
+  sizedIndexBlocks,
+} from '../../k6/driver/vsim/simulation.ts';
 import type { SimRunSpec } from '../../k6/driver/vsim/simulation.ts';
 import { FleetSlots, SimRunner, placeCallWalker, stepWalker } from '../../k6/driver/vsim/sluice.ts';
 import type { SimWalker, WalkEnd, WalkSettings, WalkerContext } from '../../k6/driver/vsim/sluice.ts';
@@ -188,16 +194,38 @@ describe('VirtualEngine', () => {
 describe('the sluice path', () => {
   const runnersOf = (n: number, slots: number, fleet = new FleetSlots()) => {
     const q = new EventQueue<(now: number) => void>();
-    return Array.from({ length: n }, (_, i) => new SimRunner(`runner-${i + 1}`, slots, new VirtualEngine(i, STEADY, seededRandom(i), (at, h) => q.push(at, h)), fleet));
+    return Array.from(
+      { length: n },
+      (_, i) =>
+        new SimRunner(
+          `runner-${i + 1}`,
+          slots,
+          new VirtualEngine(i, STEADY, seededRandom(i), (at, h) => q.push(at, h)),
+          fleet,
+        ),
+    );
   };
-  const runnerCall = (n: number, deadline = 3_600_000): RunnerCall => ({ id: `c${n}`, fn: 'sim-8b', key: `session-${n}`, type: 'sync', placerDeadline: deadline, signal: new AbortController().signal });
+  const runnerCall = (n: number, deadline = 3_600_000): RunnerCall => ({
+    id: `c${n}`,
+    fn: 'sim-8b',
+    key: `session-${n}`,
+    type: 'sync',
+    placerDeadline: deadline,
+    signal: new AbortController().signal,
+  });
   const walk = { retryAllDelay: 10, placerTimeout: 360_000 };
   /**
    * A walker on its own event queue; `at(t, fn)` runs `fn` as an event at virtual time t.
    * `runUntil` handles events up to `t` (all of them without), letting each event's walks step
    * before the next, as the simulation does.
    */
-  const walkerOf = (runners: readonly SimRunner[], fleet: FleetSlots, placer: Placer, settings: WalkSettings = walk, make: (context: WalkerContext) => SimWalker = stepWalker) => {
+  const walkerOf = (
+    runners: readonly SimRunner[],
+    fleet: FleetSlots,
+    placer: Placer,
+    settings: WalkSettings = walk,
+    make: (context: WalkerContext) => SimWalker = stepWalker,
+  ) => {
     const q = new EventQueue<(now: number) => void>();
     const walker = make({ runners, fleet, placer, settings, schedule: (at, h) => q.push(at, h), now: () => q.now });
     const at = (t: number, fn: (now: number) => void): void => q.push(t, fn);
@@ -215,7 +243,11 @@ describe('the sluice path', () => {
     const placed: { runner: SimRunner; at: number; name: string }[] = [];
     const timedOut: number[] = [];
     const full: number[] = [];
-    const endOf = (name: string): WalkEnd => ({ placed: (runner, at) => placed.push({ runner, at, name }), timedOut: (at) => timedOut.push(at), queueFull: (at) => full.push(at) });
+    const endOf = (name: string): WalkEnd => ({
+      placed: (runner, at) => placed.push({ runner, at, name }),
+      timedOut: (at) => timedOut.push(at),
+      queueFull: (at) => full.push(at),
+    });
     return { placed, timedOut, full, end: endOf('?'), endOf };
   };
 
@@ -258,10 +290,18 @@ describe('the sluice path', () => {
     expect((await runner!.tryExec(runnerCall(1))).kind).toBe('placed');
     expect(runner!.offer().kind).toBe('busy');
     runner!.probe(500);
-    expect(runner!.load()).toEqual({ inFlight: 2, slots: 2, reported: { running: 2, waiting: 0, kvCacheUsage: 0, at: 500 } });
+    expect(runner!.load()).toEqual({
+      inFlight: 2,
+      slots: 2,
+      reported: { running: 2, waiting: 0, kvCacheUsage: 0, at: 500 },
+    });
     // Both calls were sent at 0, before the probe: one ending at 600 is off the report's count.
     runner!.finished(0, 600);
-    expect(runner!.load()).toEqual({ inFlight: 1, slots: 2, reported: { running: 1, waiting: 0, kvCacheUsage: 0, at: 500 } });
+    expect(runner!.load()).toEqual({
+      inFlight: 1,
+      slots: 2,
+      reported: { running: 1, waiting: 0, kvCacheUsage: 0, at: 500 },
+    });
     // One sent after the probe was never in it: its end leaves the count as it is.
     expect(runner!.offer().kind).toBe('placed');
     runner!.finished(550, 700);
@@ -270,7 +310,12 @@ describe('the sluice path', () => {
 
   it('works with the live async walk too, as any Runner does', async () => {
     const runners = runnersOf(3, 1);
-    const placement = await placeCall(runnerCall(1, Date.now() + 3_600_000), { runners: () => runners }, builtinPlacers['least-loaded']!({ random: seededRandom(3) }), { retryAllDelay: 10 });
+    const placement = await placeCall(
+      runnerCall(1, Date.now() + 3_600_000),
+      { runners: () => runners },
+      builtinPlacers['least-loaded']!({ random: seededRandom(3) }),
+      { retryAllDelay: 10 },
+    );
     expect(placement.value.inFlight).toBe(1);
     expect(runners.reduce((n, r) => n + r.inFlight, 0)).toBe(1);
   });
@@ -306,7 +351,15 @@ describe('the sluice path', () => {
     const { placed, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(0), now, endOf('first'), 'x'));
     // A burst of flow a, then one call of b and two of c, all while the only slot is taken.
-    const arrivals: [string, string][] = [['a1', 'a'], ['a2', 'a'], ['a3', 'a'], ['b1', 'b'], ['a4', 'a'], ['c1', 'c'], ['c2', 'c']];
+    const arrivals: [string, string][] = [
+      ['a1', 'a'],
+      ['a2', 'a'],
+      ['a3', 'a'],
+      ['b1', 'b'],
+      ['a4', 'a'],
+      ['c1', 'c'],
+      ['c2', 'c'],
+    ];
     arrivals.forEach(([name, flow], i) => at(1 + i, (now) => walker.start(runnerCall(10 + i), now, endOf(name), flow)));
     // Each placed call ends 100 ms later and frees the slot for the next.
     for (let t = 100; t <= 800; t += 100) {
@@ -340,19 +393,31 @@ describe('the sluice path', () => {
     // The fallback offers the head of the line every retryAllDelay from the first wait at 1: call 3
     // takes the slot at 11, and placing it wakes the next, which finds nothing and waits again.
     await runUntil(49);
-    expect(placed.map((p) => [p.name, p.at])).toEqual([['1', 0], ['2', 0], ['3', 11]]);
+    expect(placed.map((p) => [p.name, p.at])).toEqual([
+      ['1', 0],
+      ['2', 0],
+      ['3', 11],
+    ]);
     expect(walker.queue.waiting).toBe(1);
     // Another slot frees unseen at 50: the fallback's next offer, at 51, gives it to call 4.
     at(50, (now) => runners[0]!.finished(0, now));
     await runUntil();
-    expect(placed.map((p) => [p.name, p.at])).toEqual([['1', 0], ['2', 0], ['3', 11], ['4', 51]]);
+    expect(placed.map((p) => [p.name, p.at])).toEqual([
+      ['1', 0],
+      ['2', 0],
+      ['3', 11],
+      ['4', 51],
+    ]);
     expect(walker.queue.size).toBe(0);
   });
 
   it('wakes as many waiting calls as a status report shows free slots', async () => {
     const fleet = new FleetSlots();
     const runners = runnersOf(1, 3, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), { ...walk, retryAllDelay: 0 });
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), {
+      ...walk,
+      retryAllDelay: 0,
+    });
     const { placed, endOf } = ends();
     for (let i = 1; i <= 5; i++) at(0, (now) => walker.start(runnerCall(i), now, endOf(String(i)), `f${i}`));
     // Two calls end unseen by the queue (no fallback: retryAllDelay 0), then a report shows two free slots.
@@ -362,7 +427,13 @@ describe('the sluice path', () => {
     });
     at(30, (now) => walker.freed(now, runners[0]!.slots - runners[0]!.inFlight));
     await runUntil();
-    expect(placed.map((p) => [p.name, p.at])).toEqual([['1', 0], ['2', 0], ['3', 0], ['4', 30], ['5', 30]]);
+    expect(placed.map((p) => [p.name, p.at])).toEqual([
+      ['1', 0],
+      ['2', 0],
+      ['3', 0],
+      ['4', 30],
+      ['5', 30],
+    ]);
   });
 
   it('times a waiting call out at its placer deadline, and the next in line takes the freed slot', async () => {
@@ -387,7 +458,11 @@ describe('the sluice path', () => {
   it('answers a call that finds the queue at its bound at once, as the gateway answers 503 GW_QUEUE_FULL', async () => {
     const fleet = new FleetSlots();
     const runners = runnersOf(1, 1, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), { ...walk, maxQueued: 2, maxQueuedPerFlow: 1 });
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), {
+      ...walk,
+      maxQueued: 2,
+      maxQueuedPerFlow: 1,
+    });
     const { placed, full, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, endOf('1'), 'a'));
     at(1, (now) => walker.start(runnerCall(2), now, endOf('2'), 'a'));
@@ -405,7 +480,11 @@ describe('the sluice path', () => {
       });
     }
     await runUntil();
-    expect(placed.map((p) => [p.name, p.at])).toEqual([['1', 0], ['2', 100], ['4', 200]]);
+    expect(placed.map((p) => [p.name, p.at])).toEqual([
+      ['1', 0],
+      ['2', 100],
+      ['4', 200],
+    ]);
   });
 
   it('places the same calls at the same times through placeCall as through the walk steps', async () => {
@@ -413,9 +492,16 @@ describe('the sluice path', () => {
     const run = async (make: (context: WalkerContext) => SimWalker) => {
       const fleet = new FleetSlots();
       const runners = runnersOf(2, 2, fleet);
-      const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['least-loaded']!({ random: seededRandom(4) }), walk, make);
+      const { walker, at, runUntil } = walkerOf(
+        runners,
+        fleet,
+        builtinPlacers['least-loaded']!({ random: seededRandom(4) }),
+        walk,
+        make,
+      );
       const { placed, timedOut, endOf } = ends();
-      for (let i = 0; i < 12; i++) at(i * 3, (now) => walker.start(runnerCall(i, i === 7 ? 40 : 3_600_000), now, endOf(String(i)), `f${i % 3}`));
+      for (let i = 0; i < 12; i++)
+        at(i * 3, (now) => walker.start(runnerCall(i, i === 7 ? 40 : 3_600_000), now, endOf(String(i)), `f${i % 3}`));
       for (let t = 25; t < 200; t += 13) {
         at(t, (now) => {
           const busy = runners.find((r) => r.inFlight > 0);
@@ -455,24 +541,27 @@ describe('the simulated walk against placeCall', () => {
     expect(placers).toEqual(['round-robin', 'consistent-hash', 'least-loaded', 'load-weighted', 'prefix-affinity']);
   });
 
-  it.each(placers)('places every call where and when placeCall does with %s, below capacity and over it', async (contender) => {
-    // About 36 calls/s is the capacity of 4 runners: 29 keeps every call placed at once, 54 makes most wait.
-    for (const rate of [29, 54]) {
-      const steps = await simulateRun(spec(contender, rate));
-      const walked = await simulateRun({ ...spec(contender, rate), walk: 'placeCall' });
-      expect(steps.records.length).toBe(300);
-      expect(walked.records).toEqual(steps.records);
-      expect(walked.waited).toBe(steps.waited);
-      if (rate > 36) {
-        expect(steps.waited).toBeGreaterThan(100);
-        // Both wait for the same wakes: the same events, the queue's timers among them.
-        expect(walked.events).toBe(steps.events);
-        expect(steps.records.filter((r) => r.status !== 200)).toEqual([]);
-      } else {
-        expect(steps.waited).toBe(0);
+  it.each(placers)(
+    'places every call where and when placeCall does with %s, below capacity and over it',
+    async (contender) => {
+      // About 36 calls/s is the capacity of 4 runners: 29 keeps every call placed at once, 54 makes most wait.
+      for (const rate of [29, 54]) {
+        const steps = await simulateRun(spec(contender, rate));
+        const walked = await simulateRun({ ...spec(contender, rate), walk: 'placeCall' });
+        expect(steps.records.length).toBe(300);
+        expect(walked.records).toEqual(steps.records);
+        expect(walked.waited).toBe(steps.waited);
+        if (rate > 36) {
+          expect(steps.waited).toBeGreaterThan(100);
+          // Both wait for the same wakes: the same events, the queue's timers among them.
+          expect(walked.events).toBe(steps.events);
+          expect(steps.records.filter((r) => r.status !== 200)).toEqual([]);
+        } else {
+          expect(steps.waited).toBe(0);
+        }
       }
-    }
-  });
+    },
+  );
 });
 
 describe('nginx balancers', () => {
@@ -506,7 +595,7 @@ describe('simulateRun', () => {
     measureMs: 4_000,
   };
 
-  it('never queues inside an engine on the sluice path: calls past the fleet\'s slots wait in the gateway', async () => {
+  it("never queues inside an engine on the sluice path: calls past the fleet's slots wait in the gateway", async () => {
     const result = await simulateRun({ ...base, fleet: { ...base.fleet, runners: 2 }, rate: 60 });
     expect(result.waited).toBeGreaterThan(0);
     expect(result.engineQueuePeak).toBe(0);
@@ -514,7 +603,12 @@ describe('simulateRun', () => {
   });
 
   it('queues in the engines and answers 429 through nginx when they are overrun', async () => {
-    const result = await simulateRun({ ...base, fleet: { ...base.fleet, runners: 2 }, rate: 60, contender: 'nginx round-robin' });
+    const result = await simulateRun({
+      ...base,
+      fleet: { ...base.fleet, runners: 2 },
+      rate: 60,
+      contender: 'nginx round-robin',
+    });
     expect(result.engineQueuePeak).toBe(H100_8B_PROFILE.maxQueue);
     expect(result.figures.errors['status 429']).toBeGreaterThan(0);
   });
@@ -522,7 +616,14 @@ describe('simulateRun', () => {
   it('places a call that found the only slot taken the moment the slot frees', async () => {
     const trace = [call(1, 1, 0), call(2, 1, 1)];
     const profile = { ...STEADY, maxNumSeqs: 1 };
-    const result = await simulateRun({ ...base, fleet: { runners: 1, slots: 1, profile }, trace, warmupMs: 0, measureMs: 10, hops: { sluiceHopMs: 0 } });
+    const result = await simulateRun({
+      ...base,
+      fleet: { runners: 1, slots: 1, profile },
+      trace,
+      warmupMs: 0,
+      measureMs: 10,
+      hops: { sluiceHopMs: 0 },
+    });
     const [first, second] = [...result.records].sort((a, b) => a.at - b.at);
     // The engine starts with the system prompt cached: each call prefills its own message only.
     const sharedCached = Math.floor(promptTokensOf(shape, 1).shared / 16) * 16;
@@ -538,7 +639,14 @@ describe('simulateRun', () => {
     // Two runners of one slot; six calls at once in two sessions, each call's answer long.
     const trace = [call(1, 1, 0), call(2, 1, 0.5), call(1, 2, 1), call(1, 3, 2), call(2, 2, 3), call(1, 4, 4)];
     const profile = { ...STEADY, maxNumSeqs: 1 };
-    const result = await simulateRun({ ...base, fleet: { runners: 2, slots: 1, profile }, trace, warmupMs: 0, measureMs: 10, hops: { sluiceHopMs: 0 } });
+    const result = await simulateRun({
+      ...base,
+      fleet: { runners: 2, slots: 1, profile },
+      trace,
+      warmupMs: 0,
+      measureMs: 10,
+      hops: { sluiceHopMs: 0 },
+    });
     const started = [...result.records].sort((a, b) => a.at + a.ttft - (b.at + b.ttft));
     const sessionOf = (r: { at: number }) => trace.find((c) => c.at === r.at)!.session;
     const turnsOf = (session: number) => started.filter((r) => sessionOf(r) === session).map((r) => r.turn);
@@ -577,7 +685,7 @@ describe('simulateRun', () => {
     });
   });
 
-  it('sizes the sized prefix-affinity contender\'s index by the rule: calls/s x blocks per prompt x the gap between turns', async () => {
+  it("sizes the sized prefix-affinity contender's index by the rule: calls/s x blocks per prompt x the gap between turns", async () => {
     // The placement workload's prompts are 4,000 to 10,000 characters over its four turns: about
     // 110 blocks of 64 on average; its turns come 3 s apart.
     const blocks = sizedIndexBlocks(shape, 1);

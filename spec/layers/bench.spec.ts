@@ -45,7 +45,9 @@ describe('the bench reaches the product only through its entry points', () => {
   });
 
   it('lets the entry points and the bench itself through', () => {
-    const text = ["import { WaitQueue } from '../../../gateway/index.ts';", "import { load } from '../load.ts';"].join('\n');
+    const text = ["import { WaitQueue } from '../../../gateway/index.ts';", "import { load } from '../load.ts';"].join(
+      '\n',
+    );
     expect(breaches('k6/driver/vsim/sluice.ts', text)).toEqual([]);
   });
 });

@@ -11,9 +11,7 @@ const isErrorsFile = (file: string) => basename(file) === 'errors.ts';
 
 /** Each line of `text` that builds a GatewayError inline, as `file:line`. */
 function inlineErrors(file: string, text: string): string[] {
-  return text
-    .split('\n')
-    .flatMap((line, i) => (/new\s+GatewayError\s*\(/.test(line) ? [`${file}:${i + 1}`] : []));
+  return text.split('\n').flatMap((line, i) => (/new\s+GatewayError\s*\(/.test(line) ? [`${file}:${i + 1}`] : []));
 }
 
 /** The classes the errors.ts files declare: every error base a class elsewhere could extend. */
@@ -42,7 +40,9 @@ describe('errors', () => {
   });
 
   it('declares every error class in an errors.ts file', () => {
-    const found = files.filter((file) => !isErrorsFile(file)).flatMap((file) => declaredErrors(file, read(file), bases));
+    const found = files
+      .filter((file) => !isErrorsFile(file))
+      .flatMap((file) => declaredErrors(file, read(file), bases));
     expect(found).toEqual([]);
   });
 
@@ -69,7 +69,11 @@ describe('errors', () => {
     ]);
     // The bases are read from the errors.ts files, and the scan reaches the files that throw.
     expect(bases).toEqual(expect.arrayContaining(['SluiceError', 'GatewayError', 'BenchError', 'StoreFullError']));
-    expect(files).toEqual(expect.arrayContaining(['gateway/detached/call-routes.ts', 'runner/engines/kinds.ts', 'placer/kernel/errors.ts']));
-    expect(files.filter(isErrorsFile).flatMap((file) => declaredErrors(file, read(file), bases)).length).toBeGreaterThan(50);
+    expect(files).toEqual(
+      expect.arrayContaining(['gateway/detached/call-routes.ts', 'runner/engines/kinds.ts', 'placer/kernel/errors.ts']),
+    );
+    expect(
+      files.filter(isErrorsFile).flatMap((file) => declaredErrors(file, read(file), bases)).length,
+    ).toBeGreaterThan(50);
   });
 });

@@ -26,7 +26,8 @@ function breachesIn(files: readonly string[], allowed: (target: string, file: st
   );
 }
 
-const breaches = (dir: string, allowed: (target: string, file: string) => boolean): string[] => breachesIn(sources(dir), allowed);
+const breaches = (dir: string, allowed: (target: string, file: string) => boolean): string[] =>
+  breachesIn(sources(dir), allowed);
 
 const inside = (prefix: string) => (target: string) => target.startsWith(prefix);
 
@@ -74,7 +75,8 @@ function gatewayPart(path: string): string | undefined {
 const isRoom = (part: string): boolean => !part.endsWith('.ts');
 
 /** The top-level folder of the product a path is in, for the folders whose order the layers fix. */
-const topLevel = (path: string): string | undefined => ['gateway', 'runner', 'placer'].find((dir) => path.startsWith(`${dir}/`));
+const topLevel = (path: string): string | undefined =>
+  ['gateway', 'runner', 'placer'].find((dir) => path.startsWith(`${dir}/`));
 
 /**
  * `file imports target` for each import from one room into another that does not name the
@@ -108,7 +110,8 @@ function upwardImports(graph: Graph): string[] {
     for (const target of targets) {
       const to = gatewayPart(target);
       if (to === undefined || to === from) continue;
-      if (rank(from) === -1 || rank(to) === -1 || rank(to) > rank(from)) found.push(`${file} imports ${target} (${from} -> ${to})`);
+      if (rank(from) === -1 || rank(to) === -1 || rank(to) > rank(from))
+        found.push(`${file} imports ${target} (${from} -> ${to})`);
     }
   }
   return found;
@@ -131,14 +134,16 @@ describe('layers', () => {
   });
 
   it('the wire (runner/protocol/) imports only the kernel and itself (and package.json for the version)', () => {
-    const allowed = (t: string) => t.startsWith('runner/protocol/') || t.startsWith('placer/kernel/') || t === 'package.json';
+    const allowed = (t: string) =>
+      t.startsWith('runner/protocol/') || t.startsWith('placer/kernel/') || t === 'package.json';
     expect(breaches('runner/protocol', allowed)).toEqual([]);
   });
 
   it('gateway/ reaches runner/ only through the wire; the CLI, the one composition root, may import both sides', () => {
     // `sluice runner` and `sluice sim-engine` start a runner and the simulator from the CLI,
     // which is why it alone may reach past the wire.
-    const allowed = (t: string, file: string) => !t.startsWith('runner/') || t.startsWith('runner/protocol/') || file.startsWith('gateway/cli/');
+    const allowed = (t: string, file: string) =>
+      !t.startsWith('runner/') || t.startsWith('runner/protocol/') || file.startsWith('gateway/cli/');
     expect(breaches('gateway', allowed)).toEqual([]);
   });
 
@@ -160,7 +165,8 @@ describe('layers', () => {
     const entries = readdirSync(join(root, 'gateway'), { withFileTypes: true });
     const rooms = entries.filter((e) => e.isDirectory()).map((e) => e.name);
     expect(rooms.sort()).toEqual([...GATEWAY_ROOMS, 'cli'].sort());
-    for (const room of [...GATEWAY_ROOMS, ...NESTED_ROOMS]) expect(sources(`gateway/${room}`)).toContain(`gateway/${room}/index.ts`);
+    for (const room of [...GATEWAY_ROOMS, ...NESTED_ROOMS])
+      expect(sources(`gateway/${room}`)).toContain(`gateway/${room}/index.ts`);
   });
 
   it('the call store and the callbacks import nothing else from gateway/', () => {
@@ -191,7 +197,11 @@ describe('layers', () => {
 
   it('the rules themselves see planted breaches', () => {
     // A guard against a pattern that matches nothing: runner/ does import the kernel.
-    expect(sources('runner').flatMap(importsOf).some((t) => t.startsWith('placer/kernel/'))).toBe(true);
+    expect(
+      sources('runner')
+        .flatMap(importsOf)
+        .some((t) => t.startsWith('placer/kernel/')),
+    ).toBe(true);
 
     const source = [
       "import type { A } from './a.ts';",
@@ -225,11 +235,24 @@ describe('layers', () => {
       ['e', ['e']],
     ]);
     expect(cycles(loop)).toEqual(['a -> b -> c -> a', 'e -> e']);
-    expect(cycles(new Map([['a', ['b']], ['b', []]]))).toEqual([]);
+    expect(
+      cycles(
+        new Map([
+          ['a', ['b']],
+          ['b', []],
+        ]),
+      ),
+    ).toEqual([]);
 
     const planted: Graph = new Map([
-      ['gateway/fleet/pool.ts', ['gateway/calls/agent.ts', 'gateway/fleet/breaker.ts', 'gateway/errors.ts', 'gateway/http/index.ts']],
-      ['gateway/calls/agent.ts', ['gateway/detached/store/types.ts', 'gateway/detached/store/index.ts', 'gateway/fleet/index.ts']],
+      [
+        'gateway/fleet/pool.ts',
+        ['gateway/calls/agent.ts', 'gateway/fleet/breaker.ts', 'gateway/errors.ts', 'gateway/http/index.ts'],
+      ],
+      [
+        'gateway/calls/agent.ts',
+        ['gateway/detached/store/types.ts', 'gateway/detached/store/index.ts', 'gateway/fleet/index.ts'],
+      ],
       ['gateway/cli/up.ts', ['gateway/access/secrets.ts']],
     ]);
     expect(upwardImports(planted)).toEqual(['gateway/fleet/pool.ts imports gateway/calls/agent.ts (fleet -> calls)']);

@@ -231,7 +231,9 @@ describe('createConsistentHashPlacer with bounded load', () => {
 
 describe('consistent-hash preferred', () => {
   it("names the key's home on the ring, the runner order() puts first without load, whatever the load", () => {
-    const fleet = new Fleet({ loads: new FakeLoads({ a: { inFlight: 40 }, b: { inFlight: 0 }, c: { inFlight: 0 }, d: { inFlight: 0 } }) });
+    const fleet = new Fleet({
+      loads: new FakeLoads({ a: { inFlight: 40 }, b: { inFlight: 0 }, c: { inFlight: 0 }, d: { inFlight: 0 } }),
+    });
     const runners = fleet.runners({ a: ['placed'], b: ['placed'], c: ['placed'], d: ['placed'] });
     const bare = new Fleet().runners({ a: ['placed'], b: ['placed'], c: ['placed'], d: ['placed'] });
     const placer = createConsistentHashPlacer();

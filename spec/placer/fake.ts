@@ -199,7 +199,11 @@ export function manyCalls(n: number, key = 'session-1'): RunnerCall[] {
  * Places `calls` one after another through the real walk on an auto-advancing fake clock, each
  * with a fresh 1 s deadline, and returns the id of the runner each one landed on.
  */
-export async function placeEach(placer: Placer, pool: RunnerPool<string>, calls: readonly RunnerCall[]): Promise<string[]> {
+export async function placeEach(
+  placer: Placer,
+  pool: RunnerPool<string>,
+  calls: readonly RunnerCall[],
+): Promise<string[]> {
   const clock = new FakeClock({ auto: true });
   const placed: string[] = [];
   for (const call of calls) {

@@ -22,7 +22,15 @@ describe('fnv1a64', () => {
   });
 
   it('returns the same value as the one-BigInt-per-byte form when keys hold any UTF-8', () => {
-    const inputs = ['session-1', 'user@example.com', 'ёлка', '中国', '🦙 llama', 'lone \ud800 surrogate', 'x'.repeat(1000)];
+    const inputs = [
+      'session-1',
+      'user@example.com',
+      'ёлка',
+      '中国',
+      '🦙 llama',
+      'lone \ud800 surrogate',
+      'x'.repeat(1000),
+    ];
     for (const input of inputs) expect(fnv1a64(input)).toBe(fnv1a64Reference(input));
   });
 

@@ -78,13 +78,19 @@ describe('createLeastLoadedPlacer', () => {
     const placer = createLeastLoadedPlacer({ random: seeded(1) });
     const placed = tally(await placeEach(placer, fakePool(fleet.runners(free)), manyCalls(10_000)));
     // Of the 6 pairs, b wins the 3 it is in, d 2, a 1 and c, the most loaded, none.
-    expect(placed['c']).toBeUndefined();
+    expect(placed.c).toBeUndefined();
     expect(shares(placed, ['a', 'b', 'c', 'd'], 10_000)).toEqual(near({ a: 1 / 6, b: 3 / 6, c: 0, d: 2 / 6 }));
   });
 
   it('never returns the more loaded of the drawn pair first over 10,000 calls', async () => {
     const ids = ['a', 'b', 'c', 'd', 'e'];
-    const loads = new FakeLoads({ a: slotsBusy(1, 8), b: slotsBusy(5, 8), c: slotsBusy(2, 8), d: slotsBusy(7, 8), e: slotsBusy(3, 8) });
+    const loads = new FakeLoads({
+      a: slotsBusy(1, 8),
+      b: slotsBusy(5, 8),
+      c: slotsBusy(2, 8),
+      d: slotsBusy(7, 8),
+      e: slotsBusy(3, 8),
+    });
     const draws: number[] = [];
     const random = seeded(2);
     const recording = (): number => {

@@ -1,7 +1,12 @@
 /** placer/load-options.ts: the options every load-aware placer shares, and its registry entry. */
 import { describe, expect, it } from 'vitest';
 import { PlacerConfigError } from '../../placer/errors.ts';
-import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults, loadAwareDescriptor, resolveLoadAware } from '../../placer/load-options.ts';
+import {
+  LOAD_AWARE_OPTION_KEYS,
+  loadAwareDefaults,
+  loadAwareDescriptor,
+  resolveLoadAware,
+} from '../../placer/load-options.ts';
 import type { LoadAwareOptions } from '../../placer/load-options.ts';
 import type { Placer } from '../../placer/types.ts';
 import { expectThrows } from '../support/throws.ts';
@@ -9,7 +14,11 @@ import { FakeClock } from './fake.ts';
 
 describe('resolveLoadAware', () => {
   it('returns the defaults when given nothing', () => {
-    expect(resolveLoadAware({})).toEqual({ random: Math.random, now: loadAwareDefaults.now, staleAfterMs: loadAwareDefaults.staleAfterMs });
+    expect(resolveLoadAware({})).toEqual({
+      random: Math.random,
+      now: loadAwareDefaults.now,
+      staleAfterMs: loadAwareDefaults.staleAfterMs,
+    });
   });
 
   it('returns the given options in place of the defaults', () => {
@@ -39,7 +48,7 @@ describe('loadAwareDescriptor', () => {
     expect(descriptor.defaults).toEqual({ staleAfterMs: loadAwareDefaults.staleAfterMs });
   });
 
-  it('creates the placer on the gateway\'s clock unless the options bring their own now', () => {
+  it("creates the placer on the gateway's clock unless the options bring their own now", () => {
     const given: LoadAwareOptions[] = [];
     const descriptor = loadAwareDescriptor('test', (options) => {
       given.push(options);

@@ -124,7 +124,11 @@ describe('loadsOf', () => {
 
 describe('indexedLoadsOf', () => {
   it("returns loadsOf's entries with each id's position in them and the least and greatest load", () => {
-    const loads = new FakeLoads({ c: { inFlight: 1, slots: 2 }, a: { inFlight: 3, slots: 4 }, d: { inFlight: 1, slots: 4 } });
+    const loads = new FakeLoads({
+      c: { inFlight: 1, slots: 2 },
+      a: { inFlight: 3, slots: 4 },
+      d: { inFlight: 1, slots: 4 },
+    });
     const fleet = new Fleet({ loads });
     const runners = [fleet.runner('c'), fleet.runner('b'), fleet.runner('d'), fleet.runner('a')];
     const pool = indexedLoadsOf(runners, T0, 2_000);

@@ -29,7 +29,7 @@ const sampleLoads = [
   { inFlight: Number.NaN },
   { inFlight: 2, slots: 0, reported: { running: -1, kvCacheUsage: Number.POSITIVE_INFINITY, at: 0 } },
 ];
-const prompts = [undefined, '', 'short', 'You are a helpful assistant. '.repeat(20) + 'Summarise the meeting notes.'];
+const prompts = [undefined, '', 'short', `${'You are a helpful assistant. '.repeat(20)}Summarise the meeting notes.`];
 
 /** Runners whose load() reports the sample loads in turn, and one whose load() throws. */
 function loadedRunnersOf(n: number): Runner<string>[] {

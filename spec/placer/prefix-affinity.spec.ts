@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { PlacerConfigError, createPrefixAffinityPlacer, type Runner, type RunnerCall, type RunnerLoad } from '../../placer/index.ts';
+import {
+  PlacerConfigError,
+  createPrefixAffinityPlacer,
+  type Runner,
+  type RunnerCall,
+  type RunnerLoad,
+} from '../../placer/index.ts';
 import { seededRandom } from '../../placer/kernel/index.ts';
 import { Fleet, type Outcome, fakeCall, fakePool, placeEach, tally } from './fake.ts';
 import { FakeLoads, seeded, sequence, slotsBusy } from './fake-load.ts';
@@ -156,7 +162,9 @@ describe('createPrefixAffinityPlacer', () => {
     // a is full, so order() leaves it for least-loaded; the preference is still a's cache.
     expect([...placer.order(second!, runners)][0]!.id).not.toBe('a');
     expect(placer.preferred?.(second!, runners)).toBe('a');
-    expect(placer.preferred?.(fakeCall({ id: 'other', prompt: 'nothing like it '.repeat(40) }), runners)).toBeUndefined();
+    expect(
+      placer.preferred?.(fakeCall({ id: 'other', prompt: 'nothing like it '.repeat(40) }), runners),
+    ).toBeUndefined();
     placer.forget?.(['a']);
     expect(placer.preferred?.(second!, runners)).toBeUndefined();
   });
@@ -228,7 +236,12 @@ describe('createPrefixAffinityPlacer decisions', () => {
       const before = history.get(session) ?? systems[session % systems.length]!;
       const prompt = `${before}\nuser: question ${step} from session ${session}${session % 5 === 0 ? ' — ünïcödé ✓' : ''}\nassistant: answer ${step}`;
       history.set(session, prompt);
-      const call = fakeCall({ id: `c${step}`, fn: session % 7 === 3 ? 'model-b' : 'model-a', key: `s${session}`, prompt });
+      const call = fakeCall({
+        id: `c${step}`,
+        fn: session % 7 === 3 ? 'model-b' : 'model-a',
+        key: `s${session}`,
+        prompt,
+      });
       const first = placer.order(call, runners)[Symbol.iterator]().next().value as Runner<string>;
       placer.placed!(call, first);
       firsts.push(first.id);

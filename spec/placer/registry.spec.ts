@@ -110,20 +110,27 @@ describe('loadPlacer', () => {
 
 describe('loadPlacer options', () => {
   it('passes options to a built-in factory, whose checks name the option', async () => {
-    await expect(loadPlacer('consistent-hash', { options: { loadFactor: 0.5 } })).rejects.toThrow('loadFactor must be at least 1, got 0.5');
+    await expect(loadPlacer('consistent-hash', { options: { loadFactor: 0.5 } })).rejects.toThrow(
+      'loadFactor must be at least 1, got 0.5',
+    );
     const placer = await loadPlacer('least-loaded', { options: { staleAfterMs: 500 } });
     expect(placer.name).toBe('least-loaded');
     await expect(loadPlacer('consistent-hash', { options: { loadfactor: 1.5 } })).rejects.toThrow(
       'placer consistent-hash has no option "loadfactor"; it takes loadFactor',
     );
-    await expect(loadPlacer('round-robin', { options: { random: 1 } })).rejects.toThrow('placer round-robin has no option "random"; it takes none');
+    await expect(loadPlacer('round-robin', { options: { random: 1 } })).rejects.toThrow(
+      'placer round-robin has no option "random"; it takes none',
+    );
   });
 });
 
 let scratchDir = '';
 beforeAll(async () => {
   scratchDir = await mkdtemp(join(tmpdir(), 'sluice-placer-context-'));
-  await writeFile(join(scratchDir, 'context.mjs'), "export default (options, context) => ({ name: 'ctx', got: [options, context], order: (_c, r) => r });\n");
+  await writeFile(
+    join(scratchDir, 'context.mjs'),
+    "export default (options, context) => ({ name: 'ctx', got: [options, context], order: (_c, r) => r });\n",
+  );
 });
 afterAll(async () => {
   await rm(scratchDir, { recursive: true, force: true });
@@ -139,28 +146,33 @@ describe('placer descriptors', () => {
     }
   });
 
-  it.each(['least-loaded', 'load-weighted', 'prefix-affinity'])('make %s read report freshness from the context clock', async (name) => {
-    const clock = new FakeClock();
-    const reported = { running: 4, at: clock.now() };
-    const runner = (id: string, report?: typeof reported): Runner => ({
-      id,
-      tryExec: () => Promise.resolve({ kind: 'busy' }),
-      load: () => ({ inFlight: 0, slots: 4, ...(report ? { reported: report } : {}) }),
-    });
-    const runners = [runner('a', reported), runner('b')];
-    const placer = await loadPlacer(name, { options: { staleAfterMs: 100 }, clock });
-    const first = (p: Placer) => [...p.order(fakeCall(), runners)][0]!.id;
-    // Fresh on the fake clock: a, full, goes after b whatever the draw.
-    for (let i = 0; i < 20; i++) expect(first(placer)).toBe('b');
-    clock.advance(101);
-    // Stale: both read idle, so draws put a first at least once (Date.now would have made it stale from the start).
-    const firsts = new Set(Array.from({ length: 40 }, () => first(placer)));
-    expect(firsts.has('a')).toBe(true);
-  });
+  it.each(['least-loaded', 'load-weighted', 'prefix-affinity'])(
+    'make %s read report freshness from the context clock',
+    async (name) => {
+      const clock = new FakeClock();
+      const reported = { running: 4, at: clock.now() };
+      const runner = (id: string, report?: typeof reported): Runner => ({
+        id,
+        tryExec: () => Promise.resolve({ kind: 'busy' }),
+        load: () => ({ inFlight: 0, slots: 4, ...(report ? { reported: report } : {}) }),
+      });
+      const runners = [runner('a', reported), runner('b')];
+      const placer = await loadPlacer(name, { options: { staleAfterMs: 100 }, clock });
+      const first = (p: Placer) => [...p.order(fakeCall(), runners)][0]!.id;
+      // Fresh on the fake clock: a, full, goes after b whatever the draw.
+      for (let i = 0; i < 20; i++) expect(first(placer)).toBe('b');
+      clock.advance(101);
+      // Stale: both read idle, so draws put a first at least once (Date.now would have made it stale from the start).
+      const firsts = new Set(Array.from({ length: 40 }, () => first(placer)));
+      expect(firsts.has('a')).toBe(true);
+    },
+  );
 
   it("hands a module's factory the options and the context", async () => {
     const clock = new FakeClock();
-    const placer = (await loadPlacer('./context.mjs', { cwd: scratchDir, options: { weight: 2 }, clock })) as Placer & { got: unknown[] };
+    const placer = (await loadPlacer('./context.mjs', { cwd: scratchDir, options: { weight: 2 }, clock })) as Placer & {
+      got: unknown[];
+    };
     expect(placer.got).toEqual([{ weight: 2 }, { clock }]);
   });
 });

@@ -74,7 +74,7 @@ describe('createRoundRobinPlacer', () => {
     const pool = fakePool(fleet.runners({ a: ['placed'], b: ['failed'], c: ['placed'], d: ['placed'] }));
     const placed = await placeEach(createRoundRobinPlacer({ random: () => 0 }), pool, manyCalls(4_000));
     expect(tally(placed)).toEqual({ a: 1_000, c: 2_000, d: 1_000 });
-    expect(tally(fleet.offers)['b']).toBe(1_000);
+    expect(tally(fleet.offers).b).toBe(1_000);
   });
 
   it('returns a start one further on when order() is called again, even on an empty list', () => {

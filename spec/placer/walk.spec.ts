@@ -105,7 +105,10 @@ describe('placeCall', () => {
 
   it('throws PlacerTimeoutError without asking the pool when the deadline has already passed', async () => {
     const pool = fakePool(new Fleet().runners({ a: ['placed'] }));
-    const walk = placeCall(fakeCall({ placerDeadline: T0 }), pool, inOrder, { retryAllDelay: 10, clock: new FakeClock() });
+    const walk = placeCall(fakeCall({ placerDeadline: T0 }), pool, inOrder, {
+      retryAllDelay: 10,
+      clock: new FakeClock(),
+    });
     await expect(walk).rejects.toMatchObject({ name: 'PlacerTimeoutError', attempts: 0 });
     expect(pool.asked).toBe(0);
   });
@@ -156,7 +159,11 @@ describe('placeCall', () => {
   it('throws what waitForCapacity rejected with unchanged, or PlacerAbortedError once the call aborted', async () => {
     const pool = fakePool(new Fleet().runners({ a: ['busy', 'busy'] }));
     const full = new Error('queue full');
-    const refused = placeCall(fakeCall(), pool, inOrder, { retryAllDelay: 10, clock: new FakeClock(), waitForCapacity: () => Promise.reject(full) });
+    const refused = placeCall(fakeCall(), pool, inOrder, {
+      retryAllDelay: 10,
+      clock: new FakeClock(),
+      waitForCapacity: () => Promise.reject(full),
+    });
     await expect(refused).rejects.toBe(full);
     const controller = new AbortController();
     const reason = new Error('client went away');
@@ -210,7 +217,12 @@ describe('placeCall', () => {
   });
 
   it.each([
-    ['throws', (): never => { throw new Error('registry down'); }],
+    [
+      'throws',
+      (): never => {
+        throw new Error('registry down');
+      },
+    ],
     ['rejects', (): Promise<never> => Promise.reject(new Error('registry down'))],
   ])('throws PlacerPoolError without retrying when the pool %s', async (_how, list) => {
     const pool = fakePool<string>(list);
@@ -329,7 +341,10 @@ describe('placeCall', () => {
 });
 
 describe('walkSteps', () => {
-  const runner = (id: string): Runner<string> => ({ id, tryExec: () => Promise.reject(new Error('the driver offers, not the walk')) });
+  const runner = (id: string): Runner<string> => ({
+    id,
+    tryExec: () => Promise.reject(new Error('the driver offers, not the walk')),
+  });
   const [a, b] = [runner('a'), runner('b')];
 
   it('asks for the runners, offers them in order, pauses retryAllDelay after a failed pass and returns the placement', () => {
@@ -360,7 +375,10 @@ describe('walkSteps', () => {
 
   it('cuts the pause at the deadline and throws PlacerTimeoutError once it has come', () => {
     let now = T0;
-    const walk = walkSteps<string>(fakeCall({ placerDeadline: T0 + 4 }), inOrder, { retryAllDelay: 10, now: () => now });
+    const walk = walkSteps<string>(fakeCall({ placerDeadline: T0 + 4 }), inOrder, {
+      retryAllDelay: 10,
+      now: () => now,
+    });
     walk.next();
     expect(walk.next([a]).value).toEqual({ kind: 'offer', runner: a });
     expect(walk.next({ kind: 'busy' }).value).toEqual({ kind: 'sleep', ms: 4 });
@@ -375,7 +393,10 @@ describe('walkSteps', () => {
     expect(() => listing.throw(pool)).toThrow(pool);
 
     const controller = new AbortController();
-    const pausing = walkSteps<string>(fakeCall({ signal: controller.signal }), inOrder, { retryAllDelay: 10, now: () => T0 });
+    const pausing = walkSteps<string>(fakeCall({ signal: controller.signal }), inOrder, {
+      retryAllDelay: 10,
+      now: () => T0,
+    });
     pausing.next();
     expect(pausing.next([]).value).toEqual({ kind: 'sleep', ms: 10 });
     controller.abort(new Error('client went away'));

@@ -27,9 +27,12 @@ describe('admit', () => {
     expect(admit(state({ slots }))).toEqual({ kind: 'busy', reason: 'slots' });
   });
 
-  it('returns draining first, then the engine\'s reason, and takes no slot for either', () => {
+  it("returns draining first, then the engine's reason, and takes no slot for either", () => {
     const slots = new Slots(1);
-    expect(admit(state({ draining: true, engineBusy: 'starting', slots }))).toEqual({ kind: 'busy', reason: 'draining' });
+    expect(admit(state({ draining: true, engineBusy: 'starting', slots }))).toEqual({
+      kind: 'busy',
+      reason: 'draining',
+    });
     expect(admit(state({ engineBusy: 'starting', slots }))).toEqual({ kind: 'busy', reason: 'starting' });
     expect(admit(state({ engineBusy: 'no-engine', slots }))).toEqual({ kind: 'busy', reason: 'no-engine' });
     expect(slots.inUse).toBe(0);
@@ -37,9 +40,11 @@ describe('admit', () => {
 });
 
 describe('notReadyReason', () => {
-  it('returns draining, then the engine\'s reason, and nothing for a ready runner whatever its slots', () => {
+  it("returns draining, then the engine's reason, and nothing for a ready runner whatever its slots", () => {
     expect(notReadyReason({ draining: () => true, engine: { busyReason: () => 'engine-failed' } })).toBe('draining');
-    expect(notReadyReason({ draining: () => false, engine: { busyReason: () => 'engine-failed' } })).toBe('engine-failed');
+    expect(notReadyReason({ draining: () => false, engine: { busyReason: () => 'engine-failed' } })).toBe(
+      'engine-failed',
+    );
     expect(notReadyReason({ draining: () => false, engine: { busyReason: () => undefined } })).toBeUndefined();
   });
 });

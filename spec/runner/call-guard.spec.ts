@@ -6,7 +6,16 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import type { LogFields } from '../../placer/kernel/index.ts';
 import { CallGuard } from '../../runner/call-guard.ts';
-import { BODY_DIGEST_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, ERROR_TRAILER, RUNNER_ID_HEADER, SIGNATURE_HEADER, bodyDigest, signCall } from '../../runner/protocol/index.ts';
+import {
+  BODY_DIGEST_HEADER,
+  CALL_ID_HEADER,
+  DEADLINE_HEADER,
+  ERROR_TRAILER,
+  RUNNER_ID_HEADER,
+  SIGNATURE_HEADER,
+  bodyDigest,
+  signCall,
+} from '../../runner/protocol/index.ts';
 import { warningRecorder } from '../support/logger.ts';
 
 const SECRET = 'call-secret-0123456789abcdef-0123456789';
@@ -34,7 +43,13 @@ class RecordedResponse {
 function signedRequest(callId: string, change: Record<string, string | undefined> = {}): IncomingMessage {
   const deadline = NOW + 10_000;
   const digest = bodyDigest(BODY);
-  const signature = signCall(SECRET, { callId, method: 'POST', path: '/v1/chat/completions', deadline, bodyDigest: digest });
+  const signature = signCall(SECRET, {
+    callId,
+    method: 'POST',
+    path: '/v1/chat/completions',
+    deadline,
+    bodyDigest: digest,
+  });
   const headers: Record<string, string | undefined> = {
     [CALL_ID_HEADER]: callId,
     [DEADLINE_HEADER]: String(deadline),
@@ -48,7 +63,14 @@ function signedRequest(callId: string, change: Record<string, string | undefined
 function guardOf(secrets: readonly string[] = [SECRET], now = (): number => NOW) {
   const refusals: string[] = [];
   const warnings: LogFields[] = [];
-  const guard = new CallGuard({ secrets, skew: SKEW, runnerId: 'r-1', now, log: warningRecorder(warnings), refused: (reason) => refusals.push(reason) });
+  const guard = new CallGuard({
+    secrets,
+    skew: SKEW,
+    runnerId: 'r-1',
+    now,
+    log: warningRecorder(warnings),
+    refused: (reason) => refusals.push(reason),
+  });
   return { guard, refusals, warnings };
 }
 
@@ -84,7 +106,11 @@ describe('CallGuard', () => {
     expect(guard.admit(signedRequest('c1', change), res)).toBe(false);
     expect(refusals).toEqual([reason]);
     expect(res.status).toBe(401);
-    expect(res.headers).toMatchObject({ connection: 'close', [ERROR_TRAILER]: 'RUNNER_UNAUTHORIZED', [RUNNER_ID_HEADER]: 'r-1' });
+    expect(res.headers).toMatchObject({
+      connection: 'close',
+      [ERROR_TRAILER]: 'RUNNER_UNAUTHORIZED',
+      [RUNNER_ID_HEADER]: 'r-1',
+    });
     expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'RUNNER_UNAUTHORIZED' } });
   });
 

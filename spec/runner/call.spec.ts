@@ -9,7 +9,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { BUSY_HEADER, CALL_TYPE_HEADER, ERROR_TRAILER, RESPONSE_TIMEOUT_HEADER, TIMEOUT_HEADER } from '../../runner/protocol/index.ts';
+import {
+  BUSY_HEADER,
+  CALL_TYPE_HEADER,
+  ERROR_TRAILER,
+  RESPONSE_TIMEOUT_HEADER,
+  TIMEOUT_HEADER,
+} from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -33,7 +39,12 @@ async function engine(answer: (req: IncomingMessage, res: ServerResponse) => voi
 }
 
 async function runnerFor(engineUrl: string, acceptWindow?: number): Promise<string> {
-  const runner = createRunner({ engine: engineUrl, engineKind: 'openai', slots: 4, ...(acceptWindow === undefined ? {} : { acceptWindow }) });
+  const runner = createRunner({
+    engine: engineUrl,
+    engineKind: 'openai',
+    slots: 4,
+    ...(acceptWindow === undefined ? {} : { acceptWindow }),
+  });
   const { url } = await runner.listen();
   cleanups.push(() => runner.close({ drainTimeout: 0 }));
   return url;
@@ -80,10 +91,12 @@ describe('the acknowledgement', () => {
     // A beat of 20 s: an acknowledgement the engine sees within 10 s was the one sent at arrival.
     const infos: number[] = [];
     let seen = false;
-    const url = await runnerFor(await engine(async (_req, res) => {
-      seen = await until(() => infos.length >= 1);
-      res.end('{"ok":true}');
-    }));
+    const url = await runnerFor(
+      await engine(async (_req, res) => {
+        seen = await until(() => infos.length >= 1);
+        res.end('{"ok":true}');
+      }),
+    );
     const { res } = await call(url, { [RESPONSE_TIMEOUT_HEADER]: '60000' }, infos);
     expect(res.statusCode).toBe(200);
     expect(await res.body.text()).toBe('{"ok":true}');
@@ -92,10 +105,12 @@ describe('the acknowledgement', () => {
 
   it('acknowledges a call again every third of the response bound while the engine works', async () => {
     const infos: number[] = [];
-    const url = await runnerFor(await engine(async (_req, res) => {
-      await until(() => infos.length >= 4);
-      res.end('{"ok":true}');
-    }));
+    const url = await runnerFor(
+      await engine(async (_req, res) => {
+        await until(() => infos.length >= 4);
+        res.end('{"ok":true}');
+      }),
+    );
     const { res, headAt } = await call(url, {}, infos);
     expect(res.statusCode).toBe(200);
     expect(await res.body.text()).toBe('{"ok":true}');
@@ -105,19 +120,21 @@ describe('the acknowledgement', () => {
     expect(headAt).toBeGreaterThanOrEqual(infos[3]!);
   });
 
-  it('holds a sync call\'s status line until the engine\'s first body byte', async () => {
+  it("holds a sync call's status line until the engine's first body byte", async () => {
     const infos: number[] = [];
     let wrote = false;
     let infosAtHeaders = 0;
-    const url = await runnerFor(await engine(async (_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.flushHeaders();
-      infosAtHeaders = infos.length;
-      // The engine's early headers did not end the acknowledgements: they cover its silence.
-      await until(() => infos.length >= infosAtHeaders + 3);
-      wrote = true;
-      res.end('data: first\n\n');
-    }));
+    const url = await runnerFor(
+      await engine(async (_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.flushHeaders();
+        infosAtHeaders = infos.length;
+        // The engine's early headers did not end the acknowledgements: they cover its silence.
+        await until(() => infos.length >= infosAtHeaders + 3);
+        wrote = true;
+        res.end('data: first\n\n');
+      }),
+    );
     const { res } = await call(url, {}, infos);
     const wroteBeforeHead = wrote;
     expect(res.statusCode).toBe(200);
@@ -152,26 +169,35 @@ describe('the acknowledgement', () => {
 });
 
 describe('a detached call', () => {
-  it.each([429, 503])('is answered busy when the engine refuses it with %i within the accept window', async (status) => {
-    const url = await runnerFor(await engine((_req, res) => {
-      res.writeHead(status);
-      res.end();
-    }), 1000);
-    const { res, infos } = await call(url, { [CALL_TYPE_HEADER]: 'detached' });
-    expect(res.statusCode).toBe(503);
-    expect(res.headers[BUSY_HEADER]).toBe('engine-busy');
-    expect(infos.length).toBeGreaterThanOrEqual(1);
-    await res.body.dump();
-  });
+  it.each([429, 503])(
+    'is answered busy when the engine refuses it with %i within the accept window',
+    async (status) => {
+      const url = await runnerFor(
+        await engine((_req, res) => {
+          res.writeHead(status);
+          res.end();
+        }),
+        1000,
+      );
+      const { res, infos } = await call(url, { [CALL_TYPE_HEADER]: 'detached' });
+      expect(res.statusCode).toBe(503);
+      expect(res.headers[BUSY_HEADER]).toBe('engine-busy');
+      expect(infos.length).toBeGreaterThanOrEqual(1);
+      await res.body.dump();
+    },
+  );
 
   it('is answered 202 once the engine kept it for the accept window, and its result follows', async () => {
     let headSeen = false;
     let answered = false;
-    const url = await runnerFor(await engine(async (_req, res) => {
-      await until(() => headSeen);
-      answered = true;
-      res.end('{"done":1}');
-    }), 150);
+    const url = await runnerFor(
+      await engine(async (_req, res) => {
+        await until(() => headSeen);
+        answered = true;
+        res.end('{"done":1}');
+      }),
+      150,
+    );
     const { res, headAt } = await call(url, { [CALL_TYPE_HEADER]: 'detached' });
     headSeen = true;
     const answeredBeforeHead = answered;

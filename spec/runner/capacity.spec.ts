@@ -42,13 +42,20 @@ describe('parseLabels', () => {
     ['a key given twice', ['zone=a', 'zone=b'], /^labels gives "zone" twice$/],
     ['65 labels', Array.from({ length: 65 }, (_, i) => `k${i}=v`), /^labels must hold at most 64 labels, got 65$/],
   ])('refuses %s, naming the option and the value', (_name, value, message) => {
-    expectThrows(() => parseLabels(value), RunnerConfigError, { code: 'RUNNER_INVALID_OPTION', message: expect.stringMatching(message) });
+    expectThrows(() => parseLabels(value), RunnerConfigError, {
+      code: 'RUNNER_INVALID_OPTION',
+      message: expect.stringMatching(message),
+    });
   });
 
   it('is the runner option labels', () => {
     expect(resolveRunnerOptions({ engine: 'http://127.0.0.1:8000', labels: ['zone=a'] }).labels).toEqual({ zone: 'a' });
     expect(resolveRunnerOptions({ engine: 'http://127.0.0.1:8000' }).labels).toEqual({});
-    expectThrows(() => resolveRunnerOptions({ engine: 'http://127.0.0.1:8000', labels: ['zone=a b'] }), RunnerConfigError, { message: expect.stringMatching(/^labels: label zone value "a b"/) });
+    expectThrows(
+      () => resolveRunnerOptions({ engine: 'http://127.0.0.1:8000', labels: ['zone=a b'] }),
+      RunnerConfigError,
+      { message: expect.stringMatching(/^labels: label zone value "a b"/) },
+    );
   });
 });
 

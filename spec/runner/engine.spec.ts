@@ -52,7 +52,14 @@ describe('RunnerEngine behind a URL', () => {
   it('forwards a call to the engine and answers with its response', async () => {
     const engine = engineAt(await listen(fakeEngine(['m1'])));
     await engine.start({ source: 'none', gpus: [], reason: 'spec' });
-    const response = await engine.request({ method: 'POST', path: '/v1/chat/completions', headers: {}, body: '{}', signal: new AbortController().signal, timeout: 5_000 });
+    const response = await engine.request({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: {},
+      body: '{}',
+      signal: new AbortController().signal,
+      timeout: 5_000,
+    });
     expect(response.statusCode).toBe(200);
     expect(await response.body.json()).toEqual({ ok: true });
   });
@@ -75,7 +82,16 @@ describe('RunnerEngine of an on-demand runner', () => {
     expect(engine.busyReason()).toBe('no-engine');
     expect(engine.status()).toBeUndefined();
     expect(engine.origin).toBe('none');
-    await expect(engine.request({ method: 'POST', path: '/', headers: {}, body: '', signal: new AbortController().signal, timeout: 1000 })).rejects.toBeInstanceOf(EngineFailedError);
+    await expect(
+      engine.request({
+        method: 'POST',
+        path: '/',
+        headers: {},
+        body: '',
+        signal: new AbortController().signal,
+        timeout: 1000,
+      }),
+    ).rejects.toBeInstanceOf(EngineFailedError);
     await engine.close();
   });
 });

@@ -20,7 +20,11 @@ afterEach(async () => {
 function register(gateways: readonly string[], advertised: string) {
   const warnings: LogFields[] = [];
   const scheduled: number[] = [];
-  const config = resolveRunnerOptions({ engine: 'http://127.0.0.1:8000', gateways, runnerToken: 'runner-token-0123456789abcdef' });
+  const config = resolveRunnerOptions({
+    engine: 'http://127.0.0.1:8000',
+    gateways,
+    runnerToken: 'runner-token-0123456789abcdef',
+  });
   const made = registerWithGateways({
     config,
     advertised,
@@ -43,7 +47,11 @@ describe('registerWithGateways', () => {
   it('warns when a loopback URL is advertised to a gateway on another host, and only then', () => {
     const remote = register(['http://10.0.0.1:8080', 'http://127.0.0.1:8080'], 'http://127.0.0.1:9000');
     expect(remote.warnings).toEqual([
-      { msg: 'advertising a loopback url to a remote gateway; set advertiseUrl', url: 'http://127.0.0.1:9000', gateway: 'http://10.0.0.1:8080' },
+      {
+        msg: 'advertising a loopback url to a remote gateway; set advertiseUrl',
+        url: 'http://127.0.0.1:9000',
+        gateway: 'http://10.0.0.1:8080',
+      },
     ]);
     expect(register(['http://localhost:8080'], 'http://[::1]:9000').warnings).toEqual([]);
     expect(register(['http://10.0.0.1:8080'], 'http://10.0.0.9:9000').warnings).toEqual([]);

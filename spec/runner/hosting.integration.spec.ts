@@ -12,7 +12,13 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SLUICE_BIN, startService } from '../../placer/kernel/processes.ts';
-import { REGISTER_PATH, REGISTRATION_LIMITS, BUSY_HEADER, parseHeartbeat, parseRegistration } from '../../runner/protocol/index.ts';
+import {
+  REGISTER_PATH,
+  REGISTRATION_LIMITS,
+  BUSY_HEADER,
+  parseHeartbeat,
+  parseRegistration,
+} from '../../runner/protocol/index.ts';
 import type { EngineOrder, HostedEngine, OrderedProfile } from '../../runner/protocol/index.ts';
 import { freePort } from '../../runner/hosting.ts';
 import { createRunner } from '../../runner/server.ts';
@@ -53,7 +59,9 @@ class OrderingGateway {
         const body = JSON.parse(text);
         if (req.url === REGISTER_PATH) {
           gw.registrations.push(body);
-          return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ gatewayId: 'gw-hosting', heartbeatInterval: 50 }));
+          return res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ gatewayId: 'gw-hosting', heartbeatInterval: 50 }));
         }
         gw.beats.push(body);
         const answer = { drain: false, ...(gw.host === undefined ? {} : { host: gw.host }) };
@@ -94,12 +102,32 @@ class OrderingGateway {
 const noGpus: GpuInventory = { source: 'none', gpus: [], reason: 'no GPUs in this spec' };
 const twoGpus: GpuInventory = {
   source: 'nvidia-smi',
-  gpus: [0, 1].map((index) => ({ index, uuid: `GPU-${index}`, name: 'Spec GPU', memoryTotalMiB: 81_920, memoryUsedMiB: 0 })),
+  gpus: [0, 1].map((index) => ({
+    index,
+    uuid: `GPU-${index}`,
+    name: 'Spec GPU',
+    memoryTotalMiB: 81_920,
+    memoryUsedMiB: 0,
+  })),
 };
 
-async function startRunner(gw: OrderingGateway, options: Partial<RunnerOptions> = {}, environment: RunnerEnvironment = {}): Promise<{ runner: RunnerServer; url: string }> {
+async function startRunner(
+  gw: OrderingGateway,
+  options: Partial<RunnerOptions> = {},
+  environment: RunnerEnvironment = {},
+): Promise<{ runner: RunnerServer; url: string }> {
   const runner = createRunner(
-    { id: 'r-demand', slots: 2, runnerToken: TOKEN, gateways: [gw.url], heartbeatInterval: 50, drainTimeout: 10_000, engineStopGrace: 2000, simCommand: [process.execPath, SLUICE_BIN], ...options },
+    {
+      id: 'r-demand',
+      slots: 2,
+      runnerToken: TOKEN,
+      gateways: [gw.url],
+      heartbeatInterval: 50,
+      drainTimeout: 10_000,
+      engineStopGrace: 2000,
+      simCommand: [process.execPath, SLUICE_BIN],
+      ...options,
+    },
     { readInventory: async () => noGpus, ...environment },
   );
   const { url } = await runner.listen(0, '127.0.0.1');
@@ -108,20 +136,39 @@ async function startRunner(gw: OrderingGateway, options: Partial<RunnerOptions> 
 }
 
 function simOrder(replica: string, args: string[] = [], extra: Partial<OrderedProfile> = {}): EngineOrder {
-  return { replica, model: 'sim-small', profile: { kind: 'sim', model: 'sim-small', gpus: 0, args: ['--ttft-ms', '0', '--itl-ms', '0', ...args], env: {}, ...extra } };
+  return {
+    replica,
+    model: 'sim-small',
+    profile: {
+      kind: 'sim',
+      model: 'sim-small',
+      gpus: 0,
+      args: ['--ttft-ms', '0', '--itl-ms', '0', ...args],
+      env: {},
+      ...extra,
+    },
+  };
 }
 
 /** A logger that keeps every line, children included. */
-function recordingLogger(): { logger: Logger; lines: Array<{ message: string; fields: LogFields }>; transitions(): string[] } {
+function recordingLogger(): {
+  logger: Logger;
+  lines: Array<{ message: string; fields: LogFields }>;
+  transitions(): string[];
+} {
   const lines: Array<{ message: string; fields: LogFields }> = [];
   const make = (base: LogFields): Logger => {
-    const at = (message: string, fields: LogFields = {}) => void lines.push({ message, fields: { ...base, ...fields } });
+    const at = (message: string, fields: LogFields = {}) =>
+      void lines.push({ message, fields: { ...base, ...fields } });
     return { debug: at, info: at, warn: at, error: at, child: (fields) => make({ ...base, ...fields }) };
   };
   return {
     logger: make({}),
     lines,
-    transitions: () => lines.filter((l) => l.message === 'hosted engine state changed').map((l) => `${String(l.fields.replica)} ${String(l.fields.to)}`),
+    transitions: () =>
+      lines
+        .filter((l) => l.message === 'hosted engine state changed')
+        .map((l) => `${String(l.fields.replica)} ${String(l.fields.to)}`),
   };
 }
 
@@ -143,9 +190,15 @@ describe('an on-demand runner', () => {
     await eventually(() => gw.beats.length >= 2, 5000, 'heartbeats');
 
     const registration = parseRegistration(gw.registrations[0]);
-    expect(registration).toMatchObject({ kind: 'ok', value: { ready: false, models: [], engines: [], capacity: { orders: true } } });
+    expect(registration).toMatchObject({
+      kind: 'ok',
+      value: { ready: false, models: [], engines: [], capacity: { orders: true } },
+    });
     expect((registration as { value: { hosted?: unknown } }).value.hosted).toBeUndefined();
-    expect(parseHeartbeat(gw.beats[0])).toMatchObject({ kind: 'ok', value: { ready: false, models: [], capacity: { orders: true } } });
+    expect(parseHeartbeat(gw.beats[0])).toMatchObject({
+      kind: 'ok',
+      value: { ready: false, models: [], capacity: { orders: true } },
+    });
     expect(runner.status()).toMatchObject({ ready: false, models: [], engines: [], capacity: { orders: true } });
     const busy = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(busy.status).toBe(503);
@@ -166,7 +219,11 @@ describe('an on-demand runner', () => {
     await eventually(() => gw.hosted()?.state === 'ready', 20_000, 'ready reported');
     const beat = gw.beats.at(-1);
     expect(parseHeartbeat(beat).kind).toBe('ok');
-    expect(beat).toMatchObject({ ready: true, models: ['sim-small'], hosted: { replica: 'rep-1', model: 'sim-small', state: 'ready', since: expect.any(Number) } });
+    expect(beat).toMatchObject({
+      ready: true,
+      models: ['sim-small'],
+      hosted: { replica: 'rep-1', model: 'sim-small', state: 'ready', since: expect.any(Number) },
+    });
     expect(gw.states()).toEqual(['none', 'rep-1 starting', 'rep-1 ready']);
     expect(runner.status().hosted).toMatchObject({ replica: 'rep-1', state: 'ready' });
 
@@ -190,7 +247,11 @@ describe('an on-demand runner', () => {
 
     gw.host = null;
     // `stopped` is reported once; the null answering that beat clears it, and no engine is reported.
-    await eventually(() => gw.states().includes('rep-1 stopped') && gw.hosted() === undefined, 20_000, 'stopped reported, then cleared');
+    await eventually(
+      () => gw.states().includes('rep-1 stopped') && gw.hosted() === undefined,
+      20_000,
+      'stopped reported, then cleared',
+    );
     expect(gw.states()).toEqual(['none', 'rep-1 starting', 'rep-1 ready', 'rep-1 draining', 'rep-1 stopped', 'none']);
     expect(processGone(pid)).toBe(true);
     expect(gw.beats.at(-1)).toMatchObject({ ready: false, models: [] });
@@ -209,7 +270,11 @@ describe('an on-demand runner', () => {
     const stream = await openStream(`${url}/v1/chat/completions`, chatBody({ stream: true }));
     await stream.flowing;
     gw.host = simOrder('rep-2');
-    await eventually(() => gw.hosted()?.replica === 'rep-1' && gw.hosted()?.state === 'draining', 10_000, 'draining reported');
+    await eventually(
+      () => gw.hosted()?.replica === 'rep-1' && gw.hosted()?.state === 'draining',
+      10_000,
+      'draining reported',
+    );
     const refused = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(refused.status).toBe(503);
     expect(refused.headers[BUSY_HEADER]).toBe('draining');
@@ -219,10 +284,21 @@ describe('an on-demand runner', () => {
     expect(done.error).toBeUndefined();
     expect(done.events.at(-1)).toBe('[DONE]');
 
-    await eventually(() => gw.hosted()?.replica === 'rep-2' && gw.hosted()?.state === 'ready', 20_000, 'the next replica ready');
+    await eventually(
+      () => gw.hosted()?.replica === 'rep-2' && gw.hosted()?.state === 'ready',
+      20_000,
+      'the next replica ready',
+    );
     // The runner's own account has every step; a gateway may miss `stopped` when the next order
     // already waits, since the beat that follows reads the new replica starting.
-    expect(log.transitions()).toEqual(['rep-1 starting', 'rep-1 ready', 'rep-1 draining', 'rep-1 stopped', 'rep-2 starting', 'rep-2 ready']);
+    expect(log.transitions()).toEqual([
+      'rep-1 starting',
+      'rep-1 ready',
+      'rep-1 draining',
+      'rep-1 stopped',
+      'rep-2 starting',
+      'rep-2 ready',
+    ]);
     const states = gw.states();
     expect(states.slice(0, 4)).toEqual(['none', 'rep-1 starting', 'rep-1 ready', 'rep-1 draining']);
     expect(states.slice(-2)).toEqual(['rep-2 starting', 'rep-2 ready']);
@@ -250,7 +326,7 @@ describe('an on-demand runner', () => {
     expect(runner.status().engines).toEqual([]);
   });
 
-  it('cuts a failed engine\'s output to the wire\'s limits', async () => {
+  it("cuts a failed engine's output to the wire's limits", async () => {
     const gw = await OrderingGateway.start();
     const noisy = "for (let i = 0; i < 30; i++) console.log(i + ' ' + 'x'.repeat(600)); process.exit(3)";
     await startRunner(gw, { simCommand: [process.execPath, '-e', noisy] });
@@ -276,11 +352,19 @@ describe('an on-demand runner', () => {
 
     // A profile this node refuses (validateProfile) is a failed report too, with its message.
     gw.host = simOrder('rep-refused', ['--port', '9']);
-    await eventually(() => gw.hosted()?.replica === 'rep-refused' && gw.hosted()?.state === 'failed', 10_000, 'refusal reported');
+    await eventually(
+      () => gw.hosted()?.replica === 'rep-refused' && gw.hosted()?.state === 'failed',
+      10_000,
+      'refusal reported',
+    );
     expect(gw.hosted()!.reason).toMatch(/--port/);
 
     gw.host = simOrder('rep-ok');
-    await eventually(() => gw.hosted()?.replica === 'rep-ok' && gw.hosted()?.state === 'ready', 20_000, 'the next order ready');
+    await eventually(
+      () => gw.hosted()?.replica === 'rep-ok' && gw.hosted()?.state === 'ready',
+      20_000,
+      'the next order ready',
+    );
   });
 
   it('reports an engine not ready within its start timeout as failed, and leaves no process behind', async () => {
@@ -302,16 +386,32 @@ describe('an on-demand runner', () => {
     const binary = join(dir, 'llama-server');
     await writeFile(binary, '#!/bin/sh\nexec sleep 60\n', { mode: 0o755 });
     // The runner's operator allows this binary for kind llamacpp; an order may name nothing else.
-    const { runner } = await startRunner(gw, { engineBinaries: [`llamacpp=${binary}`] }, { readInventory: async () => twoGpus });
-    gw.host = { replica: 'rep-gpu', model: 'm.gguf', profile: { kind: 'llamacpp', model: 'm.gguf', gpus: 1, binary, args: [], env: {} } };
+    const { runner } = await startRunner(
+      gw,
+      { engineBinaries: [`llamacpp=${binary}`] },
+      { readInventory: async () => twoGpus },
+    );
+    gw.host = {
+      replica: 'rep-gpu',
+      model: 'm.gguf',
+      profile: { kind: 'llamacpp', model: 'm.gguf', gpus: 1, binary, args: [], env: {} },
+    };
 
-    await eventually(() => gw.hosted()?.state === 'starting' && gw.beats.at(-1).capacity.freeGpus.length === 1, 10_000, 'one GPU held');
+    await eventually(
+      () => gw.hosted()?.state === 'starting' && gw.beats.at(-1).capacity.freeGpus.length === 1,
+      10_000,
+      'one GPU held',
+    );
     expect(gw.beats.at(-1).capacity.freeGpus).toEqual([1]);
     expect(runner.status().engines[0]!.supervised?.gpus).toEqual([0]);
     const pid = enginePid(runner)!;
 
     gw.host = null;
-    await eventually(() => gw.states().includes('rep-gpu stopped') && gw.hosted() === undefined, 10_000, 'stopped reported, then cleared');
+    await eventually(
+      () => gw.states().includes('rep-gpu stopped') && gw.hosted() === undefined,
+      10_000,
+      'stopped reported, then cleared',
+    );
     expect(gw.beats.at(-1).capacity.freeGpus).toEqual([0, 1]);
     expect(processGone(pid)).toBe(true);
   });
@@ -323,7 +423,16 @@ describe('an on-demand runner', () => {
     gw.host = simOrder('rep-1');
     await eventually(() => gw.hosted()?.state === 'ready', 20_000, 'ready reported');
     gw.host = { replica: 'has space', model: 'm', profile: {} };
-    await eventually(() => log.lines.some((l) => l.message === 'gateway sent an invalid engine order, ignored' && /host\.replica must be/.test(String(l.fields.problem))), 5000, 'the warning');
+    await eventually(
+      () =>
+        log.lines.some(
+          (l) =>
+            l.message === 'gateway sent an invalid engine order, ignored' &&
+            /host\.replica must be/.test(String(l.fields.problem)),
+        ),
+      5000,
+      'the warning',
+    );
     expect(gw.hosted()).toMatchObject({ replica: 'rep-1', state: 'ready' });
     expect(runner.status().ready).toBe(true);
   });
@@ -344,7 +453,9 @@ describe('a runner with an engine of its own', () => {
   it('does not take orders: no capacity.orders, no hosted report, and host in answers is ignored', async () => {
     const gw = await OrderingGateway.start();
     gw.host = simOrder('rep-1');
-    const { runner } = await startRunner(gw, { profile: { kind: 'sim', model: 'sim-small', port: await freePort(), args: ['--ttft-ms', '0', '--itl-ms', '0'] } });
+    const { runner } = await startRunner(gw, {
+      profile: { kind: 'sim', model: 'sim-small', port: await freePort(), args: ['--ttft-ms', '0', '--itl-ms', '0'] },
+    });
     await eventually(() => runner.status().ready, 20_000, 'its own engine ready');
     const seen = gw.beats.length;
     await eventually(() => gw.beats.length >= seen + 3, 5000, 'more heartbeats');
@@ -359,9 +470,24 @@ describe('a runner with an engine of its own', () => {
 describe('sluice runner without --engine and --profile', () => {
   it('starts as an on-demand runner, says it waits for orders, and hosts a sim engine a gateway orders', async () => {
     const gw = await OrderingGateway.start();
-    const child = await startService(['runner', '--port', '0', '--id', 'r-cli', '--gateway', gw.url, '--heartbeat-interval', '50ms', '--log-level', 'info'], {
-      env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
-    });
+    const child = await startService(
+      [
+        'runner',
+        '--port',
+        '0',
+        '--id',
+        'r-cli',
+        '--gateway',
+        gw.url,
+        '--heartbeat-interval',
+        '50ms',
+        '--log-level',
+        'info',
+      ],
+      {
+        env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
+      },
+    );
     cleanups.push(() => child.stop('SIGTERM', 10_000));
     await eventually(() => gw.beats.length >= 1, 10_000, 'a heartbeat');
     expect(child.output()).toContain('runner waits for engine orders');
@@ -369,7 +495,10 @@ describe('sluice runner without --engine and --profile', () => {
 
     gw.host = simOrder('rep-cli');
     await eventually(() => gw.hosted()?.state === 'ready', 20_000, 'ready reported');
-    const status = (await (await request(`${child.url}/status`)).body.json()) as { hosted: HostedEngine; engines: Array<{ supervised: { pid: number } }> };
+    const status = (await (await request(`${child.url}/status`)).body.json()) as {
+      hosted: HostedEngine;
+      engines: Array<{ supervised: { pid: number } }>;
+    };
     expect(status.hosted).toMatchObject({ replica: 'rep-cli', state: 'ready' });
     const pid = status.engines[0]!.supervised.pid;
     expect(await child.stop('SIGTERM', 10_000)).toBe(0);

@@ -29,7 +29,11 @@ function hosting() {
 }
 
 // Two GPUs on a node with none: refused before anything launches, reported failed.
-const order: EngineOrder = { replica: 'rep-1', model: 'm', profile: { kind: 'vllm', model: 'm', gpus: 2, args: [], env: {} } };
+const order: EngineOrder = {
+  replica: 'rep-1',
+  model: 'm',
+  profile: { kind: 'vllm', model: 'm', gpus: 2, args: [], env: {} },
+};
 
 describe('Hosting: clearing a failed report', () => {
   it('keeps reporting a failure until a null answers a beat that carried it', async () => {
@@ -37,7 +41,11 @@ describe('Hosting: clearing a failed report', () => {
     h.order(order);
     await h.settled();
     const failed = h.report();
-    expect(failed).toMatchObject({ replica: 'rep-1', state: 'failed', reason: expect.stringContaining('asks for 2 GPUs') });
+    expect(failed).toMatchObject({
+      replica: 'rep-1',
+      state: 'failed',
+      reason: expect.stringContaining('asks for 2 GPUs'),
+    });
 
     // A null answering a beat sent before the failure (it reported the replica starting) clears nothing.
     const earlier: HostedEngine = { ...failed!, state: 'starting' };
@@ -56,7 +64,7 @@ describe('Hosting: clearing a failed report', () => {
   });
 });
 
-describe('Hosting: the order\'s revision', () => {
+describe("Hosting: the order's revision", () => {
   it('reports the revision its order came with, in every state, and none for an order without one', async () => {
     const { h } = hosting();
     h.order({ ...order, revision: '9e964c3c25845b4e' });

@@ -21,7 +21,14 @@ async function start(options: Partial<RunnerOptions> = {}): Promise<string> {
   const engine = createSimEngine({ ttftMs: 1000, itlMs: 0, outputTokens: 1 });
   const { url: engineUrl } = await engine.listen();
   cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'r-metrics', slots: 1, loadInterval: 50, ...options });
+  const runner = createRunner({
+    engine: engineUrl,
+    engineKind: 'sim',
+    id: 'r-metrics',
+    slots: 1,
+    loadInterval: 50,
+    ...options,
+  });
   const { url } = await runner.listen();
   cleanups.push(() => runner.close({ drainTimeout: 0 }));
   return url;
@@ -33,7 +40,12 @@ const page = async (url: string): Promise<{ status: number; type: string; text: 
 };
 
 const chat = JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hi' }] });
-const post = (url: string) => request(`${url}/v1/chat/completions`, { method: 'POST', body: chat, headers: { 'content-type': 'application/json' } });
+const post = (url: string) =>
+  request(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    body: chat,
+    headers: { 'content-type': 'application/json' },
+  });
 
 describe('the runner GET /metrics', () => {
   it('counts calls admitted, busy answers by reason and calls served, with the slots', async () => {
@@ -42,7 +54,11 @@ describe('the runner GET /metrics', () => {
     expect(metricValue((await page(url)).text, 'sluice_runner_calls_admitted_total')).toBe(0);
     const first = post(url);
     // The one slot is taken (for a second): the second call is answered busy.
-    await eventually(async () => metricValue((await page(url)).text, 'sluice_runner_slots_in_use') === 1, 5000, 'the first call in its slot');
+    await eventually(
+      async () => metricValue((await page(url)).text, 'sluice_runner_slots_in_use') === 1,
+      5000,
+      'the first call in its slot',
+    );
     const second = await post(url);
     expect(second.statusCode).toBe(503);
     expect(second.headers[BUSY_HEADER]).toBe('slots');
@@ -62,7 +78,11 @@ describe('the runner GET /metrics', () => {
 
   it('shows the engine state, one state at 1, and the engine load as read', async () => {
     const url = await start();
-    await eventually(async () => (await page(url)).text.includes('sluice_runner_engine_kv_cache_usage'), 5000, 'the engine load read');
+    await eventually(
+      async () => (await page(url)).text.includes('sluice_runner_engine_kv_cache_usage'),
+      5000,
+      'the engine load read',
+    );
     const { text } = await page(url);
     expect(metricValue(text, 'sluice_runner_engine_state', { state: 'ready' })).toBe(1);
     expect(metricValue(text, 'sluice_runner_engine_state')).toBe(1);
@@ -75,7 +95,11 @@ describe('the runner GET /metrics', () => {
   it('names the runner in target_info and nothing of its host or command line', async () => {
     const url = await start();
     const info = (await page(url)).text.split('\n').filter((line) => line.startsWith('target_info{'));
-    expect(info).toEqual([expect.stringMatching(/^target_info\{service_name="sluice-runner",service_version="[^"]+",service_instance_id="r-metrics"\} 1$/)]);
+    expect(info).toEqual([
+      expect.stringMatching(
+        /^target_info\{service_name="sluice-runner",service_version="[^"]+",service_instance_id="r-metrics"\} 1$/,
+      ),
+    ]);
   });
 
   it('answers without a credential on a runner whose calls need a signature', async () => {

@@ -8,7 +8,8 @@ import { expectThrows } from '../support/throws.ts';
 const engine = 'http://127.0.0.1:8000';
 
 /** The RunnerConfigError resolveRunnerOptions throws; fails the test when it returns. */
-const configError = (options: RunnerOptions): RunnerConfigError => expectThrows(() => resolveRunnerOptions(options), RunnerConfigError, {});
+const configError = (options: RunnerOptions): RunnerConfigError =>
+  expectThrows(() => resolveRunnerOptions(options), RunnerConfigError, {});
 
 describe('resolveRunnerOptions', () => {
   it('returns the documented defaults when only engine is given', () => {
@@ -46,7 +47,13 @@ describe('resolveRunnerOptions', () => {
       engineProbeInterval: 30,
       logger,
     });
-    expect(config).toMatchObject({ id: 'gpu-0.node_a:1', slots: 1, engineConnectTimeout: 10, defaultCallTimeout: 20, engineProbeInterval: 30 });
+    expect(config).toMatchObject({
+      id: 'gpu-0.node_a:1',
+      slots: 1,
+      engineConnectTimeout: 10,
+      defaultCallTimeout: 20,
+      engineProbeInterval: 30,
+    });
     expect(config.logger).toBe(logger);
     expect(config.engineUrl!.pathname).toBe('/base');
   });
@@ -60,7 +67,8 @@ describe('resolveRunnerOptions', () => {
   });
 
   it('throws asking for one of engine and profile when both are given', () => {
-    const message = 'give engine (the URL of a running engine) or profile (an engine to launch), not both; give neither for a runner that hosts engines on order';
+    const message =
+      'give engine (the URL of a running engine) or profile (an engine to launch), not both; give neither for a runner that hosts engines on order';
     expect(configError({ engine, profile: { kind: 'sim', model: 'm', port: 8001 } }).message).toBe(message);
   });
 
@@ -77,7 +85,9 @@ describe('resolveRunnerOptions', () => {
     const config = resolveRunnerOptions({ profile: { kind: 'sglang', model: 'm', port: 30000, host: '127.0.0.2' } });
     expect(config.engineUrl!.href).toBe('http://127.0.0.2:30000/');
     expect(config.engineKind).toBe('sglang');
-    expect(configError({ profile: { kind: 'sim', model: 'm', port: 70000 } }).message).toBe('profile.port must be at most 65535, got 70000');
+    expect(configError({ profile: { kind: 'sim', model: 'm', port: 70000 } }).message).toBe(
+      'profile.port must be at most 65535, got 70000',
+    );
   });
 
   it('throws naming the valid kinds when engineKind is unknown', () => {
@@ -133,7 +143,9 @@ describe('resolveRunnerOptions', () => {
   it.each(['engineConnectTimeout', 'defaultCallTimeout', 'engineProbeInterval'])(
     'throws naming %s when it is above 2147483647 ms',
     (option) => {
-      expect(configError({ engine, [option]: 2 ** 31 }).message).toBe(`${option} must be at most 2147483647 ms, got 2147483648`);
+      expect(configError({ engine, [option]: 2 ** 31 }).message).toBe(
+        `${option} must be at most 2147483647 ms, got 2147483648`,
+      );
     },
   );
 });

@@ -28,7 +28,13 @@ afterEach(async () => {
 });
 
 type Kind = 'register' | 'heartbeat' | 'delete';
-interface Seen { kind: Kind; id: string; auth: string | undefined; body: any; status: number }
+interface Seen {
+  kind: Kind;
+  id: string;
+  auth: string | undefined;
+  body: any;
+  status: number;
+}
 
 /** A gateway's registration endpoints, recording every request; `force` overrides an answer. */
 class FakeGateway {
@@ -58,13 +64,28 @@ class FakeGateway {
         const id = kind === 'register' ? body.id : decodeURIComponent(path.split('/')[3] ?? '');
         const forced = gw.force(kind);
         if (forced === 'hang') return;
-        let status = forced ?? (req.headers.authorization !== `Bearer ${gw.token}` ? 401 : kind === 'register' ? 200 : gw.known.has(id) ? (kind === 'delete' ? 204 : 200) : 404);
+        let status =
+          forced ??
+          (req.headers.authorization !== `Bearer ${gw.token}`
+            ? 401
+            : kind === 'register'
+              ? 200
+              : gw.known.has(id)
+                ? kind === 'delete'
+                  ? 204
+                  : 200
+                : 404);
         if (status === 200 && kind === 'heartbeat' && path !== heartbeatPath(id)) status = 400;
         if (status < 300 && kind === 'register') gw.known.add(id);
         if (status < 300 && kind === 'delete') gw.known.delete(id);
         gw.seen.push({ kind, id, auth: req.headers.authorization, body, status });
-        const answer = kind === 'register' ? { gatewayId: 'gw-test', ...(gw.heartbeatInterval ? { heartbeatInterval: gw.heartbeatInterval } : {}) } : { drain: gw.drain };
-        res.writeHead(status, { 'content-type': 'application/json' }).end(status === 200 ? JSON.stringify(answer) : undefined);
+        const answer =
+          kind === 'register'
+            ? { gatewayId: 'gw-test', ...(gw.heartbeatInterval ? { heartbeatInterval: gw.heartbeatInterval } : {}) }
+            : { drain: gw.drain };
+        res
+          .writeHead(status, { 'content-type': 'application/json' })
+          .end(status === 200 ? JSON.stringify(answer) : undefined);
         for (const wake of gw.#waiters.splice(0)) wake();
       });
     });
@@ -118,8 +139,24 @@ async function startEngine(itlMs = 50) {
   return url;
 }
 
-async function startRunner(options: Partial<RunnerOptions>, environment: RunnerEnvironment = {}, host = '127.0.0.1'): Promise<{ runner: RunnerServer; url: string }> {
-  const runner = createRunner({ engine: await startEngine(), engineKind: 'sim', id: 'r-1', slots: 2, runnerToken: TOKEN, heartbeatInterval: 50, loadInterval: 50, ...options }, environment);
+async function startRunner(
+  options: Partial<RunnerOptions>,
+  environment: RunnerEnvironment = {},
+  host = '127.0.0.1',
+): Promise<{ runner: RunnerServer; url: string }> {
+  const runner = createRunner(
+    {
+      engine: await startEngine(),
+      engineKind: 'sim',
+      id: 'r-1',
+      slots: 2,
+      runnerToken: TOKEN,
+      heartbeatInterval: 50,
+      loadInterval: 50,
+      ...options,
+    },
+    environment,
+  );
   const { url } = await runner.listen(0, host);
   cleanups.push(() => runner.close({ drainTimeout: 0 }));
   return { runner, url };
@@ -127,13 +164,29 @@ async function startRunner(options: Partial<RunnerOptions>, environment: RunnerE
 
 function call(url: string) {
   const body = JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hi' }] });
-  return request(`${url}/v1/chat/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+  return request(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json' },
+  });
 }
 
-const beats = (gw: FakeGateway): RunnerHeartbeat[] => gw.seen.filter((s) => s.kind === 'heartbeat' && s.status === 200).map((s) => s.body);
+const beats = (gw: FakeGateway): RunnerHeartbeat[] =>
+  gw.seen.filter((s) => s.kind === 'heartbeat' && s.status === 200).map((s) => s.body);
 
 describe('GatewayRegistration', () => {
-  const status = (): RunnerStatus => ({ id: 'r-x', version: 't', state: 'serving', ready: true, engines: [], models: [], gpus: { gpus: [], source: 'none', reason: 'test' }, slots: { total: 1, inUse: 0 }, capacity: { labels: {}, freeGpus: [], engineKinds: ['sim'] }, calls: { served: 0, rejected: 0, failed: 0 } });
+  const status = (): RunnerStatus => ({
+    id: 'r-x',
+    version: 't',
+    state: 'serving',
+    ready: true,
+    engines: [],
+    models: [],
+    gpus: { gpus: [], source: 'none', reason: 'test' },
+    slots: { total: 1, inUse: 0 },
+    capacity: { labels: {}, freeGpus: [], engineKinds: ['sim'] },
+    calls: { served: 0, rejected: 0, failed: 0 },
+  });
 
   it('returns to the base delay after a success and grows again, capped, under an injected random', async () => {
     const gw = await FakeGateway.start();
@@ -141,7 +194,14 @@ describe('GatewayRegistration', () => {
     let registers = 0;
     gw.force = (kind) => (kind === 'register' ? (++registers <= 8 ? 500 : undefined) : 503);
     const { delays, timers } = recordingTimers(() => 0);
-    const reg = new GatewayRegistration({ gateway: new URL(gw.url), token: TOKEN, url: 'http://r', status, random: () => 0.5, timers });
+    const reg = new GatewayRegistration({
+      gateway: new URL(gw.url),
+      token: TOKEN,
+      url: 'http://r',
+      status,
+      random: () => 0.5,
+      timers,
+    });
     cleanups.push(() => reg.deregister());
     reg.start();
     await expect.poll(() => delays.length, { timeout: 10_000, interval: 5 }).toBeGreaterThanOrEqual(12);
@@ -155,7 +215,14 @@ describe('GatewayRegistration', () => {
     gw.drain = true;
     let drains = 0;
     const { timers } = recordingTimers(() => 1);
-    const reg = new GatewayRegistration({ gateway: new URL(gw.url), token: TOKEN, url: 'http://r', status, timers, onDrainRequested: () => drains++ });
+    const reg = new GatewayRegistration({
+      gateway: new URL(gw.url),
+      token: TOKEN,
+      url: 'http://r',
+      status,
+      timers,
+      onDrainRequested: () => drains++,
+    });
     cleanups.push(() => reg.deregister());
     reg.start();
     await gw.waitFor((s, i) => s.kind === 'heartbeat' && i >= 5);
@@ -175,7 +242,15 @@ describe('GatewayRegistration', () => {
     if (fault === 'refused') await gw.close();
     else gw.force = () => fault;
     const { delays, timers } = recordingTimers((ms) => (ms === 0 ? 0 : 60_000));
-    const reg = new GatewayRegistration({ gateway: new URL(url), token: TOKEN, url: 'http://r', status, random: () => 0.5, timers, requestTimeout: 100 });
+    const reg = new GatewayRegistration({
+      gateway: new URL(url),
+      token: TOKEN,
+      url: 'http://r',
+      status,
+      random: () => 0.5,
+      timers,
+      requestTimeout: 100,
+    });
     cleanups.push(() => reg.deregister());
     reg.start();
     await expect.poll(() => delays.length, { timeout: 5000, interval: 5 }).toBe(2);
@@ -187,8 +262,16 @@ describe('GatewayRegistration', () => {
     ['a logger without warn', { debug() {}, info() {}, error() {} }, 'got {}'],
     ['a string', 'console', 'got "console"'],
   ])('throws RunnerConfigError naming logger for %s', (_, logger, shown) => {
-    const options = { gateway: new URL('http://127.0.0.1:1'), token: TOKEN, url: 'http://r', status, logger: logger as never };
-    expect(() => new GatewayRegistration(options)).toThrow(new RunnerConfigError(`logger must have debug, info, warn and error methods, ${shown}`));
+    const options = {
+      gateway: new URL('http://127.0.0.1:1'),
+      token: TOKEN,
+      url: 'http://r',
+      status,
+      logger: logger as never,
+    };
+    expect(() => new GatewayRegistration(options)).toThrow(
+      new RunnerConfigError(`logger must have debug, info, warn and error methods, ${shown}`),
+    );
   });
 });
 
@@ -206,9 +289,18 @@ describe('runner registration', () => {
     expect(reg.capacity).toEqual({ labels: {}, freeGpus: [], engineKinds: expect.arrayContaining(['sim']) });
 
     const inFlight = call(url);
-    const busy = (await gw.waitFor((s) => s.kind === 'heartbeat' && s.body.load.slotsInUse === 1 && s.body.load.models['sim-small']?.running === 1)).body as RunnerHeartbeat;
+    const busy = (
+      await gw.waitFor(
+        (s) => s.kind === 'heartbeat' && s.body.load.slotsInUse === 1 && s.body.load.models['sim-small']?.running === 1,
+      )
+    ).body as RunnerHeartbeat;
     await (await inFlight).body.dump();
-    expect(busy).toMatchObject({ ready: true, state: 'serving', models: ['sim-small'], load: { slots: 2, queue: 0, models: { 'sim-small': { running: 1, waiting: 0 } } } });
+    expect(busy).toMatchObject({
+      ready: true,
+      state: 'serving',
+      models: ['sim-small'],
+      load: { slots: 2, queue: 0, models: { 'sim-small': { running: 1, waiting: 0 } } },
+    });
     expect(busy.load.kvCacheUsage).toBeGreaterThanOrEqual(0);
     expect(busy.capacity).toEqual(reg.capacity);
     expect(new Set(gw.seen.map((s) => s.auth))).toEqual(new Set([`Bearer ${TOKEN}`]));
@@ -235,7 +327,11 @@ describe('runner registration', () => {
     const second = await FakeGateway.start(port);
     await second.waitFor((s) => s.kind === 'heartbeat' && s.status === 200);
     // The new gateway first hears a heartbeat from a runner it does not know, then the registration.
-    expect(second.seen.slice(0, 3).map((s) => `${s.kind} ${s.status}`)).toEqual(['heartbeat 404', 'register 200', 'heartbeat 200']);
+    expect(second.seen.slice(0, 3).map((s) => `${s.kind} ${s.status}`)).toEqual([
+      'heartbeat 404',
+      'register 200',
+      'heartbeat 200',
+    ]);
     expect(delays.filter((d) => d === 0).length).toBeGreaterThanOrEqual(2);
   });
 
@@ -267,7 +363,9 @@ describe('runner registration', () => {
     await gw.waitFor((s) => s.kind === 'heartbeat' && s.status === 403);
     forbid = false;
     await gw.waitFor((s) => s.kind === 'heartbeat' && s.status === 200);
-    const refused = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'gateway refused this runner id under its token');
+    const refused = lines
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.msg === 'gateway refused this runner id under its token');
     expect(refused[0]).toMatchObject({ level: 'error', status: 403, retryInMs: BACKOFF_CAP_MS / 2 });
     expect(lines.some((l) => l.includes('gateway refused the runner token'))).toBe(false);
     expect(delays).toContain(BACKOFF_CAP_MS / 2);
@@ -320,9 +418,15 @@ describe('runner registration', () => {
       [{ gateways: ['http://gw:8080'], runnerToken: undefined }, 'runnerToken is required with gateways'],
       [{ gateways: ['nope'] }, 'gateways[0] must be an http:// or https:// URL, got "nope"'],
       [{ gateways: ['http://gw:8080', 'http://gw:8080/'] }, 'gateways lists http://gw:8080 twice'],
-      [{ runnerToken: 'has a space but is long' }, 'runnerToken must be a string of at least 16 printable ASCII characters without spaces'],
+      [
+        { runnerToken: 'has a space but is long' },
+        'runnerToken must be a string of at least 16 printable ASCII characters without spaces',
+      ],
       // The gateway's rule too: a short token is refused at start, not by every gateway later.
-      [{ runnerToken: 'short-token' }, 'runnerToken must be a string of at least 16 printable ASCII characters without spaces'],
+      [
+        { runnerToken: 'short-token' },
+        'runnerToken must be a string of at least 16 printable ASCII characters without spaces',
+      ],
       [{ advertiseUrl: 'ftp://x' }, 'advertiseUrl must be an http:// or https:// URL, got "ftp://x"'],
       [{ advertiseUrl: 'http://0.0.0.0:9000' }, 'advertiseUrl must name an address gateways can reach, not 0.0.0.0'],
       [{ heartbeatInterval: 0 }, 'heartbeatInterval must be a positive integer, got 0'],
@@ -336,7 +440,9 @@ describe('runner registration', () => {
     expect(() => createRunner({ engine, runnerToken: 'short-token' })).not.toThrow(/short-token/);
     for (const host of ['0.0.0.0', '::']) {
       const runner = createRunner({ engine, gateways: ['http://gw:8080'], runnerToken: TOKEN });
-      await expect(runner.listen(0, host)).rejects.toThrow(`advertiseUrl is required with gateways when listening on ${host}`);
+      await expect(runner.listen(0, host)).rejects.toThrow(
+        `advertiseUrl is required with gateways when listening on ${host}`,
+      );
       await runner.close({ drainTimeout: 0 });
     }
     // Gateways refuse host names in a registered URL: refused here, before the engine starts.
@@ -345,14 +451,20 @@ describe('runner registration', () => {
       [{}, 'localhost', 'localhost'],
     ] as const) {
       const runner = createRunner({ engine, gateways: ['http://gw:8080'], runnerToken: TOKEN, ...options });
-      await expect(runner.listen(0, host)).rejects.toThrow(`the URL advertised to gateways must name an IP address, not "${name}"`);
+      await expect(runner.listen(0, host)).rejects.toThrow(
+        `the URL advertised to gateways must name an IP address, not "${name}"`,
+      );
       await runner.close({ drainTimeout: 0 });
     }
   });
 
   it('registers the advertised URL when listening on 0.0.0.0', async () => {
     const gw = await FakeGateway.start();
-    await startRunner({ gateways: [gw.url], advertiseUrl: 'http://10.1.2.3:9000/', allowUnsignedCalls: true }, {}, '0.0.0.0');
+    await startRunner(
+      { gateways: [gw.url], advertiseUrl: 'http://10.1.2.3:9000/', allowUnsignedCalls: true },
+      {},
+      '0.0.0.0',
+    );
     expect((await gw.waitFor((s) => s.kind === 'register')).body.url).toBe('http://10.1.2.3:9000');
   });
 });
@@ -361,9 +473,28 @@ describe('sluice runner --gateway', () => {
   it('exits 0 after a drain the gateway asked for, and never prints the token', async () => {
     const gw = await FakeGateway.start();
     const engine = await startEngine();
-    const child = await startService(['runner', '--port', '0', '--engine', engine, '--engine-kind', 'sim', '--id', 'r-cli', '--gateway', gw.url, '--heartbeat-interval', '50ms', '--log-level', 'debug'], {
-      env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
-    });
+    const child = await startService(
+      [
+        'runner',
+        '--port',
+        '0',
+        '--engine',
+        engine,
+        '--engine-kind',
+        'sim',
+        '--id',
+        'r-cli',
+        '--gateway',
+        gw.url,
+        '--heartbeat-interval',
+        '50ms',
+        '--log-level',
+        'debug',
+      ],
+      {
+        env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
+      },
+    );
     cleanups.push(() => child.stop('SIGKILL'));
     await gw.waitFor((s) => s.kind === 'heartbeat' && s.id === 'r-cli');
     const exited = new Promise<number | null>((resolve) => child.child.once('exit', (code) => resolve(code)));

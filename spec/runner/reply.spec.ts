@@ -10,7 +10,13 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { SluiceError } from '../../placer/kernel/index.ts';
-import { ERROR_TRAILER, EXEC_TRAILER, RESULT_STATUS_TRAILER, RESULT_TYPE_TRAILER, RUNNER_ID_HEADER } from '../../runner/protocol/index.ts';
+import {
+  ERROR_TRAILER,
+  EXEC_TRAILER,
+  RESULT_STATUS_TRAILER,
+  RESULT_TYPE_TRAILER,
+  RUNNER_ID_HEADER,
+} from '../../runner/protocol/index.ts';
 import { detachedReply, syncReply } from '../../runner/reply.ts';
 
 let server: Server;
@@ -40,12 +46,13 @@ async function answer(script: (res: ServerResponse) => void | Promise<void>) {
   return { status: res.statusCode, headers: res.headers, body, trailers: res.trailers };
 }
 
-const failure = (): SluiceError => new SluiceError('RUNNER_ENGINE_FAILED', 502, 'server_error', 'engine at http://e failed before answering');
+const failure = (): SluiceError =>
+  new SluiceError('RUNNER_ENGINE_FAILED', 502, 'server_error', 'engine at http://e failed before answering');
 // x-hop is hop-by-hop because the engine's Connection header names it.
 const engineHeaders = { 'content-type': 'text/event-stream', 'x-engine': 'vllm', 'x-hop': 'one', connection: 'x-hop' };
 
 describe('syncReply', () => {
-  it('returns the engine\'s status and headers minus hop-by-hop ones, its body, and the trailers given at the end', async () => {
+  it("returns the engine's status and headers minus hop-by-hop ones, its body, and the trailers given at the end", async () => {
     const got = await answer((res) => {
       const reply = syncReply(res, 'r-1');
       reply.head(201, engineHeaders);
@@ -80,7 +87,7 @@ describe('syncReply', () => {
     expect(got.body).toBe('{"ok":true}');
   });
 
-  it('returns the engine\'s head and the trailers when the body ends without a byte', async () => {
+  it("returns the engine's head and the trailers when the body ends without a byte", async () => {
     const got = await answer((res) => {
       const reply = syncReply(res, 'r-1');
       reply.head(200, { 'content-type': 'application/json' });
@@ -104,13 +111,19 @@ describe('syncReply', () => {
     expect(got.trailers).toEqual({ [EXEC_TRAILER]: 'exec;dur=3', [ERROR_TRAILER]: 'RUNNER_ENGINE_TIMEOUT' });
   });
 
-  it('returns the error\'s status, its code in a header and an OpenAI-shaped body when the engine failed before answering', async () => {
+  it("returns the error's status, its code in a header and an OpenAI-shaped body when the engine failed before answering", async () => {
     const got = await answer((res) => syncReply(res, 'r-1').fail(failure(), { [EXEC_TRAILER]: 'exec;dur=2' }));
     expect(got.status).toBe(502);
     expect(got.headers['content-type']).toBe('application/json');
     expect(got.headers[ERROR_TRAILER]).toBe('RUNNER_ENGINE_FAILED');
     expect(got.headers[RUNNER_ID_HEADER]).toBe('r-1');
-    expect(JSON.parse(got.body)).toEqual({ error: { message: 'engine at http://e failed before answering', type: 'server_error', code: 'RUNNER_ENGINE_FAILED' } });
+    expect(JSON.parse(got.body)).toEqual({
+      error: {
+        message: 'engine at http://e failed before answering',
+        type: 'server_error',
+        code: 'RUNNER_ENGINE_FAILED',
+      },
+    });
     expect(got.trailers).toEqual({});
   });
 });
@@ -129,12 +142,14 @@ describe('detachedReply', () => {
     const res = await request(url, { method: 'POST', body: '{}' });
     expect(res.statusCode).toBe(202);
     expect(res.headers[RUNNER_ID_HEADER]).toBe('r-2');
-    expect(res.headers.trailer).toBe(`${EXEC_TRAILER}, ${ERROR_TRAILER}, ${RESULT_STATUS_TRAILER}, ${RESULT_TYPE_TRAILER}`);
+    expect(res.headers.trailer).toBe(
+      `${EXEC_TRAILER}, ${ERROR_TRAILER}, ${RESULT_STATUS_TRAILER}, ${RESULT_TYPE_TRAILER}`,
+    );
     finish();
     await res.body.text();
   });
 
-  it('returns the engine\'s body under 202, with the engine\'s status and content type as trailers', async () => {
+  it("returns the engine's body under 202, with the engine's status and content type as trailers", async () => {
     const got = await answer((res) => {
       const reply = detachedReply(res, 'r-2');
       reply.head(200, { 'content-type': ['application/json', 'text/plain'], 'x-engine': 'vllm' });
@@ -145,7 +160,11 @@ describe('detachedReply', () => {
     // The engine's own headers are not the detached call's: its result carries the type alone.
     expect(got.headers['x-engine']).toBeUndefined();
     expect(got.body).toBe('{"id":"c1"}');
-    expect(got.trailers).toEqual({ [EXEC_TRAILER]: 'exec;dur=40', [RESULT_STATUS_TRAILER]: '200', [RESULT_TYPE_TRAILER]: 'application/json' });
+    expect(got.trailers).toEqual({
+      [EXEC_TRAILER]: 'exec;dur=40',
+      [RESULT_STATUS_TRAILER]: '200',
+      [RESULT_TYPE_TRAILER]: 'application/json',
+    });
   });
 
   it('returns application/octet-stream as the result type when the engine sent none', async () => {
@@ -157,10 +176,16 @@ describe('detachedReply', () => {
     expect(got.trailers).toEqual({ [RESULT_STATUS_TRAILER]: '500', [RESULT_TYPE_TRAILER]: 'application/octet-stream' });
   });
 
-  it('returns the error as the call\'s result after 202: its body, code, status and JSON type in trailers', async () => {
+  it("returns the error as the call's result after 202: its body, code, status and JSON type in trailers", async () => {
     const got = await answer((res) => detachedReply(res, 'r-2').fail(failure(), { [EXEC_TRAILER]: 'exec;dur=5' }));
     expect(got.status).toBe(202);
-    expect(JSON.parse(got.body)).toEqual({ error: { message: 'engine at http://e failed before answering', type: 'server_error', code: 'RUNNER_ENGINE_FAILED' } });
+    expect(JSON.parse(got.body)).toEqual({
+      error: {
+        message: 'engine at http://e failed before answering',
+        type: 'server_error',
+        code: 'RUNNER_ENGINE_FAILED',
+      },
+    });
     expect(got.trailers).toEqual({
       [EXEC_TRAILER]: 'exec;dur=5',
       [ERROR_TRAILER]: 'RUNNER_ENGINE_FAILED',

@@ -9,7 +9,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
-import { BUSY_HEADER, ERROR_TRAILER, EXEC_TRAILER, RUNNER_ID_HEADER, parseExecTiming } from '../../runner/protocol/index.ts';
+import {
+  BUSY_HEADER,
+  ERROR_TRAILER,
+  EXEC_TRAILER,
+  RUNNER_ID_HEADER,
+  parseExecTiming,
+} from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerServer } from '../../runner/server.ts';
 import type { LogFields } from '../../placer/kernel/index.ts';
@@ -20,7 +26,10 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
 });
 
-async function start(engineOptions: SimEngineOptions, slots = 1): Promise<{ runner: RunnerServer; url: string; engineUrl: string; engine: ReturnType<typeof createSimEngine> }> {
+async function start(
+  engineOptions: SimEngineOptions,
+  slots = 1,
+): Promise<{ runner: RunnerServer; url: string; engineUrl: string; engine: ReturnType<typeof createSimEngine> }> {
   const engine = createSimEngine(engineOptions);
   const { url: engineUrl } = await engine.listen();
   cleanups.push(() => engine.close());
@@ -34,7 +43,11 @@ const chat = (extra: Record<string, unknown> = {}) =>
   JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hi' }], ...extra });
 
 function post(url: string, body: string) {
-  return request(`${url}/v1/chat/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+  return request(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json' },
+  });
 }
 
 describe('runner', () => {
@@ -58,7 +71,11 @@ describe('runner', () => {
       let continued = false;
       const req = httpRequest(`${url}/v1/chat/completions`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), expect: '100-continue' },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(body)),
+          expect: '100-continue',
+        },
       });
       req.once('continue', () => {
         continued = true;
@@ -95,7 +112,9 @@ describe('runner', () => {
         }
       });
       socket.on('error', reject);
-      socket.write('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1048576\r\n\r\n');
+      socket.write(
+        'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1048576\r\n\r\n',
+      );
     });
     expect(answer).toMatch(/^HTTP\/1.1 503/);
     expect(answer.toLowerCase()).toContain(`${BUSY_HEADER}: slots`);
@@ -104,7 +123,10 @@ describe('runner', () => {
   });
 
   it('answers busy when the engine refuses with 429, since nothing ran', async () => {
-    const { url, engine, runner } = await start({ ttftMs: 0, itlMs: 50, outputTokens: 20, maxNumSeqs: 1, maxQueue: 0 }, 4);
+    const { url, engine, runner } = await start(
+      { ttftMs: 0, itlMs: 50, outputTokens: 20, maxNumSeqs: 1, maxQueue: 0 },
+      4,
+    );
     const first = post(url, chat());
     await expect.poll(() => engine.stats().running, { timeout: 5000, interval: 5 }).toBe(1);
     const second = await post(url, chat());
@@ -204,10 +226,17 @@ describe('runner', () => {
     const warnings: LogFields[] = [];
     const runner = createRunner({ engine: engineUrl, slots: 2, id: 'r-test', logger: warningRecorder(warnings) });
     const { url } = await runner.listen();
-    const running = post(url, chat()).then((res) => res.body.dump(), () => undefined).catch(() => undefined);
+    const running = post(url, chat())
+      .then(
+        (res) => res.body.dump(),
+        () => undefined,
+      )
+      .catch(() => undefined);
     await expect.poll(() => runner.status().slots.inUse, { timeout: 5000, interval: 5 }).toBe(1);
     await runner.close({ drainTimeout: 50 });
-    expect(warnings.filter((w) => w.msg === 'drain timeout, aborting calls')).toEqual([{ msg: 'drain timeout, aborting calls', inFlight: 1 }]);
+    expect(warnings.filter((w) => w.msg === 'drain timeout, aborting calls')).toEqual([
+      { msg: 'drain timeout, aborting calls', inFlight: 1 },
+    ]);
     await running;
   });
 });

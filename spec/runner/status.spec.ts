@@ -36,8 +36,12 @@ describe('readStatus capacity', () => {
       engineKinds: () => ['vllm', 'sim'],
     });
 
-  it('advertises the labels, the kinds, and the inventory minus the launched engine\'s GPUs', () => {
-    expect(status([0, 1], fixture('h100x8.csv')).capacity).toEqual({ labels: { zone: 'a' }, freeGpus: [2, 3, 4, 5, 6, 7], engineKinds: ['vllm', 'sim'] });
+  it("advertises the labels, the kinds, and the inventory minus the launched engine's GPUs", () => {
+    expect(status([0, 1], fixture('h100x8.csv')).capacity).toEqual({
+      labels: { zone: 'a' },
+      freeGpus: [2, 3, 4, 5, 6, 7],
+      engineKinds: ['vllm', 'sim'],
+    });
     // An engine behind a URL holds no GPU the runner knows of.
     expect(status(undefined, fixture('l4x1.csv')).capacity.freeGpus).toEqual([0]);
   });

@@ -28,11 +28,24 @@ async function status(runner: { url: string }): Promise<any> {
 }
 
 const simProfile = async (args: string[] = []) =>
-  JSON.stringify({ kind: 'sim', model: 'sim-small', port: await freePort(), args: ['--ttft-ms', '0', '--itl-ms', '0', ...args] });
+  JSON.stringify({
+    kind: 'sim',
+    model: 'sim-small',
+    port: await freePort(),
+    args: ['--ttft-ms', '0', '--itl-ms', '0', ...args],
+  });
 
 describe('a runner with a sim profile', () => {
   it('answers busy while the engine starts, serves once it is ready, and reports it in /status', async () => {
-    const runner = await service(['runner', '--port', '0', '--log-level', 'warn', '--profile', await simProfile(['--startup-delay-ms', '1500'])]);
+    const runner = await service([
+      'runner',
+      '--port',
+      '0',
+      '--log-level',
+      'warn',
+      '--profile',
+      await simProfile(['--startup-delay-ms', '1500']),
+    ]);
     const early = await postJson(`${runner.url}/v1/chat/completions`, chatBody());
     expect(early.status).toBe(503);
     expect(early.headers[BUSY_HEADER]).toBe('starting');
@@ -42,18 +55,42 @@ describe('a runner with a sim profile', () => {
     const ok = await postJson(`${runner.url}/v1/chat/completions`, chatBody());
     expect(ok.status).toBe(200);
     const s = await status(runner);
-    expect(s.engines[0]).toMatchObject({ kind: 'sim', state: 'ready', models: ['sim-small'], supervised: { state: 'ready', model: 'sim-small', restarts: 0 } });
+    expect(s.engines[0]).toMatchObject({
+      kind: 'sim',
+      state: 'ready',
+      models: ['sim-small'],
+      supervised: { state: 'ready', model: 'sim-small', restarts: 0 },
+    });
     expect(alive(s.engines[0].supervised.pid)).toBe(true);
     expect(s.gpus).toMatchObject({ source: expect.any(String), gpus: expect.any(Array) });
-    await expect.poll(async () => (await status(runner)).engines[0].load?.running, { timeout: 5000, interval: 100 }).toBe(0);
+    await expect
+      .poll(async () => (await status(runner)).engines[0].load?.running, { timeout: 5000, interval: 100 })
+      .toBe(0);
   });
 
   it('restarts a crashed engine: the call it crashed on fails with a clear code, later calls succeed', async () => {
     const runner = await service([
-      'runner', '--port', '0', '--log-level', 'error', '--engine-restart-backoff', '50ms',
-      '--profile', await simProfile(['--crash-on-call', '2']),
+      'runner',
+      '--port',
+      '0',
+      '--log-level',
+      'error',
+      '--engine-restart-backoff',
+      '50ms',
+      '--profile',
+      await simProfile(['--crash-on-call', '2']),
     ]);
-    const gateway = await service(['gateway', '--port', '0', '--log-level', 'error', '--runners', runner.url, '--status-interval', '100ms']);
+    const gateway = await service([
+      'gateway',
+      '--port',
+      '0',
+      '--log-level',
+      'error',
+      '--runners',
+      runner.url,
+      '--status-interval',
+      '100ms',
+    ]);
     await expect.poll(async () => (await status(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
     const firstPid = (await status(runner)).engines[0].supervised.pid;
 
@@ -73,7 +110,15 @@ describe('a runner with a sim profile', () => {
   });
 
   it('leaves no engine process behind when it stops', async () => {
-    const runner = await startService(['runner', '--port', '0', '--log-level', 'warn', '--profile', await simProfile()]);
+    const runner = await startService([
+      'runner',
+      '--port',
+      '0',
+      '--log-level',
+      'warn',
+      '--profile',
+      await simProfile(),
+    ]);
     await expect.poll(async () => (await status(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
     const pid = (await status(runner)).engines[0].supervised.pid as number;
     expect(await runner.stop('SIGTERM', 15_000)).toBe(0);
@@ -85,7 +130,9 @@ describe('a bad profile', () => {
   const run = promisify(execFile);
   async function refused(profile: object): Promise<string> {
     try {
-      await run(process.execPath, [SLUICE_BIN, 'runner', '--port', '0', '--profile', JSON.stringify(profile)], { timeout: 20_000 });
+      await run(process.execPath, [SLUICE_BIN, 'runner', '--port', '0', '--profile', JSON.stringify(profile)], {
+        timeout: 20_000,
+      });
     } catch (error) {
       const e = error as { code: number; stderr: string };
       expect(e.code).toBe(2);

@@ -23,7 +23,7 @@ describe('genAiAttributes', () => {
     });
   });
 
-  it('returns what a stream\'s tail gives: the finish reason and the usage chunk, skipping a cut first event', () => {
+  it("returns what a stream's tail gives: the finish reason and the usage chunk, skipping a cut first event", () => {
     const tail =
       'ntent":"partial"}}]}\n\n' +
       'data: {"model":"sim-small","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n' +

@@ -12,7 +12,14 @@ export const KEY_B: ClientKey = { id: 'kb', name: 'team b', limits: {} };
 
 /** A key ring of two keys (or none), as the key ring answers. */
 export function keys(count: 0 | 2): ClientKeys {
-  const ring = new Map(count === 2 ? [['sk-a-secret', KEY_A], ['sk-b-secret', KEY_B]] : []);
+  const ring = new Map(
+    count === 2
+      ? [
+          ['sk-a-secret', KEY_A],
+          ['sk-b-secret', KEY_B],
+        ]
+      : [],
+  );
   return { lookup: (token) => ring.get(token), size: ring.size };
 }
 
@@ -41,6 +48,7 @@ export function expected(route: Pick<RouteScope, 'scope' | 'operatorToo'>, calle
     'forged runner': 'unknown',
   };
   const held = holds[caller];
-  if (held === route.scope || (held === 'operator' && (route.operatorToo || route.scope === 'viewer'))) return 'admitted';
+  if (held === route.scope || (held === 'operator' && (route.operatorToo || route.scope === 'viewer')))
+    return 'admitted';
   return held === 'nothing' || held === 'unknown' ? 401 : 403;
 }

@@ -45,10 +45,34 @@ export function makeCa(name: string): TestCa {
     certFile,
     issue(leaf: string): Issued {
       openssl(['req', ...key, '-keyout', `${leaf}.key`, '-out', `${leaf}.csr`, '-subj', `/CN=${leaf}`], dir);
-      openssl(['x509', '-req', '-in', `${leaf}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${leaf}.crt`, '-days', '1', '-extfile', 'leaf.ext'], dir);
+      openssl(
+        [
+          'x509',
+          '-req',
+          '-in',
+          `${leaf}.csr`,
+          '-CA',
+          'ca.crt',
+          '-CAkey',
+          'ca.key',
+          '-CAcreateserial',
+          '-out',
+          `${leaf}.crt`,
+          '-days',
+          '1',
+          '-extfile',
+          'leaf.ext',
+        ],
+        dir,
+      );
       const issuedCert = join(dir, `${leaf}.crt`);
       const issuedKey = join(dir, `${leaf}.key`);
-      return { cert: readFileSync(issuedCert, 'utf8'), key: readFileSync(issuedKey, 'utf8'), certFile: issuedCert, keyFile: issuedKey };
+      return {
+        cert: readFileSync(issuedCert, 'utf8'),
+        key: readFileSync(issuedKey, 'utf8'),
+        certFile: issuedCert,
+        keyFile: issuedKey,
+      };
     },
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };

@@ -29,13 +29,15 @@ export function sum(values: readonly number[]): number {
  * holds across engines and engine restarts, where /metrics counters start again at 0.
  */
 export function callRuns(...paths: string[]): Map<string, number> {
-  return countCallRuns(paths.map((p) => {
-    try {
-      return readFileSync(p, 'utf8');
-    } catch {
-      return '';
-    }
-  }));
+  return countCallRuns(
+    paths.map((p) => {
+      try {
+        return readFileSync(p, 'utf8');
+      } catch {
+        return '';
+      }
+    }),
+  );
 }
 
 /** What a streaming client got: the status, headers, and every SSE `data:` payload in order. */
@@ -58,8 +60,18 @@ export interface OpenStream {
 }
 
 /** POSTs a streaming call and reads its SSE body in the background. */
-export async function openStream(url: string, body: string, headers: Record<string, string> = {}, dispatcher?: Dispatcher): Promise<OpenStream> {
-  const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers }, ...(dispatcher ? { dispatcher } : {}) });
+export async function openStream(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+  dispatcher?: Dispatcher,
+): Promise<OpenStream> {
+  const res = await request(url, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(dispatcher ? { dispatcher } : {}),
+  });
   let firstEvent!: () => void;
   const flowing = new Promise<void>((resolve) => (firstEvent = resolve));
   const done = (async (): Promise<StreamResult> => {
@@ -96,10 +108,14 @@ export async function callRecord(gateway: string, id: string): Promise<any> {
 /** Polls a detached call until it leaves `running`, for at most `timeout` ms; returns its record. */
 export async function finalRecord(gateway: string, id: string, timeout = 10_000): Promise<any> {
   let record: any;
-  await eventually(async () => {
-    record = await callRecord(gateway, id);
-    return record.status !== 'running' && record.status !== 'queued';
-  }, timeout, `detached call ${id} to end`);
+  await eventually(
+    async () => {
+      record = await callRecord(gateway, id);
+      return record.status !== 'running' && record.status !== 'queued';
+    },
+    timeout,
+    `detached call ${id} to end`,
+  );
   return record;
 }
 

@@ -38,7 +38,9 @@ const quiet = ['--log-level', 'warn'];
 /** The operator token of the gateways specs start (given through the environment, as advised). */
 export const OPERATOR_TOKEN = 'spec-operator-token-0123456789';
 /** The header of a request on an operator route. */
-export const asOperator: Readonly<Record<string, string>> = Object.freeze({ authorization: `Bearer ${OPERATOR_TOKEN}` });
+export const asOperator: Readonly<Record<string, string>> = Object.freeze({
+  authorization: `Bearer ${OPERATOR_TOKEN}`,
+});
 /** The header of a request made with a client key's (or any bearer) token. */
 export function bearer(token: string): Record<string, string> {
   return { authorization: `Bearer ${token}` };
@@ -51,7 +53,8 @@ export function operatorEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.Proces
 /** Starts `nodes` engine + runner pairs and a gateway over them. */
 export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
   const count = options.nodes ?? 2;
-  const args = (value: FleetOptions['engineArgs'], i: number) => (typeof value === 'function' ? value(i) : (value ?? []));
+  const args = (value: FleetOptions['engineArgs'], i: number) =>
+    typeof value === 'function' ? value(i) : (value ?? []);
   const started: ChildService[] = [];
   const stop = async () => {
     await Promise.all(started.map((s) => s.stop('SIGTERM', 5000)));
@@ -59,28 +62,51 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
   try {
     const engines = await Promise.all(
       Array.from({ length: count }, (_, i) =>
-        startService(['sim-engine', '--port', '0', '--engine-id', `sim-${i + 1}`, ...quiet, ...args(options.engineArgs, i)]),
+        startService([
+          'sim-engine',
+          '--port',
+          '0',
+          '--engine-id',
+          `sim-${i + 1}`,
+          ...quiet,
+          ...args(options.engineArgs, i),
+        ]),
       ),
     );
     started.push(...engines);
     const runners = await Promise.all(
       engines.map((e, i) =>
-        startService(['runner', '--port', '0', '--engine', e.url, '--engine-kind', 'sim', '--id', `runner-${i + 1}`, ...quiet, ...args(options.runnerArgs, i)]),
+        startService([
+          'runner',
+          '--port',
+          '0',
+          '--engine',
+          e.url,
+          '--engine-kind',
+          'sim',
+          '--id',
+          `runner-${i + 1}`,
+          ...quiet,
+          ...args(options.runnerArgs, i),
+        ]),
       ),
     );
     started.push(...runners);
-    const gateway = await startService([
-      'gateway',
-      '--port',
-      '0',
-      // Runners a spec registers listen on 127.0.0.1, which registration refuses unless allowed.
-      '--runner-networks',
-      '127.0.0.0/8',
-      '--runners',
-      runners.map((r) => r.url).join(','),
-      ...quiet,
-      ...(options.gatewayArgs ?? []),
-    ], { env: operatorEnv(options.gatewayEnv) });
+    const gateway = await startService(
+      [
+        'gateway',
+        '--port',
+        '0',
+        // Runners a spec registers listen on 127.0.0.1, which registration refuses unless allowed.
+        '--runner-networks',
+        '127.0.0.0/8',
+        '--runners',
+        runners.map((r) => r.url).join(','),
+        ...quiet,
+        ...(options.gatewayArgs ?? []),
+      ],
+      { env: operatorEnv(options.gatewayEnv) },
+    );
     started.push(gateway);
     return { nodes: engines.map((engine, i) => ({ engine, runner: runners[i]! })), gateway, stop };
   } catch (error) {
@@ -101,7 +127,12 @@ export interface SuiteFleet {
  * started to `stop` after them. The returned function reads it inside those tests, and throws
  * when read before the start, naming `what`.
  */
-export function startedForSuite<T>(what: string, start: () => Promise<T>, stop: (started: T) => Promise<unknown>, timeout?: number): () => T {
+export function startedForSuite<T>(
+  what: string,
+  start: () => Promise<T>,
+  stop: (started: T) => Promise<unknown>,
+  timeout?: number,
+): () => T {
   let started: { value: T } | undefined;
   beforeAll(async () => {
     started = { value: await start() };
@@ -120,7 +151,12 @@ export function startedForSuite<T>(what: string, start: () => Promise<T>, stop: 
  * it after them. The handle's fields throw when read before the fleet started.
  */
 export function fleetForSuite(options: FleetOptions, timeout?: number): SuiteFleet {
-  const fleet = startedForSuite('fleet', () => startFleet(options), (f) => f.stop(), timeout);
+  const fleet = startedForSuite(
+    'fleet',
+    () => startFleet(options),
+    (f) => f.stop(),
+    timeout,
+  );
   return {
     get fleet() {
       return fleet();
@@ -146,7 +182,9 @@ export interface JsonAnswer {
 
 /** POSTs JSON and returns status, headers and the parsed (or raw) body. */
 export async function postJson(url: string, body: string, headers: Record<string, string> = {}): Promise<JsonAnswer> {
-  return jsonAnswer(await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } }));
+  return jsonAnswer(
+    await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } }),
+  );
 }
 
 /** GETs a URL and returns status, headers and the parsed (or raw) body. */
@@ -188,7 +226,11 @@ export async function metrics(service: { url: string }): Promise<string> {
 }
 
 /** Polls `check` until it returns true or `timeout` ms pass; for state that settles asynchronously. */
-export async function eventually(check: () => Promise<boolean> | boolean, timeout = 5000, what = 'condition'): Promise<void> {
+export async function eventually(
+  check: () => Promise<boolean> | boolean,
+  timeout = 5000,
+  what = 'condition',
+): Promise<void> {
   const until = Date.now() + timeout;
   for (;;) {
     if (await check()) return;

@@ -79,7 +79,11 @@ function countingLimiter(): { limiter: Limiter; held: Set<string> } {
  * Starts an engine whose calls run for minutes unless abandoned (20 ms a token, 100,000 tokens),
  * a runner with one slot, and a gateway on https with a certificate from `ca`.
  */
-export async function startH2Fleet(ca: TestCa, gateway: Partial<GatewayOptions> = {}, engineOptions: SimEngineOptions = {}): Promise<H2Fleet> {
+export async function startH2Fleet(
+  ca: TestCa,
+  gateway: Partial<GatewayOptions> = {},
+  engineOptions: SimEngineOptions = {},
+): Promise<H2Fleet> {
   const stops: Array<() => Promise<unknown>> = [];
   const stop = async (): Promise<void> => {
     while (stops.length > 0) await stops.pop()!().catch(() => undefined);
@@ -122,7 +126,11 @@ export async function startH2Fleet(ca: TestCa, gateway: Partial<GatewayOptions> 
     return {
       url,
       async counts() {
-        const [ready, queue, page] = await Promise.all([getJson('/readyz'), getJson('/v1/queue', asOperator), engineMetrics()]);
+        const [ready, queue, page] = await Promise.all([
+          getJson('/readyz'),
+          getJson('/v1/queue', asOperator),
+          engineMetrics(),
+        ]);
         return {
           inFlight: ready.inFlight,
           uploads: ready.uploads,
@@ -167,7 +175,12 @@ export interface H2Call {
  * Opens a POST on `session` with the client key. `body` is sent and the stream ended, unless
  * `open` is set: then only `body` is sent, and the stream stays open.
  */
-export function h2Call(session: ClientHttp2Session, path: string, body: string, options: { headers?: OutgoingHttpHeaders; open?: boolean } = {}): H2Call {
+export function h2Call(
+  session: ClientHttp2Session,
+  path: string,
+  body: string,
+  options: { headers?: OutgoingHttpHeaders; open?: boolean } = {},
+): H2Call {
   const stream = session.request({
     ':method': 'POST',
     ':path': path,

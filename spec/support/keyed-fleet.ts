@@ -23,7 +23,10 @@ export function keyedFleetForSuite(keys: readonly SpecKey[], options: FleetOptio
       try {
         const keysFile = join(dir, 'keys.json');
         await writeFile(keysFile, keysFileText(keys));
-        return { dir, fleet: await startFleet({ ...options, gatewayArgs: ['--keys', keysFile, ...(options.gatewayArgs ?? [])] }) };
+        return {
+          dir,
+          fleet: await startFleet({ ...options, gatewayArgs: ['--keys', keysFile, ...(options.gatewayArgs ?? [])] }),
+        };
       } catch (error) {
         await rm(dir, { recursive: true, force: true });
         throw error;

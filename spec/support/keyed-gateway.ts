@@ -26,8 +26,15 @@ export interface LoggedLine extends LogFields {
 
 /** A logger that appends every line to `lines`. */
 export function recordingLogger(lines: LoggedLine[]): Logger {
-  const at = (level: LoggedLine['level']) => (msg: string, fields?: LogFields) => void lines.push({ ...fields, level, msg });
-  const logger: Logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: () => logger };
+  const at = (level: LoggedLine['level']) => (msg: string, fields?: LogFields) =>
+    void lines.push({ ...fields, level, msg });
+  const logger: Logger = {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: () => logger,
+  };
   return logger;
 }
 
@@ -57,7 +64,11 @@ export async function startKeyedGateway(
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   const models = engine.models ?? ['sim-small'];
-  await eventually(() => models.every((m) => gw.pool.models().includes(m)), 10_000, "the gateway to know the engine's models");
+  await eventually(
+    () => models.every((m) => gw.pool.models().includes(m)),
+    10_000,
+    "the gateway to know the engine's models",
+  );
   return { gw, url };
 }
 

@@ -31,7 +31,9 @@ export function rawRequest(url: string, head: string, body: string | Buffer = ''
     const chunks: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     // A reset after the server wrote its answer still leaves that answer to read.
-    socket.on('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNRESET' || error.code === 'EPIPE' ? undefined : reject(error)));
+    socket.on('error', (error: NodeJS.ErrnoException) =>
+      error.code === 'ECONNRESET' || error.code === 'EPIPE' ? undefined : reject(error),
+    );
     socket.on('close', () => resolve(parse(Buffer.concat(chunks).toString('latin1'))));
     socket.write(`${head}\r\n\r\n`);
     if (body.length > 0) socket.write(body);
@@ -58,7 +60,13 @@ function parse(raw: string): RawAnswer {
   }
   let body = rest.slice(end + 4);
   if (/chunked/i.test(headers['transfer-encoding'] ?? '')) body = dechunk(body);
-  return { status: Number(statusLine!.split(' ')[1]), headers, body: Buffer.from(body, 'latin1').toString('utf8'), raw, closed: true };
+  return {
+    status: Number(statusLine!.split(' ')[1]),
+    headers,
+    body: Buffer.from(body, 'latin1').toString('utf8'),
+    raw,
+    closed: true,
+  };
 }
 
 function dechunk(text: string): string {

@@ -8,7 +8,11 @@ import type { RedisServer } from './redis.ts';
  * them. The handle's fields throw when read before the server started.
  */
 export function redisForSuite(): RedisServer {
-  const started = startedForSuite('redis-server', () => startRedis(), (server) => server.stop());
+  const started = startedForSuite(
+    'redis-server',
+    () => startRedis(),
+    (server) => server.stop(),
+  );
   return {
     get url() {
       return started().url;

@@ -92,7 +92,10 @@ async function startOn(port: number, password: string | undefined): Promise<Redi
 function ready(child: ChildProcess): Promise<void> {
   return new Promise((resolve, reject) => {
     let output = '';
-    const timer = setTimeout(() => fail(new Error(`redis-server did not start within ${START_TIMEOUT_MS} ms:\n${output}`)), START_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => fail(new Error(`redis-server did not start within ${START_TIMEOUT_MS} ms:\n${output}`)),
+      START_TIMEOUT_MS,
+    );
     const done = () => {
       clearTimeout(timer);
       child.stdout?.off('data', onData);
@@ -111,7 +114,8 @@ function ready(child: ChildProcess): Promise<void> {
       child.stdout?.resume();
       resolve();
     };
-    const onExit = (code: number | null) => fail(new Error(`redis-server exited with ${code} before it was ready:\n${output}`));
+    const onExit = (code: number | null) =>
+      fail(new Error(`redis-server exited with ${code} before it was ready:\n${output}`));
     child.stdout?.on('data', onData);
     child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.once('exit', onExit);
@@ -139,5 +143,7 @@ async function ping(port: number, password: string | undefined): Promise<void> {
 }
 
 function notInstalled(cause: unknown): Error {
-  return new Error('redis-server is not installed; the store specs need it: apt-get install -y redis-server', { cause });
+  return new Error('redis-server is not installed; the store specs need it: apt-get install -y redis-server', {
+    cause,
+  });
 }

@@ -35,7 +35,8 @@ export async function startScriptedEngine(
   let calls = 0;
   const server = createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/health') return res.end();
-    if (req.method === 'GET' && req.url === '/v1/models') return res.end(JSON.stringify({ object: 'list', data: models.map((id) => ({ id })) }));
+    if (req.method === 'GET' && req.url === '/v1/models')
+      return res.end(JSON.stringify({ object: 'list', data: models.map((id) => ({ id })) }));
     calls++;
     answer(req, res);
   });
@@ -73,7 +74,17 @@ export async function startChildFront<E extends OwnedEngine>(engine: E): Promise
     await engine.close();
   };
   try {
-    const runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'openai', '--log-level', 'error']);
+    const runner = await startService([
+      'runner',
+      '--port',
+      '0',
+      '--engine',
+      engine.url,
+      '--engine-kind',
+      'openai',
+      '--log-level',
+      'error',
+    ]);
     started.push(runner);
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, '--log-level', 'error']);
     started.push(gateway);
@@ -89,7 +100,12 @@ export async function startChildFront<E extends OwnedEngine>(engine: E): Promise
  * it after them. The handle's fields throw when read before the front started.
  */
 export function childFrontForSuite(startEngine: () => Promise<ScriptedEngine>, timeout = 60_000): ChildFront {
-  const front = startedForSuite('front', async () => startChildFront(await startEngine()), (f) => f.stop(), timeout);
+  const front = startedForSuite(
+    'front',
+    async () => startChildFront(await startEngine()),
+    (f) => f.stop(),
+    timeout,
+  );
   return {
     get engine() {
       return front().engine;

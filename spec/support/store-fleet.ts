@@ -25,7 +25,11 @@ export interface StoreFleet {
  * placerTimeout` and `gatewayArgs` besides, and waits until the gateway's /readyz answers 200.
  * The caller stops the fleet and then Redis (a spec may restart Redis on the same port on the way).
  */
-export async function startStoreFleet(gatewayId: string, placerTimeout: string, gatewayArgs: readonly string[] = []): Promise<StoreFleet> {
+export async function startStoreFleet(
+  gatewayId: string,
+  placerTimeout: string,
+  gatewayArgs: readonly string[] = [],
+): Promise<StoreFleet> {
   const redis = await startRedis();
   let fleet: Fleet | undefined;
   try {
@@ -33,7 +37,15 @@ export async function startStoreFleet(gatewayId: string, placerTimeout: string, 
       nodes: 1,
       engineArgs: ['--ttft-ms', '0', '--itl-ms', String(ITL_MS), '--max-num-seqs', '4'],
       runnerArgs: ['--slots', '1'],
-      gatewayArgs: ['--store', redis.url, '--gateway-id', gatewayId, '--detached-placer-timeout', placerTimeout, ...gatewayArgs],
+      gatewayArgs: [
+        '--store',
+        redis.url,
+        '--gateway-id',
+        gatewayId,
+        '--detached-placer-timeout',
+        placerTimeout,
+        ...gatewayArgs,
+      ],
     });
     const gw = fleet.gateway.url;
     await eventually(async () => (await request(`${gw}/readyz`)).statusCode === 200, 15_000, 'the gateway to be ready');

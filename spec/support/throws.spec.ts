@@ -8,9 +8,11 @@ class CodedError extends Error {
 describe('thrownBy', () => {
   it('returns what the call throws', () => {
     const error = new CodedError('bad');
-    expect(thrownBy(() => {
-      throw error;
-    })).toBe(error);
+    expect(
+      thrownBy(() => {
+        throw error;
+      }),
+    ).toBe(error);
   });
 
   it('fails the test when the call returns', () => {
@@ -24,7 +26,9 @@ describe('expectThrows', () => {
   };
 
   it('returns the error when its class and fields match', () => {
-    expect(expectThrows(run, CodedError, { code: 'X_CODE', message: expect.stringContaining('got 0') })).toBeInstanceOf(CodedError);
+    expect(expectThrows(run, CodedError, { code: 'X_CODE', message: expect.stringContaining('got 0') })).toBeInstanceOf(
+      CodedError,
+    );
   });
 
   it('fails on another class, another field or another message', () => {

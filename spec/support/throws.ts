@@ -20,7 +20,11 @@ export function thrownBy(run: () => unknown): unknown {
  * `message` may be a string or an asymmetric matcher such as `expect.stringMatching(/got 0/)`),
  * and returns it for further checks.
  */
-export function expectThrows<E>(run: () => unknown, ErrorClass: abstract new (...args: never[]) => E, fields: Record<string, unknown>): E {
+export function expectThrows<E>(
+  run: () => unknown,
+  ErrorClass: abstract new (...args: never[]) => E,
+  fields: Record<string, unknown>,
+): E {
   const error = thrownBy(run);
   expect(error).toBeInstanceOf(ErrorClass);
   expect(error).toMatchObject(fields);

@@ -72,15 +72,21 @@ export async function startTracedFleet(options: TracedFleetOptions = {}): Promis
   try {
     const engine = await startService(['sim-engine', '--port', '0', '--call-log', callLog, '--log-level', 'warn']);
     started.push(engine);
-    const runner = await startService(['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'runner-1', ...logLevel], {
-      env: { ...process.env, ...otel },
-      ...output,
-    });
+    const runner = await startService(
+      ['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'runner-1', ...logLevel],
+      {
+        env: { ...process.env, ...otel },
+        ...output,
+      },
+    );
     started.push(runner);
-    const gateway = await startService(['gateway', '--port', '0', '--runner-networks', '127.0.0.0/8', '--runners', runner.url, ...logLevel], {
-      env: operatorEnv({ ...process.env, ...otel }),
-      ...output,
-    });
+    const gateway = await startService(
+      ['gateway', '--port', '0', '--runner-networks', '127.0.0.0/8', '--runners', runner.url, ...logLevel],
+      {
+        env: operatorEnv({ ...process.env, ...otel }),
+        ...output,
+      },
+    );
     started.push(gateway);
     return { gw: gateway.url, exports, callLog, stop };
   } catch (error) {

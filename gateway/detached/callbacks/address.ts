@@ -153,7 +153,7 @@ function embedded(via: EmbeddingKind, high: number, low: number): AddressClass {
 }
 
 function classifyV4(v4: number): SpecialRange | 'public' {
-  for (const { net, mask, range } of V4_TABLE) if (((v4 & mask) >>> 0) === net) return range;
+  for (const { net, mask, range } of V4_TABLE) if ((v4 & mask) >>> 0 === net) return range;
   return 'public';
 }
 
@@ -210,13 +210,14 @@ type Network = { v4: number; bits: number } | { v6: number[]; bits: number };
  * @throws TypeError naming the bad entry, `${option}[i]`.
  */
 export function compileNetworks(entries: readonly string[], option = 'networks'): NetworkList {
-  if (!Array.isArray(entries)) throw new TypeError(`${option} must be a list of CIDR networks, got ${JSON.stringify(entries)}`);
+  if (!Array.isArray(entries))
+    throw new TypeError(`${option} must be a list of CIDR networks, got ${JSON.stringify(entries)}`);
   const networks = entries.map((entry, i) => compileNetwork(entry, `${option}[${i}]`));
   return Object.freeze({
     entries: Object.freeze([...entries]),
     contains(address: string): boolean {
       const v4 = asIPv4(address);
-      if (v4 !== undefined) return networks.some((n) => 'v4' in n && ((v4 & maskOf(n.bits)) >>> 0) === n.v4);
+      if (v4 !== undefined) return networks.some((n) => 'v4' in n && (v4 & maskOf(n.bits)) >>> 0 === n.v4);
       const v6 = parseIPv6(address);
       return v6 !== undefined && networks.some((n) => 'v6' in n && v6InNetwork(v6, n.v6, n.bits));
     },
@@ -233,7 +234,8 @@ function asIPv4(address: string): number | undefined {
 }
 
 function compileNetwork(entry: unknown, where: string): Network {
-  const fail = (why: string): TypeError => new TypeError(`${where} ${why}, got ${JSON.stringify(entry)}; use a CIDR network such as 10.0.0.0/8 or fd00::/8`);
+  const fail = (why: string): TypeError =>
+    new TypeError(`${where} ${why}, got ${JSON.stringify(entry)}; use a CIDR network such as 10.0.0.0/8 or fd00::/8`);
   if (typeof entry !== 'string' || entry.trim() === '') throw fail('must be a non-empty string');
   const [address = '', prefix, extra] = entry.trim().split('/');
   if (extra !== undefined) throw fail('is not a CIDR network');
@@ -246,10 +248,11 @@ function compileNetwork(entry: unknown, where: string): Network {
   if (bits > max) throw fail(`has a prefix length over ${max}`);
   if (bits === 0) throw fail('would allow every address; list the networks');
   if (v4 !== undefined) {
-    if (((v4 & maskOf(bits)) >>> 0) !== v4) throw fail('has host bits set past its prefix length');
+    if ((v4 & maskOf(bits)) >>> 0 !== v4) throw fail('has host bits set past its prefix length');
     return { v4, bits };
   }
-  if (v6!.some((group, i) => (group & ~groupMask(bits - i * 16) & 0xffff) !== 0)) throw fail('has host bits set past its prefix length');
+  if (v6!.some((group, i) => (group & ~groupMask(bits - i * 16) & 0xffff) !== 0))
+    throw fail('has host bits set past its prefix length');
   return { v6: v6!, bits };
 }
 

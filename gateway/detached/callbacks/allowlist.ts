@@ -38,7 +38,8 @@ export interface Allowlist {
  * @throws {@link CallbackConfigError} naming the bad entry.
  */
 export function compileAllowlist(entries: readonly string[]): Allowlist {
-  if (!Array.isArray(entries)) throw new CallbackConfigError(`allow must be an array of origins or host patterns, got ${show(entries)}`);
+  if (!Array.isArray(entries))
+    throw new CallbackConfigError(`allow must be an array of origins or host patterns, got ${show(entries)}`);
   const rules = entries.map(compileRule);
   return Object.freeze({
     entries: Object.freeze([...entries]),
@@ -56,7 +57,9 @@ export function compileAllowlist(entries: readonly string[]): Allowlist {
 
 function compileRule(entry: unknown, index: number): Rule {
   const fail = (why: string): CallbackConfigError =>
-    new CallbackConfigError(`allow[${index}] ${why}, got ${show(entry)}; use an origin (https://hooks.example.com) or a host pattern (*.example.com)`);
+    new CallbackConfigError(
+      `allow[${index}] ${why}, got ${show(entry)}; use an origin (https://hooks.example.com) or a host pattern (*.example.com)`,
+    );
   if (typeof entry !== 'string' || entry.trim() === '') throw fail('must be a non-empty string');
   const text = entry.trim();
   const hasScheme = text.includes('://');
@@ -69,7 +72,8 @@ function compileRule(entry: unknown, index: number): Rule {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw fail('must use http or https');
   if (url.username || url.password) throw fail('must not carry credentials');
   // The URL parser turns an empty path into "/" and drops an empty "?" or "#": test the text too.
-  if (url.pathname !== '/' || url.search || url.hash || /[?#]/.test(text)) throw fail('must not have a path, query or fragment');
+  if (url.pathname !== '/' || url.search || url.hash || /[?#]/.test(text))
+    throw fail('must not have a path, query or fragment');
   if (!hasScheme && url.port) throw fail('names a port without a scheme');
   let host = normaliseHost(url.hostname);
   if (host === '*') throw fail('would allow every host; list the receivers');

@@ -71,9 +71,16 @@ export function createCallbackSender(options: CallbackSenderOptions): CallbackSe
   const config = resolveSenderOptions(options);
   const { secrets, policy, attempts: maxAttempts, backoffBase, backoffCap, timeout, clock, random, logger } = config;
 
-  const backoff = (failures: number): number => fullJitterBackoff(failures, { base: backoffBase, cap: backoffCap }, random);
+  const backoff = (failures: number): number =>
+    fullJitterBackoff(failures, { base: backoffBase, cap: backoffCap }, random);
 
-  async function attempt(client: Client, target: CallbackTarget, id: string, body: string, signal?: AbortSignal): Promise<Outcome> {
+  async function attempt(
+    client: Client,
+    target: CallbackTarget,
+    id: string,
+    body: string,
+    signal?: AbortSignal,
+  ): Promise<Outcome> {
     const timestamp = Math.floor(clock.now() / 1000);
     const timer = new AbortController();
     // One deadline for the whole exchange: undici's headersTimeout and bodyTimeout bound gaps,
@@ -97,7 +104,11 @@ export function createCallbackSender(options: CallbackSenderOptions): CallbackSe
       // The answer's body means nothing to us, but an unread body holds the socket.
       await response.body.dump().catch(() => {});
       const retryAfter = response.headers['retry-after'];
-      return { kind: 'answer', status: response.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
+      return {
+        kind: 'answer',
+        status: response.statusCode,
+        retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+      };
     } catch (error) {
       return { kind: 'error', error: describe(error) };
     } finally {
@@ -169,7 +180,12 @@ export function createCallbackSender(options: CallbackSenderOptions): CallbackSe
         }
       }
       if (signal?.aborted) result.lastError = `aborted: ${describe(signal.reason)}`;
-      log.error('callback not delivered', { ...where, attempts: result.attempts, lastStatus: result.lastStatus, lastError: result.lastError });
+      log.error('callback not delivered', {
+        ...where,
+        attempts: result.attempts,
+        lastStatus: result.lastStatus,
+        lastError: result.lastError,
+      });
       return result;
     } finally {
       client.destroy().catch(() => {});

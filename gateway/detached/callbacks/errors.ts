@@ -20,7 +20,11 @@ export type RefusalReason =
  */
 export class CallbackRefusedError extends errorClass('CALLBACK_URL_REFUSED', 400, 'invalid_request_error') {
   /** @param reason which check refused the URL */
-  constructor(readonly reason: RefusalReason, message: string, options?: SluiceErrorOptions) {
+  constructor(
+    readonly reason: RefusalReason,
+    message: string,
+    options?: SluiceErrorOptions,
+  ) {
     super(message, options);
   }
 }

@@ -10,9 +10,22 @@ export type { CallbackDelivery, CallbackMessage, CallbackSender, DeliveryResult 
 export { CallbackConfigError, CallbackRefusedError, CallbackSecretError } from './errors.ts';
 export type { RefusalReason } from './errors.ts';
 export type { CallbackSenderConfig, CallbackSenderOptions } from './options.ts';
-export { METADATA_ADDRESSES, METADATA_HOSTNAMES, classifyAddress, compileNetworks, isMetadataHostname, sameAddress } from './address.ts';
+export {
+  METADATA_ADDRESSES,
+  METADATA_HOSTNAMES,
+  classifyAddress,
+  compileNetworks,
+  isMetadataHostname,
+  sameAddress,
+} from './address.ts';
 export type { AddressClass, EmbeddingKind, NetworkList, SpecialRange } from './address.ts';
 export { generateWebhookSecret, parseWebhookSecret, signWebhook, verifyWebhook, WEBHOOK_HEADERS } from './signing.ts';
-export type { WebhookHeaders, WebhookRejection, WebhookSignInput, WebhookVerification, WebhookVerifyInput } from './signing.ts';
+export type {
+  WebhookHeaders,
+  WebhookRejection,
+  WebhookSignInput,
+  WebhookVerification,
+  WebhookVerifyInput,
+} from './signing.ts';
 export { callbackPolicyDefaults, createCallbackPolicy } from './targets.ts';
 export type { CallbackPolicy, CallbackPolicyOptions, CallbackTarget, HostLookup, ResolvedAddress } from './targets.ts';

@@ -89,12 +89,16 @@ const check = checksFor(CallbackConfigError);
 export function resolveSenderOptions(options: CallbackSenderOptions): CallbackSenderConfig {
   const { policy } = options;
   const secrets = Object.freeze(Array.isArray(options.secret) ? [...options.secret] : [options.secret as string]);
-  if (secrets.length === 0 || secrets.length > MAX_SECRETS) throw check.fail(`secret must be one secret or a list of 1 to ${MAX_SECRETS}, got ${secrets.length}`);
+  if (secrets.length === 0 || secrets.length > MAX_SECRETS)
+    throw check.fail(`secret must be one secret or a list of 1 to ${MAX_SECRETS}, got ${secrets.length}`);
   for (const secret of secrets) parseWebhookSecret(secret);
-  if (typeof policy?.check !== 'function') throw check.fail(`policy must be a CallbackPolicy (from createCallbackPolicy), got ${show(policy)}`);
+  if (typeof policy?.check !== 'function')
+    throw check.fail(`policy must be a CallbackPolicy (from createCallbackPolicy), got ${show(policy)}`);
   const checked = check.resolve(callbackSenderDefaults, senderRules, options);
-  if (checked.backoffCap < checked.backoffBase) throw check.fail(`backoffCap must be at least backoffBase (${checked.backoffBase} ms), got ${checked.backoffCap}`);
+  if (checked.backoffCap < checked.backoffBase)
+    throw check.fail(`backoffCap must be at least backoffBase (${checked.backoffBase} ms), got ${checked.backoffCap}`);
   const { clock } = checked;
-  if (typeof clock?.now !== 'function' || typeof clock.sleep !== 'function') throw check.fail('clock must have now() and sleep(ms, signal)');
+  if (typeof clock?.now !== 'function' || typeof clock.sleep !== 'function')
+    throw check.fail('clock must have now() and sleep(ms, signal)');
   return Object.freeze({ ...checked, secret: secrets[0]!, secrets, policy });
 }

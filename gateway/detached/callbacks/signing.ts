@@ -26,13 +26,17 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
  * @throws {@link CallbackSecretError} (`CALLBACK_INVALID_SECRET`) naming what is wrong, never the secret.
  */
 export function parseWebhookSecret(secret: string): Buffer {
-  if (typeof secret !== 'string') throw new CallbackSecretError(`webhook secret must be a string, got ${typeof secret}`);
+  if (typeof secret !== 'string')
+    throw new CallbackSecretError(`webhook secret must be a string, got ${typeof secret}`);
   if (!secret.startsWith(PREFIX)) throw new CallbackSecretError(`webhook secret must start with "${PREFIX}"`);
   const encoded = secret.slice(PREFIX.length);
-  if (!BASE64.test(encoded)) throw new CallbackSecretError(`webhook secret must be standard padded base64 after "${PREFIX}"`);
+  if (!BASE64.test(encoded))
+    throw new CallbackSecretError(`webhook secret must be standard padded base64 after "${PREFIX}"`);
   const key = Buffer.from(encoded, 'base64');
   if (key.length < MIN_KEY_BYTES || key.length > MAX_KEY_BYTES) {
-    throw new CallbackSecretError(`webhook secret must decode to ${MIN_KEY_BYTES} to ${MAX_KEY_BYTES} bytes, got ${key.length}`);
+    throw new CallbackSecretError(
+      `webhook secret must decode to ${MIN_KEY_BYTES} to ${MAX_KEY_BYTES} bytes, got ${key.length}`,
+    );
   }
   return key;
 }
@@ -100,17 +104,26 @@ export type WebhookVerification =
  * space-separated `v1,` signatures matching (compared in constant time).
  * @throws {@link CallbackSecretError} for a malformed secret: that is the receiver's bug, not the sender's.
  */
-export function verifyWebhook({ headers, body, secret, toleranceSec = 300, now = Date.now() }: WebhookVerifyInput): WebhookVerification {
+export function verifyWebhook({
+  headers,
+  body,
+  secret,
+  toleranceSec = 300,
+  now = Date.now(),
+}: WebhookVerifyInput): WebhookVerification {
   const key = parseWebhookSecret(secret);
   const id = header(headers, WEBHOOK_HEADERS.id);
   const stamp = header(headers, WEBHOOK_HEADERS.timestamp);
   const signatures = header(headers, WEBHOOK_HEADERS.signature);
-  if (!id || !stamp || !signatures) return reject('missing-header', 'webhook-id, webhook-timestamp and webhook-signature are required');
+  if (!id || !stamp || !signatures)
+    return reject('missing-header', 'webhook-id, webhook-timestamp and webhook-signature are required');
   if (!/^\d{1,15}$/.test(stamp)) return reject('invalid-timestamp', 'webhook-timestamp must be integer seconds');
   const timestamp = Number(stamp);
   const nowSec = Math.floor(now / 1000);
-  if (timestamp < nowSec - toleranceSec) return reject('too-old', `webhook-timestamp is more than ${toleranceSec} s old`);
-  if (timestamp > nowSec + toleranceSec) return reject('too-new', `webhook-timestamp is more than ${toleranceSec} s in the future`);
+  if (timestamp < nowSec - toleranceSec)
+    return reject('too-old', `webhook-timestamp is more than ${toleranceSec} s old`);
+  if (timestamp > nowSec + toleranceSec)
+    return reject('too-new', `webhook-timestamp is more than ${toleranceSec} s in the future`);
   const expected = digest(key, id, timestamp, body);
   for (const entry of signatures.split(' ')) {
     const comma = entry.indexOf(',');
@@ -118,7 +131,8 @@ export function verifyWebhook({ headers, body, secret, toleranceSec = 300, now =
     if (comma < 0 || entry.slice(0, comma) !== 'v1') continue;
     const given = Buffer.from(entry.slice(comma + 1), 'base64');
     // timingSafeEqual throws on a length mismatch; the length of an HMAC is no secret.
-    if (given.length === expected.length && timingSafeEqual(given, expected)) return { kind: 'verified', id, timestamp };
+    if (given.length === expected.length && timingSafeEqual(given, expected))
+      return { kind: 'verified', id, timestamp };
   }
   return reject('no-matching-signature', 'no v1 signature in webhook-signature matches');
 }

@@ -69,26 +69,41 @@ const systemLookup: HostLookup = (hostname) => dnsLookup(hostname, { all: true, 
  * Builds the policy from its options, validated up front.
  * @throws {@link CallbackConfigError} for a bad allowlist entry or option.
  */
-export function createCallbackPolicy({ allow, allowPrivate = callbackPolicyDefaults.allowPrivate, lookup = systemLookup }: CallbackPolicyOptions): CallbackPolicy {
+export function createCallbackPolicy({
+  allow,
+  allowPrivate = callbackPolicyDefaults.allowPrivate,
+  lookup = systemLookup,
+}: CallbackPolicyOptions): CallbackPolicy {
   const allowlist = compileAllowlist(allow);
-  if (typeof allowPrivate !== 'boolean') throw new CallbackConfigError(`allowPrivate must be a boolean, got ${show(allowPrivate)}`);
+  if (typeof allowPrivate !== 'boolean')
+    throw new CallbackConfigError(`allowPrivate must be a boolean, got ${show(allowPrivate)}`);
   if (typeof lookup !== 'function') throw new CallbackConfigError(`lookup must be a function, got ${show(lookup)}`);
 
   return Object.freeze({
     async check(raw: string): Promise<CallbackTarget> {
       const refuse = (reason: ConstructorParameters<typeof CallbackRefusedError>[0], why: string, cause?: unknown) =>
-        new CallbackRefusedError(reason, `callback URL ${display(raw)} refused: ${why}`, cause === undefined ? undefined : { cause });
+        new CallbackRefusedError(
+          reason,
+          `callback URL ${display(raw)} refused: ${why}`,
+          cause === undefined ? undefined : { cause },
+        );
       let url: URL;
       try {
         url = new URL(raw);
       } catch (cause) {
         throw refuse('invalid-url', 'it is not an absolute URL', cause);
       }
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw refuse('scheme', `scheme ${url.protocol.slice(0, -1)} is not http or https`);
+      if (url.protocol !== 'http:' && url.protocol !== 'https:')
+        throw refuse('scheme', `scheme ${url.protocol.slice(0, -1)} is not http or https`);
       // Credentials in a callback URL would be sent to the receiver and written to logs.
       if (url.username || url.password) throw refuse('userinfo', 'it carries credentials');
       if (!allowlist.allows(url)) {
-        throw refuse('not-allowlisted', allowlist.entries.length === 0 ? 'no callback targets are configured' : `host ${url.host} is not on the callback allowlist`);
+        throw refuse(
+          'not-allowlisted',
+          allowlist.entries.length === 0
+            ? 'no callback targets are configured'
+            : `host ${url.host} is not on the callback allowlist`,
+        );
       }
       const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
       if (isMetadataHostname(host)) throw refuse('special-address', `host ${host} is a cloud metadata service`);
@@ -103,14 +118,18 @@ export function createCallbackPolicy({ allow, allowPrivate = callbackPolicyDefau
         }
       }
       const usable = addresses.filter((a) => isIP(a.address) !== 0);
-      if (usable.length === 0 || usable.length !== addresses.length) throw refuse('unresolvable', `host ${host} did not resolve to IP addresses`);
+      if (usable.length === 0 || usable.length !== addresses.length)
+        throw refuse('unresolvable', `host ${host} did not resolve to IP addresses`);
       // Every address must pass: an attacker controlling DNS can mix a public and a private answer.
       for (const { address } of usable) {
         const found = classifyAddress(address);
         if (found.metadata === undefined && (allowPrivate || found.range === 'public')) continue;
         const target = address === host ? address : `${host} resolves to ${address}, which`;
         const via = found.via ? ` (${found.via} ${found.ipv4})` : '';
-        throw refuse('special-address', `${target} is a ${found.range}${via} address${found.metadata === undefined ? '' : `, ${found.metadata}`}`);
+        throw refuse(
+          'special-address',
+          `${target} is a ${found.range}${via} address${found.metadata === undefined ? '' : `, ${found.metadata}`}`,
+        );
       }
       const first = usable[0]!;
       return Object.freeze({ url, address: first.address, family: isIP(first.address) as 4 | 6 });

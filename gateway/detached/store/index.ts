@@ -18,10 +18,27 @@ export { StoreConfigError, StoreFullError, StoreInvalidRecordError, StoreUnavail
 export type { StoreFullDetail } from './errors.ts';
 export { CREATE_TIMEOUT_MS, RECORD_OVERHEAD_BYTES, storeDefaults } from './options.ts';
 export type { CommonStoreOptions, MemoryStoreOptions, RedisStoreOptions } from './options.ts';
-export { connectRedis, parseRedisUrl, quitRedis, redisDefaults, redisUses, resolveRedisTimeouts } from './redis-connection.ts';
+export {
+  connectRedis,
+  parseRedisUrl,
+  quitRedis,
+  redisDefaults,
+  redisUses,
+  resolveRedisTimeouts,
+} from './redis-connection.ts';
 export type { RedisAddress, RedisConnection, RedisTimeouts, RedisUse } from './redis-connection.ts';
 export { FINAL_STATUSES, LIVE_STATUSES, scopedIdempotencyKey } from './types.ts';
-export type { CallError, CallFinish, CallRecord, CallStart, CallStatus, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
+export type {
+  CallError,
+  CallFinish,
+  CallRecord,
+  CallStart,
+  CallStatus,
+  CallStore,
+  KeyClaim,
+  StoreHealth,
+  StoredResult,
+} from './types.ts';
 export { STORED_BYTES_LUA } from './redis-scripts.ts';
 
 /**
@@ -49,4 +66,3 @@ export function createStore(spec: string | undefined, options: StoreOptions = {}
     `store must be "memory" or redis://host:port[/db], got ${show(typeof spec === 'string' ? redactUrl(spec) : spec)}`,
   );
 }
-

@@ -9,7 +9,15 @@ import { LRUCache } from 'lru-cache';
 import { StoreUnavailableError, storeFull } from './errors.ts';
 import { RECORD_OVERHEAD_BYTES, resolveMemoryStoreConfig } from './options.ts';
 import type { MemoryStoreConfig, MemoryStoreOptions } from './options.ts';
-import { checkClaimTtl, checkNewRecord, cloneRecord, copyResult, duplicateCall, finalRecord, startFields } from './records.ts';
+import {
+  checkClaimTtl,
+  checkNewRecord,
+  cloneRecord,
+  copyResult,
+  duplicateCall,
+  finalRecord,
+  startFields,
+} from './records.ts';
 import type { CallFinish, CallRecord, CallStart, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
 
 /** A finished call: its final record, its response when it produced one, and when it leaves. */
@@ -66,7 +74,8 @@ class MemoryStore implements CallStore {
       this.#lapse();
       const held = this.#storedBytes + this.#reservedBytes;
       const { maxStoredBytes } = this.#config;
-      if (held + reserve > maxStoredBytes) throw storeFull(record.id, { bytes: reserve, storedBytes: held, maxStoredBytes });
+      if (held + reserve > maxStoredBytes)
+        throw storeFull(record.id, { bytes: reserve, storedBytes: held, maxStoredBytes });
       this.#reserved.set(record.id, { bytes: reserve, until: record.expiresAt });
       this.#reservedBytes += reserve;
       this.#nextLapse = Math.min(this.#nextLapse, record.expiresAt);
@@ -105,7 +114,12 @@ class MemoryStore implements CallStore {
     }
     this.#live.delete(id);
     this.#unreserve(id);
-    this.#finished.set(id, { record, ...(result ? { result: copyResult(result) } : {}), bytes, expiresAt: now() + resultTtl });
+    this.#finished.set(id, {
+      record,
+      ...(result ? { result: copyResult(result) } : {}),
+      bytes,
+      expiresAt: now() + resultTtl,
+    });
     this.#storedBytes += bytes;
     return true;
   }
@@ -154,7 +168,11 @@ class MemoryStore implements CallStore {
     if (this.#closed) return { ok: false, reason: 'the memory store is closed' };
     this.#prune();
     this.#lapse();
-    return { ok: true, storedBytes: this.#storedBytes + this.#reservedBytes, maxStoredBytes: this.#config.maxStoredBytes };
+    return {
+      ok: true,
+      storedBytes: this.#storedBytes + this.#reservedBytes,
+      maxStoredBytes: this.#config.maxStoredBytes,
+    };
   }
 
   async close(): Promise<void> {

@@ -115,19 +115,28 @@ export function resolveRedisStoreConfig(options: RedisStoreOptions): RedisStoreC
   const redis = parseRedisUrl(options.url);
   const timeouts = resolveRedisTimeouts(options, redisUses.store);
   if (timeouts.commandTimeout < CREATE_TIMEOUT_MS) {
-    throw check.fail(`commandTimeout must be at least ${CREATE_TIMEOUT_MS} ms, the time a create waits for its answer, got ${show(timeouts.commandTimeout)}`);
+    throw check.fail(
+      `commandTimeout must be at least ${CREATE_TIMEOUT_MS} ms, the time a create waits for its answer, got ${show(timeouts.commandTimeout)}`,
+    );
   }
   return Object.freeze({ ...common, keyPrefix, redis, ...timeouts });
 }
 
 function resolveCommon(options: CommonStoreOptions): Required<CommonStoreOptions> {
-  const { resultTtl = storeDefaults.resultTtl, maxStoredBytes = storeDefaults.maxStoredBytes, logger = storeDefaults.logger, now = storeDefaults.now } = options;
+  const {
+    resultTtl = storeDefaults.resultTtl,
+    maxStoredBytes = storeDefaults.maxStoredBytes,
+    logger = storeDefaults.logger,
+    now = storeDefaults.now,
+  } = options;
   if (typeof now !== 'function') throw check.fail(`now must be a function, got ${show(now)}`);
   check.logger('logger', logger);
   // Infinity is refused by the integer check: an unbounded store is what this option exists to prevent.
   check.integer('maxStoredBytes', maxStoredBytes, { min: 1 });
   if (maxStoredBytes < RECORD_OVERHEAD_BYTES) {
-    throw check.fail(`maxStoredBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got ${show(maxStoredBytes)}`);
+    throw check.fail(
+      `maxStoredBytes must be at least ${RECORD_OVERHEAD_BYTES} (one empty record), got ${show(maxStoredBytes)}`,
+    );
   }
   return { resultTtl: check.ms('resultTtl', resultTtl, 1), maxStoredBytes, logger, now };
 }

@@ -14,13 +14,16 @@ import type { CallFinish, CallRecord, CallStart, StoredResult } from './types.ts
  * @throws StoreInvalidRecordError
  */
 export function checkNewRecord(record: CallRecord): void {
-  if (typeof record.id !== 'string' || record.id === '') throw invalid(`a call id must be a non-empty string, got ${show(record.id)}`);
+  if (typeof record.id !== 'string' || record.id === '')
+    throw invalid(`a call id must be a non-empty string, got ${show(record.id)}`);
   if (!LIVE_STATUSES.has(record.status)) {
     throw invalid(`call ${record.id} must be created with status "queued" or "running", got ${show(record.status)}`);
   }
-  if (typeof record.owner !== 'string') throw invalid(`call ${record.id} must name its owner, got ${show(record.owner)}`);
+  if (typeof record.owner !== 'string')
+    throw invalid(`call ${record.id} must name its owner, got ${show(record.owner)}`);
   for (const field of ['createdAt', 'expiresAt'] as const) {
-    if (!Number.isFinite(record[field])) throw invalid(`call ${record.id} needs ${field} in ms since the epoch, got ${show(record[field])}`);
+    if (!Number.isFinite(record[field]))
+      throw invalid(`call ${record.id} needs ${field} in ms since the epoch, got ${show(record[field])}`);
   }
 }
 
@@ -35,9 +38,11 @@ export function duplicateCall(id: string): StoreInvalidRecordError {
  * @throws StoreInvalidRecordError when the runner or a time is missing.
  */
 export function startFields(id: string, start: CallStart): Pick<CallRecord, 'runner' | 'startedAt' | 'delayMs'> {
-  if (typeof start?.runner !== 'string' || start.runner === '') throw invalid(`call ${id} must start on a named runner, got ${show(start?.runner)}`);
+  if (typeof start?.runner !== 'string' || start.runner === '')
+    throw invalid(`call ${id} must start on a named runner, got ${show(start?.runner)}`);
   for (const field of ['startedAt', 'delayMs'] as const) {
-    if (!Number.isFinite(start[field])) throw invalid(`call ${id} needs ${field} in ms to start, got ${show(start[field])}`);
+    if (!Number.isFinite(start[field]))
+      throw invalid(`call ${id} needs ${field} in ms to start, got ${show(start[field])}`);
   }
   return { runner: start.runner, startedAt: start.startedAt, delayMs: start.delayMs };
 }

@@ -103,7 +103,11 @@ export interface RedisConnection {
  * policy above; it connects in the background.
  * @throws StoreConfigError for a bad URL (quoted without its password) or timeout.
  */
-export function connectRedis(target: string | RedisAddress, use: RedisUse, timeouts: RedisTimeouts = {}): RedisConnection {
+export function connectRedis(
+  target: string | RedisAddress,
+  use: RedisUse,
+  timeouts: RedisTimeouts = {},
+): RedisConnection {
   const { host, port, db, username, password, display } = typeof target === 'string' ? parseRedisUrl(target) : target;
   const { connectTimeout, commandTimeout } = resolveRedisTimeouts(timeouts, use);
   const options: RedisOptions = {
@@ -132,7 +136,10 @@ export function connectRedis(target: string | RedisAddress, use: RedisUse, timeo
  */
 export function resolveRedisTimeouts(timeouts: RedisTimeouts, use: RedisUse): Required<RedisTimeouts> {
   const { connectTimeout = redisDefaults.connectTimeout, commandTimeout = use.commandTimeout } = timeouts;
-  return Object.freeze({ connectTimeout: check.ms('connectTimeout', connectTimeout, 1), commandTimeout: check.ms('commandTimeout', commandTimeout, 1) });
+  return Object.freeze({
+    connectTimeout: check.ms('connectTimeout', connectTimeout, 1),
+    commandTimeout: check.ms('commandTimeout', commandTimeout, 1),
+  });
 }
 
 /**
@@ -140,7 +147,8 @@ export function resolveRedisTimeouts(timeouts: RedisTimeouts, use: RedisUse): Re
  * @throws StoreConfigError quoting the URL with its password masked.
  */
 export function parseRedisUrl(url: unknown): RedisAddress {
-  const bad = () => check.fail(`store must be redis://host:port[/db], got ${show(typeof url === 'string' ? redactUrl(url) : url)}`);
+  const bad = () =>
+    check.fail(`store must be redis://host:port[/db], got ${show(typeof url === 'string' ? redactUrl(url) : url)}`);
   if (typeof url !== 'string') throw bad();
   let parsed: URL;
   try {
@@ -150,7 +158,14 @@ export function parseRedisUrl(url: unknown): RedisAddress {
   }
   const dbText = parsed.pathname.replace(/^\//, '');
   const db = dbText === '' ? 0 : Number(dbText);
-  if (parsed.protocol !== 'redis:' || parsed.hostname === '' || parsed.port === '' || parsed.search !== '' || parsed.hash !== '') throw bad();
+  if (
+    parsed.protocol !== 'redis:' ||
+    parsed.hostname === '' ||
+    parsed.port === '' ||
+    parsed.search !== '' ||
+    parsed.hash !== ''
+  )
+    throw bad();
   if (!/^\d*$/.test(dbText) || !Number.isSafeInteger(db)) throw bad();
   // WHATWG URL keeps IPv6 brackets in hostname; the socket wants the bare address.
   const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');

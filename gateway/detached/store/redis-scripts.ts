@@ -150,7 +150,13 @@ return 0
 export interface StoreScripts {
   sluiceCreate(call: string, stored: string, bytes: string, ...args: (string | number)[]): Promise<[number, number]>;
   sluiceStart(call: string, start: string): Promise<number>;
-  sluiceFinish(call: string, result: string, stored: string, bytes: string, ...args: (string | number | Buffer)[]): Promise<[number, number]>;
+  sluiceFinish(
+    call: string,
+    result: string,
+    stored: string,
+    bytes: string,
+    ...args: (string | number | Buffer)[]
+  ): Promise<[number, number]>;
   sluiceHealth(stored: string, bytes: string): Promise<[number, number]>;
   sluiceClaim(key: string, callId: string, fingerprint: string, ttlMs: number): Promise<[string, string] | null>;
   sluiceRelease(key: string, callId: string): Promise<number>;

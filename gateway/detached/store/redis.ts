@@ -104,7 +104,9 @@ class RedisStore implements CallStore {
     if (created === -2) throw storeFull(record.id, { bytes, storedBytes, maxStoredBytes });
     if (bytes > 0 && created === 1) this.#counted(storedBytes);
     if (created === -1) {
-      throw new StoreUnavailableError(`redis store ${this.#config.redis.display} took too long to write the record of call ${record.id}; it was not written`);
+      throw new StoreUnavailableError(
+        `redis store ${this.#config.redis.display} took too long to write the record of call ${record.id}; it was not written`,
+      );
     }
     if (created !== 1) throw duplicateCall(record.id);
   }
@@ -114,13 +116,19 @@ class RedisStore implements CallStore {
     // No not-after bound, unlike create: a start that lands late says only what is true, and a
     // call that finished meanwhile is no longer queued, so the script leaves it alone.
     const started = await this.#run(() =>
-      this.#within(this.#client.sluiceStart(this.#key('call', id), fields), CREATE_TIMEOUT_MS, `did not confirm the start of call ${id}`),
+      this.#within(
+        this.#client.sluiceStart(this.#key('call', id), fields),
+        CREATE_TIMEOUT_MS,
+        `did not confirm the start of call ${id}`,
+      ),
     );
     return started === 1;
   }
 
   async get(id: string): Promise<CallRecord | undefined> {
-    const [record, start, final] = await this.#run(() => this.#client.hmget(this.#key('call', id), 'record', 'start', 'final'));
+    const [record, start, final] = await this.#run(() =>
+      this.#client.hmget(this.#key('call', id), 'record', 'start', 'final'),
+    );
     if (!record) return undefined;
     const over = (json: string | null | undefined) => (json ? (JSON.parse(json) as Partial<CallRecord>) : {});
     return { ...(JSON.parse(record) as CallRecord), ...over(start), ...over(final) };
@@ -130,10 +138,23 @@ class RedisStore implements CallStore {
     const { resultTtl, maxStoredBytes } = this.#config;
     const fields = finalFields(id, finish);
     const bytes = RECORD_OVERHEAD_BYTES + (result?.body.length ?? 0);
-    const args: (string | number | Buffer)[] = [finish.status, JSON.stringify(fields), resultTtl, maxStoredBytes, `${bytes}:${id}`, bytes];
+    const args: (string | number | Buffer)[] = [
+      finish.status,
+      JSON.stringify(fields),
+      resultTtl,
+      maxStoredBytes,
+      `${bytes}:${id}`,
+      bytes,
+    ];
     if (result) args.push(String(result.status), result.contentType, result.body);
     const [done, storedBytes] = await this.#run(() =>
-      this.#client.sluiceFinish(this.#key('call', id), this.#key('result', id), this.#key('stored', ''), this.#key('stored-bytes', ''), ...args),
+      this.#client.sluiceFinish(
+        this.#key('call', id),
+        this.#key('result', id),
+        this.#key('stored', ''),
+        this.#key('stored-bytes', ''),
+        ...args,
+      ),
     );
     if (done === -1) throw storeFull(id, { bytes, storedBytes, maxStoredBytes });
     if (done === 1) this.#counted(storedBytes);
@@ -146,14 +167,18 @@ class RedisStore implements CallStore {
   }
 
   async getResult(id: string): Promise<StoredResult | undefined> {
-    const [status, type, body] = await this.#run(() => this.#client.hmgetBuffer(this.#key('result', id), 'status', 'type', 'body'));
+    const [status, type, body] = await this.#run(() =>
+      this.#client.hmgetBuffer(this.#key('result', id), 'status', 'type', 'body'),
+    );
     if (!status || !type || !body) return undefined;
     return { status: Number(status.toString()), contentType: type.toString(), body };
   }
 
   async claimKey(key: string, claim: KeyClaim, ttlMs: number): Promise<KeyClaim | undefined> {
     checkClaimTtl(ttlMs);
-    const held = await this.#run(() => this.#client.sluiceClaim(this.#key('key', key), claim.callId, claim.fingerprint, ttlMs));
+    const held = await this.#run(() =>
+      this.#client.sluiceClaim(this.#key('key', key), claim.callId, claim.fingerprint, ttlMs),
+    );
     return held ? { callId: held[0], fingerprint: held[1] } : undefined;
   }
 
@@ -175,7 +200,8 @@ class RedisStore implements CallStore {
   }
 
   health(): Promise<StoreHealth> {
-    if (this.#closing) return Promise.resolve({ ok: false, reason: `the redis store ${this.#config.redis.display} is closed` });
+    if (this.#closing)
+      return Promise.resolve({ ok: false, reason: `the redis store ${this.#config.redis.display} is closed` });
     const cached = this.#health;
     if (cached && performance.now() - cached.at < HEALTH_CACHE_MS) return Promise.resolve(cached.value);
     this.#checking ??= this.#check().finally(() => (this.#checking = undefined));
@@ -214,7 +240,8 @@ class RedisStore implements CallStore {
       value = { ok: false, reason: describe(error) };
     }
     // A stalled Redis (stopped, swapping) drops no connection, so only this notices it.
-    if (!value.ok && before?.ok !== false) logger.warn('store not answering', { store: redis.display, reason: value.reason });
+    if (!value.ok && before?.ok !== false)
+      logger.warn('store not answering', { store: redis.display, reason: value.reason });
     if (value.ok && before?.ok === false) logger.info('store answering again', { store: redis.display });
     this.#health = { at: performance.now(), value };
     return value;
@@ -224,7 +251,10 @@ class RedisStore implements CallStore {
   #within<T>(command: Promise<T>, ms: number, what: string): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new StoreUnavailableError(`redis store ${this.#config.redis.display} ${what} within ${ms} ms`)), ms);
+      timer = setTimeout(
+        () => reject(new StoreUnavailableError(`redis store ${this.#config.redis.display} ${what} within ${ms} ms`)),
+        ms,
+      );
     });
     command.catch(() => {}); // its late failure has no one to tell
     return Promise.race([command, late]).finally(() => clearTimeout(timer));
@@ -299,7 +329,8 @@ class RedisStore implements CallStore {
   async #connected(connection: Redis): Promise<void> {
     const { status } = connection;
     if (status === 'ready') return;
-    if (status !== 'wait' && status !== 'connecting' && status !== 'connect') throw this.#lastError ?? new Error(`not connected (${status})`);
+    if (status !== 'wait' && status !== 'connecting' && status !== 'connect')
+      throw this.#lastError ?? new Error(`not connected (${status})`);
     await new Promise<void>((resolve, reject) => {
       const settle = (error?: Error) => {
         clearTimeout(timer);

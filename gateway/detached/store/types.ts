@@ -100,9 +100,7 @@ export interface KeyClaim {
  * What a store's cheap health check saw: it answered, with the bytes its finished calls and
  * results take against its bound, or it did not, and why (safe to log: no credentials).
  */
-export type StoreHealth =
-  | { ok: true; storedBytes: number; maxStoredBytes: number }
-  | { ok: false; reason: string };
+export type StoreHealth = { ok: true; storedBytes: number; maxStoredBytes: number } | { ok: false; reason: string };
 
 /** Storage for detached calls. Every method but `health` may reject on a storage failure. */
 export interface CallStore {

@@ -23,7 +23,8 @@ export const DASHBOARD_FILES = Object.freeze([
  * page cannot be framed (no clickjacking of the token field).
  */
 const HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   // Served again after an upgrade of sluice rather than from a stale cache.
@@ -44,7 +45,10 @@ export function registerDashboardRoutes(app: Hono<GatewayEnv>): void {
       body = undefined;
     }
     app.get(path, (c) => {
-      if (body === undefined) throw new RouteNotFoundError(`the dashboard's ${file} is not beside this build of the gateway (gateway/observe/dashboard/static/); npm run build copies it`);
+      if (body === undefined)
+        throw new RouteNotFoundError(
+          `the dashboard's ${file} is not beside this build of the gateway (gateway/observe/dashboard/static/); npm run build copies it`,
+        );
       return c.body(body, 200, { ...HEADERS, 'content-type': type });
     });
   }

@@ -28,7 +28,16 @@ import { memoryStackOutput, startMemoryStack } from '../memory-stack.ts';
 import type { MemoryStack } from '../memory-stack.ts';
 import { checkInteger, resolveBenchOptions, show } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
-import { FD_RESERVE, SOCKETS_PER_STREAM, childPids, countOpenFiles, readOpenFileLimit, readProcessMemory, readProcessTreeMemory, streamCeiling } from '../process-memory.ts';
+import {
+  FD_RESERVE,
+  SOCKETS_PER_STREAM,
+  childPids,
+  countOpenFiles,
+  readOpenFileLimit,
+  readProcessMemory,
+  readProcessTreeMemory,
+  streamCeiling,
+} from '../process-memory.ts';
 import type { ProcessMemory } from '../process-memory.ts';
 import { formatTable, startScenario, writeResults } from '../report.ts';
 import type { EngineTiming } from '../stack.ts';
@@ -164,20 +173,44 @@ export const memory: Scenario = {
     const hold = options.duration;
     // Children inherit this process's limit; the gateway's own is checked once it runs.
     const ownLimit = readOpenFileLimit('self');
-    if (ownLimit === undefined || readProcessMemory(process.pid) === undefined) throw new Error('the memory scenario reads /proc/<pid>/status and /proc/<pid>/limits: it runs on Linux only');
+    if (ownLimit === undefined || readProcessMemory(process.pid) === undefined)
+      throw new Error('the memory scenario reads /proc/<pid>/status and /proc/<pid>/limits: it runs on Linux only');
     const planned = planLevels(requested, streamCeiling(ownLimit));
     const largest = Math.max(...planned.map((l) => l.streams));
     let stack: MemoryStack | undefined;
     try {
-      progress(`starting ${PAIRS} sim engines (ttft ${MEMORY_ENGINE.ttftMs} ms, a token every ${MEMORY_ENGINE.itlMs} ms), ${PAIRS} runners, the gateway${options.nginx ? ' and nginx' : ''}...\n`);
+      progress(
+        `starting ${PAIRS} sim engines (ttft ${MEMORY_ENGINE.ttftMs} ms, a token every ${MEMORY_ENGINE.itlMs} ms), ${PAIRS} runners, the gateway${options.nginx ? ' and nginx' : ''}...\n`,
+      );
       const nginxFiles = Number.isFinite(ownLimit) ? ownLimit : undefined;
-      stack = await startMemoryStack({ env: ctx.env, logLevel: options.logLevel, streams: largest, pairs: PAIRS, engine: MEMORY_ENGINE, nginx: options.nginx, ...(nginxFiles ? { nginxFiles } : {}) });
+      stack = await startMemoryStack({
+        env: ctx.env,
+        logLevel: options.logLevel,
+        streams: largest,
+        pairs: PAIRS,
+        engine: MEMORY_ENGINE,
+        nginx: options.nginx,
+        ...(nginxFiles ? { nginxFiles } : {}),
+      });
       const gatewayPid = stack.gateway.child.pid;
       const fdLimit = Math.min(ownLimit, readOpenFileLimit(gatewayPid ?? 'self') ?? ownLimit);
       const levels = planLevels(requested, streamCeiling(fdLimit));
-      const targets: MemoryTarget[] = [{ name: 'sluice', url: stack.gateway.url, memory: () => readProcessMemory(gatewayPid), fds: () => countOpenFiles(gatewayPid) }];
+      const targets: MemoryTarget[] = [
+        {
+          name: 'sluice',
+          url: stack.gateway.url,
+          memory: () => readProcessMemory(gatewayPid),
+          fds: () => countOpenFiles(gatewayPid),
+        },
+      ];
       const nginx = stack.nginx;
-      if (nginx) targets.push({ name: 'nginx', url: nginx.url, memory: () => readProcessTreeMemory(nginx.pid), fds: () => treeOpenFiles(nginx.pid) });
+      if (nginx)
+        targets.push({
+          name: 'nginx',
+          url: nginx.url,
+          memory: () => readProcessTreeMemory(nginx.pid),
+          fds: () => treeOpenFiles(nginx.pid),
+        });
       else progress(`${stack.nginxSkipped}\n`);
       for (const target of targets) await preflight(target, stack);
 
@@ -190,25 +223,42 @@ export const memory: Scenario = {
         try {
           for (const level of levels) {
             if (ctx.signal?.aborted) throw new Error('benchmark interrupted');
-            progress(`${target.name}: ${level.streams} streams${level.capped ? ` (asked ${level.requested}, capped by the open-file limit)` : ''}, ramp budget ${rampBudgetMs(level.streams) / 1000}s, then at least ${hold / 1000}s at the plateau\n`);
+            progress(
+              `${target.name}: ${level.streams} streams${level.capped ? ` (asked ${level.requested}, capped by the open-file limit)` : ''}, ramp budget ${rampBudgetMs(level.streams) / 1000}s, then at least ${hold / 1000}s at the plateau\n`,
+            );
             const f = await measureLevel(target, level, hold, sampler, watch, baselines, ctx.signal);
             figures.push(f);
-            progress(`${target.name}: ${f.openAtPlateau} open at the plateau, RSS ${mib(f.plateau.medianKiB)} MiB (idle ${mib(f.idle.medianKiB)}), ${formatErrors(f.errors)}\n`);
+            progress(
+              `${target.name}: ${f.openAtPlateau} open at the plateau, RSS ${mib(f.plateau.medianKiB)} MiB (idle ${mib(f.idle.medianKiB)}), ${formatErrors(f.errors)}\n`,
+            );
           }
-          progress(`${target.name}: waiting up to ${SETTLE_LIMIT_MS / 1000}s for its idle upstream connections to close\n`);
-          settled.push(await settle(target, sampler, figures.find((f) => f.target === target.name)?.fds.idle, ctx.signal));
+          progress(
+            `${target.name}: waiting up to ${SETTLE_LIMIT_MS / 1000}s for its idle upstream connections to close\n`,
+          );
+          settled.push(
+            await settle(target, sampler, figures.find((f) => f.target === target.name)?.fds.idle, ctx.signal),
+          );
         } finally {
           sampler.stop();
         }
       }
 
-      write(`\nsluice bench memory: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, engine ttft ${MEMORY_ENGINE.ttftMs} ms, a token every ${MEMORY_ENGINE.itlMs} ms, ${PAIRS} engine+runner pairs, plateau held at least ${hold / 1000}s, RSS sampled every ${SAMPLE_EVERY_MS} ms\n\n`);
+      write(
+        `\nsluice bench memory: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, engine ttft ${MEMORY_ENGINE.ttftMs} ms, a token every ${MEMORY_ENGINE.itlMs} ms, ${PAIRS} engine+runner pairs, plateau held at least ${hold / 1000}s, RSS sampled every ${SAMPLE_EVERY_MS} ms\n\n`,
+      );
       write(capNote(levels, fdLimit));
       write(`${formatMemory(figures)}\n\n`);
       write(`${formatStreams(figures)}\n\n`);
-      const extrapolations = levels.filter((l) => l.capped).flatMap((l) => figures.filter((f) => f.requested === l.requested).map((f) => extrapolation(f, baselines[f.target]!)));
+      const extrapolations = levels
+        .filter((l) => l.capped)
+        .flatMap((l) =>
+          figures.filter((f) => f.requested === l.requested).map((f) => extrapolation(f, baselines[f.target]!)),
+        );
       write(`${formatSettled(settled, baselines)}\n`);
-      for (const e of extrapolations) write(`${e.target}: EXTRAPOLATED, not measured: ${e.requested} streams would take about ${mib(e.rssKiB)} MiB (${mib(e.idleKiB)} MiB idle + ${e.requested} x ${e.perStreamKiB.toFixed(1)} KiB, the per-stream figure measured at ${e.measuredAt})\n`);
+      for (const e of extrapolations)
+        write(
+          `${e.target}: EXTRAPOLATED, not measured: ${e.requested} streams would take about ${mib(e.rssKiB)} MiB (${mib(e.idleKiB)} MiB idle + ${e.requested} x ${e.perStreamKiB.toFixed(1)} KiB, the per-stream figure measured at ${e.measuredAt})\n`,
+        );
       if (stack.nginxSkipped) write(`${stack.nginxSkipped}\n`);
       if (extrapolations.length > 0 || stack.nginxSkipped) write('\n');
 
@@ -230,7 +280,13 @@ export const memory: Scenario = {
         extrapolations,
       };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, a token every ${MEMORY_ENGINE.itlMs / 1000}s per stream, open-file limit ${fdLimit}`;
-      const svg = memoryChart(figures, settled, targets.map((t) => t.name), 'sluice bench memory: resident memory holding slow SSE streams', subtitle);
+      const svg = memoryChart(
+        figures,
+        settled,
+        targets.map((t) => t.name),
+        'sluice bench memory: resident memory holding slow SSE streams',
+        subtitle,
+      );
       const files = await writeResults(ctx, options.out, 'memory', startedAt, report, svg, write);
       return { files };
     } finally {
@@ -247,14 +303,18 @@ export const memory: Scenario = {
 export function resolveStreamLevels(value: unknown): readonly number[] {
   if (value === undefined) return DEFAULT_STREAM_LEVELS;
   if (!Array.isArray(value) || value.length === 0 || value.length > MEMORY_LIMITS.maxLevels) {
-    throw new BenchOptionError('streams', `streams must be a list of 1 to ${MEMORY_LIMITS.maxLevels} stream counts, e.g. 1000,10000, got ${Array.isArray(value) ? `${value.length} counts` : show(value)}`);
+    throw new BenchOptionError(
+      'streams',
+      `streams must be a list of 1 to ${MEMORY_LIMITS.maxLevels} stream counts, e.g. 1000,10000, got ${Array.isArray(value) ? `${value.length} counts` : show(value)}`,
+    );
   }
   const counts = value.map((v: unknown) => {
     const count = typeof v === 'string' && /^\d+$/.test(v.trim()) ? Number(v) : v;
     return checkInteger('streams', count, 1, MEMORY_LIMITS.maxStreams);
   });
   const repeated = counts.find((c, i) => counts.indexOf(c) !== i);
-  if (repeated !== undefined) throw new BenchOptionError('streams', `streams must not repeat a count, got ${repeated} twice`);
+  if (repeated !== undefined)
+    throw new BenchOptionError('streams', `streams must not repeat a count, got ${repeated} twice`);
   return Object.freeze([...counts].sort((a, b) => a - b));
 }
 
@@ -289,15 +349,30 @@ function rampBudgetMs(streams: number): number {
 
 /** The request of one stream of exactly `tokens` tokens (`ignore_eos`: the sim engine never stops early). */
 function streamBody(tokens: number): string {
-  return JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: tokens, ignore_eos: true, stream: true });
+  return JSON.stringify({
+    model: 'sim-small',
+    messages: [{ role: 'user', content: 'hi' }],
+    max_tokens: tokens,
+    ignore_eos: true,
+    stream: true,
+  });
 }
 
 /** One short stream through `target`: the stack works before anything is measured. */
 async function preflight(target: MemoryTarget, stack: MemoryStack): Promise<void> {
-  const streams = await openHeldStreams({ url: target.url + STREAM_PATH, streams: 1, batch: 1, rampDeadline: Number.POSITIVE_INFINITY, body: () => streamBody(MEMORY_ENGINE.outputTokens), timeoutMs: STREAM_TIMEOUT_MS });
+  const streams = await openHeldStreams({
+    url: target.url + STREAM_PATH,
+    streams: 1,
+    batch: 1,
+    rampDeadline: Number.POSITIVE_INFINITY,
+    body: () => streamBody(MEMORY_ENGINE.outputTokens),
+    timeoutMs: STREAM_TIMEOUT_MS,
+  });
   await streams.finish(performance.now() + STREAM_TIMEOUT_MS);
   if (streams.tally.completed !== 1) {
-    throw new Error(`preflight: ${target.name} did not stream to [DONE] (${formatErrors(streams.tally.errors)})\n${memoryStackOutput(stack)}`);
+    throw new Error(
+      `preflight: ${target.name} did not stream to [DONE] (${formatErrors(streams.tally.errors)})\n${memoryStackOutput(stack)}`,
+    );
   }
 }
 
@@ -307,7 +382,15 @@ async function preflight(target: MemoryTarget, stack: MemoryStack): Promise<void
  * `baselines` keeps each proxy's RSS before its first level, the "idle" every per-stream figure
  * is measured from.
  */
-async function measureLevel(target: MemoryTarget, level: PlannedLevel, hold: number, sampler: MemorySampler, watch: { tally?: StreamTally }, baselines: Record<string, number>, signal: AbortSignal | undefined): Promise<LevelFigures> {
+async function measureLevel(
+  target: MemoryTarget,
+  level: PlannedLevel,
+  hold: number,
+  sampler: MemorySampler,
+  watch: { tally?: StreamTally },
+  baselines: Record<string, number>,
+  signal: AbortSignal | undefined,
+): Promise<LevelFigures> {
   // Tagged by the count asked for: unlike the count measured, it is distinct per level.
   const tag = (phase: string): string => `${level.requested} ${phase}`;
   const fds: LevelFigures['fds'] = {};
@@ -382,11 +465,21 @@ async function measureLevel(target: MemoryTarget, level: PlannedLevel, hold: num
  * After a proxy's last level: waits, at most {@link SETTLE_LIMIT_MS}, until its fds are back to
  * the count before its first level (its idle upstream connections closed), then reads its RSS.
  */
-async function settle(target: MemoryTarget, sampler: MemorySampler, fdsBefore: number | undefined, signal: AbortSignal | undefined): Promise<SettledFigures> {
+async function settle(
+  target: MemoryTarget,
+  sampler: MemorySampler,
+  fdsBefore: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<SettledFigures> {
   const started = performance.now();
   sampler.phase('settling');
   let fds = target.fds();
-  while (fds !== undefined && fdsBefore !== undefined && fds > fdsBefore + SETTLED_FD_SLACK && performance.now() - started < SETTLE_LIMIT_MS) {
+  while (
+    fds !== undefined &&
+    fdsBefore !== undefined &&
+    fds > fdsBefore + SETTLED_FD_SLACK &&
+    performance.now() - started < SETTLE_LIMIT_MS
+  ) {
     await pause(1_000, signal);
     fds = target.fds();
   }
@@ -417,27 +510,70 @@ function treeOpenFiles(pid: number | undefined): number | undefined {
 }
 
 /** An extrapolated figure for a capped level: the per-stream cost measured at the ceiling, times the count asked for. */
-function extrapolation(f: LevelFigures, idleKiB: number): { target: string; requested: number; measuredAt: number; idleKiB: number; perStreamKiB: number; rssKiB: number; extrapolated: true } {
-  return { target: f.target, requested: f.requested, measuredAt: f.openAtPlateau, idleKiB, perStreamKiB: f.perStreamKiB, rssKiB: extrapolateKiB(idleKiB, f.perStreamKiB, f.requested), extrapolated: true };
+function extrapolation(
+  f: LevelFigures,
+  idleKiB: number,
+): {
+  target: string;
+  requested: number;
+  measuredAt: number;
+  idleKiB: number;
+  perStreamKiB: number;
+  rssKiB: number;
+  extrapolated: true;
+} {
+  return {
+    target: f.target,
+    requested: f.requested,
+    measuredAt: f.openAtPlateau,
+    idleKiB,
+    perStreamKiB: f.perStreamKiB,
+    rssKiB: extrapolateKiB(idleKiB, f.perStreamKiB, f.requested),
+    extrapolated: true,
+  };
 }
 
 /** The lines saying which levels the open-file limit capped, and why; empty when none was. */
 export function capNote(levels: readonly PlannedLevel[], fdLimit: number): string {
-  return levels
-    .filter((l) => l.capped)
-    .map(
-      (l) =>
-        `${l.requested} streams asked for, ${l.streams} measured: the open-file limit (ulimit -n) is ${fdLimit} here and cannot be raised, ` +
-        `and a proxy holds ${SOCKETS_PER_STREAM} sockets per stream (client and upstream), so (${fdLimit} - ${FD_RESERVE} reserved) / ${SOCKETS_PER_STREAM} = ${l.streams} is the most it can hold.\n`,
-    )
-    .join('') + (levels.some((l) => l.capped) ? '\n' : '');
+  return (
+    levels
+      .filter((l) => l.capped)
+      .map(
+        (l) =>
+          `${l.requested} streams asked for, ${l.streams} measured: the open-file limit (ulimit -n) is ${fdLimit} here and cannot be raised, ` +
+          `and a proxy holds ${SOCKETS_PER_STREAM} sockets per stream (client and upstream), so (${fdLimit} - ${FD_RESERVE} reserved) / ${SOCKETS_PER_STREAM} = ${l.streams} is the most it can hold.\n`,
+      )
+      .join('') + (levels.some((l) => l.capped) ? '\n' : '')
+  );
 }
 
 function formatMemory(figures: readonly LevelFigures[]): string {
   return (
     formatTable(
-      ['target', 'level', 'streams', 'idle MiB', 'plateau MiB', 'plateau max', 'ended MiB', 'quiet MiB', 'peak MiB', 'KiB/stream'],
-      figures.map((f) => [f.target, String(f.requested), String(f.openAtPlateau), mib(f.idle.medianKiB), mib(f.plateau.medianKiB), mib(f.plateau.maxKiB), mib(f.endedKiB), mib(f.quietKiB), mib(f.hwmKiB), kib(f.perStreamKiB)]),
+      [
+        'target',
+        'level',
+        'streams',
+        'idle MiB',
+        'plateau MiB',
+        'plateau max',
+        'ended MiB',
+        'quiet MiB',
+        'peak MiB',
+        'KiB/stream',
+      ],
+      figures.map((f) => [
+        f.target,
+        String(f.requested),
+        String(f.openAtPlateau),
+        mib(f.idle.medianKiB),
+        mib(f.plateau.medianKiB),
+        mib(f.plateau.maxKiB),
+        mib(f.endedKiB),
+        mib(f.quietKiB),
+        mib(f.hwmKiB),
+        kib(f.perStreamKiB),
+      ]),
     ) +
     `\n(RSS from /proc/<pid>/status; level = streams asked for, streams = the fewest open at any plateau sample; idle = median before the level;` +
     `\n plateau = median (and max) over the plateau; ended = right after the last stream ended; quiet = ${QUIET_MS / 1000}s later; peak = VmHWM;` +
@@ -446,21 +582,41 @@ function formatMemory(figures: readonly LevelFigures[]): string {
 }
 
 function formatStreams(figures: readonly LevelFigures[]): string {
-  return formatTable(
-    ['target', 'level', 'opened', 'at plateau', 'completed', 'errors', 'chunks', 'ramp s', 'plateau s', 'fds idle', 'fds plateau', 'fds ended', 'fds quiet'],
-    figures.map((f) => [
-      f.target,
-      String(f.requested),
-      String(f.opened),
-      String(f.openAtPlateau),
-      String(f.completed),
-      String(Object.values(f.errors).reduce((a, b) => a + b, 0)),
-      String(f.chunks),
-      (f.rampMs / 1000).toFixed(1) + (f.rampCut ? ' cut' : ''),
-      (f.plateauMs / 1000).toFixed(1),
-      ...[f.fds.idle, f.fds.plateau, f.fds.ended, f.fds.quiet].map((n) => (n === undefined ? '-' : String(n))),
-    ]),
-  ) + figures.filter((f) => Object.keys(f.errors).length > 0).map((f) => `\nerrors ${f.target} ${f.requested}: ${formatErrors(f.errors)}`).join('');
+  return (
+    formatTable(
+      [
+        'target',
+        'level',
+        'opened',
+        'at plateau',
+        'completed',
+        'errors',
+        'chunks',
+        'ramp s',
+        'plateau s',
+        'fds idle',
+        'fds plateau',
+        'fds ended',
+        'fds quiet',
+      ],
+      figures.map((f) => [
+        f.target,
+        String(f.requested),
+        String(f.opened),
+        String(f.openAtPlateau),
+        String(f.completed),
+        String(Object.values(f.errors).reduce((a, b) => a + b, 0)),
+        String(f.chunks),
+        (f.rampMs / 1000).toFixed(1) + (f.rampCut ? ' cut' : ''),
+        (f.plateauMs / 1000).toFixed(1),
+        ...[f.fds.idle, f.fds.plateau, f.fds.ended, f.fds.quiet].map((n) => (n === undefined ? '-' : String(n))),
+      ]),
+    ) +
+    figures
+      .filter((f) => Object.keys(f.errors).length > 0)
+      .map((f) => `\nerrors ${f.target} ${f.requested}: ${formatErrors(f.errors)}`)
+      .join('')
+  );
 }
 
 function formatSettled(settled: readonly SettledFigures[], baselines: Readonly<Record<string, number>>): string {
@@ -468,7 +624,9 @@ function formatSettled(settled: readonly SettledFigures[], baselines: Readonly<R
     .map(
       (s) =>
         `${s.target} settled: ${mib(s.rssKiB)} MiB RSS ${(s.waitedMs / 1000).toFixed(0)}s after its last level, ` +
-        (s.settled ? 'its idle upstream connections closed' : `its fds still above the count before the first level when the ${SETTLE_LIMIT_MS / 1000}s wait ran out`) +
+        (s.settled
+          ? 'its idle upstream connections closed'
+          : `its fds still above the count before the first level when the ${SETTLE_LIMIT_MS / 1000}s wait ran out`) +
         ` (${s.fds ?? '-'} fds, ${s.fdsBefore ?? '-'} before the first level; RSS then ${mib(baselines[s.target] ?? Number.NaN)} MiB)\n`,
     )
     .join('');
@@ -480,7 +638,13 @@ function formatErrors(errors: Record<string, number>): string {
 }
 
 /** One panel per proxy; a group per level with its idle, plateau, ended and quiet RSS, and a last one once settled, MiB. */
-function memoryChart(figures: readonly LevelFigures[], settled: readonly SettledFigures[], targets: readonly string[], title: string, subtitle: string): string {
+function memoryChart(
+  figures: readonly LevelFigures[],
+  settled: readonly SettledFigures[],
+  targets: readonly string[],
+  title: string,
+  subtitle: string,
+): string {
   const series = [
     { name: 'idle before', color: '#9e9e9e' },
     { name: 'plateau (median)', color: '#4c78a8' },
@@ -497,12 +661,18 @@ function memoryChart(figures: readonly LevelFigures[], settled: readonly Settled
       .map((f) => ({
         label: `${f.openAtPlateau} streams${f.capped ? ` (of ${f.requested})` : ''}`,
         note: `${kib(f.perStreamKiB)} KiB per stream`,
-        values: [f.idle.medianKiB, f.plateau.medianKiB, f.plateau.maxKiB, f.endedKiB, f.quietKiB, none].map((v) => v / KIB_PER_MIB),
+        values: [f.idle.medianKiB, f.plateau.medianKiB, f.plateau.maxKiB, f.endedKiB, f.quietKiB, none].map(
+          (v) => v / KIB_PER_MIB,
+        ),
       }))
       .concat(
         settled
           .filter((s) => s.target === target)
-          .map((s) => ({ label: 'settled', note: `${(s.waitedMs / 1000).toFixed(0)}s after, ${s.fds ?? '-'} fds`, values: [none, none, none, none, none, s.rssKiB / KIB_PER_MIB] })),
+          .map((s) => ({
+            label: 'settled',
+            note: `${(s.waitedMs / 1000).toFixed(0)}s after, ${s.fds ?? '-'} fds`,
+            values: [none, none, none, none, none, s.rssKiB / KIB_PER_MIB],
+          })),
       ),
   }));
   return barChart(panels, series, { title, subtitle, axis: 'resident memory (RSS), MiB', format: (v) => v.toFixed(0) });

@@ -41,7 +41,11 @@ export const OVERHEAD_REQUEST = Object.freeze({
  * CPU time per 2xx response (µs). CPU per request is the steadier figure on a shared box: it
  * does not care how much CPU the neighbours left over, only what each request cost.
  */
-export type OverheadRun = RunSummary & { round: number; cpu: Record<string, number>; cpuPerRequestUs: Record<string, number> };
+export type OverheadRun = RunSummary & {
+  round: number;
+  cpu: Record<string, number>;
+  cpuPerRequestUs: Record<string, number>;
+};
 
 /** The name of the bare Node proxy, as a target and as a process. */
 export const BARE_PROXY = 'bare-proxy';
@@ -108,7 +112,9 @@ export function cpuPerCall(runs: readonly OverheadRun[], mode: LoadMode): CpuPer
     const calls = carried.reduce((sum, r) => sum + r.ok, 0);
     usPerCall[name] = calls > 0 ? (cpuMs * 1000) / calls : Number.NaN;
   }
-  const ratios = Object.fromEntries(CPU_RATIOS.map(([a, b]) => [`${a}/${b}`, ratio(usPerCall[a] ?? Number.NaN, usPerCall[b] ?? Number.NaN)]));
+  const ratios = Object.fromEntries(
+    CPU_RATIOS.map(([a, b]) => [`${a}/${b}`, ratio(usPerCall[a] ?? Number.NaN, usPerCall[b] ?? Number.NaN)]),
+  );
   return { mode, usPerCall, ratios };
 }
 
@@ -120,7 +126,10 @@ export function formatCpuPerCall(rows: readonly CpuPerCall[]): string {
   const x = (v: number | undefined): string => (v !== undefined && Number.isFinite(v) ? `${v.toFixed(2)}x` : '-');
   return (
     'cpu per 2xx response, us, each process pooled over the runs whose calls it carried (the runner and engine carry every run)\n' +
-    formatTable(['mode', ...names, ...ratioNames], rows.map((r) => [r.mode, ...names.map((n) => us(r.usPerCall[n])), ...ratioNames.map((n) => x(r.ratios[n]))]))
+    formatTable(
+      ['mode', ...names, ...ratioNames],
+      rows.map((r) => [r.mode, ...names.map((n) => us(r.usPerCall[n])), ...ratioNames.map((n) => x(r.ratios[n]))]),
+    )
   );
 }
 
@@ -178,7 +187,9 @@ export const overhead: Scenario = {
     let sink: OtlpSink | undefined;
     try {
       if (options.tracing) sink = await startOtlpSink();
-      progress(`starting sim engine, runner, gateway and bare proxy${options.nginx ? ' (and nginx when on PATH)' : ''}...\n`);
+      progress(
+        `starting sim engine, runner, gateway and bare proxy${options.nginx ? ' (and nginx when on PATH)' : ''}...\n`,
+      );
       // Slots above the connection count: a busy answer would measure the runner's refusal, not the hop.
       stack = await startStack({
         env: ctx.env,
@@ -195,7 +206,15 @@ export const overhead: Scenario = {
         { name: BARE_PROXY, url: stack.bareProxy!.url },
         ...(stack.nginx ? [{ name: 'nginx', url: stack.nginx.url }] : []),
         { name: 'sluice', url: stack.gateway.url },
-        ...(stack.keysGateway ? [{ name: KEYS_TARGET, url: stack.keysGateway.gateway.url, authorization: `Bearer ${stack.keysGateway.key}` }] : []),
+        ...(stack.keysGateway
+          ? [
+              {
+                name: KEYS_TARGET,
+                url: stack.keysGateway.gateway.url,
+                authorization: `Bearer ${stack.keysGateway.key}`,
+              },
+            ]
+          : []),
         ...(stack.traced ? [{ name: TRACED_TARGET, url: stack.traced.gateway.url }] : []),
       ].map(({ authorization, ...t }: { name: string; url: string; authorization?: string }) => ({
         ...t,
@@ -209,17 +228,30 @@ export const overhead: Scenario = {
 
       const runs: OverheadRun[] = raws.map((r) => {
         const s = summarize(r.result);
-        const perRequest = Object.fromEntries(Object.entries(r.cpu).map(([name, pct]) => [name, Math.round(((pct / 100) * s.elapsedMs * 1000) / Math.max(s.ok, 1))]));
+        const perRequest = Object.fromEntries(
+          Object.entries(r.cpu).map(([name, pct]) => [
+            name,
+            Math.round(((pct / 100) * s.elapsedMs * 1000) / Math.max(s.ok, 1)),
+          ]),
+        );
         return { ...s, round: r.round, cpu: r.cpu, cpuPerRequestUs: perRequest };
       });
       const combined = (['closed', 'open'] as const).flatMap((mode) =>
-        clients.map((c) => summarize(combine(raws.filter((r) => r.result.mode === mode && r.result.target === c.target.name).map((r) => r.result)))),
+        clients.map((c) =>
+          summarize(
+            combine(
+              raws.filter((r) => r.result.mode === mode && r.result.target === c.target.name).map((r) => r.result),
+            ),
+          ),
+        ),
       );
       const ratioRows = ratios(combined, 'sluice', ['direct', BARE_PROXY, 'nginx']);
       const cpuRows = (['closed', 'open'] as const).map((mode) => cpuPerCall(runs, mode));
       const loadAfter = loadavg().map((l) => Math.round(l * 100) / 100);
       // Other work on the box takes CPU from every process measured; say how much there was.
-      write(`\nsluice bench overhead: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, load average ${machine.loadAverage[0]} at start, ${loadAfter[0]} at end\n\n`);
+      write(
+        `\nsluice bench overhead: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, load average ${machine.loadAverage[0]} at start, ${loadAfter[0]} at end\n\n`,
+      );
       write(`${formatRuns(options.rounds > 1 ? runs : combined)}\n\n`);
       if (options.rounds > 1) write(`all ${options.rounds} rounds pooled:\n${formatRuns(combined)}\n\n`);
       write(`${formatRatios(ratioRows)}\n\n`);
@@ -228,13 +260,34 @@ export const overhead: Scenario = {
       if (stack.keysGateway) {
         write(`${formatKeysCost(cpuRows)}\n`);
         const inProcess = await measureKeyCost(createMemoryLimiter(), 200_000);
-        write(`in process, cpu per call: key lookup ${inProcess.lookupUs.toFixed(1)} us, lookup and in-memory limits ${inProcess.limitsUs.toFixed(1)} us\n\n`);
+        write(
+          `in process, cpu per call: key lookup ${inProcess.lookupUs.toFixed(1)} us, lookup and in-memory limits ${inProcess.limitsUs.toFixed(1)} us\n\n`,
+        );
       }
       if (sink) write(`${formatTracingCost(runs, sink.received)}\n\n`);
 
-      const report = { scenario: 'overhead', startedAt: startedAt.toISOString(), machine: { ...machine, loadAverageAtEnd: loadAfter }, options, request: OVERHEAD_REQUEST, notes: stack.nginxSkipped ? [stack.nginxSkipped] : [], runs, combined, ratios: ratioRows, cpuPerCall: cpuRows };
+      const report = {
+        scenario: 'overhead',
+        startedAt: startedAt.toISOString(),
+        machine: { ...machine, loadAverageAtEnd: loadAfter },
+        options,
+        request: OVERHEAD_REQUEST,
+        notes: stack.nginxSkipped ? [stack.nginxSkipped] : [],
+        runs,
+        combined,
+        ratios: ratioRows,
+        cpuPerCall: cpuRows,
+      };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${options.duration / 1000}s per run, ${options.rounds} round(s)`;
-      const files = await writeResults(ctx, options.out, 'overhead', startedAt, report, latencyChart(combined, 'sluice bench overhead: latency percentiles', subtitle), write);
+      const files = await writeResults(
+        ctx,
+        options.out,
+        'overhead',
+        startedAt,
+        report,
+        latencyChart(combined, 'sluice bench overhead: latency percentiles', subtitle),
+        write,
+      );
       return { files };
     } finally {
       await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
@@ -247,7 +300,13 @@ export const overhead: Scenario = {
 type RawRun = { round: number; result: LoadResult; cpu: Record<string, number> };
 
 /** The warm-ups, then every round: closed loop for each target, then open loop for each. */
-async function runRounds(clients: readonly LoadClient[], options: ResolvedBenchOptions, stack: Stack, progress: (t: string) => void, signal: AbortSignal | undefined): Promise<RawRun[]> {
+async function runRounds(
+  clients: readonly LoadClient[],
+  options: ResolvedBenchOptions,
+  stack: Stack,
+  progress: (t: string) => void,
+  signal: AbortSignal | undefined,
+): Promise<RawRun[]> {
   if (options.warmup > 0) {
     for (const c of clients) {
       progress(`warm-up ${c.target.name} ${options.warmup} ms\n`);
@@ -263,7 +322,9 @@ async function runRounds(clients: readonly LoadClient[], options: ResolvedBenchO
         const run = await measure(client, mode, options, stack, signal);
         throwIfAborted(signal);
         const s = summarize(run.result);
-        progress(`round ${round} ${mode.padEnd(6)} ${client.target.name.padEnd(10)} ${s.rps.toFixed(0)} req/s p50 ${formatMs(s.latency.p50)} p99 ${formatMs(s.latency.p99)} ms, ${s.errors} errors\n`);
+        progress(
+          `round ${round} ${mode.padEnd(6)} ${client.target.name.padEnd(10)} ${s.rps.toFixed(0)} req/s p50 ${formatMs(s.latency.p50)} p99 ${formatMs(s.latency.p99)} ms, ${s.errors} errors\n`,
+        );
         raws.push({ round, ...run });
       }
     }
@@ -271,7 +332,13 @@ async function runRounds(clients: readonly LoadClient[], options: ResolvedBenchO
   return raws;
 }
 
-async function measure(client: LoadClient, mode: LoadMode, options: ResolvedBenchOptions, stack: Stack, signal: AbortSignal | undefined): Promise<Omit<RawRun, 'round'>> {
+async function measure(
+  client: LoadClient,
+  mode: LoadMode,
+  options: ResolvedBenchOptions,
+  stack: Stack,
+  signal: AbortSignal | undefined,
+): Promise<Omit<RawRun, 'round'>> {
   const cpu = startCpuSample({
     engine: stack.engine.child.pid,
     runner: stack.runner.child.pid,
@@ -283,7 +350,10 @@ async function measure(client: LoadClient, mode: LoadMode, options: ResolvedBenc
     nginx: stack.nginx?.pid,
   });
   const bounds = { duration: options.duration, ...(signal ? { signal } : {}) };
-  const result = mode === 'closed' ? await runClosedLoop(client, bounds) : await runOpenLoop(client, { ...bounds, rate: options.rate });
+  const result =
+    mode === 'closed'
+      ? await runClosedLoop(client, bounds)
+      : await runOpenLoop(client, { ...bounds, rate: options.rate });
   return { result, cpu: cpu.stop() };
 }
 
@@ -303,7 +373,8 @@ async function preflight(clients: readonly LoadClient[], stack: Stack): Promise<
 function formatCpu(runs: readonly OverheadRun[]): string {
   // A process idle during a run (the gateway while direct is measured) is noise, not a figure.
   const names = [...new Set(runs.flatMap((r) => Object.keys(r.cpu)))];
-  const cell = (r: OverheadRun, n: string): string => ((r.cpu[n] ?? 0) < 2 ? '-' : `${Math.round(r.cpu[n]!)}% ${r.cpuPerRequestUs[n]}us`);
+  const cell = (r: OverheadRun, n: string): string =>
+    (r.cpu[n] ?? 0) < 2 ? '-' : `${Math.round(r.cpu[n]!)}% ${r.cpuPerRequestUs[n]}us`;
   const rows = runs.map((r) => [String(r.round), r.target, r.mode, ...names.map((n) => cell(r, n))]);
   return `cpu during each run: % of one core, and cpu time per 2xx response\n${formatTable(['round', 'target', 'mode', ...names], rows)}`;
 }

@@ -30,7 +30,13 @@ import type { Scenario, ScenarioContext } from '../types.ts';
 const PLACEMENT_LEVELS: readonly number[] = Object.freeze([0.5, 0.8, 1]);
 
 /** The sluice placers measured, each in its own gateway. */
-const PLACEMENT_PLACERS: readonly string[] = Object.freeze(['round-robin', 'consistent-hash', 'least-loaded', 'load-weighted', 'prefix-affinity']);
+const PLACEMENT_PLACERS: readonly string[] = Object.freeze([
+  'round-robin',
+  'consistent-hash',
+  'least-loaded',
+  'load-weighted',
+  'prefix-affinity',
+]);
 
 /** The fleet: eight engines on the H100 profile, a runner each with as many slots as the engine runs sequences. */
 export const PLACEMENT_FLEET = Object.freeze({ engines: 8, slots: 16, profile: 'h100-8b' });
@@ -39,7 +45,8 @@ export const PLACEMENT_FLEET = Object.freeze({ engines: 8, slots: 16, profile: '
 export const CAPACITY_TTFT_P90_MS = 1_000;
 
 /** The capacity search: the first rate tried, the step up, and the most steps before giving up. */
-const SEARCH: Readonly<{ startRate: number; factor: number; maxSteps: number; bisections: number; maxRate: number }> = Object.freeze({ startRate: 20, factor: 1.3, maxSteps: 12, bisections: 2, maxRate: 2_000 });
+const SEARCH: Readonly<{ startRate: number; factor: number; maxSteps: number; bisections: number; maxRate: number }> =
+  Object.freeze({ startRate: 20, factor: 1.3, maxSteps: 12, bisections: 2, maxRate: 2_000 });
 
 /** Per-call limits on the client side: long enough for any queue this fleet builds, bounded all the same. */
 const CALL_TIMEOUT_MS = 60_000;
@@ -80,7 +87,8 @@ export interface PlacementReport {
 
 /** The `placement` scenario. */
 export const placement: Scenario = {
-  summary: 'where calls go: every sluice placer vs nginx round-robin and least_conn on 8 simulated H100 engines, at 50/80/100% of measured capacity',
+  summary:
+    'where calls go: every sluice placer vs nginx round-robin and least_conn on 8 simulated H100 engines, at 50/80/100% of measured capacity',
   async run(raw: BenchOptions, ctx: ScenarioContext) {
     const shape = PLACEMENT_WORKLOAD;
     const lead = (shape.turns - 1) * shape.thinkMs;
@@ -89,7 +97,10 @@ export const placement: Scenario = {
     // Calls due before every turn number is present belong to sessions cut short by the trace's
     // start; they warm the caches but are never measured.
     const warmupMs = Math.max(options.warmup, lead);
-    if (warmupMs > options.warmup) progress(`warm-up raised to ${warmupMs / 1000}s: a session spans ${lead / 1000}s, and calls before that are warm-up\n`);
+    if (warmupMs > options.warmup)
+      progress(
+        `warm-up raised to ${warmupMs / 1000}s: a session spans ${lead / 1000}s, and calls before that are warm-up\n`,
+      );
     const measureMs = options.duration;
     const targets: TraceTarget[] = [];
     // Every call in flight listens on the signal: one run-wide signal allowed that many listeners.
@@ -99,13 +110,27 @@ export const placement: Scenario = {
     let nextSession = 1_000_000;
     const session = (): number => (nextSession += 1_000_000);
     try {
-      progress(`starting ${PLACEMENT_FLEET.engines} sim engines (${PLACEMENT_FLEET.profile}), ${PLACEMENT_FLEET.engines} runners (${PLACEMENT_FLEET.slots} slots), ${PLACEMENT_PLACERS.length} gateways${options.nginx ? ' and nginx' : ''}...\n`);
-      fleet = await startPlacementFleet({ env: ctx.env, logLevel: options.logLevel, engines: PLACEMENT_FLEET.engines, slots: PLACEMENT_FLEET.slots, model: shape.model, placers: PLACEMENT_PLACERS, nginx: options.nginx });
+      progress(
+        `starting ${PLACEMENT_FLEET.engines} sim engines (${PLACEMENT_FLEET.profile}), ${PLACEMENT_FLEET.engines} runners (${PLACEMENT_FLEET.slots} slots), ${PLACEMENT_PLACERS.length} gateways${options.nginx ? ' and nginx' : ''}...\n`,
+      );
+      fleet = await startPlacementFleet({
+        env: ctx.env,
+        logLevel: options.logLevel,
+        engines: PLACEMENT_FLEET.engines,
+        slots: PLACEMENT_FLEET.slots,
+        model: shape.model,
+        placers: PLACEMENT_PLACERS,
+        nginx: options.nginx,
+      });
       if (fleet.nginxSkipped) write(`${fleet.nginxSkipped}\n`);
       for (const c of fleet.contenders) targets.push(new TraceTarget(c.name, c.url, CONNECTIONS));
       await preflight(targets, shape, session);
       const runTrace = (target: TraceTarget, rate: number, seed: number, firstSession: number) =>
-        replay(target, shape, traceCalls(shape, { rate, durationMs: warmupMs + measureMs, seed, firstSession }), { timeoutMs: CALL_TIMEOUT_MS, maxInFlight: MAX_IN_FLIGHT, ...aborts });
+        replay(target, shape, traceCalls(shape, { rate, durationMs: warmupMs + measureMs, seed, firstSession }), {
+          timeoutMs: CALL_TIMEOUT_MS,
+          maxInFlight: MAX_IN_FLIGHT,
+          ...aborts,
+        });
 
       const roundRobin = targets.find((t) => t.name === 'round-robin')!;
       let capacity: PlacementReport['capacity'];
@@ -114,10 +139,17 @@ export const placement: Scenario = {
         progress(`capacity taken from --rate: ${options.rate} calls/s\n`);
       } else {
         const probeMs = Math.max(5_000, Math.round(measureMs / 2));
-        progress(`finding capacity: raising round-robin's rate until its p90 time to first token passes ${CAPACITY_TTFT_P90_MS} ms (${(warmupMs + probeMs) / 1000}s per probe)\n`);
+        progress(
+          `finding capacity: raising round-robin's rate until its p90 time to first token passes ${CAPACITY_TTFT_P90_MS} ms (${(warmupMs + probeMs) / 1000}s per probe)\n`,
+        );
         let seed = 1;
         const probes = await findCapacity(async (rate) => {
-          const records = await replay(roundRobin, shape, traceCalls(shape, { rate, durationMs: warmupMs + probeMs, seed: seed++, firstSession: session() }), { timeoutMs: CALL_TIMEOUT_MS, maxInFlight: MAX_IN_FLIGHT, ...aborts });
+          const records = await replay(
+            roundRobin,
+            shape,
+            traceCalls(shape, { rate, durationMs: warmupMs + probeMs, seed: seed++, firstSession: session() }),
+            { timeoutMs: CALL_TIMEOUT_MS, maxInFlight: MAX_IN_FLIGHT, ...aborts },
+          );
           const figures = placementFigures(records, warmupMs, probeMs);
           const p90 = figures.errorCount > figures.calls * 0.01 ? Infinity : figures.ttft.p90;
           progress(`  ${rate.toFixed(1)} calls/s: p90 ${formatMs(p90)} ms, ${figures.errorCount} errors\n`);
@@ -147,15 +179,38 @@ export const placement: Scenario = {
           const figures = placementFigures(records, warmupMs, measureMs);
           const cacheHitShare = ratio(end.hits - start.hits, end.queries - start.queries);
           runs.push({ level, rate, seed, firstSession, contender: target.name, figures, cacheHitShare });
-          progress(`  ${percent(level)} (${rate.toFixed(1)}/s) ${target.name}: ttft p50 ${formatMs(figures.ttft.p50)} p90 ${formatMs(figures.ttft.p90)} ms, ${figures.errorCount} errors\n`);
+          progress(
+            `  ${percent(level)} (${rate.toFixed(1)}/s) ${target.name}: ttft p50 ${formatMs(figures.ttft.p50)} p90 ${formatMs(figures.ttft.p90)} ms, ${figures.errorCount} errors\n`,
+          );
         }
       }
 
-      const report: PlacementReport = { scenario: 'placement', startedAt: startedAt.toISOString(), machine, workload: shape, fleet: PLACEMENT_FLEET, warmupMs, measureMs, capacity, runs, ...(fleet.nginxSkipped ? { nginxSkipped: fleet.nginxSkipped } : {}) };
-      write(`\nsluice bench placement: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${PLACEMENT_FLEET.engines} engines ${PLACEMENT_FLEET.profile}, capacity ${capacity.rate.toFixed(1)} calls/s (${capacity.measured ? 'measured' : 'given'}), ${measureMs / 1000}s measured after ${warmupMs / 1000}s warm-up per run\n\n`);
+      const report: PlacementReport = {
+        scenario: 'placement',
+        startedAt: startedAt.toISOString(),
+        machine,
+        workload: shape,
+        fleet: PLACEMENT_FLEET,
+        warmupMs,
+        measureMs,
+        capacity,
+        runs,
+        ...(fleet.nginxSkipped ? { nginxSkipped: fleet.nginxSkipped } : {}),
+      };
+      write(
+        `\nsluice bench placement: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${PLACEMENT_FLEET.engines} engines ${PLACEMENT_FLEET.profile}, capacity ${capacity.rate.toFixed(1)} calls/s (${capacity.measured ? 'measured' : 'given'}), ${measureMs / 1000}s measured after ${warmupMs / 1000}s warm-up per run\n\n`,
+      );
       write(`${formatPlacement(runs)}\n\n`);
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${PLACEMENT_FLEET.engines} x ${PLACEMENT_FLEET.profile}, 100% = ${capacity.rate.toFixed(1)} calls/s`;
-      const files = await writeResults(ctx, options.out, 'placement', startedAt, report, placementChart(runs, 'sluice bench placement: time to first token by load', subtitle), write);
+      const files = await writeResults(
+        ctx,
+        options.out,
+        'placement',
+        startedAt,
+        report,
+        placementChart(runs, 'sluice bench placement: time to first token by load', subtitle),
+        write,
+      );
       return { files };
     } finally {
       release();
@@ -169,9 +224,16 @@ export const placement: Scenario = {
 async function preflight(targets: readonly TraceTarget[], shape: WorkloadShape, session: () => number): Promise<void> {
   for (const target of targets) {
     const [call] = traceCalls(shape, { rate: 1, durationMs: 1, seed: 0, firstSession: session(), maxCalls: 1 });
-    const record = await target.call(shape, call ?? { at: 0, session: session(), turn: 1, system: 0 }, performance.now(), CALL_TIMEOUT_MS);
+    const record = await target.call(
+      shape,
+      call ?? { at: 0, session: session(), turn: 1, system: 0 },
+      performance.now(),
+      CALL_TIMEOUT_MS,
+    );
     if (record.error !== undefined || record.tokens !== shape.outputTokens) {
-      throw new Error(`preflight: ${target.name} did not stream ${shape.outputTokens} tokens (${record.error ?? `${record.tokens} tokens`})`);
+      throw new Error(
+        `preflight: ${target.name} did not stream ${shape.outputTokens} tokens (${record.error ?? `${record.tokens} tokens`})`,
+      );
     }
   }
 }
@@ -182,7 +244,10 @@ async function preflight(targets: readonly TraceTarget[], shape: WorkloadShape, 
  * between the last rate under and the first rate over. Returns every probe, in the order taken.
  * @throws {Error} when no rate within the search's bounds crosses the limit.
  */
-export async function findCapacity(probe: (rate: number) => Promise<number>, limitMs: number = CAPACITY_TTFT_P90_MS): Promise<CapacityProbe[]> {
+export async function findCapacity(
+  probe: (rate: number) => Promise<number>,
+  limitMs: number = CAPACITY_TTFT_P90_MS,
+): Promise<CapacityProbe[]> {
   const probes: CapacityProbe[] = [];
   const take = async (rate: number): Promise<CapacityProbe> => {
     const p = { rate, p90: await probe(rate) };
@@ -199,7 +264,10 @@ export async function findCapacity(probe: (rate: number) => Promise<number>, lim
     rate = over && !under ? rate / SEARCH.factor : rate * SEARCH.factor;
     if (rate > SEARCH.maxRate) break;
   }
-  if (!under || !over) throw new Error(`capacity search: no rate between ${(SEARCH.startRate / SEARCH.factor ** SEARCH.maxSteps).toFixed(2)} and ${SEARCH.maxRate} calls/s put round-robin's p90 across ${limitMs} ms (${probes.map((p) => `${p.rate.toFixed(1)}/s: ${formatMs(p.p90)}`).join(', ')})`);
+  if (!under || !over)
+    throw new Error(
+      `capacity search: no rate between ${(SEARCH.startRate / SEARCH.factor ** SEARCH.maxSteps).toFixed(2)} and ${SEARCH.maxRate} calls/s put round-robin's p90 across ${limitMs} ms (${probes.map((p) => `${p.rate.toFixed(1)}/s: ${formatMs(p.p90)}`).join(', ')})`,
+    );
   for (let i = 0; i < SEARCH.bisections; i++) {
     const p = await take(Math.sqrt(under.rate * over.rate));
     if (p.p90 > limitMs) over = p;
@@ -250,7 +318,25 @@ export function formatPlacement(runs: readonly PlacementRun[]): string {
     ];
   });
   return (
-    formatTable(['load', 'contender', 'calls/s', 'calls', 'errors', 'ttft p50', 'ttft p90', 'ttft p99', 'e2e p50', 'e2e p90', 'out tok/s', 'cache hits', 'p50 vs base', 'p90 vs base'], rows) +
+    formatTable(
+      [
+        'load',
+        'contender',
+        'calls/s',
+        'calls',
+        'errors',
+        'ttft p50',
+        'ttft p90',
+        'ttft p99',
+        'e2e p50',
+        'e2e p90',
+        'out tok/s',
+        'cache hits',
+        'p50 vs base',
+        'p90 vs base',
+      ],
+      rows,
+    ) +
     `\n(ms; ttft = time to first token from the call's due time; cache hits = engines' prefix-cache hit tokens / prompt tokens; base = ${baseline})`
   );
 }
@@ -261,9 +347,18 @@ export function placementChart(runs: readonly PlacementRun[], title: string, sub
   const panel = (key: 'p50' | 'p90' | 'p99') => ({
     heading: `time to first token, ${key}`,
     yLabel: 'ms',
-    series: contenders.map((name) => ({ name, points: runs.filter((r) => r.contender === name).map((r) => ({ x: r.level * 100, y: r.figures.ttft[key] })) })),
+    series: contenders.map((name) => ({
+      name,
+      points: runs.filter((r) => r.contender === name).map((r) => ({ x: r.level * 100, y: r.figures.ttft[key] })),
+    })),
   });
-  return lineChart([panel('p50'), panel('p90'), panel('p99')], title, subtitle, 'load, % of capacity', (v) => `${v.toFixed(0)}%`);
+  return lineChart(
+    [panel('p50'), panel('p90'), panel('p99')],
+    title,
+    subtitle,
+    'load, % of capacity',
+    (v) => `${v.toFixed(0)}%`,
+  );
 }
 
 function percent(level: number): string {

@@ -109,7 +109,9 @@ export const scale: Scenario = {
           if (ctx.signal?.aborted) throw new Error('benchmark interrupted');
           const order = await measureCost(orderOnce(prime(create(), calls, runners), calls, runners), SCALE_BOUNDS);
           const walked = await measureCost(placeOnce(prime(create(), calls, runners), calls, pool), SCALE_BOUNDS);
-          progress(`pass ${pass} ${name.padEnd(16)} ${String(size).padStart(6)} runners: order ${formatUs(order.usPerCall)} µs, placeCall ${formatUs(walked.usPerCall)} µs\n`);
+          progress(
+            `pass ${pass} ${name.padEnd(16)} ${String(size).padStart(6)} runners: order ${formatUs(order.usPerCall)} µs, placeCall ${formatUs(walked.usPerCall)} µs\n`,
+          );
           const key = `${name}/${size}`;
           if (!samples.has(key)) samples.set(key, { order: [], placeCall: [] });
           samples.get(key)!.order.push(order);
@@ -126,8 +128,13 @@ export const scale: Scenario = {
           // Primed with the system prompts alone, so each lookup walks back over its user turn's
           // blocks to the shared prefix, as a new turn of a chat does.
           const order = await measureCost(orderOnce(prime(create(), systems, runners), long, runners), SCALE_BOUNDS);
-          const walked = await measureCost(placeOnce(prime(create(), systems, runners), long, { runners: () => runners }), SCALE_BOUNDS);
-          progress(`pass ${pass} prefix-affinity ${String(chars).padStart(6)} chars ${String(size).padStart(6)} runners: order ${formatUs(order.usPerCall)} µs, placeCall ${formatUs(walked.usPerCall)} µs\n`);
+          const walked = await measureCost(
+            placeOnce(prime(create(), systems, runners), long, { runners: () => runners }),
+            SCALE_BOUNDS,
+          );
+          progress(
+            `pass ${pass} prefix-affinity ${String(chars).padStart(6)} chars ${String(size).padStart(6)} runners: order ${formatUs(order.usPerCall)} µs, placeCall ${formatUs(walked.usPerCall)} µs\n`,
+          );
           const key = `prompt/${chars}/${size}`;
           if (!samples.has(key)) samples.set(key, { order: [], placeCall: [] });
           samples.get(key)!.order.push(order);
@@ -144,7 +151,9 @@ export const scale: Scenario = {
         const runners = fakeFleet(size);
         const placer = prime(prime(builtinPlacers['prefix-affinity']!(), systemCalls(long), runners), flush, runners);
         const order = await measureCost(orderOnce(placer, long, runners), SCALE_BOUNDS);
-        progress(`pass ${pass} prefix-affinity ${String(chars).padStart(6)} chars, start not kept, ${String(size).padStart(6)} runners: order ${formatUs(order.usPerCall)} µs\n`);
+        progress(
+          `pass ${pass} prefix-affinity ${String(chars).padStart(6)} chars, start not kept, ${String(size).padStart(6)} runners: order ${formatUs(order.usPerCall)} µs\n`,
+        );
         const key = `cold/${chars}/${size}`;
         if (!samples.has(key)) samples.set(key, { order: [], placeCall: [] });
         samples.get(key)!.order.push(order);
@@ -156,25 +165,47 @@ export const scale: Scenario = {
     for (const chars of PROMPT_SIZES) {
       for (const size of POOL_SIZES) {
         const s = samples.get(`prompt/${chars}/${size}`)!;
-        promptCells.push({ promptChars: chars, runners: size, order: medianSample(s.order), placeCall: medianSample(s.placeCall), passes: s });
+        promptCells.push({
+          promptChars: chars,
+          runners: size,
+          order: medianSample(s.order),
+          placeCall: medianSample(s.placeCall),
+          passes: s,
+        });
         const c = samples.get(`cold/${chars}/${size}`);
-        if (c) coldCells.push({ promptChars: chars, runners: size, order: medianSample(c.order), placeCall: medianSample(c.placeCall), passes: c });
+        if (c)
+          coldCells.push({
+            promptChars: chars,
+            runners: size,
+            order: medianSample(c.order),
+            placeCall: medianSample(c.placeCall),
+            passes: c,
+          });
       }
     }
     for (const size of POOL_SIZES) {
       for (const name of Object.keys(builtinPlacers)) {
         const s = samples.get(`${name}/${size}`)!;
-        cells.push({ placer: name, runners: size, order: medianSample(s.order), placeCall: medianSample(s.placeCall), passes: s });
+        cells.push({
+          placer: name,
+          runners: size,
+          order: medianSample(s.order),
+          placeCall: medianSample(s.placeCall),
+          passes: s,
+        });
       }
     }
     const placers = Object.keys(builtinPlacers);
-    const costs = (name: string, pick: 'order' | 'placeCall'): number[] => POOL_SIZES.map((n) => cells.find((c) => c.placer === name && c.runners === n)![pick].usPerCall);
+    const costs = (name: string, pick: 'order' | 'placeCall'): number[] =>
+      POOL_SIZES.map((n) => cells.find((c) => c.placer === name && c.runners === n)![pick].usPerCall);
     const table = (pick: 'order' | 'placeCall'): string =>
       formatTable(
         ['placer', ...POOL_SIZES.map((n) => `${n} µs`), `growth ${POOL_SIZES.at(-1)}/${POOL_SIZES[0]}`],
         placers.map((name) => [name, ...costs(name, pick).map(formatUs), `${growth(costs(name, pick)).toFixed(1)}x`]),
       );
-    write(`\nsluice bench scale: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, median of ${SCALE_PASSES} passes, load average ${machine.loadAverage[0]} at start, prompts of about ${Math.round(mean(calls.map((c) => c.prompt!.length)))} characters\n\n`);
+    write(
+      `\nsluice bench scale: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, median of ${SCALE_PASSES} passes, load average ${machine.loadAverage[0]} at start, prompts of about ${Math.round(mean(calls.map((c) => c.prompt!.length)))} characters\n\n`,
+    );
     write(`first runner from placer.order(call, runners), µs per call\n${table('order')}\n\n`);
     write(`placeCall with the first runner committing at once, µs per call\n${table('placeCall')}\n\n`);
     const coldChars = PROMPT_SIZES.at(-1)!;
@@ -182,19 +213,41 @@ export const scale: Scenario = {
       formatTable(
         ['prompt chars', ...POOL_SIZES.map((n) => `${n} µs`)],
         [
-          ...PROMPT_SIZES.map((chars) => [String(chars), ...POOL_SIZES.map((n) => formatUs(promptCells.find((c) => c.promptChars === chars && c.runners === n)![pick].usPerCall))]),
-          [`${coldChars}, start not kept`, ...POOL_SIZES.map((n) => formatUs(coldCells.find((c) => c.runners === n)![pick].usPerCall))],
+          ...PROMPT_SIZES.map((chars) => [
+            String(chars),
+            ...POOL_SIZES.map((n) =>
+              formatUs(promptCells.find((c) => c.promptChars === chars && c.runners === n)![pick].usPerCall),
+            ),
+          ]),
+          [
+            `${coldChars}, start not kept`,
+            ...POOL_SIZES.map((n) => formatUs(coldCells.find((c) => c.runners === n)![pick].usPerCall)),
+          ],
         ],
       );
     write(`prefix-affinity by prompt length (a new user turn after a shared system prompt, hashing included)\n`);
     write(`first runner from placer.order(call, runners), µs per call\n${promptTable('order')}\n\n`);
     write(`placeCall with the first runner committing at once, µs per call\n${promptTable('placeCall')}\n\n`);
 
-    const report = { scenario: 'scale', startedAt: startedAt.toISOString(), machine, bounds: SCALE_BOUNDS, passes: SCALE_PASSES, poolSizes: POOL_SIZES, cells, promptSizes: PROMPT_SIZES, promptCells, coldCells };
+    const report = {
+      scenario: 'scale',
+      startedAt: startedAt.toISOString(),
+      machine,
+      bounds: SCALE_BOUNDS,
+      passes: SCALE_PASSES,
+      poolSizes: POOL_SIZES,
+      cells,
+      promptSizes: PROMPT_SIZES,
+      promptCells,
+      coldCells,
+    };
     const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, log-log`;
     const svg = costChart(
       POOL_SIZES,
-      (['order', 'placeCall'] as const).map((pick) => ({ title: pick === 'order' ? 'placer.order, first runner' : 'placeCall, first runner commits', series: placers.map((name) => ({ name, costs: costs(name, pick) })) })),
+      (['order', 'placeCall'] as const).map((pick) => ({
+        title: pick === 'order' ? 'placer.order, first runner' : 'placeCall, first runner commits',
+        series: placers.map((name) => ({ name, costs: costs(name, pick) })),
+      })),
       'sluice bench scale: placement cost by pool size',
       subtitle,
     );
@@ -281,11 +334,19 @@ function prime(placer: Placer, calls: readonly RunnerCall[], runners: readonly R
   return placer;
 }
 
-function orderOnce(placer: Placer, calls: readonly RunnerCall[], runners: readonly Runner<string>[]): (i: number) => unknown {
+function orderOnce(
+  placer: Placer,
+  calls: readonly RunnerCall[],
+  runners: readonly Runner<string>[],
+): (i: number) => unknown {
   return (i) => firstOf(placer.order({ ...calls[i % calls.length]! }, runners));
 }
 
-function placeOnce(placer: Placer, calls: readonly RunnerCall[], pool: RunnerPool<string>): (i: number) => Promise<unknown> {
+function placeOnce(
+  placer: Placer,
+  calls: readonly RunnerCall[],
+  pool: RunnerPool<string>,
+): (i: number) => Promise<unknown> {
   return (i) => placeCall({ ...calls[i % calls.length]! }, pool, placer, { retryAllDelay: 10 });
 }
 
@@ -302,4 +363,3 @@ export function formatUs(us: number): string {
 function mean(values: readonly number[]): number {
   return values.reduce((a, b) => a + b, 0) / Math.max(values.length, 1);
 }
-

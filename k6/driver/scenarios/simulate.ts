@@ -27,9 +27,23 @@ import type { WorkloadShape } from '../workload.ts';
 import { H100_8B_PROFILE } from '../../../runner/index.ts';
 import { CHECK_TOLERANCE, checkVerdict, compareRun, formatCheck, readLiveReport } from '../vsim/check.ts';
 import type { ComparedRun, LiveReport } from '../vsim/check.ts';
-import { DEFAULT_HOPS, GATEWAY_DEFAULTS, SIM_CONTENDERS, SIZED_PREFIX_AFFINITY, simulateRun, sizedIndexBlocks } from '../vsim/simulation.ts';
+import {
+  DEFAULT_HOPS,
+  GATEWAY_DEFAULTS,
+  SIM_CONTENDERS,
+  SIZED_PREFIX_AFFINITY,
+  simulateRun,
+  sizedIndexBlocks,
+} from '../vsim/simulation.ts';
 import type { SimFleet, SimHops, SimRunSpec } from '../vsim/simulation.ts';
-import { CAPACITY_TTFT_P90_MS, PLACEMENT_FLEET, crossing, findCapacity, formatPlacement, placementChart } from './placement.ts';
+import {
+  CAPACITY_TTFT_P90_MS,
+  PLACEMENT_FLEET,
+  crossing,
+  findCapacity,
+  formatPlacement,
+  placementChart,
+} from './placement.ts';
 import type { CapacityProbe } from './placement.ts';
 
 /** What `simulate` takes beyond the shared bench options (which it reads only `out` of). */
@@ -100,18 +114,45 @@ export interface ResolvedSimulateOptions {
  */
 export function resolveSimulateOptions(raw: SimulateOptions = {}): ResolvedSimulateOptions {
   const { out } = resolveBenchOptions(raw);
-  const runners = checkInteger('runners', numeric(raw.runners ?? SIMULATE_DEFAULTS.runners), 1, SIMULATE_LIMITS.maxRunners);
+  const runners = checkInteger(
+    'runners',
+    numeric(raw.runners ?? SIMULATE_DEFAULTS.runners),
+    1,
+    SIMULATE_LIMITS.maxRunners,
+  );
   return Object.freeze({
     out,
     runners,
-    calls: checkInteger('calls', raw.calls ?? SIMULATE_DEFAULTS.calls, SIMULATE_LIMITS.minCalls, SIMULATE_LIMITS.maxCalls),
+    calls: checkInteger(
+      'calls',
+      raw.calls ?? SIMULATE_DEFAULTS.calls,
+      SIMULATE_LIMITS.minCalls,
+      SIMULATE_LIMITS.maxCalls,
+    ),
     levels: checkLevels(raw.levels ?? SIMULATE_DEFAULTS.levels),
     contenders: checkContenders(raw.contenders ?? SIMULATE_DEFAULTS.contenders),
-    capacity: raw.capacity === undefined ? undefined : checkNumber('capacity', raw.capacity, 0, SIMULATE_LIMITS.maxCapacityPerRunner * runners, 'calls/s'),
+    capacity:
+      raw.capacity === undefined
+        ? undefined
+        : checkNumber('capacity', raw.capacity, 0, SIMULATE_LIMITS.maxCapacityPerRunner * runners, 'calls/s'),
     check: raw.check === undefined ? undefined : checkPath(raw.check),
     hops: {
-      sluiceHopMs: checkNumber('sluiceHopMs', raw.sluiceHopMs ?? DEFAULT_HOPS.sluiceHopMs, 0, SIMULATE_LIMITS.maxHopMs, 'ms', true),
-      nginxHopMs: checkNumber('nginxHopMs', raw.nginxHopMs ?? DEFAULT_HOPS.nginxHopMs, 0, SIMULATE_LIMITS.maxHopMs, 'ms', true),
+      sluiceHopMs: checkNumber(
+        'sluiceHopMs',
+        raw.sluiceHopMs ?? DEFAULT_HOPS.sluiceHopMs,
+        0,
+        SIMULATE_LIMITS.maxHopMs,
+        'ms',
+        true,
+      ),
+      nginxHopMs: checkNumber(
+        'nginxHopMs',
+        raw.nginxHopMs ?? DEFAULT_HOPS.nginxHopMs,
+        0,
+        SIMULATE_LIMITS.maxHopMs,
+        'ms',
+        true,
+      ),
     },
   });
 }
@@ -135,22 +176,34 @@ function numeric(value: unknown): unknown {
 }
 
 function checkLevels(levels: readonly (number | string)[]): number[] {
-  if (!Array.isArray(levels) || levels.length === 0) throw new BenchOptionError('levels', `levels must list at least one share of capacity, e.g. 0.5,0.8,1; got ${show(levels)}`);
-  const parsed = levels.map((level) => checkNumber('levels', numeric(level), 0, SIMULATE_LIMITS.maxLevel, 'x capacity'));
+  if (!Array.isArray(levels) || levels.length === 0)
+    throw new BenchOptionError(
+      'levels',
+      `levels must list at least one share of capacity, e.g. 0.5,0.8,1; got ${show(levels)}`,
+    );
+  const parsed = levels.map((level) =>
+    checkNumber('levels', numeric(level), 0, SIMULATE_LIMITS.maxLevel, 'x capacity'),
+  );
   return [...new Set(parsed)].sort((a, b) => a - b);
 }
 
 function checkContenders(contenders: readonly string[]): string[] {
-  if (!Array.isArray(contenders) || contenders.length === 0) throw new BenchOptionError('contenders', `contenders must name at least one of ${SIM_CONTENDERS.join(', ')}`);
+  if (!Array.isArray(contenders) || contenders.length === 0)
+    throw new BenchOptionError('contenders', `contenders must name at least one of ${SIM_CONTENDERS.join(', ')}`);
   for (const name of contenders) {
-    if (!SIM_CONTENDERS.includes(name)) throw new BenchOptionError('contenders', `contenders: unknown contender ${show(name)}; contenders: ${SIM_CONTENDERS.join(', ')}`);
+    if (!SIM_CONTENDERS.includes(name))
+      throw new BenchOptionError(
+        'contenders',
+        `contenders: unknown contender ${show(name)}; contenders: ${SIM_CONTENDERS.join(', ')}`,
+      );
   }
   // In the placement scenario's order, whatever order they were given in.
   return SIM_CONTENDERS.filter((name) => contenders.includes(name));
 }
 
 function checkPath(path: unknown): string {
-  if (typeof path !== 'string' || path === '') throw new BenchOptionError('check', `check must be the path of a placement report (JSON), got ${show(path)}`);
+  if (typeof path !== 'string' || path === '')
+    throw new BenchOptionError('check', `check must be the path of a placement report (JSON), got ${show(path)}`);
   return path;
 }
 
@@ -183,7 +236,8 @@ export interface SimulatedRun {
 
 /** The `simulate` scenario. */
 export const simulate: Scenario = {
-  summary: 'the placement scenario on a virtual clock: 1,000 simulated runners by default (--runners, --calls, --levels, --contenders, --capacity), or --check <placement JSON> against a live run',
+  summary:
+    'the placement scenario on a virtual clock: 1,000 simulated runners by default (--runners, --calls, --levels, --contenders, --capacity), or --check <placement JSON> against a live run',
   async run(raw: BenchOptions, ctx: ScenarioContext) {
     const options = resolveSimulateOptions(raw as SimulateOptions);
     return options.check === undefined ? plan(options, ctx) : check(options, options.check, ctx);
@@ -198,8 +252,20 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
   const warmupMs = warmupOf(shape);
   const started = performance.now();
   let simulatedCalls = 0;
-  const spec = (contender: string, rate: number, seed: number, measureMs: number): SimRunSpec => ({ shape, fleet, contender, rate, seed, firstSession: seed * 1_000_000, warmupMs, measureMs, hops: options.hops });
-  progress(`${options.contenders.length} contenders x ${options.levels.length} level${options.levels.length === 1 ? '' : 's'} (${options.levels.map(percent).join(', ')}), traces of about ${options.calls.toLocaleString('en')} calls each, ${(options.calls * options.contenders.length * options.levels.length).toLocaleString('en')} in all\n`);
+  const spec = (contender: string, rate: number, seed: number, measureMs: number): SimRunSpec => ({
+    shape,
+    fleet,
+    contender,
+    rate,
+    seed,
+    firstSession: seed * 1_000_000,
+    warmupMs,
+    measureMs,
+    hops: options.hops,
+  });
+  progress(
+    `${options.contenders.length} contenders x ${options.levels.length} level${options.levels.length === 1 ? '' : 's'} (${options.levels.map(percent).join(', ')}), traces of about ${options.calls.toLocaleString('en')} calls each, ${(options.calls * options.contenders.length * options.levels.length).toLocaleString('en')} in all\n`,
+  );
   if (isDefaultPlan(options)) progress(`${DEFAULT_NOTE}\n`);
 
   let capacity: { rate: number; measured: boolean; probes: CapacityProbe[] };
@@ -209,19 +275,30 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
   } else {
     // The live search's rates are for eight runners; the simulated fleet's scale with its size.
     const scale = options.runners / PLACEMENT_FLEET.engines;
-    progress(`finding capacity of ${options.runners} runners: raising round-robin's rate until its p90 time to first token passes ${CAPACITY_TTFT_P90_MS} ms (${(warmupMs + PROBE_MEASURE_MS) / 1000}s of virtual time per probe)\n`);
+    progress(
+      `finding capacity of ${options.runners} runners: raising round-robin's rate until its p90 time to first token passes ${CAPACITY_TTFT_P90_MS} ms (${(warmupMs + PROBE_MEASURE_MS) / 1000}s of virtual time per probe)\n`,
+    );
     let seed = 1;
     const probes = await findCapacity(async (liveRate) => {
       const rate = liveRate * scale;
       const t0 = performance.now();
-      const result = await simulateRun(spec('round-robin', rate, seed++, PROBE_MEASURE_MS), ctx.signal ? { signal: ctx.signal } : {});
+      const result = await simulateRun(
+        spec('round-robin', rate, seed++, PROBE_MEASURE_MS),
+        ctx.signal ? { signal: ctx.signal } : {},
+      );
       simulatedCalls += result.records.length;
       const f = result.figures;
       const p90 = f.errorCount > f.calls * 0.01 ? Infinity : f.ttft.p90;
-      progress(`  ${rate.toFixed(0)} calls/s: p90 ${formatMs(p90)} ms, ${f.errorCount} errors (${result.records.length} calls in ${seconds(performance.now() - t0)})\n`);
+      progress(
+        `  ${rate.toFixed(0)} calls/s: p90 ${formatMs(p90)} ms, ${f.errorCount} errors (${result.records.length} calls in ${seconds(performance.now() - t0)})\n`,
+      );
       return p90;
     });
-    capacity = { rate: crossing(probes, CAPACITY_TTFT_P90_MS) * scale, measured: true, probes: probes.map((p) => ({ rate: p.rate * scale, p90: p.p90 })) };
+    capacity = {
+      rate: crossing(probes, CAPACITY_TTFT_P90_MS) * scale,
+      measured: true,
+      probes: probes.map((p) => ({ rate: p.rate * scale, p90: p.p90 })),
+    };
     progress(`capacity: ${capacity.rate.toFixed(0)} calls/s\n`);
   }
 
@@ -229,7 +306,10 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
   const shortest = (options.calls / (lastLevel * capacity.rate)) * 1000 - warmupMs;
   if (shortest < 1_000) {
     const fewest = Math.ceil(((warmupMs + 1_000) / 1000) * lastLevel * capacity.rate);
-    throw new BenchOptionError('calls', `calls: ${options.calls} calls at ${(lastLevel * capacity.rate).toFixed(0)} calls/s leave less than 1s measured after the ${warmupMs / 1000}s warm-up; give --calls ${fewest} or more`);
+    throw new BenchOptionError(
+      'calls',
+      `calls: ${options.calls} calls at ${(lastLevel * capacity.rate).toFixed(0)} calls/s leave less than 1s measured after the ${warmupMs / 1000}s warm-up; give --calls ${fewest} or more`,
+    );
   }
 
   const runs: SimulatedRun[] = [];
@@ -244,37 +324,92 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
       const wallMs = performance.now() - t0;
       simulatedCalls += result.records.length;
       const f = result.figures;
-      runs.push({ level, rate, seed, firstSession: s.firstSession, contender, calls: result.records.length, measureMs, figures: f, cacheHitShare: result.cacheHitShare, waited: result.waited, engineQueuePeak: result.engineQueuePeak, wallMs });
-      const sized = contender === SIZED_PREFIX_AFFINITY ? ` (maxBlocks ${sizedIndexBlocks(shape, rate).toLocaleString('en')})` : '';
-      progress(`  ${percent(level)} (${rate.toFixed(0)}/s) ${contender}${sized}: ttft p50 ${formatMs(f.ttft.p50)} p90 ${formatMs(f.ttft.p90)} ms, ${f.errorCount} errors; ${result.records.length} calls in ${seconds(wallMs)} (${perSecond(result.records.length, wallMs)} calls/s)\n`);
+      runs.push({
+        level,
+        rate,
+        seed,
+        firstSession: s.firstSession,
+        contender,
+        calls: result.records.length,
+        measureMs,
+        figures: f,
+        cacheHitShare: result.cacheHitShare,
+        waited: result.waited,
+        engineQueuePeak: result.engineQueuePeak,
+        wallMs,
+      });
+      const sized =
+        contender === SIZED_PREFIX_AFFINITY ? ` (maxBlocks ${sizedIndexBlocks(shape, rate).toLocaleString('en')})` : '';
+      progress(
+        `  ${percent(level)} (${rate.toFixed(0)}/s) ${contender}${sized}: ttft p50 ${formatMs(f.ttft.p50)} p90 ${formatMs(f.ttft.p90)} ms, ${f.errorCount} errors; ${result.records.length} calls in ${seconds(wallMs)} (${perSecond(result.records.length, wallMs)} calls/s)\n`,
+      );
     }
   }
   const wallMs = performance.now() - started;
 
-  write(`\nsluice bench simulate: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${options.runners} simulated runners (${fleet.slots} slots, ${PLACEMENT_FLEET.profile}), capacity ${capacity.rate.toFixed(0)} calls/s (${capacity.measured ? 'found by simulation' : 'given'}), traces of about ${options.calls.toLocaleString('en')} calls after ${warmupMs / 1000}s warm-up, hops sluice ${options.hops.sluiceHopMs} ms, nginx ${options.hops.nginxHopMs} ms\n\n`);
+  write(
+    `\nsluice bench simulate: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${options.runners} simulated runners (${fleet.slots} slots, ${PLACEMENT_FLEET.profile}), capacity ${capacity.rate.toFixed(0)} calls/s (${capacity.measured ? 'found by simulation' : 'given'}), traces of about ${options.calls.toLocaleString('en')} calls after ${warmupMs / 1000}s warm-up, hops sluice ${options.hops.sluiceHopMs} ms, nginx ${options.hops.nginxHopMs} ms\n\n`,
+  );
   write(`${formatPlacement(runs)}\n\n`);
   if (options.contenders.includes(SIZED_PREFIX_AFFINITY)) {
-    const sizes = options.levels.map((level) => `${sizedIndexBlocks(shape, level * capacity.rate).toLocaleString('en')} at ${percent(level)}`);
-    write(`${SIZED_PREFIX_AFFINITY}: prefix-affinity with maxBlocks sized by docs/placers.md's rule (calls/s x blocks per prompt x the gap between turns): ${sizes.join(', ')}\n`);
+    const sizes = options.levels.map(
+      (level) => `${sizedIndexBlocks(shape, level * capacity.rate).toLocaleString('en')} at ${percent(level)}`,
+    );
+    write(
+      `${SIZED_PREFIX_AFFINITY}: prefix-affinity with maxBlocks sized by docs/placers.md's rule (calls/s x blocks per prompt x the gap between turns): ${sizes.join(', ')}\n`,
+    );
   }
   if (isDefaultPlan(options)) write(`${DEFAULT_NOTE}\n`);
-  write(`wall time ${seconds(wallMs)} for ${simulatedCalls.toLocaleString('en')} simulated calls (capacity probes included): ${perSecond(simulatedCalls, wallMs)} calls/s\n`);
+  write(
+    `wall time ${seconds(wallMs)} for ${simulatedCalls.toLocaleString('en')} simulated calls (capacity probes included): ${perSecond(simulatedCalls, wallMs)} calls/s\n`,
+  );
 
-  const report = { scenario: 'simulate', startedAt: startedAt.toISOString(), machine, workload: shape, fleet: { runners: options.runners, slots: fleet.slots, profile: PLACEMENT_FLEET.profile }, gateway: GATEWAY_DEFAULTS, hops: options.hops, warmupMs, calls: options.calls, capacity, runs, wallMs, simulatedCalls };
+  const report = {
+    scenario: 'simulate',
+    startedAt: startedAt.toISOString(),
+    machine,
+    workload: shape,
+    fleet: { runners: options.runners, slots: fleet.slots, profile: PLACEMENT_FLEET.profile },
+    gateway: GATEWAY_DEFAULTS,
+    hops: options.hops,
+    warmupMs,
+    calls: options.calls,
+    capacity,
+    runs,
+    wallMs,
+    simulatedCalls,
+  };
   const subtitle = `${options.runners} simulated runners x ${PLACEMENT_FLEET.profile}, 100% = ${capacity.rate.toFixed(0)} calls/s, ~${options.calls.toLocaleString('en')} calls per run; ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z`;
-  const files = await writeResults(ctx, options.out, 'simulate', startedAt, report, placementChart(runs, 'sluice bench simulate: time to first token by load', subtitle), write);
+  const files = await writeResults(
+    ctx,
+    options.out,
+    'simulate',
+    startedAt,
+    report,
+    placementChart(runs, 'sluice bench simulate: time to first token by load', subtitle),
+    write,
+  );
   return { files };
 }
 
 /** Said with the default plan's figures: what the default leaves out, and how to get it. */
-const DEFAULT_NOTE = 'default plan: one level (80%) and ~143,000-call traces, about 1.1 million calls; not the live scenario\'s three levels of million-call traces, which would take hours here. --levels 0.5,0.8,1 runs three levels, --calls 1000000 million-call traces.';
+const DEFAULT_NOTE =
+  "default plan: one level (80%) and ~143,000-call traces, about 1.1 million calls; not the live scenario's three levels of million-call traces, which would take hours here. --levels 0.5,0.8,1 runs three levels, --calls 1000000 million-call traces.";
 
 function isDefaultPlan(options: ResolvedSimulateOptions): boolean {
-  return options.calls === SIMULATE_DEFAULTS.calls && options.levels.join() === SIMULATE_DEFAULTS.levels.join() && options.contenders.length === SIM_CONTENDERS.length;
+  return (
+    options.calls === SIMULATE_DEFAULTS.calls &&
+    options.levels.join() === SIMULATE_DEFAULTS.levels.join() &&
+    options.contenders.length === SIM_CONTENDERS.length
+  );
 }
 
 /** Check mode: every run of a live placement report, simulated and compared. */
-async function check(options: ResolvedSimulateOptions, path: string, ctx: ScenarioContext): Promise<{ files: string[] }> {
+async function check(
+  options: ResolvedSimulateOptions,
+  path: string,
+  ctx: ScenarioContext,
+): Promise<{ files: string[] }> {
   const { progress, write, startedAt, machine } = startScenario(ctx);
   const live = await readLiveReport(path);
   const fleet: SimFleet = { runners: live.fleet.engines, slots: live.fleet.slots, profile: live.fleet.profile };
@@ -282,14 +417,26 @@ async function check(options: ResolvedSimulateOptions, path: string, ctx: Scenar
   let simulatedCalls = 0;
   const rows: ComparedRun[] = [];
   const skipped: string[] = [];
-  progress(`checking against ${path}: ${live.runs.length} runs on ${fleet.runners} runners (${live.fleet.profileName}), ${live.warmupMs / 1000}s warm-up, ${live.measureMs / 1000}s measured\n`);
+  progress(
+    `checking against ${path}: ${live.runs.length} runs on ${fleet.runners} runners (${live.fleet.profileName}), ${live.warmupMs / 1000}s warm-up, ${live.measureMs / 1000}s measured\n`,
+  );
   for (const run of live.runs) {
     if (!SIM_CONTENDERS.includes(run.contender)) {
       skipped.push(run.contender);
       continue;
     }
     const result = await simulateRun(
-      { shape: live.workload, fleet, contender: run.contender, rate: run.rate, seed: run.seed, firstSession: run.firstSession, warmupMs: live.warmupMs, measureMs: live.measureMs, hops: options.hops },
+      {
+        shape: live.workload,
+        fleet,
+        contender: run.contender,
+        rate: run.rate,
+        seed: run.seed,
+        firstSession: run.firstSession,
+        warmupMs: live.warmupMs,
+        measureMs: live.measureMs,
+        hops: options.hops,
+      },
       ctx.signal ? { signal: ctx.signal } : {},
     );
     simulatedCalls += result.records.length;
@@ -297,16 +444,42 @@ async function check(options: ResolvedSimulateOptions, path: string, ctx: Scenar
   }
   const wallMs = performance.now() - started;
 
-  write(`\nsluice bench simulate --check ${path}: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${fleet.runners} runners, hops sluice ${options.hops.sluiceHopMs} ms, nginx ${options.hops.nginxHopMs} ms; difference = (simulated - live) / live\n\n`);
+  write(
+    `\nsluice bench simulate --check ${path}: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${fleet.runners} runners, hops sluice ${options.hops.sluiceHopMs} ms, nginx ${options.hops.nginxHopMs} ms; difference = (simulated - live) / live\n\n`,
+  );
   write(`${formatCheck(rows)}\n\n`);
   if (skipped.length > 0) write(`not simulated (unknown contenders): ${[...new Set(skipped)].join(', ')}\n`);
   const hint = calibrationHint(rows, options.hops);
   if (hint) write(`${hint}\n`);
-  write(`wall time ${seconds(wallMs)} for ${simulatedCalls.toLocaleString('en')} simulated calls: ${perSecond(simulatedCalls, wallMs)} calls/s\n`);
+  write(
+    `wall time ${seconds(wallMs)} for ${simulatedCalls.toLocaleString('en')} simulated calls: ${perSecond(simulatedCalls, wallMs)} calls/s\n`,
+  );
   write(`${checkVerdict(rows)}\n`);
 
-  const report = { scenario: 'simulate-check', startedAt: startedAt.toISOString(), machine, source: path, tolerance: CHECK_TOLERANCE, hops: options.hops, fleet: { runners: fleet.runners, slots: fleet.slots, profile: live.fleet.profileName }, warmupMs: live.warmupMs, measureMs: live.measureMs, rows, verdict: checkVerdict(rows), wallMs, simulatedCalls };
-  const files = await writeResults(ctx, options.out, 'simulate-check', startedAt, report, checkChart(rows, live, machine, startedAt), write);
+  const report = {
+    scenario: 'simulate-check',
+    startedAt: startedAt.toISOString(),
+    machine,
+    source: path,
+    tolerance: CHECK_TOLERANCE,
+    hops: options.hops,
+    fleet: { runners: fleet.runners, slots: fleet.slots, profile: live.fleet.profileName },
+    warmupMs: live.warmupMs,
+    measureMs: live.measureMs,
+    rows,
+    verdict: checkVerdict(rows),
+    wallMs,
+    simulatedCalls,
+  };
+  const files = await writeResults(
+    ctx,
+    options.out,
+    'simulate-check',
+    startedAt,
+    report,
+    checkChart(rows, live, machine, startedAt),
+    write,
+  );
   return { files };
 }
 
@@ -328,7 +501,9 @@ export function calibrationHint(rows: readonly ComparedRun[], hops: SimHops): st
   const nginx = gap(true);
   if (!Number.isFinite(sluice) && !Number.isFinite(nginx)) return undefined;
   const part = (label: string, value: number, current: number, flag: string): string =>
-    Number.isFinite(value) ? `${label} ${value >= 0 ? '+' : ''}${value.toFixed(1)} ms (${flag} ${Math.max(0, current + value).toFixed(1)} would close it)` : `${label} -`;
+    Number.isFinite(value)
+      ? `${label} ${value >= 0 ? '+' : ''}${value.toFixed(1)} ms (${flag} ${Math.max(0, current + value).toFixed(1)} would close it)`
+      : `${label} -`;
   return `calibration: live minus simulated TTFT p50 at ${percent(lowest)} load, mean over contenders: ${part('sluice', sluice, hops.sluiceHopMs, '--sluice-hop-ms')}, ${part('nginx', nginx, hops.nginxHopMs, '--nginx-hop-ms')}`;
 }
 
@@ -340,11 +515,24 @@ function checkChart(rows: readonly ComparedRun[], live: LiveReport, machine: Mac
     yLabel: 'ms',
     series: contenders.map((name) => ({
       name,
-      points: rows.filter((r) => r.contender === name).map((r) => ({ x: r.level * 100, y: r.figures.find((f) => f.name === figure)![side] })),
+      points: rows
+        .filter((r) => r.contender === name)
+        .map((r) => ({ x: r.level * 100, y: r.figures.find((f) => f.name === figure)![side] })),
     })),
   });
   const subtitle = `${live.fleet.engines} runners x ${live.fleet.profileName}, ${live.measureMs / 1000}s measured per run; ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z`;
-  return lineChart([panel('ttft p50', 'live'), panel('ttft p50', 'simulated'), panel('ttft p90', 'live'), panel('ttft p90', 'simulated')], 'sluice bench simulate --check: live vs simulated time to first token', subtitle, 'load, % of capacity', (v) => `${v.toFixed(0)}%`);
+  return lineChart(
+    [
+      panel('ttft p50', 'live'),
+      panel('ttft p50', 'simulated'),
+      panel('ttft p90', 'live'),
+      panel('ttft p90', 'simulated'),
+    ],
+    'sluice bench simulate --check: live vs simulated time to first token',
+    subtitle,
+    'load, % of capacity',
+    (v) => `${v.toFixed(0)}%`,
+  );
 }
 
 function percent(level: number): string {

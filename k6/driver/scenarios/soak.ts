@@ -42,10 +42,12 @@ const SAMPLE_EVERY_MS = 1_000;
 
 /** The `soak` scenario. */
 export const soak: Scenario = {
-  summary: 'sustained load at 80% of measured capacity with a runner killed, a runner stopped, an engine crashed and Redis restarted on a schedule',
+  summary:
+    'sustained load at 80% of measured capacity with a runner killed, a runner stopped, an engine crashed and Redis restarted on a schedule',
   async run(raw: SoakOptions, ctx: ScenarioContext) {
     const options = resolveSoakOptions(raw);
-    if (readProcessMemory(process.pid) === undefined) throw new Error("the soak scenario reads the gateway's memory from /proc/<pid>/status: it runs on Linux only");
+    if (readProcessMemory(process.pid) === undefined)
+      throw new Error("the soak scenario reads the gateway's memory from /proc/<pid>/status: it runs on Linux only");
     const { progress, write, startedAt, machine } = startScenario(ctx);
     const { signal, release } = runSignal(ctx.signal);
     const dir = await mkdtemp(join(tmpdir(), 'sluice-soak-'));
@@ -53,11 +55,17 @@ export const soak: Scenario = {
     let client: SoakClient | undefined;
     let sampler: MemorySampler | undefined;
     try {
-      progress(`starting redis-server, ${options.nodes} sim engines and runners (${SOAK_FLEET.slots} slots, the first supervising its engine), and a gateway on the redis store...\n`);
+      progress(
+        `starting redis-server, ${options.nodes} sim engines and runners (${SOAK_FLEET.slots} slots, the first supervising its engine), and a gateway on the redis store...\n`,
+      );
       fleet = await startSoakFleet({ env: ctx.env, logLevel: options.logLevel, nodes: options.nodes, dir });
       const gatewayPid = fleet.gateway.child.pid;
       const load: { inFlight: () => number } = { inFlight: () => 0 };
-      sampler = new MemorySampler(() => readProcessMemory(gatewayPid), () => load.inFlight(), SAMPLE_EVERY_MS);
+      sampler = new MemorySampler(
+        () => readProcessMemory(gatewayPid),
+        () => load.inFlight(),
+        SAMPLE_EVERY_MS,
+      );
       sampler.phase('probe');
       const slots = options.nodes * SOAK_FLEET.slots;
       client = new SoakClient(fleet.gateway.url, MAX_IN_FLIGHT);
@@ -70,19 +78,30 @@ export const soak: Scenario = {
         progress(`measuring capacity: ${slots} connections in closed loop for ${options.probe / 1000}s\n`);
         const probe = await probeCapacity(client, slots, options.probe, signal);
         interrupted(ctx.signal);
-        if (probe.calls === 0) throw new Error(`the capacity probe got no whole answer in ${options.probe / 1000}s (${probe.errors} errors); the fleet does not serve`);
+        if (probe.calls === 0)
+          throw new Error(
+            `the capacity probe got no whole answer in ${options.probe / 1000}s (${probe.errors} errors); the fleet does not serve`,
+          );
         capacity = { rate: probe.rate, measured: true, probe };
         progress(`capacity: ${probe.rate.toFixed(1)} calls/s (${probe.errors} errors)\n`);
       }
       const rate = Math.max(1, Math.round(capacity.rate * SOAK_LOAD * 10) / 10);
       const schedule = planSchedule(options.duration, options.faults);
-      progress(`soak: ${rate} calls/s for ${options.duration / 1000}s; faults at ${schedule.map((f) => `${f.kind} ${(f.atMs / 1000).toFixed(1)}s`).join(', ')}\n`);
+      progress(
+        `soak: ${rate} calls/s for ${options.duration / 1000}s; faults at ${schedule.map((f) => `${f.kind} ${(f.atMs / 1000).toFixed(1)}s`).join(', ')}\n`,
+      );
 
       const ledger = new Ledger();
       const start = performance.now();
       const now = (): number => performance.now() - start;
       sampler.phase('load');
-      const running = runLoad(client, ledger, { rate, durationMs: options.duration, maxInFlight: MAX_IN_FLIGHT, maxCalls: MAX_SOAK_CALLS }, start, signal);
+      const running = runLoad(
+        client,
+        ledger,
+        { rate, durationMs: options.duration, maxInFlight: MAX_IN_FLIGHT, maxCalls: MAX_SOAK_CALLS },
+        start,
+        signal,
+      );
       load.inFlight = running.inFlight;
       const [windows] = await Promise.all([
         runSchedule(schedule, { fleet, now, stopForMs: options.stopFor, progress, ...(signal ? { signal } : {}) }),
@@ -94,7 +113,9 @@ export const soak: Scenario = {
       sampler.phase('drain');
       const accepted = ledger.accepted().map((e) => e.callId!);
       const poll = pollPlan(options.duration);
-      progress(`load done (${ledger.entries.length} calls); polling ${accepted.length} detached calls, up to ${poll.withinMs / 1000}s\n`);
+      progress(
+        `load done (${ledger.entries.length} calls); polling ${accepted.length} detached calls, up to ${poll.withinMs / 1000}s\n`,
+      );
       const fates = await pollDetached(client, accepted, poll, signal);
       interrupted(ctx.signal);
       sampler.phase('idle');

@@ -32,7 +32,12 @@ const STREAMING_ENGINE: EngineTiming = Object.freeze({ ttftMs: 50, itlMs: 20, ou
 /** The request every target gets. */
 export const STREAMING_REQUEST = Object.freeze({
   path: '/v1/chat/completions',
-  body: JSON.stringify({ model: 'sim-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: STREAMING_ENGINE.outputTokens, stream: true }),
+  body: JSON.stringify({
+    model: 'sim-small',
+    messages: [{ role: 'user', content: 'hi' }],
+    max_tokens: STREAMING_ENGINE.outputTokens,
+    stream: true,
+  }),
 });
 
 /** One target's figures. */
@@ -67,16 +72,36 @@ export const streaming: Scenario = {
     const targets: Target[] = [];
     let stack: Stack | undefined;
     try {
-      progress(`starting sim engine (ttft ${STREAMING_ENGINE.ttftMs} ms, itl ${STREAMING_ENGINE.itlMs} ms, ${STREAMING_ENGINE.outputTokens} tokens), runner and gateway...\n`);
-      stack = await startStack({ env: ctx.env, logLevel: options.logLevel, slots: Math.max(64, concurrency * 2), nginx: false, engine: STREAMING_ENGINE });
-      for (const [name, url] of [['direct', stack.runner.url], ['sluice', stack.gateway.url]] as const) {
+      progress(
+        `starting sim engine (ttft ${STREAMING_ENGINE.ttftMs} ms, itl ${STREAMING_ENGINE.itlMs} ms, ${STREAMING_ENGINE.outputTokens} tokens), runner and gateway...\n`,
+      );
+      stack = await startStack({
+        env: ctx.env,
+        logLevel: options.logLevel,
+        slots: Math.max(64, concurrency * 2),
+        nginx: false,
+        engine: STREAMING_ENGINE,
+      });
+      for (const [name, url] of [
+        ['direct', stack.runner.url],
+        ['sluice', stack.gateway.url],
+      ] as const) {
         const parsed = assertLocalTarget(url + STREAMING_REQUEST.path);
-        targets.push({ name, path: parsed.pathname, pool: new Pool(parsed.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 }) });
+        targets.push({
+          name,
+          path: parsed.pathname,
+          pool: new Pool(parsed.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 }),
+        });
       }
       for (const t of targets) {
         const trace = await streamOnce(t);
-        if (trace.kind !== 'ok' || trace.trace.eventsPerChunk.reduce((a, b) => a + b, 0) < STREAMING_ENGINE.outputTokens) {
-          throw new Error(`preflight: ${t.name} did not stream ${STREAMING_ENGINE.outputTokens} events (${trace.kind === 'ok' ? `${trace.trace.chunkMs.length} chunks` : trace.error})\n${stackOutput(stack)}`);
+        if (
+          trace.kind !== 'ok' ||
+          trace.trace.eventsPerChunk.reduce((a, b) => a + b, 0) < STREAMING_ENGINE.outputTokens
+        ) {
+          throw new Error(
+            `preflight: ${t.name} did not stream ${STREAMING_ENGINE.outputTokens} events (${trace.kind === 'ok' ? `${trace.trace.chunkMs.length} chunks` : trace.error})\n${stackOutput(stack)}`,
+          );
         }
       }
       if (options.warmup > 0) {
@@ -84,7 +109,11 @@ export const streaming: Scenario = {
         await runInterleaved(targets, concurrency, options.warmup, ctx.signal);
       }
       progress(`measuring ${options.duration} ms, ${concurrency} streams at once, direct and sluice interleaved\n`);
-      const cpuSample = startCpuSample({ engine: stack.engine.child.pid, runner: stack.runner.child.pid, gateway: stack.gateway.child.pid });
+      const cpuSample = startCpuSample({
+        engine: stack.engine.child.pid,
+        runner: stack.runner.child.pid,
+        gateway: stack.gateway.child.pid,
+      });
       const started = performance.now();
       const results = await runInterleaved(targets, concurrency, options.duration, ctx.signal);
       const elapsedMs = performance.now() - started;
@@ -92,16 +121,45 @@ export const streaming: Scenario = {
       const figures = targets.map((t) => figuresOf(t.name, results.get(t.name)!));
       const perChunk = cpuPerChunk(cpu, elapsedMs, figures);
 
-      write(`\nsluice bench streaming: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, engine ttft ${STREAMING_ENGINE.ttftMs} ms, itl ${STREAMING_ENGINE.itlMs} ms, ${STREAMING_ENGINE.outputTokens} tokens, ${concurrency} streams at once, ${options.duration / 1000}s\n\n`);
+      write(
+        `\nsluice bench streaming: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, engine ttft ${STREAMING_ENGINE.ttftMs} ms, itl ${STREAMING_ENGINE.itlMs} ms, ${STREAMING_ENGINE.outputTokens} tokens, ${concurrency} streams at once, ${options.duration / 1000}s\n\n`,
+      );
       write(`${formatFigures(figures)}\n\n`);
       const ratioRows = streamingRatios(figures, 'sluice', 'direct');
-      write(`${formatTable(['ratio', 'measure', 'p50', 'p90', 'p99'], ratioRows.map((r) => [r.ratio, r.measure, ...[r.p50, r.p90, r.p99].map((v) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-'))]))}\n\n`);
+      write(
+        `${formatTable(
+          ['ratio', 'measure', 'p50', 'p90', 'p99'],
+          ratioRows.map((r) => [
+            r.ratio,
+            r.measure,
+            ...[r.p50, r.p90, r.p99].map((v) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-')),
+          ]),
+        )}\n\n`,
+      );
       write(`${formatCpuPerChunk(perChunk)}\n\n`);
 
-      const report = { scenario: 'streaming', startedAt: startedAt.toISOString(), machine, options: { ...options, concurrency }, engine: STREAMING_ENGINE, request: STREAMING_REQUEST, elapsedMs, figures, ratios: ratioRows, cpu, cpuPerChunk: perChunk };
+      const report = {
+        scenario: 'streaming',
+        startedAt: startedAt.toISOString(),
+        machine,
+        options: { ...options, concurrency },
+        engine: STREAMING_ENGINE,
+        request: STREAMING_REQUEST,
+        elapsedMs,
+        figures,
+        ratios: ratioRows,
+        cpu,
+        cpuPerChunk: perChunk,
+      };
       const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, ${concurrency} streams, engine itl ${STREAMING_ENGINE.itlMs} ms`;
-      const chartRows = figures.flatMap((f) => [asSummary(f, 'closed', f.firstChunk, elapsedMs), asSummary(f, 'open', f.gap, elapsedMs)]);
-      const svg = latencyChart(chartRows, 'sluice bench streaming: first chunk and inter-chunk gap', subtitle, { closed: 'time to first chunk (ms)', open: 'gap between chunks (ms)' });
+      const chartRows = figures.flatMap((f) => [
+        asSummary(f, 'closed', f.firstChunk, elapsedMs),
+        asSummary(f, 'open', f.gap, elapsedMs),
+      ]);
+      const svg = latencyChart(chartRows, 'sluice bench streaming: first chunk and inter-chunk gap', subtitle, {
+        closed: 'time to first chunk (ms)',
+        open: 'gap between chunks (ms)',
+      });
       const files = await writeResults(ctx, options.out, 'streaming', startedAt, report, svg, write);
       return { files };
     } finally {
@@ -117,7 +175,14 @@ type Outcome = { kind: 'ok'; trace: StreamTrace } | { kind: 'error'; error: stri
 async function streamOnce(target: Target): Promise<Outcome> {
   const sent = performance.now();
   try {
-    const res = await target.pool.request({ method: 'POST', path: target.path, headers: { 'content-type': 'application/json' }, body: STREAMING_REQUEST.body, headersTimeout: 10_000, bodyTimeout: 10_000 });
+    const res = await target.pool.request({
+      method: 'POST',
+      path: target.path,
+      headers: { 'content-type': 'application/json' },
+      body: STREAMING_REQUEST.body,
+      headersTimeout: 10_000,
+      bodyTimeout: 10_000,
+    });
     const headersMs = performance.now() - sent;
     if (res.statusCode !== 200) {
       await res.body.dump();
@@ -138,7 +203,12 @@ async function streamOnce(target: Target): Promise<Outcome> {
 }
 
 /** `concurrency` workers, each alternating targets call by call (half start on each), until `durationMs` has passed. */
-async function runInterleaved(targets: readonly Target[], concurrency: number, durationMs: number, signal: AbortSignal | undefined): Promise<Map<string, Outcome[]>> {
+async function runInterleaved(
+  targets: readonly Target[],
+  concurrency: number,
+  durationMs: number,
+  signal: AbortSignal | undefined,
+): Promise<Map<string, Outcome[]>> {
   const results = new Map(targets.map((t) => [t.name, [] as Outcome[]]));
   const end = performance.now() + durationMs;
   const worker = async (w: number): Promise<void> => {
@@ -190,25 +260,48 @@ export interface ChunkCost {
  * so this is the cost of a streamed call per chunk, not of the write of a chunk alone. The
  * driver is the bench, not a hop, and is left out.
  */
-export function cpuPerChunk(cpu: Readonly<Record<string, number>>, elapsedMs: number, figures: readonly Pick<StreamingFigures, 'target' | 'chunks'>[]): ChunkCost[] {
+export function cpuPerChunk(
+  cpu: Readonly<Record<string, number>>,
+  elapsedMs: number,
+  figures: readonly Pick<StreamingFigures, 'target' | 'chunks'>[],
+): ChunkCost[] {
   return Object.entries(cpu)
     .filter(([name]) => name !== 'driver')
     .map(([name, pct]) => {
       const relays = RELAYS[name];
-      const chunks = figures.filter((f) => relays === undefined || f.target === relays).reduce((n, f) => n + f.chunks, 0);
-      return { process: name, cpu: pct, chunks, usPerChunk: chunks > 0 ? ((pct / 100) * elapsedMs * 1000) / chunks : Number.NaN };
+      const chunks = figures
+        .filter((f) => relays === undefined || f.target === relays)
+        .reduce((n, f) => n + f.chunks, 0);
+      return {
+        process: name,
+        cpu: pct,
+        chunks,
+        usPerChunk: chunks > 0 ? ((pct / 100) * elapsedMs * 1000) / chunks : Number.NaN,
+      };
     });
 }
 
 function formatCpuPerChunk(rows: readonly ChunkCost[]): string {
   return (
-    'cpu during the measured run: % of one core, chunks relayed (the gateway relays sluice\'s, the runner and engine both targets\'), cpu time per relayed chunk\n' +
-    formatTable(['process', 'cpu %', 'chunks', 'us/chunk'], rows.map((r) => [r.process, r.cpu.toFixed(1), String(r.chunks), Number.isFinite(r.usPerChunk) ? r.usPerChunk.toFixed(1) : '-']))
+    "cpu during the measured run: % of one core, chunks relayed (the gateway relays sluice's, the runner and engine both targets'), cpu time per relayed chunk\n" +
+    formatTable(
+      ['process', 'cpu %', 'chunks', 'us/chunk'],
+      rows.map((r) => [
+        r.process,
+        r.cpu.toFixed(1),
+        String(r.chunks),
+        Number.isFinite(r.usPerChunk) ? r.usPerChunk.toFixed(1) : '-',
+      ]),
+    )
   );
 }
 
 /** `subject / baseline` for the first chunk and the gap, at p50, p90 and p99. */
-export function streamingRatios(figures: readonly StreamingFigures[], subject: string, baseline: string): { ratio: string; measure: string; p50: number; p90: number; p99: number }[] {
+export function streamingRatios(
+  figures: readonly StreamingFigures[],
+  subject: string,
+  baseline: string,
+): { ratio: string; measure: string; p50: number; p90: number; p99: number }[] {
   const s = figures.find((f) => f.target === subject);
   const b = figures.find((f) => f.target === baseline);
   if (!s || !b) return [];
@@ -224,13 +317,52 @@ export function streamingRatios(figures: readonly StreamingFigures[], subject: s
 function formatFigures(figures: readonly StreamingFigures[]): string {
   const errors = (f: StreamingFigures): string => String(Object.values(f.errors).reduce((a, b) => a + b, 0));
   return `${formatTable(
-    ['target', 'streams', 'errors', 'headers p50', 'first p50', 'first p90', 'first p99', 'gap p50', 'gap p90', 'gap p99', 'gap max', 'events/chunk'],
-    figures.map((f) => [f.target, String(f.calls), errors(f), formatMs(f.headers.p50), formatMs(f.firstChunk.p50), formatMs(f.firstChunk.p90), formatMs(f.firstChunk.p99), formatMs(f.gap.p50), formatMs(f.gap.p90), formatMs(f.gap.p99), formatMs(f.gap.max), f.eventsPerChunk.toFixed(2)]),
+    [
+      'target',
+      'streams',
+      'errors',
+      'headers p50',
+      'first p50',
+      'first p90',
+      'first p99',
+      'gap p50',
+      'gap p90',
+      'gap p99',
+      'gap max',
+      'events/chunk',
+    ],
+    figures.map((f) => [
+      f.target,
+      String(f.calls),
+      errors(f),
+      formatMs(f.headers.p50),
+      formatMs(f.firstChunk.p50),
+      formatMs(f.firstChunk.p90),
+      formatMs(f.firstChunk.p99),
+      formatMs(f.gap.p50),
+      formatMs(f.gap.p90),
+      formatMs(f.gap.p99),
+      formatMs(f.gap.max),
+      f.eventsPerChunk.toFixed(2),
+    ]),
   )}\n(ms; "first" is the first body chunk, i.e. the first SSE event; gaps pool every stream)`;
 }
 
 /** Shapes one measure as a run summary so the shared latency chart can draw it. */
 function asSummary(f: StreamingFigures, mode: LoadMode, d: Distribution, elapsedMs: number): RunSummary {
-  const base = summarize({ target: f.target, mode, connections: 0, durationMs: elapsedMs, elapsedMs, sent: f.calls, dropped: 0, latencies: [], ttfb: [], sendLag: [], statuses: { '200': f.calls }, errors: f.errors });
+  const base = summarize({
+    target: f.target,
+    mode,
+    connections: 0,
+    durationMs: elapsedMs,
+    elapsedMs,
+    sent: f.calls,
+    dropped: 0,
+    latencies: [],
+    ttfb: [],
+    sendLag: [],
+    statuses: { '200': f.calls },
+    errors: f.errors,
+  });
   return { ...base, latency: d };
 }

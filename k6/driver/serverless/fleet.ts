@@ -49,10 +49,18 @@ export interface ServerlessFleet {
 }
 
 /** Starts the gateway and the runners; on failure stops what did start. */
-export async function startServerlessFleet(options: { env: NodeJS.ProcessEnv; logLevel: string; dir: string }): Promise<ServerlessFleet> {
+export async function startServerlessFleet(options: {
+  env: NodeJS.ProcessEnv;
+  logLevel: string;
+  dir: string;
+}): Promise<ServerlessFleet> {
   const f = SERVERLESS_FLEET;
   const operatorToken = randomBytes(24).toString('base64url');
-  const env = { ...withoutSluiceSettings(options.env), SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'), SLUICE_OPERATOR_TOKEN: operatorToken };
+  const env = {
+    ...withoutSluiceSettings(options.env),
+    SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'),
+    SLUICE_OPERATOR_TOKEN: operatorToken,
+  };
   const level = ['--log-level', options.logLevel];
   const group = serviceGroup();
   try {
@@ -61,7 +69,18 @@ export async function startServerlessFleet(options: { env: NodeJS.ProcessEnv; lo
       model: SERVERLESS_MODEL,
       profile: {
         kind: 'sim',
-        args: ['--startup-delay-ms', String(f.startMs), '--ttft-ms', String(f.ttftMs), '--itl-ms', String(f.itlMs), '--output-tokens', String(f.outputTokens), '--max-num-seqs', String(f.slots)],
+        args: [
+          '--startup-delay-ms',
+          String(f.startMs),
+          '--ttft-ms',
+          String(f.ttftMs),
+          '--itl-ms',
+          String(f.itlMs),
+          '--output-tokens',
+          String(f.outputTokens),
+          '--max-num-seqs',
+          String(f.slots),
+        ],
       },
       minReplicas: 0,
       maxReplicas: f.maxReplicas,
@@ -72,13 +91,46 @@ export async function startServerlessFleet(options: { env: NodeJS.ProcessEnv; lo
     const ms = (n: number) => `${n}ms`;
     const gateway = await group.track(
       startService(
-        ['gateway', '--port', '0', '--gateway-id', 'serverless-gw', '--runner-networks', '127.0.0.0/8', '--deployments', file, '--reconcile-period', ms(f.periodMs), '--scale-stable-window', ms(f.stableWindowMs), '--scale-panic-window', ms(f.panicWindowMs), ...level],
+        [
+          'gateway',
+          '--port',
+          '0',
+          '--gateway-id',
+          'serverless-gw',
+          '--runner-networks',
+          '127.0.0.0/8',
+          '--deployments',
+          file,
+          '--reconcile-period',
+          ms(f.periodMs),
+          '--scale-stable-window',
+          ms(f.stableWindowMs),
+          '--scale-panic-window',
+          ms(f.panicWindowMs),
+          ...level,
+        ],
         { env },
       ),
     );
     const runners = await Promise.all(
       Array.from({ length: f.runners }, (_, i) =>
-        group.track(startService(['runner', '--port', '0', '--id', `serverless-${i + 1}`, '--slots', String(f.slots), '--gateway', gateway.url, ...level], { env })),
+        group.track(
+          startService(
+            [
+              'runner',
+              '--port',
+              '0',
+              '--id',
+              `serverless-${i + 1}`,
+              '--slots',
+              String(f.slots),
+              '--gateway',
+              gateway.url,
+              ...level,
+            ],
+            { env },
+          ),
+        ),
       ),
     );
     return { gateway, runners, operatorToken, stop: group.stop };

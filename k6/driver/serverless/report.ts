@@ -37,7 +37,13 @@ export interface ServerlessFigures {
  * Sums the figures. GPU-seconds integrate the replicas holding an engine (starting, ready or
  * draining) between readings over the trace, at `gpusPerReplica` each.
  */
-export function summarizeServerless(calls: readonly TracedCall[], samples: readonly ReplicaSample[], traceMs: number, maxReplicas: number, gpusPerReplica: number): ServerlessFigures {
+export function summarizeServerless(
+  calls: readonly TracedCall[],
+  samples: readonly ReplicaSample[],
+  traceMs: number,
+  maxReplicas: number,
+  gpusPerReplica: number,
+): ServerlessFigures {
   let replicaMs = 0;
   let peak = 0;
   for (let i = 0; i < samples.length; i++) {
@@ -55,7 +61,8 @@ export function summarizeServerless(calls: readonly TracedCall[], samples: reado
   const failed = calls.filter((c) => c.error !== undefined).length;
   const ok = calls.filter((c) => c.error === undefined && c.ttftMs !== undefined);
   const waited = calls.filter((c) => c.coldStartMs !== undefined);
-  const dist = (values: number[]): Distribution | undefined => (values.length > 0 ? distribution(values.sort((a, b) => a - b)) : undefined);
+  const dist = (values: number[]): Distribution | undefined =>
+    values.length > 0 ? distribution(values.sort((a, b) => a - b)) : undefined;
   const ttftWaited = dist(ok.filter((c) => c.coldStartMs !== undefined).map((c) => c.ttftMs!));
   const ttftWarm = dist(ok.filter((c) => c.coldStartMs === undefined).map((c) => c.ttftMs!));
   const share = alwaysOnGpuSeconds > 0 ? gpuSeconds / alwaysOnGpuSeconds : 0;
@@ -82,13 +89,43 @@ export function formatServerless(f: ServerlessFigures): string {
   const d = (x: Distribution | undefined, p: 'p50' | 'p90' | 'max'): string => (x ? formatMs(x[p]) : '-');
   const held = formatTable(
     ['GPU-seconds held', 'always-on at max', 'share', 'goal', 'peak replicas'],
-    [[f.gpuSeconds.toFixed(1), f.alwaysOnGpuSeconds.toFixed(1), `${(f.share * 100).toFixed(1)} %`, `< ${GPU_SHARE_GOAL * 100} % ${f.goals.gpuShare ? 'met' : 'MISSED'}`, String(f.peakReplicas)]],
+    [
+      [
+        f.gpuSeconds.toFixed(1),
+        f.alwaysOnGpuSeconds.toFixed(1),
+        `${(f.share * 100).toFixed(1)} %`,
+        `< ${GPU_SHARE_GOAL * 100} % ${f.goals.gpuShare ? 'met' : 'MISSED'}`,
+        String(f.peakReplicas),
+      ],
+    ],
   );
   const calls = formatTable(
-    ['calls', 'failed', 'waited for a cold start', 'cold-start wait p50 ms', 'max ms', 'ttft waited p50 ms', 'ttft warm p50 ms', 'added ttft p50 ms'],
-    [[String(f.calls), `${f.failed}${f.goals.noFailedCall ? '' : ' (goal: none)'}`, String(f.waited), d(f.coldStartWait, 'p50'), d(f.coldStartWait, 'max'), d(f.ttftWaited, 'p50'), d(f.ttftWarm, 'p50'), f.addedTtftP50 === undefined ? '-' : formatMs(f.addedTtftP50)]],
+    [
+      'calls',
+      'failed',
+      'waited for a cold start',
+      'cold-start wait p50 ms',
+      'max ms',
+      'ttft waited p50 ms',
+      'ttft warm p50 ms',
+      'added ttft p50 ms',
+    ],
+    [
+      [
+        String(f.calls),
+        `${f.failed}${f.goals.noFailedCall ? '' : ' (goal: none)'}`,
+        String(f.waited),
+        d(f.coldStartWait, 'p50'),
+        d(f.coldStartWait, 'max'),
+        d(f.ttftWaited, 'p50'),
+        d(f.ttftWarm, 'p50'),
+        f.addedTtftP50 === undefined ? '-' : formatMs(f.addedTtftP50),
+      ],
+    ],
   );
-  const failures = Object.entries(f.failures).map(([code, n]) => `  ${code}: ${n}`).join('\n');
+  const failures = Object.entries(f.failures)
+    .map(([code, n]) => `  ${code}: ${n}`)
+    .join('\n');
   return `${held}\n\n${calls}${failures ? `\n\nfailed calls by reason:\n${failures}` : ''}`;
 }
 
@@ -100,7 +137,13 @@ const TOP = 70;
 const GAP = 60;
 
 /** Replicas over time above (wanted, held, ready), calls sent and in flight each second below, the burst shaded. */
-export function serverlessChart(samples: readonly ReplicaSample[], calls: readonly TracedCall[], phases: readonly Phase[], title: string, subtitle: string): string {
+export function serverlessChart(
+  samples: readonly ReplicaSample[],
+  calls: readonly TracedCall[],
+  phases: readonly Phase[],
+  title: string,
+  subtitle: string,
+): string {
   const traceS = phases.reduce((t, p) => t + p.ms, 0) / 1000;
   const x = (s: number): number => LEFT + (Math.min(Math.max(s, 0), traceS) / traceS) * (W - LEFT - RIGHT);
   const seconds = Math.ceil(traceS);
@@ -116,12 +159,19 @@ export function serverlessChart(samples: readonly ReplicaSample[], calls: readon
   const parts: string[] = svgOpen(W, height, LEFT, title, subtitle);
   let at = 0;
   for (const p of phases) {
-    if (p.rate > 0) parts.push(`<rect x="${x(at / 1000)}" y="${TOP}" width="${x((at + p.ms) / 1000) - x(at / 1000)}" height="${2 * PANEL_H + GAP}" fill="#4c78a8" opacity="0.08"/>`);
+    if (p.rate > 0)
+      parts.push(
+        `<rect x="${x(at / 1000)}" y="${TOP}" width="${x((at + p.ms) / 1000) - x(at / 1000)}" height="${2 * PANEL_H + GAP}" fill="#4c78a8" opacity="0.08"/>`,
+      );
     at += p.ms;
   }
   const replicaSeries = [
     { name: 'wanted', color: '#9d755d', points: samples.map((s) => ({ s: s.ms / 1000, v: s.wanted })) },
-    { name: 'holding an engine (starting, ready, draining)', color: '#e45756', points: samples.map((s) => ({ s: s.ms / 1000, v: s.starting + s.ready + s.draining })) },
+    {
+      name: 'holding an engine (starting, ready, draining)',
+      color: '#e45756',
+      points: samples.map((s) => ({ s: s.ms / 1000, v: s.starting + s.ready + s.draining })),
+    },
     { name: 'ready', color: '#54a24b', points: samples.map((s) => ({ s: s.ms / 1000, v: s.ready })) },
   ];
   parts.push(panel('replicas', TOP, replicaSeries, x));
@@ -136,23 +186,37 @@ export function serverlessChart(samples: readonly ReplicaSample[], calls: readon
   [...replicaSeries, ...callSeries].forEach((series, i) => {
     const lx = LEFT + (i % 3) * 290;
     const ly = TOP + 2 * PANEL_H + GAP + 40 + Math.floor(i / 3) * 16;
-    parts.push(`<line x1="${lx}" x2="${lx + 18}" y1="${ly - 4}" y2="${ly - 4}" stroke="${series.color}" stroke-width="3"/><text x="${lx + 24}" y="${ly}">${escapeXml(series.name)}</text>`);
+    parts.push(
+      `<line x1="${lx}" x2="${lx + 18}" y1="${ly - 4}" y2="${ly - 4}" stroke="${series.color}" stroke-width="3"/><text x="${lx + 24}" y="${ly}">${escapeXml(series.name)}</text>`,
+    );
   });
   return svgClose(parts);
 }
 
-function panel(heading: string, top: number, series: readonly { name: string; color: string; points: readonly { s: number; v: number }[] }[], x: (s: number) => number): string {
+function panel(
+  heading: string,
+  top: number,
+  series: readonly { name: string; color: string; points: readonly { s: number; v: number }[] }[],
+  x: (s: number) => number,
+): string {
   const max = Math.max(1, ...series.flatMap((s) => s.points.map((p) => p.v)));
   const { step, top: yTop } = niceScale(max);
   const y = (v: number): number => top + PANEL_H - (v / yTop) * PANEL_H;
   const out = [`<text x="${LEFT}" y="${top - 8}" font-weight="bold">${escapeXml(heading)}</text>`];
   for (let v = 0; v <= yTop + step / 2; v += step) {
-    out.push(`<line x1="${LEFT}" x2="${W - RIGHT}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${LEFT - 6}" y="${y(v) + 4}" text-anchor="end" fill="#555">${Number(v.toFixed(2))}</text>`);
+    out.push(
+      `<line x1="${LEFT}" x2="${W - RIGHT}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${LEFT - 6}" y="${y(v) + 4}" text-anchor="end" fill="#555">${Number(v.toFixed(2))}</text>`,
+    );
   }
   for (const s of series) {
     if (s.points.length === 0) continue;
     // A step line: a count holds until the next reading.
-    const path = s.points.map((p, i) => `${i === 0 ? 'M' : 'H'}${x(p.s).toFixed(1)}${i === 0 ? ` ${y(p.v).toFixed(1)}` : ` V${y(p.v).toFixed(1)}`}`).join(' ');
+    const path = s.points
+      .map(
+        (p, i) =>
+          `${i === 0 ? 'M' : 'H'}${x(p.s).toFixed(1)}${i === 0 ? ` ${y(p.v).toFixed(1)}` : ` V${y(p.v).toFixed(1)}`}`,
+      )
+      .join(' ');
     out.push(`<path d="${path}" fill="none" stroke="${s.color}" stroke-width="2"/>`);
   }
   return out.join('\n');

@@ -49,7 +49,11 @@ const CALL_TIMEOUT_MS = 60_000;
  * Sends the trace and resolves with every call once each has ended. Calls go at their planned
  * times whatever the earlier ones are doing (open loop), bounded by the trace's total.
  */
-export async function runTrace(gatewayUrl: string, phases: readonly Phase[], signal?: AbortSignal): Promise<{ calls: TracedCall[]; startedAt: number }> {
+export async function runTrace(
+  gatewayUrl: string,
+  phases: readonly Phase[],
+  signal?: AbortSignal,
+): Promise<{ calls: TracedCall[]; startedAt: number }> {
   const url = assertLocalTarget(gatewayUrl);
   const pool = new Pool(url.origin, { connections: 256, keepAliveTimeout: 30_000 });
   const startedAt = performance.now();
@@ -80,9 +84,21 @@ export async function runTrace(gatewayUrl: string, phases: readonly Phase[], sig
 async function oneCall(pool: Pool, origin: number, seq: number): Promise<TracedCall> {
   const sent = performance.now();
   const since = (): number => performance.now() - sent;
-  const body = JSON.stringify({ model: SERVERLESS_MODEL, messages: [{ role: 'user', content: `serverless call ${seq}` }], max_tokens: SERVERLESS_FLEET.outputTokens, stream: true });
+  const body = JSON.stringify({
+    model: SERVERLESS_MODEL,
+    messages: [{ role: 'user', content: `serverless call ${seq}` }],
+    max_tokens: SERVERLESS_FLEET.outputTokens,
+    stream: true,
+  });
   try {
-    const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json' }, body, headersTimeout: CALL_TIMEOUT_MS, bodyTimeout: CALL_TIMEOUT_MS });
+    const res = await pool.request({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json' },
+      body,
+      headersTimeout: CALL_TIMEOUT_MS,
+      bodyTimeout: CALL_TIMEOUT_MS,
+    });
     const cold = res.headers['sluice-cold-start'];
     const coldStartMs = cold === undefined ? undefined : Number(cold);
     let ttftMs: number | undefined;
@@ -91,8 +107,15 @@ async function oneCall(pool: Pool, origin: number, seq: number): Promise<TracedC
       ttftMs ??= since();
       if (text.length < 65_536) text += (chunk as Buffer).toString('utf8');
     }
-    const base = { sentMs: sent - origin, status: res.statusCode, totalMs: since(), ...(ttftMs === undefined ? {} : { ttftMs }), ...(coldStartMs === undefined || Number.isNaN(coldStartMs) ? {} : { coldStartMs }) };
-    if (res.statusCode !== 200) return { ...base, error: /"code"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? `status ${res.statusCode}` };
+    const base = {
+      sentMs: sent - origin,
+      status: res.statusCode,
+      totalMs: since(),
+      ...(ttftMs === undefined ? {} : { ttftMs }),
+      ...(coldStartMs === undefined || Number.isNaN(coldStartMs) ? {} : { coldStartMs }),
+    };
+    if (res.statusCode !== 200)
+      return { ...base, error: /"code"\s*:\s*"([^"]+)"/.exec(text)?.[1] ?? `status ${res.statusCode}` };
     if (/^data: \{"error"/m.test(text)) return { ...base, error: 'stream-error' };
     return base;
   } catch (error) {
@@ -110,7 +133,12 @@ export interface ReplicaSample {
 }
 
 /** Reads GET /v1/deployments/{model} every `everyMs` until stopped; a failed read is skipped. */
-export function sampleReplicas(gatewayUrl: string, operatorToken: string, origin: () => number, everyMs: number): { samples: ReplicaSample[]; stop(): Promise<void> } {
+export function sampleReplicas(
+  gatewayUrl: string,
+  operatorToken: string,
+  origin: () => number,
+  everyMs: number,
+): { samples: ReplicaSample[]; stop(): Promise<void> } {
   const url = `${assertLocalTarget(gatewayUrl).origin}/v1/deployments/${encodeURIComponent(SERVERLESS_MODEL)}`;
   const samples: ReplicaSample[] = [];
   let stopped = false;
@@ -118,10 +146,19 @@ export function sampleReplicas(gatewayUrl: string, operatorToken: string, origin
     while (!stopped) {
       const at = performance.now();
       try {
-        const res = await fetch(url, { headers: { authorization: `Bearer ${operatorToken}` }, signal: AbortSignal.timeout(2_000) });
+        const res = await fetch(url, {
+          headers: { authorization: `Bearer ${operatorToken}` },
+          signal: AbortSignal.timeout(2_000),
+        });
         if (res.ok) {
           const { status: s } = (await res.json()) as { status: Omit<ReplicaSample, 'ms'> };
-          samples.push({ ms: at - origin(), wanted: s.wanted, starting: s.starting, ready: s.ready, draining: s.draining });
+          samples.push({
+            ms: at - origin(),
+            wanted: s.wanted,
+            starting: s.starting,
+            ready: s.ready,
+            draining: s.draining,
+          });
         }
       } catch {
         // A missed reading leaves a gap; the integral spans it from the reading before.

@@ -46,10 +46,26 @@ export class SoakClient {
 
   /** Sends call `seq` of `kind`; never rejects: a failure is an answer with status 0 and a code. */
   async call(kind: CallKind, seq: number, signal?: AbortSignal): Promise<CallAnswer> {
-    const body = JSON.stringify({ model: SOAK_MODEL, messages: [{ role: 'user', content: `soak call ${seq}` }], max_tokens: SOAK_FLEET.maxTokens, ...(kind === 'stream' ? { stream: true } : {}) });
-    const headers: Record<string, string> = { 'content-type': 'application/json', ...(kind === 'detached' ? { prefer: 'respond-async' } : {}) };
+    const body = JSON.stringify({
+      model: SOAK_MODEL,
+      messages: [{ role: 'user', content: `soak call ${seq}` }],
+      max_tokens: SOAK_FLEET.maxTokens,
+      ...(kind === 'stream' ? { stream: true } : {}),
+    });
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      ...(kind === 'detached' ? { prefer: 'respond-async' } : {}),
+    };
     try {
-      const res = await this.#pool.request({ method: 'POST', path: '/v1/chat/completions', headers, body, headersTimeout: CALL_TIMEOUT_MS, bodyTimeout: CALL_TIMEOUT_MS, ...(signal ? { signal } : {}) });
+      const res = await this.#pool.request({
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers,
+        body,
+        headersTimeout: CALL_TIMEOUT_MS,
+        bodyTimeout: CALL_TIMEOUT_MS,
+        ...(signal ? { signal } : {}),
+      });
       const callId = headerOf(res, 'sluice-call-id');
       const text = await readText(res.body);
       const answer: CallAnswer = { status: res.statusCode, ...(callId ? { callId } : {}) };
@@ -77,7 +93,8 @@ export class SoakClient {
    */
   async fate(id: string, signal?: AbortSignal): Promise<FateReading> {
     const got = await this.#get(`/v1/calls/${encodeURIComponent(id)}`, signal);
-    if (got === undefined || got.status !== 200) return got?.status === 404 ? { kind: 'final', fate: { id, status: 'not-found' } } : { kind: 'unreadable' };
+    if (got === undefined || got.status !== 200)
+      return got?.status === 404 ? { kind: 'final', fate: { id, status: 'not-found' } } : { kind: 'unreadable' };
     const record = parseJson(got.text) as { status?: unknown; error?: { code?: unknown } } | undefined;
     const status = typeof record?.status === 'string' ? record.status : undefined;
     if (status === undefined) return { kind: 'unreadable' };
@@ -97,7 +114,13 @@ export class SoakClient {
 
   async #get(path: string, signal?: AbortSignal): Promise<{ status: number; text: string } | undefined> {
     try {
-      const res = await this.#pool.request({ method: 'GET', path, headersTimeout: 10_000, bodyTimeout: 10_000, ...(signal ? { signal } : {}) });
+      const res = await this.#pool.request({
+        method: 'GET',
+        path,
+        headersTimeout: 10_000,
+        bodyTimeout: 10_000,
+        ...(signal ? { signal } : {}),
+      });
       return { status: res.statusCode, text: await readText(res.body) };
     } catch {
       return undefined;

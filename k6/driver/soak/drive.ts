@@ -27,7 +27,12 @@ export interface CapacityProbe {
  * load's mix without detached calls, whose 202 comes before the work is done) as soon as the last
  * answered. The rate of whole answers is what the fleet serves with every slot busy.
  */
-export async function probeCapacity(client: SoakClient, connections: number, ms: number, signal?: AbortSignal): Promise<CapacityProbe> {
+export async function probeCapacity(
+  client: SoakClient,
+  connections: number,
+  ms: number,
+  signal?: AbortSignal,
+): Promise<CapacityProbe> {
   const start = performance.now();
   const end = start + ms;
   let seq = 0;
@@ -64,7 +69,13 @@ export interface LoadPlan {
  * in `ledger` with times from `start` (performance.now()'s clock), and resolves once the last
  * answer is in. `inFlight` reports the calls waiting, for the memory sampler.
  */
-export function runLoad(client: SoakClient, ledger: Ledger, plan: LoadPlan, start: number, signal?: AbortSignal): { done: Promise<void>; inFlight: () => number } {
+export function runLoad(
+  client: SoakClient,
+  ledger: Ledger,
+  plan: LoadPlan,
+  start: number,
+  signal?: AbortSignal,
+): { done: Promise<void>; inFlight: () => number } {
   const total = Math.min(plan.maxCalls, Math.floor((plan.rate * plan.durationMs) / 1000));
   const run = openLoopSchedule(
     { rate: plan.rate, total, maxInFlight: plan.maxInFlight, start, ...(signal ? { signal } : {}) },
@@ -101,7 +112,11 @@ export interface PollPlan {
  * still running after that bound is stuck, and a longer wait would only lengthen the run.
  */
 export function pollPlan(durationMs: number): PollPlan {
-  return Object.freeze({ withinMs: Math.min(CALL_TIMEOUT_MS, Math.max(10_000, Math.round(durationMs / 4))), concurrency: 16, everyMs: 500 });
+  return Object.freeze({
+    withinMs: Math.min(CALL_TIMEOUT_MS, Math.max(10_000, Math.round(durationMs / 4))),
+    concurrency: 16,
+    everyMs: 500,
+  });
 }
 
 /**
@@ -109,7 +124,12 @@ export function pollPlan(durationMs: number): PollPlan {
  * running then is recorded `running`, one the gateway could not tell about at the last asking
  * (its store down, no answer) `unreadable`.
  */
-export async function pollDetached(client: SoakClient, ids: readonly string[], plan: PollPlan, signal?: AbortSignal): Promise<DetachedFate[]> {
+export async function pollDetached(
+  client: SoakClient,
+  ids: readonly string[],
+  plan: PollPlan,
+  signal?: AbortSignal,
+): Promise<DetachedFate[]> {
   const deadline = performance.now() + plan.withinMs;
   const fates: DetachedFate[] = [];
   let next = 0;

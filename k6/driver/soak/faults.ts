@@ -61,8 +61,13 @@ export async function runSchedule(schedule: readonly PlannedFault[], ctx: Inject
     if (ctx.signal?.aborted) break;
     const window = await inject(planned, ctx);
     windows.push(window);
-    const back = window.recoveredMs === undefined ? `not recovered within ${RECOVERY_BOUND_MS / 1000}s` : `recovered at ${(window.recoveredMs / 1000).toFixed(1)}s`;
-    ctx.progress(`  ${window.kind} ${window.target} at ${(window.injectedMs / 1000).toFixed(1)}s: ${back} (${window.note})\n`);
+    const back =
+      window.recoveredMs === undefined
+        ? `not recovered within ${RECOVERY_BOUND_MS / 1000}s`
+        : `recovered at ${(window.recoveredMs / 1000).toFixed(1)}s`;
+    ctx.progress(
+      `  ${window.kind} ${window.target} at ${(window.injectedMs / 1000).toFixed(1)}s: ${back} (${window.note})\n`,
+    );
   }
   return windows;
 }
@@ -72,18 +77,29 @@ export async function inject(planned: PlannedFault, ctx: InjectContext): Promise
   const { fleet } = ctx;
   const node = targetOf(planned.kind, fleet.nodes);
   const target = node?.id ?? 'redis';
-  const live = (n: SoakNode, url?: string) => async () => (await fleet.poolRunners()).some((r) => r.id === n.id && r.state === 'live' && r.ready && (url === undefined || r.url === url));
+  const live = (n: SoakNode, url?: string) => async () =>
+    (await fleet.poolRunners()).some(
+      (r) => r.id === n.id && r.state === 'live' && r.ready && (url === undefined || r.url === url),
+    );
   const recover = async (check: () => Promise<boolean>, startedMs: number): Promise<number | undefined> =>
     (await until(check, Math.max(0, startedMs + RECOVERY_BOUND_MS - ctx.now()), ctx.signal)) ? ctx.now() : undefined;
   const done = (injectedMs: number, note: string, recoveredMs: number | undefined): FaultWindow =>
-    faultWindow({ kind: planned.kind, target, plannedMs: planned.atMs, injectedMs, note }, recoveredMs, injectedMs + RECOVERY_BOUND_MS);
+    faultWindow(
+      { kind: planned.kind, target, plannedMs: planned.atMs, injectedMs, note },
+      recoveredMs,
+      injectedMs + RECOVERY_BOUND_MS,
+    );
 
   switch (planned.kind) {
     case 'runner-kill': {
       const n = node!;
       const old = n.runner;
       const injectedMs = ctx.now();
-      const exited = new Promise<void>((resolve) => (old.child.exitCode !== null || old.child.signalCode !== null ? resolve() : old.child.once('exit', () => resolve())));
+      const exited = new Promise<void>((resolve) =>
+        old.child.exitCode !== null || old.child.signalCode !== null
+          ? resolve()
+          : old.child.once('exit', () => resolve()),
+      );
       signal(old, 'SIGKILL');
       await exited;
       await delay(ctx.restartPauseMs ?? RESTART_PAUSE_MS);
@@ -92,7 +108,11 @@ export async function inject(planned: PlannedFault, ctx: InjectContext): Promise
         await fleet.restartRunner(n);
         note += `, started again on ${n.runner.url}`;
       } catch (error) {
-        return done(injectedMs, `${note}, could not start again: ${(error as Error).message.split('\n')[0]}`, undefined);
+        return done(
+          injectedMs,
+          `${note}, could not start again: ${(error as Error).message.split('\n')[0]}`,
+          undefined,
+        );
       }
       return done(injectedMs, note, await recover(live(n, n.runner.url), injectedMs));
     }
@@ -111,11 +131,16 @@ export async function inject(planned: PlannedFault, ctx: InjectContext): Promise
       const pidOf = async (): Promise<number | undefined> => (await fleet.runnerStatus(n)).engines[0]?.supervised?.pid;
       const pid = await pidOf().catch(() => undefined);
       const injectedMs = ctx.now();
-      if (pid === undefined) return done(injectedMs, 'no engine pid in the runner\'s /status: nothing was killed', undefined);
+      if (pid === undefined)
+        return done(injectedMs, "no engine pid in the runner's /status: nothing was killed", undefined);
       try {
         process.kill(pid, 'SIGKILL');
       } catch (error) {
-        return done(injectedMs, `engine pid ${pid} could not be killed (${(error as { code?: string }).code ?? 'error'})`, undefined);
+        return done(
+          injectedMs,
+          `engine pid ${pid} could not be killed (${(error as { code?: string }).code ?? 'error'})`,
+          undefined,
+        );
       }
       let next: number | undefined;
       const relaunched = async (): Promise<boolean> => {
@@ -124,7 +149,11 @@ export async function inject(planned: PlannedFault, ctx: InjectContext): Promise
         return status.ready && next !== undefined && next !== pid;
       };
       const recoveredMs = await recover(async () => (await relaunched()) && (await live(n)()), injectedMs);
-      return done(injectedMs, `engine pid ${pid} killed${next !== undefined && next !== pid ? `, relaunched as ${next}` : ''}`, recoveredMs);
+      return done(
+        injectedMs,
+        `engine pid ${pid} killed${next !== undefined && next !== pid ? `, relaunched as ${next}` : ''}`,
+        recoveredMs,
+      );
     }
     case 'redis-restart': {
       const injectedMs = ctx.now();
@@ -134,11 +163,20 @@ export async function inject(planned: PlannedFault, ctx: InjectContext): Promise
       try {
         await fleet.redis.start();
       } catch (error) {
-        return done(injectedMs, `redis pid ${pid} killed, could not start again: ${(error as Error).message.split('\n')[0]}`, undefined);
+        return done(
+          injectedMs,
+          `redis pid ${pid} killed, could not start again: ${(error as Error).message.split('\n')[0]}`,
+          undefined,
+        );
       }
       // The store is back for the gateway when an unknown id gets 404 again rather than 503.
-      const storeBack = async (): Promise<boolean> => (await statusOf(new URL('/v1/calls/soak-store-probe', fleet.gateway.url))) === 404;
-      return done(injectedMs, `redis pid ${pid} killed, started again as ${fleet.redis.pid()} on port ${fleet.redis.port}`, await recover(storeBack, injectedMs));
+      const storeBack = async (): Promise<boolean> =>
+        (await statusOf(new URL('/v1/calls/soak-store-probe', fleet.gateway.url))) === 404;
+      return done(
+        injectedMs,
+        `redis pid ${pid} killed, started again as ${fleet.redis.pid()} on port ${fleet.redis.port}`,
+        await recover(storeBack, injectedMs),
+      );
     }
   }
 }

@@ -24,7 +24,14 @@ export const SOAK_MODEL = 'sim-small';
  * call lasts about a quarter of a second and a fault always finds calls in flight; eight slots a
  * runner, as many sequences an engine, so a full runner reads busy instead of queueing.
  */
-export const SOAK_FLEET = Object.freeze({ slots: 8, itlMs: 8, maxTokens: 24, profile: 'small', placer: 'round-robin', placerTimeout: '30s' });
+export const SOAK_FLEET = Object.freeze({
+  slots: 8,
+  itlMs: 8,
+  maxTokens: 24,
+  profile: 'small',
+  placer: 'round-robin',
+  placerTimeout: '30s',
+});
 
 /** One engine and its runner. */
 export interface SoakNode {
@@ -91,7 +98,11 @@ const CONTROL_TIMEOUT_MS = 2_000;
 export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFleet> {
   // Tokens of this run's own: they never leave the children's environment (flags show in ps).
   const operatorToken = randomBytes(24).toString('base64url');
-  const env = { ...withoutSluiceSettings(options.env), SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'), SLUICE_OPERATOR_TOKEN: operatorToken };
+  const env = {
+    ...withoutSluiceSettings(options.env),
+    SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'),
+    SLUICE_OPERATOR_TOKEN: operatorToken,
+  };
   const level = ['--log-level', options.logLevel];
   const group = serviceGroup();
   const nodes: SoakNode[] = [];
@@ -106,24 +117,87 @@ export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFle
     await mkdir(join(options.dir, 'redis'), { recursive: true });
     redis = await startBenchRedis(join(options.dir, 'redis'));
     const gateway = await group.track(
-      startService(['gateway', '--port', '0', '--store', redis.url, '--gateway-id', 'soak-gw', '--placer', SOAK_FLEET.placer, '--placer-timeout', SOAK_FLEET.placerTimeout, '--runner-networks', '127.0.0.0/8', ...level], { env }),
+      startService(
+        [
+          'gateway',
+          '--port',
+          '0',
+          '--store',
+          redis.url,
+          '--gateway-id',
+          'soak-gw',
+          '--placer',
+          SOAK_FLEET.placer,
+          '--placer-timeout',
+          SOAK_FLEET.placerTimeout,
+          '--runner-networks',
+          '127.0.0.0/8',
+          ...level,
+        ],
+        { env },
+      ),
     );
-    const engineArgs = (i: number, callLog: string): string[] => ['--engine-id', `soak-sim-${i + 1}`, '--profile', SOAK_FLEET.profile, '--itl-ms', String(SOAK_FLEET.itlMs), '--max-num-seqs', String(SOAK_FLEET.slots), '--call-log', callLog, ...level];
+    const engineArgs = (i: number, callLog: string): string[] => [
+      '--engine-id',
+      `soak-sim-${i + 1}`,
+      '--profile',
+      SOAK_FLEET.profile,
+      '--itl-ms',
+      String(SOAK_FLEET.itlMs),
+      '--max-num-seqs',
+      String(SOAK_FLEET.slots),
+      '--call-log',
+      callLog,
+      ...level,
+    ];
     const ids = Array.from({ length: options.nodes }, (_, i) => i);
     const engines = await Promise.all(
-      ids.map((i) => (i === 0 ? undefined : group.track(startService(['sim-engine', '--port', '0', '--model', SOAK_MODEL, ...engineArgs(i, callLogOf(options.dir, i))], { env })))),
+      ids.map((i) =>
+        i === 0
+          ? undefined
+          : group.track(
+              startService(
+                ['sim-engine', '--port', '0', '--model', SOAK_MODEL, ...engineArgs(i, callLogOf(options.dir, i))],
+                { env },
+              ),
+            ),
+      ),
     );
     const enginePort = await freePort();
     const started = await Promise.all(
       ids.map(async (i) => {
         const callLog = callLogOf(options.dir, i);
         const id = `soak-${i + 1}`;
-        const front = i === 0
-          ? ['--profile', JSON.stringify({ kind: 'sim', model: SOAK_MODEL, port: enginePort, args: engineArgs(i, callLog) })]
-          : ['--engine', engines[i]!.url, '--engine-kind', 'sim'];
-        const args = ['runner', '--port', '0', '--id', id, '--slots', String(SOAK_FLEET.slots), '--gateway', gateway.url, ...front, ...level];
+        const front =
+          i === 0
+            ? [
+                '--profile',
+                JSON.stringify({ kind: 'sim', model: SOAK_MODEL, port: enginePort, args: engineArgs(i, callLog) }),
+              ]
+            : ['--engine', engines[i]!.url, '--engine-kind', 'sim'];
+        const args = [
+          'runner',
+          '--port',
+          '0',
+          '--id',
+          id,
+          '--slots',
+          String(SOAK_FLEET.slots),
+          '--gateway',
+          gateway.url,
+          ...front,
+          ...level,
+        ];
         const runner = await group.track(startService(args, { env }));
-        const node: SoakNode = { index: i, id, supervised: i === 0, engine: engines[i], runner, callLog, stopped: false };
+        const node: SoakNode = {
+          index: i,
+          id,
+          supervised: i === 0,
+          engine: engines[i],
+          runner,
+          callLog,
+          stopped: false,
+        };
         runnerArgs.set(node, args);
         return node;
       }),
@@ -134,7 +208,12 @@ export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFle
       redis,
       nodes,
       callLogs: nodes.map((n) => n.callLog),
-      poolRunners: async () => ((await getJson(new URL('/v1/runners', gateway.url), { authorization: `Bearer ${operatorToken}` })) as { data: PoolRunner[] }).data,
+      poolRunners: async () =>
+        (
+          (await getJson(new URL('/v1/runners', gateway.url), { authorization: `Bearer ${operatorToken}` })) as {
+            data: PoolRunner[];
+          }
+        ).data,
       runnerStatus: async (node) => (await getJson(new URL('/status', node.runner.url))) as RunnerStatusView,
       restartRunner: async (node) => {
         node.runner = await group.track(startService(runnerArgs.get(node)!, { env }));
@@ -145,7 +224,10 @@ export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFle
       const pool = await fleet.poolRunners().catch(() => []);
       return nodes.every((n) => pool.some((r) => r.id === n.id && r.state === 'live' && r.ready));
     }, READY_WITHIN_MS);
-    if (!ready) throw new Error(`the gateway did not have all ${nodes.length} runners live and ready within ${READY_WITHIN_MS / 1000}s:\n${gateway.output().split('\n').slice(-10).join('\n')}`);
+    if (!ready)
+      throw new Error(
+        `the gateway did not have all ${nodes.length} runners live and ready within ${READY_WITHIN_MS / 1000}s:\n${gateway.output().split('\n').slice(-10).join('\n')}`,
+      );
     return fleet;
   } catch (error) {
     await stop();

@@ -139,7 +139,8 @@ export class Ledger {
       row[inWindow ? 'inWindows' : 'outside']++;
       rows.set(label, row);
       if (outcome === 'error' && !inWindow && errorsOutside.length < EXAMPLES) errorsOutside.push(e);
-      if (outcome === 'ok' && e.kind !== 'detached') latency[inWindow ? 'inWindows' : 'outside'].push(e.endMs - e.dueMs);
+      if (outcome === 'ok' && e.kind !== 'detached')
+        latency[inWindow ? 'inWindows' : 'outside'].push(e.endMs - e.dueMs);
       if (outcome !== 'dropped') {
         const second = Math.max(0, Math.floor(e.dueMs / 1000));
         while (seconds.length <= second) seconds.push({ second: seconds.length, ok: 0, busy: 0, error: 0 });
@@ -175,7 +176,12 @@ export interface DetachedFate {
  * be terminal, a success with a readable result, anything else with an error code.
  */
 export function lostBecause(fate: DetachedFate): string | undefined {
-  if (!TERMINAL_STATUSES.has(fate.status)) return fate.status === 'not-found' ? 'not found' : fate.status === 'unreadable' ? 'status unreadable' : `still ${fate.status}`;
+  if (!TERMINAL_STATUSES.has(fate.status))
+    return fate.status === 'not-found'
+      ? 'not found'
+      : fate.status === 'unreadable'
+        ? 'status unreadable'
+        : `still ${fate.status}`;
   if (fate.status === 'succeeded') return fate.result === true ? undefined : 'succeeded without a result';
   return fate.code === undefined ? `${fate.status} without an error code` : undefined;
 }
@@ -205,7 +211,13 @@ export function summarizeDetached(fates: readonly DetachedFate[]): DetachedSumma
     lostBy[why] = (lostBy[why] ?? 0) + 1;
     if (lostExamples.length < EXAMPLES) lostExamples.push({ ...fate, why });
   }
-  return { accepted: fates.length, byStatus, lost: Object.values(lostBy).reduce((a, b) => a + b, 0), lostBy, lostExamples };
+  return {
+    accepted: fates.length,
+    byStatus,
+    lost: Object.values(lostBy).reduce((a, b) => a + b, 0),
+    lostBy,
+    lostExamples,
+  };
 }
 
 /** Calls that ran more than once, from the engines' call logs (call ids to runs). */

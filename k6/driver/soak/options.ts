@@ -68,14 +68,17 @@ export interface ResolvedSoakOptions {
 
 // The CLI hands over integers as numbers and some settings as strings; a string must be all digits.
 function numeric(check: Rule): Rule {
-  return (option, value, fail) => check(option, typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value, fail);
+  return (option, value, fail) =>
+    check(option, typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value, fail);
 }
 
 const faults: Rule = (option, value, fail) => {
-  if (!Array.isArray(value) || value.length === 0) throw fail(`${option} must be a non-empty list of ${FAULT_KINDS.join(', ')}, got ${show(value)}`, option);
+  if (!Array.isArray(value) || value.length === 0)
+    throw fail(`${option} must be a non-empty list of ${FAULT_KINDS.join(', ')}, got ${show(value)}`, option);
   const seen = new Set<FaultKind>();
   for (const kind of value) {
-    if (!isFaultKind(kind)) throw fail(`${option} must each be one of ${FAULT_KINDS.join(', ')}, got ${show(kind)}`, option);
+    if (!isFaultKind(kind))
+      throw fail(`${option} must each be one of ${FAULT_KINDS.join(', ')}, got ${show(kind)}`, option);
     if (seen.has(kind)) throw fail(`${option} lists ${kind} twice; each fault runs once per soak`, option);
     seen.add(kind);
   }
@@ -97,12 +100,23 @@ export function resolveSoakOptions(raw: SoakOptions = {}): ResolvedSoakOptions {
   // The shared options this scenario reads, checked by the shared rules; the duration is the
   // soak's own, so it is left out of that check.
   const shared = resolveBenchOptions({ ...raw, duration: undefined, warmup: undefined });
-  const { duration, nodes } = resolveOptions({ duration: SOAK_DEFAULTS.duration, nodes: SOAK_DEFAULTS.nodes }, soakRules, raw, benchFail);
+  const { duration, nodes } = resolveOptions(
+    { duration: SOAK_DEFAULTS.duration, nodes: SOAK_DEFAULTS.nodes },
+    soakRules,
+    raw,
+    benchFail,
+  );
   // The probe is the bench's warm-up, so it is named warmup, with the soak's own bounds.
   const probe = checkInteger('warmup', raw.warmup ?? SOAK_DEFAULTS.probe, 1_000, SOAK_LIMITS.maxProbe, 'ms');
   // A stop longer than the gap between two faults would overlap the next one.
   const maxStop = Math.min(SOAK_LIMITS.maxStopFor, Math.floor(duration / 5));
-  const stopFor = checkInteger('stopFor', raw.stopFor ?? Math.min(SOAK_DEFAULTS.stopFor, Math.round(duration / 10)), 1_000, maxStop, 'ms');
+  const stopFor = checkInteger(
+    'stopFor',
+    raw.stopFor ?? Math.min(SOAK_DEFAULTS.stopFor, Math.round(duration / 10)),
+    1_000,
+    maxStop,
+    'ms',
+  );
   const idleDefault = Math.min(SOAK_DEFAULTS.idle, Math.max(5_000, Math.round(duration / 10)));
   const idle = checkInteger('idle', raw.idle ?? idleDefault, SOAK_LIMITS.minIdle, SOAK_LIMITS.maxIdle, 'ms');
   return Object.freeze({

@@ -39,7 +39,24 @@ export async function startBenchRedis(dir: string): Promise<BenchRedis> {
   let output = '';
   const launch = async (): Promise<void> => {
     output = '';
-    const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'yes', '--appendfsync', 'always'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--save',
+        '',
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     child = c;
     exited = new Promise<void>((resolve) => c.once('exit', () => resolve()));
     const keep = (chunk: Buffer): void => void (output = (output + chunk.toString()).slice(-4_000));
@@ -47,7 +64,16 @@ export async function startBenchRedis(dir: string): Promise<BenchRedis> {
     c.stderr?.on('data', keep);
     const spawned = new Promise<void>((resolve, reject) => {
       c.once('spawn', resolve);
-      c.once('error', (error) => reject((error as { code?: string }).code === 'ENOENT' ? new Error('redis-server is not installed; the soak needs it for the store: apt-get install -y redis-server', { cause: error }) : error));
+      c.once('error', (error) =>
+        reject(
+          (error as { code?: string }).code === 'ENOENT'
+            ? new Error(
+                'redis-server is not installed; the soak needs it for the store: apt-get install -y redis-server',
+                { cause: error },
+              )
+            : error,
+        ),
+      );
     });
     await spawned;
     await waitForPing(port, c, () => output);
@@ -90,11 +116,21 @@ export async function startBenchRedis(dir: string): Promise<BenchRedis> {
 /** Polls PING until it answers PONG; rejects when the server exits or the start bound passes. */
 async function waitForPing(port: number, child: ChildProcess, output: () => string): Promise<void> {
   const deadline = Date.now() + START_TIMEOUT_MS;
-  const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1_000 });
+  const client = new Redis({
+    host: '127.0.0.1',
+    port,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 1_000,
+  });
   client.on('error', () => {});
   try {
     while (Date.now() < deadline) {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server on port ${port} exited (${child.signalCode ?? child.exitCode}) before it answered:\n${output()}`);
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(
+          `redis-server on port ${port} exited (${child.signalCode ?? child.exitCode}) before it answered:\n${output()}`,
+        );
       try {
         if (client.status !== 'ready') await client.connect();
         if ((await client.ping()) === 'PONG') return;

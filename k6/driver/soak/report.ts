@@ -55,7 +55,16 @@ export interface SoakReport {
   scenario: 'soak';
   startedAt: string;
   machine: MachineInfo;
-  fleet: { nodes: number; slots: number; itlMs: number; maxTokens: number; profile: string; placer: string; placerTimeout: string; store: 'redis' };
+  fleet: {
+    nodes: number;
+    slots: number;
+    itlMs: number;
+    maxTokens: number;
+    profile: string;
+    placer: string;
+    placerTimeout: string;
+    store: 'redis';
+  };
   capacity: { rate: number; measured: boolean; probe?: CapacityProbe };
   load: { share: number; rate: number; durationMs: number; mix: string };
   schedule: PlannedFault[];
@@ -81,7 +90,10 @@ export function summarizeRss(samples: readonly MemorySample[]): RssSummary {
   // some tens of seconds after the load stops (its memory reducer), not at once.
   const idleSamples = samples.filter((s) => s.phase === 'idle');
   const lastMs = idleSamples.at(-1)?.ms ?? 0;
-  const idle = idleSamples.filter((s) => s.ms >= lastMs - RSS_SETTLED_MS).map((s) => s.rssKiB).sort((a, b) => a - b);
+  const idle = idleSamples
+    .filter((s) => s.ms >= lastMs - RSS_SETTLED_MS)
+    .map((s) => s.rssKiB)
+    .sort((a, b) => a - b);
   const startKiB = from[0]?.rssKiB ?? Number.NaN;
   const peakKiB = from.length > 0 ? Math.max(...from.map((s) => s.rssKiB)) : Number.NaN;
   const endKiB = idle.length > 0 ? idle[Math.floor((idle.length - 1) / 2)]! : Number.NaN;
@@ -90,7 +102,14 @@ export function summarizeRss(samples: readonly MemorySample[]): RssSummary {
 }
 
 /** Judges the goals. */
-export function judge(calls: LedgerSummary, detached: DetachedSummary, runs: TwiceSummary, rss: RssSummary, schedule: readonly PlannedFault[], windows: readonly FaultWindow[]): SoakGoals {
+export function judge(
+  calls: LedgerSummary,
+  detached: DetachedSummary,
+  runs: TwiceSummary,
+  rss: RssSummary,
+  schedule: readonly PlannedFault[],
+  windows: readonly FaultWindow[],
+): SoakGoals {
   const recovered = windows.filter((w) => w.recoveredMs !== undefined).length;
   return {
     callsRunTwice: { value: runs.twice, goal: 0, met: runs.twice === 0 },
@@ -106,13 +125,30 @@ export function formatSoak(report: SoakReport): string {
   const s = (ms: number | undefined): string => (ms === undefined ? '-' : (ms / 1000).toFixed(1));
   const faults = formatTable(
     ['fault', 'target', 'planned s', 'injected s', 'recovered s', 'window ends s', 'what happened'],
-    report.windows.map((w) => [w.kind, w.target, s(w.plannedMs), s(w.injectedMs), s(w.recoveredMs), s(w.endMs), w.note]),
+    report.windows.map((w) => [
+      w.kind,
+      w.target,
+      s(w.plannedMs),
+      s(w.injectedMs),
+      s(w.recoveredMs),
+      s(w.endMs),
+      w.note,
+    ]),
   );
   const kinds = formatTable(
     ['kind', 'sent', 'ok', 'busy', 'error', 'dropped', 'in windows', 'errors outside'],
     [...CALL_KINDS, 'all' as const].map((k) => {
       const c = report.calls.byKind[k];
-      return [k, String(c.sent), String(c.ok), String(c.busy), String(c.error), String(c.dropped), String(c.inWindows), String(c.errorsOutside)];
+      return [
+        k,
+        String(c.sent),
+        String(c.ok),
+        String(c.busy),
+        String(c.error),
+        String(c.dropped),
+        String(c.inWindows),
+        String(c.errorsOutside),
+      ];
     }),
   );
   const outcomes = formatTable(
@@ -123,11 +159,30 @@ export function formatSoak(report: SoakReport): string {
   const latency = formatTable(
     ['ok sync+stream calls', 'calls', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms'],
     [
-      ['outside windows', String(lat.outside.count), formatMs(lat.outside.p50), formatMs(lat.outside.p90), formatMs(lat.outside.p99), formatMs(lat.outside.max)],
-      ['in windows', String(lat.inWindows.count), formatMs(lat.inWindows.p50), formatMs(lat.inWindows.p90), formatMs(lat.inWindows.p99), formatMs(lat.inWindows.max)],
+      [
+        'outside windows',
+        String(lat.outside.count),
+        formatMs(lat.outside.p50),
+        formatMs(lat.outside.p90),
+        formatMs(lat.outside.p99),
+        formatMs(lat.outside.max),
+      ],
+      [
+        'in windows',
+        String(lat.inWindows.count),
+        formatMs(lat.inWindows.p50),
+        formatMs(lat.inWindows.p90),
+        formatMs(lat.inWindows.p99),
+        formatMs(lat.inWindows.max),
+      ],
     ],
   );
-  const detached = formatTable([`detached status (polled up to ${report.detached.pollBoundMs / 1000}s)`, 'calls'], Object.entries(report.detached.byStatus).sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, String(v)]));
+  const detached = formatTable(
+    [`detached status (polled up to ${report.detached.pollBoundMs / 1000}s)`, 'calls'],
+    Object.entries(report.detached.byStatus)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => [k, String(v)]),
+  );
   const g = report.goals;
   const mib = (kib: number): string => (Number.isFinite(kib) ? (kib / 1024).toFixed(1) : '-');
   const mark = (met: boolean): string => (met ? 'met' : 'MISSED');
@@ -137,9 +192,24 @@ export function formatSoak(report: SoakReport): string {
     [
       ['calls run twice', String(g.callsRunTwice.value), '0', mark(g.callsRunTwice.met)],
       ['detached calls lost', `${g.detachedLost.value} of ${report.detached.accepted}`, '0', mark(g.detachedLost.met)],
-      ['non-busy errors outside fault windows', String(g.errorsOutsideWindows.value), '0', mark(g.errorsOutsideWindows.met)],
-      ['gateway RSS after the load vs its start', Number.isFinite(rss.growth) ? `${rss.growth >= 0 ? '+' : ''}${(rss.growth * 100).toFixed(1)}%` : '-', `<= +${RSS_TOLERANCE * 100}%`, mark(g.rssBack.met)],
-      ['faults recovered', `${g.faultsRecovered.value} of ${g.faultsRecovered.goal}`, 'all', mark(g.faultsRecovered.met)],
+      [
+        'non-busy errors outside fault windows',
+        String(g.errorsOutsideWindows.value),
+        '0',
+        mark(g.errorsOutsideWindows.met),
+      ],
+      [
+        'gateway RSS after the load vs its start',
+        Number.isFinite(rss.growth) ? `${rss.growth >= 0 ? '+' : ''}${(rss.growth * 100).toFixed(1)}%` : '-',
+        `<= +${RSS_TOLERANCE * 100}%`,
+        mark(g.rssBack.met),
+      ],
+      [
+        'faults recovered',
+        `${g.faultsRecovered.value} of ${g.faultsRecovered.goal}`,
+        'all',
+        mark(g.faultsRecovered.met),
+      ],
     ],
   );
   const lines = [
@@ -165,10 +235,20 @@ export function formatSoak(report: SoakReport): string {
     for (const item of items.slice(0, PRINTED)) lines.push(`  ${line(item)}`);
     if (total > PRINTED) lines.push(`  ... ${total - PRINTED} more (the JSON lists up to ${items.length})`);
   };
-  listed('first errors outside the fault windows:', report.calls.errorsOutside, report.calls.byKind.all.errorsOutside, (e) =>
-    `#${e.seq} ${e.kind} sent ${s(e.sentMs)}s ended ${s(e.endMs)}s: ${e.status === 0 ? '' : `${e.status} `}${e.code ?? ''}${e.callId ? ` (call ${e.callId})` : ''}`);
+  listed(
+    'first errors outside the fault windows:',
+    report.calls.errorsOutside,
+    report.calls.byKind.all.errorsOutside,
+    (e) =>
+      `#${e.seq} ${e.kind} sent ${s(e.sentMs)}s ended ${s(e.endMs)}s: ${e.status === 0 ? '' : `${e.status} `}${e.code ?? ''}${e.callId ? ` (call ${e.callId})` : ''}`,
+  );
   listed('first detached calls lost:', report.detached.lostExamples, report.detached.lost, (f) => `${f.id}: ${f.why}`);
-  listed('first calls answered 503 that an engine ran (a client retrying them runs them twice):', report.runs.ranButAnswered503Examples, report.runs.ranButAnswered503, (r) => `${r.id}: 503 ${r.code}`);
+  listed(
+    'first calls answered 503 that an engine ran (a client retrying them runs them twice):',
+    report.runs.ranButAnswered503Examples,
+    report.runs.ranButAnswered503,
+    (r) => `${r.id}: 503 ${r.code}`,
+  );
   listed('first calls run more than once:', report.runs.examples, report.runs.twice, (r) => `${r.id}: ${r.runs} runs`);
   return lines.join('\n');
 }
@@ -231,7 +311,12 @@ export function soakReportChart(report: SoakReport, loadEndS: number): string {
   const loadStartMs = samples.find((s) => s.phase === 'load')?.ms ?? 0;
   const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${report.startedAt.slice(0, 16)}Z, ${report.fleet.nodes} nodes, ${load.rate} calls/s for ${load.durationMs / 1000}s`;
   return soakChart(
-    { rss: samples.map((s) => ({ s: (s.ms - loadStartMs) / 1000, mib: s.rssKiB / 1024 })), timeline: report.calls.timeline, windows: report.windows, loadEndS },
+    {
+      rss: samples.map((s) => ({ s: (s.ms - loadStartMs) / 1000, mib: s.rssKiB / 1024 })),
+      timeline: report.calls.timeline,
+      windows: report.windows,
+      loadEndS,
+    },
     'sluice bench soak: gateway memory and calls, faults shaded',
     subtitle,
   );

@@ -10,7 +10,12 @@
 export type FaultKind = 'runner-kill' | 'runner-stop' | 'engine-crash' | 'redis-restart';
 
 /** Every fault, in the order the schedule injects them. */
-export const FAULT_KINDS: readonly FaultKind[] = Object.freeze(['runner-kill', 'runner-stop', 'engine-crash', 'redis-restart']);
+export const FAULT_KINDS: readonly FaultKind[] = Object.freeze([
+  'runner-kill',
+  'runner-stop',
+  'engine-crash',
+  'redis-restart',
+]);
 
 /** Where in the load each fault strikes, as a share of the load's duration. */
 const FAULT_AT: Readonly<Record<FaultKind, number>> = Object.freeze({
@@ -51,14 +56,21 @@ export function isFaultKind(value: unknown): value is FaultKind {
 
 /** The schedule of `faults` over a load of `durationMs`, in injection order. */
 export function planSchedule(durationMs: number, faults: readonly FaultKind[]): PlannedFault[] {
-  return faults.map((kind) => ({ kind, atMs: Math.round(durationMs * FAULT_AT[kind]) })).sort((a, b) => a.atMs - b.atMs);
+  return faults
+    .map((kind) => ({ kind, atMs: Math.round(durationMs * FAULT_AT[kind]) }))
+    .sort((a, b) => a.atMs - b.atMs);
 }
 
 /**
  * The window of a fault injected at `injectedMs` that recovered at `recoveredMs`, or, when it did
  * not recover, whose recovery was given up at `gaveUpMs`.
  */
-export function faultWindow(fault: { kind: FaultKind; target: string; plannedMs: number; injectedMs: number; note: string }, recoveredMs: number | undefined, gaveUpMs: number, graceMs = WINDOW_GRACE_MS): FaultWindow {
+export function faultWindow(
+  fault: { kind: FaultKind; target: string; plannedMs: number; injectedMs: number; note: string },
+  recoveredMs: number | undefined,
+  gaveUpMs: number,
+  graceMs = WINDOW_GRACE_MS,
+): FaultWindow {
   return { ...fault, recoveredMs, endMs: (recoveredMs ?? gaveUpMs) + graceMs };
 }
 

@@ -12,11 +12,20 @@ const POLL_EVERY_MS = 100;
  * has passed (then false). A check that throws counts as false. An aborted `signal` ends the
  * wait at once with false.
  */
-export async function until(check: () => Promise<boolean> | boolean, withinMs: number, signal?: AbortSignal): Promise<boolean> {
+export async function until(
+  check: () => Promise<boolean> | boolean,
+  withinMs: number,
+  signal?: AbortSignal,
+): Promise<boolean> {
   const deadline = performance.now() + withinMs;
   for (;;) {
     if (signal?.aborted) return false;
-    if (await Promise.resolve().then(check).catch(() => false)) return true;
+    if (
+      await Promise.resolve()
+        .then(check)
+        .catch(() => false)
+    )
+      return true;
     if (performance.now() >= deadline) return false;
     await delay(POLL_EVERY_MS);
   }

@@ -41,7 +41,8 @@ export class BlockRunCache {
 
   /** @param capacityBlocks blocks remembered at most, at least 1. */
   constructor(capacityBlocks: number) {
-    if (!(Number.isSafeInteger(capacityBlocks) && capacityBlocks >= 1)) throw new RangeError(`capacityBlocks must be a positive integer, got ${capacityBlocks}`);
+    if (!(Number.isSafeInteger(capacityBlocks) && capacityBlocks >= 1))
+      throw new RangeError(`capacityBlocks must be a positive integer, got ${capacityBlocks}`);
     this.#capacity = capacityBlocks;
   }
 

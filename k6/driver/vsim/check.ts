@@ -31,7 +31,12 @@ export interface LiveRun {
 /** What the check reads from a placement report. */
 export interface LiveReport {
   readonly workload: WorkloadShape;
-  readonly fleet: { readonly engines: number; readonly slots: number; readonly profile: SimProfile; readonly profileName: string };
+  readonly fleet: {
+    readonly engines: number;
+    readonly slots: number;
+    readonly profile: SimProfile;
+    readonly profileName: string;
+  };
   readonly warmupMs: number;
   readonly measureMs: number;
   readonly runs: readonly LiveRun[];
@@ -75,7 +80,11 @@ export function relativeDifference(simulated: number, live: number): number {
 }
 
 /** Compares the figures the check covers: TTFT p50, p90 and p99, output tokens/s, errors and cache hit share. */
-export function compareRun(live: LiveRun, simulated: SimulatedFigures, tolerance: number = CHECK_TOLERANCE): ComparedRun {
+export function compareRun(
+  live: LiveRun,
+  simulated: SimulatedFigures,
+  tolerance: number = CHECK_TOLERANCE,
+): ComparedRun {
   const pairs: [string, number, number][] = [
     ['ttft p50', live.figures.ttft.p50, simulated.figures.ttft.p50],
     ['ttft p90', live.figures.ttft.p90, simulated.figures.ttft.p90],
@@ -89,7 +98,14 @@ export function compareRun(live: LiveRun, simulated: SimulatedFigures, tolerance
     // The epsilon keeps a difference of exactly the tolerance (0.55 vs 0.5) from failing on float error.
     return { name, live: l, simulated: s, difference, within: Math.abs(difference) <= tolerance + 1e-12 };
   });
-  return { level: live.level, rate: live.rate, seed: live.seed, contender: live.contender, figures, agrees: figures.every((f) => f.within) };
+  return {
+    level: live.level,
+    rate: live.rate,
+    seed: live.seed,
+    contender: live.contender,
+    figures,
+    agrees: figures.every((f) => f.within),
+  };
 }
 
 /** One table per run: each figure live and simulated, the difference, and whether it is within the tolerance. */
@@ -99,7 +115,13 @@ export function formatCheck(rows: readonly ComparedRun[], tolerance: number = CH
       const head = `${Math.round(r.level * 100)}% ${r.contender} (${r.rate.toFixed(1)} calls/s, seed ${r.seed}): ${r.agrees ? 'agrees' : 'differs'}`;
       const table = formatTable(
         ['figure', 'live', 'simulated', 'difference', `within ${Math.round(tolerance * 100)}%`],
-        r.figures.map((f) => [f.name, formatFigure(f.name, f.live), formatFigure(f.name, f.simulated), formatDifference(f.difference), f.within ? 'yes' : 'no']),
+        r.figures.map((f) => [
+          f.name,
+          formatFigure(f.name, f.live),
+          formatFigure(f.name, f.simulated),
+          formatDifference(f.difference),
+          f.within ? 'yes' : 'no',
+        ]),
       );
       return `${head}\n${table}`;
     })
@@ -143,7 +165,10 @@ export async function readLiveReport(path: string): Promise<LiveReport> {
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
-    throw new BenchOptionError('check', `check: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    throw new BenchOptionError(
+      'check',
+      `check: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
   }
   let json: unknown;
   try {
@@ -163,18 +188,26 @@ export function parseLiveReport(json: unknown, path: string): LiveReport {
   if (report.scenario !== 'placement') fail(`scenario is ${JSON.stringify(report.scenario)}, not "placement"`);
   const fleet = object(report.fleet) ?? fail('no fleet');
   const profileName = fleet.profile;
-  if (!isSimProfileName(profileName)) fail(`fleet.profile ${JSON.stringify(profileName)} is not a sim profile (${Object.keys(SIM_PROFILES).join(', ')})`);
+  if (!isSimProfileName(profileName))
+    fail(`fleet.profile ${JSON.stringify(profileName)} is not a sim profile (${Object.keys(SIM_PROFILES).join(', ')})`);
   const workload = object(report.workload) ?? fail('no workload');
   const shapeNumbers = ['systemPrompts', 'systemWords', 'turns', 'userWords', 'outputTokens', 'thinkMs'] as const;
   for (const key of shapeNumbers) if (!positive(workload[key])) fail(`workload.${key} is not a positive number`);
   if (typeof workload.model !== 'string') fail('workload.model is not a string');
-  for (const key of ['engines', 'slots'] as const) if (!positive(fleet[key])) fail(`fleet.${key} is not a positive number`);
-  for (const key of ['warmupMs', 'measureMs'] as const) if (!(typeof report[key] === 'number' && report[key] >= 0)) fail(`${key} is not a number of ms`);
+  for (const key of ['engines', 'slots'] as const)
+    if (!positive(fleet[key])) fail(`fleet.${key} is not a positive number`);
+  for (const key of ['warmupMs', 'measureMs'] as const)
+    if (!(typeof report[key] === 'number' && report[key] >= 0)) fail(`${key} is not a number of ms`);
   const runs = report.runs;
   if (!Array.isArray(runs) || runs.length === 0) fail('no runs');
   return {
     workload: workload as unknown as WorkloadShape,
-    fleet: { engines: fleet.engines as number, slots: fleet.slots as number, profile: SIM_PROFILES[profileName as keyof typeof SIM_PROFILES], profileName: profileName as string },
+    fleet: {
+      engines: fleet.engines as number,
+      slots: fleet.slots as number,
+      profile: SIM_PROFILES[profileName as keyof typeof SIM_PROFILES],
+      profileName: profileName as string,
+    },
     warmupMs: report.warmupMs as number,
     measureMs: report.measureMs as number,
     runs: (runs as unknown[]).map((run, i) => parseRun(run, (what) => fail(`runs[${i}].${what}`))),
@@ -184,7 +217,8 @@ export function parseLiveReport(json: unknown, path: string): LiveReport {
 function parseRun(json: unknown, fail: (what: string) => never): LiveRun {
   const run = object(json) ?? fail('is not an object');
   for (const key of ['level', 'rate'] as const) if (!positive(run[key])) fail(`${key} is not a positive number`);
-  for (const key of ['seed', 'firstSession'] as const) if (!Number.isSafeInteger(run[key])) fail(`${key} is not an integer`);
+  for (const key of ['seed', 'firstSession'] as const)
+    if (!Number.isSafeInteger(run[key])) fail(`${key} is not an integer`);
   if (typeof run.contender !== 'string') fail('contender is not a string');
   const figures = object(run.figures) ?? fail('figures is missing');
   if (!object(figures.ttft)) fail('figures.ttft is missing');
@@ -208,11 +242,21 @@ function parseRun(json: unknown, fail: (what: string) => never): LiveRun {
 
 function parseDistribution(json: unknown): PlacementFigures['latency'] {
   const d = object(json) ?? {};
-  return { count: numberOrNaN(d.count), min: numberOrNaN(d.min), mean: numberOrNaN(d.mean), p50: numberOrNaN(d.p50), p90: numberOrNaN(d.p90), p99: numberOrNaN(d.p99), max: numberOrNaN(d.max) };
+  return {
+    count: numberOrNaN(d.count),
+    min: numberOrNaN(d.min),
+    mean: numberOrNaN(d.mean),
+    p50: numberOrNaN(d.p50),
+    p90: numberOrNaN(d.p90),
+    p99: numberOrNaN(d.p99),
+    max: numberOrNaN(d.max),
+  };
 }
 
 function object(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
 }
 
 function positive(value: unknown): boolean {

@@ -149,7 +149,10 @@ export class VirtualEngine {
     let held = 0;
     for (const s of this.#admitted) {
       const decodeWork = s.finishWork - s.startWork;
-      const generated = Number.isFinite(s.startWork) ? 1 + Math.floor(((this.#work - s.startWork) / Math.max(decodeWork, WORK_EPSILON)) * (s.request.outputTokens - 1)) : 0;
+      const generated = Number.isFinite(s.startWork)
+        ? 1 +
+          Math.floor(((this.#work - s.startWork) / Math.max(decodeWork, WORK_EPSILON)) * (s.request.outputTokens - 1))
+        : 0;
       held += Math.ceil((s.request.prompt.tokens + Math.min(generated, s.request.outputTokens)) / BLOCK_SIZE);
     }
     return Math.min(1, held / this.#profile.kvBlocks);
@@ -161,7 +164,8 @@ export class VirtualEngine {
     const p = this.#profile;
     const cached = this.#cache.lookup(request.prompt);
     const prefillMs = p.prefillOverheadMs + Math.max(0, request.prompt.tokens - cached) * p.prefillPerTokenMs;
-    const delay = jitter(prefillMs, p.prefillJitterStdMs, this.#random) * loadScale(p.loadFactor, this.#running, p.maxNumSeqs);
+    const delay =
+      jitter(prefillMs, p.prefillJitterStdMs, this.#random) * loadScale(p.loadFactor, this.#running, p.maxNumSeqs);
     const sequence: Sequence = { request, startWork: Number.NaN, finishWork: Number.NaN };
     this.#admitted.add(sequence);
     this.#schedule(now + delay, (at) => this.#firstToken(sequence, at));

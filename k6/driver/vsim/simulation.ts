@@ -23,7 +23,13 @@
  * - all runners' status is taken at the same instants, every `statusInterval` from the start.
  */
 import { affinityKey, gatewayDefaults, renderPrompt } from '../../../gateway/index.ts';
-import { builtinPlacers, loadAwareDefaults, placerDefaults, prefixAffinityDefaults, seededRandom } from '../../../placer/index.ts';
+import {
+  builtinPlacers,
+  loadAwareDefaults,
+  placerDefaults,
+  prefixAffinityDefaults,
+  seededRandom,
+} from '../../../placer/index.ts';
 import type { Placer, RunnerCall } from '../../../placer/index.ts';
 import type { SimProfile } from '../../../runner/index.ts';
 import { placementFigures } from '../trace-run.ts';
@@ -153,7 +159,11 @@ export interface RunControl {
 export const SIZED_PREFIX_AFFINITY = 'prefix-affinity sized';
 
 /** The contenders a run can have: the built-in placers, prefix-affinity with a sized index, then nginx's two. */
-export const SIM_CONTENDERS: readonly string[] = Object.freeze([...Object.keys(builtinPlacers), SIZED_PREFIX_AFFINITY, ...Object.keys(NGINX_BALANCERS)]);
+export const SIM_CONTENDERS: readonly string[] = Object.freeze([
+  ...Object.keys(builtinPlacers),
+  SIZED_PREFIX_AFFINITY,
+  ...Object.keys(NGINX_BALANCERS),
+]);
 
 /** prefix-affinity's `maxBlocks` refuses more than this. */
 const MAX_INDEX_BLOCKS = 10_000_000;
@@ -180,7 +190,10 @@ export function sizedIndexBlocks(shape: WorkloadShape, rate: number): number {
  * @throws {RangeError} for a contender it does not know.
  */
 export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): Promise<SimRunResult> {
-  if (!SIM_CONTENDERS.includes(spec.contender)) throw new RangeError(`unknown contender ${JSON.stringify(spec.contender)}; contenders: ${SIM_CONTENDERS.join(', ')}`);
+  if (!SIM_CONTENDERS.includes(spec.contender))
+    throw new RangeError(
+      `unknown contender ${JSON.stringify(spec.contender)}; contenders: ${SIM_CONTENDERS.join(', ')}`,
+    );
   const queue = new EventQueue<Handler>();
   const schedule = (at: number, handle: Handler): void => queue.push(at, handle);
   const engineRandom = seededRandom(mix(spec.seed, 1));
@@ -189,7 +202,10 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
     schedule,
     now: () => queue.now,
     eventsWaiting: () => queue.size,
-    engines: Array.from({ length: spec.fleet.runners }, (_, i) => new VirtualEngine(i, spec.fleet.profile, engineRandom, schedule)),
+    engines: Array.from(
+      { length: spec.fleet.runners },
+      (_, i) => new VirtualEngine(i, spec.fleet.profile, engineRandom, schedule),
+    ),
     records: [],
   };
   if (spec.warmSystemPrompts ?? true) {
@@ -199,7 +215,14 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
   const balancer = NGINX_BALANCERS[spec.contender];
   const path = balancer ? nginxPath(sim, balancer(sim.engines.length)) : sluicePath(sim);
 
-  const trace = (spec.trace ?? traceCalls(spec.shape, { rate: spec.rate, durationMs: spec.warmupMs + spec.measureMs, seed: spec.seed, firstSession: spec.firstSession, ...(spec.maxCalls === undefined ? {} : { maxCalls: spec.maxCalls }) }))[Symbol.iterator]();
+  const trace = (spec.trace ??
+    traceCalls(spec.shape, {
+      rate: spec.rate,
+      durationMs: spec.warmupMs + spec.measureMs,
+      seed: spec.seed,
+      firstSession: spec.firstSession,
+      ...(spec.maxCalls === undefined ? {} : { maxCalls: spec.maxCalls }),
+    }))[Symbol.iterator]();
   // One arrival waits in the queue at a time: a million calls are never all in memory as events.
   const arriveNext = (): void => {
     const next = trace.next();
@@ -251,7 +274,11 @@ interface SimContext {
  * Handles every event in time order, a slice at a time; returns how many there were. With
  * `settled`, each event's walks finish their steps before the next event is taken.
  */
-async function drain(queue: EventQueue<Handler>, control: RunControl, settled?: () => Promise<void> | undefined): Promise<number> {
+async function drain(
+  queue: EventQueue<Handler>,
+  control: RunControl,
+  settled?: () => Promise<void> | undefined,
+): Promise<number> {
   const slice = control.slice ?? 200_000;
   let events = 0;
   for (;;) {
@@ -291,7 +318,15 @@ function succeeded(call: TraceCall, firstTokenAt: number, doneAt: number, tokens
 
 /** Records a call refused with `status`, as the live driver records a non-200 answer. */
 function refused(call: TraceCall, status: number): CallRecord {
-  return { at: call.at, turn: call.turn, status, ttft: Number.NaN, latency: Number.NaN, tokens: 0, error: `status ${status}` };
+  return {
+    at: call.at,
+    turn: call.turn,
+    status,
+    ttft: Number.NaN,
+    latency: Number.NaN,
+    tokens: 0,
+    error: `status ${status}`,
+  };
 }
 
 /** Told at the virtual time a call's slot or connection is free again. */
@@ -334,14 +369,28 @@ function sluicePath(sim: SimContext): CallPath {
   const hopMs = spec.hops?.sluiceHopMs ?? DEFAULT_HOPS.sluiceHopMs;
   const width = String(sim.engines.length).length;
   const fleet = new FleetSlots();
-  const runners: readonly SimRunner[] = sim.engines.map((engine, i) => new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, fleet));
+  const runners: readonly SimRunner[] = sim.engines.map(
+    (engine, i) => new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, fleet),
+  );
   const random = seededRandom(mix(spec.seed, 2));
   const placer =
     spec.contender === SIZED_PREFIX_AFFINITY
-      ? builtinPlacers['prefix-affinity']!({ random, now: sim.now, staleAfterMs: gateway.staleAfterMs, maxBlocks: sizedIndexBlocks(spec.shape, spec.rate) })
+      ? builtinPlacers['prefix-affinity']!({
+          random,
+          now: sim.now,
+          staleAfterMs: gateway.staleAfterMs,
+          maxBlocks: sizedIndexBlocks(spec.shape, spec.rate),
+        })
       : createPlacer(spec.contender, random, sim.now, gateway.staleAfterMs);
   const signal = NEVER_ABORTED;
-  const walker = (spec.walk === 'placeCall' ? placeCallWalker : stepWalker)({ runners, fleet, placer, settings: gateway, schedule: sim.schedule, now: sim.now });
+  const walker = (spec.walk === 'placeCall' ? placeCallWalker : stepWalker)({
+    runners,
+    fleet,
+    placer,
+    settings: gateway,
+    schedule: sim.schedule,
+    now: sim.now,
+  });
 
   const probeAll = (at: number): void => {
     for (const runner of runners) {
@@ -356,21 +405,26 @@ function sluicePath(sim: SimContext): CallPath {
   return {
     arrive(call, at) {
       const runnerCall = runnerCallOf(spec.shape, call, at + gateway.placerTimeout, signal);
-      walker.start(runnerCall, at, {
-        placed(runner, placedAt) {
-          // A runner has no more slots than its engine runs sequences, so the engine never refuses it.
-          deliver(sim, runner.engine, call, placedAt + hopMs, (now) => {
-            runner.finished(placedAt, now);
-            walker.freed(now, 1, runner.id);
-          });
+      walker.start(
+        runnerCall,
+        at,
+        {
+          placed(runner, placedAt) {
+            // A runner has no more slots than its engine runs sequences, so the engine never refuses it.
+            deliver(sim, runner.engine, call, placedAt + hopMs, (now) => {
+              runner.finished(placedAt, now);
+              walker.freed(now, 1, runner.id);
+            });
+          },
+          timedOut() {
+            sim.records.push(refused(call, 503));
+          },
+          queueFull() {
+            sim.records.push(refused(call, 503));
+          },
         },
-        timedOut() {
-          sim.records.push(refused(call, 503));
-        },
-        queueFull() {
-          sim.records.push(refused(call, 503));
-        },
-      }, `session-${call.session}`);
+        `session-${call.session}`,
+      );
     },
     start() {
       sim.schedule(0, probeAll);

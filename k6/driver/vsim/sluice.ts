@@ -35,7 +35,17 @@
 import { EndedCalls, QueueFullError, WaitQueue, gatewayDefaults, runnerLoad } from '../../../gateway/index.ts';
 import type { Priority, Waiter } from '../../../gateway/index.ts';
 import { PlacerTimeoutError, placeCall, walkSteps } from '../../../placer/index.ts';
-import type { Clock, Placement, Placer, Runner, RunnerCall, RunnerLoad, TryExecResult, WalkAnswer, WalkStep } from '../../../placer/index.ts';
+import type {
+  Clock,
+  Placement,
+  Placer,
+  Runner,
+  RunnerCall,
+  RunnerLoad,
+  TryExecResult,
+  WalkAnswer,
+  WalkStep,
+} from '../../../placer/index.ts';
 import type { Schedule, VirtualEngine } from './engine.ts';
 
 /** What a runner last reported at its status probe, as the gateway keeps it. */
@@ -102,7 +112,13 @@ export class SimRunner implements Runner<SimRunner> {
 
   /** Takes the runner's status as the pool's probe does: slots in use, the engine's queue and KV use. */
   probe(now: number): void {
-    this.#report = { slotsInUse: this.#inFlight, slots: this.slots, queue: this.engine.waiting, kvCacheUsage: this.engine.kvCacheUsage(now), at: now };
+    this.#report = {
+      slotsInUse: this.#inFlight,
+      slots: this.slots,
+      queue: this.engine.waiting,
+      kvCacheUsage: this.engine.kvCacheUsage(now),
+      at: now,
+    };
     this.#load = undefined;
   }
 
@@ -327,7 +343,13 @@ export function stepWalker(context: WalkerContext): SimWalker {
   const walkOptions = { retryAllDelay: settings.retryAllDelay, now };
 
   /** Runs the walk from `first` (its next step) until it is placed, ends, or waits its turn. */
-  const advance = (walk: Walk, waiter: Waiter, call: RunnerCall, end: WalkEnd, first: () => IteratorResult<WalkStep<SimRunner>, Placement<SimRunner>>): void => {
+  const advance = (
+    walk: Walk,
+    waiter: Waiter,
+    call: RunnerCall,
+    end: WalkEnd,
+    first: () => IteratorResult<WalkStep<SimRunner>, Placement<SimRunner>>,
+  ): void => {
     let step: IteratorResult<WalkStep<SimRunner>, Placement<SimRunner>>;
     try {
       step = first();
@@ -389,7 +411,11 @@ export function placeCallWalker(context: WalkerContext): SimWalker {
         if (error instanceof QueueFullError) throw error;
       });
     }
-    return placeCall(call, pool, placer, { retryAllDelay: settings.retryAllDelay, clock: gateway.clock, waitForCapacity });
+    return placeCall(call, pool, placer, {
+      retryAllDelay: settings.retryAllDelay,
+      clock: gateway.clock,
+      waitForCapacity,
+    });
   };
 
   return walkerOver(gateway, (call, _at, end, flow) => {

@@ -34,12 +34,16 @@ const MAX_ID_LENGTH = 128;
  * @throws {SimOptionError} (option `callLog`) when the file cannot be opened for appending.
  */
 export function attachCallLog(server: Server, path: string): void {
-  if (typeof path !== 'string' || path === '') throw new SimOptionError('callLog', `callLog must be a file path, got ${JSON.stringify(path)}`);
+  if (typeof path !== 'string' || path === '')
+    throw new SimOptionError('callLog', `callLog must be a file path, got ${JSON.stringify(path)}`);
   let fd: number | undefined;
   try {
     fd = openSync(path, 'a');
   } catch (error) {
-    throw new SimOptionError('callLog', `callLog ${JSON.stringify(path)} cannot be opened for appending (${(error as { code?: string }).code ?? (error as Error).message})`);
+    throw new SimOptionError(
+      'callLog',
+      `callLog ${JSON.stringify(path)} cannot be opened for appending (${(error as { code?: string }).code ?? (error as Error).message})`,
+    );
   }
   const append = (line: string): void => {
     // A log that cannot be written must not take calls down with it: the count is then short,

@@ -36,9 +36,13 @@ export function resolveModel(
   const { model } = body;
   if (model === undefined || model === null) return { kind: 'ok', model: options.models[0]! };
   if (typeof model !== 'string') {
-    return { kind: 'bad', error: schemaError({ field: 'model', kind: 'string_type', msg: 'Input should be a valid string', input: model }) };
+    return {
+      kind: 'bad',
+      error: schemaError({ field: 'model', kind: 'string_type', msg: 'Input should be a valid string', input: model }),
+    };
   }
-  if (!options.models.includes(model)) return { kind: 'bad', error: notFound(`The model \`${model}\` does not exist.`, 'model') };
+  if (!options.models.includes(model))
+    return { kind: 'bad', error: notFound(`The model \`${model}\` does not exist.`, 'model') };
   return { kind: 'ok', model };
 }
 
@@ -48,7 +52,11 @@ export function resolveModel(
  * `Retry-After: 1`, so a client backs off briefly); returns undefined too when the client left
  * while waiting.
  */
-export async function admit(ctx: SimCallContext, res: ServerResponse, signal: AbortSignal): Promise<Release | undefined> {
+export async function admit(
+  ctx: SimCallContext,
+  res: ServerResponse,
+  signal: AbortSignal,
+): Promise<Release | undefined> {
   const failure = ctx.faults.drawFailure();
   if (failure !== undefined) {
     sendError(res, failure.error, failure.headers);
@@ -58,7 +66,9 @@ export async function admit(ctx: SimCallContext, res: ServerResponse, signal: Ab
     return await ctx.scheduler.acquire(signal);
   } catch (error) {
     if (error instanceof SimQueueFullError) {
-      sendError(res, refusal(429, `engine queue is full (${ctx.options.maxQueue} waiting); retry later`), { 'retry-after': '1' });
+      sendError(res, refusal(429, `engine queue is full (${ctx.options.maxQueue} waiting); retry later`), {
+        'retry-after': '1',
+      });
       return undefined;
     }
     if (signal.aborted) return undefined;
@@ -69,7 +79,10 @@ export async function admit(ctx: SimCallContext, res: ServerResponse, signal: Ab
 /** An id in OpenAI's style, `<prefix>-<24 hex digits>`, from the injected random source. */
 export function newId(prefix: string, random: () => number): string {
   let hex = '';
-  for (let i = 0; i < 4; i += 1) hex += Math.floor(random() * 0x1000000).toString(16).padStart(6, '0');
+  for (let i = 0; i < 4; i += 1)
+    hex += Math.floor(random() * 0x1000000)
+      .toString(16)
+      .padStart(6, '0');
   return `${prefix}-${hex}`;
 }
 

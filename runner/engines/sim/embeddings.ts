@@ -46,9 +46,11 @@ function tokenIds(ids: readonly unknown[]): EmbeddingInput | ApiError {
 /** The four shapes of `input` vLLM accepts, each read into inputs. */
 function readInputs(input: unknown): readonly EmbeddingInput[] | ApiError {
   if (typeof input === 'string') return [{ text: input, tokens: countTokens(input) }];
-  if (!Array.isArray(input)) return schemaError({ field: 'input', kind: 'union_type', msg: `Input should be ${SHAPES}`, input });
+  if (!Array.isArray(input))
+    return schemaError({ field: 'input', kind: 'union_type', msg: `Input should be ${SHAPES}`, input });
   if (input.length === 0) return badRequest('input must hold at least one item', 'input');
-  if (input.every((item) => typeof item === 'string')) return input.map((text: string) => ({ text, tokens: countTokens(text) }));
+  if (input.every((item) => typeof item === 'string'))
+    return input.map((text: string) => ({ text, tokens: countTokens(text) }));
   if (input.every((item) => typeof item === 'number')) {
     const one = tokenIds(input);
     return 'status' in one ? one : [one];
@@ -74,17 +76,31 @@ function readEmbeddingRequest(ctx: SimCallContext, body: Record<string, unknown>
   const dimensions = optionalInteger(body, 'dimensions');
   if (dimensions.kind === 'bad') return dimensions.error;
   // vLLM's wording for the lower bound; the upper bound is the model's own length.
-  if (dimensions.value !== undefined && dimensions.value < 1) return badRequest('Dimensions must be greater than 0', 'dimensions');
+  if (dimensions.value !== undefined && dimensions.value < 1)
+    return badRequest('Dimensions must be greater than 0', 'dimensions');
   if (dimensions.value !== undefined && dimensions.value > EMBEDDING_DIMENSIONS) {
-    return badRequest(`Model "${model.model}" has ${EMBEDDING_DIMENSIONS} dimensions; dimensions must be at most ${EMBEDDING_DIMENSIONS}, got ${dimensions.value}`, 'dimensions');
+    return badRequest(
+      `Model "${model.model}" has ${EMBEDDING_DIMENSIONS} dimensions; dimensions must be at most ${EMBEDDING_DIMENSIONS}, got ${dimensions.value}`,
+      'dimensions',
+    );
   }
   const inputs = readInputs(body.input);
   if ('status' in inputs) return inputs;
-  return { model: model.model, inputs, encoding: encoding.value ?? 'float', dimensions: dimensions.value ?? EMBEDDING_DIMENSIONS };
+  return {
+    model: model.model,
+    inputs,
+    encoding: encoding.value ?? 'float',
+    dimensions: dimensions.value ?? EMBEDDING_DIMENSIONS,
+  };
 }
 
 /** Serves an embeddings request: one vector per input, after one prefill time for all of them. */
-export async function handleEmbeddings(ctx: SimCallContext, body: Record<string, unknown>, res: ServerResponse, signal: AbortSignal): Promise<void> {
+export async function handleEmbeddings(
+  ctx: SimCallContext,
+  body: Record<string, unknown>,
+  res: ServerResponse,
+  signal: AbortSignal,
+): Promise<void> {
   const request = readEmbeddingRequest(ctx, body);
   if ('status' in request) {
     sendError(res, request);
@@ -106,7 +122,11 @@ export async function handleEmbeddings(ctx: SimCallContext, body: Record<string,
       model: request.model,
       data: request.inputs.map((input, index) => {
         const vector = embedText(input.text, request.dimensions);
-        return { index, object: 'embedding', embedding: request.encoding === 'base64' ? embeddingToBase64(vector) : vector };
+        return {
+          index,
+          object: 'embedding',
+          embedding: request.encoding === 'base64' ? embeddingToBase64(vector) : vector,
+        };
       }),
       usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
     });

@@ -7,7 +7,10 @@ import { errorClass } from '../../../placer/kernel/index.ts';
 /** A {@link SimEngineOptions} field is out of range; raised at construction, never per request. */
 export class SimOptionError extends errorClass('SIM_INVALID_OPTION', 500, 'server_error') {
   /** @param option the option that was refused, e.g. `maxNumSeqs` */
-  constructor(readonly option: string, message: string) {
+  constructor(
+    readonly option: string,
+    message: string,
+  ) {
     super(message);
   }
 }

@@ -7,7 +7,9 @@ import type { ApiError } from './refusals.ts';
 import { schemaError } from './refusals.ts';
 
 /** A field's value, or the refusal to answer with. */
-export type FieldResult<T> = { readonly kind: 'ok'; readonly value: T } | { readonly kind: 'bad'; readonly error: ApiError };
+export type FieldResult<T> =
+  | { readonly kind: 'ok'; readonly value: T }
+  | { readonly kind: 'bad'; readonly error: ApiError };
 
 const ok = <T>(value: T): FieldResult<T> => ({ kind: 'ok', value });
 const bad = (error: ApiError): FieldResult<never> => ({ kind: 'bad', error });
@@ -18,7 +20,14 @@ export function optionalInteger(body: Record<string, unknown>, field: string): F
   if (input === undefined || input === null) return ok(undefined);
   if (typeof input === 'number' && Number.isSafeInteger(input)) return ok(input);
   if (typeof input === 'number' && Number.isFinite(input)) {
-    return bad(schemaError({ field, kind: 'int_from_float', msg: 'Input should be a valid integer, got a number with a fractional part', input }));
+    return bad(
+      schemaError({
+        field,
+        kind: 'int_from_float',
+        msg: 'Input should be a valid integer, got a number with a fractional part',
+        input,
+      }),
+    );
   }
   return bad(schemaError({ field, kind: 'int_type', msg: 'Input should be a valid integer', input }));
 }
@@ -32,7 +41,11 @@ export function optionalBoolean(body: Record<string, unknown>, field: string): F
 }
 
 /** An optional string from a fixed set, such as `encoding_format`. */
-export function optionalChoice<T extends string>(body: Record<string, unknown>, field: string, choices: readonly T[]): FieldResult<T | undefined> {
+export function optionalChoice<T extends string>(
+  body: Record<string, unknown>,
+  field: string,
+  choices: readonly T[],
+): FieldResult<T | undefined> {
   const input = body[field];
   if (input === undefined || input === null) return ok(undefined);
   if (typeof input === 'string' && (choices as readonly string[]).includes(input)) return ok(input as T);

@@ -49,13 +49,24 @@ function readChoices(ctx: SimCallContext, body: Record<string, unknown>): FieldR
   const value = n.value ?? 1;
   if (value < 1) return { kind: 'bad', error: badRequest(`n must be at least 1, got ${value}.`, 'n') };
   const most = ctx.options.maxNumSeqs;
-  if (value > most) return { kind: 'bad', error: badRequest(`n must be at most ${most} (the engine's max-num-seqs), got ${value}.`, 'n') };
+  if (value > most)
+    return {
+      kind: 'bad',
+      error: badRequest(`n must be at most ${most} (the engine's max-num-seqs), got ${value}.`, 'n'),
+    };
   const bestOf = optionalInteger(body, 'best_of');
   if (bestOf.kind === 'bad') return bestOf;
   // vLLM's V1 engine, the one in use today, refuses best_of outright.
-  if (bestOf.value !== undefined && bestOf.value > 1) return { kind: 'bad', error: badRequest('vLLM V1 does not yet support best_of.', 'best_of') };
+  if (bestOf.value !== undefined && bestOf.value > 1)
+    return { kind: 'bad', error: badRequest('vLLM V1 does not yet support best_of.', 'best_of') };
   if (bestOf.value !== undefined && bestOf.value < value) {
-    return { kind: 'bad', error: badRequest(`best_of must be greater than or equal to n, got n=${value} and best_of=${bestOf.value}.`, 'best_of') };
+    return {
+      kind: 'bad',
+      error: badRequest(
+        `best_of must be greater than or equal to n, got n=${value} and best_of=${bestOf.value}.`,
+        'best_of',
+      ),
+    };
   }
   return { kind: 'ok', value };
 }
@@ -68,19 +79,40 @@ function readIncludeUsage(body: Record<string, unknown>, stream: boolean): Field
   const options = body.stream_options;
   if (options === undefined || options === null) return { kind: 'ok', value: false };
   if (typeof options !== 'object' || Array.isArray(options)) {
-    return { kind: 'bad', error: schemaError({ field: 'stream_options', kind: 'model_type', msg: 'Input should be a valid dictionary or instance of StreamOptions', input: options }) };
+    return {
+      kind: 'bad',
+      error: schemaError({
+        field: 'stream_options',
+        kind: 'model_type',
+        msg: 'Input should be a valid dictionary or instance of StreamOptions',
+        input: options,
+      }),
+    };
   }
   const fields = options as Record<string, unknown>;
   // Python's truthiness: an empty object does not count as given.
   if (!stream && Object.keys(fields).length > 0) {
     return {
       kind: 'bad',
-      error: schemaError({ kind: 'value_error', msg: 'Value error, Stream options can only be defined when `stream=True`.', input: body, param: 'stream_options' }),
+      error: schemaError({
+        kind: 'value_error',
+        msg: 'Value error, Stream options can only be defined when `stream=True`.',
+        input: body,
+        param: 'stream_options',
+      }),
     };
   }
   const include = fields.include_usage;
   if (include !== undefined && include !== null && typeof include !== 'boolean') {
-    return { kind: 'bad', error: schemaError({ field: 'stream_options.include_usage', kind: 'bool_type', msg: 'Input should be a valid boolean', input: include }) };
+    return {
+      kind: 'bad',
+      error: schemaError({
+        field: 'stream_options.include_usage',
+        kind: 'bool_type',
+        msg: 'Input should be a valid boolean',
+        input: include,
+      }),
+    };
   }
   return { kind: 'ok', value: stream && include !== false && include !== null };
 }
@@ -93,14 +125,24 @@ function planRequest(ctx: SimCallContext, kind: GenerationKind, body: Record<str
     if (!Array.isArray(body.messages)) {
       return body.messages === undefined
         ? schemaError({ field: 'messages', kind: 'missing', msg: 'Field required', input: body })
-        : schemaError({ field: 'messages', kind: 'list_type', msg: 'Input should be a valid list', input: body.messages });
+        : schemaError({
+            field: 'messages',
+            kind: 'list_type',
+            msg: 'Input should be a valid list',
+            input: body.messages,
+          });
     }
     if (body.messages.length === 0) return badRequest('messages must be a non-empty array', 'messages');
     prompt = renderChatPrompt(body.messages);
   } else {
     prompt = renderCompletionPrompt(body.prompt);
     if (prompt === undefined) {
-      return schemaError({ field: 'prompt', kind: 'union_type', msg: 'Input should be a string, a list of strings, a list of token ids or a list of token-id lists', input: body.prompt });
+      return schemaError({
+        field: 'prompt',
+        kind: 'union_type',
+        msg: 'Input should be a string, a list of strings, a list of token ids or a list of token-id lists',
+        input: body.prompt,
+      });
     }
   }
   // max_completion_tokens is the newer name; vLLM prefers it when both are sent.
@@ -151,7 +193,8 @@ export async function handleGeneration(
   let outcome: SlotOutcome = 'aborted';
   try {
     if (signal.aborted) return;
-    const run = (onToken: (index: number) => void): Promise<PlayOutcome> => generate(ctx, plan, arrivedAt, onToken, signal);
+    const run = (onToken: (index: number) => void): Promise<PlayOutcome> =>
+      generate(ctx, plan, arrivedAt, onToken, signal);
     outcome = plan.stream ? await streamTokens(ctx, kind, plan, res, run) : await answerOnce(ctx, kind, plan, res, run);
   } finally {
     release(outcome);
@@ -178,7 +221,12 @@ async function generate(
   const cachedTokens = ctx.prefixCache.lookup(hashes, promptTokens);
   // The prompt's blocks are held once: the choices share them through the prefix cache.
   const holds = Array.from({ length: plan.choices }, (_, choice) => ctx.kv.hold(choice === 0 ? promptTokens : 0));
-  const schedule = ctx.timing.plan({ promptTokens, cachedTokens, outputTokens: plan.tokens, running: () => ctx.scheduler.running });
+  const schedule = ctx.timing.plan({
+    promptTokens,
+    cachedTokens,
+    outputTokens: plan.tokens,
+    running: () => ctx.scheduler.running,
+  });
   try {
     return await playTokens(
       schedule,
@@ -202,7 +250,11 @@ async function generate(
 function usageOf(plan: Plan): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
   const promptTokens = plan.promptTokens.length;
   const completionTokens = plan.tokens * plan.choices;
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
 }
 
 /** Plays the admitted request, calling `onToken` as each step's tokens exist; bound to its plan and signal. */
@@ -213,10 +265,17 @@ function writersFor(plan: Plan): Array<(index: number) => string> {
   return Array.from({ length: plan.choices }, (_, choice) => createTokenWriter(plan.prompt, choice));
 }
 
-async function answerOnce(ctx: SimCallContext, kind: GenerationKind, plan: Plan, res: ServerResponse, run: Run): Promise<SlotOutcome> {
+async function answerOnce(
+  ctx: SimCallContext,
+  kind: GenerationKind,
+  plan: Plan,
+  res: ServerResponse,
+  run: Run,
+): Promise<SlotOutcome> {
   const writers = writersFor(plan);
   const parts: string[][] = writers.map(() => []);
-  if ((await run((index) => writers.forEach((write, choice) => parts[choice]!.push(write(index))))) === 'aborted') return 'aborted';
+  if ((await run((index) => writers.forEach((write, choice) => parts[choice]!.push(write(index))))) === 'aborted')
+    return 'aborted';
   const choices = parts.map((words, index) => {
     const text = words.join('');
     return kind === 'chat'
@@ -234,7 +293,13 @@ async function answerOnce(ctx: SimCallContext, kind: GenerationKind, plan: Plan,
   return 'completed';
 }
 
-async function streamTokens(ctx: SimCallContext, kind: GenerationKind, plan: Plan, res: ServerResponse, run: Run): Promise<SlotOutcome> {
+async function streamTokens(
+  ctx: SimCallContext,
+  kind: GenerationKind,
+  plan: Plan,
+  res: ServerResponse,
+  run: Run,
+): Promise<SlotOutcome> {
   const head = {
     id: newId(kind === 'chat' ? 'chatcmpl' : 'cmpl', ctx.options.random),
     object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion',
@@ -260,7 +325,14 @@ async function streamTokens(ctx: SimCallContext, kind: GenerationKind, plan: Pla
   });
   if (outcome === 'aborted') return 'aborted';
   for (let choice = 0; choice < plan.choices; choice += 1) {
-    res.write(event(choice, kind === 'chat' ? { delta: {}, finish_reason: plan.finishReason } : { text: '', finish_reason: plan.finishReason }));
+    res.write(
+      event(
+        choice,
+        kind === 'chat'
+          ? { delta: {}, finish_reason: plan.finishReason }
+          : { text: '', finish_reason: plan.finishReason },
+      ),
+    );
   }
   if (plan.includeUsage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(plan) })}\n\n`);
   res.end('data: [DONE]\n\n');

@@ -74,7 +74,9 @@ export function readBody(req: IncomingMessage, limit: number): Promise<BodyResul
 }
 
 /** Parses a JSON object body, or returns the 400 to answer with. */
-export function parseJsonObject(body: Buffer): { kind: 'ok'; value: Record<string, unknown> } | { kind: 'bad'; error: ApiError } {
+export function parseJsonObject(
+  body: Buffer,
+): { kind: 'ok'; value: Record<string, unknown> } | { kind: 'bad'; error: ApiError } {
   let value: unknown;
   try {
     value = JSON.parse(body.toString('utf8'));
@@ -83,13 +85,24 @@ export function parseJsonObject(body: Buffer): { kind: 'ok'; value: Record<strin
     return { kind: 'bad', error: invalidBody('json_invalid', 'JSON decode error', detail) };
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { kind: 'bad', error: invalidBody('model_attributes_type', 'Input should be a valid dictionary or object to extract fields from', value) };
+    return {
+      kind: 'bad',
+      error: invalidBody(
+        'model_attributes_type',
+        'Input should be a valid dictionary or object to extract fields from',
+        value,
+      ),
+    };
   }
   return { kind: 'ok', value: value as Record<string, unknown> };
 }
 
 /** Reads a whole body, answering 413 itself; undefined when it answered or the client left. */
-export async function readRawBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<Buffer | undefined> {
+export async function readRawBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  limit: number,
+): Promise<Buffer | undefined> {
   const result = await readBody(req, limit);
   if (result.kind === 'too-large') {
     // Closing stops a client that is still uploading from costing us the rest of its body.
@@ -100,7 +113,11 @@ export async function readRawBody(req: IncomingMessage, res: ServerResponse, lim
 }
 
 /** Reads and parses a JSON object body, answering 400/413 itself; undefined when it answered or the client left. */
-export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<Record<string, unknown> | undefined> {
+export async function readJsonBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  limit: number,
+): Promise<Record<string, unknown> | undefined> {
   const raw = await readRawBody(req, res, limit);
   if (raw === undefined) return undefined;
   const parsed = parseJsonObject(raw);

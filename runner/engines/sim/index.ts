@@ -23,7 +23,14 @@ export { SimAbortedError, SimOptionError, SimQueueFullError } from './errors.ts'
 export { SimScheduler } from './scheduler.ts';
 export type { Release, SchedulerTotals, SimSchedulerLimits, SlotOutcome } from './scheduler.ts';
 export { createFixedTiming, createSimTiming, jitter, loadScale, MAX_JITTER_FRACTION, playTokens } from './timing.ts';
-export type { FixedTimingOptions, PlayOutcome, SimTimingModel, SimTimingOptions, TimingInput, TokenSchedule } from './timing.ts';
+export type {
+  FixedTimingOptions,
+  PlayOutcome,
+  SimTimingModel,
+  SimTimingOptions,
+  TimingInput,
+  TokenSchedule,
+} from './timing.ts';
 export { BLOCK_SIZE, blockHashes, PrefixCache } from './prefix-cache.ts';
 export type { PrefixCacheTotals } from './prefix-cache.ts';
 export { KvUsage } from './kv-usage.ts';

@@ -26,7 +26,11 @@ export async function handleInvoke(
   let completed = false;
   try {
     // outputTokens + 1 steps: the prefill, then one gap per output token, as before the model had load.
-    const schedule = ctx.timing.plan({ promptTokens: 0, outputTokens: ctx.options.outputTokens + 1, running: () => ctx.scheduler.running });
+    const schedule = ctx.timing.plan({
+      promptTokens: 0,
+      outputTokens: ctx.options.outputTokens + 1,
+      running: () => ctx.scheduler.running,
+    });
     if ((await playTokens(schedule, () => undefined, signal)) === 'aborted') return;
     sendJson(res, 200, { fn, bytes: body.length, contentType: headers['content-type'] ?? null });
     completed = true;

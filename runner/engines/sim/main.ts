@@ -29,7 +29,10 @@ export interface SimEngineCommandOptions extends SimEngineOptions {
  * @throws {SimOptionError} when an option is out of range or the call log cannot be opened;
  * listen errors (EADDRINUSE) pass through.
  */
-export async function runSimEngineCommand(options: SimEngineCommandOptions, log: (line: string) => void): Promise<SimEngine> {
+export async function runSimEngineCommand(
+  options: SimEngineCommandOptions,
+  log: (line: string) => void,
+): Promise<SimEngine> {
   const { port, host, callLog, ...engineOptions } = options;
   const engine = createSimEngine(engineOptions);
   if (callLog !== undefined) attachCallLog(engine.server, callLog);

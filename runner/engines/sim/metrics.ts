@@ -31,7 +31,11 @@ export class TtftHistogram {
   /** Samples in exposition order: the buckets, +Inf, then count and sum. */
   samples(name: string, labels: string): string[] {
     const lines = TTFT_BUCKETS.map((bound, i) => `${name}_bucket{${labels},le="${bound}"} ${this.#counts[i]}`);
-    lines.push(`${name}_bucket{${labels},le="+Inf"} ${this.#count}`, `${name}_count{${labels}} ${this.#count}`, `${name}_sum{${labels}} ${this.#sum}`);
+    lines.push(
+      `${name}_bucket{${labels},le="+Inf"} ${this.#count}`,
+      `${name}_count{${labels}} ${this.#count}`,
+      `${name}_sum{${labels}} ${this.#sum}`,
+    );
     return lines;
   }
 }
@@ -61,7 +65,12 @@ function escapeLabel(value: string): string {
   return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 }
 
-function family(name: string, type: 'gauge' | 'counter' | 'histogram', help: string, samples: readonly string[]): string {
+function family(
+  name: string,
+  type: 'gauge' | 'counter' | 'histogram',
+  help: string,
+  samples: readonly string[],
+): string {
   return `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${samples.join('\n')}\n`;
 }
 
@@ -72,23 +81,52 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
   const label = `{${model}}`;
   const config = `{block_size="${snapshot.blockSize}",enable_prefix_caching="True",num_gpu_blocks="${snapshot.kvBlocks}"}`;
   return [
-    family('vllm:num_requests_running', 'gauge', 'Number of requests currently running on the engine.', [`vllm:num_requests_running${label} ${running}`]),
-    family('vllm:num_requests_waiting', 'gauge', 'Number of requests waiting for a slot.', [`vllm:num_requests_waiting${label} ${waiting}`]),
-    family('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage.', [`vllm:kv_cache_usage_perc${label} ${kvUsage}`]),
-    family('vllm:prefix_cache_queries', 'counter', 'Prefix cache queries, in terms of number of queried tokens.', [`vllm:prefix_cache_queries_total${label} ${prefix.queries}`]),
-    family('vllm:prefix_cache_hits', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', [`vllm:prefix_cache_hits_total${label} ${prefix.hits}`]),
-    family('vllm:cache_config_info', 'gauge', 'Information of the KV-cache configuration.', [`vllm:cache_config_info${config} 1`]),
-    family('vllm:time_to_first_token_seconds', 'histogram', 'Histogram of time to first token in seconds.', snapshot.ttft.samples('vllm:time_to_first_token_seconds', model)),
-    family('sluice_sim_requests_total', 'counter', 'Calls offered to the scheduler, including refused ones.', [`sluice_sim_requests_total ${totals.received}`]),
-    family('sluice_sim_requests_completed_total', 'counter', 'Calls that ran to their last byte.', [`sluice_sim_requests_completed_total ${totals.completed}`]),
-    family('sluice_sim_requests_aborted_total', 'counter', 'Calls whose client went away while waiting or running.', [`sluice_sim_requests_aborted_total ${totals.aborted}`]),
-    family('sluice_sim_requests_rejected_total', 'counter', 'Calls refused with 429 because the queue was full.', [`sluice_sim_requests_rejected_total ${totals.rejected}`]),
+    family('vllm:num_requests_running', 'gauge', 'Number of requests currently running on the engine.', [
+      `vllm:num_requests_running${label} ${running}`,
+    ]),
+    family('vllm:num_requests_waiting', 'gauge', 'Number of requests waiting for a slot.', [
+      `vllm:num_requests_waiting${label} ${waiting}`,
+    ]),
+    family('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage.', [
+      `vllm:kv_cache_usage_perc${label} ${kvUsage}`,
+    ]),
+    family('vllm:prefix_cache_queries', 'counter', 'Prefix cache queries, in terms of number of queried tokens.', [
+      `vllm:prefix_cache_queries_total${label} ${prefix.queries}`,
+    ]),
+    family('vllm:prefix_cache_hits', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', [
+      `vllm:prefix_cache_hits_total${label} ${prefix.hits}`,
+    ]),
+    family('vllm:cache_config_info', 'gauge', 'Information of the KV-cache configuration.', [
+      `vllm:cache_config_info${config} 1`,
+    ]),
+    family(
+      'vllm:time_to_first_token_seconds',
+      'histogram',
+      'Histogram of time to first token in seconds.',
+      snapshot.ttft.samples('vllm:time_to_first_token_seconds', model),
+    ),
+    family('sluice_sim_requests_total', 'counter', 'Calls offered to the scheduler, including refused ones.', [
+      `sluice_sim_requests_total ${totals.received}`,
+    ]),
+    family('sluice_sim_requests_completed_total', 'counter', 'Calls that ran to their last byte.', [
+      `sluice_sim_requests_completed_total ${totals.completed}`,
+    ]),
+    family('sluice_sim_requests_aborted_total', 'counter', 'Calls whose client went away while waiting or running.', [
+      `sluice_sim_requests_aborted_total ${totals.aborted}`,
+    ]),
+    family('sluice_sim_requests_rejected_total', 'counter', 'Calls refused with 429 because the queue was full.', [
+      `sluice_sim_requests_rejected_total ${totals.rejected}`,
+    ]),
     family(
       'sluice_sim_injected_failures_total',
       'counter',
       'Calls refused by fault injection, by status.',
-      ([429, 503, 500] as const).map((status) => `sluice_sim_injected_failures_total{status="${status}"} ${faults.injected[status]}`),
+      ([429, 503, 500] as const).map(
+        (status) => `sluice_sim_injected_failures_total{status="${status}"} ${faults.injected[status]}`,
+      ),
     ),
-    family('sluice_sim_loading_rejected_total', 'counter', 'Requests answered 503 while the model was loading.', [`sluice_sim_loading_rejected_total ${faults.loading}`]),
+    family('sluice_sim_loading_rejected_total', 'counter', 'Requests answered 503 while the model was loading.', [
+      `sluice_sim_loading_rejected_total ${faults.loading}`,
+    ]),
   ].join('');
 }

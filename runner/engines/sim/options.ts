@@ -124,7 +124,8 @@ export const simEngineDefaults = Object.freeze({
 });
 
 const models: Rule = (option, value, fail) => {
-  if (!Array.isArray(value) || value.length === 0) throw fail(`${option} must be a non-empty array of names, got ${show(value)}`, option);
+  if (!Array.isArray(value) || value.length === 0)
+    throw fail(`${option} must be a non-empty array of names, got ${show(value)}`, option);
   for (const name of value) {
     if (typeof name !== 'string' || name.trim() === '' || name !== name.trim()) {
       throw fail(`${option} must hold non-empty names without surrounding spaces, got ${show(name)}`, option);
@@ -136,7 +137,11 @@ const models: Rule = (option, value, fail) => {
 
 const clock: Rule = (option, value, fail) => {
   // Date, the default, is a function with a static now(); an object with now() does as well.
-  if ((typeof value !== 'object' && typeof value !== 'function') || value === null || typeof (value as SimClock).now !== 'function') {
+  if (
+    (typeof value !== 'object' && typeof value !== 'function') ||
+    value === null ||
+    typeof (value as SimClock).now !== 'function'
+  ) {
     throw fail(`${option} must be an object with a now() method, got ${show(value)}`, option);
   }
   return value;
@@ -149,13 +154,17 @@ const failureRate: Rule = (option, value, fail) => {
     throw fail(`${option} must be an object like { 429: 0.1 }, got ${show(value)}`, option);
   }
   for (const key of Object.keys(value)) {
-    if (!(FAILURE_STATUSES as readonly string[]).includes(key)) throw fail(`${option} keys must be 429, 503 or 500, got ${show(key)}`, option);
+    if (!(FAILURE_STATUSES as readonly string[]).includes(key))
+      throw fail(`${option} keys must be 429, 503 or 500, got ${show(key)}`, option);
   }
   const rates = value as Record<string, unknown>;
   const probability = rule.number({ min: 0, max: 1 });
-  const resolved = Object.fromEntries(FAILURE_STATUSES.map((status) => [status, probability(`${option}.${status}`, rates[status] ?? 0, fail)])) as Record<'429' | '503' | '500', number>;
+  const resolved = Object.fromEntries(
+    FAILURE_STATUSES.map((status) => [status, probability(`${option}.${status}`, rates[status] ?? 0, fail)]),
+  ) as Record<'429' | '503' | '500', number>;
   // One draw decides a call, so the rates partition [0, 1); a small epsilon forgives float sums.
-  if (resolved[429] + resolved[503] + resolved[500] > 1 + 1e-9) throw fail(`${option} values must add up to at most 1, got ${show(value)}`, option);
+  if (resolved[429] + resolved[503] + resolved[500] > 1 + 1e-9)
+    throw fail(`${option} values must add up to at most 1, got ${show(value)}`, option);
   return Object.freeze(resolved);
 };
 
@@ -194,7 +203,10 @@ function resolveOverhead(options: SimEngineOptions): number | undefined {
   if (prefillOverheadMs !== undefined) {
     check.number('prefillOverheadMs', prefillOverheadMs, { min: 0 });
     if (ttftMs !== prefillOverheadMs) {
-      throw check.fail(`ttftMs is the old name of prefillOverheadMs; give one, got ttftMs ${show(ttftMs)} and prefillOverheadMs ${show(prefillOverheadMs)}`, 'ttftMs');
+      throw check.fail(
+        `ttftMs is the old name of prefillOverheadMs; give one, got ttftMs ${show(ttftMs)} and prefillOverheadMs ${show(prefillOverheadMs)}`,
+        'ttftMs',
+      );
     }
   }
   return ttftMs;
@@ -202,7 +214,10 @@ function resolveOverhead(options: SimEngineOptions): number | undefined {
 
 /** A random `sim-` and 6 hex digits, or the given id when a header can carry it. */
 function resolveEngineId(value: unknown, random: () => number): string {
-  if (value === undefined) return `sim-${Math.floor(random() * 0x1000000).toString(16).padStart(6, '0')}`;
+  if (value === undefined)
+    return `sim-${Math.floor(random() * 0x1000000)
+      .toString(16)
+      .padStart(6, '0')}`;
   // The id goes into a response header, so anything a header cannot carry is refused here.
   if (typeof value !== 'string' || !/^[\x21-\x7e]+$/.test(value)) {
     throw check.fail(`engineId must be a non-empty string of visible ASCII, got ${show(value)}`, 'engineId');
@@ -229,7 +244,8 @@ export function resolveSimEngineOptions(options: SimEngineOptions = {}): Resolve
     ...checked,
     profile,
     engineId: resolveEngineId(options.engineId, checked.random),
-    crashOnCall: options.crashOnCall === undefined ? undefined : check.integer('crashOnCall', options.crashOnCall, { min: 1 }),
+    crashOnCall:
+      options.crashOnCall === undefined ? undefined : check.integer('crashOnCall', options.crashOnCall, { min: 1 }),
     onCrash: options.onCrash,
     timing: options.timing,
   });

@@ -24,7 +24,11 @@ export function blockHashes(tokens: readonly string[]): string[] {
   const hashes: string[] = [];
   let parent = '';
   for (let end = BLOCK_SIZE; end <= tokens.length; end += BLOCK_SIZE) {
-    parent = createHash('sha256').update(parent).update('\n').update(tokens.slice(end - BLOCK_SIZE, end).join(' ')).digest('base64url');
+    parent = createHash('sha256')
+      .update(parent)
+      .update('\n')
+      .update(tokens.slice(end - BLOCK_SIZE, end).join(' '))
+      .digest('base64url');
     hashes.push(parent);
   }
   return hashes;

@@ -73,7 +73,8 @@ export interface SchemaFailure {
 
 /** A 400 for a body that does not fit the schema, worded as vLLM's validation handler words it. */
 export function schemaError(failure: SchemaFailure): ApiError {
-  const loc = failure.field === undefined ? "('body',)" : `('body', ${failure.field.split('.').map(pyRepr).join(', ')})`;
+  const loc =
+    failure.field === undefined ? "('body',)" : `('body', ${failure.field.split('.').map(pyRepr).join(', ')})`;
   const detail = `{'type': ${pyRepr(failure.kind)}, 'loc': ${loc}, 'msg': ${pyRepr(failure.msg)}, 'input': ${pyRepr(failure.input)}}`;
   return {
     status: 400,
@@ -98,7 +99,8 @@ const MAX_ECHOED_CHARS = 200;
 function pyRepr(value: unknown): string {
   if (value === null || value === undefined) return 'None';
   if (typeof value === 'boolean') return value ? 'True' : 'False';
-  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : value > 0 ? 'inf' : value < 0 ? '-inf' : 'nan';
+  if (typeof value === 'number')
+    return Number.isFinite(value) ? String(value) : value > 0 ? 'inf' : value < 0 ? '-inf' : 'nan';
   if (Array.isArray(value)) return `<list of ${value.length} items>`;
   if (typeof value === 'object') return `<dict of ${Object.keys(value).length} items>`;
   let text = String(value);

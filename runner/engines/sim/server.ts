@@ -94,7 +94,9 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   };
 
   /** A call route whose body is JSON: read and parsed here, 400/413 answered here. */
-  const jsonCall = (handle: (body: Record<string, unknown>, res: ServerResponse, signal: AbortSignal) => Promise<void>): Route => ({
+  const jsonCall = (
+    handle: (body: Record<string, unknown>, res: ServerResponse, signal: AbortSignal) => Promise<void>,
+  ): Route => ({
     methods: ['POST'],
     gate: 'call',
     handle: async (req, res, signal) => {
@@ -120,7 +122,14 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
       },
     ],
     // vLLM answers its health check with 200 and no body.
-    ['/health', { methods: READ_METHODS, gate: 'ready', handle: (_req, res) => void res.writeHead(200, { 'content-length': 0 }).end() }],
+    [
+      '/health',
+      {
+        methods: READ_METHODS,
+        gate: 'ready',
+        handle: (_req, res) => void res.writeHead(200, { 'content-length': 0 }).end(),
+      },
+    ],
     [
       '/metrics',
       {
@@ -128,7 +137,9 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
         gate: 'open',
         handle: (_req, res) => {
           const text = renderEngineMetrics(ctx);
-          res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) }).end(text);
+          res
+            .writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) })
+            .end(text);
         },
       },
     ],

@@ -6,10 +6,38 @@
 import { seededRandom } from '../../../placer/kernel/index.ts';
 
 const VOCABULARY: readonly string[] = [
-  'the', 'river', 'runs', 'through', 'a', 'quiet', 'valley', 'and', 'light', 'falls',
-  'on', 'stone', 'while', 'wind', 'moves', 'over', 'green', 'fields', 'of', 'grain',
-  'under', 'open', 'sky', 'where', 'birds', 'turn', 'slowly', 'toward', 'evening', 'water',
-  'gate', 'sluice',
+  'the',
+  'river',
+  'runs',
+  'through',
+  'a',
+  'quiet',
+  'valley',
+  'and',
+  'light',
+  'falls',
+  'on',
+  'stone',
+  'while',
+  'wind',
+  'moves',
+  'over',
+  'green',
+  'fields',
+  'of',
+  'grain',
+  'under',
+  'open',
+  'sky',
+  'where',
+  'birds',
+  'turn',
+  'slowly',
+  'toward',
+  'evening',
+  'water',
+  'gate',
+  'sluice',
 ];
 
 /** FNV-1a over UTF-16 code units: cheap, stable across runs, good enough to seed a generator. */
@@ -21,7 +49,6 @@ function hashText(text: string, seed = 0x811c9dc5): number {
   }
   return hash;
 }
-
 
 /**
  * Returns a generator of the output tokens for `prompt`: call it with 0, 1, 2, ... in order.

@@ -42,7 +42,13 @@ export interface SimTimingModel {
 /** Parameters of {@link createSimTiming}: a profile's timing fields (the engine passes its resolved options). */
 export type SimTimingOptions = Pick<
   SimProfile,
-  'prefillOverheadMs' | 'prefillPerTokenMs' | 'prefillJitterStdMs' | 'itlMs' | 'itlJitterStdMs' | 'loadFactor' | 'maxNumSeqs'
+  | 'prefillOverheadMs'
+  | 'prefillPerTokenMs'
+  | 'prefillJitterStdMs'
+  | 'itlMs'
+  | 'itlJitterStdMs'
+  | 'loadFactor'
+  | 'maxNumSeqs'
 > & {
   /** Uniform [0, 1) source for the jitter. */
   readonly random: () => number;
@@ -82,7 +88,16 @@ export function jitter(mean: number, stdMs: number, random: () => number): numbe
  * plan: the plan starts when the request holds a slot, and the queue adds its wait before that.
  */
 export function createSimTiming(options: SimTimingOptions): SimTimingModel {
-  const { prefillOverheadMs, prefillPerTokenMs, prefillJitterStdMs, itlMs, itlJitterStdMs, loadFactor, maxNumSeqs, random } = options;
+  const {
+    prefillOverheadMs,
+    prefillPerTokenMs,
+    prefillJitterStdMs,
+    itlMs,
+    itlJitterStdMs,
+    loadFactor,
+    maxNumSeqs,
+    random,
+  } = options;
   return {
     plan: ({ promptTokens, cachedTokens = 0, outputTokens, running }) => {
       const runningNow = typeof running === 'function' ? running : () => running;
@@ -91,7 +106,8 @@ export function createSimTiming(options: SimTimingOptions): SimTimingModel {
         tokens: outputTokens,
         delayBefore: (index) => {
           const scale = loadScale(loadFactor, runningNow(), maxNumSeqs);
-          const base = index === 0 ? jitter(prefillMs, prefillJitterStdMs, random) : jitter(itlMs, itlJitterStdMs, random);
+          const base =
+            index === 0 ? jitter(prefillMs, prefillJitterStdMs, random) : jitter(itlMs, itlJitterStdMs, random);
           return base * scale;
         },
       };

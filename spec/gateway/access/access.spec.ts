@@ -32,7 +32,14 @@ async function realRunner(): Promise<string> {
 }
 
 async function gateway(options: Partial<GatewayOptions>): Promise<{ gw: Gateway; url: string }> {
-  const gw = createGateway({ runnerToken: RUNNER, operatorTokens: [OPERATOR], viewerTokens: [VIEWER], clientKeys: keys(2), placerTimeout: 300, ...options });
+  const gw = createGateway({
+    runnerToken: RUNNER,
+    operatorTokens: [OPERATOR],
+    viewerTokens: [VIEWER],
+    clientKeys: keys(2),
+    placerTimeout: 300,
+    ...options,
+  });
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   return { gw, url };
@@ -50,7 +57,12 @@ describe('every route × every kind of caller, on a real gateway', () => {
   });
 
   it('refuses to build a gateway whose table misses a route', () => {
-    expect(unscopedRoutes({ routes: [{ method: 'GET', path: '/v1/new-thing', handler: () => undefined, basePath: '/' }] }, ROUTE_SCOPES)).toEqual(['GET /v1/new-thing']);
+    expect(
+      unscopedRoutes(
+        { routes: [{ method: 'GET', path: '/v1/new-thing', handler: () => undefined, basePath: '/' }] },
+        ROUTE_SCOPES,
+      ),
+    ).toEqual(['GET /v1/new-thing']);
   });
 
   it('answers each route as its scope says, before any handler runs', async () => {
@@ -95,11 +107,22 @@ describe('calls belong to the key that made them', () => {
 
   it("shows, answers and cancels a detached call to its own key and to operators only; another key's Idempotency-Key never meets it", async () => {
     const { url } = await gateway({ runners: [await realRunner()] });
-    const made = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { ...asA, ...detached, 'idempotency-key': 'shared' });
+    const made = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), {
+      ...asA,
+      ...detached,
+      'idempotency-key': 'shared',
+    });
     expect(made.status).toBe(202);
     const id = made.json.id as string;
-    const status = async (headers: Record<string, string>) => (await request(`${url}/v1/calls/${id}`, { headers })).statusCode;
-    await eventually(async () => ((await (await request(`${url}/v1/calls/${id}`, { headers: asA })).body.json()) as { status: string }).status === 'succeeded', 5000, 'the call to end');
+    const status = async (headers: Record<string, string>) =>
+      (await request(`${url}/v1/calls/${id}`, { headers })).statusCode;
+    await eventually(
+      async () =>
+        ((await (await request(`${url}/v1/calls/${id}`, { headers: asA })).body.json()) as { status: string })
+          .status === 'succeeded',
+      5000,
+      'the call to end',
+    );
 
     expect(await status(asA)).toBe(200);
     expect(await status(asOperator)).toBe(200);
@@ -113,11 +136,19 @@ describe('calls belong to the key that made them', () => {
     expect(await status({})).toBe(401);
 
     // The same Idempotency-Key from B is B's own: a new call, not A's answer.
-    const fromB = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { ...asB, ...detached, 'idempotency-key': 'shared' });
+    const fromB = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), {
+      ...asB,
+      ...detached,
+      'idempotency-key': 'shared',
+    });
     expect(fromB.status).toBe(202);
     expect(fromB.json.id).not.toBe(id);
     // From A again, it is A's first call.
-    const again = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { ...asA, ...detached, 'idempotency-key': 'shared' });
+    const again = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), {
+      ...asA,
+      ...detached,
+      'idempotency-key': 'shared',
+    });
     expect(again.json.id).toBe(id);
   });
 
@@ -131,14 +162,22 @@ describe('calls belong to the key that made them', () => {
     // server is wrapped instead, recording the header of each request it serves.
     const spy = createServer((req, res) => {
       seen.push({ path: req.url, authorization: req.headers.authorization });
-      void request(`${engineUrl}${req.url}`, { method: req.method as 'POST', headers: { 'content-type': 'application/json' }, body: req }).then(async (answer) => {
+      void request(`${engineUrl}${req.url}`, {
+        method: req.method as 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: req,
+      }).then(async (answer) => {
         res.writeHead(answer.statusCode, { 'content-type': String(answer.headers['content-type']) });
         res.end(Buffer.from(await answer.body.arrayBuffer()));
       });
     });
     await new Promise<void>((resolve) => spy.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => new Promise((resolve) => spy.close(resolve)));
-    const runner = createRunner({ engine: `http://127.0.0.1:${(spy.address() as { port: number }).port}`, engineKind: 'sim', id: 'r1' });
+    const runner = createRunner({
+      engine: `http://127.0.0.1:${(spy.address() as { port: number }).port}`,
+      engineKind: 'sim',
+      id: 'r1',
+    });
     const { url: runnerUrl } = await runner.listen();
     cleanups.push(() => runner.close({ drainTimeout: 0 }));
     const { url } = await gateway({ runners: [runnerUrl] });

@@ -7,7 +7,13 @@ import { FakeClock } from '../../placer/fake.ts';
 
 /** A logger keeping every info line. */
 function infoRecorder(lines: LogFields[]): Logger {
-  const logger: Logger = { debug: () => {}, info: (msg, fields) => lines.push({ msg, ...fields }), warn: () => {}, error: () => {}, child: () => logger };
+  const logger: Logger = {
+    debug: () => {},
+    info: (msg, fields) => lines.push({ msg, ...fields }),
+    warn: () => {},
+    error: () => {},
+    child: () => logger,
+  };
   return logger;
 }
 
@@ -21,14 +27,22 @@ describe('AuditLog', () => {
     [undefined, 'anonymous'],
   ] as const)('records %j by its credential id %s', (caller, credential) => {
     const lines: LogFields[] = [];
-    new AuditLog(infoRecorder(lines), new FakeClock({ now: Date.UTC(2026, 0, 2, 3, 4, 5) })).record(caller as Caller | undefined, { action: 'key.delete', target: 'k9' });
-    expect(lines).toEqual([{ msg: 'audit', audit: true, credential, action: 'key.delete', target: 'k9', at: '2026-01-02T03:04:05.000Z' }]);
+    new AuditLog(infoRecorder(lines), new FakeClock({ now: Date.UTC(2026, 0, 2, 3, 4, 5) })).record(
+      caller as Caller | undefined,
+      { action: 'key.delete', target: 'k9' },
+    );
+    expect(lines).toEqual([
+      { msg: 'audit', audit: true, credential, action: 'key.delete', target: 'k9', at: '2026-01-02T03:04:05.000Z' },
+    ]);
   });
 
   it('records the names of the fields changed, as a copy', () => {
     const lines: LogFields[] = [];
     const fields = ['maxReplicas'];
-    new AuditLog(infoRecorder(lines), new FakeClock()).record({ kind: 'operator', id: 'op' }, { action: 'deployment.put', target: 'm', fields });
+    new AuditLog(infoRecorder(lines), new FakeClock()).record(
+      { kind: 'operator', id: 'op' },
+      { action: 'deployment.put', target: 'm', fields },
+    );
     fields.push('later');
     expect(lines[0]!.fields).toEqual(['maxReplicas']);
   });
@@ -37,8 +51,17 @@ describe('AuditLog', () => {
 describe('changedFields', () => {
   it('returns the dotted paths that differ, objects key by key and lists whole, sorted', () => {
     const before = { model: 'm', maxReplicas: 1, profile: { args: ['--a'], env: { HF_TOKEN: 'x', KEEP: 'y' } } };
-    const after = { model: 'm', maxReplicas: 2, profile: { args: ['--a', '--b'], env: { HF_TOKEN: 'z', KEEP: 'y', NEW: 'n' } } };
-    expect(changedFields(before, after)).toEqual(['maxReplicas', 'profile.args', 'profile.env.HF_TOKEN', 'profile.env.NEW']);
+    const after = {
+      model: 'm',
+      maxReplicas: 2,
+      profile: { args: ['--a', '--b'], env: { HF_TOKEN: 'z', KEEP: 'y', NEW: 'n' } },
+    };
+    expect(changedFields(before, after)).toEqual([
+      'maxReplicas',
+      'profile.args',
+      'profile.env.HF_TOKEN',
+      'profile.env.NEW',
+    ]);
   });
 
   it('returns every field of the value when there was none before, and of the old one when it went', () => {

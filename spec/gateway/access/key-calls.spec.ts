@@ -13,7 +13,10 @@ const key = (limits: ClientKey['limits']): ClientKey => ({ id: 'k1', name: 'ci',
 
 function calls(limiter?: Limiter, warnings: LogFields[] = []) {
   const { clock, elapse } = fakeClock();
-  return { calls: new KeyCalls({ limiter: limiter ?? createMemoryLimiter({ clock }), logger: warningRecorder(warnings) }), elapse };
+  return {
+    calls: new KeyCalls({ limiter: limiter ?? createMemoryLimiter({ clock }), logger: warningRecorder(warnings) }),
+    elapse,
+  };
 }
 
 /** Lets the quiet writes (settle, release) land: they are not awaited by the call path. */
@@ -25,14 +28,23 @@ describe('KeyCalls', () => {
     const k = key({ requestsPerMinute: 1 });
     const first = await c.open(k);
     expect(first).toBeInstanceOf(KeyCall);
-    expect((first as KeyCall).headers).toEqual({ 'x-ratelimit-limit-requests': '1', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '2m0s' });
+    expect((first as KeyCall).headers).toEqual({
+      'x-ratelimit-limit-requests': '1',
+      'x-ratelimit-remaining-requests': '0',
+      'x-ratelimit-reset-requests': '2m0s',
+    });
     const second = await c.open(k);
     expect(second).toBeInstanceOf(RateLimitedError);
     expect(second).toMatchObject({
       code: 'GW_RATE_LIMITED',
       status: 429,
       message: 'client key "ci" is at its requestsPerMinute (1); retry in 120 s',
-      headers: { 'retry-after': '120', 'x-ratelimit-limit-requests': '1', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '2m0s' },
+      headers: {
+        'retry-after': '120',
+        'x-ratelimit-limit-requests': '1',
+        'x-ratelimit-remaining-requests': '0',
+        'x-ratelimit-reset-requests': '2m0s',
+      },
     });
   });
 
@@ -55,7 +67,10 @@ describe('KeyCalls', () => {
     const call = (await c.open(k)) as KeyCall;
     expect(await call.tokens(200)).toBeUndefined();
     expect(call.headers).toMatchObject({ 'x-ratelimit-remaining-tokens': '50' });
-    const answer = Readable.from([Buffer.from('{"choices":[],'), Buffer.from('"usage":{"prompt_tokens":5,"completion_tokens":5,"total_tokens":10}}')]);
+    const answer = Readable.from([
+      Buffer.from('{"choices":[],'),
+      Buffer.from('"usage":{"prompt_tokens":5,"completion_tokens":5,"total_tokens":10}}'),
+    ]);
     call.watch(answer);
     await new Promise((resolve) => answer.on('end', resolve));
     call.close();
@@ -64,7 +79,10 @@ describe('KeyCalls', () => {
     expect(await next.tokens(4)).toBeUndefined();
     // 10 settled plus this 1.
     expect(next.headers['x-ratelimit-remaining-tokens']).toBe('89');
-    expect(await next.tokens(400)).toMatchObject({ code: 'GW_RATE_LIMITED', headers: { 'x-ratelimit-remaining-tokens': '89' } });
+    expect(await next.tokens(400)).toMatchObject({
+      code: 'GW_RATE_LIMITED',
+      headers: { 'x-ratelimit-remaining-tokens': '89' },
+    });
   });
 
   it('refuses a detached call while the key holds storedBytes of results', async () => {
@@ -75,10 +93,13 @@ describe('KeyCalls', () => {
     call.stored('c1', 100, T0 + 60_000);
     await flush();
     const next = (await c.open(k)) as KeyCall;
-    expect(await next.storedRoom('c2', 1000, T0 + 30_000)).toMatchObject({ code: 'GW_RATE_LIMITED', headers: { 'retry-after': '60' } });
+    expect(await next.storedRoom('c2', 1000, T0 + 30_000)).toMatchObject({
+      code: 'GW_RATE_LIMITED',
+      headers: { 'retry-after': '60' },
+    });
   });
 
-  it('holds a detached call\'s room until its result is stored, and gives it back when none is', async () => {
+  it("holds a detached call's room until its result is stored, and gives it back when none is", async () => {
     const { calls: c } = calls();
     const k = key({ storedBytes: 100 });
     const first = (await c.open(k)) as KeyCall;
@@ -122,7 +143,11 @@ describe('KeyCalls', () => {
 describe('usageTokens', () => {
   it.each([
     ['a JSON answer', '{"id":"x","usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}', 7],
-    ['a stream ending in a usage chunk', 'data: {"choices":[],"usage":null}\n\ndata: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":9,"total_tokens":11}}\n\ndata: [DONE]\n\n', 11],
+    [
+      'a stream ending in a usage chunk',
+      'data: {"choices":[],"usage":null}\n\ndata: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":9,"total_tokens":11}}\n\ndata: [DONE]\n\n',
+      11,
+    ],
     ['no total', '{"usage": {"prompt_tokens": 3, "completion_tokens": 4}}', 7],
     ['embeddings', '{"usage":{"prompt_tokens":8,"total_tokens":8}}', 8],
     ['no usage', '{"choices":[]}', undefined],

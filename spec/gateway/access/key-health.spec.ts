@@ -6,7 +6,13 @@ import type { LogFields, Logger } from '../../../placer/kernel/index.ts';
 /** A logger keeping every info, warn and error line with its level. */
 function recorder(lines: Array<LogFields & { level: string }>): Logger {
   const keep = (level: string) => (msg: string, fields?: LogFields) => void lines.push({ level, msg, ...fields });
-  const logger: Logger = { debug: () => {}, info: keep('info'), warn: keep('warn'), error: keep('error'), child: () => logger };
+  const logger: Logger = {
+    debug: () => {},
+    info: keep('info'),
+    warn: keep('warn'),
+    error: keep('error'),
+    child: () => logger,
+  };
   return logger;
 }
 

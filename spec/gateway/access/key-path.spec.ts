@@ -15,7 +15,7 @@ import { createRunner } from '../../../runner/server.ts';
 import { chatBody, eventually, postJson } from '../../support/fleet.ts';
 import { T0 } from './limits-contract.ts';
 
-const TOKEN = 'sk-sluice-' + 'p'.repeat(43);
+const TOKEN = `sk-sluice-${'p'.repeat(43)}`;
 const LIMITS = { tokensPerMinute: 1_000_000, concurrentCalls: 1 };
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -31,9 +31,16 @@ async function keyedGateway(limits: Record<string, number> = LIMITS) {
   const { url: runnerUrl } = await runner.listen();
   cleanups.push(() => runner.close({ drainTimeout: 0 }));
   const ring = new KeyRing();
-  ring.setFileKeys(parseKeysFile(JSON.stringify([{ name: 'p', hash: `sha256:${hashToken(TOKEN)}`, limits }]), 'keys.json'));
+  ring.setFileKeys(
+    parseKeysFile(JSON.stringify([{ name: 'p', hash: `sha256:${hashToken(TOKEN)}`, limits }]), 'keys.json'),
+  );
   const limiter = createMemoryLimiter({ clock: { now: () => T0 } });
-  const gw = createGateway({ runners: [runnerUrl], operatorTokens: ['operator-token-0123456789abcdef'], clientKeys: ring, limiter });
+  const gw = createGateway({
+    runners: [runnerUrl],
+    operatorTokens: ['operator-token-0123456789abcdef'],
+    clientKeys: ring,
+    limiter,
+  });
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   const id = ring.lookup(TOKEN)!.id;
@@ -54,7 +61,11 @@ describe('a client key on the call path', () => {
     const used = first.json.usage.total_tokens as number;
     // Not what the call was counted at, so only a settle explains the count below.
     expect(used).not.toBe(reserved);
-    await eventually(async () => (await remaining()) === 1_000_000 - used, 5000, 'the tokens to be settled to the usage');
+    await eventually(
+      async () => (await remaining()) === 1_000_000 - used,
+      5000,
+      'the tokens to be settled to the usage',
+    );
     // concurrentCalls 1: the next call gets in, so the first gave its call back.
     expect((await postJson(`${url}/v1/chat/completions`, body, { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
   });
@@ -67,23 +78,40 @@ describe('a client key on the call path', () => {
     const usage = /"total_tokens":(\d+)/.exec(streamed.text);
     expect(usage).not.toBeNull();
     expect(Number(usage![1])).not.toBe(estimateTokens(Buffer.byteLength(body)));
-    await eventually(async () => (await remaining()) === 1_000_000 - Number(usage![1]), 5000, 'the tokens to be settled from the stream');
+    await eventually(
+      async () => (await remaining()) === 1_000_000 - Number(usage![1]),
+      5000,
+      'the tokens to be settled from the stream',
+    );
   });
 
   it("refuses a detached call while the key's stored results fill its storedBytes, and counts each result", async () => {
     const { url } = await keyedGateway({ storedBytes: 1 });
     const asKey = { authorization: `Bearer ${TOKEN}`, prefer: 'respond-async' };
-    const made = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { ...asKey, 'idempotency-key': 'first' });
+    const made = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), {
+      ...asKey,
+      'idempotency-key': 'first',
+    });
     expect(made.status).toBe(202);
-    await eventually(async () => (await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), asKey)).status === 429, 5000, "the key's stored result to count");
+    await eventually(
+      async () => (await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), asKey)).status === 429,
+      5000,
+      "the key's stored result to count",
+    );
     const refused = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), asKey);
     expect(refused.json.error).toMatchObject({ code: 'GW_RATE_LIMITED' });
     expect(refused.json.error.message).toContain('its storedBytes (1) of detached results kept');
     // A replay of the first call needs no room: it is answered the first call, not refused.
-    const replay = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { ...asKey, 'idempotency-key': 'first' });
+    const replay = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), {
+      ...asKey,
+      'idempotency-key': 'first',
+    });
     expect(replay.status).toBe(202);
     expect(replay.json.id).toBe(made.json.id);
     // A sync call of the same key is not a stored result: it still runs.
-    expect((await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+    expect(
+      (await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 2 }), { authorization: `Bearer ${TOKEN}` }))
+        .status,
+    ).toBe(200);
   });
 });

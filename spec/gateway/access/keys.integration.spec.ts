@@ -30,7 +30,11 @@ beforeAll(async () => {
   await writeFile(
     keysFile,
     JSON.stringify([
-      { name: 'limited', hash: `sha256:${hashToken(LIMITED)}`, limits: { requestsPerMinute: 2, tokensPerMinute: 100_000 } },
+      {
+        name: 'limited',
+        hash: `sha256:${hashToken(LIMITED)}`,
+        limits: { requestsPerMinute: 2, tokensPerMinute: 100_000 },
+      },
       { name: 'listed', hash: `sha256:${hashToken(LISTED)}`, models: ['sim-small'] },
       { name: 'open', hash: `sha256:${hashToken(OPEN)}` },
     ]),
@@ -44,7 +48,11 @@ describe('a key over its limit', () => {
   let fleet: Fleet;
   beforeAll(async () => {
     // A 3 s "minute", so the spec sees the window slide without waiting a minute.
-    fleet = await startFleet({ nodes: 1, engineArgs: ['--model', 'sim-small,sim-other'], gatewayArgs: ['--keys', keysFile, '--key-limit-window', '3s'] });
+    fleet = await startFleet({
+      nodes: 1,
+      engineArgs: ['--model', 'sim-small,sim-other'],
+      gatewayArgs: ['--keys', keysFile, '--key-limit-window', '3s'],
+    });
   });
   afterAll(async () => {
     await fleet?.stop();
@@ -54,7 +62,11 @@ describe('a key over its limit', () => {
     const gw = fleet.gateway.url;
     const first = await postJson(gw + CHAT, chatBody(), bearer(LIMITED));
     expect(first.status).toBe(200);
-    expect(first.headers).toMatchObject({ 'x-ratelimit-limit-requests': '2', 'x-ratelimit-remaining-requests': '1', 'x-ratelimit-limit-tokens': '100000' });
+    expect(first.headers).toMatchObject({
+      'x-ratelimit-limit-requests': '2',
+      'x-ratelimit-remaining-requests': '1',
+      'x-ratelimit-limit-tokens': '100000',
+    });
     expect((await postJson(gw + CHAT, chatBody(), bearer(LIMITED))).status).toBe(200);
     const refused = await postJson(gw + CHAT, chatBody(), bearer(LIMITED));
     expect(refused.status).toBe(429);
@@ -65,14 +77,20 @@ describe('a key over its limit', () => {
     expect(refused.headers).toMatchObject({ 'x-ratelimit-limit-requests': '2', 'x-ratelimit-remaining-requests': '0' });
     // Another key is not held back by this one's counters.
     expect((await postJson(gw + CHAT, chatBody(), bearer(OPEN))).status).toBe(200);
-    await eventually(async () => (await postJson(gw + CHAT, chatBody(), bearer(LIMITED))).status === 200, 10_000, 'the key to be admitted again');
+    await eventually(
+      async () => (await postJson(gw + CHAT, chatBody(), bearer(LIMITED))).status === 200,
+      10_000,
+      'the key to be admitted again',
+    );
   });
 
   it('refuses a model outside the key allow-list with 403, and an unknown key with 401', async () => {
     const gw = fleet.gateway.url;
     const forbidden = await postJson(gw + CHAT, chatBody({ model: 'sim-other' }), bearer(LISTED));
     expect([forbidden.status, forbidden.json.error.code]).toEqual([403, 'GW_FORBIDDEN']);
-    expect(forbidden.json.error.message).toBe('client key "listed" may not call model "sim-other": its models are sim-small');
+    expect(forbidden.json.error.message).toBe(
+      'client key "listed" may not call model "sim-other": its models are sim-small',
+    );
     expect((await postJson(gw + CHAT, chatBody(), bearer(LISTED))).status).toBe(200);
     expect((await postJson(gw + CHAT, chatBody({ model: 'sim-other' }), bearer(OPEN))).status).toBe(200);
     const unknown = await postJson(gw + CHAT, chatBody(), bearer(newKeyToken()));
@@ -88,7 +106,21 @@ describe('two gateways on one redis-server', () => {
     redis = await startRedis();
     const shared = ['--store', redis.url, '--keys', keysFile, '--key-limit-window', '1m'];
     fleet = await startFleet({ nodes: 1, gatewayArgs: [...shared, '--gateway-id', 'gw-a'] });
-    other = await startService(['gateway', '--port', '0', '--runners', fleet.nodes[0]!.runner.url, '--log-level', 'warn', ...shared, '--gateway-id', 'gw-b'], { env: operatorEnv() });
+    other = await startService(
+      [
+        'gateway',
+        '--port',
+        '0',
+        '--runners',
+        fleet.nodes[0]!.runner.url,
+        '--log-level',
+        'warn',
+        ...shared,
+        '--gateway-id',
+        'gw-b',
+      ],
+      { env: operatorEnv() },
+    );
   });
   afterAll(async () => {
     await other?.stop('SIGTERM', 5000);
@@ -108,16 +140,30 @@ describe('two gateways on one redis-server', () => {
     expect((await postJson(b + CHAT, chatBody(), bearer(LIMITED))).status).toBe(429);
   });
 
-  it('know a key made through one gateway\'s API, and stop taking it once the other revokes it', async () => {
-    const made = await postJson(`${fleet.gateway.url}/v1/keys`, JSON.stringify({ name: 'from-api', limits: { concurrentCalls: 4 } }), asOperator);
+  it("know a key made through one gateway's API, and stop taking it once the other revokes it", async () => {
+    const made = await postJson(
+      `${fleet.gateway.url}/v1/keys`,
+      JSON.stringify({ name: 'from-api', limits: { concurrentCalls: 4 } }),
+      asOperator,
+    );
     expect(made.status).toBe(201);
     expect(made.json).toMatchObject({ object: 'client_key', name: 'from-api', source: 'api' });
     const token = made.json.key as string;
-    await eventually(async () => (await postJson(other.url + CHAT, chatBody(), bearer(token))).status === 200, 10_000, 'the other gateway to take the new key');
+    await eventually(
+      async () => (await postJson(other.url + CHAT, chatBody(), bearer(token))).status === 200,
+      10_000,
+      'the other gateway to take the new key',
+    );
     const listed = await request(`${other.url}/v1/keys`, { headers: asOperator });
     const names = ((await listed.body.json()) as { data: Array<{ name: string }> }).data.map((k) => k.name);
     expect(names).toEqual(['limited', 'listed', 'open', 'from-api']);
-    expect((await request(`${other.url}/v1/keys/${made.json.id}`, { method: 'DELETE', headers: asOperator })).statusCode).toBe(204);
-    await eventually(async () => (await postJson(fleet.gateway.url + CHAT, chatBody(), bearer(token))).status === 401, 10_000, 'the first gateway to drop the revoked key');
+    expect(
+      (await request(`${other.url}/v1/keys/${made.json.id}`, { method: 'DELETE', headers: asOperator })).statusCode,
+    ).toBe(204);
+    await eventually(
+      async () => (await postJson(fleet.gateway.url + CHAT, chatBody(), bearer(token))).status === 401,
+      10_000,
+      'the first gateway to drop the revoked key',
+    );
   });
 });

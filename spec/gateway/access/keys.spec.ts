@@ -13,7 +13,11 @@ import { expectThrows } from '../../support/throws.ts';
 
 const ALICE = `${KEY_PREFIX}${'a'.repeat(43)}`;
 const BOB = `${KEY_PREFIX}${'b'.repeat(43)}`;
-const entry = (token: string, extra: Record<string, unknown> = {}) => ({ name: token === ALICE ? 'alice' : 'bob', hash: `sha256:${hashToken(token)}`, ...extra });
+const entry = (token: string, extra: Record<string, unknown> = {}) => ({
+  name: token === ALICE ? 'alice' : 'bob',
+  hash: `sha256:${hashToken(token)}`,
+  ...extra,
+});
 
 describe('client key tokens', () => {
   it('are sk-sluice- and 32 random bytes in base64url, different each time', () => {
@@ -31,7 +35,13 @@ describe('client key tokens', () => {
 
 describe('parseKeysFile', () => {
   it('reads names, digests, allow-lists and limits', () => {
-    const keys = parseKeysFile(JSON.stringify([entry(ALICE, { models: ['m1'], limits: { requestsPerMinute: 60, storedBytes: 1000 } }), entry(BOB)]), 'keys.json');
+    const keys = parseKeysFile(
+      JSON.stringify([
+        entry(ALICE, { models: ['m1'], limits: { requestsPerMinute: 60, storedBytes: 1000 } }),
+        entry(BOB),
+      ]),
+      'keys.json',
+    );
     expect(keys).toEqual([
       { name: 'alice', digest: hashToken(ALICE), models: ['m1'], limits: { requestsPerMinute: 60, storedBytes: 1000 } },
       { name: 'bob', digest: hashToken(BOB), limits: {} },
@@ -40,26 +50,60 @@ describe('parseKeysFile', () => {
 
   const table: [string, unknown, string][] = [
     ['a list', { name: 'x' }, 'keys file keys.json must be a JSON list of keys, got object'],
-    ['a name', [{ hash: `sha256:${hashToken(ALICE)}` }], 'entry 0: name must be a non-empty string of at most 200 characters, got undefined'],
-    ['a sha256 hash', [{ name: 'a', hash: hashToken(ALICE) }], `entry 0 ("a"): hash must be "sha256:" and 64 lower-case hex digits (sluice keys new prints one), got "${hashToken(ALICE)}"`],
+    [
+      'a name',
+      [{ hash: `sha256:${hashToken(ALICE)}` }],
+      'entry 0: name must be a non-empty string of at most 200 characters, got undefined',
+    ],
+    [
+      'a sha256 hash',
+      [{ name: 'a', hash: hashToken(ALICE) }],
+      `entry 0 ("a"): hash must be "sha256:" and 64 lower-case hex digits (sluice keys new prints one), got "${hashToken(ALICE)}"`,
+    ],
     ['known fields', [entry(ALICE, { model: ['m'] })], 'entry 0 ("alice"): unknown field "model"'],
-    ['known limits', [entry(ALICE, { limits: { rpm: 5 } })], 'entry 0 ("alice"): limits.rpm is not a limit (requestsPerMinute, tokensPerMinute, concurrentCalls, storedBytes, defaultMaxTokens)'],
-    ['positive integer limits', [entry(ALICE, { limits: { concurrentCalls: 0 } })], 'entry 0 ("alice"): limits.concurrentCalls must be a positive integer, got 0'],
-    ['a non-empty model list', [entry(ALICE, { models: [] })], 'entry 0 ("alice"): models must be a non-empty list of at most 1000 model names, got []'],
-    ['model names', [entry(ALICE, { models: ['m', ''] })], 'entry 0 ("alice"): models[1] must be a non-empty string, got ""'],
-    ['each key once', [entry(ALICE), { ...entry(ALICE), name: 'again' }], 'entry 1 ("again"): hash is the same key as entry 0 ("alice")\'s'],
+    [
+      'known limits',
+      [entry(ALICE, { limits: { rpm: 5 } })],
+      'entry 0 ("alice"): limits.rpm is not a limit (requestsPerMinute, tokensPerMinute, concurrentCalls, storedBytes, defaultMaxTokens)',
+    ],
+    [
+      'positive integer limits',
+      [entry(ALICE, { limits: { concurrentCalls: 0 } })],
+      'entry 0 ("alice"): limits.concurrentCalls must be a positive integer, got 0',
+    ],
+    [
+      'a non-empty model list',
+      [entry(ALICE, { models: [] })],
+      'entry 0 ("alice"): models must be a non-empty list of at most 1000 model names, got []',
+    ],
+    [
+      'model names',
+      [entry(ALICE, { models: ['m', ''] })],
+      'entry 0 ("alice"): models[1] must be a non-empty string, got ""',
+    ],
+    [
+      'each key once',
+      [entry(ALICE), { ...entry(ALICE), name: 'again' }],
+      'entry 1 ("again"): hash is the same key as entry 0 ("alice")\'s',
+    ],
     ['objects', [7], 'entry 0: must be an object, got 7'],
   ];
   for (const [what, value, message] of table) {
     it(`wants ${what}`, () => {
-      const error = expectThrows(() => parseKeysFile(JSON.stringify(value), 'keys.json'), KeysFileError, { code: 'GW_INVALID_KEYS_FILE' });
+      const error = expectThrows(() => parseKeysFile(JSON.stringify(value), 'keys.json'), KeysFileError, {
+        code: 'GW_INVALID_KEYS_FILE',
+      });
       expect(error.message).toContain(message);
     });
   }
 
   it('names every problem of every entry in one message', () => {
     const error = expectThrows(
-      () => parseKeysFile(JSON.stringify([{ name: '', hash: 'x' }, entry(BOB, { limits: { tokensPerMinute: 1.5 } })]), 'keys.json'),
+      () =>
+        parseKeysFile(
+          JSON.stringify([{ name: '', hash: 'x' }, entry(BOB, { limits: { tokensPerMinute: 1.5 } })]),
+          'keys.json',
+        ),
       KeysFileError,
       {},
     );
@@ -91,7 +135,14 @@ describe('KeyRing', () => {
     const keys = new KeyRing({ clock: { now: () => 1234 } });
     const created = await keys.create({ name: 'ci', models: ['m1'], limits: { requestsPerMinute: 5 } });
     expect(created.key).toMatch(/^sk-sluice-/);
-    const record = { id: keyIdOf(hashToken(created.key)), name: 'ci', models: ['m1'], limits: { requestsPerMinute: 5 }, source: 'api', createdAt: 1234 };
+    const record = {
+      id: keyIdOf(hashToken(created.key)),
+      name: 'ci',
+      models: ['m1'],
+      limits: { requestsPerMinute: 5 },
+      source: 'api',
+      createdAt: 1234,
+    };
     expect(created.record).toEqual(record);
     expect(keys.lookup(created.key)).toMatchObject({ id: record.id, name: 'ci' });
     expect(keys.list()).toEqual([record]);
@@ -189,6 +240,8 @@ describe('watchKeysFile', () => {
     const path = join(dir, 'keys.json');
     await writeFile(path, '{}');
     await expect(watchKeysFile(path, new KeyRing())).rejects.toBeInstanceOf(KeysFileError);
-    await expect(watchKeysFile(join(dir, 'missing.json'), new KeyRing())).rejects.toMatchObject({ code: 'GW_INVALID_KEYS_FILE' });
+    await expect(watchKeysFile(join(dir, 'missing.json'), new KeyRing())).rejects.toMatchObject({
+      code: 'GW_INVALID_KEYS_FILE',
+    });
   });
 });

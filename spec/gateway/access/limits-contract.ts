@@ -41,11 +41,19 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       expect(remaining).toEqual([2, 1, 0]);
       // 3 in this window: the 4th fits once the next window has slid 2/3 of this one out.
       const refused = await limiter.admitCall('k', limits, 'l3');
-      expect(refused).toEqual({ kind: 'refused', limit: 'requests', retryAfterMs: 80_000, window: { limit: 3, remaining: 0, resetMs: 120_000 } });
+      expect(refused).toEqual({
+        kind: 'refused',
+        limit: 'requests',
+        retryAfterMs: 80_000,
+        window: { limit: 3, remaining: 0, resetMs: 120_000 },
+      });
       elapse(79_999);
       expect((await limiter.admitCall('k', limits, 'l4')).kind).toBe('refused');
       elapse(1);
-      expect(await limiter.admitCall('k', limits, 'l5')).toEqual({ kind: 'admitted', window: { limit: 3, remaining: 0, resetMs: 100_000 } });
+      expect(await limiter.admitCall('k', limits, 'l5')).toEqual({
+        kind: 'admitted',
+        window: { limit: 3, remaining: 0, resetMs: 100_000 },
+      });
     });
 
     it('weights the previous window by the share of it still inside the sliding minute', async () => {
@@ -54,7 +62,10 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       for (let i = 0; i < 10; i++) await limiter.admitCall('k', limits, `a${i}`);
       elapse(WINDOW + 30_000);
       // Half of the previous 10 still count: 5, and this call makes 6.
-      expect(await limiter.admitCall('k', limits, 'b')).toEqual({ kind: 'admitted', window: { limit: 10, remaining: 4, resetMs: 90_000 } });
+      expect(await limiter.admitCall('k', limits, 'b')).toEqual({
+        kind: 'admitted',
+        window: { limit: 10, remaining: 4, resetMs: 90_000 },
+      });
       elapse(2 * WINDOW);
       expect((await limiter.admitCall('k', limits, 'c')).window).toEqual({ limit: 10, remaining: 9, resetMs: 90_000 });
     });
@@ -64,7 +75,11 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       const limits = { concurrentCalls: 2 };
       expect(await limiter.admitCall('k', limits, 'a')).toEqual({ kind: 'admitted' });
       expect(await limiter.admitCall('k', limits, 'b')).toEqual({ kind: 'admitted' });
-      expect(await limiter.admitCall('k', limits, 'c')).toEqual({ kind: 'refused', limit: 'concurrent', retryAfterMs: 1000 });
+      expect(await limiter.admitCall('k', limits, 'c')).toEqual({
+        kind: 'refused',
+        limit: 'concurrent',
+        retryAfterMs: 1000,
+      });
       await limiter.release('k', 'a');
       await limiter.release('k', 'a');
       expect((await limiter.admitCall('k', limits, 'd')).kind).toBe('admitted');
@@ -91,8 +106,15 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
     it('counts estimated tokens, and a settle moves the count by what the call used', async () => {
       const { limiter } = await fixture();
       const limits = { tokensPerMinute: 100 };
-      expect(await limiter.admitTokens('k', limits, 60)).toEqual({ kind: 'admitted', window: { limit: 100, remaining: 40, resetMs: 120_000 } });
-      expect(await limiter.admitTokens('k', limits, 50)).toMatchObject({ kind: 'refused', limit: 'tokens', window: { remaining: 40 } });
+      expect(await limiter.admitTokens('k', limits, 60)).toEqual({
+        kind: 'admitted',
+        window: { limit: 100, remaining: 40, resetMs: 120_000 },
+      });
+      expect(await limiter.admitTokens('k', limits, 50)).toMatchObject({
+        kind: 'refused',
+        limit: 'tokens',
+        window: { remaining: 40 },
+      });
       await limiter.settle('k', 20, 60);
       expect((await limiter.admitTokens('k', limits, 50)).window?.remaining).toBe(30);
       await limiter.settle('k', 80, 50);
@@ -101,7 +123,10 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
 
     it('counts a call estimated above tokensPerMinute as the whole limit, so it can run in an empty window', async () => {
       const { limiter } = await fixture();
-      expect(await limiter.admitTokens('k', { tokensPerMinute: 100 }, 500)).toMatchObject({ kind: 'admitted', window: { remaining: 0 } });
+      expect(await limiter.admitTokens('k', { tokensPerMinute: 100 }, 500)).toMatchObject({
+        kind: 'admitted',
+        window: { remaining: 0 },
+      });
     });
 
     it('admits without counting what the key has no limit for', async () => {
@@ -109,7 +134,10 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       for (let i = 0; i < 5; i++) {
         expect(await limiter.admitCall('k', {}, `l${i}`)).toEqual({ kind: 'admitted' });
         expect(await limiter.admitTokens('k', {}, 1e6)).toEqual({ kind: 'admitted' });
-        expect(await limiter.reserveStored('k', {}, `c${i}`, 1e6, T0 + 1000)).toEqual({ kind: 'admitted', reserved: 0 });
+        expect(await limiter.reserveStored('k', {}, `c${i}`, 1e6, T0 + 1000)).toEqual({
+          kind: 'admitted',
+          reserved: 0,
+        });
       }
     });
 
@@ -120,7 +148,11 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       await limiter.settleStored('k', 'c1', 0, 600, T0 + 10_000);
       expect(await limiter.reserveStored('k', limits, 'c2', 100, until)).toEqual({ kind: 'admitted', reserved: 100 });
       await limiter.settleStored('k', 'c2', 100, 500, T0 + 20_000);
-      expect(await limiter.reserveStored('k', limits, 'c3', 100, until)).toEqual({ kind: 'refused', limit: 'stored-bytes', retryAfterMs: 10_000 });
+      expect(await limiter.reserveStored('k', limits, 'c3', 100, until)).toEqual({
+        kind: 'refused',
+        limit: 'stored-bytes',
+        retryAfterMs: 10_000,
+      });
       elapse(9_999);
       expect((await limiter.reserveStored('k', limits, 'c3', 100, until)).kind).toBe('refused');
       elapse(1);
@@ -131,9 +163,17 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
     it('reserves room for results at admission: of calls in parallel only as many as fit are admitted', async () => {
       const { limiter } = await fixture();
       const limits = { storedBytes: 1000 };
-      const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => limiter.reserveStored('k', limits, `c${i}`, 300, T0 + 60_000)));
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => limiter.reserveStored('k', limits, `c${i}`, 300, T0 + 60_000)),
+      );
       // 300, 300, 300, then the 100 left; the rest find the limit reserved.
-      expect(answers.map((a) => (a.kind === 'admitted' ? a.reserved : a.limit))).toEqual([300, 300, 300, 100, ...Array<string>(6).fill('stored-bytes')]);
+      expect(answers.map((a) => (a.kind === 'admitted' ? a.reserved : a.limit))).toEqual([
+        300,
+        300,
+        300,
+        100,
+        ...Array<string>(6).fill('stored-bytes'),
+      ]);
     });
 
     it('settles a reservation to the result stored, and gives back one that stored nothing, once', async () => {
@@ -151,30 +191,43 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       expect((await limiter.reserveStored('k', limits, 'e', 600, until)).kind).toBe('refused');
     });
 
-    it('lets a reservation nobody settled lapse at its call\'s lifetime end', async () => {
+    it("lets a reservation nobody settled lapse at its call's lifetime end", async () => {
       const { limiter, elapse } = await fixture();
       const limits = { storedBytes: 1000 };
       expect((await limiter.reserveStored('k', limits, 'a', 1000, T0 + 5_000)).kind).toBe('admitted');
       expect((await limiter.reserveStored('k', limits, 'b', 1000, T0 + 60_000)).kind).toBe('refused');
       elapse(5_000);
-      expect(await limiter.reserveStored('k', limits, 'b', 1000, T0 + 60_000)).toEqual({ kind: 'admitted', reserved: 1000 });
+      expect(await limiter.reserveStored('k', limits, 'b', 1000, T0 + 60_000)).toEqual({
+        kind: 'admitted',
+        reserved: 1000,
+      });
     });
 
-    if (shared) it('shares every counter with a peer on the same backend', async () => {
-      const made = await fixture();
-      const other = made.peer!();
-      const limits = { requestsPerMinute: 2, concurrentCalls: 5, tokensPerMinute: 10 };
-      expect((await made.limiter.admitCall('k', limits, 'a')).kind).toBe('admitted');
-      expect((await other.admitCall('k', limits, 'b')).kind).toBe('admitted');
-      expect((await made.limiter.admitCall('k', limits, 'c')).kind).toBe('refused');
-      expect((await other.admitTokens('k', limits, 10)).kind).toBe('admitted');
-      expect((await made.limiter.admitTokens('k', limits, 1)).kind).toBe('refused');
-      const stored = { storedBytes: 100 };
-      expect(await made.limiter.reserveStored('k', stored, 'a', 70, T0 + 60_000)).toEqual({ kind: 'admitted', reserved: 70 });
-      expect(await other.reserveStored('k', stored, 'b', 70, T0 + 60_000)).toEqual({ kind: 'admitted', reserved: 30 });
-      expect((await made.limiter.reserveStored('k', stored, 'c', 70, T0 + 60_000)).kind).toBe('refused');
-      await other.releaseStored('k', 'a', 70);
-      expect(await made.limiter.reserveStored('k', stored, 'c', 70, T0 + 60_000)).toEqual({ kind: 'admitted', reserved: 70 });
-    });
+    if (shared)
+      it('shares every counter with a peer on the same backend', async () => {
+        const made = await fixture();
+        const other = made.peer!();
+        const limits = { requestsPerMinute: 2, concurrentCalls: 5, tokensPerMinute: 10 };
+        expect((await made.limiter.admitCall('k', limits, 'a')).kind).toBe('admitted');
+        expect((await other.admitCall('k', limits, 'b')).kind).toBe('admitted');
+        expect((await made.limiter.admitCall('k', limits, 'c')).kind).toBe('refused');
+        expect((await other.admitTokens('k', limits, 10)).kind).toBe('admitted');
+        expect((await made.limiter.admitTokens('k', limits, 1)).kind).toBe('refused');
+        const stored = { storedBytes: 100 };
+        expect(await made.limiter.reserveStored('k', stored, 'a', 70, T0 + 60_000)).toEqual({
+          kind: 'admitted',
+          reserved: 70,
+        });
+        expect(await other.reserveStored('k', stored, 'b', 70, T0 + 60_000)).toEqual({
+          kind: 'admitted',
+          reserved: 30,
+        });
+        expect((await made.limiter.reserveStored('k', stored, 'c', 70, T0 + 60_000)).kind).toBe('refused');
+        await other.releaseStored('k', 'a', 70);
+        expect(await made.limiter.reserveStored('k', stored, 'c', 70, T0 + 60_000)).toEqual({
+          kind: 'admitted',
+          reserved: 70,
+        });
+      });
   });
 }

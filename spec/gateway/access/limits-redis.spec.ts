@@ -20,21 +20,31 @@ afterEach(async () => {
 });
 
 // Each fixture gets its own prefix; a peer shares it (and the clock), as a second gateway would.
-describeLimiter('redis limiter', async (options) => {
-  const { clock, elapse } = fakeClock();
-  const keyPrefix = `t-${randomUUID()}:`;
-  const make = () => {
-    const limiter = createRedisLimiter({ ...options, clock, keyPrefix, url: server.url });
-    opened.push(limiter);
-    return limiter;
-  };
-  return { limiter: make(), elapse, peer: make };
-}, true);
+describeLimiter(
+  'redis limiter',
+  async (options) => {
+    const { clock, elapse } = fakeClock();
+    const keyPrefix = `t-${randomUUID()}:`;
+    const make = () => {
+      const limiter = createRedisLimiter({ ...options, clock, keyPrefix, url: server.url });
+      opened.push(limiter);
+      return limiter;
+    };
+    return { limiter: make(), elapse, peer: make };
+  },
+  true,
+);
 
 describe('createRedisLimiter', () => {
   it('lets a lease lapse after leaseMs, so a gateway that died frees its calls', async () => {
     const { clock, elapse } = fakeClock();
-    const limiter = createRedisLimiter({ url: server.url, keyPrefix: `t-${randomUUID()}:`, clock, windowMs: WINDOW, leaseMs: 5_000 });
+    const limiter = createRedisLimiter({
+      url: server.url,
+      keyPrefix: `t-${randomUUID()}:`,
+      clock,
+      windowMs: WINDOW,
+      leaseMs: 5_000,
+    });
     opened.push(limiter);
     expect((await limiter.admitCall('k', { concurrentCalls: 1 }, 'a')).kind).toBe('admitted');
     elapse(4_999);

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { createMemoryLimiter, decideWindow, estimateTokens, formatReset, rateLimitHeaders, retryAfterSeconds } from '../../../gateway/access/limits.ts';
+import {
+  createMemoryLimiter,
+  decideWindow,
+  estimateTokens,
+  formatReset,
+  rateLimitHeaders,
+  retryAfterSeconds,
+} from '../../../gateway/access/limits.ts';
 import { T0, WINDOW, describeLimiter, fakeClock } from './limits-contract.ts';
 
 describeLimiter('memory limiter', async (options) => {
@@ -9,23 +16,59 @@ describeLimiter('memory limiter', async (options) => {
 
 describe('decideWindow', () => {
   // limit 10, cost 1; elapsed is ms into the current fixed window.
-  const table: [string, { elapsed: number; current: number; previous: number }, { admitted: boolean; remaining: number; resetMs: number; retryAfterMs: number }][] = [
-    ['an empty window', { elapsed: 0, current: 0, previous: 0 }, { admitted: true, remaining: 9, resetMs: 120_000, retryAfterMs: 0 }],
-    ['half the previous window still inside', { elapsed: 30_000, current: 0, previous: 10 }, { admitted: true, remaining: 4, resetMs: 90_000, retryAfterMs: 0 }],
-    ['a full current window: wait for the next and 1/10 of this one to slide out', { elapsed: 30_000, current: 10, previous: 0 }, { admitted: false, remaining: 0, resetMs: 90_000, retryAfterMs: 36_000 }],
-    ['a full previous window: wait for its weight to fall', { elapsed: 0, current: 5, previous: 10 }, { admitted: false, remaining: 0, resetMs: 120_000, retryAfterMs: 36_000 }],
-    ['an over-full previous window and nothing now', { elapsed: 0, current: 0, previous: 20 }, { admitted: false, remaining: 0, resetMs: 60_000, retryAfterMs: 33_000 }],
-    ['exactly the limit once this call is in', { elapsed: 0, current: 9, previous: 0 }, { admitted: true, remaining: 0, resetMs: 120_000, retryAfterMs: 0 }],
+  const table: [
+    string,
+    { elapsed: number; current: number; previous: number },
+    { admitted: boolean; remaining: number; resetMs: number; retryAfterMs: number },
+  ][] = [
+    [
+      'an empty window',
+      { elapsed: 0, current: 0, previous: 0 },
+      { admitted: true, remaining: 9, resetMs: 120_000, retryAfterMs: 0 },
+    ],
+    [
+      'half the previous window still inside',
+      { elapsed: 30_000, current: 0, previous: 10 },
+      { admitted: true, remaining: 4, resetMs: 90_000, retryAfterMs: 0 },
+    ],
+    [
+      'a full current window: wait for the next and 1/10 of this one to slide out',
+      { elapsed: 30_000, current: 10, previous: 0 },
+      { admitted: false, remaining: 0, resetMs: 90_000, retryAfterMs: 36_000 },
+    ],
+    [
+      'a full previous window: wait for its weight to fall',
+      { elapsed: 0, current: 5, previous: 10 },
+      { admitted: false, remaining: 0, resetMs: 120_000, retryAfterMs: 36_000 },
+    ],
+    [
+      'an over-full previous window and nothing now',
+      { elapsed: 0, current: 0, previous: 20 },
+      { admitted: false, remaining: 0, resetMs: 60_000, retryAfterMs: 33_000 },
+    ],
+    [
+      'exactly the limit once this call is in',
+      { elapsed: 0, current: 9, previous: 0 },
+      { admitted: true, remaining: 0, resetMs: 120_000, retryAfterMs: 0 },
+    ],
   ];
   for (const [name, counts, expected] of table) {
     it(`decides ${name}`, () => {
       const decision = decideWindow(T0 + counts.elapsed, WINDOW, 10, 1, counts.current, counts.previous);
-      expect({ admitted: decision.admitted, ...decision.state, retryAfterMs: decision.retryAfterMs }).toEqual({ ...expected, limit: 10 });
+      expect({ admitted: decision.admitted, ...decision.state, retryAfterMs: decision.retryAfterMs }).toEqual({
+        ...expected,
+        limit: 10,
+      });
     });
   }
 
   it('admits the call its retryAfterMs names, and not one ms before', () => {
-    for (const [current, previous, elapsed] of [[10, 0, 30_000], [5, 10, 0], [0, 20, 0], [7, 9, 12_345]] as const) {
+    for (const [current, previous, elapsed] of [
+      [10, 0, 30_000],
+      [5, 10, 0],
+      [0, 20, 0],
+      [7, 9, 12_345],
+    ] as const) {
       const refused = decideWindow(T0 + elapsed, WINDOW, 10, 1, current, previous);
       expect(refused.admitted).toBe(false);
       const at = T0 + elapsed + refused.retryAfterMs;
@@ -41,11 +84,24 @@ describe('decideWindow', () => {
 
 describe('rate limit headers', () => {
   it('writes resets as OpenAI does', () => {
-    expect([0, 20, 999.2, 1500, 60_000, 90_500, 360_000].map(formatReset)).toEqual(['0ms', '20ms', '1s', '1.5s', '1m0s', '1m30.5s', '6m0s']);
+    expect([0, 20, 999.2, 1500, 60_000, 90_500, 360_000].map(formatReset)).toEqual([
+      '0ms',
+      '20ms',
+      '1s',
+      '1.5s',
+      '1m0s',
+      '1m30.5s',
+      '6m0s',
+    ]);
   });
 
   it('names the limit, what remains and the reset of each window checked', () => {
-    expect(rateLimitHeaders({ requests: { limit: 60, remaining: 59, resetMs: 1000 }, tokens: { limit: 1000, remaining: 10, resetMs: 61_000 } })).toEqual({
+    expect(
+      rateLimitHeaders({
+        requests: { limit: 60, remaining: 59, resetMs: 1000 },
+        tokens: { limit: 1000, remaining: 10, resetMs: 61_000 },
+      }),
+    ).toEqual({
       'x-ratelimit-limit-requests': '60',
       'x-ratelimit-remaining-requests': '59',
       'x-ratelimit-reset-requests': '1s',
@@ -68,7 +124,9 @@ describe('rate limit headers', () => {
 describe('limiter options', () => {
   it('refuses a window, a Retry-After or a clock that cannot work, naming it', () => {
     expect(() => createMemoryLimiter({ windowMs: 0 })).toThrow('windowMs must be a positive integer, got 0');
-    expect(() => createMemoryLimiter({ retryAfterMs: -1 })).toThrow('retryAfterMs must be a non-negative integer, got -1');
+    expect(() => createMemoryLimiter({ retryAfterMs: -1 })).toThrow(
+      'retryAfterMs must be a non-negative integer, got -1',
+    );
     expect(() => createMemoryLimiter({ clock: {} as never })).toThrow('clock must have a now() method, got {}');
   });
 });

@@ -1,6 +1,12 @@
 /** gateway/access/model-access.ts: the one model check of a client key with a model list. */
 import { describe, expect, it } from 'vitest';
-import { invokeBodyModel, invokeRefusal, keyOf, modelRefusal, visibleModels } from '../../../gateway/access/model-access.ts';
+import {
+  invokeBodyModel,
+  invokeRefusal,
+  keyOf,
+  modelRefusal,
+  visibleModels,
+} from '../../../gateway/access/model-access.ts';
 import type { ClientKey } from '../../../gateway/access/scopes.ts';
 import { ForbiddenError } from '../../../gateway/errors.ts';
 
@@ -24,7 +30,7 @@ describe('modelRefusal', () => {
     expect(modelRefusal(LISTED, 'm2')).toBeUndefined();
   });
 
-  it('returns a 403 naming the key, the model and the key\'s models when the model is not listed', () => {
+  it("returns a 403 naming the key, the model and the key's models when the model is not listed", () => {
     const refusal = modelRefusal(LISTED, 'm3');
     expect(refusal).toBeInstanceOf(ForbiddenError);
     expect(refusal!.message).toBe('client key "team a" may not call model "m3": its models are m1, m2');
@@ -52,7 +58,11 @@ describe('invokeBodyModel', () => {
     ['a JSON object without model', json({ prompt: 'hi' }), { kind: 'none' }],
     ['a JSON object with model', json({ model: 'm1' }), { kind: 'named', model: 'm1' }],
     ['a model of another type', json({ model: 3 }), { kind: 'named', model: 3 }],
-    ['leading whitespace and a UTF-8 byte-order mark', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(' \n\t{"model":"m1"}')]), { kind: 'named', model: 'm1' }],
+    [
+      'leading whitespace and a UTF-8 byte-order mark',
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(' \n\t{"model":"m1"}')]),
+      { kind: 'named', model: 'm1' },
+    ],
     ['an object JSON.parse refuses', Buffer.from('{"model": NaN}'), { kind: 'unreadable' }],
     ['a UTF-16 byte-order mark', Buffer.from([0xff, 0xfe, 0x7b, 0x00]), { kind: 'unreadable' }],
     ['a zero byte among the first four', Buffer.from([0x7b, 0x00, 0x22, 0x00]), { kind: 'unreadable' }],

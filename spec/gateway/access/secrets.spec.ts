@@ -59,7 +59,9 @@ function refusalAsNobody(path: string): string {
 
 describe('readSecretLines', () => {
   it('returns the secrets in order, trimmed, skipping blank lines and # comments, with CRLF or LF', () => {
-    const path = secretFile('# rotated 2026-12-01: new first\r\n  new-token-0123456789  \r\n\r\nold-token-0123456789\n');
+    const path = secretFile(
+      '# rotated 2026-12-01: new first\r\n  new-token-0123456789  \r\n\r\nold-token-0123456789\n',
+    );
     expect(readSecretLines('runnerTokenFile', path)).toEqual(['new-token-0123456789', 'old-token-0123456789']);
   });
 
@@ -75,21 +77,28 @@ describe('readSecretLines', () => {
   });
 
   it('names a missing file and the reason', () => {
-    expect(refusal(join(dir, 'nope')).message).toBe(`runnerTokenFile ${JSON.stringify(join(dir, 'nope'))} cannot be read (ENOENT)`);
+    expect(refusal(join(dir, 'nope')).message).toBe(
+      `runnerTokenFile ${JSON.stringify(join(dir, 'nope'))} cannot be read (ENOENT)`,
+    );
   });
 
-  it.skipIf(process.platform === 'win32').each([0o644, 0o604, 0o666, 0o777])('refuses a file of mode %s that any user may read, without its content', (mode) => {
-    const path = secretFile('world-readable-secret-value', mode);
-    const error = refusal(path);
-    expect(error.message).toBe(
-      `runnerTokenFile ${JSON.stringify(path)} may be read by any user of this machine (mode ${mode.toString(8)}); chmod o-r it (640 or 600)`,
-    );
-    expect(error.message).not.toContain('world-readable-secret-value');
-  });
+  it.skipIf(process.platform === 'win32').each([0o644, 0o604, 0o666, 0o777])(
+    'refuses a file of mode %s that any user may read, without its content',
+    (mode) => {
+      const path = secretFile('world-readable-secret-value', mode);
+      const error = refusal(path);
+      expect(error.message).toBe(
+        `runnerTokenFile ${JSON.stringify(path)} may be read by any user of this machine (mode ${mode.toString(8)}); chmod o-r it (640 or 600)`,
+      );
+      expect(error.message).not.toContain('world-readable-secret-value');
+    },
+  );
 
   it.each(['', '\n\n', '   \n', '# only a comment\n'])('refuses a file that holds no secret: %j', (text) => {
     const path = secretFile(text);
-    expect(refusal(path).message).toBe(`runnerTokenFile ${JSON.stringify(path)} holds no secret: every line is blank or a # comment`);
+    expect(refusal(path).message).toBe(
+      `runnerTokenFile ${JSON.stringify(path)} holds no secret: every line is blank or a # comment`,
+    );
   });
 
   it('refuses a directory', () => {
@@ -110,9 +119,12 @@ describe('SecretList', () => {
     expect(list.matchDigest(secretDigest('older-token-111111'))).toBeUndefined();
   });
 
-  it.each(['', 'newest-token-00000', 'newest-token-0000000', 'NEWEST-TOKEN-000000', ' newest-token-000000'])('matches nothing for %j', (presented) => {
-    expect(list.match(presented)).toBeUndefined();
-  });
+  it.each(['', 'newest-token-00000', 'newest-token-0000000', 'NEWEST-TOKEN-000000', ' newest-token-000000'])(
+    'matches nothing for %j',
+    (presented) => {
+      expect(list.match(presented)).toBeUndefined();
+    },
+  );
 
   it('matches nothing when empty', () => {
     expect(new SecretList([]).match('anything')).toBeUndefined();

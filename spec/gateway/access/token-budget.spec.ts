@@ -18,14 +18,18 @@ describe('tokenBudget', () => {
     expect(tokenBudget(route, buf(body), 1000, 1000).outputTokens).toBe(output);
   });
 
-  it('gives a call that names no max_tokens the key\'s cap, at most its tokensPerMinute, leaving the rest of the body as it came', () => {
+  it("gives a call that names no max_tokens the key's cap, at most its tokensPerMinute, leaving the rest of the body as it came", () => {
     const body = '{"model":"m","seed":12345678901234567890,"messages":[{"role":"user","content":"hi"}] }';
     const budget = tokenBudget('chat', Buffer.from(body), 100_000, 64);
     expect(budget.outputTokens).toBe(64);
-    expect(budget.body.toString()).toBe('{"model":"m","seed":12345678901234567890,"messages":[{"role":"user","content":"hi"}] ,"max_tokens":64}');
+    expect(budget.body.toString()).toBe(
+      '{"model":"m","seed":12345678901234567890,"messages":[{"role":"user","content":"hi"}] ,"max_tokens":64}',
+    );
     expect(tokenBudget('chat', buf(chat), 300).outputTokens).toBe(300);
     expect(tokenBudget('chat', buf(chat), 100_000).outputTokens).toBe(DEFAULT_MAX_TOKENS);
-    expect(sent(tokenBudget('responses', buf({ model: 'm', input: 'x' }), 500).body)).toMatchObject({ max_output_tokens: 500 });
+    expect(sent(tokenBudget('responses', buf({ model: 'm', input: 'x' }), 500).body)).toMatchObject({
+      max_output_tokens: 500,
+    });
   });
 
   it('leaves a bound that is not a count to the engine, adding nothing beside it', () => {
@@ -36,8 +40,23 @@ describe('tokenBudget', () => {
   it('asks the engine for usage on a stream that did not, and says to strip it', () => {
     const budget = tokenBudget('chat', buf({ ...chat, stream: true, max_tokens: 5 }), 1000);
     expect(budget.stripUsage).toBe(true);
-    expect(sent(budget.body)).toEqual({ ...chat, stream: true, max_tokens: 5, stream_options: { include_usage: true } });
-    const other = tokenBudget('completions', buf({ model: 'm', prompt: 'x', stream: true, max_tokens: 5, stream_options: { include_usage: false, continuous_usage_stats: true } }), 1000);
+    expect(sent(budget.body)).toEqual({
+      ...chat,
+      stream: true,
+      max_tokens: 5,
+      stream_options: { include_usage: true },
+    });
+    const other = tokenBudget(
+      'completions',
+      buf({
+        model: 'm',
+        prompt: 'x',
+        stream: true,
+        max_tokens: 5,
+        stream_options: { include_usage: false, continuous_usage_stats: true },
+      }),
+      1000,
+    );
     expect(other.stripUsage).toBe(true);
     expect(sent(other.body).stream_options).toEqual({ include_usage: true, continuous_usage_stats: true });
   });

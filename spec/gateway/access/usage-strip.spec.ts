@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { stripInjectedUsage } from '../../../gateway/access/usage-strip.ts';
 
-const event = (payload: object | string) => `data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`;
+const event = (payload: object | string) =>
+  `data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`;
 
 describe('stripInjectedUsage', () => {
   it('drops the usage-only event and the null usage of the others, keeping every event whole', () => {

@@ -53,7 +53,14 @@ describe('UploadBudget', () => {
 });
 
 describe('notReadyReasons', () => {
-  const ready = { closing: false, inFlight: 0, maxInFlight: 10, uploadsFull: false, runnersReady: true, storeReady: true };
+  const ready = {
+    closing: false,
+    inFlight: 0,
+    maxInFlight: 10,
+    uploadsFull: false,
+    runnersReady: true,
+    storeReady: true,
+  };
 
   it('returns no reason when a new call would be taken', () => {
     expect(notReadyReasons(ready)).toEqual([]);
@@ -64,12 +71,15 @@ describe('notReadyReasons', () => {
     expect(notReadyReasons({ ...ready, inFlight: 10 })).toEqual(['max_in_flight']);
     expect(notReadyReasons({ ...ready, uploadsFull: true })).toEqual(['uploads_full']);
     expect(notReadyReasons({ ...ready, storeReady: false })).toEqual(['store_unavailable']);
-    expect(notReadyReasons({ closing: true, inFlight: 12, maxInFlight: 10, uploadsFull: true, runnersReady: false, storeReady: false })).toEqual([
-      'closing',
-      'max_in_flight',
-      'uploads_full',
-      'no_ready_runner',
-      'store_unavailable',
-    ]);
+    expect(
+      notReadyReasons({
+        closing: true,
+        inFlight: 12,
+        maxInFlight: 10,
+        uploadsFull: true,
+        runnersReady: false,
+        storeReady: false,
+      }),
+    ).toEqual(['closing', 'max_in_flight', 'uploads_full', 'no_ready_runner', 'store_unavailable']);
   });
 });

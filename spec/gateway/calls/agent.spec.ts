@@ -74,7 +74,14 @@ function answer(body: string, execMs: number): RunnerResponse {
     trailers['server-timing'] = `exec;dur=${execMs}`;
     stream.end(body);
   });
-  return { statusCode: 200, headers: { 'content-type': 'application/json' }, trailers, body: stream, opaque: null, context: {} } as unknown as RunnerResponse;
+  return {
+    statusCode: 200,
+    headers: { 'content-type': 'application/json' },
+    trailers,
+    body: stream,
+    opaque: null,
+    context: {},
+  } as unknown as RunnerResponse;
 }
 
 /** A pool of the given runners, all serving `m`. */
@@ -129,7 +136,14 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(offered).toHaveLength(1);
     expect(offered[0]).toMatchObject({ fn: 'm', type: 'sync' });
     await eventually(() => results.length === 1, 10_000, 'the after-call listener');
-    expect(results[0]).toEqual({ outcome: 'completed', status: 200, runner: 'r1', execMs: 60, totalMs: 100, latencyMs: 40 });
+    expect(results[0]).toEqual({
+      outcome: 'completed',
+      status: 200,
+      runner: 'r1',
+      execMs: 60,
+      totalMs: 100,
+      latencyMs: 40,
+    });
     const page = await metrics();
     expect(metricValue(page, 'sluice_calls_completed_total')).toBe(1);
     expect(metricValue(page, 'sluice_call_latency_sum', { outcome: 'completed' })).toBe(40);
@@ -145,7 +159,11 @@ describe('LbAgent (fake pool, fake clock)', () => {
 
   it('answers 503 PLACER_TIMEOUT with Retry-After when no runner takes the call before the placer deadline', async () => {
     const runner: Runner<RunnerResponse> = { id: 'r1', tryExec: async () => ({ kind: 'busy' }) };
-    const { url, results, metrics } = await agentWith(poolOf(runner), { clock: fakeClock(), placerTimeout: 100, retryAfter: 3 });
+    const { url, results, metrics } = await agentWith(poolOf(runner), {
+      clock: fakeClock(),
+      placerTimeout: 100,
+      retryAfter: 3,
+    });
     const res = await postJson(url, body);
     expect(res.status).toBe(503);
     expect(res.headers['retry-after']).toBe('3');
@@ -209,7 +227,7 @@ describe('LbAgent (fake pool, fake clock)', () => {
     expect(results[0]).toMatchObject({ outcome: 'errors', status: 500 });
   });
 
-  it('ends a call whose client left during placement as cancelled, counted under Fn\'s name', async () => {
+  it("ends a call whose client left during placement as cancelled, counted under Fn's name", async () => {
     let offered = false;
     const runner: Runner<RunnerResponse> = {
       id: 'r1',
@@ -222,7 +240,12 @@ describe('LbAgent (fake pool, fake clock)', () => {
     };
     const { url, results, metrics } = await agentWith(poolOf(runner), { clock: fakeClock() });
     const client = new AbortController();
-    const gone = request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' }, signal: client.signal }).catch(() => 'aborted');
+    const gone = request(url, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json' },
+      signal: client.signal,
+    }).catch(() => 'aborted');
     await eventually(() => offered, 10_000, 'the offer');
     client.abort();
     expect(await gone).toBe('aborted');
@@ -268,11 +291,21 @@ describe('call hooks', () => {
     const runner = await realRunner(await recordingEngineAt([]));
     let refuse: Error = new GatewayError('AUTH_DENIED', 403, 'invalid_request_error', 'tenant over quota');
     const url = await gatewayWith([runner], {
-      listeners: [{ beforeCall: () => { throw refuse; } }],
+      listeners: [
+        {
+          beforeCall: () => {
+            throw refuse;
+          },
+        },
+      ],
     });
     const denied = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(denied.status).toBe(403);
-    expect(denied.json.error).toEqual({ message: 'tenant over quota', type: 'invalid_request_error', code: 'AUTH_DENIED' });
+    expect(denied.json.error).toEqual({
+      message: 'tenant over quota',
+      type: 'invalid_request_error',
+      code: 'AUTH_DENIED',
+    });
     refuse = new TypeError('boom');
     const failed = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(failed.status).toBe(500);
@@ -281,7 +314,15 @@ describe('call hooks', () => {
 
   it('keeps the client answer when an after-call listener throws', async () => {
     const runner = await realRunner(await recordingEngineAt([]));
-    const url = await gatewayWith([runner], { listeners: [{ afterCall: () => { throw new Error('audit sink down'); } }] });
+    const url = await gatewayWith([runner], {
+      listeners: [
+        {
+          afterCall: () => {
+            throw new Error('audit sink down');
+          },
+        },
+      ],
+    });
     expect((await postJson(`${url}/v1/chat/completions`, chatBody())).status).toBe(200);
     expect((await postJson(`${url}/v1/chat/completions`, chatBody())).status).toBe(200);
   });

@@ -25,13 +25,23 @@ describe('gateway calls', () => {
   });
 
   it('serves completions, embeddings, /invoke and /v1/models', async () => {
-    const completion = await postJson(`${suite.gw}/v1/completions`, JSON.stringify({ model: 'sim-small', prompt: 'hi', max_tokens: 2 }));
+    const completion = await postJson(
+      `${suite.gw}/v1/completions`,
+      JSON.stringify({ model: 'sim-small', prompt: 'hi', max_tokens: 2 }),
+    );
     expect(completion.status).toBe(200);
     expect(completion.json.object).toBe('text_completion');
-    const embedding = await postJson(`${suite.gw}/v1/embeddings`, JSON.stringify({ model: 'sim-small', input: ['a', 'b'] }));
+    const embedding = await postJson(
+      `${suite.gw}/v1/embeddings`,
+      JSON.stringify({ model: 'sim-small', input: ['a', 'b'] }),
+    );
     expect(embedding.status).toBe(200);
     expect(embedding.json.data).toHaveLength(2);
-    const invoke = await request(`${suite.gw}/invoke/resize`, { method: 'POST', body: 'raw bytes', headers: { 'content-type': 'application/octet-stream' } });
+    const invoke = await request(`${suite.gw}/invoke/resize`, {
+      method: 'POST',
+      body: 'raw bytes',
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     expect(invoke.statusCode).toBe(200);
     expect(await invoke.body.json()).toMatchObject({ fn: 'resize', bytes: 9 });
     const models = await request(`${suite.gw}/v1/models`);
@@ -51,7 +61,12 @@ describe('gateway calls', () => {
       ['a body that is not an object', '[1,2]', 400, 'GW_INVALID_BODY'],
       ['a missing model', '{"messages":[]}', 400, 'GW_MISSING_MODEL'],
       ['an unknown model', '{"model":"no-such-model","messages":[]}', 404, 'GW_UNKNOWN_MODEL'],
-      ['a body over the limit', JSON.stringify({ model: 'sim-small', pad: 'x'.repeat(5000) }), 413, 'GW_BODY_TOO_LARGE'],
+      [
+        'a body over the limit',
+        JSON.stringify({ model: 'sim-small', pad: 'x'.repeat(5000) }),
+        413,
+        'GW_BODY_TOO_LARGE',
+      ],
     ])('answers %s with its status and code', async (_what, body, status, code) => {
       const res = await postJson(`${suite.gw}/v1/chat/completions`, body);
       expect(res.status).toBe(status);
@@ -68,7 +83,9 @@ describe('gateway calls', () => {
         socket.on('data', (d) => (data += d.toString()));
         socket.on('close', () => resolve(data));
         socket.on('error', reject);
-        socket.write('POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"model":');
+        socket.write(
+          'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"model":',
+        );
       });
       expect(answer).toMatch(/^HTTP\/1.1 408/);
       expect(answer).toContain('GW_BODY_TIMEOUT');
@@ -132,7 +149,10 @@ describe('gateway latency', () => {
   it('records latency net of the execution time the runner reported', async () => {
     // A second of execution per call: far more than a busy machine adds outside the gateway.
     const ttftMs = 1000;
-    fleet = await startFleet({ nodes: 1, engineArgs: ['--ttft-ms', String(ttftMs), '--itl-ms', '0', '--output-tokens', '1'] });
+    fleet = await startFleet({
+      nodes: 1,
+      engineArgs: ['--ttft-ms', String(ttftMs), '--itl-ms', '0', '--output-tokens', '1'],
+    });
     let wallSum = 0;
     for (let i = 0; i < 3; i++) {
       const sent = performance.now();

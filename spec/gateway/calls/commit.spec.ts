@@ -49,7 +49,8 @@ function inOrder(urls: string[]): Placer {
   const rank = (r: Runner<unknown>) => urls.findIndex((u) => new URL(u).host === r.id);
   return {
     name: 'in-order',
-    order: <R extends Runner<unknown>>(_call: RunnerCall, runners: readonly R[]) => [...runners].sort((a, b) => rank(a) - rank(b)),
+    order: <R extends Runner<unknown>>(_call: RunnerCall, runners: readonly R[]) =>
+      [...runners].sort((a, b) => rank(a) - rank(b)),
   };
 }
 

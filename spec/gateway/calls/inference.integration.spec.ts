@@ -10,7 +10,15 @@ import { createGateway } from '../../../gateway/server.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
 import { createSimEngine } from '../../../runner/engines/sim/server.ts';
 import { createRunner } from '../../../runner/server.ts';
-import { OPERATOR_TOKEN, asOperator, chatBody, eventually, getJson, metricValue, postJson } from '../../support/fleet.ts';
+import {
+  OPERATOR_TOKEN,
+  asOperator,
+  chatBody,
+  eventually,
+  getJson,
+  metricValue,
+  postJson,
+} from '../../support/fleet.ts';
 
 /** The simulated engine's delay before the first token, ms: the TTFT the gateway sees is at least this. */
 const TTFT_MS = 60;
@@ -31,7 +39,12 @@ beforeAll(async () => {
   cleanups.push(() => runner.close({ drainTimeout: 0 }));
   const telemetry = createPrometheusMetrics();
   cleanups.push(() => telemetry.shutdown());
-  const gateway = createGateway({ runners: [runnerUrl], operatorTokens: [OPERATOR_TOKEN], meterProvider: telemetry.meterProvider, renderMetrics: telemetry.render });
+  const gateway = createGateway({
+    runners: [runnerUrl],
+    operatorTokens: [OPERATOR_TOKEN],
+    meterProvider: telemetry.meterProvider,
+    renderMetrics: telemetry.render,
+  });
   ({ url: gw } = await gateway.listen());
   cleanups.push(() => gateway.close());
   runnerId = (await getJson(`${gw}/v1/runners`, asOperator)).json.data[0].id;
@@ -80,8 +93,12 @@ describe('inference metrics on a gateway with a real runner and a simulated engi
     expect(page).toMatch(/gen_ai_server_time_to_first_token_bucket\{[^}]*le="0\.1"\}/);
     // Tokens: the stream's usage chunk and the JSON answer's usage block.
     const streamUsage = JSON.parse(streamed.trim().split('\n\n').at(-2)!.slice('data: '.length)).usage;
-    expect(metricValue(page, 'gen_ai_client_token_usage_sum', { ...on, gen_ai_token_type: 'output' })).toBe(streamUsage.completion_tokens + json.usage.completion_tokens);
-    expect(metricValue(page, 'gen_ai_client_token_usage_sum', { ...on, gen_ai_token_type: 'input' })).toBe(streamUsage.prompt_tokens + json.usage.prompt_tokens);
+    expect(metricValue(page, 'gen_ai_client_token_usage_sum', { ...on, gen_ai_token_type: 'output' })).toBe(
+      streamUsage.completion_tokens + json.usage.completion_tokens,
+    );
+    expect(metricValue(page, 'gen_ai_client_token_usage_sum', { ...on, gen_ai_token_type: 'input' })).toBe(
+      streamUsage.prompt_tokens + json.usage.prompt_tokens,
+    );
     expect(metricValue(page, 'gen_ai_client_token_usage_count', { ...on, gen_ai_token_type: 'output' })).toBe(2);
   });
 
@@ -125,14 +142,21 @@ describe('queue wait and failures by code, with a runner of one slot', () => {
     const start = async (placerTimeout: number) => {
       const telemetry = createPrometheusMetrics();
       local.push(() => telemetry.shutdown());
-      const gateway = createGateway({ runners: [runnerUrl], operatorTokens: [OPERATOR_TOKEN], meterProvider: telemetry.meterProvider, renderMetrics: telemetry.render, placerTimeout });
+      const gateway = createGateway({
+        runners: [runnerUrl],
+        operatorTokens: [OPERATOR_TOKEN],
+        meterProvider: telemetry.meterProvider,
+        renderMetrics: telemetry.render,
+        placerTimeout,
+      });
       const { url } = await gateway.listen();
       local.push(() => gateway.close());
       return url;
     };
     const patient = await start(30_000);
     const hasty = await start(100);
-    const busy = async () => metricValue(await (await request(`${runnerUrl}/metrics`)).body.text(), 'sluice_runner_slots_in_use') === 1;
+    const busy = async () =>
+      metricValue(await (await request(`${runnerUrl}/metrics`)).body.text(), 'sluice_runner_slots_in_use') === 1;
 
     // The first call takes the slot; the second waits in the queue for it, then runs.
     const first = postJson(`${patient}/v1/chat/completions`, chatBody());
@@ -154,7 +178,11 @@ describe('queue wait and failures by code, with a runner of one slot', () => {
     expect(stats.calls.byOutcome.server_busy).toBe(1);
     // A call no runner answered is not a call of the model's series.
     expect(stats.models).toEqual({});
-    expect(metricValue((await getJson(`${hasty}/metrics`, asOperator)).text, 'sluice_calls_failed_total', { code: 'PLACER_TIMEOUT' })).toBe(1);
+    expect(
+      metricValue((await getJson(`${hasty}/metrics`, asOperator)).text, 'sluice_calls_failed_total', {
+        code: 'PLACER_TIMEOUT',
+      }),
+    ).toBe(1);
   });
 });
 
@@ -162,9 +190,23 @@ describe('detached calls in GET /v1/stats', () => {
   it('counts a detached call accepted, then succeeded, and none left placing or running', async () => {
     const before = (await getJson(`${gw}/v1/stats`, asOperator)).json.detached;
     expect(before).toEqual({ queued: 0, running: 0, accepted: 0, succeeded: 0, failed: 0, cancelled: 0, expired: 0 });
-    const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 6 }), { prefer: 'respond-async' });
+    const accepted = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 6 }), {
+      prefer: 'respond-async',
+    });
     expect(accepted.status).toBe(202);
-    await eventually(async () => (await getJson(`${gw}/v1/stats`, asOperator)).json.detached.succeeded === 1, 10_000, 'the detached call counted succeeded');
-    expect((await getJson(`${gw}/v1/stats`, asOperator)).json.detached).toEqual({ queued: 0, running: 0, accepted: 1, succeeded: 1, failed: 0, cancelled: 0, expired: 0 });
+    await eventually(
+      async () => (await getJson(`${gw}/v1/stats`, asOperator)).json.detached.succeeded === 1,
+      10_000,
+      'the detached call counted succeeded',
+    );
+    expect((await getJson(`${gw}/v1/stats`, asOperator)).json.detached).toEqual({
+      queued: 0,
+      running: 0,
+      accepted: 1,
+      succeeded: 1,
+      failed: 0,
+      cancelled: 0,
+      expired: 0,
+    });
   });
 });

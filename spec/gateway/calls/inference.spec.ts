@@ -15,7 +15,8 @@ function clock(start = 1_000) {
 
 const chunk = (id: number, content: string, extra = '') =>
   `data: {"id":"c${id}","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"${content}"}}]${extra}}\n\n`;
-const USAGE_CHUNK = 'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}\n\n';
+const USAGE_CHUNK =
+  'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}\n\n';
 
 function streamWatch(c = clock()) {
   return { c, watch: new AnswerWatch({ sse: true, json: false, startedAt: 1_000, now: c.now }) };
@@ -78,14 +79,14 @@ describe('AnswerWatch on a stream', () => {
     c.advance(10);
     watch.chunk(Buffer.from(chunk(3, 'c', ',"usage":null')));
     c.advance(500);
-    watch.chunk(Buffer.from(USAGE_CHUNK + 'data: [DONE]\n\n'));
+    watch.chunk(Buffer.from(`${USAGE_CHUNK}data: [DONE]\n\n`));
     // The closing chunks came 500 ms late: they do not stretch the gap between tokens.
     expect(watch.finish()).toEqual({ ttftMs: 100, perEventMs: 10, events: 3, usage: { input: 12, output: 3 } });
   });
 
   it('returns no usage for a stream without one (include_usage not asked), and no gap for a single event', () => {
     const { watch } = streamWatch();
-    watch.chunk(Buffer.from(chunk(1, 'a') + 'data: [DONE]\n\n'));
+    watch.chunk(Buffer.from(`${chunk(1, 'a')}data: [DONE]\n\n`));
     expect(watch.finish()).toEqual({ ttftMs: 0, events: 1 });
   });
 
@@ -99,7 +100,7 @@ describe('AnswerWatch on a JSON answer', () => {
   const completion = (pad: number) =>
     `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"${'z'.repeat(pad)}"}}],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9,"prompt_tokens_details":null}}`;
 
-  it('returns no time to first token, and the usage block from the answer\'s end', () => {
+  it("returns no time to first token, and the usage block from the answer's end", () => {
     const c = clock();
     const watch = new AnswerWatch({ sse: false, json: true, startedAt: 1_000, now: c.now });
     c.advance(300);
@@ -132,11 +133,19 @@ describe('AnswerWatch on a JSON answer', () => {
 
 describe('readUsage', () => {
   it.each([
-    ['chat completions', '{"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}}', { input: 5, output: 6 }],
+    [
+      'chat completions',
+      '{"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}}',
+      { input: 5, output: 6 },
+    ],
     ['the Responses API', '{"usage":{"input_tokens":5,"output_tokens":6,"total_tokens":11}}', { input: 5, output: 6 }],
     ['embeddings (input only)', '{"data":[],"usage":{"prompt_tokens":4,"total_tokens":4}}', { input: 4 }],
     ['spaces around the colon', '{"usage" : {"prompt_tokens":1,"completion_tokens":2}}', { input: 1, output: 2 }],
-    ['a string holding a brace in the block', '{"usage":{"note":"}{","prompt_tokens":1,"completion_tokens":2}}', { input: 1, output: 2 }],
+    [
+      'a string holding a brace in the block',
+      '{"usage":{"note":"}{","prompt_tokens":1,"completion_tokens":2}}',
+      { input: 1, output: 2 },
+    ],
   ])('returns the counts of %s', (_name, text, expected) => {
     expect(readUsage(Buffer.from(text))).toEqual(expected);
   });
@@ -144,7 +153,7 @@ describe('readUsage', () => {
   it.each([
     ['no usage block', '{"choices":[]}'],
     ['a null usage', '{"usage":null}'],
-    ['a block cut at the tail\'s start or end', '{"usage":{"prompt_tokens":1,'],
+    ["a block cut at the tail's start or end", '{"usage":{"prompt_tokens":1,'],
     ['a block with no count', '{"usage":{"foo":1}}'],
     ['negative or fractional counts', '{"usage":{"prompt_tokens":-1,"completion_tokens":1.5}}'],
     ['a block that is not JSON', '{"usage":{prompt_tokens:1}}'],
@@ -157,7 +166,9 @@ describe('InferenceRecorder', () => {
   /** Instruments that keep what was recorded, with the attribute objects as given. */
   function recording() {
     const records: Array<[string, number, object]> = [];
-    const histogram = (name: string) => ({ record: (value: number, attributes: object) => void records.push([name, value, attributes]) });
+    const histogram = (name: string) => ({
+      record: (value: number, attributes: object) => void records.push([name, value, attributes]),
+    });
     const instruments = {
       timeToFirstToken: histogram('ttft'),
       timePerOutputToken: histogram('tpot'),
@@ -184,8 +195,16 @@ describe('InferenceRecorder', () => {
       ['tokens', 5],
     ]);
     expect(records[0]![2]).toEqual({ 'gen_ai.request.model': 'm', 'sluice.runner.id': 'r1' });
-    expect(records[4]![2]).toEqual({ 'gen_ai.request.model': 'm', 'sluice.runner.id': 'r1', 'gen_ai.token.type': 'input' });
-    expect(records[5]![2]).toEqual({ 'gen_ai.request.model': 'm', 'sluice.runner.id': 'r1', 'gen_ai.token.type': 'output' });
+    expect(records[4]![2]).toEqual({
+      'gen_ai.request.model': 'm',
+      'sluice.runner.id': 'r1',
+      'gen_ai.token.type': 'input',
+    });
+    expect(records[5]![2]).toEqual({
+      'gen_ai.request.model': 'm',
+      'sluice.runner.id': 'r1',
+      'gen_ai.token.type': 'output',
+    });
     // The same objects for the second call: nothing built per call.
     expect(records[6]![2]).toBe(records[0]![2]);
     expect(records[10]![2]).toBe(records[4]![2]);
@@ -197,7 +216,14 @@ describe('InferenceRecorder', () => {
     const c = clock(0);
     const window = new StatsWindow({ clock: c });
     const recorder = new InferenceRecorder(instruments, window);
-    recorder.record({ model: 'm', runner: 'r1', durationMs: 10, queueWaitMs: 5, ok: false, reading: { ttftMs: 3, events: 1 } });
+    recorder.record({
+      model: 'm',
+      runner: 'r1',
+      durationMs: 10,
+      queueWaitMs: 5,
+      ok: false,
+      reading: { ttftMs: 3, events: 1 },
+    });
     expect(records.map(([name]) => name)).toEqual(['queue']);
     const m = window.models().m!;
     expect(m.ttftMs).toBeNull();

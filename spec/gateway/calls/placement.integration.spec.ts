@@ -33,7 +33,9 @@ describe('placement across runners', () => {
     const [a, b, c] = await Promise.all([call(), call(), call()]);
     for (const r of [a, b, c]) expect(r!.status).toBe(200);
     // Two slots in the whole pool: the first two calls ran side by side on different runners.
-    expect(new Set([a!.headers['sluice-runner-id'], b!.headers['sluice-runner-id'], c!.headers['sluice-runner-id']]).size).toBe(2);
+    expect(
+      new Set([a!.headers['sluice-runner-id'], b!.headers['sluice-runner-id'], c!.headers['sluice-runner-id']]).size,
+    ).toBe(2);
     const page = await metrics(fleet.gateway);
     expect(metricValue(page, 'sluice_placer_retries_total', { reason: 'busy' })).toBeGreaterThan(0);
     // Every call ran exactly once.
@@ -62,7 +64,11 @@ describe('placement across runners', () => {
       gatewayArgs: ['--placer-timeout', '300ms', '--retry-after', '2'],
     });
     const long = postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody());
-    await eventually(async () => metricValue(await metrics(fleet.nodes[0]!.engine), 'vllm:num_requests_running') === 1, 10_000, 'the long call to run');
+    await eventually(
+      async () => metricValue(await metrics(fleet.nodes[0]!.engine), 'vllm:num_requests_running') === 1,
+      10_000,
+      'the long call to run',
+    );
     const started = Date.now();
     const refused = await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody());
     expect(refused.status).toBe(503);
@@ -100,7 +106,11 @@ describe('failures after commit', () => {
     expect(text).not.toContain('data: [DONE]');
     expect(text).toContain('GW_RUNNER_FAILED_AFTER_COMMIT');
     // The engine behind the dead runner saw the call and its abort; the other never saw it.
-    await eventually(async () => (await engineTotal(fleet, 'sluice_sim_requests_aborted_total')) === 1, 5000, 'the engine abort');
+    await eventually(
+      async () => (await engineTotal(fleet, 'sluice_sim_requests_aborted_total')) === 1,
+      5000,
+      'the engine abort',
+    );
     expect(await engineTotal(fleet, 'sluice_sim_requests_total')).toBe(1);
     expect(metricValue(await metrics(fleet.gateway), 'sluice_calls_errors_total')).toBe(1);
   });
@@ -118,8 +128,16 @@ describe('failures after commit', () => {
       controller.abort();
       break;
     }
-    await eventually(async () => metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') === 1, 5000, 'the engine abort');
-    await eventually(async () => metricValue(await metrics(fleet.gateway), 'sluice_calls_canceled_total') === 1, 5000, 'the canceled count');
+    await eventually(
+      async () => metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') === 1,
+      5000,
+      'the engine abort',
+    );
+    await eventually(
+      async () => metricValue(await metrics(fleet.gateway), 'sluice_calls_canceled_total') === 1,
+      5000,
+      'the canceled count',
+    );
   });
 });
 
@@ -131,7 +149,8 @@ describe('custom placer', () => {
       gatewayArgs: ['--placer', './spec/fixtures/placers/first-free.ts'],
     });
     const seen: unknown[] = [];
-    for (let i = 0; i < 4; i++) seen.push((await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody())).headers['sluice-runner-id']);
+    for (let i = 0; i < 4; i++)
+      seen.push((await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody())).headers['sluice-runner-id']);
     // first-free offers runners by id (host:port) from highest to lowest; all are free.
     const hosts = fleet.nodes.map((n, i) => ({ host: new URL(n.runner.url).host, id: `runner-${i + 1}` }));
     const expected = hosts.sort((x, y) => (x.host < y.host ? 1 : -1))[0]!.id;
@@ -151,7 +170,14 @@ describe('prefix-affinity on simulated engines', () => {
     const ask = (question: string) =>
       postJson(
         `${fleet.gateway.url}/v1/chat/completions`,
-        JSON.stringify({ model: 'sim-small', max_tokens: 30, messages: [{ role: 'system', content: system }, { role: 'user', content: question }] }),
+        JSON.stringify({
+          model: 'sim-small',
+          max_tokens: 30,
+          messages: [
+            { role: 'system', content: system },
+            { role: 'user', content: question },
+          ],
+        }),
       );
     const sequential: unknown[] = [];
     for (let i = 0; i < 5; i++) {

@@ -30,7 +30,11 @@ describe('turnOf', () => {
   });
 
   it('refuses a priority that names no class, naming the header and the value', () => {
-    const error = expectThrows(() => turnOf(request({ 'sluice-priority': 'urgent' }), undefined, 'batch'), InvalidPriorityError, { code: 'GW_INVALID_PRIORITY', status: 400 });
+    const error = expectThrows(
+      () => turnOf(request({ 'sluice-priority': 'urgent' }), undefined, 'batch'),
+      InvalidPriorityError,
+      { code: 'GW_INVALID_PRIORITY', status: 400 },
+    );
     expect(error.message).toContain('sluice-priority');
     expect(error.message).toContain('"urgent"');
   });

@@ -29,7 +29,10 @@ function started(): string[] {
   } catch {
     return [];
   }
-  const lines = text.split('\n').filter(Boolean).map((l) => l.split(' '));
+  const lines = text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split(' '));
   const refused = new Set(lines.filter(([, what]) => what === 'refused').map(([id]) => id));
   return lines.filter(([id, what]) => what === 'start' && !refused.has(id)).map(([id]) => id!);
 }
@@ -42,17 +45,30 @@ async function waiting(gw: string): Promise<number> {
  * Sends one call and resolves with its id once the gateway has it in hand: started on an engine
  * or waiting in the queue. Sent one after another, the calls' arrival order is the send order.
  */
-async function send(gw: string, sent: Promise<string>[], base: number, headers: Record<string, string> = {}): Promise<void> {
+async function send(
+  gw: string,
+  sent: Promise<string>[],
+  base: number,
+  headers: Record<string, string> = {},
+): Promise<void> {
   const before = base + sent.length;
   sent.push(
-    request(`${gw}/v1/chat/completions`, { method: 'POST', body: chatBody(), headers: { 'content-type': 'application/json', ...headers } }).then(async (res) => {
+    request(`${gw}/v1/chat/completions`, {
+      method: 'POST',
+      body: chatBody(),
+      headers: { 'content-type': 'application/json', ...headers },
+    }).then(async (res) => {
       await res.body.dump();
       expect(res.statusCode).toBe(200);
       return res.headers['sluice-call-id'] as string;
     }),
   );
   // A woken call walking the pool is briefly in neither count; it lands in one of them.
-  await eventually(async () => started().length + (await waiting(gw)) >= before + 1, 10_000, `call ${before} started or queued`);
+  await eventually(
+    async () => started().length + (await waiting(gw)) >= before + 1,
+    10_000,
+    `call ${before} started or queued`,
+  );
 }
 
 /** The fleet's slots: 3 runners with 2 each. */
@@ -71,7 +87,13 @@ const SPREAD_MS = 200;
  * within a millisecond of each other go to two runners and may reach their engines in either
  * order, and the engines' log would then show the network's order instead of the queue's.
  */
-async function sendAll(gw: string, sent: Promise<string>[], base: number, count: number, headers: Record<string, string> = {}): Promise<void> {
+async function sendAll(
+  gw: string,
+  sent: Promise<string>[],
+  base: number,
+  count: number,
+  headers: Record<string, string> = {},
+): Promise<void> {
   for (let i = 0; i < count; i++) {
     await send(gw, sent, base, headers);
     if (i < SLOTS) await new Promise((r) => setTimeout(r, SPREAD_MS));
@@ -109,7 +131,9 @@ describe('the wait queue on real processes', () => {
     await sendAll(gw, sent, before, BURST, { 'sluice-priority': 'batch' });
     await eventually(async () => (await waiting(gw)) === BURST - SLOTS, 10_000, `${BURST - SLOTS} batch calls waiting`);
     const queue = (await getJson(`${gw}/v1/queue`, asOperator)).json;
-    expect(queue.models).toEqual([expect.objectContaining({ model: 'sim-small', priority: 'batch', waiting: BURST - SLOTS })]);
+    expect(queue.models).toEqual([
+      expect.objectContaining({ model: 'sim-small', priority: 'batch', waiting: BURST - SLOTS }),
+    ]);
     const interactive = request(`${gw}/v1/chat/completions`, {
       method: 'POST',
       body: chatBody(),

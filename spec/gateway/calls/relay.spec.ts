@@ -37,7 +37,9 @@ afterEach(async () => {
 async function relayed(response: RunnerResponse, during: () => void = () => {}) {
   let result: Promise<RelayResult> | undefined;
   server = createServer((_req, out: ServerResponse) => {
-    result = relay(response, out, { 'sluice-call-id': 'c1' }, { id: 'r1' }, new AbortController().signal, { type: answerType(response.headers) });
+    result = relay(response, out, { 'sluice-call-id': 'c1' }, { id: 'r1' }, new AbortController().signal, {
+      type: answerType(response.headers),
+    });
     during();
   });
   await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
@@ -81,7 +83,11 @@ describe('relay', () => {
   });
 
   it('maps RUNNER_ENGINE_TIMEOUT in the header of a runner 504 to 504 GW_CALL_TIMEOUT with the runner message', async () => {
-    const { response, body } = fakeResponse(504, { 'content-type': 'application/json', [ERROR_TRAILER]: EngineErrorCode.timeout }, '{"error":{"message":"ran past its budget"}}');
+    const { response, body } = fakeResponse(
+      504,
+      { 'content-type': 'application/json', [ERROR_TRAILER]: EngineErrorCode.timeout },
+      '{"error":{"message":"ran past its budget"}}',
+    );
     const got = await relayed(response, () => body.end());
     expect(got.status).toBe(504);
     const error = JSON.parse(got.text).error;

@@ -13,7 +13,14 @@ function setup(options: { maxQueued?: number; maxQueuedPerFlow?: number; retryAl
   const ended: string[] = [];
   const ends = new Map<string, WaitEnd>();
   const waiters = new Map<string, { waiter: Waiter; client: AbortController }>();
-  const join = (name: string, flow = 'f', priority: Priority = 'batch', model = 'm', deadline = FAR, prefers?: string): Waiter => {
+  const join = (
+    name: string,
+    flow = 'f',
+    priority: Priority = 'batch',
+    model = 'm',
+    deadline = FAR,
+    prefers?: string,
+  ): Waiter => {
     const client = new AbortController();
     const waiter = waiters.get(name)?.waiter ?? queue.waiter({ model, priority, flow }, client.signal, deadline);
     if (!waiters.has(name)) waiters.set(name, { waiter, client });
@@ -33,7 +40,8 @@ function setup(options: { maxQueued?: number; maxQueuedPerFlow?: number; retryAl
 describe('WaitQueue: a slot freed on a runner goes to a call that prefers it', () => {
   type Join = ReturnType<typeof setup>['join'];
   /** Joins `name` in its own flow, preferring `runner` (none when undefined). */
-  const prefer = (join: Join, name: string, runner: string | undefined): Waiter => join(name, `flow-${name}`, 'batch', 'm', FAR, runner);
+  const prefer = (join: Join, name: string, runner: string | undefined): Waiter =>
+    join(name, `flow-${name}`, 'batch', 'm', FAR, runner);
 
   it('wakes the call preferring the freed runner before the head, and the head when none prefers it', async () => {
     const { queue, join, ended, settle } = setup();
@@ -142,17 +150,20 @@ describe('WaitQueue', () => {
     expect(ended).toEqual(names);
   });
 
-  it.each([6, 24])('wakes an interactive waiter that joined behind %i batch ones first, then the batch ones in arrival order', async (count) => {
-    const { queue, join, ended, settle } = setup();
-    const batch = Array.from({ length: count }, (_, i) => `b${i}`);
-    for (const n of batch) join(n, 'f', 'batch');
-    join('i', 'f', 'interactive');
-    while (queue.waiting > 0) {
-      queue.wake(1);
-      await settle();
-    }
-    expect(ended).toEqual(['i', ...batch]);
-  });
+  it.each([6, 24])(
+    'wakes an interactive waiter that joined behind %i batch ones first, then the batch ones in arrival order',
+    async (count) => {
+      const { queue, join, ended, settle } = setup();
+      const batch = Array.from({ length: count }, (_, i) => `b${i}`);
+      for (const n of batch) join(n, 'f', 'batch');
+      join('i', 'f', 'interactive');
+      while (queue.waiting > 0) {
+        queue.wake(1);
+        await settle();
+      }
+      expect(ended).toEqual(['i', ...batch]);
+    },
+  );
 
   it('wakes every interactive waiter before any batch one, whatever their arrival', async () => {
     const { queue, join, ended, settle } = setup();
@@ -238,7 +249,7 @@ describe('WaitQueue', () => {
     expect(queue.waiting).toBe(0);
   });
 
-  it('refuses a waiter past the total bound or its flow\'s, and admits again once one leaves', async () => {
+  it("refuses a waiter past the total bound or its flow's, and admits again once one leaves", async () => {
     const { queue, join, ends, waiters, settle } = setup({ maxQueued: 3, maxQueuedPerFlow: 2 });
     join('a1', 'A');
     join('a2', 'A');
@@ -284,7 +295,7 @@ describe('WaitQueue', () => {
     expect(queue.waitingFor('o')).toBe(1);
   });
 
-  it('offers only the head of each model\'s queue every retryAllDelay while anyone waits', async () => {
+  it("offers only the head of each model's queue every retryAllDelay while anyone waits", async () => {
     const { clock, queue, join, ended, settle } = setup({ retryAllDelay: 10 });
     join('m1', 'f', 'batch', 'm');
     join('m2', 'f', 'batch', 'm');

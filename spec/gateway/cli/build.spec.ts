@@ -5,7 +5,16 @@
  * starts its children from the build, and that the specs themselves start the sources.
  */
 import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +40,9 @@ describe('the production build', () => {
     bin = join(dir, 'gateway/cli/sluice.mjs');
     copyFileSync(join(root, 'gateway/cli/sluice.mjs'), bin);
     symlinkSync(realpathSync(join(root, 'node_modules')), join(dir, 'node_modules'));
-    await run(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json'), '--outDir', join(dir, 'dist')], { cwd: root });
+    await run(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json'), '--outDir', join(dir, 'dist')], {
+      cwd: root,
+    });
   }, 240_000);
 
   afterAll(() => {
@@ -53,7 +64,9 @@ describe('the production build', () => {
 
   it('starts children with the bin when built, and with tsx-sluice.mjs on the sources', () => {
     const script = `const { SLUICE_BIN } = await import(${JSON.stringify(join(dir, 'dist/placer/kernel/processes.js'))}); console.log(SLUICE_BIN);`;
-    expect(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }).trim()).toBe(bin);
+    expect(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }).trim()).toBe(
+      bin,
+    );
     expect(SLUICE_BIN).toBe(join(root, 'gateway/cli/tsx-sluice.mjs'));
   });
 
@@ -63,7 +76,10 @@ describe('the production build', () => {
       `const { startBareProxy } = await import(${JSON.stringify(join(dir, 'dist/k6/driver/bare-proxy.js'))});` +
       `const proxy = await startBareProxy('http://127.0.0.1:9', process.env);` +
       `const answer = await fetch(proxy.url + '/x'); console.log(answer.status); await proxy.stop();`;
-    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(stdout.trim()).toBe('502');
   });
 
@@ -84,20 +100,28 @@ describe('the production build', () => {
   });
 
   it('serves a call through `sluice up` run from the build, its children built too', async () => {
-    const up = spawn(process.execPath, [bin, 'up', '--port', '0', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    const up = spawn(process.execPath, [bin, 'up', '--port', '0', '--log-level', 'warn'], {
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    });
     let stderr = '';
     up.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     const exited = new Promise<number | null>((resolve) => up.once('exit', (code) => resolve(code)));
     try {
       const url = await new Promise<string>((resolve, reject) => {
-        up.on('message', (m: { type?: string; url?: string }) => m?.type === 'listening' && typeof m.url === 'string' && resolve(m.url));
+        up.on(
+          'message',
+          (m: { type?: string; url?: string }) =>
+            m?.type === 'listening' && typeof m.url === 'string' && resolve(m.url),
+        );
         up.once('exit', (code) => reject(new Error(`sluice up exited (${code}) before listening\n${stderr}`)));
       });
       const res = await postJson(`${url}/v1/chat/completions`, chatBody());
       expect(res.status).toBe(200);
       expect(res.json.object).toBe('chat.completion');
       // Two runners and two engines, each started from the temporary checkout's bin.
-      const children = childPids(up.pid!).map(commandLine).filter((line) => line.includes('sluice'));
+      const children = childPids(up.pid!)
+        .map(commandLine)
+        .filter((line) => line.includes('sluice'));
       expect(children).toHaveLength(4);
       for (const line of children) expect(line).toContain(`${bin} `);
       const pids = childPids(up.pid!);

@@ -15,7 +15,12 @@ import { placerDefaults } from '../../../placer/options.ts';
 import { simEngineDefaults } from '../../../runner/engines/sim/options.ts';
 import { runnerDefaults } from '../../../runner/options.ts';
 
-const gateway = { ...placerDefaults, ...gatewayDefaults, callbackAllowPrivate: callbackPolicyDefaults.allowPrivate, redisConnectTimeout: redisDefaults.connectTimeout };
+const gateway = {
+  ...placerDefaults,
+  ...gatewayDefaults,
+  callbackAllowPrivate: callbackPolicyDefaults.allowPrivate,
+  redisConnectTimeout: redisDefaults.connectTimeout,
+};
 const sim = {
   ...simEngineDefaults,
   model: simEngineDefaults.models,
@@ -44,36 +49,42 @@ function rowOf(help: string, setting: Setting): string {
 }
 
 describe('command tables', () => {
-  it.each(Object.keys(commands).filter((name) => !ownFlagsOnly.has(name)))('%s: --help shows the library default of every flag that has one, and the CLI leaves it out', async (name) => {
-    const command = (await loadCommand(name))!;
-    const defaults = libraryDefaults[name]!;
-    const help = formatHelp(`sluice ${name}`, command.summary, command.settings);
-    const resolved = resolveSettings(command.settings, [], {}).values;
-    let checked = 0;
-    for (const setting of command.settings) {
-      if (!Object.hasOwn(defaults, setting.key)) {
-        // A flag no library default stands behind shows none of its own making up: the command's own default, or words.
-        expect(setting.libraryDefault, flagOf(setting.key)).toBeUndefined();
-        continue;
+  it.each(Object.keys(commands).filter((name) => !ownFlagsOnly.has(name)))(
+    '%s: --help shows the library default of every flag that has one, and the CLI leaves it out',
+    async (name) => {
+      const command = (await loadCommand(name))!;
+      const defaults = libraryDefaults[name]!;
+      const help = formatHelp(`sluice ${name}`, command.summary, command.settings);
+      const resolved = resolveSettings(command.settings, [], {}).values;
+      let checked = 0;
+      for (const setting of command.settings) {
+        if (!Object.hasOwn(defaults, setting.key)) {
+          // A flag no library default stands behind shows none of its own making up: the command's own default, or words.
+          expect(setting.libraryDefault, flagOf(setting.key)).toBeUndefined();
+          continue;
+        }
+        const expected = defaults[setting.key] as string | number | boolean | readonly string[];
+        const shown = formatDefault(setting, expected);
+        expect(rowOf(help, setting), flagOf(setting.key)).toContain(`(default ${shown};`);
+        // What help shows parses back to the library's value.
+        expect(parseSetting(setting, shown), flagOf(setting.key)).toEqual(
+          Array.isArray(expected) ? [...expected] : expected,
+        );
+        if (setting.default === undefined) {
+          // A default that differs by bench scenario is words that start with the common one.
+          if (setting.libraryDefault === undefined)
+            expect(setting.defaultText, flagOf(setting.key)).toMatch(new RegExp(`^${shown};`));
+          else expect(setting.libraryDefault, flagOf(setting.key)).toEqual(expected);
+          expect(resolved[setting.key], `${flagOf(setting.key)} is passed only when given`).toBeUndefined();
+        } else {
+          // The few the command applies itself (bench's log level, its own too) take the library's value.
+          expect(setting.default, flagOf(setting.key)).toEqual(expected);
+        }
+        checked++;
       }
-      const expected = defaults[setting.key] as string | number | boolean | readonly string[];
-      const shown = formatDefault(setting, expected);
-      expect(rowOf(help, setting), flagOf(setting.key)).toContain(`(default ${shown};`);
-      // What help shows parses back to the library's value.
-      expect(parseSetting(setting, shown), flagOf(setting.key)).toEqual(Array.isArray(expected) ? [...expected] : expected);
-      if (setting.default === undefined) {
-        // A default that differs by bench scenario is words that start with the common one.
-        if (setting.libraryDefault === undefined) expect(setting.defaultText, flagOf(setting.key)).toMatch(new RegExp(`^${shown};`));
-        else expect(setting.libraryDefault, flagOf(setting.key)).toEqual(expected);
-        expect(resolved[setting.key], `${flagOf(setting.key)} is passed only when given`).toBeUndefined();
-      } else {
-        // The few the command applies itself (bench's log level, its own too) take the library's value.
-        expect(setting.default, flagOf(setting.key)).toEqual(expected);
-      }
-      checked++;
-    }
-    expect(checked).toBeGreaterThan(0);
-  });
+      expect(checked).toBeGreaterThan(0);
+    },
+  );
 
   it('gives every gateway default a flag of gateway', async () => {
     const keys = new Set((await loadCommand('gateway'))!.settings.map((s) => s.key));
@@ -102,9 +113,12 @@ describe('the bench beside the CLI', () => {
     const found: string[] = [];
     for (const file of readdirSync(dir).filter((f) => /\.(ts|mjs)$/.test(f))) {
       const text = readFileSync(join(dir, file), 'utf8');
-      for (const m of text.matchAll(/(import\s*\(|from)\s*'([^']*(?:k6\/|bench-command)[^']*)'/g)) found.push(`${file} ${m[1]!.startsWith('import') ? 'dynamic' : 'static'} ${m[2]}`);
+      for (const m of text.matchAll(/(import\s*\(|from)\s*'([^']*(?:k6\/|bench-command)[^']*)'/g))
+        found.push(`${file} ${m[1]!.startsWith('import') ? 'dynamic' : 'static'} ${m[2]}`);
     }
     expect(found.length).toBeGreaterThan(0);
-    expect(new Set(found)).toEqual(new Set(['bench-command.ts static ../../k6/driver/index.ts', 'commands.ts dynamic ./bench-command.ts']));
+    expect(new Set(found)).toEqual(
+      new Set(['bench-command.ts static ../../k6/driver/index.ts', 'commands.ts dynamic ./bench-command.ts']),
+    );
   });
 });

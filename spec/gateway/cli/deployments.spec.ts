@@ -13,7 +13,8 @@ import { asOperator, getJson, operatorEnv } from '../../support/fleet.ts';
 
 function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) if (!name.startsWith('SLUICE_') && !name.startsWith('OTEL_')) env[name] = value;
+  for (const [name, value] of Object.entries(process.env))
+    if (!name.startsWith('SLUICE_') && !name.startsWith('OTEL_')) env[name] = value;
   return env;
 }
 
@@ -26,11 +27,20 @@ describe('sluice gateway --deployments', () => {
     writeFileSync(
       file,
       JSON.stringify([
-        { model: 'org/m', profile: { kind: 'vllm', args: ['--api-key', 'sk-very-secret'], env: { HF_TOKEN: 42 } }, minReplicas: 3, maxReplicas: 2 },
+        {
+          model: 'org/m',
+          profile: { kind: 'vllm', args: ['--api-key', 'sk-very-secret'], env: { HF_TOKEN: 42 } },
+          minReplicas: 3,
+          maxReplicas: 2,
+        },
         { model: 'm2', profile: { kind: 'nope' }, targetConcurrency: 0 },
       ]),
     );
-    const run = spawnSync(process.execPath, [SLUICE_BIN, 'gateway', '--port', '0', '--runners', 'http://127.0.0.1:1', '--deployments', file], { env: cleanEnv(), encoding: 'utf8', timeout: 30_000 });
+    const run = spawnSync(
+      process.execPath,
+      [SLUICE_BIN, 'gateway', '--port', '0', '--runners', 'http://127.0.0.1:1', '--deployments', file],
+      { env: cleanEnv(), encoding: 'utf8', timeout: 30_000 },
+    );
     expect(run.status, `${run.stdout}${run.stderr}`).toBe(2);
     const lines = run.stderr.trim().split('\n');
     expect(lines).toEqual([
@@ -46,19 +56,37 @@ describe('sluice gateway --deployments', () => {
 
   it('refuses to start on a file it cannot read', () => {
     const file = join(dir, 'missing.json');
-    const run = spawnSync(process.execPath, [SLUICE_BIN, 'gateway', '--port', '0', '--runners', 'http://127.0.0.1:1', '--deployments', file], { env: cleanEnv(), encoding: 'utf8', timeout: 30_000 });
+    const run = spawnSync(
+      process.execPath,
+      [SLUICE_BIN, 'gateway', '--port', '0', '--runners', 'http://127.0.0.1:1', '--deployments', file],
+      { env: cleanEnv(), encoding: 'utf8', timeout: 30_000 },
+    );
     expect(run.status).toBe(2);
     expect(run.stderr).toContain(`deployments file ${file}: cannot be read: ENOENT`);
   });
 
-  it('serves a good file on /v1/deployments as the file\'s', async () => {
+  it("serves a good file on /v1/deployments as the file's", async () => {
     const file = join(dir, 'good.json');
-    writeFileSync(file, JSON.stringify([{ model: 'org/m', profile: { kind: 'sim' }, maxReplicas: 2, runnerLabels: { zone: 'a' } }]));
-    const gateway = await startService(['gateway', '--port', '0', '--runners', 'http://127.0.0.1:1', '--deployments', file, '--log-level', 'error'], { env: operatorEnv(cleanEnv()) });
+    writeFileSync(
+      file,
+      JSON.stringify([{ model: 'org/m', profile: { kind: 'sim' }, maxReplicas: 2, runnerLabels: { zone: 'a' } }]),
+    );
+    const gateway = await startService(
+      ['gateway', '--port', '0', '--runners', 'http://127.0.0.1:1', '--deployments', file, '--log-level', 'error'],
+      { env: operatorEnv(cleanEnv()) },
+    );
     try {
       const list = await getJson(`${gateway.url}/v1/deployments`, asOperator);
       expect(list.status).toBe(200);
-      expect(list.json.data).toMatchObject([{ model: 'org/m', source: 'file', maxReplicas: 2, runnerLabels: { zone: 'a' }, status: { reconciler: 'leading', wanted: 0, ready: 0 } }]);
+      expect(list.json.data).toMatchObject([
+        {
+          model: 'org/m',
+          source: 'file',
+          maxReplicas: 2,
+          runnerLabels: { zone: 'a' },
+          status: { reconciler: 'leading', wanted: 0, ready: 0 },
+        },
+      ]);
     } finally {
       await gateway.stop('SIGTERM');
     }

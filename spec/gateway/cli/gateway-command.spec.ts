@@ -23,7 +23,7 @@ const OLD = 'reload-spec-old-token-0123';
 const NEW = 'reload-spec-new-token-4567';
 const file = join(dir, 'runner-tokens');
 function writeTokens(tokens: readonly string[], mode = 0o600): void {
-  writeFileSync(file, tokens.join('\n') + '\n');
+  writeFileSync(file, `${tokens.join('\n')}\n`);
   chmodSync(file, mode);
 }
 
@@ -31,14 +31,34 @@ const load = { slotsInUse: 0, slots: 4, queue: 0, models: {} };
 const register = (gw: string, id: string, token: string) =>
   postJson(
     `${gw}${REGISTER_PATH}`,
-    JSON.stringify({ id, url: 'http://127.0.0.1:9', version: 'test', engines: [], models: ['m'], slots: 4, gpus: null, ready: true, load }),
+    JSON.stringify({
+      id,
+      url: 'http://127.0.0.1:9',
+      version: 'test',
+      engines: [],
+      models: ['m'],
+      slots: 4,
+      gpus: null,
+      ready: true,
+      load,
+    }),
     { authorization: `Bearer ${token}` },
   );
 
 describe('sluice gateway --runner-token-file', () => {
   it('reads the file again on SIGHUP; a file it cannot use then keeps the tokens it had', async () => {
     writeTokens([OLD]);
-    const gateway = await startService(['gateway', '--port', '0', '--runner-token-file', file, '--runner-networks', '127.0.0.0/8', '--log-level', 'info']);
+    const gateway = await startService([
+      'gateway',
+      '--port',
+      '0',
+      '--runner-token-file',
+      file,
+      '--runner-networks',
+      '127.0.0.0/8',
+      '--log-level',
+      'info',
+    ]);
     started.push(gateway);
     const gw = gateway.url;
     expect((await register(gw, 'r1', OLD)).status).toBe(200);

@@ -5,7 +5,7 @@ import { newKeyText } from '../../../gateway/cli/keys-command.ts';
 import { SettingsError } from '../../../gateway/cli/settings.ts';
 import { expectThrows } from '../../support/throws.ts';
 
-const TOKEN = 'sk-sluice-' + 'x'.repeat(43);
+const TOKEN = `sk-sluice-${'x'.repeat(43)}`;
 
 describe('sluice keys new', () => {
   it('prints the key once and a keys-file entry that makes it work', () => {
@@ -16,15 +16,24 @@ describe('sluice keys new', () => {
     expect(text.split(TOKEN)).toHaveLength(2);
     const keys = new KeyRing();
     keys.setFileKeys(parseKeysFile(`[${lines[3]}]`, 'keys.json'));
-    expect(keys.lookup(TOKEN)).toEqual({ id: keyIdOf(hashToken(TOKEN)), name: 'ci', models: ['m1'], limits: { requestsPerMinute: 60, concurrentCalls: 2 } });
+    expect(keys.lookup(TOKEN)).toEqual({
+      id: keyIdOf(hashToken(TOKEN)),
+      name: 'ci',
+      models: ['m1'],
+      limits: { requestsPerMinute: 60, concurrentCalls: 2 },
+    });
   });
 
   it('leaves limits out of the entry when none is given', () => {
-    expect(newKeyText({ name: 'open' }, TOKEN).split('\n')[3]).toBe(`{"name":"open","hash":"sha256:${hashToken(TOKEN)}"}`);
+    expect(newKeyText({ name: 'open' }, TOKEN).split('\n')[3]).toBe(
+      `{"name":"open","hash":"sha256:${hashToken(TOKEN)}"}`,
+    );
   });
 
   it('refuses a limit that is not a positive integer, naming it', () => {
-    expectThrows(() => newKeyText({ name: 'x', storedBytes: 0 }, TOKEN), SettingsError, { message: 'sluice keys new: limits.storedBytes must be a positive integer, got 0' });
+    expectThrows(() => newKeyText({ name: 'x', storedBytes: 0 }, TOKEN), SettingsError, {
+      message: 'sluice keys new: limits.storedBytes must be a positive integer, got 0',
+    });
   });
 });
 

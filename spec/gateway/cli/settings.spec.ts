@@ -2,7 +2,15 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SettingsError, envOf, flagOf, formatHelp, resolveSettings, secretValues, showSetting } from '../../../gateway/cli/settings.ts';
+import {
+  SettingsError,
+  envOf,
+  flagOf,
+  formatHelp,
+  resolveSettings,
+  secretValues,
+  showSetting,
+} from '../../../gateway/cli/settings.ts';
 import type { Setting } from '../../../gateway/cli/settings.ts';
 
 const settings: readonly Setting[] = [
@@ -57,7 +65,13 @@ describe('resolveSettings', () => {
   it('returns the defaults, parsed, when nothing else sets a value', () => {
     const resolved = resolve([]);
     expect(resolved).toEqual({
-      values: { port: 8080, host: '127.0.0.1', placerTimeout: 360_000, model: ['sim-small', 'sim-large'], verbose: false },
+      values: {
+        port: 8080,
+        host: '127.0.0.1',
+        placerTimeout: 360_000,
+        model: ['sim-small', 'sim-large'],
+        verbose: false,
+      },
       positionals: [],
       help: false,
     });
@@ -208,7 +222,10 @@ describe('resolveSettings', () => {
     });
 
     it('returns the items as strings when the config file has a JSON array', () => {
-      expect(resolve(['--config', configFile({ runners: ['http://a:1', 2] })]).values.runners).toEqual(['http://a:1', '2']);
+      expect(resolve(['--config', configFile({ runners: ['http://a:1', 2] })]).values.runners).toEqual([
+        'http://a:1',
+        '2',
+      ]);
     });
 
     it('returns the items when the config file has a comma-separated string', () => {
@@ -249,11 +266,15 @@ describe('resolveSettings', () => {
     const table: Setting[] = [{ key: 'engine', type: 'string', required: true, description: 'engine URL' }];
 
     it('throws naming the flag, variable and config key when a required setting is missing', () => {
-      expect(message([], {}, table)).toBe('--engine is required (or SLUICE_ENGINE, or "engine" in --config); --help describes it');
+      expect(message([], {}, table)).toBe(
+        '--engine is required (or SLUICE_ENGINE, or "engine" in --config); --help describes it',
+      );
     });
 
     it('returns the value when a required setting comes from the environment', () => {
-      expect(resolve([], { SLUICE_ENGINE: 'http://127.0.0.1:8000' }, table).values.engine).toBe('http://127.0.0.1:8000');
+      expect(resolve([], { SLUICE_ENGINE: 'http://127.0.0.1:8000' }, table).values.engine).toBe(
+        'http://127.0.0.1:8000',
+      );
     });
   });
 
@@ -301,7 +322,13 @@ describe('resolveSettings', () => {
 
     it('returns values from the file when their JSON types fit', () => {
       const path = configFile({ port: 1, host: 'h', runners: ['a'], verbose: false, placerTimeout: 10 });
-      expect(resolve(['--config', path]).values).toMatchObject({ port: 1, host: 'h', runners: ['a'], verbose: false, placerTimeout: 10 });
+      expect(resolve(['--config', path]).values).toMatchObject({
+        port: 1,
+        host: 'h',
+        runners: ['a'],
+        verbose: false,
+        placerTimeout: 10,
+      });
     });
   });
 
@@ -310,7 +337,11 @@ describe('resolveSettings', () => {
       const table: Setting[] = [...settings, { key: 'engine', type: 'string', required: true, description: 'e' }];
       const bad = configFile('not json');
       expect(resolve(['--help', '--config', bad], {}, table)).toEqual({ values: {}, positionals: [], help: true });
-      expect(resolve(['bench', '-h'], { SLUICE_PORT: 'abc' }, table)).toEqual({ values: {}, positionals: ['bench'], help: true });
+      expect(resolve(['bench', '-h'], { SLUICE_PORT: 'abc' }, table)).toEqual({
+        values: {},
+        positionals: ['bench'],
+        help: true,
+      });
     });
   });
 
@@ -372,7 +403,9 @@ describe('formatHelp', () => {
   });
 
   it('returns the --config and --help rows and the precedence note', () => {
-    expect(lines.some((line) => line.trimStart().startsWith('--config <path>') && line.includes('SLUICE_CONFIG'))).toBe(true);
+    expect(lines.some((line) => line.trimStart().startsWith('--config <path>') && line.includes('SLUICE_CONFIG'))).toBe(
+      true,
+    );
     expect(lines.some((line) => line.trimStart().startsWith('--help'))).toBe(true);
     expect(help).toContain('Precedence: flags, then environment, then the config file, then defaults.');
   });
@@ -390,7 +423,10 @@ describe('json settings', () => {
   const table: readonly Setting[] = [{ key: 'profile', type: 'json', description: 'engine profile' }];
 
   it('returns an object given inline, from a file path, or nested in the config file', () => {
-    expect(resolve(['--profile', '{"kind":"sim","port":8001}'], {}, table).values.profile).toEqual({ kind: 'sim', port: 8001 });
+    expect(resolve(['--profile', '{"kind":"sim","port":8001}'], {}, table).values.profile).toEqual({
+      kind: 'sim',
+      port: 8001,
+    });
     const file = configFile({ kind: 'vllm', model: 'm' });
     expect(resolve(['--profile', file], {}, table).values.profile).toEqual({ kind: 'vllm', model: 'm' });
     expect(resolve([], { SLUICE_PROFILE: file }, table).values.profile).toEqual({ kind: 'vllm', model: 'm' });
@@ -399,10 +435,18 @@ describe('json settings', () => {
   });
 
   it('throws one line naming the flag when the JSON is bad, not an object, or the file is missing', () => {
-    expect(message(['--profile', '{"kind":'], {}, table)).toMatch(/^invalid --profile: inline JSON is not valid JSON \(.+\)$/);
-    expect(message(['--profile', configFile('[1]')], {}, table)).toBe('invalid --profile: expected a JSON object, got [1]');
-    expect(message(['--profile', join(dir, 'none.json')], {}, table)).toMatch(/^invalid --profile: cannot read .*none\.json \(ENOENT\)$/);
-    expect(message(['--config', configFile({ profile: 3 })], {}, table)).toMatch(/^invalid profile in .*: expected a JSON object, inline or in a file, got 3$/);
+    expect(message(['--profile', '{"kind":'], {}, table)).toMatch(
+      /^invalid --profile: inline JSON is not valid JSON \(.+\)$/,
+    );
+    expect(message(['--profile', configFile('[1]')], {}, table)).toBe(
+      'invalid --profile: expected a JSON object, got [1]',
+    );
+    expect(message(['--profile', join(dir, 'none.json')], {}, table)).toMatch(
+      /^invalid --profile: cannot read .*none\.json \(ENOENT\)$/,
+    );
+    expect(message(['--config', configFile({ profile: 3 })], {}, table)).toMatch(
+      /^invalid profile in .*: expected a JSON object, inline or in a file, got 3$/,
+    );
   });
 });
 
@@ -433,16 +477,25 @@ describe('secret settings', () => {
   });
 
   it('returns the secrets among resolved values: whole tokens, and URL passwords as given and decoded', () => {
-    const { values } = resolve(['--runner-token', TOKEN, '--store', 'redis://u:p%21ss@h:1/0', '--gateway', 'http://a:1,http://t0ken99@b:2'], {}, table);
+    const { values } = resolve(
+      ['--runner-token', TOKEN, '--store', 'redis://u:p%21ss@h:1/0', '--gateway', 'http://a:1,http://t0ken99@b:2'],
+      {},
+      table,
+    );
     expect(secretValues(table, values).sort()).toEqual([TOKEN, 'p!ss', 'p%21ss', 't0ken99'].sort());
     expect(secretValues(table, resolve([], {}, table).values)).toEqual([]);
   });
 
   it('returns the secrets in a secret file for the redactor, shows its path, and nothing for a file it cannot use', () => {
-    const fileTable: readonly Setting[] = [{ key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'token file' }];
+    const fileTable: readonly Setting[] = [
+      { key: 'runnerTokenFile', type: 'string', secret: 'file', description: 'token file' },
+    ];
     const path = configFile(`# tokens\n${TOKEN}\nold-${TOKEN}\n`);
     chmodSync(path, 0o600);
-    expect(secretValues(fileTable, resolve(['--runner-token-file', path], {}, fileTable).values)).toEqual([TOKEN, `old-${TOKEN}`]);
+    expect(secretValues(fileTable, resolve(['--runner-token-file', path], {}, fileTable).values)).toEqual([
+      TOKEN,
+      `old-${TOKEN}`,
+    ]);
     expect(showSetting(fileTable[0]!, path)).toBe(JSON.stringify(path));
     // The command reading the file reports why it cannot be used; the redactor just has nothing from it.
     expect(secretValues(fileTable, { runnerTokenFile: join(path, 'missing') })).toEqual([]);
@@ -474,7 +527,11 @@ describe('repeatable list settings', () => {
   ];
 
   it('adds a repeated repeatable flag to itself, and keeps the last of any other list', () => {
-    const { values } = resolveSettings(table, ['--engine-binary', 'vllm=/a', '--engine-binary=sim=/b,tgi=/c', '--label', 'a=1', '--label', 'b=2'], {});
+    const { values } = resolveSettings(
+      table,
+      ['--engine-binary', 'vllm=/a', '--engine-binary=sim=/b,tgi=/c', '--label', 'a=1', '--label', 'b=2'],
+      {},
+    );
     expect(values.engineBinary).toEqual(['vllm=/a', 'sim=/b', 'tgi=/c']);
     expect(values.label).toEqual(['b=2']);
   });

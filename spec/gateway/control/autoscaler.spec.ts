@@ -37,7 +37,14 @@ function fed(values: number[], end = 100_000): Scaling {
   return scaler;
 }
 
-const input = (now: number, extra: Partial<ScaleInput> = {}): ScaleInput => ({ now, deployment: d, ready: 1, current: 1, waiting: 0, ...extra });
+const input = (now: number, extra: Partial<ScaleInput> = {}): ScaleInput => ({
+  now,
+  deployment: d,
+  ready: 1,
+  current: 1,
+  waiting: 0,
+  ...extra,
+});
 
 describe('ModelAutoscaler and decideScale', () => {
   it('averages the samples inside each window, and drops those older than the stable one', () => {
@@ -49,17 +56,32 @@ describe('ModelAutoscaler and decideScale', () => {
   });
 
   it('wants ceil(stable / target) within min and max, saying why', () => {
-    expect(fed(Array(60).fill(5)).decide(input(100_000, { ready: 3, current: 3 }))).toMatchObject({ wanted: 3, reason: '5 calls over 60 s at target 2', panicking: false });
+    expect(fed(Array(60).fill(5)).decide(input(100_000, { ready: 3, current: 3 }))).toMatchObject({
+      wanted: 3,
+      reason: '5 calls over 60 s at target 2',
+      panicking: false,
+    });
     expect(fed(Array(60).fill(100)).decide(input(100_000, { ready: 10, current: 10 }))).toMatchObject({ wanted: 10 });
     const floor = deployment('m', { minReplicas: 2, maxReplicas: 4 });
-    expect(fed([0]).decide(input(100_000, { deployment: floor }))).toMatchObject({ wanted: 2, reason: 'minReplicas 2' });
+    expect(fed([0]).decide(input(100_000, { deployment: floor }))).toMatchObject({
+      wanted: 2,
+      reason: 'minReplicas 2',
+    });
   });
 
   it(`panics at ${windows.panicThreshold}x the target of the ready replicas and wants the panic's count`, () => {
     // Stable 0.6 wants one replica; the panic window's 6 reaches 2 x target 2 x 1 ready, not 2 x 2 x 2.
     const burst = [...Array(54).fill(0), ...Array(6).fill(6)];
-    expect(fed(burst).decide(input(100_000))).toMatchObject({ wanted: 3, panicking: true, reason: 'panic: 6 calls over 6 s' });
-    expect(fed(burst).decide(input(100_000, { ready: 2, current: 2 }))).toMatchObject({ wanted: 1, panicking: false, reason: '0.6 calls over 60 s at target 2' });
+    expect(fed(burst).decide(input(100_000))).toMatchObject({
+      wanted: 3,
+      panicking: true,
+      reason: 'panic: 6 calls over 6 s',
+    });
+    expect(fed(burst).decide(input(100_000, { ready: 2, current: 2 }))).toMatchObject({
+      wanted: 1,
+      panicking: false,
+      reason: '0.6 calls over 60 s at target 2',
+    });
   });
 
   it('keeps the current count while panicking and for the stable window after', () => {
@@ -81,12 +103,22 @@ describe('ModelAutoscaler and decideScale', () => {
     scaler.sample(111_000, 2);
     expect(scaler.decide(input(111_000))).toMatchObject({ wanted: 1, scaleDown: false });
     expect(scaler.decide(input(111_000, { ready: 2, current: 2 }))).toMatchObject({ wanted: 1, scaleDown: false });
-    expect(scaler.decide(input(121_000, { ready: 2, current: 2 }))).toMatchObject({ scaleDown: true, downReason: '1 calls over 60 s at target 2 for 10 s' });
+    expect(scaler.decide(input(121_000, { ready: 2, current: 2 }))).toMatchObject({
+      scaleDown: true,
+      downReason: '1 calls over 60 s at target 2 for 10 s',
+    });
   });
 
   it('wants one replica at once for a waiting call with none, and keeps wanting it while calls wait', () => {
     const scaler = new Scaling();
-    expect(scaler.decide(input(100_000, { ready: 0, current: 0, waiting: 1 }))).toMatchObject({ wanted: 1, reason: 'a call is waiting with no replica' });
-    expect(scaler.decide(input(100_000, { ready: 0, current: 1, waiting: 3 }))).toMatchObject({ wanted: 1, reason: '3 calls waiting', scaleDown: false });
+    expect(scaler.decide(input(100_000, { ready: 0, current: 0, waiting: 1 }))).toMatchObject({
+      wanted: 1,
+      reason: 'a call is waiting with no replica',
+    });
+    expect(scaler.decide(input(100_000, { ready: 0, current: 1, waiting: 3 }))).toMatchObject({
+      wanted: 1,
+      reason: '3 calls waiting',
+      scaleDown: false,
+    });
   });
 });

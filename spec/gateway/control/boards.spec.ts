@@ -5,7 +5,13 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { MemoryDemandBoard, MemoryStatusBoard, RedisDemandBoard, RedisStatusBoard, boardDefaults } from '../../../gateway/control/boards.ts';
+import {
+  MemoryDemandBoard,
+  MemoryStatusBoard,
+  RedisDemandBoard,
+  RedisStatusBoard,
+  boardDefaults,
+} from '../../../gateway/control/boards.ts';
 import type { LogFields } from '../../../placer/kernel/index.ts';
 import { eventually } from '../../support/fleet.ts';
 import { warningRecorder } from '../../support/logger.ts';
@@ -178,7 +184,11 @@ describe('RedisStatusBoard', () => {
   it('publishes without rejecting, warned once, and reads STORE_UNAVAILABLE, when Redis is gone', async () => {
     const own = await startRedis();
     const warnings: LogFields[] = [];
-    const board = new RedisStatusBoard({ url: own.url, keyPrefix: `t-${randomUUID()}:`, logger: warningRecorder(warnings) });
+    const board = new RedisStatusBoard({
+      url: own.url,
+      keyPrefix: `t-${randomUUID()}:`,
+      logger: warningRecorder(warnings),
+    });
     opened.push(board);
     try {
       await board.publish('m', { wanted: 1 });

@@ -9,7 +9,12 @@ import { Book } from '../../../gateway/control/book.ts';
 import { reconcilerDefaults } from '../../../gateway/control/reconciler-options.ts';
 import { T0 } from '../../placer/fake.ts';
 
-const order = (replica: string) => ({ replica, model: 'm', profile: { kind: 'sim', model: 'm', gpus: 0, args: [], env: {} }, revision: '0123456789abcdef' });
+const order = (replica: string) => ({
+  replica,
+  model: 'm',
+  profile: { kind: 'sim', model: 'm', gpus: 0, args: [], env: {} },
+  revision: '0123456789abcdef',
+});
 
 /** A book with m-1 adopted on r1, a start ordered as m-2 on r2, a scale event, a block and a dead letter. */
 function busy(): Book {
@@ -30,31 +35,78 @@ describe('Book', () => {
   it('gives a clone to draft on: applying to it leaves the original as it was', () => {
     const book = busy();
     const draft = book.clone();
-    draft.apply({ kind: 'start-failed', model: 'm', replica: 'm-2', runner: 'r2', attempt: 1, reason: 'exit code 1', output: undefined, at: T0 + 1 });
+    draft.apply({
+      kind: 'start-failed',
+      model: 'm',
+      replica: 'm-2',
+      runner: 'r2',
+      attempt: 1,
+      reason: 'exit code 1',
+      output: undefined,
+      at: T0 + 1,
+    });
     draft.apply({ kind: 'stop', model: 'm', replica: 'm-1', runner: 'r1', state: 'ready', reason: 'idle' });
     draft.apply({ kind: 'forget', model: 'm', stopped: 0 });
     expect(book.orders().map(([runner, e]) => [runner, e.order.replica])).toEqual([
       ['r1', 'm-1'],
       ['r2', 'm-2'],
     ]);
-    expect(book.pending('m').map(({ id, op }) => [id, op.inFlight?.replica, op.attempts.length])).toEqual([[1, 'm-2', 0]]);
-    expect([book.wanted('m'), book.scaleEvents('m').length, book.deadLetters('m').length, book.blocked('m')?.reason]).toEqual([2, 1, 1, 'a start failed']);
+    expect(book.pending('m').map(({ id, op }) => [id, op.inFlight?.replica, op.attempts.length])).toEqual([
+      [1, 'm-2', 0],
+    ]);
+    expect([
+      book.wanted('m'),
+      book.scaleEvents('m').length,
+      book.deadLetters('m').length,
+      book.blocked('m')?.reason,
+    ]).toEqual([2, 1, 1, 'a start failed']);
     expect(draft.models()).toEqual(new Set());
   });
 
   it("gives a new leader the history (dead letters, blocks, scale events) and none of the old leader's orders, starts or memory", () => {
     const next = busy().handover();
-    expect([next.adopted, next.orders(), next.pending('m'), next.wanted('m'), next.memory('m').belowSince, next.memory('m').holdUntil]).toEqual([false, [], [], undefined, undefined, -Infinity]);
-    expect([next.scaleEvents('m').length, next.deadLetters('m').length, next.blocked('m')?.reason]).toEqual([1, 1, 'a start failed']);
+    expect([
+      next.adopted,
+      next.orders(),
+      next.pending('m'),
+      next.wanted('m'),
+      next.memory('m').belowSince,
+      next.memory('m').holdUntil,
+    ]).toEqual([false, [], [], undefined, undefined, -Infinity]);
+    expect([next.scaleEvents('m').length, next.deadLetters('m').length, next.blocked('m')?.reason]).toEqual([
+      1,
+      1,
+      'a start failed',
+    ]);
   });
 
-  it('retries a failed start until its last attempt under the book\'s startAttempts, then drops it', () => {
+  it("retries a failed start until its last attempt under the book's startAttempts, then drops it", () => {
     const book = busy();
-    book.apply({ kind: 'start-failed', model: 'm', replica: 'm-2', runner: 'r2', attempt: 1, reason: 'exit code 1', output: ['tail'], at: T0 + 1 });
+    book.apply({
+      kind: 'start-failed',
+      model: 'm',
+      replica: 'm-2',
+      runner: 'r2',
+      attempt: 1,
+      reason: 'exit code 1',
+      output: ['tail'],
+      at: T0 + 1,
+    });
     expect(book.order('r2')).toBeUndefined();
-    expect(book.pending('m').map(({ op }) => [op.attempts.length, op.nextAttemptAt])).toEqual([[1, T0 + 1 + reconcilerDefaults.startBackoffBase]]);
+    expect(book.pending('m').map(({ op }) => [op.attempts.length, op.nextAttemptAt])).toEqual([
+      [1, T0 + 1 + reconcilerDefaults.startBackoffBase],
+    ]);
     book.apply({ kind: 'order', model: 'm', id: 1, runner: 'r3', order: order('m-3'), at: T0 + 2, attempt: 2 });
-    book.apply({ kind: 'start-failed', model: 'm', replica: 'm-3', runner: 'r3', attempt: 2, reason: 'exit code 2', output: undefined, at: T0 + 3 });
+    book.apply({
+      kind: 'start-failed',
+      model: 'm',
+      replica: 'm-3',
+      runner: 'r3',
+      attempt: 2,
+      reason: 'exit code 2',
+      output: undefined,
+      at: T0 + 3,
+    });
     expect(book.pending('m')).toEqual([]);
   });
 });

@@ -23,15 +23,26 @@ afterAll(async () => {
 });
 
 async function service(args: string[]): Promise<ChildService> {
-  const s = await startService([...args, '--log-level', 'error'], { env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN } });
+  const s = await startService([...args, '--log-level', 'error'], {
+    env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
+  });
   started.push(s);
   return s;
 }
 
 /** Sends a chat call; resolves with its status, the cold-start header and the whole body. */
 async function send(url: string, extra: Record<string, unknown> = {}) {
-  const res = await request(`${url}/v1/chat/completions`, { method: 'POST', body: chatBody({ max_tokens: 4, ...extra }), headers: { 'content-type': 'application/json' } });
-  return { status: res.statusCode, cold: res.headers[COLD_START_HEADER], type: res.headers['content-type'], text: await res.body.text() };
+  const res = await request(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    body: chatBody({ max_tokens: 4, ...extra }),
+    headers: { 'content-type': 'application/json' },
+  });
+  return {
+    status: res.statusCode,
+    cold: res.headers[COLD_START_HEADER],
+    type: res.headers['content-type'],
+    text: await res.body.text(),
+  };
 }
 
 describe('a cold start on real processes', () => {
@@ -54,12 +65,30 @@ describe('a cold start on real processes', () => {
 
     const plain = send(url);
     const streamed = send(url, { stream: true });
-    await eventually(async () => (await getJson(`${url}/v1/queue`, asOperator)).json.waiting === 2, 10_000, 'both calls waiting');
+    await eventually(
+      async () => (await getJson(`${url}/v1/queue`, asOperator)).json.waiting === 2,
+      10_000,
+      'both calls waiting',
+    );
     expect(cold.wakes).toEqual(['sim-small']);
 
     // The replica comes up only now, as the reconciler would start it.
     const engine = await service(['sim-engine', '--port', '0', '--ttft-ms', '0', '--itl-ms', '5']);
-    await service(['runner', '--port', '0', '--id', 'late', '--engine', engine.url, '--engine-kind', 'sim', '--gateway', url, '--heartbeat-interval', '200ms']);
+    await service([
+      'runner',
+      '--port',
+      '0',
+      '--id',
+      'late',
+      '--engine',
+      engine.url,
+      '--engine-kind',
+      'sim',
+      '--gateway',
+      url,
+      '--heartbeat-interval',
+      '200ms',
+    ]);
 
     const [a, b] = await Promise.all([plain, streamed]);
     expect(a.status).toBe(200);

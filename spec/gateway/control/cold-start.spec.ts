@@ -95,7 +95,15 @@ async function setup(options: Partial<GatewayOptions> = {}, withColdStarts = tru
     retryAllDelay: 0,
     meterProvider: telemetry.meterProvider,
     listeners: [{ afterCall: (_call, result) => void results.push(result) }],
-    ...(withColdStarts ? { coldStarts: { deployed: (model: string) => (asked.push(model), cold.deployed(model)), wake: (model: string) => cold.wake(model), failed: (model: string) => cold.failed!(model) } } : {}),
+    ...(withColdStarts
+      ? {
+          coldStarts: {
+            deployed: (model: string) => (asked.push(model), cold.deployed(model)),
+            wake: (model: string) => cold.wake(model),
+            failed: (model: string) => cold.failed!(model),
+          },
+        }
+      : {}),
     ...options,
   });
   queue = waitQueueFor(config);
@@ -120,7 +128,12 @@ async function setup(options: Partial<GatewayOptions> = {}, withColdStarts = tru
 
 /** Sends a chat call for `model`; resolves with its status, headers and body. */
 async function call(url: string, model = 'm', headers: Record<string, string> = {}, signal?: AbortSignal) {
-  const res = await request(url, { method: 'POST', body: chatBody({ model }), headers: { 'content-type': 'application/json', ...headers }, ...(signal ? { signal } : {}) });
+  const res = await request(url, {
+    method: 'POST',
+    body: chatBody({ model }),
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(signal ? { signal } : {}),
+  });
   const text = await res.body.text();
   return { status: res.statusCode, headers: res.headers, json: text ? JSON.parse(text) : undefined };
 }
@@ -184,7 +197,9 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     expect(res.headers['retry-after']).toBe('3');
     expect(res.headers[COLD_START_HEADER]).toBe('1000');
     expect(res.json.error.code).toBe('PLACER_TIMEOUT');
-    expect(res.json.error.message).toContain('model "m" had no ready replica, and none became ready in time (a cold start');
+    expect(res.json.error.message).toContain(
+      'model "m" had no ready replica, and none became ready in time (a cold start',
+    );
     expect(s.queue.size).toBe(0);
     await eventually(() => s.results.length === 1, 10_000, 'the after-call listener');
     expect(s.results[0]).toMatchObject({ outcome: 'server_busy', status: 503 });
@@ -194,7 +209,7 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     expect(metricValue(page, 'sluice_cold_start_wait_seconds_sum', { model: 'm' })).toBe(1);
   });
 
-  it('answers a waiting call 503 GW_DEPLOYMENT_FAILED with Retry-After once its model\'s start failed, and a new call at once', async () => {
+  it("answers a waiting call 503 GW_DEPLOYMENT_FAILED with Retry-After once its model's start failed, and a new call at once", async () => {
     const s = await setup({ retryAfter: 4 });
     const answer = call(s.url);
     await eventually(() => s.queue.waiting === 1, 2000, 'the call waiting');
@@ -205,7 +220,9 @@ describe('cold starts: a call for a deployed model with no runner', () => {
     const res = await answer;
     expect(res.status).toBe(503);
     expect(res.json.error.code).toBe('GW_DEPLOYMENT_FAILED');
-    expect(res.json.error.message).toBe('model "m" has no replica: its last start failed (the engine exited with code 1) and none is starting; the next start is in about 30 s');
+    expect(res.json.error.message).toBe(
+      'model "m" has no replica: its last start failed (the engine exited with code 1) and none is starting; the next start is in about 30 s',
+    );
     expect(res.headers['retry-after']).toBe('30');
     expect(res.headers[COLD_START_HEADER]).toBe('700');
     expect(s.queue.size).toBe(0);
@@ -311,7 +328,11 @@ describe('ColdStartWaits', () => {
     const queue = new WaitQueue({ maxQueued: 100, maxQueuedPerFlow: 100, retryAllDelay: 0, clock });
     // A call of `model` in its line, as placement has it when it begins to wait for a replica.
     const waiting = (model: string) => {
-      const waiter = queue.waiter({ model, priority: 'interactive', flow: 'f' }, new AbortController().signal, clock.now() + 60_000);
+      const waiter = queue.waiter(
+        { model, priority: 'interactive', flow: 'f' },
+        new AbortController().signal,
+        clock.now() + 60_000,
+      );
       void waiter.wait();
       return waiter;
     };
@@ -324,7 +345,9 @@ describe('ColdStartWaits', () => {
     // The same call's later wait counts it once.
     waits.begin(a1);
     expect(cold.wakes).toEqual(['a', 'b']);
-    expect([queue.waitingForReplica('a'), queue.waitingForReplica('b'), queue.waitingForReplica('c')]).toEqual([2, 1, 0]);
+    expect([queue.waitingForReplica('a'), queue.waitingForReplica('b'), queue.waitingForReplica('c')]).toEqual([
+      2, 1, 0,
+    ]);
     a1.leave();
     a2.leave();
     waits.begin(waiting('a'));

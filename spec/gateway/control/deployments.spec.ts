@@ -31,47 +31,155 @@ describe('checkDeployment', () => {
         runnerLabels: {},
       },
     });
-    expect(deploymentDefaults).toEqual({ minReplicas: 0, maxReplicas: 1, targetConcurrency: 100, scaleDownDelay: 300_000 });
+    expect(deploymentDefaults).toEqual({
+      minReplicas: 0,
+      maxReplicas: 1,
+      targetConcurrency: 100,
+      scaleDownDelay: 300_000,
+    });
     expect(Object.isFrozen(checked.kind === 'valid' && checked.deployment.profile)).toBe(true);
   });
 
   it('keeps every field given', () => {
     const given = {
       model: 'llama',
-      profile: { kind: 'vllm', model: 'meta-llama/Llama-3.1-8B-Instruct', gpus: [0, 1], port: 8001, binary: '/opt/vllm', args: ['--max-model-len', '8192'], env: { HF_HOME: '/cache' }, startTimeout: 900_000 },
+      profile: {
+        kind: 'vllm',
+        model: 'meta-llama/Llama-3.1-8B-Instruct',
+        gpus: [0, 1],
+        port: 8001,
+        binary: '/opt/vllm',
+        args: ['--max-model-len', '8192'],
+        env: { HF_HOME: '/cache' },
+        startTimeout: 900_000,
+      },
       minReplicas: 1,
       maxReplicas: 4,
       targetConcurrency: 32,
       scaleDownDelay: 0,
       runnerLabels: { zone: 'a', 'gpu.type': 'h100' },
     };
-    expect(checkDeployment(given, undefined, policyOf(['vllm=/opt/vllm'], ['vllm=HF_HOME']))).toEqual({ kind: 'valid', deployment: given });
-    expect(checkDeployment({ model: 'm', profile: { kind: 'llamacpp', model: '/m.gguf', gpus: 2 } })).toMatchObject({ kind: 'valid', deployment: { profile: { gpus: 2 } } });
+    expect(checkDeployment(given, undefined, policyOf(['vllm=/opt/vllm'], ['vllm=HF_HOME']))).toEqual({
+      kind: 'valid',
+      deployment: given,
+    });
+    expect(checkDeployment({ model: 'm', profile: { kind: 'llamacpp', model: '/m.gguf', gpus: 2 } })).toMatchObject({
+      kind: 'valid',
+      deployment: { profile: { gpus: 2 } },
+    });
   });
 
   it.each([
     ['not an object', 'm', ['deployment: must be an object, got a string']],
-    ['no profile', { model: 'm' }, ['deployment "m": profile must be an object with at least a kind (vllm, sglang, llamacpp, tgi, ollama, sim), got an undefined']],
-    ['an empty model', { model: ' ', profile: sim }, ['deployment " ": model must be a non-empty string without control characters or surrounding spaces, got " "']],
-    ['min above max', { model: 'm', profile: sim, minReplicas: 3, maxReplicas: 2 }, ['deployment "m": minReplicas 3 must be at most maxReplicas 2']],
-    ['min above the default max', { model: 'm', profile: sim, minReplicas: 2 }, ['deployment "m": minReplicas 2 must be at most maxReplicas 1']],
-    ['a zero max', { model: 'm', profile: sim, maxReplicas: 0 }, ['deployment "m": maxReplicas must be a whole number from 1 to 1024, got 0']],
-    ['a zero target', { model: 'm', profile: sim, targetConcurrency: 0 }, ['deployment "m": targetConcurrency must be a whole number from 1 to 1024, got 0']],
-    ['a fractional target', { model: 'm', profile: sim, targetConcurrency: 1.5 }, ['deployment "m": targetConcurrency must be a whole number from 1 to 1024, got 1.5']],
-    ['a negative delay', { model: 'm', profile: sim, scaleDownDelay: -1 }, ['deployment "m": scaleDownDelay must be a whole number of ms from 0 to 86400000, got -1']],
-    ['a delay as text', { model: 'm', profile: sim, scaleDownDelay: '5m' }, ['deployment "m": scaleDownDelay must be a whole number of ms from 0 to 86400000, got "5m"']],
-    ['an unknown field', { model: 'm', profile: sim, replicas: 2 }, [expect.stringMatching(/^deployment "m": unknown field "replicas"; known fields: model, profile/)]],
-    ['labels as a list', { model: 'm', profile: sim, runnerLabels: ['zone=a'] }, ['deployment "m": runnerLabels must be an object of label names to values, e.g. {"zone":"a"}, got a list']],
-    ['a label value not text', { model: 'm', profile: sim, runnerLabels: { zone: 1 } }, ['deployment "m": runnerLabels.zone must be a label value (letters, digits, . _ / -, up to 63), got 1']],
-    ['an unknown kind', { model: 'm', profile: { kind: 'triton' } }, ['deployment "m": profile.kind must be one of vllm, sglang, llamacpp, tgi, ollama, sim, got "triton"']],
-    ['an unknown profile field', { model: 'm', profile: { kind: 'sim', gpu: 1 } }, [expect.stringMatching(/^deployment "m": profile has an unknown field "gpu"/)]],
-    ['GPUs for sim', { model: 'm', profile: { kind: 'sim', gpus: 1 } }, ['deployment "m": profile.gpus must be empty or 0 for kind sim (the simulated engine uses no GPUs), got 1']],
-    ['a GPU listed twice', { model: 'm', profile: { kind: 'vllm', gpus: [0, 0] } }, ['deployment "m": profile.gpus lists GPU 0 twice']],
-    ['a negative GPU count', { model: 'm', profile: { kind: 'vllm', gpus: -1 } }, ['deployment "m": profile.gpus must be a list of GPU indices or a GPU count from 0 to 64, got -1']],
-    ['a port out of range', { model: 'm', profile: { kind: 'vllm', port: 70_000 } }, ['deployment "m": profile.port must be a whole number from 1 to 65535, or absent for the runner to pick one, got 70000']],
-    ['a zero start timeout', { model: 'm', profile: { kind: 'vllm', startTimeout: 0 } }, ['deployment "m": profile.startTimeout must be a whole number of ms from 1, got 0']],
-    ['a flag the runner sets', { model: 'm', profile: { kind: 'vllm', args: ['--port=9000'] } }, ['deployment "m": profile.args[0] "--port" is set by the runner from profile.port; set it there instead']],
-    ['a variable the runner sets', { model: 'm', profile: { kind: 'vllm', env: { CUDA_VISIBLE_DEVICES: '0' } } }, ['deployment "m": profile.env.CUDA_VISIBLE_DEVICES is set by the runner from profile.gpus; set it there instead']],
+    [
+      'no profile',
+      { model: 'm' },
+      [
+        'deployment "m": profile must be an object with at least a kind (vllm, sglang, llamacpp, tgi, ollama, sim), got an undefined',
+      ],
+    ],
+    [
+      'an empty model',
+      { model: ' ', profile: sim },
+      ['deployment " ": model must be a non-empty string without control characters or surrounding spaces, got " "'],
+    ],
+    [
+      'min above max',
+      { model: 'm', profile: sim, minReplicas: 3, maxReplicas: 2 },
+      ['deployment "m": minReplicas 3 must be at most maxReplicas 2'],
+    ],
+    [
+      'min above the default max',
+      { model: 'm', profile: sim, minReplicas: 2 },
+      ['deployment "m": minReplicas 2 must be at most maxReplicas 1'],
+    ],
+    [
+      'a zero max',
+      { model: 'm', profile: sim, maxReplicas: 0 },
+      ['deployment "m": maxReplicas must be a whole number from 1 to 1024, got 0'],
+    ],
+    [
+      'a zero target',
+      { model: 'm', profile: sim, targetConcurrency: 0 },
+      ['deployment "m": targetConcurrency must be a whole number from 1 to 1024, got 0'],
+    ],
+    [
+      'a fractional target',
+      { model: 'm', profile: sim, targetConcurrency: 1.5 },
+      ['deployment "m": targetConcurrency must be a whole number from 1 to 1024, got 1.5'],
+    ],
+    [
+      'a negative delay',
+      { model: 'm', profile: sim, scaleDownDelay: -1 },
+      ['deployment "m": scaleDownDelay must be a whole number of ms from 0 to 86400000, got -1'],
+    ],
+    [
+      'a delay as text',
+      { model: 'm', profile: sim, scaleDownDelay: '5m' },
+      ['deployment "m": scaleDownDelay must be a whole number of ms from 0 to 86400000, got "5m"'],
+    ],
+    [
+      'an unknown field',
+      { model: 'm', profile: sim, replicas: 2 },
+      [expect.stringMatching(/^deployment "m": unknown field "replicas"; known fields: model, profile/)],
+    ],
+    [
+      'labels as a list',
+      { model: 'm', profile: sim, runnerLabels: ['zone=a'] },
+      ['deployment "m": runnerLabels must be an object of label names to values, e.g. {"zone":"a"}, got a list'],
+    ],
+    [
+      'a label value not text',
+      { model: 'm', profile: sim, runnerLabels: { zone: 1 } },
+      ['deployment "m": runnerLabels.zone must be a label value (letters, digits, . _ / -, up to 63), got 1'],
+    ],
+    [
+      'an unknown kind',
+      { model: 'm', profile: { kind: 'triton' } },
+      ['deployment "m": profile.kind must be one of vllm, sglang, llamacpp, tgi, ollama, sim, got "triton"'],
+    ],
+    [
+      'an unknown profile field',
+      { model: 'm', profile: { kind: 'sim', gpu: 1 } },
+      [expect.stringMatching(/^deployment "m": profile has an unknown field "gpu"/)],
+    ],
+    [
+      'GPUs for sim',
+      { model: 'm', profile: { kind: 'sim', gpus: 1 } },
+      ['deployment "m": profile.gpus must be empty or 0 for kind sim (the simulated engine uses no GPUs), got 1'],
+    ],
+    [
+      'a GPU listed twice',
+      { model: 'm', profile: { kind: 'vllm', gpus: [0, 0] } },
+      ['deployment "m": profile.gpus lists GPU 0 twice'],
+    ],
+    [
+      'a negative GPU count',
+      { model: 'm', profile: { kind: 'vllm', gpus: -1 } },
+      ['deployment "m": profile.gpus must be a list of GPU indices or a GPU count from 0 to 64, got -1'],
+    ],
+    [
+      'a port out of range',
+      { model: 'm', profile: { kind: 'vllm', port: 70_000 } },
+      [
+        'deployment "m": profile.port must be a whole number from 1 to 65535, or absent for the runner to pick one, got 70000',
+      ],
+    ],
+    [
+      'a zero start timeout',
+      { model: 'm', profile: { kind: 'vllm', startTimeout: 0 } },
+      ['deployment "m": profile.startTimeout must be a whole number of ms from 1, got 0'],
+    ],
+    [
+      'a flag the runner sets',
+      { model: 'm', profile: { kind: 'vllm', args: ['--port=9000'] } },
+      ['deployment "m": profile.args[0] "--port" is set by the runner from profile.port; set it there instead'],
+    ],
+    [
+      'a variable the runner sets',
+      { model: 'm', profile: { kind: 'vllm', env: { CUDA_VISIBLE_DEVICES: '0' } } },
+      ['deployment "m": profile.env.CUDA_VISIBLE_DEVICES is set by the runner from profile.gpus; set it there instead'],
+    ],
   ] as const)('refuses %s', (_name, value, problems) => {
     expect(checkDeployment(value)).toEqual({ kind: 'invalid', problems });
   });
@@ -110,14 +218,28 @@ describe('deploymentRevision', () => {
     if (checked.kind !== 'valid') throw new Error(checked.problems.join('\n'));
     return checked.deployment;
   };
-  const base = { profile: { kind: 'sim', args: ['--a', '1'], env: { A: '1', B: '2' } }, runnerLabels: { zone: 'a', gpu: 'h100' } };
+  const base = {
+    profile: { kind: 'sim', args: ['--a', '1'], env: { A: '1', B: '2' } },
+    runnerLabels: { zone: 'a', gpu: 'h100' },
+  };
 
   it('is 16 hex digits, the same for the same profile and labels written in any key order', () => {
     const one = deploymentRevision(valid(base));
     expect(one).toMatch(/^[0-9a-f]{16}$/);
-    expect(deploymentRevision(valid({ runnerLabels: { gpu: 'h100', zone: 'a' }, profile: { env: { B: '2', A: '1' }, args: ['--a', '1'], kind: 'sim' } }))).toBe(one);
+    expect(
+      deploymentRevision(
+        valid({
+          runnerLabels: { gpu: 'h100', zone: 'a' },
+          profile: { env: { B: '2', A: '1' }, args: ['--a', '1'], kind: 'sim' },
+        }),
+      ),
+    ).toBe(one);
     // What never restarts an engine is not in it.
-    expect(deploymentRevision(valid({ ...base, minReplicas: 2, maxReplicas: 5, targetConcurrency: 3, scaleDownDelay: 1_000 }))).toBe(one);
+    expect(
+      deploymentRevision(
+        valid({ ...base, minReplicas: 2, maxReplicas: 5, targetConcurrency: 3, scaleDownDelay: 1_000 }),
+      ),
+    ).toBe(one);
   });
 
   it('changes with anything a replica was launched with or placed by', () => {

@@ -26,8 +26,19 @@ export interface MutableRunner {
 }
 
 /** A runner that takes orders, launches `sim`, has no GPUs and no labels, unless told otherwise. */
-export function runner(id: string, capacity: Partial<Capacity> = {}, rest: Partial<Omit<MutableRunner, 'id' | 'capacity'>> = {}): MutableRunner {
-  return { id, capacity: { labels: {}, freeGpus: [], engineKinds: ['sim'], orders: true, ...capacity }, hosted: undefined, placeable: true, slotsInUse: 0, ...rest };
+export function runner(
+  id: string,
+  capacity: Partial<Capacity> = {},
+  rest: Partial<Omit<MutableRunner, 'id' | 'capacity'>> = {},
+): MutableRunner {
+  return {
+    id,
+    capacity: { labels: {}, freeGpus: [], engineKinds: ['sim'], orders: true, ...capacity },
+    hosted: undefined,
+    placeable: true,
+    slotsInUse: 0,
+    ...rest,
+  };
 }
 
 export function deployment(model: string, extra: Record<string, unknown> = {}): Deployment {
@@ -119,11 +130,25 @@ export function obey(fleet: FakeFleet, reconciler: Reconciler, now: number, stat
     const order = reconciler.orderFor(r.id);
     if (order === undefined) continue;
     if (order === null) r.hosted = undefined;
-    else if (r.hosted?.replica !== order.replica || r.hosted.state !== state) r.hosted = { replica: order.replica, model: order.model, ...(order.revision ? { revision: order.revision } : {}), state, since: now };
+    else if (r.hosted?.replica !== order.replica || r.hosted.state !== state)
+      r.hosted = {
+        replica: order.replica,
+        model: order.model,
+        ...(order.revision ? { revision: order.revision } : {}),
+        state,
+        since: now,
+      };
   }
 }
 
 /** `runner` reports `replica` of `model` in `state`. */
-export function host(r: MutableRunner, model: string, replica: string, state: HostedState, since: number, extra: Partial<HostedEngine> = {}): void {
+export function host(
+  r: MutableRunner,
+  model: string,
+  replica: string,
+  state: HostedState,
+  since: number,
+  extra: Partial<HostedEngine> = {},
+): void {
   r.hosted = { replica, model, state, since, ...extra };
 }

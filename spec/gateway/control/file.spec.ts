@@ -25,7 +25,13 @@ function problemsOf(text: string): readonly string[] {
 
 describe('parseDeploymentsFile', () => {
   it('reads a list of deployments with their defaults', () => {
-    const deployments = parseDeploymentsFile(JSON.stringify([{ model: 'a', profile: { kind: 'sim' } }, { model: 'org/b', profile: { kind: 'vllm', gpus: 2 }, maxReplicas: 4 }]), 'd.json');
+    const deployments = parseDeploymentsFile(
+      JSON.stringify([
+        { model: 'a', profile: { kind: 'sim' } },
+        { model: 'org/b', profile: { kind: 'vllm', gpus: 2 }, maxReplicas: 4 },
+      ]),
+      'd.json',
+    );
     expect(deployments.map((d) => [d.model, d.profile.kind, d.minReplicas, d.maxReplicas])).toEqual([
       ['a', 'sim', 0, 1],
       ['org/b', 'vllm', 0, 4],
@@ -35,12 +41,19 @@ describe('parseDeploymentsFile', () => {
 
   it.each([
     ['text that is not JSON', '[{', [expect.stringMatching(/^deployments file d\.json: not JSON: /)]],
-    ['an object in place of a list', '{"model":"a"}', ['deployments file d.json: must be a JSON list of deployments, got object']],
+    [
+      'an object in place of a list',
+      '{"model":"a"}',
+      ['deployments file d.json: must be a JSON list of deployments, got object'],
+    ],
     ['null', 'null', ['deployments file d.json: must be a JSON list of deployments, got null']],
     ['an entry that is not an object', '[7]', ['deployments file d.json: entry 0: must be an object, got a number']],
     [
       'a model deployed twice',
-      JSON.stringify([{ model: 'a', profile: { kind: 'sim' } }, { model: 'a', profile: { kind: 'sim' } }]),
+      JSON.stringify([
+        { model: 'a', profile: { kind: 'sim' } },
+        { model: 'a', profile: { kind: 'sim' } },
+      ]),
       ['deployments file d.json: entry 1 ("a"): model is already deployed by entry 0'],
     ],
   ] as const)('refuses %s', (_name, text, problems) => {
@@ -78,6 +91,8 @@ describe('loadDeploymentsFile', () => {
     writeFileSync(file, JSON.stringify([{ model: 'a', profile: { kind: 'sim' } }]));
     expect((await loadDeploymentsFile(file)).map((d) => d.model)).toEqual(['a']);
     const missing = join(dir, 'missing.json');
-    await expect(loadDeploymentsFile(missing)).rejects.toThrow(new RegExp(`^deployments file ${missing}: cannot be read: ENOENT`));
+    await expect(loadDeploymentsFile(missing)).rejects.toThrow(
+      new RegExp(`^deployments file ${missing}: cannot be read: ENOENT`),
+    );
   });
 });

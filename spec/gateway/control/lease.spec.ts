@@ -105,7 +105,13 @@ describe('RedisLease', () => {
     try {
       const warnings: LogFields[] = [];
       const keyPrefix = `t-${randomUUID()}:`;
-      const a = new RedisLease({ url: own.url, keyPrefix, gatewayId: 'gw-a', ttl: 60_000, logger: warningRecorder(warnings) });
+      const a = new RedisLease({
+        url: own.url,
+        keyPrefix,
+        gatewayId: 'gw-a',
+        ttl: 60_000,
+        logger: warningRecorder(warnings),
+      });
       opened.push(a);
       expect(await a.hold()).toBe(true);
       process.kill(own.pid, 'SIGKILL');
@@ -134,7 +140,13 @@ describe('RedisLease', () => {
     client.on('error', () => {});
     try {
       const warnings: LogFields[] = [];
-      const a = new RedisLease({ client, keyPrefix: `t-${randomUUID()}:`, gatewayId: 'gw-a', ttl: 300, logger: warningRecorder(warnings) });
+      const a = new RedisLease({
+        client,
+        keyPrefix: `t-${randomUUID()}:`,
+        gatewayId: 'gw-a',
+        ttl: 300,
+        logger: warningRecorder(warnings),
+      });
       expect(await a.hold()).toBe(true);
       process.kill(own.pid, 'SIGSTOP');
       expect(await a.hold()).toBe(false);
@@ -164,10 +176,14 @@ describe('RedisLease', () => {
   });
 
   it('refuses bad options with a message naming the option and the value', () => {
-    expect(() => new RedisLease({ url: server.url, gatewayId: 'gw a' })).toThrow(/gatewayId must be 1-128 letters.*"gw a"/);
+    expect(() => new RedisLease({ url: server.url, gatewayId: 'gw a' })).toThrow(
+      /gatewayId must be 1-128 letters.*"gw a"/,
+    );
     expect(() => new RedisLease({ url: server.url, gatewayId: 'gw', ttl: 0 })).toThrow(/ttl/);
     expect(() => new RedisLease({ gatewayId: 'gw' })).toThrow(/exactly one of url .* and client .*, got neither/);
-    expect(() => new RedisLease({ url: 'http://x', gatewayId: 'gw' })).toThrow(expect.objectContaining({ code: 'STORE_INVALID_OPTION' }));
+    expect(() => new RedisLease({ url: 'http://x', gatewayId: 'gw' })).toThrow(
+      expect.objectContaining({ code: 'STORE_INVALID_OPTION' }),
+    );
     expect(() => new MemoryLease({ ttl: -1 })).toThrow(expect.objectContaining({ code: 'GW_INVALID_OPTION' }));
   });
 });

@@ -12,7 +12,9 @@ const attempt = { runner: 'r1', replica: 'm-1', orderedAt: 1_000 };
 describe('startBackoff', () => {
   it('doubles from the base and stops at the cap, without overflowing', () => {
     const { startBackoffBase: base, startBackoffCap: cap } = reconcilerDefaults;
-    expect([1, 2, 3, 4, 5, 6, 7, 10].map((n) => startBackoff(n, base, cap) / 1000)).toEqual([30, 60, 120, 240, 480, 900, 900, 900]);
+    expect([1, 2, 3, 4, 5, 6, 7, 10].map((n) => startBackoff(n, base, cap) / 1000)).toEqual([
+      30, 60, 120, 240, 480, 900, 900, 900,
+    ]);
     expect(startBackoff(5_000, base, cap)).toBe(cap);
   });
 });
@@ -21,22 +23,45 @@ describe('attemptOutcome', () => {
   it('reads ready, failed with reason and output, stopped, lost and timed out', () => {
     const r = runner('r1');
     expect(attemptOutcome(attempt, r, 1_000, 30_000)).toEqual({ kind: 'waiting' });
-    expect(attemptOutcome(attempt, r, 31_000, 30_000)).toEqual({ kind: 'failed', reason: 'the runner did not report the replica within 30 s of the order' });
+    expect(attemptOutcome(attempt, r, 31_000, 30_000)).toEqual({
+      kind: 'failed',
+      reason: 'the runner did not report the replica within 30 s of the order',
+    });
     r.hosted = { replica: 'm-1', model: 'm', state: 'starting', since: 2_000 };
     // Reported: the runner's own start timeout bounds it now.
     expect(attemptOutcome(attempt, r, 100_000, 30_000)).toEqual({ kind: 'waiting' });
-    r.hosted = { replica: 'm-1', model: 'm', state: 'failed', since: 3_000, reason: 'exited with code 1', output: ['CUDA out of memory'] };
-    expect(attemptOutcome(attempt, r, 4_000, 30_000)).toEqual({ kind: 'failed', reason: 'exited with code 1', output: ['CUDA out of memory'] });
+    r.hosted = {
+      replica: 'm-1',
+      model: 'm',
+      state: 'failed',
+      since: 3_000,
+      reason: 'exited with code 1',
+      output: ['CUDA out of memory'],
+    };
+    expect(attemptOutcome(attempt, r, 4_000, 30_000)).toEqual({
+      kind: 'failed',
+      reason: 'exited with code 1',
+      output: ['CUDA out of memory'],
+    });
     r.hosted = { replica: 'm-1', model: 'm', state: 'stopped', since: 3_000 };
-    expect(attemptOutcome(attempt, r, 4_000, 30_000)).toMatchObject({ kind: 'failed', reason: 'the runner reported the replica stopped before it was ready' });
+    expect(attemptOutcome(attempt, r, 4_000, 30_000)).toMatchObject({
+      kind: 'failed',
+      reason: 'the runner reported the replica stopped before it was ready',
+    });
     r.hosted = { replica: 'm-1', model: 'm', state: 'ready', since: 3_000 };
     expect(attemptOutcome(attempt, r, 4_000, 30_000)).toEqual({ kind: 'ready' });
     // Another replica on the runner is not this one.
     r.hosted = { replica: 'm-0', model: 'm', state: 'ready', since: 3_000 };
     expect(attemptOutcome(attempt, r, 4_000, 30_000)).toEqual({ kind: 'waiting' });
     r.placeable = false;
-    expect(attemptOutcome(attempt, r, 4_000, 30_000)).toMatchObject({ kind: 'failed', reason: expect.stringMatching(/^runner lost: it stopped being placeable/) });
-    expect(attemptOutcome(attempt, undefined, 4_000, 30_000)).toMatchObject({ kind: 'failed', reason: expect.stringMatching(/^runner lost: it left the fleet/) });
+    expect(attemptOutcome(attempt, r, 4_000, 30_000)).toMatchObject({
+      kind: 'failed',
+      reason: expect.stringMatching(/^runner lost: it stopped being placeable/),
+    });
+    expect(attemptOutcome(attempt, undefined, 4_000, 30_000)).toMatchObject({
+      kind: 'failed',
+      reason: expect.stringMatching(/^runner lost: it left the fleet/),
+    });
   });
 });
 
@@ -61,7 +86,10 @@ describe('StartOperation', () => {
       { runner: 'r2', replica: 'm-2', reason: 'bang', at: 170 },
       { runner: 'r1', replica: 'm-3', reason: 'again', at: 200 },
     ]);
-    expect([...op.failedOn]).toEqual([['r1', 200], ['r2', 170]]);
+    expect([...op.failedOn]).toEqual([
+      ['r1', 200],
+      ['r2', 170],
+    ]);
     expect(() => op.fail('none in flight', undefined, 300, steps)).toThrow();
   });
 });

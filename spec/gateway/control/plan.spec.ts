@@ -26,8 +26,17 @@ function deployed(extra: Record<string, unknown> = {}, updatedAt = STORED_AT): D
 }
 
 /** The order of `replica` of `d`, at its revision or `revision`. */
-const orderOf = (d: DeployedModel, replica: string, revision = d.revision): EngineOrder => ({ replica, model: 'm', profile: d.stored.deployment.profile, revision });
-const adopt = (at: number, ...orders: { runner: string; order: EngineOrder }[]): ReconcileAction => ({ kind: 'adopt', orders, at });
+const orderOf = (d: DeployedModel, replica: string, revision = d.revision): EngineOrder => ({
+  replica,
+  model: 'm',
+  profile: d.stored.deployment.profile,
+  revision,
+});
+const adopt = (at: number, ...orders: { runner: string; order: EngineOrder }[]): ReconcileAction => ({
+  kind: 'adopt',
+  orders,
+  at,
+});
 /** Start operation `id` of m, made and ordered from `runner` as `replica` at `at`. */
 const ordered = (d: DeployedModel, id: number, runner: string, replica: string, at: number): ReconcileAction[] => [
   { kind: 'start', model: 'm', id, at },
@@ -72,7 +81,11 @@ function line(a: ReconcileAction): string | undefined {
     case 'order':
       return `order #${a.id} ${a.order.replica}@${a.runner} (attempt ${a.attempt})`;
     case 'fit':
-      return a.unplaced ? `unplaced ${a.model}: ${Object.entries(a.unplaced).map(([r, why]) => `${r} ${why}`).join('; ')}` : undefined;
+      return a.unplaced
+        ? `unplaced ${a.model}: ${Object.entries(a.unplaced)
+            .map(([r, why]) => `${r} ${why}`)
+            .join('; ')}`
+        : undefined;
     default:
       return undefined;
   }
@@ -92,7 +105,12 @@ interface Row {
 }
 
 /** `r` reporting `replica` of m in `state`. */
-function hosting(r: MutableRunner, replica: string, state: 'starting' | 'ready' | 'failed' | 'stopped', extra: Record<string, unknown> = {}): MutableRunner {
+function hosting(
+  r: MutableRunner,
+  replica: string,
+  state: 'starting' | 'ready' | 'failed' | 'stopped',
+  extra: Record<string, unknown> = {},
+): MutableRunner {
   host(r, 'm', replica, state, T0 - 10_000, extra);
   return r;
 }
@@ -105,8 +123,16 @@ function bookOf(given: readonly ReconcileAction[], limits: Partial<ReconcilerCon
 
 function run(row: Row): ReconcileAction[] {
   let n = 0;
-  const fleet = { runners: row.runners, waiting: new Map([['m', row.waiting ?? 0]]), load: new Map(row.load ? [['m', row.load]] : []) };
-  return plan(row.deployments, fleet, bookOf(row.given, row.config), { now: T0, config: { ...reconcilerDefaults, ...row.config }, newReplica: (model) => `${model}-new${++n}` });
+  const fleet = {
+    runners: row.runners,
+    waiting: new Map([['m', row.waiting ?? 0]]),
+    load: new Map(row.load ? [['m', row.load]] : []),
+  };
+  return plan(row.deployments, fleet, bookOf(row.given, row.config), {
+    now: T0,
+    config: { ...reconcilerDefaults, ...row.config },
+    newReplica: (model) => `${model}-new${++n}`,
+  });
 }
 
 const minOne = deployed({ minReplicas: 1 });
@@ -116,7 +142,16 @@ const v2 = deployed({ minReplicas: 1, maxReplicas: 1, profile: { kind: 'sim', ar
 const failedOnce = (failedAt: number): ReconcileAction[] => [
   adopt(failedAt - 5_000),
   ...ordered(minOne, 1, 'r1', 'm-x', failedAt - 1_000),
-  { kind: 'start-failed', model: 'm', replica: 'm-x', runner: 'r1', attempt: 1, reason: 'exit code 1', output: undefined, at: failedAt },
+  {
+    kind: 'start-failed',
+    model: 'm',
+    replica: 'm-x',
+    runner: 'r1',
+    attempt: 1,
+    reason: 'exit code 1',
+    output: undefined,
+    at: failedAt,
+  },
 ];
 /** Every row's deployments share one profile, so their orders one revision. */
 const plain = deployed();
@@ -125,7 +160,12 @@ const rows: Row[] = [
   {
     name: 'a new leader adopts the starting and ready replicas of deployed models on runners that take orders, and stops none',
     deployments: [deployed({ maxReplicas: 4 })],
-    runners: [hosting(runner('r1'), 'm-a', 'ready'), hosting(runner('r2'), 'm-b', 'starting'), hosting(runner('r3', { orders: false }), 'm-c', 'ready'), hosting(runner('r4'), 'm-d', 'failed')],
+    runners: [
+      hosting(runner('r1'), 'm-a', 'ready'),
+      hosting(runner('r2'), 'm-b', 'starting'),
+      hosting(runner('r3', { orders: false }), 'm-c', 'ready'),
+      hosting(runner('r4'), 'm-d', 'failed'),
+    ],
     given: [],
     expected: ['adopt m-a@r1 m-b@r2'],
   },
@@ -142,7 +182,13 @@ const rows: Row[] = [
     deployments: [deployed({ minReplicas: 2, maxReplicas: 3 })],
     runners: [runner('r1'), runner('r2')],
     given: [adopt(T0 - 5_000)],
-    expected: ['start m #1', 'start m #2', 'scale m 0->2: minReplicas 2', 'order #1 m-new1@r1 (attempt 1)', 'order #2 m-new2@r2 (attempt 1)'],
+    expected: [
+      'start m #1',
+      'start m #2',
+      'scale m 0->2: minReplicas 2',
+      'order #1 m-new1@r1 (attempt 1)',
+      'order #2 m-new2@r2 (attempt 1)',
+    ],
   },
   {
     name: 'goes to the panic count on a burst past twice the target of the ready replicas',
@@ -150,18 +196,31 @@ const rows: Row[] = [
     runners: [hosting(runner('r1'), 'm-a', 'ready'), runner('r2'), runner('r3')],
     given: [adopt(T0 - 5_000, { runner: 'r1', order: orderOf(plain, 'm-a') })],
     load: { stable: 0.9, panic: 9 },
-    expected: ['start m #1', 'start m #2', 'scale m 1->3: panic: 9 calls over 6 s', 'order #1 m-new1@r2 (attempt 1)', 'order #2 m-new2@r3 (attempt 1)'],
+    expected: [
+      'start m #1',
+      'start m #2',
+      'scale m 1->3: panic: 9 calls over 6 s',
+      'order #1 m-new1@r2 (attempt 1)',
+      'order #2 m-new2@r3 (attempt 1)',
+    ],
   },
   {
     name: 'stops the least loaded ready replica once wanted has been below for the whole scaleDownDelay',
     deployments: [deployed({ minReplicas: 1, maxReplicas: 3, targetConcurrency: 10 })],
-    runners: [hosting(runner('r1', {}, { slotsInUse: 1 }), 'm-a', 'ready'), hosting(runner('r2'), 'm-b', 'ready'), hosting(runner('r3', {}, { slotsInUse: 1 }), 'm-c', 'ready')],
+    runners: [
+      hosting(runner('r1', {}, { slotsInUse: 1 }), 'm-a', 'ready'),
+      hosting(runner('r2'), 'm-b', 'ready'),
+      hosting(runner('r3', {}, { slotsInUse: 1 }), 'm-c', 'ready'),
+    ],
     given: [
       adopt(T0 - 400_000, ...['a', 'b', 'c'].map((x, i) => ({ runner: `r${i + 1}`, order: orderOf(plain, `m-${x}`) }))),
       { kind: 'size', model: 'm', wanted: 1, memory: { holdUntil: -Infinity, belowSince: T0 - 300_000 } },
     ],
     load: { stable: 2, panic: 2 },
-    expected: ['stop m-b@r2 (ready): 2 calls over 60 s at target 10 for 300 s', 'scale m 3->2: 2 calls over 60 s at target 10 for 300 s'],
+    expected: [
+      'stop m-b@r2 (ready): 2 calls over 60 s at target 10 for 300 s',
+      'scale m 3->2: 2 calls over 60 s at target 10 for 300 s',
+    ],
   },
   {
     name: 'keeps every replica one ms before the scaleDownDelay has passed',
@@ -220,7 +279,16 @@ const rows: Row[] = [
     name: 'starts nothing for a blocked deployment, calls waiting or not',
     deployments: [minOne],
     runners: [runner('r1')],
-    given: [adopt(T0 - 5_000), { kind: 'dead-letter', model: 'm', attempts: [], at: T0 - 1_000, blocked: { updatedAt: STORED_AT, reason: 'a start failed' } }],
+    given: [
+      adopt(T0 - 5_000),
+      {
+        kind: 'dead-letter',
+        model: 'm',
+        attempts: [],
+        at: T0 - 1_000,
+        blocked: { updatedAt: STORED_AT, reason: 'a start failed' },
+      },
+    ],
     waiting: 3,
     expected: [],
   },
@@ -228,7 +296,16 @@ const rows: Row[] = [
     name: 'unblocks a deployment that changed since, and starts',
     deployments: [deployed({ minReplicas: 1 }, T0 - 1)],
     runners: [runner('r1')],
-    given: [adopt(T0 - 5_000), { kind: 'dead-letter', model: 'm', attempts: [], at: T0 - 1_000, blocked: { updatedAt: STORED_AT, reason: 'a start failed' } }],
+    given: [
+      adopt(T0 - 5_000),
+      {
+        kind: 'dead-letter',
+        model: 'm',
+        attempts: [],
+        at: T0 - 1_000,
+        blocked: { updatedAt: STORED_AT, reason: 'a start failed' },
+      },
+    ],
     expected: ['unblock m', 'start m #1', 'scale m 0->1: minReplicas 1', 'order #1 m-new1@r1 (attempt 1)'],
   },
   {
@@ -243,7 +320,12 @@ const rows: Row[] = [
     deployments: [minOne],
     runners: [hosting(runner('r1'), 'm-a', 'failed', { reason: 'engine crashed' }), runner('r2')],
     given: [adopt(T0 - 5_000, { runner: 'r1', order: orderOf(minOne, 'm-a') })],
-    expected: ['lost m-a@r1: engine crashed', 'start m #1', 'scale m 0->1: minReplicas 1', 'order #1 m-new1@r1 (attempt 1)'],
+    expected: [
+      'lost m-a@r1: engine crashed',
+      'start m #1',
+      'scale m 0->1: minReplicas 1',
+      'order #1 m-new1@r1 (attempt 1)',
+    ],
   },
   {
     name: 'loses a replica its runner has not reported for orderTimeout',
@@ -263,7 +345,10 @@ const rows: Row[] = [
     name: 'takes a resting start back at the next scale-up, backoff and all',
     deployments: [deployed({ targetConcurrency: 1 })],
     runners: [runner('r1')],
-    given: [...failedOnce(T0 - 1_000), { kind: 'drop', model: 'm', id: 1, failedAttempts: 1, reason: 'idle', rest: STORED_AT }],
+    given: [
+      ...failedOnce(T0 - 1_000),
+      { kind: 'drop', model: 'm', id: 1, failedAttempts: 1, reason: 'idle', rest: STORED_AT },
+    ],
     waiting: 1,
     expected: ['revive m #1', 'scale m 0->1: a call is waiting with no replica'],
   },
@@ -272,7 +357,12 @@ const rows: Row[] = [
     deployments: [v2],
     runners: [hosting(runner('r1'), 'm-a', 'starting'), runner('r2')],
     given: [adopt(T0 - 5_000, { runner: 'r1', order: orderOf(v1, 'm-a') })],
-    expected: ['stop m-a@r1 (starting): the deployment changed before it was ready', 'start m #1', 'scale m 0->1: minReplicas 1', 'order #1 m-new1@r2 (attempt 1)'],
+    expected: [
+      'stop m-a@r1 (starting): the deployment changed before it was ready',
+      'start m #1',
+      'scale m 0->1: minReplicas 1',
+      'order #1 m-new1@r2 (attempt 1)',
+    ],
   },
   {
     name: 'starts a replacement beside a ready replica of an older revision',
@@ -286,12 +376,19 @@ const rows: Row[] = [
     deployments: [v2],
     runners: [hosting(runner('r1'), 'm-a', 'ready', { revision: v1.revision })],
     given: [adopt(T0 - 5_000, { runner: 'r1', order: orderOf(v1, 'm-a') })],
-    expected: ['replace m-a@r1 by #1', 'go first m-a@r1 for #1', 'unplaced m: r1 hosts replica m-a of model m (one ordered engine per runner)'],
+    expected: [
+      'replace m-a@r1 by #1',
+      'go first m-a@r1 for #1',
+      'unplaced m: r1 hosts replica m-a of model m (one ordered engine per runner)',
+    ],
   },
   {
     name: 'stops the outdated replica once its replacement is ready',
     deployments: [v2],
-    runners: [hosting(runner('r1'), 'm-a', 'ready', { revision: v1.revision }), hosting(runner('r2'), 'm-b', 'ready', { revision: v2.revision })],
+    runners: [
+      hosting(runner('r1'), 'm-a', 'ready', { revision: v1.revision }),
+      hosting(runner('r2'), 'm-b', 'ready', { revision: v2.revision }),
+    ],
     given: [
       adopt(T0 - 5_000, { runner: 'r1', order: orderOf(v1, 'm-a') }),
       { kind: 'replace', model: 'm', id: 1, at: T0 - 1_000, target: { runner: 'r1', replica: 'm-a' }, outdated: 1 },
@@ -311,9 +408,15 @@ const rows: Row[] = [
     expected: ['start m #2', 'scale m 0->1: minReplicas 1', 'abandon m #1', 'order #2 m-new1@r1 (attempt 1)'],
   },
   {
-    name: 'gives every runner\'s reason when no runner fits',
+    name: "gives every runner's reason when no runner fits",
     deployments: [deployed({ minReplicas: 1, runnerLabels: { zone: 'a' } })],
-    runners: [Object.assign(runner('old'), { capacity: undefined }), runner('own', { orders: false }), runner('gone', {}, { placeable: false }), runner('llama', { engineKinds: ['llamacpp'] }), runner('zone-b', { labels: { zone: 'b' } })],
+    runners: [
+      Object.assign(runner('old'), { capacity: undefined }),
+      runner('own', { orders: false }),
+      runner('gone', {}, { placeable: false }),
+      runner('llama', { engineKinds: ['llamacpp'] }),
+      runner('zone-b', { labels: { zone: 'b' } }),
+    ],
     given: [adopt(T0 - 5_000)],
     expected: [
       'start m #1',
@@ -325,19 +428,33 @@ const rows: Row[] = [
 
 describe('plan', () => {
   it.each(rows)('$name', (row) => {
-    expect(run(row).map(line).filter((l) => l !== undefined)).toEqual(row.expected);
+    expect(
+      run(row)
+        .map(line)
+        .filter((l) => l !== undefined),
+    ).toEqual(row.expected);
   });
 
   it('changes none of its inputs, and plans the same twice', () => {
     const row = rows.find((r) => r.name.startsWith('stops the outdated replica once'))!;
     const book = bookOf(row.given);
-    const before = { orders: book.orders(), pending: book.pending('m').map(({ id, op }) => [id, op.inFlight, op.replaces]) };
+    const before = {
+      orders: book.orders(),
+      pending: book.pending('m').map(({ id, op }) => [id, op.inFlight, op.replaces]),
+    };
     const runners = JSON.stringify(row.runners);
     const again = (): ReconcileAction[] =>
-      plan(row.deployments, { runners: row.runners, waiting: new Map(), load: new Map() }, book, { now: T0, config: reconcilerDefaults, newReplica: () => 'fresh' });
+      plan(row.deployments, { runners: row.runners, waiting: new Map(), load: new Map() }, book, {
+        now: T0,
+        config: reconcilerDefaults,
+        newReplica: () => 'fresh',
+      });
     const first = again();
     expect(again()).toEqual(first);
-    expect({ orders: book.orders(), pending: book.pending('m').map(({ id, op }) => [id, op.inFlight, op.replaces]) }).toEqual(before);
+    expect({
+      orders: book.orders(),
+      pending: book.pending('m').map(({ id, op }) => [id, op.inFlight, op.replaces]),
+    }).toEqual(before);
     expect(JSON.stringify(row.runners)).toBe(runners);
     expect(book.adopted).toBe(true);
   });
@@ -346,7 +463,12 @@ describe('plan', () => {
     const book = bookOf([adopt(T0 - 5_000)]);
     const runners = [runner('r1'), runner('r2')];
     let n = 0;
-    const actions = plan([deployed({ minReplicas: 2, maxReplicas: 2 })], { runners, waiting: new Map(), load: new Map() }, book, { now: T0, config: reconcilerDefaults, newReplica: (m) => `${m}-${++n}` });
+    const actions = plan(
+      [deployed({ minReplicas: 2, maxReplicas: 2 })],
+      { runners, waiting: new Map(), load: new Map() },
+      book,
+      { now: T0, config: reconcilerDefaults, newReplica: (m) => `${m}-${++n}` },
+    );
     expect(book.orders()).toEqual([]);
     for (const action of actions) book.apply(action);
     // The second start went to r2 because the draft had r1 ordered already.

@@ -24,8 +24,19 @@ function setup(runners: MutableRunner[], options: ReconcilerOptions = {}) {
   const timers = new ManualTimers();
   const events: ReconcilerEvent[] = [];
   const warnings: LogFields[] = [];
-  const reconciler = new Reconciler({ store, fleet, lease, clock, logger: warningRecorder(warnings), events: (e) => events.push(e), random: seededRandom(7), timers, ...options });
-  const scales = () => events.filter((e) => e.kind === 'scale').map((e) => e.kind === 'scale' && `${e.from}->${e.to} ${e.reason}`);
+  const reconciler = new Reconciler({
+    store,
+    fleet,
+    lease,
+    clock,
+    logger: warningRecorder(warnings),
+    events: (e) => events.push(e),
+    random: seededRandom(7),
+    timers,
+    ...options,
+  });
+  const scales = () =>
+    events.filter((e) => e.kind === 'scale').map((e) => e.kind === 'scale' && `${e.from}->${e.to} ${e.reason}`);
   /** Samples the concurrency `times` times, one second apart. */
   const sampleFor = (times: number) => {
     for (let i = 0; i < times; i++) {
@@ -51,12 +62,19 @@ describe('Reconciler: scaling', () => {
     expect(order!.replica).toMatch(WIRE_ID_PATTERN);
     expect(reconciler.orderFor('r2')).toBeNull();
     expect(scales()).toEqual(['0->1 a call is waiting with no replica']);
-    expect(reconciler.status('m')).toMatchObject({ wanted: 1, starting: 1, ready: 0, replicas: [{ replica: order!.replica, runner: 'r1', state: 'starting' }] });
+    expect(reconciler.status('m')).toMatchObject({
+      wanted: 1,
+      starting: 1,
+      ready: 0,
+      replicas: [{ replica: order!.replica, runner: 'r1', state: 'starting' }],
+    });
 
     clock.advance(2_500);
     obey(fleet, reconciler, clock.now());
     await reconciler.pass();
-    expect(events.filter((e) => e.kind === 'ready')).toEqual([{ kind: 'ready', model: 'm', replica: order!.replica, runner: 'r1', startMs: 2_500 }]);
+    expect(events.filter((e) => e.kind === 'ready')).toEqual([
+      { kind: 'ready', model: 'm', replica: order!.replica, runner: 'r1', startMs: 2_500 },
+    ]);
     expect(reconciler.status('m')).toMatchObject({ wanted: 1, starting: 0, ready: 1, pending: [] });
     expect(reconciler.isDeployed('m')).toBe(true);
     expect(reconciler.isDeployed('other')).toBe(false);
@@ -107,7 +125,9 @@ describe('Reconciler: scaling', () => {
     await reconciler.pass();
     obey(fleet, reconciler, clock.now());
     await reconciler.pass();
-    await store.put(deployment('m', { minReplicas: 1, maxReplicas: 3, targetConcurrency: 10, scaleDownDelay: 300_000 }));
+    await store.put(
+      deployment('m', { minReplicas: 1, maxReplicas: 3, targetConcurrency: 10, scaleDownDelay: 300_000 }),
+    );
     fleet.get('r1').slotsInUse = 1;
     fleet.get('r3').slotsInUse = 1;
     sampleFor(60);
@@ -128,7 +148,10 @@ describe('Reconciler: scaling', () => {
     expect(reconciler.orderFor('r3')).not.toBeNull();
     await reconciler.pass();
     expect(reconciler.orderFor('r3')).not.toBeNull();
-    expect(scales().slice(1)).toEqual(['3->2 2 calls over 60 s at target 10 for 300 s', '2->1 2 calls over 60 s at target 10 for 300 s']);
+    expect(scales().slice(1)).toEqual([
+      '3->2 2 calls over 60 s at target 10 for 300 s',
+      '2->1 2 calls over 60 s at target 10 for 300 s',
+    ]);
   });
 
   it('stops a starting replica before a ready one', async () => {
@@ -185,7 +208,10 @@ describe('Reconciler: scaling', () => {
 describe('Reconciler: failed starts', () => {
   it('retries a failed start on the other runner after 30 s, 60 s, ... capped at 15 min, then dead-letters all ten attempts and blocks until a PUT', async () => {
     const { clock, fleet, store, reconciler, events, warnings } = setup([runner('r1'), runner('r2')]);
-    const d = deployment('m', { minReplicas: 1, profile: { kind: 'sim', env: { SIM_TOKEN: 'secret-value' }, args: ['--api-key=hush'] } });
+    const d = deployment('m', {
+      minReplicas: 1,
+      profile: { kind: 'sim', env: { SIM_TOKEN: 'secret-value' }, args: ['--api-key=hush'] },
+    });
     await store.put(d);
     await reconciler.pass();
     const waits: number[] = [];
@@ -194,7 +220,10 @@ describe('Reconciler: failed starts', () => {
       const on = ['r1', 'r2'].find((id) => reconciler.orderFor(id))!;
       runnersTried.push(on);
       const order = reconciler.orderFor(on)!;
-      host(fleet.get(on), 'm', order.replica, 'failed', clock.now(), { reason: `exit code ${attempt}`, output: [`line of ${attempt}`] });
+      host(fleet.get(on), 'm', order.replica, 'failed', clock.now(), {
+        reason: `exit code ${attempt}`,
+        output: [`line of ${attempt}`],
+      });
       clock.advance(1_000);
       await reconciler.pass();
       expect(reconciler.orderFor(on)).toBeNull();
@@ -252,8 +281,13 @@ describe('Reconciler: failed starts', () => {
     obey(fleet, reconciler, clock.now(), 'starting');
     fleet.remove('r1');
     await reconciler.pass();
-    expect(events.filter((e) => e.kind === 'failed').map((e) => e.kind === 'failed' && [e.runner, e.reason])).toEqual([['r1', 'runner lost: it left the fleet before the replica was ready']]);
-    expect(reconciler.status('m').pending[0]).toMatchObject({ attempts: [{ runner: 'r1' }], nextAttemptAt: clock.now() + 30_000 });
+    expect(events.filter((e) => e.kind === 'failed').map((e) => e.kind === 'failed' && [e.runner, e.reason])).toEqual([
+      ['r1', 'runner lost: it left the fleet before the replica was ready'],
+    ]);
+    expect(reconciler.status('m').pending[0]).toMatchObject({
+      attempts: [{ runner: 'r1' }],
+      nextAttemptAt: clock.now() + 30_000,
+    });
     clock.advance(30_000);
     await reconciler.pass();
     expect(reconciler.orderFor('r2')).toMatchObject({ model: 'm' });
@@ -277,7 +311,14 @@ describe('Reconciler: failed starts', () => {
     clock.advance(1);
     await reconciler.pass();
     expect(reconciler.orderFor('r1')).toBeNull();
-    expect(reconciler.status('m').pending[0]!.attempts).toEqual([{ runner: 'r1', replica, reason: 'the runner did not report the replica within 30 s of the order', at: clock.now() }]);
+    expect(reconciler.status('m').pending[0]!.attempts).toEqual([
+      {
+        runner: 'r1',
+        replica,
+        reason: 'the runner did not report the replica within 30 s of the order',
+        at: clock.now(),
+      },
+    ]);
   });
 
   it('shows every runner and its reason when no runner fits', async () => {
@@ -300,7 +341,9 @@ describe('Reconciler: failed starts', () => {
         'zone-b': 'label zone is b, wanted a',
       },
     });
-    expect(reconciler.status('m').pending).toEqual([expect.objectContaining({ attempts: [], lastReason: 'no runner fits' })]);
+    expect(reconciler.status('m').pending).toEqual([
+      expect.objectContaining({ attempts: [], lastReason: 'no runner fits' }),
+    ]);
     expect(reconciler.orderFor('old')).toBeUndefined();
     expect(reconciler.orderFor('own')).toBeUndefined();
   });
@@ -376,7 +419,16 @@ describe('Reconciler: a leader that dies mid scale-up', () => {
     const store = new MemoryDeploymentStore({ now: () => clock.now() });
     const [leaseA, leaseB] = [new FakeLease(), new FakeLease()];
     leaseB.held = false;
-    const make = (lease: FakeLease, seed: number) => new Reconciler({ store, fleet, lease, clock, logger: silentLogger, random: seededRandom(seed), timers: new ManualTimers() });
+    const make = (lease: FakeLease, seed: number) =>
+      new Reconciler({
+        store,
+        fleet,
+        lease,
+        clock,
+        logger: silentLogger,
+        random: seededRandom(seed),
+        timers: new ManualTimers(),
+      });
     const [a, b] = [make(leaseA, 1), make(leaseB, 2)];
     await store.put(deployment('m', { minReplicas: 2, maxReplicas: 2 }));
     await a.pass();
@@ -460,7 +512,14 @@ describe('Reconciler: timers and options', () => {
     [{ sampleInterval: 7_000 }, 'sampleInterval must be at most panicWindow (6000 ms), got 7000'],
   ])('refuses %j naming the option and value', (options, message) => {
     const make = () =>
-      new Reconciler({ store: new MemoryDeploymentStore(), fleet: new FakeFleet([]), lease: new FakeLease(), clock: new FakeClock(), logger: silentLogger, ...(options as ReconcilerOptions) });
+      new Reconciler({
+        store: new MemoryDeploymentStore(),
+        fleet: new FakeFleet([]),
+        lease: new FakeLease(),
+        clock: new FakeClock(),
+        logger: silentLogger,
+        ...(options as ReconcilerOptions),
+      });
     expect(make).toThrow(GatewayConfigError);
     expect(make).toThrow(message);
   });
@@ -478,7 +537,10 @@ describe('Reconciler: timers and options', () => {
 
 describe('Reconciler: a runner still reporting how its replica ended', () => {
   it('orders the retry onto a runner that still reports the failed replica: a failed engine holds nothing', async () => {
-    const { clock, fleet, store, reconciler } = setup([runner('r1')], { startBackoffBase: 1_000, startBackoffCap: 1_000 });
+    const { clock, fleet, store, reconciler } = setup([runner('r1')], {
+      startBackoffBase: 1_000,
+      startBackoffCap: 1_000,
+    });
     await store.put(deployment('m', { minReplicas: 1, maxReplicas: 1 }));
     await reconciler.pass();
     const first = reconciler.orderFor('r1')!;
@@ -522,18 +584,25 @@ describe('Reconciler: a changed deployment rolls', () => {
   /** Two ready replicas of m, on the first two runners given, at the first profile. */
   async function twoReady(runners: MutableRunner[], options: ReconcilerOptions = {}) {
     const s = setup(runners, options);
-    await s.store.put(deployment('m', { minReplicas: 2, maxReplicas: 2, profile: { kind: 'sim', args: ['--v', '1'] } }));
+    await s.store.put(
+      deployment('m', { minReplicas: 2, maxReplicas: 2, profile: { kind: 'sim', args: ['--v', '1'] } }),
+    );
     await s.reconciler.pass();
     obey(s.fleet, s.reconciler, s.clock.now());
     await s.reconciler.pass();
     expect(s.reconciler.status('m')).toMatchObject({ ready: 2, outdated: 0 });
     return s;
   }
-  const changed = (extra: Record<string, unknown> = {}) => deployment('m', { minReplicas: 2, maxReplicas: 2, profile: { kind: 'sim', args: ['--v', '2'] }, ...extra });
+  const changed = (extra: Record<string, unknown> = {}) =>
+    deployment('m', { minReplicas: 2, maxReplicas: 2, profile: { kind: 'sim', args: ['--v', '2'] }, ...extra });
   const argsOn = (reconciler: Reconciler, id: string) => reconciler.orderFor(id)?.profile.args.join(' ');
 
   it('starts a current replica beside each outdated one and stops the outdated one only once it is ready, one at a time', async () => {
-    const { clock, fleet, store, reconciler, events, scales } = await twoReady([runner('r1'), runner('r2'), runner('r3')]);
+    const { clock, fleet, store, reconciler, events, scales } = await twoReady([
+      runner('r1'),
+      runner('r2'),
+      runner('r3'),
+    ]);
     const old = { r1: reconciler.orderFor('r1')!, r2: reconciler.orderFor('r2')! };
     const scalesBefore = scales();
     await store.put(changed());
@@ -550,7 +619,9 @@ describe('Reconciler: a changed deployment rolls', () => {
     await reconciler.pass();
     const first = reconciler.orderFor('r3')!.replica;
     expect(reconciler.orderFor('r1')).toBeNull();
-    expect(events.filter((e) => e.kind === 'replaced')).toEqual([{ kind: 'replaced', model: 'm', replica: old.r1.replica, runner: 'r1', by: first }]);
+    expect(events.filter((e) => e.kind === 'replaced')).toEqual([
+      { kind: 'replaced', model: 'm', replica: old.r1.replica, runner: 'r1', by: first },
+    ]);
     expect(reconciler.status('m')).toMatchObject({ ready: 2, draining: 1, outdated: 1 });
 
     // r1 drains and clears; the second replacement takes it.
@@ -594,9 +665,20 @@ describe('Reconciler: a changed deployment rolls', () => {
   });
 
   it('keeps outdated replicas serving when the new revision fits no runner, saying why', async () => {
-    const { store, reconciler } = await twoReady([runner('r1', { labels: { zone: 'a' } }), runner('r2', { labels: { zone: 'a' } }), runner('r3', { labels: { zone: 'a' } })]);
+    const { store, reconciler } = await twoReady([
+      runner('r1', { labels: { zone: 'a' } }),
+      runner('r2', { labels: { zone: 'a' } }),
+      runner('r3', { labels: { zone: 'a' } }),
+    ]);
     const old = ['r1', 'r2'].map((id) => reconciler.orderFor(id));
-    await store.put(deployment('m', { minReplicas: 2, maxReplicas: 2, profile: { kind: 'sim', args: ['--v', '1'] }, runnerLabels: { zone: 'b' } }));
+    await store.put(
+      deployment('m', {
+        minReplicas: 2,
+        maxReplicas: 2,
+        profile: { kind: 'sim', args: ['--v', '1'] },
+        runnerLabels: { zone: 'b' },
+      }),
+    );
     for (let i = 0; i < 3; i++) await reconciler.pass();
     expect(['r1', 'r2'].map((id) => reconciler.orderFor(id))).toEqual(old);
     expect(reconciler.orderFor('r3')).toBeNull();
@@ -622,14 +704,26 @@ describe('Reconciler: a changed deployment rolls', () => {
   it('restarts nothing when only the replica counts, the target or the delay change', async () => {
     const { store, reconciler } = await twoReady([runner('r1'), runner('r2'), runner('r3')]);
     const old = ['r1', 'r2', 'r3'].map((id) => reconciler.orderFor(id));
-    await store.put(deployment('m', { minReplicas: 2, maxReplicas: 3, targetConcurrency: 7, scaleDownDelay: 1_000, profile: { kind: 'sim', args: ['--v', '1'] } }));
+    await store.put(
+      deployment('m', {
+        minReplicas: 2,
+        maxReplicas: 3,
+        targetConcurrency: 7,
+        scaleDownDelay: 1_000,
+        profile: { kind: 'sim', args: ['--v', '1'] },
+      }),
+    );
     await reconciler.pass();
     expect(['r1', 'r2', 'r3'].map((id) => reconciler.orderFor(id))).toEqual(old);
     expect(reconciler.status('m').outdated).toBe(0);
   });
 
   it('keeps the outdated replicas when every replacement fails: dead-lettered, blocked, still serving', async () => {
-    const { clock, fleet, store, reconciler, events } = await twoReady([runner('r1'), runner('r2'), runner('r3')], { startAttempts: 2, startBackoffBase: 1_000, startBackoffCap: 1_000 });
+    const { clock, fleet, store, reconciler, events } = await twoReady([runner('r1'), runner('r2'), runner('r3')], {
+      startAttempts: 2,
+      startBackoffBase: 1_000,
+      startBackoffCap: 1_000,
+    });
     const old = ['r1', 'r2'].map((id) => reconciler.orderFor(id));
     await store.put(changed());
     for (let attempt = 1; attempt <= 2; attempt++) {
@@ -645,7 +739,11 @@ describe('Reconciler: a changed deployment rolls', () => {
     expect(events.filter((e) => e.kind === 'dead-letter')).toHaveLength(1);
     expect(['r1', 'r2'].map((id) => reconciler.orderFor(id))).toEqual(old);
     expect(reconciler.orderFor('r3')).toBeNull();
-    expect(reconciler.status('m')).toMatchObject({ ready: 2, outdated: 2, blocked: expect.stringMatching(/failed 2 times.*exit code 2/) });
+    expect(reconciler.status('m')).toMatchObject({
+      ready: 2,
+      outdated: 2,
+      blocked: expect.stringMatching(/failed 2 times.*exit code 2/),
+    });
   });
 
   it('a new leader rolls a replica its runner reports at an older revision, and takes one reporting none as current', async () => {
@@ -658,6 +756,11 @@ describe('Reconciler: a changed deployment rolls', () => {
     expect(reconciler.orderFor('r2')).toMatchObject({ replica: 'm-unknown' });
     expect(reconciler.orderFor('r3')).toMatchObject({ model: 'm' });
     expect(reconciler.status('m')).toMatchObject({ ready: 2, starting: 1, outdated: 1 });
-    expect(reconciler.status('m').replicas.filter((r) => r.outdated).map((r) => r.runner)).toEqual(['r1']);
+    expect(
+      reconciler
+        .status('m')
+        .replicas.filter((r) => r.outdated)
+        .map((r) => r.runner),
+    ).toEqual(['r1']);
   });
 });

@@ -42,7 +42,8 @@ function store(options: Partial<RedisDeploymentStoreOptions> & { keyPrefix: stri
   return made;
 }
 
-const models = async (s: RedisDeploymentStore) => (await s.list()).map((d) => [d.deployment.model, d.source, d.deployment.maxReplicas]);
+const models = async (s: RedisDeploymentStore) =>
+  (await s.list()).map((d) => [d.deployment.model, d.source, d.deployment.maxReplicas]);
 
 describe('RedisDeploymentStore', () => {
   it("shows two gateways each other's puts and deletes", async () => {
@@ -80,14 +81,20 @@ describe('RedisDeploymentStore', () => {
     await s.put(deployment('good'));
     const hash = `${keyPrefix}deploy:deployments`;
     await client.hset(hash, 'not-json', '{');
-    await client.hset(hash, 'bad-field', JSON.stringify({ deployment: { model: 'bad-field', profile: { kind: 'nope' } }, updatedAt: 1 }));
+    await client.hset(
+      hash,
+      'bad-field',
+      JSON.stringify({ deployment: { model: 'bad-field', profile: { kind: 'nope' } }, updatedAt: 1 }),
+    );
     await client.hset(hash, 'renamed', JSON.stringify({ deployment: deployment('other'), updatedAt: 1 }));
     await client.hset(hash, 'no-time', JSON.stringify({ deployment: deployment('no-time') }));
     expect((await s.list()).map((d) => d.deployment.model)).toEqual(['good']);
     expect(await s.get('bad-field')).toBeUndefined();
     const skipped = warnings.filter((w) => w.msg === 'stored deployment skipped');
     expect(skipped.map((w) => w.model).sort()).toEqual(['bad-field', 'bad-field', 'no-time', 'not-json', 'renamed']);
-    expect(JSON.stringify(skipped.find((w) => w.model === 'bad-field')?.problems)).toContain('profile.kind must be one of');
+    expect(JSON.stringify(skipped.find((w) => w.model === 'bad-field')?.problems)).toContain(
+      'profile.kind must be one of',
+    );
   });
 
   it('keeps only what the deployment says and when, never the source', async () => {
@@ -131,7 +138,9 @@ describe('RedisDeploymentStore', () => {
   });
 
   it('refuses a url and a client together, and neither', () => {
-    expect(() => new RedisDeploymentStore({ url: server.url, client })).toThrow(/redis deployment store: give exactly one of url .* got both/);
+    expect(() => new RedisDeploymentStore({ url: server.url, client })).toThrow(
+      /redis deployment store: give exactly one of url .* got both/,
+    );
     expect(() => new RedisDeploymentStore({})).toThrow(expect.objectContaining({ code: 'GW_INVALID_OPTION' }));
   });
 });

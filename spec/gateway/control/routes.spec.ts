@@ -20,31 +20,72 @@ afterEach(async () => {
 });
 
 async function start(options: Partial<GatewayOptions> = {}): Promise<string> {
-  gateway = createGateway({ runnerToken: 'a-runner-token-long-enough', operatorTokens: [OPERATOR_TOKEN], deployments: new MemoryDeploymentStore({ now: () => 1_000 }), ...options });
+  gateway = createGateway({
+    runnerToken: 'a-runner-token-long-enough',
+    operatorTokens: [OPERATOR_TOKEN],
+    deployments: new MemoryDeploymentStore({ now: () => 1_000 }),
+    ...options,
+  });
   return (await gateway.listen()).url;
 }
 
-async function send(method: 'PUT' | 'DELETE', url: string, body?: unknown, headers: Record<string, string> = asOperator) {
-  const res = await request(url, { method, headers: { 'content-type': 'application/json', ...headers }, ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }) });
+async function send(
+  method: 'PUT' | 'DELETE',
+  url: string,
+  body?: unknown,
+  headers: Record<string, string> = asOperator,
+) {
+  const res = await request(url, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+  });
   const text = await res.body.text();
   return { status: res.statusCode, json: text === '' ? undefined : JSON.parse(text) };
 }
 
 // No runner takes orders here: the reconciler leads (a memory lease) and wants nothing of a minReplicas 0 deployment.
-const IDLE = { reconciler: 'leading', wanted: 0, starting: 0, ready: 0, draining: 0, outdated: 0, replicas: [], pending: [], deadLettered: [], events: [] };
+const IDLE = {
+  reconciler: 'leading',
+  wanted: 0,
+  starting: 0,
+  ready: 0,
+  draining: 0,
+  outdated: 0,
+  replicas: [],
+  pending: [],
+  deadLettered: [],
+  events: [],
+};
 
 describe('/v1/deployments', () => {
   it('takes a deployment by PUT, answers it on GET and in the list, replaces and deletes it', async () => {
     const url = await start();
     const at = `${url}/v1/deployments/org/llama`;
-    const body = { profile: { kind: 'vllm', model: 'meta-llama/Llama-3.1-8B-Instruct', gpus: 1, args: ['--max-model-len', '8192'], env: { HF_TOKEN: 'hf_secret_value' } }, maxReplicas: 3, runnerLabels: { zone: 'a' } };
+    const body = {
+      profile: {
+        kind: 'vllm',
+        model: 'meta-llama/Llama-3.1-8B-Instruct',
+        gpus: 1,
+        args: ['--max-model-len', '8192'],
+        env: { HF_TOKEN: 'hf_secret_value' },
+      },
+      maxReplicas: 3,
+      runnerLabels: { zone: 'a' },
+    };
     const created = await send('PUT', at, body);
     expect(created.status).toBe(201);
     const expected = {
       object: 'deployment',
       id: 'org/llama',
       model: 'org/llama',
-      profile: { kind: 'vllm', model: 'meta-llama/Llama-3.1-8B-Instruct', gpus: 1, args: ['--max-model-len', '8192'], env: { HF_TOKEN: '(hidden)' } },
+      profile: {
+        kind: 'vllm',
+        model: 'meta-llama/Llama-3.1-8B-Instruct',
+        gpus: 1,
+        args: ['--max-model-len', '8192'],
+        env: { HF_TOKEN: '(hidden)' },
+      },
       minReplicas: 0,
       maxReplicas: 3,
       targetConcurrency: 100,
@@ -70,7 +111,13 @@ describe('/v1/deployments', () => {
 
   it('answers 400 with every problem of a bad PUT, and stores nothing', async () => {
     const url = await start();
-    const bad = await send('PUT', `${url}/v1/deployments/m`, { model: 'other', profile: { kind: 'nope' }, minReplicas: 4, maxReplicas: 2, targetConcurrency: 0 });
+    const bad = await send('PUT', `${url}/v1/deployments/m`, {
+      model: 'other',
+      profile: { kind: 'nope' },
+      minReplicas: 4,
+      maxReplicas: 2,
+      targetConcurrency: 0,
+    });
     expect(bad.status).toBe(400);
     expect(bad.json.error.code).toBe('GW_INVALID_DEPLOYMENT');
     expect(bad.json.error.problems).toEqual([
@@ -99,7 +146,12 @@ describe('/v1/deployments', () => {
     const url = await start();
     const none = await getJson(`${url}/v1/deployments`);
     expect([none.status, none.json.error.code]).toEqual([401, 'GW_UNAUTHORIZED']);
-    const wrong = await send('PUT', `${url}/v1/deployments/m`, { profile: { kind: 'sim' } }, { authorization: 'Bearer not-a-token-we-know-at-all' });
+    const wrong = await send(
+      'PUT',
+      `${url}/v1/deployments/m`,
+      { profile: { kind: 'sim' } },
+      { authorization: 'Bearer not-a-token-we-know-at-all' },
+    );
     expect([wrong.status, wrong.json.error.code]).toEqual([401, 'GW_UNAUTHORIZED']);
     expect((await send('DELETE', `${url}/v1/deployments/m`, undefined, {})).status).toBe(401);
     expect((await getJson(`${url}/v1/deployments/m`)).status).toBe(401);
@@ -107,18 +159,33 @@ describe('/v1/deployments', () => {
   });
 
   it('lists file deployments and refuses to replace or delete them (409)', async () => {
-    const fileDeployments = parseDeploymentsFile(JSON.stringify([{ model: 'org/filed', profile: { kind: 'sim' }, minReplicas: 1 }]), 'd.json');
+    const fileDeployments = parseDeploymentsFile(
+      JSON.stringify([{ model: 'org/filed', profile: { kind: 'sim' }, minReplicas: 1 }]),
+      'd.json',
+    );
     const url = await start({ deployments: new MemoryDeploymentStore({ fileDeployments, now: () => 5 }) });
     const list = await getJson(`${url}/v1/deployments`, asOperator);
-    expect(list.json.data.map((d: { model: string; source: string; minReplicas: number }) => [d.model, d.source, d.minReplicas])).toEqual([['org/filed', 'file', 1]]);
+    expect(
+      list.json.data.map((d: { model: string; source: string; minReplicas: number }) => [
+        d.model,
+        d.source,
+        d.minReplicas,
+      ]),
+    ).toEqual([['org/filed', 'file', 1]]);
     const put = await send('PUT', `${url}/v1/deployments/org/filed`, { profile: { kind: 'sim' } });
     expect([put.status, put.json.error.code]).toEqual([409, 'GW_DEPLOYMENT_IN_FILE']);
     const deleted = await send('DELETE', `${url}/v1/deployments/org/filed`);
     expect([deleted.status, deleted.json.error.code]).toEqual([409, 'GW_DEPLOYMENT_IN_FILE']);
     // Its minimum wants a replica, and with no runner taking orders the start waits, saying why.
     const read = (await getJson(`${url}/v1/deployments/org/filed`, asOperator)).json;
-    expect(read).toMatchObject({ source: 'file', minReplicas: 1, status: { reconciler: 'leading', wanted: 1, ready: 0, starting: 0 } });
+    expect(read).toMatchObject({
+      source: 'file',
+      minReplicas: 1,
+      status: { reconciler: 'leading', wanted: 1, ready: 0, starting: 0 },
+    });
     expect(read.status.pending.map((p: { lastReason: string }) => p.lastReason)).toEqual(['no runner fits']);
-    expect(read.status.events.map((e: { reason: string; to: number }) => [e.to, e.reason])).toEqual([[1, 'minReplicas 1']]);
+    expect(read.status.events.map((e: { reason: string; to: number }) => [e.to, e.reason])).toEqual([
+      [1, 'minReplicas 1'],
+    ]);
   });
 });

@@ -37,15 +37,46 @@ afterEach(async () => {
 });
 
 async function gateway(file: string): Promise<ChildService> {
-  const gw = await startService(['gateway', '--port', '0', '--deployments', file, ...FAST, '--heartbeat-interval', '200ms', '--runner-networks', '127.0.0.0/8', ...quiet], { env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } });
+  const gw = await startService(
+    [
+      'gateway',
+      '--port',
+      '0',
+      '--deployments',
+      file,
+      ...FAST,
+      '--heartbeat-interval',
+      '200ms',
+      '--runner-networks',
+      '127.0.0.0/8',
+      ...quiet,
+    ],
+    { env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } },
+  );
   started.push(gw);
   return gw;
 }
 
 async function runner(id: string, gateways: readonly ChildService[]): Promise<ChildService> {
-  const r = await startService(['runner', '--port', '0', '--id', id, '--slots', '8', '--gateway', gateways.map((g) => g.url).join(','), '--drain-timeout', '5s', ...quiet], {
-    env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN },
-  });
+  const r = await startService(
+    [
+      'runner',
+      '--port',
+      '0',
+      '--id',
+      id,
+      '--slots',
+      '8',
+      '--gateway',
+      gateways.map((g) => g.url).join(','),
+      '--drain-timeout',
+      '5s',
+      ...quiet,
+    ],
+    {
+      env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN },
+    },
+  );
   started.push(r);
   return r;
 }
@@ -69,19 +100,32 @@ async function status(gw: ChildService, model = MODEL): Promise<Status> {
 
 /** The registered runners' URLs, once there are `count`. */
 async function registered(gw: ChildService, count: number): Promise<string[]> {
-  const urls = async (): Promise<string[]> => ((await getJson(`${gw.url}/v1/runners`, asOperator)).json.data as { url: string }[]).map((r) => r.url);
+  const urls = async (): Promise<string[]> =>
+    ((await getJson(`${gw.url}/v1/runners`, asOperator)).json.data as { url: string }[]).map((r) => r.url);
   await eventually(async () => (await urls()).length === count, 30_000, `${count} runners registered`);
   return urls();
 }
 
-const chat = (model: string, extra: Record<string, unknown> = {}) => JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 20, ...extra });
+const chat = (model: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 20, ...extra });
 
 /** A streamed call, read to its end: the status, the cold-start header, and whether the stream ended well. */
-async function streamed(gw: ChildService, model: string): Promise<{ status: number; coldStart?: string; ended: boolean }> {
-  const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat(model, { stream: true }) });
+async function streamed(
+  gw: ChildService,
+  model: string,
+): Promise<{ status: number; coldStart?: string; ended: boolean }> {
+  const res = await request(`${gw.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: chat(model, { stream: true }),
+  });
   const text = await res.body.text();
   const cold = res.headers['sluice-cold-start'];
-  return { status: res.statusCode, ...(typeof cold === 'string' ? { coldStart: cold } : {}), ended: text.includes('data: [DONE]') && !text.includes('"error"') };
+  return {
+    status: res.statusCode,
+    ...(typeof cold === 'string' ? { coldStart: cold } : {}),
+    ended: text.includes('data: [DONE]') && !text.includes('"error"'),
+  };
 }
 
 /** The engine pids the runners at `urls` show in /status. */
@@ -105,10 +149,20 @@ const alive = (pid: number): boolean => {
 
 describe('sluice up --serverless', () => {
   it('deploys the simulated model at zero; the first calls wait while an engine starts and succeed; warm, a call does not wait; idle, it is back at zero with the engine gone', async () => {
-    const up = await startService(['up', '--serverless', '--port', '0', '--runners', '1', '--startup-delay-ms', '300', ...FAST, ...quiet], { env: operatorEnv() });
+    const up = await startService(
+      ['up', '--serverless', '--port', '0', '--runners', '1', '--startup-delay-ms', '300', ...FAST, ...quiet],
+      { env: operatorEnv() },
+    );
     started.push(up);
     const deployments = await getJson(`${up.url}/v1/deployments`, asOperator);
-    expect(deployments.json.data).toMatchObject([{ model: UP_MODEL, minReplicas: 0, maxReplicas: 1, profile: { kind: 'sim', args: ['--startup-delay-ms', '300'] } }]);
+    expect(deployments.json.data).toMatchObject([
+      {
+        model: UP_MODEL,
+        minReplicas: 0,
+        maxReplicas: 1,
+        profile: { kind: 'sim', args: ['--startup-delay-ms', '300'] },
+      },
+    ]);
     const runners = await registered(up, 1);
     expect(await status(up, UP_MODEL)).toMatchObject({ reconciler: 'leading', wanted: 0, ready: 0, starting: 0 });
     expect(await enginePids(runners)).toEqual([]);
@@ -126,7 +180,11 @@ describe('sluice up --serverless', () => {
     const after = await status(up, UP_MODEL);
     expect(after).toMatchObject({ wanted: 1, ready: 1 });
     // Why, in words: the waiting call itself, or its concurrency once a sample has counted it.
-    expect(after.events[0], JSON.stringify(after.events)).toMatchObject({ from: 0, to: 1, reason: expect.stringMatching(/^(a call is waiting with no replica|(panic: )?[\d.]+ calls over)/) });
+    expect(after.events[0], JSON.stringify(after.events)).toMatchObject({
+      from: 0,
+      to: 1,
+      reason: expect.stringMatching(/^(a call is waiting with no replica|(panic: )?[\d.]+ calls over)/),
+    });
     // A warm call after it does not wait.
     expect((await streamed(up, UP_MODEL)).coldStart).toBeUndefined();
     const page = await metrics(up);
@@ -137,14 +195,29 @@ describe('sluice up --serverless', () => {
     expect(pids.every(alive)).toBe(true);
 
     // Idle past a scale-down delay made short through the API (the profile, and so the replica, unchanged).
-    const body = { model: UP_MODEL, profile: { kind: 'sim', args: ['--startup-delay-ms', '300'] }, minReplicas: 0, maxReplicas: 1, targetConcurrency: 4, scaleDownDelay: 300 };
-    const res = await request(`${up.url}/v1/deployments/${UP_MODEL}`, { method: 'PUT', headers: { ...asOperator, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const body = {
+      model: UP_MODEL,
+      profile: { kind: 'sim', args: ['--startup-delay-ms', '300'] },
+      minReplicas: 0,
+      maxReplicas: 1,
+      targetConcurrency: 4,
+      scaleDownDelay: 300,
+    };
+    const res = await request(`${up.url}/v1/deployments/${UP_MODEL}`, {
+      method: 'PUT',
+      headers: { ...asOperator, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     await res.body.dump();
     expect(res.statusCode).toBeLessThan(300);
-    await eventually(async () => {
-      const s = await status(up, UP_MODEL);
-      return s.wanted === 0 && s.ready + s.starting + s.draining === 0;
-    }, 30_000, 'scale to zero');
+    await eventually(
+      async () => {
+        const s = await status(up, UP_MODEL);
+        return s.wanted === 0 && s.ready + s.starting + s.draining === 0;
+      },
+      30_000,
+      'scale to zero',
+    );
     await eventually(() => pids.every((pid) => !alive(pid)), 15_000, 'the engine process gone');
     const downs = (await status(up, UP_MODEL)).events.filter((e) => e.to < e.from);
     expect(downs.map((e) => e.from - e.to)).toEqual(downs.map(() => 1));
@@ -161,15 +234,31 @@ describe('serverless: a deployment changed through the API', () => {
     await registered(gw, 3);
     // The answer's length tells which profile's engine served a call.
     const put = async (tokens: number): Promise<void> => {
-      const body = { model: MODEL, profile: { kind: 'sim', args: ['--startup-delay-ms', '150', '--output-tokens', String(tokens)] }, minReplicas: 2, maxReplicas: 2 };
-      const res = await request(`${gw.url}/v1/deployments/${MODEL}`, { method: 'PUT', headers: { ...asOperator, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const body = {
+        model: MODEL,
+        profile: { kind: 'sim', args: ['--startup-delay-ms', '150', '--output-tokens', String(tokens)] },
+        minReplicas: 2,
+        maxReplicas: 2,
+      };
+      const res = await request(`${gw.url}/v1/deployments/${MODEL}`, {
+        method: 'PUT',
+        headers: { ...asOperator, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       await res.body.dump();
       expect(res.statusCode).toBeLessThan(300);
     };
     const call = async (): Promise<{ status: number; tokens?: number }> => {
-      const res = await request(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat(MODEL, { max_tokens: undefined }) });
+      const res = await request(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: chat(MODEL, { max_tokens: undefined }),
+      });
       const json = (await res.body.json().catch(() => ({}))) as { usage?: { completion_tokens?: number } };
-      return { status: res.statusCode, ...(json.usage?.completion_tokens === undefined ? {} : { tokens: json.usage.completion_tokens }) };
+      return {
+        status: res.statusCode,
+        ...(json.usage?.completion_tokens === undefined ? {} : { tokens: json.usage.completion_tokens }),
+      };
     };
     await put(3);
     await eventually(async () => (await status(gw)).ready === 2, 30_000, 'two ready replicas');
@@ -185,7 +274,12 @@ describe('serverless: a deployment changed through the API', () => {
       answers.push(await call());
       const s = await status(gw);
       expect(s.ready).toBeGreaterThanOrEqual(2);
-      rolled = s.ready === 2 && s.starting === 0 && s.draining === 0 && s.outdated === 0 && s.replicas.every((r) => !first.includes(r.replica));
+      rolled =
+        s.ready === 2 &&
+        s.starting === 0 &&
+        s.draining === 0 &&
+        s.outdated === 0 &&
+        s.replicas.every((r) => !first.includes(r.replica));
     }
     expect(rolled).toBe(true);
     expect(answers.filter((a) => a.status !== 200)).toEqual([]);
@@ -201,6 +295,8 @@ describe('serverless: a deployment changed through the API', () => {
     }
     expect(hosted.length).toBeGreaterThanOrEqual(2);
     for (const h of hosted) expect(h).not.toHaveProperty('revision');
-    expect(JSON.stringify((await getJson(`${gw.url}/v1/deployments/${MODEL}`, asOperator)).json)).not.toMatch(/revision/);
+    expect(JSON.stringify((await getJson(`${gw.url}/v1/deployments/${MODEL}`, asOperator)).json)).not.toMatch(
+      /revision/,
+    );
   }, 90_000);
 });

@@ -51,7 +51,11 @@ describe('Serverless: two gateways sharing a fleet', () => {
     };
     const a = part(leaseA);
     const b = part(leaseB);
-    await eventually(() => a.reconciler.leading && a.reconciler.status('m').starting === 2, 10_000, 'the leader ordering two replicas');
+    await eventually(
+      () => a.reconciler.leading && a.reconciler.status('m').starting === 2,
+      10_000,
+      'the leader ordering two replicas',
+    );
     // The runners take the orders; the engines load.
     obey(fleet, a.reconciler, clock.now(), 'starting');
     const ordered = ['sl-a', 'sl-b'].map((id) => a.reconciler.orderFor(id)!.replica);

@@ -45,7 +45,9 @@ describe.each(Object.entries(STORES))('DeploymentStore (%s)', (_name, make) => {
     expect(await store.put(deployment('a'))).toEqual({ kind: 'created' });
     time = 20;
     expect(await store.put(deployment('org/b', { maxReplicas: 3 }))).toEqual({ kind: 'replaced' });
-    expect((await store.list()).map((s) => [s.deployment.model, s.source, s.updatedAt, s.deployment.maxReplicas])).toEqual([
+    expect(
+      (await store.list()).map((s) => [s.deployment.model, s.source, s.updatedAt, s.deployment.maxReplicas]),
+    ).toEqual([
       ['a', 'api', 10, 1],
       ['org/b', 'api', 20, 3],
     ]);
@@ -66,7 +68,8 @@ describe.each(Object.entries(STORES))('DeploymentStore (%s)', (_name, make) => {
 
   it('lists file and API deployments together by model name, code unit order', async () => {
     const store = make([deployment('m'), deployment('B')], () => 1);
-    for (const model of ['z', 'a', 'org/x', 'Z']) expect(await store.put(deployment(model))).toEqual({ kind: 'created' });
+    for (const model of ['z', 'a', 'org/x', 'Z'])
+      expect(await store.put(deployment(model))).toEqual({ kind: 'created' });
     expect((await store.list()).map((s) => [s.deployment.model, s.source])).toEqual([
       ['B', 'file'],
       ['Z', 'api'],
@@ -87,7 +90,14 @@ describe.each(Object.entries(STORES))('DeploymentStore (%s)', (_name, make) => {
       targetConcurrency: 8,
       scaleDownDelay: 1_000,
       runnerLabels: { zone: 'a' },
-      profile: { kind: 'vllm', model: 'org/weights', gpus: 2, args: ['--max-model-len', '4096'], env: { HF_TOKEN: 'x' }, startTimeout: 60_000 },
+      profile: {
+        kind: 'vllm',
+        model: 'org/weights',
+        gpus: 2,
+        args: ['--max-model-len', '4096'],
+        env: { HF_TOKEN: 'x' },
+        startTimeout: 60_000,
+      },
     });
     await store.put(full);
     expect(await store.get('org/full')).toEqual({ deployment: full, source: 'api', updatedAt: 7 });

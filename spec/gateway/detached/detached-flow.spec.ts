@@ -53,12 +53,21 @@ function setup(options: { store?: CallStore; callbacks?: CallbackDelivery } = {}
     logger: silentLogger,
     clock: systemClock,
   });
-  const flow = new DetachedFlow({ calls, store, callbacks: options.callbacks, clock: systemClock, resultTtl: 60_000, retryAfter: 7 });
+  const flow = new DetachedFlow({
+    calls,
+    store,
+    callbacks: options.callbacks,
+    clock: systemClock,
+    resultTtl: 60_000,
+    retryAfter: 7,
+  });
   return { store, calls, flow };
 }
 
 /** A client response that records what it was answered. */
-function reply(waitSeconds?: number): DetachedReply & { answered: () => { status: number; headers: Record<string, string>; body: string } | undefined } {
+function reply(
+  waitSeconds?: number,
+): DetachedReply & { answered: () => { status: number; headers: Record<string, string>; body: string } | undefined } {
   let answer: { status: number; headers: Record<string, string>; body: string } | undefined;
   const out = {
     headersSent: false,
@@ -84,19 +93,30 @@ describe('DetachedFlow.prepare', () => {
     const callbacks: CallbackDelivery = { check: async () => undefined, send: async () => undefined };
     const { flow, store } = setup({ callbacks });
     const c = call();
-    const prepared = await flow.prepare(c, { 'idempotency-key': 'k1', 'sluice-callback-url': 'https://hooks.example/x' }, new DetachedSignal(new AbortController().signal));
+    const prepared = await flow.prepare(
+      c,
+      { 'idempotency-key': 'k1', 'sluice-callback-url': 'https://hooks.example/x' },
+      new DetachedSignal(new AbortController().signal),
+    );
     expect(prepared.kind).toBe('queued');
     // The key is kept in the namespace of calls without a client key.
-    expect(await store.get(c.id)).toMatchObject({ id: c.id, status: 'queued', owner: 'g1', idempotencyKey: '-/k1', callbackUrl: 'https://hooks.example/x' });
+    expect(await store.get(c.id)).toMatchObject({
+      id: c.id,
+      status: 'queued',
+      owner: 'g1',
+      idempotencyKey: '-/k1',
+      callbackUrl: 'https://hooks.example/x',
+    });
     expect((await store.get(c.id))?.client).toBeUndefined();
   });
 
-  it('keeps each client key\'s Idempotency-Keys apart: the same key string from two clients makes two calls', async () => {
+  it("keeps each client key's Idempotency-Keys apart: the same key string from two clients makes two calls", async () => {
     const { flow, store } = setup();
     const signal = new DetachedSignal(new AbortController().signal);
     const body = '{"model":"m","n":1}';
     const [a, b, none] = [call(body, undefined, 'key-a'), call(body, undefined, 'key-b'), call(body)];
-    for (const c of [a, b, none]) expect((await flow.prepare(c, { 'idempotency-key': 'same' }, signal)).kind).toBe('queued');
+    for (const c of [a, b, none])
+      expect((await flow.prepare(c, { 'idempotency-key': 'same' }, signal)).kind).toBe('queued');
     expect(await store.get(a.id)).toMatchObject({ client: 'key-a', idempotencyKey: 'key-a/same' });
     expect(await store.get(b.id)).toMatchObject({ client: 'key-b', idempotencyKey: 'key-b/same' });
     expect(await store.get(none.id)).toMatchObject({ idempotencyKey: '-/same' });
@@ -120,12 +140,18 @@ describe('DetachedFlow.prepare', () => {
 
   it('refuses at once with GW_STORE_UNAVAILABLE and Retry-After while the store health check fails', async () => {
     const base = createMemoryStore();
-    const store: CallStore = Object.assign(Object.create(base) as CallStore, { health: async () => ({ ok: false as const, reason: 'down' }) });
+    const store: CallStore = Object.assign(Object.create(base) as CallStore, {
+      health: async () => ({ ok: false as const, reason: 'down' }),
+    });
     const { flow } = setup({ store });
     const prepared = await flow.prepare(call(), {}, new DetachedSignal(new AbortController().signal));
     expect(prepared.kind).toBe('refused');
     if (prepared.kind !== 'refused') return;
-    expect(prepared.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', status: 503, headers: { 'retry-after': '7' } });
+    expect(prepared.error).toMatchObject({
+      code: 'GW_STORE_UNAVAILABLE',
+      status: 503,
+      headers: { 'retry-after': '7' },
+    });
   });
 
   it('answers an Idempotency-Key replay, in progress while queued, and refuses its reuse for another body', async () => {
@@ -135,7 +161,10 @@ describe('DetachedFlow.prepare', () => {
     expect((await flow.prepare(first, { 'idempotency-key': 'k' }, signal)).kind).toBe('queued');
 
     const again = await flow.prepare(call('{"model":"m","n":1}'), { 'idempotency-key': 'k' }, signal);
-    expect(again).toMatchObject({ kind: 'refused', error: { code: 'GW_IDEMPOTENCY_IN_PROGRESS', status: 409, headers: { 'retry-after': '1' } } });
+    expect(again).toMatchObject({
+      kind: 'refused',
+      error: { code: 'GW_IDEMPOTENCY_IN_PROGRESS', status: 409, headers: { 'retry-after': '1' } },
+    });
 
     const other = await flow.prepare(call('{"model":"m","n":2}'), { 'idempotency-key': 'k' }, signal);
     expect(other).toMatchObject({ kind: 'refused', error: { code: 'GW_IDEMPOTENCY_KEY_REUSED', status: 422 } });
@@ -193,19 +222,41 @@ describe('DetachedFlow.unplaced', () => {
 describe('DetachedFlow.answer', () => {
   it('answers 202 with the status monitor, and the stored result itself for wait=N once the call is final', async () => {
     const { flow, store } = setup();
-    const record: CallRecord = { id: 'done-1', fn: 'm', status: 'queued', createdAt: Date.now(), owner: 'g1', expiresAt: Date.now() + 60_000 };
+    const record: CallRecord = {
+      id: 'done-1',
+      fn: 'm',
+      status: 'queued',
+      createdAt: Date.now(),
+      owner: 'g1',
+      expiresAt: Date.now() + 60_000,
+    };
     const accepted = reply();
     await flow.answer(record, accepted);
-    expect(accepted.answered()).toMatchObject({ status: 202, headers: { 'preference-applied': 'respond-async', location: '/v1/calls/done-1', 'sluice-call-id': 'x' } });
-    expect(JSON.parse(accepted.answered()!.body).urls).toEqual({ status: '/v1/calls/done-1', result: '/v1/calls/done-1/result', cancel: '/v1/calls/done-1/cancel' });
+    expect(accepted.answered()).toMatchObject({
+      status: 202,
+      headers: { 'preference-applied': 'respond-async', location: '/v1/calls/done-1', 'sluice-call-id': 'x' },
+    });
+    expect(JSON.parse(accepted.answered()!.body).urls).toEqual({
+      status: '/v1/calls/done-1',
+      result: '/v1/calls/done-1/result',
+      cancel: '/v1/calls/done-1/cancel',
+    });
 
     await store.create(record);
     await store.start(record.id, { runner: 'r1', startedAt: Date.now(), delayMs: 0 });
-    await store.finish(record.id, { status: 'succeeded', completedAt: Date.now() }, { status: 200, contentType: 'application/json', body: Buffer.from('{"ok":true}') });
+    await store.finish(
+      record.id,
+      { status: 'succeeded', completedAt: Date.now() },
+      { status: 200, contentType: 'application/json', body: Buffer.from('{"ok":true}') },
+    );
     const final = (await store.get(record.id))!;
     const waited = reply(5);
     await flow.answer(final, waited);
-    expect(waited.answered()).toMatchObject({ status: 200, body: '{"ok":true}', headers: { 'preference-applied': 'wait=5' } });
+    expect(waited.answered()).toMatchObject({
+      status: 200,
+      body: '{"ok":true}',
+      headers: { 'preference-applied': 'wait=5' },
+    });
   });
 });
 
@@ -227,12 +278,34 @@ describe('DetachedSignal', () => {
 describe('detachedResult', () => {
   it('counts a finished call by its final status, with the record error as a RecordedError', () => {
     const base: CallRecord = { id: 'i', fn: 'm', status: 'succeeded', createdAt: 0, owner: 'g1', expiresAt: 1 };
-    expect(detachedResult({ record: base, totalMs: 50, execMs: 30 }, 'r1')).toEqual({ outcome: 'completed', status: 202, runner: 'r1', totalMs: 50, latencyMs: 20, execMs: 30 });
-    const cancelled = detachedResult({ record: { ...base, status: 'cancelled', error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' } }, totalMs: 5, execMs: undefined }, 'r1');
+    expect(detachedResult({ record: base, totalMs: 50, execMs: 30 }, 'r1')).toEqual({
+      outcome: 'completed',
+      status: 202,
+      runner: 'r1',
+      totalMs: 50,
+      latencyMs: 20,
+      execMs: 30,
+    });
+    const cancelled = detachedResult(
+      {
+        record: {
+          ...base,
+          status: 'cancelled',
+          error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' },
+        },
+        totalMs: 5,
+        execMs: undefined,
+      },
+      'r1',
+    );
     expect(cancelled.outcome).toBe('cancelled');
     expect(cancelled.error).toBeInstanceOf(RecordedError);
     expect(cancelled.error).toMatchObject({ code: 'GW_CALL_CANCELLED', status: 502 });
-    expect(detachedResult({ record: { ...base, status: 'expired' }, totalMs: 5, execMs: undefined }, 'r1').outcome).toBe('timeouts');
-    expect(detachedResult({ record: { ...base, status: 'failed' }, totalMs: 5, execMs: undefined }, 'r1').outcome).toBe('errors');
+    expect(
+      detachedResult({ record: { ...base, status: 'expired' }, totalMs: 5, execMs: undefined }, 'r1').outcome,
+    ).toBe('timeouts');
+    expect(detachedResult({ record: { ...base, status: 'failed' }, totalMs: 5, execMs: undefined }, 'r1').outcome).toBe(
+      'errors',
+    );
   });
 });

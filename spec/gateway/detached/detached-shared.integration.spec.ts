@@ -33,18 +33,39 @@ describe('detached calls shared by two gateways over redis', () => {
       nodes: 1,
       engineArgs: ['--ttft-ms', '0', '--itl-ms', '30', '--output-tokens', '400'],
       gatewayArgs: [
-        '--store', redis.url,
-        '--gateway-id', 'gw-a',
-        '--call-timeout', '3s',
-        '--detached-placer-timeout', '1s',
-        '--execution-headroom', '0',
-        '--callback-allow', hooks.url,
+        '--store',
+        redis.url,
+        '--gateway-id',
+        'gw-a',
+        '--call-timeout',
+        '3s',
+        '--detached-placer-timeout',
+        '1s',
+        '--execution-headroom',
+        '0',
+        '--callback-allow',
+        hooks.url,
         '--callback-allow-private',
       ],
     });
-    other = await startService(['gateway', '--port', '0', '--log-level', 'warn', '--runners', fleet.nodes[0]!.runner.url, '--store', redis.url, '--gateway-id', 'gw-b'], {
-      env: { ...process.env, SLUICE_CALLBACK_SECRET: secret },
-    });
+    other = await startService(
+      [
+        'gateway',
+        '--port',
+        '0',
+        '--log-level',
+        'warn',
+        '--runners',
+        fleet.nodes[0]!.runner.url,
+        '--store',
+        redis.url,
+        '--gateway-id',
+        'gw-b',
+      ],
+      {
+        env: { ...process.env, SLUICE_CALLBACK_SECRET: secret },
+      },
+    );
   }, 90_000);
   afterAll(async () => {
     await Promise.all([fleet?.stop(), other?.stop()]);
@@ -60,7 +81,11 @@ describe('detached calls shared by two gateways over redis', () => {
     const seen = await getJson(`${other.url}/v1/calls/${id}`);
     expect(seen.status).toBe(200);
     expect(seen.json.status).toBe('running');
-    await eventually(async () => (await getJson(`${other.url}/v1/calls/${id}`)).json.status === 'succeeded', 10_000, 'the call to succeed');
+    await eventually(
+      async () => (await getJson(`${other.url}/v1/calls/${id}`)).json.status === 'succeeded',
+      10_000,
+      'the call to succeed',
+    );
     const result = await getJson(`${other.url}/v1/calls/${id}/result`);
     expect(result.status).toBe(200);
     expect(result.json.object).toBe('chat.completion');
@@ -73,20 +98,44 @@ describe('detached calls shared by two gateways over redis', () => {
     const cancel = await postJson(`${other.url}/v1/calls/${id}/cancel`, '');
     expect(cancel.status).toBe(200);
     expect(cancel.json.status).toBe('cancelled');
-    await eventually(async () => metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') === before + 1, 5000, 'the engine abort');
+    await eventually(
+      async () =>
+        metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') === before + 1,
+      5000,
+      'the engine abort',
+    );
     expect((await getJson(`${fleet.gateway.url}/v1/calls/${id}`)).json.status).toBe('cancelled');
   });
 
   it('posts the result to the callback URL, signed the Standard Webhooks way', async () => {
     // gw-b has the secret; gw-a is run without one to show callbacks are off there.
-    const refused = await postJson(`${fleet.gateway.url}/v1/chat/completions`, short(), { ...ASYNC, 'sluice-callback-url': `${hooks.url}/done` });
+    const refused = await postJson(`${fleet.gateway.url}/v1/chat/completions`, short(), {
+      ...ASYNC,
+      'sluice-callback-url': `${hooks.url}/done`,
+    });
     expect(refused.json.error.code).toBe('GW_CALLBACKS_DISABLED');
     const b = await startService(
-      ['gateway', '--port', '0', '--log-level', 'warn', '--runners', fleet.nodes[0]!.runner.url, '--store', redis.url, '--callback-allow', hooks.url, '--callback-allow-private'],
+      [
+        'gateway',
+        '--port',
+        '0',
+        '--log-level',
+        'warn',
+        '--runners',
+        fleet.nodes[0]!.runner.url,
+        '--store',
+        redis.url,
+        '--callback-allow',
+        hooks.url,
+        '--callback-allow-private',
+      ],
       { env: { ...process.env, SLUICE_CALLBACK_SECRET: secret } },
     );
     try {
-      const accepted = await postJson(`${b.url}/v1/chat/completions`, short(), { ...ASYNC, 'sluice-callback-url': `${hooks.url}/done?token=abc` });
+      const accepted = await postJson(`${b.url}/v1/chat/completions`, short(), {
+        ...ASYNC,
+        'sluice-callback-url': `${hooks.url}/done?token=abc`,
+      });
       expect(accepted.status).toBe(202);
       await eventually(() => hooks.got.length === 1, 10_000, 'the callback');
       const { headers, body } = hooks.got[0]!;
@@ -97,13 +146,23 @@ describe('detached calls shared by two gateways over redis', () => {
       const expected = createHmac('sha256', secretKey).update(`${id}.${timestamp}.${body}`).digest('base64');
       expect((headers['webhook-signature'] as string).split(' ')).toContain(`v1,${expected}`);
       const payload = JSON.parse(body);
-      expect(payload).toMatchObject({ id, status: 'succeeded', result: { status: 200, contentType: expect.stringContaining('application/json') } });
+      expect(payload).toMatchObject({
+        id,
+        status: 'succeeded',
+        result: { status: 200, contentType: expect.stringContaining('application/json') },
+      });
       expect(JSON.parse(payload.result.body).object).toBe('chat.completion');
 
-      const bad = await postJson(`${b.url}/v1/chat/completions`, short(), { ...ASYNC, 'sluice-callback-url': 'not a url' });
+      const bad = await postJson(`${b.url}/v1/chat/completions`, short(), {
+        ...ASYNC,
+        'sluice-callback-url': 'not a url',
+      });
       expect(bad.status).toBe(400);
       expect(bad.json.error.code).toBe('CALLBACK_URL_REFUSED');
-      const elsewhere = await postJson(`${b.url}/v1/chat/completions`, short(), { ...ASYNC, 'sluice-callback-url': 'http://127.0.0.1:9/hook' });
+      const elsewhere = await postJson(`${b.url}/v1/chat/completions`, short(), {
+        ...ASYNC,
+        'sluice-callback-url': 'http://127.0.0.1:9/hook',
+      });
       expect(elsewhere.status).toBe(400);
       expect(elsewhere.json.error.code).toBe('CALLBACK_URL_REFUSED');
     } finally {
@@ -117,7 +176,11 @@ describe('detached calls shared by two gateways over redis', () => {
     fleet.gateway.child.kill('SIGKILL');
     expect((await getJson(`${other.url}/v1/calls/${id}`)).json.status).toBe('running');
     // Lifetime: 1 s placer + 3 s call + 0 headroom, then a 5 s grace for a slow owner.
-    await eventually(async () => (await getJson(`${other.url}/v1/calls/${id}`)).json.status === 'failed', 20_000, 'the orphaned call to fail');
+    await eventually(
+      async () => (await getJson(`${other.url}/v1/calls/${id}`)).json.status === 'failed',
+      20_000,
+      'the orphaned call to fail',
+    );
     const status = (await getJson(`${other.url}/v1/calls/${id}`)).json;
     expect(status.error.code).toBe('GW_OWNER_LOST');
     expect(status.error.message).toContain('gw-a');
@@ -128,7 +191,10 @@ describe('callback SSRF guard', () => {
   it('refuses a callback to a loopback or private address unless allowed', async () => {
     const gateway = createGateway({
       runners: ['http://127.0.0.1:1'],
-      callbacks: createCallbackSender({ secret, policy: createCallbackPolicy({ allow: ['http://127.0.0.1:8080', 'http://10.1.2.3', 'http://localhost:8080'] }) }),
+      callbacks: createCallbackSender({
+        secret,
+        policy: createCallbackPolicy({ allow: ['http://127.0.0.1:8080', 'http://10.1.2.3', 'http://localhost:8080'] }),
+      }),
     });
     const { url } = await gateway.listen();
     try {

@@ -43,7 +43,14 @@ function recorder(): { logger: Logger; lines: LogFields[] } {
 }
 
 const lost = () => new StoreUnavailableError('redis store redis://127.0.0.1:6379/0 did not answer within 10000 ms');
-const record = (): CallRecord => ({ id: 'call-1', fn: 'sim-small', status: 'running', createdAt: T0, owner: 'gw-a', expiresAt: T0 + 60_000 });
+const record = (): CallRecord => ({
+  id: 'call-1',
+  fn: 'sim-small',
+  status: 'running',
+  createdAt: T0,
+  owner: 'gw-a',
+  expiresAt: T0 + 60_000,
+});
 const done = { status: 'succeeded' as const, completedAt: T0, executionMs: 5 };
 const result = { status: 200, contentType: 'text/plain', body: Buffer.from('hello') };
 
@@ -70,7 +77,12 @@ function writer(store: CallStore, stopping = new AbortController().signal) {
   const clock = warpClock();
   const { logger, lines } = recorder();
   const refused = { add: vi.fn() } as unknown as Counter & { add: ReturnType<typeof vi.fn> };
-  return { writer: new EndWriter({ store, clock, logger, metrics: { resultsRefused: refused }, stopping }), clock, lines, refused };
+  return {
+    writer: new EndWriter({ store, clock, logger, metrics: { resultsRefused: refused }, stopping }),
+    clock,
+    lines,
+    refused,
+  };
 }
 
 describe('EndWriter', () => {
@@ -85,7 +97,8 @@ describe('EndWriter', () => {
         return inner.finish(id, f, r);
       },
       get: (id) => inner.get(id),
-      health: async (): Promise<StoreHealth> => (++healthChecks > 3 ? inner.health() : { ok: false, reason: 'stalled' }),
+      health: async (): Promise<StoreHealth> =>
+        ++healthChecks > 3 ? inner.health() : { ok: false, reason: 'stalled' },
     });
     const { writer: w, clock, lines } = writer(store);
     const written = await w.settle(record(), { finish: done, result });
@@ -98,7 +111,7 @@ describe('EndWriter', () => {
     ]);
   });
 
-  it('gives up when the call\'s lifetime ends, logging at error that the result was not stored', async () => {
+  it("gives up when the call's lifetime ends, logging at error that the result was not stored", async () => {
     let attempts = 0;
     const store = storeWith({
       finish: async () => {
@@ -113,7 +126,12 @@ describe('EndWriter', () => {
     expect(attempts).toBe(2);
     expect(clock.now()).toBe(T0 + 60_000);
     expect(Math.max(...clock.slept)).toBe(5000);
-    expect(lines.at(-1)).toMatchObject({ level: 'error', msg: 'detached result not stored', call: 'call-1', attempts: 2 });
+    expect(lines.at(-1)).toMatchObject({
+      level: 'error',
+      msg: 'detached result not stored',
+      call: 'call-1',
+      attempts: 2,
+    });
   });
 
   it('gives up at once when the gateway stops, with one last attempt', async () => {
@@ -147,20 +165,39 @@ describe('EndWriter', () => {
     });
     const { writer: w, lines, refused } = writer(store);
     const written = await w.settle(record(), { finish: done, result });
-    expect(written).toMatchObject({ kind: 'stored', finish: { status: 'failed', executionMs: 5, error: { code: 'GW_STORE_FULL' } } });
+    expect(written).toMatchObject({
+      kind: 'stored',
+      finish: { status: 'failed', executionMs: 5, error: { code: 'GW_STORE_FULL' } },
+    });
     expect((written as { result?: unknown }).result).toBeUndefined();
     expect(refused.add).toHaveBeenCalledWith(1);
-    expect(lines).toEqual([expect.objectContaining({ level: 'warn', msg: 'detached result refused, store full', bytes: 1029, storedBytes: 5000, maxStoredBytes: 5120 })]);
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'detached result refused, store full',
+        bytes: 1029,
+        storedBytes: 5000,
+        maxStoredBytes: 5120,
+      }),
+    ]);
     expect(await inner.get('call-1')).toMatchObject({ status: 'failed', error: { code: 'GW_STORE_FULL' } });
   });
 
   it('repairs a record that landed although its create failed, and finds nothing to do when it did not', async () => {
     const inner = createMemoryStore({ now: () => T0 });
     await inner.create(record());
-    const { writer: w, lines } = writer(storeWith({ finish: (id, f, r) => inner.finish(id, f, r), get: (id) => inner.get(id) }));
+    const { writer: w, lines } = writer(
+      storeWith({ finish: (id, f, r) => inner.finish(id, f, r), get: (id) => inner.get(id) }),
+    );
     await w.repair(record(), lost());
     expect(await inner.get('call-1')).toMatchObject({ status: 'failed', error: { code: 'GW_STORE_UNAVAILABLE' } });
-    expect(lines).toEqual([expect.objectContaining({ level: 'warn', msg: 'detached record written after its call was refused, now failed', call: 'call-1' })]);
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'detached record written after its call was refused, now failed',
+        call: 'call-1',
+      }),
+    ]);
     await w.repair({ ...record(), id: 'call-never-written' }, lost());
     expect(await inner.get('call-never-written')).toBeUndefined();
     expect(lines).toHaveLength(1);

@@ -27,7 +27,10 @@ describe('detached calls', () => {
     expect(accepted.headers.location).toBe(`/v1/calls/${id}`);
     expect(accepted.headers['preference-applied']).toBe('respond-async');
     expect(accepted.headers['sluice-call-id']).toBe(id);
-    expect(accepted.json).toMatchObject({ status: 'running', urls: { status: `/v1/calls/${id}`, result: `/v1/calls/${id}/result`, cancel: `/v1/calls/${id}/cancel` } });
+    expect(accepted.json).toMatchObject({
+      status: 'running',
+      urls: { status: `/v1/calls/${id}`, result: `/v1/calls/${id}/result`, cancel: `/v1/calls/${id}/cancel` },
+    });
 
     const running = await getJson(`${suite.gw}/v1/calls/${id}`);
     expect(running.json.status).toBe('running');
@@ -36,7 +39,11 @@ describe('detached calls', () => {
     expect(early.status).toBe(409);
     expect(early.json.error.code).toBe('GW_CALL_NOT_FINISHED');
 
-    await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'succeeded', 20_000, 'the call to succeed');
+    await eventually(
+      async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'succeeded',
+      20_000,
+      'the call to succeed',
+    );
     const done = (await getJson(`${suite.gw}/v1/calls/${id}`)).json;
     expect(done).toMatchObject({ id, fn: 'sim-small', status: 'succeeded', runner: expect.any(String) });
     expect(Date.parse(done.completedAt)).toBeGreaterThanOrEqual(Date.parse(done.startedAt));
@@ -51,18 +58,32 @@ describe('detached calls', () => {
     const engine = suite.fleet.nodes[0]!.engine;
     const completedBefore = metricValue(await metrics(engine), 'sluice_sim_requests_completed_total');
     const long = postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 40 }));
-    await eventually(async () => metricValue(await metrics(engine), 'vllm:num_requests_running') === 1, 10_000, 'the long call');
+    await eventually(
+      async () => metricValue(await metrics(engine), 'vllm:num_requests_running') === 1,
+      10_000,
+      'the long call',
+    );
     const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short(), ASYNC);
     // The only slot was busy for about 40 x 30 ms: the 202 waited for it. The runner frees it
     // only after the engine finished the long call, so by the 202 the engine has counted it.
     expect(accepted.status).toBe(202);
-    expect(metricValue(await metrics(engine), 'sluice_sim_requests_completed_total')).toBeGreaterThanOrEqual(completedBefore + 1);
+    expect(metricValue(await metrics(engine), 'sluice_sim_requests_completed_total')).toBeGreaterThanOrEqual(
+      completedBefore + 1,
+    );
     expect((await long).status).toBe(200);
-    await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${accepted.json.id}`)).json.status === 'succeeded', 10_000, 'the detached call');
+    await eventually(
+      async () => (await getJson(`${suite.gw}/v1/calls/${accepted.json.id}`)).json.status === 'succeeded',
+      10_000,
+      'the detached call',
+    );
 
     // 6 s, twice the 3 s detached placer deadline, however late the refused call arrives.
     const longer = postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }));
-    await eventually(async () => metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'vllm:num_requests_running') === 1, 10_000, 'the longer call');
+    await eventually(
+      async () => metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'vllm:num_requests_running') === 1,
+      10_000,
+      'the longer call',
+    );
     const refused = await postJson(`${suite.gw}/v1/chat/completions`, short(), ASYNC);
     expect(refused.status).toBe(503);
     expect(refused.json.error.code).toBe('PLACER_TIMEOUT');
@@ -86,7 +107,13 @@ describe('detached calls', () => {
     const cancel = await postJson(`${suite.gw}/v1/calls/${id}/cancel`, '');
     expect(cancel.status).toBe(200);
     expect(cancel.json.status).toBe('cancelled');
-    await eventually(async () => metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') === abortedBefore + 1, 15_000, 'the engine abort');
+    await eventually(
+      async () =>
+        metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') ===
+        abortedBefore + 1,
+      15_000,
+      'the engine abort',
+    );
     const again = await postJson(`${suite.gw}/v1/calls/${id}/cancel`, '');
     expect(again.json.status).toBe('cancelled');
     const result = await getJson(`${suite.gw}/v1/calls/${id}/result`);
@@ -101,11 +128,18 @@ describe('detached calls', () => {
     const replay = await postJson(`${suite.gw}/v1/chat/completions`, short(), { ...ASYNC, 'idempotency-key': key });
     expect(replay.status).toBe(202);
     expect(replay.json.id).toBe(first.json.id);
-    const other = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 2 }), { ...ASYNC, 'idempotency-key': key });
+    const other = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 2 }), {
+      ...ASYNC,
+      'idempotency-key': key,
+    });
     expect(other.status).toBe(422);
     expect(other.json.error.code).toBe('GW_IDEMPOTENCY_KEY_REUSED');
     const engineCalls = metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_total');
-    await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${first.json.id}`)).json.status === 'succeeded', 10_000, 'the first call');
+    await eventually(
+      async () => (await getJson(`${suite.gw}/v1/calls/${first.json.id}`)).json.status === 'succeeded',
+      10_000,
+      'the first call',
+    );
     // The replay ran nothing.
     expect(metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_total')).toBe(engineCalls);
   });
@@ -135,7 +169,11 @@ describe('detached calls', () => {
     it('fails a call whose result is over maxResultBytes with that reason, and keeps serving', async () => {
       const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }), ASYNC);
       const id = accepted.json.id as string;
-      await eventually(async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'failed', 30_000, 'the call to fail');
+      await eventually(
+        async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'failed',
+        30_000,
+        'the call to fail',
+      );
       const status = (await getJson(`${suite.gw}/v1/calls/${id}`)).json;
       expect(status.error.code).toBe('GW_RESULT_TOO_LARGE');
       expect(status.error.message).toContain('1000');

@@ -22,7 +22,10 @@ afterEach(async () => {
 });
 
 /** A sim engine making 400 tokens `itlMs` apart and a runner over it, both closed after the test. */
-async function simRunner(itlMs: number, runnerOptions: Partial<RunnerOptions>): Promise<{ engineUrl: string; runnerUrl: string }> {
+async function simRunner(
+  itlMs: number,
+  runnerOptions: Partial<RunnerOptions>,
+): Promise<{ engineUrl: string; runnerUrl: string }> {
   const engine = createSimEngine({ ttftMs: 0, itlMs, outputTokens: 400 });
   const { url: engineUrl } = await engine.listen();
   cleanups.push(() => engine.close());
@@ -41,7 +44,7 @@ async function gatewayOverSim(options: Partial<GatewayOptions>) {
   return url;
 }
 
-const status = async (url: string) => ((await (await request(url)).body.json()) as any);
+const status = async (url: string) => (await (await request(url)).body.json()) as any;
 
 /**
  * A memory store whose answers the test can spoil, as a stalled or flaky Redis spoils them:
@@ -50,7 +53,14 @@ const status = async (url: string) => ((await (await request(url)).body.json()) 
  */
 function faultyStore() {
   const inner = createMemoryStore();
-  const faults = { finishFails: 0, finishLandsUnanswered: 0, createLandsUnanswered: false, startFails: 0, cancelledBeforeStart: false, health: undefined as StoreHealth | undefined };
+  const faults = {
+    finishFails: 0,
+    finishLandsUnanswered: 0,
+    createLandsUnanswered: false,
+    startFails: 0,
+    cancelledBeforeStart: false,
+    health: undefined as StoreHealth | undefined,
+  };
   const created: string[] = [];
   const lost = () => new StoreUnavailableError('redis store redis://127.0.0.1:6379/0 did not answer within 10000 ms');
   const store: CallStore = {
@@ -62,7 +72,12 @@ function faultyStore() {
     start: async (id, start) => {
       if (faults.startFails > 0 && faults.startFails--) throw lost();
       // A cancel from another gateway that ended the record as the runner committed, its routed abort lost.
-      if (faults.cancelledBeforeStart) await inner.finish(id, { status: 'cancelled', completedAt: Date.now(), error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' } });
+      if (faults.cancelledBeforeStart)
+        await inner.finish(id, {
+          status: 'cancelled',
+          completedAt: Date.now(),
+          error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' },
+        });
       return inner.start(id, start);
     },
     get: (id) => inner.get(id),
@@ -87,7 +102,13 @@ function faultyStore() {
 function recorder(): { logger: Logger; lines: LogFields[] } {
   const lines: LogFields[] = [];
   const at = (level: string) => (msg: string, fields?: LogFields) => void lines.push({ level, msg, ...fields });
-  const logger: Logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (fields) => childOf(fields) };
+  const logger: Logger = {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (fields) => childOf(fields),
+  };
   const childOf = (base: LogFields): Logger => ({
     debug: (m, f) => logger.debug(m, { ...base, ...f }),
     info: (m, f) => logger.info(m, { ...base, ...f }),
@@ -107,18 +128,34 @@ async function busyPair() {
   const faulty = faultyStore();
   const urls: string[] = [];
   for (const gatewayId of ['gw-a', 'gw-b']) {
-    const gateway = createGateway({ runners: [runnerUrl], store: faulty.store, gatewayId, detachedPlacerTimeout: 20_000 });
+    const gateway = createGateway({
+      runners: [runnerUrl],
+      store: faulty.store,
+      gatewayId,
+      detachedPlacerTimeout: 20_000,
+    });
     urls.push((await gateway.listen()).url);
     cleanups.push(() => gateway.close());
   }
   /** Calls the engine was offered so far. */
-  const offered = async () => metricValue(await (await request(`${engineUrl}/metrics`)).body.text(), 'sluice_sim_requests_total');
+  const offered = async () =>
+    metricValue(await (await request(`${engineUrl}/metrics`)).body.text(), 'sluice_sim_requests_total');
   /** Holds the one slot with a sync call until the returned function is called. */
   const occupy = async () => {
     const controller = new AbortController();
     const before = await offered();
-    const held = request(`${urls[0]}/v1/chat/completions`, { method: 'POST', body: chatBody({ max_tokens: 400, ignore_eos: true }), headers: { 'content-type': 'application/json' }, signal: controller.signal });
-    held.then((res) => res.body.dump(), () => {}).catch(() => {});
+    const held = request(`${urls[0]}/v1/chat/completions`, {
+      method: 'POST',
+      body: chatBody({ max_tokens: 400, ignore_eos: true }),
+      headers: { 'content-type': 'application/json' },
+      signal: controller.signal,
+    });
+    held
+      .then(
+        (res) => res.body.dump(),
+        () => {},
+      )
+      .catch(() => {});
     await eventually(async () => (await offered()) === before + 1, 5000, 'the slot to be taken');
     return () => controller.abort();
   };
@@ -126,16 +163,29 @@ async function busyPair() {
 }
 
 describe('detached calls in-process', () => {
-  it('keeps the room reserved for a running call\'s result: another result cannot take it, and the call\'s result is stored', async () => {
+  it("keeps the room reserved for a running call's result: another result cannot take it, and the call's result is stored", async () => {
     const store = createMemoryStore({ maxStoredBytes: 64 * 1024 });
     const url = await gatewayOverSim({ store, maxResultBytes: 16 * 1024 });
-    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 300 }), { prefer: 'respond-async' });
+    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 300 }), {
+      prefer: 'respond-async',
+    });
     expect(accepted.status).toBe(202);
     // Another gateway's result of 62 KiB would fit the bytes stored, not the room this call reserved.
-    const filler = { id: 'call-filler', fn: 'sim-small', status: 'running' as const, createdAt: Date.now(), owner: 'gw-other', expiresAt: Date.now() + 60_000 };
+    const filler = {
+      id: 'call-filler',
+      fn: 'sim-small',
+      status: 'running' as const,
+      createdAt: Date.now(),
+      owner: 'gw-other',
+      expiresAt: Date.now() + 60_000,
+    };
     await store.create(filler);
     await expect(
-      store.finish(filler.id, { status: 'succeeded', completedAt: Date.now() }, { status: 200, contentType: 'text/plain', body: Buffer.alloc(62 * 1024) }),
+      store.finish(
+        filler.id,
+        { status: 'succeeded', completedAt: Date.now() },
+        { status: 200, contentType: 'text/plain', body: Buffer.alloc(62 * 1024) },
+      ),
     ).rejects.toMatchObject({ code: 'STORE_FULL' });
     const monitor = `${url}/v1/calls/${accepted.json.id}`;
     await eventually(async () => (await status(monitor)).status !== 'running', 10_000, 'the call to end');
@@ -148,7 +198,9 @@ describe('detached calls in-process', () => {
     const { logger, lines } = recorder();
     const url = await gatewayOverSim({ store, logger });
     faults.finishFails = 2;
-    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 20 }), { prefer: 'respond-async' });
+    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 20 }), {
+      prefer: 'respond-async',
+    });
     expect(accepted.status).toBe(202);
     const monitor = `${url}/v1/calls/${accepted.json.id}`;
     await eventually(async () => (await status(monitor)).status !== 'running', 10_000, 'the call to end');
@@ -167,12 +219,18 @@ describe('detached calls in-process', () => {
     const { logger, lines } = recorder();
     const url = await gatewayOverSim({ store, logger });
     faults.finishLandsUnanswered = 1;
-    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 20 }), { prefer: 'respond-async' });
+    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 20 }), {
+      prefer: 'respond-async',
+    });
     const monitor = `${url}/v1/calls/${accepted.json.id}`;
     await eventually(async () => (await status(monitor)).status !== 'running', 10_000, 'the call to end');
     expect(await status(monitor)).toMatchObject({ status: 'succeeded' });
     expect((await request(`${monitor}/result`)).statusCode).toBe(200);
-    await eventually(() => lines.some((l) => l.msg === 'detached result stored by an earlier attempt that timed out'), 5000, 'the log line');
+    await eventually(
+      () => lines.some((l) => l.msg === 'detached result stored by an earlier attempt that timed out'),
+      5000,
+      'the log line',
+    );
     expect(lines.filter((l) => l.level === 'error')).toEqual([]);
   });
 
@@ -183,16 +241,28 @@ describe('detached calls in-process', () => {
     faults.createLandsUnanswered = true;
     const refused = await postJson(`${url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' });
     expect(refused.status).toBe(503);
-    expect(refused.json.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', message: expect.stringContaining('nothing ran') });
+    expect(refused.json.error).toMatchObject({
+      code: 'GW_STORE_UNAVAILABLE',
+      message: expect.stringContaining('nothing ran'),
+    });
     expect(refused.json.error.message).not.toContain('redis://');
     expect(refused.headers['retry-after']).toBe('1');
     const id = String(refused.headers['sluice-call-id']);
     await eventually(async () => (await inner.get(id))?.status === 'failed', 5000, 'the ghost record to be failed');
     // Never placed: no runner ever had it.
     const record = await inner.get(id);
-    expect(record).toMatchObject({ status: 'failed', error: { code: 'GW_STORE_UNAVAILABLE', message: expect.stringContaining('was not placed') } });
+    expect(record).toMatchObject({
+      status: 'failed',
+      error: { code: 'GW_STORE_UNAVAILABLE', message: expect.stringContaining('was not placed') },
+    });
     expect(record).not.toHaveProperty('runner');
-    expect(lines).toContainEqual(expect.objectContaining({ level: 'warn', msg: 'detached record written after its call was refused, now failed', call: id }));
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'detached record written after its call was refused, now failed',
+        call: id,
+      }),
+    );
   });
 
   it('runs a call on when the store does not take its start, and records the start with its end', async () => {
@@ -200,23 +270,34 @@ describe('detached calls in-process', () => {
     const { logger, lines } = recorder();
     const url = await gatewayOverSim({ store, logger });
     faults.startFails = 1;
-    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 200 }), { prefer: 'respond-async' });
+    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 200 }), {
+      prefer: 'respond-async',
+    });
     expect(accepted.status).toBe(202);
     expect(accepted.json.status).toBe('running');
     const monitor = `${url}/v1/calls/${accepted.json.id}`;
     // The store still says queued; the gateway running it knows better.
     expect(await status(monitor)).toMatchObject({ status: 'running', runner: expect.any(String) });
     await eventually(async () => (await status(monitor)).status !== 'running', 10_000, 'the call to end');
-    expect(await status(monitor)).toMatchObject({ status: 'succeeded', runner: expect.any(String), startedAt: expect.any(String), delayMs: expect.any(Number) });
+    expect(await status(monitor)).toMatchObject({
+      status: 'succeeded',
+      runner: expect.any(String),
+      startedAt: expect.any(String),
+      delayMs: expect.any(Number),
+    });
     expect((await request(`${monitor}/result`)).statusCode).toBe(200);
-    expect(lines.filter((l) => l.call === accepted.json.id).map((l) => [l.level, l.msg])).toEqual([['warn', 'detached call start not recorded, running on']]);
+    expect(lines.filter((l) => l.call === accepted.json.id).map((l) => [l.level, l.msg])).toEqual([
+      ['warn', 'detached call start not recorded, running on'],
+    ]);
   });
 
   it('stops a call whose start finds it cancelled, and shows its client the cancelled record', async () => {
     const { store, faults } = faultyStore();
     const url = await gatewayOverSim({ store });
     faults.cancelledBeforeStart = true;
-    const answered = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 200 }), { prefer: 'respond-async' });
+    const answered = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 200 }), {
+      prefer: 'respond-async',
+    });
     expect(answered.status).toBe(202);
     expect(answered.json).toMatchObject({ status: 'cancelled' });
     const monitor = `${url}/v1/calls/${answered.json.id}`;
@@ -228,7 +309,14 @@ describe('detached calls in-process', () => {
     const store = createMemoryStore();
     const url = await gatewayOverSim({ store });
     const now = Date.now();
-    await store.create({ id: 'call-orphan', fn: 'sim-small', status: 'queued', createdAt: now - 60_000, owner: 'gw-gone', expiresAt: now - 10_000 });
+    await store.create({
+      id: 'call-orphan',
+      fn: 'sim-small',
+      status: 'queued',
+      createdAt: now - 60_000,
+      owner: 'gw-gone',
+      expiresAt: now - 10_000,
+    });
     expect(await status(`${url}/v1/calls/call-orphan`)).toMatchObject({
       status: 'failed',
       error: { code: 'GW_OWNER_LOST', message: expect.stringContaining('gateway gw-gone was placing this call') },
@@ -238,8 +326,14 @@ describe('detached calls in-process', () => {
   it('refuses detached calls at once with 503 GW_STORE_UNAVAILABLE while the store does not answer, and /readyz says why', async () => {
     const { store, faults } = faultyStore();
     const url = await gatewayOverSim({ store });
-    faults.health = { ok: false, reason: 'redis store redis://127.0.0.1:6379/0 did not answer a health check within 1000 ms' };
-    const refused = await postJson(`${url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async', 'idempotency-key': 'k-1' });
+    faults.health = {
+      ok: false,
+      reason: 'redis store redis://127.0.0.1:6379/0 did not answer a health check within 1000 ms',
+    };
+    const refused = await postJson(`${url}/v1/chat/completions`, chatBody(), {
+      prefer: 'respond-async',
+      'idempotency-key': 'k-1',
+    });
     expect(refused.status).toBe(503);
     expect(refused.json.error).toMatchObject({ code: 'GW_STORE_UNAVAILABLE', type: 'service_unavailable_error' });
     expect(refused.json.error.message).not.toContain('redis://');
@@ -250,17 +344,27 @@ describe('detached calls in-process', () => {
     expect(await ready.body.json()).toMatchObject({ ready: false, closing: false, reasons: ['store_unavailable'] });
     faults.health = undefined;
     expect((await request(`${url}/readyz`)).statusCode).toBe(200);
-    expect((await postJson(`${url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async', 'idempotency-key': 'k-1' })).status).toBe(202);
+    expect(
+      (await postJson(`${url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async', 'idempotency-key': 'k-1' }))
+        .status,
+    ).toBe(202);
   });
 
   it('runs an /invoke call detached and keeps its result with its content type', async () => {
     const url = await gatewayOverSim({});
-    const accepted = await postJson(`${url}/invoke/resize`, '{"w":1}', { prefer: 'respond-async', 'sluice-callback-url': '' });
+    const accepted = await postJson(`${url}/invoke/resize`, '{"w":1}', {
+      prefer: 'respond-async',
+      'sluice-callback-url': '',
+    });
     // An empty callback URL is not a URL: refused before anything runs.
     expect(accepted.status).toBe(400);
     const ok = await postJson(`${url}/invoke/resize`, '{"w":1}', { 'sluice-invoke-type': 'detached' });
     expect(ok.status).toBe(202);
-    await eventually(async () => (await status(`${url}/v1/calls/${ok.json.id}`)).status === 'succeeded', 10_000, 'the call');
+    await eventually(
+      async () => (await status(`${url}/v1/calls/${ok.json.id}`)).status === 'succeeded',
+      10_000,
+      'the call',
+    );
     const result = await request(`${url}/v1/calls/${ok.json.id}/result`);
     expect(result.statusCode).toBe(200);
     expect(result.headers['content-type']).toContain('application/json');
@@ -270,7 +374,10 @@ describe('detached calls in-process', () => {
     const { a, b, created, offered, occupy } = await busyPair();
     const release = await occupy();
     const before = await offered();
-    const waiting = postJson(`${a}/v1/chat/completions`, chatBody({ max_tokens: 5 }), { prefer: 'respond-async', 'idempotency-key': 'q-1' });
+    const waiting = postJson(`${a}/v1/chat/completions`, chatBody({ max_tokens: 5 }), {
+      prefer: 'respond-async',
+      'idempotency-key': 'q-1',
+    });
     await eventually(() => created.length === 1, 5000, 'the record');
     const id = created[0]!;
     const queued = await request(`${b}/v1/calls/${id}`);
@@ -283,7 +390,10 @@ describe('detached calls in-process', () => {
     const early = await request(`${b}/v1/calls/${id}/result`);
     expect(early.statusCode).toBe(409);
     expect(((await early.body.json()) as any).error.code).toBe('GW_CALL_NOT_FINISHED');
-    const replay = await postJson(`${b}/v1/chat/completions`, chatBody({ max_tokens: 5 }), { prefer: 'respond-async', 'idempotency-key': 'q-1' });
+    const replay = await postJson(`${b}/v1/chat/completions`, chatBody({ max_tokens: 5 }), {
+      prefer: 'respond-async',
+      'idempotency-key': 'q-1',
+    });
     expect(replay.status).toBe(409);
     expect(replay.json.error.code).toBe('GW_IDEMPOTENCY_IN_PROGRESS');
 
@@ -299,7 +409,10 @@ describe('detached calls in-process', () => {
     const after = await postJson(`${a}/v1/chat/completions`, chatBody({ max_tokens: 1 }));
     expect(after.status).toBe(200);
     expect(await offered()).toBe(before + 1);
-    expect(await status(`${a}/v1/calls/${id}`)).toMatchObject({ status: 'cancelled', error: { code: 'GW_CALL_CANCELLED' } });
+    expect(await status(`${a}/v1/calls/${id}`)).toMatchObject({
+      status: 'cancelled',
+      error: { code: 'GW_CALL_CANCELLED' },
+    });
   });
 
   it('ends the record of a call whose client left while it waited for a runner as cancelled, PLACER_ABORTED', async () => {
@@ -307,14 +420,22 @@ describe('detached calls in-process', () => {
     const release = await occupy();
     const before = await offered();
     const client = new AbortController();
-    const waiting = request(`${a}/v1/chat/completions`, { method: 'POST', body: chatBody({ max_tokens: 5 }), headers: { 'content-type': 'application/json', prefer: 'respond-async' }, signal: client.signal });
+    const waiting = request(`${a}/v1/chat/completions`, {
+      method: 'POST',
+      body: chatBody({ max_tokens: 5 }),
+      headers: { 'content-type': 'application/json', prefer: 'respond-async' },
+      signal: client.signal,
+    });
     waiting.catch(() => {});
     await eventually(() => created.length === 1, 5000, 'the record');
     const id = created[0]!;
     expect(await status(`${a}/v1/calls/${id}`)).toMatchObject({ status: 'queued' });
     client.abort();
     await eventually(async () => (await status(`${a}/v1/calls/${id}`)).status !== 'queued', 5000, 'the record to end');
-    expect(await status(`${a}/v1/calls/${id}`)).toMatchObject({ status: 'cancelled', error: { code: 'PLACER_ABORTED' } });
+    expect(await status(`${a}/v1/calls/${id}`)).toMatchObject({
+      status: 'cancelled',
+      error: { code: 'PLACER_ABORTED' },
+    });
     release();
     expect(await offered()).toBe(before);
   });

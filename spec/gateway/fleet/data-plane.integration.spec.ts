@@ -9,7 +9,15 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { createSimEngine } from '../../../runner/engines/sim/server.ts';
-import { BODY_DIGEST_HEADER, BUSY_HEADER, CALL_ID_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, signCall, bodyDigest } from '../../../runner/protocol/index.ts';
+import {
+  BODY_DIGEST_HEADER,
+  BUSY_HEADER,
+  CALL_ID_HEADER,
+  DEADLINE_HEADER,
+  SIGNATURE_HEADER,
+  signCall,
+  bodyDigest,
+} from '../../../runner/protocol/index.ts';
 import type { RunnerStatus } from '../../../runner/protocol/index.ts';
 import { createRunner } from '../../../runner/server.ts';
 import type { RunnerEnvironment } from '../../../runner/server.ts';
@@ -41,8 +49,14 @@ async function startEngine(): Promise<string> {
   return url;
 }
 
-async function startRunner(options: Partial<RunnerOptions>, environment: RunnerEnvironment = {}): Promise<{ url: string; status: () => RunnerStatus }> {
-  const runner = createRunner({ engine: await startEngine(), engineKind: 'sim', id: 'r-dp', slots: 4, ...options }, environment);
+async function startRunner(
+  options: Partial<RunnerOptions>,
+  environment: RunnerEnvironment = {},
+): Promise<{ url: string; status: () => RunnerStatus }> {
+  const runner = createRunner(
+    { engine: await startEngine(), engineKind: 'sim', id: 'r-dp', slots: 4, ...options },
+    environment,
+  );
   const { url } = await runner.listen(0, '127.0.0.1');
   cleanups.push(() => runner.close({ drainTimeout: 0 }));
   return { url, status: () => runner.status() };
@@ -57,10 +71,24 @@ async function startGateway(options: Partial<GatewayOptions>): Promise<string> {
 
 type Answer = { status: number; headers: IncomingHttpHeaders; json: any };
 
-async function post(url: string, body: string, headers: Record<string, string> = {}, dispatcher?: Dispatcher): Promise<Answer> {
-  const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers }, ...(dispatcher ? { dispatcher } : {}) });
+async function post(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+  dispatcher?: Dispatcher,
+): Promise<Answer> {
+  const res = await request(url, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(dispatcher ? { dispatcher } : {}),
+  });
   const text = await res.body.text();
-  return { status: res.statusCode, headers: res.headers as IncomingHttpHeaders, json: text === '' ? undefined : JSON.parse(text) };
+  return {
+    status: res.statusCode,
+    headers: res.headers as IncomingHttpHeaders,
+    json: text === '' ? undefined : JSON.parse(text),
+  };
 }
 
 /** A gateway's call as a runner received it: method, target, headers, body. */
@@ -80,7 +108,14 @@ async function startRecorder(): Promise<{ url: string; calls: Captured[]; server
   const server = createServer((req, res) => {
     if (req.method === 'GET') {
       // The gateway's status probe: a ready runner of the sim's model, with room.
-      const status = { id: 'recorder', state: 'serving', ready: true, models: ['sim-small'], slots: { total: 4, inUse: 0 }, engines: [] };
+      const status = {
+        id: 'recorder',
+        state: 'serving',
+        ready: true,
+        models: ['sim-small'],
+        slots: { total: 4, inUse: 0 },
+        engines: [],
+      };
       return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(status));
     }
     const chunks: Buffer[] = [];
@@ -99,7 +134,11 @@ async function startRecorder(): Promise<{ url: string; calls: Captured[]; server
 }
 
 /** Sends a captured call to `url`, with `change` made to it. */
-function replay(url: string, call: Captured, change: { headers?: Record<string, string>; body?: Buffer } = {}): Promise<Answer> {
+function replay(
+  url: string,
+  call: Captured,
+  change: { headers?: Record<string, string>; body?: Buffer } = {},
+): Promise<Answer> {
   const headers = { ...call.headers, ...change.headers };
   for (const name of ['host', 'content-length', 'connection']) delete headers[name];
   return post(`${url}${call.path}`, (change.body ?? call.body).toString('utf8'), headers);
@@ -112,7 +151,11 @@ describe('a runner with a call secret', () => {
     const sync = await post(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 2 }));
     expect(sync.status).toBe(200);
     expect(sync.json.object).toBe('chat.completion');
-    const streamed = await request(`${gw}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody({ stream: true }) });
+    const streamed = await request(`${gw}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: chatBody({ stream: true }),
+    });
     expect(streamed.statusCode).toBe(200);
     expect(await streamed.body.text()).toContain('data: [DONE]');
     // The same call id may be offered here twice when the first offer found the runner busy;
@@ -143,18 +186,28 @@ describe('a runner with a call secret', () => {
     const detached = await post(`${gw}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' });
     expect(detached.status).toBe(202);
     let record: any;
-    await eventually(async () => {
-      record = (await request(`${gw}/v1/calls/${detached.json.id}`).then((r) => r.body.json())) as any;
-      return record.status !== 'queued' && record.status !== 'running';
-    }, 5000, 'the detached call to end');
+    await eventually(
+      async () => {
+        record = (await request(`${gw}/v1/calls/${detached.json.id}`).then((r) => r.body.json())) as any;
+        return record.status !== 'queued' && record.status !== 'running';
+      },
+      5000,
+      'the detached call to end',
+    );
     expect(record.status).toBe('failed');
-    expect(record.error).toEqual({ code: 'RUNNER_UNAUTHORIZED', message: expect.stringContaining('refused the call as not from a gateway (RUNNER_UNAUTHORIZED); nothing ran') });
+    expect(record.error).toEqual({
+      code: 'RUNNER_UNAUTHORIZED',
+      message: expect.stringContaining('refused the call as not from a gateway (RUNNER_UNAUTHORIZED); nothing ran'),
+    });
   });
 
   it('warns of refusals at most once a minute, with how many came between', async () => {
     let shift = 0;
     const warnings: LogFields[] = [];
-    const runner = await startRunner({ callSecret: SECRET, logger: warningRecorder(warnings) }, { now: () => Date.now() + shift });
+    const runner = await startRunner(
+      { callSecret: SECRET, logger: warningRecorder(warnings) },
+      { now: () => Date.now() + shift },
+    );
     const refusals = () => warnings.filter((w) => w.msg === 'call refused: no valid signature');
     for (let i = 0; i < 3; i++) expect((await post(`${runner.url}/v1/chat/completions`, chatBody())).status).toBe(401);
     expect(refusals()).toEqual([expect.objectContaining({ reason: 'unsigned', refusedSinceLastWarning: 0 })]);
@@ -170,7 +223,12 @@ describe('a runner with a call secret', () => {
     let shift = 0;
     const runner = await startRunner({ callSecret: SECRET, callClockSkew: 1000 }, { now: () => Date.now() + shift });
     const recorder = await startRecorder();
-    const gw = await startGateway({ runners: [recorder.url], callSecret: SECRET, placerTimeout: 300, callTimeout: 60_000 });
+    const gw = await startGateway({
+      runners: [recorder.url],
+      callSecret: SECRET,
+      placerTimeout: 300,
+      callTimeout: 60_000,
+    });
     // Two calls that never ran anywhere: the recorder answered busy to every offer.
     for (const content of ['first', 'second']) {
       const answer = await post(`${gw}/v1/chat/completions`, chatBody({ messages: [{ role: 'user', content }] }));
@@ -188,9 +246,23 @@ describe('a runner with a call secret', () => {
       expect(json.error.code).toBe('RUNNER_UNAUTHORIZED');
       return json.error.message as string;
     };
-    expect(await refused(replay(runner.url, first!, { headers: { [CALL_ID_HEADER]: ids[1]! } }))).toMatch(/signature does not match/);
-    expect(await refused(replay(runner.url, first!, { body: Buffer.from(chatBody({ messages: [{ role: 'user', content: 'mine now' }] })) }))).toMatch(/does not match/);
-    expect(await refused(replay(runner.url, first!, { headers: { [DEADLINE_HEADER]: String(Number(first!.headers[DEADLINE_HEADER]) + 3_600_000) } }))).toMatch(/does not match/);
+    expect(await refused(replay(runner.url, first!, { headers: { [CALL_ID_HEADER]: ids[1]! } }))).toMatch(
+      /signature does not match/,
+    );
+    expect(
+      await refused(
+        replay(runner.url, first!, {
+          body: Buffer.from(chatBody({ messages: [{ role: 'user', content: 'mine now' }] })),
+        }),
+      ),
+    ).toMatch(/does not match/);
+    expect(
+      await refused(
+        replay(runner.url, first!, {
+          headers: { [DEADLINE_HEADER]: String(Number(first!.headers[DEADLINE_HEADER]) + 3_600_000) },
+        }),
+      ),
+    ).toMatch(/does not match/);
 
     // The capture as it was is the gateway's own call: it runs once, and never again.
     expect((await replay(runner.url, first!)).status).toBe(200);
@@ -227,7 +299,13 @@ describe('a runner with a call secret', () => {
     const headers = {
       [CALL_ID_HEADER]: id,
       [DEADLINE_HEADER]: String(deadline),
-      [SIGNATURE_HEADER]: signCall(SECRET, { callId: id, method: 'POST', path: '/v1/chat/completions', deadline, bodyDigest: bodyDigest(Buffer.from(body)) }),
+      [SIGNATURE_HEADER]: signCall(SECRET, {
+        callId: id,
+        method: 'POST',
+        path: '/v1/chat/completions',
+        deadline,
+        bodyDigest: bodyDigest(Buffer.from(body)),
+      }),
       [BODY_DIGEST_HEADER]: bodyDigest(Buffer.from(body)),
     };
     const busy = await post(`${url}/v1/chat/completions`, body, headers);
@@ -250,7 +328,9 @@ describe('a runner without a call secret or mutual TLS', () => {
     const engine = await startEngine();
     const refused = createRunner({ engine, engineKind: 'sim' });
     await expect(refused.listen(0, '0.0.0.0')).rejects.toThrow(RunnerConfigError);
-    await expect(createRunner({ engine, engineKind: 'sim' }).listen(0, '0.0.0.0')).rejects.toThrow(/--call-secret.*--tls-cert.*--allow-unsigned-calls/);
+    await expect(createRunner({ engine, engineKind: 'sim' }).listen(0, '0.0.0.0')).rejects.toThrow(
+      /--call-secret.*--tls-cert.*--allow-unsigned-calls/,
+    );
     await refused.close({ drainTimeout: 0 });
     for (const options of [{ allowUnsignedCalls: true }, { callSecret: SECRET }]) {
       const runner = createRunner({ engine, engineKind: 'sim', ...options });
@@ -287,24 +367,44 @@ describe('mutual TLS between gateway and runners', () => {
   it('serves the gateway, and refuses a client without a certificate or with one of another CA', async () => {
     const runner = await startRunner({ tls: { cert: runnerCert.cert, key: runnerCert.key, ca: ca.cert } });
     expect(runner.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
-    const gw = await startGateway({ runners: [runner.url], runnerTls: { cert: gatewayCert.cert, key: gatewayCert.key, ca: ca.cert } });
+    const gw = await startGateway({
+      runners: [runner.url],
+      runnerTls: { cert: gatewayCert.cert, key: gatewayCert.key, ca: ca.cert },
+    });
     const answer = await post(`${gw}/v1/chat/completions`, chatBody());
     expect(answer.status).toBe(200);
     expect(answer.headers['sluice-runner-id']).toBe('r-dp');
     // The gateway's status probes pass too: it knows what the runner serves.
-    expect((await request(`${gw}/v1/models`).then((r) => r.body.json())) as any).toMatchObject({ data: [{ id: 'sim-small' }] });
+    expect((await request(`${gw}/v1/models`).then((r) => r.body.json())) as any).toMatchObject({
+      data: [{ id: 'sim-small' }],
+    });
 
     await expect(post(`${runner.url}/v1/chat/completions`, chatBody(), {}, agent({ ca: ca.cert }))).rejects.toThrow();
-    await expect(post(`${runner.url}/v1/chat/completions`, chatBody(), {}, agent({ cert: rogueCert.cert, key: rogueCert.key, ca: ca.cert }))).rejects.toThrow();
+    await expect(
+      post(
+        `${runner.url}/v1/chat/completions`,
+        chatBody(),
+        {},
+        agent({ cert: rogueCert.cert, key: rogueCert.key, ca: ca.cert }),
+      ),
+    ).rejects.toThrow();
     // Plain http to the https port gets nothing a call could use.
-    await expect(post(runner.url.replace('https:', 'http:') + '/v1/chat/completions', chatBody())).rejects.toThrow();
-    await eventually(() => (runner.status().calls.unauthorized ?? 0) >= 2, 5000, 'the refused handshakes to be counted');
+    await expect(post(`${runner.url.replace('https:', 'http:')}/v1/chat/completions`, chatBody())).rejects.toThrow();
+    await eventually(
+      () => (runner.status().calls.unauthorized ?? 0) >= 2,
+      5000,
+      'the refused handshakes to be counted',
+    );
     expect(runner.status().calls.served).toBe(1);
   });
 
   it('refuses a runner whose certificate another CA signed', async () => {
     const runner = await startRunner({ tls: { cert: rogueCert.cert, key: rogueCert.key, ca: ca.cert } });
-    const gw = await startGateway({ runners: [runner.url], runnerTls: { cert: gatewayCert.cert, key: gatewayCert.key, ca: ca.cert }, placerTimeout: 300 });
+    const gw = await startGateway({
+      runners: [runner.url],
+      runnerTls: { cert: gatewayCert.cert, key: gatewayCert.key, ca: ca.cert },
+      placerTimeout: 300,
+    });
     const answer = await post(`${gw}/v1/chat/completions`, chatBody());
     expect(answer.status).toBeGreaterThanOrEqual(500);
     expect(runner.status().calls.served).toBe(0);
@@ -332,7 +432,12 @@ describe('the gateway front', () => {
     const answer = await post(`${gw}/v1/chat/completions`, chatBody(), {}, dispatcher);
     expect(answer.status).toBe(200);
     expect(answer.json.object).toBe('chat.completion');
-    const streamed = await request(`${gw}/v1/chat/completions`, { dispatcher, method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody({ stream: true }) });
+    const streamed = await request(`${gw}/v1/chat/completions`, {
+      dispatcher,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: chatBody({ stream: true }),
+    });
     expect(streamed.statusCode).toBe(200);
     expect(await streamed.body.text()).toContain('data: [DONE]');
     // A client that does not trust the CA gets no answer at all.
@@ -341,7 +446,11 @@ describe('the gateway front', () => {
 
   it('speaks HTTP/2 to a client that offers it, on the same port: calls, streams, refusals, and a close that ends its sessions', async () => {
     const runner = await startRunner({});
-    const gateway = createGateway({ statusInterval: 50, runners: [runner.url], tls: { cert: front.cert, key: front.key } });
+    const gateway = createGateway({
+      statusInterval: 50,
+      runners: [runner.url],
+      tls: { cert: front.cert, key: front.key },
+    });
     const { url: gw } = await gateway.listen(0, '127.0.0.1');
     let closed = false;
     cleanups.push(async () => (closed ? undefined : gateway.close()));
@@ -349,7 +458,11 @@ describe('the gateway front', () => {
     const session = connectH2(gw, { ca: ca.cert });
     cleanups.push(async () => void session.destroy());
     const viaH2 = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const stream = session.request({ ':method': 'POST', ':path': '/v1/chat/completions', 'content-type': 'application/json' });
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/v1/chat/completions',
+        'content-type': 'application/json',
+      });
       let status = 0;
       let body = '';
       stream.on('response', (headers) => (status = Number(headers[':status'])));
@@ -369,7 +482,12 @@ describe('the gateway front', () => {
     expect(answer.status).toBe(200);
     expect(answer.json.object).toBe('chat.completion');
     expect(answer.headers['sluice-runner-id']).toBeDefined();
-    const streamed = await request(`${gw}/v1/chat/completions`, { dispatcher: h2, method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody({ stream: true }) });
+    const streamed = await request(`${gw}/v1/chat/completions`, {
+      dispatcher: h2,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: chatBody({ stream: true }),
+    });
     expect(streamed.statusCode).toBe(200);
     expect(await streamed.body.text()).toContain('data: [DONE]');
     // A refusal that would close an HTTP/1.1 connection is answered in the shape every client gets.
@@ -395,7 +513,9 @@ describe('the gateway front', () => {
     const plain = createGateway({ runners: [runner.url] });
     cleanups.push(() => plain.close());
     await expect(plain.listen(0, '0.0.0.0')).rejects.toThrow(GatewayConfigError);
-    await expect(createGateway({ runners: [runner.url] }).listen(0, '0.0.0.0')).rejects.toThrow(/--tls-cert.*--allow-plain-http/);
+    await expect(createGateway({ runners: [runner.url] }).listen(0, '0.0.0.0')).rejects.toThrow(
+      /--tls-cert.*--allow-plain-http/,
+    );
     const allowed = createGateway({ runners: [runner.url], allowPlainHttp: true });
     cleanups.push(() => allowed.close());
     await expect(allowed.listen(0, '0.0.0.0')).resolves.toMatchObject({ host: '0.0.0.0' });

@@ -3,7 +3,14 @@ import { CallSigner, resolveDataPlane } from '../../../gateway/fleet/data-plane.
 import { GatewayConfigError } from '../../../gateway/errors.ts';
 import { checkFrontListen, isLoopbackHost } from '../../../gateway/http/front-tls.ts';
 import type { GatewayCall } from '../../../gateway/http/call.ts';
-import { BODY_DIGEST_HEADER, DEADLINE_HEADER, SIGNATURE_HEADER, bodyDigest, readCallCredential, verifyCall } from '../../../runner/protocol/index.ts';
+import {
+  BODY_DIGEST_HEADER,
+  DEADLINE_HEADER,
+  SIGNATURE_HEADER,
+  bodyDigest,
+  readCallCredential,
+  verifyCall,
+} from '../../../runner/protocol/index.ts';
 import { createRunner } from '../../../runner/server.ts';
 import { RunnerConfigError } from '../../../runner/errors.ts';
 
@@ -12,11 +19,19 @@ const fail = (message: string) => new GatewayConfigError(message);
 
 describe('resolveDataPlane', () => {
   it('takes nothing as the open default: unsigned calls, plain http, loopback only', () => {
-    expect(resolveDataPlane({}, fail)).toEqual({ callSecret: undefined, runnerTls: undefined, tls: undefined, allowPlainHttp: false });
+    expect(resolveDataPlane({}, fail)).toEqual({
+      callSecret: undefined,
+      runnerTls: undefined,
+      tls: undefined,
+      allowPlainHttp: false,
+    });
   });
 
   it.each([
-    [{ callSecret: 'short' }, 'callSecret must be a string of at least 32 printable ASCII characters without spaces or commas'],
+    [
+      { callSecret: 'short' },
+      'callSecret must be a string of at least 32 printable ASCII characters without spaces or commas',
+    ],
     [{ callSecret: `${SECRET},${SECRET}` }, 'callSecret must be'],
     [{ runnerTls: { cert: 'c', key: 'k' } }, 'runnerTls.ca must be PEM text; runnerTls needs cert, key, ca together'],
     [{ tls: { cert: '', key: 'k' } }, 'tls.cert must be PEM text'],
@@ -30,8 +45,15 @@ describe('resolveDataPlane', () => {
 
   it('refuses a plain http runner URL under mutual TLS', () => {
     const runnerTls = { cert: 'c', key: 'k', ca: 'a' };
-    const resolve = (urls: string[]) => () => resolveDataPlane({ runnerTls }, fail, urls.map((u) => new URL(u)));
-    expect(resolve(['https://10.0.0.1:9000', 'http://10.0.0.2:9000'])).toThrow('runners entries must be https:// URLs with runnerTls (mutual TLS), got "http://10.0.0.2:9000"');
+    const resolve = (urls: string[]) => () =>
+      resolveDataPlane(
+        { runnerTls },
+        fail,
+        urls.map((u) => new URL(u)),
+      );
+    expect(resolve(['https://10.0.0.1:9000', 'http://10.0.0.2:9000'])).toThrow(
+      'runners entries must be https:// URLs with runnerTls (mutual TLS), got "http://10.0.0.2:9000"',
+    );
     expect(resolve(['https://10.0.0.1:9000'])).not.toThrow();
     expect(() => resolveDataPlane({}, fail, [new URL('http://10.0.0.2:9000')])).not.toThrow();
   });
@@ -50,11 +72,14 @@ describe('checkFrontListen', () => {
     expect(() => checkFrontListen(open, host)).not.toThrow();
   });
 
-  it.each(['0.0.0.0', '::', '', '10.0.0.5', '128.0.0.1'])('refuses plain http on %j unless allowed or on TLS', (host) => {
-    expect(() => checkFrontListen(open, host)).toThrow(GatewayConfigError);
-    expect(() => checkFrontListen(resolveDataPlane({ allowPlainHttp: true }, fail), host)).not.toThrow();
-    expect(() => checkFrontListen(resolveDataPlane({ tls: { cert: 'c', key: 'k' } }, fail), host)).not.toThrow();
-  });
+  it.each(['0.0.0.0', '::', '', '10.0.0.5', '128.0.0.1'])(
+    'refuses plain http on %j unless allowed or on TLS',
+    (host) => {
+      expect(() => checkFrontListen(open, host)).toThrow(GatewayConfigError);
+      expect(() => checkFrontListen(resolveDataPlane({ allowPlainHttp: true }, fail), host)).not.toThrow();
+      expect(() => checkFrontListen(resolveDataPlane({ tls: { cert: 'c', key: 'k' } }, fail), host)).not.toThrow();
+    },
+  );
 });
 
 describe('CallSigner', () => {
@@ -76,14 +101,23 @@ describe('CallSigner', () => {
     const credential = readCallCredential(flat[5], flat[3], now, 0);
     expect(credential.kind).toBe('present');
     if (credential.kind !== 'present') return;
-    const received = { callId: call(body).id, method: 'POST', path: '/v1/chat/completions', bodyDigest: bodyDigest(body) };
+    const received = {
+      callId: call(body).id,
+      method: 'POST',
+      path: '/v1/chat/completions',
+      bodyDigest: bodyDigest(body),
+    };
     expect(verifyCall([SECRET], credential, received)).toEqual({ kind: 'verified' });
   });
 
-  it('hashes a call\'s body once however many runners it is offered to, and signs each offer with its own deadline', () => {
+  it("hashes a call's body once however many runners it is offered to, and signs each offer with its own deadline", () => {
     let now = 1_800_000_000_000;
     const hashed: Buffer[] = [];
-    const signer = new CallSigner(SECRET, () => now, (body) => (hashed.push(body), bodyDigest(body)));
+    const signer = new CallSigner(
+      SECRET,
+      () => now,
+      (body) => (hashed.push(body), bodyDigest(body)),
+    );
     const body = Buffer.from('{"model":"m","messages":[]}');
     const first: string[] = [];
     const second: string[] = [];
@@ -116,6 +150,9 @@ describe('runner call credentials', () => {
   it('takes one secret or several, for a rotation', () => {
     expect(createRunner({ engine: 'http://127.0.0.1:1', callSecret: SECRET }).config.callSecrets).toEqual([SECRET]);
     const other = SECRET.replace('gateway', 'rotated');
-    expect(createRunner({ engine: 'http://127.0.0.1:1', callSecret: [SECRET, other] }).config.callSecrets).toEqual([SECRET, other]);
+    expect(createRunner({ engine: 'http://127.0.0.1:1', callSecret: [SECRET, other] }).config.callSecrets).toEqual([
+      SECRET,
+      other,
+    ]);
   });
 });

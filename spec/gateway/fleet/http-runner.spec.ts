@@ -15,7 +15,12 @@ import { HttpRunner } from '../../../gateway/fleet/http-runner.ts';
 import type { RunnerResponse } from '../../../gateway/fleet/http-runner.ts';
 import { RunnerEntry } from '../../../gateway/fleet/runner-entry.ts';
 import type { TryExecResult } from '../../../placer/types.ts';
-import { BUSY_HEADER, CALL_ID_HEADER, RESPONSE_TIMEOUT_HEADER, TIMEOUT_HEADER } from '../../../runner/protocol/index.ts';
+import {
+  BUSY_HEADER,
+  CALL_ID_HEADER,
+  RESPONSE_TIMEOUT_HEADER,
+  TIMEOUT_HEADER,
+} from '../../../runner/protocol/index.ts';
 import type { ReportedLoad, RunnerRegistration, StatusReading } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
 
@@ -50,9 +55,17 @@ async function holdingRunner(): Promise<{ url: URL; received: string[]; open: Se
 }
 
 /** A pool entry over an HttpRunner to `url`, on the test's clock. */
-function httpRunner(url: URL, bounds: { responseTimeout?: number; streamIdleTimeout?: number; threshold?: number } = {}): RunnerEntry {
+function httpRunner(
+  url: URL,
+  bounds: { responseTimeout?: number; streamIdleTimeout?: number; threshold?: number } = {},
+): RunnerEntry {
   const streamIdleTimeout = bounds.streamIdleTimeout ?? 60_000;
-  const transport = new HttpRunner(url, { connectTimeout: 2_000, responseTimeout: bounds.responseTimeout ?? 5_000, streamIdleTimeout, clock });
+  const transport = new HttpRunner(url, {
+    connectTimeout: 2_000,
+    responseTimeout: bounds.responseTimeout ?? 5_000,
+    streamIdleTimeout,
+    clock,
+  });
   const runner = new RunnerEntry(url.host, transport, {
     clock,
     breaker: { threshold: bounds.threshold ?? 5, openFor: 30_000, closeAfter: 2 },
@@ -73,7 +86,17 @@ function statusOf(load: ReportedLoad): StatusReading {
 }
 
 function registrationOf(slots: number): RunnerRegistration {
-  return { id: 'r', url: 'http://127.0.0.1:9', version: 'test', engines: [], models: ['sim-small'], slots, gpus: null, ready: true, load: loadOf(slots) };
+  return {
+    id: 'r',
+    url: 'http://127.0.0.1:9',
+    version: 'test',
+    engines: [],
+    models: ['sim-small'],
+    slots,
+    gpus: null,
+    ready: true,
+    load: loadOf(slots),
+  };
 }
 
 let callCount = 0;
@@ -99,7 +122,9 @@ function call(overrides: Partial<GatewayCall> = {}): GatewayCall {
 }
 
 /** A stand-in runner answering each call as `answer` says; counts the calls that reached it. */
-async function scriptedRunner(answer: (res: ServerResponse, n: number) => void): Promise<{ url: URL; received: () => number }> {
+async function scriptedRunner(
+  answer: (res: ServerResponse, n: number) => void,
+): Promise<{ url: URL; received: () => number }> {
   let received = 0;
   const server = createServer((req, res) => {
     received++;
@@ -138,10 +163,24 @@ describe('HttpRunner.send: the headers a runner gets', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => new Promise((resolve) => server.close(resolve)));
     const target = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-    const runner = new HttpRunner(target, { connectTimeout: 2_000, responseTimeout: 4_321, streamIdleTimeout: 60_000, clock });
+    const runner = new HttpRunner(target, {
+      connectTimeout: 2_000,
+      responseTimeout: 4_321,
+      streamIdleTimeout: 60_000,
+      clock,
+    });
     cleanups.push(() => runner.close({ abortCalls: true }));
     const signals = { answered() {}, down() {}, hung() {}, failed() {}, succeeded() {} };
-    const sent = call({ id: 'call-own', headers: { 'content-type': 'application/json', 'x-multi': ['a', 'b'], [CALL_ID_HEADER]: 'forged', [TIMEOUT_HEADER]: '1' }, timeout: 9_000 });
+    const sent = call({
+      id: 'call-own',
+      headers: {
+        'content-type': 'application/json',
+        'x-multi': ['a', 'b'],
+        [CALL_ID_HEADER]: 'forged',
+        [TIMEOUT_HEADER]: '1',
+      },
+      timeout: 9_000,
+    });
     const result = await runner.send(sent, 'r', signals);
     await placedResponse(result).body.dump();
     expect(seen?.[CALL_ID_HEADER]).toBe('call-own');
@@ -214,7 +253,10 @@ describe('RunnerEntry.tryExec over HttpRunner.send: what an answer, or its absen
     expect((result as { error: Error }).error.message).toMatch(/did not take the call.*nothing ran/);
     expect(runner.health.hung).toBe(true);
     // Passed over at once from now on, without touching the network.
-    expect(await runner.tryExec(call())).toMatchObject({ kind: 'failed', error: { message: expect.stringContaining('is hung') } });
+    expect(await runner.tryExec(call())).toMatchObject({
+      kind: 'failed',
+      error: { message: expect.stringContaining('is hung') },
+    });
     expect(runner.inFlight).toBe(0);
   });
 
@@ -226,24 +268,33 @@ describe('RunnerEntry.tryExec over HttpRunner.send: what an answer, or its absen
   });
 
   it('throws a failure after commit when the runner acknowledged the call and then the connection ended', async () => {
-    const runner = httpRunner((await scriptedRunner((res) => {
-      res.writeProcessing();
-      setTimeout(() => res.socket!.destroy(), 20);
-    })).url);
+    const runner = httpRunner(
+      (
+        await scriptedRunner((res) => {
+          res.writeProcessing();
+          setTimeout(() => res.socket!.destroy(), 20);
+        })
+      ).url,
+    );
     await expect(runner.tryExec(call())).rejects.toMatchObject({ code: 'GW_RUNNER_FAILED_AFTER_COMMIT' });
   });
 
   it('keeps waiting while acknowledgements come, longer than responseTimeout in all', async () => {
     // A beat a tenth of the bound: a busy machine would have to hold this process for most of
     // a second between two beats to make the bound run out.
-    const runner = httpRunner((await scriptedRunner((res) => {
-      res.writeProcessing();
-      const beat = setInterval(() => res.writeProcessing(), 100);
-      setTimeout(() => {
-        clearInterval(beat);
-        res.end('done');
-      }, 2_500);
-    })).url, { responseTimeout: 1_000 });
+    const runner = httpRunner(
+      (
+        await scriptedRunner((res) => {
+          res.writeProcessing();
+          const beat = setInterval(() => res.writeProcessing(), 100);
+          setTimeout(() => {
+            clearInterval(beat);
+            res.end('done');
+          }, 2_500);
+        })
+      ).url,
+      { responseTimeout: 1_000 },
+    );
     const response = placedResponse(await runner.tryExec(call()));
     expect(await response.body.text()).toBe('done');
   });
@@ -255,20 +306,32 @@ describe('RunnerEntry.tryExec over HttpRunner.send: what an answer, or its absen
   });
 
   it('errors a committed body that stays silent for streamIdleTimeout (the relay makes it GW_RUNNER_STALLED)', async () => {
-    const runner = httpRunner((await scriptedRunner((res) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write('data: 1\n\n');
-    })).url, { streamIdleTimeout: 150 });
+    const runner = httpRunner(
+      (
+        await scriptedRunner((res) => {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write('data: 1\n\n');
+        })
+      ).url,
+      { streamIdleTimeout: 150 },
+    );
     const response = placedResponse(await runner.tryExec(call()));
     await expect(response.body.text()).rejects.toMatchObject({ code: 'UND_ERR_BODY_TIMEOUT' });
   });
 
   it("lets a detached call's body stay silent while its runner is heard from, and ends it once the runner is not", async () => {
-    const runner = httpRunner((await scriptedRunner((res) => {
-      res.writeHead(202);
-      res.flushHeaders();
-    })).url, { streamIdleTimeout: 150 });
-    const response = placedResponse(await runner.tryExec(call({ type: 'detached', placerDeadline: clock.now() + 10_000 })));
+    const runner = httpRunner(
+      (
+        await scriptedRunner((res) => {
+          res.writeHead(202);
+          res.flushHeaders();
+        })
+      ).url,
+      { streamIdleTimeout: 150 },
+    );
+    const response = placedResponse(
+      await runner.tryExec(call({ type: 'detached', placerDeadline: clock.now() + 10_000 })),
+    );
     const text = response.body.text();
     // Longer than streamIdleTimeout on the gateway's clock, with the runner heard from meanwhile: not cut.
     expect(runner.cutSilentCalls()).toBe(0);
@@ -287,22 +350,33 @@ describe('RunnerEntry.tryExec over HttpRunner.send: what an answer, or its absen
     const runner = httpRunner((await scriptedRunner(() => {})).url, { responseTimeout: 5_000 });
     const result = await runner.tryExec(call({ placerDeadline: clock.now() + 150 }));
     // Ended by the deadline (its own error), not by the 5 s response bound undici would have hit.
-    expect(result).toMatchObject({ kind: 'failed', error: { message: expect.stringContaining('the placer deadline passed before the runner acknowledged the call') } });
+    expect(result).toMatchObject({
+      kind: 'failed',
+      error: { message: expect.stringContaining('the placer deadline passed before the runner acknowledged the call') },
+    });
     // The deadline is the call's business, not a sign the runner is hung.
     expect(runner.health.hung).toBe(false);
   });
 
   it('opens the breaker after failures in a row, after commit too, and closes nothing on a bare placement', async () => {
-    const runner = httpRunner((await scriptedRunner((res) => {
-      res.writeHead(502, { 'content-type': 'application/json', 'sluice-error': 'RUNNER_ENGINE_FAILED' });
-      res.end('{"error":{"message":"engine gone","type":"server_error","code":"RUNNER_ENGINE_FAILED"}}');
-    })).url, { threshold: 3 });
+    const runner = httpRunner(
+      (
+        await scriptedRunner((res) => {
+          res.writeHead(502, { 'content-type': 'application/json', 'sluice-error': 'RUNNER_ENGINE_FAILED' });
+          res.end('{"error":{"message":"engine gone","type":"server_error","code":"RUNNER_ENGINE_FAILED"}}');
+        })
+      ).url,
+      { threshold: 3 },
+    );
     for (let i = 0; i < 3; i++) {
       const response = placedResponse(await runner.tryExec(call()));
       await response.body.text();
     }
     expect(runner.breaker.state).toBe('open');
-    expect(await runner.tryExec(call())).toMatchObject({ kind: 'failed', error: { message: expect.stringContaining('circuit breaker is open') } });
+    expect(await runner.tryExec(call())).toMatchObject({
+      kind: 'failed',
+      error: { message: expect.stringContaining('circuit breaker is open') },
+    });
   });
 
   it('counts a busy answer and a call that ended well as signs of life', async () => {
@@ -326,7 +400,7 @@ describe('RunnerEntry.tryExec over HttpRunner.send: what an answer, or its absen
 });
 
 describe('RunnerEntry.load', () => {
-  it("takes calls of ours that ended since the report off its running count, and only those", async () => {
+  it('takes calls of ours that ended since the report off its running count, and only those', async () => {
     const server = await holdingRunner();
     const runner = httpRunner(server.url);
     const before = placedResponse(await runner.tryExec(call()));

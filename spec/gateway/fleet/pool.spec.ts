@@ -25,7 +25,12 @@ afterEach(async () => {
 });
 
 /** A pool (with `urls` as static runners) and its registry, on a fresh fake clock. */
-function fleet(urls: string[] = []): { pool: FleetPool; registry: RunnerRegistry; clock: FakeClock; forgotten: string[] } {
+function fleet(urls: string[] = []): {
+  pool: FleetPool;
+  registry: RunnerRegistry;
+  clock: FakeClock;
+  forgotten: string[];
+} {
   const clock = new FakeClock();
   const forgotten: string[] = [];
   const pool = new FleetPool({
@@ -61,7 +66,18 @@ const idle: ReportedLoad = { slotsInUse: 0, slots: 4, queue: 0, models: {} };
 const full: ReportedLoad = { slotsInUse: 4, slots: 4, queue: 0, models: {} };
 
 function registration(id: string, models: string[], extra: Partial<RunnerRegistration> = {}): RunnerRegistration {
-  return { id, url: 'http://127.0.0.1:9', version: 'test', engines: [], models, slots: 4, gpus: null, ready: true, load: idle, ...extra };
+  return {
+    id,
+    url: 'http://127.0.0.1:9',
+    version: 'test',
+    engines: [],
+    models,
+    slots: 4,
+    gpus: null,
+    ready: true,
+    load: idle,
+    ...extra,
+  };
 }
 
 function heartbeat(models: string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -178,7 +194,8 @@ describe('FleetPool.explain', () => {
     expect(pool.explain(callFor('m1', clock), new Map())).toEqual([{ runner: '127.0.0.1:9', reason: 'not-ready' }]);
     fresh.probed({ models: ['m1'], load: undefined });
 
-    const register = (id: string, models = ['m1'], extra: Partial<RunnerRegistration> = {}) => registry.register(registration(id, models, extra), 0);
+    const register = (id: string, models = ['m1'], extra: Partial<RunnerRegistration> = {}) =>
+      registry.register(registration(id, models, extra), 0);
     register('busy');
     register('other-model', ['m2']);
     register('starting', ['m1'], { ready: false });
@@ -196,12 +213,35 @@ describe('FleetPool.explain', () => {
     register('offer-failed');
     register('silent');
     clock.advance(UNREACHABLE_AFTER + 1);
-    for (const id of ['busy', 'other-model', 'starting', 'draining', 'drain-asked', 'hung', 'ejected', 'refused', 'offer-failed']) {
-      registry.heartbeat(id, heartbeat(id === 'other-model' ? ['m2'] : ['m1'], id === 'starting' ? { ready: false } : id === 'draining' ? { state: 'draining' } : {}), 0);
+    for (const id of [
+      'busy',
+      'other-model',
+      'starting',
+      'draining',
+      'drain-asked',
+      'hung',
+      'ejected',
+      'refused',
+      'offer-failed',
+    ]) {
+      registry.heartbeat(
+        id,
+        heartbeat(
+          id === 'other-model' ? ['m2'] : ['m1'],
+          id === 'starting' ? { ready: false } : id === 'draining' ? { state: 'draining' } : {},
+        ),
+        0,
+      );
     }
     registry.sweep();
 
-    const reasons = pool.explain(callFor('m1', clock), new Map([['offer-failed', 'error'], ['busy', 'busy']]));
+    const reasons = pool.explain(
+      callFor('m1', clock),
+      new Map([
+        ['offer-failed', 'error'],
+        ['busy', 'busy'],
+      ]),
+    );
     expect(Object.fromEntries(reasons.map((r) => [r.runner, r.reason]))).toEqual({
       '127.0.0.1:9': 'busy',
       busy: 'busy',

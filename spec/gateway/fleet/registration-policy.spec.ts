@@ -61,14 +61,23 @@ describe('the runner address policy without --runner-networks', () => {
 });
 
 describe('the runner address policy with --runner-networks', () => {
-  const policy = createRunnerAddressPolicy({ networks: ['10.0.0.0/8', '127.0.0.0/8', 'fd00::/8'], localAddresses: () => [] });
-
-  it.each(['http://10.1.2.3:9000', 'http://127.0.0.1:9000', 'http://[::ffff:127.0.0.1]:9000', 'http://[fd00::1]:9000'])('takes %s, which a network holds', (url) => {
-    expect(verdict(policy, url)).toBe('ok');
+  const policy = createRunnerAddressPolicy({
+    networks: ['10.0.0.0/8', '127.0.0.0/8', 'fd00::/8'],
+    localAddresses: () => [],
   });
 
+  it.each(['http://10.1.2.3:9000', 'http://127.0.0.1:9000', 'http://[::ffff:127.0.0.1]:9000', 'http://[fd00::1]:9000'])(
+    'takes %s, which a network holds',
+    (url) => {
+      expect(verdict(policy, url)).toBe('ok');
+    },
+  );
+
   it.each<[string, RegExp]>([
-    ['http://192.168.1.1:9000', /192\.168\.1\.1 is not in --runner-networks \(10\.0\.0\.0\/8, 127\.0\.0\.0\/8, fd00::\/8\)/],
+    [
+      'http://192.168.1.1:9000',
+      /192\.168\.1\.1 is not in --runner-networks \(10\.0\.0\.0\/8, 127\.0\.0\.0\/8, fd00::\/8\)/,
+    ],
     ['http://169.254.169.254', /169\.254\.169\.254 is not in --runner-networks/],
     ['http://[::1]:9000', /::1 is not in --runner-networks/],
     ['http://8.8.8.8:9000', /not in --runner-networks/],
@@ -78,7 +87,9 @@ describe('the runner address policy with --runner-networks', () => {
 
   it('refuses a bad network at construction with GW_INVALID_OPTION naming it', () => {
     expect(() => createRunnerAddressPolicy({ networks: ['10.0.0.1/8'] })).toThrow(GatewayConfigError);
-    expect(() => createRunnerAddressPolicy({ networks: ['0.0.0.0/0'] })).toThrow(/runnerNetworks\[0\] would allow every address/);
+    expect(() => createRunnerAddressPolicy({ networks: ['0.0.0.0/0'] })).toThrow(
+      /runnerNetworks\[0\] would allow every address/,
+    );
   });
 });
 
@@ -86,7 +97,9 @@ describe("the gateway's own listeners", () => {
   it('refuses the address and port it listens on, even inside --runner-networks, and takes its other ports', () => {
     const policy = createRunnerAddressPolicy({ networks: ['127.0.0.0/8'], localAddresses: () => [] });
     policy.addListener('127.0.0.1', 8080);
-    expect(verdict(policy, 'http://127.0.0.1:8080')).toBe("registration url refused: 127.0.0.1:8080 is this gateway's own listener");
+    expect(verdict(policy, 'http://127.0.0.1:8080')).toBe(
+      "registration url refused: 127.0.0.1:8080 is this gateway's own listener",
+    );
     expect(verdict(policy, 'http://[::ffff:127.0.0.1]:8080')).toMatch(/own listener/);
     expect(verdict(policy, 'http://127.0.0.1:8081')).toBe('ok');
     // Bound to 127.0.0.1 only: another loopback address does not reach it.
@@ -103,9 +116,18 @@ describe("the gateway's own listeners", () => {
   });
 
   it.each(['0.0.0.0', '::'])('refuses every local address on the port of a wildcard listener on %s', (wildcard) => {
-    const policy = createRunnerAddressPolicy({ networks: ['10.0.0.0/8', '127.0.0.0/8', '::1/128', 'fd00::/8'], localAddresses: () => ['10.0.0.7', 'fd00::7', '127.0.0.1'] });
+    const policy = createRunnerAddressPolicy({
+      networks: ['10.0.0.0/8', '127.0.0.0/8', '::1/128', 'fd00::/8'],
+      localAddresses: () => ['10.0.0.7', 'fd00::7', '127.0.0.1'],
+    });
     policy.addListener(wildcard, 8080);
-    for (const url of ['http://10.0.0.7:8080', 'http://[fd00::7]:8080', 'http://127.0.0.1:8080', 'http://127.1.2.3:8080', 'http://[::1]:8080']) {
+    for (const url of [
+      'http://10.0.0.7:8080',
+      'http://[fd00::7]:8080',
+      'http://127.0.0.1:8080',
+      'http://127.1.2.3:8080',
+      'http://[::1]:8080',
+    ]) {
       expect(verdict(policy, url), url).toMatch(/own listener/);
     }
     // Another machine on the same port is another gateway's business.

@@ -34,7 +34,16 @@ async function realRunner(id: string): Promise<string> {
 }
 
 async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
-  const gw = createGateway({ runnerToken: TOKEN, runnerNetworks: ['127.0.0.0/8'], operatorTokens: [OPERATOR_TOKEN], heartbeatInterval: 50, unreachableAfterMissed: 2, lostAfter: 400, placerTimeout: 300, ...options });
+  const gw = createGateway({
+    runnerToken: TOKEN,
+    runnerNetworks: ['127.0.0.0/8'],
+    operatorTokens: [OPERATOR_TOKEN],
+    heartbeatInterval: 50,
+    unreachableAfterMissed: 2,
+    lostAfter: 400,
+    placerTimeout: 300,
+    ...options,
+  });
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   return url;
@@ -42,10 +51,21 @@ async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
 
 const load = { slotsInUse: 0, slots: 4, queue: 0, models: {} };
 function registration(id: string, url: string): RunnerRegistration {
-  return { id, url, version: 'test', engines: [], models: ['sim-small'], slots: 4, gpus: { gpus: [], source: 'none' }, ready: true, load };
+  return {
+    id,
+    url,
+    version: 'test',
+    engines: [],
+    models: ['sim-small'],
+    slots: 4,
+    gpus: { gpus: [], source: 'none' },
+    ready: true,
+    load,
+  };
 }
 
-const runners = async (gw: string) => ((await (await request(`${gw}/v1/runners`, { headers: asOperator })).body.json()) as { data: any[] }).data;
+const runners = async (gw: string) =>
+  ((await (await request(`${gw}/v1/runners`, { headers: asOperator })).body.json()) as { data: any[] }).data;
 
 describe('runner registration', () => {
   it('refuses a wrong or missing token with 401, logged without the token, and accepts the right one', async () => {
@@ -68,12 +88,18 @@ describe('runner registration', () => {
     const staticUrl = await realRunner('static-1');
     const registeredUrl = await realRunner('reg-1');
     const gw = await gateway({ runners: [staticUrl], lostAfter: 60_000, unreachableAfterMissed: 1000 });
-    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('reg-1', registeredUrl)), auth)).status).toBe(200);
+    expect(
+      (await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('reg-1', registeredUrl)), auth)).status,
+    ).toBe(200);
     const seen = new Set<unknown>();
-    for (let i = 0; i < 8; i++) seen.add((await postJson(`${gw}/v1/chat/completions`, chatBody())).headers['sluice-runner-id']);
+    for (let i = 0; i < 8; i++)
+      seen.add((await postJson(`${gw}/v1/chat/completions`, chatBody())).headers['sluice-runner-id']);
     expect([...seen].sort()).toEqual(['reg-1', 'static-1']);
     const list = await runners(gw);
-    expect(list.map((r) => [r.id, r.source]).sort()).toEqual([[new URL(staticUrl).host, 'static'], ['reg-1', 'registered']]);
+    expect(list.map((r) => [r.id, r.source]).sort()).toEqual([
+      [new URL(staticUrl).host, 'static'],
+      ['reg-1', 'registered'],
+    ]);
   });
 
   it('stops placing on a silent runner (unreachable), then forgets it (lost)', async () => {
@@ -86,7 +112,11 @@ describe('runner registration', () => {
     expect(refused.status).toBe(503);
     expect(refused.json.error.runners).toEqual([{ runner: 'quiet', reason: 'unreachable' }]);
     await expect.poll(async () => (await runners(gw)).length, { timeout: 4000, interval: 20 }).toBe(0);
-    const hb = await postJson(`${gw}${heartbeatPath('quiet')}`, JSON.stringify({ ready: true, state: 'serving', models: ['sim-small'], load }), auth);
+    const hb = await postJson(
+      `${gw}${heartbeatPath('quiet')}`,
+      JSON.stringify({ ready: true, state: 'serving', models: ['sim-small'], load }),
+      auth,
+    );
     expect(hb.status).toBe(404);
   });
 
@@ -94,12 +124,21 @@ describe('runner registration', () => {
     const a = await realRunner('a');
     const b = await realRunner('b');
     const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
-    for (const [id, url] of [['a', a], ['b', b]] as const) await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration(id, url)), auth);
+    for (const [id, url] of [
+      ['a', a],
+      ['b', b],
+    ] as const)
+      await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration(id, url)), auth);
     const drain = await postJson(`${gw}/v1/runners/a/drain`, '', asOperator);
     expect(drain.status).toBe(202);
     expect(drain.json.state).toBe('drain-requested');
-    for (let i = 0; i < 6; i++) expect((await postJson(`${gw}/v1/chat/completions`, chatBody())).headers['sluice-runner-id']).toBe('b');
-    const hb = await postJson(`${gw}${heartbeatPath('a')}`, JSON.stringify({ ready: true, state: 'serving', models: ['sim-small'], load }), auth);
+    for (let i = 0; i < 6; i++)
+      expect((await postJson(`${gw}/v1/chat/completions`, chatBody())).headers['sluice-runner-id']).toBe('b');
+    const hb = await postJson(
+      `${gw}${heartbeatPath('a')}`,
+      JSON.stringify({ ready: true, state: 'serving', models: ['sim-small'], load }),
+      auth,
+    );
     expect(hb.json).toEqual({ drain: true });
     const gone = await request(`${gw}${runnerPath('a')}`, { method: 'DELETE', headers: auth });
     expect(gone.statusCode).toBe(204);
@@ -133,22 +172,38 @@ describe('runner registration', () => {
 });
 
 describe('what registered runners can host', () => {
-  it('shows a real runner\'s labels, free GPUs and launchable kinds in /v1/runners, as its /status says them', async () => {
+  it("shows a real runner's labels, free GPUs and launchable kinds in /v1/runners, as its /status says them", async () => {
     const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
     const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
     const { url: engineUrl } = await engine.listen();
     cleanups.push(() => engine.close());
     const h100 = readFileSync(new URL('../../fixtures/nvidia-smi/h100x8.csv', import.meta.url), 'utf8');
     const runner = createRunner(
-      { engine: engineUrl, engineKind: 'sim', id: 'labelled', runnerToken: TOKEN, gateways: [gw], heartbeatInterval: 50, labels: ['zone=a', 'example.com/gpu=h100'] },
+      {
+        engine: engineUrl,
+        engineKind: 'sim',
+        id: 'labelled',
+        runnerToken: TOKEN,
+        gateways: [gw],
+        heartbeatInterval: 50,
+        labels: ['zone=a', 'example.com/gpu=h100'],
+      },
       {
         readInventory: async () => ({ source: 'nvidia-smi', gpus: parseNvidiaSmi(h100) }),
-        profileFacts: { gpuIndices: [], findBinary: async (name) => (name === 'vllm' ? '/opt/bin/vllm' : undefined), portFree: async () => true },
+        profileFacts: {
+          gpuIndices: [],
+          findBinary: async (name) => (name === 'vllm' ? '/opt/bin/vllm' : undefined),
+          portFree: async () => true,
+        },
       },
     );
     await runner.listen();
     cleanups.push(() => runner.close({ drainTimeout: 0 }));
-    const advertised = { labels: { zone: 'a', 'example.com/gpu': 'h100' }, freeGpus: [0, 1, 2, 3, 4, 5, 6, 7], engineKinds: ['vllm', 'sim'] };
+    const advertised = {
+      labels: { zone: 'a', 'example.com/gpu': 'h100' },
+      freeGpus: [0, 1, 2, 3, 4, 5, 6, 7],
+      engineKinds: ['vllm', 'sim'],
+    };
     expect(runner.status().capacity).toEqual(advertised);
     await eventually(async () => (await runners(gw)).some((r) => r.id === 'labelled'), 5000, 'the runner to register');
     expect((await runners(gw)).find((r) => r.id === 'labelled')).toMatchObject({ source: 'registered', ...advertised });
@@ -157,19 +212,42 @@ describe('what registered runners can host', () => {
   it('keeps the capacity of the last heartbeat, and shows none for a runner that sends none', async () => {
     const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
     const capacity = { labels: { zone: 'b' }, freeGpus: [0, 1], engineKinds: ['sim'] };
-    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify({ ...registration('cap', 'http://127.0.0.1:9'), capacity }), auth)).status).toBe(200);
+    expect(
+      (
+        await postJson(
+          `${gw}${REGISTER_PATH}`,
+          JSON.stringify({ ...registration('cap', 'http://127.0.0.1:9'), capacity }),
+          auth,
+        )
+      ).status,
+    ).toBe(200);
     expect((await runners(gw))[0]).toMatchObject(capacity);
-    const beat = { ready: true, state: 'serving', models: ['sim-small'], load, capacity: { ...capacity, freeGpus: [1] } };
+    const beat = {
+      ready: true,
+      state: 'serving',
+      models: ['sim-small'],
+      load,
+      capacity: { ...capacity, freeGpus: [1] },
+    };
     expect((await postJson(`${gw}${heartbeatPath('cap')}`, JSON.stringify(beat), auth)).status).toBe(200);
     expect((await runners(gw))[0]).toMatchObject({ freeGpus: [1], labels: { zone: 'b' } });
     // A heartbeat without the field (an older runner) leaves the last one in place.
     const { capacity: _c, ...older } = beat;
     expect((await postJson(`${gw}${heartbeatPath('cap')}`, JSON.stringify(older), auth)).status).toBe(200);
     expect((await runners(gw))[0]).toMatchObject({ freeGpus: [1] });
-    const bad = await postJson(`${gw}${heartbeatPath('cap')}`, JSON.stringify({ ...beat, capacity: { ...capacity, labels: { 'bad key': 'x' } } }), auth);
+    const bad = await postJson(
+      `${gw}${heartbeatPath('cap')}`,
+      JSON.stringify({ ...beat, capacity: { ...capacity, labels: { 'bad key': 'x' } } }),
+      auth,
+    );
     expect(bad.status).toBe(400);
-    expect(bad.json.error).toMatchObject({ code: 'GW_INVALID_REGISTRATION', message: expect.stringMatching(/heartbeat capacity\.labels: label key "bad key" must be/) });
-    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('cap', 'http://127.0.0.1:9')), auth)).status).toBe(200);
+    expect(bad.json.error).toMatchObject({
+      code: 'GW_INVALID_REGISTRATION',
+      message: expect.stringMatching(/heartbeat capacity\.labels: label key "bad key" must be/),
+    });
+    expect(
+      (await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('cap', 'http://127.0.0.1:9')), auth)).status,
+    ).toBe(200);
     const view = (await runners(gw))[0];
     expect(view).not.toHaveProperty('labels');
     expect(view).not.toHaveProperty('freeGpus');
@@ -179,7 +257,8 @@ describe('what registered runners can host', () => {
 describe('draining the whole fleet', () => {
   it('asks runners one at a time, staggered, never all at once', async () => {
     const gw = await gateway({ lostAfter: 60_000, unreachableAfterMissed: 1000 });
-    for (const id of ['d1', 'd2', 'd3']) await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration(id, 'http://127.0.0.1:9')), auth);
+    for (const id of ['d1', 'd2', 'd3'])
+      await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration(id, 'http://127.0.0.1:9')), auth);
     const res = await postJson(`${gw}/v1/runners/drain?interval=150`, '', asOperator);
     expect(res.status).toBe(202);
     expect(res.json).toEqual({ runners: ['d1', 'd2', 'd3'], intervalMs: 150 });
@@ -188,19 +267,24 @@ describe('draining the whole fleet', () => {
     expect(await drained()).toBe(0);
     const seen: number[] = [];
     await expect
-      .poll(async () => {
-        const n = await drained();
-        if (seen.at(-1) !== n) seen.push(n);
-        return n;
-      }, { timeout: 5000, interval: 10 })
+      .poll(
+        async () => {
+          const n = await drained();
+          if (seen.at(-1) !== n) seen.push(n);
+          return n;
+        },
+        { timeout: 5000, interval: 10 },
+      )
       .toBe(3);
     expect(seen).toEqual([0, 1, 2, 3]);
-    expect((await postJson(`${gw}/v1/runners/drain?interval=soon`, '', asOperator)).json.error.code).toBe('GW_INVALID_DRAIN');
+    expect((await postJson(`${gw}/v1/runners/drain?interval=soon`, '', asOperator)).json.error.code).toBe(
+      'GW_INVALID_DRAIN',
+    );
   });
 });
 
 describe('the registration address policy, over the wire', () => {
-  it('refuses the metadata address, a hostname and the gateway\'s own port, naming the field, logged, and keeps none of them', async () => {
+  it("refuses the metadata address, a hostname and the gateway's own port, naming the field, logged, and keeps none of them", async () => {
     const lines: string[] = [];
     const gw = await gateway({ logger: createJsonLogger({ write: (line) => lines.push(line) }) });
     const own = new URL(gw);
@@ -218,29 +302,53 @@ describe('the registration address policy, over the wire', () => {
     expect(await runners(gw)).toEqual([]);
     const refused = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'runner registration refused');
     expect(refused).toHaveLength(3);
-    expect(refused[0]).toMatchObject({ level: 'warn', runner: 'sink', reason: expect.stringContaining('169.254.169.254') });
+    expect(refused[0]).toMatchObject({
+      level: 'warn',
+      runner: 'sink',
+      reason: expect.stringContaining('169.254.169.254'),
+    });
   });
 
   it('refuses loopback by default, when --runner-networks does not list it', async () => {
     const gw = await gateway({ runnerNetworks: [] });
     const res = await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('r1', 'http://127.0.0.1:9')), auth);
     expect(res.status).toBe(400);
-    expect(res.json.error.message).toBe('registration url refused: 127.0.0.1 is a loopback address; list a network holding it in --runner-networks to allow it');
-    const metadata = await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('r1', 'http://169.254.169.254')), auth);
+    expect(res.json.error.message).toBe(
+      'registration url refused: 127.0.0.1 is a loopback address; list a network holding it in --runner-networks to allow it',
+    );
+    const metadata = await postJson(
+      `${gw}${REGISTER_PATH}`,
+      JSON.stringify(registration('r1', 'http://169.254.169.254')),
+      auth,
+    );
     expect(metadata.json.error.message).toMatch(/169\.254\.169\.254 is a link-local address/);
   });
 
   it('takes a registration at every field limit, which fits the body limit', async () => {
     const gw = await gateway();
     const models = Array.from({ length: 256 }, (_, i) => `${i}-`.padEnd(256, 'm'));
-    const engines = Array.from({ length: 16 }, (_, i) => ({ kind: 'sim', url: `http://127.0.0.1:${20_000 + i}`, models, state: 'ready' }));
+    const engines = Array.from({ length: 16 }, (_, i) => ({
+      kind: 'sim',
+      url: `http://127.0.0.1:${20_000 + i}`,
+      models,
+      state: 'ready',
+    }));
     const perModel = Object.fromEntries(models.map((m) => [m, { running: 65_536, waiting: 65_536 }]));
     const capacity = {
-      labels: Object.fromEntries(Array.from({ length: 64 }, (_, i) => [`${'p'.repeat(249)}.io/${`k${i}`.padEnd(63, 'x')}`, 'v'.repeat(63)])),
+      labels: Object.fromEntries(
+        Array.from({ length: 64 }, (_, i) => [`${'p'.repeat(249)}.io/${`k${i}`.padEnd(63, 'x')}`, 'v'.repeat(63)]),
+      ),
       freeGpus: Array.from({ length: 256 }, (_, i) => 4095 - i),
       engineKinds: Array.from({ length: 16 }, (_, i) => `kind-${i}`.padEnd(32, 'x')),
     };
-    const body = JSON.stringify({ ...registration('widest', 'http://127.0.0.1:9'), models, engines, slots: 65_536, load: { ...load, slots: 65_536, slotsInUse: 65_536, models: perModel }, capacity });
+    const body = JSON.stringify({
+      ...registration('widest', 'http://127.0.0.1:9'),
+      models,
+      engines,
+      slots: 65_536,
+      load: { ...load, slots: 65_536, slotsInUse: 65_536, models: perModel },
+      capacity,
+    });
     expect(body.length).toBeGreaterThan(1024 * 1024);
     const res = await postJson(`${gw}${REGISTER_PATH}`, body, auth);
     expect(res.status).toBe(200);
@@ -260,19 +368,36 @@ describe('runner tokens as a list, and a runner id bound to its token', () => {
   const NEW = 'the-new-runner-token-000';
   const OLD = 'the-old-runner-token-111';
   const as = (token: string) => ({ authorization: `Bearer ${token}` });
-  const beat = (gw: string, id: string, token: string) => postJson(`${gw}${heartbeatPath(id)}`, JSON.stringify({ ready: true, state: 'serving', models: ['sim-small'], load }), as(token));
+  const beat = (gw: string, id: string, token: string) =>
+    postJson(
+      `${gw}${heartbeatPath(id)}`,
+      JSON.stringify({ ready: true, state: 'serving', models: ['sim-small'], load }),
+      as(token),
+    );
 
   async function rotating(): Promise<{ gw: string; lines: string[] }> {
     const lines: string[] = [];
-    const gw = await gateway({ runnerToken: undefined, runnerTokens: [NEW, OLD], logger: createJsonLogger({ write: (line) => lines.push(line) }) });
+    const gw = await gateway({
+      runnerToken: undefined,
+      runnerTokens: [NEW, OLD],
+      logger: createJsonLogger({ write: (line) => lines.push(line) }),
+    });
     return { gw, lines };
   }
 
   it('accepts every token of the list, and refuses one that is on none with 401', async () => {
     const { gw } = await rotating();
-    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW))).status).toBe(200);
-    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('b', 'http://127.0.0.1:9')), as(OLD))).status).toBe(200);
-    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('c', 'http://127.0.0.1:9')), auth)).status).toBe(401);
+    expect(
+      (await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW)))
+        .status,
+    ).toBe(200);
+    expect(
+      (await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('b', 'http://127.0.0.1:9')), as(OLD)))
+        .status,
+    ).toBe(200);
+    expect(
+      (await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('c', 'http://127.0.0.1:9')), auth)).status,
+    ).toBe(401);
     expect((await runners(gw)).map((r) => r.id).sort()).toEqual(['a', 'b']);
   });
 
@@ -299,11 +424,18 @@ describe('runner tokens as a list, and a runner id bound to its token', () => {
     const { gw } = await rotating();
     await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD));
     // Restarted with the rotated token, before its old entry is lost: it comes back at once.
-    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:10')), as(NEW))).status).toBe(200);
+    expect(
+      (await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:10')), as(NEW)))
+        .status,
+    ).toBe(200);
     expect((await beat(gw, 'a', NEW)).status).toBe(200);
     expect((await beat(gw, 'a', OLD)).status).toBe(403);
     // A holder of the older token cannot take the id back (and with it the runner's traffic).
-    const back = await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:11')), as(OLD));
+    const back = await postJson(
+      `${gw}${REGISTER_PATH}`,
+      JSON.stringify(registration('a', 'http://127.0.0.1:11')),
+      as(OLD),
+    );
     expect(back.status).toBe(403);
     expect(back.json.error.code).toBe('GW_FORBIDDEN');
     expect((await runners(gw)).find((r) => r.id === 'a')?.url).toBe('http://127.0.0.1:10');
@@ -314,11 +446,20 @@ describe('runner tokens as a list, and a runner id bound to its token', () => {
     await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW));
     const gone = await request(`${gw}${runnerPath('a')}`, { method: 'DELETE', headers: as(NEW) });
     expect(gone.statusCode).toBe(204);
-    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD))).status).toBe(200);
+    expect(
+      (await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD)))
+        .status,
+    ).toBe(200);
   });
 
   it('replaces the tokens without a restart, each binding following its token', async () => {
-    const gw = createGateway({ runnerTokens: [OLD], runnerNetworks: ['127.0.0.0/8'], heartbeatInterval: 50, lostAfter: 60_000, unreachableAfterMissed: 1000 });
+    const gw = createGateway({
+      runnerTokens: [OLD],
+      runnerNetworks: ['127.0.0.0/8'],
+      heartbeatInterval: 50,
+      lostAfter: 60_000,
+      unreachableAfterMissed: 1000,
+    });
     const { url } = await gw.listen();
     cleanups.push(() => gw.close());
     await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD));
@@ -329,19 +470,27 @@ describe('runner tokens as a list, and a runner id bound to its token', () => {
     expect((await beat(url, 'a', NEW)).status).toBe(403);
     await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('b', 'http://127.0.0.1:10')), as(OLD));
     // Step 2: 'a' comes back with the new token.
-    expect((await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW))).status).toBe(200);
+    expect(
+      (await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW)))
+        .status,
+    ).toBe(200);
     // Step 3: the old token leaves. It is refused; 'b', bound to it, is bound again by its next request.
     gw.setRunnerTokens([NEW]);
     expect((await beat(url, 'a', NEW)).status).toBe(200);
     expect((await beat(url, 'b', OLD)).status).toBe(401);
     expect((await beat(url, 'b', NEW)).status).toBe(200);
-    expect((await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('c', 'http://127.0.0.1:11')), as(OLD))).status).toBe(401);
+    expect(
+      (await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('c', 'http://127.0.0.1:11')), as(OLD)))
+        .status,
+    ).toBe(401);
   });
 
   it('refuses a bad token list, and tokens on a gateway started without registration', async () => {
     const gw = createGateway({ runnerTokens: [OLD], runnerNetworks: ['127.0.0.0/8'] });
     expect(() => gw.setRunnerTokens([])).toThrow('runnerTokens must be a non-empty list of tokens');
-    expect(() => gw.setRunnerTokens([NEW, 'too-short'])).toThrow('runnerTokens[1] must be a string of at least 16 printable ASCII characters without spaces');
+    expect(() => gw.setRunnerTokens([NEW, 'too-short'])).toThrow(
+      'runnerTokens[1] must be a string of at least 16 printable ASCII characters without spaces',
+    );
     expect(() => gw.setRunnerTokens([NEW, NEW])).toThrow('runnerTokens[1] repeats runnerTokens[0]');
     const off = createGateway({ runners: ['http://127.0.0.1:9'] });
     expect(() => off.setRunnerTokens([NEW])).toThrow(expect.objectContaining({ code: 'GW_INVALID_OPTION' }));
@@ -352,6 +501,9 @@ describe('runner tokens as a list, and a runner id bound to its token', () => {
     const { gw } = await rotating();
     await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(NEW));
     await expect.poll(async () => (await runners(gw)).length, { timeout: 4000, interval: 20 }).toBe(0);
-    expect((await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD))).status).toBe(200);
+    expect(
+      (await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration('a', 'http://127.0.0.1:9')), as(OLD)))
+        .status,
+    ).toBe(200);
   });
 });

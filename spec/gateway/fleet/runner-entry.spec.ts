@@ -16,7 +16,12 @@ afterEach(async () => {
 function entry(threshold = 1) {
   const clock = new FakeClock();
   const told: number[] = [];
-  const transport = new HttpRunner(new URL('http://127.0.0.1:1'), { connectTimeout: 100, responseTimeout: 100, streamIdleTimeout: 100, clock });
+  const transport = new HttpRunner(new URL('http://127.0.0.1:1'), {
+    connectTimeout: 100,
+    responseTimeout: 100,
+    streamIdleTimeout: 100,
+    clock,
+  });
   const e = new RunnerEntry('r1', transport, {
     clock,
     breaker: { threshold, openFor: 1000, closeAfter: 1 },
@@ -35,7 +40,17 @@ function entry(threshold = 1) {
 
 const load = (slotsInUse: number, slots = 4): ReportedLoad => ({ slotsInUse, slots, queue: 0, models: {} });
 /** A registration body reporting `l`; ready unless told otherwise. */
-const registration = (l: ReportedLoad, { ready = true } = {}) => ({ id: 'r1', url: 'http://127.0.0.1:1', version: '1', engines: [], models: ['m'], slots: l.slots, gpus: null, ready, load: l });
+const registration = (l: ReportedLoad, { ready = true } = {}) => ({
+  id: 'r1',
+  url: 'http://127.0.0.1:1',
+  version: '1',
+  engines: [],
+  models: ['m'],
+  slots: l.slots,
+  gpus: null,
+  ready,
+  load: l,
+});
 
 describe('RunnerEntry room listener', () => {
   it('tells the free slots of a heartbeat, and nothing when it reports none', () => {

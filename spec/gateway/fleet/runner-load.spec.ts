@@ -24,7 +24,11 @@ describe('runnerLoad', () => {
     const ended = new EndedCalls();
     for (let i = 0; i < 5; i++) ended.record(999, 1_001 + i);
     const bare = { load: { slotsInUse: 3, slots: 4, queue: 0 }, at: 1_000 };
-    expect(runnerLoad(0, bare, ended)).toEqual({ inFlight: 0, slots: 4, reported: { running: 0, waiting: 0, at: 1_000 } });
+    expect(runnerLoad(0, bare, ended)).toEqual({
+      inFlight: 0,
+      slots: 4,
+      reported: { running: 0, waiting: 0, at: 1_000 },
+    });
   });
 });
 

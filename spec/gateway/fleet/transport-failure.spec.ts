@@ -17,7 +17,11 @@ describe('transportFailure', () => {
     ['a pool destroyed here', new errors.ClientDestroyedError(), 'closed-here'],
     ['a connect timeout', new errors.ConnectTimeoutError(), 'unconnected'],
     ['a refused connection', coded('ECONNREFUSED'), 'unconnected'],
-    ['a refused connection wrapped by undici', coded('UND_ERR_SOCKET', { cause: coded('ECONNREFUSED') }), 'unconnected'],
+    [
+      'a refused connection wrapped by undici',
+      coded('UND_ERR_SOCKET', { cause: coded('ECONNREFUSED') }),
+      'unconnected',
+    ],
     ['no status line within the bound', new errors.HeadersTimeoutError(), 'no-answer'],
     ['a body silent past its bound', new errors.BodyTimeoutError(), 'body-silent'],
     ['an aborted request', new errors.RequestAbortedError(), 'aborted'],

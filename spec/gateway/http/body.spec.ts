@@ -56,7 +56,11 @@ beforeAll(async () => {
       waiting = undefined;
       if (res.destroyed) return;
       const json = JSON.stringify(outcome);
-      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json), connection: 'close' });
+      res.writeHead(status, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(json),
+        connection: 'close',
+      });
       res.end(json);
     };
     readBody(req, limits).then(
@@ -173,7 +177,12 @@ describe('readBody', () => {
     // Only the headers are sent: an answer at all proves the server did not wait for the body.
     const reply = await exchange([head('/?max=100&timeout=10000', { 'content-length': 1_000_000 })]);
     expect(reply.status).toBe(413);
-    expect(reply.outcome).toMatchObject({ ok: false, name: 'BodyTooLargeError', code: 'GW_BODY_TOO_LARGE', status: 413 });
+    expect(reply.outcome).toMatchObject({
+      ok: false,
+      name: 'BodyTooLargeError',
+      code: 'GW_BODY_TOO_LARGE',
+      status: 413,
+    });
     expect(reply.outcome.flowing).toBeNull();
   });
 
@@ -190,19 +199,41 @@ describe('readBody', () => {
 
   // Which bound ended the read is in the error's message, so no case bounds wall time from above.
   it.each([
-    ['the timeout when the client stalls mid-body', '/?max=1024&timeout=100', 100, 'only ten b', 'request body not received within bodyReadTimeout (100 ms)'],
-    ['the idle bound when the client stalls mid-body, long before the total timeout', '/?max=1024&timeout=10000&idle=100', 10, 'x', 'request body stalled: no bytes for bodyIdleTimeout (100 ms)'],
+    [
+      'the timeout when the client stalls mid-body',
+      '/?max=1024&timeout=100',
+      100,
+      'only ten b',
+      'request body not received within bodyReadTimeout (100 ms)',
+    ],
+    [
+      'the idle bound when the client stalls mid-body, long before the total timeout',
+      '/?max=1024&timeout=10000&idle=100',
+      10,
+      'x',
+      'request body stalled: no bytes for bodyIdleTimeout (100 ms)',
+    ],
   ])('rejects with BodyTimeoutError after %s', async (_when, target, length, sent, message) => {
     const reply = await exchange([head(target, { 'content-length': length }), sent]);
     expect(reply.status).toBe(408);
-    expect(reply.outcome).toMatchObject({ ok: false, name: 'BodyTimeoutError', code: 'GW_BODY_TIMEOUT', status: 408, message });
+    expect(reply.outcome).toMatchObject({
+      ok: false,
+      name: 'BodyTimeoutError',
+      code: 'GW_BODY_TIMEOUT',
+      status: 408,
+      message,
+    });
     expect(reply.outcome.elapsed).toBeGreaterThanOrEqual(90);
   });
 
   it('rejects with BodyTimeoutError after the idle bound when no body byte ever comes', async () => {
     const reply = await exchange([head('/?max=1024&timeout=10000&idle=100', { 'content-length': 10 })]);
     expect(reply.status).toBe(408);
-    expect(reply.outcome).toMatchObject({ ok: false, code: 'GW_BODY_TIMEOUT', message: 'request body stalled: no bytes for bodyIdleTimeout (100 ms)' });
+    expect(reply.outcome).toMatchObject({
+      ok: false,
+      code: 'GW_BODY_TIMEOUT',
+      message: 'request body stalled: no bytes for bodyIdleTimeout (100 ms)',
+    });
   });
 
   it('returns the body when every chunk comes within the idle bound, though the whole takes longer', async () => {

@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { Hono } from 'hono';
-import { OPENAI_CALL_ROUTES, affinityKey, callRouteOf, parseInferenceBody, renderPrompt, renderResponsesPrompt, routedPath, uuidv7 } from '../../../gateway/http/call.ts';
+import {
+  OPENAI_CALL_ROUTES,
+  affinityKey,
+  callRouteOf,
+  parseInferenceBody,
+  renderPrompt,
+  renderResponsesPrompt,
+  routedPath,
+  uuidv7,
+} from '../../../gateway/http/call.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from '../../../gateway/errors.ts';
 import { SluiceError } from '../../../placer/kernel/index.ts';
 import { expectThrows } from '../../support/throws.ts';
@@ -19,17 +28,17 @@ describe('parseInferenceBody', () => {
     expect(parseInferenceBody(json({ model: 'm', user: 'alice' }))).toEqual({ model: 'm', user: 'alice' });
   });
 
-  it.each([[''], [42], [null], [{ id: 'alice' }], [['alice']], [true]])(
-    'returns no user when user is %j',
-    (user) => {
-      const parsed = parseInferenceBody(json({ model: 'm', user }));
-      expect(parsed).toEqual({ model: 'm' });
-      expect(Object.hasOwn(parsed, 'user')).toBe(false);
-    },
-  );
+  it.each([[''], [42], [null], [{ id: 'alice' }], [['alice']], [true]])('returns no user when user is %j', (user) => {
+    const parsed = parseInferenceBody(json({ model: 'm', user }));
+    expect(parsed).toEqual({ model: 'm' });
+    expect(Object.hasOwn(parsed, 'user')).toBe(false);
+  });
 
   it('returns the model when the body is UTF-8 with non-ASCII text', () => {
-    expect(parseInferenceBody(json({ model: 'modèle-日本', user: 'ünïcode' }))).toEqual({ model: 'modèle-日本', user: 'ünïcode' });
+    expect(parseInferenceBody(json({ model: 'modèle-日本', user: 'ünïcode' }))).toEqual({
+      model: 'modèle-日本',
+      user: 'ünïcode',
+    });
   });
 
   it.each(['{"model":', 'model=m', '', '   ', "{'model':'m'}", '{"model":"m"}}'])(
@@ -93,15 +102,30 @@ describe('renderResponsesPrompt', () => {
   it('returns the text a chat call with the same messages renders when given a list of messages', () => {
     const messages = [
       { role: 'developer', content: 'Answer in French.' },
-      { role: 'user', content: [{ type: 'input_text', text: 'Bonjour' }, { type: 'input_image', image_url: 'x' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'Bonjour' },
+          { type: 'input_image', image_url: 'x' },
+        ],
+      },
       { role: 'assistant', content: [{ type: 'output_text', text: 'Salut' }] },
     ];
-    expect(renderResponsesPrompt(messages, 'Be brief.')).toBe(renderPrompt([{ role: 'system', content: 'Be brief.' }, ...messages], undefined));
-    expect(renderResponsesPrompt(messages, undefined)).toBe('developer: Answer in French.\nuser: Bonjour\nassistant: Salut\n');
+    expect(renderResponsesPrompt(messages, 'Be brief.')).toBe(
+      renderPrompt([{ role: 'system', content: 'Be brief.' }, ...messages], undefined),
+    );
+    expect(renderResponsesPrompt(messages, undefined)).toBe(
+      'developer: Answer in French.\nuser: Bonjour\nassistant: Salut\n',
+    );
   });
 
   it('returns only the items with a role when the input holds tool calls and outputs', () => {
-    const input = [{ role: 'user', content: 'weather?' }, { type: 'function_call_output', call_id: 'c1', output: '{"t":20}' }, null, 'odd'];
+    const input = [
+      { role: 'user', content: 'weather?' },
+      { type: 'function_call_output', call_id: 'c1', output: '{"t":20}' },
+      null,
+      'odd',
+    ];
     expect(renderResponsesPrompt(input, undefined)).toBe('user: weather?\n');
   });
 
@@ -153,13 +177,20 @@ describe('callRouteOf', () => {
     expect(await routed(target)).toEqual({ route: expected.route, fn: expected.fn ?? null });
   });
 
-  it.each(['/v1/chat/completions/', '/V1/chat/completions', '/v1/chat', '/invoke/', '/invoke', '/invoke/a/b', '/v1/chat%2Fcompletions', '/v1/chat/completions%2F', '/healthz'])(
-    'reads %s as no call route, as the router does',
-    async (target) => {
-      expect(callRouteOf(target)).toBeUndefined();
-      expect(await routed(target)).toBeUndefined();
-    },
-  );
+  it.each([
+    '/v1/chat/completions/',
+    '/V1/chat/completions',
+    '/v1/chat',
+    '/invoke/',
+    '/invoke',
+    '/invoke/a/b',
+    '/v1/chat%2Fcompletions',
+    '/v1/chat/completions%2F',
+    '/healthz',
+  ])('reads %s as no call route, as the router does', async (target) => {
+    expect(callRouteOf(target)).toBeUndefined();
+    expect(await routed(target)).toBeUndefined();
+  });
 });
 
 describe('affinityKey', () => {

@@ -109,7 +109,7 @@ const requestOn = (socket: FakeSocket) => ({ socket }) as unknown as IncomingMes
 const h2RequestOn = (session: FakeSession) => ({ socket: {}, stream: { session } }) as unknown as IncomingMessage;
 
 describe('ClientConnections', () => {
-  it('refuses the first request of a connection past its address\'s limit, and drops it after the grace if it sends none', () => {
+  it("refuses the first request of a connection past its address's limit, and drops it after the grace if it sends none", () => {
     const connections = new ClientConnections({ limit: 2, grace: 500 });
     const [a, b, c] = [new FakeSocket('10.0.0.1'), new FakeSocket('10.0.0.1'), new FakeSocket('10.0.0.1')];
     for (const s of [a, b, c]) connections.admitSocket(asSocket(s));

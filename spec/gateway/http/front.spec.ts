@@ -4,7 +4,12 @@
  */
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { answerClientError, clientErrorRefusal, clientRequestId, requestTargetProblem } from '../../../gateway/http/front.ts';
+import {
+  answerClientError,
+  clientErrorRefusal,
+  clientRequestId,
+  requestTargetProblem,
+} from '../../../gateway/http/front.ts';
 
 describe('requestTargetProblem', () => {
   it.each([
@@ -53,9 +58,12 @@ describe('clientRequestId', () => {
     expect(clientRequestId(value)).toBe(id);
   });
 
-  it.each([undefined, '', 'x'.repeat(201), 'has space', 'tab\there', 'ünï', 'new\nline'])('returns undefined when the id is %j', (value) => {
-    expect(clientRequestId(value)).toBeUndefined();
-  });
+  it.each([undefined, '', 'x'.repeat(201), 'has space', 'tab\there', 'ünï', 'new\nline'])(
+    'returns undefined when the id is %j',
+    (value) => {
+      expect(clientRequestId(value)).toBeUndefined();
+    },
+  );
 });
 
 describe('clientErrorRefusal', () => {
@@ -89,7 +97,10 @@ function fakeSocket(pending?: { headersSent: boolean; getHeader(name: string): u
 
 describe('answerClientError', () => {
   const answer = answerClientError(() => 'fresh-id');
-  const parseError = Object.assign(new Error('Parse Error'), { code: 'HPE_INVALID_CHUNK_SIZE', reason: 'Invalid character in chunk size' });
+  const parseError = Object.assign(new Error('Parse Error'), {
+    code: 'HPE_INVALID_CHUNK_SIZE',
+    reason: 'Invalid character in chunk size',
+  });
 
   it('writes an OpenAI-shaped 400 with connection: close and a fresh id, then destroys the socket', async () => {
     const { socket, written } = fakeSocket();
@@ -114,7 +125,10 @@ describe('answerClientError', () => {
   });
 
   it('reuses the id of the response in flight when its headers were read', async () => {
-    const { socket, written } = fakeSocket({ headersSent: false, getHeader: (name) => (name === 'x-request-id' ? 'call-7' : undefined) });
+    const { socket, written } = fakeSocket({
+      headersSent: false,
+      getHeader: (name) => (name === 'x-request-id' ? 'call-7' : undefined),
+    });
     answer(parseError, socket);
     await new Promise((r) => setImmediate(r));
     expect(written()).toContain('\r\nx-request-id: call-7\r\n');

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { forwardable } from '../../../gateway/http/headers.ts';
 
 describe('forwardable', () => {
-  it('returns the client\'s end-to-end headers without the gateway-only and hop-by-hop ones', () => {
+  it("returns the client's end-to-end headers without the gateway-only and hop-by-hop ones", () => {
     const headers = {
       'content-type': 'application/json',
       'x-custom': ['a', 'b'],
@@ -21,7 +21,10 @@ describe('forwardable', () => {
     expect(forwardable(headers)).toEqual({ 'content-type': 'application/json', 'x-custom': ['a', 'b'] });
   });
 
-  it('returns the added headers beside the client\'s', () => {
-    expect(forwardable({ accept: 'text/event-stream' }, { 'x-request-id': 'r1' })).toEqual({ accept: 'text/event-stream', 'x-request-id': 'r1' });
+  it("returns the added headers beside the client's", () => {
+    expect(forwardable({ accept: 'text/event-stream' }, { 'x-request-id': 'r1' })).toEqual({
+      accept: 'text/event-stream',
+      'x-request-id': 'r1',
+    });
   });
 });

@@ -34,7 +34,8 @@ const problems: string[] = [];
 
 beforeAll(async () => {
   // A missing browser fails the spec, never skips it: a skipped browser test hides a broken page.
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does`);
   shots = await mkdtemp(join(tmpdir(), 'sluice-dashboard-'));
   fleet = await startFleet({ nodes: 2, gatewayArgs: ['--status-interval', '200ms'] });
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true });
@@ -86,14 +87,21 @@ describe('the dashboard in a browser', () => {
     expect(await page.evaluate(() => (globalThis as any).document.activeElement?.id)).toBe('token');
     await page.keyboard.type(OPERATOR_TOKEN);
     await page.keyboard.press('Enter');
-    await eventually(async () => (await runnerCell(runnerId(0), 'State')) === 'live' && (await runnerCell(runnerId(1), 'State')) === 'live', 10_000, 'both runners live on the page');
+    await eventually(
+      async () =>
+        (await runnerCell(runnerId(0), 'State')) === 'live' && (await runnerCell(runnerId(1), 'State')) === 'live',
+      10_000,
+      'both runners live on the page',
+    );
     expect(await page.locator('#runners tbody tr').count()).toBe(2);
     expect(await runnerCell(runnerId(0), 'Models')).toBe('sim-small');
     expect(await runnerCell(runnerId(0), 'Breaker')).toBe('closed');
     expect(await runnerCell(runnerId(0), 'Health')).toBe('ok');
     // Load is in-flight calls over the slots the runner last reported.
     expect(await runnerCell(runnerId(1), 'Load')).toMatch(/^0 \/ [1-9]\d*$/);
-    expect(await page.evaluate(() => (globalThis as any).sessionStorage.getItem('sluice.dashboard.operatorToken'))).toBe(OPERATOR_TOKEN);
+    expect(
+      await page.evaluate(() => (globalThis as any).sessionStorage.getItem('sluice.dashboard.operatorToken')),
+    ).toBe(OPERATOR_TOKEN);
     // Not in storage that outlives the tab.
     expect(await page.evaluate(() => (globalThis as any).localStorage.length)).toBe(0);
     // Never in the address bar.
@@ -102,23 +110,40 @@ describe('the dashboard in a browser', () => {
 
   it('moves the calls counter after more calls, and shows their time to first token and the detached calls', async () => {
     const send = async (n: number) => {
-      for (let i = 0; i < n; i++) expect((await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody({ stream: true }))).status).toBe(200);
+      for (let i = 0; i < n; i++)
+        expect((await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody({ stream: true }))).status).toBe(
+          200,
+        );
     };
-    await eventually(async () => (await page.locator('#calls-data').isVisible()), 5000, 'the calls panel');
+    await eventually(async () => await page.locator('#calls-data').isVisible(), 5000, 'the calls panel');
     const before = Number((await text('#calls-total')).replace(/,/g, ''));
     await send(6);
-    await eventually(async () => Number((await text('#calls-total')).replace(/,/g, '')) >= before + 6, 5000, 'the calls counter to move by 6');
+    await eventually(
+      async () => Number((await text('#calls-total')).replace(/,/g, '')) >= before + 6,
+      5000,
+      'the calls counter to move by 6',
+    );
     // The streamed calls' first tokens, as a chart per model.
-    await eventually(async () => (await text('#ttft')).includes('sim-small'), 5000, 'the time to first token of sim-small');
+    await eventually(
+      async () => (await text('#ttft')).includes('sim-small'),
+      5000,
+      'the time to first token of sim-small',
+    );
     expect(await page.locator('#ttft svg').count()).toBeGreaterThan(0);
     // A detached call, counted on its way through.
-    expect((await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' })).status).toBe(202);
+    expect(
+      (await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' })).status,
+    ).toBe(202);
     await eventually(async () => /accepted\s+1\b/.test(await text('#detached')), 5000, 'the detached call counted');
   });
 
   it('keeps the token across a reload, and can be worked from the keyboard with the focus visible', async () => {
     await page.reload();
-    await eventually(async () => (await runnerCell(runnerId(0), 'State')) === 'live', 5000, 'the runners again, without the token asked for');
+    await eventually(
+      async () => (await runnerCell(runnerId(0), 'State')) === 'live',
+      5000,
+      'the runners again, without the token asked for',
+    );
     expect(await page.locator('#login').isHidden()).toBe(true);
     await page.keyboard.press('Tab');
     const focused = await page.evaluate(() => {
@@ -130,14 +155,19 @@ describe('the dashboard in a browser', () => {
     expect(focused.outline).not.toBe('none');
     // Then into the runners' table, whose region scrolls on a narrow screen.
     await page.keyboard.press('Tab');
-    expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute('aria-labelledby'))).toBe('runners-title');
+    expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute('aria-labelledby'))).toBe(
+      'runners-title',
+    );
   });
 
   it('fits a phone: the page itself never scrolls sideways', async () => {
     await shoot('dashboard-1280.png');
-    if (README_SHOT) await copyFile(join(shots, 'dashboard-1280.png'), new URL('../../../docs/img/dashboard.png', import.meta.url));
+    if (README_SHOT)
+      await copyFile(join(shots, 'dashboard-1280.png'), new URL('../../../docs/img/dashboard.png', import.meta.url));
     await page.setViewportSize({ width: 390, height: 844 });
-    expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number)).toBeLessThanOrEqual(390);
+    expect(
+      await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number),
+    ).toBeLessThanOrEqual(390);
     await shoot('dashboard-390.png');
     await page.setViewportSize({ width: 1280, height: 900 });
   });
@@ -145,7 +175,11 @@ describe('the dashboard in a browser', () => {
   it('shows a runner killed with SIGKILL as unreachable within a few seconds', async () => {
     const killedAt = Date.now();
     fleet.nodes[1]!.runner.child.kill('SIGKILL');
-    await eventually(async () => (await runnerCell(runnerId(1), 'State')) === 'unreachable', 5000, 'the killed runner unreachable on the page');
+    await eventually(
+      async () => (await runnerCell(runnerId(1), 'State')) === 'unreachable',
+      5000,
+      'the killed runner unreachable on the page',
+    );
     console.log(`dashboard: the killed runner was unreachable on the page ${Date.now() - killedAt} ms after SIGKILL`);
     expect(await runnerCell(runnerId(1), 'Health')).toBe('down');
     expect(await runnerCell(runnerId(0), 'State')).toBe('live');
@@ -156,7 +190,10 @@ describe('the dashboard in a browser', () => {
     // A page of its own: Chromium logs the refused reads (401) as console errors, expected here only.
     const other = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     const errors: string[] = [];
-    other.on('console', (message) => message.type() === 'error' && errors.push(`console: ${message.text()} (${message.location().url})`));
+    other.on(
+      'console',
+      (message) => message.type() === 'error' && errors.push(`console: ${message.text()} (${message.location().url})`),
+    );
     other.on('pageerror', (error) => errors.push(`page error: ${error.message}`));
     try {
       await other.goto(`${fleet.gateway.url}/dashboard`);
@@ -167,7 +204,11 @@ describe('the dashboard in a browser', () => {
       expect(await other.evaluate(() => (globalThis as any).sessionStorage.length)).toBe(0);
       await other.locator('#token').fill('not-the-operator-token-0123456789');
       await other.locator('#token').press('Enter');
-      await eventually(async () => (await other.locator('#login-error').innerText()).includes('refused the token'), 5000, 'the refusal on the page');
+      await eventually(
+        async () => (await other.locator('#login-error').innerText()).includes('refused the token'),
+        5000,
+        'the refusal on the page',
+      );
       expect(await other.locator('#panels').isHidden()).toBe(true);
       expect(await other.evaluate(() => (globalThis as any).sessionStorage.length)).toBe(0);
       expect(errors.length).toBeGreaterThan(0);

@@ -19,7 +19,12 @@ const RUNNER_TOKEN = 'dashboard-spec-runner-token-0123456789';
 let gateway: Gateway;
 let url: string;
 beforeAll(async () => {
-  gateway = createGateway({ runnerToken: RUNNER_TOKEN, runnerNetworks: ['127.0.0.0/8'], operatorTokens: [OPERATOR_TOKEN], logger: createJsonLogger({ level: 'error', write: () => {} }) });
+  gateway = createGateway({
+    runnerToken: RUNNER_TOKEN,
+    runnerNetworks: ['127.0.0.0/8'],
+    operatorTokens: [OPERATOR_TOKEN],
+    logger: createJsonLogger({ level: 'error', write: () => {} }),
+  });
   url = (await gateway.listen()).url;
 });
 afterAll(() => gateway?.close());
@@ -42,7 +47,9 @@ describe('the dashboard routes', () => {
 
   it('lists every dashboard file as public in the route table, and nothing else under /dashboard', () => {
     const rows = ROUTE_SCOPES.filter((r) => r.path.startsWith('/dashboard'));
-    expect(rows.map((r) => `${r.method} ${r.path} ${r.scope}`).sort()).toEqual(DASHBOARD_FILES.map((f) => `GET ${f.path} public`).sort());
+    expect(rows.map((r) => `${r.method} ${r.path} ${r.scope}`).sort()).toEqual(
+      DASHBOARD_FILES.map((f) => `GET ${f.path} public`).sort(),
+    );
   });
 
   it('answers with a policy allowing only its own files and requests, and no framing', async () => {
@@ -92,14 +99,27 @@ describe('what GET /v1/runners gives the dashboard', () => {
       capacity: { labels: {}, freeGpus: [], engineKinds: ['sim'], orders: true },
       hosted: { replica: 'sim-small-1', model: 'sim-small', state: 'starting', since: 1 },
     };
-    expect((await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration), { authorization: `Bearer ${RUNNER_TOKEN}` })).status).toBe(200);
-    const runner = (await getJson(`${url}/v1/runners`, asOperator)).json.data.find((r: { id: string }) => r.id === 'dash-r1');
+    expect(
+      (
+        await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration), {
+          authorization: `Bearer ${RUNNER_TOKEN}`,
+        })
+      ).status,
+    ).toBe(200);
+    const runner = (await getJson(`${url}/v1/runners`, asOperator)).json.data.find(
+      (r: { id: string }) => r.id === 'dash-r1',
+    );
     expect(runner.slots).toBe(3);
     expect(runner.engine).toEqual({ replica: 'sim-small-1', model: 'sim-small', state: 'starting' });
   });
 
   it('leaves both out while nothing reported them: a static runner that never answered a probe has no slots and no engine', async () => {
-    const gw = createGateway({ runners: ['http://127.0.0.1:9'], operatorTokens: [OPERATOR_TOKEN], statusInterval: 3_600_000, logger: createJsonLogger({ level: 'error', write: () => {} }) });
+    const gw = createGateway({
+      runners: ['http://127.0.0.1:9'],
+      operatorTokens: [OPERATOR_TOKEN],
+      statusInterval: 3_600_000,
+      logger: createJsonLogger({ level: 'error', write: () => {} }),
+    });
     const base = (await gw.listen()).url;
     try {
       const [runner] = (await getJson(`${base}/v1/runners`, asOperator)).json.data;

@@ -138,7 +138,11 @@ describe('readStats', () => {
     expect(stats).toEqual({
       at: c.now(),
       windowSeconds: 300,
-      calls: { total: 4, perSecond: 0.1, byOutcome: { completed: 3, cancelled: 0, timeouts: 0, errors: 0, server_busy: 1 } },
+      calls: {
+        total: 4,
+        perSecond: 0.1,
+        byOutcome: { completed: 3, cancelled: 0, timeouts: 0, errors: 0, server_busy: 1 },
+      },
       errors: { byCode: { GW_UNKNOWN_MODEL: 3, PLACER_TIMEOUT: 1 } },
       models: { 'sim-small': { ttftMs: { p50: 42, p90: 42 }, series: expect.any(Array) } },
       queue,

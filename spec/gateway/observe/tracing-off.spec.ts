@@ -18,13 +18,18 @@ const { cleanups, listen } = serversForEach();
 
 describe('tracing off', () => {
   it('starts no trace on either side', () => {
-    const incoming = { headers: {}, method: 'POST', url: '/v1/chat/completions', socket: {} } as unknown as IncomingMessage;
+    const incoming = {
+      headers: {},
+      method: 'POST',
+      url: '/v1/chat/completions',
+      socket: {},
+    } as unknown as IncomingMessage;
     const out = { once: () => out } as unknown as ServerResponse;
     expect(startCallTrace(incoming, out, '/v1/chat/completions')).toBeUndefined();
     expect(startRunnerTrace(incoming, out, 'runner-1')).toBeUndefined();
   });
 
-  it('forwards the client\'s traceparent to the engine unchanged', async () => {
+  it("forwards the client's traceparent to the engine unchanged", async () => {
     const seen: IncomingHttpHeaders[] = [];
     const engine = await listen(
       createServer((req, res) => {
@@ -59,7 +64,9 @@ describe('tracesExporter', () => {
   });
 
   it('returns OTEL_TRACES_EXPORTER when set, endpoint or not', () => {
-    expect(tracesExporter({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe('none');
+    expect(tracesExporter({ OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })).toBe(
+      'none',
+    );
     expect(tracesExporter({ OTEL_TRACES_EXPORTER: 'console' })).toBe('console');
   });
 });

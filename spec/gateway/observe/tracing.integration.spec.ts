@@ -28,7 +28,9 @@ let traced: TracedFleet;
 /** OTLP/JSON ids are hex; a base64 one (the protobuf JSON mapping) is turned to hex as well. */
 function hex(id: unknown): string {
   if (typeof id !== 'string' || id === '') return '';
-  return /^[0-9a-f]+$/i.test(id) && (id.length === 32 || id.length === 16) ? id.toLowerCase() : Buffer.from(id, 'base64').toString('hex');
+  return /^[0-9a-f]+$/i.test(id) && (id.length === 32 || id.length === 16)
+    ? id.toLowerCase()
+    : Buffer.from(id, 'base64').toString('hex');
 }
 
 function value(v: Record<string, unknown>): unknown {
@@ -82,12 +84,20 @@ describe('traces exported over OTLP/HTTP', () => {
 
     let call: ReceivedSpan | undefined;
     let served: ReceivedSpan | undefined;
-    await eventually(() => {
-      const spans = received();
-      call = spans.find((s) => s.name === 'sluice.call' && s.attributes['sluice.call.id'] === callId);
-      served = spans.find((s) => s.name === 'sluice.runner.call' && s.attributes['sluice.call.id'] === callId);
-      return call !== undefined && served !== undefined && spans.some((s) => s.name === 'sluice.engine.request' && s.parentSpanId === served!.spanId);
-    }, 15_000, 'the gateway\'s and the runner\'s spans at the receiver');
+    await eventually(
+      () => {
+        const spans = received();
+        call = spans.find((s) => s.name === 'sluice.call' && s.attributes['sluice.call.id'] === callId);
+        served = spans.find((s) => s.name === 'sluice.runner.call' && s.attributes['sluice.call.id'] === callId);
+        return (
+          call !== undefined &&
+          served !== undefined &&
+          spans.some((s) => s.name === 'sluice.engine.request' && s.parentSpanId === served!.spanId)
+        );
+      },
+      15_000,
+      "the gateway's and the runner's spans at the receiver",
+    );
 
     expect(call!.service).toBe('sluice-gateway');
     expect(served!.service).toBe('sluice-runner');
@@ -102,7 +112,9 @@ describe('traces exported over OTLP/HTTP', () => {
     const engineRequest = trace.find((s) => s.name === 'sluice.engine.request' && s.parentSpanId === served!.spanId)!;
     // The stream's usage chunk is read for its tokens.
     expect(engineRequest.attributes['gen_ai.usage.output_tokens']).toEqual(expect.anything());
-    expect(trace.map((s) => s.name)).toEqual(expect.arrayContaining(['sluice.body', 'sluice.placement', 'sluice.runner.admission']));
+    expect(trace.map((s) => s.name)).toEqual(
+      expect.arrayContaining(['sluice.body', 'sluice.placement', 'sluice.runner.admission']),
+    );
 
     // The engine got a traceparent of the same trace, naming the engine request as its parent.
     const log = readFileSync(traced.callLog, 'utf8');

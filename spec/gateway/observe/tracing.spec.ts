@@ -63,7 +63,11 @@ async function gateway(runners: string[], options: Partial<GatewayOptions> = {})
 }
 
 /** The finished spans of one trace, by name; a span's parent by id. */
-function treeOf(traceId: string): { spans: Finished[]; named: (name: string) => Finished[]; parentOf: (span: Finished) => Finished | undefined } {
+function treeOf(traceId: string): {
+  spans: Finished[];
+  named: (name: string) => Finished[];
+  parentOf: (span: Finished) => Finished | undefined;
+} {
   const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
   return {
     spans,
@@ -139,7 +143,10 @@ describe('call tracing', () => {
     const busySide = served.find((s) => s.attributes['sluice.runner.id'] === 'busy-runner')!;
     const runnerSpan = served.find((s) => s.attributes['sluice.runner.id'] === 'good-runner')!;
     expect(parentOf(busySide)).toBe(turnedDown);
-    expect(busySide.attributes).toMatchObject({ 'sluice.runner.busy': 'engine-busy', 'http.response.status_code': 503 });
+    expect(busySide.attributes).toMatchObject({
+      'sluice.runner.busy': 'engine-busy',
+      'http.response.status_code': 503,
+    });
     expect(parentOf(runnerSpan)).toBe(relay);
     expect(runnerSpan.attributes).toMatchObject({
       'sluice.call.id': call.attributes['sluice.call.id'],
@@ -154,7 +161,11 @@ describe('call tracing', () => {
     expect(admission).toBeDefined();
     const engineSpan = named('sluice.engine.request').find((s) => parentOf(s) === runnerSpan)!;
     expect(engineSpan.kind).toBe(SpanKind.CLIENT);
-    expect(engineSpan.attributes).toMatchObject({ 'http.request.method': 'POST', 'http.response.status_code': 200, 'gen_ai.usage.output_tokens': 3 });
+    expect(engineSpan.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'http.response.status_code': 200,
+      'gen_ai.usage.output_tokens': 3,
+    });
 
     // The engine got the engine request's context: its own spans would join this trace.
     const traceId = call.spanContext().traceId;
@@ -168,12 +179,14 @@ describe('call tracing', () => {
     }
   });
 
-  it('continues the client\'s trace when it sent a traceparent', async () => {
+  it("continues the client's trace when it sent a traceparent", async () => {
     const good = await runner(await engine([]), 'good-runner');
     const gw = await gateway([good]);
     const traceId = '0af7651916cd43dd8448eb211c80319c';
     const parent = 'b7ad6b7169203331';
-    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody(), { traceparent: `00-${traceId}-${parent}-01` });
+    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody(), {
+      traceparent: `00-${traceId}-${parent}-01`,
+    });
     expect(answer.status).toBe(200);
     const { named } = treeOf(traceId);
     expect(named('sluice.call')[0]?.parentSpanContext?.spanId).toBe(parent);
@@ -186,7 +199,9 @@ describe('call tracing', () => {
     const gw = await gateway([good]);
     // A client's unsampled context: the SDK's default sampler follows its parent.
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody(), { traceparent: `00-${traceId}-00f067aa0ba902b7-00` });
+    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody(), {
+      traceparent: `00-${traceId}-00f067aa0ba902b7-00`,
+    });
     expect(answer.status).toBe(200);
     expect(exporter.getFinishedSpans()).toEqual([]);
     // The gateway's own (unrecorded) span is the parent the runner and engine hear of, still unsampled.
@@ -194,12 +209,14 @@ describe('call tracing', () => {
     expect(seen[0]?.traceparent).not.toContain('00f067aa0ba902b7');
   });
 
-  it('keeps a detached call\'s span and its relay open until the run ends, the runner\'s span under the relay', async () => {
+  it("keeps a detached call's span and its relay open until the run ends, the runner's span under the relay", async () => {
     const gw = await gateway([await runner(await engine([]), 'good-runner')]);
     const answer = await postJson(`${gw}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' });
     expect(answer.status).toBe(202);
     const callId = String(answer.headers['sluice-call-id']);
-    await eventually(() => exporter.getFinishedSpans().some((s) => s.name === 'sluice.call' && s.attributes['sluice.call.id'] === callId));
+    await eventually(() =>
+      exporter.getFinishedSpans().some((s) => s.name === 'sluice.call' && s.attributes['sluice.call.id'] === callId),
+    );
     const call = exporter.getFinishedSpans().find((s) => s.name === 'sluice.call')!;
     const { named, parentOf } = treeOf(call.spanContext().traceId);
     const [relay] = named('sluice.relay');
@@ -241,7 +258,10 @@ describe('call tracing', () => {
     expect(answer.status).toBe(404);
     const call = exporter.getFinishedSpans().find((s) => s.name === 'sluice.call')!;
     expect(call.status.code).toBe(SpanStatusCode.ERROR);
-    expect(call.attributes).toMatchObject({ 'sluice.error.code': answer.json.error.code as string, 'http.response.status_code': 404 });
+    expect(call.attributes).toMatchObject({
+      'sluice.error.code': answer.json.error.code as string,
+      'http.response.status_code': 404,
+    });
     expect(exporter.getFinishedSpans().filter((s) => s.name === 'sluice.placement')).toEqual([]);
   });
 });

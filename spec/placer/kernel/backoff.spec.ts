@@ -10,7 +10,9 @@ describe('fullJitterBackoff', () => {
 
   it('returns a ceiling grown by factor per failure when one is given', () => {
     const steps = { base: 100, cap: 10_000, factor: 3 };
-    expect([1, 2, 3, 4, 5, 6].map((n) => fullJitterBackoff(n, steps, () => 0.5))).toEqual([50, 150, 450, 1350, 4050, 5000]);
+    expect([1, 2, 3, 4, 5, 6].map((n) => fullJitterBackoff(n, steps, () => 0.5))).toEqual([
+      50, 150, 450, 1350, 4050, 5000,
+    ]);
   });
 
   it('returns whole ms: 0 at random() = 0 and just under the cap after many failures', () => {
@@ -28,10 +30,13 @@ describe('fullJitterBackoff', () => {
     expect(fullJitterBackoff(5000, { base: 0, cap: 5000 }, () => 0.9)).toBe(0);
   });
 
-  it.each([Number.NaN, -0.5, 1, 7, Number.POSITIVE_INFINITY])('returns a wait in [0, ceiling) when random() returns %s', (r) => {
-    const wait = fullJitterBackoff(3, { base: 1000, cap: 60_000 }, () => r);
-    expect(wait >= 0 && wait < 4000).toBe(true);
-  });
+  it.each([Number.NaN, -0.5, 1, 7, Number.POSITIVE_INFINITY])(
+    'returns a wait in [0, ceiling) when random() returns %s',
+    (r) => {
+      const wait = fullJitterBackoff(3, { base: 1000, cap: 60_000 }, () => r);
+      expect(wait >= 0 && wait < 4000).toBe(true);
+    },
+  );
 
   it('returns draws spread over the whole range below the ceiling under a seeded random', () => {
     const random = seededRandom(11);

@@ -16,7 +16,13 @@ class Counted extends errorClass('TEST_COUNTED', 503, 'service_unavailable_error
 /** An area's own base, as GatewayError is: SluiceError's constructor plus a field of its own. */
 class AreaError extends SluiceError {
   readonly hint: string;
-  constructor(code: string, status: number, type: ErrorType, message: string, options?: SluiceErrorOptions & { hint?: string }) {
+  constructor(
+    code: string,
+    status: number,
+    type: ErrorType,
+    message: string,
+    options?: SluiceErrorOptions & { hint?: string },
+  ) {
     super(code, status, type, message, options);
     this.hint = options?.hint ?? 'none';
   }
@@ -26,7 +32,13 @@ class AreaRefused extends errorClass('AREA_REFUSED', 400, 'invalid_request_error
 describe('errorClass', () => {
   it('makes a class whose instances carry its code, status, type, message and name', () => {
     const error = new NotFound('no such thing');
-    expect(error).toMatchObject({ code: 'TEST_NOT_FOUND', status: 404, type: 'not_found_error', message: 'no such thing', name: 'NotFound' });
+    expect(error).toMatchObject({
+      code: 'TEST_NOT_FOUND',
+      status: 404,
+      type: 'not_found_error',
+      message: 'no such thing',
+      name: 'NotFound',
+    });
     expect(error.stack).toContain('NotFound: no such thing');
   });
 
@@ -47,7 +59,13 @@ describe('errorClass', () => {
 
   it('lets a class add fields and build its own message', () => {
     const error = new Counted(3);
-    expect(error).toMatchObject({ code: 'TEST_COUNTED', status: 503, attempts: 3, message: 'gave up after 3 attempts', name: 'Counted' });
+    expect(error).toMatchObject({
+      code: 'TEST_COUNTED',
+      status: 503,
+      attempts: 3,
+      message: 'gave up after 3 attempts',
+      name: 'Counted',
+    });
   });
 
   it("extends an area's base, with that base's options and fields", () => {

@@ -4,7 +4,9 @@ import type { LogLevel } from '../../../placer/kernel/index.ts';
 import { PlacerTimeoutError } from '../../../placer/errors.ts';
 
 /** A logger writing into an array, and the lines parsed. */
-function capture(options: { level?: LogLevel; fields?: Record<string, unknown>; redact?: (text: string) => string } = {}) {
+function capture(
+  options: { level?: LogLevel; fields?: Record<string, unknown>; redact?: (text: string) => string } = {},
+) {
   const lines: string[] = [];
   const logger = createJsonLogger({ ...options, write: (line) => lines.push(line) });
   const parsed = (): Array<Record<string, unknown>> => lines.map((line) => JSON.parse(line) as Record<string, unknown>);
@@ -82,7 +84,11 @@ describe('createJsonLogger', () => {
   it('returns errors flattened to name, message and code when a field is an Error', () => {
     const { logger, lines, parsed } = capture();
     const coded = Object.assign(new Error('connect refused'), { code: 'ECONNREFUSED' });
-    logger.error('probe failed', { error: coded, plain: new TypeError('bad'), sluice: new PlacerTimeoutError('no runner', 3) });
+    logger.error('probe failed', {
+      error: coded,
+      plain: new TypeError('bad'),
+      sluice: new PlacerTimeoutError('no runner', 3),
+    });
     const [line] = parsed();
     expect(line!.error).toEqual({ name: 'Error', message: 'connect refused', code: 'ECONNREFUSED' });
     expect(line!.plain).toEqual({ name: 'TypeError', message: 'bad' });
@@ -111,15 +117,30 @@ describe('createJsonLogger', () => {
   it('returns URL passwords masked in every string, nested and in errors, when no redact is given', () => {
     const { logger, lines, parsed } = capture();
     const error = new Error('cannot reach redis://app:pw-123456@db:6379');
-    logger.child({ store: 'redis://app:pw-123456@db:6379/0' }).warn('store down', { error, targets: [{ url: new URL('https://u:pw-123456@hooks.example') }] });
+    logger
+      .child({ store: 'redis://app:pw-123456@db:6379/0' })
+      .warn('store down', { error, targets: [{ url: new URL('https://u:pw-123456@hooks.example') }] });
     expect(lines[0]).not.toContain('pw-123456');
-    expect(parsed()[0]).toMatchObject({ store: 'redis://app:***@db:6379/0', error: { message: 'cannot reach redis://app:***@db:6379' }, targets: [{ url: 'https://u:***@hooks.example/' }] });
+    expect(parsed()[0]).toMatchObject({
+      store: 'redis://app:***@db:6379/0',
+      error: { message: 'cannot reach redis://app:***@db:6379' },
+      targets: [{ url: 'https://u:***@hooks.example/' }],
+    });
   });
 
   it('returns every string value, base fields and nested ones included, through the given redact', () => {
-    const { logger, parsed } = capture({ redact: (text) => text.replaceAll('s3cret', '***'), fields: { base: 'a s3cret' } });
+    const { logger, parsed } = capture({
+      redact: (text) => text.replaceAll('s3cret', '***'),
+      fields: { base: 'a s3cret' },
+    });
     logger.info('static message', { token: 's3cret', error: new Error('bad s3cret'), list: ['s3cret'] });
-    expect(parsed()[0]).toMatchObject({ msg: 'static message', base: 'a ***', token: '***', error: { message: 'bad ***' }, list: ['***'] });
+    expect(parsed()[0]).toMatchObject({
+      msg: 'static message',
+      base: 'a ***',
+      token: '***',
+      error: { message: 'bad ***' },
+      list: ['***'],
+    });
   });
 
   it('returns without throwing when write throws', () => {

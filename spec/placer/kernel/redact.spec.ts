@@ -14,9 +14,12 @@ describe('redactUrl', () => {
     expect(redactUrl(text)).toBe(expected);
   });
 
-  it.each(['redis://127.0.0.1:6379/0', 'memory', 'https://hooks.example.com/a?b=c', 'me@example.com', ''])('returns %j unchanged when it holds no userinfo', (text) => {
-    expect(redactUrl(text)).toBe(text);
-  });
+  it.each(['redis://127.0.0.1:6379/0', 'memory', 'https://hooks.example.com/a?b=c', 'me@example.com', ''])(
+    'returns %j unchanged when it holds no userinfo',
+    (text) => {
+      expect(redactUrl(text)).toBe(text);
+    },
+  );
 });
 
 describe('urlSecrets', () => {

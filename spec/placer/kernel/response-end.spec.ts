@@ -38,7 +38,10 @@ afterEach(async () => {
  * Starts a server whose handler `answer` writes (or not) the response; resolves the first
  * request's {@link Seen} once its response closed.
  */
-async function serve(kind: 'http1' | 'http2', answer: (res: AnyServerResponse) => void): Promise<{ port: number; seen: Promise<Seen> }> {
+async function serve(
+  kind: 'http1' | 'http2',
+  answer: (res: AnyServerResponse) => void,
+): Promise<{ port: number; seen: Promise<Seen> }> {
   let report!: (seen: Seen) => void;
   const seen = new Promise<Seen>((resolve) => (report = resolve));
   const handler = (_req: unknown, res: ServerResponse | Http2ServerResponse): void => {

@@ -51,9 +51,15 @@ describe('checkLogger', () => {
 
   it('throws naming the option when a method is missing or the value is not an object', () => {
     const partial = { debug() {}, info() {}, warn() {} };
-    expect(() => checkLogger('logger', partial, fail)).toThrow(new AreaError('logger must have debug, info, warn and error methods, got {}'));
-    expect(() => checkLogger('logger', null, fail)).toThrow('logger must have debug, info, warn and error methods, got null');
-    expect(() => checkLogger('logger', 'console', fail)).toThrow('logger must have debug, info, warn and error methods, got "console"');
+    expect(() => checkLogger('logger', partial, fail)).toThrow(
+      new AreaError('logger must have debug, info, warn and error methods, got {}'),
+    );
+    expect(() => checkLogger('logger', null, fail)).toThrow(
+      'logger must have debug, info, warn and error methods, got null',
+    );
+    expect(() => checkLogger('logger', 'console', fail)).toThrow(
+      'logger must have debug, info, warn and error methods, got "console"',
+    );
   });
 });
 
@@ -80,7 +86,7 @@ describe('checksWith', () => {
   }
   const check = checksWith((message, option) => new NamedError(option ?? '', message));
 
-  it('hands every check\'s option name to the error it makes', () => {
+  it("hands every check's option name to the error it makes", () => {
     const cases: Array<[() => unknown, string]> = [
       [() => check.integer('slots', 0, { min: 1 }), 'slots'],
       [() => check.ms('timeout', 2 ** 31, 0), 'timeout'],
@@ -108,16 +114,26 @@ describe('resolveOptions', () => {
   });
 
   it('returns given options over the defaults, undefined counting as not given', () => {
-    expect(resolveOptions(defaults, rules, { timeout: 5, size: undefined, name: 'b' }, fail)).toEqual({ ...defaults, timeout: 5, name: 'b' });
+    expect(resolveOptions(defaults, rules, { timeout: 5, size: undefined, name: 'b' }, fail)).toEqual({
+      ...defaults,
+      timeout: 5,
+      name: 'b',
+    });
   });
 
   it('throws for the first bad option in the order of the rules, null counting as given', () => {
-    expect(() => resolveOptions(defaults, rules, { timeout: 0, size: 0 }, fail)).toThrow(new AreaError('size must be a positive integer, got 0'));
-    expect(() => resolveOptions(defaults, rules, { timeout: null }, fail)).toThrow('timeout must be a positive integer, got null');
+    expect(() => resolveOptions(defaults, rules, { timeout: 0, size: 0 }, fail)).toThrow(
+      new AreaError('size must be a positive integer, got 0'),
+    );
+    expect(() => resolveOptions(defaults, rules, { timeout: null }, fail)).toThrow(
+      'timeout must be a positive integer, got null',
+    );
     expect(() => resolveOptions(defaults, rules, { logger: {} }, fail)).toThrow(AreaError);
   });
 
   it('is what checksFor(...).resolve runs, with the area error', () => {
-    expect(() => checksFor(AreaError).resolve(defaults, rules, { size: 1.5 })).toThrow(new AreaError('size must be a positive integer, got 1.5'));
+    expect(() => checksFor(AreaError).resolve(defaults, rules, { size: 1.5 })).toThrow(
+      new AreaError('size must be a positive integer, got 1.5'),
+    );
   });
 });

@@ -21,8 +21,8 @@ describe('blockHashes', () => {
   });
 
   it('returns hashes that cover the whole prefix, so equal blocks after a difference still differ', () => {
-    const a = blockHashes('m', 'A'.repeat(16) + 'same block here.', 16);
-    const b = blockHashes('m', 'B'.repeat(16) + 'same block here.', 16);
+    const a = blockHashes('m', `${'A'.repeat(16)}same block here.`, 16);
+    const b = blockHashes('m', `${'B'.repeat(16)}same block here.`, 16);
     expect(a[1]).not.toEqual(b[1]);
   });
 
@@ -58,11 +58,19 @@ describe('blockHashes', () => {
   it.each([
     ['m', 'x'.repeat(16), 16, [0xcd471ea37fbc0b56n]],
     ['m', 'abcdefghijklmnopqrstuvwxyz0123456789', 16, [0xaf5937adf2c2b16en, 0x64e1d63ed7cba975n]],
-    ['llama-3-8b', 'système: réponds 😀 vite, 你好世界. '.repeat(2), 16, [0x56cac95a89aac35cn, 0xda1a4bbe64c04982n, 0xc6e3b877b5f49644n, 0x6c8c44acc9d4cfdfn]],
+    [
+      'llama-3-8b',
+      'système: réponds 😀 vite, 你好世界. '.repeat(2),
+      16,
+      [0x56cac95a89aac35cn, 0xda1a4bbe64c04982n, 0xc6e3b877b5f49644n, 0x6c8c44acc9d4cfdfn],
+    ],
     ['m', 'abc', 3, [0xdb4d8c6b4f5989e5n]],
-  ])('returns the fixed hashes for %j, %j in blocks of %i, so a change to the algorithm shows', (fn, prompt, blockSize, expected) => {
-    expect(blockHashes(fn, prompt, blockSize)).toEqual(expected);
-  });
+  ])(
+    'returns the fixed hashes for %j, %j in blocks of %i, so a change to the algorithm shows',
+    (fn, prompt, blockSize, expected) => {
+      expect(blockHashes(fn, prompt, blockSize)).toEqual(expected);
+    },
+  );
 
   it('returns different hashes for the same prompt sent to another model', () => {
     expect(blockHashes('llama-3-8b', system, 16)[0]).not.toEqual(blockHashes('llama-3-70b', system, 16)[0]);
@@ -95,10 +103,14 @@ describe('BlockChain', () => {
     ['ASCII, blocks of 16', system.repeat(5), 16],
     ['ASCII, blocks of 7 (no block on a word)', system.repeat(5), 7],
     ['accents and CJK', 'système: réponds 😀 vite, 你好世界. '.repeat(9), 16],
-    ['emoji across block ends and a lone surrogate', `${'x'.repeat(63)}😀 emoji ${'\ud800'} straddle 🚀🚀. `.repeat(10), 64],
+    [
+      'emoji across block ends and a lone surrogate',
+      `${'x'.repeat(63)}😀 emoji ${'\ud800'} straddle 🚀🚀. `.repeat(10),
+      64,
+    ],
   ];
 
-  it.each(prompts)('returns blockHashes\' hashes for %s whatever order they are read in', (_name, prompt, blockSize) => {
+  it.each(prompts)("returns blockHashes' hashes for %s whatever order they are read in", (_name, prompt, blockSize) => {
     const expected = blockHashes('m', prompt, blockSize);
     expect(expected.length).toBeGreaterThan(8);
     const chain = new BlockChain('m', prompt, blockSize);
@@ -112,8 +124,16 @@ describe('BlockChain', () => {
   it('returns the same hashes when chains are read in turns, one of them too long for the kept buffer', () => {
     // 'é' is two bytes, so its buffer (three bytes per unit at most) is over a megabyte and not kept.
     const long = `${system}${'é'.repeat(400_000)}`;
-    const chains = [new BlockChain('m', system.repeat(40), 64), new BlockChain('m', long, 64), new BlockChain('n', system.repeat(40), 64)];
-    const expected = [blockHashes('m', system.repeat(40), 64), blockHashes('m', long, 64), blockHashes('n', system.repeat(40), 64)];
+    const chains = [
+      new BlockChain('m', system.repeat(40), 64),
+      new BlockChain('m', long, 64),
+      new BlockChain('n', system.repeat(40), 64),
+    ];
+    const expected = [
+      blockHashes('m', system.repeat(40), 64),
+      blockHashes('m', long, 64),
+      blockHashes('n', system.repeat(40), 64),
+    ];
     for (const upTo of [1, 5, 6, 20, 39]) {
       for (const [c, chain] of chains.entries()) expect(chain.at(upTo)).toBe(expected[c]![upTo]);
     }
@@ -143,8 +163,16 @@ describe('PrefixMemo', () => {
     ['the first character changed', base, `Y${base.slice(1)}`],
     ['a character of another byte length in the same place', base, base.replace('😀', 'é!')],
     ['ASCII that parts halfway', system.repeat(20), `${system.repeat(10)}different ${system.repeat(10)}`],
-    ['an emoji moved across a block end', `${'x'.repeat(63)}😀${'y'.repeat(200)}`, `${'x'.repeat(63)}a😀${'y'.repeat(199)}`],
-    ['a lone surrogate against U+FFFD, the same bytes', `${'x'.repeat(40)}\ud800${'y'.repeat(200)}`, `${'x'.repeat(40)}\ufffd${'y'.repeat(200)}`],
+    [
+      'an emoji moved across a block end',
+      `${'x'.repeat(63)}😀${'y'.repeat(200)}`,
+      `${'x'.repeat(63)}a😀${'y'.repeat(199)}`,
+    ],
+    [
+      'a lone surrogate against U+FFFD, the same bytes',
+      `${'x'.repeat(40)}\ud800${'y'.repeat(200)}`,
+      `${'x'.repeat(40)}\ufffd${'y'.repeat(200)}`,
+    ],
   ])('returns the hashes a fresh chain returns after %s was kept', (_name, kept, next) => {
     for (const blockSize of [16, 64, 7]) {
       const memo = new PrefixMemo(8, 1 << 20);

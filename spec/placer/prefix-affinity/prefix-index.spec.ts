@@ -44,7 +44,7 @@ describe('PrefixIndex', () => {
     expect(index.longest(other, new Set(['a', 'b']))).toEqual({ runnerId: 'b', blocks: 4 });
   });
 
-  it('returns another runner\'s longer prefix past a forgotten runner\'s shorter one', () => {
+  it("returns another runner's longer prefix past a forgotten runner's shorter one", () => {
     const index = new PrefixIndex(100);
     index.record(prompt.slice(0, 6), 'b');
     index.record(prompt.slice(0, 3), 'a');
@@ -58,7 +58,7 @@ describe('PrefixIndex', () => {
     expect(index.longest(prompt, new Set(['c']))).toEqual({ runnerId: 'c', blocks: 2 });
   });
 
-  it('returns a prompt\'s leading blocks after evicting its tail, the longest blocks first', () => {
+  it("returns a prompt's leading blocks after evicting its tail, the longest blocks first", () => {
     const index = new PrefixIndex(4);
     index.record(prompt.slice(0, 6), 'a');
     expect(index.size).toBe(4);
@@ -76,7 +76,11 @@ describe('PrefixIndex', () => {
   });
 
   /** The answer by definition: every block from the last down, the first a candidate served. */
-  function linearLongest(index: PrefixIndex, hashes: readonly bigint[], candidates: ReadonlySet<string>): PrefixMatch | undefined {
+  function linearLongest(
+    index: PrefixIndex,
+    hashes: readonly bigint[],
+    candidates: ReadonlySet<string>,
+  ): PrefixMatch | undefined {
     for (let i = hashes.length - 1; i >= 0; i--) {
       const runnerId = index.servedBy(hashes[i]!);
       if (runnerId !== undefined && candidates.has(runnerId)) return { runnerId, blocks: i + 1 };
@@ -92,36 +96,43 @@ describe('PrefixIndex', () => {
     [4, 10_000, 7],
     [5, 60, 5],
     [6, 25, 3],
-  ])('returns what trying every block from the last down returns (seed %i, maxBlocks %i, forgetting every %i steps)', (seed, maxBlocks, forgetEvery) => {
-    const random = seededRandom(seed);
-    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
-    const runners = ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'];
-    const turns = Array.from({ length: 6 }, (_, t) => ` turn ${t}: ${'abcdefgh'.repeat(1 + Math.floor(random() * 6)).slice(0, 5 + Math.floor(random() * 40))}`);
-    const histories = Array.from({ length: 10 }, (_, s) => system.repeat(5 + (s % 3)));
-    const index = new PrefixIndex(maxBlocks);
-    // Chains lend each other their shared blocks, as in the placer, so lookups also start from
-    // a first probe far along.
-    const memo = new PrefixMemo(4, 1 << 20);
-    let compared = 0;
-    let matched = 0;
-    for (let step = 1; step <= 150; step++) {
-      const session = Math.floor(random() * histories.length);
-      histories[session] += pick(turns);
-      index.record(new BlockChain('m', histories[session]!, 16, memo).all(), pick(runners));
-      if (forgetEvery > 0 && step % forgetEvery === 0) index.forget([pick(runners)]);
-      for (let look = 0; look < 3; look++) {
-        const next = histories[Math.floor(random() * histories.length)]! + pick(turns);
-        const candidates = new Set(runners.filter(() => random() < 0.6));
-        const expected = linearLongest(index, blockHashes('m', next, 16), candidates);
-        expect(index.longest(new BlockChain('m', next, 16), candidates)).toEqual(expected);
-        expect(index.longest(new BlockChain('m', next, 16, memo), candidates)).toEqual(expected);
-        expect(index.longest(blockHashes('m', next, 16), candidates)).toEqual(expected);
-        compared++;
-        if (expected !== undefined) matched++;
+  ])(
+    'returns what trying every block from the last down returns (seed %i, maxBlocks %i, forgetting every %i steps)',
+    (seed, maxBlocks, forgetEvery) => {
+      const random = seededRandom(seed);
+      const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+      const runners = ['r0', 'r1', 'r2', 'r3', 'r4', 'r5'];
+      const turns = Array.from(
+        { length: 6 },
+        (_, t) =>
+          ` turn ${t}: ${'abcdefgh'.repeat(1 + Math.floor(random() * 6)).slice(0, 5 + Math.floor(random() * 40))}`,
+      );
+      const histories = Array.from({ length: 10 }, (_, s) => system.repeat(5 + (s % 3)));
+      const index = new PrefixIndex(maxBlocks);
+      // Chains lend each other their shared blocks, as in the placer, so lookups also start from
+      // a first probe far along.
+      const memo = new PrefixMemo(4, 1 << 20);
+      let compared = 0;
+      let matched = 0;
+      for (let step = 1; step <= 150; step++) {
+        const session = Math.floor(random() * histories.length);
+        histories[session] += pick(turns);
+        index.record(new BlockChain('m', histories[session]!, 16, memo).all(), pick(runners));
+        if (forgetEvery > 0 && step % forgetEvery === 0) index.forget([pick(runners)]);
+        for (let look = 0; look < 3; look++) {
+          const next = histories[Math.floor(random() * histories.length)]! + pick(turns);
+          const candidates = new Set(runners.filter(() => random() < 0.6));
+          const expected = linearLongest(index, blockHashes('m', next, 16), candidates);
+          expect(index.longest(new BlockChain('m', next, 16), candidates)).toEqual(expected);
+          expect(index.longest(new BlockChain('m', next, 16, memo), candidates)).toEqual(expected);
+          expect(index.longest(blockHashes('m', next, 16), candidates)).toEqual(expected);
+          compared++;
+          if (expected !== undefined) matched++;
+        }
       }
-    }
-    // The table means something only if both answers occur often.
-    expect(matched).toBeGreaterThan(compared / 10);
-    expect(compared - matched).toBeGreaterThan(compared / 20);
-  });
+      // The table means something only if both answers occur often.
+      expect(matched).toBeGreaterThan(compared / 10);
+      expect(compared - matched).toBeGreaterThan(compared / 20);
+    },
+  );
 });

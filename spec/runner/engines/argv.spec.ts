@@ -24,12 +24,29 @@ describe('engineCommand', () => {
       ['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000', '--tensor-parallel-size', '2'],
       { CUDA_VISIBLE_DEVICES: '2,3' },
     ],
-    ['vllm with no GPUs listed', { kind: 'vllm' }, '/opt/bin/vllm', ['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000'], {}],
+    [
+      'vllm with no GPUs listed',
+      { kind: 'vllm' },
+      '/opt/bin/vllm',
+      ['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000'],
+      {},
+    ],
     [
       'sglang on four GPUs',
       { kind: 'sglang', gpus: [0, 1, 2, 3], host: '0.0.0.0', port: 30000 },
       '/opt/bin/python3',
-      ['-m', 'sglang.launch_server', '--model-path', 'org/model', '--host', '0.0.0.0', '--port', '30000', '--tp-size', '4'],
+      [
+        '-m',
+        'sglang.launch_server',
+        '--model-path',
+        'org/model',
+        '--host',
+        '0.0.0.0',
+        '--port',
+        '30000',
+        '--tp-size',
+        '4',
+      ],
       { CUDA_VISIBLE_DEVICES: '0,1,2,3' },
     ],
     [
@@ -67,7 +84,13 @@ describe('engineCommand', () => {
       ['--model-id', 'org/model', '--hostname', '127.0.0.1', '--port', '3000', '--num-shard', '2'],
       { CUDA_VISIBLE_DEVICES: '0,1' },
     ],
-    ['ollama', { kind: 'ollama', model: 'llama3.1:8b', port: 11434 }, '/opt/bin/ollama', ['serve'], { OLLAMA_HOST: '127.0.0.1:11434' }],
+    [
+      'ollama',
+      { kind: 'ollama', model: 'llama3.1:8b', port: 11434 },
+      '/opt/bin/ollama',
+      ['serve'],
+      { OLLAMA_HOST: '127.0.0.1:11434' },
+    ],
     [
       'ollama on IPv6 and a GPU',
       { kind: 'ollama', model: 'llama3.1:8b', host: '::1', port: 11434, gpus: [0] },
@@ -79,7 +102,18 @@ describe('engineCommand', () => {
       'sim through the caller’s sluice command',
       { kind: 'sim', model: 'sim-small', port: 9001, args: ['--max-num-seqs', '2'] },
       '/usr/bin/node',
-      ['/srv/sluice/gateway/cli/sluice.mjs', 'sim-engine', '--host', '127.0.0.1', '--port', '9001', '--model', 'sim-small', '--max-num-seqs', '2'],
+      [
+        '/srv/sluice/gateway/cli/sluice.mjs',
+        'sim-engine',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        '9001',
+        '--model',
+        'sim-small',
+        '--max-num-seqs',
+        '2',
+      ],
       {},
     ],
     [
@@ -95,8 +129,23 @@ describe('engineCommand', () => {
   });
 
   it('appends the profile args after its own, in order', async () => {
-    const built = engineCommand(await profile({ kind: 'vllm', gpus: [0], args: ['--max-model-len', '8192', '--enforce-eager'] }), { baseEnv: {} });
-    expect(built.args).toEqual(['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000', '--tensor-parallel-size', '1', '--max-model-len', '8192', '--enforce-eager']);
+    const built = engineCommand(
+      await profile({ kind: 'vllm', gpus: [0], args: ['--max-model-len', '8192', '--enforce-eager'] }),
+      { baseEnv: {} },
+    );
+    expect(built.args).toEqual([
+      'serve',
+      'org/model',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '8000',
+      '--tensor-parallel-size',
+      '1',
+      '--max-model-len',
+      '8192',
+      '--enforce-eager',
+    ]);
   });
 
   it('lays the profile env over the runner’s, dropping unset variables', async () => {
@@ -126,7 +175,9 @@ describe('engineCommand', () => {
 
   it('refuses a sim profile with neither a binary nor a sim command', async () => {
     const sim = await profile({ kind: 'sim' });
-    expect(() => engineCommand(sim, {})).toThrow(new RunnerConfigError('simCommand is required for a sim profile that names no binary'));
+    expect(() => engineCommand(sim, {})).toThrow(
+      new RunnerConfigError('simCommand is required for a sim profile that names no binary'),
+    );
     expect(() => engineCommand(sim, { simCommand: [] })).toThrow(RunnerConfigError);
   });
 });

@@ -35,7 +35,10 @@ async function scriptedEngine(): Promise<{ url: URL; script: Script; server: Ser
   const script: Script = {
     health: 200,
     models: { status: 200, body: { object: 'list', data: [{ id: 'm-1' }, { id: 7 }, { id: 'm-2' }] } },
-    metrics: { status: 200, body: 'vllm:num_requests_running 3\nvllm:num_requests_waiting 1\nvllm:kv_cache_usage_perc 0.25\n' },
+    metrics: {
+      status: 200,
+      body: 'vllm:num_requests_running 3\nvllm:num_requests_waiting 1\nvllm:kv_cache_usage_perc 0.25\n',
+    },
     calls: [],
     gets: [],
     getAuthorizations: [],
@@ -45,13 +48,21 @@ async function scriptedEngine(): Promise<{ url: URL; script: Script; server: Ser
       script.gets.push(req.url!);
       script.getAuthorizations.push(req.headers.authorization);
       if (req.url === '/health') return void res.writeHead(script.health).end();
-      if (req.url === '/v1/models') return void res.writeHead(script.models.status, { 'content-type': 'application/json' }).end(JSON.stringify(script.models.body));
+      if (req.url === '/v1/models')
+        return void res
+          .writeHead(script.models.status, { 'content-type': 'application/json' })
+          .end(JSON.stringify(script.models.body));
       return void res.writeHead(script.metrics.status, { 'content-type': 'text/plain' }).end(script.metrics.body);
     }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      script.calls.push({ method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString() });
+      script.calls.push({
+        method: req.method!,
+        url: req.url!,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+      });
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write('data: one\n\n');
       res.end('data: two\n\n');
@@ -77,7 +88,11 @@ function changes(into: LogFields[]): Logger {
   return logger;
 }
 
-function adapter(url: URL, kind: EngineKindName, extra: { logger?: Logger; now?: () => number; probeInterval?: number; loadInterval?: number; apiKey?: string } = {}): OpenAIHttpEngine {
+function adapter(
+  url: URL,
+  kind: EngineKindName,
+  extra: { logger?: Logger; now?: () => number; probeInterval?: number; loadInterval?: number; apiKey?: string } = {},
+): OpenAIHttpEngine {
   const engine = new OpenAIHttpEngine({
     url,
     kind: engineKind(kind),
@@ -104,22 +119,29 @@ describe('OpenAIHttpEngine', () => {
 
   const faults: Array<[string, (s: Script) => void, (s: Script) => void]> = [
     ['the health route answers 503', (s) => (s.health = 503), (s) => (s.health = 200)],
-    ['the model list answers 500, health answering', (s) => (s.models = { status: 500, body: {} }), (s) => (s.models = { status: 200, body: { data: [{ id: 'm-1' }] } })],
+    [
+      'the model list answers 500, health answering',
+      (s) => (s.models = { status: 500, body: {} }),
+      (s) => (s.models = { status: 200, body: { data: [{ id: 'm-1' }] } }),
+    ],
   ];
-  it.each(faults)('returns starting while %s, then ready at the first probe after it is fixed', async (_what, fail, fix) => {
-    const { url, script } = await scriptedEngine();
-    fail(script);
-    const engine = adapter(url, 'vllm');
-    await engine.start();
-    expect(engine.state).toBe('starting');
-    expect(engine.models).toEqual([]);
-    fix(script);
-    await engine.probe();
-    expect(engine.state).toBe('ready');
-    expect(engine.models).toContain('m-1');
-  });
+  it.each(faults)(
+    'returns starting while %s, then ready at the first probe after it is fixed',
+    async (_what, fail, fix) => {
+      const { url, script } = await scriptedEngine();
+      fail(script);
+      const engine = adapter(url, 'vllm');
+      await engine.start();
+      expect(engine.state).toBe('starting');
+      expect(engine.models).toEqual([]);
+      fix(script);
+      await engine.probe();
+      expect(engine.state).toBe('ready');
+      expect(engine.models).toContain('m-1');
+    },
+  );
 
-  it('uses the kind\'s routes: a plain OpenAI URL is checked by its model list alone', async () => {
+  it("uses the kind's routes: a plain OpenAI URL is checked by its model list alone", async () => {
     const { url, script } = await scriptedEngine();
     script.health = 500;
     const engine = adapter(url, 'openai');
@@ -182,7 +204,7 @@ describe('OpenAIHttpEngine', () => {
     expect(script.gets).toEqual(['/v1/models', '/v1/models']);
   });
 
-  it('forwards a call\'s method, path, headers and body, and streams the engine\'s answer back', async () => {
+  it("forwards a call's method, path, headers and body, and streams the engine's answer back", async () => {
     const { url, script } = await scriptedEngine();
     const engine = adapter(url, 'vllm');
     const res = await engine.request({
@@ -204,14 +226,16 @@ describe('OpenAIHttpEngine', () => {
     const { url, script } = await scriptedEngine();
     const engine = adapter(url, 'vllm', { apiKey: 'engine-key-123' });
     await engine.start();
-    await engine.request({
-      method: 'POST',
-      path: '/v1/chat/completions',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer someone-elses' },
-      body: '{"model":"m-1"}',
-      signal: new AbortController().signal,
-      timeout: 5000,
-    }).then((res) => res.body.dump());
+    await engine
+      .request({
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer someone-elses' },
+        body: '{"model":"m-1"}',
+        signal: new AbortController().signal,
+        timeout: 5000,
+      })
+      .then((res) => res.body.dump());
     expect(script.gets.length).toBeGreaterThanOrEqual(2);
     expect(script.getAuthorizations.every((a) => a === 'Bearer engine-key-123')).toBe(true);
     expect(script.calls[0]!.headers.authorization).toBe('Bearer engine-key-123');
@@ -223,7 +247,7 @@ describe('OpenAIHttpEngine', () => {
     expect(plain.getAuthorizations.every((a) => a === undefined)).toBe(true);
   });
 
-  it('returns the load scraped from the kind\'s metrics page once ready, stamped by the injected clock', async () => {
+  it("returns the load scraped from the kind's metrics page once ready, stamped by the injected clock", async () => {
     const { url } = await scriptedEngine();
     const engine = adapter(url, 'vllm', { now: () => 1_700_000_000_000 });
     await engine.start();

@@ -88,54 +88,120 @@ describe('validateProfile', () => {
 
   it.each([
     [null, 'profile must be an object, got null'],
-    [{ ...vllm, gpu: [0] }, 'profile has an unknown field "gpu"; known fields: kind, model, gpus, port, host, binary, args, env, startTimeout'],
+    [
+      { ...vllm, gpu: [0] },
+      'profile has an unknown field "gpu"; known fields: kind, model, gpus, port, host, binary, args, env, startTimeout',
+    ],
     [{ ...vllm, kind: 'vlm' }, 'profile.kind must be one of vllm, sglang, llamacpp, tgi, ollama, sim, got "vlm"'],
     [{ kind: 'vllm', port: 8000 }, 'profile.model must be a non-empty string, got undefined'],
     [{ ...vllm, model: ' ' }, 'profile.model must be a non-empty string, got " "'],
     [{ ...vllm, port: '8000' }, 'profile.port must be a positive integer, got "8000"'],
     [{ ...vllm, port: 0 }, 'profile.port must be a positive integer, got 0'],
     [{ ...vllm, port: 70_000 }, 'profile.port must be at most 65535, got 70000'],
-    [{ ...vllm, port: 8001 }, 'profile.port 8001 is not free on 127.0.0.1: something listens there or binding it is not allowed'],
+    [
+      { ...vllm, port: 8001 },
+      'profile.port 8001 is not free on 127.0.0.1: something listens there or binding it is not allowed',
+    ],
     [{ ...vllm, host: '' }, 'profile.host must be a non-empty string, got ""'],
     [{ ...vllm, host: '10.255.0.1' }, 'profile.host "10.255.0.1" cannot be bound on this node (EADDRNOTAVAIL)'],
     [{ ...vllm, gpus: '0,1' }, 'profile.gpus must be an array of GPU indices, got "0,1"'],
     [{ ...vllm, gpus: [0, -1] }, 'profile.gpus[1] must be a non-negative integer, got -1'],
     [{ ...vllm, gpus: [1, 1] }, 'profile.gpus lists GPU 1 twice'],
     [{ ...vllm, gpus: [0, 3] }, 'profile.gpus[1]: GPU 3 is not on this node (this node has GPUs 0, 1)'],
-    [{ kind: 'sim', model: 'm', port: 9000, gpus: [0] }, 'profile.gpus must be empty for kind sim (the simulated engine uses no GPUs), got [0]'],
+    [
+      { kind: 'sim', model: 'm', port: 9000, gpus: [0] },
+      'profile.gpus must be empty for kind sim (the simulated engine uses no GPUs), got [0]',
+    ],
     [{ ...vllm, binary: 'vllm-nightly' }, 'profile.binary "vllm-nightly" was not found on PATH'],
-    [{ ...vllm, binary: '/opt/vllm/bin/vllm' }, 'profile.binary "/opt/vllm/bin/vllm" was not found or is not executable'],
+    [
+      { ...vllm, binary: '/opt/vllm/bin/vllm' },
+      'profile.binary "/opt/vllm/bin/vllm" was not found or is not executable',
+    ],
     [{ ...vllm, binary: 7 }, 'profile.binary must be a non-empty string, got 7'],
     [{ ...vllm, args: '--enforce-eager' }, 'profile.args must be an array of strings, got "--enforce-eager"'],
     [{ ...vllm, args: ['--max-num-seqs', 64] }, 'profile.args[1] must be a string without NUL bytes, got 64'],
-    [{ ...vllm, args: ['--port', '9000'] }, 'profile.args[0] "--port" is set by the runner from profile.port; set it there instead'],
-    [{ ...vllm, args: ['--host=0.0.0.0'] }, 'profile.args[0] "--host" is set by the runner from profile.host; set it there instead'],
-    [{ ...vllm, args: ['-tp', '2'] }, 'profile.args[0] "-tp" is set by the runner from profile.gpus; set it there instead'],
-    [{ ...vllm, args: ['--tensor-parallel-size', '2'] }, 'profile.args[0] "--tensor-parallel-size" is set by the runner from profile.gpus; set it there instead'],
-    [{ ...vllm, args: ['--enforce-eager', '--max-model-len'] }, 'profile.args[1] "--max-model-len" needs a value, got nothing after it'],
-    [{ ...vllm, args: ['--max-model-len', '--dtype', 'half'] }, 'profile.args[0] "--max-model-len" needs a value, got "--dtype" after it'],
-    [{ ...vllm, args: ['--max-model-len='] }, 'profile.args[0] "--max-model-len=" needs a value, got nothing after "="'],
-    [{ ...vllm, kind: 'sglang', args: ['--tp', '2'] }, 'profile.args[0] "--tp" is set by the runner from profile.gpus; set it there instead'],
-    [{ ...vllm, kind: 'sglang', args: ['--tp-size', '2'] }, 'profile.args[0] "--tp-size" is set by the runner from profile.gpus; set it there instead'],
-    [{ ...vllm, kind: 'sglang', args: ['--model-path', 'x'] }, 'profile.args[0] "--model-path" is set by the runner from profile.model; set it there instead'],
-    [{ ...vllm, kind: 'sglang', args: ['--context-length'] }, 'profile.args[0] "--context-length" needs a value, got nothing after it'],
-    [{ ...vllm, kind: 'llamacpp', args: ['-m', 'other.gguf'] }, 'profile.args[0] "-m" is set by the runner from profile.model; set it there instead'],
+    [
+      { ...vllm, args: ['--port', '9000'] },
+      'profile.args[0] "--port" is set by the runner from profile.port; set it there instead',
+    ],
+    [
+      { ...vllm, args: ['--host=0.0.0.0'] },
+      'profile.args[0] "--host" is set by the runner from profile.host; set it there instead',
+    ],
+    [
+      { ...vllm, args: ['-tp', '2'] },
+      'profile.args[0] "-tp" is set by the runner from profile.gpus; set it there instead',
+    ],
+    [
+      { ...vllm, args: ['--tensor-parallel-size', '2'] },
+      'profile.args[0] "--tensor-parallel-size" is set by the runner from profile.gpus; set it there instead',
+    ],
+    [
+      { ...vllm, args: ['--enforce-eager', '--max-model-len'] },
+      'profile.args[1] "--max-model-len" needs a value, got nothing after it',
+    ],
+    [
+      { ...vllm, args: ['--max-model-len', '--dtype', 'half'] },
+      'profile.args[0] "--max-model-len" needs a value, got "--dtype" after it',
+    ],
+    [
+      { ...vllm, args: ['--max-model-len='] },
+      'profile.args[0] "--max-model-len=" needs a value, got nothing after "="',
+    ],
+    [
+      { ...vllm, kind: 'sglang', args: ['--tp', '2'] },
+      'profile.args[0] "--tp" is set by the runner from profile.gpus; set it there instead',
+    ],
+    [
+      { ...vllm, kind: 'sglang', args: ['--tp-size', '2'] },
+      'profile.args[0] "--tp-size" is set by the runner from profile.gpus; set it there instead',
+    ],
+    [
+      { ...vllm, kind: 'sglang', args: ['--model-path', 'x'] },
+      'profile.args[0] "--model-path" is set by the runner from profile.model; set it there instead',
+    ],
+    [
+      { ...vllm, kind: 'sglang', args: ['--context-length'] },
+      'profile.args[0] "--context-length" needs a value, got nothing after it',
+    ],
+    [
+      { ...vllm, kind: 'llamacpp', args: ['-m', 'other.gguf'] },
+      'profile.args[0] "-m" is set by the runner from profile.model; set it there instead',
+    ],
     [{ ...vllm, kind: 'llamacpp', args: ['-c'] }, 'profile.args[0] "-c" needs a value, got nothing after it'],
-    [{ ...vllm, kind: 'tgi', args: ['--hostname', '0.0.0.0'] }, 'profile.args[0] "--hostname" is set by the runner from profile.host; set it there instead'],
-    [{ ...vllm, kind: 'tgi', args: ['--model-id', 'x'] }, 'profile.args[0] "--model-id" is set by the runner from profile.model; set it there instead'],
-    [{ ...vllm, kind: 'tgi', args: ['--num-shard', '2'] }, 'profile.args[0] "--num-shard" is set by the runner from profile.gpus; set it there instead'],
-    [{ ...vllm, kind: 'tgi', args: ['-p', '1'] }, 'profile.args[0] "-p" is set by the runner from profile.port; set it there instead'],
+    [
+      { ...vllm, kind: 'tgi', args: ['--hostname', '0.0.0.0'] },
+      'profile.args[0] "--hostname" is set by the runner from profile.host; set it there instead',
+    ],
+    [
+      { ...vllm, kind: 'tgi', args: ['--model-id', 'x'] },
+      'profile.args[0] "--model-id" is set by the runner from profile.model; set it there instead',
+    ],
+    [
+      { ...vllm, kind: 'tgi', args: ['--num-shard', '2'] },
+      'profile.args[0] "--num-shard" is set by the runner from profile.gpus; set it there instead',
+    ],
+    [
+      { ...vllm, kind: 'tgi', args: ['-p', '1'] },
+      'profile.args[0] "-p" is set by the runner from profile.port; set it there instead',
+    ],
     [
       { ...vllm, kind: 'ollama', args: ['--verbose'] },
       'profile.args must be empty for kind ollama (ollama serve takes no arguments; configure it through profile.env, e.g. OLLAMA_NUM_PARALLEL), got ["--verbose"]',
     ],
-    [{ kind: 'sim', model: 'm', port: 9000, args: ['--model', 'x'] }, 'profile.args[0] "--model" is set by the runner from profile.model; set it there instead'],
+    [
+      { kind: 'sim', model: 'm', port: 9000, args: ['--model', 'x'] },
+      'profile.args[0] "--model" is set by the runner from profile.model; set it there instead',
+    ],
     [{ ...vllm, env: ['A=1'] }, 'profile.env must be an object of string values, got an array'],
     [{ ...vllm, env: { HF_HOME: 1 } }, 'profile.env.HF_HOME must be a string, got a number'],
     // Never quoting the value: profile.env is where engine credentials go.
     [{ ...vllm, env: { HF_TOKEN: 'hf_secret\0' } }, 'profile.env.HF_TOKEN must not contain NUL bytes'],
     [{ ...vllm, env: { 'A=B': 'x' } }, 'profile.env has an invalid variable name "A=B"'],
-    [{ ...vllm, env: { CUDA_VISIBLE_DEVICES: '0' } }, 'profile.env.CUDA_VISIBLE_DEVICES is set by the runner from profile.gpus; set it there instead'],
+    [
+      { ...vllm, env: { CUDA_VISIBLE_DEVICES: '0' } },
+      'profile.env.CUDA_VISIBLE_DEVICES is set by the runner from profile.gpus; set it there instead',
+    ],
     [
       { ...vllm, kind: 'ollama', env: { OLLAMA_HOST: '0.0.0.0' } },
       'profile.env.OLLAMA_HOST is set by the runner from profile.host and profile.port; set it there instead',
@@ -227,8 +293,14 @@ describe('validateProfile: forbidden options', () => {
   it("takes --trust-remote-code in the runner's own profile, and refuses it in an order (with a policy)", async () => {
     const { DEFAULT_LAUNCH_POLICY } = await import('../../../runner/protocol/index.ts');
     const own = { kind: 'vllm', model: 'org/m', port: 8000, args: ['--trust-remote-code'] };
-    const facts = { gpuIndices: [], findBinary: async (name: string) => `/usr/bin/${name}`, portFree: async () => true };
+    const facts = {
+      gpuIndices: [],
+      findBinary: async (name: string) => `/usr/bin/${name}`,
+      portFree: async () => true,
+    };
     await expect(validateProfile(own, facts)).resolves.toMatchObject({ args: ['--trust-remote-code'] });
-    await expect(validateProfile(own, facts, DEFAULT_LAUNCH_POLICY)).rejects.toThrow('profile.args[0] "--trust-remote-code" is not allowed');
+    await expect(validateProfile(own, facts, DEFAULT_LAUNCH_POLICY)).rejects.toThrow(
+      'profile.args[0] "--trust-remote-code" is not allowed',
+    );
   });
 });

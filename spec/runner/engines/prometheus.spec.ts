@@ -4,7 +4,8 @@ import { PrometheusParseError } from '../../../runner/engines/errors.ts';
 import { findSamples, parsePrometheusText, sample, sumSamples } from '../../../runner/engines/prometheus.ts';
 import type { MetricFamily } from '../../../runner/engines/prometheus.ts';
 
-const fixture = (name: string): string => readFileSync(new URL(`../../fixtures/metrics/${name}`, import.meta.url), 'utf8');
+const fixture = (name: string): string =>
+  readFileSync(new URL(`../../fixtures/metrics/${name}`, import.meta.url), 'utf8');
 
 /** Parses strictly, so a test fails loudly on any line the parser would skip. */
 const parse = (text: string): MetricFamily[] => parsePrometheusText(text, { strict: true });
@@ -16,15 +17,20 @@ const family = (families: MetricFamily[], name: string): MetricFamily => {
 
 describe('parsePrometheusText', () => {
   it('returns HELP, TYPE and labelled samples for a gauge with a colon in its name', () => {
-    const page = '# HELP vllm:num_requests_running Number of requests.\n# TYPE vllm:num_requests_running gauge\n' +
+    const page =
+      '# HELP vllm:num_requests_running Number of requests.\n# TYPE vllm:num_requests_running gauge\n' +
       'vllm:num_requests_running{engine="0",model_name="m"} 3.0\nvllm:num_requests_running{engine="1",model_name="m"} 4.0\n';
-    expect(parse(page)).toEqual([{
-      name: 'vllm:num_requests_running', type: 'gauge', help: 'Number of requests.',
-      samples: [
-        { name: 'vllm:num_requests_running', labels: { engine: '0', model_name: 'm' }, value: 3 },
-        { name: 'vllm:num_requests_running', labels: { engine: '1', model_name: 'm' }, value: 4 },
-      ],
-    }]);
+    expect(parse(page)).toEqual([
+      {
+        name: 'vllm:num_requests_running',
+        type: 'gauge',
+        help: 'Number of requests.',
+        samples: [
+          { name: 'vllm:num_requests_running', labels: { engine: '0', model_name: 'm' }, value: 3 },
+          { name: 'vllm:num_requests_running', labels: { engine: '1', model_name: 'm' }, value: 4 },
+        ],
+      },
+    ]);
   });
 
   it('returns label values unescaped for \\\\, \\" and \\n, and keeps an empty value', () => {
@@ -38,9 +44,31 @@ describe('parsePrometheusText', () => {
   });
 
   it('returns NaN, infinities, exponents and signed values as numbers', () => {
-    const text = ['a NaN', 'b +Inf', 'c -Inf', 'd 1.5e+03', 'e 2E-3', 'f -0.25', 'g 1.21342582784e+011', 'h .5', 'i Inf', 'j 7'].join('\n');
+    const text = [
+      'a NaN',
+      'b +Inf',
+      'c -Inf',
+      'd 1.5e+03',
+      'e 2E-3',
+      'f -0.25',
+      'g 1.21342582784e+011',
+      'h .5',
+      'i Inf',
+      'j 7',
+    ].join('\n');
     const values = Object.fromEntries(parse(text).map((f) => [f.name, f.samples[0]!.value]));
-    expect(values).toEqual({ a: NaN, b: Infinity, c: -Infinity, d: 1500, e: 0.002, f: -0.25, g: 121342582784, h: 0.5, i: Infinity, j: 7 });
+    expect(values).toEqual({
+      a: NaN,
+      b: Infinity,
+      c: -Infinity,
+      d: 1500,
+      e: 0.002,
+      f: -0.25,
+      g: 121342582784,
+      h: 0.5,
+      i: Infinity,
+      j: 7,
+    });
   });
 
   it('returns the timestamp in ms when a line carries one, and none otherwise', () => {
@@ -50,7 +78,10 @@ describe('parsePrometheusText', () => {
 
   it('returns the same families for CRLF, blank and indented lines as for plain LF', () => {
     const page = fixture('vllm.txt');
-    const crlf = `\r\n\t\r\n${page.split('\n').map((l) => `  ${l}`).join('\r\n')}\r\n\r\n`;
+    const crlf = `\r\n\t\r\n${page
+      .split('\n')
+      .map((l) => `  ${l}`)
+      .join('\r\n')}\r\n\r\n`;
     expect(parse(crlf)).toEqual(parse(page));
   });
 
@@ -59,26 +90,37 @@ describe('parsePrometheusText', () => {
     const [f, ...rest] = parse(page);
     expect(rest).toEqual([]);
     expect(f!.type).toBe('histogram');
-    expect(f!.samples.map((s) => [s.name, s.labels['le'], s.value])).toEqual([
-      ['lat_bucket', '0.1', 1], ['lat_bucket', '+Inf', 3], ['lat_count', undefined, 3], ['lat_sum', undefined, 0.9],
+    expect(f!.samples.map((s) => [s.name, s.labels.le, s.value])).toEqual([
+      ['lat_bucket', '0.1', 1],
+      ['lat_bucket', '+Inf', 3],
+      ['lat_count', undefined, 3],
+      ['lat_sum', undefined, 0.9],
     ]);
   });
 
   it('returns summary quantiles, _sum and _count under their family, but a summary _bucket on its own', () => {
-    const page = '# TYPE rpc summary\nrpc{quantile="0.5"} 0.2\nrpc{quantile="0.99"} 1.1\nrpc_sum 40\nrpc_count 100\nrpc_bucket 1\n';
+    const page =
+      '# TYPE rpc summary\nrpc{quantile="0.5"} 0.2\nrpc{quantile="0.99"} 1.1\nrpc_sum 40\nrpc_count 100\nrpc_bucket 1\n';
     const families = parse(page);
-    expect(families.map((f) => [f.name, f.type, f.samples.length])).toEqual([['rpc', 'summary', 4], ['rpc_bucket', 'untyped', 1]]);
+    expect(families.map((f) => [f.name, f.type, f.samples.length])).toEqual([
+      ['rpc', 'summary', 4],
+      ['rpc_bucket', 'untyped', 1],
+    ]);
   });
 
   it('returns untyped families for samples without a TYPE line and for TYPE untyped', () => {
     const families = parse('# TYPE a untyped\na 1\nb_sum 2\n');
-    expect(families.map((f) => [f.name, f.type])).toEqual([['a', 'untyped'], ['b_sum', 'untyped']]);
+    expect(families.map((f) => [f.name, f.type])).toEqual([
+      ['a', 'untyped'],
+      ['b_sum', 'untyped'],
+    ]);
   });
 
   it('returns a counter declared as x with samples x_total under x, as OpenMetrics writers do', () => {
     const families = parse('# TYPE x counter\nx_total{a="1"} 3\nx_total{a="2"} 4\n# TYPE y_total counter\ny_total 5\n');
     expect(families.map((f) => [f.name, f.type, f.samples.map((s) => s.name)])).toEqual([
-      ['x', 'counter', ['x_total', 'x_total']], ['y_total', 'counter', ['y_total']],
+      ['x', 'counter', ['x_total', 'x_total']],
+      ['y_total', 'counter', ['y_total']],
     ]);
     expect(sumSamples(families, 'x_total')).toBe(7);
   });
@@ -92,7 +134,11 @@ describe('parsePrometheusText', () => {
     const f = family(parse(fixture('vllm.txt')), 'vllm:iteration_tokens_total');
     expect(f.type).toBe('histogram');
     expect(new Set(f.samples.map((s) => s.name))).toEqual(
-      new Set(['vllm:iteration_tokens_total_bucket', 'vllm:iteration_tokens_total_count', 'vllm:iteration_tokens_total_sum']),
+      new Set([
+        'vllm:iteration_tokens_total_bucket',
+        'vllm:iteration_tokens_total_count',
+        'vllm:iteration_tokens_total_sum',
+      ]),
     );
     expect(f.samples).toHaveLength(2 * (14 + 2));
   });
@@ -104,13 +150,16 @@ describe('parsePrometheusText', () => {
 
   it('returns families in order of first appearance and ignores plain comments', () => {
     const families = parse('# just a comment\nb 1\n# HELP a first seen here\n#another comment\na 2\nb{x="1"} 3\n');
-    expect(families.map((f) => [f.name, f.samples.length])).toEqual([['b', 2], ['a', 1]]);
+    expect(families.map((f) => [f.name, f.samples.length])).toEqual([
+      ['b', 2],
+      ['a', 1],
+    ]);
   });
 
   it('returns labels in a null-prototype object, so a __proto__ label is kept', () => {
     const [f] = parse('m{__proto__="p"} 1\n');
     expect(Object.getPrototypeOf(f!.samples[0]!.labels)).toBeNull();
-    expect(f!.samples[0]!.labels['__proto__']).toBe('p');
+    expect(f!.samples[0]!.labels.__proto__).toBe('p');
   });
 });
 
@@ -151,9 +200,14 @@ describe('parsePrometheusText on bad lines', () => {
 
   it('skips a TYPE after the family has samples, and a second TYPE or HELP, keeping the first', () => {
     const skipped: number[] = [];
-    const page = '# HELP a one\n# HELP a two\n# TYPE a gauge\n# TYPE a counter\na 1\n# TYPE b gauge\nc 1\n# TYPE c counter\n';
+    const page =
+      '# HELP a one\n# HELP a two\n# TYPE a gauge\n# TYPE a counter\na 1\n# TYPE b gauge\nc 1\n# TYPE c counter\n';
     const families = parsePrometheusText(page, { onSkip: (e) => skipped.push(e.line) });
-    expect(families.map((f) => [f.name, f.type, f.help])).toEqual([['a', 'gauge', 'one'], ['b', 'gauge', undefined], ['c', 'untyped', undefined]]);
+    expect(families.map((f) => [f.name, f.type, f.help])).toEqual([
+      ['a', 'gauge', 'one'],
+      ['b', 'gauge', undefined],
+      ['c', 'untyped', undefined],
+    ]);
     expect(skipped).toEqual([2, 4, 8]);
   });
 
@@ -187,7 +241,7 @@ describe('findSamples, sample and sumSamples', () => {
   const families = parse(fixture('vllm.txt'));
 
   it('returns every label set of a name, and only those matching the given labels', () => {
-    expect(findSamples(families, 'vllm:num_requests_running').map((s) => s.labels['engine'])).toEqual(['0', '1']);
+    expect(findSamples(families, 'vllm:num_requests_running').map((s) => s.labels.engine)).toEqual(['0', '1']);
     expect(findSamples(families, 'vllm:num_requests_running', { engine: '1' }).map((s) => s.value)).toEqual([19]);
     expect(findSamples(families, 'vllm:num_requests_running', { engine: '9' })).toEqual([]);
   });
@@ -213,7 +267,16 @@ describe('findSamples, sample and sumSamples', () => {
 
 describe('parsePrometheusText on the recorded engine pages', () => {
   const pages: Array<[string, number, string[]]> = [
-    ['vllm.txt', 844, ['vllm:kv_cache_usage_perc', 'vllm:time_to_first_token_seconds', 'process_resident_memory_bytes', 'http_request_size_bytes']],
+    [
+      'vllm.txt',
+      844,
+      [
+        'vllm:kv_cache_usage_perc',
+        'vllm:time_to_first_token_seconds',
+        'process_resident_memory_bytes',
+        'http_request_size_bytes',
+      ],
+    ],
     ['vllm-legacy.txt', 205, ['vllm:gpu_cache_usage_perc', 'vllm:lora_requests_info', 'vllm:spec_decode_efficiency']],
     ['sglang.txt', 147, ['sglang:token_usage', 'sglang:num_queue_reqs', 'sglang:time_to_first_token_seconds']],
     ['llamacpp.txt', 36, ['llamacpp:requests_processing', 'llamacpp:requests_deferred']],
@@ -225,14 +288,31 @@ describe('parsePrometheusText on the recorded engine pages', () => {
     expect(text.split('\n').length - 1).toBeGreaterThanOrEqual(lines);
     const families = parse(text);
     for (const n of expected) expect(families.map((f) => f.name)).toContain(n);
-    for (const f of families) if (f.type === 'histogram') expect(f.samples.every((s) => /_(bucket|sum|count)$/.test(s.name))).toBe(true);
+    for (const f of families)
+      if (f.type === 'histogram') expect(f.samples.every((s) => /_(bucket|sum|count)$/.test(s.name))).toBe(true);
   });
 
   it('parses a 200 KB vLLM page (six engines) into every sample', () => {
-    const page = fixture('vllm.txt').split('\n').flatMap((l) => (/engine="[01]"/.test(l) ? [0, 2, 4].map((k) => l.replace(/engine="([01])"/, (_, e: string) => `engine="${Number(e) + k}"`)) : [l])).join('\n');
+    const page = fixture('vllm.txt')
+      .split('\n')
+      .flatMap((l) =>
+        /engine="[01]"/.test(l)
+          ? [0, 2, 4].map((k) => l.replace(/engine="([01])"/, (_, e: string) => `engine="${Number(e) + k}"`))
+          : [l],
+      )
+      .join('\n');
     expect(page.length).toBeGreaterThan(200_000);
     const families = parse(page);
-    expect(findSamples(families, 'vllm:num_requests_running').map((s) => s.labels['engine'])).toEqual(['0', '2', '4', '1', '3', '5']);
-    expect(families.reduce((n, f) => n + f.samples.length, 0)).toBe(page.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length);
+    expect(findSamples(families, 'vllm:num_requests_running').map((s) => s.labels.engine)).toEqual([
+      '0',
+      '2',
+      '4',
+      '1',
+      '3',
+      '5',
+    ]);
+    expect(families.reduce((n, f) => n + f.samples.length, 0)).toBe(
+      page.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length,
+    );
   });
 });

@@ -57,9 +57,16 @@ async function supervise(flags: string[], options: Partial<EngineSupervisorOptio
   const lines: Record<string, unknown>[] = [];
   const sup = new EngineSupervisor({
     profile: { kind: 'sim', model: 'fake', startTimeout: 20_000 },
-    command: { command: process.execPath, args: [FAKE_ENGINE, '--port', String(port), ...flags], env: { PATH: process.env.PATH ?? '' } },
+    command: {
+      command: process.execPath,
+      args: [FAKE_ENGINE, '--port', String(port), ...flags],
+      env: { PATH: process.env.PATH ?? '' },
+    },
     checkReady: async (signal) => (await fetch(`http://127.0.0.1:${port}/health`, { signal })).ok,
-    logger: createJsonLogger({ level: 'debug', write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>) }),
+    logger: createJsonLogger({
+      level: 'debug',
+      write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>),
+    }),
     readyInterval: 20,
     backoffBase: 10,
     random: () => 0.5,
@@ -70,7 +77,7 @@ async function supervise(flags: string[], options: Partial<EngineSupervisorOptio
   const waiters: Array<{ match: (c: EngineStateChange) => boolean; resolve: (c: EngineStateChange) => void }> = [];
   sup.onState((change) => {
     changes.push(change);
-    for (const w of waiters.splice(0)) (w.match(change) ? w.resolve(change) : waiters.push(w));
+    for (const w of waiters.splice(0)) w.match(change) ? w.resolve(change) : waiters.push(w);
   });
   const until = (match: (c: EngineStateChange) => boolean) =>
     new Promise<EngineStateChange>((resolve) => {
@@ -111,7 +118,13 @@ describe('EngineSupervisor', () => {
     const h = await supervise(['--exit-after', '150', '--exit-code', '3', '--crash-unless', marker]);
     h.sup.start();
     const crash = await h.until((c) => c.reason === 'exited');
-    expect(crash).toMatchObject({ from: 'ready', to: 'starting', exit: { code: 3, signal: null }, delay: 5, restarts: 0 });
+    expect(crash).toMatchObject({
+      from: 'ready',
+      to: 'starting',
+      exit: { code: 3, signal: null },
+      delay: 5,
+      restarts: 0,
+    });
     expect(crash.output).toContain('fatal: simulated crash');
     await h.until((c) => c.to === 'ready' && c.restarts === 1);
     expect(h.sup.restarts).toBe(1);
@@ -300,22 +313,38 @@ describe('EngineSupervisor', () => {
     [{ random: 0.5 as unknown as () => number }, 'random must be a function, got 0.5'],
     [{ checkReady: 'yes' as unknown as () => Promise<boolean> }, 'checkReady must be a function, got "yes"'],
     [{ command: { command: '', args: [], env: {} } }, 'command.command must be a non-empty string, got ""'],
-    [{ profile: { kind: 'sim', model: 'fake', startTimeout: 0 } }, 'profile.startTimeout must be a positive integer, got 0'],
+    [
+      { profile: { kind: 'sim', model: 'fake', startTimeout: 0 } },
+      'profile.startTimeout must be a positive integer, got 0',
+    ],
     [{ logger: {} as never }, 'logger must have debug, info, warn and error methods, got {}'],
-  ] as Array<[Partial<EngineSupervisorOptions>, string]>)('refuses %o with one message naming the option', (bad, message) => {
-    const options: EngineSupervisorOptions = {
+  ] as Array<[Partial<EngineSupervisorOptions>, string]>)(
+    'refuses %o with one message naming the option',
+    (bad, message) => {
+      const options: EngineSupervisorOptions = {
+        profile: { kind: 'sim', model: 'fake', startTimeout: 1000 },
+        command: { command: process.execPath, args: [], env: {} },
+        checkReady: async () => true,
+        ...bad,
+      };
+      expect(() => new EngineSupervisor(options)).toThrow(new RunnerConfigError(message));
+    },
+  );
+
+  it('returns a frozen config of the defaults and what was given', () => {
+    const given = {
       profile: { kind: 'sim', model: 'fake', startTimeout: 1000 },
       command: { command: process.execPath, args: [], env: {} },
       checkReady: async () => true,
-      ...bad,
     };
-    expect(() => new EngineSupervisor(options)).toThrow(new RunnerConfigError(message));
-  });
-
-  it('returns a frozen config of the defaults and what was given', () => {
-    const given = { profile: { kind: 'sim', model: 'fake', startTimeout: 1000 }, command: { command: process.execPath, args: [], env: {} }, checkReady: async () => true };
     const config = resolveSupervisorOptions({ ...given, backoffCap: 5000 } as EngineSupervisorOptions);
-    expect(config).toMatchObject({ ...supervisorDefaults, backoffCap: 5000, profile: given.profile, command: given.command, checkReady: given.checkReady });
+    expect(config).toMatchObject({
+      ...supervisorDefaults,
+      backoffCap: 5000,
+      profile: given.profile,
+      command: given.command,
+      checkReady: given.checkReady,
+    });
     expect(Object.isFrozen(config)).toBe(true);
   });
 

@@ -54,7 +54,9 @@ const bounds = (extra: Partial<BodyRead> = {}): BodyRead => ({
 });
 
 /** Starts a server that reads one body with `read` and reports how reading it ended. */
-async function reading(read: BodyRead): Promise<{ port: number; outcome: Promise<Buffer | Refused | Error>; started: Promise<void> }> {
+async function reading(
+  read: BodyRead,
+): Promise<{ port: number; outcome: Promise<Buffer | Refused | Error>; started: Promise<void> }> {
   let settle!: (outcome: Buffer | Refused | Error) => void;
   const outcome = new Promise<Buffer | Refused | Error>((resolve) => (settle = resolve));
   let start!: () => void;
@@ -77,7 +79,7 @@ describe('readBody', () => {
     expect(((await outcome) as Buffer).toString()).toBe('0123456789abcdef');
   });
 
-  it('rejects with the caller\'s tooLarge, given the declared length, when content-length alone passes maxBytes', async () => {
+  it("rejects with the caller's tooLarge, given the declared length, when content-length alone passes maxBytes", async () => {
     const { port, outcome } = await reading(bounds());
     socketTo(port).write(head('content-length: 17\r\n'));
     const error = await outcome;
@@ -85,7 +87,7 @@ describe('readBody', () => {
     expect(error).toMatchObject({ why: 'too large', declared: 17 });
   });
 
-  it('rejects with the caller\'s tooLarge, given no length, once the bytes received pass maxBytes', async () => {
+  it("rejects with the caller's tooLarge, given no length, once the bytes received pass maxBytes", async () => {
     const { port, outcome } = await reading(bounds());
     socketTo(port).write(`${head('transfer-encoding: chunked\r\n')}a\r\n0123456789\r\na\r\n0123456789\r\n`);
     const error = await outcome;
@@ -93,7 +95,7 @@ describe('readBody', () => {
     expect(error).toMatchObject({ why: 'too large', declared: undefined });
   });
 
-  it('rejects with the stream\'s own error when the peer resets the connection mid-body', async () => {
+  it("rejects with the stream's own error when the peer resets the connection mid-body", async () => {
     const { port, outcome, started } = await reading(bounds());
     const socket = socketTo(port);
     socket.write(`${head('content-length: 16\r\n')}0123`);
@@ -104,14 +106,20 @@ describe('readBody', () => {
     expect(error).toMatchObject({ code: 'ECONNRESET' });
   });
 
-  it('rejects with the idle bound\'s error when the body stalls between chunks', async () => {
+  it("rejects with the idle bound's error when the body stalls between chunks", async () => {
     const { port, outcome } = await reading(bounds({ idle: { ms: 50, error: () => new Refused('idle') } }));
     socketTo(port).write(`${head('content-length: 16\r\n')}0123`);
     expect(await outcome).toMatchObject({ why: 'idle' });
   });
 
-  it('rejects with the timeout\'s error when the whole body takes longer, though bytes keep coming', async () => {
-    const { port, outcome } = await reading(bounds({ maxBytes: 1024, timeout: { ms: 300, error: () => new Refused('timeout') }, idle: { ms: 2_000, error: () => new Refused('idle') } }));
+  it("rejects with the timeout's error when the whole body takes longer, though bytes keep coming", async () => {
+    const { port, outcome } = await reading(
+      bounds({
+        maxBytes: 1024,
+        timeout: { ms: 300, error: () => new Refused('timeout') },
+        idle: { ms: 2_000, error: () => new Refused('idle') },
+      }),
+    );
     const socket = socketTo(port);
     socket.write(head('content-length: 1024\r\n'));
     // A byte every 20 ms keeps the idle bound quiet (it is long, so a busy machine's late drip

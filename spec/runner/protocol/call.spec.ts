@@ -1,6 +1,12 @@
 /** runner/protocol/call.ts: the execution-time trailer, hop-by-hop headers, and which transport errors mean nothing was sent. */
 import { describe, expect, it } from 'vitest';
-import { HOP_BY_HOP_HEADERS, formatExecTiming, isConnectError, parseExecTiming, withoutHopByHop } from '../../../runner/protocol/index.ts';
+import {
+  HOP_BY_HOP_HEADERS,
+  formatExecTiming,
+  isConnectError,
+  parseExecTiming,
+  withoutHopByHop,
+} from '../../../runner/protocol/index.ts';
 
 /** An Error carrying a Node/undici style `code`. */
 function coded(code: string, options?: { cause?: unknown }): Error {
@@ -97,12 +103,22 @@ describe('withoutHopByHop', () => {
   });
 
   it('returns no header the Connection header names when given a request', () => {
-    const out = withoutHopByHop({ connection: 'keep-alive, X-Hop-Secret ,x-debug', 'x-hop-secret': 's', 'x-debug': '1', 'x-kept': 'k' });
+    const out = withoutHopByHop({
+      connection: 'keep-alive, X-Hop-Secret ,x-debug',
+      'x-hop-secret': 's',
+      'x-debug': '1',
+      'x-kept': 'k',
+    });
     expect(out).toEqual({ 'x-kept': 'k' });
   });
 
   it('returns no header named by any of several Connection lines when given response headers', () => {
-    const out = withoutHopByHop({ connection: ['close', 'x-engine-hop'], 'x-engine-hop': 'h', close: 'odd', 'content-type': 'text/plain' });
+    const out = withoutHopByHop({
+      connection: ['close', 'x-engine-hop'],
+      'x-engine-hop': 'h',
+      close: 'odd',
+      'content-type': 'text/plain',
+    });
     expect(out).toEqual({ 'content-type': 'text/plain' });
   });
 
@@ -145,12 +161,17 @@ describe('withoutHopByHop', () => {
 });
 
 describe('isConnectError', () => {
-  it.each(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT'])(
-    'returns true when the error code is %s',
-    (code) => {
-      expect(isConnectError(coded(code))).toBe(true);
-    },
-  );
+  it.each([
+    'ECONNREFUSED',
+    'ENOTFOUND',
+    'EAI_AGAIN',
+    'EHOSTUNREACH',
+    'ENETUNREACH',
+    'EADDRNOTAVAIL',
+    'UND_ERR_CONNECT_TIMEOUT',
+  ])('returns true when the error code is %s', (code) => {
+    expect(isConnectError(coded(code))).toBe(true);
+  });
 
   it('returns true when the connect error is the cause of a wrapper', () => {
     expect(isConnectError(new TypeError('fetch failed', { cause: coded('ECONNREFUSED') }))).toBe(true);
@@ -158,11 +179,15 @@ describe('isConnectError', () => {
   });
 
   it('returns true when the connect error is two wrappers down', () => {
-    expect(isConnectError(new Error('outer', { cause: new Error('middle', { cause: coded('ECONNREFUSED') }) }))).toBe(true);
+    expect(isConnectError(new Error('outer', { cause: new Error('middle', { cause: coded('ECONNREFUSED') }) }))).toBe(
+      true,
+    );
   });
 
   it('returns true when the error is an AggregateError with a connect code (Node happy eyeballs)', () => {
-    const aggregate = Object.assign(new AggregateError([coded('ECONNREFUSED'), coded('ECONNREFUSED')]), { code: 'ECONNREFUSED' });
+    const aggregate = Object.assign(new AggregateError([coded('ECONNREFUSED'), coded('ECONNREFUSED')]), {
+      code: 'ECONNREFUSED',
+    });
     expect(isConnectError(aggregate)).toBe(true);
   });
 

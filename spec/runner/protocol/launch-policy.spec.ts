@@ -7,14 +7,27 @@ import { DEFAULT_LAUNCH_POLICY, launchProblems, resolveLaunchPolicy } from '../.
 
 describe('launchProblems', () => {
   it('names each field, never a value', () => {
-    const problems = launchProblems({ kind: 'vllm', binary: '/bin/bash', args: ['--ho=0.0.0.0', '--api-key', 'k-secret'], env: { BASH_ENV: 'x', HF_TOKEN: 'hf', CUSTOM: 'v', CUDA_VISIBLE_DEVICES: '0' } });
-    expect(problems.map((p) => p.field)).toEqual(['profile.binary', 'profile.args[0]', 'profile.env.BASH_ENV', 'profile.env.CUSTOM', 'profile.env.CUDA_VISIBLE_DEVICES']);
+    const problems = launchProblems({
+      kind: 'vllm',
+      binary: '/bin/bash',
+      args: ['--ho=0.0.0.0', '--api-key', 'k-secret'],
+      env: { BASH_ENV: 'x', HF_TOKEN: 'hf', CUSTOM: 'v', CUDA_VISIBLE_DEVICES: '0' },
+    });
+    expect(problems.map((p) => p.field)).toEqual([
+      'profile.binary',
+      'profile.args[0]',
+      'profile.env.BASH_ENV',
+      'profile.env.CUSTOM',
+      'profile.env.CUDA_VISIBLE_DEVICES',
+    ]);
     const text = problems.map((p) => p.message).join('\n');
     expect(text).not.toMatch(/0\.0\.0\.0|k-secret/);
-    expect(problems[1]!.message).toBe('profile.args[0] "--ho" (read as --host) is set by the runner from profile.host; set it there instead');
+    expect(problems[1]!.message).toBe(
+      'profile.args[0] "--ho" (read as --host) is set by the runner from profile.host; set it there instead',
+    );
   });
 
-  it('takes the kind\'s usual binary by name, and nothing for sim', () => {
+  it("takes the kind's usual binary by name, and nothing for sim", () => {
     expect(launchProblems({ kind: 'vllm', binary: 'vllm' })).toEqual([]);
     expect(launchProblems({ kind: 'sim', binary: 'sluice' }).map((p) => p.field)).toEqual(['profile.binary']);
     expect(DEFAULT_LAUNCH_POLICY.binaries.sglang).toEqual(['python3']);
@@ -23,12 +36,17 @@ describe('launchProblems', () => {
 
 describe('resolveLaunchPolicy', () => {
   it('adds binaries and variables per kind or for every kind', () => {
-    const resolved = resolveLaunchPolicy({ binaries: ['vllm=/opt/vllm/bin/vllm', 'sim=sluice'], envAllow: ['HF_HOME', 'ollama=OLLAMA_MODELS'] });
+    const resolved = resolveLaunchPolicy({
+      binaries: ['vllm=/opt/vllm/bin/vllm', 'sim=sluice'],
+      envAllow: ['HF_HOME', 'ollama=OLLAMA_MODELS'],
+    });
     expect(resolved.kind).toBe('ok');
     if (resolved.kind !== 'ok') return;
     expect(resolved.policy.binaries.vllm).toEqual(['vllm', '/opt/vllm/bin/vllm']);
     expect(launchProblems({ kind: 'sim', binary: 'sluice', env: { HF_HOME: '/c' } }, resolved.policy)).toEqual([]);
-    expect(launchProblems({ kind: 'vllm', env: { OLLAMA_MODELS: '/m' } }, resolved.policy).map((p) => p.field)).toEqual(['profile.env.OLLAMA_MODELS']);
+    expect(launchProblems({ kind: 'vllm', env: { OLLAMA_MODELS: '/m' } }, resolved.policy).map((p) => p.field)).toEqual(
+      ['profile.env.OLLAMA_MODELS'],
+    );
   });
 
   it.each([
@@ -54,6 +72,8 @@ describe('forbidden options', () => {
       ['profile.args[0]', 'forbidden'],
       ['profile.args[1]', 'forbidden'],
     ]);
-    expect(launchProblems({ kind: 'llamacpp', args: ['--log-file', 'x'] })[0]!.message).toContain('it writes to a file of the runner');
+    expect(launchProblems({ kind: 'llamacpp', args: ['--log-file', 'x'] })[0]!.message).toContain(
+      'it writes to a file of the runner',
+    );
   });
 });

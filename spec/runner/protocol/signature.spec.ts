@@ -17,10 +17,21 @@ const NOW = 1_800_000_000_000;
 const SKEW = 30_000;
 
 const body = Buffer.from('{"model":"m","messages":[{"role":"user","content":"hi"}]}');
-const call: SignedCall = { callId: '0190d2a8-0000-7000-8000-000000000001', method: 'POST', path: '/v1/chat/completions', deadline: NOW + 60_000, bodyDigest: bodyDigest(body) };
+const call: SignedCall = {
+  callId: '0190d2a8-0000-7000-8000-000000000001',
+  method: 'POST',
+  path: '/v1/chat/completions',
+  deadline: NOW + 60_000,
+  bodyDigest: bodyDigest(body),
+};
 
 /** Reads and verifies a signature as a runner does, at `now`. */
-function check(signature: string | undefined, received: Omit<SignedCall, 'deadline'> & { deadline: string | undefined }, now = NOW, secrets = [SECRET]) {
+function check(
+  signature: string | undefined,
+  received: Omit<SignedCall, 'deadline'> & { deadline: string | undefined },
+  now = NOW,
+  secrets = [SECRET],
+) {
   const credential = readCallCredential(signature, received.deadline, now, SKEW);
   if (credential.kind === 'refused') return credential;
   return verifyCall(secrets, credential, received);
@@ -40,7 +51,12 @@ describe('call signatures', () => {
 
   it('puts every covered part in the canonical string, each on its own line', () => {
     expect(canonicalCall({ ...call, method: 'post' }).split('\n')).toEqual([
-      'sluice-call-v1', call.callId, 'POST', call.path, String(call.deadline), call.bodyDigest,
+      'sluice-call-v1',
+      call.callId,
+      'POST',
+      call.path,
+      String(call.deadline),
+      call.bodyDigest,
     ]);
   });
 
@@ -63,24 +79,33 @@ describe('call signatures', () => {
   it('verifies under any of several secrets, for a rotation', () => {
     expect(check(signCall(OTHER, call), asReceived(call), NOW, [SECRET, OTHER])).toEqual({ kind: 'verified' });
     expect(check(signCall(SECRET, call), asReceived(call), NOW, [OTHER, SECRET])).toEqual({ kind: 'verified' });
-    expect(check(signCall(SECRET, call), asReceived(call), NOW, [OTHER])).toEqual({ kind: 'refused', reason: 'mismatch' });
+    expect(check(signCall(SECRET, call), asReceived(call), NOW, [OTHER])).toEqual({
+      kind: 'refused',
+      reason: 'mismatch',
+    });
   });
 
   it('takes a call up to the allowed skew past its deadline, and refuses it after', () => {
     const signature = signCall(SECRET, call);
     expect(check(signature, asReceived(call), call.deadline + SKEW)).toEqual({ kind: 'verified' });
-    expect(check(signature, asReceived(call), call.deadline + SKEW + 1)).toEqual({ kind: 'refused', reason: 'expired' });
+    expect(check(signature, asReceived(call), call.deadline + SKEW + 1)).toEqual({
+      kind: 'refused',
+      reason: 'expired',
+    });
   });
 
   it('refuses a call without a signature or a deadline', () => {
     expect(check(undefined, asReceived(call))).toEqual({ kind: 'refused', reason: 'unsigned' });
-    expect(check(signCall(SECRET, call), { ...call, deadline: undefined })).toEqual({ kind: 'refused', reason: 'unsigned' });
+    expect(check(signCall(SECRET, call), { ...call, deadline: undefined })).toEqual({
+      kind: 'refused',
+      reason: 'unsigned',
+    });
   });
 
   it.each([
     ['another scheme', (s: string) => s.replace('v1=', 'v2=')],
     ['a truncated MAC', (s: string) => s.slice(0, -4)],
-    ['a MAC with bytes added', (s: string) => s + 'AAAA'],
+    ['a MAC with bytes added', (s: string) => `${s}AAAA`],
     ['no MAC', () => 'v1='],
   ])('refuses a signature with %s as malformed', (_name, change) => {
     expect(check(change(signCall(SECRET, call)), asReceived(call))).toEqual({ kind: 'refused', reason: 'malformed' });
@@ -94,6 +119,14 @@ describe('call signatures', () => {
     expect(CALL_SECRET_MIN_LENGTH).toBe(32);
     expect(isCallSecret('a'.repeat(32))).toBe(true);
     expect(isCallSecret(SECRET)).toBe(true);
-    for (const bad of ['a'.repeat(31), `${'a'.repeat(32)} b`, `${'a'.repeat(32)},b`, `${'a'.repeat(32)}é`, 42, undefined]) expect(isCallSecret(bad)).toBe(false);
+    for (const bad of [
+      'a'.repeat(31),
+      `${'a'.repeat(32)} b`,
+      `${'a'.repeat(32)},b`,
+      `${'a'.repeat(32)}é`,
+      42,
+      undefined,
+    ])
+      expect(isCallSecret(bad)).toBe(false);
   });
 });

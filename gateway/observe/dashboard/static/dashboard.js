@@ -51,8 +51,12 @@
 
   /** GETs a gateway route (relative to this page) with the token; 404 reads as null. */
   async function read(path) {
-    const res = await fetch(path, { headers: { authorization: `Bearer ${token()}`, accept: 'application/json' }, cache: 'no-store' });
-    if (res.status === 401 || res.status === 403) throw new Refused(`the gateway refused the token on ${path} (${res.status})`);
+    const res = await fetch(path, {
+      headers: { authorization: `Bearer ${token()}`, accept: 'application/json' },
+      cache: 'no-store',
+    });
+    if (res.status === 401 || res.status === 403)
+      throw new Refused(`the gateway refused the token on ${path} (${res.status})`);
     if (res.status === 404) return null;
     if (!res.ok) throw new Error(`${path} answered ${res.status}`);
     return res.json();
@@ -92,7 +96,8 @@
 
   const num = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
   const fixed = (v, digits) => (num(v) === undefined ? undefined : Number(v.toFixed(digits)).toLocaleString('en'));
-  const ms = (v) => (num(v) === undefined ? undefined : v < 1000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`);
+  const ms = (v) =>
+    num(v) === undefined ? undefined : v < 1000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`;
 
   /** A small line chart: one polyline per series of numbers, scaled to the largest value. */
   function chart(series, label) {
@@ -145,7 +150,12 @@
     const rows = runners.map((r) => {
       const slots = num(r.slots) ?? num(r.load?.slots);
       const load = `${num(r.inFlight) ?? 0} / ${slots ?? '?'}`;
-      const heartbeat = num(r.lastHeartbeatAgeMs) === undefined ? (r.source === 'static' ? 'probed' : undefined) : `${ms(r.lastHeartbeatAgeMs)} ago`;
+      const heartbeat =
+        num(r.lastHeartbeatAgeMs) === undefined
+          ? r.source === 'static'
+            ? 'probed'
+            : undefined
+          : `${ms(r.lastHeartbeatAgeMs)} ago`;
       const engine = r.engine ? [r.engine.model, r.engine.state].filter(Boolean).join(': ') : undefined;
       const id = cell(r.id);
       id.title = r.url || '';
@@ -178,10 +188,25 @@
       $('calls-window').textContent = num(stats.windowSeconds) === undefined ? '—' : `${stats.windowSeconds} s`;
       rates.push(num(calls.perSecond) ?? 0);
       if (rates.length > RATE_READINGS) rates.shift();
-      $('calls-chart').replaceChildren(chart([{ values: rates }], `Calls per second over the last ${rates.length} readings, now ${fixed(rates.at(-1), 2)}`));
+      $('calls-chart').replaceChildren(
+        chart(
+          [{ values: rates }],
+          `Calls per second over the last ${rates.length} readings, now ${fixed(rates.at(-1), 2)}`,
+        ),
+      );
       const counts = (o) => Object.entries(o && typeof o === 'object' ? o : {}).sort((a, b) => b[1] - a[1]);
-      fill($('outcomes').tBodies[0], counts(calls.byOutcome).map(([k, v]) => [cell(k), cell(fixed(v, 0), 'num')]), 2, 'No calls yet.');
-      fill($('errors').tBodies[0], counts(stats.errors?.byCode).map(([k, v]) => [cell(k), cell(fixed(v, 0), 'num')]), 2, 'No errors.');
+      fill(
+        $('outcomes').tBodies[0],
+        counts(calls.byOutcome).map(([k, v]) => [cell(k), cell(fixed(v, 0), 'num')]),
+        2,
+        'No calls yet.',
+      );
+      fill(
+        $('errors').tBodies[0],
+        counts(stats.errors?.byCode).map(([k, v]) => [cell(k), cell(fixed(v, 0), 'num')]),
+        2,
+        'No errors.',
+      );
     }
     $('ttft-empty').hidden = models.length > 0;
     $('ttft').replaceChildren(
@@ -197,7 +222,12 @@
           div.className = 'empty';
           div.textContent = 'No data yet.';
         } else {
-          div.append(chart([{ values: series.map((p) => p.p50) }, { values: series.map((p) => p.p90), className: 'p90' }], `Time to first token of ${model}: ${now}`));
+          div.append(
+            chart(
+              [{ values: series.map((p) => p.p50) }, { values: series.map((p) => p.p90), className: 'p90' }],
+              `Time to first token of ${model}: ${now}`,
+            ),
+          );
         }
         const caption = document.createElement('figcaption');
         const p50 = document.createElement('span');
@@ -228,7 +258,9 @@
     const counts = stats?.detached;
     fill(
       $('detached').tBodies[0],
-      counts && typeof counts === 'object' ? DETACHED.map(([key, label]) => [cell(label), cell(fixed(num(counts[key]) ?? 0, 0), 'num')]) : [],
+      counts && typeof counts === 'object'
+        ? DETACHED.map(([key, label]) => [cell(label), cell(fixed(num(counts[key]) ?? 0, 0), 'num')])
+        : [],
       2,
       'No data yet.',
     );
@@ -239,7 +271,12 @@
     $('queue-count').textContent = `(${num(queue?.waiting) ?? 0} waiting)`;
     fill(
       $('queue').tBodies[0],
-      models.map((q) => [cell(q.model || '(invoke)'), cell(q.priority), cell(q.waiting, 'num'), cell(ms(q.oldestWaitMs), 'num')]),
+      models.map((q) => [
+        cell(q.model || '(invoke)'),
+        cell(q.priority),
+        cell(q.waiting, 'num'),
+        cell(ms(q.oldestWaitMs), 'num'),
+      ]),
       4,
       'Nothing waiting.',
     );
@@ -251,7 +288,15 @@
       $('deployments').tBodies[0],
       deployments.map((d) => {
         const s = d.status || {};
-        return [cell(d.id ?? d.model), cell(s.wanted, 'num'), cell(s.starting, 'num'), cell(s.ready, 'num'), cell(s.draining, 'num'), cell(s.outdated ?? 0, 'num'), cell(s.reconciler)];
+        return [
+          cell(d.id ?? d.model),
+          cell(s.wanted, 'num'),
+          cell(s.starting, 'num'),
+          cell(s.ready, 'num'),
+          cell(s.draining, 'num'),
+          cell(s.outdated ?? 0, 'num'),
+          cell(s.reconciler),
+        ];
       }),
       7,
       list === null ? 'No data: this gateway does not answer GET /v1/deployments.' : 'No deployments.',
@@ -263,10 +308,13 @@
   /** The routes read each second, and what draws each: a panel whose route fails keeps its last figures. */
   const PANELS = [
     ['v1/runners', drawRunners],
-    ['v1/stats', (stats) => {
-      drawStats(stats);
-      drawDetached(stats);
-    }],
+    [
+      'v1/stats',
+      (stats) => {
+        drawStats(stats);
+        drawDetached(stats);
+      },
+    ],
     ['v1/queue', drawQueue],
     ['v1/deployments', drawDeployments],
   ];

@@ -18,7 +18,13 @@ const table: Array<[string, AddressClass]> = [
   ['100.128.0.0', { range: 'public' }],
   ['127.0.0.1', { range: 'loopback' }],
   ['127.255.255.254', { range: 'loopback' }],
-  ['169.254.169.254', { range: 'link-local', metadata: 'the instance metadata service of AWS, GCP, Azure, Oracle Cloud, OpenStack and others' }],
+  [
+    '169.254.169.254',
+    {
+      range: 'link-local',
+      metadata: 'the instance metadata service of AWS, GCP, Azure, Oracle Cloud, OpenStack and others',
+    },
+  ],
   ['172.15.255.255', { range: 'public' }],
   ['172.16.0.1', { range: 'private' }],
   ['172.31.255.255', { range: 'private' }],
@@ -46,7 +52,15 @@ const table: Array<[string, AddressClass]> = [
   ['::ffff:10.0.0.1', { range: 'private', via: 'ipv4-mapped', ipv4: '10.0.0.1' }],
   ['::ffff:a00:1', { range: 'private', via: 'ipv4-mapped', ipv4: '10.0.0.1' }],
   ['::ffff:127.0.0.1', { range: 'loopback', via: 'ipv4-mapped', ipv4: '127.0.0.1' }],
-  ['::ffff:169.254.169.254', { range: 'link-local', via: 'ipv4-mapped', ipv4: '169.254.169.254', metadata: 'the instance metadata service of AWS, GCP, Azure, Oracle Cloud, OpenStack and others' }],
+  [
+    '::ffff:169.254.169.254',
+    {
+      range: 'link-local',
+      via: 'ipv4-mapped',
+      ipv4: '169.254.169.254',
+      metadata: 'the instance metadata service of AWS, GCP, Azure, Oracle Cloud, OpenStack and others',
+    },
+  ],
   ['::ffff:8.8.8.8', { range: 'public', via: 'ipv4-mapped', ipv4: '8.8.8.8' }],
   ['::10.0.0.1', { range: 'reserved' }],
   ['64:ff9b::10.0.0.1', { range: 'private', via: 'nat64', ipv4: '10.0.0.1' }],
@@ -71,7 +85,14 @@ describe('classifyAddress', () => {
 });
 
 describe('compileNetworks', () => {
-  const networks = compileNetworks(['10.0.0.0/8', '192.168.1.0/24', '198.51.100.7', 'fd00::/8', '2001:db8:0:1::/64', '2001:db8::5']);
+  const networks = compileNetworks([
+    '10.0.0.0/8',
+    '192.168.1.0/24',
+    '198.51.100.7',
+    'fd00::/8',
+    '2001:db8:0:1::/64',
+    '2001:db8::5',
+  ]);
 
   it.each<[string, boolean]>([
     ['10.0.0.1', true],
@@ -97,7 +118,14 @@ describe('compileNetworks', () => {
   });
 
   it('keeps the entries as given', () => {
-    expect(networks.entries).toEqual(['10.0.0.0/8', '192.168.1.0/24', '198.51.100.7', 'fd00::/8', '2001:db8:0:1::/64', '2001:db8::5']);
+    expect(networks.entries).toEqual([
+      '10.0.0.0/8',
+      '192.168.1.0/24',
+      '198.51.100.7',
+      'fd00::/8',
+      '2001:db8:0:1::/64',
+      '2001:db8::5',
+    ]);
   });
 
   it('handles prefix lengths that split a group or an octet', () => {
@@ -127,7 +155,9 @@ describe('compileNetworks', () => {
   });
 
   it('refuses a list that is not an array', () => {
-    expect(() => compileNetworks('10.0.0.0/8' as unknown as string[], 'net')).toThrow(/net must be a list of CIDR networks/);
+    expect(() => compileNetworks('10.0.0.0/8' as unknown as string[], 'net')).toThrow(
+      /net must be a list of CIDR networks/,
+    );
   });
 });
 

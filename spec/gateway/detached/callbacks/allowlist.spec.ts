@@ -9,7 +9,12 @@ const allows = (entries: readonly string[], url: string): boolean => compileAllo
 
 describe('compileAllowlist', () => {
   it.each([
-    ['an origin: its scheme, host and default port', ['https://hooks.example.com'], 'https://hooks.example.com/x', true],
+    [
+      'an origin: its scheme, host and default port',
+      ['https://hooks.example.com'],
+      'https://hooks.example.com/x',
+      true,
+    ],
     ['an origin: not another scheme', ['https://hooks.example.com'], 'http://hooks.example.com/x', false],
     ['an origin: not another port', ['https://hooks.example.com'], 'https://hooks.example.com:8443/x', false],
     ['an origin with a port: that port only', ['http://127.0.0.1:8080'], 'http://127.0.0.1:8080/cb', true],

@@ -8,7 +8,12 @@ import { createServer } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCallbackPolicy, createCallbackSender, generateWebhookSecret, verifyWebhook } from '../../../../gateway/detached/callbacks/index.ts';
+import {
+  createCallbackPolicy,
+  createCallbackSender,
+  generateWebhookSecret,
+  verifyWebhook,
+} from '../../../../gateway/detached/callbacks/index.ts';
 import type { CallbackSenderOptions } from '../../../../gateway/detached/callbacks/index.ts';
 import { createJsonLogger } from '../../../../placer/kernel/index.ts';
 import type { Clock } from '../../../../placer/kernel/index.ts';
@@ -41,7 +46,11 @@ async function receiver(script: Answer[]): Promise<{ origin: string; port: numbe
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString();
       const { 'webhook-id': id, 'webhook-timestamp': ts, 'webhook-signature': sig } = req.headers;
-      const mine = 'v1,' + createHmac('sha256', KEY).update(`${String(id)}.${String(ts)}.${body}`).digest('base64');
+      const mine =
+        'v1,' +
+        createHmac('sha256', KEY)
+          .update(`${String(id)}.${String(ts)}.${body}`)
+          .digest('base64');
       received.push({ url: req.url!, headers: req.headers, body, signatureOk: sig === mine });
       const answer = script[Math.min(received.length, script.length) - 1]!;
       if (answer === 'hang') return;
@@ -50,7 +59,13 @@ async function receiver(script: Answer[]): Promise<{ origin: string; port: numbe
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanups.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  cleanups.push(
+    () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  );
   const { port } = server.address() as AddressInfo;
   return { origin: `http://127.0.0.1:${port}`, port, received };
 }
@@ -107,33 +122,51 @@ describe('createCallbackSender', () => {
       expect(JSON.parse(x.body)).toEqual(PAYLOAD);
     }
     const last = r.received[2]!;
-    expect(verifyWebhook({ headers: last.headers, body: last.body, secret: SECRET, now: START + 7000 })).toMatchObject({ kind: 'verified' });
+    expect(verifyWebhook({ headers: last.headers, body: last.body, secret: SECRET, now: START + 7000 })).toMatchObject({
+      kind: 'verified',
+    });
   });
 
   it('signs with every secret while one is rotated, so a receiver on either verifies', async () => {
     const r = await receiver([200]);
     const fresh = generateWebhookSecret();
     const { send } = sender(r.origin, { secret: [fresh, SECRET] });
-    expect(await send.send({ id: 'call_r', url: `${r.origin}/hook`, payload: PAYLOAD })).toMatchObject({ delivered: true });
+    expect(await send.send({ id: 'call_r', url: `${r.origin}/hook`, payload: PAYLOAD })).toMatchObject({
+      delivered: true,
+    });
     const got = r.received[0]!;
     expect(String(got.headers['webhook-signature']).split(' ')).toHaveLength(2);
     for (const secret of [fresh, SECRET]) {
-      expect(verifyWebhook({ headers: got.headers, body: got.body, secret, now: START })).toMatchObject({ kind: 'verified' });
+      expect(verifyWebhook({ headers: got.headers, body: got.body, secret, now: START })).toMatchObject({
+        kind: 'verified',
+      });
     }
-    expect(verifyWebhook({ headers: got.headers, body: got.body, secret: generateWebhookSecret(), now: START })).toMatchObject({ kind: 'rejected' });
+    expect(
+      verifyWebhook({ headers: got.headers, body: got.body, secret: generateWebhookSecret(), now: START }),
+    ).toMatchObject({ kind: 'rejected' });
   });
 
   it('refuses an empty list of secrets, too many, or a malformed one among them', () => {
     const policy = createCallbackPolicy({ allow: [] });
-    expect(() => createCallbackSender({ secret: [], policy })).toThrow(/secret must be one secret or a list of 1 to 4, got 0/);
-    expect(() => createCallbackSender({ secret: Array.from({ length: 5 }, generateWebhookSecret), policy })).toThrow(/got 5/);
-    expect(() => createCallbackSender({ secret: [SECRET, 'whsec_short'], policy })).toThrow(expect.objectContaining({ code: 'CALLBACK_INVALID_SECRET' }));
+    expect(() => createCallbackSender({ secret: [], policy })).toThrow(
+      /secret must be one secret or a list of 1 to 4, got 0/,
+    );
+    expect(() => createCallbackSender({ secret: Array.from({ length: 5 }, generateWebhookSecret), policy })).toThrow(
+      /got 5/,
+    );
+    expect(() => createCallbackSender({ secret: [SECRET, 'whsec_short'], policy })).toThrow(
+      expect.objectContaining({ code: 'CALLBACK_INVALID_SECRET' }),
+    );
   });
 
   it('does not retry a 400', async () => {
     const r = await receiver([400, 200]);
     const { send, slept } = sender(r.origin);
-    expect(await send.send({ id: 'call_2', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({ delivered: false, attempts: 1, lastStatus: 400 });
+    expect(await send.send({ id: 'call_2', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({
+      delivered: false,
+      attempts: 1,
+      lastStatus: 400,
+    });
     expect(r.received).toHaveLength(1);
     expect(slept).toEqual([]);
   });
@@ -141,29 +174,48 @@ describe('createCallbackSender', () => {
   it('does not follow a redirect: the new location never went through the policy', async () => {
     const r = await receiver([{ status: 302, headers: { location: 'http://169.254.169.254/' } }, 200]);
     const { send } = sender(r.origin);
-    expect(await send.send({ id: 'call_3', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({ delivered: false, attempts: 1, lastStatus: 302 });
+    expect(await send.send({ id: 'call_3', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({
+      delivered: false,
+      attempts: 1,
+      lastStatus: 302,
+    });
     expect(r.received).toHaveLength(1);
   });
 
   it('waits Retry-After seconds after a 429 instead of the backoff', async () => {
     const r = await receiver([{ status: 429, headers: { 'retry-after': '1' } }, 200]);
     const { send, slept } = sender(r.origin);
-    expect(await send.send({ id: 'call_4', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({ delivered: true, attempts: 2, lastStatus: 200 });
+    expect(await send.send({ id: 'call_4', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({
+      delivered: true,
+      attempts: 2,
+      lastStatus: 200,
+    });
     expect(slept).toEqual([1000]);
   });
 
   it('bounds a 503 Retry-After by backoffCap and ignores the HTTP-date form', async () => {
     const date = new Date(START + 3_600_000).toUTCString();
-    const r = await receiver([{ status: 503, headers: { 'retry-after': '3600' } }, { status: 503, headers: { 'retry-after': date } }, 200]);
+    const r = await receiver([
+      { status: 503, headers: { 'retry-after': '3600' } },
+      { status: 503, headers: { 'retry-after': date } },
+      200,
+    ]);
     const { send, slept } = sender(r.origin, { backoffCap: 5000 });
-    expect(await send.send({ id: 'call_5', url: `${r.origin}/cb`, payload: PAYLOAD })).toMatchObject({ delivered: true, attempts: 3 });
+    expect(await send.send({ id: 'call_5', url: `${r.origin}/cb`, payload: PAYLOAD })).toMatchObject({
+      delivered: true,
+      attempts: 3,
+    });
     expect(slept).toEqual([5000, 2500]); // then 0.5 × min(cap 5000, 4000 × 2)
   });
 
   it('retries 408 and stops at the attempts cap, with no pause after the last attempt', async () => {
     const r = await receiver([408, 502]);
     const { send, slept } = sender(r.origin, { attempts: 4, backoffBase: 1000, backoffCap: 3000, random: () => 0.999 });
-    expect(await send.send({ id: 'call_6', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({ delivered: false, attempts: 4, lastStatus: 502 });
+    expect(await send.send({ id: 'call_6', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({
+      delivered: false,
+      attempts: 4,
+      lastStatus: 502,
+    });
     expect(r.received).toHaveLength(4);
     expect(slept).toEqual([999, 1998, 2997]);
   });
@@ -198,9 +250,15 @@ describe('createCallbackSender', () => {
     const origin = `http://hooks.sluice.test:${r.port}`;
     const policy = createCallbackPolicy({ allow: [origin], allowPrivate: true, lookup });
     const { send } = sender(origin, { policy });
-    expect(await send.send({ id: 'call_9', url: `${origin}/cb`, payload: PAYLOAD })).toMatchObject({ delivered: true, attempts: 2 });
+    expect(await send.send({ id: 'call_9', url: `${origin}/cb`, payload: PAYLOAD })).toMatchObject({
+      delivered: true,
+      attempts: 2,
+    });
     expect(asked).toEqual(['hooks.sluice.test']);
-    expect(r.received.map((x) => x.headers.host)).toEqual([`hooks.sluice.test:${r.port}`, `hooks.sluice.test:${r.port}`]);
+    expect(r.received.map((x) => x.headers.host)).toEqual([
+      `hooks.sluice.test:${r.port}`,
+      `hooks.sluice.test:${r.port}`,
+    ]);
   });
 
   it('sends nothing to a URL the policy refuses, and says why without logging the URL', async () => {
@@ -219,9 +277,16 @@ describe('createCallbackSender', () => {
   it('never rejects: an unserialisable payload or a throwing policy is a failed delivery', async () => {
     const r = await receiver([200]);
     const { send } = sender(r.origin);
-    expect(await send.send({ id: 'call_11', url: `${r.origin}/cb`, payload: { n: 1n } })).toMatchObject({ delivered: false, attempts: 0 });
+    expect(await send.send({ id: 'call_11', url: `${r.origin}/cb`, payload: { n: 1n } })).toMatchObject({
+      delivered: false,
+      attempts: 0,
+    });
     const broken = sender(r.origin, { policy: { check: () => Promise.reject(new Error('boom')) } }).send;
-    expect(await broken.send({ id: 'call_11', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({ delivered: false, attempts: 0, lastError: 'boom' });
+    expect(await broken.send({ id: 'call_11', url: `${r.origin}/cb`, payload: PAYLOAD })).toEqual({
+      delivered: false,
+      attempts: 0,
+      lastError: 'boom',
+    });
     expect(r.received).toHaveLength(0);
   });
 
@@ -236,7 +301,12 @@ describe('createCallbackSender', () => {
       },
     };
     const { send } = sender(r.origin, { clock });
-    const result = await send.send({ id: 'call_12', url: `${r.origin}/cb`, payload: PAYLOAD, signal: controller.signal });
+    const result = await send.send({
+      id: 'call_12',
+      url: `${r.origin}/cb`,
+      payload: PAYLOAD,
+      signal: controller.signal,
+    });
     expect(result).toMatchObject({ delivered: false, attempts: 1, lastError: 'aborted: gateway shutting down' });
     expect(r.received).toHaveLength(1);
   });
@@ -244,12 +314,23 @@ describe('createCallbackSender', () => {
   it('logs each failed attempt with the call id, never the secret, the body or the query', async () => {
     const r = await receiver([500, 200]);
     const lines: Array<Record<string, unknown>> = [];
-    const logger = createJsonLogger({ level: 'debug', write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const logger = createJsonLogger({
+      level: 'debug',
+      write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>),
+    });
     const { send } = sender(r.origin, { logger });
     await send.send({ id: 'call_13', url: `${r.origin}/cb?token=s3cr3t`, payload: PAYLOAD });
     expect(lines.map((l) => l.msg)).toEqual(['callback attempt failed', 'callback delivered']);
-    expect(lines[0]).toMatchObject({ level: 'warn', callId: 'call_13', attempt: 1, status: 500, retryInMs: 2000, target: `${r.origin}/cb` });
+    expect(lines[0]).toMatchObject({
+      level: 'warn',
+      callId: 'call_13',
+      attempt: 1,
+      status: 500,
+      retryInMs: 2000,
+      target: `${r.origin}/cb`,
+    });
     const text = JSON.stringify(lines);
-    for (const secret of [SECRET, KEY.toString('base64'), 'quick brown fox', 's3cr3t']) expect(text).not.toContain(secret);
+    for (const secret of [SECRET, KEY.toString('base64'), 'quick brown fox', 's3cr3t'])
+      expect(text).not.toContain(secret);
   });
 });

@@ -23,7 +23,7 @@ const NOW = TS * 1000 + 1500;
 
 /** The signature computed from the spec's recipe, independently of the module. */
 function expected(key: Buffer, id: string, ts: number, body: string): string {
-  return 'v1,' + createHmac('sha256', key).update(`${id}.${ts}.${body}`).digest('base64');
+  return `v1,${createHmac('sha256', key).update(`${id}.${ts}.${body}`).digest('base64')}`;
 }
 
 function headersFor(signature: string, id = ID, ts = TS): Record<string, string> {
@@ -36,7 +36,9 @@ describe('signWebhook', () => {
   });
 
   it('returns the same signature for a Buffer body as for its text', () => {
-    expect(signWebhook({ id: ID, timestamp: TS, body: Buffer.from(BODY), secret: SECRET })).toBe(expected(KEY, ID, TS, BODY));
+    expect(signWebhook({ id: ID, timestamp: TS, body: Buffer.from(BODY), secret: SECRET })).toBe(
+      expected(KEY, ID, TS, BODY),
+    );
   });
 
   it('matches the example published with the Standard Webhooks spec', () => {
@@ -68,7 +70,10 @@ describe('parseWebhookSecret', () => {
     ['with a key over 64 bytes', `whsec_${Buffer.alloc(65, 1).toString('base64')}`, /got 65/],
     ['that is empty after the prefix', 'whsec_', /got 0/],
   ])('throws CALLBACK_INVALID_SECRET for a secret %s, without echoing it', (_, secret, message) => {
-    const error = expectThrows(() => parseWebhookSecret(secret), CallbackSecretError, { code: 'CALLBACK_INVALID_SECRET', message: expect.stringMatching(message) });
+    const error = expectThrows(() => parseWebhookSecret(secret), CallbackSecretError, {
+      code: 'CALLBACK_INVALID_SECRET',
+      message: expect.stringMatching(message),
+    });
     if (secret.length > 6) expect(error.message).not.toContain(secret.slice(6));
   });
 });
@@ -96,12 +101,14 @@ describe('verifyWebhook', () => {
   it('accepts fetch Headers, mixed-case keys and a matching signature among several', () => {
     const several = `v1a,c29tZXRoaW5nIGVsc2U= v1,${Buffer.alloc(32).toString('base64')} ${good}`;
     expect(verify({ headers: new Headers(headersFor(several)) }).kind).toBe('verified');
-    expect(verify({ headers: { 'Webhook-Id': ID, 'Webhook-Timestamp': String(TS), 'Webhook-Signature': good } }).kind).toBe('verified');
+    expect(
+      verify({ headers: { 'Webhook-Id': ID, 'Webhook-Timestamp': String(TS), 'Webhook-Signature': good } }).kind,
+    ).toBe('verified');
   });
 
   it.each([
     ['the body changed', { body: BODY.replace('succeeded', 'failed') }, 'no-matching-signature'],
-    ['the body gained a byte', { body: BODY + ' ' }, 'no-matching-signature'],
+    ['the body gained a byte', { body: `${BODY} ` }, 'no-matching-signature'],
     ['the id changed', { headers: headersFor(good, 'call_other') }, 'no-matching-signature'],
     ['the timestamp changed', { headers: headersFor(good, ID, TS + 1) }, 'no-matching-signature'],
     ['the secret differs', { secret: `whsec_${Buffer.alloc(32, 7).toString('base64')}` }, 'no-matching-signature'],
@@ -110,8 +117,16 @@ describe('verifyWebhook', () => {
     ['the timestamp is 301 s old', { now: (TS + 301) * 1000 }, 'too-old'],
     ['the timestamp is 301 s ahead', { now: (TS - 301) * 1000 }, 'too-new'],
     ['the timestamp is 61 s old with a 60 s tolerance', { now: (TS + 61) * 1000, toleranceSec: 60 }, 'too-old'],
-    ['the timestamp is not a number', { headers: { ...headersFor(good), 'webhook-timestamp': '17e8' } }, 'invalid-timestamp'],
-    ['the signature header is missing', { headers: { 'webhook-id': ID, 'webhook-timestamp': String(TS) } }, 'missing-header'],
+    [
+      'the timestamp is not a number',
+      { headers: { ...headersFor(good), 'webhook-timestamp': '17e8' } },
+      'invalid-timestamp',
+    ],
+    [
+      'the signature header is missing',
+      { headers: { 'webhook-id': ID, 'webhook-timestamp': String(TS) } },
+      'missing-header',
+    ],
     ['the id header is empty', { headers: headersFor(good, '') }, 'missing-header'],
   ])('rejects when %s', (_, over, reason) => {
     const result = verify(over);

@@ -3,7 +3,11 @@
  * allowlist rules, and the pinned lookup. DNS is always injected: no test touches real DNS.
  */
 import { describe, expect, it } from 'vitest';
-import { CallbackConfigError, CallbackRefusedError, createCallbackPolicy } from '../../../../gateway/detached/callbacks/index.ts';
+import {
+  CallbackConfigError,
+  CallbackRefusedError,
+  createCallbackPolicy,
+} from '../../../../gateway/detached/callbacks/index.ts';
 import type { CallbackPolicyOptions, ResolvedAddress } from '../../../../gateway/detached/callbacks/index.ts';
 import { pinnedLookup } from '../../../../gateway/detached/callbacks/targets.ts';
 
@@ -20,10 +24,12 @@ function fakeDns(records: Record<string, string[]>) {
 }
 
 async function refusal(options: CallbackPolicyOptions, url: string): Promise<CallbackRefusedError> {
-  const error = await createCallbackPolicy(options).check(url).then(
-    () => undefined,
-    (e: unknown) => e,
-  );
+  const error = await createCallbackPolicy(options)
+    .check(url)
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
   expect(error).toBeInstanceOf(CallbackRefusedError);
   const refused = error as CallbackRefusedError;
   expect(refused.code).toBe('CALLBACK_URL_REFUSED');
@@ -65,35 +71,57 @@ describe('createCallbackPolicy: special addresses', () => {
   it('refuses a hostname that resolves to a private address, naming host and address', async () => {
     const { lookup } = fakeDns({ 'hooks.example.com': ['10.0.0.5'] });
     const error = await refusal({ allow: ['hooks.example.com'], lookup }, 'https://hooks.example.com/x');
-    expect(error.message).toBe('callback URL "https://hooks.example.com/x" refused: hooks.example.com resolves to 10.0.0.5, which is a private address');
+    expect(error.message).toBe(
+      'callback URL "https://hooks.example.com/x" refused: hooks.example.com resolves to 10.0.0.5, which is a private address',
+    );
   });
 
   it('refuses a hostname when any one of its addresses is special', async () => {
     const { lookup } = fakeDns({ 'hooks.example.com': ['93.184.215.14', '2606:4700::1', '::1'] });
-    expect((await refusal({ allow: ['hooks.example.com'], lookup }, 'https://hooks.example.com/')).message).toContain('::1');
+    expect((await refusal({ allow: ['hooks.example.com'], lookup }, 'https://hooks.example.com/')).message).toContain(
+      '::1',
+    );
   });
 
   it('returns the URL and the first approved address for public targets', async () => {
-    const { lookup } = fakeDns({ 'hooks.example.com': ['93.184.215.14', '93.184.215.15'], 'v6.example.com': ['2606:4700::1111'] });
-    const policy = createCallbackPolicy({ allow: ['https://hooks.example.com', '*.example.com', 'http://8.8.8.8', 'http://[2001:4860:4860::8888]'], lookup });
+    const { lookup } = fakeDns({
+      'hooks.example.com': ['93.184.215.14', '93.184.215.15'],
+      'v6.example.com': ['2606:4700::1111'],
+    });
+    const policy = createCallbackPolicy({
+      allow: ['https://hooks.example.com', '*.example.com', 'http://8.8.8.8', 'http://[2001:4860:4860::8888]'],
+      lookup,
+    });
     const target = await policy.check('https://hooks.example.com/calls?token=abc');
     expect(target.url.href).toBe('https://hooks.example.com/calls?token=abc');
     expect(target).toMatchObject({ address: '93.184.215.14', family: 4 });
     expect(await policy.check('https://v6.example.com/')).toMatchObject({ address: '2606:4700::1111', family: 6 });
     expect(await policy.check('http://8.8.8.8/x')).toMatchObject({ address: '8.8.8.8', family: 4 });
-    expect(await policy.check('http://[2001:4860:4860::8888]/x')).toMatchObject({ address: '2001:4860:4860::8888', family: 6 });
+    expect(await policy.check('http://[2001:4860:4860::8888]/x')).toMatchObject({
+      address: '2001:4860:4860::8888',
+      family: 6,
+    });
   });
 
   it('lets loopback and private targets through with allowPrivate', async () => {
     const { lookup } = fakeDns({ 'hooks.internal.test': ['10.0.0.5'] });
-    const policy = createCallbackPolicy({ allow: ['http://127.0.0.1:8080', 'hooks.internal.test'], allowPrivate: true, lookup });
+    const policy = createCallbackPolicy({
+      allow: ['http://127.0.0.1:8080', 'hooks.internal.test'],
+      allowPrivate: true,
+      lookup,
+    });
     expect(await policy.check('http://127.0.0.1:8080/cb')).toMatchObject({ address: '127.0.0.1', family: 4 });
     expect(await policy.check('http://hooks.internal.test/cb')).toMatchObject({ address: '10.0.0.5' });
   });
 });
 
 describe('createCallbackPolicy: URL and allowlist checks', () => {
-  const { lookup } = fakeDns({ 'hooks.example.com': ['93.184.215.14'], 'hooks.example.com.': ['93.184.215.14'], 'a.b.example.com': ['93.184.215.14'], 'example.com': ['93.184.215.14'] });
+  const { lookup } = fakeDns({
+    'hooks.example.com': ['93.184.215.14'],
+    'hooks.example.com.': ['93.184.215.14'],
+    'a.b.example.com': ['93.184.215.14'],
+    'example.com': ['93.184.215.14'],
+  });
 
   it.each([
     ['not a URL', 'invalid-url'],
@@ -163,7 +191,9 @@ describe('createCallbackPolicy: URL and allowlist checks', () => {
   });
 
   it('refuses an allowlist that is not an array', () => {
-    expect(() => createCallbackPolicy({ allow: 'hooks.example.com' as unknown as string[] })).toThrow(/allow must be an array/);
+    expect(() => createCallbackPolicy({ allow: 'hooks.example.com' as unknown as string[] })).toThrow(
+      /allow must be an array/,
+    );
   });
 });
 

@@ -52,7 +52,11 @@ export function queuedRecord(now: number, overrides: Partial<CallRecord> = {}): 
 export const succeeded = (now: number): CallFinish => ({ status: 'succeeded', completedAt: now + 50, executionMs: 47 });
 
 /** A JSON result with `text` as its body. */
-export const json = (text: string): StoredResult => ({ status: 200, contentType: 'application/json', body: Buffer.from(text) });
+export const json = (text: string): StoredResult => ({
+  status: 200,
+  contentType: 'application/json',
+  body: Buffer.from(text),
+});
 
 /** A fixture whose store already holds one record, made by `make` at the store's clock `t`. */
 export async function withRecord(

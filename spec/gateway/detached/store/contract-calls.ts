@@ -10,7 +10,9 @@ import type { MakeStore } from './call-fixtures.ts';
 /** Registers the record, finish and result tests; `fixture` makes a store closed after the test. */
 export function callTests(fixture: MakeStore): void {
   it('returns the record as created when asked by id', async () => {
-    const { store, record } = await withRecord(fixture, (t) => runningRecord(t, { callbackUrl: 'https://hooks.example/done', idempotencyKey: 'k-1' }));
+    const { store, record } = await withRecord(fixture, (t) =>
+      runningRecord(t, { callbackUrl: 'https://hooks.example/done', idempotencyKey: 'k-1' }),
+    );
     expect(await store.get(record.id)).toEqual(record);
   });
 
@@ -31,7 +33,9 @@ export function callTests(fixture: MakeStore): void {
   it('rejects a record that is not queued or running, or whose id is taken, keeping the first', async () => {
     const { store, t, record } = await withRecord(fixture, runningRecord);
     await expect(store.create({ ...record, fn: 'other' })).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
-    await expect(store.create(runningRecord(t, { status: 'succeeded' }))).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
+    await expect(store.create(runningRecord(t, { status: 'succeeded' }))).rejects.toMatchObject({
+      code: 'STORE_INVALID_RECORD',
+    });
     await expect(store.create({ ...record, status: 'queued' })).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
     expect(await store.get(record.id)).toEqual(record);
   });
@@ -40,7 +44,12 @@ export function callTests(fixture: MakeStore): void {
     const { store, t, record } = await withRecord(fixture, runningRecord);
     expect(await store.getResult(record.id)).toBeUndefined();
     expect(await store.finish(record.id, succeeded(t), json('{"ok":true}'))).toBe(true);
-    expect(await store.get(record.id)).toEqual({ ...record, status: 'succeeded', completedAt: t + 50, executionMs: 47 });
+    expect(await store.get(record.id)).toEqual({
+      ...record,
+      status: 'succeeded',
+      completedAt: t + 50,
+      executionMs: 47,
+    });
     expect(await store.getResult(record.id)).toEqual(json('{"ok":true}'));
   });
 
@@ -64,7 +73,11 @@ export function callTests(fixture: MakeStore): void {
 
   it('keeps a cancel that won the race: the late success returns false and stores no result', async () => {
     const { store, t, record } = await withRecord(fixture, runningRecord);
-    const cancel: CallFinish = { status: 'cancelled', completedAt: t + 10, error: { code: 'CANCELLED', message: 'by client' } };
+    const cancel: CallFinish = {
+      status: 'cancelled',
+      completedAt: t + 10,
+      error: { code: 'CANCELLED', message: 'by client' },
+    };
     expect(await store.finish(record.id, cancel)).toBe(true);
     expect(await store.finish(record.id, succeeded(t), json('too late'))).toBe(false);
     expect(await store.get(record.id)).toMatchObject({ status: 'cancelled', error: cancel.error, completedAt: t + 10 });

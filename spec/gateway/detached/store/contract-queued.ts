@@ -24,7 +24,13 @@ export function queuedTests(fixture: MakeStore): void {
   it('moves a queued call to running with its runner, start time and delay, and returns true', async () => {
     const { store, t, record } = await withRecord(fixture, queuedRecord);
     expect(await store.start(record.id, startAt(t))).toBe(true);
-    expect(await store.get(record.id)).toEqual({ ...record, status: 'running', runner: 'runner-1', startedAt: t + 7, delayMs: 7 });
+    expect(await store.get(record.id)).toEqual({
+      ...record,
+      status: 'running',
+      runner: 'runner-1',
+      startedAt: t + 7,
+      delayMs: 7,
+    });
   });
 
   it('returns false and changes nothing when the call is running, final or unknown', async () => {
@@ -47,16 +53,33 @@ export function queuedTests(fixture: MakeStore): void {
 
   it('finishes a queued call, after which a start returns false and the record stays final', async () => {
     const { store, t, record } = await withRecord(fixture, queuedRecord);
-    const cancel: CallFinish = { status: 'cancelled', completedAt: t + 3, error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' } };
+    const cancel: CallFinish = {
+      status: 'cancelled',
+      completedAt: t + 3,
+      error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' },
+    };
     expect(await store.finish(record.id, cancel)).toBe(true);
     expect(await store.start(record.id, startAt(t))).toBe(false);
-    expect(await store.get(record.id)).toEqual({ ...record, status: 'cancelled', completedAt: t + 3, error: cancel.error });
+    expect(await store.get(record.id)).toEqual({
+      ...record,
+      status: 'cancelled',
+      completedAt: t + 3,
+      error: cancel.error,
+    });
   });
 
   it('writes the start a finish carries, with the result, when the call is still queued', async () => {
     const { store, t, record } = await withRecord(fixture, queuedRecord);
     expect(await store.finish(record.id, { ...succeeded(t), start: startAt(t) }, json('{"ok":1}'))).toBe(true);
-    expect(await store.get(record.id)).toEqual({ ...record, status: 'succeeded', runner: 'runner-1', startedAt: t + 7, delayMs: 7, completedAt: t + 50, executionMs: 47 });
+    expect(await store.get(record.id)).toEqual({
+      ...record,
+      status: 'succeeded',
+      runner: 'runner-1',
+      startedAt: t + 7,
+      delayMs: 7,
+      completedAt: t + 50,
+      executionMs: 47,
+    });
     expect(await store.getResult(record.id)).toEqual(json('{"ok":1}'));
   });
 
@@ -64,14 +87,20 @@ export function queuedTests(fixture: MakeStore): void {
   it('lets exactly one of many concurrent starts win', async () => {
     const { store, peer, t, record } = await withRecord(fixture, queuedRecord);
     const stores = [store, await peer()];
-    const won = await Promise.all(Array.from({ length: 8 }, (_, i) => stores[i % 2]!.start(record.id, startAt(t, `runner-${i}`))));
+    const won = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => stores[i % 2]!.start(record.id, startAt(t, `runner-${i}`))),
+    );
     expect(won.filter(Boolean)).toHaveLength(1);
     expect(await store.get(record.id)).toMatchObject({ status: 'running', runner: `runner-${won.indexOf(true)}` });
   });
 
   it('rejects a start without a runner or with a time that is not a number, changing nothing', async () => {
     const { store, t, record } = await withRecord(fixture, queuedRecord);
-    const bad: unknown[] = [{ ...startAt(t), runner: '' }, { ...startAt(t), startedAt: Number.NaN }, { runner: 'runner-1', startedAt: t }];
+    const bad: unknown[] = [
+      { ...startAt(t), runner: '' },
+      { ...startAt(t), startedAt: Number.NaN },
+      { runner: 'runner-1', startedAt: t },
+    ];
     for (const start of bad) {
       await expect(store.start(record.id, start as CallStart)).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
     }
@@ -79,7 +108,9 @@ export function queuedTests(fixture: MakeStore): void {
   });
 
   it('forgets a queued call once its lifetime and the result TTL have passed', async () => {
-    const { store, elapse, t, record } = await withRecord(fixture, (t) => queuedRecord(t, { expiresAt: t + 100 }), { resultTtl: SHORT_TTL });
+    const { store, elapse, t, record } = await withRecord(fixture, (t) => queuedRecord(t, { expiresAt: t + 100 }), {
+      resultTtl: SHORT_TTL,
+    });
     elapse(100 + SHORT_TTL);
     await vi.waitFor(async () => expect(await store.get(record.id)).toBeUndefined(), EXPIRY);
     expect(await store.start(record.id, startAt(t))).toBe(false);

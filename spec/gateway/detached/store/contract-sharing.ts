@@ -53,7 +53,9 @@ export function sharingTests(fixture: MakeStore): void {
   it('rejects a claim TTL that is not a positive integer', async () => {
     const { store } = await fixture();
     for (const ttl of [0, -1, 1.5, Number.NaN]) {
-      await expect(store.claimKey('k', { callId: 'c', fingerprint: 'f' }, ttl)).rejects.toMatchObject({ code: 'STORE_INVALID_OPTION' });
+      await expect(store.claimKey('k', { callId: 'c', fingerprint: 'f' }, ttl)).rejects.toMatchObject({
+        code: 'STORE_INVALID_OPTION',
+      });
     }
   });
 
@@ -101,7 +103,9 @@ export function sharingTests(fixture: MakeStore): void {
   });
 
   it('forgets a running call once its lifetime and the result TTL have passed', async () => {
-    const { store, elapse, t, record } = await withRecord(fixture, (t) => runningRecord(t, { expiresAt: t + 100 }), { resultTtl: SHORT_TTL });
+    const { store, elapse, t, record } = await withRecord(fixture, (t) => runningRecord(t, { expiresAt: t + 100 }), {
+      resultTtl: SHORT_TTL,
+    });
     elapse(100 + SHORT_TTL);
     await vi.waitFor(async () => expect(await store.get(record.id)).toBeUndefined(), EXPIRY);
     expect(await store.finish(record.id, succeeded(t))).toBe(false);
@@ -112,7 +116,9 @@ export function sharingTests(fixture: MakeStore): void {
     await store.close();
     await store.close();
     await expect(store.get('call-1')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', status: 503 });
-    await expect(store.claimKey('k', { callId: 'c', fingerprint: 'f' }, 1000)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    await expect(store.claimKey('k', { callId: 'c', fingerprint: 'f' }, 1000)).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+    });
     await expect(store.onCancel('gateway-a', () => {})).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
   });
 }

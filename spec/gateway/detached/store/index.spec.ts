@@ -13,9 +13,15 @@ describe('createStore', () => {
   });
 
   it('passes the options on, so a bad one is refused by name', () => {
-    expect(() => createStore('memory', { maxStoredBytes: 0 })).toThrow('maxStoredBytes must be a positive integer, got 0');
-    expect(() => createStore('redis://127.0.0.1:6379', { maxStoredBytes: 0 })).toThrow('maxStoredBytes must be a positive integer, got 0');
-    expect(() => createStore('redis://127.0.0.1:6379', { resultTtl: -1 })).toThrow('resultTtl must be a positive integer, got -1');
+    expect(() => createStore('memory', { maxStoredBytes: 0 })).toThrow(
+      'maxStoredBytes must be a positive integer, got 0',
+    );
+    expect(() => createStore('redis://127.0.0.1:6379', { maxStoredBytes: 0 })).toThrow(
+      'maxStoredBytes must be a positive integer, got 0',
+    );
+    expect(() => createStore('redis://127.0.0.1:6379', { resultTtl: -1 })).toThrow(
+      'resultTtl must be a positive integer, got -1',
+    );
   });
 
   it('returns a redis store for a redis:// URL', async () => {
@@ -32,7 +38,10 @@ describe('createStore', () => {
     ['', 'store must be "memory" or redis://host:port[/db], got ""'],
     ['Memory', 'store must be "memory" or redis://host:port[/db], got "Memory"'],
     ['rediss://127.0.0.1:6380', 'store must be "memory" or redis://host:port[/db], got "rediss://127.0.0.1:6380"'],
-    ['postgres://app:pw@db/calls', 'store must be "memory" or redis://host:port[/db], got "postgres://app:***@db/calls"'],
+    [
+      'postgres://app:pw@db/calls',
+      'store must be "memory" or redis://host:port[/db], got "postgres://app:***@db/calls"',
+    ],
     ['redis://', 'store must be redis://host:port[/db], got "redis://"'],
   ])('refuses the setting %j with a message naming `store`', (spec, message) => {
     expect(() => createStore(spec)).toThrow(message);

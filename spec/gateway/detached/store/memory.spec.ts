@@ -44,7 +44,11 @@ describe('createMemoryStore', () => {
 
   it('keeps every result until its TTL when full, refusing the next one, and logs no eviction', async () => {
     const warnings: LogFields[] = [];
-    const { store, now, elapse } = memoryStore({ resultTtl: 1000, maxStoredBytes: 3 * (RECORD_OVERHEAD_BYTES + 1000), logger: warningRecorder(warnings) });
+    const { store, now, elapse } = memoryStore({
+      resultTtl: 1000,
+      maxStoredBytes: 3 * (RECORD_OVERHEAD_BYTES + 1000),
+      logger: warningRecorder(warnings),
+    });
     const finished = [];
     for (let i = 0; i < 3; i++) {
       const record = runningRecord(now());
@@ -58,11 +62,19 @@ describe('createMemoryStore', () => {
     await expect(store.finish(late.id, done, bytes(1000))).rejects.toMatchObject({ code: 'STORE_FULL' });
     elapse(700); // the first result is 1000 ms old: still kept
     await expect(store.finish(late.id, done, bytes(1000))).rejects.toMatchObject({ code: 'STORE_FULL' });
-    expect(await Promise.all(finished.map(async (id) => (await store.getResult(id)) !== undefined))).toEqual([true, true, true]);
+    expect(await Promise.all(finished.map(async (id) => (await store.getResult(id)) !== undefined))).toEqual([
+      true,
+      true,
+      true,
+    ]);
     elapse(1); // now it is past its TTL, and its bytes are free
     expect(await store.finish(late.id, done, bytes(1000))).toBe(true);
     expect(await store.getResult(finished[0]!)).toBeUndefined();
-    expect(await store.health()).toEqual({ ok: true, storedBytes: 3 * (RECORD_OVERHEAD_BYTES + 1000), maxStoredBytes: 3 * (RECORD_OVERHEAD_BYTES + 1000) });
+    expect(await store.health()).toEqual({
+      ok: true,
+      storedBytes: 3 * (RECORD_OVERHEAD_BYTES + 1000),
+      maxStoredBytes: 3 * (RECORD_OVERHEAD_BYTES + 1000),
+    });
     expect(warnings).toEqual([]);
   });
 
@@ -70,7 +82,11 @@ describe('createMemoryStore', () => {
     const { store, now } = memoryStore({ maxStoredBytes: 10_000 });
     const record = runningRecord(now());
     await store.create(record);
-    await expect(store.finish(record.id, done, bytes(10_000))).rejects.toMatchObject({ code: 'STORE_FULL', bytes: 10_000 + RECORD_OVERHEAD_BYTES, storedBytes: 0 });
+    await expect(store.finish(record.id, done, bytes(10_000))).rejects.toMatchObject({
+      code: 'STORE_FULL',
+      bytes: 10_000 + RECORD_OVERHEAD_BYTES,
+      storedBytes: 0,
+    });
     expect(await store.get(record.id)).toMatchObject({ status: 'running' });
     expect(await store.finish(record.id, { ...done, status: 'failed' })).toBe(true);
   });
@@ -79,7 +95,9 @@ describe('createMemoryStore', () => {
     const { store } = memoryStore({ maxKeys: 2 });
     for (const key of ['a', 'b', 'c']) await store.claimKey(key, { callId: `call-${key}`, fingerprint: 'f' }, 60_000);
     expect(await store.claimKey('a', { callId: 'call-x', fingerprint: 'f' }, 60_000)).toBeUndefined();
-    expect(await store.claimKey('c', { callId: 'call-x', fingerprint: 'f' }, 60_000)).toMatchObject({ callId: 'call-c' });
+    expect(await store.claimKey('c', { callId: 'call-x', fingerprint: 'f' }, 60_000)).toMatchObject({
+      callId: 'call-c',
+    });
   });
 
   it('logs a cancel handler that throws and still resolves the request', async () => {

@@ -8,7 +8,14 @@ import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { CREATE_TIMEOUT_MS, connectRedis, createRedisStore, quitRedis, redisDefaults, redisUses } from '../../../../gateway/detached/store/index.ts';
+import {
+  CREATE_TIMEOUT_MS,
+  connectRedis,
+  createRedisStore,
+  quitRedis,
+  redisDefaults,
+  redisUses,
+} from '../../../../gateway/detached/store/index.ts';
 import type { RedisUse } from '../../../../gateway/detached/store/index.ts';
 
 /** Accepts connections and never answers: a stalled Redis. */
@@ -56,13 +63,23 @@ describe('connectRedis', () => {
       maxRetriesPerRequest: 0,
     });
     // Reconnects forever, 100 ms more each attempt, at most a second apart.
-    expect([1, 2, 5, 10, 11, 1000].map((attempt) => options.retryStrategy!(attempt))).toEqual([100, 200, 500, 1000, 1000, 1000]);
+    expect([1, 2, 5, 10, 11, 1000].map((attempt) => options.retryStrategy!(attempt))).toEqual([
+      100, 200, 500, 1000, 1000, 1000,
+    ]);
   });
 
   it('takes the timeouts given over the defaults, and the user and password of the URL, shown without them', () => {
-    const { client, display } = connectRedis(silentUrl.replace('redis://', 'redis://me:s3cret@'), redisUses.control, { connectTimeout: 300, commandTimeout: 400 });
+    const { client, display } = connectRedis(silentUrl.replace('redis://', 'redis://me:s3cret@'), redisUses.control, {
+      connectTimeout: 300,
+      commandTimeout: 400,
+    });
     clients.push(client);
-    expect(client.options).toMatchObject({ connectTimeout: 300, commandTimeout: 400, username: 'me', password: 's3cret' });
+    expect(client.options).toMatchObject({
+      connectTimeout: 300,
+      commandTimeout: 400,
+      username: 'me',
+      password: 's3cret',
+    });
     expect(display).toBe(silentUrl);
   });
 
@@ -71,11 +88,15 @@ describe('connectRedis', () => {
     [{ commandTimeout: -1 }, 'commandTimeout must be a positive integer, got -1'],
     [{ commandTimeout: 1.5 }, 'commandTimeout must be a positive integer, got 1.5'],
   ])('refuses the timeouts %o with STORE_INVALID_OPTION naming the option', (timeouts, message) => {
-    expect(() => connectRedis(silentUrl, redisUses.keys, timeouts)).toThrow(expect.objectContaining({ code: 'STORE_INVALID_OPTION', message }));
+    expect(() => connectRedis(silentUrl, redisUses.keys, timeouts)).toThrow(
+      expect.objectContaining({ code: 'STORE_INVALID_OPTION', message }),
+    );
   });
 
   it('refuses a URL that is not redis://host:port[/db], quoting it without its password', () => {
-    expect(() => connectRedis('redis://me:s3cret@127.0.0.1/0', redisUses.limiter)).toThrow('store must be redis://host:port[/db], got "redis://me:***@127.0.0.1/0"');
+    expect(() => connectRedis('redis://me:s3cret@127.0.0.1/0', redisUses.limiter)).toThrow(
+      'store must be redis://host:port[/db], got "redis://me:***@127.0.0.1/0"',
+    );
   });
 
   it('fails a command a stalled Redis never answers after the command timeout', async () => {
@@ -107,7 +128,10 @@ describe('quitRedis', () => {
 describe('the Redis store', () => {
   it('refuses a command timeout shorter than the time a create waits for its answer', () => {
     expect(() => createRedisStore({ url: silentUrl, commandTimeout: CREATE_TIMEOUT_MS - 1 })).toThrow(
-      expect.objectContaining({ code: 'STORE_INVALID_OPTION', message: `commandTimeout must be at least ${CREATE_TIMEOUT_MS} ms, the time a create waits for its answer, got ${CREATE_TIMEOUT_MS - 1}` }),
+      expect.objectContaining({
+        code: 'STORE_INVALID_OPTION',
+        message: `commandTimeout must be at least ${CREATE_TIMEOUT_MS} ms, the time a create waits for its answer, got ${CREATE_TIMEOUT_MS - 1}`,
+      }),
     );
   });
 });

@@ -40,7 +40,13 @@ describeCallStore('redis store', async (options) => {
     stores.push(createRedisStore({ url: server.url, keyPrefix, ...options }));
     return stores.at(-1)!;
   };
-  return { store: stores[0]!, peer, elapse: () => {}, now: Date.now, close: async () => void (await Promise.all(stores.map((s) => s.close()))) };
+  return {
+    store: stores[0]!,
+    peer,
+    elapse: () => {},
+    now: Date.now,
+    close: async () => void (await Promise.all(stores.map((s) => s.close()))),
+  };
 });
 
 const done = { status: 'succeeded', completedAt: Date.now(), executionMs: 5 } as const;
@@ -114,7 +120,10 @@ describe('createRedisStore', () => {
   it('connects with the user and password in the URL', async () => {
     const raw = rawClient();
     await raw.call('ACL', 'SETUSER', 'gw', 'on', '>p@ss/word', '~*', '&*', '+@all');
-    const store = open({ url: `redis://gw:${encodeURIComponent('p@ss/word')}@127.0.0.1:${server.port}/0`, keyPrefix: `t-${randomUUID()}:` });
+    const store = open({
+      url: `redis://gw:${encodeURIComponent('p@ss/word')}@127.0.0.1:${server.port}/0`,
+      keyPrefix: `t-${randomUUID()}:`,
+    });
     await expect(store.claimKey('k', { callId: 'c', fingerprint: 'f' }, 1000)).resolves.toBeUndefined();
     const wrong = open({ url: `redis://gw:nope@127.0.0.1:${server.port}/0` });
     const error = await wrong.get('call-1').catch((e: unknown) => e as Error);
@@ -123,14 +132,20 @@ describe('createRedisStore', () => {
   });
 
   it('refuses a key prefix that is not a string', () => {
-    expect(() => createRedisStore({ url: server.url, keyPrefix: 5 as unknown as string })).toThrow('keyPrefix must be a string, got 5');
+    expect(() => createRedisStore({ url: server.url, keyPrefix: 5 as unknown as string })).toThrow(
+      'keyPrefix must be a string, got 5',
+    );
   });
 
   it('rejects promptly with STORE_UNAVAILABLE naming the URL without credentials when nothing listens', async () => {
     const port = await freePort();
     const warnings: LogFields[] = [];
     const store = open({ url: `redis://sluice:s3cret@127.0.0.1:${port}/2`, logger: warningRecorder(warnings) });
-    for (const attempt of [() => store.get('call-1'), () => store.create(runningRecord(Date.now())), () => store.onCancel('gateway-a', () => {})]) {
+    for (const attempt of [
+      () => store.get('call-1'),
+      () => store.create(runningRecord(Date.now())),
+      () => store.onCancel('gateway-a', () => {}),
+    ]) {
       const started = Date.now();
       const error = await attempt().then(
         () => undefined,
@@ -215,7 +230,9 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     return own;
   }
 
-  it.concurrent('fails its health check within about a second of a stall, then fails operations at once, and recovers', async ({ onTestFinished }) => {
+  it.concurrent('fails its health check within about a second of a stall, then fails operations at once, and recovers', async ({
+    onTestFinished,
+  }) => {
     const own = await ownRedis(onTestFinished);
     const warnings: LogFields[] = [];
     const store = own.open({ logger: warningRecorder(warnings) });
@@ -224,9 +241,14 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     // The reason names the health check's own 1 s bound: it was that check, not the command
     // timeout (10 s), that found the stall.
     await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 15_000, interval: 50 });
-    expect(await store.health()).toMatchObject({ reason: `redis store ${own.server.url} did not answer a health check within 1000 ms` });
+    expect(await store.health()).toMatchObject({
+      reason: `redis store ${own.server.url} did not answer a health check within 1000 ms`,
+    });
     const started = Date.now();
-    await expect(store.get('call-1')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('did not answer a health check') });
+    await expect(store.get('call-1')).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining('did not answer a health check'),
+    });
     // Failed on the health answer (at once, or after one more 1 s check), not the command timeout.
     expect(Date.now() - started).toBeLessThan(8_000);
     expect(warnings.filter((w) => w.msg === 'store not answering')).toHaveLength(1);
@@ -235,7 +257,9 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     await expect(store.get('call-1')).resolves.toBeUndefined();
   });
 
-  it.concurrent('never lets a create it gave up on land later, when redis stalls with the create on the wire', async ({ onTestFinished }) => {
+  it.concurrent('never lets a create it gave up on land later, when redis stalls with the create on the wire', async ({
+    onTestFinished,
+  }) => {
     const own = await ownRedis(onTestFinished);
     const keyPrefix = `t-${randomUUID()}:`;
     const store = own.open({ keyPrefix });
@@ -243,7 +267,10 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     own.stall();
     const record = runningRecord(Date.now());
     const started = Date.now();
-    await expect(store.create(record)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining(`did not confirm the record of call ${record.id} within 3000 ms`) });
+    await expect(store.create(record)).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining(`did not confirm the record of call ${record.id} within 3000 ms`),
+    });
     // Given up on its own 3 s bound (named in the message), not the command timeout (10 s).
     expect(Date.now() - started).toBeLessThan(8_000);
     own.resume();
@@ -253,7 +280,9 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     expect(await store.get(record.id)).toBeUndefined();
   });
 
-  it.concurrent('gives up on a start within 3 s when redis stalls with it on the wire, and the start lands harmlessly once it resumes', async ({ onTestFinished }) => {
+  it.concurrent('gives up on a start within 3 s when redis stalls with it on the wire, and the start lands harmlessly once it resumes', async ({
+    onTestFinished,
+  }) => {
     const own = await ownRedis(onTestFinished);
     const store = own.open();
     const record = queuedRecord(Date.now());
@@ -273,7 +302,9 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     expect(await store.finish(record.id, done, result)).toBe(true);
   });
 
-  it.concurrent('reconnects by itself when redis is killed and started again on its port, cancels included', async ({ onTestFinished }) => {
+  it.concurrent('reconnects by itself when redis is killed and started again on its port, cancels included', async ({
+    onTestFinished,
+  }) => {
     const own = await ownRedis(onTestFinished);
     const keyPrefix = `t-${randomUUID()}:`;
     const store = own.open({ keyPrefix });
@@ -284,7 +315,10 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     await own.server.stop();
     await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 15_000, interval: 50 });
     const started = Date.now();
-    await expect(store.get('call-1')).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: expect.stringContaining('ECONNREFUSED') });
+    await expect(store.get('call-1')).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining('ECONNREFUSED'),
+    });
     // The refusal ends it, not the connect (2 s, another message) or command (10 s) timeout.
     expect(Date.now() - started).toBeLessThan(8_000);
     await own.restart();
@@ -293,10 +327,13 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     await store.create(record);
     expect(await store.finish(record.id, done, result)).toBe(true);
     expect(await store.getResult(record.id)).toEqual(result);
-    await vi.waitFor(async () => {
-      await store.requestCancel('call-after-restart', 'gateway-a');
-      expect(cancels).toContain('call-after-restart');
-    }, { timeout: 10_000, interval: 100 });
+    await vi.waitFor(
+      async () => {
+        await store.requestCancel('call-after-restart', 'gateway-a');
+        expect(cancels).toContain('call-after-restart');
+      },
+      { timeout: 10_000, interval: 100 },
+    );
   });
 });
 
@@ -305,7 +342,9 @@ describe('startRedis', () => {
     const path = process.env.PATH;
     process.env.PATH = '/nonexistent';
     try {
-      await expect(startRedis()).rejects.toThrow('redis-server is not installed; the store specs need it: apt-get install -y redis-server');
+      await expect(startRedis()).rejects.toThrow(
+        'redis-server is not installed; the store specs need it: apt-get install -y redis-server',
+      );
     } finally {
       process.env.PATH = path;
     }

@@ -5,7 +5,12 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { countCallRuns } from '../../../../runner/engines/sim/call-log.ts';
-import { runSimEngineCommand, SimOptionError, type SimEngine, type SimEngineCommandOptions } from '../../../../runner/engines/sim/index.ts';
+import {
+  runSimEngineCommand,
+  SimOptionError,
+  type SimEngine,
+  type SimEngineCommandOptions,
+} from '../../../../runner/engines/sim/index.ts';
 
 let dir: string;
 let engines: SimEngine[] = [];
@@ -22,7 +27,10 @@ const fast = { prefillOverheadMs: 1, itlMs: 0, outputTokens: 2 };
 
 async function start(options: Partial<SimEngineCommandOptions>): Promise<string> {
   let url = '';
-  const engine = await runSimEngineCommand({ port: 0, host: '127.0.0.1', ...fast, ...options }, (line) => (url = JSON.parse(line).url));
+  const engine = await runSimEngineCommand(
+    { port: 0, host: '127.0.0.1', ...fast, ...options },
+    (line) => (url = JSON.parse(line).url),
+  );
   engines.push(engine);
   return url;
 }
@@ -65,7 +73,11 @@ describe('sim engine call log', () => {
     const path = join(dir, 'calls.log');
     // The CLI's crash exits the process: whatever is not in the file when it fires is never written.
     const atCrash: string[] = [];
-    const url = await start({ callLog: path, crashOnCall: 1, onCrash: () => void atCrash.push(readFileSync(path, 'utf8')) });
+    const url = await start({
+      callLog: path,
+      crashOnCall: 1,
+      onCrash: () => void atCrash.push(readFileSync(path, 'utf8')),
+    });
     expect(await call(url, 'call-crash')).toBe(0);
     expect(atCrash).toEqual(['call-crash start\n']);
     expect(countCallRuns(atCrash).get('call-crash')).toBe(1);
@@ -87,7 +99,11 @@ describe('sim engine call log', () => {
     const path = join(dir, 'missing', 'calls.log');
     const failure = start({ callLog: path });
     await expect(failure).rejects.toBeInstanceOf(SimOptionError);
-    await expect(failure).rejects.toMatchObject({ code: 'SIM_INVALID_OPTION', option: 'callLog', message: expect.stringContaining(path) });
+    await expect(failure).rejects.toMatchObject({
+      code: 'SIM_INVALID_OPTION',
+      option: 'callLog',
+      message: expect.stringContaining(path),
+    });
   });
 });
 

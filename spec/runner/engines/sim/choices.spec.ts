@@ -11,20 +11,30 @@ describe('sim engine n choices', () => {
     const res = await postJson(`${url}/v1/chat/completions`, { messages, n: 3 });
     expect(res.statusCode).toBe(200);
     const body = (await res.body.json()) as any;
-    expect(body.choices.map((choice: any) => [choice.index, choice.finish_reason, choice.message.content.split(' ').length])).toEqual([
+    expect(
+      body.choices.map((choice: any) => [choice.index, choice.finish_reason, choice.message.content.split(' ').length]),
+    ).toEqual([
       [0, 'stop', 5],
       [1, 'stop', 5],
       [2, 'stop', 5],
     ]);
     expect(body.choices[0].message.content).toBe(single.choices[0].message.content);
     expect(new Set(body.choices.map((choice: any) => choice.message.content)).size).toBe(3);
-    expect(body.usage).toEqual({ prompt_tokens: single.usage.prompt_tokens, completion_tokens: 15, total_tokens: single.usage.prompt_tokens + 15 });
+    expect(body.usage).toEqual({
+      prompt_tokens: single.usage.prompt_tokens,
+      completion_tokens: 15,
+      total_tokens: single.usage.prompt_tokens + 15,
+    });
   });
 
   it('returns n text completions, capped alike by max_tokens', async () => {
     const { url } = await startEngine(fast);
-    const body = (await (await postJson(`${url}/v1/completions`, { prompt: 'once', n: 2, max_tokens: 3 })).body.json()) as any;
-    expect(body.choices.map((choice: any) => [choice.index, choice.finish_reason, choice.text.split(' ').length])).toEqual([
+    const body = (await (
+      await postJson(`${url}/v1/completions`, { prompt: 'once', n: 2, max_tokens: 3 })
+    ).body.json()) as any;
+    expect(
+      body.choices.map((choice: any) => [choice.index, choice.finish_reason, choice.text.split(' ').length]),
+    ).toEqual([
       [0, 'length', 3],
       [1, 'length', 3],
     ]);
@@ -34,7 +44,12 @@ describe('sim engine n choices', () => {
   it('streams each choice in its own chunks, naming its index, with the texts of the whole answer and usage over all', async () => {
     const { url } = await startEngine(fast);
     const whole = (await (await postJson(`${url}/v1/chat/completions`, { messages, n: 2 })).body.json()) as any;
-    const res = await postJson(`${url}/v1/chat/completions`, { messages, n: 2, stream: true, stream_options: { include_usage: true } });
+    const res = await postJson(`${url}/v1/chat/completions`, {
+      messages,
+      n: 2,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const chunks = (await readEvents(res.body)).slice(0, -1).map((event) => JSON.parse(event.data));
     const choiceChunks = chunks.filter((chunk) => chunk.choices.length > 0);
     expect(choiceChunks.every((chunk) => chunk.choices.length === 1)).toBe(true);

@@ -41,7 +41,9 @@ describe('sim engine embeddings', () => {
     const { url } = await startEngine(fast);
     const full = (await embed(url, { input: 'alpha' })).data[0]!.embedding as number[];
     const short = (await embed(url, { input: 'alpha', dimensions: 48 })).data[0]!.embedding as number[];
-    const shortBase64 = decode((await embed(url, { input: 'alpha', dimensions: 48, encoding_format: 'base64' })).data[0]!.embedding as string);
+    const shortBase64 = decode(
+      (await embed(url, { input: 'alpha', dimensions: 48, encoding_format: 'base64' })).data[0]!.embedding as string,
+    );
     expect(short).toHaveLength(48);
     expect(shortBase64).toEqual(short);
     expect(Math.hypot(...short)).toBeCloseTo(1, 6);
@@ -55,7 +57,12 @@ describe('sim engine embeddings', () => {
     const one = await embed(url, { input: [101, 7592, 102] });
     expect(one.data).toHaveLength(1);
     expect(one.usage).toEqual({ prompt_tokens: 3, total_tokens: 3 });
-    const many = await embed(url, { input: [[101, 7592, 102], [5, 6]] });
+    const many = await embed(url, {
+      input: [
+        [101, 7592, 102],
+        [5, 6],
+      ],
+    });
     expect(many.data.map((item) => item.index)).toEqual([0, 1]);
     expect(many.usage).toEqual({ prompt_tokens: 5, total_tokens: 5 });
     expect(many.data[0]!.embedding).toEqual(one.data[0]!.embedding);

@@ -58,10 +58,21 @@ describe('sim engine faults: startup delay', () => {
   it('answers 503 (model loading) on health, models and calls until the delay has passed, then 200', async () => {
     let now = 1_700_000_000_000;
     const { url, engine } = await startEngine({ ...fast, startupDelayMs: 4_500, clock: { now: () => now } });
-    for (const res of [await request(`${url}/health`), await request(`${url}/v1/models`), ...(await Promise.all(callEach(url)))]) {
+    for (const res of [
+      await request(`${url}/health`),
+      await request(`${url}/v1/models`),
+      ...(await Promise.all(callEach(url))),
+    ]) {
       expect(res.statusCode).toBe(503);
       expect(res.headers['retry-after']).toBe('5');
-      expect(await res.body.json()).toEqual({ error: { type: 'Service Unavailable', code: 503, param: null, message: 'model sim-small is loading; retry later' } });
+      expect(await res.body.json()).toEqual({
+        error: {
+          type: 'Service Unavailable',
+          code: 503,
+          param: null,
+          message: 'model sim-small is loading; retry later',
+        },
+      });
     }
     // A scraper still sees the engine, idle, while it loads.
     const metrics = await readMetrics(url);
@@ -108,7 +119,13 @@ describe('sim engine faults: crash on call', () => {
   it('counts only calls made once loaded, and ignores health and metrics', async () => {
     let now = 0;
     const onCrash = vi.fn();
-    const { url } = await startEngine({ ...fast, crashOnCall: 1, onCrash, startupDelayMs: 10, clock: { now: () => now } });
+    const { url } = await startEngine({
+      ...fast,
+      crashOnCall: 1,
+      onCrash,
+      startupDelayMs: 10,
+      clock: { now: () => now },
+    });
     await (await postJson(`${url}/v1/completions`, { prompt: 'early' })).body.dump();
     now = 10;
     await (await request(`${url}/health`)).body.dump();

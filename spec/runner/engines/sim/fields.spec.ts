@@ -43,7 +43,7 @@ describe('optionalBoolean', () => {
 });
 
 describe('optionalChoice', () => {
-  it('returns a listed choice and refuses any other value in pydantic\'s words', () => {
+  it("returns a listed choice and refuses any other value in pydantic's words", () => {
     expect(optionalChoice({ f: 'float' }, 'f', ['float', 'base64'])).toEqual({ kind: 'ok', value: 'float' });
     expect(optionalChoice({}, 'f', ['float', 'base64'])).toEqual({ kind: 'ok', value: undefined });
     const refused = optionalChoice({ f: 'hex' }, 'f', ['float', 'base64', 'int8']);

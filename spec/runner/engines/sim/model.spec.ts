@@ -1,9 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { createSimTiming, loadScale, type SimTimingModel, type SimTimingOptions } from '../../../../runner/engines/sim/timing.ts';
+import {
+  createSimTiming,
+  loadScale,
+  type SimTimingModel,
+  type SimTimingOptions,
+} from '../../../../runner/engines/sim/timing.ts';
 import { postJson, readEvents, readEventsLive, readMetrics, startEngine, words, type TimedEvent } from './helpers.ts';
 
 /** Sends a streaming completion and returns its events, stamped, and when it was sent. */
-async function stream(url: string, prompt: string, extra: Record<string, unknown> = {}, signal?: AbortSignal): Promise<{ sentAt: number; events: TimedEvent[] }> {
+async function stream(
+  url: string,
+  prompt: string,
+  extra: Record<string, unknown> = {},
+  signal?: AbortSignal,
+): Promise<{ sentAt: number; events: TimedEvent[] }> {
   const sentAt = performance.now();
   const res = await postJson(`${url}/v1/completions`, { prompt, stream: true, ...extra }, signal);
   expect(res.statusCode).toBe(200);
@@ -80,15 +90,25 @@ describe('sim engine model: queueing', () => {
     const metrics = await readMetrics(url);
     expect(metrics.get('vllm:time_to_first_token_seconds_count')).toBe(3);
     // Measured by the engine from each call's arrival: at least the three prefills and the one wait.
-    expect(metrics.get('vllm:time_to_first_token_seconds_sum')).toBeGreaterThanOrEqual((3 * prefillOverheadMs + run / 2) / 1000);
+    expect(metrics.get('vllm:time_to_first_token_seconds_sum')).toBeGreaterThanOrEqual(
+      (3 * prefillOverheadMs + run / 2) / 1000,
+    );
   });
 
   it('answers 429 once maxNumSeqs run and maxQueue wait', async () => {
-    const { url, engine } = await startEngine({ profile: 'h100-8b', maxNumSeqs: 1, maxQueue: 1, itlMs: 1000, outputTokens: 100 });
+    const { url, engine } = await startEngine({
+      profile: 'h100-8b',
+      maxNumSeqs: 1,
+      maxQueue: 1,
+      itlMs: 1000,
+      outputTokens: 100,
+    });
     const holder = new AbortController();
     const running = await postJson(`${url}/v1/completions`, { prompt: 'first', stream: true }, holder.signal);
     const waiter = new AbortController();
-    const waiting = postJson(`${url}/v1/completions`, { prompt: 'second', max_tokens: 1 }, waiter.signal).catch(() => undefined);
+    const waiting = postJson(`${url}/v1/completions`, { prompt: 'second', max_tokens: 1 }, waiter.signal).catch(
+      () => undefined,
+    );
     while ((await readMetrics(url)).get('vllm:num_requests_waiting') !== 1);
     const refused = await postJson(`${url}/v1/completions`, { prompt: 'third', max_tokens: 1 });
     expect(refused.statusCode).toBe(429);
@@ -120,7 +140,10 @@ describe('sim engine model: prefix cache', () => {
     // Timers never fire early, so the first call's wait is a lower bound a busy machine cannot break.
     expect(ttftOf(first)).toBeGreaterThanOrEqual(5 + 400 * prefillPerTokenMs - 2);
     // Uncached: 5 + 16 x 0.5 = 13 ms against 205 ms, as planned by the engine.
-    expect(timing.planned.filter((delay) => delay.index === 0).map((delay) => delay.delay)).toEqual([5 + 400 * prefillPerTokenMs, 5 + 16 * prefillPerTokenMs]);
+    expect(timing.planned.filter((delay) => delay.index === 0).map((delay) => delay.delay)).toEqual([
+      5 + 400 * prefillPerTokenMs,
+      5 + 16 * prefillPerTokenMs,
+    ]);
     expect(ttftOf(second)).toBeGreaterThanOrEqual(5 + 16 * prefillPerTokenMs - 2);
   });
 
@@ -128,7 +151,10 @@ describe('sim engine model: prefix cache', () => {
     const { url, engine } = await startEngine({ itlMs: 0, prefillOverheadMs: 0 });
     const system = { role: 'system', content: words(100) };
     for (const question of ['what is a sluice?', 'what is a gate?']) {
-      const res = await postJson(`${url}/v1/chat/completions`, { messages: [system, { role: 'user', content: question }], max_tokens: 1 });
+      const res = await postJson(`${url}/v1/chat/completions`, {
+        messages: [system, { role: 'user', content: question }],
+        max_tokens: 1,
+      });
       await res.body.dump();
     }
     // "system", ":", 100 words, then "user" ... : the first 6 blocks (96 tokens) are shared.
@@ -142,9 +168,18 @@ describe('sim engine model: load', () => {
   it('plans every gap at itlMs times the load scale, and 3 times itlMs with all 3 slots busy', async () => {
     const itlMs = 30;
     const timing = recordingTiming({ prefillOverheadMs: 5, itlMs, loadFactor: 3, maxNumSeqs: 3 });
-    const { url } = await startEngine({ prefillOverheadMs: 5, itlMs, outputTokens: 200, maxNumSeqs: 3, loadFactor: 3, timing });
+    const { url } = await startEngine({
+      prefillOverheadMs: 5,
+      itlMs,
+      outputTokens: 200,
+      maxNumSeqs: 3,
+      loadFactor: 3,
+      timing,
+    });
     const streams = ['a', 'b', 'c'].map(() => new AbortController());
-    const reads = streams.map((controller, index) => stream(url, `p${index}`, {}, controller.signal).catch(() => undefined));
+    const reads = streams.map((controller, index) =>
+      stream(url, `p${index}`, {}, controller.signal).catch(() => undefined),
+    );
     await until(() => timing.planned.some((delay) => delay.index > 0 && delay.running === 3));
     for (const controller of streams) controller.abort();
     await Promise.all(reads);
@@ -157,7 +192,14 @@ describe('sim engine model: load', () => {
   it('slows a running stream down once others join it', async () => {
     const itlMs = 30;
     const timing = recordingTiming({ prefillOverheadMs: 5, itlMs, loadFactor: 3, maxNumSeqs: 3 });
-    const { url } = await startEngine({ prefillOverheadMs: 5, itlMs, outputTokens: 200, maxNumSeqs: 3, loadFactor: 3, timing });
+    const { url } = await startEngine({
+      prefillOverheadMs: 5,
+      itlMs,
+      outputTokens: 200,
+      maxNumSeqs: 3,
+      loadFactor: 3,
+      timing,
+    });
     const first = new AbortController();
     const res = await postJson(`${url}/v1/completions`, { prompt: 'first', stream: true }, first.signal);
     const others = [new AbortController(), new AbortController()];
@@ -166,7 +208,10 @@ describe('sim engine model: load', () => {
     try {
       for await (const _ of readEventsLive(res.body)) {
         // Three tokens in, the others are sent; the first runs on until one of its gaps is planned with all three.
-        if (++seen === 3) joined = Promise.all(others.map((controller, index) => stream(url, `o${index}`, {}, controller.signal).catch(() => undefined)));
+        if (++seen === 3)
+          joined = Promise.all(
+            others.map((controller, index) => stream(url, `o${index}`, {}, controller.signal).catch(() => undefined)),
+          );
         if (timing.planned.some((delay) => delay.call === 0 && delay.running === 3)) break;
       }
     } finally {
@@ -176,7 +221,11 @@ describe('sim engine model: load', () => {
     }
     const firstGaps = timing.planned.filter((delay) => delay.call === 0 && delay.index > 0);
     // Alone for the gaps planned before the others were sent (token 3's is planned as token 2 goes out).
-    expect(firstGaps.slice(0, 3).map((gap) => [gap.running, gap.delay])).toEqual([[1, itlMs], [1, itlMs], [1, itlMs]]);
+    expect(firstGaps.slice(0, 3).map((gap) => [gap.running, gap.delay])).toEqual([
+      [1, itlMs],
+      [1, itlMs],
+      [1, itlMs],
+    ]);
     // The same stream, read live: each gap is planned with the sequences running at that moment.
     expect(firstGaps.find((gap) => gap.running === 3)).toMatchObject({ delay: 3 * itlMs });
     for (const gap of firstGaps) expect(gap.delay).toBeCloseTo(itlMs * loadScale(3, gap.running, 3), 9);

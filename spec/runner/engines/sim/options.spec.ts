@@ -50,7 +50,13 @@ describe('resolveSimEngineOptions', () => {
 
   it('lets each field override its profile', () => {
     const options = resolveSimEngineOptions({ profile: 'h100-8b', maxNumSeqs: 4, itlMs: 8, loadFactor: 3 });
-    expect(options).toMatchObject({ maxNumSeqs: 4, itlMs: 8, loadFactor: 3, prefillOverheadMs: 30, prefillPerTokenMs: 0.25 });
+    expect(options).toMatchObject({
+      maxNumSeqs: 4,
+      itlMs: 8,
+      loadFactor: 3,
+      prefillOverheadMs: 30,
+      prefillPerTokenMs: 0.25,
+    });
   });
 
   it('takes ttftMs as the old name of prefillOverheadMs', () => {
@@ -60,8 +66,18 @@ describe('resolveSimEngineOptions', () => {
 
   it('keeps the given fault knobs', () => {
     const onCrash = (): void => undefined;
-    const options = resolveSimEngineOptions({ failureRate: { 503: 0.25, 500: 0.75 }, startupDelayMs: 1500, crashOnCall: 3, onCrash });
-    expect(options).toMatchObject({ failureRate: { 429: 0, 503: 0.25, 500: 0.75 }, startupDelayMs: 1500, crashOnCall: 3, onCrash });
+    const options = resolveSimEngineOptions({
+      failureRate: { 503: 0.25, 500: 0.75 },
+      startupDelayMs: 1500,
+      crashOnCall: 3,
+      onCrash,
+    });
+    expect(options).toMatchObject({
+      failureRate: { 429: 0, 503: 0.25, 500: 0.75 },
+      startupDelayMs: 1500,
+      crashOnCall: 3,
+      onCrash,
+    });
   });
 
   it('returns a random sim-<6 hex> engine id by default', () => {
@@ -91,22 +107,39 @@ describe('resolveSimEngineOptions', () => {
     [{ clock: {} as { now(): number } }, 'clock', 'clock must be an object with a now() method, got {}'],
     [{ random: 3 as unknown as () => number }, 'random', 'random must be a function, got 3'],
     [{ profile: 'a100' as 'small' }, 'profile', 'profile must be one of small, h100-8b, got "a100"'],
-    [{ ttftMs: 5, prefillOverheadMs: 6 }, 'ttftMs', 'ttftMs is the old name of prefillOverheadMs; give one, got ttftMs 5 and prefillOverheadMs 6'],
+    [
+      { ttftMs: 5, prefillOverheadMs: 6 },
+      'ttftMs',
+      'ttftMs is the old name of prefillOverheadMs; give one, got ttftMs 5 and prefillOverheadMs 6',
+    ],
     [{ prefillPerTokenMs: -0.1 }, 'prefillPerTokenMs', 'prefillPerTokenMs must be at least 0, got -0.1'],
     [{ itlJitterStdMs: Infinity }, 'itlJitterStdMs', 'itlJitterStdMs must be a finite number, got Infinity'],
     [{ loadFactor: 0.5 }, 'loadFactor', 'loadFactor must be at least 1, got 0.5'],
     [{ cacheBlocks: 0 }, 'cacheBlocks', 'cacheBlocks must be a positive integer, got 0'],
     [{ cacheBlocks: 2 ** 21 }, 'cacheBlocks', 'cacheBlocks must be at most 1048576 blocks (16M tokens), got 2097152'],
     [{ kvBlocks: 1.5 }, 'kvBlocks', 'kvBlocks must be a positive integer, got 1.5'],
-    [{ failureRate: 0.5 as unknown as object }, 'failureRate', 'failureRate must be an object like { 429: 0.1 }, got 0.5'],
+    [
+      { failureRate: 0.5 as unknown as object },
+      'failureRate',
+      'failureRate must be an object like { 429: 0.1 }, got 0.5',
+    ],
     [{ failureRate: { 404: 0.1 } as object }, 'failureRate', 'failureRate keys must be 429, 503 or 500, got "404"'],
     [{ failureRate: { 429: 1.5 } }, 'failureRate.429', 'failureRate.429 must be at most 1, got 1.5'],
-    [{ failureRate: { 429: 0.6, 503: 0.6 } }, 'failureRate', 'failureRate values must add up to at most 1, got {"429":0.6,"503":0.6}'],
+    [
+      { failureRate: { 429: 0.6, 503: 0.6 } },
+      'failureRate',
+      'failureRate values must add up to at most 1, got {"429":0.6,"503":0.6}',
+    ],
     [{ startupDelayMs: -1 }, 'startupDelayMs', 'startupDelayMs must be at least 0, got -1'],
     [{ crashOnCall: 0 }, 'crashOnCall', 'crashOnCall must be a positive integer, got 0'],
     [{ onCrash: 'exit' as unknown as () => void }, 'onCrash', 'onCrash must be a function, got "exit"'],
   ])('throws SIM_INVALID_OPTION for %j', (input, option, message) => {
-    const error = expectThrows(() => resolveSimEngineOptions(input), SimOptionError, { code: 'SIM_INVALID_OPTION', status: 500, option, message });
+    const error = expectThrows(() => resolveSimEngineOptions(input), SimOptionError, {
+      code: 'SIM_INVALID_OPTION',
+      status: 500,
+      option,
+      message,
+    });
     expect(error).toBeInstanceOf(SluiceError);
   });
 });

@@ -1,15 +1,33 @@
 /** runner/engines/sim/refusals.ts: the simulator's error answers, named and worded as vLLM's. */
 import { describe, expect, it } from 'vitest';
-import { badRequest, internalError, invalidBody, notFound, refusal, schemaError } from '../../../../runner/engines/sim/refusals.ts';
+import {
+  badRequest,
+  internalError,
+  invalidBody,
+  notFound,
+  refusal,
+  schemaError,
+} from '../../../../runner/engines/sim/refusals.ts';
 
 /** The `input` a schema error echoes for `value`. */
-const echoed = (value: unknown): string => /'input': (.*)\}$/s.exec(schemaError({ field: 'x', kind: 'k', msg: 'm', input: value }).message)![1]!;
+const echoed = (value: unknown): string =>
+  /'input': (.*)\}$/s.exec(schemaError({ field: 'x', kind: 'k', msg: 'm', input: value }).message)![1]!;
 
 describe('vLLM error classes', () => {
   it('returns BadRequestError, NotFoundError and InternalServerError with their statuses, and param only when given', () => {
-    expect(badRequest('n must be at least 1', 'n')).toEqual({ status: 400, type: 'BadRequestError', message: 'n must be at least 1', param: 'n' });
+    expect(badRequest('n must be at least 1', 'n')).toEqual({
+      status: 400,
+      type: 'BadRequestError',
+      message: 'n must be at least 1',
+      param: 'n',
+    });
     expect(badRequest('no')).toEqual({ status: 400, type: 'BadRequestError', message: 'no' });
-    expect(notFound('no such model', 'model')).toEqual({ status: 404, type: 'NotFoundError', message: 'no such model', param: 'model' });
+    expect(notFound('no such model', 'model')).toEqual({
+      status: 404,
+      type: 'NotFoundError',
+      message: 'no such model',
+      param: 'model',
+    });
     expect(internalError('boom')).toEqual({ status: 500, type: 'InternalServerError', message: 'boom' });
   });
 
@@ -21,11 +39,19 @@ describe('vLLM error classes', () => {
 });
 
 describe('schemaError', () => {
-  it('returns pydantic\'s wording, the dotted location as param', () => {
-    expect(schemaError({ field: 'stream_options.include_usage', kind: 'bool_type', msg: 'Input should be a valid boolean', input: 'yes' })).toEqual({
+  it("returns pydantic's wording, the dotted location as param", () => {
+    expect(
+      schemaError({
+        field: 'stream_options.include_usage',
+        kind: 'bool_type',
+        msg: 'Input should be a valid boolean',
+        input: 'yes',
+      }),
+    ).toEqual({
       status: 400,
       type: 'Bad Request',
-      message: "1 validation error:\n  {'type': 'bool_type', 'loc': ('body', 'stream_options', 'include_usage'), 'msg': 'Input should be a valid boolean', 'input': 'yes'}",
+      message:
+        "1 validation error:\n  {'type': 'bool_type', 'loc': ('body', 'stream_options', 'include_usage'), 'msg': 'Input should be a valid boolean', 'input': 'yes'}",
       param: 'body.stream_options.include_usage',
     });
   });
@@ -48,10 +74,10 @@ describe('schemaError', () => {
     [Number.NaN, 'nan'],
     [[1, 2, 3], '<list of 3 items>'],
     [{ a: 1, b: 2 }, '<dict of 2 items>'],
-    ['it\'s', '"it\'s"'],
+    ["it's", '"it\'s"'],
     ['say "it\'s"', "'say \"it\\'s\"'"],
     ['a\nb\tc\\d\x01', "'a\\nb\\tc\\\\d\\x01'"],
-  ])('echoes %j as Python\'s repr would: %s', (value, repr) => {
+  ])("echoes %j as Python's repr would: %s", (value, repr) => {
     expect(echoed(value)).toBe(repr);
   });
 

@@ -61,5 +61,4 @@ describe('SimScheduler', () => {
     expect(scheduler.running).toBe(0);
     expect(scheduler.totals()).toEqual({ received: 1, completed: 0, aborted: 1, rejected: 0 });
   });
-
 });

@@ -22,7 +22,10 @@ describe('sim engine streaming', () => {
     const timing: SimTimingModel = {
       plan: (input) => {
         const schedule = fixed.plan(input);
-        return { tokens: schedule.tokens, delayBefore: (index) => (index === schedule.tokens - 1 ? lastGapMs : schedule.delayBefore(index)) };
+        return {
+          tokens: schedule.tokens,
+          delayBefore: (index) => (index === schedule.tokens - 1 ? lastGapMs : schedule.delayBefore(index)),
+        };
       },
     };
     const { url } = await startEngine({ ttftMs: 10, itlMs, outputTokens: tokens, timing });
@@ -33,7 +36,11 @@ describe('sim engine streaming', () => {
     expect(events.at(-1)?.data).toBe('[DONE]');
     const chunks = events.slice(0, -1).map((event) => JSON.parse(event.data));
     expect(chunks).toHaveLength(tokens + 1);
-    expect(chunks[0]).toMatchObject({ object: 'chat.completion.chunk', model: 'sim-small', choices: [{ index: 0, delta: { role: 'assistant' } }] });
+    expect(chunks[0]).toMatchObject({
+      object: 'chat.completion.chunk',
+      model: 'sim-small',
+      choices: [{ index: 0, delta: { role: 'assistant' } }],
+    });
     expect(chunks.slice(1, tokens).every((chunk) => chunk.choices[0].delta.role === undefined)).toBe(true);
     expect(chunks.slice(0, tokens).every((chunk) => chunk.choices[0].finish_reason === null)).toBe(true);
     expect(chunks.at(-1).choices[0]).toEqual({ index: 0, delta: {}, finish_reason: 'stop', logprobs: null });
@@ -46,14 +53,21 @@ describe('sim engine streaming', () => {
   it('streams the same text the non-streaming answer gives, and a usage chunk when asked', async () => {
     const { url } = await startEngine({ ttftMs: 5, itlMs: 2, outputTokens: 8 });
     const whole = await postJson(`${url}/v1/chat/completions`, { ...chat('same prompt'), stream: false });
-    const expected = ((await whole.body.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content;
-    const res = await postJson(`${url}/v1/chat/completions`, chat('same prompt', { max_tokens: 5, stream_options: { include_usage: true } }));
+    const expected = ((await whole.body.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!
+      .message.content;
+    const res = await postJson(
+      `${url}/v1/chat/completions`,
+      chat('same prompt', { max_tokens: 5, stream_options: { include_usage: true } }),
+    );
     const chunks = (await readEvents(res.body)).slice(0, -1).map((event) => JSON.parse(event.data));
     const text = chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? '').join('');
     expect(text).toBe(expected.split(' ').slice(0, 5).join(' '));
     expect(chunks.at(-2).choices[0].finish_reason).toBe('length');
     expect(chunks.at(-2).usage).toBeNull();
-    expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { completion_tokens: 5, prompt_tokens: 4, total_tokens: 9 } });
+    expect(chunks.at(-1)).toMatchObject({
+      choices: [],
+      usage: { completion_tokens: 5, prompt_tokens: 4, total_tokens: 9 },
+    });
   });
 
   it('streams text_completion chunks on /v1/completions', async () => {
@@ -76,8 +90,14 @@ describe('sim engine admission', () => {
     const { url } = await startEngine({ ttftMs, itlMs, outputTokens, maxNumSeqs: 1 });
     const started = performance.now();
     const [first, second] = await Promise.all([
-      postJson(`${url}/v1/chat/completions`, chat('one')).then(async (res) => ({ head: performance.now(), events: await readEvents(res.body) })),
-      postJson(`${url}/v1/chat/completions`, chat('two')).then(async (res) => ({ head: performance.now(), events: await readEvents(res.body) })),
+      postJson(`${url}/v1/chat/completions`, chat('one')).then(async (res) => ({
+        head: performance.now(),
+        events: await readEvents(res.body),
+      })),
+      postJson(`${url}/v1/chat/completions`, chat('two')).then(async (res) => ({
+        head: performance.now(),
+        events: await readEvents(res.body),
+      })),
     ]);
     const run = ttftMs + (outputTokens - 1) * itlMs;
     const [early, late] = first.head < second.head ? [first, second] : [second, first];
@@ -87,7 +107,13 @@ describe('sim engine admission', () => {
   });
 
   it('answers 429 with Retry-After when the waiting queue is full', async () => {
-    const { url, engine } = await startEngine({ ttftMs: 10, itlMs: 200, outputTokens: 100, maxNumSeqs: 1, maxQueue: 1 });
+    const { url, engine } = await startEngine({
+      ttftMs: 10,
+      itlMs: 200,
+      outputTokens: 100,
+      maxNumSeqs: 1,
+      maxQueue: 1,
+    });
     const holder = new AbortController();
     const running = await postJson(`${url}/v1/chat/completions`, chat('first'), holder.signal);
     // Of the next two, whichever reaches the engine second finds the one queue place taken;

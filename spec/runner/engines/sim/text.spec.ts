@@ -29,7 +29,13 @@ describe('text', () => {
   it('renders chat messages with roles and text parts', () => {
     const prompt = renderChatPrompt([
       { role: 'system', content: 'be brief' },
-      { role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: {} }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'hi' },
+          { type: 'image_url', image_url: {} },
+        ],
+      },
     ]);
     expect(prompt).toBe('system: be brief\nuser: hi ');
   });

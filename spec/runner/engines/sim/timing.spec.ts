@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { createFixedTiming, createSimTiming, jitter, loadScale, playTokens } from '../../../../runner/engines/sim/index.ts';
+import {
+  createFixedTiming,
+  createSimTiming,
+  jitter,
+  loadScale,
+  playTokens,
+} from '../../../../runner/engines/sim/index.ts';
 import { scriptedRandom, seededRandom } from './helpers.ts';
 
 const timeouts = (): number => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
@@ -9,7 +15,11 @@ describe('playTokens', () => {
     const schedule = createFixedTiming({ ttftMs: 15, itlMs: 3 }).plan({ promptTokens: 1, outputTokens: 4, running: 1 });
     const started = performance.now();
     const seen: Array<[number, number]> = [];
-    const outcome = await playTokens(schedule, (index) => seen.push([index, performance.now() - started]), new AbortController().signal);
+    const outcome = await playTokens(
+      schedule,
+      (index) => seen.push([index, performance.now() - started]),
+      new AbortController().signal,
+    );
     expect(outcome).toBe('done');
     expect(seen.map(([index]) => index)).toEqual([0, 1, 2, 3]);
     expect(seen[0]![1]).toBeGreaterThanOrEqual(14);
@@ -17,7 +27,11 @@ describe('playTokens', () => {
   });
 
   it('stops at once on abort and leaves no timer behind', async () => {
-    const schedule = createFixedTiming({ ttftMs: 60_000, itlMs: 1 }).plan({ promptTokens: 1, outputTokens: 4, running: 1 });
+    const schedule = createFixedTiming({ ttftMs: 60_000, itlMs: 1 }).plan({
+      promptTokens: 1,
+      outputTokens: 4,
+      running: 1,
+    });
     const before = timeouts();
     const controller = new AbortController();
     const onToken = (): void => {
@@ -49,7 +63,9 @@ describe('createSimTiming', () => {
   it('returns overhead + uncached tokens x per-token cost before the first token, then itlMs', () => {
     const timing = createSimTiming(h100);
     expect(delays(timing.plan({ promptTokens: 400, outputTokens: 3, running: 1 }))).toEqual([130, 12, 12]);
-    expect(delays(timing.plan({ promptTokens: 400, cachedTokens: 384, outputTokens: 2, running: 1 }))).toEqual([34, 12]);
+    expect(delays(timing.plan({ promptTokens: 400, cachedTokens: 384, outputTokens: 2, running: 1 }))).toEqual([
+      34, 12,
+    ]);
   });
 
   it('scales prefill and decode by 1 + (f - 1) x (running - 1) / (maxNumSeqs - 1)', () => {
