@@ -58,13 +58,16 @@ export interface ChildScript {
   readonly script: string;
   /** Node's own arguments before it, e.g. `['--import', 'tsx']` for a TypeScript script. */
   readonly nodeArgs?: readonly string[];
-  /** What the child is called in an error message. @default the script's path and arguments */
+  /**
+   * What the child is called in an error message. @default the script's path. Never its
+   * arguments: a flag's value may be a secret, and the message reaches logs and test output.
+   */
   readonly name?: string;
 }
 
 /** Starts `sluice <args>` and resolves once it listens. */
 export function startService(args: readonly string[], options: StartOptions = {}): Promise<ChildService> {
-  return startChild({ script: SLUICE_BIN, name: `sluice ${args.join(' ')}` }, args, options);
+  return startChild({ script: SLUICE_BIN, name: `sluice ${args[0] ?? ''}`.trimEnd() }, args, options);
 }
 
 /**
@@ -77,7 +80,7 @@ export function startChild(
   args: readonly string[],
   options: StartOptions = {},
 ): Promise<ChildService> {
-  const name = command.name ?? [command.script, ...args].join(' ');
+  const name = command.name ?? command.script;
   const capture = (options.stdio ?? 'capture') === 'capture';
   const child = spawn(process.execPath, [...(command.nodeArgs ?? []), command.script, ...args], {
     stdio: ['ignore', capture ? 'pipe' : 'inherit', capture ? 'pipe' : 'inherit', 'ipc'],
