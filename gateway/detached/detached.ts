@@ -42,6 +42,7 @@ import { stripInjectedUsage } from '../access/index.ts';
 import type { GatewayConfig } from '../options.ts';
 import type { CallbackDelivery } from './callbacks/index.ts';
 import { createStoreMetrics } from '../observe/index.ts';
+import type { DetachedCounts } from '../observe/index.ts';
 import {
   StoreFullError,
   StoreInvalidRecordError,
@@ -171,15 +172,7 @@ export class DetachedCalls {
    * accepted and ended by final status (the ends it wrote: its own calls', and the cancels and
    * presumed-lost owners it settled). Other gateways' calls on a shared store are theirs to count.
    */
-  counts(): {
-    queued: number;
-    running: number;
-    accepted: number;
-    succeeded: number;
-    failed: number;
-    cancelled: number;
-    expired: number;
-  } {
+  counts(): DetachedCounts {
     return { queued: this.#placing.size, running: this.#running.size, ...this.#counts };
   }
 

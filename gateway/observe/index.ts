@@ -9,7 +9,7 @@ export { createGatewayMetrics, createStoreMetrics } from './metrics.ts';
 export { Count } from './metrics.ts';
 export type { GaugeSources, GatewayMetrics, InferenceInstruments, StoreMetrics } from './metrics.ts';
 export { StatsWindow, readStats } from './stats.ts';
-export type { GatewayStats, QueueSnapshot } from './stats.ts';
+export type { DetachedCounts, GatewayStats, QueueSnapshot } from './stats.ts';
 export type { ServiceIdentity } from './telemetry.ts';
 export { failSpan, startCallTrace, traceOfCall, traceOfResponse } from './tracing.ts';
 export type { CallTrace } from './tracing.ts';
