@@ -6,7 +6,7 @@
 import type { EngineOrder } from '../../runner/protocol/index.ts';
 import type { ScaleMemory } from './autoscaler.ts';
 import type { ReplacedReplica, StartAttempt } from './operations.ts';
-import type { ReplicaState } from './reconciler-options.ts';
+import type { ReconcilerEvent, ReplicaState } from './reconciler-options.ts';
 
 /** One step of a pass, in the order the plan took it. */
 export type ReconcileAction =
@@ -20,14 +20,8 @@ export type ReconcileAction =
   | { readonly kind: 'forget'; readonly model: string; readonly stopped: number }
   /** The runner still reports the replica it was ordered. */
   | { readonly kind: 'seen'; readonly runner: string; readonly replica: string; readonly at: number }
-  /** An ordered replica is ready: its start operation is done. */
-  | {
-      readonly kind: 'ready';
-      readonly model: string;
-      readonly replica: string;
-      readonly runner: string;
-      readonly startMs: number;
-    }
+  /** An ordered replica is ready: its start operation is done. The event it is told as, unchanged. */
+  | Extract<ReconcilerEvent, { kind: 'ready' }>
   /** An attempt of a start failed: its order goes; the operation retries, or is spent (a dead letter follows). */
   | {
       readonly kind: 'start-failed';
@@ -55,14 +49,8 @@ export type ReconcileAction =
       readonly runner: string;
       readonly reason: string;
     }
-  /** An outdated replica stops: the one replacing it (`by`) is ready. */
-  | {
-      readonly kind: 'replaced';
-      readonly model: string;
-      readonly replica: string;
-      readonly runner: string;
-      readonly by: string;
-    }
+  /** An outdated replica stops: the one replacing it (`by`) is ready. The event it is told as, unchanged. */
+  | Extract<ReconcilerEvent, { kind: 'replaced' }>
   /** A blocked deployment changed: it may start replicas again. */
   | { readonly kind: 'unblock'; readonly model: string }
   /** A replica's order goes (its runner gets null), with the start in flight for it. */

@@ -27,7 +27,7 @@ export function narrate(
     case 'ready': {
       const { model, replica, runner, startMs } = action;
       logger.info('replica ready', { model, replica, runner, startMs });
-      return emit({ kind: 'ready', model, replica, runner, startMs });
+      return emit(action);
     }
     case 'start-failed': {
       const { model, replica, runner, attempt, reason } = action;
@@ -51,7 +51,7 @@ export function narrate(
     case 'replaced': {
       const { model, replica, runner, by } = action;
       logger.info('replica replaced', { model, replica, runner, by });
-      return emit({ kind: 'replaced', model, replica, runner, by });
+      return emit(action);
     }
     case 'unblock':
       return logger.info('deployment unblocked', { model: action.model });
