@@ -13,6 +13,7 @@ export type {
   Placer,
   PlacerConfig,
   LoadReport,
+  PromptCache,
   Runner,
   RunnerCall,
   RunnerLoad,
@@ -42,6 +43,8 @@ export type { LoadWeightedOptions } from './load-weighted/index.ts';
 export { createLoadWeightedPlacer } from './load-weighted/index.ts';
 export type { PrefixAffinityConfig, PrefixAffinityOptions } from './prefix-affinity/index.ts';
 export { createPrefixAffinityPlacer, prefixAffinityDefaults } from './prefix-affinity/index.ts';
+export type { KvAwareConfig, KvAwareOptions } from './kv-aware/index.ts';
+export { createKvAwarePlacer, kvAwareDefaults } from './kv-aware/index.ts';
 export type { LoadPlacerOptions } from './registry.ts';
 export { builtinPlacers, createBuiltinPlacer, loadPlacer, placerDescriptors } from './registry.ts';
 export type { PlacerContext, PlacerDescriptor } from './descriptor.ts';

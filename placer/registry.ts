@@ -9,6 +9,7 @@ import type { PlacerContext, PlacerDescriptor } from './descriptor.ts';
 import { PlacerConfigError } from './errors.ts';
 import { systemClock } from './kernel/index.ts';
 import type { Clock } from './kernel/index.ts';
+import { descriptor as kvAware } from './kv-aware/index.ts';
 import { descriptor as leastLoaded } from './least-loaded/index.ts';
 import { descriptor as loadWeighted } from './load-weighted/index.ts';
 import { descriptor as prefixAffinity } from './prefix-affinity/index.ts';
@@ -17,7 +18,9 @@ import type { Placer } from './types.ts';
 
 /** The built-in placers' descriptors by name, built from what each placer folder exports. */
 export const placerDescriptors: Readonly<Record<string, PlacerDescriptor>> = Object.freeze(
-  Object.fromEntries([roundRobin, consistentHash, leastLoaded, loadWeighted, prefixAffinity].map((d) => [d.name, d])),
+  Object.fromEntries(
+    [roundRobin, consistentHash, leastLoaded, loadWeighted, prefixAffinity, kvAware].map((d) => [d.name, d]),
+  ),
 );
 
 /**

@@ -24,6 +24,33 @@ export interface RunnerCall {
    * keep prefix-cache affinity. Absent when the gateway has no prompt to show (e.g. /invoke).
    */
   readonly prompt?: string;
+  /**
+   * What the engines' KV caches hold of this call's prompt, as the gateway knows it from the
+   * engines' own reports (docs/placers.md, "Cache truth"). Absent when the gateway cannot map the
+   * call to the engines' blocks: no cache feed for its model, no tokenizer, or a prompt too short
+   * to gain from a cache. Read lazily by the gateway: a placer that never reads it costs nothing.
+   */
+  readonly cache?: PromptCache;
+}
+
+/**
+ * The engines' cache truth for one call's prompt. Only the start of a prompt can be reused (a
+ * block's name chains through every block before it), so "cached" means the leading tokens.
+ */
+export interface PromptCache {
+  /** The prompt's length in the engines' tokens. */
+  readonly promptTokens: number;
+  /**
+   * The runners whose engines hold some of the prompt's start, with the leading tokens each
+   * holds (a multiple of the block size). A runner not listed holds none of it, if its cache is
+   * known at all (see {@link known}).
+   */
+  readonly holders: ReadonlyMap<string, number>;
+  /**
+   * False when the runner's cache is unknown: it sends no cache feed, or its feed is stale, lagging
+   * or restarting. A placer should then weigh that runner by load alone, as if it held nothing.
+   */
+  known(runnerId: string): boolean;
 }
 
 /** A runner took the call: it is committed and must never be sent anywhere else. */

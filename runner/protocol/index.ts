@@ -19,3 +19,4 @@ export * from './launch-rules.ts';
 export * from './launch-policy.ts';
 export * from './body.ts';
 export * from './version.ts';
+export * from './block-hash.ts';

@@ -537,8 +537,8 @@ describe('the simulated walk against placeCall', () => {
     maxCalls: 300,
   });
 
-  it('covers the five built-in placers', () => {
-    expect(placers).toEqual(['round-robin', 'consistent-hash', 'least-loaded', 'load-weighted', 'prefix-affinity']);
+  it('covers the six built-in placers', () => {
+    expect(placers).toEqual(['round-robin', 'consistent-hash', 'least-loaded', 'load-weighted', 'prefix-affinity', 'kv-aware']);
   });
 
   it.each(placers)(

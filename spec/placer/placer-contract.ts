@@ -3,7 +3,7 @@
  * custom): it orders the runners it is given and nothing more, so the shared walk can rely on it.
  */
 import { describe, expect, it } from 'vitest';
-import { PlacerTimeoutError, placeCall, type Placer, type Runner } from '../../placer/index.ts';
+import { PlacerTimeoutError, placeCall, type Placer, type PromptCache, type Runner } from '../../placer/index.ts';
 import { FakeClock, Fleet, T0, fakeCall, fakePool } from './fake.ts';
 import { FakeLoads } from './fake-load.ts';
 
@@ -30,6 +30,25 @@ const sampleLoads = [
   { inFlight: 2, slots: 0, reported: { running: -1, kvCacheUsage: Number.POSITIVE_INFINITY, at: 0 } },
 ];
 const prompts = [undefined, '', 'short', `${'You are a helpful assistant. '.repeat(20)}Summarise the meeting notes.`];
+
+// Cache truth as a gateway hands it over, odd ones included: holders that are not listed, hold
+// nothing or hold more than the prompt, and a view that knows no runner.
+const sampleCaches: (PromptCache | undefined)[] = [
+  undefined,
+  promptCache(4_000, {}),
+  promptCache(4_000, { 'runner-00': 3_200, 'runner-02': 16 }),
+  promptCache(4_000, { 'runner-01': 8_000, stranger: 4_000, 'runner-03': 0 }),
+  promptCache(64, { 'runner-04': 48 }, () => false),
+];
+
+/** A call's cache truth from a table of holders. */
+function promptCache(
+  promptTokens: number,
+  holders: Record<string, number>,
+  known: (runnerId: string) => boolean = () => true,
+): PromptCache {
+  return { promptTokens, holders: new Map(Object.entries(holders)), known };
+}
 
 /** Runners whose load() reports the sample loads in turn, and one whose load() throws. */
 function loadedRunnersOf(n: number): Runner<string>[] {
@@ -75,13 +94,14 @@ export function placerContract(label: string, create: () => Placer, options: Pla
       }
     });
 
-    it('returns only given runners, each at most once, when runners report loads and calls carry prompts', () => {
+    it('returns only given runners, each at most once, when runners report loads and calls carry prompts and cache truth', () => {
       const placer = create();
       for (const n of sizes) {
         const runners = loadedRunnersOf(n);
         for (const [i, key] of keys.entries()) {
           for (let pass = 0; pass < 3; pass++) {
-            const call = fakeCall({ key, prompt: prompts[(i + pass) % prompts.length] });
+            const cache = sampleCaches[(i + pass) % sampleCaches.length];
+            const call = fakeCall({ key, prompt: prompts[(i + pass) % prompts.length], ...(cache ? { cache } : {}) });
             const order = [...placer.order(call, runners)];
             expect(new Set(order).size).toBe(order.length);
             for (const runner of order) expect(runners).toContain(runner);

@@ -75,7 +75,7 @@ describe('loadPlacer', () => {
   it.each(unknown)('throws PlacerConfigError when given the unknown name %s', async (name) => {
     const error = await refusal(name);
     expect(error.message).toBe(
-      `unknown placer "${name}": use round-robin, consistent-hash, least-loaded, load-weighted, prefix-affinity or a module path`,
+      `unknown placer "${name}": use round-robin, consistent-hash, least-loaded, load-weighted, prefix-affinity, kv-aware or a module path`,
     );
   });
 

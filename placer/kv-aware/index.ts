@@ -1,0 +1,123 @@
+/**
+ * KV-aware placement: send a call where it costs the least work, counting what the engines'
+ * caches really hold of its prompt (the call's `cache`, filled from the engines' own KV-cache
+ * events) rather than where similar prompts were sent. The truth comes from the engines, so it
+ * sees evictions, restarted engines and other gateways' calls, and places the same with one
+ * gateway or many.
+ */
+import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
+import { byLoad, indexedLoadsOf, loadsOf } from '../load.ts';
+import type { IndexedLoads, LoadedRunner } from '../load.ts';
+import { leastLoadedOrder } from '../least-loaded/index.ts';
+import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
+import type { Placer, PromptCache, Runner, RunnerCall } from '../types.ts';
+import { kvAwareDefaults, resolveKvAware } from './options.ts';
+import type { KvAwareConfig, KvAwareOptions } from './options.ts';
+
+export type { KvAwareConfig, KvAwareOptions } from './options.ts';
+export { kvAwareDefaults } from './options.ts';
+
+/**
+ * Creates a placer named `kv-aware`. On each pass:
+ *
+ * 1. A call without cache truth (`call.cache` absent: no feed for its model, no tokenizer, a short
+ *    prompt), or whose prompt no listed runner holds any of: least-loaded order.
+ * 2. Otherwise each runner holding some of the prompt is costed at the work the call would be
+ *    there, `(prompt tokens - cached tokens + overheadTokens) x (1 + loadWeight x load)`, and so
+ *    is the better of two random runners (power of two choices), which holds nothing of it. A
+ *    runner whose cache is unknown counts as holding nothing, so it is weighed by load alone.
+ * 3. The load guard: when the cheapest holder's load is out of balance with the least loaded
+ *    runner's (both of prefix-affinity's gaps, SGLang's rule), least-loaded order.
+ * 4. Otherwise the holders from cheapest up, as far as they are cheaper than the runner from
+ *    step 2 that holds nothing, then everyone else from least to most loaded.
+ *
+ * The placer keeps no state beyond its options: what it knows is the call's cache truth and the
+ * runners' loads, so two gateways with the same truth and loads place alike.
+ * @throws PlacerConfigError naming a bad option.
+ */
+export function createKvAwarePlacer(options: KvAwareOptions = {}): Placer {
+  const config = resolveKvAware(options);
+  const { random, now, staleAfterMs } = config;
+  return {
+    name: 'kv-aware',
+    order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R> {
+      const cache = call.cache;
+      if (cache === undefined || cache.holders.size === 0)
+        return leastLoadedOrder(loadsOf(runners, now(), staleAfterMs), random);
+      const pool = indexedLoadsOf(runners, now(), staleAfterMs);
+      const holders = costedHolders(cache, pool, config);
+      if (holders.length === 0) return leastLoadedOrder(pool.loaded, random);
+      if (outOfBalance(holders[0]!.entry.load, pool, config)) return leastLoadedOrder(pool.loaded, random);
+      const [fresh] = leastLoadedOrder(pool.loaded, random);
+      const freshCost = costOf(cache.promptTokens, 0, pool.loaded[pool.positions.get(fresh!.id)!]!.load, config);
+      return cheapestFirst(holders, freshCost, pool.loaded);
+    },
+    preferred(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {
+      const cache = call.cache;
+      if (cache === undefined || cache.holders.size === 0) return undefined;
+      const holders = costedHolders(cache, indexedLoadsOf(runners, now(), staleAfterMs), config);
+      return holders[0]?.entry.runner.id;
+    },
+  };
+}
+
+/** A listed runner holding some of the prompt, with the cost of the call there. */
+interface CostedHolder<R extends Runner<unknown>> {
+  readonly entry: LoadedRunner<R>;
+  readonly cost: number;
+}
+
+/** The work of the call on a runner holding `cached` of its tokens, at `load`. */
+function costOf(promptTokens: number, cached: number, load: number, config: KvAwareConfig): number {
+  const prefill = Math.max(0, promptTokens - cached) + config.overheadTokens;
+  return prefill * (1 + config.loadWeight * load);
+}
+
+/** The holders the pool lists, cheapest first (equal costs by load, then id, as on every gateway). */
+function costedHolders<R extends Runner<unknown>>(
+  cache: PromptCache,
+  pool: IndexedLoads<R>,
+  config: KvAwareConfig,
+): CostedHolder<R>[] {
+  const holders: CostedHolder<R>[] = [];
+  for (const [id, cached] of cache.holders) {
+    const position = pool.positions.get(id);
+    if (position === undefined || !(cached > 0)) continue;
+    const entry = pool.loaded[position]!;
+    holders.push({ entry, cost: costOf(cache.promptTokens, cached, entry.load, config) });
+  }
+  return holders.sort((a, b) => a.cost - b.cost || byLoad(a.entry, b.entry));
+}
+
+/**
+ * The holders cheaper than `freshCost`, cheapest first, then every other runner by load. When no
+ * holder beats a fresh runner, that is least-loaded order with the holders in it by their load.
+ */
+function* cheapestFirst<R extends Runner<unknown>>(
+  holders: readonly CostedHolder<R>[],
+  freshCost: number,
+  loaded: readonly LoadedRunner<R>[],
+): Generator<R, void, undefined> {
+  const offered = new Set<LoadedRunner<R>>();
+  for (const holder of holders) {
+    if (holder.cost >= freshCost) break;
+    offered.add(holder.entry);
+    yield holder.entry.runner;
+  }
+  for (const entry of loaded.filter((e) => !offered.has(e)).sort(byLoad)) yield entry.runner;
+}
+
+/** prefix-affinity's guard: out of balance when both SGLang's gaps are exceeded. */
+function outOfBalance(load: number, { loaded, min }: IndexedLoads<unknown>, config: KvAwareConfig): boolean {
+  if (loaded.length < 2) return false;
+  return load - min > config.balanceAbsThreshold && load > config.balanceRelThreshold * min;
+}
+
+/** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */
+export const descriptor: PlacerDescriptor = Object.freeze({
+  name: 'kv-aware',
+  defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs, ...kvAwareDefaults }),
+  optionKeys: Object.freeze([...LOAD_AWARE_OPTION_KEYS, ...Object.keys(kvAwareDefaults)]),
+  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) =>
+    createKvAwarePlacer({ now: () => clock.now(), ...(options as KvAwareOptions) }),
+});
