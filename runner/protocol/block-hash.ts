@@ -107,7 +107,8 @@ function head(major: number, value: number, out: number[]): void {
   if (value < 24) out.push(type | value);
   else if (value < 0x100) out.push(type | 24, value);
   else if (value < 0x10000) out.push(type | 25, value >>> 8, value & 0xff);
-  else if (value < 0x100000000) out.push(type | 26, value >>> 24, (value >>> 16) & 0xff, (value >>> 8) & 0xff, value & 0xff);
+  else if (value < 0x100000000)
+    out.push(type | 26, value >>> 24, (value >>> 16) & 0xff, (value >>> 8) & 0xff, value & 0xff);
   else throw new RangeError(`a token id of ${value} is beyond the 32-bit range the block hash encodes`);
 }
 

@@ -9,7 +9,10 @@
  * - protocol/launch-rules.ts and launch-policy.ts: what an engine order may launch, checked by
  *   the gateway before it stores a deployment and by the runner before it launches one;
  * - protocol/body.ts: reading a body whole under bounds and pumping a streamed one, both ways;
- * - protocol/version.ts: the product's version, which both sides report.
+ * - protocol/version.ts: the product's version, which both sides report;
+ * - protocol/block-hash.ts: how an engine names its KV-cache blocks (vLLM's scheme), on both sides;
+ * - protocol/sim-prompt.ts: the simulated engine's tokenizer and chat template, on both sides;
+ * - protocol/cache-feed.ts: the cache feed, how a runner carries its engine's cache to gateways.
  */
 export * from './call.ts';
 export * from './registration.ts';
@@ -20,3 +23,5 @@ export * from './launch-policy.ts';
 export * from './body.ts';
 export * from './version.ts';
 export * from './block-hash.ts';
+export * from './sim-prompt.ts';
+export * from './cache-feed.ts';

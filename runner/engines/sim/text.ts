@@ -5,6 +5,13 @@
  */
 import { seededRandom } from '../../../placer/kernel/index.ts';
 
+export {
+  simChatPrompt as renderChatPrompt,
+  simCompletionPrompt as renderCompletionPrompt,
+  simTokenCount as countTokens,
+  simTokens as tokenize,
+} from '../../protocol/index.ts';
+
 const VOCABULARY: readonly string[] = [
   'the',
   'river',
@@ -63,62 +70,6 @@ export function createTokenWriter(prompt: string, choice = 0): (index: number) =
     const word = VOCABULARY[Math.floor(next() * VOCABULARY.length)] ?? 'the';
     return index === 0 ? word : ` ${word}`;
   };
-}
-
-// A word (letters, digits, underscore) or a single other visible character; never whitespace,
-// so a space can join tokens without ambiguity where they are hashed.
-const TOKEN = /[\p{L}\p{N}_]+|[^\p{L}\p{N}_\s]/gu;
-
-/**
- * Splits `text` into the simulator's tokens: each word and each punctuation mark is one token.
- * A stand-in for a real tokenizer, deterministic and cheap; the prefix cache hashes its output.
- */
-export function tokenize(text: string): string[] {
-  return text.match(TOKEN) ?? [];
-}
-
-/** A rough token count: each word and each punctuation mark is one token. */
-export function countTokens(text: string): number {
-  return text.match(TOKEN)?.length ?? 0;
-}
-
-function contentText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  // Multimodal parts: only text parts count, as a text-only model would see them.
-  return content
-    .map((part: unknown) =>
-      typeof part === 'object' && part !== null && 'text' in part && typeof part.text === 'string' ? part.text : '',
-    )
-    .join(' ');
-}
-
-/** Renders chat messages as one prompt, a line per message, the way a chat template would roughly. */
-export function renderChatPrompt(messages: readonly unknown[]): string {
-  return messages
-    .map((message) => {
-      if (typeof message !== 'object' || message === null) return '';
-      const { role, content } = message as { role?: unknown; content?: unknown };
-      return `${typeof role === 'string' ? role : 'user'}: ${contentText(content)}`;
-    })
-    .join('\n');
-}
-
-/**
- * Renders a completions `prompt` (text, texts, token ids or lists of token ids) as one text.
- * Token ids become space-separated numbers, so {@link countTokens} counts one per id.
- * Returns undefined for a shape OpenAI does not accept.
- */
-export function renderCompletionPrompt(prompt: unknown): string | undefined {
-  if (typeof prompt === 'string') return prompt;
-  if (!Array.isArray(prompt) || prompt.length === 0) return undefined;
-  const parts: string[] = [];
-  for (const item of prompt) {
-    if (typeof item === 'string' || typeof item === 'number') parts.push(String(item));
-    else if (Array.isArray(item) && item.every((id) => typeof id === 'number')) parts.push(item.join(' '));
-    else return undefined;
-  }
-  return parts.join('\n');
 }
 
 /**

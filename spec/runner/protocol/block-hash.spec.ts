@@ -1,6 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { blockKey, blockKeys, chainBlockHashes, seedHash } from '../../../runner/protocol/index.ts';
+import {
+  blockKey,
+  blockKeys,
+  chainBlockHashes,
+  packBlockKeys,
+  seedHash,
+  unpackBlockKeys,
+} from '../../../runner/protocol/index.ts';
 
 interface VectorCase {
   name: string;
@@ -45,5 +52,18 @@ describe('block hashes (vLLM sha256_cbor)', () => {
     expect(() => chainBlockHashes([1.5, ...Array(15).fill(0)], 16, seedHash('0'))).toThrow(/1\.5/);
     expect(() => chainBlockHashes([-1, ...Array(15).fill(0)], 16, seedHash('0'))).toThrow(/-1/);
     expect(() => chainBlockHashes([2 ** 32, ...Array(15).fill(0)], 16, seedHash('0'))).toThrow(/4294967296/);
+  });
+});
+
+describe('packed block keys', () => {
+  it('round-trips keys through base64 of 8 bytes each', () => {
+    const keys = ['0000000000000000', 'ffffffffffffffff', '0123456789abcdef'];
+    expect(unpackBlockKeys(packBlockKeys(keys))).toEqual(keys);
+    expect(unpackBlockKeys('')).toEqual([]);
+  });
+
+  it('refuses what is not base64 of whole keys', () => {
+    expect(unpackBlockKeys('AAAA')).toBeUndefined();
+    expect(unpackBlockKeys('not base64!')).toBeUndefined();
   });
 });
