@@ -15,6 +15,36 @@ import type { Setting } from './settings.ts';
 
 const r = settingsOf(runnerDefaults);
 
+/** Where a side's TLS settings start: the gateway's front and the runner's server (`tls`), the gateway's client side (`runnerTls`). */
+type TlsPrefix = 'tls' | 'runnerTls';
+/** The PEM files of one TLS side. */
+type TlsPart = 'cert' | 'key' | 'ca';
+
+/** What each PEM file of one TLS side is, for its setting's description. */
+interface PemFiles {
+  /** The certificate. */
+  cert: string;
+  /** What --help shows when the certificate is not given. @default 'none' */
+  certDefault?: string;
+  /** The CA, when this side takes one. */
+  ca?: string;
+}
+
+/** The PEM-file settings of one TLS side: `<prefix>Cert`, `<prefix>Key` (the certificate's key) and, when `ca` is described, `<prefix>Ca`. */
+function pemSettings(prefix: TlsPrefix, files: PemFiles): Setting[] {
+  const pem = (part: string, description: string, defaultText = 'none'): Setting => ({
+    key: `${prefix}${part}`,
+    type: 'string',
+    description: `PEM file: ${description}`,
+    defaultText,
+  });
+  return [
+    pem('Cert', files.cert, files.certDefault),
+    pem('Key', `the key of ${flagOf(`${prefix}Cert`)}`),
+    ...(files.ca === undefined ? [] : [pem('Ca', files.ca)]),
+  ];
+}
+
 const callSecretFile: Setting = {
   key: 'callSecretFile',
   type: 'string',
@@ -35,30 +65,18 @@ export const gatewayDataPlaneSettings: readonly Setting[] = [
     defaultText: 'none: calls go unsigned',
   },
   callSecretFile,
-  {
-    key: 'runnerTlsCert',
-    type: 'string',
-    description: 'PEM file: the client certificate this gateway presents to runners under mutual TLS',
-    defaultText: 'none',
-  },
-  { key: 'runnerTlsKey', type: 'string', description: 'PEM file: the key of --runner-tls-cert', defaultText: 'none' },
-  {
-    key: 'runnerTlsCa',
-    type: 'string',
-    description: "PEM file: the CA that signs the runners' certificates (https runner URLs)",
-    defaultText: 'none',
-  },
+  ...pemSettings('runnerTls', {
+    cert: 'the client certificate this gateway presents to runners under mutual TLS',
+    ca: "the CA that signs the runners' certificates (https runner URLs)",
+  }),
 ];
 
 /** The gateway's front: TLS, or the operator's word that plain http is fine off loopback. */
 export const frontSettings: readonly Setting[] = [
-  {
-    key: 'tlsCert',
-    type: 'string',
-    description: "PEM file: the front's certificate; with --tls-key the gateway listens on https",
-    defaultText: 'none: plain http',
-  },
-  { key: 'tlsKey', type: 'string', description: 'PEM file: the key of --tls-cert', defaultText: 'none' },
+  ...pemSettings('tls', {
+    cert: "the front's certificate; with --tls-key the gateway listens on https",
+    certDefault: 'none: plain http',
+  }),
   {
     key: 'allowPlainHttp',
     type: 'boolean',
@@ -83,20 +101,11 @@ export const runnerDataPlaneSettings: readonly Setting[] = [
     'duration',
     'how far past its signed deadline a call is still taken: the clocks of gateway and runner may disagree by this much',
   ),
-  {
-    key: 'tlsCert',
-    type: 'string',
-    description:
-      "PEM file: the runner's certificate; with --tls-key and --tls-ca it listens on https and requires a client certificate",
-    defaultText: 'none: plain http',
-  },
-  { key: 'tlsKey', type: 'string', description: 'PEM file: the key of --tls-cert', defaultText: 'none' },
-  {
-    key: 'tlsCa',
-    type: 'string',
-    description: "PEM file: the CA that signs gateways' client certificates, and checks https gateways registered with",
-    defaultText: 'none',
-  },
+  ...pemSettings('tls', {
+    cert: "the runner's certificate; with --tls-key and --tls-ca it listens on https and requires a client certificate",
+    certDefault: 'none: plain http',
+    ca: "the CA that signs gateways' client certificates, and checks https gateways registered with",
+  }),
   {
     key: 'allowUnsignedCalls',
     type: 'boolean',
@@ -117,13 +126,9 @@ export function gatewayDataPlaneOptions(values: Record<string, unknown>): DataPl
       );
     out.callSecret = secrets[0]!;
   }
-  const runnerTls = tlsFiles(values, { cert: 'runnerTlsCert', key: 'runnerTlsKey', ca: 'runnerTlsCa' }, [
-    'cert',
-    'key',
-    'ca',
-  ]);
+  const runnerTls = tlsFiles(values, 'runnerTls', ['cert', 'key', 'ca']);
   if (runnerTls) out.runnerTls = runnerTls as unknown as DataPlaneOptions['runnerTls'];
-  const tls = tlsFiles(values, { cert: 'tlsCert', key: 'tlsKey' }, ['cert', 'key']);
+  const tls = tlsFiles(values, 'tls', ['cert', 'key']);
   if (tls) out.tls = tls as unknown as DataPlaneOptions['tls'];
   if (values.allowPlainHttp !== undefined) out.allowPlainHttp = values.allowPlainHttp as boolean;
   return out;
@@ -138,7 +143,7 @@ export function runnerDataPlaneOptions(
   if (secrets !== undefined) out.callSecret = secrets;
   if (values.callClockSkew !== undefined) out.callClockSkew = values.callClockSkew as number;
   if (values.allowUnsignedCalls !== undefined) out.allowUnsignedCalls = values.allowUnsignedCalls as boolean;
-  const tls = tlsFiles(values, { cert: 'tlsCert', key: 'tlsKey', ca: 'tlsCa' }, ['cert', 'key', 'ca']);
+  const tls = tlsFiles(values, 'tls', ['cert', 'key', 'ca']);
   if (tls) out.tls = tls as unknown as RunnerOptions['tls'];
   return out;
 }
@@ -155,17 +160,19 @@ function callSecrets(values: Record<string, unknown>): string[] | undefined {
 }
 
 /**
- * Reads the PEM files named by `keys`; undefined when none is given, refused when only some of
- * `required` are. A key file's text never reaches a message: only its path and the flag do.
+ * Reads the PEM files of `parts` (`cert` from `<prefix>Cert`, and so on); undefined when none is
+ * given, refused when only some are. A key file's text never reaches a message: only its path and
+ * the flag do.
  */
 function tlsFiles(
   values: Record<string, unknown>,
-  keys: Record<string, string>,
-  required: readonly string[],
+  prefix: TlsPrefix,
+  parts: readonly TlsPart[],
 ): Record<string, Buffer> | undefined {
+  const keys = Object.fromEntries(parts.map((part) => [part, `${prefix}${part[0]!.toUpperCase()}${part.slice(1)}`]));
   const given = Object.entries(keys).filter(([, key]) => values[key] !== undefined);
   if (given.length === 0) return undefined;
-  const missing = required.filter((part) => values[keys[part]!] === undefined);
+  const missing = parts.filter((part) => values[keys[part]!] === undefined);
   if (missing.length > 0) {
     throw new SettingsError(
       `${given.map(([, key]) => flagOf(key)).join(' and ')} ${given.length === 1 ? 'needs' : 'need'} ${missing.map((part) => flagOf(keys[part]!)).join(' and ')} too`,
