@@ -9,7 +9,7 @@ import type { DataPlaneOptions } from '../fleet/data-plane.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import { readSecretLines } from '../access/secrets.ts';
-import { oneOf, settingsOf } from './command.ts';
+import { secretLines, settingsOf } from './command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import type { Setting } from './settings.ts';
 
@@ -118,7 +118,7 @@ export const runnerDataPlaneSettings: readonly Setting[] = [
 /** The gateway options the data plane's settings give. */
 export function gatewayDataPlaneOptions(values: Record<string, unknown>): DataPlaneOptions {
   const out: DataPlaneOptions = {};
-  const secrets = callSecrets(values);
+  const secrets = secretLines(values, 'callSecret', readSecretLines);
   if (secrets !== undefined) {
     if (secrets.length !== 1)
       throw new SettingsError(
@@ -139,24 +139,13 @@ export function runnerDataPlaneOptions(
   values: Record<string, unknown>,
 ): Pick<RunnerOptions, 'callSecret' | 'callClockSkew' | 'allowUnsignedCalls' | 'tls'> {
   const out: Pick<RunnerOptions, 'callSecret' | 'callClockSkew' | 'allowUnsignedCalls' | 'tls'> = {};
-  const secrets = callSecrets(values);
+  const secrets = secretLines(values, 'callSecret', readSecretLines);
   if (secrets !== undefined) out.callSecret = secrets;
   if (values.callClockSkew !== undefined) out.callClockSkew = values.callClockSkew as number;
   if (values.allowUnsignedCalls !== undefined) out.allowUnsignedCalls = values.allowUnsignedCalls as boolean;
   const tls = tlsFiles(values, 'tls', ['cert', 'key', 'ca']);
   if (tls) out.tls = tls as unknown as RunnerOptions['tls'];
   return out;
-}
-
-/** The call secrets from --call-secret or --call-secret-file (one, not both); undefined when neither. */
-function callSecrets(values: Record<string, unknown>): string[] | undefined {
-  const given = values.callSecret;
-  const file = values.callSecretFile as string | undefined;
-  oneOf(values, 'callSecret', 'callSecretFile');
-  if (given !== undefined) return Array.isArray(given) ? (given as string[]) : [given as string];
-  if (file === undefined) return undefined;
-  // The one reader of secret files: one a line, and refused when anyone may read the file.
-  return readSecretLines('callSecretFile', file);
 }
 
 /**
