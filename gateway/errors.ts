@@ -4,7 +4,7 @@
  * class, declared with the kernel's errorClass over GatewayError.
  */
 import type { ServerResponse } from 'node:http';
-import { SluiceError, errorClass } from '../placer/kernel/index.ts';
+import { SluiceError, errorClass as kernelErrorClass } from '../placer/kernel/index.ts';
 import type { ErrorType, SluiceErrorOptions } from '../placer/kernel/index.ts';
 import { EngineErrorCode, UNAUTHORIZED_CODE } from '../runner/protocol/index.ts';
 import type { CallError } from './detached/store/index.ts';
@@ -24,6 +24,26 @@ export class GatewayError extends SluiceError {
   }
 }
 
+/** The client-facing type of each status whose type is not the default of its class (see {@link typeOf}). */
+const TYPE_OF_STATUS: Readonly<Record<number, ErrorType>> = {
+  403: 'permission_error',
+  404: 'not_found_error',
+  429: 'rate_limit_error',
+  503: 'service_unavailable_error',
+  504: 'timeout_error',
+};
+
+/** OpenAI's error type for `status`: the table's, else a client's fault below 500 and the server's from 500. */
+const typeOf = (status: number): ErrorType =>
+  TYPE_OF_STATUS[status] ?? (status < 500 ? 'invalid_request_error' : 'server_error');
+
+/**
+ * The class of one gateway error code: the kernel's errorClass over GatewayError, whose type is
+ * the one its status gives unless `type` names another.
+ */
+const errorClass = (code: string, status: number, type: ErrorType = typeOf(status)) =>
+  kernelErrorClass(code, status, type, GatewayError);
+
 /** Retry-After in seconds. */
 const retryAfter = (seconds: number): Record<string, string> => ({ 'retry-after': String(seconds) });
 
@@ -34,119 +54,69 @@ const retryAfterAndClose = (seconds: number): Record<string, string> => ({
 });
 
 /** The body is not valid JSON (400). */
-export class InvalidJsonError extends errorClass('GW_INVALID_JSON', 400, 'invalid_request_error', GatewayError) {}
+export class InvalidJsonError extends errorClass('GW_INVALID_JSON', 400) {}
 /** The body is JSON but not an object, or a field has the wrong type (400). */
-export class InvalidBodyError extends errorClass('GW_INVALID_BODY', 400, 'invalid_request_error', GatewayError) {}
+export class InvalidBodyError extends errorClass('GW_INVALID_BODY', 400) {}
 /** The body names no `model` (400). */
-export class MissingModelError extends errorClass('GW_MISSING_MODEL', 400, 'invalid_request_error', GatewayError) {}
+export class MissingModelError extends errorClass('GW_MISSING_MODEL', 400) {}
 /** No runner in the pool serves the model (404). */
-export class UnknownModelError extends errorClass('GW_UNKNOWN_MODEL', 404, 'not_found_error', GatewayError) {}
+export class UnknownModelError extends errorClass('GW_UNKNOWN_MODEL', 404) {}
 /** The body is larger than maxBodyBytes (413). */
-export class BodyTooLargeError extends errorClass('GW_BODY_TOO_LARGE', 413, 'invalid_request_error', GatewayError) {}
+export class BodyTooLargeError extends errorClass('GW_BODY_TOO_LARGE', 413) {}
 /** The client did not finish sending the body within bodyReadTimeout (408). */
-export class BodyTimeoutError extends errorClass('GW_BODY_TIMEOUT', 408, 'invalid_request_error', GatewayError) {}
+export class BodyTimeoutError extends errorClass('GW_BODY_TIMEOUT', 408) {}
 /** No route for this method and path (404). */
-export class RouteNotFoundError extends errorClass('GW_ROUTE_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
+export class RouteNotFoundError extends errorClass('GW_ROUTE_NOT_FOUND', 404) {}
 /**
  * The request target is not a plain path: absolute-form, `*`, a fragment, malformed
  * percent-encoding, or a `.`/`..` segment (percent-encoded ones and ones behind an encoded
  * slash included) that would route the gateway and the engine differently (400).
  */
-export class InvalidPathError extends errorClass('GW_INVALID_PATH', 400, 'invalid_request_error', GatewayError) {}
+export class InvalidPathError extends errorClass('GW_INVALID_PATH', 400) {}
 /**
  * The request could not be read as HTTP/1.1: Node's parser refused it (bad chunked encoding,
  * Content-Length beside Transfer-Encoding, a malformed request line or header), or its target or
  * Host header does not form a URL (400). The connection is closed after the answer.
  */
-export class BadRequestSyntaxError extends errorClass(
-  'GW_BAD_REQUEST_SYNTAX',
-  400,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class BadRequestSyntaxError extends errorClass('GW_BAD_REQUEST_SYNTAX', 400) {}
 /** The request's header section is larger than Node's limit: 16 KiB unless node runs with `--max-http-header-size` (431). */
-export class HeadersTooLargeError extends errorClass(
-  'GW_HEADERS_TOO_LARGE',
-  431,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class HeadersTooLargeError extends errorClass('GW_HEADERS_TOO_LARGE', 431) {}
 /** The client did not finish sending the request's headers in time (408). */
-export class HeadersTimeoutError extends errorClass('GW_HEADERS_TIMEOUT', 408, 'invalid_request_error', GatewayError) {}
+export class HeadersTimeoutError extends errorClass('GW_HEADERS_TIMEOUT', 408) {}
 
 /** The Prefer header or sluice-invoke-type is malformed (400). */
-export class InvalidPreferError extends errorClass('GW_INVALID_PREFER', 400, 'invalid_request_error', GatewayError) {}
+export class InvalidPreferError extends errorClass('GW_INVALID_PREFER', 400) {}
 /** A detached call's Idempotency-Key is not 1 to 255 visible ASCII characters (400). */
-export class InvalidIdempotencyKeyError extends errorClass(
-  'GW_INVALID_IDEMPOTENCY_KEY',
-  400,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class InvalidIdempotencyKeyError extends errorClass('GW_INVALID_IDEMPOTENCY_KEY', 400) {}
 /** A detached call names a callback URL, and this gateway has callbacks off (400). */
-export class CallbacksDisabledError extends errorClass(
-  'GW_CALLBACKS_DISABLED',
-  400,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class CallbacksDisabledError extends errorClass('GW_CALLBACKS_DISABLED', 400) {}
 /** A call route was used with another method than POST (405); answered with `Allow: POST`. */
-export class MethodNotAllowedError extends errorClass(
-  'GW_METHOD_NOT_ALLOWED',
-  405,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class MethodNotAllowedError extends errorClass('GW_METHOD_NOT_ALLOWED', 405) {}
 /** No detached call with this id in the store: unknown, or its result expired (404). */
-export class CallNotFoundError extends errorClass('GW_CALL_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
+export class CallNotFoundError extends errorClass('GW_CALL_NOT_FOUND', 404) {}
 /** A detached call ended without a stored result (404). */
-export class NoResultError extends errorClass('GW_NO_RESULT', 404, 'not_found_error', GatewayError) {}
+export class NoResultError extends errorClass('GW_NO_RESULT', 404) {}
 /** The result of a detached call still queued or running was asked for (409). */
-export class CallNotFinishedError extends errorClass(
-  'GW_CALL_NOT_FINISHED',
-  409,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class CallNotFinishedError extends errorClass('GW_CALL_NOT_FINISHED', 409) {}
 /** An Idempotency-Key already used for another request (422). */
-export class IdempotencyKeyReusedError extends errorClass(
-  'GW_IDEMPOTENCY_KEY_REUSED',
-  422,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class IdempotencyKeyReusedError extends errorClass('GW_IDEMPOTENCY_KEY_REUSED', 422) {}
 
 /** The first call with this Idempotency-Key is still being placed (409, Retry-After: 1). */
-export class IdempotencyInProgressError extends errorClass(
-  'GW_IDEMPOTENCY_IN_PROGRESS',
-  409,
-  'invalid_request_error',
-  GatewayError,
-) {
+export class IdempotencyInProgressError extends errorClass('GW_IDEMPOTENCY_IN_PROGRESS', 409) {
   constructor(message: string) {
     super(message, { headers: retryAfter(1) });
   }
 }
 
 /** A registration or heartbeat body is not what the wire contract says (400). */
-export class InvalidRegistrationError extends errorClass(
-  'GW_INVALID_REGISTRATION',
-  400,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class InvalidRegistrationError extends errorClass('GW_INVALID_REGISTRATION', 400) {}
 /** A drain interval that is not a whole number of ms in range (400). */
-export class InvalidDrainError extends errorClass('GW_INVALID_DRAIN', 400, 'invalid_request_error', GatewayError) {}
+export class InvalidDrainError extends errorClass('GW_INVALID_DRAIN', 400) {}
 /** No registered runner under this id (404). */
-export class RunnerNotFoundError extends errorClass('GW_RUNNER_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
+export class RunnerNotFoundError extends errorClass('GW_RUNNER_NOT_FOUND', 404) {}
 
 /** The runner routes on a gateway started without a runner token (404). */
-export class RegistrationDisabledError extends errorClass(
-  'GW_REGISTRATION_DISABLED',
-  404,
-  'not_found_error',
-  GatewayError,
-) {
+export class RegistrationDisabledError extends errorClass('GW_REGISTRATION_DISABLED', 404) {
   constructor() {
     super('runner registration is off on this gateway: start it with --runner-token');
   }
@@ -156,7 +126,7 @@ export class RegistrationDisabledError extends errorClass(
  * A route that needs a credential, called without one or with a token this gateway does not know
  * (401). Answered with `www-authenticate: Bearer`, as RFC 6750 asks.
  */
-export class UnauthorizedError extends errorClass('GW_UNAUTHORIZED', 401, 'invalid_request_error', GatewayError) {
+export class UnauthorizedError extends errorClass('GW_UNAUTHORIZED', 401) {
   constructor(message = 'missing or unknown credential') {
     super(message, { headers: { 'www-authenticate': 'Bearer' } });
   }
@@ -167,13 +137,13 @@ export class UnauthorizedError extends errorClass('GW_UNAUTHORIZED', 401, 'inval
  * runner token on a client route, a key calling a model outside its allow-list, a runner token
  * used for a runner id bound to another token (docs/runners.md, "Registration rules").
  */
-export class ForbiddenError extends errorClass('GW_FORBIDDEN', 403, 'permission_error', GatewayError) {}
+export class ForbiddenError extends errorClass('GW_FORBIDDEN', 403) {}
 
 /**
  * A fault that was not meant to reach a client (500). The message is always the same: the
  * detail (which may hold anything, a secret included) goes to the log, never to the client.
  */
-export class InternalError extends errorClass('GW_INTERNAL', 500, 'server_error', GatewayError) {
+export class InternalError extends errorClass('GW_INTERNAL', 500) {
   constructor(options?: SluiceErrorOptions) {
     super('internal gateway error', options);
   }
@@ -183,21 +153,21 @@ export class InternalError extends errorClass('GW_INTERNAL', 500, 'server_error'
  * The gateway is shutting down (503): it takes no new calls, and, as a detached call's stop
  * reason, it ended a call still running when its drain time ran out.
  */
-export class ShuttingDownError extends errorClass('GW_SHUTTING_DOWN', 503, 'service_unavailable_error', GatewayError) {
+export class ShuttingDownError extends errorClass('GW_SHUTTING_DOWN', 503) {
   constructor(message = 'the gateway is shutting down; retry on another gateway') {
     super(message, { headers: retryAfterAndClose(1) });
   }
 }
 
 /** A cancel (POST /v1/calls/{id}/cancel) ended a detached call; a record's error, never an answer. */
-export class CallCancelledError extends errorClass('GW_CALL_CANCELLED', 499, 'invalid_request_error', GatewayError) {
+export class CallCancelledError extends errorClass('GW_CALL_CANCELLED', 499) {
   constructor(message = 'the call was cancelled') {
     super(message);
   }
 }
 
 /** A detached call outlived its lifetime, which ended at `at` (ms since the epoch); a record's error. */
-export class CallExpiredError extends errorClass('GW_CALL_EXPIRED', 504, 'timeout_error', GatewayError) {
+export class CallExpiredError extends errorClass('GW_CALL_EXPIRED', 504) {
   constructor(at: number) {
     super(`the call outlived its lifetime (until ${new Date(at).toISOString()})`);
   }
@@ -207,13 +177,13 @@ export class CallExpiredError extends errorClass('GW_CALL_EXPIRED', 504, 'timeou
  * The gateway that owned a detached call did not finish it within its lifetime and is presumed
  * gone; a record's error, written by whichever gateway found it.
  */
-export class OwnerLostError extends errorClass('GW_OWNER_LOST', 502, 'server_error', GatewayError) {}
+export class OwnerLostError extends errorClass('GW_OWNER_LOST', 502) {}
 
 /**
  * A detached call's answer grew past maxResultBytes: the gateway stopped reading and kept
  * nothing; a record's error.
  */
-export class ResultTooLargeError extends errorClass('GW_RESULT_TOO_LARGE', 502, 'server_error', GatewayError) {
+export class ResultTooLargeError extends errorClass('GW_RESULT_TOO_LARGE', 502) {
   constructor(maxResultBytes: number) {
     super(`the result is larger than maxResultBytes (${maxResultBytes} bytes); it was not kept`);
   }
@@ -223,13 +193,13 @@ export class ResultTooLargeError extends errorClass('GW_RESULT_TOO_LARGE', 502, 
  * The store refused a finished call's result for another reason than room (a custom store's
  * refusal, a bug), so the call ends `failed` without it; a record's error.
  */
-export class ResultNotStoredError extends errorClass('GW_RESULT_NOT_STORED', 502, 'server_error', GatewayError) {}
+export class ResultNotStoredError extends errorClass('GW_RESULT_NOT_STORED', 502) {}
 
 /**
  * The engine answered a detached call with a status of 400 or more; its answer is kept as the
  * result, and this is the record's error.
  */
-export class EngineErrorStatusError extends errorClass('GW_ENGINE_ERROR', 502, 'server_error', GatewayError) {
+export class EngineErrorStatusError extends errorClass('GW_ENGINE_ERROR', 502) {
   constructor(status: number) {
     super(`the engine answered ${status}`);
   }
@@ -251,7 +221,7 @@ export class RecordedError extends GatewayError {
  * The gateway already holds maxInFlight calls (503): refused at once, before or right after the
  * body, so the client (or a load balancer) can try another gateway.
  */
-export class OverloadedError extends errorClass('GW_OVERLOADED', 503, 'service_unavailable_error', GatewayError) {
+export class OverloadedError extends errorClass('GW_OVERLOADED', 503) {
   constructor(maxInFlight: number, retryAfterSeconds: number) {
     super(`the gateway is at maxInFlight (${maxInFlight} calls); retry shortly`, {
       headers: retryAfter(retryAfterSeconds),
@@ -264,7 +234,7 @@ export class OverloadedError extends errorClass('GW_OVERLOADED', 503, 'service_u
  * at `maxQueuedPerFlow` (503): every runner is busy and the call was refused at once rather
  * than queued past the bound.
  */
-export class QueueFullError extends errorClass('GW_QUEUE_FULL', 503, 'service_unavailable_error', GatewayError) {
+export class QueueFullError extends errorClass('GW_QUEUE_FULL', 503) {
   constructor(scope: 'total' | 'model' | 'flow', limit: number, retryAfterSeconds: number) {
     const what =
       scope === 'total'
@@ -282,12 +252,7 @@ export class QueueFullError extends errorClass('GW_QUEUE_FULL', 503, 'service_un
  * names the model and the failure's reason (never the profile's args or env values); Retry-After
  * is the time until the reconciler's next attempt, or `retryAfter` when none is due.
  */
-export class DeploymentFailedError extends errorClass(
-  'GW_DEPLOYMENT_FAILED',
-  503,
-  'service_unavailable_error',
-  GatewayError,
-) {
+export class DeploymentFailedError extends errorClass('GW_DEPLOYMENT_FAILED', 503) {
   constructor(model: string, reason: string, retryAfterSeconds: number, nextAttempt: boolean) {
     const when = nextAttempt
       ? `the next start is in about ${retryAfterSeconds} s`
@@ -300,24 +265,14 @@ export class DeploymentFailedError extends errorClass(
 }
 
 /** The `sluice-priority` header names no priority class (400). */
-export class InvalidPriorityError extends errorClass(
-  'GW_INVALID_PRIORITY',
-  400,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class InvalidPriorityError extends errorClass('GW_INVALID_PRIORITY', 400) {}
 
 /**
  * The detached-call store does not answer (or failed in a way no store error describes), so a
  * detached call cannot be kept and is refused before any runner works on it (503). As a
  * record's error: the call's record reached the store after its client was answered 503.
  */
-export class DetachedStoreUnavailableError extends errorClass(
-  'GW_STORE_UNAVAILABLE',
-  503,
-  'service_unavailable_error',
-  GatewayError,
-) {
+export class DetachedStoreUnavailableError extends errorClass('GW_STORE_UNAVAILABLE', 503) {
   constructor(message: string, options?: { cause?: unknown; retryAfter?: number }) {
     super(message, {
       ...(options?.cause === undefined ? {} : { cause: options.cause }),
@@ -330,7 +285,7 @@ export class DetachedStoreUnavailableError extends errorClass(
  * The gateway already receives maxUploads bodies (503). The body is not read, so the connection
  * is closed.
  */
-export class UploadsFullError extends errorClass('GW_UPLOADS_FULL', 503, 'service_unavailable_error', GatewayError) {
+export class UploadsFullError extends errorClass('GW_UPLOADS_FULL', 503) {
   constructor(maxUploads: number, retryAfterSeconds: number) {
     super(`the gateway is receiving maxUploads (${maxUploads}) request bodies already; retry shortly`, {
       headers: retryAfterAndClose(retryAfterSeconds),
@@ -342,12 +297,7 @@ export class UploadsFullError extends errorClass('GW_UPLOADS_FULL', 503, 'servic
  * This client address already sends maxUploadsPerClient bodies (429). The body is not read, so
  * the connection is closed.
  */
-export class TooManyUploadsError extends errorClass(
-  'GW_TOO_MANY_UPLOADS',
-  429,
-  'service_unavailable_error',
-  GatewayError,
-) {
+export class TooManyUploadsError extends errorClass('GW_TOO_MANY_UPLOADS', 429, 'service_unavailable_error') {
   constructor(maxUploadsPerClient: number, retryAfterSeconds: number) {
     super(
       `this client address is sending maxUploadsPerClient (${maxUploadsPerClient}) request bodies already; finish those first`,
@@ -362,12 +312,7 @@ export class TooManyUploadsError extends errorClass(
  * This client address already holds maxConnectionsPerClient connections (429): the first
  * request on one more is answered with this, and the connection closed.
  */
-export class TooManyConnectionsError extends errorClass(
-  'GW_TOO_MANY_CONNECTIONS',
-  429,
-  'service_unavailable_error',
-  GatewayError,
-) {
+export class TooManyConnectionsError extends errorClass('GW_TOO_MANY_CONNECTIONS', 429, 'service_unavailable_error') {
   constructor(maxConnectionsPerClient: number, retryAfterSeconds: number) {
     super(
       `this client address holds maxConnectionsPerClient (${maxConnectionsPerClient}) connections already; reuse them`,
@@ -383,12 +328,7 @@ export class TooManyConnectionsError extends errorClass(
  * fit (--max-stored-bytes): new detached calls are refused until results expire (503). As a
  * record's error (no `retryAfterSeconds`): a finished call's result did not fit.
  */
-export class DetachedStoreFullError extends errorClass(
-  'GW_STORE_FULL',
-  503,
-  'service_unavailable_error',
-  GatewayError,
-) {
+export class DetachedStoreFullError extends errorClass('GW_STORE_FULL', 503) {
   constructor(message: string, retryAfterSeconds?: number) {
     super(message, retryAfterSeconds === undefined ? {} : { headers: retryAfter(retryAfterSeconds) });
   }
@@ -398,78 +338,63 @@ export class DetachedStoreFullError extends errorClass(
  * The runner committed to the call and then failed (502). The call may have run, so it was not
  * sent anywhere else; retrying is the client's decision.
  */
-export class RunnerFailedError extends errorClass('GW_RUNNER_FAILED_AFTER_COMMIT', 502, 'server_error', GatewayError) {}
+export class RunnerFailedError extends errorClass('GW_RUNNER_FAILED_AFTER_COMMIT', 502) {}
 
 /**
  * A runner refused the call as not from a gateway (its RUNNER_UNAUTHORIZED, 502): this gateway's
  * call secret or TLS is not the runner's. Nothing ran; the client's own credential is not at
  * fault, so it never sees a 401 for it.
  */
-export class RunnerRefusedGatewayError extends errorClass(
-  'GW_RUNNER_UNAUTHORIZED',
-  502,
-  'server_error',
-  GatewayError,
-) {}
+export class RunnerRefusedGatewayError extends errorClass('GW_RUNNER_UNAUTHORIZED', 502) {}
 
 /**
  * A runner that took the call went silent (504): no acknowledgement for responseTimeout before
  * its status line, or no bytes for streamIdleTimeout between chunks. The call may have run, so it
  * was not sent anywhere else.
  */
-export class RunnerStalledError extends errorClass('GW_RUNNER_STALLED', 504, 'timeout_error', GatewayError) {}
+export class RunnerStalledError extends errorClass('GW_RUNNER_STALLED', 504) {}
 
 /**
  * The call could not be put on the wire at all (400): the HTTP client refused the request
  * before sending a byte, so no runner saw it and none would take it.
  */
-export class RequestNotForwardableError extends errorClass(
-  'GW_REQUEST_NOT_FORWARDABLE',
-  400,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class RequestNotForwardableError extends errorClass('GW_REQUEST_NOT_FORWARDABLE', 400) {}
 
 /** The call ran past its execution timeout (504). */
-export class CallTimeoutError extends errorClass('GW_CALL_TIMEOUT', 504, 'timeout_error', GatewayError) {}
+export class CallTimeoutError extends errorClass('GW_CALL_TIMEOUT', 504) {}
 
 /** A before-call listener or the call overrider threw something that is not a SluiceError (500). */
-export class ListenerFailedError extends errorClass('GW_LISTENER_FAILED', 500, 'server_error', GatewayError) {}
+export class ListenerFailedError extends errorClass('GW_LISTENER_FAILED', 500) {}
 
 /**
  * The client key is over one of its limits (429): requests or tokens per minute, concurrent
  * calls, or stored detached-result bytes. Answered with Retry-After and, for the per-minute
  * limits, the `x-ratelimit-*` headers; nothing was counted or run.
  */
-export class RateLimitedError extends errorClass('GW_RATE_LIMITED', 429, 'rate_limit_error', GatewayError) {
+export class RateLimitedError extends errorClass('GW_RATE_LIMITED', 429) {
   constructor(message: string, headers: Record<string, string>) {
     super(message, { headers });
   }
 }
 
 /** No client key with this id (404), on the operator's /v1/keys routes. */
-export class KeyNotFoundError extends errorClass('GW_KEY_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
+export class KeyNotFoundError extends errorClass('GW_KEY_NOT_FOUND', 404) {}
 
 /** A key from the keys file was asked to be deleted through the API (409): edit the file instead. */
-export class KeyInFileError extends errorClass('GW_KEY_IN_FILE', 409, 'invalid_request_error', GatewayError) {}
+export class KeyInFileError extends errorClass('GW_KEY_IN_FILE', 409) {}
 
 /**
  * The keys file (--keys) cannot be read or is not a list of valid keys: the message names each
  * entry and field at fault. At start-up the gateway refuses to start; on a reload it keeps the
  * keys it had.
  */
-export class KeysFileError extends errorClass('GW_INVALID_KEYS_FILE', 500, 'server_error', GatewayError) {}
+export class KeysFileError extends errorClass('GW_INVALID_KEYS_FILE', 500) {}
 
 /**
  * A keyed gateway cannot read its key store (503), so a presented token it does not know may be
  * a key made since its last read: refused with Retry-After rather than told it is unknown.
  */
-export class KeysUnavailableError extends errorClass(
-  'GW_KEYS_UNAVAILABLE',
-  503,
-  'service_unavailable_error',
-  GatewayError,
-) {
+export class KeysUnavailableError extends errorClass('GW_KEYS_UNAVAILABLE', 503) {
   constructor(message: string, retryAfterSeconds: number) {
     super(message, { headers: retryAfter(retryAfterSeconds) });
   }
@@ -479,18 +404,13 @@ export class KeysUnavailableError extends errorClass(
  * A key was asked to be made on a gateway started open to clients (409): it would not close the
  * gateway, which is open or keyed by its start-up settings only. Restart it with --require-keys.
  */
-export class ClientsOpenError extends errorClass('GW_CLIENTS_OPEN', 409, 'invalid_request_error', GatewayError) {}
+export class ClientsOpenError extends errorClass('GW_CLIENTS_OPEN', 409) {}
 
 /**
  * A deployment given to PUT /v1/deployments/{model} is not valid (400). The message lists every
  * problem, and the answer's `problems` holds them one per entry.
  */
-export class InvalidDeploymentError extends errorClass(
-  'GW_INVALID_DEPLOYMENT',
-  400,
-  'invalid_request_error',
-  GatewayError,
-) {
+export class InvalidDeploymentError extends errorClass('GW_INVALID_DEPLOYMENT', 400) {
   /** Every problem found, one line each, naming the model and the field. */
   readonly problems: readonly string[];
   constructor(problems: readonly string[]) {
@@ -500,27 +420,17 @@ export class InvalidDeploymentError extends errorClass(
 }
 
 /** No deployment of this model (404), on the operator's /v1/deployments routes. */
-export class DeploymentNotFoundError extends errorClass(
-  'GW_DEPLOYMENT_NOT_FOUND',
-  404,
-  'not_found_error',
-  GatewayError,
-) {}
+export class DeploymentNotFoundError extends errorClass('GW_DEPLOYMENT_NOT_FOUND', 404) {}
 
 /** A deployment from the deployments file was to be replaced or deleted through the API (409): edit the file instead. */
-export class DeploymentInFileError extends errorClass(
-  'GW_DEPLOYMENT_IN_FILE',
-  409,
-  'invalid_request_error',
-  GatewayError,
-) {}
+export class DeploymentInFileError extends errorClass('GW_DEPLOYMENT_IN_FILE', 409) {}
 
 /**
  * The deployments file (--deployments) cannot be read or holds invalid deployments: the gateway
  * does not start. The message has one line per problem, each naming the file, the entry and the
  * field; `problems` holds the same lines.
  */
-export class DeploymentsFileError extends errorClass('GW_INVALID_DEPLOYMENTS_FILE', 500, 'server_error', GatewayError) {
+export class DeploymentsFileError extends errorClass('GW_INVALID_DEPLOYMENTS_FILE', 500) {
   /** One line per problem, each starting with the file's name. */
   readonly problems: readonly string[];
   constructor(problems: readonly string[], options?: SluiceErrorOptions) {
@@ -538,14 +448,14 @@ export class DeploymentsFileError extends errorClass('GW_INVALID_DEPLOYMENTS_FIL
 }
 
 /** A gateway option is missing or out of range. */
-export class GatewayConfigError extends errorClass('GW_INVALID_OPTION', 500, 'server_error', GatewayError) {}
+export class GatewayConfigError extends errorClass('GW_INVALID_OPTION', 500) {}
 
 /**
  * A secret file (`--runner-token-file`, `--callback-secret-file`) could not be used: unreadable,
  * readable by any user of the machine, or holding no secret. A start-up error; the message names
  * the option and the file, never the content.
  */
-export class SecretFileError extends errorClass('GW_SECRET_FILE_INVALID', 500, 'server_error', GatewayError) {}
+export class SecretFileError extends errorClass('GW_SECRET_FILE_INVALID', 500) {}
 
 /**
  * A store failure as a client gets it: a SluiceError as it is (STORE_UNAVAILABLE, say), anything

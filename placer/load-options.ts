@@ -3,10 +3,11 @@
  * old a runner's report may be. Validated once, when the placer is created.
  */
 import { PlacerConfigError } from './errors.ts';
-import { LOAD_STALE_AFTER_MS } from './load.ts';
+import { LOAD_STALE_AFTER_MS, loadsOf } from './load.ts';
+import type { LoadedRunner } from './load.ts';
 import { checksFor, rule, systemClock } from './kernel/index.ts';
 import type { PlacerContext, PlacerDescriptor } from './descriptor.ts';
-import type { Placer } from './types.ts';
+import type { Placer, Runner, RunnerCall } from './types.ts';
 
 /** Options common to `least-loaded`, `load-weighted` and `prefix-affinity`. */
 export interface LoadAwareOptions {
@@ -70,4 +71,25 @@ export function loadAwareDescriptor(name: string, create: (options: LoadAwareOpt
     create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) =>
       create({ now: () => clock.now(), ...(options as LoadAwareOptions) }),
   });
+}
+
+/** How a load-aware placer orders the runners of a pass, read by loadsOf (sorted by id), drawing from `random`. */
+export type LoadedOrder = <R extends Runner<unknown>>(
+  loaded: readonly LoadedRunner<R>[],
+  random: () => number,
+) => Iterable<R>;
+
+/**
+ * A load-aware placer named `name`: its options validated now, and on each pass every runner's
+ * load read once, at the pass's start, and handed to `orderLoaded`.
+ * @throws PlacerConfigError naming a bad option.
+ */
+export function loadAwarePlacer(name: string, options: LoadAwareOptions, orderLoaded: LoadedOrder): Placer {
+  const { random, now, staleAfterMs } = resolveLoadAware(options);
+  return {
+    name,
+    order<R extends Runner<unknown>>(_call: RunnerCall, runners: readonly R[]): Iterable<R> {
+      return orderLoaded(loadsOf(runners, now(), staleAfterMs), random);
+    },
+  };
 }

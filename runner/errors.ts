@@ -44,17 +44,26 @@ export class RunnerBodyTooLargeError extends errorClass('RUNNER_BODY_TOO_LARGE',
  */
 export class RunnerBodyTimeoutError extends errorClass('RUNNER_BODY_TIMEOUT', 408, 'invalid_request_error') {}
 
-/** nvidia-smi printed something other than the CSV asked for. */
-export class NvidiaSmiParseError extends errorClass('RUNNER_NVIDIA_SMI_PARSE', 500, 'server_error') {
-  /** @param line 1-based line number in the output */
-  constructor(
-    readonly line: number,
-    problem: string,
-    text: string,
-  ) {
-    super(`nvidia-smi output line ${line}: ${problem}: ${JSON.stringify(text)}`);
-  }
+/**
+ * The class of an error about one line of a text the runner reads (an engine's metrics page,
+ * nvidia-smi's output): `line` is the line's 1-based number, and the message names `source`'s
+ * line and the problem and quotes the line, cut to `quoteMax` characters.
+ */
+export function lineErrorClass(code: string, status: number, source: string, quoteMax = Number.POSITIVE_INFINITY) {
+  return class extends errorClass(code, status, 'server_error') {
+    constructor(
+      readonly line: number,
+      problem: string,
+      text: string,
+    ) {
+      const quote = text.length > quoteMax ? `${text.slice(0, quoteMax - 3)}...` : text;
+      super(`${source} line ${line}: ${problem}: ${JSON.stringify(quote)}`);
+    }
+  };
 }
+
+/** nvidia-smi printed something other than the CSV asked for. */
+export class NvidiaSmiParseError extends lineErrorClass('RUNNER_NVIDIA_SMI_PARSE', 500, 'nvidia-smi output') {}
 
 /** nvidia-smi is installed but failed or hung (a driver problem, usually), so the GPUs are unknown. */
 export class NvidiaSmiFailedError extends errorClass('RUNNER_NVIDIA_SMI_FAILED', 500, 'server_error') {}

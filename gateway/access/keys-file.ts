@@ -10,7 +10,7 @@ import { watch } from 'node:fs';
 import type { FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { silentLogger } from '../../placer/kernel/index.ts';
+import { cappedProblems, jsonListEntries, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { KeysFileError } from '../errors.ts';
 import { checkKeyHash, checkKeySpec, keyIdOf } from './keys.ts';
@@ -24,34 +24,29 @@ const MAX_LISTED = 20;
  * @throws KeysFileError listing every problem, each naming the entry (index and name) and field.
  */
 export function parseKeysFile(text: string, file: string): HashedKey[] {
-  let entries: unknown;
-  try {
-    entries = JSON.parse(text);
-  } catch (error) {
-    throw new KeysFileError(`keys file ${file} is not JSON: ${(error as Error).message}`);
-  }
-  if (!Array.isArray(entries))
-    throw new KeysFileError(`keys file ${file} must be a JSON list of keys, got ${typeof entries}`);
+  const entries = jsonListEntries(text, 'name', (fault) =>
+    fault.kind === 'not-json'
+      ? new KeysFileError(`keys file ${file} is not JSON: ${fault.message}`)
+      : new KeysFileError(`keys file ${file} must be a JSON list of keys, got ${typeof fault.value}`),
+  );
   const problems: string[] = [];
   const keys: HashedKey[] = [];
   const seen = new Map<string, string>();
-  entries.forEach((entry, i) => {
-    const name = (entry as { name?: unknown } | null)?.name;
-    const where = typeof name === 'string' ? `entry ${i} (${JSON.stringify(name)})` : `entry ${i}`;
+  for (const { entry, where } of entries) {
     const spec = checkKeySpec(where, entry, problems, ['hash']);
     const digest = checkKeyHash(where, (entry as { hash?: unknown } | null)?.hash, problems);
-    if (!spec || !digest) return;
+    if (!spec || !digest) continue;
     const id = keyIdOf(digest);
     const first = seen.get(id);
-    if (first !== undefined) return void problems.push(`${where}: hash is the same key as ${first}'s`);
+    if (first !== undefined) {
+      problems.push(`${where}: hash is the same key as ${first}'s`);
+      continue;
+    }
     seen.set(id, where);
     keys.push(Object.freeze({ ...spec, digest }));
-  });
-  if (problems.length > 0) {
-    const listed = problems.slice(0, MAX_LISTED).join('; ');
-    const more = problems.length > MAX_LISTED ? `; and ${problems.length - MAX_LISTED} more` : '';
-    throw new KeysFileError(`keys file ${file}: ${listed}${more}`);
   }
+  if (problems.length > 0)
+    throw new KeysFileError(`keys file ${file}: ${cappedProblems(problems, MAX_LISTED).join('; ')}`);
   return keys;
 }
 

@@ -17,7 +17,14 @@
  * A lease lapses after `leaseMs` so a gateway that dies holding calls frees them in time.
  */
 import type { Redis } from 'ioredis';
-import { connectRedis, quitRedis, redisUses, STORED_BYTES_LUA } from '../detached/store/index.ts';
+import {
+  connectRedis,
+  defineScripts,
+  quitRedis,
+  redisScript,
+  redisUses,
+  STORED_BYTES_LUA,
+} from '../detached/store/index.ts';
 import type { RedisTimeouts } from '../detached/store/index.ts';
 import { decideWindow, resolveLimiterOptions } from './limits.ts';
 import type { Admission, KeyLimits, Limiter, LimiterOptions, StoredAdmission } from './limits.ts';
@@ -65,7 +72,10 @@ end
  * (the request counted, the lease held), {0, cur, prev} when the window refused it, {-1, cur, prev}
  * when every concurrent call is taken; cur and prev are the counts before this call.
  */
-const ADMIT_CALL = `${ROLL}
+const ADMIT_CALL = redisScript(
+  'sluiceAdmitCall',
+  2,
+  `${ROLL}
 local now, w = tonumber(ARGV[1]), tonumber(ARGV[2])
 local rpm, conc = tonumber(ARGV[3]), tonumber(ARGV[4])
 if conc > 0 then
@@ -89,30 +99,42 @@ if conc > 0 then
   redis.call('PEXPIRE', KEYS[2], ARGV[7])
 end
 return {1, cur, prev}
-`;
+`,
+);
 
 /** KEYS: tokens window. ARGV: now, windowMs, limit, cost. Returns {1|0, cur, prev} as ADMIT_CALL. */
-const ADMIT_TOKENS = `${ROLL}
+const ADMIT_TOKENS = redisScript(
+  'sluiceAdmitTokens',
+  1,
+  `${ROLL}
 local ok, cur, prev = admits(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
 if ok then return {1, cur, prev} end
 return {0, cur, prev}
-`;
+`,
+);
 
 /** KEYS: tokens window. ARGV: now, windowMs, delta. Moves the current count by delta, never below 0. */
-const SETTLE = `${ROLL}
+const SETTLE = redisScript(
+  'sluiceSettle',
+  1,
+  `${ROLL}
 local now, w, delta = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local bucket = math.floor(now / w)
 local cur, prev = roll(KEYS[1], bucket)
 put(KEYS[1], bucket, math.max(0, cur + delta), prev, w)
 return 1
-`;
+`,
+);
 
 /**
  * KEYS: stored set, its byte counter, reserved set, its byte counter. ARGV: now, storedBytes,
  * cap, call id, until, ttl ms. Returns {1, bytes reserved} when admitted, {0, the first stored
  * result's expiry or 0} when stored results and reservations already reach the limit.
  */
-const STORED_RESERVE = `${STORED_BYTES_LUA}
+const STORED_RESERVE = redisScript(
+  'sluiceStoredReserve',
+  4,
+  `${STORED_BYTES_LUA}
 local used = stored_bytes(KEYS[1], KEYS[2], ARGV[1]) + stored_bytes(KEYS[3], KEYS[4], ARGV[1])
 local limit = tonumber(ARGV[2])
 if used >= limit then
@@ -125,7 +147,8 @@ for i = 3, 4 do
   if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[6]) then redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
 end
 return {1, reserved}
-`;
+`,
+);
 
 /** Lua's `unreserve(set, counter, member, bytes)`: drops a reservation still held, once. */
 const UNRESERVE = `
@@ -138,7 +161,10 @@ end
  * KEYS: stored set, its byte counter, reserved set, its byte counter. ARGV: now, reservation
  * member, reserved bytes, result member, bytes, expiry, ttl ms.
  */
-const STORED_SETTLE = `${STORED_BYTES_LUA}${UNRESERVE}
+const STORED_SETTLE = redisScript(
+  'sluiceStoredSettle',
+  4,
+  `${STORED_BYTES_LUA}${UNRESERVE}
 unreserve(KEYS[3], KEYS[4], ARGV[2], ARGV[3])
 stored_bytes(KEYS[1], KEYS[2], ARGV[1])
 if redis.call('ZADD', KEYS[1], ARGV[6], ARGV[4]) == 1 then redis.call('INCRBY', KEYS[2], ARGV[5]) end
@@ -146,13 +172,18 @@ for i = 1, 2 do
   if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[7]) then redis.call('PEXPIRE', KEYS[i], ARGV[7]) end
 end
 return 1
-`;
+`,
+);
 
 /** KEYS: reserved set, its byte counter. ARGV: reservation member, reserved bytes. */
-const STORED_RELEASE = `${UNRESERVE}
+const STORED_RELEASE = redisScript(
+  'sluiceStoredRelease',
+  2,
+  `${UNRESERVE}
 unreserve(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 return 1
-`;
+`,
+);
 
 interface LimitScripts {
   sluiceAdmitCall(requests: string, leases: string, ...args: (string | number)[]): Promise<[number, number, number]>;
@@ -206,13 +237,14 @@ class RedisLimiter implements Limiter {
       throw new GatewayConfigError(`keyPrefix must be a string, got ${show(keyPrefix)}`);
     this.#prefix = keyPrefix;
     const { client } = connectRedis(options.url, redisUses.limiter, options);
-    client.defineCommand('sluiceAdmitCall', { numberOfKeys: 2, lua: ADMIT_CALL });
-    client.defineCommand('sluiceAdmitTokens', { numberOfKeys: 1, lua: ADMIT_TOKENS });
-    client.defineCommand('sluiceSettle', { numberOfKeys: 1, lua: SETTLE });
-    client.defineCommand('sluiceStoredReserve', { numberOfKeys: 4, lua: STORED_RESERVE });
-    client.defineCommand('sluiceStoredSettle', { numberOfKeys: 4, lua: STORED_SETTLE });
-    client.defineCommand('sluiceStoredRelease', { numberOfKeys: 2, lua: STORED_RELEASE });
-    this.#client = client as Redis & LimitScripts;
+    this.#client = defineScripts<LimitScripts>(client, [
+      ADMIT_CALL,
+      ADMIT_TOKENS,
+      SETTLE,
+      STORED_RESERVE,
+      STORED_SETTLE,
+      STORED_RELEASE,
+    ]);
   }
 
   async admitCall(keyId: string, limits: KeyLimits, lease: string): Promise<Admission> {

@@ -72,6 +72,26 @@ export function oneOf(values: Record<string, unknown>, key: string, fileKey: str
     throw new SettingsError(`give ${flagOf(key)} or ${flagOf(fileKey)}, not both`);
 }
 
+/**
+ * The secrets of `key`, one or several: the lines of `<key>File` when that is given (read by
+ * `readLines`, the one reader of secret files), else the value of `key` as a list; undefined when
+ * neither is given.
+ * @throws SettingsError when both are given.
+ */
+export function secretLines(
+  values: Record<string, unknown>,
+  key: string,
+  readLines: (option: string, path: string) => string[],
+): string[] | undefined {
+  const fileKey = `${key}File`;
+  oneOf(values, key, fileKey);
+  const file = values[fileKey] as string | undefined;
+  if (file !== undefined) return readLines(fileKey, file);
+  const given = values[key] as string | string[] | undefined;
+  if (given === undefined) return undefined;
+  return Array.isArray(given) ? given : [given];
+}
+
 /** The settings every command that serves shares; the command line's own, so they keep a default here. */
 export const logLevel: Setting = {
   key: 'logLevel',

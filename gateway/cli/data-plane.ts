@@ -9,11 +9,41 @@ import type { DataPlaneOptions } from '../fleet/data-plane.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import { readSecretLines } from '../access/secrets.ts';
-import { oneOf, settingsOf } from './command.ts';
+import { secretLines, settingsOf } from './command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import type { Setting } from './settings.ts';
 
 const r = settingsOf(runnerDefaults);
+
+/** Where a side's TLS settings start: the gateway's front and the runner's server (`tls`), the gateway's client side (`runnerTls`). */
+type TlsPrefix = 'tls' | 'runnerTls';
+/** The PEM files of one TLS side. */
+type TlsPart = 'cert' | 'key' | 'ca';
+
+/** What each PEM file of one TLS side is, for its setting's description. */
+interface PemFiles {
+  /** The certificate. */
+  cert: string;
+  /** What --help shows when the certificate is not given. @default 'none' */
+  certDefault?: string;
+  /** The CA, when this side takes one. */
+  ca?: string;
+}
+
+/** The PEM-file settings of one TLS side: `<prefix>Cert`, `<prefix>Key` (the certificate's key) and, when `ca` is described, `<prefix>Ca`. */
+function pemSettings(prefix: TlsPrefix, files: PemFiles): Setting[] {
+  const pem = (part: string, description: string, defaultText = 'none'): Setting => ({
+    key: `${prefix}${part}`,
+    type: 'string',
+    description: `PEM file: ${description}`,
+    defaultText,
+  });
+  return [
+    pem('Cert', files.cert, files.certDefault),
+    pem('Key', `the key of ${flagOf(`${prefix}Cert`)}`),
+    ...(files.ca === undefined ? [] : [pem('Ca', files.ca)]),
+  ];
+}
 
 const callSecretFile: Setting = {
   key: 'callSecretFile',
@@ -35,30 +65,18 @@ export const gatewayDataPlaneSettings: readonly Setting[] = [
     defaultText: 'none: calls go unsigned',
   },
   callSecretFile,
-  {
-    key: 'runnerTlsCert',
-    type: 'string',
-    description: 'PEM file: the client certificate this gateway presents to runners under mutual TLS',
-    defaultText: 'none',
-  },
-  { key: 'runnerTlsKey', type: 'string', description: 'PEM file: the key of --runner-tls-cert', defaultText: 'none' },
-  {
-    key: 'runnerTlsCa',
-    type: 'string',
-    description: "PEM file: the CA that signs the runners' certificates (https runner URLs)",
-    defaultText: 'none',
-  },
+  ...pemSettings('runnerTls', {
+    cert: 'the client certificate this gateway presents to runners under mutual TLS',
+    ca: "the CA that signs the runners' certificates (https runner URLs)",
+  }),
 ];
 
 /** The gateway's front: TLS, or the operator's word that plain http is fine off loopback. */
 export const frontSettings: readonly Setting[] = [
-  {
-    key: 'tlsCert',
-    type: 'string',
-    description: "PEM file: the front's certificate; with --tls-key the gateway listens on https",
-    defaultText: 'none: plain http',
-  },
-  { key: 'tlsKey', type: 'string', description: 'PEM file: the key of --tls-cert', defaultText: 'none' },
+  ...pemSettings('tls', {
+    cert: "the front's certificate; with --tls-key the gateway listens on https",
+    certDefault: 'none: plain http',
+  }),
   {
     key: 'allowPlainHttp',
     type: 'boolean',
@@ -83,20 +101,11 @@ export const runnerDataPlaneSettings: readonly Setting[] = [
     'duration',
     'how far past its signed deadline a call is still taken: the clocks of gateway and runner may disagree by this much',
   ),
-  {
-    key: 'tlsCert',
-    type: 'string',
-    description:
-      "PEM file: the runner's certificate; with --tls-key and --tls-ca it listens on https and requires a client certificate",
-    defaultText: 'none: plain http',
-  },
-  { key: 'tlsKey', type: 'string', description: 'PEM file: the key of --tls-cert', defaultText: 'none' },
-  {
-    key: 'tlsCa',
-    type: 'string',
-    description: "PEM file: the CA that signs gateways' client certificates, and checks https gateways registered with",
-    defaultText: 'none',
-  },
+  ...pemSettings('tls', {
+    cert: "the runner's certificate; with --tls-key and --tls-ca it listens on https and requires a client certificate",
+    certDefault: 'none: plain http',
+    ca: "the CA that signs gateways' client certificates, and checks https gateways registered with",
+  }),
   {
     key: 'allowUnsignedCalls',
     type: 'boolean',
@@ -109,7 +118,7 @@ export const runnerDataPlaneSettings: readonly Setting[] = [
 /** The gateway options the data plane's settings give. */
 export function gatewayDataPlaneOptions(values: Record<string, unknown>): DataPlaneOptions {
   const out: DataPlaneOptions = {};
-  const secrets = callSecrets(values);
+  const secrets = secretLines(values, 'callSecret', readSecretLines);
   if (secrets !== undefined) {
     if (secrets.length !== 1)
       throw new SettingsError(
@@ -117,13 +126,9 @@ export function gatewayDataPlaneOptions(values: Record<string, unknown>): DataPl
       );
     out.callSecret = secrets[0]!;
   }
-  const runnerTls = tlsFiles(values, { cert: 'runnerTlsCert', key: 'runnerTlsKey', ca: 'runnerTlsCa' }, [
-    'cert',
-    'key',
-    'ca',
-  ]);
+  const runnerTls = tlsFiles(values, 'runnerTls', ['cert', 'key', 'ca']);
   if (runnerTls) out.runnerTls = runnerTls as unknown as DataPlaneOptions['runnerTls'];
-  const tls = tlsFiles(values, { cert: 'tlsCert', key: 'tlsKey' }, ['cert', 'key']);
+  const tls = tlsFiles(values, 'tls', ['cert', 'key']);
   if (tls) out.tls = tls as unknown as DataPlaneOptions['tls'];
   if (values.allowPlainHttp !== undefined) out.allowPlainHttp = values.allowPlainHttp as boolean;
   return out;
@@ -134,38 +139,29 @@ export function runnerDataPlaneOptions(
   values: Record<string, unknown>,
 ): Pick<RunnerOptions, 'callSecret' | 'callClockSkew' | 'allowUnsignedCalls' | 'tls'> {
   const out: Pick<RunnerOptions, 'callSecret' | 'callClockSkew' | 'allowUnsignedCalls' | 'tls'> = {};
-  const secrets = callSecrets(values);
+  const secrets = secretLines(values, 'callSecret', readSecretLines);
   if (secrets !== undefined) out.callSecret = secrets;
   if (values.callClockSkew !== undefined) out.callClockSkew = values.callClockSkew as number;
   if (values.allowUnsignedCalls !== undefined) out.allowUnsignedCalls = values.allowUnsignedCalls as boolean;
-  const tls = tlsFiles(values, { cert: 'tlsCert', key: 'tlsKey', ca: 'tlsCa' }, ['cert', 'key', 'ca']);
+  const tls = tlsFiles(values, 'tls', ['cert', 'key', 'ca']);
   if (tls) out.tls = tls as unknown as RunnerOptions['tls'];
   return out;
 }
 
-/** The call secrets from --call-secret or --call-secret-file (one, not both); undefined when neither. */
-function callSecrets(values: Record<string, unknown>): string[] | undefined {
-  const given = values.callSecret;
-  const file = values.callSecretFile as string | undefined;
-  oneOf(values, 'callSecret', 'callSecretFile');
-  if (given !== undefined) return Array.isArray(given) ? (given as string[]) : [given as string];
-  if (file === undefined) return undefined;
-  // The one reader of secret files: one a line, and refused when anyone may read the file.
-  return readSecretLines('callSecretFile', file);
-}
-
 /**
- * Reads the PEM files named by `keys`; undefined when none is given, refused when only some of
- * `required` are. A key file's text never reaches a message: only its path and the flag do.
+ * Reads the PEM files of `parts` (`cert` from `<prefix>Cert`, and so on); undefined when none is
+ * given, refused when only some are. A key file's text never reaches a message: only its path and
+ * the flag do.
  */
 function tlsFiles(
   values: Record<string, unknown>,
-  keys: Record<string, string>,
-  required: readonly string[],
+  prefix: TlsPrefix,
+  parts: readonly TlsPart[],
 ): Record<string, Buffer> | undefined {
+  const keys = Object.fromEntries(parts.map((part) => [part, `${prefix}${part[0]!.toUpperCase()}${part.slice(1)}`]));
   const given = Object.entries(keys).filter(([, key]) => values[key] !== undefined);
   if (given.length === 0) return undefined;
-  const missing = required.filter((part) => values[keys[part]!] === undefined);
+  const missing = parts.filter((part) => values[keys[part]!] === undefined);
   if (missing.length > 0) {
     throw new SettingsError(
       `${given.map(([, key]) => flagOf(key)).join(' and ')} ${given.length === 1 ? 'needs' : 'need'} ${missing.map((part) => flagOf(keys[part]!)).join(' and ')} too`,

@@ -11,7 +11,8 @@ import type { GatewayOptions } from '../options.ts';
 import { storeDefaults } from '../detached/store/options.ts';
 import { callbackPolicyDefaults } from '../detached/callbacks/index.ts';
 import type { Command } from './command.ts';
-import { givenAs, givenValues, host, logLevel, oneOf, port, settingsOf } from './command.ts';
+import { givenAs, givenValues, host, logLevel, oneOf, port, secretLines, settingsOf } from './command.ts';
+import { lingerSettings, withSecretFile } from './settings.ts';
 import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
 import { reportListening } from '../../placer/kernel/index.ts';
 import type { Setting } from './settings.ts';
@@ -42,13 +43,10 @@ export const gatewaySettings: readonly Setting[] = [
   g('maxBodyBytes', 'integer', 'largest request body accepted, in bytes'),
   g('bodyReadTimeout', 'duration', 'longest time a request body may take to arrive'),
   g('bodyIdleTimeout', 'duration', 'longest silence before or between chunks of a request body (408 after)'),
-  g(
-    'lingerTime',
-    'duration',
+  ...lingerSettings(
+    g,
     'after an answer given before the body was read whole (413, 408, a refusal), how long the rest of the body may still be read and discarded before the connection closes',
   ),
-  g('lingerIdleTimeout', 'duration', 'the longest silence while lingering after such an answer'),
-  g('lingerMaxBytes', 'integer', 'the most bytes read and discarded while lingering after such an answer'),
   g('drainTimeout', 'duration', 'how long shutdown waits for in-flight calls'),
   g('runnerConnectTimeout', 'duration', 'how long connecting to a runner may take'),
   g(
@@ -129,22 +127,17 @@ export const gatewaySettings: readonly Setting[] = [
 
 /** Runners that register themselves with the gateway. */
 export const registrationSettings: readonly Setting[] = [
-  {
-    key: 'runnerToken',
-    type: 'string',
-    secret: true,
-    description:
-      'shared secret runners present to register (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)',
-    defaultText: 'none: registration off',
-  },
-  {
-    key: 'runnerTokenFile',
-    type: 'string',
-    secret: 'file',
-    description:
-      'file of runner tokens, one a line, newest first, all accepted (rotation); not readable by other users; instead of --runner-token',
-    defaultText: 'none',
-  },
+  ...withSecretFile(
+    {
+      key: 'runnerToken',
+      type: 'string',
+      secret: true,
+      description:
+        'shared secret runners present to register (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)',
+      defaultText: 'none: registration off',
+    },
+    'runner tokens, one a line, newest first, all accepted (rotation)',
+  ),
   {
     key: 'runnerNetworks',
     type: 'list',
@@ -159,38 +152,28 @@ export const registrationSettings: readonly Setting[] = [
 
 /** Who may call the gateway: the operator's token and whether client calls need a key. */
 export const accessSettings: readonly Setting[] = [
-  {
-    key: 'operatorToken',
-    type: 'string',
-    secret: true,
-    description:
-      'token of the operator routes (every change: drains, keys, deployments; and every read); prefer the environment variable or the file (never shown)',
-    defaultText: 'made at start-up and written to a file only you can read (its path is logged)',
-  },
-  {
-    key: 'operatorTokenFile',
-    type: 'string',
-    secret: 'file',
-    description:
-      'file of operator tokens, one a line, all accepted (rotation); not readable by other users; instead of --operator-token',
-    defaultText: 'none',
-  },
-  {
-    key: 'viewerToken',
-    type: 'string',
-    secret: true,
-    description:
-      'token of the read-only routes (/metrics, /v1/stats, GET of runners, deployments and the queue): what Prometheus and the dashboard need; prefer the environment variable or the file (never shown)',
-    defaultText: 'made at start-up and written to a file only you can read, beside the operator token',
-  },
-  {
-    key: 'viewerTokenFile',
-    type: 'string',
-    secret: 'file',
-    description:
-      'file of viewer tokens, one a line, all accepted (rotation); not readable by other users; instead of --viewer-token',
-    defaultText: 'none',
-  },
+  ...withSecretFile(
+    {
+      key: 'operatorToken',
+      type: 'string',
+      secret: true,
+      description:
+        'token of the operator routes (every change: drains, keys, deployments; and every read); prefer the environment variable or the file (never shown)',
+      defaultText: 'made at start-up and written to a file only you can read (its path is logged)',
+    },
+    'operator tokens, one a line, all accepted (rotation)',
+  ),
+  ...withSecretFile(
+    {
+      key: 'viewerToken',
+      type: 'string',
+      secret: true,
+      description:
+        'token of the read-only routes (/metrics, /v1/stats, GET of runners, deployments and the queue): what Prometheus and the dashboard need; prefer the environment variable or the file (never shown)',
+      defaultText: 'made at start-up and written to a file only you can read, beside the operator token',
+    },
+    'viewer tokens, one a line, all accepted (rotation)',
+  ),
   {
     key: 'requireKeys',
     type: 'boolean',
@@ -213,22 +196,17 @@ export const detachedSettings: readonly Setting[] = [
       'detached-call store: memory, or redis://[user:password@]host:port[/db] to share calls between gateways (password never shown; prefer the environment variable)',
   },
   ...storeRedisSettings,
-  {
-    key: 'callbackSecret',
-    type: 'string',
-    secret: true,
-    description:
-      'whsec_ secret that signs callbacks (Standard Webhooks); prefer --callback-secret-file or the environment variable (never shown)',
-    defaultText: 'none: callbacks off',
-  },
-  {
-    key: 'callbackSecretFile',
-    type: 'string',
-    secret: 'file',
-    description:
-      'file of whsec_ callback secrets, one a line, newest first: each delivery is signed with every one (rotation); not readable by other users; instead of --callback-secret',
-    defaultText: 'none',
-  },
+  ...withSecretFile(
+    {
+      key: 'callbackSecret',
+      type: 'string',
+      secret: true,
+      description:
+        'whsec_ secret that signs callbacks (Standard Webhooks); prefer --callback-secret-file or the environment variable (never shown)',
+      defaultText: 'none: callbacks off',
+    },
+    'whsec_ callback secrets, one a line, newest first: each delivery is signed with every one (rotation)',
+  ),
   {
     key: 'callbackAllow',
     type: 'list',
@@ -266,24 +244,10 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => !madeHere.includes(key));
   oneOf(values, 'runnerToken', 'runnerTokenFile');
   oneOf(values, 'callbackSecret', 'callbackSecretFile');
-  oneOf(values, 'operatorToken', 'operatorTokenFile');
-  oneOf(values, 'viewerToken', 'viewerTokenFile');
   const runnerTokenFile = values.runnerTokenFile as string | undefined;
   const callbackSecretFile = values.callbackSecretFile as string | undefined;
-  const operatorTokenFile = values.operatorTokenFile as string | undefined;
-  const operatorTokens =
-    operatorTokenFile === undefined
-      ? values.operatorToken === undefined
-        ? undefined
-        : [values.operatorToken as string]
-      : readSecretLines('operatorTokenFile', operatorTokenFile);
-  const viewerTokenFile = values.viewerTokenFile as string | undefined;
-  const viewerTokens =
-    viewerTokenFile === undefined
-      ? values.viewerToken === undefined
-        ? undefined
-        : [values.viewerToken as string]
-      : readSecretLines('viewerTokenFile', viewerTokenFile);
+  const operatorTokens = secretLines(values, 'operatorToken', readSecretLines);
+  const viewerTokens = secretLines(values, 'viewerToken', readSecretLines);
   // A file may hold the new secret and the old one, newest first, while receivers move over.
   const secret =
     callbackSecretFile === undefined

@@ -35,30 +35,34 @@ async function keepToken(
 }
 
 /**
+ * How the token of `kind` that a gateway made is kept: `tokens` and `generated` name the config's
+ * fields holding it and saying it was made. The keeper writes it with {@link keepToken} and
+ * resolves the path, or undefined when the token was given (then the operator has it already).
+ */
+function madeTokenKeeper<
+  T extends 'operatorTokens' | 'viewerTokens',
+  G extends 'operatorTokenGenerated' | 'viewerTokenGenerated',
+>(kind: 'operator' | 'viewer', tokens: T, generated: G) {
+  return async (
+    config: Pick<GatewayConfig, T | G>,
+    port: number,
+    env: NodeJS.ProcessEnv,
+    logger: Logger,
+  ): Promise<string | undefined> => {
+    if (!config[generated]) return undefined;
+    return keepToken(kind, config[tokens][0]!, port, env, logger);
+  };
+}
+
+/**
  * Writes the operator token the gateway made (none was given) to `operator-token-<port>` in
  * {@link operatorTokenDir}, mode 0600 in a 0700 folder, and logs where. Resolves the path, or
  * undefined when the token was given (then the operator has it already).
  */
-export async function keepOperatorToken(
-  config: Pick<GatewayConfig, 'operatorTokens' | 'operatorTokenGenerated'>,
-  port: number,
-  env: NodeJS.ProcessEnv,
-  logger: Logger,
-): Promise<string | undefined> {
-  if (!config.operatorTokenGenerated) return undefined;
-  return keepToken('operator', config.operatorTokens[0]!, port, env, logger);
-}
+export const keepOperatorToken = madeTokenKeeper('operator', 'operatorTokens', 'operatorTokenGenerated');
 
 /**
  * Writes the viewer token the gateway made (none was given) to `viewer-token-<port>` beside the
  * operator's, as {@link keepOperatorToken} does. Resolves the path, or undefined when it was given.
  */
-export async function keepViewerToken(
-  config: Pick<GatewayConfig, 'viewerTokens' | 'viewerTokenGenerated'>,
-  port: number,
-  env: NodeJS.ProcessEnv,
-  logger: Logger,
-): Promise<string | undefined> {
-  if (!config.viewerTokenGenerated) return undefined;
-  return keepToken('viewer', config.viewerTokens[0]!, port, env, logger);
-}
+export const keepViewerToken = madeTokenKeeper('viewer', 'viewerTokens', 'viewerTokenGenerated');

@@ -7,6 +7,7 @@ import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import type { Command } from './command.ts';
 import { givenAs, givenValues, host, logLevel, oneOf, port, settingsOf } from './command.ts';
+import { lingerSettings, withSecretFile } from './settings.ts';
 import { runnerDataPlaneOptions, runnerDataPlaneSettings } from './data-plane.ts';
 import { SLUICE_BIN, reportListening } from '../../placer/kernel/index.ts';
 import { startTelemetry, tracesExporter } from './telemetry.ts';
@@ -99,35 +100,27 @@ export const runner: Command = {
       'duration',
       'how long shutdown, a drain a gateway asks for, or the stop of an ordered engine waits for running calls',
     ),
-    r(
-      'lingerTime',
-      'duration',
+    ...lingerSettings(
+      r,
       "after an answer given before the call's body was read whole (busy, 401, 413), how long the rest may still be read and discarded before the connection closes",
     ),
-    r('lingerIdleTimeout', 'duration', 'the longest silence while lingering after such an answer'),
-    r('lingerMaxBytes', 'integer', 'the most bytes read and discarded while lingering after such an answer'),
     {
       key: 'gateway',
       type: 'list',
       description: 'gateway URLs to register with and heartbeat, comma-separated, e.g. http://gw1:8080,http://gw2:8080',
       defaultText: 'none: only gateways that list this runner call it',
     },
-    {
-      key: 'runnerToken',
-      type: 'string',
-      secret: true,
-      description:
-        'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)',
-      defaultText: 'none; required with --gateway',
-    },
-    {
-      key: 'runnerTokenFile',
-      type: 'string',
-      secret: 'file',
-      description:
-        "file of runner tokens, one a line, newest first (the gateways' file will do): the runner presents the first; not readable by other users; instead of --runner-token",
-      defaultText: 'none',
-    },
+    ...withSecretFile(
+      {
+        key: 'runnerToken',
+        type: 'string',
+        secret: true,
+        description:
+          'shared token the gateways expect (16+ printable ASCII characters, no spaces); prefer --runner-token-file or the environment variable (never shown)',
+        defaultText: 'none; required with --gateway',
+      },
+      "runner tokens, one a line, newest first (the gateways' file will do): the runner presents the first",
+    ),
     {
       key: 'engineApiKey',
       type: 'string',

@@ -61,6 +61,37 @@ export function flagOf(key: string): string {
   return `--${key.replace(/[A-Z]|\d+/g, (c) => `-${c.toLowerCase()}`)}`;
 }
 
+/**
+ * A secret setting and its file twin, `<key>File`: a file of `fileOf` (what it holds, one a line)
+ * that only its user may read, given instead of the secret itself. The path is shown, the
+ * content never.
+ */
+export function withSecretFile(setting: Setting, fileOf: string): [Setting, Setting] {
+  const file: Setting = {
+    key: `${setting.key}File`,
+    type: 'string',
+    secret: 'file',
+    description: `file of ${fileOf}; not readable by other users; instead of ${flagOf(setting.key)}`,
+    defaultText: 'none',
+  };
+  return [setting, file];
+}
+
+/**
+ * The lingering close's settings (placer/kernel/linger.ts), which the gateway and the runner
+ * share, each with its own defaults object (`of`); `lingerTime` says which answers linger.
+ */
+export function lingerSettings(
+  of: (key: 'lingerTime' | 'lingerIdleTimeout' | 'lingerMaxBytes', type: SettingType, description: string) => Setting,
+  lingerTime: string,
+): Setting[] {
+  return [
+    of('lingerTime', 'duration', lingerTime),
+    of('lingerIdleTimeout', 'duration', 'the longest silence while lingering after such an answer'),
+    of('lingerMaxBytes', 'integer', 'the most bytes read and discarded while lingering after such an answer'),
+  ];
+}
+
 /** The environment variable for a key: `placerTimeout` -> `SLUICE_PLACER_TIMEOUT`. */
 export function envOf(key: string): string {
   return `SLUICE_${key.replace(/[A-Z]|\d+/g, (c) => `_${c}`).toUpperCase()}`;

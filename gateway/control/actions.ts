@@ -6,7 +6,7 @@
 import type { EngineOrder } from '../../runner/protocol/index.ts';
 import type { ScaleMemory } from './autoscaler.ts';
 import type { ReplacedReplica, StartAttempt } from './operations.ts';
-import type { ReconcilerEvent, ReplicaState } from './reconciler-options.ts';
+import type { ReconcilerEvent, ReplicaState, ScaleEventRecord } from './reconciler-options.ts';
 
 /** One step of a pass, in the order the plan took it. */
 export type ReconcileAction =
@@ -64,15 +64,8 @@ export type ReconcileAction =
     }
   /** The pass's wanted count of a model, and the scaling memory it leaves. */
   | { readonly kind: 'size'; readonly model: string; readonly wanted: number; readonly memory: ScaleMemory }
-  /** The count of replicas the leader means to have changed. */
-  | {
-      readonly kind: 'scale';
-      readonly model: string;
-      readonly from: number;
-      readonly to: number;
-      readonly reason: string;
-      readonly at: number;
-    }
+  /** The count of replicas the leader means to have changed: the event, as the book keeps it. */
+  | ScaleEventRecord
   /** A new start operation (`id`), made at `at`. */
   | { readonly kind: 'start'; readonly model: string; readonly id: number; readonly at: number }
   /** A start operation that rested is wanted again, with its attempts and backoff. */

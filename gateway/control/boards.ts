@@ -20,7 +20,7 @@ import { checksFor, show, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../../runner/protocol/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import { StoreUnavailableError } from '../detached/store/index.ts';
+import { StoreUnavailableError, defineScripts, redisScript } from '../detached/store/index.ts';
 import { OutageLog, closeRedis, openRedis } from './redis-client.ts';
 import type { RedisConnection, RedisConnectionOptions } from './redis-client.ts';
 
@@ -80,7 +80,10 @@ export interface RedisDemandBoardOptions extends RedisConnectionOptions {
  * KEYS: demand hash. ARGV: field, count, expiry, now, ttl. Drops the notes whose expiry has
  * passed, then sets this one (or deletes it for 0), and keeps the hash as long as its newest note.
  */
-const NOTE = `
+const NOTE = redisScript(
+  'sluiceDemandNote',
+  1,
+  `
 local all = redis.call('HGETALL', KEYS[1])
 local now = tonumber(ARGV[4])
 for i = 1, #all, 2 do
@@ -94,7 +97,8 @@ else
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return 1
-`;
+`,
+);
 
 interface DemandScripts {
   sluiceDemandNote(
@@ -145,8 +149,7 @@ export class RedisDemandBoard implements DemandBoard {
     this.#outage = new OutageLog(logger, 'demand board unreachable', 'demand board reachable again', {
       store: this.#redis.display,
     });
-    this.#redis.client.defineCommand('sluiceDemandNote', { numberOfKeys: 1, lua: NOTE });
-    this.#client = this.#redis.client as Redis & DemandScripts;
+    this.#client = defineScripts<DemandScripts>(this.#redis.client, [NOTE]);
   }
 
   async note(model: string, waiting: number): Promise<void> {

@@ -131,16 +131,7 @@ export class Book {
   /** Every model the book keeps anything of. */
   models(): Set<string> {
     const models = new Set<string>([...this.#orders.values()].map((e) => e.order.model));
-    for (const map of [
-      this.#pending,
-      this.#resting,
-      this.#wanted,
-      this.#unplaced,
-      this.#memory,
-      this.#blocked,
-      this.#scaleEvents,
-    ])
-      for (const model of map.keys()) models.add(model);
+    for (const map of this.#byModel()) for (const model of map.keys()) models.add(model);
     for (const model of this.#deadLetters.models()) models.add(model);
     return models;
   }
@@ -238,18 +229,14 @@ export class Book {
     }
   }
 
+  /** The book's maps keyed by model: what a model keeps, beside its orders and dead letters. */
+  #byModel(): Map<string, unknown>[] {
+    return [this.#pending, this.#resting, this.#wanted, this.#unplaced, this.#memory, this.#blocked, this.#scaleEvents];
+  }
+
   #forget(model: string): void {
     for (const [runner, entry] of [...this.#orders]) if (entry.order.model === model) this.#orders.delete(runner);
-    for (const map of [
-      this.#pending,
-      this.#resting,
-      this.#wanted,
-      this.#unplaced,
-      this.#memory,
-      this.#blocked,
-      this.#scaleEvents,
-    ])
-      map.delete(model);
+    for (const map of this.#byModel()) map.delete(model);
     this.#deadLetters.forget(model);
   }
 

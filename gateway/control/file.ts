@@ -4,6 +4,7 @@
  * the gateway. It is read once: a change takes a restart (the API changes deployments live).
  */
 import { readFile } from 'node:fs/promises';
+import { cappedProblems, jsonListEntries } from '../../placer/kernel/index.ts';
 import { DeploymentsFileError } from '../errors.ts';
 import { checkDeployment } from './deployments.ts';
 import type { Deployment } from './deployments.ts';
@@ -18,38 +19,28 @@ const MAX_LISTED = 50;
  * @throws DeploymentsFileError whose `problems` holds every problem, one line each.
  */
 export function parseDeploymentsFile(text: string, file: string, policy?: LaunchPolicy): Deployment[] {
-  let entries: unknown;
-  try {
-    entries = JSON.parse(text);
-  } catch (error) {
-    throw DeploymentsFileError.of(file, [`not JSON: ${(error as Error).message}`]);
-  }
-  if (!Array.isArray(entries))
-    throw DeploymentsFileError.of(file, [
-      `must be a JSON list of deployments, got ${entries === null ? 'null' : typeof entries}`,
-    ]);
+  const entries = jsonListEntries(text, 'model', (fault) =>
+    DeploymentsFileError.of(file, [
+      fault.kind === 'not-json'
+        ? `not JSON: ${fault.message}`
+        : `must be a JSON list of deployments, got ${fault.value === null ? 'null' : typeof fault.value}`,
+    ]),
+  );
   const problems: string[] = [];
   const deployments: Deployment[] = [];
   const seen = new Map<string, number>();
-  entries.forEach((entry, i) => {
+  for (const { entry, index, where } of entries) {
     const model = (entry as { model?: unknown } | null)?.model;
-    const where = typeof model === 'string' ? `entry ${i} (${JSON.stringify(model)})` : `entry ${i}`;
     const checked = checkDeployment(entry, where, policy);
     if (checked.kind === 'invalid') problems.push(...checked.problems);
     if (typeof model === 'string') {
       const first = seen.get(model);
       if (first !== undefined) problems.push(`${where}: model is already deployed by entry ${first}`);
-      else seen.set(model, i);
+      else seen.set(model, index);
     }
     if (checked.kind === 'valid') deployments.push(checked.deployment);
-  });
-  if (problems.length > 0)
-    throw DeploymentsFileError.of(
-      file,
-      problems.length > MAX_LISTED
-        ? [...problems.slice(0, MAX_LISTED), `and ${problems.length - MAX_LISTED} more`]
-        : problems,
-    );
+  }
+  if (problems.length > 0) throw DeploymentsFileError.of(file, cappedProblems(problems, MAX_LISTED));
   return deployments;
 }
 

@@ -18,6 +18,7 @@ import { checksFor, show, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../../runner/protocol/index.ts';
 import { GatewayConfigError } from '../errors.ts';
+import { defineScripts, redisScript } from '../detached/store/index.ts';
 import type { Lease } from './fleet.ts';
 import { OutageLog, closeRedis, openRedis } from './redis-client.ts';
 import type { RedisConnection, RedisConnectionOptions } from './redis-client.ts';
@@ -57,22 +58,30 @@ export interface RedisLeaseOptions extends RedisConnectionOptions {
 }
 
 /** KEYS: lease. ARGV: holder id, ttl ms. Moves the expiry when the lease is the holder's; 1 if it was, else 0. */
-const RENEW = `
+const RENEW = redisScript(
+  'sluiceLeaseRenew',
+  1,
+  `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
 return 0
-`;
+`,
+);
 
 /** KEYS: lease. ARGV: holder id. Deletes the lease when it is the holder's; 1 if it was, else 0. */
-const RELEASE = `
+const RELEASE = redisScript(
+  'sluiceLeaseRelease',
+  1,
+  `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   return 1
 end
 return 0
-`;
+`,
+);
 
 interface LeaseScripts {
   sluiceLeaseRenew(key: string, holder: string, ttl: number): Promise<number>;
@@ -113,9 +122,7 @@ export class RedisLease implements Lease {
       },
     );
     const client = this.#redis.client;
-    client.defineCommand('sluiceLeaseRenew', { numberOfKeys: 1, lua: RENEW });
-    client.defineCommand('sluiceLeaseRelease', { numberOfKeys: 1, lua: RELEASE });
-    this.#client = client as Redis & LeaseScripts;
+    this.#client = defineScripts<LeaseScripts>(client, [RENEW, RELEASE]);
   }
 
   /**

@@ -1,6 +1,6 @@
 /**
  * The kernel: what every part of sluice shares and nothing else. The error base, the logger,
- * option validation, the clock, seeded randomness, full-jitter backoff, secret redaction, the
+ * option validation, reading a file's JSON list, the clock, seeded randomness, full-jitter backoff, secret redaction, the
  * lingering close of the gateway's and the runner's HTTP/1.1 servers, and starting sluice
  * commands as child processes (the CLI, the bench and the specs all do).
  * It imports nothing from the rest of the tree; runner/, placer/ and gateway/ all build on it
@@ -26,6 +26,8 @@ export {
   rule,
   show,
 } from './validate.ts';
+export type { JsonListEntry, JsonListFault } from './json-list.ts';
+export { cappedProblems, jsonListEntries } from './json-list.ts';
 export type { Clock } from './clock.ts';
 export { systemClock } from './clock.ts';
 export { drawIndex, drawWeighted, seededRandom } from './random.ts';

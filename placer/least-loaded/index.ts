@@ -7,10 +7,10 @@
  * the one runner that looked idlest is how a fleet herds. Two choices already keep the maximum
  * load within log log n of the mean (Mitzenmacher, 2001) while spreading picks.
  */
-import { firstThenByLoad, loadsOf, type LoadedRunner } from '../load.ts';
-import { loadAwareDescriptor, resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
+import { firstThenByLoad, type LoadedRunner } from '../load.ts';
+import { loadAwareDescriptor, loadAwarePlacer, type LoadAwareOptions } from '../load-options.ts';
 import { drawIndex } from '../kernel/index.ts';
-import type { Placer, Runner, RunnerCall } from '../types.ts';
+import type { Placer, Runner } from '../types.ts';
 
 /** Options for {@link createLeastLoadedPlacer}. */
 export type LeastLoadedOptions = LoadAwareOptions;
@@ -22,13 +22,7 @@ export type LeastLoadedOptions = LoadAwareOptions;
  * @throws PlacerConfigError naming a bad option.
  */
 export function createLeastLoadedPlacer(options: LeastLoadedOptions = {}): Placer {
-  const { random, now, staleAfterMs } = resolveLoadAware(options);
-  return {
-    name: 'least-loaded',
-    order<R extends Runner<unknown>>(_call: RunnerCall, runners: readonly R[]): Iterable<R> {
-      return leastLoadedOrder(loadsOf(runners, now(), staleAfterMs), random);
-    },
-  };
+  return loadAwarePlacer('least-loaded', options, leastLoadedOrder);
 }
 
 /**

@@ -4,10 +4,10 @@
  * proportion to free room, so a half-busy runner gets half an idle one's share, and randomness
  * keeps several gateways reading the same stale reports from all picking the same runner.
  */
-import { byLoad, loadsOf } from '../load.ts';
-import { loadAwareDescriptor, resolveLoadAware, type LoadAwareOptions } from '../load-options.ts';
+import { byLoad, type LoadedRunner } from '../load.ts';
+import { loadAwareDescriptor, loadAwarePlacer, type LoadAwareOptions } from '../load-options.ts';
 import { drawWeighted } from '../kernel/index.ts';
-import type { Placer, Runner, RunnerCall } from '../types.ts';
+import type { Placer, Runner } from '../types.ts';
 
 /** Options for {@link createLoadWeightedPlacer}. */
 export type LoadWeightedOptions = LoadAwareOptions;
@@ -20,23 +20,26 @@ export type LoadWeightedOptions = LoadAwareOptions;
  * @throws PlacerConfigError naming a bad option.
  */
 export function createLoadWeightedPlacer(options: LoadWeightedOptions = {}): Placer {
-  const { random, now, staleAfterMs } = resolveLoadAware(options);
-  return {
-    name: 'load-weighted',
-    order<R extends Runner<unknown>>(_call: RunnerCall, runners: readonly R[]): Iterable<R> {
-      // Loads are read now, at the start of the pass; the draws happen as the walk asks for the
-      // next runner, so a pass that commits on the first offer uses one random number.
-      const loaded = loadsOf(runners, now(), staleAfterMs);
-      const spare = loaded.filter((entry) => entry.load < 1);
-      const full = loaded.filter((entry) => !(entry.load < 1)).sort(byLoad);
-      return weightedThenFull(
-        spare.map((entry) => entry.runner),
-        spare.map((entry) => 1 - entry.load),
-        full.map((entry) => entry.runner),
-        random,
-      );
-    },
-  };
+  return loadAwarePlacer('load-weighted', options, loadWeightedOrder);
+}
+
+/**
+ * The load-weighted order over runners whose loads were read at the start of the pass: the draws
+ * happen as the walk asks for the next runner, so a pass that commits on the first offer uses
+ * one random number.
+ */
+function loadWeightedOrder<R extends Runner<unknown>>(
+  loaded: readonly LoadedRunner<R>[],
+  random: () => number,
+): Iterable<R> {
+  const spare = loaded.filter((entry) => entry.load < 1);
+  const full = loaded.filter((entry) => !(entry.load < 1)).sort(byLoad);
+  return weightedThenFull(
+    spare.map((entry) => entry.runner),
+    spare.map((entry) => 1 - entry.load),
+    full.map((entry) => entry.runner),
+    random,
+  );
 }
 
 /** Draws `candidates` without replacement by `weights`, then yields `rest` as given. */

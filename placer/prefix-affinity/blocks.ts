@@ -232,26 +232,36 @@ export class BlockChain {
   }
 }
 
-/**
- * MurmurHash3's body step (Appleby, public domain): the word is scrambled, then folded into the
- * lane, which is rotated and multiplied so every bit of every word reaches every bit of the lane.
- */
-function mixA(h: number, word: number): number {
-  let k = Math.imul(word, 0xcc9e2d51);
-  k = Math.imul((k << 15) | (k >>> 17), 0x1b873593);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+/** The constants of one lane's body step: multipliers and left rotations, as {@link mixStep} uses them. */
+interface MixConstants {
+  readonly c1: number;
+  readonly r1: number;
+  readonly c2: number;
+  readonly r2: number;
+  readonly m: number;
+  readonly n: number;
 }
 
-/** The same step with other constants and rotations, so the second lane fails independently of the first. */
-function mixB(h: number, word: number): number {
-  let k = Math.imul(word, 0x85ebca6b);
-  k = Math.imul((k << 16) | (k >>> 16), 0xc2b2ae35);
-  h ^= k;
-  h = (h << 11) | (h >>> 21);
-  return (Math.imul(h, 9) + 0x561ccd1b) | 0;
+/**
+ * MurmurHash3's body step (Appleby, public domain): the word is scrambled (times c1, rotated by
+ * r1, times c2), then folded into the lane, which is rotated by r2 and multiplied (times m, plus
+ * n) so every bit of every word reaches every bit of the lane.
+ */
+function mixStep({ c1, r1, c2, r2, m, n }: MixConstants): (h: number, word: number) => number {
+  return (h, word) => {
+    let k = Math.imul(word, c1);
+    k = Math.imul((k << r1) | (k >>> (32 - r1)), c2);
+    h ^= k;
+    h = (h << r2) | (h >>> (32 - r2));
+    return (Math.imul(h, m) + n) | 0;
+  };
 }
+
+/** MurmurHash3's own step, for the first lane. */
+const mixA = mixStep({ c1: 0xcc9e2d51, r1: 15, c2: 0x1b873593, r2: 13, m: 5, n: 0xe6546b64 });
+
+/** The same step with other constants and rotations, so the second lane fails independently of the first. */
+const mixB = mixStep({ c1: 0x85ebca6b, r1: 16, c2: 0xc2b2ae35, r2: 11, m: 9, n: 0x561ccd1b });
 
 /** MurmurHash3's finaliser: every input bit flips each output bit with probability near one half. */
 function fmix(h: number): number {

@@ -3,6 +3,7 @@
  * docs/errors.md.
  */
 import { errorClass } from '../../placer/kernel/index.ts';
+import { lineErrorClass } from '../errors.ts';
 
 /** An engine kind name that is not one of the kinds in kinds.ts. */
 export class UnknownEngineKindError extends errorClass('RUNNER_UNKNOWN_ENGINE_KIND', 500, 'server_error') {}
@@ -11,13 +12,4 @@ export class UnknownEngineKindError extends errorClass('RUNNER_UNKNOWN_ENGINE_KI
 export class ProfileError extends errorClass('RUNNER_INVALID_PROFILE', 500, 'server_error') {}
 
 /** A line of an engine's /metrics page that is not valid exposition format. */
-export class PrometheusParseError extends errorClass('RUNNER_METRICS_PARSE', 502, 'server_error') {
-  /** @param line 1-based line number in the page */
-  constructor(
-    readonly line: number,
-    problem: string,
-    text: string,
-  ) {
-    super(`metrics line ${line}: ${problem}: ${JSON.stringify(text.length > 120 ? `${text.slice(0, 117)}...` : text)}`);
-  }
-}
+export class PrometheusParseError extends lineErrorClass('RUNNER_METRICS_PARSE', 502, 'metrics', 120) {}

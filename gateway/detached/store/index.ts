@@ -20,13 +20,15 @@ export { CREATE_TIMEOUT_MS, RECORD_OVERHEAD_BYTES, storeDefaults } from './optio
 export type { CommonStoreOptions, MemoryStoreOptions, RedisStoreOptions } from './options.ts';
 export {
   connectRedis,
+  defineScripts,
   parseRedisUrl,
   quitRedis,
   redisDefaults,
+  redisScript,
   redisUses,
   resolveRedisTimeouts,
 } from './redis-connection.ts';
-export type { RedisAddress, RedisConnection, RedisTimeouts, RedisUse } from './redis-connection.ts';
+export type { RedisAddress, RedisConnection, RedisScript, RedisTimeouts, RedisUse } from './redis-connection.ts';
 export { FINAL_STATUSES, LIVE_STATUSES, scopedIdempotencyKey } from './types.ts';
 export type {
   CallError,

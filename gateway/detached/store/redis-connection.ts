@@ -207,3 +207,24 @@ function use(declared: RedisUse): RedisUse {
 }
 
 const check = checksFor(StoreConfigError);
+
+/** A Lua script a client runs as a command of its own name (ioredis sends EVALSHA and falls back to EVAL). */
+export interface RedisScript {
+  /** The command's name on the client. */
+  readonly name: string;
+  /** How many of the command's first arguments are keys (the script's KEYS). */
+  readonly numberOfKeys: number;
+  /** The script's text. */
+  readonly lua: string;
+}
+
+/** The script `lua`, run as command `name`, whose first `numberOfKeys` arguments are keys. */
+export function redisScript(name: string, numberOfKeys: number, lua: string): RedisScript {
+  return Object.freeze({ name, numberOfKeys, lua });
+}
+
+/** Defines each of `scripts` on `client` as its command, and returns the client typed with them (`T`). */
+export function defineScripts<T>(client: Redis, scripts: readonly RedisScript[]): Redis & T {
+  for (const { name, numberOfKeys, lua } of scripts) client.defineCommand(name, { numberOfKeys, lua });
+  return client as Redis & T;
+}

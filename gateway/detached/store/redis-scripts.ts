@@ -16,6 +16,7 @@
  * for its result, reserved at create, is a member of the same set until its finish.
  */
 import type { Redis } from 'ioredis';
+import { defineScripts, redisScript } from './redis-connection.ts';
 
 /**
  * Lua's `stored_bytes(stored, bytes, now)`: prunes the members of the sorted set `stored` whose
@@ -62,7 +63,10 @@ ${STORED_BYTES_LUA}`;
  * byte count holds it and a call nobody finishes (its gateway died) gives it back then; the call
  * names it in its `reserved` field, for finish.
  */
-const CREATE = `${COMMON}
+const CREATE = redisScript(
+  'sluiceCreate',
+  3,
+  `${COMMON}
 local now = now_ms()
 if now > tonumber(ARGV[3]) then return {-1, 0} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
@@ -78,18 +82,23 @@ end
 redis.call('HSET', KEYS[1], 'status', ARGV[4], 'record', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, used}
-`;
+`,
+);
 
 /**
  * KEYS: call. ARGV: start JSON. Returns 1 when the call was queued and is now running, 0 when
  * it was not queued (nothing changed). The TTL set at create stays: it already covers the
  * call's lifetime.
  */
-const START = `
+const START = redisScript(
+  'sluiceStart',
+  1,
+  `
 if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then return 0 end
 redis.call('HSET', KEYS[1], 'status', 'running', 'start', ARGV[1])
 return 1
-`;
+`,
+);
 
 /**
  * KEYS: call, result, stored set, byte counter. ARGV: status, final JSON, ttl ms,
@@ -99,7 +108,10 @@ return 1
  * not fit (nothing changed). A finish without a result is never refused for space. A written
  * finish gives back the room the call reserved at create.
  */
-const FINISH = `${COMMON}
+const FINISH = redisScript(
+  'sluiceFinish',
+  4,
+  `${COMMON}
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'queued' and status ~= 'running' then return {0, 0} end
 local now = now_ms()
@@ -123,28 +135,41 @@ if #ARGV > 6 then
 end
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
 return {1, redis.call('INCRBY', KEYS[4], bytes)}
-`;
+`,
+);
 
 /** KEYS: stored set, byte counter. Returns {stored bytes, Redis's clock in ms}. */
-const HEALTH = `${COMMON}
+const HEALTH = redisScript(
+  'sluiceHealth',
+  2,
+  `${COMMON}
 local now = now_ms()
 return {stored_bytes(KEYS[1], KEYS[2], now), now}
-`;
+`,
+);
 
 /** KEYS: key. ARGV: callId, fingerprint, ttl ms. Returns nil when claimed, else the holder. */
-const CLAIM = `
+const CLAIM = redisScript(
+  'sluiceClaim',
+  1,
+  `
 local held = redis.call('HMGET', KEYS[1], 'callId', 'fingerprint')
 if held[1] then return held end
 redis.call('HSET', KEYS[1], 'callId', ARGV[1], 'fingerprint', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return nil
-`;
+`,
+);
 
 /** KEYS: key. ARGV: callId. Deletes the key only while it still points at that call. */
-const RELEASE = `
+const RELEASE = redisScript(
+  'sluiceRelease',
+  1,
+  `
 if redis.call('HGET', KEYS[1], 'callId') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
-`;
+`,
+);
 
 /** The scripts as commands on a client (ioredis sends EVALSHA and falls back to EVAL). */
 export interface StoreScripts {
@@ -163,12 +188,6 @@ export interface StoreScripts {
 }
 
 /** Defines the store's scripts on `client` and returns it typed with them. */
-export function defineScripts(client: Redis): Redis & StoreScripts {
-  client.defineCommand('sluiceCreate', { numberOfKeys: 3, lua: CREATE });
-  client.defineCommand('sluiceStart', { numberOfKeys: 1, lua: START });
-  client.defineCommand('sluiceFinish', { numberOfKeys: 4, lua: FINISH });
-  client.defineCommand('sluiceHealth', { numberOfKeys: 2, lua: HEALTH });
-  client.defineCommand('sluiceClaim', { numberOfKeys: 1, lua: CLAIM });
-  client.defineCommand('sluiceRelease', { numberOfKeys: 1, lua: RELEASE });
-  return client as Redis & StoreScripts;
+export function defineStoreScripts(client: Redis): Redis & StoreScripts {
+  return defineScripts<StoreScripts>(client, [CREATE, START, FINISH, HEALTH, CLAIM, RELEASE]);
 }

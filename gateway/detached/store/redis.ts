@@ -17,7 +17,7 @@ import { StoreUnavailableError, storeFull } from './errors.ts';
 import { CREATE_TIMEOUT_MS, RECORD_OVERHEAD_BYTES, resolveRedisStoreConfig } from './options.ts';
 import type { RedisStoreConfig, RedisStoreOptions } from './options.ts';
 import { connectRedis, quitRedis, redisUses } from './redis-connection.ts';
-import { defineScripts } from './redis-scripts.ts';
+import { defineStoreScripts } from './redis-scripts.ts';
 import type { StoreScripts } from './redis-scripts.ts';
 import { checkClaimTtl, checkNewRecord, duplicateCall, finalFields, startFields } from './records.ts';
 import type { CallFinish, CallRecord, CallStart, CallStore, KeyClaim, StoreHealth, StoredResult } from './types.ts';
@@ -65,7 +65,7 @@ class RedisStore implements CallStore {
     // retries) and is never sent later, when its caller has long given up on it.
     const { client } = connectRedis(config.redis, redisUses.store, config);
     this.#watch(client, 'commands');
-    this.#client = defineScripts(client);
+    this.#client = defineStoreScripts(client);
   }
 
   async create(record: CallRecord, reserve?: number): Promise<void> {
