@@ -538,7 +538,14 @@ describe('the simulated walk against placeCall', () => {
   });
 
   it('covers the six built-in placers', () => {
-    expect(placers).toEqual(['round-robin', 'consistent-hash', 'least-loaded', 'load-weighted', 'prefix-affinity', 'kv-aware']);
+    expect(placers).toEqual([
+      'round-robin',
+      'consistent-hash',
+      'least-loaded',
+      'load-weighted',
+      'prefix-affinity',
+      'kv-aware',
+    ]);
   });
 
   it.each(placers)(
