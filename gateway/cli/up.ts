@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { ChildService } from '../../placer/kernel/index.ts';
-import { reportListening, startService } from '../../placer/kernel/index.ts';
+import { reportListening, runnerArgs, simEngineArgs, startService } from '../../placer/kernel/index.ts';
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
 import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';
@@ -67,7 +67,7 @@ export const up: Command = {
       const simArgs = flags(simSettings.map((setting) => setting.key));
       const engines = await Promise.all(
         Array.from({ length: count }, (_, i) =>
-          startService(['sim-engine', '--port', '0', '--engine-id', `sim-${i + 1}`, '--log-level', level, ...simArgs], {
+          startService(simEngineArgs({ id: `sim-${i + 1}` }, ['--log-level', level, ...simArgs]), {
             stdio: 'inherit',
             env: childEnv(env),
           }),
@@ -79,25 +79,13 @@ export const up: Command = {
       // one, handed to them in their environment (never argv, which any local user can read).
       const callSecret = options.callSecret ?? randomBytes(32).toString('base64url');
       const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret };
+      const runnerFlags = [...flags(['slots']), '--log-level', level];
       const runners = await Promise.all(
         engines.map((e, i) =>
-          startService(
-            [
-              'runner',
-              '--port',
-              '0',
-              '--engine',
-              e.url,
-              '--engine-kind',
-              'sim',
-              '--id',
-              `runner-${i + 1}`,
-              ...flags(['slots']),
-              '--log-level',
-              level,
-            ],
-            { stdio: 'inherit', env: runnerEnv },
-          ),
+          startService(runnerArgs({ engine: e.url, id: `runner-${i + 1}` }, runnerFlags), {
+            stdio: 'inherit',
+            env: runnerEnv,
+          }),
         ),
       );
       children.push(...runners);
@@ -198,21 +186,10 @@ async function upServerless(
   const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };
   const runners = await Promise.all(
     Array.from({ length: count }, (_, i) =>
-      startService(
-        [
-          'runner',
-          '--port',
-          '0',
-          '--gateway',
-          url,
-          '--id',
-          `runner-${i + 1}`,
-          ...flags(['slots']),
-          '--log-level',
-          level,
-        ],
-        { stdio: 'inherit', env: runnerEnv },
-      ),
+      startService(runnerArgs({ gateway: url, id: `runner-${i + 1}` }, [...flags(['slots']), '--log-level', level]), {
+        stdio: 'inherit',
+        env: runnerEnv,
+      }),
     ),
   );
   children.push(...runners);

@@ -7,6 +7,7 @@ import { request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
 import { startService } from '../../placer/kernel/processes.ts';
+import { runnerArgs, simEngineArgs } from '../../placer/kernel/service-args.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 
 /** One engine + runner pair. */
@@ -62,33 +63,13 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
   try {
     const engines = await Promise.all(
       Array.from({ length: count }, (_, i) =>
-        startService([
-          'sim-engine',
-          '--port',
-          '0',
-          '--engine-id',
-          `sim-${i + 1}`,
-          ...quiet,
-          ...args(options.engineArgs, i),
-        ]),
+        startService(simEngineArgs({ id: `sim-${i + 1}` }, [...quiet, ...args(options.engineArgs, i)])),
       ),
     );
     started.push(...engines);
     const runners = await Promise.all(
       engines.map((e, i) =>
-        startService([
-          'runner',
-          '--port',
-          '0',
-          '--engine',
-          e.url,
-          '--engine-kind',
-          'sim',
-          '--id',
-          `runner-${i + 1}`,
-          ...quiet,
-          ...args(options.runnerArgs, i),
-        ]),
+        startService(runnerArgs({ engine: e.url, id: `runner-${i + 1}` }, [...quiet, ...args(options.runnerArgs, i)])),
       ),
     );
     started.push(...runners);
@@ -144,6 +125,25 @@ export function startedForSuite<T>(
     if (!started) throw new Error(`the suite's ${what} was read before it started`);
     return started.value;
   };
+}
+
+/**
+ * A starter of `sluice <args>` services for the tests of the enclosing describe (or file): each
+ * one it starts is stopped after those tests.
+ */
+export function servicesForSuite(): (args: readonly string[]) => Promise<ChildService> {
+  const started: ChildService[] = [];
+  afterAll(() => Promise.all(started.map((s) => s.stop('SIGTERM', 5000))));
+  return async (args) => {
+    const service = await startService(args);
+    started.push(service);
+    return service;
+  };
+}
+
+/** A runner's /status page, parsed. */
+export async function runnerStatus(runner: { url: string }): Promise<any> {
+  return (await request(`${runner.url}/status`)).body.json();
 }
 
 /**

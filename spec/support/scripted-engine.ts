@@ -7,6 +7,7 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startService } from '../../placer/kernel/processes.ts';
+import { runnerArgs } from '../../placer/kernel/service-args.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
@@ -74,17 +75,7 @@ export async function startChildFront<E extends OwnedEngine>(engine: E): Promise
     await engine.close();
   };
   try {
-    const runner = await startService([
-      'runner',
-      '--port',
-      '0',
-      '--engine',
-      engine.url,
-      '--engine-kind',
-      'openai',
-      '--log-level',
-      'error',
-    ]);
+    const runner = await startService(runnerArgs({ engine: engine.url, kind: 'openai' }, ['--log-level', 'error']));
     started.push(runner);
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, '--log-level', 'error']);
     started.push(gateway);
