@@ -9,11 +9,10 @@ import { reportListening, runnerArgs, simEngineArgs, startService } from '../../
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
 import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';
-import { accessSettings, detachedSettings, gatewayOptions, gatewaySettings } from './gateway-command.ts';
+import { accessSettings, cliGateway, detachedSettings, gatewayOptions, gatewaySettings } from './gateway-command.ts';
 import { runner } from './runner-command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { simSettings } from './sim-command.ts';
-import { startTelemetry } from './telemetry.ts';
 import { keepOperatorToken, keepViewerToken } from './operator-token.ts';
 import { deploymentSettings } from './deployments.ts';
 
@@ -89,16 +88,7 @@ export const up: Command = {
         ),
       );
       children.push(...runners);
-      const gatewayId = options.gatewayId!;
-      const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
-      const { createGateway } = await import('../server.ts');
-      const gw = createGateway({
-        ...options,
-        callSecret,
-        gatewayId,
-        runners: runners.map((r) => r.url),
-        renderMetrics: telemetry.render,
-      });
+      const { gw, telemetry } = await cliGateway(env, { ...options, callSecret, runners: runners.map((r) => r.url) });
       const { url, port } = await gw.listen(values.port as number, values.host as string);
       await keepOperatorToken(gw.config, port, env, logger);
       // Reading needs only the viewer token; the operator's is for changes.
@@ -170,17 +160,12 @@ async function upServerless(
   // in their environment (never argv, which any local user can read).
   const runnerToken = randomBytes(24).toString('base64url');
   const callSecret = options.callSecret ?? randomBytes(32).toString('base64url');
-  const gatewayId = options.gatewayId!;
-  const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
-  const { createGateway } = await import('../server.ts');
-  const gw = createGateway({
+  const { gw, telemetry } = await cliGateway(env, {
     ...options,
     deployments,
     callSecret,
-    gatewayId,
     runnerTokens: [runnerToken, ...(options.runnerTokens ?? [])],
     runnerNetworks: ['127.0.0.0/8', ...(options.runnerNetworks ?? [])],
-    renderMetrics: telemetry.render,
   });
   const { url, port } = await gw.listen(values.port as number, values.host as string);
   const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };

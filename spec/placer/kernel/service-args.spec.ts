@@ -46,22 +46,8 @@ describe('runnerArgs', () => {
     [
       'an engine and a gateway',
       { engine, id: 'runner-tls', gateway },
-      ['--log-level', 'warn'],
-      [
-        'runner',
-        '--port',
-        '0',
-        '--engine',
-        engine,
-        '--engine-kind',
-        'sim',
-        '--id',
-        'runner-tls',
-        '--gateway',
-        gateway,
-        '--log-level',
-        'warn',
-      ],
+      [],
+      ['runner', '--port', '0', '--engine', engine, '--engine-kind', 'sim', '--id', 'runner-tls', '--gateway', gateway],
     ],
   ])('returns the runner on port 0 with %s', (_, runner, extra, expected) => {
     expect(runnerArgs(runner, extra)).toEqual(expected);
