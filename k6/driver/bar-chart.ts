@@ -4,7 +4,7 @@
  * series, each labelled with its value. chart.ts draws latency percentiles of run summaries;
  * this one draws any figures, for scenarios whose measure is not a latency.
  */
-import { escapeXml, gridLines, niceScale, panelBase, svgClose, svgOpen, yAxisLabel } from './svg.ts';
+import { escapeXml, gridLines, legendEntry, niceScale, panelBase, svgClose, svgOpen, yAxisLabel } from './svg.ts';
 
 /** One bar colour and its legend entry. */
 export interface BarSeries {
@@ -55,9 +55,7 @@ export function barChart(panels: readonly BarPanel[], series: readonly BarSeries
   const parts: string[] = svgOpen(width, height, LEFT, text.title, text.subtitle);
   let legendX = LEFT;
   for (const s of series) {
-    parts.push(
-      `<rect x="${legendX}" y="48" width="12" height="12" fill="${s.color}"/><text x="${legendX + 16}" y="58">${escapeXml(s.name)}</text>`,
-    );
+    parts.push(legendEntry('box', legendX, 58, s));
     legendX += 22 + s.name.length * 6.5;
   }
   let x0 = LEFT;
