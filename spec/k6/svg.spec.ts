@@ -6,13 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { legend, legendEntry, panelLeft } from '../../k6/driver/svg.ts';
 
 describe('panelLeft', () => {
-  const layout = { width: 300, height: 200, top: 60, left: 50, gap: 40 };
-  it.each([
-    [0, 50],
-    [1, 390],
-    [2, 730],
-  ])('puts panel %i at x %i (and a chart of that many panels is that wide)', (i, x) => {
-    expect(panelLeft(layout, i)).toBe(x);
+  it('puts each panel a width and a gap right of the one before; past the last, the chart ends', () => {
+    const layout = { width: 300, height: 200, top: 60, left: 50, gap: 40 };
+    expect([0, 1, 2].map((i) => panelLeft(layout, i))).toEqual([50, 390, 730]);
   });
 });
 
