@@ -128,6 +128,38 @@ export function startedForSuite<T>(
 }
 
 /**
+ * A stand-in, made at describe time, for what `read` returns once the suite started: each of
+ * `keys` is read through `read` when used (a method bound to what it belongs to), so using one
+ * before the start throws as `read` does.
+ */
+export function fieldsWhenStarted<T extends object, K extends keyof T>(read: () => T, keys: readonly K[]): Pick<T, K> {
+  const handle = {} as Pick<T, K>;
+  for (const key of keys) {
+    Object.defineProperty(handle, key, {
+      enumerable: true,
+      get: () => {
+        const target = read();
+        const value = target[key];
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+  }
+  return handle;
+}
+
+/** The handle of a fleet a suite starts: `fleet` reads it (throwing before the start), `gw` is its gateway's URL. */
+export function suiteFleet(read: () => Fleet): SuiteFleet {
+  return {
+    get fleet() {
+      return read();
+    },
+    get gw() {
+      return read().gateway.url;
+    },
+  };
+}
+
+/**
  * A starter of `sluice <args>` services for the tests of the enclosing describe (or file): each
  * one it starts is stopped after those tests.
  */
@@ -151,20 +183,14 @@ export async function runnerStatus(runner: { url: string }): Promise<any> {
  * it after them. The handle's fields throw when read before the fleet started.
  */
 export function fleetForSuite(options: FleetOptions, timeout?: number): SuiteFleet {
-  const fleet = startedForSuite(
-    'fleet',
-    () => startFleet(options),
-    (f) => f.stop(),
-    timeout,
+  return suiteFleet(
+    startedForSuite(
+      'fleet',
+      () => startFleet(options),
+      (f) => f.stop(),
+      timeout,
+    ),
   );
-  return {
-    get fleet() {
-      return fleet();
-    },
-    get gw() {
-      return fleet().gateway.url;
-    },
-  };
 }
 
 /** A small chat body. */

@@ -13,7 +13,7 @@ import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerServer } from '../../runner/server.ts';
-import { eventually, startedForSuite } from './fleet.ts';
+import { eventually, fieldsWhenStarted, startedForSuite } from './fleet.ts';
 
 /** A running scripted engine. */
 export interface ScriptedEngine {
@@ -97,18 +97,7 @@ export function childFrontForSuite(startEngine: () => Promise<ScriptedEngine>, t
     (f) => f.stop(),
     timeout,
   );
-  return {
-    get engine() {
-      return front().engine;
-    },
-    get runner() {
-      return front().runner;
-    },
-    get gateway() {
-      return front().gateway;
-    },
-    stop: () => front().stop(),
-  };
+  return fieldsWhenStarted(front, ['engine', 'runner', 'gateway', 'stop']);
 }
 
 /** A runner and a gateway built in this process in front of one engine, which they own. */
