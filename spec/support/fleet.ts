@@ -206,11 +206,20 @@ export interface JsonAnswer {
   text: string;
 }
 
+/** POSTs `body` as JSON (through `dispatcher`, when given) and returns the response, its body unread. */
+export function postRequest(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+  dispatcher?: Dispatcher,
+): Promise<Dispatcher.ResponseData> {
+  const json = { 'content-type': 'application/json', ...headers };
+  return request(url, { method: 'POST', body, headers: json, ...(dispatcher ? { dispatcher } : {}) });
+}
+
 /** POSTs JSON and returns status, headers and the parsed (or raw) body. */
 export async function postJson(url: string, body: string, headers: Record<string, string> = {}): Promise<JsonAnswer> {
-  return jsonAnswer(
-    await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } }),
-  );
+  return jsonAnswer(await postRequest(url, body, headers));
 }
 
 /** GETs a URL and returns status, headers and the parsed (or raw) body. */

@@ -26,7 +26,7 @@ import { RunnerConfigError } from '../../../runner/errors.ts';
 import { createGateway } from '../../../gateway/server.ts';
 import type { GatewayOptions } from '../../../gateway/options.ts';
 import { GatewayConfigError } from '../../../gateway/errors.ts';
-import { chatBody, eventually } from '../../support/fleet.ts';
+import { chatBody, eventually, postRequest } from '../../support/fleet.ts';
 import { startScriptedEngine } from '../../support/scripted-engine.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import type { LogFields } from '../../../placer/kernel/index.ts';
@@ -77,12 +77,7 @@ async function post(
   headers: Record<string, string> = {},
   dispatcher?: Dispatcher,
 ): Promise<Answer> {
-  const res = await request(url, {
-    method: 'POST',
-    body,
-    headers: { 'content-type': 'application/json', ...headers },
-    ...(dispatcher ? { dispatcher } : {}),
-  });
+  const res = await postRequest(url, body, headers, dispatcher);
   const text = await res.body.text();
   return {
     status: res.statusCode,
