@@ -238,6 +238,16 @@ describe('the sluice path', () => {
     };
     return { walker, at, runUntil };
   };
+  /** `n` runners of `slots` each on one fleet, and a walker over them placing with round-robin from the first. */
+  const roundRobinOf = (n: number, slots: number, settings: WalkSettings = walk) => {
+    const fleet = new FleetSlots();
+    const runners = runnersOf(n, slots, fleet);
+    return {
+      fleet,
+      runners,
+      ...walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), settings),
+    };
+  };
   /** Notes where and when each call was placed, or when it timed out or found the queue full. */
   const ends = () => {
     const placed: { runner: SimRunner; at: number; name: string }[] = [];
@@ -321,10 +331,7 @@ describe('the sluice path', () => {
   });
 
   it('waits in the queue while every slot of the fleet is taken, and takes a slot the moment it frees', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(2, 1, fleet);
-    const placer = builtinPlacers['round-robin']!({ random: () => 0 });
-    const { walker, at, runUntil } = walkerOf(runners, fleet, placer);
+    const { fleet, walker, at, runUntil } = roundRobinOf(2, 1);
     const { placed, end } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, end, 'a'));
     at(0, (now) => walker.start(runnerCall(2), now, end, 'a'));
@@ -345,9 +352,7 @@ describe('the sluice path', () => {
   });
 
   it('starts waiting calls in arrival order within a flow, taking turns across flows, once slots free', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 1, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { runners, walker, at, runUntil } = roundRobinOf(1, 1);
     const { placed, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(0), now, endOf('first'), 'x'));
     // A burst of flow a, then one call of b and two of c, all while the only slot is taken.
@@ -376,9 +381,7 @@ describe('the sluice path', () => {
   });
 
   it('lines a new call up behind waiting ones even when a slot is free on its arrival', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 2, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { runners, walker, at, runUntil } = roundRobinOf(1, 2);
     const { placed, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, endOf('1'), 'a'));
     at(0, (now) => walker.start(runnerCall(2), now, endOf('2'), 'a'));
@@ -412,12 +415,7 @@ describe('the sluice path', () => {
   });
 
   it('wakes as many waiting calls as a status report shows free slots', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 3, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), {
-      ...walk,
-      retryAllDelay: 0,
-    });
+    const { runners, walker, at, runUntil } = roundRobinOf(1, 3, { ...walk, retryAllDelay: 0 });
     const { placed, endOf } = ends();
     for (let i = 1; i <= 5; i++) at(0, (now) => walker.start(runnerCall(i), now, endOf(String(i)), `f${i}`));
     // Two calls end unseen by the queue (no fallback: retryAllDelay 0), then a report shows two free slots.
@@ -437,9 +435,7 @@ describe('the sluice path', () => {
   });
 
   it('times a waiting call out at its placer deadline, and the next in line takes the freed slot', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 1, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { walker, at, runUntil } = roundRobinOf(1, 1);
     const { placed, timedOut, end } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, end, 'a'));
     at(1, (now) => walker.start(runnerCall(2, 30), now, end, 'a'));
@@ -456,13 +452,7 @@ describe('the sluice path', () => {
   });
 
   it('answers a call that finds the queue at its bound at once, as the gateway answers 503 GW_QUEUE_FULL', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 1, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), {
-      ...walk,
-      maxQueued: 2,
-      maxQueuedPerFlow: 1,
-    });
+    const { runners, walker, at, runUntil } = roundRobinOf(1, 1, { ...walk, maxQueued: 2, maxQueuedPerFlow: 1 });
     const { placed, full, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, endOf('1'), 'a'));
     at(1, (now) => walker.start(runnerCall(2), now, endOf('2'), 'a'));
