@@ -217,9 +217,14 @@ export function postRequest(
   return request(url, { method: 'POST', body, headers: json, ...(dispatcher ? { dispatcher } : {}) });
 }
 
-/** POSTs JSON and returns status, headers and the parsed (or raw) body. */
-export async function postJson(url: string, body: string, headers: Record<string, string> = {}): Promise<JsonAnswer> {
-  return jsonAnswer(await postRequest(url, body, headers));
+/** POSTs JSON (through `dispatcher`, when given) and returns status, headers and the parsed (or raw) body. */
+export async function postJson(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+  dispatcher?: Dispatcher,
+): Promise<JsonAnswer> {
+  return jsonAnswer(await postRequest(url, body, headers, dispatcher));
 }
 
 /** GETs a URL and returns status, headers and the parsed (or raw) body. */
