@@ -585,6 +585,17 @@ describe('simulateRun', () => {
     measureMs: 4_000,
   };
 
+  /** `runners` runners of one slot each (their engines one sequence), no warm-up and no hop: the queue's order alone. */
+  const oneSlotRunners = (runners: number, trace: SimRunSpec['trace']) =>
+    simulateRun({
+      ...base,
+      fleet: { runners, slots: 1, profile: { ...STEADY, maxNumSeqs: 1 } },
+      trace,
+      warmupMs: 0,
+      measureMs: 10,
+      hops: { sluiceHopMs: 0 },
+    });
+
   it("never queues inside an engine on the sluice path: calls past the fleet's slots wait in the gateway", async () => {
     const result = await simulateRun({ ...base, fleet: { ...base.fleet, runners: 2 }, rate: 60 });
     expect(result.waited).toBeGreaterThan(0);
@@ -605,15 +616,7 @@ describe('simulateRun', () => {
 
   it('places a call that found the only slot taken the moment the slot frees', async () => {
     const trace = [call(1, 1, 0), call(2, 1, 1)];
-    const profile = { ...STEADY, maxNumSeqs: 1 };
-    const result = await simulateRun({
-      ...base,
-      fleet: { runners: 1, slots: 1, profile },
-      trace,
-      warmupMs: 0,
-      measureMs: 10,
-      hops: { sluiceHopMs: 0 },
-    });
+    const result = await oneSlotRunners(1, trace);
     const [first, second] = [...result.records].sort((a, b) => a.at - b.at);
     // The engine starts with the system prompt cached: each call prefills its own message only.
     const sharedCached = Math.floor(promptTokensOf(shape, 1).shared / 16) * 16;
@@ -628,15 +631,7 @@ describe('simulateRun', () => {
   it('starts calls that wait for a full fleet in arrival order within a session', async () => {
     // Two runners of one slot; six calls at once in two sessions, each call's answer long.
     const trace = [call(1, 1, 0), call(2, 1, 0.5), call(1, 2, 1), call(1, 3, 2), call(2, 2, 3), call(1, 4, 4)];
-    const profile = { ...STEADY, maxNumSeqs: 1 };
-    const result = await simulateRun({
-      ...base,
-      fleet: { runners: 2, slots: 1, profile },
-      trace,
-      warmupMs: 0,
-      measureMs: 10,
-      hops: { sluiceHopMs: 0 },
-    });
+    const result = await oneSlotRunners(2, trace);
     const started = [...result.records].sort((a, b) => a.at + a.ttft - (b.at + b.ttft));
     const sessionOf = (r: { at: number }) => trace.find((c) => c.at === r.at)!.session;
     const turnsOf = (session: number) => started.filter((r) => sessionOf(r) === session).map((r) => r.turn);
