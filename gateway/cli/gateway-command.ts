@@ -17,6 +17,8 @@ import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from
 import { reportListening } from '../../placer/kernel/index.ts';
 import type { Setting } from './settings.ts';
 import { startTelemetry } from './telemetry.ts';
+import type { CliTelemetry } from './telemetry.ts';
+import type { Gateway } from '../server.ts';
 import { clientKeysOptions, keySettings } from './client-keys.ts';
 import { deploymentSettings, deploymentsOptions } from './deployments.ts';
 import { keepOperatorToken, keepViewerToken } from './operator-token.ts';
@@ -230,6 +232,19 @@ export async function gatewayIdOf(values: Record<string, unknown>): Promise<stri
   return (values.gatewayId as string | undefined) ?? newGatewayId();
 }
 
+/**
+ * A gateway built in this process with `options`, and the telemetry it renders its metrics with,
+ * started first under the gateway's id (which `options` must hold, as {@link gatewayOptions} gives it).
+ */
+export async function cliGateway(
+  env: NodeJS.ProcessEnv,
+  options: GatewayOptions,
+): Promise<{ gw: Gateway; telemetry: CliTelemetry }> {
+  const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: options.gatewayId! });
+  const { createGateway } = await import('../server.ts');
+  return { gw: createGateway({ ...options, renderMetrics: telemetry.render }), telemetry };
+}
+
 /** The gateway options the settings give: only those given, with the placer, store and callbacks made. */
 export async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
   const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecretLines }] =
@@ -357,13 +372,9 @@ export const gateway: Command = {
   ],
   async run({ values, env, logger }) {
     const options = await gatewayOptions(values, logger);
-    const gatewayId = options.gatewayId!;
-    const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
-    const { createGateway } = await import('../server.ts');
-    const gw = createGateway({
+    const { gw, telemetry } = await cliGateway(env, {
       ...options,
       runners: (values.runners as string[] | undefined) ?? [],
-      renderMetrics: telemetry.render,
     });
     const stopReloading = await reloadRunnerTokensOnHangup(values.runnerTokenFile as string | undefined, gw, logger);
     const { url, port } = await gw.listen(values.port as number, values.host as string);

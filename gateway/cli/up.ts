@@ -5,15 +5,14 @@
 import { randomBytes } from 'node:crypto';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { ChildService } from '../../placer/kernel/index.ts';
-import { reportListening, startService } from '../../placer/kernel/index.ts';
+import { reportListening, runnerArgs, simEngineArgs, startService } from '../../placer/kernel/index.ts';
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
 import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';
-import { accessSettings, detachedSettings, gatewayOptions, gatewaySettings } from './gateway-command.ts';
+import { accessSettings, cliGateway, detachedSettings, gatewayOptions, gatewaySettings } from './gateway-command.ts';
 import { runner } from './runner-command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { simSettings } from './sim-command.ts';
-import { startTelemetry } from './telemetry.ts';
 import { keepOperatorToken, keepViewerToken } from './operator-token.ts';
 import { deploymentSettings } from './deployments.ts';
 
@@ -67,7 +66,7 @@ export const up: Command = {
       const simArgs = flags(simSettings.map((setting) => setting.key));
       const engines = await Promise.all(
         Array.from({ length: count }, (_, i) =>
-          startService(['sim-engine', '--port', '0', '--engine-id', `sim-${i + 1}`, '--log-level', level, ...simArgs], {
+          startService(simEngineArgs({ id: `sim-${i + 1}` }, ['--log-level', level, ...simArgs]), {
             stdio: 'inherit',
             env: childEnv(env),
           }),
@@ -79,38 +78,17 @@ export const up: Command = {
       // one, handed to them in their environment (never argv, which any local user can read).
       const callSecret = options.callSecret ?? randomBytes(32).toString('base64url');
       const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret };
+      const runnerFlags = [...flags(['slots']), '--log-level', level];
       const runners = await Promise.all(
         engines.map((e, i) =>
-          startService(
-            [
-              'runner',
-              '--port',
-              '0',
-              '--engine',
-              e.url,
-              '--engine-kind',
-              'sim',
-              '--id',
-              `runner-${i + 1}`,
-              ...flags(['slots']),
-              '--log-level',
-              level,
-            ],
-            { stdio: 'inherit', env: runnerEnv },
-          ),
+          startService(runnerArgs({ engine: e.url, id: `runner-${i + 1}` }, runnerFlags), {
+            stdio: 'inherit',
+            env: runnerEnv,
+          }),
         ),
       );
       children.push(...runners);
-      const gatewayId = options.gatewayId!;
-      const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
-      const { createGateway } = await import('../server.ts');
-      const gw = createGateway({
-        ...options,
-        callSecret,
-        gatewayId,
-        runners: runners.map((r) => r.url),
-        renderMetrics: telemetry.render,
-      });
+      const { gw, telemetry } = await cliGateway(env, { ...options, callSecret, runners: runners.map((r) => r.url) });
       const { url, port } = await gw.listen(values.port as number, values.host as string);
       await keepOperatorToken(gw.config, port, env, logger);
       // Reading needs only the viewer token; the operator's is for changes.
@@ -182,37 +160,21 @@ async function upServerless(
   // in their environment (never argv, which any local user can read).
   const runnerToken = randomBytes(24).toString('base64url');
   const callSecret = options.callSecret ?? randomBytes(32).toString('base64url');
-  const gatewayId = options.gatewayId!;
-  const telemetry = await startTelemetry(env, { name: 'sluice-gateway', instanceId: gatewayId });
-  const { createGateway } = await import('../server.ts');
-  const gw = createGateway({
+  const { gw, telemetry } = await cliGateway(env, {
     ...options,
     deployments,
     callSecret,
-    gatewayId,
     runnerTokens: [runnerToken, ...(options.runnerTokens ?? [])],
     runnerNetworks: ['127.0.0.0/8', ...(options.runnerNetworks ?? [])],
-    renderMetrics: telemetry.render,
   });
   const { url, port } = await gw.listen(values.port as number, values.host as string);
   const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };
   const runners = await Promise.all(
     Array.from({ length: count }, (_, i) =>
-      startService(
-        [
-          'runner',
-          '--port',
-          '0',
-          '--gateway',
-          url,
-          '--id',
-          `runner-${i + 1}`,
-          ...flags(['slots']),
-          '--log-level',
-          level,
-        ],
-        { stdio: 'inherit', env: runnerEnv },
-      ),
+      startService(runnerArgs({ gateway: url, id: `runner-${i + 1}` }, [...flags(['slots']), '--log-level', level]), {
+        stdio: 'inherit',
+        env: runnerEnv,
+      }),
     ),
   );
   children.push(...runners);

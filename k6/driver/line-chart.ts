@@ -4,7 +4,8 @@
  * the shape of each line says more than any single bar.
  */
 import { formatMs } from './report.ts';
-import { escapeXml, gridLines, niceScale, panelBase, svgClose, svgOpen, yAxisLabel } from './svg.ts';
+import { escapeXml, gridLines, legend, niceScale, panelBase, panelLeft, svgClose, svgOpen, yAxisLabel } from './svg.ts';
+import type { PanelLayout } from './svg.ts';
 
 /** One line: a contender's value at each x. */
 export interface Series {
@@ -20,11 +21,7 @@ export interface LinePanel {
 }
 
 const COLORS = ['#4c78a8', '#f58518', '#54a24b', '#e45756', '#72b7b2', '#b279a2', '#9d755d', '#eeca3b'];
-const PANEL_W = 360;
-const PANEL_H = 260;
-const TOP = 70;
-const LEFT = 64;
-const GAP = 70;
+const PANELS: PanelLayout = { width: 360, height: 260, top: 70, left: 64, gap: 70 };
 
 /**
  * Renders `panels` side by side with one legend; `xLabel` names the shared x axis and `xTick`
@@ -39,18 +36,15 @@ export function lineChart(
 ): string {
   const names = [...new Set(panels.flatMap((p) => p.series.map((s) => s.name)))];
   const color = (name: string): string => COLORS[names.indexOf(name) % COLORS.length]!;
-  const width = LEFT + panels.length * (PANEL_W + GAP);
+  const width = panelLeft(PANELS, panels.length);
   const legendRows = Math.ceil(names.length / 4);
-  const height = TOP + PANEL_H + 50 + legendRows * 18;
-  const parts: string[] = svgOpen(width, height, LEFT, title, subtitle);
-  panels.forEach((panel, i) => parts.push(renderPanel(panel, LEFT + i * (PANEL_W + GAP), color, xLabel, xTick)));
-  names.forEach((name, i) => {
-    const x = LEFT + (i % 4) * 190;
-    const y = TOP + PANEL_H + 50 + Math.floor(i / 4) * 18;
-    parts.push(
-      `<line x1="${x}" x2="${x + 18}" y1="${y - 4}" y2="${y - 4}" stroke="${color(name)}" stroke-width="3"/><text x="${x + 24}" y="${y}">${escapeXml(name)}</text>`,
-    );
-  });
+  const height = PANELS.top + PANELS.height + 50 + legendRows * 18;
+  const parts: string[] = svgOpen(width, height, PANELS.left, title, subtitle);
+  panels.forEach((panel, i) => parts.push(renderPanel(panel, panelLeft(PANELS, i), color, xLabel, xTick)));
+  const entries = names.map((name) => ({ name, color: color(name) }));
+  parts.push(
+    ...legend(entries, 'line', { x: PANELS.left, y: PANELS.top + PANELS.height + 50, perRow: 4, column: 190, row: 18 }),
+  );
   return svgClose(parts);
 }
 
@@ -67,21 +61,21 @@ function renderPanel(
   const xMin = xs[0] ?? 0;
   const xMax = xs[xs.length - 1] ?? 1;
   const x = (v: number): number =>
-    x0 + 20 + (xMax === xMin ? (PANEL_W - 40) / 2 : ((v - xMin) / (xMax - xMin)) * (PANEL_W - 40));
-  const y = (v: number): number => TOP + PANEL_H - (v / top) * PANEL_H;
+    x0 + 20 + (xMax === xMin ? (PANELS.width - 40) / 2 : ((v - xMin) / (xMax - xMin)) * (PANELS.width - 40));
+  const y = (v: number): number => PANELS.top + PANELS.height - (v / top) * PANELS.height;
   const out: string[] = [
     '<g>',
-    `<text x="${x0 + PANEL_W / 2}" y="${TOP - 12}" text-anchor="middle" font-weight="bold">${escapeXml(panel.heading)}</text>`,
+    `<text x="${x0 + PANELS.width / 2}" y="${PANELS.top - 12}" text-anchor="middle" font-weight="bold">${escapeXml(panel.heading)}</text>`,
   ];
-  out.push(...gridLines(x0, PANEL_W, { step, top }, y, (v) => (step >= 1 ? v.toFixed(0) : formatMs(v))));
+  out.push(...gridLines(x0, PANELS.width, { step, top }, y, (v) => (step >= 1 ? v.toFixed(0) : formatMs(v))));
   for (const v of xs)
     out.push(
-      `<text x="${x(v)}" y="${TOP + PANEL_H + 16}" text-anchor="middle" fill="#555">${escapeXml(xTick(v))}</text>`,
+      `<text x="${x(v)}" y="${PANELS.top + PANELS.height + 16}" text-anchor="middle" fill="#555">${escapeXml(xTick(v))}</text>`,
     );
   out.push(
-    `<text x="${x0 + PANEL_W / 2}" y="${TOP + PANEL_H + 32}" text-anchor="middle" fill="#555">${escapeXml(xLabel)}</text>`,
+    `<text x="${x0 + PANELS.width / 2}" y="${PANELS.top + PANELS.height + 32}" text-anchor="middle" fill="#555">${escapeXml(xLabel)}</text>`,
   );
-  out.push(yAxisLabel(x0 - 46, TOP + PANEL_H / 2, panel.yLabel));
+  out.push(yAxisLabel(x0 - 46, PANELS.top + PANELS.height / 2, panel.yLabel));
   for (const s of panel.series) {
     const shown = s.points.filter((p) => Number.isFinite(p.y));
     if (shown.length === 0) continue;
@@ -94,6 +88,6 @@ function renderPanel(
       );
     }
   }
-  out.push(...panelBase(x0, x0 + PANEL_W, TOP + PANEL_H));
+  out.push(...panelBase(x0, x0 + PANELS.width, PANELS.top + PANELS.height));
   return out.join('\n');
 }

@@ -137,16 +137,7 @@ export async function runClosedLoop(client: LoadClient, bounds: RunBounds): Prom
   };
   await Promise.all(Array.from({ length: client.connections }, worker));
   release();
-  const elapsedMs = performance.now() - start;
-  return rec.result({
-    target: client.target.name,
-    mode: 'closed',
-    connections: client.connections,
-    durationMs: duration,
-    elapsedMs,
-    sent,
-    dropped: 0,
-  });
+  return runResult(rec, client, start, { mode: 'closed', durationMs: duration, sent, dropped: 0 });
 }
 
 /** Options of {@link runOpenLoop}. */
@@ -177,17 +168,29 @@ export function runOpenLoop(client: LoadClient, options: OpenLoopOptions): Promi
   );
   return run.done.then(() => {
     release();
-    const elapsedMs = performance.now() - start;
-    return rec.result({
-      target: client.target.name,
-      mode: 'open',
-      connections: client.connections,
-      rate,
-      durationMs: duration,
-      elapsedMs,
-      sent: run.scheduled(),
-      dropped,
-    });
+    return runResult(rec, client, start, { mode: 'open', rate, durationMs: duration, sent: run.scheduled(), dropped });
+  });
+}
+
+/** What a run of `client` that began at `start` (performance.now()) recorded in `rec`, ending now. */
+function runResult(
+  rec: Recorder,
+  client: LoadClient,
+  start: number,
+  run: Pick<LoadResult, 'mode' | 'rate' | 'durationMs' | 'sent' | 'dropped'>,
+): LoadResult {
+  const { mode, rate, durationMs, sent, dropped } = run;
+  const elapsedMs = performance.now() - start;
+  const target = client.target.name;
+  return rec.result({
+    target,
+    mode,
+    connections: client.connections,
+    ...(rate === undefined ? {} : { rate }),
+    durationMs,
+    elapsedMs,
+    sent,
+    dropped,
   });
 }
 

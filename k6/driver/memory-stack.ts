@@ -12,12 +12,12 @@
  * per stream (far past nginx.ts's 4096), with the same open-file limit as the gateway, and must
  * pass tokens on as they come (`proxy_buffering off`).
  */
-import { startService } from '../../placer/index.ts';
+import { runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
 import type { NginxProxy } from './nginx.ts';
 import { FD_RESERVE, SOCKETS_PER_STREAM } from './process-memory.ts';
-import { startGroup } from './stack.ts';
+import { engineArgs, startGroup } from './stack.ts';
 import type { EngineTiming } from './stack.ts';
 
 /** What {@link startMemoryStack} started. */
@@ -53,50 +53,19 @@ export interface MemoryStackOptions {
 export function startMemoryStack(options: MemoryStackOptions): Promise<MemoryStack> {
   // Either runner could take every stream: round-robin splits them evenly, but a refused call
   // must never be what a memory figure rests on.
-  const capacity = String(options.streams);
+  const capacity = options.streams;
   return startGroup(options, async ({ env, level, group }) => {
-    const { ttftMs, itlMs, outputTokens } = options.engine;
     const engines: ChildService[] = [];
     const runners: ChildService[] = [];
     for (let pair = 1; pair <= options.pairs; pair++) {
       const engine = await startService(
-        [
-          'sim-engine',
-          '--port',
-          '0',
-          '--engine-id',
-          `bench-sim-${pair}`,
-          '--ttft-ms',
-          String(ttftMs),
-          '--itl-ms',
-          String(itlMs),
-          '--output-tokens',
-          String(outputTokens),
-          '--max-num-seqs',
-          capacity,
-          '--max-queue',
-          capacity,
-          ...level,
-        ],
+        simEngineArgs({ id: `bench-sim-${pair}` }, [...engineArgs(options.engine, capacity, capacity), ...level]),
         { env },
       );
       group.add(engine);
       engines.push(engine);
       const runner = await startService(
-        [
-          'runner',
-          '--port',
-          '0',
-          '--engine',
-          engine.url,
-          '--engine-kind',
-          'sim',
-          '--id',
-          `bench-runner-${pair}`,
-          '--slots',
-          capacity,
-          ...level,
-        ],
+        runnerArgs({ engine: engine.url, id: `bench-runner-${pair}` }, ['--slots', String(capacity), ...level]),
         { env },
       );
       group.add(runner);

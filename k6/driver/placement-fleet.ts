@@ -4,7 +4,7 @@
  * of all the runners, and, when nginx is installed, nginx in front of the same engines once with
  * round-robin and once with least_conn: what a team would put there instead of sluice.
  */
-import { startService } from '../../placer/index.ts';
+import { runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
 import { startGroup } from './stack.ts';
@@ -45,48 +45,14 @@ export interface PlacementFleetOptions {
 export function startPlacementFleet(options: PlacementFleetOptions): Promise<PlacementFleet> {
   return startGroup(options, async ({ env, level, group }) => {
     const ids = Array.from({ length: options.engines }, (_, i) => i + 1);
+    const engineFlags = ['--profile', 'h100-8b', '--model', options.model, ...level];
     const engines = await Promise.all(
-      ids.map((i) =>
-        group.track(
-          startService(
-            [
-              'sim-engine',
-              '--port',
-              '0',
-              '--profile',
-              'h100-8b',
-              '--model',
-              options.model,
-              '--engine-id',
-              `h100-${i}`,
-              ...level,
-            ],
-            { env },
-          ),
-        ),
-      ),
+      ids.map((i) => group.track(startService(simEngineArgs({ id: `h100-${i}` }, engineFlags), { env }))),
     );
+    const runnerFlags = ['--slots', String(options.slots), ...level];
     const runners = await Promise.all(
-      ids.map((i) =>
-        group.track(
-          startService(
-            [
-              'runner',
-              '--port',
-              '0',
-              '--engine',
-              engines[i - 1]!.url,
-              '--engine-kind',
-              'sim',
-              '--id',
-              `runner-${i}`,
-              '--slots',
-              String(options.slots),
-              ...level,
-            ],
-            { env },
-          ),
-        ),
+      engines.map((engine, i) =>
+        group.track(startService(runnerArgs({ engine: engine.url, id: `runner-${i + 1}` }, runnerFlags), { env })),
       ),
     );
     const runnerList = runners.map((r) => r.url).join(',');

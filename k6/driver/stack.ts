@@ -10,7 +10,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hashToken, newKeyToken } from '../../gateway/index.ts';
-import { startService } from '../../placer/index.ts';
+import { runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { startBareProxy } from './bare-proxy.ts';
 import type { BareProxyProcess } from './bare-proxy.ts';
@@ -65,6 +65,25 @@ export interface EngineTiming {
   outputTokens: number;
 }
 
+/**
+ * The flags of a simulated engine generating at `timing` that runs `maxNumSeqs` sequences at once
+ * and queues `maxQueue` more.
+ */
+export function engineArgs(timing: EngineTiming, maxNumSeqs: number, maxQueue: number): string[] {
+  return [
+    '--ttft-ms',
+    String(timing.ttftMs),
+    '--itl-ms',
+    String(timing.itlMs),
+    '--output-tokens',
+    String(timing.outputTokens),
+    '--max-num-seqs',
+    String(maxNumSeqs),
+    '--max-queue',
+    String(maxQueue),
+  ];
+}
+
 /** ttft and itl 0 with one output token: the engine answers at once, so what is left is the hops. */
 const INSTANT_ENGINE: EngineTiming = Object.freeze({ ttftMs: 0, itlMs: 0, outputTokens: 1 });
 
@@ -75,42 +94,12 @@ export function startStack(options: StackOptions): Promise<Stack> {
     const env = options.tracedEndpoint === undefined ? childEnv : { ...childEnv, OTEL_TRACES_EXPORTER: 'none' };
     const timing = options.engine ?? INSTANT_ENGINE;
     const engine = await startService(
-      [
-        'sim-engine',
-        '--port',
-        '0',
-        '--engine-id',
-        'bench-sim',
-        '--ttft-ms',
-        String(timing.ttftMs),
-        '--itl-ms',
-        String(timing.itlMs),
-        '--output-tokens',
-        String(timing.outputTokens),
-        '--max-num-seqs',
-        String(options.slots),
-        '--max-queue',
-        String(options.slots * 4),
-        ...level,
-      ],
+      simEngineArgs({ id: 'bench-sim' }, [...engineArgs(timing, options.slots, options.slots * 4), ...level]),
       { env },
     );
     group.add(engine);
     const runner = await startService(
-      [
-        'runner',
-        '--port',
-        '0',
-        '--engine',
-        engine.url,
-        '--engine-kind',
-        'sim',
-        '--id',
-        'bench-runner',
-        '--slots',
-        String(options.slots),
-        ...level,
-      ],
+      runnerArgs({ engine: engine.url, id: 'bench-runner' }, ['--slots', String(options.slots), ...level]),
       { env },
     );
     group.add(runner);
@@ -178,21 +167,10 @@ async function startTraced(
   };
   const runner = group.add(
     await startService(
-      [
-        'runner',
-        '--port',
-        '0',
-        '--engine',
-        engineUrl,
-        '--engine-kind',
-        'sim',
-        '--id',
-        'bench-runner-traced',
-        '--slots',
-        String(slots),
-        ...level,
-      ],
-      { env: tracedEnv },
+      runnerArgs({ engine: engineUrl, id: 'bench-runner-traced' }, ['--slots', String(slots), ...level]),
+      {
+        env: tracedEnv,
+      },
     ),
   );
   const gateway = group.add(

@@ -42,6 +42,14 @@ interface GatewayStart {
   readonly treeRssMiB: number;
 }
 
+/** The table's columns of gateway starts: heading, width (the last unpadded), and each start's figure with its unit. */
+const START_COLUMNS: readonly { heading: string; width: number; unit: string; of: (s: GatewayStart) => number }[] = [
+  { heading: 'gateway to /healthz', width: 21, unit: 'ms', of: (s) => s.ms },
+  { heading: 'its CPU to /healthz', width: 21, unit: 'ms', of: (s) => s.cpuMs },
+  { heading: 'gateway RSS MiB', width: 17, unit: '', of: (s) => s.rssMiB },
+  { heading: 'with children MiB', width: 0, unit: '', of: (s) => s.treeRssMiB },
+];
+
 const temporary: string[] = [];
 const fresh = (): string => {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-startup-'));
@@ -67,14 +75,7 @@ async function main(argv: readonly string[]): Promise<void> {
 
   console.log(`node ${process.version}, ${runs} runs per mode, medians (min-max)`);
   console.log(
-    [
-      'mode'.padEnd(16),
-      'sluice --help'.padEnd(19),
-      'gateway to /healthz'.padEnd(21),
-      'its CPU to /healthz'.padEnd(21),
-      'gateway RSS MiB'.padEnd(17),
-      'with children MiB',
-    ].join('  '),
+    ['mode'.padEnd(16), 'sluice --help'.padEnd(19), ...START_COLUMNS.map((c) => c.heading.padEnd(c.width))].join('  '),
   );
   // Modes take turns within each run, so a busy spell on a shared machine hits all of them.
   const help = modes.map((): number[] => []);
@@ -90,22 +91,7 @@ async function main(argv: readonly string[]): Promise<void> {
       [
         mode.name.padEnd(16),
         spread(help[m]!, 'ms').padEnd(19),
-        spread(
-          starts[m]!.map((s) => s.ms),
-          'ms',
-        ).padEnd(21),
-        spread(
-          starts[m]!.map((s) => s.cpuMs),
-          'ms',
-        ).padEnd(21),
-        spread(
-          starts[m]!.map((s) => s.rssMiB),
-          '',
-        ).padEnd(17),
-        spread(
-          starts[m]!.map((s) => s.treeRssMiB),
-          '',
-        ),
+        ...START_COLUMNS.map((c) => spread(starts[m]!.map(c.of), c.unit).padEnd(c.width)),
       ].join('  '),
     );
   }

@@ -14,6 +14,7 @@ import {
   BASE_URL,
   CHAT_PATH,
   REQUEST_TIMEOUT,
+  SCRIPT_ARRIVALS,
   chatBody,
   envInt,
   isChatCompletion,
@@ -43,7 +44,7 @@ const stuck = new Counter('detached_stuck');
 export const options: Options = scriptOptions(
   'detached',
   'detached',
-  { rate: 20, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 },
+  { ...SCRIPT_ARRIVALS, rate: 20 },
   {
     'http_req_duration{scenario:detached,name:detached-post}': ['p(95)<500'],
     'http_req_duration{scenario:detached,name:detached-status}': ['p(95)<200'],

@@ -100,6 +100,13 @@ export function arrivalScenario(exec: string, defaults: ArrivalDefaults, prefix 
   };
 }
 
+/** A one-scenario script's arrivals but for its rate: 30 s of them, with room for up to 200 VUs. */
+export const SCRIPT_ARRIVALS: Omit<ArrivalDefaults, 'rate'> = Object.freeze({
+  duration: '30s',
+  preAllocatedVUs: 20,
+  maxVUs: 200,
+});
+
 /** The trend stats every summary keeps: the percentiles the driver reports, plus p(95) for thresholds. */
 export const SUMMARY_TREND_STATS = ['avg', 'min', 'med', 'p(90)', 'p(95)', 'p(99)', 'max', 'count'];
 

@@ -20,6 +20,7 @@ import {
   BASE_URL,
   CHAT_PATH,
   REQUEST_TIMEOUT,
+  SCRIPT_ARRIVALS,
   countSseEvents,
   endsWithDone,
   envInt,
@@ -43,7 +44,7 @@ const streamEvents = new Trend('stream_events');
 export const options: Options = scriptOptions(
   'streaming',
   'streaming',
-  { rate: 20, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 },
+  { ...SCRIPT_ARRIVALS, rate: 20 },
   {
     'stream_time_to_first_byte{scenario:streaming}': ['p(95)<500'],
     'http_req_duration{scenario:streaming}': ['p(95)<5000'],

@@ -13,6 +13,7 @@ import {
   BASE_URL,
   CHAT_PATH,
   REQUEST_TIMEOUT,
+  SCRIPT_ARRIVALS,
   chatBody,
   isChatCompletion,
   jsonHeaders,
@@ -23,7 +24,7 @@ import {
 export const options: Options = scriptOptions(
   'sync_chat',
   'syncChat',
-  { rate: 50, duration: '30s', preAllocatedVUs: 20, maxVUs: 200 },
+  { ...SCRIPT_ARRIVALS, rate: 50 },
   {
     'http_req_duration{scenario:sync_chat}': ['p(95)<500'],
   },

@@ -9,17 +9,15 @@
  * that launches its own sim engine from a profile.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, startService } from '../../placer/kernel/processes.ts';
+import { freePort } from '../../placer/kernel/processes.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
-import { chatBody, eventually, postJson } from '../support/fleet.ts';
+import { runnerArgs, simEngineArgs } from '../../placer/kernel/service-args.ts';
+import { chatBody, eventually, postJson, runnerStatus, servicesForSuite } from '../support/fleet.ts';
 
-const started: ChildService[] = [];
 /** Process groups of engines the runners here launched: killed at the end if a test failed to see them go. */
 const engineGroups: number[] = [];
-afterAll(async () => {
-  await Promise.all(started.map((s) => s.stop('SIGTERM', 5000)));
+afterAll(() => {
   for (const group of engineGroups) {
     try {
       process.kill(-group, 'SIGKILL');
@@ -28,16 +26,8 @@ afterAll(async () => {
     }
   }
 });
-
-async function service(args: string[]): Promise<ChildService> {
-  const s = await startService(args);
-  started.push(s);
-  return s;
-}
-
-async function status(runner: { url: string }): Promise<any> {
-  return (await request(`${runner.url}/status`)).body.json();
-}
+// Registered after the kill above, so its stops run first (hooks after tests run last-first).
+const service = servicesForSuite();
 
 function exited(service: ChildService): boolean {
   return service.child.exitCode !== null || service.child.signalCode !== null;
@@ -66,20 +56,8 @@ function liveMembers(group: number): number[] {
 
 describe('SIGHUP to a serving gateway and runner', () => {
   it('is logged and ignored: both keep serving', async () => {
-    const engine = await service(['sim-engine', '--port', '0', '--log-level', 'warn']);
-    const runner = await service([
-      'runner',
-      '--port',
-      '0',
-      '--engine',
-      engine.url,
-      '--engine-kind',
-      'sim',
-      '--id',
-      'r-hup',
-      '--log-level',
-      'info',
-    ]);
+    const engine = await service(simEngineArgs({}, ['--log-level', 'warn']));
+    const runner = await service(runnerArgs({ engine: engine.url, id: 'r-hup' }, ['--log-level', 'info']));
     const gateway = await service([
       'gateway',
       '--port',
@@ -104,7 +82,7 @@ describe('SIGHUP to a serving gateway and runner', () => {
     const answer = await postJson(`${gateway.url}/v1/chat/completions`, chatBody());
     expect(answer.status).toBe(200);
     expect(answer.headers['sluice-runner-id']).toBe('r-hup');
-    expect((await status(runner)).calls.served).toBe(1);
+    expect((await runnerStatus(runner)).calls.served).toBe(1);
   });
 });
 
@@ -118,9 +96,9 @@ describe('a runner that launched an engine and is killed with SIGKILL', () => {
     });
     const args = ['runner', '--port', '0', '--log-level', 'warn', '--profile', profile];
     const first = await service(args);
-    await expect.poll(async () => (await status(first)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
+    await expect.poll(async () => (await runnerStatus(first)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
     // The engine leads its own process group: its workers, if it had any, are in it too.
-    const pid = (await status(first)).engines[0].supervised.pid as number;
+    const pid = (await runnerStatus(first)).engines[0].supervised.pid as number;
     engineGroups.push(pid);
     expect(liveMembers(pid)).toContain(pid);
 
@@ -128,8 +106,8 @@ describe('a runner that launched an engine and is killed with SIGKILL', () => {
     await eventually(() => liveMembers(pid).length === 0, 10_000, "the dead runner's engine to go");
 
     const second = await service(args);
-    await expect.poll(async () => (await status(second)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
+    await expect.poll(async () => (await runnerStatus(second)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
     expect((await postJson(`${second.url}/v1/chat/completions`, chatBody())).status).toBe(200);
-    engineGroups.push((await status(second)).engines[0].supervised.pid as number);
+    engineGroups.push((await runnerStatus(second)).engines[0].supervised.pid as number);
   });
 });

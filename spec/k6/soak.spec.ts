@@ -54,6 +54,15 @@ const entry = (seq: number, over: Partial<LedgerEntry> = {}): LedgerEntry => ({
   ...over,
 });
 
+/** A memory sample of `rssKiB` in `phase` at `ms`, its high-water mark the same. */
+const sample = (ms: number, phase: string, rssKiB: number): MemorySample => ({
+  ms,
+  phase,
+  rssKiB,
+  hwmKiB: rssKiB,
+  open: 0,
+});
+
 describe('resolveSoakOptions', () => {
   it('returns ten minutes on four nodes with every fault, a 20 s stop and a 60 s idle when given nothing', () => {
     expect(resolveSoakOptions({})).toMatchObject({
@@ -290,14 +299,6 @@ describe('summarizeRuns', () => {
 });
 
 describe('summarizeRss and judge', () => {
-  const sample = (ms: number, phase: string, rssKiB: number): MemorySample => ({
-    ms,
-    phase,
-    rssKiB,
-    hwmKiB: rssKiB,
-    open: 0,
-  });
-
   it("takes the start at the load, the peak from then on and the end as the median of the idle phase's last ten seconds", () => {
     const rss = summarizeRss([
       sample(0, 'probe', 500_000),
@@ -403,13 +404,6 @@ describe('soakReport', () => {
     node: 'v20.0.0',
     loadAverage: [0, 0, 0],
   };
-  const sample = (ms: number, phase: string, rssKiB: number): MemorySample => ({
-    ms,
-    phase,
-    rssKiB,
-    hwmKiB: rssKiB,
-    open: 0,
-  });
   const schedule = planSchedule(100_000, FAULT_KINDS);
   const windows = schedule.map((f) => window(f.kind, f.atMs, f.atMs + 2_000));
 

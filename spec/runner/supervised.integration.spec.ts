@@ -6,26 +6,13 @@
 import { createServer } from 'node:net';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { request } from 'undici';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SLUICE_BIN, freePort, startService } from '../../placer/kernel/processes.ts';
-import type { ChildService } from '../../placer/kernel/processes.ts';
 import { BUSY_HEADER } from '../../runner/protocol/index.ts';
 import { alive } from '../support/faults.ts';
-import { chatBody, postJson } from '../support/fleet.ts';
+import { chatBody, postJson, runnerStatus, servicesForSuite } from '../support/fleet.ts';
 
-const started: ChildService[] = [];
-afterAll(() => Promise.all(started.map((s) => s.stop('SIGTERM', 5000))));
-
-async function service(args: string[]): Promise<ChildService> {
-  const s = await startService(args);
-  started.push(s);
-  return s;
-}
-
-async function status(runner: { url: string }): Promise<any> {
-  return (await request(`${runner.url}/status`)).body.json();
-}
+const service = servicesForSuite();
 
 const simProfile = async (args: string[] = []) =>
   JSON.stringify({
@@ -49,12 +36,12 @@ describe('a runner with a sim profile', () => {
     const early = await postJson(`${runner.url}/v1/chat/completions`, chatBody());
     expect(early.status).toBe(503);
     expect(early.headers[BUSY_HEADER]).toBe('starting');
-    expect((await status(runner)).engines[0].supervised.state).toBe('starting');
+    expect((await runnerStatus(runner)).engines[0].supervised.state).toBe('starting');
 
-    await expect.poll(async () => (await status(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
+    await expect.poll(async () => (await runnerStatus(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
     const ok = await postJson(`${runner.url}/v1/chat/completions`, chatBody());
     expect(ok.status).toBe(200);
-    const s = await status(runner);
+    const s = await runnerStatus(runner);
     expect(s.engines[0]).toMatchObject({
       kind: 'sim',
       state: 'ready',
@@ -64,7 +51,7 @@ describe('a runner with a sim profile', () => {
     expect(alive(s.engines[0].supervised.pid)).toBe(true);
     expect(s.gpus).toMatchObject({ source: expect.any(String), gpus: expect.any(Array) });
     await expect
-      .poll(async () => (await status(runner)).engines[0].load?.running, { timeout: 5000, interval: 100 })
+      .poll(async () => (await runnerStatus(runner)).engines[0].load?.running, { timeout: 5000, interval: 100 })
       .toBe(0);
   });
 
@@ -91,8 +78,8 @@ describe('a runner with a sim profile', () => {
       '--status-interval',
       '100ms',
     ]);
-    await expect.poll(async () => (await status(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
-    const firstPid = (await status(runner)).engines[0].supervised.pid;
+    await expect.poll(async () => (await runnerStatus(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
+    const firstPid = (await runnerStatus(runner)).engines[0].supervised.pid;
 
     expect((await postJson(`${gateway.url}/v1/chat/completions`, chatBody())).status).toBe(200);
     const crashed = await postJson(`${gateway.url}/v1/chat/completions`, chatBody());
@@ -102,7 +89,7 @@ describe('a runner with a sim profile', () => {
     // The gateway waits for the relaunched engine rather than failing the next call.
     const after = await postJson(`${gateway.url}/v1/chat/completions`, chatBody());
     expect(after.status).toBe(200);
-    const s = await status(runner);
+    const s = await runnerStatus(runner);
     expect(s.engines[0].supervised.restarts).toBe(1);
     expect(s.engines[0].supervised.pid).not.toBe(firstPid);
     expect(s.engines[0].supervised.lastExit).toMatchObject({ code: 70 });
@@ -119,8 +106,8 @@ describe('a runner with a sim profile', () => {
       '--profile',
       await simProfile(),
     ]);
-    await expect.poll(async () => (await status(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
-    const pid = (await status(runner)).engines[0].supervised.pid as number;
+    await expect.poll(async () => (await runnerStatus(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
+    const pid = (await runnerStatus(runner)).engines[0].supervised.pid as number;
     expect(await runner.stop('SIGTERM', 15_000)).toBe(0);
     await expect.poll(() => alive(pid), { timeout: 5000, interval: 50 }).toBe(false);
   });

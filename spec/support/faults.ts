@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { countCallRuns } from '../../runner/engines/sim/call-log.ts';
-import { eventually, metrics, metricValue } from './fleet.ts';
+import { eventually, metrics, metricValue, postRequest } from './fleet.ts';
 
 /** The calls each engine was offered (`sluice_sim_requests_total`, refused ones included), in order. */
 export async function engineRequests(engines: ReadonlyArray<{ url: string }>): Promise<number[]> {
@@ -66,12 +66,7 @@ export async function openStream(
   headers: Record<string, string> = {},
   dispatcher?: Dispatcher,
 ): Promise<OpenStream> {
-  const res = await request(url, {
-    method: 'POST',
-    body,
-    headers: { 'content-type': 'application/json', ...headers },
-    ...(dispatcher ? { dispatcher } : {}),
-  });
+  const res = await postRequest(url, body, headers, dispatcher);
   let firstEvent!: () => void;
   const flowing = new Promise<void>((resolve) => (firstEvent = resolve));
   const done = (async (): Promise<StreamResult> => {

@@ -7,6 +7,7 @@ import { request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
 import { startService } from '../../placer/kernel/processes.ts';
+import { runnerArgs, simEngineArgs } from '../../placer/kernel/service-args.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 
 /** One engine + runner pair. */
@@ -62,33 +63,13 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
   try {
     const engines = await Promise.all(
       Array.from({ length: count }, (_, i) =>
-        startService([
-          'sim-engine',
-          '--port',
-          '0',
-          '--engine-id',
-          `sim-${i + 1}`,
-          ...quiet,
-          ...args(options.engineArgs, i),
-        ]),
+        startService(simEngineArgs({ id: `sim-${i + 1}` }, [...quiet, ...args(options.engineArgs, i)])),
       ),
     );
     started.push(...engines);
     const runners = await Promise.all(
       engines.map((e, i) =>
-        startService([
-          'runner',
-          '--port',
-          '0',
-          '--engine',
-          e.url,
-          '--engine-kind',
-          'sim',
-          '--id',
-          `runner-${i + 1}`,
-          ...quiet,
-          ...args(options.runnerArgs, i),
-        ]),
+        startService(runnerArgs({ engine: e.url, id: `runner-${i + 1}` }, [...quiet, ...args(options.runnerArgs, i)])),
       ),
     );
     started.push(...runners);
@@ -147,24 +128,69 @@ export function startedForSuite<T>(
 }
 
 /**
+ * A stand-in, made at describe time, for what `read` returns once the suite started: each of
+ * `keys` is read through `read` when used (a method bound to what it belongs to), so using one
+ * before the start throws as `read` does.
+ */
+export function fieldsWhenStarted<T extends object, K extends keyof T>(read: () => T, keys: readonly K[]): Pick<T, K> {
+  const handle = {} as Pick<T, K>;
+  for (const key of keys) {
+    Object.defineProperty(handle, key, {
+      enumerable: true,
+      get: () => {
+        const target = read();
+        const value = target[key];
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+  }
+  return handle;
+}
+
+/** The handle of a fleet a suite starts: `fleet` reads it (throwing before the start), `gw` is its gateway's URL. */
+export function suiteFleet(read: () => Fleet): SuiteFleet {
+  return {
+    get fleet() {
+      return read();
+    },
+    get gw() {
+      return read().gateway.url;
+    },
+  };
+}
+
+/**
+ * A starter of `sluice <args>` services for the tests of the enclosing describe (or file): each
+ * one it starts is stopped after those tests.
+ */
+export function servicesForSuite(): (args: readonly string[]) => Promise<ChildService> {
+  const started: ChildService[] = [];
+  afterAll(() => Promise.all(started.map((s) => s.stop('SIGTERM', 5000))));
+  return async (args) => {
+    const service = await startService(args);
+    started.push(service);
+    return service;
+  };
+}
+
+/** A runner's /status page, parsed. */
+export async function runnerStatus(runner: { url: string }): Promise<any> {
+  return (await request(`${runner.url}/status`)).body.json();
+}
+
+/**
  * Starts a fleet with `options` before the tests of the enclosing describe (or file) and stops
  * it after them. The handle's fields throw when read before the fleet started.
  */
 export function fleetForSuite(options: FleetOptions, timeout?: number): SuiteFleet {
-  const fleet = startedForSuite(
-    'fleet',
-    () => startFleet(options),
-    (f) => f.stop(),
-    timeout,
+  return suiteFleet(
+    startedForSuite(
+      'fleet',
+      () => startFleet(options),
+      (f) => f.stop(),
+      timeout,
+    ),
   );
-  return {
-    get fleet() {
-      return fleet();
-    },
-    get gw() {
-      return fleet().gateway.url;
-    },
-  };
 }
 
 /** A small chat body. */
@@ -180,11 +206,25 @@ export interface JsonAnswer {
   text: string;
 }
 
-/** POSTs JSON and returns status, headers and the parsed (or raw) body. */
-export async function postJson(url: string, body: string, headers: Record<string, string> = {}): Promise<JsonAnswer> {
-  return jsonAnswer(
-    await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } }),
-  );
+/** POSTs `body` as JSON (through `dispatcher`, when given) and returns the response, its body unread. */
+export function postRequest(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+  dispatcher?: Dispatcher,
+): Promise<Dispatcher.ResponseData> {
+  const json = { 'content-type': 'application/json', ...headers };
+  return request(url, { method: 'POST', body, headers: json, ...(dispatcher ? { dispatcher } : {}) });
+}
+
+/** POSTs JSON (through `dispatcher`, when given) and returns status, headers and the parsed (or raw) body. */
+export async function postJson(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+  dispatcher?: Dispatcher,
+): Promise<JsonAnswer> {
+  return jsonAnswer(await postRequest(url, body, headers, dispatcher));
 }
 
 /** GETs a URL and returns status, headers and the parsed (or raw) body. */

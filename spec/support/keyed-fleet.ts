@@ -5,7 +5,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startFleet, startedForSuite } from './fleet.ts';
+import { startFleet, startedForSuite, suiteFleet } from './fleet.ts';
 import type { Fleet, FleetOptions, SuiteFleet } from './fleet.ts';
 import { keysFileText } from './keyed-gateway.ts';
 import type { SpecKey } from './keyed-gateway.ts';
@@ -38,12 +38,5 @@ export function keyedFleetForSuite(keys: readonly SpecKey[], options: FleetOptio
     },
     60_000,
   );
-  return {
-    get fleet() {
-      return started().fleet;
-    },
-    get gw() {
-      return started().fleet.gateway.url;
-    },
-  };
+  return suiteFleet(() => started().fleet);
 }

@@ -1,5 +1,5 @@
 /** A redis-server for the tests of one describe block (or file), as fleetForSuite is for a fleet. */
-import { startedForSuite } from './fleet.ts';
+import { fieldsWhenStarted, startedForSuite } from './fleet.ts';
 import { startRedis } from './redis.ts';
 import type { RedisServer } from './redis.ts';
 
@@ -13,16 +13,5 @@ export function redisForSuite(): RedisServer {
     () => startRedis(),
     (server) => server.stop(),
   );
-  return {
-    get url() {
-      return started().url;
-    },
-    get port() {
-      return started().port;
-    },
-    get pid() {
-      return started().pid;
-    },
-    stop: () => started().stop(),
-  };
+  return fieldsWhenStarted(started, ['url', 'port', 'pid', 'stop']);
 }

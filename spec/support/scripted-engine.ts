@@ -7,12 +7,13 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startService } from '../../placer/kernel/processes.ts';
+import { runnerArgs } from '../../placer/kernel/service-args.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerServer } from '../../runner/server.ts';
-import { eventually, startedForSuite } from './fleet.ts';
+import { eventually, fieldsWhenStarted, startedForSuite } from './fleet.ts';
 
 /** A running scripted engine. */
 export interface ScriptedEngine {
@@ -74,17 +75,7 @@ export async function startChildFront<E extends OwnedEngine>(engine: E): Promise
     await engine.close();
   };
   try {
-    const runner = await startService([
-      'runner',
-      '--port',
-      '0',
-      '--engine',
-      engine.url,
-      '--engine-kind',
-      'openai',
-      '--log-level',
-      'error',
-    ]);
+    const runner = await startService(runnerArgs({ engine: engine.url, kind: 'openai' }, ['--log-level', 'error']));
     started.push(runner);
     const gateway = await startService(['gateway', '--port', '0', '--runners', runner.url, '--log-level', 'error']);
     started.push(gateway);
@@ -106,18 +97,7 @@ export function childFrontForSuite(startEngine: () => Promise<ScriptedEngine>, t
     (f) => f.stop(),
     timeout,
   );
-  return {
-    get engine() {
-      return front().engine;
-    },
-    get runner() {
-      return front().runner;
-    },
-    get gateway() {
-      return front().gateway;
-    },
-    stop: () => front().stop(),
-  };
+  return fieldsWhenStarted(front, ['engine', 'runner', 'gateway', 'stop']);
 }
 
 /** A runner and a gateway built in this process in front of one engine, which they own. */

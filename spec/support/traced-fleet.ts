@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startService } from '../../placer/kernel/processes.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
+import { runnerArgs, simEngineArgs } from '../../placer/kernel/service-args.ts';
 import { operatorEnv } from './fleet.ts';
 
 /** How to start a traced fleet. */
@@ -70,15 +71,12 @@ export async function startTracedFleet(options: TracedFleetOptions = {}): Promis
   const logLevel = ['--log-level', options.logLevel ?? 'warn'];
   const output = options.onOutput ? { onOutput: options.onOutput } : {};
   try {
-    const engine = await startService(['sim-engine', '--port', '0', '--call-log', callLog, '--log-level', 'warn']);
+    const engine = await startService(simEngineArgs({}, ['--call-log', callLog, '--log-level', 'warn']));
     started.push(engine);
-    const runner = await startService(
-      ['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'runner-1', ...logLevel],
-      {
-        env: { ...process.env, ...otel },
-        ...output,
-      },
-    );
+    const runner = await startService(runnerArgs({ engine: engine.url, id: 'runner-1' }, logLevel), {
+      env: { ...process.env, ...otel },
+      ...output,
+    });
     started.push(runner);
     const gateway = await startService(
       ['gateway', '--port', '0', '--runner-networks', '127.0.0.0/8', '--runners', runner.url, ...logLevel],

@@ -6,14 +6,11 @@
  * start and what that added to their first token, and failed calls. Goals: under 40 % of the
  * always-on GPU-seconds, and no failed call.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { runSignal } from '../load.ts';
 import { benchDefaults, checkInteger } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
-import { startScenario, writeResults } from '../report.ts';
+import { writeResults } from '../report.ts';
+import { inScratchRun } from '../scratch-run.ts';
 import { SERVERLESS_FLEET, startServerlessFleet } from '../serverless/fleet.ts';
 import type { ServerlessFleet } from '../serverless/fleet.ts';
 import { formatServerless, serverlessChart, summarizeServerless } from '../serverless/report.ts';
@@ -36,65 +33,62 @@ export const serverless: Scenario = {
     const rate = checkInteger('rate', raw.rate ?? DEFAULT_BURST_RATE, 1, 200);
     const logLevel = raw.logLevel ?? benchDefaults.logLevel;
     const out = raw.out ?? benchDefaults.out;
-    const { progress, write, startedAt, machine } = startScenario(ctx);
-    const { signal, release } = runSignal(ctx.signal);
-    const dir = await mkdtemp(join(tmpdir(), 'sluice-serverless-'));
-    let fleet: ServerlessFleet | undefined;
-    try {
-      const f = SERVERLESS_FLEET;
-      progress(
-        `starting a gateway with one deployment (0 to ${f.maxReplicas} replicas, target ${f.targetConcurrency}) and ${f.runners} runners with no engine...\n`,
-      );
-      fleet = await startServerlessFleet({ env: ctx.env, logLevel, dir });
-      const gatewayUrl = fleet.gateway.url;
-      const token = fleet.operatorToken;
-      const registered = await until(
-        async () => {
-          const res = await fetch(`${gatewayUrl}/v1/runners`, { headers: { authorization: `Bearer ${token}` } });
-          const list = (await res.json()) as { data: unknown[] };
-          return list.data.length === f.runners;
-        },
-        30_000,
-        signal,
-      );
-      if (!registered) throw new Error(`the ${f.runners} runners did not register with the gateway within 30 s`);
-      const phases = burstTrace(durationMs, rate);
-      progress(
-        `trace: ${phases.map((p) => `${p.name} ${p.ms / 1000}s${p.rate ? ` at ${p.rate}/s` : ''}`).join(', ')}\n`,
-      );
-      let origin = performance.now();
-      const sampler = sampleReplicas(gatewayUrl, token, () => origin, SAMPLE_EVERY_MS);
-      origin = performance.now();
-      const { calls } = await runTrace(gatewayUrl, phases, signal);
-      await sampler.stop();
-      const figures = summarizeServerless(calls, sampler.samples, durationMs, f.maxReplicas, f.gpusPerReplica);
-      const report = {
-        scenario: 'serverless',
-        startedAt: startedAt.toISOString(),
-        machine,
-        fleet: f,
-        trace: phases,
-        figures,
-        samples: sampler.samples,
-      };
-      write(
-        `\nsluice bench serverless: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${f.runners} runners, engine start ${f.startMs / 1000}s, burst ${rate} calls/s\n\n`,
-      );
-      write(`${formatServerless(figures)}\n\n`);
-      const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z; 0-${f.maxReplicas} replicas, target ${f.targetConcurrency}, engine start ${f.startMs / 1000}s; GPU-seconds ${(figures.share * 100).toFixed(1)} % of always-on`;
-      const chart = serverlessChart(
-        sampler.samples,
-        calls,
-        phases,
-        'sluice bench serverless: replicas follow a burst from zero and back',
-        subtitle,
-      );
-      const files = await writeResults(ctx, out, 'serverless', startedAt, report, chart, write);
-      return { files };
-    } finally {
-      release();
-      await fleet?.stop();
-      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
-    }
+    return inScratchRun(ctx, 'sluice-serverless-', async ({ progress, write, startedAt, machine, signal, dir }) => {
+      let fleet: ServerlessFleet | undefined;
+      try {
+        const f = SERVERLESS_FLEET;
+        progress(
+          `starting a gateway with one deployment (0 to ${f.maxReplicas} replicas, target ${f.targetConcurrency}) and ${f.runners} runners with no engine...\n`,
+        );
+        fleet = await startServerlessFleet({ env: ctx.env, logLevel, dir });
+        const gatewayUrl = fleet.gateway.url;
+        const token = fleet.operatorToken;
+        const registered = await until(
+          async () => {
+            const res = await fetch(`${gatewayUrl}/v1/runners`, { headers: { authorization: `Bearer ${token}` } });
+            const list = (await res.json()) as { data: unknown[] };
+            return list.data.length === f.runners;
+          },
+          30_000,
+          signal,
+        );
+        if (!registered) throw new Error(`the ${f.runners} runners did not register with the gateway within 30 s`);
+        const phases = burstTrace(durationMs, rate);
+        progress(
+          `trace: ${phases.map((p) => `${p.name} ${p.ms / 1000}s${p.rate ? ` at ${p.rate}/s` : ''}`).join(', ')}\n`,
+        );
+        let origin = performance.now();
+        const sampler = sampleReplicas(gatewayUrl, token, () => origin, SAMPLE_EVERY_MS);
+        origin = performance.now();
+        const { calls } = await runTrace(gatewayUrl, phases, signal);
+        await sampler.stop();
+        const figures = summarizeServerless(calls, sampler.samples, durationMs, f.maxReplicas, f.gpusPerReplica);
+        const report = {
+          scenario: 'serverless',
+          startedAt: startedAt.toISOString(),
+          machine,
+          fleet: f,
+          trace: phases,
+          figures,
+          samples: sampler.samples,
+        };
+        write(
+          `\nsluice bench serverless: ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString()}, ${f.runners} runners, engine start ${f.startMs / 1000}s, burst ${rate} calls/s\n\n`,
+        );
+        write(`${formatServerless(figures)}\n\n`);
+        const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z; 0-${f.maxReplicas} replicas, target ${f.targetConcurrency}, engine start ${f.startMs / 1000}s; GPU-seconds ${(figures.share * 100).toFixed(1)} % of always-on`;
+        const chart = serverlessChart(
+          sampler.samples,
+          calls,
+          phases,
+          'sluice bench serverless: replicas follow a burst from zero and back',
+          subtitle,
+        );
+        const files = await writeResults(ctx, out, 'serverless', startedAt, report, chart, write);
+        return { files };
+      } finally {
+        await fleet?.stop();
+      }
+    });
   },
 };

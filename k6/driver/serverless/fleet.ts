@@ -4,13 +4,12 @@
  * reconciler orders a replica onto a runner; the simulated engine takes {@link SERVERLESS_FLEET}
  * `startMs` to load, as a GPU engine takes minutes to load weights.
  */
-import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startService } from '../../../placer/index.ts';
+import { runnerArgs, startService } from '../../../placer/index.ts';
 import type { ChildService } from '../../../placer/index.ts';
 import { serviceGroup } from '../stack.ts';
-import { withoutSluiceSettings } from '../soak/fleet.ts';
+import { registeringEnv } from '../soak/fleet.ts';
 
 /** The model of the one deployment; no engine serves it until the reconciler starts one. */
 export const SERVERLESS_MODEL = 'bench-serverless';
@@ -55,12 +54,7 @@ export async function startServerlessFleet(options: {
   dir: string;
 }): Promise<ServerlessFleet> {
   const f = SERVERLESS_FLEET;
-  const operatorToken = randomBytes(24).toString('base64url');
-  const env = {
-    ...withoutSluiceSettings(options.env),
-    SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'),
-    SLUICE_OPERATOR_TOKEN: operatorToken,
-  };
+  const { env, operatorToken } = registeringEnv(options.env);
   const level = ['--log-level', options.logLevel];
   const group = serviceGroup();
   try {
@@ -116,18 +110,7 @@ export async function startServerlessFleet(options: {
       Array.from({ length: f.runners }, (_, i) =>
         group.track(
           startService(
-            [
-              'runner',
-              '--port',
-              '0',
-              '--id',
-              `serverless-${i + 1}`,
-              '--slots',
-              String(f.slots),
-              '--gateway',
-              gateway.url,
-              ...level,
-            ],
+            runnerArgs({ id: `serverless-${i + 1}`, gateway: gateway.url }, ['--slots', String(f.slots), ...level]),
             { env },
           ),
         ),

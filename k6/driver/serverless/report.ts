@@ -3,7 +3,7 @@
  * deployment's maximum, the calls that waited for a cold start and what that added to their
  * first token, and every failed call; and its chart, replicas and load on one time axis.
  */
-import { escapeXml, niceScale, svgClose, svgOpen } from '../svg.ts';
+import { TIME_CHART, escapeXml, legend, niceScale, svgClose, svgOpen } from '../svg.ts';
 import { formatMs, formatTable } from '../report.ts';
 import { distribution } from '../stats.ts';
 import type { Distribution } from '../stats.ts';
@@ -129,12 +129,8 @@ export function formatServerless(f: ServerlessFigures): string {
   return `${held}\n\n${calls}${failures ? `\n\nfailed calls by reason:\n${failures}` : ''}`;
 }
 
-const W = 960;
+const { width: W, left: LEFT, right: RIGHT, top: TOP, gap: GAP } = TIME_CHART;
 const PANEL_H = 180;
-const LEFT = 70;
-const RIGHT = 30;
-const TOP = 70;
-const GAP = 60;
 
 /** Replicas over time above (wanted, held, ready), calls sent and in flight each second below, the burst shaded. */
 export function serverlessChart(
@@ -183,13 +179,8 @@ export function serverlessChart(
   for (let s = 0; s <= traceS; s += traceS > 60 ? 20 : 10) {
     parts.push(`<text x="${x(s)}" y="${TOP + 2 * PANEL_H + GAP + 16}" text-anchor="middle" fill="#555">${s}s</text>`);
   }
-  [...replicaSeries, ...callSeries].forEach((series, i) => {
-    const lx = LEFT + (i % 3) * 290;
-    const ly = TOP + 2 * PANEL_H + GAP + 40 + Math.floor(i / 3) * 16;
-    parts.push(
-      `<line x1="${lx}" x2="${lx + 18}" y1="${ly - 4}" y2="${ly - 4}" stroke="${series.color}" stroke-width="3"/><text x="${lx + 24}" y="${ly}">${escapeXml(series.name)}</text>`,
-    );
-  });
+  const legendGrid = { x: LEFT, y: TOP + 2 * PANEL_H + GAP + 40, perRow: 3, column: 290, row: 16 };
+  parts.push(...legend([...replicaSeries, ...callSeries], 'line', legendGrid));
   return svgClose(parts);
 }
 

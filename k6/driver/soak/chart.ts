@@ -4,7 +4,7 @@
  * outcome below, with every fault window shaded across both, so a reader sees at once whether
  * memory climbed with a fault and whether errors stayed inside the windows.
  */
-import { escapeXml, niceScale, panelBase, svgClose, svgOpen, yAxisLabel } from '../svg.ts';
+import { TIME_CHART, escapeXml, legend, niceScale, panelBase, svgClose, svgOpen, yAxisLabel } from '../svg.ts';
 import type { SecondCounts } from './ledger.ts';
 import type { FaultWindow } from './schedule.ts';
 
@@ -23,12 +23,8 @@ export interface SoakChartData {
   readonly loadEndS: number;
 }
 
-const W = 960;
+const { width: W, left: LEFT, right: RIGHT, top: TOP, gap: GAP } = TIME_CHART;
 const PANEL_H = 200;
-const LEFT = 70;
-const RIGHT = 30;
-const TOP = 70;
-const GAP = 60;
 const OUTCOME_COLORS = { ok: '#54a24b', busy: '#f58518', error: '#e45756' } as const;
 const WINDOW_FILL = '#e45756';
 
@@ -82,13 +78,9 @@ export function soakChart(data: SoakChartData, title: string, subtitle: string):
   parts.push(
     `<text x="${(LEFT + W - RIGHT) / 2}" y="${callsTop + PANEL_H + 32}" text-anchor="middle" fill="#555">seconds from the start of the load; shaded: fault windows (injection to recovery + grace)</text>`,
   );
-  series.forEach((s, i) => {
-    const lx = LEFT + i * 90;
-    const ly = callsTop + PANEL_H + 50;
-    parts.push(
-      `<line x1="${lx}" x2="${lx + 18}" y1="${ly - 4}" y2="${ly - 4}" stroke="${s.color}" stroke-width="3"/><text x="${lx + 24}" y="${ly}">${s.name}</text>`,
-    );
-  });
+  parts.push(
+    ...legend(series, 'line', { x: LEFT, y: callsTop + PANEL_H + 50, perRow: series.length, column: 90, row: 0 }),
+  );
   return svgClose(parts);
 }
 

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { freePort, startService } from '../../../placer/index.ts';
+import { freePort, runnerArgs, simEngineArgs, startService } from '../../../placer/index.ts';
 import type { ChildService } from '../../../placer/index.ts';
 import { serviceGroup } from '../stack.ts';
 import { startBenchRedis } from './redis.ts';
@@ -96,18 +96,12 @@ const CONTROL_TIMEOUT_MS = 2_000;
 
 /** Starts the fleet and waits until the gateway has every runner ready; on failure stops what did start. */
 export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFleet> {
-  // Tokens of this run's own: they never leave the children's environment (flags show in ps).
-  const operatorToken = randomBytes(24).toString('base64url');
-  const env = {
-    ...withoutSluiceSettings(options.env),
-    SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'),
-    SLUICE_OPERATOR_TOKEN: operatorToken,
-  };
+  const { env, operatorToken } = registeringEnv(options.env);
   const level = ['--log-level', options.logLevel];
   const group = serviceGroup();
   const nodes: SoakNode[] = [];
   let redis: BenchRedis | undefined;
-  const runnerArgs = new Map<SoakNode, readonly string[]>();
+  const argsOf = new Map<SoakNode, readonly string[]>();
   const stop = async (): Promise<void> => {
     for (const node of nodes) if (node.stopped) signal(node.runner, 'SIGCONT');
     await group.stop();
@@ -156,10 +150,9 @@ export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFle
         i === 0
           ? undefined
           : group.track(
-              startService(
-                ['sim-engine', '--port', '0', '--model', SOAK_MODEL, ...engineArgs(i, callLogOf(options.dir, i))],
-                { env },
-              ),
+              startService(simEngineArgs({}, ['--model', SOAK_MODEL, ...engineArgs(i, callLogOf(options.dir, i))]), {
+                env,
+              }),
             ),
       ),
     );
@@ -168,26 +161,14 @@ export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFle
       ids.map(async (i) => {
         const callLog = callLogOf(options.dir, i);
         const id = `soak-${i + 1}`;
-        const front =
-          i === 0
-            ? [
-                '--profile',
-                JSON.stringify({ kind: 'sim', model: SOAK_MODEL, port: enginePort, args: engineArgs(i, callLog) }),
-              ]
-            : ['--engine', engines[i]!.url, '--engine-kind', 'sim'];
-        const args = [
-          'runner',
-          '--port',
-          '0',
-          '--id',
-          id,
+        // The first node's runner launches its engine from a profile; the others front one started here.
+        const profile = { kind: 'sim', model: SOAK_MODEL, port: enginePort, args: engineArgs(i, callLog) };
+        const args = runnerArgs({ id, gateway: gateway.url, engine: engines[i]?.url }, [
           '--slots',
           String(SOAK_FLEET.slots),
-          '--gateway',
-          gateway.url,
-          ...front,
+          ...(i === 0 ? ['--profile', JSON.stringify(profile)] : []),
           ...level,
-        ];
+        ]);
         const runner = await group.track(startService(args, { env }));
         const node: SoakNode = {
           index: i,
@@ -198,7 +179,7 @@ export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFle
           callLog,
           stopped: false,
         };
-        runnerArgs.set(node, args);
+        argsOf.set(node, args);
         return node;
       }),
     );
@@ -216,7 +197,7 @@ export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFle
         ).data,
       runnerStatus: async (node) => (await getJson(new URL('/status', node.runner.url))) as RunnerStatusView,
       restartRunner: async (node) => {
-        node.runner = await group.track(startService(runnerArgs.get(node)!, { env }));
+        node.runner = await group.track(startService(argsOf.get(node)!, { env }));
       },
       stop,
     };
@@ -264,6 +245,23 @@ export async function statusOf(url: URL): Promise<number> {
 
 function callLogOf(dir: string, index: number): string {
   return join(dir, `calls-${index + 1}.log`);
+}
+
+/**
+ * The environment of a fleet whose runners register with its gateway: the bench's without its
+ * SLUICE_* settings, with a runner token and an operator token of this run's own. The tokens
+ * never leave the children's environment (flags show in ps).
+ */
+export function registeringEnv(env: NodeJS.ProcessEnv): { env: NodeJS.ProcessEnv; operatorToken: string } {
+  const operatorToken = randomBytes(24).toString('base64url');
+  return {
+    env: {
+      ...withoutSluiceSettings(env),
+      SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'),
+      SLUICE_OPERATOR_TOKEN: operatorToken,
+    },
+    operatorToken,
+  };
 }
 
 /**

@@ -156,26 +156,14 @@ export function formatSoak(report: SoakReport): string {
     report.calls.outcomes.map((o) => [o.label, o.outcome, String(o.count), String(o.inWindows), String(o.outside)]),
   );
   const lat = report.calls.latency;
+  const latencyRow = (label: string, l: typeof lat.outside): string[] => [
+    label,
+    String(l.count),
+    ...[l.p50, l.p90, l.p99, l.max].map((ms) => formatMs(ms)),
+  ];
   const latency = formatTable(
     ['ok sync+stream calls', 'calls', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms'],
-    [
-      [
-        'outside windows',
-        String(lat.outside.count),
-        formatMs(lat.outside.p50),
-        formatMs(lat.outside.p90),
-        formatMs(lat.outside.p99),
-        formatMs(lat.outside.max),
-      ],
-      [
-        'in windows',
-        String(lat.inWindows.count),
-        formatMs(lat.inWindows.p50),
-        formatMs(lat.inWindows.p90),
-        formatMs(lat.inWindows.p99),
-        formatMs(lat.inWindows.max),
-      ],
-    ],
+    [latencyRow('outside windows', lat.outside), latencyRow('in windows', lat.inWindows)],
   );
   const detached = formatTable(
     [`detached status (polled up to ${report.detached.pollBoundMs / 1000}s)`, 'calls'],

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
 import { startService } from '../../../placer/kernel/processes.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
+import { runnerArgs, simEngineArgs } from '../../../placer/kernel/service-args.ts';
 import { asOperator, chatBody, eventually, operatorEnv } from '../../support/fleet.ts';
 import { makeCa } from '../../support/certs.ts';
 import type { TestCa } from '../../support/certs.ts';
@@ -49,10 +50,9 @@ describe('sluice gateway and runner with TLS and a call secret', () => {
       if (name.startsWith('SLUICE_') && name !== 'SLUICE_RUNNER_TOKEN') delete env[name];
     const gatewayEnv = operatorEnv(env);
 
-    const engine = await startService(
-      ['sim-engine', '--port', '0', '--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', '2'],
-      { env },
-    );
+    const engine = await startService(simEngineArgs({}, ['--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', '2']), {
+      env,
+    });
     started.push(engine);
     const gateway = await startService(
       [
@@ -82,18 +82,7 @@ describe('sluice gateway and runner with TLS and a call secret', () => {
     started.push(gateway);
     expect(gateway.url).toMatch(/^https:\/\//);
     const runner = await startService(
-      [
-        'runner',
-        '--port',
-        '0',
-        '--engine',
-        engine.url,
-        '--engine-kind',
-        'sim',
-        '--id',
-        'runner-tls',
-        '--gateway',
-        gateway.url,
+      runnerArgs({ engine: engine.url, id: 'runner-tls', gateway: gateway.url }, [
         '--heartbeat-interval',
         '100ms',
         '--tls-cert',
@@ -104,7 +93,7 @@ describe('sluice gateway and runner with TLS and a call secret', () => {
         ca.certFile,
         '--call-secret-file',
         secretFile,
-      ],
+      ]),
       { env },
     );
     started.push(runner);
