@@ -74,8 +74,9 @@ export class TokenCache {
     for (let i = resumed + 1; i < ends.length; i += 1) {
       chain.push(tokenizer.encodePiece(text.slice(start, ends[i])));
       start = ends[i]!;
-      // States a block or more apart, and always the whole text's: a prompt continued later.
-      if (chain.tokens - remembered >= scheme.blockSize || i === ends.length - 1) {
+      // States a block or more apart, and always the last cut's and the whole text's, where a
+      // conversation's next turn goes on.
+      if (chain.tokens - remembered >= scheme.blockSize || i >= ends.length - 2) {
         states.set(names[i]!, chain.state());
         remembered = chain.tokens;
       }
