@@ -3,6 +3,7 @@
  * chat template applied to a chat) cut into the engine's blocks and hashed as it hashes them, so a
  * gateway can look the call up in the engines' cache truth.
  */
+import type { Logger } from '../../placer/kernel/index.ts';
 import { seedHash } from '../../runner/protocol/index.ts';
 import type { BlockHash, CacheAnnouncement } from '../../runner/protocol/index.ts';
 import { resolvePromptMapperOptions } from './options.ts';
@@ -30,11 +31,15 @@ export class PromptMapper {
   readonly #shelf: TokenizerShelf;
   readonly #cache: TokenCache;
   readonly #seeds = new Map<string, BlockHash>();
+  readonly #logger: Logger;
+  /** Tokenizers that threw on a prompt, told once each. */
+  readonly #failed = new Set<string>();
 
   /** @throws {@link GatewayConfigError} naming the first bad option. */
   constructor(options: PromptMapperOptions = {}) {
     const settings = resolvePromptMapperOptions(options);
     this.#minPromptTokens = settings.minPromptTokens;
+    this.#logger = settings.logger;
     this.#shelf = new TokenizerShelf({ dir: settings.tokenizerDir, logger: settings.logger });
     this.#cache = new TokenCache({ maxEntries: settings.prefixCacheEntries, maxBytes: settings.prefixCacheBytes });
   }
@@ -56,7 +61,23 @@ export class PromptMapper {
   blocksOf(source: PromptSource, announcement: CacheAnnouncement): PromptBlocks | undefined {
     const tokenizer = this.#shelf.get(announcement.tokenizer);
     if (tokenizer === undefined) return undefined;
-    return this.#map(tokenizer, source, announcement);
+    try {
+      return this.#map(tokenizer, source, announcement);
+    } catch (error) {
+      // A tokenizer that throws on some prompt costs that call its cache truth, never the call.
+      this.#failedOnce(tokenizer.name, error);
+      return undefined;
+    }
+  }
+
+  #failedOnce(name: string, error: unknown): void {
+    if (this.#failed.has(name)) return;
+    this.#failed.add(name);
+    // The error's class only: a library's message may quote the prompt, which is the client's.
+    this.#logger.warn('prompt not mapped', {
+      tokenizer: name,
+      error: error instanceof Error ? error.name : typeof error,
+    });
   }
 
   #map(tokenizer: PromptTokenizer, source: PromptSource, announcement: CacheAnnouncement): PromptBlocks | undefined {

@@ -133,6 +133,51 @@ describe('PromptMapper loading tokenizers', () => {
     expect(mapper.blocksOf(source, model)?.promptTokens).toBeGreaterThan(40);
   });
 
+  it('tokenizes whole, and the same as uncached, a tokenizer that treats the text after a special token apart', async () => {
+    // Metaspace with prepend_scheme "first" puts its space before the first stretch of text only,
+    // so "[INST]again" cut after "[INST]" would tokenize "again" as a first stretch.
+    const letters = [...'abcdefghijklmnopqrstuvwxyz▁'];
+    const tokenizer = {
+      added_tokens: ['<unk>', '<s>', '[INST]'].map((content, id) => ({
+        id,
+        content,
+        special: true,
+        normalized: false,
+        lstrip: false,
+        rstrip: false,
+        single_word: false,
+      })),
+      normalizer: null,
+      pre_tokenizer: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'first', split: false },
+      post_processor: {
+        type: 'TemplateProcessing',
+        single: [{ SpecialToken: { id: '<s>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+        pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
+        special_tokens: { '<s>': { id: '<s>', ids: [1], tokens: ['<s>'] } },
+      },
+      decoder: null,
+      model: {
+        type: 'BPE',
+        unk_token: '<unk>',
+        vocab: Object.fromEntries([['<unk>', 0], ['<s>', 1], ['[INST]', 2], ...letters.map((c, i) => [c, i + 3])]),
+        merges: [],
+      },
+    };
+    await mkdir(join(dir, 'acme', 'metaspace'), { recursive: true });
+    await writeFile(join(dir, 'acme', 'metaspace', 'tokenizer.json'), JSON.stringify(tokenizer));
+    await writeFile(join(dir, 'acme', 'metaspace', 'tokenizer_config.json'), '{}');
+    const announcement = { ...model, tokenizer: 'acme/metaspace' };
+    const cached = new PromptMapper({ tokenizerDir: dir, minPromptTokens: 1 });
+    const uncached = new PromptMapper({ tokenizerDir: dir, minPromptTokens: 1, prefixCacheEntries: 0 });
+    expect(await cached.prepare(announcement)).toBe(true);
+    expect(await uncached.prepare(announcement)).toBe(true);
+    for (const prompt of ['[INST]again and again[INST]more', '[INST]again and again[INST]more and more[INST]x']) {
+      const expected = uncached.blocksOf({ route: 'completions', prompt }, announcement);
+      for (let i = 0; i < 2; i += 1)
+        expect(cached.blocksOf({ route: 'completions', prompt }, announcement)).toEqual(expected);
+    }
+  });
+
   it('refuses a bad option by name', () => {
     expect(() => new PromptMapper({ tokenizerDir: '' })).toThrow(/tokenizerDir/);
     expect(() => new PromptMapper({ prefixCacheEntries: -1 })).toThrow(/prefixCacheEntries/);
