@@ -12,6 +12,8 @@ export { GatewayError, QueueFullError } from './errors.ts';
 export { WaitQueue } from './calls/index.ts';
 export type { Waiter } from './calls/index.ts';
 export { affinityKey, renderPrompt } from './http/index.ts';
+export { PromptMapper } from './tokens/index.ts';
+export type { PromptBlocks, PromptMapperOptions, PromptSource } from './tokens/index.ts';
 export type { Priority } from './http/index.ts';
 export { EndedCalls, runnerLoad } from './fleet/index.ts';
 export { KeyCalls, KeyRing, createMemoryLimiter, hashToken, newKeyToken, parseKeysFile } from './access/index.ts';

@@ -13,6 +13,7 @@ import { serverless } from './scenarios/serverless.ts';
 import { simulate } from './scenarios/simulate.ts';
 import { soak } from './scenarios/soak.ts';
 import { streaming } from './scenarios/streaming.ts';
+import { tokens } from './scenarios/tokens.ts';
 import type { Scenario, ScenarioContext } from './types.ts';
 
 export { BenchError, BenchOptionError, BenchTargetError, UnknownScenarioError } from './errors.ts';
@@ -40,6 +41,7 @@ export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({
   simulate,
   soak,
   serverless,
+  tokens,
 });
 
 /**

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { PromptMapper } from '../../../gateway/tokens/index.ts';
-import { SIM_TOKENIZER } from '../../../runner/protocol/index.ts';
+import {
+  SIM_TOKENIZER,
+  blockKeys,
+  chainBlockHashes,
+  seedHash,
+  simChatPrompt,
+  simCompletionPrompt,
+  simTokenIds,
+} from '../../../runner/protocol/index.ts';
 import type { CacheAnnouncement } from '../../../runner/protocol/index.ts';
 
 const sim: CacheAnnouncement = {
@@ -24,6 +32,21 @@ describe('PromptMapper on the simulated engine tokenizer', () => {
     expect(first.keys.length).toBe(Math.floor(first.promptTokens / 16));
     expect(longer.keys.slice(0, first.keys.length)).toEqual(first.keys);
     expect(longer.keys.length).toBeGreaterThan(first.keys.length);
+  });
+
+  it("names a call's blocks as the simulated engine does, from the wire's template, tokens and hashes", () => {
+    const mapper = new PromptMapper({ minPromptTokens: 1 });
+    const messages = [system, { role: 'user', content: [{ type: 'text', text: 'the fleet, now?' }] }];
+    const prompt = ['word '.repeat(30), 'more words'];
+    // The engine's side: runner/engines/sim renders and tokenizes with the same wire functions.
+    const engineKeys = (text: string) => blockKeys(chainBlockHashes(simTokenIds(text), 16, seedHash('0')));
+    // Twice each: the second answer comes from the token cache.
+    for (let i = 0; i < 2; i += 1) {
+      expect(mapper.blocksOf({ route: 'chat', messages }, sim)!.keys).toEqual(engineKeys(simChatPrompt(messages)));
+      expect(mapper.blocksOf({ route: 'completions', prompt }, sim)!.keys).toEqual(
+        engineKeys(simCompletionPrompt(prompt)!),
+      );
+    }
   });
 
   it('names blocks by the seed and block size the engine announced', () => {
