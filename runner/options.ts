@@ -205,6 +205,19 @@ export interface RunnerOptions {
    * @default none: each kind's allow-list only
    */
   engineEnvAllow?: readonly string[];
+  /**
+   * The PYTHONHASHSEED a launched vLLM or simulated engine gets, which seeds its block hashes
+   * (runner/protocol/block-hash.ts): gateways compute a call's blocks with it, so it is announced
+   * to them. Every engine of a fleet given the same seed names the same prefix alike.
+   * @default see runnerDefaults
+   */
+  hashSeed?: string;
+  /**
+   * How often the blocks an engine stored and removed are sent to each gateway, in ms, when
+   * there are any (runner/cache-forwarder.ts); an empty update goes every heartbeat regardless.
+   * @default see runnerDefaults
+   */
+  cacheFeedInterval?: number;
   /** @default a logger that drops everything */
   logger?: Logger;
 }
@@ -259,6 +272,8 @@ export interface RunnerConfig {
   readonly labels: Readonly<Record<string, string>>;
   /** What engine orders may launch here: {@link RunnerOptions.engineBinaries} and {@link RunnerOptions.engineEnvAllow} over the kinds' defaults. */
   readonly launchPolicy: LaunchPolicy;
+  readonly hashSeed: string;
+  readonly cacheFeedInterval: number;
   readonly logger: Logger;
 }
 
@@ -284,6 +299,10 @@ export const runnerDefaults = Object.freeze({
   lingerIdleTimeout: lingerDefaults.idle,
   lingerMaxBytes: lingerDefaults.maxBytes,
   allowUnsignedCalls: false,
+  /** A fixed seed, so every engine of a fleet hashes a prefix alike and gateways can match it. */
+  hashSeed: '0',
+  /** Short against a prefill (a block stored is reported about when a twin call could next arrive), long against a packet. */
+  cacheFeedInterval: 50,
   logger: silentLogger as Logger,
 });
 
@@ -311,6 +330,13 @@ const runnerRules = {
     if (typeof value !== 'boolean') throw fail(`${option} must be true or false, got ${show(value)}`, option);
     return value;
   }) as Rule,
+  // Passed to the engine as an environment variable: printable ASCII, not empty.
+  hashSeed: ((option, value, fail) => {
+    if (typeof value !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(value))
+      throw fail(`${option} must be 1 to 64 printable ASCII characters without spaces, got ${show(value)}`, option);
+    return value;
+  }) as Rule,
+  cacheFeedInterval: rule.ms(1),
   logger: rule.logger(),
 };
 

@@ -16,7 +16,8 @@ import { readJsonBody, readRawBody, sendError, sendJson } from './http.ts';
 import { KvUsage } from './kv-usage.ts';
 import { METRICS_CONTENT_TYPE, renderMetrics, TtftHistogram } from './metrics.ts';
 import { resolveSimEngineOptions, type ResolvedSimEngineOptions, type SimEngineOptions } from './options.ts';
-import { BLOCK_SIZE, PrefixCache, type PrefixCacheTotals } from './prefix-cache.ts';
+import { NO_KV_EVENTS, SimKvEventPublisher, type SimKvEvents } from './kv-events.ts';
+import { PrefixCache, SimBlockNamer, type PrefixCacheTotals } from './prefix-cache.ts';
 import { badRequest, internalError, notFound, refusal } from './refusals.ts';
 import { SimScheduler, type SchedulerTotals } from './scheduler.ts';
 import { createSimTiming } from './timing.ts';
@@ -83,12 +84,22 @@ const READ_METHODS = ['GET', 'HEAD'] as const;
 export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   const resolved = resolveSimEngineOptions(options);
   const scheduler = new SimScheduler(resolved);
+  const publisher = resolved.kvEvents
+    ? new SimKvEventPublisher(resolved.kvEvents, () => resolved.clock.now())
+    : undefined;
+  const events: SimKvEvents = publisher ?? NO_KV_EVENTS;
+  const { blockSize } = resolved;
   const ctx: SimCallContext = {
     options: resolved,
     scheduler,
     timing: resolved.timing ?? createSimTiming(resolved),
-    prefixCache: new PrefixCache(resolved.cacheBlocks),
-    kv: new KvUsage(resolved.kvBlocks),
+    prefixCache: new PrefixCache(resolved.cacheBlocks, {
+      blockSize,
+      listener: { evicted: (key) => events.removed(Buffer.from(key, 'hex')) },
+    }),
+    namer: new SimBlockNamer(resolved.hashSeed, blockSize),
+    events,
+    kv: new KvUsage(resolved.kvBlocks, blockSize),
     faults: new SimFaults(resolved),
     ttft: new TtftHistogram(),
   };
@@ -118,6 +129,19 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
           const created = Math.floor(resolved.clock.now() / 1000);
           const data = resolved.models.map((id) => ({ id, object: 'model', created, owned_by: 'sluice-sim' }));
           sendJson(res, 200, { object: 'list', data });
+        },
+      },
+    ],
+    // vLLM's route (served in its dev mode): forget every cached block and say so in the events.
+    [
+      '/reset_prefix_cache',
+      {
+        methods: ['POST'],
+        gate: 'ready',
+        handle: (_req, res) => {
+          ctx.prefixCache.clear();
+          events.cleared();
+          res.writeHead(200, { 'content-length': 0 }).end();
         },
       },
     ],
@@ -221,7 +245,9 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   return {
     server,
     options: resolved,
-    listen(port = 0, host = '127.0.0.1') {
+    async listen(port = 0, host = '127.0.0.1') {
+      // The event socket first: a call's events must have somewhere to go.
+      await publisher?.open();
       return new Promise<SimEngineAddress>((resolve, reject) => {
         server.once('error', reject);
         server.listen(port, host, () => {
@@ -241,6 +267,7 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
         server.closeAllConnections();
       }).then(async () => {
         await Promise.allSettled([...inFlight]);
+        await publisher?.close();
       });
       return closing;
     },
@@ -266,7 +293,7 @@ function renderEngineMetrics(ctx: SimCallContext): string {
     totals: ctx.scheduler.totals(),
     kvUsage: ctx.kv.fraction,
     kvBlocks: ctx.options.kvBlocks,
-    blockSize: BLOCK_SIZE,
+    blockSize: ctx.options.blockSize,
     prefix: ctx.prefixCache.totals(),
     faults: ctx.faults.totals(),
     ttft: ctx.ttft,
