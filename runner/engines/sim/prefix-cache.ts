@@ -109,6 +109,11 @@ export class PrefixCache {
     return this.#blocks.size;
   }
 
+  /** Every key held now, most recent first. */
+  keys(): string[] {
+    return [...this.#blocks.keys()];
+  }
+
   /** Whether the block `key` is held now; does not refresh its recency. */
   has(key: string): boolean {
     return this.#blocks.has(key);

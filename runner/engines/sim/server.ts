@@ -7,6 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { onCutShort } from '../../../placer/kernel/index.ts';
+import { blockKey } from '../../protocol/index.ts';
 import { handleInvoke } from './invoke.ts';
 import type { SimCallContext } from './call.ts';
 import { SimFaults, type FaultTotals } from './faults.ts';
@@ -60,6 +61,11 @@ export interface SimEngine {
   close(): Promise<void>;
   /** Totals and load now. */
   stats(): SimEngineStats;
+  /**
+   * The wire's keys (runner/protocol/block-hash.ts) of every block the prefix cache holds now:
+   * what a runner's mirror of the engine's events should hold, and what an oracle placer reads.
+   */
+  cachedBlockKeys(): string[];
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse, signal: AbortSignal) => Promise<void> | void;
@@ -280,6 +286,9 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
         prefix: ctx.prefixCache.totals(),
         faults: ctx.faults.totals(),
       };
+    },
+    cachedBlockKeys() {
+      return ctx.prefixCache.keys().map((key) => blockKey(Buffer.from(key, 'hex')));
     },
   };
 }
