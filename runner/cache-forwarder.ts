@@ -77,10 +77,10 @@ export class CacheForwarder implements CacheMirrorListener {
     this.#log = options.logger.child({ gateway: options.gateway.origin });
   }
 
-  /** Starts ticking; the first update (a reset) goes at the first tick. */
+  /** Starts ticking; the first update (a reset) goes at the first tick, on the next turn of the timers. */
   start(): void {
     if (this.#stopped || this.#timer !== undefined) return;
-    this.#tick();
+    this.#timer = this.#options.timers.setTimeout(() => this.#tick(), 0);
   }
 
   changed(stored: readonly string[], removed: readonly string[]): void {
