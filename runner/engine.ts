@@ -156,6 +156,12 @@ export class RunnerEngine {
    */
   async #openCacheEvents(profile: ValidProfile): Promise<EngineCacheFlags | undefined> {
     if (!CACHE_EVENT_KINDS.includes(profile.kind)) return undefined;
+    // The operator's own profile may set these (an order may not): the runner then stays out of it.
+    const own = OPERATOR_CACHE_FLAGS.find((flag) => argValue(profile.args, flag) !== undefined);
+    if (own !== undefined) {
+      this.#log.info('engine profile sets its own cache flags; its cache is not fed to gateways', { flag: own });
+      return undefined;
+    }
     const mirror = this.cacheMirror;
     this.#events ??= new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: this.#log });
     const eventsEndpoint = await this.#events.open();
@@ -295,6 +301,9 @@ export class RunnerEngine {
     });
   }
 }
+
+/** Flags with which an engine's events or hashes would not be the ones the runner reads and announces. */
+const OPERATOR_CACHE_FLAGS = ['--kv-events-config', '--prefix-caching-hash-algo'];
 
 /** The value an argparse-style option is given in `args` (`--flag value` or `--flag=value`), the last one winning. */
 function argValue(args: readonly string[], flag: string): string | undefined {
