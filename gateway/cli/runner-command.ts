@@ -35,6 +35,8 @@ const RUNNER_KEYS = [
   'advertiseUrl',
   'heartbeatInterval',
   'engineApiKey',
+  'hashSeed',
+  'cacheFeedInterval',
 ] as const;
 
 /** The lingering close's bounds (placer/kernel/linger.ts), runner options of the same name. */
@@ -146,6 +148,16 @@ export const runner: Command = {
       'heartbeatInterval',
       'duration',
       'how often to heartbeat each gateway, unless the gateway asks for another interval',
+    ),
+    r(
+      'hashSeed',
+      'string',
+      'PYTHONHASHSEED of a launched vllm or sim engine, which seeds its block hashes; announced to gateways so they name blocks alike',
+    ),
+    r(
+      'cacheFeedInterval',
+      'duration',
+      "how often the engine's stored and removed cache blocks are sent to each gateway when there are any",
     ),
     {
       key: 'engineBinary',
