@@ -1,0 +1,102 @@
+/**
+ * A runner launching the simulated engine as a real process, and a gateway's registration and
+ * cache routes on 127.0.0.1: the engine's cached tokens are relayed as the engine gave them, its
+ * KV events reach the gateway as cache updates, and a crash starts the feed over.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SLUICE_BIN, freePort } from '../../placer/kernel/processes.ts';
+import { REGISTER_PATH, unpackBlockKeys } from '../../runner/protocol/index.ts';
+import { createRunner } from '../../runner/server.ts';
+import { eventually, postJson } from '../support/fleet.ts';
+
+const TOKEN = 'runner-token-for-specs-0123456789';
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A gateway that takes every registration and heartbeat, and records every cache update. */
+async function recordingGateway(): Promise<{ url: string; updates: any[]; beats: any[] }> {
+  const updates: any[] = [];
+  const beats: any[] = [];
+  const server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    req.on('end', () => {
+      if (req.method === 'DELETE') return void res.writeHead(204).end();
+      const body = JSON.parse(text);
+      if (req.url?.endsWith('/cache')) updates.push(body);
+      else if (req.url !== REGISTER_PATH) beats.push(body);
+      const answer = req.url === REGISTER_PATH ? { gatewayId: 'gw', heartbeatInterval: 50 } : {};
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, updates, beats };
+}
+
+const words = (count: number): string => Array.from({ length: count }, (_, i) => `w${i}`).join(' ');
+
+describe('a runner carrying its engine’s cache truth', () => {
+  it('relays cached_tokens, feeds the stored blocks, and starts the feed over when the engine crashes', async () => {
+    const gw = await recordingGateway();
+    const runner = createRunner(
+      {
+        id: 'r-cache',
+        profile: {
+          kind: 'sim',
+          model: 'sim-small',
+          port: await freePort(),
+          args: ['--ttft-ms', '0', '--itl-ms', '0', '--crash-on-call', '3'],
+        },
+        simCommand: [process.execPath, SLUICE_BIN],
+        gateways: [gw.url],
+        runnerToken: TOKEN,
+        heartbeatInterval: 50,
+        cacheFeedInterval: 20,
+        engineRestartBackoff: 50,
+      },
+      { readInventory: async () => ({ gpus: [], source: 'none', reason: 'no GPUs in this spec' }) },
+    );
+    const { url } = await runner.listen(0, '127.0.0.1');
+    cleanups.push(() => runner.close({ drainTimeout: 0 }));
+
+    await eventually(() => gw.updates.some((u) => u.engineFeed === 'live'), 20_000, 'the feed live');
+    const epoch = gw.updates.find((u) => u.engineFeed === 'live').epoch;
+    expect(gw.beats.at(-1).cache).toMatchObject({ tokenizer: 'sluice-sim', events: true });
+
+    // "user", ":" and 80 words: 82 tokens, 5 full blocks; the second time 80 come from the cache.
+    const body = JSON.stringify({
+      model: 'sim-small',
+      max_tokens: 1,
+      messages: [{ role: 'user', content: words(80) }],
+    });
+    const cached: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      const res = await postJson(`${url}/v1/chat/completions`, body);
+      expect(res.status).toBe(200);
+      cached.push(res.json.usage.prompt_tokens_details.cached_tokens);
+    }
+    expect(cached).toEqual([0, 80]);
+    const storedIn = (e: string) =>
+      gw.updates.filter((u) => u.epoch === e && u.stored).flatMap((u) => unpackBlockKeys(u.stored)!);
+    await eventually(() => storedIn(epoch).length === 5, 10_000, 'five blocks fed');
+
+    // The third call crashes the engine: the feed goes down under a new epoch, then live again, empty.
+    await postJson(`${url}/v1/chat/completions`, body).catch(() => undefined);
+    await eventually(
+      () => gw.updates.some((u) => u.epoch !== epoch && u.engineFeed === 'live' && u.reset),
+      20_000,
+      'live again after the restart',
+    );
+    const after = gw.updates.slice(gw.updates.findIndex((u) => u.epoch !== epoch));
+    expect(after[0]).toMatchObject({ engineFeed: 'down', reset: true, seq: 1 });
+    expect(after.find((u) => u.engineFeed === 'live')).not.toHaveProperty('stored');
+  });
+});
