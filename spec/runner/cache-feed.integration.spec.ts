@@ -5,11 +5,12 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SLUICE_BIN, freePort } from '../../placer/kernel/processes.ts';
 import { REGISTER_PATH, unpackBlockKeys } from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
-import { eventually, postJson } from '../support/fleet.ts';
+import { eventually, metricValue, postJson } from '../support/fleet.ts';
 
 const TOKEN = 'runner-token-for-specs-0123456789';
 const cleanups: Array<() => Promise<void>> = [];
@@ -87,6 +88,11 @@ describe('a runner carrying its engine’s cache truth', () => {
     const storedIn = (e: string) =>
       gw.updates.filter((u) => u.epoch === e && u.stored).flatMap((u) => unpackBlockKeys(u.stored)!);
     await eventually(() => storedIn(epoch).length === 5, 10_000, 'five blocks fed');
+    // What the feed costs is counted per gateway.
+    const metrics = await (await request(`${url}/metrics`)).body.text();
+    const sent = (name: string) => metricValue(metrics, name, { gateway: gw.url });
+    expect(sent('sluice_runner_cache_feed_updates_total')).toBeGreaterThanOrEqual(2);
+    expect(sent('sluice_runner_cache_feed_bytes_total')).toBeGreaterThan(50);
 
     // The third call crashes the engine: the feed goes down under a new epoch, then live again, empty.
     await postJson(`${url}/v1/chat/completions`, body).catch(() => undefined);
