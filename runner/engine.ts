@@ -64,6 +64,8 @@ export class RunnerEngine {
   /** Reads the launched engine's KV events into {@link RunnerEngine.cacheMirror}; for kinds that publish them. */
   #events: KvEventSubscriber | undefined;
   #announcement: CacheAnnouncement | undefined;
+  /** The announcement for an engine behind a URL whose events are followed; undefined otherwise. */
+  #external: (() => CacheAnnouncement | undefined) | undefined;
   /** The blocks the engine holds, as its events tell; the runner's for its whole life, across engines. */
   readonly cacheMirror = new CacheMirror();
 
@@ -71,6 +73,28 @@ export class RunnerEngine {
     this.#config = config;
     this.#log = log;
     if (config.engineUrl) this.#adapter = this.#adapterFor(config.engineUrl, engineKind(config.engineKind));
+  }
+
+  /**
+   * Reads the events of an engine the runner did not launch, which binds its own endpoint. What
+   * it held before the runner heard it is unknown, so the mirror is live from its first message.
+   */
+  #followEngineEvents(endpoint: string): void {
+    const mirror = this.cacheMirror;
+    this.#events = new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: this.#log });
+    this.#events.connect(endpoint);
+    const kind = this.#config.engineKind;
+    const adapter = this.#adapter;
+    const scheme = Object.freeze({
+      algorithm: 'sha256_cbor' as const,
+      seed: this.#config.hashSeed,
+      blockSize: this.#config.engineBlockSize,
+    });
+    this.#external = () => {
+      // vLLM's tokenizer is its model's unless told otherwise: the first model it serves names it.
+      const tokenizer = kind === 'sim' ? SIM_TOKENIZER : adapter?.models[0];
+      return tokenizer === undefined ? undefined : { tokenizer, scheme, events: true };
+    };
   }
 
   /** The adapter of the engine now behind the runner; undefined while an on-demand runner hosts none. */
@@ -100,6 +124,7 @@ export class RunnerEngine {
       await this.launch(await validateProfile(profile, facts ?? defaultProfileFacts(inventory)), { restart: true });
       return;
     }
+    if (this.#config.engineKvEvents !== undefined) this.#followEngineEvents(this.#config.engineKvEvents);
     await this.#adapter?.start();
   }
 
@@ -147,7 +172,7 @@ export class RunnerEngine {
 
   /** What gateways need to name calls' blocks as the launched engine does; undefined when they cannot follow its cache. */
   cacheAnnouncement(): CacheAnnouncement | undefined {
-    return this.#announcement;
+    return this.#announcement ?? this.#external?.();
   }
 
   /**

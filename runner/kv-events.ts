@@ -133,15 +133,27 @@ export class KvEventSubscriber {
     return this.#endpoint;
   }
 
-  /** Binds 127.0.0.1 on a free port and starts reading; resolves with the address. */
+  /** Binds 127.0.0.1 on a free port, for an engine to publish to, and starts reading; resolves with the address. */
   async open(): Promise<string> {
     if (this.#endpoint !== undefined) return this.#endpoint;
     await this.#socket.bind('tcp://127.0.0.1:*');
+    const endpoint = this.#socket.lastEndpoint;
+    if (!endpoint) throw new Error('the KV event socket bound no address');
+    this.#start(endpoint);
+    return endpoint;
+  }
+
+  /** Connects to an engine that binds its own endpoint (one the runner did not launch), and starts reading. */
+  connect(endpoint: string): void {
+    if (this.#endpoint !== undefined) return;
+    this.#socket.connect(endpoint);
+    this.#start(endpoint);
+  }
+
+  #start(endpoint: string): void {
     this.#socket.subscribe(this.#options.topic ?? '');
-    this.#endpoint = this.#socket.lastEndpoint ?? undefined;
-    if (this.#endpoint === undefined) throw new Error('the KV event socket bound no address');
+    this.#endpoint = endpoint;
     this.#reading = this.#read();
-    return this.#endpoint;
   }
 
   /** Stops reading and closes the socket. Idempotent. */

@@ -218,6 +218,17 @@ export interface RunnerOptions {
    * @default see runnerDefaults
    */
   cacheFeedInterval?: number;
+  /**
+   * Where the engine behind {@link engine} publishes its KV-cache events, for a `vllm` or `sim`
+   * engine the runner did not launch: started with `--kv-events-config` binding this endpoint
+   * (e.g. `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:5557"}`),
+   * `--prefix-caching-hash-algo sha256_cbor` and PYTHONHASHSEED set to {@link hashSeed}. The runner
+   * connects to it and feeds gateways as for an engine it launched (docs/runners.md, "Cache truth").
+   * @default none: an engine behind a URL tells gateways nothing of its cache
+   */
+  engineKvEvents?: string;
+  /** Tokens per block of the engine behind {@link engine} (its `--block-size`), announced with {@link engineKvEvents}. @default 16 */
+  engineBlockSize?: number;
   /** @default a logger that drops everything */
   logger?: Logger;
 }
@@ -274,6 +285,8 @@ export interface RunnerConfig {
   readonly launchPolicy: LaunchPolicy;
   readonly hashSeed: string;
   readonly cacheFeedInterval: number;
+  readonly engineKvEvents: string | undefined;
+  readonly engineBlockSize: number;
   readonly logger: Logger;
 }
 
@@ -303,6 +316,8 @@ export const runnerDefaults = Object.freeze({
   hashSeed: '0',
   /** Short against a prefill (a block stored is reported about when a twin call could next arrive), long against a packet. */
   cacheFeedInterval: 50,
+  /** vLLM's default `--block-size`. */
+  engineBlockSize: 16,
   logger: silentLogger as Logger,
 });
 
@@ -337,6 +352,7 @@ const runnerRules = {
     return value;
   }) as Rule,
   cacheFeedInterval: rule.ms(1),
+  engineBlockSize: rule.integer({ min: 1, max: 4096 }),
   logger: rule.logger(),
 };
 
@@ -422,7 +438,24 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     tls: tlsOf(options.tls),
     labels: parseLabels(options.labels),
     launchPolicy: launch.policy,
+    engineKvEvents: engineKvEventsOf(options.engineKvEvents, engine, kindName),
   });
+}
+
+/** The events endpoint of an engine behind a URL: a tcp:// or ipc:// address, for a vllm or sim engine given by URL. */
+function engineKvEventsOf(value: unknown, engine: string | undefined, kind: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !/^(tcp|ipc):\/\/\S+$/.test(value))
+    throw new RunnerConfigError(`engineKvEvents must be a tcp:// or ipc:// address, got ${show(value)}`);
+  if (engine === undefined)
+    throw new RunnerConfigError(
+      'engineKvEvents is for an engine behind a URL (engine); a launched engine gets its own',
+    );
+  if (kind !== 'vllm' && kind !== 'sim')
+    throw new RunnerConfigError(
+      `engineKvEvents needs engineKind vllm or sim, whose events the runner reads; got ${show(kind)}`,
+    );
+  return value;
 }
 
 /** The call secrets as a list; each checked, the message never showing one. */

@@ -257,8 +257,9 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
           log.warn('runner takes engine orders but has no gateway to take them from; give gateways (--gateway)', {});
       }
       const advertised = advertisedUrl(config, host, listening.port);
-      // An engine behind a URL was not started with the runner's seed and event socket: no cache truth to carry.
-      const mirror = config.engineUrl !== undefined && !config.profile ? undefined : engine.cacheMirror;
+      // An engine behind a URL tells its cache only when the runner was given its event endpoint.
+      const behindUrl = config.engineUrl !== undefined && !config.profile;
+      const mirror = behindUrl && config.engineKvEvents === undefined ? undefined : engine.cacheMirror;
       links = joinGateways(
         {
           config,

@@ -3,11 +3,15 @@
  * cache routes on 127.0.0.1: the engine's cached tokens are relayed as the engine gave them, its
  * KV events reach the gateway as cache updates, and a crash starts the feed over.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SLUICE_BIN, freePort } from '../../placer/kernel/processes.ts';
+import { createSimEngine } from '../../runner/engines/sim/index.ts';
 import { REGISTER_PATH, unpackBlockKeys } from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
 import { eventually, metricValue, postJson } from '../support/fleet.ts';
@@ -104,5 +108,64 @@ describe('a runner carrying its engine’s cache truth', () => {
     const after = gw.updates.slice(gw.updates.findIndex((u) => u.epoch !== epoch));
     expect(after[0]).toMatchObject({ engineFeed: 'down', reset: true, seq: 1 });
     expect(after.find((u) => u.engineFeed === 'live')).not.toHaveProperty('stored');
+  });
+
+  it('follows an engine it did not launch from the endpoint that engine binds (--engine-kv-events)', async () => {
+    const gw = await recordingGateway();
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-kv-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const endpoint = `ipc://${join(dir, 'events.sock')}`;
+    const engine = createSimEngine({
+      hashSeed: '7',
+      enablePromptTokensDetails: true,
+      kvEventsConfig: { enable_kv_cache_events: true, publisher: 'zmq', endpoint },
+    });
+    const { url: engineUrl } = await engine.listen(0, '127.0.0.1');
+    cleanups.push(() => engine.close());
+    const runner = createRunner({
+      id: 'r-external',
+      engine: engineUrl,
+      engineKind: 'sim',
+      engineKvEvents: endpoint,
+      hashSeed: '7',
+      gateways: [gw.url],
+      runnerToken: TOKEN,
+      heartbeatInterval: 50,
+      cacheFeedInterval: 20,
+    });
+    const { url } = await runner.listen(0, '127.0.0.1');
+    cleanups.push(() => runner.close({ drainTimeout: 0 }));
+
+    await eventually(() => gw.beats.at(-1)?.cache !== undefined, 10_000, 'announced');
+    expect(gw.beats.at(-1).cache).toEqual({
+      tokenizer: 'sluice-sim',
+      scheme: { algorithm: 'sha256_cbor', seed: '7', blockSize: 16 },
+      events: true,
+    });
+    // Down until the engine is heard: a clear (sent until one arrives) makes it heard.
+    await eventually(
+      async () => {
+        await request(`${engineUrl}/reset_prefix_cache`, { method: 'POST' }).then((r) => r.body.dump());
+        return gw.updates.some((u) => u.engineFeed === 'live');
+      },
+      10_000,
+      'the feed live',
+    );
+    const body = JSON.stringify({
+      model: 'sim-small',
+      max_tokens: 1,
+      messages: [{ role: 'user', content: words(80) }],
+    });
+    expect((await postJson(`${url}/v1/chat/completions`, body)).status).toBe(200);
+    await eventually(
+      () => {
+        const last = [...gw.updates].reverse().find((u) => u.reset)!;
+        const since = gw.updates.slice(gw.updates.lastIndexOf(last)).filter((u) => u.stored);
+        const keys = since.flatMap((u) => unpackBlockKeys(u.stored)!).sort();
+        return keys.length === 5 && keys.join() === engine.cachedBlockKeys().sort().join();
+      },
+      10_000,
+      "the engine's five blocks fed",
+    );
   });
 });
