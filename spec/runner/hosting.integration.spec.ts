@@ -18,6 +18,11 @@ import {
   BUSY_HEADER,
   parseHeartbeat,
   parseRegistration,
+  blockKey,
+  chainBlockHashes,
+  seedHash,
+  simChatPrompt,
+  simTokenIds,
   unpackBlockKeys,
 } from '../../runner/protocol/index.ts';
 import type { EngineOrder, HostedEngine, OrderedProfile } from '../../runner/protocol/index.ts';
@@ -265,7 +270,10 @@ describe('an on-demand runner', () => {
     const stored = gw.cacheUpdates
       .filter((u) => u.engineFeed === 'live')
       .flatMap((u) => unpackBlockKeys(u.stored ?? '')!);
-    expect(stored).toHaveLength(5);
+    // The keys a gateway computes with the announced tokenizer and seed: the engine read PYTHONHASHSEED.
+    const tokens = simTokenIds(simChatPrompt([{ role: 'user', content: words(80) }]));
+    const expected = chainBlockHashes(tokens, 16, seedHash('0')).map((hash) => blockKey(hash));
+    expect(stored.sort()).toEqual(expected.sort());
   });
 
   it('ignores an answer without host, and drains and stops the engine on null: draining, stopped, the process gone', async () => {

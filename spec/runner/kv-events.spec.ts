@@ -1,6 +1,9 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { encode } from '@msgpack/msgpack';
 import { request } from 'undici';
-import { Publisher } from 'zeromq';
+import { Dealer, Publisher } from 'zeromq';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../placer/kernel/index.ts';
 import { CacheMirror } from '../../runner/cache-mirror.ts';
@@ -167,5 +170,43 @@ describe("the runner's subscriber and mirror over the simulated engine's events"
     await pub.send(['', seq(sent + 2), stored(3)]);
     await eventually(() => mirror.live, 10_000, 'heard again');
     expect(mirror.keys()).toEqual([blockKey(hash(3))]);
+  });
+});
+
+describe("the simulated engine's replay socket", () => {
+  it('answers a start sequence number with every kept batch from it on, then the end marker', async () => {
+    const { mirror, endpoint } = await subscribedMirror();
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-replay-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const replayEndpoint = `ipc://${join(dir, 'replay.sock')}`;
+    const engine = createSimEngine({
+      kvEventsConfig: { enable_kv_cache_events: true, publisher: 'zmq', endpoint, replay_endpoint: replayEndpoint },
+    });
+    cleanups.push(() => engine.close());
+    const { url } = await engine.listen(0, '127.0.0.1');
+    await eventually(
+      async () => {
+        await post(url, '/reset_prefix_cache');
+        return mirror.live;
+      },
+      10_000,
+      'the engine heard',
+    );
+    await post(url, '/v1/completions', { prompt: words(40, 'r'), max_tokens: 1 });
+    await eventually(() => mirror.size === 2, 10_000, 'the blocks heard');
+
+    const dealer = new Dealer({ linger: 0 });
+    cleanups.push(() => dealer.close());
+    dealer.connect(replayEndpoint);
+    await dealer.send([Buffer.alloc(0), Buffer.alloc(8)]);
+    const replayed: Array<{ seq: bigint; events: unknown }> = [];
+    for await (const [, seq, payload] of dealer) {
+      if (seq!.equals(Buffer.alloc(8, 0xff))) break;
+      const decoded = decodeKvEvents(payload!);
+      replayed.push({ seq: seq!.readBigUInt64BE(), events: decoded.kind === 'ok' ? decoded.events : decoded });
+    }
+    // Every batch from 0: the clears sent until one was heard, then the call's two blocks in chain order.
+    expect(replayed.map((r) => r.seq)).toEqual(replayed.map((_, i) => BigInt(i)));
+    expect(replayed.at(-1)!.events).toEqual([{ kind: 'stored', keys: engine.cachedBlockKeys() }]);
   });
 });
