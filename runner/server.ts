@@ -4,7 +4,8 @@
  * timeout), leaves its gateways and stops the engine. A runner given neither engine nor profile
  * starts with none and hosts the engines gateways order (hosting.ts). The rooms it builds on: routes.ts (the
  * HTTP face), admission.ts (take a call or answer busy), status.ts (GET /status and the
- * heartbeat payload), gateways.ts (registration with every gateway), call.ts (one call's path).
+ * heartbeat payload), gateways.ts (registration with every gateway, and the cache feed to each:
+ * kv-events.ts, cache-mirror.ts, cache-forwarder.ts), call.ts (one call's path).
  */
 import type { ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
