@@ -1,7 +1,8 @@
 /**
  * Reading an engine's KV-cache events: vLLM's format over vLLM's transport (the simulated engine
- * publishes the same, runner/engines/sim/kv-events.ts). Followed: vLLM v0.11,
- * `vllm/distributed/kv_events.py`.
+ * publishes the same, runner/engines/sim/kv-events.ts). Followed: vLLM v0.12,
+ * `vllm/distributed/kv_events.py` (BlockStored ends in `lora_name` since vllm-project/vllm#27577);
+ * newer vLLM sends each event as a map tagged by `type`, which is read too.
  *
  * The runner's SUB socket binds 127.0.0.1 on a port of its own and the engine is handed that
  * address as its `--kv-events-config` endpoint: vLLM's publisher connects to an endpoint that

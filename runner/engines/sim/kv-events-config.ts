@@ -1,6 +1,6 @@
 /**
  * The simulated engine's `--kv-events-config`, read as vLLM reads its own (`KVEventsConfig` in
- * vLLM v0.11's `vllm/config/kv_events.py`): a JSON object with `enable_kv_cache_events`,
+ * vLLM v0.12's `vllm/config/kv_events.py`): a JSON object with `enable_kv_cache_events`,
  * `publisher` ("zmq", or "null" for none), `endpoint` (default `tcp://*:5557`), `topic` (default
  * empty), `replay_endpoint` (optional) and `buffer_steps` (batches kept for replay, default
  * 10000). vLLM's `hwm` and `max_queue_size` are taken and ignored: a simulator never backs up.

@@ -1,6 +1,6 @@
 /**
  * The simulated engine's KV-cache events, in vLLM's format and over vLLM's transport, so a
- * runner reads them with the code it runs against vLLM. Followed: vLLM v0.11,
+ * runner reads them with the code it runs against vLLM. Followed: vLLM v0.12,
  * `vllm/distributed/kv_events.py` (`ZmqEventPublisher`, `KVEventBatch`, `BlockStored`,
  * `BlockRemoved`, `AllBlocksCleared`) and `vllm/v1/core/block_pool.py` (when each is sent).
  *
