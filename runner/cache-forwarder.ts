@@ -33,8 +33,8 @@ export interface CacheForwarderOptions {
   active: () => boolean;
   /** Shortest time between two updates with blocks in them, ms. */
   interval: number;
-  /** Longest time without an update, ms: the heartbeat interval. */
-  keepAlive: number;
+  /** Longest time without an update, ms: the heartbeat interval, read at each tick since a gateway may name its own. */
+  keepAlive: () => number;
   /** Limit on connecting and on each answer, ms. */
   requestTimeout: number;
   timers: RegistrationTimers;
@@ -119,7 +119,7 @@ export class CacheForwarder implements CacheMirrorListener {
       return;
     }
     const due = this.#needReset || this.#stored.size + this.#removed.size > 0;
-    if (!due && this.#options.now() - this.#lastSent < this.#options.keepAlive) return;
+    if (!due && this.#options.now() - this.#lastSent < this.#options.keepAlive()) return;
     this.#inFlight = this.#send().finally(() => {
       this.#inFlight = undefined;
     });
@@ -168,7 +168,7 @@ export class CacheForwarder implements CacheMirrorListener {
       return;
     }
     // 404: the registration registers again; anything else: the gateway is away. A heartbeat's wait either way.
-    this.#quietUntil = this.#options.now() + this.#options.keepAlive;
+    this.#quietUntil = this.#options.now() + this.#options.keepAlive();
     if (status !== 404) this.#log.debug('cache update failed', { status, seq: update.seq });
   }
 

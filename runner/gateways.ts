@@ -85,7 +85,7 @@ export function joinGateways(m: Membership, mirror: CacheMirror | undefined): Ga
       mirror,
       active: () => m.cache?.()?.events === true,
       interval: config.cacheFeedInterval,
-      keepAlive: config.heartbeatInterval,
+      keepAlive: () => registration.interval,
       requestTimeout: registrationDefaults.requestTimeout,
       timers: environment.timers ?? systemTimers,
       now: Date.now,

@@ -137,6 +137,11 @@ export class GatewayRegistration {
     this.#log = this.#options.logger.child({ gateway: options.gateway.origin });
   }
 
+  /** The heartbeat period now, ms: the gateway's, once its registration answer named one. */
+  get interval(): number {
+    return this.#interval;
+  }
+
   /** Sends the first registration now; later attempts follow on their own. Calling it again does nothing. */
   start(): void {
     if (this.#started || this.#stopped) return;

@@ -84,7 +84,7 @@ async function setUp(active = () => true) {
     mirror,
     active,
     interval: 50,
-    keepAlive: 1000,
+    keepAlive: () => 1000,
     requestTimeout: 2000,
     timers: clock,
     now: () => clock.now,
