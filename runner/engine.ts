@@ -6,7 +6,9 @@
  * {@link RunnerEngine.busyReason}; /status asks for {@link RunnerEngine.status}.
  */
 import type { Logger } from '../placer/kernel/index.ts';
-import { engineCommand } from './engines/argv.ts';
+import { CacheMirror } from './cache-mirror.ts';
+import { CACHE_EVENT_KINDS, engineCommand } from './engines/argv.ts';
+import type { EngineCacheFlags } from './engines/argv.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineKindSpec } from './engines/kinds.ts';
 import { OpenAIHttpEngine } from './engines/openai-http.ts';
@@ -16,9 +18,11 @@ import type { ProfileFacts, ValidProfile } from './engines/profile.ts';
 import { EngineSupervisor } from './engines/supervisor.ts';
 import type { EngineStateChange } from './engines/supervisor.ts';
 import { EngineFailedError } from './errors.ts';
+import { KvEventSubscriber } from './kv-events.ts';
 import type { GpuInventory } from './protocol/index.ts';
 import type { RunnerConfig } from './options.ts';
-import type { EngineStatus } from './protocol/index.ts';
+import { SIM_TOKENIZER } from './protocol/index.ts';
+import type { CacheAnnouncement, EngineStatus } from './protocol/index.ts';
 
 /**
  * Why the runner cannot admit a call right now, or undefined when it can. `no-engine`: an
@@ -57,11 +61,40 @@ export class RunnerEngine {
   /** True once a launched engine gave up, until the next launch: calls then read `engine-failed`. */
   #failed = false;
   #unloading: Promise<void> | undefined;
+  /** Reads the launched engine's KV events into {@link RunnerEngine.cacheMirror}; for kinds that publish them. */
+  #events: KvEventSubscriber | undefined;
+  #announcement: CacheAnnouncement | undefined;
+  /** The announcement for an engine behind a URL whose events are followed; undefined otherwise. */
+  #external: (() => CacheAnnouncement | undefined) | undefined;
+  /** The blocks the engine holds, as its events tell; the runner's for its whole life, across engines. */
+  readonly cacheMirror = new CacheMirror();
 
   constructor(config: RunnerConfig, log: Logger) {
     this.#config = config;
     this.#log = log;
     if (config.engineUrl) this.#adapter = this.#adapterFor(config.engineUrl, engineKind(config.engineKind));
+  }
+
+  /**
+   * Reads the events of an engine the runner did not launch, which binds its own endpoint. What
+   * it held before the runner heard it is unknown, so the mirror is live from its first message.
+   */
+  #followEngineEvents(endpoint: string): void {
+    const mirror = this.cacheMirror;
+    this.#events = new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: this.#log });
+    this.#events.connect(endpoint);
+    const kind = this.#config.engineKind;
+    const adapter = this.#adapter;
+    const scheme = Object.freeze({
+      algorithm: 'sha256_cbor' as const,
+      seed: this.#config.hashSeed,
+      blockSize: this.#config.engineBlockSize,
+    });
+    this.#external = () => {
+      // vLLM's tokenizer is its model's unless told otherwise: the first model it serves names it.
+      const tokenizer = kind === 'sim' ? SIM_TOKENIZER : adapter?.models[0];
+      return tokenizer === undefined ? undefined : { tokenizer, scheme, events: true };
+    };
   }
 
   /** The adapter of the engine now behind the runner; undefined while an on-demand runner hosts none. */
@@ -91,6 +124,7 @@ export class RunnerEngine {
       await this.launch(await validateProfile(profile, facts ?? defaultProfileFacts(inventory)), { restart: true });
       return;
     }
+    if (this.#config.engineKvEvents !== undefined) this.#followEngineEvents(this.#config.engineKvEvents);
     await this.#adapter?.start();
   }
 
@@ -102,7 +136,8 @@ export class RunnerEngine {
    */
   async launch(profile: ValidProfile, options: LaunchOptions): Promise<void> {
     if (this.#supervisor) await this.unload();
-    const command = engineCommand(profile, { simCommand: this.#config.simCommand });
+    const cache = await this.#openCacheEvents(profile);
+    const command = engineCommand(profile, { simCommand: this.#config.simCommand, ...(cache ? { cache } : {}) });
     const adapter =
       this.#adapter ??
       this.#adapterFor(
@@ -123,6 +158,7 @@ export class RunnerEngine {
       // A crash makes the adapter unready at once, before any probe notices.
       if (change.to === 'ready') void adapter.probe();
       else adapter.markStarting();
+      this.#followCache(change);
       if (change.to === 'failed') this.#failed = true;
       options.onState?.(change);
     });
@@ -132,6 +168,48 @@ export class RunnerEngine {
     this.#failed = false;
     supervisor.start();
     await adapter.start();
+  }
+
+  /** What gateways need to name calls' blocks as the launched engine does; undefined when they cannot follow its cache. */
+  cacheAnnouncement(): CacheAnnouncement | undefined {
+    return this.#announcement ?? this.#external?.();
+  }
+
+  /**
+   * For a kind that publishes KV events, binds the socket the engine will publish to and says
+   * what the engine's blocks are named by; undefined for the other kinds.
+   */
+  async #openCacheEvents(profile: ValidProfile): Promise<EngineCacheFlags | undefined> {
+    if (!CACHE_EVENT_KINDS.includes(profile.kind)) return undefined;
+    // The operator's own profile may set these (an order may not): the runner then stays out of it.
+    const own = OPERATOR_CACHE_FLAGS.find((flag) => argValue(profile.args, flag) !== undefined);
+    if (own !== undefined) {
+      this.#log.info('engine profile sets its own cache flags; its cache is not fed to gateways', { flag: own });
+      return undefined;
+    }
+    const mirror = this.cacheMirror;
+    this.#events ??= new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: this.#log });
+    const eventsEndpoint = await this.#events.open();
+    const hashSeed = this.#config.hashSeed;
+    const blockSize = Number(argValue(profile.args, '--block-size') ?? 16);
+    // A block size the engine will refuse anyway: nothing to announce.
+    if (!Number.isSafeInteger(blockSize) || blockSize < 1) return { eventsEndpoint, hashSeed };
+    this.#announcement = Object.freeze({
+      tokenizer: profile.kind === 'sim' ? SIM_TOKENIZER : (argValue(profile.args, '--tokenizer') ?? profile.model),
+      scheme: Object.freeze({ algorithm: 'sha256_cbor' as const, seed: hashSeed, blockSize }),
+      events: true,
+    });
+    return { eventsEndpoint, hashSeed };
+  }
+
+  /**
+   * An engine that comes up fresh holds nothing, and its events number from 0; one that goes
+   * down (crash, restart, stop) takes its cache with it. Draining keeps the cache.
+   */
+  #followCache(change: EngineStateChange): void {
+    if (this.#events === undefined) return;
+    if (change.to === 'ready' && change.from === 'starting') this.cacheMirror.engineStarted();
+    else if (change.to !== 'ready' && change.to !== 'draining' && this.cacheMirror.live) this.cacheMirror.engineLost();
   }
 
   /** Why a call cannot be admitted now; undefined when it can. */
@@ -213,6 +291,10 @@ export class RunnerEngine {
     this.#unloading ??= (async () => {
       await this.#supervisor?.stop(this.#config.engineStopGrace);
       await this.#adapter?.close();
+      await this.#events?.close();
+      if (this.#events) this.cacheMirror.engineLost();
+      this.#events = undefined;
+      this.#announcement = undefined;
       this.#supervisor = undefined;
       this.#adapter = undefined;
       this.#profile = undefined;
@@ -243,4 +325,17 @@ export class RunnerEngine {
       logger: this.#log,
     });
   }
+}
+
+/** Flags with which an engine's events or hashes would not be the ones the runner reads and announces. */
+const OPERATOR_CACHE_FLAGS = ['--kv-events-config', '--prefix-caching-hash-algo'];
+
+/** The value an argparse-style option is given in `args` (`--flag value` or `--flag=value`), the last one winning. */
+function argValue(args: readonly string[], flag: string): string | undefined {
+  let value: string | undefined;
+  args.forEach((arg, i) => {
+    if (arg === flag) value = args[i + 1];
+    else if (arg.startsWith(`${flag}=`)) value = arg.slice(flag.length + 1);
+  });
+  return value;
 }

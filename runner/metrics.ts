@@ -30,6 +30,8 @@ export interface RunnerMetricsSources {
   slots(): { total: number; inUse: number };
   /** The engine as /status shows it; undefined while there is none. */
   engine(): EngineStatus | undefined;
+  /** What each gateway's cache feed sent so far (runner/cache-forwarder.ts). @default none */
+  cacheFeeds?(): ReadonlyArray<{ readonly gateway: string; readonly updates: number; readonly bytes: number }>;
 }
 
 /** A runner's metrics. */
@@ -135,6 +137,13 @@ async function openPage(sources: RunnerMetricsSources, busyByReason: ReadonlyMap
     description: "Age of the engine's load as last read, in s",
     unit: 's',
   });
+  const feedUpdates = meter.createObservableCounter('sluice_runner_cache_feed_updates', {
+    description:
+      "Cache updates sent to a gateway (the engine's stored and removed blocks, resets, keep-alives), by gateway",
+  });
+  const feedBytes = meter.createObservableCounter('sluice_runner_cache_feed_bytes', {
+    description: 'Bytes of cache update bodies sent to a gateway, by gateway: the feed costs this per second',
+  });
 
   meter.addBatchObservableCallback(
     (observe) => {
@@ -150,6 +159,10 @@ async function openPage(sources: RunnerMetricsSources, busyByReason: ReadonlyMap
       const engine = sources.engine();
       const now = engine?.state ?? 'none';
       for (const name of ENGINE_STATES) observe.observe(state, name === now ? 1 : 0, attributes('state', name));
+      for (const feed of sources.cacheFeeds?.() ?? []) {
+        observe.observe(feedUpdates, feed.updates, attributes('gateway', feed.gateway));
+        observe.observe(feedBytes, feed.bytes, attributes('gateway', feed.gateway));
+      }
       if (engine === undefined) return;
       if (engine.supervised) observe.observe(restarts, engine.supervised.restarts);
       const load = engine.load;
@@ -172,6 +185,8 @@ async function openPage(sources: RunnerMetricsSources, busyByReason: ReadonlyMap
       waiting,
       kvCache,
       loadAge,
+      feedUpdates,
+      feedBytes,
     ],
   );
 

@@ -205,6 +205,30 @@ export interface RunnerOptions {
    * @default none: each kind's allow-list only
    */
   engineEnvAllow?: readonly string[];
+  /**
+   * The PYTHONHASHSEED a launched vLLM or simulated engine gets, which seeds its block hashes
+   * (runner/protocol/block-hash.ts): gateways compute a call's blocks with it, so it is announced
+   * to them. Every engine of a fleet given the same seed names the same prefix alike.
+   * @default see runnerDefaults
+   */
+  hashSeed?: string;
+  /**
+   * How often the blocks an engine stored and removed are sent to each gateway, in ms, when
+   * there are any (runner/cache-forwarder.ts); an empty update goes every heartbeat regardless.
+   * @default see runnerDefaults
+   */
+  cacheFeedInterval?: number;
+  /**
+   * Where the engine behind {@link engine} publishes its KV-cache events, for a `vllm` or `sim`
+   * engine the runner did not launch: started with `--kv-events-config` binding this endpoint
+   * (e.g. `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:5557"}`),
+   * `--prefix-caching-hash-algo sha256_cbor` and PYTHONHASHSEED set to {@link hashSeed}. The runner
+   * connects to it and feeds gateways as for an engine it launched (docs/runners.md, "Cache truth").
+   * @default none: an engine behind a URL tells gateways nothing of its cache
+   */
+  engineKvEvents?: string;
+  /** Tokens per block of the engine behind {@link engine} (its `--block-size`), announced with {@link engineKvEvents}. @default 16 */
+  engineBlockSize?: number;
   /** @default a logger that drops everything */
   logger?: Logger;
 }
@@ -259,6 +283,10 @@ export interface RunnerConfig {
   readonly labels: Readonly<Record<string, string>>;
   /** What engine orders may launch here: {@link RunnerOptions.engineBinaries} and {@link RunnerOptions.engineEnvAllow} over the kinds' defaults. */
   readonly launchPolicy: LaunchPolicy;
+  readonly hashSeed: string;
+  readonly cacheFeedInterval: number;
+  readonly engineKvEvents: string | undefined;
+  readonly engineBlockSize: number;
   readonly logger: Logger;
 }
 
@@ -284,6 +312,12 @@ export const runnerDefaults = Object.freeze({
   lingerIdleTimeout: lingerDefaults.idle,
   lingerMaxBytes: lingerDefaults.maxBytes,
   allowUnsignedCalls: false,
+  /** A fixed seed, so every engine of a fleet hashes a prefix alike and gateways can match it. */
+  hashSeed: '0',
+  /** Short against a prefill (a block stored is reported about when a twin call could next arrive), long against a packet. */
+  cacheFeedInterval: 50,
+  /** vLLM's default `--block-size`. */
+  engineBlockSize: 16,
   logger: silentLogger as Logger,
 });
 
@@ -311,6 +345,14 @@ const runnerRules = {
     if (typeof value !== 'boolean') throw fail(`${option} must be true or false, got ${show(value)}`, option);
     return value;
   }) as Rule,
+  // Passed to the engine as an environment variable: printable ASCII, not empty.
+  hashSeed: ((option, value, fail) => {
+    if (typeof value !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(value))
+      throw fail(`${option} must be 1 to 64 printable ASCII characters without spaces, got ${show(value)}`, option);
+    return value;
+  }) as Rule,
+  cacheFeedInterval: rule.ms(1),
+  engineBlockSize: rule.integer({ min: 1, max: 4096 }),
   logger: rule.logger(),
 };
 
@@ -396,7 +438,24 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     tls: tlsOf(options.tls),
     labels: parseLabels(options.labels),
     launchPolicy: launch.policy,
+    engineKvEvents: engineKvEventsOf(options.engineKvEvents, engine, kindName),
   });
+}
+
+/** The events endpoint of an engine behind a URL: a tcp:// or ipc:// address, for a vllm or sim engine given by URL. */
+function engineKvEventsOf(value: unknown, engine: string | undefined, kind: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !/^(tcp|ipc):\/\/\S+$/.test(value))
+    throw new RunnerConfigError(`engineKvEvents must be a tcp:// or ipc:// address, got ${show(value)}`);
+  if (engine === undefined)
+    throw new RunnerConfigError(
+      'engineKvEvents is for an engine behind a URL (engine); a launched engine gets its own',
+    );
+  if (kind !== 'vllm' && kind !== 'sim')
+    throw new RunnerConfigError(
+      `engineKvEvents needs engineKind vllm or sim, whose events the runner reads; got ${show(kind)}`,
+    );
+  return value;
 }
 
 /** The call secrets as a list; each checked, the message never showing one. */

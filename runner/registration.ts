@@ -12,6 +12,7 @@ import { RunnerConfigError } from './errors.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from './protocol/index.ts';
 import { gatewayAnswerKind, parseEngineOrder } from './protocol/index.ts';
 import type {
+  CacheAnnouncement,
   EngineOrder,
   HeartbeatAnswer,
   HostedEngine,
@@ -75,6 +76,8 @@ export interface GatewayRegistrationOptions {
   timers?: RegistrationTimers;
   /** The CA an https gateway's certificate is checked against (the runner's tls.ca). @default the system's CAs */
   ca?: string | Buffer;
+  /** How gateways name the engine's cache blocks now; read for every registration and heartbeat. @default none */
+  cache?: () => CacheAnnouncement | undefined;
 }
 
 /** A registration's defaults, in one place. */
@@ -100,8 +103,8 @@ type Answer = { status: number; json?: unknown; error?: unknown };
 
 /** Registers a runner with one gateway and keeps it registered until stopped. */
 export class GatewayRegistration {
-  readonly #options: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder' | 'ca'>> &
-    Pick<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder'>;
+  readonly #options: Required<Omit<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder' | 'ca' | 'cache'>> &
+    Pick<GatewayRegistrationOptions, 'onDrainRequested' | 'onHostOrder' | 'cache'>;
   readonly #pool: Pool;
   readonly #base: string;
   readonly #log: Logger;
@@ -132,6 +135,11 @@ export class GatewayRegistration {
     this.#interval = this.#options.heartbeatInterval;
     // The origin only: a URL's userinfo or query has no business in a log line.
     this.#log = this.#options.logger.child({ gateway: options.gateway.origin });
+  }
+
+  /** The heartbeat period now, ms: the gateway's, once its registration answer named one. */
+  get interval(): number {
+    return this.#interval;
   }
 
   /** Sends the first registration now; later attempts follow on their own. Calling it again does nothing. */
@@ -202,12 +210,13 @@ export class GatewayRegistration {
     const request = this.#phase;
     const heartbeat = request === 'heartbeat';
     const status = this.#options.status();
+    const cache = this.#options.cache?.();
     const answer = heartbeat
-      ? await this.#send('POST', heartbeatPath(status.id), heartbeatBody(status, this.#options.loadStaleAfter))
+      ? await this.#send('POST', heartbeatPath(status.id), heartbeatBody(status, this.#options.loadStaleAfter, cache))
       : await this.#send(
           'POST',
           REGISTER_PATH,
-          registrationBody(status, this.#options.url, this.#options.loadStaleAfter),
+          registrationBody(status, this.#options.url, this.#options.loadStaleAfter, cache),
         );
     if (this.#stopped) return;
     const kind = gatewayAnswerKind(answer.status);
@@ -363,8 +372,16 @@ export function reportedLoad(status: RunnerStatus, staleAfter: number): Reported
   };
 }
 
-/** What a runner sends when it registers: who it is, where to call it, what it serves, its load. */
-export function registrationBody(status: RunnerStatus, url: string, staleAfter: number): RunnerRegistration {
+/**
+ * What a runner sends when it registers: who it is, where to call it, what it serves, its load,
+ * and how its engine's cache blocks are named when gateways can follow them.
+ */
+export function registrationBody(
+  status: RunnerStatus,
+  url: string,
+  staleAfter: number,
+  cache?: CacheAnnouncement,
+): RunnerRegistration {
   return {
     id: status.id,
     url,
@@ -377,11 +394,12 @@ export function registrationBody(status: RunnerStatus, url: string, staleAfter: 
     load: reportedLoad(status, staleAfter),
     capacity: status.capacity,
     ...(status.hosted ? { hosted: status.hosted } : {}),
+    ...(cache ? { cache } : {}),
   };
 }
 
-/** What a runner sends every heartbeat: the cheap facts that change, and what it could host. */
-export function heartbeatBody(status: RunnerStatus, staleAfter: number): RunnerHeartbeat {
+/** What a runner sends every heartbeat: the cheap facts that change, what it could host, its cache's naming. */
+export function heartbeatBody(status: RunnerStatus, staleAfter: number, cache?: CacheAnnouncement): RunnerHeartbeat {
   // Capacity and the hosted engine ride every beat: free GPUs change as engines start and stop.
   return {
     ready: status.ready,
@@ -390,5 +408,6 @@ export function heartbeatBody(status: RunnerStatus, staleAfter: number): RunnerH
     load: reportedLoad(status, staleAfter),
     capacity: status.capacity,
     ...(status.hosted ? { hosted: status.hosted } : {}),
+    ...(cache ? { cache } : {}),
   };
 }

@@ -4,7 +4,8 @@
  * timeout), leaves its gateways and stops the engine. A runner given neither engine nor profile
  * starts with none and hosts the engines gateways order (hosting.ts). The rooms it builds on: routes.ts (the
  * HTTP face), admission.ts (take a call or answer busy), status.ts (GET /status and the
- * heartbeat payload), gateways.ts (registration with every gateway), call.ts (one call's path).
+ * heartbeat payload), gateways.ts (registration with every gateway, and the cache feed to each:
+ * kv-events.ts, cache-mirror.ts, cache-forwarder.ts), call.ts (one call's path).
  */
 import type { ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -21,7 +22,8 @@ import type { CallPathContext } from './call.ts';
 import { RunnerEngine } from './engine.ts';
 import { RunnerConfigError } from './errors.ts';
 import type { ProfileFacts } from './engines/profile.ts';
-import { registerWithGateways } from './gateways.ts';
+import { joinGateways } from './gateways.ts';
+import type { GatewayLink } from './gateways.ts';
 import { Hosting } from './hosting.ts';
 import { launchableKinds } from './capacity.ts';
 import { createRunnerMetrics } from './metrics.ts';
@@ -92,6 +94,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   let server: ServerType | undefined;
   let closing: Promise<void> | undefined;
   let registrations: GatewayRegistration[] = [];
+  let links: GatewayLink[] = [];
   let markClosed!: () => void;
   const closed = new Promise<void>((resolve) => (markClosed = resolve));
 
@@ -137,6 +140,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
     admitted: () => slots.acquired,
     slots: () => slots,
     engine: () => engine.status(),
+    cacheFeeds: () => links.flatMap((l) => (l.forwarder ? [{ gateway: l.gateway, ...l.forwarder.counts }] : [])),
   });
   const busy = (res: ServerResponse, reason: BusyReason): void => {
     counts.rejected++;
@@ -254,17 +258,27 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
           log.warn('runner takes engine orders but has no gateway to take them from; give gateways (--gateway)', {});
       }
       const advertised = advertisedUrl(config, host, listening.port);
-      registrations = registerWithGateways({
-        config,
-        advertised,
-        status,
-        log,
-        environment,
-        onDrainRequested: () =>
-          void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
-        // A runner that drains takes no new engine: close() stops the hosted one itself.
-        ...(hosting ? { onHostOrder: (host, answered) => (draining ? undefined : hosting.order(host, answered)) } : {}),
-      });
+      // An engine behind a URL tells its cache only when the runner was given its event endpoint.
+      const behindUrl = config.engineUrl !== undefined && !config.profile;
+      const mirror = behindUrl && config.engineKvEvents === undefined ? undefined : engine.cacheMirror;
+      links = joinGateways(
+        {
+          config,
+          advertised,
+          status,
+          log,
+          environment,
+          onDrainRequested: () =>
+            void runner.close().catch((error: unknown) => log.error('drain failed', { error: error as Error })),
+          // A runner that drains takes no new engine: close() stops the hosted one itself.
+          ...(hosting
+            ? { onHostOrder: (host, answered) => (draining ? undefined : hosting.order(host, answered)) }
+            : {}),
+          cache: () => engine.cacheAnnouncement(),
+        },
+        mirror,
+      );
+      registrations = links.map((l) => l.registration);
       return { url, port: listening.port, host };
     },
     close(options = {}) {
@@ -277,6 +291,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
         if (server) log.info('runner draining', { inFlight: slots.inUse, drainTimeout });
         await callsFinished(slots, drainTimeout);
         if (slots.inUse > 0) log.warn('drain timeout, aborting calls', { inFlight: slots.inUse });
+        await Promise.all(links.map((l) => l.forwarder?.stop()));
         await Promise.all(registrations.map((r) => r.deregister()));
         await new Promise<void>((resolve) => {
           if (!server) return resolve();

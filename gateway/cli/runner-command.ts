@@ -36,6 +36,10 @@ const RUNNER_KEYS = [
   'advertiseUrl',
   'heartbeatInterval',
   'engineApiKey',
+  'hashSeed',
+  'cacheFeedInterval',
+  'engineKvEvents',
+  'engineBlockSize',
 ] as const;
 
 /** The lingering close's bounds (placer/kernel/linger.ts), runner options of the same name. */
@@ -139,6 +143,28 @@ export const runner: Command = {
       'heartbeatInterval',
       'duration',
       'how often to heartbeat each gateway, unless the gateway asks for another interval',
+    ),
+    r(
+      'hashSeed',
+      'string',
+      'PYTHONHASHSEED of a launched vllm or sim engine, which seeds its block hashes; announced to gateways so they name blocks alike',
+    ),
+    r(
+      'cacheFeedInterval',
+      'duration',
+      "how often the engine's stored and removed cache blocks are sent to each gateway when there are any",
+    ),
+    {
+      key: 'engineKvEvents',
+      type: 'string',
+      description:
+        'KV-event endpoint of the vllm or sim engine behind --engine, which binds it (its --kv-events-config endpoint, e.g. tcp://127.0.0.1:5557) and runs with PYTHONHASHSEED = --hash-seed; the runner feeds its cache to gateways',
+      defaultText: 'none',
+    },
+    r(
+      'engineBlockSize',
+      'integer',
+      'tokens per block of the engine behind --engine (its --block-size), with --engine-kv-events',
     ),
     {
       key: 'engineBinary',

@@ -8,6 +8,7 @@ import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { Command } from './command.ts';
 import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
 import { reportListening } from '../../placer/kernel/index.ts';
+import { SettingsError } from './settings.ts';
 import type { Setting, SettingType } from './settings.ts';
 
 /** Settings whose defaults are simEngineDefaults'. */
@@ -47,8 +48,14 @@ export const simSettings: readonly Setting[] = [
   s('outputTokens', 'integer', 'output length when a request sets no max_tokens'),
   fromProfile('maxNumSeqs', 'integer', 'sequences running at once'),
   fromProfile('maxQueue', 'integer', 'waiting requests before 429'),
-  fromProfile('cacheBlocks', 'integer', 'prefix-cache capacity in 16-token blocks'),
-  fromProfile('kvBlocks', 'integer', 'KV-cache size in 16-token blocks, for vllm:kv_cache_usage_perc'),
+  fromProfile('cacheBlocks', 'integer', 'prefix-cache capacity in blocks'),
+  fromProfile('kvBlocks', 'integer', 'KV-cache size in blocks, for vllm:kv_cache_usage_perc'),
+  s('blockSize', 'integer', "tokens per KV-cache block, as vLLM's --block-size"),
+  s(
+    'enablePromptTokensDetails',
+    'boolean',
+    "answers carry usage.prompt_tokens_details.cached_tokens, as vLLM's --enable-prompt-tokens-details",
+  ),
   failureRate(429, 'refused with 429 before any output'),
   failureRate(503, 'refused with 503 before any output'),
   failureRate(500, 'failed with 500'),
@@ -95,14 +102,36 @@ export const simEngine: Command = {
       description: 'name sent in the sluice-engine-id header',
       defaultText: 'sim- and 6 random hex digits',
     },
+    {
+      key: 'kvEventsConfig',
+      type: 'json',
+      description:
+        'KV-cache events as vLLM\'s --kv-events-config takes them: {"enable_kv_cache_events": true, "publisher": "zmq", "endpoint": "tcp://*:5557", "topic": "", "replay_endpoint": ...}; the block hashes are seeded by PYTHONHASHSEED (unset: a random seed, as vLLM)',
+      defaultText: 'none',
+    },
+    {
+      key: 'prefixCachingHashAlgo',
+      type: 'string',
+      description: "block hash algorithm, as vLLM's --prefix-caching-hash-algo; only sha256_cbor",
+      defaultText: 'sha256_cbor',
+    },
     logLevel,
   ],
-  async run({ values, logger }) {
+  async run({ values, logger, env }) {
+    if (values.prefixCachingHashAlgo !== undefined && values.prefixCachingHashAlgo !== 'sha256_cbor')
+      throw new SettingsError(
+        `--prefix-caching-hash-algo must be sha256_cbor, the only one the simulated engine computes; got ${JSON.stringify(values.prefixCachingHashAlgo)}`,
+      );
     const { runSimEngineCommand } = await import('../../runner/engines/sim/main.ts');
     const engine = await runSimEngineCommand(
       {
         ...simOptions(values),
         ...(values.engineId === undefined ? {} : { engineId: values.engineId as string }),
+        ...(values.kvEventsConfig === undefined
+          ? {}
+          : { kvEventsConfig: values.kvEventsConfig as Record<string, unknown> }),
+        // vLLM's seed for its block hashes is this variable; unset, the engine draws a random one.
+        ...(env.PYTHONHASHSEED === undefined ? {} : { hashSeed: env.PYTHONHASHSEED }),
         port: values.port as number,
         host: values.host as string,
         // A crash knob is for testing supervision: the process dies as an engine would.

@@ -45,6 +45,36 @@ export interface EngineCommandOptions {
    * @default `process.env`, as spawn() itself would pass
    */
   baseEnv?: Readonly<Record<string, string | undefined>>;
+  /**
+   * Turns on what lets gateways follow the engine's cache, for the kinds that have it (vllm,
+   * sim): KV-cache events published to `eventsEndpoint` (the runner's SUB socket, to which the
+   * engine connects), per-call cached tokens in usage, sha256_cbor block hashes, and
+   * PYTHONHASHSEED `hashSeed`, which seeds them. Other kinds ignore it.
+   * @default none: the engine runs as the profile says
+   */
+  cache?: EngineCacheFlags;
+}
+
+/** See {@link EngineCommandOptions.cache}. */
+export interface EngineCacheFlags {
+  /** Where the engine publishes its KV events, e.g. `tcp://127.0.0.1:41234`. */
+  readonly eventsEndpoint: string;
+  readonly hashSeed: string;
+}
+
+/** The kinds {@link EngineCommandOptions.cache} applies to: they publish vLLM's KV events. */
+export const CACHE_EVENT_KINDS: readonly ProfileKind[] = Object.freeze(['vllm', 'sim']);
+
+/** vLLM's flags (and the simulator's, which takes the same) that turn cache truth on. */
+function cacheArgs(cache: EngineCacheFlags): string[] {
+  const events = { enable_kv_cache_events: true, publisher: 'zmq', endpoint: cache.eventsEndpoint, topic: '' };
+  return [
+    '--enable-prompt-tokens-details',
+    '--prefix-caching-hash-algo',
+    'sha256_cbor',
+    '--kv-events-config',
+    JSON.stringify(events),
+  ];
 }
 
 /** What the runner knows about each kind's command line, to refuse bad arguments before launch. */
@@ -121,7 +151,9 @@ export const KIND_RULES: Readonly<Record<ProfileKind, KindRules>> = {
   sim: {
     ...shared('sim'),
     startTimeout: 30_000,
-    valued: words('--ttft-ms --itl-ms --output-tokens --max-num-seqs --max-queue --engine-id --log-level --profile'),
+    valued: words(
+      '--ttft-ms --itl-ms --output-tokens --max-num-seqs --max-queue --engine-id --log-level --profile --block-size',
+    ),
   },
 };
 
@@ -181,6 +213,11 @@ export function engineCommand(profile: EngineLaunch, options: EngineCommandOptio
       own = ['sim-engine', ...listen, '--model', model];
       break;
     }
+  }
+  const { cache } = options;
+  if (cache !== undefined && CACHE_EVENT_KINDS.includes(kind)) {
+    own.push(...cacheArgs(cache));
+    added.PYTHONHASHSEED = cache.hashSeed;
   }
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(options.baseEnv ?? process.env)) {

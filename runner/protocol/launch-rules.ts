@@ -57,6 +57,11 @@ const GPU_ENV = { CUDA_VISIBLE_DEVICES: 'gpus' };
 const CONFIG_FILE = 'a config file can set what the runner sets (host, port, model)';
 const REMOTE_CODE = "it runs Python code shipped with the model; run such a model from the runner's own --profile";
 const PLUGIN = 'it loads Python code from a path';
+/** What the runner sets so that gateways can follow the engine's cache (runner/engines/argv.ts). */
+const CACHE_TRUTH = {
+  '--kv-events-config': "the runner sets it, to read the engine's KV-cache events on an address of its own",
+  '--prefix-caching-hash-algo': 'the runner sets sha256_cbor, the block hash gateways compute',
+};
 /** Names the Hugging Face and PyTorch stacks read for downloads, tokenizers and collectives. */
 const HF_TORCH = [
   'HF_TOKEN',
@@ -83,6 +88,7 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
     reserved: { ...LISTEN, '--uds': 'host', '--model': 'model', '--tensor-parallel-size': 'gpus', '-tp': 'gpus' },
     forbidden: {
       '--config': CONFIG_FILE,
+      ...CACHE_TRUTH,
       '--trust-remote-code': REMOTE_CODE,
       '--tool-parser-plugin': PLUGIN,
       '--worker-cls': PLUGIN,
@@ -172,7 +178,7 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
     binary: undefined,
     parser: 'exact',
     reserved: { ...LISTEN, '--model': 'model' },
-    forbidden: { '--config': CONFIG_FILE },
+    forbidden: { '--config': CONFIG_FILE, ...CACHE_TRUTH },
     reservedEnv: {},
     envAllow: [],
   },

@@ -13,6 +13,8 @@
  * The bodies are checked here, beside their types: {@link parseRegistration} and
  * {@link parseHeartbeat}; the gateway's address policy for the URL is its own (gateway/fleet/registration-policy.ts).
  */
+import { BLOCK_HASH_ALGORITHMS } from './block-hash.ts';
+import type { CacheAnnouncement } from './cache-feed.ts';
 
 /**
  * What a runner id (and a gateway id) may be: 1 to 128 letters, digits or `._:-`. Ids travel in
@@ -84,6 +86,8 @@ export interface RunnerRegistration {
   capacity?: Capacity;
   /** The ordered engine this runner hosts; absent when it hosts none. */
   hosted?: HostedEngine;
+  /** How gateways name its engine's cache blocks (cache-feed.ts); absent when they cannot. */
+  cache?: CacheAnnouncement;
 }
 
 /**
@@ -186,6 +190,8 @@ export interface RunnerHeartbeat {
   capacity?: Capacity;
   /** The ordered engine this runner hosts, as at registration; absent when it hosts none. */
   hosted?: HostedEngine;
+  /** As at registration: an engine launched on order brings its announcement with it. */
+  cache?: CacheAnnouncement;
 }
 
 /** What a gateway answers to a heartbeat. */
@@ -431,8 +437,10 @@ export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
     gpusProblem(b.gpus) ??
     loadProblem(b.load) ??
     capacityProblem('registration capacity', b.capacity) ??
-    hostedProblem('registration hosted', b.hosted);
+    hostedProblem('registration hosted', b.hosted) ??
+    cacheProblem('registration cache', b.cache);
   if (problem) return invalid(problem);
+  const cache = cacheOf(b.cache);
   return {
     kind: 'ok',
     value: {
@@ -447,6 +455,7 @@ export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
       load: b.load!,
       ...(b.capacity === undefined ? {} : { capacity: capacityOf(b.capacity)! }),
       ...(b.hosted === undefined ? {} : { hosted: hostedOf(b.hosted) }),
+      ...(cache ? { cache } : {}),
     },
   };
 }
@@ -462,9 +471,11 @@ export function parseHeartbeat(body: unknown): Parsed<RunnerHeartbeat> {
     modelsProblem('heartbeat models', b.models) ??
     loadProblem(b.load) ??
     capacityProblem('heartbeat capacity', b.capacity) ??
-    hostedProblem('heartbeat hosted', b.hosted);
+    hostedProblem('heartbeat hosted', b.hosted) ??
+    cacheProblem('heartbeat cache', b.cache);
   if (problem) return invalid(problem);
   const capacity = capacityOf(b.capacity);
+  const cache = cacheOf(b.cache);
   return {
     kind: 'ok',
     value: {
@@ -474,8 +485,44 @@ export function parseHeartbeat(body: unknown): Parsed<RunnerHeartbeat> {
       load: b.load!,
       ...(capacity ? { capacity } : {}),
       ...(b.hosted === undefined ? {} : { hosted: hostedOf(b.hosted) }),
+      ...(cache ? { cache } : {}),
     },
   };
+}
+
+/** Longest tokenizer name or hash seed announced. */
+const MAX_ANNOUNCED_TEXT = 256;
+/** Largest block size announced: engines use 16 to 256 tokens a block. */
+const MAX_BLOCK_SIZE = 4096;
+
+/**
+ * Why `value` is not a cache announcement, or undefined; absent is fine (the runner's engine
+ * tells nothing of its cache). An algorithm this side does not know is not a problem: such an
+ * announcement is dropped by {@link cacheOf}, so a newer runner still registers.
+ */
+function cacheProblem(field: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    return `${field} must be an object with tokenizer, scheme and events`;
+  const { tokenizer, scheme, events } = value as Record<string, unknown>;
+  if (typeof tokenizer !== 'string' || tokenizer === '' || tokenizer.length > MAX_ANNOUNCED_TEXT)
+    return `${field}.tokenizer must be a name of 1 to ${MAX_ANNOUNCED_TEXT} characters, got ${show(tokenizer)}`;
+  if (typeof events !== 'boolean') return `${field}.events must be true or false, got ${show(events)}`;
+  if (!scheme || typeof scheme !== 'object' || Array.isArray(scheme))
+    return `${field}.scheme must be an object with algorithm, seed and blockSize`;
+  const { algorithm, seed, blockSize } = scheme as Record<string, unknown>;
+  if (typeof algorithm !== 'string') return `${field}.scheme.algorithm must be a name, got ${show(algorithm)}`;
+  if (typeof seed !== 'string' || seed.length > MAX_ANNOUNCED_TEXT)
+    return `${field}.scheme.seed must be a string of at most ${MAX_ANNOUNCED_TEXT} characters, got ${show(seed)}`;
+  return countProblem(`${field}.scheme.blockSize`, blockSize, 1, MAX_BLOCK_SIZE);
+}
+
+/** A checked announcement as a fresh object of its known fields; undefined for none or an unknown algorithm. */
+function cacheOf(value: unknown): CacheAnnouncement | undefined {
+  if (value === undefined) return undefined;
+  const { tokenizer, scheme, events } = value as CacheAnnouncement;
+  if (!(BLOCK_HASH_ALGORITHMS as readonly string[]).includes(scheme.algorithm)) return undefined;
+  return { tokenizer, events, scheme: { algorithm: scheme.algorithm, seed: scheme.seed, blockSize: scheme.blockSize } };
 }
 
 /** Why a reported load is not one, or undefined: counts in range, the KV-cache use a fraction, at most the model limit. */

@@ -18,6 +18,12 @@ import {
   BUSY_HEADER,
   parseHeartbeat,
   parseRegistration,
+  blockKey,
+  chainBlockHashes,
+  seedHash,
+  simChatPrompt,
+  simTokenIds,
+  unpackBlockKeys,
 } from '../../runner/protocol/index.ts';
 import type { EngineOrder, HostedEngine, OrderedProfile } from '../../runner/protocol/index.ts';
 import { freePort } from '../../runner/hosting.ts';
@@ -42,6 +48,8 @@ class OrderingGateway {
   host: EngineOrder | null | undefined | Record<string, unknown> = undefined;
   readonly registrations: any[] = [];
   readonly beats: any[] = [];
+  /** Cache updates (runner/cache-forwarder.ts): a launched sim engine's feed. */
+  readonly cacheUpdates: any[] = [];
   readonly #server: Server;
 
   private constructor(server: Server) {
@@ -62,6 +70,10 @@ class OrderingGateway {
           return res
             .writeHead(200, { 'content-type': 'application/json' })
             .end(JSON.stringify({ gatewayId: 'gw-hosting', heartbeatInterval: 50 }));
+        }
+        if (req.url?.endsWith('/cache')) {
+          gw.cacheUpdates.push(body);
+          return res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
         }
         gw.beats.push(body);
         const answer = { drain: false, ...(gw.host === undefined ? {} : { host: gw.host }) };
@@ -98,6 +110,9 @@ class OrderingGateway {
     return new Promise((resolve) => this.#server.close(() => resolve()));
   }
 }
+
+/** `count` distinct words, each one token of the simulated engine. */
+const words = (count: number): string => Array.from({ length: count }, (_, i) => `w${i}`).join(' ');
 
 const noGpus: GpuInventory = { source: 'none', gpus: [], reason: 'no GPUs in this spec' };
 const twoGpus: GpuInventory = {
@@ -230,6 +245,35 @@ describe('an on-demand runner', () => {
     const ok = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(ok.status).toBe(200);
     expect(alive(enginePid(runner)!)).toBe(true);
+  });
+
+  it("carries an ordered sim engine's cache truth: announced in heartbeats, its blocks fed live after a call", async () => {
+    const gw = await OrderingGateway.start();
+    const { url } = await startRunner(gw);
+    gw.host = simOrder('rep-1');
+    await eventually(() => gw.hosted()?.state === 'ready', 20_000, 'ready reported');
+    await eventually(() => gw.beats.at(-1)?.cache !== undefined, 5000, 'announced');
+    expect(parseHeartbeat(gw.beats.at(-1)).kind).toBe('ok');
+    expect(gw.beats.at(-1).cache).toEqual({
+      tokenizer: 'sluice-sim',
+      scheme: { algorithm: 'sha256_cbor', seed: '0', blockSize: 16 },
+      events: true,
+    });
+    const long = chatBody({ messages: [{ role: 'user', content: words(80) }] });
+    expect((await postJson(`${url}/v1/chat/completions`, long)).status).toBe(200);
+    // 80 words and the role make 5 full blocks of 16 tokens: the engine's events reach the gateway.
+    await eventually(
+      () => gw.cacheUpdates.some((u) => u.engineFeed === 'live' && typeof u.stored === 'string'),
+      10_000,
+      'stored blocks fed',
+    );
+    const stored = gw.cacheUpdates
+      .filter((u) => u.engineFeed === 'live')
+      .flatMap((u) => unpackBlockKeys(u.stored ?? '')!);
+    // The keys a gateway computes with the announced tokenizer and seed: the engine read PYTHONHASHSEED.
+    const tokens = simTokenIds(simChatPrompt([{ role: 'user', content: words(80) }]));
+    const expected = chainBlockHashes(tokens, 16, seedHash('0')).map((hash) => blockKey(hash));
+    expect(stored.sort()).toEqual(expected.sort());
   });
 
   it('ignores an answer without host, and drains and stops the engine on null: draining, stopped, the process gone', async () => {

@@ -162,3 +162,43 @@ describe('parseHttpUrl', () => {
     );
   });
 });
+
+describe('the cache-truth options', () => {
+  it('defaults the hash seed to "0", the feed interval to 50 ms and an engine’s block size to 16', () => {
+    expect(resolveRunnerOptions({ engine: 'http://127.0.0.1:8000' })).toMatchObject({
+      hashSeed: '0',
+      cacheFeedInterval: 50,
+      engineBlockSize: 16,
+      engineKvEvents: undefined,
+    });
+  });
+
+  it.each([
+    [{ hashSeed: '' }, /hashSeed must be 1 to 64 printable ASCII characters/],
+    [{ hashSeed: 'a b' }, /hashSeed must be/],
+    [{ cacheFeedInterval: 0 }, /cacheFeedInterval/],
+    [
+      { engineKind: 'sim' as const, engineKvEvents: 'localhost:5557' },
+      /engineKvEvents must be a tcp:\/\/ or ipc:\/\/ address/,
+    ],
+    [
+      { engineKind: 'openai' as const, engineKvEvents: 'tcp://127.0.0.1:5557' },
+      /engineKvEvents needs engineKind vllm or sim/,
+    ],
+  ])('refuses %o, naming the option', (options, message) => {
+    expect(() => resolveRunnerOptions({ engine: 'http://127.0.0.1:8000', ...options })).toThrow(message);
+  });
+
+  it('takes engineKvEvents only for an engine behind a URL', () => {
+    expect(() => resolveRunnerOptions({ engineKvEvents: 'tcp://127.0.0.1:5557' })).toThrow(
+      /engineKvEvents is for an engine behind a URL/,
+    );
+    expect(
+      resolveRunnerOptions({
+        engine: 'http://127.0.0.1:8000',
+        engineKind: 'vllm',
+        engineKvEvents: 'tcp://127.0.0.1:5557',
+      }).engineKvEvents,
+    ).toBe('tcp://127.0.0.1:5557');
+  });
+});

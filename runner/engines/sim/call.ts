@@ -9,7 +9,8 @@ import { sendError } from './http.ts';
 import type { KvUsage } from './kv-usage.ts';
 import type { TtftHistogram } from './metrics.ts';
 import type { ResolvedSimEngineOptions } from './options.ts';
-import type { PrefixCache } from './prefix-cache.ts';
+import type { SimKvEvents } from './kv-events.ts';
+import type { PrefixCache, SimBlockNamer } from './prefix-cache.ts';
 import { notFound, refusal, schemaError, type ApiError } from './refusals.ts';
 import type { Release, SimScheduler } from './scheduler.ts';
 import type { SimTimingModel } from './timing.ts';
@@ -20,6 +21,10 @@ export interface SimCallContext {
   readonly scheduler: SimScheduler;
   readonly timing: SimTimingModel;
   readonly prefixCache: PrefixCache;
+  /** Names a prompt's blocks as the cache and the events do. */
+  readonly namer: SimBlockNamer;
+  /** Where the cache's changes are told (vLLM's KV events). */
+  readonly events: SimKvEvents;
   readonly kv: KvUsage;
   readonly faults: SimFaults;
   readonly ttft: TtftHistogram;

@@ -7,10 +7,10 @@ import type { ServerResponse } from 'node:http';
 import { admit, createdAt, newId, resolveModel, type SimCallContext } from './call.ts';
 import { optionalBoolean, optionalInteger, type FieldResult } from './fields.ts';
 import { sendError, sendJson } from './http.ts';
-import { blockHashes } from './prefix-cache.ts';
+import type { PromptBlocks } from './prefix-cache.ts';
 import { badRequest, schemaError, type ApiError } from './refusals.ts';
 import type { SlotOutcome } from './scheduler.ts';
-import { createTokenWriter, renderChatPrompt, renderCompletionPrompt, tokenize } from './text.ts';
+import { createTokenWriter, renderChatPrompt, renderCompletionPrompt } from './text.ts';
 import { playTokens, type PlayOutcome } from './timing.ts';
 
 /** Which OpenAI endpoint a request came to. */
@@ -20,7 +20,8 @@ interface Plan {
   readonly model: string;
   /** The whole rendered prompt: for chat every message's role and content, in order. */
   readonly prompt: string;
-  readonly promptTokens: readonly string[];
+  /** The prompt's token ids and block hashes, as the prefix cache names them. */
+  readonly blocks: PromptBlocks;
   /** Tokens each choice produces. */
   readonly tokens: number;
   /** Choices to produce (`n`), decoded side by side. */
@@ -164,7 +165,7 @@ function planRequest(ctx: SimCallContext, kind: GenerationKind, body: Record<str
   return {
     model: model.model,
     prompt,
-    promptTokens: tokenize(prompt),
+    blocks: ctx.namer.blocksOf(prompt),
     tokens,
     choices: choices.value,
     finishReason: limit !== undefined && tokens === limit ? 'length' : 'stop',
@@ -193,12 +194,17 @@ export async function handleGeneration(
   let outcome: SlotOutcome = 'aborted';
   try {
     if (signal.aborted) return;
-    const run = (onToken: (index: number) => void): Promise<PlayOutcome> =>
-      generate(ctx, plan, arrivedAt, onToken, signal);
+    const run = (onToken: (index: number) => void): Promise<Played> => generate(ctx, plan, arrivedAt, onToken, signal);
     outcome = plan.stream ? await streamTokens(ctx, kind, plan, res, run) : await answerOnce(ctx, kind, plan, res, run);
   } finally {
     release(outcome);
   }
+}
+
+/** How one admitted request played out: its outcome and the prompt tokens the cache served. */
+interface Played {
+  readonly outcome: PlayOutcome;
+  readonly cachedTokens: number;
 }
 
 /**
@@ -212,13 +218,13 @@ async function generate(
   arrivedAt: number,
   onToken: (index: number) => void,
   signal: AbortSignal,
-): Promise<PlayOutcome> {
-  const promptTokens = plan.promptTokens.length;
+): Promise<Played> {
+  const { blocks } = plan;
+  const promptTokens = blocks.tokenIds.length;
   // The lookup happens when prefill starts, as in vLLM's scheduler, and blocks are inserted once
   // computed: a twin prompt admitted after this one's first token hits, one admitted during its
   // prefill does not.
-  const hashes = blockHashes(plan.promptTokens);
-  const cachedTokens = ctx.prefixCache.lookup(hashes, promptTokens);
+  const cachedTokens = ctx.prefixCache.lookup(blocks.keys, promptTokens);
   // The prompt's blocks are held once: the choices share them through the prefix cache.
   const holds = Array.from({ length: plan.choices }, (_, choice) => ctx.kv.hold(choice === 0 ? promptTokens : 0));
   const schedule = ctx.timing.plan({
@@ -228,12 +234,12 @@ async function generate(
     running: () => ctx.scheduler.running,
   });
   try {
-    return await playTokens(
+    const outcome = await playTokens(
       schedule,
       (index) => {
         if (index === 0) {
           // Blocks are reusable once computed, i.e. when prefill has produced the first token.
-          ctx.prefixCache.insert(hashes);
+          storeBlocks(ctx, blocks);
           ctx.ttft.observe((performance.now() - arrivedAt) / 1000);
         }
         for (const hold of holds) hold.grow();
@@ -241,24 +247,62 @@ async function generate(
       },
       signal,
     );
+    return { outcome, cachedTokens };
   } finally {
     for (const hold of holds) hold.release();
   }
 }
 
-/** Usage over every choice: vLLM counts each choice's tokens as completion tokens. */
-function usageOf(plan: Plan): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
-  const promptTokens = plan.promptTokens.length;
+/**
+ * Inserts a computed prompt's blocks into the cache and tells the newly stored ones, a
+ * BlockStored event per run of consecutive blocks (vLLM tells each request's newly cached
+ * blocks with the hash of the block before them, null at the prompt's start).
+ */
+function storeBlocks(ctx: SimCallContext, blocks: PromptBlocks): void {
+  const { blockSize } = ctx.options;
+  // A block the same insert evicted again (a cache smaller than the prompt) is not told as stored.
+  const added = ctx.prefixCache.insert(blocks.keys).filter((index) => ctx.prefixCache.has(blocks.keys[index]!));
+  let start = 0;
+  while (start < added.length) {
+    let end = start + 1;
+    while (end < added.length && added[end] === added[end - 1]! + 1) end += 1;
+    const first = added[start]!;
+    const last = added[end - 1]!;
+    ctx.events.stored({
+      hashes: blocks.hashes.slice(first, last + 1),
+      parent: first === 0 ? null : blocks.hashes[first - 1]!,
+      tokenIds: blocks.tokenIds.slice(first * blockSize, (last + 1) * blockSize),
+      blockSize,
+    });
+    start = end;
+  }
+}
+
+/** OpenAI's usage block. */
+interface Usage {
+  readonly prompt_tokens: number;
+  readonly completion_tokens: number;
+  readonly total_tokens: number;
+  readonly prompt_tokens_details?: { readonly cached_tokens: number };
+}
+
+/**
+ * Usage over every choice: vLLM counts each choice's tokens as completion tokens. With
+ * `enablePromptTokensDetails`, the prompt tokens the prefix cache served, as vLLM reports them.
+ */
+function usageOf(ctx: SimCallContext, plan: Plan, cachedTokens: number): Usage {
+  const promptTokens = plan.blocks.tokenIds.length;
   const completionTokens = plan.tokens * plan.choices;
   return {
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,
     total_tokens: promptTokens + completionTokens,
+    ...(ctx.options.enablePromptTokensDetails ? { prompt_tokens_details: { cached_tokens: cachedTokens } } : {}),
   };
 }
 
 /** Plays the admitted request, calling `onToken` as each step's tokens exist; bound to its plan and signal. */
-type Run = (onToken: (index: number) => void) => Promise<PlayOutcome>;
+type Run = (onToken: (index: number) => void) => Promise<Played>;
 
 /** One token writer per choice, each with its own words. */
 function writersFor(plan: Plan): Array<(index: number) => string> {
@@ -274,8 +318,8 @@ async function answerOnce(
 ): Promise<SlotOutcome> {
   const writers = writersFor(plan);
   const parts: string[][] = writers.map(() => []);
-  if ((await run((index) => writers.forEach((write, choice) => parts[choice]!.push(write(index))))) === 'aborted')
-    return 'aborted';
+  const played = await run((index) => writers.forEach((write, choice) => parts[choice]!.push(write(index))));
+  if (played.outcome === 'aborted') return 'aborted';
   const choices = parts.map((words, index) => {
     const text = words.join('');
     return kind === 'chat'
@@ -288,7 +332,7 @@ async function answerOnce(
     created: createdAt(ctx.options),
     model: plan.model,
     choices,
-    usage: usageOf(plan),
+    usage: usageOf(ctx, plan, played.cachedTokens),
   });
   return 'completed';
 }
@@ -316,14 +360,14 @@ async function streamTokens(
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   res.flushHeaders();
   const writers = writersFor(plan);
-  const outcome = await run((index) => {
+  const played = await run((index) => {
     writers.forEach((write, choice) => {
       const text = write(index);
       const delta = index === 0 ? { role: 'assistant', content: text } : { content: text };
       res.write(event(choice, kind === 'chat' ? { delta, finish_reason: null } : { text, finish_reason: null }));
     });
   });
-  if (outcome === 'aborted') return 'aborted';
+  if (played.outcome === 'aborted') return 'aborted';
   for (let choice = 0; choice < plan.choices; choice += 1) {
     res.write(
       event(
@@ -334,7 +378,8 @@ async function streamTokens(
       ),
     );
   }
-  if (plan.includeUsage) res.write(`data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(plan) })}\n\n`);
+  if (plan.includeUsage)
+    res.write(`data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(ctx, plan, played.cachedTokens) })}\n\n`);
   res.end('data: [DONE]\n\n');
   return 'completed';
 }

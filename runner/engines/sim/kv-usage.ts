@@ -1,6 +1,6 @@
 /**
  * KV-cache occupancy, for the `vllm:kv_cache_usage_perc` gauge: the blocks held by running
- * sequences over the device's total. A sequence holds ceil((prompt + generated) / 16) blocks, so
+ * sequences over the device's total. A sequence holds ceil((prompt + generated) / block size) blocks, so
  * the gauge rises with every admitted prompt and with decode, and falls when a sequence ends, the
  * way a placer weighing KV utilisation sees it on vLLM. Admission does not depend on it: the
  * simulator does not model preemption when the pool is full, only reports the pressure.
@@ -9,7 +9,7 @@ import { BLOCK_SIZE } from './prefix-cache.ts';
 
 /** One running sequence's hold on the pool. */
 export interface KvHold {
-  /** Counts one more generated token; the hold grows by a block every {@link BLOCK_SIZE} tokens. */
+  /** Counts one more generated token; the hold grows by a block every block size of tokens. */
   grow(): void;
   /** Gives the blocks back. Idempotent, so `finally` blocks may repeat it. */
   release(): void;
@@ -18,11 +18,16 @@ export interface KvHold {
 /** The pool's occupancy. */
 export class KvUsage {
   readonly #totalBlocks: number;
+  readonly #blockSize: number;
   #held = 0;
 
-  /** @param totalBlocks blocks on the device, at least 1 (validated by the engine's options). */
-  constructor(totalBlocks: number) {
+  /**
+   * @param totalBlocks blocks on the device, at least 1 (validated by the engine's options).
+   * @param blockSize tokens per block.
+   */
+  constructor(totalBlocks: number, blockSize = BLOCK_SIZE) {
     this.#totalBlocks = totalBlocks;
+    this.#blockSize = blockSize;
   }
 
   /** Blocks held by running sequences now. */
@@ -38,14 +43,14 @@ export class KvUsage {
   /** Starts holding blocks for a sequence whose prompt has `promptTokens` tokens. */
   hold(promptTokens: number): KvHold {
     let tokens = promptTokens;
-    let blocks = Math.ceil(tokens / BLOCK_SIZE);
+    let blocks = Math.ceil(tokens / this.#blockSize);
     let released = false;
     this.#held += blocks;
     return {
       grow: () => {
         if (released) return;
         tokens += 1;
-        const next = Math.ceil(tokens / BLOCK_SIZE);
+        const next = Math.ceil(tokens / this.#blockSize);
         this.#held += next - blocks;
         blocks = next;
       },

@@ -5,9 +5,11 @@
  * kernel's resolveOptions, with a message naming the option and the bad value, so a bad flag fails
  * at start rather than on the first request.
  */
+import { randomBytes } from 'node:crypto';
 import { checksWith, rule, show } from '../../../placer/kernel/index.ts';
 import type { Rule } from '../../../placer/kernel/index.ts';
 import { SimOptionError } from './errors.ts';
+import { parseKvEventsConfig, type SimKvEventsConfig } from './kv-events-config.ts';
 import { isSimProfileName, SIM_PROFILES, type SimProfile, type SimProfileName } from './profiles.ts';
 import type { SimTimingModel } from './timing.ts';
 
@@ -58,10 +60,25 @@ export interface SimEngineOptions {
   maxNumSeqs?: number;
   /** Requests allowed to wait for a slot; one more is answered 429. @default profile (small 256, h100-8b 64) */
   maxQueue?: number;
-  /** Blocks of 16 tokens the prefix cache remembers, least recently used evicted first. @default profile (small 4096, h100-8b 27000) */
+  /** Blocks the prefix cache remembers, least recently used evicted first. @default profile (small 4096, h100-8b 27000) */
   cacheBlocks?: number;
-  /** KV-cache blocks of 16 tokens on the device, for `vllm:kv_cache_usage_perc`. @default profile (small 65536, h100-8b 27000) */
+  /** KV-cache blocks on the device, for `vllm:kv_cache_usage_perc`. @default profile (small 65536, h100-8b 27000) */
   kvBlocks?: number;
+  /** Tokens per KV-cache block (vLLM's `--block-size`). @default 16 */
+  blockSize?: number;
+  /**
+   * The seed of the block hashes, as vLLM takes PYTHONHASHSEED (the entry point reads the
+   * variable). Unset, a random seed: no router can then match the engine's blocks, as with vLLM.
+   * @default 32 random hex digits
+   */
+  hashSeed?: string;
+  /** Answers carry `usage.prompt_tokens_details.cached_tokens` (vLLM's `--enable-prompt-tokens-details`). @default false */
+  enablePromptTokensDetails?: boolean;
+  /**
+   * KV-cache events, as vLLM's `--kv-events-config` takes them: its JSON text or the parsed
+   * object (kv-events-config.ts). @default none: no events
+   */
+  kvEventsConfig?: string | Record<string, unknown>;
   /** Largest request body accepted, bytes; a larger one is answered 413. @default see simEngineDefaults */
   maxBodyBytes?: number;
   /** Fault injection: chance per call of each refusal, drawn from `random` before any output. @default see simEngineDefaults (none) */
@@ -101,6 +118,11 @@ export interface ResolvedSimEngineOptions extends SimProfile {
   readonly clock: SimClock;
   readonly random: () => number;
   readonly timing: SimTimingModel | undefined;
+  readonly blockSize: number;
+  readonly hashSeed: string;
+  readonly enablePromptTokensDetails: boolean;
+  /** The events publisher's settings; undefined when the engine publishes none. */
+  readonly kvEvents: SimKvEventsConfig | undefined;
 }
 
 /** SimOptionError carries the option's name, which every check passes along with its message. */
@@ -116,6 +138,8 @@ export const simEngineDefaults = Object.freeze({
   outputTokens: 16,
   maxBodyBytes: 16 * 1024 * 1024,
   startupDelayMs: 0,
+  blockSize: 16,
+  enablePromptTokensDetails: false,
   /** No injected failures. */
   failureRate: Object.freeze({ 429: 0, 503: 0, 500: 0 }) as Readonly<Record<'429' | '503' | '500', number>>,
   /** Date itself: a function with a static now(). */
@@ -168,6 +192,11 @@ const failureRate: Rule = (option, value, fail) => {
   return Object.freeze(resolved);
 };
 
+const boolean: Rule = (option, value, fail) => {
+  if (typeof value !== 'boolean') throw fail(`${option} must be true or false, got ${show(value)}`, option);
+  return value;
+};
+
 /** lru-cache allocates its index arrays for `max` entries up front, so the size is bounded. */
 const MAX_CACHE_BLOCKS = 1_048_576;
 
@@ -193,6 +222,9 @@ const simRules = {
   maxBodyBytes: rule.integer({ min: 1 }),
   failureRate,
   startupDelayMs: rule.number({ min: 0 }),
+  // vLLM's CUDA kernels take 1 to 256 tokens a block.
+  blockSize: rule.integer({ min: 1, max: 256 }),
+  enablePromptTokensDetails: boolean,
 };
 
 /** `ttftMs` is the old name of prefillOverheadMs: either may be given, both only when they agree. */
@@ -210,6 +242,16 @@ function resolveOverhead(options: SimEngineOptions): number | undefined {
     }
   }
   return ttftMs;
+}
+
+/**
+ * The given seed, or 32 random hex digits, as vLLM seeds from os.urandom without PYTHONHASHSEED.
+ * Drawn from node:crypto rather than the injected `random`, so a spec's seeded draws stay the calls'.
+ */
+function resolveHashSeed(value: unknown): string {
+  if (value === undefined) return randomBytes(16).toString('hex');
+  if (typeof value !== 'string') throw check.fail(`hashSeed must be a string, got ${show(value)}`, 'hashSeed');
+  return value;
 }
 
 /** A random `sim-` and 6 hex digits, or the given id when a header can carry it. */
@@ -248,5 +290,10 @@ export function resolveSimEngineOptions(options: SimEngineOptions = {}): Resolve
       options.crashOnCall === undefined ? undefined : check.integer('crashOnCall', options.crashOnCall, { min: 1 }),
     onCrash: options.onCrash,
     timing: options.timing,
+    hashSeed: resolveHashSeed(options.hashSeed),
+    kvEvents:
+      options.kvEventsConfig === undefined
+        ? undefined
+        : parseKvEventsConfig(options.kvEventsConfig, (message) => check.fail(message, 'kvEventsConfig')),
   });
 }

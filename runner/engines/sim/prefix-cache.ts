@@ -1,37 +1,66 @@
 /**
- * The simulated prefix cache, as vLLM's automatic prefix caching works in outline: a prompt is cut
- * into blocks of {@link BLOCK_SIZE} tokens, each block named by a hash chained through every block
- * before it, and an engine remembers a fixed number of blocks, least recently used evicted first.
- * A request's cached prefix is its run of leading blocks the engine still holds; only the rest is
- * prefilled. Placement that sends similar prompts to the same engine is rewarded exactly as on a
- * real GPU, which is what judging a cache-aware placer needs.
+ * The simulated prefix cache, as vLLM's automatic prefix caching works: a prompt is cut into
+ * blocks of the engine's block size (vLLM's `--block-size`, default {@link BLOCK_SIZE}), each
+ * block named by the wire's block hash (runner/protocol/block-hash.ts: vLLM's sha256_cbor chain
+ * over the token ids, seeded by PYTHONHASHSEED), and an engine remembers a fixed number of
+ * blocks, least recently used evicted first. A request's cached prefix is its run of leading
+ * blocks the engine still holds; only the rest is prefilled. Because the names are the wire's, a
+ * gateway that hashes a call's prompt the same way finds exactly the blocks this cache holds, and
+ * the KV events the engine publishes (kv-events.ts) name them as vLLM's do.
  */
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import { chainBlockHashes, seedHash, simTokenIds, type BlockHash } from '../../protocol/index.ts';
 
-/** Tokens per KV-cache block: vLLM's default `--block-size`, and what REFERENCE's model uses. */
+/** Tokens per KV-cache block by default: vLLM's default `--block-size`. */
 export const BLOCK_SIZE = 16;
 
 /**
- * Hashes of the full blocks of `tokens`, in order; a partial trailing block gets none, since a
- * block is only reusable once full. Block i's hash is SHA-256 over block i-1's hash and block i's
- * tokens, so equal tokens at another position (after another prefix) get another hash, as in vLLM.
- * SHA-256 from node:crypto rather than a 64-bit hash: collisions would silently fake hits, and a
- * few hundred digests per prompt cost well under a millisecond. Tokens never hold whitespace, so a
- * space joins them unambiguously.
+ * Hashes of the full blocks of `tokens` (token texts, not ids), in order, chained by SHA-256
+ * over the parent's hash and the block's tokens. A stand-in naming for a simulation of a fleet
+ * that never meets a gateway's hashing; the engine itself names blocks by {@link SimBlockNamer}.
  */
-export function blockHashes(tokens: readonly string[]): string[] {
+export function blockHashes(tokens: readonly string[], blockSize = BLOCK_SIZE): string[] {
   const hashes: string[] = [];
   let parent = '';
-  for (let end = BLOCK_SIZE; end <= tokens.length; end += BLOCK_SIZE) {
+  for (let end = blockSize; end <= tokens.length; end += blockSize) {
     parent = createHash('sha256')
       .update(parent)
       .update('\n')
-      .update(tokens.slice(end - BLOCK_SIZE, end).join(' '))
+      .update(tokens.slice(end - blockSize, end).join(' '))
       .digest('base64url');
     hashes.push(parent);
   }
   return hashes;
+}
+
+/** A prompt as the engine's cache sees it. */
+export interface PromptBlocks {
+  /** The prompt's token ids (simTokenIds of the rendered prompt). */
+  readonly tokenIds: readonly number[];
+  /** The full blocks' 32-byte hashes, in order. */
+  readonly hashes: readonly BlockHash[];
+  /** The same hashes as 64 hex digits: the cache's keys. */
+  readonly keys: readonly string[];
+}
+
+/** Names a prompt's blocks as a vLLM engine with `--prefix-caching-hash-algo sha256_cbor` would. */
+export class SimBlockNamer {
+  readonly #seed: BlockHash;
+  readonly #blockSize: number;
+
+  /** @param seed the engine's PYTHONHASHSEED; @param blockSize tokens per block. */
+  constructor(seed: string, blockSize: number) {
+    this.#seed = seedHash(seed);
+    this.#blockSize = blockSize;
+  }
+
+  /** The blocks of a rendered prompt. */
+  blocksOf(prompt: string): PromptBlocks {
+    const tokenIds = simTokenIds(prompt);
+    const hashes = chainBlockHashes(tokenIds, this.#blockSize, this.#seed);
+    return { tokenIds, hashes, keys: hashes.map((hash) => hash.toString('hex')) };
+  }
 }
 
 /** Lifetime counters in tokens, counted the way vLLM counts `prefix_cache_queries` and `prefix_cache_hits`. */
@@ -42,20 +71,52 @@ export interface PrefixCacheTotals {
   readonly hits: number;
 }
 
-/** An LRU of block hashes with vLLM's hit accounting. */
+/** What a prefix cache tells about its blocks; every method optional. */
+export interface PrefixCacheListener {
+  /** A block was evicted to make room (not on {@link PrefixCache.clear}). */
+  evicted?(key: string): void;
+}
+
+/** How a {@link PrefixCache} is built. */
+export interface PrefixCacheOptions {
+  /** Tokens per block. @default BLOCK_SIZE */
+  blockSize?: number;
+  /** @default none */
+  listener?: PrefixCacheListener;
+}
+
+/** An LRU of block keys with vLLM's hit accounting. */
 export class PrefixCache {
   readonly #blocks: LRUCache<string, true>;
+  readonly #blockSize: number;
   #queries = 0;
   #hits = 0;
 
   /** @param capacityBlocks blocks remembered at most; validated by the engine's options. */
-  constructor(capacityBlocks: number) {
-    this.#blocks = new LRUCache<string, true>({ max: capacityBlocks });
+  constructor(capacityBlocks: number, options: PrefixCacheOptions = {}) {
+    const { blockSize = BLOCK_SIZE, listener } = options;
+    this.#blockSize = blockSize;
+    this.#blocks = new LRUCache<string, true>({
+      max: capacityBlocks,
+      ...(listener?.evicted
+        ? { dispose: (_value, key, reason) => (reason === 'evict' ? listener.evicted?.(key) : undefined) }
+        : {}),
+    });
   }
 
   /** Blocks held now. */
   get size(): number {
     return this.#blocks.size;
+  }
+
+  /** Every key held now, most recent first. */
+  keys(): string[] {
+    return [...this.#blocks.keys()];
+  }
+
+  /** Whether the block `key` is held now; does not refresh its recency. */
+  has(key: string): boolean {
+    return this.#blocks.has(key);
   }
 
   /** A snapshot of the lifetime counters. */
@@ -70,22 +131,34 @@ export class PrefixCache {
    * a multiple of the block size, hits one block fewer. Lookups do not refresh recency: a block
    * becomes recent when {@link insert} records that it was computed or reused.
    */
-  lookup(hashes: readonly string[], promptTokens: number): number {
-    const usable = Math.min(hashes.length, Math.floor(Math.max(promptTokens - 1, 0) / BLOCK_SIZE));
+  lookup(keys: readonly string[], promptTokens: number): number {
+    const usable = Math.min(keys.length, Math.floor(Math.max(promptTokens - 1, 0) / this.#blockSize));
     let blocks = 0;
-    while (blocks < usable && this.#blocks.has(hashes[blocks]!)) blocks += 1;
-    const cached = blocks * BLOCK_SIZE;
+    while (blocks < usable && this.#blocks.has(keys[blocks]!)) blocks += 1;
+    const cached = blocks * this.#blockSize;
     this.#queries += promptTokens;
     this.#hits += cached;
     return cached;
   }
 
   /**
-   * Records a prompt's full blocks as cached. They go in last block first, so that the prompt's
-   * first block is the most recent: a chain only hits from its start, so under pressure its tail
-   * should go before its head, which is also the order vLLM frees a request's blocks in.
+   * Records a prompt's full blocks as cached and returns the indexes of those it did not hold
+   * before, ascending. They go in last block first, so that the prompt's first block is the most
+   * recent: a chain only hits from its start, so under pressure its tail should go before its
+   * head, which is also the order vLLM frees a request's blocks in.
    */
-  insert(hashes: readonly string[]): void {
-    for (let index = hashes.length - 1; index >= 0; index -= 1) this.#blocks.set(hashes[index]!, true);
+  insert(keys: readonly string[]): number[] {
+    const added: number[] = [];
+    for (let index = keys.length - 1; index >= 0; index -= 1) {
+      const key = keys[index]!;
+      if (!this.#blocks.has(key)) added.push(index);
+      this.#blocks.set(key, true);
+    }
+    return added.reverse();
+  }
+
+  /** Forgets every block (vLLM's `reset_prefix_cache`); evictions are not reported for them. */
+  clear(): void {
+    this.#blocks.clear();
   }
 }

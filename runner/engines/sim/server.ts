@@ -7,6 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { onCutShort } from '../../../placer/kernel/index.ts';
+import { blockKey } from '../../protocol/index.ts';
 import { handleInvoke } from './invoke.ts';
 import type { SimCallContext } from './call.ts';
 import { SimFaults, type FaultTotals } from './faults.ts';
@@ -16,7 +17,8 @@ import { readJsonBody, readRawBody, sendError, sendJson } from './http.ts';
 import { KvUsage } from './kv-usage.ts';
 import { METRICS_CONTENT_TYPE, renderMetrics, TtftHistogram } from './metrics.ts';
 import { resolveSimEngineOptions, type ResolvedSimEngineOptions, type SimEngineOptions } from './options.ts';
-import { BLOCK_SIZE, PrefixCache, type PrefixCacheTotals } from './prefix-cache.ts';
+import { NO_KV_EVENTS, SimKvEventPublisher, type SimKvEvents } from './kv-events.ts';
+import { PrefixCache, SimBlockNamer, type PrefixCacheTotals } from './prefix-cache.ts';
 import { badRequest, internalError, notFound, refusal } from './refusals.ts';
 import { SimScheduler, type SchedulerTotals } from './scheduler.ts';
 import { createSimTiming } from './timing.ts';
@@ -59,6 +61,11 @@ export interface SimEngine {
   close(): Promise<void>;
   /** Totals and load now. */
   stats(): SimEngineStats;
+  /**
+   * The wire's keys (runner/protocol/block-hash.ts) of every block the prefix cache holds now:
+   * what a runner's mirror of the engine's events should hold, and what an oracle placer reads.
+   */
+  cachedBlockKeys(): string[];
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse, signal: AbortSignal) => Promise<void> | void;
@@ -83,12 +90,22 @@ const READ_METHODS = ['GET', 'HEAD'] as const;
 export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   const resolved = resolveSimEngineOptions(options);
   const scheduler = new SimScheduler(resolved);
+  const publisher = resolved.kvEvents
+    ? new SimKvEventPublisher(resolved.kvEvents, () => resolved.clock.now())
+    : undefined;
+  const events: SimKvEvents = publisher ?? NO_KV_EVENTS;
+  const { blockSize } = resolved;
   const ctx: SimCallContext = {
     options: resolved,
     scheduler,
     timing: resolved.timing ?? createSimTiming(resolved),
-    prefixCache: new PrefixCache(resolved.cacheBlocks),
-    kv: new KvUsage(resolved.kvBlocks),
+    prefixCache: new PrefixCache(resolved.cacheBlocks, {
+      blockSize,
+      listener: { evicted: (key) => events.removed(Buffer.from(key, 'hex')) },
+    }),
+    namer: new SimBlockNamer(resolved.hashSeed, blockSize),
+    events,
+    kv: new KvUsage(resolved.kvBlocks, blockSize),
     faults: new SimFaults(resolved),
     ttft: new TtftHistogram(),
   };
@@ -118,6 +135,19 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
           const created = Math.floor(resolved.clock.now() / 1000);
           const data = resolved.models.map((id) => ({ id, object: 'model', created, owned_by: 'sluice-sim' }));
           sendJson(res, 200, { object: 'list', data });
+        },
+      },
+    ],
+    // vLLM's route (served in its dev mode): forget every cached block and say so in the events.
+    [
+      '/reset_prefix_cache',
+      {
+        methods: ['POST'],
+        gate: 'ready',
+        handle: (_req, res) => {
+          ctx.prefixCache.clear();
+          events.cleared();
+          res.writeHead(200, { 'content-length': 0 }).end();
         },
       },
     ],
@@ -221,7 +251,9 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   return {
     server,
     options: resolved,
-    listen(port = 0, host = '127.0.0.1') {
+    async listen(port = 0, host = '127.0.0.1') {
+      // The event socket first: a call's events must have somewhere to go.
+      await publisher?.open();
       return new Promise<SimEngineAddress>((resolve, reject) => {
         server.once('error', reject);
         server.listen(port, host, () => {
@@ -241,6 +273,7 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
         server.closeAllConnections();
       }).then(async () => {
         await Promise.allSettled([...inFlight]);
+        await publisher?.close();
       });
       return closing;
     },
@@ -254,6 +287,9 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
         faults: ctx.faults.totals(),
       };
     },
+    cachedBlockKeys() {
+      return ctx.prefixCache.keys().map((key) => blockKey(Buffer.from(key, 'hex')));
+    },
   };
 }
 
@@ -266,7 +302,7 @@ function renderEngineMetrics(ctx: SimCallContext): string {
     totals: ctx.scheduler.totals(),
     kvUsage: ctx.kv.fraction,
     kvBlocks: ctx.options.kvBlocks,
-    blockSize: BLOCK_SIZE,
+    blockSize: ctx.options.blockSize,
     prefix: ctx.prefixCache.totals(),
     faults: ctx.faults.totals(),
     ttft: ctx.ttft,

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { RunnerConfigError } from '../../../runner/errors.ts';
 import { engineCommand } from '../../../runner/engines/argv.ts';
 import { validateProfile } from '../../../runner/engines/profile.ts';
+import { launchProblems } from '../../../runner/protocol/index.ts';
 import type { EngineProfile, ProfileFacts, ValidProfile } from '../../../runner/engines/profile.ts';
 
 /** A node with four GPUs where every binary lives in /opt/bin and every port is free. */
@@ -145,6 +146,53 @@ describe('engineCommand', () => {
       '--max-model-len',
       '8192',
       '--enforce-eager',
+    ]);
+  });
+
+  const cache = { eventsEndpoint: 'tcp://127.0.0.1:41234', hashSeed: '0' };
+  const cacheArgs = [
+    '--enable-prompt-tokens-details',
+    '--prefix-caching-hash-algo',
+    'sha256_cbor',
+    '--kv-events-config',
+    '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:41234","topic":""}',
+  ];
+
+  it('turns cache truth on for vllm: KV events to the given endpoint, cached tokens, sha256_cbor, PYTHONHASHSEED', async () => {
+    const built = engineCommand(await profile({ kind: 'vllm', args: ['--enforce-eager'] }), {
+      baseEnv: { ...base, PYTHONHASHSEED: 'random' },
+      cache,
+    });
+    expect(built.args).toEqual([
+      'serve',
+      'org/model',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '8000',
+      ...cacheArgs,
+      '--enforce-eager',
+    ]);
+    expect(built.env).toEqual({ ...base, PYTHONHASHSEED: '0' });
+  });
+
+  it('turns it on for the simulated engine with the same flags, and for no other kind', async () => {
+    const sim = engineCommand(await profile({ kind: 'sim' }), { simCommand: SIM, baseEnv: base, cache });
+    expect(sim.args.slice(-cacheArgs.length)).toEqual(cacheArgs);
+    expect(sim.env.PYTHONHASHSEED).toBe('0');
+    const sglang = engineCommand(await profile({ kind: 'sglang' }), { baseEnv: base, cache });
+    expect(sglang.args).not.toContain('--kv-events-config');
+    expect(sglang.env.PYTHONHASHSEED).toBeUndefined();
+  });
+
+  it.each([
+    ['vllm', '--kv-events-config'],
+    ['vllm', '--prefix-caching-hash-algo=builtin'],
+    ['sim', '--kv-events-config'],
+  ] as const)('refuses an order for a %s engine that sets %s, which the runner sets', (kind, arg) => {
+    const problems = launchProblems({ kind, model: 'org/model', args: [arg, '{}'] });
+    expect(problems).toEqual([
+      expect.objectContaining({ rule: 'forbidden', message: expect.stringMatching(/runner sets/) }),
     ]);
   });
 

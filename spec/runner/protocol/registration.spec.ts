@@ -604,3 +604,51 @@ describe('gatewayAnswerKind', () => {
     expect(gatewayAnswerKind(status)).toBe(kind);
   });
 });
+
+describe('the cache announcement a runner sends', () => {
+  const cache = {
+    tokenizer: 'sluice-sim',
+    scheme: { algorithm: 'sha256_cbor', seed: '0', blockSize: 16 },
+    events: true,
+  };
+  const beat = { ready: true, models: ['m'], load };
+
+  it('is carried by registrations and heartbeats as a fresh object of its fields', () => {
+    const parsed = parseRegistration({ ...registration, cache: { ...cache, extra: 1 } });
+    expect(parsed).toMatchObject({ kind: 'ok', value: { cache } });
+    expect(parsed.kind === 'ok' && parsed.value.cache).toEqual(cache);
+    expect(parseHeartbeat({ ...beat, cache })).toMatchObject({ kind: 'ok', value: { cache } });
+  });
+
+  it('is optional', () => {
+    const parsed = parseHeartbeat(beat);
+    expect(parsed.kind === 'ok' && 'cache' in parsed.value).toBe(false);
+  });
+
+  it('is dropped, not refused, when it names a hash algorithm this side does not know', () => {
+    const parsed = parseRegistration({
+      ...registration,
+      cache: { ...cache, scheme: { ...cache.scheme, algorithm: 'xxhash' } },
+    });
+    expect(parsed.kind).toBe('ok');
+    expect(parsed.kind === 'ok' && parsed.value.cache).toBeUndefined();
+  });
+
+  it.each([
+    ['not an object', 'x', /registration cache must be an object/],
+    ['an empty tokenizer', { ...cache, tokenizer: '' }, /cache\.tokenizer must be a name/],
+    ['events not a boolean', { ...cache, events: 'yes' }, /cache\.events must be true or false/],
+    ['no scheme', { ...cache, scheme: null }, /cache\.scheme must be an object/],
+    ['a numeric seed', { ...cache, scheme: { ...cache.scheme, seed: 0 } }, /cache\.scheme\.seed must be a string/],
+    [
+      'a block size of 0',
+      { ...cache, scheme: { ...cache.scheme, blockSize: 0 } },
+      /cache\.scheme\.blockSize must be a whole number/,
+    ],
+  ])('refuses %s, naming the field', (_name, value, message) => {
+    expect(parseRegistration({ ...registration, cache: value })).toEqual({
+      kind: 'invalid',
+      message: expect.stringMatching(message),
+    });
+  });
+});

@@ -143,3 +143,46 @@ describe('resolveSimEngineOptions', () => {
     expect(error).toBeInstanceOf(SluiceError);
   });
 });
+
+describe('the cache-truth options', () => {
+  it("reads --kv-events-config as vLLM does, with vLLM's defaults", () => {
+    const resolved = resolveSimEngineOptions({
+      kvEventsConfig: '{"enable_kv_cache_events": true, "publisher": "zmq"}',
+    });
+    expect(resolved.kvEvents).toEqual({
+      endpoint: 'tcp://*:5557',
+      topic: '',
+      replayEndpoint: undefined,
+      bufferSteps: 10_000,
+    });
+  });
+
+  it('publishes nothing when the config turns events off or names the null publisher', () => {
+    expect(
+      resolveSimEngineOptions({ kvEventsConfig: { enable_kv_cache_events: false, publisher: 'zmq' } }).kvEvents,
+    ).toBe(undefined);
+    expect(resolveSimEngineOptions({ kvEventsConfig: { enable_kv_cache_events: true } }).kvEvents).toBe(undefined);
+  });
+
+  it.each([
+    ['not JSON', '{', /kvEventsConfig must be a JSON object/],
+    ['an unknown field', { enable_kv_cache_events: true, port: 1 }, /kvEventsConfig has no field "port"/],
+    ['another publisher', { enable_kv_cache_events: true, publisher: 'nats' }, /publisher must be "zmq" or "null"/],
+    [
+      'an endpoint without a scheme',
+      { enable_kv_cache_events: true, publisher: 'zmq', endpoint: '127.0.0.1:1' },
+      /endpoint must be/,
+    ],
+  ])('refuses %s, naming kvEventsConfig', (_name, value, message) => {
+    expect(() => resolveSimEngineOptions({ kvEventsConfig: value })).toThrow(message);
+  });
+
+  it('takes a block size of 1 to 256 tokens, 16 by default, and a hash seed as given', () => {
+    expect(resolveSimEngineOptions({}).blockSize).toBe(16);
+    expect(resolveSimEngineOptions({ blockSize: 32, hashSeed: '42' })).toMatchObject({ blockSize: 32, hashSeed: '42' });
+    expect(() => resolveSimEngineOptions({ blockSize: 0 })).toThrow(/blockSize/);
+    expect(() => resolveSimEngineOptions({ enablePromptTokensDetails: 'yes' as unknown as boolean })).toThrow(
+      /enablePromptTokensDetails must be true or false/,
+    );
+  });
+});

@@ -1,0 +1,212 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { encode } from '@msgpack/msgpack';
+import { request } from 'undici';
+import { Dealer, Publisher } from 'zeromq';
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../placer/kernel/index.ts';
+import { CacheMirror } from '../../runner/cache-mirror.ts';
+import { createSimEngine } from '../../runner/engines/sim/index.ts';
+import type { SimEngine } from '../../runner/engines/sim/index.ts';
+import { decodeKvEvents, KvEventSubscriber } from '../../runner/kv-events.ts';
+import type { KvEvent } from '../../runner/kv-events.ts';
+import { blockKey } from '../../runner/protocol/index.ts';
+import { eventually } from '../support/fleet.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const hash = (byte: number): Uint8Array => new Uint8Array(32).fill(byte);
+const ok = (events: KvEvent[]) => ({ kind: 'ok', events });
+
+describe('decodeKvEvents', () => {
+  it("reads vLLM's array form: tagged arrays in [ts, events, data_parallel_rank], hashes as 32 bytes", () => {
+    const payload = encode([
+      1.5,
+      [
+        ['BlockStored', [hash(1), hash(2)], null, [1, 2, 3, 4, 5, 6, 7, 8], 4, null, 'GPU', null],
+        ['BlockRemoved', [hash(3)], 'GPU'],
+        ['AllBlocksCleared'],
+      ],
+      0,
+    ]);
+    expect(decodeKvEvents(payload)).toEqual(
+      ok([
+        { kind: 'stored', keys: [blockKey(hash(1)), blockKey(hash(2))] },
+        { kind: 'removed', keys: [blockKey(hash(3))] },
+        { kind: 'cleared' },
+      ]),
+    );
+  });
+
+  it('reads the map form, events tagged by type, and integer hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)', () => {
+    const big = 0xfedcba9876543210n;
+    const payload = encode(
+      {
+        ts: 2,
+        events: [
+          { type: 'BlockStored', block_hashes: [big, 7], parent_block_hash: null, token_ids: [], block_size: 16 },
+          { type: 'BlockRemoved', block_hashes: [big] },
+        ],
+        data_parallel_rank: 0,
+      },
+      { useBigInt64: true },
+    );
+    expect(decodeKvEvents(payload)).toEqual(
+      ok([
+        { kind: 'stored', keys: ['fedcba9876543210', '0000000000000007'] },
+        { kind: 'removed', keys: ['fedcba9876543210'] },
+      ]),
+    );
+  });
+
+  it("skips events of another medium than the GPU (vLLM's CPU offload tier)", () => {
+    const payload = encode([0, [['BlockStored', [hash(1)], null, [], 16, null, 'CPU', null]], 0]);
+    expect(decodeKvEvents(payload)).toEqual(ok([]));
+  });
+
+  it.each([
+    ['not msgpack', new Uint8Array([0xc1])],
+    ['no events list', encode([0, 'x'])],
+    ['an unknown event', encode([0, [['BlockMoved', []]]])],
+    ['hashes that are not a list', encode([0, [['BlockRemoved', 'x', 'GPU']]])],
+    ['a hash that is text', encode([0, [['BlockRemoved', ['x'], 'GPU']]])],
+  ])('says why for %s', (_name, payload) => {
+    expect(decodeKvEvents(payload)).toMatchObject({ kind: 'bad', problem: expect.any(String) });
+  });
+});
+
+/** A subscriber feeding a fresh mirror, as the runner wires them; both closed after the test. */
+async function subscribedMirror(): Promise<{ mirror: CacheMirror; endpoint: string }> {
+  let epochs = 0;
+  const mirror = new CacheMirror(() => `e${++epochs}`);
+  const subscriber = new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: silentLogger });
+  cleanups.push(() => subscriber.close());
+  return { mirror, endpoint: await subscriber.open() };
+}
+
+async function startSim(endpoint: string, cacheBlocks: number): Promise<{ engine: SimEngine; url: string }> {
+  const engine = createSimEngine({
+    hashSeed: '0',
+    blockSize: 4,
+    cacheBlocks,
+    kvEventsConfig: { enable_kv_cache_events: true, publisher: 'zmq', endpoint, topic: 'kv' },
+  });
+  cleanups.push(() => engine.close());
+  const { url } = await engine.listen(0, '127.0.0.1');
+  return { engine, url };
+}
+
+async function post(url: string, path: string, body?: unknown): Promise<void> {
+  const res = await request(`${url}${path}`, {
+    method: 'POST',
+    ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+  });
+  expect(res.statusCode).toBe(200);
+  await res.body.dump();
+}
+
+const words = (count: number, tag: string): string => Array.from({ length: count }, (_, i) => `${tag}${i}`).join(' ');
+
+describe("the runner's subscriber and mirror over the simulated engine's events", () => {
+  it("holds what the engine's cache holds through stores, evictions and a reset, over a real ZMQ socket", async () => {
+    const { mirror, endpoint } = await subscribedMirror();
+    const { engine, url } = await startSim(endpoint, 12);
+    // A PUB socket drops what it sends before the subscription reaches it: clear until heard.
+    await eventually(
+      async () => {
+        await post(url, '/reset_prefix_cache');
+        return mirror.live;
+      },
+      10_000,
+      'the engine heard',
+    );
+    // Clears posted while it waited come before the calls' events: the stream keeps the engine's order.
+    for (const tag of ['a', 'b', 'c', 'a', 'd'])
+      await post(url, '/v1/completions', { prompt: words(21, tag), max_tokens: 1 });
+    // 5 blocks a prompt, 12 blocks of room: the engine evicted, and the mirror followed it.
+    expect(engine.cachedBlockKeys()).toHaveLength(12);
+    await eventually(
+      () => [...mirror.keys()].sort().join() === engine.cachedBlockKeys().sort().join(),
+      10_000,
+      'the mirror matches the cache',
+    );
+    const before = mirror.epoch;
+    await post(url, '/reset_prefix_cache');
+    await eventually(() => mirror.epoch !== before, 10_000, 'the clear heard');
+    expect(mirror.keys()).toEqual([]);
+    expect(mirror.live).toBe(true);
+  });
+
+  it('starts over on a gap in the sequence: blocks forgotten, a new epoch, down until the engine is heard again', async () => {
+    const { mirror, endpoint } = await subscribedMirror();
+    const pub = new Publisher({ linger: 0 });
+    cleanups.push(() => pub.close());
+    pub.connect(endpoint);
+    const seq = (n: number) => {
+      const bytes = Buffer.alloc(8);
+      bytes.writeBigUInt64BE(BigInt(n));
+      return bytes;
+    };
+    const stored = (byte: number) => encode([0, [['BlockStored', [hash(byte)], null, [], 16, null, 'GPU', null]], 0]);
+    let sent = 0;
+    await eventually(
+      async () => {
+        await pub.send(['', seq(sent++), stored(1)]);
+        return mirror.live;
+      },
+      10_000,
+      'first message heard',
+    );
+    const epoch = mirror.epoch;
+    expect(mirror.keys()).toEqual([blockKey(hash(1))]);
+    await pub.send(['', seq(sent + 1), stored(2)]);
+    await eventually(() => mirror.epoch !== epoch, 10_000, 'the gap seen');
+    expect(mirror.live).toBe(false);
+    expect(mirror.keys()).toEqual([]);
+    await pub.send(['', seq(sent + 2), stored(3)]);
+    await eventually(() => mirror.live, 10_000, 'heard again');
+    expect(mirror.keys()).toEqual([blockKey(hash(3))]);
+  });
+});
+
+describe("the simulated engine's replay socket", () => {
+  it('answers a start sequence number with every kept batch from it on, then the end marker', async () => {
+    const { mirror, endpoint } = await subscribedMirror();
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-replay-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const replayEndpoint = `ipc://${join(dir, 'replay.sock')}`;
+    const engine = createSimEngine({
+      kvEventsConfig: { enable_kv_cache_events: true, publisher: 'zmq', endpoint, replay_endpoint: replayEndpoint },
+    });
+    cleanups.push(() => engine.close());
+    const { url } = await engine.listen(0, '127.0.0.1');
+    await eventually(
+      async () => {
+        await post(url, '/reset_prefix_cache');
+        return mirror.live;
+      },
+      10_000,
+      'the engine heard',
+    );
+    await post(url, '/v1/completions', { prompt: words(40, 'r'), max_tokens: 1 });
+    await eventually(() => mirror.size === 2, 10_000, 'the blocks heard');
+
+    const dealer = new Dealer({ linger: 0 });
+    cleanups.push(() => dealer.close());
+    dealer.connect(replayEndpoint);
+    await dealer.send([Buffer.alloc(0), Buffer.alloc(8)]);
+    const replayed: Array<{ seq: bigint; events: unknown }> = [];
+    for await (const [, seq, payload] of dealer) {
+      if (seq!.equals(Buffer.alloc(8, 0xff))) break;
+      const decoded = decodeKvEvents(payload!);
+      replayed.push({ seq: seq!.readBigUInt64BE(), events: decoded.kind === 'ok' ? decoded.events : decoded });
+    }
+    // Every batch from 0: the clears sent until one was heard, then the call's two blocks in chain order.
+    expect(replayed.map((r) => r.seq)).toEqual(replayed.map((_, i) => BigInt(i)));
+    expect(replayed.at(-1)!.events).toEqual([{ kind: 'stored', keys: engine.cachedBlockKeys() }]);
+  });
+});
