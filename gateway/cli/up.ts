@@ -3,6 +3,11 @@
  * gateway in this one in front of them.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Gateway } from '../server.ts';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { ChildService } from '../../placer/kernel/index.ts';
 import { reportListening, runnerArgs, simEngineArgs, startService } from '../../placer/kernel/index.ts';
@@ -51,7 +56,12 @@ export const up: Command = {
       throw new SettingsError(`invalid --runners ${JSON.stringify(count)}: expected 1 to 64`);
     }
     const children: ChildService[] = [];
-    const stopChildren = () => Promise.all(children.reverse().map((c) => c.stop('SIGTERM')));
+    // Folders of this run's (the engines' event sockets), removed once the children are gone.
+    const scratch: string[] = [];
+    const stopChildren = async () => {
+      await Promise.all(children.reverse().map((c) => c.stop('SIGTERM')));
+      await Promise.all(scratch.map((dir) => rm(dir, { recursive: true, force: true })));
+    };
     const level = String(values.logLevel);
     // The engines and runners get the settings given here as flags, and their own defaults for the rest.
     const flags = (keys: readonly string[]) =>
@@ -64,32 +74,54 @@ export const up: Command = {
       if (values.serverless === true)
         return await upServerless(values, env, logger, redact, children, stopChildren, level, flags);
       const simArgs = flags(simSettings.map((setting) => setting.key));
+      // Each engine publishes its KV-cache events on a socket of its own for its runner, which
+      // carries them to the gateway: placement then knows what every engine's cache holds.
+      const sockets = await mkdtemp(join(tmpdir(), 'sluice-up-'));
+      scratch.push(sockets);
+      const kvEvents = (i: number) => `ipc://${join(sockets, `engine-${i + 1}.kv`)}`;
+      const engineEnv = { ...childEnv(env), PYTHONHASHSEED: UP_HASH_SEED };
       const engines = await Promise.all(
         Array.from({ length: count }, (_, i) =>
-          startService(simEngineArgs({ id: `sim-${i + 1}` }, ['--log-level', level, ...simArgs]), {
-            stdio: 'inherit',
-            env: childEnv(env),
-          }),
+          startService(
+            simEngineArgs({ id: `sim-${i + 1}`, kvEvents: kvEvents(i) }, ['--log-level', level, ...simArgs]),
+            {
+              stdio: 'inherit',
+              env: engineEnv,
+            },
+          ),
         ),
       );
       children.push(...engines);
       const options = await gatewayOptions(values, logger);
-      // The runners take calls from this gateway only: signed with the secret given, else a fresh
-      // one, handed to them in their environment (never argv, which any local user can read).
+      // The runners register with this gateway (so they can feed it their engines' caches) with a
+      // token of this run's, and take calls signed with the secret given, else a fresh one: both in
+      // their environment, never argv, which any local user can read.
+      const runnerToken = randomBytes(24).toString('base64url');
       const callSecret = options.callSecret ?? randomBytes(32).toString('base64url');
-      const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret };
-      const runnerFlags = [...flags(['slots']), '--log-level', level];
+      const { gw, telemetry } = await cliGateway(env, {
+        ...options,
+        callSecret,
+        runnerTokens: [runnerToken, ...(options.runnerTokens ?? [])],
+        runnerNetworks: ['127.0.0.0/8', ...(options.runnerNetworks ?? [])],
+      });
+      const listening = gw.listen(values.port as number, values.host as string);
+      const { url: gatewayUrl } = await listening;
+      const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };
+      const runnerFlags = [...flags(['slots']), '--hash-seed', UP_HASH_SEED, '--log-level', level];
       const runners = await Promise.all(
         engines.map((e, i) =>
-          startService(runnerArgs({ engine: e.url, id: `runner-${i + 1}` }, runnerFlags), {
-            stdio: 'inherit',
-            env: runnerEnv,
-          }),
+          startService(
+            runnerArgs(
+              { engine: e.url, id: `runner-${i + 1}`, gateway: gatewayUrl, kvEvents: kvEvents(i) },
+              runnerFlags,
+            ),
+            { stdio: 'inherit', env: runnerEnv },
+          ),
         ),
       );
       children.push(...runners);
-      const { gw, telemetry } = await cliGateway(env, { ...options, callSecret, runners: runners.map((r) => r.url) });
-      const { url, port } = await gw.listen(values.port as number, values.host as string);
+      await joined(gw, ((values.model as string[] | undefined) ?? simEngineDefaults.models)[0]!);
+      const { url, port } = await listening;
       await keepOperatorToken(gw.config, port, env, logger);
       // Reading needs only the viewer token; the operator's is for changes.
       const viewerFile = await keepViewerToken(gw.config, port, env, logger);
@@ -118,6 +150,23 @@ function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
   for (const name of Object.keys(copy)) if (name.startsWith('SLUICE_') || name === 'PORT') delete copy[name];
   return copy;
+}
+
+/** The runners' and engines' PYTHONHASHSEED: any fixed value, so gateways name blocks as the engines do. */
+const UP_HASH_SEED = '0';
+
+/** Longest wait for the runners to register before `up` says it is up anyway, ms. */
+const JOIN_TIMEOUT_MS = 30_000;
+
+/**
+ * Resolves once a runner has registered with `gw` and serves `model`, so the first call after
+ * "sluice is up" finds one (the others join within milliseconds, and a call that finds them all
+ * busy waits for the rest in the queue, as any call does); after {@link JOIN_TIMEOUT_MS} it
+ * resolves regardless.
+ */
+async function joined(gw: Gateway, model: string): Promise<void> {
+  const until = Date.now() + JOIN_TIMEOUT_MS;
+  while (Date.now() < until && gw.pool.serves(model) !== 'yes') await delay(20);
 }
 
 /** How a `sluice up --serverless` deployment scales: back to zero a minute after its last call. */

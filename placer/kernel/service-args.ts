@@ -9,6 +9,13 @@
 export interface SimEngineArgs {
   /** Its engine id (`--engine-id`); without one the engine makes its own. */
   readonly id?: string;
+  /**
+   * An endpoint (`ipc://` or `tcp://`) the engine binds to publish its KV-cache events on, as
+   * vLLM's `--kv-events-config` takes it, with cached tokens in its answers and sha256_cbor block
+   * hashes: what a runner needs to carry its cache to gateways. The engine's PYTHONHASHSEED, which
+   * seeds the hashes, is the caller's to set in its environment. Without it the engine publishes nothing.
+   */
+  readonly kvEvents?: string;
 }
 
 /** Where a runner started by {@link runnerArgs} gets its calls and its engine. */
@@ -21,11 +28,13 @@ export interface RunnerArgs {
   readonly kind?: string;
   /** A gateway it registers with (`--gateway`). */
   readonly gateway?: string;
+  /** Where its engine publishes KV-cache events (`--engine-kv-events`): the engine's {@link SimEngineArgs.kvEvents}. */
+  readonly kvEvents?: string;
 }
 
 /** `sim-engine --port 0`, its id when given, then `extra`. */
 export function simEngineArgs(engine: SimEngineArgs, extra: readonly string[] = []): string[] {
-  return ['sim-engine', '--port', '0', ...flag('--engine-id', engine.id), ...extra];
+  return ['sim-engine', '--port', '0', ...flag('--engine-id', engine.id), ...kvEventsArgs(engine.kvEvents), ...extra];
 }
 
 /** `runner --port 0` in front of its engine (of kind sim unless told), its id and gateway when given, then `extra`. */
@@ -38,7 +47,21 @@ export function runnerArgs(runner: RunnerArgs, extra: readonly string[] = []): s
     ...engine,
     ...flag('--id', runner.id),
     ...flag('--gateway', runner.gateway),
+    ...flag('--engine-kv-events', runner.kvEvents),
     ...extra,
+  ];
+}
+
+/** vLLM's flags, which the simulated engine takes too, that publish cache truth on `endpoint`. */
+function kvEventsArgs(endpoint: string | undefined): string[] {
+  if (endpoint === undefined) return [];
+  const config = { enable_kv_cache_events: true, publisher: 'zmq', endpoint, topic: '' };
+  return [
+    '--enable-prompt-tokens-details',
+    '--prefix-caching-hash-algo',
+    'sha256_cbor',
+    '--kv-events-config',
+    JSON.stringify(config),
   ];
 }
 
