@@ -137,6 +137,20 @@ export class InvalidRegistrationError extends errorClass(
 ) {}
 /** A drain interval that is not a whole number of ms in range (400). */
 export class InvalidDrainError extends errorClass('GW_INVALID_DRAIN', 400, 'invalid_request_error', GatewayError) {}
+/** A cache feed update body that is not what the wire contract says (400). */
+export class InvalidCacheUpdateError extends errorClass(
+  'GW_INVALID_CACHE_UPDATE',
+  400,
+  'invalid_request_error',
+  GatewayError,
+) {}
+/** A cache feed update that does not follow the last one taken: a gap in seq, an unknown epoch (409). */
+export class CacheFeedOutOfOrderError extends errorClass(
+  'GW_CACHE_FEED_OUT_OF_ORDER',
+  409,
+  'invalid_request_error',
+  GatewayError,
+) {}
 /** No registered runner under this id (404). */
 export class RunnerNotFoundError extends errorClass('GW_RUNNER_NOT_FOUND', 404, 'not_found_error', GatewayError) {}
 

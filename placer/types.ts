@@ -156,6 +156,14 @@ export interface Placer {
    */
   placed?(call: RunnerCall, runner: Runner<unknown>): void;
   /**
+   * Told by the gateway once the engine behind `runnerId` reported how many of the call's prompt
+   * tokens it found in its cache (`usage.prompt_tokens_details.cached_tokens`), so a placer that
+   * guesses where prompts are cached can correct its guess from the truth (prefix-affinity drops
+   * what it remembered beyond it). Called after the answer, for calls whose engine reported it.
+   * Whatever it throws is ignored: it only teaches.
+   */
+  cached?(call: RunnerCall, runnerId: string, cachedTokens: number): void;
+  /**
    * Told by the pool when runners left it for good, so a placer can drop what it keeps about them
    * instead of holding it until it ages out. Runners it never saw are ignored.
    */
