@@ -53,6 +53,14 @@ export interface PromptCache {
   known(runnerId: string): boolean;
 }
 
+/** What an engine reported of a call's prompt and its cache, for {@link Placer.cached}. */
+export interface CachedReport {
+  /** Leading prompt tokens the engine found in its cache (`usage.prompt_tokens_details.cached_tokens`). */
+  readonly cachedTokens: number;
+  /** The prompt's length in the engine's tokens (`usage.prompt_tokens`), when reported. */
+  readonly promptTokens?: number;
+}
+
 /** A runner took the call: it is committed and must never be sent anywhere else. */
 export interface Placed<T> {
   readonly kind: 'placed';
@@ -162,7 +170,7 @@ export interface Placer {
    * what it remembered beyond it). Called after the answer, for calls whose engine reported it.
    * Whatever it throws is ignored: it only teaches.
    */
-  cached?(call: RunnerCall, runnerId: string, cachedTokens: number): void;
+  cached?(call: RunnerCall, runnerId: string, report: CachedReport): void;
   /**
    * Told by the pool when runners left it for good, so a placer can drop what it keeps about them
    * instead of holding it until it ages out. Runners it never saw are ignored.

@@ -30,6 +30,7 @@ import {
 } from '../errors.ts';
 import { CacheChecks } from './cache-checks.ts';
 import { AnswerWatch, InferenceRecorder } from './inference.ts';
+import type { Usage } from './inference.ts';
 import { CallBooks } from './ledger.ts';
 import type { CallLedger } from './ledger.ts';
 import { CallResponder } from './responder.ts';
@@ -505,7 +506,7 @@ export class LbAgent {
         ok,
         reading,
       });
-      this.#cacheReported(call, placed.runner.id, ok, reading.usage?.cached);
+      this.#cacheReported(call, placed.runner.id, ok, reading.usage);
     }
     return {
       outcome,
@@ -591,14 +592,19 @@ export class LbAgent {
         ok,
         reading,
       });
-      this.#cacheReported(call, runner, ok, reading.usage?.cached);
+      this.#cacheReported(call, runner, ok, reading.usage);
     }
     return detachedResult(outcome, runner);
   }
 
   /** Hands the engine's cached tokens of an answer relayed in full to the cache checks. */
-  #cacheReported(call: GatewayCall, runner: string, ok: boolean, cached: number | undefined): void {
-    if (ok && cached !== undefined) this.#cacheChecks.reported(call, runner, cached);
+  #cacheReported(call: GatewayCall, runner: string, ok: boolean, usage: Usage | undefined): void {
+    if (!ok || usage?.cached === undefined) return;
+    const { cached, input } = usage;
+    this.#cacheChecks.reported(call, runner, {
+      cachedTokens: cached,
+      ...(input === undefined ? {} : { promptTokens: input }),
+    });
   }
 
   /**

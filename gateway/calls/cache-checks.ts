@@ -5,7 +5,7 @@
  * call, its blocks count as pending there and the cached tokens predicted there are kept; once the
  * engine reported its cached tokens, the two are recorded side by side and the placer is told.
  */
-import type { Placer, PromptCache } from '../../placer/types.ts';
+import type { CachedReport, Placer, PromptCache } from '../../placer/types.ts';
 import type { CacheTruth, CallCache, GatewayPool } from '../fleet/index.ts';
 import type { GatewayCall, PromptParts } from '../http/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
@@ -72,12 +72,12 @@ export class CacheChecks {
     this.#truth.placed(view, runnerId);
   }
 
-  /** The engine behind `runnerId` reported `cachedTokens` for the call. */
-  reported(call: GatewayCall, runnerId: string, cachedTokens: number): void {
+  /** The engine behind `runnerId` reported, in its usage block, the call's cached tokens. */
+  reported(call: GatewayCall, runnerId: string, report: CachedReport): void {
     const predicted = this.#predicted.get(call);
-    if (predicted !== undefined) this.#truth?.checked(call.fn, runnerId, predicted, cachedTokens);
+    if (predicted !== undefined) this.#truth?.checked(call.fn, runnerId, predicted, report.cachedTokens);
     try {
-      this.#placer.cached?.(call, runnerId, cachedTokens);
+      this.#placer.cached?.(call, runnerId, report);
     } catch (error) {
       this.#logger.warn('placer cached hook failed', { call: call.id, error: error as Error });
     }
