@@ -141,13 +141,13 @@ function invalid(message: string): FeedParsed<never> {
   return { kind: 'invalid', message };
 }
 
-/** A value for an error message, cut short: a body field is shown, never more than 64 characters of it. */
+/**
+ * A bad value for an error message: a number, boolean or null as it is, anything else by its kind
+ * and size only, so that whatever a runner put in a field (a token by mistake) is never echoed.
+ */
 function show(value: unknown): string {
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = String(value);
-  }
-  return text.length > 64 ? `${text.slice(0, 64)}...` : text;
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'string') return `a string of ${value.length} characters`;
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  return value === undefined ? 'nothing' : `a${typeof value === 'object' ? 'n object' : ` ${typeof value}`}`;
 }
