@@ -3,14 +3,15 @@
  * that is not registered, 413 past the body bound, 400 with a stable code and a message naming
  * the field for every bad body, 409 for an update out of order, and no secret in any answer.
  */
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway } from '../../../gateway/server.ts';
 import type { Gateway } from '../../../gateway/server.ts';
 import { MAX_CACHE_UPDATE_BYTES } from '../../../gateway/fleet/runner-routes.ts';
 import { createJsonLogger } from '../../../placer/kernel/index.ts';
-import { REGISTER_PATH, cacheFeedPath } from '../../../runner/protocol/index.ts';
+import { REGISTER_PATH, SIM_TOKENIZER, cacheFeedPath } from '../../../runner/protocol/index.ts';
 import type { RunnerRegistration } from '../../../runner/protocol/index.ts';
-import { OPERATOR_TOKEN, asOperator, postJson } from '../../support/fleet.ts';
+import { OPERATOR_TOKEN, asOperator, getJson, postJson } from '../../support/fleet.ts';
 
 const RUNNER_TOKEN = 'cache-route-spec-runner-token-0123456789';
 const auth = { authorization: `Bearer ${RUNNER_TOKEN}` };
@@ -117,5 +118,48 @@ describe('POST /v1/runners/{id}/cache', () => {
     const epoch = await send(JSON.stringify({ epoch: 'e8', seq: 2, engineFeed: 'live' }));
     expect(epoch.status).toBe(409);
     expect((await send(JSON.stringify({ epoch: 'e9', seq: 2, engineFeed: 'live' }))).status).toBe(204);
+  });
+});
+
+describe('the cache announcement of registrations and heartbeats', () => {
+  const announcement = {
+    tokenizer: SIM_TOKENIZER,
+    scheme: { algorithm: 'sha256_cbor', seed: '0', blockSize: 16 },
+    events: true,
+  };
+  const heartbeat = { ready: true, state: 'serving', models: ['m'], load: { slotsInUse: 0, slots: 1 } };
+  const cacheOf = async () =>
+    (await getJson(`${url}/v1/runners`, asOperator)).json.data.find((r: { id: string }) => r.id === 'r1').cache;
+  const beat = (body: unknown) => postJson(`${url}/v1/runners/r1/heartbeat`, JSON.stringify(body), auth);
+
+  it('keeps what the last heartbeat announced, shown with the feed in GET /v1/runners', async () => {
+    expect((await beat({ ...heartbeat, cache: announcement })).status).toBe(200);
+    expect(await cacheOf()).toMatchObject({
+      tokenizer: SIM_TOKENIZER,
+      blockSize: 16,
+      events: true,
+      engineFeed: 'live',
+    });
+    expect((await beat(heartbeat)).status).toBe(200);
+    expect(await cacheOf()).toBeUndefined();
+  });
+
+  it('ignores an announcement it cannot use rather than refuse the heartbeat', async () => {
+    const unusable = { ...announcement, scheme: { ...announcement.scheme, algorithm: 'sha256' } };
+    expect((await beat({ ...heartbeat, cache: unusable })).status).toBe(200);
+    expect(await cacheOf()).toBeUndefined();
+    expect((await beat({ ...heartbeat, cache: 'yes' })).status).toBe(200);
+    expect(await cacheOf()).toBeUndefined();
+  });
+});
+
+describe('a runner leaving the pool', () => {
+  it('is dropped from the truth index', async () => {
+    const runnersOf = async () =>
+      (await getJson(`${url}/v1/stats`, asOperator)).json.cacheTruth.runners.map((r: { runner: string }) => r.runner);
+    expect(await runnersOf()).toContain('r1');
+    const left = await request(`${url}/v1/runners/r1`, { method: 'DELETE', headers: auth });
+    expect(left.statusCode).toBe(204);
+    expect(await runnersOf()).not.toContain('r1');
   });
 });
