@@ -93,6 +93,7 @@ export class CacheIndex {
     feed.epoch = update.epoch;
     feed.seq = update.seq;
     feed.heardAt = this.#options.clock.now();
+    this.#expire(feed, feed.heardAt);
     feed.engineFeed = update.engineFeed;
     if (update.reset || update.engineFeed === 'down') this.#clear(feed);
     const removed = update.removed ? unpackBlockKeys(update.removed)! : [];
