@@ -4,8 +4,9 @@
  * there lately ("pending": counted as held from placement until the feed reports them stored or
  * `pendingMs` passes, which covers the prefill and the feed's delay).
  *
- * Kept per runner: a call's lookup walks only the runners that may serve it, so no key maps to a
- * list of runners, and a runner that leaves the pool takes its keys with it. Memory is bounded:
+ * Kept twice: per runner (its blocks, oldest first, to evict and to drop a runner that leaves the
+ * pool) and per block (the runners holding it), so a call's lookup reads one entry per block of
+ * its prompt and never walks runners that hold none of it. Memory is bounded:
  * a runner past `maxBlocksPerRunner`, or the index past `maxBlocks` (the largest runner first),
  * forgets its oldest blocks, as an engine's cache evicts its least recently stored ones first:
  * the index then says too little, never too much.
@@ -46,6 +47,9 @@ export interface FeedState {
 
 /** One runner's feed: where its sequence stands and the blocks it holds, oldest first. */
 interface Feed {
+  readonly id: string;
+  /** The lookup that last found this feed holding the block it was at (see {@link CacheIndex.leading}). */
+  mark: number;
   epoch: string | undefined;
   seq: number;
   heardAt: number;
@@ -59,8 +63,14 @@ interface Feed {
 export class CacheIndex {
   readonly #options: CacheIndexOptions;
   readonly #feeds = new Map<string, Feed>();
+  /** Each stored block's holders. */
+  readonly #stored = new Map<string, Holders>();
+  /** Each pending block's holders, expired ones included until their feed is next touched. */
+  readonly #pending = new Map<string, Holders>();
   /** Keys kept over every runner, stored and pending. */
   #total = 0;
+  /** Counts marks handed out by lookups, so a mark of an earlier one never matches. */
+  #marks = 0;
 
   constructor(options: CacheIndexOptions) {
     this.#options = options;
@@ -119,6 +129,7 @@ export class CacheIndex {
       if (feed.keys.has(key)) continue;
       // Deleted first so the map stays in expiry order.
       if (feed.pending.delete(key)) this.#total--;
+      else add(this.#pending, key, feed);
       feed.pending.set(key, until);
       this.#total++;
     }
@@ -133,18 +144,81 @@ export class CacheIndex {
   }
 
   /**
-   * Adds to `out`, for each of `runnerIds` holding the first of `keys`, the leading tokens it
-   * holds (blocks held in a row from the first, pending ones included, times `blockSize`).
+   * Adds to `out`, for each runner holding the first of `keys`, the leading tokens it holds
+   * (blocks held in a row from the first, pending ones included, times `blockSize`).
+   *
+   * One read of the holders per block: where a block's stored holders are the very runners still
+   * in the run (compared by reference, in order: runners that stored a prompt's blocks together
+   * are listed alike for each), the run goes on without looking up a key per runner; only where
+   * they differ, or a block is pending somewhere, is each runner in the run looked up. A prompt
+   * shared by the whole fleet costs a read per block, not one per block and runner.
    */
-  leading(keys: readonly string[], runnerIds: readonly string[], blockSize: number, out: Map<string, number>): void {
+  leading(keys: readonly string[], blockSize: number, out: Map<string, number>): void {
+    if (keys.length === 0) return;
     const now = this.#options.clock.now();
-    for (const id of runnerIds) {
-      const feed = this.#feeds.get(id);
-      if (!feed) continue;
-      let held = 0;
-      while (held < keys.length && holds(feed, keys[held]!, now)) held++;
-      if (held > 0) out.set(id, held * blockSize);
+    let alive = this.#holdersOf(keys[0]!, now);
+    let held = 1;
+    for (let i = 1; i < keys.length && alive.length > 0; i++) {
+      const key = keys[i]!;
+      if (this.#sameHolders(key, alive)) {
+        held++;
+        continue;
+      }
+      // The block's holders are marked, then the run keeps the marked: no lookup per runner.
+      const mark = this.#markHolders(key, now);
+      const next: Feed[] = [];
+      for (const feed of alive) {
+        if (feed.mark === mark) next.push(feed);
+        else out.set(feed.id, held * blockSize);
+      }
+      alive = next;
+      held++;
     }
+    for (const feed of alive) out.set(feed.id, held * blockSize);
+  }
+
+  /** The feeds holding `key` now, stored or pending. */
+  #holdersOf(key: string, now: number): Feed[] {
+    const found: Feed[] = [];
+    const stored = this.#stored.get(key);
+    if (stored !== undefined) {
+      if (Array.isArray(stored)) found.push(...stored);
+      else found.push(stored);
+    }
+    const pending = this.#pending.get(key);
+    if (pending === undefined) return found;
+    for (const feed of Array.isArray(pending) ? pending : [pending])
+      if (!found.includes(feed) && holds(feed, key, now)) found.push(feed);
+    return found;
+  }
+
+  /** Marks the feeds holding `key` now, stored or pending, with a new mark, and returns it. */
+  #markHolders(key: string, now: number): number {
+    const mark = ++this.#marks;
+    const stored = this.#stored.get(key);
+    if (stored !== undefined) {
+      if (Array.isArray(stored)) for (const feed of stored) feed.mark = mark;
+      else stored.mark = mark;
+    }
+    const pending = this.#pending.get(key);
+    if (pending !== undefined) {
+      for (const feed of Array.isArray(pending) ? pending : [pending]) {
+        const until = feed.pending.get(key);
+        if (until !== undefined && until > now) feed.mark = mark;
+      }
+    }
+    return mark;
+  }
+
+  /** True when `key`'s stored holders are `alive`, in order, and nobody has it pending. */
+  #sameHolders(key: string, alive: readonly Feed[]): boolean {
+    if (this.#pending.has(key)) return false;
+    const stored = this.#stored.get(key);
+    if (stored === undefined) return false;
+    if (!Array.isArray(stored)) return alive.length === 1 && alive[0] === stored;
+    if (stored.length !== alive.length) return false;
+    for (let i = 0; i < alive.length; i++) if (stored[i] !== alive[i]) return false;
+    return true;
   }
 
   /** The feed of `runnerId` as it stands, or undefined when it never sent an update. */
@@ -179,6 +253,8 @@ export class CacheIndex {
 
   #newFeed(runnerId: string): Feed {
     const feed: Feed = {
+      id: runnerId,
+      mark: 0,
       epoch: undefined,
       seq: 0,
       heardAt: Number.NEGATIVE_INFINITY,
@@ -195,20 +271,35 @@ export class CacheIndex {
   }
 
   #store(feed: Feed, key: string): void {
-    if (feed.pending.delete(key)) this.#total--;
+    this.#unpend(feed, key);
     // Deleted first so that a block stored again counts as the newest.
     if (feed.keys.delete(key)) this.#total--;
+    else add(this.#stored, key, feed);
     feed.keys.add(key);
     this.#total++;
     this.#capRunner(feed);
   }
 
   #remove(feed: Feed, key: string): void {
-    if (feed.keys.delete(key)) this.#total--;
-    if (feed.pending.delete(key)) this.#total--;
+    this.#unstore(feed, key);
+    this.#unpend(feed, key);
+  }
+
+  #unstore(feed: Feed, key: string): void {
+    if (!feed.keys.delete(key)) return;
+    remove(this.#stored, key, feed);
+    this.#total--;
+  }
+
+  #unpend(feed: Feed, key: string): void {
+    if (!feed.pending.delete(key)) return;
+    remove(this.#pending, key, feed);
+    this.#total--;
   }
 
   #clear(feed: Feed): void {
+    for (const key of feed.keys) remove(this.#stored, key, feed);
+    for (const key of feed.pending.keys()) remove(this.#pending, key, feed);
     this.#total -= feed.keys.size + feed.pending.size;
     feed.keys.clear();
     feed.pending.clear();
@@ -218,8 +309,7 @@ export class CacheIndex {
   #expire(feed: Feed, now: number): void {
     for (const [key, until] of feed.pending) {
       if (until > now) break;
-      feed.pending.delete(key);
-      this.#total--;
+      this.#unpend(feed, key);
     }
   }
 
@@ -242,16 +332,35 @@ export class CacheIndex {
   #evict(feed: Feed, count: number): void {
     for (const key of feed.pending.keys()) {
       if (count <= 0) return;
-      feed.pending.delete(key);
-      this.#total--;
+      this.#unpend(feed, key);
       count--;
     }
     for (const key of feed.keys) {
       if (count <= 0) return;
-      feed.keys.delete(key);
-      this.#total--;
+      this.#unstore(feed, key);
       count--;
     }
+  }
+}
+
+/** The runners holding one block: one alone (the common case, kept without an array), or several. */
+type Holders = Feed | Feed[];
+
+function add(map: Map<string, Holders>, key: string, feed: Feed): void {
+  const holders = map.get(key);
+  if (holders === undefined) map.set(key, feed);
+  else if (Array.isArray(holders)) holders.push(feed);
+  else map.set(key, [holders, feed]);
+}
+
+function remove(map: Map<string, Holders>, key: string, feed: Feed): void {
+  const holders = map.get(key);
+  if (holders === feed) map.delete(key);
+  else if (Array.isArray(holders)) {
+    const i = holders.indexOf(feed);
+    if (i < 0) return;
+    holders.splice(i, 1);
+    if (holders.length === 1) map.set(key, holders[0]!);
   }
 }
 

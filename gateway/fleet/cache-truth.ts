@@ -35,6 +35,16 @@ export interface CallCache {
   keysOf(runnerId: string): readonly string[] | undefined;
 }
 
+/** True when two announcements name blocks alike: the same tokenizer and scheme. */
+function sameScheme(a: CacheAnnouncement, b: CacheAnnouncement): boolean {
+  return (
+    a.tokenizer === b.tokenizer &&
+    a.scheme.algorithm === b.scheme.algorithm &&
+    a.scheme.seed === b.scheme.seed &&
+    a.scheme.blockSize === b.scheme.blockSize
+  );
+}
+
 /** GET /v1/stats's cache truth panel: each runner's feed, and the checks. */
 export interface CacheTruthPanel extends CacheTruthStats {
   /** Per runner with a feed: its state, with the age of its last update. */
@@ -86,34 +96,38 @@ export class CacheTruth {
   /**
    * The call's view, or undefined when none of `runners` announces a feed or the prompt cannot be
    * mapped (an unknown tokenizer, a short prompt). Runners that announce different schemes each
-   * get the call's blocks named their way; most fleets of a model have one.
+   * get the call's blocks named their way; most fleets of a model have one. Holders are every
+   * runner whose engine holds the blocks, listed for the call or not: a placer weighs the ones it
+   * is given.
    */
   view(source: PromptSource, runners: readonly Runner<unknown>[]): CallCache | undefined {
-    const groups = new Map<string, { announcement: CacheAnnouncement; ids: string[] }>();
+    const groups: Array<{ announcement: CacheAnnouncement; runners: Runner<unknown>[]; keys?: readonly string[] }> = [];
     for (const runner of runners) {
       const announcement = (runner as Announcing).cacheAnnouncement;
       if (!announcement?.events) continue;
-      const { tokenizer, scheme } = announcement;
-      const name = `${tokenizer}\u0000${scheme.algorithm}\u0000${scheme.seed}\u0000${scheme.blockSize}`;
-      const group = groups.get(name);
-      if (group) group.ids.push(runner.id);
-      else groups.set(name, { announcement, ids: [runner.id] });
+      const group = groups.find((g) => sameScheme(g.announcement, announcement));
+      if (group) group.runners.push(runner);
+      else groups.push({ announcement, runners: [runner] });
     }
     let promptTokens: number | undefined;
     const holders = new Map<string, number>();
-    const keys = new Map<string, readonly string[]>();
-    for (const { announcement, ids } of groups.values()) {
-      const blocks = this.#mapper.blocksOf(source, announcement);
+    for (const group of groups) {
+      const blocks = this.#mapper.blocksOf(source, group.announcement);
       if (!blocks) continue;
       promptTokens ??= blocks.promptTokens;
-      this.index.leading(blocks.keys, ids, announcement.scheme.blockSize, holders);
-      for (const id of ids) keys.set(id, blocks.keys);
+      group.keys = blocks.keys;
+      this.index.leading(blocks.keys, group.announcement.scheme.blockSize, holders);
     }
     if (promptTokens === undefined) return undefined;
     const index = this.index;
+    // The call's keys on a runner: its group's, when the prompt could be named its way.
+    const keysOf = (id: string): readonly string[] | undefined =>
+      groups.find((g) => g.runners.some((r) => r.id === id))?.keys;
+    // In a fleet of one scheme, every runner with a live feed was mapped: no search per runner.
+    const whole = groups.length === 1 && groups[0]!.runners.length === runners.length;
     return {
-      cache: { promptTokens, holders, known: (id) => keys.has(id) && index.known(id) },
-      keysOf: (id) => keys.get(id),
+      cache: { promptTokens, holders, known: (id) => index.known(id) && (whole || keysOf(id) !== undefined) },
+      keysOf,
     };
   }
 

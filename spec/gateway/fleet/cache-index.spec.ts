@@ -3,6 +3,7 @@ import { CacheIndex } from '../../../gateway/fleet/cache-index.ts';
 import type { CacheIndexOptions } from '../../../gateway/fleet/cache-index.ts';
 import { packBlockKeys } from '../../../runner/protocol/index.ts';
 import type { CacheUpdate } from '../../../runner/protocol/index.ts';
+import { seededRandom } from '../../../placer/kernel/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
 
 /** Block key i: 16 hex digits. */
@@ -26,10 +27,11 @@ function update(seq: number, fields: Partial<CacheUpdate> & { stored?: string; r
   return { epoch: 'e1', seq, engineFeed: 'live', ...fields };
 }
 
-const leading = (index: CacheIndex, blocks: readonly string[], ids: readonly string[]) => {
+/** The leading tokens of `blocks` held, for the runners of `ids` (every holder when absent). */
+const leading = (index: CacheIndex, blocks: readonly string[], ids?: readonly string[]) => {
   const out = new Map<string, number>();
-  index.leading(blocks, ids, 16, out);
-  return out;
+  index.leading(blocks, 16, out);
+  return ids ? new Map([...out].filter(([id]) => ids.includes(id))) : out;
 };
 
 describe('CacheIndex', () => {
@@ -44,8 +46,53 @@ describe('CacheIndex', () => {
         ['b', 16],
       ]),
     );
-    // Only the runners asked about are walked.
-    expect(leading(index, keys(0, 4), ['b'])).toEqual(new Map([['b', 16]]));
+    // b holds the later blocks of this prompt without its first: none of it.
+    expect(leading(index, keys(1, 4))).toEqual(
+      new Map([
+        ['a', 48],
+        ['c', 32],
+      ]),
+    );
+    // Runners that drop out of the run at different blocks each keep their count.
+    index.apply('d', update(1, { reset: true, stored: packBlockKeys(keys(0, 3)) }));
+    expect(leading(index, keys(0, 4))).toEqual(
+      new Map([
+        ['a', 64],
+        ['b', 16],
+        ['d', 48],
+      ]),
+    );
+  });
+
+  it('agrees with a block-by-block walk over random feeds, with holes, shared runs and pending blocks', () => {
+    const random = seededRandom(7);
+    for (let round = 0; round < 40; round++) {
+      const { clock, index } = setup({ maxBlocksPerRunner: 100_000, maxBlocks: 1_000_000 });
+      const prompt = keys(0, 40);
+      const held = new Map<string, Set<string>>();
+      for (let r = 0; r < 12; r++) {
+        const id = `r${r}`;
+        // Most hold a run from the start (several the same run), some with a hole, some nothing.
+        const run = Math.floor(random() * 4) * 10 + (random() < 0.3 ? Math.floor(random() * 10) : 0);
+        const blocks = new Set(prompt.slice(0, run));
+        if (random() < 0.25) blocks.delete(prompt[Math.floor(random() * 40)]!);
+        index.apply(id, update(1, { reset: true, stored: packBlockKeys([...blocks]) }));
+        if (random() < 0.3) {
+          const pending = prompt.slice(0, Math.floor(random() * 40));
+          index.placed(id, pending);
+          for (const key of pending) blocks.add(key);
+        }
+        held.set(id, blocks);
+      }
+      clock.advance(1000);
+      const expected = new Map<string, number>();
+      for (const [id, blocks] of held) {
+        let n = 0;
+        while (n < prompt.length && blocks.has(prompt[n]!)) n++;
+        if (n > 0) expected.set(id, n * 16);
+      }
+      expect(leading(index, prompt), `round ${round}`).toEqual(expected);
+    }
   });
 
   it('applies stored and removed in sequence, and refuses a gap or an unknown epoch until a reset', () => {
