@@ -269,14 +269,14 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    */
   cachePendingMs?: number;
   /**
-   * Blocks of the truth index kept per runner (stored and pending; about 60 bytes each); past it
+   * Blocks of the truth index kept per runner (stored and pending; about 90 bytes each); past it
    * the oldest are forgotten. The default holds 1M tokens in blocks of 16, more than an 80 GB GPU
    * holds of an 8B model's KV cache.
    * @default 65536
    */
   cacheMaxBlocksPerRunner?: number;
   /**
-   * Blocks of the truth index kept over every runner (about 60 bytes each: 120 MiB at the
+   * Blocks of the truth index kept over every runner (about 90 bytes each: 180 MiB at the
    * default); past it the runner holding the most forgets its oldest.
    * @default 2097152
    */

@@ -165,8 +165,8 @@ export const registrationSettings: readonly Setting[] = [
     'duration',
     "how long a placed call's blocks count as held by its runner before its cache feed reports them (0: off)",
   ),
-  g('cacheMaxBlocksPerRunner', 'integer', 'cache blocks the truth index keeps per runner (about 60 bytes each)'),
-  g('cacheMaxBlocks', 'integer', 'cache blocks the truth index keeps over every runner (about 60 bytes each)'),
+  g('cacheMaxBlocksPerRunner', 'integer', 'cache blocks the truth index keeps per runner (about 90 bytes each)'),
+  g('cacheMaxBlocks', 'integer', 'cache blocks the truth index keeps over every runner (about 90 bytes each)'),
 ];
 
 /** Who may call the gateway: the operator's token and whether client calls need a key. */
