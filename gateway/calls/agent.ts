@@ -506,7 +506,7 @@ export class LbAgent {
         ok,
         reading,
       });
-      this.#cacheReported(call, placed.runner.id, ok, reading.usage);
+      if (ok) this.#cacheReported(call, placed.runner.id, reading.usage);
     }
     return {
       outcome,
@@ -592,14 +592,14 @@ export class LbAgent {
         ok,
         reading,
       });
-      this.#cacheReported(call, runner, ok, reading.usage);
+      if (ok) this.#cacheReported(call, runner, reading.usage);
     }
     return detachedResult(outcome, runner);
   }
 
-  /** Hands the engine's cached tokens of an answer relayed in full to the cache checks. */
-  #cacheReported(call: GatewayCall, runner: string, ok: boolean, usage: Usage | undefined): void {
-    if (!ok || usage?.cached === undefined) return;
+  /** Hands the engine's cached tokens of an answer relayed in full to the cache checks, when it reported them. */
+  #cacheReported(call: GatewayCall, runner: string, usage: Usage | undefined): void {
+    if (usage?.cached === undefined) return;
     const { cached, input } = usage;
     this.#cacheChecks.reported(call, runner, {
       cachedTokens: cached,

@@ -15,7 +15,15 @@ import { createJsonLogger } from '../../../placer/kernel/index.ts';
 import { REGISTER_PATH, SIM_TOKENIZER, cacheFeedPath, packBlockKeys } from '../../../runner/protocol/index.ts';
 import type { CacheAnnouncement, CacheUpdate, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { createRunner } from '../../../runner/server.ts';
-import { OPERATOR_TOKEN, asOperator, getJson, metricValue, metrics, postJson } from '../../support/fleet.ts';
+import {
+  OPERATOR_TOKEN,
+  asOperator,
+  eventually,
+  getJson,
+  metricValue,
+  metrics,
+  postJson,
+} from '../../support/fleet.ts';
 import { startScriptedEngine } from '../../support/scripted-engine.ts';
 
 const RUNNER_TOKEN = 'cache-truth-spec-runner-token-0123456789';
@@ -179,6 +187,20 @@ describe('placement from cache truth, on a gateway fed over HTTP', () => {
       known: true,
       blocks: 10,
     });
+  });
+
+  it('checks a detached call too, once its result is in', async () => {
+    const body = JSON.stringify({ model: MODEL, messages: messages('Can I pause a node?') });
+    const accepted = await postJson(`${gw}/v1/chat/completions`, body, { prefer: 'respond-async' });
+    expect(accepted.status, accepted.text).toBe(202);
+    const labels = { runner: 'r-a', model: MODEL };
+    await eventually(
+      async () => metricValue(await metrics({ url: gw }), 'sluice_cache_checked_calls_total', labels) === 4,
+      10_000,
+      'the detached call checked',
+    );
+    expect(engines.map((e) => e.calls())).toEqual([4, 0]);
+    expect(metricValue(await metrics({ url: gw }), 'sluice_cache_reported_tokens_total', labels)).toBe(4 * A_CACHED);
   });
 
   it('answers a gap with 409 and takes the reset that follows', async () => {
