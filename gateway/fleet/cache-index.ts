@@ -121,7 +121,7 @@ export class CacheIndex {
    */
   placed(runnerId: string, keys: readonly string[]): void {
     const feed = this.#feeds.get(runnerId);
-    if (!feed) return;
+    if (!feed || this.#options.pendingMs === 0) return;
     const now = this.#options.clock.now();
     this.#expire(feed, now);
     const until = now + this.#options.pendingMs;
