@@ -123,10 +123,16 @@ export class CacheTruth {
     // The call's keys on a runner: its group's, when the prompt could be named its way.
     const keysOf = (id: string): readonly string[] | undefined =>
       groups.find((g) => g.runners.some((r) => r.id === id))?.keys;
-    // In a fleet of one scheme, every runner with a live feed was mapped: no search per runner.
+    // In a fleet of one scheme every listed runner was mapped; otherwise the mapped ones are
+    // gathered once, at the first question, rather than searched for at each.
     const whole = groups.length === 1 && groups[0]!.runners.length === runners.length;
+    let mapped: Set<string> | undefined;
+    const isMapped = (id: string): boolean => {
+      mapped ??= new Set(groups.flatMap((g) => (g.keys ? g.runners.map((r) => r.id) : [])));
+      return mapped.has(id);
+    };
     return {
-      cache: { promptTokens, holders, known: (id) => index.known(id) && (whole || keysOf(id) !== undefined) },
+      cache: { promptTokens, holders, known: (id) => index.known(id) && (whole || isMapped(id)) },
       keysOf,
     };
   }

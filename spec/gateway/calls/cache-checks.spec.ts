@@ -29,7 +29,11 @@ function setup() {
     maxBlocks: 100_000,
     meterProvider: metrics.getMeterProvider(),
   });
-  const runners = [
+  const runners: Array<{
+    id: string;
+    cacheAnnouncement?: CacheAnnouncement;
+    tryExec: () => Promise<{ kind: 'busy' }>;
+  }> = [
     { id: 'a', cacheAnnouncement: ANNOUNCEMENT, tryExec: async () => ({ kind: 'busy' as const }) },
     { id: 'b', cacheAnnouncement: ANNOUNCEMENT, tryExec: async () => ({ kind: 'busy' as const }) },
     { id: 'c', tryExec: async () => ({ kind: 'busy' as const }) },
@@ -50,7 +54,7 @@ function setup() {
   };
   const checks = new CacheChecks({ pool, placer, logger: silentLogger });
   const call = (route: GatewayCall['route'] = 'chat') => ({ id: 'c1', fn: 'm', route }) as unknown as GatewayCall;
-  return { clock, truth, checks, call, asked: () => asked, reports };
+  return { clock, truth, checks, call, runners, asked: () => asked, reports };
 }
 
 describe('CacheChecks', () => {
@@ -70,6 +74,31 @@ describe('CacheChecks', () => {
     expect([cache.known('a'), cache.known('b'), cache.known('c')]).toEqual([true, false, false]);
     expect(c.cache).toBe(cache);
     expect(asked()).toBe(1);
+  });
+
+  it('names the prompt each scheme its way, and knows none of a runner whose scheme it cannot map', () => {
+    const { truth, checks, call, runners } = setup();
+    const wide: CacheAnnouncement = { ...ANNOUNCEMENT, scheme: { ...ANNOUNCEMENT.scheme, blockSize: 32 } };
+    runners[1]!.cacheAnnouncement = wide;
+    runners[2]!.cacheAnnouncement = { ...ANNOUNCEMENT, tokenizer: 'org/unknown-tokenizer' };
+    const wideKeys = new PromptMapper().blocksOf({ route: 'chat', messages }, wide)!.keys;
+    truth.update(
+      'a',
+      { epoch: 'e', seq: 1, engineFeed: 'live', reset: true, stored: packBlockKeys(keys.slice(0, 1)) },
+      1,
+    );
+    truth.update(
+      'b',
+      { epoch: 'e', seq: 1, engineFeed: 'live', reset: true, stored: packBlockKeys(wideKeys.slice(0, 2)) },
+      1,
+    );
+    truth.update('c', { epoch: 'e', seq: 1, engineFeed: 'live', reset: true, stored: packBlockKeys(keys) }, 1);
+    const c = call();
+    checks.attach(c, { messages });
+    // c holds the blocks as the 16-token scheme names them, but its engine names its own otherwise.
+    expect(c.cache!.holders.get('a')).toBe(16);
+    expect(c.cache!.holders.get('b')).toBe(64);
+    expect([c.cache!.known('a'), c.cache!.known('b'), c.cache!.known('c')]).toEqual([true, true, false]);
   });
 
   it('gives no view to a call of another route, or without prompt parts', () => {
