@@ -105,6 +105,8 @@ beforeAll(async () => {
     heartbeatInterval: 60_000,
     lostAfter: 600_000,
     cacheFeedStaleAfterMs: 600_000,
+    // Pending blocks stay pending for the whole spec, whatever the machine's pace.
+    cachePendingMs: 600_000,
     logger: createJsonLogger({ level: 'error', write: () => {} }),
   });
   ({ url: gw } = await gateway.listen());
