@@ -7,9 +7,10 @@
  *   the tokenizer and block scheme a gateway needs to name a call's blocks as the engine does.
  * - It POSTs {@link CacheUpdate}s to {@link cacheFeedPath}: the blocks its engine stored and
  *   removed since the last update to that gateway, numbered `seq` 1, 2, 3... within an `epoch`.
- *   A gateway that missed one (a gap in `seq`, an epoch it does not know) answers 409, and the
- *   runner sends a `reset` update holding every block it knows the engine holds, from which the
- *   sequence starts again. An update with nothing in it is a keep-alive, sent at least every
+ *   A gateway answers 204 once it took an update. One that missed one (a gap in `seq`, an epoch
+ *   it does not know) answers 409 (GW_CACHE_FEED_OUT_OF_ORDER), and the runner sends a `reset`
+ *   update holding every block it knows the engine holds, from which the sequence starts again;
+ *   404 (GW_RUNNER_NOT_FOUND) means the gateway forgot the runner, which registers again. An update with nothing in it is a keep-alive, sent at least every
  *   heartbeat, so a gateway can tell a quiet engine from a dead feed.
  * - `engineFeed: 'down'` says the runner has lost its engine's events (the engine restarted, its
  *   event socket is gone, it skipped a sequence number): the gateway treats that runner's cache as
