@@ -112,6 +112,10 @@ export class IdempotencyInProgressError extends errorClass('GW_IDEMPOTENCY_IN_PR
 export class InvalidRegistrationError extends errorClass('GW_INVALID_REGISTRATION', 400) {}
 /** A drain interval that is not a whole number of ms in range (400). */
 export class InvalidDrainError extends errorClass('GW_INVALID_DRAIN', 400) {}
+/** A cache feed update body that is not what the wire contract says (400). */
+export class InvalidCacheUpdateError extends errorClass('GW_INVALID_CACHE_UPDATE', 400) {}
+/** A cache feed update that does not follow the last one taken: a gap in seq, an unknown epoch (409). */
+export class CacheFeedOutOfOrderError extends errorClass('GW_CACHE_FEED_OUT_OF_ORDER', 409) {}
 /** No registered runner under this id (404). */
 export class RunnerNotFoundError extends errorClass('GW_RUNNER_NOT_FOUND', 404) {}
 

@@ -257,6 +257,31 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   /** Silence after which an unreachable runner is forgotten, in ms. @default see gatewayDefaults */
   lostAfter?: number;
   /**
+   * Silence after which a runner's cache feed is stale and placement treats its cache as unknown,
+   * in ms. Runners send a keep-alive at least every heartbeat, so a few heartbeats.
+   * @default 3000
+   */
+  cacheFeedStaleAfterMs?: number;
+  /**
+   * How long the blocks of a call this gateway placed count as held by its runner before the
+   * runner's feed reports them stored, in ms: the prefill plus the feed's delay. 0 turns it off.
+   * @default 2000
+   */
+  cachePendingMs?: number;
+  /**
+   * Blocks of the truth index kept per runner (stored and pending; about 90 bytes each); past it
+   * the oldest are forgotten. The default holds 1M tokens in blocks of 16, more than an 80 GB GPU
+   * holds of an 8B model's KV cache.
+   * @default 65536
+   */
+  cacheMaxBlocksPerRunner?: number;
+  /**
+   * Blocks of the truth index kept over every runner (about 90 bytes each: 180 MiB at the
+   * default); past it the runner holding the most forgets its oldest.
+   * @default 2097152
+   */
+  cacheMaxBlocks?: number;
+  /**
    * Circuit breaker per runner: opens after `threshold` failures before commit in a row, passes
    * the runner over for `openFor` ms, closes after `closeAfter` successes.
    * @default see breakerDefaults (gateway/fleet/breaker.ts)
@@ -342,6 +367,10 @@ export interface GatewayConfig {
   readonly heartbeatInterval: number;
   readonly unreachableAfterMissed: number;
   readonly lostAfter: number;
+  readonly cacheFeedStaleAfterMs: number;
+  readonly cachePendingMs: number;
+  readonly cacheMaxBlocksPerRunner: number;
+  readonly cacheMaxBlocks: number;
   readonly meterProvider: MeterProvider;
   readonly renderMetrics: (() => Promise<string>) | undefined;
   readonly logger: Logger;
@@ -397,6 +426,10 @@ export const gatewayDefaults = Object.freeze({
   heartbeatInterval: 1000,
   unreachableAfterMissed: 3,
   lostAfter: 30_000,
+  cacheFeedStaleAfterMs: 3000,
+  cachePendingMs: 2000,
+  cacheMaxBlocksPerRunner: 65_536,
+  cacheMaxBlocks: 2_097_152,
   requireKeys: false,
   keyLimitWindow: 60_000,
   logger: silentLogger as Logger,
@@ -433,6 +466,10 @@ const gatewayRules = {
   heartbeatInterval: rule.ms(1),
   unreachableAfterMissed: rule.integer({ min: 1 }),
   lostAfter: rule.ms(1),
+  cacheFeedStaleAfterMs: rule.ms(1),
+  cachePendingMs: rule.ms(0),
+  cacheMaxBlocksPerRunner: rule.integer({ min: 1, max: 100_000_000 }),
+  cacheMaxBlocks: rule.integer({ min: 1, max: 100_000_000 }),
   requireKeys: booleanRule,
   keyLimitWindow: rule.ms(1),
   logger: rule.logger(),

@@ -44,7 +44,7 @@ import type { CallRoute } from './http/index.ts';
 import { createMemoryStore, DetachedCalls, registerCallRoutes } from './detached/index.ts';
 import { registerDashboardRoutes } from './observe/index.ts';
 import { MemoryDeploymentStore, registerDeploymentRoutes, Serverless } from './control/index.ts';
-import { CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';
+import { CacheTruth, CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';
 import type { GatewayPool } from './fleet/index.ts';
 import {
   GatewayConfigError,
@@ -96,6 +96,15 @@ export function createGateway(options: GatewayOptions): Gateway {
   const log = config.logger;
   // Calls that found every runner busy wait here; the fleet's runners wake them as room appears.
   const queue = waitQueueFor(config);
+  // What the engines' caches hold, from the runners' cache feeds: placement reads it per call.
+  const cacheTruth = new CacheTruth({
+    clock: config.clock,
+    staleAfterMs: config.cacheFeedStaleAfterMs,
+    pendingMs: config.cachePendingMs,
+    maxBlocksPerRunner: config.cacheMaxBlocksPerRunner,
+    maxBlocks: config.cacheMaxBlocks,
+    meterProvider: config.meterProvider,
+  });
   const fleet = new FleetPool({
     urls: config.runners,
     connectTimeout: config.runnerConnectTimeout,
@@ -109,6 +118,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     ...(config.dataPlane.runnerTls ? { tls: config.dataPlane.runnerTls } : {}),
     onRemove: (ids) => config.placer.forget?.(ids),
     room: queue,
+    cacheTruth,
   });
   const pool: GatewayPool = config.pool ?? fleet;
   const registry = new RunnerRegistry({
@@ -208,7 +218,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return c.json(model(id));
   });
   app.get('/v1/queue', (c) => c.json(queue.snapshot()));
-  app.get('/v1/stats', (c) => c.json(agent.stats()));
+  app.get('/v1/stats', (c) => c.json({ ...agent.stats(), cacheTruth: cacheTruth.stats() }));
   // `clients` says whether client calls need a key: `open` is worth seeing from outside.
   app.get('/healthz', (c) =>
     c.json({ ok: true, version: VERSION, clients: credentials.openToClients ? 'open' : 'keys' }),

@@ -7,6 +7,7 @@
 export * from './kernel/index.ts';
 export type {
   Busy,
+  CachedReport,
   CallType,
   FailedBeforeCommit,
   Placed,

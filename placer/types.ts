@@ -53,6 +53,14 @@ export interface PromptCache {
   known(runnerId: string): boolean;
 }
 
+/** What an engine reported of a call's prompt and its cache, for {@link Placer.cached}. */
+export interface CachedReport {
+  /** Leading prompt tokens the engine found in its cache (`usage.prompt_tokens_details.cached_tokens`). */
+  readonly cachedTokens: number;
+  /** The prompt's length in the engine's tokens (`usage.prompt_tokens`), when reported. */
+  readonly promptTokens?: number;
+}
+
 /** A runner took the call: it is committed and must never be sent anywhere else. */
 export interface Placed<T> {
   readonly kind: 'placed';
@@ -155,6 +163,14 @@ export interface Placer {
    * the call is already placed, and a learning placer must never unplace it.
    */
   placed?(call: RunnerCall, runner: Runner<unknown>): void;
+  /**
+   * Told by the gateway once the engine behind `runnerId` reported how many of the call's prompt
+   * tokens it found in its cache (`usage.prompt_tokens_details.cached_tokens`), so a placer that
+   * guesses where prompts are cached can correct its guess from the truth (prefix-affinity drops
+   * what it remembered beyond it). Called after the answer, for calls whose engine reported it.
+   * Whatever it throws is ignored: it only teaches.
+   */
+  cached?(call: RunnerCall, runnerId: string, report: CachedReport): void;
   /**
    * Told by the pool when runners left it for good, so a placer can drop what it keeps about them
    * instead of holding it until it ages out. Runners it never saw are ignored.

@@ -107,6 +107,7 @@ export const ROUTE_SCOPES: readonly RouteScope[] = [
   { method: 'POST', path: '/v1/calls/:id/cancel', scope: 'client', operatorToo: true },
   { method: 'POST', path: REGISTER_PATH, scope: 'runner' },
   { method: 'POST', path: '/v1/runners/:id/heartbeat', scope: 'runner' },
+  { method: 'POST', path: '/v1/runners/:id/cache', scope: 'runner' },
   { method: 'DELETE', path: '/v1/runners/:id', scope: 'runner' },
   { method: 'GET', path: '/v1/runners', scope: 'viewer' },
   { method: 'POST', path: '/v1/runners/drain', scope: 'operator' },

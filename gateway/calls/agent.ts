@@ -28,7 +28,9 @@ import {
   TooManyUploadsError,
   UploadsFullError,
 } from '../errors.ts';
+import { CacheChecks } from './cache-checks.ts';
 import { AnswerWatch, InferenceRecorder } from './inference.ts';
+import type { Usage } from './inference.ts';
 import { CallBooks } from './ledger.ts';
 import type { CallLedger } from './ledger.ts';
 import { CallResponder } from './responder.ts';
@@ -71,6 +73,8 @@ export class LbAgent {
   readonly #books: CallBooks;
   readonly #responder: CallResponder;
   readonly #placement: CallPlacement;
+  /** Each call's cache view, its pending blocks, and its prediction against the engine's report. */
+  readonly #cacheChecks: CacheChecks;
   readonly #keyCalls: KeyCalls;
   readonly #queue: WaitQueue;
   /** Calls per second and TTFT per model for GET /v1/stats. */
@@ -105,6 +109,7 @@ export class LbAgent {
     this.#window = new StatsWindow({ clock: config.clock });
     this.#inference = new InferenceRecorder(this.#metrics.inference, this.#window);
     const placement = new CallPlacement(config, pool, this.#queue, this.#metrics, coldStarts);
+    this.#cacheChecks = new CacheChecks({ pool, placer: config.placer, logger: config.logger });
     this.#placement = placement;
     // A deployed model may have no runner yet: its call waits for a replica (placement.ts).
     this.#known = (model) => pool.serves(model) !== 'no' || placement.awaitsReplica(model);
@@ -344,6 +349,7 @@ export class LbAgent {
       timeout: this.#config.callTimeout,
       signal: detached?.signal ?? clientGone,
     });
+    this.#cacheChecks.attach(call, asked.promptParts);
     // Also set on `out` above, but the relay copies the runner's headers over it: an engine
     // echoing an id of its own must not replace ours.
     const callHeaders = { [CALL_ID_HEADER]: call.id, [REQUEST_ID_HEADER]: started.requestId };
@@ -477,6 +483,7 @@ export class LbAgent {
       return placed.result;
     }
     ledger.running();
+    this.#cacheChecks.placed(call, placed.runner.id);
     const type = answerType(placed.response.headers);
     const relaying = relay(placed.response, out, headers, placed.runner, call.signal, { type, stripUsage });
     // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
@@ -490,14 +497,16 @@ export class LbAgent {
     const { outcome, status, execMs, error } = relayed;
     if (watch) {
       const ok = outcome === 'completed' && status >= 200 && status < 300;
+      const reading = watch.finish();
       this.#inference.record({
         model: call.fn,
         runner: placed.runner.id,
         durationMs: totalMs,
         queueWaitMs: placed.queuedMs,
         ok,
-        reading: watch.finish(),
+        reading,
       });
+      if (ok) this.#cacheReported(call, placed.runner.id, reading.usage);
     }
     return {
       outcome,
@@ -540,6 +549,7 @@ export class LbAgent {
           const headers = withColdStart(reply.headers, placed.coldStartMs);
           if (placed.kind === 'placed') {
             queuedMs = placed.queuedMs;
+            this.#cacheChecks.placed(call, placed.runner.id);
             return { kind: 'placed', response: placed.response, runner: placed.runner.id, headers };
           }
           if (placed.refusal) this.#responder.answer(reply.out, placed.refusal, headers);
@@ -573,16 +583,28 @@ export class LbAgent {
         outcome.result !== undefined &&
         outcome.result.status >= 200 &&
         outcome.result.status < 300;
+      const reading = watch.finish();
       this.#inference.record({
         model: call.fn,
         runner,
         durationMs: outcome.totalMs,
         queueWaitMs: queuedMs,
         ok,
-        reading: watch.finish(),
+        reading,
       });
+      if (ok) this.#cacheReported(call, runner, reading.usage);
     }
     return detachedResult(outcome, runner);
+  }
+
+  /** Hands the engine's cached tokens of an answer relayed in full to the cache checks, when it reported them. */
+  #cacheReported(call: GatewayCall, runner: string, usage: Usage | undefined): void {
+    if (usage?.cached === undefined) return;
+    const { cached, input } = usage;
+    this.#cacheChecks.reported(call, runner, {
+      cachedTokens: cached,
+      ...(input === undefined ? {} : { promptTokens: input }),
+    });
   }
 
   /**

@@ -23,6 +23,8 @@ export interface Usage {
   input?: number;
   /** completion_tokens (output_tokens in the Responses API). */
   output?: number;
+  /** Of the input, the tokens the engine found in its prefix cache: `prompt_tokens_details.cached_tokens` (`input_tokens_details` in the Responses API). */
+  cached?: number;
 }
 
 /** What {@link AnswerWatch} read of one answer. */
@@ -161,7 +163,12 @@ export function readUsage(tail: Buffer): Usage | undefined {
     const input = count(block.prompt_tokens) ?? count(block.input_tokens);
     const output = count(block.completion_tokens) ?? count(block.output_tokens);
     if (input === undefined && output === undefined) return undefined;
-    return { ...(input === undefined ? {} : { input }), ...(output === undefined ? {} : { output }) };
+    const cached = cachedOf(block.prompt_tokens_details) ?? cachedOf(block.input_tokens_details);
+    return {
+      ...(input === undefined ? {} : { input }),
+      ...(output === undefined ? {} : { output }),
+      ...(cached === undefined ? {} : { cached }),
+    };
   }
   return undefined;
 }
@@ -202,6 +209,13 @@ function closingEvents(tail: Buffer, hasUsage: boolean): number {
 
 function isSpace(c: number): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+/** The `cached_tokens` of a usage block's details, when it holds a count. */
+function cachedOf(details: unknown): number | undefined {
+  return details && typeof details === 'object'
+    ? count((details as { cached_tokens?: unknown }).cached_tokens)
+    : undefined;
 }
 
 function count(value: unknown): number | undefined {

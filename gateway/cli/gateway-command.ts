@@ -150,6 +150,18 @@ export const registrationSettings: readonly Setting[] = [
   g('heartbeatInterval', 'duration', 'how often registered runners heartbeat'),
   g('unreachableAfterMissed', 'integer', 'missed heartbeats after which a runner is not placed on'),
   g('lostAfter', 'duration', 'silence after which a registered runner is forgotten'),
+  g(
+    'cacheFeedStaleAfterMs',
+    'duration',
+    "silence after which a runner's cache feed is stale and placement treats its cache as unknown",
+  ),
+  g(
+    'cachePendingMs',
+    'duration',
+    "how long a placed call's blocks count as held by its runner before its cache feed reports them (0: off)",
+  ),
+  g('cacheMaxBlocksPerRunner', 'integer', 'cache blocks the truth index keeps per runner (about 90 bytes each)'),
+  g('cacheMaxBlocks', 'integer', 'cache blocks the truth index keeps over every runner (about 90 bytes each)'),
 ];
 
 /** Who may call the gateway: the operator's token and whether client calls need a key. */

@@ -5,6 +5,10 @@
  * The room's public face: what other rooms take from it.
  */
 export { breakerDefaults } from './breaker.ts';
+export { CacheIndex } from './cache-index.ts';
+export type { CacheIndexOptions, FeedOutcome, FeedState } from './cache-index.ts';
+export { CacheTruth } from './cache-truth.ts';
+export type { CacheTruthOptions, CacheTruthPanel, CallCache } from './cache-truth.ts';
 export { CallSigner, resolveDataPlane } from './data-plane.ts';
 export type { DataPlaneConfig, DataPlaneOptions } from './data-plane.ts';
 export { committedFailure } from './http-runner.ts';

@@ -11,6 +11,7 @@ import { STATUS_PATH, readStatus } from '../../runner/protocol/index.ts';
 import type { GatewayCall } from '../http/index.ts';
 import type { BreakerOptions } from './breaker.ts';
 import type { CallSigner, TlsMaterial } from './data-plane.ts';
+import type { CacheTruth } from './cache-truth.ts';
 import { HttpRunner } from './http-runner.ts';
 import type { CloseOptions, RunnerResponse } from './http-runner.ts';
 import { RunnerEntry } from './runner-entry.ts';
@@ -33,6 +34,11 @@ export interface GatewayPool extends RunnerPool<RunnerResponse> {
    */
   explain?(call: GatewayCall, offers: ReadonlyMap<string, 'busy' | 'error'>): RunnerReason[];
   start(): Promise<void>;
+  /**
+   * The engines' cache truth its runners feed, for placement on it (gateway/calls); absent for a
+   * pool whose runners feed none.
+   */
+  readonly cacheTruth?: CacheTruth;
   /** Stops probing and closes every runner's connections; see {@link CloseOptions}. */
   close(options?: CloseOptions): Promise<void>;
 }
@@ -72,6 +78,8 @@ export interface FleetPoolOptions {
   onRemove?: (ids: readonly string[]) => void;
   /** See RunnerEntryOptions.room: told when a runner may have room for more calls. */
   room?: RoomListener;
+  /** The cache truth its registered runners feed; a runner leaving the pool is dropped from it. */
+  cacheTruth?: CacheTruth;
 }
 
 /** Static runners probed in the background, plus registered ones added and removed as they come and go. */
@@ -79,6 +87,7 @@ export class FleetPool implements GatewayPool {
   /** Replaced, never mutated, on every change: placers may key caches on its identity. */
   runnerList: readonly RunnerEntry[];
   readonly #options: FleetPoolOptions;
+  readonly cacheTruth: CacheTruth | undefined;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
   /** Candidate lists per model; cleared by the entries whenever a runner's models or placeability change. */
@@ -87,6 +96,7 @@ export class FleetPool implements GatewayPool {
 
   constructor(options: FleetPoolOptions) {
     this.#options = options;
+    this.cacheTruth = options.cacheTruth;
     this.runnerList = options.urls.map((url) => this.createRunner(url));
   }
 
@@ -172,6 +182,7 @@ export class FleetPool implements GatewayPool {
     if (!old) return undefined;
     this.runnerList = this.runnerList.filter((r) => r !== old);
     this.#changed();
+    this.cacheTruth?.drop([id]);
     try {
       this.#options.onRemove?.([id]);
     } catch (error) {

@@ -5,8 +5,9 @@
  * after a longer silence: a lost stream is not yet a lost node.
  */
 import type { Logger, Clock } from '../../placer/kernel/index.ts';
-import { parseHeartbeat, parseRegistration } from '../../runner/protocol/index.ts';
+import { parseHeartbeat, parseRegistration, readCacheAnnouncement } from '../../runner/protocol/index.ts';
 import type {
+  CacheAnnouncement,
   Capacity,
   EngineOrder,
   HeartbeatAnswer,
@@ -161,11 +162,24 @@ export class RunnerRegistry {
       logger.info('runner registered', { runner: reg.id, url: url.origin, models: reg.models, version: reg.version });
     }
     runner.register(reg);
+    runner.announce(announcementIn(body));
     // A runner older than the field sends none: it then says nothing of what it could host.
     if (reg.capacity) this.#capacity.set(runner, reg.capacity);
     else this.#capacity.delete(runner);
     this.#setHosted(runner, reg.hosted);
     return { gatewayId: this.#options.gatewayId, heartbeatInterval: this.#options.heartbeatInterval };
+  }
+
+  /**
+   * The registered runner `id` for a request of its own, such as a cache feed update; undefined
+   * when unknown (it must register again).
+   * @throws {@link ForbiddenError} when `token` is not the one the id is bound to.
+   */
+  registered(id: string, token: number): RunnerEntry | undefined {
+    const runner = this.#options.pool.get(id);
+    if (!runner?.registration) return undefined;
+    this.#checkBound(id, token, 'update');
+    return runner;
   }
 
   /**
@@ -180,6 +194,7 @@ export class RunnerRegistry {
     const hb = accepted(parseHeartbeat(body));
     if (reg.state === 'unreachable') this.#options.logger.info('runner back', { runner: id });
     runner.heartbeat(hb);
+    runner.announce(announcementIn(body));
     if (hb.capacity) this.#capacity.set(runner, hb.capacity);
     this.#setHosted(runner, hb.hosted);
     const host = this.#orders(id);
@@ -337,4 +352,13 @@ export class RunnerRegistry {
 function accepted<T>(parsed: Parsed<T>): T {
   if (parsed.kind === 'invalid') throw new InvalidRegistrationError(parsed.message);
   return parsed.value;
+}
+
+/**
+ * The cache announcement of a registration or heartbeat body (its `cache` field), read apart from
+ * the wire check of the rest: a runner announcing what this gateway cannot use is placed without
+ * cache truth, not refused.
+ */
+function announcementIn(body: unknown): CacheAnnouncement | undefined {
+  return readCacheAnnouncement((body as { cache?: unknown } | null)?.cache);
 }

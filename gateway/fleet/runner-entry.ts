@@ -12,7 +12,13 @@
  */
 import type { Clock } from '../../placer/kernel/index.ts';
 import type { Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../placer/types.ts';
-import type { ReportedLoad, RunnerHeartbeat, RunnerRegistration, StatusReading } from '../../runner/protocol/index.ts';
+import type {
+  CacheAnnouncement,
+  ReportedLoad,
+  RunnerHeartbeat,
+  RunnerRegistration,
+  StatusReading,
+} from '../../runner/protocol/index.ts';
 import { CircuitBreaker } from './breaker.ts';
 import type { BreakerOptions } from './breaker.ts';
 import type { GatewayCall } from '../http/index.ts';
@@ -107,6 +113,7 @@ export class RunnerEntry implements Runner<RunnerResponse> {
   readonly breaker: CircuitBreaker;
   readonly #health: MutableHealth = { models: undefined, reachable: true, hung: false, downUntil: 0 };
   #registration: MutableRegistration | undefined;
+  #cacheAnnouncement: CacheAnnouncement | undefined;
   /** When the runner last answered anything: a call, a busy answer, a status probe. */
   #heardAt: number;
   readonly #options: RunnerEntryOptions;
@@ -127,6 +134,19 @@ export class RunnerEntry implements Runner<RunnerResponse> {
       succeeded: () => this.#whileBreaker(() => this.breaker.success()),
       released: () => this.#freed(1),
     };
+  }
+
+  /**
+   * How the runner's engine names its cache blocks and whether the runner feeds them to this
+   * gateway, as its last registration or heartbeat announced; undefined when it announced nothing.
+   */
+  get cacheAnnouncement(): CacheAnnouncement | undefined {
+    return this.#cacheAnnouncement;
+  }
+
+  /** Records what the runner's last registration or heartbeat announced of its engine's cache. */
+  announce(announcement: CacheAnnouncement | undefined): void {
+    this.#cacheAnnouncement = announcement;
   }
 
   /** Where the runner is called. */

@@ -21,6 +21,12 @@ import type { RunnerRegistry } from './registry.ts';
  */
 export const MAX_RUNNER_BODY_BYTES = 2 * 1024 * 1024;
 
+/**
+ * Largest cache feed update read, in bytes: about 390,000 packed block keys, a reset of a runner
+ * whose engine holds 6 million tokens in blocks of 16. A keep-alive is under 100 bytes.
+ */
+export const MAX_CACHE_UPDATE_BYTES = 4 * 1024 * 1024;
+
 /** The position of the runner token a request presented, as the access guard admitted it. */
 function tokenOf(c: Context<GatewayEnv>): number {
   const caller = c.get('caller');
@@ -82,7 +88,33 @@ function runnerView(
   };
 }
 
-/** Adds the registration, heartbeat, list and drain routes. */
+/**
+ * What GET /v1/runners shows of a runner's cache: what it announced, and its feed (`known` while
+ * placement uses it); nothing for a runner that announced none.
+ */
+function feedView(pool: FleetPool, runner: RunnerEntry, now: number): Record<string, unknown> {
+  const announced = runner.cacheAnnouncement;
+  if (!announced) return {};
+  const feed = pool.cacheTruth?.index.state(runner.id);
+  return {
+    cache: {
+      tokenizer: announced.tokenizer,
+      blockSize: announced.scheme.blockSize,
+      events: announced.events,
+      known: feed?.known ?? false,
+      ...(feed
+        ? {
+            engineFeed: feed.engineFeed,
+            lastUpdateAgeMs: Math.round(now - feed.heardAt),
+            blocks: feed.blocks,
+            pending: feed.pending,
+          }
+        : {}),
+    },
+  };
+}
+
+/** Adds the registration, heartbeat, cache feed, list and drain routes. */
 export function registerRunnerRoutes(
   app: Hono<GatewayEnv>,
   pool: FleetPool,
@@ -90,14 +122,8 @@ export function registerRunnerRoutes(
   clock: Clock,
   audit?: AuditLog,
 ): void {
-  const body = async (c: Context<GatewayEnv>): Promise<unknown> => {
-    const text = await boundedText(c.req.raw, MAX_RUNNER_BODY_BYTES);
-    try {
-      return JSON.parse(text);
-    } catch (error) {
-      throw new InvalidJsonError(`request body is not valid JSON: ${(error as Error).message}`);
-    }
-  };
+  const body = async (c: Context<GatewayEnv>): Promise<unknown> =>
+    parseJson(await boundedText(c.req.raw, MAX_RUNNER_BODY_BYTES));
 
   app.post(REGISTER_PATH, async (c) => c.json(registry.register(await body(c), tokenOf(c))));
   app.post('/v1/runners/:id/heartbeat', async (c) => {
@@ -105,6 +131,16 @@ export function registerRunnerRoutes(
     const answer = registry.heartbeat(id, await body(c), tokenOf(c));
     if (!answer) throw unknownRunner(id);
     return c.json(answer);
+  });
+  // The runner's cache feed (runner/protocol/cache-feed.ts): 204 once taken, 409 when the runner
+  // must send a reset.
+  app.post('/v1/runners/:id/cache', async (c) => {
+    const id = c.req.param('id');
+    const truth = pool.cacheTruth;
+    if (!registry.registered(id, tokenOf(c)) || !truth) throw unknownRunner(id);
+    const text = await boundedText(c.req.raw, MAX_CACHE_UPDATE_BYTES);
+    truth.update(id, parseJson(text), Buffer.byteLength(text));
+    return c.body(null, 204);
   });
   app.delete('/v1/runners/:id', (c) => {
     if (!registry.deregister(c.req.param('id'), tokenOf(c))) throw unknownRunner(c.req.param('id'));
@@ -125,13 +161,23 @@ export function registerRunnerRoutes(
     if (!registry.requestDrain(id)) throw unknownRunner(id);
     audit?.record(c.get('caller'), { action: 'runner.drain', target: id });
     const runner = pool.get(id)!;
-    return c.json(runnerView(runner, clock.now(), registry.capacity(runner), registry.hosted(runner)), 202);
+    const now = clock.now();
+    return c.json(
+      {
+        ...runnerView(runner, now, registry.capacity(runner), registry.hosted(runner)),
+        ...feedView(pool, runner, now),
+      },
+      202,
+    );
   });
   app.get('/v1/runners', (c) => {
     const now = clock.now();
     return c.json({
       object: 'list',
-      data: pool.runnerList.map((r) => runnerView(r, now, registry.capacity(r), registry.hosted(r))),
+      data: pool.runnerList.map((r) => ({
+        ...runnerView(r, now, registry.capacity(r), registry.hosted(r)),
+        ...feedView(pool, r, now),
+      })),
     });
   });
 }
@@ -159,6 +205,14 @@ async function boundedText(request: Request, limit: number): Promise<string> {
     chunks.push(value);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new InvalidJsonError(`request body is not valid JSON: ${(error as Error).message}`);
+  }
 }
 
 function unknownRunner(id: string): RunnerNotFoundError {

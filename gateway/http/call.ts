@@ -144,6 +144,15 @@ export interface CallOverride {
   timeout?: number;
 }
 
+/**
+ * The body's prompt fields as the client sent them, for naming the prompt in an engine's tokens
+ * (gateway/tokens): a chat's `messages`, a completion's `prompt`.
+ */
+export interface PromptParts {
+  readonly messages?: unknown;
+  readonly prompt?: unknown;
+}
+
 /** What the gateway learned from the body of a /v1 call. */
 export interface ParsedBody {
   model: string;
@@ -155,6 +164,8 @@ export interface ParsedBody {
    * instructions and input rendered as chat messages.
    */
   prompt?: string;
+  /** The raw prompt fields of a chat or completion call; absent on other routes. */
+  promptParts?: PromptParts;
 }
 
 /**
@@ -177,7 +188,13 @@ export function parseInferenceBody(body: Buffer, route: CallRoute = 'chat'): Par
   }
   if (typeof model !== 'string') throw new InvalidBodyError(`"model" must be a string, got ${typeof model}`);
   const text = route === 'responses' ? renderResponsesPrompt(input, instructions) : renderPrompt(messages, prompt);
-  return { model, ...(typeof user === 'string' && user !== '' ? { user } : {}), ...(text ? { prompt: text } : {}) };
+  return {
+    model,
+    ...(typeof user === 'string' && user !== '' ? { user } : {}),
+    ...(text ? { prompt: text } : {}),
+    ...(route === 'chat' && messages !== undefined ? { promptParts: { messages } } : {}),
+    ...(route === 'completions' && prompt !== undefined ? { promptParts: { prompt } } : {}),
+  };
 }
 
 /**

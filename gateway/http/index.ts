@@ -27,6 +27,7 @@ export type {
   GatewayCall,
   ParsedBody,
   Priority,
+  PromptParts,
 } from './call.ts';
 export { ClientConnections, ClientCounts, clientKey } from './client-connections.ts';
 export { checkFrontListen } from './front-tls.ts';

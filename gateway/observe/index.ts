@@ -7,6 +7,8 @@
 export { registerDashboardRoutes } from './dashboard/routes.ts';
 export { createGatewayMetrics, createStoreMetrics } from './metrics.ts';
 export { Count } from './metrics.ts';
+export { CacheTruthMetrics } from './cache-metrics.ts';
+export type { CacheCheckFigures, CacheTruthStats, FeedReading, FeedUpdateResult } from './cache-metrics.ts';
 export type { GaugeSources, GatewayMetrics, InferenceInstruments, StoreMetrics } from './metrics.ts';
 export { StatsWindow, readStats } from './stats.ts';
 export type { DetachedCounts, GatewayStats, QueueSnapshot } from './stats.ts';

@@ -7,7 +7,7 @@
  */
 import { firstThenByLoad, indexedLoadsOf, type IndexedLoads } from '../load.ts';
 import { leastLoadedOrder } from '../least-loaded/index.ts';
-import type { Placer, Runner, RunnerCall } from '../types.ts';
+import type { CachedReport, Placer, Runner, RunnerCall } from '../types.ts';
 import { BlockChain, PrefixMemo } from './blocks.ts';
 import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
 import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
@@ -18,6 +18,7 @@ import {
   type PrefixAffinityOptions,
 } from './options.ts';
 import { PrefixIndex } from './prefix-index.ts';
+import type { PrefixMatch } from './prefix-index.ts';
 
 export type { PrefixAffinityConfig, PrefixAffinityOptions } from './options.ts';
 export { prefixAffinityDefaults } from './options.ts';
@@ -53,6 +54,8 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
   // starts the same way skips hashing what it shares with them.
   const chains = new WeakMap<RunnerCall, BlockChain>();
   const memo = new PrefixMemo(MEMO_CHAINS, MEMO_BYTES);
+  // The match each call's order() put first, to set against what its engine reports it cached.
+  const matches = new WeakMap<RunnerCall, PrefixMatch>();
   const chainOf = (call: RunnerCall, prompt: string): BlockChain => {
     let chain = chains.get(call);
     if (chain === undefined) {
@@ -80,6 +83,7 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
       // Ids are unique within a pool, so this is the one runner the index points at; longest()
       // only returns ids in `positions`.
       const home = loaded[positions.get(match.runnerId)!]!;
+      matches.set(call, match);
       if (outOfBalance(home.load, pool, config)) return leastLoadedOrder(loaded, random);
       return firstThenByLoad(home, loaded);
     },
@@ -95,6 +99,19 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
     placed(call: RunnerCall, runner: Runner<unknown>): void {
       const prompt = promptOf(call);
       if (prompt !== undefined) index.record(chainOf(call, prompt).all(), runner.id);
+    },
+    cached(call: RunnerCall, runnerId: string, report: CachedReport): void {
+      // The index said the runner held `match.blocks` of the prompt; its engine says how much it
+      // did. Where it held less (it evicted under pressure, or restarted), the index stops
+      // pointing there past what it held: that runner's copy of a prefix is short-lived.
+      const match = matches.get(call);
+      const prompt = promptOf(call);
+      if (!match || match.runnerId !== runnerId || prompt === undefined || !report.promptTokens) return;
+      const chain = chainOf(call, prompt).all();
+      const held = Math.floor(
+        (chain.length * Math.min(report.cachedTokens, report.promptTokens)) / report.promptTokens,
+      );
+      if (held < match.blocks) index.forgetBeyond(chain, held, runnerId);
     },
     forget(runnerIds: readonly string[]): void {
       index.forget(runnerIds);

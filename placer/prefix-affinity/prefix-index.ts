@@ -144,6 +144,19 @@ export class PrefixIndex {
   }
 
   /**
+   * Points the entries of `hashes` from block `from` on that point at `runnerId` at no runner:
+   * its engine said it held less of the prompt than the index did. Kept rather than deleted, as
+   * {@link forget} keeps them, so no entry is left with a hole before it.
+   */
+  forgetBeyond(hashes: readonly bigint[], from: number, runnerId: string): void {
+    for (let i = Math.max(0, from); i < hashes.length; i++) {
+      if (this.#entries.peek(hashes[i]!) !== runnerId) continue;
+      this.#entries.set(hashes[i]!, FORGOTTEN);
+      this.#forgotten++;
+    }
+  }
+
+  /**
    * Points every entry of one of `runnerIds` at no runner; O(size), for the rare runner that
    * leaves. Kept rather than deleted, so that no entry pointing at a runner is left with a hole
    * before it (see the class); they count against `maxBlocks` until evicted like any other.

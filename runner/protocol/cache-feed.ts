@@ -7,14 +7,16 @@
  *   the tokenizer and block scheme a gateway needs to name a call's blocks as the engine does.
  * - It POSTs {@link CacheUpdate}s to {@link cacheFeedPath}: the blocks its engine stored and
  *   removed since the last update to that gateway, numbered `seq` 1, 2, 3... within an `epoch`.
- *   A gateway that missed one (a gap in `seq`, an epoch it does not know) answers 409, and the
- *   runner sends a `reset` update holding every block it knows the engine holds, from which the
- *   sequence starts again. An update with nothing in it is a keep-alive, sent at least every
+ *   A gateway answers 204 once it took an update. One that missed one (a gap in `seq`, an epoch
+ *   it does not know) answers 409 (GW_CACHE_FEED_OUT_OF_ORDER), and the runner sends a `reset`
+ *   update holding every block it knows the engine holds, from which the sequence starts again;
+ *   404 (GW_RUNNER_NOT_FOUND) means the gateway forgot the runner, which registers again. An update with nothing in it is a keep-alive, sent at least every
  *   heartbeat, so a gateway can tell a quiet engine from a dead feed.
  * - `engineFeed: 'down'` says the runner has lost its engine's events (the engine restarted, its
  *   event socket is gone, it skipped a sequence number): the gateway treats that runner's cache as
  *   unknown until an update says `'live'` again, which always comes with `reset`.
  */
+import { BLOCK_HASH_ALGORITHMS } from './block-hash.ts';
 import type { BlockScheme } from './block-hash.ts';
 
 /** What a gateway needs to name a call's blocks as this runner's engine does. */
@@ -65,4 +67,88 @@ export function unpackBlockKeys(packed: string): string[] | undefined {
   const keys = new Array<string>(bytes.length / 8);
   for (let i = 0; i < keys.length; i += 1) keys[i] = bytes.toString('hex', i * 8, i * 8 + 8);
   return keys;
+}
+
+/**
+ * A body checked against the feed's contract: the value, or why not. The shape of registration.ts's
+ * Parsed, declared here so the registration's bodies can carry this file's announcement.
+ */
+export type FeedParsed<T> = { kind: 'ok'; value: T } | { kind: 'invalid'; message: string };
+
+/** An epoch: what a runner may name one, as ids are named on the wire. */
+const EPOCH_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+/** Largest block size announced: engines use 16 to 256 tokens. */
+const MAX_BLOCK_SIZE = 4096;
+/** Longest tokenizer name or seed announced. */
+const MAX_ANNOUNCED_TEXT = 256;
+
+/**
+ * A cache update as the gateway accepts it, or why not: `epoch` 1 to 128 letters, digits or
+ * `._:-`; `seq` a whole number from 1; `engineFeed` `live` or `down`; `reset` a boolean;
+ * `stored` and `removed` packed keys ({@link packBlockKeys}). A `down` feed holds no blocks.
+ */
+export function parseCacheUpdate(body: unknown): FeedParsed<CacheUpdate> {
+  if (!body || typeof body !== 'object' || Array.isArray(body))
+    return invalid('cache update body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  if (typeof b.epoch !== 'string' || !EPOCH_PATTERN.test(b.epoch))
+    return invalid(`cache update epoch must be 1 to 128 letters, digits or ._:-, got ${show(b.epoch)}`);
+  if (typeof b.seq !== 'number' || !Number.isSafeInteger(b.seq) || b.seq < 1)
+    return invalid(`cache update seq must be a whole number from 1, got ${show(b.seq)}`);
+  if (b.engineFeed !== 'live' && b.engineFeed !== 'down')
+    return invalid(`cache update engineFeed must be "live" or "down", got ${show(b.engineFeed)}`);
+  if (b.reset !== undefined && typeof b.reset !== 'boolean')
+    return invalid(`cache update reset must be a boolean, got ${show(b.reset)}`);
+  for (const field of ['stored', 'removed'] as const) {
+    const packed = b[field];
+    if (packed === undefined) continue;
+    if (typeof packed !== 'string' || unpackBlockKeys(packed) === undefined)
+      return invalid(`cache update ${field} must be base64 of 8-byte block keys, got ${show(packed)}`);
+  }
+  if (b.engineFeed === 'down' && (b.stored || b.removed))
+    return invalid('a cache update with engineFeed "down" carries no blocks');
+  return {
+    kind: 'ok',
+    value: {
+      epoch: b.epoch,
+      seq: b.seq,
+      engineFeed: b.engineFeed,
+      ...(b.reset === undefined ? {} : { reset: b.reset }),
+      ...(b.stored === undefined ? {} : { stored: b.stored as string }),
+      ...(b.removed === undefined ? {} : { removed: b.removed as string }),
+    },
+  };
+}
+
+/**
+ * The announcement in a registration's or heartbeat's `cache` field, or undefined when there is
+ * none or it is not one a gateway can use (an unknown hash algorithm, a bad block size): the
+ * runner is then placed without cache truth, as one that announces nothing.
+ */
+export function readCacheAnnouncement(value: unknown): CacheAnnouncement | undefined {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const { tokenizer, scheme, events } = value as Record<string, unknown>;
+  if (typeof tokenizer !== 'string' || tokenizer === '' || tokenizer.length > MAX_ANNOUNCED_TEXT) return undefined;
+  if (typeof events !== 'boolean' || !scheme || typeof scheme !== 'object') return undefined;
+  const { algorithm, seed, blockSize } = scheme as Record<string, unknown>;
+  if (!(BLOCK_HASH_ALGORITHMS as readonly unknown[]).includes(algorithm)) return undefined;
+  if (typeof seed !== 'string' || seed.length > MAX_ANNOUNCED_TEXT) return undefined;
+  if (typeof blockSize !== 'number' || !Number.isSafeInteger(blockSize) || blockSize < 1 || blockSize > MAX_BLOCK_SIZE)
+    return undefined;
+  return { tokenizer, events, scheme: { algorithm: algorithm as BlockScheme['algorithm'], seed, blockSize } };
+}
+
+function invalid(message: string): FeedParsed<never> {
+  return { kind: 'invalid', message };
+}
+
+/**
+ * A bad value for an error message: a number, boolean or null as it is, anything else by its kind
+ * and size only, so that whatever a runner put in a field (a token by mistake) is never echoed.
+ */
+function show(value: unknown): string {
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'string') return `a string of ${value.length} characters`;
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  return value === undefined ? 'nothing' : `a${typeof value === 'object' ? 'n object' : ` ${typeof value}`}`;
 }

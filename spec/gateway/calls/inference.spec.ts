@@ -146,6 +146,26 @@ describe('readUsage', () => {
       '{"usage":{"note":"}{","prompt_tokens":1,"completion_tokens":2}}',
       { input: 1, output: 2 },
     ],
+    [
+      'cached tokens in the prompt details',
+      '{"usage":{"prompt_tokens":80,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":64}}}',
+      { input: 80, output: 2, cached: 64 },
+    ],
+    [
+      'cached tokens in the Responses API input details',
+      '{"usage":{"input_tokens":80,"output_tokens":2,"input_tokens_details":{"cached_tokens":0}}}',
+      { input: 80, output: 2, cached: 0 },
+    ],
+    [
+      'null prompt details (no cached count)',
+      '{"usage":{"prompt_tokens":8,"completion_tokens":2,"prompt_tokens_details":null}}',
+      { input: 8, output: 2 },
+    ],
+    [
+      'a stream usage chunk',
+      'data: {"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":32}}}\n\ndata: [DONE]\n\n',
+      { input: 40, output: 3, cached: 32 },
+    ],
   ])('returns the counts of %s', (_name, text, expected) => {
     expect(readUsage(Buffer.from(text))).toEqual(expected);
   });

@@ -21,7 +21,20 @@ const thrown = (fn: () => unknown): SluiceError => expectThrows(fn, SluiceError,
 
 describe('parseInferenceBody', () => {
   it('returns the model when the body names one', () => {
-    expect(parseInferenceBody(json({ model: 'llama-3-8b', messages: [] }))).toEqual({ model: 'llama-3-8b' });
+    expect(parseInferenceBody(json({ model: 'llama-3-8b', messages: [] }))).toEqual({
+      model: 'llama-3-8b',
+      promptParts: { messages: [] },
+    });
+  });
+
+  it('returns the raw prompt fields of a chat or completion, for the engine blocks, and none for others', () => {
+    const messages = [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }];
+    expect(parseInferenceBody(json({ model: 'm', messages }), 'chat').promptParts).toEqual({ messages });
+    expect(parseInferenceBody(json({ model: 'm', prompt: [1, 2, 3] }), 'completions').promptParts).toEqual({
+      prompt: [1, 2, 3],
+    });
+    expect(parseInferenceBody(json({ model: 'm', input: 'hi' }), 'responses').promptParts).toBeUndefined();
+    expect(parseInferenceBody(json({ model: 'm', input: 'x' }), 'embeddings').promptParts).toBeUndefined();
   });
 
   it('returns the user as well when the body has a non-empty string user', () => {

@@ -137,6 +137,15 @@ describe('the dashboard in a browser', () => {
     await eventually(async () => /accepted\s+1\b/.test(await text('#detached')), 5000, 'the detached call counted');
   });
 
+  it('shows the cache truth panel, saying so while no runner feeds this gateway its cache', async () => {
+    await eventually(
+      async () => (await text('#cache')).includes('No runner feeds its cache to this gateway.'),
+      5000,
+      'the cache truth panel',
+    );
+    expect(await text('#cache-count')).toBe('(0 of 0 feeds known)');
+  });
+
   it('keeps the token across a reload, and can be worked from the keyboard with the focus visible', async () => {
     await page.reload();
     await eventually(

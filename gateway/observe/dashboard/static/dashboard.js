@@ -266,6 +266,42 @@
     );
   }
 
+  /**
+   * One row per runner and model with checks, and one per runner with a feed and no checks yet:
+   * a feed that is not known, or an over- or under-prediction, is what an operator looks for.
+   */
+  function drawCache(stats) {
+    const truth = stats?.cacheTruth;
+    const feeds = Array.isArray(truth?.runners) ? truth.runners : [];
+    const checks = Array.isArray(truth?.checks) ? truth.checks : [];
+    const feedOf = new Map(feeds.map((f) => [f.runner, f]));
+    const rows = [];
+    const row = (runner, check) => {
+      const f = feedOf.get(runner);
+      const feed = f ? (f.known ? 'known' : f.engineFeed === 'down' ? 'down' : 'stale') : 'none';
+      return [
+        cell(runner),
+        stateCell(feed),
+        cell(f ? `${ms(f.lastUpdateAgeMs)} ago` : undefined),
+        cell(f ? `${num(f.blocks) ?? 0} + ${num(f.pending) ?? 0}` : undefined, 'num'),
+        cell(check?.model),
+        cell(check ? fixed(num(check.calls) ?? 0, 0) : undefined, 'num'),
+        cell(check ? fixed(num(check.predictedTokens) ?? 0, 0) : undefined, 'num'),
+        cell(check ? fixed(num(check.reportedTokens) ?? 0, 0) : undefined, 'num'),
+        cell(check ? fixed(num(check.overTokens) ?? 0, 0) : undefined, 'num'),
+        cell(check ? fixed(num(check.underTokens) ?? 0, 0) : undefined, 'num'),
+      ];
+    };
+    const checked = new Set();
+    for (const c of checks) {
+      checked.add(c.runner);
+      rows.push(row(c.runner, c));
+    }
+    for (const f of feeds) if (!checked.has(f.runner)) rows.push(row(f.runner, undefined));
+    $('cache-count').textContent = `(${feeds.filter((f) => f.known).length} of ${feeds.length} feeds known)`;
+    fill($('cache').tBodies[0], rows, 10, 'No runner feeds its cache to this gateway.');
+  }
+
   function drawQueue(queue) {
     const models = Array.isArray(queue?.models) ? queue.models : [];
     $('queue-count').textContent = `(${num(queue?.waiting) ?? 0} waiting)`;
@@ -313,6 +349,7 @@
       (stats) => {
         drawStats(stats);
         drawDetached(stats);
+        drawCache(stats);
       },
     ],
     ['v1/queue', drawQueue],
