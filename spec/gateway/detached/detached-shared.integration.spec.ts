@@ -15,6 +15,8 @@ import { chatBody, eventually, getJson, metrics, metricValue, postJson, startFle
 import type { Fleet } from '../../support/fleet.ts';
 import { startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';
+import { commandLine } from '../../support/command-line.ts';
+import type { FlagValues } from '../../support/command-line.ts';
 
 const ASYNC = { prefer: 'respond-async' };
 const short = (extra: Record<string, unknown> = {}) => chatBody({ max_tokens: 10, ...extra });
@@ -26,6 +28,16 @@ describe('detached calls shared by two gateways over redis', () => {
   let fleet: Fleet;
   let other: ChildService;
   let hooks: CallbackReceiver;
+  /** A second gateway over the fleet's runner and the shared store, with the callback secret. */
+  const startPeer = (values: FlagValues, rest: readonly string[] = []) =>
+    startService(
+      commandLine(
+        'gateway',
+        { 'log-level': 'warn', runners: fleet.nodes[0]!.runner.url, store: redis.url, ...values },
+        rest,
+      ),
+      { env: { ...process.env, SLUICE_CALLBACK_SECRET: secret } },
+    );
 
   beforeAll(async () => {
     [redis, hooks] = await Promise.all([startRedis(), startCallbackReceiver()]);
@@ -48,24 +60,7 @@ describe('detached calls shared by two gateways over redis', () => {
         '--callback-allow-private',
       ],
     });
-    other = await startService(
-      [
-        'gateway',
-        '--port',
-        '0',
-        '--log-level',
-        'warn',
-        '--runners',
-        fleet.nodes[0]!.runner.url,
-        '--store',
-        redis.url,
-        '--gateway-id',
-        'gw-b',
-      ],
-      {
-        env: { ...process.env, SLUICE_CALLBACK_SECRET: secret },
-      },
-    );
+    other = await startPeer({ 'gateway-id': 'gw-b' });
   }, 90_000);
   afterAll(async () => {
     await Promise.all([fleet?.stop(), other?.stop()]);
@@ -114,23 +109,7 @@ describe('detached calls shared by two gateways over redis', () => {
       'sluice-callback-url': `${hooks.url}/done`,
     });
     expect(refused.json.error.code).toBe('GW_CALLBACKS_DISABLED');
-    const b = await startService(
-      [
-        'gateway',
-        '--port',
-        '0',
-        '--log-level',
-        'warn',
-        '--runners',
-        fleet.nodes[0]!.runner.url,
-        '--store',
-        redis.url,
-        '--callback-allow',
-        hooks.url,
-        '--callback-allow-private',
-      ],
-      { env: { ...process.env, SLUICE_CALLBACK_SECRET: secret } },
-    );
+    const b = await startPeer({ 'callback-allow': hooks.url }, ['--callback-allow-private']);
     try {
       const accepted = await postJson(`${b.url}/v1/chat/completions`, short(), {
         ...ASYNC,
