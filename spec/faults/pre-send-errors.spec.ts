@@ -6,16 +6,14 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { GatewayCall } from '../../gateway/http/call.ts';
 import { HttpRunner } from '../../gateway/fleet/http-runner.ts';
 import { RunnerEntry } from '../../gateway/fleet/runner-entry.ts';
 import { systemClock } from '../../placer/kernel/index.ts';
+import { serversForEach } from '../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 describe('a call the HTTP client refuses to send', () => {
   it('is refused with 400 GW_REQUEST_NOT_FORWARDABLE, and nothing reaches the runner', async () => {

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SLUICE_BIN, startService } from '../../placer/kernel/processes.ts';
 import {
   REGISTER_PATH,
@@ -28,13 +28,12 @@ import type { GpuInventory } from '../../runner/protocol/index.ts';
 import type { LogFields, Logger } from '../../placer/kernel/index.ts';
 import { alive, openStream } from '../support/faults.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
+import { commandLine } from '../support/command-line.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const TOKEN = 'hosting-spec-token-0123456789';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 /** A gateway's registration endpoints: records every body, answers heartbeats with `host` as scripted. */
 class OrderingGateway {
@@ -471,22 +470,8 @@ describe('sluice runner without --engine and --profile', () => {
   it('starts as an on-demand runner, says it waits for orders, and hosts a sim engine a gateway orders', async () => {
     const gw = await OrderingGateway.start();
     const child = await startService(
-      [
-        'runner',
-        '--port',
-        '0',
-        '--id',
-        'r-cli',
-        '--gateway',
-        gw.url,
-        '--heartbeat-interval',
-        '50ms',
-        '--log-level',
-        'info',
-      ],
-      {
-        env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
-      },
+      commandLine('runner', { id: 'r-cli', gateway: gw.url, 'heartbeat-interval': '50ms', 'log-level': 'info' }),
+      { env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN } },
     );
     cleanups.push(() => child.stop('SIGTERM', 10_000));
     await eventually(() => gw.beats.length >= 1, 10_000, 'a heartbeat');

@@ -5,17 +5,15 @@
  * as the runner's other GET routes (docs/security.md).
  */
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { BUSY_HEADER } from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { eventually, metricValue } from '../support/fleet.ts';
+import { serversForEach } from '../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function start(options: Partial<RunnerOptions> = {}): Promise<string> {
   const engine = createSimEngine({ ttftMs: 1000, itlMs: 0, outputTokens: 1 });

@@ -7,9 +7,10 @@
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { startService } from '../../placer/kernel/processes.ts';
+import { commandLine } from '../support/command-line.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';
@@ -20,12 +21,10 @@ import type { RegistrationTimers } from '../../runner/registration.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerEnvironment, RunnerServer, RunnerStatus } from '../../runner/server.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const TOKEN = 'sekret-token-0123456789';
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 type Kind = 'register' | 'heartbeat' | 'delete';
 interface Seen {
@@ -473,28 +472,10 @@ describe('sluice runner --gateway', () => {
   it('exits 0 after a drain the gateway asked for, and never prints the token', async () => {
     const gw = await FakeGateway.start();
     const engine = await startEngine();
-    const child = await startService(
-      [
-        'runner',
-        '--port',
-        '0',
-        '--engine',
-        engine,
-        '--engine-kind',
-        'sim',
-        '--id',
-        'r-cli',
-        '--gateway',
-        gw.url,
-        '--heartbeat-interval',
-        '50ms',
-        '--log-level',
-        'debug',
-      ],
-      {
-        env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
-      },
-    );
+    const values = { engine, 'engine-kind': 'sim', id: 'r-cli', gateway: gw.url, 'heartbeat-interval': '50ms' };
+    const child = await startService(commandLine('runner', { ...values, 'log-level': 'debug' }), {
+      env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
+    });
     cleanups.push(() => child.stop('SIGKILL'));
     await gw.waitFor((s) => s.kind === 'heartbeat' && s.id === 'r-cli');
     const exited = new Promise<number | null>((resolve) => child.child.once('exit', (code) => resolve(code)));

@@ -5,7 +5,7 @@
  */
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
@@ -20,11 +20,9 @@ import { createRunner } from '../../runner/server.ts';
 import type { RunnerServer } from '../../runner/server.ts';
 import type { LogFields } from '../../placer/kernel/index.ts';
 import { warningRecorder } from '../support/logger.ts';
+import { serversForEach } from '../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function start(
   engineOptions: SimEngineOptions,

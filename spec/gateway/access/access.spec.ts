@@ -3,7 +3,7 @@
  * route table so that a new route cannot go without its row, then calls that belong to the key
  * that made them. The scope check itself, as a table, is spec/gateway/access/credentials.spec.ts.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { unscopedRoutes } from '../../../gateway/access/guard.ts';
 import { ROUTE_SCOPES } from '../../../gateway/access/scopes.ts';
@@ -15,11 +15,9 @@ import { createRunner } from '../../../runner/server.ts';
 import { CALLERS, OPERATOR, RUNNER, VIEWER, expected, keys } from '../../support/callers.ts';
 import type { CallerName } from '../../support/callers.ts';
 import { chatBody, eventually, postJson } from '../../support/fleet.ts';
+import { serversForEach } from '../../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function realRunner(): Promise<string> {
   const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });

@@ -5,7 +5,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createGateway } from '../../../gateway/server.ts';
 import type { Gateway } from '../../../gateway/server.ts';
 import type { Placer, Runner, RunnerCall } from '../../../placer/types.ts';
@@ -16,11 +16,9 @@ import { createRunner } from '../../../runner/server.ts';
 import type { RunnerServer } from '../../../runner/server.ts';
 import { chatBody, postJson } from '../../support/fleet.ts';
 import { startScriptedEngine } from '../../support/scripted-engine.ts';
+import { serversForEach } from '../../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 /** An engine that is healthy and lists a model, but drops every call's connection unanswered. */
 async function droppingEngine(): Promise<string> {

@@ -3,7 +3,7 @@
  * result, does not answer, or answers late; calls recorded `queued` while they wait for a
  * runner (cancelled, abandoned, orphaned); and /invoke calls made detached.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import type { GatewayOptions } from '../../../gateway/options.ts';
 import { createGateway } from '../../../gateway/server.ts';
@@ -15,11 +15,9 @@ import { createSimEngine } from '../../../runner/engines/sim/server.ts';
 import { createRunner } from '../../../runner/server.ts';
 import type { RunnerOptions } from '../../../runner/options.ts';
 import { chatBody, eventually, metricValue, postJson } from '../../support/fleet.ts';
+import { serversForEach } from '../../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 /** A sim engine making 400 tokens `itlMs` apart and a runner over it, both closed after the test. */
 async function simRunner(

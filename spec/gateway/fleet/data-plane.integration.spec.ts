@@ -5,7 +5,7 @@
  */
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, Server } from 'node:http';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { createSimEngine } from '../../../runner/engines/sim/server.ts';
@@ -33,14 +33,12 @@ import type { LogFields } from '../../../placer/kernel/index.ts';
 import { makeCa } from '../../support/certs.ts';
 import type { Issued, TestCa } from '../../support/certs.ts';
 import { connect as connectH2 } from 'node:http2';
+import { serversForEach } from '../../support/servers.ts';
 
 const SECRET = 'spec-call-secret-0123456789abcdef0123456789';
 const OTHER_SECRET = 'spec-other-secret-fedcba9876543210fedcba98';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function startEngine(): Promise<string> {
   const engine = createSimEngine({ ttftMs: 0, itlMs: 0, outputTokens: 2 });

@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import type { GatewayCall } from '../../../gateway/http/call.ts';
 import { HttpRunner } from '../../../gateway/fleet/http-runner.ts';
 import type { RunnerResponse } from '../../../gateway/fleet/http-runner.ts';
@@ -23,11 +23,9 @@ import {
 } from '../../../runner/protocol/index.ts';
 import type { ReportedLoad, RunnerRegistration, StatusReading } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
+import { serversForEach } from '../../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 /** The gateway's clock; each test starts it afresh. */
 let clock: FakeClock;
 beforeEach(() => {
