@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { checkDeployment, deploymentDefaults, deploymentRevision } from '../../../gateway/control/deployments.ts';
 import { resolveLaunchPolicy } from '../../../runner/protocol/index.ts';
 import type { LaunchPolicy } from '../../../runner/protocol/index.ts';
+import { LLAMA_PROFILE } from './fake-fleet.ts';
 
 /** A policy that adds what these deployments launch beyond the defaults. */
 function policyOf(binaries: string[], envAllow: string[]): LaunchPolicy {
@@ -43,13 +44,12 @@ describe('checkDeployment', () => {
   it('keeps every field given', () => {
     const given = {
       model: 'llama',
+      // A binary and a variable beyond the defaults, which the policy below adds.
       profile: {
-        kind: 'vllm',
-        model: 'meta-llama/Llama-3.1-8B-Instruct',
+        ...LLAMA_PROFILE,
         gpus: [0, 1],
         port: 8001,
         binary: '/opt/vllm',
-        args: ['--max-model-len', '8192'],
         env: { HF_HOME: '/cache' },
         startTimeout: 900_000,
       },

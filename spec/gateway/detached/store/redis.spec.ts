@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { RECORD_OVERHEAD_BYTES, createRedisStore } from '../../../../gateway/detached/store/index.ts';
 import type { CallStore, RedisStoreOptions } from '../../../../gateway/detached/store/index.ts';
 import { systemClock } from '../../../../placer/kernel/index.ts';
@@ -8,22 +8,17 @@ import type { LogFields } from '../../../../placer/kernel/index.ts';
 import { warningRecorder } from '../../../support/logger.ts';
 import { freePort, startRedis } from '../../../support/redis.ts';
 import type { RedisServer } from '../../../support/redis.ts';
+import { redisForSuite } from '../../../support/redis-suite.ts';
+import { closedAfterEach } from '../../../support/closed-after-each.ts';
 import { queuedRecord, runningRecord } from './call-fixtures.ts';
 import { describeCallStore } from './contract.ts';
 
-let server: RedisServer;
-beforeAll(async () => {
-  server = await startRedis();
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = redisForSuite();
 
 /** Stores and plain clients made in a test, closed after it. */
-const opened: CallStore[] = [];
+const opened = closedAfterEach<CallStore>();
 const clients: Redis[] = [];
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
+afterEach(() => {
   for (const client of clients.splice(0)) client.disconnect();
 });
 function open(options: Partial<RedisStoreOptions> = {}): CallStore {
