@@ -12,7 +12,6 @@ import { request } from 'undici';
 import { startService } from '../../placer/kernel/processes.ts';
 import { commandLine } from '../support/command-line.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
-import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';
 import { BUSY_HEADER, REGISTER_PATH, heartbeatPath, runnerPath } from '../../runner/protocol/index.ts';
 import type { RunnerHeartbeat, RunnerRegistration } from '../../runner/protocol/index.ts';
@@ -22,6 +21,7 @@ import { createRunner } from '../../runner/server.ts';
 import type { RunnerEnvironment, RunnerServer, RunnerStatus } from '../../runner/server.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { serversForEach } from '../support/servers.ts';
+import { startSimEngine } from '../support/sim-runner.ts';
 
 const TOKEN = 'sekret-token-0123456789';
 const { cleanups } = serversForEach();
@@ -131,11 +131,8 @@ function recordingTimers(scale: (ms: number) => number = (ms) => ms): { delays: 
   };
 }
 
-async function startEngine(itlMs = 50) {
-  const engine = createSimEngine({ ttftMs: 0, itlMs, outputTokens: 20 });
-  const { url } = await engine.listen();
-  cleanups.push(() => engine.close());
-  return url;
+function startEngine(itlMs = 50): Promise<string> {
+  return startSimEngine(cleanups, { ttftMs: 0, itlMs, outputTokens: 20 });
 }
 
 async function startRunner(

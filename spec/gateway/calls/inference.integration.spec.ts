@@ -8,8 +8,6 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway } from '../../../gateway/server.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
-import { createSimEngine } from '../../../runner/engines/sim/server.ts';
-import { createRunner } from '../../../runner/server.ts';
 import {
   OPERATOR_TOKEN,
   asOperator,
@@ -19,6 +17,7 @@ import {
   metricValue,
   postJson,
 } from '../../support/fleet.ts';
+import { startSimRunner } from '../../support/sim-runner.ts';
 
 /** The simulated engine's delay before the first token, ms: the TTFT the gateway sees is at least this. */
 const TTFT_MS = 60;
@@ -31,12 +30,7 @@ afterAll(async () => {
 let gw = '';
 let runnerId = '';
 beforeAll(async () => {
-  const engine = createSimEngine({ ttftMs: TTFT_MS, itlMs: 5, outputTokens: 6 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'r1' });
-  const { url: runnerUrl } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
+  const { runnerUrl } = await startSimRunner(cleanups, { id: 'r1' }, { ttftMs: TTFT_MS, itlMs: 5, outputTokens: 6 });
   const telemetry = createPrometheusMetrics();
   cleanups.push(() => telemetry.shutdown());
   const gateway = createGateway({
@@ -133,12 +127,8 @@ describe('queue wait and failures by code, with a runner of one slot', () => {
   });
 
   it('records the wait of a call that queued behind another, and counts a placer timeout by code in /v1/stats', async () => {
-    const engine = createSimEngine({ ttftMs: 1000, itlMs: 0, outputTokens: 1 });
-    const { url: engineUrl } = await engine.listen();
-    local.push(() => engine.close());
-    const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'one-slot', slots: 1 });
-    const { url: runnerUrl } = await runner.listen();
-    local.push(() => runner.close({ drainTimeout: 0 }));
+    const one = { id: 'one-slot', slots: 1 };
+    const { runnerUrl } = await startSimRunner(local, one, { ttftMs: 1000, itlMs: 0, outputTokens: 1 });
     const start = async (placerTimeout: number) => {
       const telemetry = createPrometheusMetrics();
       local.push(() => telemetry.shutdown());

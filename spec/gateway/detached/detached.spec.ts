@@ -11,26 +11,17 @@ import { StoreUnavailableError } from '../../../gateway/detached/store/errors.ts
 import { createMemoryStore } from '../../../gateway/detached/store/memory.ts';
 import type { CallStore, StoreHealth } from '../../../gateway/detached/store/types.ts';
 import type { LogFields, Logger } from '../../../placer/kernel/index.ts';
-import { createSimEngine } from '../../../runner/engines/sim/server.ts';
-import { createRunner } from '../../../runner/server.ts';
 import type { RunnerOptions } from '../../../runner/options.ts';
 import { chatBody, eventually, metricValue, postJson } from '../../support/fleet.ts';
 import { serversForEach } from '../../support/servers.ts';
+import { startSimRunner } from '../../support/sim-runner.ts';
+import type { SimRunner } from '../../support/sim-runner.ts';
 
 const { cleanups } = serversForEach();
 
 /** A sim engine making 400 tokens `itlMs` apart and a runner over it, both closed after the test. */
-async function simRunner(
-  itlMs: number,
-  runnerOptions: Partial<RunnerOptions>,
-): Promise<{ engineUrl: string; runnerUrl: string }> {
-  const engine = createSimEngine({ ttftMs: 0, itlMs, outputTokens: 400 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', ...runnerOptions });
-  const { url: runnerUrl } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
-  return { engineUrl, runnerUrl };
+function simRunner(itlMs: number, runnerOptions: Partial<RunnerOptions>): Promise<SimRunner> {
+  return startSimRunner(cleanups, runnerOptions, { ttftMs: 0, itlMs, outputTokens: 400 });
 }
 
 async function gatewayOverSim(options: Partial<GatewayOptions>) {

@@ -8,7 +8,6 @@ import type { IncomingHttpHeaders, Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
 import type { Dispatcher } from 'undici';
-import { createSimEngine } from '../../../runner/engines/sim/server.ts';
 import {
   BODY_DIGEST_HEADER,
   BUSY_HEADER,
@@ -34,17 +33,15 @@ import { makeCa } from '../../support/certs.ts';
 import type { Issued, TestCa } from '../../support/certs.ts';
 import { connect as connectH2 } from 'node:http2';
 import { serversForEach } from '../../support/servers.ts';
+import { startSimEngine } from '../../support/sim-runner.ts';
 
 const SECRET = 'spec-call-secret-0123456789abcdef0123456789';
 const OTHER_SECRET = 'spec-other-secret-fedcba9876543210fedcba98';
 
 const { cleanups } = serversForEach();
 
-async function startEngine(): Promise<string> {
-  const engine = createSimEngine({ ttftMs: 0, itlMs: 0, outputTokens: 2 });
-  const { url } = await engine.listen();
-  cleanups.push(() => engine.close());
-  return url;
+function startEngine(): Promise<string> {
+  return startSimEngine(cleanups, { ttftMs: 0, itlMs: 0, outputTokens: 2 });
 }
 
 async function startRunner(

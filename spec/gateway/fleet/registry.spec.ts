@@ -16,19 +16,14 @@ import { createRunner } from '../../../runner/server.ts';
 import { OPERATOR_TOKEN, asOperator, chatBody, eventually, postJson } from '../../support/fleet.ts';
 import { IDLE_LOAD as load, registration } from '../../support/registrations.ts';
 import { serversForEach } from '../../support/servers.ts';
+import { startSimRunner } from '../../support/sim-runner.ts';
 
 const TOKEN = 'a-runner-token-long-enough';
 const auth = { authorization: `Bearer ${TOKEN}` };
 const { cleanups } = serversForEach();
 
 async function realRunner(id: string): Promise<string> {
-  const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id });
-  const { url } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
-  return url;
+  return (await startSimRunner(cleanups, { id })).runnerUrl;
 }
 
 async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
