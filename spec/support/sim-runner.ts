@@ -6,15 +6,21 @@ import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import type { SimEngineOptions } from '../../runner/engines/sim/index.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { createRunner } from '../../runner/server.ts';
+import type { RunnerServer } from '../../runner/server.ts';
 
 /** What undoes a start; run last first after the test or suite. */
 export type Cleanups = Array<() => Promise<unknown>>;
+
+/** Where a start leaves what undoes it: a spec's cleanups, whatever else that list also takes. */
+export interface UndoList {
+  push(undo: () => Promise<unknown>): unknown;
+}
 
 /** An engine that answers at once, the sim engine's default of output tokens. */
 const INSTANT: SimEngineOptions = { ttftMs: 0, itlMs: 0 };
 
 /** Starts a sim engine with `options`, closed by `cleanups`; resolves with its URL. */
-export async function startSimEngine(cleanups: Cleanups, options: SimEngineOptions = INSTANT): Promise<string> {
+export async function startSimEngine(cleanups: UndoList, options: SimEngineOptions = INSTANT): Promise<string> {
   const engine = createSimEngine(options);
   const { url } = await engine.listen();
   cleanups.push(() => engine.close());
@@ -25,6 +31,7 @@ export async function startSimEngine(cleanups: Cleanups, options: SimEngineOptio
 export interface SimRunner {
   readonly engineUrl: string;
   readonly runnerUrl: string;
+  readonly runner: RunnerServer;
 }
 
 /**
@@ -32,7 +39,7 @@ export interface SimRunner {
  * `cleanups` (the runner first, without a drain).
  */
 export async function startSimRunner(
-  cleanups: Cleanups,
+  cleanups: UndoList,
   runner: Partial<RunnerOptions> = {},
   engine: SimEngineOptions = INSTANT,
 ): Promise<SimRunner> {
@@ -40,5 +47,5 @@ export async function startSimRunner(
   const started = createRunner({ engine: engineUrl, engineKind: 'sim', ...runner });
   const { url: runnerUrl } = await started.listen();
   cleanups.push(() => started.close({ drainTimeout: 0 }));
-  return { engineUrl, runnerUrl };
+  return { engineUrl, runnerUrl, runner: started };
 }
