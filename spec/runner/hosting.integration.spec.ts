@@ -173,15 +173,6 @@ function recordingLogger(): {
 
 const enginePid = (runner: RunnerServer): number | undefined => runner.status().engines[0]?.supervised?.pid;
 
-function processGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch {
-    return true;
-  }
-}
-
 describe('an on-demand runner', () => {
   it('starts with no engine, waits for orders, and says so in its registration, heartbeats, /status and busy answers', async () => {
     const gw = await OrderingGateway.start();
@@ -252,7 +243,7 @@ describe('an on-demand runner', () => {
       'stopped reported, then cleared',
     );
     expect(gw.states()).toEqual(['none', 'rep-1 starting', 'rep-1 ready', 'rep-1 draining', 'rep-1 stopped', 'none']);
-    expect(processGone(pid)).toBe(true);
+    expect(alive(pid)).toBe(false);
     expect(gw.beats.at(-1)).toMatchObject({ ready: false, models: [] });
     const busy = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(busy.headers[BUSY_HEADER]).toBe('no-engine');
@@ -301,7 +292,7 @@ describe('an on-demand runner', () => {
     const states = gw.states();
     expect(states.slice(0, 4)).toEqual(['none', 'rep-1 starting', 'rep-1 ready', 'rep-1 draining']);
     expect(states.slice(-2)).toEqual(['rep-2 starting', 'rep-2 ready']);
-    expect(processGone(firstPid)).toBe(true);
+    expect(alive(firstPid)).toBe(false);
     expect(enginePid(runner)).not.toBe(firstPid);
   });
 
@@ -374,7 +365,7 @@ describe('an on-demand runner', () => {
     const pid = enginePid(runner)!;
     await eventually(() => gw.hosted()?.state === 'failed', 20_000, 'failed reported');
     expect(gw.hosted()!.reason).toBe('the engine was not ready within 300 ms');
-    await eventually(() => processGone(pid), 5000, 'the engine process gone');
+    await eventually(() => !alive(pid), 5000, 'the engine process gone');
   });
 
   it('takes a GPU count from the free GPUs, holds them out of capacity while the engine runs, and frees them after the stop', async () => {
@@ -412,7 +403,7 @@ describe('an on-demand runner', () => {
       'stopped reported, then cleared',
     );
     expect(gw.beats.at(-1).capacity.freeGpus).toEqual([0, 1]);
-    expect(processGone(pid)).toBe(true);
+    expect(alive(pid)).toBe(false);
   });
 
   it('logs and ignores a bad order, keeping what it hosts', async () => {
@@ -443,7 +434,7 @@ describe('an on-demand runner', () => {
     await eventually(() => gw.hosted()?.state === 'ready', 20_000, 'ready reported');
     const pid = enginePid(runner)!;
     await runner.close({ drainTimeout: 0 });
-    expect(processGone(pid)).toBe(true);
+    expect(alive(pid)).toBe(false);
     expect(runner.status().hosted).toMatchObject({ replica: 'rep-1', state: 'stopped' });
   });
 });
@@ -487,6 +478,6 @@ describe('sluice runner without --engine and --profile', () => {
     expect(status.hosted).toMatchObject({ replica: 'rep-cli', state: 'ready' });
     const pid = status.engines[0]!.supervised.pid;
     expect(await child.stop('SIGTERM', 10_000)).toBe(0);
-    await eventually(() => processGone(pid), 5000, 'the engine process gone');
+    await eventually(() => !alive(pid), 5000, 'the engine process gone');
   });
 });
