@@ -15,6 +15,7 @@ import { chatBody, eventually, getJson, metrics, metricValue, postJson, startFle
 import type { Fleet } from '../../support/fleet.ts';
 import { startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';
+import { finalRecord } from '../../support/faults.ts';
 import { commandLine } from '../../support/command-line.ts';
 import type { FlagValues } from '../../support/command-line.ts';
 
@@ -76,11 +77,7 @@ describe('detached calls shared by two gateways over redis', () => {
     const seen = await getJson(`${other.url}/v1/calls/${id}`);
     expect(seen.status).toBe(200);
     expect(seen.json.status).toBe('running');
-    await eventually(
-      async () => (await getJson(`${other.url}/v1/calls/${id}`)).json.status === 'succeeded',
-      10_000,
-      'the call to succeed',
-    );
+    expect((await finalRecord(other.url, id)).status).toBe('succeeded');
     const result = await getJson(`${other.url}/v1/calls/${id}/result`);
     expect(result.status).toBe(200);
     expect(result.json.object).toBe('chat.completion');
@@ -155,13 +152,8 @@ describe('detached calls shared by two gateways over redis', () => {
     fleet.gateway.child.kill('SIGKILL');
     expect((await getJson(`${other.url}/v1/calls/${id}`)).json.status).toBe('running');
     // Lifetime: 1 s placer + 3 s call + 0 headroom, then a 5 s grace for a slow owner.
-    await eventually(
-      async () => (await getJson(`${other.url}/v1/calls/${id}`)).json.status === 'failed',
-      20_000,
-      'the orphaned call to fail',
-    );
-    const status = (await getJson(`${other.url}/v1/calls/${id}`)).json;
-    expect(status.error.code).toBe('GW_OWNER_LOST');
+    const status = await finalRecord(other.url, id, 20_000);
+    expect(status).toMatchObject({ status: 'failed', error: { code: 'GW_OWNER_LOST' } });
     expect(status.error.message).toContain('gw-a');
   });
 });

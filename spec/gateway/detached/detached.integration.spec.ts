@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { chatBody, eventually, fleetForSuite, getJson, metrics, metricValue, postJson } from '../../support/fleet.ts';
+import { finalRecord } from '../../support/faults.ts';
 
 const ASYNC = { prefer: 'respond-async' };
 /** Engines here produce up to 400 tokens, 30 ms apart; calls ask for fewer with max_tokens. */
@@ -39,12 +40,7 @@ describe('detached calls', () => {
     expect(early.status).toBe(409);
     expect(early.json.error.code).toBe('GW_CALL_NOT_FINISHED');
 
-    await eventually(
-      async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'succeeded',
-      20_000,
-      'the call to succeed',
-    );
-    const done = (await getJson(`${suite.gw}/v1/calls/${id}`)).json;
+    const done = await finalRecord(suite.gw, id, 20_000);
     expect(done).toMatchObject({ id, fn: 'sim-small', status: 'succeeded', runner: expect.any(String) });
     expect(Date.parse(done.completedAt)).toBeGreaterThanOrEqual(Date.parse(done.startedAt));
     expect(done.executionMs).toBeGreaterThanOrEqual(9 * 30 * 0.8);
@@ -71,11 +67,7 @@ describe('detached calls', () => {
       completedBefore + 1,
     );
     expect((await long).status).toBe(200);
-    await eventually(
-      async () => (await getJson(`${suite.gw}/v1/calls/${accepted.json.id}`)).json.status === 'succeeded',
-      10_000,
-      'the detached call',
-    );
+    expect((await finalRecord(suite.gw, accepted.json.id)).status).toBe('succeeded');
 
     // 6 s, twice the 3 s detached placer deadline, however late the refused call arrives.
     const longer = postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }));
@@ -135,11 +127,7 @@ describe('detached calls', () => {
     expect(other.status).toBe(422);
     expect(other.json.error.code).toBe('GW_IDEMPOTENCY_KEY_REUSED');
     const engineCalls = metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_total');
-    await eventually(
-      async () => (await getJson(`${suite.gw}/v1/calls/${first.json.id}`)).json.status === 'succeeded',
-      10_000,
-      'the first call',
-    );
+    expect((await finalRecord(suite.gw, first.json.id)).status).toBe('succeeded');
     // The replay ran nothing.
     expect(metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_total')).toBe(engineCalls);
   });
@@ -168,14 +156,8 @@ describe('detached calls', () => {
 
     it('fails a call whose result is over maxResultBytes with that reason, and keeps serving', async () => {
       const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }), ASYNC);
-      const id = accepted.json.id as string;
-      await eventually(
-        async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'failed',
-        30_000,
-        'the call to fail',
-      );
-      const status = (await getJson(`${suite.gw}/v1/calls/${id}`)).json;
-      expect(status.error.code).toBe('GW_RESULT_TOO_LARGE');
+      const status = await finalRecord(suite.gw, accepted.json.id, 30_000);
+      expect(status).toMatchObject({ status: 'failed', error: { code: 'GW_RESULT_TOO_LARGE' } });
       expect(status.error.message).toContain('1000');
       expect((await postJson(`${suite.gw}/v1/chat/completions`, short())).status).toBe(200);
     }, 60_000);
