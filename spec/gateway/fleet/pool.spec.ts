@@ -15,6 +15,7 @@ import { LOAD_STALE_AFTER_MS, loadOf } from '../../../placer/load.ts';
 import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
 import { serversForEach } from '../../support/servers.ts';
+import { gatewayCall } from '../../support/gateway-call.ts';
 
 const HEARTBEAT = 1_000;
 const UNREACHABLE_AFTER = 3 * HEARTBEAT;
@@ -84,23 +85,8 @@ function heartbeat(models: string[], extra: Record<string, unknown> = {}): Recor
 
 /** A call for `model` on the chat route, or on /invoke (which any runner may take) for `undefined`. */
 function callFor(model: string | undefined, clock: FakeClock): GatewayCall {
-  const now = clock.now();
-  return {
-    id: `call-${model}`,
-    fn: model ?? 'fn',
-    key: model ?? 'fn',
-    type: 'sync',
-    placerDeadline: now + 10_000,
-    signal: new AbortController().signal,
-    route: model === undefined ? 'invoke' : 'chat',
-    method: 'POST',
-    path: model === undefined ? '/invoke/fn' : '/v1/chat/completions',
-    headers: {},
-    body: Buffer.from('{}'),
-    createdAt: now,
-    startedAt: now,
-    timeout: 10_000,
-  };
+  const call = { id: `call-${model}`, fn: model ?? 'fn', key: model ?? 'fn' };
+  return gatewayCall(clock.now(), model === undefined ? { ...call, route: 'invoke', path: '/invoke/fn' } : call);
 }
 
 const ids = (runners: readonly { id: string }[]): string[] => runners.map((r) => r.id).sort();
