@@ -11,13 +11,14 @@ import { createCallbackPolicy, createCallbackSender } from '../../../gateway/det
 import { createGateway } from '../../../gateway/server.ts';
 import { startCallbackReceiver } from '../../support/callbacks.ts';
 import type { CallbackReceiver } from '../../support/callbacks.ts';
-import { chatBody, eventually, getJson, metrics, metricValue, postJson, startFleet } from '../../support/fleet.ts';
+import { chatBody, eventually, getJson, postJson, startFleet } from '../../support/fleet.ts';
 import type { Fleet } from '../../support/fleet.ts';
 import { startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';
 import { finalRecord } from '../../support/faults.ts';
 import { commandLine } from '../../support/command-line.ts';
 import type { FlagValues } from '../../support/command-line.ts';
+import { abortedCalls, cancelSeenByEngine } from './cancels.ts';
 
 const ASYNC = { prefer: 'respond-async' };
 const short = (extra: Record<string, unknown> = {}) => chatBody({ max_tokens: 10, ...extra });
@@ -84,18 +85,11 @@ describe('detached calls shared by two gateways over redis', () => {
   });
 
   it('reaches the owner with a cancel sent to the other gateway, and the engine sees the abort', async () => {
-    const before = metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total');
+    const engine = fleet.nodes[0]!.engine;
+    const before = await abortedCalls(engine);
     const accepted = await postJson(`${fleet.gateway.url}/v1/chat/completions`, short({ max_tokens: 60 }), ASYNC);
     const id = accepted.json.id as string;
-    const cancel = await postJson(`${other.url}/v1/calls/${id}/cancel`, '');
-    expect(cancel.status).toBe(200);
-    expect(cancel.json.status).toBe('cancelled');
-    await eventually(
-      async () =>
-        metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') === before + 1,
-      5000,
-      'the engine abort',
-    );
+    await cancelSeenByEngine(`${other.url}/v1/calls/${id}`, engine, before, 5000);
     expect((await getJson(`${fleet.gateway.url}/v1/calls/${id}`)).json.status).toBe('cancelled');
   });
 

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { chatBody, eventually, fleetForSuite, getJson, metrics, metricValue, postJson } from '../../support/fleet.ts';
 import { finalRecord } from '../../support/faults.ts';
+import { abortedCalls, cancelSeenByEngine } from './cancels.ts';
 
 const ASYNC = { prefer: 'respond-async' };
 /** Engines here produce up to 400 tokens, 30 ms apart; calls ask for fewer with max_tokens. */
@@ -92,20 +93,12 @@ describe('detached calls', () => {
   });
 
   it('cancels a running call: the engine sees the abort, the status says cancelled, cancel again is harmless', async () => {
-    const abortedBefore = metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total');
+    const engine = suite.fleet.nodes[0]!.engine;
+    const before = await abortedCalls(engine);
     // 9 s of work: still running when the cancel comes, however slowly.
     const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 300 }), ASYNC);
     const id = accepted.json.id as string;
-    const cancel = await postJson(`${suite.gw}/v1/calls/${id}/cancel`, '');
-    expect(cancel.status).toBe(200);
-    expect(cancel.json.status).toBe('cancelled');
-    await eventually(
-      async () =>
-        metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') ===
-        abortedBefore + 1,
-      15_000,
-      'the engine abort',
-    );
+    await cancelSeenByEngine(`${suite.gw}/v1/calls/${id}`, engine, before, 15_000);
     const again = await postJson(`${suite.gw}/v1/calls/${id}/cancel`, '');
     expect(again.json.status).toBe('cancelled');
     const result = await getJson(`${suite.gw}/v1/calls/${id}/result`);
