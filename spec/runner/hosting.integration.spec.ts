@@ -4,9 +4,6 @@
  * engines it launches are real `sim` processes, so starts, drains, stops and failures are real.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:http';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
@@ -30,6 +27,8 @@ import { alive, openStream } from '../support/faults.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
 import { commandLine } from '../support/command-line.ts';
 import { serversForEach } from '../support/servers.ts';
+import { startTextServer } from '../support/text-server.ts';
+import type { TextServer } from '../support/text-server.ts';
 
 const TOKEN = 'hosting-spec-token-0123456789';
 
@@ -41,39 +40,29 @@ class OrderingGateway {
   host: EngineOrder | null | undefined | Record<string, unknown> = undefined;
   readonly registrations: any[] = [];
   readonly beats: any[] = [];
-  readonly #server: Server;
-
-  private constructor(server: Server) {
-    this.#server = server;
-  }
+  #server: TextServer | undefined;
 
   static async start(): Promise<OrderingGateway> {
-    const server = createServer();
-    const gw = new OrderingGateway(server);
-    server.on('request', (req, res) => {
-      let text = '';
-      req.on('data', (c: Buffer) => (text += c.toString()));
-      req.on('end', () => {
-        if (req.method === 'DELETE') return res.writeHead(204).end();
-        const body = JSON.parse(text);
-        if (req.url === REGISTER_PATH) {
-          gw.registrations.push(body);
-          return res
-            .writeHead(200, { 'content-type': 'application/json' })
-            .end(JSON.stringify({ gatewayId: 'gw-hosting', heartbeatInterval: 50 }));
-        }
-        gw.beats.push(body);
-        const answer = { drain: false, ...(gw.host === undefined ? {} : { host: gw.host }) };
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
-      });
+    const gw = new OrderingGateway();
+    gw.#server = await startTextServer((req, res, text) => {
+      if (req.method === 'DELETE') return res.writeHead(204).end();
+      const body = JSON.parse(text);
+      if (req.url === REGISTER_PATH) {
+        gw.registrations.push(body);
+        return res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ gatewayId: 'gw-hosting', heartbeatInterval: 50 }));
+      }
+      gw.beats.push(body);
+      const answer = { drain: false, ...(gw.host === undefined ? {} : { host: gw.host }) };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => gw.close());
     return gw;
   }
 
   get url(): string {
-    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return this.#server!.url;
   }
 
   /** The hosted reports of every heartbeat so far, in order, as `replica state` texts without repeats. */
@@ -93,8 +82,7 @@ class OrderingGateway {
   }
 
   close(): Promise<void> {
-    this.#server.closeAllConnections();
-    return new Promise((resolve) => this.#server.close(() => resolve()));
+    return this.#server!.close();
   }
 }
 
