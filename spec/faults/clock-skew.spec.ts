@@ -12,6 +12,7 @@ import { request } from 'undici';
 import { startService } from '../../placer/kernel/processes.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { chatBody, metrics, metricValue, postJson } from '../support/fleet.ts';
+import { commandLine } from '../support/command-line.ts';
 
 const SKEW_S = 600;
 
@@ -30,38 +31,23 @@ describe('a runner whose clock is ten minutes ahead', () => {
   let runner: ChildService;
   let gateway: ChildService;
 
+  /** A gateway over the skewed runner that gives each call `callTimeout`. */
+  const gatewayArgs = (callTimeout: string) =>
+    commandLine('gateway', { runners: runner.url, 'call-timeout': callTimeout, 'log-level': 'warn' });
+
   beforeAll(async () => {
-    const quiet = ['--log-level', 'warn'];
-    engine = await startService([
-      'sim-engine',
-      '--port',
-      '0',
-      '--itl-ms',
-      '20',
-      '--ttft-ms',
-      '0',
-      '--output-tokens',
-      '400',
-      ...quiet,
-    ]);
+    engine = await startService(
+      commandLine('sim-engine', { 'itl-ms': 20, 'ttft-ms': 0, 'output-tokens': 400, 'log-level': 'warn' }),
+    );
     services.push(engine);
     runner = await startService(
-      ['runner', '--port', '0', '--engine', engine.url, '--engine-kind', 'sim', '--id', 'skewed', ...quiet],
+      commandLine('runner', { engine: engine.url, 'engine-kind': 'sim', id: 'skewed', 'log-level': 'warn' }),
       {
         env: { ...process.env, LD_PRELOAD: libfaketime(), FAKETIME: `+${SKEW_S}`, FAKETIME_DONT_FAKE_MONOTONIC: '1' },
       },
     );
     services.push(runner);
-    gateway = await startService([
-      'gateway',
-      '--port',
-      '0',
-      '--runners',
-      runner.url,
-      '--call-timeout',
-      '60s',
-      ...quiet,
-    ]);
+    gateway = await startService(gatewayArgs('60s'));
     services.push(gateway);
   }, 60_000);
   afterAll(async () => {
@@ -86,17 +72,7 @@ describe('a runner whose clock is ten minutes ahead', () => {
   });
 
   it('still stops a call at the end of its budget, counted from its arrival', async () => {
-    const slow = await startService([
-      'gateway',
-      '--port',
-      '0',
-      '--runners',
-      runner.url,
-      '--call-timeout',
-      '800ms',
-      '--log-level',
-      'warn',
-    ]);
+    const slow = await startService(gatewayArgs('800ms'));
     services.push(slow);
     const started = Date.now();
     const res = await postJson(`${slow.url}/v1/chat/completions`, chatBody({ max_tokens: 400 }));

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startService } from '../../placer/kernel/processes.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
+import { commandLine } from '../support/command-line.ts';
 import { alive, callRuns, engineRequests, engineRunning, finalRecord, openStream, signal } from '../support/faults.ts';
 
 describe('fault: a supervised engine killed mid-call', () => {
@@ -38,31 +39,18 @@ describe('fault: a supervised engine killed mid-call', () => {
       port,
       args: ['--ttft-ms', '0', '--itl-ms', '20', '--call-log', callLog],
     };
-    runner = await startService([
-      'runner',
-      '--port',
-      '0',
-      '--log-level',
-      'error',
-      '--slots',
-      '8',
-      '--engine-restart-backoff',
-      '50ms',
-      '--profile',
-      JSON.stringify(profile),
-    ]);
+    runner = await startService(
+      commandLine('runner', {
+        'log-level': 'error',
+        slots: 8,
+        'engine-restart-backoff': '50ms',
+        profile: JSON.stringify(profile),
+      }),
+    );
     started.push(runner);
-    const gateway = await startService([
-      'gateway',
-      '--port',
-      '0',
-      '--log-level',
-      'error',
-      '--runners',
-      runner.url,
-      '--status-interval',
-      '300ms',
-    ]);
+    const gateway = await startService(
+      commandLine('gateway', { 'log-level': 'error', runners: runner.url, 'status-interval': '300ms' }),
+    );
     started.push(gateway);
     gw = gateway.url;
     await eventually(

@@ -84,13 +84,21 @@ describe('an HTTP/2 client that resets its stream', () => {
     await settles(idle(0), 'the upload to be given back');
   });
 
-  it('leaves the queue and never runs when reset while it waits for a runner', async () => {
+  // The slot it waited for frees at the blocker's end: a call still queued would be offered to the engine.
+  it.each([
+    ['leaves the queue and never runs when reset while it waits for a runner', 'the second call', {}],
+    [
+      'is not run when a detached call is reset while it waits for a runner to commit',
+      'the detached call',
+      { prefer: 'respond-async' },
+    ],
+  ])('%s', async (_name, what, headers) => {
     fleet = await startH2Fleet(ca);
     const running = await blocker();
-    const waiting = h2Call(await fleet.session(), CHAT, chatBody());
-    await settles({ queued: 1, inFlight: 2, leases: 2 }, 'the second call to wait');
+    const waiting = h2Call(await fleet.session(), CHAT, chatBody(), { headers });
+    await settles({ queued: 1, inFlight: 2, leases: 2 }, `${what} to wait`);
     reset(waiting);
-    await settles({ queued: 0, inFlight: 1, leases: 1, engineRunning: 1 }, 'the waiting call to leave');
+    await settles({ queued: 0, inFlight: 1, leases: 1, engineRunning: 1 }, `${what} to leave`);
     reset(running);
     const after = await settles(idle(1), 'the blocker to end');
     expect(after.engineAborted).toBe(1);
@@ -123,19 +131,6 @@ describe('an HTTP/2 client that resets its stream', () => {
     await eventually(() => call.received().includes('data: '), SETTLES_WITHIN_MS, 'the first event');
     session.destroy();
     const after = await settles(idle(1), 'the stream to be abandoned');
-    expect(after.engineAborted).toBe(1);
-  });
-
-  it('is not run when a detached call is reset while it waits for a runner to commit', async () => {
-    fleet = await startH2Fleet(ca);
-    const running = await blocker();
-    const detached = h2Call(await fleet.session(), CHAT, chatBody(), { headers: { prefer: 'respond-async' } });
-    await settles({ queued: 1, inFlight: 2, leases: 2 }, 'the detached call to wait');
-    reset(detached);
-    await settles({ queued: 0, inFlight: 1, leases: 1, engineRunning: 1 }, 'the detached call to leave');
-    reset(running);
-    // The slot it waited for frees now: a call still queued would be offered to the engine.
-    const after = await settles(idle(1), 'the blocker to end');
     expect(after.engineAborted).toBe(1);
   });
 

@@ -9,6 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { asOperator, chatBody, eventually, metrics, metricValue, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
+import { flags } from '../support/command-line.ts';
+import { QUICK_RUNNER_CHECKS } from './quick-checks.ts';
 
 // Bounds long enough that a busy machine's delays stay well inside them: an assertion that a
 // bound was not waited out has the whole bound as slack.
@@ -43,18 +45,12 @@ describe('a hung runner', () => {
       nodes: 2,
       engineArgs: ['--ttft-ms', '0', '--itl-ms', '20', '--output-tokens', '5'],
       runnerArgs: ['--slots', '8'],
-      gatewayArgs: [
-        '--runner-response-timeout',
-        `${RESPONSE_TIMEOUT_MS}ms`,
-        '--stream-idle-timeout',
-        `${IDLE_TIMEOUT_MS}ms`,
-        '--detached-placer-timeout',
-        `${DETACHED_DEADLINE_MS}ms`,
-        '--status-interval',
-        '300ms',
-        '--runner-connect-timeout',
-        '500ms',
-      ],
+      gatewayArgs: flags({
+        'runner-response-timeout': `${RESPONSE_TIMEOUT_MS}ms`,
+        'stream-idle-timeout': `${IDLE_TIMEOUT_MS}ms`,
+        'detached-placer-timeout': `${DETACHED_DEADLINE_MS}ms`,
+        ...QUICK_RUNNER_CHECKS,
+      }),
     });
   }, 60_000);
   afterEach(async () => {

@@ -4,7 +4,7 @@
  * minute, for a body the gateway cannot read and for a model it may not call, each before the
  * call's tokens were counted (the tokens' window is read, nothing counted).
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { newKeyToken } from '../../gateway/access/keys.ts';
 import { createRedisLimiter } from '../../gateway/access/limits-redis.ts';
@@ -14,6 +14,7 @@ import { chatBody, postJson } from '../support/fleet.ts';
 import { keyRingOf, startKeyedGateway } from '../support/keyed-gateway.ts';
 import { startRedis } from '../support/redis.ts';
 import type { RedisServer } from '../support/redis.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const CHAT = '/v1/chat/completions';
 const TOKEN = newKeyToken();
@@ -26,10 +27,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await redis?.stop();
 });
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 const LIMITERS: Record<string, () => Limiter> = {
   memory: () => createMemoryLimiter(),

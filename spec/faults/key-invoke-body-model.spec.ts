@@ -5,20 +5,18 @@
  * JSON.parse refuses, UTF-16) is refused to such a key; a body that is not JSON passes on the
  * path's check alone.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { newKeyToken } from '../../gateway/access/keys.ts';
 import { postJson } from '../support/fleet.ts';
 import { keyRingOf, startKeyedGateway } from '../support/keyed-gateway.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const LISTED = newKeyToken();
 const ANY = newKeyToken();
 const MODELS = ['sim-small', 'sim-other'];
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function invoke(
   url: string,

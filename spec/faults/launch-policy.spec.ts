@@ -8,7 +8,7 @@
  * and by the runner itself when an order bypasses the gateway (its hosting driven with the order
  * directly), reported failed naming the field, with nothing launched. Values never appear.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
 import { silentLogger } from '../../placer/kernel/index.ts';
@@ -18,6 +18,7 @@ import type { HostingOptions } from '../../runner/hosting.ts';
 import type { EngineOrder, OrderedProfile } from '../../runner/protocol/index.ts';
 import { Slots } from '../../runner/slots.ts';
 import { OPERATOR_TOKEN, asOperator, getJson } from '../support/fleet.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const BASH_ENV_VALUE = 'touch /tmp/sluice-spec-pwned-bash';
 const NODE_OPTIONS_VALUE = '--require /tmp/sluice-spec-pwned.js';
@@ -65,10 +66,7 @@ const HOSTILE: ReadonlyArray<{ name: string; profile: Partial<OrderedProfile> & 
 
 const VALUES = [BASH_ENV_VALUE, NODE_OPTIONS_VALUE, '0.0.0.0', '/tmp/evil.so'];
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function gateway(): Promise<string> {
   const gw: Gateway = createGateway({

@@ -132,6 +132,19 @@ async function answered(
   return { ...early, clock, client };
 }
 
+/** Checks, once the woken sleepers ran, that `early` still lingers: no outcome yet, the socket open. */
+async function stillLingering(early: EarlyServer): Promise<void> {
+  await settle();
+  expect(early.outcomes).toEqual([]);
+  expect(early.open()).toBe(1);
+}
+
+/** Waits for the one lingering of `early` to end; its outcome. */
+async function endOf(early: EarlyServer): Promise<LingerOutcome> {
+  await eventually(() => early.outcomes.length === 1, 5000, 'the lingering to end');
+  return early.outcomes[0]!;
+}
+
 describe('lingering close: its bounds, on the fake clock', () => {
   it('closes a client that keeps trickling bytes at `time`, though it never went quiet for `idle`', async () => {
     const early = await answered(1_000_000);
@@ -146,59 +159,50 @@ describe('lingering close: its bounds, on the fake clock', () => {
       await settle();
     }
     expect(clock.now()).toBe(T0 + 1000);
-    await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
-    expect(outcomes[0]).toEqual({ end: 'time', bytes: 4, ms: 1000, closed: true });
+    expect(await endOf(early)).toEqual({ end: 'time', bytes: 4, ms: 1000, closed: true });
     await eventually(() => early.open() === 0, 5000, "the server's socket closed");
   });
 
   it('closes a client that sends nothing after the answer at `idle`, not before', async () => {
     const early = await answered(1_000_000);
-    const { clock, outcomes } = early;
+    const { clock } = early;
     await clock.untilSleeping();
     clock.advance(299);
-    await settle();
-    expect(outcomes).toEqual([]);
-    expect(early.open()).toBe(1);
+    await stillLingering(early);
     clock.advance(1);
-    await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
-    expect(outcomes[0]).toEqual({ end: 'idle', bytes: 0, ms: 300, closed: true });
+    expect(await endOf(early)).toEqual({ end: 'idle', bytes: 0, ms: 300, closed: true });
     await eventually(() => early.open() === 0, 5000, "the server's socket closed");
   });
 
   it('reads what arrived while the process was stalled before it judges `idle` passed', async () => {
     const early = await answered(1_000_000);
-    const { clock, client, lingerings, outcomes } = early;
+    const { clock, client, lingerings } = early;
     await clock.untilSleeping();
     // The client's byte reaches the server's socket, and in the same turn the idle bound passes,
     // as for a server stalled that long: its timers run before it reads the byte.
     await new Promise<void>((resolve) => client.socket.write('a', () => resolve()));
     clock.advance(300);
     await eventually(() => lingerings[0]!.bytes === 1, 5000, 'the byte read');
-    await settle();
-    expect(outcomes).toEqual([]);
-    expect(early.open()).toBe(1);
+    await stillLingering(early);
     // Silence from that byte on: idle passes 300 ms after it.
     clock.advance(300);
-    await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
-    expect(outcomes[0]).toEqual({ end: 'idle', bytes: 1, ms: 600, closed: true });
+    expect(await endOf(early)).toEqual({ end: 'idle', bytes: 1, ms: 600, closed: true });
   });
 
   it('closes a client at once when it sends more than `maxBytes` after the answer', async () => {
     const early = await answered(1_000_000);
     const { client, outcomes } = early;
     client.socket.write(Buffer.alloc(101, 'a'));
-    await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
-    expect(outcomes[0]).toMatchObject({ end: 'bytes', ms: 0, closed: true });
+    expect(await endOf(early)).toMatchObject({ end: 'bytes', ms: 0, closed: true });
     expect(outcomes[0]!.bytes).toBeGreaterThan(100);
     await eventually(() => early.open() === 0, 5000, "the server's socket closed");
   });
 
   it('closes cleanly, without a reset, once the body ends within the bounds', async () => {
     const early = await answered(50);
-    const { client, outcomes } = early;
+    const { client } = early;
     client.socket.write(Buffer.alloc(50, 'a'));
-    await eventually(() => outcomes.length === 1, 5000, 'the lingering to end');
-    expect(outcomes[0]).toEqual({ end: 'ended', bytes: 50, ms: 0, closed: true });
+    expect(await endOf(early)).toEqual({ end: 'ended', bytes: 50, ms: 0, closed: true });
     await eventually(() => early.open() === 0, 5000, "the server's socket closed");
     // The answer, then the end of the connection: no reset.
     await eventually(() => client.ended, 5000, "the server's end");

@@ -6,16 +6,14 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { GatewayCall } from '../../gateway/http/call.ts';
+import { describe, expect, it } from 'vitest';
 import { HttpRunner } from '../../gateway/fleet/http-runner.ts';
 import { RunnerEntry } from '../../gateway/fleet/runner-entry.ts';
 import { systemClock } from '../../placer/kernel/index.ts';
+import { serversForEach } from '../support/servers.ts';
+import { gatewayCall } from '../support/gateway-call.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 describe('a call the HTTP client refuses to send', () => {
   it('is refused with 400 GW_REQUEST_NOT_FORWARDABLE, and nothing reaches the runner', async () => {
@@ -42,24 +40,11 @@ describe('a call the HTTP client refuses to send', () => {
       onChange: () => {},
     });
     cleanups.push(() => runner.close({ abortCalls: true }));
-    const now = Date.now();
-    const call: GatewayCall = {
-      id: 'c-1',
-      fn: 'sim-small',
-      key: 'sim-small',
-      type: 'sync',
-      placerDeadline: now + 10_000,
-      signal: new AbortController().signal,
-      route: 'chat',
-      method: 'POST',
-      path: '/v1/chat/completions',
+    const call = gatewayCall(Date.now(), {
       // undici sends no request with an Expect header at all.
       headers: { 'content-type': 'application/json', expect: '100-continue' },
       body: Buffer.from('{"model":"sim-small"}'),
-      createdAt: now,
-      startedAt: now,
-      timeout: 10_000,
-    };
+    });
     const error = await runner.tryExec(call).then(
       () => undefined,
       (e: unknown) => e,

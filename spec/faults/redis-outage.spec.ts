@@ -79,6 +79,24 @@ function finishFailed(id: string): boolean {
   return new RegExp(`"msg":"store write failed, retrying".*"call":"${id}"`).test(fleet.gateway.output());
 }
 
+/**
+ * A new detached call is refused with 503 GW_STORE_UNAVAILABLE, at admission on the health answer
+ * rather than after a command timeout (a create that timed out, on its 3 s bound or the command
+ * timeout, would say the store did not take the call).
+ */
+async function expectDetachedRefused(): Promise<void> {
+  const started = Date.now();
+  const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
+  expect(Date.now() - started).toBeLessThan(8_000);
+  expect(refused.status).toBe(503);
+  expect(refused.json.error).toMatchObject({
+    code: 'GW_STORE_UNAVAILABLE',
+    type: 'service_unavailable_error',
+    message: 'the detached-call store is not answering; retry later',
+  });
+  expect(refused.headers['retry-after']).toBe('1');
+}
+
 describe('fault: redis stalls or dies under a gateway with detached calls', () => {
   it('says not ready within a couple of seconds of a stall and refuses new detached calls at once, sync calls unaffected', async () => {
     expect((await readyz()).status).toBe(200);
@@ -89,18 +107,7 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     await eventually(async () => (await readyz()).status === 503, 8_000, '/readyz to answer 503');
     expect((await readyz()).json).toMatchObject({ ready: false, closing: false, reasons: ['store_unavailable'] });
 
-    const started = Date.now();
-    const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
-    // Refused at admission, on the health answer (its message: a create that timed out, on its
-    // 3 s bound or the command timeout, says the store did not take the call).
-    expect(Date.now() - started).toBeLessThan(8_000);
-    expect(refused.status).toBe(503);
-    expect(refused.json.error).toMatchObject({
-      code: 'GW_STORE_UNAVAILABLE',
-      type: 'service_unavailable_error',
-      message: 'the detached-call store is not answering; retry later',
-    });
-    expect(refused.headers['retry-after']).toBe('1');
+    await expectDetachedRefused();
     const sync = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }));
     expect(sync.status).toBe(200);
 
@@ -150,14 +157,7 @@ describe('fault: redis stalls or dies under a gateway with detached calls', () =
     await redis.stop();
     await eventually(async () => (await readyz()).status === 503, 8_000, '/readyz to answer 503');
     expect((await readyz()).json.reasons).toEqual(['store_unavailable']);
-    const started = Date.now();
-    const refused = await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }), ASYNC);
-    expect(Date.now() - started).toBeLessThan(8_000);
-    expect(refused.status).toBe(503);
-    expect(refused.json.error).toMatchObject({
-      code: 'GW_STORE_UNAVAILABLE',
-      message: 'the detached-call store is not answering; retry later',
-    });
+    await expectDetachedRefused();
     expect((await postJson(`${gw}/v1/chat/completions`, chatBody({ ignore_eos: true, max_tokens: 5 }))).status).toBe(
       200,
     );

@@ -6,15 +6,15 @@
  * holds it. The callbacks judge by the same classifier (callbacks/address.ts): a metadata
  * address, or a metadata host name, is refused even with private targets allowed.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createCallbackPolicy } from '../../gateway/detached/callbacks/index.ts';
 import type { CallbackRefusedError } from '../../gateway/detached/callbacks/index.ts';
-import { InvalidRegistrationError } from '../../gateway/errors.ts';
 import { createRunnerAddressPolicy } from '../../gateway/fleet/registration-policy.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { REGISTER_PATH } from '../../runner/protocol/index.ts';
-import type { RunnerRegistration } from '../../runner/protocol/index.ts';
 import { postJson } from '../support/fleet.ts';
+import { registration, verdict } from '../support/registrations.ts';
+import { serversForEach } from '../support/servers.ts';
 
 /** Every spelling of a metadata address, with the address it is and who answers there. */
 const METADATA: Array<[url: string, reached: RegExp]> = [
@@ -55,17 +55,6 @@ const METADATA: Array<[url: string, reached: RegExp]> = [
 ];
 
 const PORT_ZERO = ['http://10.0.0.12:0', 'http://10.0.0.12:000', 'http://[fd00::5]:0', 'https://203.0.113.9:0'];
-
-/** What the policy says of `url`: 'ok', or the refusal's message. */
-function verdict(policy: ReturnType<typeof createRunnerAddressPolicy>, url: string): string {
-  try {
-    policy.check(new URL(url));
-    return 'ok';
-  } catch (error) {
-    expect(error).toBeInstanceOf(InvalidRegistrationError);
-    return (error as Error).message;
-  }
-}
 
 describe('the runner address policy and cloud metadata addresses', () => {
   const byDefault = createRunnerAddressPolicy({ localAddresses: () => [] });
@@ -117,22 +106,8 @@ describe('the runner address policy and cloud metadata addresses', () => {
 });
 
 describe('registration over the wire', () => {
-  const cleanups: Array<() => Promise<unknown>> = [];
-  afterEach(async () => {
-    while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-  });
+  const { cleanups } = serversForEach();
   const TOKEN = 'a-runner-token-long-enough';
-  const registration = (url: string): RunnerRegistration => ({
-    id: 'sink',
-    url,
-    version: 'test',
-    engines: [],
-    models: ['sim-small'],
-    slots: 4,
-    gpus: { gpus: [], source: 'none' },
-    ready: true,
-    load: { slotsInUse: 0, slots: 4, queue: 0, models: {} },
-  });
 
   it('answers 400 GW_INVALID_REGISTRATION for the three URLs the review registered', async () => {
     const gw = createGateway({ runnerToken: TOKEN, placerTimeout: 300 });
@@ -143,7 +118,7 @@ describe('registration over the wire', () => {
       ['http://100.100.100.200', /Alibaba Cloud metadata service/],
       ['http://10.0.0.12:0', /port 0/],
     ] as const) {
-      const res = await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration(target)), {
+      const res = await postJson(`${url}${REGISTER_PATH}`, JSON.stringify(registration('sink', target)), {
         authorization: `Bearer ${TOKEN}`,
       });
       expect(res.status, target).toBe(400);

@@ -18,6 +18,7 @@ import { chatBody, eventually, metrics, metricValue, operatorEnv, postJson, star
 import type { Fleet } from '../support/fleet.ts';
 import { startRedis } from '../support/redis.ts';
 import type { RedisServer } from '../support/redis.ts';
+import { commandLine } from '../support/command-line.ts';
 
 const ASYNC = { prefer: 'respond-async' };
 /** What the bound counts per finished call besides its body (RECORD_OVERHEAD_BYTES). */
@@ -53,23 +54,13 @@ afterAll(async () => {
 
 /** A gateway of its own over the fleet's runner, with a small store bound. */
 async function gateway(extra: readonly string[] = []): Promise<string> {
-  const started = await startService(
-    [
-      'gateway',
-      '--port',
-      '0',
-      '--runners',
-      fleet.nodes[0]!.runner.url,
-      '--log-level',
-      'warn',
-      '--max-result-bytes',
-      String(MAX_RESULT),
-      '--max-stored-bytes',
-      String(MAX_STORED),
-      ...extra,
-    ],
-    { env: operatorEnv() },
-  );
+  const values = {
+    runners: fleet.nodes[0]!.runner.url,
+    'log-level': 'warn',
+    'max-result-bytes': MAX_RESULT,
+    'max-stored-bytes': MAX_STORED,
+  };
+  const started = await startService(commandLine('gateway', values, extra), { env: operatorEnv() });
   gateways.push(started);
   return started.url;
 }

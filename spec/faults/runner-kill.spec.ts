@@ -17,6 +17,8 @@ import { startService } from '../../placer/kernel/processes.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { chatBody, eventually, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
+import { flags } from '../support/command-line.ts';
+import { QUICK_RUNNER_CHECKS } from './quick-checks.ts';
 import { callRuns, engineRequests, engineRunning, finalRecord, openStream, sum } from '../support/faults.ts';
 
 const ASYNC = { prefer: 'respond-async' };
@@ -42,7 +44,7 @@ describe('fault: a runner killed with SIGKILL', () => {
       nodes: 2,
       engineArgs: ['--ttft-ms', '0', '--itl-ms', '20', '--call-log', callLog],
       runnerArgs: RUNNER_ARGS,
-      gatewayArgs: ['--status-interval', '300ms', '--runner-connect-timeout', '500ms'],
+      gatewayArgs: flags(QUICK_RUNNER_CHECKS),
     });
     gw = fleet.gateway.url;
   }, 60_000);
@@ -117,16 +119,7 @@ describe('fault: a runner killed with SIGKILL', () => {
     const { port } = new URL(fleet.nodes[0]!.runner.url);
     restarted = await startService([
       'runner',
-      '--port',
-      port,
-      '--engine',
-      fleet.nodes[0]!.engine.url,
-      '--engine-kind',
-      'sim',
-      '--id',
-      'runner-1',
-      '--log-level',
-      'warn',
+      ...flags({ port, engine: fleet.nodes[0]!.engine.url, 'engine-kind': 'sim', id: 'runner-1', 'log-level': 'warn' }),
       ...RUNNER_ARGS,
     ]);
     const before = await engineRequests(engines());

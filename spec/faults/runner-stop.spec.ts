@@ -16,6 +16,8 @@ import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { chatBody, eventually, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';
+import { flags } from '../support/command-line.ts';
+import { QUICK_RUNNER_CHECKS } from './quick-checks.ts';
 import { callRecord, callRuns, engineRequests, engineRunning, finalRecord, signal, sum } from '../support/faults.ts';
 
 const RESPONSE_TIMEOUT_MS = 1000;
@@ -44,16 +46,11 @@ describe('fault: a runner stopped with SIGSTOP after commit', () => {
       nodes: 2,
       engineArgs: ['--ttft-ms', '0', '--itl-ms', '20', '--call-log', callLog],
       runnerArgs: ['--slots', '8'],
-      gatewayArgs: [
-        '--runner-response-timeout',
-        `${RESPONSE_TIMEOUT_MS}ms`,
-        '--stream-idle-timeout',
-        `${IDLE_TIMEOUT_MS}ms`,
-        '--status-interval',
-        '300ms',
-        '--runner-connect-timeout',
-        '500ms',
-      ],
+      gatewayArgs: flags({
+        'runner-response-timeout': `${RESPONSE_TIMEOUT_MS}ms`,
+        'stream-idle-timeout': `${IDLE_TIMEOUT_MS}ms`,
+        ...QUICK_RUNNER_CHECKS,
+      }),
     });
     gw = fleet.gateway.url;
   }, 60_000);

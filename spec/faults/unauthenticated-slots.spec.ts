@@ -13,8 +13,6 @@ import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGateway } from '../../gateway/server.ts';
-import { createSimEngine } from '../../runner/engines/sim/server.ts';
-import { createRunner } from '../../runner/server.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import type { RunnerServer } from '../../runner/server.ts';
 import {
@@ -27,6 +25,7 @@ import {
   signCall,
 } from '../../runner/protocol/index.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
+import { startSimRunner } from '../support/sim-runner.ts';
 
 const SECRET = 'spec-call-secret-0123456789abcdef0123456789';
 const PATH = '/v1/chat/completions';
@@ -37,19 +36,8 @@ afterEach(async () => {
 });
 
 async function startRunner(options: Partial<RunnerOptions> = {}): Promise<{ runner: RunnerServer; url: string }> {
-  const engine = createSimEngine({ ttftMs: 0, itlMs: 0, outputTokens: 2 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({
-    engine: engineUrl,
-    engineKind: 'sim',
-    id: 'r-slots',
-    slots: 4,
-    callSecret: SECRET,
-    ...options,
-  });
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
-  const { url } = await runner.listen(0, '127.0.0.1');
+  const signed = { id: 'r-slots', slots: 4, callSecret: SECRET, ...options };
+  const { runner, runnerUrl: url } = await startSimRunner(cleanups, signed, { ttftMs: 0, itlMs: 0, outputTokens: 2 });
   await eventually(() => runner.status().ready, 10_000, 'the engine to be ready');
   return { runner, url };
 }

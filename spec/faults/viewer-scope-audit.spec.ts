@@ -5,19 +5,17 @@
  * queue, and is refused (403) on every change; every change to deployments, keys and drains is an
  * audit line naming the credential id and the fields changed, never their values nor a token.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createGateway } from '../../gateway/server.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
+import { serversForEach } from '../support/servers.ts';
 
 const OPERATOR = 'spec-operator-token-0123456789';
 const VIEWER = 'spec-viewer-token-0123456789ab';
 const HF_VALUE = 'hf_spec_secret_value_0123';
 const API_KEY = 'engine-api-key-spec-0123';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function gateway(): Promise<{ url: string; lines: string[] }> {
   const lines: string[] = [];

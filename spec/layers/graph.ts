@@ -25,18 +25,30 @@ export function importsIn(file: string, text: string): string[] {
 /** A directed graph: each node and the nodes it points to. */
 export type Graph = ReadonlyMap<string, readonly string[]>;
 
+/** An edge between two nodes of different groups, with the groups it leaves and enters. */
+export interface CrossEdge {
+  readonly node: string;
+  readonly target: string;
+  readonly from: string;
+  readonly to: string;
+}
+
+/** Each edge of `graph` from a node in one group to a node in another; nodes in no group are passed over. */
+export function* crossEdges(graph: Graph, groupOf: (node: string) => string | undefined): Generator<CrossEdge> {
+  for (const [node, targets] of graph) {
+    const from = groupOf(node);
+    if (from === undefined) continue;
+    for (const target of targets) {
+      const to = groupOf(target);
+      if (to !== undefined && to !== from) yield { node, target, from, to };
+    }
+  }
+}
+
 /** The graph between groups of nodes: an edge from a's group to b's for each edge a → b across groups. */
 export function groupGraph(graph: Graph, groupOf: (node: string) => string | undefined): Map<string, string[]> {
   const out = new Map<string, Set<string>>();
-  for (const [from, targets] of graph) {
-    const a = groupOf(from);
-    if (a === undefined) continue;
-    for (const to of targets) {
-      const b = groupOf(to);
-      if (b === undefined || b === a) continue;
-      out.set(a, (out.get(a) ?? new Set()).add(b));
-    }
-  }
+  for (const { from, to } of crossEdges(graph, groupOf)) out.set(from, (out.get(from) ?? new Set()).add(to));
   return new Map([...out].map(([k, v]) => [k, [...v].sort()]));
 }
 

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cycles, groupCycles, groupGraph, importsIn } from './graph.ts';
+import { crossEdges, cycles, groupCycles, groupGraph, importsIn } from './graph.ts';
 import type { Graph } from './graph.ts';
 import { PRODUCT, read, root, sources } from './sources.ts';
 
@@ -94,17 +94,9 @@ const topLevel = (path: string): string | undefined =>
  * so that a command starts without the rooms it does not use; it sits above every room.
  */
 function sideDoors(graph: Graph): string[] {
-  const found: string[] = [];
-  for (const [file, targets] of graph) {
-    const from = gatewayPart(file);
-    if (from === undefined || from === 'cli') continue;
-    for (const target of targets) {
-      const to = gatewayPart(target);
-      if (to === undefined || to === from || !isRoom(to) || target === `gateway/${to}/index.ts`) continue;
-      found.push(`${file} imports ${target}, not gateway/${to}/index.ts`);
-    }
-  }
-  return found;
+  return [...crossEdges(graph, gatewayPart)]
+    .filter(({ target, from, to }) => from !== 'cli' && isRoom(to) && target !== `gateway/${to}/index.ts`)
+    .map(({ node, target, to }) => `${node} imports ${target}, not gateway/${to}/index.ts`);
 }
 
 /**
@@ -113,18 +105,9 @@ function sideDoors(graph: Graph): string[] {
  */
 function upwardImports(graph: Graph): string[] {
   const rank = (part: string) => GATEWAY_ORDER.indexOf(part);
-  const found: string[] = [];
-  for (const [file, targets] of graph) {
-    const from = gatewayPart(file);
-    if (from === undefined) continue;
-    for (const target of targets) {
-      const to = gatewayPart(target);
-      if (to === undefined || to === from) continue;
-      if (rank(from) === -1 || rank(to) === -1 || rank(to) > rank(from))
-        found.push(`${file} imports ${target} (${from} -> ${to})`);
-    }
-  }
-  return found;
+  return [...crossEdges(graph, gatewayPart)]
+    .filter(({ from, to }) => rank(from) === -1 || rank(to) === -1 || rank(to) > rank(from))
+    .map(({ node, target, from, to }) => `${node} imports ${target} (${from} -> ${to})`);
 }
 
 describe('layers', () => {

@@ -7,7 +7,7 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import {
   BUSY_HEADER,
@@ -17,11 +17,9 @@ import {
   TIMEOUT_HEADER,
 } from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
+import { serversForEach } from '../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 /** An engine that lists one model and answers calls as `answer` says. */
 async function engine(answer: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {

@@ -4,13 +4,10 @@
  * engines it launches are real `sim` processes, so starts, drains, stops and failures are real.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:http';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SLUICE_BIN, startService } from '../../placer/kernel/processes.ts';
 import {
   REGISTER_PATH,
@@ -34,13 +31,14 @@ import type { GpuInventory } from '../../runner/protocol/index.ts';
 import type { LogFields, Logger } from '../../placer/kernel/index.ts';
 import { alive, openStream } from '../support/faults.ts';
 import { chatBody, eventually, postJson } from '../support/fleet.ts';
+import { commandLine } from '../support/command-line.ts';
+import { serversForEach } from '../support/servers.ts';
+import { startTextServer } from '../support/text-server.ts';
+import type { TextServer } from '../support/text-server.ts';
 
 const TOKEN = 'hosting-spec-token-0123456789';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 /** A gateway's registration endpoints: records every body, answers heartbeats with `host` as scripted. */
 class OrderingGateway {
@@ -50,43 +48,33 @@ class OrderingGateway {
   readonly beats: any[] = [];
   /** Cache updates (runner/cache-forwarder.ts): a launched sim engine's feed. */
   readonly cacheUpdates: any[] = [];
-  readonly #server: Server;
-
-  private constructor(server: Server) {
-    this.#server = server;
-  }
+  #server: TextServer | undefined;
 
   static async start(): Promise<OrderingGateway> {
-    const server = createServer();
-    const gw = new OrderingGateway(server);
-    server.on('request', (req, res) => {
-      let text = '';
-      req.on('data', (c: Buffer) => (text += c.toString()));
-      req.on('end', () => {
-        if (req.method === 'DELETE') return res.writeHead(204).end();
-        const body = JSON.parse(text);
-        if (req.url === REGISTER_PATH) {
-          gw.registrations.push(body);
-          return res
-            .writeHead(200, { 'content-type': 'application/json' })
-            .end(JSON.stringify({ gatewayId: 'gw-hosting', heartbeatInterval: 50 }));
-        }
-        if (req.url?.endsWith('/cache')) {
-          gw.cacheUpdates.push(body);
-          return res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-        }
-        gw.beats.push(body);
-        const answer = { drain: false, ...(gw.host === undefined ? {} : { host: gw.host }) };
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
-      });
+    const gw = new OrderingGateway();
+    gw.#server = await startTextServer((req, res, text) => {
+      if (req.method === 'DELETE') return res.writeHead(204).end();
+      const body = JSON.parse(text);
+      if (req.url === REGISTER_PATH) {
+        gw.registrations.push(body);
+        return res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ gatewayId: 'gw-hosting', heartbeatInterval: 50 }));
+      }
+      if (req.url?.endsWith('/cache')) {
+        gw.cacheUpdates.push(body);
+        return res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      }
+      gw.beats.push(body);
+      const answer = { drain: false, ...(gw.host === undefined ? {} : { host: gw.host }) };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => gw.close());
     return gw;
   }
 
   get url(): string {
-    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return this.#server!.url;
   }
 
   /** The hosted reports of every heartbeat so far, in order, as `replica state` texts without repeats. */
@@ -106,8 +94,7 @@ class OrderingGateway {
   }
 
   close(): Promise<void> {
-    this.#server.closeAllConnections();
-    return new Promise((resolve) => this.#server.close(() => resolve()));
+    return this.#server!.close();
   }
 }
 
@@ -188,15 +175,6 @@ function recordingLogger(): {
 }
 
 const enginePid = (runner: RunnerServer): number | undefined => runner.status().engines[0]?.supervised?.pid;
-
-function processGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch {
-    return true;
-  }
-}
 
 describe('an on-demand runner', () => {
   it('starts with no engine, waits for orders, and says so in its registration, heartbeats, /status and busy answers', async () => {
@@ -297,7 +275,7 @@ describe('an on-demand runner', () => {
       'stopped reported, then cleared',
     );
     expect(gw.states()).toEqual(['none', 'rep-1 starting', 'rep-1 ready', 'rep-1 draining', 'rep-1 stopped', 'none']);
-    expect(processGone(pid)).toBe(true);
+    expect(alive(pid)).toBe(false);
     expect(gw.beats.at(-1)).toMatchObject({ ready: false, models: [] });
     const busy = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(busy.headers[BUSY_HEADER]).toBe('no-engine');
@@ -346,7 +324,7 @@ describe('an on-demand runner', () => {
     const states = gw.states();
     expect(states.slice(0, 4)).toEqual(['none', 'rep-1 starting', 'rep-1 ready', 'rep-1 draining']);
     expect(states.slice(-2)).toEqual(['rep-2 starting', 'rep-2 ready']);
-    expect(processGone(firstPid)).toBe(true);
+    expect(alive(firstPid)).toBe(false);
     expect(enginePid(runner)).not.toBe(firstPid);
   });
 
@@ -419,7 +397,7 @@ describe('an on-demand runner', () => {
     const pid = enginePid(runner)!;
     await eventually(() => gw.hosted()?.state === 'failed', 20_000, 'failed reported');
     expect(gw.hosted()!.reason).toBe('the engine was not ready within 300 ms');
-    await eventually(() => processGone(pid), 5000, 'the engine process gone');
+    await eventually(() => !alive(pid), 5000, 'the engine process gone');
   });
 
   it('takes a GPU count from the free GPUs, holds them out of capacity while the engine runs, and frees them after the stop', async () => {
@@ -457,7 +435,7 @@ describe('an on-demand runner', () => {
       'stopped reported, then cleared',
     );
     expect(gw.beats.at(-1).capacity.freeGpus).toEqual([0, 1]);
-    expect(processGone(pid)).toBe(true);
+    expect(alive(pid)).toBe(false);
   });
 
   it('logs and ignores a bad order, keeping what it hosts', async () => {
@@ -488,7 +466,7 @@ describe('an on-demand runner', () => {
     await eventually(() => gw.hosted()?.state === 'ready', 20_000, 'ready reported');
     const pid = enginePid(runner)!;
     await runner.close({ drainTimeout: 0 });
-    expect(processGone(pid)).toBe(true);
+    expect(alive(pid)).toBe(false);
     expect(runner.status().hosted).toMatchObject({ replica: 'rep-1', state: 'stopped' });
   });
 });
@@ -515,22 +493,8 @@ describe('sluice runner without --engine and --profile', () => {
   it('starts as an on-demand runner, says it waits for orders, and hosts a sim engine a gateway orders', async () => {
     const gw = await OrderingGateway.start();
     const child = await startService(
-      [
-        'runner',
-        '--port',
-        '0',
-        '--id',
-        'r-cli',
-        '--gateway',
-        gw.url,
-        '--heartbeat-interval',
-        '50ms',
-        '--log-level',
-        'info',
-      ],
-      {
-        env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
-      },
+      commandLine('runner', { id: 'r-cli', gateway: gw.url, 'heartbeat-interval': '50ms', 'log-level': 'info' }),
+      { env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN } },
     );
     cleanups.push(() => child.stop('SIGTERM', 10_000));
     await eventually(() => gw.beats.length >= 1, 10_000, 'a heartbeat');
@@ -546,6 +510,6 @@ describe('sluice runner without --engine and --profile', () => {
     expect(status.hosted).toMatchObject({ replica: 'rep-cli', state: 'ready' });
     const pid = status.engines[0]!.supervised.pid;
     expect(await child.stop('SIGTERM', 10_000)).toBe(0);
-    await eventually(() => processGone(pid), 5000, 'the engine process gone');
+    await eventually(() => !alive(pid), 5000, 'the engine process gone');
   });
 });

@@ -5,33 +5,18 @@
  * as the runner's other GET routes (docs/security.md).
  */
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
-import { createSimEngine } from '../../runner/engines/sim/server.ts';
+import { describe, expect, it } from 'vitest';
 import { BUSY_HEADER } from '../../runner/protocol/index.ts';
-import { createRunner } from '../../runner/server.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
 import { eventually, metricValue } from '../support/fleet.ts';
+import { serversForEach } from '../support/servers.ts';
+import { startSimRunner } from '../support/sim-runner.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function start(options: Partial<RunnerOptions> = {}): Promise<string> {
-  const engine = createSimEngine({ ttftMs: 1000, itlMs: 0, outputTokens: 1 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({
-    engine: engineUrl,
-    engineKind: 'sim',
-    id: 'r-metrics',
-    slots: 1,
-    loadInterval: 50,
-    ...options,
-  });
-  const { url } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
-  return url;
+  const oneSlot = { id: 'r-metrics', slots: 1, loadInterval: 50, ...options };
+  return (await startSimRunner(cleanups, oneSlot, { ttftMs: 1000, itlMs: 0, outputTokens: 1 })).runnerUrl;
 }
 
 const page = async (url: string): Promise<{ status: number; type: string; text: string }> => {

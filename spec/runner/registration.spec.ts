@@ -4,14 +4,11 @@
  * one in front of an in-process simulated engine. Time is only compressed through injected
  * timers, never waited out.
  */
-import { createServer } from 'node:http';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { startService } from '../../placer/kernel/processes.ts';
+import { commandLine } from '../support/command-line.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
-import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';
 import { BUSY_HEADER, REGISTER_PATH, heartbeatPath, runnerPath } from '../../runner/protocol/index.ts';
 import type { RunnerHeartbeat, RunnerRegistration } from '../../runner/protocol/index.ts';
@@ -20,12 +17,13 @@ import type { RegistrationTimers } from '../../runner/registration.ts';
 import { createRunner } from '../../runner/server.ts';
 import type { RunnerEnvironment, RunnerServer, RunnerStatus } from '../../runner/server.ts';
 import type { RunnerOptions } from '../../runner/options.ts';
+import { serversForEach } from '../support/servers.ts';
+import { startTextServer } from '../support/text-server.ts';
+import type { TextServer } from '../support/text-server.ts';
+import { startSimEngine } from '../support/sim-runner.ts';
 
 const TOKEN = 'sekret-token-0123456789';
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 type Kind = 'register' | 'heartbeat' | 'delete';
 interface Seen {
@@ -44,62 +42,52 @@ class FakeGateway {
   drain = false;
   heartbeatInterval: number | undefined;
   force: (kind: Kind) => number | 'hang' | undefined = () => undefined;
-  readonly #server: Server;
+  #server: TextServer | undefined;
   #waiters: Array<() => void> = [];
 
-  private constructor(server: Server) {
-    this.#server = server;
-  }
-
   static async start(port = 0): Promise<FakeGateway> {
-    const server = createServer();
-    const gw = new FakeGateway(server);
-    server.on('request', (req, res) => {
-      let text = '';
-      req.on('data', (c: Buffer) => (text += c.toString()));
-      req.on('end', () => {
-        const path = req.url ?? '';
-        const kind: Kind = req.method === 'DELETE' ? 'delete' : path === REGISTER_PATH ? 'register' : 'heartbeat';
-        const body = text ? JSON.parse(text) : undefined;
-        const id = kind === 'register' ? body.id : decodeURIComponent(path.split('/')[3] ?? '');
-        const forced = gw.force(kind);
-        if (forced === 'hang') return;
-        let status =
-          forced ??
-          (req.headers.authorization !== `Bearer ${gw.token}`
-            ? 401
-            : kind === 'register'
-              ? 200
-              : gw.known.has(id)
-                ? kind === 'delete'
-                  ? 204
-                  : 200
-                : 404);
-        if (status === 200 && kind === 'heartbeat' && path !== heartbeatPath(id)) status = 400;
-        if (status < 300 && kind === 'register') gw.known.add(id);
-        if (status < 300 && kind === 'delete') gw.known.delete(id);
-        gw.seen.push({ kind, id, auth: req.headers.authorization, body, status });
-        const answer =
-          kind === 'register'
-            ? { gatewayId: 'gw-test', ...(gw.heartbeatInterval ? { heartbeatInterval: gw.heartbeatInterval } : {}) }
-            : { drain: gw.drain };
-        res
-          .writeHead(status, { 'content-type': 'application/json' })
-          .end(status === 200 ? JSON.stringify(answer) : undefined);
-        for (const wake of gw.#waiters.splice(0)) wake();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    const gw = new FakeGateway();
+    gw.#server = await startTextServer((req, res, text) => {
+      const path = req.url ?? '';
+      const kind: Kind = req.method === 'DELETE' ? 'delete' : path === REGISTER_PATH ? 'register' : 'heartbeat';
+      const body = text ? JSON.parse(text) : undefined;
+      const id = kind === 'register' ? body.id : decodeURIComponent(path.split('/')[3] ?? '');
+      const forced = gw.force(kind);
+      if (forced === 'hang') return;
+      let status =
+        forced ??
+        (req.headers.authorization !== `Bearer ${gw.token}`
+          ? 401
+          : kind === 'register'
+            ? 200
+            : gw.known.has(id)
+              ? kind === 'delete'
+                ? 204
+                : 200
+              : 404);
+      if (status === 200 && kind === 'heartbeat' && path !== heartbeatPath(id)) status = 400;
+      if (status < 300 && kind === 'register') gw.known.add(id);
+      if (status < 300 && kind === 'delete') gw.known.delete(id);
+      gw.seen.push({ kind, id, auth: req.headers.authorization, body, status });
+      const answer =
+        kind === 'register'
+          ? { gatewayId: 'gw-test', ...(gw.heartbeatInterval ? { heartbeatInterval: gw.heartbeatInterval } : {}) }
+          : { drain: gw.drain };
+      res
+        .writeHead(status, { 'content-type': 'application/json' })
+        .end(status === 200 ? JSON.stringify(answer) : undefined);
+      for (const wake of gw.#waiters.splice(0)) wake();
+    }, port);
     cleanups.push(() => gw.close());
     return gw;
   }
 
   get port(): number {
-    return (this.#server.address() as AddressInfo).port;
+    return this.#server!.port;
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return this.#server!.url;
   }
 
   /** Resolves with the first request, past or future, that `match` accepts. */
@@ -112,8 +100,7 @@ class FakeGateway {
   }
 
   close(): Promise<void> {
-    this.#server.closeAllConnections();
-    return new Promise((resolve) => this.#server.close(() => resolve()));
+    return this.#server!.close();
   }
 }
 
@@ -132,11 +119,8 @@ function recordingTimers(scale: (ms: number) => number = (ms) => ms): { delays: 
   };
 }
 
-async function startEngine(itlMs = 50) {
-  const engine = createSimEngine({ ttftMs: 0, itlMs, outputTokens: 20 });
-  const { url } = await engine.listen();
-  cleanups.push(() => engine.close());
-  return url;
+function startEngine(itlMs = 50): Promise<string> {
+  return startSimEngine(cleanups, { ttftMs: 0, itlMs, outputTokens: 20 });
 }
 
 async function startRunner(
@@ -473,28 +457,10 @@ describe('sluice runner --gateway', () => {
   it('exits 0 after a drain the gateway asked for, and never prints the token', async () => {
     const gw = await FakeGateway.start();
     const engine = await startEngine();
-    const child = await startService(
-      [
-        'runner',
-        '--port',
-        '0',
-        '--engine',
-        engine,
-        '--engine-kind',
-        'sim',
-        '--id',
-        'r-cli',
-        '--gateway',
-        gw.url,
-        '--heartbeat-interval',
-        '50ms',
-        '--log-level',
-        'debug',
-      ],
-      {
-        env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
-      },
-    );
+    const values = { engine, 'engine-kind': 'sim', id: 'r-cli', gateway: gw.url, 'heartbeat-interval': '50ms' };
+    const child = await startService(commandLine('runner', { ...values, 'log-level': 'debug' }), {
+      env: { ...process.env, SLUICE_RUNNER_TOKEN: TOKEN },
+    });
     cleanups.push(() => child.stop('SIGKILL'));
     await gw.waitFor((s) => s.kind === 'heartbeat' && s.id === 'r-cli');
     const exited = new Promise<number | null>((resolve) => child.child.once('exit', (code) => resolve(code)));

@@ -48,6 +48,18 @@ async function answer(script: (res: ServerResponse) => void | Promise<void>) {
 
 const failure = (): SluiceError =>
   new SluiceError('RUNNER_ENGINE_FAILED', 502, 'server_error', 'engine at http://e failed before answering');
+/** The OpenAI-shaped body of {@link failure}. */
+const FAILURE_BODY = {
+  error: { message: 'engine at http://e failed before answering', type: 'server_error', code: 'RUNNER_ENGINE_FAILED' },
+};
+
+/** The trailers of a detached call's result: its status and type, and `others`. */
+const resultTrailers = (status: string, type: string, others: Record<string, string> = {}) => ({
+  ...others,
+  [RESULT_STATUS_TRAILER]: status,
+  [RESULT_TYPE_TRAILER]: type,
+});
+
 // x-hop is hop-by-hop because the engine's Connection header names it.
 const engineHeaders = { 'content-type': 'text/event-stream', 'x-engine': 'vllm', 'x-hop': 'one', connection: 'x-hop' };
 
@@ -117,13 +129,7 @@ describe('syncReply', () => {
     expect(got.headers['content-type']).toBe('application/json');
     expect(got.headers[ERROR_TRAILER]).toBe('RUNNER_ENGINE_FAILED');
     expect(got.headers[RUNNER_ID_HEADER]).toBe('r-1');
-    expect(JSON.parse(got.body)).toEqual({
-      error: {
-        message: 'engine at http://e failed before answering',
-        type: 'server_error',
-        code: 'RUNNER_ENGINE_FAILED',
-      },
-    });
+    expect(JSON.parse(got.body)).toEqual(FAILURE_BODY);
     expect(got.trailers).toEqual({});
   });
 });
@@ -160,11 +166,7 @@ describe('detachedReply', () => {
     // The engine's own headers are not the detached call's: its result carries the type alone.
     expect(got.headers['x-engine']).toBeUndefined();
     expect(got.body).toBe('{"id":"c1"}');
-    expect(got.trailers).toEqual({
-      [EXEC_TRAILER]: 'exec;dur=40',
-      [RESULT_STATUS_TRAILER]: '200',
-      [RESULT_TYPE_TRAILER]: 'application/json',
-    });
+    expect(got.trailers).toEqual(resultTrailers('200', 'application/json', { [EXEC_TRAILER]: 'exec;dur=40' }));
   });
 
   it('returns application/octet-stream as the result type when the engine sent none', async () => {
@@ -173,25 +175,19 @@ describe('detachedReply', () => {
       reply.head(500, {});
       reply.end({});
     });
-    expect(got.trailers).toEqual({ [RESULT_STATUS_TRAILER]: '500', [RESULT_TYPE_TRAILER]: 'application/octet-stream' });
+    expect(got.trailers).toEqual(resultTrailers('500', 'application/octet-stream'));
   });
 
   it("returns the error as the call's result after 202: its body, code, status and JSON type in trailers", async () => {
     const got = await answer((res) => detachedReply(res, 'r-2').fail(failure(), { [EXEC_TRAILER]: 'exec;dur=5' }));
     expect(got.status).toBe(202);
-    expect(JSON.parse(got.body)).toEqual({
-      error: {
-        message: 'engine at http://e failed before answering',
-        type: 'server_error',
-        code: 'RUNNER_ENGINE_FAILED',
-      },
-    });
-    expect(got.trailers).toEqual({
-      [EXEC_TRAILER]: 'exec;dur=5',
-      [ERROR_TRAILER]: 'RUNNER_ENGINE_FAILED',
-      [RESULT_STATUS_TRAILER]: '502',
-      [RESULT_TYPE_TRAILER]: 'application/json',
-    });
+    expect(JSON.parse(got.body)).toEqual(FAILURE_BODY);
+    expect(got.trailers).toEqual(
+      resultTrailers('502', 'application/json', {
+        [EXEC_TRAILER]: 'exec;dur=5',
+        [ERROR_TRAILER]: 'RUNNER_ENGINE_FAILED',
+      }),
+    );
   });
 
   it('returns the same 202 when the engine fails after commit(), not a second status line', async () => {

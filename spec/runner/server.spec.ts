@@ -5,7 +5,7 @@
  */
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';
 import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
@@ -20,11 +20,9 @@ import { createRunner } from '../../runner/server.ts';
 import type { RunnerServer } from '../../runner/server.ts';
 import type { LogFields } from '../../placer/kernel/index.ts';
 import { warningRecorder } from '../support/logger.ts';
+import { serversForEach } from '../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function start(
   engineOptions: SimEngineOptions,
@@ -48,6 +46,21 @@ function post(url: string, body: string) {
     body,
     headers: { 'content-type': 'application/json' },
   });
+}
+
+type Answer = Awaited<ReturnType<typeof post>>;
+
+/** Checks the runner answered 503 busy for `reason`, and reads the answer's body away. */
+async function expectBusy(res: Answer, reason: string): Promise<void> {
+  expect(res.statusCode).toBe(503);
+  expect(res.headers[BUSY_HEADER]).toBe(reason);
+  await res.body.dump();
+}
+
+/** Checks the runner served the call, and reads the answer's body away. */
+async function expectServed(res: Answer): Promise<void> {
+  expect(res.statusCode).toBe(200);
+  await res.body.dump();
 }
 
 describe('runner', () => {
@@ -129,13 +142,8 @@ describe('runner', () => {
     );
     const first = post(url, chat());
     await expect.poll(() => engine.stats().running, { timeout: 5000, interval: 5 }).toBe(1);
-    const second = await post(url, chat());
-    expect(second.statusCode).toBe(503);
-    expect(second.headers[BUSY_HEADER]).toBe('engine-busy');
-    await second.body.dump();
-    const res = await first;
-    expect(res.statusCode).toBe(200);
-    await res.body.dump();
+    await expectBusy(await post(url, chat()), 'engine-busy');
+    await expectServed(await first);
     expect(runner.status().calls).toMatchObject({ served: 1, rejected: 1 });
   });
 
@@ -146,19 +154,14 @@ describe('runner', () => {
     const runner = createRunner({ engine: `http://127.0.0.1:${port}`, engineProbeInterval: 500 });
     const { url } = await runner.listen();
     cleanups.push(() => runner.close({ drainTimeout: 0 }));
-    const res = await post(url, chat());
-    expect(res.statusCode).toBe(503);
-    expect(res.headers[BUSY_HEADER]).toBe('starting');
-    await res.body.dump();
+    await expectBusy(await post(url, chat()), 'starting');
     expect(runner.status().engines[0]!.state).toBe('starting');
 
     const again = createSimEngine({ ttftMs: 0, itlMs: 0 });
     await again.listen(port);
     cleanups.push(() => again.close());
     await expect.poll(() => runner.status().engines[0]!.state, { timeout: 5000, interval: 20 }).toBe('ready');
-    const ok = await post(url, chat());
-    expect(ok.statusCode).toBe(200);
-    await ok.body.dump();
+    await expectServed(await post(url, chat()));
   });
 
   it('marks the response failed in a trailer when the engine dies mid-stream', async () => {
@@ -193,14 +196,8 @@ describe('runner', () => {
     await expect.poll(() => runner.status().slots.inUse, { timeout: 5000, interval: 5 }).toBe(1);
     const closed = runner.close({ drainTimeout: 5000 });
     const refused = await post(url, chat()).catch((error: Error) => error);
-    if (!(refused instanceof Error)) {
-      expect(refused.statusCode).toBe(503);
-      expect(refused.headers[BUSY_HEADER]).toBe('draining');
-      await refused.body.dump();
-    }
-    const res = await running;
-    expect(res.statusCode).toBe(200);
-    await res.body.dump();
+    if (!(refused instanceof Error)) await expectBusy(refused, 'draining');
+    await expectServed(await running);
     await closed;
   });
 

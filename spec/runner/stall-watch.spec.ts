@@ -20,61 +20,47 @@ function watch(interval: number, memory: number, now?: () => number): StallWatch
   return w;
 }
 
+/**
+ * Runs a script on fake timers against a watch checking every 20 ms: `run N` lets N ms pass with
+ * timers running, `block N` moves the clock N ms while none runs (a blocked loop), and a reading
+ * checks what the watch reports: `0`, `>=N`, or `N..M` (at least N, under M).
+ */
+function play(memory: number, script: string): void {
+  vi.useFakeTimers();
+  const w = watch(20, memory, () => Date.now());
+  for (const step of script.split(', ')) {
+    const [verb, ms] = step.split(' ');
+    if (verb === 'run') vi.advanceTimersByTime(Number(ms));
+    else if (verb === 'block') vi.setSystemTime(Date.now() + Number(ms));
+    else if (verb!.startsWith('>=')) expect(w.stalled(), step).toBeGreaterThanOrEqual(Number(verb!.slice(2)));
+    else if (verb!.includes('..')) {
+      const [low, high] = verb!.split('..').map(Number);
+      expect(w.stalled(), step).toBeGreaterThanOrEqual(low!);
+      expect(w.stalled(), step).toBeLessThan(high!);
+    } else expect(w.stalled(), step).toBe(Number(verb));
+  }
+}
+
 describe('StallWatch on a fake clock', () => {
-  it('reports no stall while the loop runs its timers on time', () => {
-    vi.useFakeTimers();
-    const w = watch(20, 500, () => Date.now());
-    for (let i = 0; i < 10; i++) {
-      vi.advanceTimersByTime(20);
-      expect(w.stalled()).toBe(0);
-    }
-  });
-
-  it('reports a stall while it lasts, for its memory after the loop runs again, then not', () => {
-    vi.useFakeTimers();
-    const w = watch(20, 400, () => Date.now());
-    vi.advanceTimersByTime(30);
-    // 300 ms pass and no timer runs: the loop is blocked.
-    vi.setSystemTime(Date.now() + 300);
-    expect(w.stalled()).toBeGreaterThanOrEqual(280);
-    // The loop runs again: the interval sees the gap and remembers it.
-    vi.advanceTimersByTime(20);
-    expect(w.stalled()).toBeGreaterThanOrEqual(280);
-    vi.advanceTimersByTime(300);
-    expect(w.stalled()).toBeGreaterThanOrEqual(280);
-    vi.advanceTimersByTime(120);
-    expect(w.stalled()).toBe(0);
-  });
-
-  it('keeps reporting a long stall for its memory when a shorter one follows, then the shorter one for its own', () => {
-    vi.useFakeTimers();
-    const w = watch(20, 400, () => Date.now());
-    vi.advanceTimersByTime(20);
-    vi.setSystemTime(Date.now() + 300);
-    vi.advanceTimersByTime(20);
-    expect(w.stalled()).toBeGreaterThanOrEqual(280);
-    // 100 ms later a second, shorter stall: the first is still within its memory.
-    vi.advanceTimersByTime(40);
-    vi.setSystemTime(Date.now() + 90);
-    vi.advanceTimersByTime(20);
-    expect(w.stalled()).toBeGreaterThanOrEqual(280);
-    // Past the first one's memory the second one is still reported, until its own ends.
-    vi.advanceTimersByTime(280);
-    const shorter = w.stalled();
-    expect(shorter).toBeGreaterThanOrEqual(70);
-    expect(shorter).toBeLessThan(280);
-    vi.advanceTimersByTime(120);
-    expect(w.stalled()).toBe(0);
-  });
-
-  it('does not count a late timer within one interval as a stall', () => {
-    vi.useFakeTimers();
-    const w = watch(20, 400, () => Date.now());
-    vi.advanceTimersByTime(20);
-    vi.setSystemTime(Date.now() + 15);
-    vi.advanceTimersByTime(20);
-    vi.advanceTimersByTime(20);
-    expect(w.stalled()).toBe(0);
+  it.each([
+    ['reports no stall while the loop runs its timers on time', 500, Array(10).fill('run 20, 0').join(', ')],
+    // 300 ms pass and no timer runs: the loop is blocked; once it runs again the interval sees
+    // the gap and remembers it.
+    [
+      'reports a stall while it lasts, for its memory after the loop runs again, then not',
+      400,
+      'run 30, block 300, >=280, run 20, >=280, run 300, >=280, run 120, 0',
+    ],
+    // 100 ms after the first, a second, shorter stall: the first is still within its memory; past
+    // it, the second one is still reported, until its own ends.
+    [
+      'keeps reporting a long stall for its memory when a shorter one follows, then the shorter one for its own',
+      400,
+      'run 20, block 300, run 20, >=280, run 40, block 90, run 20, >=280, run 280, 70..280, run 120, 0',
+    ],
+    ['does not count a late timer within one interval as a stall', 400, 'run 20, block 15, run 20, run 20, 0'],
+  ])('%s', (_name, memory, script) => {
+    play(memory, script);
   });
 });
 

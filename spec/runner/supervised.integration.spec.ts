@@ -11,6 +11,7 @@ import { SLUICE_BIN, freePort, startService } from '../../placer/kernel/processe
 import { BUSY_HEADER } from '../../runner/protocol/index.ts';
 import { alive } from '../support/faults.ts';
 import { chatBody, postJson, runnerStatus, servicesForSuite } from '../support/fleet.ts';
+import { commandLine } from '../support/command-line.ts';
 
 const service = servicesForSuite();
 
@@ -24,15 +25,9 @@ const simProfile = async (args: string[] = []) =>
 
 describe('a runner with a sim profile', () => {
   it('answers busy while the engine starts, serves once it is ready, and reports it in /status', async () => {
-    const runner = await service([
-      'runner',
-      '--port',
-      '0',
-      '--log-level',
-      'warn',
-      '--profile',
-      await simProfile(['--startup-delay-ms', '1500']),
-    ]);
+    const runner = await service(
+      commandLine('runner', { 'log-level': 'warn', profile: await simProfile(['--startup-delay-ms', '1500']) }),
+    );
     const early = await postJson(`${runner.url}/v1/chat/completions`, chatBody());
     expect(early.status).toBe(503);
     expect(early.headers[BUSY_HEADER]).toBe('starting');
@@ -56,28 +51,16 @@ describe('a runner with a sim profile', () => {
   });
 
   it('restarts a crashed engine: the call it crashed on fails with a clear code, later calls succeed', async () => {
-    const runner = await service([
-      'runner',
-      '--port',
-      '0',
-      '--log-level',
-      'error',
-      '--engine-restart-backoff',
-      '50ms',
-      '--profile',
-      await simProfile(['--crash-on-call', '2']),
-    ]);
-    const gateway = await service([
-      'gateway',
-      '--port',
-      '0',
-      '--log-level',
-      'error',
-      '--runners',
-      runner.url,
-      '--status-interval',
-      '100ms',
-    ]);
+    const runner = await service(
+      commandLine('runner', {
+        'log-level': 'error',
+        'engine-restart-backoff': '50ms',
+        profile: await simProfile(['--crash-on-call', '2']),
+      }),
+    );
+    const gateway = await service(
+      commandLine('gateway', { 'log-level': 'error', runners: runner.url, 'status-interval': '100ms' }),
+    );
     await expect.poll(async () => (await runnerStatus(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
     const firstPid = (await runnerStatus(runner)).engines[0].supervised.pid;
 
@@ -97,15 +80,7 @@ describe('a runner with a sim profile', () => {
   });
 
   it('leaves no engine process behind when it stops', async () => {
-    const runner = await startService([
-      'runner',
-      '--port',
-      '0',
-      '--log-level',
-      'warn',
-      '--profile',
-      await simProfile(),
-    ]);
+    const runner = await startService(commandLine('runner', { 'log-level': 'warn', profile: await simProfile() }));
     await expect.poll(async () => (await runnerStatus(runner)).ready, { timeout: 20_000, interval: 100 }).toBe(true);
     const pid = (await runnerStatus(runner)).engines[0].supervised.pid as number;
     expect(await runner.stop('SIGTERM', 15_000)).toBe(0);

@@ -3,32 +3,24 @@
  * route table so that a new route cannot go without its row, then calls that belong to the key
  * that made them. The scope check itself, as a table, is spec/gateway/access/credentials.spec.ts.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { unscopedRoutes } from '../../../gateway/access/guard.ts';
 import { ROUTE_SCOPES } from '../../../gateway/access/scopes.ts';
 import { createGateway } from '../../../gateway/server.ts';
 import type { Gateway } from '../../../gateway/server.ts';
 import type { GatewayOptions } from '../../../gateway/options.ts';
-import { createSimEngine } from '../../../runner/engines/sim/server.ts';
 import { createRunner } from '../../../runner/server.ts';
 import { CALLERS, OPERATOR, RUNNER, VIEWER, expected, keys } from '../../support/callers.ts';
 import type { CallerName } from '../../support/callers.ts';
 import { chatBody, eventually, postJson } from '../../support/fleet.ts';
+import { serversForEach } from '../../support/servers.ts';
+import { startSimEngine, startSimRunner } from '../../support/sim-runner.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function realRunner(): Promise<string> {
-  const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'r1' });
-  const { url } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
-  return url;
+  return (await startSimRunner(cleanups, { id: 'r1' })).runnerUrl;
 }
 
 async function gateway(options: Partial<GatewayOptions>): Promise<{ gw: Gateway; url: string }> {
@@ -154,9 +146,7 @@ describe('calls belong to the key that made them', () => {
 
   it('never lets the client key reach the runner or engine', async () => {
     const seen: Array<{ path: string | undefined; authorization: string | undefined }> = [];
-    const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
-    const { url: engineUrl } = await engine.listen();
-    cleanups.push(() => engine.close());
+    const engineUrl = await startSimEngine(cleanups);
     const { createServer } = await import('node:http');
     // A runner stand-in in front of the engine would hide what the engine gets; the engine's own
     // server is wrapped instead, recording the header of each request it serves.

@@ -8,6 +8,10 @@ import type { RouteScope } from '../../../gateway/access/scopes.ts';
 import { CALLERS, KEY_B, OPERATOR, RUNNER, VIEWER, expected, keys } from '../../support/callers.ts';
 import type { CallerName } from '../../support/callers.ts';
 
+/** Credentials with an operator token and no runner token or client key, `clients` open or keyed. */
+const keyless = (clients: 'open' | 'keys') =>
+  new Credentials({ operatorTokens: [OPERATOR], runnerTokens: [], clientKeys: keys(0), clients });
+
 describe('Credentials.admit', () => {
   const closed = new Credentials({
     operatorTokens: [OPERATOR],
@@ -67,12 +71,7 @@ describe('Credentials.admit', () => {
   });
 
   it('lets anyone call client routes while no key exists, whatever key an SDK sends, and closes them on a keyed gateway', () => {
-    const open = new Credentials({
-      operatorTokens: [OPERATOR],
-      runnerTokens: [],
-      clientKeys: keys(0),
-      clients: 'open',
-    });
+    const open = keyless('open');
     expect(open.openToClients).toBe(true);
     for (const header of [undefined, 'Bearer sk-anything', 'Basic dXNlcjpwdw=='])
       expect(open.admit(scopes[1]!, header)).toEqual({ kind: 'anonymous' });
@@ -82,12 +81,7 @@ describe('Credentials.admit', () => {
     expect(outcome(open, scopes[1]!, `Bearer ${OPERATOR}`)).toBe('403');
     // Without a runner token, runner routes say registration is off.
     expect(outcome(open, scopes[4]!, `Bearer ${RUNNER}`)).toBe('404');
-    const required = new Credentials({
-      operatorTokens: [OPERATOR],
-      runnerTokens: [],
-      clientKeys: keys(0),
-      clients: 'keys',
-    });
+    const required = keyless('keys');
     expect(required.openToClients).toBe(false);
     expect(outcome(required, scopes[1]!, undefined)).toBe('401');
     expect(outcome(required, scopes[1]!, 'Bearer sk-anything')).toBe('401');

@@ -11,29 +11,38 @@ import { T0, fakeClock } from './limits-contract.ts';
 
 const key = (limits: ClientKey['limits']): ClientKey => ({ id: 'k1', name: 'ci', limits });
 
-function calls(limiter?: Limiter, warnings: LogFields[] = []) {
-  const { clock, elapse } = fakeClock();
-  return {
-    calls: new KeyCalls({ limiter: limiter ?? createMemoryLimiter({ clock }), logger: warningRecorder(warnings) }),
-    elapse,
+/**
+ * The calls of one key with `limits`, over `limiter` (a memory limiter on a fake clock unless
+ * given): `open` one as the call path does, or one the test expects to be `admitted`.
+ */
+function keyWith(limits: ClientKey['limits'], limiter?: Limiter, warnings: LogFields[] = []) {
+  const { clock } = fakeClock();
+  const calls = new KeyCalls({ limiter: limiter ?? createMemoryLimiter({ clock }), logger: warningRecorder(warnings) });
+  const k = key(limits);
+  const open = () => calls.open(k);
+  const admitted = async (): Promise<KeyCall> => {
+    const call = await open();
+    expect(call).toBeInstanceOf(KeyCall);
+    return call as KeyCall;
   };
+  return { open, admitted };
 }
+
+/** A refusal of the key's limits carrying `headers` among its own. */
+const refusedWith = (headers: Record<string, string>) => ({ code: 'GW_RATE_LIMITED', headers });
 
 /** Lets the quiet writes (settle, release) land: they are not awaited by the call path. */
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('KeyCalls', () => {
   it('refuses a call over requestsPerMinute with 429, Retry-After and the x-ratelimit headers', async () => {
-    const { calls: c } = calls();
-    const k = key({ requestsPerMinute: 1 });
-    const first = await c.open(k);
-    expect(first).toBeInstanceOf(KeyCall);
-    expect((first as KeyCall).headers).toEqual({
+    const { open, admitted } = keyWith({ requestsPerMinute: 1 });
+    expect((await admitted()).headers).toEqual({
       'x-ratelimit-limit-requests': '1',
       'x-ratelimit-remaining-requests': '0',
       'x-ratelimit-reset-requests': '2m0s',
     });
-    const second = await c.open(k);
+    const second = await open();
     expect(second).toBeInstanceOf(RateLimitedError);
     expect(second).toMatchObject({
       code: 'GW_RATE_LIMITED',
@@ -49,22 +58,19 @@ describe('KeyCalls', () => {
   });
 
   it('gives the concurrent call back on close, once', async () => {
-    const { calls: c } = calls();
-    const k = key({ concurrentCalls: 1 });
-    const held = (await c.open(k)) as KeyCall;
-    expect(await c.open(k)).toMatchObject({ code: 'GW_RATE_LIMITED', headers: { 'retry-after': '1' } });
+    const { open, admitted } = keyWith({ concurrentCalls: 1 });
+    const held = await admitted();
+    expect(await open()).toMatchObject(refusedWith({ 'retry-after': '1' }));
     held.close();
     held.close();
     await flush();
-    const next = await c.open(k);
-    expect(next).toBeInstanceOf(KeyCall);
-    expect(await c.open(k)).toBeInstanceOf(RateLimitedError);
+    await admitted();
+    expect(await open()).toBeInstanceOf(RateLimitedError);
   });
 
   it('counts a quarter of the prompt, and settles to the usage the answer reports', async () => {
-    const { calls: c } = calls();
-    const k = key({ tokensPerMinute: 100 });
-    const call = (await c.open(k)) as KeyCall;
+    const { admitted } = keyWith({ tokensPerMinute: 100 });
+    const call = await admitted();
     expect(await call.tokens(200)).toBeUndefined();
     expect(call.headers).toMatchObject({ 'x-ratelimit-remaining-tokens': '50' });
     const answer = Readable.from([
@@ -75,39 +81,31 @@ describe('KeyCalls', () => {
     await new Promise((resolve) => answer.on('end', resolve));
     call.close();
     await flush();
-    const next = (await c.open(k)) as KeyCall;
+    const next = await admitted();
     expect(await next.tokens(4)).toBeUndefined();
     // 10 settled plus this 1.
     expect(next.headers['x-ratelimit-remaining-tokens']).toBe('89');
-    expect(await next.tokens(400)).toMatchObject({
-      code: 'GW_RATE_LIMITED',
-      headers: { 'x-ratelimit-remaining-tokens': '89' },
-    });
+    expect(await next.tokens(400)).toMatchObject(refusedWith({ 'x-ratelimit-remaining-tokens': '89' }));
   });
 
   it('refuses a detached call while the key holds storedBytes of results', async () => {
-    const { calls: c } = calls();
-    const k = key({ storedBytes: 100 });
-    const call = (await c.open(k)) as KeyCall;
+    const { admitted } = keyWith({ storedBytes: 100 });
+    const call = await admitted();
     expect(await call.storedRoom('c1', 1000, T0 + 30_000)).toBeUndefined();
     call.stored('c1', 100, T0 + 60_000);
     await flush();
-    const next = (await c.open(k)) as KeyCall;
-    expect(await next.storedRoom('c2', 1000, T0 + 30_000)).toMatchObject({
-      code: 'GW_RATE_LIMITED',
-      headers: { 'retry-after': '60' },
-    });
+    const next = await admitted();
+    expect(await next.storedRoom('c2', 1000, T0 + 30_000)).toMatchObject(refusedWith({ 'retry-after': '60' }));
   });
 
   it("holds a detached call's room until its result is stored, and gives it back when none is", async () => {
-    const { calls: c } = calls();
-    const k = key({ storedBytes: 100 });
-    const first = (await c.open(k)) as KeyCall;
+    const { admitted } = keyWith({ storedBytes: 100 });
+    const first = await admitted();
     expect(await first.storedRoom('c1', 60, T0 + 30_000)).toBeUndefined();
-    const second = (await c.open(k)) as KeyCall;
+    const second = await admitted();
     // 60 reserved for c1: c2 gets the 40 left, and a third call finds nothing.
     expect(await second.storedRoom('c2', 60, T0 + 30_000)).toBeUndefined();
-    const third = (await c.open(k)) as KeyCall;
+    const third = await admitted();
     expect(await third.storedRoom('c3', 60, T0 + 30_000)).toMatchObject({ code: 'GW_RATE_LIMITED' });
     // c1 stores no result: its room comes back at close.
     first.close();
@@ -127,10 +125,9 @@ describe('KeyCalls', () => {
       close: () => Promise.resolve(),
     };
     const warnings: LogFields[] = [];
-    const { calls: c } = calls(broken, warnings);
-    const k = key({ requestsPerMinute: 1, concurrentCalls: 1, tokensPerMinute: 1 });
+    const { open } = keyWith({ requestsPerMinute: 1, concurrentCalls: 1, tokensPerMinute: 1 }, broken, warnings);
     for (let i = 0; i < 3; i++) {
-      const call = await c.open(k);
+      const call = await open();
       expect(call).toBeInstanceOf(KeyCall);
       expect(await (call as KeyCall).tokens(1000)).toBeUndefined();
       (call as KeyCall).close();
@@ -159,14 +156,13 @@ describe('usageTokens', () => {
 
 describe('KeyCall.answered', () => {
   it("settles a detached call's tokens from its stored result", async () => {
-    const { calls: c } = calls();
-    const k = key({ tokensPerMinute: 1000 });
-    const call = (await c.open(k)) as KeyCall;
+    const { admitted } = keyWith({ tokensPerMinute: 1000 });
+    const call = await admitted();
     await call.tokens(400);
     call.answered(Buffer.from('{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'));
     call.close();
     await flush();
-    const next = (await c.open(k)) as KeyCall;
+    const next = await admitted();
     await next.tokens(4);
     expect(next.headers['x-ratelimit-remaining-tokens']).toBe('997');
   });

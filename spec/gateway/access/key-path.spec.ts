@@ -4,32 +4,24 @@
  * for a stream, and the concurrent call is given back at the end. The limiter's clock stands still,
  * so every count is exact.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { KeyRing, hashToken } from '../../../gateway/access/keys.ts';
 import { parseKeysFile } from '../../../gateway/access/keys-file.ts';
 import { createMemoryLimiter } from '../../../gateway/access/limits.ts';
 import { estimateTokens } from '../../../gateway/access/limits.ts';
 import { createGateway } from '../../../gateway/server.ts';
-import { createSimEngine } from '../../../runner/engines/sim/server.ts';
-import { createRunner } from '../../../runner/server.ts';
 import { chatBody, eventually, postJson } from '../../support/fleet.ts';
 import { T0 } from './limits-contract.ts';
+import { serversForEach } from '../../support/servers.ts';
+import { startSimRunner } from '../../support/sim-runner.ts';
 
 const TOKEN = `sk-sluice-${'p'.repeat(43)}`;
 const LIMITS = { tokensPerMinute: 1_000_000, concurrentCalls: 1 };
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function keyedGateway(limits: Record<string, number> = LIMITS) {
-  const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'r1' });
-  const { url: runnerUrl } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
+  const { runnerUrl } = await startSimRunner(cleanups, { id: 'r1' });
   const ring = new KeyRing();
   ring.setFileKeys(
     parseKeysFile(JSON.stringify([{ name: 'p', hash: `sha256:${hashToken(TOKEN)}`, limits }]), 'keys.json'),

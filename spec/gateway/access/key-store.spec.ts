@@ -1,18 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createRedisKeyStore } from '../../../gateway/access/key-store.ts';
 import type { KeyStore } from '../../../gateway/access/key-store.ts';
 import { KeyRing } from '../../../gateway/access/keys.ts';
 import { eventually } from '../../support/fleet.ts';
 import { startRedis } from '../../support/redis.ts';
 import { redisForSuite } from '../../support/redis-suite.ts';
+import { closedAfterEach } from '../../support/closed-after-each.ts';
 
 const server = redisForSuite();
 
-const opened: KeyStore[] = [];
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-});
+const opened = closedAfterEach<KeyStore>();
 
 /** Two gateways' key rings on one Redis; refreshes are slow, so only the channel can tell them in time. */
 async function twoGateways() {

@@ -16,6 +16,7 @@ import { asOperator, bearer, chatBody, eventually, operatorEnv, postJson, startF
 import type { Fleet } from '../../support/fleet.ts';
 import { startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';
+import { commandLine } from '../../support/command-line.ts';
 
 const CHAT = '/v1/chat/completions';
 const LIMITED = newKeyToken();
@@ -106,21 +107,10 @@ describe('two gateways on one redis-server', () => {
     redis = await startRedis();
     const shared = ['--store', redis.url, '--keys', keysFile, '--key-limit-window', '1m'];
     fleet = await startFleet({ nodes: 1, gatewayArgs: [...shared, '--gateway-id', 'gw-a'] });
-    other = await startService(
-      [
-        'gateway',
-        '--port',
-        '0',
-        '--runners',
-        fleet.nodes[0]!.runner.url,
-        '--log-level',
-        'warn',
-        ...shared,
-        '--gateway-id',
-        'gw-b',
-      ],
-      { env: operatorEnv() },
-    );
+    const values = { runners: fleet.nodes[0]!.runner.url, 'log-level': 'warn' };
+    other = await startService(commandLine('gateway', values, [...shared, '--gateway-id', 'gw-b']), {
+      env: operatorEnv(),
+    });
   });
   afterAll(async () => {
     await other?.stop('SIGTERM', 5000);

@@ -1,23 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createRedisLimiter } from '../../../gateway/access/limits-redis.ts';
 import type { Limiter } from '../../../gateway/access/limits.ts';
 import { startRedis } from '../../support/redis.ts';
-import type { RedisServer } from '../../support/redis.ts';
+import { redisForSuite } from '../../support/redis-suite.ts';
+import { closedAfterEach } from '../../support/closed-after-each.ts';
 import { WINDOW, describeLimiter, fakeClock } from './limits-contract.ts';
 
-let server: RedisServer;
-beforeAll(async () => {
-  server = await startRedis();
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = redisForSuite();
 
-const opened: Limiter[] = [];
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((l) => l.close()));
-});
+const opened = closedAfterEach<Limiter>();
 
 // Each fixture gets its own prefix; a peer shares it (and the clock), as a second gateway would.
 describeLimiter(

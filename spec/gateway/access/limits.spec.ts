@@ -16,51 +16,24 @@ describeLimiter('memory limiter', async (options) => {
 
 describe('decideWindow', () => {
   // limit 10, cost 1; elapsed is ms into the current fixed window.
-  const table: [
-    string,
-    { elapsed: number; current: number; previous: number },
-    { admitted: boolean; remaining: number; resetMs: number; retryAfterMs: number },
-  ][] = [
-    [
-      'an empty window',
-      { elapsed: 0, current: 0, previous: 0 },
-      { admitted: true, remaining: 9, resetMs: 120_000, retryAfterMs: 0 },
-    ],
-    [
-      'half the previous window still inside',
-      { elapsed: 30_000, current: 0, previous: 10 },
-      { admitted: true, remaining: 4, resetMs: 90_000, retryAfterMs: 0 },
-    ],
-    [
-      'a full current window: wait for the next and 1/10 of this one to slide out',
-      { elapsed: 30_000, current: 10, previous: 0 },
-      { admitted: false, remaining: 0, resetMs: 90_000, retryAfterMs: 36_000 },
-    ],
-    [
-      'a full previous window: wait for its weight to fall',
-      { elapsed: 0, current: 5, previous: 10 },
-      { admitted: false, remaining: 0, resetMs: 120_000, retryAfterMs: 36_000 },
-    ],
-    [
-      'an over-full previous window and nothing now',
-      { elapsed: 0, current: 0, previous: 20 },
-      { admitted: false, remaining: 0, resetMs: 60_000, retryAfterMs: 33_000 },
-    ],
-    [
-      'exactly the limit once this call is in',
-      { elapsed: 0, current: 9, previous: 0 },
-      { admitted: true, remaining: 0, resetMs: 120_000, retryAfterMs: 0 },
-    ],
-  ];
-  for (const [name, counts, expected] of table) {
-    it(`decides ${name}`, () => {
-      const decision = decideWindow(T0 + counts.elapsed, WINDOW, 10, 1, counts.current, counts.previous);
-      expect({ admitted: decision.admitted, ...decision.state, retryAfterMs: decision.retryAfterMs }).toEqual({
-        ...expected,
-        limit: 10,
-      });
+  // name, elapsed, current, previous → admitted, remaining, resetMs, retryAfterMs
+  it.each([
+    ['an empty window', 0, 0, 0, true, 9, 120_000, 0],
+    ['half the previous window still inside', 30_000, 0, 10, true, 4, 90_000, 0],
+    ['a full current window: wait for the next and 1/10 of it to slide out', 30_000, 10, 0, false, 0, 90_000, 36_000],
+    ['a full previous window: wait for its weight to fall', 0, 5, 10, false, 0, 120_000, 36_000],
+    ['an over-full previous window and nothing now', 0, 0, 20, false, 0, 60_000, 33_000],
+    ['exactly the limit once this call is in', 0, 9, 0, true, 0, 120_000, 0],
+  ] as const)('decides %s', (_name, elapsed, current, previous, admitted, remaining, resetMs, retryAfterMs) => {
+    const decision = decideWindow(T0 + elapsed, WINDOW, 10, 1, current, previous);
+    expect({ admitted: decision.admitted, ...decision.state, retryAfterMs: decision.retryAfterMs }).toEqual({
+      admitted,
+      remaining,
+      resetMs,
+      retryAfterMs,
+      limit: 10,
     });
-  }
+  });
 
   it('admits the call its retryAfterMs names, and not one ms before', () => {
     for (const [current, previous, elapsed] of [

@@ -29,6 +29,7 @@ import { createConsistentHashPlacer } from '../../../placer/consistent-hash/inde
 import { CALL_ID_HEADER, CALL_TYPE_HEADER, FUNCTION_HEADER, TIMEOUT_HEADER } from '../../../runner/protocol/index.ts';
 import { createRunner } from '../../../runner/server.ts';
 import { chatBody, eventually, metricValue, postJson } from '../../support/fleet.ts';
+import type { JsonAnswer } from '../../support/fleet.ts';
 import { recordingEngine, serversForEach } from '../../support/servers.ts';
 
 const { cleanups, listen } = serversForEach();
@@ -115,6 +116,26 @@ async function agentWith(pool: GatewayPool, options: Partial<GatewayOptions> = {
   return { url: `${url}/v1/chat/completions`, agent, queue, results, metrics: () => telemetry.render() };
 }
 
+/** A runner that answers busy to every call. */
+const alwaysBusy = (): Runner<RunnerResponse> => ({ id: 'r1', tryExec: async () => ({ kind: 'busy' }) });
+
+/**
+ * Checks a 503 refusal with `code` and Retry-After `retryAfter`, and that the after-call listener
+ * heard it as the one server_busy call.
+ */
+async function expectServerBusy(
+  res: JsonAnswer,
+  results: CallResult[],
+  code: string,
+  retryAfter: string,
+): Promise<void> {
+  expect(res.status).toBe(503);
+  expect(res.headers['retry-after']).toBe(retryAfter);
+  expect(res.json.error.code).toBe(code);
+  await eventually(() => results.length === 1, 10_000, 'the after-call listener');
+  expect(results[0]).toMatchObject({ outcome: 'server_busy', status: 503 });
+}
+
 const body = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
 
 describe('LbAgent (fake pool, fake clock)', () => {
@@ -158,18 +179,14 @@ describe('LbAgent (fake pool, fake clock)', () => {
   });
 
   it('answers 503 PLACER_TIMEOUT with Retry-After when no runner takes the call before the placer deadline', async () => {
-    const runner: Runner<RunnerResponse> = { id: 'r1', tryExec: async () => ({ kind: 'busy' }) };
+    const runner = alwaysBusy();
     const { url, results, metrics } = await agentWith(poolOf(runner), {
       clock: fakeClock(),
       placerTimeout: 100,
       retryAfter: 3,
     });
     const res = await postJson(url, body);
-    expect(res.status).toBe(503);
-    expect(res.headers['retry-after']).toBe('3');
-    expect(res.json.error.code).toBe('PLACER_TIMEOUT');
-    await eventually(() => results.length === 1, 10_000, 'the after-call listener');
-    expect(results[0]).toMatchObject({ outcome: 'server_busy', status: 503 });
+    await expectServerBusy(res, results, 'PLACER_TIMEOUT', '3');
     const page = await metrics();
     expect(metricValue(page, 'sluice_calls_server_busy_total')).toBe(1);
     expect(metricValue(page, 'sluice_calls_queued')).toBe(0);
@@ -177,17 +194,13 @@ describe('LbAgent (fake pool, fake clock)', () => {
   });
 
   it('answers 503 GW_QUEUE_FULL with Retry-After at once when every runner is busy and the queue is at maxQueued', async () => {
-    const runner: Runner<RunnerResponse> = { id: 'r1', tryExec: async () => ({ kind: 'busy' }) };
+    const runner = alwaysBusy();
     const { url, queue, results, metrics, agent } = await agentWith(poolOf(runner), { maxQueued: 1, retryAfter: 4 });
     const first = new AbortController();
     const waiting = request(url, { method: 'POST', body, signal: first.signal }).catch(() => undefined);
     await eventually(() => queue.waiting === 1, 10_000, 'the first call waiting');
     const res = await postJson(url, body, { 'sluice-flow': 'another' });
-    expect(res.status).toBe(503);
-    expect(res.headers['retry-after']).toBe('4');
-    expect(res.json.error.code).toBe('GW_QUEUE_FULL');
-    await eventually(() => results.length === 1, 10_000, 'the after-call listener');
-    expect(results[0]).toMatchObject({ outcome: 'server_busy', status: 503 });
+    await expectServerBusy(res, results, 'GW_QUEUE_FULL', '4');
     const page = await metrics();
     expect(metricValue(page, 'sluice_queue_refused_total', { scope: 'total' })).toBe(1);
     expect(metricValue(page, 'sluice_calls_rejected_total', { code: 'GW_QUEUE_FULL' })).toBe(1);
@@ -211,7 +224,7 @@ describe('LbAgent (fake pool, fake clock)', () => {
   });
 
   it('answers 500 GW_INTERNAL without the message of a placer that threw a plain error', async () => {
-    const runner: Runner<RunnerResponse> = { id: 'r1', tryExec: async () => ({ kind: 'busy' }) };
+    const runner = alwaysBusy();
     const placer = {
       name: 'broken',
       order(): never {

@@ -3,11 +3,10 @@
  * gives the client 502 and the call is never offered to another runner; a runner that
  * refused the connection is skipped.
  */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import type { GatewayOptions } from '../../../gateway/options.ts';
 import { createGateway } from '../../../gateway/server.ts';
-import type { Gateway } from '../../../gateway/server.ts';
+import { freePort } from '../../../placer/kernel/processes.ts';
 import type { Placer, Runner, RunnerCall } from '../../../placer/types.ts';
 import { createSimEngine } from '../../../runner/engines/sim/server.ts';
 import type { SimEngineOptions } from '../../../runner/engines/sim/options.ts';
@@ -16,11 +15,9 @@ import { createRunner } from '../../../runner/server.ts';
 import type { RunnerServer } from '../../../runner/server.ts';
 import { chatBody, postJson } from '../../support/fleet.ts';
 import { startScriptedEngine } from '../../support/scripted-engine.ts';
+import { serversForEach } from '../../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 /** An engine that is healthy and lists a model, but drops every call's connection unanswered. */
 async function droppingEngine(): Promise<string> {
@@ -54,11 +51,17 @@ function inOrder(urls: string[]): Placer {
   };
 }
 
-async function gatewayOver(urls: string[], callTimeout?: number): Promise<{ gateway: Gateway; url: string }> {
-  const gateway = createGateway({ runners: urls, placer: inOrder(urls), ...(callTimeout ? { callTimeout } : {}) });
+/** A gateway with `options` on port 0, closed after the test; resolves with its URL. */
+async function gatewayWith(options: GatewayOptions): Promise<string> {
+  const gateway = createGateway(options);
   const { url } = await gateway.listen();
   cleanups.push(() => gateway.close());
-  return { gateway, url };
+  return url;
+}
+
+/** A gateway offering the runners at `urls` in that order, with `callTimeout` when given. */
+function gatewayOver(urls: string[], callTimeout?: number): Promise<string> {
+  return gatewayWith({ runners: urls, placer: inOrder(urls), ...(callTimeout ? { callTimeout } : {}) });
 }
 
 describe('commit semantics', () => {
@@ -66,7 +69,7 @@ describe('commit semantics', () => {
     const bad = await runnerFor(await droppingEngine());
     const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 0 });
     const good = await runnerFor(engineUrl);
-    const { url } = await gatewayOver([bad.url, good.url]);
+    const url = await gatewayOver([bad.url, good.url]);
 
     const res = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(res.status).toBe(502);
@@ -78,13 +81,10 @@ describe('commit semantics', () => {
   });
 
   it('skips a runner whose port refuses connections and places on the next', async () => {
-    const gone = createServer();
-    await new Promise<void>((r) => gone.listen(0, '127.0.0.1', r));
-    const goneUrl = `http://127.0.0.1:${(gone.address() as AddressInfo).port}`;
-    await new Promise((r) => gone.close(r));
+    const goneUrl = `http://127.0.0.1:${await freePort()}`;
     const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 0 });
     const good = await runnerFor(engineUrl);
-    const { url } = await gatewayOver([goneUrl, good.url]);
+    const url = await gatewayOver([goneUrl, good.url]);
 
     const res = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(res.status).toBe(200);
@@ -96,7 +96,7 @@ describe('call timeout', () => {
   it('stops a call at its deadline: 504 before any output, an error event mid-stream, and the engine aborts', async () => {
     const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 40, outputTokens: 100 });
     const runner = await runnerFor(engineUrl);
-    const { url } = await gatewayOver([runner.url], 300);
+    const url = await gatewayOver([runner.url], 300);
 
     const whole = await postJson(`${url}/v1/chat/completions`, chatBody());
     expect(whole.status).toBe(504);
@@ -112,16 +112,11 @@ describe('call timeout', () => {
 
 describe('a runner whose engine is still starting', () => {
   it('is not taken for serving no models: the call waits for it and succeeds once the engine is up', async () => {
-    const probe = createServer();
-    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-    const enginePort = (probe.address() as AddressInfo).port;
-    await new Promise((r) => probe.close(r));
+    const enginePort = await freePort();
     const runner = createRunner({ engine: `http://127.0.0.1:${enginePort}`, engineProbeInterval: 1000 });
     const { url: runnerUrl } = await runner.listen();
     cleanups.push(() => runner.close({ drainTimeout: 0 }));
-    const gateway = createGateway({ runners: [runnerUrl], statusInterval: 50 });
-    const { url } = await gateway.listen();
-    cleanups.push(() => gateway.close());
+    const url = await gatewayWith({ runners: [runnerUrl], statusInterval: 50 });
 
     const pending = postJson(`${url}/v1/chat/completions`, chatBody());
     await expect.poll(() => runner.status().calls.rejected, { timeout: 5000, interval: 10 }).toBeGreaterThan(0);
@@ -138,9 +133,7 @@ describe('maxInFlight', () => {
   it('refuses a call past the cap with 503 GW_OVERLOADED and Retry-After, and serves again once below it', async () => {
     const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 30, outputTokens: 20 });
     const runner = await runnerFor(engineUrl);
-    const gateway = createGateway({ runners: [runner.url], maxInFlight: 1 });
-    const { url } = await gateway.listen();
-    cleanups.push(() => gateway.close());
+    const url = await gatewayWith({ runners: [runner.url], maxInFlight: 1 });
     const first = postJson(`${url}/v1/chat/completions`, chatBody());
     await expect.poll(() => engine.stats().running, { timeout: 5000, interval: 5 }).toBe(1);
     const refused = await postJson(`${url}/v1/chat/completions`, chatBody());

@@ -11,72 +11,67 @@ import { FakeClock, T0 } from '../../placer/fake.ts';
 
 const settle = () => new Promise((r) => setImmediate(r));
 
+/**
+ * Deadlines on a fresh fake clock: `at(ms, name)` adds one `ms` after T0 that records `name` when
+ * it fires, and `elapse(ms)` moves the clock, lets what fired run, and returns every name fired so far.
+ */
+function setup() {
+  const clock = new FakeClock();
+  const d = new Deadlines(clock);
+  const fired: string[] = [];
+  const at = (ms: number, name: string) => d.add(T0 + ms, () => fired.push(name));
+  const elapse = async (ms: number): Promise<string[]> => {
+    clock.advance(ms);
+    await settle();
+    return [...fired];
+  };
+  return { clock, d, fired, at, elapse };
+}
+
 describe('Deadlines', () => {
   it('fires each deadline once when its time comes, earliest first, with one sleep armed at a time', async () => {
-    const clock = new FakeClock();
-    const d = new Deadlines(clock);
-    const fired: string[] = [];
-    d.add(T0 + 300, () => fired.push('c'));
-    d.add(T0 + 100, () => fired.push('a'));
-    d.add(T0 + 200, () => fired.push('b'));
-    d.add(T0 + 200, () => fired.push('b2'));
+    const { clock, d, at, elapse } = setup();
+    at(300, 'c');
+    at(100, 'a');
+    at(200, 'b');
+    at(200, 'b2');
     expect(clock.sleeping).toBe(1);
-    clock.advance(99);
-    await settle();
-    expect(fired).toEqual([]);
-    clock.advance(1);
-    await settle();
-    expect(fired).toEqual(['a']);
-    clock.advance(150);
-    await settle();
-    expect(fired.sort()).toEqual(['a', 'b', 'b2']);
+    expect(await elapse(99)).toEqual([]);
+    expect(await elapse(1)).toEqual(['a']);
+    expect((await elapse(150)).sort()).toEqual(['a', 'b', 'b2']);
     expect(clock.sleeping).toBe(1);
-    clock.advance(50);
-    await settle();
-    expect(fired).toHaveLength(4);
+    expect(await elapse(50)).toHaveLength(4);
     expect(d.size).toBe(0);
     expect(clock.sleeping).toBe(0);
   });
 
   it('never fires a removed deadline; an emptied set leaves no sleep behind', async () => {
-    const clock = new FakeClock();
-    const d = new Deadlines(clock);
-    const fired: string[] = [];
-    const a = d.add(T0 + 100, () => fired.push('a'));
-    const b = d.add(T0 + 200, () => fired.push('b'));
+    const { clock, d, at, elapse } = setup();
+    const a = at(100, 'a');
+    const b = at(200, 'b');
     d.remove(a);
     // The sleep armed for a still stands; it ends early and arms for b.
-    clock.advance(100);
-    await settle();
-    expect(fired).toEqual([]);
+    expect(await elapse(100)).toEqual([]);
     expect(clock.sleeping).toBe(1);
     d.remove(b);
     d.remove(b);
     expect(clock.sleeping).toBe(0);
-    clock.advance(1_000);
-    await settle();
-    expect(fired).toEqual([]);
+    expect(await elapse(1_000)).toEqual([]);
   });
 
   it('re-arms for a new deadline earlier than the armed one', async () => {
-    const clock = new FakeClock();
-    const d = new Deadlines(clock);
-    const fired: string[] = [];
-    d.add(T0 + 1_000, () => fired.push('late'));
-    d.add(T0 + 10, () => fired.push('soon'));
+    const { clock, at, elapse } = setup();
+    at(1_000, 'late');
+    at(10, 'soon');
     expect(clock.sleeping).toBe(1);
-    clock.advance(10);
-    await settle();
-    expect(fired).toEqual(['soon']);
+    expect(await elapse(10)).toEqual(['soon']);
   });
 
   it('a deadline added while others fire, already due, fires too', async () => {
-    const clock = new FakeClock();
-    const d = new Deadlines(clock);
-    const fired: string[] = [];
+    const { clock, d, fired, at } = setup();
     d.add(T0 + 10, () => {
       fired.push('first');
-      d.add(T0 + 5, () => fired.push('added, past'));
+      at(5, 'added, past');
     });
     clock.advance(10);
     await settle();

@@ -7,9 +7,8 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway } from '../../../gateway/server.ts';
+import type { GatewayOptions } from '../../../gateway/options.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
-import { createSimEngine } from '../../../runner/engines/sim/server.ts';
-import { createRunner } from '../../../runner/server.ts';
 import {
   OPERATOR_TOKEN,
   asOperator,
@@ -19,34 +18,42 @@ import {
   metricValue,
   postJson,
 } from '../../support/fleet.ts';
+import { startSimRunner } from '../../support/sim-runner.ts';
+import type { Cleanups } from '../../support/sim-runner.ts';
 
 /** The simulated engine's delay before the first token, ms: the TTFT the gateway sees is at least this. */
 const TTFT_MS = 60;
 
-const cleanups: Array<() => Promise<unknown>> = [];
+const cleanups: Cleanups = [];
 afterAll(async () => {
   while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
 });
 
-let gw = '';
-let runnerId = '';
-beforeAll(async () => {
-  const engine = createSimEngine({ ttftMs: TTFT_MS, itlMs: 5, outputTokens: 6 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'r1' });
-  const { url: runnerUrl } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
+/** A gateway over `runnerUrl` with Prometheus metrics, it and its telemetry closed by `undo`. */
+async function meteredGateway(
+  undo: Cleanups,
+  runnerUrl: string,
+  options: Partial<GatewayOptions> = {},
+): Promise<string> {
   const telemetry = createPrometheusMetrics();
-  cleanups.push(() => telemetry.shutdown());
+  undo.push(() => telemetry.shutdown());
   const gateway = createGateway({
     runners: [runnerUrl],
     operatorTokens: [OPERATOR_TOKEN],
     meterProvider: telemetry.meterProvider,
     renderMetrics: telemetry.render,
+    ...options,
   });
-  ({ url: gw } = await gateway.listen());
-  cleanups.push(() => gateway.close());
+  const { url } = await gateway.listen();
+  undo.push(() => gateway.close());
+  return url;
+}
+
+let gw = '';
+let runnerId = '';
+beforeAll(async () => {
+  const { runnerUrl } = await startSimRunner(cleanups, { id: 'r1' }, { ttftMs: TTFT_MS, itlMs: 5, outputTokens: 6 });
+  gw = await meteredGateway(cleanups, runnerUrl);
   runnerId = (await getJson(`${gw}/v1/runners`, asOperator)).json.data[0].id;
 });
 
@@ -127,34 +134,16 @@ describe('inference metrics on a gateway with a real runner and a simulated engi
 });
 
 describe('queue wait and failures by code, with a runner of one slot', () => {
-  const local: Array<() => Promise<unknown>> = [];
+  const local: Cleanups = [];
   afterAll(async () => {
     while (local.length > 0) await local.pop()!().catch(() => {});
   });
 
   it('records the wait of a call that queued behind another, and counts a placer timeout by code in /v1/stats', async () => {
-    const engine = createSimEngine({ ttftMs: 1000, itlMs: 0, outputTokens: 1 });
-    const { url: engineUrl } = await engine.listen();
-    local.push(() => engine.close());
-    const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id: 'one-slot', slots: 1 });
-    const { url: runnerUrl } = await runner.listen();
-    local.push(() => runner.close({ drainTimeout: 0 }));
-    const start = async (placerTimeout: number) => {
-      const telemetry = createPrometheusMetrics();
-      local.push(() => telemetry.shutdown());
-      const gateway = createGateway({
-        runners: [runnerUrl],
-        operatorTokens: [OPERATOR_TOKEN],
-        meterProvider: telemetry.meterProvider,
-        renderMetrics: telemetry.render,
-        placerTimeout,
-      });
-      const { url } = await gateway.listen();
-      local.push(() => gateway.close());
-      return url;
-    };
-    const patient = await start(30_000);
-    const hasty = await start(100);
+    const one = { id: 'one-slot', slots: 1 };
+    const { runnerUrl } = await startSimRunner(local, one, { ttftMs: 1000, itlMs: 0, outputTokens: 1 });
+    const patient = await meteredGateway(local, runnerUrl, { placerTimeout: 30_000 });
+    const hasty = await meteredGateway(local, runnerUrl, { placerTimeout: 100 });
     const busy = async () =>
       metricValue(await (await request(`${runnerUrl}/metrics`)).body.text(), 'sluice_runner_slots_in_use') === 1;
 

@@ -34,7 +34,13 @@ function setup(options: { maxQueued?: number; maxQueuedPerFlow?: number; retryAl
   };
   /** Lets the wait promises settle. */
   const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
-  return { clock, queue, join, ended, ends, waiters, settle };
+  /** Wakes the queue as `queue.wake(...args)` does, lets the waits settle, and returns who has ended so far. */
+  const wake = async (...args: Parameters<WaitQueue['wake']>): Promise<string[]> => {
+    queue.wake(...args);
+    await settle();
+    return [...ended];
+  };
+  return { clock, queue, join, ended, ends, waiters, settle, wake };
 }
 
 describe('WaitQueue: a slot freed on a runner goes to a call that prefers it', () => {
@@ -44,21 +50,15 @@ describe('WaitQueue: a slot freed on a runner goes to a call that prefers it', (
     join(name, `flow-${name}`, 'batch', 'm', FAR, runner);
 
   it('wakes the call preferring the freed runner before the head, and the head when none prefers it', async () => {
-    const { queue, join, ended, settle } = setup();
+    const { join, wake } = setup();
     prefer(join, 'a', 'r1');
     prefer(join, 'b', 'r2');
     prefer(join, 'c', undefined);
     prefer(join, 'd', 'r2');
-    queue.wake(1, undefined, 'r2');
-    await settle();
-    expect(ended).toEqual(['b']);
-    queue.wake(1, undefined, 'r9');
-    await settle();
-    expect(ended).toEqual(['b', 'a']);
+    expect(await wake(1, undefined, 'r2')).toEqual(['b']);
+    expect(await wake(1, undefined, 'r9')).toEqual(['b', 'a']);
     // Without a runner, the head of the turn as always.
-    queue.wake(1);
-    await settle();
-    expect(ended).toEqual(['b', 'a', 'c']);
+    expect(await wake(1)).toEqual(['b', 'a', 'c']);
   });
 
   it(`passes the head of the turn over at most ${MAX_PASSED_OVER} times, then wakes it whichever runner freed`, async () => {
@@ -71,54 +71,42 @@ describe('WaitQueue: a slot freed on a runner goes to a call that prefers it', (
   });
 
   it('finds a preferring call among any number of flows, the first to reach the head of its flow', async () => {
-    const { queue, join, ended, settle } = setup({ maxQueued: 2_000 });
+    const { queue, join, wake } = setup({ maxQueued: 2_000 });
     for (let i = 0; i < 1_000; i++) prefer(join, `n${i}`, `r${i % 500}`);
     prefer(join, 'far', 'r-far');
     prefer(join, 'farther', 'r-far');
     queue.wake(1, undefined, 'r-far');
-    queue.wake(1, undefined, 'r499');
-    await settle();
-    expect(ended).toEqual(['far', 'n499']);
+    expect(await wake(1, undefined, 'r499')).toEqual(['far', 'n499']);
   });
 
   it("looks at each flow's head only: a preferring call behind another in its own flow waits for its turn there, then counts", async () => {
-    const { queue, join, ended, settle } = setup();
+    const { join, wake } = setup();
     join('a1', 'A', 'batch', 'm', FAR, 'r1');
     join('a2', 'A', 'batch', 'm', FAR, 'r2');
     join('b1', 'B', 'batch', 'm', FAR, 'r1');
-    queue.wake(1, undefined, 'r2');
-    await settle();
-    expect(ended).toEqual(['a1']);
+    expect(await wake(1, undefined, 'r2')).toEqual(['a1']);
     // a2 now heads A: a slot on r2 is its, before b1 whose turn it is.
-    queue.wake(1, undefined, 'r2');
-    await settle();
-    expect(ended).toEqual(['a1', 'a2']);
+    expect(await wake(1, undefined, 'r2')).toEqual(['a1', 'a2']);
   });
 
   it('forgets a preferring call that hung up or was woken', async () => {
-    const { queue, join, ended, waiters, settle } = setup();
+    const { join, waiters, settle, wake } = setup();
     prefer(join, 'a', 'r1');
     prefer(join, 'b', 'r2');
     prefer(join, 'c', 'r2');
     waiters.get('b')!.client.abort();
     await settle();
-    queue.wake(1, undefined, 'r2');
-    await settle();
-    expect(ended).toEqual(['b', 'c']);
-    queue.wake(1, undefined, 'r2');
-    await settle();
-    expect(ended).toEqual(['b', 'c', 'a']);
+    expect(await wake(1, undefined, 'r2')).toEqual(['b', 'c']);
+    expect(await wake(1, undefined, 'r2')).toEqual(['b', 'c', 'a']);
   });
 
   it('keeps the turn with the flow passed over', async () => {
-    const { queue, join, ended, settle } = setup();
+    const { queue, join, wake } = setup();
     prefer(join, 'a', 'r1');
     prefer(join, 'b', 'r1');
     prefer(join, 'c', 'r2');
     queue.wake(1, undefined, 'r2');
-    queue.wake(2);
-    await settle();
-    expect(ended).toEqual(['c', 'a', 'b']);
+    expect(await wake(2)).toEqual(['c', 'a', 'b']);
   });
 });
 
@@ -166,32 +154,28 @@ describe('WaitQueue', () => {
   );
 
   it('wakes every interactive waiter before any batch one, whatever their arrival', async () => {
-    const { queue, join, ended, settle } = setup();
+    const { join, wake } = setup();
     join('b1', 'x', 'batch');
     join('b2', 'y', 'batch');
     join('i1', 'x', 'interactive');
     join('b3', 'x', 'batch');
     join('i2', 'z', 'interactive');
-    queue.wake(5);
-    await settle();
-    expect(ended).toEqual(['i1', 'i2', 'b1', 'b2', 'b3']);
+    expect(await wake(5)).toEqual(['i1', 'i2', 'b1', 'b2', 'b3']);
   });
 
   it('takes flows in turn within a class, each flow in arrival order, a new flow taking its turn at the end of the current round', async () => {
-    const { queue, join, ended, settle } = setup();
+    const { queue, join, wake } = setup();
     for (const n of ['a1', 'a2', 'a3', 'a4']) join(n, 'A');
     join('b1', 'B');
     join('c1', 'C');
     join('b2', 'B');
     queue.wake(2);
     join('d1', 'D');
-    queue.wake(10);
-    await settle();
-    expect(ended).toEqual(['a1', 'b1', 'c1', 'd1', 'a2', 'b2', 'a3', 'a4']);
+    expect(await wake(10)).toEqual(['a1', 'b1', 'c1', 'd1', 'a2', 'b2', 'a3', 'a4']);
   });
 
   it('wakes the calls of the worked example in docs/placers.md in the order it gives', async () => {
-    const { queue, join, ended, settle } = setup();
+    const { queue, join, settle, wake } = setup();
     for (const n of ['a1', 'a2', 'a3', 'a4']) join(n, 'A');
     join('b1', 'B');
     join('c1', 'C');
@@ -200,26 +184,22 @@ describe('WaitQueue', () => {
     queue.wake(5);
     await settle();
     join('a2', 'A'); // woken, found every runner busy after all
-    queue.wake(10);
-    await settle();
-    expect(ended).toEqual(['i1', 'a1', 'b1', 'c1', 'a2', 'a2', 'b2', 'a3', 'a4']);
+    expect(await wake(10)).toEqual(['i1', 'a1', 'b1', 'c1', 'a2', 'a2', 'b2', 'a3', 'a4']);
   });
 
   it('puts a woken waiter that found nothing free back at the head, its flow next in turn', async () => {
-    const { queue, join, ended, settle } = setup();
+    const { queue, join, settle, wake } = setup();
     join('a1', 'A');
     join('a2', 'A');
     join('b1', 'B');
     queue.wake(1);
     await settle();
     join('a1', 'A'); // walked, every runner busy again: waits again
-    queue.wake(3);
-    await settle();
-    expect(ended).toEqual(['a1', 'a1', 'b1', 'a2']);
+    expect(await wake(3)).toEqual(['a1', 'a1', 'b1', 'a2']);
   });
 
   it('removes a waiter at once when its client hangs up', async () => {
-    const { queue, join, ended, ends, waiters, settle } = setup();
+    const { queue, join, ends, waiters, settle, wake } = setup();
     for (const n of ['a', 'b', 'c']) join(n);
     waiters.get('b')!.client.abort();
     await settle();
@@ -227,9 +207,7 @@ describe('WaitQueue', () => {
     expect(queue.waiting).toBe(2);
     waiters.get('b')!.waiter.leave();
     expect(queue.size).toBe(2);
-    queue.wake(3);
-    await settle();
-    expect(ended).toEqual(['b', 'a', 'c']);
+    expect(await wake(3)).toEqual(['b', 'a', 'c']);
   });
 
   it('ends a wait at its deadline and no sooner', async () => {

@@ -3,8 +3,7 @@
  * clock, and the Redis versions with two instances on a real redis-server, as two gateways.
  */
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   MemoryDemandBoard,
   MemoryStatusBoard,
@@ -17,20 +16,12 @@ import { eventually } from '../../support/fleet.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import { startRedis } from '../../support/redis.ts';
 import { redisForSuite } from '../../support/redis-suite.ts';
+import { closedAfterEach, redisClientForSuite } from '../../support/closed-after-each.ts';
 
 const server = redisForSuite();
-let client: Redis;
-beforeAll(() => {
-  client = new Redis(server.url);
-});
-afterAll(async () => {
-  await client?.quit();
-});
+const client = redisClientForSuite(server);
 
-const opened: { close(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((o) => o.close()));
-});
+const opened = closedAfterEach();
 
 function demandBoards(now: () => number, ttl = 5_000) {
   const keyPrefix = `t-${randomUUID()}:`;
@@ -83,28 +74,28 @@ describe('RedisDemandBoard', () => {
     expect(a.total('m')).toBe(0);
     await a.refresh();
     expect(a.total('m')).toBe(0);
-    expect(await client.hkeys(hash)).toEqual(['gw-b|m']);
+    expect(await client().hkeys(hash)).toEqual(['gw-b|m']);
     await a.note('n', 1);
-    expect(await client.hkeys(hash)).toEqual(['gw-a|n']);
+    expect(await client().hkeys(hash)).toEqual(['gw-a|n']);
   });
 
   it('writes an unchanged note again only as it nears expiry, so a steady gateway keeps counting', async () => {
     let time = 1_000;
     const { a, b, hash } = demandBoards(() => time, 5_000);
     await b.note('m', 2);
-    const first = await client.hget(hash, 'gw-b|m');
+    const first = await client().hget(hash, 'gw-b|m');
     time += 1_000;
     await b.note('m', 2);
-    expect(await client.hget(hash, 'gw-b|m')).toBe(first);
+    expect(await client().hget(hash, 'gw-b|m')).toBe(first);
     time += 2_000;
     await b.note('m', 2);
-    expect(await client.hget(hash, 'gw-b|m')).toBe(`2:${time + 5_000}`);
+    expect(await client().hget(hash, 'gw-b|m')).toBe(`2:${time + 5_000}`);
     time += 4_000;
     await a.refresh();
     expect(a.total('m')).toBe(2);
     // A zero with nothing noted writes nothing.
     await a.note('quiet', 0);
-    expect(await client.hexists(hash, 'gw-a|quiet')).toBe(0);
+    expect(await client().hexists(hash, 'gw-a|quiet')).toBe(0);
   });
 
   it('keeps the last read, and never rejects, when Redis is gone; warns once', async () => {
@@ -175,7 +166,7 @@ describe('RedisStatusBoard', () => {
     const { leader, follower, keyPrefix } = statusBoards({ periodMs: 100 });
     expect(follower.ttl).toBe(300);
     await leader.publish('m', { wanted: 1 });
-    const pttl = await client.pttl(`${keyPrefix}deploy:status:m`);
+    const pttl = await client().pttl(`${keyPrefix}deploy:status:m`);
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(300);
     await eventually(async () => (await follower.read('m')) === undefined, 5_000, 'the status to lapse');

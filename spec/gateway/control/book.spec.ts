@@ -16,6 +16,24 @@ const order = (replica: string) => ({
   revision: '0123456789abcdef',
 });
 
+/** Attempt `attempt` at m's start as `replica` on `runner` failed at `at`, exiting with code `attempt`. */
+const failedStart = (
+  replica: string,
+  runner: string,
+  attempt: number,
+  at: number,
+  output?: string[],
+): ReconcileAction => ({
+  kind: 'start-failed',
+  model: 'm',
+  replica,
+  runner,
+  attempt,
+  reason: `exit code ${attempt}`,
+  output,
+  at,
+});
+
 /** A book with m-1 adopted on r1, a start ordered as m-2 on r2, a scale event, a block and a dead letter. */
 function busy(): Book {
   const book = new Book({ ...reconcilerDefaults, startAttempts: 2 });
@@ -35,16 +53,7 @@ describe('Book', () => {
   it('gives a clone to draft on: applying to it leaves the original as it was', () => {
     const book = busy();
     const draft = book.clone();
-    draft.apply({
-      kind: 'start-failed',
-      model: 'm',
-      replica: 'm-2',
-      runner: 'r2',
-      attempt: 1,
-      reason: 'exit code 1',
-      output: undefined,
-      at: T0 + 1,
-    });
+    draft.apply(failedStart('m-2', 'r2', 1, T0 + 1));
     draft.apply({ kind: 'stop', model: 'm', replica: 'm-1', runner: 'r1', state: 'ready', reason: 'idle' });
     draft.apply({ kind: 'forget', model: 'm', stopped: 0 });
     expect(book.orders().map(([runner, e]) => [runner, e.order.replica])).toEqual([
@@ -82,31 +91,13 @@ describe('Book', () => {
 
   it("retries a failed start until its last attempt under the book's startAttempts, then drops it", () => {
     const book = busy();
-    book.apply({
-      kind: 'start-failed',
-      model: 'm',
-      replica: 'm-2',
-      runner: 'r2',
-      attempt: 1,
-      reason: 'exit code 1',
-      output: ['tail'],
-      at: T0 + 1,
-    });
+    book.apply(failedStart('m-2', 'r2', 1, T0 + 1, ['tail']));
     expect(book.order('r2')).toBeUndefined();
     expect(book.pending('m').map(({ op }) => [op.attempts.length, op.nextAttemptAt])).toEqual([
       [1, T0 + 1 + reconcilerDefaults.startBackoffBase],
     ]);
     book.apply({ kind: 'order', model: 'm', id: 1, runner: 'r3', order: order('m-3'), at: T0 + 2, attempt: 2 });
-    book.apply({
-      kind: 'start-failed',
-      model: 'm',
-      replica: 'm-3',
-      runner: 'r3',
-      attempt: 2,
-      reason: 'exit code 2',
-      output: undefined,
-      at: T0 + 3,
-    });
+    book.apply(failedStart('m-3', 'r3', 2, T0 + 3));
     expect(book.pending('m')).toEqual([]);
   });
 });

@@ -9,7 +9,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LbAgent } from '../../../gateway/calls/agent.ts';
 import { COLD_START_HEADER, ColdStartWaits } from '../../../gateway/control/cold-start.ts';
 import { recordingColdStarts } from '../../support/cold-starts.ts';
@@ -27,11 +27,9 @@ import { silentLogger } from '../../../placer/kernel/index.ts';
 import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { chatBody, eventually, metricValue } from '../../support/fleet.ts';
 import { FakeClock } from '../../placer/fake.ts';
+import { serversForEach } from '../../support/servers.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function listen(handler: Parameters<typeof createServer>[1]): Promise<string> {
   const server = createServer(handler);

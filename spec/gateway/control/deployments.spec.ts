@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { checkDeployment, deploymentDefaults, deploymentRevision } from '../../../gateway/control/deployments.ts';
 import { resolveLaunchPolicy } from '../../../runner/protocol/index.ts';
 import type { LaunchPolicy } from '../../../runner/protocol/index.ts';
+import { LLAMA_PROFILE } from './fake-fleet.ts';
 
 /** A policy that adds what these deployments launch beyond the defaults. */
 function policyOf(binaries: string[], envAllow: string[]): LaunchPolicy {
@@ -43,13 +44,12 @@ describe('checkDeployment', () => {
   it('keeps every field given', () => {
     const given = {
       model: 'llama',
+      // A binary and a variable beyond the defaults, which the policy below adds.
       profile: {
-        kind: 'vllm',
-        model: 'meta-llama/Llama-3.1-8B-Instruct',
+        ...LLAMA_PROFILE,
         gpus: [0, 1],
         port: 8001,
         binary: '/opt/vllm',
-        args: ['--max-model-len', '8192'],
         env: { HF_HOME: '/cache' },
         startTimeout: 900_000,
       },
@@ -84,104 +84,91 @@ describe('checkDeployment', () => {
       ['deployment " ": model must be a non-empty string without control characters or surrounding spaces, got " "'],
     ],
     [
-      'min above max',
-      { model: 'm', profile: sim, minReplicas: 3, maxReplicas: 2 },
-      ['deployment "m": minReplicas 3 must be at most maxReplicas 2'],
-    ],
-    [
-      'min above the default max',
-      { model: 'm', profile: sim, minReplicas: 2 },
-      ['deployment "m": minReplicas 2 must be at most maxReplicas 1'],
-    ],
-    [
-      'a zero max',
-      { model: 'm', profile: sim, maxReplicas: 0 },
-      ['deployment "m": maxReplicas must be a whole number from 1 to 1024, got 0'],
-    ],
-    [
-      'a zero target',
-      { model: 'm', profile: sim, targetConcurrency: 0 },
-      ['deployment "m": targetConcurrency must be a whole number from 1 to 1024, got 0'],
-    ],
-    [
-      'a fractional target',
-      { model: 'm', profile: sim, targetConcurrency: 1.5 },
-      ['deployment "m": targetConcurrency must be a whole number from 1 to 1024, got 1.5'],
-    ],
-    [
-      'a negative delay',
-      { model: 'm', profile: sim, scaleDownDelay: -1 },
-      ['deployment "m": scaleDownDelay must be a whole number of ms from 0 to 86400000, got -1'],
-    ],
-    [
-      'a delay as text',
-      { model: 'm', profile: sim, scaleDownDelay: '5m' },
-      ['deployment "m": scaleDownDelay must be a whole number of ms from 0 to 86400000, got "5m"'],
-    ],
-    [
       'an unknown field',
       { model: 'm', profile: sim, replicas: 2 },
       [expect.stringMatching(/^deployment "m": unknown field "replicas"; known fields: model, profile/)],
-    ],
-    [
-      'labels as a list',
-      { model: 'm', profile: sim, runnerLabels: ['zone=a'] },
-      ['deployment "m": runnerLabels must be an object of label names to values, e.g. {"zone":"a"}, got a list'],
-    ],
-    [
-      'a label value not text',
-      { model: 'm', profile: sim, runnerLabels: { zone: 1 } },
-      ['deployment "m": runnerLabels.zone must be a label value (letters, digits, . _ / -, up to 63), got 1'],
-    ],
-    [
-      'an unknown kind',
-      { model: 'm', profile: { kind: 'triton' } },
-      ['deployment "m": profile.kind must be one of vllm, sglang, llamacpp, tgi, ollama, sim, got "triton"'],
     ],
     [
       'an unknown profile field',
       { model: 'm', profile: { kind: 'sim', gpu: 1 } },
       [expect.stringMatching(/^deployment "m": profile has an unknown field "gpu"/)],
     ],
+  ] as const)('refuses %s', (_name, value, problems) => {
+    expect(checkDeployment(value)).toEqual({ kind: 'invalid', problems });
+  });
+
+  // Fields of deployment "m" on the simulated engine unless they name a profile, and the one problem.
+  it.each([
+    ['min above max', { minReplicas: 3, maxReplicas: 2 }, 'minReplicas 3 must be at most maxReplicas 2'],
+    ['min above the default max', { minReplicas: 2 }, 'minReplicas 2 must be at most maxReplicas 1'],
+    ['a zero max', { maxReplicas: 0 }, 'maxReplicas must be a whole number from 1 to 1024, got 0'],
+    ['a zero target', { targetConcurrency: 0 }, 'targetConcurrency must be a whole number from 1 to 1024, got 0'],
+    [
+      'a fractional target',
+      { targetConcurrency: 1.5 },
+      'targetConcurrency must be a whole number from 1 to 1024, got 1.5',
+    ],
+    [
+      'a negative delay',
+      { scaleDownDelay: -1 },
+      'scaleDownDelay must be a whole number of ms from 0 to 86400000, got -1',
+    ],
+    [
+      'a delay as text',
+      { scaleDownDelay: '5m' },
+      'scaleDownDelay must be a whole number of ms from 0 to 86400000, got "5m"',
+    ],
+    [
+      'labels as a list',
+      { runnerLabels: ['zone=a'] },
+      'runnerLabels must be an object of label names to values, e.g. {"zone":"a"}, got a list',
+    ],
+    [
+      'a label value not text',
+      { runnerLabels: { zone: 1 } },
+      'runnerLabels.zone must be a label value (letters, digits, . _ / -, up to 63), got 1',
+    ],
+    [
+      'an unknown kind',
+      { profile: { kind: 'triton' } },
+      'profile.kind must be one of vllm, sglang, llamacpp, tgi, ollama, sim, got "triton"',
+    ],
     [
       'GPUs for sim',
-      { model: 'm', profile: { kind: 'sim', gpus: 1 } },
-      ['deployment "m": profile.gpus must be empty or 0 for kind sim (the simulated engine uses no GPUs), got 1'],
+      { profile: { kind: 'sim', gpus: 1 } },
+      'profile.gpus must be empty or 0 for kind sim (the simulated engine uses no GPUs), got 1',
     ],
-    [
-      'a GPU listed twice',
-      { model: 'm', profile: { kind: 'vllm', gpus: [0, 0] } },
-      ['deployment "m": profile.gpus lists GPU 0 twice'],
-    ],
+    ['a GPU listed twice', { profile: { kind: 'vllm', gpus: [0, 0] } }, 'profile.gpus lists GPU 0 twice'],
     [
       'a negative GPU count',
-      { model: 'm', profile: { kind: 'vllm', gpus: -1 } },
-      ['deployment "m": profile.gpus must be a list of GPU indices or a GPU count from 0 to 64, got -1'],
+      { profile: { kind: 'vllm', gpus: -1 } },
+      'profile.gpus must be a list of GPU indices or a GPU count from 0 to 64, got -1',
     ],
     [
       'a port out of range',
-      { model: 'm', profile: { kind: 'vllm', port: 70_000 } },
-      [
-        'deployment "m": profile.port must be a whole number from 1 to 65535, or absent for the runner to pick one, got 70000',
-      ],
+      { profile: { kind: 'vllm', port: 70_000 } },
+      'profile.port must be a whole number from 1 to 65535, or absent for the runner to pick one, got 70000',
     ],
     [
       'a zero start timeout',
-      { model: 'm', profile: { kind: 'vllm', startTimeout: 0 } },
-      ['deployment "m": profile.startTimeout must be a whole number of ms from 1, got 0'],
+      { profile: { kind: 'vllm', startTimeout: 0 } },
+      'profile.startTimeout must be a whole number of ms from 1, got 0',
     ],
     [
       'a flag the runner sets',
-      { model: 'm', profile: { kind: 'vllm', args: ['--port=9000'] } },
-      ['deployment "m": profile.args[0] "--port" is set by the runner from profile.port; set it there instead'],
+      { profile: { kind: 'vllm', args: ['--port=9000'] } },
+      'profile.args[0] "--port" is set by the runner from profile.port; set it there instead',
     ],
     [
       'a variable the runner sets',
-      { model: 'm', profile: { kind: 'vllm', env: { CUDA_VISIBLE_DEVICES: '0' } } },
-      ['deployment "m": profile.env.CUDA_VISIBLE_DEVICES is set by the runner from profile.gpus; set it there instead'],
+      { profile: { kind: 'vllm', env: { CUDA_VISIBLE_DEVICES: '0' } } },
+      'profile.env.CUDA_VISIBLE_DEVICES is set by the runner from profile.gpus; set it there instead',
     ],
-  ] as const)('refuses %s', (_name, value, problems) => {
-    expect(checkDeployment(value)).toEqual({ kind: 'invalid', problems });
+  ] as const)('refuses %s', (_name, fields, problem) => {
+    expect(checkDeployment({ model: 'm', profile: sim, ...fields })).toEqual({
+      kind: 'invalid',
+      problems: [`deployment "m": ${problem}`],
+    });
   });
 
   it('lists every problem of one deployment, and never quotes args or env values', () => {

@@ -1,6 +1,6 @@
 /**
- * Doubles for the reconciler's specs: a fleet of mutable runners, a lease the test flips, timers
- * the test fires, and a runner stand-in that does what its order says.
+ * Doubles and fixtures for the control plane's specs: deployments, a fleet of mutable runners, a
+ * lease the test flips, timers the test fires, and a runner stand-in that does what its order says.
  */
 import type { Deployment } from '../../../gateway/control/deployments.ts';
 import { checkDeployment } from '../../../gateway/control/deployments.ts';
@@ -41,6 +41,16 @@ export function runner(
   };
 }
 
+/** A vLLM profile of one GPU, with an engine flag and a secret in its env, as an operator writes it. */
+export const LLAMA_PROFILE = Object.freeze({
+  kind: 'vllm',
+  model: 'meta-llama/Llama-3.1-8B-Instruct',
+  gpus: 1,
+  args: ['--max-model-len', '8192'],
+  env: { HF_TOKEN: 'hf_secret_value' },
+});
+
+/** A checked deployment of `model`, on the simulated engine unless `extra` names a profile; throws on a bad one. */
 export function deployment(model: string, extra: Record<string, unknown> = {}): Deployment {
   // The specs' deployments may set SIM_TOKEN, a variable this policy adds for kind sim.
   const checked = checkDeployment({ model, profile: { kind: 'sim' }, ...extra }, undefined, SPEC_POLICY);

@@ -5,26 +5,18 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MemoryLease, RedisLease, leaseDefaults } from '../../../gateway/control/lease.ts';
 import type { LogFields } from '../../../placer/kernel/index.ts';
 import { eventually } from '../../support/fleet.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import { startRedis } from '../../support/redis.ts';
-import type { RedisServer } from '../../support/redis.ts';
+import { redisForSuite } from '../../support/redis-suite.ts';
+import { closedAfterEach } from '../../support/closed-after-each.ts';
 
-let server: RedisServer;
-beforeAll(async () => {
-  server = await startRedis();
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = redisForSuite();
 
-const opened: { close(): Promise<unknown> }[] = [];
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((o) => o.close()));
-});
+const opened = closedAfterEach();
 
 /** Two gateways' leases on one Redis, under a prefix of their own, and the lease's key. */
 function twoLeases(ttl: number): [RedisLease, RedisLease, string] {

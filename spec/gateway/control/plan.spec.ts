@@ -37,6 +37,14 @@ const adopt = (at: number, ...orders: { runner: string; order: EngineOrder }[]):
   orders,
   at,
 });
+/** m dead-lettered a second ago and blocked at the revision stored at STORED_AT. */
+const BLOCKED: ReconcileAction = {
+  kind: 'dead-letter',
+  model: 'm',
+  attempts: [],
+  at: T0 - 1_000,
+  blocked: { updatedAt: STORED_AT, reason: 'a start failed' },
+};
 /** Start operation `id` of m, made and ordered from `runner` as `replica` at `at`. */
 const ordered = (d: DeployedModel, id: number, runner: string, replica: string, at: number): ReconcileAction[] => [
   { kind: 'start', model: 'm', id, at },
@@ -279,16 +287,7 @@ const rows: Row[] = [
     name: 'starts nothing for a blocked deployment, calls waiting or not',
     deployments: [minOne],
     runners: [runner('r1')],
-    given: [
-      adopt(T0 - 5_000),
-      {
-        kind: 'dead-letter',
-        model: 'm',
-        attempts: [],
-        at: T0 - 1_000,
-        blocked: { updatedAt: STORED_AT, reason: 'a start failed' },
-      },
-    ],
+    given: [adopt(T0 - 5_000), BLOCKED],
     waiting: 3,
     expected: [],
   },
@@ -296,16 +295,7 @@ const rows: Row[] = [
     name: 'unblocks a deployment that changed since, and starts',
     deployments: [deployed({ minReplicas: 1 }, T0 - 1)],
     runners: [runner('r1')],
-    given: [
-      adopt(T0 - 5_000),
-      {
-        kind: 'dead-letter',
-        model: 'm',
-        attempts: [],
-        at: T0 - 1_000,
-        blocked: { updatedAt: STORED_AT, reason: 'a start failed' },
-      },
-    ],
+    given: [adopt(T0 - 5_000), BLOCKED],
     expected: ['unblock m', 'start m #1', 'scale m 0->1: minReplicas 1', 'order #1 m-new1@r1 (attempt 1)'],
   },
   {

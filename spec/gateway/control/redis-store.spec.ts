@@ -6,35 +6,20 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { checkDeployment } from '../../../gateway/control/deployments.ts';
-import type { Deployment } from '../../../gateway/control/deployments.ts';
+import { describe, expect, it } from 'vitest';
 import { RedisDeploymentStore } from '../../../gateway/control/redis-store.ts';
 import type { RedisDeploymentStoreOptions } from '../../../gateway/control/redis-store.ts';
 import type { LogFields } from '../../../placer/kernel/index.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import { startRedis } from '../../support/redis.ts';
 import { redisForSuite } from '../../support/redis-suite.ts';
+import { closedAfterEach, redisClientForSuite } from '../../support/closed-after-each.ts';
+import { deployment } from './fake-fleet.ts';
 
 const server = redisForSuite();
-let client: Redis;
-beforeAll(() => {
-  client = new Redis(server.url);
-});
-afterAll(async () => {
-  await client?.quit();
-});
+const client = redisClientForSuite(server);
 
-const opened: RedisDeploymentStore[] = [];
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-});
-
-function deployment(model: string, extra: Record<string, unknown> = {}): Deployment {
-  const checked = checkDeployment({ model, profile: { kind: 'sim' }, ...extra });
-  if (checked.kind !== 'valid') throw new Error(checked.problems.join('\n'));
-  return checked.deployment;
-}
+const opened = closedAfterEach<RedisDeploymentStore>();
 
 function store(options: Partial<RedisDeploymentStoreOptions> & { keyPrefix: string }): RedisDeploymentStore {
   const made = new RedisDeploymentStore({ url: server.url, ...options });
@@ -80,14 +65,14 @@ describe('RedisDeploymentStore', () => {
     const s = store({ keyPrefix, logger: warningRecorder(warnings) });
     await s.put(deployment('good'));
     const hash = `${keyPrefix}deploy:deployments`;
-    await client.hset(hash, 'not-json', '{');
-    await client.hset(
+    await client().hset(hash, 'not-json', '{');
+    await client().hset(
       hash,
       'bad-field',
       JSON.stringify({ deployment: { model: 'bad-field', profile: { kind: 'nope' } }, updatedAt: 1 }),
     );
-    await client.hset(hash, 'renamed', JSON.stringify({ deployment: deployment('other'), updatedAt: 1 }));
-    await client.hset(hash, 'no-time', JSON.stringify({ deployment: deployment('no-time') }));
+    await client().hset(hash, 'renamed', JSON.stringify({ deployment: deployment('other'), updatedAt: 1 }));
+    await client().hset(hash, 'no-time', JSON.stringify({ deployment: deployment('no-time') }));
     expect((await s.list()).map((d) => d.deployment.model)).toEqual(['good']);
     expect(await s.get('bad-field')).toBeUndefined();
     const skipped = warnings.filter((w) => w.msg === 'stored deployment skipped');
@@ -101,7 +86,7 @@ describe('RedisDeploymentStore', () => {
     const keyPrefix = `t-${randomUUID()}:`;
     const s = store({ keyPrefix, now: () => 1234 });
     await s.put(deployment('m'));
-    const stored = JSON.parse((await client.hget(`${keyPrefix}deploy:deployments`, 'm'))!) as Record<string, unknown>;
+    const stored = JSON.parse((await client().hget(`${keyPrefix}deploy:deployments`, 'm'))!) as Record<string, unknown>;
     expect(Object.keys(stored).sort()).toEqual(['deployment', 'updatedAt']);
     expect(stored.updatedAt).toBe(1234);
   });
@@ -138,7 +123,7 @@ describe('RedisDeploymentStore', () => {
   });
 
   it('refuses a url and a client together, and neither', () => {
-    expect(() => new RedisDeploymentStore({ url: server.url, client })).toThrow(
+    expect(() => new RedisDeploymentStore({ url: server.url, client: client() })).toThrow(
       /redis deployment store: give exactly one of url .* got both/,
     );
     expect(() => new RedisDeploymentStore({})).toThrow(expect.objectContaining({ code: 'GW_INVALID_OPTION' }));

@@ -12,6 +12,7 @@ import type { GatewayOptions } from '../../../gateway/options.ts';
 import { createGateway } from '../../../gateway/server.ts';
 import type { Gateway } from '../../../gateway/server.ts';
 import { OPERATOR_TOKEN, asOperator, getJson } from '../../support/fleet.ts';
+import { LLAMA_PROFILE } from './fake-fleet.ts';
 
 let gateway: Gateway | undefined;
 afterEach(async () => {
@@ -63,13 +64,7 @@ describe('/v1/deployments', () => {
     const url = await start();
     const at = `${url}/v1/deployments/org/llama`;
     const body = {
-      profile: {
-        kind: 'vllm',
-        model: 'meta-llama/Llama-3.1-8B-Instruct',
-        gpus: 1,
-        args: ['--max-model-len', '8192'],
-        env: { HF_TOKEN: 'hf_secret_value' },
-      },
+      profile: LLAMA_PROFILE,
       maxReplicas: 3,
       runnerLabels: { zone: 'a' },
     };
@@ -79,13 +74,7 @@ describe('/v1/deployments', () => {
       object: 'deployment',
       id: 'org/llama',
       model: 'org/llama',
-      profile: {
-        kind: 'vllm',
-        model: 'meta-llama/Llama-3.1-8B-Instruct',
-        gpus: 1,
-        args: ['--max-model-len', '8192'],
-        env: { HF_TOKEN: '(hidden)' },
-      },
+      profile: { ...LLAMA_PROFILE, env: { HF_TOKEN: '(hidden)' } },
       minReplicas: 0,
       maxReplicas: 3,
       targetConcurrency: 100,

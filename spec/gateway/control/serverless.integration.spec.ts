@@ -16,6 +16,8 @@ import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
 import { startService } from '../../../placer/kernel/processes.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { asOperator, eventually, getJson, metricValue, metrics, operatorEnv } from '../../support/fleet.ts';
+import { alive } from '../../support/faults.ts';
+import { commandLine } from '../../support/command-line.ts';
 
 const MODEL = 'sim-serverless';
 /** The model `sluice up --serverless` deploys. */
@@ -37,46 +39,19 @@ afterEach(async () => {
 });
 
 async function gateway(file: string): Promise<ChildService> {
-  const gw = await startService(
-    [
-      'gateway',
-      '--port',
-      '0',
-      '--deployments',
-      file,
-      ...FAST,
-      '--heartbeat-interval',
-      '200ms',
-      '--runner-networks',
-      '127.0.0.0/8',
-      ...quiet,
-    ],
-    { env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN } },
-  );
+  const values = { deployments: file, 'heartbeat-interval': '200ms', 'runner-networks': '127.0.0.0/8' };
+  const gw = await startService(commandLine('gateway', values, [...FAST, ...quiet]), {
+    env: { ...operatorEnv(), SLUICE_RUNNER_TOKEN: RUNNER_TOKEN },
+  });
   started.push(gw);
   return gw;
 }
 
 async function runner(id: string, gateways: readonly ChildService[]): Promise<ChildService> {
-  const r = await startService(
-    [
-      'runner',
-      '--port',
-      '0',
-      '--id',
-      id,
-      '--slots',
-      '8',
-      '--gateway',
-      gateways.map((g) => g.url).join(','),
-      '--drain-timeout',
-      '5s',
-      ...quiet,
-    ],
-    {
-      env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN },
-    },
-  );
+  const values = { id, slots: 8, gateway: gateways.map((g) => g.url).join(','), 'drain-timeout': '5s' };
+  const r = await startService(commandLine('runner', values, quiet), {
+    env: { ...process.env, SLUICE_RUNNER_TOKEN: RUNNER_TOKEN },
+  });
   started.push(r);
   return r;
 }
@@ -96,6 +71,17 @@ async function status(gw: ChildService, model = MODEL): Promise<Status> {
   const res = await getJson(`${gw.url}/v1/deployments/${model}`, asOperator);
   expect(res.status).toBe(200);
   return res.json.status as Status;
+}
+
+/** PUTs `deployment` to `gw` as the operator, and checks it was taken. */
+async function putDeployment(gw: ChildService, deployment: { model: string } & Record<string, unknown>): Promise<void> {
+  const res = await request(`${gw.url}/v1/deployments/${deployment.model}`, {
+    method: 'PUT',
+    headers: { ...asOperator, 'content-type': 'application/json' },
+    body: JSON.stringify(deployment),
+  });
+  await res.body.dump();
+  expect(res.statusCode).toBeLessThan(300);
 }
 
 /** The registered runners' URLs, once there are `count`. */
@@ -137,15 +123,6 @@ async function enginePids(urls: readonly string[]): Promise<number[]> {
   }
   return pids;
 }
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('sluice up --serverless', () => {
   it('deploys the simulated model at zero; the first calls wait while an engine starts and succeed; warm, a call does not wait; idle, it is back at zero with the engine gone', async () => {
@@ -195,21 +172,14 @@ describe('sluice up --serverless', () => {
     expect(pids.every(alive)).toBe(true);
 
     // Idle past a scale-down delay made short through the API (the profile, and so the replica, unchanged).
-    const body = {
+    await putDeployment(up, {
       model: UP_MODEL,
       profile: { kind: 'sim', args: ['--startup-delay-ms', '300'] },
       minReplicas: 0,
       maxReplicas: 1,
       targetConcurrency: 4,
       scaleDownDelay: 300,
-    };
-    const res = await request(`${up.url}/v1/deployments/${UP_MODEL}`, {
-      method: 'PUT',
-      headers: { ...asOperator, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
     });
-    await res.body.dump();
-    expect(res.statusCode).toBeLessThan(300);
     await eventually(
       async () => {
         const s = await status(up, UP_MODEL);
@@ -233,21 +203,13 @@ describe('serverless: a deployment changed through the API', () => {
     const runners = await Promise.all(['sl-r1', 'sl-r2', 'sl-r3'].map((id) => runner(id, [gw])));
     await registered(gw, 3);
     // The answer's length tells which profile's engine served a call.
-    const put = async (tokens: number): Promise<void> => {
-      const body = {
+    const put = (tokens: number) =>
+      putDeployment(gw, {
         model: MODEL,
         profile: { kind: 'sim', args: ['--startup-delay-ms', '150', '--output-tokens', String(tokens)] },
         minReplicas: 2,
         maxReplicas: 2,
-      };
-      const res = await request(`${gw.url}/v1/deployments/${MODEL}`, {
-        method: 'PUT',
-        headers: { ...asOperator, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
       });
-      await res.body.dump();
-      expect(res.statusCode).toBeLessThan(300);
-    };
     const call = async (): Promise<{ status: number; tokens?: number }> => {
       const res = await request(`${gw.url}/v1/chat/completions`, {
         method: 'POST',

@@ -5,25 +5,17 @@
  * redis-store.spec.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
-import { checkDeployment } from '../../../gateway/control/deployments.ts';
+import { describe, expect, it } from 'vitest';
 import type { Deployment } from '../../../gateway/control/deployments.ts';
 import { MemoryDeploymentStore } from '../../../gateway/control/store.ts';
 import type { DeploymentStore } from '../../../gateway/control/store.ts';
 import { RedisDeploymentStore } from '../../../gateway/control/redis-store.ts';
 import { redisForSuite } from '../../support/redis-suite.ts';
+import { closedAfterEach } from '../../support/closed-after-each.ts';
+import { LLAMA_PROFILE, deployment } from './fake-fleet.ts';
 
 const server = redisForSuite();
-const opened: RedisDeploymentStore[] = [];
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-});
-
-function deployment(model: string, extra: Record<string, unknown> = {}): Deployment {
-  const checked = checkDeployment({ model, profile: { kind: 'sim' }, ...extra });
-  if (checked.kind !== 'valid') throw new Error(checked.problems.join('\n'));
-  return checked.deployment;
-}
+const opened = closedAfterEach<RedisDeploymentStore>();
 
 /** Makes a store holding `fileDeployments`, its clock reading `now()`. */
 type MakeStore = (fileDeployments: readonly Deployment[], now: () => number) => DeploymentStore;
@@ -90,14 +82,7 @@ describe.each(Object.entries(STORES))('DeploymentStore (%s)', (_name, make) => {
       targetConcurrency: 8,
       scaleDownDelay: 1_000,
       runnerLabels: { zone: 'a' },
-      profile: {
-        kind: 'vllm',
-        model: 'org/weights',
-        gpus: 2,
-        args: ['--max-model-len', '4096'],
-        env: { HF_TOKEN: 'x' },
-        startTimeout: 60_000,
-      },
+      profile: { ...LLAMA_PROFILE, startTimeout: 60_000 },
     });
     await store.put(full);
     expect(await store.get('org/full')).toEqual({ deployment: full, source: 'api', updatedAt: 7 });

@@ -17,27 +17,21 @@ import { createMemoryStore } from '../../../gateway/detached/store/memory.ts';
 import type { CallRecord, CallStore } from '../../../gateway/detached/store/types.ts';
 import { silentLogger, systemClock } from '../../../placer/kernel/index.ts';
 import { eventually } from '../../support/fleet.ts';
+import { gatewayCall } from '../../support/gateway-call.ts';
 
-let ids = 0;
+/** A detached call for model m with `body`, 1 s to be placed and 60 s to run. */
 function call(body = '{"model":"m"}', signal = new AbortController().signal, client?: string): GatewayCall {
   const now = Date.now();
-  return {
-    id: `call-${++ids}`,
+  return gatewayCall(now, {
     fn: 'm',
     key: 'm',
     type: 'detached',
-    route: 'chat',
-    method: 'POST',
-    path: '/v1/chat/completions',
-    headers: {},
     body: Buffer.from(body),
-    createdAt: now,
-    startedAt: now,
     placerDeadline: now + 1000,
     timeout: 60_000,
     signal,
     ...(client === undefined ? {} : { client }),
-  };
+  });
 }
 
 function setup(options: { store?: CallStore; callbacks?: CallbackDelivery } = {}) {

@@ -11,10 +11,14 @@ import { createCallbackPolicy, createCallbackSender } from '../../../gateway/det
 import { createGateway } from '../../../gateway/server.ts';
 import { startCallbackReceiver } from '../../support/callbacks.ts';
 import type { CallbackReceiver } from '../../support/callbacks.ts';
-import { chatBody, eventually, getJson, metrics, metricValue, postJson, startFleet } from '../../support/fleet.ts';
+import { chatBody, eventually, getJson, postJson, startFleet } from '../../support/fleet.ts';
 import type { Fleet } from '../../support/fleet.ts';
 import { startRedis } from '../../support/redis.ts';
 import type { RedisServer } from '../../support/redis.ts';
+import { finalRecord } from '../../support/faults.ts';
+import { commandLine } from '../../support/command-line.ts';
+import type { FlagValues } from '../../support/command-line.ts';
+import { abortedCalls, cancelSeenByEngine } from './cancels.ts';
 
 const ASYNC = { prefer: 'respond-async' };
 const short = (extra: Record<string, unknown> = {}) => chatBody({ max_tokens: 10, ...extra });
@@ -26,6 +30,16 @@ describe('detached calls shared by two gateways over redis', () => {
   let fleet: Fleet;
   let other: ChildService;
   let hooks: CallbackReceiver;
+  /** A second gateway over the fleet's runner and the shared store, with the callback secret. */
+  const startPeer = (values: FlagValues, rest: readonly string[] = []) =>
+    startService(
+      commandLine(
+        'gateway',
+        { 'log-level': 'warn', runners: fleet.nodes[0]!.runner.url, store: redis.url, ...values },
+        rest,
+      ),
+      { env: { ...process.env, SLUICE_CALLBACK_SECRET: secret } },
+    );
 
   beforeAll(async () => {
     [redis, hooks] = await Promise.all([startRedis(), startCallbackReceiver()]);
@@ -48,24 +62,7 @@ describe('detached calls shared by two gateways over redis', () => {
         '--callback-allow-private',
       ],
     });
-    other = await startService(
-      [
-        'gateway',
-        '--port',
-        '0',
-        '--log-level',
-        'warn',
-        '--runners',
-        fleet.nodes[0]!.runner.url,
-        '--store',
-        redis.url,
-        '--gateway-id',
-        'gw-b',
-      ],
-      {
-        env: { ...process.env, SLUICE_CALLBACK_SECRET: secret },
-      },
-    );
+    other = await startPeer({ 'gateway-id': 'gw-b' });
   }, 90_000);
   afterAll(async () => {
     await Promise.all([fleet?.stop(), other?.stop()]);
@@ -81,29 +78,18 @@ describe('detached calls shared by two gateways over redis', () => {
     const seen = await getJson(`${other.url}/v1/calls/${id}`);
     expect(seen.status).toBe(200);
     expect(seen.json.status).toBe('running');
-    await eventually(
-      async () => (await getJson(`${other.url}/v1/calls/${id}`)).json.status === 'succeeded',
-      10_000,
-      'the call to succeed',
-    );
+    expect((await finalRecord(other.url, id)).status).toBe('succeeded');
     const result = await getJson(`${other.url}/v1/calls/${id}/result`);
     expect(result.status).toBe(200);
     expect(result.json.object).toBe('chat.completion');
   });
 
   it('reaches the owner with a cancel sent to the other gateway, and the engine sees the abort', async () => {
-    const before = metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total');
+    const engine = fleet.nodes[0]!.engine;
+    const before = await abortedCalls(engine);
     const accepted = await postJson(`${fleet.gateway.url}/v1/chat/completions`, short({ max_tokens: 60 }), ASYNC);
     const id = accepted.json.id as string;
-    const cancel = await postJson(`${other.url}/v1/calls/${id}/cancel`, '');
-    expect(cancel.status).toBe(200);
-    expect(cancel.json.status).toBe('cancelled');
-    await eventually(
-      async () =>
-        metricValue(await metrics(fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') === before + 1,
-      5000,
-      'the engine abort',
-    );
+    await cancelSeenByEngine(`${other.url}/v1/calls/${id}`, engine, before, 5000);
     expect((await getJson(`${fleet.gateway.url}/v1/calls/${id}`)).json.status).toBe('cancelled');
   });
 
@@ -114,23 +100,7 @@ describe('detached calls shared by two gateways over redis', () => {
       'sluice-callback-url': `${hooks.url}/done`,
     });
     expect(refused.json.error.code).toBe('GW_CALLBACKS_DISABLED');
-    const b = await startService(
-      [
-        'gateway',
-        '--port',
-        '0',
-        '--log-level',
-        'warn',
-        '--runners',
-        fleet.nodes[0]!.runner.url,
-        '--store',
-        redis.url,
-        '--callback-allow',
-        hooks.url,
-        '--callback-allow-private',
-      ],
-      { env: { ...process.env, SLUICE_CALLBACK_SECRET: secret } },
-    );
+    const b = await startPeer({ 'callback-allow': hooks.url }, ['--callback-allow-private']);
     try {
       const accepted = await postJson(`${b.url}/v1/chat/completions`, short(), {
         ...ASYNC,
@@ -176,13 +146,8 @@ describe('detached calls shared by two gateways over redis', () => {
     fleet.gateway.child.kill('SIGKILL');
     expect((await getJson(`${other.url}/v1/calls/${id}`)).json.status).toBe('running');
     // Lifetime: 1 s placer + 3 s call + 0 headroom, then a 5 s grace for a slow owner.
-    await eventually(
-      async () => (await getJson(`${other.url}/v1/calls/${id}`)).json.status === 'failed',
-      20_000,
-      'the orphaned call to fail',
-    );
-    const status = (await getJson(`${other.url}/v1/calls/${id}`)).json;
-    expect(status.error.code).toBe('GW_OWNER_LOST');
+    const status = await finalRecord(other.url, id, 20_000);
+    expect(status).toMatchObject({ status: 'failed', error: { code: 'GW_OWNER_LOST' } });
     expect(status.error.message).toContain('gw-a');
   });
 });

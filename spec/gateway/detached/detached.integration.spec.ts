@@ -4,6 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { chatBody, eventually, fleetForSuite, getJson, metrics, metricValue, postJson } from '../../support/fleet.ts';
+import { finalRecord } from '../../support/faults.ts';
+import { abortedCalls, cancelSeenByEngine } from './cancels.ts';
 
 const ASYNC = { prefer: 'respond-async' };
 /** Engines here produce up to 400 tokens, 30 ms apart; calls ask for fewer with max_tokens. */
@@ -39,12 +41,7 @@ describe('detached calls', () => {
     expect(early.status).toBe(409);
     expect(early.json.error.code).toBe('GW_CALL_NOT_FINISHED');
 
-    await eventually(
-      async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'succeeded',
-      20_000,
-      'the call to succeed',
-    );
-    const done = (await getJson(`${suite.gw}/v1/calls/${id}`)).json;
+    const done = await finalRecord(suite.gw, id, 20_000);
     expect(done).toMatchObject({ id, fn: 'sim-small', status: 'succeeded', runner: expect.any(String) });
     expect(Date.parse(done.completedAt)).toBeGreaterThanOrEqual(Date.parse(done.startedAt));
     expect(done.executionMs).toBeGreaterThanOrEqual(9 * 30 * 0.8);
@@ -71,11 +68,7 @@ describe('detached calls', () => {
       completedBefore + 1,
     );
     expect((await long).status).toBe(200);
-    await eventually(
-      async () => (await getJson(`${suite.gw}/v1/calls/${accepted.json.id}`)).json.status === 'succeeded',
-      10_000,
-      'the detached call',
-    );
+    expect((await finalRecord(suite.gw, accepted.json.id)).status).toBe('succeeded');
 
     // 6 s, twice the 3 s detached placer deadline, however late the refused call arrives.
     const longer = postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }));
@@ -100,20 +93,12 @@ describe('detached calls', () => {
   });
 
   it('cancels a running call: the engine sees the abort, the status says cancelled, cancel again is harmless', async () => {
-    const abortedBefore = metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total');
+    const engine = suite.fleet.nodes[0]!.engine;
+    const before = await abortedCalls(engine);
     // 9 s of work: still running when the cancel comes, however slowly.
     const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 300 }), ASYNC);
     const id = accepted.json.id as string;
-    const cancel = await postJson(`${suite.gw}/v1/calls/${id}/cancel`, '');
-    expect(cancel.status).toBe(200);
-    expect(cancel.json.status).toBe('cancelled');
-    await eventually(
-      async () =>
-        metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_aborted_total') ===
-        abortedBefore + 1,
-      15_000,
-      'the engine abort',
-    );
+    await cancelSeenByEngine(`${suite.gw}/v1/calls/${id}`, engine, before, 15_000);
     const again = await postJson(`${suite.gw}/v1/calls/${id}/cancel`, '');
     expect(again.json.status).toBe('cancelled');
     const result = await getJson(`${suite.gw}/v1/calls/${id}/result`);
@@ -135,11 +120,7 @@ describe('detached calls', () => {
     expect(other.status).toBe(422);
     expect(other.json.error.code).toBe('GW_IDEMPOTENCY_KEY_REUSED');
     const engineCalls = metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_total');
-    await eventually(
-      async () => (await getJson(`${suite.gw}/v1/calls/${first.json.id}`)).json.status === 'succeeded',
-      10_000,
-      'the first call',
-    );
+    expect((await finalRecord(suite.gw, first.json.id)).status).toBe('succeeded');
     // The replay ran nothing.
     expect(metricValue(await metrics(suite.fleet.nodes[0]!.engine), 'sluice_sim_requests_total')).toBe(engineCalls);
   });
@@ -168,14 +149,8 @@ describe('detached calls', () => {
 
     it('fails a call whose result is over maxResultBytes with that reason, and keeps serving', async () => {
       const accepted = await postJson(`${suite.gw}/v1/chat/completions`, short({ max_tokens: 200 }), ASYNC);
-      const id = accepted.json.id as string;
-      await eventually(
-        async () => (await getJson(`${suite.gw}/v1/calls/${id}`)).json.status === 'failed',
-        30_000,
-        'the call to fail',
-      );
-      const status = (await getJson(`${suite.gw}/v1/calls/${id}`)).json;
-      expect(status.error.code).toBe('GW_RESULT_TOO_LARGE');
+      const status = await finalRecord(suite.gw, accepted.json.id, 30_000);
+      expect(status).toMatchObject({ status: 'failed', error: { code: 'GW_RESULT_TOO_LARGE' } });
       expect(status.error.message).toContain('1000');
       expect((await postJson(`${suite.gw}/v1/chat/completions`, short())).status).toBe(200);
     }, 60_000);

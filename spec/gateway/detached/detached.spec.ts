@@ -3,7 +3,7 @@
  * result, does not answer, or answers late; calls recorded `queued` while they wait for a
  * runner (cancelled, abandoned, orphaned); and /invoke calls made detached.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import type { GatewayOptions } from '../../../gateway/options.ts';
 import { createGateway } from '../../../gateway/server.ts';
@@ -11,28 +11,17 @@ import { StoreUnavailableError } from '../../../gateway/detached/store/errors.ts
 import { createMemoryStore } from '../../../gateway/detached/store/memory.ts';
 import type { CallStore, StoreHealth } from '../../../gateway/detached/store/types.ts';
 import type { LogFields, Logger } from '../../../placer/kernel/index.ts';
-import { createSimEngine } from '../../../runner/engines/sim/server.ts';
-import { createRunner } from '../../../runner/server.ts';
 import type { RunnerOptions } from '../../../runner/options.ts';
 import { chatBody, eventually, metricValue, postJson } from '../../support/fleet.ts';
+import { serversForEach } from '../../support/servers.ts';
+import { startSimRunner } from '../../support/sim-runner.ts';
+import type { SimRunner } from '../../support/sim-runner.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 /** A sim engine making 400 tokens `itlMs` apart and a runner over it, both closed after the test. */
-async function simRunner(
-  itlMs: number,
-  runnerOptions: Partial<RunnerOptions>,
-): Promise<{ engineUrl: string; runnerUrl: string }> {
-  const engine = createSimEngine({ ttftMs: 0, itlMs, outputTokens: 400 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', ...runnerOptions });
-  const { url: runnerUrl } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
-  return { engineUrl, runnerUrl };
+function simRunner(itlMs: number, runnerOptions: Partial<RunnerOptions>): Promise<SimRunner> {
+  return startSimRunner(cleanups, runnerOptions, { ttftMs: 0, itlMs, outputTokens: 400 });
 }
 
 async function gatewayOverSim(options: Partial<GatewayOptions>) {
@@ -162,13 +151,34 @@ async function busyPair() {
   return { a: urls[0]!, b: urls[1]!, ...faulty, offered, occupy };
 }
 
+/** A gateway over the sim runner on a {@link faultyStore}, logging to a recorder. */
+async function faultyGateway() {
+  const faulty = faultyStore();
+  const { logger, lines } = recorder();
+  const url = await gatewayOverSim({ store: faulty.store, logger });
+  return { url, lines, ...faulty };
+}
+
+/** Sends `url` a detached chat call of `maxTokens`: its answer, and the URL of its record. */
+async function detach(url: string, maxTokens: number) {
+  const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: maxTokens }), {
+    prefer: 'respond-async',
+  });
+  return { accepted, monitor: `${url}/v1/calls/${accepted.json.id}` };
+}
+
+/** Waits for the record at `monitor` to end, and checks that it succeeded and its result is kept. */
+async function expectSucceeded(monitor: string): Promise<void> {
+  await eventually(async () => (await status(monitor)).status !== 'running', 10_000, 'the call to end');
+  expect(await status(monitor)).toMatchObject({ status: 'succeeded' });
+  expect((await request(`${monitor}/result`)).statusCode).toBe(200);
+}
+
 describe('detached calls in-process', () => {
   it("keeps the room reserved for a running call's result: another result cannot take it, and the call's result is stored", async () => {
     const store = createMemoryStore({ maxStoredBytes: 64 * 1024 });
     const url = await gatewayOverSim({ store, maxResultBytes: 16 * 1024 });
-    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 300 }), {
-      prefer: 'respond-async',
-    });
+    const { accepted, monitor } = await detach(url, 300);
     expect(accepted.status).toBe(202);
     // Another gateway's result of 62 KiB would fit the bytes stored, not the room this call reserved.
     const filler = {
@@ -187,25 +197,15 @@ describe('detached calls in-process', () => {
         { status: 200, contentType: 'text/plain', body: Buffer.alloc(62 * 1024) },
       ),
     ).rejects.toMatchObject({ code: 'STORE_FULL' });
-    const monitor = `${url}/v1/calls/${accepted.json.id}`;
-    await eventually(async () => (await status(monitor)).status !== 'running', 10_000, 'the call to end');
-    expect(await status(monitor)).toMatchObject({ status: 'succeeded' });
-    expect((await request(`${monitor}/result`)).statusCode).toBe(200);
+    await expectSucceeded(monitor);
   });
 
   it('retries a finish the store did not answer and logs that it was stored, not lost', async () => {
-    const { store, faults } = faultyStore();
-    const { logger, lines } = recorder();
-    const url = await gatewayOverSim({ store, logger });
+    const { url, lines, faults } = await faultyGateway();
     faults.finishFails = 2;
-    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 20 }), {
-      prefer: 'respond-async',
-    });
+    const { accepted, monitor } = await detach(url, 20);
     expect(accepted.status).toBe(202);
-    const monitor = `${url}/v1/calls/${accepted.json.id}`;
-    await eventually(async () => (await status(monitor)).status !== 'running', 10_000, 'the call to end');
-    expect(await status(monitor)).toMatchObject({ status: 'succeeded' });
-    expect((await request(`${monitor}/result`)).statusCode).toBe(200);
+    await expectSucceeded(monitor);
     const mine = lines.filter((l) => l.call === accepted.json.id);
     expect(mine.map((l) => [l.level, l.msg])).toEqual([
       ['warn', 'store write failed, retrying'],
@@ -215,17 +215,10 @@ describe('detached calls in-process', () => {
   });
 
   it('counts a finish that landed though its answer was lost as stored, and says so', async () => {
-    const { store, faults } = faultyStore();
-    const { logger, lines } = recorder();
-    const url = await gatewayOverSim({ store, logger });
+    const { url, lines, faults } = await faultyGateway();
     faults.finishLandsUnanswered = 1;
-    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 20 }), {
-      prefer: 'respond-async',
-    });
-    const monitor = `${url}/v1/calls/${accepted.json.id}`;
-    await eventually(async () => (await status(monitor)).status !== 'running', 10_000, 'the call to end');
-    expect(await status(monitor)).toMatchObject({ status: 'succeeded' });
-    expect((await request(`${monitor}/result`)).statusCode).toBe(200);
+    const { monitor } = await detach(url, 20);
+    await expectSucceeded(monitor);
     await eventually(
       () => lines.some((l) => l.msg === 'detached result stored by an earlier attempt that timed out'),
       5000,
@@ -235,9 +228,7 @@ describe('detached calls in-process', () => {
   });
 
   it('refuses a call whose record the store did not confirm before placing it, and fails the record that landed after all', async () => {
-    const { store, inner, faults } = faultyStore();
-    const { logger, lines } = recorder();
-    const url = await gatewayOverSim({ store, logger });
+    const { url, lines, inner, faults } = await faultyGateway();
     faults.createLandsUnanswered = true;
     const refused = await postJson(`${url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' });
     expect(refused.status).toBe(503);
@@ -266,16 +257,11 @@ describe('detached calls in-process', () => {
   });
 
   it('runs a call on when the store does not take its start, and records the start with its end', async () => {
-    const { store, faults } = faultyStore();
-    const { logger, lines } = recorder();
-    const url = await gatewayOverSim({ store, logger });
+    const { url, lines, faults } = await faultyGateway();
     faults.startFails = 1;
-    const accepted = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 200 }), {
-      prefer: 'respond-async',
-    });
+    const { accepted, monitor } = await detach(url, 200);
     expect(accepted.status).toBe(202);
     expect(accepted.json.status).toBe('running');
-    const monitor = `${url}/v1/calls/${accepted.json.id}`;
     // The store still says queued; the gateway running it knows better.
     expect(await status(monitor)).toMatchObject({ status: 'running', runner: expect.any(String) });
     await eventually(async () => (await status(monitor)).status !== 'running', 10_000, 'the call to end');
@@ -292,15 +278,11 @@ describe('detached calls in-process', () => {
   });
 
   it('stops a call whose start finds it cancelled, and shows its client the cancelled record', async () => {
-    const { store, faults } = faultyStore();
-    const url = await gatewayOverSim({ store });
+    const { url, faults } = await faultyGateway();
     faults.cancelledBeforeStart = true;
-    const answered = await postJson(`${url}/v1/chat/completions`, chatBody({ max_tokens: 200 }), {
-      prefer: 'respond-async',
-    });
+    const { accepted: answered, monitor } = await detach(url, 200);
     expect(answered.status).toBe(202);
     expect(answered.json).toMatchObject({ status: 'cancelled' });
-    const monitor = `${url}/v1/calls/${answered.json.id}`;
     expect(await status(monitor)).toMatchObject({ status: 'cancelled', error: { code: 'GW_CALL_CANCELLED' } });
     expect((await request(`${monitor}/result`)).statusCode).toBe(404);
   });
@@ -324,8 +306,7 @@ describe('detached calls in-process', () => {
   });
 
   it('refuses detached calls at once with 503 GW_STORE_UNAVAILABLE while the store does not answer, and /readyz says why', async () => {
-    const { store, faults } = faultyStore();
-    const url = await gatewayOverSim({ store });
+    const { url, faults } = await faultyGateway();
     faults.health = {
       ok: false,
       reason: 'redis store redis://127.0.0.1:6379/0 did not answer a health check within 1000 ms',

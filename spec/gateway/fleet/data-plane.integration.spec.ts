@@ -4,10 +4,10 @@
  * Engines, runners and gateways run in-process; certificates are made for the suite.
  */
 import { createServer } from 'node:http';
-import type { Server } from 'node:http';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { IncomingHttpHeaders, Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
-import { createSimEngine } from '../../../runner/engines/sim/server.ts';
+import type { Dispatcher } from 'undici';
 import {
   BODY_DIGEST_HEADER,
   BUSY_HEADER,
@@ -25,28 +25,23 @@ import { RunnerConfigError } from '../../../runner/errors.ts';
 import { createGateway } from '../../../gateway/server.ts';
 import type { GatewayOptions } from '../../../gateway/options.ts';
 import { GatewayConfigError } from '../../../gateway/errors.ts';
-import { chatBody, eventually, postJson } from '../../support/fleet.ts';
-import type { JsonAnswer } from '../../support/fleet.ts';
+import { chatBody, eventually } from '../../support/fleet.ts';
 import { startScriptedEngine } from '../../support/scripted-engine.ts';
 import { warningRecorder } from '../../support/logger.ts';
 import type { LogFields } from '../../../placer/kernel/index.ts';
 import { makeCa } from '../../support/certs.ts';
 import type { Issued, TestCa } from '../../support/certs.ts';
 import { connect as connectH2 } from 'node:http2';
+import { serversForEach } from '../../support/servers.ts';
+import { startSimEngine } from '../../support/sim-runner.ts';
 
 const SECRET = 'spec-call-secret-0123456789abcdef0123456789';
 const OTHER_SECRET = 'spec-other-secret-fedcba9876543210fedcba98';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
-async function startEngine(): Promise<string> {
-  const engine = createSimEngine({ ttftMs: 0, itlMs: 0, outputTokens: 2 });
-  const { url } = await engine.listen();
-  cleanups.push(() => engine.close());
-  return url;
+function startEngine(): Promise<string> {
+  return startSimEngine(cleanups, { ttftMs: 0, itlMs: 0, outputTokens: 2 });
 }
 
 async function startRunner(
@@ -67,6 +62,28 @@ async function startGateway(options: Partial<GatewayOptions>): Promise<string> {
   const { url } = await gateway.listen(0, '127.0.0.1');
   cleanups.push(() => gateway.close());
   return url;
+}
+
+type Answer = { status: number; headers: IncomingHttpHeaders; json: any };
+
+async function post(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+  dispatcher?: Dispatcher,
+): Promise<Answer> {
+  const res = await request(url, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(dispatcher ? { dispatcher } : {}),
+  });
+  const text = await res.body.text();
+  return {
+    status: res.statusCode,
+    headers: res.headers as IncomingHttpHeaders,
+    json: text === '' ? undefined : JSON.parse(text),
+  };
 }
 
 /** A gateway's call as a runner received it: method, target, headers, body. */
@@ -116,17 +133,17 @@ function replay(
   url: string,
   call: Captured,
   change: { headers?: Record<string, string>; body?: Buffer } = {},
-): Promise<JsonAnswer> {
+): Promise<Answer> {
   const headers = { ...call.headers, ...change.headers };
   for (const name of ['host', 'content-length', 'connection']) delete headers[name];
-  return postJson(`${url}${call.path}`, (change.body ?? call.body).toString('utf8'), headers);
+  return post(`${url}${call.path}`, (change.body ?? call.body).toString('utf8'), headers);
 }
 
 describe('a runner with a call secret', () => {
   it('serves the calls of a gateway that signs with the secret', async () => {
     const runner = await startRunner({ callSecret: SECRET });
     const gw = await startGateway({ runners: [runner.url], callSecret: SECRET });
-    const sync = await postJson(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 2 }));
+    const sync = await post(`${gw}/v1/chat/completions`, chatBody({ max_tokens: 2 }));
     expect(sync.status).toBe(200);
     expect(sync.json.object).toBe('chat.completion');
     const streamed = await request(`${gw}/v1/chat/completions`, {
@@ -143,7 +160,7 @@ describe('a runner with a call secret', () => {
 
   it('refuses with 401 a call without a signature, or signed with another secret, and counts each', async () => {
     const runner = await startRunner({ callSecret: SECRET });
-    const unsigned = await postJson(`${runner.url}/v1/chat/completions`, chatBody());
+    const unsigned = await post(`${runner.url}/v1/chat/completions`, chatBody());
     expect(unsigned.status).toBe(401);
     expect(unsigned.json.error.code).toBe('RUNNER_UNAUTHORIZED');
     expect(unsigned.json.error.message).not.toContain(SECRET);
@@ -152,7 +169,7 @@ describe('a runner with a call secret', () => {
     expect(unsigned.headers['sluice-runner-id']).toBe('r-dp');
 
     const gw = await startGateway({ runners: [runner.url], callSecret: OTHER_SECRET, placerTimeout: 500 });
-    const forged = await postJson(`${gw}/v1/chat/completions`, chatBody());
+    const forged = await post(`${gw}/v1/chat/completions`, chatBody());
     // The client's key is not what the runner refused: it gets the gateway's 502, saying why.
     expect(forged.status).toBe(502);
     expect(forged.json.error.code).toBe('GW_RUNNER_UNAUTHORIZED');
@@ -161,7 +178,7 @@ describe('a runner with a call secret', () => {
     expect(runner.status().calls).toMatchObject({ served: 0, unauthorized: 2 });
 
     // A detached call fails with the runner's code in its record.
-    const detached = await postJson(`${gw}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' });
+    const detached = await post(`${gw}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' });
     expect(detached.status).toBe(202);
     let record: any;
     await eventually(
@@ -187,11 +204,10 @@ describe('a runner with a call secret', () => {
       { now: () => Date.now() + shift },
     );
     const refusals = () => warnings.filter((w) => w.msg === 'call refused: no valid signature');
-    for (let i = 0; i < 3; i++)
-      expect((await postJson(`${runner.url}/v1/chat/completions`, chatBody())).status).toBe(401);
+    for (let i = 0; i < 3; i++) expect((await post(`${runner.url}/v1/chat/completions`, chatBody())).status).toBe(401);
     expect(refusals()).toEqual([expect.objectContaining({ reason: 'unsigned', refusedSinceLastWarning: 0 })]);
     shift = 60_000;
-    expect((await postJson(`${runner.url}/v1/chat/completions`, chatBody())).status).toBe(401);
+    expect((await post(`${runner.url}/v1/chat/completions`, chatBody())).status).toBe(401);
     expect(refusals()).toHaveLength(2);
     expect(refusals()[1]).toMatchObject({ reason: 'unsigned', refusedSinceLastWarning: 2 });
     expect(JSON.stringify(warnings)).not.toContain(SECRET);
@@ -210,7 +226,7 @@ describe('a runner with a call secret', () => {
     });
     // Two calls that never ran anywhere: the recorder answered busy to every offer.
     for (const content of ['first', 'second']) {
-      const answer = await postJson(`${gw}/v1/chat/completions`, chatBody({ messages: [{ role: 'user', content }] }));
+      const answer = await post(`${gw}/v1/chat/completions`, chatBody({ messages: [{ role: 'user', content }] }));
       expect(answer.status).toBe(503);
     }
     const ids = [...new Set(recorder.calls.map((c) => c.headers[CALL_ID_HEADER]))];
@@ -219,7 +235,7 @@ describe('a runner with a call secret', () => {
     expect(first!.headers[SIGNATURE_HEADER]).toMatch(/^v1=[A-Za-z0-9_-]{43}$/);
     expect(Number(first!.headers[DEADLINE_HEADER])).toBeGreaterThan(Date.now());
 
-    const refused = async (answer: Promise<JsonAnswer>) => {
+    const refused = async (answer: Promise<Answer>) => {
       const { status, json } = await answer;
       expect(status).toBe(401);
       expect(json.error.code).toBe('RUNNER_UNAUTHORIZED');
@@ -287,14 +303,14 @@ describe('a runner with a call secret', () => {
       }),
       [BODY_DIGEST_HEADER]: bodyDigest(Buffer.from(body)),
     };
-    const busy = await postJson(`${url}/v1/chat/completions`, body, headers);
+    const busy = await post(`${url}/v1/chat/completions`, body, headers);
     expect(busy.status).toBe(503);
     expect(busy.headers[BUSY_HEADER]).toBe('engine-busy');
-    const served = await postJson(`${url}/v1/chat/completions`, body, headers);
+    const served = await post(`${url}/v1/chat/completions`, body, headers);
     expect(served.status).toBe(200);
     expect(engine.calls()).toBe(2);
     // Once it ran, the same request is a replay.
-    expect((await postJson(`${url}/v1/chat/completions`, body, headers)).status).toBe(401);
+    expect((await post(`${url}/v1/chat/completions`, body, headers)).status).toBe(401);
     expect(engine.calls()).toBe(2);
   });
 });
@@ -302,7 +318,7 @@ describe('a runner with a call secret', () => {
 describe('a runner without a call secret or mutual TLS', () => {
   it('serves unsigned calls on loopback, refuses to start on another address unless allowed', async () => {
     const open = await startRunner({});
-    expect((await postJson(`${open.url}/v1/chat/completions`, chatBody())).status).toBe(200);
+    expect((await post(`${open.url}/v1/chat/completions`, chatBody())).status).toBe(200);
 
     const engine = await startEngine();
     const refused = createRunner({ engine, engineKind: 'sim' });
@@ -350,7 +366,7 @@ describe('mutual TLS between gateway and runners', () => {
       runners: [runner.url],
       runnerTls: { cert: gatewayCert.cert, key: gatewayCert.key, ca: ca.cert },
     });
-    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody());
+    const answer = await post(`${gw}/v1/chat/completions`, chatBody());
     expect(answer.status).toBe(200);
     expect(answer.headers['sluice-runner-id']).toBe('r-dp');
     // The gateway's status probes pass too: it knows what the runner serves.
@@ -358,11 +374,9 @@ describe('mutual TLS between gateway and runners', () => {
       data: [{ id: 'sim-small' }],
     });
 
+    await expect(post(`${runner.url}/v1/chat/completions`, chatBody(), {}, agent({ ca: ca.cert }))).rejects.toThrow();
     await expect(
-      postJson(`${runner.url}/v1/chat/completions`, chatBody(), {}, agent({ ca: ca.cert })),
-    ).rejects.toThrow();
-    await expect(
-      postJson(
+      post(
         `${runner.url}/v1/chat/completions`,
         chatBody(),
         {},
@@ -370,9 +384,7 @@ describe('mutual TLS between gateway and runners', () => {
       ),
     ).rejects.toThrow();
     // Plain http to the https port gets nothing a call could use.
-    await expect(
-      postJson(`${runner.url.replace('https:', 'http:')}/v1/chat/completions`, chatBody()),
-    ).rejects.toThrow();
+    await expect(post(`${runner.url.replace('https:', 'http:')}/v1/chat/completions`, chatBody())).rejects.toThrow();
     await eventually(
       () => (runner.status().calls.unauthorized ?? 0) >= 2,
       5000,
@@ -388,7 +400,7 @@ describe('mutual TLS between gateway and runners', () => {
       runnerTls: { cert: gatewayCert.cert, key: gatewayCert.key, ca: ca.cert },
       placerTimeout: 300,
     });
-    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody());
+    const answer = await post(`${gw}/v1/chat/completions`, chatBody());
     expect(answer.status).toBeGreaterThanOrEqual(500);
     expect(runner.status().calls.served).toBe(0);
   });
@@ -412,7 +424,7 @@ describe('the gateway front', () => {
     const health = await request(`${gw}/healthz`, { dispatcher });
     expect(health.statusCode).toBe(200);
     expect(((await health.body.json()) as any).ok).toBe(true);
-    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody(), {}, dispatcher);
+    const answer = await post(`${gw}/v1/chat/completions`, chatBody(), {}, dispatcher);
     expect(answer.status).toBe(200);
     expect(answer.json.object).toBe('chat.completion');
     const streamed = await request(`${gw}/v1/chat/completions`, {
@@ -461,7 +473,7 @@ describe('the gateway front', () => {
     const health = await request(`${gw}/healthz`, { dispatcher: h2 });
     expect(health.statusCode).toBe(200);
     await health.body.dump();
-    const answer = await postJson(`${gw}/v1/chat/completions`, chatBody(), {}, h2);
+    const answer = await post(`${gw}/v1/chat/completions`, chatBody(), {}, h2);
     expect(answer.status).toBe(200);
     expect(answer.json.object).toBe('chat.completion');
     expect(answer.headers['sluice-runner-id']).toBeDefined();
@@ -474,13 +486,13 @@ describe('the gateway front', () => {
     expect(streamed.statusCode).toBe(200);
     expect(await streamed.body.text()).toContain('data: [DONE]');
     // A refusal that would close an HTTP/1.1 connection is answered in the shape every client gets.
-    const refused = await postJson(`${gw}/v1/chat/completions`, '{"model": ', {}, h2);
+    const refused = await post(`${gw}/v1/chat/completions`, '{"model": ', {}, h2);
     expect(refused.status).toBe(400);
     expect(refused.json.error.code).toBe('GW_INVALID_JSON');
     // HTTP/1.1 still works on the same port.
     const h1 = new Agent({ connect: { ca: ca.cert } });
     cleanups.push(() => h1.close());
-    expect((await postJson(`${gw}/v1/chat/completions`, chatBody(), {}, h1)).status).toBe(200);
+    expect((await post(`${gw}/v1/chat/completions`, chatBody(), {}, h1)).status).toBe(200);
     // The client's session stays open; closing the gateway must not wait on it forever: the
     // close ends the session (the client sees it go), with no drain to wait out (nothing is in
     // flight), so well within the 30 s drain bound even on a busy machine.

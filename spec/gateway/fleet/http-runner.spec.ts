@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import type { GatewayCall } from '../../../gateway/http/call.ts';
 import { HttpRunner } from '../../../gateway/fleet/http-runner.ts';
 import type { RunnerResponse } from '../../../gateway/fleet/http-runner.ts';
@@ -23,11 +23,10 @@ import {
 } from '../../../runner/protocol/index.ts';
 import type { ReportedLoad, RunnerRegistration, StatusReading } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
+import { serversForEach } from '../../support/servers.ts';
+import { gatewayCall } from '../../support/gateway-call.ts';
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 /** The gateway's clock; each test starts it afresh. */
 let clock: FakeClock;
 beforeEach(() => {
@@ -99,26 +98,14 @@ function registrationOf(slots: number): RunnerRegistration {
   };
 }
 
-let callCount = 0;
+/** An /invoke call of sim-small at the gateway's clock. */
 function call(overrides: Partial<GatewayCall> = {}): GatewayCall {
-  const now = clock.now();
-  return {
-    id: `call-${++callCount}`,
-    fn: 'sim-small',
-    key: 'sim-small',
-    type: 'sync',
-    placerDeadline: now + 10_000,
-    signal: new AbortController().signal,
+  return gatewayCall(clock.now(), {
     route: 'invoke',
-    method: 'POST',
     path: '/invoke/sim-small',
     headers: { 'content-type': 'application/json' },
-    body: Buffer.from('{}'),
-    createdAt: now,
-    startedAt: now,
-    timeout: 10_000,
     ...overrides,
-  };
+  });
 }
 
 /** A stand-in runner answering each call as `answer` says; counts the calls that reached it. */

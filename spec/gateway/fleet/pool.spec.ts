@@ -5,7 +5,7 @@
  * 503, and a registered runner's report goes from fresh to stale to unreachable as the gateway's
  * clock alone moves. No runner here is ever called: the URLs point at a closed port.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { GatewayCall } from '../../../gateway/http/call.ts';
 import { FleetPool } from '../../../gateway/fleet/pool.ts';
 import { RunnerRegistry } from '../../../gateway/fleet/registry.ts';
@@ -14,15 +14,14 @@ import { createLeastLoadedPlacer } from '../../../placer/index.ts';
 import { LOAD_STALE_AFTER_MS, loadOf } from '../../../placer/load.ts';
 import type { ReportedLoad, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
+import { serversForEach } from '../../support/servers.ts';
+import { gatewayCall } from '../../support/gateway-call.ts';
 
 const HEARTBEAT = 1_000;
 const UNREACHABLE_AFTER = 3 * HEARTBEAT;
 const LOST_AFTER = 30_000;
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 /** A pool (with `urls` as static runners) and its registry, on a fresh fake clock. */
 function fleet(urls: string[] = []): {
@@ -86,23 +85,8 @@ function heartbeat(models: string[], extra: Record<string, unknown> = {}): Recor
 
 /** A call for `model` on the chat route, or on /invoke (which any runner may take) for `undefined`. */
 function callFor(model: string | undefined, clock: FakeClock): GatewayCall {
-  const now = clock.now();
-  return {
-    id: `call-${model}`,
-    fn: model ?? 'fn',
-    key: model ?? 'fn',
-    type: 'sync',
-    placerDeadline: now + 10_000,
-    signal: new AbortController().signal,
-    route: model === undefined ? 'invoke' : 'chat',
-    method: 'POST',
-    path: model === undefined ? '/invoke/fn' : '/v1/chat/completions',
-    headers: {},
-    body: Buffer.from('{}'),
-    createdAt: now,
-    startedAt: now,
-    timeout: 10_000,
-  };
+  const call = { id: `call-${model}`, fn: model ?? 'fn', key: model ?? 'fn' };
+  return gatewayCall(clock.now(), model === undefined ? { ...call, route: 'invoke', path: '/invoke/fn' } : call);
 }
 
 const ids = (runners: readonly { id: string }[]): string[] => runners.map((r) => r.id).sort();

@@ -4,19 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createRunnerAddressPolicy } from '../../../gateway/fleet/registration-policy.ts';
-import { GatewayConfigError, InvalidRegistrationError } from '../../../gateway/errors.ts';
-
-/** What the policy says of `url`: 'ok', or the refusal's message. */
-function verdict(policy: ReturnType<typeof createRunnerAddressPolicy>, url: string): string {
-  try {
-    policy.check(new URL(url));
-    return 'ok';
-  } catch (error) {
-    expect(error).toBeInstanceOf(InvalidRegistrationError);
-    expect((error as InvalidRegistrationError).code).toBe('GW_INVALID_REGISTRATION');
-    return (error as Error).message;
-  }
-}
+import { GatewayConfigError } from '../../../gateway/errors.ts';
+import { verdict } from '../../support/registrations.ts';
 
 describe('the runner address policy without --runner-networks', () => {
   const policy = createRunnerAddressPolicy({ localAddresses: () => [] });

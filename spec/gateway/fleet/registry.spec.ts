@@ -4,33 +4,26 @@
  * of the wire is played by hand here so each answer can be checked.
  */
 import { readFileSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { createGateway } from '../../../gateway/server.ts';
 import { createJsonLogger } from '../../../placer/kernel/index.ts';
 import type { GatewayOptions } from '../../../gateway/options.ts';
 import { createSimEngine } from '../../../runner/engines/sim/server.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from '../../../runner/protocol/index.ts';
-import type { RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { parseNvidiaSmi } from '../../../runner/inventory.ts';
 import { createRunner } from '../../../runner/server.ts';
 import { OPERATOR_TOKEN, asOperator, chatBody, eventually, postJson } from '../../support/fleet.ts';
+import { IDLE_LOAD as load, registration } from '../../support/registrations.ts';
+import { serversForEach } from '../../support/servers.ts';
+import { startSimRunner } from '../../support/sim-runner.ts';
 
 const TOKEN = 'a-runner-token-long-enough';
 const auth = { authorization: `Bearer ${TOKEN}` };
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 async function realRunner(id: string): Promise<string> {
-  const engine = createSimEngine({ ttftMs: 0, itlMs: 0 });
-  const { url: engineUrl } = await engine.listen();
-  cleanups.push(() => engine.close());
-  const runner = createRunner({ engine: engineUrl, engineKind: 'sim', id });
-  const { url } = await runner.listen();
-  cleanups.push(() => runner.close({ drainTimeout: 0 }));
-  return url;
+  return (await startSimRunner(cleanups, { id })).runnerUrl;
 }
 
 async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
@@ -47,21 +40,6 @@ async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
   const { url } = await gw.listen();
   cleanups.push(() => gw.close());
   return url;
-}
-
-const load = { slotsInUse: 0, slots: 4, queue: 0, models: {} };
-function registration(id: string, url: string): RunnerRegistration {
-  return {
-    id,
-    url,
-    version: 'test',
-    engines: [],
-    models: ['sim-small'],
-    slots: 4,
-    gpus: { gpus: [], source: 'none' },
-    ready: true,
-    load,
-  };
 }
 
 const runners = async (gw: string) =>

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { createGatewayMetrics } from '../../../gateway/observe/metrics.ts';
 import { StatsWindow, percentiles, readStats } from '../../../gateway/observe/stats.ts';
+import type { StatsWindowOptions } from '../../../gateway/observe/stats.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
 import { seededRandom } from '../../../placer/kernel/index.ts';
 
@@ -12,6 +13,20 @@ import { seededRandom } from '../../../placer/kernel/index.ts';
 function clock(start = 1_700_000_000_000) {
   let now = start;
   return { now: () => now, advance: (ms: number) => void (now += ms), sleep: async () => {} };
+}
+
+/**
+ * A window on a fake clock fed `steps` in order: a number moves the clock that many ms, a
+ * `[model, ttftMs]` pair records a call.
+ */
+function fed(steps: ReadonlyArray<number | [string, number | undefined]>, options: Partial<StatsWindowOptions> = {}) {
+  const c = clock();
+  const w = new StatsWindow({ clock: c, ...options });
+  for (const step of steps) {
+    if (typeof step === 'number') c.advance(step);
+    else w.record(...step);
+  }
+  return { c, w };
 }
 
 describe('percentiles', () => {
@@ -24,13 +39,7 @@ describe('percentiles', () => {
 
 describe('StatsWindow', () => {
   it('puts calls in 10 s buckets and answers 30 of them, oldest first, empty ones with null percentiles', () => {
-    const c = clock();
-    const w = new StatsWindow({ clock: c });
-    w.record('m', 100);
-    w.record('m', 300);
-    c.advance(10_000);
-    w.record('m', 50);
-    w.record('m', undefined);
+    const { c, w } = fed([['m', 100], ['m', 300], 10_000, ['m', 50], ['m', undefined]]);
     const { series, ttftMs } = w.models().m!;
     expect(series).toHaveLength(30);
     expect(series.at(-1)).toEqual({ t: c.now(), p50: 50, p90: 50, calls: 2 });
@@ -43,12 +52,7 @@ describe('StatsWindow', () => {
   });
 
   it('drops a bucket that slid out of the window, and a model idle for the whole window', () => {
-    const c = clock();
-    const w = new StatsWindow({ clock: c });
-    w.record('old', 900);
-    w.record('m', 900);
-    c.advance(290_000);
-    w.record('m', 10);
+    const { c, w } = fed([['old', 900], ['m', 900], 290_000, ['m', 10]]);
     // The first bucket is still the window's oldest.
     expect(w.models().m!.ttftMs).toEqual({ p50: 10, p90: 900 });
     c.advance(10_000);
@@ -60,11 +64,7 @@ describe('StatsWindow', () => {
   });
 
   it('reuses a ring slot a lap later without mixing the old bucket in', () => {
-    const c = clock();
-    const w = new StatsWindow({ clock: c });
-    w.record('m', 1);
-    c.advance(300_000);
-    w.record('m', 2);
+    const { c, w } = fed([['m', 1], 300_000, ['m', 2]]);
     expect(w.models().m!.series.filter((p) => p.calls > 0)).toEqual([{ t: c.now(), p50: 2, p90: 2, calls: 1 }]);
   });
 
@@ -80,15 +80,7 @@ describe('StatsWindow', () => {
   });
 
   it('tracks at most maxModels models, dropping the one idle longest', () => {
-    const c = clock();
-    const w = new StatsWindow({ clock: c, maxModels: 2 });
-    w.record('a', 1);
-    c.advance(1);
-    w.record('b', 1);
-    c.advance(1);
-    w.record('a', 1);
-    c.advance(1);
-    w.record('c', 1);
+    const { w } = fed([['a', 1], 1, ['b', 1], 1, ['a', 1], 1, ['c', 1]], { maxModels: 2 });
     expect(Object.keys(w.models()).sort()).toEqual(['a', 'c']);
   });
 

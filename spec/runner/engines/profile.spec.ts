@@ -121,22 +121,6 @@ describe('validateProfile', () => {
     [{ ...vllm, args: '--enforce-eager' }, 'profile.args must be an array of strings, got "--enforce-eager"'],
     [{ ...vllm, args: ['--max-num-seqs', 64] }, 'profile.args[1] must be a string without NUL bytes, got 64'],
     [
-      { ...vllm, args: ['--port', '9000'] },
-      'profile.args[0] "--port" is set by the runner from profile.port; set it there instead',
-    ],
-    [
-      { ...vllm, args: ['--host=0.0.0.0'] },
-      'profile.args[0] "--host" is set by the runner from profile.host; set it there instead',
-    ],
-    [
-      { ...vllm, args: ['-tp', '2'] },
-      'profile.args[0] "-tp" is set by the runner from profile.gpus; set it there instead',
-    ],
-    [
-      { ...vllm, args: ['--tensor-parallel-size', '2'] },
-      'profile.args[0] "--tensor-parallel-size" is set by the runner from profile.gpus; set it there instead',
-    ],
-    [
       { ...vllm, args: ['--enforce-eager', '--max-model-len'] },
       'profile.args[1] "--max-model-len" needs a value, got nothing after it',
     ],
@@ -149,42 +133,10 @@ describe('validateProfile', () => {
       'profile.args[0] "--max-model-len=" needs a value, got nothing after "="',
     ],
     [
-      { ...vllm, kind: 'sglang', args: ['--tp', '2'] },
-      'profile.args[0] "--tp" is set by the runner from profile.gpus; set it there instead',
-    ],
-    [
-      { ...vllm, kind: 'sglang', args: ['--tp-size', '2'] },
-      'profile.args[0] "--tp-size" is set by the runner from profile.gpus; set it there instead',
-    ],
-    [
-      { ...vllm, kind: 'sglang', args: ['--model-path', 'x'] },
-      'profile.args[0] "--model-path" is set by the runner from profile.model; set it there instead',
-    ],
-    [
       { ...vllm, kind: 'sglang', args: ['--context-length'] },
       'profile.args[0] "--context-length" needs a value, got nothing after it',
     ],
-    [
-      { ...vllm, kind: 'llamacpp', args: ['-m', 'other.gguf'] },
-      'profile.args[0] "-m" is set by the runner from profile.model; set it there instead',
-    ],
     [{ ...vllm, kind: 'llamacpp', args: ['-c'] }, 'profile.args[0] "-c" needs a value, got nothing after it'],
-    [
-      { ...vllm, kind: 'tgi', args: ['--hostname', '0.0.0.0'] },
-      'profile.args[0] "--hostname" is set by the runner from profile.host; set it there instead',
-    ],
-    [
-      { ...vllm, kind: 'tgi', args: ['--model-id', 'x'] },
-      'profile.args[0] "--model-id" is set by the runner from profile.model; set it there instead',
-    ],
-    [
-      { ...vllm, kind: 'tgi', args: ['--num-shard', '2'] },
-      'profile.args[0] "--num-shard" is set by the runner from profile.gpus; set it there instead',
-    ],
-    [
-      { ...vllm, kind: 'tgi', args: ['-p', '1'] },
-      'profile.args[0] "-p" is set by the runner from profile.port; set it there instead',
-    ],
     [
       { ...vllm, kind: 'ollama', args: ['--verbose'] },
       'profile.args must be empty for kind ollama (ollama serve takes no arguments; configure it through profile.env, e.g. OLLAMA_NUM_PARALLEL), got ["--verbose"]',
@@ -209,6 +161,27 @@ describe('validateProfile', () => {
     [{ ...vllm, startTimeout: 0 }, 'profile.startTimeout must be a positive integer, got 0'],
   ])('refuses %j with one message naming the field and value', async (profile, message) => {
     await expect(validateProfile(profile, facts())).rejects.toThrow(new ProfileError(message));
+  });
+
+  // A flag the runner sets from a profile field, given in args (its value after it or after "=").
+  it.each([
+    ['vllm', ['--port', '9000'], 'port'],
+    ['vllm', ['--host=0.0.0.0'], 'host'],
+    ['vllm', ['-tp', '2'], 'gpus'],
+    ['vllm', ['--tensor-parallel-size', '2'], 'gpus'],
+    ['sglang', ['--tp', '2'], 'gpus'],
+    ['sglang', ['--tp-size', '2'], 'gpus'],
+    ['sglang', ['--model-path', 'x'], 'model'],
+    ['llamacpp', ['-m', 'other.gguf'], 'model'],
+    ['tgi', ['--hostname', '0.0.0.0'], 'host'],
+    ['tgi', ['--model-id', 'x'], 'model'],
+    ['tgi', ['--num-shard', '2'], 'gpus'],
+    ['tgi', ['-p', '1'], 'port'],
+  ])('refuses kind %s with args %j, naming the field %s the flag comes from', async (kind, args, field) => {
+    const flag = args[0]!.split('=')[0];
+    await expect(validateProfile({ ...vllm, kind, args }, facts())).rejects.toThrow(
+      new ProfileError(`profile.args[0] "${flag}" is set by the runner from profile.${field}; set it there instead`),
+    );
   });
 
   it('says so plainly when the node has no GPUs', async () => {

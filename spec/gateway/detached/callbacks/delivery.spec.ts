@@ -7,7 +7,7 @@ import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   createCallbackPolicy,
   createCallbackSender,
@@ -17,16 +17,14 @@ import {
 import type { CallbackSenderOptions } from '../../../../gateway/detached/callbacks/index.ts';
 import { createJsonLogger } from '../../../../placer/kernel/index.ts';
 import type { Clock } from '../../../../placer/kernel/index.ts';
+import { serversForEach } from '../../../support/servers.ts';
 
 const KEY = Buffer.alloc(32, 'k');
 const SECRET = `whsec_${KEY.toString('base64')}`;
 const START = 1_790_000_000_000;
 const PAYLOAD = { id: 'call_1', status: 'succeeded', output: 'the quick brown fox' };
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!().catch(() => {});
-});
+const { cleanups } = serversForEach();
 
 type Answer = number | { status: number; headers?: Record<string, string> } | 'hang';
 interface Received {

@@ -3,7 +3,13 @@
  * spec provides, and records and results to feed a store.
  */
 import { randomUUID } from 'node:crypto';
-import type { CallFinish, CallRecord, CallStore, StoredResult } from '../../../../gateway/detached/store/index.ts';
+import type {
+  CallFinish,
+  CallRecord,
+  CallStart,
+  CallStore,
+  StoredResult,
+} from '../../../../gateway/detached/store/index.ts';
 
 /** A store under test, with what the suite needs around it. */
 export interface StoreFixture {
@@ -48,8 +54,18 @@ export function queuedRecord(now: number, overrides: Partial<CallRecord> = {}): 
   return { ...rest, status: 'queued', ...overrides };
 }
 
+/** A start on `runner` 7 ms after `now`. */
+export const startAt = (now: number, runner = 'runner-1'): CallStart => ({ runner, startedAt: now + 7, delayMs: 7 });
+
 /** A success 50 ms after `now`. */
 export const succeeded = (now: number): CallFinish => ({ status: 'succeeded', completedAt: now + 50, executionMs: 47 });
+
+/** A cancel `ms` after `now`, as the gateway writes it when a client cancels. */
+export const cancelled = (now: number, ms: number): CallFinish => ({
+  status: 'cancelled',
+  completedAt: now + ms,
+  error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' },
+});
 
 /** A JSON result with `text` as its body. */
 export const json = (text: string): StoredResult => ({

@@ -3,8 +3,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
-import type { CallFinish } from '../../../../gateway/detached/store/index.ts';
-import { json, runningRecord, succeeded, withRecord } from './call-fixtures.ts';
+import { cancelled, json, runningRecord, succeeded, withRecord } from './call-fixtures.ts';
 import type { MakeStore } from './call-fixtures.ts';
 
 /** Registers the record, finish and result tests; `fixture` makes a store closed after the test. */
@@ -73,11 +72,7 @@ export function callTests(fixture: MakeStore): void {
 
   it('keeps a cancel that won the race: the late success returns false and stores no result', async () => {
     const { store, t, record } = await withRecord(fixture, runningRecord);
-    const cancel: CallFinish = {
-      status: 'cancelled',
-      completedAt: t + 10,
-      error: { code: 'CANCELLED', message: 'by client' },
-    };
+    const cancel = cancelled(t, 10);
     expect(await store.finish(record.id, cancel)).toBe(true);
     expect(await store.finish(record.id, succeeded(t), json('too late'))).toBe(false);
     expect(await store.get(record.id)).toMatchObject({ status: 'cancelled', error: cancel.error, completedAt: t + 10 });

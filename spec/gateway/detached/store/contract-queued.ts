@@ -2,12 +2,10 @@
  * The CallStore contract, part four: calls recorded `queued` before placement, and `start`, the
  * compare-and-set that moves one to `running` when a runner commits (see contract.ts).
  */
-import { expect, it, vi } from 'vitest';
-import type { CallFinish, CallStart } from '../../../../gateway/detached/store/index.ts';
-import { EXPIRY, SHORT_TTL, json, queuedRecord, runningRecord, succeeded, withRecord } from './call-fixtures.ts';
+import { expect, it } from 'vitest';
+import type { CallStart } from '../../../../gateway/detached/store/index.ts';
+import { cancelled, json, queuedRecord, startAt, runningRecord, succeeded, withRecord } from './call-fixtures.ts';
 import type { MakeStore } from './call-fixtures.ts';
-
-const startAt = (t: number, runner = 'runner-1'): CallStart => ({ runner, startedAt: t + 7, delayMs: 7 });
 
 /** Registers the queued-record and start tests. */
 export function queuedTests(fixture: MakeStore): void {
@@ -53,11 +51,7 @@ export function queuedTests(fixture: MakeStore): void {
 
   it('finishes a queued call, after which a start returns false and the record stays final', async () => {
     const { store, t, record } = await withRecord(fixture, queuedRecord);
-    const cancel: CallFinish = {
-      status: 'cancelled',
-      completedAt: t + 3,
-      error: { code: 'GW_CALL_CANCELLED', message: 'the call was cancelled' },
-    };
+    const cancel = cancelled(t, 3);
     expect(await store.finish(record.id, cancel)).toBe(true);
     expect(await store.start(record.id, startAt(t))).toBe(false);
     expect(await store.get(record.id)).toEqual({
@@ -105,14 +99,5 @@ export function queuedTests(fixture: MakeStore): void {
       await expect(store.start(record.id, start as CallStart)).rejects.toMatchObject({ code: 'STORE_INVALID_RECORD' });
     }
     expect(await store.get(record.id)).toEqual(record);
-  });
-
-  it('forgets a queued call once its lifetime and the result TTL have passed', async () => {
-    const { store, elapse, t, record } = await withRecord(fixture, (t) => queuedRecord(t, { expiresAt: t + 100 }), {
-      resultTtl: SHORT_TTL,
-    });
-    elapse(100 + SHORT_TTL);
-    await vi.waitFor(async () => expect(await store.get(record.id)).toBeUndefined(), EXPIRY);
-    expect(await store.start(record.id, startAt(t))).toBe(false);
   });
 }

@@ -4,7 +4,17 @@
  */
 import { randomUUID } from 'node:crypto';
 import { expect, it, vi } from 'vitest';
-import { EXPIRY, SHORT_TTL, json, runningRecord, succeeded, withRecord } from './call-fixtures.ts';
+import type { CallStore } from '../../../../gateway/detached/store/index.ts';
+import {
+  EXPIRY,
+  SHORT_TTL,
+  json,
+  queuedRecord,
+  runningRecord,
+  startAt,
+  succeeded,
+  withRecord,
+} from './call-fixtures.ts';
 import type { MakeStore } from './call-fixtures.ts';
 
 /** Registers the key, cancel, sharing, expiry and close tests. */
@@ -102,13 +112,17 @@ export function sharingTests(fixture: MakeStore): void {
     expect(await store.finish(record.id, succeeded(t))).toBe(false);
   });
 
-  it('forgets a running call once its lifetime and the result TTL have passed', async () => {
-    const { store, elapse, t, record } = await withRecord(fixture, (t) => runningRecord(t, { expiresAt: t + 100 }), {
+  // A forgotten call can be neither started nor finished: what would move it on next returns false.
+  it.each([
+    ['queued', queuedRecord, (store: CallStore, id: string, t: number) => store.start(id, startAt(t))],
+    ['running', runningRecord, (store: CallStore, id: string, t: number) => store.finish(id, succeeded(t))],
+  ] as const)('forgets a %s call once its lifetime and the result TTL have passed', async (_state, make, next) => {
+    const { store, elapse, t, record } = await withRecord(fixture, (t) => make(t, { expiresAt: t + 100 }), {
       resultTtl: SHORT_TTL,
     });
     elapse(100 + SHORT_TTL);
     await vi.waitFor(async () => expect(await store.get(record.id)).toBeUndefined(), EXPIRY);
-    expect(await store.finish(record.id, succeeded(t))).toBe(false);
+    expect(await next(store, record.id, t)).toBe(false);
   });
 
   it('rejects every call with STORE_UNAVAILABLE after close, which is idempotent', async () => {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { RECORD_OVERHEAD_BYTES, createRedisStore } from '../../../../gateway/detached/store/index.ts';
 import type { CallStore, RedisStoreOptions } from '../../../../gateway/detached/store/index.ts';
 import { systemClock } from '../../../../placer/kernel/index.ts';
@@ -8,22 +8,17 @@ import type { LogFields } from '../../../../placer/kernel/index.ts';
 import { warningRecorder } from '../../../support/logger.ts';
 import { freePort, startRedis } from '../../../support/redis.ts';
 import type { RedisServer } from '../../../support/redis.ts';
+import { redisForSuite } from '../../../support/redis-suite.ts';
+import { closedAfterEach } from '../../../support/closed-after-each.ts';
 import { queuedRecord, runningRecord } from './call-fixtures.ts';
 import { describeCallStore } from './contract.ts';
 
-let server: RedisServer;
-beforeAll(async () => {
-  server = await startRedis();
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = redisForSuite();
 
 /** Stores and plain clients made in a test, closed after it. */
-const opened: CallStore[] = [];
+const opened = closedAfterEach<CallStore>();
 const clients: Redis[] = [];
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
+afterEach(() => {
   for (const client of clients.splice(0)) client.disconnect();
 });
 function open(options: Partial<RedisStoreOptions> = {}): CallStore {
@@ -201,6 +196,24 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
    * ends: these tests wait out the store's own bounds (seconds each), so they run side by side,
    * each on its own server, and share nothing with the tests around them.
    */
+  /**
+   * Checks that `write` was given up on the store's own 3 s bound for `what` (named in the
+   * message), not on the command timeout (10 s).
+   */
+  async function expectGivenUp(write: () => Promise<unknown>, what: string): Promise<void> {
+    const started = Date.now();
+    await expect(write()).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+      message: expect.stringContaining(`did not confirm ${what} within 3000 ms`),
+    });
+    expect(Date.now() - started).toBeLessThan(8_000);
+  }
+
+  /** Waits up to `timeout` ms for the store's health check to say `ok`. */
+  async function healthBecomes(store: CallStore, ok: boolean, timeout = 15_000): Promise<void> {
+    await vi.waitFor(async () => expect((await store.health()).ok).toBe(ok), { timeout, interval: 50 });
+  }
+
   async function ownRedis(onTestFinished: (fn: () => Promise<void>) => void) {
     const servers: RedisServer[] = [await startRedis()];
     const stores: CallStore[] = [];
@@ -211,6 +224,8 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
       await Promise.all(servers.map((server) => server.stop()));
     });
     const own = {
+      /** The key prefix of the stores `open` makes unless told another. */
+      keyPrefix: `t-${randomUUID()}:`,
       get server(): RedisServer {
         return servers.at(-1)!;
       },
@@ -219,7 +234,7 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
       /** Starts the server again on its port (after a kill). */
       restart: async () => void servers.push(await startRedis({ port: own.server.port })),
       open(options: Partial<RedisStoreOptions> = {}): CallStore {
-        stores.push(createRedisStore({ url: own.server.url, keyPrefix: `t-${randomUUID()}:`, ...options }));
+        stores.push(createRedisStore({ url: own.server.url, keyPrefix: own.keyPrefix, ...options }));
         return stores.at(-1)!;
       },
       raw(): Redis {
@@ -240,7 +255,7 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     own.stall();
     // The reason names the health check's own 1 s bound: it was that check, not the command
     // timeout (10 s), that found the stall.
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 15_000, interval: 50 });
+    await healthBecomes(store, false);
     expect(await store.health()).toMatchObject({
       reason: `redis store ${own.server.url} did not answer a health check within 1000 ms`,
     });
@@ -253,7 +268,7 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     expect(Date.now() - started).toBeLessThan(8_000);
     expect(warnings.filter((w) => w.msg === 'store not answering')).toHaveLength(1);
     own.resume();
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 15_000, interval: 50 });
+    await healthBecomes(store, true);
     await expect(store.get('call-1')).resolves.toBeUndefined();
   });
 
@@ -261,22 +276,15 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     onTestFinished,
   }) => {
     const own = await ownRedis(onTestFinished);
-    const keyPrefix = `t-${randomUUID()}:`;
-    const store = own.open({ keyPrefix });
+    const store = own.open();
     await store.health();
     own.stall();
     const record = runningRecord(Date.now());
-    const started = Date.now();
-    await expect(store.create(record)).rejects.toMatchObject({
-      code: 'STORE_UNAVAILABLE',
-      message: expect.stringContaining(`did not confirm the record of call ${record.id} within 3000 ms`),
-    });
-    // Given up on its own 3 s bound (named in the message), not the command timeout (10 s).
-    expect(Date.now() - started).toBeLessThan(8_000);
+    await expectGivenUp(() => store.create(record), `the record of call ${record.id}`);
     own.resume();
     // The health check goes down the same connection, after the create: once it answers, the create has run.
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 15_000, interval: 50 });
-    expect(await own.raw().exists(`${keyPrefix}call:${record.id}`)).toBe(0);
+    await healthBecomes(store, true);
+    expect(await own.raw().exists(`${own.keyPrefix}call:${record.id}`)).toBe(0);
     expect(await store.get(record.id)).toBeUndefined();
   });
 
@@ -288,15 +296,10 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     const record = queuedRecord(Date.now());
     await store.create(record);
     own.stall();
-    const started = Date.now();
-    await expect(store.start(record.id, { runner: 'runner-1', startedAt: started, delayMs: 5 })).rejects.toMatchObject({
-      code: 'STORE_UNAVAILABLE',
-      message: expect.stringContaining(`did not confirm the start of call ${record.id} within 3000 ms`),
-    });
-    // Given up on its own 3 s bound (named in the message), not the command timeout (10 s).
-    expect(Date.now() - started).toBeLessThan(8_000);
+    const start = { runner: 'runner-1', startedAt: Date.now(), delayMs: 5 };
+    await expectGivenUp(() => store.start(record.id, start), `the start of call ${record.id}`);
     own.resume();
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 15_000, interval: 50 });
+    await healthBecomes(store, true);
     // It says what is true: a runner took the call. A finish after it still ends the call.
     expect(await store.get(record.id)).toMatchObject({ status: 'running', runner: 'runner-1' });
     expect(await store.finish(record.id, done, result)).toBe(true);
@@ -306,14 +309,13 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     onTestFinished,
   }) => {
     const own = await ownRedis(onTestFinished);
-    const keyPrefix = `t-${randomUUID()}:`;
-    const store = own.open({ keyPrefix });
+    const store = own.open();
     const cancels: string[] = [];
     await store.onCancel('gateway-a', (id) => cancels.push(id));
     expect(await store.health()).toMatchObject({ ok: true });
     process.kill(own.server.pid, 'SIGKILL');
     await own.server.stop();
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(false), { timeout: 15_000, interval: 50 });
+    await healthBecomes(store, false);
     const started = Date.now();
     await expect(store.get('call-1')).rejects.toMatchObject({
       code: 'STORE_UNAVAILABLE',
@@ -322,7 +324,7 @@ describe('createRedisStore when redis stalls or dies', { timeout: 60_000 }, () =
     // The refusal ends it, not the connect (2 s, another message) or command (10 s) timeout.
     expect(Date.now() - started).toBeLessThan(8_000);
     await own.restart();
-    await vi.waitFor(async () => expect((await store.health()).ok).toBe(true), { timeout: 10_000, interval: 50 });
+    await healthBecomes(store, true, 10_000);
     const record = runningRecord(Date.now());
     await store.create(record);
     expect(await store.finish(record.id, done, result)).toBe(true);
