@@ -282,6 +282,14 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    */
   cacheMaxBlocks?: number;
   /**
+   * A directory of Hugging Face tokenizer folders, `<dir>/<name>/tokenizer.json` and
+   * `tokenizer_config.json`, for runners that announce the tokenizer `<name>` (docs/placers.md,
+   * "Tokenizers"). Nothing is downloaded. Unset: only the simulated engine's tokenizer is known,
+   * and calls to other engines are placed without cache truth.
+   * @default none
+   */
+  tokenizers?: string;
+  /**
    * Circuit breaker per runner: opens after `threshold` failures before commit in a row, passes
    * the runner over for `openFor` ms, closes after `closeAfter` successes.
    * @default see breakerDefaults (gateway/fleet/breaker.ts)

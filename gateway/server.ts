@@ -46,6 +46,7 @@ import { registerDashboardRoutes } from './observe/index.ts';
 import { MemoryDeploymentStore, registerDeploymentRoutes, Serverless } from './control/index.ts';
 import { CacheTruth, CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';
 import type { GatewayPool } from './fleet/index.ts';
+import { PromptMapper } from './tokens/index.ts';
 import {
   GatewayConfigError,
   InternalError,
@@ -104,6 +105,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     maxBlocksPerRunner: config.cacheMaxBlocksPerRunner,
     maxBlocks: config.cacheMaxBlocks,
     meterProvider: config.meterProvider,
+    mapper: new PromptMapper({ tokenizerDir: tokenizerDirOf(options.tokenizers), logger: log }),
   });
   const fleet = new FleetPool({
     urls: config.runners,
@@ -449,4 +451,14 @@ export function composeGatewayConfig(options: GatewayOptions): GatewayConfig {
       settings.limiter ?? createMemoryLimiter({ clock, windowMs: keyLimitWindow, retryAfterMs: retryAfter * 1000 }),
     deployments: settings.deployments ?? new MemoryDeploymentStore({ now }),
   });
+}
+
+/**
+ * The `tokenizers` option, checked under its own name (the mapper would name it `tokenizerDir`).
+ * @throws {@link GatewayConfigError} when it is given and is not a non-empty path.
+ */
+function tokenizerDirOf(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string' && value !== '') return value;
+  throw new GatewayConfigError(`tokenizers must be a directory path, got ${JSON.stringify(value)}`);
 }

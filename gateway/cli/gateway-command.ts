@@ -150,6 +150,10 @@ export const registrationSettings: readonly Setting[] = [
   g('heartbeatInterval', 'duration', 'how often registered runners heartbeat'),
   g('unreachableAfterMissed', 'integer', 'missed heartbeats after which a runner is not placed on'),
   g('lostAfter', 'duration', 'silence after which a registered runner is forgotten'),
+];
+
+/** What the gateway knows of the engines' caches: the feeds' freshness, the index's bounds, the tokenizers. */
+export const cacheTruthSettings: readonly Setting[] = [
   g(
     'cacheFeedStaleAfterMs',
     'duration',
@@ -162,6 +166,13 @@ export const registrationSettings: readonly Setting[] = [
   ),
   g('cacheMaxBlocksPerRunner', 'integer', 'cache blocks the truth index keeps per runner (about 90 bytes each)'),
   g('cacheMaxBlocks', 'integer', 'cache blocks the truth index keeps over every runner (about 90 bytes each)'),
+  {
+    key: 'tokenizers',
+    type: 'string',
+    description:
+      'directory of Hugging Face tokenizer folders (<dir>/<name>/tokenizer.json), for runners that announce the tokenizer <name>; nothing is downloaded',
+    defaultText: "none: only the simulated engine's tokenizer",
+  },
 ];
 
 /** Who may call the gateway: the operator's token and whether client calls need a key. */
@@ -268,7 +279,9 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
     ]);
   // Settings that are not gateway options of the same name: made or read below.
   const madeHere = ['placer', 'placerOptions', 'runnerTokenFile'];
-  const keys = [...gatewaySettings, ...registrationSettings].map((s) => s.key).filter((key) => !madeHere.includes(key));
+  const keys = [...gatewaySettings, ...registrationSettings, ...cacheTruthSettings]
+    .map((s) => s.key)
+    .filter((key) => !madeHere.includes(key));
   oneOf(values, 'runnerToken', 'runnerTokenFile');
   oneOf(values, 'callbackSecret', 'callbackSecretFile');
   const runnerTokenFile = values.runnerTokenFile as string | undefined;
@@ -376,6 +389,7 @@ export const gateway: Command = {
     ...gatewaySettings,
     ...detachedSettings,
     ...registrationSettings,
+    ...cacheTruthSettings,
     ...accessSettings,
     ...deploymentSettings,
     ...gatewayDataPlaneSettings,

@@ -14,7 +14,14 @@ import { reportListening, runnerArgs, simEngineArgs, startService } from '../../
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
 import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';
-import { accessSettings, cliGateway, detachedSettings, gatewayOptions, gatewaySettings } from './gateway-command.ts';
+import {
+  accessSettings,
+  cacheTruthSettings,
+  cliGateway,
+  detachedSettings,
+  gatewayOptions,
+  gatewaySettings,
+} from './gateway-command.ts';
 import { runner } from './runner-command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { simSettings } from './sim-command.ts';
@@ -42,6 +49,7 @@ export const up: Command = {
     },
     ...simSettings,
     ...gatewaySettings,
+    ...cacheTruthSettings,
     ...detachedSettings,
     ...accessSettings,
     ...deploymentSettings,
@@ -107,7 +115,9 @@ export const up: Command = {
       const listening = gw.listen(values.port as number, values.host as string);
       const { url: gatewayUrl } = await listening;
       const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };
-      const runnerFlags = [...flags(['slots']), '--hash-seed', UP_HASH_SEED, '--log-level', level];
+      // The runners announce the engines' block size, so gateways name blocks as the engines do.
+      const blockSize = values.blockSize === undefined ? [] : ['--engine-block-size', String(values.blockSize)];
+      const runnerFlags = [...flags(['slots']), ...blockSize, '--hash-seed', UP_HASH_SEED, '--log-level', level];
       const runners = await Promise.all(
         engines.map((e, i) =>
           startService(

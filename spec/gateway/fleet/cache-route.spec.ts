@@ -144,12 +144,19 @@ describe('the cache announcement of registrations and heartbeats', () => {
     expect(await cacheOf()).toBeUndefined();
   });
 
-  it('ignores an announcement it cannot use rather than refuse the heartbeat', async () => {
+  it('ignores an announcement of a scheme it cannot match rather than refuse the heartbeat', async () => {
     const unusable = { ...announcement, scheme: { ...announcement.scheme, algorithm: 'sha256' } };
     expect((await beat({ ...heartbeat, cache: unusable })).status).toBe(200);
     expect(await cacheOf()).toBeUndefined();
-    expect((await beat({ ...heartbeat, cache: 'yes' })).status).toBe(200);
-    expect(await cacheOf()).toBeUndefined();
+  });
+
+  it('refuses a heartbeat whose announcement is not one, naming the field, and keeps the runner', async () => {
+    const refused = await beat({ ...heartbeat, cache: 'yes' });
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe('GW_INVALID_REGISTRATION');
+    expect(refused.json.error.message).toContain('cache');
+    expect((await beat({ ...heartbeat, cache: announcement })).status).toBe(200);
+    expect(await cacheOf()).toMatchObject({ tokenizer: SIM_TOKENIZER });
   });
 });
 
