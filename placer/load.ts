@@ -185,3 +185,22 @@ function count(value: number | undefined): number | undefined {
 function share(value: number | undefined): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) ? Math.min(1, Math.max(0, value)) : undefined;
 }
+
+/** The load guard's two gaps (SGLang's rule), as the cache-aware placers take them in their options. */
+export interface BalanceThresholds {
+  /** Load gap, in `loadOf` units, above which a runner is out of balance. */
+  readonly balanceAbsThreshold: number;
+  /** Ratio of the runner's load to the least loaded one's above which it is out of balance. */
+  readonly balanceRelThreshold: number;
+}
+
+/**
+ * SGLang's guard, between a runner's `load` and the least loaded runner's: out of balance when
+ * both gaps are exceeded. Both are needed: the absolute one keeps a small gap on a quiet pool
+ * (0.2 against 0) from breaking affinity, the relative one a wide gap between runners that are
+ * all busy. A pool of one is never out of balance.
+ */
+export function outOfBalance(load: number, { loaded, min }: IndexedLoads<unknown>, gaps: BalanceThresholds): boolean {
+  if (loaded.length < 2) return false;
+  return load - min > gaps.balanceAbsThreshold && load > gaps.balanceRelThreshold * min;
+}

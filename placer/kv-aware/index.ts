@@ -6,7 +6,7 @@
  * gateway or many.
  */
 import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
-import { byLoad, indexedLoadsOf, loadsOf } from '../load.ts';
+import { byLoad, indexedLoadsOf, loadsOf, outOfBalance } from '../load.ts';
 import type { IndexedLoads, LoadedRunner } from '../load.ts';
 import { leastLoadedOrder } from '../least-loaded/index.ts';
 import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
@@ -105,12 +105,6 @@ function* cheapestFirst<R extends Runner<unknown>>(
     yield holder.entry.runner;
   }
   for (const entry of loaded.filter((e) => !offered.has(e)).sort(byLoad)) yield entry.runner;
-}
-
-/** prefix-affinity's guard: out of balance when both SGLang's gaps are exceeded. */
-function outOfBalance(load: number, { loaded, min }: IndexedLoads<unknown>, config: KvAwareConfig): boolean {
-  if (loaded.length < 2) return false;
-  return load - min > config.balanceAbsThreshold && load > config.balanceRelThreshold * min;
 }
 
 /** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */

@@ -5,18 +5,13 @@
  * SGLang's cache-aware router, a load guard hands the call to least-loaded when its home runner is
  * far busier than the least loaded one, and a match too short to be worth it goes least-loaded too.
  */
-import { firstThenByLoad, indexedLoadsOf, type IndexedLoads } from '../load.ts';
+import { firstThenByLoad, indexedLoadsOf, outOfBalance } from '../load.ts';
 import { leastLoadedOrder } from '../least-loaded/index.ts';
 import type { CachedReport, Placer, Runner, RunnerCall } from '../types.ts';
 import { BlockChain, PrefixMemo } from './blocks.ts';
 import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
 import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
-import {
-  prefixAffinityDefaults,
-  resolvePrefixAffinity,
-  type PrefixAffinityConfig,
-  type PrefixAffinityOptions,
-} from './options.ts';
+import { prefixAffinityDefaults, resolvePrefixAffinity, type PrefixAffinityOptions } from './options.ts';
 import { PrefixIndex } from './prefix-index.ts';
 import type { PrefixMatch } from './prefix-index.ts';
 
@@ -127,16 +122,6 @@ const MEMO_BYTES = 16 << 20;
 /** The call's prompt, or undefined when it has none worth hashing. */
 function promptOf(call: RunnerCall): string | undefined {
   return typeof call.prompt === 'string' && call.prompt.length > 0 ? call.prompt : undefined;
-}
-
-/**
- * SGLang's guard, between the home and the least loaded runner. Both gaps are needed: the absolute
- * one keeps a small gap on a quiet pool (0.2 vs 0) from breaking affinity, the relative one a wide
- * gap between runners that are all busy.
- */
-function outOfBalance(home: number, { loaded, min }: IndexedLoads<unknown>, config: PrefixAffinityConfig): boolean {
-  if (loaded.length < 2) return false;
-  return home - min > config.balanceAbsThreshold && home > config.balanceRelThreshold * min;
 }
 
 /** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */
