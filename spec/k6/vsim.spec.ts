@@ -537,8 +537,16 @@ describe('the simulated walk against placeCall', () => {
     maxCalls: 300,
   });
 
-  it('covers the six built-in placers', () => {
-    expect(placers).toEqual(['round-robin', 'consistent-hash', 'least-loaded', 'load-weighted', 'prefix-affinity', 'kv-aware']);
+  it('covers the six built-in placers and the oracle', () => {
+    expect(placers).toEqual([
+      'round-robin',
+      'consistent-hash',
+      'least-loaded',
+      'load-weighted',
+      'prefix-affinity',
+      'kv-aware',
+      'oracle',
+    ]);
   });
 
   it.each(placers)(

@@ -62,25 +62,50 @@ export class FleetSlots {
   free = 0;
 }
 
-/** A runner in front of one virtual engine. */
+/**
+ * One runner's slots, shared by every gateway's view of it: the runner answers busy when all are
+ * taken, whichever gateways sent the calls, and its status report counts them all.
+ */
+export class RunnerSlots {
+  readonly slots: number;
+  readonly fleet: FleetSlots;
+  used = 0;
+
+  /** @param fleet the fleet's free-slot count; these slots are added to it. */
+  constructor(slots: number, fleet: FleetSlots) {
+    this.slots = slots;
+    this.fleet = fleet;
+    fleet.free += slots;
+  }
+}
+
+/** A runner in front of one virtual engine, as one gateway sees it. */
 export class SimRunner implements Runner<SimRunner> {
   readonly id: string;
   readonly slots: number;
   readonly engine: VirtualEngine;
-  readonly #fleet: FleetSlots;
+  readonly #shared: RunnerSlots;
   #inFlight = 0;
   #report: StatusReport | undefined;
   readonly #ended = new EndedCalls();
   /** The last load() answer, kept until the count or the report changes: placers read every runner per call. */
   #load: RunnerLoad | undefined;
 
-  /** @param fleet the fleet's free-slot count, shared by its runners; this one's slots are added to it. */
-  constructor(id: string, slots: number, engine: VirtualEngine, fleet: FleetSlots = new FleetSlots()) {
+  /**
+   * @param fleet the fleet's free-slot count, shared by its runners; this one's slots are added to
+   *   it unless `shared` (the runner's slots, when several gateways send it calls) already were.
+   */
+  constructor(
+    id: string,
+    slots: number,
+    engine: VirtualEngine,
+    fleet: FleetSlots = new FleetSlots(),
+    shared: RunnerSlots = new RunnerSlots(slots, fleet),
+  ) {
     this.id = id;
     this.slots = slots;
     this.engine = engine;
-    this.#fleet = fleet;
-    fleet.free += slots;
+    this.#shared = shared;
   }
 
   /** Calls this gateway placed here that have not finished. */
@@ -88,11 +113,17 @@ export class SimRunner implements Runner<SimRunner> {
     return this.#inFlight;
   }
 
+  /** Slots no gateway's call holds. */
+  get free(): number {
+    return this.slots - this.#shared.used;
+  }
+
   /** The offer, answered at once: busy while every slot holds a call, else placed (and counted). */
   offer(): TryExecResult<SimRunner> {
-    if (this.#inFlight >= this.slots) return BUSY;
+    if (this.#shared.used >= this.slots) return BUSY;
     this.#inFlight++;
-    this.#fleet.free--;
+    this.#shared.used++;
+    this.#shared.fleet.free--;
     this.#load = undefined;
     return { kind: 'placed', value: this };
   }
@@ -105,15 +136,16 @@ export class SimRunner implements Runner<SimRunner> {
   /** A call placed here at `sent` finished at `now`: its slot is free again. */
   finished(sent: number, now: number): void {
     this.#inFlight--;
-    this.#fleet.free++;
+    this.#shared.used--;
+    this.#shared.fleet.free++;
     this.#ended.record(sent, now);
     this.#load = undefined;
   }
 
-  /** Takes the runner's status as the pool's probe does: slots in use, the engine's queue and KV use. */
+  /** Takes the runner's status as the pool's probe does: slots in use (every gateway's), the engine's queue and KV use. */
   probe(now: number): void {
     this.#report = {
-      slotsInUse: this.#inFlight,
+      slotsInUse: this.#shared.used,
       slots: this.slots,
       queue: this.engine.waiting,
       kvCacheUsage: this.engine.kvCacheUsage(now),
