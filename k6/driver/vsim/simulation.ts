@@ -127,9 +127,11 @@ export interface SimRunSpec {
    * Engines start with every system prompt cached, as the live scenario's engines are once they
    * have served a run: they serve every contender in turn, and each sees every system prompt
    * within its first seconds. A cold start would miss each system prompt once per engine, inside
-   * the warm-up but in the run's cache hit share. @default true
+   * the warm-up but in the run's cache hit share. `spread`: system prompt s is cached on engine
+   * `s mod engines` only, as a fleet that placed them by cache would hold them, for workloads
+   * whose system prompts outgrow one engine's cache (the cache-pressure workload). @default true
    */
-  readonly warmSystemPrompts?: boolean;
+  readonly warmSystemPrompts?: boolean | 'spread';
   /** @default GATEWAY_DEFAULTS */
   readonly gateway?: Partial<GatewaySettings>;
   /**
@@ -202,9 +204,10 @@ const MAX_INDEX_BLOCKS = 10_000_000;
 
 /**
  * prefix-affinity's `maxBlocks` by the rule in docs/placers.md: calls/s x blocks per prompt (the
- * mean over a session's turns, at the placer's default block size) x the gap between a session's
- * turns, so that a session's blocks are still indexed when its next turn comes. At most the
- * option's own bound.
+ * mean over a session's turns, at the placer's default block size) x the gap before a prompt's
+ * prefix comes back, so that its blocks are still indexed then: the time between a session's
+ * turns, or with single-turn sessions (many tenants' long contexts) the mean time between two
+ * calls with the same system prompt, system prompts / calls/s. At most the option's own bound.
  */
 export function sizedIndexBlocks(shape: WorkloadShape, rate: number): number {
   const { blockSize } = prefixAffinityDefaults;
@@ -213,7 +216,8 @@ export function sizedIndexBlocks(shape: WorkloadShape, rate: number): number {
     const prompt = renderPrompt(messagesOf(shape, { at: 0, session: 0, turn, system: 0 }), undefined);
     blocks += Math.floor((prompt?.length ?? 0) / blockSize);
   }
-  return Math.min(MAX_INDEX_BLOCKS, Math.ceil(rate * (blocks / shape.turns) * (shape.thinkMs / 1000)));
+  const gapMs = shape.turns > 1 ? shape.thinkMs : (shape.systemPrompts / rate) * 1000;
+  return Math.min(MAX_INDEX_BLOCKS, Math.ceil(rate * (blocks / shape.turns) * (gapMs / 1000)));
 }
 
 /**
@@ -241,10 +245,7 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
     records: [],
     measured: { queries: 0, hits: 0 },
   };
-  if (spec.warmSystemPrompts ?? true) {
-    const systems = Array.from({ length: spec.shape.systemPrompts }, (_, system) => systemBlocksOf(spec.shape, system));
-    for (const engine of sim.engines) engine.warm(systems);
-  }
+  warmEngines(sim.engines, spec.shape, spec.warmSystemPrompts ?? true);
   const balancer = NGINX_BALANCERS[spec.contender];
   const path = balancer ? nginxPath(sim, balancer(sim.engines.length)) : sluicePath(sim);
 
@@ -287,6 +288,17 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
     waited: path.waited(),
     engineQueuePeak,
   };
+}
+
+/** Caches the system prompts before the run, as `warm` says (see SimRunSpec.warmSystemPrompts). */
+function warmEngines(engines: readonly VirtualEngine[], shape: WorkloadShape, warm: boolean | 'spread'): void {
+  if (warm === false) return;
+  const systems = Array.from({ length: shape.systemPrompts }, (_, system) => systemBlocksOf(shape, system));
+  if (warm === 'spread') {
+    for (const [system, blocks] of systems.entries()) engines[system % engines.length]!.warm([blocks]);
+    return;
+  }
+  for (const engine of engines) engine.warm(systems);
 }
 
 /** An event: called with the virtual time it was due at. */
