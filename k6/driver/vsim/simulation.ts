@@ -12,6 +12,10 @@
  *   A runner has as many slots as its engine runs sequences, so the engine never queues it.
  * - nginx: the balancer picks an engine at the due time, and the call reaches it `nginxHopMs`
  *   later, to wait in its queue or be refused with 429.
+ * - with `gateways` N, calls reach N such gateways in turn, each with its own placer, counts,
+ *   queue and probes, in front of the same runners, whose slots they share.
+ * - `kv-aware` and `oracle` read the call's cache truth (`RunnerCall.cache`) from the engines'
+ *   caches as the gateway knows them (cache-truth.ts).
  *
  * Time to first token is counted from the due time to the engine's first token, and the end of a
  * call at its last token, as the live driver counts them at the client.

@@ -2,12 +2,13 @@
  * The sluice path in the simulator: runners that are `Runner`s to the real placers, and the
  * gateway's own walk (placer/walk.ts) placing calls on them, on the virtual clock.
  *
- * A {@link SimRunner} answers as an HttpRunner in front of a runner with `--slots` slots does when
- * one gateway is its only client: busy while that many of the gateway's calls are in flight there
- * (the gateway's own shortcut, and the runner's answer), placed otherwise; its `load()` is the
+ * A {@link SimRunner} is one gateway's view of a runner with `--slots` slots, answering as an
+ * HttpRunner does: busy while all the runner's slots hold calls, whichever gateways sent them (its
+ * {@link RunnerSlots} are shared by every gateway's view), placed otherwise; its `load()` is the
  * gateway's own reading (`runnerLoad`, as HttpRunner.load()), this gateway's in-flight count plus
- * the runner's last status report, refreshed every `statusInterval` as the gateway's pool probes
- * static runners, less the calls of ours that report counted and that have ended since.
+ * the runner's last status report (which counts every gateway's calls), refreshed every
+ * `statusInterval` as the gateway's pool probes static runners, less the calls of ours that
+ * report counted and that have ended since. With one gateway, the runner's slots are its calls.
  *
  * The walk is `walkSteps`, the steps `placeCall` awaits, answered synchronously by
  * {@link stepWalker}: the runners listed, each offer answered at once. Offers and answers take no
