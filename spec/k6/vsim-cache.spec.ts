@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { PrefixCache, blockHashes } from '../../runner/engines/sim/prefix-cache.ts';
 import { H100_8B_PROFILE } from '../../runner/engines/sim/profiles.ts';
 import type { SimProfile } from '../../runner/engines/sim/profiles.ts';
 import { seededRandom } from '../../placer/kernel/index.ts';
-import type { BlockRunCache } from '../../k6/driver/vsim/block-cache.ts';
+import { BlockRunCache } from '../../k6/driver/vsim/block-cache.ts';
 import { PendingPlacements, liveTruth, mirroredTruth, promptCacheOf } from '../../k6/driver/vsim/cache-truth.ts';
 import { VirtualEngine } from '../../k6/driver/vsim/engine.ts';
 import { EventQueue } from '../../k6/driver/vsim/event-queue.ts';
@@ -50,6 +51,45 @@ describe('the cache-pressure workload', () => {
   it('refuses a demand out of range', () => {
     expect(() => cachePressureWorkload(64, cacheBlocks, 0)).toThrow(RangeError);
     expect(() => cachePressureWorkload(0, cacheBlocks)).toThrow(RangeError);
+  });
+});
+
+describe('the block-run cache under cache pressure', () => {
+  it('holds the same blocks as the live per-block LRU while contexts evict each other', () => {
+    // Room for about four of the twelve tenants' contexts with their queries: most inserts evict.
+    const shape = cachePressureWorkload(1, 2_000);
+    const capacity = 2_000;
+    const live = new PrefixCache(capacity);
+    const runs = new BlockRunCache(capacity);
+    const random = seededRandom(9);
+    const hits: number[][] = [];
+    for (let session = 0; session < 150; session++) {
+      // Skewed: low tenants come back often, high ones seldom.
+      const system = Math.floor(random() ** 2 * 12);
+      const prompt = promptBlocksOf(shape, { at: 0, session, turn: 1, system });
+      const { total, shared } = promptTokensOf(shape, 1);
+      const tokens = Array.from({ length: total }, (_, i) => (i < shared ? `s${system}t${i}` : `u${session}t${i}`));
+      const hashes = blockHashes(tokens);
+      hits.push([live.lookup(hashes, prompt.tokens), runs.lookup(prompt)]);
+      live.insert(hashes);
+      runs.insert(prompt);
+      expect(runs.size).toBe(live.size);
+    }
+    expect(hits.filter(([a, b]) => a !== b)).toEqual([]);
+    expect(hits.filter(([a]) => a === 0).length).toBeGreaterThan(20);
+    expect(hits.filter(([a]) => a > 0).length).toBeGreaterThan(20);
+    expect(runs.totals()).toEqual(live.totals());
+    // A copy holds the same blocks in the same recency: fed the same inserts, it stays equal.
+    const copy = runs.copy();
+    for (let session = 150; session < 170; session++) {
+      const prompt = promptBlocksOf(shape, { at: 0, session, turn: 1, system: session % 12 });
+      for (let system = 0; system < 12; system++) {
+        const probe = promptBlocksOf(shape, { at: 0, session, turn: 1, system });
+        expect(copy.holding(probe)).toEqual(runs.holding(probe));
+      }
+      copy.insert(prompt);
+      runs.insert(prompt);
+    }
   });
 });
 
