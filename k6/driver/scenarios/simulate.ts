@@ -100,10 +100,10 @@ const SIMULATE_LIMITS = Object.freeze({
 });
 
 /**
- * The defaults: 1,000 runners, all eight contenders (prefix-affinity twice: with its default index
- * and with one sized for the rate) at 80 % of capacity, each replaying the same trace of 143,000
- * calls, so about 1.1 million calls in all; about 6 minutes on this 2-core machine,
- * the capacity search included. The live scenario's three levels with a million-call trace each
+ * The defaults: 1,000 runners, all ten contenders (prefix-affinity twice: with its default index
+ * and with one sized for the rate; kv-aware on the feed, and the oracle) at 80 % of capacity, one
+ * gateway, each replaying the same trace of 143,000 calls, so about 1.4 million calls in all;
+ * several minutes on this 2-core machine, the capacity search included. The live scenario's three levels with a million-call trace each
  * would be 21 million simulated calls, hours here: prefix-affinity alone costs 1 to 1.5 ms of CPU
  * per placement at 1,000 runners (it hashes every ~8,000-character prompt and keeps its index, as
  * in the live gateway), the other load-aware placers 0.15 to 0.2 ms (every runner's load read per
@@ -482,7 +482,7 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
 
 /** Said with the default plan's figures: what the default leaves out, and how to get it. */
 const DEFAULT_NOTE =
-  "default plan: one level (80%) and ~143,000-call traces, about 1.1 million calls; not the live scenario's three levels of million-call traces, which would take hours here. --levels 0.5,0.8,1 runs three levels, --calls 1000000 million-call traces.";
+  "default plan: one level (80%) and ~143,000-call traces, about 1.4 million calls; not the live scenario's three levels of million-call traces, which would take hours here. --levels 0.5,0.8,1 runs three levels, --calls 1000000 million-call traces.";
 
 function isDefaultPlan(options: ResolvedSimulateOptions): boolean {
   return (
