@@ -62,7 +62,7 @@ describe('the block-run cache under cache pressure', () => {
     const live = new PrefixCache(capacity);
     const runs = new BlockRunCache(capacity);
     const random = seededRandom(9);
-    const hits: number[][] = [];
+    const hits: [number, number][] = [];
     for (let session = 0; session < 150; session++) {
       // Skewed: low tenants come back often, high ones seldom.
       const system = Math.floor(random() ** 2 * 12);
