@@ -56,6 +56,7 @@ const SIMULATE_KEYS = [
   'ttftTarget',
   'feedDelayMs',
   'cacheDemand',
+  'kvAware',
 ] as const;
 
 /** The settings only the soak scenario reads. */
@@ -198,6 +199,12 @@ const settings: readonly Setting[] = [
     type: 'number',
     description: "simulate cache-pressure: the tenants' contexts over the fleet's prefix cache, 0.05 to 2",
     defaultText: String(SIMULATE_DEFAULTS.cacheDemand),
+  },
+  {
+    key: 'kvAware',
+    type: 'json',
+    description: 'simulate: options for kv-aware and the oracle, e.g. {"loadWeight":2}',
+    defaultText: "the placer's defaults",
   },
   {
     key: 'nodes',

@@ -156,6 +156,8 @@ describe('resolveSimulateOptions', () => {
     expect(o.ttftTargetMs).toBe(1_000);
     expect(o.feedDelayMs).toBe(50);
     expect(o.cacheDemand).toBe(0.73);
+    expect(o.kvAware).toEqual({});
+    expect(resolveSimulateOptions({ kvAware: { loadWeight: 2 } }).kvAware).toEqual({ loadWeight: 2 });
     expect(o.levels).toEqual([0.8]);
     expect(o.calls * o.contenders.length * o.levels.length).toBeGreaterThanOrEqual(1_000_000);
     expect(o.hops).toEqual({ sluiceHopMs: 10, nginxHopMs: 1 });
@@ -188,6 +190,9 @@ describe('resolveSimulateOptions', () => {
     [{ ttftTarget: 0 }, 'ttftTarget'],
     [{ feedDelayMs: -5 }, 'feedDelayMs'],
     [{ cacheDemand: 3 }, 'cacheDemand'],
+    [{ kvAware: { loadWeight: -1 } }, 'kvAware'],
+    [{ kvAware: { random: 1 } }, 'kvAware'],
+    [{ kvAware: [] }, 'kvAware'],
   ])('throws BenchOptionError naming the option for %j', (raw, option) => {
     let caught: unknown;
     try {

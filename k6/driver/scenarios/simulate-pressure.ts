@@ -17,6 +17,7 @@
  *   the same level and gateways.
  */
 import { performance } from 'node:perf_hooks';
+import type { KvAwareOptions } from '../../../placer/index.ts';
 import { H100_8B_PROFILE } from '../../../runner/index.ts';
 import { lineChart } from '../line-chart.ts';
 import { formatMs, startScenario, writeResults } from '../report.ts';
@@ -51,6 +52,7 @@ export interface PressureOptions {
   readonly ttftTargetMs: number;
   readonly feedDelayMs: number;
   readonly cacheDemand: number;
+  readonly kvAware: KvAwareOptions;
 }
 
 /** One contender at one level and gateway count. */
@@ -108,6 +110,7 @@ export async function planCachePressure(options: PressureOptions, ctx: ScenarioC
     hops: options.hops,
     feedDelayMs: options.feedDelayMs,
     cachePendingMs: DEFAULT_CACHE_PENDING_MS,
+    kvAware: options.kvAware,
   });
   progress(
     `cache-pressure: ${shape.systemPrompts.toLocaleString('en')} tenants of ${shape.systemWords + 2} tokens (${percent(cacheDemandOf(shape, options.runners, profile.cacheBlocks))} of ${options.runners} engines' cache), queries of ${shape.userWords + 2} tokens\n`,
@@ -162,6 +165,7 @@ export async function planCachePressure(options: PressureOptions, ctx: ScenarioC
     hops: options.hops,
     feedDelayMs: options.feedDelayMs,
     cachePendingMs: DEFAULT_CACHE_PENDING_MS,
+    kvAware: options.kvAware,
     ttftTargetMs: options.ttftTargetMs,
     warmupMs,
     capacity,

@@ -26,6 +26,8 @@ import { CACHE_PRESSURE, PLACEMENT_WORKLOAD } from '../workload.ts';
 import { DEFAULT_FEED_DELAY_MS } from '../vsim/cache-truth.ts';
 import { planCachePressure, runsOf } from './simulate-pressure.ts';
 import type { WorkloadShape } from '../workload.ts';
+import { createKvAwarePlacer, kvAwareDefaults } from '../../../placer/index.ts';
+import type { KvAwareOptions } from '../../../placer/index.ts';
 import { H100_8B_PROFILE } from '../../../runner/index.ts';
 import { CHECK_TOLERANCE, checkVerdict, compareRun, formatCheck, readLiveReport } from '../vsim/check.ts';
 import type { ComparedRun, LiveReport } from '../vsim/check.ts';
@@ -76,6 +78,8 @@ export interface SimulateOptions extends BenchOptions {
   feedDelayMs?: number;
   /** cache-pressure: the tenants' contexts over the fleet's prefix cache, 0.05 to 2. @default 0.73 */
   cacheDemand?: number;
+  /** Options for `kv-aware` and the oracle (`loadWeight`, `overheadTokens`, the guard's thresholds). @default {} */
+  kvAware?: KvAwareOptions;
 }
 
 /** The workloads `--workload` takes. */
@@ -141,6 +145,7 @@ export interface ResolvedSimulateOptions {
   readonly ttftTargetMs: number;
   readonly feedDelayMs: number;
   readonly cacheDemand: number;
+  readonly kvAware: KvAwareOptions;
   /** Whether `calls` was given rather than defaulted: the cache-pressure plan sizes its runs by time otherwise. */
   readonly callsGiven: boolean;
 }
@@ -198,6 +203,7 @@ export function resolveSimulateOptions(raw: SimulateOptions = {}): ResolvedSimul
       'of the cache',
       true,
     ),
+    kvAware: checkKvAware(raw.kvAware ?? {}),
     callsGiven: raw.calls !== undefined,
     hops: {
       sluiceHopMs: checkNumber(
@@ -262,6 +268,26 @@ function checkContenders(contenders: readonly string[]): string[] {
   }
   // In the placement scenario's order, whatever order they were given in.
   return SIM_CONTENDERS.filter((name) => contenders.includes(name));
+}
+
+/** The kv-aware options, checked by creating the placer with them, so a bad one fails before any run. */
+function checkKvAware(options: unknown): KvAwareOptions {
+  if (options === null || typeof options !== 'object' || Array.isArray(options))
+    throw new BenchOptionError('kvAware', `kvAware must be an object of kv-aware options, got ${show(options)}`);
+  const allowed = new Set(Object.keys(kvAwareDefaults));
+  for (const key of Object.keys(options)) {
+    if (!allowed.has(key))
+      throw new BenchOptionError(
+        'kvAware',
+        `kvAware: unknown option ${show(key)}; options: ${[...allowed].join(', ')}`,
+      );
+  }
+  try {
+    createKvAwarePlacer(options as KvAwareOptions);
+  } catch (error) {
+    throw new BenchOptionError('kvAware', `kvAware: ${(error as Error).message}`);
+  }
+  return Object.freeze({ ...(options as KvAwareOptions) });
 }
 
 function checkWorkload(workload: unknown): string {
@@ -340,6 +366,7 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
   const spec = (contender: string, rate: number, seed: number, measureMs: number, gateways = 1): SimRunSpec => ({
     gateways,
     feedDelayMs: options.feedDelayMs,
+    kvAware: options.kvAware,
     shape,
     fleet,
     contender,
