@@ -191,8 +191,8 @@ describe('resolveSimulateOptions', () => {
     [{ feedDelayMs: -5 }, 'feedDelayMs'],
     [{ cacheDemand: 3 }, 'cacheDemand'],
     [{ kvAware: { loadWeight: -1 } }, 'kvAware'],
-    [{ kvAware: { random: 1 } }, 'kvAware'],
-    [{ kvAware: [] }, 'kvAware'],
+    [{ kvAware: JSON.parse('{"bogus":1}') }, 'kvAware'],
+    [{ kvAware: JSON.parse('[]') }, 'kvAware'],
   ])('throws BenchOptionError naming the option for %j', (raw, option) => {
     let caught: unknown;
     try {
