@@ -51,6 +51,12 @@ const SIMULATE_KEYS = [
   'check',
   'sluiceHopMs',
   'nginxHopMs',
+  'workload',
+  'gateways',
+  'ttftTarget',
+  'feedDelayMs',
+  'cacheDemand',
+  'kvAware',
 ] as const;
 
 /** The settings only the soak scenario reads. */
@@ -163,6 +169,42 @@ const settings: readonly Setting[] = [
     type: 'number',
     description: "simulate: ms nginx adds to a call's time to first token",
     defaultText: String(DEFAULT_HOPS.nginxHopMs),
+  },
+  {
+    key: 'workload',
+    type: 'string',
+    description: 'simulate: placement (chat sessions) or cache-pressure (many tenants with long contexts)',
+    defaultText: SIMULATE_DEFAULTS.workload,
+  },
+  {
+    key: 'gateways',
+    type: 'list',
+    description: 'simulate: gateway counts to run each sluice contender with, 1 to 16',
+    defaultText: SIMULATE_DEFAULTS.gateways.join(','),
+  },
+  {
+    key: 'ttftTarget',
+    type: 'duration',
+    description: 'simulate: goodput counts calls whose first token came within this',
+    defaultText: `${SIMULATE_DEFAULTS.ttftTargetMs}ms`,
+  },
+  {
+    key: 'feedDelayMs',
+    type: 'number',
+    description: "simulate: ms an engine's cache events take to reach the gateways (kv-aware)",
+    defaultText: String(SIMULATE_DEFAULTS.feedDelayMs),
+  },
+  {
+    key: 'cacheDemand',
+    type: 'number',
+    description: "simulate cache-pressure: the tenants' contexts over the fleet's prefix cache, 0.05 to 2",
+    defaultText: String(SIMULATE_DEFAULTS.cacheDemand),
+  },
+  {
+    key: 'kvAware',
+    type: 'json',
+    description: 'simulate: options for kv-aware and the oracle, e.g. {"loadWeight":2}',
+    defaultText: "the placer's defaults",
   },
   {
     key: 'nodes',

@@ -11,6 +11,7 @@
  * structure of every prompt is known without tokenizing it.
  */
 import { seededRandom } from '../../placer/index.ts';
+import { BLOCK_SIZE } from '../../runner/index.ts';
 
 /** The shape of the sessions; see {@link PLACEMENT_WORKLOAD} for the values the scenario uses. */
 export interface WorkloadShape {
@@ -47,6 +48,58 @@ export const PLACEMENT_WORKLOAD: WorkloadShape = Object.freeze({
   outputTokens: 64,
   thinkMs: 3_000,
 });
+
+/** The cache-pressure workload's defaults; see {@link cachePressureWorkload}. */
+export const CACHE_PRESSURE: Readonly<{
+  contextTokens: number;
+  queryTokens: number;
+  demand: number;
+  outputTokens: number;
+}> = Object.freeze({
+  /** Tokens of each tenant's shared context (its system message). */
+  contextTokens: 6_000,
+  /** Tokens of each query (its user message). */
+  queryTokens: 1_200,
+  /** Tenants' contexts over the fleet's prefix cache. */
+  demand: 0.73,
+  /** Tokens each call asks for, as the placement workload's. */
+  outputTokens: 64,
+});
+
+/**
+ * The cache-pressure workload, shaped like llm-d's prefix-cache benchmark: many tenants, each with
+ * a long shared context, and queries from their users on top of it, each query new (a single-turn
+ * session: only the context can be reused). Tenants are as many as make their contexts `demand` of
+ * the fleet's prefix cache (`engines` x `cacheBlocks` blocks), so no engine can hold every
+ * context and placement decides which are held where.
+ * @throws {RangeError} for a demand outside (0, 10] or a fleet without cache.
+ */
+export function cachePressureWorkload(
+  engines: number,
+  cacheBlocks: number,
+  demand = CACHE_PRESSURE.demand,
+): WorkloadShape {
+  if (!(demand > 0 && demand <= 10)) throw new RangeError(`demand must be above 0 and at most 10, got ${demand}`);
+  if (!(engines >= 1 && cacheBlocks >= 1))
+    throw new RangeError(`the fleet needs engines and cache blocks, got ${engines} x ${cacheBlocks}`);
+  const contextBlocks = Math.floor(CACHE_PRESSURE.contextTokens / BLOCK_SIZE);
+  return Object.freeze({
+    model: 'sim-8b',
+    systemPrompts: Math.max(1, Math.round((demand * engines * cacheBlocks) / contextBlocks)),
+    // Each message is `role: content`: two tokens beside its words.
+    systemWords: CACHE_PRESSURE.contextTokens - 2,
+    turns: 1,
+    userWords: CACHE_PRESSURE.queryTokens - 2,
+    outputTokens: CACHE_PRESSURE.outputTokens,
+    thinkMs: 3_000,
+  });
+}
+
+/** The share of a fleet's prefix cache (`engines` x `cacheBlocks`) that `shape`'s system prompts fill. */
+export function cacheDemandOf(shape: WorkloadShape, engines: number, cacheBlocks: number): number {
+  const contextBlocks = Math.floor(promptTokensOf(shape, 1).shared / BLOCK_SIZE);
+  return (shape.systemPrompts * contextBlocks) / (engines * cacheBlocks);
+}
 
 /** One call of a trace. */
 export interface TraceCall {
@@ -269,11 +322,15 @@ const seedOf = (kind: number, a: number, b = 0): number =>
 
 const systemCache = new Map<number, string>();
 
+/** System prompts kept in {@link systemCache}: a workload of thousands of long contexts would fill memory. */
+const SYSTEM_CACHE_ENTRIES = 256;
+
 /** System prompt number `system` (cached: the few of them recur in every session). */
 function systemPrompt(shape: WorkloadShape, system: number): string {
   const key = system * 1_000_003 + shape.systemWords;
   let text = systemCache.get(key);
   if (text === undefined) {
+    if (systemCache.size >= SYSTEM_CACHE_ENTRIES) systemCache.clear();
     text = words(seedOf(1, system), shape.systemWords);
     systemCache.set(key, text);
   }

@@ -149,8 +149,15 @@ describe('resolveSimulateOptions', () => {
   it('fills in the defaults: 1,000 runners, every contender, one level, about a million calls in all', () => {
     const o = resolveSimulateOptions({});
     expect(o.runners).toBe(1_000);
-    // The five placers, prefix-affinity with a sized index, and nginx's two balancers.
-    expect(o.contenders).toHaveLength(8);
+    // The six placers, prefix-affinity with a sized index, the oracle, and nginx's two balancers.
+    expect(o.contenders).toHaveLength(10);
+    expect(o.workload).toBe('placement');
+    expect(o.gateways).toEqual([1]);
+    expect(o.ttftTargetMs).toBe(1_000);
+    expect(o.feedDelayMs).toBe(50);
+    expect(o.cacheDemand).toBe(0.73);
+    expect(o.kvAware).toEqual({});
+    expect(resolveSimulateOptions({ kvAware: { loadWeight: 2 } }).kvAware).toEqual({ loadWeight: 2 });
     expect(o.levels).toEqual([0.8]);
     expect(o.calls * o.contenders.length * o.levels.length).toBeGreaterThanOrEqual(1_000_000);
     expect(o.hops).toEqual({ sluiceHopMs: 10, nginxHopMs: 1 });
@@ -165,6 +172,7 @@ describe('resolveSimulateOptions', () => {
     expect(o.runners).toBe(16);
     expect(o.levels).toEqual([0.5, 1]);
     expect(o.contenders).toEqual(['round-robin', 'nginx least_conn']);
+    expect(resolveSimulateOptions({ gateways: ['3', '1'] }).gateways).toEqual([1, 3]);
   });
 
   it.each([
@@ -176,6 +184,15 @@ describe('resolveSimulateOptions', () => {
     [{ contenders: ['random'] }, 'contenders'],
     [{ sluiceHopMs: -1 }, 'sluiceHopMs'],
     [{ capacity: 0 }, 'capacity'],
+    [{ workload: 'sessions' }, 'workload'],
+    [{ gateways: [0] }, 'gateways'],
+    [{ gateways: [] }, 'gateways'],
+    [{ ttftTarget: 0 }, 'ttftTarget'],
+    [{ feedDelayMs: -5 }, 'feedDelayMs'],
+    [{ cacheDemand: 3 }, 'cacheDemand'],
+    [{ kvAware: { loadWeight: -1 } }, 'kvAware'],
+    [{ kvAware: JSON.parse('{"bogus":1}') }, 'kvAware'],
+    [{ kvAware: JSON.parse('[]') }, 'kvAware'],
   ])('throws BenchOptionError naming the option for %j', (raw, option) => {
     let caught: unknown;
     try {

@@ -238,16 +238,6 @@ describe('the sluice path', () => {
     };
     return { walker, at, runUntil };
   };
-  /** `n` runners of `slots` each on one fleet, and a walker over them placing with round-robin from the first. */
-  const roundRobinOf = (n: number, slots: number, settings: WalkSettings = walk) => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(n, slots, fleet);
-    return {
-      fleet,
-      runners,
-      ...walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), settings),
-    };
-  };
   /** Notes where and when each call was placed, or when it timed out or found the queue full. */
   const ends = () => {
     const placed: { runner: SimRunner; at: number; name: string }[] = [];
@@ -331,7 +321,10 @@ describe('the sluice path', () => {
   });
 
   it('waits in the queue while every slot of the fleet is taken, and takes a slot the moment it frees', async () => {
-    const { fleet, walker, at, runUntil } = roundRobinOf(2, 1);
+    const fleet = new FleetSlots();
+    const runners = runnersOf(2, 1, fleet);
+    const placer = builtinPlacers['round-robin']!({ random: () => 0 });
+    const { walker, at, runUntil } = walkerOf(runners, fleet, placer);
     const { placed, end } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, end, 'a'));
     at(0, (now) => walker.start(runnerCall(2), now, end, 'a'));
@@ -352,7 +345,9 @@ describe('the sluice path', () => {
   });
 
   it('starts waiting calls in arrival order within a flow, taking turns across flows, once slots free', async () => {
-    const { runners, walker, at, runUntil } = roundRobinOf(1, 1);
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 1, fleet);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
     const { placed, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(0), now, endOf('first'), 'x'));
     // A burst of flow a, then one call of b and two of c, all while the only slot is taken.
@@ -381,7 +376,9 @@ describe('the sluice path', () => {
   });
 
   it('lines a new call up behind waiting ones even when a slot is free on its arrival', async () => {
-    const { runners, walker, at, runUntil } = roundRobinOf(1, 2);
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 2, fleet);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
     const { placed, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, endOf('1'), 'a'));
     at(0, (now) => walker.start(runnerCall(2), now, endOf('2'), 'a'));
@@ -415,7 +412,12 @@ describe('the sluice path', () => {
   });
 
   it('wakes as many waiting calls as a status report shows free slots', async () => {
-    const { runners, walker, at, runUntil } = roundRobinOf(1, 3, { ...walk, retryAllDelay: 0 });
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 3, fleet);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), {
+      ...walk,
+      retryAllDelay: 0,
+    });
     const { placed, endOf } = ends();
     for (let i = 1; i <= 5; i++) at(0, (now) => walker.start(runnerCall(i), now, endOf(String(i)), `f${i}`));
     // Two calls end unseen by the queue (no fallback: retryAllDelay 0), then a report shows two free slots.
@@ -435,7 +437,9 @@ describe('the sluice path', () => {
   });
 
   it('times a waiting call out at its placer deadline, and the next in line takes the freed slot', async () => {
-    const { walker, at, runUntil } = roundRobinOf(1, 1);
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 1, fleet);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
     const { placed, timedOut, end } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, end, 'a'));
     at(1, (now) => walker.start(runnerCall(2, 30), now, end, 'a'));
@@ -452,7 +456,13 @@ describe('the sluice path', () => {
   });
 
   it('answers a call that finds the queue at its bound at once, as the gateway answers 503 GW_QUEUE_FULL', async () => {
-    const { runners, walker, at, runUntil } = roundRobinOf(1, 1, { ...walk, maxQueued: 2, maxQueuedPerFlow: 1 });
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, 1, fleet);
+    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), {
+      ...walk,
+      maxQueued: 2,
+      maxQueuedPerFlow: 1,
+    });
     const { placed, full, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, endOf('1'), 'a'));
     at(1, (now) => walker.start(runnerCall(2), now, endOf('2'), 'a'));
@@ -527,7 +537,7 @@ describe('the simulated walk against placeCall', () => {
     maxCalls: 300,
   });
 
-  it('covers the six built-in placers', () => {
+  it('covers the six built-in placers and the oracle', () => {
     expect(placers).toEqual([
       'round-robin',
       'consistent-hash',
@@ -535,6 +545,7 @@ describe('the simulated walk against placeCall', () => {
       'load-weighted',
       'prefix-affinity',
       'kv-aware',
+      'oracle',
     ]);
   });
 
@@ -592,17 +603,6 @@ describe('simulateRun', () => {
     measureMs: 4_000,
   };
 
-  /** `runners` runners of one slot each (their engines one sequence), no warm-up and no hop: the queue's order alone. */
-  const oneSlotRunners = (runners: number, trace: SimRunSpec['trace']) =>
-    simulateRun({
-      ...base,
-      fleet: { runners, slots: 1, profile: { ...STEADY, maxNumSeqs: 1 } },
-      trace,
-      warmupMs: 0,
-      measureMs: 10,
-      hops: { sluiceHopMs: 0 },
-    });
-
   it("never queues inside an engine on the sluice path: calls past the fleet's slots wait in the gateway", async () => {
     const result = await simulateRun({ ...base, fleet: { ...base.fleet, runners: 2 }, rate: 60 });
     expect(result.waited).toBeGreaterThan(0);
@@ -623,7 +623,15 @@ describe('simulateRun', () => {
 
   it('places a call that found the only slot taken the moment the slot frees', async () => {
     const trace = [call(1, 1, 0), call(2, 1, 1)];
-    const result = await oneSlotRunners(1, trace);
+    const profile = { ...STEADY, maxNumSeqs: 1 };
+    const result = await simulateRun({
+      ...base,
+      fleet: { runners: 1, slots: 1, profile },
+      trace,
+      warmupMs: 0,
+      measureMs: 10,
+      hops: { sluiceHopMs: 0 },
+    });
     const [first, second] = [...result.records].sort((a, b) => a.at - b.at);
     // The engine starts with the system prompt cached: each call prefills its own message only.
     const sharedCached = Math.floor(promptTokensOf(shape, 1).shared / 16) * 16;
@@ -638,7 +646,15 @@ describe('simulateRun', () => {
   it('starts calls that wait for a full fleet in arrival order within a session', async () => {
     // Two runners of one slot; six calls at once in two sessions, each call's answer long.
     const trace = [call(1, 1, 0), call(2, 1, 0.5), call(1, 2, 1), call(1, 3, 2), call(2, 2, 3), call(1, 4, 4)];
-    const result = await oneSlotRunners(2, trace);
+    const profile = { ...STEADY, maxNumSeqs: 1 };
+    const result = await simulateRun({
+      ...base,
+      fleet: { runners: 2, slots: 1, profile },
+      trace,
+      warmupMs: 0,
+      measureMs: 10,
+      hops: { sluiceHopMs: 0 },
+    });
     const started = [...result.records].sort((a, b) => a.at + a.ttft - (b.at + b.ttft));
     const sessionOf = (r: { at: number }) => trace.find((c) => c.at === r.at)!.session;
     const turnsOf = (session: number) => started.filter((r) => sessionOf(r) === session).map((r) => r.turn);

@@ -22,8 +22,12 @@ import { formatMs, startScenario, writeResults } from '../report.ts';
 import type { MachineInfo } from '../report.ts';
 import type { PlacementFigures } from '../trace-run.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
-import { PLACEMENT_WORKLOAD } from '../workload.ts';
+import { CACHE_PRESSURE, PLACEMENT_WORKLOAD } from '../workload.ts';
+import { DEFAULT_FEED_DELAY_MS } from '../vsim/cache-truth.ts';
+import { planCachePressure, runsOf } from './simulate-pressure.ts';
 import type { WorkloadShape } from '../workload.ts';
+import { createKvAwarePlacer, kvAwareDefaults } from '../../../placer/index.ts';
+import type { KvAwareOptions } from '../../../placer/index.ts';
 import { H100_8B_PROFILE } from '../../../runner/index.ts';
 import { CHECK_TOLERANCE, checkVerdict, compareRun, formatCheck, readLiveReport } from '../vsim/check.ts';
 import type { ComparedRun, LiveReport } from '../vsim/check.ts';
@@ -64,7 +68,22 @@ export interface SimulateOptions extends BenchOptions {
   sluiceHopMs?: number;
   /** nginx hop added to every nginx call's time to first token, ms. @default 1 */
   nginxHopMs?: number;
+  /** `placement` (chat sessions) or `cache-pressure` (many tenants' long contexts, simulate-pressure.ts). @default 'placement' */
+  workload?: string;
+  /** Gateway counts to run every sluice contender with; numbers or numeric strings. @default [1] */
+  gateways?: readonly (number | string)[];
+  /** Goodput's target: a call is good when its first token came within this, ms. @default 1000 */
+  ttftTarget?: number;
+  /** How late an engine's cache events reach the gateways (kv-aware's truth), ms. @default 50 */
+  feedDelayMs?: number;
+  /** cache-pressure: the tenants' contexts over the fleet's prefix cache, 0.05 to 2. @default 0.73 */
+  cacheDemand?: number;
+  /** Options for `kv-aware` and the oracle (`loadWeight`, `overheadTokens`, the guard's thresholds). @default {} */
+  kvAware?: KvAwareOptions;
 }
+
+/** The workloads `--workload` takes. */
+export const SIM_WORKLOADS: readonly string[] = Object.freeze(['placement', 'cache-pressure']);
 
 /** The bounds of {@link SimulateOptions}. */
 const SIMULATE_LIMITS = Object.freeze({
@@ -77,13 +96,18 @@ const SIMULATE_LIMITS = Object.freeze({
   maxHopMs: 1_000,
   /** Highest capacity accepted from --capacity, calls/s: a thousand calls/s per runner is no H100. */
   maxCapacityPerRunner: 1_000,
+  maxGateways: 16,
+  maxTtftTargetMs: 600_000,
+  maxFeedDelayMs: 60_000,
+  minCacheDemand: 0.05,
+  maxCacheDemand: 2,
 });
 
 /**
- * The defaults: 1,000 runners, all eight contenders (prefix-affinity twice: with its default index
- * and with one sized for the rate) at 80 % of capacity, each replaying the same trace of 143,000
- * calls, so about 1.1 million calls in all; about 6 minutes on this 2-core machine,
- * the capacity search included. The live scenario's three levels with a million-call trace each
+ * The defaults: 1,000 runners, all ten contenders (prefix-affinity twice: with its default index
+ * and with one sized for the rate; kv-aware on the feed, and the oracle) at 80 % of capacity, one
+ * gateway, each replaying the same trace of 143,000 calls, so about 1.4 million calls in all;
+ * several minutes on this 2-core machine, the capacity search included. The live scenario's three levels with a million-call trace each
  * would be 21 million simulated calls, hours here: prefix-affinity alone costs 1 to 1.5 ms of CPU
  * per placement at 1,000 runners (it hashes every ~8,000-character prompt and keeps its index, as
  * in the live gateway), the other load-aware placers 0.15 to 0.2 ms (every runner's load read per
@@ -94,6 +118,16 @@ export const SIMULATE_DEFAULTS = Object.freeze({
   calls: 143_000,
   levels: Object.freeze([0.8]) as readonly number[],
   contenders: SIM_CONTENDERS,
+  workload: 'placement',
+  gateways: Object.freeze([1]) as readonly number[],
+  /**
+   * Goodput's target, ms: the placement scenario's capacity bound. On the cache-pressure workload
+   * a context's prefill alone takes 1.5 s, so within 1 s means the context was found cached and
+   * the call did not queue; a 2 s target would count a miss on an idle engine as good.
+   */
+  ttftTargetMs: CAPACITY_TTFT_P90_MS,
+  feedDelayMs: DEFAULT_FEED_DELAY_MS,
+  cacheDemand: CACHE_PRESSURE.demand,
 });
 
 /** {@link SimulateOptions} validated, with defaults filled in. */
@@ -106,6 +140,14 @@ export interface ResolvedSimulateOptions {
   readonly capacity: number | undefined;
   readonly check: string | undefined;
   readonly hops: SimHops;
+  readonly workload: string;
+  readonly gateways: readonly number[];
+  readonly ttftTargetMs: number;
+  readonly feedDelayMs: number;
+  readonly cacheDemand: number;
+  readonly kvAware: KvAwareOptions;
+  /** Whether `calls` was given rather than defaulted: the cache-pressure plan sizes its runs by time otherwise. */
+  readonly callsGiven: boolean;
 }
 
 /**
@@ -136,6 +178,33 @@ export function resolveSimulateOptions(raw: SimulateOptions = {}): ResolvedSimul
         ? undefined
         : checkNumber('capacity', raw.capacity, 0, SIMULATE_LIMITS.maxCapacityPerRunner * runners, 'calls/s'),
     check: raw.check === undefined ? undefined : checkPath(raw.check),
+    workload: checkWorkload(raw.workload ?? SIMULATE_DEFAULTS.workload),
+    gateways: checkGateways(raw.gateways ?? SIMULATE_DEFAULTS.gateways),
+    ttftTargetMs: checkNumber(
+      'ttftTarget',
+      raw.ttftTarget ?? SIMULATE_DEFAULTS.ttftTargetMs,
+      0,
+      SIMULATE_LIMITS.maxTtftTargetMs,
+      'ms',
+    ),
+    feedDelayMs: checkNumber(
+      'feedDelayMs',
+      numeric(raw.feedDelayMs ?? SIMULATE_DEFAULTS.feedDelayMs),
+      0,
+      SIMULATE_LIMITS.maxFeedDelayMs,
+      'ms',
+      true,
+    ),
+    cacheDemand: checkNumber(
+      'cacheDemand',
+      numeric(raw.cacheDemand ?? SIMULATE_DEFAULTS.cacheDemand),
+      SIMULATE_LIMITS.minCacheDemand,
+      SIMULATE_LIMITS.maxCacheDemand,
+      'of the cache',
+      true,
+    ),
+    kvAware: checkKvAware(raw.kvAware ?? {}),
+    callsGiven: raw.calls !== undefined,
     hops: {
       sluiceHopMs: checkNumber(
         'sluiceHopMs',
@@ -201,6 +270,45 @@ function checkContenders(contenders: readonly string[]): string[] {
   return SIM_CONTENDERS.filter((name) => contenders.includes(name));
 }
 
+/** The kv-aware options, checked by creating the placer with them, so a bad one fails before any run. */
+function checkKvAware(options: unknown): KvAwareOptions {
+  if (options === null || typeof options !== 'object' || Array.isArray(options))
+    throw new BenchOptionError('kvAware', `kvAware must be an object of kv-aware options, got ${show(options)}`);
+  const allowed = new Set(Object.keys(kvAwareDefaults));
+  for (const key of Object.keys(options)) {
+    if (!allowed.has(key))
+      throw new BenchOptionError(
+        'kvAware',
+        `kvAware: unknown option ${show(key)}; options: ${[...allowed].join(', ')}`,
+      );
+  }
+  try {
+    createKvAwarePlacer(options as KvAwareOptions);
+  } catch (error) {
+    throw new BenchOptionError('kvAware', `kvAware: ${(error as Error).message}`);
+  }
+  return Object.freeze({ ...(options as KvAwareOptions) });
+}
+
+function checkWorkload(workload: unknown): string {
+  if (typeof workload !== 'string' || !SIM_WORKLOADS.includes(workload))
+    throw new BenchOptionError(
+      'workload',
+      `workload must be one of ${SIM_WORKLOADS.join(', ')}, got ${show(workload)}`,
+    );
+  return workload;
+}
+
+function checkGateways(gateways: readonly (number | string)[]): number[] {
+  if (!Array.isArray(gateways) || gateways.length === 0)
+    throw new BenchOptionError(
+      'gateways',
+      `gateways must list at least one gateway count, e.g. 1,3; got ${show(gateways)}`,
+    );
+  const counts = gateways.map((g) => checkInteger('gateways', numeric(g), 1, SIMULATE_LIMITS.maxGateways));
+  return [...new Set(counts)].sort((a, b) => a - b);
+}
+
 function checkPath(path: unknown): string {
   if (typeof path !== 'string' || path === '')
     throw new BenchOptionError('check', `check must be the path of a placement report (JSON), got ${show(path)}`);
@@ -221,7 +329,9 @@ export interface SimulatedRun {
   rate: number;
   seed: number;
   firstSession: number;
+  /** The contender, with ` x<N> gw` after it when N gateways placed its calls. */
   contender: string;
+  gateways: number;
   /** Calls in the trace, warm-up included. */
   calls: number;
   measureMs: number;
@@ -240,7 +350,8 @@ export const simulate: Scenario = {
     'the placement scenario on a virtual clock: 1,000 simulated runners by default (--runners, --calls, --levels, --contenders, --capacity), or --check <placement JSON> against a live run',
   async run(raw: BenchOptions, ctx: ScenarioContext) {
     const options = resolveSimulateOptions(raw as SimulateOptions);
-    return options.check === undefined ? plan(options, ctx) : check(options, options.check, ctx);
+    if (options.check !== undefined) return check(options, options.check, ctx);
+    return options.workload === 'cache-pressure' ? planCachePressure(options, ctx) : plan(options, ctx);
   },
 };
 
@@ -252,7 +363,10 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
   const warmupMs = warmupOf(shape);
   const started = performance.now();
   let simulatedCalls = 0;
-  const spec = (contender: string, rate: number, seed: number, measureMs: number): SimRunSpec => ({
+  const spec = (contender: string, rate: number, seed: number, measureMs: number, gateways = 1): SimRunSpec => ({
+    gateways,
+    feedDelayMs: options.feedDelayMs,
+    kvAware: options.kvAware,
     shape,
     fleet,
     contender,
@@ -317,9 +431,9 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
     const rate = level * capacity.rate;
     const seed = 100 + index;
     const measureMs = Math.floor((options.calls / rate) * 1000 - warmupMs);
-    for (const contender of options.contenders) {
+    for (const [gateways, contender] of runsOf(options)) {
       const t0 = performance.now();
-      const s = spec(contender, rate, seed, measureMs);
+      const s = spec(contender, rate, seed, measureMs, gateways);
       const result = await simulateRun(s, ctx.signal ? { signal: ctx.signal } : {});
       const wallMs = performance.now() - t0;
       simulatedCalls += result.records.length;
@@ -329,7 +443,8 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
         rate,
         seed,
         firstSession: s.firstSession,
-        contender,
+        contender: gateways === 1 || contender.startsWith('nginx') ? contender : `${contender} x${gateways} gw`,
+        gateways,
         calls: result.records.length,
         measureMs,
         figures: f,
@@ -394,7 +509,7 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
 
 /** Said with the default plan's figures: what the default leaves out, and how to get it. */
 const DEFAULT_NOTE =
-  "default plan: one level (80%) and ~143,000-call traces, about 1.1 million calls; not the live scenario's three levels of million-call traces, which would take hours here. --levels 0.5,0.8,1 runs three levels, --calls 1000000 million-call traces.";
+  "default plan: one level (80%) and ~143,000-call traces, about 1.4 million calls; not the live scenario's three levels of million-call traces, which would take hours here. --levels 0.5,0.8,1 runs three levels, --calls 1000000 million-call traces.";
 
 function isDefaultPlan(options: ResolvedSimulateOptions): boolean {
   return (

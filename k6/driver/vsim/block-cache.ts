@@ -21,6 +21,26 @@ import { BLOCK_SIZE } from '../../../runner/index.ts';
 import type { PrefixCacheTotals } from '../../../runner/index.ts';
 import type { PromptBlocks } from './trace.ts';
 
+/** Blocks of a prompt's two chains a cache holds, each counted from the chain's first block. */
+export interface ChainHolding {
+  /** Of the system prompt's chain. */
+  readonly system: number;
+  /** Of the session's own chain. */
+  readonly session: number;
+}
+
+/**
+ * The prompt's leading cached tokens when its chains are held as `held` says: whole blocks from
+ * the start while each is held, at most `floor((tokens - 1) / 16)` of them (the last token is
+ * always computed), as the live cache counts them.
+ */
+export function leadingTokens(prompt: PromptBlocks, held: ChainHolding): number {
+  const usable = Math.min(prompt.blocks, Math.floor(Math.max(prompt.tokens - 1, 0) / BLOCK_SIZE));
+  const shared = Math.min(held.system, prompt.sharedBlocks);
+  const leading = shared < prompt.sharedBlocks ? shared : shared + held.session;
+  return Math.min(leading, usable) * BLOCK_SIZE;
+}
+
 /** Consecutive cached blocks of one chain, set together. */
 interface Piece {
   /** The chain: a session's number, or `-(system + 1)` for a system prompt. */
@@ -62,13 +82,28 @@ export class BlockRunCache {
    * always computed). Counts the prompt's tokens as queries and the cached ones as hits.
    */
   lookup(prompt: PromptBlocks): number {
-    const usable = Math.min(prompt.blocks, Math.floor(Math.max(prompt.tokens - 1, 0) / BLOCK_SIZE));
-    const shared = Math.min(this.#held(systemChain(prompt.system)), prompt.sharedBlocks);
-    const leading = shared < prompt.sharedBlocks ? shared : shared + this.#held(prompt.session);
-    const cached = Math.min(leading, usable) * BLOCK_SIZE;
+    const cached = leadingTokens(prompt, this.holding(prompt));
     this.#queries += prompt.tokens;
     this.#hits += cached;
     return cached;
+  }
+
+  /** Blocks of the prompt's chains held now; counts nothing and changes no recency. */
+  holding(prompt: PromptBlocks): ChainHolding {
+    return { system: this.#held(systemChain(prompt.system)), session: this.#held(prompt.session) };
+  }
+
+  /** A cache holding the same blocks in the same recency order, with no lookups counted. */
+  copy(): BlockRunCache {
+    const copy = new BlockRunCache(this.#capacity);
+    // Oldest first: each piece goes before the pieces of its chain copied so far, which are older.
+    for (const piece of this.#recency.keys()) {
+      const twin: Piece = { chain: piece.chain, count: piece.count };
+      copy.#recency.set(twin, true);
+      copy.#chains.set(piece.chain, [twin, ...(copy.#chains.get(piece.chain) ?? [])]);
+      copy.#size += piece.count;
+    }
+    return copy;
   }
 
   /** Records the prompt's full blocks as the most recently set, its first block most recent of all. */

@@ -28,6 +28,7 @@
 import type { PrefixCacheTotals, SimProfile } from '../../../runner/index.ts';
 import { BLOCK_SIZE, jitter, loadScale } from '../../../runner/index.ts';
 import { BlockRunCache } from './block-cache.ts';
+import type { ChainHolding } from './block-cache.ts';
 import type { PromptBlocks } from './trace.ts';
 
 /** Schedules `handle` to be called with `at`, a virtual time in ms; the simulation's event queue. */
@@ -38,6 +39,8 @@ export interface EngineRequest {
   readonly prompt: PromptBlocks;
   /** Tokens to produce (`max_tokens` with `ignore_eos`), at least 1. */
   readonly outputTokens: number;
+  /** Called when the request starts, with its prompt's leading tokens found in the cache. */
+  onStart?(cachedTokens: number): void;
   /** Called when the first token exists. */
   onFirstToken(now: number): void;
   /** Called when the last token exists and the slot is free again. */
@@ -77,6 +80,7 @@ export class VirtualEngine {
   #version = 0;
   #rejected = 0;
   #queuePeak = 0;
+  readonly #inserted: ((prompt: PromptBlocks, now: number) => void)[] = [];
 
   /**
    * @param profile timing and capacity numbers (tests set the jitter to 0).
@@ -114,6 +118,25 @@ export class VirtualEngine {
   /** Prefix-cache queries and hits in tokens, over the engine's life. */
   cacheTotals(): PrefixCacheTotals {
     return this.#cache.totals();
+  }
+
+  /** Blocks of `prompt`'s chains the prefix cache holds now, read as a cache-aware oracle would. */
+  holding(prompt: PromptBlocks): ChainHolding {
+    return this.#cache.holding(prompt);
+  }
+
+  /** A copy of the prefix cache as it is now: the start of a mirror fed by {@link onInsert}. */
+  copyCache(): BlockRunCache {
+    return this.#cache.copy();
+  }
+
+  /**
+   * Tells `listener` of every prompt the prefix cache stores from now on, as it stores it: the
+   * engine's BlockStored events (evictions follow from the inserts, the cache being an LRU that
+   * reads never refresh).
+   */
+  onInsert(listener: (prompt: PromptBlocks, now: number) => void): void {
+    this.#inserted.push(listener);
   }
 
   /** Caches `prompts`' blocks as if they had been served before the run, without counting a lookup. */
@@ -163,6 +186,7 @@ export class VirtualEngine {
     this.#setRunning(this.#running + 1, now);
     const p = this.#profile;
     const cached = this.#cache.lookup(request.prompt);
+    request.onStart?.(cached);
     const prefillMs = p.prefillOverheadMs + Math.max(0, request.prompt.tokens - cached) * p.prefillPerTokenMs;
     const delay =
       jitter(prefillMs, p.prefillJitterStdMs, this.#random) * loadScale(p.loadFactor, this.#running, p.maxNumSeqs);
@@ -175,6 +199,7 @@ export class VirtualEngine {
   #firstToken(sequence: Sequence, now: number): void {
     const { request } = sequence;
     this.#cache.insert(request.prompt);
+    for (const listener of this.#inserted) listener(request.prompt, now);
     request.onFirstToken(now);
     const gaps = request.outputTokens - 1;
     if (gaps <= 0) {

@@ -12,6 +12,10 @@
  *   A runner has as many slots as its engine runs sequences, so the engine never queues it.
  * - nginx: the balancer picks an engine at the due time, and the call reaches it `nginxHopMs`
  *   later, to wait in its queue or be refused with 429.
+ * - with `gateways` N, calls reach N such gateways in turn, each with its own placer, counts,
+ *   queue and probes, in front of the same runners, whose slots they share.
+ * - `kv-aware` and `oracle` read the call's cache truth (`RunnerCall.cache`) from the engines'
+ *   caches as the gateway knows them (cache-truth.ts).
  *
  * Time to first token is counted from the due time to the engine's first token, and the end of a
  * call at its last token, as the live driver counts them at the client.
@@ -30,20 +34,30 @@ import {
   prefixAffinityDefaults,
   seededRandom,
 } from '../../../placer/index.ts';
-import type { Placer, RunnerCall } from '../../../placer/index.ts';
+import type { KvAwareOptions, Placer, PromptCache, RunnerCall } from '../../../placer/index.ts';
 import type { SimProfile } from '../../../runner/index.ts';
 import { placementFigures } from '../trace-run.ts';
 import type { CallRecord, PlacementFigures } from '../trace-run.ts';
 import { messagesOf, traceCalls } from '../workload.ts';
 import type { TraceCall, WorkloadShape } from '../workload.ts';
+import {
+  DEFAULT_CACHE_PENDING_MS,
+  DEFAULT_FEED_DELAY_MS,
+  PendingPlacements,
+  liveTruth,
+  mirroredTruth,
+  promptCacheOf,
+} from './cache-truth.ts';
+import type { CacheTruth } from './cache-truth.ts';
 import { VirtualEngine } from './engine.ts';
 import type { EngineRequest } from './engine.ts';
 import { EventQueue } from './event-queue.ts';
 import { NGINX_BALANCERS } from './nginx.ts';
 import type { UpstreamBalancer } from './nginx.ts';
-import { FleetSlots, SimRunner, placeCallWalker, stepWalker } from './sluice.ts';
-import type { WalkSettings } from './sluice.ts';
+import { FleetSlots, RunnerSlots, SimRunner, placeCallWalker, stepWalker } from './sluice.ts';
+import type { SimWalker, WalkSettings } from './sluice.ts';
 import { promptBlocksOf, systemBlocksOf } from './trace.ts';
+import type { PromptBlocks } from './trace.ts';
 
 /**
  * Time a call spends getting to the engine and its first token getting back, beyond the engine's
@@ -117,9 +131,11 @@ export interface SimRunSpec {
    * Engines start with every system prompt cached, as the live scenario's engines are once they
    * have served a run: they serve every contender in turn, and each sees every system prompt
    * within its first seconds. A cold start would miss each system prompt once per engine, inside
-   * the warm-up but in the run's cache hit share. @default true
+   * the warm-up but in the run's cache hit share. `spread`: system prompt s is cached on engine
+   * `s mod engines` only, as a fleet that placed them by cache would hold them, for workloads
+   * whose system prompts outgrow one engine's cache (the cache-pressure workload). @default true
    */
-  readonly warmSystemPrompts?: boolean;
+  readonly warmSystemPrompts?: boolean | 'spread';
   /** @default GATEWAY_DEFAULTS */
   readonly gateway?: Partial<GatewaySettings>;
   /**
@@ -130,6 +146,18 @@ export interface SimRunSpec {
   readonly walk?: 'steps' | 'placeCall';
   /** @default DEFAULT_HOPS */
   readonly hops?: Partial<SimHops>;
+  /**
+   * Gateways in front of the runners, each with its own placer, in-flight counts, wait queue and
+   * status probes; calls reach them in turn, as through an L4 balancer. The runners' slots are
+   * shared. nginx contenders ignore it. @default 1
+   */
+  readonly gateways?: number;
+  /** How late an engine's cache events reach the gateways, ms (`kv-aware`'s truth). @default DEFAULT_FEED_DELAY_MS */
+  readonly feedDelayMs?: number;
+  /** How long a gateway counts its own placement as cached, ms (the pending rule). @default DEFAULT_CACHE_PENDING_MS */
+  readonly cachePendingMs?: number;
+  /** Options passed to `kv-aware` and the oracle, beyond the clock, random source and staleness bound. */
+  readonly kvAware?: KvAwareOptions;
 }
 
 /** What a run produced. */
@@ -139,6 +167,8 @@ export interface SimRunResult {
   readonly figures: PlacementFigures;
   /** Engines' prefix-cache hit tokens over queried tokens, the whole run (warm-up included). */
   readonly cacheHitShare: number;
+  /** The same over the calls due in the measured window. */
+  readonly measuredHitShare: number;
   /** Events handled: the simulator's own unit of work. */
   readonly events: number;
   /** Calls that waited in the gateway's queue: every runner was full, or calls were waiting already. */
@@ -158,10 +188,18 @@ export interface RunControl {
 /** prefix-affinity with its index sized for the run's rate by {@link sizedIndexBlocks}, rather than its default. */
 export const SIZED_PREFIX_AFFINITY = 'prefix-affinity sized';
 
-/** The contenders a run can have: the built-in placers, prefix-affinity with a sized index, then nginx's two. */
+/**
+ * The `kv-aware` placer reading every engine's cache live, with no feed delay (the pending rule
+ * still applies): the best any cache-aware placement can know. `kv-aware` itself reads the caches
+ * as its gateway gets them, through the feed (cache-truth.ts).
+ */
+export const ORACLE = 'oracle';
+
+/** The contenders a run can have: the built-in placers, prefix-affinity with a sized index, the oracle, then nginx's two. */
 export const SIM_CONTENDERS: readonly string[] = Object.freeze([
   ...Object.keys(builtinPlacers),
   SIZED_PREFIX_AFFINITY,
+  ORACLE,
   ...Object.keys(NGINX_BALANCERS),
 ]);
 
@@ -170,9 +208,10 @@ const MAX_INDEX_BLOCKS = 10_000_000;
 
 /**
  * prefix-affinity's `maxBlocks` by the rule in docs/placers.md: calls/s x blocks per prompt (the
- * mean over a session's turns, at the placer's default block size) x the gap between a session's
- * turns, so that a session's blocks are still indexed when its next turn comes. At most the
- * option's own bound.
+ * mean over a session's turns, at the placer's default block size) x the gap before a prompt's
+ * prefix comes back, so that its blocks are still indexed then: the time between a session's
+ * turns, or with single-turn sessions (many tenants' long contexts) the mean time between two
+ * calls with the same system prompt, system prompts / calls/s. At most the option's own bound.
  */
 export function sizedIndexBlocks(shape: WorkloadShape, rate: number): number {
   const { blockSize } = prefixAffinityDefaults;
@@ -181,7 +220,8 @@ export function sizedIndexBlocks(shape: WorkloadShape, rate: number): number {
     const prompt = renderPrompt(messagesOf(shape, { at: 0, session: 0, turn, system: 0 }), undefined);
     blocks += Math.floor((prompt?.length ?? 0) / blockSize);
   }
-  return Math.min(MAX_INDEX_BLOCKS, Math.ceil(rate * (blocks / shape.turns) * (shape.thinkMs / 1000)));
+  const gapMs = shape.turns > 1 ? shape.thinkMs : (shape.systemPrompts / rate) * 1000;
+  return Math.min(MAX_INDEX_BLOCKS, Math.ceil(rate * (blocks / shape.turns) * (gapMs / 1000)));
 }
 
 /**
@@ -207,11 +247,9 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
       (_, i) => new VirtualEngine(i, spec.fleet.profile, engineRandom, schedule),
     ),
     records: [],
+    measured: { queries: 0, hits: 0 },
   };
-  if (spec.warmSystemPrompts ?? true) {
-    const systems = Array.from({ length: spec.shape.systemPrompts }, (_, system) => systemBlocksOf(spec.shape, system));
-    for (const engine of sim.engines) engine.warm(systems);
-  }
+  warmEngines(sim.engines, spec.shape, spec.warmSystemPrompts ?? true);
   const balancer = NGINX_BALANCERS[spec.contender];
   const path = balancer ? nginxPath(sim, balancer(sim.engines.length)) : sluicePath(sim);
 
@@ -249,10 +287,22 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
     records: sim.records,
     figures: placementFigures(sim.records, spec.warmupMs, spec.measureMs),
     cacheHitShare: queries > 0 ? hits / queries : Number.NaN,
+    measuredHitShare: sim.measured.queries > 0 ? sim.measured.hits / sim.measured.queries : Number.NaN,
     events,
     waited: path.waited(),
     engineQueuePeak,
   };
+}
+
+/** Caches the system prompts before the run, as `warm` says (see SimRunSpec.warmSystemPrompts). */
+function warmEngines(engines: readonly VirtualEngine[], shape: WorkloadShape, warm: boolean | 'spread'): void {
+  if (warm === false) return;
+  const systems = Array.from({ length: shape.systemPrompts }, (_, system) => systemBlocksOf(shape, system));
+  if (warm === 'spread') {
+    for (const [system, blocks] of systems.entries()) engines[system % engines.length]!.warm([blocks]);
+    return;
+  }
+  for (const engine of engines) engine.warm(systems);
 }
 
 /** An event: called with the virtual time it was due at. */
@@ -268,6 +318,8 @@ interface SimContext {
   readonly eventsWaiting: () => number;
   readonly engines: readonly VirtualEngine[];
   readonly records: CallRecord[];
+  /** Prompt and cached tokens of the calls due in the measured window, as the engines found them. */
+  readonly measured: { queries: number; hits: number };
 }
 
 /**
@@ -333,12 +385,17 @@ function refused(call: TraceCall, status: number): CallRecord {
 type Ended = (now: number) => void;
 
 /** The request an engine gets for `call`; `ended` runs once its record is kept. */
-function engineRequest(sim: SimContext, call: TraceCall, ended: Ended): EngineRequest {
-  const { shape } = sim.spec;
+function engineRequest(sim: SimContext, call: TraceCall, prompt: PromptBlocks, ended: Ended): EngineRequest {
+  const { shape, warmupMs, measureMs } = sim.spec;
   let firstTokenAt = Number.NaN;
   return {
-    prompt: promptBlocksOf(shape, call),
+    prompt,
     outputTokens: shape.outputTokens,
+    onStart(cachedTokens) {
+      if (call.at < warmupMs || call.at >= warmupMs + measureMs) return;
+      sim.measured.queries += prompt.tokens;
+      sim.measured.hits += cachedTokens;
+    },
     onFirstToken(now) {
       firstTokenAt = now;
     },
@@ -353,8 +410,15 @@ function engineRequest(sim: SimContext, call: TraceCall, ended: Ended): EngineRe
  * Sends `call` to `engine`, arriving at `at`; a refusal (queue full) becomes the call's 429 record
  * and runs `ended` too.
  */
-function deliver(sim: SimContext, engine: VirtualEngine, call: TraceCall, at: number, ended: Ended): void {
-  const request = engineRequest(sim, call, ended);
+function deliver(
+  sim: SimContext,
+  engine: VirtualEngine,
+  call: TraceCall,
+  at: number,
+  ended: Ended,
+  prompt: PromptBlocks = promptBlocksOf(sim.spec.shape, call),
+): void {
+  const request = engineRequest(sim, call, prompt, ended);
   sim.schedule(at, (arrival) => {
     if (engine.submit(request, arrival)) return;
     sim.records.push(refused(call, 429));
@@ -362,59 +426,111 @@ function deliver(sim: SimContext, engine: VirtualEngine, call: TraceCall, at: nu
   });
 }
 
-/** Through a sluice gateway with the contender's placer, in front of a runner per engine. */
+/**
+ * Through `spec.gateways` sluice gateways with the contender's placer, in front of a runner per
+ * engine. Calls reach the gateways in turn; every gateway probes its runners at the same instants.
+ */
 function sluicePath(sim: SimContext): CallPath {
   const { spec } = sim;
-  const gateway = { ...GATEWAY_DEFAULTS, ...spec.gateway };
+  const settings = { ...GATEWAY_DEFAULTS, ...spec.gateway };
+  const fleet = new FleetSlots();
+  const slots = sim.engines.map(() => new RunnerSlots(spec.fleet.slots, fleet));
+  const truth = truthOf(sim);
+  const gateways = Array.from({ length: spec.gateways ?? 1 }, (_, index) =>
+    simGateway(sim, { settings, fleet, slots, truth, index }),
+  );
+  let next = 0;
+  const probeAll = (at: number): void => {
+    for (const gateway of gateways) gateway.probe(at);
+    // Probing only while something else is queued: alone, it would keep the clock running forever.
+    if (sim.eventsWaiting() > 0) sim.schedule(at + settings.statusInterval, probeAll);
+  };
+  return {
+    arrive(call, at) {
+      const gateway = gateways[next]!;
+      next = (next + 1) % gateways.length;
+      gateway.arrive(call, at);
+    },
+    start() {
+      sim.schedule(0, probeAll);
+    },
+    waited: () => gateways.reduce((sum, gateway) => sum + gateway.walker.waited, 0),
+    settled: () => settledAll(gateways.map((gateway) => gateway.walker)),
+  };
+}
+
+/** What the gateways of a run share, and which one this is. */
+interface GatewayPlace {
+  readonly settings: Required<GatewaySettings>;
+  readonly fleet: FleetSlots;
+  /** Each runner's slots, taken by any gateway's calls. */
+  readonly slots: readonly RunnerSlots[];
+  /** The engines' caches as the gateways learn them; only for the cache-aware contenders. */
+  readonly truth: CacheTruth | undefined;
+  /** 0 for the first gateway, whose random source is the one a single gateway has. */
+  readonly index: number;
+}
+
+/** One simulated gateway: its runners' views, placer, walker and queue, and its pending placements. */
+interface SimGatewayPath {
+  readonly walker: SimWalker;
+  arrive(call: TraceCall, at: number): void;
+  /** Takes its runners' status, and wakes waiters for the free slots they show. */
+  probe(at: number): void;
+}
+
+function simGateway(sim: SimContext, { settings, fleet, slots, truth, index }: GatewayPlace): SimGatewayPath {
+  const { spec } = sim;
   const hopMs = spec.hops?.sluiceHopMs ?? DEFAULT_HOPS.sluiceHopMs;
   const width = String(sim.engines.length).length;
-  const fleet = new FleetSlots();
   const runners: readonly SimRunner[] = sim.engines.map(
-    (engine, i) => new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, fleet),
+    (engine, i) =>
+      new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, fleet, slots[i]),
   );
-  const random = seededRandom(mix(spec.seed, 2));
-  const placer =
-    spec.contender === SIZED_PREFIX_AFFINITY
-      ? builtinPlacers['prefix-affinity']!({
-          random,
-          now: sim.now,
-          staleAfterMs: gateway.staleAfterMs,
-          maxBlocks: sizedIndexBlocks(spec.shape, spec.rate),
-        })
-      : createPlacer(spec.contender, random, sim.now, gateway.staleAfterMs);
-  const signal = NEVER_ABORTED;
+  const ids = runners.map((runner) => runner.id);
+  const random = seededRandom(mix(spec.seed, 2 + index * 1_000));
   const walker = (spec.walk === 'placeCall' ? placeCallWalker : stepWalker)({
     runners,
     fleet,
-    placer,
-    settings: gateway,
+    placer: placerOf(spec, random, sim.now, settings),
+    settings,
     schedule: sim.schedule,
     now: sim.now,
   });
-
-  const probeAll = (at: number): void => {
-    for (const runner of runners) {
-      runner.probe(at);
-      // A report with free slots may be room for a waiting call, as the pool tells the queue.
-      walker.freed(at, runner.slots - runner.inFlight, runner.id);
-    }
-    // Probing only while something else is queued: alone, it would keep the clock running forever.
-    if (sim.eventsWaiting() > 0) sim.schedule(at + gateway.statusInterval, probeAll);
-  };
+  const pending = new PendingPlacements(spec.cachePendingMs ?? DEFAULT_CACHE_PENDING_MS);
+  truth?.onStored((prompt) => pending.stored(prompt));
 
   return {
+    walker,
+    probe(at) {
+      for (const runner of runners) {
+        runner.probe(at);
+        // A report with free slots may be room for a waiting call, as the pool tells the queue.
+        walker.freed(at, runner.free, runner.id);
+      }
+    },
     arrive(call, at) {
-      const runnerCall = runnerCallOf(spec.shape, call, at + gateway.placerTimeout, signal);
+      const prompt = promptBlocksOf(spec.shape, call);
+      const cache = truth && memoByTime(sim.now, () => promptCacheOf(prompt, truth, pending, ids, sim.now()));
+      const runnerCall = runnerCallOf(spec.shape, call, at + settings.placerTimeout, NEVER_ABORTED, cache);
       walker.start(
         runnerCall,
         at,
         {
           placed(runner, placedAt) {
+            if (truth) pending.add(runner.engine.id, prompt, placedAt);
             // A runner has no more slots than its engine runs sequences, so the engine never refuses it.
-            deliver(sim, runner.engine, call, placedAt + hopMs, (now) => {
-              runner.finished(placedAt, now);
-              walker.freed(now, 1, runner.id);
-            });
+            deliver(
+              sim,
+              runner.engine,
+              call,
+              placedAt + hopMs,
+              (now) => {
+                runner.finished(placedAt, now);
+                walker.freed(now, 1, runner.id);
+              },
+              prompt,
+            );
           },
           timedOut() {
             sim.records.push(refused(call, 503));
@@ -426,11 +542,35 @@ function sluicePath(sim: SimContext): CallPath {
         `session-${call.session}`,
       );
     },
-    start() {
-      sim.schedule(0, probeAll);
-    },
-    waited: () => walker.waited,
-    settled: () => walker.settled(),
+  };
+}
+
+/** The engines' caches as the contender's gateways learn them: the feed for kv-aware, live for the oracle. */
+function truthOf(sim: SimContext): CacheTruth | undefined {
+  const { spec } = sim;
+  if (spec.contender === ORACLE) return liveTruth(sim.engines);
+  if (spec.contender === 'kv-aware')
+    return mirroredTruth(sim.engines, spec.feedDelayMs ?? DEFAULT_FEED_DELAY_MS, sim.schedule);
+  return undefined;
+}
+
+/** Waits for every gateway's walks; one gateway's own answer as it is. */
+function settledAll(walkers: readonly SimWalker[]): Promise<void> | undefined {
+  if (walkers.length === 1) return walkers[0]!.settled();
+  const walking = walkers.map((walker) => walker.settled()).filter((w) => w !== undefined);
+  return walking.length === 0 ? undefined : Promise.all(walking).then(() => undefined);
+}
+
+/** `compute`'s answer, computed again only once the virtual time has moved. */
+function memoByTime<T>(now: () => number, compute: () => T): () => T {
+  let at = Number.NaN;
+  let value: T | undefined;
+  return () => {
+    if (now() !== at) {
+      value = compute();
+      at = now();
+    }
+    return value as T;
   };
 }
 
@@ -465,11 +605,17 @@ const NEVER_ABORTED: AbortSignal = Object.freeze({
  * The call as the gateway would hand it to the placer: the body's `user` (`session-<n>`) as the
  * key, the model as the function, and the prompt rendered from the messages exactly as the gateway
  * renders them. The prompt is rendered on first read: only prefix-affinity reads it, and building
- * it is most of a call's cost.
+ * it is most of a call's cost. `cache`, when given, answers the call's cache truth as it is when read.
  */
-function runnerCallOf(shape: WorkloadShape, call: TraceCall, placerDeadline: number, signal: AbortSignal): RunnerCall {
+function runnerCallOf(
+  shape: WorkloadShape,
+  call: TraceCall,
+  placerDeadline: number,
+  signal: AbortSignal,
+  cache?: () => PromptCache,
+): RunnerCall {
   let prompt: string | undefined;
-  return {
+  const runnerCall: RunnerCall = {
     id: `call-${call.session}-${call.turn}`,
     fn: shape.model,
     key: affinityKey(undefined, `session-${call.session}`, shape.model),
@@ -480,6 +626,24 @@ function runnerCallOf(shape: WorkloadShape, call: TraceCall, placerDeadline: num
       return (prompt ??= renderPrompt(messagesOf(shape, call), undefined));
     },
   };
+  return cache === undefined
+    ? runnerCall
+    : Object.defineProperty(runnerCall, 'cache', { get: cache, enumerable: true });
+}
+
+/** The contender's placer for one gateway, on the virtual clock. */
+function placerOf(spec: SimRunSpec, random: () => number, now: () => number, settings: GatewaySettings): Placer {
+  const { staleAfterMs } = settings;
+  if (spec.contender === SIZED_PREFIX_AFFINITY)
+    return builtinPlacers['prefix-affinity']!({
+      random,
+      now,
+      staleAfterMs,
+      maxBlocks: sizedIndexBlocks(spec.shape, spec.rate),
+    });
+  if (spec.contender === ORACLE || spec.contender === 'kv-aware')
+    return builtinPlacers['kv-aware']!({ random, now, staleAfterMs, ...spec.kvAware });
+  return createPlacer(spec.contender, random, now, staleAfterMs);
 }
 
 /**

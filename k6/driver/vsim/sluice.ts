@@ -2,12 +2,13 @@
  * The sluice path in the simulator: runners that are `Runner`s to the real placers, and the
  * gateway's own walk (placer/walk.ts) placing calls on them, on the virtual clock.
  *
- * A {@link SimRunner} answers as an HttpRunner in front of a runner with `--slots` slots does when
- * one gateway is its only client: busy while that many of the gateway's calls are in flight there
- * (the gateway's own shortcut, and the runner's answer), placed otherwise; its `load()` is the
+ * A {@link SimRunner} is one gateway's view of a runner with `--slots` slots, answering as an
+ * HttpRunner does: busy while all the runner's slots hold calls, whichever gateways sent them (its
+ * {@link RunnerSlots} are shared by every gateway's view), placed otherwise; its `load()` is the
  * gateway's own reading (`runnerLoad`, as HttpRunner.load()), this gateway's in-flight count plus
- * the runner's last status report, refreshed every `statusInterval` as the gateway's pool probes
- * static runners, less the calls of ours that report counted and that have ended since.
+ * the runner's last status report (which counts every gateway's calls), refreshed every
+ * `statusInterval` as the gateway's pool probes static runners, less the calls of ours that
+ * report counted and that have ended since. With one gateway, the runner's slots are its calls.
  *
  * The walk is `walkSteps`, the steps `placeCall` awaits, answered synchronously by
  * {@link stepWalker}: the runners listed, each offer answered at once. Offers and answers take no
@@ -62,25 +63,50 @@ export class FleetSlots {
   free = 0;
 }
 
-/** A runner in front of one virtual engine. */
+/**
+ * One runner's slots, shared by every gateway's view of it: the runner answers busy when all are
+ * taken, whichever gateways sent the calls, and its status report counts them all.
+ */
+export class RunnerSlots {
+  readonly slots: number;
+  readonly fleet: FleetSlots;
+  used = 0;
+
+  /** @param fleet the fleet's free-slot count; these slots are added to it. */
+  constructor(slots: number, fleet: FleetSlots) {
+    this.slots = slots;
+    this.fleet = fleet;
+    fleet.free += slots;
+  }
+}
+
+/** A runner in front of one virtual engine, as one gateway sees it. */
 export class SimRunner implements Runner<SimRunner> {
   readonly id: string;
   readonly slots: number;
   readonly engine: VirtualEngine;
-  readonly #fleet: FleetSlots;
+  readonly #shared: RunnerSlots;
   #inFlight = 0;
   #report: StatusReport | undefined;
   readonly #ended = new EndedCalls();
   /** The last load() answer, kept until the count or the report changes: placers read every runner per call. */
   #load: RunnerLoad | undefined;
 
-  /** @param fleet the fleet's free-slot count, shared by its runners; this one's slots are added to it. */
-  constructor(id: string, slots: number, engine: VirtualEngine, fleet: FleetSlots = new FleetSlots()) {
+  /**
+   * @param fleet the fleet's free-slot count, shared by its runners; this one's slots are added to
+   *   it unless `shared` (the runner's slots, when several gateways send it calls) already were.
+   */
+  constructor(
+    id: string,
+    slots: number,
+    engine: VirtualEngine,
+    fleet: FleetSlots = new FleetSlots(),
+    shared: RunnerSlots = new RunnerSlots(slots, fleet),
+  ) {
     this.id = id;
     this.slots = slots;
     this.engine = engine;
-    this.#fleet = fleet;
-    fleet.free += slots;
+    this.#shared = shared;
   }
 
   /** Calls this gateway placed here that have not finished. */
@@ -88,11 +114,17 @@ export class SimRunner implements Runner<SimRunner> {
     return this.#inFlight;
   }
 
+  /** Slots no gateway's call holds. */
+  get free(): number {
+    return this.slots - this.#shared.used;
+  }
+
   /** The offer, answered at once: busy while every slot holds a call, else placed (and counted). */
   offer(): TryExecResult<SimRunner> {
-    if (this.#inFlight >= this.slots) return BUSY;
+    if (this.#shared.used >= this.slots) return BUSY;
     this.#inFlight++;
-    this.#fleet.free--;
+    this.#shared.used++;
+    this.#shared.fleet.free--;
     this.#load = undefined;
     return { kind: 'placed', value: this };
   }
@@ -105,15 +137,16 @@ export class SimRunner implements Runner<SimRunner> {
   /** A call placed here at `sent` finished at `now`: its slot is free again. */
   finished(sent: number, now: number): void {
     this.#inFlight--;
-    this.#fleet.free++;
+    this.#shared.used--;
+    this.#shared.fleet.free++;
     this.#ended.record(sent, now);
     this.#load = undefined;
   }
 
-  /** Takes the runner's status as the pool's probe does: slots in use, the engine's queue and KV use. */
+  /** Takes the runner's status as the pool's probe does: slots in use (every gateway's), the engine's queue and KV use. */
   probe(now: number): void {
     this.#report = {
-      slotsInUse: this.#inFlight,
+      slotsInUse: this.#shared.used,
       slots: this.slots,
       queue: this.engine.waiting,
       kvCacheUsage: this.engine.kvCacheUsage(now),
