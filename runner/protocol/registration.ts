@@ -287,12 +287,16 @@ function modelsProblem(field: string, value: unknown): string | undefined {
   return undefined;
 }
 
-/** Why `value` is not a short one-line string, or undefined when it is one. */
-function labelProblem(field: string, value: unknown): string | undefined {
-  const max = REGISTRATION_LIMITS.label;
+/** Why `value` is not one line of at most `max` characters, or undefined when it is one. */
+function oneLineProblem(field: string, value: unknown, max: number): string | undefined {
   if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value))
     return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
   return undefined;
+}
+
+/** Why `value` is not a short one-line string, or undefined when it is one. */
+function labelProblem(field: string, value: unknown): string | undefined {
+  return oneLineProblem(field, value, REGISTRATION_LIMITS.label);
 }
 
 /**
@@ -567,10 +571,7 @@ export const HOSTED_STATES: readonly HostedState[] = Object.freeze([
 
 /** Why `value` is not one line of at most {@link REGISTRATION_LIMITS}.outputLine characters, or undefined. */
 function outputLineProblem(field: string, value: unknown): string | undefined {
-  const max = REGISTRATION_LIMITS.outputLine;
-  if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value))
-    return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
-  return undefined;
+  return oneLineProblem(field, value, REGISTRATION_LIMITS.outputLine);
 }
 
 /** Why `value` is not a hosted engine's report, or undefined; absent is fine (it hosts none). */

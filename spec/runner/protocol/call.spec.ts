@@ -7,6 +7,7 @@ import {
   parseExecTiming,
   withoutHopByHop,
 } from '../../../runner/protocol/index.ts';
+import { CONNECT_ERROR_CODES } from '../../../runner/protocol/call.ts';
 
 /** An Error carrying a Node/undici style `code`. */
 function coded(code: string, options?: { cause?: unknown }): Error {
@@ -161,15 +162,7 @@ describe('withoutHopByHop', () => {
 });
 
 describe('isConnectError', () => {
-  it.each([
-    'ECONNREFUSED',
-    'ENOTFOUND',
-    'EAI_AGAIN',
-    'EHOSTUNREACH',
-    'ENETUNREACH',
-    'EADDRNOTAVAIL',
-    'UND_ERR_CONNECT_TIMEOUT',
-  ])('returns true when the error code is %s', (code) => {
+  it.each([...CONNECT_ERROR_CODES])('returns true when the error code is %s', (code) => {
     expect(isConnectError(coded(code))).toBe(true);
   });
 
