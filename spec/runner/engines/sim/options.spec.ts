@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  H100_8B_PROFILE,
-  resolveSimEngineOptions,
-  SimOptionError,
-  SMALL_PROFILE,
-} from '../../../../runner/engines/sim/index.ts';
+import { resolveSimEngineOptions, SimOptionError } from '../../../../runner/engines/sim/index.ts';
+import { H100_8B_PROFILE, SMALL_PROFILE } from '../../../../runner/engines/sim/index.ts';
 import { SluiceError } from '../../../../placer/kernel/index.ts';
 import { expectThrows } from '../../../support/throws.ts';
 
