@@ -373,6 +373,23 @@ export function reportedLoad(status: RunnerStatus, staleAfter: number): Reported
 }
 
 /**
+ * What a registration and a heartbeat both say of the runner now: its load, what it could host,
+ * the engine it hosts and its cache's naming.
+ */
+function stateBody(
+  status: RunnerStatus,
+  staleAfter: number,
+  cache: CacheAnnouncement | undefined,
+): Pick<RunnerHeartbeat, 'load' | 'capacity' | 'hosted' | 'cache'> {
+  return {
+    load: reportedLoad(status, staleAfter),
+    capacity: status.capacity,
+    ...(status.hosted ? { hosted: status.hosted } : {}),
+    ...(cache ? { cache } : {}),
+  };
+}
+
+/**
  * What a runner sends when it registers: who it is, where to call it, what it serves, its load,
  * and how its engine's cache blocks are named when gateways can follow them.
  */
@@ -391,10 +408,7 @@ export function registrationBody(
     slots: status.slots.total,
     gpus: status.gpus,
     ready: status.ready,
-    load: reportedLoad(status, staleAfter),
-    capacity: status.capacity,
-    ...(status.hosted ? { hosted: status.hosted } : {}),
-    ...(cache ? { cache } : {}),
+    ...stateBody(status, staleAfter, cache),
   };
 }
 
@@ -405,9 +419,6 @@ export function heartbeatBody(status: RunnerStatus, staleAfter: number, cache?: 
     ready: status.ready,
     state: status.state,
     models: status.models,
-    load: reportedLoad(status, staleAfter),
-    capacity: status.capacity,
-    ...(status.hosted ? { hosted: status.hosted } : {}),
-    ...(cache ? { cache } : {}),
+    ...stateBody(status, staleAfter, cache),
   };
 }

@@ -192,7 +192,7 @@ export class KeyCall {
     const { key } = this;
     if (key.limits.storedBytes === undefined) return undefined;
     const admission = await this.#calls.step(() =>
-      this.#calls.limiter.reserveStored(key.id, key.limits, callId, cap, until),
+      this.#calls.limiter.reserveStored(key.id, key.limits, { callId, cap, until }),
     );
     if (admission.kind === 'refused') return refusal(key, admission, {});
     this.#room = { callId, reserved: 'reserved' in admission ? admission.reserved : 0 };

@@ -27,7 +27,7 @@ import {
 } from '../detached/store/index.ts';
 import type { RedisTimeouts } from '../detached/store/index.ts';
 import { decideWindow, resolveLimiterOptions } from './limits.ts';
-import type { Admission, KeyLimits, Limiter, LimiterOptions, StoredAdmission } from './limits.ts';
+import type { Admission, KeyLimits, Limiter, LimiterOptions, StoredAdmission, StoredReservation } from './limits.ts';
 import { checksFor, show } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
@@ -304,9 +304,7 @@ class RedisLimiter implements Limiter {
   async reserveStored(
     keyId: string,
     limits: KeyLimits,
-    callId: string,
-    cap: number,
-    until: number,
+    { callId, cap, until }: StoredReservation,
   ): Promise<StoredAdmission> {
     const limit = limits.storedBytes;
     if (limit === undefined) return NOTHING_RESERVED;

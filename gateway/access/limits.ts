@@ -62,6 +62,15 @@ export type Admission =
       readonly window?: WindowState;
     };
 
+/** What {@link Limiter.reserveStored} reserves for: a detached call, its result's largest size, and until when. */
+export interface StoredReservation {
+  readonly callId: string;
+  /** The most bytes to reserve: the largest result with its record. */
+  readonly cap: number;
+  /** Ms since the epoch: the call's lifetime end, after which an unsettled reservation lapses. */
+  readonly until: number;
+}
+
 /** {@link Limiter.reserveStored}'s answer: on admission, the bytes reserved for the call's result. */
 export type StoredAdmission =
   | { readonly kind: 'admitted'; readonly reserved: number }
@@ -91,7 +100,7 @@ export interface Limiter {
    * since the epoch: the call's lifetime end, after which an unsettled reservation lapses). A
    * refusal reserves nothing. A key without storedBytes is admitted with nothing reserved.
    */
-  reserveStored(keyId: string, limits: KeyLimits, callId: string, cap: number, until: number): Promise<StoredAdmission>;
+  reserveStored(keyId: string, limits: KeyLimits, reservation: StoredReservation): Promise<StoredAdmission>;
   /**
    * Replaces the reservation of `callId` (`reserved` bytes, 0 for none) by its stored result:
    * `bytes` counted against the key until `expiresAt` (ms since the epoch).
@@ -354,13 +363,7 @@ class MemoryLimiter implements Limiter {
     return DONE;
   }
 
-  reserveStored(
-    keyId: string,
-    limits: KeyLimits,
-    callId: string,
-    cap: number,
-    until: number,
-  ): Promise<StoredAdmission> {
+  reserveStored(keyId: string, limits: KeyLimits, { callId, cap, until }: StoredReservation): Promise<StoredAdmission> {
     const limit = limits.storedBytes;
     if (limit === undefined) return Promise.resolve(NOTHING_RESERVED);
     const state = this.#state(keyId);

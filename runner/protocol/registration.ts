@@ -287,12 +287,16 @@ function modelsProblem(field: string, value: unknown): string | undefined {
   return undefined;
 }
 
-/** Why `value` is not a short one-line string, or undefined when it is one. */
-function labelProblem(field: string, value: unknown): string | undefined {
-  const max = REGISTRATION_LIMITS.label;
+/** Why `value` is not one line of at most `max` characters, or undefined when it is one. */
+function oneLineProblem(field: string, value: unknown, max: number): string | undefined {
   if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value))
     return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
   return undefined;
+}
+
+/** Why `value` is not a short one-line string, or undefined when it is one. */
+function labelProblem(field: string, value: unknown): string | undefined {
+  return oneLineProblem(field, value, REGISTRATION_LIMITS.label);
 }
 
 /**
@@ -415,6 +419,31 @@ function gpusProblem(value: unknown): string | undefined {
   return undefined;
 }
 
+/** What a registration and a heartbeat both report of the runner's state now. */
+type RunnerState = Pick<RunnerHeartbeat, 'load' | 'capacity' | 'hosted' | 'cache'>;
+
+/** Why the state fields of a `body` (registration or heartbeat) are not what the wire says, or undefined. */
+function stateProblem(body: string, b: Partial<RunnerState>): string | undefined {
+  return (
+    loadProblem(b.load) ??
+    capacityProblem(`${body} capacity`, b.capacity) ??
+    hostedProblem(`${body} hosted`, b.hosted) ??
+    cacheProblem(`${body} cache`, b.cache)
+  );
+}
+
+/** A fresh copy of the state fields of a body {@link stateProblem} found fine. */
+function stateOf(b: Partial<RunnerState>): RunnerState {
+  const capacity = capacityOf(b.capacity);
+  const cache = cacheOf(b.cache);
+  return {
+    load: b.load!,
+    ...(capacity ? { capacity } : {}),
+    ...(b.hosted === undefined ? {} : { hosted: hostedOf(b.hosted) }),
+    ...(cache ? { cache } : {}),
+  };
+}
+
 /**
  * Checks a registration body, every field of it against {@link REGISTRATION_LIMITS}. `ready`
  * defaults to true and `version` to `unknown` for runners older than those fields. The value is
@@ -435,12 +464,8 @@ export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
     enginesProblem(b.engines ?? []) ??
     countProblem('registration slots', b.slots, 1, REGISTRATION_LIMITS.slots) ??
     gpusProblem(b.gpus) ??
-    loadProblem(b.load) ??
-    capacityProblem('registration capacity', b.capacity) ??
-    hostedProblem('registration hosted', b.hosted) ??
-    cacheProblem('registration cache', b.cache);
+    stateProblem('registration', b);
   if (problem) return invalid(problem);
-  const cache = cacheOf(b.cache);
   return {
     kind: 'ok',
     value: {
@@ -452,10 +477,7 @@ export function parseRegistration(body: unknown): Parsed<RunnerRegistration> {
       slots: b.slots!,
       gpus: b.gpus,
       ready: b.ready !== false,
-      load: b.load!,
-      ...(b.capacity === undefined ? {} : { capacity: capacityOf(b.capacity)! }),
-      ...(b.hosted === undefined ? {} : { hosted: hostedOf(b.hosted) }),
-      ...(cache ? { cache } : {}),
+      ...stateOf(b),
     },
   };
 }
@@ -469,23 +491,15 @@ export function parseHeartbeat(body: unknown): Parsed<RunnerHeartbeat> {
       ? undefined
       : `heartbeat ready must be true or false, got ${show(b.ready)}`) ??
     modelsProblem('heartbeat models', b.models) ??
-    loadProblem(b.load) ??
-    capacityProblem('heartbeat capacity', b.capacity) ??
-    hostedProblem('heartbeat hosted', b.hosted) ??
-    cacheProblem('heartbeat cache', b.cache);
+    stateProblem('heartbeat', b);
   if (problem) return invalid(problem);
-  const capacity = capacityOf(b.capacity);
-  const cache = cacheOf(b.cache);
   return {
     kind: 'ok',
     value: {
       ready: b.ready !== false,
       state: b.state === 'draining' ? 'draining' : 'serving',
       models: b.models!,
-      load: b.load!,
-      ...(capacity ? { capacity } : {}),
-      ...(b.hosted === undefined ? {} : { hosted: hostedOf(b.hosted) }),
-      ...(cache ? { cache } : {}),
+      ...stateOf(b),
     },
   };
 }
@@ -567,10 +581,7 @@ export const HOSTED_STATES: readonly HostedState[] = Object.freeze([
 
 /** Why `value` is not one line of at most {@link REGISTRATION_LIMITS}.outputLine characters, or undefined. */
 function outputLineProblem(field: string, value: unknown): string | undefined {
-  const max = REGISTRATION_LIMITS.outputLine;
-  if (typeof value !== 'string' || value.length > max || !ONE_LINE.test(value))
-    return `${field} must be a string of at most ${max} characters on one line, got ${show(value)}`;
-  return undefined;
+  return oneLineProblem(field, value, REGISTRATION_LIMITS.outputLine);
 }
 
 /** Why `value` is not a hosted engine's report, or undefined; absent is fine (it hosts none). */

@@ -109,21 +109,25 @@ async function post(url: string, path: string, body?: unknown): Promise<void> {
   await res.body.dump();
 }
 
+/** Clears the engine's cache until `mirror` hears it: a PUB socket drops what it sends before a subscription reaches it. */
+async function clearUntilHeard(mirror: CacheMirror, url: string): Promise<void> {
+  await eventually(
+    async () => {
+      await post(url, '/reset_prefix_cache');
+      return mirror.live;
+    },
+    10_000,
+    'the engine heard',
+  );
+}
+
 const words = (count: number, tag: string): string => Array.from({ length: count }, (_, i) => `${tag}${i}`).join(' ');
 
 describe("the runner's subscriber and mirror over the simulated engine's events", () => {
   it("holds what the engine's cache holds through stores, evictions and a reset, over a real ZMQ socket", async () => {
     const { mirror, endpoint } = await subscribedMirror();
     const { engine, url } = await startSim(endpoint, 12);
-    // A PUB socket drops what it sends before the subscription reaches it: clear until heard.
-    await eventually(
-      async () => {
-        await post(url, '/reset_prefix_cache');
-        return mirror.live;
-      },
-      10_000,
-      'the engine heard',
-    );
+    await clearUntilHeard(mirror, url);
     // Clears posted while it waited come before the calls' events: the stream keeps the engine's order.
     for (const tag of ['a', 'b', 'c', 'a', 'd'])
       await post(url, '/v1/completions', { prompt: words(21, tag), max_tokens: 1 });
@@ -184,14 +188,7 @@ describe("the simulated engine's replay socket", () => {
     });
     cleanups.push(() => engine.close());
     const { url } = await engine.listen(0, '127.0.0.1');
-    await eventually(
-      async () => {
-        await post(url, '/reset_prefix_cache');
-        return mirror.live;
-      },
-      10_000,
-      'the engine heard',
-    );
+    await clearUntilHeard(mirror, url);
     await post(url, '/v1/completions', { prompt: words(40, 'r'), max_tokens: 1 });
     await eventually(() => mirror.size === 2, 10_000, 'the blocks heard');
 

@@ -2,7 +2,12 @@
 import { expect } from 'vitest';
 import { InvalidRegistrationError } from '../../gateway/errors.ts';
 import type { RunnerAddressPolicy } from '../../gateway/fleet/registration-policy.ts';
+import type { GatewayOptions } from '../../gateway/options.ts';
+import { createGateway } from '../../gateway/server.ts';
+import type { Gateway } from '../../gateway/server.ts';
+import { createJsonLogger } from '../../placer/kernel/index.ts';
 import type { RunnerRegistration } from '../../runner/protocol/index.ts';
+import { OPERATOR_TOKEN } from './fleet.ts';
 
 /** The load of a runner with four slots, none in use. */
 export const IDLE_LOAD = Object.freeze({ slotsInUse: 0, slots: 4, queue: 0, models: {} });
@@ -32,4 +37,18 @@ export function verdict(policy: RunnerAddressPolicy, url: string): string {
     expect((error as InvalidRegistrationError).code).toBe('GW_INVALID_REGISTRATION');
     return (error as Error).message;
   }
+}
+
+/**
+ * An in-process gateway that takes registrations with `runnerToken` from loopback runners and
+ * answers {@link OPERATOR_TOKEN}, logging errors only; `options` add to or override that.
+ */
+export function registeringGateway(runnerToken: string, options: Omit<GatewayOptions, 'runnerToken'> = {}): Gateway {
+  return createGateway({
+    runnerToken,
+    runnerNetworks: ['127.0.0.0/8'],
+    operatorTokens: [OPERATOR_TOKEN],
+    logger: createJsonLogger({ level: 'error', write: () => {} }),
+    ...options,
+  });
 }

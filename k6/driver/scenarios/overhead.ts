@@ -19,16 +19,16 @@ import { LoadClient, runClosedLoop, runOpenLoop } from '../load.ts';
 import { startOtlpSink } from '../otlp-sink.ts';
 import type { OtlpSink } from '../otlp-sink.ts';
 import type { LoadTarget } from '../load.ts';
-import { resolveBenchOptions } from '../options.ts';
-import type { BenchOptions, ResolvedBenchOptions } from '../options.ts';
+import type { ResolvedBenchOptions } from '../options.ts';
 import { combine, summarize } from '../record.ts';
 import { ratio } from '../stats.ts';
 import type { LoadMode, LoadResult, RunSummary } from '../record.ts';
-import { formatMs, formatRatios, formatRuns, formatTable, ratios, startScenario, writeResults } from '../report.ts';
+import { formatMs, formatRatios, formatRuns, formatTable, ratios, writeResults } from '../report.ts';
 import { Recorder } from '../record.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { Stack } from '../stack.ts';
-import type { Scenario, ScenarioContext } from '../types.ts';
+import type { Scenario } from '../types.ts';
+import { benchScenario } from '../scenario.ts';
 
 /** The request every target gets: one short prompt, one output token. */
 export const OVERHEAD_REQUEST = Object.freeze({
@@ -177,11 +177,9 @@ export function formatTracingCost(runs: readonly OverheadRun[], received: { expo
 }
 
 /** The `overhead` scenario. */
-export const overhead: Scenario = {
-  summary: 'the cost of a hop through sluice, against the runner direct and nginx',
-  async run(raw: BenchOptions, ctx: ScenarioContext) {
-    const options = resolveBenchOptions(raw);
-    const { progress, write, startedAt, machine } = startScenario(ctx);
+export const overhead: Scenario = benchScenario(
+  'the cost of a hop through sluice, against the runner direct and nginx',
+  async (options, { progress, write, startedAt, machine }, ctx) => {
     const clients: LoadClient[] = [];
     let stack: Stack | undefined;
     let sink: OtlpSink | undefined;
@@ -295,7 +293,7 @@ export const overhead: Scenario = {
       await sink?.close();
     }
   },
-};
+);
 
 type RawRun = { round: number; result: LoadResult; cpu: Record<string, number> };
 

@@ -23,10 +23,9 @@ import type { Placer, Runner, RunnerCall, RunnerLoad, RunnerPool, TryExecResult 
 import { costChart } from '../cost-chart.ts';
 import { growth, measureCost } from '../micro.ts';
 import type { CostBounds, CostSample } from '../micro.ts';
-import { resolveBenchOptions } from '../options.ts';
-import type { BenchOptions } from '../options.ts';
-import { formatTable, startScenario, writeResults } from '../report.ts';
-import type { Scenario, ScenarioContext } from '../types.ts';
+import { formatTable, writeResults } from '../report.ts';
+import type { Scenario } from '../types.ts';
+import { benchScenario } from '../scenario.ts';
 
 /** Pool sizes measured, smallest first (the growth ratio is last over first). */
 const POOL_SIZES: readonly number[] = Object.freeze([10, 100, 1_000, 10_000]);
@@ -80,11 +79,9 @@ export function medianSample(samples: readonly CostSample[]): CostSample {
 }
 
 /** The `scale` scenario. */
-export const scale: Scenario = {
-  summary: 'placement decision cost (µs per call) per placer with 10 to 10,000 runners, in process',
-  async run(raw: BenchOptions, ctx: ScenarioContext) {
-    const options = resolveBenchOptions(raw);
-    const { progress, write, startedAt, machine } = startScenario(ctx);
+export const scale: Scenario = benchScenario(
+  'placement decision cost (µs per call) per placer with 10 to 10,000 runners, in process',
+  async (options, { progress, write, startedAt, machine }, ctx) => {
     const calls = benchCalls(CALL_VARIETY);
     const cells: ScaleCell[] = [];
     // Without this the first cells timed (the small pools) pay for compiling the placers and the
@@ -254,7 +251,7 @@ export const scale: Scenario = {
     const files = await writeResults(ctx, options.out, 'scale', startedAt, report, svg, write);
     return { files };
   },
-};
+);
 
 const PLACED: TryExecResult<string> = Object.freeze({ kind: 'placed', value: 'ok' });
 

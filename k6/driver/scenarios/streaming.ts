@@ -13,18 +13,17 @@ import { Pool } from 'undici';
 import { latencyChart } from '../chart.ts';
 import { startCpuSample } from '../cpu.ts';
 import { assertLocalTarget } from '../load.ts';
-import { resolveBenchOptions } from '../options.ts';
-import type { BenchOptions } from '../options.ts';
 import { summarize } from '../record.ts';
 import type { LoadMode, RunSummary } from '../record.ts';
-import { formatMs, formatTable, startScenario, writeResults } from '../report.ts';
+import { formatMs, formatTable, writeResults } from '../report.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { EngineTiming, Stack } from '../stack.ts';
 import { distribution, ratio } from '../stats.ts';
 import type { Distribution } from '../stats.ts';
 import { countEvents, gapsOf } from '../stream-record.ts';
 import type { StreamTrace } from '../stream-record.ts';
-import type { Scenario, ScenarioContext } from '../types.ts';
+import type { Scenario } from '../types.ts';
+import { benchScenario } from '../scenario.ts';
 
 /** The engine every stream comes from: 50 ms to the first token, then one every 20 ms. */
 const STREAMING_ENGINE: EngineTiming = Object.freeze({ ttftMs: 50, itlMs: 20, outputTokens: 40 });
@@ -63,11 +62,9 @@ interface Target {
 }
 
 /** The `streaming` scenario. */
-export const streaming: Scenario = {
-  summary: 'time to first token and inter-chunk gaps of SSE streams, direct vs through sluice',
-  async run(raw: BenchOptions, ctx: ScenarioContext) {
-    const options = resolveBenchOptions(raw);
-    const { progress, write, startedAt, machine } = startScenario(ctx);
+export const streaming: Scenario = benchScenario(
+  'time to first token and inter-chunk gaps of SSE streams, direct vs through sluice',
+  async (options, { progress, write, startedAt, machine }, ctx) => {
     const concurrency = options.connections;
     const targets: Target[] = [];
     let stack: Stack | undefined;
@@ -167,7 +164,7 @@ export const streaming: Scenario = {
       await stack?.stop();
     }
   },
-};
+);
 
 type Outcome = { kind: 'ok'; trace: StreamTrace } | { kind: 'error'; error: string };
 

@@ -20,10 +20,9 @@ import { seededRandom } from '../../../placer/index.ts';
 import { barChart } from '../bar-chart.ts';
 import { measureCost } from '../micro.ts';
 import type { CostBounds } from '../micro.ts';
-import { resolveBenchOptions } from '../options.ts';
-import type { BenchOptions } from '../options.ts';
-import { formatTable, startScenario, writeResults } from '../report.ts';
-import type { Scenario, ScenarioContext } from '../types.ts';
+import { formatTable, writeResults } from '../report.ts';
+import type { Scenario } from '../types.ts';
+import { benchScenario } from '../scenario.ts';
 
 type Announcement = Parameters<PromptMapper['blocksOf']>[1];
 
@@ -58,11 +57,9 @@ export interface TokensCell {
 }
 
 /** The `tokens` scenario. */
-export const tokens: Scenario = {
-  summary: 'prompt mapping cost (tokenize and hash, µs per call) per tokenizer for 1k and 8k-token prompts',
-  async run(raw: BenchOptions, ctx: ScenarioContext) {
-    const options = resolveBenchOptions(raw);
-    const { progress, write, startedAt, machine } = startScenario(ctx);
+export const tokens: Scenario = benchScenario(
+  'prompt mapping cost (tokenize and hash, µs per call) per tokenizer for 1k and 8k-token prompts',
+  async (options, { progress, write, startedAt, machine }, ctx) => {
     const cells: TokensCell[] = [];
     for (const { dir, announcement } of tokenizersOf(ctx.env)) {
       if (!(await new PromptMapper({ tokenizerDir: dir }).prepare(announcement))) {
@@ -103,7 +100,7 @@ export const tokens: Scenario = {
     const report = { scenario: 'tokens', startedAt, machine, bounds: BOUNDS, cells };
     return { files: await writeResults(ctx, options.out, 'tokens', startedAt, report, svg, write) };
   },
-};
+);
 
 const fixed = (us: number) => (Number.isFinite(us) ? us.toFixed(1) : '-');
 

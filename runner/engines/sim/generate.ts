@@ -195,7 +195,8 @@ export async function handleGeneration(
   try {
     if (signal.aborted) return;
     const run = (onToken: (index: number) => void): Promise<Played> => generate(ctx, plan, arrivedAt, onToken, signal);
-    outcome = plan.stream ? await streamTokens(ctx, kind, plan, res, run) : await answerOnce(ctx, kind, plan, res, run);
+    const respond = plan.stream ? streamTokens : answerOnce;
+    outcome = await respond(ctx, kind, plan, res, run);
   } finally {
     release(outcome);
   }
@@ -304,18 +305,31 @@ function usageOf(ctx: SimCallContext, plan: Plan, cachedTokens: number): Usage {
 /** Plays the admitted request, calling `onToken` as each step's tokens exist; bound to its plan and signal. */
 type Run = (onToken: (index: number) => void) => Promise<Played>;
 
-/** One token writer per choice, each with its own words. */
-function writersFor(plan: Plan): Array<(index: number) => string> {
-  return Array.from({ length: plan.choices }, (_, choice) => createTokenWriter(plan.prompt, choice));
-}
-
-async function answerOnce(
+/** Writes the answer to a played request: whole once it is done, or streamed as it is played. */
+type Respond = (
   ctx: SimCallContext,
   kind: GenerationKind,
   plan: Plan,
   res: ServerResponse,
   run: Run,
-): Promise<SlotOutcome> {
+) => Promise<SlotOutcome>;
+
+/** The fields every answer and every stream chunk opens with; `object` names which it is. */
+function headOf(ctx: SimCallContext, kind: GenerationKind, plan: Plan, object: string) {
+  return {
+    id: newId(kind === 'chat' ? 'chatcmpl' : 'cmpl', ctx.options.random),
+    object,
+    created: createdAt(ctx.options),
+    model: plan.model,
+  };
+}
+
+/** One token writer per choice, each with its own words. */
+function writersFor(plan: Plan): Array<(index: number) => string> {
+  return Array.from({ length: plan.choices }, (_, choice) => createTokenWriter(plan.prompt, choice));
+}
+
+const answerOnce: Respond = async (ctx, kind, plan, res, run) => {
   const writers = writersFor(plan);
   const parts: string[][] = writers.map(() => []);
   const played = await run((index) => writers.forEach((write, choice) => parts[choice]!.push(write(index))));
@@ -327,29 +341,15 @@ async function answerOnce(
       : { index, text, logprobs: null, finish_reason: plan.finishReason };
   });
   sendJson(res, 200, {
-    id: newId(kind === 'chat' ? 'chatcmpl' : 'cmpl', ctx.options.random),
-    object: kind === 'chat' ? 'chat.completion' : 'text_completion',
-    created: createdAt(ctx.options),
-    model: plan.model,
+    ...headOf(ctx, kind, plan, kind === 'chat' ? 'chat.completion' : 'text_completion'),
     choices,
     usage: usageOf(ctx, plan, played.cachedTokens),
   });
   return 'completed';
-}
+};
 
-async function streamTokens(
-  ctx: SimCallContext,
-  kind: GenerationKind,
-  plan: Plan,
-  res: ServerResponse,
-  run: Run,
-): Promise<SlotOutcome> {
-  const head = {
-    id: newId(kind === 'chat' ? 'chatcmpl' : 'cmpl', ctx.options.random),
-    object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion',
-    created: createdAt(ctx.options),
-    model: plan.model,
-  };
+const streamTokens: Respond = async (ctx, kind, plan, res, run) => {
+  const head = headOf(ctx, kind, plan, kind === 'chat' ? 'chat.completion.chunk' : 'text_completion');
   // OpenAI sends `usage: null` on every chunk but the last when usage was asked for.
   const tail = plan.includeUsage ? { usage: null } : {};
   // One choice per chunk, named by its index, as vLLM streams parallel samples.
@@ -382,4 +382,4 @@ async function streamTokens(
     res.write(`data: ${JSON.stringify({ ...head, choices: [], usage: usageOf(ctx, plan, played.cachedTokens) })}\n\n`);
   res.end('data: [DONE]\n\n');
   return 'completed';
-}
+};

@@ -134,7 +134,7 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       for (let i = 0; i < 5; i++) {
         expect(await limiter.admitCall('k', {}, `l${i}`)).toEqual({ kind: 'admitted' });
         expect(await limiter.admitTokens('k', {}, 1e6)).toEqual({ kind: 'admitted' });
-        expect(await limiter.reserveStored('k', {}, `c${i}`, 1e6, T0 + 1000)).toEqual({
+        expect(await limiter.reserveStored('k', {}, { callId: `c${i}`, cap: 1e6, until: T0 + 1000 })).toEqual({
           kind: 'admitted',
           reserved: 0,
         });
@@ -145,26 +145,29 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       const { limiter, elapse } = await fixture();
       const limits = { storedBytes: 1000 };
       const until = T0 + 60_000;
+      const reserve = (key: string, callId: string) => limiter.reserveStored(key, limits, { callId, cap: 100, until });
       await limiter.settleStored('k', 'c1', 0, 600, T0 + 10_000);
-      expect(await limiter.reserveStored('k', limits, 'c2', 100, until)).toEqual({ kind: 'admitted', reserved: 100 });
+      expect(await reserve('k', 'c2')).toEqual({ kind: 'admitted', reserved: 100 });
       await limiter.settleStored('k', 'c2', 100, 500, T0 + 20_000);
-      expect(await limiter.reserveStored('k', limits, 'c3', 100, until)).toEqual({
+      expect(await reserve('k', 'c3')).toEqual({
         kind: 'refused',
         limit: 'stored-bytes',
         retryAfterMs: 10_000,
       });
       elapse(9_999);
-      expect((await limiter.reserveStored('k', limits, 'c3', 100, until)).kind).toBe('refused');
+      expect((await reserve('k', 'c3')).kind).toBe('refused');
       elapse(1);
-      expect(await limiter.reserveStored('k', limits, 'c3', 100, until)).toEqual({ kind: 'admitted', reserved: 100 });
-      expect((await limiter.reserveStored('other', limits, 'c4', 100, until)).kind).toBe('admitted');
+      expect(await reserve('k', 'c3')).toEqual({ kind: 'admitted', reserved: 100 });
+      expect((await reserve('other', 'c4')).kind).toBe('admitted');
     });
 
     it('reserves room for results at admission: of calls in parallel only as many as fit are admitted', async () => {
       const { limiter } = await fixture();
       const limits = { storedBytes: 1000 };
       const answers = await Promise.all(
-        Array.from({ length: 10 }, (_, i) => limiter.reserveStored('k', limits, `c${i}`, 300, T0 + 60_000)),
+        Array.from({ length: 10 }, (_, i) =>
+          limiter.reserveStored('k', limits, { callId: `c${i}`, cap: 300, until: T0 + 60_000 }),
+        ),
       );
       // 300, 300, 300, then the 100 left; the rest find the limit reserved.
       expect(answers.map((a) => (a.kind === 'admitted' ? a.reserved : a.limit))).toEqual([
@@ -180,24 +183,29 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       const { limiter } = await fixture();
       const limits = { storedBytes: 1000 };
       const until = T0 + 60_000;
-      expect(await limiter.reserveStored('k', limits, 'a', 600, until)).toEqual({ kind: 'admitted', reserved: 600 });
-      expect(await limiter.reserveStored('k', limits, 'b', 600, until)).toEqual({ kind: 'admitted', reserved: 400 });
+      const reserve = (callId: string) => limiter.reserveStored('k', limits, { callId, cap: 600, until });
+      expect(await reserve('a')).toEqual({ kind: 'admitted', reserved: 600 });
+      expect(await reserve('b')).toEqual({ kind: 'admitted', reserved: 400 });
       // a's result is 200: 400 of its room comes back.
       await limiter.settleStored('k', 'a', 600, 200, T0 + 3_600_000);
-      expect(await limiter.reserveStored('k', limits, 'c', 600, until)).toEqual({ kind: 'admitted', reserved: 400 });
+      expect(await reserve('c')).toEqual({ kind: 'admitted', reserved: 400 });
       await limiter.releaseStored('k', 'b', 400);
       await limiter.releaseStored('k', 'b', 400);
-      expect(await limiter.reserveStored('k', limits, 'd', 600, until)).toEqual({ kind: 'admitted', reserved: 400 });
-      expect((await limiter.reserveStored('k', limits, 'e', 600, until)).kind).toBe('refused');
+      expect(await reserve('d')).toEqual({ kind: 'admitted', reserved: 400 });
+      expect((await reserve('e')).kind).toBe('refused');
     });
 
     it("lets a reservation nobody settled lapse at its call's lifetime end", async () => {
       const { limiter, elapse } = await fixture();
       const limits = { storedBytes: 1000 };
-      expect((await limiter.reserveStored('k', limits, 'a', 1000, T0 + 5_000)).kind).toBe('admitted');
-      expect((await limiter.reserveStored('k', limits, 'b', 1000, T0 + 60_000)).kind).toBe('refused');
+      expect((await limiter.reserveStored('k', limits, { callId: 'a', cap: 1000, until: T0 + 5_000 })).kind).toBe(
+        'admitted',
+      );
+      expect((await limiter.reserveStored('k', limits, { callId: 'b', cap: 1000, until: T0 + 60_000 })).kind).toBe(
+        'refused',
+      );
       elapse(5_000);
-      expect(await limiter.reserveStored('k', limits, 'b', 1000, T0 + 60_000)).toEqual({
+      expect(await limiter.reserveStored('k', limits, { callId: 'b', cap: 1000, until: T0 + 60_000 })).toEqual({
         kind: 'admitted',
         reserved: 1000,
       });
@@ -214,17 +222,19 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
         expect((await other.admitTokens('k', limits, 10)).kind).toBe('admitted');
         expect((await made.limiter.admitTokens('k', limits, 1)).kind).toBe('refused');
         const stored = { storedBytes: 100 };
-        expect(await made.limiter.reserveStored('k', stored, 'a', 70, T0 + 60_000)).toEqual({
+        expect(await made.limiter.reserveStored('k', stored, { callId: 'a', cap: 70, until: T0 + 60_000 })).toEqual({
           kind: 'admitted',
           reserved: 70,
         });
-        expect(await other.reserveStored('k', stored, 'b', 70, T0 + 60_000)).toEqual({
+        expect(await other.reserveStored('k', stored, { callId: 'b', cap: 70, until: T0 + 60_000 })).toEqual({
           kind: 'admitted',
           reserved: 30,
         });
-        expect((await made.limiter.reserveStored('k', stored, 'c', 70, T0 + 60_000)).kind).toBe('refused');
+        expect((await made.limiter.reserveStored('k', stored, { callId: 'c', cap: 70, until: T0 + 60_000 })).kind).toBe(
+          'refused',
+        );
         await other.releaseStored('k', 'a', 70);
-        expect(await made.limiter.reserveStored('k', stored, 'c', 70, T0 + 60_000)).toEqual({
+        expect(await made.limiter.reserveStored('k', stored, { callId: 'c', cap: 70, until: T0 + 60_000 })).toEqual({
           kind: 'admitted',
           reserved: 70,
         });

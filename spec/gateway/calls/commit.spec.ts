@@ -41,6 +41,12 @@ async function runnerFor(engine: string): Promise<{ runner: RunnerServer; url: s
   return { runner, url };
 }
 
+/** A runner in front of a simulated engine of `options`, both closed after the test. */
+async function simRunner(options: SimEngineOptions) {
+  const { engine, url } = await simEngine(options);
+  return { engine, runner: await runnerFor(url) };
+}
+
 /** Offers runners in the order their URLs were given to the gateway. */
 function inOrder(urls: string[]): Placer {
   const rank = (r: Runner<unknown>) => urls.findIndex((u) => new URL(u).host === r.id);
@@ -67,8 +73,7 @@ function gatewayOver(urls: string[], callTimeout?: number): Promise<string> {
 describe('commit semantics', () => {
   it('answers 502 when the runner took the call and its engine failed, without trying the next runner', async () => {
     const bad = await runnerFor(await droppingEngine());
-    const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 0 });
-    const good = await runnerFor(engineUrl);
+    const { engine, runner: good } = await simRunner({ ttftMs: 0, itlMs: 0 });
     const url = await gatewayOver([bad.url, good.url]);
 
     const res = await postJson(`${url}/v1/chat/completions`, chatBody());
@@ -82,8 +87,7 @@ describe('commit semantics', () => {
 
   it('skips a runner whose port refuses connections and places on the next', async () => {
     const goneUrl = `http://127.0.0.1:${await freePort()}`;
-    const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 0 });
-    const good = await runnerFor(engineUrl);
+    const { engine, runner: good } = await simRunner({ ttftMs: 0, itlMs: 0 });
     const url = await gatewayOver([goneUrl, good.url]);
 
     const res = await postJson(`${url}/v1/chat/completions`, chatBody());
@@ -94,8 +98,7 @@ describe('commit semantics', () => {
 
 describe('call timeout', () => {
   it('stops a call at its deadline: 504 before any output, an error event mid-stream, and the engine aborts', async () => {
-    const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 40, outputTokens: 100 });
-    const runner = await runnerFor(engineUrl);
+    const { engine, runner } = await simRunner({ ttftMs: 0, itlMs: 40, outputTokens: 100 });
     const url = await gatewayOver([runner.url], 300);
 
     const whole = await postJson(`${url}/v1/chat/completions`, chatBody());
@@ -131,8 +134,7 @@ describe('a runner whose engine is still starting', () => {
 
 describe('maxInFlight', () => {
   it('refuses a call past the cap with 503 GW_OVERLOADED and Retry-After, and serves again once below it', async () => {
-    const { engine, url: engineUrl } = await simEngine({ ttftMs: 0, itlMs: 30, outputTokens: 20 });
-    const runner = await runnerFor(engineUrl);
+    const { engine, runner } = await simRunner({ ttftMs: 0, itlMs: 30, outputTokens: 20 });
     const url = await gatewayWith({ runners: [runner.url], maxInFlight: 1 });
     const first = postJson(`${url}/v1/chat/completions`, chatBody());
     await expect.poll(() => engine.stats().running, { timeout: 5000, interval: 5 }).toBe(1);

@@ -10,9 +10,9 @@ import { startService } from '../../../placer/kernel/processes.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { COLD_START_HEADER } from '../../../gateway/control/cold-start.ts';
 import { recordingColdStarts } from '../../support/cold-starts.ts';
-import { createGateway } from '../../../gateway/server.ts';
-import { OPERATOR_TOKEN, asOperator, chatBody, eventually, getJson, metricValue } from '../../support/fleet.ts';
+import { asOperator, chatBody, eventually, getJson, metricValue } from '../../support/fleet.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
+import { registeringGateway } from '../../support/registrations.ts';
 
 const TOKEN = 'cold-start-test-token-0123456789';
 const started: ChildService[] = [];
@@ -50,10 +50,7 @@ describe('a cold start on real processes', () => {
     const cold = recordingColdStarts(['sim-small']);
     const telemetry = createPrometheusMetrics();
     closers.push(() => telemetry.shutdown());
-    const gateway = createGateway({
-      runnerToken: TOKEN,
-      runnerNetworks: ['127.0.0.0/8'],
-      operatorTokens: [OPERATOR_TOKEN],
+    const gateway = registeringGateway(TOKEN, {
       heartbeatInterval: 200,
       placerTimeout: 60_000,
       coldStarts: cold,

@@ -5,13 +5,12 @@
  */
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGateway } from '../../../gateway/server.ts';
 import type { Gateway } from '../../../gateway/server.ts';
 import { MAX_CACHE_UPDATE_BYTES } from '../../../gateway/fleet/runner-routes.ts';
-import { createJsonLogger } from '../../../placer/kernel/index.ts';
 import { REGISTER_PATH, SIM_TOKENIZER, cacheFeedPath } from '../../../runner/protocol/index.ts';
 import type { RunnerRegistration } from '../../../runner/protocol/index.ts';
-import { OPERATOR_TOKEN, asOperator, getJson, postJson } from '../../support/fleet.ts';
+import { asOperator, getJson, postJson } from '../../support/fleet.ts';
+import { registeringGateway } from '../../support/registrations.ts';
 
 const RUNNER_TOKEN = 'cache-route-spec-runner-token-0123456789';
 const auth = { authorization: `Bearer ${RUNNER_TOKEN}` };
@@ -19,14 +18,7 @@ const auth = { authorization: `Bearer ${RUNNER_TOKEN}` };
 let gateway: Gateway;
 let url: string;
 beforeAll(async () => {
-  gateway = createGateway({
-    runnerToken: RUNNER_TOKEN,
-    runnerNetworks: ['127.0.0.0/8'],
-    operatorTokens: [OPERATOR_TOKEN],
-    heartbeatInterval: 60_000,
-    lostAfter: 600_000,
-    logger: createJsonLogger({ level: 'error', write: () => {} }),
-  });
+  gateway = registeringGateway(RUNNER_TOKEN, { heartbeatInterval: 60_000, lostAfter: 600_000 });
   url = (await gateway.listen()).url;
   const registration: RunnerRegistration = {
     id: 'r1',

@@ -7,24 +7,15 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGateway } from '../../../gateway/server.ts';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
 import { PromptMapper } from '../../../gateway/tokens/index.ts';
 import { createKvAwarePlacer } from '../../../placer/index.ts';
-import { createJsonLogger } from '../../../placer/kernel/index.ts';
 import { REGISTER_PATH, SIM_TOKENIZER, cacheFeedPath, packBlockKeys } from '../../../runner/protocol/index.ts';
 import type { CacheAnnouncement, CacheUpdate, RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { createRunner } from '../../../runner/server.ts';
-import {
-  OPERATOR_TOKEN,
-  asOperator,
-  eventually,
-  getJson,
-  metricValue,
-  metrics,
-  postJson,
-} from '../../support/fleet.ts';
+import { asOperator, eventually, getJson, metricValue, metrics, postJson } from '../../support/fleet.ts';
 import { startScriptedEngine } from '../../support/scripted-engine.ts';
+import { registeringGateway } from '../../support/registrations.ts';
 
 const RUNNER_TOKEN = 'cache-truth-spec-runner-token-0123456789';
 const MODEL = 'sim-small';
@@ -94,10 +85,7 @@ async function feed(id: string, update: CacheUpdate) {
 beforeAll(async () => {
   const telemetry = createPrometheusMetrics();
   cleanups.push(() => telemetry.shutdown());
-  const gateway = createGateway({
-    runnerToken: RUNNER_TOKEN,
-    runnerNetworks: ['127.0.0.0/8'],
-    operatorTokens: [OPERATOR_TOKEN],
+  const gateway = registeringGateway(RUNNER_TOKEN, {
     placer: createKvAwarePlacer(),
     meterProvider: telemetry.meterProvider,
     renderMetrics: telemetry.render,
@@ -107,7 +95,6 @@ beforeAll(async () => {
     cacheFeedStaleAfterMs: 600_000,
     // Pending blocks stay pending for the whole spec, whatever the machine's pace.
     cachePendingMs: 600_000,
-    logger: createJsonLogger({ level: 'error', write: () => {} }),
   });
   ({ url: gw } = await gateway.listen());
   cleanups.push(() => gateway.close());

@@ -13,8 +13,8 @@ import { createSimEngine } from '../../../runner/engines/sim/server.ts';
 import { REGISTER_PATH, heartbeatPath, runnerPath } from '../../../runner/protocol/index.ts';
 import { parseNvidiaSmi } from '../../../runner/inventory.ts';
 import { createRunner } from '../../../runner/server.ts';
-import { OPERATOR_TOKEN, asOperator, chatBody, eventually, postJson } from '../../support/fleet.ts';
-import { IDLE_LOAD as load, registration } from '../../support/registrations.ts';
+import { asOperator, chatBody, eventually, postJson } from '../../support/fleet.ts';
+import { IDLE_LOAD as load, registeringGateway, registration } from '../../support/registrations.ts';
 import { serversForEach } from '../../support/servers.ts';
 import { startSimRunner } from '../../support/sim-runner.ts';
 
@@ -27,10 +27,7 @@ async function realRunner(id: string): Promise<string> {
 }
 
 async function gateway(options: Partial<GatewayOptions> = {}): Promise<string> {
-  const gw = createGateway({
-    runnerToken: TOKEN,
-    runnerNetworks: ['127.0.0.0/8'],
-    operatorTokens: [OPERATOR_TOKEN],
+  const gw = registeringGateway(TOKEN, {
     heartbeatInterval: 50,
     unreachableAfterMissed: 2,
     lostAfter: 400,

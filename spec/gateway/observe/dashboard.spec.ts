@@ -13,18 +13,14 @@ import { createJsonLogger } from '../../../placer/kernel/index.ts';
 import { REGISTER_PATH } from '../../../runner/protocol/index.ts';
 import type { RunnerRegistration } from '../../../runner/protocol/index.ts';
 import { OPERATOR_TOKEN, asOperator, getJson, postJson } from '../../support/fleet.ts';
+import { registeringGateway } from '../../support/registrations.ts';
 
 const RUNNER_TOKEN = 'dashboard-spec-runner-token-0123456789';
 
 let gateway: Gateway;
 let url: string;
 beforeAll(async () => {
-  gateway = createGateway({
-    runnerToken: RUNNER_TOKEN,
-    runnerNetworks: ['127.0.0.0/8'],
-    operatorTokens: [OPERATOR_TOKEN],
-    logger: createJsonLogger({ level: 'error', write: () => {} }),
-  });
+  gateway = registeringGateway(RUNNER_TOKEN);
   url = (await gateway.listen()).url;
 });
 afterAll(() => gateway?.close());

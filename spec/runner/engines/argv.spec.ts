@@ -15,6 +15,8 @@ const profile = (p: Partial<EngineProfile> & Pick<EngineProfile, 'kind'>): Promi
   validateProfile({ model: 'org/model', port: 8000, ...p }, node);
 const base = { PATH: '/usr/bin', HOME: '/home/runner' };
 const SIM = ['/usr/bin/node', '/srv/sluice/gateway/cli/sluice.mjs'];
+/** What every vllm command line here starts with: the model served on the profile's host and port. */
+const VLLM_HEAD = ['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000'];
 
 describe('engineCommand', () => {
   it.each<[string, Partial<EngineProfile> & Pick<EngineProfile, 'kind'>, string, string[], Record<string, string>]>([
@@ -22,16 +24,10 @@ describe('engineCommand', () => {
       'vllm on two GPUs',
       { kind: 'vllm', gpus: [2, 3] },
       '/opt/bin/vllm',
-      ['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000', '--tensor-parallel-size', '2'],
+      [...VLLM_HEAD, '--tensor-parallel-size', '2'],
       { CUDA_VISIBLE_DEVICES: '2,3' },
     ],
-    [
-      'vllm with no GPUs listed',
-      { kind: 'vllm' },
-      '/opt/bin/vllm',
-      ['serve', 'org/model', '--host', '127.0.0.1', '--port', '8000'],
-      {},
-    ],
+    ['vllm with no GPUs listed', { kind: 'vllm' }, '/opt/bin/vllm', VLLM_HEAD, {}],
     [
       'sglang on four GPUs',
       { kind: 'sglang', gpus: [0, 1, 2, 3], host: '0.0.0.0', port: 30000 },
@@ -135,12 +131,7 @@ describe('engineCommand', () => {
       { baseEnv: {} },
     );
     expect(built.args).toEqual([
-      'serve',
-      'org/model',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '8000',
+      ...VLLM_HEAD,
       '--tensor-parallel-size',
       '1',
       '--max-model-len',
@@ -163,16 +154,7 @@ describe('engineCommand', () => {
       baseEnv: { ...base, PYTHONHASHSEED: 'random' },
       cache,
     });
-    expect(built.args).toEqual([
-      'serve',
-      'org/model',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '8000',
-      ...cacheArgs,
-      '--enforce-eager',
-    ]);
+    expect(built.args).toEqual([...VLLM_HEAD, ...cacheArgs, '--enforce-eager']);
     expect(built.env).toEqual({ ...base, PYTHONHASHSEED: '0' });
   });
 

@@ -7,6 +7,7 @@ import {
   parseExecTiming,
   withoutHopByHop,
 } from '../../../runner/protocol/index.ts';
+import { CONNECT_ERROR_CODES } from '../../../runner/protocol/call.ts';
 
 /** An Error carrying a Node/undici style `code`. */
 function coded(code: string, options?: { cause?: unknown }): Error {
@@ -75,24 +76,39 @@ describe('formatExecTiming', () => {
 });
 
 describe('withoutHopByHop', () => {
-  it('returns the headers without hop-by-hop ones when given request headers', () => {
-    const out = withoutHopByHop({
-      connection: 'keep-alive',
-      'keep-alive': 'timeout=5',
-      'proxy-connection': 'keep-alive',
-      'transfer-encoding': 'chunked',
-      te: 'trailers',
-      trailer: 'server-timing',
-      upgrade: 'h2c',
-      expect: '100-continue',
-      'proxy-authorization': 'Basic eA==',
-      host: 'gateway:8080',
-      'content-length': '123',
-      'content-type': 'application/json',
-      authorization: 'Bearer x',
-      'sluice-session': 's1',
-    });
-    expect(out).toEqual({ 'content-type': 'application/json', authorization: 'Bearer x', 'sluice-session': 's1' });
+  it.each([
+    [
+      'hop-by-hop ones when given request headers',
+      {
+        connection: 'keep-alive',
+        'keep-alive': 'timeout=5',
+        'proxy-connection': 'keep-alive',
+        'transfer-encoding': 'chunked',
+        te: 'trailers',
+        trailer: 'server-timing',
+        upgrade: 'h2c',
+        expect: '100-continue',
+        'proxy-authorization': 'Basic eA==',
+        host: 'gateway:8080',
+        'content-length': '123',
+        'content-type': 'application/json',
+        authorization: 'Bearer x',
+        'sluice-session': 's1',
+      },
+      { 'content-type': 'application/json', authorization: 'Bearer x', 'sluice-session': 's1' },
+    ],
+    [
+      'any header the Connection header names when given a request',
+      { connection: 'keep-alive, X-Hop-Secret ,x-debug', 'x-hop-secret': 's', 'x-debug': '1', 'x-kept': 'k' },
+      { 'x-kept': 'k' },
+    ],
+    [
+      'any header named by any of several Connection lines when given response headers',
+      { connection: ['close', 'x-engine-hop'], 'x-engine-hop': 'h', close: 'odd', 'content-type': 'text/plain' },
+      { 'content-type': 'text/plain' },
+    ],
+  ])('returns the headers without %s', (_name, headers, expected) => {
+    expect(withoutHopByHop(headers)).toEqual(expected);
   });
 
   it('returns array values unchanged when a header is repeated', () => {
@@ -100,26 +116,6 @@ describe('withoutHopByHop', () => {
     const out = withoutHopByHop({ 'set-cookie': cookies, connection: 'close' });
     expect(out).toEqual({ 'set-cookie': ['a=1', 'b=2'] });
     expect(out['set-cookie']).toBe(cookies);
-  });
-
-  it('returns no header the Connection header names when given a request', () => {
-    const out = withoutHopByHop({
-      connection: 'keep-alive, X-Hop-Secret ,x-debug',
-      'x-hop-secret': 's',
-      'x-debug': '1',
-      'x-kept': 'k',
-    });
-    expect(out).toEqual({ 'x-kept': 'k' });
-  });
-
-  it('returns no header named by any of several Connection lines when given response headers', () => {
-    const out = withoutHopByHop({
-      connection: ['close', 'x-engine-hop'],
-      'x-engine-hop': 'h',
-      close: 'odd',
-      'content-type': 'text/plain',
-    });
-    expect(out).toEqual({ 'content-type': 'text/plain' });
   });
 
   it('returns the end-to-end headers when Connection names none of them', () => {
@@ -161,15 +157,7 @@ describe('withoutHopByHop', () => {
 });
 
 describe('isConnectError', () => {
-  it.each([
-    'ECONNREFUSED',
-    'ENOTFOUND',
-    'EAI_AGAIN',
-    'EHOSTUNREACH',
-    'ENETUNREACH',
-    'EADDRNOTAVAIL',
-    'UND_ERR_CONNECT_TIMEOUT',
-  ])('returns true when the error code is %s', (code) => {
+  it.each([...CONNECT_ERROR_CODES])('returns true when the error code is %s', (code) => {
     expect(isConnectError(coded(code))).toBe(true);
   });
 

@@ -165,8 +165,10 @@ describe('sim engine model: prefix cache', () => {
 describe('sim engine model: load', () => {
   // The load model is checked on the delays the engine plans, each with the number of sequences
   // running when it was planned: wall-clock gaps on a busy machine stretch either way.
-  it('plans every gap at itlMs times the load scale, and 3 times itlMs with all 3 slots busy', async () => {
-    const itlMs = 30;
+  const itlMs = 30;
+
+  /** An engine of 3 slots slowing to 3 times itlMs when full, recording the delays it plans. */
+  async function startLoaded() {
     const timing = recordingTiming({ prefillOverheadMs: 5, itlMs, loadFactor: 3, maxNumSeqs: 3 });
     const { url } = await startEngine({
       prefillOverheadMs: 5,
@@ -176,6 +178,11 @@ describe('sim engine model: load', () => {
       loadFactor: 3,
       timing,
     });
+    return { url, timing };
+  }
+
+  it('plans every gap at itlMs times the load scale, and 3 times itlMs with all 3 slots busy', async () => {
+    const { url, timing } = await startLoaded();
     const streams = ['a', 'b', 'c'].map(() => new AbortController());
     const reads = streams.map((controller, index) =>
       stream(url, `p${index}`, {}, controller.signal).catch(() => undefined),
@@ -190,16 +197,7 @@ describe('sim engine model: load', () => {
   });
 
   it('slows a running stream down once others join it', async () => {
-    const itlMs = 30;
-    const timing = recordingTiming({ prefillOverheadMs: 5, itlMs, loadFactor: 3, maxNumSeqs: 3 });
-    const { url } = await startEngine({
-      prefillOverheadMs: 5,
-      itlMs,
-      outputTokens: 200,
-      maxNumSeqs: 3,
-      loadFactor: 3,
-      timing,
-    });
+    const { url, timing } = await startLoaded();
     const first = new AbortController();
     const res = await postJson(`${url}/v1/completions`, { prompt: 'first', stream: true }, first.signal);
     const others = [new AbortController(), new AbortController()];

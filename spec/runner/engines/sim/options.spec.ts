@@ -1,27 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { resolveSimEngineOptions, SimOptionError } from '../../../../runner/engines/sim/index.ts';
+import { H100_8B_PROFILE, SMALL_PROFILE } from '../../../../runner/engines/sim/index.ts';
 import { SluiceError } from '../../../../placer/kernel/index.ts';
 import { expectThrows } from '../../../support/throws.ts';
 
 describe('resolveSimEngineOptions', () => {
   it('returns frozen defaults when given nothing', () => {
     const options = resolveSimEngineOptions({ random: () => 0.5 });
-    // The small profile keeps the fixed timings the engine had before profiles existed.
+    // The small profile is the default: its timings, queue and cache sizes.
     expect(options).toMatchObject({
       profile: 'small',
       models: ['sim-small'],
       engineId: 'sim-800000',
-      prefillOverheadMs: 20,
-      prefillPerTokenMs: 0,
-      prefillJitterStdMs: 0,
-      itlMs: 5,
-      itlJitterStdMs: 0,
-      loadFactor: 1,
+      ...SMALL_PROFILE,
       outputTokens: 16,
-      maxNumSeqs: 16,
-      maxQueue: 256,
-      cacheBlocks: 4096,
-      kvBlocks: 65_536,
       maxBodyBytes: 16 * 1024 * 1024,
       failureRate: { 429: 0, 503: 0, 500: 0 },
       startupDelayMs: 0,
@@ -34,18 +26,7 @@ describe('resolveSimEngineOptions', () => {
   });
 
   it('returns the h100-8b numbers when that profile is named', () => {
-    expect(resolveSimEngineOptions({ profile: 'h100-8b' })).toMatchObject({
-      profile: 'h100-8b',
-      prefillOverheadMs: 30,
-      prefillPerTokenMs: 0.25,
-      itlMs: 12,
-      itlJitterStdMs: 2,
-      loadFactor: 2,
-      maxNumSeqs: 16,
-      maxQueue: 64,
-      cacheBlocks: 27_000,
-      kvBlocks: 27_000,
-    });
+    expect(resolveSimEngineOptions({ profile: 'h100-8b' })).toMatchObject({ profile: 'h100-8b', ...H100_8B_PROFILE });
   });
 
   it('lets each field override its profile', () => {

@@ -14,21 +14,20 @@ const echoed = (value: unknown): string =>
   /'input': (.*)\}$/s.exec(schemaError({ field: 'x', kind: 'k', msg: 'm', input: value }).message)![1]!;
 
 describe('vLLM error classes', () => {
-  it('returns BadRequestError, NotFoundError and InternalServerError with their statuses, and param only when given', () => {
-    expect(badRequest('n must be at least 1', 'n')).toEqual({
-      status: 400,
-      type: 'BadRequestError',
-      message: 'n must be at least 1',
-      param: 'n',
-    });
-    expect(badRequest('no')).toEqual({ status: 400, type: 'BadRequestError', message: 'no' });
-    expect(notFound('no such model', 'model')).toEqual({
-      status: 404,
-      type: 'NotFoundError',
-      message: 'no such model',
-      param: 'model',
-    });
-    expect(internalError('boom')).toEqual({ status: 500, type: 'InternalServerError', message: 'boom' });
+  it.each([
+    [
+      'badRequest with a param',
+      badRequest('n must be at least 1', 'n'),
+      400,
+      'BadRequestError',
+      'n must be at least 1',
+      'n',
+    ],
+    ['badRequest without one', badRequest('no'), 400, 'BadRequestError', 'no', undefined],
+    ['notFound with a param', notFound('no such model', 'model'), 404, 'NotFoundError', 'no such model', 'model'],
+    ['internalError', internalError('boom'), 500, 'InternalServerError', 'boom', undefined],
+  ])('returns %s with its status and type, and param only when given', (_name, error, status, type, message, param) => {
+    expect(error).toEqual({ status, type, message, ...(param === undefined ? {} : { param }) });
   });
 
   it('returns other statuses typed by their HTTP phrase', () => {
