@@ -46,17 +46,17 @@ export function createKvAwarePlacer(options: KvAwareOptions = {}): Placer {
         return leastLoadedOrder(loadsOf(runners, now(), staleAfterMs), random);
       const pool = indexedLoadsOf(runners, now(), staleAfterMs);
       const holders = costedHolders(cache, pool, config);
-      if (holders.length === 0) return leastLoadedOrder(pool.loaded, random);
-      if (outOfBalance(holders[0]!.entry.load, pool, config)) return leastLoadedOrder(pool.loaded, random);
+      const best = cheapestOf(holders);
+      if (best === undefined || outOfBalance(best.entry.load, pool, config))
+        return leastLoadedOrder(pool.loaded, random);
       const [fresh] = leastLoadedOrder(pool.loaded, random);
       const freshCost = costOf(cache.promptTokens, 0, pool.loaded[pool.positions.get(fresh!.id)!]!.load, config);
-      return cheapestFirst(holders, freshCost, pool.loaded);
+      return cheapestFirst(best, holders, freshCost, pool.loaded);
     },
     preferred(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {
       const cache = call.cache;
       if (cache === undefined || cache.holders.size === 0) return undefined;
-      const holders = costedHolders(cache, indexedLoadsOf(runners, now(), staleAfterMs), config);
-      return holders[0]?.entry.runner.id;
+      return cheapestOf(costedHolders(cache, indexedLoadsOf(runners, now(), staleAfterMs), config))?.entry.runner.id;
     },
   };
 }
@@ -73,7 +73,7 @@ function costOf(promptTokens: number, cached: number, load: number, config: KvAw
   return prefill * (1 + config.loadWeight * load);
 }
 
-/** The holders the pool lists, cheapest first (equal costs by load, then id, as on every gateway). */
+/** The holders the pool lists, each with its cost, in no particular order. */
 function costedHolders<R extends Runner<unknown>>(
   cache: PromptCache,
   pool: IndexedLoads<R>,
@@ -86,23 +86,40 @@ function costedHolders<R extends Runner<unknown>>(
     const entry = pool.loaded[position]!;
     holders.push({ entry, cost: costOf(cache.promptTokens, cached, entry.load, config) });
   }
-  return holders.sort((a, b) => a.cost - b.cost || byLoad(a.entry, b.entry));
+  return holders;
+}
+
+/** Cheaper first; equal costs by load, then id, so every gateway orders alike. */
+function byCost<R extends Runner<unknown>>(a: CostedHolder<R>, b: CostedHolder<R>): number {
+  return a.cost - b.cost || byLoad(a.entry, b.entry);
+}
+
+/** The cheapest holder, found in one pass: the walk rarely asks past it, so the rest are not sorted yet. */
+function cheapestOf<R extends Runner<unknown>>(holders: readonly CostedHolder<R>[]): CostedHolder<R> | undefined {
+  let best: CostedHolder<R> | undefined;
+  for (const holder of holders) if (best === undefined || byCost(holder, best) < 0) best = holder;
+  return best;
 }
 
 /**
- * The holders cheaper than `freshCost`, cheapest first, then every other runner by load. When no
- * holder beats a fresh runner, that is least-loaded order with the holders in it by their load.
+ * The holders cheaper than `freshCost`, cheapest first (`best` is the cheapest), then every other
+ * runner by load. When no holder beats a fresh runner, that is least-loaded order with the holders
+ * in it by their load. Only `best` is known before the walk asks for a second runner.
  */
 function* cheapestFirst<R extends Runner<unknown>>(
+  best: CostedHolder<R>,
   holders: readonly CostedHolder<R>[],
   freshCost: number,
   loaded: readonly LoadedRunner<R>[],
 ): Generator<R, void, undefined> {
   const offered = new Set<LoadedRunner<R>>();
-  for (const holder of holders) {
-    if (holder.cost >= freshCost) break;
-    offered.add(holder.entry);
-    yield holder.entry.runner;
+  if (best.cost < freshCost) {
+    offered.add(best.entry);
+    yield best.entry.runner;
+    for (const holder of holders.filter((h) => h !== best && h.cost < freshCost).sort(byCost)) {
+      offered.add(holder.entry);
+      yield holder.entry.runner;
+    }
   }
   for (const entry of loaded.filter((e) => !offered.has(e)).sort(byLoad)) yield entry.runner;
 }

@@ -26,6 +26,8 @@ import type { CostBounds, CostSample } from '../micro.ts';
 import { formatTable, writeResults } from '../report.ts';
 import type { Scenario } from '../types.ts';
 import { benchScenario } from '../scenario.ts';
+import { TRUTH_HOLDERS, TRUTH_PROMPT_BLOCKS, TRUTH_SHAPES, measureTruthDecision } from './scale-truth.ts';
+import type { TruthCell } from './scale-truth.ts';
 
 /** Pool sizes measured, smallest first (the growth ratio is last over first). */
 const POOL_SIZES: readonly number[] = Object.freeze([10, 100, 1_000, 10_000]);
@@ -156,6 +158,18 @@ export const scale: Scenario = benchScenario(
         samples.get(key)!.order.push(order);
         samples.get(key)!.placeCall.push({ calls: 0, elapsedMs: 0, usPerCall: Number.NaN });
       }
+      for (const shape of TRUTH_SHAPES) {
+        for (const size of POOL_SIZES) {
+          if (ctx.signal?.aborted) throw new Error('benchmark interrupted');
+          const decision = await measureTruthDecision(shape, fakeFleet(size), calls, SCALE_BOUNDS);
+          progress(
+            `pass ${pass} kv-aware on cache truth, ${shape}, ${String(size).padStart(6)} runners: ${formatUs(decision.usPerCall)} µs\n`,
+          );
+          const key = `truth/${shape}/${size}`;
+          if (!samples.has(key)) samples.set(key, { order: [], placeCall: [] });
+          samples.get(key)!.order.push(decision);
+        }
+      }
     }
     const promptCells: PromptCell[] = [];
     const coldCells: PromptCell[] = [];
@@ -226,6 +240,28 @@ export const scale: Scenario = benchScenario(
     write(`first runner from placer.order(call, runners), µs per call\n${promptTable('order')}\n\n`);
     write(`placeCall with the first runner committing at once, µs per call\n${promptTable('placeCall')}\n\n`);
 
+    const truthCells: TruthCell[] = TRUTH_SHAPES.flatMap((shape) =>
+      POOL_SIZES.map((size) => ({
+        shape,
+        runners: size,
+        decision: medianSample(samples.get(`truth/${shape}/${size}`)!.order),
+      })),
+    );
+    write(
+      `kv-aware on cache truth: the index walk for a ${TRUTH_PROMPT_BLOCKS * 16}-token prompt (${TRUTH_PROMPT_BLOCKS} blocks), ${TRUTH_HOLDERS} runners holding its context, and the order's first runner; tokenizing not included (sluice bench tokens), µs per call\n`,
+    );
+    write(
+      `${formatTable(
+        ['truth', ...POOL_SIZES.map((n) => `${n} µs`)],
+        TRUTH_SHAPES.map((shape) => [
+          shape,
+          ...POOL_SIZES.map((n) =>
+            formatUs(truthCells.find((c) => c.shape === shape && c.runners === n)!.decision.usPerCall),
+          ),
+        ]),
+      )}\n\n`,
+    );
+
     const report = {
       scenario: 'scale',
       startedAt: startedAt.toISOString(),
@@ -237,6 +273,7 @@ export const scale: Scenario = benchScenario(
       promptSizes: PROMPT_SIZES,
       promptCells,
       coldCells,
+      truthCells,
     };
     const subtitle = `${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z, log-log`;
     const svg = costChart(
