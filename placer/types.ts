@@ -41,11 +41,17 @@ export interface PromptCache {
   /** The prompt's length in the engines' tokens. */
   readonly promptTokens: number;
   /**
-   * The runners whose engines hold some of the prompt's start, with the leading tokens each
-   * holds (a multiple of the block size). A runner not listed holds none of it, if its cache is
-   * known at all (see {@link known}).
+   * The runners whose engines hold more of the prompt's start than {@link floor}, with the
+   * leading tokens each holds (a multiple of the block size). A runner not listed holds the
+   * floor if its cache is known (see {@link known}); nothing is known of it otherwise.
    */
   readonly holders: ReadonlyMap<string, number>;
+  /**
+   * Leading tokens of the prompt every runner listed for the call holds (a preamble cached across
+   * the fleet), given once here rather than for each runner; every listed runner's cache is then
+   * known. @default 0
+   */
+  readonly floor?: number;
   /**
    * False when the runner's cache is unknown: it sends no cache feed, or its feed is stale, lagging
    * or restarting. A placer should then weigh that runner by load alone, as if it held nothing.

@@ -68,7 +68,8 @@ export class CacheChecks {
   placed(call: GatewayCall, runnerId: string): void {
     const view = this.#views.get(call);
     if (!view || !this.#truth) return;
-    this.#predicted.set(call, view.cache.holders.get(runnerId) ?? 0);
+    const { holders, floor = 0, known } = view.cache;
+    this.#predicted.set(call, holders.get(runnerId) ?? (known(runnerId) ? floor : 0));
     this.#truth.placed(view, runnerId);
   }
 

@@ -145,7 +145,10 @@ export class CacheIndex {
 
   /**
    * Adds to `out`, for each runner holding the first of `keys`, the leading tokens it holds
-   * (blocks held in a row from the first, pending ones included, times `blockSize`).
+   * (blocks held in a row from the first, pending ones included, times `blockSize`), and returns
+   * the floor: the leading tokens every runner in the index holds (a preamble the whole fleet has
+   * cached). Runners that hold no more than the floor are not added: at a thousand runners,
+   * listing each would cost more than the rest of the decision.
    *
    * One read of the holders per block: where a block's stored holders are the very runners still
    * in the run (compared by reference, in order: runners that stored a prompt's blocks together
@@ -153,10 +156,13 @@ export class CacheIndex {
    * they differ, or a block is pending somewhere, is each runner in the run looked up. A prompt
    * shared by the whole fleet costs a read per block, not one per block and runner.
    */
-  leading(keys: readonly string[], blockSize: number, out: Map<string, number>): void {
-    if (keys.length === 0) return;
+  leading(keys: readonly string[], blockSize: number, out: Map<string, number>): number {
+    if (keys.length === 0) return 0;
     const now = this.#options.clock.now();
     let alive = this.#holdersOf(keys[0]!, now);
+    // While every runner of the index is in the run, its blocks are the floor.
+    let everyone = alive.length > 0 && alive.length === this.#feeds.size;
+    let floor = 0;
     let held = 1;
     for (let i = 1; i < keys.length && alive.length > 0; i++) {
       const key = keys[i]!;
@@ -169,12 +175,18 @@ export class CacheIndex {
       const next: Feed[] = [];
       for (const feed of alive) {
         if (feed.mark === mark) next.push(feed);
-        else out.set(feed.id, held * blockSize);
+        else if (!everyone) out.set(feed.id, held * blockSize);
+      }
+      if (everyone) {
+        floor = held * blockSize;
+        everyone = false;
       }
       alive = next;
       held++;
     }
+    if (everyone) return held * blockSize;
     for (const feed of alive) out.set(feed.id, held * blockSize);
+    return floor;
   }
 
   /** The feeds holding `key` now, stored or pending. */

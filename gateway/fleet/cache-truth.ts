@@ -110,13 +110,16 @@ export class CacheTruth {
       else groups.push({ announcement, runners: [runner] });
     }
     let promptTokens: number | undefined;
+    let floor = 0;
     const holders = new Map<string, number>();
     for (const group of groups) {
       const blocks = this.#mapper.blocksOf(source, group.announcement);
       if (!blocks) continue;
       promptTokens ??= blocks.promptTokens;
       group.keys = blocks.keys;
-      this.index.leading(blocks.keys, group.announcement.scheme.blockSize, holders);
+      // Runners of another scheme hold none of these blocks, so a floor comes only with one scheme.
+      const groupFloor = this.index.leading(blocks.keys, group.announcement.scheme.blockSize, holders);
+      if (groups.length === 1) floor = groupFloor;
     }
     if (promptTokens === undefined) return undefined;
     const index = this.index;
@@ -131,10 +134,15 @@ export class CacheTruth {
       mapped ??= new Set(groups.flatMap((g) => (g.keys ? g.runners.map((r) => r.id) : [])));
       return mapped.has(id);
     };
-    return {
-      cache: { promptTokens, holders, known: (id) => index.known(id) && (whole || isMapped(id)) },
-      keysOf,
-    };
+    const known = (id: string): boolean => index.known(id) && (whole || isMapped(id));
+    // The floor is what every runner of the index holds; it stands for the listed runners only
+    // when each of them is known. Otherwise (a feed lost, a runner without one) the known ones
+    // are listed at the floor, so a placer never mistakes them for runners holding nothing.
+    if (floor > 0 && !runners.every((r) => known(r.id))) {
+      for (const r of runners) if (!holders.has(r.id) && known(r.id)) holders.set(r.id, floor);
+      floor = 0;
+    }
+    return { cache: { promptTokens, holders, floor, known }, keysOf };
   }
 
   /** Counts the call's blocks as held by the runner that took it, until its feed says so. */

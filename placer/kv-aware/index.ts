@@ -21,15 +21,16 @@ export { kvAwareDefaults } from './options.ts';
  * Creates a placer named `kv-aware`. On each pass:
  *
  * 1. A call without cache truth (`call.cache` absent: no feed for its model, no tokenizer, a short
- *    prompt), or whose prompt no listed runner holds any of: least-loaded order.
- * 2. Otherwise each runner holding some of the prompt is costed at the work the call would be
- *    there, `(prompt tokens - cached tokens + overheadTokens) x (1 + loadWeight x load)`, and so
- *    is the better of two random runners (power of two choices), which holds nothing of it. A
- *    runner whose cache is unknown counts as holding nothing, so it is weighed by load alone.
+ *    prompt), or whose prompt no listed runner holds more of than the fleet-wide floor:
+ *    least-loaded order (with every runner holding as much, only load tells them apart).
+ * 2. Otherwise each runner holding more is costed at the work the call would be there,
+ *    `(prompt tokens - cached tokens + overheadTokens) x (1 + loadWeight x load)`, and so is the
+ *    better of two random runners (power of two choices), which holds the floor. A runner whose
+ *    cache is unknown counts as holding nothing, so it is weighed by load alone.
  * 3. The load guard: when the cheapest holder's load is out of balance with the least loaded
  *    runner's (both of prefix-affinity's gaps, SGLang's rule), least-loaded order.
  * 4. Otherwise the holders from cheapest up, as far as they are cheaper than the runner from
- *    step 2 that holds nothing, then everyone else from least to most loaded.
+ *    step 2, then everyone else from least to most loaded.
  *
  * The placer keeps no state beyond its options: what it knows is the call's cache truth and the
  * runners' loads, so two gateways with the same truth and loads place alike.
@@ -50,7 +51,8 @@ export function createKvAwarePlacer(options: KvAwareOptions = {}): Placer {
       if (best === undefined || outOfBalance(best.entry.load, pool, config))
         return leastLoadedOrder(pool.loaded, random);
       const [fresh] = leastLoadedOrder(pool.loaded, random);
-      const freshCost = costOf(cache.promptTokens, 0, pool.loaded[pool.positions.get(fresh!.id)!]!.load, config);
+      const floor = cache.known(fresh!.id) ? (cache.floor ?? 0) : 0;
+      const freshCost = costOf(cache.promptTokens, floor, pool.loaded[pool.positions.get(fresh!.id)!]!.load, config);
       return cheapestFirst(best, holders, freshCost, pool.loaded);
     },
     preferred(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {

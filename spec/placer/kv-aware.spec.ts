@@ -9,9 +9,9 @@ import {
 import { Fleet, fakeCall } from './fake.ts';
 import { FakeLoads, seeded } from './fake-load.ts';
 
-/** A call of `promptTokens` whose start `holders` hold, by runner id. */
-function cachedCall(promptTokens: number, holders: Record<string, number>, known = (_id: string) => true): RunnerCall {
-  const cache: PromptCache = { promptTokens, holders: new Map(Object.entries(holders)), known };
+/** A call of `promptTokens` whose start `holders` hold, by runner id, and every known runner `floor` of it. */
+function cachedCall(promptTokens: number, holders: Record<string, number>, floor = 0): RunnerCall {
+  const cache: PromptCache = { promptTokens, holders: new Map(Object.entries(holders)), floor, known: () => true };
   return fakeCall({ cache });
 }
 
@@ -60,6 +60,19 @@ describe('kv-aware', () => {
         order.slice(1).toSorted((x, y) => ({ a: 9, b: 1, c: 5, d: 12 })[x]! - { a: 9, b: 1, c: 5, d: 12 }[y]!),
       );
     }
+  });
+
+  it('weighs a fresh runner by the floor every runner holds, so a small extra hit on a busy holder loses', () => {
+    // b: (8000 - 1000 + 120) x (1 + 8/16) = 10680. Without the floor a fresh idle runner costs
+    // 8120 and goes first; with a floor of 960 it costs 7160 and still goes first; b must hold
+    // much more than the floor to win: at 6000, (2000 + 120) x 1.5 = 3180 wins.
+    expect(orderOf(cachedCall(8_000, { b: 1_000 }, 960), { ...idle, b: 8 })[0]).not.toBe('b');
+    expect(orderOf(cachedCall(8_000, { b: 6_000 }, 960), { ...idle, b: 8 })[0]).toBe('b');
+    // Everyone holding the same floor and no more: least-loaded order.
+    const order = orderOf(cachedCall(8_000, {}, 960), { a: 9, b: 1, c: 5, d: 12 });
+    expect(order.slice(1)).toEqual(
+      order.slice(1).toSorted((x, y) => ({ a: 9, b: 1, c: 5, d: 12 })[x]! - { a: 9, b: 1, c: 5, d: 12 }[y]!),
+    );
   });
 
   it('keeps the load guard: a holder far busier than the least loaded runner does not take the call', () => {

@@ -39,6 +39,8 @@ const sampleCaches: (PromptCache | undefined)[] = [
   promptCache(4_000, { 'runner-00': 3_200, 'runner-02': 16 }),
   promptCache(4_000, { 'runner-01': 8_000, stranger: 4_000, 'runner-03': 0 }),
   promptCache(64, { 'runner-04': 48 }, () => false),
+  { ...promptCache(4_000, { 'runner-02': 3_000 }), floor: 512 },
+  { ...promptCache(4_000, {}), floor: 4_000 },
 ];
 
 /** A call's cache truth from a table of holders. */

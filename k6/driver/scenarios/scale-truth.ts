@@ -6,7 +6,7 @@
  *
  * Two shapes of truth: a tenant's context held by four runners (the usual case, once kv-aware has
  * placed a tenant's calls), and the same with a 32-block preamble every runner holds (a system
- * prompt the whole fleet has cached: the index's walk then meets every runner).
+ * prompt the whole fleet has cached, which the index gives as a floor rather than runner by runner).
  */
 import { CacheIndex } from '../../../gateway/index.ts';
 import { builtinPlacers, seededRandom } from '../../../placer/index.ts';
@@ -113,8 +113,8 @@ export async function measureTruthDecision(
   const known = () => true;
   return measureCost((i) => {
     const holders = new Map<string, number>();
-    index.leading(prompts[i % TENANTS]!, BLOCK_SIZE, holders);
-    const cache: PromptCache = { promptTokens: TRUTH_PROMPT_BLOCKS * BLOCK_SIZE, holders, known };
+    const floor = index.leading(prompts[i % TENANTS]!, BLOCK_SIZE, holders);
+    const cache: PromptCache = { promptTokens: TRUTH_PROMPT_BLOCKS * BLOCK_SIZE, holders, floor, known };
     return placer
       .order({ ...calls[i % calls.length]!, cache }, runners)
       [Symbol.iterator]()

@@ -70,7 +70,10 @@ describe('CacheChecks', () => {
     expect(asked()).toBe(0);
     const cache = c.cache!;
     expect(cache.promptTokens).toBeGreaterThan(64);
+    // a is the only runner with a feed, so what it holds is every feed's floor; b and c are not
+    // known, so the floor does not stand for them and a is listed with it.
     expect(cache.holders).toEqual(new Map([['a', 48]]));
+    expect(cache.floor).toBe(0);
     expect([cache.known('a'), cache.known('b'), cache.known('c')]).toEqual([true, false, false]);
     expect(c.cache).toBe(cache);
     expect(asked()).toBe(1);

@@ -27,10 +27,14 @@ function update(seq: number, fields: Partial<CacheUpdate> & { stored?: string; r
   return { epoch: 'e1', seq, engineFeed: 'live', ...fields };
 }
 
-/** The leading tokens of `blocks` held, for the runners of `ids` (every holder when absent). */
+/**
+ * The leading tokens of `blocks` each runner holds, for the runners of `ids` (every holder when
+ * absent): those `leading` lists, and the floor for the runners it leaves out.
+ */
 const leading = (index: CacheIndex, blocks: readonly string[], ids?: readonly string[]) => {
   const out = new Map<string, number>();
-  index.leading(blocks, 16, out);
+  const floor = index.leading(blocks, 16, out);
+  if (floor > 0) for (const id of index.runners()) if (!out.has(id)) out.set(id, floor);
   return ids ? new Map([...out].filter(([id]) => ids.includes(id))) : out;
 };
 
@@ -93,6 +97,30 @@ describe('CacheIndex', () => {
       }
       expect(leading(index, prompt), `round ${round}`).toEqual(expected);
     }
+  });
+
+  it('gives the tokens every runner holds as a floor, and lists only the runners holding more', () => {
+    const { index } = setup();
+    for (const id of ['a', 'b', 'c']) index.apply(id, update(1, { reset: true, stored: packBlockKeys(keys(0, 4)) }));
+    index.apply('b', update(2, { stored: packBlockKeys(keys(4, 10)) }));
+    const out = new Map<string, number>();
+    expect(index.leading(keys(0, 12), 16, out)).toBe(64);
+    expect(out).toEqual(new Map([['b', 160]]));
+    // Held whole by everyone: the floor is the whole prompt, and nobody is listed.
+    const whole = new Map<string, number>();
+    expect(index.leading(keys(0, 4), 16, whole)).toBe(64);
+    expect(whole.size).toBe(0);
+    // A runner that holds none of it: no floor, and everyone who holds some is listed.
+    index.apply('d', update(1, { reset: true, stored: packBlockKeys([k(99)]) }));
+    const listed = new Map<string, number>();
+    expect(index.leading(keys(0, 12), 16, listed)).toBe(0);
+    expect(listed).toEqual(
+      new Map([
+        ['a', 64],
+        ['b', 160],
+        ['c', 64],
+      ]),
+    );
   });
 
   it('applies stored and removed in sequence, and refuses a gap or an unknown epoch until a reset', () => {
