@@ -6,13 +6,16 @@
  * whenever the gateway answers 409 (it missed one) or 404 (it forgot this runner: the
  * registration registers again, and the feed starts over there). An update whose fate is unknown
  * (no answer, a 5xx) is followed by a reset too, a heartbeat later, since the gateway may or may
- * not have applied it. One update is in flight at a time; the token rides as in heartbeats.
+ * not have applied it. Every update carries the runner's load (its feed figures,
+ * `feedLoadOf`), and one goes when the load changed since the last sent, with no blocks if none
+ * changed, at most every `interval` ms like any other. One update is in flight at a time; the
+ * token rides as in heartbeats.
  */
 import { Pool } from 'undici';
 import type { Logger } from '../placer/kernel/index.ts';
 import type { CacheMirrorListener, CacheMirrorView } from './cache-mirror.ts';
-import { cacheFeedPath, packBlockKeys } from './protocol/index.ts';
-import type { CacheUpdate } from './protocol/index.ts';
+import { cacheFeedPath, feedLoadOf, packBlockKeys } from './protocol/index.ts';
+import type { CacheUpdate, FeedLoad } from './protocol/index.ts';
 import type { RegistrationTimers } from './registration.ts';
 
 /** Updates and bytes sent to one gateway since the runner started. */
@@ -31,8 +34,10 @@ export interface CacheForwarderOptions {
   mirror: CacheMirrorView;
   /** Whether there is a feed to carry now: the engine's events are followed. Nothing is sent while false. */
   active: () => boolean;
-  /** Shortest time between two updates with blocks in them, ms. */
+  /** Shortest time between two updates with blocks or a new load in them, ms. */
   interval: number;
+  /** The runner's load now, as its heartbeats report it: carried on every update. @default none carried */
+  load?: () => FeedLoad;
   /** Longest time without an update, ms: the heartbeat interval, read at each tick since a gateway may name its own. */
   keepAlive: () => number;
   /** Limit on connecting and on each answer, ms. */
@@ -43,6 +48,12 @@ export interface CacheForwarderOptions {
   logger: Logger;
   /** The CA an https gateway's certificate is checked against. @default the system's CAs */
   ca?: string | Buffer;
+}
+
+/** A load as an update carries it, with its JSON to compare with the last sent. */
+interface CarriedLoad {
+  readonly load: FeedLoad;
+  readonly json: string;
 }
 
 /** One gateway's feed; hand it the mirror's changes as its listener. */
@@ -56,6 +67,8 @@ export class CacheForwarder implements CacheMirrorListener {
   #removed = new Set<string>();
   #needReset = true;
   #seq = 0;
+  /** The load the last update the gateway took carried, as JSON; undefined when it must go again. */
+  #loadSent: string | undefined;
   #lastSent = Number.NEGATIVE_INFINITY;
   /** No update before this time (after a failure), ms. */
   #quietUntil = Number.NEGATIVE_INFINITY;
@@ -118,18 +131,34 @@ export class CacheForwarder implements CacheMirrorListener {
       this.#resetNext();
       return;
     }
-    const due = this.#needReset || this.#stored.size + this.#removed.size > 0;
+    const load = this.#loadNow();
+    const due =
+      this.#needReset ||
+      this.#stored.size + this.#removed.size > 0 ||
+      (load !== undefined && load.json !== this.#loadSent);
     if (!due && this.#options.now() - this.#lastSent < this.#options.keepAlive()) return;
-    this.#inFlight = this.#send().finally(() => {
+    this.#inFlight = this.#send(load).finally(() => {
       this.#inFlight = undefined;
     });
   }
 
-  /** The next update, taking what is pending. */
-  #next(): CacheUpdate {
+  /** The runner's load as the feed carries it, and as JSON to tell a change; undefined when none is carried. */
+  #loadNow(): CarriedLoad | undefined {
+    const raw = this.#options.load?.();
+    if (raw === undefined) return undefined;
+    const load = feedLoadOf(raw);
+    return { load, json: JSON.stringify(load) };
+  }
+
+  /** The next update, taking what is pending, with the load when there is one. */
+  #next(load: CarriedLoad | undefined): CacheUpdate {
     const { mirror } = this.#options;
     const live = mirror.live;
-    const base = { epoch: mirror.epoch, engineFeed: live ? ('live' as const) : ('down' as const) };
+    const base = {
+      epoch: mirror.epoch,
+      engineFeed: live ? ('live' as const) : ('down' as const),
+      ...(load === undefined ? {} : { load: load.load }),
+    };
     if (this.#needReset) {
       this.#needReset = false;
       this.#stored.clear();
@@ -151,8 +180,8 @@ export class CacheForwarder implements CacheMirrorListener {
     };
   }
 
-  async #send(): Promise<void> {
-    const update = this.#next();
+  async #send(load: CarriedLoad | undefined): Promise<void> {
+    const update = this.#next(load);
     const body = JSON.stringify(update);
     const status = await this.#post(body);
     if (this.#stopped) return;
@@ -160,8 +189,10 @@ export class CacheForwarder implements CacheMirrorListener {
     this.counts.bytes += Buffer.byteLength(body);
     if (status >= 200 && status < 300) {
       this.#lastSent = this.#options.now();
+      this.#loadSent = load?.json;
       return;
     }
+    this.#loadSent = undefined;
     this.#resetNext();
     if (status === 409) {
       this.#log.debug('gateway asked for a cache reset', { epoch: update.epoch, seq: update.seq });

@@ -7,7 +7,7 @@ import type { Logger } from '../placer/kernel/index.ts';
 import { CacheForwarder } from './cache-forwarder.ts';
 import type { CacheMirror } from './cache-mirror.ts';
 import type { RunnerConfig } from './options.ts';
-import { GatewayRegistration, registrationDefaults, systemTimers } from './registration.ts';
+import { GatewayRegistration, registrationDefaults, reportedLoad, systemTimers } from './registration.ts';
 import type { RegistrationTimers } from './registration.ts';
 import type { CacheAnnouncement, EngineOrder, HostedEngine, RunnerStatus } from './protocol/index.ts';
 
@@ -85,6 +85,7 @@ export function joinGateways(m: Membership, mirror: CacheMirror | undefined): Ga
       mirror,
       active: () => m.cache?.()?.events === true,
       interval: config.cacheFeedInterval,
+      load: () => reportedLoad(m.status(), 3 * config.loadInterval),
       keepAlive: () => registration.interval,
       requestTimeout: registrationDefaults.requestTimeout,
       timers: environment.timers ?? systemTimers,

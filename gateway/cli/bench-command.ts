@@ -191,7 +191,7 @@ const settings: readonly Setting[] = [
   {
     key: 'feedDelayMs',
     type: 'number',
-    description: "simulate: ms an engine's cache events take to reach the gateways (kv-aware)",
+    description: "simulate: ms an engine's cache events and its runner's load take to reach the gateways (kv-aware, oracle)",
     defaultText: String(SIMULATE_DEFAULTS.feedDelayMs),
   },
   {

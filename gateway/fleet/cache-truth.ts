@@ -7,7 +7,7 @@
 import type { MeterProvider } from '@opentelemetry/api';
 import type { PromptCache, Runner } from '../../placer/types.ts';
 import { parseCacheUpdate } from '../../runner/protocol/index.ts';
-import type { CacheAnnouncement } from '../../runner/protocol/index.ts';
+import type { CacheAnnouncement, CacheUpdate } from '../../runner/protocol/index.ts';
 import { CacheFeedOutOfOrderError, InvalidCacheUpdateError } from '../errors.ts';
 import { CacheTruthMetrics } from '../observe/index.ts';
 import type { CacheTruthStats } from '../observe/index.ts';
@@ -75,11 +75,12 @@ export class CacheTruth {
   }
 
   /**
-   * Takes one update body from `runnerId`'s feed, `bytes` long.
+   * Takes one update body from `runnerId`'s feed, `bytes` long; returns the update, whose load
+   * (when it carries one) is the runner's fresh report.
    * @throws {@link InvalidCacheUpdateError} for a body the wire refuses;
    *   {@link CacheFeedOutOfOrderError} for one that does not follow the last (the runner sends a reset).
    */
-  update(runnerId: string, body: unknown, bytes: number): void {
+  update(runnerId: string, body: unknown, bytes: number): CacheUpdate {
     const parsed = parseCacheUpdate(body);
     if (parsed.kind === 'invalid') {
       this.#metrics.update(runnerId, 'invalid', bytes);
@@ -91,6 +92,7 @@ export class CacheTruth {
       throw new CacheFeedOutOfOrderError(`cache feed of runner ${JSON.stringify(runnerId)}: ${outcome.reason}`);
     }
     this.#metrics.update(runnerId, 'applied', bytes);
+    return parsed.value;
   }
 
   /**

@@ -14,6 +14,7 @@ import type { Clock } from '../../placer/kernel/index.ts';
 import type { Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../placer/types.ts';
 import type {
   CacheAnnouncement,
+  FeedLoad,
   ReportedLoad,
   RunnerHeartbeat,
   RunnerRegistration,
@@ -361,6 +362,18 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     this.setModels(hb.ready ? hb.models : undefined);
     if (this.placeable() !== placeable) this.#options.onChange();
     if (this.placeable()) this.#freed(this.#freeIn(hb.load));
+  }
+
+  /**
+   * Records the load a registered runner's cache feed carried: a fresh report, as a heartbeat's
+   * load is (the per-model counts stay the last heartbeat's). Ignored for a static runner.
+   */
+  reported(load: FeedLoad): void {
+    const reg = this.#registration;
+    if (!reg) return;
+    const report = { load: { models: reg.report?.load.models ?? {}, ...load }, at: this.#options.clock.now() };
+    reg.report = report;
+    if (this.placeable()) this.#freed(this.#freeIn(report.load));
   }
 
   /** Marks a registered runner unreachable after missed heartbeats: it is not placed on until one comes. */

@@ -139,7 +139,9 @@ export function registerRunnerRoutes(
     const truth = pool.cacheTruth;
     if (!registry.registered(id, tokenOf(c)) || !truth) throw unknownRunner(id);
     const text = await boundedText(c.req.raw, MAX_CACHE_UPDATE_BYTES);
-    truth.update(id, parseJson(text), Buffer.byteLength(text));
+    const { load } = truth.update(id, parseJson(text), Buffer.byteLength(text));
+    // The runner's load rides its feed: a fresh report, as a heartbeat's.
+    if (load) pool.get(id)?.reported(load);
     return c.body(null, 204);
   });
   app.delete('/v1/runners/:id', (c) => {

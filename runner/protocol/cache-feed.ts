@@ -12,6 +12,11 @@
  *   update holding every block it knows the engine holds, from which the sequence starts again;
  *   404 (GW_RUNNER_NOT_FOUND) means the gateway forgot the runner, which registers again. An update with nothing in it is a keep-alive, sent at least every
  *   heartbeat, so a gateway can tell a quiet engine from a dead feed.
+ * - Each update carries the runner's {@link FeedLoad} as it is when sent, the figures of its
+ *   heartbeat's load that placement reads, and the runner sends one (with no blocks, if none
+ *   changed) whenever they changed since the last, at most every feed interval: every gateway
+ *   then sees the calls the others sent within that time, not only at the next heartbeat. A
+ *   gateway takes it as a fresh load report for that runner.
  * - `engineFeed: 'down'` says the runner has lost its engine's events (the engine restarted, its
  *   event socket is gone, it skipped a sequence number): the gateway treats that runner's cache as
  *   unknown until an update says `'live'` again, which always comes with `reset`.
@@ -28,6 +33,31 @@ export interface CacheAnnouncement {
   readonly events: boolean;
 }
 
+/**
+ * A runner's load as its cache feed carries it: the figures of its heartbeat's load
+ * (registration.ts's `ReportedLoad`) that placement reads, without the per-model counts.
+ */
+export interface FeedLoad {
+  /** Calls holding a slot now. */
+  readonly slotsInUse: number;
+  readonly slots: number;
+  /** Requests waiting inside the engine. */
+  readonly queue: number;
+  /** The engine's KV-cache use, 0..1, to the hundredth, when it publishes it. */
+  readonly kvCacheUsage?: number;
+}
+
+/** The feed's figures of a heartbeat's load: the four placement reads, the KV-cache use to the hundredth. */
+export function feedLoadOf(load: FeedLoad): FeedLoad {
+  const { slotsInUse, slots, queue, kvCacheUsage } = load;
+  return {
+    slotsInUse,
+    slots,
+    queue,
+    ...(kvCacheUsage === undefined ? {} : { kvCacheUsage: Math.round(kvCacheUsage * 100) / 100 }),
+  };
+}
+
 /** One batch of cache changes from a runner to one gateway. */
 export interface CacheUpdate {
   /** The feed's incarnation: new when the runner starts or its engine's event stream starts over. */
@@ -42,6 +72,8 @@ export interface CacheUpdate {
   readonly stored?: string;
   /** Keys of blocks removed since the last update, packed likewise. */
   readonly removed?: string;
+  /** The runner's load when it sent this update; absent from runners that do not carry it. */
+  readonly load?: FeedLoad;
 }
 
 /** Where a runner POSTs its cache updates on a gateway. */
@@ -79,13 +111,17 @@ export type FeedParsed<T> = { kind: 'ok'; value: T } | { kind: 'invalid'; messag
 const EPOCH_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 /** Largest block size announced: engines use 16 to 256 tokens. */
 const MAX_BLOCK_SIZE = 4096;
+/** Most slots a runner may report, as in its registration. */
+const MAX_SLOTS = 65_536;
 /** Longest tokenizer name or seed announced. */
 const MAX_ANNOUNCED_TEXT = 256;
 
 /**
  * A cache update as the gateway accepts it, or why not: `epoch` 1 to 128 letters, digits or
  * `._:-`; `seq` a whole number from 1; `engineFeed` `live` or `down`; `reset` a boolean;
- * `stored` and `removed` packed keys ({@link packBlockKeys}). A `down` feed holds no blocks.
+ * `stored` and `removed` packed keys ({@link packBlockKeys}); `load` a {@link FeedLoad} (slot
+ * counts whole numbers to 65,536, `queue` 0 or more, `kvCacheUsage` a fraction). A `down` feed
+ * holds no blocks.
  */
 export function parseCacheUpdate(body: unknown): FeedParsed<CacheUpdate> {
   if (!body || typeof body !== 'object' || Array.isArray(body))
@@ -107,6 +143,8 @@ export function parseCacheUpdate(body: unknown): FeedParsed<CacheUpdate> {
   }
   if (b.engineFeed === 'down' && (b.stored || b.removed))
     return invalid('a cache update with engineFeed "down" carries no blocks');
+  const loadProblem = b.load === undefined ? undefined : feedLoadProblem(b.load);
+  if (loadProblem) return invalid(loadProblem);
   return {
     kind: 'ok',
     value: {
@@ -116,8 +154,27 @@ export function parseCacheUpdate(body: unknown): FeedParsed<CacheUpdate> {
       ...(b.reset === undefined ? {} : { reset: b.reset }),
       ...(b.stored === undefined ? {} : { stored: b.stored as string }),
       ...(b.removed === undefined ? {} : { removed: b.removed as string }),
+      ...(b.load === undefined ? {} : { load: feedLoadOf(b.load as FeedLoad) }),
     },
   };
+}
+
+/** Why a cache update's `load` is not a {@link FeedLoad}, or undefined. */
+function feedLoadProblem(value: unknown): string | undefined {
+  if (!value || typeof value !== 'object' || Array.isArray(value))
+    return `cache update load must be an object, got ${show(value)}`;
+  const load = value as Record<string, unknown>;
+  for (const field of ['slotsInUse', 'slots'] as const) {
+    const n = load[field];
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0 || n > MAX_SLOTS)
+      return `cache update load.${field} must be a whole number from 0 to ${MAX_SLOTS}, got ${show(n)}`;
+  }
+  if (typeof load.queue !== 'number' || !Number.isFinite(load.queue) || load.queue < 0)
+    return `cache update load.queue must be a number of 0 or more, got ${show(load.queue)}`;
+  const kv = load.kvCacheUsage;
+  if (kv !== undefined && (typeof kv !== 'number' || !(kv >= 0 && kv <= 1)))
+    return `cache update load.kvCacheUsage must be a fraction from 0 to 1, got ${show(kv)}`;
+  return undefined;
 }
 
 /**

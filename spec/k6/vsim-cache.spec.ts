@@ -7,7 +7,7 @@ import { BlockRunCache } from '../../k6/driver/vsim/block-cache.ts';
 import { PendingPlacements, liveTruth, mirroredTruth, promptCacheOf } from '../../k6/driver/vsim/cache-truth.ts';
 import { VirtualEngine } from '../../k6/driver/vsim/engine.ts';
 import { EventQueue } from '../../k6/driver/vsim/event-queue.ts';
-import { ORACLE, SIM_CONTENDERS, simulateRun } from '../../k6/driver/vsim/simulation.ts';
+import { ORACLE, SIM_CONTENDERS, feedLoads, simulateRun } from '../../k6/driver/vsim/simulation.ts';
 import type { SimRunSpec } from '../../k6/driver/vsim/simulation.ts';
 import { FleetSlots, RunnerSlots, SimRunner } from '../../k6/driver/vsim/sluice.ts';
 import { promptBlocksOf } from '../../k6/driver/vsim/trace.ts';
@@ -131,6 +131,56 @@ describe('shared runner slots', () => {
       const named = await simulateRun({ ...spec, gateways: 1 });
       expect(named.records).toEqual((await simulateRun(spec)).records);
     }
+  });
+});
+
+describe("runners' loads on their cache feeds", () => {
+  it("shows every gateway a runner's load within the feed delay of its change, one report per delay", () => {
+    const queue = new EventQueue<(now: number) => void>();
+    const schedule = (at: number, h: (now: number) => void) => queue.push(at, h);
+    const engine = new VirtualEngine(0, STEADY, seededRandom(1), schedule);
+    const fleet = new FleetSlots();
+    const slots = new RunnerSlots(4, fleet);
+    const views = [0, 1, 2].map(() => new SimRunner('runner-1', 4, engine, fleet, slots));
+    const reports: number[] = [];
+    const gateways = views.map((view) => ({
+      reported(index: number, at: number) {
+        expect(index).toBe(0);
+        reports.push(at);
+        view.probe(at);
+      },
+    }));
+    feedLoads([slots], gateways, { delayMs: 50, schedule, now: () => queue.now });
+    const runUntil = (time: number) => {
+      while (queue.size > 0 && queue.peekTime() <= time) queue.pop()!(queue.now);
+    };
+    // The first gateway places two calls at 0 and 10: the others see nothing until 50.
+    views[0]!.offer();
+    runUntil(10);
+    views[0]!.offer();
+    runUntil(49);
+    expect(views[1]!.load().reported).toBeUndefined();
+    runUntil(50);
+    expect(reports).toEqual([50, 50, 50]);
+    for (const view of views.slice(1))
+      expect(view.load()).toMatchObject({ inFlight: 0, reported: { running: 2, at: 50 } });
+    // One ends at 70: reported at 120, and not before.
+    schedule(70, (now) => views[0]!.finished(0, now));
+    runUntil(119);
+    expect(views[2]!.load().reported?.running).toBe(2);
+    runUntil(120);
+    expect(views[2]!.load().reported).toMatchObject({ running: 1, at: 120 });
+    expect(reports).toEqual([50, 50, 50, 120, 120, 120]);
+    // No change, no report.
+    runUntil(1_000);
+    expect(reports).toHaveLength(6);
+  });
+
+  it('leaves the contenders without cache feeds on their status reports alone', async () => {
+    const shape = cachePressureWorkload(4, cacheBlocks);
+    const spec = pressureSpec(shape, 'least-loaded', { rate: 40, gateways: 3 });
+    const slow = await simulateRun({ ...spec, feedDelayMs: 60_000 });
+    expect((await simulateRun({ ...spec, feedDelayMs: 0 })).records).toEqual(slow.records);
   });
 });
 

@@ -6,6 +6,7 @@ import { CacheForwarder } from '../../runner/cache-forwarder.ts';
 import { CacheMirror } from '../../runner/cache-mirror.ts';
 import type { KvEvent } from '../../runner/kv-events.ts';
 import { unpackBlockKeys } from '../../runner/protocol/index.ts';
+import type { FeedLoad } from '../../runner/protocol/index.ts';
 import type { RegistrationTimers } from '../../runner/registration.ts';
 import { eventually } from '../support/fleet.ts';
 
@@ -69,7 +70,7 @@ const key = (n: number): string => n.toString(16).padStart(16, '0');
 const keysOf = (packed: unknown): string[] => (typeof packed === 'string' ? unpackBlockKeys(packed)! : []);
 
 /** A live mirror fed batches by hand, a forwarder over it, the fake clock and gateway. */
-async function setUp(active = () => true) {
+async function setUp(active = () => true, load?: () => FeedLoad) {
   const gateway = await fakeGateway();
   const clock = new FakeClock();
   let epochs = 0;
@@ -89,6 +90,7 @@ async function setUp(active = () => true) {
     timers: clock,
     now: () => clock.now,
     logger: silentLogger,
+    ...(load ? { load } : {}),
   });
   mirror.listen(forwarder);
   cleanups.push(() => forwarder.stop());
@@ -184,5 +186,58 @@ describe('CacheForwarder', () => {
     feed({ kind: 'stored', keys: [key(1)] });
     await tick(2000, 0);
     expect(gateway.updates).toEqual([]);
+  });
+
+  it('carries the load on every update, and sends it alone when it changed, at most every interval', async () => {
+    let load: FeedLoad = { slotsInUse: 0, slots: 16, queue: 0, kvCacheUsage: 0.1 };
+    const { gateway, clock, feed, tick } = await setUp(
+      () => true,
+      () => load,
+    );
+    const [reset] = await tick(0);
+    expect(reset).toMatchObject({ seq: 1, reset: true, load });
+    // A call starts at 10: its load goes at the next tick, 50, with no blocks.
+    clock.advance(10);
+    load = { slotsInUse: 1, slots: 16, queue: 0, kvCacheUsage: 0.123456 };
+    const [started] = await tick(40);
+    expect(started).toEqual({
+      epoch: 'e2',
+      seq: 2,
+      engineFeed: 'live',
+      load: { slotsInUse: 1, slots: 16, queue: 0, kvCacheUsage: 0.12 },
+    });
+    // Two changes within one interval: one update, with the later load, and blocks ride beside it.
+    clock.advance(10);
+    load = { slotsInUse: 2, slots: 16, queue: 0 };
+    clock.advance(10);
+    load = { slotsInUse: 3, slots: 16, queue: 1 };
+    feed({ kind: 'stored', keys: [key(1)] });
+    const updates = await tick(30);
+    expect(updates).toHaveLength(1);
+    expect(updates[0]).toMatchObject({ seq: 3, stored: expect.any(String), load });
+    // A change just after a tick waits for the next one.
+    clock.advance(1);
+    load = { slotsInUse: 2, slots: 16, queue: 1 };
+    await tick(48, 0);
+    expect(gateway.updates).toHaveLength(3);
+    const [later] = await tick(1);
+    expect(later).toMatchObject({ seq: 4, load });
+    // An unchanged load sends nothing until the keep-alive, which carries it too.
+    await tick(900, 0);
+    expect(gateway.updates).toHaveLength(4);
+    const [alive] = await tick(100);
+    expect(alive).toEqual({ epoch: 'e2', seq: 5, engineFeed: 'live', load });
+  });
+
+  it('carries the load on the reset that follows an update the gateway refused', async () => {
+    const load: FeedLoad = { slotsInUse: 2, slots: 16, queue: 0 };
+    const { gateway, tick } = await setUp(
+      () => true,
+      () => load,
+    );
+    gateway.answers.push(409);
+    await tick(0);
+    const [reset] = await tick(50);
+    expect(reset).toMatchObject({ seq: 1, reset: true, load });
   });
 });

@@ -15,7 +15,9 @@
  * - with `gateways` N, calls reach N such gateways in turn, each with its own placer, counts,
  *   queue and probes, in front of the same runners, whose slots they share.
  * - `kv-aware` and `oracle` read the call's cache truth (`RunnerCall.cache`) from the engines'
- *   caches as the gateway knows them (cache-truth.ts).
+ *   caches as the gateway knows them (cache-truth.ts). Their runners have cache feeds, which carry
+ *   each runner's load too: a runner's report reaches every gateway `feedDelayMs` after its slots
+ *   change (one report per delay, however many changes), besides the status probes.
  *
  * Time to first token is counted from the due time to the engine's first token, and the end of a
  * call at its last token, as the live driver counts them at the client.
@@ -439,6 +441,7 @@ function sluicePath(sim: SimContext): CallPath {
   const gateways = Array.from({ length: spec.gateways ?? 1 }, (_, index) =>
     simGateway(sim, { settings, fleet, slots, truth, index }),
   );
+  if (truth) feedLoads(slots, gateways, { delayMs: spec.feedDelayMs ?? DEFAULT_FEED_DELAY_MS, ...sim });
   let next = 0;
   const probeAll = (at: number): void => {
     for (const gateway of gateways) gateway.probe(at);
@@ -459,6 +462,38 @@ function sluicePath(sim: SimContext): CallPath {
   };
 }
 
+/** How runners' feeds reach the gateways: `delayMs` late, on the simulation's clock. */
+export interface FeedTiming {
+  readonly delayMs: number;
+  readonly schedule: (at: number, handle: (at: number) => void) => void;
+  readonly now: () => number;
+}
+
+/**
+ * Each runner's load on its cache feed: once its slots change, the runner's report reaches every
+ * gateway `feedDelayMs` later, as the runner sends its load with the next update (at most every
+ * feed interval) and the update travels; changes within that time ride the same report.
+ */
+export function feedLoads(
+  slots: readonly RunnerSlots[],
+  gateways: readonly Pick<SimGatewayPath, 'reported'>[],
+  feed: FeedTiming,
+): void {
+  const { delayMs, schedule, now } = feed;
+  slots.forEach((runnerSlots, i) => {
+    let due = false;
+    const arrive = (at: number): void => {
+      due = false;
+      for (const gateway of gateways) gateway.reported(i, at);
+    };
+    runnerSlots.onChange = () => {
+      if (due) return;
+      due = true;
+      schedule(now() + delayMs, arrive);
+    };
+  });
+}
+
 /** What the gateways of a run share, and which one this is. */
 interface GatewayPlace {
   readonly settings: Required<GatewaySettings>;
@@ -472,11 +507,13 @@ interface GatewayPlace {
 }
 
 /** One simulated gateway: its runners' views, placer, walker and queue, and its pending placements. */
-interface SimGatewayPath {
+export interface SimGatewayPath {
   readonly walker: SimWalker;
   arrive(call: TraceCall, at: number): void;
   /** Takes its runners' status, and wakes waiters for the free slots they show. */
   probe(at: number): void;
+  /** Takes the status of its runner at `index` (from that runner's feed), and wakes waiters likewise. */
+  reported(index: number, at: number): void;
 }
 
 function simGateway(sim: SimContext, { settings, fleet, slots, truth, index }: GatewayPlace): SimGatewayPath {
@@ -499,15 +536,19 @@ function simGateway(sim: SimContext, { settings, fleet, slots, truth, index }: G
   });
   const pending = new PendingPlacements(spec.cachePendingMs ?? DEFAULT_CACHE_PENDING_MS);
   truth?.onStored((prompt) => pending.stored(prompt));
+  const reportOf = (runner: SimRunner, at: number): void => {
+    runner.probe(at);
+    // A report with free slots may be room for a waiting call, as the pool tells the queue.
+    walker.freed(at, runner.free, runner.id);
+  };
 
   return {
     walker,
     probe(at) {
-      for (const runner of runners) {
-        runner.probe(at);
-        // A report with free slots may be room for a waiting call, as the pool tells the queue.
-        walker.freed(at, runner.free, runner.id);
-      }
+      for (const runner of runners) reportOf(runner, at);
+    },
+    reported(i, at) {
+      reportOf(runners[i]!, at);
     },
     arrive(call, at) {
       const prompt = promptBlocksOf(spec.shape, call);

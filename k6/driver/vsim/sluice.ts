@@ -7,8 +7,9 @@
  * {@link RunnerSlots} are shared by every gateway's view), placed otherwise; its `load()` is the
  * gateway's own reading (`runnerLoad`, as HttpRunner.load()), this gateway's in-flight count plus
  * the runner's last status report (which counts every gateway's calls), refreshed every
- * `statusInterval` as the gateway's pool probes static runners, less the calls of ours that
- * report counted and that have ended since. With one gateway, the runner's slots are its calls.
+ * `statusInterval` as the gateway's pool probes static runners (and, where runners have cache
+ * feeds, whenever the feed carries it: simulation.ts), less the calls of ours that report counted
+ * and that have ended since. With one gateway, the runner's slots are its calls.
  *
  * The walk is `walkSteps`, the steps `placeCall` awaits, answered synchronously by
  * {@link stepWalker}: the runners listed, each offer answered at once. Offers and answers take no
@@ -71,6 +72,8 @@ export class RunnerSlots {
   readonly slots: number;
   readonly fleet: FleetSlots;
   used = 0;
+  /** Hears each change of `used`: the runner's cache feed, which carries its load to every gateway. */
+  onChange: (() => void) | undefined;
 
   /** @param fleet the fleet's free-slot count; these slots are added to it. */
   constructor(slots: number, fleet: FleetSlots) {
@@ -125,6 +128,7 @@ export class SimRunner implements Runner<SimRunner> {
     this.#inFlight++;
     this.#shared.used++;
     this.#shared.fleet.free--;
+    this.#shared.onChange?.();
     this.#load = undefined;
     return { kind: 'placed', value: this };
   }
@@ -139,11 +143,15 @@ export class SimRunner implements Runner<SimRunner> {
     this.#inFlight--;
     this.#shared.used--;
     this.#shared.fleet.free++;
+    this.#shared.onChange?.();
     this.#ended.record(sent, now);
     this.#load = undefined;
   }
 
-  /** Takes the runner's status as the pool's probe does: slots in use (every gateway's), the engine's queue and KV use. */
+  /**
+   * Takes the runner's status as the pool's probe does, or as its cache feed carries it: slots in
+   * use (every gateway's), the engine's queue and KV use.
+   */
   probe(now: number): void {
     this.#report = {
       slotsInUse: this.#shared.used,

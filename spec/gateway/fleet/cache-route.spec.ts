@@ -81,6 +81,20 @@ describe('POST /v1/runners/{id}/cache', () => {
       'GW_INVALID_CACHE_UPDATE',
       'removed',
     ],
+    ['a load that is no object', { ...good, load: 3 }, 'GW_INVALID_CACHE_UPDATE', 'load'],
+    [
+      'a load of -1 slots in use',
+      { ...good, load: { slotsInUse: -1, slots: 4, queue: 0 } },
+      'GW_INVALID_CACHE_UPDATE',
+      'load.slotsInUse',
+    ],
+    ['a load without a queue', { ...good, load: { slotsInUse: 1, slots: 4 } }, 'GW_INVALID_CACHE_UPDATE', 'load.queue'],
+    [
+      'a KV-cache use over 1',
+      { ...good, load: { slotsInUse: 1, slots: 4, queue: 0, kvCacheUsage: 2 } },
+      'GW_INVALID_CACHE_UPDATE',
+      'load.kvCacheUsage',
+    ],
     [
       'blocks in a down feed',
       { ...good, engineFeed: 'down', stored: Buffer.alloc(8).toString('base64') },
@@ -110,6 +124,33 @@ describe('POST /v1/runners/{id}/cache', () => {
     const epoch = await send(JSON.stringify({ epoch: 'e8', seq: 2, engineFeed: 'live' }));
     expect(epoch.status).toBe(409);
     expect((await send(JSON.stringify({ epoch: 'e9', seq: 2, engineFeed: 'live' }))).status).toBe(204);
+  });
+});
+
+describe('the load an update carries', () => {
+  const runnerOf = async () =>
+    (await getJson(`${url}/v1/runners`, asOperator)).json.data.find((r: { id: string }) => r.id === 'r1');
+
+  it("is the runner's fresh report, read by placement, the per-model counts kept from the heartbeat", async () => {
+    // Registered with 1 slot, none in use: the feed says 4 slots, 3 in use, 2 waiting.
+    const load = { slotsInUse: 3, slots: 4, queue: 2, kvCacheUsage: 0.5 };
+    expect((await send(JSON.stringify({ epoch: 'e7', seq: 1, engineFeed: 'live', reset: true, load }))).status).toBe(
+      204,
+    );
+    const runner = await runnerOf();
+    // `slots` is what the placers read of the runner (its load()).
+    expect(runner.slots).toBe(4);
+    expect(runner.load).toEqual({ ...load, models: {} });
+    expect(runner.loadAgeMs).toBeLessThan(60_000);
+    const next = { slotsInUse: 1, slots: 4, queue: 0 };
+    expect((await send(JSON.stringify({ epoch: 'e7', seq: 2, engineFeed: 'live', load: next }))).status).toBe(204);
+    expect((await runnerOf()).load).toEqual({ ...next, models: {} });
+  });
+
+  it('is not taken from an update out of order', async () => {
+    const stale = { slotsInUse: 0, slots: 9, queue: 0 };
+    expect((await send(JSON.stringify({ epoch: 'e7', seq: 5, engineFeed: 'live', load: stale }))).status).toBe(409);
+    expect((await runnerOf()).slots).toBe(4);
   });
 });
 

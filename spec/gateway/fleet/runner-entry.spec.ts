@@ -96,3 +96,22 @@ describe('RunnerEntry room listener', () => {
     expect(told).toEqual([2, 1]);
   });
 });
+
+describe("RunnerEntry's load from the cache feed", () => {
+  it('takes it as a fresh report that placement reads, keeps the per-model counts, and tells its free slots', () => {
+    const { e, told, clock } = entry();
+    const models = { m: { running: 1, waiting: 0 } };
+    e.register(registration({ ...load(1), models }));
+    clock.advance(700);
+    e.reported({ slotsInUse: 3, slots: 4, queue: 2, kvCacheUsage: 0.5 });
+    expect(e.load()).toEqual({
+      inFlight: 0,
+      slots: 4,
+      reported: { running: 3, waiting: 2, kvCacheUsage: 0.5, at: clock.now() },
+    });
+    expect(e.registration?.report?.load.models).toEqual(models);
+    expect(told).toEqual([3, 1]);
+    e.reported({ slotsInUse: 4, slots: 4, queue: 0 });
+    expect(told).toEqual([3, 1]);
+  });
+});
