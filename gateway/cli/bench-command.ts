@@ -191,7 +191,8 @@ const settings: readonly Setting[] = [
   {
     key: 'feedDelayMs',
     type: 'number',
-    description: "simulate: ms an engine's cache events and its runner's load take to reach the gateways (kv-aware, oracle)",
+    description:
+      "simulate: ms an engine's cache events and its runner's load take to reach the gateways (kv-aware, oracle)",
     defaultText: String(SIMULATE_DEFAULTS.feedDelayMs),
   },
   {
