@@ -273,6 +273,25 @@ describe('kv-aware against the oracle', () => {
     expect(late.records).not.toEqual(oracle.records);
   });
 
+  it('checks itself: the oracle predicts what the engines find, a late feed under-predicts', async () => {
+    const shape = cachePressureWorkload(4, cacheBlocks);
+    // Above this fleet's capacity, so contexts evict each other and move between engines.
+    const spec = pressureSpec(shape, ORACLE, { rate: 20 });
+    const oracle = (await simulateRun(spec)).cacheChecks!;
+    expect(oracle.calls).toBeGreaterThan(200);
+    expect(oracle.reportedTokens).toBeGreaterThan(0);
+    // Live truth: what was predicted is what the engine found, but for blocks evicted between
+    // placement and prefill (and counted by the pending rule); it never finds more than it was told.
+    expect((oracle.overTokens + oracle.underTokens) / oracle.reportedTokens).toBeLessThan(0.05);
+    expect(oracle.underTokens / oracle.reportedTokens).toBeLessThan(0.005);
+    // A feed 2 s late, with no pending placements: engines hold contexts the gateway has not heard of.
+    const late = (await simulateRun({ ...spec, contender: 'kv-aware', feedDelayMs: 2_000, cachePendingMs: 0 }))
+      .cacheChecks!;
+    expect(late.underTokens).toBeGreaterThan(oracle.underTokens);
+    // Contenders that do not place on cache truth have no checks.
+    expect((await simulateRun({ ...spec, contender: 'round-robin' })).cacheChecks).toBeUndefined();
+  });
+
   it('finds the contexts the round-robin placer misses', async () => {
     const shape = cachePressureWorkload(4, cacheBlocks);
     const kv = await simulateRun(pressureSpec(shape, 'kv-aware', { rate: 12 }));

@@ -27,7 +27,7 @@ import { cacheDemandOf, cachePressureWorkload } from '../workload.ts';
 import type { WorkloadShape } from '../workload.ts';
 import { DEFAULT_CACHE_PENDING_MS } from '../vsim/cache-truth.ts';
 import { GATEWAY_DEFAULTS, ORACLE, simulateRun } from '../vsim/simulation.ts';
-import type { SimFleet, SimHops, SimRunResult, SimRunSpec } from '../vsim/simulation.ts';
+import type { CacheChecks, SimFleet, SimHops, SimRunResult, SimRunSpec } from '../vsim/simulation.ts';
 import { CAPACITY_TTFT_P90_MS, PLACEMENT_FLEET, crossing, findCapacity } from './placement.ts';
 import type { CapacityProbe } from './placement.ts';
 
@@ -68,6 +68,12 @@ export interface PressureRun {
   shed: number;
   /** The engines' cached prompt tokens over prompt tokens, for the measured calls. */
   cacheHitShare: number;
+  /**
+   * Routing checking itself, for the contenders on cache truth: cached tokens placement predicted
+   * on the runner that took each call against those its engine found (the table's `over` and
+   * `under`, as shares of the found ones).
+   */
+  checks?: CacheChecks;
   /** TTFT p90 over the oracle's at the same level and gateways; NaN without an oracle run. */
   p90ToOracle: number;
   wallMs: number;
@@ -253,6 +259,7 @@ function pressureRun(
     figures: result.figures,
     ...goodputOf(result.records, spec.warmupMs, spec.measureMs, ttftTargetMs),
     cacheHitShare: result.measuredHitShare,
+    ...(result.cacheChecks ? { checks: result.cacheChecks } : {}),
     p90ToOracle: Number.NaN,
     wallMs,
   };
@@ -272,6 +279,8 @@ export function formatPressure(runs: readonly PressureRun[]): string {
     'goodput',
     'shed',
     'hit',
+    'over',
+    'under',
     'p90/oracle',
   ];
   const rows = runs.map((r) => [
@@ -285,6 +294,8 @@ export function formatPressure(runs: readonly PressureRun[]): string {
     tenths(r.goodput),
     tenths(r.shed),
     tenths(r.cacheHitShare),
+    r.checks ? tenths(r.checks.overTokens / r.checks.reportedTokens) : '-',
+    r.checks ? tenths(r.checks.underTokens / r.checks.reportedTokens) : '-',
     x(r.p90ToOracle),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));

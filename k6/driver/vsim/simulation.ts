@@ -162,6 +162,17 @@ export interface SimRunSpec {
   readonly kvAware?: KvAwareOptions;
 }
 
+/** Predicted against reported cached tokens, summed over calls. */
+export interface CacheChecks {
+  calls: number;
+  predictedTokens: number;
+  reportedTokens: number;
+  /** Tokens predicted cached that the engine did not find cached. */
+  overTokens: number;
+  /** Tokens the engine found cached beyond the prediction. */
+  underTokens: number;
+}
+
 /** What a run produced. */
 export interface SimRunResult {
   /** One record per call of the trace, in the order the calls ended. */
@@ -171,6 +182,12 @@ export interface SimRunResult {
   readonly cacheHitShare: number;
   /** The same over the calls due in the measured window. */
   readonly measuredHitShare: number;
+  /**
+   * For the contenders that place on cache truth: the measured calls' cached tokens as placement
+   * predicted them on the runner that took each call, against what its engine found at prefill,
+   * as the gateway's own check counts them (`sluice_cache_*_tokens`). Undefined for the others.
+   */
+  readonly cacheChecks?: CacheChecks;
   /** Events handled: the simulator's own unit of work. */
   readonly events: number;
   /** Calls that waited in the gateway's queue: every runner was full, or calls were waiting already. */
@@ -250,6 +267,7 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
     ),
     records: [],
     measured: { queries: 0, hits: 0 },
+    checks: { calls: 0, predictedTokens: 0, reportedTokens: 0, overTokens: 0, underTokens: 0 },
   };
   warmEngines(sim.engines, spec.shape, spec.warmSystemPrompts ?? true);
   const balancer = NGINX_BALANCERS[spec.contender];
@@ -290,6 +308,7 @@ export async function simulateRun(spec: SimRunSpec, control: RunControl = {}): P
     figures: placementFigures(sim.records, spec.warmupMs, spec.measureMs),
     cacheHitShare: queries > 0 ? hits / queries : Number.NaN,
     measuredHitShare: sim.measured.queries > 0 ? sim.measured.hits / sim.measured.queries : Number.NaN,
+    ...(spec.contender === ORACLE || spec.contender === 'kv-aware' ? { cacheChecks: { ...sim.checks } } : {}),
     events,
     waited: path.waited(),
     engineQueuePeak,
@@ -322,6 +341,8 @@ interface SimContext {
   readonly records: CallRecord[];
   /** Prompt and cached tokens of the calls due in the measured window, as the engines found them. */
   readonly measured: { queries: number; hits: number };
+  /** The measured calls' predicted against reported cached tokens, for contenders on cache truth. */
+  readonly checks: CacheChecks;
 }
 
 /**
@@ -387,7 +408,13 @@ function refused(call: TraceCall, status: number): CallRecord {
 type Ended = (now: number) => void;
 
 /** The request an engine gets for `call`; `ended` runs once its record is kept. */
-function engineRequest(sim: SimContext, call: TraceCall, prompt: PromptBlocks, ended: Ended): EngineRequest {
+function engineRequest(
+  sim: SimContext,
+  call: TraceCall,
+  prompt: PromptBlocks,
+  ended: Ended,
+  predicted?: number,
+): EngineRequest {
   const { shape, warmupMs, measureMs } = sim.spec;
   let firstTokenAt = Number.NaN;
   return {
@@ -397,6 +424,13 @@ function engineRequest(sim: SimContext, call: TraceCall, prompt: PromptBlocks, e
       if (call.at < warmupMs || call.at >= warmupMs + measureMs) return;
       sim.measured.queries += prompt.tokens;
       sim.measured.hits += cachedTokens;
+      if (predicted === undefined) return;
+      const { checks } = sim;
+      checks.calls += 1;
+      checks.predictedTokens += predicted;
+      checks.reportedTokens += cachedTokens;
+      checks.overTokens += Math.max(0, predicted - cachedTokens);
+      checks.underTokens += Math.max(0, cachedTokens - predicted);
     },
     onFirstToken(now) {
       firstTokenAt = now;
@@ -419,8 +453,9 @@ function deliver(
   at: number,
   ended: Ended,
   prompt: PromptBlocks = promptBlocksOf(sim.spec.shape, call),
+  predicted?: number,
 ): void {
-  const request = engineRequest(sim, call, prompt, ended);
+  const request = engineRequest(sim, call, prompt, ended, predicted);
   sim.schedule(at, (arrival) => {
     if (engine.submit(request, arrival)) return;
     sim.records.push(refused(call, 429));
@@ -559,6 +594,8 @@ function simGateway(sim: SimContext, { settings, fleet, slots, truth, index }: G
         at,
         {
           placed(runner, placedAt) {
+            // What placement predicted cached there, read before this placement counts as pending.
+            const predicted = cache === undefined ? undefined : predictedOn(cache(), runner.id);
             if (truth) pending.add(runner.engine.id, prompt, placedAt);
             // A runner has no more slots than its engine runs sequences, so the engine never refuses it.
             deliver(
@@ -571,6 +608,7 @@ function simGateway(sim: SimContext, { settings, fleet, slots, truth, index }: G
                 walker.freed(now, 1, runner.id);
               },
               prompt,
+              predicted,
             );
           },
           timedOut() {
@@ -584,6 +622,11 @@ function simGateway(sim: SimContext, { settings, fleet, slots, truth, index }: G
       );
     },
   };
+}
+
+/** The cached tokens `cache` says `runnerId` holds, as the gateway's check reads them. */
+function predictedOn(cache: PromptCache, runnerId: string): number {
+  return cache.holders.get(runnerId) ?? (cache.known(runnerId) ? (cache.floor ?? 0) : 0);
 }
 
 /** The engines' caches as the contender's gateways learn them: the feed for kv-aware, live for the oracle. */
