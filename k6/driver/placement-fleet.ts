@@ -143,7 +143,7 @@ export async function startCacheFleet(options: CacheFleetOptions): Promise<Cache
   const removeSockets = () => rm(sockets, { recursive: true, force: true });
   try {
     const fleet = await startGroup(options, async ({ env: base, level, group }) => {
-      const env = {
+      const env: NodeJS.ProcessEnv = {
         ...base,
         PYTHONHASHSEED: FLEET_HASH_SEED,
         SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'),
