@@ -1,4 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BenchOptionError } from '../../k6/driver/errors.ts';
 import { placement } from '../../k6/driver/scenarios/placement.ts';
 import {
@@ -18,6 +21,7 @@ import {
 } from '../../k6/driver/workload.ts';
 import type { ChatMessage } from '../../k6/driver/workload.ts';
 import { simChatPrompt, simTokens } from '../../runner/protocol/sim-prompt.ts';
+import { RotatingTarget } from '../../k6/driver/trace-run.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
 
 const shape = cachePressureWorkload(8, 27_000);
@@ -144,5 +148,50 @@ describe('live cache-pressure table', () => {
     expect(line).toMatch(/0\.13x\s+0\.13x\s+0\.25x\s+0\.25x/);
     expect(line).toContain('90%');
     expect(table.split('\n').find((l) => l.includes('nginx round-robin'))).toMatch(/nginx round-robin\s+-\s+30\.0/);
+  });
+});
+
+describe('RotatingTarget', () => {
+  // Three stand-in gateways, each answering a streamed call and counting what it got.
+  const servers: Server[] = [];
+  const urls: string[] = [];
+  const counts = [0, 0, 0];
+  beforeAll(async () => {
+    for (const i of [0, 1, 2]) {
+      const server = createServer((req, res) => {
+        req.resume();
+        req.on('end', () => {
+          counts[i]! += 1;
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(
+            'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[],"usage":{"completion_tokens":4}}\n\ndata: [DONE]\n\n',
+          );
+        });
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      servers.push(server);
+      urls.push(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    }
+  });
+  afterAll(() => Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r())))));
+
+  it('sends calls to its gateways in turn, each call recorded', async () => {
+    const target = new RotatingTarget('kv-aware x3', urls, 6);
+    const small = { ...shape, systemWords: 5, userWords: 3, outputTokens: 4 };
+    try {
+      for (let i = 0; i < 7; i++) {
+        const record = await target.call(small, { at: 0, session: i, turn: 1, system: 0 }, performance.now(), 5_000);
+        expect(record.tokens).toBe(4);
+      }
+    } finally {
+      await target.close();
+    }
+    expect(counts).toEqual([3, 2, 2]);
+  });
+
+  it('refuses a target outside this machine', () => {
+    expect(() => new RotatingTarget('far', ['http://127.0.0.1:1', 'http://example.com'], 2)).toThrow(
+      /127\.0\.0\.1|local/,
+    );
   });
 });
