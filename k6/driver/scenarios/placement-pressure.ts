@@ -230,26 +230,12 @@ export async function runLivePressure(raw: LivePressureOptions, ctx: ScenarioCon
     };
 
     const kvAware = targets.find((t) => t.target.name === 'kv-aware')!.target;
-    let capacity: { rate: number; measured: boolean; probes: CapacityProbe[] };
-    if (raw.rate !== undefined) {
-      capacity = { rate: options.rate, measured: false, probes: [] };
-      progress(`capacity taken from --rate: ${options.rate} calls/s\n`);
-    } else {
-      progress(
-        `finding capacity: raising kv-aware's rate until its p90 time to first token passes ${CAPACITY_TTFT_P90_MS} ms\n`,
-      );
-      let seed = 1;
-      const probes = await findCapacity(async (rate) => {
-        const { records } = await runTrace(kvAware, rate, seed++, LIVE_PRESSURE.probeMeasureMs);
-        const f = placementFigures(records, warmupMs, LIVE_PRESSURE.probeMeasureMs);
-        const p90 = f.errorCount > f.calls * 0.01 ? Infinity : f.ttft.p90;
-        progress(`  ${rate.toFixed(1)} calls/s: p90 ${formatMs(p90)} ms, ${f.errorCount} errors\n`);
-        interrupted(ctx.signal);
-        return p90;
-      });
-      capacity = { rate: crossing(probes, CAPACITY_TTFT_P90_MS), measured: true, probes };
-      progress(`capacity: ${capacity.rate.toFixed(1)} calls/s\n`);
-    }
+    let seed = 1;
+    const capacity = await liveCapacity(raw.rate === undefined ? undefined : options.rate, progress, async (rate) => {
+      const { records } = await runTrace(kvAware, rate, seed++, LIVE_PRESSURE.probeMeasureMs);
+      interrupted(ctx.signal);
+      return placementFigures(records, warmupMs, LIVE_PRESSURE.probeMeasureMs);
+    });
 
     const runs: LivePressureRun[] = [];
     for (const [index, level] of LEVELS.entries()) {
@@ -315,6 +301,30 @@ export async function runLivePressure(raw: LivePressureOptions, ctx: ScenarioCon
     await Promise.all(targets.map((t) => t.target.close().catch(() => undefined)));
     await fleet?.stop();
   }
+}
+
+/** The capacity given, else kv-aware's measured: where `probe`'s p90 crosses 1 s (an erring probe counts as over). */
+async function liveCapacity(
+  given: number | undefined,
+  progress: (text: string) => void,
+  probe: (rate: number) => Promise<PlacementFigures>,
+): Promise<{ rate: number; measured: boolean; probes: CapacityProbe[] }> {
+  if (given !== undefined) {
+    progress(`capacity taken from --rate: ${given} calls/s\n`);
+    return { rate: given, measured: false, probes: [] };
+  }
+  progress(
+    `finding capacity: raising kv-aware's rate until its p90 time to first token passes ${CAPACITY_TTFT_P90_MS} ms\n`,
+  );
+  const probes = await findCapacity(async (rate) => {
+    const f = await probe(rate);
+    const p90 = f.errorCount > f.calls * 0.01 ? Infinity : f.ttft.p90;
+    progress(`  ${rate.toFixed(1)} calls/s: p90 ${formatMs(p90)} ms, ${f.errorCount} errors\n`);
+    return p90;
+  });
+  const rate = crossing(probes, CAPACITY_TTFT_P90_MS);
+  progress(`capacity: ${rate.toFixed(1)} calls/s\n`);
+  return { rate, measured: true, probes };
 }
 
 /**
