@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BenchOptionError } from '../../k6/driver/errors.ts';
-import { placement } from '../../k6/driver/scenarios/placement.ts';
+import { placement } from '../../k6/driver/scenarios/placement-workloads.ts';
 import {
   LIVE_PRESSURE,
   checkLiveGateways,

@@ -11,7 +11,6 @@
  * other words), so no contender inherits cached histories from the one before it.
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { BenchOptionError } from '../errors.ts';
 import { lineChart } from '../line-chart.ts';
 import { runSignal } from '../load.ts';
 import { resolveBenchOptions } from '../options.ts';
@@ -26,14 +25,6 @@ import type { PlacementFigures } from '../trace-run.ts';
 import { PLACEMENT_WORKLOAD, traceCalls } from '../workload.ts';
 import type { WorkloadShape } from '../workload.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
-import { runLivePressure } from './placement-pressure.ts';
-import type { LivePressureOptions } from './placement-pressure.ts';
-
-/** The options the placement scenario reads beside the base ones. */
-export interface PlacementOptions extends LivePressureOptions {
-  /** `placement` (chat sessions, the default) or `cache-pressure` (placement-pressure.ts). */
-  workload?: string;
-}
 
 /** Shares of the measured capacity each contender is run at. */
 const PLACEMENT_LEVELS: readonly number[] = Object.freeze([0.5, 0.8, 1]);
@@ -99,13 +90,6 @@ export const placement: Scenario = {
   summary:
     'where calls go: every sluice placer vs nginx round-robin and least_conn on 8 simulated H100 engines, at 50/80/100% of measured capacity',
   async run(raw: BenchOptions, ctx: ScenarioContext) {
-    const workload = (raw as PlacementOptions).workload ?? 'placement';
-    if (workload === 'cache-pressure') return runLivePressure(raw, ctx);
-    if (workload !== 'placement')
-      throw new BenchOptionError(
-        'workload',
-        `invalid workload ${JSON.stringify(workload)}: placement takes placement (chat sessions) or cache-pressure`,
-      );
     const shape = PLACEMENT_WORKLOAD;
     const lead = (shape.turns - 1) * shape.thinkMs;
     const options = resolveBenchOptions({ ...raw, duration: raw.duration ?? 20_000, warmup: raw.warmup ?? lead });
