@@ -173,19 +173,22 @@ const settings: readonly Setting[] = [
   {
     key: 'workload',
     type: 'string',
-    description: 'simulate: placement (chat sessions) or cache-pressure (many tenants with long contexts)',
+    description:
+      'simulate and placement: placement (chat sessions) or cache-pressure (many tenants with long contexts)',
     defaultText: SIMULATE_DEFAULTS.workload,
   },
   {
     key: 'gateways',
     type: 'list',
-    description: 'simulate: gateway counts to run each sluice contender with, 1 to 16',
+    description:
+      'simulate: gateway counts to run each sluice contender with, 1 to 16; placement --workload cache-pressure: gateway counts to run kv-aware with, 1 to 4',
     defaultText: SIMULATE_DEFAULTS.gateways.join(','),
   },
   {
     key: 'ttftTarget',
     type: 'duration',
-    description: 'simulate: goodput counts calls whose first token came within this',
+    description:
+      'simulate and placement --workload cache-pressure: goodput counts calls whose first token came within this',
     defaultText: `${SIMULATE_DEFAULTS.ttftTargetMs}ms`,
   },
   {

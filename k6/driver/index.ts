@@ -7,7 +7,7 @@ import { UnknownScenarioError } from './errors.ts';
 import type { BenchOptions } from './options.ts';
 import { memory } from './scenarios/memory.ts';
 import { overhead } from './scenarios/overhead.ts';
-import { placement } from './scenarios/placement.ts';
+import { placement } from './scenarios/placement-workloads.ts';
 import { scale } from './scenarios/scale.ts';
 import { serverless } from './scenarios/serverless.ts';
 import { simulate } from './scenarios/simulate.ts';

@@ -78,6 +78,9 @@ error_log ${dir}/error.log warn;
 events { worker_connections ${connections}; }
 http {
   access_log off;
+  # Request bodies stay in memory, as sluice keeps them: long prompts never touch a temp file,
+  # which a worker running as another user than the master could not write.
+  client_body_buffer_size 1m;
   client_body_temp_path ${dir}/client-body;
   proxy_temp_path ${dir}/proxy;
   fastcgi_temp_path ${dir}/fastcgi;

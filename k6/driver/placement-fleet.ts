@@ -4,6 +4,11 @@
  * of all the runners, and, when nginx is installed, nginx in front of the same engines once with
  * round-robin and once with least_conn: what a team would put there instead of sluice.
  */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
@@ -88,6 +93,165 @@ export function startPlacementFleet(options: PlacementFleetOptions): Promise<Pla
     const nginxSkipped = reference.skipped;
     return { engines, runners, contenders, nginxSkipped };
   });
+}
+
+/** One sluice gateway of a {@link CacheFleet}: its name (a contender's, numbered from the second on) and placer. */
+export interface FleetGateway {
+  readonly name: string;
+  readonly placer: string;
+}
+
+/** How to start a {@link CacheFleet}. */
+export interface CacheFleetOptions {
+  readonly env: NodeJS.ProcessEnv;
+  readonly logLevel: string;
+  readonly engines: number;
+  readonly slots: number;
+  readonly model: string;
+  readonly gateways: readonly FleetGateway[];
+  /** Whether to put nginx round-robin in front of the engines too. */
+  readonly nginx: boolean;
+  /** Longest wait for every gateway to hear every runner's cache feed, ms. @default 30000 */
+  readonly joinTimeoutMs?: number;
+}
+
+/** What {@link startCacheFleet} started. */
+export interface CacheFleet {
+  readonly engines: readonly ChildService[];
+  readonly runners: readonly ChildService[];
+  /** Gateway URL by gateway name. */
+  readonly gateways: ReadonlyMap<string, string>;
+  /** nginx round-robin's URL, when it started. */
+  readonly nginx: string | undefined;
+  readonly nginxSkipped: string | undefined;
+  /** The cache-truth panel of gateway `name`. */
+  cacheTruth(name: string): Promise<CacheTruthPanel | undefined>;
+  stop(): Promise<void>;
+}
+
+/** The engines' and runners' PYTHONHASHSEED: any fixed value, so gateways name blocks as the engines do. */
+const FLEET_HASH_SEED = '0';
+
+/**
+ * A fleet on cache truth, as `sluice up` wires it: every engine publishes its KV-cache events on
+ * an ipc socket of its own, its runner subscribes (`--engine-kv-events`) and registers with every
+ * gateway with a runner token of this run's, so each gateway gets every engine's cache feed.
+ * Resolves once every gateway hears every runner's feed; on failure stops what did start.
+ */
+export async function startCacheFleet(options: CacheFleetOptions): Promise<CacheFleet> {
+  const sockets = await mkdtemp(join(tmpdir(), 'sluice-bench-kv-'));
+  const removeSockets = () => rm(sockets, { recursive: true, force: true });
+  try {
+    const fleet = await startGroup(options, async ({ env: base, level, group }) => {
+      const env: NodeJS.ProcessEnv = {
+        ...base,
+        PYTHONHASHSEED: FLEET_HASH_SEED,
+        SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'),
+      };
+      const kvEvents = (i: number) => `ipc://${join(sockets, `engine-${i + 1}.kv`)}`;
+      const engineFlags = ['--profile', 'h100-8b', '--model', options.model, ...level];
+      const engines = await Promise.all(
+        Array.from({ length: options.engines }, (_, i) =>
+          group.track(
+            startService(simEngineArgs({ id: `h100-${i + 1}`, kvEvents: kvEvents(i) }, engineFlags), { env }),
+          ),
+        ),
+      );
+      const gatewayFlags = ['--port', '0', '--runner-networks', '127.0.0.0/8', ...level];
+      const gateways = await Promise.all(
+        options.gateways.map((g) =>
+          group.track(
+            startService(
+              [
+                'gateway',
+                '--placer',
+                g.placer,
+                '--gateway-id',
+                `bench-${g.name.replaceAll(' ', '-')}`,
+                ...gatewayFlags,
+              ],
+              {
+                env,
+              },
+            ),
+          ),
+        ),
+      );
+      const gatewayList = gateways.map((g) => g.url).join(',');
+      const runnerFlags = ['--slots', String(options.slots), '--hash-seed', FLEET_HASH_SEED, ...level];
+      const runners = await Promise.all(
+        engines.map((engine, i) =>
+          group.track(
+            startService(
+              runnerArgs(
+                { engine: engine.url, id: `runner-${i + 1}`, gateway: gatewayList, kvEvents: kvEvents(i) },
+                runnerFlags,
+              ),
+              { env },
+            ),
+          ),
+        ),
+      );
+      const token = env.SLUICE_OPERATOR_TOKEN;
+      await Promise.all(gateways.map((g) => fedBy(g.url, options.engines, token, options.joinTimeoutMs ?? 30_000)));
+      const reference = await referenceNginx(options.nginx, options.env.PATH, async (bin) => {
+        const upstreams = engines.map((e) => new URL(e.url));
+        return (await group.track(startNginx(bin, upstreams, { method: 'round-robin', buffering: false }))).url;
+      });
+      const named = new Map(options.gateways.map((g, i) => [g.name, gateways[i]!.url] as const));
+      const cacheTruth = (name: string) => cacheTruthOf(named.get(name) ?? '', token);
+      return {
+        engines,
+        runners,
+        gateways: named,
+        nginx: reference.started,
+        nginxSkipped: reference.skipped,
+        cacheTruth,
+      };
+    });
+    return {
+      ...fleet,
+      stop: async () => {
+        await fleet.stop();
+        await removeSockets();
+      },
+    };
+  } catch (error) {
+    await removeSockets();
+    throw error;
+  }
+}
+
+/** What a gateway's `/v1/stats` says of cache truth: the runners whose feed it hears, and the blocks it indexes. */
+export interface CacheTruthPanel {
+  readonly runners: readonly { readonly runner: string }[];
+  readonly blocks: number;
+}
+
+/** The cache-truth panel of the gateway at `url`, read with the operator `token`; undefined when it does not answer. */
+export async function cacheTruthOf(url: string, token: string | undefined): Promise<CacheTruthPanel | undefined> {
+  const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
+  const res = await fetch(new URL('/v1/stats', url), { headers }).catch(() => undefined);
+  if (!res?.ok) {
+    await res?.body?.cancel();
+    return undefined;
+  }
+  return ((await res.json()) as { cacheTruth?: CacheTruthPanel }).cacheTruth;
+}
+
+/**
+ * Resolves once the gateway at `url` has heard the cache feed of `runners` runners.
+ * @throws {Error} naming how many it heard when they do not all report within `timeoutMs`.
+ */
+export async function fedBy(url: string, runners: number, token: string | undefined, timeoutMs: number): Promise<void> {
+  const until = performance.now() + timeoutMs;
+  let heard = 0;
+  while (performance.now() < until) {
+    heard = (await cacheTruthOf(url, token))?.runners.length ?? 0;
+    if (heard >= runners) return;
+    await delay(50);
+  }
+  throw new Error(`gateway ${url} heard the cache feed of ${heard} of ${runners} runners within ${timeoutMs} ms`);
 }
 
 /** The sum over engines of their prefix-cache counters, in tokens (vLLM's `prefix_cache_queries` and `_hits`). */

@@ -70,8 +70,21 @@ export function placementFigures(records: readonly CallRecord[], fromMs: number,
   };
 }
 
+/** What a trace is replayed against: sends one call, records it, never rejects. */
+export interface CallTarget {
+  readonly name: string;
+  call(
+    shape: WorkloadShape,
+    call: TraceCall,
+    due: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<CallRecord>;
+  close(): Promise<void>;
+}
+
 /** A target a trace can be replayed against: an OpenAI-compatible base URL on this machine. */
-export class TraceTarget {
+export class TraceTarget implements CallTarget {
   readonly name: string;
   readonly #pool: Pool;
   readonly #path: string;
@@ -139,6 +152,42 @@ export class TraceTarget {
   }
 }
 
+/**
+ * Several targets taken in turn, one call each, as an L4 balancer in front of several gateways
+ * spreads connections: each target sees every n-th call.
+ */
+export class RotatingTarget implements CallTarget {
+  readonly name: string;
+  readonly #targets: readonly TraceTarget[];
+  #next = 0;
+
+  /** @throws {BenchTargetError} unless every URL is http on 127.0.0.1 or localhost. */
+  constructor(name: string, baseUrls: readonly string[], connections: number) {
+    if (baseUrls.length === 0) throw new RangeError(`${name}: a rotating target needs at least one URL`);
+    this.name = name;
+    const each = Math.max(1, Math.ceil(connections / baseUrls.length));
+    this.#targets = baseUrls.map((url, i) => new TraceTarget(`${name} ${i + 1}`, url, each));
+  }
+
+  /** Sends `call` to the next target in turn. */
+  call(
+    shape: WorkloadShape,
+    call: TraceCall,
+    due: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<CallRecord> {
+    const target = this.#targets[this.#next]!;
+    this.#next = (this.#next + 1) % this.#targets.length;
+    return target.call(shape, call, due, timeoutMs, signal);
+  }
+
+  /** Closes every target's connections. */
+  async close(): Promise<void> {
+    await Promise.all(this.#targets.map((t) => t.close()));
+  }
+}
+
 /** Bounds of one replay. */
 export interface ReplayOptions {
   /** Per-call limit on the wait for headers and between body chunks, ms. */
@@ -153,7 +202,7 @@ export interface ReplayOptions {
  * answer is in. Due calls leave in batches on each timer tick (Node timers have a 1 ms floor).
  */
 export function replay(
-  target: TraceTarget,
+  target: CallTarget,
   shape: WorkloadShape,
   calls: Iterable<TraceCall>,
   options: ReplayOptions,

@@ -380,3 +380,28 @@ export function promptTokensOf(shape: WorkloadShape, turn: number): { total: num
   const shared = message(shape.systemWords);
   return { total: shared + turn * message(shape.userWords) + (turn - 1) * message(shape.outputTokens), shared };
 }
+
+/**
+ * The calls of `calls` with every tenant (system prompt) number moved up by `firstTenant`: the
+ * same arrivals on contexts no engine has seen, so runs one after another on the same engines
+ * each start from their own warm caches rather than the last run's.
+ */
+export function* onTenants(calls: Iterable<TraceCall>, firstTenant: number): Generator<TraceCall, void, undefined> {
+  for (const call of calls) yield { ...call, system: call.system + firstTenant };
+}
+
+/**
+ * The request body that caches tenant `system`'s context on the engine it is sent to: the
+ * context as the system message and a one-word user message, one token out, not streamed. The
+ * engine caches the context's full blocks, which every call of the tenant shares.
+ */
+export function warmBodyOf(shape: WorkloadShape, system: number): string {
+  return JSON.stringify({
+    model: shape.model,
+    messages: [
+      { role: 'system', content: systemPrompt(shape, system) },
+      { role: 'user', content: WORDS[0] },
+    ],
+    max_tokens: 1,
+  });
+}
