@@ -5,6 +5,7 @@
  */
 import { UnknownScenarioError } from './errors.ts';
 import type { BenchOptions } from './options.ts';
+import { feed } from './scenarios/feed.ts';
 import { memory } from './scenarios/memory.ts';
 import { overhead } from './scenarios/overhead.ts';
 import { placement } from './scenarios/placement-workloads.ts';
@@ -42,6 +43,7 @@ export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({
   soak,
   serverless,
   tokens,
+  feed,
 });
 
 /**
