@@ -41,7 +41,7 @@ describe('block hashes (vLLM sha256_cbor)', () => {
   });
 
   it('keys are 16 hex digits of the low 64 bits, whatever form the hash came in', () => {
-    const hash = Buffer.from('00'.repeat(24) + '0000000000000abc', 'hex');
+    const hash = Buffer.from(`${'00'.repeat(24)}0000000000000abc`, 'hex');
     expect(blockKey(hash)).toBe('0000000000000abc');
     expect(blockKey(0xabcn)).toBe('0000000000000abc');
     expect(blockKey(0xabc)).toBe('0000000000000abc');
