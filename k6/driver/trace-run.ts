@@ -170,16 +170,10 @@ export class RotatingTarget implements CallTarget {
   }
 
   /** Sends `call` to the next target in turn. */
-  call(
-    shape: WorkloadShape,
-    call: TraceCall,
-    due: number,
-    timeoutMs: number,
-    signal?: AbortSignal,
-  ): Promise<CallRecord> {
+  call(...args: Parameters<CallTarget['call']>): Promise<CallRecord> {
     const target = this.#targets[this.#next]!;
     this.#next = (this.#next + 1) % this.#targets.length;
-    return target.call(shape, call, due, timeoutMs, signal);
+    return target.call(...args);
   }
 
   /** Closes every target's connections. */
