@@ -42,6 +42,8 @@ export class CacheChecks {
   attach(call: GatewayCall, parts: PromptParts | undefined): void {
     const truth = this.#truth;
     if (!truth || !parts || (call.route !== 'chat' && call.route !== 'completions')) return;
+    // No runner feeds this gateway: there is nothing to look up, and the call keeps its shape.
+    if (truth.index.feeds === 0) return;
     const route = call.route;
     let read = false;
     let cache: PromptCache | undefined;

@@ -255,6 +255,11 @@ export class CacheIndex {
     return this.#feeds.keys();
   }
 
+  /** Runners with a feed, known or not. */
+  get feeds(): number {
+    return this.#feeds.size;
+  }
+
   /** Forgets a runner that left the pool. */
   drop(runnerId: string): void {
     const feed = this.#feeds.get(runnerId);

@@ -58,6 +58,15 @@ function setup() {
 }
 
 describe('CacheChecks', () => {
+  it('leaves a call as it is while no runner feeds the gateway', () => {
+    const { checks, call, asked } = setup();
+    const c = call();
+    checks.attach(c, { messages });
+    expect(Object.getOwnPropertyDescriptor(c, 'cache')).toBeUndefined();
+    expect(c.cache).toBeUndefined();
+    expect(asked()).toBe(0);
+  });
+
   it('builds call.cache at its first read only, once, from the runners that announce a feed', () => {
     const { truth, checks, call, asked } = setup();
     truth.update(
