@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -86,18 +86,22 @@ describe('start-up settings', () => {
 
   it('reads settings from a --config JSON file, below flags and environment', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sluice-config-'));
-    const file = join(dir, 'runner.json');
-    writeFileSync(file, JSON.stringify({ engine: 'http://127.0.0.1:1', slots: -3 }));
-    const fromFile = await sluice(['runner', '--config', file]);
-    expect(fromFile.code).toBe(2);
-    expect(fromFile.stderr).toMatch(/slots must be a positive integer, got -3/);
-    // Environment beats the file, and a flag beats both: the error names the winning value.
-    expect((await sluice(['runner', '--config', file], { SLUICE_SLOTS: '-1' })).stderr).toMatch(/got -1$/m);
-    expect((await sluice(['runner', '--config', file, '--slots', '-5'], { SLUICE_SLOTS: '-1' })).stderr).toMatch(
-      /got -5$/m,
-    );
-    writeFileSync(file, JSON.stringify({ engine: 'http://127.0.0.1:1', slotz: 3 }));
-    expect((await sluice(['runner', '--config', file])).stderr).toMatch(/unknown setting "slotz"/);
+    try {
+      const file = join(dir, 'runner.json');
+      writeFileSync(file, JSON.stringify({ engine: 'http://127.0.0.1:1', slots: -3 }));
+      const fromFile = await sluice(['runner', '--config', file]);
+      expect(fromFile.code).toBe(2);
+      expect(fromFile.stderr).toMatch(/slots must be a positive integer, got -3/);
+      // Environment beats the file, and a flag beats both: the error names the winning value.
+      expect((await sluice(['runner', '--config', file], { SLUICE_SLOTS: '-1' })).stderr).toMatch(/got -1$/m);
+      expect((await sluice(['runner', '--config', file, '--slots', '-5'], { SLUICE_SLOTS: '-1' })).stderr).toMatch(
+        /got -5$/m,
+      );
+      writeFileSync(file, JSON.stringify({ engine: 'http://127.0.0.1:1', slotz: 3 }));
+      expect((await sluice(['runner', '--config', file])).stderr).toMatch(/unknown setting "slotz"/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('lists every flag with its default in --help', async () => {
