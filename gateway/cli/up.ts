@@ -3,14 +3,18 @@
  * gateway in this one in front of them.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Gateway } from '../server.ts';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
-import type { ChildService } from '../../placer/kernel/index.ts';
-import { reportListening, runnerArgs, simEngineArgs, startService } from '../../placer/kernel/index.ts';
+import type { ChildService, KvEventSockets } from '../../placer/kernel/index.ts';
+import {
+  KV_HASH_SEED,
+  kvEventSockets,
+  reportListening,
+  runnerArgs,
+  simEngineArgs,
+  startService,
+} from '../../placer/kernel/index.ts';
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
 import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';
@@ -65,10 +69,10 @@ export const up: Command = {
     }
     const children: ChildService[] = [];
     // Folders of this run's (the engines' event sockets), removed once the children are gone.
-    const scratch: string[] = [];
+    const scratch: KvEventSockets[] = [];
     const stopChildren = async () => {
       await Promise.all(children.reverse().map((c) => c.stop('SIGTERM')));
-      await Promise.all(scratch.map((dir) => rm(dir, { recursive: true, force: true })));
+      await Promise.all(scratch.map((sockets) => sockets.remove()));
     };
     const level = String(values.logLevel);
     // The engines and runners get the settings given here as flags, and their own defaults for the rest.
@@ -84,10 +88,10 @@ export const up: Command = {
       const simArgs = flags(simSettings.map((setting) => setting.key));
       // Each engine publishes its KV-cache events on a socket of its own for its runner, which
       // carries them to the gateway: placement then knows what every engine's cache holds.
-      const sockets = await mkdtemp(join(tmpdir(), 'sluice-up-'));
+      const sockets = await kvEventSockets('sluice-up-');
       scratch.push(sockets);
-      const kvEvents = (i: number) => `ipc://${join(sockets, `engine-${i + 1}.kv`)}`;
-      const engineEnv = { ...childEnv(env), PYTHONHASHSEED: UP_HASH_SEED };
+      const kvEvents = (i: number) => sockets.endpoint(`engine-${i + 1}`);
+      const engineEnv = { ...childEnv(env), PYTHONHASHSEED: KV_HASH_SEED };
       const engines = await Promise.all(
         Array.from({ length: count }, (_, i) =>
           startService(
@@ -117,7 +121,7 @@ export const up: Command = {
       const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };
       // The runners announce the engines' block size, so gateways name blocks as the engines do.
       const blockSize = values.blockSize === undefined ? [] : ['--engine-block-size', String(values.blockSize)];
-      const runnerFlags = [...flags(['slots']), ...blockSize, '--hash-seed', UP_HASH_SEED, '--log-level', level];
+      const runnerFlags = [...flags(['slots']), ...blockSize, '--log-level', level];
       const runners = await Promise.all(
         engines.map((e, i) =>
           startService(
@@ -161,9 +165,6 @@ function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   for (const name of Object.keys(copy)) if (name.startsWith('SLUICE_') || name === 'PORT') delete copy[name];
   return copy;
 }
-
-/** The runners' and engines' PYTHONHASHSEED: any fixed value, so gateways name blocks as the engines do. */
-const UP_HASH_SEED = '0';
 
 /** Longest wait for the runners to register before `up` says it is up anyway, ms. */
 const JOIN_TIMEOUT_MS = 30_000;

@@ -6,12 +6,9 @@
  * both ends and sends the chat calls.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Pool } from 'undici';
-import { runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
+import { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { openLoopSchedule } from './load.ts';
 import { startGroup } from './stack.ts';
@@ -21,9 +18,6 @@ export const FEED_MODEL = 'feed-model';
 
 /** The runner's id, as the gateway's counters name it. */
 export const FEED_RUNNER = 'feed-runner';
-
-/** The engines' PYTHONHASHSEED and the runner's --hash-seed: any fixed value, as `sluice up` takes. */
-const HASH_SEED = '0';
 
 /** What {@link startFeedFleet} started. */
 export interface FeedFleet {
@@ -69,13 +63,13 @@ const JOIN_TIMEOUT_MS = 30_000;
 /** Starts the fleet and waits until the runner's feed reaches the gateway; on failure stops what started. */
 export function startFeedFleet(options: FeedFleetOptions): Promise<FeedFleet> {
   return startGroup(options, async ({ env, level, group }) => {
-    const sockets = await mkdtemp(join(tmpdir(), 'sluice-bench-feed-'));
-    group.add({ stop: () => rm(sockets, { recursive: true, force: true }) });
-    const kvEvents = `ipc://${join(sockets, 'engine.kv')}`;
+    const sockets = await kvEventSockets('sluice-bench-feed-');
+    group.add({ stop: () => sockets.remove() });
+    const kvEvents = sockets.endpoint('engine');
     const engine = group.add(
       await startService(
         simEngineArgs({ id: 'feed-sim', kvEvents }, ['--model', FEED_MODEL, ...options.engineFlags, ...level]),
-        { env: { ...env, PYTHONHASHSEED: HASH_SEED } },
+        { env: { ...env, PYTHONHASHSEED: KV_HASH_SEED } },
       ),
     );
     // A runner token and call secret of this run's, in the environment (never argv).
@@ -94,8 +88,6 @@ export function startFeedFleet(options: FeedFleetOptions): Promise<FeedFleet> {
         runnerArgs({ engine: engine.url, id: FEED_RUNNER, gateway: gateway.url, kvEvents }, [
           '--slots',
           String(options.slots),
-          '--hash-seed',
-          HASH_SEED,
           ...level,
         ]),
         { env: { ...env, ...secrets } },

@@ -5,11 +5,8 @@
  * round-robin and once with least_conn: what a team would put there instead of sluice.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
+import { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
 import { startGroup } from './stack.ts';
@@ -129,9 +126,6 @@ export interface CacheFleet {
   stop(): Promise<void>;
 }
 
-/** The engines' and runners' PYTHONHASHSEED: any fixed value, so gateways name blocks as the engines do. */
-const FLEET_HASH_SEED = '0';
-
 /**
  * A fleet on cache truth, as `sluice up` wires it: every engine publishes its KV-cache events on
  * an ipc socket of its own, its runner subscribes (`--engine-kv-events`) and registers with every
@@ -139,16 +133,16 @@ const FLEET_HASH_SEED = '0';
  * Resolves once every gateway hears every runner's feed; on failure stops what did start.
  */
 export async function startCacheFleet(options: CacheFleetOptions): Promise<CacheFleet> {
-  const sockets = await mkdtemp(join(tmpdir(), 'sluice-bench-kv-'));
-  const removeSockets = () => rm(sockets, { recursive: true, force: true });
+  const sockets = await kvEventSockets('sluice-bench-kv-');
+  const removeSockets = () => sockets.remove();
   try {
     const fleet = await startGroup(options, async ({ env: base, level, group }) => {
       const env: NodeJS.ProcessEnv = {
         ...base,
-        PYTHONHASHSEED: FLEET_HASH_SEED,
+        PYTHONHASHSEED: KV_HASH_SEED,
         SLUICE_RUNNER_TOKEN: randomBytes(24).toString('base64url'),
       };
-      const kvEvents = (i: number) => `ipc://${join(sockets, `engine-${i + 1}.kv`)}`;
+      const kvEvents = (i: number) => sockets.endpoint(`engine-${i + 1}`);
       const engineFlags = ['--profile', 'h100-8b', '--model', options.model, ...level];
       const engines = await Promise.all(
         Array.from({ length: options.engines }, (_, i) =>
@@ -178,7 +172,7 @@ export async function startCacheFleet(options: CacheFleetOptions): Promise<Cache
         ),
       );
       const gatewayList = gateways.map((g) => g.url).join(',');
-      const runnerFlags = ['--slots', String(options.slots), '--hash-seed', FLEET_HASH_SEED, ...level];
+      const runnerFlags = ['--slots', String(options.slots), ...level];
       const runners = await Promise.all(
         engines.map((engine, i) =>
           group.track(

@@ -41,5 +41,5 @@ export type { AnyServerResponse } from './response-end.ts';
 export { cutShort, onCutShort } from './response-end.ts';
 export type { ChildScript, ChildService, StartOptions } from './processes.ts';
 export { SLUICE_BIN, freePort, reportListening, startChild, startService } from './processes.ts';
-export type { RunnerArgs, SimEngineArgs } from './service-args.ts';
-export { runnerArgs, simEngineArgs } from './service-args.ts';
+export type { KvEventSockets, RunnerArgs, SimEngineArgs } from './service-args.ts';
+export { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs } from './service-args.ts';

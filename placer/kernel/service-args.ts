@@ -4,6 +4,33 @@
  * flags that make an engine and a runner in front of it are written here once, and each caller
  * adds only what is its own (timings, slots, a log level).
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * The hash seed of every fleet started here whose engines publish KV events: engines take it as
+ * PYTHONHASHSEED in their environment (as vLLM does), and {@link runnerArgs} gives it to their
+ * runners (`--hash-seed`), so gateways name blocks as the engines do. Any fixed value would do.
+ */
+export const KV_HASH_SEED = '0';
+
+/** A scratch folder of ipc sockets for a fleet's engines to publish KV events on. */
+export interface KvEventSockets {
+  /** Engine `name`'s endpoint, for {@link SimEngineArgs.kvEvents} and {@link RunnerArgs.kvEvents}. */
+  endpoint(name: string): string;
+  /** Removes the folder; call it once the engines are stopped. */
+  remove(): Promise<void>;
+}
+
+/** Makes a {@link KvEventSockets} folder in the temp directory, named from `prefix`. */
+export async function kvEventSockets(prefix: string): Promise<KvEventSockets> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  return {
+    endpoint: (name) => `ipc://${join(dir, `${name}.kv`)}`,
+    remove: () => rm(dir, { recursive: true, force: true }),
+  };
+}
 
 /** What names a simulated engine started by {@link simEngineArgs}. */
 export interface SimEngineArgs {
@@ -13,7 +40,8 @@ export interface SimEngineArgs {
    * An endpoint (`ipc://` or `tcp://`) the engine binds to publish its KV-cache events on, as
    * vLLM's `--kv-events-config` takes it, with cached tokens in its answers and sha256_cbor block
    * hashes: what a runner needs to carry its cache to gateways. The engine's PYTHONHASHSEED, which
-   * seeds the hashes, is the caller's to set in its environment. Without it the engine publishes nothing.
+   * seeds the hashes, is the caller's to set in its environment: {@link KV_HASH_SEED}. Without it
+   * the engine publishes nothing.
    */
   readonly kvEvents?: string;
 }
@@ -28,7 +56,10 @@ export interface RunnerArgs {
   readonly kind?: string;
   /** A gateway it registers with (`--gateway`). */
   readonly gateway?: string;
-  /** Where its engine publishes KV-cache events (`--engine-kv-events`): the engine's {@link SimEngineArgs.kvEvents}. */
+  /**
+   * Where its engine publishes KV-cache events (`--engine-kv-events`): the engine's
+   * {@link SimEngineArgs.kvEvents}. The runner then announces {@link KV_HASH_SEED} as the seed.
+   */
   readonly kvEvents?: string;
 }
 
@@ -48,6 +79,7 @@ export function runnerArgs(runner: RunnerArgs, extra: readonly string[] = []): s
     ...flag('--id', runner.id),
     ...flag('--gateway', runner.gateway),
     ...flag('--engine-kv-events', runner.kvEvents),
+    ...(runner.kvEvents === undefined ? [] : ['--hash-seed', KV_HASH_SEED]),
     ...extra,
   ];
 }

@@ -3,7 +3,9 @@
  * each flag stands only when its value is given, and the caller's own flags come last.
  */
 import { describe, expect, it } from 'vitest';
-import { runnerArgs, simEngineArgs } from '../../../placer/kernel/service-args.ts';
+import { existsSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs } from '../../../placer/kernel/service-args.ts';
 import type { RunnerArgs, SimEngineArgs } from '../../../placer/kernel/service-args.ts';
 
 describe('simEngineArgs', () => {
@@ -51,5 +53,32 @@ describe('runnerArgs', () => {
     ],
   ])('returns the runner on port 0 with %s', (_, runner, extra, expected) => {
     expect(runnerArgs(runner, extra)).toEqual(expected);
+  });
+});
+
+describe('engines publishing KV events, and their runners', () => {
+  it('gives the engine vLLM flags for the endpoint, and its runner the endpoint and the shared hash seed', () => {
+    const kvEvents = 'ipc:///tmp/x/engine-1.kv';
+    const engine = simEngineArgs({ id: 'sim-1', kvEvents });
+    expect(engine).toContain('--enable-prompt-tokens-details');
+    expect(JSON.parse(engine[engine.indexOf('--kv-events-config') + 1]!)).toMatchObject({ endpoint: kvEvents });
+    const runner = runnerArgs({ engine: 'http://127.0.0.1:9000', kvEvents });
+    expect(runner.slice(runner.indexOf('--engine-kv-events'))).toEqual([
+      '--engine-kv-events',
+      kvEvents,
+      '--hash-seed',
+      KV_HASH_SEED,
+    ]);
+    expect(runnerArgs({ engine: 'http://127.0.0.1:9000' })).not.toContain('--hash-seed');
+  });
+
+  it('names endpoints in a folder of its own, and removes the folder', async () => {
+    const sockets = await kvEventSockets('sluice-spec-kv-');
+    const endpoint = sockets.endpoint('engine-1');
+    expect(endpoint).toMatch(/^ipc:\/\/.*sluice-spec-kv-[^/]+\/engine-1\.kv$/);
+    const dir = dirname(endpoint.slice('ipc://'.length));
+    expect(existsSync(dir)).toBe(true);
+    await sockets.remove();
+    expect(existsSync(dir)).toBe(false);
   });
 });
