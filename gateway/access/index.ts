@@ -20,3 +20,4 @@ export { ANONYMOUS, ROUTE_SCOPES } from './scopes.ts';
 export type { Caller, ClientKeys, GatewayEnv, RouteScope } from './scopes.ts';
 export { readSecretLines } from './secrets.ts';
 export { stripInjectedUsage } from './usage-strip.ts';
+export { withUsageAsked } from './token-budget.ts';

@@ -13,7 +13,7 @@
  * the rest of the client's JSON reaches the engine byte for byte (a 64-bit seed keeps its
  * digits); only a body whose `stream_options` must change is parsed and written again.
  */
-import type { CallRoute } from '../http/index.ts';
+import type { CallRoute, UsageUnasked } from '../http/index.ts';
 
 /**
  * Output tokens a call that names no max_tokens is capped at, when its key sets no
@@ -87,6 +87,18 @@ export function tokenBudget(
     else stripUsage = false;
   }
   return { outputTokens: (given ?? cap) * choices, body: appended(body, added), stripUsage };
+}
+
+/**
+ * `body`, a streamed chat or completion that left its usage unasked (`how`), asking for it: the
+ * field appended as text when the body names no `stream_options`, the body written again with the
+ * client's other options kept when it does. The relay strips that usage from the client's stream.
+ */
+export function withUsageAsked(body: Buffer, how: UsageUnasked): Buffer {
+  if (how === 'no-options') return appended(body, { stream_options: { include_usage: true } });
+  const json = parseObject(body);
+  const options = json?.stream_options;
+  return json && isObject(options) ? rewritten(json, { stream_options: { ...options, include_usage: true } }) : body;
 }
 
 /** The body as a JSON object, or undefined when it is not one. */

@@ -12,7 +12,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SluiceError, onCutShort } from '../../placer/kernel/index.ts';
 import { CALL_ID_HEADER } from '../../runner/protocol/index.ts';
-import { ANONYMOUS, KeyCalls } from '../access/index.ts';
+import { ANONYMOUS, KeyCalls, withUsageAsked } from '../access/index.ts';
 import type { Caller, KeyCall } from '../access/index.ts';
 import { UploadBudget } from './admission.ts';
 import { clientKey, routedPath, uuidv7 } from '../http/index.ts';
@@ -336,8 +336,10 @@ export class LbAgent {
       return undefined;
     }
     // Without a key, the client's body as it came: no await on the way.
-    const budgeted = keyCall ? await this.#budget(route, body, out, keyCall) : { body, stripUsage: false };
+    let budgeted = keyCall ? await this.#budget(route, body, out, keyCall) : { body, stripUsage: false };
     if (budgeted === undefined) return undefined;
+    if (asked.usageUnasked && !budgeted.stripUsage && this.#cacheChecks.checks(route))
+      budgeted = { body: withUsageAsked(budgeted.body, asked.usageUnasked), stripUsage: true };
     const detached = asked.preference.detached ? new DetachedSignal(started.clientGone) : undefined;
     const { id, requestId, createdAt, client, clientGone } = started;
     const call = makeCall(route, fnParam, incoming, asked, {

@@ -7,7 +7,7 @@
  */
 import type { CachedReport, Placer, PromptCache } from '../../placer/types.ts';
 import type { CacheTruth, CallCache, GatewayPool } from '../fleet/index.ts';
-import type { GatewayCall, PromptParts } from '../http/index.ts';
+import type { CallRoute, GatewayCall, PromptParts } from '../http/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 
 /** What the checks need: the pool (its runners and its cache truth), the placer to tell, a logger. */
@@ -33,6 +33,15 @@ export class CacheChecks {
     this.#truth = options.pool.cacheTruth;
     this.#placer = options.placer;
     this.#logger = options.logger;
+  }
+
+  /**
+   * Whether a call on `route` gets a cache view and its check: a chat or completion while some
+   * runner feeds this gateway. Such a call that streams without asking for usage is sent asking
+   * for it, so that its engine's cached tokens are checked like any other call's.
+   */
+  checks(route: CallRoute): boolean {
+    return (route === 'chat' || route === 'completions') && (this.#truth?.index.feeds ?? 0) > 0;
   }
 
   /**

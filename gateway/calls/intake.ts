@@ -17,7 +17,7 @@ import {
   routedPath,
   SESSION_HEADER,
 } from '../http/index.ts';
-import type { CallRoute, GatewayCall, Priority, PromptParts } from '../http/index.ts';
+import type { CallRoute, GatewayCall, Priority, PromptParts, UsageUnasked } from '../http/index.ts';
 import { parsePreference } from '../detached/index.ts';
 import type { CallPreference } from '../detached/index.ts';
 import { turnOf } from './placement.ts';
@@ -33,6 +33,8 @@ export interface Asked {
   prompt: string | undefined;
   /** The raw prompt fields of a chat or completion call, for its cache view (cache-checks.ts). */
   promptParts: PromptParts | undefined;
+  /** How a streamed call leaves its usage unasked (gateway/http/call.ts). */
+  usageUnasked: UsageUnasked | undefined;
   preference: CallPreference;
   turn: Turn;
 }
@@ -64,12 +66,13 @@ export function askOf(
   let user: string | undefined;
   let prompt: string | undefined;
   let promptParts: PromptParts | undefined;
+  let usageUnasked: UsageUnasked | undefined;
   if (route === 'invoke') {
     fn = fnParam ?? '';
     const refusal = invokeRefusal(context.key, fn, body);
     if (refusal) throw refusal;
   } else {
-    ({ model: fn, user, prompt, promptParts } = parseInferenceBody(body, route));
+    ({ model: fn, user, prompt, promptParts, usageUnasked } = parseInferenceBody(body, route));
     const refusal = modelRefusal(context.key, fn);
     if (refusal) throw refusal;
     if (!context.known(fn))
@@ -77,7 +80,7 @@ export function askOf(
   }
   const preference = parsePreference(incoming.headers.prefer, incoming.headers[INVOKE_TYPE_HEADER]);
   const turn = turnOf(incoming, user, context.defaultPriority, context.client);
-  return { fn, user, prompt, promptParts, preference, turn };
+  return { fn, user, prompt, promptParts, usageUnasked, preference, turn };
 }
 
 /** The parts of a call that are not read off the request. */

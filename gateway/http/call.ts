@@ -166,7 +166,16 @@ export interface ParsedBody {
   prompt?: string;
   /** The raw prompt fields of a chat or completion call; absent on other routes. */
   promptParts?: PromptParts;
+  /** How a streamed chat or completion leaves its usage unasked; absent when it asks or does not stream. */
+  usageUnasked?: UsageUnasked;
 }
+
+/**
+ * A streamed chat or completion that did not ask for its closing usage chunk: `no-options` names
+ * no `stream_options`, `options` names an object without `include_usage: true`. A
+ * `stream_options` of another type is the engine's to refuse, so it is neither.
+ */
+export type UsageUnasked = 'no-options' | 'options';
 
 /**
  * Parses a /v1 body just enough to find the model and affinity key; `route` says where the
@@ -182,7 +191,7 @@ export function parseInferenceBody(body: Buffer, route: CallRoute = 'chat'): Par
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     throw new InvalidBodyError('request body must be a JSON object');
   }
-  const { model, user, messages, prompt, input, instructions } = json as Record<string, unknown>;
+  const { model, user, messages, prompt, input, instructions, stream } = json as Record<string, unknown>;
   if (model === undefined || model === null || model === '') {
     throw new MissingModelError('request body has no "model"; name the model to call');
   }
@@ -194,7 +203,16 @@ export function parseInferenceBody(body: Buffer, route: CallRoute = 'chat'): Par
     ...(text ? { prompt: text } : {}),
     ...(route === 'chat' && messages !== undefined ? { promptParts: { messages } } : {}),
     ...(route === 'completions' && prompt !== undefined ? { promptParts: { prompt } } : {}),
+    ...usageUnaskedOf(route, stream, (json as Record<string, unknown>).stream_options),
   };
+}
+
+/** `{usageUnasked}` for a streamed chat or completion that did not ask for usage, else nothing. */
+function usageUnaskedOf(route: CallRoute, stream: unknown, options: unknown): { usageUnasked?: UsageUnasked } {
+  if (stream !== true || (route !== 'chat' && route !== 'completions')) return {};
+  if (options === undefined || options === null) return { usageUnasked: 'no-options' };
+  if (typeof options !== 'object' || Array.isArray(options)) return {};
+  return (options as { include_usage?: unknown }).include_usage === true ? {} : { usageUnasked: 'options' };
 }
 
 /**

@@ -28,6 +28,7 @@ export type {
   ParsedBody,
   Priority,
   PromptParts,
+  UsageUnasked,
 } from './call.ts';
 export { ClientConnections, ClientCounts, clientKey } from './client-connections.ts';
 export { checkFrontListen } from './front-tls.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_TOKENS, tokenBudget } from '../../../gateway/access/token-budget.ts';
+import { DEFAULT_MAX_TOKENS, tokenBudget, withUsageAsked } from '../../../gateway/access/token-budget.ts';
 
 const buf = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value));
 const sent = (body: Buffer) => JSON.parse(body.toString()) as Record<string, unknown>;
@@ -69,5 +69,24 @@ describe('tokenBudget', () => {
     ] as const) {
       expect(tokenBudget(route, body, 1000)).toEqual({ outputTokens: 5, body, stripUsage: false });
     }
+  });
+});
+
+describe('withUsageAsked', () => {
+  it('appends the usage request to a body with no stream_options, leaving its bytes as they were', () => {
+    const body = Buffer.from('{"model":"m","seed":12345678901234567890,"stream":true}');
+    expect(withUsageAsked(body, 'no-options').toString()).toBe(
+      '{"model":"m","seed":12345678901234567890,"stream":true,"stream_options":{"include_usage":true}}',
+    );
+  });
+
+  it('sets include_usage in the client stream_options, keeping its other options', () => {
+    const body = Buffer.from(
+      '{"model":"m","stream":true,"stream_options":{"include_usage":false,"continuous_usage_stats":true}}',
+    );
+    expect(JSON.parse(withUsageAsked(body, 'options').toString()).stream_options).toEqual({
+      include_usage: true,
+      continuous_usage_stats: true,
+    });
   });
 });

@@ -33,20 +33,34 @@ const messages = (question: string) => [
   { role: 'user', content: question },
 ];
 
-/** An engine answering every chat call with a usage block naming `cached` cached tokens. */
+/** The bodies the engines were sent, in order. */
+const sent: Array<Record<string, unknown>> = [];
+
+/**
+ * An engine answering every chat call with a usage block naming `cached` cached tokens; a streamed
+ * call gets its usage chunk (and `"usage":null` on every other chunk) only when it asked, as vLLM.
+ */
 function engineAnswer(cached: number) {
+  const usage = { prompt_tokens: 200, completion_tokens: 1, prompt_tokens_details: { cached_tokens: cached } };
   return (req: IncomingMessage, res: ServerResponse) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      res.setHeader('content-type', 'application/json');
-      res.end(
-        JSON.stringify({
-          id: 'x',
-          object: 'chat.completion',
-          choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
-          usage: { prompt_tokens: 200, completion_tokens: 1, prompt_tokens_details: { cached_tokens: cached } },
-        }),
-      );
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      sent.push(body);
+      if (body.stream !== true) {
+        res.setHeader('content-type', 'application/json');
+        const choices = [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }];
+        return res.end(JSON.stringify({ id: 'x', object: 'chat.completion', choices, usage }));
+      }
+      const asked = body.stream_options?.include_usage === true;
+      const chunk = (fields: object) =>
+        `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', ...fields })}\n\n`;
+      const delta = { choices: [{ index: 0, delta: { content: 'ok' }, finish_reason: 'stop' }] };
+      res.setHeader('content-type', 'text/event-stream');
+      res.write(chunk(asked ? { ...delta, usage: null } : delta));
+      if (asked) res.write(chunk({ choices: [], usage }));
+      res.end('data: [DONE]\n\n');
     });
   };
 }
@@ -190,6 +204,34 @@ describe('placement from cache truth, on a gateway fed over HTTP', () => {
     );
     expect(engines.map((e) => e.calls())).toEqual([4, 0]);
     expect(metricValue(await metrics({ url: gw }), 'sluice_cache_reported_tokens_total', labels)).toBe(4 * A_CACHED);
+  });
+
+  it('asks a stream for the usage its client did not ask for, checks it, and keeps it from the client', async () => {
+    const labels = { runner: 'r-a', model: MODEL };
+    const checked = async () => metricValue(await metrics({ url: gw }), 'sluice_cache_checked_calls_total', labels);
+    const before = await checked();
+    const streams = [
+      { stream: true },
+      { stream: true, stream_options: { continuous_usage_stats: false } },
+      { stream: true, stream_options: { include_usage: true } },
+    ];
+    const texts: string[] = [];
+    for (const fields of streams) {
+      const body = JSON.stringify({ model: MODEL, messages: messages('Where are my logs?'), ...fields });
+      const answer = await postJson(`${gw}/v1/chat/completions`, body);
+      expect(answer.status, answer.text).toBe(200);
+      texts.push(answer.text);
+    }
+    // Every stream reached the engine asking for usage, the client's other options kept.
+    expect(sent.slice(-3).map((b) => b.stream_options)).toEqual([
+      { include_usage: true },
+      { continuous_usage_stats: false, include_usage: true },
+      { include_usage: true },
+    ]);
+    // The clients that did not ask got no usage; the one that asked got it.
+    expect(texts.map((t) => t.includes('"usage"'))).toEqual([false, false, true]);
+    expect(texts.every((t) => t.includes('"content":"ok"') && t.endsWith('data: [DONE]\n\n'))).toBe(true);
+    expect(await checked()).toBe(before + 3);
   });
 
   it('answers a gap with 409 and takes the reset that follows', async () => {

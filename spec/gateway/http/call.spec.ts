@@ -37,6 +37,20 @@ describe('parseInferenceBody', () => {
     expect(parseInferenceBody(json({ model: 'm', input: 'x' }), 'embeddings').promptParts).toBeUndefined();
   });
 
+  it('says how a streamed chat or completion leaves its usage unasked', () => {
+    const unasked = (fields: object, route: 'chat' | 'completions' | 'responses' = 'chat') =>
+      parseInferenceBody(json({ model: 'm', messages: [], ...fields }), route).usageUnasked;
+    expect(unasked({ stream: true })).toBe('no-options');
+    expect(unasked({ stream: true, stream_options: null }, 'completions')).toBe('no-options');
+    expect(unasked({ stream: true, stream_options: { include_usage: false } })).toBe('options');
+    expect(unasked({ stream: true, stream_options: {} })).toBe('options');
+    // Asked, not streamed, an engine's to refuse, or a route whose stream always ends with usage.
+    expect(unasked({ stream: true, stream_options: { include_usage: true } })).toBeUndefined();
+    expect(unasked({ stream: false })).toBeUndefined();
+    expect(unasked({ stream: true, stream_options: 'yes' })).toBeUndefined();
+    expect(unasked({ stream: true }, 'responses')).toBeUndefined();
+  });
+
   it('returns the user as well when the body has a non-empty string user', () => {
     expect(parseInferenceBody(json({ model: 'm', user: 'alice' }))).toEqual({ model: 'm', user: 'alice' });
   });
