@@ -24,7 +24,11 @@ import { gateway } from '../../gateway/cli/gateway-command.ts';
 import { runner } from '../../gateway/cli/runner-command.ts';
 import { up } from '../../gateway/cli/up.ts';
 import { simEngine } from '../../gateway/cli/sim-command.ts';
-import { envOf } from '../../gateway/cli/settings.ts';
+import { envOf, resolveSettings } from '../../gateway/cli/settings.ts';
+import { gatewayDataPlaneOptions } from '../../gateway/cli/data-plane.ts';
+import { resolveDataPlane } from '../../gateway/fleet/data-plane.ts';
+import { checkFrontListen } from '../../gateway/http/front-tls.ts';
+import { GatewayConfigError } from '../../gateway/errors.ts';
 import { startService } from '../../placer/kernel/processes.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { bearer, chatBody, eventually, getJson, postJson } from '../support/fleet.ts';
@@ -122,6 +126,34 @@ describe('the container recipe', () => {
       const known = command.settings.map((s) => envOf(s.key));
       expect(known).toEqual(expect.arrayContaining(env));
     }
+  });
+});
+
+describe('the behind-ingress switch, SLUICE_TLS_TERMINATED_UPSTREAM', () => {
+  /** Whether a gateway given `env` (and the image's address) may listen there with plain http. */
+  function listens(env: Record<string, string>): boolean {
+    const { values } = resolveSettings(gateway.settings, [], { ...imageEnv(), ...env });
+    const dataPlane = resolveDataPlane(gatewayDataPlaneOptions(values), (m) => new GatewayConfigError(m));
+    try {
+      checkFrontListen(dataPlane, values.host as string);
+      return true;
+    } catch (error) {
+      expect(error).toBeInstanceOf(GatewayConfigError);
+      return false;
+    }
+  }
+
+  it("lets a gateway on the image's 0.0.0.0 listen with plain http only when set", () => {
+    expect(listens({})).toBe(false);
+    expect(listens({ SLUICE_TLS_TERMINATED_UPSTREAM: 'false' })).toBe(false);
+    expect(listens({ SLUICE_TLS_TERMINATED_UPSTREAM: 'true' })).toBe(true);
+    expect(listens({ SLUICE_HOST: '127.0.0.1' })).toBe(true);
+  });
+
+  it('is a setting of the commands that run a gateway, and of no other', () => {
+    const has = (command: { settings: readonly { key: string }[] }) =>
+      command.settings.some((s) => envOf(s.key) === 'SLUICE_TLS_TERMINATED_UPSTREAM');
+    expect([gateway, up, runner, simEngine].map(has)).toEqual([true, true, false, false]);
   });
 });
 
