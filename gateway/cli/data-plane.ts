@@ -71,16 +71,21 @@ export const gatewayDataPlaneSettings: readonly Setting[] = [
   }),
 ];
 
-/** The gateway's front: TLS, or the operator's word that plain http is fine off loopback. */
+/**
+ * The gateway's front: TLS, or the operator's word that TLS terminates upstream (an ingress, a
+ * load balancer), which lets it listen with plain http off loopback. The switch is named for that
+ * fact rather than for what it permits, so a deployment that sets it says why.
+ */
 export const frontSettings: readonly Setting[] = [
   ...pemSettings('tls', {
     cert: "the front's certificate; with --tls-key the gateway listens on https",
     certDefault: 'none: plain http',
   }),
   {
-    key: 'allowPlainHttp',
+    key: 'tlsTerminatedUpstream',
     type: 'boolean',
-    description: 'listen with plain http on an address other than loopback (a proxy in front terminates TLS)',
+    description:
+      'TLS terminates upstream (an ingress or load balancer in front): listen with plain http on an address other than loopback',
     defaultText: 'false: plain http on loopback only',
   },
 ];
@@ -130,7 +135,7 @@ export function gatewayDataPlaneOptions(values: Record<string, unknown>): DataPl
   if (runnerTls) out.runnerTls = runnerTls as unknown as DataPlaneOptions['runnerTls'];
   const tls = tlsFiles(values, 'tls', ['cert', 'key']);
   if (tls) out.tls = tls as unknown as DataPlaneOptions['tls'];
-  if (values.allowPlainHttp !== undefined) out.allowPlainHttp = values.allowPlainHttp as boolean;
+  if (values.tlsTerminatedUpstream !== undefined) out.allowPlainHttp = values.tlsTerminatedUpstream as boolean;
   return out;
 }
 

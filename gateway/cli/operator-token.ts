@@ -2,7 +2,11 @@
  * Where a gateway that made its own operator or viewer token puts it: a file only its user can
  * read, named by the port, whose path (never the token) is logged. A token printed to a terminal
  * ends up in scrollback, CI logs and screenshots; a file readable by its owner alone does not.
+ * A made token is good for one run, so its file lives as long as the process: it is removed when
+ * the process exits (any exit that runs Node's exit hooks), and a later run on the same port
+ * writes over one a killed process left.
  */
+import { rmSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +18,7 @@ function operatorTokenDir(env: NodeJS.ProcessEnv): string {
   return env.XDG_RUNTIME_DIR ? join(env.XDG_RUNTIME_DIR, 'sluice') : join(homedir(), '.sluice');
 }
 
-/** Writes `token` to `<kind>-token-<port>`, mode 0600 in a 0700 folder, and logs where. */
+/** Writes `token` to `<kind>-token-<port>`, mode 0600 in a 0700 folder, removed at exit, and logs where. */
 async function keepToken(
   kind: 'operator' | 'viewer',
   token: string,
@@ -28,10 +32,18 @@ async function keepToken(
   await writeFile(file, `${token}\n`, { mode: 0o600 });
   // An older file keeps its mode through writeFile: make sure of it.
   await chmod(file, 0o600);
+  process.once('exit', () => removeQuietly(file));
   logger.info(`${kind} token made for this run (no --${kind}-token given); it is in a file only you can read`, {
     file,
   });
   return file;
+}
+
+/** Removes `file` at exit; one that cannot be removed stays, as after a killed process, and is written over by the next run on its port. */
+function removeQuietly(file: string): void {
+  try {
+    rmSync(file, { force: true });
+  } catch {}
 }
 
 /**

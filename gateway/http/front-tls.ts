@@ -19,7 +19,7 @@ export interface FrontSecurity {
 export function checkFrontListen(dataPlane: FrontSecurity, host: string): void {
   if (dataPlane.tls || dataPlane.allowPlainHttp || isLoopbackHost(host)) return;
   throw new GatewayConfigError(
-    `the gateway would take credentials in clear text on ${host || 'every interface'}: give tls (--tls-cert and --tls-key), listen on 127.0.0.1, or set allowPlainHttp (--allow-plain-http) when a proxy in front terminates TLS`,
+    `the gateway would take credentials in clear text on ${host || 'every interface'}: give tls (--tls-cert and --tls-key), listen on 127.0.0.1, or set allowPlainHttp (--tls-terminated-upstream) when a proxy in front terminates TLS`,
   );
 }
 

@@ -509,7 +509,7 @@ describe('the gateway front', () => {
     cleanups.push(() => plain.close());
     await expect(plain.listen(0, '0.0.0.0')).rejects.toThrow(GatewayConfigError);
     await expect(createGateway({ runners: [runner.url] }).listen(0, '0.0.0.0')).rejects.toThrow(
-      /--tls-cert.*--allow-plain-http/,
+      /--tls-cert.*--tls-terminated-upstream/,
     );
     const allowed = createGateway({ runners: [runner.url], allowPlainHttp: true });
     cleanups.push(() => allowed.close());
