@@ -20,8 +20,9 @@
  * - `AllBlocksCleared` forgets everything.
  *
  * Memory: one entry per engine block held, at most `maxPages` (beyond it new blocks are not
- * named until the engine removes some), each about 150 bytes plus 8 bytes per tail token: at
- * page size 1 and block size 16 about 200 bytes a cached token, 200 MiB for a million.
+ * named until the engine removes some). Measured with block size 16 and event-sized token
+ * arrays kept: about 270 bytes a page at page size 1 (some 260 MiB at the bound, a million cached
+ * tokens), about 510 bytes a page of 16 tokens (32 bytes a cached token).
  */
 import type { KvEvent, StoredBlocksEvent } from './kv-events.ts';
 import { blockKey, chainBlockHashes, seedHash } from './protocol/index.ts';
@@ -45,10 +46,18 @@ export interface CacheRekeyerOptions {
   maxPages?: number;
 }
 
-/** What is kept per engine block. */
+/**
+ * What is kept per engine block. The tokens since the last full scheme block are not copied into
+ * each page: a page keeps its own share of them and a link to the page before while that one has
+ * a share too, so they are gathered (fewer than a block's worth) only when a block completes.
+ */
 interface Page {
-  /** Tokens since the last full scheme block, up to and with this block's. */
-  readonly tail: readonly number[];
+  /** The page before, while it holds tokens of the scheme block this page is in. */
+  readonly up: Page | undefined;
+  /** This page's tokens not in a full scheme block. */
+  readonly tokens: readonly number[];
+  /** Tokens since the last full scheme block, up to and with this page's. */
+  readonly filled: number;
   /** Hash of the last full scheme block up to and with this block; the seed hash before the first. */
   readonly last: BlockHash;
   /** Keys of the scheme blocks this block completed. */
@@ -56,6 +65,8 @@ interface Page {
   /** Times stored and not yet removed. */
   count: number;
 }
+
+const NONE: readonly string[] = Object.freeze([]);
 
 /** Engine blocks remembered by default: a page-size-1 cache of a million tokens. */
 const DEFAULT_MAX_PAGES = 1_048_576;
@@ -80,7 +91,7 @@ export class CacheRekeyer implements BlockKeyer {
       throw new RangeError(`maxPages must be a positive integer, got ${maxPages}`);
     this.#blockSize = blockSize;
     this.#maxPages = maxPages;
-    this.#root = { tail: [], last: seedHash(seed), completed: [], count: 1 };
+    this.#root = { up: undefined, tokens: [], filled: 0, last: seedHash(seed), completed: NONE, count: 1 };
   }
 
   /** Engine blocks remembered now. */
@@ -138,11 +149,18 @@ export class CacheRekeyer implements BlockKeyer {
   /** The page after `parent` holding `tokens`, with the scheme blocks they complete. */
   #extend(parent: Page, tokens: readonly number[]): Page {
     const size = this.#blockSize;
-    const tail = parent.tail.length === 0 ? tokens : [...parent.tail, ...tokens];
-    if (tail.length < size) return { tail, last: parent.last, completed: [], count: 1 };
+    const up = parent.filled > 0 ? parent : undefined;
+    const filled = parent.filled + tokens.length;
+    if (filled < size) return { up, tokens, filled, last: parent.last, completed: NONE, count: 1 };
+    const shares = [tokens];
+    for (let page = up; page !== undefined; page = page.up) shares.push(page.tokens);
+    const tail = shares.reverse().flat();
     const hashes = chainBlockHashes(tail, size, parent.last);
+    const rest = tail.slice(hashes.length * size);
     return {
-      tail: tail.slice(hashes.length * size),
+      up: undefined,
+      tokens: rest,
+      filled: rest.length,
       last: hashes.at(-1)!,
       completed: hashes.map((hash) => blockKey(hash)),
       count: 1,

@@ -21,7 +21,6 @@
  */
 import { createHash } from 'node:crypto';
 import type { BlockHash } from '../../protocol/index.ts';
-import type { StoredBlocks } from './kv-events.ts';
 
 /** The medium SGLang names for blocks in GPU memory. */
 const MEDIUM_GPU = 'GPU';
@@ -51,18 +50,22 @@ export class SglangPages {
     this.#pageSize = pageSize;
   }
 
-  /** The events telling a run of newly stored blocks; none when the block before it is not held. */
-  stored(blocks: StoredBlocks): unknown[][] {
+  /**
+   * The events telling a run of newly stored blocks (their hashes, the hash of the block before
+   * them or null, their tokens block after block, tokens per block); none when the block before
+   * them is not held.
+   */
+  stored(hashes: readonly BlockHash[], before: BlockHash | null, tokenIds: readonly number[], blockSize: number) {
     let prior: Buffer | undefined;
-    if (blocks.parent !== null) {
-      const parent = this.#held.get(blocks.parent.toString('hex'));
+    if (before !== null) {
+      const parent = this.#held.get(before.toString('hex'));
       if (parent === undefined) return [];
       prior = parent.subarray(parent.length - DIGEST_BYTES);
     }
     const events: unknown[][] = [];
     const size = this.#pageSize;
-    blocks.hashes.forEach((hash, b) => {
-      const tokens = blocks.tokenIds.slice(b * blocks.blockSize, (b + 1) * blocks.blockSize);
+    hashes.forEach((hash, b) => {
+      const tokens = tokenIds.slice(b * blockSize, (b + 1) * blockSize);
       const digests: Buffer[] = [];
       for (let start = 0; start + size <= tokens.length; start += size) {
         const page = tokens.slice(start, start + size);

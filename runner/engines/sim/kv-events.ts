@@ -87,7 +87,8 @@ export class SimKvEventPublisher implements SimKvEvents {
 
   stored(blocks: StoredBlocks): void {
     if (this.#sglang) {
-      for (const event of this.#sglang.stored(blocks)) this.#add(event);
+      const { hashes, parent, tokenIds, blockSize } = blocks;
+      for (const event of this.#sglang.stored(hashes, parent, tokenIds, blockSize)) this.#add(event);
       return;
     }
     this.#add([

@@ -28,16 +28,11 @@ describe("SGLang's page hashes", () => {
 });
 
 describe('SglangPages', () => {
-  const run = (hashes: Buffer[], parent: Buffer | null, tokenIds: number[]) => ({
-    hashes,
-    parent,
-    tokenIds,
-    blockSize: 4,
-  });
+  const run = (hashes: Buffer[], parent: Buffer | null, tokenIds: number[]) => [hashes, parent, tokenIds, 4] as const;
 
   it("tells each block as its pages, chained across blocks and runs, and a removed block's pages first page first", () => {
     const pages = new SglangPages(2);
-    const first = pages.stored(run([hash(1), hash(2)], null, [1, 2, 3, 4, 5, 6, 7, 8]));
+    const first = pages.stored(...run([hash(1), hash(2)], null, [1, 2, 3, 4, 5, 6, 7, 8]));
     const digests: Buffer[] = [];
     let prior: Buffer | undefined;
     for (const page of [
@@ -58,7 +53,7 @@ describe('SglangPages', () => {
       ['BlockStored', [id(2)], id(1), [5, 6], 2, null, 'GPU'],
       ['BlockStored', [id(3)], id(2), [7, 8], 2, null, 'GPU'],
     ]);
-    expect(pages.stored(run([hash(3)], hash(2), [9, 10, 11, 12]))).toEqual([
+    expect(pages.stored(...run([hash(3)], hash(2), [9, 10, 11, 12]))).toEqual([
       ['BlockStored', [id(4)], id(3), [9, 10], 2, null, 'GPU'],
       ['BlockStored', [id(5)], id(4), [11, 12], 2, null, 'GPU'],
     ]);
@@ -71,10 +66,10 @@ describe('SglangPages', () => {
 
   it('tells nothing of a run whose parent block it does not hold, since it cannot chain from it', () => {
     const pages = new SglangPages(1);
-    expect(pages.stored(run([hash(2)], hash(1), [1, 2, 3, 4]))).toEqual([]);
-    pages.stored(run([hash(1)], null, [1, 2, 3, 4]));
+    expect(pages.stored(...run([hash(2)], hash(1), [1, 2, 3, 4]))).toEqual([]);
+    pages.stored(...run([hash(1)], null, [1, 2, 3, 4]));
     pages.clear();
-    expect(pages.stored(run([hash(2)], hash(1), [5, 6, 7, 8]))).toEqual([]);
+    expect(pages.stored(...run([hash(2)], hash(1), [5, 6, 7, 8]))).toEqual([]);
   });
 });
 
