@@ -207,8 +207,9 @@ export interface RunnerOptions {
   engineEnvAllow?: readonly string[];
   /**
    * The PYTHONHASHSEED a launched vLLM or simulated engine gets, which seeds its block hashes
-   * (runner/protocol/block-hash.ts): gateways compute a call's blocks with it, so it is announced
-   * to them. Every engine of a fleet given the same seed names the same prefix alike.
+   * (runner/protocol/block-hash.ts), and the seed of the blocks the runner names itself with
+   * {@link kvBlockKeys} `tokens`: gateways compute a call's blocks with it, so it is announced to
+   * them. Every engine of a fleet given the same seed names the same prefix alike.
    * @default see runnerDefaults
    */
   hashSeed?: string;

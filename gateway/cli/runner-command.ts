@@ -149,7 +149,7 @@ export const runner: Command = {
     r(
       'hashSeed',
       'string',
-      'PYTHONHASHSEED of a launched vllm or sim engine, which seeds its block hashes; announced to gateways so they name blocks alike',
+      'PYTHONHASHSEED of a launched vllm or sim engine, which seeds its block hashes, and the seed of the blocks the runner names with --kv-block-keys tokens; announced to gateways so they name blocks alike',
     ),
     r(
       'cacheFeedInterval',
