@@ -44,6 +44,8 @@ export interface CacheRekeyerOptions {
   blockSize: number;
   /** Engine blocks remembered at most. @default 1_048_576 */
   maxPages?: number;
+  /** Told when a block is first refused for the bound, and again after the engine removed some. @default nothing */
+  onFull?: () => void;
 }
 
 /**
@@ -80,17 +82,19 @@ export class CacheRekeyer implements BlockKeyer {
   readonly #pages = new Map<string, Page>();
   /** Scheme keys stored, with how many held engine blocks completed each. */
   readonly #held = new Map<string, number>();
-  /** Engine blocks not named because the bound was reached, since the start. */
-  refused = 0;
+  readonly #onFull: (() => void) | undefined;
+  /** True from a refusal for the bound until a block is removed. */
+  #full = false;
 
   constructor(options: CacheRekeyerOptions) {
-    const { seed, blockSize, maxPages = DEFAULT_MAX_PAGES } = options;
+    const { seed, blockSize, maxPages = DEFAULT_MAX_PAGES, onFull } = options;
     if (!Number.isSafeInteger(blockSize) || blockSize < 1)
       throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
     if (!Number.isSafeInteger(maxPages) || maxPages < 1)
       throw new RangeError(`maxPages must be a positive integer, got ${maxPages}`);
     this.#blockSize = blockSize;
     this.#maxPages = maxPages;
+    this.#onFull = onFull;
     this.#root = { up: undefined, tokens: [], filled: 0, last: seedHash(seed), completed: NONE, count: 1 };
   }
 
@@ -132,7 +136,8 @@ export class CacheRekeyer implements BlockKeyer {
         continue;
       }
       if (this.#pages.size >= this.#maxPages) {
-        this.refused += pages.length - i;
+        if (!this.#full) this.#onFull?.();
+        this.#full = true;
         break;
       }
       parent = this.#extend(parent, pages[i]!);
@@ -176,6 +181,7 @@ export class CacheRekeyer implements BlockKeyer {
       page.count -= 1;
       if (page.count > 0) continue;
       this.#pages.delete(key);
+      this.#full = false;
       for (const completed of page.completed) {
         const count = this.#held.get(completed) ?? 0;
         if (count > 1) this.#held.set(completed, count - 1);

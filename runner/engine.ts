@@ -86,7 +86,7 @@ export class RunnerEngine {
     const tokens = blockKeysFor(this.#config, kind, []) === 'tokens';
     const seed = this.#config.hashSeed;
     const blockSize = tokens ? this.#config.kvBlockSize : this.#config.engineBlockSize;
-    mirror.keyWith(tokens ? new CacheRekeyer({ seed, blockSize }) : undefined);
+    mirror.keyWith(tokens ? this.#rekeyer(seed, blockSize) : undefined);
     this.#events = new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: this.#log });
     this.#events.connect(endpoint);
     const adapter = this.#adapter;
@@ -194,7 +194,7 @@ export class RunnerEngine {
     const hashSeed = this.#config.hashSeed;
     const tokens = blockKeysFor(this.#config, profile.kind, profile.args) === 'tokens';
     const blockSize = tokens ? this.#config.kvBlockSize : Number(argValue(profile.args, '--block-size') ?? 16);
-    this.cacheMirror.keyWith(tokens ? new CacheRekeyer({ seed: hashSeed, blockSize }) : undefined);
+    this.cacheMirror.keyWith(tokens ? this.#rekeyer(hashSeed, blockSize) : undefined);
     // A block size the engine will refuse anyway: nothing to announce.
     if (!Number.isSafeInteger(blockSize) || blockSize < 1) return { eventsEndpoint, hashSeed };
     this.#announcement = Object.freeze({
@@ -203,6 +203,12 @@ export class RunnerEngine {
       events: true,
     });
     return { eventsEndpoint, hashSeed };
+  }
+
+  /** Names the engine's blocks anew from their tokens (cache-rekey.ts), saying when its bound stops it. */
+  #rekeyer(seed: string, blockSize: number): CacheRekeyer {
+    const onFull = () => this.#log.warn('kv block re-keying at its bound; new blocks not fed until some are evicted');
+    return new CacheRekeyer({ seed, blockSize, onFull });
   }
 
   /**

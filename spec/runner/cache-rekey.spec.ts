@@ -134,12 +134,21 @@ describe('CacheRekeyer', () => {
   });
 
   it('remembers at most maxPages engine blocks, naming none beyond until some are removed', () => {
-    const rekeyer = new CacheRekeyer({ seed: SEED, blockSize: 16, maxPages: 20 });
+    let full = 0;
+    const rekeyer = new CacheRekeyer({ seed: SEED, blockSize: 16, maxPages: 20, onFull: () => (full += 1) });
     const tokens = prompt(40);
     expect(storedKeys(rekeyer.keyed(pages(tokens, 1)))).toEqual(schemeKeys(tokens).slice(0, 1));
     expect(rekeyer.size).toBe(20);
-    // The first page past the bound is refused; those under it have an unknown parent.
-    expect(rekeyer.refused).toBe(1);
+    // The first page past the bound is refused, and told; those under it have an unknown parent.
+    expect(full).toBe(1);
+    const other = prompt(20, 3);
+    expect(rekeyer.keyed(pages(other, 1))).toEqual([]);
+    expect(full).toBe(1);
+    // A page removed makes room for one, and the next refusal is told again.
+    rekeyer.keyed([{ kind: 'removed', keys: [pageKey(tokens, 20)] }]);
+    expect(storedKeys(rekeyer.keyed(pages(other, 16)))).toEqual(schemeKeys(other));
+    expect(rekeyer.keyed(pages(prompt(16, 4), 16))).toEqual([]);
+    expect(full).toBe(2);
   });
 
   it('is forgotten when the mirror starts over: a page whose parent came before a gap is not named', () => {
