@@ -9,8 +9,12 @@
  * `live` again once it hears the engine: at its next message, or at once when the engine comes
  * up fresh, whose cache is then known to be empty. `AllBlocksCleared` empties it under a new
  * epoch, so every gateway is sent a reset.
+ *
+ * An engine whose block hashes are not the announced scheme's has its events named anew by a
+ * keyer (cache-rekey.ts) before they are applied; the keyer forgets whenever the mirror starts over.
  */
 import { randomBytes } from 'node:crypto';
+import type { BlockKeyer } from './cache-rekey.ts';
 import type { KvEvent, KvEventBatch } from './kv-events.ts';
 
 /** Who hears what the mirror does; the forwarders (cache-forwarder.ts). */
@@ -36,6 +40,7 @@ export class CacheMirror implements CacheMirrorView {
   readonly #newEpoch: () => string;
   #epoch: string;
   #live = false;
+  #keyer: BlockKeyer | undefined;
   /** The next sequence number expected; undefined when any will do (after a start-over). */
   #expected: bigint | undefined;
 
@@ -68,6 +73,15 @@ export class CacheMirror implements CacheMirrorView {
     return () => this.#listeners.delete(listener);
   }
 
+  /**
+   * Names the next engine's blocks with `keyer`, or by the engine's own keys when undefined. Set
+   * before that engine's first message; it starts from nothing, as the mirror does for an engine.
+   */
+  keyWith(keyer: BlockKeyer | undefined): void {
+    this.#keyer?.forget();
+    this.#keyer = keyer;
+  }
+
   /** The engine came up fresh: its cache is empty and its numbering starts at 0. */
   engineStarted(): void {
     this.#startOver();
@@ -93,7 +107,8 @@ export class CacheMirror implements CacheMirrorView {
     }
     const stored: string[] = [];
     const removed: string[] = [];
-    for (const event of batch.events) this.#apply(event, stored, removed);
+    const events = this.#keyer === undefined ? batch.events : this.#keyer.keyed(batch.events);
+    for (const event of events) this.#apply(event, stored, removed);
     if (stored.length + removed.length === 0) return;
     for (const listener of this.#listeners) listener.changed(stored, removed);
   }
@@ -123,6 +138,7 @@ export class CacheMirror implements CacheMirrorView {
 
   #startOver(): void {
     this.#keys.clear();
+    this.#keyer?.forget();
     this.#epoch = this.#newEpoch();
     this.#live = false;
     this.#expected = undefined;

@@ -7,6 +7,7 @@
  */
 import type { Logger } from '../placer/kernel/index.ts';
 import { CacheMirror } from './cache-mirror.ts';
+import { CacheRekeyer } from './cache-rekey.ts';
 import { CACHE_EVENT_KINDS, engineCommand } from './engines/argv.ts';
 import type { EngineCacheFlags } from './engines/argv.ts';
 import { engineKind } from './engines/kinds.ts';
@@ -20,7 +21,7 @@ import type { EngineStateChange } from './engines/supervisor.ts';
 import { EngineFailedError } from './errors.ts';
 import { KvEventSubscriber } from './kv-events.ts';
 import type { GpuInventory } from './protocol/index.ts';
-import type { RunnerConfig } from './options.ts';
+import type { KvBlockKeys, RunnerConfig } from './options.ts';
 import { SIM_TOKENIZER } from './protocol/index.ts';
 import type { CacheAnnouncement, EngineStatus } from './protocol/index.ts';
 
@@ -81,17 +82,17 @@ export class RunnerEngine {
    */
   #followEngineEvents(endpoint: string): void {
     const mirror = this.cacheMirror;
+    const kind = this.#config.engineKind;
+    const tokens = blockKeysFor(this.#config, kind, []) === 'tokens';
+    const seed = this.#config.hashSeed;
+    const blockSize = tokens ? this.#config.kvBlockSize : this.#config.engineBlockSize;
+    mirror.keyWith(tokens ? this.#rekeyer(seed, blockSize) : undefined);
     this.#events = new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: this.#log });
     this.#events.connect(endpoint);
-    const kind = this.#config.engineKind;
     const adapter = this.#adapter;
-    const scheme = Object.freeze({
-      algorithm: 'sha256_cbor' as const,
-      seed: this.#config.hashSeed,
-      blockSize: this.#config.engineBlockSize,
-    });
+    const scheme = Object.freeze({ algorithm: 'sha256_cbor' as const, seed, blockSize });
     this.#external = () => {
-      // vLLM's tokenizer is its model's unless told otherwise: the first model it serves names it.
+      // An engine's tokenizer is its model's unless told otherwise: the first model it serves names it.
       const tokenizer = kind === 'sim' ? SIM_TOKENIZER : adapter?.models[0];
       return tokenizer === undefined ? undefined : { tokenizer, scheme, events: true };
     };
@@ -191,15 +192,23 @@ export class RunnerEngine {
     this.#events ??= new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: this.#log });
     const eventsEndpoint = await this.#events.open();
     const hashSeed = this.#config.hashSeed;
-    const blockSize = Number(argValue(profile.args, '--block-size') ?? 16);
+    const tokens = blockKeysFor(this.#config, profile.kind, profile.args) === 'tokens';
+    const blockSize = tokens ? this.#config.kvBlockSize : Number(argValue(profile.args, '--block-size') ?? 16);
+    this.cacheMirror.keyWith(tokens ? this.#rekeyer(hashSeed, blockSize) : undefined);
     // A block size the engine will refuse anyway: nothing to announce.
     if (!Number.isSafeInteger(blockSize) || blockSize < 1) return { eventsEndpoint, hashSeed };
     this.#announcement = Object.freeze({
-      tokenizer: profile.kind === 'sim' ? SIM_TOKENIZER : (argValue(profile.args, '--tokenizer') ?? profile.model),
+      tokenizer: tokenizerOf(profile),
       scheme: Object.freeze({ algorithm: 'sha256_cbor' as const, seed: hashSeed, blockSize }),
       events: true,
     });
     return { eventsEndpoint, hashSeed };
+  }
+
+  /** Names the engine's blocks anew from their tokens (cache-rekey.ts), saying when its bound stops it. */
+  #rekeyer(seed: string, blockSize: number): CacheRekeyer {
+    const onFull = () => this.#log.warn('kv block re-keying at its bound; new blocks not fed until some are evicted');
+    return new CacheRekeyer({ seed, blockSize, onFull });
   }
 
   /**
@@ -325,6 +334,24 @@ export class RunnerEngine {
       logger: this.#log,
     });
   }
+}
+
+/**
+ * How the blocks of an engine of `kind` launched with `args` are named to gateways: as the
+ * runner is told, else anew from their tokens for SGLang (and the simulator publishing as SGLang
+ * does), whose hashes gateways cannot compute, else by the engine's own hashes.
+ */
+function blockKeysFor(config: RunnerConfig, kind: string, args: readonly string[]): KvBlockKeys {
+  if (config.kvBlockKeys !== undefined) return config.kvBlockKeys;
+  if (kind === 'sglang') return 'tokens';
+  return kind === 'sim' && argValue(args, '--kv-events-style') === 'sglang' ? 'tokens' : 'native';
+}
+
+/** The tokenizer a launched engine reads: its own flag's, else its model's; the simulator's is built in. */
+function tokenizerOf(profile: ValidProfile): string {
+  if (profile.kind === 'sim') return SIM_TOKENIZER;
+  const flag = profile.kind === 'sglang' ? '--tokenizer-path' : '--tokenizer';
+  return argValue(profile.args, flag) ?? profile.model;
 }
 
 /** Flags with which an engine's events or hashes would not be the ones the runner reads and announces. */

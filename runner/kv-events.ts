@@ -2,7 +2,9 @@
  * Reading an engine's KV-cache events: vLLM's format over vLLM's transport (the simulated engine
  * publishes the same, runner/engines/sim/kv-events.ts). Followed: vLLM v0.12,
  * `vllm/distributed/kv_events.py` (BlockStored ends in `lora_name` since vllm-project/vllm#27577);
- * newer vLLM sends each event as a map tagged by `type`, which is read too.
+ * newer vLLM sends each event as a map tagged by `type`, which is read too. SGLang publishes the
+ * same shapes (`python/sglang/srt/disaggregation/kv_events.py`, v0.5: no `lora_name`, `medium`
+ * in newer builds, its batch's third field `attn_dp_rank`), its hashes signed 64-bit integers.
  *
  * The runner's SUB socket binds 127.0.0.1 on a port of its own and the engine is handed that
  * address as its `--kv-events-config` endpoint: vLLM's publisher connects to an endpoint that
@@ -20,9 +22,26 @@ import { Subscriber } from 'zeromq';
 import type { Logger } from '../placer/kernel/index.ts';
 import { blockKey } from './protocol/index.ts';
 
+/**
+ * Blocks an engine stored, named by their wire keys, and as its BlockStored tells them: enough to
+ * name them again from their tokens (cache-rekey.ts). Blocks named anew carry their keys only.
+ */
+export interface StoredBlocksEvent {
+  readonly kind: 'stored';
+  readonly keys: readonly string[];
+  /** The engine's key of the block before the first; null when the first starts a prompt. */
+  readonly parent?: string | null;
+  /** The blocks' token ids, block after block; absent when the event's are not plain token ids. */
+  readonly tokens?: readonly number[];
+  /** Tokens per block as the event says; absent when it says none a block can have. */
+  readonly blockSize?: number;
+  /** False when the blocks' hashes take more than their tokens (a LoRA adapter, extra keys). */
+  readonly plain?: boolean;
+}
+
 /** One change to an engine's cache, its blocks named by their wire keys. */
 export type KvEvent =
-  | { readonly kind: 'stored'; readonly keys: readonly string[] }
+  | StoredBlocksEvent
   | { readonly kind: 'removed'; readonly keys: readonly string[] }
   | { readonly kind: 'cleared' };
 
@@ -44,7 +63,12 @@ class Unreadable {
 
 /** Field positions of the array form, after the tag. */
 const STORED_HASHES = 1;
+const STORED_PARENT = 2;
+const STORED_TOKENS = 3;
+const STORED_BLOCK_SIZE = 4;
+const STORED_LORA_ID = 5;
 const STORED_MEDIUM = 6;
+const STORED_LORA_NAME = 7;
 const REMOVED_HASHES = 1;
 const REMOVED_MEDIUM = 2;
 
@@ -79,7 +103,17 @@ function decodeEvent(event: unknown): KvEvent | undefined {
   switch (tag) {
     case 'BlockStored':
       if (!onGpu(field(STORED_MEDIUM, 'medium'))) return undefined;
-      return { kind: 'stored', keys: keysOf(field(STORED_HASHES, 'block_hashes')) };
+      return {
+        kind: 'stored',
+        keys: keysOf(field(STORED_HASHES, 'block_hashes')),
+        parent: parentOf(field(STORED_PARENT, 'parent_block_hash')),
+        ...tokensOf(field(STORED_TOKENS, 'token_ids')),
+        ...blockSizeOf(field(STORED_BLOCK_SIZE, 'block_size')),
+        plain:
+          absent(field(STORED_LORA_ID, 'lora_id')) &&
+          absent(field(STORED_LORA_NAME, 'lora_name')) &&
+          noExtraKeys(array ? undefined : (event as Record<string, unknown>).extra_keys),
+      };
     case 'BlockRemoved':
       if (!onGpu(field(REMOVED_MEDIUM, 'medium'))) return undefined;
       return { kind: 'removed', keys: keysOf(field(REMOVED_HASHES, 'block_hashes')) };
@@ -97,11 +131,38 @@ function onGpu(medium: unknown): boolean {
 
 function keysOf(hashes: unknown): string[] {
   if (!Array.isArray(hashes)) throw new Unreadable('an event holds no block_hashes list');
-  return hashes.map((hash: unknown) => {
-    if (hash instanceof Uint8Array || typeof hash === 'bigint') return blockKey(hash);
-    if (typeof hash === 'number' && Number.isSafeInteger(hash)) return blockKey(hash);
-    throw new Unreadable(`a block hash is bytes or an integer, got ${typeof hash}`);
-  });
+  return hashes.map(keyOf);
+}
+
+/** A hash's wire key: 32 bytes, or an integer (vLLM's int hashes; SGLang's signed int64). */
+function keyOf(hash: unknown): string {
+  if (hash instanceof Uint8Array || typeof hash === 'bigint') return blockKey(hash);
+  if (typeof hash === 'number' && Number.isSafeInteger(hash)) return blockKey(hash);
+  throw new Unreadable(`a block hash is bytes or an integer, got ${typeof hash}`);
+}
+
+function parentOf(hash: unknown): string | null {
+  return hash === undefined || hash === null ? null : keyOf(hash);
+}
+
+/** Plain token ids, or nothing for anything else (EAGLE's bigram pairs, a missing list). */
+function tokensOf(value: unknown): { tokens?: number[] } {
+  if (!Array.isArray(value)) return {};
+  for (const token of value) if (!(Number.isSafeInteger(token) && token >= 0)) return {};
+  return { tokens: value as number[] };
+}
+
+function blockSizeOf(value: unknown): { blockSize?: number } {
+  return Number.isSafeInteger(value) && (value as number) >= 1 ? { blockSize: value as number } : {};
+}
+
+function absent(value: unknown): boolean {
+  return value === undefined || value === null;
+}
+
+/** Newer vLLM lists each block's extra keys (cache salt, multimodal input): plain only when none has any. */
+function noExtraKeys(value: unknown): boolean {
+  return !Array.isArray(value) || value.every(absent);
 }
 
 function isMap(value: unknown): value is Record<string, unknown> {

@@ -207,8 +207,9 @@ export interface RunnerOptions {
   engineEnvAllow?: readonly string[];
   /**
    * The PYTHONHASHSEED a launched vLLM or simulated engine gets, which seeds its block hashes
-   * (runner/protocol/block-hash.ts): gateways compute a call's blocks with it, so it is announced
-   * to them. Every engine of a fleet given the same seed names the same prefix alike.
+   * (runner/protocol/block-hash.ts), and the seed of the blocks the runner names itself with
+   * {@link kvBlockKeys} `tokens`: gateways compute a call's blocks with it, so it is announced to
+   * them. Every engine of a fleet given the same seed names the same prefix alike.
    * @default see runnerDefaults
    */
   hashSeed?: string;
@@ -219,14 +220,25 @@ export interface RunnerOptions {
    */
   cacheFeedInterval?: number;
   /**
-   * Where the engine behind {@link engine} publishes its KV-cache events, for a `vllm` or `sim`
-   * engine the runner did not launch: started with `--kv-events-config` binding this endpoint
-   * (e.g. `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:5557"}`),
-   * `--prefix-caching-hash-algo sha256_cbor` and PYTHONHASHSEED set to {@link hashSeed}. The runner
-   * connects to it and feeds gateways as for an engine it launched (docs/runners.md, "Cache truth").
+   * Where the engine behind {@link engine} publishes its KV-cache events, for a `vllm`, `sglang`
+   * or `sim` engine the runner did not launch: started with `--kv-events-config` binding this
+   * endpoint (e.g. `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:5557"}`)
+   * and, for vLLM's own keys, `--prefix-caching-hash-algo sha256_cbor` and PYTHONHASHSEED set to
+   * {@link hashSeed}. The runner connects to it and feeds gateways as for an engine it launched
+   * (docs/runners.md, "Cache truth").
    * @default none: an engine behind a URL tells gateways nothing of its cache
    */
   engineKvEvents?: string;
+  /**
+   * How the blocks the engine reports are named to gateways: `native`, by the engine's own block
+   * hashes (vLLM's sha256_cbor chain, seeded by {@link hashSeed}); `tokens`, named anew by the
+   * runner from each block's token ids into blocks of {@link kvBlockSize} (runner/cache-rekey.ts),
+   * for an engine whose hashes gateways cannot compute (SGLang's).
+   * @default `tokens` for sglang, and for a sim engine started with `--kv-events-style sglang`; `native` otherwise
+   */
+  kvBlockKeys?: KvBlockKeys;
+  /** Tokens per block the runner names blocks in with {@link kvBlockKeys} `tokens`, announced to gateways. @default see runnerDefaults */
+  kvBlockSize?: number;
   /** Tokens per block of the engine behind {@link engine} (its `--block-size`), announced with {@link engineKvEvents}. @default 16 */
   engineBlockSize?: number;
   /** @default a logger that drops everything */
@@ -287,8 +299,14 @@ export interface RunnerConfig {
   readonly cacheFeedInterval: number;
   readonly engineKvEvents: string | undefined;
   readonly engineBlockSize: number;
+  /** Undefined: by the engine's kind (see {@link RunnerOptions.kvBlockKeys}). */
+  readonly kvBlockKeys: KvBlockKeys | undefined;
+  readonly kvBlockSize: number;
   readonly logger: Logger;
 }
+
+/** How blocks are named to gateways: {@link RunnerOptions.kvBlockKeys}. */
+export type KvBlockKeys = 'native' | 'tokens';
 
 /** The one place each runner default lives; `sluice runner --help` prints them from here. */
 export const runnerDefaults = Object.freeze({
@@ -318,6 +336,8 @@ export const runnerDefaults = Object.freeze({
   cacheFeedInterval: 50,
   /** vLLM's default `--block-size`. */
   engineBlockSize: 16,
+  /** vLLM's default `--block-size`: the granularity a gateway's prefix match is counted in. */
+  kvBlockSize: 16,
   logger: silentLogger as Logger,
 });
 
@@ -353,6 +373,7 @@ const runnerRules = {
   }) as Rule,
   cacheFeedInterval: rule.ms(1),
   engineBlockSize: rule.integer({ min: 1, max: 4096 }),
+  kvBlockSize: rule.integer({ min: 1, max: 4096 }),
   logger: rule.logger(),
 };
 
@@ -439,10 +460,16 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     labels: parseLabels(options.labels),
     launchPolicy: launch.policy,
     engineKvEvents: engineKvEventsOf(options.engineKvEvents, engine, kindName),
+    kvBlockKeys: kvBlockKeysOf(options.kvBlockKeys),
   });
 }
 
-/** The events endpoint of an engine behind a URL: a tcp:// or ipc:// address, for a vllm or sim engine given by URL. */
+function kvBlockKeysOf(value: unknown): KvBlockKeys | undefined {
+  if (value === undefined || value === 'native' || value === 'tokens') return value;
+  throw new RunnerConfigError(`kvBlockKeys must be "native" or "tokens", got ${show(value)}`);
+}
+
+/** The events endpoint of an engine behind a URL: a tcp:// or ipc:// address, for a vllm, sglang or sim engine given by URL. */
 function engineKvEventsOf(value: unknown, engine: string | undefined, kind: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || !/^(tcp|ipc):\/\/\S+$/.test(value))
@@ -451,9 +478,9 @@ function engineKvEventsOf(value: unknown, engine: string | undefined, kind: stri
     throw new RunnerConfigError(
       'engineKvEvents is for an engine behind a URL (engine); a launched engine gets its own',
     );
-  if (kind !== 'vllm' && kind !== 'sim')
+  if (kind !== 'vllm' && kind !== 'sglang' && kind !== 'sim')
     throw new RunnerConfigError(
-      `engineKvEvents needs engineKind vllm or sim, whose events the runner reads; got ${show(kind)}`,
+      `engineKvEvents needs engineKind vllm, sglang or sim, whose events the runner reads; got ${show(kind)}`,
     );
   return value;
 }

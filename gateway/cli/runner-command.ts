@@ -40,6 +40,8 @@ const RUNNER_KEYS = [
   'cacheFeedInterval',
   'engineKvEvents',
   'engineBlockSize',
+  'kvBlockKeys',
+  'kvBlockSize',
 ] as const;
 
 /** The lingering close's bounds (placer/kernel/linger.ts), runner options of the same name. */
@@ -147,7 +149,7 @@ export const runner: Command = {
     r(
       'hashSeed',
       'string',
-      'PYTHONHASHSEED of a launched vllm or sim engine, which seeds its block hashes; announced to gateways so they name blocks alike',
+      'PYTHONHASHSEED of a launched vllm or sim engine, which seeds its block hashes, and the seed of the blocks the runner names with --kv-block-keys tokens; announced to gateways so they name blocks alike',
     ),
     r(
       'cacheFeedInterval',
@@ -158,7 +160,7 @@ export const runner: Command = {
       key: 'engineKvEvents',
       type: 'string',
       description:
-        'KV-event endpoint of the vllm or sim engine behind --engine, which binds it (its --kv-events-config endpoint, e.g. tcp://127.0.0.1:5557) and runs with PYTHONHASHSEED = --hash-seed; the runner feeds its cache to gateways',
+        'KV-event endpoint of the vllm, sglang or sim engine behind --engine, which binds it (its --kv-events-config endpoint, e.g. tcp://127.0.0.1:5557); for vLLM keys the engine runs with PYTHONHASHSEED = --hash-seed; the runner feeds its cache to gateways',
       defaultText: 'none',
     },
     r(
@@ -166,6 +168,14 @@ export const runner: Command = {
       'integer',
       'tokens per block of the engine behind --engine (its --block-size), with --engine-kv-events',
     ),
+    {
+      key: 'kvBlockKeys',
+      type: 'string',
+      description:
+        "how cached blocks are named to gateways: native (the engine's own hashes, vLLM's sha256_cbor) or tokens (named anew by the runner from their token ids, in blocks of --kv-block-size)",
+      defaultText: 'tokens for sglang and for a sim engine with --kv-events-style sglang, native otherwise',
+    },
+    r('kvBlockSize', 'integer', 'tokens per block the runner names blocks in with --kv-block-keys tokens'),
     {
       key: 'engineBinary',
       type: 'list',

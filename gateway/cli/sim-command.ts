@@ -110,6 +110,20 @@ export const simEngine: Command = {
       defaultText: 'none',
     },
     {
+      key: 'kvEventsStyle',
+      type: 'string',
+      description:
+        "whose KV events to publish: vllm, or sglang (one per page of --page-size tokens, named by SGLang's own hashes, which gateways cannot compute: a runner names them anew with --kv-block-keys tokens)",
+      defaultText: 'vllm',
+    },
+    {
+      key: 'pageSize',
+      type: 'integer',
+      description:
+        "tokens per page with --kv-events-style sglang, as SGLang's --page-size; it must divide --block-size",
+      defaultText: '1',
+    },
+    {
       key: 'prefixCachingHashAlgo',
       type: 'string',
       description: "block hash algorithm, as vLLM's --prefix-caching-hash-algo; only sha256_cbor",
@@ -130,6 +144,7 @@ export const simEngine: Command = {
         ...(values.kvEventsConfig === undefined
           ? {}
           : { kvEventsConfig: values.kvEventsConfig as Record<string, unknown> }),
+        ...(givenValues(values, ['kvEventsStyle', 'pageSize']) as SimEngineOptions),
         // vLLM's seed for its block hashes is this variable; unset, the engine draws a random one.
         ...(env.PYTHONHASHSEED === undefined ? {} : { hashSeed: env.PYTHONHASHSEED }),
         port: values.port as number,

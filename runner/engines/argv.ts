@@ -47,9 +47,10 @@ export interface EngineCommandOptions {
   baseEnv?: Readonly<Record<string, string | undefined>>;
   /**
    * Turns on what lets gateways follow the engine's cache, for the kinds that have it (vllm,
-   * sim): KV-cache events published to `eventsEndpoint` (the runner's SUB socket, to which the
-   * engine connects), per-call cached tokens in usage, sha256_cbor block hashes, and
-   * PYTHONHASHSEED `hashSeed`, which seeds them. Other kinds ignore it.
+   * sglang, sim): KV-cache events published to `eventsEndpoint` (the runner's SUB socket, to
+   * which the engine connects) and per-call cached tokens in usage; for vllm and sim also
+   * sha256_cbor block hashes and PYTHONHASHSEED `hashSeed`, which seeds them (SGLang's hashes take
+   * no seed, and the runner names its blocks anew). Other kinds ignore it.
    * @default none: the engine runs as the profile says
    */
   cache?: EngineCacheFlags;
@@ -62,11 +63,20 @@ export interface EngineCacheFlags {
   readonly hashSeed: string;
 }
 
-/** The kinds {@link EngineCommandOptions.cache} applies to: they publish vLLM's KV events. */
-export const CACHE_EVENT_KINDS: readonly ProfileKind[] = Object.freeze(['vllm', 'sim']);
+/** The kinds {@link EngineCommandOptions.cache} applies to: they publish KV events in vLLM's format. */
+export const CACHE_EVENT_KINDS: readonly ProfileKind[] = Object.freeze(['vllm', 'sglang', 'sim']);
 
-/** vLLM's flags (and the simulator's, which takes the same) that turn cache truth on. */
-function cacheArgs(cache: EngineCacheFlags): string[] {
+/**
+ * The flags that turn cache truth on: vLLM's (and the simulator's, which takes the same), or
+ * SGLang's (`--enable-cache-report` for cached tokens in usage, `--kv-events-config` whose JSON
+ * has no `enable_kv_cache_events`: the flag given turns publishing on), as its server_args.py
+ * names them (v0.5).
+ */
+function cacheArgs(kind: ProfileKind, cache: EngineCacheFlags): string[] {
+  if (kind === 'sglang') {
+    const events = { publisher: 'zmq', endpoint: cache.eventsEndpoint, topic: '' };
+    return ['--enable-cache-report', '--kv-events-config', JSON.stringify(events)];
+  }
   const events = { enable_kv_cache_events: true, publisher: 'zmq', endpoint: cache.eventsEndpoint, topic: '' };
   return [
     '--enable-prompt-tokens-details',
@@ -121,7 +131,8 @@ export const KIND_RULES: Readonly<Record<ProfileKind, KindRules>> = {
     valued: words(
       '--mem-fraction-static --context-length --dtype --quantization --max-running-requests --max-total-tokens ' +
         '--chunked-prefill-size --served-model-name --tokenizer-path --revision --dp-size --dp --schedule-policy ' +
-        '--chat-template --random-seed --api-key --kv-cache-dtype --log-level --attention-backend --download-dir',
+        '--chat-template --random-seed --api-key --kv-cache-dtype --log-level --attention-backend --download-dir ' +
+        '--page-size',
     ),
   },
   llamacpp: {
@@ -152,7 +163,8 @@ export const KIND_RULES: Readonly<Record<ProfileKind, KindRules>> = {
     ...shared('sim'),
     startTimeout: 30_000,
     valued: words(
-      '--ttft-ms --itl-ms --output-tokens --max-num-seqs --max-queue --engine-id --log-level --profile --block-size',
+      '--ttft-ms --itl-ms --output-tokens --max-num-seqs --max-queue --engine-id --log-level --profile --block-size ' +
+        '--kv-events-style --page-size',
     ),
   },
 };
@@ -216,8 +228,8 @@ export function engineCommand(profile: EngineLaunch, options: EngineCommandOptio
   }
   const { cache } = options;
   if (cache !== undefined && CACHE_EVENT_KINDS.includes(kind)) {
-    own.push(...cacheArgs(cache));
-    added.PYTHONHASHSEED = cache.hashSeed;
+    own.push(...cacheArgs(kind, cache));
+    if (kind !== 'sglang') added.PYTHONHASHSEED = cache.hashSeed;
   }
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(options.baseEnv ?? process.env)) {

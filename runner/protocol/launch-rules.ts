@@ -116,7 +116,11 @@ export const LAUNCH_RULES: Readonly<Record<ProfileKind, KindLaunchRules>> = Obje
       '--tp-size': 'gpus',
       '--tensor-parallel-size': 'gpus',
     },
-    forbidden: { '--config': CONFIG_FILE, '--trust-remote-code': REMOTE_CODE },
+    forbidden: {
+      '--config': CONFIG_FILE,
+      '--kv-events-config': CACHE_TRUTH['--kv-events-config'],
+      '--trust-remote-code': REMOTE_CODE,
+    },
     reservedEnv: GPU_ENV,
     envAllow: [...HF_TORCH],
   },

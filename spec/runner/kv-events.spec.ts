@@ -35,7 +35,14 @@ describe('decodeKvEvents', () => {
     ]);
     expect(decodeKvEvents(payload)).toEqual(
       ok([
-        { kind: 'stored', keys: [blockKey(hash(1)), blockKey(hash(2))] },
+        {
+          kind: 'stored',
+          keys: [blockKey(hash(1)), blockKey(hash(2))],
+          parent: null,
+          tokens: [1, 2, 3, 4, 5, 6, 7, 8],
+          blockSize: 4,
+          plain: true,
+        },
         { kind: 'removed', keys: [blockKey(hash(3))] },
         { kind: 'cleared' },
       ]),
@@ -57,8 +64,46 @@ describe('decodeKvEvents', () => {
     );
     expect(decodeKvEvents(payload)).toEqual(
       ok([
-        { kind: 'stored', keys: ['fedcba9876543210', '0000000000000007'] },
+        {
+          kind: 'stored',
+          keys: ['fedcba9876543210', '0000000000000007'],
+          parent: null,
+          tokens: [],
+          blockSize: 16,
+          plain: true,
+        },
         { kind: 'removed', keys: ['fedcba9876543210'] },
+      ]),
+    );
+  });
+
+  it("reads SGLang's events: a signed 64-bit hash per page, its parent, no lora_name, and what makes a block not plain", () => {
+    const payload = encode(
+      [
+        0,
+        [
+          ['BlockStored', [-2n], -1n, [5], 1, null, 'GPU'],
+          ['BlockStored', [3], null, [[1, 2]], 1, null],
+          { type: 'BlockStored', block_hashes: [4], parent_block_hash: 3, token_ids: [6], block_size: 1, lora_id: 2 },
+          { type: 'BlockStored', block_hashes: [5], parent_block_hash: 4, token_ids: [7], extra_keys: [['salt']] },
+        ],
+        0,
+      ],
+      { useBigInt64: true },
+    );
+    expect(decodeKvEvents(payload)).toEqual(
+      ok([
+        {
+          kind: 'stored',
+          keys: ['fffffffffffffffe'],
+          parent: 'ffffffffffffffff',
+          tokens: [5],
+          blockSize: 1,
+          plain: true,
+        },
+        { kind: 'stored', keys: ['0000000000000003'], parent: null, blockSize: 1, plain: true },
+        { kind: 'stored', keys: [blockKey(4)], parent: blockKey(3), tokens: [6], blockSize: 1, plain: false },
+        { kind: 'stored', keys: [blockKey(5)], parent: blockKey(4), tokens: [7], plain: false },
       ]),
     );
   });
@@ -204,6 +249,6 @@ describe("the simulated engine's replay socket", () => {
     }
     // Every batch from 0: the clears sent until one was heard, then the call's two blocks in chain order.
     expect(replayed.map((r) => r.seq)).toEqual(replayed.map((_, i) => BigInt(i)));
-    expect(replayed.at(-1)!.events).toEqual([{ kind: 'stored', keys: engine.cachedBlockKeys() }]);
+    expect(replayed.at(-1)!.events).toMatchObject([{ kind: 'stored', keys: engine.cachedBlockKeys(), parent: null }]);
   });
 });

@@ -170,6 +170,8 @@ describe('the cache-truth options', () => {
       cacheFeedInterval: 50,
       engineBlockSize: 16,
       engineKvEvents: undefined,
+      kvBlockKeys: undefined,
+      kvBlockSize: 16,
     });
   });
 
@@ -183,8 +185,10 @@ describe('the cache-truth options', () => {
     ],
     [
       { engineKind: 'openai' as const, engineKvEvents: 'tcp://127.0.0.1:5557' },
-      /engineKvEvents needs engineKind vllm or sim/,
+      /engineKvEvents needs engineKind vllm, sglang or sim/,
     ],
+    [{ kvBlockKeys: 'engine' as never }, /kvBlockKeys must be "native" or "tokens", got "engine"/],
+    [{ kvBlockSize: 0 }, /kvBlockSize/],
   ])('refuses %o, naming the option', (options, message) => {
     expect(() => resolveRunnerOptions({ engine: 'http://127.0.0.1:8000', ...options })).toThrow(message);
   });
@@ -196,7 +200,7 @@ describe('the cache-truth options', () => {
     expect(
       resolveRunnerOptions({
         engine: 'http://127.0.0.1:8000',
-        engineKind: 'vllm',
+        engineKind: 'sglang',
         engineKvEvents: 'tcp://127.0.0.1:5557',
       }).engineKvEvents,
     ).toBe('tcp://127.0.0.1:5557');

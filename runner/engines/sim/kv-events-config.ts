@@ -4,11 +4,25 @@
  * `publisher` ("zmq", or "null" for none), `endpoint` (default `tcp://*:5557`), `topic` (default
  * empty), `replay_endpoint` (optional) and `buffer_steps` (batches kept for replay, default
  * 10000). vLLM's `hwm` and `max_queue_size` are taken and ignored: a simulator never backs up.
+ * In SGLang's style the config is read as SGLang reads its own (`KVEventsConfig` in
+ * `python/sglang/srt/disaggregation/kv_events.py`): the same fields, publishing on without
+ * `enable_kv_cache_events`.
  */
 import { show } from '../../../placer/kernel/index.ts';
 
+/**
+ * Whose events the engine publishes: vLLM's (its blocks, named by the wire's scheme), or SGLang's
+ * (one per page of `pageSize` tokens, named by SGLang's own hashes: kv-events-sglang.ts).
+ */
+export type SimKvEventsStyle = { readonly kind: 'vllm' } | { readonly kind: 'sglang'; readonly pageSize: number };
+
+/** The style of a config that names none. */
+export const VLLM_STYLE: SimKvEventsStyle = Object.freeze({ kind: 'vllm' });
+
 /** What the simulated engine's event publisher is told, resolved. */
 export interface SimKvEventsConfig {
+  /** Whose events: vLLM's unless the engine is told `--kv-events-style sglang`. */
+  readonly style: SimKvEventsStyle;
   /** Where the PUB socket binds (an endpoint with `*`, `::`, ipc:// or inproc://) or connects (any other). */
   readonly endpoint: string;
   /** The first frame of every message. */
@@ -35,7 +49,11 @@ const KNOWN = new Set([
  * events off (`enable_kv_cache_events` false, or publisher "null").
  * @param fail makes the error for a bad config, from its message.
  */
-export function parseKvEventsConfig(value: unknown, fail: (message: string) => Error): SimKvEventsConfig | undefined {
+export function parseKvEventsConfig(
+  value: unknown,
+  fail: (message: string) => Error,
+  style: SimKvEventsStyle = VLLM_STYLE,
+): SimKvEventsConfig | undefined {
   let config: unknown = value;
   if (typeof value === 'string') {
     try {
@@ -50,7 +68,8 @@ export function parseKvEventsConfig(value: unknown, fail: (message: string) => E
   const unknown = Object.keys(fields).find((key) => !KNOWN.has(key));
   if (unknown !== undefined)
     throw fail(`kvEventsConfig has no field ${show(unknown)}; known: ${[...KNOWN].join(', ')}`);
-  const enabled = fields.enable_kv_cache_events ?? false;
+  // SGLang has no such field: its flag given turns publishing on.
+  const enabled = fields.enable_kv_cache_events ?? style.kind === 'sglang';
   if (typeof enabled !== 'boolean')
     throw fail(`kvEventsConfig.enable_kv_cache_events must be true or false, got ${show(enabled)}`);
   const publisher = fields.publisher ?? 'null';
@@ -67,6 +86,7 @@ export function parseKvEventsConfig(value: unknown, fail: (message: string) => E
     throw fail(`kvEventsConfig.buffer_steps must be a positive integer, got ${show(bufferSteps)}`);
   if (!enabled || publisher === 'null') return undefined;
   return Object.freeze({
+    style,
     endpoint,
     topic: text(fields, 'topic', '', fail),
     replayEndpoint: replay as string | undefined,

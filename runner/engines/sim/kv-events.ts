@@ -15,11 +15,14 @@
  * - Events of one tick of the event loop go out as one batch, as vLLM sends one per engine step.
  * - With a replay endpoint, a ROUTER socket answers a request holding a start sequence number (8
  *   bytes big-endian) with every kept batch from it on, then an end marker (sequence -1).
+ * - In SGLang's style the same transport and batches carry SGLang's events instead
+ *   (kv-events-sglang.ts).
  */
 import { encode } from '@msgpack/msgpack';
 import { Publisher, Router } from 'zeromq';
 import type { BlockHash } from '../../protocol/index.ts';
 import type { SimKvEventsConfig } from './kv-events-config.ts';
+import { SglangPages } from './kv-events-sglang.ts';
 
 /** The medium vLLM names for blocks in GPU memory. */
 const MEDIUM_GPU = 'GPU';
@@ -53,6 +56,8 @@ export class SimKvEventPublisher implements SimKvEvents {
   readonly #now: () => number;
   readonly #pub = new Publisher({ linger: 0 });
   readonly #replay: Router | undefined;
+  /** Tells stores and evictions as SGLang's pages; undefined in vLLM's style. */
+  readonly #sglang: SglangPages | undefined;
   /** Kept batches for replay: sequence number and payload, oldest first. */
   readonly #kept: Array<[bigint, Buffer]> = [];
   #pending: unknown[] = [];
@@ -66,6 +71,7 @@ export class SimKvEventPublisher implements SimKvEvents {
     this.#config = config;
     this.#now = now;
     this.#replay = config.replayEndpoint === undefined ? undefined : new Router({ linger: 0 });
+    this.#sglang = config.style.kind === 'sglang' ? new SglangPages(config.style.pageSize) : undefined;
   }
 
   /** Binds or connects the sockets. */
@@ -80,6 +86,11 @@ export class SimKvEventPublisher implements SimKvEvents {
   }
 
   stored(blocks: StoredBlocks): void {
+    if (this.#sglang) {
+      const { hashes, parent, tokenIds, blockSize } = blocks;
+      for (const event of this.#sglang.stored(hashes, parent, tokenIds, blockSize)) this.#add(event);
+      return;
+    }
     this.#add([
       'BlockStored',
       [...blocks.hashes],
@@ -93,6 +104,10 @@ export class SimKvEventPublisher implements SimKvEvents {
   }
 
   removed(hash: BlockHash): void {
+    if (this.#sglang) {
+      for (const event of this.#sglang.removed(hash)) this.#add(event);
+      return;
+    }
     // Evictions in one tick share one event, as a step's do in vLLM's batch.
     const last = this.#pending.at(-1) as unknown[] | undefined;
     if (last?.[0] === 'BlockRemoved') (last[1] as BlockHash[]).push(hash);
@@ -100,6 +115,7 @@ export class SimKvEventPublisher implements SimKvEvents {
   }
 
   cleared(): void {
+    this.#sglang?.clear();
     this.#add(['AllBlocksCleared']);
   }
 
@@ -124,7 +140,8 @@ export class SimKvEventPublisher implements SimKvEvents {
   #flush(): void {
     this.#flushing = false;
     if (this.#closed || this.#pending.length === 0) return;
-    const payload = Buffer.from(encode([this.#now() / 1000, this.#pending, 0]));
+    // SGLang's hashes are signed 64-bit integers: msgpack's int 64.
+    const payload = Buffer.from(encode([this.#now() / 1000, this.#pending, 0], { useBigInt64: true }));
     this.#pending = [];
     const seq = this.#seq;
     this.#seq += 1n;

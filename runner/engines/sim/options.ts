@@ -9,7 +9,8 @@ import { randomBytes } from 'node:crypto';
 import { checksWith, rule, show } from '../../../placer/kernel/index.ts';
 import type { Rule } from '../../../placer/kernel/index.ts';
 import { SimOptionError } from './errors.ts';
-import { parseKvEventsConfig, type SimKvEventsConfig } from './kv-events-config.ts';
+import { parseKvEventsConfig, VLLM_STYLE } from './kv-events-config.ts';
+import type { SimKvEventsConfig, SimKvEventsStyle } from './kv-events-config.ts';
 import { isSimProfileName, SIM_PROFILES, type SimProfile, type SimProfileName } from './profiles.ts';
 import type { SimTimingModel } from './timing.ts';
 
@@ -79,6 +80,14 @@ export interface SimEngineOptions {
    * object (kv-events-config.ts). @default none: no events
    */
   kvEventsConfig?: string | Record<string, unknown>;
+  /**
+   * Whose KV events the engine publishes: `vllm` (its blocks by the wire's scheme) or `sglang`
+   * (one per page of {@link pageSize} tokens, by SGLang's own hashes: kv-events-sglang.ts).
+   * @default 'vllm'
+   */
+  kvEventsStyle?: 'vllm' | 'sglang';
+  /** Tokens per page in the `sglang` style (SGLang's `--page-size`); it must divide {@link blockSize}. @default 1 */
+  pageSize?: number;
   /** Largest request body accepted, bytes; a larger one is answered 413. @default see simEngineDefaults */
   maxBodyBytes?: number;
   /** Fault injection: chance per call of each refusal, drawn from `random` before any output. @default see simEngineDefaults (none) */
@@ -254,6 +263,21 @@ function resolveHashSeed(value: unknown): string {
   return value;
 }
 
+/** The events' style: vLLM's, or SGLang's with a page size that divides the block size. */
+function resolveStyle(options: SimEngineOptions, blockSize: number): SimKvEventsStyle {
+  const { kvEventsStyle = 'vllm', pageSize } = options;
+  if (kvEventsStyle !== 'vllm' && kvEventsStyle !== 'sglang')
+    throw check.fail(`kvEventsStyle must be "vllm" or "sglang", got ${show(kvEventsStyle)}`, 'kvEventsStyle');
+  if (kvEventsStyle === 'vllm') {
+    if (pageSize !== undefined) throw check.fail('pageSize is for kvEventsStyle "sglang"', 'pageSize');
+    return VLLM_STYLE;
+  }
+  const size = check.integer('pageSize', pageSize ?? 1, { min: 1, max: 256 });
+  if (blockSize % size !== 0)
+    throw check.fail(`pageSize must divide blockSize (${blockSize}), got ${show(size)}`, 'pageSize');
+  return Object.freeze({ kind: 'sglang', pageSize: size });
+}
+
 /** A random `sim-` and 6 hex digits, or the given id when a header can carry it. */
 function resolveEngineId(value: unknown, random: () => number): string {
   if (value === undefined)
@@ -294,6 +318,10 @@ export function resolveSimEngineOptions(options: SimEngineOptions = {}): Resolve
     kvEvents:
       options.kvEventsConfig === undefined
         ? undefined
-        : parseKvEventsConfig(options.kvEventsConfig, (message) => check.fail(message, 'kvEventsConfig')),
+        : parseKvEventsConfig(
+            options.kvEventsConfig,
+            (message) => check.fail(message, 'kvEventsConfig'),
+            resolveStyle(options, checked.blockSize),
+          ),
   });
 }

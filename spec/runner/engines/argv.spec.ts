@@ -158,12 +158,27 @@ describe('engineCommand', () => {
     expect(built.env).toEqual({ ...base, PYTHONHASHSEED: '0' });
   });
 
-  it('turns it on for the simulated engine with the same flags, and for no other kind', async () => {
+  it('turns it on for the simulated engine with the same flags, and for no kind without KV events', async () => {
     const sim = engineCommand(await profile({ kind: 'sim' }), { simCommand: SIM, baseEnv: base, cache });
     expect(sim.args.slice(-cacheArgs.length)).toEqual(cacheArgs);
     expect(sim.env.PYTHONHASHSEED).toBe('0');
-    const sglang = engineCommand(await profile({ kind: 'sglang' }), { baseEnv: base, cache });
-    expect(sglang.args).not.toContain('--kv-events-config');
+    const tgi = engineCommand(await profile({ kind: 'tgi' }), { baseEnv: base, cache });
+    expect(tgi.args).not.toContain('--kv-events-config');
+    expect(tgi.env.PYTHONHASHSEED).toBeUndefined();
+  });
+
+  it("turns it on for sglang with SGLang's flags: cached tokens in usage, KV events to the endpoint, no seed", async () => {
+    const sglang = engineCommand(await profile({ kind: 'sglang', args: ['--page-size', '1'] }), {
+      baseEnv: base,
+      cache,
+    });
+    expect(sglang.args.slice(-5)).toEqual([
+      '--enable-cache-report',
+      '--kv-events-config',
+      '{"publisher":"zmq","endpoint":"tcp://127.0.0.1:41234","topic":""}',
+      '--page-size',
+      '1',
+    ]);
     expect(sglang.env.PYTHONHASHSEED).toBeUndefined();
   });
 
@@ -171,6 +186,7 @@ describe('engineCommand', () => {
     ['vllm', '--kv-events-config'],
     ['vllm', '--prefix-caching-hash-algo=builtin'],
     ['sim', '--kv-events-config'],
+    ['sglang', '--kv-events-config'],
   ] as const)('refuses an order for a %s engine that sets %s, which the runner sets', (kind, arg) => {
     const problems = launchProblems({ kind, model: 'org/model', args: [arg, '{}'] });
     expect(problems).toEqual([

@@ -131,6 +131,7 @@ describe('the cache-truth options', () => {
       kvEventsConfig: '{"enable_kv_cache_events": true, "publisher": "zmq"}',
     });
     expect(resolved.kvEvents).toEqual({
+      style: { kind: 'vllm' },
       endpoint: 'tcp://*:5557',
       topic: '',
       replayEndpoint: undefined,
