@@ -431,7 +431,7 @@ export class LbAgent {
     ) {
       m.failed.add(1, (result.error as Partial<SluiceError>).code ?? 'GW_INTERNAL');
     }
-    if (result.execMs !== undefined) m.execTime.record(result.execMs, m.outcomeAttributes[result.outcome]);
+    if (result.execMs !== undefined) m.execTime.record(result.execMs / 1000, m.outcomeAttributes[result.outcome]);
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
       // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
       this.#log(call).warn('runner reported more execution time than the call took', {
@@ -440,7 +440,7 @@ export class LbAgent {
         runner: result.runner,
       });
     } else {
-      m.latency.record(result.latencyMs, m.outcomeAttributes[result.outcome]);
+      m.latency.record(result.latencyMs / 1000, m.outcomeAttributes[result.outcome]);
     }
     if (result.error && result.outcome !== 'cancelled') {
       callTrace?.fail(result.error);
