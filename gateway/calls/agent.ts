@@ -222,7 +222,7 @@ export class LbAgent {
       for (const name in headers) out.setHeader(name, headers[name]!);
     }
     // The call's span starts with its body: refusals before it are the front gate's, untraced.
-    const callTrace = startCallTrace(incoming, out, routedPath(route, fn, incoming.url ?? '/'));
+    const callTrace = startCallTrace(incoming, out, routedPath(route, fn, incoming.url ?? '/'), route);
     let served: Served | undefined;
     try {
       const client = caller.kind === 'client' ? caller.key.id : undefined;
@@ -490,14 +490,18 @@ export class LbAgent {
     keyCall?.watch(placed.response.body);
     const watch = call.route === 'invoke' ? undefined : this.#watch(call, placed.response, type);
     const relayed = await relaying;
+    const reading = watch?.finish();
     // A client that left is not the relay's failure.
-    traceOfResponse(out)?.relayEnded(relayed.status, relayed.outcome === 'cancelled' ? undefined : relayed.error);
+    traceOfResponse(out)?.relayEnded(
+      relayed.status,
+      relayed.outcome === 'cancelled' ? undefined : relayed.error,
+      reading?.usage,
+    );
     ledger.done();
     const totalMs = this.#config.clock.now() - call.startedAt;
     const { outcome, status, execMs, error } = relayed;
-    if (watch) {
+    if (reading) {
       const ok = outcome === 'completed' && status >= 200 && status < 300;
-      const reading = watch.finish();
       this.#inference.record({
         model: call.fn,
         runner: placed.runner.id,
