@@ -34,7 +34,14 @@ import type { Usage } from './inference.ts';
 import { CallBooks } from './ledger.ts';
 import type { CallLedger } from './ledger.ts';
 import { CallResponder } from './responder.ts';
-import { createGatewayMetrics, readStats, startCallTrace, StatsWindow, traceOfResponse } from '../observe/index.ts';
+import {
+  GEN_AI_OPERATIONS,
+  createGatewayMetrics,
+  readStats,
+  startCallTrace,
+  StatsWindow,
+  traceOfResponse,
+} from '../observe/index.ts';
 import type { CallTrace, GatewayStats } from '../observe/index.ts';
 import { DetachedRuns, detachedResult, DetachedSignal } from '../detached/index.ts';
 import type { DetachedCalls, DetachedReply } from '../detached/index.ts';
@@ -505,6 +512,7 @@ export class LbAgent {
       this.#inference.record({
         model: call.fn,
         runner: placed.runner.id,
+        operation: GEN_AI_OPERATIONS[call.route] ?? 'chat',
         durationMs: totalMs,
         queueWaitMs: placed.queuedMs,
         ok,
@@ -591,6 +599,7 @@ export class LbAgent {
       this.#inference.record({
         model: call.fn,
         runner,
+        operation: GEN_AI_OPERATIONS[call.route] ?? 'chat',
         durationMs: outcome.totalMs,
         queueWaitMs: queuedMs,
         ok,

@@ -46,7 +46,7 @@ export const GATEWAY_TRACER = 'sluice-gateway';
 export const GATEWAY_PROVIDER = 'sluice';
 
 /** `gen_ai.operation.name` of each call route, as the GenAI conventions spell it; /invoke is not inference. */
-const OPERATIONS: Readonly<Record<CallRoute, string | undefined>> = {
+export const GEN_AI_OPERATIONS: Readonly<Record<CallRoute, string | undefined>> = {
   chat: 'chat',
   responses: 'chat',
   completions: 'text_completion',
@@ -93,7 +93,7 @@ export function startCallTrace(
       propagation.inject(trace.setSpan(parent, span), incoming.headers);
     return undefined;
   }
-  const operation = OPERATIONS[route];
+  const operation = GEN_AI_OPERATIONS[route];
   span.setAttributes({
     'http.request.method': method,
     'http.route': httpRoute,
