@@ -267,6 +267,12 @@ class AdmittedCall {
     );
   }
 
+  /** The engine a traced call goes to: its origin and kind. */
+  #engineTarget(): { origin: string; kind: string } {
+    const { engine } = this.#ctx;
+    return { origin: engine.origin, kind: engine.adapter?.kind.name ?? 'openai' };
+  }
+
   #engineRequest(body: Buffer, deadline: number): Promise<Dispatcher.ResponseData> {
     const { engine } = this.#ctx;
     const method = this.#req.method ?? 'POST';
@@ -275,7 +281,7 @@ class AdmittedCall {
     return engine.request({
       method: method as Dispatcher.HttpMethod,
       path,
-      headers: this.#trace ? this.#trace.engine(engine.origin, method, path, headers) : headers,
+      headers: this.#trace ? this.#trace.engine(this.#engineTarget(), method, path, headers) : headers,
       body,
       signal: this.#controller.signal,
       // Our own deadline timer reports RUNNER_ENGINE_TIMEOUT; undici's must not win the race.

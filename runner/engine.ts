@@ -331,6 +331,7 @@ export class RunnerEngine {
       probeInterval: this.#config.engineProbeInterval,
       loadInterval: this.#config.loadInterval,
       ...(this.#config.engineApiKey === undefined ? {} : { apiKey: this.#config.engineApiKey }),
+      ...(this.#config.engineModels === undefined ? {} : { models: this.#config.engineModels }),
       logger: this.#log,
     });
   }

@@ -130,7 +130,7 @@ async function openPage(sources: RunnerMetricsSources, busyByReason: ReadonlyMap
   const waiting = meter.createObservableGauge('sluice_runner_engine_waiting', {
     description: 'Requests waiting inside the engine, as last read from its metrics',
   });
-  const kvCache = meter.createObservableGauge('sluice_runner_engine_kv_cache_usage', {
+  const kvCache = meter.createObservableGauge('sluice_runner_engine_kv_cache_usage_ratio', {
     description: "Share of the engine's KV cache in use, 0 to 1, as last read from its metrics",
   });
   const loadAge = meter.createObservableGauge('sluice_runner_engine_load_age_seconds', {
@@ -143,6 +143,7 @@ async function openPage(sources: RunnerMetricsSources, busyByReason: ReadonlyMap
   });
   const feedBytes = meter.createObservableCounter('sluice_runner_cache_feed_bytes', {
     description: 'Bytes of cache update bodies sent to a gateway, by gateway: the feed costs this per second',
+    unit: 'By',
   });
 
   meter.addBatchObservableCallback(

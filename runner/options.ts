@@ -129,6 +129,14 @@ export interface RunnerOptions {
    */
   engineApiKey?: string;
   /**
+   * The models the engine serves, declared: they win over the engine's own model list, which is
+   * then not read, for an engine whose `/v1/models` is broken or absent. Each a name of 1 to 256
+   * visible characters; no duplicates. For a runner with an engine (engine or profile); an
+   * ordered engine's model comes with its order.
+   * @default none: the models are read from the engine's model list
+   */
+  engineModels?: readonly string[];
+  /**
    * The URL gateways should call this runner on. Required when listening on 0.0.0.0 or ::
    * with gateways, since a wildcard address names no machine.
    * @default the URL the runner listens on
@@ -280,6 +288,8 @@ export interface RunnerConfig {
   /** Kept out of every log line and of /status. */
   readonly runnerToken: string | undefined;
   readonly engineApiKey: string | undefined;
+  /** Declared models, which win over the engine's model list; undefined when they are read from it. */
+  readonly engineModels: readonly string[] | undefined;
   readonly advertiseUrl: string | undefined;
   readonly heartbeatInterval: number;
   readonly drainTimeout: number;
@@ -454,6 +464,7 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
     gateways,
     runnerToken,
     engineApiKey,
+    engineModels: engineModelsOf(options.engineModels, engineUrl === undefined),
     advertiseUrl,
     callSecrets: callSecretsOf(options.callSecret),
     tls: tlsOf(options.tls),
@@ -467,6 +478,28 @@ export function resolveRunnerOptions(options: RunnerOptions): RunnerConfig {
 function kvBlockKeysOf(value: unknown): KvBlockKeys | undefined {
   if (value === undefined || value === 'native' || value === 'tokens') return value;
   throw new RunnerConfigError(`kvBlockKeys must be "native" or "tokens", got ${show(value)}`);
+}
+
+/** A declared model name: visible characters, no spaces, as a body's `model` names it. */
+const MODEL_NAME = /^[\x21-\x7e\u00a0-\uffff]{1,256}$/;
+
+/** The declared models, checked; `onOrders` for a runner whose engines come with orders, which refuses them. */
+function engineModelsOf(value: unknown, onOrders: boolean): readonly string[] | undefined {
+  if (value === undefined) return undefined;
+  if (onOrders)
+    throw new RunnerConfigError(
+      "engineModels is for a runner with an engine (engine or profile); an ordered engine's model comes with its order",
+    );
+  if (!Array.isArray(value) || value.length === 0)
+    throw new RunnerConfigError(`engineModels must be a non-empty list of model names, got ${show(value)}`);
+  const bad = value.find((name) => typeof name !== 'string' || !MODEL_NAME.test(name));
+  if (bad !== undefined)
+    throw new RunnerConfigError(
+      `engineModels must hold model names of 1 to 256 visible characters without spaces, got ${show(bad)}`,
+    );
+  const twice = value.find((name, i) => value.indexOf(name) !== i);
+  if (twice !== undefined) throw new RunnerConfigError(`engineModels names ${show(twice)} twice`);
+  return Object.freeze([...value]);
 }
 
 /** The events endpoint of an engine behind a URL: a tcp:// or ipc:// address, for a vllm, sglang or sim engine given by URL. */

@@ -3,12 +3,19 @@
  * wires an SDK):
  *
  * ```
- * sluice.runner.call (SERVER)        child of the gateway's sluice.relay through `traceparent`
+ * POST /v1/chat/completions (SERVER) child of the gateway's offer span through `traceparent`,
+ *                                    named `{method} {http.route}` as HTTP server spans are
  * ├── sluice.runner.admission        a slot, the body, the acknowledgement, the stall checks
- * └── sluice.engine.request (CLIENT) the engine's answer to its last byte; its context goes to
- *                                    the engine as `traceparent`, so an engine that exports
+ * └── chat {model} (CLIENT)          the engine's answer to its last byte, named
+ *                                    `{operation} {model}` as GenAI inference spans are
+ *                                    (`sluice.engine.request` on other paths); its context goes
+ *                                    to the engine as `traceparent`, so an engine that exports
  *                                    traces of its own (vLLM with OTLP) joins the trace
  * ```
+ *
+ * The engine span's `gen_ai.provider.name` is the engine's kind ({@link providerOf}): the
+ * conventions' list names hosted providers and none of the engines a runner fronts, so the kind
+ * is the custom value the conventions allow (`openai`, their own, for a plain OpenAI URL).
  *
  * When tracing is off (or the call is not sampled) {@link startRunnerTrace} returns undefined and
  * the call path does nothing more here; the gateway's `traceparent` then reaches the engine as a
@@ -27,6 +34,27 @@ export const RUNNER_TRACER = 'sluice-runner';
 
 const tracer = trace.getTracer(RUNNER_TRACER, VERSION);
 
+/** `gen_ai.operation.name` of each OpenAI route the engine serves, as the GenAI conventions spell it. */
+const OPERATIONS: Readonly<Record<string, string>> = {
+  '/v1/chat/completions': 'chat',
+  '/v1/responses': 'chat',
+  '/v1/completions': 'text_completion',
+  '/v1/embeddings': 'embeddings',
+};
+
+/** `http.route` of a call's path: an OpenAI route, `/invoke/{fn}`, or undefined for another path. */
+function routeOf(path: string): string | undefined {
+  if (OPERATIONS[path] !== undefined) return path;
+  return path.startsWith('/invoke/') ? '/invoke/{fn}' : undefined;
+}
+
+/** `gen_ai.provider.name` of an engine kind: the kind, spelled as its project spells itself. */
+export function providerOf(kind: string): string {
+  if (kind === 'llamacpp') return 'llama.cpp';
+  if (kind === 'sim') return 'sluice.sim';
+  return kind;
+}
+
 /** Most bytes of a JSON answer kept to read its usage; a larger one is not read. */
 const MAX_JSON_BYTES = 1 << 20;
 /** Bytes kept of a stream's end, where its usage chunk and last finish reason are. */
@@ -38,14 +66,17 @@ const STREAM_TAIL_BYTES = 16 << 10;
  */
 export function startRunnerTrace(req: IncomingMessage, res: ServerResponse, runnerId: string): RunnerTrace | undefined {
   const parent = propagation.extract(ROOT_CONTEXT, req.headers);
-  const span = tracer.startSpan('sluice.runner.call', { kind: SpanKind.SERVER }, parent);
-  if (!span.isRecording()) return undefined;
+  const method = req.method ?? 'POST';
   const path = telemetryPath(req.url ?? '/');
+  const route = routeOf(path);
+  const span = tracer.startSpan(route === undefined ? method : `${method} ${route}`, { kind: SpanKind.SERVER }, parent);
+  if (!span.isRecording()) return undefined;
   const attributes: Attributes = {
-    'http.request.method': req.method ?? 'POST',
+    'http.request.method': method,
     'url.path': path,
     'sluice.runner.id': runnerId,
   };
+  if (route !== undefined) attributes['http.route'] = route;
   const callId = first(req.headers[CALL_ID_HEADER]);
   const fn = first(req.headers[FUNCTION_HEADER]);
   if (callId !== undefined) attributes['sluice.call.id'] = callId;
@@ -54,7 +85,9 @@ export function startRunnerTrace(req: IncomingMessage, res: ServerResponse, runn
     if (path.startsWith('/v1/')) attributes['gen_ai.request.model'] = fn;
   }
   span.setAttributes(attributes);
-  const runnerTrace = new RunnerTrace(span, trace.setSpan(parent, span));
+  const operation = OPERATIONS[path];
+  const inference = operation !== undefined && fn !== undefined ? { operation, model: fn } : undefined;
+  const runnerTrace = new RunnerTrace(span, trace.setSpan(parent, span), inference);
   res.once('close', () => runnerTrace.end(res));
   return runnerTrace;
 }
@@ -63,43 +96,47 @@ export function startRunnerTrace(req: IncomingMessage, res: ServerResponse, runn
 export class RunnerTrace {
   readonly span: Span;
   readonly #context: Context;
+  /** The call's GenAI operation and model; undefined for a call that is not inference. */
+  readonly #inference: { readonly operation: string; readonly model: string } | undefined;
   readonly #admission: Span;
   #engine: Span | undefined;
   #sse = false;
   #kept: Buffer[] = [];
   #keptBytes = 0;
 
-  constructor(span: Span, context: Context) {
+  constructor(span: Span, context: Context, inference?: { readonly operation: string; readonly model: string }) {
     this.span = span;
     this.#context = context;
+    this.#inference = inference;
     this.#admission = tracer.startSpan('sluice.runner.admission', undefined, context);
   }
 
   /**
-   * Ends admission and starts the engine request's CLIENT span toward `origin`; returns `headers`
-   * with its trace context in place of the gateway's.
+   * Ends admission and starts the engine request's CLIENT span toward `engine` (its origin and
+   * kind); returns `headers` with its trace context in place of the gateway's.
    */
   engine(
-    origin: string,
+    engine: { readonly origin: string; readonly kind: string },
     method: string,
     path: string,
     headers: Record<string, string | string[]>,
   ): Record<string, string | string[]> {
     this.#admission.end();
-    const url = new URL(origin);
-    this.#engine = tracer.startSpan(
-      'sluice.engine.request',
-      {
-        kind: SpanKind.CLIENT,
-        attributes: {
-          'http.request.method': method,
-          'url.path': telemetryPath(path),
-          'server.address': url.hostname,
-          'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
-        },
-      },
-      this.#context,
-    );
+    const url = new URL(engine.origin);
+    const attributes: Attributes = {
+      'http.request.method': method,
+      'url.path': telemetryPath(path),
+      'server.address': url.hostname,
+      'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+    };
+    const inference = this.#inference;
+    if (inference !== undefined) {
+      attributes['gen_ai.operation.name'] = inference.operation;
+      attributes['gen_ai.provider.name'] = providerOf(engine.kind);
+      attributes['gen_ai.request.model'] = inference.model;
+    }
+    const name = inference === undefined ? 'sluice.engine.request' : `${inference.operation} ${inference.model}`;
+    this.#engine = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, this.#context);
     const out: Record<string, string | string[]> = { ...headers };
     delete out.traceparent;
     delete out.tracestate;
@@ -192,15 +229,20 @@ export function genAiAttributes(text: string, format: AnswerFormat): Attributes 
   const reasons: string[] = [];
   for (const answer of answers) {
     if (typeof answer !== 'object' || answer === null) continue;
-    const { model, usage, choices } = answer as {
+    // A Responses stream's last event carries the whole response, usage included.
+    const { response } = answer as { response?: unknown };
+    const whole = typeof response === 'object' && response !== null ? response : answer;
+    const { model, usage, choices } = whole as {
       model?: unknown;
-      usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
+      usage?: Record<string, unknown> | null;
       choices?: unknown;
     };
     if (typeof model === 'string') attributes['gen_ai.response.model'] = model;
-    if (usage && typeof usage.prompt_tokens === 'number') attributes['gen_ai.usage.input_tokens'] = usage.prompt_tokens;
-    if (usage && typeof usage.completion_tokens === 'number')
-      attributes['gen_ai.usage.output_tokens'] = usage.completion_tokens;
+    // prompt_tokens and completion_tokens; input_tokens and output_tokens in the Responses API.
+    const input = usage?.prompt_tokens ?? usage?.input_tokens;
+    const output = usage?.completion_tokens ?? usage?.output_tokens;
+    if (typeof input === 'number') attributes['gen_ai.usage.input_tokens'] = input;
+    if (typeof output === 'number') attributes['gen_ai.usage.output_tokens'] = output;
     if (Array.isArray(choices)) {
       for (const choice of choices) {
         const reason = (choice as { finish_reason?: unknown } | null)?.finish_reason;

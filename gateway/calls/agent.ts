@@ -34,7 +34,14 @@ import type { Usage } from './inference.ts';
 import { CallBooks } from './ledger.ts';
 import type { CallLedger } from './ledger.ts';
 import { CallResponder } from './responder.ts';
-import { createGatewayMetrics, readStats, startCallTrace, StatsWindow, traceOfResponse } from '../observe/index.ts';
+import {
+  GEN_AI_OPERATIONS,
+  createGatewayMetrics,
+  readStats,
+  startCallTrace,
+  StatsWindow,
+  traceOfResponse,
+} from '../observe/index.ts';
 import type { CallTrace, GatewayStats } from '../observe/index.ts';
 import { DetachedRuns, detachedResult, DetachedSignal } from '../detached/index.ts';
 import type { DetachedCalls, DetachedReply } from '../detached/index.ts';
@@ -222,7 +229,7 @@ export class LbAgent {
       for (const name in headers) out.setHeader(name, headers[name]!);
     }
     // The call's span starts with its body: refusals before it are the front gate's, untraced.
-    const callTrace = startCallTrace(incoming, out, routedPath(route, fn, incoming.url ?? '/'));
+    const callTrace = startCallTrace(incoming, out, routedPath(route, fn, incoming.url ?? '/'), route);
     let served: Served | undefined;
     try {
       const client = caller.kind === 'client' ? caller.key.id : undefined;
@@ -433,7 +440,7 @@ export class LbAgent {
     ) {
       m.failed.add(1, (result.error as Partial<SluiceError>).code ?? 'GW_INTERNAL');
     }
-    if (result.execMs !== undefined) m.execTime.record(result.execMs, m.outcomeAttributes[result.outcome]);
+    if (result.execMs !== undefined) m.execTime.record(result.execMs / 1000, m.outcomeAttributes[result.outcome]);
     if (result.execMs !== undefined && result.execMs > result.totalMs) {
       // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
       this.#log(call).warn('runner reported more execution time than the call took', {
@@ -442,7 +449,7 @@ export class LbAgent {
         runner: result.runner,
       });
     } else {
-      m.latency.record(result.latencyMs, m.outcomeAttributes[result.outcome]);
+      m.latency.record(result.latencyMs / 1000, m.outcomeAttributes[result.outcome]);
     }
     if (result.error && result.outcome !== 'cancelled') {
       callTrace?.fail(result.error);
@@ -492,17 +499,22 @@ export class LbAgent {
     keyCall?.watch(placed.response.body);
     const watch = call.route === 'invoke' ? undefined : this.#watch(call, placed.response, type);
     const relayed = await relaying;
+    const reading = watch?.finish();
     // A client that left is not the relay's failure.
-    traceOfResponse(out)?.relayEnded(relayed.status, relayed.outcome === 'cancelled' ? undefined : relayed.error);
+    traceOfResponse(out)?.relayEnded(
+      relayed.status,
+      relayed.outcome === 'cancelled' ? undefined : relayed.error,
+      reading?.usage,
+    );
     ledger.done();
     const totalMs = this.#config.clock.now() - call.startedAt;
     const { outcome, status, execMs, error } = relayed;
-    if (watch) {
+    if (reading) {
       const ok = outcome === 'completed' && status >= 200 && status < 300;
-      const reading = watch.finish();
       this.#inference.record({
         model: call.fn,
         runner: placed.runner.id,
+        operation: GEN_AI_OPERATIONS[call.route] ?? 'chat',
         durationMs: totalMs,
         queueWaitMs: placed.queuedMs,
         ok,
@@ -589,6 +601,7 @@ export class LbAgent {
       this.#inference.record({
         model: call.fn,
         runner,
+        operation: GEN_AI_OPERATIONS[call.route] ?? 'chat',
         durationMs: outcome.totalMs,
         queueWaitMs: queuedMs,
         ok,

@@ -10,6 +10,7 @@
  * only that block is parsed, so a long answer is never parsed whole.
  */
 import type { Attributes } from '@opentelemetry/api';
+import { GATEWAY_PROVIDER } from '../observe/index.ts';
 import type { InferenceInstruments, StatsWindow } from '../observe/index.ts';
 
 /** The bytes of an answer's end searched for its usage block: engines put it last. */
@@ -244,6 +245,8 @@ const MAX_ATTRIBUTE_SETS = 4096;
 export interface InferenceEnd {
   model: string;
   runner: string;
+  /** The call's `gen_ai.operation.name` (`chat`, `text_completion`, `embeddings`). */
+  operation: string;
   /** Call start to the end of the answer, in ms. */
   durationMs: number;
   /** From the call's first wait in the wait queue to its placement, in ms; 0 when it never waited. */
@@ -268,7 +271,7 @@ export class InferenceRecorder {
   record(end: InferenceEnd): void {
     const { reading } = end;
     const m = this.#instruments;
-    const attributes = this.attributes(end.model, end.runner);
+    const attributes = this.attributes(end.model, end.runner, end.operation);
     m.queueWait.record(end.queueWaitMs / 1000, attributes.base);
     this.#window.record(end.model, end.ok ? reading.ttftMs : undefined);
     if (!end.ok) return;
@@ -279,13 +282,21 @@ export class InferenceRecorder {
     if (reading.usage?.output !== undefined) m.tokenUsage.record(reading.usage.output, attributes.output);
   }
 
-  /** The attribute sets of `model` on `runner`, built the first time they are asked for. */
-  attributes(model: string, runner: string): InferenceAttributes {
-    const key = `${model}\u0000${runner}`;
+  /**
+   * The attribute sets of `model` on `runner` for `operation`, with the provider the GenAI
+   * conventions require, built the first time they are asked for.
+   */
+  attributes(model: string, runner: string, operation: string): InferenceAttributes {
+    const key = `${model}\u0000${runner}\u0000${operation}`;
     let sets = this.#attributes.get(key);
     if (sets === undefined) {
       if (this.#attributes.size >= MAX_ATTRIBUTE_SETS) this.#attributes.clear();
-      const base = { 'gen_ai.request.model': model, 'sluice.runner.id': runner };
+      const base = {
+        'gen_ai.operation.name': operation,
+        'gen_ai.provider.name': GATEWAY_PROVIDER,
+        'gen_ai.request.model': model,
+        'sluice.runner.id': runner,
+      };
       sets = Object.freeze({
         base: Object.freeze(base),
         input: Object.freeze({ ...base, 'gen_ai.token.type': 'input' }),

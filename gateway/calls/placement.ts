@@ -221,7 +221,7 @@ export class CallPlacement {
       callTrace?.placementEnded({ error: error as Error, attempts: (error as { attempts?: number }).attempts ?? 0 });
       return this.#unplaced(call, error as Error, offers, coldMs(clock, coldSince));
     } finally {
-      if (waiter.joined) m.queueTime.record(clock.now() - waiter.joinedAt, { priority: turn.priority });
+      if (waiter.joined) m.queueTime.record((clock.now() - waiter.joinedAt) / 1000, { priority: turn.priority });
       if (!Number.isNaN(coldSince)) m.coldStartWait.record((clock.now() - coldSince) / 1000, m.modelAttributes(model));
       // Out of the queue's counts, that of the calls waiting for a replica included.
       waiter.leave();

@@ -36,6 +36,7 @@ const RUNNER_KEYS = [
   'advertiseUrl',
   'heartbeatInterval',
   'engineApiKey',
+  'engineModels',
   'hashSeed',
   'cacheFeedInterval',
   'engineKvEvents',
@@ -134,6 +135,13 @@ export const runner: Command = {
       description:
         "the engine's own key (vLLM --api-key), sent to it as a bearer token on every call and probe; prefer the environment variable (never shown)",
       defaultText: 'none',
+    },
+    {
+      key: 'engineModels',
+      type: 'list',
+      description:
+        "the models the engine serves, comma-separated, e.g. llama-8b,llama-8b-lora: they win over the engine's /v1/models, which is then not read (for an engine whose list is broken or absent)",
+      defaultText: "none: read from the engine's /v1/models",
     },
     {
       key: 'advertiseUrl',

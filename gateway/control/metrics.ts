@@ -49,7 +49,7 @@ export function createDeploymentMetrics(provider: MeterProvider, source: Deploym
   const coldStarts = meter.createCounter('sluice_deployment_cold_starts', {
     description: 'Scale-ups of a deployment from zero replicas, by model',
   });
-  const startTime = meter.createHistogram('sluice_replica_start_time', {
+  const startTime = meter.createHistogram('sluice_replica_start_seconds', {
     description: 'Time from a replica start order to its engine being ready, by model',
     unit: 's',
     advice: { explicitBucketBoundaries: START_BUCKETS },

@@ -93,6 +93,8 @@ export class FleetPool implements GatewayPool {
   /** Candidate lists per model; cleared by the entries whenever a runner's models or placeability change. */
   readonly #byModel = new Map<string, readonly RunnerEntry[]>();
   readonly #changed = (): void => this.#byModel.clear();
+  /** Static runners whose own id another runner holds, warned of once. */
+  readonly #idTaken = new WeakSet<RunnerEntry>();
 
   constructor(options: FleetPoolOptions) {
     this.#options = options;
@@ -102,7 +104,7 @@ export class FleetPool implements GatewayPool {
 
   /**
    * A runner with this pool's connection and breaker settings, not yet in the pool; `id` defaults
-   * to `host:port`, the identity of a runner in a static list.
+   * to `host:port`, the name of a static runner until its status says its own.
    */
   createRunner(url: URL, id: string = url.host): RunnerEntry {
     const { connectTimeout, responseTimeout, streamIdleTimeout, clock, breaker, room, signer, tls } = this.#options;
@@ -254,6 +256,8 @@ export class FleetPool implements GatewayPool {
         this.#options.logger.info('runner up', { runner: runner.id, models: reading.models });
       }
       runner.probed(reading);
+      if (reading.id !== undefined && reading.id !== runner.id && !runner.registration)
+        this.#rename(runner, reading.id);
     } catch (error) {
       if (this.#closed) return;
       // A hung runner stays passed over until a probe gets an answer.
@@ -268,6 +272,31 @@ export class FleetPool implements GatewayPool {
       else runner.markDown(error as Error);
       runner.breaker.failure();
     }
+  }
+
+  /**
+   * Gives a static runner the id it calls itself, so the gateway's labels, spans and logs name
+   * it as its own do. Its old id leaves the placers and the cache truth, as a runner leaving
+   * would. An id another runner of the pool holds is not taken: the runner keeps its old one.
+   */
+  #rename(runner: RunnerEntry, id: string): void {
+    const was = runner.id;
+    if (this.get(id) !== undefined) {
+      if (!this.#idTaken.has(runner)) this.#options.logger.warn('runner id taken', { runner: was, id });
+      this.#idTaken.add(runner);
+      return;
+    }
+    this.#idTaken.delete(runner);
+    runner.rename(id);
+    this.runnerList = [...this.runnerList];
+    this.#changed();
+    this.cacheTruth?.drop([was]);
+    try {
+      this.#options.onRemove?.([was]);
+    } catch (error) {
+      this.#options.logger.warn('placer forget failed', { runner: was, error: error as Error });
+    }
+    this.#options.logger.info('runner named', { runner: id, was, url: runner.transport.url.origin });
   }
 
   #schedule(): void {

@@ -108,7 +108,7 @@ type MutableRegistration = { -readonly [K in keyof Registration]: Registration[K
 
 /** A runner in the pool: the placers' Runner, over an HttpRunner, with the state the gateway keeps of it. */
 export class RunnerEntry implements Runner<RunnerResponse> {
-  readonly id: string;
+  #id: string;
   readonly transport: HttpRunner;
   /** Ejects the runner for a while after repeated failures before commit. */
   readonly breaker: CircuitBreaker;
@@ -122,7 +122,7 @@ export class RunnerEntry implements Runner<RunnerResponse> {
   readonly #signals: RunnerSignals;
 
   constructor(id: string, transport: HttpRunner, options: RunnerEntryOptions) {
-    this.id = id;
+    this.#id = id;
     this.transport = transport;
     this.#options = options;
     this.#heardAt = options.clock.now();
@@ -135,6 +135,20 @@ export class RunnerEntry implements Runner<RunnerResponse> {
       succeeded: () => this.#whileBreaker(() => this.breaker.success()),
       released: () => this.#freed(1),
     };
+  }
+
+  /** The runner's id in the pool: its own id once known, or, until a static runner says it, its URL's `host:port`. */
+  get id(): string {
+    return this.#id;
+  }
+
+  /**
+   * Takes the id the runner calls itself, learnt from its status: a static runner is known by
+   * its URL's `host:port` only until it says its own, so one runner has one name in every
+   * process's labels, spans and logs. The pool, which keys runners by id, calls this.
+   */
+  rename(id: string): void {
+    this.#id = id;
   }
 
   /**

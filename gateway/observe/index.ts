@@ -13,5 +13,12 @@ export type { GaugeSources, GatewayMetrics, InferenceInstruments, StoreMetrics }
 export { StatsWindow, readStats } from './stats.ts';
 export type { DetachedCounts, GatewayStats, QueueSnapshot } from './stats.ts';
 export type { ServiceIdentity } from './telemetry.ts';
-export { failSpan, startCallTrace, traceOfCall, traceOfResponse } from './tracing.ts';
+export {
+  GATEWAY_PROVIDER,
+  GEN_AI_OPERATIONS,
+  failSpan,
+  startCallTrace,
+  traceOfCall,
+  traceOfResponse,
+} from './tracing.ts';
 export type { CallTrace } from './tracing.ts';

@@ -19,10 +19,10 @@ import type {
 import type { CallOutcome } from '../http/index.ts';
 import type { StoreHealth } from '../detached/store/index.ts';
 
-/** Fn's lb_call_latency buckets, in ms. */
-const LATENCY_BUCKETS = [1, 10, 50, 100, 250, 500, 1000, 10000, 60000, 120000];
-/** Runner execution time spans from milliseconds to many minutes for long generations. */
-const EXEC_BUCKETS = [10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 300000];
+/** Fn's lb_call_latency buckets, in s (its 1 ms to 120 s). */
+const LATENCY_BUCKETS = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 10, 60, 120];
+/** Runner execution time spans from milliseconds to many minutes for long generations; in s. */
+const EXEC_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 /** Fn's placer attempt buckets. */
 const ATTEMPT_BUCKETS = [0, 2, 3, 4, 8, 16, 32, 64, 128, 256];
 /** A replica takes from about a second (a small engine on a warm node) to minutes (a large model loaded from disk); in s. */
@@ -120,7 +120,7 @@ export interface InferenceInstruments {
   requestDuration: Histogram;
   /** gen_ai.client.token.usage: the engine's reported input and output tokens per call. */
   tokenUsage: Histogram;
-  /** sluice.request.queue_wait: a placed call's time in the wait queue, 0 when it never waited, in s. */
+  /** sluice_request_queue_wait_seconds: a placed call's time in the wait queue, 0 when it never waited. */
   queueWait: Histogram;
 }
 
@@ -182,7 +182,7 @@ function createInferenceInstruments(meter: Meter): InferenceInstruments {
       TOKEN_BUCKETS,
     ),
     queueWait: histogram(
-      'sluice.request.queue_wait',
+      'sluice_request_queue_wait_seconds',
       'Time a placed call spent in the wait queue, from its first wait to its placement; 0 for a call that never waited',
       's',
       QUEUE_WAIT_BUCKETS,
@@ -234,27 +234,28 @@ export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSou
       errors: { outcome: outcomeLabel('errors') },
       server_busy: { outcome: outcomeLabel('server_busy') },
     },
-    latency: meter.createHistogram('sluice_call_latency', {
+    latency: meter.createHistogram('sluice_call_overhead_seconds', {
       description: 'What the platform added to a call: end minus startedAt minus runner-reported execution time',
-      unit: 'ms',
+      unit: 's',
       advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
     }),
-    execTime: meter.createHistogram('sluice_runner_exec_time', {
+    execTime: meter.createHistogram('sluice_runner_execution_seconds', {
       description: 'Execution time reported by runners (engine request start to last byte)',
-      unit: 'ms',
+      unit: 's',
       advice: { explicitBucketBoundaries: EXEC_BUCKETS },
     }),
     placerAttempts: meter.createHistogram('sluice_placer_attempts', {
       description: 'Runner offers made to place one call',
+      unit: '{offer}',
       advice: { explicitBucketBoundaries: ATTEMPT_BUCKETS },
     }),
     placerRetries: count('sluice_placer_retries', 'Runner offers that did not place the call, by reason', 'reason'),
     queueDepth: meter.createUpDownCounter('sluice_queue_depth', {
       description: 'Calls waiting in the wait queue for a runner, by model and priority',
     }),
-    queueTime: meter.createHistogram('sluice_queue_time', {
+    queueTime: meter.createHistogram('sluice_queue_time_seconds', {
       description: 'Time a call spent in the wait queue, from its first wait to its placement or end',
-      unit: 'ms',
+      unit: 's',
       advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
     }),
     queueRefused: counter(
@@ -266,7 +267,6 @@ export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSou
       'Calls that waited for a replica of their model to start (a cold start), by model',
       'model',
     ),
-    // In seconds, unlike the other histograms, as its name says: cold starts take seconds to minutes.
     coldStartWait: meter.createHistogram('sluice_cold_start_wait_seconds', {
       description:
         'Time a call waited for a replica of its model, from its first wait with none serving it to its placement or end',
@@ -315,9 +315,11 @@ export function createStoreMetrics(provider: MeterProvider, health: () => Promis
   const stored = meter.createObservableGauge('sluice_store_bytes', {
     description:
       'Bytes the detached-call store keeps for finished calls and their results (shared by gateways on one Redis)',
+    unit: 'By',
   });
   const bound = meter.createObservableGauge('sluice_store_max_bytes', {
     description: 'The byte bound of the detached-call store (maxStoredBytes)',
+    unit: 'By',
   });
   meter.addBatchObservableCallback(
     async (observe) => {

@@ -25,6 +25,13 @@ export interface OpenAIHttpEngineOptions {
   loadInterval: number;
   /** The engine's own key, sent as `authorization: Bearer` on every request to it. @default none */
   apiKey?: string;
+  /**
+   * The models the engine serves, as the operator declared them: they win over its model list,
+   * which is then never read (for an engine whose list is broken or absent). Readiness is the
+   * kind's health route, or, where that route is the model list itself, any answer below 500.
+   * @default none: the models are read from the kind's model list
+   */
+  models?: readonly string[];
   logger: Logger;
   /** Time source for load ages; tests pass a fake. @default Date.now */
   now?: () => number;
@@ -69,6 +76,7 @@ export class OpenAIHttpEngine {
     this.url = options.url;
     this.kind = options.kind;
     this.#now = options.now ?? Date.now;
+    if (options.models !== undefined) this.#models = options.models;
     this.#auth =
       options.apiKey === undefined ? undefined : Object.freeze({ authorization: `Bearer ${options.apiKey}` });
     this.#pool = new Pool(options.url.origin, {
@@ -167,20 +175,42 @@ export class OpenAIHttpEngine {
   async #probe(): Promise<void> {
     if (this.#state === 'stopped') return;
     try {
-      if (!(await this.healthy())) throw new Error(`${this.kind.healthPath} did not answer 200`);
-      const list = await this.#get(this.kind.modelsPath);
-      if (list.statusCode !== 200) {
-        await list.body.dump();
-        throw new Error(`${this.kind.modelsPath} answered ${list.statusCode}`);
-      }
-      const payload = (await list.body.json()) as { data?: Array<{ id?: unknown }> };
-      this.#models = (payload.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
+      if (this.#options.models !== undefined) await this.#checkDeclared();
+      else await this.#listModels();
       this.#setState('ready');
     } catch (error) {
       const state = this.#state as EngineState;
       if (state === 'stopped') return;
       this.#setState(state === 'starting' ? 'starting' : 'unreachable', error as Error);
     }
+  }
+
+  /** Checks health, then reads the served models from the kind's model list; throws when either fails. */
+  async #listModels(): Promise<void> {
+    if (!(await this.healthy())) throw new Error(`${this.kind.healthPath} did not answer 200`);
+    const list = await this.#get(this.kind.modelsPath);
+    if (list.statusCode !== 200) {
+      await list.body.dump();
+      throw new Error(`${this.kind.modelsPath} answered ${list.statusCode}`);
+    }
+    const payload = (await list.body.json()) as { data?: Array<{ id?: unknown }> };
+    this.#models = (payload.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
+  }
+
+  /**
+   * With declared models, only that the engine is up: its health route answers 200, or, for a
+   * kind whose health route is the model list (which may be the broken part), answers at all
+   * below 500.
+   */
+  async #checkDeclared(): Promise<void> {
+    const { healthPath, modelsPath } = this.kind;
+    if (healthPath !== modelsPath) {
+      if (!(await this.healthy())) throw new Error(`${healthPath} did not answer 200`);
+      return;
+    }
+    const res = await this.#get(healthPath);
+    await res.body.dump();
+    if (res.statusCode >= 500) throw new Error(`${healthPath} answered ${res.statusCode}`);
   }
 
   async #scrape(): Promise<void> {

@@ -3,6 +3,7 @@
  * load. The runner writes it; a gateway probes static runners with it (registered runners say the
  * same through heartbeats) and reads it with {@link readStatus}. One type, both sides.
  */
+import { WIRE_ID_PATTERN } from './registration.ts';
 import type { Capacity, HostedEngine, ReportedLoad } from './registration.ts';
 
 /** Path of a runner's status page. */
@@ -106,6 +107,8 @@ export interface RunnerStatus {
 
 /** What a gateway takes from a status page. */
 export interface StatusReading {
+  /** The runner's own id ({@link WIRE_ID_PATTERN}); absent when the page has none that is valid. */
+  id?: string;
   /**
    * The models served, or undefined while the runner's engine is not ready: a runner whose engine
    * is still loading lists no models yet, and that is not "serves none".
@@ -139,5 +142,6 @@ export function readStatus(body: unknown): StatusReading {
     status.ready === false || !Array.isArray(status.models)
       ? undefined
       : (status.models as unknown[]).filter((m): m is string => typeof m === 'string');
-  return { models, load };
+  const id = typeof status.id === 'string' && WIRE_ID_PATTERN.test(status.id) ? status.id : undefined;
+  return { ...(id === undefined ? {} : { id }), models, load };
 }

@@ -58,9 +58,10 @@ describe('a traced call with a secret in its query', () => {
       () =>
         ids.every(
           (id) =>
-            traced.exports.some((body) => body.includes(id) && body.includes('sluice.call')) &&
-            traced.exports.some((body) => body.includes(id) && body.includes('sluice.runner.call')),
-        ) && traced.exports.join('').split('sluice.engine.request').length > 2,
+            traced.exports.some((body) => body.includes(id) && body.includes('sluice-gateway')) &&
+            traced.exports.some((body) => body.includes(id) && body.includes('sluice-runner')),
+          // Each call's inference spans: the gateway's offer and the runner's engine request.
+        ) && traced.exports.join('').split('chat sim-small').length > 4,
       15_000,
       "both calls' spans at the receiver",
     );

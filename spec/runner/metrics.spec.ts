@@ -64,7 +64,7 @@ describe('the runner GET /metrics', () => {
   it('shows the engine state, one state at 1, and the engine load as read', async () => {
     const url = await start();
     await eventually(
-      async () => (await page(url)).text.includes('sluice_runner_engine_kv_cache_usage'),
+      async () => (await page(url)).text.includes('sluice_runner_engine_kv_cache_usage_ratio'),
       5000,
       'the engine load read',
     );

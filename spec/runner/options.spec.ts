@@ -193,6 +193,29 @@ describe('the cache-truth options', () => {
     expect(() => resolveRunnerOptions({ engine: 'http://127.0.0.1:8000', ...options })).toThrow(message);
   });
 
+  it('returns the declared engineModels frozen, and undefined when none are declared', () => {
+    const config = resolveRunnerOptions({ engine, engineModels: ['llama-8b', 'org/model-x'] });
+    expect(config.engineModels).toEqual(['llama-8b', 'org/model-x']);
+    expect(Object.isFrozen(config.engineModels)).toBe(true);
+    expect(resolveRunnerOptions({ engine }).engineModels).toBeUndefined();
+  });
+
+  it.each<[unknown, RegExp]>([
+    [[], /engineModels must be a non-empty list of model names, got \[\]/],
+    ['llama-8b', /engineModels must be a non-empty list/],
+    [['ok', 'has space'], /engineModels must hold model names .*, got "has space"/],
+    [[''], /engineModels must hold model names/],
+    [['a', 'b', 'a'], /engineModels names "a" twice/],
+  ])('refuses engineModels %o, naming the option and the value', (engineModels, message) => {
+    expect(() => resolveRunnerOptions({ engine, engineModels: engineModels as string[] })).toThrow(message);
+  });
+
+  it('refuses engineModels on a runner whose engines come with orders', () => {
+    expect(() => resolveRunnerOptions({ engineModels: ['m'] })).toThrow(
+      /engineModels is for a runner with an engine \(engine or profile\)/,
+    );
+  });
+
   it('takes engineKvEvents only for an engine behind a URL', () => {
     expect(() => resolveRunnerOptions({ engineKvEvents: 'tcp://127.0.0.1:5557' })).toThrow(
       /engineKvEvents is for an engine behind a URL/,

@@ -16,7 +16,8 @@ import { playTokens, type PlayOutcome } from './timing.ts';
 /** Which OpenAI endpoint a request came to. */
 export type GenerationKind = 'chat' | 'text';
 
-interface Plan {
+/** What one generation request asks for, checked: every route that generates text plans one. */
+export interface Plan {
   readonly model: string;
   /** The whole rendered prompt: for chat every message's role and content, in order. */
   readonly prompt: string;
@@ -189,21 +190,36 @@ export async function handleGeneration(
     sendError(res, plan);
     return;
   }
+  const respond = plan.stream ? streamTokens : answerOnce;
+  await servePlan(ctx, plan, arrivedAt, res, signal, (run) => respond(ctx, kind, plan, res, run));
+}
+
+/**
+ * Admits a planned request, plays it and lets `respond` write the answer as it plays; the slot
+ * is released with the outcome `respond` returns. `arrivedAt` (performance.now()) starts the
+ * time to first token.
+ */
+export async function servePlan(
+  ctx: SimCallContext,
+  plan: Plan,
+  arrivedAt: number,
+  res: ServerResponse,
+  signal: AbortSignal,
+  respond: (run: Run) => Promise<SlotOutcome>,
+): Promise<void> {
   const release = await admit(ctx, res, signal);
   if (release === undefined) return;
   let outcome: SlotOutcome = 'aborted';
   try {
     if (signal.aborted) return;
-    const run = (onToken: (index: number) => void): Promise<Played> => generate(ctx, plan, arrivedAt, onToken, signal);
-    const respond = plan.stream ? streamTokens : answerOnce;
-    outcome = await respond(ctx, kind, plan, res, run);
+    outcome = await respond((onToken) => generate(ctx, plan, arrivedAt, onToken, signal));
   } finally {
     release(outcome);
   }
 }
 
 /** How one admitted request played out: its outcome and the prompt tokens the cache served. */
-interface Played {
+export interface Played {
   readonly outcome: PlayOutcome;
   readonly cachedTokens: number;
 }
@@ -303,7 +319,7 @@ function usageOf(ctx: SimCallContext, plan: Plan, cachedTokens: number): Usage {
 }
 
 /** Plays the admitted request, calling `onToken` as each step's tokens exist; bound to its plan and signal. */
-type Run = (onToken: (index: number) => void) => Promise<Played>;
+export type Run = (onToken: (index: number) => void) => Promise<Played>;
 
 /** Writes the answer to a played request: whole once it is done, or streamed as it is played. */
 type Respond = (
@@ -325,7 +341,7 @@ function headOf(ctx: SimCallContext, kind: GenerationKind, plan: Plan, object: s
 }
 
 /** One token writer per choice, each with its own words. */
-function writersFor(plan: Plan): Array<(index: number) => string> {
+export function writersFor(plan: Plan): Array<(index: number) => string> {
   return Array.from({ length: plan.choices }, (_, choice) => createTokenWriter(plan.prompt, choice));
 }
 

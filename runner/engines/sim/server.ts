@@ -13,6 +13,7 @@ import type { SimCallContext } from './call.ts';
 import { SimFaults, type FaultTotals } from './faults.ts';
 import { handleEmbeddings } from './embeddings.ts';
 import { handleGeneration } from './generate.ts';
+import { handleResponses } from './responses.ts';
 import { readJsonBody, readRawBody, sendError, sendJson } from './http.ts';
 import { KvUsage } from './kv-usage.ts';
 import { METRICS_CONTENT_TYPE, renderMetrics, TtftHistogram } from './metrics.ts';
@@ -125,6 +126,7 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   const routes = new Map<string, Route>([
     ['/v1/chat/completions', jsonCall((body, res, signal) => handleGeneration(ctx, 'chat', body, res, signal))],
     ['/v1/completions', jsonCall((body, res, signal) => handleGeneration(ctx, 'text', body, res, signal))],
+    ['/v1/responses', jsonCall((body, res, signal) => handleResponses(ctx, body, res, signal))],
     ['/v1/embeddings', jsonCall((body, res, signal) => handleEmbeddings(ctx, body, res, signal))],
     [
       '/v1/models',

@@ -107,7 +107,7 @@ describe('gateway calls', () => {
     const page = await metrics(suite.fleet.gateway);
     expect(metricValue(page, 'sluice_calls_total')).toBeGreaterThanOrEqual(4);
     expect(metricValue(page, 'sluice_calls_completed_total')).toBeGreaterThanOrEqual(4);
-    expect(metricValue(page, 'sluice_call_latency_count', { outcome: 'completed' })).toBeGreaterThanOrEqual(4);
+    expect(metricValue(page, 'sluice_call_overhead_seconds_count', { outcome: 'completed' })).toBeGreaterThanOrEqual(4);
     // Requests refused before placement are counted by code, not as calls.
     expect(metricValue(page, 'sluice_calls_rejected_total', { code: 'GW_INVALID_JSON' })).toBe(1);
     expect(metricValue(page, 'sluice_calls_rejected_total', { code: 'GW_BODY_TIMEOUT' })).toBe(1);
@@ -161,10 +161,11 @@ describe('gateway latency', () => {
       expect(res.status).toBe(200);
     }
     const page = await metrics(fleet.gateway);
-    const execCount = metricValue(page, 'sluice_runner_exec_time_count');
-    const execSum = metricValue(page, 'sluice_runner_exec_time_sum');
-    const latencyCount = metricValue(page, 'sluice_call_latency_count', { outcome: 'completed' });
-    const latencySum = metricValue(page, 'sluice_call_latency_sum', { outcome: 'completed' });
+    // The histograms are in seconds; the client's times here are in ms.
+    const execCount = metricValue(page, 'sluice_runner_execution_seconds_count');
+    const execSum = metricValue(page, 'sluice_runner_execution_seconds_sum') * 1000;
+    const latencyCount = metricValue(page, 'sluice_call_overhead_seconds_count', { outcome: 'completed' });
+    const latencySum = metricValue(page, 'sluice_call_overhead_seconds_sum', { outcome: 'completed' }) * 1000;
     expect(execCount).toBe(3);
     expect(latencyCount).toBe(3);
     expect(execSum / execCount).toBeGreaterThanOrEqual(ttftMs);

@@ -93,9 +93,9 @@ describe('inference metrics on a gateway with a real runner and a simulated engi
     expect(metricValue(page, 'gen_ai_server_time_to_first_token_sum', on)).toBeGreaterThanOrEqual(TTFT_MS / 1000);
     expect(metricValue(page, 'gen_ai_server_time_per_output_token_count', on)).toBe(1);
     expect(metricValue(page, 'gen_ai_server_request_duration_count', on)).toBe(2);
-    expect(metricValue(page, 'sluice_request_queue_wait_count', on)).toBe(2);
+    expect(metricValue(page, 'sluice_request_queue_wait_seconds_count', on)).toBe(2);
     // Neither call waited in the queue: a runner had a free slot for each.
-    expect(metricValue(page, 'sluice_request_queue_wait_sum', on)).toBe(0);
+    expect(metricValue(page, 'sluice_request_queue_wait_seconds_sum', on)).toBe(0);
     // Seconds, as the conventions say: a bucket boundary below one second exists.
     expect(page).toMatch(/gen_ai_server_time_to_first_token_bucket\{[^}]*le="0\.1"\}/);
     // Tokens: the stream's usage chunk and the JSON answer's usage block.
@@ -160,8 +160,8 @@ describe('queue wait and failures by code, with a runner of one slot', () => {
     expect((await second).status).toBe(200);
 
     const page = (await getJson(`${patient}/metrics`, asOperator)).text;
-    expect(metricValue(page, 'sluice_request_queue_wait_count')).toBe(2);
-    expect(metricValue(page, 'sluice_request_queue_wait_sum')).toBeGreaterThan(0);
+    expect(metricValue(page, 'sluice_request_queue_wait_seconds_count')).toBe(2);
+    expect(metricValue(page, 'sluice_request_queue_wait_seconds_sum')).toBeGreaterThan(0);
     const stats = (await getJson(`${hasty}/v1/stats`, asOperator)).json;
     expect(stats.errors.byCode).toEqual({ PLACER_TIMEOUT: 1 });
     expect(stats.calls.byOutcome.server_busy).toBe(1);

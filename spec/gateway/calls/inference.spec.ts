@@ -204,8 +204,24 @@ describe('InferenceRecorder', () => {
     const c = clock();
     const recorder = new InferenceRecorder(instruments, new StatsWindow({ clock: c }));
     const reading = { ttftMs: 250, perEventMs: 20, events: 5, usage: { input: 10, output: 5 } };
-    recorder.record({ model: 'm', runner: 'r1', durationMs: 1500, queueWaitMs: 40, ok: true, reading });
-    recorder.record({ model: 'm', runner: 'r1', durationMs: 1000, queueWaitMs: 0, ok: true, reading });
+    recorder.record({
+      model: 'm',
+      runner: 'r1',
+      operation: 'chat',
+      durationMs: 1500,
+      queueWaitMs: 40,
+      ok: true,
+      reading,
+    });
+    recorder.record({
+      model: 'm',
+      runner: 'r1',
+      operation: 'chat',
+      durationMs: 1000,
+      queueWaitMs: 0,
+      ok: true,
+      reading,
+    });
     expect(records.slice(0, 6).map(([name, value]) => [name, value])).toEqual([
       ['queue', 0.04],
       ['duration', 1.5],
@@ -214,21 +230,21 @@ describe('InferenceRecorder', () => {
       ['tokens', 10],
       ['tokens', 5],
     ]);
-    expect(records[0]![2]).toEqual({ 'gen_ai.request.model': 'm', 'sluice.runner.id': 'r1' });
-    expect(records[4]![2]).toEqual({
+    // The GenAI conventions' required attributes on every record: the operation and the provider.
+    const base = {
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'sluice',
       'gen_ai.request.model': 'm',
       'sluice.runner.id': 'r1',
-      'gen_ai.token.type': 'input',
-    });
-    expect(records[5]![2]).toEqual({
-      'gen_ai.request.model': 'm',
-      'sluice.runner.id': 'r1',
-      'gen_ai.token.type': 'output',
-    });
+    };
+    expect(records[0]![2]).toEqual(base);
+    expect(records[4]![2]).toEqual({ ...base, 'gen_ai.token.type': 'input' });
+    expect(records[5]![2]).toEqual({ ...base, 'gen_ai.token.type': 'output' });
     // The same objects for the second call: nothing built per call.
     expect(records[6]![2]).toBe(records[0]![2]);
     expect(records[10]![2]).toBe(records[4]![2]);
-    expect(recorder.attributes('m', 'r2')).not.toBe(recorder.attributes('m', 'r1'));
+    expect(recorder.attributes('m', 'r2', 'chat')).not.toBe(recorder.attributes('m', 'r1', 'chat'));
+    expect(recorder.attributes('m', 'r1', 'embeddings')).not.toBe(recorder.attributes('m', 'r1', 'chat'));
   });
 
   it('records only the queue wait of an answer not relayed in full with a 2xx status, and counts it without a TTFT in the window', () => {
@@ -239,6 +255,7 @@ describe('InferenceRecorder', () => {
     recorder.record({
       model: 'm',
       runner: 'r1',
+      operation: 'chat',
       durationMs: 10,
       queueWaitMs: 5,
       ok: false,

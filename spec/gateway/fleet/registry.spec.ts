@@ -72,8 +72,8 @@ describe('runner registration', () => {
     expect([...seen].sort()).toEqual(['reg-1', 'static-1']);
     const list = await runners(gw);
     expect(list.map((r) => [r.id, r.source]).sort()).toEqual([
-      [new URL(staticUrl).host, 'static'],
       ['reg-1', 'registered'],
+      ['static-1', 'static'],
     ]);
   });
 

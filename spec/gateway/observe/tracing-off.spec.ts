@@ -25,7 +25,7 @@ describe('tracing off', () => {
       socket: {},
     } as unknown as IncomingMessage;
     const out = { once: () => out } as unknown as ServerResponse;
-    expect(startCallTrace(incoming, out, '/v1/chat/completions')).toBeUndefined();
+    expect(startCallTrace(incoming, out, '/v1/chat/completions', 'chat')).toBeUndefined();
     expect(startRunnerTrace(incoming, out, 'runner-1')).toBeUndefined();
   });
 

@@ -70,6 +70,11 @@ afterAll(async () => {
   await traced?.stop();
 });
 
+/** The chat call's HTTP server spans, the gateway's and the runner's. */
+const CALL = 'POST /v1/chat/completions';
+/** Its GenAI inference spans, the gateway's offer and the runner's engine request. */
+const INFERENCE = 'chat sim-small';
+
 describe('traces exported over OTLP/HTTP', () => {
   it('receives one trace spanning gateway and runner for a streamed call, with the parent links right', async () => {
     const res = await request(`${traced.gw}/v1/chat/completions`, {
@@ -87,12 +92,14 @@ describe('traces exported over OTLP/HTTP', () => {
     await eventually(
       () => {
         const spans = received();
-        call = spans.find((s) => s.name === 'sluice.call' && s.attributes['sluice.call.id'] === callId);
-        served = spans.find((s) => s.name === 'sluice.runner.call' && s.attributes['sluice.call.id'] === callId);
+        // Both server spans are `POST /v1/chat/completions`; the service tells them apart.
+        const calls = spans.filter((s) => s.name === CALL && s.attributes['sluice.call.id'] === callId);
+        call = calls.find((s) => s.service === 'sluice-gateway');
+        served = calls.find((s) => s.service === 'sluice-runner');
         return (
           call !== undefined &&
           served !== undefined &&
-          spans.some((s) => s.name === 'sluice.engine.request' && s.parentSpanId === served!.spanId)
+          spans.some((s) => s.name === INFERENCE && s.parentSpanId === served!.spanId)
         );
       },
       15_000,
@@ -104,12 +111,14 @@ describe('traces exported over OTLP/HTTP', () => {
     const traceId = call!.traceId;
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
     const trace = received().filter((s) => s.traceId === traceId);
-    const relay = trace.find((s) => s.name === 'sluice.relay' && s.parentSpanId === call!.spanId);
+    const relay = trace.find((s) => s.name === INFERENCE && s.parentSpanId === call!.spanId);
     expect(relay).toBeDefined();
     // The runner's server span is a child of the gateway's relay span: one trace across processes.
     expect(served!.traceId).toBe(traceId);
     expect(served!.parentSpanId).toBe(relay!.spanId);
-    const engineRequest = trace.find((s) => s.name === 'sluice.engine.request' && s.parentSpanId === served!.spanId)!;
+    const engineRequest = trace.find((s) => s.name === INFERENCE && s.parentSpanId === served!.spanId)!;
+    // The simulated engine's kind names the provider of the runner's inference span.
+    expect(engineRequest.attributes['gen_ai.provider.name']).toBe('sluice.sim');
     // The stream's usage chunk is read for its tokens.
     expect(engineRequest.attributes['gen_ai.usage.output_tokens']).toEqual(expect.anything());
     expect(trace.map((s) => s.name)).toEqual(

@@ -17,6 +17,15 @@ import type { EngineAnswer } from '../../support/servers.ts';
 
 type Finished = tracing.ReadableSpan;
 
+/** A chat call's HTTP server spans, the gateway's and the runner's, are named `{method} {http.route}`. */
+const CALL = 'POST /v1/chat/completions';
+/** Its GenAI inference spans, the gateway's offers and the runner's engine request, `{operation} {model}`. */
+const INFERENCE = 'chat sim-small';
+const onGateway = (span: Finished): boolean => span.instrumentationScope.name === 'sluice-gateway';
+const onRunner = (span: Finished): boolean => span.instrumentationScope.name === 'sluice-runner';
+/** The gateway's call span. */
+const isCall = (span: Finished): boolean => span.name === CALL && onGateway(span);
+
 const exporter = new tracing.InMemorySpanExporter();
 const provider = new tracing.BasicTracerProvider({ spanProcessors: [new tracing.SimpleSpanProcessor(exporter)] });
 beforeAll(() => {
@@ -83,16 +92,16 @@ describe('call tracing', () => {
     const busy = await runner(await engine(refused, LOADING), 'busy-runner');
     const good = await runner(await engine(answered), 'good-runner');
     const gw = await gateway([busy, good]);
-    // The gateway names a runner it was given by its address; the runner names itself by its id.
-    const busyId = new URL(busy).host;
-    const goodId = new URL(good).host;
+    // The gateway names a runner it was given by its address with the id the runner gives itself.
+    const busyId = 'busy-runner';
+    const goodId = 'good-runner';
 
     // Round-robin starts each call at the next runner: of two calls, one is offered the busy
     // runner first.
     for (let i = 0; i < 2; i++) expect((await postJson(`${gw}/v1/chat/completions`, chatBody())).status).toBe(200);
-    const calls = exporter.getFinishedSpans().filter((s) => s.name === 'sluice.call');
+    const calls = exporter.getFinishedSpans().filter(isCall);
     expect(calls).toHaveLength(2);
-    const call = calls.find((c) => treeOf(c.spanContext().traceId).named('sluice.relay').length === 2)!;
+    const call = calls.find((c) => treeOf(c.spanContext().traceId).named(INFERENCE).filter(onGateway).length === 2)!;
     expect(call).toBeDefined();
     const { spans, named, parentOf } = treeOf(call.spanContext().traceId);
 
@@ -100,9 +109,14 @@ describe('call tracing', () => {
     expect(call.parentSpanContext).toBeUndefined();
     expect(call.attributes).toMatchObject({
       'http.request.method': 'POST',
+      'http.route': '/v1/chat/completions',
       'url.path': '/v1/chat/completions',
       'http.response.status_code': 200,
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'sluice',
       'gen_ai.request.model': 'sim-small',
+      'gen_ai.usage.input_tokens': 7,
+      'gen_ai.usage.output_tokens': 3,
       'sluice.runner.id': goodId,
       'sluice.placer': 'round-robin',
     });
@@ -122,22 +136,31 @@ describe('call tracing', () => {
     ]);
     expect(placement!.attributes['sluice.placement.attempts']).toBe(2);
 
-    const relays = named('sluice.relay');
+    const relays = named(INFERENCE).filter(onGateway);
     for (const relay of relays) {
       expect(relay.kind).toBe(SpanKind.CLIENT);
       expect(parentOf(relay)).toBe(call);
-      expect(relay.attributes['server.address']).toBe('127.0.0.1');
+      expect(relay.attributes).toMatchObject({
+        'server.address': '127.0.0.1',
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.provider.name': 'sluice',
+        'gen_ai.request.model': 'sim-small',
+      });
     }
     const turnedDown = relays.find((r) => r.attributes['sluice.runner.id'] === busyId)!;
     const relay = relays.find((r) => r.attributes['sluice.runner.id'] === goodId)!;
     expect(turnedDown.attributes).toMatchObject({ 'sluice.offer.answer': 'busy', 'http.response.status_code': 503 });
-    expect(relay.attributes['http.response.status_code']).toBe(200);
+    expect(relay.attributes).toMatchObject({
+      'http.response.status_code': 200,
+      'gen_ai.usage.input_tokens': 7,
+      'gen_ai.usage.output_tokens': 3,
+    });
     // The committed offer lasts until the answer was relayed, past the placement's end (within
     // the millisecond by which the SDK's per-span anchoring to Date.now may differ).
     expect(toMs(relay.endTime)).toBeGreaterThanOrEqual(toMs(placement!.endTime) - 1);
 
     // The runners' server spans are children of the offers that reached them.
-    const served = named('sluice.runner.call');
+    const served = named(CALL).filter(onRunner);
     expect(served).toHaveLength(2);
     for (const span of served) expect(span.kind).toBe(SpanKind.SERVER);
     const busySide = served.find((s) => s.attributes['sluice.runner.id'] === 'busy-runner')!;
@@ -150,6 +173,7 @@ describe('call tracing', () => {
     expect(parentOf(runnerSpan)).toBe(relay);
     expect(runnerSpan.attributes).toMatchObject({
       'sluice.call.id': call.attributes['sluice.call.id'],
+      'http.route': '/v1/chat/completions',
       'http.response.status_code': 200,
       'gen_ai.request.model': 'sim-small',
       'gen_ai.usage.input_tokens': 7,
@@ -159,11 +183,17 @@ describe('call tracing', () => {
 
     const admission = named('sluice.runner.admission').find((s) => parentOf(s) === runnerSpan);
     expect(admission).toBeDefined();
-    const engineSpan = named('sluice.engine.request').find((s) => parentOf(s) === runnerSpan)!;
+    const engineSpan = named(INFERENCE)
+      .filter(onRunner)
+      .find((s) => parentOf(s) === runnerSpan)!;
     expect(engineSpan.kind).toBe(SpanKind.CLIENT);
+    // A runner given a plain OpenAI-compatible URL: the kind `openai` names the provider.
     expect(engineSpan.attributes).toMatchObject({
       'http.request.method': 'POST',
       'http.response.status_code': 200,
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'openai',
+      'gen_ai.request.model': 'sim-small',
       'gen_ai.usage.output_tokens': 3,
     });
 
@@ -189,8 +219,8 @@ describe('call tracing', () => {
     });
     expect(answer.status).toBe(200);
     const { named } = treeOf(traceId);
-    expect(named('sluice.call')[0]?.parentSpanContext?.spanId).toBe(parent);
-    expect(named('sluice.runner.call')).toHaveLength(1);
+    expect(named(CALL).filter(onGateway)[0]?.parentSpanContext?.spanId).toBe(parent);
+    expect(named(CALL).filter(onRunner)).toHaveLength(1);
   });
 
   it('records nothing of a call its sampler dropped, and tells the runner so in traceparent', async () => {
@@ -215,15 +245,15 @@ describe('call tracing', () => {
     expect(answer.status).toBe(202);
     const callId = String(answer.headers['sluice-call-id']);
     await eventually(() =>
-      exporter.getFinishedSpans().some((s) => s.name === 'sluice.call' && s.attributes['sluice.call.id'] === callId),
+      exporter.getFinishedSpans().some((s) => isCall(s) && s.attributes['sluice.call.id'] === callId),
     );
-    const call = exporter.getFinishedSpans().find((s) => s.name === 'sluice.call')!;
+    const call = exporter.getFinishedSpans().find((s) => isCall(s))!;
     const { named, parentOf } = treeOf(call.spanContext().traceId);
-    const [relay] = named('sluice.relay');
+    const [relay] = named(INFERENCE).filter(onGateway);
     expect(parentOf(relay!)).toBe(call);
     expect(relay!.attributes['http.response.status_code']).toBe(200);
     expect(relay!.status.code).not.toBe(SpanStatusCode.ERROR);
-    const [served] = named('sluice.runner.call');
+    const [served] = named(CALL).filter(onRunner);
     expect(parentOf(served!)).toBe(relay);
     expect(served!.attributes['gen_ai.usage.output_tokens']).toBe(3);
   });
@@ -233,7 +263,7 @@ describe('call tracing', () => {
     const gw = await gateway([busy], { placerTimeout: 300 });
     const answer = await postJson(`${gw}/v1/chat/completions`, chatBody());
     expect(answer.status).toBe(503);
-    const call = exporter.getFinishedSpans().find((s) => s.name === 'sluice.call')!;
+    const call = exporter.getFinishedSpans().find((s) => isCall(s))!;
     const { named, parentOf } = treeOf(call.spanContext().traceId);
     const code = answer.json.error.code as string;
     expect(call.status.code).toBe(SpanStatusCode.ERROR);
@@ -246,7 +276,7 @@ describe('call tracing', () => {
     const answers = placement!.events.map((e) => e.attributes?.['sluice.offer.answer']);
     expect(answers).toContain('busy');
     expect(answers.filter((a) => a !== 'busy' && a !== 'error')).toEqual([]);
-    expect(placement!.events.every((e) => e.attributes?.['sluice.runner.id'] === new URL(busy).host)).toBe(true);
+    expect(placement!.events.every((e) => e.attributes?.['sluice.runner.id'] === 'busy-runner')).toBe(true);
     const [queue] = named('sluice.queue');
     expect(parentOf(queue!)).toBe(call);
     expect(queue!.attributes['sluice.priority']).toBeDefined();
@@ -256,7 +286,7 @@ describe('call tracing', () => {
     const gw = await gateway([await runner(await engine([]), 'good-runner')]);
     const answer = await postJson(`${gw}/v1/chat/completions`, chatBody({ model: 'no-such-model' }));
     expect(answer.status).toBe(404);
-    const call = exporter.getFinishedSpans().find((s) => s.name === 'sluice.call')!;
+    const call = exporter.getFinishedSpans().find((s) => isCall(s))!;
     expect(call.status.code).toBe(SpanStatusCode.ERROR);
     expect(call.attributes).toMatchObject({
       'sluice.error.code': answer.json.error.code as string,

@@ -91,7 +91,14 @@ function changes(into: LogFields[]): Logger {
 function adapter(
   url: URL,
   kind: EngineKindName,
-  extra: { logger?: Logger; now?: () => number; probeInterval?: number; loadInterval?: number; apiKey?: string } = {},
+  extra: {
+    logger?: Logger;
+    now?: () => number;
+    probeInterval?: number;
+    loadInterval?: number;
+    apiKey?: string;
+    models?: readonly string[];
+  } = {},
 ): OpenAIHttpEngine {
   const engine = new OpenAIHttpEngine({
     url,
@@ -102,6 +109,7 @@ function adapter(
     logger: extra.logger ?? silentLogger,
     ...(extra.now ? { now: extra.now } : {}),
     ...(extra.apiKey ? { apiKey: extra.apiKey } : {}),
+    ...(extra.models ? { models: extra.models } : {}),
   });
   cleanups.push(() => engine.close());
   return engine;
@@ -283,5 +291,53 @@ describe('OpenAIHttpEngine', () => {
     engine.markStarting();
     engine.markUnreachable(new Error('gone'));
     expect(engine.state).toBe('stopped');
+  });
+
+  describe('with declared models', () => {
+    it.each([
+      ['answers 500', { status: 500, body: { error: 'broken' } }],
+      ['answers 404 (absent)', { status: 404, body: {} }],
+    ])('returns ready with the declared models when the model list %s, and never reads it', async (_what, models) => {
+      const { url, script } = await scriptedEngine();
+      script.models = models;
+      const undeclared = adapter(url, 'vllm');
+      await undeclared.start();
+      expect(undeclared.state).toBe('starting');
+      script.gets.length = 0;
+
+      const engine = adapter(url, 'vllm', { models: ['m-a', 'org/m-b'] });
+      expect(engine.models).toEqual(['m-a', 'org/m-b']);
+      await engine.start();
+      expect(engine.state).toBe('ready');
+      expect(engine.models).toEqual(['m-a', 'org/m-b']);
+      expect(script.gets.filter((path) => path === '/v1/models')).toEqual([]);
+    });
+
+    it('returns the declared models over those the engine lists', async () => {
+      const { url } = await scriptedEngine();
+      const engine = adapter(url, 'vllm', { models: ['declared'] });
+      await engine.start();
+      expect(engine.models).toEqual(['declared']);
+    });
+
+    it('returns starting while the health route fails, declared models or not', async () => {
+      const { url, script } = await scriptedEngine();
+      script.health = 503;
+      const engine = adapter(url, 'vllm', { models: ['m-a'] });
+      await engine.start();
+      expect(engine.state).toBe('starting');
+    });
+
+    it('returns ready for a plain OpenAI URL whose model list answers 404, and starting while it answers 500', async () => {
+      const { url, script } = await scriptedEngine();
+      script.models = { status: 404, body: {} };
+      const absent = adapter(url, 'openai', { models: ['m-a'] });
+      await absent.start();
+      expect(absent.state).toBe('ready');
+      script.models = { status: 503, body: {} };
+      const failing = adapter(url, 'openai', { models: ['m-a'] });
+      await failing.start();
+      expect(failing.state).toBe('starting');
+    });
   });
 });

@@ -24,4 +24,11 @@ describe('readStatus', () => {
     expect(readStatus({ ...page, engines: [] }).load).toEqual({ slotsInUse: 3, slots: 4, queue: 0, models: {} });
     expect(readStatus(null)).toEqual({ models: undefined, load: undefined });
   });
+
+  it('reads the runner id when it is a valid wire id, and none otherwise', () => {
+    expect(readStatus({ ...page, id: 'runner-1' }).id).toBe('runner-1');
+    expect(readStatus({ ...page, id: 'has space' }).id).toBeUndefined();
+    expect(readStatus({ ...page, id: 7 }).id).toBeUndefined();
+    expect(readStatus(page)).not.toHaveProperty('id');
+  });
 });
