@@ -42,7 +42,7 @@ import type { GatewayConfig } from '../options.ts';
 import type { GatewayPool, RunnerResponse } from '../fleet/index.ts';
 import { answerType, relay } from './relay.ts';
 import type { AnswerType } from './relay.ts';
-import { RECORD_OVERHEAD_BYTES } from '../detached/store/index.ts';
+import { RECORD_OVERHEAD_BYTES } from '../store/index.ts';
 import type { WaitQueue } from './wait-queue.ts';
 import { COLD_START_HEADER } from '../control/index.ts';
 import type { ColdStarts } from '../control/index.ts';

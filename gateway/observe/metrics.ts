@@ -17,7 +17,7 @@ import type {
   UpDownCounter,
 } from '@opentelemetry/api';
 import type { CallOutcome } from '../http/index.ts';
-import type { StoreHealth } from '../detached/store/index.ts';
+import type { StoreHealth } from '../store/index.ts';
 
 /** Fn's lb_call_latency buckets, in ms. */
 const LATENCY_BUCKETS = [1, 10, 50, 100, 250, 500, 1000, 10000, 60000, 120000];

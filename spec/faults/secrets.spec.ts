@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateWebhookSecret, verifyWebhook } from '../../gateway/detached/callbacks/index.ts';
+import { generateWebhookSecret, verifyWebhook } from '../../gateway/callbacks/index.ts';
 import { SLUICE_BIN, startService } from '../../placer/kernel/processes.ts';
 import { processTreeCommandLines } from '../support/process-tree.ts';
 import type { ChildService, StartOptions } from '../../placer/kernel/processes.ts';

@@ -7,7 +7,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService } from '../../../placer/kernel/processes.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
-import { createCallbackPolicy, createCallbackSender } from '../../../gateway/detached/callbacks/index.ts';
+import { createCallbackPolicy, createCallbackSender } from '../../../gateway/callbacks/index.ts';
 import { createGateway } from '../../../gateway/server.ts';
 import { startCallbackReceiver } from '../../support/callbacks.ts';
 import type { CallbackReceiver } from '../../support/callbacks.ts';
