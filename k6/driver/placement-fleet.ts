@@ -6,10 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
+import { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
 import { startGroup } from './stack.ts';
+import type { FleetBase } from './stack.ts';
 
 /** One contender: a name for the tables and the base URL its calls go to. */
 export interface Contender {
@@ -30,9 +31,7 @@ export interface PlacementFleet {
 }
 
 /** How to start the fleet. */
-export interface PlacementFleetOptions {
-  readonly env: NodeJS.ProcessEnv;
-  readonly logLevel: string;
+export interface PlacementFleetOptions extends FleetBase {
   readonly engines: number;
   /** Runner slots: the docs' advice, the engine's max-num-seqs, so a full engine reads busy. */
   readonly slots: number;
@@ -45,7 +44,7 @@ export interface PlacementFleetOptions {
 
 /** Starts the fleet; on failure stops what did start and rethrows. */
 export function startPlacementFleet(options: PlacementFleetOptions): Promise<PlacementFleet> {
-  return startGroup(options, async ({ env, level, group }) => {
+  return startGroup(options, async ({ env, level, group, startService }) => {
     const ids = Array.from({ length: options.engines }, (_, i) => i + 1);
     const engineFlags = ['--profile', 'h100-8b', '--model', options.model, ...level];
     const engines = await Promise.all(
@@ -99,9 +98,7 @@ export interface FleetGateway {
 }
 
 /** How to start a {@link CacheFleet}. */
-export interface CacheFleetOptions {
-  readonly env: NodeJS.ProcessEnv;
-  readonly logLevel: string;
+export interface CacheFleetOptions extends FleetBase {
   readonly engines: number;
   readonly slots: number;
   readonly model: string;
@@ -136,7 +133,7 @@ export async function startCacheFleet(options: CacheFleetOptions): Promise<Cache
   const sockets = await kvEventSockets('sluice-bench-kv-');
   const removeSockets = () => sockets.remove();
   try {
-    const fleet = await startGroup(options, async ({ env: base, level, group }) => {
+    const fleet = await startGroup(options, async ({ env: base, level, group, startService }) => {
       const env: NodeJS.ProcessEnv = {
         ...base,
         PYTHONHASHSEED: KV_HASH_SEED,

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateWebhookSecret, verifyWebhook } from '../../gateway/callbacks/index.ts';
-import { SLUICE_BIN, startService } from '../../placer/kernel/processes.ts';
+import { SLUICE_BIN, startService } from '../../gateway/cli/entry.ts';
 import { processTreeCommandLines } from '../support/process-tree.ts';
 import type { ChildService, StartOptions } from '../../placer/kernel/processes.ts';
 import { chatBody, eventually, metricValue, postJson } from '../support/fleet.ts';

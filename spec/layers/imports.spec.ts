@@ -117,6 +117,12 @@ describe('layers', () => {
     expect(breaches('placer/kernel', inside('placer/kernel/'))).toEqual([]);
   });
 
+  it('the kernel names no file of the product, not even by path (whoever starts a script names it)', () => {
+    const named = /['"`](?:\.\.\/)+(?:gateway|runner|k6)\//;
+    expect(sources('placer/kernel').filter((file) => named.test(read(file)))).toEqual([]);
+    expect(named.test("new URL('../../gateway/cli/tsx-sluice.mjs', import.meta.url)")).toBe(true);
+  });
+
   it('placer/ imports only itself (the kernel included)', () => {
     expect(breaches('placer', inside('placer/'))).toEqual([]);
   });

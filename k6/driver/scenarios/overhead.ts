@@ -191,6 +191,7 @@ export const overhead: Scenario = benchScenario(
       // Slots above the connection count: a busy answer would measure the runner's refusal, not the hop.
       stack = await startStack({
         env: ctx.env,
+        startService: ctx.startService,
         logLevel: options.logLevel,
         slots: Math.max(256, options.connections * 2),
         nginx: options.nginx,

@@ -196,6 +196,7 @@ export async function runLivePressure(raw: LivePressureOptions, ctx: ScenarioCon
     );
     fleet = await startCacheFleet({
       env: ctx.env,
+      startService: ctx.startService,
       logLevel: options.logLevel,
       engines,
       slots,

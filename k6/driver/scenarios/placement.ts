@@ -115,6 +115,7 @@ export const placement: Scenario = {
       );
       fleet = await startPlacementFleet({
         env: ctx.env,
+        startService: ctx.startService,
         logLevel: options.logLevel,
         engines: PLACEMENT_FLEET.engines,
         slots: PLACEMENT_FLEET.slots,

@@ -74,6 +74,7 @@ export const streaming: Scenario = benchScenario(
       );
       stack = await startStack({
         env: ctx.env,
+        startService: ctx.startService,
         logLevel: options.logLevel,
         slots: Math.max(64, concurrency * 2),
         nginx: false,

@@ -7,7 +7,7 @@ import { scenarios } from '../../../k6/driver/index.ts';
 import { callbackPolicyDefaults } from '../../../gateway/callbacks/index.ts';
 import { redisDefaults } from '../../../gateway/store/index.ts';
 import { commands, loadCommand } from '../../../gateway/cli/commands.ts';
-import { SLUICE_BIN } from '../../../placer/kernel/processes.ts';
+import { SLUICE_BIN } from '../../../gateway/cli/entry.ts';
 import { flagOf, formatDefault, formatHelp, parseSetting, resolveSettings } from '../../../gateway/cli/settings.ts';
 import type { Setting } from '../../../gateway/cli/settings.ts';
 import { gatewayDefaults } from '../../../gateway/options.ts';
