@@ -246,6 +246,18 @@ export async function startGroup<T>(
   }
 }
 
+/**
+ * Starts a `sluice` child for each argument list at once, each recorded in `group` as it starts;
+ * resolves with them in the lists' order, or rejects with the first that fails to start.
+ */
+export function startAll(
+  { group, startService }: Pick<GroupStart, 'group' | 'startService'>,
+  argLists: readonly (readonly string[])[],
+  env: NodeJS.ProcessEnv,
+): Promise<ChildService[]> {
+  return Promise.all(argLists.map((args) => group.track(startService(args, { env }))));
+}
+
 /** Something a scenario started and must stop. */
 export interface Stoppable {
   stop(): Promise<unknown>;

@@ -8,7 +8,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { runnerArgs } from '../../../placer/index.ts';
 import type { ChildService } from '../../../placer/index.ts';
-import { serviceGroup } from '../stack.ts';
+import { serviceGroup, startAll } from '../stack.ts';
 import type { FleetBase } from '../stack.ts';
 import { registeringEnv } from '../soak/fleet.ts';
 
@@ -104,15 +104,12 @@ export async function startServerlessFleet(options: FleetBase & { dir: string })
         { env },
       ),
     );
-    const runners = await Promise.all(
+    const runners = await startAll(
+      { group, startService },
       Array.from({ length: f.runners }, (_, i) =>
-        group.track(
-          startService(
-            runnerArgs({ id: `serverless-${i + 1}`, gateway: gateway.url }, ['--slots', String(f.slots), ...level]),
-            { env },
-          ),
-        ),
+        runnerArgs({ id: `serverless-${i + 1}`, gateway: gateway.url }, ['--slots', String(f.slots), ...level]),
       ),
+      env,
     );
     return { gateway, runners, operatorToken, stop: group.stop };
   } catch (error) {
