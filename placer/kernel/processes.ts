@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 
-/** A sluice command running as a child process. */
+/** A script (a sluice command, say) running as a child process. */
 export interface ChildService {
   readonly url: string;
   readonly child: ChildProcess;
