@@ -7,7 +7,7 @@ import type { ServerResponse } from 'node:http';
 import { SluiceError, errorClass as kernelErrorClass } from '../placer/kernel/index.ts';
 import type { ErrorType, SluiceErrorOptions } from '../placer/kernel/index.ts';
 import { EngineErrorCode, UNAUTHORIZED_CODE } from '../runner/protocol/index.ts';
-import type { CallError } from './detached/store/index.ts';
+import type { CallError } from './store/index.ts';
 
 /** What a gateway error's constructor takes beside its message. */
 interface GatewayErrorOptions extends SluiceErrorOptions {

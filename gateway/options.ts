@@ -15,8 +15,8 @@ import { randomBytes } from 'node:crypto';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
 import { breakerDefaults, resolveDataPlane } from './fleet/index.ts';
 import type { DataPlaneConfig, DataPlaneOptions, GatewayPool } from './fleet/index.ts';
-import { RECORD_OVERHEAD_BYTES, storeDefaults } from './detached/store/index.ts';
-import type { CallStore } from './detached/store/index.ts';
+import { RECORD_OVERHEAD_BYTES, storeDefaults } from './store/index.ts';
+import type { CallStore } from './store/index.ts';
 import { GatewayConfigError } from './errors.ts';
 import { PRIORITIES, isPriority } from './http/index.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol/index.ts';
@@ -24,8 +24,8 @@ import type { LaunchPolicy } from '../runner/protocol/index.ts';
 import { newToken } from './access/index.ts';
 import type { ClientKeys, Limiter } from './access/index.ts';
 import type { ColdStarts, DeploymentStore, ReconcilerSettings } from './control/index.ts';
-import { compileNetworks } from './detached/callbacks/index.ts';
-import type { CallbackDelivery } from './detached/callbacks/index.ts';
+import { compileNetworks } from './callbacks/index.ts';
+import type { CallbackDelivery } from './callbacks/index.ts';
 
 /**
  * Hooks around each call, as Fn's LB agent had them. beforeCall runs after the body is

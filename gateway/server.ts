@@ -41,7 +41,8 @@ import {
   uuidv7,
 } from './http/index.ts';
 import type { CallRoute } from './http/index.ts';
-import { createMemoryStore, DetachedCalls, registerCallRoutes } from './detached/index.ts';
+import { DetachedCalls, registerCallRoutes } from './detached/index.ts';
+import { createMemoryStore } from './store/index.ts';
 import { registerDashboardRoutes } from './observe/index.ts';
 import { MemoryDeploymentStore, registerDeploymentRoutes, Serverless } from './control/index.ts';
 import { CacheTruth, CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';

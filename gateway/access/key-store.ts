@@ -9,8 +9,8 @@ import type { Redis } from 'ioredis';
 import { checksFor, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import { StoreUnavailableError, connectRedis, quitRedis, redisUses } from '../detached/store/index.ts';
-import type { RedisTimeouts } from '../detached/store/index.ts';
+import { StoreUnavailableError, connectRedis, quitRedis, redisUses } from '../store/index.ts';
+import type { RedisTimeouts } from '../store/index.ts';
 import type { KeyLimits } from './limits.ts';
 
 /** An API key as a store keeps it. */

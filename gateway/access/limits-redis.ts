@@ -17,15 +17,8 @@
  * A lease lapses after `leaseMs` so a gateway that dies holding calls frees them in time.
  */
 import type { Redis } from 'ioredis';
-import {
-  connectRedis,
-  defineScripts,
-  quitRedis,
-  redisScript,
-  redisUses,
-  STORED_BYTES_LUA,
-} from '../detached/store/index.ts';
-import type { RedisTimeouts } from '../detached/store/index.ts';
+import { connectRedis, defineScripts, quitRedis, redisScript, redisUses, STORED_BYTES_LUA } from '../store/index.ts';
+import type { RedisTimeouts } from '../store/index.ts';
 import { decideWindow, resolveLimiterOptions } from './limits.ts';
 import type { Admission, KeyLimits, Limiter, LimiterOptions, StoredAdmission, StoredReservation } from './limits.ts';
 import { checksFor, show } from '../../placer/kernel/index.ts';

@@ -4,10 +4,10 @@
  * front gate -> upload budget (the call's ledger opens, ledger.ts) -> a key's limits -> buffer
  * the body -> maxInFlight -> what the call asks (model, preference, turn) -> a key's tokens ->
  * overrider and before-call listeners -> startedAt -> placement (placement.ts), waiting in the
- * queue while every runner is busy -> a sync call's relay (relay.ts), or a detached call handed
- * whole to its orchestrator (gateway/detached/detached-run.ts) -> counters and the net latency
- * -> the call's span ends -> after-call listeners -> the ledger closes. Every refusal on the way
- * is written by the responder (responder.ts).
+ * queue while every runner is busy -> a sync call's relay (sync-path.ts), or a detached call
+ * handed whole to its orchestrator (detached-path.ts) -> counters and the net latency
+ * (outcomes.ts) -> the call's span ends -> after-call listeners -> the ledger closes. Every
+ * refusal on the way is written by the responder (responder.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SluiceError, onCutShort } from '../../placer/kernel/index.ts';
@@ -28,33 +28,24 @@ import {
   TooManyUploadsError,
   UploadsFullError,
 } from '../errors.ts';
+import { AnswerRecords } from './answers.ts';
 import { CacheChecks } from './cache-checks.ts';
-import { AnswerWatch, InferenceRecorder } from './inference.ts';
-import type { Usage } from './inference.ts';
+import { DetachedPath } from './detached-path.ts';
+import { InferenceRecorder } from './inference.ts';
 import { CallBooks } from './ledger.ts';
 import type { CallLedger } from './ledger.ts';
 import { CallResponder } from './responder.ts';
-import {
-  GEN_AI_OPERATIONS,
-  createGatewayMetrics,
-  readStats,
-  startCallTrace,
-  StatsWindow,
-  traceOfResponse,
-} from '../observe/index.ts';
+import { CallOutcomes } from './outcomes.ts';
+import { createGatewayMetrics, readStats, startCallTrace, StatsWindow } from '../observe/index.ts';
 import type { CallTrace, GatewayStats } from '../observe/index.ts';
-import { DetachedRuns, detachedResult, DetachedSignal } from '../detached/index.ts';
-import type { DetachedCalls, DetachedReply } from '../detached/index.ts';
+import { DetachedRuns, DetachedSignal } from '../detached/index.ts';
+import type { DetachedCalls } from '../detached/index.ts';
 import type { GatewayConfig } from '../options.ts';
-import type { GatewayPool, RunnerResponse } from '../fleet/index.ts';
-import { answerType, relay } from './relay.ts';
-import type { AnswerType } from './relay.ts';
-import { RECORD_OVERHEAD_BYTES } from '../detached/store/index.ts';
+import type { GatewayPool } from '../fleet/index.ts';
 import type { WaitQueue } from './wait-queue.ts';
-import { COLD_START_HEADER } from '../control/index.ts';
 import type { ColdStarts } from '../control/index.ts';
-import { CallPlacement, endedResult, waitQueueFor } from './placement.ts';
-import type { Turn } from './placement.ts';
+import { CallPlacement, waitQueueFor } from './placement.ts';
+import { SyncPath } from './sync-path.ts';
 
 /** What a call admitted at the front gate carries into its body's read and on. */
 interface Started {
@@ -75,18 +66,18 @@ export class LbAgent {
   readonly #config: GatewayConfig;
   readonly #metrics;
   readonly #detached: DetachedCalls;
-  readonly #detachedRuns: DetachedRuns;
   readonly #uploads: UploadBudget;
   readonly #books: CallBooks;
   readonly #responder: CallResponder;
-  readonly #placement: CallPlacement;
   /** Each call's cache view, its pending blocks, and its prediction against the engine's report. */
   readonly #cacheChecks: CacheChecks;
   readonly #keyCalls: KeyCalls;
   readonly #queue: WaitQueue;
   /** Calls per second and TTFT per model for GET /v1/stats. */
   readonly #window: StatsWindow;
-  readonly #inference: InferenceRecorder;
+  readonly #sync: SyncPath;
+  readonly #detachedPath: DetachedPath;
+  readonly #outcomes: CallOutcomes;
   /** Whether a model can be served: a runner serves it, or it is deployed and may get a replica. */
   readonly #known: (model: string) => boolean;
   #closing = false;
@@ -114,22 +105,28 @@ export class LbAgent {
     this.#responder = new CallResponder(this.#metrics);
     this.#queue = queue ?? waitQueueFor(config);
     this.#window = new StatsWindow({ clock: config.clock });
-    this.#inference = new InferenceRecorder(this.#metrics.inference, this.#window);
     const placement = new CallPlacement(config, pool, this.#queue, this.#metrics, coldStarts);
-    this.#cacheChecks = new CacheChecks({ pool, placer: config.placer, logger: config.logger });
-    this.#placement = placement;
+    const cacheChecks = new CacheChecks({ pool, placer: config.placer, logger: config.logger });
+    this.#cacheChecks = cacheChecks;
     // A deployed model may have no runner yet: its call waits for a replica (placement.ts).
     this.#known = (model) => pool.serves(model) !== 'no' || placement.awaitsReplica(model);
     this.#keyCalls = new KeyCalls({ limiter: config.limiter, logger: config.logger });
     this.#detached = detached;
-    this.#detachedRuns = new DetachedRuns({
+    const { clock, resultTtl } = config;
+    const inference = new InferenceRecorder(this.#metrics.inference, this.#window);
+    const answers = new AnswerRecords(inference, cacheChecks, clock);
+    const responder = this.#responder;
+    this.#sync = new SyncPath({ placement, responder, cacheChecks, answers, clock });
+    const runs = new DetachedRuns({
       calls: detached,
       store: config.store,
       callbacks: config.callbacks,
-      clock: config.clock,
-      resultTtl: config.resultTtl,
+      clock,
+      resultTtl,
       retryAfter: config.retryAfter,
     });
+    this.#detachedPath = new DetachedPath({ runs, placement, responder, cacheChecks, answers, clock, resultTtl });
+    this.#outcomes = new CallOutcomes(this.#metrics, responder, config);
   }
 
   /** Calls placed or relayed: their body is buffered. Counted against maxInFlight. */
@@ -248,7 +245,7 @@ export class LbAgent {
       callTrace?.end(out);
     }
     try {
-      if (served && this.#config.listeners.length > 0) await this.#afterCall(served.call, served.result);
+      if (served && this.#config.listeners.length > 0) await this.#outcomes.afterCall(served.call, served.result);
     } finally {
       keyCall?.close();
       ledger.close();
@@ -376,7 +373,7 @@ export class LbAgent {
     }
     this.#start(call, started);
     const result = detached
-      ? await this.#runDetached(
+      ? await this.#detachedPath.run(
           call,
           incoming,
           { out, headers: callHeaders, preference: asked.preference },
@@ -386,8 +383,8 @@ export class LbAgent {
           budgeted.stripUsage,
           ledger,
         )
-      : await this.#placeAndRelay(call, out, callHeaders, asked.turn, keyCall, budgeted.stripUsage, ledger);
-    this.#record(call, result, started.callTrace);
+      : await this.#sync.run(call, out, callHeaders, asked.turn, keyCall, budgeted.stripUsage, ledger);
+    this.#outcomes.record(call, result, started.callTrace);
     return { call, result };
   }
 
@@ -427,225 +424,10 @@ export class LbAgent {
       callTrace.placer(this.#config.placer.name);
     }
   }
-
-  /** Counts how the call ended, its latency net of execution time, and marks its trace failed when it was. */
-  #record(call: GatewayCall, result: CallResult, callTrace: CallTrace | undefined): void {
-    const m = this.#metrics;
-    m.outcomes[result.outcome].add(1);
-    if (
-      result.error &&
-      result.outcome !== 'completed' &&
-      result.outcome !== 'cancelled' &&
-      !this.#responder.refused(result.error)
-    ) {
-      m.failed.add(1, (result.error as Partial<SluiceError>).code ?? 'GW_INTERNAL');
-    }
-    if (result.execMs !== undefined) m.execTime.record(result.execMs / 1000, m.outcomeAttributes[result.outcome]);
-    if (result.execMs !== undefined && result.execMs > result.totalMs) {
-      // Clocks disagree (or a runner lies): a negative latency would poison the histogram.
-      this.#log(call).warn('runner reported more execution time than the call took', {
-        execMs: result.execMs,
-        totalMs: result.totalMs,
-        runner: result.runner,
-      });
-    } else {
-      m.latency.record(result.latencyMs / 1000, m.outcomeAttributes[result.outcome]);
-    }
-    if (result.error && result.outcome !== 'cancelled') {
-      callTrace?.fail(result.error);
-      this.#log(call).warn('call failed', { outcome: result.outcome, runner: result.runner, error: result.error });
-    }
-  }
-
-  /** Runs the after-call listeners; one that throws is logged and the others still run. */
-  async #afterCall(call: GatewayCall, result: CallResult): Promise<void> {
-    for (const listener of this.#config.listeners) {
-      try {
-        await listener.afterCall?.(call, result);
-      } catch (error) {
-        this.#log(call).warn('after-call hook failed', { error: error as Error });
-      }
-    }
-  }
-
-  /** The call's logger, built only when something is logged: most calls log nothing. */
-  #log(call: GatewayCall) {
-    return this.#config.logger.child({ call: call.id, fn: call.fn });
-  }
-
-  /** The sync path: the walk, then the relay of whichever runner committed. */
-  async #placeAndRelay(
-    call: GatewayCall,
-    out: ServerResponse,
-    callHeaders: Record<string, string>,
-    turn: Turn,
-    keyCall: KeyCall | undefined,
-    stripUsage: boolean,
-    ledger: CallLedger,
-  ): Promise<CallResult> {
-    ledger.queued();
-    const placed = await this.#placement.place(call, turn);
-    const headers = withColdStart(callHeaders, placed.coldStartMs);
-    if (placed.kind === 'ended') {
-      ledger.done();
-      if (placed.refusal) this.#responder.answer(out, placed.refusal, headers);
-      return placed.result;
-    }
-    ledger.running();
-    this.#cacheChecks.placed(call, placed.runner.id);
-    const type = answerType(placed.response.headers);
-    const relaying = relay(placed.response, out, headers, placed.runner, call.signal, { type, stripUsage });
-    // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
-    keyCall?.watch(placed.response.body);
-    const watch = call.route === 'invoke' ? undefined : this.#watch(call, placed.response, type);
-    const relayed = await relaying;
-    const reading = watch?.finish();
-    // A client that left is not the relay's failure.
-    traceOfResponse(out)?.relayEnded(
-      relayed.status,
-      relayed.outcome === 'cancelled' ? undefined : relayed.error,
-      reading?.usage,
-    );
-    ledger.done();
-    const totalMs = this.#config.clock.now() - call.startedAt;
-    const { outcome, status, execMs, error } = relayed;
-    if (reading) {
-      const ok = outcome === 'completed' && status >= 200 && status < 300;
-      this.#inference.record({
-        model: call.fn,
-        runner: placed.runner.id,
-        operation: GEN_AI_OPERATIONS[call.route] ?? 'chat',
-        durationMs: totalMs,
-        queueWaitMs: placed.queuedMs,
-        ok,
-        reading,
-      });
-      if (ok) this.#cacheReported(call, placed.runner.id, reading.usage);
-    }
-    return {
-      outcome,
-      status,
-      execMs,
-      ...(error ? { error } : {}),
-      runner: placed.runner.id,
-      totalMs,
-      latencyMs: totalMs - (execMs ?? 0),
-    };
-  }
-
-  /**
-   * The detached path, handed whole to the detached room's orchestrator: the agent places the
-   * call and answers refusals when asked, then counts how the call ended.
-   */
-  async #runDetached(
-    call: GatewayCall,
-    incoming: IncomingMessage,
-    reply: DetachedReply,
-    signal: DetachedSignal,
-    turn: Turn,
-    keyCall: KeyCall | undefined,
-    stripUsage: boolean,
-    ledger: CallLedger,
-  ): Promise<CallResult> {
-    const { clock } = this.#config;
-    let unplaced: CallResult | undefined;
-    let queuedMs = 0;
-    const room = keyCall ? (bytes: number, until: number) => keyCall.storedRoom(call.id, bytes, until) : undefined;
-    const end = await this.#detachedRuns.serve(
-      call,
-      { headers: incoming.headers, reply, signal, stripUsage, ...(room ? { room } : {}) },
-      {
-        refuse: (error, headers) => this.#responder.refuse(reply.out, error, headers),
-        place: async () => {
-          ledger.queued();
-          const placed = await this.#placement.place(call, turn);
-          ledger.done();
-          const headers = withColdStart(reply.headers, placed.coldStartMs);
-          if (placed.kind === 'placed') {
-            queuedMs = placed.queuedMs;
-            this.#cacheChecks.placed(call, placed.runner.id);
-            return { kind: 'placed', response: placed.response, runner: placed.runner.id, headers };
-          }
-          if (placed.refusal) this.#responder.answer(reply.out, placed.refusal, headers);
-          unplaced = placed.result;
-          return { kind: 'ended', error: placed.result.error, headers };
-        },
-        running: () => ledger.running(),
-      },
-    );
-    if (end.kind === 'refused') return endedResult(call, clock, 'errors', end.error.status, end.error);
-    if (end.kind === 'replayed') return endedResult(call, clock, 'completed', 202);
-    if (end.kind === 'unplaced') return unplaced!;
-    const { outcome, runner } = end;
-    traceOfResponse(reply.out)?.relayEnded(outcome.result?.status ?? 0);
-    ledger.done();
-    if (keyCall && outcome.result) {
-      // The stored result: its usage settles the tokens, its bytes count until it expires.
-      keyCall.answered(outcome.answer ?? outcome.result.body);
-      keyCall.stored(
-        call.id,
-        RECORD_OVERHEAD_BYTES + outcome.result.body.length,
-        (outcome.record.completedAt ?? clock.now()) + this.#config.resultTtl,
-      );
-    }
-    if (call.route !== 'invoke') {
-      // A detached answer is read whole from the store: its duration and usage, no first token.
-      const watch = new AnswerWatch({ sse: false, json: true, startedAt: call.startedAt, now: () => clock.now() });
-      if (outcome.result) watch.chunk(outcome.answer ?? outcome.result.body);
-      const ok =
-        outcome.record.status === 'succeeded' &&
-        outcome.result !== undefined &&
-        outcome.result.status >= 200 &&
-        outcome.result.status < 300;
-      const reading = watch.finish();
-      this.#inference.record({
-        model: call.fn,
-        runner,
-        operation: GEN_AI_OPERATIONS[call.route] ?? 'chat',
-        durationMs: outcome.totalMs,
-        queueWaitMs: queuedMs,
-        ok,
-        reading,
-      });
-      if (ok) this.#cacheReported(call, runner, reading.usage);
-    }
-    return detachedResult(outcome, runner);
-  }
-
-  /** Hands the engine's cached tokens of an answer relayed in full to the cache checks, when it reported them. */
-  #cacheReported(call: GatewayCall, runner: string, usage: Usage | undefined): void {
-    if (usage?.cached === undefined) return;
-    const { cached, input } = usage;
-    this.#cacheChecks.reported(call, runner, {
-      cachedTokens: cached,
-      ...(input === undefined ? {} : { promptTokens: input }),
-    });
-  }
-
-  /**
-   * Watches a committed runner's answer for its timings and usage, beside the relay's own reader
-   * (attached in the same tick, so no chunk is missed).
-   */
-  #watch(call: GatewayCall, response: RunnerResponse, type: AnswerType): AnswerWatch {
-    const clock = this.#config.clock;
-    const watch = new AnswerWatch({
-      sse: type.sse,
-      json: type.json,
-      startedAt: call.startedAt,
-      now: () => clock.now(),
-    });
-    response.body.on('data', (chunk: Buffer) => watch.chunk(chunk));
-    return watch;
-  }
 }
 
 /** A call that was made, with how it ended: what the after-call listeners get. */
 interface Served {
   call: GatewayCall;
   result: CallResult;
-}
-
-/** `headers` with {@link COLD_START_HEADER} added when the call waited `coldStartMs` for a replica. */
-function withColdStart(headers: Record<string, string>, coldStartMs: number | undefined): Record<string, string> {
-  return coldStartMs === undefined ? headers : { ...headers, [COLD_START_HEADER]: String(Math.round(coldStartMs)) };
 }

@@ -19,7 +19,7 @@ import type { Runner } from '../../placer/types.ts';
 import { placeCall } from '../../placer/walk.ts';
 import { clientKey, FLOW_HEADER, PRIORITY_HEADER, PRIORITIES, isPriority } from '../http/index.ts';
 import type { GatewayCall, CallResult, Priority } from '../http/index.ts';
-import { ColdStartWaits } from '../control/index.ts';
+import { COLD_START_HEADER, ColdStartWaits } from '../control/index.ts';
 import type { ColdStarts } from '../control/index.ts';
 import {
   CallTimeoutError,
@@ -351,4 +351,12 @@ function coldStartTimeout(error: PlacerTimeoutError, model: string, waited: numb
 /** A header's first value. */
 function first(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
+}
+
+/** `headers` with {@link COLD_START_HEADER} added when the call waited `coldStartMs` for a replica. */
+export function withColdStart(
+  headers: Record<string, string>,
+  coldStartMs: number | undefined,
+): Record<string, string> {
+  return coldStartMs === undefined ? headers : { ...headers, [COLD_START_HEADER]: String(Math.round(coldStartMs)) };
 }

@@ -16,6 +16,7 @@ import {
 } from '../../k6/driver/index.ts';
 import type { BenchOptions } from '../../k6/driver/index.ts';
 import type { Command } from './command.ts';
+import { startService } from './entry.ts';
 import { givenValues } from './command.ts';
 import type { Setting } from './settings.ts';
 import { formatDefault } from './settings.ts';
@@ -252,7 +253,7 @@ export const bench: Command = {
       ...givenValues(values, SIMULATE_KEYS),
       ...givenValues(values, SOAK_KEYS),
     };
-    await runBench(positionals, options as BenchOptions, { env, logger, ...(signal ? { signal } : {}) });
+    await runBench(positionals, options as BenchOptions, { env, logger, startService, ...(signal ? { signal } : {}) });
     return async () => {};
   },
 };

@@ -8,8 +8,8 @@ import { placerDefaults } from '../../placer/options.ts';
 import { placerDescriptors } from '../../placer/registry.ts';
 import { gatewayDefaults } from '../options.ts';
 import type { GatewayOptions } from '../options.ts';
-import { storeDefaults } from '../detached/store/options.ts';
-import { callbackPolicyDefaults } from '../detached/callbacks/index.ts';
+import { storeDefaults } from '../store/options.ts';
+import { callbackPolicyDefaults } from '../callbacks/index.ts';
 import type { Command } from './command.ts';
 import { givenAs, givenValues, host, logLevel, oneOf, port, secretLines, settingsOf } from './command.ts';
 import { lingerSettings, withSecretFile } from './settings.ts';
@@ -273,8 +273,8 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
   const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecretLines }] =
     await Promise.all([
       import('../../placer/registry.ts'),
-      import('../detached/store/index.ts'),
-      import('../detached/callbacks/index.ts'),
+      import('../store/index.ts'),
+      import('../callbacks/index.ts'),
       import('../access/secrets.ts'),
     ]);
   // Settings that are not gateway options of the same name: made or read below.

@@ -9,7 +9,8 @@ import type { Command } from './command.ts';
 import { givenAs, givenValues, host, logLevel, oneOf, port, settingsOf } from './command.ts';
 import { lingerSettings, withSecretFile } from './settings.ts';
 import { runnerDataPlaneOptions, runnerDataPlaneSettings } from './data-plane.ts';
-import { SLUICE_BIN, reportListening } from '../../placer/kernel/index.ts';
+import { reportListening } from '../../placer/kernel/index.ts';
+import { SLUICE_BIN } from './entry.ts';
 import { startTelemetry, tracesExporter } from './telemetry.ts';
 
 /** Settings whose defaults are runnerDefaults'. */

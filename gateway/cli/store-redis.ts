@@ -3,8 +3,8 @@
  * detached-call store, the client keys and their limits, the deployments, lease and boards):
  * its URL, and the timeouts of each connection made to it.
  */
-import { CREATE_TIMEOUT_MS, redisDefaults, redisUses } from '../detached/store/index.ts';
-import type { RedisTimeouts } from '../detached/store/index.ts';
+import { CREATE_TIMEOUT_MS, redisDefaults, redisUses } from '../store/index.ts';
+import type { RedisTimeouts } from '../store/index.ts';
 import type { Setting } from './settings.ts';
 import { SettingsError, flagOf, formatDuration } from './settings.ts';
 

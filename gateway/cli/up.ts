@@ -7,14 +7,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Gateway } from '../server.ts';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { ChildService, KvEventSockets } from '../../placer/kernel/index.ts';
-import {
-  KV_HASH_SEED,
-  kvEventSockets,
-  reportListening,
-  runnerArgs,
-  simEngineArgs,
-  startService,
-} from '../../placer/kernel/index.ts';
+import { KV_HASH_SEED, kvEventSockets, reportListening, runnerArgs, simEngineArgs } from '../../placer/kernel/index.ts';
 import type { Command } from './command.ts';
 import { host, logLevel, port } from './command.ts';
 import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';
@@ -26,6 +19,7 @@ import {
   gatewayOptions,
   gatewaySettings,
 } from './gateway-command.ts';
+import { startService } from './entry.ts';
 import { runner } from './runner-command.ts';
 import { SettingsError, flagOf } from './settings.ts';
 import { simSettings } from './sim-command.ts';

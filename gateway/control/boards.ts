@@ -20,7 +20,7 @@ import { checksFor, show, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../../runner/protocol/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import { StoreUnavailableError, defineScripts, redisScript } from '../detached/store/index.ts';
+import { StoreUnavailableError, defineScripts, redisScript } from '../store/index.ts';
 import { OutageLog, closeRedis, openRedis } from './redis-client.ts';
 import type { RedisConnection, RedisConnectionOptions } from './redis-client.ts';
 

@@ -18,7 +18,7 @@ import { checksFor, show, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE } from '../../runner/protocol/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import { defineScripts, redisScript } from '../detached/store/index.ts';
+import { defineScripts, redisScript } from '../store/index.ts';
 import type { Lease } from './fleet.ts';
 import { OutageLog, closeRedis, openRedis } from './redis-client.ts';
 import type { RedisConnection, RedisConnectionOptions } from './redis-client.ts';

@@ -1,6 +1,6 @@
 /**
  * The Redis connection the deployment pieces share (lease.ts, redis-store.ts, boards.ts): made
- * from a URL by the gateway's one Redis connection factory (gateway/detached/store/redis-connection.ts,
+ * from a URL by the gateway's one Redis connection factory (gateway/store/redis-connection.ts,
  * as its `control` use), or an ioredis client the gateway already has, so one connection serves them
  * all. A client given is the giver's: close() leaves it open.
  */
@@ -8,8 +8,8 @@ import { Redis } from 'ioredis';
 import { show } from '../../placer/kernel/index.ts';
 import type { LogFields, Logger } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import { connectRedis, quitRedis, redisUses } from '../detached/store/index.ts';
-import type { RedisTimeouts } from '../detached/store/index.ts';
+import { connectRedis, quitRedis, redisUses } from '../store/index.ts';
+import type { RedisTimeouts } from '../store/index.ts';
 
 /**
  * Where a deployment piece finds Redis: a URL, or a client to share. Exactly one. The timeouts

@@ -14,7 +14,7 @@ import type { Redis } from 'ioredis';
 import { checksFor, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { GatewayConfigError } from '../errors.ts';
-import { StoreUnavailableError } from '../detached/store/index.ts';
+import { StoreUnavailableError } from '../store/index.ts';
 import { checkDeployment } from './deployments.ts';
 import type { Deployment } from './deployments.ts';
 import type { LaunchPolicy } from '../../runner/protocol/index.ts';

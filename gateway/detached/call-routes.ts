@@ -9,8 +9,8 @@ import type { Caller, GatewayEnv } from '../access/index.ts';
 import { callUrls } from './detached-flow.ts';
 import type { DetachedCalls } from './detached.ts';
 import { CallNotFinishedError, CallNotFoundError, NoResultError, storeFailure } from '../errors.ts';
-import { LIVE_STATUSES } from './store/index.ts';
-import type { CallRecord, CallStore } from './store/index.ts';
+import { LIVE_STATUSES } from '../store/index.ts';
+import type { CallRecord, CallStore } from '../store/index.ts';
 
 /** Seconds a client polling a queued or running call is asked to wait. */
 const POLL_AFTER_SECONDS = '1';

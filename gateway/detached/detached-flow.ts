@@ -9,7 +9,7 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { SluiceError } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import type { CallOutcome, GatewayCall, CallResult } from '../http/index.ts';
-import type { CallbackDelivery } from './callbacks/index.ts';
+import type { CallbackDelivery } from '../callbacks/index.ts';
 import type { DetachedCalls, DetachedOutcome } from './detached.ts';
 import { requestFingerprint } from './detached.ts';
 import {
@@ -24,8 +24,8 @@ import {
 } from '../errors.ts';
 import { CALLBACK_URL_HEADER, IDEMPOTENCY_KEY_HEADER } from '../http/index.ts';
 import type { CallPreference } from './prefer.ts';
-import { StoreFullError, StoreInvalidRecordError, LIVE_STATUSES, scopedIdempotencyKey } from './store/index.ts';
-import type { CallRecord, CallStatus, CallStore, KeyClaim } from './store/index.ts';
+import { StoreFullError, StoreInvalidRecordError, LIVE_STATUSES, scopedIdempotencyKey } from '../store/index.ts';
+import type { CallRecord, CallStatus, CallStore, KeyClaim } from '../store/index.ts';
 
 /** What the flow works with: the detached calls, the store and the gateway settings it reads. */
 export interface DetachedFlowSettings {

@@ -12,7 +12,7 @@ import {
   RunnerFailedError,
   ShuttingDownError,
 } from '../errors.ts';
-import type { CallError } from './store/index.ts';
+import type { CallError } from '../store/index.ts';
 
 /** Why placement failed, as the record says it: a SluiceError as the client saw it, anything else as GW_INTERNAL. */
 export function placementError(error: Error): CallError {

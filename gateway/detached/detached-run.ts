@@ -1,6 +1,6 @@
 /**
  * One detached call, from its client's request to its end: the one object the agent
- * (gateway/calls/agent.ts) hands a detached call to, in one call. Its two halves live beside it:
+ * (gateway/calls/detached-path.ts) hands a detached call to, in one call. Its two halves live beside it:
  * the client's side (detached-flow.ts: the intake before placement and the answer after) and
  * the background side (detached.ts: the run on a runner, its record and its callback).
  *

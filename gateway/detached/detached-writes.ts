@@ -10,8 +10,8 @@ import type { Logger, Clock } from '../../placer/kernel/index.ts';
 import { recordError } from './detached-reasons.ts';
 import { DetachedStoreFullError, DetachedStoreUnavailableError, ResultNotStoredError } from '../errors.ts';
 import type { StoreMetrics } from '../observe/index.ts';
-import { StoreFullError, StoreInvalidRecordError } from './store/index.ts';
-import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from './store/index.ts';
+import { StoreFullError, StoreInvalidRecordError } from '../store/index.ts';
+import type { CallError, CallFinish, CallRecord, CallStore, StoredResult } from '../store/index.ts';
 
 /** First pause before a store write that failed is tried again; doubled each time up to the cap. */
 const WRITE_RETRY_BASE_MS = 250;

@@ -40,7 +40,7 @@ import {
 import { EndWriter } from './detached-writes.ts';
 import { stripInjectedUsage } from '../access/index.ts';
 import type { GatewayConfig } from '../options.ts';
-import type { CallbackDelivery } from './callbacks/index.ts';
+import type { CallbackDelivery } from '../callbacks/index.ts';
 import { createStoreMetrics } from '../observe/index.ts';
 import type { DetachedCounts } from '../observe/index.ts';
 import {
@@ -49,8 +49,8 @@ import {
   RECORD_OVERHEAD_BYTES,
   FINAL_STATUSES,
   LIVE_STATUSES,
-} from './store/index.ts';
-import type { CallError, CallFinish, CallRecord, CallStart, CallStore, StoredResult } from './store/index.ts';
+} from '../store/index.ts';
+import type { CallError, CallFinish, CallRecord, CallStart, CallStore, StoredResult } from '../store/index.ts';
 
 /** Settings of the detached-call machinery. */
 export interface DetachedSettings {

@@ -14,8 +14,8 @@
  */
 import { networkInterfaces } from 'node:os';
 import { isIP } from 'node:net';
-import { classifyAddress, compileNetworks, sameAddress } from '../detached/callbacks/index.ts';
-import type { NetworkList, SpecialRange } from '../detached/callbacks/index.ts';
+import { classifyAddress, compileNetworks, sameAddress } from '../callbacks/index.ts';
+import type { NetworkList, SpecialRange } from '../callbacks/index.ts';
 import { GatewayConfigError, InvalidRegistrationError } from '../errors.ts';
 
 /** Ranges a registered runner may not be in unless a network of `--runner-networks` holds it. */

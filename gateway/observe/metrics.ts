@@ -17,7 +17,7 @@ import type {
   UpDownCounter,
 } from '@opentelemetry/api';
 import type { CallOutcome } from '../http/index.ts';
-import type { StoreHealth } from '../detached/store/index.ts';
+import type { StoreHealth } from '../store/index.ts';
 
 /** Fn's lb_call_latency buckets, in s (its 1 ms to 120 s). */
 const LATENCY_BUCKETS = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 10, 60, 120];

@@ -8,10 +8,11 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Pool } from 'undici';
-import { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
+import { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { openLoopSchedule } from './load.ts';
 import { startGroup } from './stack.ts';
+import type { FleetBase } from './stack.ts';
 
 /** The model the fleet's engine serves. */
 export const FEED_MODEL = 'feed-model';
@@ -34,9 +35,7 @@ export interface FeedFleet {
 }
 
 /** How to start the fleet. */
-export interface FeedFleetOptions {
-  env: NodeJS.ProcessEnv;
-  logLevel: string;
+export interface FeedFleetOptions extends FleetBase {
   /** The simulated engine's flags (profile, timings, sequences). */
   engineFlags: readonly string[];
   /** The runner's slots. */
@@ -62,7 +61,7 @@ const JOIN_TIMEOUT_MS = 30_000;
 
 /** Starts the fleet and waits until the runner's feed reaches the gateway; on failure stops what started. */
 export function startFeedFleet(options: FeedFleetOptions): Promise<FeedFleet> {
-  return startGroup(options, async ({ env, level, group }) => {
+  return startGroup(options, async ({ env, level, group, startService }) => {
     const sockets = await kvEventSockets('sluice-bench-feed-');
     group.add({ stop: () => sockets.remove() });
     const kvEvents = sockets.endpoint('engine');

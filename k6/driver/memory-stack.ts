@@ -12,13 +12,13 @@
  * per stream (far past nginx.ts's 4096), with the same open-file limit as the gateway, and must
  * pass tokens on as they come (`proxy_buffering off`).
  */
-import { runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
+import { runnerArgs, simEngineArgs } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
 import type { NginxProxy } from './nginx.ts';
 import { FD_RESERVE, SOCKETS_PER_STREAM } from './process-memory.ts';
 import { engineArgs, startGroup } from './stack.ts';
-import type { EngineTiming } from './stack.ts';
+import type { EngineTiming, FleetBase } from './stack.ts';
 
 /** What {@link startMemoryStack} started. */
 export interface MemoryStack {
@@ -33,9 +33,7 @@ export interface MemoryStack {
 }
 
 /** How to start the memory stack. */
-export interface MemoryStackOptions {
-  env: NodeJS.ProcessEnv;
-  logLevel: string;
+export interface MemoryStackOptions extends FleetBase {
   /** The most streams held at once: every runner and engine can take them all, the gateway admits them all. */
   streams: number;
   /** Engine and runner pairs. */
@@ -54,7 +52,7 @@ export function startMemoryStack(options: MemoryStackOptions): Promise<MemorySta
   // Either runner could take every stream: round-robin splits them evenly, but a refused call
   // must never be what a memory figure rests on.
   const capacity = options.streams;
-  return startGroup(options, async ({ env, level, group }) => {
+  return startGroup(options, async ({ env, level, group, startService }) => {
     const engines: ChildService[] = [];
     const runners: ChildService[] = [];
     for (let pair = 1; pair <= options.pairs; pair++) {

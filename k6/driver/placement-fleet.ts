@@ -6,10 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
+import { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs } from '../../placer/index.ts';
 import type { ChildService } from '../../placer/index.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
-import { startGroup } from './stack.ts';
+import { startAll, startGroup } from './stack.ts';
+import type { FleetBase } from './stack.ts';
 
 /** One contender: a name for the tables and the base URL its calls go to. */
 export interface Contender {
@@ -30,9 +31,7 @@ export interface PlacementFleet {
 }
 
 /** How to start the fleet. */
-export interface PlacementFleetOptions {
-  readonly env: NodeJS.ProcessEnv;
-  readonly logLevel: string;
+export interface PlacementFleetOptions extends FleetBase {
   readonly engines: number;
   /** Runner slots: the docs' advice, the engine's max-num-seqs, so a full engine reads busy. */
   readonly slots: number;
@@ -45,39 +44,34 @@ export interface PlacementFleetOptions {
 
 /** Starts the fleet; on failure stops what did start and rethrows. */
 export function startPlacementFleet(options: PlacementFleetOptions): Promise<PlacementFleet> {
-  return startGroup(options, async ({ env, level, group }) => {
+  return startGroup(options, async (started) => {
+    const { env, level, group } = started;
     const ids = Array.from({ length: options.engines }, (_, i) => i + 1);
     const engineFlags = ['--profile', 'h100-8b', '--model', options.model, ...level];
-    const engines = await Promise.all(
-      ids.map((i) => group.track(startService(simEngineArgs({ id: `h100-${i}` }, engineFlags), { env }))),
+    const engines = await startAll(
+      started,
+      ids.map((i) => simEngineArgs({ id: `h100-${i}` }, engineFlags)),
+      env,
     );
     const runnerFlags = ['--slots', String(options.slots), ...level];
-    const runners = await Promise.all(
-      engines.map((engine, i) =>
-        group.track(startService(runnerArgs({ engine: engine.url, id: `runner-${i + 1}` }, runnerFlags), { env })),
-      ),
+    const runners = await startAll(
+      started,
+      engines.map((engine, i) => runnerArgs({ engine: engine.url, id: `runner-${i + 1}` }, runnerFlags)),
+      env,
     );
     const runnerList = runners.map((r) => r.url).join(',');
-    const gateways = await Promise.all(
-      options.placers.map((placer) =>
-        group.track(
-          startService(
-            [
-              'gateway',
-              '--port',
-              '0',
-              '--runners',
-              runnerList,
-              '--placer',
-              placer,
-              '--gateway-id',
-              `bench-${placer}`,
-              ...level,
-            ],
-            { env },
-          ),
-        ),
-      ),
+    const gatewayFlags = (placer: string) => [
+      '--runners',
+      runnerList,
+      '--placer',
+      placer,
+      '--gateway-id',
+      `bench-${placer}`,
+    ];
+    const gateways = await startAll(
+      started,
+      options.placers.map((placer) => ['gateway', '--port', '0', ...gatewayFlags(placer), ...level]),
+      env,
     );
     const contenders: Contender[] = options.placers.map((placer, i) => ({ name: placer, url: gateways[i]!.url }));
     const upstreams = engines.map((e) => new URL(e.url));
@@ -99,9 +93,7 @@ export interface FleetGateway {
 }
 
 /** How to start a {@link CacheFleet}. */
-export interface CacheFleetOptions {
-  readonly env: NodeJS.ProcessEnv;
-  readonly logLevel: string;
+export interface CacheFleetOptions extends FleetBase {
   readonly engines: number;
   readonly slots: number;
   readonly model: string;
@@ -136,7 +128,8 @@ export async function startCacheFleet(options: CacheFleetOptions): Promise<Cache
   const sockets = await kvEventSockets('sluice-bench-kv-');
   const removeSockets = () => sockets.remove();
   try {
-    const fleet = await startGroup(options, async ({ env: base, level, group }) => {
+    const fleet = await startGroup(options, async (started) => {
+      const { env: base, level, group } = started;
       const env: NodeJS.ProcessEnv = {
         ...base,
         PYTHONHASHSEED: KV_HASH_SEED,
@@ -144,47 +137,31 @@ export async function startCacheFleet(options: CacheFleetOptions): Promise<Cache
       };
       const kvEvents = (i: number) => sockets.endpoint(`engine-${i + 1}`);
       const engineFlags = ['--profile', 'h100-8b', '--model', options.model, ...level];
-      const engines = await Promise.all(
+      const engines = await startAll(
+        started,
         Array.from({ length: options.engines }, (_, i) =>
-          group.track(
-            startService(simEngineArgs({ id: `h100-${i + 1}`, kvEvents: kvEvents(i) }, engineFlags), { env }),
-          ),
+          simEngineArgs({ id: `h100-${i + 1}`, kvEvents: kvEvents(i) }, engineFlags),
         ),
+        env,
       );
       const gatewayFlags = ['--port', '0', '--runner-networks', '127.0.0.0/8', ...level];
-      const gateways = await Promise.all(
-        options.gateways.map((g) =>
-          group.track(
-            startService(
-              [
-                'gateway',
-                '--placer',
-                g.placer,
-                '--gateway-id',
-                `bench-${g.name.replaceAll(' ', '-')}`,
-                ...gatewayFlags,
-              ],
-              {
-                env,
-              },
-            ),
-          ),
-        ),
+      const idOf = (g: FleetGateway) => `bench-${g.name.replaceAll(' ', '-')}`;
+      const gateways = await startAll(
+        started,
+        options.gateways.map((g) => ['gateway', '--placer', g.placer, '--gateway-id', idOf(g), ...gatewayFlags]),
+        env,
       );
       const gatewayList = gateways.map((g) => g.url).join(',');
       const runnerFlags = ['--slots', String(options.slots), ...level];
-      const runners = await Promise.all(
+      const runners = await startAll(
+        started,
         engines.map((engine, i) =>
-          group.track(
-            startService(
-              runnerArgs(
-                { engine: engine.url, id: `runner-${i + 1}`, gateway: gatewayList, kvEvents: kvEvents(i) },
-                runnerFlags,
-              ),
-              { env },
-            ),
+          runnerArgs(
+            { engine: engine.url, id: `runner-${i + 1}`, gateway: gatewayList, kvEvents: kvEvents(i) },
+            runnerFlags,
           ),
         ),
+        env,
       );
       const token = env.SLUICE_OPERATOR_TOKEN;
       await Promise.all(gateways.map((g) => fedBy(g.url, options.engines, token, options.joinTimeoutMs ?? 30_000)));

@@ -93,6 +93,16 @@ export function formatMs(ms: number): string {
   return ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0);
 }
 
+/** A distribution's p50, p90 and p99 as ms cells of a table. */
+export function msCells(d: { readonly p50: number; readonly p90: number; readonly p99: number }): string[] {
+  return [formatMs(d.p50), formatMs(d.p90), formatMs(d.p99)];
+}
+
+/** A factor as a table shows it, `1.42x`; `-` when there is none (no baseline, or a zero one). */
+export function formatRatio(v: number | undefined): string {
+  return v !== undefined && Number.isFinite(v) ? `${v.toFixed(2)}x` : '-';
+}
+
 /** Describes the load of a run: `32 conn` (closed) or `500/s` (open). */
 export function formatLoad(s: Pick<RunSummary, 'mode' | 'connections' | 'rate'>): string {
   return s.mode === 'closed' ? `${s.connections} conn` : `${s.rate ?? '?'}/s`;
@@ -119,9 +129,7 @@ export function formatRuns(summaries: readonly (RunSummary & { round?: number })
     s.mode,
     formatLoad(s),
     Number.isFinite(s.rps) ? s.rps.toFixed(0) : '-',
-    formatMs(s.latency.p50),
-    formatMs(s.latency.p90),
-    formatMs(s.latency.p99),
+    ...msCells(s.latency),
     formatMs(s.latency.max),
     String(s.errors),
   ]);
@@ -130,10 +138,9 @@ export function formatRuns(summaries: readonly (RunSummary & { round?: number })
 
 /** The ratios table: `x` factors, e.g. `0.42x` req/s means sluice served 42 % of the baseline's rate. */
 export function formatRatios(rows: readonly RatioRow[]): string {
-  const x = (v: number): string => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-');
   return formatTable(
     ['mode', 'ratio', 'req/s', 'p50', 'p99'],
-    rows.map((r) => [r.mode, `${r.subject}/${r.baseline}`, x(r.rps), x(r.p50), x(r.p99)]),
+    rows.map((r) => [r.mode, `${r.subject}/${r.baseline}`, ...[r.rps, r.p50, r.p99].map(formatRatio)]),
   );
 }
 

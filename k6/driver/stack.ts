@@ -10,8 +10,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hashToken, newKeyToken } from '../../gateway/index.ts';
-import { runnerArgs, simEngineArgs, startService } from '../../placer/index.ts';
-import type { ChildService } from '../../placer/index.ts';
+import { runnerArgs, simEngineArgs } from '../../placer/index.ts';
+import type { ChildService, StartService } from '../../placer/index.ts';
 import { startBareProxy } from './bare-proxy.ts';
 import type { BareProxyProcess } from './bare-proxy.ts';
 import { referenceNginx, startNginx } from './nginx.ts';
@@ -35,10 +35,18 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-/** How to start the stack. */
-export interface StackOptions {
+/** What every fleet of the bench is started with. */
+export interface FleetBase {
+  /** The environment the children get, through {@link childEnv}. */
   env: NodeJS.ProcessEnv;
+  /** The children's log level. */
   logLevel: string;
+  /** Starts a `sluice` command as a child: the CLI's own, which the scenario context hands down. */
+  startService: StartService;
+}
+
+/** How to start the stack. */
+export interface StackOptions extends FleetBase {
   /** Runner slots and engine sequences: above the connection count, so nothing queues or is refused. */
   slots: number;
   nginx: boolean;
@@ -89,7 +97,7 @@ const INSTANT_ENGINE: EngineTiming = Object.freeze({ ttftMs: 0, itlMs: 0, output
 
 /** Starts the stack; on failure stops what did start and rethrows. */
 export function startStack(options: StackOptions): Promise<Stack> {
-  return startGroup(options, async ({ env: childEnv, level, group }) => {
+  return startGroup(options, async ({ env: childEnv, level, group, startService }) => {
     // Traced or not is each process's own setting here, never the bench's environment's.
     const env = options.tracedEndpoint === undefined ? childEnv : { ...childEnv, OTEL_TRACES_EXPORTER: 'none' };
     const timing = options.engine ?? INSTANT_ENGINE;
@@ -108,11 +116,18 @@ export function startStack(options: StackOptions): Promise<Stack> {
     const bareProxy = options.bareProxy
       ? await group.track(startBareProxy(new URL(runner.url).origin, env))
       : undefined;
-    const keysGateway = options.keysGateway ? await startKeysGateway(runner.url, level, env, group) : undefined;
+    const keysGateway = options.keysGateway
+      ? await startKeysGateway(runner.url, { env, level, group, startService })
+      : undefined;
     const traced =
       options.tracedEndpoint === undefined
         ? undefined
-        : await startTraced(engine.url, options.slots, options.tracedEndpoint, level, childEnv, group);
+        : await startTraced(engine.url, options.slots, options.tracedEndpoint, {
+            env: childEnv,
+            level,
+            group,
+            startService,
+          });
     const { started: nginx, skipped: nginxSkipped } = await referenceNginx(
       options.nginx,
       options.env.PATH,
@@ -128,9 +143,7 @@ const UNREACHED_LIMITS = Object.freeze({ requestsPerMinute: 1e12, tokensPerMinut
 /** A gateway in front of `runnerUrl` with a keys file of one key (in a temporary folder removed at stop). */
 async function startKeysGateway(
   runnerUrl: string,
-  level: readonly string[],
-  env: NodeJS.ProcessEnv,
-  group: ServiceGroup,
+  { env, level, group, startService }: GroupStart,
 ): Promise<{ gateway: ChildService; key: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-keys-'));
   group.add({ stop: () => rm(dir, { recursive: true, force: true }) });
@@ -151,9 +164,7 @@ async function startTraced(
   engineUrl: string,
   slots: number,
   endpoint: string,
-  level: readonly string[],
-  env: NodeJS.ProcessEnv,
-  group: ServiceGroup,
+  { env, level, group, startService }: GroupStart,
 ): Promise<{ runner: ChildService; gateway: ChildService }> {
   // Protobuf, the SDK's default, as a collector would get it. The batch queue is made room for
   // a bench's call rate: at its default (2048 spans) the SDK drops spans past it, and the figure
@@ -208,6 +219,8 @@ export interface GroupStart {
   readonly level: readonly string[];
   /** Where each started child is recorded, to be stopped with the rest. */
   readonly group: ServiceGroup;
+  /** Starts a `sluice` command as a child (the fleet's own {@link FleetBase.startService}). */
+  readonly startService: StartService;
 }
 
 /**
@@ -215,17 +228,34 @@ export interface GroupStart {
  * with the group's `stop`; when `start` throws, stops what did start and rethrows.
  */
 export async function startGroup<T>(
-  options: { env: NodeJS.ProcessEnv; logLevel: string },
+  options: FleetBase,
   start: (s: GroupStart) => Promise<T>,
 ): Promise<T & { stop(): Promise<void> }> {
   const group = serviceGroup();
   try {
-    const started = await start({ env: childEnv(options.env), level: ['--log-level', options.logLevel], group });
+    const started = await start({
+      env: childEnv(options.env),
+      level: ['--log-level', options.logLevel],
+      group,
+      startService: options.startService,
+    });
     return { ...started, stop: group.stop };
   } catch (error) {
     await group.stop();
     throw error;
   }
+}
+
+/**
+ * Starts a `sluice` child for each argument list at once, each recorded in `group` as it starts;
+ * resolves with them in the lists' order, or rejects with the first that fails to start.
+ */
+export function startAll(
+  { group, startService }: Pick<GroupStart, 'group' | 'startService'>,
+  argLists: readonly (readonly string[])[],
+  env: NodeJS.ProcessEnv,
+): Promise<ChildService[]> {
+  return Promise.all(argLists.map((args) => group.track(startService(args, { env }))));
 }
 
 /** Something a scenario started and must stop. */

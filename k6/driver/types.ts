@@ -3,7 +3,7 @@
  * options and what the entry point owns (environment, logger, output, the interrupt signal),
  * and resolves once it has printed and written its figures.
  */
-import type { Logger } from '../../placer/index.ts';
+import type { Logger, StartService } from '../../placer/index.ts';
 import type { BenchOptions } from './options.ts';
 
 /** What the entry point hands a scenario. Library code reads no globals it could be given. */
@@ -11,6 +11,8 @@ export interface ScenarioContext {
   /** Environment for the child processes, and PATH for finding nginx. */
   env: NodeJS.ProcessEnv;
   logger: Logger;
+  /** Starts a `sluice` command as a child process: the CLI hands its own (gateway/cli/entry.ts). */
+  startService: StartService;
   /** Aborts the benchmark (Ctrl-C): runs stop, children are stopped, the promise rejects. */
   signal?: AbortSignal;
   /** Where the tables go. @default process.stdout */

@@ -1,8 +1,8 @@
 /**
  * The kernel: what every part of sluice shares and nothing else. The error base, the logger,
  * option validation, reading a file's JSON list, the clock, seeded randomness, full-jitter backoff, secret redaction, the
- * lingering close of the gateway's and the runner's HTTP/1.1 servers, and starting sluice
- * commands as child processes (the CLI, the bench and the specs all do).
+ * lingering close of the gateway's and the runner's HTTP/1.1 servers, and starting Node scripts
+ * as child processes that report where they listen (the CLI, the bench and the specs all do).
  * It imports nothing from the rest of the tree; runner/, placer/ and gateway/ all build on it
  * (docs/architecture.md).
  */
@@ -39,7 +39,7 @@ export type { LingerBounds, LingerEnd, LingerOptions, LingerOutcome, Lingering }
 export { lingerAfterAnswer, lingerDefaults, lingerEarlyAnswers } from './linger.ts';
 export type { AnyServerResponse } from './response-end.ts';
 export { cutShort, onCutShort } from './response-end.ts';
-export type { ChildScript, ChildService, StartOptions } from './processes.ts';
-export { SLUICE_BIN, freePort, reportListening, startChild, startService } from './processes.ts';
+export type { ChildScript, ChildService, StartOptions, StartService } from './processes.ts';
+export { freePort, reportListening, serviceStarter, startChild } from './processes.ts';
 export type { KvEventSockets, RunnerArgs, SimEngineArgs } from './service-args.ts';
 export { KV_HASH_SEED, kvEventSockets, runnerArgs, simEngineArgs } from './service-args.ts';

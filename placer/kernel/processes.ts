@@ -1,29 +1,17 @@
 /**
- * Starting sluice commands (and the bench's other Node children) as child processes and learning
- * where they listen: `sluice up`, the bench and the integration tests use this one mechanism, which is why it sits in the kernel,
- * below everything that starts a process. A child reports `{type:'listening', url}` over the IPC
- * channel once its port is open, and exits when that channel closes, so a parent that dies (even
- * by SIGKILL) leaves nothing behind.
+ * Starting Node scripts (sluice commands, the bench's other children) as child processes and
+ * learning where they listen: `sluice up`, the bench and the integration tests use this one
+ * mechanism, which is why it sits in the kernel, below everything that starts a process. The
+ * kernel knows no script of the product: whoever starts one names it (the CLI's entry module
+ * names the `sluice` bin). A child reports `{type:'listening', url}` over the IPC channel once
+ * its port is open, and exits when that channel closes, so a parent that dies (even by SIGKILL)
+ * leaves nothing behind.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
 
-/**
- * Path of the `sluice` entry script that runs children the way this process runs. Compiled
- * (this file is dist/placer/kernel/processes.js), it is the checkout's gateway/cli/sluice.mjs,
- * which runs the build. On the sources (this file is processes.ts: the specs under vitest, or
- * the bin without a build), it is gateway/cli/tsx-sluice.mjs, which runs the sources even when
- * a build exists, so a test after an edit starts the edited code, never a stale build.
- */
-export const SLUICE_BIN = fileURLToPath(
-  import.meta.url.endsWith('.ts')
-    ? new URL('../../gateway/cli/tsx-sluice.mjs', import.meta.url)
-    : new URL('../../../gateway/cli/sluice.mjs', import.meta.url),
-);
-
-/** A sluice command running as a child process. */
+/** A script (a sluice command, say) running as a child process. */
 export interface ChildService {
   readonly url: string;
   readonly child: ChildProcess;
@@ -65,9 +53,15 @@ export interface ChildScript {
   readonly name?: string;
 }
 
-/** Starts `sluice <args>` and resolves once it listens. */
-export function startService(args: readonly string[], options: StartOptions = {}): Promise<ChildService> {
-  return startChild({ script: SLUICE_BIN, name: `sluice ${args[0] ?? ''}`.trimEnd() }, args, options);
+/** Starts one command of a command-line program (`sluice gateway …`) and resolves once it listens. */
+export type StartService = (args: readonly string[], options?: StartOptions) => Promise<ChildService>;
+
+/**
+ * A {@link StartService} for the program whose entry script is `script`: each child is named in
+ * errors by the program's name and its first argument (`sluice gateway`), never by its flags.
+ */
+export function serviceStarter(script: string, program: string): StartService {
+  return (args, options = {}) => startChild({ script, name: `${program} ${args[0] ?? ''}`.trimEnd() }, args, options);
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The argument lists that start a simulated engine and a runner as services on port 0, for
- * {@link startService}. `sluice up`, the bench and the specs all build fleets of them, so the
+ * a `StartService` (processes.ts). `sluice up`, the bench and the specs all build fleets of them, so the
  * flags that make an engine and a runner in front of it are written here once, and each caller
  * adds only what is its own (timings, slots, a log level).
  */

@@ -29,7 +29,7 @@ import { gatewayDataPlaneOptions } from '../../gateway/cli/data-plane.ts';
 import { resolveDataPlane } from '../../gateway/fleet/data-plane.ts';
 import { checkFrontListen } from '../../gateway/http/front-tls.ts';
 import { GatewayConfigError } from '../../gateway/errors.ts';
-import { startService } from '../../placer/kernel/processes.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { bearer, chatBody, eventually, getJson, postJson } from '../support/fleet.ts';
 import { root as ROOT } from '../layers/sources.ts';

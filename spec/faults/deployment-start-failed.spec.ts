@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startService } from '../../placer/kernel/processes.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { Reconciler } from '../../gateway/control/reconciler.ts';
 import { MemoryDeploymentStore } from '../../gateway/control/store.ts';

@@ -7,8 +7,8 @@
  * address, or a metadata host name, is refused even with private targets allowed.
  */
 import { describe, expect, it } from 'vitest';
-import { createCallbackPolicy } from '../../gateway/detached/callbacks/index.ts';
-import type { CallbackRefusedError } from '../../gateway/detached/callbacks/index.ts';
+import { createCallbackPolicy } from '../../gateway/callbacks/index.ts';
+import type { CallbackRefusedError } from '../../gateway/callbacks/index.ts';
 import { createRunnerAddressPolicy } from '../../gateway/fleet/registration-policy.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { REGISTER_PATH } from '../../runner/protocol/index.ts';

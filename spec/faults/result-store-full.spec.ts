@@ -12,7 +12,7 @@
  */
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startService } from '../../placer/kernel/processes.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { chatBody, eventually, metrics, metricValue, operatorEnv, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';

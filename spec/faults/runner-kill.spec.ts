@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService } from '../../placer/kernel/processes.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { chatBody, eventually, postJson, startFleet } from '../support/fleet.ts';
 import type { Fleet } from '../support/fleet.ts';

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { getRequestListener } from '@hono/node-server';
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SLUICE_BIN, startService } from '../../placer/kernel/processes.ts';
+import { SLUICE_BIN, startService } from '../../gateway/cli/entry.ts';
 import { createGateway } from '../../gateway/server.ts';
 import { createRunner } from '../../runner/server.ts';
 import { createSimEngine } from '../../runner/engines/sim/server.ts';

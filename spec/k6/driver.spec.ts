@@ -21,6 +21,7 @@ import {
 } from '../../k6/driver/index.ts';
 import type { BenchOptions } from '../../k6/driver/index.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 
 describe('percentile', () => {
   const oneToHundred = Float64Array.from({ length: 100 }, (_, i) => i + 1);
@@ -171,7 +172,7 @@ describe('resolveBenchOptions', () => {
 });
 
 describe('runBench', () => {
-  const ctx = { env: {}, logger: createJsonLogger({ level: 'silent' }) };
+  const ctx = { env: {}, logger: createJsonLogger({ level: 'silent' }), startService };
   it('throws UnknownScenarioError listing the scenarios when the name is unknown', async () => {
     await expect(runBench(['nope'], {}, ctx)).rejects.toThrow(
       new UnknownScenarioError(

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFeedFleet, sumOf } from '../../k6/driver/feed-fleet.ts';
 import type { FeedFleet } from '../../k6/driver/feed-fleet.ts';
 import { FeedPrompts, TENANTS, measurePhase } from '../../k6/driver/scenarios/feed.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 
 describe('sumOf', () => {
   const text = [
@@ -42,6 +43,7 @@ describe('the feed fleet (real processes)', () => {
   beforeAll(async () => {
     fleet = await startFeedFleet({
       env: { ...process.env },
+      startService,
       logLevel: 'warn',
       engineFlags: ['--profile', 'small', '--output-tokens', '4'],
       slots: 16,

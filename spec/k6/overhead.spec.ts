@@ -15,6 +15,7 @@ import {
 } from '../../k6/driver/scenarios/overhead.ts';
 import type { CpuPerCall, OverheadRun } from '../../k6/driver/scenarios/overhead.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 
 /** A run of `target` in `mode` that served `ok` calls in 1 s with the given CPU (% of one core). */
 function run(target: string, mode: 'closed' | 'open', ok: number, cpu: Record<string, number>): OverheadRun {
@@ -89,6 +90,7 @@ describe('overhead scenario on real processes', () => {
         { duration: 1_000, warmup: 0, rounds: 1, connections: 4, rate: 100, nginx: false, out, logLevel: 'warn' },
         {
           env: process.env,
+          startService,
           logger: createJsonLogger({ level: 'silent' }),
           write: (t) => void (text += t),
           progress: () => undefined,

@@ -3,6 +3,7 @@ import { prefixCacheTotals, startCacheFleet } from '../../k6/driver/placement-fl
 import type { CacheFleet } from '../../k6/driver/placement-fleet.ts';
 import { warmBodyOf } from '../../k6/driver/workload.ts';
 import type { WorkloadShape } from '../../k6/driver/workload.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 
 // Tiny contexts on two engines: the wiring, not the figures.
 const shape: WorkloadShape = Object.freeze({
@@ -21,6 +22,7 @@ describe('the cache-pressure fleet (real processes)', () => {
   beforeAll(async () => {
     fleet = await startCacheFleet({
       env: process.env,
+      startService,
       logLevel: 'warn',
       engines: 2,
       slots: 4,

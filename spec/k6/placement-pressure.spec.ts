@@ -23,6 +23,7 @@ import type { ChatMessage } from '../../k6/driver/workload.ts';
 import { simChatPrompt, simTokens } from '../../runner/protocol/sim-prompt.ts';
 import { RotatingTarget } from '../../k6/driver/trace-run.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 
 const shape = cachePressureWorkload(8, 27_000);
 const messagesIn = (body: string): ChatMessage[] => (JSON.parse(body) as { messages: ChatMessage[] }).messages;
@@ -104,6 +105,7 @@ describe('live cache-pressure options', () => {
     const run = placement.run({ workload: 'sessions' } as never, {
       env: {},
       logger: createJsonLogger({ level: 'silent' }),
+      startService,
     });
     await expect(run).rejects.toThrow(/invalid workload "sessions"/);
   });
@@ -112,6 +114,7 @@ describe('live cache-pressure options', () => {
     const run = placement.run({ workload: 'cache-pressure', ttftTarget: -1 } as never, {
       env: {},
       logger: createJsonLogger({ level: 'silent' }),
+      startService,
     });
     await expect(run).rejects.toThrow(/invalid ttftTarget -1/);
   });

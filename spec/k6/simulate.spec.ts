@@ -19,6 +19,7 @@ import { distribution } from '../../k6/driver/stats.ts';
 import { PLACEMENT_WORKLOAD } from '../../k6/driver/workload.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
 import { H100_8B_PROFILE } from '../../runner/engines/sim/profiles.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/placement-small.json', import.meta.url));
 
@@ -233,6 +234,7 @@ describe('simulate --check', () => {
       await simulate.run({ check: path, out } as never, {
         env: {},
         logger: createJsonLogger({ level: 'silent' }),
+        startService,
         write: (t) => (text += t),
         progress: () => {},
       });
@@ -252,6 +254,7 @@ describe('simulate --check', () => {
       const { files } = await simulate.run({ check: FIXTURE, out } as never, {
         env: {},
         logger: createJsonLogger({ level: 'silent' }),
+        startService,
         write: (t) => (text += t),
         progress: () => {},
       });

@@ -35,6 +35,7 @@ import type { SoakReport, SoakRun } from '../../k6/driver/soak/report.ts';
 import { FAULT_KINDS, faultWindow, overlapsWindow, planSchedule } from '../../k6/driver/soak/schedule.ts';
 import type { FaultWindow } from '../../k6/driver/soak/schedule.ts';
 import { expectThrows } from '../support/throws.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 
 const window = (kind: FaultWindow['kind'], injectedMs: number, recoveredMs: number | undefined): FaultWindow =>
   faultWindow(
@@ -545,7 +546,7 @@ describe('the soak on a real fleet, briefly', () => {
     let fleet: SoakFleet | undefined;
     let client: SoakClient | undefined;
     try {
-      fleet = await startSoakFleet({ env: process.env, logLevel: 'error', nodes: 2, dir });
+      fleet = await startSoakFleet({ env: process.env, startService, logLevel: 'error', nodes: 2, dir });
       client = new SoakClient(fleet.gateway.url, 64);
       const probe = await probeCapacity(client, 4, 1_000);
       expect(probe.calls).toBeGreaterThan(0);

@@ -1,12 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import type { StartService } from '../../placer/index.ts';
 import { startGroup } from '../../k6/driver/stack.ts';
 
 describe('startGroup', () => {
-  const options = { env: { PATH: '/bin', SLUICE_PORT: '8080' }, logLevel: 'warn' };
+  const startService: StartService = () => Promise.reject(new Error('no process in this spec'));
+  const options = { env: { PATH: '/bin', SLUICE_PORT: '8080' }, logLevel: 'warn', startService };
 
-  it('hands the start-up the children’s env and log level, and returns what it started with a stop for all of it', async () => {
+  it('hands the start-up the children’s env, log level and starter, and returns what it started with a stop for all of it', async () => {
     const stopped: string[] = [];
-    const fleet = await startGroup(options, async ({ env, level, group }) => {
+    const fleet = await startGroup(options, async ({ env, level, group, startService: start }) => {
+      expect(start).toBe(startService);
       // The run's own operator token joins what the bench was given.
       expect(env).toEqual({ PATH: '/bin', SLUICE_OPERATOR_TOKEN: expect.stringMatching(/^[\w-]{32}$/) });
       expect(level).toEqual(['--log-level', 'warn']);

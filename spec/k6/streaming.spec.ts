@@ -7,6 +7,7 @@ import { cpuPerChunk, streaming, streamingRatios } from '../../k6/driver/scenari
 import type { ChunkCost, StreamingFigures } from '../../k6/driver/scenarios/streaming.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
 import { countEvents, gapsOf } from '../../k6/driver/stream-record.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 
 describe('gapsOf', () => {
   it('returns the differences between consecutive arrivals', () => {
@@ -84,6 +85,7 @@ describe('streaming scenario on real processes', () => {
         { duration: 1_000, warmup: 0, connections: 2, out, logLevel: 'warn' },
         {
           env: process.env,
+          startService,
           logger: createJsonLogger({ level: 'silent' }),
           write: (t) => void (text += t),
           progress: () => undefined,

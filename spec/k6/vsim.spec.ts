@@ -238,6 +238,12 @@ describe('the sluice path', () => {
     };
     return { walker, at, runUntil };
   };
+  /** One runner of `slots` slots behind a round-robin walker whose order is fixed, with `settings`. */
+  const oneRunnerWalk = (slots: number, settings: WalkSettings = walk) => {
+    const fleet = new FleetSlots();
+    const runners = runnersOf(1, slots, fleet);
+    return { runners, ...walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), settings) };
+  };
   /** Notes where and when each call was placed, or when it timed out or found the queue full. */
   const ends = () => {
     const placed: { runner: SimRunner; at: number; name: string }[] = [];
@@ -345,9 +351,7 @@ describe('the sluice path', () => {
   });
 
   it('starts waiting calls in arrival order within a flow, taking turns across flows, once slots free', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 1, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { runners, walker, at, runUntil } = oneRunnerWalk(1);
     const { placed, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(0), now, endOf('first'), 'x'));
     // A burst of flow a, then one call of b and two of c, all while the only slot is taken.
@@ -376,9 +380,7 @@ describe('the sluice path', () => {
   });
 
   it('lines a new call up behind waiting ones even when a slot is free on its arrival', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 2, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { runners, walker, at, runUntil } = oneRunnerWalk(2);
     const { placed, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, endOf('1'), 'a'));
     at(0, (now) => walker.start(runnerCall(2), now, endOf('2'), 'a'));
@@ -412,12 +414,7 @@ describe('the sluice path', () => {
   });
 
   it('wakes as many waiting calls as a status report shows free slots', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 3, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), {
-      ...walk,
-      retryAllDelay: 0,
-    });
+    const { runners, walker, at, runUntil } = oneRunnerWalk(3, { ...walk, retryAllDelay: 0 });
     const { placed, endOf } = ends();
     for (let i = 1; i <= 5; i++) at(0, (now) => walker.start(runnerCall(i), now, endOf(String(i)), `f${i}`));
     // Two calls end unseen by the queue (no fallback: retryAllDelay 0), then a report shows two free slots.
@@ -437,9 +434,7 @@ describe('the sluice path', () => {
   });
 
   it('times a waiting call out at its placer deadline, and the next in line takes the freed slot', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 1, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }));
+    const { walker, at, runUntil } = oneRunnerWalk(1);
     const { placed, timedOut, end } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, end, 'a'));
     at(1, (now) => walker.start(runnerCall(2, 30), now, end, 'a'));
@@ -456,13 +451,7 @@ describe('the sluice path', () => {
   });
 
   it('answers a call that finds the queue at its bound at once, as the gateway answers 503 GW_QUEUE_FULL', async () => {
-    const fleet = new FleetSlots();
-    const runners = runnersOf(1, 1, fleet);
-    const { walker, at, runUntil } = walkerOf(runners, fleet, builtinPlacers['round-robin']!({ random: () => 0 }), {
-      ...walk,
-      maxQueued: 2,
-      maxQueuedPerFlow: 1,
-    });
+    const { runners, walker, at, runUntil } = oneRunnerWalk(1, { ...walk, maxQueued: 2, maxQueuedPerFlow: 1 });
     const { placed, full, endOf } = ends();
     at(0, (now) => walker.start(runnerCall(1), now, endOf('1'), 'a'));
     at(1, (now) => walker.start(runnerCall(2), now, endOf('2'), 'a'));
@@ -621,17 +610,19 @@ describe('simulateRun', () => {
     expect(result.figures.errors['status 429']).toBeGreaterThan(0);
   });
 
-  it('places a call that found the only slot taken the moment the slot frees', async () => {
-    const trace = [call(1, 1, 0), call(2, 1, 1)];
-    const profile = { ...STEADY, maxNumSeqs: 1 };
-    const result = await simulateRun({
+  /** `trace` run whole on `runners` runners of one slot each, their engines one sequence at a time, with no hop. */
+  const oneSlotRun = (runners: number, trace: TraceCall[]) =>
+    simulateRun({
       ...base,
-      fleet: { runners: 1, slots: 1, profile },
+      fleet: { runners, slots: 1, profile: { ...STEADY, maxNumSeqs: 1 } },
       trace,
       warmupMs: 0,
       measureMs: 10,
       hops: { sluiceHopMs: 0 },
     });
+
+  it('places a call that found the only slot taken the moment the slot frees', async () => {
+    const result = await oneSlotRun(1, [call(1, 1, 0), call(2, 1, 1)]);
     const [first, second] = [...result.records].sort((a, b) => a.at - b.at);
     // The engine starts with the system prompt cached: each call prefills its own message only.
     const sharedCached = Math.floor(promptTokensOf(shape, 1).shared / 16) * 16;
@@ -646,15 +637,7 @@ describe('simulateRun', () => {
   it('starts calls that wait for a full fleet in arrival order within a session', async () => {
     // Two runners of one slot; six calls at once in two sessions, each call's answer long.
     const trace = [call(1, 1, 0), call(2, 1, 0.5), call(1, 2, 1), call(1, 3, 2), call(2, 2, 3), call(1, 4, 4)];
-    const profile = { ...STEADY, maxNumSeqs: 1 };
-    const result = await simulateRun({
-      ...base,
-      fleet: { runners: 2, slots: 1, profile },
-      trace,
-      warmupMs: 0,
-      measureMs: 10,
-      hops: { sluiceHopMs: 0 },
-    });
+    const result = await oneSlotRun(2, trace);
     const started = [...result.records].sort((a, b) => a.at + a.ttft - (b.at + b.ttft));
     const sessionOf = (r: { at: number }) => trace.find((c) => c.at === r.at)!.session;
     const turnsOf = (session: number) => started.filter((r) => sessionOf(r) === session).map((r) => r.turn);

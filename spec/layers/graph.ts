@@ -132,3 +132,39 @@ export function groupCycles(graph: Graph, groupOf: (node: string) => string | un
     return hops.map((group, i) => (i === 0 ? group : `${group} (${witness(hops[i - 1]!, group)})`)).join(' -> ');
   });
 }
+
+/** Every folder holding a node of `graph` or a folder above one, the root ('') included. */
+function foldersOf(graph: Graph): string[] {
+  const found = new Set<string>(['']);
+  for (const node of graph.keys()) {
+    for (let dir = dirname(node); dir !== '.'; dir = dirname(dir)) found.add(dir);
+  }
+  return [...found].sort();
+}
+
+/**
+ * The part of `folder` that `path` is in, or undefined outside it: the subfolder it is below
+ * (everything under it together) or, loose in `folder`, the file itself. A folder of `apart`
+ * below `folder` is a part on its own wherever it stands, at every level above it.
+ */
+function partIn(folder: string, path: string, apart: readonly string[]): string | undefined {
+  const prefix = folder === '' ? '' : `${folder}/`;
+  if (!path.startsWith(prefix)) return undefined;
+  const own = apart.find((dir) => dir.startsWith(prefix) && path.startsWith(`${dir}/`));
+  if (own !== undefined) return own.slice(prefix.length);
+  return path.slice(prefix.length).split('/')[0];
+}
+
+/**
+ * The cycles between folders, at every level: inside each folder, between its subfolders and
+ * its loose files (a loose file is a part of its own, so a folder's face, index.ts, may import
+ * its subfolders that import its errors.ts). Each is written `[folder] a -> b (x imports y) -> a
+ * (…)`, the root as `.`; `apart` names folders that count as parts of their own at every level
+ * above them (a composition root sitting inside a side it stands above). Empty when every
+ * folder's parts import one way.
+ */
+export function folderCycles(graph: Graph, apart: readonly string[] = []): string[] {
+  return foldersOf(graph).flatMap((folder) =>
+    groupCycles(graph, (path) => partIn(folder, path, apart)).map((loop) => `[${folder || '.'}] ${loop}`),
+  );
+}

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { crossEdges, cycles, groupCycles, groupGraph, importsIn } from './graph.ts';
+import { crossEdges, cycles, folderCycles, groupCycles, groupGraph, importsIn } from './graph.ts';
 import type { Graph } from './graph.ts';
 import { PRODUCT, read, root, sources } from './sources.ts';
 
@@ -34,20 +34,28 @@ const inside = (prefix: string) => (target: string) => target.startsWith(prefix)
 /** The gateway's rooms (docs/architecture.md), the CLI aside: one concern each, an index.ts its face. */
 const GATEWAY_ROOMS: readonly string[] = [
   'access',
+  'callbacks',
   'calls',
   'control',
   'detached',
   'fleet',
   'http',
   'observe',
+  'store',
   'tokens',
 ];
 
 /**
- * Rooms inside a room that stand alone: they import nothing else of the gateway, so every other
- * room may use them, through their own index.ts.
+ * Rooms that stand alone: they import nothing else of the gateway, so every other room may use
+ * them, through their own index.ts.
  */
-const NESTED_ROOMS: readonly string[] = ['detached/store', 'detached/callbacks'];
+const STANDALONE_ROOMS: readonly string[] = ['store', 'callbacks'];
+
+/**
+ * The one composition root, which starts gateways, runners and the bench: it sits inside
+ * gateway/ but above every side, the bench included, so the folder rule counts it on its own.
+ */
+const COMPOSITION_ROOT = 'gateway/cli';
 
 /**
  * Where each part of the gateway stands, bottom first: a part imports only parts below it. The
@@ -57,8 +65,8 @@ const NESTED_ROOMS: readonly string[] = ['detached/store', 'detached/callbacks']
  * which starts gateways and runners, is on top.
  */
 const GATEWAY_ORDER: readonly string[] = [
-  'detached/store',
-  'detached/callbacks',
+  'store',
+  'callbacks',
   'errors.ts',
   'http',
   'tokens',
@@ -74,19 +82,11 @@ const GATEWAY_ORDER: readonly string[] = [
   'cli',
 ];
 
-/** The part of the gateway a path is in (a room, a nested room or a root file), or undefined outside gateway/. */
-function gatewayPart(path: string): string | undefined {
-  if (!path.startsWith('gateway/')) return undefined;
-  const rest = path.slice('gateway/'.length);
-  const nested = NESTED_ROOMS.find((room) => rest.startsWith(`${room}/`));
-  return nested ?? rest.split('/')[0];
-}
+/** The part of the gateway a path is in (a room or a root file), or undefined outside gateway/. */
+const gatewayPart = (path: string): string | undefined =>
+  path.startsWith('gateway/') ? path.slice('gateway/'.length).split('/')[0] : undefined;
 
 const isRoom = (part: string): boolean => !part.endsWith('.ts');
-
-/** The top-level folder of the product a path is in, for the folders whose order the layers fix. */
-const topLevel = (path: string): string | undefined =>
-  ['gateway', 'runner', 'placer'].find((dir) => path.startsWith(`${dir}/`));
 
 /**
  * `file imports target` for each import from one room into another that does not name the
@@ -115,6 +115,12 @@ describe('layers', () => {
 
   it('the kernel imports nothing outside itself', () => {
     expect(breaches('placer/kernel', inside('placer/kernel/'))).toEqual([]);
+  });
+
+  it('the kernel names no file of the product, not even by path (whoever starts a script names it)', () => {
+    const named = /['"`](?:\.\.\/)+(?:gateway|runner|k6)\//;
+    expect(sources('placer/kernel').filter((file) => named.test(read(file)))).toEqual([]);
+    expect(named.test("new URL('../../gateway/cli/tsx-sluice.mjs', import.meta.url)")).toBe(true);
   });
 
   it('placer/ imports only itself (the kernel included)', () => {
@@ -158,12 +164,11 @@ describe('layers', () => {
     const entries = readdirSync(join(root, 'gateway'), { withFileTypes: true });
     const rooms = entries.filter((e) => e.isDirectory()).map((e) => e.name);
     expect(rooms.sort()).toEqual([...GATEWAY_ROOMS, 'cli'].sort());
-    for (const room of [...GATEWAY_ROOMS, ...NESTED_ROOMS])
-      expect(sources(`gateway/${room}`)).toContain(`gateway/${room}/index.ts`);
+    for (const room of GATEWAY_ROOMS) expect(sources(`gateway/${room}`)).toContain(`gateway/${room}/index.ts`);
   });
 
   it('the call store and the callbacks import nothing else from gateway/', () => {
-    for (const dir of NESTED_ROOMS.map((room) => `gateway/${room}`)) {
+    for (const dir of STANDALONE_ROOMS.map((room) => `gateway/${room}`)) {
       expect(breaches(dir, (t) => !t.startsWith('gateway/') || t.startsWith(`${dir}/`))).toEqual([]);
     }
   });
@@ -172,8 +177,8 @@ describe('layers', () => {
     expect(cycles(graph)).toEqual([]);
   });
 
-  it('no two of gateway/, runner/ and placer/ import each other, however far round', () => {
-    expect(groupCycles(graph, topLevel)).toEqual([]);
+  it('no two folders import each other, however far round, at any level (loose files each on their own)', () => {
+    expect(folderCycles(graph, [COMPOSITION_ROOT])).toEqual([]);
   });
 
   it('no two parts of the gateway import each other, however far round', () => {
@@ -242,10 +247,7 @@ describe('layers', () => {
         'gateway/fleet/pool.ts',
         ['gateway/calls/agent.ts', 'gateway/fleet/breaker.ts', 'gateway/errors.ts', 'gateway/http/index.ts'],
       ],
-      [
-        'gateway/calls/agent.ts',
-        ['gateway/detached/store/types.ts', 'gateway/detached/store/index.ts', 'gateway/fleet/index.ts'],
-      ],
+      ['gateway/calls/agent.ts', ['gateway/store/types.ts', 'gateway/store/index.ts', 'gateway/fleet/index.ts']],
       ['gateway/cli/up.ts', ['gateway/access/secrets.ts']],
     ]);
     expect(upwardImports(planted)).toEqual(['gateway/fleet/pool.ts imports gateway/calls/agent.ts (fleet -> calls)']);
@@ -255,9 +257,24 @@ describe('layers', () => {
     ]);
     expect(sideDoors(planted)).toEqual([
       'gateway/fleet/pool.ts imports gateway/calls/agent.ts, not gateway/calls/index.ts',
-      'gateway/calls/agent.ts imports gateway/detached/store/types.ts, not gateway/detached/store/index.ts',
+      'gateway/calls/agent.ts imports gateway/store/types.ts, not gateway/store/index.ts',
     ]);
-    expect(topLevel('runner/protocol/call.ts')).toBe('runner');
-    expect(topLevel('k6/driver/stack.ts')).toBeUndefined();
+
+    const folders: Graph = new Map([
+      ['runner/protocol/status.ts', ['runner/engines/kinds.ts', 'runner/protocol/errors.ts']],
+      ['runner/engines/sim/engine.ts', ['runner/protocol/index.ts', 'runner/errors.ts']],
+      ['runner/index.ts', ['runner/engines/index.ts']],
+      ['runner/engines/argv.ts', ['runner/errors.ts']],
+      ['gateway/cli/bench-command.ts', ['k6/driver/index.ts']],
+      ['k6/driver/stack.ts', ['gateway/index.ts']],
+    ]);
+    expect(folderCycles(folders)).toEqual([
+      '[.] gateway -> k6 (gateway/cli/bench-command.ts imports k6/driver/index.ts) -> gateway (k6/driver/stack.ts imports gateway/index.ts)',
+      '[runner] engines -> protocol (runner/engines/sim/engine.ts imports runner/protocol/index.ts) -> engines (runner/protocol/status.ts imports runner/engines/kinds.ts)',
+    ]);
+    // The composition root stands above the bench; a face importing its subfolders is no cycle.
+    expect(folderCycles(folders, ['gateway/cli'])).toEqual([
+      '[runner] engines -> protocol (runner/engines/sim/engine.ts imports runner/protocol/index.ts) -> engines (runner/protocol/status.ts imports runner/engines/kinds.ts)',
+    ]);
   });
 });

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { SLUICE_BIN, startService } from '../../placer/kernel/processes.ts';
+import { SLUICE_BIN, startService } from '../../gateway/cli/entry.ts';
 import {
   REGISTER_PATH,
   REGISTRATION_LIMITS,

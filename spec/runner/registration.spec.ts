@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { startService } from '../../placer/kernel/processes.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 import { commandLine } from '../support/command-line.ts';
 import { createJsonLogger } from '../../placer/kernel/index.ts';
 import { RunnerConfigError } from '../../runner/errors.ts';

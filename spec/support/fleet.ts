@@ -6,7 +6,7 @@
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
-import { startService } from '../../placer/kernel/processes.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 import { runnerArgs, simEngineArgs } from '../../placer/kernel/service-args.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 

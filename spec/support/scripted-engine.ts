@@ -6,7 +6,7 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startService } from '../../placer/kernel/processes.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 import { runnerArgs } from '../../placer/kernel/service-args.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { createGateway } from '../../gateway/server.ts';

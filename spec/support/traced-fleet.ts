@@ -9,7 +9,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startService } from '../../placer/kernel/processes.ts';
+import { startService } from '../../gateway/cli/entry.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { runnerArgs, simEngineArgs } from '../../placer/kernel/service-args.ts';
 import { operatorEnv } from './fleet.ts';

@@ -191,6 +191,7 @@ export const feed: Scenario = benchScenario(
   async (options, { progress, write, startedAt, machine }, ctx) => {
     const fleet = await startFeedFleet({
       env: ctx.env,
+      startService: ctx.startService,
       logLevel: options.logLevel,
       engineFlags: FEED_ENGINE_FLAGS,
       slots: 64,

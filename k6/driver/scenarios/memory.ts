@@ -185,6 +185,7 @@ export const memory: Scenario = {
       const nginxFiles = Number.isFinite(ownLimit) ? ownLimit : undefined;
       stack = await startMemoryStack({
         env: ctx.env,
+        startService: ctx.startService,
         logLevel: options.logLevel,
         streams: largest,
         pairs: PAIRS,

@@ -23,7 +23,7 @@ import type { ResolvedBenchOptions } from '../options.ts';
 import { combine, summarize } from '../record.ts';
 import { ratio } from '../stats.ts';
 import type { LoadMode, LoadResult, RunSummary } from '../record.ts';
-import { formatMs, formatRatios, formatRuns, formatTable, ratios, writeResults } from '../report.ts';
+import { formatMs, formatRatio, formatRatios, formatRuns, formatTable, ratios, writeResults } from '../report.ts';
 import { Recorder } from '../record.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { Stack } from '../stack.ts';
@@ -123,12 +123,15 @@ export function formatCpuPerCall(rows: readonly CpuPerCall[]): string {
   const names = [...new Set(rows.flatMap((r) => Object.keys(r.usPerCall)))];
   const ratioNames = CPU_RATIOS.map(([a, b]) => `${a}/${b}`);
   const us = (v: number | undefined): string => (v !== undefined && Number.isFinite(v) ? v.toFixed(0) : '-');
-  const x = (v: number | undefined): string => (v !== undefined && Number.isFinite(v) ? `${v.toFixed(2)}x` : '-');
   return (
     'cpu per 2xx response, us, each process pooled over the runs whose calls it carried (the runner and engine carry every run)\n' +
     formatTable(
       ['mode', ...names, ...ratioNames],
-      rows.map((r) => [r.mode, ...names.map((n) => us(r.usPerCall[n])), ...ratioNames.map((n) => x(r.ratios[n]))]),
+      rows.map((r) => [
+        r.mode,
+        ...names.map((n) => us(r.usPerCall[n])),
+        ...ratioNames.map((n) => formatRatio(r.ratios[n])),
+      ]),
     )
   );
 }
@@ -191,6 +194,7 @@ export const overhead: Scenario = benchScenario(
       // Slots above the connection count: a busy answer would measure the runner's refusal, not the hop.
       stack = await startStack({
         env: ctx.env,
+        startService: ctx.startService,
         logLevel: options.logLevel,
         slots: Math.max(256, options.connections * 2),
         nginx: options.nginx,

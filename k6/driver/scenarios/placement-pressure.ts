@@ -25,7 +25,7 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { prefixCacheTotals, startCacheFleet } from '../placement-fleet.ts';
 import type { CacheFleet, FleetGateway } from '../placement-fleet.ts';
-import { formatMs, formatTable, startScenario, writeResults } from '../report.ts';
+import { formatMs, formatRatio, formatTable, msCells, startScenario, writeResults } from '../report.ts';
 import { ratio } from '../stats.ts';
 import { RotatingTarget, TraceTarget, placementFigures, replay } from '../trace-run.ts';
 import type { CallTarget, PlacementFigures } from '../trace-run.ts';
@@ -196,6 +196,7 @@ export async function runLivePressure(raw: LivePressureOptions, ctx: ScenarioCon
     );
     fleet = await startCacheFleet({
       env: ctx.env,
+      startService: ctx.startService,
       logLevel: options.logLevel,
       engines,
       slots,
@@ -332,10 +333,9 @@ async function liveCapacity(
  * its p50 and p90 over nginx round-robin's and over prefix-affinity's at the same level.
  */
 export function formatLivePressure(runs: readonly LivePressureRun[]): string {
-  const x = (v: number): string => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-');
   const versus = (r: LivePressureRun, name: string, key: 'p50' | 'p90'): string => {
     const b = runs.find((o) => o.level === r.level && o.contender === name);
-    return x(ratio(r.figures.ttft[key], b?.figures.ttft[key] ?? Number.NaN));
+    return formatRatio(ratio(r.figures.ttft[key], b?.figures.ttft[key] ?? Number.NaN));
   };
   const rows = runs.map((r) => [
     percent(r.level),
@@ -343,9 +343,7 @@ export function formatLivePressure(runs: readonly LivePressureRun[]): string {
     r.gateways === 0 ? '-' : String(r.gateways),
     r.rate.toFixed(1),
     String(r.figures.calls),
-    formatMs(r.figures.ttft.p50),
-    formatMs(r.figures.ttft.p90),
-    formatMs(r.figures.ttft.p99),
+    ...msCells(r.figures.ttft),
     percent(r.goodput),
     percent(r.shed),
     percent(r.cacheHitShare),

@@ -17,7 +17,7 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { prefixCacheTotals, startPlacementFleet } from '../placement-fleet.ts';
 import type { PlacementFleet } from '../placement-fleet.ts';
-import { formatMs, formatTable, startScenario, writeResults } from '../report.ts';
+import { formatMs, formatRatio, formatTable, msCells, startScenario, writeResults } from '../report.ts';
 import type { MachineInfo } from '../report.ts';
 import { ratio } from '../stats.ts';
 import { TraceTarget, placementFigures, replay } from '../trace-run.ts';
@@ -115,6 +115,7 @@ export const placement: Scenario = {
       );
       fleet = await startPlacementFleet({
         env: ctx.env,
+        startService: ctx.startService,
         logLevel: options.logLevel,
         engines: PLACEMENT_FLEET.engines,
         slots: PLACEMENT_FLEET.slots,
@@ -296,7 +297,6 @@ export function baselineOf(runs: readonly PlacementRun[]): string {
 /** The figures table, by level, with each contender's p50 and p90 relative to the baseline's at that level. */
 export function formatPlacement(runs: readonly PlacementRun[]): string {
   const baseline = baselineOf(runs);
-  const x = (v: number): string => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-');
   const rows = runs.map((r) => {
     const b = runs.find((o) => o.level === r.level && o.contender === baseline);
     const f = r.figures;
@@ -306,15 +306,13 @@ export function formatPlacement(runs: readonly PlacementRun[]): string {
       r.rate.toFixed(1),
       String(f.calls),
       String(f.errorCount),
-      formatMs(f.ttft.p50),
-      formatMs(f.ttft.p90),
-      formatMs(f.ttft.p99),
+      ...msCells(f.ttft),
       formatMs(f.latency.p50),
       formatMs(f.latency.p90),
       Number.isFinite(f.tokensPerSecond) ? f.tokensPerSecond.toFixed(0) : '-',
       Number.isFinite(r.cacheHitShare) ? `${(r.cacheHitShare * 100).toFixed(0)}%` : '-',
-      x(ratio(f.ttft.p50, b?.figures.ttft.p50 ?? Number.NaN)),
-      x(ratio(f.ttft.p90, b?.figures.ttft.p90 ?? Number.NaN)),
+      formatRatio(ratio(f.ttft.p50, b?.figures.ttft.p50 ?? Number.NaN)),
+      formatRatio(ratio(f.ttft.p90, b?.figures.ttft.p90 ?? Number.NaN)),
     ];
   });
   return (

@@ -40,7 +40,7 @@ export const serverless: Scenario = {
         progress(
           `starting a gateway with one deployment (0 to ${f.maxReplicas} replicas, target ${f.targetConcurrency}) and ${f.runners} runners with no engine...\n`,
         );
-        fleet = await startServerlessFleet({ env: ctx.env, logLevel, dir });
+        fleet = await startServerlessFleet({ env: ctx.env, startService: ctx.startService, logLevel, dir });
         const gatewayUrl = fleet.gateway.url;
         const token = fleet.operatorToken;
         const registered = await until(

@@ -20,7 +20,7 @@ import { performance } from 'node:perf_hooks';
 import type { KvAwareOptions } from '../../../placer/index.ts';
 import { H100_8B_PROFILE } from '../../../runner/index.ts';
 import { lineChart } from '../line-chart.ts';
-import { formatMs, startScenario, writeResults } from '../report.ts';
+import { formatMs, formatRatio, formatTable, msCells, startScenario, writeResults } from '../report.ts';
 import type { CallRecord, PlacementFigures } from '../trace-run.ts';
 import type { ScenarioContext } from '../types.ts';
 import { cacheDemandOf, cachePressureWorkload } from '../workload.ts';
@@ -267,7 +267,6 @@ function pressureRun(
 
 /** The runs as a table, a row per level, gateway count and contender. */
 export function formatPressure(runs: readonly PressureRun[]): string {
-  const x = (v: number): string => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-');
   const header = [
     'load',
     'gw',
@@ -288,20 +287,15 @@ export function formatPressure(runs: readonly PressureRun[]): string {
     String(r.gateways),
     r.contender,
     String(r.figures.calls),
-    formatMs(r.figures.ttft.p50),
-    formatMs(r.figures.ttft.p90),
-    formatMs(r.figures.ttft.p99),
+    ...msCells(r.figures.ttft),
     tenths(r.goodput),
     tenths(r.shed),
     tenths(r.cacheHitShare),
     r.checks ? tenths(r.checks.overTokens / r.checks.reportedTokens) : '-',
     r.checks ? tenths(r.checks.underTokens / r.checks.reportedTokens) : '-',
-    x(r.p90ToOracle),
+    formatRatio(r.p90ToOracle),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: readonly string[]): string =>
-    cells.map((c, i) => (i === 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
-  return [line(header), ...rows.map(line)].join('\n');
+  return formatTable(header, rows);
 }
 
 /** TTFT p90 and goodput by load, a line per contender and gateway count. */

@@ -54,7 +54,13 @@ export const soak: Scenario = {
         progress(
           `starting redis-server, ${options.nodes} sim engines and runners (${SOAK_FLEET.slots} slots, the first supervising its engine), and a gateway on the redis store...\n`,
         );
-        fleet = await startSoakFleet({ env: ctx.env, logLevel: options.logLevel, nodes: options.nodes, dir });
+        fleet = await startSoakFleet({
+          env: ctx.env,
+          startService: ctx.startService,
+          logLevel: options.logLevel,
+          nodes: options.nodes,
+          dir,
+        });
         const gatewayPid = fleet.gateway.child.pid;
         const load: { inFlight: () => number } = { inFlight: () => 0 };
         sampler = new MemorySampler(

@@ -15,7 +15,7 @@ import { startCpuSample } from '../cpu.ts';
 import { assertLocalTarget } from '../load.ts';
 import { summarize } from '../record.ts';
 import type { LoadMode, RunSummary } from '../record.ts';
-import { formatMs, formatTable, writeResults } from '../report.ts';
+import { formatMs, formatRatio, formatTable, writeResults } from '../report.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { EngineTiming, Stack } from '../stack.ts';
 import { distribution, ratio } from '../stats.ts';
@@ -74,6 +74,7 @@ export const streaming: Scenario = benchScenario(
       );
       stack = await startStack({
         env: ctx.env,
+        startService: ctx.startService,
         logLevel: options.logLevel,
         slots: Math.max(64, concurrency * 2),
         nginx: false,
@@ -126,11 +127,7 @@ export const streaming: Scenario = benchScenario(
       write(
         `${formatTable(
           ['ratio', 'measure', 'p50', 'p90', 'p99'],
-          ratioRows.map((r) => [
-            r.ratio,
-            r.measure,
-            ...[r.p50, r.p90, r.p99].map((v) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '-')),
-          ]),
+          ratioRows.map((r) => [r.ratio, r.measure, ...[r.p50, r.p90, r.p99].map(formatRatio)]),
         )}\n\n`,
       );
       write(`${formatCpuPerChunk(perChunk)}\n\n`);

@@ -6,9 +6,10 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { runnerArgs, startService } from '../../../placer/index.ts';
+import { runnerArgs } from '../../../placer/index.ts';
 import type { ChildService } from '../../../placer/index.ts';
-import { serviceGroup } from '../stack.ts';
+import { serviceGroup, startAll } from '../stack.ts';
+import type { FleetBase } from '../stack.ts';
 import { registeringEnv } from '../soak/fleet.ts';
 
 /** The model of the one deployment; no engine serves it until the reconciler starts one. */
@@ -48,13 +49,10 @@ export interface ServerlessFleet {
 }
 
 /** Starts the gateway and the runners; on failure stops what did start. */
-export async function startServerlessFleet(options: {
-  env: NodeJS.ProcessEnv;
-  logLevel: string;
-  dir: string;
-}): Promise<ServerlessFleet> {
+export async function startServerlessFleet(options: FleetBase & { dir: string }): Promise<ServerlessFleet> {
   const f = SERVERLESS_FLEET;
   const { env, operatorToken } = registeringEnv(options.env);
+  const { startService } = options;
   const level = ['--log-level', options.logLevel];
   const group = serviceGroup();
   try {
@@ -106,15 +104,12 @@ export async function startServerlessFleet(options: {
         { env },
       ),
     );
-    const runners = await Promise.all(
+    const runners = await startAll(
+      { group, startService },
       Array.from({ length: f.runners }, (_, i) =>
-        group.track(
-          startService(
-            runnerArgs({ id: `serverless-${i + 1}`, gateway: gateway.url }, ['--slots', String(f.slots), ...level]),
-            { env },
-          ),
-        ),
+        runnerArgs({ id: `serverless-${i + 1}`, gateway: gateway.url }, ['--slots', String(f.slots), ...level]),
       ),
+      env,
     );
     return { gateway, runners, operatorToken, stop: group.stop };
   } catch (error) {

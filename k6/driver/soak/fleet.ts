@@ -9,9 +9,10 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { freePort, runnerArgs, simEngineArgs, startService } from '../../../placer/index.ts';
+import { freePort, runnerArgs, simEngineArgs } from '../../../placer/index.ts';
 import type { ChildService } from '../../../placer/index.ts';
 import { serviceGroup } from '../stack.ts';
+import type { FleetBase } from '../stack.ts';
 import { startBenchRedis } from './redis.ts';
 import type { BenchRedis } from './redis.ts';
 import { until } from './wait.ts';
@@ -82,9 +83,7 @@ export interface RunnerStatusView {
 }
 
 /** How to start the fleet. */
-export interface SoakFleetOptions {
-  readonly env: NodeJS.ProcessEnv;
-  readonly logLevel: string;
+export interface SoakFleetOptions extends FleetBase {
   readonly nodes: number;
   /** A folder of the soak's own: the call logs and Redis's append-only file go there. */
   readonly dir: string;
@@ -97,6 +96,7 @@ const CONTROL_TIMEOUT_MS = 2_000;
 /** Starts the fleet and waits until the gateway has every runner ready; on failure stops what did start. */
 export async function startSoakFleet(options: SoakFleetOptions): Promise<SoakFleet> {
   const { env, operatorToken } = registeringEnv(options.env);
+  const { startService } = options;
   const level = ['--log-level', options.logLevel];
   const group = serviceGroup();
   const nodes: SoakNode[] = [];

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken, newKeyToken } from '../../../gateway/access/keys.ts';
-import { startService } from '../../../placer/kernel/processes.ts';
+import { startService } from '../../../gateway/cli/entry.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { request } from 'undici';
 import { asOperator, bearer, chatBody, eventually, operatorEnv, postJson, startFleet } from '../../support/fleet.ts';

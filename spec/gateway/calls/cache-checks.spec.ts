@@ -54,7 +54,14 @@ function setup() {
   };
   const checks = new CacheChecks({ pool, placer, logger: silentLogger });
   const call = (route: GatewayCall['route'] = 'chat') => ({ id: 'c1', fn: 'm', route }) as unknown as GatewayCall;
-  return { clock, truth, checks, call, runners, asked: () => asked, reports };
+  /** `runner`'s first feed update: a live engine that holds `blocks` (none when not given). */
+  const feeds = (runner: string, blocks?: readonly string[]) =>
+    truth.update(
+      runner,
+      { epoch: 'e', seq: 1, engineFeed: 'live', reset: true, ...(blocks ? { stored: packBlockKeys(blocks) } : {}) },
+      1,
+    );
+  return { clock, truth, feeds, checks, call, runners, asked: () => asked, reports };
 }
 
 describe('CacheChecks', () => {
@@ -68,12 +75,8 @@ describe('CacheChecks', () => {
   });
 
   it('builds call.cache at its first read only, once, from the runners that announce a feed', () => {
-    const { truth, checks, call, asked } = setup();
-    truth.update(
-      'a',
-      { epoch: 'e', seq: 1, engineFeed: 'live', reset: true, stored: packBlockKeys(keys.slice(0, 3)) },
-      1,
-    );
+    const { feeds, checks, call, asked } = setup();
+    feeds('a', keys.slice(0, 3));
     const c = call();
     checks.attach(c, { messages });
     expect(asked()).toBe(0);
@@ -89,22 +92,14 @@ describe('CacheChecks', () => {
   });
 
   it('names the prompt each scheme its way, and knows none of a runner whose scheme it cannot map', () => {
-    const { truth, checks, call, runners } = setup();
+    const { feeds, checks, call, runners } = setup();
     const wide: CacheAnnouncement = { ...ANNOUNCEMENT, scheme: { ...ANNOUNCEMENT.scheme, blockSize: 32 } };
     runners[1]!.cacheAnnouncement = wide;
     runners[2]!.cacheAnnouncement = { ...ANNOUNCEMENT, tokenizer: 'org/unknown-tokenizer' };
     const wideKeys = new PromptMapper().blocksOf({ route: 'chat', messages }, wide)!.keys;
-    truth.update(
-      'a',
-      { epoch: 'e', seq: 1, engineFeed: 'live', reset: true, stored: packBlockKeys(keys.slice(0, 1)) },
-      1,
-    );
-    truth.update(
-      'b',
-      { epoch: 'e', seq: 1, engineFeed: 'live', reset: true, stored: packBlockKeys(wideKeys.slice(0, 2)) },
-      1,
-    );
-    truth.update('c', { epoch: 'e', seq: 1, engineFeed: 'live', reset: true, stored: packBlockKeys(keys) }, 1);
+    feeds('a', keys.slice(0, 1));
+    feeds('b', wideKeys.slice(0, 2));
+    feeds('c', keys);
     const c = call();
     checks.attach(c, { messages });
     // c holds the blocks as the 16-token scheme names them, but its engine names its own otherwise.
@@ -124,13 +119,9 @@ describe('CacheChecks', () => {
   });
 
   it('counts the placed call as pending on its runner, and records its prediction against the report', () => {
-    const { truth, checks, call, reports } = setup();
-    truth.update(
-      'a',
-      { epoch: 'e', seq: 1, engineFeed: 'live', reset: true, stored: packBlockKeys(keys.slice(0, 3)) },
-      1,
-    );
-    truth.update('b', { epoch: 'e', seq: 1, engineFeed: 'live', reset: true }, 1);
+    const { truth, feeds, checks, call, reports } = setup();
+    feeds('a', keys.slice(0, 3));
+    feeds('b');
     const first = call();
     checks.attach(first, { messages });
     void first.cache;

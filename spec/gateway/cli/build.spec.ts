@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SLUICE_BIN } from '../../../placer/kernel/processes.ts';
+import { SLUICE_BIN } from '../../../gateway/cli/entry.ts';
 import { childPids } from '../../../k6/driver/process-memory.ts';
 import { alive } from '../../support/faults.ts';
 import { chatBody, postJson } from '../../support/fleet.ts';
@@ -63,7 +63,7 @@ describe('the production build', () => {
   });
 
   it('starts children with the bin when built, and with tsx-sluice.mjs on the sources', () => {
-    const script = `const { SLUICE_BIN } = await import(${JSON.stringify(join(dir, 'dist/placer/kernel/processes.js'))}); console.log(SLUICE_BIN);`;
+    const script = `const { SLUICE_BIN } = await import(${JSON.stringify(join(dir, 'dist/gateway/cli/entry.js'))}); console.log(SLUICE_BIN);`;
     expect(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }).trim()).toBe(
       bin,
     );

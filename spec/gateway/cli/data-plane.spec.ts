@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request } from 'undici';
-import { startService } from '../../../placer/kernel/processes.ts';
+import { startService } from '../../../gateway/cli/entry.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { runnerArgs, simEngineArgs } from '../../../placer/kernel/service-args.ts';
 import { asOperator, chatBody, eventually, operatorEnv } from '../../support/fleet.ts';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SLUICE_BIN, startService } from '../../../placer/kernel/processes.ts';
+import { SLUICE_BIN, startService } from '../../../gateway/cli/entry.ts';
 import { asOperator, getJson, operatorEnv } from '../../support/fleet.ts';
 
 function cleanEnv(): NodeJS.ProcessEnv {

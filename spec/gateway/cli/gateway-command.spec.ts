@@ -7,7 +7,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startService } from '../../../placer/kernel/processes.ts';
+import { startService } from '../../../gateway/cli/entry.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { REGISTER_PATH } from '../../../runner/protocol/index.ts';
 import { eventually, postJson } from '../../support/fleet.ts';

@@ -6,7 +6,7 @@
  */
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startService } from '../../../placer/kernel/processes.ts';
+import { startService } from '../../../gateway/cli/entry.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { COLD_START_HEADER } from '../../../gateway/control/cold-start.ts';
 import { recordingColdStarts } from '../../support/cold-starts.ts';

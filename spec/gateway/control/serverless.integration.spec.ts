@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
-import { startService } from '../../../placer/kernel/processes.ts';
+import { startService } from '../../../gateway/cli/entry.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { asOperator, eventually, getJson, metricValue, metrics, operatorEnv } from '../../support/fleet.ts';
 import { alive } from '../../support/faults.ts';

@@ -6,9 +6,9 @@
 import type { Counter } from '@opentelemetry/api';
 import { describe, expect, it, vi } from 'vitest';
 import { EndWriter } from '../../../gateway/detached/detached-writes.ts';
-import { StoreFullError, StoreUnavailableError } from '../../../gateway/detached/store/errors.ts';
-import { createMemoryStore } from '../../../gateway/detached/store/memory.ts';
-import type { CallRecord, CallStore, StoreHealth } from '../../../gateway/detached/store/types.ts';
+import { StoreFullError, StoreUnavailableError } from '../../../gateway/store/errors.ts';
+import { createMemoryStore } from '../../../gateway/store/memory.ts';
+import type { CallRecord, CallStore, StoreHealth } from '../../../gateway/store/types.ts';
 import type { LogFields, Logger } from '../../../placer/kernel/index.ts';
 import type { Clock } from '../../../placer/kernel/index.ts';
 

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { spawn } from 'node:child_process';
-import { SLUICE_BIN, startService } from '../../../placer/kernel/processes.ts';
+import { SLUICE_BIN, startService } from '../../../gateway/cli/entry.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { asOperator, chatBody, operatorEnv, postJson } from '../../support/fleet.ts';
 import { freePort } from '../../support/redis.ts';

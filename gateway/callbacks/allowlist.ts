@@ -11,7 +11,7 @@
  * `http://0x7f.1` cannot slip past an entry for 127.0.0.1 or the other way round. A bare `*`
  * or a pattern over a single label (`*.com`) is refused: callbacks are opt-in per receiver.
  */
-import { show } from '../../../placer/kernel/index.ts';
+import { show } from '../../placer/kernel/index.ts';
 import { CallbackConfigError } from './errors.ts';
 
 /** One compiled allowlist entry. */

@@ -9,8 +9,8 @@
  * attempt, or a receiver would reject a late retry as stale.
  */
 import { Client } from 'undici';
-import type { Logger } from '../../../placer/kernel/index.ts';
-import { fullJitterBackoff } from '../../../placer/kernel/index.ts';
+import type { Logger } from '../../placer/kernel/index.ts';
+import { fullJitterBackoff } from '../../placer/kernel/index.ts';
 import { CallbackRefusedError } from './errors.ts';
 import type { CallbackSenderOptions } from './options.ts';
 import { resolveSenderOptions } from './options.ts';

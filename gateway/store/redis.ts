@@ -12,7 +12,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import { SluiceError } from '../../../placer/kernel/index.ts';
+import { SluiceError } from '../../placer/kernel/index.ts';
 import { StoreUnavailableError, storeFull } from './errors.ts';
 import { CREATE_TIMEOUT_MS, RECORD_OVERHEAD_BYTES, resolveRedisStoreConfig } from './options.ts';
 import type { RedisStoreConfig, RedisStoreOptions } from './options.ts';

@@ -3,13 +3,9 @@
  * value, and the secret is checked at startup rather than at the first finished call.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  createCallbackPolicy,
-  createCallbackSender,
-  generateWebhookSecret,
-} from '../../../../gateway/detached/callbacks/index.ts';
-import type { CallbackSenderOptions } from '../../../../gateway/detached/callbacks/index.ts';
-import { resolveSenderOptions } from '../../../../gateway/detached/callbacks/options.ts';
+import { createCallbackPolicy, createCallbackSender, generateWebhookSecret } from '../../../gateway/callbacks/index.ts';
+import type { CallbackSenderOptions } from '../../../gateway/callbacks/index.ts';
+import { resolveSenderOptions } from '../../../gateway/callbacks/options.ts';
 
 const SECRET = generateWebhookSecret();
 

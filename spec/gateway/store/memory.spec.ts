@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { SluiceError } from '../../../../placer/kernel/index.ts';
-import { RECORD_OVERHEAD_BYTES, createMemoryStore } from '../../../../gateway/detached/store/index.ts';
-import type { MemoryStoreOptions } from '../../../../gateway/detached/store/index.ts';
-import type { LogFields } from '../../../../placer/kernel/index.ts';
-import { warningRecorder } from '../../../support/logger.ts';
+import { SluiceError } from '../../../placer/kernel/index.ts';
+import { RECORD_OVERHEAD_BYTES, createMemoryStore } from '../../../gateway/store/index.ts';
+import type { MemoryStoreOptions } from '../../../gateway/store/index.ts';
+import type { LogFields } from '../../../placer/kernel/index.ts';
+import { warningRecorder } from '../../support/logger.ts';
 import { runningRecord } from './call-fixtures.ts';
 import { describeCallStore } from './contract.ts';
 

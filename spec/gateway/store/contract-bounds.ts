@@ -3,8 +3,8 @@
  * the health check (see contract.ts).
  */
 import { expect, it, vi } from 'vitest';
-import { RECORD_OVERHEAD_BYTES } from '../../../../gateway/detached/store/index.ts';
-import type { CallStore, StoredResult } from '../../../../gateway/detached/store/index.ts';
+import { RECORD_OVERHEAD_BYTES } from '../../../gateway/store/index.ts';
+import type { CallStore, StoredResult } from '../../../gateway/store/index.ts';
 import { EXPIRY, SHORT_TTL, queuedRecord, runningRecord, succeeded } from './call-fixtures.ts';
 import type { MakeStore } from './call-fixtures.ts';
 

@@ -2,7 +2,7 @@
  * Record rules both stores share, so the memory and Redis stores accept, merge and copy records
  * the same way and the contract suite can hold them to one behaviour.
  */
-import { checkMs, show } from '../../../placer/kernel/index.ts';
+import { checkMs, show } from '../../placer/kernel/index.ts';
 import { StoreConfigError, StoreInvalidRecordError } from './errors.ts';
 import { FINAL_STATUSES, LIVE_STATUSES } from './types.ts';
 import type { CallFinish, CallRecord, CallStart, StoredResult } from './types.ts';

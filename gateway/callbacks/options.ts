@@ -2,11 +2,11 @@
  * Options of the callback sender, their defaults, and the checks run once at construction so
  * a bad setting fails at startup rather than at the first finished call.
  */
-import { systemClock } from '../../../placer/kernel/index.ts';
-import { silentLogger } from '../../../placer/kernel/index.ts';
-import type { Logger } from '../../../placer/kernel/index.ts';
-import type { Clock } from '../../../placer/kernel/index.ts';
-import { checksFor, rule, show } from '../../../placer/kernel/index.ts';
+import { systemClock } from '../../placer/kernel/index.ts';
+import { silentLogger } from '../../placer/kernel/index.ts';
+import type { Logger } from '../../placer/kernel/index.ts';
+import type { Clock } from '../../placer/kernel/index.ts';
+import { checksFor, rule, show } from '../../placer/kernel/index.ts';
 import { CallbackConfigError } from './errors.ts';
 import { parseWebhookSecret } from './signing.ts';
 import type { CallbackPolicy } from './targets.ts';

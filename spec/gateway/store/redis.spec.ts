@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { RECORD_OVERHEAD_BYTES, createRedisStore } from '../../../../gateway/detached/store/index.ts';
-import type { CallStore, RedisStoreOptions } from '../../../../gateway/detached/store/index.ts';
-import { systemClock } from '../../../../placer/kernel/index.ts';
-import type { LogFields } from '../../../../placer/kernel/index.ts';
-import { warningRecorder } from '../../../support/logger.ts';
-import { freePort, startRedis } from '../../../support/redis.ts';
-import type { RedisServer } from '../../../support/redis.ts';
-import { redisForSuite } from '../../../support/redis-suite.ts';
-import { closedAfterEach } from '../../../support/closed-after-each.ts';
+import { RECORD_OVERHEAD_BYTES, createRedisStore } from '../../../gateway/store/index.ts';
+import type { CallStore, RedisStoreOptions } from '../../../gateway/store/index.ts';
+import { systemClock } from '../../../placer/kernel/index.ts';
+import type { LogFields } from '../../../placer/kernel/index.ts';
+import { warningRecorder } from '../../support/logger.ts';
+import { freePort, startRedis } from '../../support/redis.ts';
+import type { RedisServer } from '../../support/redis.ts';
+import { redisForSuite } from '../../support/redis-suite.ts';
+import { closedAfterEach } from '../../support/closed-after-each.ts';
 import { queuedRecord, runningRecord } from './call-fixtures.ts';
 import { describeCallStore } from './contract.ts';
 

@@ -3,13 +3,9 @@
  * allowlist rules, and the pinned lookup. DNS is always injected: no test touches real DNS.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  CallbackConfigError,
-  CallbackRefusedError,
-  createCallbackPolicy,
-} from '../../../../gateway/detached/callbacks/index.ts';
-import type { CallbackPolicyOptions, ResolvedAddress } from '../../../../gateway/detached/callbacks/index.ts';
-import { pinnedLookup } from '../../../../gateway/detached/callbacks/targets.ts';
+import { CallbackConfigError, CallbackRefusedError, createCallbackPolicy } from '../../../gateway/callbacks/index.ts';
+import type { CallbackPolicyOptions, ResolvedAddress } from '../../../gateway/callbacks/index.ts';
+import { pinnedLookup } from '../../../gateway/callbacks/targets.ts';
 
 /** A lookup answering from a table, recording what it was asked. */
 function fakeDns(records: Record<string, string[]>) {

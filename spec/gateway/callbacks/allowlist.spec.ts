@@ -1,9 +1,9 @@
 /**
- * gateway/detached/callbacks/allowlist.ts: which callback URLs an allowlist entry matches. The
+ * gateway/callbacks/allowlist.ts: which callback URLs an allowlist entry matches. The
  * entries it refuses, and the policy around it (addresses, DNS), are targets.spec.ts's.
  */
 import { describe, expect, it } from 'vitest';
-import { compileAllowlist } from '../../../../gateway/detached/callbacks/allowlist.ts';
+import { compileAllowlist } from '../../../gateway/callbacks/allowlist.ts';
 
 const allows = (entries: readonly string[], url: string): boolean => compileAllowlist(entries).allows(new URL(url));
 

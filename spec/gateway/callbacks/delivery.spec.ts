@@ -13,11 +13,11 @@ import {
   createCallbackSender,
   generateWebhookSecret,
   verifyWebhook,
-} from '../../../../gateway/detached/callbacks/index.ts';
-import type { CallbackSenderOptions } from '../../../../gateway/detached/callbacks/index.ts';
-import { createJsonLogger } from '../../../../placer/kernel/index.ts';
-import type { Clock } from '../../../../placer/kernel/index.ts';
-import { serversForEach } from '../../../support/servers.ts';
+} from '../../../gateway/callbacks/index.ts';
+import type { CallbackSenderOptions } from '../../../gateway/callbacks/index.ts';
+import { createJsonLogger } from '../../../placer/kernel/index.ts';
+import type { Clock } from '../../../placer/kernel/index.ts';
+import { serversForEach } from '../../support/servers.ts';
 
 const KEY = Buffer.alloc(32, 'k');
 const SECRET = `whsec_${KEY.toString('base64')}`;

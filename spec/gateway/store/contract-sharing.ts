@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { expect, it, vi } from 'vitest';
-import type { CallStore } from '../../../../gateway/detached/store/index.ts';
+import type { CallStore } from '../../../gateway/store/index.ts';
 import {
   EXPIRY,
   SHORT_TTL,

@@ -11,8 +11,8 @@ import {
   parseWebhookSecret,
   signWebhook,
   verifyWebhook,
-} from '../../../../gateway/detached/callbacks/index.ts';
-import { expectThrows } from '../../../support/throws.ts';
+} from '../../../gateway/callbacks/index.ts';
+import { expectThrows } from '../../support/throws.ts';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef'); // 32 bytes
 const SECRET = `whsec_${KEY.toString('base64')}`;

@@ -2,8 +2,8 @@
  * Callback errors. Each has a stable code (to be listed with meaning and fix in docs/errors.md);
  * callers branch on the code, the class, or a refusal's `reason`, never on the message.
  */
-import { errorClass } from '../../../placer/kernel/index.ts';
-import type { SluiceErrorOptions } from '../../../placer/kernel/index.ts';
+import { errorClass } from '../../placer/kernel/index.ts';
+import type { SluiceErrorOptions } from '../../placer/kernel/index.ts';
 
 /** Why a callback URL was refused; stable tokens a caller may branch on. */
 export type RefusalReason =

@@ -15,8 +15,8 @@ import {
   quitRedis,
   redisDefaults,
   redisUses,
-} from '../../../../gateway/detached/store/index.ts';
-import type { RedisUse } from '../../../../gateway/detached/store/index.ts';
+} from '../../../gateway/store/index.ts';
+import type { RedisUse } from '../../../gateway/store/index.ts';
 
 /** Accepts connections and never answers: a stalled Redis. */
 let silent: Server;

@@ -30,7 +30,7 @@
  */
 import { Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
-import { checksFor, redactUrl, show } from '../../../placer/kernel/index.ts';
+import { checksFor, redactUrl, show } from '../../placer/kernel/index.ts';
 import { StoreConfigError } from './errors.ts';
 
 /** Where a Redis is, from its URL. */

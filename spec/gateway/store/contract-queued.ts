@@ -3,7 +3,7 @@
  * compare-and-set that moves one to `running` when a runner commits (see contract.ts).
  */
 import { expect, it } from 'vitest';
-import type { CallStart } from '../../../../gateway/detached/store/index.ts';
+import type { CallStart } from '../../../gateway/store/index.ts';
 import { cancelled, json, queuedRecord, startAt, runningRecord, succeeded, withRecord } from './call-fixtures.ts';
 import type { MakeStore } from './call-fixtures.ts';
 

@@ -4,11 +4,11 @@
  * Here too is the gateway's one Redis connection factory ({@link connectRedis}, with its
  * declared policy), which every Redis user of the gateway opens its connections with.
  */
-import { show } from '../../../placer/kernel/index.ts';
+import { show } from '../../placer/kernel/index.ts';
 import { StoreConfigError } from './errors.ts';
 import { createMemoryStore } from './memory.ts';
 import type { MemoryStoreOptions, RedisStoreOptions } from './options.ts';
-import { redactUrl } from '../../../placer/kernel/index.ts';
+import { redactUrl } from '../../placer/kernel/index.ts';
 import { createRedisStore } from './redis.ts';
 import type { CallStore } from './types.ts';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createStore } from '../../../../gateway/detached/store/index.ts';
-import { freePort } from '../../../support/redis.ts';
+import { createStore } from '../../../gateway/store/index.ts';
+import { freePort } from '../../support/redis.ts';
 import { runningRecord } from './call-fixtures.ts';
 
 describe('createStore', () => {

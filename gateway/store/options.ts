@@ -2,9 +2,9 @@
  * Store options with their defaults, validated once when a store is made, so a bad setting fails
  * with one precise line instead of a cache that never forgets or a TTL that fires at once.
  */
-import { silentLogger, systemClock } from '../../../placer/kernel/index.ts';
-import type { Logger } from '../../../placer/kernel/index.ts';
-import { checksFor, show } from '../../../placer/kernel/index.ts';
+import { silentLogger, systemClock } from '../../placer/kernel/index.ts';
+import type { Logger } from '../../placer/kernel/index.ts';
+import { checksFor, show } from '../../placer/kernel/index.ts';
 import { StoreConfigError } from './errors.ts';
 import { parseRedisUrl, redisUses, resolveRedisTimeouts } from './redis-connection.ts';
 import type { RedisAddress, RedisTimeouts } from './redis-connection.ts';

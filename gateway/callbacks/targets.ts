@@ -15,7 +15,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { LookupFunction } from 'node:net';
-import { show } from '../../../placer/kernel/index.ts';
+import { show } from '../../placer/kernel/index.ts';
 import { classifyAddress, isMetadataHostname } from './address.ts';
 import { compileAllowlist } from './allowlist.ts';
 import { CallbackConfigError, CallbackRefusedError } from './errors.ts';

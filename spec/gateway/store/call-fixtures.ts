@@ -3,13 +3,7 @@
  * spec provides, and records and results to feed a store.
  */
 import { randomUUID } from 'node:crypto';
-import type {
-  CallFinish,
-  CallRecord,
-  CallStart,
-  CallStore,
-  StoredResult,
-} from '../../../../gateway/detached/store/index.ts';
+import type { CallFinish, CallRecord, CallStart, CallStore, StoredResult } from '../../../gateway/store/index.ts';
 
 /** A store under test, with what the suite needs around it. */
 export interface StoreFixture {

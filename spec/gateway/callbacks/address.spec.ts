@@ -3,8 +3,8 @@
  * forms that smuggle an IPv4 address; the CIDR networks registration's policy allows.
  */
 import { describe, expect, it } from 'vitest';
-import { classifyAddress, compileNetworks, sameAddress } from '../../../../gateway/detached/callbacks/index.ts';
-import type { AddressClass } from '../../../../gateway/detached/callbacks/index.ts';
+import { classifyAddress, compileNetworks, sameAddress } from '../../../gateway/callbacks/index.ts';
+import type { AddressClass } from '../../../gateway/callbacks/index.ts';
 
 const table: Array<[string, AddressClass]> = [
   // IPv4

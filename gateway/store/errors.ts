@@ -3,7 +3,7 @@
  * branches on `code` to answer a client: a store that cannot be reached is a 503 the client may
  * retry, never a 500 that reads like a bug.
  */
-import { errorClass } from '../../../placer/kernel/index.ts';
+import { errorClass } from '../../placer/kernel/index.ts';
 
 /** A store option (or the `store` setting) is missing or out of range. */
 export class StoreConfigError extends errorClass('STORE_INVALID_OPTION', 500, 'server_error') {}
