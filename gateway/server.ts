@@ -28,7 +28,7 @@ import {
   visibleModels,
 } from './access/index.ts';
 import type { Caller, GatewayEnv, RouteScope } from './access/index.ts';
-import { LbAgent, notReadyReasons, waitQueueFor } from './calls/index.ts';
+import { LbAgent, notReadyReasons, readinessNotes, waitQueueFor } from './calls/index.ts';
 import {
   answerClientError,
   callRouteOf,
@@ -231,21 +231,22 @@ export function createGateway(options: GatewayOptions): Gateway {
     // and results need the store; its check is cached by the store for about a second, so
     // probes cost at most one ping a second.
     const store = await config.store.health().catch(() => ({ ok: false }));
-    const reasons: string[] = notReadyReasons({
+    const state = {
       closing: agent.closing,
       inFlight: agent.inFlight,
       maxInFlight: config.maxInFlight,
       uploadsFull: agent.uploadsFull,
       runnersReady: pool.ready(),
+      replicasCanStart: serverless.reconciler.deployedModels().some((m) => serverless.failed(m) === undefined),
       storeReady: store.ok,
-    });
+    };
+    const reasons: string[] = notReadyReasons(state);
     // A keyed gateway with no key it can read refuses every client call.
     reasons.push(...keysWatch.reasons());
     const ready = reasons.length === 0;
-    return c.json(
-      { ready, closing: agent.closing, reasons, inFlight: agent.inFlight, uploads: agent.uploads },
-      ready ? 200 : 503,
-    );
+    const { inFlight, uploads } = agent;
+    const notes = readinessNotes(state);
+    return c.json({ ready, closing: agent.closing, reasons, notes, inFlight, uploads }, ready ? 200 : 503);
   });
   app.get('/metrics', async (c) => {
     if (!config.renderMetrics)
