@@ -194,7 +194,14 @@ export function createGateway(options: GatewayOptions): Gateway {
   registerKeyRoutes(app, ring, { openToClients: credentials.openToClients, audit });
   registerDeploymentRoutes(app, config.deployments, serverless, { policy: config.launchPolicy, audit });
   registerDashboardRoutes(app);
-  const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
+  // `created` is when this gateway first saw the model (in seconds, as OpenAI writes it): no
+  // runner reports when its model was made.
+  const firstSeen = new Map<string, number>();
+  const model = (id: string) => {
+    let created = firstSeen.get(id);
+    if (created === undefined) firstSeen.set(id, (created = Math.floor(config.clock.now() / 1000)));
+    return { id, object: 'model', created, owned_by: 'sluice' };
+  };
   // The models runners serve, and the deployed ones: a call for one of those is served too,
   // after a cold start, so a client that checks the list first finds it.
   const listed = (): string[] =>
