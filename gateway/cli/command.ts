@@ -4,7 +4,7 @@
  */
 import type { Logger } from '../../placer/kernel/index.ts';
 import type { Redact } from '../../placer/kernel/index.ts';
-import type { Setting, SettingType } from './settings.ts';
+import type { EnvScheme, Setting, SettingType } from './settings.ts';
 import { SettingsError, flagOf } from './settings.ts';
 
 /** What a command's run function gets. */
@@ -25,8 +25,8 @@ export interface CommandContext {
  */
 export type Stop = (() => Promise<void>) & { done?: Promise<void> };
 
-/** A sluice command. */
-export interface Command {
+/** A sluice command; its `envPrefix` (EnvScheme) names its environment variables when its keys mean something else elsewhere. */
+export interface Command extends EnvScheme {
   summary: string;
   /** Positional arguments shown in the usage line. */
   args?: string;

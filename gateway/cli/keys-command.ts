@@ -13,6 +13,8 @@ export const keys: Command = {
   summary: 'make a client key: prints the key once and its keys-file entry (sluice keys new --name N)',
   args: ' new',
   oneShot: true,
+  // A key's name and models are not the runner's or the gateway's: SLUICE_KEYS_NAME.
+  envPrefix: 'KEYS',
   settings: [
     { key: 'name', type: 'string', description: "the key's name, shown in logs and in GET /v1/keys", required: true },
     {

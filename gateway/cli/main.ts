@@ -52,13 +52,13 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 
   let resolved: Resolved;
   try {
-    resolved = resolveSettings(command.settings, rest, env);
+    resolved = resolveSettings(command.settings, rest, env, command);
   } catch (error) {
     return fail(name, error);
   }
   if (resolved.help) {
     process.stdout.write(
-      `${formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings)}\n`,
+      `${formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings, command)}\n`,
     );
     return 0;
   }

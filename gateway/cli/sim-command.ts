@@ -34,7 +34,11 @@ const failureRate = (status: 429 | 503 | 500, what: string): Setting => ({
 /** Simulated-engine settings, shared by `sim-engine` and `up` (which hands them to its engines). */
 export const simSettings: readonly Setting[] = [
   { key: 'model', type: 'list', libraryDefault: d.models, description: 'model names the engine serves' },
-  s('profile', 'string', 'timing profile: small (fast, for tests) or h100-8b (an 8B model on an H100)'),
+  // A timing profile, where the runner's SLUICE_PROFILE is an engine to launch: its own variable.
+  {
+    ...s('profile', 'string', 'timing profile: small (fast, for tests) or h100-8b (an 8B model on an H100)'),
+    env: 'SLUICE_SIM_PROFILE',
+  },
   fromProfile('ttftMs', 'number', 'prefill overhead in ms: time to first token before per-token prefill'),
   fromProfile('prefillPerTokenMs', 'number', 'prefill time per uncached prompt token, ms'),
   fromProfile('prefillJitterStdMs', 'number', 'standard deviation of prefill time, ms, capped at 30% of the mean'),

@@ -42,7 +42,14 @@ export const up: Command = {
     port(8080),
     host,
     // How many pairs to start is this command's own choice, so it keeps its default here.
-    { key: 'runners', type: 'integer', default: 2, description: 'how many runner + simulated engine pairs to start' },
+    // A count, where the gateway's SLUICE_RUNNERS is a URL list: its own variable.
+    {
+      key: 'runners',
+      type: 'integer',
+      default: 2,
+      description: 'how many runner + simulated engine pairs to start',
+      env: 'SLUICE_UP_RUNNERS',
+    },
     { ...slots, description: 'slots per runner' },
     {
       key: 'serverless',
@@ -157,8 +164,8 @@ export const up: Command = {
 
 /**
  * Children of `up` get the settings given to `up` as flags, and their own defaults for the rest;
- * the parent's SLUICE_* variables (meant for the gateway, where SLUICE_RUNNERS is a count) and
- * PORT must not reach them.
+ * the parent's SLUICE_* variables (meant for `up` and its gateway: SLUICE_PORT, say) and PORT
+ * must not reach them.
  */
 function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
