@@ -1,14 +1,14 @@
 /**
  * Command-line settings: one table per command gives every setting its flag, environment
  * variable, type, default and help line. Values come from flags, then SLUICE_* variables,
- * then a JSON file named by --config; a setting none of them gives is left out, so the
+ * then a JSON or YAML file named by --config; a setting none of them gives is left out, so the
  * library's own default applies (the table only shows it, read from the library's defaults
  * object). Only settings that are the command line's own (port, host, log level) have a
  * default here. A bad value stops start-up with one line naming the setting, where it came
  * from, and the value (hidden for a secret).
  */
 import { readFileSync } from 'node:fs';
-import { REDACTED, redactUrl, urlSecrets } from '../../placer/kernel/index.ts';
+import { REDACTED, parseDataText, redactUrl, urlSecrets } from '../../placer/kernel/index.ts';
 import { readSecretLines } from '../access/secrets.ts';
 
 /**
@@ -20,7 +20,7 @@ export type SettingType = 'string' | 'integer' | 'number' | 'duration' | 'list' 
 
 /** One setting of a command. */
 export interface Setting {
-  /** Key in the resolved values and in the JSON config file (camelCase). */
+  /** Key in the resolved values and in the config file (camelCase). */
   key: string;
   type: SettingType;
   description: string;
@@ -258,7 +258,7 @@ export function formatHelp(
     '',
     'flags:',
     ...rows,
-    `  ${'--config <path>'.padEnd(38)} JSON file of settings keyed by name, e.g. {"${settings[0]?.key ?? 'port'}": ...} (env ${envOf('config', prefix)})`,
+    `  ${'--config <path>'.padEnd(38)} JSON or YAML file of settings keyed by name, e.g. {"${settings[0]?.key ?? 'port'}": ...} (env ${envOf('config', prefix)})`,
     `  ${'--help'.padEnd(38)} this text`,
     '',
     'Precedence: flags, then environment, then the config file, then defaults.',
@@ -294,15 +294,12 @@ function readConfigFile(path: string, settings: readonly Setting[]): Record<stri
       `--config ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
     );
   }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (error) {
-    // Node quotes the text around a syntax error, newlines included; keep the message one line.
-    throw new SettingsError(`--config ${path}: not valid JSON (${(error as Error).message.replace(/\s*\n\s*/g, ' ')})`);
-  }
+  const parsed = parseDataText(text, path);
+  if (parsed.kind === 'unparsable')
+    throw new SettingsError(`--config ${path}: not valid ${parsed.format} (${parsed.message})`);
+  const json = parsed.value;
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-    throw new SettingsError(`--config ${path}: must hold a JSON object of settings`);
+    throw new SettingsError(`--config ${path}: must hold a ${parsed.format} object of settings`);
   }
   const known = new Set(settings.map((s) => s.key));
   for (const key of Object.keys(json)) {

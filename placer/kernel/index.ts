@@ -27,8 +27,10 @@ export {
   rule,
   show,
 } from './validate.ts';
-export type { JsonListEntry, JsonListFault } from './json-list.ts';
-export { cappedProblems, jsonListEntries } from './json-list.ts';
+export type { DataListEntry, DataListFault } from './data-list.ts';
+export { cappedProblems, dataListEntries } from './data-list.ts';
+export type { DataFormat, ParsedData } from './data-text.ts';
+export { dataFormatOf, parseDataText } from './data-text.ts';
 export type { Clock } from './clock.ts';
 export { systemClock } from './clock.ts';
 export { drawIndex, drawWeighted, seededRandom } from './random.ts';
