@@ -16,7 +16,7 @@ import {
 } from '../../k6/driver/index.ts';
 import type { BenchOptions } from '../../k6/driver/index.ts';
 import type { Command } from './command.ts';
-import { givenValues } from './command.ts';
+import { givenValues, logFormat } from './command.ts';
 import type { Setting } from './settings.ts';
 import { formatDefault } from './settings.ts';
 
@@ -236,6 +236,7 @@ const settings: readonly Setting[] = [
   { key: 'out', type: 'string', libraryDefault: b.out, description: 'folder for the JSON results and the SVG chart' },
   // Also the level of this command's own log, so it is applied here (from benchDefaults) rather than left out.
   { key: 'logLevel', type: 'string', default: b.logLevel, description: 'log level of the processes under test' },
+  logFormat,
 ];
 
 /** `sluice bench`. */

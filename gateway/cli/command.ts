@@ -99,6 +99,16 @@ export const logLevel: Setting = {
   default: 'info',
   description: 'debug, info, warn, error or silent',
 };
+/**
+ * How log lines are written, for every command: no default of its own, since it depends on where
+ * the lines go (main: pretty on a terminal, JSON otherwise).
+ */
+export const logFormat: Setting = {
+  key: 'logFormat',
+  type: 'string',
+  defaultText: 'pretty on a terminal, else json',
+  description: 'pretty (one readable line a record) or json (one JSON object a line)',
+};
 export const host: Setting = {
   key: 'host',
   type: 'string',

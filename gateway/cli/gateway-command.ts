@@ -11,7 +11,7 @@ import type { GatewayOptions } from '../options.ts';
 import { storeDefaults } from '../detached/store/options.ts';
 import { callbackPolicyDefaults } from '../detached/callbacks/index.ts';
 import type { Command } from './command.ts';
-import { givenAs, givenValues, host, logLevel, oneOf, port, secretLines, settingsOf } from './command.ts';
+import { givenAs, givenValues, host, logFormat, logLevel, oneOf, port, secretLines, settingsOf } from './command.ts';
 import { lingerSettings, withSecretFile } from './settings.ts';
 import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
 import { reportListening } from '../../placer/kernel/index.ts';
@@ -395,6 +395,7 @@ export const gateway: Command = {
     ...gatewayDataPlaneSettings,
     ...frontSettings,
     logLevel,
+    logFormat,
   ],
   async run({ values, env, logger }) {
     const options = await gatewayOptions(values, logger);

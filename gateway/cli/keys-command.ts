@@ -6,6 +6,7 @@
 import { checkKeySpec, hashToken, keyIdOf, newKeyToken } from '../access/keys.ts';
 import { LIMIT_FIELDS } from '../access/limits.ts';
 import type { Command } from './command.ts';
+import { logFormat } from './command.ts';
 import { SettingsError } from './settings.ts';
 
 /** The one-shot `keys` command. */
@@ -37,6 +38,7 @@ export const keys: Command = {
         'with --tokens-per-minute: the max_tokens given to a call that names none (and what it is reserved at)',
       defaultText: '4096',
     },
+    logFormat,
   ],
   async run({ values, positionals }) {
     if (positionals.length !== 1 || positionals[0] !== 'new')

@@ -6,7 +6,7 @@
 import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { Command } from './command.ts';
-import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { givenValues, host, logFormat, logLevel, port, settingsOf } from './command.ts';
 import { reportListening } from '../../placer/kernel/index.ts';
 import { SettingsError } from './settings.ts';
 import type { Setting, SettingType } from './settings.ts';
@@ -120,6 +120,7 @@ export const simEngine: Command = {
       defaultText: 'sha256_cbor',
     },
     logLevel,
+    logFormat,
   ],
   async run({ values, logger, env }) {
     if (values.prefixCachingHashAlgo !== undefined && values.prefixCachingHashAlgo !== 'sha256_cbor')
@@ -141,7 +142,11 @@ export const simEngine: Command = {
         // A crash knob is for testing supervision: the process dies as an engine would.
         onCrash: () => process.exit(70),
       },
-      (line) => logger.info('sim engine listening', JSON.parse(line) as Record<string, unknown>),
+      // The line's own msg is the message: a field of that name would say it twice.
+      (line) => {
+        const { msg: _msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
+        logger.info('sim engine listening', fields);
+      },
     );
     const url = `http://${values.host as string}:${(engine.server.address() as { port: number }).port}`;
     reportListening(url);

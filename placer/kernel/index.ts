@@ -8,8 +8,8 @@
  */
 export type { ErrorType, SluiceErrorOptions } from './errors.ts';
 export { SluiceError, errorClass } from './errors.ts';
-export type { LogFields, Logger, LogLevel } from './log.ts';
-export { createJsonLogger, isLogLevel, silentLogger } from './log.ts';
+export type { LogFields, LogFormat, Logger, LoggerOptions, LogLevel } from './log.ts';
+export { createJsonLogger, createLogger, isLogFormat, isLogLevel, silentLogger } from './log.ts';
 export { formatMs } from './durations.ts';
 export type { Checks, Fail, IntegerBounds, NumberBounds, Resolved, Rule } from './validate.ts';
 export {

@@ -216,6 +216,40 @@ describe('GatewayRegistration', () => {
   });
 
   it.each([
+    ['a gateway no longer listening', 'refused', [], ['gateway not running; nothing to leave']],
+    ['a 500', 500, ['deregistration failed'], []],
+  ] as const)('says at close, to %s, only what is news', async (_, fault, warned, noted) => {
+    const gw = await FakeGateway.start();
+    const warnings: string[] = [];
+    const infos: string[] = [];
+    const logger = createJsonLogger({
+      level: 'info',
+      write: (line) => {
+        const { level, msg } = JSON.parse(line) as { level: string; msg: string };
+        if (level === 'warn') warnings.push(msg);
+        else if (msg.startsWith('gateway')) infos.push(msg);
+      },
+    });
+    const { timers } = recordingTimers(() => 1);
+    const reg = new GatewayRegistration({
+      gateway: new URL(gw.url),
+      token: TOKEN,
+      url: 'http://r',
+      status,
+      timers,
+      logger,
+    });
+    reg.start();
+    await gw.waitFor((s) => s.kind === 'heartbeat');
+    await reg.stop();
+    if (fault === 'refused') await gw.close();
+    else gw.force = () => fault;
+    await reg.deregister();
+    expect(warnings).toEqual(warned);
+    expect(infos).toEqual(noted);
+  });
+
+  it.each([
     ['a refused connection', 'refused'],
     ['a 500', 500],
     ['a 503', 503],
