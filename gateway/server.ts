@@ -34,6 +34,7 @@ import {
   callRouteOf,
   checkFrontListen,
   ClientConnections,
+  Cors,
   frontDoor,
   guardListener,
   OPENAI_CALL_ROUTES,
@@ -167,8 +168,10 @@ export function createGateway(options: GatewayOptions): Gateway {
   const keysWatch = new ClientKeysWatch({ clients, keys: clientKeys, logger: log });
   const app = new Hono<Env>();
   const newId = () => uuidv7(config.clock.now());
-  // First, so that every answer (404s and refusals included) carries x-request-id.
-  app.use(frontDoor({ newId }));
+  // Off, CORS costs a call nothing: no object, no header looked at.
+  const cors = config.corsOrigins.length > 0 ? new Cors(config.corsOrigins) : undefined;
+  // First, so that every answer (404s and refusals included) carries x-request-id and CORS.
+  app.use(frontDoor({ newId, cors }));
   // Then who is calling, before any route's handler runs.
   app.use(accessGuard(credentials, ROUTE_SCOPES, log));
 
@@ -339,7 +342,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         return agent.serve(call.route, call.fn, incoming, out, caller);
       };
       const { tls } = config.dataPlane;
-      const handler = guardListener(limited, { newId });
+      const handler = guardListener(limited, { newId, cors });
       // Under TLS, HTTP/2 for the clients that offer it (ALPN) and HTTP/1.1 for the rest, on one
       // port. HTTP/2's compatibility request and response are what the routes and the agent use
       // on HTTP/1.1; its sessions are kept to end them at close.

@@ -107,6 +107,13 @@ export const gatewaySettings: readonly Setting[] = [
     'streams (requests) one HTTP/2 connection may have open at once, on the TLS front',
   ),
   {
+    key: 'corsOrigins',
+    type: 'list',
+    description:
+      "origins whose browser pages may call the gateway (CORS), comma-separated (https://app.example.com), or '*' for any",
+    defaultText: 'none: CORS off',
+  },
+  {
     key: 'gatewayId',
     type: 'string',
     description: "this gateway's id, owner of the detached calls it runs",
