@@ -47,9 +47,9 @@ describe('KeyCalls', () => {
     expect(second).toMatchObject({
       code: 'GW_RATE_LIMITED',
       status: 429,
-      message: 'client key "ci" is at its requestsPerMinute (1); retry in 120 s',
+      message: 'client key "ci" is at its requestsPerMinute (1); retry in 60 s',
       headers: {
-        'retry-after': '120',
+        'retry-after': '60',
         'x-ratelimit-limit-requests': '1',
         'x-ratelimit-remaining-requests': '0',
         'x-ratelimit-reset-requests': '2m0s',
