@@ -3,13 +3,12 @@
  * seconds, at which the gateway first saw it, and stays that time.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import { MemoryDeploymentStore } from '../../gateway/control/store.ts';
 import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
 import { systemClock } from '../../placer/kernel/index.ts';
-import { OPERATOR_TOKEN, asOperator, eventually, getJson } from '../support/fleet.ts';
-import { LLAMA_PROFILE } from './control/fake-fleet.ts';
+import { OPERATOR_TOKEN, eventually, getJson } from '../support/fleet.ts';
+import { putLlama } from './control/fake-fleet.ts';
 
 let gateway: Gateway | undefined;
 afterEach(async () => {
@@ -30,13 +29,7 @@ describe('GET /v1/models', () => {
       clock: dayBack,
     });
     const { url } = await gateway.listen();
-    const put = await request(`${url}/v1/deployments/org/llama`, {
-      method: 'PUT',
-      headers: { ...asOperator, 'content-type': 'application/json' },
-      body: JSON.stringify({ profile: LLAMA_PROFILE, maxReplicas: 1 }),
-    });
-    expect(put.statusCode).toBe(201);
-    await put.body.dump();
+    expect(await putLlama(url)).toBe(201);
     const before = Math.floor(dayBack.now() / 1000);
     let listed: { id: string; created: number }[] = [];
     await eventually(async () => {

@@ -4,12 +4,11 @@
  * call needs, since a load balancer reading it must keep sending the calls that start replicas.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import { MemoryDeploymentStore } from '../../gateway/control/store.ts';
 import { createGateway } from '../../gateway/server.ts';
 import type { Gateway } from '../../gateway/server.ts';
-import { OPERATOR_TOKEN, asOperator, eventually, getJson } from '../support/fleet.ts';
-import { LLAMA_PROFILE } from './control/fake-fleet.ts';
+import { OPERATOR_TOKEN, eventually, getJson } from '../support/fleet.ts';
+import { putLlama } from './control/fake-fleet.ts';
 
 let gateway: Gateway | undefined;
 afterEach(async () => {
@@ -36,13 +35,7 @@ describe('GET /readyz', () => {
 
   it('answers 200 with the note no_replica_yet while a deployment is at zero', async () => {
     const url = await start();
-    const put = await request(`${url}/v1/deployments/org/llama`, {
-      method: 'PUT',
-      headers: { ...asOperator, 'content-type': 'application/json' },
-      body: JSON.stringify({ profile: LLAMA_PROFILE, maxReplicas: 2 }),
-    });
-    expect(put.statusCode).toBe(201);
-    await put.body.dump();
+    expect(await putLlama(url)).toBe(201);
     await eventually(async () => (await getJson(`${url}/readyz`)).status === 200, 10_000, 'ready');
     const res = await getJson(`${url}/readyz`);
     expect(res.json).toMatchObject({ ready: true, reasons: [], notes: ['no_replica_yet'] });

@@ -215,6 +215,9 @@ describe('GatewayRegistration', () => {
     expect(gw.seen.at(-1)).toMatchObject({ kind: 'delete', id: 'r-x', status: 204 });
   });
 
+  /** What every registration of these specs names: the gateway at `url`, this runner, its status. */
+  const toGateway = (url: string) => ({ gateway: new URL(url), token: TOKEN, url: 'http://r', status });
+
   it.each([
     ['a gateway no longer listening', 'refused', [], ['gateway not running; nothing to leave']],
     ['a 500', 500, ['deregistration failed'], []],
@@ -230,15 +233,7 @@ describe('GatewayRegistration', () => {
         else if (msg.startsWith('gateway')) infos.push(msg);
       },
     });
-    const { timers } = recordingTimers(() => 1);
-    const reg = new GatewayRegistration({
-      gateway: new URL(gw.url),
-      token: TOKEN,
-      url: 'http://r',
-      status,
-      timers,
-      logger,
-    });
+    const reg = new GatewayRegistration({ ...toGateway(gw.url), timers: recordingTimers(() => 1).timers, logger });
     reg.start();
     await gw.waitFor((s) => s.kind === 'heartbeat');
     await reg.stop();

@@ -52,16 +52,19 @@ describe('UploadBudget', () => {
   });
 });
 
+/** A gateway that takes calls: a ready runner, room for more, its store answering. */
+const READY = {
+  closing: false,
+  inFlight: 0,
+  maxInFlight: 10,
+  uploadsFull: false,
+  runnersReady: true,
+  replicasCanStart: false,
+  storeReady: true,
+};
+
 describe('notReadyReasons', () => {
-  const ready = {
-    closing: false,
-    inFlight: 0,
-    maxInFlight: 10,
-    uploadsFull: false,
-    runnersReady: true,
-    replicasCanStart: false,
-    storeReady: true,
-  };
+  const ready = READY;
 
   it('returns no reason when a new call would be taken', () => {
     expect(notReadyReasons(ready)).toEqual([]);
@@ -87,15 +90,7 @@ describe('notReadyReasons', () => {
 });
 
 describe('readiness with no ready runner', () => {
-  const state = {
-    closing: false,
-    inFlight: 0,
-    maxInFlight: 10,
-    uploadsFull: false,
-    runnersReady: false,
-    replicasCanStart: false,
-    storeReady: true,
-  };
+  const state = { ...READY, runnersReady: false };
 
   it('returns no_ready_runner when no deployment can start a replica either', () => {
     expect(notReadyReasons(state)).toEqual(['no_ready_runner']);

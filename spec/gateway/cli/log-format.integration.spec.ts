@@ -6,22 +6,17 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { startService } from '../../../placer/kernel/processes.ts';
 import type { ChildService } from '../../../placer/kernel/processes.ts';
 import { commandLine } from '../../support/command-line.ts';
 import { eventually, getJson, operatorEnv } from '../../support/fleet.ts';
 
 const RUNNER_TOKEN = 'spec-runner-token-log-format-0123';
-let dir: string;
-let started: ChildService[] = [];
-beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), 'sluice-log-format-spec-'));
-});
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+/** What each test started and wrote, undone after it, last first. */
+const undo: Array<() => unknown> = [];
 afterEach(async () => {
-  await Promise.all(started.map((s) => s.stop('SIGKILL').catch(() => undefined)));
-  started = [];
+  while (undo.length > 0) await undo.pop()!();
 });
 
 /**
@@ -29,7 +24,9 @@ afterEach(async () => {
  * writes kept; resolves once it is ready, which it is once a reconciler pass read the deployment.
  */
 async function gateway(extra: readonly string[]): Promise<{ gw: ChildService; text: () => string }> {
-  const file = join(dir, `deployments-${started.length}.yaml`);
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-log-format-spec-'));
+  undo.push(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'deployments.yaml');
   writeFileSync(file, '- model: sim-log\n  profile: { kind: sim }\n');
   let text = '';
   const gw = await startService(
@@ -42,7 +39,7 @@ async function gateway(extra: readonly string[]): Promise<{ gw: ChildService; te
       },
     },
   );
-  started.push(gw);
+  undo.push(() => gw.stop('SIGKILL').catch(() => undefined));
   await eventually(async () => (await getJson(`${gw.url}/readyz`)).status === 200, 15_000, 'ready');
   return { gw, text: () => text };
 }
