@@ -215,7 +215,10 @@ export function decideWindow(
   const estimate = windowEstimate(t, windowMs, tally);
   const admitted = estimate + cost <= limit;
   const after = admitted ? { estimate: estimate + cost, current: current + cost } : { estimate, current };
-  const resetMs = after.current > 0 ? start + 2 * windowMs - t : previous > 0 ? start + windowMs - t : 0;
+  // Nothing of the key's is left in the sliding window a window after its last counted hit.
+  const last = admitted && cost > 0 ? t : tally.currentLast;
+  const previousCounts = previous > 0 && t < tally.previousLast + windowMs;
+  const resetMs = after.current > 0 ? last + windowMs - t : previousCounts ? tally.previousLast + windowMs - t : 0;
   const state: WindowState = { limit, remaining: Math.max(0, Math.floor(limit - after.estimate)), resetMs };
   if (admitted) return { admitted, state, retryAfterMs: 0 };
   // The estimate falls as the previous window's weight does, linearly, and to nothing a window

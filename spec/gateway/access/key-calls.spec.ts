@@ -40,7 +40,7 @@ describe('KeyCalls', () => {
     expect((await admitted()).headers).toEqual({
       'x-ratelimit-limit-requests': '1',
       'x-ratelimit-remaining-requests': '0',
-      'x-ratelimit-reset-requests': '2m0s',
+      'x-ratelimit-reset-requests': '1m0s',
     });
     const second = await open();
     expect(second).toBeInstanceOf(RateLimitedError);
@@ -52,7 +52,7 @@ describe('KeyCalls', () => {
         'retry-after': '60',
         'x-ratelimit-limit-requests': '1',
         'x-ratelimit-remaining-requests': '0',
-        'x-ratelimit-reset-requests': '2m0s',
+        'x-ratelimit-reset-requests': '1m0s',
       },
     });
   });

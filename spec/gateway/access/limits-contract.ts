@@ -46,14 +46,14 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
         kind: 'refused',
         limit: 'requests',
         retryAfterMs: 60_000,
-        window: { limit: 3, remaining: 0, resetMs: 120_000 },
+        window: { limit: 3, remaining: 0, resetMs: 60_000 },
       });
       elapse(59_999);
       expect((await limiter.admitCall('k', limits, 'l4')).kind).toBe('refused');
       elapse(1);
       expect(await limiter.admitCall('k', limits, 'l5')).toEqual({
         kind: 'admitted',
-        window: { limit: 3, remaining: 2, resetMs: 120_000 },
+        window: { limit: 3, remaining: 2, resetMs: 60_000 },
       });
     });
 
@@ -82,10 +82,10 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       // Half of the previous 10 still count: 5, and this call makes 6.
       expect(await limiter.admitCall('k', limits, 'b')).toEqual({
         kind: 'admitted',
-        window: { limit: 10, remaining: 4, resetMs: 90_000 },
+        window: { limit: 10, remaining: 4, resetMs: 60_000 },
       });
       elapse(2 * WINDOW);
-      expect((await limiter.admitCall('k', limits, 'c')).window).toEqual({ limit: 10, remaining: 9, resetMs: 90_000 });
+      expect((await limiter.admitCall('k', limits, 'c')).window).toEqual({ limit: 10, remaining: 9, resetMs: 60_000 });
     });
 
     it('holds concurrentCalls leases until released, and a second release changes nothing', async () => {
@@ -126,7 +126,7 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       const limits = { tokensPerMinute: 100 };
       expect(await limiter.admitTokens('k', limits, 60)).toEqual({
         kind: 'admitted',
-        window: { limit: 100, remaining: 40, resetMs: 120_000 },
+        window: { limit: 100, remaining: 40, resetMs: 60_000 },
       });
       expect(await limiter.admitTokens('k', limits, 50)).toMatchObject({
         kind: 'refused',

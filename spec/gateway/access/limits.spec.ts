@@ -35,12 +35,12 @@ describe('decideWindow', () => {
   // limit 10, cost 1; elapsed is ms into the current fixed window.
   // name, elapsed, current, previous → admitted, remaining, resetMs, retryAfterMs
   it.each([
-    ['an empty window', 0, 0, 0, true, 9, 120_000, 0],
-    ['half the previous window still inside', 30_000, 0, 10, true, 4, 90_000, 0],
-    ['a full current window: wait for the next and 1/10 of it to slide out', 30_000, 10, 0, false, 0, 90_000, 36_000],
-    ['a full previous window: wait for its weight to fall', 0, 5, 10, false, 0, 120_000, 36_000],
-    ['an over-full previous window and nothing now', 0, 0, 20, false, 0, 60_000, 33_000],
-    ['exactly the limit once this call is in', 0, 9, 0, true, 0, 120_000, 0],
+    ['an empty window', 0, 0, 0, true, 9, 60_000, 0],
+    ['half the previous window still inside', 30_000, 0, 10, true, 4, 60_000, 0],
+    ['a full current window: wait for the next and 1/10 of it to slide out', 30_000, 10, 0, false, 0, 60_000, 36_000],
+    ['a full previous window: wait for its weight to fall', 0, 5, 10, false, 0, 60_000, 36_000],
+    ['an over-full previous window and nothing now', 0, 0, 20, false, 0, 59_999, 33_000],
+    ['exactly the limit once this call is in', 0, 9, 0, true, 0, 60_000, 0],
   ] as const)('decides %s', (_name, elapsed, current, previous, admitted, remaining, resetMs, retryAfterMs) => {
     const decision = decideWindow(T0 + elapsed, WINDOW, 10, 1, tally(elapsed, current, previous));
     expect({ admitted: decision.admitted, ...decision.state, retryAfterMs: decision.retryAfterMs }).toEqual({
