@@ -90,6 +90,8 @@ export class InvalidPreferError extends errorClass('GW_INVALID_PREFER', 400) {}
 export class InvalidIdempotencyKeyError extends errorClass('GW_INVALID_IDEMPOTENCY_KEY', 400) {}
 /** A detached call names a callback URL, and this gateway has callbacks off (400). */
 export class CallbacksDisabledError extends errorClass('GW_CALLBACKS_DISABLED', 400) {}
+/** A CORS preflight from an origin not in --cors-origins (403); answered with no CORS header. */
+export class CorsOriginRefusedError extends errorClass('GW_CORS_ORIGIN_REFUSED', 403) {}
 /** A call route was used with another method than POST (405); answered with `Allow: POST`. */
 export class MethodNotAllowedError extends errorClass('GW_METHOD_NOT_ALLOWED', 405) {}
 /** No detached call with this id in the store: unknown, or its result expired (404). */

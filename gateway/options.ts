@@ -18,7 +18,7 @@ import type { DataPlaneConfig, DataPlaneOptions, GatewayPool } from './fleet/ind
 import { RECORD_OVERHEAD_BYTES, storeDefaults } from './store/index.ts';
 import type { CallStore } from './store/index.ts';
 import { GatewayConfigError } from './errors.ts';
-import { PRIORITIES, isPriority } from './http/index.ts';
+import { PRIORITIES, corsOriginsProblem, isPriority } from './http/index.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol/index.ts';
 import type { LaunchPolicy } from '../runner/protocol/index.ts';
 import { newToken } from './access/index.ts';
@@ -250,6 +250,14 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    * @default none
    */
   runnerNetworks?: readonly string[];
+  /**
+   * Origins whose browser pages may call the gateway (CORS, `--cors-origins`): origins such as
+   * `https://app.example.com`, or `*` for any. Preflights are answered before credentials are
+   * checked; answers to an allowed origin carry `Access-Control-Allow-Origin` and expose the
+   * `sluice-*`, `x-ratelimit-*` and `retry-after` headers.
+   * @default none: CORS off
+   */
+  corsOrigins?: readonly string[];
   /** How often registered runners heartbeat, in ms. @default see gatewayDefaults */
   heartbeatInterval?: number;
   /** Missed heartbeats after which a runner is unreachable and not placed on. @default see gatewayDefaults */
@@ -371,6 +379,8 @@ export interface GatewayConfig {
   /** Every runner token accepted, newest first; empty when registration is off. */
   readonly runnerTokens: readonly string[];
   readonly runnerNetworks: readonly string[];
+  /** Empty when CORS is off. */
+  readonly corsOrigins: readonly string[];
   readonly breaker: { readonly threshold: number; readonly openFor: number; readonly closeAfter: number };
   readonly heartbeatInterval: number;
   readonly unreachableAfterMissed: number;
@@ -517,6 +527,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewaySettings 
     callbacks,
     renderMetrics,
     runnerNetworks = [],
+    corsOrigins = [],
   } = options;
   const { meterProvider = metrics.getMeterProvider() } = options;
   const placerConfig = resolvePlacerConfig(options);
@@ -553,6 +564,9 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewaySettings 
   } catch (error) {
     throw check.fail((error as Error).message, 'runnerNetworks');
   }
+  if (!Array.isArray(corsOrigins)) throw check.fail(`corsOrigins must be a list of origins, got ${show(corsOrigins)}`);
+  const corsProblem = corsOriginsProblem(corsOrigins);
+  if (corsProblem !== undefined) throw check.fail(corsProblem, 'corsOrigins');
   // The default placer is made by the composition, by its name; a given one is checked here.
   const checked = check.resolve(gatewayDefaults, gatewayRules, { ...options, placer: undefined });
   const { placer } = options;
@@ -629,6 +643,7 @@ export function resolveGatewayOptions(options: GatewayOptions): GatewaySettings 
     runnerToken: runnerTokens[0],
     runnerTokens,
     runnerNetworks: Object.freeze([...runnerNetworks]),
+    corsOrigins: Object.freeze([...corsOrigins]),
     breaker,
     meterProvider,
     renderMetrics,

@@ -28,12 +28,13 @@ import {
   visibleModels,
 } from './access/index.ts';
 import type { Caller, GatewayEnv, RouteScope } from './access/index.ts';
-import { LbAgent, notReadyReasons, waitQueueFor } from './calls/index.ts';
+import { LbAgent, notReadyReasons, readinessNotes, waitQueueFor } from './calls/index.ts';
 import {
   answerClientError,
   callRouteOf,
   checkFrontListen,
   ClientConnections,
+  Cors,
   frontDoor,
   guardListener,
   OPENAI_CALL_ROUTES,
@@ -168,8 +169,10 @@ export function createGateway(options: GatewayOptions): Gateway {
   const keysWatch = new ClientKeysWatch({ clients, keys: clientKeys, logger: log });
   const app = new Hono<Env>();
   const newId = () => uuidv7(config.clock.now());
-  // First, so that every answer (404s and refusals included) carries x-request-id.
-  app.use(frontDoor({ newId }));
+  // Off, CORS costs a call nothing: no object, no header looked at.
+  const cors = config.corsOrigins.length > 0 ? new Cors(config.corsOrigins) : undefined;
+  // First, so that every answer (404s and refusals included) carries x-request-id and CORS.
+  app.use(frontDoor({ newId, cors }));
   // Then who is calling, before any route's handler runs.
   app.use(accessGuard(credentials, ROUTE_SCOPES, log));
 
@@ -195,7 +198,14 @@ export function createGateway(options: GatewayOptions): Gateway {
   registerKeyRoutes(app, ring, { openToClients: credentials.openToClients, audit });
   registerDeploymentRoutes(app, config.deployments, serverless, { policy: config.launchPolicy, audit });
   registerDashboardRoutes(app);
-  const model = (id: string) => ({ id, object: 'model', created: 0, owned_by: 'sluice' });
+  // `created` is when this gateway first saw the model (in seconds, as OpenAI writes it): no
+  // runner reports when its model was made.
+  const firstSeen = new Map<string, number>();
+  const model = (id: string) => {
+    let created = firstSeen.get(id);
+    if (created === undefined) firstSeen.set(id, (created = Math.floor(config.clock.now() / 1000)));
+    return { id, object: 'model', created, owned_by: 'sluice' };
+  };
   // The models runners serve, and the deployed ones: a call for one of those is served too,
   // after a cold start, so a client that checks the list first finds it.
   const listed = (): string[] =>
@@ -232,21 +242,22 @@ export function createGateway(options: GatewayOptions): Gateway {
     // and results need the store; its check is cached by the store for about a second, so
     // probes cost at most one ping a second.
     const store = await config.store.health().catch(() => ({ ok: false }));
-    const reasons: string[] = notReadyReasons({
+    const state = {
       closing: agent.closing,
       inFlight: agent.inFlight,
       maxInFlight: config.maxInFlight,
       uploadsFull: agent.uploadsFull,
       runnersReady: pool.ready(),
+      replicasCanStart: serverless.reconciler.deployedModels().some((m) => serverless.failed(m) === undefined),
       storeReady: store.ok,
-    });
+    };
+    const reasons: string[] = notReadyReasons(state);
     // A keyed gateway with no key it can read refuses every client call.
     reasons.push(...keysWatch.reasons());
     const ready = reasons.length === 0;
-    return c.json(
-      { ready, closing: agent.closing, reasons, inFlight: agent.inFlight, uploads: agent.uploads },
-      ready ? 200 : 503,
-    );
+    const { inFlight, uploads } = agent;
+    const notes = readinessNotes(state);
+    return c.json({ ready, closing: agent.closing, reasons, notes, inFlight, uploads }, ready ? 200 : 503);
   });
   app.get('/metrics', async (c) => {
     if (!config.renderMetrics)
@@ -332,7 +343,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         return agent.serve(call.route, call.fn, incoming, out, caller);
       };
       const { tls } = config.dataPlane;
-      const handler = guardListener(limited, { newId });
+      const handler = guardListener(limited, { newId, cors });
       // Under TLS, HTTP/2 for the clients that offer it (ALPN) and HTTP/1.1 for the rest, on one
       // port. HTTP/2's compatibility request and response are what the routes and the agent use
       // on HTTP/1.1; its sessions are kept to end them at close.

@@ -3,7 +3,7 @@
  * and this one walk does the offering, waiting and giving up, so commit semantics cannot drift
  * between strategies.
  */
-import { systemClock } from './kernel/index.ts';
+import { formatMs, systemClock } from './kernel/index.ts';
 import { PlacerAbortedError, PlacerPoolError, PlacerTimeoutError } from './errors.ts';
 import type { Clock } from './kernel/index.ts';
 import type { Placer, Runner, RunnerCall, RunnerPool, TryExecResult } from './types.ts';
@@ -226,7 +226,7 @@ function aborted(call: RunnerCall, attempts: number): PlacerAbortedError {
 
 function timedOut(call: RunnerCall, waited: number, attempts: number): PlacerTimeoutError {
   return new PlacerTimeoutError(
-    `no runner accepted the call for function "${call.fn}" after waiting ${waited} ms (${plural(attempts, 'attempt')})`,
+    `no runner accepted the call for function "${call.fn}" after waiting ${formatMs(waited)} (${plural(attempts, 'attempt')})`,
     attempts,
   );
 }

@@ -20,7 +20,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
-import { onCutShort } from '../placer/kernel/index.ts';
+import { formatMs, onCutShort } from '../placer/kernel/index.ts';
 import type { Logger } from '../placer/kernel/index.ts';
 import { admit } from './admission.ts';
 import type { BusyReason } from './admission.ts';
@@ -228,7 +228,7 @@ class AdmittedCall {
     const timer = setTimeout(
       () =>
         this.#controller.abort(
-          new EngineTimeoutError(`call ${this.#callId ?? ''} ran past its budget of ${this.#budget} ms`),
+          new EngineTimeoutError(`call ${this.#callId ?? ''} ran past its budget of ${formatMs(this.#budget)}`),
         ),
       Math.max(1, deadline - performance.now()),
     );

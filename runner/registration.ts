@@ -185,6 +185,10 @@ export class GatewayRegistration {
       const kind = gatewayAnswerKind(answer.status);
       if (kind === 'accepted') this.#log.info('deregistered from gateway', {});
       else if (kind === 'unknown-runner') this.#log.info('gateway had already forgotten this runner', {});
+      // Nothing listens there: the gateway stopped (`sluice up` stops it before its runners),
+      // and there is no pool left to leave.
+      else if ((answer.error as { code?: unknown } | undefined)?.code === 'ECONNREFUSED')
+        this.#log.info('gateway not running; nothing to leave', {});
       else
         this.#log.warn('deregistration failed', {
           status: answer.status,

@@ -1,6 +1,6 @@
 /**
- * The keys file (`--keys keys.json`): a JSON list of `{ name, hash: "sha256:<hex>", models?,
- * limits? }`, one per client key, written by the operator (`sluice keys new` prints an entry).
+ * The keys file (`--keys keys.json`, or `.yaml`): a list, in JSON or YAML
+ * (placer/kernel/data-text.ts), of `{ name, hash: "sha256:<hex>", models?, limits? }`, one per client key, written by the operator (`sluice keys new` prints an entry).
  *
  * It is checked whole, with one message per problem naming the entry and the field, and applied
  * whole or not at all: at start-up a bad file stops the gateway; on a reload (the file changed,
@@ -10,7 +10,7 @@ import { watch } from 'node:fs';
 import type { FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { cappedProblems, jsonListEntries, silentLogger } from '../../placer/kernel/index.ts';
+import { cappedProblems, dataListEntries, silentLogger } from '../../placer/kernel/index.ts';
 import type { Logger } from '../../placer/kernel/index.ts';
 import { KeysFileError } from '../errors.ts';
 import { checkKeyHash, checkKeySpec, keyIdOf } from './keys.ts';
@@ -20,14 +20,15 @@ import type { KeyRing, HashedKey } from './keys.ts';
 const MAX_LISTED = 20;
 
 /**
- * The keys in a keys file's text. `file` names the file in messages.
+ * The keys in a keys file's text. `file` names the file in messages, and its extension the
+ * format (JSON or YAML).
  * @throws KeysFileError listing every problem, each naming the entry (index and name) and field.
  */
 export function parseKeysFile(text: string, file: string): HashedKey[] {
-  const entries = jsonListEntries(text, 'name', (fault) =>
-    fault.kind === 'not-json'
-      ? new KeysFileError(`keys file ${file} is not JSON: ${fault.message}`)
-      : new KeysFileError(`keys file ${file} must be a JSON list of keys, got ${typeof fault.value}`),
+  const entries = dataListEntries(text, file, 'name', (fault) =>
+    fault.kind === 'unparsable'
+      ? new KeysFileError(`keys file ${file} is not ${fault.format}: ${fault.message}`)
+      : new KeysFileError(`keys file ${file} must be a ${fault.format} list of keys, got ${typeof fault.value}`),
   );
   const problems: string[] = [];
   const keys: HashedKey[] = [];

@@ -20,6 +20,7 @@ import type { Redis } from 'ioredis';
 import { connectRedis, defineScripts, quitRedis, redisScript, redisUses, STORED_BYTES_LUA } from '../store/index.ts';
 import type { RedisTimeouts } from '../store/index.ts';
 import { decideWindow, resolveLimiterOptions } from './limits.ts';
+import type { WindowTally } from './limits.ts';
 import type { Admission, KeyLimits, Limiter, LimiterOptions, StoredAdmission, StoredReservation } from './limits.ts';
 import { checksFor, show } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
@@ -35,27 +36,33 @@ export interface RedisLimiterOptions extends LimiterOptions, RedisTimeouts {
   leaseMs?: number;
 }
 
-/** Rolls a window hash to fixed window `bucket`: returns the current and previous counts there. */
+/**
+ * Rolls a window hash to fixed window `bucket`: returns the current and previous counts there,
+ * and the time of each one's last hit (fields l and q). A hash written before those fields has
+ * its last hits at the end of their windows: no earlier than they can have been.
+ */
 const ROLL = `
-local function roll(key, bucket)
-  local s = redis.call('HMGET', key, 'b', 'c', 'p')
+local function roll(key, bucket, w)
+  local s = redis.call('HMGET', key, 'b', 'c', 'p', 'l', 'q')
   local b = tonumber(s[1])
-  if b == nil then return 0, 0 end
-  if b == bucket then return tonumber(s[2]) or 0, tonumber(s[3]) or 0 end
-  if b == bucket - 1 then return 0, tonumber(s[2]) or 0 end
-  return 0, 0
+  if b == nil then return 0, 0, 0, 0 end
+  local l = tonumber(s[4]) or ((b + 1) * w - 1)
+  if b == bucket then return tonumber(s[2]) or 0, tonumber(s[3]) or 0, l, tonumber(s[5]) or (b * w - 1) end
+  if b == bucket - 1 then return 0, tonumber(s[2]) or 0, 0, l end
+  return 0, 0, 0, 0
 end
-local function put(key, bucket, cur, prev, w)
-  redis.call('HSET', key, 'b', bucket, 'c', cur, 'p', prev)
+local function put(key, bucket, cur, prev, last, prevLast, w)
+  redis.call('HSET', key, 'b', bucket, 'c', cur, 'p', prev, 'l', last, 'q', prevLast)
   redis.call('PEXPIRE', key, 2 * w)
 end
 local function admits(key, now, w, limit, cost)
   local bucket = math.floor(now / w)
-  local cur, prev = roll(key, bucket)
-  local est = prev * (w - (now - bucket * w)) / w + cur
-  if est + cost > limit then return false, cur, prev end
-  put(key, bucket, cur + cost, prev, w)
-  return true, cur, prev
+  local cur, prev, last, prevLast = roll(key, bucket, w)
+  local est = cur
+  if now < prevLast + w then est = prev * (w - (now - bucket * w)) / w + cur end
+  if est + cost > limit then return false, cur, prev, last, prevLast end
+  put(key, bucket, cur + cost, prev, now, prevLast, w)
+  return true, cur, prev, last, prevLast
 end
 `;
 
@@ -63,7 +70,8 @@ end
  * KEYS: requests window, leases. ARGV: now, windowMs, requestsPerMinute (0: none),
  * concurrentCalls (0: none), lease, lease expiry, leaseMs. Returns {1, cur, prev} when admitted
  * (the request counted, the lease held), {0, cur, prev} when the window refused it, {-1, cur, prev}
- * when every concurrent call is taken; cur and prev are the counts before this call.
+ * when every concurrent call is taken; cur and prev are the counts before this call, each
+ * followed by the time of its last hit (so {1, cur, prev, last, prevLast}).
  */
 const ADMIT_CALL = redisScript(
   'sluiceAdmitCall',
@@ -75,23 +83,23 @@ if conc > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
   if not redis.call('ZSCORE', KEYS[2], ARGV[5]) and redis.call('ZCARD', KEYS[2]) >= conc then
     if rpm > 0 then
-      local c, p = roll(KEYS[1], math.floor(now / w))
-      return {-1, c, p}
+      local c, p, l, q = roll(KEYS[1], math.floor(now / w), w)
+      return {-1, c, p, l, q}
     end
-    return {-1, 0, 0}
+    return {-1, 0, 0, 0, 0}
   end
 end
-local cur, prev = 0, 0
+local cur, prev, last, prevLast = 0, 0, 0, 0
 if rpm > 0 then
   local ok
-  ok, cur, prev = admits(KEYS[1], now, w, rpm, 1)
-  if not ok then return {0, cur, prev} end
+  ok, cur, prev, last, prevLast = admits(KEYS[1], now, w, rpm, 1)
+  if not ok then return {0, cur, prev, last, prevLast} end
 end
 if conc > 0 then
   redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
   redis.call('PEXPIRE', KEYS[2], ARGV[7])
 end
-return {1, cur, prev}
+return {1, cur, prev, last, prevLast}
 `,
 );
 
@@ -100,9 +108,9 @@ const ADMIT_TOKENS = redisScript(
   'sluiceAdmitTokens',
   1,
   `${ROLL}
-local ok, cur, prev = admits(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
-if ok then return {1, cur, prev} end
-return {0, cur, prev}
+local ok, cur, prev, last, prevLast = admits(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
+if ok then return {1, cur, prev, last, prevLast} end
+return {0, cur, prev, last, prevLast}
 `,
 );
 
@@ -113,8 +121,10 @@ const SETTLE = redisScript(
   `${ROLL}
 local now, w, delta = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local bucket = math.floor(now / w)
-local cur, prev = roll(KEYS[1], bucket)
-put(KEYS[1], bucket, math.max(0, cur + delta), prev, w)
+local cur, prev, last, prevLast = roll(KEYS[1], bucket, w)
+-- Tokens counted late are a hit now: the window holds them a whole window from here.
+if delta > 0 then last = now end
+put(KEYS[1], bucket, math.max(0, cur + delta), prev, last, prevLast, w)
 return 1
 `,
 );
@@ -178,9 +188,20 @@ return 1
 `,
 );
 
+/** A window script's answer: the outcome code, then the counts and last hits before this call. */
+type WindowReply = [code: number, current: number, previous: number, currentLast: number, previousLast: number];
+
+/** The counts of a {@link WindowReply}. */
+const tallyOf = ([, current, previous, currentLast, previousLast]: WindowReply): WindowTally => ({
+  current,
+  previous,
+  currentLast,
+  previousLast,
+});
+
 interface LimitScripts {
-  sluiceAdmitCall(requests: string, leases: string, ...args: (string | number)[]): Promise<[number, number, number]>;
-  sluiceAdmitTokens(tokens: string, ...args: (string | number)[]): Promise<[number, number, number]>;
+  sluiceAdmitCall(requests: string, leases: string, ...args: (string | number)[]): Promise<WindowReply>;
+  sluiceAdmitTokens(tokens: string, ...args: (string | number)[]): Promise<WindowReply>;
   sluiceSettle(tokens: string, ...args: (string | number)[]): Promise<number>;
   sluiceStoredReserve(
     stored: string,
@@ -244,7 +265,7 @@ class RedisLimiter implements Limiter {
     const { requestsPerMinute: rpm = 0, concurrentCalls: conc = 0 } = limits;
     if (rpm === 0 && conc === 0) return ADMITTED;
     const now = this.#now();
-    const [code, cur, prev] = await this.#client.sluiceAdmitCall(
+    const reply = await this.#client.sluiceAdmitCall(
       this.#key(keyId, 'requests'),
       this.#key(keyId, 'leases'),
       now,
@@ -255,14 +276,14 @@ class RedisLimiter implements Limiter {
       now + this.#leaseMs,
       this.#leaseMs,
     );
-    if (code === -1) {
+    if (reply[0] === -1) {
       // Where the requests window stands, uncounted, for the refusal's x-ratelimit headers.
-      const window = rpm === 0 ? undefined : decideWindow(now, this.#windowMs, rpm, 0, cur, prev).state;
+      const window = rpm === 0 ? undefined : decideWindow(now, this.#windowMs, rpm, 0, tallyOf(reply)).state;
       return { kind: 'refused', limit: 'concurrent', retryAfterMs: this.#retryAfterMs, ...(window ? { window } : {}) };
     }
     if (rpm === 0) return ADMITTED;
-    const decision = decideWindow(now, this.#windowMs, rpm, 1, cur, prev);
-    return code === 1
+    const decision = decideWindow(now, this.#windowMs, rpm, 1, tallyOf(reply));
+    return reply[0] === 1
       ? { kind: 'admitted', window: decision.state }
       : { kind: 'refused', limit: 'requests', retryAfterMs: decision.retryAfterMs, window: decision.state };
   }
@@ -272,15 +293,9 @@ class RedisLimiter implements Limiter {
     if (limit === undefined) return ADMITTED;
     const cost = Math.min(estimate, limit);
     const now = this.#now();
-    const [code, cur, prev] = await this.#client.sluiceAdmitTokens(
-      this.#key(keyId, 'tokens'),
-      now,
-      this.#windowMs,
-      limit,
-      cost,
-    );
-    const decision = decideWindow(now, this.#windowMs, limit, cost, cur, prev);
-    return code === 1
+    const reply = await this.#client.sluiceAdmitTokens(this.#key(keyId, 'tokens'), now, this.#windowMs, limit, cost);
+    const decision = decideWindow(now, this.#windowMs, limit, cost, tallyOf(reply));
+    return reply[0] === 1
       ? { kind: 'admitted', window: decision.state }
       : { kind: 'refused', limit: 'tokens', retryAfterMs: decision.retryAfterMs, window: decision.state };
   }

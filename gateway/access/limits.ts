@@ -5,10 +5,15 @@
  *
  * The two per-minute limits use one sliding-window algorithm, the two-bucket approximation: a
  * count for the current fixed window and one for the window before it, the earlier one weighted
- * by how much of it still lies inside the sliding window that ends now. It keeps three numbers per
- * key and limit, whatever the traffic, and is exact when traffic is even across the window; its
- * error is bounded by the previous window's count times the unevenness. Both backends compute it
- * with the same expression ({@link windowEstimate}), the Redis one inside a Lua script.
+ * by how much of it still lies inside the sliding window that ends now. It keeps five numbers per
+ * key and limit, whatever the traffic (the window, the two counts, and the time of each count's
+ * last hit), and is exact when traffic is even across the window; its error is bounded by the
+ * previous window's count times the unevenness. Once a whole window has passed since the
+ * previous window's last hit, none of its hits is inside the sliding window, and it counts for
+ * nothing: so a key is told to retry, and admitted, within a window of its last counted call,
+ * never later (a 3-a-minute key whose calls came together waits a minute, not 67 s). Both
+ * backends compute it with the same expression ({@link windowEstimate}), the Redis one inside a
+ * Lua script.
  *
  * Tokens are counted in two steps: a reservation at admission of the call's worst case (its
  * prompt estimated by {@link estimateTokens}, bytes/4 since no tokenizer runs in the gateway,
@@ -155,12 +160,21 @@ export function resolveLimiterOptions(options: LimiterOptions): LimiterConfig {
   });
 }
 
-/** A bucket's counts: `current` in fixed window `bucket` (now / windowMs), `previous` in the one before. */
+/**
+ * A bucket's counts: `current` in fixed window `bucket` (now / windowMs), `previous` in the one
+ * before, and the time (whole ms) of each one's last hit, which means something only while its
+ * count is above 0.
+ */
 export interface WindowCounts {
   bucket: number;
   current: number;
   previous: number;
+  currentLast: number;
+  previousLast: number;
 }
+
+/** The counts {@link decideWindow} reads. */
+export type WindowTally = Pick<WindowCounts, 'current' | 'previous' | 'currentLast' | 'previousLast'>;
 
 /** What one window check decided, from the counts before it. */
 export interface WindowDecision {
@@ -172,12 +186,14 @@ export interface WindowDecision {
 
 /**
  * The sliding count at `now` (whole ms): the previous window's count weighted by the share of it
- * still inside the sliding window, plus the current one's. limits-redis.ts's Lua computes the
- * same expression in the same order, so both backends decide alike.
+ * still inside the sliding window, or nothing once its last hit is a window old, plus the current
+ * one's. limits-redis.ts's Lua computes the same expression in the same order, so both backends
+ * decide alike.
  */
-export function windowEstimate(now: number, windowMs: number, current: number, previous: number): number {
+export function windowEstimate(now: number, windowMs: number, tally: WindowTally): number {
+  if (now >= tally.previousLast + windowMs) return tally.current;
   const elapsed = now - Math.floor(now / windowMs) * windowMs;
-  return (previous * (windowMs - elapsed)) / windowMs + current;
+  return (tally.previous * (windowMs - elapsed)) / windowMs + tally.current;
 }
 
 /**
@@ -190,35 +206,40 @@ export function decideWindow(
   windowMs: number,
   limit: number,
   cost: number,
-  current: number,
-  previous: number,
+  tally: WindowTally,
 ): WindowDecision {
+  const { current, previous } = tally;
   const t = Math.floor(now);
   const start = Math.floor(t / windowMs) * windowMs;
   const elapsed = t - start;
-  const estimate = windowEstimate(t, windowMs, current, previous);
+  const estimate = windowEstimate(t, windowMs, tally);
   const admitted = estimate + cost <= limit;
   const after = admitted ? { estimate: estimate + cost, current: current + cost } : { estimate, current };
-  const resetMs = after.current > 0 ? start + 2 * windowMs - t : previous > 0 ? start + windowMs - t : 0;
+  // Nothing of the key's is left in the sliding window a window after its last counted hit.
+  const last = admitted && cost > 0 ? t : tally.currentLast;
+  const previousCounts = previous > 0 && t < tally.previousLast + windowMs;
+  const resetMs = after.current > 0 ? last + windowMs - t : previousCounts ? tally.previousLast + windowMs - t : 0;
   const state: WindowState = { limit, remaining: Math.max(0, Math.floor(limit - after.estimate)), resetMs };
   if (admitted) return { admitted, state, retryAfterMs: 0 };
-  // The estimate falls as the previous window's weight does, linearly; find when cost fits.
+  // The estimate falls as the previous window's weight does, linearly, and to nothing a window
+  // after that window's last hit: cost fits at the first of the two.
   let wait: number;
   if (current + cost <= limit) {
-    wait = windowMs * (1 - (limit - current - cost) / previous) - elapsed;
+    wait = Math.min(windowMs * (1 - (limit - current - cost) / previous) - elapsed, tally.previousLast + windowMs - t);
   } else {
     // Only once this window is the previous one, and enough of it has slid out.
-    wait = windowMs - elapsed + windowMs * (1 - (limit - cost) / current);
+    const slid = windowMs - elapsed + windowMs * (1 - (limit - cost) / current);
+    wait = Math.min(slid, tally.currentLast + windowMs - t);
   }
   return { admitted, state, retryAfterMs: Math.max(1, Math.ceil(wait)) };
 }
 
 /** The counts as they stand in `bucket`: rolled forward one window, or emptied after two. */
 export function rollWindow(counts: WindowCounts | undefined, bucket: number): WindowCounts {
-  if (!counts) return { bucket, current: 0, previous: 0 };
-  if (counts.bucket === bucket) return counts;
-  if (counts.bucket === bucket - 1) return { bucket, current: 0, previous: counts.current };
-  return { bucket, current: 0, previous: 0 };
+  if (counts?.bucket === bucket) return counts;
+  if (counts?.bucket === bucket - 1)
+    return { bucket, current: 0, previous: counts.current, currentLast: 0, previousLast: counts.currentLast };
+  return { bucket, current: 0, previous: 0, currentLast: 0, previousLast: 0 };
 }
 
 /**
@@ -353,7 +374,10 @@ class MemoryLimiter implements Limiter {
     const state = this.#keys.get(keyId);
     if (state && actual !== estimated) {
       const counts = rollWindow(state.tokens, this.#bucket());
-      state.tokens = { ...counts, current: Math.max(0, counts.current + actual - estimated) };
+      const current = Math.max(0, counts.current + actual - estimated);
+      // Tokens counted late are a hit now: the window holds them a whole window from here.
+      const currentLast = actual > estimated ? Math.floor(this.#clock.now()) : counts.currentLast;
+      state.tokens = { ...counts, current, currentLast };
     }
     return DONE;
   }
@@ -432,8 +456,10 @@ class MemoryLimiter implements Limiter {
   #spend(state: KeyState, which: 'requests' | 'tokens', limit: number, cost: number): WindowDecision {
     const now = this.#clock.now();
     const counts = rollWindow(state[which], Math.floor(Math.floor(now) / this.#windowMs));
-    const decision = decideWindow(now, this.#windowMs, limit, cost, counts.current, counts.previous);
-    state[which] = decision.admitted ? { ...counts, current: counts.current + cost } : counts;
+    const decision = decideWindow(now, this.#windowMs, limit, cost, counts);
+    state[which] = decision.admitted
+      ? { ...counts, current: counts.current + cost, currentLast: Math.floor(now) }
+      : counts;
     return decision;
   }
 
@@ -441,7 +467,7 @@ class MemoryLimiter implements Limiter {
   #peek(state: KeyState, which: 'requests' | 'tokens', limit: number): WindowState {
     const now = this.#clock.now();
     const counts = rollWindow(state[which], Math.floor(Math.floor(now) / this.#windowMs));
-    return decideWindow(now, this.#windowMs, limit, 0, counts.current, counts.previous).state;
+    return decideWindow(now, this.#windowMs, limit, 0, counts).state;
   }
 
   #prune(state: KeyState): void {

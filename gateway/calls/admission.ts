@@ -84,6 +84,11 @@ export interface AdmissionState {
   maxInFlight: number;
   uploadsFull: boolean;
   runnersReady: boolean;
+  /**
+   * Some deployment can start a replica (deployed, and its starts not failing): a call for it is
+   * taken and waits for the cold start, so no ready runner is then no reason to refuse calls.
+   */
+  replicasCanStart: boolean;
   /** The detached-call store answers its health check. */
   storeReady: boolean;
 }
@@ -91,13 +96,26 @@ export interface AdmissionState {
 /**
  * Every reason the gateway would refuse a new call now; empty when it would take one. A load
  * balancer reading /readyz then stops sending while any holds, instead of learning it from 503s.
+ * Ready means "can take calls": a gateway whose only models are deployments at zero is ready,
+ * since its calls start the replicas that serve them.
  */
 export function notReadyReasons(state: AdmissionState): NotReadyReason[] {
   const reasons: NotReadyReason[] = [];
   if (state.closing) reasons.push('closing');
   if (state.inFlight >= state.maxInFlight) reasons.push('max_in_flight');
   if (state.uploadsFull) reasons.push('uploads_full');
-  if (!state.runnersReady) reasons.push('no_ready_runner');
+  if (!state.runnersReady && !state.replicasCanStart) reasons.push('no_ready_runner');
   if (!state.storeReady) reasons.push('store_unavailable');
   return reasons;
+}
+
+/** What /readyz says besides its reasons: facts worth knowing that keep no call out. */
+export type ReadinessNote = 'no_replica_yet';
+
+/**
+ * The notes of a gateway that takes calls: `no_replica_yet` while no runner is ready and a
+ * deployment can start one (the next call for it starts a replica, then waits for it).
+ */
+export function readinessNotes(state: Pick<AdmissionState, 'runnersReady' | 'replicasCanStart'>): ReadinessNote[] {
+  return !state.runnersReady && state.replicasCanStart ? ['no_replica_yet'] : [];
 }

@@ -4,7 +4,7 @@
  *
  * The room's public face: what other rooms take from it.
  */
-export { notReadyReasons } from './admission.ts';
+export { notReadyReasons, readinessNotes } from './admission.ts';
 export { LbAgent } from './agent.ts';
 export { waitQueueFor } from './placement.ts';
 export { WaitQueue } from './wait-queue.ts';

@@ -12,7 +12,7 @@
  * becomes ready with it wakes them as any freed capacity does.
  */
 import type { IncomingMessage } from 'node:http';
-import { SluiceError } from '../../placer/kernel/index.ts';
+import { SluiceError, formatMs } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import { PlacerAbortedError, PlacerTimeoutError } from '../../placer/errors.ts';
 import type { Runner } from '../../placer/types.ts';
@@ -343,7 +343,7 @@ function coldMs(clock: Clock, coldSince: number): number | undefined {
  */
 function coldStartTimeout(error: PlacerTimeoutError, model: string, waited: number): PlacerTimeoutError {
   return new PlacerTimeoutError(
-    `${error.message}: model "${model}" had no ready replica, and none became ready in time (a cold start, waited for ${Math.round(waited)} ms); retry shortly`,
+    `${error.message}: model "${model}" had no ready replica, and none became ready in time (a cold start, waited for ${formatMs(waited)}); retry shortly`,
     error.attempts,
   );
 }

@@ -17,7 +17,7 @@ import {
 import type { BenchOptions } from '../../k6/driver/index.ts';
 import type { Command } from './command.ts';
 import { startService } from './entry.ts';
-import { givenValues } from './command.ts';
+import { givenValues, logFormat } from './command.ts';
 import type { Setting } from './settings.ts';
 import { formatDefault } from './settings.ts';
 
@@ -121,8 +121,7 @@ const settings: readonly Setting[] = [
     description: 'memory scenario: streams held at once, one level per count, 1 to 4 counts of up to 10000',
     defaultText: '1000,10000',
   },
-  // A string, read by the simulate scenario: SLUICE_RUNNERS may hold a gateway's runner URLs,
-  // and an integer setting would refuse them for every scenario.
+  // A string, checked by the simulate scenario, which alone reads it.
   {
     key: 'runners',
     type: 'string',
@@ -238,6 +237,7 @@ const settings: readonly Setting[] = [
   { key: 'out', type: 'string', libraryDefault: b.out, description: 'folder for the JSON results and the SVG chart' },
   // Also the level of this command's own log, so it is applied here (from benchDefaults) rather than left out.
   { key: 'logLevel', type: 'string', default: b.logLevel, description: 'log level of the processes under test' },
+  logFormat,
 ];
 
 /** `sluice bench`. */
@@ -245,6 +245,8 @@ export const bench: Command = {
   summary: `Runs a benchmark scenario against processes it starts on 127.0.0.1, prints the figures and writes them as JSON and SVG. Scenarios: ${benchScenarioNames.join(', ')}.`,
   args: ' <scenario>',
   oneShot: true,
+  // Its keys mean other things than the gateway's (runners is a count): SLUICE_BENCH_RUNNERS.
+  envPrefix: 'BENCH',
   settings,
   async run({ values, positionals, env, logger, signal }) {
     // Each scenario validates what it reads and applies its own defaults to what was not given.

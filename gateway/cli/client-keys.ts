@@ -17,7 +17,7 @@ export const keySettings: readonly Setting[] = [
     key: 'keys',
     type: 'string',
     description:
-      'keys file: a JSON list of client keys (name, hash, models, limits); read again when it changes and on SIGHUP (docs/security.md)',
+      'keys file: a JSON or YAML list of client keys (name, hash, models, limits); read again when it changes and on SIGHUP (docs/security.md)',
     defaultText: 'none',
   },
 ];

@@ -4,7 +4,7 @@
  */
 import type { Logger } from '../../placer/kernel/index.ts';
 import type { Redact } from '../../placer/kernel/index.ts';
-import type { Setting, SettingType } from './settings.ts';
+import type { EnvScheme, Setting, SettingType } from './settings.ts';
 import { SettingsError, flagOf } from './settings.ts';
 
 /** What a command's run function gets. */
@@ -25,8 +25,8 @@ export interface CommandContext {
  */
 export type Stop = (() => Promise<void>) & { done?: Promise<void> };
 
-/** A sluice command. */
-export interface Command {
+/** A sluice command; its `envPrefix` (EnvScheme) names its environment variables when its keys mean something else elsewhere. */
+export interface Command extends EnvScheme {
   summary: string;
   /** Positional arguments shown in the usage line. */
   args?: string;
@@ -98,6 +98,16 @@ export const logLevel: Setting = {
   type: 'string',
   default: 'info',
   description: 'debug, info, warn, error or silent',
+};
+/**
+ * How log lines are written, for every command: no default of its own, since it depends on where
+ * the lines go (main: pretty on a terminal, JSON otherwise).
+ */
+export const logFormat: Setting = {
+  key: 'logFormat',
+  type: 'string',
+  defaultText: 'pretty on a terminal, else json',
+  description: 'pretty (one readable line a record) or json (one JSON object a line)',
 };
 export const host: Setting = {
   key: 'host',

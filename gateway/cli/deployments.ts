@@ -20,7 +20,7 @@ export const deploymentSettings: readonly Setting[] = [
     key: 'deployments',
     type: 'string',
     description:
-      "deployments file: a JSON list of deployments (model, engine profile, min/max replicas, target, scale-down delay, runner labels), checked at start-up and read once; the reconciler keeps each one's replicas on the runners that take orders (docs/operations.md)",
+      "deployments file: a JSON or YAML list of deployments (model, engine profile, min/max replicas, target, scale-down delay, runner labels), checked at start-up and read once; the reconciler keeps each one's replicas on the runners that take orders (docs/operations.md)",
     defaultText: 'none: deployments only through the API',
   },
   {

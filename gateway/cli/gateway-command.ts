@@ -11,7 +11,7 @@ import type { GatewayOptions } from '../options.ts';
 import { storeDefaults } from '../store/options.ts';
 import { callbackPolicyDefaults } from '../callbacks/index.ts';
 import type { Command } from './command.ts';
-import { givenAs, givenValues, host, logLevel, oneOf, port, secretLines, settingsOf } from './command.ts';
+import { givenAs, givenValues, host, logFormat, logLevel, oneOf, port, secretLines, settingsOf } from './command.ts';
 import { lingerSettings, withSecretFile } from './settings.ts';
 import { frontSettings, gatewayDataPlaneOptions, gatewayDataPlaneSettings } from './data-plane.ts';
 import { reportListening } from '../../placer/kernel/index.ts';
@@ -106,6 +106,13 @@ export const gatewaySettings: readonly Setting[] = [
     'integer',
     'streams (requests) one HTTP/2 connection may have open at once, on the TLS front',
   ),
+  {
+    key: 'corsOrigins',
+    type: 'list',
+    description:
+      "origins whose browser pages may call the gateway (CORS), comma-separated (https://app.example.com), or '*' for any",
+    defaultText: 'none: CORS off',
+  },
   {
     key: 'gatewayId',
     type: 'string',
@@ -395,6 +402,7 @@ export const gateway: Command = {
     ...gatewayDataPlaneSettings,
     ...frontSettings,
     logLevel,
+    logFormat,
   ],
   async run({ values, env, logger }) {
     const options = await gatewayOptions(values, logger);

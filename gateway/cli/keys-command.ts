@@ -6,6 +6,7 @@
 import { checkKeySpec, hashToken, keyIdOf, newKeyToken } from '../access/keys.ts';
 import { LIMIT_FIELDS } from '../access/limits.ts';
 import type { Command } from './command.ts';
+import { logFormat } from './command.ts';
 import { SettingsError } from './settings.ts';
 
 /** The one-shot `keys` command. */
@@ -13,6 +14,8 @@ export const keys: Command = {
   summary: 'make a client key: prints the key once and its keys-file entry (sluice keys new --name N)',
   args: ' new',
   oneShot: true,
+  // A key's name and models are not the runner's or the gateway's: SLUICE_KEYS_NAME.
+  envPrefix: 'KEYS',
   settings: [
     { key: 'name', type: 'string', description: "the key's name, shown in logs and in GET /v1/keys", required: true },
     {
@@ -35,6 +38,7 @@ export const keys: Command = {
         'with --tokens-per-minute: the max_tokens given to a call that names none (and what it is reserved at)',
       defaultText: '4096',
     },
+    logFormat,
   ],
   async run({ values, positionals }) {
     if (positionals.length !== 1 || positionals[0] !== 'new')

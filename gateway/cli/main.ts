@@ -5,7 +5,7 @@
  * decides the process's exit code. Everything it prints goes through one redactor that knows
  * the secret settings' values, so no log line or failure message shows them.
  */
-import { createJsonLogger, isLogLevel } from '../../placer/kernel/index.ts';
+import { createLogger, isLogFormat, isLogLevel } from '../../placer/kernel/index.ts';
 import type { Logger, LogLevel } from '../../placer/kernel/index.ts';
 import { SluiceError } from '../../placer/kernel/index.ts';
 import { createRedactor, redactUrl } from '../../placer/kernel/index.ts';
@@ -52,13 +52,13 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
 
   let resolved: Resolved;
   try {
-    resolved = resolveSettings(command.settings, rest, env);
+    resolved = resolveSettings(command.settings, rest, env, command);
   } catch (error) {
     return fail(name, error);
   }
   if (resolved.help) {
     process.stdout.write(
-      `${formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings)}\n`,
+      `${formatHelp(`sluice ${name}${command.args ?? ''} [flags]`, command.summary, command.settings, command)}\n`,
     );
     return 0;
   }
@@ -71,9 +71,15 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Pro
       new SettingsError(`invalid --log-level "${level}": expected debug, info, warn, error or silent`),
       redact,
     );
-  const logger = createJsonLogger({ level: level as LogLevel, fields: { component: name }, redact });
+  // Pretty for a person at a terminal, JSON for whatever collects the lines otherwise.
+  const format = String(resolved.values.logFormat ?? (process.stdout.isTTY ? 'pretty' : 'json'));
+  if (!isLogFormat(format))
+    return fail(name, new SettingsError(`invalid --log-format "${format}": expected pretty or json`), redact);
+  const logger = createLogger({ level: level as LogLevel, format, fields: { component: name }, redact });
 
-  const ctx = { values: resolved.values, positionals: resolved.positionals, env, logger, redact };
+  // The format settled, so that a command starting others (up) hands them the same.
+  const values = { ...resolved.values, logFormat: format };
+  const ctx = { values, positionals: resolved.positionals, env, logger, redact };
   if (command.oneShot) return runOnce(name, command, ctx);
   keepOnHangup(logger);
   let stop: Stop;

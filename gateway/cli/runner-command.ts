@@ -6,7 +6,7 @@
 import type { RunnerOptions } from '../../runner/options.ts';
 import { runnerDefaults } from '../../runner/options.ts';
 import type { Command } from './command.ts';
-import { givenAs, givenValues, host, logLevel, oneOf, port, settingsOf } from './command.ts';
+import { givenAs, givenValues, host, logFormat, logLevel, oneOf, port, settingsOf } from './command.ts';
 import { lingerSettings, withSecretFile } from './settings.ts';
 import { runnerDataPlaneOptions, runnerDataPlaneSettings } from './data-plane.ts';
 import { reportListening } from '../../placer/kernel/index.ts';
@@ -210,6 +210,7 @@ export const runner: Command = {
     },
     ...runnerDataPlaneSettings,
     logLevel,
+    logFormat,
   ],
   async run({ values, env, logger }) {
     // Traces, when OTEL_* variables ask for them (telemetry.ts); the runner's spans are children

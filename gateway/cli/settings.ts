@@ -1,14 +1,14 @@
 /**
  * Command-line settings: one table per command gives every setting its flag, environment
  * variable, type, default and help line. Values come from flags, then SLUICE_* variables,
- * then a JSON file named by --config; a setting none of them gives is left out, so the
+ * then a JSON or YAML file named by --config; a setting none of them gives is left out, so the
  * library's own default applies (the table only shows it, read from the library's defaults
  * object). Only settings that are the command line's own (port, host, log level) have a
  * default here. A bad value stops start-up with one line naming the setting, where it came
  * from, and the value (hidden for a secret).
  */
 import { readFileSync } from 'node:fs';
-import { REDACTED, redactUrl, urlSecrets } from '../../placer/kernel/index.ts';
+import { REDACTED, parseDataText, redactUrl, urlSecrets } from '../../placer/kernel/index.ts';
 import { readSecretLines } from '../access/secrets.ts';
 
 /**
@@ -20,7 +20,7 @@ export type SettingType = 'string' | 'integer' | 'number' | 'duration' | 'list' 
 
 /** One setting of a command. */
 export interface Setting {
-  /** Key in the resolved values and in the JSON config file (camelCase). */
+  /** Key in the resolved values and in the config file (camelCase). */
   key: string;
   type: SettingType;
   description: string;
@@ -38,6 +38,12 @@ export interface Setting {
   /** What --help says when there is no fixed default, e.g. `from --profile`. */
   defaultText?: string;
   required?: boolean;
+  /**
+   * The environment variable that sets it, when SLUICE_<KEY> means something else in another
+   * command (up's `runners`, a count, is SLUICE_UP_RUNNERS: the gateway's are URLs). One
+   * variable means one thing across every command.
+   */
+  env?: string;
   /** Extra environment variables read after SLUICE_<KEY> (e.g. PORT). */
   envAliases?: readonly string[];
   /**
@@ -92,9 +98,28 @@ export function lingerSettings(
   ];
 }
 
-/** The environment variable for a key: `placerTimeout` -> `SLUICE_PLACER_TIMEOUT`. */
-export function envOf(key: string): string {
-  return `SLUICE_${key.replace(/[A-Z]|\d+/g, (c) => `_${c}`).toUpperCase()}`;
+/**
+ * The environment variable for a key: `placerTimeout` -> `SLUICE_PLACER_TIMEOUT`; under a
+ * command's prefix (`BENCH`), `runners` -> `SLUICE_BENCH_RUNNERS`.
+ */
+export function envOf(key: string, prefix?: string): string {
+  const name = key.replace(/[A-Z]|\d+/g, (c) => `_${c}`).toUpperCase();
+  return prefix === undefined ? `SLUICE_${name}` : `SLUICE_${prefix}_${name}`;
+}
+
+/** The environment variables that set `s`, in the order they are read, under a command's `prefix`. */
+export function envNamesOf(s: Setting, prefix?: string): string[] {
+  return [s.env ?? envOf(s.key, prefix), ...(s.envAliases ?? [])];
+}
+
+/**
+ * How a command reads its environment. The gateway, the runner, the simulated engine and `up`
+ * (what containers and manifests set) read SLUICE_<KEY>; a command whose keys mean something
+ * else (the bench's `runners` is a count) reads SLUICE_<PREFIX>_<KEY>, its config file included.
+ */
+export interface EnvScheme {
+  /** The command's own part of its variables' names: `BENCH` for SLUICE_BENCH_RUNNERS. */
+  envPrefix?: string;
 }
 
 /** What {@link resolveSettings} found. */
@@ -113,11 +138,13 @@ export function resolveSettings(
   settings: readonly Setting[],
   argv: readonly string[],
   env: NodeJS.ProcessEnv,
+  scheme: EnvScheme = {},
 ): Resolved {
+  const prefix = scheme.envPrefix;
   const byFlag = new Map(settings.map((s) => [flagOf(s.key), s]));
   const fromFlags = new Map<string, string>();
   const positionals: string[] = [];
-  let configPath = env.SLUICE_CONFIG;
+  let configPath = env[envOf('config', prefix)];
   let help = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
@@ -153,7 +180,7 @@ export function resolveSettings(
   const values: Record<string, unknown> = {};
   for (const s of settings) {
     const flag = flagOf(s.key);
-    const envName = [envOf(s.key), ...(s.envAliases ?? [])].find((name) => env[name] !== undefined && env[name] !== '');
+    const envName = envNamesOf(s, prefix).find((name) => env[name] !== undefined && env[name] !== '');
     if (fromFlags.has(s.key)) values[s.key] = parse(s, fromFlags.get(s.key)!, flag);
     else if (envName) values[s.key] = parse(s, env[envName]!, envName);
     else if (Object.hasOwn(file, s.key)) values[s.key] = parseJson(s, file[s.key], `${s.key} in ${configPath}`);
@@ -161,7 +188,7 @@ export function resolveSettings(
     else if (s.default !== undefined) values[s.key] = s.default;
     else if (s.required)
       throw new SettingsError(
-        `${flag} is required (or ${envOf(s.key)}, or "${s.key}" in --config); --help describes it`,
+        `${flag} is required (or ${envNamesOf(s, prefix)[0]}, or "${s.key}" in --config); --help describes it`,
       );
   }
   return { values, positionals, help };
@@ -207,7 +234,13 @@ function fileSecrets(path: string): string[] {
 }
 
 /** The --help text: usage, then every flag with its env variable and default. */
-export function formatHelp(usage: string, summary: string, settings: readonly Setting[]): string {
+export function formatHelp(
+  usage: string,
+  summary: string,
+  settings: readonly Setting[],
+  scheme: EnvScheme = {},
+): string {
+  const prefix = scheme.envPrefix;
   const rows = settings.map((s) => {
     const left = `  ${flagOf(s.key)} <${s.type}>`;
     const shown = s.default ?? s.libraryDefault;
@@ -216,7 +249,7 @@ export function formatHelp(usage: string, summary: string, settings: readonly Se
       : shown !== undefined
         ? `default ${s.secret === true ? REDACTED : s.secret === 'url' ? redactUrl(formatDefault(s, shown)) : formatDefault(s, shown)}`
         : `default ${s.defaultText ?? 'none'}`;
-    return `${left.padEnd(40)} ${s.description} (${def}; env ${[envOf(s.key), ...(s.envAliases ?? [])].join(', ')})`;
+    return `${left.padEnd(40)} ${s.description} (${def}; env ${envNamesOf(s, prefix).join(', ')})`;
   });
   return [
     `usage: ${usage}`,
@@ -225,7 +258,7 @@ export function formatHelp(usage: string, summary: string, settings: readonly Se
     '',
     'flags:',
     ...rows,
-    `  ${'--config <path>'.padEnd(38)} JSON file of settings keyed by name, e.g. {"${settings[0]?.key ?? 'port'}": ...} (env SLUICE_CONFIG)`,
+    `  ${'--config <path>'.padEnd(38)} JSON or YAML file of settings keyed by name, e.g. {"${settings[0]?.key ?? 'port'}": ...} (env ${envOf('config', prefix)})`,
     `  ${'--help'.padEnd(38)} this text`,
     '',
     'Precedence: flags, then environment, then the config file, then defaults.',
@@ -261,15 +294,12 @@ function readConfigFile(path: string, settings: readonly Setting[]): Record<stri
       `--config ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
     );
   }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (error) {
-    // Node quotes the text around a syntax error, newlines included; keep the message one line.
-    throw new SettingsError(`--config ${path}: not valid JSON (${(error as Error).message.replace(/\s*\n\s*/g, ' ')})`);
-  }
+  const parsed = parseDataText(text, path);
+  if (parsed.kind === 'unparsable')
+    throw new SettingsError(`--config ${path}: not valid ${parsed.format} (${parsed.message})`);
+  const json = parsed.value;
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-    throw new SettingsError(`--config ${path}: must hold a JSON object of settings`);
+    throw new SettingsError(`--config ${path}: must hold a ${parsed.format} object of settings`);
   }
   const known = new Set(settings.map((s) => s.key));
   for (const key of Object.keys(json)) {

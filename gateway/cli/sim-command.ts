@@ -6,7 +6,7 @@
 import type { SimEngineOptions } from '../../runner/engines/sim/options.ts';
 import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { Command } from './command.ts';
-import { givenValues, host, logLevel, port, settingsOf } from './command.ts';
+import { givenValues, host, logFormat, logLevel, port, settingsOf } from './command.ts';
 import { reportListening } from '../../placer/kernel/index.ts';
 import { SettingsError } from './settings.ts';
 import type { Setting, SettingType } from './settings.ts';
@@ -34,7 +34,11 @@ const failureRate = (status: 429 | 503 | 500, what: string): Setting => ({
 /** Simulated-engine settings, shared by `sim-engine` and `up` (which hands them to its engines). */
 export const simSettings: readonly Setting[] = [
   { key: 'model', type: 'list', libraryDefault: d.models, description: 'model names the engine serves' },
-  s('profile', 'string', 'timing profile: small (fast, for tests) or h100-8b (an 8B model on an H100)'),
+  // A timing profile, where the runner's SLUICE_PROFILE is an engine to launch: its own variable.
+  {
+    ...s('profile', 'string', 'timing profile: small (fast, for tests) or h100-8b (an 8B model on an H100)'),
+    env: 'SLUICE_SIM_PROFILE',
+  },
   fromProfile('ttftMs', 'number', 'prefill overhead in ms: time to first token before per-token prefill'),
   fromProfile('prefillPerTokenMs', 'number', 'prefill time per uncached prompt token, ms'),
   fromProfile('prefillJitterStdMs', 'number', 'standard deviation of prefill time, ms, capped at 30% of the mean'),
@@ -130,6 +134,7 @@ export const simEngine: Command = {
       defaultText: 'sha256_cbor',
     },
     logLevel,
+    logFormat,
   ],
   async run({ values, logger, env }) {
     if (values.prefixCachingHashAlgo !== undefined && values.prefixCachingHashAlgo !== 'sha256_cbor')
@@ -152,7 +157,11 @@ export const simEngine: Command = {
         // A crash knob is for testing supervision: the process dies as an engine would.
         onCrash: () => process.exit(70),
       },
-      (line) => logger.info('sim engine listening', JSON.parse(line) as Record<string, unknown>),
+      // The line's own msg is the message: a field of that name would say it twice.
+      (line) => {
+        const { msg: _msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
+        logger.info('sim engine listening', fields);
+      },
     );
     const url = `http://${values.host as string}:${(engine.server.address() as { port: number }).port}`;
     reportListening(url);

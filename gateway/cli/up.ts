@@ -9,7 +9,7 @@ import { simEngineDefaults } from '../../runner/engines/sim/options.ts';
 import type { ChildService, KvEventSockets } from '../../placer/kernel/index.ts';
 import { KV_HASH_SEED, kvEventSockets, reportListening, runnerArgs, simEngineArgs } from '../../placer/kernel/index.ts';
 import type { Command } from './command.ts';
-import { host, logLevel, port } from './command.ts';
+import { host, logFormat, logLevel, port } from './command.ts';
 import { frontSettings, gatewayDataPlaneSettings } from './data-plane.ts';
 import {
   accessSettings,
@@ -36,7 +36,14 @@ export const up: Command = {
     port(8080),
     host,
     // How many pairs to start is this command's own choice, so it keeps its default here.
-    { key: 'runners', type: 'integer', default: 2, description: 'how many runner + simulated engine pairs to start' },
+    // A count, where the gateway's SLUICE_RUNNERS is a URL list: its own variable.
+    {
+      key: 'runners',
+      type: 'integer',
+      default: 2,
+      description: 'how many runner + simulated engine pairs to start',
+      env: 'SLUICE_UP_RUNNERS',
+    },
     { ...slots, description: 'slots per runner' },
     {
       key: 'serverless',
@@ -55,6 +62,7 @@ export const up: Command = {
     ...gatewayDataPlaneSettings.filter((s) => s.key === 'callSecret' || s.key === 'callSecretFile'),
     ...frontSettings,
     logLevel,
+    logFormat,
   ],
   async run({ values, env, logger, redact }) {
     const count = values.runners as number;
@@ -69,6 +77,8 @@ export const up: Command = {
       await Promise.all(scratch.map((sockets) => sockets.remove()));
     };
     const level = String(values.logLevel);
+    // The children log as `up` does (main settled the format): pretty on a terminal, one format.
+    const logFlags = ['--log-level', level, '--log-format', String(values.logFormat ?? 'json')];
     // The engines and runners get the settings given here as flags, and their own defaults for the rest.
     const flags = (keys: readonly string[]) =>
       keys.flatMap((key) => {
@@ -78,7 +88,7 @@ export const up: Command = {
       });
     try {
       if (values.serverless === true)
-        return await upServerless(values, env, logger, redact, children, stopChildren, level, flags);
+        return await upServerless(values, env, logger, redact, children, stopChildren, logFlags, flags);
       const simArgs = flags(simSettings.map((setting) => setting.key));
       // Each engine publishes its KV-cache events on a socket of its own for its runner, which
       // carries them to the gateway: placement then knows what every engine's cache holds.
@@ -88,13 +98,10 @@ export const up: Command = {
       const engineEnv = { ...childEnv(env), PYTHONHASHSEED: KV_HASH_SEED };
       const engines = await Promise.all(
         Array.from({ length: count }, (_, i) =>
-          startService(
-            simEngineArgs({ id: `sim-${i + 1}`, kvEvents: kvEvents(i) }, ['--log-level', level, ...simArgs]),
-            {
-              stdio: 'inherit',
-              env: engineEnv,
-            },
-          ),
+          startService(simEngineArgs({ id: `sim-${i + 1}`, kvEvents: kvEvents(i) }, [...logFlags, ...simArgs]), {
+            stdio: 'inherit',
+            env: engineEnv,
+          }),
         ),
       );
       children.push(...engines);
@@ -115,7 +122,7 @@ export const up: Command = {
       const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };
       // The runners announce the engines' block size, so gateways name blocks as the engines do.
       const blockSize = values.blockSize === undefined ? [] : ['--engine-block-size', String(values.blockSize)];
-      const runnerFlags = [...flags(['slots']), ...blockSize, '--log-level', level];
+      const runnerFlags = [...flags(['slots']), ...blockSize, ...logFlags];
       const runners = await Promise.all(
         engines.map((e, i) =>
           startService(
@@ -151,8 +158,8 @@ export const up: Command = {
 
 /**
  * Children of `up` get the settings given to `up` as flags, and their own defaults for the rest;
- * the parent's SLUICE_* variables (meant for the gateway, where SLUICE_RUNNERS is a count) and
- * PORT must not reach them.
+ * the parent's SLUICE_* variables (meant for `up` and its gateway: SLUICE_PORT, say) and PORT
+ * must not reach them.
  */
 function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };
@@ -189,7 +196,7 @@ async function upServerless(
   redact: (text: string) => string,
   children: ChildService[],
   stopChildren: () => Promise<unknown>,
-  level: string,
+  logFlags: readonly string[],
   flags: (keys: readonly string[]) => string[],
 ): Promise<() => Promise<void>> {
   const count = values.runners as number;
@@ -225,7 +232,7 @@ async function upServerless(
   const runnerEnv = { ...childEnv(env), SLUICE_CALL_SECRET: callSecret, SLUICE_RUNNER_TOKEN: runnerToken };
   const runners = await Promise.all(
     Array.from({ length: count }, (_, i) =>
-      startService(runnerArgs({ gateway: url, id: `runner-${i + 1}` }, [...flags(['slots']), '--log-level', level]), {
+      startService(runnerArgs({ gateway: url, id: `runner-${i + 1}` }, [...flags(['slots']), ...logFlags]), {
         stdio: 'inherit',
         env: runnerEnv,
       }),

@@ -1,10 +1,11 @@
 /**
- * The deployments file (`--deployments deployments.json`): a JSON list of deployments, checked
+ * The deployments file (`--deployments deployments.json`, or `.yaml`): a list of deployments in
+ * JSON or YAML (placer/kernel/data-text.ts), checked
  * whole at start-up, one problem a line, each naming the entry and the field. A bad file stops
  * the gateway. It is read once: a change takes a restart (the API changes deployments live).
  */
 import { readFile } from 'node:fs/promises';
-import { cappedProblems, jsonListEntries } from '../../placer/kernel/index.ts';
+import { cappedProblems, dataListEntries } from '../../placer/kernel/index.ts';
 import { DeploymentsFileError } from '../errors.ts';
 import { checkDeployment } from './deployments.ts';
 import type { Deployment } from './deployments.ts';
@@ -14,16 +15,17 @@ import type { LaunchPolicy } from '../../runner/protocol/index.ts';
 const MAX_LISTED = 50;
 
 /**
- * The deployments in a deployments file's text. `file` names the file in messages; `policy` is
+ * The deployments in a deployments file's text. `file` names the file in messages, and its
+ * extension the format (JSON or YAML); `policy` is
  * the gateway's launch policy (checkDeployment's default when absent).
  * @throws DeploymentsFileError whose `problems` holds every problem, one line each.
  */
 export function parseDeploymentsFile(text: string, file: string, policy?: LaunchPolicy): Deployment[] {
-  const entries = jsonListEntries(text, 'model', (fault) =>
+  const entries = dataListEntries(text, file, 'model', (fault) =>
     DeploymentsFileError.of(file, [
-      fault.kind === 'not-json'
-        ? `not JSON: ${fault.message}`
-        : `must be a JSON list of deployments, got ${fault.value === null ? 'null' : typeof fault.value}`,
+      fault.kind === 'unparsable'
+        ? `not ${fault.format}: ${fault.message}`
+        : `must be a ${fault.format} list of deployments, got ${fault.value === null ? 'null' : typeof fault.value}`,
     ]),
   );
   const problems: string[] = [];

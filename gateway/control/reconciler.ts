@@ -341,11 +341,13 @@ export class Reconciler {
     this.#book = this.#book.handover();
   }
 
+  /** Stopped leading: a loss while running is news (warn); giving the lease up at close is not. */
   #lose(why: string): void {
     if (!this.#leading) return;
     this.#leading = false;
     this.#book = this.#book.handover();
-    this.#deps.logger.warn('reconciler lease lost', { why });
+    if (this.#closed) this.#deps.logger.info('reconciler lease released', {});
+    else this.#deps.logger.warn('reconciler lease lost', { why });
     this.#emit({ kind: 'leader', leading: false });
   }
 

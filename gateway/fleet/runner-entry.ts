@@ -10,6 +10,7 @@
  * the slots it last reported) is answered busy at once, without a round trip: a runner never runs
  * more calls than its slots, so the answer could only be busy.
  */
+import { formatMs } from '../../placer/kernel/index.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 import type { Runner, RunnerCall, RunnerLoad, TryExecResult } from '../../placer/types.ts';
 import type {
@@ -311,7 +312,7 @@ export class RunnerEntry implements Runner<RunnerResponse> {
     if (silence <= streamIdleTimeout) return 0;
     return this.transport.cutQuietBodies(
       new RunnerStalledError(
-        `runner ${this.id} was not heard from for ${Math.round(silence)} ms (streamIdleTimeout ${streamIdleTimeout} ms) while it held the call; the call was not retried because it may have run`,
+        `runner ${this.id} was not heard from for ${formatMs(silence)} (streamIdleTimeout ${formatMs(streamIdleTimeout)}) while it held the call; the call was not retried because it may have run`,
       ),
     );
   }

@@ -15,7 +15,9 @@ import { STATUS_CODES } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { RequestError } from '@hono/node-server';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { MiddlewareHandler } from 'hono';
+import type { Cors } from './cors.ts';
 import { REQUEST_ID_HEADER } from './headers.ts';
 import type { SluiceError } from '../../placer/kernel/index.ts';
 import {
@@ -82,41 +84,52 @@ export function requestTargetProblem(target: string): string | undefined {
 /** Requests {@link admit} already let through. */
 const admitted = new WeakSet<IncomingMessage>();
 
+/** What {@link admit} made of a request: let through, answered already (a CORS preflight), or refused. */
+export type Admission = { kind: 'through' } | { kind: 'answered' } | { kind: 'refused'; error: SluiceError };
+
+const THROUGH: Admission = Object.freeze({ kind: 'through' });
+const ANSWERED: Admission = Object.freeze({ kind: 'answered' });
+
 /**
  * What every request meets before routing: sets `x-request-id` on the response (unless already
  * set; the agent later replaces it with the call id on call routes when the client sent none),
- * then returns the refusal of a target that is not a plain path or of an HTTP/1.1 request
- * without a Host header, or undefined to let the request through.
+ * then meets CORS when it is on (a preflight is answered; an allowed origin's headers set for any
+ * answer, refusals included), then refuses a target that is not a plain path or an HTTP/1.1
+ * request without a Host header.
  */
-export function admit(incoming: IncomingMessage, out: ServerResponse, newId: () => string): SluiceError | undefined {
+export function admit(incoming: IncomingMessage, out: ServerResponse, options: FrontDoorOptions): Admission {
   // The gateway's own server admits before Hono runs (guardListener); frontDoor then has nothing to do.
-  if (admitted.has(incoming)) return undefined;
+  if (admitted.has(incoming)) return THROUGH;
   admitted.add(incoming);
   // Set on the Node response, not on Hono's: call routes write to it directly, and Node merges
   // it into whatever status line and headers any route writes.
   if (!out.hasHeader(REQUEST_ID_HEADER))
-    out.setHeader(REQUEST_ID_HEADER, clientRequestId(incoming.headers[REQUEST_ID_HEADER]) ?? newId());
+    out.setHeader(REQUEST_ID_HEADER, clientRequestId(incoming.headers[REQUEST_ID_HEADER]) ?? options.newId());
+  if (options.cors !== undefined && options.cors.meet(incoming, out) === 'answered') return ANSWERED;
   const target = incoming.url ?? '';
   const problem = requestTargetProblem(target);
-  if (problem !== undefined) return new InvalidPathError(`${problem}: ${JSON.stringify(target)}`);
+  if (problem !== undefined)
+    return { kind: 'refused', error: new InvalidPathError(`${problem}: ${JSON.stringify(target)}`) };
   if (incoming.httpVersion === '1.1' && incoming.headers.host === undefined) {
-    return new BadRequestSyntaxError('an HTTP/1.1 request must carry a Host header');
+    return { kind: 'refused', error: new BadRequestSyntaxError('an HTTP/1.1 request must carry a Host header') };
   }
-  return undefined;
+  return THROUGH;
 }
 
 /** Options of {@link frontDoor} and {@link guardListener}. */
 export interface FrontDoorOptions {
   /** Makes the id of a request that is not a call and came without a sane id of its own. */
   newId: () => string;
+  /** The gateway's CORS (gateway/http/cors.ts). @default none: no CORS header, preflights routed as any request */
+  cors?: Cors | undefined;
 }
 
 /** Hono middleware, run first on every route: {@link admit}, answering its refusal. */
 export function frontDoor(options: FrontDoorOptions): MiddlewareHandler<Env> {
-  const { newId } = options;
   return async function frontDoor(c, next) {
-    const refusal = admit(c.env.incoming, c.env.outgoing, newId);
-    if (refusal !== undefined) return errorResponse(c, refusal);
+    const admission = admit(c.env.incoming, c.env.outgoing, options);
+    if (admission.kind === 'answered') return RESPONSE_ALREADY_SENT;
+    if (admission.kind === 'refused') return errorResponse(c, admission.error);
     await next();
   };
 }
@@ -130,13 +143,14 @@ export function guardListener(
   listener: (incoming: IncomingMessage, out: ServerResponse) => unknown,
   options: FrontDoorOptions,
 ): (incoming: IncomingMessage, out: ServerResponse) => void {
-  const { newId } = options;
   return function guarded(incoming, out) {
-    const refusal = admit(incoming, out, newId);
-    if (refusal === undefined) {
+    const admission = admit(incoming, out, options);
+    if (admission.kind === 'through') {
       void listener(incoming, out);
       return;
     }
+    if (admission.kind === 'answered') return;
+    const refusal = admission.error;
     const body = errorBody(refusal);
     out.writeHead(refusal.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     out.end(body);

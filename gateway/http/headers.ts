@@ -24,10 +24,13 @@ export const FLOW_HEADER = 'sluice-flow';
  * Request headers that are the gateway's business only: they steer placement and detached
  * calls (and their place in the wait queue), a callback URL may carry a token, and
  * `authorization` holds the client's key, which is the gateway's to check and nobody else's to
- * see (a key an engine wants is the runner's to send). Runners and engines never see them.
+ * see (a key an engine wants is the runner's to send); `origin` is for the gateway's CORS, which
+ * an engine's own (vLLM's `--allowed-origins`) must not answer over. Runners and engines never
+ * see them.
  */
 const GATEWAY_ONLY_HEADERS: ReadonlySet<string> = new Set([
   'authorization',
+  'origin',
   'prefer',
   INVOKE_TYPE_HEADER,
   CALLBACK_URL_HEADER,

@@ -31,6 +31,7 @@ export type {
   UsageUnasked,
 } from './call.ts';
 export { ClientConnections, ClientCounts, clientKey } from './client-connections.ts';
+export { ANY_ORIGIN, Cors, EXPOSED_HEADERS, corsOriginsProblem } from './cors.ts';
 export { checkFrontListen } from './front-tls.ts';
 export {
   answerClientError,

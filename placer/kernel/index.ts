@@ -8,8 +8,9 @@
  */
 export type { ErrorType, SluiceErrorOptions } from './errors.ts';
 export { SluiceError, errorClass } from './errors.ts';
-export type { LogFields, Logger, LogLevel } from './log.ts';
-export { createJsonLogger, isLogLevel, silentLogger } from './log.ts';
+export type { LogFields, LogFormat, Logger, LoggerOptions, LogLevel } from './log.ts';
+export { createJsonLogger, createLogger, isLogFormat, isLogLevel, silentLogger } from './log.ts';
+export { formatMs } from './durations.ts';
 export type { Checks, Fail, IntegerBounds, NumberBounds, Resolved, Rule } from './validate.ts';
 export {
   MAX_TIMER_MS,
@@ -26,8 +27,10 @@ export {
   rule,
   show,
 } from './validate.ts';
-export type { JsonListEntry, JsonListFault } from './json-list.ts';
-export { cappedProblems, jsonListEntries } from './json-list.ts';
+export type { DataListEntry, DataListFault } from './data-list.ts';
+export { cappedProblems, dataListEntries } from './data-list.ts';
+export type { DataFormat, ParsedData } from './data-text.ts';
+export { dataFormatOf, parseDataText } from './data-text.ts';
 export type { Clock } from './clock.ts';
 export { systemClock } from './clock.ts';
 export { drawIndex, drawWeighted, seededRandom } from './random.ts';

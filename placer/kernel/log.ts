@@ -28,34 +28,53 @@ export function isLogLevel(value: string): value is LogLevel {
   return Object.hasOwn(LEVELS, value);
 }
 
+/** How a log record is written: one JSON object a line, or one readable line. */
+export type LogFormat = 'json' | 'pretty';
+
+const FORMATS: readonly LogFormat[] = ['json', 'pretty'];
+
+/** True when `value` names a log format. */
+export function isLogFormat(value: string): value is LogFormat {
+  return (FORMATS as readonly string[]).includes(value);
+}
+
+/** Options of {@link createLogger}. */
+export interface LoggerOptions {
+  /** @default 'info' */
+  level?: LogLevel;
+  /** @default 'json' */
+  format?: LogFormat;
+  /** Takes each line, without its newline. @default a write to stdout */
+  write?: (line: string) => void;
+  /** Fields on every line. */
+  fields?: LogFields;
+  /** Hides secrets in each string of a line. @default redactUrl: URL passwords masked */
+  redact?: Redact;
+}
+
 /**
- * A logger writing one JSON object per line: `{"time","level","msg",...fields}`.
+ * A logger writing one line per record. `json`: `{"time","level","msg",...fields}`, for
+ * machines. `pretty`: `08:21:03.123 INFO  gateway listening url=http://… runners=["…"]`, for a
+ * person at a terminal: the time of day (UTC), the level, the message, then each field as
+ * key=value (a string quoted when it holds a space, a quote or an `=`; anything else as JSON).
  * Errors in fields are flattened to `{name, code, message}` so stack traces do not flood logs.
  * Every string written, nested ones and error messages included, goes through `redact` first:
  * a library's error message can quote a URL with its password, or a secret it was given.
  */
-export function createJsonLogger(
-  options: {
-    level?: LogLevel;
-    write?: (line: string) => void;
-    fields?: LogFields;
-    /** Hides secrets in each string of a line. @default redactUrl: URL passwords masked */
-    redact?: Redact;
-  } = {},
-): Logger {
+export function createLogger(options: LoggerOptions = {}): Logger {
   const threshold = LEVELS[options.level ?? 'info'];
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const base = options.fields ?? {};
   const redact = options.redact ?? redactUrl;
-  const replacer = (_key: string, value: unknown): unknown => (typeof value === 'string' ? redact(value) : value);
+  const render = options.format === 'pretty' ? prettyLine : jsonLine;
   const emit = (level: Exclude<LogLevel, 'silent'>, msg: string, fields?: LogFields): void => {
     if (LEVELS[level] < threshold) return;
-    const line: LogFields = { time: new Date().toISOString(), level, msg };
+    const line: LogFields = {};
     for (const source of fields ? [base, fields] : [base]) {
       for (const [k, v] of Object.entries(source)) line[k] = v instanceof Error ? describeError(v) : v;
     }
     try {
-      write(JSON.stringify(line, replacer));
+      write(render(new Date().toISOString(), level, msg, line, redact));
     } catch {
       // Logging never throws into the caller (a cyclic field, a closed stream).
     }
@@ -65,8 +84,39 @@ export function createJsonLogger(
     info: (msg, fields) => emit('info', msg, fields),
     warn: (msg, fields) => emit('warn', msg, fields),
     error: (msg, fields) => emit('error', msg, fields),
-    child: (fields) => createJsonLogger({ ...options, fields: { ...base, ...fields } }),
+    child: (fields) => createLogger({ ...options, fields: { ...base, ...fields } }),
   };
+}
+
+/** A {@link createLogger} writing JSON lines. */
+export function createJsonLogger(options: Omit<LoggerOptions, 'format'> = {}): Logger {
+  return createLogger({ ...options, format: 'json' });
+}
+
+/** A JSON.stringify replacer passing every string through `redact`. */
+const redacting =
+  (redact: Redact) =>
+  (_key: string, value: unknown): unknown =>
+    typeof value === 'string' ? redact(value) : value;
+
+function jsonLine(time: string, level: string, msg: string, fields: LogFields, redact: Redact): string {
+  return JSON.stringify({ time, level, msg, ...fields }, redacting(redact));
+}
+
+/** A string left bare in a pretty line: nothing a reader could take for a separator. */
+const BARE = /^[^\s"=]+$/;
+
+function prettyLine(time: string, level: string, msg: string, fields: LogFields, redact: Redact): string {
+  const pairs = Object.entries(fields).map(([key, value]) => {
+    if (typeof value === 'string') {
+      const text = redact(value);
+      return `${key}=${BARE.test(text) ? text : JSON.stringify(text)}`;
+    }
+    return `${key}=${JSON.stringify(value, redacting(redact)) ?? String(value)}`;
+  });
+  // The message is one line whatever a caller passed: a newline would start a record of its own.
+  const head = `${time.slice(11, 23)} ${level.toUpperCase().padEnd(5)} ${redact(msg).replace(/\s*\n\s*/g, ' ')}`;
+  return pairs.length === 0 ? head : `${head} ${pairs.join(' ')}`;
 }
 
 /** A logger that drops everything; the default for library code used without one. */

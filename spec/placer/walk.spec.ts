@@ -90,6 +90,15 @@ describe('placeCall', () => {
     expect(pool.asked).toBe(3);
   });
 
+  it('rounds the time waited in its message to a whole millisecond', async () => {
+    const clock = new FakeClock({ auto: true });
+    const fleet = new Fleet();
+    const pool = fakePool(fleet.runners({ a: ['busy'] }));
+    const call = fakeCall({ placerDeadline: T0 + 25.4951171875 });
+    const error = await placeCall(call, pool, inOrder, { retryAllDelay: 10, clock }).catch((e: unknown) => e);
+    expect((error as Error).message).toMatch(/after waiting 25 ms \(/);
+  });
+
   it('throws PlacerTimeoutError before the next offer when the deadline passes mid-pass', async () => {
     const clock = new FakeClock();
     const fleet = new Fleet();

@@ -215,6 +215,35 @@ describe('GatewayRegistration', () => {
     expect(gw.seen.at(-1)).toMatchObject({ kind: 'delete', id: 'r-x', status: 204 });
   });
 
+  /** What every registration of these specs names: the gateway at `url`, this runner, its status. */
+  const toGateway = (url: string) => ({ gateway: new URL(url), token: TOKEN, url: 'http://r', status });
+
+  it.each([
+    ['a gateway no longer listening', 'refused', [], ['gateway not running; nothing to leave']],
+    ['a 500', 500, ['deregistration failed'], []],
+  ] as const)('says at close, to %s, only what is news', async (_, fault, warned, noted) => {
+    const gw = await FakeGateway.start();
+    const warnings: string[] = [];
+    const infos: string[] = [];
+    const logger = createJsonLogger({
+      level: 'info',
+      write: (line) => {
+        const { level, msg } = JSON.parse(line) as { level: string; msg: string };
+        if (level === 'warn') warnings.push(msg);
+        else if (msg.startsWith('gateway')) infos.push(msg);
+      },
+    });
+    const reg = new GatewayRegistration({ ...toGateway(gw.url), timers: recordingTimers(() => 1).timers, logger });
+    reg.start();
+    await gw.waitFor((s) => s.kind === 'heartbeat');
+    await reg.stop();
+    if (fault === 'refused') await gw.close();
+    else gw.force = () => fault;
+    await reg.deregister();
+    expect(warnings).toEqual(warned);
+    expect(infos).toEqual(noted);
+  });
+
   it.each([
     ['a refused connection', 'refused'],
     ['a 500', 500],

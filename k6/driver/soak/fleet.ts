@@ -265,8 +265,8 @@ export function registeringEnv(env: NodeJS.ProcessEnv): { env: NodeJS.ProcessEnv
 }
 
 /**
- * The bench's environment without SLUICE_* settings and PORT: those are meant for the bench
- * (SLUICE_RUNNERS, say, is a count for simulate and a URL list for a gateway), not its children.
+ * The bench's environment without SLUICE_* settings and PORT: those are meant for the bench or
+ * for the shell's own gateway (SLUICE_PORT, say), not for the processes the bench starts.
  */
 export function withoutSluiceSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const copy = { ...env };

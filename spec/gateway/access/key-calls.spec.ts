@@ -40,19 +40,19 @@ describe('KeyCalls', () => {
     expect((await admitted()).headers).toEqual({
       'x-ratelimit-limit-requests': '1',
       'x-ratelimit-remaining-requests': '0',
-      'x-ratelimit-reset-requests': '2m0s',
+      'x-ratelimit-reset-requests': '1m0s',
     });
     const second = await open();
     expect(second).toBeInstanceOf(RateLimitedError);
     expect(second).toMatchObject({
       code: 'GW_RATE_LIMITED',
       status: 429,
-      message: 'client key "ci" is at its requestsPerMinute (1); retry in 120 s',
+      message: 'client key "ci" is at its requestsPerMinute (1); retry in 60 s',
       headers: {
-        'retry-after': '120',
+        'retry-after': '60',
         'x-ratelimit-limit-requests': '1',
         'x-ratelimit-remaining-requests': '0',
-        'x-ratelimit-reset-requests': '2m0s',
+        'x-ratelimit-reset-requests': '1m0s',
       },
     });
   });

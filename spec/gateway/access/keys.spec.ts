@@ -114,6 +114,26 @@ describe('parseKeysFile', () => {
     );
   });
 
+  it('reads a YAML keys file as its JSON twin, and refuses its problems alike', () => {
+    const yaml = [
+      '- name: alice',
+      `  hash: sha256:${hashToken(ALICE)}`,
+      '  models: [m1]',
+      '  limits: {requestsPerMinute: 60}',
+      '- name: bob',
+      `  hash: sha256:${hashToken(BOB)}`,
+    ].join('\n');
+    expect(parseKeysFile(yaml, 'keys.yaml')).toEqual([
+      { name: 'alice', digest: hashToken(ALICE), models: ['m1'], limits: { requestsPerMinute: 60 } },
+      { name: 'bob', digest: hashToken(BOB), limits: {} },
+    ]);
+    expectThrows(() => parseKeysFile('- name: a\n  hash: x', 'keys.yml'), KeysFileError, {
+      code: 'GW_INVALID_KEYS_FILE',
+      message:
+        'keys file keys.yml: entry 0 ("a"): hash must be "sha256:" and 64 lower-case hex digits (sluice keys new prints one), got "x"',
+    });
+  });
+
   it('says when the text is not JSON', () => {
     expectThrows(() => parseKeysFile('[{', 'keys.json'), KeysFileError, {});
   });

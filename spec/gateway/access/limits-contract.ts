@@ -39,35 +39,53 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
         remaining.push(admission.window!.remaining);
       }
       expect(remaining).toEqual([2, 1, 0]);
-      // 3 in this window: the 4th fits once the next window has slid 2/3 of this one out.
+      // 3 at the window's start: the 4th fits once they are a minute old, the sliding window's
+      // real wait (sliding 2/3 of this window out would take 80 s).
       const refused = await limiter.admitCall('k', limits, 'l3');
       expect(refused).toEqual({
         kind: 'refused',
         limit: 'requests',
-        retryAfterMs: 80_000,
-        window: { limit: 3, remaining: 0, resetMs: 120_000 },
+        retryAfterMs: 60_000,
+        window: { limit: 3, remaining: 0, resetMs: 60_000 },
       });
-      elapse(79_999);
+      elapse(59_999);
       expect((await limiter.admitCall('k', limits, 'l4')).kind).toBe('refused');
       elapse(1);
       expect(await limiter.admitCall('k', limits, 'l5')).toEqual({
         kind: 'admitted',
-        window: { limit: 3, remaining: 0, resetMs: 100_000 },
+        window: { limit: 3, remaining: 2, resetMs: 60_000 },
       });
+    });
+
+    it('tells a key whose calls came mid-window to retry within the minute, not 67 s, as the sliding window frees', async () => {
+      const { limiter, elapse } = await fixture();
+      const limits = { requestsPerMinute: 3 };
+      elapse(13_000);
+      for (let i = 0; i < 3; i++) expect((await limiter.admitCall('k', limits, `l${i}`)).kind).toBe('admitted');
+      const refused = await limiter.admitCall('k', limits, 'l3');
+      expect(refused).toMatchObject({ kind: 'refused', retryAfterMs: 60_000 });
+      elapse(59_999);
+      expect((await limiter.admitCall('k', limits, 'l4')).kind).toBe('refused');
+      elapse(1);
+      expect((await limiter.admitCall('k', limits, 'l5')).kind).toBe('admitted');
     });
 
     it('weights the previous window by the share of it still inside the sliding minute', async () => {
       const { limiter, elapse } = await fixture();
       const limits = { requestsPerMinute: 10 };
-      for (let i = 0; i < 10; i++) await limiter.admitCall('k', limits, `a${i}`);
-      elapse(WINDOW + 30_000);
+      // Ten calls over the window, the last near its end: the previous window's hits may still be
+      // inside the sliding minute, and count by the share of it that is.
+      for (let i = 0; i < 9; i++) await limiter.admitCall('k', limits, `a${i}`);
+      elapse(59_000);
+      await limiter.admitCall('k', limits, 'a9');
+      elapse(31_000);
       // Half of the previous 10 still count: 5, and this call makes 6.
       expect(await limiter.admitCall('k', limits, 'b')).toEqual({
         kind: 'admitted',
-        window: { limit: 10, remaining: 4, resetMs: 90_000 },
+        window: { limit: 10, remaining: 4, resetMs: 60_000 },
       });
       elapse(2 * WINDOW);
-      expect((await limiter.admitCall('k', limits, 'c')).window).toEqual({ limit: 10, remaining: 9, resetMs: 90_000 });
+      expect((await limiter.admitCall('k', limits, 'c')).window).toEqual({ limit: 10, remaining: 9, resetMs: 60_000 });
     });
 
     it('holds concurrentCalls leases until released, and a second release changes nothing', async () => {
@@ -108,7 +126,7 @@ export function describeLimiter(name: string, make: MakeLimiter, shared = false)
       const limits = { tokensPerMinute: 100 };
       expect(await limiter.admitTokens('k', limits, 60)).toEqual({
         kind: 'admitted',
-        window: { limit: 100, remaining: 40, resetMs: 120_000 },
+        window: { limit: 100, remaining: 40, resetMs: 60_000 },
       });
       expect(await limiter.admitTokens('k', limits, 50)).toMatchObject({
         kind: 'refused',

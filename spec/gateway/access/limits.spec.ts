@@ -7,6 +7,7 @@ import {
   rateLimitHeaders,
   retryAfterSeconds,
 } from '../../../gateway/access/limits.ts';
+import type { WindowTally } from '../../../gateway/access/limits.ts';
 import { T0, WINDOW, describeLimiter, fakeClock } from './limits-contract.ts';
 
 describeLimiter('memory limiter', async (options) => {
@@ -14,18 +15,34 @@ describeLimiter('memory limiter', async (options) => {
   return { limiter: createMemoryLimiter({ ...options, clock }), elapse };
 });
 
+/**
+ * Counts at `elapsed` ms into the window starting at T0, their last hits where they would be for
+ * traffic spread over the windows: the current one's now, the previous one's at its end.
+ */
+const tally = (elapsed: number, current: number, previous: number, lasts: Partial<WindowTally> = {}): WindowTally => ({
+  current,
+  previous,
+  currentLast: T0 + elapsed,
+  previousLast: T0 - 1,
+  ...lasts,
+});
+
+/** The tally at `at` of counts taken at T0 + `elapsed`, rolled forward a window when `at` is past its end. */
+const rolledTo = (at: number, taken: WindowTally): WindowTally =>
+  at >= T0 + WINDOW ? { current: 0, previous: taken.current, currentLast: 0, previousLast: taken.currentLast } : taken;
+
 describe('decideWindow', () => {
   // limit 10, cost 1; elapsed is ms into the current fixed window.
   // name, elapsed, current, previous → admitted, remaining, resetMs, retryAfterMs
   it.each([
-    ['an empty window', 0, 0, 0, true, 9, 120_000, 0],
-    ['half the previous window still inside', 30_000, 0, 10, true, 4, 90_000, 0],
-    ['a full current window: wait for the next and 1/10 of it to slide out', 30_000, 10, 0, false, 0, 90_000, 36_000],
-    ['a full previous window: wait for its weight to fall', 0, 5, 10, false, 0, 120_000, 36_000],
-    ['an over-full previous window and nothing now', 0, 0, 20, false, 0, 60_000, 33_000],
-    ['exactly the limit once this call is in', 0, 9, 0, true, 0, 120_000, 0],
+    ['an empty window', 0, 0, 0, true, 9, 60_000, 0],
+    ['half the previous window still inside', 30_000, 0, 10, true, 4, 60_000, 0],
+    ['a full current window: wait for the next and 1/10 of it to slide out', 30_000, 10, 0, false, 0, 60_000, 36_000],
+    ['a full previous window: wait for its weight to fall', 0, 5, 10, false, 0, 60_000, 36_000],
+    ['an over-full previous window and nothing now', 0, 0, 20, false, 0, 59_999, 33_000],
+    ['exactly the limit once this call is in', 0, 9, 0, true, 0, 60_000, 0],
   ] as const)('decides %s', (_name, elapsed, current, previous, admitted, remaining, resetMs, retryAfterMs) => {
-    const decision = decideWindow(T0 + elapsed, WINDOW, 10, 1, current, previous);
+    const decision = decideWindow(T0 + elapsed, WINDOW, 10, 1, tally(elapsed, current, previous));
     expect({ admitted: decision.admitted, ...decision.state, retryAfterMs: decision.retryAfterMs }).toEqual({
       admitted,
       remaining,
@@ -42,16 +59,33 @@ describe('decideWindow', () => {
       [0, 20, 0],
       [7, 9, 12_345],
     ] as const) {
-      const refused = decideWindow(T0 + elapsed, WINDOW, 10, 1, current, previous);
+      const taken = tally(elapsed, current, previous);
+      const refused = decideWindow(T0 + elapsed, WINDOW, 10, 1, taken);
       expect(refused.admitted).toBe(false);
       const at = T0 + elapsed + refused.retryAfterMs;
       // Past the window edge the current count becomes the previous one.
-      const rolled = at >= T0 + WINDOW ? [0, current] : [current, previous];
-      expect(decideWindow(at, WINDOW, 10, 1, rolled[0]!, rolled[1]!).admitted).toBe(true);
-      const before = at - 1;
-      const rolledBefore = before >= T0 + WINDOW ? [0, current] : [current, previous];
-      expect(decideWindow(before, WINDOW, 10, 1, rolledBefore[0]!, rolledBefore[1]!).admitted).toBe(false);
+      expect(decideWindow(at, WINDOW, 10, 1, rolledTo(at, taken)).admitted).toBe(true);
+      expect(decideWindow(at - 1, WINDOW, 10, 1, rolledTo(at - 1, taken)).admitted).toBe(false);
     }
+  });
+
+  it('tells a 3-a-minute key whose calls came together to retry in the window, not 67 s, and admits it then', () => {
+    // Three calls 13 s into the window, a fourth at once: the first leaves the sliding minute at 73 s.
+    const taken = tally(13_000, 3, 0, { currentLast: T0 + 13_000 });
+    const refused = decideWindow(T0 + 13_000, WINDOW, 3, 1, taken);
+    expect(refused).toMatchObject({ admitted: false, retryAfterMs: 60_000 });
+    expect(retryAfterSeconds(refused.retryAfterMs)).toBe(60);
+    const at = T0 + 73_000;
+    expect(decideWindow(at, WINDOW, 3, 1, rolledTo(at, taken)).admitted).toBe(true);
+    expect(decideWindow(at - 1, WINDOW, 3, 1, rolledTo(at - 1, taken)).admitted).toBe(false);
+  });
+
+  it('counts nothing of a previous window whose last hit is a whole window old', () => {
+    // Ten hits in the first second of the previous window: none is inside the sliding minute at 5 s.
+    const early = tally(5_000, 0, 10, { previousLast: T0 - WINDOW + 1_000 });
+    expect(decideWindow(T0 + 5_000, WINDOW, 10, 1, early)).toMatchObject({ admitted: true, state: { remaining: 9 } });
+    // Spread to its end, most of them still are.
+    expect(decideWindow(T0 + 5_000, WINDOW, 10, 1, tally(5_000, 0, 10)).admitted).toBe(false);
   });
 });
 

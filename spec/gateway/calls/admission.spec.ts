@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { UploadBudget, notReadyReasons } from '../../../gateway/calls/admission.ts';
+import { UploadBudget, notReadyReasons, readinessNotes } from '../../../gateway/calls/admission.ts';
 
 describe('UploadBudget', () => {
   it('refuses a client past its share with client-full while others are still admitted', () => {
@@ -52,15 +52,19 @@ describe('UploadBudget', () => {
   });
 });
 
+/** A gateway that takes calls: a ready runner, room for more, its store answering. */
+const READY = {
+  closing: false,
+  inFlight: 0,
+  maxInFlight: 10,
+  uploadsFull: false,
+  runnersReady: true,
+  replicasCanStart: false,
+  storeReady: true,
+};
+
 describe('notReadyReasons', () => {
-  const ready = {
-    closing: false,
-    inFlight: 0,
-    maxInFlight: 10,
-    uploadsFull: false,
-    runnersReady: true,
-    storeReady: true,
-  };
+  const ready = READY;
 
   it('returns no reason when a new call would be taken', () => {
     expect(notReadyReasons(ready)).toEqual([]);
@@ -78,8 +82,28 @@ describe('notReadyReasons', () => {
         maxInFlight: 10,
         uploadsFull: true,
         runnersReady: false,
+        replicasCanStart: false,
         storeReady: false,
       }),
     ).toEqual(['closing', 'max_in_flight', 'uploads_full', 'no_ready_runner', 'store_unavailable']);
+  });
+});
+
+describe('readiness with no ready runner', () => {
+  const state = { ...READY, runnersReady: false };
+
+  it('returns no_ready_runner when no deployment can start a replica either', () => {
+    expect(notReadyReasons(state)).toEqual(['no_ready_runner']);
+    expect(readinessNotes(state)).toEqual([]);
+  });
+
+  it('returns ready, with the note no_replica_yet, when a deployment can start one', () => {
+    const atZero = { ...state, replicasCanStart: true };
+    expect(notReadyReasons(atZero)).toEqual([]);
+    expect(readinessNotes(atZero)).toEqual(['no_replica_yet']);
+  });
+
+  it('returns no note once a runner is ready', () => {
+    expect(readinessNotes({ ...state, runnersReady: true, replicasCanStart: true })).toEqual([]);
   });
 });

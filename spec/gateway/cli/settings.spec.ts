@@ -320,6 +320,38 @@ describe('resolveSettings', () => {
       expect(message(['--config', path])).toBe(expected.replace('PATH', path));
     });
 
+    it.each<[string, string]>([
+      ['port: true', 'invalid port in PATH: expected an integer, got true'],
+      ['verbose: "yes"', 'invalid verbose in PATH "yes": expected true or false'],
+      ['placerTimeout: [1]', 'invalid placerTimeout in PATH: expected a duration like 500ms, 30s or 5m, got [1]'],
+      ['bogus: 1', 'PATH: unknown setting "bogus"; --help lists the settings'],
+      ['- port', 'PATH: must hold a YAML object of settings'],
+    ])('checks a YAML file %j as its JSON twin', (content, expected) => {
+      const path = join(dir, `config-${++files}.yaml`);
+      writeFileSync(path, content);
+      expect(message(['--config', path])).toBe(
+        expected.replace('PATH', expected.startsWith('PATH') ? `--config ${path}` : path),
+      );
+    });
+
+    it('returns values from a YAML file, by extension or by content', () => {
+      const yaml = 'port: 1\nhost: h\nrunners:\n  - a\nverbose: false\nplacerTimeout: 5s\n';
+      const expected = { port: 1, host: 'h', runners: ['a'], verbose: false, placerTimeout: 5000 };
+      for (const name of [`config-${++files}.yml`, `config-${++files}`]) {
+        const path = join(dir, name);
+        writeFileSync(path, yaml);
+        expect(resolve(['--config', path]).values).toMatchObject(expected);
+      }
+    });
+
+    it('throws one line with the line and column when a YAML file does not parse', () => {
+      const path = join(dir, `config-${++files}.yaml`);
+      writeFileSync(path, 'port: 1\nhost: a: b\n');
+      expect(message(['--config', path])).toMatch(
+        new RegExp(`^--config ${path}: not valid YAML \\(.+at line 2, column \\d+:\\)$`),
+      );
+    });
+
     it('returns values from the file when their JSON types fit', () => {
       const path = configFile({ port: 1, host: 'h', runners: ['a'], verbose: false, placerTimeout: 10 });
       expect(resolve(['--config', path]).values).toMatchObject({

@@ -9,6 +9,8 @@ import type { ReconcilerTimers } from '../../../gateway/control/reconciler-optio
 import type { Reconciler } from '../../../gateway/control/reconciler.ts';
 import type { Capacity, HostedEngine, HostedState, LaunchPolicy } from '../../../runner/protocol/index.ts';
 import { resolveLaunchPolicy } from '../../../runner/protocol/index.ts';
+import { request } from 'undici';
+import { asOperator } from '../../support/fleet.ts';
 
 const SPEC_POLICY: LaunchPolicy = (() => {
   const resolved = resolveLaunchPolicy({ envAllow: ['sim=SIM_TOKEN'] });
@@ -49,6 +51,17 @@ export const LLAMA_PROFILE = Object.freeze({
   args: ['--max-model-len', '8192'],
   env: { HF_TOKEN: 'hf_secret_value' },
 });
+
+/** PUTs a deployment of org/llama on {@link LLAMA_PROFILE} to the gateway at `url` as the operator; resolves with the status. */
+export async function putLlama(url: string): Promise<number> {
+  const answer = await request(`${url}/v1/deployments/org/llama`, {
+    method: 'PUT',
+    headers: { ...asOperator, 'content-type': 'application/json' },
+    body: JSON.stringify({ profile: LLAMA_PROFILE, maxReplicas: 2 }),
+  });
+  await answer.body.dump();
+  return answer.statusCode;
+}
 
 /** A checked deployment of `model`, on the simulated engine unless `extra` names a profile; throws on a bad one. */
 export function deployment(model: string, extra: Record<string, unknown> = {}): Deployment {

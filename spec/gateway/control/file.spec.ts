@@ -24,6 +24,33 @@ function problemsOf(text: string): readonly string[] {
 }
 
 describe('parseDeploymentsFile', () => {
+  it('reads a YAML file as its JSON twin, and refuses its problems alike', () => {
+    const yaml = [
+      '- model: a',
+      '  profile: {kind: sim}',
+      '- model: org/b',
+      '  profile:',
+      '    kind: vllm',
+      '    gpus: 2',
+      '  maxReplicas: 4',
+    ];
+    const json = JSON.stringify([
+      { model: 'a', profile: { kind: 'sim' } },
+      { model: 'org/b', profile: { kind: 'vllm', gpus: 2 }, maxReplicas: 4 },
+    ]);
+    expect(parseDeploymentsFile(yaml.join('\n'), 'd.yaml')).toEqual(parseDeploymentsFile(json, 'd.json'));
+    const twice = ['- model: a', '  profile: {kind: sim}', '- model: a', '  profile: {kind: sim}'].join('\n');
+    expect(() => parseDeploymentsFile(twice, 'd.yml')).toThrow(
+      'deployments file d.yml: entry 1 ("a"): model is already deployed by entry 0',
+    );
+    expect(() => parseDeploymentsFile('model: a', 'd.yaml')).toThrow(
+      'deployments file d.yaml: must be a YAML list of deployments, got object',
+    );
+    expect(() => parseDeploymentsFile('- model: [a', 'd.yaml')).toThrow(
+      /^deployments file d\.yaml: not YAML: .*at line 1/,
+    );
+  });
+
   it('reads a list of deployments with their defaults', () => {
     const deployments = parseDeploymentsFile(
       JSON.stringify([

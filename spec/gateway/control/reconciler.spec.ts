@@ -390,6 +390,22 @@ describe('Reconciler: leadership', () => {
     void clock;
   });
 
+  it('warns when it loses the lease while running, and not when it releases it at close', async () => {
+    const { lease, reconciler, warnings, events } = setup([runner('r1')]);
+    await reconciler.pass();
+    lease.held = false;
+    await reconciler.pass();
+    expect(warnings).toEqual([{ msg: 'reconciler lease lost', why: 'lease not held' }]);
+
+    lease.held = true;
+    await reconciler.pass();
+    expect(reconciler.leading).toBe(true);
+    await reconciler.close();
+    expect(reconciler.leading).toBe(false);
+    expect(warnings).toHaveLength(1);
+    expect(events.filter((e) => e.kind === 'leader').at(-1)).toEqual({ kind: 'leader', leading: false });
+  });
+
   it('adopts hosted replicas of deployed models on taking the lease and gives them no null, while a replica of no deployment gets one', async () => {
     const { clock, fleet, store, reconciler, scales } = setup([runner('r1'), runner('r2'), runner('r3'), runner('r4')]);
     host(fleet.get('r1'), 'm', 'm-ready', 'ready', T0 - 60_000);

@@ -8,6 +8,7 @@ describe('forwardable', () => {
       'content-type': 'application/json',
       'x-custom': ['a', 'b'],
       authorization: 'Bearer sk-client',
+      origin: 'https://app.example.com',
       prefer: 'respond-async',
       'sluice-invoke-type': 'detached',
       'sluice-callback-url': 'https://hooks.example/x?token=t',

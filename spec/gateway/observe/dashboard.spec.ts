@@ -41,6 +41,19 @@ describe('the dashboard routes', () => {
     });
   });
 
+  it('says on its token form where the viewer token is: the flags, or the file the CLI writes and names', async () => {
+    const page = (await getJson(`${url}/dashboard`)).text;
+    const where = /<p id="token-where">([\s\S]*?)<\/p>/.exec(page)?.[1] ?? '';
+    for (const hint of [
+      '--viewer-token',
+      'viewer-token-&lt;port&gt;',
+      '$XDG_RUNTIME_DIR/sluice/',
+      '~/.sluice/',
+      'banner',
+    ])
+      expect(where).toContain(hint);
+  });
+
   it('lists every dashboard file as public in the route table, and nothing else under /dashboard', () => {
     const rows = ROUTE_SCOPES.filter((r) => r.path.startsWith('/dashboard'));
     expect(rows.map((r) => `${r.method} ${r.path} ${r.scope}`).sort()).toEqual(

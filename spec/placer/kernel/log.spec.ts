@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createJsonLogger, isLogLevel, silentLogger } from '../../../placer/kernel/index.ts';
+import { createJsonLogger, createLogger, isLogFormat, isLogLevel, silentLogger } from '../../../placer/kernel/index.ts';
 import type { LogLevel } from '../../../placer/kernel/index.ts';
 import { PlacerTimeoutError } from '../../../placer/errors.ts';
 
@@ -167,5 +167,68 @@ describe('isLogLevel', () => {
 
   it.each(['INFO', 'trace', '', 'toString', '__proto__'])('returns false when given %j', (value) => {
     expect(isLogLevel(value)).toBe(false);
+  });
+});
+
+describe('createLogger in the pretty format', () => {
+  function pretty(
+    options: { level?: LogLevel; fields?: Record<string, unknown>; redact?: (t: string) => string } = {},
+  ) {
+    const lines: string[] = [];
+    const logger = createLogger({ ...options, format: 'pretty', write: (line) => lines.push(line) });
+    return { logger, lines };
+  }
+
+  it('returns one readable line: time of day, level, message, then key=value fields', () => {
+    const { logger, lines } = pretty({ fields: { component: 'gateway' } });
+    logger.info('gateway listening', { url: 'http://127.0.0.1:8080', runners: ['a', 'b'], open: true });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /^\d{2}:\d{2}:\d{2}\.\d{3} INFO {2}gateway listening component=gateway url=http:\/\/127\.0\.0\.1:8080 runners=\["a","b"\] open=true$/,
+    );
+  });
+
+  it('quotes a string with a space, a quote or an equals sign, and keeps the line one line', () => {
+    const { logger, lines } = pretty();
+    logger.warn('first\nsecond', { reason: 'no runner', q: 'a"b', eq: 'k=v', empty: '' });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/ WARN {2}first second reason="no runner" q="a\\"b" eq="k=v" empty=""$/);
+  });
+
+  it('returns errors as name, code and message, and honours the level', () => {
+    const { logger, lines } = pretty({ level: 'warn' });
+    logger.info('dropped');
+    logger.error('call failed', { error: new PlacerTimeoutError('too slow', 3) });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(
+      'ERROR call failed error={"name":"PlacerTimeoutError","message":"too slow","code":"PLACER_TIMEOUT"}',
+    );
+  });
+
+  it('hides secrets in the message, in string fields and in nested ones', () => {
+    const redact = (text: string) => text.replaceAll('s3cret-token', '***');
+    const { logger, lines } = pretty({ redact });
+    logger.info('token s3cret-token', {
+      url: 'redis://u:pw@h:6379',
+      nested: { token: 's3cret-token' },
+      t: 's3cret-token',
+    });
+    expect(lines[0]).not.toContain('s3cret-token');
+    expect(lines[0]).toContain('token ***');
+    expect(lines[0]).toContain('nested={"token":"***"} t=***');
+    // The default redaction still applies under a custom one: only when the redactor does it.
+    const plain = pretty();
+    plain.logger.info('store', { url: 'redis://u:pw@h:6379' });
+    expect(plain.lines[0]).toContain('url=redis://u:***@h:6379');
+  });
+
+  it('returns json lines for format json, as createJsonLogger', () => {
+    const lines: string[] = [];
+    createLogger({ format: 'json', write: (line) => lines.push(line) }).info('m', { a: 1 });
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 'info', msg: 'm', a: 1 });
+  });
+
+  it('reads the format names', () => {
+    expect(['json', 'pretty', 'text'].map(isLogFormat)).toEqual([true, true, false]);
   });
 });
