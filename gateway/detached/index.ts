@@ -14,14 +14,31 @@ export { DetachedCalls } from './detached.ts';
 export { parsePreference } from './prefer.ts';
 export type { CallPreference } from './prefer.ts';
 export {
+  FINAL_BATCH_STATUSES,
   RECORD_OVERHEAD_BYTES,
   STORED_BYTES_LUA,
   StoreUnavailableError,
   connectRedis,
+  createMemoryBatchStore,
   createMemoryStore,
   parseRedisUrl,
   quitRedis,
   redisUses,
   storeDefaults,
 } from './store/index.ts';
-export type { CallError, CallStore, RedisTimeouts, StoreHealth } from './store/index.ts';
+export type {
+  BatchLineError,
+  BatchRecord,
+  BatchStatus,
+  BatchStore,
+  CallError,
+  CallStore,
+  FilePurpose,
+  FileRecord,
+  Owner,
+  Page,
+  RedisTimeouts,
+  RequestCounts,
+  StoreHealth,
+} from './store/index.ts';
+export { StoreFullError } from './store/index.ts';

@@ -1,0 +1,423 @@
+/**
+ * Runs the batches this gateway created: validating → in_progress → finalizing → completed (or
+ * failed, expired, cancelling → cancelled). Each line is one call through the gateway's own
+ * call path in the `batch` priority class ({@link LineCalls}), released by the window
+ * (window.ts) and, among the keys with lines to run, a line per key in turn, so one key's large
+ * batch does not hold back another's.
+ *
+ * A line runs at most once: it leaves the pending list when released, and goes back only when
+ * its answer says nothing ran (a busy or rate-limit refusal, {@link RETRY_CODES}), after a
+ * delay. Any other answer is its result, written once: a 2xx to the output file, the rest to
+ * the error file. Its call carries `x-request-id: <batch id>:<custom_id>`, which the runner and
+ * engine log. Cancel and expiry stop new lines at once and let running ones finish; an expired
+ * batch lists the lines it never ran in its error file (`batch_expired`).
+ */
+import { metrics } from '@opentelemetry/api';
+import type { MeterProvider } from '@opentelemetry/api';
+import type { Clock, Logger } from '../../placer/kernel/index.ts';
+import type { Runner } from '../../placer/types.ts';
+import type { Caller } from '../access/index.ts';
+import { FINAL_BATCH_STATUSES } from '../detached/index.ts';
+import type { BatchLineError, BatchRecord, BatchStatus, BatchStore, RequestCounts } from '../detached/index.ts';
+import { clientRequestId, PRIORITY_HEADER, REQUEST_ID_HEADER } from '../http/index.ts';
+import type { FileKeeper } from './files.ts';
+import { newObjectId } from './files.ts';
+import { parseBatchInput } from './jsonl.ts';
+import type { BatchLine } from './jsonl.ts';
+import type { LineAnswer, LineCalls } from './line-calls.ts';
+import { createBatchMetrics, LineRate } from './metrics.ts';
+import type { BatchMetrics, BatchStats, LineOutcome } from './metrics.ts';
+import type { BatchConfig } from './options.ts';
+import { answeredLine, unansweredLine } from './views.ts';
+import { freeSlots, linesToRelease } from './window.ts';
+
+/** What the window reads of the fleet and the queue. */
+export interface FleetView {
+  /** The runners that may serve `model`. */
+  runners(model: string): readonly Pick<Runner, 'load'>[];
+  /** Batch-class calls of `model` waiting in this gateway's queue. */
+  waiting(model: string): number;
+}
+
+/** What the runner works with. */
+export interface BatchRunnerSettings {
+  store: BatchStore;
+  files: FileKeeper;
+  calls: LineCalls;
+  fleet: FleetView;
+  clock: Clock;
+  logger: Logger;
+  config: BatchConfig;
+  /** The most of a line's answer kept (the gateway's maxResultBytes). */
+  maxResultBytes: number;
+  meterProvider?: MeterProvider;
+}
+
+/** Codes of answers that say nothing ran: the line is released again after a delay. */
+export const RETRY_CODES: ReadonlySet<string> = new Set([
+  // The gateway is stopping: the line goes back, and the batch ends with the gateway (close).
+  'GW_SHUTTING_DOWN',
+  'PLACER_TIMEOUT',
+  'GW_OVERLOADED',
+  'GW_QUEUE_FULL',
+  'GW_UPLOADS_FULL',
+  'GW_TOO_MANY_UPLOADS',
+  'GW_RATE_LIMITED',
+]);
+
+/** How long a batch waits after a busy answer when the answer names no Retry-After, in ms. */
+const RETRY_DELAY_MS = 1000;
+
+/** Why a batch stops releasing lines. */
+type Stop = 'cancelled' | 'expired' | 'stopped';
+
+/** A batch this gateway runs. */
+class Active {
+  readonly pending: BatchLine[] = [];
+  readonly output: string[] = [];
+  readonly errors: string[] = [];
+  readonly counts: RequestCounts = { total: 0, completed: 0, failed: 0 };
+  readonly expiry = new AbortController();
+  inFlight = 0;
+  /** No line is released before this time (after a busy answer). */
+  notBefore = 0;
+  stop: Stop | undefined;
+  validated = false;
+
+  constructor(
+    readonly record: BatchRecord,
+    readonly caller: Caller,
+  ) {}
+
+  get id(): string {
+    return this.record.id;
+  }
+
+  /** The key whose turn the batch's lines take. */
+  get flow(): string {
+    return this.record.client ?? '';
+  }
+}
+
+/** Runs this gateway's batches; see the file comment. */
+export class BatchRunner {
+  readonly #settings: BatchRunnerSettings;
+  readonly #active = new Map<string, Active>();
+  readonly #ended: Partial<Record<BatchStatus, number>> = {};
+  readonly #rate: LineRate;
+  readonly #metrics: BatchMetrics;
+  #inFlight = 0;
+  /** Which key's turn comes first at the next release. */
+  #turn = 0;
+  #ticking: AbortController | undefined;
+  #closed = false;
+  /** Resolves a close waiting for the lines in flight. */
+  #idle: (() => void) | undefined;
+
+  constructor(settings: BatchRunnerSettings) {
+    this.#settings = settings;
+    this.#rate = new LineRate(() => settings.clock.now());
+    this.#metrics = createBatchMetrics(settings.meterProvider ?? metrics.getMeterProvider(), () => this.stats());
+  }
+
+  /** Starts a batch just recorded `validating`: its input is checked, then its lines run. */
+  start(record: BatchRecord, caller: Caller): void {
+    const batch = new Active(record, caller);
+    this.#active.set(record.id, batch);
+    const { clock } = this.#settings;
+    clock.sleep(Math.max(0, record.expiresAt - clock.now()), batch.expiry.signal).then(
+      () => this.#stop(batch, 'expired'),
+      () => {},
+    );
+    this.#validate(batch).catch((error: unknown) => this.#fail(batch, 'validation_failed', error));
+  }
+
+  /**
+   * Cancels a batch: one running here stops releasing lines at once (`cancelling`) and ends
+   * `cancelled` when its lines in flight have; one not running here (its gateway restarted)
+   * ends `cancelled` at once. Resolves with the record after, undefined when unknown.
+   */
+  async cancel(id: string): Promise<BatchRecord | undefined> {
+    const batch = this.#active.get(id);
+    const { store, clock } = this.#settings;
+    if (!batch)
+      return (await store.updateBatch(id, { status: 'cancelled', cancelledAt: clock.now() })) ?? store.getBatch(id);
+    if (batch.stop === undefined) {
+      await store.updateBatch(id, { status: 'cancelling', cancellingAt: clock.now() });
+      this.#stop(batch, 'cancelled');
+    }
+    return store.getBatch(id);
+  }
+
+  /** The snapshot GET /v1/stats shows, and the metrics read. */
+  stats(): BatchStats {
+    const batches: Partial<Record<BatchStatus, number>> = { ...this.#ended };
+    let linesWaiting = 0;
+    for (const batch of this.#active.values()) {
+      const status = batch.stop === 'cancelled' ? 'cancelling' : batch.validated ? 'in_progress' : 'validating';
+      batches[status] = (batches[status] ?? 0) + 1;
+      linesWaiting += batch.pending.length;
+    }
+    return { batches, linesWaiting, linesInFlight: this.#inFlight, linesPerSecond: this.#rate.perSecond() };
+  }
+
+  /**
+   * Stops releasing lines, waits up to `timeout` ms for those in flight, and fails every batch
+   * still running (`gateway_stopped`): the memory store goes with the gateway, and a batch is
+   * run only by the gateway that created it.
+   */
+  async close(timeout: number): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#ticking?.abort();
+    if (this.#inFlight > 0) {
+      const idle = new Promise<void>((resolve) => (this.#idle = resolve));
+      await Promise.race([idle, new Promise((resolve) => setTimeout(resolve, timeout).unref())]);
+    }
+    const reason = new Error('the gateway stopped before the batch finished');
+    await Promise.all([...this.#active.values()].map((batch) => this.#fail(batch, 'gateway_stopped', reason)));
+  }
+
+  async #validate(batch: Active): Promise<void> {
+    const { store, config, clock } = this.#settings;
+    const content = await store.fileContent(batch.record.inputFileId);
+    const input = content
+      ? parseBatchInput(content, batch.record.endpoint, config.maxLines)
+      : {
+          kind: 'invalid' as const,
+          errors: [{ code: 'missing_file', message: `input file ${batch.record.inputFileId} is gone` }],
+        };
+    if (batch.stop !== undefined) return this.#finalize(batch);
+    if (input.kind === 'invalid')
+      return this.#end(batch, { status: 'failed', failedAt: clock.now(), errors: input.errors });
+    batch.pending.push(...input.lines);
+    batch.counts.total = input.lines.length;
+    batch.validated = true;
+    await store.updateBatch(batch.id, {
+      status: 'in_progress',
+      inProgressAt: clock.now(),
+      requestCounts: { ...batch.counts },
+    });
+    this.#tick();
+    this.#release();
+  }
+
+  /** Looks at the window every tick while any batch has lines, besides each line's end. */
+  #tick(): void {
+    if (this.#ticking || this.#closed) return;
+    const ticking = new AbortController();
+    this.#ticking = ticking;
+    const { clock, config } = this.#settings;
+    const loop = (): void => {
+      if (this.#ticking !== ticking) return;
+      if (![...this.#active.values()].some((b) => b.pending.length > 0)) {
+        this.#ticking = undefined;
+        return;
+      }
+      this.#release();
+      clock.sleep(config.tick, ticking.signal).then(loop, () => {});
+    };
+    clock.sleep(config.tick, ticking.signal).then(loop, () => {});
+  }
+
+  /** Releases what the window allows, a line per key in turn. */
+  #release(): void {
+    if (this.#closed) return;
+    const now = this.#settings.clock.now();
+    const byFlow = new Map<string, Active[]>();
+    for (const batch of this.#active.values()) {
+      if (!batch.validated || batch.stop !== undefined || batch.pending.length === 0 || batch.notBefore > now) continue;
+      const list = byFlow.get(batch.flow) ?? [];
+      list.push(batch);
+      byFlow.set(batch.flow, list);
+    }
+    const flows = [...byFlow.keys()];
+    if (flows.length === 0) return;
+    const start = this.#turn++ % flows.length;
+    const budgets = new Map<string, number>();
+    let released = true;
+    while (released) {
+      released = false;
+      for (let i = 0; i < flows.length; i++) {
+        const batches = byFlow.get(flows[(start + i) % flows.length]!)!;
+        if (this.#inFlight >= this.#settings.config.maxLinesInFlight) return;
+        const batch = batches.find((b) => b.pending.length > 0 && this.#budget(budgets, b.pending[0]!.model) > 0);
+        if (!batch) continue;
+        const line = batch.pending.shift()!;
+        budgets.set(line.model, budgets.get(line.model)! - 1);
+        void this.#run(batch, line);
+        released = true;
+      }
+    }
+  }
+
+  /** What the window allows for `model` in this release, computed once per release. */
+  #budget(budgets: Map<string, number>, model: string): number {
+    const known = budgets.get(model);
+    if (known !== undefined) return known;
+    const { fleet, config } = this.#settings;
+    const budget = linesToRelease({
+      free: freeSlots(fleet.runners(model)),
+      waiting: fleet.waiting(model),
+      inFlight: this.#inFlight,
+      maxInFlight: config.maxLinesInFlight,
+    });
+    budgets.set(model, budget);
+    return budget;
+  }
+
+  async #run(batch: Active, line: BatchLine): Promise<void> {
+    this.#inFlight++;
+    batch.inFlight++;
+    let answer: LineAnswer | undefined;
+    let failure: unknown;
+    try {
+      answer = await this.#settings.calls.post({
+        path: line.url,
+        body: line.body,
+        headers: {
+          [PRIORITY_HEADER]: 'batch',
+          [REQUEST_ID_HEADER]: clientRequestId(`${batch.id}:${line.customId}`) ?? `${batch.id}:line-${line.line}`,
+        },
+        caller: batch.caller,
+        maxBytes: this.#settings.maxResultBytes,
+      });
+    } catch (error) {
+      failure = error;
+    }
+    this.#inFlight--;
+    batch.inFlight--;
+    if (this.#settle(batch, line, answer, failure)) await this.#write(batch, { requestCounts: { ...batch.counts } });
+    if (this.#inFlight === 0) this.#idle?.();
+    if (batch.inFlight === 0 && (batch.stop !== undefined || batch.pending.length === 0)) await this.#finalize(batch);
+    else this.#release();
+  }
+
+  /**
+   * Keeps a line's result, or puts the line back when its answer says nothing ran; true when
+   * the line ended (its result kept).
+   */
+  #settle(batch: Active, line: BatchLine, answer: LineAnswer | undefined, failure: unknown): boolean {
+    const retryAfter = answer && retryDelay(answer);
+    if (retryAfter !== undefined) {
+      batch.pending.unshift(line);
+      batch.notBefore = this.#settings.clock.now() + retryAfter;
+      this.#count('retried');
+      return false;
+    }
+    const id = newObjectId('batch_req');
+    if (answer && answer.status >= 200 && answer.status < 300 && !answer.truncated) {
+      batch.output.push(answeredLine(id, line, answer));
+      batch.counts.completed++;
+      this.#count('completed');
+      return true;
+    }
+    if (answer?.truncated) {
+      const message = `the answer was larger than maxResultBytes (${this.#settings.maxResultBytes})`;
+      batch.errors.push(unansweredLine(id, line, 'result_too_large', message));
+    } else if (answer) batch.errors.push(answeredLine(id, line, answer));
+    else batch.errors.push(unansweredLine(id, line, 'internal_error', `the call failed: ${String(failure)}`));
+    batch.counts.failed++;
+    this.#count('failed');
+    return true;
+  }
+
+  #count(outcome: LineOutcome): void {
+    this.#metrics.line(outcome);
+    if (outcome !== 'retried') this.#rate.add();
+  }
+
+  #stop(batch: Active, stop: Stop): void {
+    if (batch.stop !== undefined || !this.#active.has(batch.id)) return;
+    batch.stop = stop;
+    batch.expiry.abort();
+    if (batch.inFlight === 0 && batch.validated) void this.#finalize(batch);
+  }
+
+  /** Ends a batch whose lines in flight are done: its files written, its final status. */
+  async #finalize(batch: Active): Promise<void> {
+    if (!this.#active.delete(batch.id)) return;
+    batch.expiry.abort();
+    const { clock, files } = this.#settings;
+    const { stop } = batch;
+    if (stop === undefined)
+      await this.#write(batch, { status: 'finalizing', finalizingAt: clock.now(), requestCounts: { ...batch.counts } });
+    if (stop === 'expired') {
+      const message = 'This request could not be executed before the completion window expired.';
+      for (const line of batch.pending.splice(0)) {
+        batch.errors.push(unansweredLine(newObjectId('batch_req'), line, 'batch_expired', message));
+        batch.counts.failed++;
+      }
+    }
+    try {
+      const keep = async (lines: string[], name: string) =>
+        lines.length === 0
+          ? undefined
+          : (
+              await files.keep({
+                caller: batch.caller,
+                filename: `${batch.id}_${name}.jsonl`,
+                purpose: 'batch_output',
+                content: Buffer.from(`${lines.join('\n')}\n`),
+              })
+            ).id;
+      const outputFileId = await keep(batch.output, 'output');
+      const errorFileId = await keep(batch.errors, 'error');
+      const now = clock.now();
+      const final: Partial<BatchRecord> =
+        stop === 'cancelled'
+          ? { status: 'cancelled', cancelledAt: now }
+          : stop === 'expired'
+            ? { status: 'expired', expiredAt: now }
+            : { status: 'completed', completedAt: now };
+      await this.#end(batch, {
+        ...final,
+        ...(outputFileId ? { outputFileId } : {}),
+        ...(errorFileId ? { errorFileId } : {}),
+      });
+    } catch (error) {
+      await this.#fail(batch, 'output_not_stored', error);
+    }
+  }
+
+  /** Ends a batch `failed` with one reason. */
+  async #fail(batch: Active, code: string, error: unknown): Promise<void> {
+    this.#active.delete(batch.id);
+    batch.expiry.abort();
+    const message =
+      code === 'gateway_stopped' ? (error as Error).message : `${code}: ${String((error as Error)?.message ?? error)}`;
+    const errors: BatchLineError[] = [{ code, message }];
+    this.#settings.logger.warn('batch failed', { batch: batch.id, code });
+    await this.#end(batch, { status: 'failed', failedAt: this.#settings.clock.now(), errors }).catch(() => {});
+  }
+
+  /** Writes a final status, with the counts, and counts the batch as ended so. */
+  async #end(batch: Active, fields: Partial<BatchRecord>): Promise<void> {
+    this.#active.delete(batch.id);
+    batch.expiry.abort();
+    const status = fields.status!;
+    if (FINAL_BATCH_STATUSES.has(status)) this.#ended[status] = (this.#ended[status] ?? 0) + 1;
+    await this.#write(batch, { ...fields, requestCounts: { ...batch.counts } });
+  }
+
+  async #write(batch: Active, fields: Partial<BatchRecord>): Promise<void> {
+    try {
+      await this.#settings.store.updateBatch(batch.id, fields);
+    } catch (error) {
+      this.#settings.logger.error('batch record not written', { batch: batch.id, error: error as Error });
+    }
+  }
+}
+
+/** The delay before a line answered busy runs again, in ms; undefined when its answer is its result. */
+function retryDelay(answer: LineAnswer): number | undefined {
+  if (answer.status !== 429 && answer.status !== 503) return undefined;
+  let code: unknown;
+  try {
+    code = (JSON.parse(answer.body.toString('utf8')) as { error?: { code?: unknown } }).error?.code;
+  } catch {
+    return undefined;
+  }
+  if (typeof code !== 'string' || !RETRY_CODES.has(code)) return undefined;
+  return RETRY_DELAY_MS;
+}
