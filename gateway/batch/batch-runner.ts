@@ -107,8 +107,8 @@ export class BatchRunner {
   readonly #rate: LineRate;
   readonly #metrics: BatchMetrics;
   #inFlight = 0;
-  /** Which key's turn comes first at the next release. */
-  #turn = 0;
+  /** The key a line was last released for: the next release starts with the key after it. */
+  #lastFlow: string | undefined;
   #ticking: AbortController | undefined;
   #closed = false;
   /** Resolves a close waiting for the lines in flight. */
@@ -233,7 +233,7 @@ export class BatchRunner {
     }
     const flows = [...byFlow.keys()];
     if (flows.length === 0) return;
-    const start = this.#turn++ % flows.length;
+    const start = this.#lastFlow === undefined ? 0 : (flows.indexOf(this.#lastFlow) + 1) % flows.length;
     const budgets = new Map<string, number>();
     let released = true;
     while (released) {
@@ -245,6 +245,7 @@ export class BatchRunner {
         if (!batch) continue;
         const line = batch.pending.shift()!;
         budgets.set(line.model, budgets.get(line.model)! - 1);
+        this.#lastFlow = batch.flow;
         void this.#run(batch, line);
         released = true;
       }
@@ -290,7 +291,8 @@ export class BatchRunner {
     if (this.#settle(batch, line, answer, failure)) await this.#write(batch, { requestCounts: { ...batch.counts } });
     if (this.#inFlight === 0) this.#idle?.();
     if (batch.inFlight === 0 && (batch.stop !== undefined || batch.pending.length === 0)) await this.#finalize(batch);
-    else this.#release();
+    // The slot the line held is free for any batch's next line.
+    this.#release();
   }
 
   /**
