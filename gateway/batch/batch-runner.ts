@@ -68,6 +68,18 @@ export const RETRY_CODES: ReadonlySet<string> = new Set([
 /** How long a batch waits after a busy answer when the answer names no Retry-After, in ms. */
 const RETRY_DELAY_MS = 1000;
 
+/**
+ * The share of a key's concurrentCalls its batch lines may hold at once: the rest stays free
+ * for its interactive calls, so a batch never locks its key out of them.
+ */
+export const BATCH_SHARE_OF_CONCURRENCY = 0.5;
+
+/** The most lines of `caller`'s batches in flight at once: a share of its concurrentCalls, at least one. */
+export function keyLineBound(caller: Caller): number {
+  const limit = caller.kind === 'client' ? caller.key.limits.concurrentCalls : undefined;
+  return limit === undefined ? Number.POSITIVE_INFINITY : Math.max(1, Math.floor(limit * BATCH_SHARE_OF_CONCURRENCY));
+}
+
 /** Why a batch stops releasing lines. */
 type Stop = 'cancelled' | 'expired' | 'stopped';
 
@@ -104,6 +116,8 @@ export class BatchRunner {
   readonly #settings: BatchRunnerSettings;
   readonly #active = new Map<string, Active>();
   readonly #ended: Partial<Record<BatchStatus, number>> = {};
+  /** Lines in flight by key (flow), held under each key's {@link keyLineBound}. */
+  readonly #flowInFlight = new Map<string, number>();
   readonly #rate: LineRate;
   readonly #metrics: BatchMetrics;
   #inFlight = 0;
@@ -241,7 +255,12 @@ export class BatchRunner {
       for (let i = 0; i < flows.length; i++) {
         const batches = byFlow.get(flows[(start + i) % flows.length]!)!;
         if (this.#inFlight >= this.#settings.config.maxLinesInFlight) return;
-        const batch = batches.find((b) => b.pending.length > 0 && this.#budget(budgets, b.pending[0]!.model) > 0);
+        const batch = batches.find(
+          (b) =>
+            b.pending.length > 0 &&
+            (this.#flowInFlight.get(b.flow) ?? 0) < keyLineBound(b.caller) &&
+            this.#budget(budgets, b.pending[0]!.model) > 0,
+        );
         if (!batch) continue;
         const line = batch.pending.shift()!;
         budgets.set(line.model, budgets.get(line.model)! - 1);
@@ -270,6 +289,7 @@ export class BatchRunner {
   async #run(batch: Active, line: BatchLine): Promise<void> {
     this.#inFlight++;
     batch.inFlight++;
+    this.#flowInFlight.set(batch.flow, (this.#flowInFlight.get(batch.flow) ?? 0) + 1);
     let answer: LineAnswer | undefined;
     let failure: unknown;
     try {
@@ -288,6 +308,9 @@ export class BatchRunner {
     }
     this.#inFlight--;
     batch.inFlight--;
+    const flowLeft = this.#flowInFlight.get(batch.flow)! - 1;
+    if (flowLeft === 0) this.#flowInFlight.delete(batch.flow);
+    else this.#flowInFlight.set(batch.flow, flowLeft);
     if (this.#settle(batch, line, answer, failure)) await this.#write(batch, { requestCounts: { ...batch.counts } });
     if (this.#inFlight === 0) this.#idle?.();
     if (batch.inFlight === 0 && (batch.stop !== undefined || batch.pending.length === 0)) await this.#finalize(batch);

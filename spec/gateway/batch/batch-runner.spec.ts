@@ -74,7 +74,10 @@ function fleet(calls: ScriptedCalls, slots: Record<string, number>, busy: Record
   return { ...view, busy };
 }
 
-const key = (id: string): Caller => ({ kind: 'client', key: { id, name: id, limits: {} } as ClientKey });
+const key = (id: string, limits: ClientKey['limits'] = {}): Caller => ({
+  kind: 'client',
+  key: { id, name: id, limits } as ClientKey,
+});
 
 /** Lets every promise chain that can run, run. */
 async function flush(): Promise<void> {
@@ -199,6 +202,17 @@ describe('BatchRunner', () => {
     }
     const order = s.calls.ids.map((x) => x.replace(/\d+$/, ''));
     expect(order.slice(0, 7)).toEqual(['big', 'small', 'big', 'small', 'big', 'small', 'big']);
+  });
+
+  it("holds a key's lines in flight to half its concurrentCalls, leaving the rest to its interactive calls", async () => {
+    const s = setup({ m: 10 });
+    await s.batch(key('k1', { concurrentCalls: 4 }), ids(10));
+    expect(s.calls.asked).toHaveLength(2);
+    s.calls.answerNext();
+    await flush();
+    expect(s.calls.asked).toHaveLength(3);
+    await s.batch(key('k2', { concurrentCalls: 1 }), ids(3, 'other'));
+    expect(s.calls.ids.filter((id) => id.startsWith('other'))).toEqual(['other0']);
   });
 
   it('puts a line answered busy back, runs it again after the delay, and writes its result once', async () => {
