@@ -10,17 +10,18 @@ import type { BatchRecord, BatchStore } from '../detached/index.ts';
 import type { BatchRunner } from './batch-runner.ts';
 import { BatchNotCancellableError, BatchNotFoundError, FileNotFoundError, InvalidBatchError } from './errors.ts';
 import { newObjectId } from './files.ts';
-import { owns, ownerOf, pageQuery } from './file-routes.ts';
+import { owns, registerReads } from './file-routes.ts';
 import { BATCH_ENDPOINTS } from './jsonl.ts';
-import { batchView, listView } from './views.ts';
+import { batchView } from './views.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 
 /** The one completion window OpenAI offers, and its length. */
 const COMPLETION_WINDOWS: Readonly<Record<string, number>> = { '24h': 24 * 3_600_000 };
-/** OpenAI's bounds on a batch's metadata. */
-const MAX_METADATA_PAIRS = 16;
-const MAX_METADATA_KEY = 64;
-const MAX_METADATA_VALUE = 512;
+/** OpenAI's bounds on a batch's metadata: pairs, and characters of a key and of a value. */
+const METADATA = Object.freeze({ pairs: 16, key: 64, value: 512 });
+
+/** The batch list's default and largest `limit`, as OpenAI's. */
+const PAGES = Object.freeze({ byDefault: 20, max: 100 });
 
 /** What the batch routes work with. */
 export interface BatchRoutesSettings {
@@ -39,6 +40,8 @@ export function registerBatchRoutes(app: Hono<GatewayEnv>, settings: BatchRoutes
     if (!record || !owns(caller, record)) throw unknownBatch(id);
     return record;
   };
+
+  registerReads(app, '/v1/batches', { list: store.listBatches.bind(store), found, view: batchView, pages: PAGES });
 
   app.post('/v1/batches', async (c) => {
     const caller = c.get('caller');
@@ -66,13 +69,6 @@ export function registerBatchRoutes(app: Hono<GatewayEnv>, settings: BatchRoutes
     runner.start(record, caller);
     return c.json(batchView(record));
   });
-
-  app.get('/v1/batches', async (c) => {
-    const { after, limit } = pageQuery(c, 20, 100);
-    return c.json(listView(await store.listBatches(ownerOf(c.get('caller')), after, limit), batchView));
-  });
-
-  app.get('/v1/batches/:id', async (c) => c.json(batchView(await found(c.get('caller'), c.req.param('id')))));
 
   app.post('/v1/batches/:id/cancel', async (c) => {
     const record = await found(c.get('caller'), c.req.param('id'));
@@ -121,13 +117,12 @@ function checkMetadata(metadata: unknown): Record<string, string> {
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))
     throw new InvalidBatchError('metadata must be an object of strings');
   const entries = Object.entries(metadata as Record<string, unknown>);
-  if (entries.length > MAX_METADATA_PAIRS)
-    throw new InvalidBatchError(`metadata holds at most ${MAX_METADATA_PAIRS} pairs, got ${entries.length}`);
+  if (entries.length > METADATA.pairs)
+    throw new InvalidBatchError(`metadata holds at most ${METADATA.pairs} pairs, got ${entries.length}`);
   for (const [key, value] of entries) {
-    if (key.length > MAX_METADATA_KEY)
-      throw new InvalidBatchError(`metadata keys are at most ${MAX_METADATA_KEY} characters`);
-    if (typeof value !== 'string' || value.length > MAX_METADATA_VALUE)
-      throw new InvalidBatchError(`metadata.${key} must be a string of at most ${MAX_METADATA_VALUE} characters`);
+    if (key.length > METADATA.key) throw new InvalidBatchError(`metadata keys are at most ${METADATA.key} characters`);
+    if (typeof value !== 'string' || value.length > METADATA.value)
+      throw new InvalidBatchError(`metadata.${key} must be a string of at most ${METADATA.value} characters`);
   }
   return Object.fromEntries(entries) as Record<string, string>;
 }

@@ -8,7 +8,7 @@
 import type { Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { Caller, GatewayEnv } from '../access/index.ts';
-import type { FileRecord, Owner } from '../detached/index.ts';
+import type { FileRecord, Owner, Page } from '../detached/index.ts';
 import { errorResponse } from '../errors.ts';
 import { FileNotFoundError, FileTooLargeError, InvalidBatchError, InvalidFileError } from './errors.ts';
 import type { FileKeeper } from './files.ts';
@@ -53,6 +53,25 @@ export function pageQuery(c: Context<GatewayEnv>, byDefault: number, max: number
   return { ...(after ? { after } : {}), limit };
 }
 
+/** How a kind of record is listed and found for a caller, and shown. */
+export interface Reads<T extends { id: string }> {
+  list(owner: Owner, after: string | undefined, limit: number): Promise<Page<T>>;
+  /** The caller's record by id; throws the kind's not-found error for anyone else's. */
+  found(caller: Caller, id: string): Promise<T>;
+  view(record: T): Record<string, unknown>;
+  /** The list's default and largest `limit`. */
+  pages: { byDefault: number; max: number };
+}
+
+/** Adds `GET <path>` (the caller's records, paged) and `GET <path>/:id`. */
+export function registerReads<T extends { id: string }>(app: Hono<GatewayEnv>, path: string, reads: Reads<T>): void {
+  app.get(path, async (c) => {
+    const { after, limit } = pageQuery(c, reads.pages.byDefault, reads.pages.max);
+    return c.json(listView(await reads.list(ownerOf(c.get('caller')), after, limit), reads.view));
+  });
+  app.get(`${path}/:id`, async (c) => c.json(reads.view(await reads.found(c.get('caller'), c.req.param('id')))));
+}
+
 /** Adds the file routes to `app`. */
 export function registerFileRoutes(app: Hono<GatewayEnv>, settings: FileRoutesSettings): void {
   const { store, files, maxFileBytes } = settings;
@@ -91,12 +110,12 @@ export function registerFileRoutes(app: Hono<GatewayEnv>, settings: FileRoutesSe
     },
   );
 
-  app.get('/v1/files', async (c) => {
-    const { after, limit } = pageQuery(c, 100, 10_000);
-    return c.json(listView(await store.listFiles(ownerOf(c.get('caller')), after, limit), fileView));
+  registerReads(app, '/v1/files', {
+    list: (owner, after, limit) => store.listFiles(owner, after, limit),
+    found,
+    view: fileView,
+    pages: { byDefault: 100, max: 10_000 },
   });
-
-  app.get('/v1/files/:id', async (c) => c.json(fileView(await found(c.get('caller'), c.req.param('id')))));
 
   app.get('/v1/files/:id/content', async (c) => {
     const record = await found(c.get('caller'), c.req.param('id'));
