@@ -61,8 +61,8 @@ export class FileKeeper {
       expiresAt: createdAt + fileTtl,
     };
     const health = await calls.health();
-    if (health.ok && health.storedBytes + store.storedBytes() + content.length > health.maxStoredBytes) {
-      const held = health.storedBytes + store.storedBytes();
+    const held = health.ok ? health.storedBytes + (await store.separateBytes()) : 0;
+    if (health.ok && held + content.length > health.maxStoredBytes) {
       throw new FileStoreFullError(
         `the file takes ${content.length} bytes and the store holds ${held} of maxStoredBytes=${health.maxStoredBytes}; delete files or wait for results to expire`,
       );

@@ -21,6 +21,7 @@ export {
   connectRedis,
   createMemoryBatchStore,
   createMemoryStore,
+  createRedisBatchStore,
   parseRedisUrl,
   quitRedis,
   redisUses,

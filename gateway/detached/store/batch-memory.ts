@@ -134,7 +134,7 @@ class MemoryBatchStore implements BatchStore {
     );
   }
 
-  storedBytes(): number {
+  async separateBytes(): Promise<number> {
     this.#expire();
     return this.#bytes;
   }

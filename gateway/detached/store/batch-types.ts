@@ -96,7 +96,8 @@ export type Owner = { kind: 'client'; client: string | undefined } | { kind: 'al
 export interface BatchStore {
   /**
    * Keeps a file and its content until its expiresAt. A content that does not fit beside what
-   * the store holds in its byte bound is refused with StoreFullError (STORE_FULL), nothing written.
+   * the store holds in its byte bound is refused with StoreFullError (STORE_FULL), nothing
+   * written. A store sharing the detached-call store's byte count counts the file in it.
    */
   putFile(record: FileRecord, content: Buffer): Promise<void>;
   /** The file's record, or undefined when unknown, deleted or expired. */
@@ -118,8 +119,11 @@ export interface BatchStore {
   updateBatch(id: string, fields: Partial<BatchRecord>): Promise<BatchRecord | undefined>;
   /** Batches of `owner`, newest first, from the one after the batch `after` (when given), at most `limit`. */
   listBatches(owner: Owner, after: string | undefined, limit: number): Promise<Page<BatchRecord>>;
-  /** The bytes files hold against the bound. */
-  storedBytes(): number;
+  /**
+   * The bytes its files hold against maxStoredBytes that the detached-call store's `health`
+   * does not count already: a store that keeps them in the call store's own count says 0.
+   */
+  separateBytes(): Promise<number>;
   /** Closes; idempotent. */
   close(): Promise<void>;
 }

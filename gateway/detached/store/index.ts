@@ -43,6 +43,7 @@ export type {
 } from './types.ts';
 export { STORED_BYTES_LUA } from './redis-scripts.ts';
 export { createMemoryBatchStore } from './batch-memory.ts';
+export { createRedisBatchStore } from './batch-redis.ts';
 export type { MemoryBatchStoreOptions } from './batch-memory.ts';
 export { FINAL_BATCH_STATUSES } from './batch-types.ts';
 export type {

@@ -8,7 +8,13 @@ import { CONTRACT_BOUNDS, describeBatchStore } from './batch-contract.ts';
 describeBatchStore('memory batch store', async () => {
   let t = 1_700_000_000_000;
   const store = createMemoryBatchStore({ ...CONTRACT_BOUNDS, now: () => t });
-  return { store, now: () => t, elapse: (ms) => void (t += ms), close: () => store.close() };
+  return {
+    store,
+    now: () => t,
+    elapse: (ms) => void (t += ms),
+    bytes: () => store.separateBytes(),
+    close: () => store.close(),
+  };
 });
 
 describe('createMemoryBatchStore', () => {
