@@ -50,6 +50,8 @@ export interface BatchRunnerSettings {
   config: BatchConfig;
   /** The most of a line's answer kept (the gateway's maxResultBytes). */
   maxResultBytes: number;
+  /** This gateway's id: the owner of the batches it creates and runs. */
+  gatewayId: string;
   meterProvider?: MeterProvider;
 }
 
@@ -64,6 +66,9 @@ export const RETRY_CODES: ReadonlySet<string> = new Set([
   'GW_TOO_MANY_UPLOADS',
   'GW_RATE_LIMITED',
 ]);
+
+/** How often the runner reads its batches' records for a cancel made on another gateway, in ms. */
+const CANCEL_POLL_MS = 1000;
 
 /** How long a batch waits after a busy answer when the answer names no Retry-After, in ms. */
 const RETRY_DELAY_MS = 1000;
@@ -148,14 +153,23 @@ export class BatchRunner {
 
   /**
    * Cancels a batch: one running here stops releasing lines at once (`cancelling`) and ends
-   * `cancelled` when its lines in flight have; one not running here (its gateway restarted)
-   * ends `cancelled` at once. Resolves with the record after, undefined when unknown.
+   * `cancelled` when its lines in flight have. One another gateway runs (a shared store) is
+   * marked `cancelling`, which that gateway reads within a second and acts on; one of this
+   * gateway's that does not run here (it ran before a restart) ends `cancelled` at once.
+   * Resolves with the record after, undefined when unknown.
    */
   async cancel(id: string): Promise<BatchRecord | undefined> {
     const batch = this.#active.get(id);
-    const { store, clock } = this.#settings;
-    if (!batch)
-      return (await store.updateBatch(id, { status: 'cancelled', cancelledAt: clock.now() })) ?? store.getBatch(id);
+    const { store, clock, gatewayId } = this.#settings;
+    if (!batch) {
+      const record = await store.getBatch(id);
+      if (!record) return undefined;
+      const fields: Partial<BatchRecord> =
+        record.owner === gatewayId
+          ? { status: 'cancelled', cancelledAt: clock.now() }
+          : { status: 'cancelling', cancellingAt: record.cancellingAt ?? clock.now() };
+      return (await store.updateBatch(id, fields)) ?? store.getBatch(id);
+    }
     if (batch.stop === undefined) {
       await store.updateBatch(id, { status: 'cancelling', cancellingAt: clock.now() });
       this.#stop(batch, 'cancelled');
@@ -222,16 +236,30 @@ export class BatchRunner {
     const ticking = new AbortController();
     this.#ticking = ticking;
     const { clock, config } = this.#settings;
+    let polled = clock.now();
     const loop = (): void => {
       if (this.#ticking !== ticking) return;
       if (![...this.#active.values()].some((b) => b.pending.length > 0)) {
         this.#ticking = undefined;
         return;
       }
+      if (clock.now() - polled >= CANCEL_POLL_MS) {
+        polled = clock.now();
+        void this.#pollCancels();
+      }
       this.#release();
       clock.sleep(config.tick, ticking.signal).then(loop, () => {});
     };
     clock.sleep(config.tick, ticking.signal).then(loop, () => {});
+  }
+
+  /** Stops the batches another gateway marked `cancelling` in the shared store. */
+  async #pollCancels(): Promise<void> {
+    for (const batch of [...this.#active.values()]) {
+      if (batch.stop !== undefined) continue;
+      const record = await this.#settings.store.getBatch(batch.id).catch(() => undefined);
+      if (record?.status === 'cancelling') this.#stop(batch, 'cancelled');
+    }
   }
 
   /** Releases what the window allows, a line per key in turn. */

@@ -80,6 +80,7 @@ export function createBatchRoom(settings: BatchRoomSettings): BatchRoom {
     logger: settings.logger,
     config,
     maxResultBytes: settings.maxResultBytes,
+    gatewayId: settings.gatewayId,
     ...(settings.meterProvider ? { meterProvider: settings.meterProvider } : {}),
   });
   return {

@@ -117,6 +117,7 @@ function setup(slots: Record<string, number> = { m: 1 }, busy: Record<string, nu
     logger: silentLogger,
     config: resolveBatchConfig({ tick: TICK }),
     maxResultBytes: 1 << 20,
+    gatewayId: 'gw-1',
   });
   let n = 0;
   const batch = async (owner: Caller, ids: string[]) => {
@@ -276,6 +277,20 @@ describe('BatchRunner', () => {
     expect(batch.status).toBe('cancelled');
     expect(batch.requestCounts).toEqual({ total: 5, completed: 2, failed: 0 });
     expect(s.runner.stats().batches).toEqual({ cancelled: 1 });
+  });
+
+  it('stops a batch another gateway marked cancelling in the shared store, within a second', async () => {
+    const s = setup({ m: 1 }, { m: 1 });
+    const id = await s.batch(key('k1'), ids(4));
+    await s.store.updateBatch(id, { status: 'cancelling', cancellingAt: s.clock.now() });
+    for (let i = 0; i < 10; i++) {
+      s.clock.advance(TICK);
+      await flush();
+    }
+    s.calls.answerNext();
+    await flush();
+    expect(s.calls.ids).toEqual(['l0']);
+    expect((await s.store.getBatch(id))!.status).toBe('cancelled');
   });
 
   it('fails the batches still running when the gateway stops, naming why', async () => {
