@@ -38,7 +38,7 @@ export function registerBatchRoutes(app: Hono<GatewayEnv>, settings: BatchRoutes
   const found = async (caller: Caller, id: string): Promise<BatchRecord> => {
     const record = await store.getBatch(id);
     if (!record || !owns(caller, record)) throw unknownBatch(id);
-    return record;
+    return runner.settled(record);
   };
 
   registerReads(app, '/v1/batches', { list: store.listBatches.bind(store), found, view: batchView, pages: PAGES });

@@ -177,6 +177,20 @@ export class BatchRunner {
     return store.getBatch(id);
   }
 
+  /**
+   * The batch as a reader should see it: one this gateway owns but does not run (it was running
+   * when the gateway restarted, on a store that outlived it) is ended `failed`
+   * (`gateway_restarted`) first, since nothing will run its lines again.
+   */
+  async settled(record: BatchRecord): Promise<BatchRecord> {
+    const { store, clock, gatewayId } = this.#settings;
+    if (FINAL_BATCH_STATUSES.has(record.status) || record.owner !== gatewayId || this.#active.has(record.id))
+      return record;
+    const message = 'the gateway running this batch restarted; its lines are not run again';
+    const errors: BatchLineError[] = [{ code: 'gateway_restarted', message }];
+    return (await store.updateBatch(record.id, { status: 'failed', failedAt: clock.now(), errors })) ?? record;
+  }
+
   /** The snapshot GET /v1/stats shows, and the metrics read. */
   stats(): BatchStats {
     const batches: Partial<Record<BatchStatus, number>> = { ...this.#ended };

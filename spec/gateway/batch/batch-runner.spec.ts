@@ -293,6 +293,32 @@ describe('BatchRunner', () => {
     expect((await s.store.getBatch(id))!.status).toBe('cancelled');
   });
 
+  it("fails a batch of this gateway's that it does not run (it ran before a restart) when it is read", async () => {
+    const s = setup();
+    const now = s.clock.now();
+    const record: BatchRecord = {
+      id: 'batch_orphan',
+      owner: 'gw-1',
+      endpoint: '/v1/chat/completions',
+      inputFileId: 'file-x',
+      completionWindow: '24h',
+      status: 'in_progress',
+      createdAt: now,
+      expiresAt: now + DAY,
+      requestCounts: { total: 3, completed: 1, failed: 0 },
+    };
+    await s.store.putBatch(record);
+    expect(await s.runner.settled(record)).toMatchObject({
+      status: 'failed',
+      errors: [{ code: 'gateway_restarted' }],
+      requestCounts: { total: 3, completed: 1, failed: 0 },
+    });
+    // Another gateway's batch is left to it.
+    const other = { ...record, id: 'batch_other', owner: 'gw-2' };
+    await s.store.putBatch(other);
+    expect((await s.runner.settled(other)).status).toBe('in_progress');
+  });
+
   it('fails the batches still running when the gateway stops, naming why', async () => {
     const s = setup({ m: 1 }, { m: 1 });
     const id = await s.batch(key('k1'), ids(3));
