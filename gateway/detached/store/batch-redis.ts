@@ -15,16 +15,9 @@ import { StoreInvalidRecordError, StoreUnavailableError, storeFull } from './err
 import { resolveRedisStoreConfig } from './options.ts';
 import type { RedisStoreConfig, RedisStoreOptions } from './options.ts';
 import { connectRedis, defineScripts, quitRedis, redisScript, redisUses } from './redis-connection.ts';
-import { STORED_BYTES_LUA } from './redis-scripts.ts';
+import { COMMON_LUA } from './redis-scripts.ts';
 import type { BatchRecord, BatchStore, FileRecord, Owner, Page } from './batch-types.ts';
 import { FINAL_BATCH_STATUSES } from './batch-types.ts';
-
-const NOW_LUA = `
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-${STORED_BYTES_LUA}`;
 
 /**
  * KEYS: file, stored set, byte counter, owner's list, everyone's list. ARGV: content, record
@@ -34,7 +27,7 @@ ${STORED_BYTES_LUA}`;
 const PUT_FILE = redisScript(
   'sluiceBatchPutFile',
   5,
-  `${NOW_LUA}
+  `${COMMON_LUA}
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
 local now = now_ms()
 local used = stored_bytes(KEYS[2], KEYS[3], now)
@@ -82,14 +75,6 @@ interface BatchScripts {
 
 /** Attempts of a compare-and-set against other writers before giving up. */
 const MAX_SWAPS = 20;
-
-/**
- * Makes a Redis batch store and starts connecting in the background.
- * @throws StoreConfigError for a bad URL or option.
- */
-export function createRedisBatchStore(options: RedisStoreOptions): BatchStore {
-  return new RedisBatchStore(resolveRedisStoreConfig(options));
-}
 
 class RedisBatchStore implements BatchStore {
   readonly #config: RedisStoreConfig;
@@ -288,4 +273,12 @@ class RedisBatchStore implements BatchStore {
       client.once('ready', onReady);
     });
   }
+}
+
+/**
+ * Makes a Redis batch store and starts connecting in the background.
+ * @throws StoreConfigError for a bad URL or option.
+ */
+export function createRedisBatchStore(options: RedisStoreOptions): BatchStore {
+  return new RedisBatchStore(resolveRedisStoreConfig(options));
 }

@@ -9,6 +9,7 @@ import OpenAI, { toFile } from 'openai';
 import { describe, expect, it } from 'vitest';
 import { createRedisBatchStore, createRedisStore } from '../../../gateway/detached/store/index.ts';
 import type { SimEngineOptions } from '../../../runner/engines/sim/options.ts';
+import { batchEnded, fileLines } from '../../support/batches.ts';
 import { eventually } from '../../support/fleet.ts';
 import { keyRingOf, startKeyedGateway } from '../../support/keyed-gateway.ts';
 import { redisForSuite } from '../../support/redis-suite.ts';
@@ -46,29 +47,16 @@ async function batchOf(client: OpenAI, lines: number): Promise<OpenAI.Batch> {
   return client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
 }
 
-async function ended(client: OpenAI, id: string): Promise<OpenAI.Batch> {
-  let batch: OpenAI.Batch | undefined;
-  await eventually(
-    async () => {
-      batch = await client.batches.retrieve(id);
-      return ['completed', 'failed', 'expired', 'cancelled'].includes(batch.status);
-    },
-    20_000,
-    `batch ${id} to end`,
-  );
-  return batch!;
-}
-
 describe('files and batches on a Redis store shared by two gateways', () => {
   it('answers for a batch on the gateway that did not create it: status, files and lists', async () => {
     const keyPrefix = `t-${randomUUID()}:`;
     const [one, two] = [await gateway(keyPrefix), await gateway(keyPrefix)];
     const created = await batchOf(one, 5);
-    const batch = await ended(two, created.id);
+    const batch = await batchEnded(two, created.id);
     expect(batch.status).toBe('completed');
     expect(batch.request_counts).toEqual({ total: 5, completed: 5, failed: 0 });
-    const output = (await (await two.files.content(batch.output_file_id!)).text()).trim().split('\n');
-    expect(output.map((line) => JSON.parse(line).custom_id).sort()).toEqual(['c0', 'c1', 'c2', 'c3', 'c4']);
+    const output = await fileLines(two, batch.output_file_id!);
+    expect(output.map((line) => line.custom_id).sort()).toEqual(['c0', 'c1', 'c2', 'c3', 'c4']);
     expect((await two.batches.list()).data.map((b) => b.id)).toEqual([created.id]);
     expect((await two.files.list()).data.map((f) => f.id)).toContain(created.input_file_id);
   });
@@ -84,7 +72,7 @@ describe('files and batches on a Redis store shared by two gateways', () => {
       'a first line to complete',
     );
     expect((await two.batches.cancel(created.id)).status).toBe('cancelling');
-    const batch = await ended(two, created.id);
+    const batch = await batchEnded(two, created.id);
     expect(batch.status).toBe('cancelled');
     expect(batch.request_counts!.completed).toBeLessThan(30);
   });

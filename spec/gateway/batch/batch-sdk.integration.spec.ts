@@ -6,6 +6,7 @@
 import OpenAI, { APIError, toFile } from 'openai';
 import { describe, expect, it } from 'vitest';
 import { createPrometheusMetrics } from '../../../gateway/observe/telemetry.ts';
+import { batchEnded, fileLines } from '../../support/batches.ts';
 import { eventually, getJson, metricValue } from '../../support/fleet.ts';
 import { asKeyedOperator, keyRingOf, startKeyedGateway } from '../../support/keyed-gateway.ts';
 import type { KeyedGateway } from '../../support/keyed-gateway.ts';
@@ -38,28 +39,6 @@ async function upload(client: OpenAI, lines: string[]): Promise<string> {
     purpose: 'batch',
   });
   return file.id;
-}
-
-/** Polls the batch until it is final, within a bound. */
-async function finished(client: OpenAI, id: string): Promise<OpenAI.Batch> {
-  let batch = await client.batches.retrieve(id);
-  await eventually(
-    async () => {
-      batch = await client.batches.retrieve(id);
-      return ['completed', 'failed', 'expired', 'cancelled'].includes(batch.status);
-    },
-    20_000,
-    `batch ${id} to end`,
-  );
-  return batch;
-}
-
-async function jsonl(client: OpenAI, id: string): Promise<any[]> {
-  const text = await (await client.files.content(id)).text();
-  return text
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line));
 }
 
 /** How a request the gateway refused was answered. */
@@ -103,11 +82,11 @@ describe('the Files and Batch APIs through the OpenAI SDK', () => {
       metadata: { job: 'spec' },
     });
     expect(created).toMatchObject({ object: 'batch', status: 'validating', metadata: { job: 'spec' } });
-    const batch = await finished(alice, created.id);
+    const batch = await batchEnded(alice, created.id);
     expect(batch.status).toBe('completed');
     expect(batch.request_counts).toEqual({ total: 4, completed: 3, failed: 1 });
     expect(batch.completed_at).toBeTypeOf('number');
-    const output = await jsonl(alice, batch.output_file_id!);
+    const output = await fileLines(alice, batch.output_file_id!);
     expect(output.map((line) => line.custom_id).sort()).toEqual(['one', 'three', 'two']);
     for (const line of output) {
       expect(line.id).toMatch(/^batch_req_/);
@@ -116,7 +95,7 @@ describe('the Files and Batch APIs through the OpenAI SDK', () => {
       expect(line.response.request_id).toBe(`${created.id}:${line.custom_id}`);
       expect(line.response.body.choices[0].message.content).toBeTypeOf('string');
     }
-    const errors = await jsonl(alice, batch.error_file_id!);
+    const errors = await fileLines(alice, batch.error_file_id!);
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ custom_id: 'bad-model', response: { status_code: 404 }, error: null });
     expect(errors[0].response.body.error.code).toBe('GW_UNKNOWN_MODEL');
@@ -139,7 +118,7 @@ describe('the Files and Batch APIs through the OpenAI SDK', () => {
       endpoint: '/v1/chat/completions',
       completion_window: '24h',
     });
-    const batch = await finished(alice, created.id);
+    const batch = await batchEnded(alice, created.id);
     expect(batch.status).toBe('failed');
     expect(batch.errors?.data?.map((e) => [e.code, e.line])).toEqual([
       ['duplicate_custom_id', 2],
@@ -205,7 +184,7 @@ describe('the Files and Batch APIs through the OpenAI SDK', () => {
     expect((await alice.batches.list()).data.map((b) => b.id)).toEqual([created.id]);
     const operator = await getJson(`${url}/v1/batches`, asKeyedOperator);
     expect(operator.json.data.map((b: { id: string }) => b.id)).toEqual([created.id]);
-    await finished(alice, created.id);
+    await batchEnded(alice, created.id);
     await alice.files.delete(inputId);
     const gone = await alice.files.retrieve(inputId).catch((e: unknown) => e as APIError);
     expect(gone.status).toBe(404);
@@ -254,11 +233,11 @@ describe('the Files and Batch APIs through the OpenAI SDK', () => {
     );
     const cancelling = await alice.batches.cancel(created.id);
     expect(['cancelling', 'cancelled']).toContain(cancelling.status);
-    const batch = await finished(alice, created.id);
+    const batch = await batchEnded(alice, created.id);
     expect(batch.status).toBe('cancelled');
     const done = batch.request_counts!.completed + batch.request_counts!.failed;
     expect(done).toBeLessThan(20);
-    const output = await jsonl(alice, batch.output_file_id!);
+    const output = await fileLines(alice, batch.output_file_id!);
     expect(output).toHaveLength(batch.request_counts!.completed);
     // Each line that ran is in the output once.
     expect(new Set(output.map((line) => line.custom_id)).size).toBe(output.length);
@@ -276,7 +255,7 @@ describe('the Files and Batch APIs through the OpenAI SDK', () => {
       endpoint: '/v1/chat/completions',
       completion_window: '24h',
     });
-    await finished(alice, created.id);
+    await batchEnded(alice, created.id);
     const stats = await getJson(`${url}/v1/stats`, asKeyedOperator);
     expect(stats.json.batches).toMatchObject({ batches: { completed: 1 }, linesWaiting: 0, linesInFlight: 0 });
     expect(stats.json.batches.linesPerSecond).toBeGreaterThan(0);
