@@ -63,6 +63,8 @@ export class InProcessCalls implements LineCalls {
       }
       void serve(route, incoming, out, caller);
     });
+    // A line's request arrives at once; its answer may take as long as a generation does.
+    this.#server.requestTimeout = 0;
   }
 
   async post(line: LineRequest): Promise<LineAnswer> {

@@ -244,6 +244,63 @@ describe('the Files and Batch APIs through the OpenAI SDK', () => {
     expect(await refusal(alice.batches.cancel(created.id))).toEqual({ status: 409, code: 'BATCH_NOT_CANCELLABLE' });
   });
 
+  it("runs a line refused by its key's rate limit again once the window has room, writing it once", async () => {
+    const telemetry = createPrometheusMetrics();
+    cleanups.push(() => telemetry.shutdown());
+    const { url } = await startKeyedGateway(cleanups, {
+      clientKeys: keyRingOf([{ name: 'alice', token: ALICE, limits: { requestsPerMinute: 2 } }]),
+      requireKeys: true,
+      // A one-second window stands for the minute.
+      keyLimitWindow: 1000,
+      meterProvider: telemetry.meterProvider,
+    });
+    const alice = sdk(url, ALICE);
+    const inputId = await upload(
+      alice,
+      ['a', 'b', 'c', 'd'].map((id) => chatLine(id, id)),
+    );
+    const created = await alice.batches.create({
+      input_file_id: inputId,
+      endpoint: '/v1/chat/completions',
+      completion_window: '24h',
+    });
+    const batch = await batchEnded(alice, created.id);
+    expect(batch.request_counts).toEqual({ total: 4, completed: 4, failed: 0 });
+    const output = await fileLines(alice, batch.output_file_id!);
+    expect(output.map((line) => line.custom_id).sort()).toEqual(['a', 'b', 'c', 'd']);
+    expect(metricValue(await telemetry.render(), 'sluice_batch_lines_total', { outcome: 'retried' })).toBeGreaterThan(
+      0,
+    );
+  });
+
+  it("refuses a file past its key's storedBytes with 503 BATCH_STORE_FULL, and takes it once another is deleted", async () => {
+    const line = chatLine('a', 'x'.repeat(100));
+    const { url } = await startKeyedGateway(cleanups, {
+      clientKeys: keyRingOf([{ name: 'alice', token: ALICE, limits: { storedBytes: 300 } }]),
+      requireKeys: true,
+    });
+    const alice = sdk(url, ALICE);
+    const first = await upload(alice, [line]);
+    const second = Buffer.from(`${line.replace('"a"', '"b"')}\n`);
+    // Each fits alone; the two together pass the key's bound.
+    expect(second.length * 2).toBeGreaterThan(300);
+    const uploadSecond = async () => alice.files.create({ file: await toFile(second, 'x.jsonl'), purpose: 'batch' });
+    expect(await refusal(uploadSecond())).toEqual({ status: 503, code: 'BATCH_STORE_FULL' });
+    await alice.files.delete(first);
+    expect((await uploadSecond()).bytes).toBe(second.length);
+  });
+
+  it('runs a batch on a gateway open to clients, for callers without a key', async () => {
+    const { url } = await startKeyedGateway(cleanups, {});
+    const open = sdk(url, 'sk-anything');
+    const created = await open.batches.create({
+      input_file_id: await upload(open, [chatLine('only', 'hi')]),
+      endpoint: '/v1/chat/completions',
+      completion_window: '24h',
+    });
+    expect((await batchEnded(open, created.id)).request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
+  });
+
   it('shows batches by status and lines in /v1/stats and /metrics', async () => {
     const telemetry = createPrometheusMetrics();
     cleanups.push(() => telemetry.shutdown());
