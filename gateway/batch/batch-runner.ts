@@ -6,7 +6,7 @@
  * batch does not hold back another's.
  *
  * A line runs at most once: it leaves the pending list when released, and goes back only when
- * its answer says nothing ran (a busy or rate-limit refusal, {@link RETRY_CODES}), after a
+ * its answer says nothing ran (a busy or rate-limit refusal, RETRY_CODES in batch-state.ts), after a
  * delay. Any other answer is its result, written once: a 2xx to the output file, the rest to
  * the error file. Its call carries `x-request-id: <batch id>:<custom_id>`, which the runner and
  * engine log. Cancel and expiry stop new lines at once and let running ones finish; an expired
@@ -18,13 +18,15 @@ import type { Clock, Logger } from '../../placer/kernel/index.ts';
 import type { Runner } from '../../placer/types.ts';
 import type { Caller } from '../access/index.ts';
 import { FINAL_BATCH_STATUSES } from '../detached/index.ts';
-import type { BatchLineError, BatchRecord, BatchStatus, BatchStore, RequestCounts } from '../detached/index.ts';
+import type { BatchLineError, BatchRecord, BatchStatus, BatchStore } from '../detached/index.ts';
 import { clientRequestId, PRIORITY_HEADER, REQUEST_ID_HEADER } from '../http/index.ts';
 import type { FileKeeper } from './files.ts';
 import { newObjectId } from './files.ts';
 import { parseBatchInput } from './jsonl.ts';
 import type { BatchLine } from './jsonl.ts';
 import type { LineAnswer, LineCalls } from './line-calls.ts';
+import { Active, keyLineBound, retryDelay } from './batch-state.ts';
+import type { Stop } from './batch-state.ts';
 import { createBatchMetrics, LineRate } from './metrics.ts';
 import type { BatchMetrics, BatchStats, LineOutcome } from './metrics.ts';
 import type { BatchConfig } from './options.ts';
@@ -55,66 +57,8 @@ export interface BatchRunnerSettings {
   meterProvider?: MeterProvider;
 }
 
-/** Codes of answers that say nothing ran: the line is released again after a delay. */
-export const RETRY_CODES: ReadonlySet<string> = new Set([
-  // The gateway is stopping: the line goes back, and the batch ends with the gateway (close).
-  'GW_SHUTTING_DOWN',
-  'PLACER_TIMEOUT',
-  'GW_OVERLOADED',
-  'GW_QUEUE_FULL',
-  'GW_UPLOADS_FULL',
-  'GW_TOO_MANY_UPLOADS',
-  'GW_RATE_LIMITED',
-]);
-
 /** How often the runner reads its batches' records for a cancel made on another gateway, in ms. */
 const CANCEL_POLL_MS = 1000;
-
-/** How long a batch waits after a busy answer when the answer names no Retry-After, in ms. */
-const RETRY_DELAY_MS = 1000;
-
-/**
- * The share of a key's concurrentCalls its batch lines may hold at once: the rest stays free
- * for its interactive calls, so a batch never locks its key out of them.
- */
-export const BATCH_SHARE_OF_CONCURRENCY = 0.5;
-
-/** The most lines of `caller`'s batches in flight at once: a share of its concurrentCalls, at least one. */
-export function keyLineBound(caller: Caller): number {
-  const limit = caller.kind === 'client' ? caller.key.limits.concurrentCalls : undefined;
-  return limit === undefined ? Number.POSITIVE_INFINITY : Math.max(1, Math.floor(limit * BATCH_SHARE_OF_CONCURRENCY));
-}
-
-/** Why a batch stops releasing lines. */
-type Stop = 'cancelled' | 'expired' | 'stopped';
-
-/** A batch this gateway runs. */
-class Active {
-  readonly pending: BatchLine[] = [];
-  readonly output: string[] = [];
-  readonly errors: string[] = [];
-  readonly counts: RequestCounts = { total: 0, completed: 0, failed: 0 };
-  readonly expiry = new AbortController();
-  inFlight = 0;
-  /** No line is released before this time (after a busy answer). */
-  notBefore = 0;
-  stop: Stop | undefined;
-  validated = false;
-
-  constructor(
-    readonly record: BatchRecord,
-    readonly caller: Caller,
-  ) {}
-
-  get id(): string {
-    return this.record.id;
-  }
-
-  /** The key whose turn the batch's lines take. */
-  get flow(): string {
-    return this.record.client ?? '';
-  }
-}
 
 /** Runs this gateway's batches; see the file comment. */
 export class BatchRunner {
@@ -474,17 +418,4 @@ export class BatchRunner {
       this.#settings.logger.error('batch record not written', { batch: batch.id, error: error as Error });
     }
   }
-}
-
-/** The delay before a line answered busy runs again, in ms; undefined when its answer is its result. */
-function retryDelay(answer: LineAnswer): number | undefined {
-  if (answer.status !== 429 && answer.status !== 503) return undefined;
-  let code: unknown;
-  try {
-    code = (JSON.parse(answer.body.toString('utf8')) as { error?: { code?: unknown } }).error?.code;
-  } catch {
-    return undefined;
-  }
-  if (typeof code !== 'string' || !RETRY_CODES.has(code)) return undefined;
-  return RETRY_DELAY_MS;
 }
