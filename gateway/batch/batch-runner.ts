@@ -173,6 +173,8 @@ export class BatchRunner {
           kind: 'invalid' as const,
           errors: [{ code: 'missing_file', message: `input file ${batch.record.inputFileId} is gone` }],
         };
+    // A cancel made on another gateway while the file was read (a shared store) is kept.
+    if ((await store.getBatch(batch.id))?.status === 'cancelling') batch.stop ??= 'cancelled';
     if (batch.stop !== undefined) return this.#finalize(batch);
     if (input.kind === 'invalid')
       return this.#end(batch, { status: 'failed', failedAt: clock.now(), errors: input.errors });
