@@ -16,7 +16,7 @@ import { checksFor, rule, show } from '../placer/kernel/index.ts';
 import { breakerDefaults, resolveDataPlane } from './fleet/index.ts';
 import type { DataPlaneConfig, DataPlaneOptions, GatewayPool } from './fleet/index.ts';
 import { RECORD_OVERHEAD_BYTES, storeDefaults } from './store/index.ts';
-import type { CallStore } from './store/index.ts';
+import type { BatchStore, CallStore } from './store/index.ts';
 import { GatewayConfigError } from './errors.ts';
 import { PRIORITIES, corsOriginsProblem, isPriority } from './http/index.ts';
 import { WIRE_ID_PATTERN, WIRE_ID_RULE, resolveLaunchPolicy } from '../runner/protocol/index.ts';
@@ -39,6 +39,22 @@ export interface CallListener {
 }
 
 /** How a gateway is set up. Give `runners` or `pool`. */
+/** Settings of the Files and Batch APIs (docs/api.md, "Files and batches"). */
+export interface BatchOptions {
+  /** Largest file POST /v1/files takes, in bytes. @default 64 MiB */
+  maxFileBytes?: number;
+  /** Most requests one batch holds. @default 50000 */
+  maxLines?: number;
+  /** Most batch lines this gateway has in flight at once, over every batch. @default 256 */
+  maxLinesInFlight?: number;
+  /** How long a file is kept, in ms (input, output and error files alike). @default 30 days */
+  fileTtl?: number;
+  /** How often the release window is looked at besides each line's end, in ms. @default 100 */
+  tick?: number;
+  /** Where files and batches are kept. @default an in-memory store bounded by maxStoredBytes */
+  store?: BatchStore;
+}
+
 export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
   /** Static runner URLs, e.g. `['http://127.0.0.1:9001']`. */
   runners?: readonly string[];
@@ -225,6 +241,8 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
    * instead of failing (docs/placers.md, "Cold starts"). @default none: such calls fail as before
    */
   coldStarts?: ColdStarts;
+  /** The Files and Batch APIs' settings, resolved by the batch room (gateway/batch/options.ts). */
+  batch?: BatchOptions;
   /**
    * The sliding window of the client keys' requestsPerMinute and tokensPerMinute, in ms: a
    * minute, shorter only for tests and demonstrations. Used by the limiter the gateway makes.

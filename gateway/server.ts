@@ -43,7 +43,8 @@ import {
 } from './http/index.ts';
 import type { CallRoute } from './http/index.ts';
 import { DetachedCalls, registerCallRoutes } from './detached/index.ts';
-import { createMemoryStore } from './store/index.ts';
+import { createMemoryBatchStore, createMemoryStore } from './store/index.ts';
+import { createBatchRoom, fleetViewOf } from './batch/index.ts';
 import { registerDashboardRoutes } from './observe/index.ts';
 import { MemoryDeploymentStore, registerDeploymentRoutes, Serverless } from './control/index.ts';
 import { CacheTruth, CallSigner, FleetPool, registerRunnerRoutes, RunnerRegistry } from './fleet/index.ts';
@@ -192,6 +193,27 @@ export function createGateway(options: GatewayOptions): Gateway {
   app.post('/invoke/:fn', call('invoke'));
 
   registerCallRoutes(app, detached, config.store);
+  // Files and batches; a batch's lines are calls handed to the agent in-process.
+  const batch = createBatchRoom({
+    options: options.batch,
+    store:
+      options.batch?.store ??
+      createMemoryBatchStore({
+        maxStoredBytes: config.maxStoredBytes,
+        resultTtl: config.resultTtl,
+        now: () => config.clock.now(),
+      }),
+    calls: config.store,
+    limiter: config.limiter,
+    serve: (route, incoming, out, caller) => agent.serve(route, undefined, incoming, out, caller),
+    fleet: fleetViewOf(pool, queue),
+    clock: config.clock,
+    logger: log,
+    gatewayId: config.gatewayId,
+    maxResultBytes: config.maxResultBytes,
+    meterProvider: config.meterProvider,
+  });
+  batch.register(app);
   // Every change to drains, keys and deployments is an audit line, naming the credential.
   const audit = new AuditLog(log, config.clock);
   registerRunnerRoutes(app, fleet, registry, config.clock, audit);
@@ -231,7 +253,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return c.json(model(id));
   });
   app.get('/v1/queue', (c) => c.json(queue.snapshot()));
-  app.get('/v1/stats', (c) => c.json({ ...agent.stats(), cacheTruth: cacheTruth.stats() }));
+  app.get('/v1/stats', (c) => c.json({ ...agent.stats(), cacheTruth: cacheTruth.stats(), batches: batch.stats() }));
   // `clients` says whether client calls need a key: `open` is worth seeing from outside.
   app.get('/healthz', (c) =>
     c.json({ ok: true, version: VERSION, clients: credentials.openToClients ? 'open' : 'keys' }),
@@ -420,12 +442,15 @@ export function createGateway(options: GatewayOptions): Gateway {
         if (s && 'closeIdleConnections' in s) s.closeIdleConnections();
         // HTTP/2 sessions are told to take no new streams; the streams in flight finish.
         for (const session of sessions) session.close();
+        // No batch line is released from now on; those in flight are calls the drain waits for.
+        const batchClosed = batch.close(config.drainTimeout);
         // Closes the front gate now; in-flight calls include detached ones still running.
         const agentDrained = agent.drain(config.drainTimeout);
         // Detached calls run on after their 202; they get the same drain time, then are failed.
         await detached.drain(config.drainTimeout);
         const drained = await agentDrained;
         if (!drained) log.warn('drain timeout, closing in-flight calls', { inFlight: agent.inFlight });
+        await batchClosed;
         await serverless.close();
         registry.close();
         queue.close();

@@ -277,13 +277,17 @@ export async function cliGateway(
 
 /** The gateway options the settings give: only those given, with the placer, store and callbacks made. */
 export async function gatewayOptions(values: Record<string, unknown>, logger: Logger): Promise<GatewayOptions> {
-  const [{ loadPlacer }, { createStore }, { createCallbackPolicy, createCallbackSender }, { readSecretLines }] =
-    await Promise.all([
-      import('../../placer/registry.ts'),
-      import('../store/index.ts'),
-      import('../callbacks/index.ts'),
-      import('../access/secrets.ts'),
-    ]);
+  const [
+    { loadPlacer },
+    { createRedisBatchStore, createStore },
+    { createCallbackPolicy, createCallbackSender },
+    { readSecretLines },
+  ] = await Promise.all([
+    import('../../placer/registry.ts'),
+    import('../store/index.ts'),
+    import('../callbacks/index.ts'),
+    import('../access/secrets.ts'),
+  ]);
   // Settings that are not gateway options of the same name: made or read below.
   const madeHere = ['placer', 'placerOptions', 'runnerTokenFile'];
   const keys = [...gatewaySettings, ...registrationSettings, ...cacheTruthSettings]
@@ -337,6 +341,20 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
       logger,
       now: () => clock.now(),
     }),
+    // Files and batches are kept where detached calls are: a Redis --store shares them too.
+    ...(storeRedisOf(values) === undefined
+      ? {}
+      : {
+          batch: {
+            store: createRedisBatchStore({
+              url: values.store as string,
+              ...storeBounds,
+              ...storeRedisOf(values)?.timeouts,
+              logger,
+              now: () => clock.now(),
+            }),
+          },
+        }),
     clock,
     // The bound the store was made with, so the gateway checks it against maxResultBytes as it does
     // for a store it makes itself.

@@ -42,6 +42,21 @@ export type {
   StoredResult,
 } from './types.ts';
 export { STORED_BYTES_LUA } from './redis-scripts.ts';
+export { createMemoryBatchStore } from './batch-memory.ts';
+export { createRedisBatchStore } from './batch-redis.ts';
+export type { MemoryBatchStoreOptions } from './batch-memory.ts';
+export { FINAL_BATCH_STATUSES } from './batch-types.ts';
+export type {
+  BatchLineError,
+  BatchRecord,
+  BatchStatus,
+  BatchStore,
+  FilePurpose,
+  FileRecord,
+  Owner,
+  Page,
+  RequestCounts,
+} from './batch-types.ts';
 
 /**
  * Options for {@link createStore}: each store takes the fields it knows (memory: maxKeys;

@@ -42,8 +42,11 @@ local function stored_bytes(stored, bytes, now)
 end
 `;
 
-/** Redis's own clock in ms, and the pruning of expired members; shared by the scripts below. */
-const COMMON = `
+/**
+ * Lua's `now_ms()` (Redis's own clock in ms) and `stored_bytes`: shared by the scripts below and
+ * the batch store's (batch-redis.ts), whose files are members of the same stored set.
+ */
+export const COMMON_LUA = `
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -66,7 +69,7 @@ ${STORED_BYTES_LUA}`;
 const CREATE = redisScript(
   'sluiceCreate',
   3,
-  `${COMMON}
+  `${COMMON_LUA}
 local now = now_ms()
 if now > tonumber(ARGV[3]) then return {-1, 0} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
@@ -111,7 +114,7 @@ return 1
 const FINISH = redisScript(
   'sluiceFinish',
   4,
-  `${COMMON}
+  `${COMMON_LUA}
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'queued' and status ~= 'running' then return {0, 0} end
 local now = now_ms()
@@ -142,7 +145,7 @@ return {1, redis.call('INCRBY', KEYS[4], bytes)}
 const HEALTH = redisScript(
   'sluiceHealth',
   2,
-  `${COMMON}
+  `${COMMON_LUA}
 local now = now_ms()
 return {stored_bytes(KEYS[1], KEYS[2], now), now}
 `,

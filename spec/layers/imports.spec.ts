@@ -34,6 +34,7 @@ const inside = (prefix: string) => (target: string) => target.startsWith(prefix)
 /** The gateway's rooms (docs/architecture.md), the CLI aside: one concern each, an index.ts its face. */
 const GATEWAY_ROOMS: readonly string[] = [
   'access',
+  'batch',
   'callbacks',
   'calls',
   'control',
@@ -77,6 +78,7 @@ const GATEWAY_ORDER: readonly string[] = [
   'options.ts',
   'detached',
   'calls',
+  'batch',
   'server.ts',
   'index.ts',
   'cli',
