@@ -15,27 +15,27 @@ import { FakeClock, Fleet, fakeCall, fakePool } from './fake.ts';
 
 const fixtures = resolve(import.meta.dirname, '../fixtures/placers');
 
-/** Rejection of `loadPlacer(spec, opts)`, checked to be a PlacerConfigError. */
-async function refusal(spec: string, cwd = fixtures): Promise<PlacerConfigError> {
+/** Rejection of `loadPlacer(spec, { cwd })`, checked to be an error of `type` with its `code`. */
+async function rejection<E extends Error>(
+  spec: string,
+  cwd: string,
+  type: new (m: string) => E,
+  code: string,
+): Promise<E> {
   const error = await loadPlacer(spec, { cwd }).then(
     () => expect.unreachable(`loadPlacer(${JSON.stringify(spec)}) resolved`),
     (e: unknown) => e,
   );
-  expect(error).toBeInstanceOf(PlacerConfigError);
-  expect(error).toMatchObject({ code: 'PLACER_INVALID_OPTION' });
-  return error as PlacerConfigError;
+  expect(error).toBeInstanceOf(type);
+  expect(error).toMatchObject({ code });
+  return error as E;
 }
 
-/** Rejection of `loadPlacer(spec, opts)`, checked to be a PlacerNotFoundError. */
-async function notFound(spec: string, cwd = fixtures): Promise<PlacerNotFoundError> {
-  const error = await loadPlacer(spec, { cwd }).then(
-    () => expect.unreachable(`loadPlacer(${JSON.stringify(spec)}) resolved`),
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(PlacerNotFoundError);
-  expect(error).toMatchObject({ code: 'PLACER_NOT_FOUND' });
-  return error as PlacerNotFoundError;
-}
+/** Rejection of `loadPlacer`, checked to be a PlacerConfigError: a module that is no placer, or bad options. */
+const refusal = (spec: string, cwd = fixtures) => rejection(spec, cwd, PlacerConfigError, 'PLACER_INVALID_OPTION');
+
+/** Rejection of `loadPlacer`, checked to be a PlacerNotFoundError: nothing resolves from the spec. */
+const notFound = (spec: string, cwd = fixtures) => rejection(spec, cwd, PlacerNotFoundError, 'PLACER_NOT_FOUND');
 
 describe('loadPlacer', () => {
   // Broken modules are written per run rather than kept as fixtures, so the type check never sees them.
