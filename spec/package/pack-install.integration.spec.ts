@@ -59,6 +59,16 @@ export default function createReversePlacer(options: ReverseOptions, { clock }: 
 }
 `;
 
+/** The same placer embedded in a gateway of the package's own: the main entry's types. */
+const EMBED_SOURCE = `import { type Gateway, createGateway } from 'sluice';
+import { systemClock } from 'sluice/placer';
+import createReversePlacer from './index.js';
+
+export function reverseGateway(runners: string[], log: string): Gateway {
+  return createGateway({ runners, placer: createReversePlacer({ log }, { clock: systemClock }) });
+}
+`;
+
 /** A placer that breaks the contract, which the published types must refuse. */
 const BROKEN_SOURCE = `import type { Placer } from 'sluice/placer';
 export const placer: Placer = { name: 'broken', order: (call: string) => [call] };
@@ -131,7 +141,7 @@ describe('the packed package', () => {
     expect(stdout.trim()).toBe('function,function,function,function');
   });
 
-  it('type-checks a placer package against the published types, and refuses one that breaks the contract', async () => {
+  it('type-checks a placer package (and a gateway embedding it) against the published types, and refuses one that breaks the contract', async () => {
     const placer = join(project, 'my-placer');
     const [built, broken] = await Promise.allSettled([
       buildPlacer(),
@@ -139,6 +149,7 @@ describe('the packed package', () => {
     ]);
     expect(built.status).toBe('fulfilled');
     expect(existsSync(join(placer, 'dist/index.d.ts'))).toBe(true);
+    expect(existsSync(join(placer, 'dist/embed.js'))).toBe(true);
     expect(broken.status).toBe('rejected');
     expect(String((broken as PromiseRejectedResult).reason.stdout)).toMatch(/broken\/index\.ts.*error TS2322/);
   }, 120_000);
@@ -207,6 +218,7 @@ function writeProject(project: string, tarball: string): void {
     'package-lock.json': JSON.stringify({ name: 'project', lockfileVersion: 3, requires: true, packages }),
     'my-placer/package.json': JSON.stringify(placer),
     'my-placer/src/index.ts': PLACER_SOURCE,
+    'my-placer/src/embed.ts': EMBED_SOURCE,
     'my-placer/broken/index.ts': BROKEN_SOURCE,
     'my-placer/tsconfig.json': JSON.stringify({
       compilerOptions: {
