@@ -6,7 +6,7 @@
  * checked against the published declarations; `sluice up --placer my-placer`, run from the
  * installed bin, places calls with it.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -23,6 +23,7 @@ const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   version: string;
   files: string[];
+  bin: Record<string, string>;
   dependencies: Record<string, string>;
 };
 /** npm without its update check, audit or log files. */
@@ -181,6 +182,37 @@ describe('the packed package', () => {
   }, 90_000);
 });
 
+describe('without a build', () => {
+  let dir = '';
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-no-build-'));
+  });
+  afterAll(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the bin, copied without a build or the sources, stops with a line naming the command that builds', () => {
+    mkdirSync(join(dir, 'gateway/cli'), { recursive: true });
+    cpSync(join(root, 'gateway/cli/sluice.mjs'), join(dir, 'gateway/cli/sluice.mjs'));
+    const ran = spawnSync(process.execPath, [join(dir, 'gateway/cli/sluice.mjs'), '--help'], { encoding: 'utf8' });
+    expect(ran.status).toBe(1);
+    expect(ran.stderr).toContain(
+      'sluice: no build in dist/ and no sources to run; in a clone, `npm run build` builds it',
+    );
+  });
+
+  it("npm's prepare step under npx builds nothing and says so", () => {
+    const out = join(dir, 'dist');
+    const ran = spawnSync(process.execPath, [join(root, 'gateway/cli/build.mjs'), '--prepare', '--out-dir', out], {
+      encoding: 'utf8',
+      env: { ...process.env, npm_command: 'exec' },
+    });
+    expect(ran.status).toBe(0);
+    expect(ran.stderr).toContain('sluice: not building under npx');
+    expect(existsSync(out)).toBe(false);
+  });
+});
+
 /**
  * The temporary project: a package.json naming the tarball and the placer package, and a lockfile
  * holding the repository's production dependencies as its own lockfile pins them, so `npm ci
@@ -207,7 +239,7 @@ function writeProject(project: string, tarball: string): void {
       resolved: `file:${tarball}`,
       integrity: `sha512-${createHash('sha512').update(readFileSync(tarball)).digest('base64')}`,
       dependencies: manifest.dependencies,
-      bin: { sluice: 'gateway/cli/sluice.mjs' },
+      bin: manifest.bin,
     },
   };
   for (const [path, entry] of Object.entries(lock.packages)) {
