@@ -43,5 +43,14 @@ if (builtAt !== undefined && newestSource() <= builtAt) {
     );
     process.exit(1);
   }
-  await import('./tsx-sluice.mjs');
+  try {
+    await import('./tsx-sluice.mjs');
+  } catch (error) {
+    // A clone whose dependencies were never installed: say what to run rather than how it failed.
+    if (error?.code !== 'ERR_MODULE_NOT_FOUND' || !error.message.includes("'tsx'")) throw error;
+    process.stderr.write(
+      'sluice: no current build in dist/ and no tsx to run the sources; `npm ci` in the clone installs and builds\n',
+    );
+    process.exit(1);
+  }
 }

@@ -201,6 +201,19 @@ describe('without a build', () => {
     );
   });
 
+  it('the bin in a clone without its dependencies stops with a line naming the command that installs them', () => {
+    const clone = join(dir, 'clone');
+    mkdirSync(join(clone, 'gateway/cli'), { recursive: true });
+    for (const file of ['sluice.mjs', 'tsx-sluice.mjs']) {
+      cpSync(join(root, 'gateway/cli', file), join(clone, 'gateway/cli', file));
+    }
+    const ran = spawnSync(process.execPath, [join(clone, 'gateway/cli/sluice.mjs'), '--help'], { encoding: 'utf8' });
+    expect(ran.status).toBe(1);
+    expect(ran.stderr).toContain(
+      'sluice: no current build in dist/ and no tsx to run the sources; `npm ci` in the clone',
+    );
+  });
+
   it("npm's prepare step under npx builds nothing and says so", () => {
     const out = join(dir, 'dist');
     const ran = spawnSync(process.execPath, [join(root, 'gateway/cli/build.mjs'), '--prepare', '--out-dir', out], {
