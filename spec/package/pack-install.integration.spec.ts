@@ -214,11 +214,11 @@ describe('without a build', () => {
     );
   });
 
-  it("npm's prepare step under npx builds nothing and says so", () => {
+  it("npm's prepare step under npx in the clone builds nothing and says so", () => {
     const out = join(dir, 'dist');
     const ran = spawnSync(process.execPath, [join(root, 'gateway/cli/build.mjs'), '--prepare', '--out-dir', out], {
       encoding: 'utf8',
-      env: { ...process.env, npm_command: 'exec' },
+      env: { ...process.env, npm_command: 'exec', npm_config_local_prefix: root },
     });
     expect(ran.status).toBe(0);
     expect(ran.stderr).toContain('sluice: not building under npx');
