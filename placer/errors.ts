@@ -33,3 +33,6 @@ export class PlacerPoolError extends errorClass('PLACER_POOL_FAILED', 500, 'serv
 
 /** A placer option is out of range. */
 export class PlacerConfigError extends errorClass('PLACER_INVALID_OPTION', 500, 'server_error') {}
+
+/** `--placer` names no built-in placer, and no package or module resolves from it. */
+export class PlacerNotFoundError extends errorClass('PLACER_NOT_FOUND', 500, 'server_error') {}

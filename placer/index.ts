@@ -21,7 +21,13 @@ export type {
   RunnerPool,
   TryExecResult,
 } from './types.ts';
-export { PlacerAbortedError, PlacerConfigError, PlacerPoolError, PlacerTimeoutError } from './errors.ts';
+export {
+  PlacerAbortedError,
+  PlacerConfigError,
+  PlacerNotFoundError,
+  PlacerPoolError,
+  PlacerTimeoutError,
+} from './errors.ts';
 export type { PlacerOptions } from './options.ts';
 export { MAX_PLACER_DELAY, placerDefaults, resolvePlacerConfig } from './options.ts';
 export type { Placement, WalkOptions } from './walk.ts';

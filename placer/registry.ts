@@ -1,8 +1,7 @@
 /**
  * Turns a placer name from the command line or a config file into a Placer: a built-in by
- * name, or a custom one loaded from a module path.
+ * name, or a custom one loaded from a package or a module path.
  */
-import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { descriptor as consistentHash } from './consistent-hash/index.ts';
 import type { PlacerContext, PlacerDescriptor } from './descriptor.ts';
@@ -12,6 +11,7 @@ import type { Clock } from './kernel/index.ts';
 import { descriptor as kvAware } from './kv-aware/index.ts';
 import { descriptor as leastLoaded } from './least-loaded/index.ts';
 import { descriptor as loadWeighted } from './load-weighted/index.ts';
+import { resolvePlacerModule } from './module.ts';
 import { descriptor as prefixAffinity } from './prefix-affinity/index.ts';
 import { descriptor as roundRobin } from './round-robin/index.ts';
 import type { Placer } from './types.ts';
@@ -51,7 +51,7 @@ export function createBuiltinPlacer(
   const descriptor = Object.hasOwn(placerDescriptors, name) ? placerDescriptors[name] : undefined;
   if (descriptor === undefined) {
     throw new PlacerConfigError(
-      `unknown placer ${JSON.stringify(name)}: use ${Object.keys(placerDescriptors).join(', ')} or a module path`,
+      `unknown placer ${JSON.stringify(name)}: use ${Object.keys(placerDescriptors).join(', ')}, a package or a module path`,
     );
   }
   const known = descriptor.optionKeys;
@@ -68,7 +68,7 @@ export function createBuiltinPlacer(
 /** Options for {@link loadPlacer}. */
 export interface LoadPlacerOptions {
   /**
-   * Directory a relative module path is resolved against.
+   * Directory a package name or a relative module path is resolved from.
    * @default process.cwd()
    */
   cwd?: string;
@@ -85,22 +85,23 @@ export interface LoadPlacerOptions {
   clock?: Clock;
 }
 
-const MODULE_EXTENSION = /\.(?:[cm]?js|[cm]?ts)$/;
-
 /**
- * Resolves `spec` to a placer. A built-in name gives a fresh built-in. A module path (starting
- * with `.` or `/`, absolute, or ending in .js/.mjs/.cjs/.ts/.mts/.cts) is imported, and its
- * `default` export, else its export named `placer`, is used: either a Placer object or a
- * factory (sync or async) returning one, called with the options and the context (the clock).
- * Loading .ts modules needs a TypeScript loader such as tsx in the running process.
- * @throws PlacerConfigError naming `spec` and what is wrong with it.
+ * Resolves `spec` to a placer. A built-in name gives a fresh built-in. Anything else is a module,
+ * resolved as Node resolves an import from a module in `cwd`: a package name or one of its
+ * subpaths (`my-placer`, `@team/placers/sticky`), or a path (starting with `.` or `/`, absolute,
+ * or ending in .js/.mjs/.cjs/.ts/.mts/.cts), ES module or CommonJS. Its `default` export, else
+ * its export named `placer`, is used: either a Placer object or a factory (sync or async)
+ * returning one, called with the options and the context (the clock). A CommonJS module's
+ * `module.exports` is its default export, so `exports.default` and `exports.placer` count too.
+ * Loading .ts modules needs a Node that strips types, or a TypeScript loader such as tsx.
+ * @throws PlacerNotFoundError when no package or module resolves from `spec`.
+ * @throws PlacerConfigError naming `spec` and what is wrong with the module or the options.
  */
 export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Promise<Placer> {
   const context: PlacerContext = Object.freeze({ clock: opts.clock ?? systemClock });
-  if (Object.hasOwn(placerDescriptors, spec) || !isModulePath(spec))
-    return createBuiltinPlacer(spec, opts.options, context);
+  if (Object.hasOwn(placerDescriptors, spec)) return createBuiltinPlacer(spec, opts.options, context);
   const label = `placer ${JSON.stringify(spec)}`;
-  const file = resolve(opts.cwd ?? process.cwd(), spec);
+  const file = resolvePlacerModule(spec, opts.cwd ?? process.cwd(), Object.keys(placerDescriptors));
 
   let mod: Record<string, unknown>;
   try {
@@ -109,7 +110,7 @@ export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Pr
     throw new PlacerConfigError(`${label} could not be loaded from ${file}: ${messageOf(error)}`, { cause: error });
   }
 
-  let candidate = mod.default !== undefined ? mod.default : mod.placer;
+  let candidate = exported(mod);
   if (candidate === undefined) {
     throw new PlacerConfigError(`${label} has neither a default export nor an export named placer`);
   }
@@ -126,8 +127,16 @@ export async function loadPlacer(spec: string, opts: LoadPlacerOptions = {}): Pr
   return checkPlacer(label, candidate);
 }
 
-function isModulePath(spec: string): boolean {
-  return spec.startsWith('.') || spec.startsWith('/') || isAbsolute(spec) || MODULE_EXTENSION.test(spec);
+/**
+ * The placer a module exports: its default export, else its export named `placer`. A CommonJS
+ * module's default is its `module.exports`; when that is an object holding the placer as
+ * `default` (TypeScript's CommonJS output) or `placer`, that holds it.
+ */
+function exported(mod: Record<string, unknown>): unknown {
+  const candidate = mod.default !== undefined ? mod.default : mod.placer;
+  if (typeof candidate !== 'object' || candidate === null || 'order' in candidate) return candidate;
+  const inner = candidate as Record<string, unknown>;
+  return inner.default ?? inner.placer ?? candidate;
 }
 
 function checkPlacer(label: string, value: unknown): Placer {

@@ -30,7 +30,11 @@ const p = settingsOf(placerDefaults);
 
 /** Gateway settings shared by `gateway` and `up`. */
 export const gatewaySettings: readonly Setting[] = [
-  g('placer', 'string', `${Object.keys(placerDescriptors).join(', ')}, or a path to a module exporting a Placer`),
+  g(
+    'placer',
+    'string',
+    `${Object.keys(placerDescriptors).join(', ')}, or a package or a path exporting a Placer (resolved from the working directory)`,
+  ),
   {
     key: 'placerOptions',
     type: 'json',

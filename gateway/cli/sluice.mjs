@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// The `sluice` command. It runs the compiled JavaScript in dist/ (`npm ci` builds it through the
-// prepare script; `npm run build` rebuilds it), and the TypeScript sources through tsx when there
-// is no build, or when a source is newer than the build: a stale build never runs, it is only
-// slower to start until `npm run build` (a line on stderr says so).
+// The `sluice` command. It runs the compiled JavaScript in dist/ (the installed package ships it;
+// in a clone, `npm ci` builds it through the prepare script and `npm run build` rebuilds it), and,
+// in a clone, the TypeScript sources through tsx (a devDependency) when there is no build, or when
+// a source is newer than the build: a stale build never runs, it is only slower to start until
+// `npm run build` (a line on stderr says so). It never builds anything itself.
 import { existsSync, readdirSync, statSync } from 'node:fs';
 
 const root = new URL('../../', import.meta.url);
@@ -35,5 +36,21 @@ if (builtAt !== undefined && newestSource() <= builtAt) {
     process.stderr.write(
       'sluice: dist/ is older than the sources; running the sources through tsx (npm run build rebuilds it)\n',
     );
-  await import('./tsx-sluice.mjs');
+  // Only a clone has the sources and their entry: a copy without a build has nothing to run.
+  if (!existsSync(new URL('./tsx-sluice.mjs', import.meta.url))) {
+    process.stderr.write(
+      'sluice: no build in dist/ and no sources to run; in a clone, `npm run build` builds it and `npm run sluice -- <command>` runs it\n',
+    );
+    process.exit(1);
+  }
+  try {
+    await import('./tsx-sluice.mjs');
+  } catch (error) {
+    // A clone whose dependencies were never installed: say what to run rather than how it failed.
+    if (error?.code !== 'ERR_MODULE_NOT_FOUND' || !error.message.includes("'tsx'")) throw error;
+    process.stderr.write(
+      'sluice: no current build in dist/ and no tsx to run the sources; `npm ci` in the clone installs and builds\n',
+    );
+    process.exit(1);
+  }
 }

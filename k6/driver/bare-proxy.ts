@@ -99,8 +99,11 @@ const SOURCES = import.meta.url.endsWith('.ts');
 /** Path of the entry script a bare proxy process runs: the sources' or the build's, as this module. */
 const MAIN = fileURLToPath(new URL(SOURCES ? './bare-proxy-main.ts' : './bare-proxy-main.js', import.meta.url));
 
-/** tsx's loader, resolved from here so the child finds it whatever its working directory. */
-const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+/**
+ * tsx's loader, resolved from here so the child finds it whatever its working directory. Only the
+ * sources need it: the installed package runs its build and has no tsx.
+ */
+const tsxLoader = (): string => pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
 /** How long a bare proxy gets after SIGTERM before SIGKILL. */
 const STOP_GRACE_MS = 5_000;
@@ -131,7 +134,7 @@ export async function startBareProxy(
   const { startChild } = await import('../../placer/index.ts');
   // Run as the bench runs: the sources through tsx, or the build as it is.
   const proxy = await startChild(
-    { script: MAIN, nodeArgs: SOURCES ? ['--import', TSX] : [], name: 'bare proxy' },
+    { script: MAIN, nodeArgs: SOURCES ? ['--import', tsxLoader()] : [], name: 'bare proxy' },
     [upstream],
     { env, timeout: timeoutMs },
   );

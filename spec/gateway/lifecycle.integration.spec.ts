@@ -55,7 +55,7 @@ describe('start-up settings', () => {
     [['gateway', '--runners', 'http://127.0.0.1:1', '--placer-timeout', 'abc'], {}, /--placer-timeout "abc"/],
     [['gateway'], {}, /runners must list at least one runner URL, or set runnerToken/],
     [['gateway', '--runners', 'ftp://x'], {}, /runners entries must be http\(s\):\/\/host:port URLs, got "ftp:\/\/x"/],
-    [['gateway', '--runners', 'http://127.0.0.1:1', '--placer', 'fastest'], {}, /unknown placer "fastest"/],
+    [['gateway', '--runners', 'http://127.0.0.1:1', '--placer', 'fastest'], {}, /placer "fastest" is none of/],
     [
       [
         'gateway',

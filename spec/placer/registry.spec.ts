@@ -1,23 +1,41 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PlacerConfigError, builtinPlacers, loadPlacer, placeCall, placerDescriptors } from '../../placer/index.ts';
+import {
+  PlacerConfigError,
+  PlacerNotFoundError,
+  builtinPlacers,
+  loadPlacer,
+  placeCall,
+  placerDescriptors,
+} from '../../placer/index.ts';
 import type { Placer, Runner } from '../../placer/index.ts';
 import { FakeClock, Fleet, fakeCall, fakePool } from './fake.ts';
 
 const fixtures = resolve(import.meta.dirname, '../fixtures/placers');
 
-/** Rejection of `loadPlacer(spec, opts)`, checked to be a PlacerConfigError. */
-async function refusal(spec: string, cwd = fixtures): Promise<PlacerConfigError> {
+/** Rejection of `loadPlacer(spec, { cwd })`, checked to be an error of `type` with its `code`. */
+async function rejection<E extends Error>(
+  spec: string,
+  cwd: string,
+  type: new (m: string) => E,
+  code: string,
+): Promise<E> {
   const error = await loadPlacer(spec, { cwd }).then(
     () => expect.unreachable(`loadPlacer(${JSON.stringify(spec)}) resolved`),
     (e: unknown) => e,
   );
-  expect(error).toBeInstanceOf(PlacerConfigError);
-  expect(error).toMatchObject({ code: 'PLACER_INVALID_OPTION' });
-  return error as PlacerConfigError;
+  expect(error).toBeInstanceOf(type);
+  expect(error).toMatchObject({ code });
+  return error as E;
 }
+
+/** Rejection of `loadPlacer`, checked to be a PlacerConfigError: a module that is no placer, or bad options. */
+const refusal = (spec: string, cwd = fixtures) => rejection(spec, cwd, PlacerConfigError, 'PLACER_INVALID_OPTION');
+
+/** Rejection of `loadPlacer`, checked to be a PlacerNotFoundError: nothing resolves from the spec. */
+const notFound = (spec: string, cwd = fixtures) => rejection(spec, cwd, PlacerNotFoundError, 'PLACER_NOT_FOUND');
 
 describe('loadPlacer', () => {
   // Broken modules are written per run rather than kept as fixtures, so the type check never sees them.
@@ -71,17 +89,17 @@ describe('loadPlacer', () => {
     expect(error.message).toBe('placer "./garbage.ts" does not export an object with order(call, runners)');
   });
 
-  const unknown = ['foo', 'toString', 'least', 'Least-Loaded'];
-  it.each(unknown)('throws PlacerConfigError when given the unknown name %s', async (name) => {
-    const error = await refusal(name);
+  const unknown = ['foo', 'toString', 'least', 'Least-Loaded', '@team/placers'];
+  it.each(unknown)('throws PlacerNotFoundError naming the built-ins and the folder when given %s', async (name) => {
+    const error = await notFound(name);
     expect(error.message).toBe(
-      `unknown placer "${name}": use round-robin, consistent-hash, least-loaded, load-weighted, prefix-affinity, kv-aware or a module path`,
+      `placer "${name}" is none of the built-ins (round-robin, consistent-hash, least-loaded, load-weighted, prefix-affinity, kv-aware) and no package ${name} resolves from ${fixtures} (MODULE_NOT_FOUND)`,
     );
   });
 
-  it('throws PlacerConfigError with the cause when the module file is missing', async () => {
-    const error = await refusal('./missing.mjs');
-    expect(error.message).toMatch(/^placer "\.\/missing\.mjs" could not be loaded from .*missing\.mjs: /);
+  it('throws PlacerNotFoundError naming the file when the module file is missing', async () => {
+    const error = await notFound('./missing.mjs');
+    expect(error.message).toMatch(/ and there is no module at \/.*\/missing\.mjs \(MODULE_NOT_FOUND\)$/);
     expect(error.cause).toBeInstanceOf(Error);
   });
 
@@ -105,6 +123,76 @@ describe('loadPlacer', () => {
     const error = await refusal('./throws.mjs', scratch);
     expect(error.message).toBe('placer "./throws.mjs" factory threw: no GPUs listed');
     expect(error.cause).toMatchObject({ message: 'no GPUs listed' });
+  });
+});
+
+describe('loadPlacer with a package', () => {
+  // A project folder whose node_modules holds placer packages of each kind, and a folder inside it.
+  let project = '';
+  const order = 'order: (_call, runners) => [...runners].reverse()';
+  const packages: Record<string, Record<string, string>> = {
+    'esm-placer': {
+      'package.json': '{"name":"esm-placer","type":"module","exports":{".":{"types":"./i.d.ts","import":"./i.js"}}}',
+      'i.js': `export default () => ({ name: 'esm', ${order} });\n`,
+    },
+    'cjs-placer': {
+      'package.json': '{"name":"cjs-placer","main":"lib/main.js"}',
+      'lib/main.js': `module.exports = (options) => ({ name: 'cjs-' + options.tag, ${order} });\n`,
+    },
+    'ts-cjs-placer': {
+      'package.json': '{"name":"ts-cjs-placer"}',
+      'index.js': `"use strict";\nObject.defineProperty(exports, "__esModule", { value: true });\nexports.default = { name: 'ts-cjs', ${order} };\n`,
+    },
+    '@team/placers': {
+      'package.json': '{"name":"@team/placers","type":"module","exports":{"./sticky":"./sticky.js"}}',
+      'sticky.js': `export const placer = { name: 'sticky', ${order} };\n`,
+    },
+    'no-placer': {
+      'package.json': '{"name":"no-placer","main":"index.js"}',
+      'index.js': 'module.exports = { other: 1 };\n',
+    },
+  };
+  beforeAll(async () => {
+    project = await mkdtemp(join(tmpdir(), 'sluice-placer-packages-'));
+    for (const [name, files] of Object.entries(packages)) {
+      for (const [file, text] of Object.entries(files)) {
+        const path = join(project, 'node_modules', name, file);
+        await mkdir(resolve(path, '..'), { recursive: true });
+        await writeFile(path, text);
+      }
+    }
+    await mkdir(join(project, 'deploy/gateway'), { recursive: true });
+  });
+  afterAll(async () => {
+    await rm(project, { recursive: true, force: true });
+  });
+
+  it.each([
+    ['esm-placer', 'an ES module package that exports its entry only to imports', 'esm'],
+    ['cjs-placer', 'a CommonJS package whose module.exports is the factory', 'cjs-blue'],
+    ['ts-cjs-placer', "a CommonJS package holding the placer as exports.default (TypeScript's output)", 'ts-cjs'],
+    ['@team/placers/sticky', 'the subpath of a scoped package, exporting a placer named placer', 'sticky'],
+  ])('loads %s: %s', async (spec, _what, name) => {
+    const placer = await loadPlacer(spec, { cwd: project, options: { tag: 'blue' } });
+    expect(placer.name).toBe(name);
+    const runners = new Fleet().runners({ a: [], b: [] });
+    expect([...placer.order(fakeCall(), runners)].map((r) => r.id)).toEqual(['b', 'a']);
+  });
+
+  it('resolves a package from a folder below the project, as Node does', async () => {
+    expect((await loadPlacer('esm-placer', { cwd: join(project, 'deploy/gateway') })).name).toBe('esm');
+  });
+
+  it('throws PlacerConfigError when the package exports no placer', async () => {
+    const error = await refusal('no-placer', project);
+    expect(error.message).toBe('placer "no-placer" does not export an object with order(call, runners)');
+  });
+
+  it('throws PlacerNotFoundError when the package does not export the subpath', async () => {
+    const error = await notFound('@team/placers/other', project);
+    expect(error.message).toMatch(
+      / and no package @team\/placers\/other resolves from .* \(ERR_PACKAGE_PATH_NOT_EXPORTED\)$/,
+    );
   });
 });
 
