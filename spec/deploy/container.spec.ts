@@ -113,6 +113,28 @@ describe('the container recipe', () => {
     expect(named('COPY').filter((line) => line.includes('--from=build'))).toEqual(['COPY --from=build /src/dist dist']);
   });
 
+  it('copies into the build stage, past .dockerignore, every source the build compiles', () => {
+    const build = JSON.parse(readFileSync(join(ROOT, 'tsconfig.build.json'), 'utf8').replace(/^\/\/.*$/gm, '')) as {
+      include: string[];
+    };
+    const buildStage = instructions.slice(
+      instructions.findIndex((line) => line.endsWith(' AS build')),
+      instructions.indexOf('RUN npm run build'),
+    );
+    const copied = buildStage
+      .filter((line) => line.startsWith('COPY '))
+      .flatMap((line) => line.split(/\s+/).slice(1, -1));
+    const allowed = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .filter((line) => line.startsWith('!'))
+      .map((line) => line.slice(1));
+    for (const source of [...build.include, 'tsconfig.build.json', 'gateway/cli/build.mjs']) {
+      const covered = (paths: string[]) => paths.some((p) => source === p || source.startsWith(`${p}/`));
+      expect(covered(copied), `${source} is copied`).toBe(true);
+      expect(covered(allowed), `${source} passes .dockerignore`).toBe(true);
+    }
+  });
+
   it('runs as a numeric non-root user, sluice as PID 1 in exec form, with a health check', () => {
     expect(named('USER')).toEqual(['USER 10001:10001']);
     expect(named('ENTRYPOINT')).toEqual(['ENTRYPOINT ["sluice"]']);
