@@ -120,9 +120,15 @@ export function startChild(
   });
 }
 
-/** In a child: tells the parent where this process listens (no-op when run by hand). */
+/**
+ * In a child: tells the parent where this process listens (no-op when run by hand, or when the
+ * parent already closed the channel: a stop that came while this process started, which the
+ * channel's close then carries on to it).
+ */
 export function reportListening(url: string): void {
-  process.send?.({ type: 'listening', url });
+  if (!process.send || !process.connected) return;
+  // A channel that closes while the message is on its way reports it here, not as a crash.
+  process.send({ type: 'listening', url }, undefined, {}, () => {});
 }
 
 /**

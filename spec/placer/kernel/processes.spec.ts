@@ -7,6 +7,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { startChild } from '../../../placer/kernel/processes.ts';
 
 let dir: string;
@@ -39,5 +41,22 @@ describe('startChild', () => {
     );
     expect(failure?.message).toMatch(/^the stand-in exited \(3\) before listening/);
     expect(failure?.message).not.toContain('x'.repeat(32));
+  });
+});
+
+describe('reportListening', () => {
+  it('leaves a child running whose parent already closed its channel (a stop while it started)', async () => {
+    const child = join(dir, 'orphan.mjs');
+    const kernel = fileURLToPath(new URL('../../../placer/kernel/processes.ts', import.meta.url));
+    await writeFile(
+      child,
+      `import { reportListening } from ${JSON.stringify(kernel)};\n` +
+        "process.disconnect();\nreportListening('http://127.0.0.1:1');\nsetTimeout(() => process.exit(0), 100);\n",
+    );
+    const code = await new Promise<number | null>((resolve) => {
+      const proc = spawn(process.execPath, ['--import', 'tsx', child], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+      proc.on('exit', resolve);
+    });
+    expect(code).toBe(0);
   });
 });
