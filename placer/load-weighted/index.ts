@@ -4,17 +4,20 @@
  * proportion to free room, so a half-busy runner gets half an idle one's share, and randomness
  * keeps several gateways reading the same stale reports from all picking the same runner.
  *
- * The first runner is drawn by rejection: a runner picked uniformly is kept with probability equal
- * to its weight, else another is picked. That draws exactly in proportion to spare capacity while
- * reading one load per try (1 / mean spare tries on average: five at 80 % busy), whatever the
- * pool's size. Only when the walk asks past the first are the others' loads read and ordered.
+ * The first runner is drawn by rejection: a proposed runner is kept with probability given by its
+ * spare room, else another is proposed. The first proposal is the call key's home, so a session's
+ * calls go back to the engine caching its history; the rest are uniform. A decision reads the
+ * loads of up to 16 runners (for the mean spare room) and one per proposal (1 / mean spare on
+ * average: five at 80 % busy), whatever the pool's size. Only when the walk asks past the first
+ * are the others' loads read and ordered. While every runner is busy, the home is the call's
+ * preference in the gateway's wait queue.
  */
 import { drawIndex } from '../kernel/index.ts';
 import { byLoad, loadOf, readLoad } from '../load.ts';
 import type { LoadedRunner } from '../load.ts';
 import { loadAwareDescriptor, loadAwarePlacer, resolveLoadAware } from '../load-options.ts';
 import type { LoadAwareConfig, LoadAwareOptions } from '../load-options.ts';
-import { hash32 } from '../pool-view.ts';
+import { hash32, poolViewOf } from '../pool-view.ts';
 import type { PoolView } from '../pool-view.ts';
 import { homeOf } from '../least-loaded/choose.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
@@ -36,7 +39,13 @@ export const LOAD_WEIGHTED_TRIES = 64;
  * @throws PlacerConfigError naming a bad option.
  */
 export function createLoadWeightedPlacer(options: LoadWeightedOptions = {}): Placer {
-  return loadAwarePlacer('load-weighted', resolveLoadAware(options), loadWeightedPass);
+  return {
+    ...loadAwarePlacer('load-weighted', resolveLoadAware(options), loadWeightedPass),
+    preferred(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {
+      const { sorted } = poolViewOf(runners);
+      return sorted.length === 0 ? undefined : sorted[homeOf(hash32(call.key), sorted.length)]!.id;
+    },
+  };
 }
 
 /** A load-weighted pass: the rejection draw's runner, then the rest in weighted order, drawn only if asked for. */
@@ -50,23 +59,43 @@ function* loadWeightedPass<R extends Runner<unknown>>(
   yield* weightedOrder(view, first, config);
 }
 
-/** A runner drawn with probability proportional to its spare capacity, or undefined when {@link LOAD_WEIGHTED_TRIES} tries all missed. */
+/** Runners whose spare room is averaged for the home's chance: the whole pool up to this many, else a sample this size. */
+export const MEAN_SAMPLE = 16;
+
+/**
+ * A runner drawn in proportion to its spare room, or undefined when {@link LOAD_WEIGHTED_TRIES}
+ * tries all missed. The first proposal is the key's home, kept with probability spare / mean
+ * spare (at most 1); the others are uniform, kept with probability spare. Over keys spread evenly
+ * over homes that is still in proportion to spare room (what the home gains, the other proposals
+ * lose), short only for homes with more than the mean's room, which the cap holds at certainty; and a session returns to its cache whenever its home has average room.
+ */
 function drawByRejection<R extends Runner<unknown>>(
   view: PoolView<R>,
   key: string,
   config: LoadAwareConfig,
 ): R | undefined {
   const { sorted } = view;
-  if (sorted.length === 0) return undefined;
+  const n = sorted.length;
+  if (n === 0) return undefined;
   const now = config.now();
-  for (let t = 0; t < LOAD_WEIGHTED_TRIES; t++) {
-    // The first try is the key's home, so a session returns to its cache as often as the home's
-    // spare room allows; every runner is still drawn in proportion to its spare room over all keys.
-    const runner = sorted[t === 0 ? homeOf(hash32(key), sorted.length) : drawIndex(config.random, sorted.length)]!;
-    const spare = 1 - loadOf(readLoad(runner), now, config.staleAfterMs);
-    if (spare > 0 && uniform(config.random) < spare) return runner;
+  const spareOf = (runner: R): number => Math.max(0, 1 - loadOf(readLoad(runner), now, config.staleAfterMs));
+  const home = sorted[homeOf(hash32(key), n)]!;
+  const mean = meanSpare(sorted, spareOf, config.random);
+  if (mean > 0 && uniform(config.random) < spareOf(home) / mean) return home;
+  for (let t = 1; t < LOAD_WEIGHTED_TRIES; t++) {
+    const runner = sorted[drawIndex(config.random, n)]!;
+    if (uniform(config.random) < spareOf(runner)) return runner;
   }
   return undefined;
+}
+
+/** The mean spare room of `sorted`: exact up to {@link MEAN_SAMPLE} runners, else over that many drawn at random. */
+function meanSpare<R>(sorted: readonly R[], spareOf: (runner: R) => number, random: () => number): number {
+  const n = sorted.length;
+  const m = Math.min(n, MEAN_SAMPLE);
+  let sum = 0;
+  for (let i = 0; i < m; i++) sum += spareOf(sorted[n <= MEAN_SAMPLE ? i : drawIndex(random, n)]!);
+  return sum / m;
 }
 
 /**

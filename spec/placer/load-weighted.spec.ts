@@ -17,7 +17,7 @@ interface PickCase {
   runners: Record<string, readonly Outcome[]>;
   /** The key's home, the first try. */
   home: string;
-  /** Each try: an acceptance draw (the home's), then an index draw and an acceptance draw per further try. */
+  /** The home's acceptance draw, then an index draw and an acceptance draw per further try. */
   draws: number[];
   calls: number;
   offers: string[];
@@ -36,7 +36,7 @@ const free = { e: ['placed'], c: ['placed'], a: ['placed'], d: ['placed'], b: ['
 
 const pickCases: PickCase[] = [
   {
-    // The home, c (spare 0.1), is kept when the draw is under 0.1.
+    // Mean spare room 0.3: the home, c (spare 0.1), is kept when the draw is under 0.1 / 0.3.
     name: "the draw keeps the key's home",
     loads: spread,
     runners: free,
@@ -47,7 +47,7 @@ const pickCases: PickCase[] = [
     placed: ['c'],
   },
   {
-    // c refused (0.5 >= 0.1); then index 0.1 of 5 is a (spare 0.9), kept by 0.3.
+    // c refused (0.5 >= 1/3); then index 0.1 of 5 is a (spare 0.9), kept by 0.3.
     name: 'the home is passed over and the next try is kept',
     loads: spread,
     runners: free,
@@ -94,14 +94,19 @@ describe('createLoadWeightedPlacer', () => {
     expect(placed).toEqual(c.placed);
   });
 
-  it('returns runners in proportion to spare capacity 0.9 / 0.5 / 0.1 over 10,000 calls of distinct keys', async () => {
+  it('returns runners by spare capacity 0.9 / 0.5 / 0.1, homes with the mean room or more keeping their keys, over 10,000 calls', async () => {
     const loads = new FakeLoads({ a: slotsBusy(1, 10), b: slotsBusy(5, 10), c: slotsBusy(9, 10) });
     const fleet = new Fleet({ loads });
     const placer = createLoadWeightedPlacer({ random: seeded(3) });
     const runners = fleet.runners({ a: ['placed'], b: ['placed'], c: ['placed'] });
     const keys = Array.from({ length: 10_000 }, (_, i) => `session-${i}`);
     const placed = tally(await placeEach(placer, fakePool(runners), callsFor(keys)));
-    expect(shares(placed, ['a', 'b', 'c'], 10_000)).toEqual(near({ a: 0.9 / 1.5, b: 0.5 / 1.5, c: 0.1 / 1.5 }));
+    // Mean spare 0.5: homes a and b keep every call of their keys, c a fifth; the four fifths c
+    // passes on are drawn in proportion, 0.9 : 0.5 : 0.1.
+    const passed = (1 / 3) * 0.8;
+    expect(shares(placed, ['a', 'b', 'c'], 10_000)).toEqual(
+      near({ a: 1 / 3 + passed * 0.6, b: 1 / 3 + passed / 3, c: 0.2 / 3 + passed / 15 }),
+    );
   });
 
   it('returns the second pick in proportion to what is left when the first pick is always busy', async () => {
@@ -115,7 +120,7 @@ describe('createLoadWeightedPlacer', () => {
     expect(shares(placed, ['a', 'b', 'c'], 10_000)).toEqual(near({ a: 0, b: 5 / 6, c: 1 / 6 }));
   });
 
-  it('reads one load per try, and no more, for one decision on a 10,000-runner pool', async () => {
+  it('reads the mean sample and one load per try, and no more, for one decision on a 10,000-runner pool', async () => {
     let reads = 0;
     const load: RunnerLoad = Object.freeze({ inFlight: 4, slots: 16 });
     const runners: readonly Runner<string>[] = Object.freeze(
@@ -128,10 +133,10 @@ describe('createLoadWeightedPlacer', () => {
         },
       })),
     );
-    // Spare room 0.75: the home is kept by a draw of 0.5.
+    // Spare room 0.75 everywhere, so the home has the mean room and is kept.
     const placer = createLoadWeightedPlacer({ random: sequence([0.5]), now: () => T0 });
     expect(await placeEach(placer, fakePool(runners), [fakeCall()])).toEqual(['ok']);
-    expect(reads).toBe(1);
+    expect(reads).toBe(16 + 1);
   });
 
   it('returns the same order when the pool lists runners in another order', () => {
