@@ -103,7 +103,12 @@ export function* thenByLoad<R extends Runner<unknown>>(
   yield* othersByLoad(first, view, now(), staleAfterMs);
 }
 
-/** Every runner of `view` but those in `offered`, from least to most loaded (equal loads by id): O(n log n). */
+/**
+ * Every runner of `view` but those in `offered`, from least to most loaded (equal loads by id).
+ * Every load is read once, O(n); they are then taken from a binary heap, O(n) to build and
+ * O(log n) a runner, rather than sorted: a walk this far on a nearly full pool usually commits on
+ * one of the first few, so sorting them all would be mostly wasted.
+ */
 export function* othersByLoad<R extends Runner<unknown>>(
   offered: readonly R[],
   view: PoolView<R>,
@@ -112,13 +117,32 @@ export function* othersByLoad<R extends Runner<unknown>>(
 ): Generator<R, void, undefined> {
   // A few are looked through; many (kv-aware's holders) are put in a set once.
   const skip = offered.length > 8 ? new Set(offered) : undefined;
-  const rest: LoadedRunner<R>[] = [];
+  const heap: LoadedRunner<R>[] = [];
   for (const runner of view.sorted) {
     if (!(skip ? skip.has(runner) : offered.includes(runner)))
-      rest.push({ runner, load: loadOf(readLoad(runner), now, staleAfterMs) });
+      heap.push({ runner, load: loadOf(readLoad(runner), now, staleAfterMs) });
   }
-  rest.sort(byLoad);
-  for (const entry of rest) yield entry.runner;
+  for (let i = (heap.length >> 1) - 1; i >= 0; i--) siftDown(heap, i, heap.length);
+  for (let size = heap.length; size > 0; size--) {
+    const top = heap[0]!;
+    heap[0] = heap[size - 1]!;
+    siftDown(heap, 0, size - 1);
+    yield top.runner;
+  }
+}
+
+/** Moves `heap[i]` down until neither child (within `size`) orders before it by {@link byLoad}. */
+function siftDown<R extends Runner<unknown>>(heap: LoadedRunner<R>[], i: number, size: number): void {
+  const entry = heap[i]!;
+  for (;;) {
+    let child = 2 * i + 1;
+    if (child >= size) break;
+    if (child + 1 < size && byLoad(heap[child + 1]!, heap[child]!) < 0) child++;
+    if (byLoad(heap[child]!, entry) >= 0) break;
+    heap[i] = heap[child]!;
+    i = child;
+  }
+  heap[i] = entry;
 }
 
 /** Least loaded first; equal loads by id, so the order is the same on every gateway. */

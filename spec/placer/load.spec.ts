@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { KV_CACHE_WEIGHT, byLoad, loadOf, loadsOf, readLoad, type RunnerLoad } from '../../placer/index.ts';
-import { thenByLoad } from '../../placer/load.ts';
+import { othersByLoad, thenByLoad } from '../../placer/load.ts';
+import { seededRandom } from '../../placer/kernel/index.ts';
 import { poolViewOf } from '../../placer/pool-view.ts';
 import { Fleet, T0 } from './fake.ts';
 import { FakeLoads } from './fake-load.ts';
@@ -145,6 +146,25 @@ describe('thenByLoad', () => {
     expect(reads).toBe(0);
     expect([...{ [Symbol.iterator]: () => order }].map((r) => r.id)).toEqual(['c', 'd', 'b']);
     expect(reads).toBe(3);
+  });
+});
+
+describe('othersByLoad', () => {
+  it('returns every runner but the offered ones in byLoad order when 300 loads repeat and vary', () => {
+    const random = seededRandom(41);
+    const loads = new FakeLoads();
+    const fleet = new Fleet({ loads });
+    const runners = Array.from({ length: 300 }, (_, i) => {
+      const id = `r${String((i * 7919) % 300).padStart(3, '0')}`;
+      loads.set(id, { inFlight: Math.floor(random() * 6), slots: 4 });
+      return fleet.runner(id);
+    });
+    const offered = [runners[5]!, runners[17]!];
+    const expected = loadsOf(runners, T0, 2_000)
+      .filter((entry) => !offered.includes(entry.runner))
+      .sort(byLoad)
+      .map((entry) => entry.runner.id);
+    expect([...othersByLoad(offered, poolViewOf(runners), T0, 2_000)].map((r) => r.id)).toEqual(expected);
   });
 });
 
