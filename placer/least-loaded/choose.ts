@@ -1,7 +1,8 @@
 /**
  * The least-loaded choice: the least loaded of a bounded number of runners (the whole pool when it
  * is small, the key's home and a random sample otherwise), near-ties going to the key's own runner.
- * Every load-aware placer falls back on it, so it reads a bounded number of loads per decision.
+ * least-loaded, prefix-affinity and kv-aware choose by it, so each reads a bounded number of loads
+ * per decision.
  */
 import { drawIndex } from '../kernel/index.ts';
 import { loadOf, readLoad } from '../load.ts';
@@ -90,14 +91,14 @@ export function homeOf(keyHash: number, n: number): number {
 }
 
 /**
- * `k` distinct positions in [0, n), uniformly among all such sets, in `k` draws (Floyd's
- * algorithm); for k <= n. The membership test is a scan: k is a handful.
+ * `k` distinct positions in [0, n), for k <= n: evenly spaced (n / k apart) from one random
+ * offset, so every position is in the sample with the same chance, k / n, for one draw. Runners
+ * are in id order, which says nothing of their load, so a spaced sample weighs them as a fully
+ * random one would, at a fraction of the cost.
  */
 export function sample(n: number, k: number, random: () => number): number[] {
-  const chosen: number[] = [];
-  for (let j = n - k; j < n; j++) {
-    const t = drawIndex(random, j + 1);
-    chosen.push(chosen.includes(t) ? j : t);
-  }
+  const offset = drawIndex(random, n);
+  const chosen = new Array<number>(k);
+  for (let i = 0; i < k; i++) chosen[i] = (offset + Math.floor((i * n) / k)) % n;
   return chosen;
 }

@@ -19,7 +19,7 @@ import { loadAwareDescriptor, loadAwarePlacer, resolveLoadAware } from '../load-
 import type { LoadAwareConfig, LoadAwareOptions } from '../load-options.ts';
 import { hash32, poolViewOf } from '../pool-view.ts';
 import type { PoolView } from '../pool-view.ts';
-import { homeOf } from '../least-loaded/choose.ts';
+import { homeOf, sample } from '../least-loaded/choose.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
 
 /** Options for {@link createLoadWeightedPlacer}. */
@@ -89,13 +89,16 @@ function drawByRejection<R extends Runner<unknown>>(
   return undefined;
 }
 
-/** The mean spare room of `sorted`: exact up to {@link MEAN_SAMPLE} runners, else over that many drawn at random. */
+/** The mean spare room of `sorted`: exact up to {@link MEAN_SAMPLE} runners, else over a sample of that many. */
 function meanSpare<R>(sorted: readonly R[], spareOf: (runner: R) => number, random: () => number): number {
   const n = sorted.length;
-  const m = Math.min(n, MEAN_SAMPLE);
   let sum = 0;
-  for (let i = 0; i < m; i++) sum += spareOf(sorted[n <= MEAN_SAMPLE ? i : drawIndex(random, n)]!);
-  return sum / m;
+  if (n <= MEAN_SAMPLE) {
+    for (const runner of sorted) sum += spareOf(runner);
+    return sum / n;
+  }
+  for (const position of sample(n, MEAN_SAMPLE, random)) sum += spareOf(sorted[position]!);
+  return sum / MEAN_SAMPLE;
 }
 
 /**
