@@ -38,35 +38,34 @@ export function leastLoadedChoice<R extends Runner<unknown>>(
   if (n === 0) return undefined;
   const keyHash = hash32(key);
   const home = homeOf(keyHash, n);
-  const positions = n <= settings.choices ? undefined : [home, ...sample(n - 1, settings.choices - 1, settings.random)];
-  if (positions !== undefined) {
-    // The sample is drawn from the n - 1 runners other than the home: shift those at or past it.
-    for (let c = 1; c < positions.length; c++) if (positions[c]! >= home) positions[c]!++;
-  }
-  const count = positions === undefined ? n : positions.length;
-  const loads = new Array<number>(count);
-  let least = Infinity;
-  let homeLoad = Infinity;
-  for (let c = 0; c < count; c++) {
-    const at = positions === undefined ? c : positions[c]!;
-    const load = loadOf(readLoad(view.sorted[at]!), now, settings.staleAfterMs);
-    loads[c] = load;
-    if (load < least) least = load;
-    if (at === home) homeLoad = load;
-  }
+  const positions = candidatesOf(n, home, settings);
+  const loads = positions.map((at) => loadOf(readLoad(view.sorted[at]!), now, settings.staleAfterMs));
+  const least = Math.min(...loads);
+  const homeLoad = loads[positions.indexOf(home)]!;
   if (homeLoad <= least + settings.tieBand) return { runner: view.sorted[home]!, load: homeLoad };
   const ids = view.idHashes;
   let best = -1;
   let bestScore = -1;
-  for (let c = 0; c < count; c++) {
+  for (let c = 0; c < positions.length; c++) {
     if (!(loads[c]! <= least + settings.tieBand)) continue;
-    const score = rendezvous(keyHash, ids[positions === undefined ? c : positions[c]!]!);
+    const score = rendezvous(keyHash, ids[positions[c]!]!);
     if (score > bestScore) {
       best = c;
       bestScore = score;
     }
   }
-  return { runner: view.sorted[positions === undefined ? best : positions[best]!]!, load: loads[best]! };
+  return { runner: view.sorted[positions[best]!]!, load: loads[best]! };
+}
+
+/**
+ * The positions least-loaded compares: all `n` when there are at most `choices`, else `home` first
+ * and `choices - 1` of the others, sampled.
+ */
+function candidatesOf(n: number, home: number, settings: ChoiceSettings): number[] {
+  if (n <= settings.choices) return Array.from({ length: n }, (_, i) => i);
+  const others = sample(n - 1, settings.choices - 1, settings.random);
+  // Sampled from the n - 1 runners other than the home: those at or past it move up one.
+  return [home, ...others.map((at) => (at >= home ? at + 1 : at))];
 }
 
 /**

@@ -57,7 +57,7 @@ interface CostCase {
 const random = seeded(31);
 const costCases: CostCase[] = [
   { name: 'round-robin', create: () => createRoundRobinPlacer({ random }), call: fakeCall(), most: 0 },
-  { name: 'consistent-hash', create: () => createConsistentHashPlacer(), call: fakeCall(), most: 32 + 1 },
+  { name: 'consistent-hash', create: () => createConsistentHashPlacer(), call: fakeCall(), most: 16 + 1 },
   {
     name: 'least-loaded',
     create: () => createLeastLoadedPlacer({ random, now: () => T0 }),
