@@ -7,9 +7,9 @@
 import { drawIndex } from '../kernel/index.ts';
 import { loadOf, readLoad } from '../load.ts';
 import type { LoadedRunner } from '../load.ts';
-import { hash32, rendezvous } from '../pool-view.ts';
+import { hash32, poolViewOf, rendezvous } from '../pool-view.ts';
 import type { PoolView } from '../pool-view.ts';
-import type { Runner } from '../types.ts';
+import type { Runner, RunnerCall } from '../types.ts';
 
 /** How the choice is made; see `LeastLoadedOptions` for what each means and its default. */
 export interface ChoiceSettings {
@@ -66,6 +66,15 @@ function candidatesOf(n: number, home: number, settings: ChoiceSettings): number
   const others = sample(n - 1, settings.choices - 1, settings.random);
   // Sampled from the n - 1 runners other than the home: those at or past it move up one.
   return [home, ...others.map((at) => (at >= home ? at + 1 : at))];
+}
+
+/**
+ * The id of `call`'s key's home among `runners` ({@link homeOf} over their id order), or undefined
+ * for none: the preference least-loaded and load-weighted name while every runner is busy.
+ */
+export function keyHomeOf(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {
+  const { sorted } = poolViewOf(runners);
+  return sorted.length === 0 ? undefined : sorted[homeOf(hash32(call.key), sorted.length)]!.id;
 }
 
 /**

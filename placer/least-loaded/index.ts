@@ -25,10 +25,9 @@ import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
 import type { LoadAwareConfig, LoadAwareOptions } from '../load-options.ts';
 import { byLoad, thenByLoad } from '../load.ts';
 import type { LoadedRunner } from '../load.ts';
-import { hash32, poolViewOf } from '../pool-view.ts';
 import type { PoolView } from '../pool-view.ts';
 import type { Placer, Runner, RunnerCall } from '../types.ts';
-import { homeOf, leastLoadedChoice, sample } from './choose.ts';
+import { keyHomeOf, leastLoadedChoice, sample } from './choose.ts';
 
 /** Options for {@link createLeastLoadedPlacer}. */
 export interface LeastLoadedOptions extends LoadAwareOptions {
@@ -85,11 +84,8 @@ const leastLoadedRules = {
 export function createLeastLoadedPlacer(options: LeastLoadedOptions = {}): Placer {
   return {
     ...loadAwarePlacer('least-loaded', resolveLeastLoaded(options), leastLoadedPass),
-    preferred(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {
-      // While every runner is busy they are all equally loaded, and a tie goes to the key's home.
-      const { sorted } = poolViewOf(runners);
-      return sorted.length === 0 ? undefined : sorted[homeOf(hash32(call.key), sorted.length)]!.id;
-    },
+    // While every runner is busy they are all equally loaded, and a tie goes to the key's home.
+    preferred: keyHomeOf,
   };
 }
 
