@@ -55,7 +55,12 @@ export function fnv1a64(input: string, basis: bigint = FNV_OFFSET_BASIS): bigint
   return (BigInt(v3) << 48n) | (BigInt(v2) << 32n) | (BigInt(v1) << 16n) | BigInt(v0);
 }
 
-const JUMP_MULTIPLIER = 2862933555777941757n;
+/** Jump hash's LCG multiplier, 2862933555777941757, in 16-bit lanes, least significant first. */
+const JUMP_M0 = 45309;
+const JUMP_M1 = 34736;
+const JUMP_M2 = 12006;
+const JUMP_M3 = 10171;
+const LANE = 65_536;
 /** Bucket counts are int32 in the paper; beyond that the float step loses its meaning. */
 const MAX_BUCKETS = 2_147_483_647;
 
@@ -68,19 +73,40 @@ const MAX_BUCKETS = 2_147_483_647;
  * It only stays minimal when buckets are added or removed at the end; removing a bucket in the
  * middle renumbers every bucket after it.
  *
+ * The 64-bit step is computed in four 16-bit lanes of plain numbers (every partial sum stays below
+ * 2^53, so exact), not in BigInt: it runs about ln(buckets) times per key, so a BigInt step made a
+ * decision on 10,000 runners three times dearer than on 10. Checked against the BigInt form in
+ * the tests.
+ *
  * @throws RangeError when `buckets` is not an integer in [1, 2^31 - 1].
  */
 export function jumpConsistentHash(key: bigint, buckets: number): number {
   if (!Number.isInteger(buckets) || buckets < 1 || buckets > MAX_BUCKETS) {
     throw new RangeError(`buckets must be an integer from 1 to ${MAX_BUCKETS}, got ${buckets}`);
   }
-  let k = BigInt.asUintN(64, key);
+  const k = BigInt.asUintN(64, key);
+  let k0 = Number(k & 0xffffn);
+  let k1 = Number((k >> 16n) & 0xffffn);
+  let k2 = Number((k >> 32n) & 0xffffn);
+  let k3 = Number(k >> 48n);
   let b = -1;
   let j = 0;
   while (j < buckets) {
     b = j;
-    k = BigInt.asUintN(64, k * JUMP_MULTIPLIER + 1n);
-    j = Math.floor((b + 1) * (2147483648 / (Number(k >> 33n) + 1)));
+    // k = k x M + 1 (mod 2^64), lane by lane with carries.
+    let t = k0 * JUMP_M0 + 1;
+    const r0 = t % LANE;
+    t = (t - r0) / LANE + k0 * JUMP_M1 + k1 * JUMP_M0;
+    const r1 = t % LANE;
+    t = (t - r1) / LANE + k0 * JUMP_M2 + k1 * JUMP_M1 + k2 * JUMP_M0;
+    const r2 = t % LANE;
+    t = (t - r2) / LANE + k0 * JUMP_M3 + k1 * JUMP_M2 + k2 * JUMP_M1 + k3 * JUMP_M0;
+    k0 = r0;
+    k1 = r1;
+    k2 = r2;
+    k3 = t % LANE;
+    // (k >> 33) + 1: lane 3 and the top 15 bits of lane 2.
+    j = Math.floor((b + 1) * (2147483648 / (k3 * 32_768 + Math.floor(k2 / 2) + 1)));
   }
   return b;
 }

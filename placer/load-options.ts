@@ -3,8 +3,9 @@
  * old a runner's report may be. Validated once, when the placer is created.
  */
 import { PlacerConfigError } from './errors.ts';
-import { LOAD_STALE_AFTER_MS, loadsOf } from './load.ts';
-import type { LoadedRunner } from './load.ts';
+import { LOAD_STALE_AFTER_MS } from './load.ts';
+import { poolViewOf } from './pool-view.ts';
+import type { PoolView } from './pool-view.ts';
 import { checksFor, rule, systemClock } from './kernel/index.ts';
 import type { PlacerContext, PlacerDescriptor } from './descriptor.ts';
 import type { Placer, Runner, RunnerCall } from './types.ts';
@@ -73,23 +74,26 @@ export function loadAwareDescriptor(name: string, create: (options: LoadAwareOpt
   });
 }
 
-/** How a load-aware placer orders the runners of a pass, read by loadsOf (sorted by id), drawing from `random`. */
-export type LoadedOrder = <R extends Runner<unknown>>(
-  loaded: readonly LoadedRunner<R>[],
-  random: () => number,
+/**
+ * How a load-aware placer orders one pass: the call, the pool's view (its id order, kept per
+ * list) and the resolved options. It returns lazily what it can, so the walk that commits on the
+ * first runner costs the placer only what choosing that runner read.
+ */
+export type ViewOrder<C extends LoadAwareConfig> = <R extends Runner<unknown>>(
+  call: RunnerCall,
+  view: PoolView<R>,
+  config: C,
 ) => Iterable<R>;
 
 /**
- * A load-aware placer named `name`: its options validated now, and on each pass every runner's
- * load read once, at the pass's start, and handed to `orderLoaded`.
- * @throws PlacerConfigError naming a bad option.
+ * A load-aware placer named `name` with the resolved `config`, ordering each pass with `order`
+ * over the pool's view.
  */
-export function loadAwarePlacer(name: string, options: LoadAwareOptions, orderLoaded: LoadedOrder): Placer {
-  const { random, now, staleAfterMs } = resolveLoadAware(options);
+export function loadAwarePlacer<C extends LoadAwareConfig>(name: string, config: C, order: ViewOrder<C>): Placer {
   return {
     name,
-    order<R extends Runner<unknown>>(_call: RunnerCall, runners: readonly R[]): Iterable<R> {
-      return orderLoaded(loadsOf(runners, now(), staleAfterMs), random);
+    order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R> {
+      return order(call, poolViewOf(runners), config);
     },
   };
 }

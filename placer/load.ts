@@ -2,7 +2,11 @@
  * One utilisation number per runner, from the gateway's own in-flight count and the runner's
  * report, so every load-aware placer weighs runners the same way.
  */
+import { compareIds, poolViewOf } from './pool-view.ts';
+import type { PoolView } from './pool-view.ts';
 import type { RunnerLoad, Runner } from './types.ts';
+
+export { compareIds } from './pool-view.ts';
 
 /**
  * Reports older than this are ignored, in ms: llm-d's endpoint picker treats engine metrics as
@@ -68,112 +72,82 @@ export interface LoadedRunner<R> {
 }
 
 /**
- * Every runner with its load, sorted by id. Read once, eagerly, because a pass's order may be
- * iterated across awaits while loads move; sorted so a seeded random picks the same runners
- * whatever order the pool lists them in.
+ * Every runner with its load, sorted by id: O(n), for custom placers that weigh the whole pool.
+ * The built-in placers read only the runners they consider ({@link thenByLoad} reads the rest
+ * when the walk asks past them); sorted so a seeded random picks the same runners whatever order
+ * the pool lists them in.
  */
 export function loadsOf<R extends Runner<unknown>>(
   runners: readonly R[],
   now: number,
   staleAfterMs: number,
 ): LoadedRunner<R>[] {
-  return (idOrderOf(runners).sorted as readonly R[]).map((runner) => ({
+  return poolViewOf(runners).sorted.map((runner) => ({
     runner,
     load: loadOf(readLoad(runner), now, staleAfterMs),
   }));
 }
 
-/** {@link loadsOf}'s entries, with what a placer that finds runners by id or weighs the spread needs. */
-export interface IndexedLoads<R> {
-  /** The same entries, in the same order, as {@link loadsOf}. */
-  readonly loaded: LoadedRunner<R>[];
-  /** Each id's position in `loaded`; an id listed twice maps to its first entry, as `find` would. */
-  readonly positions: ReadonlyMap<string, number>;
-  /** The least load in `loaded`; Infinity when it is empty. */
-  readonly min: number;
-  /** The greatest load in `loaded`; -Infinity when it is empty. */
-  readonly max: number;
+/**
+ * `first` in its order, then every other runner of `view` from least to most loaded. The rest's
+ * loads are read and sorted only when the walk asks past `first`: a pass that commits on one of
+ * them reads nothing more, and one that goes on reads loads as they are by then.
+ */
+export function* thenByLoad<R extends Runner<unknown>>(
+  first: readonly R[],
+  view: PoolView<R>,
+  now: () => number,
+  staleAfterMs: number,
+): Generator<R, void, undefined> {
+  yield* first;
+  yield* othersByLoad(first, view, now(), staleAfterMs);
 }
 
 /**
- * {@link loadsOf} plus, without another pass over the pool, an id -> position map and the least
- * and greatest load. The map is built once per pool array (cached with its id order), so a placer
- * that asks "is this runner listed, and where" costs a lookup per call, not a set of every id.
+ * Every runner of `view` but those in `offered`, from least to most loaded (equal loads by id).
+ * Every load is read once, O(n); they are then taken from a binary heap, O(n) to build and
+ * O(log n) a runner, rather than sorted: a walk this far on a nearly full pool usually commits on
+ * one of the first few, so sorting them all would be mostly wasted.
  */
-export function indexedLoadsOf<R extends Runner<unknown>>(
-  runners: readonly R[],
+export function* othersByLoad<R extends Runner<unknown>>(
+  offered: readonly R[],
+  view: PoolView<R>,
   now: number,
   staleAfterMs: number,
-): IndexedLoads<R> {
-  const order = idOrderOf(runners);
-  const sorted = order.sorted as readonly R[];
-  const loaded: LoadedRunner<R>[] = [];
-  let min = Infinity;
-  let max = -Infinity;
-  for (const runner of sorted) {
-    const load = loadOf(readLoad(runner), now, staleAfterMs);
-    loaded.push({ runner, load });
-    min = Math.min(min, load);
-    max = Math.max(max, load);
-  }
-  order.positions ??= positionsOf(order.sorted);
-  return { loaded, positions: order.positions, min, max };
-}
-
-/** A runner list's id order, kept per list by {@link idOrderOf}. */
-interface IdOrder {
-  /** The list's contents when it was sorted, to notice a list changed in place. */
-  readonly contents: readonly Runner<unknown>[];
-  readonly sorted: readonly Runner<unknown>[];
-  /** Each id's position in `sorted`; built on first use, since most placers never ask. */
-  positions?: ReadonlyMap<string, number>;
-}
-
-/** The id order of each runner list seen. */
-const idOrders = new WeakMap<readonly Runner<unknown>[], IdOrder>();
-
-/**
- * `runners`' id order, sorted once per list: pools hand out the same array until their
- * membership changes, and a sort of 10,000 ids per call was most of a decision's cost. The
- * contents are compared (one pass, no string compares) in case a list was changed in place.
- */
-function idOrderOf(runners: readonly Runner<unknown>[]): IdOrder {
-  const hit = idOrders.get(runners);
-  if (hit && hit.contents.length === runners.length && hit.contents.every((r, i) => r === runners[i])) return hit;
-  const order: IdOrder = { contents: [...runners], sorted: [...runners].sort((a, b) => compareIds(a.id, b.id)) };
-  idOrders.set(runners, order);
-  return order;
-}
-
-/** Each id's first position in `sorted`. */
-function positionsOf(sorted: readonly Runner<unknown>[]): ReadonlyMap<string, number> {
-  const positions = new Map<string, number>();
-  sorted.forEach((runner, i) => {
-    if (!positions.has(runner.id)) positions.set(runner.id, i);
-  });
-  return positions;
-}
-
-/**
- * `first`, then everyone else in `loaded` from least to most loaded. The rest are sorted only
- * if the walk asks past the first: with a free pool it never does.
- */
-export function* firstThenByLoad<R extends Runner<unknown>>(
-  first: LoadedRunner<R>,
-  loaded: readonly LoadedRunner<R>[],
 ): Generator<R, void, undefined> {
-  yield first.runner;
-  for (const entry of loaded.filter((e) => e !== first).sort(byLoad)) yield entry.runner;
+  // A few are looked through; many (kv-aware's holders) are put in a set once.
+  const skip = offered.length > 8 ? new Set(offered) : undefined;
+  const heap: LoadedRunner<R>[] = [];
+  for (const runner of view.sorted) {
+    if (!(skip ? skip.has(runner) : offered.includes(runner)))
+      heap.push({ runner, load: loadOf(readLoad(runner), now, staleAfterMs) });
+  }
+  for (let i = (heap.length >> 1) - 1; i >= 0; i--) siftDown(heap, i, heap.length);
+  for (let size = heap.length; size > 0; size--) {
+    const top = heap[0]!;
+    heap[0] = heap[size - 1]!;
+    siftDown(heap, 0, size - 1);
+    yield top.runner;
+  }
+}
+
+/** Moves `heap[i]` down until neither child (within `size`) orders before it by {@link byLoad}. */
+function siftDown<R extends Runner<unknown>>(heap: LoadedRunner<R>[], i: number, size: number): void {
+  const entry = heap[i]!;
+  for (;;) {
+    let child = 2 * i + 1;
+    if (child >= size) break;
+    if (child + 1 < size && byLoad(heap[child + 1]!, heap[child]!) < 0) child++;
+    if (byLoad(heap[child]!, entry) >= 0) break;
+    heap[i] = heap[child]!;
+    i = child;
+  }
+  heap[i] = entry;
 }
 
 /** Least loaded first; equal loads by id, so the order is the same on every gateway. */
 export function byLoad(a: LoadedRunner<Runner<unknown>>, b: LoadedRunner<Runner<unknown>>): number {
   return a.load - b.load || compareIds(a.runner.id, b.runner.id);
-}
-
-/** Code-unit order, not localeCompare: the order must not depend on the process's locale. */
-export function compareIds(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** A count as reported, or undefined when it is not a finite non-negative number. */
@@ -195,12 +169,12 @@ export interface BalanceThresholds {
 }
 
 /**
- * SGLang's guard, between a runner's `load` and the least loaded runner's: out of balance when
- * both gaps are exceeded. Both are needed: the absolute one keeps a small gap on a quiet pool
- * (0.2 against 0) from breaking affinity, the relative one a wide gap between runners that are
- * all busy. A pool of one is never out of balance.
+ * SGLang's guard, between a runner's `load` and `least`, the load of the runner least-loaded order
+ * would offer first: out of balance when both gaps are exceeded. Both are needed: the absolute
+ * one keeps a small gap on a quiet pool (0.2 against 0) from breaking affinity, the relative one a
+ * wide gap between runners that are all busy. Against the least loaded runner least-loaded would
+ * pick rather than the whole pool's minimum, so the guard reads a bounded number of loads.
  */
-export function outOfBalance(load: number, { loaded, min }: IndexedLoads<unknown>, gaps: BalanceThresholds): boolean {
-  if (loaded.length < 2) return false;
-  return load - min > gaps.balanceAbsThreshold && load > gaps.balanceRelThreshold * min;
+export function outOfBalance(load: number, least: number, gaps: BalanceThresholds): boolean {
+  return load - least > gaps.balanceAbsThreshold && load > gaps.balanceRelThreshold * least;
 }

@@ -84,7 +84,7 @@ export interface FleetPoolOptions {
 
 /** Static runners probed in the background, plus registered ones added and removed as they come and go. */
 export class FleetPool implements GatewayPool {
-  /** Replaced, never mutated, on every change: placers may key caches on its identity. */
+  /** Replaced, never mutated, on every change (frozen): placers may key caches on its identity. */
   runnerList: readonly RunnerEntry[];
   readonly #options: FleetPoolOptions;
   readonly cacheTruth: CacheTruth | undefined;
@@ -99,7 +99,7 @@ export class FleetPool implements GatewayPool {
   constructor(options: FleetPoolOptions) {
     this.#options = options;
     this.cacheTruth = options.cacheTruth;
-    this.runnerList = options.urls.map((url) => this.createRunner(url));
+    this.runnerList = Object.freeze(options.urls.map((url) => this.createRunner(url)));
   }
 
   /**
@@ -128,15 +128,18 @@ export class FleetPool implements GatewayPool {
   /**
    * Every runner that serves the call's model or has not said yet what it serves, down ones
    * included: a down runner fails its offer at once (see RunnerEntry), and keeping it listed
-   * keeps the list stable, which hashing placers need. The same array is returned until some
-   * runner's model list changes, so placers can cache work keyed on it.
+   * keeps the list stable, which hashing placers need. The same frozen array is returned until
+   * some runner's model list changes, so placers keep their view of it (its id order) without
+   * checking it per call.
    */
   runners(call: GatewayCall): readonly RunnerEntry[] {
     const key = call.route === 'invoke' ? '' : call.fn;
     let list = this.#byModel.get(key);
     if (!list) {
-      list = this.runnerList.filter(
-        (r) => r.placeable() && (key === '' || r.health.models === undefined || r.health.models.includes(key)),
+      list = Object.freeze(
+        this.runnerList.filter(
+          (r) => r.placeable() && (key === '' || r.health.models === undefined || r.health.models.includes(key)),
+        ),
       );
       this.#byModel.set(key, list);
     }
@@ -173,7 +176,7 @@ export class FleetPool implements GatewayPool {
   /** Adds a registered runner, replacing one with the same id (which is returned to be closed). */
   add(runner: RunnerEntry): RunnerEntry | undefined {
     const old = this.get(runner.id);
-    this.runnerList = [...this.runnerList.filter((r) => r !== old), runner];
+    this.runnerList = Object.freeze([...this.runnerList.filter((r) => r !== old), runner]);
     this.#changed();
     return old;
   }
@@ -182,7 +185,7 @@ export class FleetPool implements GatewayPool {
   remove(id: string): RunnerEntry | undefined {
     const old = this.get(id);
     if (!old) return undefined;
-    this.runnerList = this.runnerList.filter((r) => r !== old);
+    this.runnerList = Object.freeze(this.runnerList.filter((r) => r !== old));
     this.#changed();
     this.cacheTruth?.drop([id]);
     try {

@@ -6,9 +6,12 @@
  * gateway or many.
  */
 import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
-import { byLoad, indexedLoadsOf, loadsOf, outOfBalance } from '../load.ts';
-import type { IndexedLoads, LoadedRunner } from '../load.ts';
-import { leastLoadedOrder } from '../least-loaded/index.ts';
+import { byLoad, loadOf, othersByLoad, outOfBalance, readLoad, thenByLoad } from '../load.ts';
+import type { LoadedRunner } from '../load.ts';
+import { leastLoadedDefaults, leastLoadedPass } from '../least-loaded/index.ts';
+import { leastLoadedChoice } from '../least-loaded/choose.ts';
+import { poolViewOf } from '../pool-view.ts';
+import type { PoolView } from '../pool-view.ts';
 import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
 import type { Placer, PromptCache, Runner, RunnerCall } from '../types.ts';
 import { kvAwareDefaults, resolveKvAware } from './options.ts';
@@ -25,40 +28,43 @@ export { kvAwareDefaults } from './options.ts';
  *    least-loaded order (with every runner holding as much, only load tells them apart).
  * 2. Otherwise each runner holding more is costed at the work the call would be there,
  *    `(prompt tokens - cached tokens + overheadTokens) x (1 + loadWeight x load)`, and so is the
- *    better of two random runners (power of two choices), which holds the floor. A runner whose
- *    cache is unknown counts as holding nothing, so it is weighed by load alone.
- * 3. The load guard: when the cheapest holder's load is out of balance with the least loaded
+ *    runner least-loaded would offer first (its choice among `choices` runners), which holds the
+ *    floor. A runner whose cache is unknown counts as holding nothing, so it is weighed by load alone.
+ * 3. The load guard: when the cheapest holder's load is out of balance with that least-loaded
  *    runner's (both of prefix-affinity's gaps, SGLang's rule), least-loaded order.
  * 4. Otherwise the holders from cheapest up, as far as they are cheaper than the runner from
- *    step 2, then everyone else from least to most loaded.
+ *    step 2, then that runner, then everyone else from least to most loaded.
  *
+ * A decision reads the loads of the holders and of least-loaded's few candidates; the others'
+ * are read only if the walk asks past those.
  * The placer keeps no state beyond its options: what it knows is the call's cache truth and the
  * runners' loads, so two gateways with the same truth and loads place alike.
  * @throws PlacerConfigError naming a bad option.
  */
 export function createKvAwarePlacer(options: KvAwareOptions = {}): Placer {
   const config = resolveKvAware(options);
-  const { random, now, staleAfterMs } = config;
+  // The least-loaded choice it falls back on and costs against, with least-loaded's defaults.
+  const choice = { ...config, ...leastLoadedDefaults };
   return {
     name: 'kv-aware',
     order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R> {
+      const view = poolViewOf(runners);
       const cache = call.cache;
-      if (cache === undefined || cache.holders.size === 0)
-        return leastLoadedOrder(loadsOf(runners, now(), staleAfterMs), random);
-      const pool = indexedLoadsOf(runners, now(), staleAfterMs);
-      const holders = costedHolders(cache, pool, config);
+      if (cache === undefined || cache.holders.size === 0) return leastLoadedPass(call, view, choice);
+      const now = config.now();
+      const holders = costedHolders(cache, view, now, config);
       const best = cheapestOf(holders);
-      if (best === undefined || outOfBalance(best.entry.load, pool, config))
-        return leastLoadedOrder(pool.loaded, random);
-      const [fresh] = leastLoadedOrder(pool.loaded, random);
-      const floor = cache.known(fresh!.id) ? (cache.floor ?? 0) : 0;
-      const freshCost = costOf(cache.promptTokens, floor, pool.loaded[pool.positions.get(fresh!.id)!]!.load, config);
-      return cheapestFirst(best, holders, freshCost, pool.loaded);
+      const fresh = leastLoadedChoice(view, call.key, now, choice)!;
+      if (best === undefined || outOfBalance(best.entry.load, fresh.load, config))
+        return thenByLoad([fresh.runner], view, config.now, config.staleAfterMs);
+      const floor = cache.known(fresh.runner.id) ? (cache.floor ?? 0) : 0;
+      const freshCost = costOf(cache.promptTokens, floor, fresh.load, config);
+      return cheapestFirst(best, holders, freshCost, fresh.runner, view, config);
     },
     preferred(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {
       const cache = call.cache;
       if (cache === undefined || cache.holders.size === 0) return undefined;
-      return cheapestOf(costedHolders(cache, indexedLoadsOf(runners, now(), staleAfterMs), config))?.entry.runner.id;
+      return cheapestOf(costedHolders(cache, poolViewOf(runners), config.now(), config))?.entry.runner.id;
     },
   };
 }
@@ -75,18 +81,20 @@ function costOf(promptTokens: number, cached: number, load: number, config: KvAw
   return prefill * (1 + config.loadWeight * load);
 }
 
-/** The holders the pool lists, each with its cost, in no particular order. */
+/** The holders the pool lists, each with its cost, in no particular order: loads read for them alone. */
 function costedHolders<R extends Runner<unknown>>(
   cache: PromptCache,
-  pool: IndexedLoads<R>,
+  view: PoolView<R>,
+  now: number,
   config: KvAwareConfig,
 ): CostedHolder<R>[] {
   const holders: CostedHolder<R>[] = [];
   for (const [id, cached] of cache.holders) {
-    const position = pool.positions.get(id);
+    const position = view.positions.get(id);
     if (position === undefined || !(cached > 0)) continue;
-    const entry = pool.loaded[position]!;
-    holders.push({ entry, cost: costOf(cache.promptTokens, cached, entry.load, config) });
+    const runner = view.sorted[position]!;
+    const load = loadOf(readLoad(runner), now, config.staleAfterMs);
+    holders.push({ entry: { runner, load }, cost: costOf(cache.promptTokens, cached, load, config) });
   }
   return holders;
 }
@@ -104,26 +112,34 @@ function cheapestOf<R extends Runner<unknown>>(holders: readonly CostedHolder<R>
 }
 
 /**
- * The holders cheaper than `freshCost`, cheapest first (`best` is the cheapest), then every other
- * runner by load. When no holder beats a fresh runner, that is least-loaded order with the holders
- * in it by their load. Only `best` is known before the walk asks for a second runner.
+ * The holders cheaper than `freshCost`, cheapest first (`best` is the cheapest), then `fresh` and
+ * every other runner by load. When no holder beats a fresh runner, that is least-loaded's order
+ * with the holders in it by their load. Only `best` is known before the walk asks for a second
+ * runner, and the others' loads are read only when it asks past the holders.
  */
 function* cheapestFirst<R extends Runner<unknown>>(
   best: CostedHolder<R>,
   holders: readonly CostedHolder<R>[],
   freshCost: number,
-  loaded: readonly LoadedRunner<R>[],
+  fresh: R,
+  view: PoolView<R>,
+  config: KvAwareConfig,
 ): Generator<R, void, undefined> {
-  const offered = new Set<LoadedRunner<R>>();
+  const offered: R[] = [];
   if (best.cost < freshCost) {
-    offered.add(best.entry);
+    offered.push(best.entry.runner);
     yield best.entry.runner;
     for (const holder of holders.filter((h) => h !== best && h.cost < freshCost).sort(byCost)) {
-      offered.add(holder.entry);
+      offered.push(holder.entry.runner);
       yield holder.entry.runner;
     }
   }
-  for (const entry of loaded.filter((e) => !offered.has(e)).sort(byLoad)) yield entry.runner;
+  // The fresh runner comes next unless it was a holder offered already.
+  if (!offered.includes(fresh)) {
+    offered.push(fresh);
+    yield fresh;
+  }
+  yield* othersByLoad(offered, view, config.now(), config.staleAfterMs);
 }
 
 /** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */

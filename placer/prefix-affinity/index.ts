@@ -5,8 +5,10 @@
  * SGLang's cache-aware router, a load guard hands the call to least-loaded when its home runner is
  * far busier than the least loaded one, and a match too short to be worth it goes least-loaded too.
  */
-import { firstThenByLoad, indexedLoadsOf, outOfBalance } from '../load.ts';
-import { leastLoadedOrder } from '../least-loaded/index.ts';
+import { loadOf, outOfBalance, readLoad, thenByLoad } from '../load.ts';
+import { leastLoadedDefaults, leastLoadedPass } from '../least-loaded/index.ts';
+import { leastLoadedChoice } from '../least-loaded/choose.ts';
+import { poolViewOf } from '../pool-view.ts';
 import type { CachedReport, Placer, Runner, RunnerCall } from '../types.ts';
 import { BlockChain, PrefixMemo } from './blocks.ts';
 import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
@@ -25,8 +27,9 @@ export { prefixAffinityDefaults } from './options.ts';
  * 2. Longest prefix served by a listed runner (the home), as a share of the prompt (blocks x
  *    blockSize / prompt length), below `minMatchRatio`: least-loaded order.
  * 3. Home out of balance, SGLang's two gaps on `loadOf` utilisation, taken between the home and the
- *    least loaded listed runner: `home - min > balanceAbsThreshold` and
- *    `home > balanceRelThreshold x min`: least-loaded order.
+ *    runner least-loaded would offer first (`least`, the least loaded of the whole pool or, on a
+ *    pool larger than least-loaded's `choices`, of a sample): `home - least > balanceAbsThreshold`
+ *    and `home > balanceRelThreshold x least`: least-loaded order.
  * 4. Otherwise the home first, then the rest from least to most loaded.
  *
  * SGLang compares the most loaded runner with the least; here it is the home, because a busy
@@ -42,8 +45,10 @@ export { prefixAffinityDefaults } from './options.ts';
  */
 export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}): Placer {
   const config = resolvePrefixAffinity(options);
-  const { random, now, staleAfterMs, blockSize, minMatchRatio } = config;
+  const { now, staleAfterMs, blockSize, minMatchRatio } = config;
   const index = new PrefixIndex(config.maxBlocks);
+  // The least-loaded choice it falls back on and guards against, with least-loaded's defaults.
+  const choice = { ...config, ...leastLoadedDefaults };
   // One chain per call, hashed as far as the lookups read and finished by placed(), never twice;
   // weak so calls are not kept. Placed calls' chains are kept a while, so the next prompt that
   // starts the same way skips hashing what it shares with them.
@@ -63,31 +68,31 @@ export function createPrefixAffinityPlacer(options: PrefixAffinityOptions = {}):
   return {
     name: 'prefix-affinity',
     order<R extends Runner<unknown>>(call: RunnerCall, runners: readonly R[]): Iterable<R> {
-      // One pass over the pool: loads, their spread and (cached per pool array) each id's position,
-      // so neither the guard nor the index lookup walks every runner again.
-      const pool = indexedLoadsOf(runners, now(), staleAfterMs);
-      const { loaded, positions } = pool;
+      // The pool's view (id order, positions) is kept per list; loads are read only for the home
+      // and the least-loaded choice, and for the rest only if the walk asks past them.
+      const view = poolViewOf(runners);
       const prompt = promptOf(call);
-      if (prompt === undefined) return leastLoadedOrder(loaded, random);
-      const match = index.longest(chainOf(call, prompt), positions);
+      if (prompt === undefined) return leastLoadedPass(call, view, choice);
+      const match = index.longest(chainOf(call, prompt), view.positions);
       // blocks x blockSize is short by one per block stretched over a surrogate pair: close
       // enough for a threshold, and cheaper than keeping every block's end.
       if (match === undefined || (match.blocks * blockSize) / prompt.length < minMatchRatio) {
-        return leastLoadedOrder(loaded, random);
+        return leastLoadedPass(call, view, choice);
       }
       // Ids are unique within a pool, so this is the one runner the index points at; longest()
       // only returns ids in `positions`.
-      const home = loaded[positions.get(match.runnerId)!]!;
+      const home = view.sorted[view.positions.get(match.runnerId)!]!;
       matches.set(call, match);
-      if (outOfBalance(home.load, pool, config)) return leastLoadedOrder(loaded, random);
-      return firstThenByLoad(home, loaded);
+      const least = leastLoadedChoice(view, call.key, now(), choice)!;
+      const first = outOfBalance(loadOf(readLoad(home), now(), staleAfterMs), least.load, config) ? least.runner : home;
+      return thenByLoad([first], view, now, staleAfterMs);
     },
     preferred(call: RunnerCall, runners: readonly Runner<unknown>[]): string | undefined {
       // The runner caching the longest prefix, when it passes the match threshold: the home
       // order() would put first, before the balance guard (every runner is busy when this is asked).
       const prompt = promptOf(call);
       if (prompt === undefined) return undefined;
-      const match = index.longest(chainOf(call, prompt), indexedLoadsOf(runners, now(), staleAfterMs).positions);
+      const match = index.longest(chainOf(call, prompt), poolViewOf(runners).positions);
       if (match === undefined || (match.blocks * blockSize) / prompt.length < minMatchRatio) return undefined;
       return match.runnerId;
     },

@@ -76,6 +76,25 @@ describe('jumpConsistentHash', () => {
     expect(jumpConsistentHash(fnv1a64('中国'), 10)).toBe(5);
   });
 
+  it("returns the paper's BigInt computation's bucket for 2,000 keys and pools up to 10,000", () => {
+    const reference = (key: bigint, buckets: number): number => {
+      let k = BigInt.asUintN(64, key);
+      let b = -1;
+      let j = 0;
+      while (j < buckets) {
+        b = j;
+        k = BigInt.asUintN(64, k * 2862933555777941757n + 1n);
+        j = Math.floor((b + 1) * (2147483648 / (Number(k >> 33n) + 1)));
+      }
+      return b;
+    };
+    for (const buckets of [1, 3, 10, 1_000, 10_000, 2 ** 31 - 1]) {
+      for (const key of [...keys.slice(0, 2_000), (1n << 64n) - 1n]) {
+        expect(jumpConsistentHash(key, buckets)).toBe(reference(key, buckets));
+      }
+    }
+  });
+
   it('returns bucket 0 when the key is 0, whatever the bucket count', () => {
     for (const buckets of [1, 2, 3, 10, 57, 1000, 2 ** 31 - 1]) expect(jumpConsistentHash(0n, buckets)).toBe(0);
   });

@@ -1,15 +1,31 @@
 import { describe, expect, it } from 'vitest';
-import { PlacerConfigError, createLeastLoadedPlacer, type RunnerLoad } from '../../placer/index.ts';
-import { Fleet, type Outcome, fakePool, manyCalls, placeEach, tally } from './fake.ts';
-import { FakeLoads, near, seeded, sequence, shares, slotsBusy } from './fake-load.ts';
+import {
+  PlacerConfigError,
+  createLeastLoadedPlacer,
+  leastLoadedOrder,
+  type Runner,
+  type RunnerLoad,
+} from '../../placer/index.ts';
+import { homeOf } from '../../placer/least-loaded/choose.ts';
+import { hash32 } from '../../placer/pool-view.ts';
+import { Fleet, type Outcome, T0, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
+import { FakeLoads, seeded, sequence, slotsBusy } from './fake-load.ts';
+
+/** The position, in id order among `n` runners, of `key`'s home. */
+const homeAmong = (key: string, n: number): number => homeOf(hash32(key), n);
+
+/** A key whose home among `ids` (sorted) is `id`, found by trying keys in turn. */
+function keyHomedOn(id: string, ids: readonly string[]): string {
+  const sorted = [...ids].sort();
+  for (let i = 0; ; i++) if (sorted[homeAmong(`session-${i}`, sorted.length)] === id) return `session-${i}`;
+}
 
 interface PickCase {
   name: string;
-  /** Loads by runner id; runners without one have no load(). */
-  loads?: Record<string, RunnerLoad>;
+  loads: Record<string, RunnerLoad>;
   runners: Record<string, readonly Outcome[]>;
-  /** Each call draws two numbers: the first of the pair, then the second among the others. */
-  draws: number[];
+  /** The runner the calls' key has as its home. */
+  home: string;
   hold?: boolean;
   calls: number;
   offers: string[];
@@ -22,92 +38,133 @@ const free = { c: ['placed'], a: ['placed'], d: ['placed'], b: ['placed'] } as c
 
 const pickCases: PickCase[] = [
   {
-    // Pairs (a, b), (c, d), (d, a): the less loaded of each goes first.
+    // A pool no larger than `choices` is scanned whole: b, the least loaded, every time.
     name: 'loads differ and every runner is free',
     loads: mixed,
     runners: free,
-    draws: [0, 0, 0.5, 0.9, 0.9, 0],
+    home: 'c',
     calls: 3,
-    offers: ['b', 'd', 'd'],
-    placed: ['b', 'd', 'd'],
+    offers: ['b', 'b', 'b'],
+    placed: ['b', 'b', 'b'],
   },
   {
-    // Pair (a, c) picks a; then the rest from least to most loaded: b, d, c.
-    name: 'the winner and the next least loaded are busy',
+    // b turns the call down (or fails); the rest follow from least to most loaded: d, a, c.
+    name: 'the least loaded and the next are busy',
     loads: mixed,
-    runners: { ...free, a: ['busy'], b: ['failed'] },
-    draws: [0, 0.5],
+    runners: { ...free, b: ['busy'], d: ['failed'] },
+    home: 'c',
     calls: 1,
-    offers: ['a', 'b', 'd'],
+    offers: ['b', 'd', 'a'],
+    placed: ['a'],
+  },
+  {
+    // a (0.5) is the key's home and within 0.1 of d (0.45): the tie goes home.
+    name: "the key's home is within the tie band of the least loaded",
+    loads: { a: slotsBusy(10, 20), b: slotsBusy(19, 20), d: slotsBusy(9, 20) },
+    runners: { a: ['placed'], b: ['placed'], d: ['placed'] },
+    home: 'a',
+    calls: 2,
+    offers: ['a', 'a'],
+    placed: ['a', 'a'],
+  },
+  {
+    // The home, a (0.6), is 0.15 above d (0.45): outside the band, so d.
+    name: "the key's home is outside the tie band",
+    loads: { a: slotsBusy(12, 20), b: slotsBusy(19, 20), d: slotsBusy(9, 20) },
+    runners: { a: ['placed'], b: ['placed'], d: ['placed'] },
+    home: 'a',
+    calls: 1,
+    offers: ['d'],
     placed: ['d'],
   },
   {
-    // No loads at all: every pair ties and goes to its first draw, the rest by id.
-    name: 'no runner reports load',
-    runners: { ...free, d: ['busy'] },
-    draws: [0.9, 0, 0.3, 0.9],
-    calls: 2,
-    offers: ['d', 'a', 'b'],
-    placed: ['a', 'b'],
-  },
-  {
-    // Loads build up as calls commit: a, then b (a now holds one), then a tie goes to a, which
-    // is full, so the idle c comes before b.
+    // Loads build up as calls commit: a, the home, at 1 of 10 after the first is still within
+    // 0.1 of the idle b and c, so it takes the second too.
     name: 'committed calls add to the in-flight count',
-    loads: { a: slotsBusy(0, 1), b: slotsBusy(0, 1), c: slotsBusy(0, 1) },
-    runners: { a: ['placed', 'busy'], b: ['placed'], c: ['placed'] },
+    loads: { a: slotsBusy(0, 10), b: slotsBusy(0, 10), c: slotsBusy(0, 10) },
+    runners: { a: ['placed'], b: ['placed'], c: ['placed'] },
+    home: 'a',
     hold: true,
-    draws: [0, 0],
-    calls: 3,
-    offers: ['a', 'b', 'a', 'c'],
-    placed: ['a', 'b', 'c'],
+    calls: 2,
+    offers: ['a', 'a'],
+    placed: ['a', 'a'],
   },
 ];
 
 describe('createLeastLoadedPlacer', () => {
   it.each(pickCases)('returns the expected offer order when $name', async (c) => {
-    const fleet = new Fleet(c.loads ? { loads: new FakeLoads(c.loads), hold: c.hold ?? false } : {});
-    const placer = createLeastLoadedPlacer({ random: sequence(c.draws) });
-    const placed = await placeEach(placer, fakePool(fleet.runners(c.runners)), manyCalls(c.calls));
+    const fleet = new Fleet({ loads: new FakeLoads(c.loads), hold: c.hold ?? false });
+    const placer = createLeastLoadedPlacer({ random: () => expect.unreachable('a small pool draws nothing') });
+    const runners = fleet.runners(c.runners);
+    const key = keyHomedOn(c.home, Object.keys(c.runners));
+    const placed = await placeEach(placer, fakePool(runners), manyCalls(c.calls, key));
     expect(fleet.offers).toEqual(c.offers);
     expect(placed).toEqual(c.placed);
   });
 
-  it('returns each runner in proportion to the pairs it wins over 10,000 calls', async () => {
-    const fleet = new Fleet({ loads: new FakeLoads(mixed) });
-    const placer = createLeastLoadedPlacer({ random: seeded(1) });
-    const placed = tally(await placeEach(placer, fakePool(fleet.runners(free)), manyCalls(10_000)));
-    // Of the 6 pairs, b wins the 3 it is in, d 2, a 1 and c, the most loaded, none.
-    expect(placed.c).toBeUndefined();
-    expect(shares(placed, ['a', 'b', 'c', 'd'], 10_000)).toEqual(near({ a: 1 / 6, b: 3 / 6, c: 0, d: 2 / 6 }));
+  it('returns the same runner for one key and spreads keys over the runners when no runner reports load', async () => {
+    const fleet = new Fleet();
+    const runners = fleet.runners({ a: ['placed'], b: ['placed'], c: ['placed'], d: ['placed'] });
+    const placer = createLeastLoadedPlacer();
+    expect(new Set(await placeEach(placer, fakePool(runners), manyCalls(20, 'session-7'))).size).toBe(1);
+    const keys = Array.from({ length: 400 }, (_, i) => `session-${i}`);
+    const spread = tally(await placeEach(placer, fakePool(runners), callsFor(keys)));
+    for (const id of ['a', 'b', 'c', 'd']) expect(spread[id]).toBeGreaterThan(60);
   });
 
-  it('never returns the more loaded of the drawn pair first over 10,000 calls', async () => {
-    const ids = ['a', 'b', 'c', 'd', 'e'];
-    const loads = new FakeLoads({
-      a: slotsBusy(1, 8),
-      b: slotsBusy(5, 8),
-      c: slotsBusy(2, 8),
-      d: slotsBusy(7, 8),
-      e: slotsBusy(3, 8),
-    });
-    const draws: number[] = [];
-    const random = seeded(2);
-    const recording = (): number => {
-      const r = random();
-      draws.push(r);
-      return r;
-    };
+  it('returns the least loaded of a sample of `choices` and the home on a larger pool', () => {
+    // 100 runners; only r-099 is idle, the rest half busy. With 4 choices the candidates are the
+    // key's home (r-010) and 3 of the 99 others: r-099 goes first when drawn, and otherwise every
+    // candidate ties at 0.5 and the home takes the call.
+    const ids = Array.from({ length: 100 }, (_, i) => `r-${String(i).padStart(3, '0')}`);
+    const loads = new FakeLoads(Object.fromEntries(ids.map((id) => [id, slotsBusy(id === 'r-099' ? 0 : 5, 10)])));
     const fleet = new Fleet({ loads });
-    const pool = fakePool(ids.map((id) => fleet.runner(id)));
-    const placed = await placeEach(createLeastLoadedPlacer({ random: recording }), pool, manyCalls(10_000));
-    for (let call = 0; call < placed.length; call++) {
-      const i = Math.floor(draws[2 * call]! * 5);
-      let j = Math.floor(draws[2 * call + 1]! * 4);
-      if (j >= i) j++;
-      const pair = [ids[i]!, ids[j]!].sort((x, y) => loads.inFlight(x) - loads.inFlight(y));
-      expect(placed[call]).toBe(pair[0]);
-    }
+    const runners = ids.map((id) => fleet.runner(id));
+    const placer = createLeastLoadedPlacer({ random: seeded(21), choices: 4 });
+    const key = keyHomedOn('r-010', ids);
+    const firsts = tally(Array.from({ length: 4_000 }, () => [...placer.order(fakeCall({ key }), runners)][0]!.id));
+    expect(Object.keys(firsts).sort()).toEqual(['r-010', 'r-099']);
+    // The sample holds 3 of the 99 others: r-099 is among them 3/99 of the time.
+    expect(firsts['r-099']! / 4_000).toBeGreaterThan(0.02);
+    expect(firsts['r-099']! / 4_000).toBeLessThan(0.042);
+  });
+
+  it('reads the loads of `choices` runners, and no more, for one decision on a 10,000-runner pool', async () => {
+    let reads = 0;
+    const load: RunnerLoad = Object.freeze({ inFlight: 3, slots: 16 });
+    const runners: readonly Runner<string>[] = Object.freeze(
+      Array.from({ length: 10_000 }, (_, i) => ({
+        id: `runner-${String(i).padStart(5, '0')}`,
+        tryExec: async () => ({ kind: 'placed' as const, value: 'ok' }),
+        load: () => {
+          reads++;
+          return load;
+        },
+      })),
+    );
+    const placer = createLeastLoadedPlacer({ random: seeded(22), now: () => T0 });
+    expect(await placeEach(placer, fakePool(runners), [fakeCall()])).toEqual(['ok']);
+    expect(reads).toBe(16);
+  });
+
+  it('returns the rest by load, read only once the walk asks past the first', () => {
+    let reads = 0;
+    const loads = new FakeLoads(mixed);
+    const runners = ['a', 'b', 'c', 'd'].map((id) => ({
+      id,
+      tryExec: async () => ({ kind: 'busy' as const }),
+      load: () => {
+        reads++;
+        return loads.get(id);
+      },
+    }));
+    const order = createLeastLoadedPlacer({ now: () => T0 })
+      .order(fakeCall(), runners)
+      [Symbol.iterator]();
+    expect(order.next().value!.id).toBe('b');
+    expect(reads).toBe(4);
+    expect([order.next().value!.id, order.next().value!.id, order.next().value!.id]).toEqual(['d', 'a', 'c']);
+    expect(reads).toBe(7);
   });
 
   it('returns a runner with a heavy report last only while the report is fresh', () => {
@@ -118,10 +175,21 @@ describe('createLeastLoadedPlacer', () => {
     });
     const fleet = new Fleet({ loads });
     const runners = [fleet.runner('a'), fleet.runner('b')];
-    const placer = createLeastLoadedPlacer({ random: sequence([0, 0]), now: () => now });
-    expect([...placer.order(manyCalls(1)[0]!, runners)].map((r) => r.id)).toEqual(['b', 'a']);
+    const placer = createLeastLoadedPlacer({ now: () => now });
+    const key = keyHomedOn('b', ['a', 'b']);
+    expect([...placer.order(fakeCall({ key }), runners)].map((r) => r.id)).toEqual(['b', 'a']);
     now = 6_001; // the report is now 2,001 ms old
-    expect([...placer.order(manyCalls(1)[0]!, runners)].map((r) => r.id)).toEqual(['a', 'b']);
+    expect([...placer.order(fakeCall({ key }), runners)].map((r) => r.id)).toEqual(['a', 'b']);
+  });
+
+  it("returns the key's home as its preference, the same whatever order the pool lists runners in", () => {
+    const fleet = new Fleet();
+    const runners = ['d', 'a', 'c', 'b'].map((id) => fleet.runner(id));
+    const placer = createLeastLoadedPlacer();
+    const key = keyHomedOn('c', ['a', 'b', 'c', 'd']);
+    expect(placer.preferred!(fakeCall({ key }), runners)).toBe('c');
+    expect(placer.preferred!(fakeCall({ key }), [...runners].reverse())).toBe('c');
+    expect(placer.preferred!(fakeCall({ key }), [])).toBeUndefined();
   });
 
   it('returns a placer named least-loaded when created', () => {
@@ -133,7 +201,20 @@ describe('createLeastLoadedPlacer', () => {
     [{ now: 'now' }, 'now must be a function, got "now"'],
     [{ staleAfterMs: -1 }, 'staleAfterMs must be a non-negative integer, got -1'],
     [{ staleAfterMs: 1.5 }, 'staleAfterMs must be a non-negative integer, got 1.5'],
+    [{ choices: 0 }, 'choices must be a positive integer, got 0'],
+    [{ choices: 2_000 }, 'choices must be at most 1024, got 2000'],
+    [{ tieBand: -0.1 }, 'tieBand must be at least 0, got -0.1'],
+    [{ tieBand: '0.1' }, 'tieBand must be a finite number, got "0.1"'],
   ])('throws PlacerConfigError naming the option when given %o', (options, message) => {
     expect(() => createLeastLoadedPlacer(options as never)).toThrow(new PlacerConfigError(message));
+  });
+});
+
+describe('leastLoadedOrder', () => {
+  it('returns the least loaded of loads already read first, then the rest by load', () => {
+    const fleet = new Fleet();
+    const loaded = ['a', 'b', 'c'].map((id, i) => ({ runner: fleet.runner(id), load: [0.5, 0.1, 0.3][i]! }));
+    expect([...leastLoadedOrder(loaded, sequence([0]))].map((r) => r.id)).toEqual(['b', 'c', 'a']);
+    expect([...leastLoadedOrder([], sequence([0]))]).toEqual([]);
   });
 });

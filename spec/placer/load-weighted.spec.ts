@@ -1,13 +1,23 @@
 import { describe, expect, it } from 'vitest';
-import { PlacerConfigError, createLoadWeightedPlacer, type RunnerLoad } from '../../placer/index.ts';
-import { Fleet, type Outcome, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
+import { PlacerConfigError, type Runner, type RunnerLoad, createLoadWeightedPlacer } from '../../placer/index.ts';
+import { Fleet, type Outcome, T0, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
+import { homeOf } from '../../placer/least-loaded/choose.ts';
+import { hash32 } from '../../placer/pool-view.ts';
 import { FakeLoads, near, seeded, sequence, shares, slotsBusy } from './fake-load.ts';
+
+/** A key whose home among `ids` (sorted) is `id`, found by trying keys in turn. */
+function keyHomedOn(id: string, ids: readonly string[]): string {
+  const sorted = [...ids].sort();
+  for (let i = 0; ; i++) if (sorted[homeOf(hash32(`session-${i}`), sorted.length)] === id) return `session-${i}`;
+}
 
 interface PickCase {
   name: string;
   loads?: Record<string, RunnerLoad>;
   runners: Record<string, readonly Outcome[]>;
-  /** One draw per runner offered among those with spare capacity, none for full ones. */
+  /** The key's home, the first try. */
+  home: string;
+  /** The home's acceptance draw, then an index draw and an acceptance draw per further try. */
   draws: number[];
   calls: number;
   offers: string[];
@@ -26,62 +36,77 @@ const free = { e: ['placed'], c: ['placed'], a: ['placed'], d: ['placed'], b: ['
 
 const pickCases: PickCase[] = [
   {
-    // Weights 0.9, 0.5, 0.1 of 1.5: a below 0.6, b below 0.933, c above.
-    name: 'every runner is free',
+    // Mean spare room 0.3: the home, c (spare 0.1), is kept when the draw is under 0.1 / 0.3.
+    name: "the draw keeps the key's home",
     loads: spread,
     runners: free,
-    draws: [0.1, 0.7, 0.95],
-    calls: 3,
-    offers: ['a', 'b', 'c'],
-    placed: ['a', 'b', 'c'],
-  },
-  {
-    // a, then b of (b 0.5, c 0.1), then c alone; then the full ones, least loaded first.
-    name: 'every runner with spare capacity turns the call down',
-    loads: spread,
-    runners: { ...free, a: ['busy'], b: ['busy'], c: ['failed'] },
-    draws: [0.1, 0.5, 0.9],
+    home: 'c',
+    draws: [0.05],
     calls: 1,
-    offers: ['a', 'b', 'c', 'd'],
-    placed: ['d'],
+    offers: ['c'],
+    placed: ['c'],
   },
   {
-    name: 'every runner is full, so no number is drawn',
+    // c refused (0.5 >= 1/3); then index 0.1 of 5 is a (spare 0.9), kept by 0.3.
+    name: 'the home is passed over and the next try is kept',
+    loads: spread,
+    runners: free,
+    home: 'c',
+    draws: [0.5, 0.1, 0.3],
+    calls: 1,
+    offers: ['a'],
+    placed: ['a'],
+  },
+  {
+    // Every try misses (full runners are never kept): the rest by weight, none with room, so by load.
+    name: 'every runner is full',
     loads: { a: slotsBusy(12, 10), b: slotsBusy(10, 10), c: slotsBusy(15, 10) },
     runners: { a: ['placed'], b: ['busy'], c: ['placed'] },
-    draws: [],
+    home: 'a',
+    draws: [0.5],
     calls: 2,
     offers: ['b', 'a', 'b', 'a'],
     placed: ['a', 'a'],
   },
   {
-    // Every weight is 1: 0.5 of 3 is b, then 0.5 of (a, c) is c.
+    // No loads: every spare room is 1, so the home is kept at once.
     name: 'no runner reports load',
     runners: { a: ['placed'], b: ['busy'], c: ['placed'] },
-    draws: [0.5, 0.5],
-    calls: 1,
-    offers: ['b', 'c'],
-    placed: ['c'],
+    home: 'c',
+    draws: [0.5],
+    calls: 2,
+    offers: ['c', 'c'],
+    placed: ['c', 'c'],
   },
 ];
 
 describe('createLoadWeightedPlacer', () => {
   it.each(pickCases)('returns the expected offer order when $name', async (c) => {
     const fleet = new Fleet(c.loads ? { loads: new FakeLoads(c.loads) } : {});
-    const random = c.draws.length > 0 ? sequence(c.draws) : () => expect.unreachable('random() was called');
     const pool = fakePool(fleet.runners(c.runners));
-    const placed = await placeEach(createLoadWeightedPlacer({ random }), pool, manyCalls(c.calls));
+    const key = keyHomedOn(c.home, Object.keys(c.runners));
+    const placed = await placeEach(
+      createLoadWeightedPlacer({ random: sequence(c.draws) }),
+      pool,
+      manyCalls(c.calls, key),
+    );
     expect(fleet.offers).toEqual(c.offers);
     expect(placed).toEqual(c.placed);
   });
 
-  it('returns runners in proportion to spare capacity 0.9 / 0.5 / 0.1 over 10,000 calls', async () => {
+  it('returns runners by spare capacity 0.9 / 0.5 / 0.1, homes with the mean room or more keeping their keys, over 10,000 calls', async () => {
     const loads = new FakeLoads({ a: slotsBusy(1, 10), b: slotsBusy(5, 10), c: slotsBusy(9, 10) });
     const fleet = new Fleet({ loads });
     const placer = createLoadWeightedPlacer({ random: seeded(3) });
     const runners = fleet.runners({ a: ['placed'], b: ['placed'], c: ['placed'] });
-    const placed = tally(await placeEach(placer, fakePool(runners), manyCalls(10_000)));
-    expect(shares(placed, ['a', 'b', 'c'], 10_000)).toEqual(near({ a: 0.9 / 1.5, b: 0.5 / 1.5, c: 0.1 / 1.5 }));
+    const keys = Array.from({ length: 10_000 }, (_, i) => `session-${i}`);
+    const placed = tally(await placeEach(placer, fakePool(runners), callsFor(keys)));
+    // Mean spare 0.5: homes a and b keep every call of their keys, c a fifth; the four fifths c
+    // passes on are drawn in proportion, 0.9 : 0.5 : 0.1.
+    const passed = (1 / 3) * 0.8;
+    expect(shares(placed, ['a', 'b', 'c'], 10_000)).toEqual(
+      near({ a: 1 / 3 + passed * 0.6, b: 1 / 3 + passed / 3, c: 0.2 / 3 + passed / 15 }),
+    );
   });
 
   it('returns the second pick in proportion to what is left when the first pick is always busy', async () => {
@@ -90,8 +115,28 @@ describe('createLoadWeightedPlacer', () => {
     const fleet = new Fleet({ loads });
     const runners = fleet.runners({ a: ['busy'], b: ['placed'], c: ['placed'] });
     const placer = createLoadWeightedPlacer({ random: seeded(4) });
-    const placed = tally(await placeEach(placer, fakePool(runners), manyCalls(10_000)));
+    const keys = Array.from({ length: 10_000 }, (_, i) => `session-${i}`);
+    const placed = tally(await placeEach(placer, fakePool(runners), callsFor(keys)));
     expect(shares(placed, ['a', 'b', 'c'], 10_000)).toEqual(near({ a: 0, b: 5 / 6, c: 1 / 6 }));
+  });
+
+  it('reads the mean sample and one load per try, and no more, for one decision on a 10,000-runner pool', async () => {
+    let reads = 0;
+    const load: RunnerLoad = Object.freeze({ inFlight: 4, slots: 16 });
+    const runners: readonly Runner<string>[] = Object.freeze(
+      Array.from({ length: 10_000 }, (_, i) => ({
+        id: `runner-${String(i).padStart(5, '0')}`,
+        tryExec: async () => ({ kind: 'placed' as const, value: 'ok' }),
+        load: () => {
+          reads++;
+          return load;
+        },
+      })),
+    );
+    // Spare room 0.75 everywhere, so the home has the mean room and is kept.
+    const placer = createLoadWeightedPlacer({ random: sequence([0.5]), now: () => T0 });
+    expect(await placeEach(placer, fakePool(runners), [fakeCall()])).toEqual(['ok']);
+    expect(reads).toBe(16 + 1);
   });
 
   it('returns the same order when the pool lists runners in another order', () => {

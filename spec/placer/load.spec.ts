@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { KV_CACHE_WEIGHT, byLoad, loadOf, loadsOf, readLoad, type RunnerLoad } from '../../placer/index.ts';
-import { indexedLoadsOf } from '../../placer/load.ts';
+import { othersByLoad, thenByLoad } from '../../placer/load.ts';
+import { seededRandom } from '../../placer/kernel/index.ts';
+import { poolViewOf } from '../../placer/pool-view.ts';
 import { Fleet, T0 } from './fake.ts';
 import { FakeLoads } from './fake-load.ts';
 
@@ -122,49 +124,47 @@ describe('loadsOf', () => {
   });
 });
 
-describe('indexedLoadsOf', () => {
-  it("returns loadsOf's entries with each id's position in them and the least and greatest load", () => {
+describe('thenByLoad', () => {
+  it('returns the firsts, then the rest by load, reading their loads only once asked past the firsts', () => {
+    let reads = 0;
     const loads = new FakeLoads({
-      c: { inFlight: 1, slots: 2 },
       a: { inFlight: 3, slots: 4 },
-      d: { inFlight: 1, slots: 4 },
+      b: { inFlight: 1, slots: 4 },
+      c: { inFlight: 0, slots: 4 },
     });
+    const runners = ['c', 'a', 'b', 'd'].map((id) => ({
+      id,
+      tryExec: async () => ({ kind: 'busy' as const }),
+      load: () => {
+        reads++;
+        return loads.get(id);
+      },
+    }));
+    const first = runners[1]!;
+    const order = thenByLoad([first], poolViewOf(runners), () => T0, 2_000)[Symbol.iterator]();
+    expect(order.next().value).toBe(first);
+    expect(reads).toBe(0);
+    expect([...{ [Symbol.iterator]: () => order }].map((r) => r.id)).toEqual(['c', 'd', 'b']);
+    expect(reads).toBe(3);
+  });
+});
+
+describe('othersByLoad', () => {
+  it('returns every runner but the offered ones in byLoad order when 300 loads repeat and vary', () => {
+    const random = seededRandom(41);
+    const loads = new FakeLoads();
     const fleet = new Fleet({ loads });
-    const runners = [fleet.runner('c'), fleet.runner('b'), fleet.runner('d'), fleet.runner('a')];
-    const pool = indexedLoadsOf(runners, T0, 2_000);
-    expect(pool.loaded).toEqual(loadsOf(runners, T0, 2_000));
-    expect([...pool.positions]).toEqual([
-      ['a', 0],
-      ['b', 1],
-      ['c', 2],
-      ['d', 3],
-    ]);
-    expect([pool.min, pool.max]).toEqual([0, 0.75]);
-  });
-
-  it('returns positions for the new contents when the same list is changed in place', () => {
-    const fleet = new Fleet();
-    const runners = [fleet.runner('b'), fleet.runner('a')];
-    expect(indexedLoadsOf(runners, T0, 2_000).positions.get('b')).toBe(1);
-    runners[1] = fleet.runner('c');
-    const pool = indexedLoadsOf(runners, T0, 2_000);
-    expect(pool.loaded.map((e) => e.runner.id)).toEqual(['b', 'c']);
-    expect([...pool.positions]).toEqual([
-      ['b', 0],
-      ['c', 1],
-    ]);
-  });
-
-  it('returns the first position of an id listed twice, the entry find() would return', () => {
-    const fleet = new Fleet();
-    const first = fleet.runner('a');
-    const pool = indexedLoadsOf([fleet.runner('b'), first, fleet.runner('a')], T0, 2_000);
-    expect(pool.loaded[pool.positions.get('a')!]!.runner).toBe(first);
-    expect(pool.positions.get('b')).toBe(2);
-  });
-
-  it('returns no positions and an empty spread for an empty list', () => {
-    expect(indexedLoadsOf([], T0, 2_000)).toEqual({ loaded: [], positions: new Map(), min: Infinity, max: -Infinity });
+    const runners = Array.from({ length: 300 }, (_, i) => {
+      const id = `r${String((i * 7919) % 300).padStart(3, '0')}`;
+      loads.set(id, { inFlight: Math.floor(random() * 6), slots: 4 });
+      return fleet.runner(id);
+    });
+    const offered = [runners[5]!, runners[17]!];
+    const expected = loadsOf(runners, T0, 2_000)
+      .filter((entry) => !offered.includes(entry.runner))
+      .sort(byLoad)
+      .map((entry) => entry.runner.id);
+    expect([...othersByLoad(offered, poolViewOf(runners), T0, 2_000)].map((r) => r.id)).toEqual(expected);
   });
 });
 

@@ -31,8 +31,6 @@ interface PickCase {
   loads: Record<string, RunnerLoad>;
   runners: Record<string, readonly Outcome[]>;
   calls: RunnerCall[];
-  /** Two per least-loaded fallback (the pair); none when affinity decides. */
-  draws: number[];
   hold?: boolean;
   offers: string[];
   placed: string[];
@@ -42,65 +40,63 @@ const free = { a: ['placed'], b: ['placed'], c: ['placed'] } as const;
 // Within the guard: the gap is 0.25, not above it.
 const balanced = { a: slotsBusy(2, 8), b: slotsBusy(1, 8), c: slotsBusy(0, 8) };
 
+// The calls' key (session-1) has c as its home among a, b and c, so least-loaded sends it to c
+// whenever c is within its tie band of the least loaded.
 const pickCases: PickCase[] = [
   {
-    // The first call has nothing to match and goes least-loaded: pair (a, b) gives b.
+    // The first call has nothing to match and goes least-loaded: c, the least loaded.
     name: 'calls share a system prompt and the pool is balanced',
     loads: balanced,
     runners: free,
     calls: chats(3),
-    draws: [0, 0],
-    offers: ['b', 'b', 'b'],
-    placed: ['b', 'b', 'b'],
+    offers: ['c', 'c', 'c'],
+    placed: ['c', 'c', 'c'],
   },
   {
-    // b turns call 2 down, so c (least loaded) serves it and the prefix now points at c.
+    // c turns call 2 down, so b (next least loaded) serves it and the prefix now points at b.
     name: 'the affinity runner turns a call down',
     loads: balanced,
-    runners: { ...free, b: ['placed', 'busy'] },
+    runners: { ...free, c: ['placed', 'busy'] },
     calls: chats(3),
-    draws: [0, 0],
-    offers: ['b', 'b', 'c', 'c'],
-    placed: ['b', 'c', 'c'],
+    offers: ['c', 'c', 'b', 'b'],
+    placed: ['c', 'b', 'b'],
   },
   {
-    // 64 shared characters of about 500: below 0.3, so both go least-loaded, (a, b) then (c, b).
+    // 64 shared characters of about 500: below 0.3, so both go least-loaded: c.
     name: 'the shared prefix is too small a share of the prompt',
     loads: balanced,
     runners: free,
     calls: [0, 1].map((i) => fakeCall({ id: `call-${i + 1}`, prompt: system.slice(0, 64) + String(i).repeat(400) })),
-    draws: [0, 0, 0.9, 0.9],
-    offers: ['b', 'c'],
-    placed: ['b', 'c'],
+    offers: ['c', 'c'],
+    placed: ['c', 'c'],
   },
   {
     name: 'calls carry no prompt',
     loads: balanced,
     runners: free,
     calls: [fakeCall(), fakeCall({ id: 'call-2', prompt: '' })],
-    draws: [0, 0, 0.9, 0.9],
-    offers: ['b', 'c'],
-    placed: ['b', 'c'],
+    offers: ['c', 'c'],
+    placed: ['c', 'c'],
   },
   {
-    // Two slots each, calls held. 1: no match, (a, b) tie, a. 2: home a at 0.5 is not more than
-    // 0.5 above the least loaded (0), so a again. 3: a full at 1.0 trips the guard, least-loaded
-    // gives b. 4: the prefix's latest runner b is at 0.5, within the gap: b. 5: b full trips it: c.
+    // Two slots each, calls held. 1: no match, every runner idle: c, the key's home. 2: home c at
+    // 0.5 is not more than 0.5 above the least loaded (0), so c again. 3: c full at 1.0 trips the
+    // guard, least-loaded gives a. 4: the prefix's latest runner a is at 0.5, within the gap: a.
+    // 5: a full trips it: b.
     name: 'held calls fill the affinity runner until the guard trips',
     loads: { a: slotsBusy(0, 2), b: slotsBusy(0, 2), c: slotsBusy(0, 2) },
     runners: free,
     hold: true,
     calls: chats(5),
-    draws: [0, 0, 0, 0, 0.9, 0.9, 0, 0],
-    offers: ['a', 'a', 'b', 'b', 'c'],
-    placed: ['a', 'a', 'b', 'b', 'c'],
+    offers: ['c', 'c', 'a', 'a', 'b'],
+    placed: ['c', 'c', 'a', 'a', 'b'],
   },
 ];
 
 describe('createPrefixAffinityPlacer', () => {
   it.each(pickCases)('returns the expected offer order when $name', async (c) => {
     const fleet = new Fleet({ loads: new FakeLoads(c.loads), hold: c.hold ?? false });
-    const placer = createPrefixAffinityPlacer({ random: sequence(c.draws) });
+    const placer = createPrefixAffinityPlacer({ random: () => expect.unreachable('a small pool draws nothing') });
     const placed = await placeEach(placer, fakePool(fleet.runners(c.runners)), c.calls);
     expect(fleet.offers).toEqual(c.offers);
     expect(placed).toEqual(c.placed);
@@ -207,8 +203,8 @@ describe('createPrefixAffinityPlacer', () => {
 describe('createPrefixAffinityPlacer decisions', () => {
   // Chat sessions over four system prompts (English, French, Chinese, emoji across block
   // boundaries), two models, turns that resend the history, loads that move, and an index small
-  // enough to evict. The expected runners were recorded with the FNV-1a block hashes this placer
-  // used before its hash changed: only the keys changed, so every decision must stay the same.
+  // enough to evict. The expected runners pin every decision of the rules as they are (the index,
+  // the guard, least-loaded's scan with ties to the key's home): a change to any shows here.
   const systems = [
     'You are the support assistant for a GPU cloud. Be brief and exact. '.repeat(6),
     'Tu es un assistant précis; réponds en français, sans détour. Ça marche? '.repeat(5),
@@ -216,8 +212,8 @@ describe('createPrefixAffinityPlacer decisions', () => {
     `${'x'.repeat(63)}😀 emoji straddle the block boundary 🚀🚀 and keep going. `.repeat(4),
   ];
   const expected =
-    'r0 r5 r3 r2 r5 r5 r2 r3 r5 r2 r0 r3 r2 r3 r4 r2 r0 r1 r5 r4 r4 r4 r1 r0 r0 r3 r1 r1 r1 r4 ' +
-    'r1 r4 r1 r1 r1 r1 r4 r0 r4 r4 r4 r2 r4 r0 r0 r3 r4 r5 r0 r2 r2 r0 r0 r0 r2 r2 r5 r0 r2 r5';
+    'r3 r2 r0 r4 r2 r2 r4 r0 r2 r4 r3 r0 r4 r0 r1 r4 r3 r1 r2 r1 r1 r5 r2 r3 r3 r0 r4 r4 r0 r5 ' +
+    'r1 r5 r1 r4 r0 r4 r1 r0 r5 r1 r5 r1 r4 r0 r2 r5 r4 r1 r4 r0 r4 r2 r2 r2 r0 r0 r5 r3 r0 r5';
 
   it('returns the same first runner for every call of a fixed workload', () => {
     const random = seededRandom(12);

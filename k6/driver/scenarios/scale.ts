@@ -294,16 +294,19 @@ const PLACED: TryExecResult<string> = Object.freeze({ kind: 'placed', value: 'ok
 
 /**
  * `size` runners with ids `runner-00000`…, slots of 8, 16 or 32 and between a quarter and just
- * under half of them in use, spread by a fixed generator so every run times the same fleet.
+ * under half of them in use, spread by a fixed generator so every run times the same fleet. The
+ * list is frozen, as the gateway's pool hands out its lists.
  */
-export function fakeFleet(size: number): Runner<string>[] {
+export function fakeFleet(size: number): readonly Runner<string>[] {
   // Deterministic spread for the fleet and the prompts; placers keep their own Math.random draws.
   const random = seededRandom(size);
-  return Array.from({ length: size }, (_, i) => {
-    const slots = [8, 16, 32][i % 3]!;
-    const load: RunnerLoad = Object.freeze({ inFlight: Math.round(slots * (0.25 + 0.2 * random())), slots });
-    return { id: `runner-${String(i).padStart(5, '0')}`, tryExec: async () => PLACED, load: () => load };
-  });
+  return Object.freeze(
+    Array.from({ length: size }, (_, i) => {
+      const slots = [8, 16, 32][i % 3]!;
+      const load: RunnerLoad = Object.freeze({ inFlight: Math.round(slots * (0.25 + 0.2 * random())), slots });
+      return { id: `runner-${String(i).padStart(5, '0')}`, tryExec: async () => PLACED, load: () => load };
+    }),
+  );
 }
 
 /**

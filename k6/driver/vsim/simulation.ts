@@ -555,9 +555,12 @@ function simGateway(sim: SimContext, { settings, fleet, slots, truth, index }: G
   const { spec } = sim;
   const hopMs = spec.hops?.sluiceHopMs ?? DEFAULT_HOPS.sluiceHopMs;
   const width = String(sim.engines.length).length;
-  const runners: readonly SimRunner[] = sim.engines.map(
-    (engine, i) =>
-      new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, fleet, slots[i]),
+  // Frozen, as the gateway's pool hands out its lists, so placers find the pool's view in O(1).
+  const runners: readonly SimRunner[] = Object.freeze(
+    sim.engines.map(
+      (engine, i) =>
+        new SimRunner(`runner-${String(i + 1).padStart(width, '0')}`, spec.fleet.slots, engine, fleet, slots[i]),
+    ),
   );
   const ids = runners.map((runner) => runner.id);
   const random = seededRandom(mix(spec.seed, 2 + index * 1_000));

@@ -101,8 +101,10 @@ describe('FleetPool.runners: the per-model candidate lists', () => {
     expect(ids(pool.runners(callFor('m2', clock)))).toEqual(['b']);
     expect(ids(pool.runners(callFor('m3', clock)))).toEqual([]);
     expect(ids(pool.runners(callFor(undefined, clock)))).toEqual(['a', 'b']);
-    // Cached: placers may key their own caches on the list's identity.
+    // Cached and frozen: placers may key their own caches on the list's identity, unchecked.
     expect(pool.runners(callFor('m1', clock))).toBe(m1);
+    expect(Object.isFrozen(m1)).toBe(true);
+    expect(Object.isFrozen(pool.runnerList)).toBe(true);
     // A heartbeat that changes nothing keeps the cache.
     registry.heartbeat('a', heartbeat(['m1']), 0);
     expect(pool.runners(callFor('m1', clock))).toBe(m1);
