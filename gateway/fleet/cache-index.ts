@@ -150,43 +150,45 @@ export class CacheIndex {
    * cached). Runners that hold no more than the floor are not added: at a thousand runners,
    * listing each would cost more than the rest of the decision.
    *
-   * One read of the holders per block: where a block's stored holders are the very runners still
-   * in the run (compared by reference, in order: runners that stored a prompt's blocks together
-   * are listed alike for each), the run goes on without looking up a key per runner; only where
-   * they differ, or a block is pending somewhere, is each runner in the run looked up. A prompt
-   * shared by the whole fleet costs a read per block, not one per block and runner.
+   * One read of the holders per block. While every runner holds the prompt, a block's holders are
+   * only counted: the floor costs a read per block, whatever the fleet's size. Past it, the run is
+   * the holders of the first block not everyone holds; where a block's stored holders are the very
+   * runners still in the run (compared by reference, in order: runners that stored a prompt's
+   * blocks together are listed alike for each), the run goes on without looking up a key per
+   * runner; only where they differ, or a block is pending somewhere, is each runner looked up.
    */
   leading(keys: readonly string[], blockSize: number, out: Map<string, number>): number {
-    if (keys.length === 0) return 0;
     const now = this.#options.clock.now();
-    let alive = this.#holdersOf(keys[0]!, now);
-    // While every runner of the index is in the run, its blocks are the floor.
-    let everyone = alive.length > 0 && alive.length === this.#feeds.size;
-    let floor = 0;
-    let held = 1;
-    for (let i = 1; i < keys.length && alive.length > 0; i++) {
-      const key = keys[i]!;
-      if (this.#sameHolders(key, alive)) {
-        held++;
-        continue;
-      }
+    let everyone = 0;
+    while (everyone < keys.length && this.#heldByAll(keys[everyone]!, now)) everyone++;
+    const floor = everyone * blockSize;
+    if (everyone === keys.length) return floor;
+    let alive = this.#holdersOf(keys[everyone]!, now);
+    let held = everyone + 1;
+    for (; held < keys.length && alive.length > 0; held++) {
+      const key = keys[held]!;
+      if (this.#sameHolders(key, alive)) continue;
       // The block's holders are marked, then the run keeps the marked: no lookup per runner.
       const mark = this.#markHolders(key, now);
       const next: Feed[] = [];
       for (const feed of alive) {
         if (feed.mark === mark) next.push(feed);
-        else if (!everyone) out.set(feed.id, held * blockSize);
-      }
-      if (everyone) {
-        floor = held * blockSize;
-        everyone = false;
+        else out.set(feed.id, held * blockSize);
       }
       alive = next;
-      held++;
     }
-    if (everyone) return held * blockSize;
     for (const feed of alive) out.set(feed.id, held * blockSize);
     return floor;
+  }
+
+  /** True when every runner of the index holds `key` now, stored or pending: counted, not listed. */
+  #heldByAll(key: string, now: number): boolean {
+    const everyone = this.#feeds.size;
+    if (everyone === 0) return false;
+    const stored = this.#stored.get(key);
+    const count = stored === undefined ? 0 : Array.isArray(stored) ? stored.length : 1;
+    if (count === everyone) return true;
+    return this.#pending.has(key) && this.#holdersOf(key, now).length === everyone;
   }
 
   /** The feeds holding `key` now, stored or pending. */
