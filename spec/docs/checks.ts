@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { root } from '../layers/sources.ts';
 import type { Page, PageLine } from './pages.ts';
-import { commandLines } from './pages.ts';
+import { codeSpans, commandLines } from './pages.ts';
 import type { CommandNames } from './truth.ts';
 import { literalEnvs, literalFlags, metricNames } from './truth.ts';
 
@@ -69,9 +69,13 @@ export function staleFlags(pages: readonly Page[], names: CommandNames, source: 
 const SLUICE_COMMAND =
   /(?:^|[\s$;&|(])(?:npx\s+)?(?:sluice|node\s+\S*sluice\.mjs|npm\s+run\s+sluice\s+--)\s+([a-z-]+)(.*)/;
 
-/** The flags a fenced `sluice <command>` line gives that its command does not take, as `page:line command flag`. */
+/**
+ * The flags a `sluice <command>` line (in a fenced block, or a code span of prose) gives that its
+ * command does not take, as `page:line command flag`.
+ */
 export function wrongCommandFlags(pages: readonly Page[], names: CommandNames): string[] {
-  return pages.flatMap(commandLines).flatMap((line) => {
+  const lines = pages.flatMap((page) => [...commandLines(page), ...codeSpans(page)]);
+  return lines.flatMap((line) => {
     const m = SLUICE_COMMAND.exec(line.text);
     const own = m && names.flags.get(m[1]!);
     if (!m || !own) return [];
@@ -89,6 +93,15 @@ export function staleEnvs(pages: readonly Page[], names: CommandNames, source: s
   const literal = literalEnvs(source);
   const env = (name: string) => name.endsWith('_') || names.envs.has(name) || literal.has(name);
   return unknown(linesOf(pages), /\bSLUICE_[A-Z0-9_]+/g, env);
+}
+
+/** Settings table rows, `| --flag | SLUICE_X |`, whose variable is not the flag's, as `page:line --flag SLUICE_X`. */
+export function mismatchedEnvs(pages: readonly Page[], names: CommandNames): string[] {
+  return linesOf(pages).flatMap((line) => {
+    const row = /^\|\s*`(--[a-z0-9-]+)`[^|]*\|\s*`(SLUICE_[A-Z0-9_]+)`/.exec(line.text);
+    const ofFlag = row && names.envsOfFlag.get(row[1]!);
+    return row && ofFlag && !ofFlag.has(row[2]!) ? [`${line.at} ${row[1]} ${row[2]}`] : [];
+  });
 }
 
 /** sluice_* names no Prometheus page of the product shows, as family, series or label; `sluice_calls_` patterns aside. */

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import {
   brokenLinks,
   codePattern,
+  mismatchedEnvs,
   missingFileNames,
   missingPaths,
   namesOn,
@@ -42,6 +43,10 @@ describe('the docs pages', () => {
 
   it('name only environment variables a command or the code reads', () => {
     expect(staleEnvs(pages, names, `${source}\n${specText()}`)).toEqual([]);
+  });
+
+  it("give each flag of a settings table the flag's own variable", () => {
+    expect(mismatchedEnvs(pages, names)).toEqual([]);
   });
 
   it('name only metric families, series and labels a Prometheus page of the product shows', () => {
@@ -97,6 +102,8 @@ describe('the docs checks', () => {
       '## Renamed metrics',
       '| `sluice_call_latency` | `sluice_call_overhead_seconds_bucket` | `sluice_runner_id` |',
       '## With `createGateway({ placer })`',
+      '| `--runners` | `SLUICE_RUNNER_COUNT` | 2 |',
+      '| `--runners` | `SLUICE_UP_RUNNERS` | 2 |',
       '<a id="kept"></a>',
       'See [z](#with-creategateway-placer-) and [k](#kept). Read `sluice_call_overhead_seconds_bucket`, `sluice_calls_completed_total` and `sluice_runner_id`.',
     ].join('\n'),
@@ -107,8 +114,15 @@ describe('the docs checks', () => {
       'docs/planted.md:2 --allow-plain-http',
       'docs/planted.md:7 --append',
     ]);
-    expect(wrongCommandFlags([planted], names)).toEqual(['docs/planted.md:6 runner --placer']);
-    expect(staleEnvs([planted], names, source)).toEqual(['docs/planted.md:2 SLUICE_RUNNERS_COUNT']);
+    expect(wrongCommandFlags([planted], names)).toEqual([
+      'docs/planted.md:6 runner --placer',
+      'docs/planted.md:2 gateway --allow-plain-http',
+    ]);
+    expect(mismatchedEnvs([planted], names)).toEqual(['docs/planted.md:12 --runners SLUICE_RUNNER_COUNT']);
+    expect(staleEnvs([planted], names, source)).toEqual([
+      'docs/planted.md:2 SLUICE_RUNNERS_COUNT',
+      'docs/planted.md:12 SLUICE_RUNNER_COUNT',
+    ]);
     expect(staleMetrics([planted], source)).toEqual(['docs/planted.md:2 sluice_calls_completed']);
     expect(staleCodes([planted], prefixes, codes, source)).toEqual(['docs/planted.md:3 GW_PLANTED_GONE']);
     expect(missingPaths([planted])).toEqual(['docs/planted.md:3 gateway/detached/store/memory.ts']);

@@ -76,6 +76,13 @@ export function readPages(): Page[] {
   return ['README.md', ...docs].filter((file) => !DIARIES.has(file)).map((file) => parsePage(file, read(file)));
 }
 
+/** The code spans of the page's prose, `like this`, each as a line of its own. */
+export function codeSpans(page: Page): PageLine[] {
+  return page.lines
+    .filter((line) => !line.fenced)
+    .flatMap((line) => [...line.text.matchAll(/`([^`]+)`/g)].map((m) => ({ at: line.at, text: m[1]!, fenced: false })));
+}
+
 /**
  * The command lines of fenced blocks, a line continued with `\` joined to the next, each with
  * where it starts.

@@ -13,23 +13,31 @@ import { PRODUCT, read, root, sources } from '../layers/sources.ts';
 export interface CommandNames {
   readonly flags: ReadonlyMap<string, ReadonlySet<string>>;
   readonly envs: ReadonlySet<string>;
+  /** Each flag's variables, over every command that takes it (`--runners`: the gateway's and `up`'s). */
+  readonly envsOfFlag: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
 /** The flags and variables of every sluice command, read from its settings table. */
 export async function commandNames(): Promise<CommandNames> {
   const flags = new Map<string, Set<string>>();
   const envs = new Set<string>();
+  const envsOfFlag = new Map<string, Set<string>>();
   for (const [name, load] of Object.entries(commands)) {
     const command = await load();
     const own = new Set(['--config', '--help']);
     for (const setting of command.settings) {
-      own.add(flagOf(setting.key));
-      for (const env of envNamesOf(setting, command.envPrefix)) envs.add(env);
+      const flag = flagOf(setting.key);
+      own.add(flag);
+      const ofFlag = envsOfFlag.get(flag) ?? envsOfFlag.set(flag, new Set()).get(flag)!;
+      for (const env of envNamesOf(setting, command.envPrefix)) {
+        envs.add(env);
+        ofFlag.add(env);
+      }
     }
     envs.add(envOf('config', command.envPrefix));
     flags.set(name, own);
   }
-  return { flags, envs };
+  return { flags, envs, envsOfFlag };
 }
 
 /** The command line's own scripts beside its TypeScript: the bin and the build. */
