@@ -149,6 +149,15 @@ export function brokenLinks(pages: readonly Page[], all: readonly Page[]): strin
   );
 }
 
+/** Table rows, `| CODE | status |`, whose status is not the one the code's class declares, as `page:line CODE status`. */
+export function wrongStatuses(pages: readonly Page[], statuses: ReadonlyMap<string, ReadonlySet<number>>): string[] {
+  return linesOf(pages).flatMap((line) => {
+    const row = /^\|\s*`([A-Z][A-Z0-9_]+)`\s*\|\s*(\d{3})\s*\|/.exec(line.text);
+    const declared = row && statuses.get(row[1]!);
+    return row && declared && !declared.has(Number(row[2])) ? [`${line.at} ${row[1]} ${row[2]}`] : [];
+  });
+}
+
 /** The pattern of an error code under `prefixes`; a user's `env.X` aside. */
 export const codePattern = (prefixes: readonly string[]): RegExp =>
   new RegExp(`(?<!env\\.)\\b((?:${prefixes.join('|')})[A-Z0-9_]*[A-Z0-9])\\b`, 'g');

@@ -11,10 +11,11 @@ import {
   staleFlags,
   staleMetrics,
   wrongCommandFlags,
+  wrongStatuses,
 } from './checks.ts';
 import { parsePage, readPages } from './pages.ts';
 import type { CommandNames } from './truth.ts';
-import { commandNames, errorCodes, fileNames, productText, specText } from './truth.ts';
+import { commandNames, declaredStatuses, errorCodes, fileNames, productText, specText } from './truth.ts';
 
 // Every flag, environment variable, metric, error code, repository path and link a docs page
 // names exists as named, so the pages cannot drift from the code they describe. A finding reads
@@ -75,6 +76,17 @@ describe('docs/errors.md', () => {
     const listed = namesOn([errorsPage], codePattern(prefixes));
     expect(codes.size).toBeGreaterThan(90);
     expect([...codes].filter((code) => !listed.has(code))).toEqual([]);
+  });
+
+  it('gives each code, on every page, the status its class declares', () => {
+    const statuses = declaredStatuses(source);
+    expect(statuses.get('GW_CALL_NOT_FOUND')).toEqual(new Set([404]));
+    expect(wrongStatuses(pages, statuses)).toEqual([]);
+    const planted = parsePage(
+      'docs/planted.md',
+      '| `GW_CALL_NOT_FOUND` | 410 | gone |\n| `GW_UNAUTHORIZED` | 401 | no |',
+    );
+    expect(wrongStatuses([planted], statuses)).toEqual(['docs/planted.md:1 GW_CALL_NOT_FOUND 410']);
   });
 
   it('has an area for the prefix of every code declared with errorClass', () => {

@@ -95,6 +95,16 @@ export function errorCodes(text: string, prefixes: readonly string[]): Set<strin
   return new Set(all(text, code));
 }
 
+/** Each code declared with an errorClass (the kernel's, an area's own, or one over it) and the statuses it is declared with. */
+export function declaredStatuses(text: string): Map<string, Set<number>> {
+  const statuses = new Map<string, Set<number>>();
+  for (const m of text.matchAll(/[eE]rrorClass\(\s*'([A-Z0-9_]+)',\s*(\d{3})\b/g)) {
+    const of = statuses.get(m[1]!) ?? statuses.set(m[1]!, new Set()).get(m[1]!)!;
+    of.add(Number(m[2]));
+  }
+  return statuses;
+}
+
 /** What a call that makes an instrument is, by the function's name. */
 const isCounter = (fn: string): boolean => (/counter$/i.test(fn) && !/updown/i.test(fn)) || fn === 'count';
 const isHistogram = (fn: string): boolean => /histogram$/i.test(fn);
