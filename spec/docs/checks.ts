@@ -65,9 +65,33 @@ export function staleFlags(pages: readonly Page[], names: CommandNames, source: 
   return unknown(linesOf(pages), /(?<![\w-])--[a-zA-Z][a-zA-Z0-9-]*/g, flag);
 }
 
-/** How a command line starts sluice: `sluice`, `npx sluice`, `node .../sluice.mjs`, `npm run sluice --`. */
-const SLUICE_COMMAND =
-  /(?:^|[\s$;&|(])(?:npx\s+)?(?:sluice|node\s+\S*sluice\.mjs|npm\s+run\s+sluice\s+--)\s+([a-z-]+)(.*)/;
+/** A line's start, or what may stand before a command in a shell line. */
+const AT_COMMAND = String.raw`(?:^|[\s$;&|(])`;
+
+/**
+ * How a command line starts sluice, each way with the command it runs and the rest of the line:
+ * `sluice`, `npx sluice`, `node .../sluice.mjs`, `npm run sluice --` name it; `npm start --` is
+ * `up`, and `npm run bench:<scenario> --` is `bench`.
+ */
+const SLUICE_COMMANDS: readonly [RegExp, (m: RegExpExecArray) => [string, string]][] = [
+  [
+    new RegExp(
+      String.raw`${AT_COMMAND}(?:npx\s+)?(?:sluice|node\s+\S*sluice\.mjs|npm\s+run\s+sluice\s+--)\s+([a-z-]+)(.*)`,
+    ),
+    (m) => [m[1]!, m[2]!],
+  ],
+  [new RegExp(String.raw`${AT_COMMAND}npm\s+start\s+--(.*)`), (m) => ['up', m[1]!]],
+  [new RegExp(String.raw`${AT_COMMAND}npm\s+run\s+bench:[a-z]+\s+--(.*)`), (m) => ['bench', m[1]!]],
+];
+
+/** The sluice command a line runs and the rest of the line, or undefined for a line that runs none. */
+function sluiceCommandOf(text: string): [string, string] | undefined {
+  for (const [pattern, parts] of SLUICE_COMMANDS) {
+    const m = pattern.exec(text);
+    if (m) return parts(m);
+  }
+  return undefined;
+}
 
 /**
  * The flags a `sluice <command>` line (in a fenced block, or a code span of prose) gives that its
@@ -76,15 +100,15 @@ const SLUICE_COMMAND =
 export function wrongCommandFlags(pages: readonly Page[], names: CommandNames): string[] {
   const lines = pages.flatMap((page) => [...commandLines(page), ...codeSpans(page)]);
   return lines.flatMap((line) => {
-    const m = SLUICE_COMMAND.exec(line.text);
-    const own = m && names.flags.get(m[1]!);
-    if (!m || !own) return [];
+    const [command, rest] = sluiceCommandOf(line.text) ?? [];
+    const own = command === undefined ? undefined : names.flags.get(command);
+    if (!own) return [];
     // The command's own part: up to a pipe, `&&`, `;`, a background `&` or a comment.
-    const args = m[2]!.split(/\s(?:\||&&|;|&|#)/)[0]!;
+    const args = rest!.split(/\s(?:\||&&|;|&|#)/)[0]!;
     return [...args.matchAll(/(?<![\w-])--[a-z][a-z0-9-]*(?=[\s=]|$)/g)]
       .map((f) => f[0])
       .filter((flag) => !own.has(flag))
-      .map((flag) => `${line.at} ${m[1]} ${flag}`);
+      .map((flag) => `${line.at} ${command} ${flag}`);
   });
 }
 

@@ -106,7 +106,7 @@ describe('the docs checks', () => {
       '# Planted',
       'Run `sluice gateway --allow-plain-http`, set `SLUICE_RUNNERS_COUNT`, read `sluice_calls_completed`.',
       'The code `GW_PLANTED_GONE` is in `gateway/detached/store/memory.ts`; see [x](#nowhere), [y](#after).',
-      'The agent is `agent.ts` and `lb-agent.ts`, drawn in ![a chart](img/gone.svg).',
+      'The agent is `agent.ts` and `lb-agent.ts`, drawn in ![a chart](img/gone.svg); `npm start -- --engine x`.',
       '```console',
       '$ sluice runner --placer least-loaded \\',
       '    --gateway http://127.0.0.1:8080 | tee --append log',
@@ -129,6 +129,7 @@ describe('the docs checks', () => {
     expect(wrongCommandFlags([planted], names)).toEqual([
       'docs/planted.md:6 runner --placer',
       'docs/planted.md:2 gateway --allow-plain-http',
+      'docs/planted.md:4 up --engine',
     ]);
     expect(mismatchedEnvs([planted], names)).toEqual(['docs/planted.md:12 --runners SLUICE_RUNNER_COUNT']);
     expect(staleEnvs([planted], names, source)).toEqual([
