@@ -3,9 +3,9 @@
  * variables (from the commands' own settings tables), the error codes, the metric families and
  * labels as Prometheus shows them, and the flags the product passes to other programs.
  */
-import { commands } from '../../gateway/cli/commands.ts';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { commands } from '../../gateway/cli/commands.ts';
 import { envNamesOf, envOf, flagOf } from '../../gateway/cli/settings.ts';
 import { PRODUCT, read, root, sources } from '../layers/sources.ts';
 
