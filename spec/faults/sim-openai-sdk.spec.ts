@@ -7,9 +7,11 @@
  * vLLM gives: the same numbers whatever the encoding, n choices, and vLLM's error for what the
  * engine refuses. The engines' call counters prove that every call ran exactly once.
  */
-import OpenAI, { APIError } from 'openai';
+import type OpenAI from 'openai';
+import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { metrics, metricValue, postJson, startFleet, type Fleet } from '../support/fleet.ts';
+import { metrics, metricValue, postJson, type Fleet } from '../support/fleet.ts';
+import { startSdkFleet } from '../support/sdk-fleet.ts';
 
 const OUTPUT_TOKENS = 6;
 const NATIVE_DIMENSIONS = 384;
@@ -19,12 +21,7 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
   let client: OpenAI;
 
   beforeAll(async () => {
-    fleet = await startFleet({
-      nodes: 2,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', String(OUTPUT_TOKENS)],
-    });
-    // No retries: a call the SDK sent twice would hide a refusal and count twice on the engines.
-    client = new OpenAI({ baseURL: `${fleet.gateway.url}/v1`, apiKey: 'sk-test-dummy', maxRetries: 0 });
+    ({ fleet, client } = await startSdkFleet(2, OUTPUT_TOKENS));
   });
   afterAll(() => fleet?.stop());
 

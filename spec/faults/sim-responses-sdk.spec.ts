@@ -6,9 +6,11 @@
  * shapes promise: the output text, usage, and the typed events of a stream ending in
  * `response.completed` with its usage.
  */
-import OpenAI, { APIError } from 'openai';
+import type OpenAI from 'openai';
+import { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { metrics, metricValue, startFleet, type Fleet } from '../support/fleet.ts';
+import { metrics, metricValue, type Fleet } from '../support/fleet.ts';
+import { startSdkFleet } from '../support/sdk-fleet.ts';
 
 const OUTPUT_TOKENS = 5;
 
@@ -17,11 +19,7 @@ describe('the OpenAI SDK responses.create against a simulated engine behind the 
   let client: OpenAI;
 
   beforeAll(async () => {
-    fleet = await startFleet({
-      nodes: 1,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', String(OUTPUT_TOKENS)],
-    });
-    client = new OpenAI({ baseURL: `${fleet.gateway.url}/v1`, apiKey: 'sk-test-dummy', maxRetries: 0 });
+    ({ fleet, client } = await startSdkFleet(1, OUTPUT_TOKENS));
   });
   afterAll(() => fleet?.stop());
 
