@@ -1,15 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import {
-  PlacerConfigError,
-  createLeastLoadedPlacer,
-  leastLoadedOrder,
-  type Runner,
-  type RunnerLoad,
-} from '../../placer/index.ts';
+import { PlacerConfigError, createLeastLoadedPlacer, leastLoadedOrder, type RunnerLoad } from '../../placer/index.ts';
 import { homeOf } from '../../placer/least-loaded/choose.ts';
 import { hash32 } from '../../placer/pool-view.ts';
 import { Fleet, type Outcome, T0, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
-import { FakeLoads, seeded, sequence, slotsBusy } from './fake-load.ts';
+import { FakeLoads, countingPool, countingRunners, seeded, sequence, slotsBusy } from './fake-load.ts';
 
 /** The position, in id order among `n` runners, of `key`'s home. */
 const homeAmong = (key: string, n: number): number => homeOf(hash32(key), n);
@@ -130,41 +124,22 @@ describe('createLeastLoadedPlacer', () => {
   });
 
   it('reads the loads of `choices` runners, and no more, for one decision on a 10,000-runner pool', async () => {
-    let reads = 0;
-    const load: RunnerLoad = Object.freeze({ inFlight: 3, slots: 16 });
-    const runners: readonly Runner<string>[] = Object.freeze(
-      Array.from({ length: 10_000 }, (_, i) => ({
-        id: `runner-${String(i).padStart(5, '0')}`,
-        tryExec: async () => ({ kind: 'placed' as const, value: 'ok' }),
-        load: () => {
-          reads++;
-          return load;
-        },
-      })),
-    );
+    const { runners, reads } = countingPool(10_000, Object.freeze({ inFlight: 3, slots: 16 }));
     const placer = createLeastLoadedPlacer({ random: seeded(22), now: () => T0 });
     expect(await placeEach(placer, fakePool(runners), [fakeCall()])).toEqual(['ok']);
-    expect(reads).toBe(16);
+    expect(reads()).toBe(16);
   });
 
   it('returns the rest by load, read only once the walk asks past the first', () => {
-    let reads = 0;
     const loads = new FakeLoads(mixed);
-    const runners = ['a', 'b', 'c', 'd'].map((id) => ({
-      id,
-      tryExec: async () => ({ kind: 'busy' as const }),
-      load: () => {
-        reads++;
-        return loads.get(id);
-      },
-    }));
+    const { runners, reads } = countingRunners(['a', 'b', 'c', 'd'], (id) => loads.get(id), { kind: 'busy' });
     const order = createLeastLoadedPlacer({ now: () => T0 })
       .order(fakeCall(), runners)
       [Symbol.iterator]();
     expect(order.next().value!.id).toBe('b');
-    expect(reads).toBe(4);
+    expect(reads()).toBe(4);
     expect([order.next().value!.id, order.next().value!.id, order.next().value!.id]).toEqual(['d', 'a', 'c']);
-    expect(reads).toBe(7);
+    expect(reads()).toBe(7);
   });
 
   it('returns a runner with a heavy report last only while the report is fresh', () => {

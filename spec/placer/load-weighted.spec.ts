@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { PlacerConfigError, type Runner, type RunnerLoad, createLoadWeightedPlacer } from '../../placer/index.ts';
+import { PlacerConfigError, type RunnerLoad, createLoadWeightedPlacer } from '../../placer/index.ts';
 import { Fleet, type Outcome, T0, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
 import { homeOf } from '../../placer/least-loaded/choose.ts';
 import { hash32 } from '../../placer/pool-view.ts';
-import { FakeLoads, near, seeded, sequence, shares, slotsBusy } from './fake-load.ts';
+import { FakeLoads, countingPool, near, seeded, sequence, shares, slotsBusy } from './fake-load.ts';
 
 /** A key whose home among `ids` (sorted) is `id`, found by trying keys in turn. */
 function keyHomedOn(id: string, ids: readonly string[]): string {
@@ -121,22 +121,11 @@ describe('createLoadWeightedPlacer', () => {
   });
 
   it('reads the mean sample and one load per try, and no more, for one decision on a 10,000-runner pool', async () => {
-    let reads = 0;
-    const load: RunnerLoad = Object.freeze({ inFlight: 4, slots: 16 });
-    const runners: readonly Runner<string>[] = Object.freeze(
-      Array.from({ length: 10_000 }, (_, i) => ({
-        id: `runner-${String(i).padStart(5, '0')}`,
-        tryExec: async () => ({ kind: 'placed' as const, value: 'ok' }),
-        load: () => {
-          reads++;
-          return load;
-        },
-      })),
-    );
+    const { runners, reads } = countingPool(10_000, Object.freeze({ inFlight: 4, slots: 16 }));
     // Spare room 0.75 everywhere, so the home has the mean room and is kept.
     const placer = createLoadWeightedPlacer({ random: sequence([0.5]), now: () => T0 });
     expect(await placeEach(placer, fakePool(runners), [fakeCall()])).toEqual(['ok']);
-    expect(reads).toBe(16 + 1);
+    expect(reads()).toBe(16 + 1);
   });
 
   it('returns the same order when the pool lists runners in another order', () => {
