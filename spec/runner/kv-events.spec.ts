@@ -10,7 +10,7 @@ import { decodeKvEvents } from '../../runner/kv-events.ts';
 import type { KvEvent } from '../../runner/kv-events.ts';
 import { blockKey } from '../../runner/protocol/index.ts';
 import { eventually } from '../support/fleet.ts';
-import { clearUntilHeard, post, subscribedMirror, words } from '../support/kv-mirror.ts';
+import { clearUntilHeard, expectMirrorFollows, post, subscribedMirror, words } from '../support/kv-mirror.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -139,20 +139,7 @@ describe("the runner's subscriber and mirror over the simulated engine's events"
     const { mirror, endpoint } = await subscribedMirror(cleanups);
     const { engine, url } = await startSim(endpoint, 12);
     await clearUntilHeard(mirror, url);
-    // Clears posted while it waited come before the calls' events: the stream keeps the engine's order.
-    for (const tag of ['a', 'b', 'c', 'a', 'd'])
-      await post(url, '/v1/completions', { prompt: words(21, tag), max_tokens: 1 });
-    // 5 blocks a prompt, 12 blocks of room: the engine evicted, and the mirror followed it.
-    expect(engine.cachedBlockKeys()).toHaveLength(12);
-    await eventually(
-      () => [...mirror.keys()].sort().join() === engine.cachedBlockKeys().sort().join(),
-      10_000,
-      'the mirror matches the cache',
-    );
-    const before = mirror.epoch;
-    await post(url, '/reset_prefix_cache');
-    await eventually(() => mirror.epoch !== before, 10_000, 'the clear heard');
-    expect(mirror.keys()).toEqual([]);
+    await expectMirrorFollows(mirror, engine, url);
     expect(mirror.live).toBe(true);
   });
 

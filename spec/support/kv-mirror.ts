@@ -4,6 +4,7 @@ import { expect } from 'vitest';
 import { silentLogger } from '../../placer/kernel/index.ts';
 import { CacheMirror } from '../../runner/cache-mirror.ts';
 import { KvEventSubscriber } from '../../runner/kv-events.ts';
+import type { SimEngine } from '../../runner/engines/sim/index.ts';
 import { eventually } from './fleet.ts';
 
 /** What a test pushes to be closed after it. */
@@ -43,3 +44,24 @@ export async function clearUntilHeard(mirror: CacheMirror, url: string): Promise
 /** A prompt of `count` distinct words, each `tag` and its position. */
 export const words = (count: number, tag: string): string =>
   Array.from({ length: count }, (_, i) => `${tag}${i}`).join(' ');
+
+/**
+ * Sends the engine at `url` (blocks of 4 tokens, room for 12) five prompts of five blocks each and
+ * expects `mirror` to hold exactly what the engine's cache holds after its evictions, then to
+ * empty on a reset. Calls sent after {@link clearUntilHeard} come after its clears: the stream
+ * keeps the engine's order.
+ */
+export async function expectMirrorFollows(mirror: CacheMirror, engine: SimEngine, url: string): Promise<void> {
+  for (const tag of ['a', 'b', 'c', 'a', 'd'])
+    await post(url, '/v1/completions', { prompt: words(21, tag), max_tokens: 1 });
+  expect(engine.cachedBlockKeys()).toHaveLength(12);
+  await eventually(
+    () => [...mirror.keys()].sort().join() === engine.cachedBlockKeys().sort().join(),
+    10_000,
+    'the mirror matches the cache',
+  );
+  const before = mirror.epoch;
+  await post(url, '/reset_prefix_cache');
+  await eventually(() => mirror.epoch !== before, 10_000, 'the clear heard');
+  expect(mirror.keys()).toEqual([]);
+}

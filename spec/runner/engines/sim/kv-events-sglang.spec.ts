@@ -2,8 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { CacheRekeyer } from '../../../../runner/cache-rekey.ts';
 import { createSimEngine, resolveSimEngineOptions } from '../../../../runner/engines/sim/index.ts';
 import { SglangPages, sglangEventHash, sglangPageDigest } from '../../../../runner/engines/sim/kv-events-sglang.ts';
-import { eventually } from '../../../support/fleet.ts';
-import { clearUntilHeard, post, subscribedMirror, words } from '../../../support/kv-mirror.ts';
+import { clearUntilHeard, expectMirrorFollows, subscribedMirror } from '../../../support/kv-mirror.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -116,19 +115,7 @@ describe("the runner's re-keying over the simulated engine's SGLang events", () 
       cleanups.push(() => engine.close());
       const { url } = await engine.listen(0, '127.0.0.1');
       await clearUntilHeard(mirror, url);
-      for (const tag of ['a', 'b', 'c', 'a', 'd'])
-        await post(url, '/v1/completions', { prompt: words(21, tag), max_tokens: 1 });
-      expect(engine.cachedBlockKeys()).toHaveLength(12);
-      const held = () => engine.cachedBlockKeys();
-      await eventually(
-        () => [...mirror.keys()].sort().join() === held().sort().join(),
-        10_000,
-        'the mirror matches the cache',
-      );
-      const before = mirror.epoch;
-      await post(url, '/reset_prefix_cache');
-      await eventually(() => mirror.epoch !== before, 10_000, 'the clear heard');
-      expect(mirror.keys()).toEqual([]);
+      await expectMirrorFollows(mirror, engine, url);
     },
   );
 });
