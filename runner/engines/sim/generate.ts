@@ -183,30 +183,39 @@ export async function handleGeneration(
   res: ServerResponse,
   signal: AbortSignal,
 ): Promise<void> {
-  // Time to first token counts from arrival, so the histogram shows the queue wait, as vLLM's does.
+  await servePlanned(
+    ctx,
+    { res, signal },
+    () => planRequest(ctx, kind, body),
+    (plan) => (run) => (plan.stream ? streamTokens : answerOnce)(ctx, kind, plan, res, run),
+  );
+}
+
+/** Where one request is answered, and what aborts it. */
+export interface Exchange {
+  readonly res: ServerResponse;
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Serves one request: plans it with `planOf` (answering its refusal, if any), then admits it,
+ * plays it and lets the responder `respondTo` made for the plan before admission write the answer
+ * as it plays; the slot is released with the outcome the responder returns. Time to first token
+ * counts from arrival, before planning, so the histogram shows the queue wait, as vLLM's does.
+ */
+export async function servePlanned(
+  ctx: SimCallContext,
+  { res, signal }: Exchange,
+  planOf: () => Plan | ApiError,
+  respondTo: (plan: Plan) => (run: Run) => Promise<SlotOutcome>,
+): Promise<void> {
   const arrivedAt = performance.now();
-  const plan = planRequest(ctx, kind, body);
+  const plan = planOf();
   if ('status' in plan) {
     sendError(res, plan);
     return;
   }
-  const respond = plan.stream ? streamTokens : answerOnce;
-  await servePlan(ctx, plan, arrivedAt, res, signal, (run) => respond(ctx, kind, plan, res, run));
-}
-
-/**
- * Admits a planned request, plays it and lets `respond` write the answer as it plays; the slot
- * is released with the outcome `respond` returns. `arrivedAt` (performance.now()) starts the
- * time to first token.
- */
-export async function servePlan(
-  ctx: SimCallContext,
-  plan: Plan,
-  arrivedAt: number,
-  res: ServerResponse,
-  signal: AbortSignal,
-  respond: (run: Run) => Promise<SlotOutcome>,
-): Promise<void> {
+  const respond = respondTo(plan);
   const release = await admit(ctx, res, signal);
   if (release === undefined) return;
   let outcome: SlotOutcome = 'aborted';
