@@ -175,56 +175,47 @@ function planRequest(ctx: SimCallContext, kind: GenerationKind, body: Record<str
   };
 }
 
-/** Serves one chat or text completion request whose JSON body is already parsed. */
-export async function handleGeneration(
-  ctx: SimCallContext,
-  kind: GenerationKind,
-  body: Record<string, unknown>,
-  res: ServerResponse,
-  signal: AbortSignal,
-): Promise<void> {
-  await servePlanned(
+/** Serves one request whose JSON body is already parsed. */
+export type JsonHandler = (body: Record<string, unknown>, res: ServerResponse, signal: AbortSignal) => Promise<void>;
+
+/** The handler of chat (`kind` chat) or text completion (`kind` text) requests. */
+export function generationHandler(ctx: SimCallContext, kind: GenerationKind): JsonHandler {
+  return plannedHandler(
     ctx,
-    { res, signal },
-    () => planRequest(ctx, kind, body),
-    (plan) => (run) => (plan.stream ? streamTokens : answerOnce)(ctx, kind, plan, res, run),
+    (body) => planRequest(ctx, kind, body),
+    (plan, _body, res) => (run) => (plan.stream ? streamTokens : answerOnce)(ctx, kind, plan, res, run),
   );
 }
 
-/** Where one request is answered, and what aborts it. */
-export interface Exchange {
-  readonly res: ServerResponse;
-  readonly signal: AbortSignal;
-}
-
 /**
- * Serves one request: plans it with `planOf` (answering its refusal, if any), then admits it,
- * plays it and lets the responder `respondTo` made for the plan before admission write the answer
- * as it plays; the slot is released with the outcome the responder returns. Time to first token
- * counts from arrival, before planning, so the histogram shows the queue wait, as vLLM's does.
+ * A handler that plans each request with `planOf` (answering its refusal, if any), then admits
+ * it, plays it and lets the responder `respondTo` made for the plan before admission write the
+ * answer as it plays; the slot is released with the outcome the responder returns. Time to first
+ * token counts from arrival, before planning, so the histogram shows the queue wait, as vLLM's does.
  */
-export async function servePlanned(
+export function plannedHandler(
   ctx: SimCallContext,
-  { res, signal }: Exchange,
-  planOf: () => Plan | ApiError,
-  respondTo: (plan: Plan) => (run: Run) => Promise<SlotOutcome>,
-): Promise<void> {
-  const arrivedAt = performance.now();
-  const plan = planOf();
-  if ('status' in plan) {
-    sendError(res, plan);
-    return;
-  }
-  const respond = respondTo(plan);
-  const release = await admit(ctx, res, signal);
-  if (release === undefined) return;
-  let outcome: SlotOutcome = 'aborted';
-  try {
-    if (signal.aborted) return;
-    outcome = await respond((onToken) => generate(ctx, plan, arrivedAt, onToken, signal));
-  } finally {
-    release(outcome);
-  }
+  planOf: (body: Record<string, unknown>) => Plan | ApiError,
+  respondTo: (plan: Plan, body: Record<string, unknown>, res: ServerResponse) => (run: Run) => Promise<SlotOutcome>,
+): JsonHandler {
+  return async (body, res, signal) => {
+    const arrivedAt = performance.now();
+    const plan = planOf(body);
+    if ('status' in plan) {
+      sendError(res, plan);
+      return;
+    }
+    const respond = respondTo(plan, body, res);
+    const release = await admit(ctx, res, signal);
+    if (release === undefined) return;
+    let outcome: SlotOutcome = 'aborted';
+    try {
+      if (signal.aborted) return;
+      outcome = await respond((onToken) => generate(ctx, plan, arrivedAt, onToken, signal));
+    } finally {
+      release(outcome);
+    }
+  };
 }
 
 /** How one admitted request played out: its outcome and the prompt tokens the cache served. */

@@ -9,7 +9,7 @@
 import type { ServerResponse } from 'node:http';
 import { createdAt, newId, resolveModel, type SimCallContext } from './call.ts';
 import { optionalBoolean, optionalInteger } from './fields.ts';
-import { servePlanned, writersFor, type Plan, type Run } from './generate.ts';
+import { plannedHandler, writersFor, type JsonHandler, type Plan, type Run } from './generate.ts';
 import { sendJson } from './http.ts';
 import { badRequest, schemaError, type ApiError } from './refusals.ts';
 import type { SlotOutcome } from './scheduler.ts';
@@ -65,18 +65,12 @@ function planResponse(ctx: SimCallContext, body: Record<string, unknown>): Plan 
   };
 }
 
-/** Serves one Responses request whose JSON body is already parsed. */
-export async function handleResponses(
-  ctx: SimCallContext,
-  body: Record<string, unknown>,
-  res: ServerResponse,
-  signal: AbortSignal,
-): Promise<void> {
-  await servePlanned(
+/** The handler of Responses requests. */
+export function responsesHandler(ctx: SimCallContext): JsonHandler {
+  return plannedHandler(
     ctx,
-    { res, signal },
-    () => planResponse(ctx, body),
-    (plan) => {
+    (body) => planResponse(ctx, body),
+    (plan, body, res) => {
       const shape = new ResponseShape(ctx, plan, body);
       return (run) => (plan.stream ? streamResponse : answerResponse)(shape, res, run);
     },
