@@ -1,30 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { PlacerConfigError, createLeastLoadedPlacer, leastLoadedOrder, type RunnerLoad } from '../../placer/index.ts';
-import { homeOf } from '../../placer/least-loaded/choose.ts';
-import { hash32 } from '../../placer/pool-view.ts';
-import { Fleet, type Outcome, T0, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
+import { PlacerConfigError, createLeastLoadedPlacer, leastLoadedOrder } from '../../placer/index.ts';
+import { Fleet, T0, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
 import { FakeLoads, countingPool, countingRunners, seeded, sequence, slotsBusy } from './fake-load.ts';
-
-/** The position, in id order among `n` runners, of `key`'s home. */
-const homeAmong = (key: string, n: number): number => homeOf(hash32(key), n);
-
-/** A key whose home among `ids` (sorted) is `id`, found by trying keys in turn. */
-function keyHomedOn(id: string, ids: readonly string[]): string {
-  const sorted = [...ids].sort();
-  for (let i = 0; ; i++) if (sorted[homeAmong(`session-${i}`, sorted.length)] === id) return `session-${i}`;
-}
-
-interface PickCase {
-  name: string;
-  loads: Record<string, RunnerLoad>;
-  runners: Record<string, readonly Outcome[]>;
-  /** The runner the calls' key has as its home. */
-  home: string;
-  hold?: boolean;
-  calls: number;
-  offers: string[];
-  placed: string[];
-}
+import { expectPicks, keyHomedOn, type PickCase } from './pick-cases.ts';
 
 // By id: a 0.5, b 0, c 0.75, d 0.25. The pool lists them out of order on purpose.
 const mixed = { a: slotsBusy(2, 4), b: slotsBusy(0, 4), c: slotsBusy(3, 4), d: slotsBusy(1, 4) };
@@ -87,13 +65,7 @@ const pickCases: PickCase[] = [
 
 describe('createLeastLoadedPlacer', () => {
   it.each(pickCases)('returns the expected offer order when $name', async (c) => {
-    const fleet = new Fleet({ loads: new FakeLoads(c.loads), hold: c.hold ?? false });
-    const placer = createLeastLoadedPlacer({ random: () => expect.unreachable('a small pool draws nothing') });
-    const runners = fleet.runners(c.runners);
-    const key = keyHomedOn(c.home, Object.keys(c.runners));
-    const placed = await placeEach(placer, fakePool(runners), manyCalls(c.calls, key));
-    expect(fleet.offers).toEqual(c.offers);
-    expect(placed).toEqual(c.placed);
+    await expectPicks(createLeastLoadedPlacer({ random: () => expect.unreachable('a small pool draws nothing') }), c);
   });
 
   it('returns the same runner for one key and spreads keys over the runners when no runner reports load', async () => {
