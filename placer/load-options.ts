@@ -61,16 +61,21 @@ export function resolveLoadAware(options: LoadAwareOptions): LoadAwareConfig {
 const loadAwareRules = { random: rule.fn(), now: rule.fn(), staleAfterMs: rule.integer({ min: 0, unit: 'ms' }) };
 
 /**
- * The registry's entry of a load-aware placer: its one option (`staleAfterMs`), and time from the
- * gateway's clock unless the options bring their own `now`.
+ * The registry's entry of a load-aware placer: the shared option (`staleAfterMs`) and the
+ * placer's own (`own`: its defaults, whose keys are the options a config may set), and time from
+ * the gateway's clock unless the options bring their own `now`.
  */
-export function loadAwareDescriptor(name: string, create: (options: LoadAwareOptions) => Placer): PlacerDescriptor {
+export function loadAwareDescriptor<O extends LoadAwareOptions>(
+  name: string,
+  create: (options: O) => Placer,
+  own: Readonly<Record<string, unknown>> = {},
+): PlacerDescriptor {
   return Object.freeze({
     name,
-    defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs }),
-    optionKeys: LOAD_AWARE_OPTION_KEYS,
+    defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs, ...own }),
+    optionKeys: Object.freeze([...LOAD_AWARE_OPTION_KEYS, ...Object.keys(own)]),
     create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) =>
-      create({ now: () => clock.now(), ...(options as LoadAwareOptions) }),
+      create({ now: () => clock.now(), ...(options as O) }),
   });
 }
 

@@ -48,6 +48,36 @@ export function lineChart(
   return svgClose(parts);
 }
 
+/** One panel of a {@link loadChart}: its heading, its axis label and the figure it reads from a run. */
+export interface LoadPanel<R> {
+  readonly heading: string;
+  readonly yLabel: string;
+  readonly value: (run: R) => number;
+}
+
+/**
+ * A line chart of figures by load: x is each run's `level` as a % of capacity; each panel has one
+ * line per `lineOf(run)`, in the order the lines first appear in `runs`.
+ */
+export function loadChart<R extends { readonly level: number }>(
+  runs: readonly R[],
+  lineOf: (run: R) => string,
+  panels: readonly LoadPanel<R>[],
+  title: string,
+  subtitle: string,
+): string {
+  const names = [...new Set(runs.map(lineOf))];
+  const linePanels = panels.map(({ heading, yLabel, value }) => ({
+    heading,
+    yLabel,
+    series: names.map((name) => ({
+      name,
+      points: runs.filter((r) => lineOf(r) === name).map((r) => ({ x: r.level * 100, y: value(r) })),
+    })),
+  }));
+  return lineChart(linePanels, title, subtitle, 'load, % of capacity', (v) => `${v.toFixed(0)}%`);
+}
+
 function renderPanel(
   panel: LinePanel,
   x0: number,

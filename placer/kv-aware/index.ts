@@ -5,14 +5,14 @@
  * sees evictions, restarted engines and other gateways' calls, and places the same with one
  * gateway or many.
  */
-import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
+import { loadAwareDescriptor } from '../load-options.ts';
 import { byLoad, loadOf, othersByLoad, outOfBalance, readLoad, thenByLoad } from '../load.ts';
 import type { LoadedRunner } from '../load.ts';
 import { leastLoadedDefaults, leastLoadedPass } from '../least-loaded/index.ts';
 import { leastLoadedChoice } from '../least-loaded/choose.ts';
 import { poolViewOf } from '../pool-view.ts';
 import type { PoolView } from '../pool-view.ts';
-import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
+import type { PlacerDescriptor } from '../descriptor.ts';
 import type { Placer, PromptCache, Runner, RunnerCall } from '../types.ts';
 import { kvAwareDefaults, resolveKvAware } from './options.ts';
 import type { KvAwareConfig, KvAwareOptions } from './options.ts';
@@ -143,10 +143,4 @@ function* cheapestFirst<R extends Runner<unknown>>(
 }
 
 /** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */
-export const descriptor: PlacerDescriptor = Object.freeze({
-  name: 'kv-aware',
-  defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs, ...kvAwareDefaults }),
-  optionKeys: Object.freeze([...LOAD_AWARE_OPTION_KEYS, ...Object.keys(kvAwareDefaults)]),
-  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) =>
-    createKvAwarePlacer({ now: () => clock.now(), ...(options as KvAwareOptions) }),
-});
+export const descriptor: PlacerDescriptor = loadAwareDescriptor('kv-aware', createKvAwarePlacer, kvAwareDefaults);

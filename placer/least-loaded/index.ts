@@ -20,8 +20,8 @@
  */
 import { PlacerConfigError } from '../errors.ts';
 import { checksFor, rule } from '../kernel/index.ts';
-import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults, loadAwarePlacer, resolveLoadAware } from '../load-options.ts';
-import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
+import { loadAwareDescriptor, loadAwarePlacer, resolveLoadAware } from '../load-options.ts';
+import type { PlacerDescriptor } from '../descriptor.ts';
 import type { LoadAwareConfig, LoadAwareOptions } from '../load-options.ts';
 import { byLoad, thenByLoad } from '../load.ts';
 import type { LoadedRunner } from '../load.ts';
@@ -125,10 +125,8 @@ export function* leastLoadedOrder<R extends Runner<unknown>>(
 }
 
 /** The registry's entry: the shared load-aware option and least-loaded's own two. */
-export const descriptor: PlacerDescriptor = Object.freeze({
-  name: 'least-loaded',
-  defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs, ...leastLoadedDefaults }),
-  optionKeys: Object.freeze([...LOAD_AWARE_OPTION_KEYS, ...Object.keys(leastLoadedDefaults)]),
-  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) =>
-    createLeastLoadedPlacer({ now: () => clock.now(), ...(options as LeastLoadedOptions) }),
-});
+export const descriptor: PlacerDescriptor = loadAwareDescriptor(
+  'least-loaded',
+  createLeastLoadedPlacer,
+  leastLoadedDefaults,
+);

@@ -11,8 +11,8 @@ import { leastLoadedChoice } from '../least-loaded/choose.ts';
 import { poolViewOf } from '../pool-view.ts';
 import type { CachedReport, Placer, Runner, RunnerCall } from '../types.ts';
 import { BlockChain, PrefixMemo } from './blocks.ts';
-import { LOAD_AWARE_OPTION_KEYS, loadAwareDefaults } from '../load-options.ts';
-import type { PlacerContext, PlacerDescriptor } from '../descriptor.ts';
+import { loadAwareDescriptor } from '../load-options.ts';
+import type { PlacerDescriptor } from '../descriptor.ts';
 import { prefixAffinityDefaults, resolvePrefixAffinity, type PrefixAffinityOptions } from './options.ts';
 import { PrefixIndex } from './prefix-index.ts';
 import type { PrefixMatch } from './prefix-index.ts';
@@ -130,10 +130,8 @@ function promptOf(call: RunnerCall): string | undefined {
 }
 
 /** The registry's entry: time comes from the gateway's clock, unless the options bring their own `now`. */
-export const descriptor: PlacerDescriptor = Object.freeze({
-  name: 'prefix-affinity',
-  defaults: Object.freeze({ staleAfterMs: loadAwareDefaults.staleAfterMs, ...prefixAffinityDefaults }),
-  optionKeys: Object.freeze([...LOAD_AWARE_OPTION_KEYS, ...Object.keys(prefixAffinityDefaults)]),
-  create: (options: Record<string, unknown> | undefined, { clock }: PlacerContext) =>
-    createPrefixAffinityPlacer({ now: () => clock.now(), ...(options as PrefixAffinityOptions) }),
-});
+export const descriptor: PlacerDescriptor = loadAwareDescriptor(
+  'prefix-affinity',
+  createPrefixAffinityPlacer,
+  prefixAffinityDefaults,
+);

@@ -7,30 +7,21 @@
  * vLLM gives: the same numbers whatever the encoding, n choices, and vLLM's error for what the
  * engine refuses. The engines' call counters prove that every call ran exactly once.
  */
-import OpenAI, { APIError } from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { metrics, metricValue, postJson, startFleet, type Fleet } from '../support/fleet.ts';
+import type OpenAI from 'openai';
+import { APIError } from 'openai';
+import { describe, expect, it } from 'vitest';
+import { metrics, metricValue, postJson } from '../support/fleet.ts';
+import { sdkFleetForSuite } from '../support/sdk-fleet.ts';
 
 const OUTPUT_TOKENS = 6;
 const NATIVE_DIMENSIONS = 384;
 
 describe('the OpenAI SDK against simulated engines behind the gateway', () => {
-  let fleet: Fleet;
-  let client: OpenAI;
-
-  beforeAll(async () => {
-    fleet = await startFleet({
-      nodes: 2,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', String(OUTPUT_TOKENS)],
-    });
-    // No retries: a call the SDK sent twice would hide a refusal and count twice on the engines.
-    client = new OpenAI({ baseURL: `${fleet.gateway.url}/v1`, apiKey: 'sk-test-dummy', maxRetries: 0 });
-  });
-  afterAll(() => fleet?.stop());
+  const suite = sdkFleetForSuite(2, OUTPUT_TOKENS);
 
   /** The engines' call counters, summed over the fleet. */
   async function counters(): Promise<{ received: number; completed: number; aborted: number }> {
-    const pages = await Promise.all(fleet.nodes.map((node) => metrics(node.engine)));
+    const pages = await Promise.all(suite.fleet.nodes.map((node) => metrics(node.engine)));
     const sum = (name: string) => pages.reduce((total, page) => total + metricValue(page, name), 0);
     return {
       received: sum('sluice_sim_requests_total'),
@@ -57,7 +48,7 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
 
   async function floatEmbeddings(body: Record<string, unknown>): Promise<number[][]> {
     const res = await postJson(
-      `${fleet.gateway.url}/v1/embeddings`,
+      `${suite.fleet.gateway.url}/v1/embeddings`,
       JSON.stringify({ model: 'sim-small', encoding_format: 'float', ...body }),
     );
     expect(res.status).toBe(200);
@@ -67,7 +58,7 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
   it('decodes the default (base64) embeddings into the numbers a float request gets', async () => {
     const input = ['alpha', 'beta gamma'];
     await exactlyOnce(2, async () => {
-      const viaSdk = await client.embeddings.create({ model: 'sim-small', input });
+      const viaSdk = await suite.client.embeddings.create({ model: 'sim-small', input });
       const raw = await floatEmbeddings({ input });
       expect(viaSdk.data.map((item) => item.embedding.length)).toEqual([NATIVE_DIMENSIONS, NATIVE_DIMENSIONS]);
       expect(viaSdk.data.map((item) => item.embedding)).toEqual(raw);
@@ -79,7 +70,7 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
 
   it('returns a shorter, renormalised vector for dimensions, in either encoding', async () => {
     await exactlyOnce(3, async () => {
-      const viaSdk = await client.embeddings.create({ model: 'sim-small', input: 'alpha', dimensions: 64 });
+      const viaSdk = await suite.client.embeddings.create({ model: 'sim-small', input: 'alpha', dimensions: 64 });
       const [short] = await floatEmbeddings({ input: 'alpha', dimensions: 64 });
       const [full] = await floatEmbeddings({ input: 'alpha' });
       expect(viaSdk.data[0]!.embedding).toHaveLength(64);
@@ -93,7 +84,7 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
 
   it('returns n choices, each its own text, when not streaming', async () => {
     await exactlyOnce(1, async () => {
-      const answer = await client.chat.completions.create({
+      const answer = await suite.client.chat.completions.create({
         model: 'sim-small',
         messages: [{ role: 'user', content: 'three ways to say hello' }],
         n: 3,
@@ -107,8 +98,8 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
   it('streams n choices, each chunk naming its choice, with the texts the whole answer has', async () => {
     const messages = [{ role: 'user' as const, content: 'three streams please' }];
     await exactlyOnce(2, async () => {
-      const whole = await client.chat.completions.create({ model: 'sim-small', messages, n: 3 });
-      const stream = await client.chat.completions.create({
+      const whole = await suite.client.chat.completions.create({ model: 'sim-small', messages, n: 3 });
+      const stream = await suite.client.chat.completions.create({
         model: 'sim-small',
         messages,
         n: 3,
@@ -153,7 +144,7 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
     ],
   ] as const)('raises an APIError with vLLM status, type and message for %s', async (_name, call, message, param) => {
     await exactlyOnce(0, async () => {
-      const error = await call(client).then(
+      const error = await call(suite.client).then(
         () => undefined,
         (caught: unknown) => caught,
       );
@@ -170,7 +161,7 @@ describe('the OpenAI SDK against simulated engines behind the gateway', () => {
 
   it('raises an APIError for an encoding_format the engine cannot give', async () => {
     await exactlyOnce(0, async () => {
-      const error = await client.embeddings
+      const error = await suite.client.embeddings
         .create({ model: 'sim-small', input: 'x', encoding_format: 'hex' as 'float' })
         .catch((caught: unknown) => caught);
       expect(error).toBeInstanceOf(APIError);

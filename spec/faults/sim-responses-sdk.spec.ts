@@ -6,27 +6,19 @@
  * shapes promise: the output text, usage, and the typed events of a stream ending in
  * `response.completed` with its usage.
  */
-import OpenAI, { APIError } from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { metrics, metricValue, startFleet, type Fleet } from '../support/fleet.ts';
+import type OpenAI from 'openai';
+import { APIError } from 'openai';
+import { describe, expect, it } from 'vitest';
+import { metrics, metricValue } from '../support/fleet.ts';
+import { sdkFleetForSuite } from '../support/sdk-fleet.ts';
 
 const OUTPUT_TOKENS = 5;
 
 describe('the OpenAI SDK responses.create against a simulated engine behind the gateway', () => {
-  let fleet: Fleet;
-  let client: OpenAI;
-
-  beforeAll(async () => {
-    fleet = await startFleet({
-      nodes: 1,
-      engineArgs: ['--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', String(OUTPUT_TOKENS)],
-    });
-    client = new OpenAI({ baseURL: `${fleet.gateway.url}/v1`, apiKey: 'sk-test-dummy', maxRetries: 0 });
-  });
-  afterAll(() => fleet?.stop());
+  const suite = sdkFleetForSuite(1, OUTPUT_TOKENS);
 
   it('returns a completed response with its output text and usage for a string input', async () => {
-    const response = await client.responses.create({
+    const response = await suite.client.responses.create({
       model: 'sim-small',
       input: 'say hello to the river',
       instructions: 'answer briefly',
@@ -50,14 +42,18 @@ describe('the OpenAI SDK responses.create against a simulated engine behind the 
 
   it('returns the same words a chat call gets for the same messages', async () => {
     const messages = [{ role: 'user' as const, content: 'one question about stones' }];
-    const chat = await client.chat.completions.create({ model: 'sim-small', messages });
-    const response = await client.responses.create({ model: 'sim-small', input: messages });
+    const chat = await suite.client.chat.completions.create({ model: 'sim-small', messages });
+    const response = await suite.client.responses.create({ model: 'sim-small', input: messages });
     expect(response.output_text).toBe(chat.choices[0]!.message.content);
     expect(response.usage?.input_tokens).toBe(chat.usage?.prompt_tokens);
   });
 
   it('returns an incomplete response when max_output_tokens cuts the answer', async () => {
-    const response = await client.responses.create({ model: 'sim-small', input: 'long story', max_output_tokens: 2 });
+    const response = await suite.client.responses.create({
+      model: 'sim-small',
+      input: 'long story',
+      max_output_tokens: 2,
+    });
     expect(response.status).toBe('incomplete');
     expect(response.incomplete_details).toEqual({ reason: 'max_output_tokens' });
     expect(response.max_output_tokens).toBe(2);
@@ -66,8 +62,8 @@ describe('the OpenAI SDK responses.create against a simulated engine behind the 
 
   it('streams typed events, one text delta per token, ending in response.completed with usage', async () => {
     const input = [{ role: 'user' as const, content: 'stream a short answer' }];
-    const whole = await client.responses.create({ model: 'sim-small', input });
-    const stream = await client.responses.create({ model: 'sim-small', input, stream: true });
+    const whole = await suite.client.responses.create({ model: 'sim-small', input });
+    const stream = await suite.client.responses.create({ model: 'sim-small', input, stream: true });
     const types: string[] = [];
     let text = '';
     let completed: OpenAI.Responses.Response | undefined;
@@ -86,7 +82,7 @@ describe('the OpenAI SDK responses.create against a simulated engine behind the 
   });
 
   it('raises an APIError naming the field for a body without input', async () => {
-    const error = await client.responses
+    const error = await suite.client.responses
       .create({ model: 'sim-small' } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
       .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(APIError);
@@ -96,9 +92,9 @@ describe('the OpenAI SDK responses.create against a simulated engine behind the 
 
   it('returns the call in the gateway token usage, read from the responses usage block', async () => {
     const on = { gen_ai_request_model: 'sim-small', gen_ai_token_type: 'output' };
-    const before = metricValue(await metrics(fleet.gateway), 'gen_ai_client_token_usage_sum', on);
-    await client.responses.create({ model: 'sim-small', input: 'count me' });
-    const after = metricValue(await metrics(fleet.gateway), 'gen_ai_client_token_usage_sum', on);
+    const before = metricValue(await metrics(suite.fleet.gateway), 'gen_ai_client_token_usage_sum', on);
+    await suite.client.responses.create({ model: 'sim-small', input: 'count me' });
+    const after = metricValue(await metrics(suite.fleet.gateway), 'gen_ai_client_token_usage_sum', on);
     expect(after - before).toBe(OUTPUT_TOKENS);
   });
 });

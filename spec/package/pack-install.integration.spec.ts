@@ -191,27 +191,26 @@ describe('without a build', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('the bin, copied without a build or the sources, stops with a line naming the command that builds', () => {
-    mkdirSync(join(dir, 'gateway/cli'), { recursive: true });
-    cpSync(join(root, 'gateway/cli/sluice.mjs'), join(dir, 'gateway/cli/sluice.mjs'));
-    const ran = spawnSync(process.execPath, [join(dir, 'gateway/cli/sluice.mjs'), '--help'], { encoding: 'utf8' });
-    expect(ran.status).toBe(1);
-    expect(ran.stderr).toContain(
+  it.each([
+    [
+      'the bin, copied without a build or the sources, stops with a line naming the command that builds',
+      '.',
+      ['sluice.mjs'],
       'sluice: no build in dist/ and no sources to run; in a clone, `npm run build` builds it',
-    );
-  });
-
-  it('the bin in a clone without its dependencies stops with a line naming the command that installs them', () => {
-    const clone = join(dir, 'clone');
-    mkdirSync(join(clone, 'gateway/cli'), { recursive: true });
-    for (const file of ['sluice.mjs', 'tsx-sluice.mjs']) {
-      cpSync(join(root, 'gateway/cli', file), join(clone, 'gateway/cli', file));
-    }
-    const ran = spawnSync(process.execPath, [join(clone, 'gateway/cli/sluice.mjs'), '--help'], { encoding: 'utf8' });
-    expect(ran.status).toBe(1);
-    expect(ran.stderr).toContain(
+    ],
+    [
+      'the bin in a clone without its dependencies stops with a line naming the command that installs them',
+      'clone',
+      ['sluice.mjs', 'tsx-sluice.mjs'],
       'sluice: no current build in dist/ and no tsx to run the sources; `npm ci` in the clone',
-    );
+    ],
+  ])('%s', (_name, under, files, message) => {
+    const at = join(dir, under);
+    mkdirSync(join(at, 'gateway/cli'), { recursive: true });
+    for (const file of files) cpSync(join(root, 'gateway/cli', file), join(at, 'gateway/cli', file));
+    const ran = spawnSync(process.execPath, [join(at, 'gateway/cli/sluice.mjs'), '--help'], { encoding: 'utf8' });
+    expect(ran.status).toBe(1);
+    expect(ran.stderr).toContain(message);
   });
 
   it("npm's prepare step under npx in the clone builds nothing and says so", () => {

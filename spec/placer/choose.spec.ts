@@ -3,31 +3,17 @@ import { homeOf, keyHomeOf, sample } from '../../placer/least-loaded/choose.ts';
 import { hash32 } from '../../placer/pool-view.ts';
 import { Fleet, fakeCall } from './fake.ts';
 import { seeded } from './fake-load.ts';
+import { expectEvenSpread, expectMinimalMoves } from '../support/home-spread.ts';
 
 const keys = Array.from({ length: 10_000 }, (_, i) => hash32(`session-${i}`));
 
 describe('homeOf', () => {
   it('returns a position in range, each of 10 for about a tenth of 10,000 keys', () => {
-    const counts = new Array<number>(10).fill(0);
-    for (const key of keys) counts[homeOf(key, 10)]!++;
-    for (const count of counts) {
-      expect(count).toBeGreaterThan(900);
-      expect(count).toBeLessThan(1100);
-    }
+    expectEvenSpread(keys, homeOf, 10);
   });
 
   it.each([1, 4, 15, 99])('moves about 1/(n+1) of keys, all to the new last runner, when runners grow from %i', (n) => {
-    let moved = 0;
-    for (const key of keys) {
-      const before = homeOf(key, n);
-      const after = homeOf(key, n + 1);
-      if (before !== after) {
-        moved++;
-        expect(after).toBe(n);
-      }
-    }
-    expect(moved).toBeGreaterThan((keys.length / (n + 1)) * 0.8);
-    expect(moved).toBeLessThan((keys.length / (n + 1)) * 1.2);
+    expectMinimalMoves(keys, homeOf, n);
   });
 });
 

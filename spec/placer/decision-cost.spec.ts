@@ -2,9 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   type Placer,
   type PromptCache,
-  type Runner,
   type RunnerCall,
-  type RunnerLoad,
   createConsistentHashPlacer,
   createKvAwarePlacer,
   createLeastLoadedPlacer,
@@ -13,24 +11,10 @@ import {
   createRoundRobinPlacer,
 } from '../../placer/index.ts';
 import { T0, fakeCall } from './fake.ts';
-import { seeded } from './fake-load.ts';
+import { countingPool, seeded } from './fake-load.ts';
 
-/** A frozen pool of `size` runners, as the gateway's pool hands them out, counting every load() read. */
-function countingPool(size: number): { runners: readonly Runner<string>[]; reads: () => number } {
-  let reads = 0;
-  const load: RunnerLoad = Object.freeze({ inFlight: 4, slots: 16 });
-  const runners = Object.freeze(
-    Array.from({ length: size }, (_, i) => ({
-      id: `runner-${String(i).padStart(5, '0')}`,
-      tryExec: async () => ({ kind: 'placed' as const, value: 'ok' }),
-      load: () => {
-        reads++;
-        return load;
-      },
-    })),
-  );
-  return { runners, reads: () => reads };
-}
+/** The load every runner of the pools below reports. */
+const LOAD = Object.freeze({ inFlight: 4, slots: 16 });
 
 const prompt = `system: you are a careful assistant. ${'Answer briefly and cite sources. '.repeat(40)}\nuser: hello`;
 
@@ -90,7 +74,7 @@ const costCases: CostCase[] = [
 
 describe('one decision on a 10,000-runner pool', () => {
   it.each(costCases)('reads at most $most loads for $name', ({ create, call, before = [], most }) => {
-    const { runners, reads } = countingPool(10_000);
+    const { runners, reads } = countingPool(10_000, LOAD);
     const placer = create();
     for (const earlier of before)
       placer.placed!(earlier, placer.order(earlier, runners)[Symbol.iterator]().next().value!);
@@ -101,7 +85,7 @@ describe('one decision on a 10,000-runner pool', () => {
   });
 
   it('reads every load once the walk asks past the first runner, for a placer that orders the rest by load', () => {
-    const { runners, reads } = countingPool(10_000);
+    const { runners, reads } = countingPool(10_000, LOAD);
     const order = createLeastLoadedPlacer({ random, now: () => T0 })
       .order(fakeCall(), runners)
       [Symbol.iterator]();
@@ -111,7 +95,7 @@ describe('one decision on a 10,000-runner pool', () => {
   });
 
   it('returns the prefix-affinity home first once it served the prefix', () => {
-    const { runners } = countingPool(10_000);
+    const { runners } = countingPool(10_000, LOAD);
     const placer = createPrefixAffinityPlacer({ random, now: () => T0 });
     const first = placer
       .order(fakeCall({ id: 'call-0', prompt }), runners)
@@ -127,7 +111,7 @@ describe('one decision on a 10,000-runner pool', () => {
   });
 
   it('returns the cheapest kv-aware holder first', () => {
-    const { runners } = countingPool(10_000);
+    const { runners } = countingPool(10_000, LOAD);
     const placer = createKvAwarePlacer({ random, now: () => T0 });
     expect(
       placer

@@ -3,7 +3,7 @@
  * and randomness that is either scripted value by value or seeded, so picks are exact.
  */
 import { expect } from 'vitest';
-import type { RunnerLoad } from '../../placer/index.ts';
+import type { Runner, RunnerLoad, TryExecResult } from '../../placer/index.ts';
 import { seededRandom } from '../../placer/kernel/index.ts';
 
 /**
@@ -69,4 +69,36 @@ export function near(expected: Readonly<Record<string, number>>, tolerance = 0.0
   // closeTo takes decimal digits; digits d accept |diff| < 10^-d / 2, so solve for d.
   const digits = -Math.log10(2 * tolerance);
   return Object.fromEntries(Object.entries(expected).map(([id, share]) => [id, expect.closeTo(share, digits)]));
+}
+
+/** Runners and how many times their load() was read. */
+export interface CountedRunners<T> {
+  readonly runners: readonly Runner<T>[];
+  reads(): number;
+}
+
+/** Frozen runners named `ids` that read their load through `loadOf`, counting every read; each try answers `answer`. */
+export function countingRunners<T>(
+  ids: readonly string[],
+  loadOf: (id: string) => RunnerLoad | undefined,
+  answer: TryExecResult<T>,
+): CountedRunners<T> {
+  let reads = 0;
+  const runners = Object.freeze(
+    ids.map((id) => ({
+      id,
+      tryExec: async () => answer,
+      load: () => {
+        reads++;
+        return loadOf(id);
+      },
+    })),
+  );
+  return { runners, reads: () => reads };
+}
+
+/** A frozen pool of `size` runners with one `load`, as the gateway's pool hands them out, placing every try as `ok`. */
+export function countingPool(size: number, load: RunnerLoad): CountedRunners<string> {
+  const ids = Array.from({ length: size }, (_, i) => `runner-${String(i).padStart(5, '0')}`);
+  return countingRunners(ids, () => load, { kind: 'placed', value: 'ok' });
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FNV_OFFSET_BASIS, fnv1a64, jumpConsistentHash } from '../../placer/index.ts';
+import { expectEvenSpread, expectMinimalMoves } from '../support/home-spread.ts';
 
 /** The textbook FNV-1a 64, one BigInt multiply per byte: slow, but obviously right. */
 function fnv1a64Reference(input: string): bigint {
@@ -114,27 +115,11 @@ describe('jumpConsistentHash', () => {
   });
 
   it('returns each of 10 buckets for about a tenth of 10,000 keys', () => {
-    const counts = new Array<number>(10).fill(0);
-    for (const key of keys) counts[jumpConsistentHash(key, 10)]!++;
-    for (const count of counts) {
-      expect(count).toBeGreaterThan(900);
-      expect(count).toBeLessThan(1100);
-    }
+    expectEvenSpread(keys, jumpConsistentHash, 10);
   });
 
   it.each([1, 2, 4, 9, 50])('moves about 1/(n+1) of keys, all to the new bucket, when buckets grow from %i', (n) => {
-    let moved = 0;
-    for (const key of keys) {
-      const before = jumpConsistentHash(key, n);
-      const after = jumpConsistentHash(key, n + 1);
-      if (before !== after) {
-        moved++;
-        expect(after).toBe(n);
-      }
-    }
-    const expected = keys.length / (n + 1);
-    expect(moved).toBeGreaterThan(expected * 0.8);
-    expect(moved).toBeLessThan(expected * 1.2);
+    expectMinimalMoves(keys, jumpConsistentHash, n);
   });
 
   it.each([0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31])(

@@ -1,36 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import {
-  PlacerConfigError,
-  createLeastLoadedPlacer,
-  leastLoadedOrder,
-  type Runner,
-  type RunnerLoad,
-} from '../../placer/index.ts';
-import { homeOf } from '../../placer/least-loaded/choose.ts';
-import { hash32 } from '../../placer/pool-view.ts';
-import { Fleet, type Outcome, T0, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
-import { FakeLoads, seeded, sequence, slotsBusy } from './fake-load.ts';
-
-/** The position, in id order among `n` runners, of `key`'s home. */
-const homeAmong = (key: string, n: number): number => homeOf(hash32(key), n);
-
-/** A key whose home among `ids` (sorted) is `id`, found by trying keys in turn. */
-function keyHomedOn(id: string, ids: readonly string[]): string {
-  const sorted = [...ids].sort();
-  for (let i = 0; ; i++) if (sorted[homeAmong(`session-${i}`, sorted.length)] === id) return `session-${i}`;
-}
-
-interface PickCase {
-  name: string;
-  loads: Record<string, RunnerLoad>;
-  runners: Record<string, readonly Outcome[]>;
-  /** The runner the calls' key has as its home. */
-  home: string;
-  hold?: boolean;
-  calls: number;
-  offers: string[];
-  placed: string[];
-}
+import { PlacerConfigError, createLeastLoadedPlacer, leastLoadedOrder } from '../../placer/index.ts';
+import { Fleet, T0, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
+import { FakeLoads, countingPool, countingRunners, seeded, sequence, slotsBusy } from './fake-load.ts';
+import { expectPicks, keyHomedOn, type PickCase } from './pick-cases.ts';
 
 // By id: a 0.5, b 0, c 0.75, d 0.25. The pool lists them out of order on purpose.
 const mixed = { a: slotsBusy(2, 4), b: slotsBusy(0, 4), c: slotsBusy(3, 4), d: slotsBusy(1, 4) };
@@ -93,13 +65,7 @@ const pickCases: PickCase[] = [
 
 describe('createLeastLoadedPlacer', () => {
   it.each(pickCases)('returns the expected offer order when $name', async (c) => {
-    const fleet = new Fleet({ loads: new FakeLoads(c.loads), hold: c.hold ?? false });
-    const placer = createLeastLoadedPlacer({ random: () => expect.unreachable('a small pool draws nothing') });
-    const runners = fleet.runners(c.runners);
-    const key = keyHomedOn(c.home, Object.keys(c.runners));
-    const placed = await placeEach(placer, fakePool(runners), manyCalls(c.calls, key));
-    expect(fleet.offers).toEqual(c.offers);
-    expect(placed).toEqual(c.placed);
+    await expectPicks(createLeastLoadedPlacer({ random: () => expect.unreachable('a small pool draws nothing') }), c);
   });
 
   it('returns the same runner for one key and spreads keys over the runners when no runner reports load', async () => {
@@ -130,41 +96,22 @@ describe('createLeastLoadedPlacer', () => {
   });
 
   it('reads the loads of `choices` runners, and no more, for one decision on a 10,000-runner pool', async () => {
-    let reads = 0;
-    const load: RunnerLoad = Object.freeze({ inFlight: 3, slots: 16 });
-    const runners: readonly Runner<string>[] = Object.freeze(
-      Array.from({ length: 10_000 }, (_, i) => ({
-        id: `runner-${String(i).padStart(5, '0')}`,
-        tryExec: async () => ({ kind: 'placed' as const, value: 'ok' }),
-        load: () => {
-          reads++;
-          return load;
-        },
-      })),
-    );
+    const { runners, reads } = countingPool(10_000, Object.freeze({ inFlight: 3, slots: 16 }));
     const placer = createLeastLoadedPlacer({ random: seeded(22), now: () => T0 });
     expect(await placeEach(placer, fakePool(runners), [fakeCall()])).toEqual(['ok']);
-    expect(reads).toBe(16);
+    expect(reads()).toBe(16);
   });
 
   it('returns the rest by load, read only once the walk asks past the first', () => {
-    let reads = 0;
     const loads = new FakeLoads(mixed);
-    const runners = ['a', 'b', 'c', 'd'].map((id) => ({
-      id,
-      tryExec: async () => ({ kind: 'busy' as const }),
-      load: () => {
-        reads++;
-        return loads.get(id);
-      },
-    }));
+    const { runners, reads } = countingRunners(['a', 'b', 'c', 'd'], (id) => loads.get(id), { kind: 'busy' });
     const order = createLeastLoadedPlacer({ now: () => T0 })
       .order(fakeCall(), runners)
       [Symbol.iterator]();
     expect(order.next().value!.id).toBe('b');
-    expect(reads).toBe(4);
+    expect(reads()).toBe(4);
     expect([order.next().value!.id, order.next().value!.id, order.next().value!.id]).toEqual(['d', 'a', 'c']);
-    expect(reads).toBe(7);
+    expect(reads()).toBe(7);
   });
 
   it('returns a runner with a heavy report last only while the report is fresh', () => {

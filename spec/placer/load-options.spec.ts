@@ -48,6 +48,12 @@ describe('loadAwareDescriptor', () => {
     expect(descriptor.defaults).toEqual({ staleAfterMs: loadAwareDefaults.staleAfterMs });
   });
 
+  it("adds the placer's own options to the shared one, with their defaults", () => {
+    const descriptor = loadAwareDescriptor('test', () => placer, { loadBand: 0.1 });
+    expect(descriptor.optionKeys).toEqual([...LOAD_AWARE_OPTION_KEYS, 'loadBand']);
+    expect(descriptor.defaults).toEqual({ staleAfterMs: loadAwareDefaults.staleAfterMs, loadBand: 0.1 });
+  });
+
   it("creates the placer on the gateway's clock unless the options bring their own now", () => {
     const given: LoadAwareOptions[] = [];
     const descriptor = loadAwareDescriptor('test', (options) => {

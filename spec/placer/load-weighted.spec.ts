@@ -1,27 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { PlacerConfigError, type Runner, type RunnerLoad, createLoadWeightedPlacer } from '../../placer/index.ts';
-import { Fleet, type Outcome, T0, callsFor, fakeCall, fakePool, manyCalls, placeEach, tally } from './fake.ts';
-import { homeOf } from '../../placer/least-loaded/choose.ts';
-import { hash32 } from '../../placer/pool-view.ts';
-import { FakeLoads, near, seeded, sequence, shares, slotsBusy } from './fake-load.ts';
+import { PlacerConfigError, createLoadWeightedPlacer } from '../../placer/index.ts';
+import { Fleet, T0, callsFor, fakeCall, fakePool, placeEach, tally } from './fake.ts';
+import { FakeLoads, countingPool, near, seeded, sequence, shares, slotsBusy } from './fake-load.ts';
+import { expectPicks, type PickCase } from './pick-cases.ts';
 
-/** A key whose home among `ids` (sorted) is `id`, found by trying keys in turn. */
-function keyHomedOn(id: string, ids: readonly string[]): string {
-  const sorted = [...ids].sort();
-  for (let i = 0; ; i++) if (sorted[homeOf(hash32(`session-${i}`), sorted.length)] === id) return `session-${i}`;
-}
-
-interface PickCase {
-  name: string;
-  loads?: Record<string, RunnerLoad>;
-  runners: Record<string, readonly Outcome[]>;
-  /** The key's home, the first try. */
-  home: string;
-  /** The home's acceptance draw, then an index draw and an acceptance draw per further try. */
+/** A pick row with its draws: the home's acceptance draw, then an index draw and an acceptance draw per further try. */
+interface DrawnPickCase extends PickCase {
   draws: number[];
-  calls: number;
-  offers: string[];
-  placed: string[];
 }
 
 // Spare capacity a 0.9, b 0.5, c 0.1; d and e are full (1.0 and 1.2). Listed out of order.
@@ -34,7 +19,7 @@ const spread = {
 };
 const free = { e: ['placed'], c: ['placed'], a: ['placed'], d: ['placed'], b: ['placed'] } as const;
 
-const pickCases: PickCase[] = [
+const pickCases: DrawnPickCase[] = [
   {
     // Mean spare room 0.3: the home, c (spare 0.1), is kept when the draw is under 0.1 / 0.3.
     name: "the draw keeps the key's home",
@@ -82,16 +67,7 @@ const pickCases: PickCase[] = [
 
 describe('createLoadWeightedPlacer', () => {
   it.each(pickCases)('returns the expected offer order when $name', async (c) => {
-    const fleet = new Fleet(c.loads ? { loads: new FakeLoads(c.loads) } : {});
-    const pool = fakePool(fleet.runners(c.runners));
-    const key = keyHomedOn(c.home, Object.keys(c.runners));
-    const placed = await placeEach(
-      createLoadWeightedPlacer({ random: sequence(c.draws) }),
-      pool,
-      manyCalls(c.calls, key),
-    );
-    expect(fleet.offers).toEqual(c.offers);
-    expect(placed).toEqual(c.placed);
+    await expectPicks(createLoadWeightedPlacer({ random: sequence(c.draws) }), c);
   });
 
   it('returns runners by spare capacity 0.9 / 0.5 / 0.1, homes with the mean room or more keeping their keys, over 10,000 calls', async () => {
@@ -121,22 +97,11 @@ describe('createLoadWeightedPlacer', () => {
   });
 
   it('reads the mean sample and one load per try, and no more, for one decision on a 10,000-runner pool', async () => {
-    let reads = 0;
-    const load: RunnerLoad = Object.freeze({ inFlight: 4, slots: 16 });
-    const runners: readonly Runner<string>[] = Object.freeze(
-      Array.from({ length: 10_000 }, (_, i) => ({
-        id: `runner-${String(i).padStart(5, '0')}`,
-        tryExec: async () => ({ kind: 'placed' as const, value: 'ok' }),
-        load: () => {
-          reads++;
-          return load;
-        },
-      })),
-    );
+    const { runners, reads } = countingPool(10_000, Object.freeze({ inFlight: 4, slots: 16 }));
     // Spare room 0.75 everywhere, so the home has the mean room and is kept.
     const placer = createLoadWeightedPlacer({ random: sequence([0.5]), now: () => T0 });
     expect(await placeEach(placer, fakePool(runners), [fakeCall()])).toEqual(['ok']);
-    expect(reads).toBe(16 + 1);
+    expect(reads()).toBe(16 + 1);
   });
 
   it('returns the same order when the pool lists runners in another order', () => {

@@ -4,7 +4,7 @@ import { othersByLoad, thenByLoad } from '../../placer/load.ts';
 import { seededRandom } from '../../placer/kernel/index.ts';
 import { poolViewOf } from '../../placer/pool-view.ts';
 import { Fleet, T0 } from './fake.ts';
-import { FakeLoads } from './fake-load.ts';
+import { FakeLoads, countingRunners } from './fake-load.ts';
 
 interface LoadCase {
   name: string;
@@ -126,26 +126,18 @@ describe('loadsOf', () => {
 
 describe('thenByLoad', () => {
   it('returns the firsts, then the rest by load, reading their loads only once asked past the firsts', () => {
-    let reads = 0;
     const loads = new FakeLoads({
       a: { inFlight: 3, slots: 4 },
       b: { inFlight: 1, slots: 4 },
       c: { inFlight: 0, slots: 4 },
     });
-    const runners = ['c', 'a', 'b', 'd'].map((id) => ({
-      id,
-      tryExec: async () => ({ kind: 'busy' as const }),
-      load: () => {
-        reads++;
-        return loads.get(id);
-      },
-    }));
+    const { runners, reads } = countingRunners(['c', 'a', 'b', 'd'], (id) => loads.get(id), { kind: 'busy' });
     const first = runners[1]!;
     const order = thenByLoad([first], poolViewOf(runners), () => T0, 2_000)[Symbol.iterator]();
     expect(order.next().value).toBe(first);
-    expect(reads).toBe(0);
+    expect(reads()).toBe(0);
     expect([...{ [Symbol.iterator]: () => order }].map((r) => r.id)).toEqual(['c', 'd', 'b']);
-    expect(reads).toBe(3);
+    expect(reads()).toBe(3);
   });
 });
 

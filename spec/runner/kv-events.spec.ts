@@ -2,17 +2,15 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encode } from '@msgpack/msgpack';
-import { request } from 'undici';
 import { Dealer, Publisher } from 'zeromq';
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../placer/kernel/index.ts';
-import { CacheMirror } from '../../runner/cache-mirror.ts';
 import { createSimEngine } from '../../runner/engines/sim/index.ts';
 import type { SimEngine } from '../../runner/engines/sim/index.ts';
-import { decodeKvEvents, KvEventSubscriber } from '../../runner/kv-events.ts';
+import { decodeKvEvents } from '../../runner/kv-events.ts';
 import type { KvEvent } from '../../runner/kv-events.ts';
 import { blockKey } from '../../runner/protocol/index.ts';
 import { eventually } from '../support/fleet.ts';
+import { clearUntilHeard, expectMirrorFollows, post, subscribedMirror, words } from '../support/kv-mirror.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -124,15 +122,6 @@ describe('decodeKvEvents', () => {
   });
 });
 
-/** A subscriber feeding a fresh mirror, as the runner wires them; both closed after the test. */
-async function subscribedMirror(): Promise<{ mirror: CacheMirror; endpoint: string }> {
-  let epochs = 0;
-  const mirror = new CacheMirror(() => `e${++epochs}`);
-  const subscriber = new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: silentLogger });
-  cleanups.push(() => subscriber.close());
-  return { mirror, endpoint: await subscriber.open() };
-}
-
 async function startSim(endpoint: string, cacheBlocks: number): Promise<{ engine: SimEngine; url: string }> {
   const engine = createSimEngine({
     hashSeed: '0',
@@ -145,53 +134,17 @@ async function startSim(endpoint: string, cacheBlocks: number): Promise<{ engine
   return { engine, url };
 }
 
-async function post(url: string, path: string, body?: unknown): Promise<void> {
-  const res = await request(`${url}${path}`, {
-    method: 'POST',
-    ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
-  });
-  expect(res.statusCode).toBe(200);
-  await res.body.dump();
-}
-
-/** Clears the engine's cache until `mirror` hears it: a PUB socket drops what it sends before a subscription reaches it. */
-async function clearUntilHeard(mirror: CacheMirror, url: string): Promise<void> {
-  await eventually(
-    async () => {
-      await post(url, '/reset_prefix_cache');
-      return mirror.live;
-    },
-    10_000,
-    'the engine heard',
-  );
-}
-
-const words = (count: number, tag: string): string => Array.from({ length: count }, (_, i) => `${tag}${i}`).join(' ');
-
 describe("the runner's subscriber and mirror over the simulated engine's events", () => {
   it("holds what the engine's cache holds through stores, evictions and a reset, over a real ZMQ socket", async () => {
-    const { mirror, endpoint } = await subscribedMirror();
+    const { mirror, endpoint } = await subscribedMirror(cleanups);
     const { engine, url } = await startSim(endpoint, 12);
     await clearUntilHeard(mirror, url);
-    // Clears posted while it waited come before the calls' events: the stream keeps the engine's order.
-    for (const tag of ['a', 'b', 'c', 'a', 'd'])
-      await post(url, '/v1/completions', { prompt: words(21, tag), max_tokens: 1 });
-    // 5 blocks a prompt, 12 blocks of room: the engine evicted, and the mirror followed it.
-    expect(engine.cachedBlockKeys()).toHaveLength(12);
-    await eventually(
-      () => [...mirror.keys()].sort().join() === engine.cachedBlockKeys().sort().join(),
-      10_000,
-      'the mirror matches the cache',
-    );
-    const before = mirror.epoch;
-    await post(url, '/reset_prefix_cache');
-    await eventually(() => mirror.epoch !== before, 10_000, 'the clear heard');
-    expect(mirror.keys()).toEqual([]);
+    await expectMirrorFollows(mirror, engine, url);
     expect(mirror.live).toBe(true);
   });
 
   it('starts over on a gap in the sequence: blocks forgotten, a new epoch, down until the engine is heard again', async () => {
-    const { mirror, endpoint } = await subscribedMirror();
+    const { mirror, endpoint } = await subscribedMirror(cleanups);
     const pub = new Publisher({ linger: 0 });
     cleanups.push(() => pub.close());
     pub.connect(endpoint);
@@ -224,7 +177,7 @@ describe("the runner's subscriber and mirror over the simulated engine's events"
 
 describe("the simulated engine's replay socket", () => {
   it('answers a start sequence number with every kept batch from it on, then the end marker', async () => {
-    const { mirror, endpoint } = await subscribedMirror();
+    const { mirror, endpoint } = await subscribedMirror(cleanups);
     const dir = await mkdtemp(join(tmpdir(), 'sluice-replay-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     const replayEndpoint = `ipc://${join(dir, 'replay.sock')}`;

@@ -11,20 +11,14 @@ import { createKvAwarePlacer } from '../../placer/index.ts';
 import type { Placer, PromptCache, RunnerCall } from '../../placer/index.ts';
 import { SLUICE_BIN } from '../../gateway/cli/entry.ts';
 import { freePort } from '../../placer/kernel/processes.ts';
-import { RUNNER_ID_HEADER, SIM_TOKENIZER } from '../../runner/protocol/index.ts';
-import type { CacheAnnouncement } from '../../runner/protocol/index.ts';
+import { RUNNER_ID_HEADER } from '../../runner/protocol/index.ts';
 import { createRunner } from '../../runner/server.ts';
 import { asOperator, eventually, getJson, postJson } from '../support/fleet.ts';
 import { registeringGateway } from '../support/registrations.ts';
+import { SIM_ANNOUNCEMENT } from '../support/cache-announcement.ts';
 
 const TOKEN = 'sglang-feed-spec-runner-token-0123456789';
 const MODEL = 'sim-small';
-/** What the runners announce: the scheme they name SGLang's blocks in. */
-const ANNOUNCEMENT: CacheAnnouncement = {
-  tokenizer: SIM_TOKENIZER,
-  scheme: { algorithm: 'sha256_cbor', seed: '0', blockSize: 16 },
-  events: true,
-};
 const PAGE_SIZES = { 'r-page1': 1, 'r-page16': 16 } as const;
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -114,7 +108,7 @@ async function ask(system: string, question: string): Promise<string> {
 
 const mapper = new PromptMapper();
 const keysOf = (system: string, question: string): readonly string[] =>
-  mapper.blocksOf({ route: 'chat', messages: messages(system, question) }, ANNOUNCEMENT)!.keys;
+  mapper.blocksOf({ route: 'chat', messages: messages(system, question) }, SIM_ANNOUNCEMENT)!.keys;
 
 /** Each runner's block count in the gateway's index. */
 async function indexed(): Promise<Record<string, number>> {

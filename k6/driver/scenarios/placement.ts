@@ -11,7 +11,7 @@
  * other words), so no contender inherits cached histories from the one before it.
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { lineChart } from '../line-chart.ts';
+import { loadChart, type LoadPanel } from '../line-chart.ts';
 import { runSignal } from '../load.ts';
 import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
@@ -341,22 +341,12 @@ export function formatPlacement(runs: readonly PlacementRun[]): string {
 
 /** Time to first token by load, one line per contender, p50 / p90 / p99 panels. */
 export function placementChart(runs: readonly PlacementRun[], title: string, subtitle: string): string {
-  const contenders = [...new Set(runs.map((r) => r.contender))];
-  const panel = (key: 'p50' | 'p90' | 'p99') => ({
+  const ttft = (key: 'p50' | 'p90' | 'p99'): LoadPanel<PlacementRun> => ({
     heading: `time to first token, ${key}`,
     yLabel: 'ms',
-    series: contenders.map((name) => ({
-      name,
-      points: runs.filter((r) => r.contender === name).map((r) => ({ x: r.level * 100, y: r.figures.ttft[key] })),
-    })),
+    value: (r) => r.figures.ttft[key],
   });
-  return lineChart(
-    [panel('p50'), panel('p90'), panel('p99')],
-    title,
-    subtitle,
-    'load, % of capacity',
-    (v) => `${v.toFixed(0)}%`,
-  );
+  return loadChart(runs, (r) => r.contender, [ttft('p50'), ttft('p90'), ttft('p99')], title, subtitle);
 }
 
 function percent(level: number): string {

@@ -19,7 +19,7 @@
 import { performance } from 'node:perf_hooks';
 import type { KvAwareOptions } from '../../../placer/index.ts';
 import { H100_8B_PROFILE } from '../../../runner/index.ts';
-import { lineChart } from '../line-chart.ts';
+import { loadChart } from '../line-chart.ts';
 import { formatMs, formatRatio, formatTable, msCells, startScenario, writeResults } from '../report.ts';
 import type { CallRecord, PlacementFigures } from '../trace-run.ts';
 import type { ScenarioContext } from '../types.ts';
@@ -300,21 +300,15 @@ export function formatPressure(runs: readonly PressureRun[]): string {
 
 /** TTFT p90 and goodput by load, a line per contender and gateway count. */
 function pressureChart(runs: readonly PressureRun[], subtitle: string): string {
-  const names = [...new Set(runs.map(label))];
-  const panel = (heading: string, yLabel: string, value: (r: PressureRun) => number) => ({
-    heading,
-    yLabel,
-    series: names.map((name) => ({
-      name,
-      points: runs.filter((r) => label(r) === name).map((r) => ({ x: r.level * 100, y: value(r) })),
-    })),
-  });
-  return lineChart(
-    [panel('time to first token, p90', 'ms', (r) => r.figures.ttft.p90), panel('goodput', '%', (r) => r.goodput * 100)],
+  return loadChart(
+    runs,
+    label,
+    [
+      { heading: 'time to first token, p90', yLabel: 'ms', value: (r) => r.figures.ttft.p90 },
+      { heading: 'goodput', yLabel: '%', value: (r) => r.goodput * 100 },
+    ],
     'sluice bench simulate --workload cache-pressure',
     subtitle,
-    'load, % of capacity',
-    (v) => `${v.toFixed(0)}%`,
   );
 }
 

@@ -15,7 +15,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { BenchOptionError } from '../errors.ts';
-import { lineChart } from '../line-chart.ts';
+import { loadChart, type LoadPanel } from '../line-chart.ts';
 import { checkInteger, resolveBenchOptions, show } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { formatMs, startScenario, writeResults } from '../report.ts';
@@ -624,19 +624,15 @@ export function calibrationHint(rows: readonly ComparedRun[], hops: SimHops): st
 
 /** Live and simulated TTFT p50 and p90 by level, a line per contender in each panel. */
 function checkChart(rows: readonly ComparedRun[], live: LiveReport, machine: MachineInfo, startedAt: Date): string {
-  const contenders = [...new Set(rows.map((r) => r.contender))];
-  const panel = (figure: 'ttft p50' | 'ttft p90', side: 'live' | 'simulated') => ({
+  const panel = (figure: 'ttft p50' | 'ttft p90', side: 'live' | 'simulated'): LoadPanel<ComparedRun> => ({
     heading: `${figure}, ${side}`,
     yLabel: 'ms',
-    series: contenders.map((name) => ({
-      name,
-      points: rows
-        .filter((r) => r.contender === name)
-        .map((r) => ({ x: r.level * 100, y: r.figures.find((f) => f.name === figure)![side] })),
-    })),
+    value: (r) => r.figures.find((f) => f.name === figure)![side],
   });
   const subtitle = `${live.fleet.engines} runners x ${live.fleet.profileName}, ${live.measureMs / 1000}s measured per run; ${machine.cpus} cpus, node ${machine.node}, ${startedAt.toISOString().slice(0, 16)}Z`;
-  return lineChart(
+  return loadChart(
+    rows,
+    (r) => r.contender,
     [
       panel('ttft p50', 'live'),
       panel('ttft p50', 'simulated'),
@@ -645,8 +641,6 @@ function checkChart(rows: readonly ComparedRun[], live: LiveReport, machine: Mac
     ],
     'sluice bench simulate --check: live vs simulated time to first token',
     subtitle,
-    'load, % of capacity',
-    (v) => `${v.toFixed(0)}%`,
   );
 }
 

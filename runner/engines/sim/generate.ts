@@ -175,47 +175,47 @@ function planRequest(ctx: SimCallContext, kind: GenerationKind, body: Record<str
   };
 }
 
-/** Serves one chat or text completion request whose JSON body is already parsed. */
-export async function handleGeneration(
-  ctx: SimCallContext,
-  kind: GenerationKind,
-  body: Record<string, unknown>,
-  res: ServerResponse,
-  signal: AbortSignal,
-): Promise<void> {
-  // Time to first token counts from arrival, so the histogram shows the queue wait, as vLLM's does.
-  const arrivedAt = performance.now();
-  const plan = planRequest(ctx, kind, body);
-  if ('status' in plan) {
-    sendError(res, plan);
-    return;
-  }
-  const respond = plan.stream ? streamTokens : answerOnce;
-  await servePlan(ctx, plan, arrivedAt, res, signal, (run) => respond(ctx, kind, plan, res, run));
+/** Serves one request whose JSON body is already parsed. */
+export type JsonHandler = (body: Record<string, unknown>, res: ServerResponse, signal: AbortSignal) => Promise<void>;
+
+/** The handler of chat (`kind` chat) or text completion (`kind` text) requests. */
+export function generationHandler(ctx: SimCallContext, kind: GenerationKind): JsonHandler {
+  return plannedHandler(
+    ctx,
+    (body) => planRequest(ctx, kind, body),
+    (plan, _body, res) => (run) => (plan.stream ? streamTokens : answerOnce)(ctx, kind, plan, res, run),
+  );
 }
 
 /**
- * Admits a planned request, plays it and lets `respond` write the answer as it plays; the slot
- * is released with the outcome `respond` returns. `arrivedAt` (performance.now()) starts the
- * time to first token.
+ * A handler that plans each request with `planOf` (answering its refusal, if any), then admits
+ * it, plays it and lets the responder `respondTo` made for the plan before admission write the
+ * answer as it plays; the slot is released with the outcome the responder returns. Time to first
+ * token counts from arrival, before planning, so the histogram shows the queue wait, as vLLM's does.
  */
-export async function servePlan(
+export function plannedHandler(
   ctx: SimCallContext,
-  plan: Plan,
-  arrivedAt: number,
-  res: ServerResponse,
-  signal: AbortSignal,
-  respond: (run: Run) => Promise<SlotOutcome>,
-): Promise<void> {
-  const release = await admit(ctx, res, signal);
-  if (release === undefined) return;
-  let outcome: SlotOutcome = 'aborted';
-  try {
-    if (signal.aborted) return;
-    outcome = await respond((onToken) => generate(ctx, plan, arrivedAt, onToken, signal));
-  } finally {
-    release(outcome);
-  }
+  planOf: (body: Record<string, unknown>) => Plan | ApiError,
+  respondTo: (plan: Plan, body: Record<string, unknown>, res: ServerResponse) => (run: Run) => Promise<SlotOutcome>,
+): JsonHandler {
+  return async (body, res, signal) => {
+    const arrivedAt = performance.now();
+    const plan = planOf(body);
+    if ('status' in plan) {
+      sendError(res, plan);
+      return;
+    }
+    const respond = respondTo(plan, body, res);
+    const release = await admit(ctx, res, signal);
+    if (release === undefined) return;
+    let outcome: SlotOutcome = 'aborted';
+    try {
+      if (signal.aborted) return;
+      outcome = await respond((onToken) => generate(ctx, plan, arrivedAt, onToken, signal));
+    } finally {
+      release(outcome);
+    }
+  };
 }
 
 /** How one admitted request played out: its outcome and the prompt tokens the cache served. */

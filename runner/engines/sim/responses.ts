@@ -9,8 +9,8 @@
 import type { ServerResponse } from 'node:http';
 import { createdAt, newId, resolveModel, type SimCallContext } from './call.ts';
 import { optionalBoolean, optionalInteger } from './fields.ts';
-import { servePlan, writersFor, type Plan, type Run } from './generate.ts';
-import { sendError, sendJson } from './http.ts';
+import { plannedHandler, writersFor, type JsonHandler, type Plan, type Run } from './generate.ts';
+import { sendJson } from './http.ts';
 import { badRequest, schemaError, type ApiError } from './refusals.ts';
 import type { SlotOutcome } from './scheduler.ts';
 import { renderChatPrompt } from './text.ts';
@@ -65,22 +65,16 @@ function planResponse(ctx: SimCallContext, body: Record<string, unknown>): Plan 
   };
 }
 
-/** Serves one Responses request whose JSON body is already parsed. */
-export async function handleResponses(
-  ctx: SimCallContext,
-  body: Record<string, unknown>,
-  res: ServerResponse,
-  signal: AbortSignal,
-): Promise<void> {
-  const arrivedAt = performance.now();
-  const plan = planResponse(ctx, body);
-  if ('status' in plan) {
-    sendError(res, plan);
-    return;
-  }
-  const shape = new ResponseShape(ctx, plan, body);
-  const respond = plan.stream ? streamResponse : answerResponse;
-  await servePlan(ctx, plan, arrivedAt, res, signal, (run) => respond(shape, res, run));
+/** The handler of Responses requests. */
+export function responsesHandler(ctx: SimCallContext): JsonHandler {
+  return plannedHandler(
+    ctx,
+    (body) => planResponse(ctx, body),
+    (plan, body, res) => {
+      const shape = new ResponseShape(ctx, plan, body);
+      return (run) => (plan.stream ? streamResponse : answerResponse)(shape, res, run);
+    },
+  );
 }
 
 /** The Responses API's usage block. */

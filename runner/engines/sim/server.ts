@@ -12,8 +12,8 @@ import { handleInvoke } from './invoke.ts';
 import type { SimCallContext } from './call.ts';
 import { SimFaults, type FaultTotals } from './faults.ts';
 import { handleEmbeddings } from './embeddings.ts';
-import { handleGeneration } from './generate.ts';
-import { handleResponses } from './responses.ts';
+import { generationHandler } from './generate.ts';
+import { responsesHandler } from './responses.ts';
 import { readJsonBody, readRawBody, sendError, sendJson } from './http.ts';
 import { KvUsage } from './kv-usage.ts';
 import { METRICS_CONTENT_TYPE, renderMetrics, TtftHistogram } from './metrics.ts';
@@ -124,9 +124,9 @@ export function createSimEngine(options: SimEngineOptions = {}): SimEngine {
   });
 
   const routes = new Map<string, Route>([
-    ['/v1/chat/completions', jsonCall((body, res, signal) => handleGeneration(ctx, 'chat', body, res, signal))],
-    ['/v1/completions', jsonCall((body, res, signal) => handleGeneration(ctx, 'text', body, res, signal))],
-    ['/v1/responses', jsonCall((body, res, signal) => handleResponses(ctx, body, res, signal))],
+    ['/v1/chat/completions', jsonCall(generationHandler(ctx, 'chat'))],
+    ['/v1/completions', jsonCall(generationHandler(ctx, 'text'))],
+    ['/v1/responses', jsonCall(responsesHandler(ctx))],
     ['/v1/embeddings', jsonCall((body, res, signal) => handleEmbeddings(ctx, body, res, signal))],
     [
       '/v1/models',

@@ -7,17 +7,13 @@ import type { GatewayCall } from '../../../gateway/http/index.ts';
 import { PromptMapper } from '../../../gateway/tokens/index.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
 import type { CachedReport, Placer, RunnerCall } from '../../../placer/types.ts';
-import { SIM_TOKENIZER, packBlockKeys } from '../../../runner/protocol/index.ts';
+import { packBlockKeys } from '../../../runner/protocol/index.ts';
 import type { CacheAnnouncement } from '../../../runner/protocol/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
+import { SIM_ANNOUNCEMENT } from '../../support/cache-announcement.ts';
 
-const ANNOUNCEMENT: CacheAnnouncement = {
-  tokenizer: SIM_TOKENIZER,
-  scheme: { algorithm: 'sha256_cbor', seed: '0', blockSize: 16 },
-  events: true,
-};
 const messages = [{ role: 'user', content: 'Tell me about GPU caches, at length and with care. '.repeat(8) }];
-const keys = new PromptMapper().blocksOf({ route: 'chat', messages }, ANNOUNCEMENT)!.keys;
+const keys = new PromptMapper().blocksOf({ route: 'chat', messages }, SIM_ANNOUNCEMENT)!.keys;
 
 function setup() {
   const clock = new FakeClock();
@@ -34,8 +30,8 @@ function setup() {
     cacheAnnouncement?: CacheAnnouncement;
     tryExec: () => Promise<{ kind: 'busy' }>;
   }> = [
-    { id: 'a', cacheAnnouncement: ANNOUNCEMENT, tryExec: async () => ({ kind: 'busy' as const }) },
-    { id: 'b', cacheAnnouncement: ANNOUNCEMENT, tryExec: async () => ({ kind: 'busy' as const }) },
+    { id: 'a', cacheAnnouncement: SIM_ANNOUNCEMENT, tryExec: async () => ({ kind: 'busy' as const }) },
+    { id: 'b', cacheAnnouncement: SIM_ANNOUNCEMENT, tryExec: async () => ({ kind: 'busy' as const }) },
     { id: 'c', tryExec: async () => ({ kind: 'busy' as const }) },
   ];
   let asked = 0;
@@ -93,9 +89,9 @@ describe('CacheChecks', () => {
 
   it('names the prompt each scheme its way, and knows none of a runner whose scheme it cannot map', () => {
     const { feeds, checks, call, runners } = setup();
-    const wide: CacheAnnouncement = { ...ANNOUNCEMENT, scheme: { ...ANNOUNCEMENT.scheme, blockSize: 32 } };
+    const wide: CacheAnnouncement = { ...SIM_ANNOUNCEMENT, scheme: { ...SIM_ANNOUNCEMENT.scheme, blockSize: 32 } };
     runners[1]!.cacheAnnouncement = wide;
-    runners[2]!.cacheAnnouncement = { ...ANNOUNCEMENT, tokenizer: 'org/unknown-tokenizer' };
+    runners[2]!.cacheAnnouncement = { ...SIM_ANNOUNCEMENT, tokenizer: 'org/unknown-tokenizer' };
     const wideKeys = new PromptMapper().blocksOf({ route: 'chat', messages }, wide)!.keys;
     feeds('a', keys.slice(0, 1));
     feeds('b', wideKeys.slice(0, 2));

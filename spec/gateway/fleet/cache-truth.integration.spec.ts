@@ -16,14 +16,10 @@ import { createRunner } from '../../../runner/server.ts';
 import { asOperator, eventually, getJson, metricValue, metrics, postJson } from '../../support/fleet.ts';
 import { startScriptedEngine } from '../../support/scripted-engine.ts';
 import { registeringGateway } from '../../support/registrations.ts';
+import { SIM_ANNOUNCEMENT } from '../../support/cache-announcement.ts';
 
 const RUNNER_TOKEN = 'cache-truth-spec-runner-token-0123456789';
 const MODEL = 'sim-small';
-const ANNOUNCEMENT: CacheAnnouncement = {
-  tokenizer: SIM_TOKENIZER,
-  scheme: { algorithm: 'sha256_cbor', seed: '0', blockSize: 16 },
-  events: true,
-};
 const SYSTEM = 'You are the support assistant for a GPU cloud: be brief, exact and kind. '.repeat(12);
 /** What engine A reports cached for every call; engine B reports none. */
 const A_CACHED = 160;
@@ -86,7 +82,7 @@ async function register(id: string, url: string): Promise<void> {
     gpus: { gpus: [], source: 'none' },
     ready: true,
     load: { slotsInUse: 0, slots: 4, queue: 0, models: {} },
-    cache: ANNOUNCEMENT,
+    cache: SIM_ANNOUNCEMENT,
   };
   const answer = await postJson(`${gw}${REGISTER_PATH}`, JSON.stringify(registration), auth);
   expect(answer.status, answer.text).toBe(200);
@@ -128,7 +124,7 @@ beforeAll(async () => {
 
 describe('placement from cache truth, on a gateway fed over HTTP', () => {
   it('places calls sharing a prefix where the engine holds it, and counts predicted beside reported', async () => {
-    const blocks = new PromptMapper().blocksOf({ route: 'chat', messages: messages('first') }, ANNOUNCEMENT)!;
+    const blocks = new PromptMapper().blocksOf({ route: 'chat', messages: messages('first') }, SIM_ANNOUNCEMENT)!;
     // The system prompt's blocks: those every question below shares.
     const shared = blocks.keys.slice(0, 10);
     expect(
@@ -149,7 +145,7 @@ describe('placement from cache truth, on a gateway fed over HTTP', () => {
     // Each call is predicted the shared blocks r-a's feed reported, or more: the blocks of the
     // calls placed there before it count as pending (held) until its feed confirms them.
     const keysOf = (q: string) =>
-      new PromptMapper().blocksOf({ route: 'chat', messages: messages(q) }, ANNOUNCEMENT)!.keys;
+      new PromptMapper().blocksOf({ route: 'chat', messages: messages(q) }, SIM_ANNOUNCEMENT)!.keys;
     const leading = (x: readonly string[], y: readonly string[]) => {
       let n = 0;
       while (n < x.length && x[n] === y[n]) n++;

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PromptMapper } from '../../../gateway/tokens/index.ts';
 import {
-  SIM_TOKENIZER,
   blockKeys,
   chainBlockHashes,
   seedHash,
@@ -9,13 +8,8 @@ import {
   simCompletionPrompt,
   simTokenIds,
 } from '../../../runner/protocol/index.ts';
-import type { CacheAnnouncement } from '../../../runner/protocol/index.ts';
+import { SIM_ANNOUNCEMENT as sim } from '../../support/cache-announcement.ts';
 
-const sim: CacheAnnouncement = {
-  tokenizer: SIM_TOKENIZER,
-  scheme: { algorithm: 'sha256_cbor', seed: '0', blockSize: 16 },
-  events: true,
-};
 const system = { role: 'system', content: 'You answer questions about the fleet, briefly and exactly. '.repeat(8) };
 
 describe('PromptMapper on the simulated engine tokenizer', () => {

@@ -4,8 +4,9 @@ import { PromptMapper } from '../../../gateway/tokens/index.ts';
 import { simTokenizer } from '../../../gateway/tokens/prompt-tokenizer.ts';
 import type { PromptSource, PromptTokenizer } from '../../../gateway/tokens/prompt-tokenizer.ts';
 import { TokenCache, stateBytes } from '../../../gateway/tokens/token-cache.ts';
-import { SIM_TOKENIZER, seedHash } from '../../../runner/protocol/index.ts';
+import { seedHash } from '../../../runner/protocol/index.ts';
 import type { BlockScheme, CacheAnnouncement } from '../../../runner/protocol/index.ts';
+import { SIM_ANNOUNCEMENT as sim } from '../../support/cache-announcement.ts';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures/tokenizers');
 
@@ -95,11 +96,6 @@ function workload(seed: number): PromptSource[] {
   return calls;
 }
 
-const sim: CacheAnnouncement = {
-  tokenizer: SIM_TOKENIZER,
-  scheme: { algorithm: 'sha256_cbor', seed: '0', blockSize: 16 },
-  events: true,
-};
 const model: CacheAnnouncement = { ...sim, tokenizer: 'sluice/chatml-bpe' };
 
 describe('the token cache', () => {

@@ -1,12 +1,8 @@
-import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../../placer/kernel/index.ts';
-import { CacheMirror } from '../../../../runner/cache-mirror.ts';
 import { CacheRekeyer } from '../../../../runner/cache-rekey.ts';
 import { createSimEngine, resolveSimEngineOptions } from '../../../../runner/engines/sim/index.ts';
 import { SglangPages, sglangEventHash, sglangPageDigest } from '../../../../runner/engines/sim/kv-events-sglang.ts';
-import { KvEventSubscriber } from '../../../../runner/kv-events.ts';
-import { eventually } from '../../../support/fleet.ts';
+import { clearUntilHeard, expectMirrorFollows, subscribedMirror } from '../../../support/kv-mirror.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -102,27 +98,12 @@ describe("the simulated engine's --kv-events-style", () => {
   });
 });
 
-const words = (count: number, tag: string): string => Array.from({ length: count }, (_, i) => `${tag}${i}`).join(' ');
-
-async function post(url: string, path: string, body?: unknown): Promise<void> {
-  const res = await request(`${url}${path}`, {
-    method: 'POST',
-    ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
-  });
-  expect(res.statusCode).toBe(200);
-  await res.body.dump();
-}
-
 describe("the runner's re-keying over the simulated engine's SGLang events", () => {
   it.each([1, 2, 4])(
     "holds the engine's blocks under the wire's keys from pages of %i token(s), through stores, evictions and a reset",
     async (pageSize) => {
-      let epochs = 0;
-      const mirror = new CacheMirror(() => `e${++epochs}`);
+      const { mirror, endpoint } = await subscribedMirror(cleanups);
       mirror.keyWith(new CacheRekeyer({ seed: '0', blockSize: 4 }));
-      const subscriber = new KvEventSubscriber({ onBatch: (batch) => mirror.receive(batch), logger: silentLogger });
-      cleanups.push(() => subscriber.close());
-      const endpoint = await subscriber.open();
       const engine = createSimEngine({
         hashSeed: '0',
         blockSize: 4,
@@ -133,28 +114,8 @@ describe("the runner's re-keying over the simulated engine's SGLang events", () 
       });
       cleanups.push(() => engine.close());
       const { url } = await engine.listen(0, '127.0.0.1');
-      // A PUB socket drops what it sends before the subscription reaches it: clear until heard.
-      await eventually(
-        async () => {
-          await post(url, '/reset_prefix_cache');
-          return mirror.live;
-        },
-        10_000,
-        'the engine heard',
-      );
-      for (const tag of ['a', 'b', 'c', 'a', 'd'])
-        await post(url, '/v1/completions', { prompt: words(21, tag), max_tokens: 1 });
-      expect(engine.cachedBlockKeys()).toHaveLength(12);
-      const held = () => engine.cachedBlockKeys();
-      await eventually(
-        () => [...mirror.keys()].sort().join() === held().sort().join(),
-        10_000,
-        'the mirror matches the cache',
-      );
-      const before = mirror.epoch;
-      await post(url, '/reset_prefix_cache');
-      await eventually(() => mirror.epoch !== before, 10_000, 'the clear heard');
-      expect(mirror.keys()).toEqual([]);
+      await clearUntilHeard(mirror, url);
+      await expectMirrorFollows(mirror, engine, url);
     },
   );
 });
