@@ -6,6 +6,7 @@
  *
  * The room's public face: what the composition root (gateway/server.ts) takes from it.
  */
+import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
 import type { MeterProvider } from '@opentelemetry/api';
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
@@ -81,8 +82,11 @@ export function createBatchRoom(settings: BatchRoomSettings): BatchRoom {
     config,
     maxResultBytes: settings.maxResultBytes,
     gatewayId: settings.gatewayId,
+    holder: `${settings.gatewayId}.${randomBytes(6).toString('hex')}`,
     ...(settings.meterProvider ? { meterProvider: settings.meterProvider } : {}),
   });
+  // On a shared store, the batches running there are joined: a restarted gateway resumes them.
+  runner.resume();
   return {
     register(app) {
       registerFileRoutes(app, { store, files, maxFileBytes: config.maxFileBytes });
