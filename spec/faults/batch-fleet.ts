@@ -1,0 +1,129 @@
+/**
+ * The fleet the batch fault specs run on: one simulated engine writing a call log, one runner in
+ * front of it, and gateways over that runner (on a real redis-server when asked), each a real
+ * process on 127.0.0.1; and what the specs read back: a batch's lines, and how many times each
+ * line ran on the engine, per `<batch id>:<custom_id>`.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI, { toFile } from 'openai';
+import { startService } from '../../gateway/cli/entry.ts';
+import type { ChildService } from '../../placer/kernel/processes.ts';
+import { runnerArgs, simEngineArgs } from '../../placer/kernel/service-args.ts';
+import { countCallRuns } from '../../runner/index.ts';
+import { operatorEnv } from '../support/fleet.ts';
+import { startRedis } from '../support/redis.ts';
+import type { RedisServer } from '../support/redis.ts';
+
+const quiet = ['--log-level', 'warn'];
+
+/** What a batch fleet is started with. */
+export interface BatchFleetOptions {
+  /** Keep files and batches in a redis-server started for the fleet. */
+  redis?: boolean;
+  engineArgs?: readonly string[];
+  runnerArgs?: readonly string[];
+  gatewayArgs?: readonly string[];
+}
+
+/** A running batch fleet. */
+export interface BatchFleet {
+  readonly redis: RedisServer | undefined;
+  readonly engine: ChildService;
+  readonly runner: ChildService;
+  /** Starts a gateway over the fleet's runner, named `id`. */
+  gateway(id: string): Promise<ChildService>;
+  /** The OpenAI SDK on a gateway. */
+  client(gateway: ChildService): OpenAI;
+  /** How many times each request id ran on the engine, by its call log (its `refused` answers not counted). */
+  runs(): Map<string, number>;
+  stop(): Promise<void>;
+}
+
+/** Starts a batch fleet; the caller stops it. */
+export async function startBatchFleet(options: BatchFleetOptions = {}): Promise<BatchFleet> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-batch-'));
+  const callLog = join(dir, 'calls.log');
+  const started: ChildService[] = [];
+  const redis = options.redis ? await startRedis() : undefined;
+  const stop = async () => {
+    await Promise.all(started.map((s) => s.stop('SIGTERM', 5000)));
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const engine = await startService(
+      simEngineArgs({ id: 'sim-1' }, [...quiet, '--call-log', callLog, ...(options.engineArgs ?? [])]),
+    );
+    started.push(engine);
+    const runner = await startService(
+      runnerArgs({ engine: engine.url, id: 'runner-1' }, [...quiet, ...(options.runnerArgs ?? [])]),
+    );
+    started.push(runner);
+    const gateway = async (id: string) => {
+      const args = [
+        'gateway',
+        '--port',
+        '0',
+        '--gateway-id',
+        id,
+        '--runners',
+        runner.url,
+        ...(redis ? ['--store', redis.url] : []),
+        ...quiet,
+        ...(options.gatewayArgs ?? []),
+      ];
+      const service = await startService(args, { env: operatorEnv(), stdio: 'capture' });
+      started.push(service);
+      return service;
+    };
+    return {
+      redis,
+      engine,
+      runner,
+      gateway,
+      client: (g) => new OpenAI({ baseURL: `${g.url}/v1`, apiKey: 'sk-test-dummy', maxRetries: 0 }),
+      runs: () => runsByRequest(readFileSync(callLog, 'utf8')),
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Runs per request id: the runs of each call id (countCallRuns) summed over the request it carried. */
+function runsByRequest(log: string): Map<string, number> {
+  const requestOf = new Map<string, string>();
+  for (const line of log.split('\n')) {
+    const match = /^(\S+) request (\S+)$/.exec(line);
+    if (match) requestOf.set(match[1]!, match[2]!);
+  }
+  const runs = new Map<string, number>();
+  for (const [call, n] of countCallRuns([log])) {
+    const request = requestOf.get(call) ?? call;
+    runs.set(request, (runs.get(request) ?? 0) + n);
+  }
+  return runs;
+}
+
+/** A JSONL input of `lines` chat requests, custom ids `c0`…, each asking `maxTokens` tokens. */
+export function chatLines(lines: number, maxTokens = 8): Buffer {
+  const body = (i: number) => ({
+    model: 'sim-small',
+    messages: [{ role: 'user', content: `line ${i}` }],
+    max_tokens: maxTokens,
+    ignore_eos: true,
+  });
+  const text = Array.from({ length: lines }, (_, i) =>
+    JSON.stringify({ custom_id: `c${i}`, method: 'POST', url: '/v1/chat/completions', body: body(i) }),
+  ).join('\n');
+  return Buffer.from(text);
+}
+
+/** Uploads `content` and creates a batch over it. */
+export async function createBatch(client: OpenAI, content: Buffer): Promise<OpenAI.Batch> {
+  const file = await client.files.create({ file: await toFile(content, 'in.jsonl'), purpose: 'batch' });
+  return client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+}
