@@ -272,6 +272,8 @@ export class BatchRunner {
       void store.releaseChunk(batch.id, index, holder).catch(() => {});
       return;
     }
+    // Its lease ran out while it was held here (a store outage), and it came back to this holder.
+    if (batch.chunks.has(index)) return;
     const lines = batch.lines.slice(index * config.chunkLines, (index + 1) * config.chunkLines);
     batch.chunks.set(index, { left: lines.length });
     for (const line of lines) batch.pending.push({ line, chunk: index });

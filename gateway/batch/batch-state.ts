@@ -64,6 +64,8 @@ export class Active {
   /** Its leased chunks, each with its lines not yet ended here. */
   readonly chunks = new Map<number, { left: number }>();
   readonly unwritten: Unwritten[] = [];
+  /** Custom ids of its lines in flight here: a chunk taken again (its lease was lost, then retaken) never runs one twice. */
+  readonly running = new Set<string>();
   readonly expiry = new AbortController();
   inFlight = 0;
   /** No line is released before this time (after a busy answer). */

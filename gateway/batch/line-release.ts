@@ -157,6 +157,9 @@ export class LineRelease {
 
   async #run(batch: Active, item: ChunkLine): Promise<void> {
     const { store, holder, clock } = this.#settings;
+    // Already in flight here from an earlier hold of its chunk: that run ends it.
+    if (batch.running.has(item.line.customId)) return;
+    batch.running.add(item.line.customId);
     this.#took(batch, 1);
     const model = item.line.model;
     this.#claiming.set(model, (this.#claiming.get(model) ?? 0) + 1);
@@ -178,6 +181,7 @@ export class LineRelease {
       await this.#call(batch, item);
     }
     this.#took(batch, -1);
+    batch.running.delete(item.line.customId);
     if (this.#inFlight === 0) this.#idle?.();
     this.#events.lineEnded(batch);
     // The slot the line held is free for any batch's next line.

@@ -1,6 +1,6 @@
 /**
- * The fleet the batch fault specs run on: one simulated engine writing a call log, one runner in
- * front of it, and gateways over that runner (on a real redis-server when asked), each a real
+ * The fleet the batch fault specs run on: simulated engines each writing a call log, a runner in
+ * front of each, and gateways over those runners (on a real redis-server when asked), each a real
  * process on 127.0.0.1; and what the specs read back: a batch's lines, and how many times each
  * line ran on the engine, per `<batch id>:<custom_id>`.
  */
@@ -22,6 +22,8 @@ const quiet = ['--log-level', 'warn'];
 export interface BatchFleetOptions {
   /** Keep files and batches in a redis-server started for the fleet. */
   redis?: boolean;
+  /** Engine and runner pairs. @default 1 */
+  nodes?: number;
   engineArgs?: readonly string[];
   runnerArgs?: readonly string[];
   gatewayArgs?: readonly string[];
@@ -30,13 +32,14 @@ export interface BatchFleetOptions {
 /** A running batch fleet. */
 export interface BatchFleet {
   readonly redis: RedisServer | undefined;
-  readonly engine: ChildService;
-  readonly runner: ChildService;
+  /** The engines and, in the same order, the runners in front of them. */
+  readonly engines: readonly ChildService[];
+  readonly runners: readonly ChildService[];
   /** Starts a gateway over the fleet's runner, named `id`. */
   gateway(id: string): Promise<ChildService>;
   /** The OpenAI SDK on a gateway. */
   client(gateway: ChildService): OpenAI;
-  /** How many times each request id ran on the engine, by its call log (its `refused` answers not counted). */
+  /** How many times each request id ran on the engines, by their call logs (`refused` answers not counted). */
   runs(): Map<string, number>;
   stop(): Promise<void>;
 }
@@ -44,7 +47,7 @@ export interface BatchFleet {
 /** Starts a batch fleet; the caller stops it. */
 export async function startBatchFleet(options: BatchFleetOptions = {}): Promise<BatchFleet> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-batch-'));
-  const callLog = join(dir, 'calls.log');
+  const callLog = (n: number) => join(dir, `calls-${n}.log`);
   const started: ChildService[] = [];
   const redis = options.redis ? await startRedis() : undefined;
   const stop = async () => {
@@ -53,14 +56,21 @@ export async function startBatchFleet(options: BatchFleetOptions = {}): Promise<
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const engine = await startService(
-      simEngineArgs({ id: 'sim-1' }, [...quiet, '--call-log', callLog, ...(options.engineArgs ?? [])]),
-    );
-    started.push(engine);
-    const runner = await startService(
-      runnerArgs({ engine: engine.url, id: 'runner-1' }, [...quiet, ...(options.runnerArgs ?? [])]),
-    );
-    started.push(runner);
+    const nodes = Array.from({ length: options.nodes ?? 1 }, (_, i) => i + 1);
+    const engines: ChildService[] = [];
+    const runners: ChildService[] = [];
+    for (const n of nodes) {
+      const engine = await startService(
+        simEngineArgs({ id: `sim-${n}` }, [...quiet, '--call-log', callLog(n), ...(options.engineArgs ?? [])]),
+      );
+      started.push(engine);
+      engines.push(engine);
+      const runner = await startService(
+        runnerArgs({ engine: engine.url, id: `runner-${n}` }, [...quiet, ...(options.runnerArgs ?? [])]),
+      );
+      started.push(runner);
+      runners.push(runner);
+    }
     const gateway = async (id: string) => {
       const args = [
         'gateway',
@@ -69,7 +79,7 @@ export async function startBatchFleet(options: BatchFleetOptions = {}): Promise<
         '--gateway-id',
         id,
         '--runners',
-        runner.url,
+        runners.map((r) => r.url).join(','),
         ...(redis ? ['--store', redis.url] : []),
         ...quiet,
         ...(options.gatewayArgs ?? []),
@@ -80,16 +90,25 @@ export async function startBatchFleet(options: BatchFleetOptions = {}): Promise<
     };
     return {
       redis,
-      engine,
-      runner,
+      engines,
+      runners,
       gateway,
       client: (g) => new OpenAI({ baseURL: `${g.url}/v1`, apiKey: 'sk-test-dummy', maxRetries: 0 }),
-      runs: () => runsByRequest(readFileSync(callLog, 'utf8')),
+      runs: () => runsByRequest(nodes.map((n) => readLog(callLog(n))).join('\n')),
       stop,
     };
   } catch (error) {
     await stop();
     throw error;
+  }
+}
+
+/** A call log's text; empty when its engine never wrote one. */
+function readLog(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
   }
 }
 
