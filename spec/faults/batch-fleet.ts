@@ -113,7 +113,7 @@ function readLog(path: string): string {
 }
 
 /** Runs per request id: the runs of each call id (countCallRuns) summed over the request it carried. */
-function runsByRequest(log: string): Map<string, number> {
+export function runsByRequest(log: string): Map<string, number> {
   const requestOf = new Map<string, string>();
   for (const line of log.split('\n')) {
     const match = /^(\S+) request (\S+)$/.exec(line);
