@@ -11,7 +11,7 @@ import OpenAI, { toFile } from 'openai';
 import { startService } from '../../gateway/cli/entry.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { runnerArgs, simEngineArgs } from '../../placer/kernel/service-args.ts';
-import { countCallRuns } from '../../runner/index.ts';
+import { countRequestRuns } from '../../runner/index.ts';
 import { operatorEnv } from '../support/fleet.ts';
 import { startRedis } from '../support/redis.ts';
 import type { RedisServer } from '../support/redis.ts';
@@ -94,7 +94,7 @@ export async function startBatchFleet(options: BatchFleetOptions = {}): Promise<
       runners,
       gateway,
       client: (g) => new OpenAI({ baseURL: `${g.url}/v1`, apiKey: 'sk-test-dummy', maxRetries: 0 }),
-      runs: () => runsByRequest(nodes.map((n) => readLog(callLog(n))).join('\n')),
+      runs: () => countRequestRuns(nodes.map((n) => readLog(callLog(n)))),
       stop,
     };
   } catch (error) {
@@ -110,21 +110,6 @@ function readLog(path: string): string {
   } catch {
     return '';
   }
-}
-
-/** Runs per request id: the runs of each call id (countCallRuns) summed over the request it carried. */
-export function runsByRequest(log: string): Map<string, number> {
-  const requestOf = new Map<string, string>();
-  for (const line of log.split('\n')) {
-    const match = /^(\S+) request (\S+)$/.exec(line);
-    if (match) requestOf.set(match[1]!, match[2]!);
-  }
-  const runs = new Map<string, number>();
-  for (const [call, n] of countCallRuns([log])) {
-    const request = requestOf.get(call) ?? call;
-    runs.set(request, (runs.get(request) ?? 0) + n);
-  }
-  return runs;
 }
 
 /** A JSONL input of `lines` chat requests, custom ids `c0`…, each asking `maxTokens` tokens. */

@@ -16,7 +16,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { batchEnded, fileLines } from '../support/batches.ts';
 import { eventually } from '../support/fleet.ts';
 import { keyedFleetForSuite } from '../support/keyed-fleet.ts';
-import { chatLines, createBatch, runsByRequest } from './batch-fleet.ts';
+import { countRequestRuns } from '../../runner/index.ts';
+import { chatLines, createBatch } from './batch-fleet.ts';
 
 const MAX_FILE_BYTES = 4000;
 const RATED = 'sk-rated-0123456789abcdef0123';
@@ -52,7 +53,7 @@ async function refusal(work: Promise<unknown>): Promise<APIError> {
 }
 
 /** Runs of each request id on the engine. */
-const runs = () => runsByRequest(readFileSync(callLog, 'utf8'));
+const runs = () => countRequestRuns([readFileSync(callLog, 'utf8')]);
 
 describe('batch input and key limits', () => {
   it('refuses a file larger than the bound with 413 naming it', async () => {

@@ -101,3 +101,22 @@ export function countCallRuns(texts: Iterable<string>): Map<string, number> {
 function sanitize(id: string): string {
   return id.slice(0, MAX_ID_LENGTH).replace(/\s/g, '_');
 }
+
+/**
+ * Reads call logs as {@link countCallRuns} does, counting the runs of each call under the request
+ * id its `request` line names (a batch line's `<batch id>:<custom_id>`), or under its call id when
+ * it has none.
+ */
+export function countRequestRuns(texts: Iterable<string>): Map<string, number> {
+  const all = [...texts];
+  const requestOf = new Map<string, string>();
+  for (const text of all) {
+    for (const match of text.matchAll(/^(\S+) request (\S+)$/gm)) requestOf.set(match[1]!, match[2]!);
+  }
+  const runs = new Map<string, number>();
+  for (const [call, n] of countCallRuns(all)) {
+    const request = requestOf.get(call) ?? call;
+    runs.set(request, (runs.get(request) ?? 0) + n);
+  }
+  return runs;
+}
