@@ -20,7 +20,6 @@
 import { metrics } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
-import type { Runner } from '../../placer/types.ts';
 import type { Caller } from '../access/index.ts';
 import { FINAL_BATCH_STATUSES } from '../store/index.ts';
 import type { BatchLineError, BatchRecord, BatchStatus, BatchStop, BatchStore } from '../store/index.ts';
@@ -34,14 +33,9 @@ import { LineRelease } from './line-release.ts';
 import { createBatchMetrics, LineRate } from './metrics.ts';
 import type { BatchMetrics, BatchStats, LineOutcome } from './metrics.ts';
 import type { BatchConfig } from './options.ts';
+import type { FleetView } from './window.ts';
 
-/** What the window reads of the fleet and the queue. */
-export interface FleetView {
-  /** The runners that may serve `model`. */
-  runners(model: string): readonly Pick<Runner, 'load'>[];
-  /** Batch-class calls of `model` waiting in this gateway's queue. */
-  waiting(model: string): number;
-}
+export type { FleetView } from './window.ts';
 
 /** What the runner works with. */
 export interface BatchRunnerSettings {

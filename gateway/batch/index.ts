@@ -15,7 +15,7 @@ import type { BatchStore, CallStore } from '../store/index.ts';
 import type { BatchOptions } from '../options.ts';
 import { registerBatchRoutes } from './batch-routes.ts';
 import { BatchRunner } from './batch-runner.ts';
-import type { FleetView } from './batch-runner.ts';
+import type { FleetView } from './window.ts';
 import { registerFileRoutes } from './file-routes.ts';
 import { FileKeeper } from './files.ts';
 import { InProcessCalls } from './line-calls.ts';
@@ -25,7 +25,7 @@ import { resolveBatchConfig } from './options.ts';
 
 export { batchDefaults, resolveBatchConfig } from './options.ts';
 export type { BatchConfig } from './options.ts';
-export type { FleetView } from './batch-runner.ts';
+export type { FleetView } from './window.ts';
 export { fleetViewOf } from './fleet-view.ts';
 export type { LineAnswer, LineCalls, LineRequest, ServeCall } from './line-calls.ts';
 export type { BatchStats } from './metrics.ts';

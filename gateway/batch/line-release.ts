@@ -10,13 +10,13 @@ import { clientRequestId, PRIORITY_HEADER, REQUEST_ID_HEADER } from '../http/ind
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
 import { newObjectId } from './files.ts';
 import type { LineAnswer, LineCalls } from './line-calls.ts';
-import type { FleetView } from './batch-runner.ts';
 import { keyLineBound, retryDelay } from './batch-state.ts';
 import type { Active, ChunkLine } from './batch-state.ts';
 import type { LineOutcome } from './metrics.ts';
 import type { BatchConfig } from './options.ts';
 import { answeredLine, unansweredLine } from './views.ts';
 import { freeSlots, linesToRelease } from './window.ts';
+import type { FleetView } from './window.ts';
 
 /** What the release works with: the runner's settings. */
 export interface LineReleaseSettings {
