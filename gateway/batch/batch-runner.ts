@@ -205,10 +205,12 @@ export class BatchRunner {
     if (input.kind === 'invalid')
       return this.#end(batch, { status: 'failed', failedAt: clock.now(), errors: input.errors });
     batch.lines = input.lines;
+    batch.chunkLines = config.chunkLines;
     await store.openChunks(batch.id, Math.ceil(input.lines.length / config.chunkLines));
     await store.updateBatch(batch.id, {
       status: 'in_progress',
       inProgressAt: clock.now(),
+      chunkLines: config.chunkLines,
       requestCounts: { total: input.lines.length, completed: 0, failed: 0 },
     });
     batch.validated = true;
@@ -226,6 +228,7 @@ export class BatchRunner {
       return;
     }
     batch.lines = input.lines;
+    batch.chunkLines = record.chunkLines ?? config.chunkLines;
     batch.validated = true;
     if (record.status === 'cancelling') this.#stop(batch, 'cancelled');
     await this.#feed(batch);
@@ -240,7 +243,7 @@ export class BatchRunner {
     const held = batch.chunks.size;
     const wants =
       batch.stop === undefined
-        ? held < MAX_CHUNKS_HELD && batch.pending.length < config.chunkLines
+        ? held < MAX_CHUNKS_HELD && batch.pending.length < batch.chunkLines
         : held === 0 && batch.inFlight === 0;
     if (this.#closed || !batch.validated || batch.taking || !wants || clock.now() < batch.idleUntil) return;
     batch.taking = true;
@@ -261,14 +264,14 @@ export class BatchRunner {
 
   /** Holds chunk `index` of a batch: its lines are pending here. */
   #hold(batch: Active, index: number): void {
-    const { config, holder, store } = this.#settings;
+    const { holder, store } = this.#settings;
     if (batch.stop !== undefined || !this.#active.has(batch.id)) {
       void store.releaseChunk(batch.id, index, holder).catch(() => {});
       return;
     }
     // Its lease ran out while it was held here (a store outage), and it came back to this holder.
     if (batch.chunks.has(index)) return;
-    const lines = batch.lines.slice(index * config.chunkLines, (index + 1) * config.chunkLines);
+    const lines = batch.lines.slice(index * batch.chunkLines, (index + 1) * batch.chunkLines);
     batch.chunks.set(index, { left: lines.length });
     for (const line of lines) batch.pending.push({ line, chunk: index });
     batch.idleUntil = 0;

@@ -59,6 +59,8 @@ export interface Unwritten {
 export class Active {
   /** Every line of its input, in order. */
   lines: readonly BatchLine[] = [];
+  /** Lines in each of its chunks (its record's, set at validation). */
+  chunkLines = 1;
   /** Lines of its leased chunks not yet released. */
   readonly pending: ChunkLine[] = [];
   /** Its leased chunks, each with its lines not yet ended here. */

@@ -81,6 +81,8 @@ export interface BatchRecord {
   metadata?: Record<string, string>;
   /** Why the batch failed: its input's problems, or the gateway's own reason. */
   errors?: BatchLineError[];
+  /** Lines in each of its chunks, set when it is validated, so every gateway divides it alike. */
+  chunkLines?: number;
   /**
    * Who its lines run as, as the batch room writes it (a client key's id, name, models and
    * limits, never a secret), so that any gateway can run them.
