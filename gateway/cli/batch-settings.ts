@@ -17,6 +17,14 @@ const FEEDS = {
   batchLeaseTtl: 'leaseTtl',
 } as const satisfies Record<string, keyof typeof batchDefaults>;
 
+/** The library defaults behind the settings, by setting key. */
+export const batchSettingDefaults: Readonly<Record<keyof typeof FEEDS, number>> = Object.freeze(
+  Object.fromEntries(Object.entries(FEEDS).map(([key, option]) => [key, batchDefaults[option]])) as Record<
+    keyof typeof FEEDS,
+    number
+  >,
+);
+
 const setting = (key: keyof typeof FEEDS, type: 'integer' | 'duration', description: string): Setting => ({
   key,
   type,
