@@ -250,7 +250,7 @@ export class BatchRunner {
     try {
       const took = await store.takeChunk(batch.id, holder, config.leaseTtl);
       if (took.kind === 'chunk') this.#hold(batch, took.index);
-      else if (took.kind === 'finalize') await this.#finalize(batch, took.stop);
+      else if (took.kind === 'finalize') await this.#finalize(batch, took.stop ?? batch.stop);
       else batch.idleUntil = clock.now() + Math.min(POLL_MS, config.leaseTtl / 4);
     } catch (error) {
       this.#settings.logger.warn('batch work not taken', { batch: batch.id, error: error as Error });

@@ -65,6 +65,8 @@ export async function finalizeBatch(
   stop: BatchStop | undefined,
 ): Promise<BatchRecord | undefined> {
   const { store, files, clock } = settings;
+  // A cancel whose stop the store had not seen when the step was taken still ends the batch cancelled.
+  if (stop === undefined && (await store.getBatch(batch.id))?.status === 'cancelling') stop = 'cancelled';
   if (stop === undefined && !(await store.updateBatch(batch.id, { status: 'finalizing', finalizingAt: clock.now() })))
     return undefined;
   const { output, errors, counts } = assemble(batch.lines, await store.lineResults(batch.id), stop);
