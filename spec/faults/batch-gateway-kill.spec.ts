@@ -7,7 +7,8 @@
  * and finishes the batch; every custom_id is in the output or the error file exactly once; no
  * line ran twice on the engine (its call log, per `<batch id>:<custom_id>`); a line the dead
  * gateway had in flight is either answered (its result was written) or listed
- * `line_interrupted`, never run again; and the lines that completed ran exactly once.
+ * `line_interrupted`, never run again; and the lines that completed ran exactly once. A lone
+ * gateway stopped (SIGTERM) mid-batch and started again resumes the batch likewise.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildService } from '../../placer/kernel/processes.ts';
@@ -66,5 +67,26 @@ describe('a gateway killed mid-batch, with Redis', () => {
     const ranTwice = [...runs].filter(([, n]) => n > 1);
     expect(ranTwice).toEqual([]);
     for (const line of output) expect(runs.get(`${created.id}:${line.custom_id}`)).toBe(1);
+  });
+
+  it('resumes a batch when the lone gateway running it stops and starts again', async () => {
+    const client = fleet.client(two);
+    const created = await createBatch(client, chatLines(LINES));
+    await eventually(
+      async () => ((await client.batches.retrieve(created.id)).request_counts?.completed ?? 0) >= 5,
+      20_000,
+      'a few lines to complete',
+    );
+    await two.stop('SIGTERM');
+    const again = await fleet.gateway('gw-two-again');
+    const other = fleet.client(again);
+    const batch = await batchEnded(other, created.id);
+    expect(batch.status).toBe('completed');
+    const output = batch.output_file_id ? await fileLines(other, batch.output_file_id) : [];
+    const errors = batch.error_file_id ? await fileLines(other, batch.error_file_id) : [];
+    expect([...output, ...errors].map((line) => line.custom_id).sort()).toEqual(
+      Array.from({ length: LINES }, (_, i) => `c${i}`).sort(),
+    );
+    expect([...fleet.runs()].filter(([, n]) => n > 1)).toEqual([]);
   });
 });
