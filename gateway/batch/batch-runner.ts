@@ -72,6 +72,8 @@ export class BatchRunner {
   readonly #rate: LineRate;
   readonly #metrics: BatchMetrics;
   readonly #lines: LineRelease;
+  /** Batches this gateway could not join, their input gone: not tried again. */
+  readonly #unreadable = new Set<string>();
   #ticking: AbortController | undefined;
   #closed = false;
   #polling = false;
@@ -224,6 +226,8 @@ export class BatchRunner {
     const content = await store.fileContent(record.inputFileId).catch(() => undefined);
     const input = content && parseBatchInput(content, record.endpoint, config.maxLines);
     if (!input || input.kind === 'invalid') {
+      // Its input was deleted while it ran: only the gateways that read it before can run it.
+      this.#unreadable.add(record.id);
       this.#drop(batch);
       return;
     }
@@ -335,7 +339,7 @@ export class BatchRunner {
       if (!store.shared) return;
       this.#tick();
       for (const id of await store.runningBatches()) {
-        if (this.#active.has(id) || this.#closed) continue;
+        if (this.#active.has(id) || this.#unreadable.has(id) || this.#closed) continue;
         const record = await store.getBatch(id);
         if (!record || FINAL_BATCH_STATUSES.has(record.status)) continue;
         // A batch validating is its creator's, unless it has been so for long: its creator died.
