@@ -77,6 +77,8 @@ export class BatchRunner {
   #ticking: AbortController | undefined;
   #closed = false;
   #polling = false;
+  /** The last look for batches to join failed (the store did not answer). */
+  #unread = false;
 
   constructor(settings: BatchRunnerSettings) {
     this.#settings = settings;
@@ -347,8 +349,11 @@ export class BatchRunner {
         if (record.status === 'validating') this.start(record, callerOf(record));
         else await this.#join(record);
       }
+      this.#unread = false;
     } catch (error) {
-      this.#settings.logger.warn('batch store not read', { error: error as Error });
+      // Once per outage, not once a second.
+      if (!this.#unread) this.#settings.logger.warn('batch store not read', { error: error as Error });
+      this.#unread = true;
     } finally {
       this.#polling = false;
     }
