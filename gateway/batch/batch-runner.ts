@@ -24,9 +24,8 @@ import type { Caller } from '../access/index.ts';
 import { FINAL_BATCH_STATUSES } from '../store/index.ts';
 import type { BatchLineError, BatchRecord, BatchStatus, BatchStop, BatchStore } from '../store/index.ts';
 import type { FileKeeper } from './files.ts';
-import { parseBatchInput } from './jsonl.ts';
 import type { LineCalls } from './line-calls.ts';
-import { Active, callerOf } from './batch-state.ts';
+import { Active, callerOf, readInput } from './batch-state.ts';
 import type { Stop } from './batch-state.ts';
 import { finalizeBatch } from './finalize.ts';
 import { LineRelease } from './line-release.ts';
@@ -196,13 +195,7 @@ export class BatchRunner {
 
   async #validate(batch: Active): Promise<void> {
     const { store, config, clock } = this.#settings;
-    const content = await store.fileContent(batch.record.inputFileId);
-    const input = content
-      ? parseBatchInput(content, batch.record.endpoint, config.maxLines)
-      : {
-          kind: 'invalid' as const,
-          errors: [{ code: 'missing_file', message: `input file ${batch.record.inputFileId} is gone` }],
-        };
+    const input = await readInput(store, batch.record, config.maxLines);
     // A cancel made on another gateway while the file was read (a shared store) is kept.
     if ((await store.getBatch(batch.id))?.status === 'cancelling') batch.stop ??= 'cancelled';
     if (batch.stop !== undefined) return this.#end(batch, { status: 'cancelled', cancelledAt: clock.now() });
@@ -225,11 +218,11 @@ export class BatchRunner {
   async #join(record: BatchRecord): Promise<void> {
     const { store, config } = this.#settings;
     const batch = this.#adopt(record, callerOf(record));
-    const content = await store.fileContent(record.inputFileId).catch(() => undefined);
-    const input = content && parseBatchInput(content, record.endpoint, config.maxLines);
+    const input = await readInput(store, record, config.maxLines).catch(() => undefined);
     if (!input || input.kind === 'invalid') {
-      // Its input was deleted while it ran: only the gateways that read it before can run it.
-      this.#unreadable.add(record.id);
+      // Its input was deleted while it ran: only the gateways that read it before can run it. A
+      // store that did not answer is tried again at the next look.
+      if (input) this.#unreadable.add(record.id);
       this.#drop(batch);
       return;
     }

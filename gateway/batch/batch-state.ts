@@ -4,8 +4,9 @@
  * share and of who a line runs as that the runner applies.
  */
 import type { Caller } from '../access/index.ts';
-import type { BatchRecord, LineResult } from '../store/index.ts';
-import type { BatchLine } from './jsonl.ts';
+import type { BatchRecord, BatchStore, LineResult } from '../store/index.ts';
+import { parseBatchInput } from './jsonl.ts';
+import type { BatchInput, BatchLine } from './jsonl.ts';
 import type { LineAnswer } from './line-calls.ts';
 
 /** Codes of answers that say nothing ran: the line is released again after a delay. */
@@ -124,4 +125,11 @@ export function callerOf(record: BatchRecord): Caller {
   if ((runAs?.kind === 'operator' || runAs?.kind === 'viewer') && typeof runAs.id === 'string')
     return { kind: runAs.kind, id: runAs.id };
   return { kind: 'anonymous' };
+}
+
+/** A batch's input as its file holds it now: its lines, or its problems (`missing_file` when the file is gone). */
+export async function readInput(store: BatchStore, record: BatchRecord, maxLines: number): Promise<BatchInput> {
+  const content = await store.fileContent(record.inputFileId);
+  if (content) return parseBatchInput(content, record.endpoint, maxLines);
+  return { kind: 'invalid', errors: [{ code: 'missing_file', message: `input file ${record.inputFileId} is gone` }] };
 }
