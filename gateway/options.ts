@@ -51,6 +51,10 @@ export interface BatchOptions {
   fileTtl?: number;
   /** How often the release window is looked at besides each line's end, in ms. @default 100 */
   tick?: number;
+  /** Lines in one chunk, the unit of work a gateway leases. @default 50 */
+  chunkLines?: number;
+  /** How long a chunk's lease lasts unless renewed, in ms: a dead gateway's chunks are taken over after it. @default 10000 */
+  leaseTtl?: number;
   /** Where files and batches are kept. @default an in-memory store bounded by maxStoredBytes */
   store?: BatchStore;
 }

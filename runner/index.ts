@@ -13,4 +13,4 @@ export type { PrefixCacheTotals } from './engines/sim/prefix-cache.ts';
 export { H100_8B_PROFILE, SIM_PROFILES, isSimProfileName } from './engines/sim/profiles.ts';
 export type { SimProfile } from './engines/sim/profiles.ts';
 export { jitter, loadScale } from './engines/sim/timing.ts';
-export { countCallRuns } from './engines/sim/call-log.ts';
+export { countCallRuns, countRequestRuns } from './engines/sim/call-log.ts';

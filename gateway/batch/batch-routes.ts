@@ -13,6 +13,7 @@ import { newObjectId } from './files.ts';
 import { owns, registerReads } from './file-routes.ts';
 import { BATCH_ENDPOINTS } from './jsonl.ts';
 import { batchView } from './views.ts';
+import { runAsOf } from './batch-state.ts';
 import type { Clock } from '../../placer/kernel/index.ts';
 
 /** The one completion window OpenAI offers, and its length. */
@@ -64,6 +65,7 @@ export function registerBatchRoutes(app: Hono<GatewayEnv>, settings: BatchRoutes
       expiresAt: createdAt + COMPLETION_WINDOWS[asked.completionWindow]!,
       requestCounts: { total: 0, completed: 0, failed: 0 },
       ...(asked.metadata ? { metadata: asked.metadata } : {}),
+      runAs: runAsOf(caller),
     };
     await store.putBatch(record);
     runner.start(record, caller);

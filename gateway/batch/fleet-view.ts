@@ -4,7 +4,7 @@
  */
 import type { RunnerCall, RunnerPool } from '../../placer/types.ts';
 import type { WaitQueue } from '../calls/index.ts';
-import type { FleetView } from './batch-runner.ts';
+import type { FleetView } from './window.ts';
 
 /**
  * The view of `pool` and `queue`. A pool that answers its runners asynchronously (a custom one)

@@ -6,6 +6,7 @@
  *
  * The room's public face: what the composition root (gateway/server.ts) takes from it.
  */
+import { randomBytes } from 'node:crypto';
 import type { Hono } from 'hono';
 import type { MeterProvider } from '@opentelemetry/api';
 import type { Clock, Logger } from '../../placer/kernel/index.ts';
@@ -14,7 +15,7 @@ import type { BatchStore, CallStore } from '../store/index.ts';
 import type { BatchOptions } from '../options.ts';
 import { registerBatchRoutes } from './batch-routes.ts';
 import { BatchRunner } from './batch-runner.ts';
-import type { FleetView } from './batch-runner.ts';
+import type { FleetView } from './window.ts';
 import { registerFileRoutes } from './file-routes.ts';
 import { FileKeeper } from './files.ts';
 import { InProcessCalls } from './line-calls.ts';
@@ -24,7 +25,7 @@ import { resolveBatchConfig } from './options.ts';
 
 export { batchDefaults, resolveBatchConfig } from './options.ts';
 export type { BatchConfig } from './options.ts';
-export type { FleetView } from './batch-runner.ts';
+export type { FleetView } from './window.ts';
 export { fleetViewOf } from './fleet-view.ts';
 export type { LineAnswer, LineCalls, LineRequest, ServeCall } from './line-calls.ts';
 export type { BatchStats } from './metrics.ts';
@@ -81,8 +82,11 @@ export function createBatchRoom(settings: BatchRoomSettings): BatchRoom {
     config,
     maxResultBytes: settings.maxResultBytes,
     gatewayId: settings.gatewayId,
+    holder: `${settings.gatewayId}.${randomBytes(6).toString('hex')}`,
     ...(settings.meterProvider ? { meterProvider: settings.meterProvider } : {}),
   });
+  // On a shared store, the batches running there are joined: a restarted gateway resumes them.
+  runner.resume();
   return {
     register(app) {
       registerFileRoutes(app, { store, files, maxFileBytes: config.maxFileBytes });

@@ -30,6 +30,8 @@ export interface LineAnswer {
   readonly body: Buffer;
   /** True when the answer was cut at maxBytes. */
   readonly truncated: boolean;
+  /** The answer's Retry-After, in ms, when it names one in seconds. */
+  readonly retryAfter?: number;
 }
 
 /** What a line's call is made of. */
@@ -111,7 +113,11 @@ async function readAnswer(answer: IncomingMessage, maxBytes: number): Promise<Li
     size += chunk.length;
   }
   const id = answer.headers['x-request-id'];
+  const retryAfter = Number(answer.headers['retry-after']);
   return {
+    ...(answer.headers['retry-after'] !== undefined && Number.isFinite(retryAfter) && retryAfter >= 0
+      ? { retryAfter: retryAfter * 1000 }
+      : {}),
     status: answer.statusCode ?? 0,
     requestId: typeof id === 'string' ? id : undefined,
     contentType: String(answer.headers['content-type'] ?? ''),

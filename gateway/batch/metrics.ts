@@ -13,7 +13,7 @@ export type LineOutcome = 'completed' | 'failed' | 'retried';
 export interface BatchStats {
   /** This gateway's batches by status: those it runs now, and those it ended since it started. */
   batches: Partial<Record<BatchStatus, number>>;
-  /** Lines of running batches not yet released. */
+  /** Lines of the chunks this gateway holds, not yet released. */
   linesWaiting: number;
   /** Lines released and not yet answered. */
   linesInFlight: number;
@@ -75,7 +75,7 @@ export function createBatchMetrics(provider: MeterProvider, stats: () => BatchSt
     description: "This gateway's batches by status: running now, or ended since it started",
   });
   const waiting = meter.createObservableGauge('sluice_batch_lines_waiting', {
-    description: 'Lines of running batches not yet released to the call path',
+    description: 'Lines of the batch chunks this gateway holds, not yet released to the call path',
   });
   meter.addBatchObservableCallback(
     (observe) => {

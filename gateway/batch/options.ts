@@ -16,6 +16,8 @@ export const batchDefaults = Object.freeze({
   maxLinesInFlight: 256,
   fileTtl: 30 * 24 * 3_600_000,
   tick: 100,
+  chunkLines: 50,
+  leaseTtl: 10_000,
 });
 
 /** Resolved batch settings (the store aside, which the composition makes). */
@@ -25,6 +27,8 @@ export interface BatchConfig {
   readonly maxLinesInFlight: number;
   readonly fileTtl: number;
   readonly tick: number;
+  readonly chunkLines: number;
+  readonly leaseTtl: number;
 }
 
 /**
@@ -38,6 +42,8 @@ export function resolveBatchConfig(options: BatchOptions = {}): BatchConfig {
     maxLinesInFlight = batchDefaults.maxLinesInFlight,
     fileTtl = batchDefaults.fileTtl,
     tick = batchDefaults.tick,
+    chunkLines = batchDefaults.chunkLines,
+    leaseTtl = batchDefaults.leaseTtl,
   } = options;
   return Object.freeze({
     maxFileBytes: check.integer('batch.maxFileBytes', maxFileBytes, { min: 1 }),
@@ -46,7 +52,16 @@ export function resolveBatchConfig(options: BatchOptions = {}): BatchConfig {
     // Not a timer: files expire when read, so it may exceed the longest timer.
     fileTtl: check.integer('batch.fileTtl', fileTtl, { min: 1 }),
     tick: check.ms('batch.tick', tick, 1),
+    chunkLines: check.integer('batch.chunkLines', chunkLines, { min: 1 }),
+    leaseTtl: checkLeaseTtl(leaseTtl),
   });
 }
 
 const check = checksFor(BatchConfigError);
+
+/** A lease of at least a second: a shorter one would be lost to a slow store round trip. */
+function checkLeaseTtl(value: unknown): number {
+  const ttl = check.ms('batch.leaseTtl', value, 1);
+  if (ttl < 1000) throw check.fail(`batch.leaseTtl must be at least 1000 ms, got ${ttl}`);
+  return ttl;
+}

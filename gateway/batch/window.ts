@@ -15,6 +15,14 @@
  */
 import type { Runner } from '../../placer/types.ts';
 
+/** What the window reads of the fleet and the queue. */
+export interface FleetView {
+  /** The runners that may serve `model`. */
+  runners(model: string): readonly Pick<Runner, 'load'>[];
+  /** Batch-class calls of `model` waiting in this gateway's queue. */
+  waiting(model: string): number;
+}
+
 /** Batch lines of a model kept waiting in the queue, ready for a slot no interactive call takes. */
 export const PARKED = 1;
 

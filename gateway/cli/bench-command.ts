@@ -9,6 +9,7 @@ import {
   DEFAULT_HOPS,
   FAULT_KINDS,
   SIMULATE_DEFAULTS,
+  BATCH_BENCH,
   SOAK_DEFAULTS,
   benchDefaults,
   runBench,
@@ -62,6 +63,7 @@ const SIMULATE_KEYS = [
 
 /** The settings only the soak scenario reads. */
 const SOAK_KEYS = ['nodes', 'faults', 'stopFor', 'idle'] as const;
+const BATCH_KEYS = ['lines'] as const;
 
 const settings: readonly Setting[] = [
   {
@@ -234,6 +236,12 @@ const settings: readonly Setting[] = [
     description: "soak: quiet time after the load while the gateway's memory is sampled, 2s to 300s",
     defaultText: 'a tenth of --duration, 5s to 30s',
   },
+  {
+    key: 'lines',
+    type: 'integer',
+    description: 'batch: lines in the batch, 100 to 50000',
+    defaultText: String(BATCH_BENCH.lines),
+  },
   { key: 'out', type: 'string', libraryDefault: b.out, description: 'folder for the JSON results and the SVG chart' },
   // Also the level of this command's own log, so it is applied here (from benchDefaults) rather than left out.
   { key: 'logLevel', type: 'string', default: b.logLevel, description: 'log level of the processes under test' },
@@ -254,6 +262,7 @@ export const bench: Command = {
       ...givenValues(values, BASE_KEYS),
       ...givenValues(values, SIMULATE_KEYS),
       ...givenValues(values, SOAK_KEYS),
+      ...givenValues(values, BATCH_KEYS),
     };
     await runBench(positionals, options as BenchOptions, { env, logger, startService, ...(signal ? { signal } : {}) });
     return async () => {};

@@ -23,6 +23,7 @@ import { clientKeysOptions, keySettings } from './client-keys.ts';
 import { deploymentSettings, deploymentsOptions } from './deployments.ts';
 import { keepOperatorToken, keepViewerToken } from './operator-token.ts';
 import { storeRedisOf, storeRedisSettings } from './store-redis.ts';
+import { batchOptionsOf, batchSettings } from './batch-settings.ts';
 
 /** Settings whose defaults are gatewayDefaults' and placerDefaults'. */
 const g = settingsOf(gatewayDefaults);
@@ -346,10 +347,11 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
       now: () => clock.now(),
     }),
     // Files and batches are kept where detached calls are: a Redis --store shares them too.
-    ...(storeRedisOf(values) === undefined
-      ? {}
-      : {
-          batch: {
+    batch: {
+      ...batchOptionsOf(values),
+      ...(storeRedisOf(values) === undefined
+        ? {}
+        : {
             store: createRedisBatchStore({
               url: values.store as string,
               ...storeBounds,
@@ -357,8 +359,8 @@ export async function gatewayOptions(values: Record<string, unknown>, logger: Lo
               logger,
               now: () => clock.now(),
             }),
-          },
-        }),
+          }),
+    },
     clock,
     // The bound the store was made with, so the gateway checks it against maxResultBytes as it does
     // for a store it makes itself.
@@ -423,6 +425,7 @@ export const gateway: Command = {
     ...deploymentSettings,
     ...gatewayDataPlaneSettings,
     ...frontSettings,
+    ...batchSettings,
     logLevel,
     logFormat,
   ],

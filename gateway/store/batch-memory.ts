@@ -2,13 +2,25 @@
  * The in-memory BatchStore, for a single gateway: files with their content and batches in Maps
  * (insertion order is creation order, so listings walk them backwards). Files count their bytes
  * against maxStoredBytes until deleted or past their expiresAt; one that does not fit is refused,
- * never made room for. Batches are small records kept for the result TTL once final. Nothing
+ * never made room for. Batches are small records kept for the result TTL once final; their work
+ * (chunks, leases, line results) is kept by {@link MemoryBatchWork} until they are. Nothing
  * survives the process: a restarted gateway knows none of its files and batches.
  */
 import { checksFor, show } from '../../placer/kernel/index.ts';
 import { StoreConfigError, StoreInvalidRecordError, StoreUnavailableError, storeFull } from './errors.ts';
 import { storeDefaults } from './options.ts';
-import type { BatchRecord, BatchStore, FileRecord, Owner, Page } from './batch-types.ts';
+import type {
+  BatchRecord,
+  BatchStop,
+  BatchStore,
+  ChunkTake,
+  FileRecord,
+  LineClaim,
+  LineResult,
+  Owner,
+  Page,
+} from './batch-types.ts';
+import { MemoryBatchWork } from './batch-work-memory.ts';
 import { FINAL_BATCH_STATUSES } from './batch-types.ts';
 
 /** Options of the in-memory batch store. */
@@ -45,6 +57,8 @@ export function createMemoryBatchStore(options: MemoryBatchStoreOptions = {}): B
 class MemoryBatchStore implements BatchStore {
   readonly #files = new Map<string, StoredFile>();
   readonly #batches = new Map<string, BatchRecord>();
+  readonly #work: MemoryBatchWork;
+  readonly shared = false;
   readonly #maxStoredBytes: number;
   readonly #resultTtl: number;
   readonly #now: () => number;
@@ -55,6 +69,7 @@ class MemoryBatchStore implements BatchStore {
     this.#maxStoredBytes = maxStoredBytes;
     this.#resultTtl = resultTtl;
     this.#now = now;
+    this.#work = new MemoryBatchWork(now);
   }
 
   async putFile(record: FileRecord, content: Buffer): Promise<void> {
@@ -111,7 +126,7 @@ class MemoryBatchStore implements BatchStore {
   async getBatch(id: string): Promise<BatchRecord | undefined> {
     this.#open();
     const batch = this.#batch(id);
-    return batch && structuredClone(batch);
+    return batch && this.#counted(structuredClone(batch));
   }
 
   async updateBatch(id: string, fields: Partial<BatchRecord>): Promise<BatchRecord | undefined> {
@@ -120,18 +135,74 @@ class MemoryBatchStore implements BatchStore {
     if (!batch || FINAL_BATCH_STATUSES.has(batch.status)) return undefined;
     const next = { ...batch, ...structuredClone(fields), id };
     this.#batches.set(id, next);
-    return structuredClone(next);
+    if (FINAL_BATCH_STATUSES.has(next.status)) this.#work.forget(id);
+    return this.#counted(structuredClone(next));
   }
 
   async listBatches(owner: Owner, after: string | undefined, limit: number): Promise<Page<BatchRecord>> {
     this.#open();
     for (const id of [...this.#batches.keys()]) this.#batch(id);
     return page(
-      [...this.#batches.values()].map((b) => structuredClone(b)),
+      [...this.#batches.values()].map((b) => this.#counted(structuredClone(b))),
       owner,
       after,
       limit,
     );
+  }
+
+  async runningBatches(): Promise<string[]> {
+    this.#open();
+    return [...this.#batches.values()].filter((b) => !FINAL_BATCH_STATUSES.has(b.status)).map((b) => b.id);
+  }
+
+  async openChunks(id: string, count: number): Promise<void> {
+    this.#open();
+    this.#work.open(id, count);
+  }
+
+  async takeChunk(id: string, holder: string, ttl: number): Promise<ChunkTake> {
+    this.#open();
+    return this.#work.take(id, holder, ttl);
+  }
+
+  async renewChunk(id: string, index: number, holder: string, ttl: number): Promise<boolean> {
+    this.#open();
+    return this.#work.renew(id, index, holder, ttl);
+  }
+
+  async endChunk(id: string, index: number, holder: string): Promise<void> {
+    this.#open();
+    this.#work.end(id, index, holder);
+  }
+
+  async releaseChunk(id: string, index: number, holder: string): Promise<void> {
+    this.#open();
+    this.#work.release(id, index, holder);
+  }
+
+  async stopBatch(id: string, stop: BatchStop): Promise<void> {
+    this.#open();
+    this.#work.stop(id, stop);
+  }
+
+  async claimLine(id: string, customId: string, holder: string): Promise<LineClaim> {
+    this.#open();
+    return this.#work.claim(id, customId, holder);
+  }
+
+  async unclaimLine(id: string, customId: string, holder: string): Promise<void> {
+    this.#open();
+    this.#work.unclaim(id, customId, holder);
+  }
+
+  async putLineResult(id: string, customId: string, result: LineResult): Promise<boolean> {
+    this.#open();
+    return this.#work.put(id, customId, result);
+  }
+
+  async lineResults(id: string): Promise<Map<string, LineResult>> {
+    this.#open();
+    return this.#work.results(id);
   }
 
   async separateBytes(): Promise<number> {
@@ -144,6 +215,13 @@ class MemoryBatchStore implements BatchStore {
     this.#files.clear();
     this.#batches.clear();
     this.#bytes = 0;
+  }
+
+  /** A batch not final with its counts of lines ended, from the results written. */
+  #counted(batch: BatchRecord): BatchRecord {
+    if (FINAL_BATCH_STATUSES.has(batch.status)) return batch;
+    batch.requestCounts = { ...batch.requestCounts, ...this.#work.counts(batch.id) };
+    return batch;
   }
 
   #open(): void {

@@ -7,7 +7,8 @@
  * A batch is its record's JSON, changed by compare-and-set on the whole string (no JSON decoding
  * in Lua); a final one expires a result TTL after it ended. Listings are sorted sets of ids by
  * creation time, per owner and for all, pruned of ids whose record is gone as they are read.
- * Expiry is also read on the store's clock, as the memory store reads it.
+ * Expiry is also read on the store's clock, as the memory store reads it. The batches not final
+ * are a set `batches-running`; their work (chunks, leases, line results) is batch-work-redis.ts's.
  */
 import type { Redis } from 'ioredis';
 import { SluiceError } from '../../placer/kernel/index.ts';
@@ -16,8 +17,20 @@ import { resolveRedisStoreConfig } from './options.ts';
 import type { RedisStoreConfig, RedisStoreOptions } from './options.ts';
 import { connectRedis, defineScripts, quitRedis, redisScript, redisUses } from './redis-connection.ts';
 import { COMMON_LUA } from './redis-scripts.ts';
-import type { BatchRecord, BatchStore, FileRecord, Owner, Page } from './batch-types.ts';
+import type {
+  BatchRecord,
+  BatchStop,
+  BatchStore,
+  ChunkTake,
+  FileRecord,
+  LineClaim,
+  LineResult,
+  Owner,
+  Page,
+} from './batch-types.ts';
 import { FINAL_BATCH_STATUSES } from './batch-types.ts';
+import { BATCH_WORK_SCRIPTS, RedisBatchWork } from './batch-work-redis.ts';
+import type { BatchWorkScripts } from './batch-work-redis.ts';
 
 /**
  * KEYS: file, stored set, byte counter, owner's list, everyone's list. ARGV: content, record
@@ -78,7 +91,9 @@ const MAX_SWAPS = 20;
 
 class RedisBatchStore implements BatchStore {
   readonly #config: RedisStoreConfig;
-  readonly #client: Redis & BatchScripts;
+  readonly #client: Redis & BatchScripts & BatchWorkScripts;
+  readonly #work: RedisBatchWork;
+  readonly shared = true;
   #closing: Promise<void> | undefined;
 
   constructor(config: RedisStoreConfig) {
@@ -94,7 +109,17 @@ class RedisBatchStore implements BatchStore {
       if (!healthy) config.logger.info('batch store connection restored', { store: config.redis.display });
       healthy = true;
     });
-    this.#client = defineScripts<BatchScripts>(client, [PUT_FILE, DELETE_FILE, SWAP_BATCH]);
+    this.#client = defineScripts<BatchScripts & BatchWorkScripts>(client, [
+      PUT_FILE,
+      DELETE_FILE,
+      SWAP_BATCH,
+      ...BATCH_WORK_SCRIPTS,
+    ]);
+    this.#work = new RedisBatchWork(
+      this.#client,
+      (operation) => this.#run(operation),
+      (id) => ({ chunks: this.#key('chunks', id), lines: this.#key('lines', id), counts: this.#key('counts', id) }),
+    );
   }
 
   async putFile(record: FileRecord, content: Buffer): Promise<void> {
@@ -151,12 +176,14 @@ class RedisBatchStore implements BatchStore {
         .multi()
         .zadd(this.#list('batches', record.client), record.createdAt, record.id)
         .zadd(this.#key('batches-all', ''), record.createdAt, record.id)
+        .sadd(this.#key('batches-running', ''), record.id)
         .exec(),
     );
   }
 
   async getBatch(id: string): Promise<BatchRecord | undefined> {
-    return (await this.#readBatch(id))?.record;
+    const record = (await this.#readBatch(id))?.record;
+    return record && this.#counted(record);
   }
 
   async updateBatch(id: string, fields: Partial<BatchRecord>): Promise<BatchRecord | undefined> {
@@ -168,13 +195,65 @@ class RedisBatchStore implements BatchStore {
       const swapped = await this.#run(() =>
         this.#client.sluiceBatchSwap(this.#key('batch', id), read.raw, JSON.stringify(next), ttl),
       );
-      if (swapped === 1) return next;
+      if (swapped === 1) return this.#settled(next);
     }
     throw new StoreUnavailableError(`batch ${id} kept changing under ${MAX_SWAPS} writes; try again`);
   }
 
   async listBatches(owner: Owner, after: string | undefined, limit: number): Promise<Page<BatchRecord>> {
     return this.#page('batches', owner, after, limit, (id) => this.getBatch(id));
+  }
+
+  async runningBatches(): Promise<string[]> {
+    const running = this.#key('batches-running', '');
+    const ids = await this.#run(() => this.#client.smembers(running));
+    const live: string[] = [];
+    for (const id of ids) {
+      const record = await this.getBatch(id);
+      if (record && !FINAL_BATCH_STATUSES.has(record.status)) live.push(id);
+      else await this.#run(() => this.#client.srem(running, id));
+    }
+    return live;
+  }
+
+  openChunks(id: string, count: number): Promise<void> {
+    return this.#work.open(id, count);
+  }
+
+  takeChunk(id: string, holder: string, ttl: number): Promise<ChunkTake> {
+    return this.#work.take(id, holder, ttl);
+  }
+
+  renewChunk(id: string, index: number, holder: string, ttl: number): Promise<boolean> {
+    return this.#work.renew(id, index, holder, ttl);
+  }
+
+  endChunk(id: string, index: number, holder: string): Promise<void> {
+    return this.#work.settle(id, index, holder, 'done');
+  }
+
+  releaseChunk(id: string, index: number, holder: string): Promise<void> {
+    return this.#work.settle(id, index, holder, 'give back');
+  }
+
+  stopBatch(id: string, stop: BatchStop): Promise<void> {
+    return this.#work.stop(id, stop);
+  }
+
+  claimLine(id: string, customId: string, holder: string): Promise<LineClaim> {
+    return this.#work.claim(id, customId, holder);
+  }
+
+  unclaimLine(id: string, customId: string, holder: string): Promise<void> {
+    return this.#work.unclaim(id, customId, holder);
+  }
+
+  putLineResult(id: string, customId: string, result: LineResult): Promise<boolean> {
+    return this.#work.put(id, customId, result);
+  }
+
+  lineResults(id: string): Promise<Map<string, LineResult>> {
+    return this.#work.results(id);
   }
 
   async separateBytes(): Promise<number> {
@@ -185,6 +264,20 @@ class RedisBatchStore implements BatchStore {
   close(): Promise<void> {
     this.#closing ??= quitRedis(this.#client);
     return this.#closing;
+  }
+
+  /** A batch not final with its counts of lines ended, from the results written. */
+  async #counted(record: BatchRecord): Promise<BatchRecord> {
+    if (FINAL_BATCH_STATUSES.has(record.status)) return record;
+    return { ...record, requestCounts: { ...record.requestCounts, ...(await this.#work.counts(record.id)) } };
+  }
+
+  /** A batch just written: counted while it runs; once final, its work is forgotten and it leaves the running set. */
+  async #settled(record: BatchRecord): Promise<BatchRecord> {
+    if (!FINAL_BATCH_STATUSES.has(record.status)) return this.#counted(record);
+    await this.#work.forget(record.id);
+    await this.#run(() => this.#client.srem(this.#key('batches-running', ''), record.id));
+    return record;
   }
 
   /** The batch and its JSON as stored, unless it ended more than the result TTL ago. */

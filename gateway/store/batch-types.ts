@@ -81,7 +81,38 @@ export interface BatchRecord {
   metadata?: Record<string, string>;
   /** Why the batch failed: its input's problems, or the gateway's own reason. */
   errors?: BatchLineError[];
+  /** Lines in each of its chunks, set when it is validated, so every gateway divides it alike. */
+  chunkLines?: number;
+  /**
+   * Who its lines run as, as the batch room writes it (a client key's id, name, models and
+   * limits, never a secret), so that any gateway can run them.
+   */
+  runAs?: Record<string, unknown>;
 }
+
+/** A line's result: the line of the output file (completed) or of the error file (failed). */
+export interface LineResult {
+  outcome: 'completed' | 'failed';
+  /** The JSONL line, without its newline. */
+  line: string;
+}
+
+/**
+ * What claiming a line found: `claimed` (it is the claimer's to run now), `started` (another
+ * holder claimed it and wrote no result: it may have run, so it is never run again) or `ended`
+ * (its result is written).
+ */
+export type LineClaim = 'claimed' | 'started' | 'ended';
+
+/** Why a batch stopped handing out chunks. */
+export type BatchStop = 'cancelled' | 'expired';
+
+/**
+ * What taking work of a batch gave: a chunk of its lines to run (leased to the taker), the
+ * finalize step (leased likewise: every chunk is done, or the batch stopped and no live lease
+ * is left), or nothing for now.
+ */
+export type ChunkTake = { kind: 'chunk'; index: number } | { kind: 'finalize'; stop?: BatchStop } | { kind: 'none' };
 
 /** A page of a listing, newest first, after the id given. */
 export interface Page<T> {
@@ -110,7 +141,10 @@ export interface BatchStore {
   deleteFile(id: string): Promise<boolean>;
   /** Records a new batch. */
   putBatch(record: BatchRecord): Promise<void>;
-  /** The batch's record, or undefined. */
+  /**
+   * The batch's record, or undefined. A batch not final counts `completed` and `failed` from the
+   * line results written.
+   */
   getBatch(id: string): Promise<BatchRecord | undefined>;
   /**
    * Writes `fields` over a batch not yet final: resolves with the new record, or undefined
@@ -124,6 +158,33 @@ export interface BatchStore {
    * does not count already: a store that keeps them in the call store's own count says 0.
    */
   separateBytes(): Promise<number>;
+  /** True when other gateways read and write the same store (then they share its batches' work). */
+  readonly shared: boolean;
+  /** Ids of the batches not yet final. */
+  runningBatches(): Promise<string[]>;
+  /** Divides a batch's lines in `count` chunks, once: a later call changes nothing. */
+  openChunks(id: string, count: number): Promise<void>;
+  /** Leases a free chunk (or one whose lease expired), or the finalize step, to `holder` for `ttl` ms. */
+  takeChunk(id: string, holder: string, ttl: number): Promise<ChunkTake>;
+  /** Extends `holder`'s lease of a chunk (or of the finalize step, index -1); false when it is not `holder`'s any more. */
+  renewChunk(id: string, index: number, holder: string, ttl: number): Promise<boolean>;
+  /** Marks `holder`'s chunk done (every line of it ended); nothing when the lease is not `holder`'s. */
+  endChunk(id: string, index: number, holder: string): Promise<void>;
+  /** Gives `holder`'s chunk back unfinished, for any gateway to take at once. */
+  releaseChunk(id: string, index: number, holder: string): Promise<void>;
+  /** Stops handing out the batch's chunks; the first reason given is kept. */
+  stopBatch(id: string, stop: BatchStop): Promise<void>;
+  /** Marks a line started by `holder`, unless it has another's mark or a result already. */
+  claimLine(id: string, customId: string, holder: string): Promise<LineClaim>;
+  /** Takes `holder`'s started mark off a line that did not run (it was refused busy). */
+  unclaimLine(id: string, customId: string, holder: string): Promise<void>;
+  /**
+   * Writes a line's result, once: false (nothing written) when the line has a result already.
+   * The batch's request counts (getBatch) count it from then on.
+   */
+  putLineResult(id: string, customId: string, result: LineResult): Promise<boolean>;
+  /** The results written of a batch's lines, by custom_id. */
+  lineResults(id: string): Promise<Map<string, LineResult>>;
   /** Closes; idempotent. */
   close(): Promise<void>;
 }

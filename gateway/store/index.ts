@@ -55,6 +55,10 @@ export type {
   FileRecord,
   Owner,
   Page,
+  BatchStop,
+  ChunkTake,
+  LineClaim,
+  LineResult,
   RequestCounts,
 } from './batch-types.ts';
 

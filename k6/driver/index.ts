@@ -5,6 +5,7 @@
  */
 import { UnknownScenarioError } from './errors.ts';
 import type { BenchOptions } from './options.ts';
+import { batch } from './scenarios/batch.ts';
 import { feed } from './scenarios/feed.ts';
 import { memory } from './scenarios/memory.ts';
 import { overhead } from './scenarios/overhead.ts';
@@ -28,6 +29,7 @@ export { distribution, percentile, perSecond, ratio } from './stats.ts';
 export type { Distribution } from './stats.ts';
 export type { Scenario, ScenarioContext } from './types.ts';
 export { SIMULATE_DEFAULTS } from './scenarios/simulate.ts';
+export { BATCH_BENCH } from './scenarios/batch.ts';
 export { SOAK_DEFAULTS } from './soak/options.ts';
 export { FAULT_KINDS } from './soak/schedule.ts';
 export { DEFAULT_HOPS } from './vsim/simulation.ts';
@@ -44,6 +46,7 @@ export const scenarios: Readonly<Record<string, Scenario>> = Object.freeze({
   serverless,
   tokens,
   feed,
+  batch,
 });
 
 /**

@@ -12,7 +12,8 @@
  *   and the gateway offers the call elsewhere, which is not a second run.
  * A call therefore ran as many times as its `start` lines outnumber its `refused` lines.
  * A call that carries a W3C `traceparent` also gets `<id> trace <traceparent>` after its start,
- * so a test can see that the trace reached the engine (the counts skip that line).
+ * so a test can see that the trace reached the engine, and one with an `x-request-id` gets
+ * `<id> request <x-request-id>`, so runs can be counted per request (the counts skip both).
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -62,6 +63,9 @@ export function attachCallLog(server: Server, path: string): void {
     const id = typeof raw === 'string' ? sanitize(raw) : '';
     if (id === '') return;
     append(`${id} start\n`);
+    // The client's request id (a batch line's is `<batch id>:<custom_id>`), so runs can be counted per request.
+    const requestId = req.headers['x-request-id'];
+    if (typeof requestId === 'string' && requestId !== '') append(`${id} request ${sanitize(requestId)}\n`);
     const traceparent = req.headers.traceparent;
     if (typeof traceparent === 'string' && TRACEPARENT.test(traceparent)) append(`${id} trace ${traceparent}\n`);
     res.once('close', () => {
@@ -96,4 +100,23 @@ export function countCallRuns(texts: Iterable<string>): Map<string, number> {
 // One line per call: no whitespace inside an id, and a bound on what a stray header can write.
 function sanitize(id: string): string {
   return id.slice(0, MAX_ID_LENGTH).replace(/\s/g, '_');
+}
+
+/**
+ * Reads call logs as {@link countCallRuns} does, counting the runs of each call under the request
+ * id its `request` line names (a batch line's `<batch id>:<custom_id>`), or under its call id when
+ * it has none.
+ */
+export function countRequestRuns(texts: Iterable<string>): Map<string, number> {
+  const all = [...texts];
+  const requestOf = new Map<string, string>();
+  for (const text of all) {
+    for (const match of text.matchAll(/^(\S+) request (\S+)$/gm)) requestOf.set(match[1]!, match[2]!);
+  }
+  const runs = new Map<string, number>();
+  for (const [call, n] of countCallRuns(all)) {
+    const request = requestOf.get(call) ?? call;
+    runs.set(request, (runs.get(request) ?? 0) + n);
+  }
+  return runs;
 }

@@ -1,7 +1,7 @@
 /**
  * Files and batches on a Redis store shared by two gateways (each in this process, in front of
  * its own runner and simulated engine), through the OpenAI SDK: a batch created on one is
- * polled, read and listed on the other, and a cancel sent to the other stops it on the one that
+ * polled, read and listed on the other, and a cancel sent to the other stops it on every gateway that
  * runs it.
  */
 import { randomUUID } from 'node:crypto';
@@ -28,7 +28,7 @@ async function gateway(keyPrefix: string, engine: Partial<SimEngineOptions> = {}
     {
       clientKeys: keyRingOf([{ name: 'alice', token: ALICE }]),
       requireKeys: true,
-      // Each its own id, as gateways sharing a store have: a batch is its creator's to run.
+      // Each its own id, as gateways sharing a store have: they share the work of each batch.
       gatewayId: `gw-${randomUUID().slice(0, 8)}`,
       store: createRedisStore(options),
       batch: { store: createRedisBatchStore(options) },

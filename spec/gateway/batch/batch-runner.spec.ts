@@ -118,6 +118,7 @@ function setup(slots: Record<string, number> = { m: 1 }, busy: Record<string, nu
     config: resolveBatchConfig({ tick: TICK }),
     maxResultBytes: 1 << 20,
     gatewayId: 'gw-1',
+    holder: 'gw-1.a',
   });
   let n = 0;
   const batch = async (owner: Caller, ids: string[]) => {

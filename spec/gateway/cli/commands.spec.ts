@@ -6,6 +6,7 @@ import { benchDefaults } from '../../../k6/driver/options.ts';
 import { scenarios } from '../../../k6/driver/index.ts';
 import { callbackPolicyDefaults } from '../../../gateway/callbacks/index.ts';
 import { redisDefaults } from '../../../gateway/store/index.ts';
+import { batchSettingDefaults } from '../../../gateway/cli/batch-settings.ts';
 import { commands, loadCommand } from '../../../gateway/cli/commands.ts';
 import { SLUICE_BIN } from '../../../gateway/cli/entry.ts';
 import { flagOf, formatDefault, formatHelp, parseSetting, resolveSettings } from '../../../gateway/cli/settings.ts';
@@ -20,6 +21,7 @@ const gateway = {
   ...gatewayDefaults,
   callbackAllowPrivate: callbackPolicyDefaults.allowPrivate,
   redisConnectTimeout: redisDefaults.connectTimeout,
+  ...batchSettingDefaults,
 };
 const sim = {
   ...simEngineDefaults,

@@ -3,7 +3,7 @@
  * processes on 127.0.0.1, headless Chromium (Debian's `chromium`, driven by playwright-core)
  * on GET /dashboard. The operator types the token in; the page shows both runners, a runner
  * killed with SIGKILL turns unreachable on the page within seconds, the calls counter moves
- * with traffic, the page fits a phone's width and is keyboard navigable, and no console error
+ * with traffic, a batch shows in its panel, the page fits a phone's width and is keyboard navigable, and no console error
  * or page error happens anywhere. Screenshots go to a temporary folder whose path is printed.
  *
  * The runners are static ones probed every 200 ms (`--status-interval 200ms`): a killed runner
@@ -14,6 +14,7 @@ import { existsSync } from 'node:fs';
 import { copyFile, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import OpenAI, { toFile } from 'openai';
 import { chromium } from 'playwright-core';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -135,6 +136,18 @@ describe('the dashboard in a browser', () => {
       (await postJson(`${fleet.gateway.url}/v1/chat/completions`, chatBody(), { prefer: 'respond-async' })).status,
     ).toBe(202);
     await eventually(async () => /accepted\s+1\b/.test(await text('#detached')), 5000, 'the detached call counted');
+  });
+
+  it('shows the batches panel: a batch run here is counted completed, with its lines', async () => {
+    const client = new OpenAI({ baseURL: `${fleet.gateway.url}/v1`, apiKey: 'sk-test-dummy', maxRetries: 0 });
+    const body = { model: 'sim-small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
+    const text3 = [0, 1, 2]
+      .map((i) => JSON.stringify({ custom_id: `c${i}`, method: 'POST', url: '/v1/chat/completions', body }))
+      .join('\n');
+    const file = await client.files.create({ file: await toFile(Buffer.from(text3), 'in.jsonl'), purpose: 'batch' });
+    await client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    await eventually(async () => /completed\s+1\b/.test(await text('#batches')), 10_000, 'the batch counted completed');
+    expect(await text('#batches')).toMatch(/lines waiting\s+0\b/);
   });
 
   it('shows the cache truth panel, saying so while no runner feeds this gateway its cache', async () => {

@@ -99,10 +99,18 @@ export function describeBatchStore(name: string, make: () => Promise<BatchStoreU
       await t.store.putBatch(batch(t, 'batch_a'));
       const running = await t.store.updateBatch('batch_a', {
         status: 'in_progress',
-        requestCounts: { total: 2, completed: 1, failed: 0 },
+        requestCounts: { total: 2, completed: 0, failed: 0 },
       });
-      expect(running).toMatchObject({ status: 'in_progress', requestCounts: { total: 2, completed: 1, failed: 0 } });
-      await t.store.updateBatch('batch_a', { status: 'completed', completedAt: t.now() });
+      expect(running).toMatchObject({ status: 'in_progress', requestCounts: { total: 2, completed: 0, failed: 0 } });
+      // While it runs, its counts are the results written.
+      await t.store.putLineResult('batch_a', 'x', { outcome: 'completed', line: '{}' });
+      expect((await t.store.getBatch('batch_a'))!.requestCounts).toEqual({ total: 2, completed: 1, failed: 0 });
+      await t.store.updateBatch('batch_a', {
+        status: 'completed',
+        completedAt: t.now(),
+        requestCounts: { total: 2, completed: 1, failed: 1 },
+      });
+      expect((await t.store.getBatch('batch_a'))!.requestCounts).toEqual({ total: 2, completed: 1, failed: 1 });
       expect(await t.store.updateBatch('batch_a', { status: 'cancelled' })).toBeUndefined();
       expect((await t.store.getBatch('batch_a'))!.status).toBe('completed');
       expect(await t.store.updateBatch('batch_none', { status: 'failed' })).toBeUndefined();

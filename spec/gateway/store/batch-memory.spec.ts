@@ -1,11 +1,13 @@
 /**
- * The in-memory batch store: the batch store contract, and its options refused by name.
+ * The in-memory batch store: the batch store and batch work contracts, and its options refused by name.
  */
 import { describe, expect, it } from 'vitest';
 import { createMemoryBatchStore } from '../../../gateway/store/index.ts';
 import { CONTRACT_BOUNDS, describeBatchStore } from './batch-contract.ts';
+import type { BatchStoreUnderTest } from './batch-contract.ts';
+import { describeBatchWork } from './batch-work-contract.ts';
 
-describeBatchStore('memory batch store', async () => {
+const underTest = async (): Promise<BatchStoreUnderTest> => {
   let t = 1_700_000_000_000;
   const store = createMemoryBatchStore({ ...CONTRACT_BOUNDS, now: () => t });
   return {
@@ -15,7 +17,10 @@ describeBatchStore('memory batch store', async () => {
     bytes: () => store.separateBytes(),
     close: () => store.close(),
   };
-});
+};
+
+describeBatchStore('memory batch store', underTest);
+describeBatchWork('memory batch store', underTest);
 
 describe('createMemoryBatchStore', () => {
   it.each([

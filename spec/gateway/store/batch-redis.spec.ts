@@ -1,5 +1,5 @@
 /**
- * The Redis batch store against a real redis-server: the batch store contract, files counted in
+ * The Redis batch store against a real redis-server: the batch store and batch work contracts, files counted in
  * the call store's own byte count (so detached results and files share maxStoredBytes), and
  * files and batches read by a second store on the same Redis.
  */
@@ -9,10 +9,12 @@ import { describe, expect, it } from 'vitest';
 import { createRedisBatchStore } from '../../../gateway/store/index.ts';
 import { redisForSuite } from '../../support/redis-suite.ts';
 import { CONTRACT_BOUNDS, describeBatchStore } from './batch-contract.ts';
+import type { BatchStoreUnderTest } from './batch-contract.ts';
+import { describeBatchWork } from './batch-work-contract.ts';
 
 const server = redisForSuite();
 
-describeBatchStore('redis batch store', async () => {
+const underTest = async (): Promise<BatchStoreUnderTest> => {
   let t = Date.now();
   const keyPrefix = `t-${randomUUID()}:`;
   const store = createRedisBatchStore({ url: server.url, keyPrefix, ...CONTRACT_BOUNDS, now: () => t });
@@ -28,7 +30,10 @@ describeBatchStore('redis batch store', async () => {
       await store.close();
     },
   };
-});
+};
+
+describeBatchStore('redis batch store', underTest);
+describeBatchWork('redis batch store', underTest);
 
 describe('createRedisBatchStore', () => {
   it('shares files and batches with every store on the same Redis and prefix', async () => {

@@ -266,6 +266,37 @@
     );
   }
 
+  const BATCH_STATUSES = [
+    'validating',
+    'in_progress',
+    'finalizing',
+    'cancelling',
+    'completed',
+    'failed',
+    'expired',
+    'cancelled',
+  ];
+
+  /** Batches by status (running here, and ended here since start), lines waiting and in flight, and lines a second. */
+  function drawBatches(stats) {
+    const batches = stats?.batches;
+    const byStatus = batches && typeof batches.batches === 'object' && batches.batches ? batches.batches : {};
+    const rate = num(batches?.linesPerSecond);
+    $('batches-rate').textContent = rate === undefined ? '(this gateway)' : `(this gateway, ${fixed(rate, 1)} lines/s)`;
+    fill(
+      $('batches').tBodies[0],
+      batches && typeof batches === 'object'
+        ? [
+            ...BATCH_STATUSES.map((status) => [cell(status), cell(fixed(num(byStatus[status]) ?? 0, 0), 'num')]),
+            [cell('lines waiting'), cell(fixed(num(batches.linesWaiting) ?? 0, 0), 'num')],
+            [cell('lines in flight'), cell(fixed(num(batches.linesInFlight) ?? 0, 0), 'num')],
+          ]
+        : [],
+      2,
+      'No data yet.',
+    );
+  }
+
   /**
    * One row per runner and model with checks, and one per runner with a feed and no checks yet:
    * a feed that is not known, or an over- or under-prediction, is what an operator looks for.
@@ -349,6 +380,7 @@
       (stats) => {
         drawStats(stats);
         drawDetached(stats);
+        drawBatches(stats);
         drawCache(stats);
       },
     ],

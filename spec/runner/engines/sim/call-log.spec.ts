@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { countCallRuns } from '../../../../runner/engines/sim/call-log.ts';
+import { countCallRuns, countRequestRuns } from '../../../../runner/engines/sim/call-log.ts';
 import {
   runSimEngineCommand,
   SimOptionError,
@@ -111,5 +111,19 @@ describe('countCallRuns', () => {
   it('sums starts less refusals over several logs and skips lines it does not know', () => {
     const runs = countCallRuns(['a start\nb start\nb refused\n', 'garbage\n\na start\nc start\nc something\n']);
     expect(Object.fromEntries(runs)).toEqual({ a: 2, b: 0, c: 1 });
+  });
+});
+
+describe('countRequestRuns', () => {
+  it("counts each call's runs under the request id it carried, across logs, and a call without one under its own id", () => {
+    const one = 'a start\na request batch_1:x\na refused\nb start\nb request batch_1:x\n';
+    const two = 'c start\nc request batch_1:y\nd start\n';
+    expect(countRequestRuns([one, two])).toEqual(
+      new Map([
+        ['batch_1:x', 1],
+        ['batch_1:y', 1],
+        ['d', 1],
+      ]),
+    );
   });
 });
