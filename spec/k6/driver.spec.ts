@@ -176,7 +176,7 @@ describe('runBench', () => {
   it('throws UnknownScenarioError listing the scenarios when the name is unknown', async () => {
     await expect(runBench(['nope'], {}, ctx)).rejects.toThrow(
       new UnknownScenarioError(
-        'unknown scenario "nope"; scenarios: overhead, streaming, placement, scale, memory, simulate, soak, serverless, tokens, feed',
+        'unknown scenario "nope"; scenarios: overhead, streaming, placement, scale, memory, simulate, soak, serverless, tokens, feed, batch',
       ),
     );
   });
