@@ -17,7 +17,7 @@ import { literalEnvs, literalFlags, metricNames } from './truth.ts';
 const FOREIGN: Readonly<Record<string, readonly string[]>> = {
   vllm: ['--allowed-origins', '--api-key', '--enable-metrics', '--otlp-traces-endpoint', '--uds'],
   sglang: ['--enable-cache-report'],
-  node: ['--import', '--max-http-header-size'],
+  node: ['--cpu-prof', '--import', '--max-http-header-size'],
   curl: ['--data-binary', '--path-as-is', '--raw'],
   podman: ['--build-arg', '--format', '--init', '--no-healthcheck', '--pod', '--read-only', '--rm', '--stop-timeout'],
   npm: ['--omit'],
