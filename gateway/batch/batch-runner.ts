@@ -19,40 +19,23 @@
  */
 import { metrics } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
-import type { Clock, Logger } from '../../placer/kernel/index.ts';
 import type { Caller } from '../access/index.ts';
 import { FINAL_BATCH_STATUSES } from '../store/index.ts';
-import type { BatchLineError, BatchRecord, BatchStatus, BatchStop, BatchStore } from '../store/index.ts';
+import type { BatchLineError, BatchRecord, BatchStatus, BatchStop } from '../store/index.ts';
 import type { FileKeeper } from './files.ts';
-import type { LineCalls } from './line-calls.ts';
 import { Active, callerOf, readInput } from './batch-state.ts';
 import type { Stop } from './batch-state.ts';
 import { finalizeBatch } from './finalize.ts';
 import { LineRelease } from './line-release.ts';
+import type { LineReleaseSettings } from './line-release.ts';
 import { createBatchMetrics, LineRate } from './metrics.ts';
 import type { BatchMetrics, BatchStats, LineOutcome } from './metrics.ts';
-import type { BatchConfig } from './options.ts';
-import type { FleetView } from './window.ts';
 
 export type { FleetView } from './window.ts';
 
 /** What the runner works with. */
-export interface BatchRunnerSettings {
-  store: BatchStore;
+export interface BatchRunnerSettings extends LineReleaseSettings {
   files: FileKeeper;
-  calls: LineCalls;
-  fleet: FleetView;
-  clock: Clock;
-  logger: Logger;
-  config: BatchConfig;
-  /** The most of a line's answer kept (the gateway's maxResultBytes). */
-  maxResultBytes: number;
-  /**
-   * The holder of the leases and line marks this runner takes: this gateway's id and a random
-   * part, so that a gateway restarted with the same id never takes a mark of its past life for
-   * its own.
-   */
-  holder: string;
   /** This gateway's id: the owner of the batches it creates. */
   gatewayId: string;
   meterProvider?: MeterProvider;

@@ -18,7 +18,7 @@ import { answeredLine, unansweredLine } from './views.ts';
 import { freeSlots, linesToRelease } from './window.ts';
 import type { FleetView } from './window.ts';
 
-/** What the release works with: the runner's settings. */
+/** What the release works with: the part of the runner's settings (batch-runner.ts) it reads. */
 export interface LineReleaseSettings {
   store: BatchStore;
   calls: LineCalls;
@@ -26,8 +26,13 @@ export interface LineReleaseSettings {
   clock: Clock;
   logger: Logger;
   config: BatchConfig;
+  /** The most of a line's answer kept (the gateway's maxResultBytes). */
   maxResultBytes: number;
-  /** The holder of the line marks (BatchRunnerSettings.holder). */
+  /**
+   * The holder of the leases and line marks the runner takes: this gateway's id and a random
+   * part, so that a gateway restarted with the same id never takes a mark of its past life for
+   * its own.
+   */
   holder: string;
 }
 
