@@ -12,7 +12,7 @@ import { startService } from '../../gateway/cli/entry.ts';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { runnerArgs, simEngineArgs } from '../../placer/kernel/service-args.ts';
 import { countRequestRuns } from '../../runner/index.ts';
-import { operatorEnv } from '../support/fleet.ts';
+import { eventually, operatorEnv } from '../support/fleet.ts';
 import { startRedis } from '../support/redis.ts';
 import type { RedisServer } from '../support/redis.ts';
 
@@ -130,4 +130,13 @@ export function chatLines(lines: number, maxTokens = 8): Buffer {
 export async function createBatch(client: OpenAI, content: Buffer): Promise<OpenAI.Batch> {
   const file = await client.files.create({ file: await toFile(content, 'in.jsonl'), purpose: 'batch' });
   return client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+}
+
+/** Waits (20 s at most) until `lines` lines of batch `id` completed: the batch is under way. */
+export async function untilCompleted(client: OpenAI, id: string, lines: number): Promise<void> {
+  await eventually(
+    async () => ((await client.batches.retrieve(id)).request_counts?.completed ?? 0) >= lines,
+    20_000,
+    `${lines} lines of the batch to complete`,
+  );
 }

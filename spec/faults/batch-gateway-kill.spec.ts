@@ -13,8 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { batchEnded, fileLines } from '../support/batches.ts';
-import { eventually } from '../support/fleet.ts';
-import { chatLines, createBatch, startBatchFleet } from './batch-fleet.ts';
+import { chatLines, createBatch, startBatchFleet, untilCompleted } from './batch-fleet.ts';
 import type { BatchFleet } from './batch-fleet.ts';
 
 const LINES = 60;
@@ -41,11 +40,7 @@ describe('a gateway killed mid-batch, with Redis', () => {
   it('leaves the batch to the other gateway, which finishes it with every line run at most once', async () => {
     const client = fleet.client(one);
     const created = await createBatch(client, chatLines(LINES));
-    await eventually(
-      async () => ((await client.batches.retrieve(created.id)).request_counts?.completed ?? 0) >= 5,
-      20_000,
-      'a few lines to complete',
-    );
+    await untilCompleted(client, created.id, 5);
     await one.stop('SIGKILL');
 
     const other = fleet.client(two);
@@ -72,11 +67,7 @@ describe('a gateway killed mid-batch, with Redis', () => {
   it('resumes a batch when the lone gateway running it stops and starts again', async () => {
     const client = fleet.client(two);
     const created = await createBatch(client, chatLines(LINES));
-    await eventually(
-      async () => ((await client.batches.retrieve(created.id)).request_counts?.completed ?? 0) >= 5,
-      20_000,
-      'a few lines to complete',
-    );
+    await untilCompleted(client, created.id, 5);
     await two.stop('SIGTERM');
     const again = await fleet.gateway('gw-two-again');
     const other = fleet.client(again);

@@ -15,7 +15,7 @@ import type { ChildService } from '../../placer/kernel/processes.ts';
 import { batchEnded, fileLines } from '../support/batches.ts';
 import { eventually } from '../support/fleet.ts';
 import { startRedis } from '../support/redis.ts';
-import { chatLines, createBatch, startBatchFleet } from './batch-fleet.ts';
+import { chatLines, createBatch, startBatchFleet, untilCompleted } from './batch-fleet.ts';
 import type { BatchFleet } from './batch-fleet.ts';
 
 const LINES = 40;
@@ -53,11 +53,7 @@ describe('Redis stalled or restarted mid-batch', () => {
   it('finishes a batch across a stall, each line once, none run twice', async () => {
     const client = fleet.client(gateway);
     const created = await createBatch(client, chatLines(LINES));
-    await eventually(
-      async () => ((await client.batches.retrieve(created.id)).request_counts?.completed ?? 0) >= 5,
-      20_000,
-      'a few lines to complete',
-    );
+    await untilCompleted(client, created.id, 5);
     const pid = fleet.redis!.pid;
     process.kill(pid, 'SIGSTOP');
     const stalled = Date.now();
@@ -73,11 +69,7 @@ describe('Redis stalled or restarted mid-batch', () => {
   it('answers 404 for a batch Redis lost in a restart, runs none of its lines twice, and takes a new batch', async () => {
     const client = fleet.client(gateway);
     const lost = await createBatch(client, chatLines(LINES));
-    await eventually(
-      async () => ((await client.batches.retrieve(lost.id)).request_counts?.completed ?? 0) >= 3,
-      20_000,
-      'a few lines to complete',
-    );
+    await untilCompleted(client, lost.id, 3);
     const { port } = fleet.redis!;
     process.kill(fleet.redis!.pid, 'SIGKILL');
     const again = await startRedis({ port });

@@ -10,8 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChildService } from '../../placer/kernel/processes.ts';
 import { batchEnded, fileLines } from '../support/batches.ts';
-import { eventually } from '../support/fleet.ts';
-import { chatLines, createBatch, startBatchFleet } from './batch-fleet.ts';
+import { chatLines, createBatch, startBatchFleet, untilCompleted } from './batch-fleet.ts';
 import type { BatchFleet } from './batch-fleet.ts';
 
 const LINES = 40;
@@ -34,11 +33,7 @@ describe('a runner killed mid-batch', () => {
   it('finishes the batch on the runner left, each line once, none run twice', async () => {
     const client = fleet.client(gateway);
     const created = await createBatch(client, chatLines(LINES));
-    await eventually(
-      async () => ((await client.batches.retrieve(created.id)).request_counts?.completed ?? 0) >= 5,
-      20_000,
-      'a few lines to complete',
-    );
+    await untilCompleted(client, created.id, 5);
     await fleet.runners[0]!.stop('SIGKILL');
 
     const batch = await batchEnded(client, created.id);

@@ -5,12 +5,11 @@
  * gateway stopping mid-batch.
  */
 import { describe, expect, it } from 'vitest';
-import { createMemoryLimiter } from '../../../gateway/access/index.ts';
 import type { Caller } from '../../../gateway/access/index.ts';
 import type { ClientKey } from '../../../gateway/access/scopes.ts';
 import { BatchRunner } from '../../../gateway/batch/batch-runner.ts';
 import type { FleetView } from '../../../gateway/batch/batch-runner.ts';
-import { FileKeeper } from '../../../gateway/batch/files.ts';
+import { roomyFileKeeper } from './file-keeper.ts';
 import type { LineAnswer, LineCalls, LineRequest } from '../../../gateway/batch/line-calls.ts';
 import { resolveBatchConfig } from '../../../gateway/batch/options.ts';
 import { createMemoryBatchStore } from '../../../gateway/store/index.ts';
@@ -101,13 +100,7 @@ function setup(slots: Record<string, number> = { m: 1 }, busy: Record<string, nu
   const store = createMemoryBatchStore({ now: () => clock.now() });
   const calls = new ScriptedCalls();
   const view = fleet(calls, slots, { ...busy });
-  const files = new FileKeeper({
-    store,
-    calls: { health: async () => ({ ok: true, storedBytes: 0, maxStoredBytes: 1 << 30 }) },
-    limiter: createMemoryLimiter({ clock }),
-    clock,
-    fileTtl: DAY,
-  });
+  const files = roomyFileKeeper(store, clock);
   const runner = new BatchRunner({
     store,
     files,

@@ -5,11 +5,10 @@
  * in flight `line_interrupted` rather than calling it again, and a busy answer's Retry-After.
  */
 import { describe, expect, it } from 'vitest';
-import { createMemoryLimiter } from '../../../gateway/access/index.ts';
 import type { Caller } from '../../../gateway/access/index.ts';
 import { BatchRunner } from '../../../gateway/batch/batch-runner.ts';
 import type { FleetView } from '../../../gateway/batch/batch-runner.ts';
-import { FileKeeper } from '../../../gateway/batch/files.ts';
+import { roomyFileKeeper } from './file-keeper.ts';
 import type { LineAnswer, LineCalls, LineRequest } from '../../../gateway/batch/line-calls.ts';
 import { resolveBatchConfig } from '../../../gateway/batch/options.ts';
 import { createMemoryBatchStore } from '../../../gateway/store/index.ts';
@@ -76,13 +75,7 @@ async function flush(): Promise<void> {
 /** A runner named `holder` on `store`, on its own clock, with its own calls. */
 function runner(store: BatchStore, holder: string, clock: FakeClock, slots = 2) {
   const calls = new Calls();
-  const files = new FileKeeper({
-    store,
-    calls: { health: async () => ({ ok: true, storedBytes: 0, maxStoredBytes: 1 << 30 }) },
-    limiter: createMemoryLimiter({ clock }),
-    clock,
-    fileTtl: DAY,
-  });
+  const files = roomyFileKeeper(store, clock);
   const run = new BatchRunner({
     store,
     files,
