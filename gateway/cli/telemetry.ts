@@ -34,13 +34,17 @@ export async function startTelemetry(env: NodeJS.ProcessEnv, identity: ServiceId
   env.OTEL_TRACES_EXPORTER = tracesExporter(env);
   // Logs are not exported: sluice's logs go to stderr as JSON lines.
   env.OTEL_LOGS_EXPORTER ??= 'none';
-  const [{ NodeSDK }, { createPrometheusReader, serviceResource }] = await Promise.all([
+  const [{ NodeSDK }, { createPrometheusReader, serviceResource }, { metrics }, { bindTallies }] = await Promise.all([
     import('@opentelemetry/sdk-node'),
     import('../observe/telemetry.ts'),
+    import('@opentelemetry/api'),
+    import('../observe/tally.ts'),
   ]);
-  const { reader, render } = createPrometheusReader();
+  const { reader, render, tallies } = createPrometheusReader();
   const sdk = new NodeSDK({ resource: serviceResource(identity), autoDetectResources: false, metricReaders: [reader] });
   sdk.start();
+  // The global provider is the SDK's now: the gateway's per-call histograms are tallies its reader renders.
+  bindTallies(metrics.getMeterProvider(), tallies);
   let shutdown: Promise<void> | undefined;
   // Exporting spans still queued may fail (the collector gone): telemetry never fails a shutdown.
   return { render, shutdown: () => (shutdown ??= sdk.shutdown().catch(() => {})) };

@@ -4,8 +4,10 @@
  *
  * Counts a call moves (calls, outcomes, refusals, what is uploading, queued or running) are kept
  * in plain numbers ({@link Count}) and handed to the SDK only when metrics are collected: a
- * call pays an addition, not an SDK record with its attribute set hashed. Only histograms, whose
- * buckets need every value, are recorded per call, with attribute sets built once.
+ * call pays an addition, not an SDK record with its attribute set hashed. Histograms, whose
+ * buckets need every value, are recorded per call, with attribute sets built once; on a provider
+ * whose reader renders tallies (gateway/observe/tally.ts) they are tallies, which hash a set only
+ * the first time they see it.
  */
 import type {
   Attributes,
@@ -13,11 +15,13 @@ import type {
   Histogram,
   Meter,
   MeterProvider,
+  MetricOptions,
   ObservableResult,
   UpDownCounter,
 } from '@opentelemetry/api';
 import type { CallOutcome } from '../http/index.ts';
 import type { StoreHealth } from '../store/index.ts';
+import { talliesOf } from './tally.ts';
 
 /** Fn's lb_call_latency buckets, in s (its 1 ms to 120 s). */
 const LATENCY_BUCKETS = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 10, 60, 120];
@@ -152,10 +156,21 @@ const DURATION_BUCKETS = [
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576];
 const QUEUE_WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
-/** The inference histograms on `meter`. */
-function createInferenceInstruments(meter: Meter): InferenceInstruments {
+/** Makes a histogram: a tally where the provider's reader renders them, else the SDK's. */
+type MakeHistogram = (name: string, options: MetricOptions) => Histogram;
+
+/** How histograms are made on `meter` of `provider`. */
+function histogramsOf(provider: MeterProvider, meter: Meter): MakeHistogram {
+  const tallies = talliesOf(provider);
+  return tallies
+    ? (name, options) => tallies.histogram(name, options)
+    : (name, options) => meter.createHistogram(name, options);
+}
+
+/** The inference histograms, made by `make`. */
+function createInferenceInstruments(make: MakeHistogram): InferenceInstruments {
   const histogram = (name: string, description: string, unit: string, buckets: number[]) =>
-    meter.createHistogram(name, { description, unit, advice: { explicitBucketBoundaries: buckets } });
+    make(name, { description, unit, advice: { explicitBucketBoundaries: buckets } });
   return {
     timeToFirstToken: histogram(
       'gen_ai.server.time_to_first_token',
@@ -207,6 +222,7 @@ export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSou
       })
       .addCallback((result) => result.observe(uploads()));
   }
+  const histogram = histogramsOf(provider, meter);
   const counter = (name: string, description: string) => meter.createCounter(name, { description });
   const count = (name: string, description: string, label?: string) => observedCounter(meter, name, description, label);
   return {
@@ -234,17 +250,17 @@ export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSou
       errors: { outcome: outcomeLabel('errors') },
       server_busy: { outcome: outcomeLabel('server_busy') },
     },
-    latency: meter.createHistogram('sluice_call_overhead_seconds', {
+    latency: histogram('sluice_call_overhead_seconds', {
       description: 'What the platform added to a call: end minus startedAt minus runner-reported execution time',
       unit: 's',
       advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
     }),
-    execTime: meter.createHistogram('sluice_runner_execution_seconds', {
+    execTime: histogram('sluice_runner_execution_seconds', {
       description: 'Execution time reported by runners (engine request start to last byte)',
       unit: 's',
       advice: { explicitBucketBoundaries: EXEC_BUCKETS },
     }),
-    placerAttempts: meter.createHistogram('sluice_placer_attempts', {
+    placerAttempts: histogram('sluice_placer_attempts', {
       description: 'Runner offers made to place one call',
       unit: '{offer}',
       advice: { explicitBucketBoundaries: ATTEMPT_BUCKETS },
@@ -253,7 +269,7 @@ export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSou
     queueDepth: meter.createUpDownCounter('sluice_queue_depth', {
       description: 'Calls waiting in the wait queue for a runner, by model and priority',
     }),
-    queueTime: meter.createHistogram('sluice_queue_time_seconds', {
+    queueTime: histogram('sluice_queue_time_seconds', {
       description: 'Time a call spent in the wait queue, from its first wait to its placement or end',
       unit: 's',
       advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
@@ -267,14 +283,14 @@ export function createGatewayMetrics(provider: MeterProvider, sources?: GaugeSou
       'Calls that waited for a replica of their model to start (a cold start), by model',
       'model',
     ),
-    coldStartWait: meter.createHistogram('sluice_cold_start_wait_seconds', {
+    coldStartWait: histogram('sluice_cold_start_wait_seconds', {
       description:
         'Time a call waited for a replica of its model, from its first wait with none serving it to its placement or end',
       unit: 's',
       advice: { explicitBucketBoundaries: COLD_START_BUCKETS },
     }),
     modelAttributes: attributesBy('model'),
-    inference: createInferenceInstruments(meter),
+    inference: createInferenceInstruments(histogram),
   };
 }
 
