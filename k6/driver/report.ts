@@ -53,6 +53,19 @@ export function startScenario(ctx: {
   };
 }
 
+/** The head every scenario's JSON report starts with: which scenario ran, when it started, on what machine. */
+export interface ReportHead<S extends string = string> {
+  scenario: S;
+  /** ISO 8601. */
+  startedAt: string;
+  machine: MachineInfo;
+}
+
+/** The {@link ReportHead} of a run of `scenario` that started at `startedAt` on `machine`. */
+export function reportHead<S extends string>(scenario: S, startedAt: Date, machine: MachineInfo): ReportHead<S> {
+  return { scenario, startedAt: startedAt.toISOString(), machine };
+}
+
 /** Describes this machine. */
 function machineInfo(): MachineInfo {
   return {

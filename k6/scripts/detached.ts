@@ -14,7 +14,6 @@ import {
   BASE_URL,
   CHAT_PATH,
   REQUEST_TIMEOUT,
-  SCRIPT_ARRIVALS,
   chatBody,
   envInt,
   isChatCompletion,
@@ -41,17 +40,12 @@ const pollsPerCall = new Trend('detached_polls');
 /** Calls still not final after MAX_POLLS polls. */
 const stuck = new Counter('detached_stuck');
 
-export const options: Options = scriptOptions(
-  'detached',
-  'detached',
-  { ...SCRIPT_ARRIVALS, rate: 20 },
-  {
-    'http_req_duration{scenario:detached,name:detached-post}': ['p(95)<500'],
-    'http_req_duration{scenario:detached,name:detached-status}': ['p(95)<200'],
-    'detached_time_to_result{scenario:detached}': ['p(95)<5000'],
-    detached_stuck: ['count<1'],
-  },
-);
+export const options: Options = scriptOptions('detached', 'detached', 20, {
+  'http_req_duration{scenario:detached,name:detached-post}': ['p(95)<500'],
+  'http_req_duration{scenario:detached,name:detached-status}': ['p(95)<200'],
+  'detached_time_to_result{scenario:detached}': ['p(95)<5000'],
+  detached_stuck: ['count<1'],
+});
 
 /** One detached call: post, poll until final, fetch the result. Exported by name for mixed.ts. */
 export function detached(): void {

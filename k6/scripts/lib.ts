@@ -101,7 +101,7 @@ export function arrivalScenario(exec: string, defaults: ArrivalDefaults, prefix 
 }
 
 /** A one-scenario script's arrivals but for its rate: 30 s of them, with room for up to 200 VUs. */
-export const SCRIPT_ARRIVALS: Omit<ArrivalDefaults, 'rate'> = Object.freeze({
+const SCRIPT_ARRIVALS: Omit<ArrivalDefaults, 'rate'> = Object.freeze({
   duration: '30s',
   preAllocatedVUs: 20,
   maxVUs: 200,
@@ -111,18 +111,19 @@ export const SCRIPT_ARRIVALS: Omit<ArrivalDefaults, 'rate'> = Object.freeze({
 export const SUMMARY_TREND_STATS = ['avg', 'min', 'med', 'p(90)', 'p(95)', 'p(99)', 'max', 'count'];
 
 /**
- * The options of a script with one scenario: `scenario` runs `exec` at a constant arrival rate
- * (see {@link arrivalScenario}), under the script's own `thresholds` and the two every script
- * keeps (under 1% of requests failed, over 99% of checks passed), which a script cannot loosen.
+ * The options of a script with one scenario: `scenario` runs `exec` at a constant arrival rate,
+ * `rate` iterations a second by default over {@link SCRIPT_ARRIVALS} (see {@link arrivalScenario}),
+ * under the script's own `thresholds` and the two every script keeps (under 1% of requests
+ * failed, over 99% of checks passed), which a script cannot loosen.
  */
 export function scriptOptions(
   scenario: string,
   exec: string,
-  defaults: ArrivalDefaults,
+  rate: number,
   thresholds: Record<string, string[]>,
 ): Options {
   return {
-    scenarios: { [scenario]: arrivalScenario(exec, defaults) },
+    scenarios: { [scenario]: arrivalScenario(exec, { ...SCRIPT_ARRIVALS, rate }) },
     thresholds: { ...thresholds, http_req_failed: ['rate<0.01'], checks: ['rate>0.99'] },
     summaryTrendStats: SUMMARY_TREND_STATS,
   };

@@ -20,7 +20,6 @@ import {
   BASE_URL,
   CHAT_PATH,
   REQUEST_TIMEOUT,
-  SCRIPT_ARRIVALS,
   countSseEvents,
   endsWithDone,
   envInt,
@@ -41,15 +40,10 @@ const timeToFirstByte = new Trend('stream_time_to_first_byte', true);
 /** SSE `data:` events per stream, `[DONE]` included. */
 const streamEvents = new Trend('stream_events');
 
-export const options: Options = scriptOptions(
-  'streaming',
-  'streaming',
-  { ...SCRIPT_ARRIVALS, rate: 20 },
-  {
-    'stream_time_to_first_byte{scenario:streaming}': ['p(95)<500'],
-    'http_req_duration{scenario:streaming}': ['p(95)<5000'],
-  },
-);
+export const options: Options = scriptOptions('streaming', 'streaming', 20, {
+  'stream_time_to_first_byte{scenario:streaming}': ['p(95)<500'],
+  'http_req_duration{scenario:streaming}': ['p(95)<5000'],
+});
 
 /** One streamed chat call and its checks. Exported by name for mixed.ts. */
 export function streaming(): void {

@@ -13,7 +13,6 @@ import {
   BASE_URL,
   CHAT_PATH,
   REQUEST_TIMEOUT,
-  SCRIPT_ARRIVALS,
   chatBody,
   isChatCompletion,
   jsonHeaders,
@@ -21,14 +20,9 @@ import {
   writeSummary,
 } from './lib.ts';
 
-export const options: Options = scriptOptions(
-  'sync_chat',
-  'syncChat',
-  { ...SCRIPT_ARRIVALS, rate: 50 },
-  {
-    'http_req_duration{scenario:sync_chat}': ['p(95)<500'],
-  },
-);
+export const options: Options = scriptOptions('sync_chat', 'syncChat', 50, {
+  'http_req_duration{scenario:sync_chat}': ['p(95)<500'],
+});
 
 /** One sync chat call and its checks. Exported by name for mixed.ts. */
 export function syncChat(): void {

@@ -79,12 +79,7 @@ type Lib = {
   streamBody(maxTokens: number): string;
   envInt(name: string, fallback: number, min: number, max: number): number;
   envDuration(name: string, fallback: string): string;
-  scriptOptions(
-    scenario: string,
-    exec: string,
-    defaults: { rate: number; duration: string; preAllocatedVUs: number; maxVUs: number },
-    thresholds: Record<string, string[]>,
-  ): any;
+  scriptOptions(scenario: string, exec: string, rate: number, thresholds: Record<string, string[]>): any;
   SUMMARY_TREND_STATS: string[];
   countSseEvents(body: string): number;
   endsWithDone(body: string): boolean;
@@ -132,16 +127,11 @@ describe('k6/scripts/lib.ts', () => {
   });
 
   it('builds a one-scenario script’s options with the error-rate and checks thresholds, which the script cannot loosen', () => {
-    const options = lib.scriptOptions(
-      'spec_run',
-      'specRun',
-      { rate: 5, duration: '10s', preAllocatedVUs: 2, maxVUs: 4 },
-      {
-        'http_req_duration{scenario:spec_run}': ['p(95)<500'],
-        http_req_failed: ['rate<0.5'],
-        checks: ['rate>0.5'],
-      },
-    );
+    const options = lib.scriptOptions('spec_run', 'specRun', 5, {
+      'http_req_duration{scenario:spec_run}': ['p(95)<500'],
+      http_req_failed: ['rate<0.5'],
+      checks: ['rate>0.5'],
+    });
     expect(options.thresholds).toEqual({
       'http_req_duration{scenario:spec_run}': ['p(95)<500'],
       http_req_failed: ['rate<0.01'],
@@ -152,9 +142,9 @@ describe('k6/scripts/lib.ts', () => {
       executor: 'constant-arrival-rate',
       exec: 'specRun',
       rate: 5,
-      duration: '10s',
-      preAllocatedVUs: 2,
-      maxVUs: 4,
+      duration: '30s',
+      preAllocatedVUs: 20,
+      maxVUs: 200,
     });
     expect(options.summaryTrendStats).toEqual(lib.SUMMARY_TREND_STATS);
   });

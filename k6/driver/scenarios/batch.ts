@@ -21,7 +21,7 @@ import type { InteractiveCall } from '../batch-bench.ts';
 import { barChart } from '../bar-chart.ts';
 import { benchDefaults, checkInteger } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
-import { formatTable, writeResults } from '../report.ts';
+import { formatTable, reportHead, writeResults } from '../report.ts';
 import { inScratchRun } from '../scratch-run.ts';
 import { startAll, startGroup } from '../stack.ts';
 import { percentile } from '../stats.ts';
@@ -148,9 +148,7 @@ export const batch: Scenario = {
         );
         write(`${formatBatch(figures)}\n\n`);
         const report = {
-          scenario: 'batch',
-          startedAt: startedAt.toISOString(),
-          machine,
+          ...reportHead('batch', startedAt, machine),
           fleet: b,
           lines,
           rate,

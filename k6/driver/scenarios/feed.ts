@@ -18,7 +18,7 @@ import { seededRandom } from '../../../placer/index.ts';
 import { barChart } from '../bar-chart.ts';
 import { sendPaced, startFeedFleet } from '../feed-fleet.ts';
 import type { FeedCounters, FeedFleet, PhaseCalls } from '../feed-fleet.ts';
-import { formatTable, writeResults } from '../report.ts';
+import { formatTable, reportHead, writeResults } from '../report.ts';
 import { benchScenario } from '../scenario.ts';
 import type { Scenario } from '../types.ts';
 
@@ -235,9 +235,7 @@ export const feed: Scenario = benchScenario(
       },
     );
     const report = {
-      scenario: 'feed',
-      startedAt,
-      machine,
+      ...reportHead('feed', startedAt, machine),
       loadAverageAtEnd: loadAfter,
       engineFlags: FEED_ENGINE_FLAGS,
       prompt: { promptTokens, contextWords: CONTEXT_WORDS, queryWords: QUERY_WORDS, tenants: TENANTS },

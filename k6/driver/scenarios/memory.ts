@@ -39,7 +39,7 @@ import {
   streamCeiling,
 } from '../process-memory.ts';
 import type { ProcessMemory } from '../process-memory.ts';
-import { formatTable, startScenario, writeResults } from '../report.ts';
+import { formatTable, reportHead, startScenario, writeResults } from '../report.ts';
 import type { EngineTiming } from '../stack.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
 
@@ -264,9 +264,7 @@ export const memory: Scenario = {
       if (extrapolations.length > 0 || stack.nginxSkipped) write('\n');
 
       const report = {
-        scenario: 'memory',
-        startedAt: startedAt.toISOString(),
-        machine,
+        ...reportHead('memory', startedAt, machine),
         options: { ...options, hold, streams: requested },
         engine: MEMORY_ENGINE,
         pairs: PAIRS,

@@ -23,7 +23,16 @@ import type { ResolvedBenchOptions } from '../options.ts';
 import { combine, summarize } from '../record.ts';
 import { ratio } from '../stats.ts';
 import type { LoadMode, LoadResult, RunSummary } from '../record.ts';
-import { formatMs, formatRatio, formatRatios, formatRuns, formatTable, ratios, writeResults } from '../report.ts';
+import {
+  formatMs,
+  formatRatio,
+  formatRatios,
+  formatRuns,
+  formatTable,
+  ratios,
+  reportHead,
+  writeResults,
+} from '../report.ts';
 import { Recorder } from '../record.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { Stack } from '../stack.ts';
@@ -269,8 +278,7 @@ export const overhead: Scenario = benchScenario(
       if (sink) write(`${formatTracingCost(runs, sink.received)}\n\n`);
 
       const report = {
-        scenario: 'overhead',
-        startedAt: startedAt.toISOString(),
+        ...reportHead('overhead', startedAt, machine),
         machine: { ...machine, loadAverageAtEnd: loadAfter },
         options,
         request: OVERHEAD_REQUEST,

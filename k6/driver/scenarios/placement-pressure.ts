@@ -25,7 +25,7 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { prefixCacheTotals, startCacheFleet } from '../placement-fleet.ts';
 import type { CacheFleet, FleetGateway } from '../placement-fleet.ts';
-import { formatMs, formatRatio, formatTable, msCells, startScenario, writeResults } from '../report.ts';
+import { formatMs, formatRatio, formatTable, msCells, reportHead, startScenario, writeResults } from '../report.ts';
 import { ratio } from '../stats.ts';
 import { RotatingTarget, TraceTarget, placementFigures, replay } from '../trace-run.ts';
 import type { CallTarget, PlacementFigures } from '../trace-run.ts';
@@ -266,9 +266,7 @@ export async function runLivePressure(raw: LivePressureOptions, ctx: ScenarioCon
     );
     write(`${formatLivePressure(runs)}\n\n`);
     const report = {
-      scenario: 'placement-cache-pressure',
-      startedAt: startedAt.toISOString(),
-      machine,
+      ...reportHead('placement-cache-pressure', startedAt, machine),
       workload: shape,
       cacheDemand: CACHE_PRESSURE.demand,
       fleet: PLACEMENT_FLEET,

@@ -17,8 +17,8 @@ import { resolveBenchOptions } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
 import { prefixCacheTotals, startPlacementFleet } from '../placement-fleet.ts';
 import type { PlacementFleet } from '../placement-fleet.ts';
-import { formatMs, formatRatio, formatTable, msCells, startScenario, writeResults } from '../report.ts';
-import type { MachineInfo } from '../report.ts';
+import { formatMs, formatRatio, formatTable, msCells, reportHead, startScenario, writeResults } from '../report.ts';
+import type { ReportHead } from '../report.ts';
 import { ratio } from '../stats.ts';
 import { TraceTarget, placementFigures, replay } from '../trace-run.ts';
 import type { PlacementFigures } from '../trace-run.ts';
@@ -72,10 +72,7 @@ export interface CapacityProbe {
 }
 
 /** The JSON report; the simulator's `--check` reads it. */
-export interface PlacementReport {
-  scenario: 'placement';
-  startedAt: string;
-  machine: MachineInfo;
+export interface PlacementReport extends ReportHead<'placement'> {
   workload: WorkloadShape;
   fleet: typeof PLACEMENT_FLEET;
   warmupMs: number;
@@ -187,9 +184,7 @@ export const placement: Scenario = {
       }
 
       const report: PlacementReport = {
-        scenario: 'placement',
-        startedAt: startedAt.toISOString(),
-        machine,
+        ...reportHead('placement', startedAt, machine),
         workload: shape,
         fleet: PLACEMENT_FLEET,
         warmupMs,

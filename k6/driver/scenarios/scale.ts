@@ -23,7 +23,7 @@ import type { Placer, Runner, RunnerCall, RunnerLoad, RunnerPool, TryExecResult 
 import { costChart } from '../cost-chart.ts';
 import { growth, measureCost } from '../micro.ts';
 import type { CostBounds, CostSample } from '../micro.ts';
-import { formatTable, writeResults } from '../report.ts';
+import { formatTable, reportHead, writeResults } from '../report.ts';
 import type { Scenario } from '../types.ts';
 import { benchScenario } from '../scenario.ts';
 import { TRUTH_HOLDERS, TRUTH_PROMPT_BLOCKS, TRUTH_SHAPES, measureTruthDecision } from './scale-truth.ts';
@@ -263,9 +263,7 @@ export const scale: Scenario = benchScenario(
     );
 
     const report = {
-      scenario: 'scale',
-      startedAt: startedAt.toISOString(),
-      machine,
+      ...reportHead('scale', startedAt, machine),
       bounds: SCALE_BOUNDS,
       passes: SCALE_PASSES,
       poolSizes: POOL_SIZES,

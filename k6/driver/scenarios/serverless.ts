@@ -9,7 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import { benchDefaults, checkInteger } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
-import { writeResults } from '../report.ts';
+import { reportHead, writeResults } from '../report.ts';
 import { inScratchRun } from '../scratch-run.ts';
 import { SERVERLESS_FLEET, startServerlessFleet } from '../serverless/fleet.ts';
 import type { ServerlessFleet } from '../serverless/fleet.ts';
@@ -64,9 +64,7 @@ export const serverless: Scenario = {
         await sampler.stop();
         const figures = summarizeServerless(calls, sampler.samples, durationMs, f.maxReplicas, f.gpusPerReplica);
         const report = {
-          scenario: 'serverless',
-          startedAt: startedAt.toISOString(),
-          machine,
+          ...reportHead('serverless', startedAt, machine),
           fleet: f,
           trace: phases,
           figures,

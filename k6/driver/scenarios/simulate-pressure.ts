@@ -20,7 +20,7 @@ import { performance } from 'node:perf_hooks';
 import type { KvAwareOptions } from '../../../placer/index.ts';
 import { H100_8B_PROFILE } from '../../../runner/index.ts';
 import { loadChart } from '../line-chart.ts';
-import { formatMs, formatRatio, formatTable, msCells, startScenario, writeResults } from '../report.ts';
+import { formatMs, formatRatio, formatTable, msCells, reportHead, startScenario, writeResults } from '../report.ts';
 import type { CallRecord, PlacementFigures } from '../trace-run.ts';
 import type { ScenarioContext } from '../types.ts';
 import { cacheDemandOf, cachePressureWorkload } from '../workload.ts';
@@ -161,9 +161,7 @@ export async function planCachePressure(options: PressureOptions, ctx: ScenarioC
   write(`${formatPressure(runs)}\n\n`);
   write(`wall time ${seconds(wallMs)}\n`);
   const report = {
-    scenario: 'simulate-cache-pressure',
-    startedAt: startedAt.toISOString(),
-    machine,
+    ...reportHead('simulate-cache-pressure', startedAt, machine),
     workload: shape,
     cacheDemand: options.cacheDemand,
     fleet: { runners: options.runners, slots: fleet.slots, profile: PLACEMENT_FLEET.profile },

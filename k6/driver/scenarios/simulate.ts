@@ -18,7 +18,7 @@ import { BenchOptionError } from '../errors.ts';
 import { loadChart, type LoadPanel } from '../line-chart.ts';
 import { checkInteger, resolveBenchOptions, show } from '../options.ts';
 import type { BenchOptions } from '../options.ts';
-import { formatMs, startScenario, writeResults } from '../report.ts';
+import { formatMs, reportHead, startScenario, writeResults } from '../report.ts';
 import type { MachineInfo } from '../report.ts';
 import type { PlacementFigures } from '../trace-run.ts';
 import type { Scenario, ScenarioContext } from '../types.ts';
@@ -480,9 +480,7 @@ async function plan(options: ResolvedSimulateOptions, ctx: ScenarioContext): Pro
   );
 
   const report = {
-    scenario: 'simulate',
-    startedAt: startedAt.toISOString(),
-    machine,
+    ...reportHead('simulate', startedAt, machine),
     workload: shape,
     fleet: { runners: options.runners, slots: fleet.slots, profile: PLACEMENT_FLEET.profile },
     gateway: GATEWAY_DEFAULTS,
@@ -572,9 +570,7 @@ async function check(
   write(`${checkVerdict(rows)}\n`);
 
   const report = {
-    scenario: 'simulate-check',
-    startedAt: startedAt.toISOString(),
-    machine,
+    ...reportHead('simulate-check', startedAt, machine),
     source: path,
     tolerance: CHECK_TOLERANCE,
     hops: options.hops,

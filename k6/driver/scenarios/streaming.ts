@@ -15,7 +15,7 @@ import { startCpuSample } from '../cpu.ts';
 import { assertLocalTarget } from '../load.ts';
 import { summarize } from '../record.ts';
 import type { LoadMode, RunSummary } from '../record.ts';
-import { formatMs, formatRatio, formatTable, writeResults } from '../report.ts';
+import { formatMs, formatRatio, formatTable, reportHead, writeResults } from '../report.ts';
 import { startStack, stackOutput } from '../stack.ts';
 import type { EngineTiming, Stack } from '../stack.ts';
 import { distribution, ratio } from '../stats.ts';
@@ -133,9 +133,7 @@ export const streaming: Scenario = benchScenario(
       write(`${formatCpuPerChunk(perChunk)}\n\n`);
 
       const report = {
-        scenario: 'streaming',
-        startedAt: startedAt.toISOString(),
-        machine,
+        ...reportHead('streaming', startedAt, machine),
         options: { ...options, concurrency },
         engine: STREAMING_ENGINE,
         request: STREAMING_REQUEST,

@@ -20,7 +20,7 @@ import { seededRandom } from '../../../placer/index.ts';
 import { barChart } from '../bar-chart.ts';
 import { measureCost } from '../micro.ts';
 import type { CostBounds } from '../micro.ts';
-import { formatTable, writeResults } from '../report.ts';
+import { formatTable, reportHead, writeResults } from '../report.ts';
 import type { Scenario } from '../types.ts';
 import { benchScenario } from '../scenario.ts';
 
@@ -97,7 +97,7 @@ export const tokens: Scenario = benchScenario(
         format: (v) => v.toFixed(0),
       },
     );
-    const report = { scenario: 'tokens', startedAt, machine, bounds: BOUNDS, cells };
+    const report = { ...reportHead('tokens', startedAt, machine), bounds: BOUNDS, cells };
     return { files: await writeResults(ctx, options.out, 'tokens', startedAt, report, svg, write) };
   },
 );

@@ -5,8 +5,8 @@
  */
 import { countCallRuns } from '../../../runner/index.ts';
 import type { MemorySample } from '../memory-sampler.ts';
-import { formatMs, formatTable } from '../report.ts';
-import type { MachineInfo } from '../report.ts';
+import { formatMs, formatTable, reportHead } from '../report.ts';
+import type { MachineInfo, ReportHead } from '../report.ts';
 import { soakChart } from './chart.ts';
 import type { CapacityProbe } from './drive.ts';
 import { SOAK_FLEET } from './fleet.ts';
@@ -51,10 +51,7 @@ export interface SoakGoals {
 }
 
 /** The JSON report. */
-export interface SoakReport {
-  scenario: 'soak';
-  startedAt: string;
-  machine: MachineInfo;
+export interface SoakReport extends ReportHead<'soak'> {
   fleet: {
     nodes: number;
     slots: number;
@@ -270,9 +267,7 @@ export function soakReport(run: SoakRun): SoakReport {
   const rss = summarizeRss(run.samples);
   const { slots, itlMs, maxTokens, profile, placer, placerTimeout } = SOAK_FLEET;
   return {
-    scenario: 'soak',
-    startedAt: run.startedAt.toISOString(),
-    machine: run.machine,
+    ...reportHead('soak', run.startedAt, run.machine),
     fleet: { nodes: run.nodes, slots, itlMs, maxTokens, profile, placer, placerTimeout, store: 'redis' },
     capacity: run.capacity,
     load: { share: SOAK_LOAD, rate: run.rate, durationMs: run.durationMs, mix: MIX },
