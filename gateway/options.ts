@@ -5,7 +5,7 @@ import { metrics } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
 import { resolvePlacerConfig } from '../placer/options.ts';
 import type { PlacerOptions } from '../placer/options.ts';
-import type { Fail, Logger } from '../placer/kernel/index.ts';
+import type { Fail, Logger, Resolved } from '../placer/kernel/index.ts';
 import { silentLogger } from '../placer/kernel/index.ts';
 import type { Clock } from '../placer/kernel/index.ts';
 import { lingerDefaults, systemClock } from '../placer/kernel/index.ts';
@@ -339,44 +339,21 @@ export interface GatewayOptions extends PlacerOptions, DataPlaneOptions {
 
 /**
  * A gateway's config: its settings with every part made, the given ones or the defaults the
- * composition makes (composeGatewayConfig in gateway/server.ts); frozen.
+ * composition makes (composeGatewayConfig in gateway/server.ts); frozen. Each option with a
+ * default in gatewayDefaults is held as resolved, of that default's type; the rest are below.
  */
-export interface GatewayConfig {
+export interface GatewayConfig extends Omit<Resolved<typeof gatewayDefaults>, 'placer'> {
   readonly runners: readonly URL[];
   readonly pool: GatewayPool | undefined;
   readonly placer: Placer;
   readonly placerConfig: PlacerConfig;
-  readonly callTimeout: number;
-  readonly maxBodyBytes: number;
-  readonly bodyReadTimeout: number;
-  readonly bodyIdleTimeout: number;
-  readonly lingerTime: number;
-  readonly lingerIdleTimeout: number;
-  readonly lingerMaxBytes: number;
-  readonly drainTimeout: number;
-  readonly runnerConnectTimeout: number;
-  readonly runnerResponseTimeout: number;
-  readonly streamIdleTimeout: number;
-  readonly statusInterval: number;
-  readonly retryAfter: number;
-  readonly maxQueued: number;
-  readonly maxQueuedPerFlow: number;
   readonly maxQueuedPerModel: number;
+  /** Checked to be a priority class, which the default's widened type does not say. */
   readonly defaultPriority: Priority;
-  readonly maxInFlight: number;
-  readonly maxUploads: number;
-  readonly maxUploadsPerClient: number;
-  readonly maxConnectionsPerClient: number;
-  readonly maxStreamsPerConnection: number;
   readonly overrideCall: GatewayOptions['overrideCall'];
   readonly listeners: readonly CallListener[];
   readonly store: CallStore;
   readonly gatewayId: string;
-  readonly resultTtl: number;
-  readonly maxResultBytes: number;
-  /** The store's byte bound, as given or its default (checked against maxResultBytes). */
-  readonly maxStoredBytes: number;
-  readonly executionHeadroom: number;
   readonly callbacks: CallbackDelivery | undefined;
   /** The first of runnerTokens: the one runners are given. */
   readonly runnerToken: string | undefined;
@@ -391,12 +368,9 @@ export interface GatewayConfig {
   /** What deployments may launch: engineBinaries and engineEnvAllow over the kinds' defaults. */
   readonly launchPolicy: LaunchPolicy;
   readonly clientKeys: ClientKeys | undefined;
-  /** Client calls need a key: fixed at start-up, whatever the keys become. */
-  readonly requireKeys: boolean;
   readonly deployments: DeploymentStore;
   readonly coldStarts: ColdStarts | undefined;
   readonly reconciler: ReconcilerSettings;
-  readonly keyLimitWindow: number;
   readonly limiter: Limiter;
   /** Every runner token accepted, newest first; empty when registration is off. */
   readonly runnerTokens: readonly string[];
@@ -404,17 +378,8 @@ export interface GatewayConfig {
   /** Empty when CORS is off. */
   readonly corsOrigins: readonly string[];
   readonly breaker: { readonly threshold: number; readonly openFor: number; readonly closeAfter: number };
-  readonly heartbeatInterval: number;
-  readonly unreachableAfterMissed: number;
-  readonly lostAfter: number;
-  readonly cacheFeedStaleAfterMs: number;
-  readonly cachePendingMs: number;
-  readonly cacheMaxBlocksPerRunner: number;
-  readonly cacheMaxBlocks: number;
   readonly meterProvider: MeterProvider;
   readonly renderMetrics: (() => Promise<string>) | undefined;
-  readonly logger: Logger;
-  readonly clock: Clock;
   /** The call secret, runner mutual TLS and front TLS (gateway/fleet/data-plane.ts). */
   readonly dataPlane: DataPlaneConfig;
 }

@@ -7,7 +7,7 @@ import { isIP } from 'node:net';
 import type { Logger } from '../placer/kernel/index.ts';
 import { lingerDefaults, silentLogger } from '../placer/kernel/index.ts';
 import { checksFor, rule, show } from '../placer/kernel/index.ts';
-import type { Rule } from '../placer/kernel/index.ts';
+import type { Resolved, Rule } from '../placer/kernel/index.ts';
 import type { EngineKindName } from './engines/kinds.ts';
 import { engineKind } from './engines/kinds.ts';
 import type { EngineProfile } from './engines/profile.ts';
@@ -263,8 +263,11 @@ export interface RunnerTls {
   ca: string | Buffer;
 }
 
-/** Options after defaults and validation; frozen. */
-export interface RunnerConfig {
+/**
+ * Options after defaults and validation; frozen. Each option with a default in runnerDefaults
+ * is held as resolved, of that default's type; the rest are below.
+ */
+export interface RunnerConfig extends Resolved<typeof runnerDefaults> {
   /** Where the runner's own engine answers; undefined for an on-demand runner. */
   readonly engineUrl: URL | undefined;
   readonly profile: EngineProfile | undefined;
@@ -273,17 +276,6 @@ export interface RunnerConfig {
   readonly engineKind: EngineKindName;
   readonly simCommand: readonly string[] | undefined;
   readonly id: string;
-  readonly slots: number;
-  readonly engineConnectTimeout: number;
-  readonly defaultCallTimeout: number;
-  readonly acceptWindow: number;
-  readonly maxBodyBytes: number;
-  readonly bodyReadTimeout: number;
-  readonly bodyIdleTimeout: number;
-  readonly engineProbeInterval: number;
-  readonly loadInterval: number;
-  readonly engineStopGrace: number;
-  readonly engineRestartBackoff: number;
   readonly gateways: readonly URL[];
   /** Kept out of every log line and of /status. */
   readonly runnerToken: string | undefined;
@@ -291,28 +283,16 @@ export interface RunnerConfig {
   /** Declared models, which win over the engine's model list; undefined when they are read from it. */
   readonly engineModels: readonly string[] | undefined;
   readonly advertiseUrl: string | undefined;
-  readonly heartbeatInterval: number;
-  readonly drainTimeout: number;
   /** Kept out of every log line and of /status; empty when calls are not signed. */
   readonly callSecrets: readonly string[];
-  readonly callClockSkew: number;
-  readonly lingerTime: number;
-  readonly lingerIdleTimeout: number;
-  readonly lingerMaxBytes: number;
-  readonly allowUnsignedCalls: boolean;
   readonly tls: Readonly<RunnerTls> | undefined;
   /** The runner's labels, checked and frozen; empty when none were given. */
   readonly labels: Readonly<Record<string, string>>;
   /** What engine orders may launch here: {@link RunnerOptions.engineBinaries} and {@link RunnerOptions.engineEnvAllow} over the kinds' defaults. */
   readonly launchPolicy: LaunchPolicy;
-  readonly hashSeed: string;
-  readonly cacheFeedInterval: number;
   readonly engineKvEvents: string | undefined;
-  readonly engineBlockSize: number;
   /** Undefined: by the engine's kind (see {@link RunnerOptions.kvBlockKeys}). */
   readonly kvBlockKeys: KvBlockKeys | undefined;
-  readonly kvBlockSize: number;
-  readonly logger: Logger;
 }
 
 /** How blocks are named to gateways: {@link RunnerOptions.kvBlockKeys}. */
