@@ -1,8 +1,9 @@
 /**
  * The fleet the batch fault specs run on: simulated engines each writing a call log, a runner in
  * front of each, and gateways over those runners (on a real redis-server when asked), each a real
- * process on 127.0.0.1; and what the specs read back: a batch's lines, and how many times each
- * line ran on the engine, per `<batch id>:<custom_id>`.
+ * process on 127.0.0.1, started for a suite; a batch put under way; and what the specs check once
+ * it ended: a batch's lines, and how many times each line ran on the engine, per
+ * `<batch id>:<custom_id>`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -130,6 +131,7 @@ export async function startBatchFleet(options: BatchFleetOptions = {}): Promise<
 
 /** A batch fleet started for a suite, read inside its tests. */
 export interface SuiteBatchFleet {
+  /** The fleet; throws when read before the suite started it. */
   fleet(): BatchFleet;
   /** The gateway started as `id`; throws for an id the suite did not start. */
   gateway(id: string): ChildService;
