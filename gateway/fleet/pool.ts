@@ -186,13 +186,7 @@ export class FleetPool implements GatewayPool {
     const old = this.get(id);
     if (!old) return undefined;
     this.runnerList = Object.freeze(this.runnerList.filter((r) => r !== old));
-    this.#changed();
-    this.cacheTruth?.drop([id]);
-    try {
-      this.#options.onRemove?.([id]);
-    } catch (error) {
-      this.#options.logger.warn('placer forget failed', { runner: id, error: error as Error });
-    }
+    this.#gone(id);
     return old;
   }
 
@@ -278,6 +272,20 @@ export class FleetPool implements GatewayPool {
   }
 
   /**
+   * After the list changed and no runner goes by `id` any more: the cache index and the placer
+   * forget it. A placer that throws while forgetting is logged; the pool goes on.
+   */
+  #gone(id: string): void {
+    this.#changed();
+    this.cacheTruth?.drop([id]);
+    try {
+      this.#options.onRemove?.([id]);
+    } catch (error) {
+      this.#options.logger.warn('placer forget failed', { runner: id, error: error as Error });
+    }
+  }
+
+  /**
    * Gives a static runner the id it calls itself, so the gateway's labels, spans and logs name
    * it as its own do. Its old id leaves the placers and the cache truth, as a runner leaving
    * would. An id another runner of the pool holds is not taken: the runner keeps its old one.
@@ -292,13 +300,7 @@ export class FleetPool implements GatewayPool {
     this.#idTaken.delete(runner);
     runner.rename(id);
     this.runnerList = [...this.runnerList];
-    this.#changed();
-    this.cacheTruth?.drop([was]);
-    try {
-      this.#options.onRemove?.([was]);
-    } catch (error) {
-      this.#options.logger.warn('placer forget failed', { runner: was, error: error as Error });
-    }
+    this.#gone(was);
     this.#options.logger.info('runner named', { runner: id, was, url: runner.transport.url.origin });
   }
 

@@ -156,53 +156,43 @@ class MemoryBatchStore implements BatchStore {
   }
 
   async openChunks(id: string, count: number): Promise<void> {
-    this.#open();
-    this.#work.open(id, count);
+    this.#openWork().open(id, count);
   }
 
   async takeChunk(id: string, holder: string, ttl: number): Promise<ChunkTake> {
-    this.#open();
-    return this.#work.take(id, holder, ttl);
+    return this.#openWork().take(id, holder, ttl);
   }
 
   async renewChunk(id: string, index: number, holder: string, ttl: number): Promise<boolean> {
-    this.#open();
-    return this.#work.renew(id, index, holder, ttl);
+    return this.#openWork().renew(id, index, holder, ttl);
   }
 
   async endChunk(id: string, index: number, holder: string): Promise<void> {
-    this.#open();
-    this.#work.end(id, index, holder);
+    this.#openWork().end(id, index, holder);
   }
 
   async releaseChunk(id: string, index: number, holder: string): Promise<void> {
-    this.#open();
-    this.#work.release(id, index, holder);
+    this.#openWork().release(id, index, holder);
   }
 
   async stopBatch(id: string, stop: BatchStop): Promise<void> {
-    this.#open();
-    this.#work.stop(id, stop);
+    this.#openWork().stop(id, stop);
   }
 
   async claimLine(id: string, customId: string, holder: string): Promise<LineClaim> {
-    this.#open();
-    return this.#work.claim(id, customId, holder);
+    return this.#openWork().claim(id, customId, holder);
   }
 
   async unclaimLine(id: string, customId: string, holder: string): Promise<void> {
-    this.#open();
-    this.#work.unclaim(id, customId, holder);
+    this.#openWork().unclaim(id, customId, holder);
   }
 
   async putLineResult(id: string, customId: string, result: LineResult): Promise<boolean> {
-    this.#open();
-    return this.#work.put(id, customId, result);
+    return this.#openWork().put(id, customId, result);
   }
 
   async lineResults(id: string): Promise<Map<string, LineResult>> {
-    this.#open();
-    return this.#work.results(id);
+    return this.#openWork().results(id);
   }
 
   async separateBytes(): Promise<number> {
@@ -226,6 +216,12 @@ class MemoryBatchStore implements BatchStore {
 
   #open(): void {
     if (this.#closed) throw new StoreUnavailableError('the memory batch store is closed');
+  }
+
+  /** The keeper of the batches' work, once the store is known to be open. */
+  #openWork(): MemoryBatchWork {
+    this.#open();
+    return this.#work;
   }
 
   #file(id: string): StoredFile | undefined {

@@ -3,10 +3,10 @@
  * ran a call (its counters and, across restarts, its call log), what a streaming client got, and
  * the final record of every detached call.
  */
-import { readFileSync } from 'node:fs';
 import { request } from 'undici';
 import type { Dispatcher } from 'undici';
 import { countCallRuns } from '../../runner/engines/sim/call-log.ts';
+import { textOrEmpty } from './files.ts';
 import { eventually, metrics, metricValue, postRequest } from './fleet.ts';
 
 /** The calls each engine was offered (`sluice_sim_requests_total`, refused ones included), in order. */
@@ -29,15 +29,7 @@ export function sum(values: readonly number[]): number {
  * holds across engines and engine restarts, where /metrics counters start again at 0.
  */
 export function callRuns(...paths: string[]): Map<string, number> {
-  return countCallRuns(
-    paths.map((p) => {
-      try {
-        return readFileSync(p, 'utf8');
-      } catch {
-        return '';
-      }
-    }),
-  );
+  return countCallRuns(paths.map(textOrEmpty));
 }
 
 /** What a streaming client got: the status, headers, and every SSE `data:` payload in order. */

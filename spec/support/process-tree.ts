@@ -1,4 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
+import { textOrEmpty } from './files.ts';
 
 /**
  * The command lines of process `pid` and of every process below it, read from /proc (Linux).
@@ -10,24 +11,16 @@ export function processTreeCommandLines(pid: number): string[] {
   const pending = [pid];
   while (pending.length > 0) {
     const at = pending.pop()!;
-    const cmdline = readOrEmpty(`/proc/${at}/cmdline`);
+    const cmdline = textOrEmpty(`/proc/${at}/cmdline`);
     if (cmdline === '') continue; // gone, or a zombie: nothing left to read
     lines.push(cmdline.replace(/\0+$/, '').split('\0').join(' '));
     for (const task of listOrEmpty(`/proc/${at}/task`)) {
-      for (const child of readOrEmpty(`/proc/${at}/task/${task}/children`).split(' ')) {
+      for (const child of textOrEmpty(`/proc/${at}/task/${task}/children`).split(' ')) {
         if (child !== '') pending.push(Number(child));
       }
     }
   }
   return lines;
-}
-
-function readOrEmpty(path: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return '';
-  }
 }
 
 function listOrEmpty(path: string): string[] {

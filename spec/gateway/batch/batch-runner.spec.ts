@@ -9,13 +9,14 @@ import type { Caller } from '../../../gateway/access/index.ts';
 import type { ClientKey } from '../../../gateway/access/scopes.ts';
 import { BatchRunner } from '../../../gateway/batch/batch-runner.ts';
 import type { FleetView } from '../../../gateway/batch/batch-runner.ts';
-import { roomyFileKeeper } from './file-keeper.ts';
+import { roomyFileKeeper, startChatBatch, storedLines } from './batch-fixtures.ts';
 import type { LineAnswer, LineCalls, LineRequest } from '../../../gateway/batch/line-calls.ts';
 import { resolveBatchConfig } from '../../../gateway/batch/options.ts';
 import { createMemoryBatchStore } from '../../../gateway/store/index.ts';
-import type { BatchRecord, BatchStore } from '../../../gateway/store/index.ts';
+import type { BatchStore } from '../../../gateway/store/index.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
+import { newBatchRecord } from '../../support/batch-record.ts';
 
 const TICK = 100;
 const DAY = 24 * 3_600_000;
@@ -115,29 +116,7 @@ function setup(slots: Record<string, number> = { m: 1 }, busy: Record<string, nu
   });
   let n = 0;
   const batch = async (owner: Caller, ids: string[]) => {
-    const lines = ids.map((id) =>
-      JSON.stringify({ custom_id: id, method: 'POST', url: '/v1/chat/completions', body: { model: 'm' } }),
-    );
-    const input = await files.keep({
-      caller: owner,
-      filename: 'in.jsonl',
-      purpose: 'batch',
-      content: Buffer.from(lines.join('\n')),
-    });
-    const record: BatchRecord = {
-      id: `batch_${++n}`,
-      ...(owner.kind === 'client' ? { client: owner.key.id } : {}),
-      owner: 'gw-1',
-      endpoint: '/v1/chat/completions',
-      inputFileId: input.id,
-      completionWindow: '24h',
-      status: 'validating',
-      createdAt: clock.now(),
-      expiresAt: clock.now() + DAY,
-      requestCounts: { total: 0, completed: 0, failed: 0 },
-    };
-    await store.putBatch(record);
-    runner.start(record, owner);
+    const record = await startChatBatch({ store, files, runner, clock }, owner, ids, { id: `batch_${++n}` });
     await flush();
     return record.id;
   };
@@ -145,15 +124,6 @@ function setup(slots: Record<string, number> = { m: 1 }, busy: Record<string, nu
 }
 
 const ids = (n: number, prefix = 'l') => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
-
-async function lines(store: BatchStore, fileId: string | undefined): Promise<any[]> {
-  if (!fileId) return [];
-  const text = (await store.fileContent(fileId))!.toString();
-  return text
-    .split('\n')
-    .filter((l) => l)
-    .map((l) => JSON.parse(l));
-}
 
 describe('BatchRunner', () => {
   it('releases as many lines as there are free slots, and one more parked, then one per line that ends', async () => {
@@ -227,8 +197,8 @@ describe('BatchRunner', () => {
     const batch = (await s.store.getBatch(id))!;
     expect(batch.status).toBe('completed');
     expect(batch.requestCounts).toEqual({ total: 2, completed: 1, failed: 1 });
-    expect((await lines(s.store, batch.outputFileId)).map((l) => l.custom_id)).toEqual(['a']);
-    const errors = await lines(s.store, batch.errorFileId);
+    expect((await storedLines(s.store, batch.outputFileId)).map((l) => l.custom_id)).toEqual(['a']);
+    const errors = await storedLines(s.store, batch.errorFileId);
     expect(errors.map((l) => [l.custom_id, l.response.status_code])).toEqual([['b', 500]]);
   });
 
@@ -245,8 +215,8 @@ describe('BatchRunner', () => {
     const batch = (await s.store.getBatch(id))!;
     expect(batch.status).toBe('expired');
     expect(batch.requestCounts).toEqual({ total: 4, completed: 1, failed: 3 });
-    expect((await lines(s.store, batch.outputFileId)).map((l) => l.custom_id)).toEqual(['l0']);
-    const errors = await lines(s.store, batch.errorFileId);
+    expect((await storedLines(s.store, batch.outputFileId)).map((l) => l.custom_id)).toEqual(['l0']);
+    const errors = await storedLines(s.store, batch.errorFileId);
     expect(errors.map((l) => [l.custom_id, l.response, l.error.code])).toEqual([
       ['l1', null, 'batch_expired'],
       ['l2', null, 'batch_expired'],
@@ -289,18 +259,12 @@ describe('BatchRunner', () => {
 
   it("fails a batch of this gateway's that it does not run (it ran before a restart) when it is read", async () => {
     const s = setup();
-    const now = s.clock.now();
-    const record: BatchRecord = {
+    const record = newBatchRecord(s.clock.now(), {
       id: 'batch_orphan',
-      owner: 'gw-1',
-      endpoint: '/v1/chat/completions',
       inputFileId: 'file-x',
-      completionWindow: '24h',
       status: 'in_progress',
-      createdAt: now,
-      expiresAt: now + DAY,
       requestCounts: { total: 3, completed: 1, failed: 0 },
-    };
+    });
     await s.store.putBatch(record);
     expect(await s.runner.settled(record)).toMatchObject({
       status: 'failed',

@@ -8,17 +8,16 @@ import { describe, expect, it } from 'vitest';
 import type { Caller } from '../../../gateway/access/index.ts';
 import { BatchRunner } from '../../../gateway/batch/batch-runner.ts';
 import type { FleetView } from '../../../gateway/batch/batch-runner.ts';
-import { roomyFileKeeper } from './file-keeper.ts';
+import { roomyFileKeeper, startChatBatch, storedLines } from './batch-fixtures.ts';
 import type { LineAnswer, LineCalls, LineRequest } from '../../../gateway/batch/line-calls.ts';
 import { resolveBatchConfig } from '../../../gateway/batch/options.ts';
 import { createMemoryBatchStore } from '../../../gateway/store/index.ts';
-import type { BatchRecord, BatchStore } from '../../../gateway/store/index.ts';
+import type { BatchStore } from '../../../gateway/store/index.ts';
 import { silentLogger } from '../../../placer/kernel/index.ts';
 import { FakeClock } from '../../placer/fake.ts';
 
 const TICK = 100;
 const LEASE = 2000;
-const DAY = 24 * 3_600_000;
 const OPERATOR: Caller = { kind: 'operator', id: 'op' };
 
 /** Line calls the spec answers, recording the custom ids asked. */
@@ -93,40 +92,14 @@ function runner(store: BatchStore, holder: string, clock: FakeClock, slots = 2) 
 
 /** Creates a batch of `n` lines on `r` and starts it there. */
 async function start(store: BatchStore, r: ReturnType<typeof runner>, clock: FakeClock, n: number): Promise<string> {
-  const text = Array.from({ length: n }, (_, i) =>
-    JSON.stringify({ custom_id: `c${i}`, method: 'POST', url: '/v1/chat/completions', body: { model: 'm' } }),
-  ).join('\n');
-  const input = await r.files.keep({
-    caller: OPERATOR,
-    filename: 'in.jsonl',
-    purpose: 'batch',
-    content: Buffer.from(text),
-  });
-  const record: BatchRecord = {
+  const ids = Array.from({ length: n }, (_, i) => `c${i}`);
+  const record = await startChatBatch({ store, files: r.files, runner: r.run, clock }, OPERATOR, ids, {
     id: 'batch_w',
     owner: 'gw-a',
-    endpoint: '/v1/chat/completions',
-    inputFileId: input.id,
-    completionWindow: '24h',
-    status: 'validating',
-    createdAt: clock.now(),
-    expiresAt: clock.now() + DAY,
-    requestCounts: { total: 0, completed: 0, failed: 0 },
     runAs: { kind: 'operator', id: 'op' },
-  };
-  await store.putBatch(record);
-  r.run.start(record, OPERATOR);
+  });
   await flush();
   return record.id;
-}
-
-async function fileIds(store: BatchStore, id: string | undefined): Promise<string[]> {
-  if (!id) return [];
-  const text = (await store.fileContent(id))!.toString();
-  return text
-    .split('\n')
-    .filter((l) => l)
-    .map((l) => JSON.parse(l).custom_id);
 }
 
 describe('batch work on a shared store', () => {
@@ -162,7 +135,7 @@ describe('batch work on a shared store', () => {
     expect(asked.sort()).toEqual(Array.from({ length: 12 }, (_, i) => `c${i}`).sort());
     expect(a.calls.asked.length).toBeGreaterThan(0);
     expect(b.calls.asked.length).toBeGreaterThan(0);
-    expect((await fileIds(store, batch.outputFileId)).sort()).toEqual(asked.sort());
+    expect((await storedLines(store, batch.outputFileId)).map((line) => line.custom_id).sort()).toEqual(asked.sort());
     await Promise.all([a.run.close(0), b.run.close(0)]);
   });
 

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { BatchRecord, BatchStore, FileRecord } from '../../../gateway/store/index.ts';
+import { newBatchRecord } from '../../support/batch-record.ts';
 
 /** A store under test on a clock the suite moves, with its byte bound and result TTL. */
 export interface BatchStoreUnderTest {
@@ -31,18 +32,8 @@ export function describeBatchStore(name: string, make: () => Promise<BatchStoreU
       createdAt: t.now(),
       expiresAt: t.now() + FILE_TTL,
     });
-    const batch = (t: BatchStoreUnderTest, id: string, client?: string): BatchRecord => ({
-      id,
-      ...(client ? { client } : {}),
-      owner: 'gw-1',
-      endpoint: '/v1/chat/completions',
-      inputFileId: 'file-1',
-      completionWindow: '24h',
-      status: 'validating',
-      createdAt: t.now(),
-      expiresAt: t.now() + 86_400_000,
-      requestCounts: { total: 0, completed: 0, failed: 0 },
-    });
+    const batch = (t: BatchStoreUnderTest, id: string, client?: string): BatchRecord =>
+      newBatchRecord(t.now(), { id, inputFileId: 'file-1', ...(client ? { client } : {}) });
 
     it('keeps a file and its content until its expiresAt, counting its bytes until then', async () => {
       const t = await make();

@@ -4,7 +4,7 @@
  * stopped with no live lease, a line claimed once and its result written once.
  */
 import { describe, expect, it } from 'vitest';
-import type { BatchRecord } from '../../../gateway/store/index.ts';
+import { newBatchRecord } from '../../support/batch-record.ts';
 import { eventually } from '../../support/fleet.ts';
 import type { BatchStoreUnderTest } from './batch-contract.ts';
 
@@ -14,18 +14,10 @@ const TTL = 200;
 export function describeBatchWork(name: string, make: () => Promise<BatchStoreUnderTest>): void {
   describe(`${name} (batch work contract)`, () => {
     const running = async (t: BatchStoreUnderTest, id: string): Promise<void> => {
-      const record: BatchRecord = {
-        id,
-        owner: 'gw-1',
-        endpoint: '/v1/chat/completions',
-        inputFileId: 'file-1',
-        completionWindow: '24h',
-        status: 'in_progress',
-        createdAt: t.now(),
-        expiresAt: t.now() + 86_400_000,
-        requestCounts: { total: 4, completed: 0, failed: 0 },
-      };
-      await t.store.putBatch(record);
+      const counts = { total: 4, completed: 0, failed: 0 };
+      await t.store.putBatch(
+        newBatchRecord(t.now(), { id, inputFileId: 'file-1', status: 'in_progress', requestCounts: counts }),
+      );
     };
 
     it('leases each chunk to one holder, then the finalize step once every chunk is done', async () => {

@@ -62,6 +62,66 @@
     return res.json();
   }
 
+  // ---- the tables' frames ----
+
+  /**
+   * Each table's column headings, by table id (a heading with a hint is [heading, hint]), and the
+   * name of the region it scrolls in where that is not its section's heading. The page holds the
+   * tables bare; {@link frameTables} writes their headers and bodies from this list once, so a
+   * row's cells and its headings are read side by side here.
+   */
+  const TABLES = {
+    runners: { columns: ['Runner', 'State', 'Health', 'Breaker', 'Ready', 'Load', 'Models', 'Heartbeat', 'Engine'] },
+    outcomes: { columns: ['Outcome', 'Calls'], region: 'Calls by outcome' },
+    errors: { columns: ['Code', 'Calls'], region: 'Errors by code' },
+    queue: { columns: ['Model', 'Priority', 'Waiting', 'Oldest wait'] },
+    cache: {
+      columns: ['Runner', 'Feed', 'Last update', 'Blocks', 'Model', 'Calls', 'Predicted', 'Reported', 'Over', 'Under'],
+    },
+    detached: { columns: ['Status', 'Calls'] },
+    batches: { columns: ['Status or lines', 'Count'] },
+    deployments: {
+      columns: [
+        'Model',
+        'Wanted',
+        'Starting',
+        'Ready',
+        'Draining',
+        ['Outdated', 'replicas of an older revision, being replaced'],
+        'Reconciler',
+      ],
+    },
+  };
+
+  /**
+   * Gives every table of {@link TABLES} its header row and an empty body, inside a region that
+   * scrolls sideways on a narrow screen and takes the keyboard focus to do so.
+   */
+  function frameTables() {
+    for (const [id, { columns, region }] of Object.entries(TABLES)) {
+      const table = $(id);
+      const row = document.createElement('tr');
+      for (const column of columns) {
+        const [heading, hint] = Array.isArray(column) ? column : [column];
+        const th = document.createElement('th');
+        th.scope = 'col';
+        th.textContent = heading;
+        if (hint) th.title = hint;
+        row.append(th);
+      }
+      table.createTHead().append(row);
+      table.createTBody();
+      const scroll = document.createElement('div');
+      scroll.className = 'scroll';
+      scroll.tabIndex = 0;
+      scroll.setAttribute('role', 'region');
+      if (region) scroll.setAttribute('aria-label', region);
+      else scroll.setAttribute('aria-labelledby', table.closest('section').getAttribute('aria-labelledby'));
+      table.replaceWith(scroll);
+      scroll.append(table);
+    }
+  }
+
   // ---- drawing helpers ----
 
   function cell(text, className) {
@@ -77,7 +137,12 @@
     return td;
   }
 
-  function fill(tbody, rows, columns, emptyText) {
+  /**
+   * Writes `rows` (arrays of cells) into the body of table `id`, or one row saying `emptyText`
+   * when there are none; returns that body.
+   */
+  function fill(id, rows, emptyText) {
+    const table = $(id);
     const out = rows.map((cells) => {
       const tr = document.createElement('tr');
       tr.append(...cells);
@@ -87,11 +152,13 @@
       const tr = document.createElement('tr');
       tr.className = 'none';
       const td = cell(emptyText);
-      td.colSpan = columns;
+      td.colSpan = table.tHead.rows[0].cells.length;
       tr.append(td);
       out.push(tr);
     }
+    const tbody = table.tBodies[0];
     tbody.replaceChildren(...out);
+    return tbody;
   }
 
   const num = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
@@ -171,8 +238,7 @@
         cell(engine),
       ];
     });
-    const tbody = $('runners').tBodies[0];
-    fill(tbody, rows, 9, 'No runners.');
+    const tbody = fill('runners', rows, 'No runners.');
     // The row of each runner names it, so a script or a spec can find it.
     [...tbody.rows].forEach((tr, i) => runners[i] && tr.setAttribute('data-runner', String(runners[i].id)));
   }
@@ -196,15 +262,13 @@
       );
       const counts = (o) => Object.entries(o && typeof o === 'object' ? o : {}).sort((a, b) => b[1] - a[1]);
       fill(
-        $('outcomes').tBodies[0],
+        'outcomes',
         counts(calls.byOutcome).map(([k, v]) => [cell(k), cell(fixed(v, 0), 'num')]),
-        2,
         'No calls yet.',
       );
       fill(
-        $('errors').tBodies[0],
+        'errors',
         counts(stats.errors?.byCode).map(([k, v]) => [cell(k), cell(fixed(v, 0), 'num')]),
-        2,
         'No errors.',
       );
     }
@@ -257,11 +321,10 @@
   function drawDetached(stats) {
     const counts = stats?.detached;
     fill(
-      $('detached').tBodies[0],
+      'detached',
       counts && typeof counts === 'object'
         ? DETACHED.map(([key, label]) => [cell(label), cell(fixed(num(counts[key]) ?? 0, 0), 'num')])
         : [],
-      2,
       'No data yet.',
     );
   }
@@ -284,7 +347,7 @@
     const rate = num(batches?.linesPerSecond);
     $('batches-rate').textContent = rate === undefined ? '(this gateway)' : `(this gateway, ${fixed(rate, 1)} lines/s)`;
     fill(
-      $('batches').tBodies[0],
+      'batches',
       batches && typeof batches === 'object'
         ? [
             ...BATCH_STATUSES.map((status) => [cell(status), cell(fixed(num(byStatus[status]) ?? 0, 0), 'num')]),
@@ -292,7 +355,6 @@
             [cell('lines in flight'), cell(fixed(num(batches.linesInFlight) ?? 0, 0), 'num')],
           ]
         : [],
-      2,
       'No data yet.',
     );
   }
@@ -330,21 +392,20 @@
     }
     for (const f of feeds) if (!checked.has(f.runner)) rows.push(row(f.runner, undefined));
     $('cache-count').textContent = `(${feeds.filter((f) => f.known).length} of ${feeds.length} feeds known)`;
-    fill($('cache').tBodies[0], rows, 10, 'No runner feeds its cache to this gateway.');
+    fill('cache', rows, 'No runner feeds its cache to this gateway.');
   }
 
   function drawQueue(queue) {
     const models = Array.isArray(queue?.models) ? queue.models : [];
     $('queue-count').textContent = `(${num(queue?.waiting) ?? 0} waiting)`;
     fill(
-      $('queue').tBodies[0],
+      'queue',
       models.map((q) => [
         cell(q.model || '(invoke)'),
         cell(q.priority),
         cell(q.waiting, 'num'),
         cell(ms(q.oldestWaitMs), 'num'),
       ]),
-      4,
       'Nothing waiting.',
     );
   }
@@ -352,7 +413,7 @@
   function drawDeployments(list) {
     const deployments = Array.isArray(list?.data) ? list.data : [];
     fill(
-      $('deployments').tBodies[0],
+      'deployments',
       deployments.map((d) => {
         const s = d.status || {};
         return [
@@ -365,7 +426,6 @@
           cell(s.reconciler),
         ];
       }),
-      7,
       list === null ? 'No data: this gateway does not answer GET /v1/deployments.' : 'No deployments.',
     );
   }
@@ -422,6 +482,7 @@
   }
 
   document.addEventListener('DOMContentLoaded', () => {
+    frameTables();
     $('login-form').addEventListener('submit', (event) => {
       event.preventDefault();
       const value = $('token').value.trim();
