@@ -16,7 +16,8 @@ import { ANONYMOUS, KeyCalls, withUsageAsked } from '../access/index.ts';
 import type { Caller, KeyCall } from '../access/index.ts';
 import { UploadBudget } from './admission.ts';
 import { clientKey, routedPath, uuidv7 } from '../http/index.ts';
-import { clientRequestId, readBody, REQUEST_ID_HEADER } from '../http/index.ts';
+import { bodyReader, clientRequestId, REQUEST_ID_HEADER } from '../http/index.ts';
+import type { BodyReader } from '../http/index.ts';
 import type { CallRoute, GatewayCall, CallResult } from '../http/index.ts';
 import { askOf, makeCall } from './intake.ts';
 import type { Asked, MutableCall } from './intake.ts';
@@ -64,6 +65,8 @@ interface Started {
 /** Runs calls through their lifecycle; one per gateway. */
 export class LbAgent {
   readonly #config: GatewayConfig;
+  /** Reads a call's body under the configured bounds. */
+  readonly #readBody: BodyReader;
   readonly #metrics;
   readonly #detached: DetachedCalls;
   readonly #uploads: UploadBudget;
@@ -97,6 +100,11 @@ export class LbAgent {
     coldStarts: ColdStarts | undefined = config.coldStarts,
   ) {
     this.#config = config;
+    this.#readBody = bodyReader({
+      maxBytes: config.maxBodyBytes,
+      timeout: config.bodyReadTimeout,
+      idleTimeout: config.bodyIdleTimeout,
+    });
     this.#uploads = new UploadBudget({ max: config.maxUploads, perClient: config.maxUploadsPerClient });
     const uploads = this.#uploads;
     this.#metrics = createGatewayMetrics(config.meterProvider, { uploads: () => uploads.size });
@@ -264,12 +272,7 @@ export class LbAgent {
     const { ledger, keyCall, callTrace, clientGone } = started;
     let body: Buffer | undefined;
     try {
-      const limits = {
-        maxBytes: this.#config.maxBodyBytes,
-        timeout: this.#config.bodyReadTimeout,
-        idleTimeout: this.#config.bodyIdleTimeout,
-      };
-      const reading = readBody(incoming, limits, clientGone);
+      const reading = this.#readBody(incoming, clientGone);
       body = await (callTrace ? callTrace.body(reading) : reading);
     } catch (error) {
       // The rest of the body is still on the socket; close it rather than read garbage as a request.

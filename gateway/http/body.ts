@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { readBody as readBounded } from '../../runner/protocol/body.ts';
+import type { BodyRead } from '../../runner/protocol/body.ts';
 import { BodyTimeoutError, BodyTooLargeError } from '../errors.ts';
 
 /** Bounds on reading one body. */
@@ -29,10 +30,12 @@ export interface BodyLimits {
  * A client that goes away (the request closes first, or `clientGone` aborts: see
  * placer/kernel/response-end.ts) rejects with a plain Error; the caller treats it as cancelled.
  */
-export function readBody(incoming: IncomingMessage, limits: BodyLimits, clientGone?: AbortSignal): Promise<Buffer> {
+export type BodyReader = (incoming: IncomingMessage, clientGone?: AbortSignal) => Promise<Buffer>;
+
+/** The {@link BodyReader} of `limits`: its bounds and errors are built once, not per call. */
+export function bodyReader(limits: BodyLimits): BodyReader {
   const { maxBytes, timeout, idleTimeout } = limits;
-  return readBounded(incoming, {
-    ...(clientGone === undefined ? {} : { gone: clientGone }),
+  const read: BodyRead = {
     maxBytes,
     tooLarge: (declared) => {
       const size = declared === undefined ? 'more than that' : `${declared} bytes`;
@@ -51,5 +54,11 @@ export function readBody(incoming: IncomingMessage, limits: BodyLimits, clientGo
             error: () => new BodyTimeoutError(`request body stalled: no bytes for bodyIdleTimeout (${idleTimeout} ms)`),
           },
         }),
-  });
+  };
+  return (incoming, clientGone) => readBounded(incoming, read, clientGone);
+}
+
+/** Reads one body under `limits` (see {@link BodyReader}). */
+export function readBody(incoming: IncomingMessage, limits: BodyLimits, clientGone?: AbortSignal): Promise<Buffer> {
+  return bodyReader(limits)(incoming, clientGone);
 }

@@ -5,7 +5,8 @@
  *
  * The room's public face: what other rooms take from it.
  */
-export { readBody } from './body.ts';
+export { bodyReader, readBody } from './body.ts';
+export type { BodyReader } from './body.ts';
 export {
   OPENAI_CALL_ROUTES,
   PRIORITIES,

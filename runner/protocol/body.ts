@@ -29,11 +29,6 @@ export interface BodyRead {
   tooLarge(declared: number | undefined): Error;
   /** The error when the peer closes the connection before the body's end. */
   closed(): Error;
-  /**
-   * Aborted when the peer is gone, however the caller learnt it: rejects with `closed` too. An
-   * HTTP/2 request whose stream was reset before the read began has no 'close' left to emit.
-   */
-  gone?: AbortSignal;
   /** Longest time the whole body may take, counted from this call. Off when not given. */
   timeout?: TimeBound;
   /**
@@ -47,17 +42,39 @@ export interface BodyRead {
 /**
  * Reads the whole body of `incoming`. Rejects with `tooLarge` as soon as the declared or the
  * received length passes `maxBytes`, with the bound's error when `timeout` or `idle` passes,
- * with `closed` when the peer hangs up first (or `gone` aborts), and with the stream's own error
- * when it fails.
+ * with `closed` when the peer hangs up first or `gone` aborts (the peer gone, however the caller
+ * learnt it: an HTTP/2 request whose stream was reset before the read began has no 'close' left
+ * to emit), and with the stream's own error when it fails. `read` holds nothing of one call, so
+ * a caller builds it once.
  * On a rejection the rest of the body is left unread (the stream paused): the caller's answer
- * should close the connection.
+ * should close the connection. The body is the reader's alone: nothing else listens to it.
  */
-export function readBody(incoming: IncomingMessage, read: BodyRead): Promise<Buffer> {
+export async function readBody(incoming: IncomingMessage, read: BodyRead, gone?: AbortSignal): Promise<Buffer> {
   const declared = Number(incoming.headers['content-length']);
-  if (Number.isFinite(declared) && declared > read.maxBytes) return Promise.reject(read.tooLarge(declared));
-  if (incoming.readableEnded) return Promise.resolve(Buffer.alloc(0));
-  const { gone } = read;
-  if (gone?.aborted) return Promise.reject(read.closed());
+  if (Number.isFinite(declared) && declared > read.maxBytes) throw read.tooLarge(declared);
+  if (gone?.aborted) throw read.closed();
+  const here = arrived(incoming, declared);
+  if (here) return here;
+  // A request is handed over when its headers are parsed; a small body in the same packet is
+  // pushed only after that, before the parse returns. Looking again once it has returned finds
+  // such a body whole, with no timer or listener to set and take off.
+  await undefined;
+  return arrived(incoming, declared) ?? waitForBody(incoming, read, gone);
+}
+
+/**
+ * The whole body when nothing is left to wait for: every declared byte buffered, or the stream
+ * ended. Undefined when it must be waited for (or the peer is gone: {@link waitForBody} says so).
+ */
+function arrived(incoming: IncomingMessage, declared: number): Buffer | undefined {
+  if (incoming.readableEnded) return Buffer.alloc(0);
+  if (incoming.destroyed || incoming.readableFlowing || !(incoming.readableLength >= declared)) return undefined;
+  return declared === 0 ? Buffer.alloc(0) : (incoming.read(declared) as Buffer);
+}
+
+/** Reads the body as it arrives, under `read`'s bounds. */
+function waitForBody(incoming: IncomingMessage, read: BodyRead, gone: AbortSignal | undefined): Promise<Buffer> {
+  if (gone?.aborted || incoming.destroyed) return Promise.reject(read.closed());
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -8,7 +8,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { Readable } from 'node:stream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { pumpBody, readBody } from '../../../runner/protocol/body.ts';
 import type { BodyRead } from '../../../runner/protocol/body.ts';
 import { eventually } from '../../support/fleet.ts';
@@ -53,21 +53,24 @@ const bounds = (extra: Partial<BodyRead> = {}): BodyRead => ({
   ...extra,
 });
 
-/** Starts a server that reads one body with `read` and reports how reading it ended. */
+/**
+ * Starts a server that reads one body with `read` and reports how reading it ended; `started`
+ * once the reader takes the body as it comes (the body is the reader's alone: nothing else
+ * listens to it).
+ */
 async function reading(
   read: BodyRead,
-): Promise<{ port: number; outcome: Promise<Buffer | Refused | Error>; started: Promise<void> }> {
+): Promise<{ port: number; outcome: Promise<Buffer | Refused | Error>; started: () => Promise<void> }> {
   let settle!: (outcome: Buffer | Refused | Error) => void;
   const outcome = new Promise<Buffer | Refused | Error>((resolve) => (settle = resolve));
-  let start!: () => void;
-  const started = new Promise<void>((resolve) => (start = resolve));
+  let request: IncomingMessage | undefined;
   const port = await serverFor((req, res) => {
+    request = req;
     readBody(req, read).then(settle, settle);
-    req.once('data', () => start());
     res.on('error', () => {});
     void outcome.then(() => res.end());
   });
-  return { port, outcome, started };
+  return { port, outcome, started: () => eventually(() => request?.readableFlowing === true) };
 }
 
 const head = (headers: string): string => `POST / HTTP/1.1\r\nhost: 127.0.0.1\r\n${headers}\r\n`;
@@ -99,7 +102,7 @@ describe('readBody', () => {
     const { port, outcome, started } = await reading(bounds());
     const socket = socketTo(port);
     socket.write(`${head('content-length: 16\r\n')}0123`);
-    await started;
+    await started();
     socket.resetAndDestroy();
     const error = await outcome;
     expect(error).not.toBeInstanceOf(Refused);
@@ -127,6 +130,30 @@ describe('readBody', () => {
     const drip = setInterval(() => socket.write('x'), 20);
     cleanups.push(() => clearInterval(drip));
     expect(await outcome).toMatchObject({ why: 'timeout' });
+  });
+
+  it('takes a body whose declared bytes are all here already as it is: no listener, no timer', async () => {
+    const watched: { listened: string[]; body: Promise<Buffer> }[] = [];
+    const port = await serverFor((req, res) => {
+      const ready = (): void => {
+        if (req.readableLength < 10) return void setImmediate(ready);
+        const on = vi.spyOn(req, 'on');
+        const once = vi.spyOn(req, 'once');
+        const timeout = { ms: 0, error: () => new Refused('a timer was armed') };
+        const body = readBody(req, bounds({ timeout, idle: timeout }));
+        const listened = [...on.mock.calls, ...once.mock.calls].map(([event]) => String(event));
+        watched.push({ listened, body });
+        void body.then(
+          () => res.end(),
+          () => res.end(),
+        );
+      };
+      ready();
+    });
+    socketTo(port).write(`${head('content-length: 10\r\n')}0123456789`);
+    await eventually(() => watched.length === 1);
+    expect((await watched[0]!.body).toString()).toBe('0123456789');
+    expect(watched[0]!.listened).toEqual([]);
   });
 });
 
