@@ -5,7 +5,7 @@
  */
 import { formatMs, systemClock } from './kernel/index.ts';
 import { PlacerAbortedError, PlacerPoolError, PlacerTimeoutError } from './errors.ts';
-import type { Clock } from './kernel/index.ts';
+import type { AbortWatch, Clock } from './kernel/index.ts';
 import type { Placer, Runner, RunnerCall, RunnerPool, TryExecResult } from './types.ts';
 
 /** How the walk paces itself and whom it tells about runners that did not take the call. */
@@ -20,6 +20,12 @@ export interface WalkOptions {
    * throws is ignored, because observing the walk must never change where a call goes.
    */
   onRetry?(runner: Runner<unknown>, reason: 'busy' | 'error', error?: Error): void;
+  /**
+   * What the walk checks for the call's abort: `call.signal` unless given. A caller whose
+   * `call.signal` is made on demand (the gateway's, placer/kernel/abort.ts) passes the abort
+   * behind it, so a walk that never sleeps never makes one.
+   */
+  abort?: AbortWatch;
   /**
    * Waits, in place of the pause between passes, until capacity may have appeared for `call`
    * (a gateway's wait queue): resolves to walk the pool once more, at the latest at the call's
@@ -68,6 +74,8 @@ export interface WalkStepOptions {
   now(): number;
   /** See {@link WalkOptions.onRetry}. */
   onRetry?: WalkOptions['onRetry'];
+  /** See {@link WalkOptions.abort}. */
+  abort?: AbortWatch;
 }
 
 /**
@@ -97,8 +105,8 @@ export async function placeCall<T>(
   placer: Placer,
   options: WalkOptions,
 ): Promise<Placement<T>> {
-  const { retryAllDelay, clock = systemClock, onRetry, waitForCapacity } = options;
-  const walk = walkSteps<T>(call, placer, { retryAllDelay, now: () => clock.now(), onRetry });
+  const { retryAllDelay, clock = systemClock, onRetry, waitForCapacity, abort } = options;
+  const walk = walkSteps<T>(call, placer, { retryAllDelay, now: () => clock.now(), onRetry, abort });
   let step = walk.next();
   while (!step.done) {
     const request = step.value;
@@ -136,18 +144,19 @@ export function* walkSteps<T>(
   options: WalkStepOptions,
 ): Generator<WalkStep<T>, Placement<T>, WalkAnswer<T>> {
   const { retryAllDelay, now, onRetry } = options;
+  const abort = options.abort ?? call.signal;
   const startedAt = now();
   let attempts = 0;
   let passes = 0;
   // The checks and the reports are module functions rather than closures: the simulator keeps a
   // walk per waiting call, tens of thousands at once, and each closure would be kept with it.
   for (;;) {
-    stopIfDone(call, now, startedAt, attempts);
+    stopIfDone(call, abort, now, startedAt, attempts);
     passes++;
     // The answers' types follow the step asked (see WalkAnswer); a generator has one type for all.
     const runners = (yield LIST) as readonly Runner<T>[];
     for (const runner of placer.order(call, runners)) {
-      stopIfDone(call, now, startedAt, attempts);
+      stopIfDone(call, abort, now, startedAt, attempts);
       attempts++;
       const result = (yield { kind: 'offer', runner }) as TryExecResult<T>;
       if (result.kind === 'placed') {
@@ -157,20 +166,20 @@ export function* walkSteps<T>(
       if (result.kind === 'busy') report(onRetry, runner, 'busy');
       else report(onRetry, runner, 'error', result.error);
     }
-    stopIfDone(call, now, startedAt, attempts);
+    stopIfDone(call, abort, now, startedAt, attempts);
     const remaining = call.placerDeadline - now();
     try {
       yield { kind: 'sleep', ms: Math.min(retryAllDelay, remaining) };
     } catch (error) {
-      if (call.signal.aborted) throw aborted(call, attempts);
+      if (abort.aborted) throw aborted(call, abort, attempts);
       throw error;
     }
   }
 }
 
 /** Throws when the walk must end: the call aborted (checked first), or its deadline has come. */
-function stopIfDone(call: RunnerCall, now: () => number, startedAt: number, attempts: number): void {
-  if (call.signal.aborted) throw aborted(call, attempts);
+function stopIfDone(call: RunnerCall, abort: AbortWatch, now: () => number, startedAt: number, attempts: number): void {
+  if (abort.aborted) throw aborted(call, abort, attempts);
   const at = now();
   if (at >= call.placerDeadline) throw timedOut(call, at - startedAt, attempts);
 }
@@ -216,11 +225,11 @@ async function listRunners<T>(call: RunnerCall, pool: RunnerPool<T>): Promise<re
   return runners as readonly Runner<T>[];
 }
 
-function aborted(call: RunnerCall, attempts: number): PlacerAbortedError {
+function aborted(call: RunnerCall, abort: AbortWatch, attempts: number): PlacerAbortedError {
   return new PlacerAbortedError(
     `call for function "${call.fn}" was aborted before a runner accepted it (${plural(attempts, 'attempt')})`,
     attempts,
-    { cause: call.signal.reason },
+    { cause: abort.reason },
   );
 }
 

@@ -10,7 +10,7 @@
  * refusal on the way is written by the responder (responder.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { SluiceError, onCutShort } from '../../placer/kernel/index.ts';
+import { LazyAbort, SluiceError, onCutShort } from '../../placer/kernel/index.ts';
 import { CALL_ID_HEADER } from '../../runner/protocol/index.ts';
 import { ANONYMOUS, KeyCalls, withUsageAsked } from '../access/index.ts';
 import type { Caller, KeyCall } from '../access/index.ts';
@@ -57,7 +57,7 @@ interface Started {
   keyCall: KeyCall | undefined;
   callTrace: CallTrace | undefined;
   /** Aborted when the client is gone (gateway/calls/agent.ts, serve). */
-  clientGone: AbortSignal;
+  clientGone: LazyAbort;
   /** The id of the caller's client key, when it has one. */
   client: string | undefined;
 }
@@ -220,7 +220,7 @@ export class LbAgent {
     if (!ledger) return;
     // The client leaving at any step from here on (the body's upload, the wait for a runner, the
     // answer) aborts the call: the body's read, the walk, the runner's offer and the relay.
-    const clientGone = new AbortController();
+    const clientGone = new LazyAbort();
     onCutShort(out, () => clientGone.abort(new Error('client closed the connection')));
     // A client key's requests per minute and concurrent calls, before its body is read. The
     // upload counts meanwhile, so a drain waits for this call.
@@ -245,7 +245,7 @@ export class LbAgent {
         ledger,
         keyCall,
         callTrace,
-        clientGone: clientGone.signal,
+        clientGone,
         client,
       });
     } finally {
@@ -356,7 +356,7 @@ export class LbAgent {
       client,
       body: budgeted.body,
       timeout: this.#config.callTimeout,
-      signal: detached?.signal ?? clientGone,
+      abort: detached?.signal ?? clientGone,
     });
     this.#cacheChecks.attach(call, asked.promptParts);
     // Also set on `out` above, but the relay copies the runner's headers over it: an engine

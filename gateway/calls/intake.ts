@@ -7,6 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import { invokeRefusal, modelRefusal } from '../access/index.ts';
 import type { KeyCall } from '../access/index.ts';
+import { LazyAbort } from '../../placer/kernel/index.ts';
 import { UnknownModelError } from '../errors.ts';
 import {
   affinityKey,
@@ -92,9 +93,21 @@ export interface CallParts {
   /** The body the runner gets: the client's, or one a key's token budget added to. */
   body: Buffer;
   timeout: number;
-  /** The client's connection for a sync call; a detached call's own signal. */
-  signal: AbortSignal;
+  /**
+   * The client's connection for a sync call, its AbortSignal made on demand; a detached call's
+   * own signal.
+   */
+  abort: LazyAbort | AbortSignal;
 }
+
+/** A call's `signal`: its abort's AbortSignal, made the first time it is read (placer/kernel/abort.ts). */
+const SIGNAL: PropertyDescriptor = Object.freeze({
+  get(this: Pick<MutableCall, 'abort'>): AbortSignal {
+    return this.abort instanceof LazyAbort ? this.abort.signal : (this.abort as AbortSignal);
+  },
+  enumerable: true,
+  configurable: true,
+});
 
 /** The call as placement and the runner see it, started at its creation until the agent stamps it. */
 export function makeCall(
@@ -104,9 +117,9 @@ export function makeCall(
   asked: Asked,
   parts: CallParts,
 ): MutableCall {
-  const { id, requestId, createdAt, client, body, timeout, signal } = parts;
+  const { id, requestId, createdAt, client, body, timeout, abort } = parts;
   const session = incoming.headers[SESSION_HEADER];
-  return {
+  const call: Omit<MutableCall, 'signal'> = {
     id,
     fn: asked.fn,
     key: affinityKey(Array.isArray(session) ? session[0] : session, asked.user, asked.fn),
@@ -122,7 +135,11 @@ export function makeCall(
     startedAt: createdAt,
     placerDeadline: createdAt,
     timeout,
-    signal,
+    abort,
     ...(client === undefined ? {} : { client }),
   };
+  // One getter for every call, added as a new property: every call keeps one fast shape (a
+  // getter made per call would give each its own, and a data property turned into a getter
+  // would leave the object's properties in a dictionary).
+  return Object.defineProperty(call, 'signal', SIGNAL) as MutableCall;
 }

@@ -154,7 +154,7 @@ export class CallPlacement {
     const queue = this.#queue;
     // The pool's candidate key: calls for one model share one line.
     const model = call.route === 'invoke' ? '' : call.fn;
-    const waiter = queue.waiter({ model, priority: turn.priority, flow: turn.flow }, call.signal, call.placerDeadline);
+    const waiter = queue.waiter({ model, priority: turn.priority, flow: turn.flow }, call.abort, call.placerDeadline);
     const placer = this.#config.placer;
     // When the call began to wait for a replica of its model; NaN while it has not.
     let coldSince = Number.NaN;
@@ -202,6 +202,7 @@ export class CallPlacement {
           callTrace?.offered(runner.id, reason, error);
         },
         waitForCapacity,
+        abort: call.abort,
       });
       m.placerAttempts.record(placement.attempts);
       callTrace?.placementEnded({ runner: placement.runner.id, attempts: placement.attempts });
@@ -284,7 +285,7 @@ export class CallPlacement {
       m.queueRefused.add(1, { scope: end.scope });
       throw new QueueFullError(end.scope, end.limit, this.#config.retryAfter);
     }
-    if (end === 'aborted') throw call.signal.reason ?? new Error('the call was aborted');
+    if (end === 'aborted') throw call.abort.reason ?? new Error('the call was aborted');
   }
 
   /** How a call no runner took (or whose committed runner failed before answering) ended, and its answer. */
@@ -301,7 +302,7 @@ export class CallPlacement {
       refusal,
       coldStartMs,
     });
-    if (error instanceof PlacerAbortedError || call.signal.aborted) return ended('cancelled', undefined);
+    if (error instanceof PlacerAbortedError || call.abort.aborted) return ended('cancelled', undefined);
     // Refused at once rather than queued past the bound: counted with the other refusals.
     if (error instanceof QueueFullError) return ended('server_busy', { kind: 'refused', error });
     if (error instanceof DeploymentFailedError) return ended('errors', { kind: 'refused', error });

@@ -17,6 +17,7 @@ import type { ServerResponse } from 'node:http';
 import { pumpBody } from '../../runner/protocol/body.ts';
 import { ERROR_TRAILER, EXEC_TRAILER, parseExecTiming, withoutHopByHop } from '../../runner/protocol/index.ts';
 import { SluiceError } from '../../placer/kernel/index.ts';
+import type { AbortWatch } from '../../placer/kernel/index.ts';
 import type { CallOutcome } from '../http/index.ts';
 import { CallTimeoutError, RunnerFailedError, errorBody, runnerReported } from '../errors.ts';
 import { committedFailure } from '../fleet/index.ts';
@@ -64,7 +65,7 @@ export function relay(
   out: ServerResponse,
   headers: Record<string, string>,
   runner: { id: string },
-  signal: AbortSignal,
+  signal: AbortWatch,
   options: RelayOptions,
 ): Promise<RelayResult> {
   return new Promise<RelayResult>((resolve) => {

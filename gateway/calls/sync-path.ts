@@ -62,7 +62,7 @@ export class SyncPath {
     ledger.running();
     this.#cacheChecks.placed(call, placed.runner.id);
     const type = answerType(placed.response.headers);
-    const relaying = relay(placed.response, out, headers, placed.runner, call.signal, { type, stripUsage });
+    const relaying = relay(placed.response, out, headers, placed.runner, call.abort, { type, stripUsage });
     // Beside the relay's own reader, attached in the same tick: the answer's end holds its usage.
     keyCall?.watch(placed.response.body);
     const watch = call.route === 'invoke' ? undefined : this.#answers.watch(call, placed.response, type);

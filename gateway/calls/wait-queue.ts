@@ -12,7 +12,7 @@
  * Pure but for the clock: time is read and slept on through the injected {@link Clock}, so the
  * unit tables run under a fake one.
  */
-import type { Clock } from '../../placer/kernel/index.ts';
+import type { AbortWatch, Clock } from '../../placer/kernel/index.ts';
 import { PRIORITIES } from '../http/index.ts';
 import type { Priority } from '../http/index.ts';
 import type { QueueSnapshot } from '../observe/index.ts';
@@ -67,7 +67,7 @@ export class Waiter {
   /** When the call first joined, on the queue's clock; NaN until then. */
   joinedAt = Number.NaN;
   readonly #queue: WaitQueue;
-  readonly #signal: AbortSignal;
+  readonly #signal: AbortWatch;
   readonly #deadline: number;
   /** `idle` before its first wait, `queued` while in line, `walking` while admitted but out of line (woken, or its wait ended), `done` after leave(). */
   state: 'idle' | 'queued' | 'walking' | 'done' = 'idle';
@@ -87,7 +87,7 @@ export class Waiter {
   /** True once the call waits for a replica of its model (a cold start), until it leaves. */
   #forReplica = false;
 
-  constructor(queue: WaitQueue, key: WaiterKey, seq: number, signal: AbortSignal, deadline: number) {
+  constructor(queue: WaitQueue, key: WaiterKey, seq: number, signal: AbortWatch, deadline: number) {
     this.#queue = queue;
     this.key = key;
     this.seq = seq;
@@ -326,7 +326,7 @@ export class WaitQueue {
   }
 
   /** A waiter for a call; it joins the queue at its first wait, with its place fixed now. */
-  waiter(key: WaiterKey, signal: AbortSignal, deadline: number): Waiter {
+  waiter(key: WaiterKey, signal: AbortWatch, deadline: number): Waiter {
     return new Waiter(this, key, this.#seq++, signal, deadline);
   }
 

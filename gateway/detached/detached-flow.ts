@@ -7,7 +7,7 @@
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { SluiceError } from '../../placer/kernel/index.ts';
-import type { Clock } from '../../placer/kernel/index.ts';
+import type { AbortWatch, Clock } from '../../placer/kernel/index.ts';
 import type { CallOutcome, GatewayCall, CallResult } from '../http/index.ts';
 import type { CallbackDelivery } from '../callbacks/index.ts';
 import type { DetachedCalls, DetachedOutcome } from './detached.ts';
@@ -66,10 +66,10 @@ export class DetachedSignal {
   /** Aborted by a cancel, the lifetime, a drain, or the client leaving before commit. */
   readonly controller = new AbortController();
   /** The client's connection: aborted when it closes before its answer is finished. */
-  readonly clientGone: AbortSignal;
+  readonly clientGone: AbortWatch;
   #committed = false;
 
-  constructor(clientGone: AbortSignal) {
+  constructor(clientGone: AbortWatch) {
     this.clientGone = clientGone;
     clientGone.addEventListener('abort', () => this.#committed || this.controller.abort(clientGone.reason), {
       once: true,

@@ -19,7 +19,7 @@
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
-import type { Clock } from '../../placer/kernel/index.ts';
+import type { AbortWatch, Clock } from '../../placer/kernel/index.ts';
 import { EndedCalls, runnerLoad } from './runner-load.ts';
 import type { StampedReport } from './runner-load.ts';
 import type { RunnerLoad, TryExecResult } from '../../placer/types.ts';
@@ -138,7 +138,7 @@ export class HttpRunner {
     let acknowledged = false;
     // Waiting for an acknowledgement must not outlast the placer deadline. Only an offer made
     // within responseTimeout of the deadline needs its own signal for that.
-    let signal = call.signal;
+    let signal: AbortWatch = call.abort;
     let deadlineTimer: NodeJS.Timeout | undefined;
     const untilDeadline = call.placerDeadline - clock.now();
     if (untilDeadline < responseTimeout) {
@@ -163,7 +163,8 @@ export class HttpRunner {
         path: call.path,
         headers: this.#wireHeaders(call, offer?.headers),
         body: call.body,
-        signal,
+        // undici takes any object with `aborted`, `reason` and the two listener methods.
+        signal: signal as AbortSignal,
         // undici restarts this on every informational response: the runner's acknowledgements.
         headersTimeout: responseTimeout,
         // A detached call's body is bounded by the runner's liveness instead (cutQuietBodies);
@@ -241,7 +242,7 @@ export class HttpRunner {
     error: unknown,
     acknowledged: boolean,
   ): TryExecResult<RunnerResponse> {
-    if (call.signal.aborted) throw error;
+    if (call.abort.aborted) throw error;
     if (error instanceof PlacerDeadlineReached) return { kind: 'failed', error };
     const failure = transportFailure(error);
     switch (failure) {
@@ -291,7 +292,7 @@ export class HttpRunner {
     });
     body.once('error', () => {
       // A client that left, or a cancelled detached call, says nothing about the runner.
-      if (!call.signal.aborted) signals.failed();
+      if (!call.abort.aborted) signals.failed();
     });
     body.once('close', () => {
       this.#inFlight--;

@@ -7,6 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import { readBody as readBounded } from '../../runner/protocol/body.ts';
 import type { BodyRead } from '../../runner/protocol/body.ts';
+import type { AbortWatch } from '../../placer/kernel/index.ts';
 import { BodyTimeoutError, BodyTooLargeError } from '../errors.ts';
 
 /** Bounds on reading one body. */
@@ -30,7 +31,7 @@ export interface BodyLimits {
  * A client that goes away (the request closes first, or `clientGone` aborts: see
  * placer/kernel/response-end.ts) rejects with a plain Error; the caller treats it as cancelled.
  */
-export type BodyReader = (incoming: IncomingMessage, clientGone?: AbortSignal) => Promise<Buffer>;
+export type BodyReader = (incoming: IncomingMessage, clientGone?: AbortWatch) => Promise<Buffer>;
 
 /** The {@link BodyReader} of `limits`: its bounds and errors are built once, not per call. */
 export function bodyReader(limits: BodyLimits): BodyReader {
@@ -59,6 +60,6 @@ export function bodyReader(limits: BodyLimits): BodyReader {
 }
 
 /** Reads one body under `limits` (see {@link BodyReader}). */
-export function readBody(incoming: IncomingMessage, limits: BodyLimits, clientGone?: AbortSignal): Promise<Buffer> {
+export function readBody(incoming: IncomingMessage, limits: BodyLimits, clientGone?: AbortWatch): Promise<Buffer> {
   return bodyReader(limits)(incoming, clientGone);
 }

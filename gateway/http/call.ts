@@ -5,6 +5,7 @@
  * the lowest room.
  */
 import { randomFillSync } from 'node:crypto';
+import type { AbortWatch } from '../../placer/kernel/index.ts';
 import type { CallType, RunnerCall } from '../../placer/types.ts';
 import { InvalidBodyError, InvalidJsonError, MissingModelError } from '../errors.ts';
 
@@ -135,6 +136,11 @@ export interface GatewayCall extends RunnerCall {
    * without one. It owns the call's detached record and Idempotency-Key.
    */
   readonly client?: string;
+  /**
+   * What the gateway checks and waits on for the call's abort: `signal` is made from it only when
+   * something asks for a real AbortSignal (placer/kernel/abort.ts).
+   */
+  readonly abort: AbortWatch;
 }
 
 /** What the call overrider may change before placement. */

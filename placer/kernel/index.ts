@@ -31,6 +31,8 @@ export type { DataListEntry, DataListFault } from './data-list.ts';
 export { cappedProblems, dataListEntries } from './data-list.ts';
 export type { DataFormat, ParsedData } from './data-text.ts';
 export { dataFormatOf, parseDataText } from './data-text.ts';
+export type { AbortWatch } from './abort.ts';
+export { LazyAbort } from './abort.ts';
 export type { Clock } from './clock.ts';
 export { systemClock } from './clock.ts';
 export { drawIndex, drawWeighted, seededRandom } from './random.ts';

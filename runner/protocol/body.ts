@@ -9,6 +9,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
+import type { AbortWatch } from '../../placer/kernel/index.ts';
 import { coalesceWrites } from './call.ts';
 
 /** A bound on time with the error that passing it raises. */
@@ -49,7 +50,7 @@ export interface BodyRead {
  * On a rejection the rest of the body is left unread (the stream paused): the caller's answer
  * should close the connection. The body is the reader's alone: nothing else listens to it.
  */
-export async function readBody(incoming: IncomingMessage, read: BodyRead, gone?: AbortSignal): Promise<Buffer> {
+export async function readBody(incoming: IncomingMessage, read: BodyRead, gone?: AbortWatch): Promise<Buffer> {
   const declared = Number(incoming.headers['content-length']);
   if (Number.isFinite(declared) && declared > read.maxBytes) throw read.tooLarge(declared);
   if (gone?.aborted) throw read.closed();
@@ -73,7 +74,7 @@ function arrived(incoming: IncomingMessage, declared: number): Buffer | undefine
 }
 
 /** Reads the body as it arrives, under `read`'s bounds. */
-function waitForBody(incoming: IncomingMessage, read: BodyRead, gone: AbortSignal | undefined): Promise<Buffer> {
+function waitForBody(incoming: IncomingMessage, read: BodyRead, gone: AbortWatch | undefined): Promise<Buffer> {
   if (gone?.aborted || incoming.destroyed) return Promise.reject(read.closed());
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];

@@ -7,6 +7,7 @@ import {
   type Placer,
   type Runner,
 } from '../../placer/index.ts';
+import { LazyAbort } from '../../placer/kernel/abort.ts';
 import { walkSteps } from '../../placer/walk.ts';
 import { FakeClock, Fleet, T0, fakeCall, fakePool } from './fake.ts';
 
@@ -138,6 +139,32 @@ describe('placeCall', () => {
     expect(error).toBeInstanceOf(PlacerAbortedError);
     expect(error).toMatchObject({ code: 'PLACER_ABORTED', attempts: 1, cause: reason });
     expect(fleet.offers).toEqual(['a']);
+  });
+
+  it('checks the abort it is given, never touching call.signal, when the walk does not sleep', async () => {
+    const abort = new LazyAbort();
+    const reason = new Error('client went away');
+    const fleet = new Fleet();
+    const abortThenBusy = (): 'busy' => {
+      abort.abort(reason);
+      return 'busy';
+    };
+    const pool = fakePool(fleet.runners({ a: [abortThenBusy], b: ['placed'] }));
+    const call = fakeCall();
+    Object.defineProperty(call, 'signal', {
+      get: () => {
+        throw new Error('call.signal was read');
+      },
+    });
+    const options = { retryAllDelay: 10, clock: new FakeClock(), abort };
+    const error = await placeCall(call, pool, inOrder, options).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'PLACER_ABORTED', attempts: 1, cause: reason });
+    expect(fleet.offers).toEqual(['a']);
+    const placed = await placeCall(call, fakePool(fleet.runners({ c: ['placed'] })), inOrder, {
+      ...options,
+      abort: new LazyAbort(),
+    });
+    expect(placed.runner.id).toBe('c');
   });
 
   it('waits through waitForCapacity instead of sleeping between passes, and walks again once it resolves', async () => {

@@ -5,16 +5,19 @@ let made = 0;
 
 /**
  * A sync chat call for model `sim-small` with an empty JSON body, made at `now`: 10 s to be placed
- * and 10 s to run, a fresh id and signal; `overrides` replace any field.
+ * and 10 s to run, a fresh id and signal; `overrides` replace any field. The call's `abort` is
+ * its signal unless given.
  */
 export function gatewayCall(now: number, overrides: Partial<GatewayCall> = {}): GatewayCall {
+  const signal = overrides.signal ?? new AbortController().signal;
   return {
     id: `call-${++made}`,
     fn: 'sim-small',
     key: 'sim-small',
     type: 'sync',
     placerDeadline: now + 10_000,
-    signal: new AbortController().signal,
+    signal,
+    abort: signal,
     route: 'chat',
     method: 'POST',
     path: '/v1/chat/completions',
