@@ -23,9 +23,11 @@ export interface Clock {
  * in fractional ms, and Date.now() would round a fast call to 0. `sleep` clears its timer on
  * abort so cancelled calls leave nothing behind.
  */
+// Read once: the origin never moves, and the getter costs a fifth of a reading.
+const TIME_ORIGIN = performance.timeOrigin;
 export const systemClock: Clock = Object.freeze({
   now(): number {
-    return performance.timeOrigin + performance.now();
+    return TIME_ORIGIN + performance.now();
   },
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
     return sleep(ms, signal);
