@@ -6,6 +6,7 @@ import {
   placeCall,
   type Placer,
   type Runner,
+  type RunnerCall,
 } from '../../placer/index.ts';
 import { LazyAbort } from '../../placer/kernel/abort.ts';
 import { walkSteps } from '../../placer/walk.ts';
@@ -123,48 +124,41 @@ describe('placeCall', () => {
     expect(pool.asked).toBe(0);
   });
 
-  it('throws PlacerAbortedError before the next offer when the call aborts during a pass', async () => {
-    const controller = new AbortController();
-    const reason = new Error('client went away');
-    const fleet = new Fleet();
-    const abortThenBusy = (): 'busy' => {
-      controller.abort(reason);
-      return 'busy';
-    };
-    const pool = fakePool(fleet.runners({ a: [abortThenBusy], b: ['placed'] }));
-    const call = fakeCall({ signal: controller.signal });
-    const error = await placeCall(call, pool, inOrder, { retryAllDelay: 10, clock: new FakeClock() }).catch(
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(PlacerAbortedError);
-    expect(error).toMatchObject({ code: 'PLACER_ABORTED', attempts: 1, cause: reason });
-    expect(fleet.offers).toEqual(['a']);
-  });
-
-  it('checks the abort it is given, never touching call.signal, when the walk does not sleep', async () => {
-    const abort = new LazyAbort();
-    const reason = new Error('client went away');
-    const fleet = new Fleet();
-    const abortThenBusy = (): 'busy' => {
-      abort.abort(reason);
-      return 'busy';
-    };
-    const pool = fakePool(fleet.runners({ a: [abortThenBusy], b: ['placed'] }));
-    const call = fakeCall();
-    Object.defineProperty(call, 'signal', {
+  /** A call whose `signal` throws when read: the walk must take its abort from its options. */
+  const unreadSignal = (): RunnerCall =>
+    Object.defineProperty(fakeCall(), 'signal', {
       get: () => {
         throw new Error('call.signal was read');
       },
     });
-    const options = { retryAllDelay: 10, clock: new FakeClock(), abort };
-    const error = await placeCall(call, pool, inOrder, options).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: 'PLACER_ABORTED', attempts: 1, cause: reason });
-    expect(fleet.offers).toEqual(['a']);
-    const placed = await placeCall(call, fakePool(fleet.runners({ c: ['placed'] })), inOrder, {
-      ...options,
-      abort: new LazyAbort(),
-    });
-    expect(placed.runner.id).toBe('c');
+
+  it.each([
+    ['its signal', (abort: LazyAbort) => ({ call: fakeCall({ signal: abort.signal }), given: {} })],
+    ['the abort its options give', (abort: LazyAbort) => ({ call: unreadSignal(), given: { abort } })],
+  ])(
+    'throws PlacerAbortedError before the next offer when the call aborts during a pass, seen in %s',
+    async (_, setup) => {
+      const abort = new LazyAbort();
+      const reason = new Error('client went away');
+      const fleet = new Fleet();
+      const abortThenBusy = (): 'busy' => {
+        abort.abort(reason);
+        return 'busy';
+      };
+      const pool = fakePool(fleet.runners({ a: [abortThenBusy], b: ['placed'] }));
+      const { call, given } = setup(abort);
+      const options = { retryAllDelay: 10, clock: new FakeClock(), ...given };
+      const error = await placeCall(call, pool, inOrder, options).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PlacerAbortedError);
+      expect(error).toMatchObject({ code: 'PLACER_ABORTED', attempts: 1, cause: reason });
+      expect(fleet.offers).toEqual(['a']);
+    },
+  );
+
+  it('places a call without reading its signal when its options give the abort', async () => {
+    const pool = fakePool(new Fleet().runners({ c: ['placed'] }));
+    const options = { retryAllDelay: 10, clock: new FakeClock(), abort: new LazyAbort() };
+    expect((await placeCall(unreadSignal(), pool, inOrder, options)).runner.id).toBe('c');
   });
 
   it('waits through waitForCapacity instead of sleeping between passes, and walks again once it resolves', async () => {
