@@ -25,6 +25,7 @@ import type { Logger } from '../placer/kernel/index.ts';
 import { admit } from './admission.ts';
 import type { BusyReason } from './admission.ts';
 import { pumpBody, readBody } from './protocol/body.ts';
+import type { BodyRead } from './protocol/body.ts';
 import type { RunnerEngine } from './engine.ts';
 import {
   EngineBusyError,
@@ -57,6 +58,8 @@ import type { RunnerTrace } from './tracing.ts';
 /** What the call path needs from its runner. */
 export interface CallPathContext {
   config: RunnerConfig;
+  /** How a call's body is read: {@link callBodyRead} of `config`, built once. */
+  bodyRead: BodyRead;
   engine: RunnerEngine;
   slots: Slots;
   log: Logger;
@@ -69,6 +72,34 @@ export interface CallPathContext {
   verify?(req: IncomingMessage, res: ServerResponse, body: Buffer): boolean;
   /** The call's body never came whole, so nothing ran: its call id may be offered here again. */
   abandoned?(res: ServerResponse): void;
+}
+
+/**
+ * How the runner reads a call's body, bounded in time as well as size: a call that holds a slot
+ * must bring its body promptly. Holds nothing of one call, so a runner builds it once.
+ */
+export function callBodyRead(config: RunnerConfig): BodyRead {
+  const { maxBodyBytes, bodyReadTimeout, bodyIdleTimeout } = config;
+  return {
+    maxBytes: maxBodyBytes,
+    tooLarge: () =>
+      new RunnerBodyTooLargeError(`request body exceeds this runner's maxBodyBytes (${maxBodyBytes} bytes)`),
+    closed: () => new Error('gateway closed the connection while sending the call'),
+    timeout: {
+      ms: bodyReadTimeout,
+      error: () =>
+        new RunnerBodyTimeoutError(
+          `request body not received within this runner's bodyReadTimeout (${bodyReadTimeout} ms)`,
+        ),
+    },
+    idle: {
+      ms: bodyIdleTimeout,
+      error: () =>
+        new RunnerBodyTimeoutError(
+          `request body stalled: no bytes for this runner's bodyIdleTimeout (${bodyIdleTimeout} ms)`,
+        ),
+    },
+  };
 }
 
 /** Serves one call on `req`/`res`; resolves when the call is handed to the engine's stream or answered. */
@@ -177,29 +208,8 @@ class AdmittedCall {
 
   /** Reads the whole body, bounded in time as well as size: a call that holds a slot must bring its body promptly. */
   async #readBody(): Promise<{ kind: 'read'; body: Buffer } | { kind: 'unread'; error: unknown }> {
-    const { maxBodyBytes, bodyReadTimeout, bodyIdleTimeout } = this.#ctx.config;
     try {
-      const body = await readBody(this.#req, {
-        maxBytes: maxBodyBytes,
-        tooLarge: () =>
-          new RunnerBodyTooLargeError(`request body exceeds this runner's maxBodyBytes (${maxBodyBytes} bytes)`),
-        closed: () => new Error('gateway closed the connection while sending the call'),
-        timeout: {
-          ms: bodyReadTimeout,
-          error: () =>
-            new RunnerBodyTimeoutError(
-              `request body not received within this runner's bodyReadTimeout (${bodyReadTimeout} ms)`,
-            ),
-        },
-        idle: {
-          ms: bodyIdleTimeout,
-          error: () =>
-            new RunnerBodyTimeoutError(
-              `request body stalled: no bytes for this runner's bodyIdleTimeout (${bodyIdleTimeout} ms)`,
-            ),
-        },
-      });
-      return { kind: 'read', body };
+      return { kind: 'read', body: await readBody(this.#req, this.#ctx.bodyRead) };
     } catch (error) {
       return { kind: 'unread', error };
     }

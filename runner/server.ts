@@ -16,7 +16,7 @@ import type { Logger } from '../placer/kernel/index.ts';
 import { lingerEarlyAnswers } from '../placer/kernel/index.ts';
 import { answerBusy, notReadyReason } from './admission.ts';
 import type { BusyReason } from './admission.ts';
-import { serveCall } from './call.ts';
+import { callBodyRead, serveCall } from './call.ts';
 import { CallGuard } from './call-guard.ts';
 import type { CallPathContext } from './call.ts';
 import { RunnerEngine } from './engine.ts';
@@ -153,6 +153,7 @@ export function createRunner(options: RunnerOptions, environment: RunnerEnvironm
   const stallWatch = new StallWatch();
   const callPath: CallPathContext = {
     config,
+    bodyRead: callBodyRead(config),
     engine,
     slots,
     log,

@@ -58,8 +58,3 @@ export function bodyReader(limits: BodyLimits): BodyReader {
   };
   return (incoming, clientGone) => readBounded(incoming, read, clientGone);
 }
-
-/** Reads one body under `limits` (see {@link BodyReader}). */
-export function readBody(incoming: IncomingMessage, limits: BodyLimits, clientGone?: AbortWatch): Promise<Buffer> {
-  return bodyReader(limits)(incoming, clientGone);
-}

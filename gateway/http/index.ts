@@ -5,7 +5,7 @@
  *
  * The room's public face: what other rooms take from it.
  */
-export { bodyReader, readBody } from './body.ts';
+export { bodyReader } from './body.ts';
 export type { BodyReader } from './body.ts';
 export {
   OPENAI_CALL_ROUTES,

@@ -3,11 +3,11 @@ import type { Server } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readBody } from '../../../gateway/http/body.ts';
+import { bodyReader } from '../../../gateway/http/body.ts';
 import { BodyTimeoutError, BodyTooLargeError } from '../../../gateway/errors.ts';
 import { SluiceError } from '../../../placer/kernel/index.ts';
 
-/** What the test server saw: the body it read, or the error readBody rejected with. */
+/** What the test server saw: the body it read, or the error the body reader rejected with. */
 interface Outcome {
   ok: boolean;
   body?: string;
@@ -18,7 +18,7 @@ interface Outcome {
   message?: string;
   status?: number;
   sluice?: boolean;
-  /** ms from calling readBody to its settling, measured on the server. */
+  /** ms from calling the body reader to its settling, measured on the server. */
   elapsed: number;
   /** `req.readableFlowing` once settled: null means nothing ever read the stream. */
   flowing: boolean | null;
@@ -63,7 +63,7 @@ beforeAll(async () => {
       });
       res.end(json);
     };
-    readBody(req, limits).then(
+    bodyReader(limits)(req).then(
       (body) =>
         answer(200, {
           ok: true,
@@ -129,11 +129,11 @@ const head = (path: string, headers: Record<string, string | number>): string =>
 
 const chunk = (data: string): string => `${Buffer.byteLength(data).toString(16)}\r\n${data}\r\n`;
 
-/** What readBody's caller saw when the body was over maxBytes, and when a read bound ran out. */
+/** What the body reader's caller saw when the body was over maxBytes, and when a read bound ran out. */
 const TOO_LARGE = { ok: false, name: 'BodyTooLargeError', code: 'GW_BODY_TOO_LARGE', status: 413 };
 const TIMED_OUT = { ok: false, name: 'BodyTimeoutError', code: 'GW_BODY_TIMEOUT', status: 408 };
 
-describe('readBody', () => {
+describe('bodyReader', () => {
   it('returns the whole body when it has a content-length within maxBytes', async () => {
     const body = '{"model":"m","messages":[]}';
     const reply = await exchange([head('/?max=1024', { 'content-length': body.length }), body]);
